@@ -1,0 +1,82 @@
+# fa4gen - attention kernel generator (PTX) and its runtime.
+#   make demo   generate a kernel, assemble it with ptxas, print its plan
+#   make test   build and run every CPU test (installs cmocka when missing and it can)
+#   make all    the CLI, libfa4rt (static + shared) and the examples
+CUDA_HOME ?= /usr/local/cuda
+CC        ?= gcc
+PTXAS     ?= $(CUDA_HOME)/bin/ptxas
+B         := build
+
+WARN      := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-missing-field-initializers
+CFLAGS    ?= -O2 -g
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -fPIC $(WARN) $(CFLAGS) -Igen -Iruntime -I$(B) -I$(CUDA_HOME)/include
+LDLIBS_RT := -ldl -lpthread -lm
+
+GEN_SRC   := $(wildcard gen/*.c gen/sm90/*.c gen/sm100/*.c)
+GEN_SRC   := $(filter-out gen/main.c,$(GEN_SRC))
+RT_SRC    := $(wildcard runtime/*.c)
+GEN_OBJ   := $(GEN_SRC:%.c=$(B)/%.o) $(B)/templates.o
+RT_OBJ    := $(RT_SRC:%.c=$(B)/%.o)
+HDRS      := $(wildcard gen/*.h gen/sm90/*.h gen/sm100/*.h runtime/*.h)
+TEMPLATES := $(wildcard templates/*.ptx)
+
+UNIT_SRC  := $(wildcard tests/unit/test_*.c)
+UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
+
+.PHONY: all demo test unit ptxas-test clean examples deps-test
+all: $(B)/fa4gen $(B)/libfa4rt.a $(B)/libfa4rt.so examples
+
+$(B)/%.o: %.c $(HDRS) | $(B)/templates.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+# Fixed PTX fragments become C strings so the CLI is one self-contained file.
+$(B)/templates.c $(B)/templates.h: $(TEMPLATES) templates/embed.sh
+	@mkdir -p $(B)
+	sh templates/embed.sh $(B) $(TEMPLATES)
+$(B)/templates.o: $(B)/templates.c
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(B)/libfa4gen.a: $(GEN_OBJ)
+	rm -f $@ && ar rcs $@ $^
+$(B)/libfa4rt.a: $(RT_OBJ) $(GEN_OBJ)
+	rm -f $@ && ar rcs $@ $^
+$(B)/libfa4rt.so: $(RT_OBJ) $(GEN_OBJ)
+	$(CC) -shared -o $@ $^ $(LDLIBS_RT)
+$(B)/fa4gen: $(B)/gen/main.o $(B)/libfa4gen.a
+	$(CC) -o $@ $^ -lm
+
+examples: $(B)/examples/mha_host
+$(B)/examples/mha_host: examples/mha_host.c $(B)/libfa4rt.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $< -o $@ $(B)/libfa4rt.a $(LDLIBS_RT)
+
+# ---- demo: the main job ----
+DEMO_FLAGS ?= --target sm90a --dtype bf16 --depth 128 --mask causal
+demo: $(B)/fa4gen
+	$(B)/fa4gen mha $(DEMO_FLAGS) -o $(B)/demo.ptx
+	$(PTXAS) -arch=sm_90a -v $(B)/demo.ptx -o $(B)/demo.cubin
+	$(B)/fa4gen explain $(DEMO_FLAGS)
+	@echo "demo: wrote $(B)/demo.ptx and $(B)/demo.cubin"
+
+# ---- tests (CPU only) ----
+CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
+deps-test:
+	@sh tests/ensure-cmocka.sh
+
+$(B)/tests/%: tests/unit/%.c tests/unit/testutil.h $(B)/libfa4rt.a $(B)/fa4gen
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Itests/unit $< -o $@ $(B)/libfa4rt.a $(CMOCKA_LIBS) $(LDLIBS_RT)
+
+unit: deps-test $(UNIT_BIN)
+	@sh tests/run-unit.sh $(UNIT_BIN)
+
+ptxas-test: $(B)/fa4gen
+	@sh tests/ptxas/run.sh $(B)/fa4gen
+
+test: deps-test
+	$(MAKE) unit
+	$(MAKE) ptxas-test
+
+clean:
+	rm -rf $(B)

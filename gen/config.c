@@ -1,0 +1,240 @@
+/* config.c - what a user chooses, its one canonical text form and its hash.
+ *
+ * Guarantees: config_canonical() prints every field the target uses in a
+ * fixed key order, and config_parse_canonical() reads that text back to an
+ * equal Config, so the text (and its hash) names a kernel across runs and
+ * machines. Every rejection is one sentence naming the field, the value and
+ * what is allowed.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fa4gen.h"
+
+const char *const kind_name[KIND_COUNT] = {"mha", "mla-sparse"};
+const char *const target_name[TARGET_COUNT] = {"sm90a", "sm100a"};
+const char *const dtype_name[DT_COUNT] = {"bf16", "fp16", "e4m3"};
+const int dtype_bytes[DT_COUNT] = {2, 2, 1};
+static const char *const mask_name[MASK_COUNT] = {"none", "causal", "window"};
+
+static int fail(char *err, size_t n, const char *fmt, ...) FA4_PRINTF(3, 4);
+static int fail(char *err, size_t n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (err && n) vsnprintf(err, n, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int parse_int(const char *s, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < INT_MIN || v > INT_MAX) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static int lookup(const char *const *names, int count, const char *s)
+{
+    for (int i = 0; i < count; i++)
+        if (strcmp(names[i], s) == 0) return i;
+    return -1;
+}
+
+void config_init(Config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->kind = KIND_MHA;
+    c->target = TARGET_SM90A;
+    c->dtype = DT_BF16;
+    c->rope_dtype = DT_BF16;
+    c->mask = MASK_NONE;
+    c->rescale = -1;   /* 0 is a meaningful value for these two: -1 means unset */
+    c->exp2_poly = -1;
+}
+
+static int parse_mask(Config *c, const char *v, char *err, size_t n)
+{
+    int m = lookup(mask_name, MASK_COUNT, v);
+    if (m == MASK_NONE || m == MASK_CAUSAL) {
+        c->mask = (MaskKind)m;
+        c->window_left = c->window_right = 0;
+        return 0;
+    }
+    int l, r;
+    char tail;
+    if (sscanf(v, "window:%d,%d%c", &l, &r, &tail) == 2 && l >= -1 && r >= -1) {
+        c->mask = MASK_WINDOW;
+        c->window_left = l;
+        c->window_right = r;
+        return 0;
+    }
+    return fail(err, n, "mask: '%s' is not allowed; use none, causal or window:L,R (L, R >= 0, or -1 for unbounded)", v);
+}
+
+/* Integer keys, in canonical order. Each names its Config field by offset. */
+typedef struct { const char *key; size_t off; int min, max; const char *allowed; } IntKey;
+#define F(f) offsetof(Config, f)
+static const IntKey int_keys[] = {
+    {"qk", F(qk_depth), 16, 1024, "a multiple of 16 up to 1024"},
+    {"ov", F(ov_depth), 16, 1024, "a multiple of 16 up to 1024"},
+    {"bm", F(bm), 16, 512, "16..512"},
+    {"bn", F(bn), 16, 256, "16..256"},
+    {"group", F(group), 1, 256, "1..256 query heads per KV head"},
+    {"stages", F(stages), 1, 16, "1..16"},
+    {"swizzle", F(swizzle), 32, 128, "32, 64 or 128"},
+    {"qtiles", F(qtiles), 1, 2, "1 or 2"},
+    {"cta", F(cta_pair), 1, 2, "1 or 2"},
+    {"rescale", F(rescale), 0, 64, "0..64 (log2 units; 0 = always rescale)"},
+    {"poly", F(exp2_poly), 0, 100, "0..100 (percent)"},
+    {"rope_split", F(rope_split), 0, 1, "0 or 1"},
+};
+#undef F
+enum { N_INT_KEYS = sizeof int_keys / sizeof int_keys[0] };
+
+static int *int_field(Config *c, const IntKey *k) { return (int *)((char *)c + k->off); }
+static int int_value(const Config *c, const IntKey *k) { return *(const int *)((const char *)c + k->off); }
+
+int config_set(Config *c, const char *key, const char *value, char *err, size_t n)
+{
+    if (strcmp(key, "kind") == 0) {
+        int k = lookup(kind_name, KIND_COUNT, value);
+        if (k < 0) return fail(err, n, "kind: '%s' is not allowed; use mha or mla-sparse", value);
+        c->kind = (Kind)k;
+        return 0;
+    }
+    if (strcmp(key, "target") == 0) {
+        int t = lookup(target_name, TARGET_COUNT, value);
+        if (t < 0) return fail(err, n, "target: '%s' is not allowed; use sm90a or sm100a", value);
+        c->target = (TargetId)t;
+        return 0;
+    }
+    if (strcmp(key, "dtype") == 0 || strcmp(key, "rope_dtype") == 0) {
+        int d = lookup(dtype_name, DT_COUNT, value);
+        if (d < 0) return fail(err, n, "%s: '%s' is not allowed; use bf16, fp16 or e4m3", key, value);
+        if (key[0] == 'd') c->dtype = (DType)d; else c->rope_dtype = (DType)d;
+        return 0;
+    }
+    if (strcmp(key, "mask") == 0) return parse_mask(c, value, err, n);
+    if (strcmp(key, "depth") == 0) {
+        int v;
+        if (parse_int(value, &v) || v < 16 || v > 1024 || v % 16)
+            return fail(err, n, "depth: '%s' is not allowed; use a multiple of 16 up to 1024", value);
+        c->qk_depth = c->ov_depth = v;
+        return 0;
+    }
+    for (int i = 0; i < N_INT_KEYS; i++) {
+        const IntKey *k = &int_keys[i];
+        if (strcmp(key, k->key) != 0) continue;
+        int v;
+        if (parse_int(value, &v) || v < k->min || v > k->max)
+            return fail(err, n, "%s: '%s' is not allowed; use %s", key, value, k->allowed);
+        *int_field(c, k) = v;
+        return 0;
+    }
+    return fail(err, n, "'%s' is not a config field; fields: kind target dtype depth qk ov bm bn group stages "
+                        "swizzle mask qtiles cta rescale poly rope_split rope_dtype", key);
+}
+
+int config_fill_defaults(Config *c, char *err, size_t n)
+{
+    if ((unsigned)c->target >= TARGET_COUNT) return fail(err, n, "target: value %d is not a target", (int)c->target);
+    if (!c->qk_depth) c->qk_depth = c->ov_depth;
+    if (!c->ov_depth) c->ov_depth = c->qk_depth;
+    if (!c->qk_depth) return fail(err, n, "depth: missing; give --depth D (or --qk-depth and --ov-depth)");
+    if (!c->group) c->group = 1;
+    target_get(c->target)->defaults(c);
+    return 0;
+}
+
+int config_check(const Config *c, char *err, size_t n)
+{
+    if ((unsigned)c->kind >= KIND_COUNT) return fail(err, n, "kind: value %d is not a kind", (int)c->kind);
+    if ((unsigned)c->target >= TARGET_COUNT) return fail(err, n, "target: value %d is not a target", (int)c->target);
+    if ((unsigned)c->dtype >= DT_COUNT) return fail(err, n, "dtype: value %d is not a dtype", (int)c->dtype);
+    if (c->qk_depth % 16 || c->ov_depth % 16)
+        return fail(err, n, "qk/ov: %d/%d is not allowed; depths are multiples of 16", c->qk_depth, c->ov_depth);
+    if (c->swizzle != 32 && c->swizzle != 64 && c->swizzle != 128)
+        return fail(err, n, "swizzle: %d is not allowed; use 32, 64 or 128", c->swizzle);
+    return target_get(c->target)->check(c, err, n);
+}
+
+static void put(char *buf, size_t n, size_t *len, const char *fmt, ...) FA4_PRINTF(4, 5);
+static void put(char *buf, size_t n, size_t *len, const char *fmt, ...)
+{
+    if (*len >= n) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(buf + *len, n - *len, fmt, ap);
+    va_end(ap);
+    if (k > 0) *len += (size_t)k;
+}
+
+/* Keys a target does not use stay out of its canonical form. */
+static int key_used(const Config *c, const char *key)
+{
+    int sm100 = c->target == TARGET_SM100A;
+    if (!strcmp(key, "qtiles") || !strcmp(key, "cta") || !strcmp(key, "rescale") || !strcmp(key, "poly"))
+        return sm100;
+    if (!strcmp(key, "rope_split")) return sm100 && c->kind == KIND_MHA && c->qk_depth != c->ov_depth;
+    return 1;
+}
+
+void config_canonical(const Config *c, char *buf, size_t n)
+{
+    size_t len = 0;
+    if (n) buf[0] = 0;
+    put(buf, n, &len, "%s target=%s dtype=%s", kind_name[c->kind], target_name[c->target], dtype_name[c->dtype]);
+    for (int i = 0; i < N_INT_KEYS; i++)
+        if (key_used(c, int_keys[i].key)) put(buf, n, &len, " %s=%d", int_keys[i].key, int_value(c, &int_keys[i]));
+    if (key_used(c, "rope_split") && c->rope_split) put(buf, n, &len, " rope_dtype=%s", dtype_name[c->rope_dtype]);
+    if (c->mask == MASK_WINDOW)
+        put(buf, n, &len, " mask=window:%d,%d", c->window_left, c->window_right);
+    else
+        put(buf, n, &len, " mask=%s", mask_name[c->mask]);
+}
+
+int config_parse_canonical(const char *text, Config *c, char *err, size_t n)
+{
+    config_init(c);
+    char copy[512];
+    if (strlen(text) >= sizeof copy) return fail(err, n, "config: text is longer than %zu characters", sizeof copy - 1);
+    strcpy(copy, text);
+    char *save = NULL;
+    int first = 1;
+    for (char *w = strtok_r(copy, " \t\n", &save); w; w = strtok_r(NULL, " \t\n", &save), first = 0) {
+        char *eq = strchr(w, '=');
+        if (!eq) {
+            if (!first) return fail(err, n, "config: '%s' is not key=value; only the kind may stand alone, first", w);
+            if (config_set(c, "kind", w, err, n)) return -1;
+            continue;
+        }
+        *eq = 0;
+        if (config_set(c, w, eq + 1, err, n)) return -1;
+    }
+    return 0;
+}
+
+uint64_t config_hash(const Config *c)
+{
+    char text[512];
+    config_canonical(c, text, sizeof text);
+    uint64_t h = 0xcbf29ce484222325ull;
+    const char *parts[3] = {text, "\n", FA4GEN_VERSION};
+    for (int i = 0; i < 3; i++)
+        for (const unsigned char *s = (const unsigned char *)parts[i]; *s; s++) h = (h ^ *s) * 0x100000001b3ull;
+    return h;
+}
+
+void config_symbol(const Config *c, char *buf, size_t n)
+{
+    snprintf(buf, n, "fa4_%s_%s_%016llx", c->kind == KIND_MHA ? "mha" : "mla_sparse", target_name[c->target],
+             (unsigned long long)config_hash(c));
+}

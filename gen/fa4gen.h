@@ -1,0 +1,237 @@
+/* fa4gen.h - the generator's one internal header.
+ *
+ * Stages, in the order a kernel is made:
+ *   config  (config.c)  what the user chose; one canonical text form and its hash
+ *   plan    (plan.c + <target>/plan*.c)  every derived number, computed once
+ *   emit    (ptx.c builder, <target>/<kind>.c emitters, <target>/ops.c op layer)
+ *   api     (api.c)     config -> plan -> PTX, for the CLI and the runtime
+ * Emitters read the plan and never re-derive a number from the config.
+ */
+#ifndef FA4GEN_H
+#define FA4GEN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define FA4GEN_VERSION "0.1.0"
+
+#if defined(__GNUC__)
+#define FA4_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define FA4_PRINTF(f, a)
+#endif
+
+/* ============================== config.c ============================== */
+
+typedef enum { KIND_MHA, KIND_MLA_SPARSE, KIND_COUNT } Kind;
+typedef enum { TARGET_SM90A, TARGET_SM100A, TARGET_COUNT } TargetId;
+typedef enum { DT_BF16, DT_FP16, DT_E4M3, DT_COUNT } DType;
+typedef enum { MASK_NONE, MASK_CAUSAL, MASK_WINDOW, MASK_COUNT } MaskKind;
+
+/* What a user chooses. A field left 0 means "the plan's best default"; after
+ * config_fill_defaults() every field the target uses is explicit. */
+typedef struct Config {
+    Kind kind;
+    TargetId target;
+    DType dtype;
+    int qk_depth, ov_depth;
+    int bm, bn;       /* query rows per CTA, key rows per KV tile */
+    int group;        /* query heads per KV head (1 = MHA) */
+    int stages;       /* KV ring depth */
+    int swizzle;      /* 32, 64 or 128 (bytes) */
+    MaskKind mask;
+    int window_left, window_right; /* MASK_WINDOW only */
+    /* sm100a only (0 = default; -1 for rescale and exp2_poly, where 0 means something) */
+    int qtiles;       /* 1 or 2 MMA_M-row Q tiles per CTA */
+    int cta_pair;     /* 1, or 2 for cta_group::2 */
+    int rescale;      /* conditional O rescale threshold, log2 units */
+    int exp2_poly;    /* percent of exp2 done by the FMA polynomial */
+    int rope_split;   /* MLA prefill: rope part of K is a separate tensor (0/1) */
+    DType rope_dtype; /* dtype of that tensor */
+} Config;
+
+extern const char *const kind_name[KIND_COUNT];
+extern const char *const target_name[TARGET_COUNT];
+extern const char *const dtype_name[DT_COUNT];
+extern const int dtype_bytes[DT_COUNT];
+
+/* Every function that can fail returns 0 on success, -1 on failure with one
+ * sentence in err naming the field, the value and what is allowed. */
+void config_init(Config *c);
+int config_set(Config *c, const char *key, const char *value, char *err, size_t n);
+int config_fill_defaults(Config *c, char *err, size_t n);
+int config_check(const Config *c, char *err, size_t n);
+int config_parse_canonical(const char *text, Config *c, char *err, size_t n);
+/* The canonical one-line form: stable key order, every field the target uses. */
+void config_canonical(const Config *c, char *buf, size_t n);
+uint64_t config_hash(const Config *c); /* FNV-1a 64 of canonical + generator version */
+void config_symbol(const Config *c, char *buf, size_t n); /* fa4_<kind>_<target>_<hash16> */
+int parse_int(const char *s, int *out);
+
+/* ============================== plan.c ============================== */
+
+enum { PLAN_MAX_SMEM = 48, PLAN_MAX_ROLES = 8, PLAN_MAX_MAPS = 6, PLAN_MAX_BARS = 12,
+       PLAN_MAX_TMEM = 12, PLAN_MAX_NOTES = 24 };
+
+typedef enum { TENSOR_Q, TENSOR_K, TENSOR_V, TENSOR_O, TENSOR_K_ROPE, TENSOR_COUNT } TensorId;
+extern const char *const tensor_name[TENSOR_COUNT];
+
+typedef struct { char name[24]; uint32_t offset, size, align; char what[64]; } SmemEntry;
+typedef struct { char name[24]; int first_warp, warps, regs; char job[80]; } Role;
+typedef struct { char name[20]; int id, threads; char what[64]; } NamedBar;
+typedef struct { char name[16]; uint32_t col, ncols; char what[48]; } TmemEntry;
+
+/* One TMA tensor map, in kernel-parameter order. Global dims are always
+ * (depth, seq, head, batch) of the named tensor with its own strides. */
+typedef struct {
+    char name[12];
+    TensorId tensor;
+    DType dtype;
+    uint32_t depth;     /* global dim 0 (elements) */
+    uint32_t box[4];    /* elements along (depth, seq, head, batch) */
+    int swizzle;        /* bytes: 32, 64, 128 */
+    uint32_t box_bytes;
+} MapSpec;
+
+typedef struct { char key[32]; char value[96]; } PlanNote; /* extra explain lines */
+
+#include "sm90/plan90.h"
+#include "sm100/plan100.h"
+
+struct Target;
+
+typedef struct Plan {
+    Config cfg;
+    const struct Target *target;
+    char canonical[256];
+    char symbol[64];
+    uint64_t hash;
+
+    /* tiles */
+    int rows_per_cta;  /* query rows (after any head packing) one CTA tile covers */
+    int bm, bn, qk, ov;
+    int elem_bytes;
+    int swizzle_bytes; /* row bytes of one swizzled smem chunk */
+    int chunk_elems;   /* elements per swizzled chunk row */
+    int qk_chunks, ov_chunks;
+    int stages;
+
+    /* shared memory map (in offset order) */
+    SmemEntry smem[PLAN_MAX_SMEM];
+    int n_smem;
+    uint32_t smem_bytes;  /* end of the last entry */
+    uint32_t smem_launch; /* dynamic smem requested at launch (includes base-alignment slack) */
+    uint32_t smem_align;  /* the kernel aligns its dynamic smem base up to this */
+
+    /* warp roles */
+    Role roles[PLAN_MAX_ROLES];
+    int n_roles;
+    int threads;
+    int entry_regs; /* registers per thread at entry: 65536 / threads, rounded down to 8 */
+
+    NamedBar bars[PLAN_MAX_BARS];
+    int n_bars;
+
+    MapSpec maps[PLAN_MAX_MAPS];
+    int n_maps;
+
+    TmemEntry tmem[PLAN_MAX_TMEM];
+    int n_tmem;
+    int tmem_cols; /* allocated columns (power of two), 0 = no TMEM */
+
+    int cluster[3];
+    int persistent; /* kernel loops over tiles with stride gridDim.x */
+
+    PlanNote notes[PLAN_MAX_NOTES];
+    int n_notes;
+
+    Sm90Plan sm90;
+    Sm100Plan sm100;
+} Plan;
+
+int plan_make(const Config *c, Plan *p, char *err, size_t n); /* fills defaults, checks, plans */
+/* Builders used by the target planners. */
+uint32_t plan_smem(Plan *p, const char *name, uint32_t size, uint32_t align, const char *what);
+void plan_role(Plan *p, const char *name, int first_warp, int warps, int regs, const char *job);
+int plan_bar(Plan *p, const char *name, int threads, const char *what); /* returns the barrier id */
+void plan_map(Plan *p, const char *name, TensorId t, DType dt, uint32_t depth, uint32_t box_depth,
+              uint32_t box_seq, uint32_t box_head, int swizzle);
+uint32_t plan_tmem(Plan *p, const char *name, uint32_t col, uint32_t ncols, const char *what);
+void plan_note(Plan *p, const char *key, const char *fmt, ...) FA4_PRINTF(3, 4);
+const SmemEntry *plan_smem_find(const Plan *p, const char *name);
+
+/* explain: the plan as a readable table or as JSON. Returns a malloc'd string. */
+char *plan_explain_text(const Plan *p);
+char *plan_explain_json(const Plan *p);
+
+/* ============================== ptx.c ============================== */
+
+typedef struct Buf {
+    char *p;
+    size_t len, cap;
+    int oom;
+} Buf;
+void buf_printf(Buf *b, const char *fmt, ...) FA4_PRINTF(2, 3);
+void buf_puts(Buf *b, const char *s);
+void buf_free(Buf *b);
+
+enum { EMIT_MAX_REGS = 768, EMIT_REG_NAME = 24 };
+typedef struct { char type[6]; char name[EMIT_REG_NAME]; int count; } RegDecl;
+
+/* Emitter state: one per kernel. All text goes through emit(). */
+typedef struct Emit {
+    const Plan *p;
+    Buf body;
+    RegDecl regs[EMIT_MAX_REGS];
+    int n_regs;
+    int labels;
+    int failed; /* an internal error was recorded; message in err */
+    char err[256];
+} Emit;
+
+void emit_init(Emit *e, const Plan *p);
+void emit_free(Emit *e);
+void emit(Emit *e, const char *fmt, ...) FA4_PRINTF(2, 3);         /* one instruction line */
+void emit_note(Emit *e, const char *fmt, ...) FA4_PRINTF(2, 3);    /* a "// ..." line */
+void emit_section(Emit *e, const char *fmt, ...) FA4_PRINTF(2, 3); /* a role banner */
+void emit_label(Emit *e, const char *label);
+void emit_raw(Emit *e, const char *text);
+void emit_fail(Emit *e, const char *fmt, ...) FA4_PRINTF(2, 3);
+/* Declare a register (idempotent for the same type); returns its "%name". */
+const char *reg(Emit *e, const char *type, const char *name);
+/* Declare %name<n>; element i is "%name<i>" (write with regname()). */
+void reg_array(Emit *e, const char *type, const char *name, int n);
+/* "%name<i>" into a caller buffer. */
+const char *regname(char *buf, size_t n, const char *name, int i);
+/* "{%name<first>, ..., %name<first+count-1>}" into buf. */
+const char *reglist(char *buf, size_t n, const char *name, int first, int count);
+/* A fresh label "$stem_<k>". */
+const char *new_label(Emit *e, char *buf, size_t n, const char *stem);
+/* Header (version, target, smem decl) + register declarations + body; malloc'd. */
+char *emit_finish(Emit *e, const char *entry_header, size_t *len);
+
+/* ============================== targets ============================== */
+
+typedef struct Target {
+    TargetId id;
+    const char *name;        /* "sm90a" */
+    const char *ptx_target;  /* "sm_90a" */
+    const char *ptx_version; /* ".version" operand */
+    int sm_major, sm_minor;  /* the GPU it runs on */
+    uint32_t smem_limit;     /* dynamic smem per CTA, bytes */
+    void (*defaults)(Config *c);
+    int (*check)(const Config *c, char *err, size_t n);
+    int (*plan)(const Config *c, Plan *p, char *err, size_t n);
+    int (*emit)(Emit *e); /* the kernel for e->p */
+} Target;
+
+const Target *target_get(TargetId id);
+extern const Target target_sm90a;
+extern const Target target_sm100a;
+
+/* ============================== api.c ============================== */
+
+/* config -> plan -> PTX. *ptx is malloc'd (NUL-terminated). */
+int fa4gen_generate(const Config *c, Plan *p, char **ptx, size_t *len, char *err, size_t n);
+
+#endif

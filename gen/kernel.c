@@ -1,0 +1,166 @@
+/* kernel.c - the parts of an MHA kernel that do not depend on the target:
+ * file header, parameter ABI, prologue and tile scheduling with the mask's
+ * key ranges. The runtime launches every MHA kernel with this ABI:
+ *   maps (CUtensorMap, in plan order), lse (u64), seqlen_q, seqlen_k,
+ *   heads_q, batch (u32), scale_log2, o_scale (f32). */
+#include <stdio.h>
+#include <string.h>
+
+#include "kernel.h"
+#include "ops.h"
+#include "templates.h"
+
+void tpl_fill(Buf *out, const char *tpl, const char *const *kv)
+{
+    for (const char *s = tpl; *s;) {
+        const char *hole = strstr(s, "${");
+        if (!hole) {
+            buf_puts(out, s);
+            return;
+        }
+        buf_printf(out, "%.*s", (int)(hole - s), s);
+        const char *end = strchr(hole, '}');
+        if (!end) {
+            buf_puts(out, hole);
+            return;
+        }
+        const char *val = NULL;
+        for (int i = 0; kv[i]; i += 2)
+            if (strlen(kv[i]) == (size_t)(end - hole - 2) && !strncmp(kv[i], hole + 2, (size_t)(end - hole - 2)))
+                val = kv[i + 1];
+        if (val) buf_puts(out, val);
+        else buf_printf(out, "%.*s", (int)(end - hole + 1), hole); /* unknown holes stay visible */
+        s = end + 1;
+    }
+}
+
+void mha_entry_header(Buf *out, const Plan *p)
+{
+    char align[16];
+    snprintf(align, sizeof align, "%u", p->smem_align);
+    const char *kv[] = {"generator", FA4GEN_VERSION, "config", p->canonical, "ptx_version", p->target->ptx_version,
+                        "ptx_target", p->target->ptx_target, "smem_align", align, NULL};
+    tpl_fill(out, tpl_header, kv);
+    buf_printf(out, ".visible .entry %s(\n", p->symbol);
+    for (int i = 0; i < p->n_maps; i++)
+        buf_printf(out, "    .param .align 128 .b8 p_tmap_%s[128],\n", p->maps[i].name);
+    buf_puts(out, "    .param .u64 p_lse,\n"
+                  "    .param .u32 p_seqlen_q,\n"
+                  "    .param .u32 p_seqlen_k,\n"
+                  "    .param .u32 p_heads_q,\n"
+                  "    .param .u32 p_batch,\n"
+                  "    .param .f32 p_scale_log2,\n"
+                  "    .param .f32 p_o_scale\n)\n");
+    /* .reqntid + .minnctapersm 1 give ptxas the entry register cap that makes setmaxnreg effective */
+    buf_printf(out, ".reqntid %d, 1, 1\n.minnctapersm 1\n", p->threads);
+    if (p->cluster[0] * p->cluster[1] * p->cluster[2] > 1)
+        buf_printf(out, ".reqnctapercluster %d, %d, %d\n", p->cluster[0], p->cluster[1], p->cluster[2]);
+}
+
+void mha_prologue(Emit *e)
+{
+    const Plan *p = e->p;
+    emit_section(e, "prologue: thread coordinates, parameters, smem base");
+    const char *tid = reg(e, "b32", "thread"), *warp = reg(e, "b32", "warp"), *lane = reg(e, "b32", "lane");
+    const char *wg = reg(e, "b32", "wg"), *smem = reg(e, "b32", "smem");
+    emit(e, "mov.u32 %s, %%tid.x;", tid);
+    emit(e, "shr.u32 %s, %s, 5;", warp, tid);
+    emit(e, "and.b32 %s, %s, 31;", lane, tid);
+    emit(e, "shr.u32 %s, %s, 7;", wg, tid);
+    emit_note(e, "plan: smem base aligned to %u", p->smem_align);
+    emit(e, "mov.u32 %s, fa4_smem;", smem);
+    emit(e, "add.u32 %s, %s, %u;", smem, smem, p->smem_align - 1);
+    emit(e, "and.b32 %s, %s, %u;", smem, smem, ~(p->smem_align - 1));
+    for (int i = 0; i < p->n_maps; i++) {
+        char rn[24], pn[24];
+        snprintf(rn, sizeof rn, "tmap_%s", p->maps[i].name);
+        snprintf(pn, sizeof pn, "p_tmap_%s", p->maps[i].name);
+        op_param_addr(e, reg(e, "b64", rn), pn);
+    }
+    emit(e, "ld.param.u64 %s, [p_lse];", reg(e, "b64", "lse_ptr"));
+    static const char *const u32s[] = {"seqlen_q", "seqlen_k", "heads_q", "batch"};
+    for (int i = 0; i < 4; i++) emit(e, "ld.param.u32 %s, [p_%s];", reg(e, "b32", u32s[i]), u32s[i]);
+    emit(e, "ld.param.f32 %s, [p_scale_log2];", reg(e, "f32", "scale_log2"));
+    emit(e, "ld.param.f32 %s, [p_o_scale];", reg(e, "f32", "o_scale"));
+    const char *nm = reg(e, "b32", "num_m_blocks"), *hb = reg(e, "b32", "heads_batch");
+    emit_note(e, "plan: %d query rows per tile; tiles = m-blocks x heads x batch", p->rows_per_cta);
+    emit(e, "add.u32 %s, %%seqlen_q, %d;", nm, p->rows_per_cta - 1);
+    emit(e, "div.u32 %s, %s, %d;", nm, nm, p->rows_per_cta);
+    emit(e, "mul.lo.u32 %s, %%heads_q, %%batch;", hb);
+    emit(e, "mul.lo.u32 %s, %s, %s;", reg(e, "b32", "num_tiles"), nm, hb);
+    emit(e, "mov.u32 %s, %%nctaid.x;", reg(e, "b32", "grid_ctas"));
+}
+
+void mask_bounds(const Config *c, int *wl, int *wr)
+{
+    *wl = *wr = -1;
+    if (c->mask == MASK_CAUSAL) *wr = 0;
+    if (c->mask == MASK_WINDOW) {
+        *wl = c->window_left;
+        *wr = c->window_right;
+    }
+}
+
+/* dst = x <= 0 ? 0 : (x + round) / bn, for signed x */
+static void clamp_div(Emit *e, const char *dst, const char *x, int round, int bn)
+{
+    const char *p = reg(e, "pred", "tc_neg");
+    emit(e, "setp.le.s32 %s, %s, 0;", p, x);
+    emit(e, "add.s32 %s, %s, %d;", dst, x, round);
+    emit(e, "div.s32 %s, %s, %d;", dst, dst, bn);
+    emit(e, "selp.b32 %s, 0, %s, %s;", dst, dst, p);
+}
+
+void mha_tile_coords(Emit *e)
+{
+    const Plan *p = e->p;
+    int bn = p->bn, wl, wr;
+    mask_bounds(&p->cfg, &wl, &wr);
+    const char *tq = reg(e, "b32", "tc_q"), *tr = reg(e, "b32", "tc_r");
+    const char *m_block = reg(e, "b32", "m_block"), *head = reg(e, "b32", "head"), *bidx = reg(e, "b32", "bidx");
+    const char *kvh = reg(e, "b32", "kv_head"), *m0 = reg(e, "b32", "m0"), *off = reg(e, "b32", "kv_off");
+    const char *last = reg(e, "b32", "row_last"), *nblk = reg(e, "b32", "tc_nblk"), *x = reg(e, "b32", "tc_x");
+    const char *nb = reg(e, "b32", "n_begin"), *ne = reg(e, "b32", "n_end");
+    const char *flo = reg(e, "b32", "full_lo"), *fhi = reg(e, "b32", "full_hi");
+    emit_note(e, "tile -> (m-block, head, batch); m-blocks in descending order so the longest causal rows go first");
+    emit(e, "div.u32 %s, %%tile, %%heads_batch;", tq);
+    emit(e, "rem.u32 %s, %%tile, %%heads_batch;", tr);
+    emit(e, "sub.u32 %s, %%num_m_blocks, 1;", m_block);
+    emit(e, "sub.u32 %s, %s, %s;", m_block, m_block, tq);
+    emit(e, "rem.u32 %s, %s, %%heads_q;", head, tr);
+    emit(e, "div.u32 %s, %s, %%heads_q;", bidx, tr);
+    emit_note(e, "plan: group %d query heads per kv head", p->cfg.group);
+    emit(e, "div.u32 %s, %s, %d;", kvh, head, p->cfg.group);
+    emit(e, "mul.lo.u32 %s, %s, %d;", m0, m_block, p->rows_per_cta);
+    emit_note(e, "key range (bottom-right aligned): row i sees keys i+off-%d .. i+off+%d (-1 = unbounded)", wl, wr);
+    emit(e, "sub.s32 %s, %%seqlen_k, %%seqlen_q;", off);
+    emit(e, "add.u32 %s, %s, %d;", last, m0, p->rows_per_cta);
+    emit(e, "min.u32 %s, %s, %%seqlen_q;", last, last);
+    emit(e, "sub.u32 %s, %s, 1;", last, last);
+    emit(e, "add.u32 %s, %%seqlen_k, %d;", nblk, bn - 1);
+    emit(e, "div.u32 %s, %s, %d;", nblk, nblk, bn);
+    emit(e, "div.u32 %s, %%seqlen_k, %d;", fhi, bn);
+    if (wr >= 0) {
+        emit(e, "add.s32 %s, %s, %s;", x, last, off);
+        emit(e, "add.s32 %s, %s, %d;", x, x, wr + 1); /* one past the last key the last row sees */
+        clamp_div(e, ne, x, bn - 1, bn);
+        emit(e, "min.s32 %s, %s, %s;", ne, ne, nblk);
+        emit(e, "add.s32 %s, %s, %s;", x, m0, off);
+        emit(e, "add.s32 %s, %s, %d;", x, x, wr + 1); /* one past the last key the first row sees */
+        clamp_div(e, x, x, 0, bn);
+        emit(e, "min.s32 %s, %s, %s;", fhi, fhi, x);
+    } else {
+        emit(e, "mov.u32 %s, %s;", ne, nblk);
+    }
+    if (wl >= 0) {
+        emit(e, "add.s32 %s, %s, %s;", x, m0, off);
+        emit(e, "sub.s32 %s, %s, %d;", x, x, wl); /* first key the first row sees */
+        clamp_div(e, nb, x, 0, bn);
+        emit(e, "add.s32 %s, %s, %s;", x, last, off);
+        emit(e, "sub.s32 %s, %s, %d;", x, x, wl); /* first key the last row sees */
+        clamp_div(e, flo, x, bn - 1, bn);
+    } else {
+        emit(e, "mov.u32 %s, 0;", nb);
+        emit(e, "mov.u32 %s, 0;", flo);
+    }
+}

@@ -1,0 +1,35 @@
+/* kernel.h - pieces every attention kernel shares, whatever its target: the
+ * file header (from templates/header.ptx), the MHA parameter ABI, the
+ * prologue that names thread/lane/smem registers, and the tile scheduler with
+ * the key-range arithmetic of the masks. */
+#ifndef FA4GEN_KERNEL_H
+#define FA4GEN_KERNEL_H
+
+#include "fa4gen.h"
+
+/* Substitute ${name} holes of a template from a NULL-terminated key/value list. */
+void tpl_fill(Buf *out, const char *tpl, const char *const *kv);
+
+/* File header + `.visible .entry` with the MHA parameters and launch bounds. */
+void mha_entry_header(Buf *out, const Plan *p);
+
+/* Registers defined by mha_prologue():
+ *   %thread %warp %lane %wg           thread coordinates (u32)
+ *   %smem                          aligned dynamic smem base (u32, shared::cta address)
+ *   %tmap_<name>                   generic address of each tensor map parameter (u64)
+ *   %lse_ptr (u64) %seqlen_q %seqlen_k %heads_q %batch (u32) %scale_log2 %o_scale (f32)
+ *   %num_m_blocks %heads_batch %num_tiles %grid_ctas (u32) */
+void mha_prologue(Emit *e);
+
+/* For the tile in %tile, defines (u32/s32):
+ *   %m_block %head %bidx %kv_head %m0          (heaviest m-blocks first)
+ *   %n_begin %n_end                            kv blocks that any row of the tile sees
+ *   %full_lo %full_hi                          blocks in [full_lo, full_hi) need no mask
+ *   %kv_off                                    seqlen_k - seqlen_q (bottom-right alignment) */
+void mha_tile_coords(Emit *e);
+
+/* The mask bounds of the config: key j is visible from row i when
+ * i + off - wl <= j <= i + off + wr; -1 = unbounded. */
+void mask_bounds(const Config *c, int *wl, int *wr);
+
+#endif

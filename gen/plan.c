@@ -1,0 +1,267 @@
+/* plan.c - everything derived from a config, computed once, and its printing.
+ *
+ * plan_make() fills defaults, checks the config and hands it to the target's
+ * planner, which lays out shared memory, barriers, roles and tensor maps with
+ * the builders below. The builders keep the tables that `fa4gen explain`
+ * prints, so the printed plan is exactly what the emitters read.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fa4gen.h"
+
+const char *const tensor_name[TENSOR_COUNT] = {"q", "k", "v", "o", "k_rope"};
+
+static void copy_name(char *dst, size_t n, const char *src)
+{
+    snprintf(dst, n, "%s", src ? src : "");
+}
+
+uint32_t plan_smem(Plan *p, const char *name, uint32_t size, uint32_t align, const char *what)
+{
+    if (p->n_smem == PLAN_MAX_SMEM) return UINT32_MAX;
+    uint32_t off = (p->smem_bytes + align - 1) / align * align;
+    SmemEntry *s = &p->smem[p->n_smem++];
+    copy_name(s->name, sizeof s->name, name);
+    copy_name(s->what, sizeof s->what, what);
+    s->offset = off;
+    s->size = size;
+    s->align = align;
+    p->smem_bytes = off + size;
+    return off;
+}
+
+const SmemEntry *plan_smem_find(const Plan *p, const char *name)
+{
+    for (int i = 0; i < p->n_smem; i++)
+        if (!strcmp(p->smem[i].name, name)) return &p->smem[i];
+    return NULL;
+}
+
+void plan_role(Plan *p, const char *name, int first_warp, int warps, int regs, const char *job)
+{
+    if (p->n_roles == PLAN_MAX_ROLES) return;
+    Role *r = &p->roles[p->n_roles++];
+    copy_name(r->name, sizeof r->name, name);
+    copy_name(r->job, sizeof r->job, job);
+    r->first_warp = first_warp;
+    r->warps = warps;
+    r->regs = regs;
+}
+
+int plan_bar(Plan *p, const char *name, int threads, const char *what)
+{
+    if (p->n_bars == PLAN_MAX_BARS) return -1;
+    NamedBar *b = &p->bars[p->n_bars];
+    copy_name(b->name, sizeof b->name, name);
+    copy_name(b->what, sizeof b->what, what);
+    b->id = p->n_bars + 1; /* id 0 is bar.sync 0 / __syncthreads */
+    b->threads = threads;
+    p->n_bars++;
+    return b->id;
+}
+
+void plan_map(Plan *p, const char *name, TensorId t, DType dt, uint32_t depth, uint32_t box_depth,
+              uint32_t box_seq, uint32_t box_head, int swizzle)
+{
+    if (p->n_maps == PLAN_MAX_MAPS) return;
+    MapSpec *m = &p->maps[p->n_maps++];
+    copy_name(m->name, sizeof m->name, name);
+    m->tensor = t;
+    m->dtype = dt;
+    m->depth = depth;
+    m->box[0] = box_depth;
+    m->box[1] = box_seq;
+    m->box[2] = box_head;
+    m->box[3] = 1;
+    m->swizzle = swizzle;
+    m->box_bytes = box_depth * box_seq * box_head * (uint32_t)dtype_bytes[dt];
+}
+
+uint32_t plan_tmem(Plan *p, const char *name, uint32_t col, uint32_t ncols, const char *what)
+{
+    if (p->n_tmem == PLAN_MAX_TMEM) return UINT32_MAX;
+    TmemEntry *t = &p->tmem[p->n_tmem++];
+    copy_name(t->name, sizeof t->name, name);
+    copy_name(t->what, sizeof t->what, what);
+    t->col = col;
+    t->ncols = ncols;
+    return col;
+}
+
+void plan_note(Plan *p, const char *key, const char *fmt, ...)
+{
+    if (p->n_notes == PLAN_MAX_NOTES) return;
+    PlanNote *n = &p->notes[p->n_notes++];
+    copy_name(n->key, sizeof n->key, key);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(n->value, sizeof n->value, fmt, ap);
+    va_end(ap);
+}
+
+int plan_make(const Config *c, Plan *p, char *err, size_t n)
+{
+    memset(p, 0, sizeof *p);
+    p->cfg = *c;
+    if (config_fill_defaults(&p->cfg, err, n) || config_check(&p->cfg, err, n)) return -1;
+    p->target = target_get(p->cfg.target);
+    config_canonical(&p->cfg, p->canonical, sizeof p->canonical);
+    config_symbol(&p->cfg, p->symbol, sizeof p->symbol);
+    p->hash = config_hash(&p->cfg);
+    p->cluster[0] = p->cluster[1] = p->cluster[2] = 1;
+    if (p->target->plan(&p->cfg, p, err, n)) return -1;
+    if (p->n_smem == PLAN_MAX_SMEM || p->n_roles == PLAN_MAX_ROLES || p->n_maps == PLAN_MAX_MAPS) {
+        snprintf(err, n, "internal: plan tables are full; raise PLAN_MAX_* in fa4gen.h");
+        return -1;
+    }
+    p->smem_launch = p->smem_bytes + p->smem_align;
+    if (p->smem_launch > p->target->smem_limit) {
+        snprintf(err, n,
+                 "smem: the plan needs %u bytes of shared memory (incl. %u alignment slack) but %s allows %u; "
+                 "%u bytes over: lower stages, bn or bm",
+                 p->smem_launch, p->smem_align, p->target->name, p->target->smem_limit,
+                 p->smem_launch - p->target->smem_limit);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---------------------------- explain ---------------------------- */
+
+char *plan_explain_text(const Plan *p)
+{
+    Buf b = {0};
+    const Config *c = &p->cfg;
+    buf_printf(&b, "config   %s\n", p->canonical);
+    buf_printf(&b, "symbol   %s\n", p->symbol);
+    buf_printf(&b, "hash     %016llx (canonical config + generator %s)\n", (unsigned long long)p->hash,
+               FA4GEN_VERSION);
+    buf_printf(&b, "target   %s (ptx %s, .target %s)\n\n", p->target->name, p->target->ptx_version,
+               p->target->ptx_target);
+    buf_printf(&b, "tiles\n");
+    buf_printf(&b, "  query rows per CTA  %d\n", p->rows_per_cta);
+    buf_printf(&b, "  bm x bn             %d x %d\n", p->bm, p->bn);
+    buf_printf(&b, "  depth qk / ov       %d / %d (%s, %d B)\n", p->qk, p->ov, dtype_name[c->dtype], p->elem_bytes);
+    buf_printf(&b, "  swizzle             %d B: chunks of %d elements; qk %d chunks, ov %d chunks\n",
+               p->swizzle_bytes, p->chunk_elems, p->qk_chunks, p->ov_chunks);
+    buf_printf(&b, "  kv stages           %d\n", p->stages);
+    buf_printf(&b, "  group               %d query heads per kv head\n", c->group);
+    buf_printf(&b, "  mask                %s\n", c->mask == MASK_NONE ? "none" : c->mask == MASK_CAUSAL
+                                                   ? "causal (bottom-right aligned)" : "window");
+    for (int i = 0; i < p->n_notes; i++) buf_printf(&b, "  %-19s %s\n", p->notes[i].key, p->notes[i].value);
+
+    buf_printf(&b, "\nshared memory (%u B used, %u B launched, base aligned to %u)\n", p->smem_bytes,
+               p->smem_launch, p->smem_align);
+    buf_printf(&b, "  %-18s %8s %8s %6s  %s\n", "buffer", "offset", "size", "align", "what");
+    for (int i = 0; i < p->n_smem; i++) {
+        const SmemEntry *s = &p->smem[i];
+        buf_printf(&b, "  %-18s %8u %8u %6u  %s\n", s->name, s->offset, s->size, s->align, s->what);
+    }
+    if (p->n_tmem) {
+        buf_printf(&b, "\ntensor memory (%d columns allocated)\n", p->tmem_cols);
+        for (int i = 0; i < p->n_tmem; i++)
+            buf_printf(&b, "  %-10s cols %3u..%3u  %s\n", p->tmem[i].name, p->tmem[i].col,
+                       p->tmem[i].col + p->tmem[i].ncols - 1, p->tmem[i].what);
+    }
+    buf_printf(&b, "\nroles (%d threads; %d registers per thread at entry)\n", p->threads, p->entry_regs);
+    for (int i = 0; i < p->n_roles; i++) {
+        const Role *r = &p->roles[i];
+        buf_printf(&b, "  %-12s warps %2d..%-2d regs %3d  %s\n", r->name, r->first_warp, r->first_warp + r->warps - 1,
+                   r->regs, r->job);
+    }
+    if (p->n_bars) {
+        buf_printf(&b, "\nnamed barriers\n");
+        for (int i = 0; i < p->n_bars; i++)
+            buf_printf(&b, "  %2d %-18s %4d threads  %s\n", p->bars[i].id, p->bars[i].name, p->bars[i].threads,
+                       p->bars[i].what);
+    }
+    buf_printf(&b, "\ntensor maps (global dims: depth, seq, head, batch)\n");
+    for (int i = 0; i < p->n_maps; i++) {
+        const MapSpec *m = &p->maps[i];
+        buf_printf(&b, "  %-8s tensor %-6s %s depth %4u  box {%u, %u, %u, %u}  swizzle %3d  %u B per box\n", m->name,
+                   tensor_name[m->tensor], dtype_name[m->dtype], m->depth, m->box[0], m->box[1], m->box[2],
+                   m->box[3], m->swizzle, m->box_bytes);
+    }
+    buf_printf(&b, "\nlaunch\n");
+    buf_printf(&b, "  block %d threads, cluster %dx%dx%d, dynamic smem %u B, %s grid\n", p->threads, p->cluster[0],
+               p->cluster[1], p->cluster[2], p->smem_launch, p->persistent ? "persistent" : "one CTA per tile");
+    buf_printf(&b, "  grid  ceil(seqlen_q / %d) * heads_q * batch tiles\n", p->rows_per_cta);
+    if (b.oom) { buf_free(&b); return NULL; }
+    return b.p;
+}
+
+static void json_str(Buf *b, const char *s)
+{
+    buf_puts(b, "\"");
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') buf_printf(b, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20) buf_printf(b, "\\u%04x", *s);
+        else buf_printf(b, "%c", *s);
+    }
+    buf_puts(b, "\"");
+}
+
+char *plan_explain_json(const Plan *p)
+{
+    Buf b = {0};
+    buf_puts(&b, "{\"config\": ");
+    json_str(&b, p->canonical);
+    buf_puts(&b, ", \"symbol\": ");
+    json_str(&b, p->symbol);
+    buf_printf(&b, ", \"hash\": \"%016llx\", \"generator\": \"%s\", \"target\": \"%s\", \"ptx_target\": \"%s\"",
+               (unsigned long long)p->hash, FA4GEN_VERSION, p->target->name, p->target->ptx_target);
+    buf_printf(&b, ", \"tiles\": {\"rows_per_cta\": %d, \"bm\": %d, \"bn\": %d, \"qk\": %d, \"ov\": %d, "
+                   "\"elem_bytes\": %d, \"swizzle_bytes\": %d, \"chunk_elems\": %d, \"qk_chunks\": %d, "
+                   "\"ov_chunks\": %d, \"stages\": %d, \"group\": %d}",
+               p->rows_per_cta, p->bm, p->bn, p->qk, p->ov, p->elem_bytes, p->swizzle_bytes, p->chunk_elems,
+               p->qk_chunks, p->ov_chunks, p->stages, p->cfg.group);
+    buf_puts(&b, ", \"notes\": {");
+    for (int i = 0; i < p->n_notes; i++) {
+        buf_puts(&b, i ? ", " : "");
+        json_str(&b, p->notes[i].key);
+        buf_puts(&b, ": ");
+        json_str(&b, p->notes[i].value);
+    }
+    buf_printf(&b, "}, \"smem\": {\"bytes\": %u, \"launch\": %u, \"base_align\": %u, \"entries\": [", p->smem_bytes,
+               p->smem_launch, p->smem_align);
+    for (int i = 0; i < p->n_smem; i++) {
+        const SmemEntry *s = &p->smem[i];
+        buf_printf(&b, "%s{\"name\": \"%s\", \"offset\": %u, \"size\": %u, \"align\": %u, \"what\": ", i ? ", " : "",
+                   s->name, s->offset, s->size, s->align);
+        json_str(&b, s->what);
+        buf_puts(&b, "}");
+    }
+    buf_printf(&b, "]}, \"tmem\": {\"cols\": %d, \"entries\": [", p->tmem_cols);
+    for (int i = 0; i < p->n_tmem; i++)
+        buf_printf(&b, "%s{\"name\": \"%s\", \"col\": %u, \"ncols\": %u}", i ? ", " : "", p->tmem[i].name,
+                   p->tmem[i].col, p->tmem[i].ncols);
+    buf_printf(&b, "]}, \"threads\": %d, \"entry_regs\": %d, \"roles\": [", p->threads, p->entry_regs);
+    for (int i = 0; i < p->n_roles; i++) {
+        const Role *r = &p->roles[i];
+        buf_printf(&b, "%s{\"name\": \"%s\", \"first_warp\": %d, \"warps\": %d, \"regs\": %d, \"job\": ", i ? ", " : "",
+                   r->name, r->first_warp, r->warps, r->regs);
+        json_str(&b, r->job);
+        buf_puts(&b, "}");
+    }
+    buf_puts(&b, "], \"named_barriers\": [");
+    for (int i = 0; i < p->n_bars; i++)
+        buf_printf(&b, "%s{\"id\": %d, \"name\": \"%s\", \"threads\": %d}", i ? ", " : "", p->bars[i].id,
+                   p->bars[i].name, p->bars[i].threads);
+    buf_puts(&b, "], \"tensor_maps\": [");
+    for (int i = 0; i < p->n_maps; i++) {
+        const MapSpec *m = &p->maps[i];
+        buf_printf(&b, "%s{\"name\": \"%s\", \"tensor\": \"%s\", \"dtype\": \"%s\", \"depth\": %u, "
+                       "\"box\": [%u, %u, %u, %u], \"swizzle\": %d, \"box_bytes\": %u}",
+                   i ? ", " : "", m->name, tensor_name[m->tensor], dtype_name[m->dtype], m->depth, m->box[0],
+                   m->box[1], m->box[2], m->box[3], m->swizzle, m->box_bytes);
+    }
+    buf_printf(&b, "], \"launch\": {\"threads\": %d, \"cluster\": [%d, %d, %d], \"smem\": %u, \"persistent\": %s, "
+                   "\"rows_per_cta\": %d}}\n",
+               p->threads, p->cluster[0], p->cluster[1], p->cluster[2], p->smem_launch,
+               p->persistent ? "true" : "false", p->rows_per_cta);
+    if (b.oom) { buf_free(&b); return NULL; }
+    return b.p;
+}

@@ -1,0 +1,211 @@
+/* ptx.c - the PTX text builder.
+ *
+ * All kernel text goes through emit() into a growable buffer; registers are
+ * declared by name as the body uses them and printed at the top by
+ * emit_finish(), so emitters read like the PTX they produce. Errors inside
+ * the builder (a name clash, out of memory) are recorded in e->failed and
+ * reported once by emit_finish(), never by exit().
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fa4gen.h"
+
+static void buf_grow(Buf *b, size_t need)
+{
+    if (b->oom || b->len + need + 1 <= b->cap) return;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + need + 1) cap *= 2;
+    char *q = realloc(b->p, cap);
+    if (!q) { b->oom = 1; return; }
+    b->p = q;
+    b->cap = cap;
+}
+
+static void buf_vprintf(Buf *b, const char *fmt, va_list ap)
+{
+    va_list ap2;
+    va_copy(ap2, ap);
+    int k = vsnprintf(NULL, 0, fmt, ap2);
+    va_end(ap2);
+    if (k < 0) { b->oom = 1; return; }
+    buf_grow(b, (size_t)k);
+    if (b->oom) return;
+    vsnprintf(b->p + b->len, (size_t)k + 1, fmt, ap);
+    b->len += (size_t)k;
+}
+
+void buf_printf(Buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    buf_vprintf(b, fmt, ap);
+    va_end(ap);
+}
+
+void buf_puts(Buf *b, const char *s)
+{
+    size_t k = strlen(s);
+    buf_grow(b, k);
+    if (b->oom) return;
+    memcpy(b->p + b->len, s, k + 1);
+    b->len += k;
+}
+
+void buf_free(Buf *b)
+{
+    free(b->p);
+    memset(b, 0, sizeof *b);
+}
+
+void emit_init(Emit *e, const Plan *p)
+{
+    memset(e, 0, sizeof *e);
+    e->p = p;
+}
+
+void emit_free(Emit *e) { buf_free(&e->body); }
+
+void emit_fail(Emit *e, const char *fmt, ...)
+{
+    if (e->failed) return; /* keep the first error */
+    e->failed = 1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->err, sizeof e->err, fmt, ap);
+    va_end(ap);
+}
+
+void emit(Emit *e, const char *fmt, ...)
+{
+    buf_puts(&e->body, "    ");
+    va_list ap;
+    va_start(ap, fmt);
+    buf_vprintf(&e->body, fmt, ap);
+    va_end(ap);
+    buf_puts(&e->body, "\n");
+}
+
+void emit_note(Emit *e, const char *fmt, ...)
+{
+    buf_puts(&e->body, "    // ");
+    va_list ap;
+    va_start(ap, fmt);
+    buf_vprintf(&e->body, fmt, ap);
+    va_end(ap);
+    buf_puts(&e->body, "\n");
+}
+
+void emit_section(Emit *e, const char *fmt, ...)
+{
+    buf_puts(&e->body, "\n    // ==== ");
+    va_list ap;
+    va_start(ap, fmt);
+    buf_vprintf(&e->body, fmt, ap);
+    va_end(ap);
+    buf_puts(&e->body, " ====\n");
+}
+
+void emit_label(Emit *e, const char *label) { buf_printf(&e->body, "%s:\n", label); }
+
+void emit_raw(Emit *e, const char *text) { buf_puts(&e->body, text); }
+
+static RegDecl *find_reg(Emit *e, const char *name)
+{
+    for (int i = 0; i < e->n_regs; i++)
+        if (!strcmp(e->regs[i].name, name)) return &e->regs[i];
+    return NULL;
+}
+
+/* Callers have checked that the name is new. */
+static RegDecl *declare(Emit *e, const char *type, const char *name, int count)
+{
+    if (e->n_regs == EMIT_MAX_REGS || strlen(name) + 1 >= EMIT_REG_NAME || strlen(type) >= sizeof e->regs[0].type) {
+        emit_fail(e, "internal: cannot declare register %%%s (table full or name too long)", name);
+        return &e->regs[0];
+    }
+    RegDecl *r = &e->regs[e->n_regs++];
+    snprintf(r->type, sizeof r->type, "%s", type);
+    snprintf(r->name, sizeof r->name, "%%%s", name); /* kept with its %, so reg() returns it as-is */
+    r->count = count;
+    return r;
+}
+
+const char *reg(Emit *e, const char *type, const char *name)
+{
+    char full[EMIT_REG_NAME + 1];
+    snprintf(full, sizeof full, "%%%s", name);
+    RegDecl *r = find_reg(e, full);
+    if (r) {
+        if (strcmp(r->type, type) || r->count)
+            emit_fail(e, "internal: register %s declared as .%s and again as .%s", full, r->type, type);
+        return r->name;
+    }
+    r = declare(e, type, name, 0);
+    return r->name;
+}
+
+void reg_array(Emit *e, const char *type, const char *name, int n)
+{
+    char full[EMIT_REG_NAME + 1];
+    snprintf(full, sizeof full, "%%%s", name);
+    RegDecl *r = find_reg(e, full);
+    if (r) {
+        if (strcmp(r->type, type) || r->count != n)
+            emit_fail(e, "internal: register array %s redeclared", full);
+        return;
+    }
+    declare(e, type, name, n);
+}
+
+const char *regname(char *buf, size_t n, const char *name, int i)
+{
+    snprintf(buf, n, "%%%s%d", name, i);
+    return buf;
+}
+
+const char *reglist(char *buf, size_t n, const char *name, int first, int count)
+{
+    size_t len = 0;
+    buf[0] = 0;
+    for (int i = 0; i < count && len < n; i++) {
+        int k = snprintf(buf + len, n - len, "%s%%%s%d", i ? ", " : "{", name, first + i);
+        if (k > 0) len += (size_t)k;
+    }
+    if (len < n) snprintf(buf + len, n - len, "}");
+    return buf;
+}
+
+const char *new_label(Emit *e, char *buf, size_t n, const char *stem)
+{
+    snprintf(buf, n, "$%s_%d", stem, e->labels++);
+    return buf;
+}
+
+char *emit_finish(Emit *e, const char *entry_header, size_t *len)
+{
+    if (e->failed) return NULL;
+    if (e->body.oom) {
+        emit_fail(e, "out of memory while emitting PTX");
+        return NULL;
+    }
+    Buf out = {0};
+    buf_puts(&out, entry_header);
+    buf_puts(&out, "{\n");
+    for (int i = 0; i < e->n_regs; i++) {
+        const RegDecl *r = &e->regs[i];
+        if (r->count) buf_printf(&out, "    .reg .%s %s<%d>;\n", r->type, r->name, r->count);
+        else buf_printf(&out, "    .reg .%s %s;\n", r->type, r->name);
+    }
+    buf_puts(&out, e->body.p ? e->body.p : "");
+    buf_puts(&out, "}\n");
+    if (out.oom) {
+        buf_free(&out);
+        emit_fail(e, "out of memory while emitting PTX");
+        return NULL;
+    }
+    if (len) *len = out.len;
+    return out.p;
+}

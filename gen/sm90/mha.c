@@ -1,0 +1,533 @@
+/* sm90/mha.c - the sm_90a MHA forward kernel (FlashAttention-3 structure).
+ *
+ * Roles (plan.roles): warpgroup 0 is the producer: one thread issues every
+ * TMA load (Q once per tile, then K and V blocks into a `stages`-deep ring).
+ * Warpgroups 1.. are consumers of 64 query rows each:
+ *   S = Q K^T       wgmma SS, m64 n=bn, accumulators in registers
+ *   softmax         online, log2 domain, two rows per thread (4 lanes a row)
+ *   O += P V        wgmma RS: P converted in registers is the A operand
+ * PV(j) is still in flight when the consumer issues QK(j+1); the epilogue normalises O,
+ * stages it (swizzled) over the Q tile and TMA-stores it; LSE goes straight to
+ * global memory. The kernel is persistent: tiles are strided by gridDim.x.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "../kernel.h"
+#include "../ops.h"
+#include "../softmax.h"
+
+enum { NAME = 32 };
+
+/* "%smem + off" into a fresh register. */
+static const char *smem_addr(Emit *e, const char *name, uint32_t off)
+{
+    const char *r = reg(e, "b32", name);
+    emit(e, "add.u32 %s, %%smem, %u;", r, off);
+    return r;
+}
+
+/* dst = base + stage * stride (u32). */
+static void stage_addr(Emit *e, const char *dst, const char *base, const char *stage, uint32_t stride)
+{
+    emit(e, "mad.lo.u32 %s, %s, %u, %s;", dst, stage, stride, base);
+}
+
+/* ------------------------------------------------------------------ */
+/* prologue: barriers                                                   */
+/* ------------------------------------------------------------------ */
+
+static void emit_barrier_init(Emit *e)
+{
+    const Plan *p = e->p;
+    const Sm90Plan *s = &p->sm90;
+    char lbl[NAME];
+    const char *pr = reg(e, "pred", "p_not_t0");
+    emit_section(e, "prologue: mbarrier init (thread 0), then every thread syncs");
+    emit(e, "setp.ne.u32 %s, %%thread, 0;", pr);
+    emit(e, "@%s bra %s;", pr, new_label(e, lbl, sizeof lbl, "init_done"));
+    const char *b = reg(e, "b32", "bar");
+    emit(e, "add.u32 %s, %%smem, %u;", b, s->bar_q_full);
+    op_mbar_init(e, b, 1);
+    emit(e, "add.u32 %s, %%smem, %u;", b, s->bar_q_empty);
+    op_mbar_init(e, b, s->q_empty_arrivals);
+    for (int i = 0; i < p->stages; i++) {
+        emit_note(e, "plan: ring stage %d", i);
+        emit(e, "add.u32 %s, %%smem, %u;", b, s->bar_k_full + 8 * i);
+        op_mbar_init(e, b, 1);
+        emit(e, "add.u32 %s, %%smem, %u;", b, s->bar_k_empty + 8 * i);
+        op_mbar_init(e, b, s->kv_empty_arrivals);
+        emit(e, "add.u32 %s, %%smem, %u;", b, s->bar_v_full + 8 * i);
+        op_mbar_init(e, b, 1);
+        emit(e, "add.u32 %s, %%smem, %u;", b, s->bar_v_empty + 8 * i);
+        op_mbar_init(e, b, s->kv_empty_arrivals);
+    }
+    op_mbar_init_fence(e);
+    emit_label(e, lbl);
+    op_bar_sync(e, 0, p->threads);
+}
+
+/* ------------------------------------------------------------------ */
+/* producer                                                             */
+/* ------------------------------------------------------------------ */
+
+/* One TMA box per swizzled chunk of a tile. */
+static void load_chunks(Emit *e, const char *tmap, const char *dst0, uint32_t chunk_bytes, int chunks,
+                        const char *row, const char *head, const char *bar)
+{
+    const char *dst = reg(e, "b32", "ld_dst"), *col = reg(e, "b32", "ld_col");
+    for (int c = 0; c < chunks; c++) {
+        emit(e, "add.u32 %s, %s, %u;", dst, dst0, c * chunk_bytes);
+        emit(e, "mov.u32 %s, %d;", col, c * e->p->chunk_elems);
+        op_tma_load_4d(e, dst, tmap, col, row, head, "%bidx", bar);
+    }
+}
+
+static void emit_producer(Emit *e)
+{
+    const Plan *p = e->p;
+    const Sm90Plan *s = &p->sm90;
+    char l_tile[NAME], l_kv[NAME], l_kv_done[NAME], lbl[NAME];
+    emit_section(e, "role producer (warpgroup 0): TMA loads; plan regs %d", s->producer_regs);
+    op_setmaxnreg(e, s->producer_regs, p->entry_regs);
+    const char *pr = reg(e, "pred", "p_role");
+    emit_note(e, "one thread issues every load; the rest of the warpgroup has nothing to do");
+    emit(e, "setp.ne.u32 %s, %%thread, 0;", pr);
+    emit(e, "@%s bra $exit;", pr);
+
+    const char *stage = reg(e, "b32", "pr_stage"), *phase = reg(e, "b32", "pr_phase");
+    const char *qph = reg(e, "b32", "pr_q_phase"), *par = reg(e, "b32", "pr_parity");
+    const char *j = reg(e, "b32", "pr_j"), *row = reg(e, "b32", "pr_row");
+    const char *bar = reg(e, "b32", "pr_bar"), *dst = reg(e, "b32", "pr_dst");
+    const char *q0 = smem_addr(e, "pr_q", s->off_q);
+    const char *k0 = smem_addr(e, "pr_k", s->off_k), *v0 = smem_addr(e, "pr_v", s->off_v);
+    const char *kf = smem_addr(e, "pr_k_full", s->bar_k_full), *ke = smem_addr(e, "pr_k_empty", s->bar_k_empty);
+    const char *vf = smem_addr(e, "pr_v_full", s->bar_v_full), *ve = smem_addr(e, "pr_v_empty", s->bar_v_empty);
+    emit(e, "mov.u32 %s, 0;", stage);
+    emit(e, "mov.u32 %s, 0;", phase);
+    emit(e, "mov.u32 %s, 0;", qph);
+    emit(e, "mov.u32 %s, %%ctaid.x;", reg(e, "b32", "tile"));
+
+    emit_label(e, new_label(e, l_tile, sizeof l_tile, "pr_tile"));
+    emit(e, "setp.ge.u32 %s, %%tile, %%num_tiles;", pr);
+    emit(e, "@%s bra $exit;", pr);
+    mha_tile_coords(e);
+
+    emit_note(e, "Q: wait for the slot (the epilogue of the previous tile stored O from it), then load");
+    emit(e, "xor.b32 %s, %s, 1;", par, qph);
+    emit(e, "add.u32 %s, %%smem, %u;", bar, s->bar_q_empty);
+    op_mbar_wait(e, bar, par);
+    emit(e, "add.u32 %s, %%smem, %u;", bar, s->bar_q_full);
+    emit_note(e, "plan: tx q = %u bytes", s->tx_q);
+    op_mbar_expect_tx(e, bar, s->tx_q);
+    load_chunks(e, "%tmap_q", q0, s->q_chunk_bytes, p->qk_chunks, "%m0", "%head", bar);
+    emit(e, "xor.b32 %s, %s, 1;", qph, qph);
+
+    emit_note(e, "K and V blocks from the last one down (the masked blocks come first)");
+    emit(e, "mov.u32 %s, %%n_end;", j);
+    emit_label(e, new_label(e, l_kv, sizeof l_kv, "pr_kv"));
+    emit(e, "setp.le.s32 %s, %s, %%n_begin;", pr, j);
+    emit(e, "@%s bra %s;", pr, new_label(e, l_kv_done, sizeof l_kv_done, "pr_kv_done"));
+    emit(e, "sub.s32 %s, %s, 1;", j, j);
+    emit(e, "mul.lo.u32 %s, %s, %d;", row, j, p->bn);
+    emit(e, "xor.b32 %s, %s, 1;", par, phase);
+    const struct { const char *what, *empty, *full, *base, *tmap; uint32_t tx, stage_bytes, chunk_bytes; int chunks; }
+        kv[2] = {{"K", ke, kf, k0, "%tmap_k", s->tx_k, s->k_stage_bytes, s->k_chunk_bytes, p->qk_chunks},
+                 {"V", ve, vf, v0, "%tmap_v", s->tx_v, s->v_stage_bytes, s->v_chunk_bytes, p->ov_chunks}};
+    for (int t = 0; t < 2; t++) {
+        emit_note(e, "%s: wait for the ring slot, then load (plan: tx %u bytes)", kv[t].what, kv[t].tx);
+        stage_addr(e, bar, kv[t].empty, stage, 8);
+        op_mbar_wait(e, bar, par);
+        stage_addr(e, bar, kv[t].full, stage, 8);
+        op_mbar_expect_tx(e, bar, kv[t].tx);
+        stage_addr(e, dst, kv[t].base, stage, kv[t].stage_bytes);
+        load_chunks(e, kv[t].tmap, dst, kv[t].chunk_bytes, kv[t].chunks, row, "%kv_head", bar);
+    }
+    ring_advance(e, stage, phase, p->stages);
+    emit(e, "bra.uni %s;", l_kv);
+    emit_label(e, l_kv_done);
+    emit(e, "add.u32 %%tile, %%tile, %%grid_ctas;");
+    emit(e, "bra.uni %s;", l_tile);
+    (void)lbl;
+}
+
+/* ------------------------------------------------------------------ */
+/* consumer                                                             */
+/* ------------------------------------------------------------------ */
+
+/* S register of row half h (0: row l/4, 1: row l/4 + 8), column pair q, element x. */
+static int s_index(int q, int h, int x) { return 4 * q + 2 * h + x; }
+
+/* Byte offset (>> 4, as a descriptor delta) of K-step kk inside a K-major chunked tile. */
+static uint32_t kmajor_step(const Plan *p, int kk, uint32_t chunk_bytes)
+{
+    int per_chunk = p->chunk_elems / 16;
+    return ((uint32_t)(kk / per_chunk) * chunk_bytes + (uint32_t)(kk % per_chunk) * 32) >> 4;
+}
+
+static void emit_qk(Emit *e, const char *stage)
+{
+    const Plan *p = e->p;
+    const Sm90Plan *s = &p->sm90;
+    const char *addr = reg(e, "b32", "cs_k_addr");
+    const char *kdesc = reg(e, "b64", "cs_k_desc"), *qd = reg(e, "b64", "cs_qd"), *kd = reg(e, "b64", "cs_kd");
+    emit_note(e, "S = Q K^T: %d x wgmma m64n%dk16 SS (plan: qk wgmma)", p->qk / 16, p->bn);
+    stage_addr(e, addr, "%cs_k0", stage, s->k_stage_bytes);
+    op_sm90_desc(e, kdesc, addr, 16, 8u * (uint32_t)p->swizzle_bytes, p->swizzle_bytes);
+    op_wgmma_fence(e);
+    for (int kk = 0; kk < p->qk / 16; kk++) {
+        emit(e, "add.s64 %s, %%cs_q_desc, %u;", qd, kmajor_step(p, kk, s->q_chunk_bytes));
+        emit(e, "add.s64 %s, %s, %u;", kd, kdesc, kmajor_step(p, kk, s->k_chunk_bytes));
+        op_wgmma_ss(e, p->bn, p->cfg.dtype, "s", qd, kd, kk ? "1" : "0", 0);
+    }
+    op_wgmma_commit(e);
+}
+
+static void emit_pv(Emit *e, const char *stage)
+{
+    const Plan *p = e->p;
+    const Sm90Plan *s = &p->sm90;
+    const char *addr = reg(e, "b32", "cs_v_addr");
+    const char *vdesc = reg(e, "b64", "cs_v_desc"), *vd = reg(e, "b64", "cs_vd");
+    uint32_t sw = (uint32_t)p->swizzle_bytes;
+    emit_note(e, "O += P V: %d x wgmma m64n%dk16 RS, V MN-major (LBO = chunk stride %u, SBO = 8 rows)", p->bn / 16,
+              p->ov, s->v_chunk_bytes);
+    stage_addr(e, addr, "%cs_v0", stage, s->v_stage_bytes);
+    op_sm90_desc(e, vdesc, addr, s->v_chunk_bytes, 8 * sw, p->swizzle_bytes);
+    op_wgmma_fence(e);
+    for (int kb = 0; kb < p->bn / 16; kb++) {
+        char a[4][NAME];
+        const char *ap[4];
+        for (int i = 0; i < 4; i++) ap[i] = regname(a[i], NAME, "pa", 4 * kb + i);
+        emit(e, "add.s64 %s, %s, %u;", vd, vdesc, (uint32_t)kb * 16 * sw >> 4);
+        op_wgmma_rs(e, p->ov, p->cfg.dtype, "o", ap, vd, 1);
+    }
+    op_wgmma_commit(e);
+}
+
+/* Online softmax of one S block; masked blocks first set hidden scores to -inf. */
+static void emit_softmax(Emit *e, int masked)
+{
+    const Plan *p = e->p;
+    int wl, wr, n = p->bn / 4; /* registers per row half */
+    mask_bounds(&p->cfg, &wl, &wr);
+    char names[2][128][NAME];
+    const char *row[2][128];
+    for (int h = 0; h < 2; h++)
+        for (int q = 0; q < p->bn / 8; q++)
+            for (int x = 0; x < 2; x++) row[h][2 * q + x] = regname(names[h][2 * q + x], NAME, "s", s_index(q, h, x));
+    if (masked) {
+        emit_note(e, "mask: column c of this thread is key j*bn + 2*(lane%%4) + c; hide it past the row's bounds");
+        for (int h = 0; h < 2; h++) {
+            char thi[NAME], tlo[NAME];
+            snprintf(thi, NAME, "%%cs_t_hi%d", h);
+            snprintf(tlo, NAME, "%%cs_t_lo%d", h);
+            for (int q = 0; q < p->bn / 8; q++)
+                for (int x = 0; x < 2; x++) sfx_mask(e, row[h][2 * q + x], 8 * q + x, thi, wl >= 0 ? tlo : NULL);
+        }
+    }
+    emit_note(e, "row max over the thread's columns, then over the 4 lanes of the row");
+    for (int h = 0; h < 2; h++) {
+        char m[NAME];
+        snprintf(m, NAME, "%%cs_bmax%d", h);
+        sfx_max_tree(e, reg(e, "f32", m + 1), row[h], n);
+    }
+    const char *t = reg(e, "f32", "cs_shfl");
+    for (int h = 0; h < 2; h++)
+        for (int x = 1; x <= 2; x *= 2) {
+            emit(e, "shfl.sync.bfly.b32 %s, %%cs_bmax%d, %d, 0x1f, 0xffffffff;", t, h, x);
+            emit(e, "max.f32 %%cs_bmax%d, %%cs_bmax%d, %s;", h, h, t);
+        }
+    for (int h = 0; h < 2; h++) {
+        char m[NAME], bm[NAME], nms[NAME], corr[NAME];
+        snprintf(m, NAME, "%%cs_m%d", h);
+        snprintf(bm, NAME, "%%cs_bmax%d", h);
+        snprintf(nms, NAME, "%%cs_neg_ms%d", h);
+        snprintf(corr, NAME, "%%cs_corr%d", h);
+        sfx_update_max(e, m, bm, "%scale_log2", reg(e, "f32", nms + 1), reg(e, "f32", corr + 1));
+    }
+    emit_note(e, "P = exp2(S * scale_log2 - m * scale_log2); row sums stay per thread until the epilogue");
+    for (int h = 0; h < 2; h++) {
+        char nms[NAME], rs[NAME];
+        snprintf(nms, NAME, "%%cs_neg_ms%d", h);
+        snprintf(rs, NAME, "cs_rsum%d", h);
+        sfx_exp2_scaled(e, row[h], n, "%scale_log2", nms, 0);
+        sfx_sum_tree(e, reg(e, "f32", rs), row[h], n);
+        emit(e, "fma.rn.f32 %%cs_l%d, %%cs_l%d, %%cs_corr%d, %%%s;", h, h, h, rs);
+    }
+    emit_note(e, "rescale O by exp2(m_old - m_new) (PV of the previous block has retired)");
+    for (int q = 0; q < p->ov / 8; q++)
+        for (int h = 0; h < 2; h++)
+            for (int x = 0; x < 2; x++) emit(e, "mul.f32 %%o%d, %%o%d, %%cs_corr%d;", s_index(q, h, x),
+                                             s_index(q, h, x), h);
+    emit_note(e, "P to the A-fragment layout of the PV wgmma: same registers, no shuffles");
+    const char *cvt = p->cfg.dtype == DT_FP16 ? "cvt.rn.f16x2.f32" : "cvt.rn.bf16x2.f32";
+    for (int kb = 0; kb < p->bn / 16; kb++)
+        for (int i = 0; i < 4; i++)
+            emit(e, "%s %%pa%d, %%s%d, %%s%d;", cvt, 4 * kb + i, 8 * kb + 2 * i + 1, 8 * kb + 2 * i);
+}
+
+/* Per-thread row bounds of the mask, before subtracting the block's first key. */
+static void emit_row_bounds(Emit *e)
+{
+    int wl, wr;
+    mask_bounds(&e->p->cfg, &wl, &wr);
+    const char *r = reg(e, "b32", "cs_rowg"), *k1 = reg(e, "b32", "cs_klast");
+    emit(e, "sub.u32 %s, %%seqlen_k, 1;", k1);
+    for (int h = 0; h < 2; h++) {
+        char hi[NAME], lo[NAME];
+        snprintf(hi, NAME, "cs_hi%d", h);
+        snprintf(lo, NAME, "cs_lo%d", h);
+        const char *H = reg(e, "b32", hi);
+        emit(e, "add.u32 %s, %%m0, %%cs_row%d;", r, h);
+        if (wr >= 0) {
+            emit(e, "add.s32 %s, %s, %%kv_off;", H, r);
+            emit(e, "add.s32 %s, %s, %d;", H, H, wr);
+            emit(e, "min.s32 %s, %s, %s;", H, H, k1);
+        } else {
+            emit(e, "mov.u32 %s, %s;", H, k1);
+        }
+        emit(e, "sub.s32 %s, %s, %%cs_col0;", H, H);
+        if (wl >= 0) {
+            const char *L = reg(e, "b32", lo);
+            emit(e, "add.s32 %s, %s, %%kv_off;", L, r);
+            emit(e, "sub.s32 %s, %s, %d;", L, L, wl);
+            emit(e, "sub.s32 %s, %s, %%cs_col0;", L, L);
+        }
+    }
+}
+
+/* Normalise O, write LSE, stage O (swizzled) over this consumer's Q rows and TMA-store it. */
+static void emit_epilogue(Emit *e)
+{
+    const Plan *p = e->p;
+    const Sm90Plan *s = &p->sm90;
+    char lbl[NAME], l_nolse[NAME];
+    int sw = p->swizzle_bytes, units = sw / 16;
+    const char *t = reg(e, "f32", "cs_shfl");
+    emit_section(e, "consumer epilogue: O / l, LSE, O through smem and a TMA store");
+    for (int h = 0; h < 2; h++) {
+        for (int x = 1; x <= 2; x *= 2) {
+            emit(e, "shfl.sync.bfly.b32 %s, %%cs_l%d, %d, 0x1f, 0xffffffff;", t, h, x);
+            emit(e, "add.f32 %%cs_l%d, %%cs_l%d, %s;", h, h, t);
+        }
+        char inv[NAME], l[NAME];
+        snprintf(inv, NAME, "cs_inv%d", h);
+        snprintf(l, NAME, "%%cs_l%d", h);
+        sfx_inv_sum(e, reg(e, "f32", inv), l, "%o_scale");
+    }
+    const char *pr = reg(e, "pred", "cs_p");
+    const char *lse = reg(e, "f32", "cs_lse"), *rowg = reg(e, "b32", "cs_rowg");
+    const char *idx = reg(e, "b32", "cs_lse_idx");
+    const char *ad = reg(e, "b64", "cs_lse_addr");
+    emit_note(e, "LSE [batch, heads_q, seqlen_q] fp32, natural log; one lane per row writes");
+    emit(e, "setp.eq.u64 %s, %%lse_ptr, 0;", pr);
+    emit(e, "@%s bra %s;", pr, new_label(e, l_nolse, sizeof l_nolse, "no_lse"));
+    for (int h = 0; h < 2; h++) {
+        char m[NAME], l[NAME];
+        snprintf(m, NAME, "%%cs_m%d", h);
+        snprintf(l, NAME, "%%cs_l%d", h);
+        sfx_lse(e, lse, m, l, "%scale_log2");
+        emit(e, "add.u32 %s, %%m0, %%cs_row%d;", rowg, h);
+        emit(e, "setp.lt.u32 %s, %s, %%seqlen_q;", pr, rowg);
+        emit(e, "and.pred %s, %s, %%cs_lm0;", pr, pr);
+        emit(e, "mad.lo.u32 %s, %%bidx, %%heads_q, %%head;", idx);
+        emit(e, "mad.lo.u32 %s, %s, %%seqlen_q, %s;", idx, idx, rowg);
+        emit(e, "mad.wide.u32 %s, %s, 4, %%lse_ptr;", ad, idx);
+        emit(e, "@%s st.global.f32 [%s], %s;", pr, ad, lse);
+    }
+    emit_label(e, l_nolse);
+
+    emit_note(e, "O rows of this thread into the Q tile (plan: smem q), in the TMA's %dB swizzle", sw);
+    const char *key = reg(e, "b32", "cs_swz"), *base = reg(e, "b32", "cs_obase");
+    const char *tmp = reg(e, "b32", "cs_tmp");
+    for (int h = 0; h < 2; h++) {
+        /* swizzle: 16-byte unit u of row r lands at u ^ ((r * sw >> 7) & (units - 1)) */
+        emit(e, "mul.lo.u32 %s, %%cs_row%d, %d;", base, h, sw);
+        emit(e, "shr.u32 %s, %s, 7;", key, base);
+        emit(e, "and.b32 %s, %s, %d;", key, key, units - 1);
+        emit(e, "add.u32 %s, %s, %%cs_q0;", base, base);
+        emit(e, "mad.lo.u32 %s, %%cs_lm, 4, %s;", base, base);
+        for (int u = 0; u < units; u++) {
+            char an[NAME];
+            snprintf(an, NAME, "cs_oaddr%d_%d", h, u);
+            const char *a = reg(e, "b32", an);
+            emit(e, "xor.b32 %s, %s, %d;", tmp, key, u);
+            emit(e, "shl.b32 %s, %s, 4;", tmp, tmp);
+            emit(e, "add.u32 %s, %s, %s;", a, base, tmp);
+        }
+    }
+    const char *cvt = p->cfg.dtype == DT_FP16 ? "cvt.rn.f16x2.f32" : "cvt.rn.bf16x2.f32";
+    const char *f0 = reg(e, "f32", "cs_f0"), *f1 = reg(e, "f32", "cs_f1"), *pk = reg(e, "b32", "cs_pack");
+    int q_per_chunk = p->chunk_elems / 8;
+    for (int q = 0; q < p->ov / 8; q++)
+        for (int h = 0; h < 2; h++) {
+            emit(e, "mul.f32 %s, %%o%d, %%cs_inv%d;", f0, s_index(q, h, 0), h);
+            emit(e, "mul.f32 %s, %%o%d, %%cs_inv%d;", f1, s_index(q, h, 1), h);
+            emit(e, "%s %s, %s, %s;", cvt, pk, f1, f0);
+            emit(e, "st.shared.b32 [%%cs_oaddr%d_%d+%u], %s;", h, q % q_per_chunk,
+                 (uint32_t)(q / q_per_chunk) * s->q_chunk_bytes, pk);
+        }
+    op_fence_proxy_async(e);
+    emit_note(e, "plan: named barrier epilogue<consumer> (%d + consumer)", s->bar_epilogue0);
+    emit(e, "bar.sync %%cs_epi_bar, 128;");
+    emit(e, "@!%%cs_leader bra %s;", new_label(e, lbl, sizeof lbl, "store_done"));
+    const char *src = reg(e, "b32", "cs_src"), *col = reg(e, "b32", "cs_col"), *r0 = reg(e, "b32", "cs_orow");
+    emit(e, "mad.lo.u32 %s, %%cs_w, %d, %%m0;", r0, s->mma_m);
+    for (int c = 0; c < p->ov_chunks; c++) {
+        emit(e, "add.u32 %s, %%cs_qrows, %u;", src, c * s->q_chunk_bytes);
+        emit(e, "mov.u32 %s, %d;", col, c * p->chunk_elems);
+        op_tma_store_4d(e, "%tmap_o", col, r0, "%head", "%bidx", src);
+    }
+    op_bulk_commit(e);
+    emit_note(e, "the Q slot is free once the store has read smem");
+    op_bulk_wait_read(e, 0);
+    emit(e, "add.u32 %s, %%smem, %u;", src, s->bar_q_empty);
+    op_mbar_arrive(e, src);
+    emit_label(e, lbl);
+}
+
+static void emit_consumer_setup(Emit *e)
+{
+    const Plan *p = e->p;
+    const Sm90Plan *s = &p->sm90;
+    int sw = p->swizzle_bytes;
+    const char *w = reg(e, "b32", "cs_w"), *wl = reg(e, "b32", "cs_wl"), *lm = reg(e, "b32", "cs_lm");
+    const char *r0 = reg(e, "b32", "cs_row0"), *r1 = reg(e, "b32", "cs_row1");
+    emit(e, "sub.u32 %s, %%wg, 1;", w);
+    emit(e, "and.b32 %s, %%warp, 3;", wl);
+    emit(e, "and.b32 %s, %%lane, 3;", lm);
+    emit_note(e, "accumulator rows of this thread: 64*consumer + 16*warp + lane/4 (+8)");
+    emit(e, "shr.u32 %s, %%lane, 2;", r0);
+    emit(e, "mad.lo.u32 %s, %s, 16, %s;", r0, wl, r0);
+    emit(e, "mad.lo.u32 %s, %s, %d, %s;", r0, w, s->mma_m, r0);
+    emit(e, "add.u32 %s, %s, 8;", r1, r0);
+    emit(e, "shl.b32 %s, %s, 1;", reg(e, "b32", "cs_lm2"), lm);
+    emit(e, "setp.eq.u32 %s, %s, 0;", reg(e, "pred", "cs_lm0"), lm);
+    emit(e, "setp.eq.u32 %s, %%lane, 0;", reg(e, "pred", "cs_lane0"));
+    emit(e, "setp.eq.u32 %s, %%thread, %s;", reg(e, "pred", "cs_leader"), "%cs_first_tid");
+    smem_addr(e, "cs_q0", s->off_q);
+    smem_addr(e, "cs_k0", s->off_k);
+    smem_addr(e, "cs_v0", s->off_v);
+    smem_addr(e, "cs_k_full", s->bar_k_full);
+    smem_addr(e, "cs_k_empty", s->bar_k_empty);
+    smem_addr(e, "cs_v_full", s->bar_v_full);
+    smem_addr(e, "cs_v_empty", s->bar_v_empty);
+    smem_addr(e, "cs_q_full", s->bar_q_full);
+    emit(e, "add.u32 %s, %s, %d;", reg(e, "b32", "cs_epi_bar"), w, s->bar_epilogue0);
+    emit_note(e, "this consumer's Q rows: the wgmma A descriptor (K-major, SBO = 8 rows)");
+    emit(e, "mad.lo.u32 %s, %s, %d, %%cs_q0;", reg(e, "b32", "cs_qrows"), w, s->mma_m * sw);
+    op_sm90_desc(e, reg(e, "b64", "cs_q_desc"), "%cs_qrows", 16, 8u * (uint32_t)sw, sw);
+}
+
+static void emit_consumer(Emit *e)
+{
+    const Plan *p = e->p;
+    const Sm90Plan *s = &p->sm90;
+    char l_tile[NAME], l_kv[NAME], l_kv_done[NAME], l_masked[NAME], l_sfx[NAME];
+    int wl, wr;
+    mask_bounds(&p->cfg, &wl, &wr);
+    emit_section(e, "role consumers (warpgroups 1..%d): wgmma + softmax; plan regs %d", s->consumers,
+                 s->consumer_regs);
+    op_setmaxnreg(e, s->consumer_regs, p->entry_regs);
+    emit(e, "shl.b32 %s, %%wg, 7;", reg(e, "b32", "cs_first_tid"));
+    emit_consumer_setup(e);
+    reg_array(e, "f32", "s", p->bn / 2);
+    reg_array(e, "f32", "o", p->ov / 2);
+    reg_array(e, "b32", "pa", p->bn / 4);
+    const char *stage = reg(e, "b32", "cs_stage"), *phase = reg(e, "b32", "cs_phase");
+    const char *qph = reg(e, "b32", "cs_q_phase"), *j = reg(e, "b32", "cs_j");
+    const char *bar = reg(e, "b32", "cs_bar"), *vprev = reg(e, "b32", "cs_v_prev");
+    const char *pr = reg(e, "pred", "cs_p"), *pmask = reg(e, "pred", "cs_need_mask");
+    const char *pv = reg(e, "pred", "cs_v_release");
+    emit(e, "mov.u32 %s, 0;", stage);
+    emit(e, "mov.u32 %s, 0;", phase);
+    emit(e, "mov.u32 %s, 0;", qph);
+    emit(e, "mov.u32 %s, %%ctaid.x;", reg(e, "b32", "tile"));
+
+    emit_label(e, new_label(e, l_tile, sizeof l_tile, "cs_tile"));
+    emit(e, "setp.ge.u32 %s, %%tile, %%num_tiles;", pr);
+    emit(e, "@%s bra $cs_exit;", pr);
+    mha_tile_coords(e);
+    emit_note(e, "fresh row state: m = -inf, l = 0, O = 0");
+    for (int h = 0; h < 2; h++) {
+        char m[NAME], l[NAME];
+        snprintf(m, NAME, "cs_m%d", h);
+        snprintf(l, NAME, "cs_l%d", h);
+        emit(e, "mov.f32 %s, %s;", reg(e, "f32", m), PTX_NEG_INF);
+        emit(e, "mov.f32 %s, 0f00000000;", reg(e, "f32", l));
+    }
+    for (int i = 0; i < p->ov / 2; i++) emit(e, "mov.f32 %%o%d, 0f00000000;", i);
+    emit(e, "mov.u32 %s, %%cs_lm2;", reg(e, "b32", "cs_col0"));
+    emit_row_bounds(e);
+    emit(e, "setp.ne.u32 %s, %%lane, %%lane;", pv); /* false: no PV in flight yet */
+    op_mbar_wait(e, "%cs_q_full", qph);
+    emit(e, "xor.b32 %s, %s, 1;", qph, qph);
+
+    emit(e, "mov.u32 %s, %%n_end;", j);
+    emit_label(e, new_label(e, l_kv, sizeof l_kv, "cs_kv"));
+    emit(e, "setp.le.s32 %s, %s, %%n_begin;", pr, j);
+    emit(e, "@%s bra %s;", pr, new_label(e, l_kv_done, sizeof l_kv_done, "cs_kv_done"));
+    emit(e, "sub.s32 %s, %s, 1;", j, j);
+    emit_note(e, "blocks outside [full_lo, full_hi) take the masked softmax");
+    emit(e, "setp.ge.s32 %s, %s, %%full_hi;", pmask, j);
+    emit(e, "setp.lt.or.s32 %s, %s, %%full_lo, %s;", pmask, j, pmask);
+    stage_addr(e, bar, "%cs_k_full", stage, 8);
+    op_mbar_wait(e, bar, phase);
+    emit_qk(e, stage);
+    emit_note(e, "PV of the previous block ran under this QK; wait for both, then free both slots");
+    op_wgmma_wait(e, 0);
+    emit(e, "@%s mbarrier.arrive.shared::cta.b64 _, [%s];", pv, vprev);
+    stage_addr(e, bar, "%cs_k_empty", stage, 8);
+    emit(e, "@%%cs_lane0 mbarrier.arrive.shared::cta.b64 _, [%s];", bar);
+
+    emit(e, "@%s bra %s;", pmask, new_label(e, l_masked, sizeof l_masked, "cs_masked"));
+    new_label(e, l_sfx, sizeof l_sfx, "cs_softmax_done");
+    emit_softmax(e, 0);
+    emit(e, "bra.uni %s;", l_sfx);
+    emit_label(e, l_masked);
+    emit_note(e, "this block's key offset within the row bounds");
+    const char *kv0 = reg(e, "b32", "cs_kv0");
+    emit(e, "mul.lo.u32 %s, %s, %d;", kv0, j, p->bn);
+    for (int h = 0; h < 2; h++) {
+        emit(e, "sub.s32 %s, %%cs_hi%d, %s;", reg(e, "b32", h ? "cs_t_hi1" : "cs_t_hi0"), h, kv0);
+        if (wl >= 0) emit(e, "sub.s32 %s, %%cs_lo%d, %s;", reg(e, "b32", h ? "cs_t_lo1" : "cs_t_lo0"), h, kv0);
+    }
+    emit_softmax(e, 1);
+    emit_label(e, l_sfx);
+
+    stage_addr(e, bar, "%cs_v_full", stage, 8);
+    op_mbar_wait(e, bar, phase);
+    emit_pv(e, stage);
+    stage_addr(e, vprev, "%cs_v_empty", stage, 8);
+    emit(e, "mov.pred %s, %%cs_lane0;", pv);
+    ring_advance(e, stage, phase, p->stages);
+    emit(e, "bra.uni %s;", l_kv);
+
+    emit_label(e, l_kv_done);
+    op_wgmma_wait(e, 0);
+    emit(e, "@%s mbarrier.arrive.shared::cta.b64 _, [%s];", pv, vprev);
+    emit_epilogue(e);
+    emit(e, "add.u32 %%tile, %%tile, %%grid_ctas;");
+    emit(e, "bra.uni %s;", l_tile);
+    emit_label(e, "$cs_exit");
+    emit_note(e, "O stores must land before the CTA retires");
+    op_bulk_wait(e, 0);
+    emit(e, "bra.uni $exit;");
+}
+
+int sm90_emit_mha(Emit *e)
+{
+    mha_prologue(e);
+    emit_barrier_init(e);
+    emit_section(e, "role dispatch: warpgroup 0 produces, the others consume");
+    const char *p = reg(e, "pred", "p_consumer");
+    emit(e, "setp.ge.u32 %s, %%wg, 1;", p);
+    emit(e, "@%s bra $consumer;", p);
+    emit_producer(e);
+    emit_label(e, "$consumer");
+    emit_consumer(e);
+    emit_label(e, "$exit");
+    emit(e, "ret;");
+    return e->failed ? -1 : 0;
+}

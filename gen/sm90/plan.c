@@ -1,0 +1,160 @@
+/* sm90/plan.c - the sm_90a target: defaults, checks and the plan of the
+ * FlashAttention-3 style MHA forward kernel.
+ *
+ * CTA = 1 producer warpgroup (TMA) + `consumers` warpgroups of 64 query rows
+ * each (wgmma m64). Q lives in smem for the whole tile and is reused for O in
+ * the epilogue; K and V have `stages`-deep rings, each slot with a full (TMA
+ * transaction) and an empty (consumer release) mbarrier.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "../fa4gen.h"
+
+int sm90_emit_mha(Emit *e);
+
+enum { SM90_SMEM_LIMIT = 232448, SM90_MMA_M = 64, SM90_WG = 128 };
+
+static void sm90_defaults(Config *c)
+{
+    int d = c->qk_depth;
+    if (!c->swizzle) c->swizzle = 128;
+    if (!c->bm) c->bm = 128;
+    if (!c->bn) c->bn = d <= 64 ? 128 : d <= 128 ? 128 : 80;
+    if (!c->stages) c->stages = 2;
+}
+
+static int bad(char *err, size_t n, const char *msg, int v, const char *allowed)
+{
+    snprintf(err, n, "%s: %d is not allowed on sm90a; %s", msg, v, allowed);
+    return -1;
+}
+
+static int sm90_check(const Config *c, char *err, size_t n)
+{
+    if (c->kind != KIND_MHA)
+        return snprintf(err, n, "kind: %s is not available on sm90a yet; use kind mha", kind_name[c->kind]), -1;
+    if (c->dtype != DT_BF16 && c->dtype != DT_FP16)
+        return snprintf(err, n, "dtype: %s is not allowed on sm90a; use bf16 or fp16", dtype_name[c->dtype]), -1;
+    if (c->qk_depth != c->ov_depth)
+        return snprintf(err, n, "qk/ov: %d/%d is not allowed on sm90a; qk and ov depths must be equal",
+                        c->qk_depth, c->ov_depth), -1;
+    int chunk = c->swizzle / dtype_bytes[c->dtype];
+    if (c->qk_depth < 64 || c->qk_depth > 256 || c->qk_depth % chunk)
+        return snprintf(err, n, "depth: %d is not allowed on sm90a with swizzle %d; use 64..256 in steps of %d "
+                        "(64, 128 and 256 are tested)", c->qk_depth, c->swizzle, chunk), -1;
+    if (c->bm != 128 && c->bm != 192) return bad(err, n, "bm", c->bm, "use 128 (2 consumer warpgroups) or 192 (3)");
+    if (c->bn % 16 || c->bn < 16 || c->bn > 256) return bad(err, n, "bn", c->bn, "use a multiple of 16 in 16..256");
+    if (c->stages < 2 || c->stages > 8) return bad(err, n, "stages", c->stages, "use 2..8");
+    if (c->mask == MASK_WINDOW && (c->window_left < -1 || c->window_right < -1))
+        return bad(err, n, "mask window", c->window_left, "bounds are >= 0, or -1 for none");
+    if (c->qtiles || c->cta_pair || c->rescale >= 0 || c->exp2_poly >= 0 || c->rope_split)
+        return snprintf(err, n, "qtiles/cta/rescale/poly/rope_split: these are sm100a fields; leave them unset "
+                        "for sm90a"), -1;
+    return 0;
+}
+
+/* Register budget: 128 * (producer + consumers * consumer) <= 65536. */
+static void sm90_regs(int consumers, int *producer, int *consumer)
+{
+    *producer = consumers == 2 ? 24 : 32;
+    *consumer = consumers == 2 ? 240 : 160;
+}
+
+static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
+{
+    (void)err;
+    (void)n;
+    Sm90Plan *s = &p->sm90;
+    p->bm = c->bm;
+    p->bn = c->bn;
+    p->qk = c->qk_depth;
+    p->ov = c->ov_depth;
+    p->rows_per_cta = c->bm;
+    p->elem_bytes = dtype_bytes[c->dtype];
+    p->swizzle_bytes = c->swizzle;
+    p->chunk_elems = c->swizzle / p->elem_bytes;
+    p->qk_chunks = p->qk / p->chunk_elems;
+    p->ov_chunks = p->ov / p->chunk_elems;
+    p->stages = c->stages;
+    p->smem_align = 1024; /* the 128B swizzle pattern repeats every 1024 B: tiles start on that boundary */
+    p->persistent = 1;
+
+    s->mma_m = SM90_MMA_M;
+    s->consumers = c->bm / SM90_MMA_M;
+    sm90_regs(s->consumers, &s->producer_regs, &s->consumer_regs);
+    p->threads = SM90_WG * (1 + s->consumers);
+    p->entry_regs = (65536 / p->threads) / 8 * 8;
+
+    uint32_t sw = (uint32_t)p->swizzle_bytes;
+    s->q_chunk_bytes = (uint32_t)p->bm * sw;
+    s->k_chunk_bytes = (uint32_t)p->bn * sw;
+    s->v_chunk_bytes = (uint32_t)p->bn * sw;
+    s->k_stage_bytes = s->k_chunk_bytes * (uint32_t)p->qk_chunks;
+    s->v_stage_bytes = s->v_chunk_bytes * (uint32_t)p->ov_chunks;
+    s->tx_q = s->q_chunk_bytes * (uint32_t)p->qk_chunks;
+    s->tx_k = s->k_stage_bytes;
+    s->tx_v = s->v_stage_bytes;
+
+    char what[64];
+    snprintf(what, sizeof what, "Q tile %dx%d (%d chunks); O staging in the epilogue", p->bm, p->qk, p->qk_chunks);
+    s->off_q = plan_smem(p, "q", s->tx_q, 1024, what);
+    snprintf(what, sizeof what, "K ring: %d stages x %u B (%dx%d)", p->stages, s->k_stage_bytes, p->bn, p->qk);
+    s->off_k = plan_smem(p, "k", s->k_stage_bytes * (uint32_t)p->stages, 1024, what);
+    snprintf(what, sizeof what, "V ring: %d stages x %u B (%dx%d)", p->stages, s->v_stage_bytes, p->bn, p->ov);
+    s->off_v = plan_smem(p, "v", s->v_stage_bytes * (uint32_t)p->stages, 1024, what);
+
+    s->q_empty_arrivals = s->consumers;
+    s->kv_empty_arrivals = 4 * s->consumers;
+    s->bar_q_full = plan_smem(p, "bar_q_full", 8, 8, "mbarrier: Q landed (1 arrival + tx)");
+    snprintf(what, sizeof what, "mbarrier: Q slot free (%d arrivals)", s->q_empty_arrivals);
+    s->bar_q_empty = plan_smem(p, "bar_q_empty", 8, 8, what);
+    uint32_t ring = 8u * (uint32_t)p->stages;
+    s->bar_k_full = plan_smem(p, "bar_k_full", ring, 8, "mbarrier per stage: K landed (1 arrival + tx)");
+    snprintf(what, sizeof what, "mbarrier per stage: K slot free (%d arrivals)", s->kv_empty_arrivals);
+    s->bar_k_empty = plan_smem(p, "bar_k_empty", ring, 8, what);
+    s->bar_v_full = plan_smem(p, "bar_v_full", ring, 8, "mbarrier per stage: V landed (1 arrival + tx)");
+    snprintf(what, sizeof what, "mbarrier per stage: V slot free (%d arrivals)", s->kv_empty_arrivals);
+    s->bar_v_empty = plan_smem(p, "bar_v_empty", ring, 8, what);
+
+    plan_role(p, "producer", 0, 4, s->producer_regs, "one thread issues every TMA load (Q, K ring, V ring)");
+    for (int w = 0; w < s->consumers; w++) {
+        char name[24], job[128];
+        snprintf(name, sizeof name, "consumer%d", w);
+        snprintf(job, sizeof job, "rows %d..%d: S=QK^T (SS), softmax, O+=PV (RS), epilogue",
+                 64 * w, 64 * w + 63);
+        plan_role(p, name, 4 + 4 * w, 4, s->consumer_regs, job);
+    }
+    for (int w = 0; w < s->consumers; w++) {
+        char name[24];
+        snprintf(name, sizeof name, "epilogue%d", w);
+        int id = plan_bar(p, name, SM90_WG, "consumer's O tile staged in smem, ready for the TMA store");
+        if (w == 0) s->bar_epilogue0 = id;
+    }
+
+    plan_map(p, "q", TENSOR_Q, c->dtype, (uint32_t)p->qk, (uint32_t)p->chunk_elems, (uint32_t)p->bm, 1, c->swizzle);
+    plan_map(p, "k", TENSOR_K, c->dtype, (uint32_t)p->qk, (uint32_t)p->chunk_elems, (uint32_t)p->bn, 1, c->swizzle);
+    plan_map(p, "v", TENSOR_V, c->dtype, (uint32_t)p->ov, (uint32_t)p->chunk_elems, (uint32_t)p->bn, 1, c->swizzle);
+    plan_map(p, "o", TENSOR_O, c->dtype, (uint32_t)p->ov, (uint32_t)p->chunk_elems, SM90_MMA_M, 1, c->swizzle);
+
+    plan_note(p, "consumers", "%d warpgroups x %d rows", s->consumers, s->mma_m);
+    plan_note(p, "tx bytes", "q %u, k %u, v %u per load", s->tx_q, s->tx_k, s->tx_v);
+    plan_note(p, "qk wgmma", "m64n%dk16 x %d per kv tile per consumer (SS)", p->bn, p->qk / 16);
+    plan_note(p, "pv wgmma", "m64n%dk16 x %d per kv tile per consumer (RS, P in registers)", p->ov, p->bn / 16);
+    plan_note(p, "accumulators", "S %d + O %d + P %d registers per thread", p->bn / 2, p->ov / 2, p->bn / 4);
+    return 0;
+}
+
+const Target target_sm90a = {
+    .id = TARGET_SM90A,
+    .name = "sm90a",
+    .ptx_target = "sm_90a",
+    .ptx_version = "8.7",
+    .sm_major = 9,
+    .sm_minor = 0,
+    .smem_limit = SM90_SMEM_LIMIT,
+    .defaults = sm90_defaults,
+    .check = sm90_check,
+    .plan = sm90_plan,
+    .emit = sm90_emit_mha,
+};

@@ -1,0 +1,29 @@
+/* plan90.h - the sm_90a (Hopper, FlashAttention-3 design) part of the plan.
+ * Filled by sm90/plan.c; read by sm90/mha.c. Offsets are relative to the
+ * aligned dynamic shared memory base. */
+#ifndef FA4GEN_PLAN90_H
+#define FA4GEN_PLAN90_H
+#include <stdint.h>
+
+typedef struct Sm90Plan {
+    int consumers;       /* consumer warpgroups; each owns mma_m query rows */
+    int mma_m;           /* rows per wgmma (64) */
+    int producer_regs, consumer_regs; /* setmaxnreg targets */
+
+    /* buffers: every tile is an array of swizzled chunks [chunk][row][chunk_elems] */
+    uint32_t off_q, q_chunk_bytes;            /* Q tile; reused for O in the epilogue */
+    uint32_t off_k, k_stage_bytes, k_chunk_bytes;
+    uint32_t off_v, v_stage_bytes, v_chunk_bytes;
+
+    /* mbarriers (8 B each; per-stage ones are arrays) */
+    uint32_t bar_q_full, bar_q_empty;
+    uint32_t bar_k_full, bar_k_empty, bar_v_full, bar_v_empty;
+    int q_empty_arrivals;  /* one per consumer warpgroup */
+    int kv_empty_arrivals; /* one per consumer warp */
+
+    uint32_t tx_q, tx_k, tx_v; /* expected transaction bytes per load */
+
+    int bar_epilogue0; /* named barrier id of consumer 0's epilogue; consumer w uses +w */
+} Sm90Plan;
+
+#endif

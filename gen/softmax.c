@@ -1,0 +1,143 @@
+/* softmax.c - online softmax, masking, exp2 and ring-state emitters shared by
+ * all kernels (see softmax.h). Scores stay unscaled; the scale is folded into
+ * the exp2 argument: exp2(s * scale_log2 - m * scale_log2) with one FMA. */
+#include <stdio.h>
+#include <string.h>
+
+#include "softmax.h"
+
+static void tree(Emit *e, const char *op, const char *dst, const char *const *src, int n)
+{
+    if (n == 1) {
+        emit(e, "mov.f32 %s, %s;", dst, src[0]);
+        return;
+    }
+    /* pairwise levels into tmp registers keep several independent chains in flight */
+    enum { MAXN = 256 };
+    char names[MAXN][24];
+    const char *cur[MAXN];
+    int m = n < MAXN ? n : MAXN;
+    for (int i = 0; i < m; i++) cur[i] = src[i];
+    int level = 0;
+    while (m > 1) {
+        int k = 0;
+        for (int i = 0; i + 1 < m; i += 2, k++) {
+            char tn[24];
+            snprintf(tn, sizeof tn, "red%d_%d", level & 1, k);
+            const char *t = (m == 2) ? dst : reg(e, "f32", tn);
+            emit(e, "%s.f32 %s, %s, %s;", op, t, cur[i], cur[i + 1]);
+            snprintf(names[k], sizeof names[k], "%s", t);
+        }
+        if (m & 1) {
+            char tn[24];
+            snprintf(tn, sizeof tn, "red%d_%d", level & 1, k);
+            const char *t = reg(e, "f32", tn);
+            emit(e, "mov.f32 %s, %s;", t, cur[m - 1]);
+            snprintf(names[k], sizeof names[k], "%s", t);
+            k++;
+        }
+        for (int i = 0; i < k; i++) cur[i] = names[i];
+        m = k;
+        level++;
+    }
+}
+
+void sfx_max_tree(Emit *e, const char *dst, const char *const *src, int n) { tree(e, "max", dst, src, n); }
+void sfx_sum_tree(Emit *e, const char *dst, const char *const *src, int n) { tree(e, "add", dst, src, n); }
+
+void sfx_update_max(Emit *e, const char *m, const char *blk, const char *scale_log2, const char *neg_ms,
+                    const char *corr)
+{
+    const char *m_new = reg(e, "f32", "sfx_m_new");
+    const char *m_use = reg(e, "f32", "sfx_m_use");
+    const char *p = reg(e, "pred", "sfx_no_key");
+    emit(e, "max.f32 %s, %s, %s;", m_new, m, blk);
+    emit(e, "setp.eq.f32 %s, %s, %s;", p, m_new, PTX_NEG_INF);
+    emit(e, "selp.f32 %s, 0f00000000, %s, %s;", m_use, m_new, p);
+    emit(e, "mul.f32 %s, %s, %s;", neg_ms, m_use, scale_log2);
+    emit(e, "neg.f32 %s, %s;", neg_ms, neg_ms);
+    emit(e, "fma.rn.f32 %s, %s, %s, %s;", corr, m, scale_log2, neg_ms);
+    emit(e, "ex2.approx.ftz.f32 %s, %s;", corr, corr);
+    emit(e, "mov.f32 %s, %s;", m, m_new);
+}
+
+void sfx_exp2_poly(Emit *e, const char *dst, const char *src)
+{
+    /* 2^x = 2^floor(x) * 2^frac: frac by Horner on the FMA pipe, floor(x) added
+     * to the exponent bits. Coefficients: minimax degree 3 on [0, 1). */
+    const char *x = reg(e, "f32", "poly_x");
+    const char *fl = reg(e, "f32", "poly_floor");
+    const char *fr = reg(e, "f32", "poly_frac");
+    const char *y = reg(e, "f32", "poly_y");
+    const char *bits = reg(e, "b32", "poly_bits");
+    const char *ex = reg(e, "b32", "poly_exp");
+    emit(e, "max.f32 %s, %s, 0fC2FE0000;", x, src); /* clamp at -127: below that 2^x flushes to 0 anyway */
+    emit(e, "cvt.rmi.f32.f32 %s, %s;", fl, x);
+    emit(e, "sub.f32 %s, %s, %s;", fr, x, fl);
+    emit(e, "fma.rn.f32 %s, %s, 0f3D9DF09D, 0f3E6906A4;", y, fr); /* 0.0771190897, 0.2275644745 */
+    emit(e, "fma.rn.f32 %s, %s, %s, 0f3F31F519;", y, y, fr);      /* 0.6951461434 */
+    emit(e, "fma.rn.f32 %s, %s, %s, 0f3F800000;", y, y, fr);      /* 1.0 */
+    emit(e, "cvt.rzi.s32.f32 %s, %s;", ex, fl);
+    emit(e, "shl.b32 %s, %s, 23;", ex, ex);
+    emit(e, "mov.b32 %s, %s;", bits, y);
+    emit(e, "add.s32 %s, %s, %s;", bits, bits, ex);
+    emit(e, "mov.b32 %s, %s;", dst, bits);
+}
+
+void sfx_exp2_scaled(Emit *e, const char *const *x, int n, const char *scale_log2, const char *neg_ms,
+                     int poly_every)
+{
+    for (int i = 0; i < n; i++) {
+        emit(e, "fma.rn.ftz.f32 %s, %s, %s, %s;", x[i], x[i], scale_log2, neg_ms);
+        if (poly_every && i % poly_every == poly_every - 1)
+            sfx_exp2_poly(e, x[i], x[i]);
+        else
+            emit(e, "ex2.approx.ftz.f32 %s, %s;", x[i], x[i]);
+    }
+}
+
+void sfx_mask(Emit *e, const char *x, int c, const char *t_hi, const char *t_lo)
+{
+    const char *p = reg(e, "pred", "mask_p");
+    if (t_hi) {
+        emit(e, "setp.lt.s32 %s, %s, %d;", p, t_hi, c);
+        emit(e, "@%s mov.f32 %s, %s;", p, x, PTX_NEG_INF);
+    }
+    if (t_lo) {
+        emit(e, "setp.gt.s32 %s, %s, %d;", p, t_lo, c);
+        emit(e, "@%s mov.f32 %s, %s;", p, x, PTX_NEG_INF);
+    }
+}
+
+void sfx_lse(Emit *e, const char *dst, const char *m, const char *l, const char *scale_log2)
+{
+    const char *p = reg(e, "pred", "lse_empty");
+    const char *t = reg(e, "f32", "lse_t");
+    emit(e, "setp.eq.f32 %s, %s, 0f00000000;", p, l);
+    emit(e, "lg2.approx.f32 %s, %s;", t, l);
+    emit(e, "fma.rn.f32 %s, %s, %s, %s;", t, m, scale_log2, t);
+    emit(e, "mul.f32 %s, %s, %s;", dst, t, PTX_LN2);
+    emit(e, "selp.f32 %s, %s, %s, %s;", dst, PTX_NEG_INF, dst, p);
+}
+
+void sfx_inv_sum(Emit *e, const char *inv, const char *l, const char *o_scale)
+{
+    const char *p = reg(e, "pred", "inv_empty");
+    emit(e, "setp.eq.f32 %s, %s, 0f00000000;", p, l);
+    emit(e, "rcp.approx.ftz.f32 %s, %s;", inv, l);
+    emit(e, "mul.f32 %s, %s, %s;", inv, inv, o_scale);
+    emit(e, "selp.f32 %s, 0f00000000, %s, %s;", inv, inv, p);
+}
+
+void ring_advance(Emit *e, const char *stage, const char *phase, int stages)
+{
+    if (stages == 1) {
+        emit(e, "xor.b32 %s, %s, 1;", phase, phase);
+        return;
+    }
+    const char *p = reg(e, "pred", "ring_wrap");
+    emit(e, "add.u32 %s, %s, 1;", stage, stage);
+    emit(e, "setp.eq.u32 %s, %s, %d;", p, stage, stages);
+    emit(e, "@%s mov.u32 %s, 0;", p, stage);
+    emit(e, "@%s xor.b32 %s, %s, 1;", p, phase, phase);
+}

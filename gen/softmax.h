@@ -1,0 +1,38 @@
+/* softmax.h - emitters shared by every kernel of every target: the online
+ * softmax in the log2 domain (scale folded into one FMA), score masking, the
+ * exp2 polynomial, LSE, and the mbarrier ring state. They work on lists of
+ * register names, so the sm90 layout (two rows per thread, spread over four
+ * lanes) and the sm100 layout (one row per thread) both use them. */
+#ifndef FA4GEN_SOFTMAX_H
+#define FA4GEN_SOFTMAX_H
+
+#include "fa4gen.h"
+
+#define PTX_NEG_INF "0fFF800000"
+#define PTX_LN2 "0f3F317218"   /* ln(2) */
+#define PTX_LOG2E "0f3FB8AA3B" /* log2(e) */
+
+/* dst = max / sum of n registers, as a balanced tree for ILP. */
+void sfx_max_tree(Emit *e, const char *dst, const char *const *src, int n);
+void sfx_sum_tree(Emit *e, const char *dst, const char *const *src, int n);
+/* New running max from m (in place) and this block's max blk:
+ *   m_use  = m_new, or 0 when the row has seen no key yet (so -inf - -inf never happens)
+ *   neg_ms = -m_use * scale_log2;  corr = exp2((m_old - m_use) * scale_log2). */
+void sfx_update_max(Emit *e, const char *m, const char *blk, const char *scale_log2, const char *neg_ms,
+                    const char *corr);
+/* x[i] = exp2(x[i] * scale_log2 + neg_ms); every poly_every-th element (0 = none) by the polynomial. */
+void sfx_exp2_scaled(Emit *e, const char *const *x, int n, const char *scale_log2, const char *neg_ms,
+                     int poly_every);
+/* dst = exp2(src) on the FMA pipe (degree-3 polynomial; FA4 design), src <= 0 expected. */
+void sfx_exp2_poly(Emit *e, const char *dst, const char *src);
+/* Mask x (set -inf) when the column constant c lies above t_hi or below t_lo (NULL = no bound). */
+void sfx_mask(Emit *e, const char *x, int c, const char *t_hi, const char *t_lo);
+/* lse = (m_use * scale_log2 + log2(l)) * ln2, or -inf when l == 0. */
+void sfx_lse(Emit *e, const char *dst, const char *m, const char *l, const char *scale_log2);
+/* inv = o_scale / l, or 0 when l == 0 (rows that saw no key give O = 0). */
+void sfx_inv_sum(Emit *e, const char *inv, const char *l, const char *o_scale);
+
+/* Ring state of an mbarrier pipeline: stage = (stage + 1) % stages, phase flips on wrap. */
+void ring_advance(Emit *e, const char *stage, const char *phase, int stages);
+
+#endif

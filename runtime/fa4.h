@@ -1,0 +1,131 @@
+/* fa4.h - the public C API of libfa4rt, the fa4gen runtime.
+ *
+ * The runtime turns a kernel config into a loaded CUDA function (generate PTX
+ * -> compile to cubin with nvJitLink, or the driver JIT as a fallback -> load),
+ * caches it in memory and on disk, and launches attention operators.
+ *
+ * The CUDA driver and nvJitLink are loaded at run time (dlopen), so programs
+ * linked with libfa4rt start on machines with no GPU driver; their absence is
+ * reported as a status, never as a crash or an exit().
+ *
+ * If a definition does not appear in this file, it is not a published API.
+ * New status codes may be added; treat unknown ones as errors.
+ */
+#ifndef FA4_H
+#define FA4_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FA4_VERSION_MAJOR 0
+#define FA4_VERSION_MINOR 1
+#define FA4_VERSION_PATCH 0
+
+typedef enum fa4_status {
+    FA4_OK = 0,
+    FA4_ERR_INVALID_ARGUMENT, /* an argument is wrong; the message names it */
+    FA4_ERR_UNSUPPORTED,      /* valid, but not supported (dtype/depth/target/GPU) */
+    FA4_ERR_NO_DRIVER,        /* libcuda could not be loaded or initialised */
+    FA4_ERR_NO_DEVICE,        /* no CUDA device, or the chosen one is missing */
+    FA4_ERR_COMPILE,          /* PTX -> cubin failed; the message holds the log */
+    FA4_ERR_CUDA,             /* a CUDA driver call failed; the message names it */
+    FA4_ERR_CACHE,            /* the disk cache could not be used (non-fatal cases warn instead) */
+    FA4_ERR_OUT_OF_MEMORY,
+    FA4_ERR_INTERNAL,         /* a bug in fa4gen; please report the message */
+    FA4_NUM_STATUS
+} fa4_status;
+
+/* A fixed, short description of a status code. Never NULL. */
+const char *fa4_status_string(fa4_status s);
+
+typedef enum fa4_dtype { FA4_BF16 = 0, FA4_FP16 = 1, FA4_E4M3 = 2 } fa4_dtype;
+typedef enum fa4_target { FA4_TARGET_AUTO = 0, FA4_TARGET_SM90A = 1, FA4_TARGET_SM100A = 2 } fa4_target;
+typedef enum fa4_mask { FA4_MASK_NONE = 0, FA4_MASK_CAUSAL = 1, FA4_MASK_WINDOW = 2 } fa4_mask;
+
+/* Context options. Initialise with FA4_OPTIONS_INIT; the library reads
+ * min(size, sizeof(fa4_options)) bytes, so older callers keep working. */
+typedef struct fa4_options {
+    size_t size;
+    unsigned version;      /* FA4_OPTIONS_VERSION */
+    int device;            /* CUDA device ordinal (default 0) */
+    fa4_target target;     /* AUTO: from the device's compute capability */
+    const char *cache_dir; /* NULL: $FA4GEN_CACHE_DIR, $XDG_CACHE_HOME/fa4gen, $HOME/.cache/fa4gen */
+    int disk_cache;        /* 1 (default): use the on-disk cubin cache; 0: memory only */
+    int verbose;           /* 1: log cache hits/misses and compile times to stderr */
+} fa4_options;
+#define FA4_OPTIONS_VERSION 1
+#define FA4_OPTIONS_INIT {sizeof(fa4_options), FA4_OPTIONS_VERSION, 0, FA4_TARGET_AUTO, NULL, 1, 0}
+
+typedef struct fa4_ctx fa4_ctx; /* opaque; thread-safe */
+
+/* Create a context. Does not require a GPU: the driver is opened lazily on
+ * the first call that needs it. *ctx is NULL on failure. */
+fa4_status fa4_create(fa4_ctx **ctx, const fa4_options *opt);
+/* Unload modules and free the context. fa4_destroy(NULL) does nothing. */
+void fa4_destroy(fa4_ctx *ctx);
+/* The message of the last failed call made on ctx by this thread (ctx may be
+ * NULL for a failed fa4_create). Never NULL; "" when there is none. */
+const char *fa4_last_error(const fa4_ctx *ctx);
+
+/* Compile a kernel config (canonical form or CLI-style "key=value ..." text)
+ * to a cubin for its target, through the disk cache (a hit returns the
+ * cached bytes). Needs no GPU. Keys the text leaves out take the generator's
+ * defaults; the target defaults to the context's target, or to the
+ * generator's default (sm90a) when that is AUTO. The returned buffer is owned
+ * by the caller (free()). */
+fa4_status fa4_compile(fa4_ctx *ctx, const char *config, void **cubin, size_t *size);
+
+/* Timing of the last fa4_get_kernel (or fa4_compile_v2) on this context, for
+ * benchmarks. */
+typedef struct fa4_kernel_stats {
+    double generate_ms, compile_ms, load_ms, total_ms;
+    int source; /* 0 memory hit, 1 disk hit, 2 compiled */
+} fa4_kernel_stats;
+
+/* fa4_compile, also reporting its timing and where the cubin came from (1 disk
+ * hit, 2 compiled; load_ms is 0). stats may be NULL. */
+fa4_status fa4_compile_v2(fa4_ctx *ctx, const char *config, void **cubin, size_t *size, fa4_kernel_stats *stats);
+
+typedef struct fa4_kernel fa4_kernel; /* opaque, owned by the context */
+/* Generate/compile/load a kernel through the caches (memory, then disk). */
+fa4_status fa4_get_kernel(fa4_ctx *ctx, const char *config, fa4_kernel **k, fa4_kernel_stats *stats);
+
+/* Multi-head attention forward. Tensors are [batch, seqlen, heads, depth] with
+ * element strides (depth stride 1). LSE, when requested, is fp32
+ * [batch, heads_q, seqlen_q], natural log; rows that see no key get O = 0 and
+ * LSE = -inf. Causal masking aligns bottom-right: query row i sees key j when
+ * j <= i + seqlen_k - seqlen_q (FlashAttention convention). */
+typedef struct fa4_mha_args {
+    size_t size; /* sizeof(fa4_mha_args) */
+    fa4_dtype dtype;
+    const void *q, *k, *v;
+    void *o;
+    float *lse; /* optional */
+    int batch, seqlen_q, seqlen_k, heads_q, heads_kv, qk_depth, ov_depth;
+    /* element strides (batch, seq, head); 0 selects the packed layout */
+    int64_t q_stride[3], k_stride[3], v_stride[3], o_stride[3];
+    float softmax_scale; /* 0: 1/sqrt(qk_depth) */
+    fa4_mask mask;
+    int window_left, window_right; /* FA4_MASK_WINDOW */
+    /* optional kernel config overrides ("bm=128 bn=176 stages=2"), NULL = defaults */
+    const char *config;
+} fa4_mha_args;
+#define FA4_MHA_ARGS_INIT {sizeof(fa4_mha_args), FA4_BF16, NULL, NULL, NULL, NULL, NULL, \
+                           0, 0, 0, 0, 0, 0, 0, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, \
+                           0.0f, FA4_MASK_NONE, 0, 0, NULL}
+
+/* Validate args, pick the config, get the kernel and launch it on stream (a
+ * CUstream; NULL = default stream). Nothing is launched when a check fails. */
+fa4_status fa4_mha_fwd(fa4_ctx *ctx, const fa4_mha_args *args, void *stream);
+
+/* The canonical config fa4_mha_fwd would use for args (for logs and tests). */
+fa4_status fa4_mha_config(fa4_ctx *ctx, const fa4_mha_args *args, char *buf, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
