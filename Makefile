@@ -80,3 +80,11 @@ test: deps-test
 
 clean:
 	rm -rf $(B)
+
+# ---- runtime additions ----
+.PHONY: bench-jit
+$(B)/bench/jit: bench/jit.c $(B)/libfa4rt.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $< -o $@ $(B)/libfa4rt.a $(LDLIBS_RT)
+bench-jit: $(B)/bench/jit
+	$(B)/bench/jit

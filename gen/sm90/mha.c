@@ -170,14 +170,19 @@ static void emit_qk(Emit *e, const char *stage)
     const Plan *p = e->p;
     const Sm90Plan *s = &p->sm90;
     const char *addr = reg(e, "b32", "cs_k_addr");
-    const char *kdesc = reg(e, "b64", "cs_k_desc"), *qd = reg(e, "b64", "cs_qd"), *kd = reg(e, "b64", "cs_kd");
+    const char *qd = reg(e, "b64", "cs_qd"), *kd = reg(e, "b64", "cs_kd");
+    const char *qlo = reg(e, "b32", "cs_qd_lo"), *klo = reg(e, "b32", "cs_kd_lo");
     emit_note(e, "S = Q K^T: %d x wgmma m64n%dk16 SS (plan: qk wgmma)", p->qk / 16, p->bn);
     stage_addr(e, addr, "%cs_k0", stage, s->k_stage_bytes);
-    op_sm90_desc(e, kdesc, addr, 16, 8u * (uint32_t)p->swizzle_bytes, p->swizzle_bytes);
+    emit_note(e, "descriptors differ only in the start-address field: step the low word, keep the high word");
+    emit(e, "shr.u32 %s, %s, 4;", addr, addr);
+    emit(e, "or.b32 %s, %s, 0x%08X;", addr, addr, sm90_desc_lo_lbo(16));
     op_wgmma_fence(e);
     for (int kk = 0; kk < p->qk / 16; kk++) {
-        emit(e, "add.s64 %s, %%cs_q_desc, %u;", qd, kmajor_step(p, kk, s->q_chunk_bytes));
-        emit(e, "add.s64 %s, %s, %u;", kd, kdesc, kmajor_step(p, kk, s->k_chunk_bytes));
+        emit(e, "add.u32 %s, %%cs_q_lo, %u;", qlo, kmajor_step(p, kk, s->q_chunk_bytes));
+        emit(e, "add.u32 %s, %s, %u;", klo, addr, kmajor_step(p, kk, s->k_chunk_bytes));
+        emit(e, "mov.b64 %s, {%s, %%cs_desc_hi};", qd, qlo);
+        emit(e, "mov.b64 %s, {%s, %%cs_desc_hi};", kd, klo);
         op_wgmma_ss(e, p->bn, p->cfg.dtype, "s", qd, kd, kk ? "1" : "0", 0);
     }
     op_wgmma_commit(e);
@@ -267,17 +272,20 @@ static void emit_softmax(Emit *e, int masked)
             emit(e, "%s %%pa%d, %%s%d, %%s%d;", cvt, 4 * kb + i, 8 * kb + 2 * i + 1, 8 * kb + 2 * i);
 }
 
-/* Per-thread row bounds of the mask, before subtracting the block's first key. */
-static void emit_row_bounds(Emit *e)
+/* Mask bounds of this thread's two rows relative to its first key in block j
+ * (kv0 = j * bn): t_hi = last visible key - kv0 - 2*(lane%4), t_lo likewise for
+ * the first. Recomputed per masked block, so nothing extra stays live in the loop. */
+static void emit_row_bounds(Emit *e, const char *kv0)
 {
     int wl, wr;
     mask_bounds(&e->p->cfg, &wl, &wr);
     const char *r = reg(e, "b32", "cs_rowg"), *k1 = reg(e, "b32", "cs_klast");
     emit(e, "sub.u32 %s, %%seqlen_k, 1;", k1);
+    emit(e, "add.u32 %s, %s, %%cs_lm2;", kv0, kv0);
     for (int h = 0; h < 2; h++) {
         char hi[NAME], lo[NAME];
-        snprintf(hi, NAME, "cs_hi%d", h);
-        snprintf(lo, NAME, "cs_lo%d", h);
+        snprintf(hi, NAME, "cs_t_hi%d", h);
+        snprintf(lo, NAME, "cs_t_lo%d", h);
         const char *H = reg(e, "b32", hi);
         emit(e, "add.u32 %s, %%m0, %%cs_row%d;", r, h);
         if (wr >= 0) {
@@ -287,12 +295,12 @@ static void emit_row_bounds(Emit *e)
         } else {
             emit(e, "mov.u32 %s, %s;", H, k1);
         }
-        emit(e, "sub.s32 %s, %s, %%cs_col0;", H, H);
+        emit(e, "sub.s32 %s, %s, %s;", H, H, kv0);
         if (wl >= 0) {
             const char *L = reg(e, "b32", lo);
             emit(e, "add.s32 %s, %s, %%kv_off;", L, r);
             emit(e, "sub.s32 %s, %s, %d;", L, L, wl);
-            emit(e, "sub.s32 %s, %s, %%cs_col0;", L, L);
+            emit(e, "sub.s32 %s, %s, %s;", L, L, kv0);
         }
     }
 }
@@ -417,7 +425,10 @@ static void emit_consumer_setup(Emit *e)
     emit(e, "add.u32 %s, %s, %d;", reg(e, "b32", "cs_epi_bar"), w, s->bar_epilogue0);
     emit_note(e, "this consumer's Q rows: the wgmma A descriptor (K-major, SBO = 8 rows)");
     emit(e, "mad.lo.u32 %s, %s, %d, %%cs_q0;", reg(e, "b32", "cs_qrows"), w, s->mma_m * sw);
-    op_sm90_desc(e, reg(e, "b64", "cs_q_desc"), "%cs_qrows", 16, 8u * (uint32_t)sw, sw);
+    const char *qlo = reg(e, "b32", "cs_q_lo");
+    emit(e, "shr.u32 %s, %%cs_qrows, 4;", qlo);
+    emit(e, "or.b32 %s, %s, 0x%08X;", qlo, qlo, sm90_desc_lo_lbo(16));
+    emit(e, "mov.b32 %s, 0x%08X;", reg(e, "b32", "cs_desc_hi"), sm90_desc_hi(8u * (uint32_t)sw, sw));
 }
 
 static void emit_consumer(Emit *e)
@@ -458,8 +469,6 @@ static void emit_consumer(Emit *e)
         emit(e, "mov.f32 %s, 0f00000000;", reg(e, "f32", l));
     }
     for (int i = 0; i < p->ov / 2; i++) emit(e, "mov.f32 %%o%d, 0f00000000;", i);
-    emit(e, "mov.u32 %s, %%cs_lm2;", reg(e, "b32", "cs_col0"));
-    emit_row_bounds(e);
     emit(e, "setp.ne.u32 %s, %%lane, %%lane;", pv); /* false: no PV in flight yet */
     op_mbar_wait(e, "%cs_q_full", qph);
     emit(e, "xor.b32 %s, %s, 1;", qph, qph);
@@ -486,13 +495,10 @@ static void emit_consumer(Emit *e)
     emit_softmax(e, 0);
     emit(e, "bra.uni %s;", l_sfx);
     emit_label(e, l_masked);
-    emit_note(e, "this block's key offset within the row bounds");
+    emit_note(e, "this thread's row bounds relative to its first key in the block");
     const char *kv0 = reg(e, "b32", "cs_kv0");
     emit(e, "mul.lo.u32 %s, %s, %d;", kv0, j, p->bn);
-    for (int h = 0; h < 2; h++) {
-        emit(e, "sub.s32 %s, %%cs_hi%d, %s;", reg(e, "b32", h ? "cs_t_hi1" : "cs_t_hi0"), h, kv0);
-        if (wl >= 0) emit(e, "sub.s32 %s, %%cs_lo%d, %s;", reg(e, "b32", h ? "cs_t_lo1" : "cs_t_lo0"), h, kv0);
-    }
+    emit_row_bounds(e, kv0);
     emit_softmax(e, 1);
     emit_label(e, l_sfx);
 

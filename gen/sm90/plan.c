@@ -20,7 +20,7 @@ static void sm90_defaults(Config *c)
     int d = c->qk_depth;
     if (!c->swizzle) c->swizzle = 128;
     if (!c->bm) c->bm = 128;
-    if (!c->bn) c->bn = d <= 64 ? 128 : d <= 128 ? 128 : 80;
+    if (!c->bn) c->bn = d <= 128 ? 128 : 80; /* d256: O alone takes 128 of the consumer's 240 registers */
     if (!c->stages) c->stages = 2;
 }
 
@@ -43,6 +43,9 @@ static int sm90_check(const Config *c, char *err, size_t n)
     if (c->qk_depth < 64 || c->qk_depth > 256 || c->qk_depth % chunk)
         return snprintf(err, n, "depth: %d is not allowed on sm90a with swizzle %d; use 64..256 in steps of %d "
                         "(64, 128 and 256 are tested)", c->qk_depth, c->swizzle, chunk), -1;
+    if (c->qk_depth > 128 && c->swizzle == 32)
+        return snprintf(err, n, "swizzle: 32 is not allowed on sm90a with depth %d (16 boxes per tile and the "
+                        "consumers run out of registers); use swizzle 64 or 128", c->qk_depth), -1;
     if (c->bm != 128 && c->bm != 192) return bad(err, n, "bm", c->bm, "use 128 (2 consumer warpgroups) or 192 (3)");
     if (c->bn % 16 || c->bn < 16 || c->bn > 256) return bad(err, n, "bn", c->bn, "use a multiple of 16 in 16..256");
     if (c->stages < 2 || c->stages > 8) return bad(err, n, "stages", c->stages, "use 2..8");

@@ -1,0 +1,378 @@
+/* api.c - contexts, per-thread error messages, config text, and the kernel
+ * pipeline (generate -> disk cache / compile -> load -> memory cache).
+ *
+ * Guarantees: every public entry point returns a status and, on failure,
+ * leaves one message for this thread on the context; nothing exits or
+ * aborts. All state lives in the fa4_ctx; the only other state is the
+ * thread-local message of a failed fa4_create (there is no context yet).
+ */
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rt_internal.h"
+
+static const char *const status_text[FA4_NUM_STATUS] = {
+    [FA4_OK] = "success",
+    [FA4_ERR_INVALID_ARGUMENT] = "invalid argument",
+    [FA4_ERR_UNSUPPORTED] = "unsupported configuration, dtype, depth, target or GPU",
+    [FA4_ERR_NO_DRIVER] = "the CUDA driver (libcuda.so.1) could not be loaded or initialised",
+    [FA4_ERR_NO_DEVICE] = "no CUDA device, or the chosen device does not exist",
+    [FA4_ERR_COMPILE] = "PTX to cubin compilation failed",
+    [FA4_ERR_CUDA] = "a CUDA driver call failed",
+    [FA4_ERR_CACHE] = "the kernel cache could not be used",
+    [FA4_ERR_OUT_OF_MEMORY] = "out of memory",
+    [FA4_ERR_INTERNAL] = "internal error in fa4gen (please report the message)",
+};
+
+const char *fa4_status_string(fa4_status s)
+{
+    if ((unsigned)s >= FA4_NUM_STATUS) return "unknown status";
+    return status_text[s];
+}
+
+/* ---------------------------------------------------------------- errors */
+
+/* A failed fa4_create has no context to hold its message. */
+static _Thread_local char create_error[RT_ERR_MAX];
+
+static char *thread_buffer(fa4_ctx *ctx)
+{
+    if (!ctx) return create_error;
+    char *b = pthread_getspecific(ctx->err_key);
+    if (b) return b;
+    b = calloc(1, RT_ERR_MAX);
+    if (!b) return NULL;
+    pthread_mutex_lock(&ctx->err_mu);
+    char **list = realloc(ctx->err_bufs, (ctx->n_err_bufs + 1) * sizeof *list);
+    if (list) {
+        ctx->err_bufs = list;
+        list[ctx->n_err_bufs++] = b;
+    }
+    pthread_mutex_unlock(&ctx->err_mu);
+    if (!list || pthread_setspecific(ctx->err_key, b)) {
+        if (list) {
+            pthread_mutex_lock(&ctx->err_mu);
+            ctx->n_err_bufs--;
+            pthread_mutex_unlock(&ctx->err_mu);
+        }
+        free(b);
+        return NULL;
+    }
+    return b;
+}
+
+fa4_status rt_fail(fa4_ctx *ctx, fa4_status s, const char *fmt, ...)
+{
+    char *b = thread_buffer(ctx);
+    if (!b) return s; /* no memory for the message; the status still says it */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b, RT_ERR_MAX, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+const char *rt_last_error(const fa4_ctx *ctx)
+{
+    if (!ctx) return create_error;
+    const char *b = pthread_getspecific(ctx->err_key);
+    return b ? b : "";
+}
+
+const char *fa4_last_error(const fa4_ctx *ctx) { return rt_last_error(ctx); }
+
+double rt_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+void rt_log(const fa4_ctx *ctx, const char *fmt, ...)
+{
+    if (!ctx || !ctx->opt.verbose) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("fa4: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+/* ---------------------------------------------------------------- contexts */
+
+/* Copy min(size, sizeof) of the caller's options over the defaults, so a
+ * caller built against an older, shorter fa4_options keeps working. */
+static fa4_status read_options(const fa4_options *in, fa4_options *out)
+{
+    const fa4_options def = FA4_OPTIONS_INIT;
+    *out = def;
+    if (!in) return FA4_OK;
+    if (in->size < offsetof(fa4_options, version) + sizeof in->version)
+        return rt_fail(NULL, FA4_ERR_INVALID_ARGUMENT,
+                       "opt->size: %zu is too small; initialise options with FA4_OPTIONS_INIT", in->size);
+    memcpy(out, in, in->size < sizeof *out ? in->size : sizeof *out);
+    out->size = sizeof *out;
+    if (in->version == 0)
+        return rt_fail(NULL, FA4_ERR_INVALID_ARGUMENT, "opt->version: 0; initialise options with FA4_OPTIONS_INIT");
+    if (out->device < 0)
+        return rt_fail(NULL, FA4_ERR_INVALID_ARGUMENT, "opt->device: %d; use a device ordinal >= 0", out->device);
+    if ((unsigned)out->target > FA4_TARGET_SM100A)
+        return rt_fail(NULL, FA4_ERR_INVALID_ARGUMENT, "opt->target: %d is not a fa4_target", (int)out->target);
+    if (out->cache_dir && out->cache_dir[0] != '/')
+        return rt_fail(NULL, FA4_ERR_INVALID_ARGUMENT,
+                       "opt->cache_dir: '%s' is relative; give an absolute path (the cache never depends on the "
+                       "working directory)", out->cache_dir);
+    return FA4_OK;
+}
+
+fa4_status fa4_create(fa4_ctx **pctx, const fa4_options *opt)
+{
+    create_error[0] = 0;
+    if (!pctx) return rt_fail(NULL, FA4_ERR_INVALID_ARGUMENT, "ctx: NULL; pass the address of a fa4_ctx pointer");
+    *pctx = NULL;
+    fa4_options o;
+    fa4_status s = read_options(opt, &o);
+    if (s) return s;
+    fa4_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return rt_fail(NULL, FA4_ERR_OUT_OF_MEMORY, "fa4_create: out of memory");
+    ctx->opt = o;
+    ctx->device_target = -1;
+    atomic_init(&ctx->drv_state, LIB_UNTRIED);
+    atomic_init(&ctx->tmp_counter, 0);
+    if (pthread_key_create(&ctx->err_key, NULL)) {
+        free(ctx);
+        return rt_fail(NULL, FA4_ERR_OUT_OF_MEMORY, "fa4_create: no thread-specific key left");
+    }
+    pthread_mutex_init(&ctx->mu, NULL);
+    pthread_mutex_init(&ctx->err_mu, NULL);
+    if (o.cache_dir) {
+        if (strlen(o.cache_dir) >= sizeof ctx->cache_dir) {
+            fa4_destroy(ctx);
+            return rt_fail(NULL, FA4_ERR_INVALID_ARGUMENT, "opt->cache_dir: longer than %zu characters",
+                           sizeof ctx->cache_dir - 1);
+        }
+        snprintf(ctx->cache_dir, sizeof ctx->cache_dir, "%s", o.cache_dir);
+    }
+    ctx->opt.cache_dir = NULL; /* the caller's string may not outlive the context */
+    rt_cache_resolve_dir(ctx);
+    *pctx = ctx;
+    return FA4_OK;
+}
+
+void fa4_destroy(fa4_ctx *ctx)
+{
+    if (!ctx) return;
+    rt_map_free(ctx, &ctx->kernels);
+    rt_driver_close(ctx);
+    if (ctx->jl.lib) dlclose(ctx->jl.lib);
+    for (size_t i = 0; i < ctx->n_err_bufs; i++) free(ctx->err_bufs[i]);
+    free(ctx->err_bufs);
+    pthread_key_delete(ctx->err_key);
+    pthread_mutex_destroy(&ctx->mu);
+    pthread_mutex_destroy(&ctx->err_mu);
+    free(ctx);
+}
+
+/* ---------------------------------------------------------------- config text */
+
+fa4_status rt_parse_config(fa4_ctx *ctx, const char *text, Config *c, const char *what)
+{
+    char copy[512], err[256];
+    if (strlen(text) >= sizeof copy)
+        return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: text is longer than %zu characters", what,
+                       sizeof copy - 1);
+    strcpy(copy, text);
+    char *save = NULL;
+    int first = 1;
+    for (char *w = strtok_r(copy, " \t\n", &save); w; w = strtok_r(NULL, " \t\n", &save), first = 0) {
+        char *eq = strchr(w, '=');
+        if (!eq) {
+            /* Only the kind may stand alone, as in the canonical form. */
+            if (!first)
+                return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT,
+                               "%s: '%s' is not key=value; only the kind (mha, mla-sparse) may stand alone, first",
+                               what, w);
+            if (config_set(c, "kind", w, err, sizeof err))
+                return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: %s", what, err);
+            continue;
+        }
+        *eq = 0;
+        if (config_set(c, w, eq + 1, err, sizeof err))
+            return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: %s", what, err);
+    }
+    return FA4_OK;
+}
+
+/* ---------------------------------------------------------------- the pipeline */
+
+fa4_status rt_build_cubin(fa4_ctx *ctx, const Config *c, Plan *p, void **cubin, size_t *size,
+                          fa4_kernel_stats *st, fa4_status config_err)
+{
+    char err[512], key_text[RT_KEY_TEXT_MAX];
+    uint64_t key;
+    double t0 = rt_now_ms();
+    /* plan_make fills defaults and checks: its failures are the caller's config. */
+    if (plan_make(c, p, err, sizeof err))
+        return rt_fail(ctx, config_err, "config: %s", err);
+    fa4_status s = rt_cache_key(ctx, p, key_text, sizeof key_text, &key);
+    if (s) return s;
+    st->generate_ms = rt_now_ms() - t0;
+    if (rt_disk_get(ctx, key_text, key, cubin, size)) {
+        st->source = 1;
+        rt_log(ctx, "disk hit %016llx (%s)", (unsigned long long)key, p->canonical);
+        return FA4_OK;
+    }
+    char *ptx = NULL;
+    size_t len = 0;
+    t0 = rt_now_ms();
+    if (fa4gen_generate(c, p, &ptx, &len, err, sizeof err)) {
+        free(ptx);
+        return rt_fail(ctx, FA4_ERR_INTERNAL, "generate '%s': %s", p->canonical, err);
+    }
+    st->generate_ms += rt_now_ms() - t0;
+    t0 = rt_now_ms();
+    s = rt_compile(ctx, p, ptx, len, cubin, size);
+    free(ptx);
+    st->compile_ms = rt_now_ms() - t0;
+    if (s) return s;
+    st->source = 2;
+    rt_log(ctx, "compiled %s in %.1f ms (generate %.2f ms)", p->canonical, st->compile_ms, st->generate_ms);
+    rt_disk_put(ctx, key_text, key, *cubin, *size);
+    return FA4_OK;
+}
+
+struct fa4_kernel *rt_kernel_lookup(fa4_ctx *ctx, const char *key, uint64_t hash)
+{
+    pthread_mutex_lock(&ctx->mu);
+    struct fa4_kernel *k = rt_map_find(&ctx->kernels, key, hash);
+    pthread_mutex_unlock(&ctx->mu);
+    return k;
+}
+
+static void unload(fa4_ctx *ctx, CUmodule m)
+{
+    int pushed;
+    if (rt_ctx_enter(ctx, &pushed) == FA4_OK) {
+        ctx->drv.ModuleUnload(m);
+        rt_ctx_leave(ctx, pushed);
+    }
+}
+
+fa4_status rt_kernel_build(fa4_ctx *ctx, const char *key, uint64_t hash, const Config *c,
+                           struct fa4_kernel **out, fa4_kernel_stats *st, fa4_status config_err)
+{
+    struct fa4_kernel *k = calloc(1, sizeof *k);
+    char *key_copy = strdup(key);
+    if (!k || !key_copy) {
+        free(k);
+        free(key_copy);
+        return rt_fail(ctx, FA4_ERR_OUT_OF_MEMORY, "kernel: out of memory");
+    }
+    k->key = key_copy;
+    k->key_hash = hash;
+    void *cubin = NULL;
+    size_t size = 0;
+    fa4_status s = rt_build_cubin(ctx, c, &k->plan, &cubin, &size, st, config_err);
+    if (s == FA4_OK) {
+        double t0 = rt_now_ms();
+        s = rt_load(ctx, &k->plan, cubin, &k->module, &k->fn);
+        st->load_ms = rt_now_ms() - t0;
+    }
+    free(cubin);
+    if (s) {
+        free(k->key);
+        free(k);
+        return s;
+    }
+    pthread_mutex_lock(&ctx->mu);
+    struct fa4_kernel *in = rt_map_insert(&ctx->kernels, k);
+    pthread_mutex_unlock(&ctx->mu);
+    if (!in) {
+        unload(ctx, k->module);
+        free(k->key);
+        free(k);
+        return rt_fail(ctx, FA4_ERR_OUT_OF_MEMORY, "kernel cache: out of memory");
+    }
+    if (in != k) { /* another thread built the same kernel first; keep one */
+        unload(ctx, k->module);
+        free(k->key);
+        free(k);
+    }
+    *out = in;
+    return FA4_OK;
+}
+
+/* ---------------------------------------------------------------- public kernels */
+
+static void base_config(const fa4_ctx *ctx, Config *c)
+{
+    config_init(c);
+    if (ctx->opt.target == FA4_TARGET_SM90A) c->target = TARGET_SM90A;
+    if (ctx->opt.target == FA4_TARGET_SM100A) c->target = TARGET_SM100A;
+}
+
+fa4_status fa4_compile_v2(fa4_ctx *ctx, const char *config, void **cubin, size_t *size, fa4_kernel_stats *stats)
+{
+    if (!ctx) return rt_fail(NULL, FA4_ERR_INVALID_ARGUMENT, "ctx: NULL");
+    if (!config) return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "config: NULL");
+    if (!cubin || !size) return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: NULL", cubin ? "size" : "cubin");
+    *cubin = NULL;
+    *size = 0;
+    fa4_kernel_stats st = {0};
+    double t0 = rt_now_ms();
+    Config c;
+    base_config(ctx, &c);
+    fa4_status s = rt_parse_config(ctx, config, &c, "config");
+    if (s) return s;
+    Plan *p = malloc(sizeof *p);
+    if (!p) return rt_fail(ctx, FA4_ERR_OUT_OF_MEMORY, "plan: out of memory");
+    s = rt_build_cubin(ctx, &c, p, cubin, size, &st, FA4_ERR_INVALID_ARGUMENT);
+    free(p);
+    st.total_ms = rt_now_ms() - t0;
+    if (stats) *stats = st;
+    return s;
+}
+
+fa4_status fa4_compile(fa4_ctx *ctx, const char *config, void **cubin, size_t *size)
+{
+    return fa4_compile_v2(ctx, config, cubin, size, NULL);
+}
+
+fa4_status fa4_get_kernel(fa4_ctx *ctx, const char *config, fa4_kernel **kp, fa4_kernel_stats *stats)
+{
+    double t0 = rt_now_ms();
+    if (!ctx) return rt_fail(NULL, FA4_ERR_INVALID_ARGUMENT, "ctx: NULL");
+    if (!config) return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "config: NULL");
+    if (!kp) return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "k: NULL");
+    *kp = NULL;
+    fa4_kernel_stats st = {0};
+    fa4_status s = rt_driver(ctx);
+    if (s) return s;
+    /* The key names the target the text is read against, then the text. */
+    TargetId t = TARGET_SM90A;
+    if (ctx->opt.target == FA4_TARGET_AUTO && (s = rt_device_target(ctx, &t))) return s;
+    if (ctx->opt.target == FA4_TARGET_SM100A) t = TARGET_SM100A;
+    char key[640];
+    int kn = snprintf(key, sizeof key, "%s|%s", target_name[t], config);
+    if (kn < 0 || (size_t)kn >= sizeof key)
+        return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "config: text is longer than %zu characters", sizeof key - 8);
+    uint64_t hash = rt_fnv1a(key, (size_t)kn, RT_FNV_SEED);
+    fa4_kernel *k = rt_kernel_lookup(ctx, key, hash);
+    if (!k) {
+        Config c;
+        config_init(&c);
+        c.target = t;
+        if ((s = rt_parse_config(ctx, config, &c, "config"))) return s;
+        if ((s = rt_check_target(ctx, c.target))) return s;
+        if ((s = rt_kernel_build(ctx, key, hash, &c, &k, &st, FA4_ERR_INVALID_ARGUMENT))) return s;
+    }
+    st.total_ms = rt_now_ms() - t0;
+    if (stats) *stats = st;
+    *kp = k;
+    return FA4_OK;
+}

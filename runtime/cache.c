@@ -1,0 +1,345 @@
+/* cache.c - the in-memory kernel map and the on-disk cubin cache.
+ *
+ * Guarantees:
+ * - Memory: a lookup hashes the key text, probes, compares; it never allocates.
+ * - Disk: <dir>/<key hex>.cubin holds a header (magic, format, key hash, key
+ *   text, payload length and FNV-1a 64 hash) then the cubin. The key text
+ *   names everything the cubin depends on (canonical config, generator
+ *   version, target, PTX ISA, compiler, user code), so two keys that hash
+ *   alike still never share a file's payload. Files are written to an O_EXCL
+ *   temp file in the same directory, fsync'd and renamed into place, so a
+ *   reader sees a whole file or none; a corrupt or truncated file is a miss
+ *   and gets rewritten. An unusable directory turns the disk cache off with
+ *   one warning per context.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "rt_internal.h"
+
+static const char file_magic[8] = {'F', 'A', '4', 'C', 'U', 'B', 'I', 'N'};
+enum { FILE_FORMAT = 1 };
+
+typedef struct FileHead {
+    char magic[8];
+    uint32_t format, key_len;
+    uint64_t key, payload_len, payload_hash;
+} FileHead;
+_Static_assert(sizeof(FileHead) == 40, "FileHead has no padding");
+
+uint64_t rt_fnv1a(const void *data, size_t n, uint64_t h)
+{
+    const unsigned char *s = data;
+    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* ---------------------------------------------------------------- directory */
+
+static void disable_disk(fa4_ctx *ctx, const char *fmt, ...) FA4_PRINTF(2, 3);
+static void disable_disk(fa4_ctx *ctx, const char *fmt, ...)
+{
+    pthread_mutex_lock(&ctx->mu);
+    int was_on = ctx->disk_ok;
+    ctx->disk_ok = 0;
+    pthread_mutex_unlock(&ctx->mu);
+    if (!was_on) return; /* one warning per context */
+    char msg[RT_PATH_MAX + 256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "fa4: warning: %s; kernels are cached in memory only\n", msg);
+}
+
+static int disk_enabled(fa4_ctx *ctx)
+{
+    pthread_mutex_lock(&ctx->mu);
+    int on = ctx->disk_ok;
+    pthread_mutex_unlock(&ctx->mu);
+    return on;
+}
+
+fa4_status rt_cache_resolve_dir(fa4_ctx *ctx)
+{
+    ctx->disk_ok = 0;
+    if (!ctx->opt.disk_cache) return FA4_OK;
+    ctx->disk_ok = 1; /* so the first problem below warns */
+    if (ctx->cache_dir[0]) return FA4_OK; /* options.cache_dir, checked absolute at create */
+    const char *env = getenv("FA4GEN_CACHE_DIR");
+    const char *xdg = getenv("XDG_CACHE_HOME");
+    const char *home = getenv("HOME");
+    int n;
+    if (env && env[0]) {
+        if (env[0] != '/') {
+            disable_disk(ctx, "FA4GEN_CACHE_DIR='%s' is relative (the cache never depends on the working directory)",
+                         env);
+            return FA4_OK;
+        }
+        n = snprintf(ctx->cache_dir, sizeof ctx->cache_dir, "%s", env);
+    } else if (xdg && xdg[0] == '/') { /* the XDG spec says to ignore a relative value */
+        n = snprintf(ctx->cache_dir, sizeof ctx->cache_dir, "%s/fa4gen", xdg);
+    } else if (home && home[0] == '/') {
+        n = snprintf(ctx->cache_dir, sizeof ctx->cache_dir, "%s/.cache/fa4gen", home);
+    } else {
+        disable_disk(ctx, "no cache directory: FA4GEN_CACHE_DIR, XDG_CACHE_HOME and HOME are unset or relative");
+        return FA4_OK;
+    }
+    if (n < 0 || (size_t)n >= sizeof ctx->cache_dir - 32) {
+        ctx->cache_dir[0] = 0;
+        disable_disk(ctx, "the cache directory path is too long");
+    }
+    return FA4_OK;
+}
+
+/* mkdir -p with mode 0700: the cache holds code this process will run. */
+static int make_dirs(const char *dir)
+{
+    char path[RT_PATH_MAX];
+    snprintf(path, sizeof path, "%s", dir);
+    for (char *s = path + 1;; s++) {
+        if (*s != '/' && *s) continue;
+        char c = *s;
+        *s = 0;
+        if (mkdir(path, 0700) && errno != EEXIST) return -1;
+        *s = c;
+        if (!c) break;
+    }
+    struct stat st;
+    if (stat(dir, &st)) return -1;
+    if (!S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- key */
+
+fa4_status rt_cache_key(fa4_ctx *ctx, const Plan *p, char *text, size_t n, uint64_t *hash)
+{
+    char compiler[64];
+    fa4_status s = rt_compiler_id(ctx, compiler, sizeof compiler);
+    if (s) return s;
+    int k = snprintf(text, n,
+                     "fa4gen cubin key 1\nconfig=%s\ngenerator=%s\ntarget=%s (%s)\nptx_isa=%s\ncompiler=%s\n"
+                     "user_code=none\n",
+                     p->canonical, FA4GEN_VERSION, p->target->name, p->target->ptx_target, p->target->ptx_version,
+                     compiler);
+    if (k < 0 || (size_t)k >= n) return rt_fail(ctx, FA4_ERR_INTERNAL, "cache: key text longer than %zu", n);
+    *hash = rt_fnv1a(text, (size_t)k, RT_FNV_SEED);
+    return FA4_OK;
+}
+
+static void file_path(const fa4_ctx *ctx, uint64_t key, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s/%016llx.cubin", ctx->cache_dir, (unsigned long long)key);
+}
+
+/* ---------------------------------------------------------------- read */
+
+static int read_all(int fd, void *buf, size_t n)
+{
+    char *p = buf;
+    while (n) {
+        ssize_t k = read(fd, p, n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return -1;
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* Why a file is not a valid entry for key, or NULL when it is. */
+static const char *check_file(const char *buf, size_t size, const char *key_text, uint64_t key)
+{
+    FileHead h;
+    size_t key_len = strlen(key_text);
+    if (size < sizeof h) return "truncated header";
+    memcpy(&h, buf, sizeof h);
+    if (memcmp(h.magic, file_magic, sizeof file_magic)) return "bad magic";
+    if (h.format != FILE_FORMAT) return "other format version";
+    if (h.key != key || h.key_len != key_len) return "other key";
+    if (size < sizeof h + key_len || memcmp(buf + sizeof h, key_text, key_len)) return "other key text";
+    if (h.payload_len != size - sizeof h - key_len) return "truncated or extended payload";
+    if (rt_fnv1a(buf + sizeof h + key_len, h.payload_len, RT_FNV_SEED) != h.payload_hash) return "payload hash";
+    return NULL;
+}
+
+int rt_disk_get(fa4_ctx *ctx, const char *key_text, uint64_t key, void **cubin, size_t *size)
+{
+    if (!disk_enabled(ctx)) return 0;
+    char path[RT_PATH_MAX + 32];
+    file_path(ctx, key, path, sizeof path);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    struct stat st;
+    char *buf = NULL;
+    int ok = 0;
+    if (fstat(fd, &st) == 0 && st.st_size > 0 && (buf = malloc((size_t)st.st_size)) &&
+        read_all(fd, buf, (size_t)st.st_size) == 0) {
+        const char *why = check_file(buf, (size_t)st.st_size, key_text, key);
+        if (why) {
+            rt_log(ctx, "cache file %s is not valid (%s); rebuilding it", path, why);
+        } else {
+            size_t off = sizeof(FileHead) + strlen(key_text);
+            *size = (size_t)st.st_size - off;
+            memmove(buf, buf + off, *size);
+            *cubin = buf;
+            buf = NULL;
+            ok = 1;
+        }
+    }
+    free(buf);
+    close(fd);
+    return ok;
+}
+
+/* ---------------------------------------------------------------- write */
+
+static int write_all(int fd, const void *buf, size_t n)
+{
+    const char *p = buf;
+    while (n) {
+        ssize_t k = write(fd, p, n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return -1;
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+static int open_temp(fa4_ctx *ctx, uint64_t key, char *tmp, size_t n)
+{
+    for (int tries = 0; tries < 64; tries++) {
+        unsigned c = atomic_fetch_add(&ctx->tmp_counter, 1u);
+        snprintf(tmp, n, "%s/.%016llx.%ld.%u.tmp", ctx->cache_dir, (unsigned long long)key, (long)getpid(), c);
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd >= 0 || errno != EEXIST) return fd;
+    }
+    errno = EEXIST;
+    return -1;
+}
+
+static int write_file(int fd, const char *key_text, uint64_t key, const void *cubin, size_t size)
+{
+    FileHead h;
+    memcpy(h.magic, file_magic, sizeof h.magic);
+    h.format = FILE_FORMAT;
+    h.key_len = (uint32_t)strlen(key_text);
+    h.key = key;
+    h.payload_len = size;
+    h.payload_hash = rt_fnv1a(cubin, size, RT_FNV_SEED);
+    if (write_all(fd, &h, sizeof h) || write_all(fd, key_text, h.key_len) || write_all(fd, cubin, size)) return -1;
+    return fsync(fd); /* the data is on disk before the name points at it */
+}
+
+static void sync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return;
+    fsync(fd);
+    close(fd);
+}
+
+void rt_disk_put(fa4_ctx *ctx, const char *key_text, uint64_t key, const void *cubin, size_t size)
+{
+    if (!disk_enabled(ctx)) return;
+    if (make_dirs(ctx->cache_dir)) {
+        disable_disk(ctx, "cannot create cache directory '%s': %s", ctx->cache_dir, strerror(errno));
+        return;
+    }
+    char tmp[RT_PATH_MAX + 64], path[RT_PATH_MAX + 32];
+    int fd = open_temp(ctx, key, tmp, sizeof tmp);
+    if (fd < 0) {
+        disable_disk(ctx, "cannot write to cache directory '%s': %s", ctx->cache_dir, strerror(errno));
+        return;
+    }
+    int bad = write_file(fd, key_text, key, cubin, size);
+    int err = errno;
+    if (close(fd) && !bad) {
+        bad = 1;
+        err = errno;
+    }
+    file_path(ctx, key, path, sizeof path);
+    /* rename replaces atomically: racing writers of one key leave one whole file. */
+    if (!bad && rename(tmp, path)) {
+        bad = 1;
+        err = errno;
+    }
+    if (bad) {
+        unlink(tmp);
+        disable_disk(ctx, "cannot write cache file '%s': %s", path, strerror(err));
+        return;
+    }
+    sync_dir(ctx->cache_dir);
+    rt_log(ctx, "wrote %s (%zu bytes)", path, size);
+}
+
+/* ---------------------------------------------------------------- memory map */
+
+struct fa4_kernel *rt_map_find(const KernelMap *m, const char *key, uint64_t hash)
+{
+    if (!m->cap) return NULL;
+    size_t mask = m->cap - 1;
+    for (size_t i = hash & mask;; i = (i + 1) & mask) {
+        struct fa4_kernel *k = m->slot[i].k;
+        if (!k) return NULL;
+        if (m->slot[i].hash == hash && strcmp(k->key, key) == 0) return k;
+    }
+}
+
+static void place(KernelMap *m, struct fa4_kernel *k)
+{
+    size_t mask = m->cap - 1, i = k->key_hash & mask;
+    while (m->slot[i].k) i = (i + 1) & mask;
+    m->slot[i].hash = k->key_hash;
+    m->slot[i].k = k;
+    m->count++;
+}
+
+static int grow(KernelMap *m)
+{
+    KernelMap bigger = {0};
+    bigger.cap = m->cap ? m->cap * 2 : 64;
+    bigger.slot = calloc(bigger.cap, sizeof *bigger.slot);
+    if (!bigger.slot) return -1;
+    for (size_t i = 0; i < m->cap; i++)
+        if (m->slot[i].k) place(&bigger, m->slot[i].k);
+    free(m->slot);
+    *m = bigger;
+    return 0;
+}
+
+struct fa4_kernel *rt_map_insert(KernelMap *m, struct fa4_kernel *k)
+{
+    struct fa4_kernel *old = rt_map_find(m, k->key, k->key_hash);
+    if (old) return old;
+    if ((m->count + 1) * 4 > m->cap * 3 && grow(m)) return NULL; /* keep probes short: load <= 3/4 */
+    place(m, k);
+    return k;
+}
+
+void rt_map_free(fa4_ctx *ctx, KernelMap *m)
+{
+    int pushed = 0, entered = 0;
+    for (size_t i = 0; i < m->cap; i++) {
+        struct fa4_kernel *k = m->slot[i].k;
+        if (!k) continue;
+        if (!entered) entered = rt_ctx_enter(ctx, &pushed) == FA4_OK ? 1 : -1;
+        if (entered > 0 && k->module) ctx->drv.ModuleUnload(k->module);
+        free(k->key);
+        free(k);
+    }
+    if (entered > 0) rt_ctx_leave(ctx, pushed);
+    free(m->slot);
+    memset(m, 0, sizeof *m);
+}

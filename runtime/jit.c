@@ -1,0 +1,267 @@
+/* jit.c - PTX -> cubin, and cubin -> loaded function.
+ *
+ * Guarantees: nvJitLink is opened at run time (libnvJitLink.so.13, .so, .so.12,
+ * then $CUDA_HOME/lib64 and /usr/local/cuda/lib64), so it is optional. Without
+ * it the driver's linker (cuLink*, which runs the driver's PTX JIT) makes the
+ * cubin, so both paths produce bytes the disk cache can keep. Compiler and
+ * loader logs end up in the error message. FA4GEN_NO_NVJITLINK=1 forces the
+ * driver path (for testing it on a machine that has nvJitLink). Libraries stay
+ * mapped after dlclose (RTLD_NODELETE): reloading nvJitLink costs milliseconds
+ * per context, and unloading it leaks its C++ runtime's pools.
+ */
+#include <dlfcn.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_internal.h"
+
+/* ---------------------------------------------------------------- nvJitLink */
+
+typedef struct { const char *names[3]; size_t off; } JlSym;
+#define J(a, m) {{"nvJitLink" a, "__nvJitLink" a "_13_0", "__nvJitLink" a "_12_0"}, offsetof(JitLink, m)}
+static const JlSym jl_syms[] = {
+    J("Create", Create),
+    J("Destroy", Destroy),
+    J("AddData", AddData),
+    J("Complete", Complete),
+    J("GetLinkedCubinSize", GetLinkedCubinSize),
+    J("GetLinkedCubin", GetLinkedCubin),
+    J("GetErrorLogSize", GetErrorLogSize),
+    J("GetErrorLog", GetErrorLog),
+    {{"nvJitLinkVersion", NULL, NULL}, offsetof(JitLink, Version)},
+};
+#undef J
+
+static void *open_jitlink_lib(void)
+{
+    static const char *const sonames[] = {"libnvJitLink.so.13", "libnvJitLink.so", "libnvJitLink.so.12"};
+    const char *dirs[2] = {getenv("CUDA_HOME"), "/usr/local/cuda"};
+    for (int i = 0; i < 3; i++) {
+        void *lib = dlopen(sonames[i], RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+        if (lib) return lib;
+    }
+    for (int d = 0; d < 2; d++) {
+        if (!dirs[d] || dirs[d][0] != '/') continue; /* never relative to the working directory */
+        for (int i = 0; i < 3; i++) {
+            char path[RT_PATH_MAX];
+            snprintf(path, sizeof path, "%s/lib64/%s", dirs[d], sonames[i]);
+            void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+            if (lib) return lib;
+        }
+    }
+    return NULL;
+}
+
+static int open_jitlink(fa4_ctx *ctx)
+{
+    JitLink *j = &ctx->jl;
+    const char *off = getenv("FA4GEN_NO_NVJITLINK");
+    if (off && off[0] && strcmp(off, "0") != 0) {
+        snprintf(ctx->jl_msg, sizeof ctx->jl_msg, "nvJitLink disabled by FA4GEN_NO_NVJITLINK");
+        return LIB_FAILED;
+    }
+    j->lib = open_jitlink_lib();
+    if (!j->lib) {
+        snprintf(ctx->jl_msg, sizeof ctx->jl_msg, "libnvJitLink.so.13 not found (also tried $CUDA_HOME/lib64 and "
+                 "/usr/local/cuda/lib64)");
+        return LIB_FAILED;
+    }
+    for (size_t i = 0; i < sizeof jl_syms / sizeof jl_syms[0]; i++) {
+        void *fn = NULL;
+        for (int k = 0; k < 3 && !fn && jl_syms[i].names[k]; k++) fn = dlsym(j->lib, jl_syms[i].names[k]);
+        if (!fn) {
+            snprintf(ctx->jl_msg, sizeof ctx->jl_msg, "libnvJitLink has no %s", jl_syms[i].names[0]);
+            dlclose(j->lib);
+            memset(j, 0, sizeof *j);
+            return LIB_FAILED;
+        }
+        memcpy((char *)j + jl_syms[i].off, &fn, sizeof fn);
+    }
+    if (j->Version(&j->major, &j->minor) != NVJITLINK_SUCCESS) j->major = j->minor = 0;
+    return LIB_READY;
+}
+
+int rt_jitlink_available(fa4_ctx *ctx)
+{
+    pthread_mutex_lock(&ctx->mu);
+    if (ctx->jl_state == LIB_UNTRIED) ctx->jl_state = open_jitlink(ctx);
+    int ok = ctx->jl_state == LIB_READY;
+    pthread_mutex_unlock(&ctx->mu);
+    return ok;
+}
+
+fa4_status rt_compiler_id(fa4_ctx *ctx, char *buf, size_t n)
+{
+    if (rt_jitlink_available(ctx)) {
+        snprintf(buf, n, "nvjitlink-%u.%u", ctx->jl.major, ctx->jl.minor);
+        return FA4_OK;
+    }
+    fa4_status s = rt_driver(ctx);
+    if (s == FA4_OK && !ctx->drv.LinkCreate) s = FA4_ERR_NO_DRIVER;
+    if (s)
+        return rt_fail(ctx, s == FA4_ERR_NO_DEVICE ? s : FA4_ERR_NO_DRIVER,
+                       "compile: no PTX compiler: %s, and the driver JIT is unavailable (%s)", ctx->jl_msg,
+                       ctx->drv_msg[0] ? ctx->drv_msg : "the driver has no cuLink*");
+    snprintf(buf, n, "driver-%d", ctx->drv.version);
+    return FA4_OK;
+}
+
+static const char *jl_result_name(nvJitLinkResult r)
+{
+    static const char *const names[] = {
+        "NVJITLINK_SUCCESS", "NVJITLINK_ERROR_UNRECOGNIZED_OPTION", "NVJITLINK_ERROR_MISSING_ARCH",
+        "NVJITLINK_ERROR_INVALID_INPUT", "NVJITLINK_ERROR_PTX_COMPILE", "NVJITLINK_ERROR_NVVM_COMPILE",
+        "NVJITLINK_ERROR_INTERNAL", "NVJITLINK_ERROR_THREADPOOL", "NVJITLINK_ERROR_UNRECOGNIZED_INPUT",
+        "NVJITLINK_ERROR_FINALIZE", "NVJITLINK_ERROR_NULL_INPUT", "NVJITLINK_ERROR_INCOMPATIBLE_OPTIONS",
+        "NVJITLINK_ERROR_INCORRECT_INPUT_TYPE", "NVJITLINK_ERROR_ARCH_MISMATCH", "NVJITLINK_ERROR_OUTDATED_LIBRARY",
+        "NVJITLINK_ERROR_MISSING_FATBIN", "NVJITLINK_ERROR_UNRECOGNIZED_ARCH", "NVJITLINK_ERROR_UNSUPPORTED_ARCH",
+        "NVJITLINK_ERROR_LTO_NOT_ENABLED"};
+    return (unsigned)r < sizeof names / sizeof names[0] ? names[r] : "NVJITLINK_ERROR_UNKNOWN";
+}
+
+static fa4_status jl_error(fa4_ctx *ctx, nvJitLinkHandle h, const Plan *p, const char *step, nvJitLinkResult r)
+{
+    size_t n = 0;
+    char *log = NULL;
+    if (h && ctx->jl.GetErrorLogSize(h, &n) == NVJITLINK_SUCCESS && n > 0 && (log = malloc(n + 1))) {
+        if (ctx->jl.GetErrorLog(h, log) != NVJITLINK_SUCCESS) log[0] = 0;
+        log[n] = 0;
+    }
+    fa4_status s = rt_fail(ctx, FA4_ERR_COMPILE, "compile %s for %s: nvJitLink %s: %s\n%s", p->symbol,
+                           p->target->ptx_target, step, jl_result_name(r), log ? log : "(no log)");
+    free(log);
+    return s;
+}
+
+static fa4_status compile_jitlink(fa4_ctx *ctx, const Plan *p, const char *ptx, size_t len, void **cubin,
+                                  size_t *size)
+{
+    const JitLink *j = &ctx->jl;
+    char arch[32];
+    snprintf(arch, sizeof arch, "-arch=%s", p->target->ptx_target);
+    const char *opts[] = {arch, "-O3"};
+    nvJitLinkHandle h = NULL;
+    nvJitLinkResult r = j->Create(&h, 2, opts);
+    if (r) return jl_error(ctx, h, p, "create", r);
+    fa4_status s = FA4_OK;
+    if ((r = j->AddData(h, NVJITLINK_INPUT_PTX, ptx, len, p->symbol))) s = jl_error(ctx, h, p, "add PTX", r);
+    else if ((r = j->Complete(h))) s = jl_error(ctx, h, p, "link", r);
+    else if ((r = j->GetLinkedCubinSize(h, size))) s = jl_error(ctx, h, p, "cubin size", r);
+    else if (!(*cubin = malloc(*size))) s = rt_fail(ctx, FA4_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    else if ((r = j->GetLinkedCubin(h, *cubin))) {
+        free(*cubin);
+        *cubin = NULL;
+        s = jl_error(ctx, h, p, "cubin", r);
+    }
+    j->Destroy(&h);
+    return s;
+}
+
+/* ---------------------------------------------------------------- driver JIT */
+
+enum { JIT_LOG = 8192 };
+
+/* Option arrays that route the driver's error and info logs into buffers. */
+typedef struct { CUjit_option opt[4]; void *val[4]; char err[JIT_LOG], info[JIT_LOG]; } JitLogs;
+
+static void jit_logs_init(JitLogs *l)
+{
+    l->err[0] = l->info[0] = 0;
+    l->opt[0] = CU_JIT_ERROR_LOG_BUFFER;
+    l->val[0] = l->err;
+    l->opt[1] = CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES;
+    l->val[1] = (void *)(uintptr_t)JIT_LOG;
+    l->opt[2] = CU_JIT_INFO_LOG_BUFFER;
+    l->val[2] = l->info;
+    l->opt[3] = CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES;
+    l->val[3] = (void *)(uintptr_t)JIT_LOG;
+}
+
+static fa4_status compile_driver(fa4_ctx *ctx, const Plan *p, const char *ptx, size_t len, void **cubin,
+                                 size_t *size)
+{
+    const Driver *d = &ctx->drv;
+    int pushed;
+    fa4_status s = rt_ctx_enter(ctx, &pushed);
+    if (s) return s;
+    JitLogs *l = malloc(sizeof *l);
+    if (!l) {
+        rt_ctx_leave(ctx, pushed);
+        return rt_fail(ctx, FA4_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    }
+    jit_logs_init(l);
+    CUlinkState st = NULL;
+    const char *step = "cuLinkCreate";
+    void *out = NULL;
+    CUresult r = d->LinkCreate(4, l->opt, l->val, &st);
+    if (!r) {
+        step = "cuLinkAddData(PTX)";
+        r = d->LinkAddData(st, CU_JIT_INPUT_PTX, (void *)ptx, len, p->symbol, 0, NULL, NULL);
+    }
+    if (!r) {
+        step = "cuLinkComplete";
+        r = d->LinkComplete(st, &out, size);
+    }
+    if (!r && !(*cubin = malloc(*size))) s = rt_fail(ctx, FA4_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    else if (!r) memcpy(*cubin, out, *size); /* the link state owns out */
+    else
+        s = rt_fail(ctx, FA4_ERR_COMPILE, "compile %s for %s with the driver JIT (nvJitLink unavailable: %s): %s: "
+                    "%s\n%s%s", p->symbol, p->target->ptx_target, ctx->jl_msg, step, rt_cu_name(ctx, r), l->err,
+                    l->info);
+    if (st) d->LinkDestroy(st);
+    free(l);
+    rt_ctx_leave(ctx, pushed);
+    return s;
+}
+
+fa4_status rt_compile(fa4_ctx *ctx, const Plan *p, const char *ptx, size_t len, void **cubin, size_t *size)
+{
+    *cubin = NULL;
+    *size = 0;
+    if (rt_jitlink_available(ctx)) return compile_jitlink(ctx, p, ptx, len, cubin, size);
+    /* rt_compiler_id has already opened the driver for the cache key. */
+    fa4_status s = rt_driver(ctx);
+    if (s) return s;
+    if (!ctx->drv.LinkCreate)
+        return rt_fail(ctx, FA4_ERR_NO_DRIVER, "compile: nvJitLink unavailable (%s) and the driver has no cuLink*",
+                       ctx->jl_msg);
+    return compile_driver(ctx, p, ptx, len, cubin, size);
+}
+
+/* ---------------------------------------------------------------- load */
+
+fa4_status rt_load(fa4_ctx *ctx, const Plan *p, const void *cubin, CUmodule *m, CUfunction *fn)
+{
+    const Driver *d = &ctx->drv;
+    int pushed;
+    fa4_status s = rt_ctx_enter(ctx, &pushed);
+    if (s) return s;
+    JitLogs *l = malloc(sizeof *l);
+    if (!l) {
+        rt_ctx_leave(ctx, pushed);
+        return rt_fail(ctx, FA4_ERR_OUT_OF_MEMORY, "load: out of memory");
+    }
+    jit_logs_init(l);
+    *m = NULL;
+    CUresult r = d->ModuleLoadDataEx(m, cubin, 4, l->opt, l->val);
+    if (r) {
+        s = rt_fail(ctx, FA4_ERR_CUDA, "load %s: cuModuleLoadDataEx failed: %s\n%s%s", p->symbol, rt_cu_name(ctx, r),
+                    l->err, l->info);
+    } else if ((r = d->ModuleGetFunction(fn, *m, p->symbol))) {
+        s = rt_fail(ctx, FA4_ERR_INTERNAL, "load: cuModuleGetFunction('%s') failed: %s", p->symbol,
+                    rt_cu_name(ctx, r));
+    } else if ((r = d->FuncSetAttribute(*fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)p->smem_launch))) {
+        /* Once per function, at load: launches then only name the size. */
+        s = rt_fail(ctx, FA4_ERR_UNSUPPORTED, "load %s: this GPU refuses %u bytes of dynamic shared memory: %s",
+                    p->symbol, p->smem_launch, rt_cu_name(ctx, r));
+    }
+    if (s && *m) {
+        d->ModuleUnload(*m);
+        *m = NULL;
+    }
+    free(l);
+    rt_ctx_leave(ctx, pushed);
+    return s;
+}

@@ -1,0 +1,192 @@
+/* rt_internal.h - libfa4rt's private header: the context, the lazily loaded
+ * driver and nvJitLink tables, the JIT, the caches and the launch helpers.
+ *
+ * Sections follow the files: errors (api.c), driver.c, jit.c, cache.c, mha.c.
+ * Nothing here is published; fa4.h is the contract.
+ */
+#ifndef FA4_RT_INTERNAL_H
+#define FA4_RT_INTERNAL_H
+
+#define NVJITLINK_NO_INLINE /* we resolve every nvJitLink entry point ourselves */
+#include <cuda.h>
+#include <nvJitLink.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "fa4.h"
+#include "fa4gen.h"
+
+enum { RT_ERR_MAX = 4096, RT_PATH_MAX = 1024, RT_KEY_TEXT_MAX = 1024 };
+
+/* ============================== driver.c ============================== */
+
+/* The driver entry points libfa4rt uses, resolved once per context. Members
+ * drop the "cu" prefix so cuda.h's _v2 macros never rename them. */
+typedef struct Driver {
+    void *lib; /* dlopen("libcuda.so.1") */
+    int version; /* cuDriverGetVersion, e.g. 12080 */
+    CUresult (*Init)(unsigned int);
+    CUresult (*DriverGetVersion)(int *);
+    CUresult (*GetErrorName)(CUresult, const char **);
+    CUresult (*GetErrorString)(CUresult, const char **);
+    CUresult (*DeviceGet)(CUdevice *, int);
+    CUresult (*DeviceGetCount)(int *);
+    CUresult (*DeviceGetAttribute)(int *, CUdevice_attribute, CUdevice);
+    CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+    CUresult (*DevicePrimaryCtxRelease)(CUdevice);
+    CUresult (*CtxGetCurrent)(CUcontext *);
+    CUresult (*CtxSetCurrent)(CUcontext);
+    CUresult (*CtxPushCurrent)(CUcontext);
+    CUresult (*CtxPopCurrent)(CUcontext *);
+    CUresult (*ModuleLoadDataEx)(CUmodule *, const void *, unsigned int, CUjit_option *, void **);
+    CUresult (*ModuleUnload)(CUmodule);
+    CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
+    CUresult (*FuncSetAttribute)(CUfunction, CUfunction_attribute, int);
+    CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             CUstream, void **, void **);
+    CUresult (*LaunchKernelEx)(const CUlaunchConfig *, CUfunction, void **, void **);
+    CUresult (*TensorMapEncodeTiled)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                                     const cuuint64_t *, const cuuint32_t *, const cuuint32_t *,
+                                     CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion,
+                                     CUtensorMapFloatOOBfill);
+    CUresult (*LinkCreate)(unsigned int, CUjit_option *, void **, CUlinkState *);
+    CUresult (*LinkAddData)(CUlinkState, CUjitInputType, void *, size_t, const char *, unsigned int,
+                            CUjit_option *, void **);
+    CUresult (*LinkComplete)(CUlinkState, void **, size_t *);
+    CUresult (*LinkDestroy)(CUlinkState);
+} Driver;
+
+/* The device side of a context, filled by rt_device_open(). */
+typedef struct Device {
+    CUdevice dev;
+    CUcontext primary; /* retained primary context */
+    int cc_major, cc_minor, sm_count;
+} Device;
+
+/* ============================== jit.c ============================== */
+
+typedef struct JitLink {
+    void *lib;
+    unsigned major, minor;
+    nvJitLinkResult (*Create)(nvJitLinkHandle *, uint32_t, const char **);
+    nvJitLinkResult (*Destroy)(nvJitLinkHandle *);
+    nvJitLinkResult (*AddData)(nvJitLinkHandle, nvJitLinkInputType, const void *, size_t, const char *);
+    nvJitLinkResult (*Complete)(nvJitLinkHandle);
+    nvJitLinkResult (*GetLinkedCubinSize)(nvJitLinkHandle, size_t *);
+    nvJitLinkResult (*GetLinkedCubin)(nvJitLinkHandle, void *);
+    nvJitLinkResult (*GetErrorLogSize)(nvJitLinkHandle, size_t *);
+    nvJitLinkResult (*GetErrorLog)(nvJitLinkHandle, char *);
+    nvJitLinkResult (*Version)(unsigned *, unsigned *);
+} JitLink;
+
+/* ============================== the context ============================== */
+
+struct fa4_kernel {
+    char *key;        /* memory-cache key (owned) */
+    uint64_t key_hash;
+    Plan plan;        /* launch shape, tensor maps, symbol */
+    CUmodule module;
+    CUfunction fn;
+};
+
+typedef struct KernelMap {
+    struct { uint64_t hash; struct fa4_kernel *k; } *slot; /* open addressing, k == NULL: empty */
+    size_t cap, count;
+} KernelMap;
+
+/* Lazily opened libraries: 0 not tried, 1 ready, -1 failed (message kept). */
+enum { LIB_UNTRIED = 0, LIB_READY = 1, LIB_FAILED = -1 };
+
+struct fa4_ctx {
+    fa4_options opt;
+    char cache_dir[RT_PATH_MAX]; /* "" until resolved; resolved at create */
+    int disk_ok;                 /* 0 after the one warning: memory only */
+    atomic_uint tmp_counter;     /* unique temp-file names within the process */
+
+    pthread_mutex_t mu;          /* everything below */
+    KernelMap kernels;
+    Driver drv;
+    Device device;
+    _Atomic int drv_state;
+    fa4_status drv_status;
+    char drv_msg[512];
+    JitLink jl;
+    int jl_state;
+    char jl_msg[512];
+    int device_target;           /* TargetId from the device's CC, -1 unknown */
+
+    pthread_mutex_t err_mu;      /* err_bufs */
+    pthread_key_t err_key;       /* this thread's message buffer (char[RT_ERR_MAX]) */
+    char **err_bufs;             /* every buffer handed out, freed at destroy */
+    size_t n_err_bufs;
+};
+
+/* ============================== api.c (errors) ============================== */
+
+/* Record msg as this thread's last error on ctx (NULL ctx: the create slot)
+ * and return s, so callers can `return rt_fail(ctx, FA4_ERR_..., "...")`. */
+fa4_status rt_fail(fa4_ctx *ctx, fa4_status s, const char *fmt, ...) FA4_PRINTF(3, 4);
+const char *rt_last_error(const fa4_ctx *ctx);
+double rt_now_ms(void);
+void rt_log(const fa4_ctx *ctx, const char *fmt, ...) FA4_PRINTF(2, 3); /* verbose only */
+
+/* ============================== driver.c ============================== */
+
+/* Load libcuda.so.1, cuInit, retain the primary context of opt.device. */
+fa4_status rt_driver(fa4_ctx *ctx);
+void rt_driver_close(fa4_ctx *ctx);
+/* "CUDA_ERROR_X (description)" for r. */
+const char *rt_cu_name(const fa4_ctx *ctx, CUresult r);
+/* Make the context's primary context current; *pushed says whether to pop. */
+fa4_status rt_ctx_enter(fa4_ctx *ctx, int *pushed);
+void rt_ctx_leave(fa4_ctx *ctx, int pushed);
+/* The TargetId the device runs, or FA4_ERR_UNSUPPORTED for other GPUs. */
+fa4_status rt_device_target(fa4_ctx *ctx, TargetId *t);
+/* FA4_ERR_UNSUPPORTED unless the device can run target t. */
+fa4_status rt_check_target(fa4_ctx *ctx, TargetId t);
+
+/* ============================== jit.c ============================== */
+
+/* Open nvJitLink (FA4_ERR_NO_DRIVER-style failure when absent: no message set). */
+int rt_jitlink_available(fa4_ctx *ctx);
+/* "nvjitlink-13.0" or "driver-12080": the compiler part of the cache key.
+ * Opens the driver when nvJitLink is unavailable. */
+fa4_status rt_compiler_id(fa4_ctx *ctx, char *buf, size_t n);
+/* PTX -> cubin for plan's target (malloc'd). */
+fa4_status rt_compile(fa4_ctx *ctx, const Plan *p, const char *ptx, size_t len, void **cubin, size_t *size);
+/* Load a cubin and find the plan's kernel; logs surface in the message. */
+fa4_status rt_load(fa4_ctx *ctx, const Plan *p, const void *cubin, CUmodule *m, CUfunction *fn);
+
+/* ============================== cache.c ============================== */
+
+uint64_t rt_fnv1a(const void *data, size_t n, uint64_t h);
+#define RT_FNV_SEED 0xcbf29ce484222325ull
+/* Resolve options.cache_dir / $FA4GEN_CACHE_DIR / $XDG_CACHE_HOME / $HOME. */
+fa4_status rt_cache_resolve_dir(fa4_ctx *ctx);
+/* The key text of a generated plan (everything the cubin depends on). */
+fa4_status rt_cache_key(fa4_ctx *ctx, const Plan *p, char *text, size_t n, uint64_t *hash);
+/* 1 and a malloc'd payload on a valid hit, 0 on a miss (corrupt files are misses). */
+int rt_disk_get(fa4_ctx *ctx, const char *key_text, uint64_t key, void **cubin, size_t *size);
+/* Best effort: an unwritable directory warns once and turns the disk cache off. */
+void rt_disk_put(fa4_ctx *ctx, const char *key_text, uint64_t key, const void *cubin, size_t size);
+
+struct fa4_kernel *rt_map_find(const KernelMap *m, const char *key, uint64_t hash);
+/* Insert k unless the key is present; returns the entry that is in the map. */
+struct fa4_kernel *rt_map_insert(KernelMap *m, struct fa4_kernel *k);
+void rt_map_free(fa4_ctx *ctx, KernelMap *m);
+
+/* ============================== api.c (kernels) ============================== */
+
+/* Parse config text (canonical or "key=value" words) over *c. */
+fa4_status rt_parse_config(fa4_ctx *ctx, const char *text, Config *c, const char *what);
+/* Generate + compile through the disk cache. Fills p; *cubin is malloc'd. */
+fa4_status rt_build_cubin(fa4_ctx *ctx, const Config *c, Plan *p, void **cubin, size_t *size,
+                          fa4_kernel_stats *st, fa4_status config_err);
+/* The memory cache: a hit costs a hash, a lock and a compare, no allocation. */
+struct fa4_kernel *rt_kernel_lookup(fa4_ctx *ctx, const char *key, uint64_t hash);
+/* A miss: build, load, and insert under key (the device must be open). */
+fa4_status rt_kernel_build(fa4_ctx *ctx, const char *key, uint64_t hash, const Config *c,
+                           struct fa4_kernel **out, fa4_kernel_stats *st, fa4_status config_err);
+
+#endif

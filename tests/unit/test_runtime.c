@@ -1,0 +1,263 @@
+/* test_runtime.c - libfa4rt without a GPU: status strings, versioned options,
+ * error messages, config text, fa4_mha_fwd argument checks (which must run
+ * before the driver is touched) and the no-driver path. */
+#include <dlfcn.h>
+#include <math.h>
+#include <unistd.h>
+
+#include "fa4.h"
+#include "testutil.h"
+
+static char cache_dir[] = "/tmp/fa4rt.XXXXXX";
+
+static int setup(void **state)
+{
+    (void)state;
+    if (!mkdtemp(cache_dir)) return -1;
+    return setenv("FA4GEN_CACHE_DIR", cache_dir, 1);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache_dir);
+    return system(cmd);
+}
+
+static fa4_ctx *make_ctx(fa4_target t)
+{
+    fa4_options o = FA4_OPTIONS_INIT;
+    o.target = t;
+    fa4_ctx *ctx = NULL;
+    assert_int_equal(fa4_create(&ctx, &o), FA4_OK);
+    assert_non_null(ctx);
+    return ctx;
+}
+
+static void test_status_strings(void **state)
+{
+    (void)state;
+    for (int s = 0; s < FA4_NUM_STATUS; s++) {
+        const char *text = fa4_status_string((fa4_status)s);
+        assert_non_null(text);
+        assert_true(strlen(text) > 3);
+        for (int t = 0; t < s; t++) assert_string_not_equal(text, fa4_status_string((fa4_status)t));
+    }
+    assert_string_equal(fa4_status_string(FA4_OK), "success");
+    assert_non_null(fa4_status_string(FA4_NUM_STATUS));
+    assert_non_null(fa4_status_string((fa4_status)-1));
+}
+
+static void test_options_versioning(void **state)
+{
+    (void)state;
+    fa4_ctx *ctx = NULL;
+    assert_int_equal(fa4_create(&ctx, NULL), FA4_OK); /* NULL: defaults */
+    fa4_destroy(ctx);
+    /* An older caller whose struct ends after cache_dir: the rest defaults. */
+    struct {
+        fa4_options o;
+        char guard[16];
+    } old;
+    memset(&old, 0x7f, sizeof old); /* junk past the declared size must be ignored */
+    old.o.size = offsetof(fa4_options, disk_cache);
+    old.o.version = 1;
+    old.o.device = 0;
+    old.o.target = FA4_TARGET_SM90A;
+    old.o.cache_dir = NULL;
+    assert_int_equal(fa4_create(&ctx, &old.o), FA4_OK);
+    fa4_destroy(ctx);
+    fa4_options bad = FA4_OPTIONS_INIT;
+    bad.size = 4;
+    assert_int_equal(fa4_create(&ctx, &bad), FA4_ERR_INVALID_ARGUMENT);
+    assert_null(ctx);
+    assert_non_null(strstr(fa4_last_error(NULL), "opt->size"));
+    bad = (fa4_options)FA4_OPTIONS_INIT;
+    bad.version = 0;
+    assert_int_equal(fa4_create(&ctx, &bad), FA4_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(fa4_last_error(NULL), "opt->version"));
+    bad = (fa4_options)FA4_OPTIONS_INIT;
+    bad.cache_dir = "relative/dir";
+    assert_int_equal(fa4_create(&ctx, &bad), FA4_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(fa4_last_error(NULL), "cache_dir"));
+    bad = (fa4_options)FA4_OPTIONS_INIT;
+    bad.target = (fa4_target)7;
+    assert_int_equal(fa4_create(&ctx, &bad), FA4_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(fa4_last_error(NULL), "opt->target"));
+    assert_int_equal(fa4_create(NULL, NULL), FA4_ERR_INVALID_ARGUMENT);
+    fa4_destroy(NULL); /* a no-op */
+}
+
+static void test_last_error(void **state)
+{
+    (void)state;
+    fa4_ctx *ctx = make_ctx(FA4_TARGET_SM90A);
+    assert_string_equal(fa4_last_error(ctx), "");
+    void *bin;
+    size_t n;
+    assert_int_equal(fa4_compile(ctx, "mha bm=7", &bin, &n), FA4_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(fa4_last_error(ctx), "bm"));
+    assert_int_equal(fa4_compile(ctx, "mha nosuchkey=1", &bin, &n), FA4_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(fa4_last_error(ctx), "nosuchkey"));
+    assert_int_equal(fa4_compile(ctx, NULL, &bin, &n), FA4_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(fa4_last_error(ctx), "config"));
+    fa4_destroy(ctx);
+}
+
+/* ---------------------------------------------------------------- mha args */
+
+static _Alignas(16) char fake[4][256]; /* never dereferenced: checks fail before any launch */
+
+static fa4_mha_args good_args(void)
+{
+    fa4_mha_args a = FA4_MHA_ARGS_INIT;
+    a.q = fake[0], a.k = fake[1], a.v = fake[2], a.o = fake[3];
+    a.batch = 2, a.seqlen_q = 128, a.seqlen_k = 256, a.heads_q = 8, a.heads_kv = 2;
+    a.qk_depth = a.ov_depth = 128;
+    a.mask = FA4_MASK_CAUSAL;
+    return a;
+}
+
+/* Each case breaks one argument; the status is INVALID_ARGUMENT and the
+ * message names the argument, on this machine with or without a driver. */
+typedef struct { const char *name, *needle; void (*breakit)(fa4_mha_args *); } BadCase;
+static void b_size(fa4_mha_args *a) { a->size = 8; }
+static void b_dtype(fa4_mha_args *a) { a->dtype = (fa4_dtype)9; }
+static void b_q(fa4_mha_args *a) { a->q = NULL; }
+static void b_k(fa4_mha_args *a) { a->k = NULL; }
+static void b_v(fa4_mha_args *a) { a->v = NULL; }
+static void b_o(fa4_mha_args *a) { a->o = NULL; }
+static void b_batch(fa4_mha_args *a) { a->batch = 0; }
+static void b_seqlen_q(fa4_mha_args *a) { a->seqlen_q = -1; }
+static void b_seqlen_k(fa4_mha_args *a) { a->seqlen_k = 0; }
+static void b_heads_q(fa4_mha_args *a) { a->heads_q = 0; }
+static void b_group(fa4_mha_args *a) { a->heads_kv = 3; }
+static void b_qk(fa4_mha_args *a) { a->qk_depth = 100; }
+static void b_ov(fa4_mha_args *a) { a->ov_depth = 0; }
+static void b_align(fa4_mha_args *a) { a->k = fake[1] + 2; }
+static void b_stride_neg(fa4_mha_args *a) { a->q_stride[1] = -1024; }
+static void b_stride_align(fa4_mha_args *a) { a->v_stride[2] = 130; }
+static void b_lse(fa4_mha_args *a) { a->lse = (float *)(void *)(fake[0] + 2); }
+static void b_scale_nan(fa4_mha_args *a) { a->softmax_scale = NAN; }
+static void b_scale_inf(fa4_mha_args *a) { a->softmax_scale = INFINITY; }
+static void b_mask(fa4_mha_args *a) { a->mask = (fa4_mask)5; }
+static void b_window(fa4_mha_args *a) { a->mask = FA4_MASK_WINDOW, a->window_left = -5; }
+static void b_config_key(fa4_mha_args *a) { a->config = "bm=128 frobnicate=1"; }
+static void b_config_value(fa4_mha_args *a) { a->config = "stages=99"; }
+static void b_config_dtype(fa4_mha_args *a) { a->config = "dtype=fp16"; }
+
+static const BadCase bad_cases[] = {
+    {"size", "args->size", b_size},          {"dtype", "dtype", b_dtype},
+    {"q", "q:", b_q},                         {"k", "k:", b_k},
+    {"v", "v:", b_v},                         {"o", "o:", b_o},
+    {"batch", "batch", b_batch},             {"seqlen_q", "seqlen_q", b_seqlen_q},
+    {"seqlen_k", "seqlen_k", b_seqlen_k},    {"heads_q", "heads_q", b_heads_q},
+    {"group", "heads_kv", b_group},          {"qk_depth", "qk_depth", b_qk},
+    {"ov_depth", "ov_depth", b_ov},          {"align", "k: address", b_align},
+    {"stride<0", "q_stride[1]", b_stride_neg}, {"stride%16", "v_stride[2]", b_stride_align},
+    {"lse", "lse", b_lse},                   {"scale nan", "softmax_scale", b_scale_nan},
+    {"scale inf", "softmax_scale", b_scale_inf}, {"mask", "mask", b_mask},
+    {"window", "window_left", b_window},     {"config key", "frobnicate", b_config_key},
+    {"config value", "stages", b_config_value}, {"config dtype", "dtype", b_config_dtype},
+};
+
+static void test_mha_bad_args(void **state)
+{
+    (void)state;
+    fa4_target targets[2] = {FA4_TARGET_AUTO, FA4_TARGET_SM90A};
+    for (int t = 0; t < 2; t++) {
+        fa4_ctx *ctx = make_ctx(targets[t]);
+        for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++) {
+            fa4_mha_args a = good_args();
+            bad_cases[i].breakit(&a);
+            fa4_status s = fa4_mha_fwd(ctx, &a, NULL);
+            if (s != FA4_ERR_INVALID_ARGUMENT || !strstr(fa4_last_error(ctx), bad_cases[i].needle))
+                fail_msg("case %s: status %d, message '%s'", bad_cases[i].name, (int)s, fa4_last_error(ctx));
+        }
+        assert_int_equal(fa4_mha_fwd(ctx, NULL, NULL), FA4_ERR_INVALID_ARGUMENT);
+        assert_non_null(strstr(fa4_last_error(ctx), "args"));
+        fa4_destroy(ctx);
+    }
+    fa4_mha_args a = good_args();
+    assert_int_equal(fa4_mha_fwd(NULL, &a, NULL), FA4_ERR_INVALID_ARGUMENT);
+}
+
+static int have_driver(void)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (h) dlclose(h);
+    return h != NULL;
+}
+
+static void test_no_driver(void **state)
+{
+    (void)state;
+    if (have_driver()) skip();
+    fa4_ctx *ctx = make_ctx(FA4_TARGET_AUTO);
+    fa4_mha_args a = good_args();
+    assert_int_equal(fa4_mha_fwd(ctx, &a, NULL), FA4_ERR_NO_DRIVER);
+    assert_non_null(strstr(fa4_last_error(ctx), "libcuda.so.1"));
+    fa4_kernel *k = NULL;
+    assert_int_equal(fa4_get_kernel(ctx, "mha qk=128", &k, NULL), FA4_ERR_NO_DRIVER);
+    assert_null(k);
+    char buf[256];
+    /* AUTO needs the device to pick a target. */
+    assert_int_equal(fa4_mha_config(ctx, &a, buf, sizeof buf), FA4_ERR_NO_DRIVER);
+    fa4_destroy(ctx);
+    /* An explicit target still needs the driver to launch, after the checks. */
+    ctx = make_ctx(FA4_TARGET_SM90A);
+    assert_int_equal(fa4_mha_fwd(ctx, &a, NULL), FA4_ERR_NO_DRIVER);
+    fa4_destroy(ctx);
+}
+
+static void test_mha_config(void **state)
+{
+    (void)state;
+    fa4_ctx *ctx = make_ctx(FA4_TARGET_SM90A);
+    fa4_mha_args a = good_args();
+    char buf[256];
+    fa4_status s = fa4_mha_config(ctx, &a, buf, sizeof buf);
+    if (s) fail_msg("fa4_mha_config: %s", fa4_last_error(ctx));
+    assert_non_null(strstr(buf, "mha target=sm90a dtype=bf16 qk=128 ov=128"));
+    assert_non_null(strstr(buf, "group=4"));
+    assert_non_null(strstr(buf, "mask=causal"));
+    a.config = "stages=3";
+    assert_int_equal(fa4_mha_config(ctx, &a, buf, sizeof buf), FA4_OK);
+    assert_non_null(strstr(buf, "stages=3"));
+    a.mask = FA4_MASK_WINDOW, a.window_left = 64, a.window_right = 0, a.config = NULL;
+    assert_int_equal(fa4_mha_config(ctx, &a, buf, sizeof buf), FA4_OK);
+    assert_non_null(strstr(buf, "mask=window:64,0"));
+    assert_int_equal(fa4_mha_config(ctx, &a, buf, 8), FA4_ERR_INVALID_ARGUMENT);
+    fa4_destroy(ctx);
+}
+
+static void test_compile_text_forms(void **state)
+{
+    (void)state;
+    fa4_ctx *ctx = make_ctx(FA4_TARGET_AUTO);
+    void *a = NULL, *b = NULL;
+    size_t na = 0, nb = 0;
+    fa4_status s = fa4_compile(ctx, "mha target=sm90a dtype=bf16 qk=128 ov=128 mask=causal", &a, &na);
+    if (s == FA4_ERR_NO_DRIVER) skip(); /* neither nvJitLink nor a driver here */
+    if (s) fail_msg("compile: %s", fa4_last_error(ctx));
+    /* The same kernel spelled as the full canonical form is the same cubin. */
+    s = fa4_compile(ctx, "mha target=sm90a dtype=bf16 qk=128 ov=128 bm=128 bn=128 group=1 stages=2 swizzle=128 "
+                         "mask=causal", &b, &nb);
+    if (s) fail_msg("compile: %s", fa4_last_error(ctx));
+    assert_int_equal(na, nb);
+    assert_memory_equal(a, b, na);
+    free(a), free(b);
+    fa4_destroy(ctx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_status_strings), cmocka_unit_test(test_options_versioning),
+        cmocka_unit_test(test_last_error),     cmocka_unit_test(test_mha_bad_args),
+        cmocka_unit_test(test_no_driver),      cmocka_unit_test(test_mha_config),
+        cmocka_unit_test(test_compile_text_forms),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
