@@ -31,7 +31,7 @@ $(B)/%.o: %.c $(HDRS) | $(B)/templates.h
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 # Fixed PTX fragments become C strings so the CLI is one self-contained file.
-$(B)/templates.c $(B)/templates.h: $(TEMPLATES) templates/embed.sh
+$(B)/templates.c $(B)/templates.h &: $(TEMPLATES) templates/embed.sh
 	@mkdir -p $(B)
 	sh templates/embed.sh $(B) $(TEMPLATES)
 $(B)/templates.o: $(B)/templates.c
