@@ -260,11 +260,24 @@ static void emit_softmax(Emit *e, int masked)
         sfx_sum_tree(e, reg(e, "f32", rs), row[h], n);
         emit(e, "fma.rn.f32 %%cs_l%d, %%cs_l%d, %%cs_corr%d, %%%s;", h, h, h, rs);
     }
-    emit_note(e, "rescale O by exp2(m_old - m_new) (PV of the previous block has retired)");
+}
+
+/* O *= exp2(m_old - m_new), row by row; O must not be in flight. */
+static void emit_rescale_o(Emit *e)
+{
+    const Plan *p = e->p;
+    emit_note(e, "rescale O by the correction of the last softmax (no PV in flight)");
     for (int q = 0; q < p->ov / 8; q++)
         for (int h = 0; h < 2; h++)
-            for (int x = 0; x < 2; x++) emit(e, "mul.f32 %%o%d, %%o%d, %%cs_corr%d;", s_index(q, h, x),
-                                             s_index(q, h, x), h);
+            for (int x = 0; x < 2; x++)
+                emit(e, "mul.f32 %%o%d, %%o%d, %%cs_corr%d;", s_index(q, h, x), s_index(q, h, x), h);
+}
+
+/* P (bf16/fp16 pairs) from S: the accumulator layout is the A-fragment layout
+ * of the PV wgmma, so register j of k-block kb packs S[8kb+2j], S[8kb+2j+1]. */
+static void emit_convert_p(Emit *e)
+{
+    const Plan *p = e->p;
     emit_note(e, "P to the A-fragment layout of the PV wgmma: same registers, no shuffles");
     const char *cvt = p->cfg.dtype == DT_FP16 ? "cvt.rn.f16x2.f32" : "cvt.rn.bf16x2.f32";
     for (int kb = 0; kb < p->bn / 16; kb++)
@@ -431,13 +444,114 @@ static void emit_consumer_setup(Emit *e)
     emit(e, "mov.b32 %s, 0x%08X;", reg(e, "b32", "cs_desc_hi"), sm90_desc_hi(8u * (uint32_t)sw, sw));
 }
 
+/* Wait for K of block %cs_j in ring slot %cs_stage and issue S = Q K^T. */
+static void emit_issue_qk(Emit *e)
+{
+    const char *bar = reg(e, "b32", "cs_bar"), *pmask = reg(e, "pred", "cs_need_mask");
+    emit_note(e, "blocks outside [full_lo, full_hi) take the masked softmax");
+    emit(e, "setp.ge.s32 %s, %%cs_j, %%full_hi;", pmask);
+    emit(e, "setp.lt.or.s32 %s, %%cs_j, %%full_lo, %s;", pmask, pmask);
+    stage_addr(e, bar, "%cs_k_full", "%cs_stage", 8);
+    op_mbar_wait(e, bar, "%cs_phase");
+    emit_qk(e, "%cs_stage");
+}
+
+/* Wait for V of the block whose P is in registers (slot %cs_pv_stage) and issue O += P V. */
+static void emit_issue_pv(Emit *e)
+{
+    const char *bar = reg(e, "b32", "cs_bar");
+    stage_addr(e, bar, "%cs_v_full", "%cs_pv_stage", 8);
+    op_mbar_wait(e, bar, "%cs_pv_phase");
+    emit_pv(e, "%cs_pv_stage");
+}
+
+static void emit_release(Emit *e, const char *empty, const char *stage)
+{
+    const char *bar = reg(e, "b32", "cs_bar");
+    stage_addr(e, bar, empty, stage, 8);
+    emit(e, "@%%cs_lane0 mbarrier.arrive.shared::cta.b64 _, [%s];", bar);
+}
+
+/* Softmax of S for block %cs_j, the masked variant for blocks that need it. */
+static void emit_softmax_block(Emit *e)
+{
+    char l_masked[NAME], l_sfx[NAME];
+    emit(e, "@%%cs_need_mask bra %s;", new_label(e, l_masked, sizeof l_masked, "cs_masked"));
+    new_label(e, l_sfx, sizeof l_sfx, "cs_softmax_done");
+    emit_softmax(e, 0);
+    emit(e, "bra.uni %s;", l_sfx);
+    emit_label(e, l_masked);
+    emit_note(e, "this thread's row bounds relative to its first key in the block");
+    const char *kv0 = reg(e, "b32", "cs_kv0");
+    emit(e, "mul.lo.u32 %s, %%cs_j, %d;", kv0, e->p->bn);
+    emit_row_bounds(e, kv0);
+    emit_softmax(e, 1);
+    emit_label(e, l_sfx);
+}
+
+/* The slot just consumed becomes the one whose V the next PV reads; step the ring. */
+static void emit_next_slot(Emit *e)
+{
+    emit(e, "mov.u32 %%cs_pv_stage, %%cs_stage;");
+    emit(e, "mov.u32 %%cs_pv_phase, %%cs_phase;");
+    ring_advance(e, "%cs_stage", "%cs_phase", e->p->stages);
+}
+
+/* Main loop, FlashAttention-3 intra-warpgroup pipeline: while the tensor core
+ * runs QK(j) and PV(j+1), the warpgroup does the softmax of block j.
+ *   first block:  QK, wait, softmax -> P
+ *   each next:    issue QK(j); rescale O; issue PV(prev P); wait QK; softmax(j);
+ *                 wait PV; P = S
+ *   last:         rescale O; PV(P); wait */
+static void emit_mainloop(Emit *e)
+{
+    char l_kv[NAME], l_kv_done[NAME], l_empty[NAME];
+    const char *pr = reg(e, "pred", "cs_p");
+    reg(e, "b32", "cs_pv_stage");
+    reg(e, "b32", "cs_pv_phase");
+    emit(e, "setp.le.s32 %s, %%n_end, %%n_begin;", pr);
+    emit(e, "@%s bra %s;", pr, new_label(e, l_empty, sizeof l_empty, "cs_no_keys"));
+    emit_section(e, "consumer mainloop: first block");
+    emit(e, "sub.s32 %%cs_j, %%n_end, 1;");
+    emit_issue_qk(e);
+    op_wgmma_wait(e, 0);
+    emit_release(e, "%cs_k_empty", "%cs_stage");
+    emit_softmax_block(e);
+    emit_convert_p(e);
+    emit_next_slot(e);
+
+    emit_section(e, "consumer mainloop: QK(j) and PV(j+1) on the tensor core under softmax(j)");
+    emit_label(e, new_label(e, l_kv, sizeof l_kv, "cs_kv"));
+    emit(e, "setp.le.s32 %s, %%cs_j, %%n_begin;", pr);
+    emit(e, "@%s bra %s;", pr, new_label(e, l_kv_done, sizeof l_kv_done, "cs_kv_done"));
+    emit(e, "sub.s32 %%cs_j, %%cs_j, 1;");
+    emit_issue_qk(e);
+    emit_rescale_o(e);
+    emit_issue_pv(e);
+    emit_note(e, "S is ready once the older group (QK) retires; PV stays in flight");
+    op_wgmma_wait(e, 1);
+    emit_release(e, "%cs_k_empty", "%cs_stage");
+    emit_softmax_block(e);
+    op_wgmma_wait(e, 0);
+    emit_release(e, "%cs_v_empty", "%cs_pv_stage");
+    emit_convert_p(e);
+    emit_next_slot(e);
+    emit(e, "bra.uni %s;", l_kv);
+
+    emit_label(e, l_kv_done);
+    emit_section(e, "consumer mainloop: PV of the last block");
+    emit_rescale_o(e);
+    emit_issue_pv(e);
+    op_wgmma_wait(e, 0);
+    emit_release(e, "%cs_v_empty", "%cs_pv_stage");
+    emit_label(e, l_empty);
+}
+
 static void emit_consumer(Emit *e)
 {
     const Plan *p = e->p;
     const Sm90Plan *s = &p->sm90;
-    char l_tile[NAME], l_kv[NAME], l_kv_done[NAME], l_masked[NAME], l_sfx[NAME];
-    int wl, wr;
-    mask_bounds(&p->cfg, &wl, &wr);
+    char l_tile[NAME];
     emit_section(e, "role consumers (warpgroups 1..%d): wgmma + softmax; plan regs %d", s->consumers,
                  s->consumer_regs);
     op_setmaxnreg(e, s->consumer_regs, p->entry_regs);
@@ -446,13 +560,10 @@ static void emit_consumer(Emit *e)
     reg_array(e, "f32", "s", p->bn / 2);
     reg_array(e, "f32", "o", p->ov / 2);
     reg_array(e, "b32", "pa", p->bn / 4);
-    const char *stage = reg(e, "b32", "cs_stage"), *phase = reg(e, "b32", "cs_phase");
-    const char *qph = reg(e, "b32", "cs_q_phase"), *j = reg(e, "b32", "cs_j");
-    const char *bar = reg(e, "b32", "cs_bar"), *vprev = reg(e, "b32", "cs_v_prev");
-    const char *pr = reg(e, "pred", "cs_p"), *pmask = reg(e, "pred", "cs_need_mask");
-    const char *pv = reg(e, "pred", "cs_v_release");
-    emit(e, "mov.u32 %s, 0;", stage);
-    emit(e, "mov.u32 %s, 0;", phase);
+    const char *qph = reg(e, "b32", "cs_q_phase"), *pr = reg(e, "pred", "cs_p");
+    reg(e, "b32", "cs_j");
+    emit(e, "mov.u32 %s, 0;", reg(e, "b32", "cs_stage"));
+    emit(e, "mov.u32 %s, 0;", reg(e, "b32", "cs_phase"));
     emit(e, "mov.u32 %s, 0;", qph);
     emit(e, "mov.u32 %s, %%ctaid.x;", reg(e, "b32", "tile"));
 
@@ -469,50 +580,9 @@ static void emit_consumer(Emit *e)
         emit(e, "mov.f32 %s, 0f00000000;", reg(e, "f32", l));
     }
     for (int i = 0; i < p->ov / 2; i++) emit(e, "mov.f32 %%o%d, 0f00000000;", i);
-    emit(e, "setp.ne.u32 %s, %%lane, %%lane;", pv); /* false: no PV in flight yet */
     op_mbar_wait(e, "%cs_q_full", qph);
     emit(e, "xor.b32 %s, %s, 1;", qph, qph);
-
-    emit(e, "mov.u32 %s, %%n_end;", j);
-    emit_label(e, new_label(e, l_kv, sizeof l_kv, "cs_kv"));
-    emit(e, "setp.le.s32 %s, %s, %%n_begin;", pr, j);
-    emit(e, "@%s bra %s;", pr, new_label(e, l_kv_done, sizeof l_kv_done, "cs_kv_done"));
-    emit(e, "sub.s32 %s, %s, 1;", j, j);
-    emit_note(e, "blocks outside [full_lo, full_hi) take the masked softmax");
-    emit(e, "setp.ge.s32 %s, %s, %%full_hi;", pmask, j);
-    emit(e, "setp.lt.or.s32 %s, %s, %%full_lo, %s;", pmask, j, pmask);
-    stage_addr(e, bar, "%cs_k_full", stage, 8);
-    op_mbar_wait(e, bar, phase);
-    emit_qk(e, stage);
-    emit_note(e, "PV of the previous block ran under this QK; wait for both, then free both slots");
-    op_wgmma_wait(e, 0);
-    emit(e, "@%s mbarrier.arrive.shared::cta.b64 _, [%s];", pv, vprev);
-    stage_addr(e, bar, "%cs_k_empty", stage, 8);
-    emit(e, "@%%cs_lane0 mbarrier.arrive.shared::cta.b64 _, [%s];", bar);
-
-    emit(e, "@%s bra %s;", pmask, new_label(e, l_masked, sizeof l_masked, "cs_masked"));
-    new_label(e, l_sfx, sizeof l_sfx, "cs_softmax_done");
-    emit_softmax(e, 0);
-    emit(e, "bra.uni %s;", l_sfx);
-    emit_label(e, l_masked);
-    emit_note(e, "this thread's row bounds relative to its first key in the block");
-    const char *kv0 = reg(e, "b32", "cs_kv0");
-    emit(e, "mul.lo.u32 %s, %s, %d;", kv0, j, p->bn);
-    emit_row_bounds(e, kv0);
-    emit_softmax(e, 1);
-    emit_label(e, l_sfx);
-
-    stage_addr(e, bar, "%cs_v_full", stage, 8);
-    op_mbar_wait(e, bar, phase);
-    emit_pv(e, stage);
-    stage_addr(e, vprev, "%cs_v_empty", stage, 8);
-    emit(e, "mov.pred %s, %%cs_lane0;", pv);
-    ring_advance(e, stage, phase, p->stages);
-    emit(e, "bra.uni %s;", l_kv);
-
-    emit_label(e, l_kv_done);
-    op_wgmma_wait(e, 0);
-    emit(e, "@%s mbarrier.arrive.shared::cta.b64 _, [%s];", pv, vprev);
+    emit_mainloop(e);
     emit_epilogue(e);
     emit(e, "add.u32 %%tile, %%tile, %%grid_ctas;");
     emit(e, "bra.uni %s;", l_tile);

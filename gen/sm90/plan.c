@@ -15,6 +15,18 @@ int sm90_emit_mha(Emit *e);
 
 enum { SM90_SMEM_LIMIT = 232448, SM90_MMA_M = 64, SM90_WG = 128 };
 
+/* Register budget: 128 * (producer + consumers * consumer) <= 65536. */
+static void sm90_regs(int consumers, int *producer, int *consumer)
+{
+    *producer = consumers == 2 ? 24 : 32;
+    *consumer = consumers == 2 ? 240 : 160;
+}
+
+/* Registers a consumer thread needs: the S, O and P fragments plus addresses,
+ * row state and loop counters (the overhead, measured with ptxas on the test matrix). */
+enum { SM90_REG_OVERHEAD = 32 };
+static int sm90_consumer_need(int bn, int ov) { return bn / 2 + ov / 2 + bn / 4 + SM90_REG_OVERHEAD; }
+
 static void sm90_defaults(Config *c)
 {
     int d = c->qk_depth;
@@ -47,6 +59,16 @@ static int sm90_check(const Config *c, char *err, size_t n)
         return snprintf(err, n, "swizzle: 32 is not allowed on sm90a with depth %d (16 boxes per tile and the "
                         "consumers run out of registers); use swizzle 64 or 128", c->qk_depth), -1;
     if (c->bm != 128 && c->bm != 192) return bad(err, n, "bm", c->bm, "use 128 (2 consumer warpgroups) or 192 (3)");
+    int producer, consumer, need, max_bn;
+    sm90_regs(c->bm / SM90_MMA_M, &producer, &consumer);
+    if (sm90_consumer_need(c->bn, c->ov_depth) > consumer) {
+        need = sm90_consumer_need(c->bn, c->ov_depth);
+        max_bn = (consumer - SM90_REG_OVERHEAD - c->ov_depth / 2) * 4 / 3 / 16 * 16;
+        return snprintf(err, n, "bn: %d is not allowed on sm90a with bm %d and depth %d; a consumer thread would "
+                        "need about %d registers (S %d + O %d + P %d + %d), over its %d; use bn <= %d%s", c->bn,
+                        c->bm, c->ov_depth, need, c->bn / 2, c->ov_depth / 2, c->bn / 4, SM90_REG_OVERHEAD,
+                        consumer, max_bn, max_bn < 16 ? " (none fits: use bm 128)" : ""), -1;
+    }
     if (c->bn % 16 || c->bn < 16 || c->bn > 256) return bad(err, n, "bn", c->bn, "use a multiple of 16 in 16..256");
     if (c->stages < 2 || c->stages > 8) return bad(err, n, "stages", c->stages, "use 2..8");
     if (c->mask == MASK_WINDOW && (c->window_left < -1 || c->window_right < -1))
@@ -57,12 +79,6 @@ static int sm90_check(const Config *c, char *err, size_t n)
     return 0;
 }
 
-/* Register budget: 128 * (producer + consumers * consumer) <= 65536. */
-static void sm90_regs(int consumers, int *producer, int *consumer)
-{
-    *producer = consumers == 2 ? 24 : 32;
-    *consumer = consumers == 2 ? 240 : 160;
-}
 
 static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
 {

@@ -21,7 +21,7 @@ for d in 64 128 256; do for t in bf16 fp16; do for m in none causal window:64,0;
 done; done; done > "$list"
 cat >> "$list" <<'L'
 mha target=sm90a dtype=bf16 qk=64 ov=64 bm=192 bn=128 mask=causal
-mha target=sm90a dtype=bf16 qk=128 ov=128 bm=192 bn=96 mask=none
+mha target=sm90a dtype=fp16 qk=128 ov=128 bm=192 bn=80 mask=none
 mha target=sm90a dtype=bf16 qk=128 ov=128 bn=176 mask=none
 mha target=sm90a dtype=fp16 qk=128 ov=128 bn=64 stages=4 mask=causal
 mha target=sm90a dtype=bf16 qk=256 ov=256 bn=64 mask=causal

@@ -1,0 +1,326 @@
+/* test_gen.c - the generator without a GPU: config parse/validate/canonical/
+ * hash, plan arithmetic, the PTX builder, sm90 descriptors and the CLI. */
+#include "testutil.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fa4gen.h"
+#include "ops.h"
+
+static Config parse_ok(const char *text)
+{
+    Config c;
+    char err[256] = "";
+    int rc = config_parse_canonical(text, &c, err, sizeof err);
+    if (rc) fail_msg("parse '%s': %s", text, err);
+    return c;
+}
+
+static void plan_ok(const char *text, Plan *p)
+{
+    char err[256] = "";
+    Config c = parse_ok(text);
+    if (plan_make(&c, p, err, sizeof err)) fail_msg("plan '%s': %s", text, err);
+}
+
+static void expect_plan_error(const char *text, const char *needle)
+{
+    Plan *p = malloc(sizeof *p);
+    char err[256] = "";
+    Config c;
+    int rc = config_parse_canonical(text, &c, err, sizeof err);
+    if (!rc) rc = plan_make(&c, p, err, sizeof err);
+    free(p);
+    assert_int_equal(rc, -1);
+    if (!strstr(err, needle)) fail_msg("'%s': error '%s' lacks '%s'", text, err, needle);
+}
+
+/* ---- config ---- */
+
+static void test_canonical_roundtrip(void **state)
+{
+    (void)state;
+    const char *texts[] = {
+        "mha target=sm90a dtype=bf16 qk=128 ov=128 mask=causal",
+        "mha target=sm90a dtype=fp16 qk=64 ov=64 bm=192 bn=128 group=8 stages=3 swizzle=64 mask=none",
+        "mha target=sm90a dtype=bf16 qk=256 ov=256 mask=window:128,0",
+    };
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        Plan *p = malloc(sizeof *p);
+        plan_ok(texts[i], p);
+        Config back = parse_ok(p->canonical);
+        char again[256];
+        config_fill_defaults(&back, NULL, 0);
+        config_canonical(&back, again, sizeof again);
+        assert_string_equal(p->canonical, again);
+        assert_int_equal(config_hash(&back), p->hash);
+        free(p);
+    }
+}
+
+static void test_hash_is_stable(void **state)
+{
+    (void)state;
+    /* The hash names the kernel across runs and machines: FNV-1a 64 of the
+     * canonical text, "\n" and the generator version. Recompute it here. */
+    Plan *p = malloc(sizeof *p);
+    plan_ok("mha target=sm90a dtype=bf16 qk=128 ov=128 mask=causal", p);
+    const char *want = "mha target=sm90a dtype=bf16 qk=128 ov=128 bm=128 bn=128 group=1 stages=2 swizzle=128 "
+                       "mask=causal";
+    assert_string_equal(p->canonical, want);
+    uint64_t h = 0xcbf29ce484222325ull;
+    char text[300];
+    snprintf(text, sizeof text, "%s\n%s", want, FA4GEN_VERSION);
+    for (const char *s = text; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    assert_true(h == p->hash);
+    char sym[64];
+    snprintf(sym, sizeof sym, "fa4_mha_sm90a_%016llx", (unsigned long long)h);
+    assert_string_equal(p->symbol, sym);
+    free(p);
+}
+
+static void test_config_errors_name_the_field(void **state)
+{
+    (void)state;
+    Config c;
+    char err[256];
+    config_init(&c);
+    assert_int_equal(config_set(&c, "dtype", "fp64", err, sizeof err), -1);
+    assert_non_null(strstr(err, "dtype: 'fp64'"));
+    assert_int_equal(config_set(&c, "bn", "abc", err, sizeof err), -1);
+    assert_non_null(strstr(err, "bn: 'abc'"));
+    assert_int_equal(config_set(&c, "swizzle", "256", err, sizeof err), -1);
+    assert_non_null(strstr(err, "swizzle"));
+    assert_int_equal(config_set(&c, "mask", "diagonal", err, sizeof err), -1);
+    assert_non_null(strstr(err, "mask: 'diagonal'"));
+    assert_int_equal(config_set(&c, "colour", "red", err, sizeof err), -1);
+    assert_non_null(strstr(err, "'colour' is not a config field"));
+    assert_int_equal(config_parse_canonical("mha target=sm90a qk", &c, err, sizeof err), -1);
+    expect_plan_error("mha target=sm90a dtype=bf16 qk=96 ov=96", "depth: 96");
+    expect_plan_error("mha target=sm90a dtype=bf16 qk=128 ov=64", "qk/ov");
+    expect_plan_error("mha target=sm90a dtype=e4m3 qk=128 ov=128", "dtype: e4m3");
+    expect_plan_error("mha target=sm90a dtype=bf16 qk=128 ov=128 bm=64", "bm: 64");
+    expect_plan_error("mha target=sm90a dtype=bf16 qk=128 ov=128 bn=72", "bn: 72");
+    expect_plan_error("mha target=sm90a dtype=bf16 qk=128 ov=128 bm=192", "use bn <= 80");
+    expect_plan_error("mha target=sm90a dtype=bf16 qk=256 ov=256 bn=128", "registers");
+    expect_plan_error("mha target=sm90a dtype=bf16 qk=128 ov=128 stages=1", "stages: 1");
+    expect_plan_error("mha target=sm90a dtype=bf16 qk=128 ov=128 qtiles=2", "sm100a fields");
+    expect_plan_error("mha target=sm90a dtype=bf16 qk=256 ov=256 swizzle=32", "swizzle: 32");
+    expect_plan_error("mha target=sm90a dtype=bf16", "depth: missing");
+}
+
+static void test_smem_limit_names_the_excess(void **state)
+{
+    (void)state;
+    /* d256, bn 96, 3 stages: 64 KB Q + 3 x (48 + 48) KB rings, over the limit */
+    expect_plan_error("mha target=sm90a dtype=bf16 qk=256 ov=256 bn=96 stages=3", "bytes over");
+    expect_plan_error("mha target=sm90a dtype=bf16 qk=256 ov=256 bn=96 stages=3", "allows 232448");
+}
+
+/* ---- plan ---- */
+
+static void test_plan_smem_map(void **state)
+{
+    (void)state;
+    const char *texts[] = {
+        "mha target=sm90a dtype=bf16 qk=64 ov=64 bm=192",
+        "mha target=sm90a dtype=bf16 qk=128 ov=128 stages=3",
+        "mha target=sm90a dtype=fp16 qk=256 ov=256 swizzle=64",
+        "mha target=sm90a dtype=bf16 qk=128 ov=128 swizzle=32 bn=64 stages=4",
+    };
+    for (size_t t = 0; t < sizeof texts / sizeof texts[0]; t++) {
+        Plan *p = malloc(sizeof *p);
+        plan_ok(texts[t], p);
+        const Sm90Plan *s = &p->sm90;
+        uint32_t end = 0;
+        for (int i = 0; i < p->n_smem; i++) {
+            const SmemEntry *e = &p->smem[i];
+            assert_int_equal(e->offset % e->align, 0); /* aligned */
+            assert_true(e->offset >= end);             /* in order, no overlap */
+            end = e->offset + e->size;
+        }
+        assert_int_equal(end, p->smem_bytes);
+        assert_int_equal(p->smem_launch, p->smem_bytes + p->smem_align);
+        assert_true(p->smem_launch <= p->target->smem_limit);
+        /* tile bytes are rows x depth x element size; tx bytes match the boxes loaded */
+        assert_int_equal(s->tx_q, (uint32_t)(p->bm * p->qk * p->elem_bytes));
+        assert_int_equal(s->k_stage_bytes, (uint32_t)(p->bn * p->qk * p->elem_bytes));
+        assert_int_equal(s->v_stage_bytes, (uint32_t)(p->bn * p->ov * p->elem_bytes));
+        assert_int_equal(s->tx_k, p->maps[1].box_bytes * (uint32_t)p->qk_chunks);
+        assert_int_equal(s->tx_v, p->maps[2].box_bytes * (uint32_t)p->ov_chunks);
+        assert_int_equal(plan_smem_find(p, "k")->size, s->k_stage_bytes * (uint32_t)p->stages);
+        assert_int_equal(plan_smem_find(p, "bar_k_full")->size, 8u * (uint32_t)p->stages);
+        /* swizzled tiles start on the 1024 B pattern boundary, chunks too */
+        assert_int_equal(s->off_q % 1024, 0);
+        assert_int_equal(s->off_k % 1024, 0);
+        assert_int_equal(s->k_chunk_bytes % (8u * (uint32_t)p->swizzle_bytes), 0);
+        /* register budget: 128 x (producer + consumers x consumer) <= 65536 */
+        int regs = 0;
+        for (int i = 0; i < p->n_roles; i++) regs += p->roles[i].warps * 32 * p->roles[i].regs;
+        assert_true(regs <= 65536);
+        assert_int_equal(p->threads, 128 * (1 + s->consumers));
+        assert_int_equal(p->rows_per_cta, 64 * s->consumers);
+        free(p);
+    }
+}
+
+static void test_explain_json_and_text(void **state)
+{
+    (void)state;
+    Plan *p = malloc(sizeof *p);
+    plan_ok("mha target=sm90a dtype=bf16 qk=128 ov=128 mask=causal", p);
+    char *j = plan_explain_json(p), *t = plan_explain_text(p);
+    assert_non_null(strstr(j, "\"symbol\": \"fa4_mha_sm90a_"));
+    assert_non_null(strstr(j, "\"launch\": {\"threads\": 384"));
+    assert_non_null(strstr(t, "shared memory"));
+    assert_non_null(strstr(t, "bar_k_empty"));
+    free(j);
+    free(t);
+    free(p);
+}
+
+/* ---- PTX builder ---- */
+
+static void test_builder(void **state)
+{
+    (void)state;
+    Emit *e = malloc(sizeof *e);
+    emit_init(e, NULL);
+    const char *a = reg(e, "b32", "alpha");
+    assert_string_equal(a, "%alpha");
+    assert_ptr_equal(reg(e, "b32", "alpha"), a); /* idempotent */
+    reg_array(e, "f32", "acc", 4);
+    char buf[128], lbl[32];
+    assert_string_equal(reglist(buf, sizeof buf, "acc", 1, 3), "{%acc1, %acc2, %acc3}");
+    assert_string_equal(new_label(e, lbl, sizeof lbl, "loop"), "$loop_0");
+    assert_string_equal(new_label(e, lbl, sizeof lbl, "loop"), "$loop_1");
+    emit(e, "mov.u32 %s, 7;", a);
+    size_t len;
+    char *ptx = emit_finish(e, "HEADER\n", &len);
+    assert_non_null(ptx);
+    assert_non_null(strstr(ptx, "HEADER\n{\n    .reg .b32 %alpha;\n    .reg .f32 %acc<4>;\n    mov.u32 %alpha, 7;\n}"));
+    assert_int_equal(len, strlen(ptx));
+    free(ptx);
+    reg(e, "f32", "alpha"); /* a type clash is an internal error, reported by emit_finish */
+    assert_true(e->failed);
+    assert_null(emit_finish(e, "", NULL));
+    assert_non_null(strstr(e->err, "%alpha"));
+    emit_free(e);
+    free(e);
+}
+
+static void test_sm90_descriptors(void **state)
+{
+    (void)state;
+    /* K-major SW128 bf16: LBO 16, SBO 1024 -> 0x4000004000010000 (cheatsheet sec. 4) */
+    uint64_t d = (uint64_t)sm90_desc_hi(1024, 128) << 32 | sm90_desc_lo_lbo(16);
+    assert_true(d == 0x4000004000010000ull);
+    /* MN-major SW128, LBO 1024 / SBO 2048 (CUTLASS value 0x4000008000400000) */
+    d = (uint64_t)sm90_desc_hi(2048, 128) << 32 | sm90_desc_lo_lbo(1024);
+    assert_true(d == 0x4000008000400000ull);
+    /* swizzle codes: 64B -> 2, 32B -> 3 in bits 62-63 */
+    assert_int_equal(sm90_desc_hi(512, 64) >> 30, 2);
+    assert_int_equal(sm90_desc_hi(256, 32) >> 30, 3);
+}
+
+/* ---- CLI ---- */
+
+static const char *fa4gen(void) { return getenv("FA4GEN") ? getenv("FA4GEN") : "build/fa4gen"; }
+
+static int cli(const char *args, char **out)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s %s 2>/dev/null", fa4gen(), args);
+    return run_capture(cmd, out);
+}
+
+static void test_cli_exit_codes(void **state)
+{
+    (void)state;
+    char *out = NULL;
+    assert_int_equal(cli("--version", &out), 0);
+    assert_non_null(strstr(out, FA4GEN_VERSION));
+    free(out);
+    assert_int_equal(cli("--help", NULL), 0);
+    assert_int_equal(cli("mha --help", NULL), 0);
+    assert_int_equal(cli("", NULL), 2);
+    assert_int_equal(cli("frobnicate", NULL), 2);
+    assert_int_equal(cli("mha --target sm90a --depth 100", NULL), 2);
+    assert_int_equal(cli("mha --target sm91 --depth 128", NULL), 2);
+    assert_int_equal(cli("mha --target sm90a --depth 128 --bogus 1", NULL), 2);
+    assert_int_equal(cli("mha --target sm90a --depth", NULL), 2);
+    assert_int_equal(cli("explain --target sm90a --depth 128 --json", &out), 0);
+    assert_non_null(strstr(out, "\"config\": \"mha target=sm90a"));
+    free(out);
+    assert_int_equal(cli("mha --target sm90a --depth 64 --dtype fp16", &out), 0);
+    assert_non_null(strstr(out, ".target sm_90a"));
+    assert_non_null(strstr(out, "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16"));
+    free(out);
+    /* one line on stderr naming field, value and what is allowed */
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s mha --target sm90a --depth 128 --bn 72 2>&1 >/dev/null", fa4gen());
+    assert_int_equal(run_capture(cmd, &out), 2);
+    assert_non_null(strstr(out, "bn: 72"));
+    assert_non_null(strstr(out, "multiple of 16"));
+    assert_null(strchr(out, '\n') == out + strlen(out) - 1 ? NULL : "more than one line");
+    free(out);
+}
+
+static void test_cli_no_partial_files(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/fa4gen-cli-XXXXXX", path[128], args[512];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/k.ptx", dir);
+    /* a failed run creates nothing */
+    snprintf(args, sizeof args, "mha --target sm90a --depth 100 -o %s", path);
+    assert_int_equal(cli(args, NULL), 2);
+    assert_int_equal(access(path, F_OK), -1);
+    /* an existing file survives a failed run untouched */
+    FILE *f = fopen(path, "w");
+    fputs("precious", f);
+    fclose(f);
+    assert_int_equal(cli(args, NULL), 2);
+    char buf[32] = "";
+    f = fopen(path, "r");
+    assert_non_null(fgets(buf, sizeof buf, f));
+    fclose(f);
+    assert_string_equal(buf, "precious");
+    /* a good run replaces it whole; no temp files stay behind */
+    snprintf(args, sizeof args, "mha --target sm90a --depth 128 -o %s", path);
+    assert_int_equal(cli(args, NULL), 0);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_true(st.st_size > 10000);
+    char ls[256], *listing = NULL;
+    snprintf(ls, sizeof ls, "ls -A %s", dir);
+    run_capture(ls, &listing);
+    assert_string_equal(listing, "k.ptx\n");
+    free(listing);
+    /* bundle: all configs checked before any file is written */
+    char list[128];
+    snprintf(list, sizeof list, "%s/list", dir);
+    f = fopen(list, "w");
+    fputs("mha target=sm90a dtype=bf16 qk=128 ov=128\nmha target=sm90a dtype=bf16 qk=100 ov=100\n", f);
+    fclose(f);
+    snprintf(args, sizeof args, "bundle %s -d %s", list, dir);
+    assert_int_equal(cli(args, NULL), 2);
+    run_capture(ls, &listing);
+    assert_string_equal(listing, "k.ptx\nlist\n");
+    free(listing);
+    snprintf(ls, sizeof ls, "rm -rf %s", dir);
+    assert_int_equal(system(ls), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_canonical_roundtrip),   cmocka_unit_test(test_hash_is_stable),
+        cmocka_unit_test(test_config_errors_name_the_field), cmocka_unit_test(test_smem_limit_names_the_excess),
+        cmocka_unit_test(test_plan_smem_map),         cmocka_unit_test(test_explain_json_and_text),
+        cmocka_unit_test(test_builder),               cmocka_unit_test(test_sm90_descriptors),
+        cmocka_unit_test(test_cli_exit_codes),        cmocka_unit_test(test_cli_no_partial_files),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
