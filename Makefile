@@ -23,7 +23,7 @@ TEMPLATES := $(wildcard templates/*.ptx)
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 
-.PHONY: all demo test unit ptxas-test clean examples deps-test
+.PHONY: all demo test unit ptxas-test clean examples deps-test bundle
 all: $(B)/fa4gen $(B)/libfa4rt.a $(B)/libfa4rt.so examples
 
 $(B)/%.o: %.c $(HDRS) | $(B)/templates.h
@@ -58,6 +58,15 @@ demo: $(B)/fa4gen
 	$(PTXAS) -arch=sm_90a -v $(B)/demo.ptx -o $(B)/demo.cubin
 	$(B)/fa4gen explain $(DEMO_FLAGS)
 	@echo "demo: wrote $(B)/demo.ptx and $(B)/demo.cubin"
+
+# ---- AOT bundle: examples/bundle.txt -> build/bundle/<symbol>.ptx + .cubin ----
+bundle: $(B)/fa4gen examples/bundle.txt
+	@mkdir -p $(B)/bundle
+	$(B)/fa4gen bundle examples/bundle.txt -d $(B)/bundle
+	@for f in $(B)/bundle/*.ptx; do \
+	    arch=$$(sed -n 's/^\.target //p' $$f); \
+	    $(PTXAS) -arch=$$arch $$f -o $${f%.ptx}.cubin || exit 1; done
+	@echo "bundle: $$(ls $(B)/bundle/*.cubin | wc -l) cubins in $(B)/bundle"
 
 # ---- tests (CPU only) ----
 CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)

@@ -188,7 +188,8 @@ char *plan_explain_text(const Plan *p)
     buf_printf(&b, "\nlaunch\n");
     buf_printf(&b, "  block %d threads, cluster %dx%dx%d, dynamic smem %u B, %s grid\n", p->threads, p->cluster[0],
                p->cluster[1], p->cluster[2], p->smem_launch, p->persistent ? "persistent" : "one CTA per tile");
-    buf_printf(&b, "  grid  ceil(seqlen_q / %d) * heads_q * batch tiles\n", p->rows_per_cta);
+    buf_printf(&b, "  grid  tiles = ceil(seqlen_q / %d) * heads_q * batch; %s\n", p->rows_per_cta,
+               p->persistent ? "min(tiles, SMs) CTAs stride over them" : "one CTA each");
     if (b.oom) { buf_free(&b); return NULL; }
     return b.p;
 }
