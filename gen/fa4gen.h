@@ -48,6 +48,8 @@ typedef struct Config {
     int exp2_poly;    /* percent of exp2 done by the FMA polynomial */
     int rope_split;   /* MLA prefill: rope part of K is a separate tensor (0/1) */
     DType rope_dtype; /* dtype of that tensor */
+    /* sm90a only (-1 = default) */
+    int pingpong;     /* 1: consumer warpgroups take turns issuing wgmma (named barriers) */
 } Config;
 
 extern const char *const kind_name[KIND_COUNT];

@@ -436,6 +436,18 @@ static void emit_consumer_setup(Emit *e)
     smem_addr(e, "cs_v_empty", s->bar_v_empty);
     smem_addr(e, "cs_q_full", s->bar_q_full);
     emit(e, "add.u32 %s, %s, %d;", reg(e, "b32", "cs_epi_bar"), w, s->bar_epilogue0);
+    if (s->pingpong) {
+        const char *t = reg(e, "b32", "cs_turn"), *tn = reg(e, "b32", "cs_turn_next");
+        const char *pl = reg(e, "pred", "cs_last_consumer");
+        emit_note(e, "plan: turn barriers %d..%d; the last consumer hands the first turn to consumer 0",
+                  s->bar_turn0, s->bar_turn0 + s->consumers - 1);
+        emit(e, "add.u32 %s, %s, %d;", t, w, s->bar_turn0);
+        emit(e, "add.u32 %s, %s, 1;", tn, w);
+        emit(e, "setp.eq.u32 %s, %s, %d;", pl, tn, s->consumers);
+        emit(e, "@%s mov.u32 %s, 0;", pl, tn);
+        emit(e, "add.u32 %s, %s, %d;", tn, tn, s->bar_turn0);
+        emit(e, "@%s bar.arrive %d, 256;", pl, s->bar_turn0);
+    }
     emit_note(e, "this consumer's Q rows: the wgmma A descriptor (K-major, SBO = 8 rows)");
     emit(e, "mad.lo.u32 %s, %s, %d, %%cs_q0;", reg(e, "b32", "cs_qrows"), w, s->mma_m * sw);
     const char *qlo = reg(e, "b32", "cs_q_lo");
@@ -497,6 +509,18 @@ static void emit_next_slot(Emit *e)
     ring_advance(e, "%cs_stage", "%cs_phase", e->p->stages);
 }
 
+/* Ping-pong: a consumer issues its wgmmas only in its turn, so one warpgroup's
+ * softmax runs while the other's GEMMs occupy the tensor core (plan: turn<w>). */
+static void emit_turn_begin(Emit *e)
+{
+    if (e->p->sm90.pingpong) emit(e, "bar.sync %%cs_turn, %d;", 256);
+}
+
+static void emit_turn_end(Emit *e)
+{
+    if (e->p->sm90.pingpong) emit(e, "bar.arrive %%cs_turn_next, %d;", 256);
+}
+
 /* Main loop, FlashAttention-3 intra-warpgroup pipeline: while the tensor core
  * runs QK(j) and PV(j+1), the warpgroup does the softmax of block j.
  *   first block:  QK, wait, softmax -> P
@@ -513,7 +537,9 @@ static void emit_mainloop(Emit *e)
     emit(e, "@%s bra %s;", pr, new_label(e, l_empty, sizeof l_empty, "cs_no_keys"));
     emit_section(e, "consumer mainloop: first block");
     emit(e, "sub.s32 %%cs_j, %%n_end, 1;");
+    emit_turn_begin(e);
     emit_issue_qk(e);
+    emit_turn_end(e);
     op_wgmma_wait(e, 0);
     emit_release(e, "%cs_k_empty", "%cs_stage");
     emit_softmax_block(e);
@@ -525,9 +551,11 @@ static void emit_mainloop(Emit *e)
     emit(e, "setp.le.s32 %s, %%cs_j, %%n_begin;", pr);
     emit(e, "@%s bra %s;", pr, new_label(e, l_kv_done, sizeof l_kv_done, "cs_kv_done"));
     emit(e, "sub.s32 %%cs_j, %%cs_j, 1;");
+    emit_turn_begin(e);
     emit_issue_qk(e);
     emit_rescale_o(e);
     emit_issue_pv(e);
+    emit_turn_end(e);
     emit_note(e, "S is ready once the older group (QK) retires; PV stays in flight");
     op_wgmma_wait(e, 1);
     emit_release(e, "%cs_k_empty", "%cs_stage");
@@ -540,8 +568,10 @@ static void emit_mainloop(Emit *e)
 
     emit_label(e, l_kv_done);
     emit_section(e, "consumer mainloop: PV of the last block");
+    emit_turn_begin(e);
     emit_rescale_o(e);
     emit_issue_pv(e);
+    emit_turn_end(e);
     op_wgmma_wait(e, 0);
     emit_release(e, "%cs_v_empty", "%cs_pv_stage");
     emit_label(e, l_empty);
@@ -589,6 +619,11 @@ static void emit_consumer(Emit *e)
     emit_label(e, "$cs_exit");
     emit_note(e, "O stores must land before the CTA retires");
     op_bulk_wait(e, 0);
+    if (s->pingpong) {
+        emit_note(e, "consumer 0 takes the last turn handed to it, so no barrier is left half-arrived");
+        emit(e, "setp.eq.u32 %%cs_p, %%cs_w, 0;");
+        emit(e, "@%%cs_p bar.sync %d, 256;", s->bar_turn0);
+    }
     emit(e, "bra.uni $exit;");
 }
 

@@ -34,6 +34,7 @@ static void sm90_defaults(Config *c)
     if (!c->bm) c->bm = 128;
     if (!c->bn) c->bn = d <= 128 ? 128 : 80; /* d256: O alone takes 128 of the consumer's 240 registers */
     if (!c->stages) c->stages = 2;
+    if (c->pingpong < 0) c->pingpong = 1;
 }
 
 static int bad(char *err, size_t n, const char *msg, int v, const char *allowed)
@@ -149,6 +150,14 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
         snprintf(name, sizeof name, "epilogue%d", w);
         int id = plan_bar(p, name, SM90_WG, "consumer's O tile staged in smem, ready for the TMA store");
         if (w == 0) s->bar_epilogue0 = id;
+    }
+
+    s->pingpong = c->pingpong;
+    for (int w = 0; s->pingpong && w < s->consumers; w++) {
+        char name[24];
+        snprintf(name, sizeof name, "turn%d", w);
+        int id = plan_bar(p, name, 2 * SM90_WG, "consumer's turn to issue wgmma: it syncs, the previous one arrives");
+        if (w == 0) s->bar_turn0 = id;
     }
 
     plan_map(p, "q", TENSOR_Q, c->dtype, (uint32_t)p->qk, (uint32_t)p->chunk_elems, (uint32_t)p->bm, 1, c->swizzle);

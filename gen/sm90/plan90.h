@@ -24,6 +24,8 @@ typedef struct Sm90Plan {
     uint32_t tx_q, tx_k, tx_v; /* expected transaction bytes per load */
 
     int bar_epilogue0; /* named barrier id of consumer 0's epilogue; consumer w uses +w */
+    int pingpong;      /* consumers take turns issuing their wgmmas */
+    int bar_turn0;     /* named barrier id of consumer 0's turn; consumer w waits on +w */
 } Sm90Plan;
 
 #endif
