@@ -177,7 +177,7 @@ void buf_printf(Buf *b, const char *fmt, ...) FA4_PRINTF(2, 3);
 void buf_puts(Buf *b, const char *s);
 void buf_free(Buf *b);
 
-enum { EMIT_MAX_REGS = 768, EMIT_REG_NAME = 24 };
+enum { EMIT_MAX_REGS = 768, EMIT_REG_NAME = 24, EMIT_REG_HASH = 2048 /* > 2 x EMIT_MAX_REGS */ };
 typedef struct { char type[6]; char name[EMIT_REG_NAME]; int count; } RegDecl;
 
 /* Emitter state: one per kernel. All text goes through emit(). */
@@ -186,6 +186,7 @@ typedef struct Emit {
     Buf body;
     RegDecl regs[EMIT_MAX_REGS];
     int n_regs;
+    uint16_t reg_slot[EMIT_REG_HASH]; /* name hash -> index + 1 into regs */
     int labels;
     int failed; /* an internal error was recorded; message in err */
     char err[256];

@@ -24,16 +24,21 @@ static void buf_grow(Buf *b, size_t need)
     b->cap = cap;
 }
 
+/* Print straight into the spare capacity; measure and grow only when it does not fit. */
 static void buf_vprintf(Buf *b, const char *fmt, va_list ap)
 {
+    if (b->oom) return;
     va_list ap2;
     va_copy(ap2, ap);
-    int k = vsnprintf(NULL, 0, fmt, ap2);
+    size_t room = b->cap - b->len;
+    int k = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? room : 0, fmt, ap2);
     va_end(ap2);
     if (k < 0) { b->oom = 1; return; }
-    buf_grow(b, (size_t)k);
-    if (b->oom) return;
-    vsnprintf(b->p + b->len, (size_t)k + 1, fmt, ap);
+    if ((size_t)k >= room) {
+        buf_grow(b, (size_t)k);
+        if (b->oom) return;
+        vsnprintf(b->p + b->len, (size_t)k + 1, fmt, ap);
+    }
     b->len += (size_t)k;
 }
 
@@ -112,11 +117,21 @@ void emit_label(Emit *e, const char *label) { buf_printf(&e->body, "%s:\n", labe
 
 void emit_raw(Emit *e, const char *text) { buf_puts(&e->body, text); }
 
+static unsigned reg_hash(const char *name)
+{
+    unsigned h = 2166136261u;
+    for (; *name; name++) h = (h ^ (unsigned char)*name) * 16777619u;
+    return h & (EMIT_REG_HASH - 1);
+}
+
+/* Open addressing over e->regs; slots hold index + 1. */
 static RegDecl *find_reg(Emit *e, const char *name)
 {
-    for (int i = 0; i < e->n_regs; i++)
-        if (!strcmp(e->regs[i].name, name)) return &e->regs[i];
-    return NULL;
+    for (unsigned h = reg_hash(name);; h = (h + 1) & (EMIT_REG_HASH - 1)) {
+        int i = e->reg_slot[h];
+        if (!i) return NULL;
+        if (!strcmp(e->regs[i - 1].name, name)) return &e->regs[i - 1];
+    }
 }
 
 /* Callers have checked that the name is new. */
@@ -130,6 +145,9 @@ static RegDecl *declare(Emit *e, const char *type, const char *name, int count)
     snprintf(r->type, sizeof r->type, "%s", type);
     snprintf(r->name, sizeof r->name, "%%%s", name); /* kept with its %, so reg() returns it as-is */
     r->count = count;
+    unsigned h = reg_hash(r->name);
+    while (e->reg_slot[h]) h = (h + 1) & (EMIT_REG_HASH - 1);
+    e->reg_slot[h] = (uint16_t)e->n_regs;
     return r;
 }
 
