@@ -1,0 +1,63 @@
+#!/bin/bash
+# tests/gpu/run.sh [--quick] [--no-bench] [--only-bench] [-- test_mha args]
+# One call on a Hopper GPU machine: build, correctness against the fp32
+# reference, cold/warm "get kernel" timings, SASS of the d128 kernel, and the
+# benchmark. Logs go to $OUT (default build/gpu-out); a summary prints last.
+set -u
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-build/gpu-out}
+mkdir -p "$OUT"
+QUICK=""; BENCH=1; TESTS=1; EXTRA=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --quick) QUICK=--quick ;;
+        --no-bench) BENCH=0 ;;
+        --only-bench) TESTS=0 ;;
+        --) shift; EXTRA=("$@"); break ;;
+        *) echo "usage: tests/gpu/run.sh [--quick] [--no-bench] [--only-bench] [-- test_mha args]"; exit 2 ;;
+    esac
+    shift
+done
+CUDA=${CUDA_HOME:-/usr/local/cuda}
+export PATH="$CUDA/bin:$PATH"
+declare -a SUMMARY
+step() { # step NAME CMD...: run, log to $OUT/NAME.log, record the status
+    local name=$1; shift
+    local t0=$(date +%s.%N)
+    "$@" > "$OUT/$name.log" 2>&1
+    local rc=$?
+    local dt=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')
+    SUMMARY+=("$(printf '%-14s rc=%-3d %6.1fs  %s' "$name" "$rc" "$dt" "$(tail -1 "$OUT/$name.log" | cut -c1-90)")")
+    return $rc
+}
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader > "$OUT/gpu.txt" 2>&1
+GPU=$(head -1 "$OUT/gpu.txt")
+step build make -j16 all
+step build_test gcc -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -Iruntime -I"$CUDA/include" \
+    tests/gpu/test_mha.c build/libfa4rt.a -L"$CUDA/lib64" -L"$CUDA/lib64/stubs" -lnvrtc -lcuda -ldl -lpthread -lm \
+    -o build/test_mha
+if [ "$TESTS" = 1 ]; then
+    export FA4GEN_CACHE_DIR=$(mktemp -d)
+    step jit_cold build/test_mha --timing
+    step jit_warm build/test_mha --timing
+    step correctness build/test_mha $QUICK --out "$OUT/correctness.txt" "${EXTRA[@]}"
+    # SASS of the d128 kernel: the planned HGMMA count, no local memory
+    build/fa4gen mha --target sm90a --dtype bf16 --depth 128 --mask causal -o build/sass_k.ptx &&
+        ptxas -arch=sm_90a build/sass_k.ptx -o build/sass_k.cubin &&
+        cuobjdump --dump-sass build/sass_k.cubin > "$OUT/sass_d128_causal.txt" 2>&1
+    {
+        echo "HGMMA instructions: $(grep -c HGMMA "$OUT/sass_d128_causal.txt")"
+        echo "local memory (LDL/STL): $(grep -cE '\bLDL|\bSTL' "$OUT/sass_d128_causal.txt")"
+        echo "MUFU.EX2: $(grep -c 'MUFU.EX2' "$OUT/sass_d128_causal.txt")"
+    } > "$OUT/sass_summary.txt"
+    SUMMARY+=("$(printf '%-14s %s' sass "$(tr '\n' ';' < "$OUT/sass_summary.txt")")")
+fi
+if [ "$BENCH" = 1 ] && [ -f bench/bench_mha.py ]; then
+    step bench env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so python3 bench/bench_mha.py --out "$OUT/bench.txt"
+fi
+echo "== $GPU"
+cat "$OUT/jit_cold.log" "$OUT/jit_warm.log" 2>/dev/null | grep "get kernel"
+[ -f "$OUT/correctness.txt" ] && grep -E "FAIL" "$OUT/correctness.txt" | head -20
+[ -f "$OUT/bench.txt" ] && cat "$OUT/bench.txt"
+printf '%s\n' "${SUMMARY[@]}"
