@@ -54,7 +54,7 @@ if [ "$TESTS" = 1 ]; then
     SUMMARY+=("$(printf '%-14s %s' sass "$(tr '\n' ';' < "$OUT/sass_summary.txt")")")
 fi
 if [ "$BENCH" = 1 ] && [ -f bench/bench_mha.py ]; then
-    step bench env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so python3 bench/bench_mha.py --out "$OUT/bench.txt"
+    step bench env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so python3 bench/bench_mha.py --out "$OUT/bench.txt" ${BENCH_ARGS:-}
 fi
 echo "== $GPU"
 cat "$OUT/jit_cold.log" "$OUT/jit_warm.log" 2>/dev/null | grep "get kernel"

@@ -1,0 +1,140 @@
+"""bench_mha.py - fa4gen's sm90a MHA forward against torch SDPA (cuDNN and flash backends), one run, one GPU.
+
+    python3 bench/bench_mha.py [--out FILE] [--variants "default;bn=176"] [--shapes d128] [--reps 30]
+
+Per shape: median of >= 20 timed repetitions (CUDA events) after warm-up, inputs rotated among several sets
+so L2 does not hold them, fa4 output checked against cuDNN once (rel L2 <= 1e-2). TFLOP/s counts
+4*B*H*Sq*Sk*D, halved for causal. The ceiling is the measured cuBLAS bf16 8192^3 matmul rate.
+"""
+import argparse
+import datetime
+import os
+import statistics
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import fa4  # noqa: E402
+
+SHAPES = [  # name, B, Hq, Hkv, S, D, causal, dtype
+    ("d64 full", 2, 16, 16, 8192, 64, False, torch.bfloat16),
+    ("d64 causal", 2, 16, 16, 8192, 64, True, torch.bfloat16),
+    ("d128 full", 2, 16, 16, 8192, 128, False, torch.bfloat16),
+    ("d128 causal", 2, 16, 16, 8192, 128, True, torch.bfloat16),
+    ("d256 full", 2, 16, 16, 4096, 256, False, torch.bfloat16),
+    ("d256 causal", 2, 16, 16, 4096, 256, True, torch.bfloat16),
+    ("B4 H32 d128 full", 4, 32, 32, 4096, 128, False, torch.bfloat16),
+    ("GQA 32/8 d128 causal", 2, 32, 8, 8192, 128, True, torch.bfloat16),
+    ("B16 S1024 causal", 16, 16, 16, 1024, 128, True, torch.bfloat16),
+    ("fp16 d128 full", 2, 16, 16, 8192, 128, False, torch.float16),
+]
+
+
+def time_ms(fn, sets, reps, warmup=5):
+    for i in range(warmup):
+        fn(*sets[i % len(sets)])
+    torch.cuda.synchronize()
+    times = []
+    for i in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        args = sets[i % len(sets)]
+        a.record()
+        fn(*args)
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times), max(times) - min(times)
+
+
+def matmul_ceiling(reps):
+    x = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    y = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    ms, _ = time_ms(lambda a, b: torch.matmul(a, b), [(x, y)], reps)
+    return 2 * 8192 ** 3 / ms / 1e9
+
+
+def sdpa(backend, causal, gqa):
+    def run(q, k, v, o):
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                                  is_causal=causal, enable_gqa=gqa)
+    return run
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out")
+    ap.add_argument("--variants", default="default", help="';'-separated fa4 config overrides; 'default' = none")
+    ap.add_argument("--shapes", default="", help="substring filter on shape names")
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--sets", type=int, default=3, help="input sets rotated between repetitions")
+    args = ap.parse_args()
+    variants = [v.strip() for v in args.variants.split(";") if v.strip()]
+    gpu = torch.cuda.get_device_name()
+    torch.manual_seed(0)
+    ceiling = matmul_ceiling(args.reps)
+    lines = ["# fa4gen sm90a MHA forward vs torch SDPA, %s, %s, torch %s, cuDNN %s" % (
+        datetime.date.today(), gpu, torch.__version__, torch.backends.cudnn.version()),
+        "# median of %d reps, %d rotated input sets; TFLOP/s = 4*B*H*Sq*Sk*D (/2 causal) / time" % (args.reps, args.sets),
+        "# cuBLAS bf16 8192^3 (ceiling): %.0f TFLOP/s" % ceiling]
+    cols = ["fa4[%s]" % v for v in variants] + ["cudnn", "flash"]
+    head = "%-22s" % "shape" + "".join("%20s" % c for c in cols) + "   fa4/cudnn  %ceil  check"
+    lines.append(head)
+    print("\n".join(lines), flush=True)
+    for name, B, Hq, Hkv, S, D, causal, dt in SHAPES:
+        if args.shapes and args.shapes not in name:
+            continue
+        flops = 4 * B * Hq * S * S * D / (2 if causal else 1)
+        sets = []
+        for _ in range(args.sets):
+            q = torch.randn(B, S, Hq, D, device="cuda", dtype=dt)
+            k = torch.randn(B, S, Hkv, D, device="cuda", dtype=dt)
+            v = torch.randn(B, S, Hkv, D, device="cuda", dtype=dt)
+            sets.append((q, k, v, torch.empty_like(q)))
+        results, check = [], ""
+        for var in variants:
+            cfg = None if var == "default" else var
+            fn = lambda q, k, v, o, cfg=cfg: fa4.mha_fwd(q, k, v, causal=causal, config=cfg, out=o)
+            try:
+                ms, spread = time_ms(fn, sets, args.reps)
+                results.append((flops / ms / 1e9, ms))
+            except Exception as e:  # keep going: report the reason
+                results.append((None, str(e)[:60]))
+        for backend in (SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION):
+            fn = sdpa(backend, causal, Hkv != Hq)
+            try:
+                ms, _ = time_ms(fn, sets, args.reps)
+                results.append((flops / ms / 1e9, ms))
+            except Exception as e:
+                results.append((None, str(e)[:60]))
+        try:
+            q, k, v, o = sets[0]
+            ours = fa4.mha_fwd(q, k, v, causal=causal).float()
+            ref = sdpa(SDPBackend.CUDNN_ATTENTION, causal, Hkv != Hq)(q, k, v, o).transpose(1, 2).float()
+            rel = ((ours - ref).norm() / ref.norm()).item()
+            check = "%.1e %s" % (rel, "ok" if rel <= 1e-2 else "FAIL")
+        except Exception as e:
+            check = "n/a (%s)" % str(e)[:40]
+        cells = "".join("%20s" % ("%.0f" % r[0] if r[0] else "n/a") for r in results)
+        best = max((r[0] for r in results[:len(variants)] if r[0]), default=None)
+        cud = results[len(variants)][0]
+        ratio = "%.3f" % (best / cud) if best and cud else "n/a"
+        pct = "%.0f%%" % (100 * best / ceiling) if best else "n/a"
+        line = "%-22s%s   %9s  %5s  %s" % (name, cells, ratio, pct, check)
+        lines.append(line)
+        print(line, flush=True)
+        for r, c in zip(results, cols):
+            if not r[0]:
+                lines.append("#   %s on %s: n/a: %s" % (c, name, r[1]))
+        del sets
+        torch.cuda.empty_cache()
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
