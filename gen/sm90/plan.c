@@ -32,7 +32,9 @@ static void sm90_defaults(Config *c)
     int d = c->qk_depth;
     if (!c->swizzle) c->swizzle = 128;
     if (!c->bm) c->bm = 128;
-    if (!c->bn) c->bn = d <= 128 ? 128 : 80; /* d256: O alone takes 128 of the consumer's 240 registers */
+    /* Measured on H100 (bench/NOTES.md): throughput falls steeply once a consumer
+     * thread needs more than ~168 registers, so bn keeps S + O + P under that where it can. */
+    if (!c->bn) c->bn = d <= 64 ? 128 : d <= 128 ? 96 : 64;
     if (!c->stages) c->stages = 2;
     if (c->pingpong < 0) c->pingpong = 1;
 }
