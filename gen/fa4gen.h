@@ -143,6 +143,7 @@ typedef struct Plan {
 
     int cluster[3];
     int persistent; /* kernel loops over tiles with stride gridDim.x */
+    uint32_t l2_kv_rows; /* K+V rows (seqlen_k) of this many kv heads fit the L2 budget: tiles are grouped by heads */
 
     PlanNote notes[PLAN_MAX_NOTES];
     int n_notes;

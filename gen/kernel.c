@@ -122,14 +122,28 @@ void mha_tile_coords(Emit *e)
     const char *last = reg(e, "b32", "row_last"), *nblk = reg(e, "b32", "tc_nblk"), *x = reg(e, "b32", "tc_x");
     const char *nb = reg(e, "b32", "n_begin"), *ne = reg(e, "b32", "n_end");
     const char *flo = reg(e, "b32", "full_lo"), *fhi = reg(e, "b32", "full_hi");
-    emit_note(e, "tile -> (head, batch) major, m-block minor: CTAs running at once share a head's K and V in L2;");
-    emit_note(e, "within a head the m-blocks go in descending order, so the longest causal rows start first");
-    emit(e, "div.u32 %s, %%tile, %%num_m_blocks;", tq);
-    emit(e, "rem.u32 %s, %%tile, %%num_m_blocks;", tr);
+    const char *g = reg(e, "b32", "tc_group"), *gs = reg(e, "b32", "tc_gsize"), *hb = reg(e, "b32", "tc_hb");
+    emit_note(e, "tile -> (head group, m-block, head): a group holds as many (batch, head) pairs as keep their");
+    emit_note(e, "K and V in L2 (plan: %u K+V rows per kv head); m-blocks descend, longest causal rows first",
+              p->l2_kv_rows);
+    emit(e, "max.u32 %s, %%seqlen_k, 1;", g);
+    emit(e, "div.u32 %s, %u, %s;", g, p->l2_kv_rows, g);
+    emit(e, "max.u32 %s, %s, 1;", g, g);
+    emit(e, "mul.lo.u32 %s, %s, %d;", g, g, p->cfg.group); /* whole kv heads: query heads sharing one stay together */
+    emit(e, "min.u32 %s, %s, %%heads_batch;", g, g);
+    emit(e, "mul.lo.u32 %s, %s, %%num_m_blocks;", tq, g);
+    emit(e, "div.u32 %s, %%tile, %s;", hb, tq);
+    emit(e, "rem.u32 %s, %%tile, %s;", tr, tq);
+    emit(e, "mul.lo.u32 %s, %s, %s;", hb, hb, g); /* first (batch, head) of the group */
+    emit(e, "sub.u32 %s, %%heads_batch, %s;", gs, hb);
+    emit(e, "min.u32 %s, %s, %s;", gs, gs, g); /* the last group may be smaller */
+    emit(e, "div.u32 %s, %s, %s;", tq, tr, gs);
+    emit(e, "rem.u32 %s, %s, %s;", tr, tr, gs);
+    emit(e, "add.u32 %s, %s, %s;", hb, hb, tr);
     emit(e, "sub.u32 %s, %%num_m_blocks, 1;", m_block);
-    emit(e, "sub.u32 %s, %s, %s;", m_block, m_block, tr);
-    emit(e, "rem.u32 %s, %s, %%heads_q;", head, tq);
-    emit(e, "div.u32 %s, %s, %%heads_q;", bidx, tq);
+    emit(e, "sub.u32 %s, %s, %s;", m_block, m_block, tq);
+    emit(e, "rem.u32 %s, %s, %%heads_q;", head, hb);
+    emit(e, "div.u32 %s, %s, %%heads_q;", bidx, hb);
     emit_note(e, "plan: group %d query heads per kv head", p->cfg.group);
     emit(e, "div.u32 %s, %s, %d;", kvh, head, p->cfg.group);
     emit(e, "mul.lo.u32 %s, %s, %d;", m0, m_block, p->rows_per_cta);

@@ -117,6 +117,11 @@ int plan_make(const Config *c, Plan *p, char *err, size_t n)
         snprintf(err, n, "internal: plan tables are full; raise PLAN_MAX_* in fa4gen.h");
         return -1;
     }
+    /* Concurrent CTAs should find their K and V in L2: half of an H100's 50 MB
+     * (H200 60 MB) for K/V, the rest for the Q/O streams. */
+    p->l2_kv_rows = (24u << 20) / ((uint32_t)(p->qk + p->ov) * (uint32_t)p->elem_bytes);
+    plan_note(p, "tile order", "heads grouped so their K+V (%u rows per kv head) fit 24 MB of L2; m-blocks descending",
+              p->l2_kv_rows);
     p->smem_launch = p->smem_bytes + p->smem_align;
     if (p->smem_launch > p->target->smem_limit) {
         snprintf(err, n,
