@@ -67,12 +67,12 @@ def sdpa(backend, causal, gqa):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
-    ap.add_argument("--variants", default="default", help="';'-separated fa4 config overrides; 'default' = none")
+    ap.add_argument("--variants", default="default", help="';'-separated fa4 config overrides, words joined by commas; 'default' = none")
     ap.add_argument("--shapes", default="", help="substring filter on shape names")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--sets", type=int, default=3, help="input sets rotated between repetitions")
     args = ap.parse_args()
-    variants = [v.strip() for v in args.variants.split(";") if v.strip()]
+    variants = [v.strip().replace(",", " ") for v in args.variants.split(";") if v.strip()]  # "bn=64,stages=3"
     gpu = torch.cuda.get_device_name()
     torch.manual_seed(0)
     ceiling = matmul_ceiling(args.reps)
