@@ -114,6 +114,9 @@ struct fa4_ctx {
     JitLink jl;
     int jl_state;
     char jl_msg[512];
+    int ptxas_state;             /* the ptxas executable: whole-program compiles */
+    char ptxas_path[RT_PATH_MAX];
+    char ptxas_id[RT_PATH_MAX + 64];
     int device_target;           /* TargetId from the device's CC, -1 unknown */
 
     pthread_mutex_t err_mu;      /* err_bufs */

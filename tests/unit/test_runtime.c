@@ -251,6 +251,32 @@ static void test_compile_text_forms(void **state)
     fa4_destroy(ctx);
 }
 
+/* Both compilers: the ptxas executable (whole program, the default) and
+ * nvJitLink (FA4GEN_NO_PTXAS=1) turn the same config into a loadable cubin,
+ * under different cache keys. */
+static void test_compiler_paths(void **state)
+{
+    (void)state;
+    const char *cfg = "mha target=sm90a dtype=bf16 qk=64 ov=64";
+    for (int no_ptxas = 0; no_ptxas < 2; no_ptxas++) {
+        if (no_ptxas) setenv("FA4GEN_NO_PTXAS", "1", 1);
+        fa4_options o = FA4_OPTIONS_INIT;
+        o.disk_cache = 0;
+        fa4_ctx *ctx = NULL;
+        assert_int_equal(fa4_create(&ctx, &o), FA4_OK);
+        void *cubin = NULL;
+        size_t n = 0;
+        fa4_status s = fa4_compile(ctx, cfg, &cubin, &n);
+        unsetenv("FA4GEN_NO_PTXAS");
+        if (s == FA4_ERR_NO_DRIVER) { fa4_destroy(ctx); skip(); }
+        if (s) fail_msg("compile (%s): %s", no_ptxas ? "nvJitLink" : "ptxas", fa4_last_error(ctx));
+        assert_true(n > 1000);
+        assert_memory_equal(cubin, "\177ELF", 4); /* a cubin is an ELF file */
+        free(cubin);
+        fa4_destroy(ctx);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -258,6 +284,7 @@ int main(void)
         cmocka_unit_test(test_last_error),     cmocka_unit_test(test_mha_bad_args),
         cmocka_unit_test(test_no_driver),      cmocka_unit_test(test_mha_config),
         cmocka_unit_test(test_compile_text_forms),
+        cmocka_unit_test(test_compiler_paths),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
