@@ -75,6 +75,11 @@ def main():
     variants = [v.strip().replace(",", " ") for v in args.variants.split(";") if v.strip()]  # "bn=64,stages=3"
     gpu = torch.cuda.get_device_name()
     torch.manual_seed(0)
+    x = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    for _ in range(300):  # ~0.5 s of matmuls: clocks up before anything is timed
+        x @ x
+    torch.cuda.synchronize()
+    del x
     ceiling = matmul_ceiling(args.reps)
     lines = ["# fa4gen sm90a MHA forward vs torch SDPA, %s, %s, torch %s, cuDNN %s" % (
         datetime.date.today(), gpu, torch.__version__, torch.backends.cudnn.version()),

@@ -32,10 +32,17 @@ static void sm90_defaults(Config *c)
     int d = c->qk_depth;
     if (!c->swizzle) c->swizzle = 128;
     if (!c->bm) c->bm = 128;
-    /* Measured on H100 (bench/NOTES.md): throughput falls steeply once a consumer
-     * thread needs more than ~168 registers, so bn keeps S + O + P under that where it can. */
-    if (!c->bn) c->bn = d <= 64 ? 128 : d <= 128 ? 96 : 64;
     if (!c->stages) c->stages = 2;
+    if (!c->bn) {
+        /* bn per depth and mask, measured on an H100 (bench/NOTES.md, bench/results/),
+         * lowered in steps of 16 until Q + the rings fit the smem limit with the stages asked for */
+        int causal = c->mask == MASK_CAUSAL, eb = dtype_bytes[c->dtype], bm = c->bm ? c->bm : 128;
+        int bn = d <= 64 ? 128 : d <= 128 ? (causal ? 128 : 176) : (causal ? 64 : 80);
+        while (bn > 16 && (uint32_t)(bm * c->qk_depth * eb + c->stages * bn * (c->qk_depth + c->ov_depth) * eb +
+                                     2048) > SM90_SMEM_LIMIT)
+            bn -= 16;
+        c->bn = bn;
+    }
     if (c->pingpong < 0) c->pingpong = 1;
 }
 
