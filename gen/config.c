@@ -59,6 +59,7 @@ void config_init(Config *c)
     c->rescale = -1;   /* 0 is a meaningful value for these two: -1 means unset */
     c->exp2_poly = -1;
     c->pingpong = -1;
+    c->persistent = -1;
 }
 
 static int parse_mask(Config *c, const char *v, char *err, size_t n)
@@ -97,6 +98,7 @@ static const IntKey int_keys[] = {
     {"poly", F(exp2_poly), 0, 100, "0..100 (percent)"},
     {"rope_split", F(rope_split), 0, 1, "0 or 1"},
     {"pingpong", F(pingpong), 0, 1, "0 or 1"},
+    {"persistent", F(persistent), 0, 1, "0 or 1"},
 };
 #undef F
 enum { N_INT_KEYS = sizeof int_keys / sizeof int_keys[0] };
@@ -142,7 +144,7 @@ int config_set(Config *c, const char *key, const char *value, char *err, size_t 
         return 0;
     }
     return fail(err, n, "'%s' is not a config field; fields: kind target dtype depth qk ov bm bn group stages "
-                        "swizzle mask qtiles cta rescale poly rope_split rope_dtype pingpong", key);
+                        "swizzle mask qtiles cta rescale poly rope_split rope_dtype pingpong persistent", key);
 }
 
 int config_fill_defaults(Config *c, char *err, size_t n)
@@ -185,7 +187,7 @@ static int key_used(const Config *c, const char *key)
     int sm100 = c->target == TARGET_SM100A;
     if (!strcmp(key, "qtiles") || !strcmp(key, "cta") || !strcmp(key, "rescale") || !strcmp(key, "poly"))
         return sm100;
-    if (!strcmp(key, "pingpong")) return c->target == TARGET_SM90A;
+    if (!strcmp(key, "pingpong") || !strcmp(key, "persistent")) return c->target == TARGET_SM90A;
     if (!strcmp(key, "rope_split")) return sm100 && c->kind == KIND_MHA && c->qk_depth != c->ov_depth;
     return 1;
 }

@@ -50,6 +50,7 @@ typedef struct Config {
     DType rope_dtype; /* dtype of that tensor */
     /* sm90a only (-1 = default) */
     int pingpong;     /* 1: consumer warpgroups take turns issuing wgmma (named barriers) */
+    int persistent;   /* 1: min(tiles, SMs) CTAs loop over the tiles; 0: one CTA per tile */
 } Config;
 
 extern const char *const kind_name[KIND_COUNT];

@@ -158,7 +158,7 @@ static fa4_status args_config(fa4_ctx *ctx, const fa4_mha_args *a, Config *c)
                               : NULL;
     if (changed)
         return BAD("args->config", "'%s' changes %s, which the arguments decide; give only tuning keys "
-                   "(bm bn stages swizzle pingpong qtiles cta rescale poly)", a->config, changed);
+                   "(bm bn stages swizzle pingpong persistent qtiles cta rescale poly)", a->config, changed);
     return FA4_OK;
 }
 

@@ -44,6 +44,7 @@ static void sm90_defaults(Config *c)
         c->bn = bn;
     }
     if (c->pingpong < 0) c->pingpong = 1;
+    if (c->persistent < 0) c->persistent = 1;
 }
 
 static int bad(char *err, size_t n, const char *msg, int v, const char *allowed)
@@ -107,7 +108,7 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
     p->ov_chunks = p->ov / p->chunk_elems;
     p->stages = c->stages;
     p->smem_align = 1024; /* the 128B swizzle pattern repeats every 1024 B: tiles start on that boundary */
-    p->persistent = 1;
+    p->persistent = c->persistent;
 
     s->mma_m = SM90_MMA_M;
     s->consumers = c->bm / SM90_MMA_M;
