@@ -31,7 +31,7 @@ static void sm90_defaults(Config *c)
 {
     int d = c->qk_depth;
     if (!c->swizzle) c->swizzle = 128;
-    if (!c->bm) c->bm = 128;
+    if (!c->bm) c->bm = d <= 64 ? 192 : 128; /* d64: 3 consumer warpgroups fit in 160 registers each */
     if (!c->stages) c->stages = 2;
     if (!c->bn) {
         /* bn per depth and mask, measured on an H100 (bench/NOTES.md, bench/results/),
@@ -44,7 +44,9 @@ static void sm90_defaults(Config *c)
         c->bn = bn;
     }
     if (c->pingpong < 0) c->pingpong = 1;
-    if (c->persistent < 0) c->persistent = 1;
+    /* causal tiles differ in length: a grid of one CTA per tile, longest first, lets the
+     * hardware balance them (measured +10-20% over the static persistent stride) */
+    if (c->persistent < 0) c->persistent = c->mask != MASK_CAUSAL;
 }
 
 static int bad(char *err, size_t n, const char *msg, int v, const char *allowed)

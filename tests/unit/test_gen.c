@@ -67,7 +67,7 @@ static void test_hash_is_stable(void **state)
     Plan *p = malloc(sizeof *p);
     plan_ok("mha target=sm90a dtype=bf16 qk=128 ov=128 mask=causal", p);
     const char *want = "mha target=sm90a dtype=bf16 qk=128 ov=128 bm=128 bn=128 group=1 stages=2 swizzle=128 "
-                       "pingpong=1 persistent=1 mask=causal";
+                       "pingpong=1 persistent=0 mask=causal";
     assert_string_equal(p->canonical, want);
     uint64_t h = 0xcbf29ce484222325ull;
     char text[300];
