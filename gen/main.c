@@ -30,7 +30,8 @@ static const char usage_mha[] =
     "       fa4gen mha     --config '<canonical config>' [-o FILE]\n"
     "\n"
     "options (omitted ones take the plan's best defaults for target, depth and dtype):\n"
-    "  --target T          sm90a (Hopper, FlashAttention-3 design) or sm100a (Blackwell, FA4 design)\n"
+    "  --target T          sm90a (Hopper, FlashAttention-3 design); sm100a (Blackwell, FA4 design) is\n"
+    "                      planned and refused with a message for now\n"
     "  --dtype T           bf16 | fp16 | e4m3 (e4m3: sm100a only)\n"
     "  --depth D           head dim of Q, K and V; or --qk-depth D and --ov-depth D\n"
     "  --bm N              query rows per CTA (sm90a: 128 or 192)\n"
@@ -45,6 +46,8 @@ static const char usage_mha[] =
     "  --poly P            sm100a: percent of exp2 done by the FMA polynomial\n"
     "  --rope-split 0|1    sm100a MLA prefill: the rope part of K is a separate tensor\n"
     "  --rope-dtype T      its dtype\n"
+    "  --pingpong 0|1      sm90a: consumer warpgroups take turns issuing wgmma (default 1)\n"
+    "  --persistent 0|1    sm90a: min(tiles, SMs) CTAs loop over tiles (default: 1, 0 for causal)\n"
     "  --config TEXT       the canonical one-line form (as printed by explain); other options then refine it\n"
     "  -o FILE             write the PTX to FILE (default: stdout)\n"
     "  --json              explain: print the plan as JSON\n"
@@ -65,7 +68,7 @@ static const char *const flag_keys[][2] = {
     {"--ov-depth", "ov"},   {"--bm", "bm"},             {"--bn", "bn"},           {"--group", "group"},
     {"--stages", "stages"}, {"--swizzle", "swizzle"},   {"--mask", "mask"},       {"--qtiles", "qtiles"},
     {"--cta", "cta"},       {"--rescale", "rescale"},   {"--poly", "poly"},       {"--rope-split", "rope_split"},
-    {"--rope-dtype", "rope_dtype"},
+    {"--rope-dtype", "rope_dtype"}, {"--pingpong", "pingpong"},   {"--persistent", "persistent"},
 };
 
 static int invalid(const char *msg)
