@@ -209,6 +209,11 @@ void config_canonical(const Config *c, char *buf, size_t n)
 int config_parse_canonical(const char *text, Config *c, char *err, size_t n)
 {
     config_init(c);
+    return config_apply_text(c, text, err, n);
+}
+
+int config_apply_text(Config *c, const char *text, char *err, size_t n)
+{
     char copy[512];
     if (strlen(text) >= sizeof copy) return fail(err, n, "config: text is longer than %zu characters", sizeof copy - 1);
     strcpy(copy, text);

@@ -65,6 +65,8 @@ int config_set(Config *c, const char *key, const char *value, char *err, size_t 
 int config_fill_defaults(Config *c, char *err, size_t n);
 int config_check(const Config *c, char *err, size_t n);
 int config_parse_canonical(const char *text, Config *c, char *err, size_t n);
+/* Apply "key=value ..." words (the kind may stand first) over c, as config_set does one by one. */
+int config_apply_text(Config *c, const char *text, char *err, size_t n);
 /* The canonical one-line form: stable key order, every field the target uses. */
 void config_canonical(const Config *c, char *buf, size_t n);
 uint64_t config_hash(const Config *c); /* FNV-1a 64 of canonical + generator version */

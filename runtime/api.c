@@ -182,29 +182,8 @@ void fa4_destroy(fa4_ctx *ctx)
 
 fa4_status rt_parse_config(fa4_ctx *ctx, const char *text, Config *c, const char *what)
 {
-    char copy[512], err[256];
-    if (strlen(text) >= sizeof copy)
-        return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: text is longer than %zu characters", what,
-                       sizeof copy - 1);
-    strcpy(copy, text);
-    char *save = NULL;
-    int first = 1;
-    for (char *w = strtok_r(copy, " \t\n", &save); w; w = strtok_r(NULL, " \t\n", &save), first = 0) {
-        char *eq = strchr(w, '=');
-        if (!eq) {
-            /* Only the kind may stand alone, as in the canonical form. */
-            if (!first)
-                return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT,
-                               "%s: '%s' is not key=value; only the kind (mha, mla-sparse) may stand alone, first",
-                               what, w);
-            if (config_set(c, "kind", w, err, sizeof err))
-                return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: %s", what, err);
-            continue;
-        }
-        *eq = 0;
-        if (config_set(c, w, eq + 1, err, sizeof err))
-            return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: %s", what, err);
-    }
+    char err[256];
+    if (config_apply_text(c, text, err, sizeof err)) return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: %s", what, err);
     return FA4_OK;
 }
 

@@ -313,19 +313,27 @@ static void jit_logs_init(JitLogs *l)
     l->val[3] = (void *)(uintptr_t)JIT_LOG;
 }
 
+/* Make the context current and allocate the log buffers of one driver JIT call. */
+static fa4_status jit_begin(fa4_ctx *ctx, int *pushed, JitLogs **l, const char *what)
+{
+    fa4_status s = rt_ctx_enter(ctx, pushed);
+    if (s) return s;
+    if (!(*l = malloc(sizeof **l))) {
+        rt_ctx_leave(ctx, *pushed);
+        return rt_fail(ctx, FA4_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
+    }
+    jit_logs_init(*l);
+    return FA4_OK;
+}
+
 static fa4_status compile_driver(fa4_ctx *ctx, const Plan *p, const char *ptx, size_t len, void **cubin,
                                  size_t *size)
 {
     const Driver *d = &ctx->drv;
     int pushed;
-    fa4_status s = rt_ctx_enter(ctx, &pushed);
+    JitLogs *l;
+    fa4_status s = jit_begin(ctx, &pushed, &l, "compile");
     if (s) return s;
-    JitLogs *l = malloc(sizeof *l);
-    if (!l) {
-        rt_ctx_leave(ctx, pushed);
-        return rt_fail(ctx, FA4_ERR_OUT_OF_MEMORY, "compile: out of memory");
-    }
-    jit_logs_init(l);
     CUlinkState st = NULL;
     const char *step = "cuLinkCreate";
     void *out = NULL;
@@ -371,14 +379,9 @@ fa4_status rt_load(fa4_ctx *ctx, const Plan *p, const void *cubin, CUmodule *m, 
 {
     const Driver *d = &ctx->drv;
     int pushed;
-    fa4_status s = rt_ctx_enter(ctx, &pushed);
+    JitLogs *l;
+    fa4_status s = jit_begin(ctx, &pushed, &l, "load");
     if (s) return s;
-    JitLogs *l = malloc(sizeof *l);
-    if (!l) {
-        rt_ctx_leave(ctx, pushed);
-        return rt_fail(ctx, FA4_ERR_OUT_OF_MEMORY, "load: out of memory");
-    }
-    jit_logs_init(l);
     *m = NULL;
     CUresult r = d->ModuleLoadDataEx(m, cubin, 4, l->opt, l->val);
     if (r) {
