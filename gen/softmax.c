@@ -6,6 +6,14 @@
 
 #include "softmax.h"
 
+static uint32_t threshold_bits(int t)
+{
+    float f = (float)t;
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
 static void tree(Emit *e, const char *op, const char *dst, const char *const *src, int n)
 {
     if (n == 1) {
@@ -59,6 +67,27 @@ void sfx_update_max(Emit *e, const char *m, const char *blk, const char *scale_l
     emit(e, "fma.rn.f32 %s, %s, %s, %s;", corr, m, scale_log2, neg_ms);
     emit(e, "ex2.approx.ftz.f32 %s, %s;", corr, corr);
     emit(e, "mov.f32 %s, %s;", m, m_new);
+}
+
+void sfx_update_max_lazy(Emit *e, const char *m, const char *blk, const char *scale_log2, int threshold,
+                         const char *neg_ms, const char *corr, const char *need)
+{
+    const char *cand = reg(e, "f32", "sfx_m_cand"), *grow = reg(e, "f32", "sfx_grow");
+    const char *m_use = reg(e, "f32", "sfx_m_use"), *p = reg(e, "pred", "sfx_no_key");
+    emit(e, "max.f32 %s, %s, %s;", cand, m, blk);
+    emit(e, "sub.f32 %s, %s, %s;", grow, cand, m); /* +inf while the row has seen no key */
+    emit(e, "mul.f32 %s, %s, %s;", grow, grow, scale_log2);
+    emit(e, "setp.gt.f32 %s, %s, 0f%08X;", need, grow, threshold_bits(threshold));
+    emit_note(e, "below the threshold the old max stays: P <= 2^%d, and O needs no rescale", threshold);
+    emit(e, "selp.f32 %s, %s, %s, %s;", cand, cand, m, need);
+    emit(e, "setp.eq.f32 %s, %s, %s;", p, cand, PTX_NEG_INF);
+    emit(e, "selp.f32 %s, 0f00000000, %s, %s;", m_use, cand, p);
+    emit(e, "mul.f32 %s, %s, %s;", neg_ms, m_use, scale_log2);
+    emit(e, "neg.f32 %s, %s;", neg_ms, neg_ms);
+    emit(e, "fma.rn.f32 %s, %s, %s, %s;", corr, m, scale_log2, neg_ms);
+    emit(e, "ex2.approx.ftz.f32 %s, %s;", corr, corr);
+    emit(e, "selp.f32 %s, %s, 0f3F800000, %s;", corr, corr, need);
+    emit(e, "mov.f32 %s, %s;", m, cand);
 }
 
 void sfx_exp2_poly(Emit *e, const char *dst, const char *src)

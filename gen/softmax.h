@@ -20,6 +20,11 @@ void sfx_sum_tree(Emit *e, const char *dst, const char *const *src, int n);
  *   neg_ms = -m_use * scale_log2;  corr = exp2((m_old - m_use) * scale_log2). */
 void sfx_update_max(Emit *e, const char *m, const char *blk, const char *scale_log2, const char *neg_ms,
                     const char *corr);
+/* FA4's conditional rescale: the running max m moves only when the block max
+ * exceeds it by more than threshold (log2 units); need = it moved (then corr =
+ * exp2((m_old - m_new) * scale_log2)), else corr = 1 and P stays <= 2^threshold. */
+void sfx_update_max_lazy(Emit *e, const char *m, const char *blk, const char *scale_log2, int threshold,
+                         const char *neg_ms, const char *corr, const char *need);
 /* x[i] = exp2(x[i] * scale_log2 + neg_ms); every poly_every-th element (0 = none) by the polynomial. */
 void sfx_exp2_scaled(Emit *e, const char *const *x, int n, const char *scale_log2, const char *neg_ms,
                      int poly_every);

@@ -249,8 +249,14 @@ static void emit_softmax(Emit *e, int masked)
         snprintf(bm, NAME, "%%cs_bmax%d", h);
         snprintf(nms, NAME, "%%cs_neg_ms%d", h);
         snprintf(corr, NAME, "%%cs_corr%d", h);
-        sfx_update_max(e, m, bm, "%scale_log2", reg(e, "f32", nms + 1), reg(e, "f32", corr + 1));
+        char need[NAME];
+        snprintf(need, NAME, "cs_need%d", h);
+        sfx_update_max_lazy(e, m, bm, "%scale_log2", p->sm90.rescale, reg(e, "f32", nms + 1),
+                            reg(e, "f32", corr + 1), reg(e, "pred", need));
     }
+    emit_note(e, "the warp skips the O rescale unless one of its rows moved its max");
+    emit(e, "or.pred %%cs_need0, %%cs_need0, %%cs_need1;");
+    emit(e, "vote.sync.any.pred %s, %%cs_need0, 0xffffffff;", reg(e, "pred", "cs_rescale"));
     emit_note(e, "P = exp2(S * scale_log2 - m * scale_log2); row sums stay per thread until the epilogue");
     for (int h = 0; h < 2; h++) {
         char nms[NAME], rs[NAME];
@@ -266,11 +272,14 @@ static void emit_softmax(Emit *e, int masked)
 static void emit_rescale_o(Emit *e)
 {
     const Plan *p = e->p;
-    emit_note(e, "rescale O by the correction of the last softmax (no PV in flight)");
+    char skip[NAME];
+    emit_note(e, "rescale O by this block's correction (no PV in flight), when the warp's vote asks for it");
+    emit(e, "@!%%cs_rescale bra %s;", new_label(e, skip, sizeof skip, "cs_no_rescale"));
     for (int q = 0; q < p->ov / 8; q++)
         for (int h = 0; h < 2; h++)
             for (int x = 0; x < 2; x++)
                 emit(e, "mul.f32 %%o%d, %%o%d, %%cs_corr%d;", s_index(q, h, x), s_index(q, h, x), h);
+    emit_label(e, skip);
 }
 
 /* P (bf16/fp16 pairs) from S: the accumulator layout is the A-fragment layout
@@ -524,9 +533,10 @@ static void emit_turn_end(Emit *e)
 /* Main loop, FlashAttention-3 intra-warpgroup pipeline: while the tensor core
  * runs QK(j) and PV(j+1), the warpgroup does the softmax of block j.
  *   first block:  QK, wait, softmax -> P
- *   each next:    issue QK(j); rescale O; issue PV(prev P); wait QK; softmax(j);
- *                 wait PV; P = S
- *   last:         rescale O; PV(P); wait */
+ *   each next:    issue QK(j) and PV(previous P); wait QK; softmax(j); wait PV;
+ *                 rescale O (only when a row max moved); P = S
+ *   last:         PV(P); wait
+ * The ping-pong turn covers only the two issues, so the other warpgroup waits little. */
 static void emit_mainloop(Emit *e)
 {
     char l_kv[NAME], l_kv_done[NAME], l_empty[NAME];
@@ -553,7 +563,6 @@ static void emit_mainloop(Emit *e)
     emit(e, "sub.s32 %%cs_j, %%cs_j, 1;");
     emit_turn_begin(e);
     emit_issue_qk(e);
-    emit_rescale_o(e);
     emit_issue_pv(e);
     emit_turn_end(e);
     emit_note(e, "S is ready once the older group (QK) retires; PV stays in flight");
@@ -562,6 +571,7 @@ static void emit_mainloop(Emit *e)
     emit_softmax_block(e);
     op_wgmma_wait(e, 0);
     emit_release(e, "%cs_v_empty", "%cs_pv_stage");
+    emit_rescale_o(e);
     emit_convert_p(e);
     emit_next_slot(e);
     emit(e, "bra.uni %s;", l_kv);
@@ -569,7 +579,6 @@ static void emit_mainloop(Emit *e)
     emit_label(e, l_kv_done);
     emit_section(e, "consumer mainloop: PV of the last block");
     emit_turn_begin(e);
-    emit_rescale_o(e);
     emit_issue_pv(e);
     emit_turn_end(e);
     op_wgmma_wait(e, 0);
