@@ -86,7 +86,7 @@ def main():
         "# median of %d reps, %d rotated input sets; TFLOP/s = 4*B*H*Sq*Sk*D (/2 causal) / time" % (args.reps, args.sets),
         "# cuBLAS bf16 8192^3 (ceiling): %.0f TFLOP/s" % ceiling]
     cols = ["fa4[%s]" % v for v in variants] + ["cudnn", "flash"]
-    head = "%-22s" % "shape" + "".join("%20s" % c for c in cols) + "   fa4/cudnn  %ceil  check"
+    head = "%-22s" % "shape" + "".join("%20s" % c for c in cols) + "   %s/cudnn  %%ceil  check" % cols[0]
     lines.append(head)
     print("\n".join(lines), flush=True)
     for name, B, Hq, Hkv, S, D, causal, dt in SHAPES:
@@ -124,10 +124,10 @@ def main():
         except Exception as e:
             check = "n/a (%s)" % str(e)[:40]
         cells = "".join("%20s" % ("%.0f" % r[0] if r[0] else "n/a") for r in results)
-        best = max((r[0] for r in results[:len(variants)] if r[0]), default=None)
+        first = results[0][0]  # the first variant (default) is the one the targets judge
         cud = results[len(variants)][0]
-        ratio = "%.3f" % (best / cud) if best and cud else "n/a"
-        pct = "%.0f%%" % (100 * best / ceiling) if best else "n/a"
+        ratio = "%.3f" % (first / cud) if first and cud else "n/a"
+        pct = "%.0f%%" % (100 * first / ceiling) if first else "n/a"
         line = "%-22s%s   %9s  %5s  %s" % (name, cells, ratio, pct, check)
         lines.append(line)
         print(line, flush=True)
