@@ -185,7 +185,7 @@ static void put(char *buf, size_t n, size_t *len, const char *fmt, ...)
 static int key_used(const Config *c, const char *key)
 {
     int sm100 = c->target == TARGET_SM100A;
-    if (!strcmp(key, "qtiles") || !strcmp(key, "cta") || !strcmp(key, "poly")) return sm100;
+    if (!strcmp(key, "qtiles") || !strcmp(key, "cta")) return sm100;
     if (!strcmp(key, "pingpong") || !strcmp(key, "persistent")) return c->target == TARGET_SM90A;
     if (!strcmp(key, "rope_split")) return sm100 && c->kind == KIND_MHA && c->qk_depth != c->ov_depth;
     return 1;

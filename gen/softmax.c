@@ -53,22 +53,6 @@ static void tree(Emit *e, const char *op, const char *dst, const char *const *sr
 void sfx_max_tree(Emit *e, const char *dst, const char *const *src, int n) { tree(e, "max", dst, src, n); }
 void sfx_sum_tree(Emit *e, const char *dst, const char *const *src, int n) { tree(e, "add", dst, src, n); }
 
-void sfx_update_max(Emit *e, const char *m, const char *blk, const char *scale_log2, const char *neg_ms,
-                    const char *corr)
-{
-    const char *m_new = reg(e, "f32", "sfx_m_new");
-    const char *m_use = reg(e, "f32", "sfx_m_use");
-    const char *p = reg(e, "pred", "sfx_no_key");
-    emit(e, "max.f32 %s, %s, %s;", m_new, m, blk);
-    emit(e, "setp.eq.f32 %s, %s, %s;", p, m_new, PTX_NEG_INF);
-    emit(e, "selp.f32 %s, 0f00000000, %s, %s;", m_use, m_new, p);
-    emit(e, "mul.f32 %s, %s, %s;", neg_ms, m_use, scale_log2);
-    emit(e, "neg.f32 %s, %s;", neg_ms, neg_ms);
-    emit(e, "fma.rn.f32 %s, %s, %s, %s;", corr, m, scale_log2, neg_ms);
-    emit(e, "ex2.approx.ftz.f32 %s, %s;", corr, corr);
-    emit(e, "mov.f32 %s, %s;", m, m_new);
-}
-
 void sfx_update_max_lazy(Emit *e, const char *m, const char *blk, const char *scale_log2, int threshold,
                          const char *neg_ms, const char *corr, const char *need)
 {

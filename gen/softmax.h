@@ -15,11 +15,6 @@
 /* dst = max / sum of n registers, as a balanced tree for ILP. */
 void sfx_max_tree(Emit *e, const char *dst, const char *const *src, int n);
 void sfx_sum_tree(Emit *e, const char *dst, const char *const *src, int n);
-/* New running max from m (in place) and this block's max blk:
- *   m_use  = m_new, or 0 when the row has seen no key yet (so -inf - -inf never happens)
- *   neg_ms = -m_use * scale_log2;  corr = exp2((m_old - m_use) * scale_log2). */
-void sfx_update_max(Emit *e, const char *m, const char *blk, const char *scale_log2, const char *neg_ms,
-                    const char *corr);
 /* FA4's conditional rescale: the running max m moves only when the block max
  * exceeds it by more than threshold (log2 units); need = it moved (then corr =
  * exp2((m_old - m_new) * scale_log2)), else corr = 1 and P stays <= 2^threshold. */

@@ -262,7 +262,7 @@ static void emit_softmax(Emit *e, int masked)
         char nms[NAME], rs[NAME];
         snprintf(nms, NAME, "%%cs_neg_ms%d", h);
         snprintf(rs, NAME, "cs_rsum%d", h);
-        sfx_exp2_scaled(e, row[h], n, "%scale_log2", nms, 0);
+        sfx_exp2_scaled(e, row[h], n, "%scale_log2", nms, p->sm90.poly_every);
         sfx_sum_tree(e, reg(e, "f32", rs), row[h], n);
         emit(e, "fma.rn.f32 %%cs_l%d, %%cs_l%d, %%cs_corr%d, %%%s;", h, h, h, rs);
     }

@@ -44,6 +44,7 @@ static void sm90_defaults(Config *c)
         c->bn = bn;
     }
     if (c->pingpong < 0) c->pingpong = 1;
+    if (c->exp2_poly < 0) c->exp2_poly = 0;
     if (c->rescale < 0) c->rescale = 8; /* FA4's threshold: rescale O only when a row max grows by > 2^8 */
     /* causal tiles differ in length: a grid of one CTA per tile, longest first, lets the
      * hardware balance them (measured +10-20% over the static persistent stride) */
@@ -87,9 +88,9 @@ static int sm90_check(const Config *c, char *err, size_t n)
     if (c->stages < 2 || c->stages > 8) return bad(err, n, "stages", c->stages, "use 2..8");
     if (c->mask == MASK_WINDOW && (c->window_left < -1 || c->window_right < -1))
         return bad(err, n, "mask window", c->window_left, "bounds are >= 0, or -1 for none");
-    if (c->qtiles || c->cta_pair || c->exp2_poly >= 0 || c->rope_split)
-        return snprintf(err, n, "qtiles/cta/poly/rope_split: these are sm100a fields; leave them unset "
-                        "for sm90a"), -1;
+    if (c->qtiles || c->cta_pair || c->rope_split)
+        return snprintf(err, n, "qtiles/cta/rope_split: these are sm100a fields; leave them unset for sm90a"), -1;
+    if (c->exp2_poly > 50) return bad(err, n, "poly", c->exp2_poly, "use 0..50 (percent of exp2 on the FMA pipe)");
     if (c->rescale > 8)
         return bad(err, n, "rescale", c->rescale, "use 0..8 (log2 units; P may grow to 2^rescale, and fp16 holds < 2^16)");
     return 0;
@@ -169,6 +170,10 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
 
     s->pingpong = c->pingpong;
     s->rescale = c->rescale;
+    s->poly_every = c->exp2_poly ? (100 + c->exp2_poly / 2) / c->exp2_poly : 0;
+    if (s->poly_every)
+        plan_note(p, "exp2", "every %d-th element by the FMA polynomial (poly %d%%), the rest on MUFU", s->poly_every,
+                  c->exp2_poly);
     plan_note(p, "rescale", "O and l rescaled only when a row max grows by more than %d (log2); warp vote", c->rescale);
     for (int w = 0; s->pingpong && w < s->consumers; w++) {
         char name[24];

@@ -26,6 +26,7 @@ typedef struct Sm90Plan {
     int bar_epilogue0; /* named barrier id of consumer 0's epilogue; consumer w uses +w */
     int pingpong;      /* consumers take turns issuing their wgmmas */
     int rescale;       /* conditional rescale threshold, log2 units (0 = whenever the max grows) */
+    int poly_every;    /* every n-th exp2 by the FMA polynomial (0 = all on MUFU) */
     int bar_turn0;     /* named barrier id of consumer 0's turn; consumer w waits on +w */
 } Sm90Plan;
 

@@ -25,6 +25,8 @@ mha target=sm90a dtype=fp16 qk=128 ov=128 bm=192 bn=80 mask=none
 mha target=sm90a dtype=bf16 qk=128 ov=128 bn=176 mask=none
 mha target=sm90a dtype=fp16 qk=128 ov=128 bn=64 stages=4 mask=causal
 mha target=sm90a dtype=bf16 qk=256 ov=256 bn=64 mask=causal
+mha target=sm90a dtype=bf16 qk=64 ov=64 poly=25 mask=causal
+mha target=sm90a dtype=fp16 qk=128 ov=128 poly=12 rescale=0 mask=none
 L
 
 check() {

@@ -67,7 +67,7 @@ static void test_hash_is_stable(void **state)
     Plan *p = malloc(sizeof *p);
     plan_ok("mha target=sm90a dtype=bf16 qk=128 ov=128 mask=causal", p);
     const char *want = "mha target=sm90a dtype=bf16 qk=128 ov=128 bm=128 bn=128 group=1 stages=2 swizzle=128 "
-                       "rescale=8 pingpong=1 persistent=0 mask=causal";
+                       "rescale=8 poly=0 pingpong=1 persistent=0 mask=causal";
     assert_string_equal(p->canonical, want);
     uint64_t h = 0xcbf29ce484222325ull;
     char text[300];
@@ -106,6 +106,7 @@ static void test_config_errors_name_the_field(void **state)
     expect_plan_error("mha target=sm90a dtype=bf16 qk=256 ov=256 bn=128", "registers");
     expect_plan_error("mha target=sm90a dtype=bf16 qk=128 ov=128 stages=1", "stages: 1");
     expect_plan_error("mha target=sm90a dtype=bf16 qk=128 ov=128 qtiles=2", "sm100a fields");
+    expect_plan_error("mha target=sm90a dtype=bf16 qk=128 ov=128 poly=60", "poly: 60");
     expect_plan_error("mha target=sm90a dtype=fp16 qk=128 ov=128 rescale=9", "rescale: 9");
     expect_plan_error("mha target=sm90a dtype=bf16 qk=256 ov=256 swizzle=32", "swizzle: 32");
     expect_plan_error("mha target=sm90a dtype=bf16", "depth: missing");
