@@ -2,7 +2,8 @@
 
     python3 bench/bench_mha.py [--out FILE] [--variants "default;bn=176"] [--shapes d128] [--reps 30]
 
-Per shape: median of >= 20 timed repetitions (CUDA events) after warm-up, inputs rotated among several sets
+Per shape: median of >= 20 timed repetitions (CUDA events) after warm-up, the backends taking turns within
+every repetition (so clock drift hits all alike), inputs rotated among several sets
 so L2 does not hold them, fa4 output checked against cuDNN once (rel L2 <= 1e-2). TFLOP/s counts
 4*B*H*Sq*Sk*D, halved for causal. The ceiling is the measured cuBLAS bf16 8192^3 matmul rate.
 """
@@ -31,6 +32,25 @@ SHAPES = [  # name, B, Hq, Hkv, S, D, causal, dtype
     ("B16 S1024 causal", 16, 16, 16, 1024, 128, True, torch.bfloat16),
     ("fp16 d128 full", 2, 16, 16, 8192, 128, False, torch.float16),
 ]
+
+
+def time_interleaved(fns, sets, reps, warmup=5):
+    """Median ms of each fn, timing them in turn within every repetition so clock drift hits all alike."""
+    for fn in fns:
+        for i in range(warmup):
+            fn(*sets[i % len(sets)])
+    torch.cuda.synchronize()
+    times = [[] for _ in fns]
+    for i in range(reps):
+        args = sets[i % len(sets)]
+        for t, fn in zip(times, fns):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn(*args)
+            b.record()
+            b.synchronize()
+            t.append(a.elapsed_time(b))
+    return [statistics.median(t) for t in times]
 
 
 def time_ms(fn, sets, reps, warmup=5):
@@ -100,21 +120,24 @@ def main():
             v = torch.randn(B, S, Hkv, D, device="cuda", dtype=dt)
             sets.append((q, k, v, torch.empty_like(q)))
         results, check = [], ""
+        fns = []
         for var in variants:
             cfg = None if var == "default" else var
-            fn = lambda q, k, v, o, cfg=cfg: fa4.mha_fwd(q, k, v, causal=causal, config=cfg, out=o)
-            try:
-                ms, spread = time_ms(fn, sets, args.reps)
-                results.append((flops / ms / 1e9, ms))
-            except Exception as e:  # keep going: report the reason
-                results.append((None, str(e)[:60]))
+            fns.append(lambda q, k, v, o, cfg=cfg: fa4.mha_fwd(q, k, v, causal=causal, config=cfg, out=o))
         for backend in (SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION):
-            fn = sdpa(backend, causal, Hkv != Hq)
+            fns.append(sdpa(backend, causal, Hkv != Hq))
+        ok = []
+        for fn in fns:  # a backend that fails on this shape is reported and left out of the timing
             try:
-                ms, _ = time_ms(fn, sets, args.reps)
-                results.append((flops / ms / 1e9, ms))
+                fn(*sets[0])
+                torch.cuda.synchronize()
+                ok.append((fn, None))
             except Exception as e:
-                results.append((None, str(e)[:60]))
+                ok.append((None, str(e)[:60]))
+        live = [fn for fn, _ in ok if fn]
+        ms = iter(time_interleaved(live, sets, args.reps))
+        for fn, err in ok:
+            results.append((flops / next(ms) / 1e9, None) if fn else (None, err))
         try:
             q, k, v, o = sets[0]
             ours = fa4.mha_fwd(q, k, v, causal=causal).float()
