@@ -157,6 +157,11 @@ def main():
         for r, c in zip(results, cols):
             if not r[0]:
                 lines.append("#   %s on %s: n/a: %s" % (c, name, r[1]))
+        try:  # the kernel the runtime picked for the default column, for the record
+            q, k, v, _ = sets[0]
+            lines.append("#   %s: %s" % (name, fa4.mha_config(q, k, v, causal=causal)))
+        except Exception as e:
+            lines.append("#   %s: config n/a (%s)" % (name, str(e)[:60]))
         del sets
         torch.cuda.empty_cache()
     if args.out:
