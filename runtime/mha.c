@@ -126,6 +126,18 @@ static fa4_status check_math(fa4_ctx *ctx, const fa4_mha_args *a)
 /* The config for a (target from the context, or placeholder sm90a for AUTO),
  * with args->config overrides, which may tune the kernel but not change
  * what it computes. */
+/* The part of the tuning table that depends on the shape, not only on the
+ * config (the plan's defaults cover depth, dtype and mask). Measured on an
+ * H100 (bench/NOTES.md): short causal sequences have tiles of a few KV blocks,
+ * so the persistent loop (the next tile's loads under this tile's epilogue)
+ * and a 3-deep ring beat one CTA per tile. Fills only what args->config left unset. */
+static void shape_heuristics(Config *c, const fa4_mha_args *a)
+{
+    if (c->target != TARGET_SM90A || c->mask != MASK_CAUSAL || a->seqlen_k > 2048) return;
+    if (c->persistent < 0) c->persistent = 1;
+    if (!c->stages && !c->bn) c->stages = 3; /* bn then shrinks to fit, where it must */
+}
+
 static fa4_status args_config(fa4_ctx *ctx, const fa4_mha_args *a, Config *c)
 {
     static const DType dt[] = {[FA4_BF16] = DT_BF16, [FA4_FP16] = DT_FP16, [FA4_E4M3] = DT_E4M3};
@@ -143,7 +155,10 @@ static fa4_status args_config(fa4_ctx *ctx, const fa4_mha_args *a, Config *c)
         c->window_left = a->window_left;
         c->window_right = a->window_right;
     }
-    if (!a->config) return FA4_OK;
+    if (!a->config) {
+        shape_heuristics(c, a);
+        return FA4_OK;
+    }
     Config want = *c;
     fa4_status s = rt_parse_config(ctx, a->config, c, "args->config");
     if (s) return s;
@@ -159,6 +174,7 @@ static fa4_status args_config(fa4_ctx *ctx, const fa4_mha_args *a, Config *c)
     if (changed)
         return BAD("args->config", "'%s' changes %s, which the arguments decide; give only tuning keys "
                    "(bm bn stages swizzle pingpong persistent qtiles cta rescale poly)", a->config, changed);
+    shape_heuristics(c, a);
     return FA4_OK;
 }
 
