@@ -129,13 +129,12 @@ static fa4_status check_math(fa4_ctx *ctx, const fa4_mha_args *a)
 /* The part of the tuning table that depends on the shape, not only on the
  * config (the plan's defaults cover depth, dtype and mask). Measured on an
  * H100 (bench/NOTES.md): short causal sequences have tiles of a few KV blocks,
- * so the persistent loop (the next tile's loads under this tile's epilogue)
- * and a 3-deep ring beat one CTA per tile. Fills only what args->config left unset. */
+ * so the persistent loop, where the next tile's Q and K/V load under this
+ * tile's epilogue, beats one CTA per tile. Fills only what args->config left unset. */
 static void shape_heuristics(Config *c, const fa4_mha_args *a)
 {
     if (c->target != TARGET_SM90A || c->mask != MASK_CAUSAL || a->seqlen_k > 2048) return;
-    if (c->persistent < 0) c->persistent = 1;
-    if (!c->stages && !c->bn) c->stages = 3; /* bn then shrinks to fit, where it must */
+    if (c->persistent < 0) c->persistent = 1; /* with 2 stages the plan double-buffers Q too */
 }
 
 static fa4_status args_config(fa4_ctx *ctx, const fa4_mha_args *a, Config *c)

@@ -47,10 +47,13 @@ static void emit_barrier_init(Emit *e)
     emit(e, "setp.ne.u32 %s, %%thread, 0;", pr);
     emit(e, "@%s bra %s;", pr, new_label(e, lbl, sizeof lbl, "init_done"));
     const char *b = reg(e, "b32", "bar");
-    emit(e, "add.u32 %s, %%smem, %u;", b, s->bar_q_full);
-    op_mbar_init(e, b, 1);
-    emit(e, "add.u32 %s, %%smem, %u;", b, s->bar_q_empty);
-    op_mbar_init(e, b, s->q_empty_arrivals);
+    for (int i = 0; i < s->q_slots; i++) {
+        emit_note(e, "plan: Q slot %d", i);
+        emit(e, "add.u32 %s, %%smem, %u;", b, s->bar_q_full + 8 * i);
+        op_mbar_init(e, b, 1);
+        emit(e, "add.u32 %s, %%smem, %u;", b, s->bar_q_empty + 8 * i);
+        op_mbar_init(e, b, s->q_empty_arrivals);
+    }
     for (int i = 0; i < p->stages; i++) {
         emit_note(e, "plan: ring stage %d", i);
         emit(e, "add.u32 %s, %%smem, %u;", b, s->bar_k_full + 8 * i);
@@ -106,6 +109,7 @@ static void emit_producer(Emit *e)
     emit(e, "mov.u32 %s, 0;", stage);
     emit(e, "mov.u32 %s, 0;", phase);
     emit(e, "mov.u32 %s, 0;", qph);
+    emit(e, "mov.u32 %s, 0;", reg(e, "b32", "pr_q_slot"));
     emit(e, "mov.u32 %s, %%ctaid.x;", reg(e, "b32", "tile"));
 
     emit_label(e, new_label(e, l_tile, sizeof l_tile, "pr_tile"));
@@ -113,15 +117,18 @@ static void emit_producer(Emit *e)
     emit(e, "@%s bra $exit;", pr);
     mha_tile_coords(e);
 
-    emit_note(e, "Q: wait for the slot (the epilogue of the previous tile stored O from it), then load");
+    emit_note(e, "Q: wait for the slot (the epilogue %d tiles back stored O from it), then load",
+              s->q_slots);
+    const char *qe = smem_addr(e, "pr_q_empty", s->bar_q_empty), *qf = smem_addr(e, "pr_q_full", s->bar_q_full);
     emit(e, "xor.b32 %s, %s, 1;", par, qph);
-    emit(e, "add.u32 %s, %%smem, %u;", bar, s->bar_q_empty);
+    stage_addr(e, bar, qe, "%pr_q_slot", 8);
     op_mbar_wait(e, bar, par);
-    emit(e, "add.u32 %s, %%smem, %u;", bar, s->bar_q_full);
+    stage_addr(e, bar, qf, "%pr_q_slot", 8);
     emit_note(e, "plan: tx q = %u bytes", s->tx_q);
     op_mbar_expect_tx(e, bar, s->tx_q);
-    load_chunks(e, "%tmap_q", q0, s->q_chunk_bytes, p->qk_chunks, "%m0", "%head", bar);
-    emit(e, "xor.b32 %s, %s, 1;", qph, qph);
+    stage_addr(e, dst, q0, "%pr_q_slot", s->tx_q);
+    load_chunks(e, "%tmap_q", dst, s->q_chunk_bytes, p->qk_chunks, "%m0", "%head", bar);
+    ring_advance(e, "%pr_q_slot", qph, s->q_slots);
 
     emit_note(e, "K and V blocks from the last one down (the masked blocks come first)");
     emit(e, "mov.u32 %s, %%n_end;", j);
@@ -376,7 +383,7 @@ static void emit_epilogue(Emit *e)
         emit(e, "mul.lo.u32 %s, %%cs_row%d, %d;", base, h, sw);
         emit(e, "shr.u32 %s, %s, 7;", key, base);
         emit(e, "and.b32 %s, %s, %d;", key, key, units - 1);
-        emit(e, "add.u32 %s, %s, %%cs_q0;", base, base);
+        emit(e, "add.u32 %s, %s, %%cs_qslot_base;", base, base);
         emit(e, "mad.lo.u32 %s, %%cs_lm, 4, %s;", base, base);
         for (int u = 0; u < units; u++) {
             char an[NAME];
@@ -405,14 +412,14 @@ static void emit_epilogue(Emit *e)
     const char *src = reg(e, "b32", "cs_src"), *col = reg(e, "b32", "cs_col"), *r0 = reg(e, "b32", "cs_orow");
     emit(e, "mad.lo.u32 %s, %%cs_w, %d, %%m0;", r0, s->mma_m);
     for (int c = 0; c < p->ov_chunks; c++) {
-        emit(e, "add.u32 %s, %%cs_qrows, %u;", src, c * s->q_chunk_bytes);
+        emit(e, "add.u32 %s, %%cs_qslot_rows, %u;", src, c * s->q_chunk_bytes);
         emit(e, "mov.u32 %s, %d;", col, c * p->chunk_elems);
         op_tma_store_4d(e, "%tmap_o", col, r0, "%head", "%bidx", src);
     }
     op_bulk_commit(e);
     emit_note(e, "the Q slot is free once the store has read smem");
     op_bulk_wait_read(e, 0);
-    emit(e, "add.u32 %s, %%smem, %u;", src, s->bar_q_empty);
+    stage_addr(e, src, "%cs_q_empty", "%cs_q_slot", 8);
     op_mbar_arrive(e, src);
     emit_label(e, lbl);
 }
@@ -444,6 +451,7 @@ static void emit_consumer_setup(Emit *e)
     smem_addr(e, "cs_v_full", s->bar_v_full);
     smem_addr(e, "cs_v_empty", s->bar_v_empty);
     smem_addr(e, "cs_q_full", s->bar_q_full);
+    smem_addr(e, "cs_q_empty", s->bar_q_empty);
     emit(e, "add.u32 %s, %s, %d;", reg(e, "b32", "cs_epi_bar"), w, s->bar_epilogue0);
     if (s->pingpong) {
         const char *t = reg(e, "b32", "cs_turn"), *tn = reg(e, "b32", "cs_turn_next");
@@ -459,9 +467,6 @@ static void emit_consumer_setup(Emit *e)
     }
     emit_note(e, "this consumer's Q rows: the wgmma A descriptor (K-major, SBO = 8 rows)");
     emit(e, "mad.lo.u32 %s, %s, %d, %%cs_q0;", reg(e, "b32", "cs_qrows"), w, s->mma_m * sw);
-    const char *qlo = reg(e, "b32", "cs_q_lo");
-    emit(e, "shr.u32 %s, %%cs_qrows, 4;", qlo);
-    emit(e, "or.b32 %s, %s, 0x%08X;", qlo, qlo, sm90_desc_lo_lbo(16));
     emit(e, "mov.b32 %s, 0x%08X;", reg(e, "b32", "cs_desc_hi"), sm90_desc_hi(8u * (uint32_t)sw, sw));
 }
 
@@ -604,6 +609,7 @@ static void emit_consumer(Emit *e)
     emit(e, "mov.u32 %s, 0;", reg(e, "b32", "cs_stage"));
     emit(e, "mov.u32 %s, 0;", reg(e, "b32", "cs_phase"));
     emit(e, "mov.u32 %s, 0;", qph);
+    emit(e, "mov.u32 %s, 0;", reg(e, "b32", "cs_q_slot"));
     emit(e, "mov.u32 %s, %%ctaid.x;", reg(e, "b32", "tile"));
 
     emit_label(e, new_label(e, l_tile, sizeof l_tile, "cs_tile"));
@@ -619,10 +625,18 @@ static void emit_consumer(Emit *e)
         emit(e, "mov.f32 %s, 0f00000000;", reg(e, "f32", l));
     }
     for (int i = 0; i < p->ov / 2; i++) emit(e, "mov.f32 %%o%d, 0f00000000;", i);
-    op_mbar_wait(e, "%cs_q_full", qph);
-    emit(e, "xor.b32 %s, %s, 1;", qph, qph);
+    emit_note(e, "this tile's Q slot: its base, this consumer's rows in it, their wgmma A descriptor");
+    const char *qbase = reg(e, "b32", "cs_qslot_base"), *qrows = reg(e, "b32", "cs_qslot_rows");
+    const char *qlo = reg(e, "b32", "cs_q_lo"), *qbar = reg(e, "b32", "cs_q_bar");
+    stage_addr(e, qbase, "%cs_q0", "%cs_q_slot", s->tx_q);
+    stage_addr(e, qrows, "%cs_qrows", "%cs_q_slot", s->tx_q);
+    emit(e, "shr.u32 %s, %s, 4;", qlo, qrows);
+    emit(e, "or.b32 %s, %s, 0x%08X;", qlo, qlo, sm90_desc_lo_lbo(16));
+    stage_addr(e, qbar, "%cs_q_full", "%cs_q_slot", 8);
+    op_mbar_wait(e, qbar, qph);
     emit_mainloop(e);
     emit_epilogue(e);
+    ring_advance(e, "%cs_q_slot", qph, s->q_slots);
     emit(e, "add.u32 %%tile, %%tile, %%grid_ctas;");
     emit(e, "bra.uni %s;", l_tile);
     emit_label(e, "$cs_exit");

@@ -132,9 +132,14 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
     s->tx_k = s->k_stage_bytes;
     s->tx_v = s->v_stage_bytes;
 
+    /* A persistent CTA double-buffers Q when it fits: the next tile's Q then loads while
+     * this tile's epilogue stages and stores O through its own slot. */
+    uint32_t rings = (s->k_stage_bytes + s->v_stage_bytes) * (uint32_t)p->stages + 64u * (uint32_t)p->stages + 64u;
+    s->q_slots = p->persistent && 2 * s->tx_q + rings + p->smem_align <= SM90_SMEM_LIMIT ? 2 : 1;
     char what[64];
-    snprintf(what, sizeof what, "Q tile %dx%d (%d chunks); O staging in the epilogue", p->bm, p->qk, p->qk_chunks);
-    s->off_q = plan_smem(p, "q", s->tx_q, 1024, what);
+    snprintf(what, sizeof what, "Q tile %dx%d x %d slot%s; O staging in the epilogue", p->bm, p->qk, s->q_slots,
+             s->q_slots > 1 ? "s" : "");
+    s->off_q = plan_smem(p, "q", s->tx_q * (uint32_t)s->q_slots, 1024, what);
     snprintf(what, sizeof what, "K ring: %d stages x %u B (%dx%d)", p->stages, s->k_stage_bytes, p->bn, p->qk);
     s->off_k = plan_smem(p, "k", s->k_stage_bytes * (uint32_t)p->stages, 1024, what);
     snprintf(what, sizeof what, "V ring: %d stages x %u B (%dx%d)", p->stages, s->v_stage_bytes, p->bn, p->ov);
@@ -142,9 +147,9 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
 
     s->q_empty_arrivals = s->consumers;
     s->kv_empty_arrivals = 4 * s->consumers;
-    s->bar_q_full = plan_smem(p, "bar_q_full", 8, 8, "mbarrier: Q landed (1 arrival + tx)");
-    snprintf(what, sizeof what, "mbarrier: Q slot free (%d arrivals)", s->q_empty_arrivals);
-    s->bar_q_empty = plan_smem(p, "bar_q_empty", 8, 8, what);
+    s->bar_q_full = plan_smem(p, "bar_q_full", 8u * (uint32_t)s->q_slots, 8, "mbarrier per Q slot: Q landed (1 arrival + tx)");
+    snprintf(what, sizeof what, "mbarrier per Q slot: slot free (%d arrivals)", s->q_empty_arrivals);
+    s->bar_q_empty = plan_smem(p, "bar_q_empty", 8u * (uint32_t)s->q_slots, 8, what);
     uint32_t ring = 8u * (uint32_t)p->stages;
     s->bar_k_full = plan_smem(p, "bar_k_full", ring, 8, "mbarrier per stage: K landed (1 arrival + tx)");
     snprintf(what, sizeof what, "mbarrier per stage: K slot free (%d arrivals)", s->kv_empty_arrivals);

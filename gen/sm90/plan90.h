@@ -11,12 +11,13 @@ typedef struct Sm90Plan {
     int producer_regs, consumer_regs; /* setmaxnreg targets */
 
     /* buffers: every tile is an array of swizzled chunks [chunk][row][chunk_elems] */
-    uint32_t off_q, q_chunk_bytes;            /* Q tile; reused for O in the epilogue */
+    uint32_t off_q, q_chunk_bytes;            /* Q tiles (q_slots of tx_q bytes); each reused for its O */
+    int q_slots;                              /* 2: the next tile's Q loads during this tile's epilogue */
     uint32_t off_k, k_stage_bytes, k_chunk_bytes;
     uint32_t off_v, v_stage_bytes, v_chunk_bytes;
 
     /* mbarriers (8 B each; per-stage ones are arrays) */
-    uint32_t bar_q_full, bar_q_empty;
+    uint32_t bar_q_full, bar_q_empty; /* q_slots each */
     uint32_t bar_k_full, bar_k_empty, bar_v_full, bar_v_empty;
     int q_empty_arrivals;  /* one per consumer warpgroup */
     int kv_empty_arrivals; /* one per consumer warp */
