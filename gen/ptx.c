@@ -184,15 +184,25 @@ const char *regname(char *buf, size_t n, const char *name, int i)
     return buf;
 }
 
+/* Formats by hand: every wgmma names 32-128 accumulators, and snprintf per
+ * register was a third of the generation time. */
 const char *reglist(char *buf, size_t n, const char *name, int first, int count)
 {
-    size_t len = 0;
-    buf[0] = 0;
-    for (int i = 0; i < count && len < n; i++) {
-        int k = snprintf(buf + len, n - len, "%s%%%s%d", i ? ", " : "{", name, first + i);
-        if (k > 0) len += (size_t)k;
+    size_t len = 0, nl = strlen(name);
+    if (n) buf[0] = 0;
+    for (int i = 0; i < count; i++) {
+        char num[12];
+        int k = 0;
+        for (unsigned v = (unsigned)(first + i); k == 0 || v; v /= 10) num[k++] = (char)('0' + v % 10);
+        if (len + nl + (size_t)k + 4 >= n) return buf; /* truncated: the caller's buffer is too small */
+        buf[len++] = i ? ',' : '{';
+        if (i) buf[len++] = ' ';
+        buf[len++] = '%';
+        memcpy(buf + len, name, nl);
+        len += nl;
+        while (k) buf[len++] = num[--k];
     }
-    if (len < n) snprintf(buf + len, n - len, "}");
+    if (len + 2 <= n) buf[len++] = '}', buf[len] = 0;
     return buf;
 }
 
