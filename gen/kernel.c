@@ -111,7 +111,8 @@ static void clamp_div(Emit *e, const char *dst, const char *x, int round, int bn
     emit(e, "selp.b32 %s, 0, %s, %s;", dst, dst, p);
 }
 
-void mha_tile_coords(Emit *e)
+/* packed: a tile covers one kv head's whole query-head group (heads packed into the M tile). */
+static void tile_coords(Emit *e, int packed)
 {
     const Plan *p = e->p;
     int bn = p->bn, wl, wr;
@@ -123,29 +124,47 @@ void mha_tile_coords(Emit *e)
     const char *nb = reg(e, "b32", "n_begin"), *ne = reg(e, "b32", "n_end");
     const char *flo = reg(e, "b32", "full_lo"), *fhi = reg(e, "b32", "full_hi");
     const char *g = reg(e, "b32", "tc_group"), *gs = reg(e, "b32", "tc_gsize"), *hb = reg(e, "b32", "tc_hb");
+    const char *units = "%heads_batch";
+    if (packed) {
+        const char *hkv = reg(e, "b32", "heads_kv");
+        units = reg(e, "b32", "hkv_batch");
+        emit_note(e, "GQA packed: a tile holds the %d query heads of one kv head; tiles = m-blocks x kv heads x batch",
+                  p->cfg.group);
+        emit(e, "div.u32 %s, %%heads_q, %d;", hkv, p->cfg.group);
+        emit(e, "mul.lo.u32 %s, %s, %%batch;", units, hkv);
+        emit(e, "mul.lo.u32 %%num_tiles, %%num_m_blocks, %s;", units);
+    }
     emit_note(e, "tile -> (head group, m-block, head): a group holds as many (batch, head) pairs as keep their");
     emit_note(e, "K and V in L2 (plan: %u K+V rows per kv head); m-blocks descend, longest causal rows first",
               p->l2_kv_rows);
     emit(e, "max.u32 %s, %%seqlen_k, 1;", g);
     emit(e, "div.u32 %s, %u, %s;", g, p->l2_kv_rows, g);
     emit(e, "max.u32 %s, %s, 1;", g, g);
-    emit(e, "mul.lo.u32 %s, %s, %d;", g, g, p->cfg.group); /* whole kv heads: query heads sharing one stay together */
-    emit(e, "min.u32 %s, %s, %%heads_batch;", g, g);
+    if (!packed)
+        emit(e, "mul.lo.u32 %s, %s, %d;", g, g, p->cfg.group); /* whole kv heads: query heads sharing one stay together */
+    emit(e, "min.u32 %s, %s, %s;", g, g, units);
     emit(e, "mul.lo.u32 %s, %s, %%num_m_blocks;", tq, g);
     emit(e, "div.u32 %s, %%tile, %s;", hb, tq);
     emit(e, "rem.u32 %s, %%tile, %s;", tr, tq);
     emit(e, "mul.lo.u32 %s, %s, %s;", hb, hb, g); /* first (batch, head) of the group */
-    emit(e, "sub.u32 %s, %%heads_batch, %s;", gs, hb);
+    emit(e, "sub.u32 %s, %s, %s;", gs, units, hb);
     emit(e, "min.u32 %s, %s, %s;", gs, gs, g); /* the last group may be smaller */
     emit(e, "div.u32 %s, %s, %s;", tq, tr, gs);
     emit(e, "rem.u32 %s, %s, %s;", tr, tr, gs);
     emit(e, "add.u32 %s, %s, %s;", hb, hb, tr);
     emit(e, "sub.u32 %s, %%num_m_blocks, 1;", m_block);
     emit(e, "sub.u32 %s, %s, %s;", m_block, m_block, tq);
-    emit(e, "rem.u32 %s, %s, %%heads_q;", head, hb);
-    emit(e, "div.u32 %s, %s, %%heads_q;", bidx, hb);
-    emit_note(e, "plan: group %d query heads per kv head", p->cfg.group);
-    emit(e, "div.u32 %s, %s, %d;", kvh, head, p->cfg.group);
+    if (packed) {
+        emit(e, "rem.u32 %s, %s, %%heads_kv;", kvh, hb);
+        emit(e, "div.u32 %s, %s, %%heads_kv;", bidx, hb);
+        emit_note(e, "plan: group %d query heads per kv head; %%head = the tile's first query head", p->cfg.group);
+        emit(e, "mul.lo.u32 %s, %s, %d;", head, kvh, p->cfg.group);
+    } else {
+        emit(e, "rem.u32 %s, %s, %%heads_q;", head, hb);
+        emit(e, "div.u32 %s, %s, %%heads_q;", bidx, hb);
+        emit_note(e, "plan: group %d query heads per kv head", p->cfg.group);
+        emit(e, "div.u32 %s, %s, %d;", kvh, head, p->cfg.group);
+    }
     emit(e, "mul.lo.u32 %s, %s, %d;", m0, m_block, p->rows_per_cta);
     emit_note(e, "key range (bottom-right aligned): row i sees keys i+off-%d .. i+off+%d (-1 = unbounded)", wl, wr);
     emit(e, "sub.s32 %s, %%seqlen_k, %%seqlen_q;", off);
@@ -179,3 +198,6 @@ void mha_tile_coords(Emit *e)
         emit(e, "mov.u32 %s, 0;", flo);
     }
 }
+
+void mha_tile_coords(Emit *e) { tile_coords(e, 0); }
+void mha_tile_coords_packed(Emit *e) { tile_coords(e, 1); }

@@ -28,6 +28,13 @@ void mha_prologue(Emit *e);
  *   %kv_off                                    seqlen_k - seqlen_q (bottom-right alignment) */
 void mha_tile_coords(Emit *e);
 
+/* mha_tile_coords for kernels that pack a kv head's `group` query heads into
+ * one tile (rows_per_cta counts sequence positions): tiles are (m-block, kv
+ * head, batch), %head is the tile's first query head, and %num_tiles is
+ * recomputed as num_m_blocks x heads_q / group x batch. Also defines
+ * %heads_kv and %hkv_batch. */
+void mha_tile_coords_packed(Emit *e);
+
 /* The mask bounds of the config: key j is visible from row i when
  * i + off - wl <= j <= i + off + wr; -1 = unbounded. */
 void mask_bounds(const Config *c, int *wl, int *wr);

@@ -49,4 +49,35 @@ void op_wgmma_ss(Emit *e, int n, DType dt, const char *acc, const char *adesc, c
 void op_wgmma_rs(Emit *e, int n, DType dt, const char *acc, const char *const a[4], const char *bdesc,
                  int tnsp_b);
 
+/* ---- sm_100a (sm100/ops.c) ---- */
+/* TMEM allocation (one full warp): the base address lands in smem at slot. */
+void op_tmem_alloc(Emit *e, const char *slot, int ncols);
+void op_tmem_relinquish(Emit *e);
+void op_tmem_dealloc(Emit *e, const char *taddr, int ncols);
+/* Order tcgen05 ops around thread synchronisation (barriers, mbarrier waits). */
+void op_tc_fence_before(Emit *e);
+void op_tc_fence_after(Emit *e);
+/* dst(b32) = low word of the smem descriptor tmpl (start address 0) with the start of addr(u32)
+ * put in; a K step then adds (bytes >> 4) to it, and the high word is tmpl >> 32. */
+void op_umma_desc_lo(Emit *e, const char *dst, const char *addr, uint64_t tmpl);
+/* D(tmem) (+)= A * B: ss A from smem (desc), ts A from TMEM (address); acc a predicate, or "1"
+ * (ptxas takes the immediate 1 but not 0: a false enable-input-d needs a predicate). */
+void op_umma_ss(Emit *e, int f8, const char *d, const char *adesc, const char *bdesc, const char *idesc,
+                const char *acc);
+void op_umma_ts(Emit *e, int f8, const char *d, const char *a_tmem, const char *bdesc, const char *idesc,
+                const char *acc);
+/* Arrive on bar once every earlier tcgen05 op of this thread has completed. */
+void op_umma_commit(Emit *e, const char *bar);
+/* 32x32b: thread t of the warp reads/writes TMEM lane (warp%4)*32 + t, n consecutive columns,
+ * registers arr<first> .. arr<first+n-1> (n a power of two, 1..128). */
+void op_tmem_ld(Emit *e, const char *arr, int first, int n, const char *taddr);
+void op_tmem_st(Emit *e, const char *taddr, const char *arr, int first, int n);
+/* The same with n (1, 2, 4) named registers, e.g. row statistics. */
+void op_tmem_ld_regs(Emit *e, const char *const *regs, int n, const char *taddr);
+void op_tmem_st_regs(Emit *e, const char *taddr, const char *const *regs, int n);
+void op_tmem_wait_ld(Emit *e);
+void op_tmem_wait_st(Emit *e);
+/* p = this lane is the warp's elected leader. */
+void op_elect(Emit *e, const char *p);
+
 #endif

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kernel.h"
 #include "softmax.h"
 
 static uint32_t threshold_bits(int t)
@@ -153,4 +154,25 @@ void ring_advance(Emit *e, const char *stage, const char *phase, int stages)
     emit(e, "setp.eq.u32 %s, %s, %d;", p, stage, stages);
     emit(e, "@%s mov.u32 %s, 0;", p, stage);
     emit(e, "@%s xor.b32 %s, %s, 1;", p, phase, phase);
+}
+
+void sfx_row_bounds(Emit *e, const char *row_seq, const char *kv0, const char *t_hi, const char *t_lo)
+{
+    int wl, wr;
+    mask_bounds(&e->p->cfg, &wl, &wr);
+    const char *k1 = reg(e, "b32", "sfx_klast");
+    emit(e, "sub.u32 %s, %%seqlen_k, 1;", k1);
+    if (wr >= 0) {
+        emit(e, "add.s32 %s, %s, %%kv_off;", t_hi, row_seq);
+        emit(e, "add.s32 %s, %s, %d;", t_hi, t_hi, wr);
+        emit(e, "min.s32 %s, %s, %s;", t_hi, t_hi, k1);
+    } else {
+        emit(e, "mov.u32 %s, %s;", t_hi, k1);
+    }
+    emit(e, "sub.s32 %s, %s, %s;", t_hi, t_hi, kv0);
+    if (wl >= 0 && t_lo) {
+        emit(e, "add.s32 %s, %s, %%kv_off;", t_lo, row_seq);
+        emit(e, "sub.s32 %s, %s, %d;", t_lo, t_lo, wl);
+        emit(e, "sub.s32 %s, %s, %s;", t_lo, t_lo, kv0);
+    }
 }

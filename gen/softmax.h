@@ -32,6 +32,12 @@ void sfx_lse(Emit *e, const char *dst, const char *m, const char *l, const char 
 /* inv = o_scale / l, or 0 when l == 0 (rows that saw no key give O = 0). */
 void sfx_inv_sum(Emit *e, const char *inv, const char *l, const char *o_scale);
 
+/* Mask thresholds of one query row (sequence index row_seq) against the key
+ * block starting at kv0, for sfx_mask: t_hi = last visible key - kv0 (keys
+ * past seqlen_k hidden), t_lo = first visible key - kv0 (only with a left
+ * window bound; NULL otherwise). Reads %kv_off and %seqlen_k (kernel.h). */
+void sfx_row_bounds(Emit *e, const char *row_seq, const char *kv0, const char *t_hi, const char *t_lo);
+
 /* Ring state of an mbarrier pipeline: stage = (stage + 1) % stages, phase flips on wrap. */
 void ring_advance(Emit *e, const char *stage, const char *phase, int stages);
 

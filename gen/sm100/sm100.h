@@ -45,4 +45,7 @@ Sm100InstrDesc sm100_instr_desc_decode(uint32_t v);
 /* Shapes tcgen05.mma accepts for cta_group::1 (m 64/128) and ::2 (m 128/256); ts: A from TMEM. */
 int sm100_mma_shape_ok(int m, int n, int cta_group, int ts);
 
+/* The MHA forward kernel (sm100/mha.c). */
+int sm100_emit_mha(Emit *e);
+
 #endif

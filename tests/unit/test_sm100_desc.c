@@ -106,12 +106,194 @@ static void test_mma_shapes(void **state)
     assert_false(sm100_mma_shape_ok(128, 264, 1, 0));
 }
 
+/* ---- every descriptor the sm100a kernels emit, read back from their PTX ---- */
+
+/* The hex operand of the first line containing `pat` (an instruction on a named register). */
+static uint32_t ptx_hex(const char *ptx, const char *pat)
+{
+    const char *l = strstr(ptx, pat);
+    if (!l) fail_msg("PTX has no line with '%s'", pat);
+    const char *x = strstr(l, "0x");
+    const char *eol = strchr(l, '\n');
+    if (!x || (eol && x > eol)) fail_msg("line '%s' has no hex operand", pat);
+    return (uint32_t)strtoul(x, NULL, 16);
+}
+
+/* The immediate of every `add.u32 <dst>, <src>, N;` line, in order. */
+static int ptx_steps(const char *ptx, const char *dst_src, uint32_t *out, int max)
+{
+    int n = 0;
+    for (const char *l = strstr(ptx, dst_src); l && n < max; l = strstr(l + 1, dst_src))
+        out[n++] = (uint32_t)strtoul(l + strlen(dst_src), NULL, 10);
+    return n;
+}
+
+static void check_smem_desc(uint64_t v, const Plan *p, Sm100Major major, uint32_t lbo, const char *what)
+{
+    int version;
+    Sm100SmemDesc d = sm100_smem_desc_decode(v, &version);
+    if (version != 1) fail_msg("%s: %s desc version %d", p->canonical, what, version);
+    if (d.start != 0) fail_msg("%s: %s template start %u (the kernel ORs the address in)", p->canonical, what, d.start);
+    if (d.swizzle != sm100_swizzle_mode(p->swizzle_bytes))
+        fail_msg("%s: %s swizzle code %d for %d B", p->canonical, what, d.swizzle, p->swizzle_bytes);
+    if (d.sbo != 8u * (uint32_t)p->swizzle_bytes) fail_msg("%s: %s SBO %u, want 8 rows of %d B", p->canonical, what,
+                                                            d.sbo, p->swizzle_bytes);
+    if (d.lbo != lbo) fail_msg("%s: %s LBO %u, want %u (%s-major)", p->canonical, what, d.lbo, lbo,
+                               major == SM100_MAJOR_K ? "K" : "MN");
+    if (d.base_offset || d.lbo_mode) fail_msg("%s: %s base offset / lbo mode set", p->canonical, what);
+}
+
+static void check_instr_desc(uint32_t v, const Plan *p, int n, Sm100Major b_major, const char *what)
+{
+    Sm100InstrDesc d = sm100_instr_desc_decode(v);
+    int fmt = p->cfg.dtype == DT_BF16 ? 1 : 0; /* BF16 1 (kind::f16); F16 0; E4M3 0 (kind::f8f6f4) */
+    if (d.m != 128 || d.n != n) fail_msg("%s: %s M %d N %d, want M 128 N %d", p->canonical, what, d.m, d.n, n);
+    if (d.d_format != 1) fail_msg("%s: %s D format %d, want F32", p->canonical, what, d.d_format);
+    if (d.a_format != fmt || d.b_format != fmt) fail_msg("%s: %s formats %d/%d, want %d", p->canonical, what,
+                                                         d.a_format, d.b_format, fmt);
+    if (d.a_major != SM100_MAJOR_K || d.b_major != b_major) fail_msg("%s: %s majors %d/%d", p->canonical, what,
+                                                                     d.a_major, d.b_major);
+    if (d.negate_a || d.negate_b) fail_msg("%s: %s negates", p->canonical, what);
+    if (v & (0x3u << 30 | 1u << 23 | 1u << 29 | 0xFu)) fail_msg("%s: %s reserved/sparse bits set: 0x%08x",
+                                                                  p->canonical, what, v);
+}
+
+static void check_kernel_descs(const char *text)
+{
+    Config c;
+    char err[512];
+    static Plan plan;
+    config_init(&c);
+    if (config_apply_text(&c, text, err, sizeof err)) fail_msg("config '%s': %s", text, err);
+    char *ptx = NULL;
+    size_t len;
+    if (fa4gen_generate(&c, &plan, &ptx, &len, err, sizeof err)) fail_msg("generate '%s': %s", text, err);
+    const Plan *p = &plan;
+    const Sm100Plan *s = &p->sm100;
+    int pad_qk = (p->qk + p->chunk_elems - 1) / p->chunk_elems * p->chunk_elems;
+    int pad_ov = (p->ov + p->chunk_elems - 1) / p->chunk_elems * p->chunk_elems;
+    uint32_t vchunk = (uint32_t)p->bn * (uint32_t)p->swizzle_bytes;
+
+    uint32_t iqk = ptx_hex(ptx, "mov.u32 %mm_idesc_qk,"), ipv = ptx_hex(ptx, "mov.u32 %mm_idesc_pv,");
+    check_instr_desc(iqk, p, p->bn, SM100_MAJOR_K, "QK idesc");
+    check_instr_desc(ipv, p, pad_ov, SM100_MAJOR_MN, "PV idesc");
+    assert_true(sm100_mma_shape_ok(128, p->bn, 1, 0) && sm100_mma_shape_ok(128, pad_ov, 1, 1));
+
+    uint64_t khi = ptx_hex(ptx, "mov.u32 %mm_khi,"), vhi = ptx_hex(ptx, "mov.u32 %mm_vhi,");
+    check_smem_desc(khi << 32 | ptx_hex(ptx, "or.b32 %mm_qlo0, %mm_qlo0,"), p, SM100_MAJOR_K, 16, "Q");
+    if (s->qtiles > 1) check_smem_desc(khi << 32 | ptx_hex(ptx, "or.b32 %mm_qlo1, %mm_qlo1,"), p, SM100_MAJOR_K, 16, "Q1");
+    check_smem_desc(khi << 32 | ptx_hex(ptx, "or.b32 %mm_klo, %mm_klo,"), p, SM100_MAJOR_K, 16, "K");
+    check_smem_desc(vhi << 32 | ptx_hex(ptx, "or.b32 %mm_vlo, %mm_vlo,"), p, SM100_MAJOR_MN, vchunk, "V");
+
+    /* K steps: every MMA advances 32 bytes of K; K-major tiles step inside a swizzled row and jump
+     * to the next chunk (rows x swizzle bytes away), MN-major V steps 32 B / elem rows of swizzle bytes */
+    uint32_t st[64];
+    int eb = p->elem_bytes, mk = 32 / eb;
+    int n = ptx_steps(ptx, "add.u32 %mm_alo, %mm_qlo0, ", st, 64);
+    assert_true(n >= pad_qk / mk);
+    for (int k = 0; k < pad_qk / mk; k++) {
+        int col = k * mk;
+        uint32_t want = ((uint32_t)(col / p->chunk_elems) * 128u * (uint32_t)p->swizzle_bytes +
+                         (uint32_t)(col % p->chunk_elems * eb)) >> 4;
+        if (st[k] != want) fail_msg("%s: Q K step %d adds %u, want %u", p->canonical, k, st[k], want);
+    }
+    n = ptx_steps(ptx, "add.u32 %mm_blo, %mm_klo, ", st, 64);
+    assert_true(n >= pad_qk / mk);
+    for (int k = 0; k < pad_qk / mk; k++) {
+        int col = k * mk;
+        uint32_t want = ((uint32_t)(col / p->chunk_elems) * vchunk + (uint32_t)(col % p->chunk_elems * eb)) >> 4;
+        if (st[k] != want) fail_msg("%s: K K step %d adds %u, want %u", p->canonical, k, st[k], want);
+    }
+    n = ptx_steps(ptx, "add.u32 %mm_blo, %mm_vlo, ", st, 64);
+    assert_true(n >= p->bn / mk);
+    for (int k = 0; k < p->bn / mk; k++) {
+        uint32_t want = ((uint32_t)(k * mk) * (uint32_t)p->swizzle_bytes) >> 4;
+        if (st[k] != want) fail_msg("%s: V K step %d adds %u, want %u", p->canonical, k, st[k], want);
+    }
+    n = ptx_steps(ptx, "add.u32 %mm_pa, %mm_tp0, ", st, 64);
+    assert_true(n >= p->bn / mk);
+    for (int k = 0; k < p->bn / mk; k++)
+        if (st[k] != (uint32_t)(8 * k)) fail_msg("%s: P TMEM step %d is %u columns, want %d", p->canonical, k, st[k],
+                                                 8 * k);
+    /* the plan's templates are what the kernel emits */
+    assert_true((uint32_t)(s->desc_q >> 32) == khi && (uint32_t)(s->desc_v >> 32) == vhi);
+    assert_true(s->idesc_qk == iqk && s->idesc_pv == ipv);
+    free(ptx);
+}
+
+static void test_kernel_descriptors(void **state)
+{
+    (void)state;
+    static const char *const cfgs[] = {
+        "mha target=sm100a dtype=bf16 qk=128 ov=128",
+        "mha target=sm100a dtype=fp16 qk=64 ov=64 swizzle=32",
+        "mha target=sm100a dtype=bf16 qk=64 ov=64 swizzle=64 qtiles=1",
+        "mha target=sm100a dtype=e4m3 qk=128 ov=128",
+        "mha target=sm100a dtype=e4m3 qk=128 ov=128 swizzle=32",
+        "mha target=sm100a dtype=e4m3 qk=64 ov=64 swizzle=64 bn=64",
+        "mha target=sm100a dtype=bf16 qk=96 ov=96",
+        "mha target=sm100a dtype=bf16 qk=96 ov=96 swizzle=128 bn=96",
+        "mha target=sm100a dtype=bf16 qk=192 ov=128 rope_split=1 rope_dtype=bf16",
+        "mha target=sm100a dtype=fp16 qk=128 ov=128 group=8 bn=64 stages=6",
+    };
+    for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) check_kernel_descs(cfgs[i]);
+}
+
+/* ---- plan limits and the row mapping the descriptors and kernels rely on ---- */
+
+static void expect_refusal(const char *text, const char *a, const char *b)
+{
+    Config c;
+    static Plan plan;
+    char err[512];
+    config_init(&c);
+    if (config_apply_text(&c, text, err, sizeof err)) fail_msg("config '%s': %s", text, err);
+    if (!plan_make(&c, &plan, err, sizeof err)) fail_msg("'%s' was planned; want a refusal", text);
+    if (!strstr(err, a) || (b && !strstr(err, b))) fail_msg("'%s': message '%s' lacks '%s' / '%s'", text, err, a, b ? b : "");
+}
+
+static void test_plan_limits(void **state)
+{
+    (void)state;
+    expect_refusal("mha target=sm100a qk=256 ov=256", "sm90a", NULL);
+    expect_refusal("mha target=sm100a qk=128 ov=128 cta=2", "not implemented yet", NULL);
+    expect_refusal("mha target=sm100a qk=128 ov=128 bn=48", "minimum of 64", "16 short");
+    expect_refusal("mha target=sm100a qk=128 ov=128 stages=2", "2 KV stages", "1 short");
+    expect_refusal("mha target=sm100a qk=128 ov=128 bn=128 stages=7", "232448", "bytes over");
+    expect_refusal("mha target=sm100a qk=128 ov=128 bn=192", "bn <= 128", NULL);
+    expect_refusal("mha target=sm100a dtype=e4m3 qk=192 ov=128 rope_split=1", "rope_dtype", NULL);
+
+    Config c;
+    static Plan p;
+    char err[512];
+    config_init(&c);
+    assert_int_equal(config_apply_text(&c, "mha target=sm100a qk=128 ov=128 group=4", err, sizeof err), 0);
+    if (plan_make(&c, &p, err, sizeof err)) fail_msg("%s", err);
+    const Sm100Plan *s = &p.sm100;
+    /* FA4Config, d128 bf16: BN 128, 5 fused K/V slots, 512 TMEM columns */
+    assert_int_equal(p.bn, 128);
+    assert_int_equal(s->fused, 1);
+    assert_int_equal(s->ring[0].slots, 5);
+    assert_int_equal(p.tmem_cols, 512);
+    assert_true(p.smem_launch <= 232448);
+    /* GQA packing: 4 heads x 32 sequence rows per 128-row tile; Q and O boxes over (seq, head) */
+    assert_int_equal(s->packed, 1);
+    assert_int_equal(s->seq_rows, 32);
+    assert_int_equal(p.rows_per_cta, 64);
+    assert_int_equal(p.maps[0].box[1], 32);
+    assert_int_equal(p.maps[0].box[2], 4);
+    assert_int_equal(s->mma_per_kv, 2 * (128 / 16 + 128 / 16));
+    /* registers: 128 x (2 x softmax + correction + warpgroup 3) fills the register file */
+    assert_int_equal(128 * (2 * s->sfx_regs + s->corr_regs + s->other_regs), 65536);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_smem_reference_values), cmocka_unit_test(test_smem_round_trip),
         cmocka_unit_test(test_instr_reference_values), cmocka_unit_test(test_instr_round_trip),
-        cmocka_unit_test(test_mma_shapes),
+        cmocka_unit_test(test_mma_shapes), cmocka_unit_test(test_kernel_descriptors),
+        cmocka_unit_test(test_plan_limits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

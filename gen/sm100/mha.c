@@ -1,0 +1,965 @@
+/* sm100/mha.c - the sm_100a MHA forward kernel (FlashAttention-4 "2Q" design).
+ *
+ * One CTA per tile of qtiles x 128 query rows (GQA heads packed into the rows
+ * when the plan says so); 16 warps in one dispatch (plan.roles):
+ *   softmax t   (warps 4t..4t+3)  one row per thread: S from TMEM (tcgen05.ld
+ *               32x32b), mask, lazy max, exp2 (MUFU + FMA polynomial), P over S
+ *   correction  (warps 8..11)     rescale O in TMEM when a warp's vote asks;
+ *               epilogue: O / l, LSE, O through smem and a TMA store
+ *   mma         (warp 12)         TMEM alloc/dealloc; one elected thread issues
+ *               every tcgen05.mma and commits each one onto an mbarrier
+ *   load        (warp 13)         one thread issues the TMA loads (Q, K/V ring)
+ * Per KV tile: S_t = Q_t K^T (SS) for every tile, then O_t += P_t V (TS, P read
+ * from TMEM) interleaved with the next S (plan note "mma order"). KV blocks are
+ * visited from the last one down, as on sm90: masked blocks come first.
+ * Every number comes from the plan (sm100/plan.c); `fa4gen explain` prints it.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "../kernel.h"
+#include "../ops.h"
+#include "../softmax.h"
+#include "sm100.h"
+
+enum { NAME = 40 };
+
+/* The largest power of two <= min(left, cap): the x of one tcgen05.ld/st. */
+static int piece(int left, int cap)
+{
+    int k = cap;
+    while (k > left) k /= 2;
+    return k;
+}
+
+static const char *smem_addr(Emit *e, const char *name, uint32_t off)
+{
+    const char *r = reg(e, "b32", name);
+    emit(e, "add.u32 %s, %%smem, %u;", r, off);
+    return r;
+}
+
+/* dst = %smem + base + idx * stride */
+static void indexed(Emit *e, const char *dst, uint32_t base, const char *idx, uint32_t stride)
+{
+    emit(e, "mad.lo.u32 %s, %s, %u, %%smem;", dst, idx, stride);
+    emit(e, "add.u32 %s, %s, %u;", dst, dst, base);
+}
+
+/* ------------------------------------------------------------------ */
+/* prologue                                                             */
+/* ------------------------------------------------------------------ */
+
+static void emit_barrier_init(Emit *e)
+{
+    const Plan *p = e->p;
+    const Sm100Plan *s = &p->sm100;
+    char lbl[NAME];
+    const char *pr = reg(e, "pred", "p_not_t0"), *b = reg(e, "b32", "bar");
+    emit_section(e, "prologue: mbarrier init (thread 0)");
+    emit(e, "setp.ne.u32 %s, %%thread, 0;", pr);
+    emit(e, "@%s bra %s;", pr, new_label(e, lbl, sizeof lbl, "init_done"));
+    const struct { const char *name; uint32_t off; int count; } per_tile[] = {
+        {"q_full", s->bar_q_full, 1},          {"s_full", s->bar_s_full, 1},
+        {"corr_full", s->bar_corr_full, s->sfx_arrivals}, {"p_full", s->bar_p_full, s->sfx_arrivals},
+        {"o_ready", s->bar_o_ready, s->corr_arrivals},    {"l_full", s->bar_l_full, s->sfx_arrivals},
+        {"o_full", s->bar_o_full, 1},
+    };
+    for (size_t k = 0; k < sizeof per_tile / sizeof per_tile[0]; k++)
+        for (int t = 0; t < s->qtiles; t++) {
+            emit_note(e, "plan: bar_%s[%d], %d arrival(s)", per_tile[k].name, t, per_tile[k].count);
+            emit(e, "add.u32 %s, %%smem, %u;", b, per_tile[k].off + 8u * (uint32_t)t);
+            op_mbar_init(e, b, per_tile[k].count);
+        }
+    for (int r = 0; r < s->n_rings; r++)
+        for (int i = 0; i < s->ring[r].slots; i++) {
+            emit_note(e, "plan: ring %d slot %d full / empty", r, i);
+            emit(e, "add.u32 %s, %%smem, %u;", b, s->ring[r].bar_full + 8u * (uint32_t)i);
+            op_mbar_init(e, b, 1);
+            emit(e, "add.u32 %s, %%smem, %u;", b, s->ring[r].bar_empty + 8u * (uint32_t)i);
+            op_mbar_init(e, b, 1);
+        }
+    op_mbar_init_fence(e);
+    emit_label(e, lbl);
+}
+
+/* Warp 12 allocates the plan's TMEM columns; every thread then reads the base. */
+static void emit_tmem_alloc(Emit *e)
+{
+    const Plan *p = e->p;
+    const Sm100Plan *s = &p->sm100;
+    char lbl[NAME];
+    const char *pr = reg(e, "pred", "p_not_mma");
+    emit_section(e, "prologue: TMEM alloc (warp %d, %d columns), then the CTA syncs", s->warp_mma, p->tmem_cols);
+    emit(e, "setp.ne.u32 %s, %%warp, %d;", pr, s->warp_mma);
+    emit(e, "@%s bra %s;", pr, new_label(e, lbl, sizeof lbl, "alloc_done"));
+    const char *slot = smem_addr(e, "tmem_slot", s->off_tmem_slot);
+    op_tmem_alloc(e, slot, p->tmem_cols);
+    op_tmem_relinquish(e);
+    emit_label(e, lbl);
+    op_tc_fence_before(e);
+    op_bar_sync(e, 0, p->threads);
+    op_tc_fence_after(e);
+}
+
+/* What every role needs, computed after its setmaxnreg so that nothing from
+ * the prologue stays live into a role's smaller register budget: thread,
+ * parameters, tile coordinates, KV block count, TMEM base and lane field. */
+static void role_context(Emit *e)
+{
+    const Sm100Plan *s = &e->p->sm100;
+    mha_prologue(e);
+    emit_note(e, "smem base once more, spelled so that ptxas recomputes it here instead of keeping the");
+    emit_note(e, "prologue's value live (and spilled) across the setmaxnreg");
+    emit(e, "mov.u32 %%smem, fa4_smem;");
+    emit(e, "add.u32 %%smem, %%smem, %u;", e->p->smem_align - 1);
+    emit(e, "shr.u32 %%smem, %%smem, %d;", __builtin_ctz(e->p->smem_align));
+    emit(e, "shl.b32 %%smem, %%smem, %d;", __builtin_ctz(e->p->smem_align));
+    emit(e, "mov.u32 %s, %%ctaid.x;", reg(e, "b32", "tile"));
+    if (s->packed) mha_tile_coords_packed(e);
+    else mha_tile_coords(e);
+    const char *nblk = reg(e, "b32", "nblk");
+    emit_note(e, "KV blocks this tile visits, from n_end - 1 down to n_begin");
+    emit(e, "sub.s32 %s, %%n_end, %%n_begin;", nblk);
+    emit(e, "max.s32 %s, %s, 0;", nblk, nblk);
+    emit(e, "ld.shared.b32 %s, [%%smem+%u];", reg(e, "b32", "tmem"), s->off_tmem_slot);
+    emit_note(e, "TMEM lane field of this warp: lanes 32*(warp%%4) .. +31 (bits 31:16)");
+    const char *lane = reg(e, "b32", "tm_lane");
+    emit(e, "and.b32 %s, %%warp, 3;", lane);
+    emit(e, "shl.b32 %s, %s, 21;", lane, lane);
+    emit(e, "and.b32 %s, %%thread, %d;", reg(e, "b32", "row"), s->mma_m - 1);
+}
+
+/* ------------------------------------------------------------------ */
+/* ring state                                                           */
+/* ------------------------------------------------------------------ */
+
+/* Take the next slot of ring r: wait on its full barrier (consumer) or its
+ * empty barrier (producer), name its smem and barrier addresses, step the ring. */
+static void ring_take(Emit *e, const char *who, int r, int producer, const char *slot, const char *full,
+                      const char *empty)
+{
+    const Sm100Ring *g = &e->p->sm100.ring[r];
+    char st[NAME], ph[NAME];
+    snprintf(st, NAME, "%s_stage%d", who, r);
+    snprintf(ph, NAME, "%s_phase%d", who, r);
+    const char *stage = reg(e, "b32", st), *phase = reg(e, "b32", ph);
+    indexed(e, full, g->bar_full, stage, 8);
+    indexed(e, empty, g->bar_empty, stage, 8);
+    indexed(e, slot, g->off, stage, g->slot_bytes);
+    if (producer) {
+        const char *par = reg(e, "b32", "ring_par");
+        emit(e, "xor.b32 %s, %s, 1;", par, phase);
+        op_mbar_wait(e, empty, par);
+    } else {
+        op_mbar_wait(e, full, phase);
+    }
+    ring_advance(e, stage, phase, g->slots);
+}
+
+static void ring_init(Emit *e, const char *who)
+{
+    for (int r = 0; r < e->p->sm100.n_rings; r++) {
+        char st[NAME], ph[NAME];
+        snprintf(st, NAME, "%s_stage%d", who, r);
+        snprintf(ph, NAME, "%s_phase%d", who, r);
+        emit(e, "mov.u32 %s, 0;", reg(e, "b32", st));
+        emit(e, "mov.u32 %s, 0;", reg(e, "b32", ph));
+    }
+}
+
+static int ring_v(const Plan *p) { return p->sm100.fused ? 0 : 1; }
+
+/* ------------------------------------------------------------------ */
+/* load warp                                                            */
+/* ------------------------------------------------------------------ */
+
+static void load_q(Emit *e)
+{
+    const Plan *p = e->p;
+    const Sm100Plan *s = &p->sm100;
+    const char *bar = reg(e, "b32", "ld_bar"), *dst = reg(e, "b32", "ld_dst");
+    const char *col = reg(e, "b32", "ld_col"), *row = reg(e, "b32", "ld_row");
+    for (int t = 0; t < s->qtiles; t++) {
+        emit_note(e, "Q tile %d: box {%d, %d, %d, 1} per chunk (plan map q), tx %u bytes", t, p->chunk_elems,
+                  s->seq_rows, s->heads_per_tile, s->tx_q);
+        emit(e, "add.u32 %s, %%smem, %u;", bar, s->bar_q_full + 8u * (uint32_t)t);
+        op_mbar_expect_tx(e, bar, s->tx_q);
+        emit(e, "add.u32 %s, %%m0, %d;", row, t * s->seq_rows);
+        for (int c = 0; c < p->qk_chunks; c++) {
+            emit(e, "add.u32 %s, %%smem, %u;", dst, s->off_q + (uint32_t)t * s->q_tile_bytes +
+                                                        (uint32_t)c * s->q_chunk_bytes);
+            emit(e, "mov.u32 %s, %d;", col, c * p->chunk_elems);
+            op_tma_load_4d(e, dst, "%tmap_q", col, row, "%head", "%bidx", bar);
+        }
+    }
+}
+
+/* One K or V tile of block %ld_j into the next slot of its ring. */
+static void load_kv(Emit *e, int is_v)
+{
+    const Plan *p = e->p;
+    const Sm100Plan *s = &p->sm100;
+    const char *slot = reg(e, "b32", "ld_slot"), *full = reg(e, "b32", "ld_full"), *empty = reg(e, "b32", "ld_empty");
+    const char *dst = reg(e, "b32", "ld_dst"), *col = reg(e, "b32", "ld_col");
+    int chunks = is_v ? p->ov_chunks : p->qk_chunks;
+    uint32_t chunk_bytes = is_v ? s->v_chunk_bytes : s->k_chunk_bytes;
+    emit_note(e, "%s of block j: wait for a free slot, expect %u bytes, one box per chunk", is_v ? "V" : "K",
+              is_v ? s->tx_v : s->tx_k);
+    ring_take(e, "ld", is_v ? ring_v(p) : 0, 1, slot, full, empty);
+    op_mbar_expect_tx(e, full, is_v ? s->tx_v : s->tx_k);
+    for (int c = 0; c < chunks; c++) {
+        const char *map = is_v ? "%tmap_v" : c < s->k_nope_chunks ? "%tmap_k" : "%tmap_k_rope";
+        int c0 = is_v || c < s->k_nope_chunks ? c : c - s->k_nope_chunks;
+        emit(e, "add.u32 %s, %s, %u;", dst, slot, (uint32_t)c * chunk_bytes);
+        emit(e, "mov.u32 %s, %d;", col, c0 * p->chunk_elems);
+        op_tma_load_4d(e, dst, map, col, "%ld_row", "%kv_head", "%bidx", full);
+    }
+}
+
+static void emit_load(Emit *e)
+{
+    const Plan *p = e->p;
+    char l_kv[NAME], l_done[NAME];
+    emit_section(e, "role load (warp %d): one thread issues every TMA load", p->sm100.warp_load);
+    const char *pr = reg(e, "pred", "ld_p");
+    emit(e, "setp.ne.u32 %s, %%lane, 0;", pr);
+    emit(e, "@%s bra $exit;", pr);
+    role_context(e);
+    load_q(e);
+    ring_init(e, "ld");
+    const char *i = reg(e, "b32", "ld_i"), *j = reg(e, "b32", "ld_j"), *row = reg(e, "b32", "ld_row");
+    emit(e, "mov.u32 %s, 0;", i);
+    emit(e, "sub.s32 %s, %%n_end, 1;", j);
+    emit_label(e, new_label(e, l_kv, sizeof l_kv, "ld_kv"));
+    emit(e, "setp.ge.s32 %s, %s, %%nblk;", pr, i);
+    emit(e, "@%s bra %s;", pr, new_label(e, l_done, sizeof l_done, "ld_done"));
+    emit(e, "mul.lo.u32 %s, %s, %d;", row, j, p->bn);
+    load_kv(e, 0);
+    load_kv(e, 1);
+    emit(e, "add.s32 %s, %s, 1;", i, i);
+    emit(e, "sub.s32 %s, %s, 1;", j, j);
+    emit(e, "bra.uni %s;", l_kv);
+    emit_label(e, l_done);
+    emit(e, "bra.uni $exit;");
+}
+
+/* ------------------------------------------------------------------ */
+/* MMA warp                                                             */
+/* ------------------------------------------------------------------ */
+
+/* Descriptor start-field step (bytes >> 4) of K step kk inside a K-major chunked tile. */
+static uint32_t kmajor_step(const Plan *p, int kk, uint32_t chunk_bytes)
+{
+    int per_chunk = p->swizzle_bytes / 32;
+    return ((uint32_t)(kk / per_chunk) * chunk_bytes + (uint32_t)(kk % per_chunk) * 32) >> 4;
+}
+
+/* S_t = Q_t K^T from the K slot in %mm_kslot. */
+static void mma_qk(Emit *e, int t)
+{
+    const Plan *p = e->p;
+    const Sm100Plan *s = &p->sm100;
+    const char *klo = reg(e, "b32", "mm_klo"), *alo = reg(e, "b32", "mm_alo"), *blo = reg(e, "b32", "mm_blo");
+    const char *ad = reg(e, "b64", "mm_ad"), *bd = reg(e, "b64", "mm_bd");
+    char d[NAME], qlo[NAME];
+    snprintf(d, NAME, "%%mm_ts%d", t);
+    snprintf(qlo, NAME, "%%mm_qlo%d", t);
+    emit_note(e, "S%d = Q%d K^T: %d x M%d N%d SS (plan: qk mma, idesc 0x%08X)", t, t, s->qk_steps, s->mma_m, p->bn,
+              s->idesc_qk);
+    op_umma_desc_lo(e, klo, "%mm_kslot", s->desc_k);
+    for (int kk = 0; kk < s->qk_steps; kk++) {
+        emit(e, "add.u32 %s, %s, %u;", alo, qlo, kmajor_step(p, kk, s->q_chunk_bytes));
+        emit(e, "add.u32 %s, %s, %u;", blo, klo, kmajor_step(p, kk, s->k_chunk_bytes));
+        emit(e, "mov.b64 %s, {%s, %%mm_khi};", ad, alo);
+        emit(e, "mov.b64 %s, {%s, %%mm_khi};", bd, blo);
+        op_umma_ss(e, s->kind_f8, d, ad, bd, "%mm_idesc_qk", kk ? "1" : "%mm_false");
+    }
+}
+
+/* O_t (+)= P_t V from the V slot in %mm_vslot; acc = the O accumulator holds earlier blocks. */
+static void mma_pv(Emit *e, int t, const char *acc)
+{
+    const Plan *p = e->p;
+    const Sm100Plan *s = &p->sm100;
+    const char *vlo = reg(e, "b32", "mm_vlo"), *blo = reg(e, "b32", "mm_blo");
+    const char *bd = reg(e, "b64", "mm_bd"), *pa = reg(e, "b32", "mm_pa");
+    char d[NAME], pt[NAME];
+    snprintf(d, NAME, "%%mm_to%d", t);
+    snprintf(pt, NAME, "%%mm_tp%d", t);
+    emit_note(e, "O%d += P%d V: %d x M%d N%d TS, P from TMEM (%d columns per K step), V MN-major (plan: pv mma)", t,
+              t, s->pv_steps, s->mma_m, s->ov_pad, s->p_step_cols);
+    op_umma_desc_lo(e, vlo, "%mm_vslot", s->desc_v);
+    for (int kk = 0; kk < s->pv_steps; kk++) {
+        emit(e, "add.u32 %s, %s, %u;", blo, vlo, ((uint32_t)kk * (uint32_t)s->mma_k * (uint32_t)p->swizzle_bytes) >> 4);
+        emit(e, "mov.b64 %s, {%s, %%mm_vhi};", bd, blo);
+        emit(e, "add.u32 %s, %s, %d;", pa, pt, s->p_step_cols * kk);
+        op_umma_ts(e, s->kind_f8, d, pa, bd, "%mm_idesc_pv", kk ? "1" : acc);
+    }
+}
+
+static void mma_tile_bar(Emit *e, const char *dst, uint32_t base, int t)
+{
+    emit(e, "add.u32 %s, %%smem, %u;", dst, base + 8u * (uint32_t)t);
+}
+
+/* Wait until softmax t wrote P and correction t rescaled O for the block of parity par. */
+static void mma_wait_p(Emit *e, int t, const char *par)
+{
+    const Sm100Plan *s = &e->p->sm100;
+    const char *bar = reg(e, "b32", "mm_bar");
+    mma_tile_bar(e, bar, s->bar_p_full, t);
+    op_mbar_wait(e, bar, par);
+    mma_tile_bar(e, bar, s->bar_o_ready, t);
+    op_mbar_wait(e, bar, par);
+    op_tc_fence_after(e);
+}
+
+static void mma_commit_tile(Emit *e, uint32_t base, int t)
+{
+    const char *bar = reg(e, "b32", "mm_bar");
+    mma_tile_bar(e, bar, base, t);
+    op_umma_commit(e, bar);
+}
+
+/* TMEM addresses of S_t, P_t, O_t (plan tmem), read afresh from the alloc slot each
+ * KV block: ptxas then forms them next to their MMAs instead of keeping them all live. */
+static void mma_addresses(Emit *e)
+{
+    const Sm100Plan *s = &e->p->sm100;
+    emit(e, "ld.shared.b32 %%tmem, [%%smem+%u];", s->off_tmem_slot);
+    for (int t = 0; t < s->qtiles; t++) {
+        char n[NAME];
+        snprintf(n, NAME, "mm_ts%d", t);
+        emit(e, "add.u32 %s, %%tmem, %u;", reg(e, "b32", n), s->tm_s[t]);
+        snprintf(n, NAME, "mm_tp%d", t);
+        emit(e, "add.u32 %s, %%tmem, %u;", reg(e, "b32", n), s->tm_p[t]);
+        snprintf(n, NAME, "mm_to%d", t);
+        emit(e, "add.u32 %s, %%tmem, %u;", reg(e, "b32", n), s->tm_o[t]);
+    }
+}
+
+static void mma_setup(Emit *e)
+{
+    const Plan *p = e->p;
+    const Sm100Plan *s = &p->sm100;
+    emit(e, "mov.u32 %s, 0x%08X;", reg(e, "b32", "mm_idesc_qk"), s->idesc_qk);
+    emit(e, "mov.u32 %s, 0x%08X;", reg(e, "b32", "mm_idesc_pv"), s->idesc_pv);
+    emit(e, "mov.u32 %s, 0x%08X;", reg(e, "b32", "mm_khi"), (uint32_t)(s->desc_k >> 32));
+    emit(e, "mov.u32 %s, 0x%08X;", reg(e, "b32", "mm_vhi"), (uint32_t)(s->desc_v >> 32));
+    emit_note(e, "enable-input-d: false overwrites the accumulator (first K step); ptxas takes 1 but not 0 as an immediate");
+    emit(e, "mov.pred %s, 0;", reg(e, "pred", "mm_false"));
+    for (int t = 0; t < s->qtiles; t++) {
+        char n[NAME];
+        snprintf(n, NAME, "mm_qlo%d", t);
+        const char *q = reg(e, "b32", n);
+        emit_note(e, "Q%d descriptor low word (plan: smem q + %u, desc 0x%016llX)", t, t * s->q_tile_bytes,
+                  (unsigned long long)s->desc_q);
+        emit(e, "add.u32 %s, %%smem, %u;", q, s->off_q + (uint32_t)t * s->q_tile_bytes);
+        op_umma_desc_lo(e, q, q, s->desc_q);
+    }
+    mma_addresses(e);
+}
+
+static void emit_mma(Emit *e)
+{
+    const Plan *p = e->p;
+    const Sm100Plan *s = &p->sm100;
+    int last = s->qtiles - 1;
+    char l_loop[NAME], l_tail[NAME];
+    emit_section(e, "role mma (warp %d): one elected thread issues every tcgen05.mma; plan: %d per KV tile",
+                 s->warp_mma, s->mma_per_kv);
+    const char *lead = reg(e, "pred", "mm_lead"), *pr = reg(e, "pred", "mm_p");
+    op_elect(e, lead);
+    emit(e, "@!%s bra $mm_done;", lead);
+    role_context(e);
+    mma_setup(e);
+    const char *bar = reg(e, "b32", "mm_bar"), *par = reg(e, "b32", "mm_par"), *i = reg(e, "b32", "mm_i");
+    const char *acc = reg(e, "pred", "mm_acc");
+    const char *kslot = reg(e, "b32", "mm_kslot"), *kfull = reg(e, "b32", "mm_kfull");
+    const char *kempty = reg(e, "b32", "mm_kempty"), *vslot = reg(e, "b32", "mm_vslot");
+    const char *vfull = reg(e, "b32", "mm_vfull"), *vempty = reg(e, "b32", "mm_vempty");
+    for (int t = 0; t < s->qtiles; t++) {
+        mma_tile_bar(e, bar, s->bar_q_full, t);
+        op_mbar_wait(e, bar, "0");
+    }
+    emit(e, "setp.le.s32 %s, %%nblk, 0;", pr);
+    emit(e, "@%s bra $mm_done;", pr);
+    ring_init(e, "mm");
+
+    emit_section(e, "mma: first KV block, S of every Q tile");
+    ring_take(e, "mm", 0, 0, kslot, kfull, kempty);
+    for (int t = 0; t < s->qtiles; t++) {
+        mma_qk(e, t);
+        mma_commit_tile(e, s->bar_s_full, t);
+    }
+    emit_note(e, "K slot free once every S read it");
+    op_umma_commit(e, kempty);
+
+    emit_section(e, "mma: per KV block i >= 1: O_t += P_t V(i-1) then S_t = Q_t K(i)^T, tile by tile");
+    emit(e, "mov.u32 %s, 1;", i);
+    emit_label(e, new_label(e, l_loop, sizeof l_loop, "mm_kv"));
+    emit(e, "setp.ge.s32 %s, %s, %%nblk;", pr, i);
+    emit(e, "@%s bra %s;", pr, new_label(e, l_tail, sizeof l_tail, "mm_tail"));
+    emit(e, "sub.u32 %s, %s, 1;", par, i);
+    emit(e, "setp.ne.u32 %s, %s, 0;", acc, par);
+    emit(e, "and.b32 %s, %s, 1;", par, par);
+    mma_addresses(e);
+    ring_take(e, "mm", ring_v(p), 0, vslot, vfull, vempty);
+    for (int t = 0; t < s->qtiles; t++) {
+        mma_wait_p(e, t, par);
+        mma_pv(e, t, "%mm_acc");
+        if (t == last) {
+            emit_note(e, "V slot free once every PV read it");
+            op_umma_commit(e, vempty);
+        }
+        if (t == 0) ring_take(e, "mm", 0, 0, kslot, kfull, kempty);
+        mma_qk(e, t);
+        mma_commit_tile(e, s->bar_s_full, t);
+    }
+    op_umma_commit(e, kempty);
+    emit(e, "add.u32 %s, %s, 1;", i, i);
+    emit(e, "bra.uni %s;", l_loop);
+
+    emit_label(e, l_tail);
+    emit_section(e, "mma: PV of the last block; O final");
+    emit(e, "sub.u32 %s, %%nblk, 1;", par);
+    emit(e, "setp.ne.u32 %s, %s, 0;", acc, par);
+    emit(e, "and.b32 %s, %s, 1;", par, par);
+    ring_take(e, "mm", ring_v(p), 0, vslot, vfull, vempty);
+    for (int t = 0; t < s->qtiles; t++) {
+        mma_wait_p(e, t, par);
+        mma_pv(e, t, "%mm_acc");
+        mma_commit_tile(e, s->bar_o_full, t);
+    }
+    op_umma_commit(e, vempty);
+
+    emit_label(e, "$mm_done");
+    emit(e, "bar.warp.sync 0xffffffff;");
+    emit_note(e, "plan: named barrier tmem_free (%d): the correction warpgroup read O; free TMEM",
+              s->bar_tmem_free);
+    op_bar_sync(e, s->bar_tmem_free, p->bars[s->bar_tmem_free - 1].threads);
+    op_tc_fence_after(e);
+    emit(e, "ld.shared.b32 %%tmem, [%%smem+%u];", s->off_tmem_slot);
+    op_tmem_dealloc(e, "%tmem", p->tmem_cols);
+    emit(e, "bra.uni $exit;");
+}
+
+/* ------------------------------------------------------------------ */
+/* softmax warpgroups                                                   */
+/* ------------------------------------------------------------------ */
+
+/* Hide the scores of n registers sx_s<r0..> (columns col0..) outside the row's key range. */
+static void sfx_mask_regs(Emit *e, int r0, int col0, int n)
+{
+    int wl, wr;
+    mask_bounds(&e->p->cfg, &wl, &wr);
+    char x[NAME];
+    for (int k = 0; k < n; k++)
+        sfx_mask(e, regname(x, NAME, "sx_s", r0 + k), col0 + k, "%sx_thi", wl >= 0 ? "%sx_tlo" : NULL);
+}
+
+/* sx_s<r0 .. r0+n-1> <- S columns col0 .. col0+n-1 of this thread's row. */
+static void sfx_load(Emit *e, int r0, int col0, int n)
+{
+    const char *ta = reg(e, "b32", "sx_ta");
+    for (int c = 0; c < n;) {
+        int k = piece(n - c, e->p->sm100.s_chunk);
+        emit(e, "add.u32 %s, %%sx_ts, %d;", ta, col0 + c);
+        op_tmem_ld(e, "sx_s", r0 + c, k, ta);
+        c += k;
+    }
+}
+
+static void names(char (*buf)[NAME], const char **out, const char *arr, int r0, int n)
+{
+    for (int k = 0; k < n; k++) out[k] = regname(buf[k], NAME, arr, r0 + k);
+}
+
+/* P of S columns col0 .. col0+n-1 (registers sx_s<r0..>) to TMEM over S, packed 32 bits a column. */
+static void sfx_store_p(Emit *e, int r0, int col0, int n)
+{
+    const Plan *p = e->p;
+    const Sm100Plan *s = &p->sm100;
+    int per = 4 / p->elem_bytes, cols = n / per;
+    char a[NAME], b[NAME], c2[NAME], d[NAME];
+    if (s->kind_f8) {
+        const char *h0 = reg(e, "b16", "sx_h0"), *h1 = reg(e, "b16", "sx_h1");
+        for (int k = 0; k < cols; k++) {
+            emit(e, "cvt.rn.satfinite.e4m3x2.f32 %s, %s, %s;", h0, regname(b, NAME, "sx_s", r0 + 4 * k + 1),
+                 regname(a, NAME, "sx_s", r0 + 4 * k));
+            emit(e, "cvt.rn.satfinite.e4m3x2.f32 %s, %s, %s;", h1, regname(d, NAME, "sx_s", r0 + 4 * k + 3),
+                 regname(c2, NAME, "sx_s", r0 + 4 * k + 2));
+            emit(e, "mov.b32 %s, {%s, %s};", regname(a, NAME, "sx_p", k), h0, h1);
+        }
+    } else {
+        const char *cvt = p->cfg.dtype == DT_FP16 ? "cvt.rn.f16x2.f32" : "cvt.rn.bf16x2.f32";
+        for (int k = 0; k < cols; k++)
+            emit(e, "%s %s, %s, %s;", cvt, regname(c2, NAME, "sx_p", k), regname(b, NAME, "sx_s", r0 + 2 * k + 1),
+                 regname(a, NAME, "sx_s", r0 + 2 * k));
+    }
+    const char *ta = reg(e, "b32", "sx_ta");
+    for (int c = 0; c < cols;) {
+        int k = piece(cols - c, 128);
+        emit(e, "add.u32 %s, %%sx_tp, %d;", ta, col0 / per + c);
+        op_tmem_st(e, ta, "sx_p", c, k);
+        c += k;
+    }
+}
+
+/* exp2 of n registers sx_s<r0..> (scale folded in), their sum into dst. */
+static void sfx_exp_sum(Emit *e, int r0, int n, const char *dst)
+{
+    char buf[256][NAME];
+    const char *x[256];
+    names(buf, x, "sx_s", r0, n);
+    sfx_exp2_scaled(e, x, n, "%scale_log2", "%sx_neg_ms", e->p->sm100.poly_every);
+    sfx_sum_tree(e, dst, x, n);
+}
+
+/* One S block: row max, lazy max update and correction factor (sent early),
+ * exp2, row sum, P over S. masked: the block needs the key-range mask. */
+static void sfx_block(Emit *e, int masked)
+{
+    const Plan *p = e->p;
+    const Sm100Plan *s = &p->sm100;
+    int bn = p->bn, wl, wr;
+    mask_bounds(&p->cfg, &wl, &wr);
+    char buf[256][NAME];
+    const char *x[256];
+    const char *bmax = reg(e, "f32", "sx_bmax");
+    const char *rs = reg(e, "f32", "sx_rsum"), *cs = reg(e, "f32", "sx_csum");
+    if (masked) {
+        const char *kv0 = reg(e, "b32", "sx_kv0");
+        emit_note(e, "mask: thresholds of this row relative to the block's first key");
+        emit(e, "mul.lo.u32 %s, %%sx_j, %d;", kv0, bn);
+        reg(e, "b32", "sx_thi");
+        if (wl >= 0) reg(e, "b32", "sx_tlo");
+        sfx_row_bounds(e, "%sx_seq", kv0, "%sx_thi", wl >= 0 ? "%sx_tlo" : NULL);
+    }
+    emit_note(e, "S row (%d columns) into registers; max over it", bn);
+    sfx_load(e, 0, 0, bn);
+    op_tmem_wait_ld(e);
+    if (masked) sfx_mask_regs(e, 0, 0, bn);
+    names(buf, x, "sx_s", 0, bn);
+    sfx_max_tree(e, bmax, x, bn);
+    sfx_update_max_lazy(e, "%sx_m", bmax, "%scale_log2", s->rescale, "%sx_neg_ms", "%sx_corr", "%sx_need");
+    emit_note(e, "the correction warpgroup gets this row's O factor before the exp2 work (plan tmem R<t>, bar_corr_full)");
+    emit(e, "add.u32 %%sx_ta, %%sx_ts, %u;", s->tm_stats[0] - s->tm_s[0]);
+    const char *corr_reg[1] = {"%sx_corr"};
+    op_tmem_st_regs(e, "%sx_ta", corr_reg, 1);
+    op_tmem_wait_st(e);
+    op_tc_fence_before(e);
+    op_mbar_arrive(e, "%sx_bar_corr");
+    emit_note(e, "exp2, row sum and P over S, %d columns at a time (few P registers live)", s->s_chunk);
+    for (int c = 0; c < bn; c += s->s_chunk) {
+        int n = bn - c < s->s_chunk ? bn - c : s->s_chunk;
+        sfx_exp_sum(e, c, n, c ? cs : rs);
+        if (c) emit(e, "add.f32 %s, %s, %s;", rs, rs, cs);
+        sfx_store_p(e, c, c, n);
+    }
+    emit(e, "fma.rn.f32 %%sx_l, %%sx_l, %%sx_corr, %s;", rs);
+    emit_note(e, "P visible to the MMA warp: wait::st, fence, arrive (plan: bar_p_full)");
+    op_tmem_wait_st(e);
+    op_tc_fence_before(e);
+    op_mbar_arrive(e, "%sx_bar_p");
+}
+
+static void sfx_setup(Emit *e)
+{
+    const Plan *p = e->p;
+    const Sm100Plan *s = &p->sm100;
+    const char *t = reg(e, "b32", "sx_t"), *seq = reg(e, "b32", "sx_seq"), *tmp = reg(e, "b32", "sx_tmp");
+    emit(e, "mov.u32 %s, %%wg;", t);
+    emit_note(e, "TMEM: S_t at column %d t (plan tmem S<t>), P over it; lane = this thread's row", p->bn);
+    emit(e, "mad.lo.u32 %s, %s, %u, %%tmem;", reg(e, "b32", "sx_ts"), t, s->qtiles > 1 ? s->tm_s[1] - s->tm_s[0] : 0);
+    emit(e, "add.u32 %%sx_ts, %%sx_ts, %u;", s->tm_s[0]);
+    emit(e, "add.u32 %%sx_ts, %%sx_ts, %%tm_lane;");
+    emit(e, "add.u32 %s, %%sx_ts, %u;", reg(e, "b32", "sx_tp"), s->tm_p[0] - s->tm_s[0]);
+    if (s->packed) {
+        emit_note(e, "plan rows: row r = (seq m0 + %d t + r %% %d, head + r / %d)", s->seq_rows, s->seq_rows,
+                  s->seq_rows);
+        emit(e, "rem.u32 %s, %%row, %d;", seq, s->seq_rows);
+    } else {
+        emit_note(e, "plan rows: row r of tile t = seq m0 + %d t + r", s->seq_rows);
+        emit(e, "mov.u32 %s, %%row;", seq);
+    }
+    emit(e, "mad.lo.u32 %s, %s, %d, %s;", tmp, t, s->seq_rows, seq);
+    emit(e, "add.u32 %s, %%m0, %s;", seq, tmp);
+    const struct { const char *name; uint32_t off; } bars[] = {
+        {"sx_bar_s", s->bar_s_full}, {"sx_bar_corr", s->bar_corr_full}, {"sx_bar_p", s->bar_p_full},
+        {"sx_bar_l", s->bar_l_full}};
+    for (size_t k = 0; k < sizeof bars / sizeof bars[0]; k++) indexed(e, reg(e, "b32", bars[k].name), bars[k].off, t, 8);
+}
+
+static void emit_softmax(Emit *e)
+{
+    const Plan *p = e->p;
+    const Sm100Plan *s = &p->sm100;
+    char l_loop[NAME], l_done[NAME], l_masked[NAME], l_next[NAME];
+    emit_section(e, "role softmax (warps 0..%d): Q tile = warpgroup, one row per thread; plan regs %d",
+                 4 * s->qtiles - 1, s->sfx_regs);
+    op_setmaxnreg(e, s->sfx_regs, p->entry_regs);
+    role_context(e);
+    sfx_setup(e);
+    reg_array(e, "f32", "sx_s", p->bn);
+    reg_array(e, "b32", "sx_p", s->s_chunk * p->elem_bytes / 4);
+    const char *m = reg(e, "f32", "sx_m"), *l = reg(e, "f32", "sx_l"), *i = reg(e, "b32", "sx_i");
+    const char *j = reg(e, "b32", "sx_j"), *par = reg(e, "b32", "sx_par");
+    const char *pr = reg(e, "pred", "sx_pr"), *pm = reg(e, "pred", "sx_masked");
+    reg(e, "f32", "sx_neg_ms");
+    reg(e, "f32", "sx_corr");
+    reg(e, "pred", "sx_need");
+    emit(e, "mov.f32 %s, %s;", m, PTX_NEG_INF);
+    emit(e, "mov.f32 %s, 0f00000000;", l);
+    emit(e, "mov.u32 %s, 0;", i);
+    emit(e, "sub.s32 %s, %%n_end, 1;", j);
+    emit_label(e, new_label(e, l_loop, sizeof l_loop, "sx_kv"));
+    emit(e, "setp.ge.s32 %s, %s, %%nblk;", pr, i);
+    emit(e, "@%s bra %s;", pr, new_label(e, l_done, sizeof l_done, "sx_done"));
+    emit(e, "and.b32 %s, %s, 1;", par, i);
+    emit_note(e, "S_t of this block is in TMEM (plan: bar_s_full; the PV that read the old P is done too)");
+    op_mbar_wait(e, "%sx_bar_s", par);
+    op_tc_fence_after(e);
+    emit(e, "setp.ge.s32 %s, %s, %%full_hi;", pm, j);
+    emit(e, "setp.lt.or.s32 %s, %s, %%full_lo, %s;", pm, j, pm);
+    emit(e, "@%s bra %s;", pm, new_label(e, l_masked, sizeof l_masked, "sx_masked"));
+    sfx_block(e, 0);
+    emit(e, "bra.uni %s;", new_label(e, l_next, sizeof l_next, "sx_next"));
+    emit_label(e, l_masked);
+    sfx_block(e, 1);
+    emit_label(e, l_next);
+    emit(e, "add.s32 %s, %s, 1;", i, i);
+    emit(e, "sub.s32 %s, %s, 1;", j, j);
+    emit(e, "bra.uni %s;", l_loop);
+    emit_label(e, l_done);
+    emit_note(e, "final row sum and max for the epilogue (plan tmem R<t> + 1, + 2; bar_l_full)");
+    emit(e, "add.u32 %%sx_ta, %%sx_ts, %u;", s->tm_stats[0] - s->tm_s[0] + 1);
+    const char *lm[2] = {l, m};
+    op_tmem_st_regs(e, "%sx_ta", lm, 2);
+    op_tmem_wait_st(e);
+    op_tc_fence_before(e);
+    op_mbar_arrive(e, "%sx_bar_l");
+    emit(e, "bra.uni $exit;");
+}
+
+/* ------------------------------------------------------------------ */
+/* correction warpgroup                                                 */
+/* ------------------------------------------------------------------ */
+
+/* %cr_to = O_t and %cr_stats = R_t (row stats) at this thread's TMEM lane; formed
+ * afresh (TMEM base re-read) where used, so they do not stay live through the loop. */
+static void corr_tile_addrs(Emit *e, int t)
+{
+    const Sm100Plan *s = &e->p->sm100;
+    const char *to = reg(e, "b32", "cr_to"), *st = reg(e, "b32", "cr_stats");
+    emit(e, "ld.shared.b32 %%tmem, [%%smem+%u];", s->off_tmem_slot);
+    emit(e, "add.u32 %s, %%tmem, %%tm_lane;", st);
+    emit(e, "add.u32 %s, %s, %u;", to, st, s->tm_o[t]);
+    emit(e, "add.u32 %s, %s, %u;", st, st, s->tm_stats[t]);
+}
+
+/* O *= corr for this thread's row (O_t at %cr_to), in chunks of the plan's o_chunk_cols. */
+static void corr_rescale(Emit *e)
+{
+    const Plan *p = e->p;
+    const Sm100Plan *s = &p->sm100;
+    const char *ta = reg(e, "b32", "cr_ta");
+    char to[NAME], o[NAME];
+    snprintf(to, NAME, "%%cr_to");
+    op_tc_fence_after(e);
+    for (int c = 0; c < s->ov_pad;) {
+        int k = piece(s->ov_pad - c, s->o_chunk_cols);
+        emit(e, "add.u32 %s, %s, %d;", ta, to, c);
+        op_tmem_ld(e, "cr_o", 0, k, ta);
+        op_tmem_wait_ld(e);
+        for (int x = 0; x < k; x++) {
+            regname(o, NAME, "cr_o", x);
+            emit(e, "mul.f32 %s, %s, %%cr_corr;", o, o);
+        }
+        op_tmem_st(e, ta, "cr_o", 0, k);
+        c += k;
+    }
+    op_tmem_wait_st(e);
+}
+
+/* Block i of tile t: read the row factors, rescale O if the warp's vote asks, release the PV. */
+static void corr_block(Emit *e, int t)
+{
+    const Sm100Plan *s = &e->p->sm100;
+    char skip[NAME], st[NAME];
+    const char *bar = reg(e, "b32", "cr_bar"), *corr = reg(e, "f32", "cr_corr");
+    const char *need = reg(e, "pred", "cr_need"), *any = reg(e, "pred", "cr_any");
+    corr_tile_addrs(e, t);
+    emit(e, "add.u32 %s, %%smem, %u;", bar, s->bar_corr_full + 8u * (uint32_t)t);
+    op_mbar_wait(e, bar, "%cr_par");
+    op_tc_fence_after(e);
+    snprintf(st, NAME, "%%cr_stats");
+    op_tmem_ld_regs(e, &corr, 1, st);
+    op_tmem_wait_ld(e);
+    emit(e, "setp.neu.f32 %s, %s, 0f3F800000;", need, corr);
+    emit_note(e, "rescale only when a row of this warp moved its max (plan: rescale); never on the first block");
+    emit(e, "vote.sync.any.pred %s, %s, 0xffffffff;", any, need);
+    new_label(e, skip, sizeof skip, "cr_keep");
+    emit(e, "@%%cr_first bra %s;", skip);
+    emit(e, "@!%s bra %s;", any, skip);
+    corr_rescale(e);
+    emit_label(e, skip);
+    op_tc_fence_before(e);
+    emit(e, "add.u32 %s, %%smem, %u;", bar, s->bar_o_ready + 8u * (uint32_t)t);
+    op_mbar_arrive(e, bar);
+}
+
+/* Row base and swizzle key of this thread's row in an O staging buffer: unit u
+ * (16 bytes) of row r sits at u ^ ((r * swizzle >> 7) & (units - 1)), as the TMA expects. */
+static void corr_row_units(Emit *e, const char *buf)
+{
+    const Plan *p = e->p;
+    int sw = p->swizzle_bytes, units = sw / 16;
+    const char *key = reg(e, "b32", "cr_key"), *base = reg(e, "b32", "cr_rowaddr");
+    emit(e, "mul.lo.u32 %s, %%row, %d;", base, sw);
+    emit(e, "shr.u32 %s, %s, 7;", key, base);
+    emit(e, "and.b32 %s, %s, %d;", key, key, units - 1);
+    emit(e, "add.u32 %s, %s, %s;", base, base, buf);
+}
+
+/* Store 8 output elements (16 bytes) at O column g of this row. */
+static void corr_put_unit(Emit *e, int g, const char *const v[4])
+{
+    const Sm100Plan *s = &e->p->sm100;
+    int chunk = g / s->o_chunk_elems, u = (g % s->o_chunk_elems) / 8;
+    const char *a = reg(e, "b32", "cr_unit");
+    emit(e, "xor.b32 %s, %%cr_key, %d;", a, u);
+    emit(e, "shl.b32 %s, %s, 4;", a, a);
+    emit(e, "add.u32 %s, %s, %%cr_rowaddr;", a, a);
+    emit(e, "st.shared.v4.b32 [%s+%u], {%s, %s, %s, %s};", a, (uint32_t)chunk * s->o_chunk_bytes, v[0], v[1], v[2],
+         v[3]);
+}
+
+static void corr_stage_o(Emit *e, int t, int zero)
+{
+    const Plan *p = e->p;
+    const Sm100Plan *s = &p->sm100;
+    int ocols = s->o_chunks * s->o_chunk_elems;
+    if (zero) {
+        emit_note(e, "no key for any row: O = 0; no MMA waited for Q, so wait for its TMA before writing over it");
+        const char *qb = reg(e, "b32", "cr_bar");
+        for (int q = 0; q < s->qtiles; q++) {
+            emit(e, "add.u32 %s, %%smem, %u;", qb, s->bar_q_full + 8u * (uint32_t)q);
+            op_mbar_wait(e, qb, "0");
+        }
+        const char *z = reg(e, "b32", "cr_zero");
+        emit(e, "mov.b32 %s, 0;", z);
+        const char *v[4] = {z, z, z, z};
+        for (int g = 0; g < ocols; g += 8) corr_put_unit(e, g, v);
+        return;
+    }
+    const char *bar = reg(e, "b32", "cr_bar"), *ta = reg(e, "b32", "cr_ta");
+    const char *f = reg(e, "f32", "cr_f");
+    reg_array(e, "b32", "cr_pk", 4);
+    char to[NAME], o0[NAME], o1[NAME];
+    snprintf(to, NAME, "%%cr_to");
+    emit(e, "add.u32 %s, %%smem, %u;", bar, s->bar_o_full + 8u * (uint32_t)t);
+    op_mbar_wait(e, bar, "0");
+    op_tc_fence_after(e);
+    const char *cvt = s->o_dtype == DT_FP16 ? "cvt.rn.f16x2.f32" : "cvt.rn.bf16x2.f32";
+    for (int c = 0; c < ocols;) {
+        int k = piece(ocols - c, s->o_chunk_cols);
+        emit(e, "add.u32 %s, %s, %d;", ta, to, c);
+        op_tmem_ld(e, "cr_o", 0, k, ta);
+        op_tmem_wait_ld(e);
+        for (int g = 0; g < k; g += 8) {
+            char pk[4][NAME];
+            const char *v[4];
+            for (int q = 0; q < 4; q++) {
+                regname(o0, NAME, "cr_o", g + 2 * q);
+                regname(o1, NAME, "cr_o", g + 2 * q + 1);
+                emit(e, "mul.f32 %s, %s, %%cr_inv;", o0, o0);
+                emit(e, "mul.f32 %s, %s, %%cr_inv;", f, o1);
+                v[q] = regname(pk[q], NAME, "cr_pk", q);
+                emit(e, "%s %s, %s, %s;", cvt, v[q], f, o0);
+            }
+            corr_put_unit(e, c + g, v);
+        }
+        c += k;
+    }
+}
+
+/* Tile t: O / l, LSE, O through smem and a TMA store by the warpgroup's first thread. */
+static void corr_epilogue(Emit *e, int t)
+{
+    const Plan *p = e->p;
+    const Sm100Plan *s = &p->sm100;
+    char l_nolse[NAME], l_zero[NAME], l_staged[NAME], l_nost[NAME];
+    emit_section(e, "correction epilogue, Q tile %d: O / l, LSE, O through smem and a TMA store", t);
+    const char *bar = reg(e, "b32", "cr_bar"), *l = reg(e, "f32", "cr_l"), *m = reg(e, "f32", "cr_m");
+    const char *pr = reg(e, "pred", "cr_p");
+    char st[NAME];
+    snprintf(st, NAME, "%%cr_stats");
+    corr_tile_addrs(e, t);
+    emit(e, "add.u32 %s, %%smem, %u;", bar, s->bar_l_full + 8u * (uint32_t)t);
+    op_mbar_wait(e, bar, "0");
+    op_tc_fence_after(e);
+    emit(e, "add.u32 %s, %s, 1;", st, st);
+    const char *lm[2] = {l, m};
+    op_tmem_ld_regs(e, lm, 2, st);
+    op_tmem_wait_ld(e);
+    sfx_inv_sum(e, reg(e, "f32", "cr_inv"), l, "%o_scale");
+
+    const char *seq = reg(e, "b32", "cr_seq"), *head = reg(e, "b32", "cr_head"), *idx = reg(e, "b32", "cr_idx");
+    const char *lse = reg(e, "f32", "cr_lse"), *ad = reg(e, "b64", "cr_lse_addr");
+    emit_note(e, "LSE [batch, heads_q, seqlen_q] f32, natural log (plan note lse)");
+    emit(e, "setp.eq.u64 %s, %%lse_ptr, 0;", pr);
+    emit(e, "@%s bra %s;", pr, new_label(e, l_nolse, sizeof l_nolse, "cr_no_lse"));
+    if (s->packed) {
+        emit(e, "rem.u32 %s, %%row, %d;", seq, s->seq_rows);
+        emit(e, "div.u32 %s, %%row, %d;", head, s->seq_rows);
+        emit(e, "add.u32 %s, %s, %%head;", head, head);
+    } else {
+        emit(e, "mov.u32 %s, %%row;", seq);
+        emit(e, "mov.u32 %s, %%head;", head);
+    }
+    emit(e, "add.u32 %s, %s, %d;", seq, seq, t * s->seq_rows);
+    emit(e, "add.u32 %s, %s, %%m0;", seq, seq);
+    sfx_lse(e, lse, m, l, "%scale_log2");
+    emit(e, "setp.lt.u32 %s, %s, %%seqlen_q;", pr, seq);
+    emit(e, "mad.lo.u32 %s, %%bidx, %%heads_q, %s;", idx, head);
+    emit(e, "mad.lo.u32 %s, %s, %%seqlen_q, %s;", idx, idx, seq);
+    emit(e, "mad.wide.u32 %s, %s, 4, %%lse_ptr;", ad, idx);
+    emit(e, "@%s st.global.f32 [%s], %s;", pr, ad, lse);
+    emit_label(e, l_nolse);
+
+    int buf = t % s->o_bufs;
+    if (t >= s->o_bufs) {
+        emit_note(e, "staging buffer %d is reused: the previous store must have read it", buf);
+        char l_reuse[NAME];
+        emit(e, "@!%%cr_leader bra %s;", new_label(e, l_reuse, sizeof l_reuse, "cr_buf_free"));
+        op_bulk_wait_read(e, 0);
+        emit_label(e, l_reuse);
+        op_bar_sync(e, s->bar_epilogue, p->bars[s->bar_epilogue - 1].threads);
+    }
+    const char *ob = reg(e, "b32", "cr_obuf");
+    emit_note(e, "plan: O staging buffer %d at smem + %u (%u B per chunk of %d)", buf,
+              s->off_o + (uint32_t)buf * s->o_tile_bytes, s->o_chunk_bytes, s->o_chunk_elems);
+    emit(e, "add.u32 %s, %%smem, %u;", ob, s->off_o + (uint32_t)buf * s->o_tile_bytes);
+    corr_row_units(e, ob);
+    emit(e, "setp.le.s32 %s, %%nblk, 0;", pr);
+    emit(e, "@%s bra %s;", pr, new_label(e, l_zero, sizeof l_zero, "cr_zero_o"));
+    corr_stage_o(e, t, 0);
+    emit(e, "bra.uni %s;", new_label(e, l_staged, sizeof l_staged, "cr_staged"));
+    emit_label(e, l_zero);
+    corr_stage_o(e, t, 1);
+    emit_label(e, l_staged);
+    op_fence_proxy_async(e);
+    emit_note(e, "plan: named barrier epilogue (%d)", s->bar_epilogue);
+    op_bar_sync(e, s->bar_epilogue, p->bars[s->bar_epilogue - 1].threads);
+    emit(e, "@!%%cr_leader bra %s;", new_label(e, l_nost, sizeof l_nost, "cr_stored"));
+    const char *src = reg(e, "b32", "cr_src"), *col = reg(e, "b32", "cr_col"), *row = reg(e, "b32", "cr_orow");
+    emit(e, "add.u32 %s, %%m0, %d;", row, t * s->seq_rows);
+    for (int c = 0; c < s->o_chunks; c++) {
+        emit(e, "add.u32 %s, %s, %u;", src, ob, (uint32_t)c * s->o_chunk_bytes);
+        emit(e, "mov.u32 %s, %d;", col, c * s->o_chunk_elems);
+        op_tma_store_4d(e, "%tmap_o", col, row, "%head", "%bidx", src);
+    }
+    op_bulk_commit(e);
+    emit_label(e, l_nost);
+}
+
+static void emit_correction(Emit *e)
+{
+    const Plan *p = e->p;
+    const Sm100Plan *s = &p->sm100;
+    char l_loop[NAME], l_done[NAME];
+    emit_section(e, "role correction (warps %d..%d): O rescale in TMEM, epilogue; plan regs %d", s->warp_corr,
+                 s->warp_corr + 3, s->corr_regs);
+    op_setmaxnreg(e, s->corr_regs, p->entry_regs);
+    role_context(e);
+    reg_array(e, "f32", "cr_o", s->o_chunk_cols);
+    emit(e, "setp.eq.u32 %s, %%thread, %d;", reg(e, "pred", "cr_leader"), 32 * s->warp_corr);
+    const char *i = reg(e, "b32", "cr_i"), *par = reg(e, "b32", "cr_par");
+    const char *pr = reg(e, "pred", "cr_p"), *first = reg(e, "pred", "cr_first");
+    emit(e, "mov.u32 %s, 0;", i);
+    emit_label(e, new_label(e, l_loop, sizeof l_loop, "cr_kv"));
+    emit(e, "setp.ge.s32 %s, %s, %%nblk;", pr, i);
+    emit(e, "@%s bra %s;", pr, new_label(e, l_done, sizeof l_done, "cr_done"));
+    emit(e, "and.b32 %s, %s, 1;", par, i);
+    emit(e, "setp.eq.u32 %s, %s, 0;", first, i);
+    for (int t = 0; t < s->qtiles; t++) corr_block(e, t);
+    emit(e, "add.s32 %s, %s, 1;", i, i);
+    emit(e, "bra.uni %s;", l_loop);
+    emit_label(e, l_done);
+    for (int t = 0; t < s->qtiles; t++) corr_epilogue(e, t);
+    op_tc_fence_before(e);
+    emit_note(e, "plan: named barrier tmem_free (%d): O read, the MMA warp may free TMEM", s->bar_tmem_free);
+    op_bar_sync(e, s->bar_tmem_free, p->bars[s->bar_tmem_free - 1].threads);
+    emit_note(e, "O stores must land before the CTA retires");
+    emit(e, "@!%%cr_leader bra $exit;");
+    op_bulk_wait(e, 0);
+    emit(e, "bra.uni $exit;");
+}
+
+/* ------------------------------------------------------------------ */
+/* kernel                                                               */
+/* ------------------------------------------------------------------ */
+
+static void emit_dispatch(Emit *e)
+{
+    const Plan *p = e->p;
+    const Sm100Plan *s = &p->sm100;
+    const char *pr = reg(e, "pred", "p_role");
+    emit_section(e, "role dispatch: softmax 0..%d, correction %d..%d, warpgroup 3: mma %d, load %d",
+                 4 * s->qtiles - 1, s->warp_corr, s->warp_corr + 3, s->warp_mma, s->warp_load);
+    emit(e, "setp.lt.u32 %s, %%warp, %d;", pr, 4 * s->qtiles);
+    emit(e, "@%s bra $softmax;", pr);
+    if (s->qtiles < 2) {
+        emit(e, "setp.lt.u32 %s, %%warp, %d;", pr, s->warp_corr);
+        emit(e, "@%s bra $idle;", pr);
+    }
+    emit(e, "setp.lt.u32 %s, %%warp, %d;", pr, s->warp_corr + 4);
+    emit(e, "@%s bra $correction;", pr);
+    emit_section(e, "warpgroup 3 (warps %d..15): one register budget; plan regs %d", s->warp_mma, s->other_regs);
+    op_setmaxnreg(e, s->other_regs, p->entry_regs);
+    emit(e, "setp.eq.u32 %s, %%warp, %d;", pr, s->warp_mma);
+    emit(e, "@%s bra $mma;", pr);
+    emit(e, "setp.eq.u32 %s, %%warp, %d;", pr, s->warp_load);
+    emit(e, "@%s bra $load;", pr);
+    emit(e, "bra.uni $exit;");
+    if (s->qtiles < 2) {
+        emit_label(e, "$idle");
+        emit_note(e, "qtiles 1: the second softmax warpgroup gives its registers back and leaves");
+        op_setmaxnreg(e, s->idle_regs, p->entry_regs);
+        emit(e, "bra.uni $exit;");
+    }
+}
+
+int sm100_emit_mha(Emit *e)
+{
+    const Plan *p = e->p;
+    const Sm100Plan *s = &p->sm100;
+    mha_prologue(e);
+    emit_section(e, "prologue: this CTA's tile (one CTA per tile); CTAs past the last tile leave");
+    const char *tile = reg(e, "b32", "tile"), *pr = reg(e, "pred", "p_out");
+    emit(e, "mov.u32 %s, %%ctaid.x;", tile);
+    if (s->packed) {
+        emit_note(e, "GQA packed (plan rows): tiles = m-blocks x heads_q / %d x batch", p->cfg.group);
+        emit(e, "div.u32 %s, %%heads_q, %d;", reg(e, "b32", "heads_kv"), p->cfg.group);
+        emit(e, "mul.lo.u32 %s, %%heads_kv, %%batch;", reg(e, "b32", "hkv_batch"));
+        emit(e, "mul.lo.u32 %%num_tiles, %%num_m_blocks, %%hkv_batch;");
+    }
+    emit(e, "setp.ge.u32 %s, %s, %%num_tiles;", pr, tile);
+    emit(e, "@%s bra $exit;", pr);
+    emit_barrier_init(e);
+    emit_tmem_alloc(e);
+    emit_dispatch(e);
+    emit_label(e, "$softmax");
+    emit_softmax(e);
+    emit_label(e, "$correction");
+    emit_correction(e);
+    emit_label(e, "$mma");
+    emit_mma(e);
+    emit_label(e, "$load");
+    emit_load(e);
+    emit_label(e, "$exit");
+    emit(e, "ret;");
+    return e->failed ? -1 : 0;
+}
