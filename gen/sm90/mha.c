@@ -308,29 +308,14 @@ static void emit_row_bounds(Emit *e, const char *kv0)
 {
     int wl, wr;
     mask_bounds(&e->p->cfg, &wl, &wr);
-    const char *r = reg(e, "b32", "cs_rowg"), *k1 = reg(e, "b32", "cs_klast");
-    emit(e, "sub.u32 %s, %%seqlen_k, 1;", k1);
+    const char *r = reg(e, "b32", "cs_rowg");
     emit(e, "add.u32 %s, %s, %%cs_lm2;", kv0, kv0);
     for (int h = 0; h < 2; h++) {
         char hi[NAME], lo[NAME];
         snprintf(hi, NAME, "cs_t_hi%d", h);
         snprintf(lo, NAME, "cs_t_lo%d", h);
-        const char *H = reg(e, "b32", hi);
         emit(e, "add.u32 %s, %%m0, %%cs_row%d;", r, h);
-        if (wr >= 0) {
-            emit(e, "add.s32 %s, %s, %%kv_off;", H, r);
-            emit(e, "add.s32 %s, %s, %d;", H, H, wr);
-            emit(e, "min.s32 %s, %s, %s;", H, H, k1);
-        } else {
-            emit(e, "mov.u32 %s, %s;", H, k1);
-        }
-        emit(e, "sub.s32 %s, %s, %s;", H, H, kv0);
-        if (wl >= 0) {
-            const char *L = reg(e, "b32", lo);
-            emit(e, "add.s32 %s, %s, %%kv_off;", L, r);
-            emit(e, "sub.s32 %s, %s, %d;", L, L, wl);
-            emit(e, "sub.s32 %s, %s, %s;", L, L, kv0);
-        }
+        sfx_row_bounds(e, r, kv0, reg(e, "b32", hi), wl >= 0 ? reg(e, "b32", lo) : NULL);
     }
 }
 
