@@ -23,7 +23,7 @@ TEMPLATES := $(wildcard templates/*.ptx)
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 
-.PHONY: all demo test unit ptxas-test clean examples deps-test bundle
+.PHONY: all demo test unit ptxas-test sass-test clean examples deps-test bundle
 all: $(B)/fa4gen $(B)/libfa4rt.a $(B)/libfa4rt.so examples
 
 $(B)/%.o: %.c $(HDRS) | $(B)/templates.h
@@ -83,9 +83,16 @@ unit: deps-test $(UNIT_BIN)
 ptxas-test: $(B)/fa4gen
 	@sh tests/ptxas/run.sh $(B)/fa4gen
 
+# SASS of the sm100a matrix (no GPU needed): a cuobjdump from the toolkit, or NVIDIA's wheel.
+sass-test: $(B)/fa4gen
+	@cuobjdump=$$(sh tests/ensure-sass-tools.sh $(B)/sasstools) || { \
+	    echo "sass-test: no cuobjdump and none could be fetched (pip); install nvidia-cuda-cuobjdump"; exit 1; }; \
+	CUOBJDUMP=$$cuobjdump sh tests/ptxas/sass_sm100.sh $(B)/fa4gen
+
 test: deps-test
 	$(MAKE) unit
 	$(MAKE) ptxas-test
+	$(MAKE) sass-test
 
 clean:
 	rm -rf $(B)

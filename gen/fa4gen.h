@@ -113,7 +113,8 @@ typedef struct Plan {
     uint64_t hash;
 
     /* tiles */
-    int rows_per_cta;  /* query rows (after any head packing) one CTA tile covers */
+    int rows_per_cta;  /* query rows (sequence positions) one CTA covers */
+    int heads_per_cta; /* query heads one CTA covers (the GQA group when packed, else 1) */
     int bm, bn, qk, ov;
     int elem_bytes;
     int swizzle_bytes; /* row bytes of one swizzled smem chunk */
@@ -144,7 +145,7 @@ typedef struct Plan {
     int n_tmem;
     int tmem_cols; /* allocated columns (power of two), 0 = no TMEM */
 
-    int cluster[3];
+    int cluster[3];    /* a tile is one cluster: cluster[0] CTAs side by side along the query rows */
     int persistent; /* kernel loops over tiles with stride gridDim.x */
     uint32_t l2_kv_rows; /* K+V rows (seqlen_k) of this many kv heads fit the L2 budget: tiles are grouped by heads */
 

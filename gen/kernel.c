@@ -57,6 +57,10 @@ void mha_entry_header(Buf *out, const Plan *p)
         buf_printf(out, ".reqnctapercluster %d, %d, %d\n", p->cluster[0], p->cluster[1], p->cluster[2]);
 }
 
+/* Query rows of one tile: a tile is one cluster, its CTAs side by side along the rows
+ * (plan cluster); the kernel adds its CTA's offset after the tile's key range is known. */
+static int tile_rows(const Plan *p) { return p->rows_per_cta * p->cluster[0]; }
+
 void mha_prologue(Emit *e)
 {
     const Plan *p = e->p;
@@ -83,9 +87,9 @@ void mha_prologue(Emit *e)
     emit(e, "ld.param.f32 %s, [p_scale_log2];", reg(e, "f32", "scale_log2"));
     emit(e, "ld.param.f32 %s, [p_o_scale];", reg(e, "f32", "o_scale"));
     const char *nm = reg(e, "b32", "num_m_blocks"), *hb = reg(e, "b32", "heads_batch");
-    emit_note(e, "plan: %d query rows per tile; tiles = m-blocks x heads x batch", p->rows_per_cta);
-    emit(e, "add.u32 %s, %%seqlen_q, %d;", nm, p->rows_per_cta - 1);
-    emit(e, "div.u32 %s, %s, %d;", nm, nm, p->rows_per_cta);
+    emit_note(e, "plan: %d query rows per tile; tiles = m-blocks x heads x batch", tile_rows(p));
+    emit(e, "add.u32 %s, %%seqlen_q, %d;", nm, tile_rows(p) - 1);
+    emit(e, "div.u32 %s, %s, %d;", nm, nm, tile_rows(p));
     emit(e, "mul.lo.u32 %s, %%heads_q, %%batch;", hb);
     emit(e, "mul.lo.u32 %s, %s, %s;", reg(e, "b32", "num_tiles"), nm, hb);
     emit(e, "mov.u32 %s, %%nctaid.x;", reg(e, "b32", "grid_ctas"));
@@ -165,10 +169,10 @@ static void tile_coords(Emit *e, int packed)
         emit_note(e, "plan: group %d query heads per kv head", p->cfg.group);
         emit(e, "div.u32 %s, %s, %d;", kvh, head, p->cfg.group);
     }
-    emit(e, "mul.lo.u32 %s, %s, %d;", m0, m_block, p->rows_per_cta);
+    emit(e, "mul.lo.u32 %s, %s, %d;", m0, m_block, tile_rows(p));
     emit_note(e, "key range (bottom-right aligned): row i sees keys i+off-%d .. i+off+%d (-1 = unbounded)", wl, wr);
     emit(e, "sub.s32 %s, %%seqlen_k, %%seqlen_q;", off);
-    emit(e, "add.u32 %s, %s, %d;", last, m0, p->rows_per_cta);
+    emit(e, "add.u32 %s, %s, %d;", last, m0, tile_rows(p));
     emit(e, "min.u32 %s, %s, %%seqlen_q;", last, last);
     emit(e, "sub.u32 %s, %s, 1;", last, last);
     emit(e, "add.u32 %s, %%seqlen_k, %d;", nblk, bn - 1);

@@ -41,7 +41,7 @@ static const char usage_mha[] =
     "  --swizzle B         shared-memory swizzle: 32 | 64 | 128 bytes\n"
     "  --mask M            none | causal | window:L,R (causal aligns bottom-right)\n"
     "  --qtiles N          sm100a: Q tiles per CTA (1 or 2)\n"
-    "  --cta N             sm100a: 2 = pair-CTA MMA (cta_group::2)\n"
+    "  --cta N             sm100a: 2 = the CTA pair: a 2-CTA cluster shares each MMA (M 256, cta_group::2)\n"
     "  --rescale N         sm100a: conditional O-rescale threshold (log2 units)\n"
     "  --poly P            sm100a: percent of exp2 done by the FMA polynomial\n"
     "  --rope-split 0|1    sm100a MLA prefill: the rope part of K is a separate tensor\n"
@@ -49,7 +49,7 @@ static const char usage_mha[] =
     "  --pingpong 0|1      sm90a: consumer warpgroups take turns issuing wgmma (default 1)\n"
     "  --persistent 0|1    sm90a: min(tiles, SMs) CTAs loop over tiles (default: 1, 0 for causal)\n"
     "  --config TEXT       the canonical one-line form (as printed by explain); other options then refine it\n"
-    "  -o FILE             write the PTX to FILE (default: stdout)\n"
+    "  -o FILE             write the PTX to FILE (default, or FILE -: stdout)\n"
     "  --json              explain: print the plan as JSON\n"
     "\n"
     "The kernel symbol is fa4_<kind>_<target>_<hash>, hash = FNV-1a 64 of the canonical\n"
@@ -93,7 +93,9 @@ static int parse_flags(Cli *cli, int argc, char **argv, int first)
         if (!strcmp(a, "--config")) { i++; continue; }
         if (!strcmp(a, "-o") || !strcmp(a, "-d")) {
             if (i + 1 >= argc) return invalid(!strcmp(a, "-o") ? "-o: missing file name" : "-d: missing directory");
-            if (!strcmp(a, "-o")) cli->out = argv[++i]; else cli->bundle_dir = argv[++i];
+            if (!strcmp(a, "-o")) cli->out = strcmp(argv[i + 1], "-") ? argv[i + 1] : NULL; /* '-': stdout */
+            else cli->bundle_dir = argv[i + 1];
+            i++;
             continue;
         }
         const char *key = NULL;

@@ -30,9 +30,35 @@ void op_mbar_arrive(Emit *e, const char *bar)
     emit(e, "mbarrier.arrive.shared::cta.b64 _, [%s];", bar);
 }
 
-void op_mbar_expect_tx(Emit *e, const char *bar, uint32_t bytes)
+void op_mbar_expect_tx(Emit *e, const char *bar, uint32_t bytes) { op_mbar_expect_tx_if(e, NULL, bar, bytes); }
+
+void op_mbar_expect_tx_if(Emit *e, const char *pred, const char *bar, uint32_t bytes)
 {
-    emit(e, "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%s], %u;", bar, bytes);
+    emit(e, "%s%s%smbarrier.arrive.expect_tx.shared::cta.b64 _, [%s], %u;", pred ? "@" : "", pred ? pred : "",
+         pred ? " " : "", bar, bytes);
+}
+
+void op_mapa(Emit *e, const char *dst, const char *addr, const char *rank)
+{
+    emit(e, "mapa.shared::cluster.u32 %s, %s, %s;", dst, addr, rank);
+}
+
+void op_mbar_arrive_cluster(Emit *e, const char *bar)
+{
+    emit(e, "mbarrier.arrive.shared::cluster.b64 _, [%s];", bar);
+}
+
+void op_cluster_sync(Emit *e)
+{
+    emit(e, "barrier.cluster.arrive.release;");
+    emit(e, "barrier.cluster.wait.acquire;");
+}
+
+void op_tma_load_4d_pair(Emit *e, const char *dst, const char *tmap, const char *c0, const char *c1, const char *c2,
+                         const char *c3, const char *bar)
+{
+    emit(e, "cp.async.bulk.tensor.4d.cta_group::2.shared::cluster.global.mbarrier::complete_tx::bytes [%s], [%s, {%s, "
+            "%s, %s, %s}], [%s];", dst, tmap, c0, c1, c2, c3, bar);
 }
 
 void op_tma_load_4d(Emit *e, const char *dst, const char *tmap, const char *c0, const char *c1, const char *c2,

@@ -18,9 +18,25 @@ void op_mbar_init_fence(Emit *e);
 void op_mbar_wait(Emit *e, const char *bar, const char *parity);
 void op_mbar_arrive(Emit *e, const char *bar);
 void op_mbar_expect_tx(Emit *e, const char *bar, uint32_t bytes);
+/* The same, only in threads where pred holds (pred NULL: always). */
+void op_mbar_expect_tx_if(Emit *e, const char *pred, const char *bar, uint32_t bytes);
 /* 4-D tiled TMA load of one box into smem, completing on bar. */
 void op_tma_load_4d(Emit *e, const char *dst, const char *tmap, const char *c0, const char *c1, const char *c2,
                     const char *c3, const char *bar);
+/* ---- clusters (sm_90a forms; used by the sm_100a CTA pair) ---- */
+/* dst = the shared::cluster address of the smem address addr in the CTA of cluster rank `rank`. */
+void op_mapa(Emit *e, const char *dst, const char *addr, const char *rank);
+/* Arrive on a barrier named by a shared::cluster address (op_mapa), perhaps in another CTA.
+ * Default semantics, as CUTLASS's cluster barriers: what the waiter consumes is TMEM or smem
+ * written by the async proxy, ordered by tcgen05 fences; .release.cluster would add a
+ * MEMBAR.ALL.GPU per arrive, and an .acquire.cluster wait a CCTL.IVALL per wait (SASS). */
+void op_mbar_arrive_cluster(Emit *e, const char *bar);
+/* Every thread of the cluster: arrive (release) and wait (acquire); threads need not be converged. */
+void op_cluster_sync(Emit *e);
+/* TMA load into this CTA's smem that completes on bar, which may sit in the peer CTA of the pair
+ * (a shared::cluster address): .cta_group::2. */
+void op_tma_load_4d_pair(Emit *e, const char *dst, const char *tmap, const char *c0, const char *c1, const char *c2,
+                         const char *c3, const char *bar);
 void op_tma_store_4d(Emit *e, const char *tmap, const char *c0, const char *c1, const char *c2, const char *c3,
                      const char *src);
 void op_bulk_commit(Emit *e);
@@ -50,10 +66,12 @@ void op_wgmma_rs(Emit *e, int n, DType dt, const char *acc, const char *const a[
                  int tnsp_b);
 
 /* ---- sm_100a (sm100/ops.c) ---- */
+/* cg is the CTA group, 1 or 2 (the pair: alloc/dealloc by one warp in each CTA, MMA and commit
+ * by one thread of the even CTA for both). */
 /* TMEM allocation (one full warp): the base address lands in smem at slot. */
-void op_tmem_alloc(Emit *e, const char *slot, int ncols);
-void op_tmem_relinquish(Emit *e);
-void op_tmem_dealloc(Emit *e, const char *taddr, int ncols);
+void op_tmem_alloc(Emit *e, int cg, const char *slot, int ncols);
+void op_tmem_relinquish(Emit *e, int cg);
+void op_tmem_dealloc(Emit *e, int cg, const char *taddr, int ncols);
 /* Order tcgen05 ops around thread synchronisation (barriers, mbarrier waits). */
 void op_tc_fence_before(Emit *e);
 void op_tc_fence_after(Emit *e);
@@ -62,12 +80,13 @@ void op_tc_fence_after(Emit *e);
 void op_umma_desc_lo(Emit *e, const char *dst, const char *addr, uint64_t tmpl);
 /* D(tmem) (+)= A * B: ss A from smem (desc), ts A from TMEM (address); acc a predicate, or "1"
  * (ptxas takes the immediate 1 but not 0: a false enable-input-d needs a predicate). */
-void op_umma_ss(Emit *e, int f8, const char *d, const char *adesc, const char *bdesc, const char *idesc,
+void op_umma_ss(Emit *e, int cg, int f8, const char *d, const char *adesc, const char *bdesc, const char *idesc,
                 const char *acc);
-void op_umma_ts(Emit *e, int f8, const char *d, const char *a_tmem, const char *bdesc, const char *idesc,
+void op_umma_ts(Emit *e, int cg, int f8, const char *d, const char *a_tmem, const char *bdesc, const char *idesc,
                 const char *acc);
-/* Arrive on bar once every earlier tcgen05 op of this thread has completed. */
-void op_umma_commit(Emit *e, const char *bar);
+/* Arrive on bar once every earlier tcgen05 op of this thread has completed; with a b16 CTA mask
+ * (mask not NULL) on the barrier at bar's offset in each CTA of the mask. */
+void op_umma_commit(Emit *e, int cg, const char *bar, const char *mask);
 /* 32x32b: thread t of the warp reads/writes TMEM lane (warp%4)*32 + t, n consecutive columns,
  * registers arr<first> .. arr<first+n-1> (n a power of two, 1..128). */
 void op_tmem_ld(Emit *e, const char *arr, int first, int n, const char *taddr);

@@ -46,6 +46,25 @@ static void indexed(Emit *e, const char *dst, uint32_t base, const char *idx, ui
     emit(e, "add.u32 %s, %s, %u;", dst, dst, base);
 }
 
+static int pair(const Plan *p) { return p->sm100.cta_pair == 2; }
+
+/* The tile index: one CTA per tile, or one cluster (the CTA pair) per tile. */
+static void tile_index(Emit *e, const char *dst)
+{
+    emit(e, "mov.u32 %s, %s;", dst, pair(e->p) ? "%clusterid.x" : "%ctaid.x");
+}
+
+/* dst = the shared::cluster address of this CTA's smem address addr in the even CTA of the
+ * pair, which owns the barriers the MMAs wait on (role_context sets %lead_rank). */
+static void lead_addr(Emit *e, const char *dst, const char *addr) { op_mapa(e, dst, addr, "%lead_rank"); }
+
+/* Arrive on a barrier the MMA thread waits on: this CTA's own, or the even CTA's for the pair. */
+static void arrive_for_mma(Emit *e, const char *bar, const char *lead_bar)
+{
+    if (pair(e->p)) op_mbar_arrive_cluster(e, lead_bar);
+    else op_mbar_arrive(e, bar);
+}
+
 /* ------------------------------------------------------------------ */
 /* prologue                                                             */
 /* ------------------------------------------------------------------ */
@@ -61,8 +80,8 @@ static void emit_barrier_init(Emit *e)
     emit(e, "@%s bra %s;", pr, new_label(e, lbl, sizeof lbl, "init_done"));
     const struct { const char *name; uint32_t off; int count; } per_tile[] = {
         {"q_full", s->bar_q_full, 1},          {"s_full", s->bar_s_full, 1},
-        {"corr_full", s->bar_corr_full, s->sfx_arrivals}, {"p_full", s->bar_p_full, s->sfx_arrivals},
-        {"o_ready", s->bar_o_ready, s->corr_arrivals},    {"l_full", s->bar_l_full, s->sfx_arrivals},
+        {"corr_full", s->bar_corr_full, s->sfx_arrivals}, {"p_full", s->bar_p_full, s->pair_arrivals},
+        {"o_ready", s->bar_o_ready, s->pair_arrivals},    {"l_full", s->bar_l_full, s->sfx_arrivals},
         {"o_full", s->bar_o_full, 1},
     };
     for (size_t k = 0; k < sizeof per_tile / sizeof per_tile[0]; k++)
@@ -90,16 +109,34 @@ static void emit_tmem_alloc(Emit *e)
     const Sm100Plan *s = &p->sm100;
     char lbl[NAME];
     const char *pr = reg(e, "pred", "p_not_mma");
-    emit_section(e, "prologue: TMEM alloc (warp %d, %d columns), then the CTA syncs", s->warp_mma, p->tmem_cols);
+    emit_section(e, "prologue: TMEM alloc (warp %d, %d columns, cta_group::%d), then the %s syncs", s->warp_mma,
+                 p->tmem_cols, s->cta_pair, pair(p) ? "cluster" : "CTA");
     emit(e, "setp.ne.u32 %s, %%warp, %d;", pr, s->warp_mma);
     emit(e, "@%s bra %s;", pr, new_label(e, lbl, sizeof lbl, "alloc_done"));
     const char *slot = smem_addr(e, "tmem_slot", s->off_tmem_slot);
-    op_tmem_alloc(e, slot, p->tmem_cols);
-    op_tmem_relinquish(e);
+    op_tmem_alloc(e, s->cta_pair, slot, p->tmem_cols);
+    op_tmem_relinquish(e, s->cta_pair);
     emit_label(e, lbl);
     op_tc_fence_before(e);
-    op_bar_sync(e, 0, p->threads);
+    if (pair(p)) {
+        emit_note(e, "the pair: both CTAs' barriers are initialised and both allocated TMEM before either");
+        emit_note(e, "signals the other (remote arrivals, multicast commits, TMA bytes on the even CTA's barriers)");
+        op_cluster_sync(e);
+    } else {
+        op_bar_sync(e, 0, p->threads);
+    }
     op_tc_fence_after(e);
+}
+
+/* The smem base once more, spelled so that ptxas recomputes it here instead of keeping the
+ * prologue's value live (and spilled) across a setmaxnreg. */
+static void smem_base_again(Emit *e)
+{
+    emit_note(e, "smem base again (not the prologue's value: that would stay live across setmaxnreg)");
+    emit(e, "mov.u32 %%smem, fa4_smem;");
+    emit(e, "add.u32 %%smem, %%smem, %u;", e->p->smem_align - 1);
+    emit(e, "shr.u32 %%smem, %%smem, %d;", __builtin_ctz(e->p->smem_align));
+    emit(e, "shl.b32 %%smem, %%smem, %d;", __builtin_ctz(e->p->smem_align));
 }
 
 /* What every role needs, computed after its setmaxnreg so that nothing from
@@ -109,15 +146,19 @@ static void role_context(Emit *e)
 {
     const Sm100Plan *s = &e->p->sm100;
     mha_prologue(e);
-    emit_note(e, "smem base once more, spelled so that ptxas recomputes it here instead of keeping the");
-    emit_note(e, "prologue's value live (and spilled) across the setmaxnreg");
-    emit(e, "mov.u32 %%smem, fa4_smem;");
-    emit(e, "add.u32 %%smem, %%smem, %u;", e->p->smem_align - 1);
-    emit(e, "shr.u32 %%smem, %%smem, %d;", __builtin_ctz(e->p->smem_align));
-    emit(e, "shl.b32 %%smem, %%smem, %d;", __builtin_ctz(e->p->smem_align));
-    emit(e, "mov.u32 %s, %%ctaid.x;", reg(e, "b32", "tile"));
+    smem_base_again(e);
+    tile_index(e, reg(e, "b32", "tile"));
     if (s->packed) mha_tile_coords_packed(e);
     else mha_tile_coords(e);
+    if (pair(e->p)) {
+        const char *rank = reg(e, "b32", "cta_rank");
+        emit_note(e, "the pair: the key range above covers both CTAs' rows; CTA r takes rows m0 + %d r",
+                  e->p->rows_per_cta);
+        emit(e, "mov.u32 %s, %%cluster_ctarank;", rank);
+        emit(e, "mad.lo.u32 %%m0, %s, %d, %%m0;", rank, e->p->rows_per_cta);
+        emit(e, "and.b32 %s, %s, 0xFFFFFFFE;", reg(e, "b32", "lead_rank"), rank);
+        emit(e, "setp.eq.u32 %s, %s, %%lead_rank;", reg(e, "pred", "is_lead"), rank);
+    }
     const char *nblk = reg(e, "b32", "nblk");
     emit_note(e, "KV blocks this tile visits, from n_end - 1 down to n_begin");
     emit(e, "sub.s32 %s, %%n_end, %%n_begin;", nblk);
@@ -127,7 +168,7 @@ static void role_context(Emit *e)
     const char *lane = reg(e, "b32", "tm_lane");
     emit(e, "and.b32 %s, %%warp, 3;", lane);
     emit(e, "shl.b32 %s, %s, 21;", lane, lane);
-    emit(e, "and.b32 %s, %%thread, %d;", reg(e, "b32", "row"), s->mma_m - 1);
+    emit(e, "and.b32 %s, %%thread, %d;", reg(e, "b32", "row"), s->tile_rows - 1);
 }
 
 /* ------------------------------------------------------------------ */
@@ -174,6 +215,27 @@ static int ring_v(const Plan *p) { return p->sm100.fused ? 0 : 1; }
 /* load warp                                                            */
 /* ------------------------------------------------------------------ */
 
+/* Expect a full barrier's bytes and name the barrier the TMA completes on: this CTA's own,
+ * or, for the pair, the even CTA's (only the even CTA expects; both CTAs' bytes land there). */
+static const char *load_expect(Emit *e, const char *bar, uint32_t tx)
+{
+    if (!pair(e->p)) {
+        op_mbar_expect_tx(e, bar, tx);
+        return bar;
+    }
+    const char *lbar = reg(e, "b32", "ld_lbar");
+    op_mbar_expect_tx_if(e, "%is_lead", bar, tx);
+    lead_addr(e, lbar, bar);
+    return lbar;
+}
+
+static void load_box(Emit *e, const char *dst, const char *map, const char *col, const char *row, const char *head,
+                     const char *bar)
+{
+    if (pair(e->p)) op_tma_load_4d_pair(e, dst, map, col, row, head, "%bidx", bar);
+    else op_tma_load_4d(e, dst, map, col, row, head, "%bidx", bar);
+}
+
 static void load_q(Emit *e)
 {
     const Plan *p = e->p;
@@ -184,63 +246,86 @@ static void load_q(Emit *e)
         emit_note(e, "Q tile %d: box {%d, %d, %d, 1} per chunk (plan map q), tx %u bytes", t, p->chunk_elems,
                   s->seq_rows, s->heads_per_tile, s->tx_q);
         emit(e, "add.u32 %s, %%smem, %u;", bar, s->bar_q_full + 8u * (uint32_t)t);
-        op_mbar_expect_tx(e, bar, s->tx_q);
+        const char *done = load_expect(e, bar, s->tx_q);
         emit(e, "add.u32 %s, %%m0, %d;", row, t * s->seq_rows);
         for (int c = 0; c < p->qk_chunks; c++) {
             emit(e, "add.u32 %s, %%smem, %u;", dst, s->off_q + (uint32_t)t * s->q_tile_bytes +
                                                         (uint32_t)c * s->q_chunk_bytes);
             emit(e, "mov.u32 %s, %d;", col, c * p->chunk_elems);
-            op_tma_load_4d(e, dst, "%tmap_q", col, row, "%head", "%bidx", bar);
+            load_box(e, dst, "%tmap_q", col, row, "%head", done);
         }
     }
 }
 
-/* One K or V tile of block %ld_j into the next slot of its ring. */
+/* This CTA's part of the K or V tile of block %ld_j into the next slot of its ring: all of
+ * it, or for the pair K rows k_rows r.. and V chunks v_chunks r.. (plan note cta pair). */
 static void load_kv(Emit *e, int is_v)
 {
     const Plan *p = e->p;
     const Sm100Plan *s = &p->sm100;
     const char *slot = reg(e, "b32", "ld_slot"), *full = reg(e, "b32", "ld_full"), *empty = reg(e, "b32", "ld_empty");
     const char *dst = reg(e, "b32", "ld_dst"), *col = reg(e, "b32", "ld_col");
-    int chunks = is_v ? p->ov_chunks : p->qk_chunks;
+    int chunks = is_v ? s->v_chunks : p->qk_chunks;
     uint32_t chunk_bytes = is_v ? s->v_chunk_bytes : s->k_chunk_bytes;
     emit_note(e, "%s of block j: wait for a free slot, expect %u bytes, one box per chunk", is_v ? "V" : "K",
               is_v ? s->tx_v : s->tx_k);
     ring_take(e, "ld", is_v ? ring_v(p) : 0, 1, slot, full, empty);
-    op_mbar_expect_tx(e, full, is_v ? s->tx_v : s->tx_k);
+    const char *done = load_expect(e, full, is_v ? s->tx_v : s->tx_k);
     for (int c = 0; c < chunks; c++) {
         const char *map = is_v ? "%tmap_v" : c < s->k_nope_chunks ? "%tmap_k" : "%tmap_k_rope";
         int c0 = is_v || c < s->k_nope_chunks ? c : c - s->k_nope_chunks;
         emit(e, "add.u32 %s, %s, %u;", dst, slot, (uint32_t)c * chunk_bytes);
-        emit(e, "mov.u32 %s, %d;", col, c0 * p->chunk_elems);
-        op_tma_load_4d(e, dst, map, col, "%ld_row", "%kv_head", "%bidx", full);
+        if (is_v && pair(p))
+            emit(e, "mad.lo.u32 %s, %%cta_rank, %d, %d;", col, s->v_chunks * p->chunk_elems, c0 * p->chunk_elems);
+        else
+            emit(e, "mov.u32 %s, %d;", col, c0 * p->chunk_elems);
+        load_box(e, dst, map, col, is_v ? "%ld_row" : "%ld_krow", "%kv_head", done);
     }
+}
+
+/* The pair: before this CTA may leave, every MMA commit onto its empty barriers has landed
+ * (the even CTA's MMA thread arrives on them from the other SM). */
+static void load_tail(Emit *e)
+{
+    const Sm100Plan *s = &e->p->sm100;
+    emit_note(e, "the pair: wait until the MMAs released every slot (their commits arrive from the even CTA)");
+    const char *slot = reg(e, "b32", "ld_slot"), *full = reg(e, "b32", "ld_full"), *empty = reg(e, "b32", "ld_empty");
+    for (int r = 0; r < s->n_rings; r++)
+        for (int k = 0; k < s->ring[r].slots; k++) ring_take(e, "ld", r, 1, slot, full, empty);
 }
 
 static void emit_load(Emit *e)
 {
     const Plan *p = e->p;
+    const Sm100Plan *s = &p->sm100;
     char l_kv[NAME], l_done[NAME];
-    emit_section(e, "role load (warp %d): one thread issues every TMA load", p->sm100.warp_load);
+    emit_section(e, "role load (warp %d): one thread issues every TMA load", s->warp_load);
     const char *pr = reg(e, "pred", "ld_p");
     emit(e, "setp.ne.u32 %s, %%lane, 0;", pr);
     emit(e, "@%s bra $exit;", pr);
     role_context(e);
+    emit_note(e, "no key for any row: nothing to load (the epilogue writes O = 0 over the Q tiles)");
+    emit(e, "setp.le.s32 %s, %%nblk, 0;", pr);
+    emit(e, "@%s bra $exit;", pr);
     load_q(e);
     ring_init(e, "ld");
     const char *i = reg(e, "b32", "ld_i"), *j = reg(e, "b32", "ld_j"), *row = reg(e, "b32", "ld_row");
+    const char *krow = reg(e, "b32", "ld_krow");
     emit(e, "mov.u32 %s, 0;", i);
     emit(e, "sub.s32 %s, %%n_end, 1;", j);
     emit_label(e, new_label(e, l_kv, sizeof l_kv, "ld_kv"));
     emit(e, "setp.ge.s32 %s, %s, %%nblk;", pr, i);
     emit(e, "@%s bra %s;", pr, new_label(e, l_done, sizeof l_done, "ld_done"));
     emit(e, "mul.lo.u32 %s, %s, %d;", row, j, p->bn);
+    if (pair(p)) emit(e, "mad.lo.u32 %s, %%cta_rank, %d, %s;", krow, s->k_rows, row);
+    else emit(e, "mov.u32 %s, %s;", krow, row);
     load_kv(e, 0);
     load_kv(e, 1);
     emit(e, "add.s32 %s, %s, 1;", i, i);
     emit(e, "sub.s32 %s, %s, 1;", j, j);
     emit(e, "bra.uni %s;", l_kv);
     emit_label(e, l_done);
+    if (pair(p)) load_tail(e);
     emit(e, "bra.uni $exit;");
 }
 
@@ -273,7 +358,7 @@ static void mma_qk(Emit *e, int t)
         emit(e, "add.u32 %s, %s, %u;", blo, klo, kmajor_step(p, kk, s->k_chunk_bytes));
         emit(e, "mov.b64 %s, {%s, %%mm_khi};", ad, alo);
         emit(e, "mov.b64 %s, {%s, %%mm_khi};", bd, blo);
-        op_umma_ss(e, s->kind_f8, d, ad, bd, "%mm_idesc_qk", kk ? "1" : "%mm_false");
+        op_umma_ss(e, s->cta_pair, s->kind_f8, d, ad, bd, "%mm_idesc_qk", kk ? "1" : "%mm_false");
     }
 }
 
@@ -294,7 +379,7 @@ static void mma_pv(Emit *e, int t, const char *acc)
         emit(e, "add.u32 %s, %s, %u;", blo, vlo, ((uint32_t)kk * (uint32_t)s->mma_k * (uint32_t)p->swizzle_bytes) >> 4);
         emit(e, "mov.b64 %s, {%s, %%mm_vhi};", bd, blo);
         emit(e, "add.u32 %s, %s, %d;", pa, pt, s->p_step_cols * kk);
-        op_umma_ts(e, s->kind_f8, d, pa, bd, "%mm_idesc_pv", kk ? "1" : acc);
+        op_umma_ts(e, s->cta_pair, s->kind_f8, d, pa, bd, "%mm_idesc_pv", kk ? "1" : acc);
     }
 }
 
@@ -315,11 +400,17 @@ static void mma_wait_p(Emit *e, int t, const char *par)
     op_tc_fence_after(e);
 }
 
+/* Commit the MMAs issued so far onto bar: for the pair, onto bar's offset in both CTAs. */
+static void mma_commit(Emit *e, const char *bar)
+{
+    op_umma_commit(e, e->p->sm100.cta_pair, bar, pair(e->p) ? "%mm_mask" : NULL);
+}
+
 static void mma_commit_tile(Emit *e, uint32_t base, int t)
 {
     const char *bar = reg(e, "b32", "mm_bar");
     mma_tile_bar(e, bar, base, t);
-    op_umma_commit(e, bar);
+    mma_commit(e, bar);
 }
 
 /* TMEM addresses of S_t, P_t, O_t (plan tmem), read afresh from the alloc slot each
@@ -349,6 +440,10 @@ static void mma_setup(Emit *e)
     emit(e, "mov.u32 %s, 0x%08X;", reg(e, "b32", "mm_vhi"), (uint32_t)(s->desc_v >> 32));
     emit_note(e, "enable-input-d: false overwrites the accumulator (first K step); ptxas takes 1 but not 0 as an immediate");
     emit(e, "mov.pred %s, 0;", reg(e, "pred", "mm_false"));
+    if (pair(p)) {
+        emit_note(e, "the pair: commits arrive on the barrier at the same offset in both CTAs (mask 0b11)");
+        emit(e, "mov.b16 %s, 3;", reg(e, "b16", "mm_mask"));
+    }
     for (int t = 0; t < s->qtiles; t++) {
         char n[NAME];
         snprintf(n, NAME, "mm_qlo%d", t);
@@ -373,6 +468,12 @@ static void emit_mma(Emit *e)
     op_elect(e, lead);
     emit(e, "@!%s bra $mm_done;", lead);
     role_context(e);
+    if (pair(p)) {
+        emit_note(e, "the pair: the even CTA issues every MMA for both; the odd CTA's MMA warp only holds TMEM");
+        emit(e, "@!%%is_lead bra $mm_done;");
+    }
+    emit(e, "setp.le.s32 %s, %%nblk, 0;", pr);
+    emit(e, "@%s bra $mm_done;", pr);
     mma_setup(e);
     const char *bar = reg(e, "b32", "mm_bar"), *par = reg(e, "b32", "mm_par"), *i = reg(e, "b32", "mm_i");
     const char *acc = reg(e, "pred", "mm_acc");
@@ -383,8 +484,6 @@ static void emit_mma(Emit *e)
         mma_tile_bar(e, bar, s->bar_q_full, t);
         op_mbar_wait(e, bar, "0");
     }
-    emit(e, "setp.le.s32 %s, %%nblk, 0;", pr);
-    emit(e, "@%s bra $mm_done;", pr);
     ring_init(e, "mm");
 
     emit_section(e, "mma: first KV block, S of every Q tile");
@@ -394,7 +493,7 @@ static void emit_mma(Emit *e)
         mma_commit_tile(e, s->bar_s_full, t);
     }
     emit_note(e, "K slot free once every S read it");
-    op_umma_commit(e, kempty);
+    mma_commit(e, kempty);
 
     emit_section(e, "mma: per KV block i >= 1: O_t += P_t V(i-1) then S_t = Q_t K(i)^T, tile by tile");
     emit(e, "mov.u32 %s, 1;", i);
@@ -411,13 +510,13 @@ static void emit_mma(Emit *e)
         mma_pv(e, t, "%mm_acc");
         if (t == last) {
             emit_note(e, "V slot free once every PV read it");
-            op_umma_commit(e, vempty);
+            mma_commit(e, vempty);
         }
         if (t == 0) ring_take(e, "mm", 0, 0, kslot, kfull, kempty);
         mma_qk(e, t);
         mma_commit_tile(e, s->bar_s_full, t);
     }
-    op_umma_commit(e, kempty);
+    mma_commit(e, kempty);
     emit(e, "add.u32 %s, %s, 1;", i, i);
     emit(e, "bra.uni %s;", l_loop);
 
@@ -432,16 +531,21 @@ static void emit_mma(Emit *e)
         mma_pv(e, t, "%mm_acc");
         mma_commit_tile(e, s->bar_o_full, t);
     }
-    op_umma_commit(e, vempty);
+    mma_commit(e, vempty);
 
     emit_label(e, "$mm_done");
     emit(e, "bar.warp.sync 0xffffffff;");
     emit_note(e, "plan: named barrier tmem_free (%d): the correction warpgroup read O; free TMEM",
               s->bar_tmem_free);
     op_bar_sync(e, s->bar_tmem_free, p->bars[s->bar_tmem_free - 1].threads);
+    if (pair(p)) {
+        emit_note(e, "the pair frees TMEM together, after the cluster barrier at $exit");
+        emit(e, "bra.uni $exit;");
+        return;
+    }
     op_tc_fence_after(e);
     emit(e, "ld.shared.b32 %%tmem, [%%smem+%u];", s->off_tmem_slot);
-    op_tmem_dealloc(e, "%tmem", p->tmem_cols);
+    op_tmem_dealloc(e, 1, "%tmem", p->tmem_cols);
     emit(e, "bra.uni $exit;");
 }
 
@@ -562,7 +666,7 @@ static void sfx_block(Emit *e, int masked)
     emit_note(e, "P visible to the MMA warp: wait::st, fence, arrive (plan: bar_p_full)");
     op_tmem_wait_st(e);
     op_tc_fence_before(e);
-    op_mbar_arrive(e, "%sx_bar_p");
+    arrive_for_mma(e, "%sx_bar_p", "%sx_bar_pl");
 }
 
 static void sfx_setup(Emit *e)
@@ -590,6 +694,7 @@ static void sfx_setup(Emit *e)
         {"sx_bar_s", s->bar_s_full}, {"sx_bar_corr", s->bar_corr_full}, {"sx_bar_p", s->bar_p_full},
         {"sx_bar_l", s->bar_l_full}};
     for (size_t k = 0; k < sizeof bars / sizeof bars[0]; k++) indexed(e, reg(e, "b32", bars[k].name), bars[k].off, t, 8);
+    if (pair(p)) lead_addr(e, reg(e, "b32", "sx_bar_pl"), "%sx_bar_p");
 }
 
 static void emit_softmax(Emit *e)
@@ -707,7 +812,8 @@ static void corr_block(Emit *e, int t)
     emit_label(e, skip);
     op_tc_fence_before(e);
     emit(e, "add.u32 %s, %%smem, %u;", bar, s->bar_o_ready + 8u * (uint32_t)t);
-    op_mbar_arrive(e, bar);
+    if (pair(e->p)) lead_addr(e, reg(e, "b32", "cr_lbar"), bar);
+    arrive_for_mma(e, bar, "%cr_lbar");
 }
 
 /* Row base and swizzle key of this thread's row in an O staging buffer: unit u
@@ -742,12 +848,7 @@ static void corr_stage_o(Emit *e, int t, int zero)
     const Sm100Plan *s = &p->sm100;
     int ocols = s->o_chunks * s->o_chunk_elems;
     if (zero) {
-        emit_note(e, "no key for any row: O = 0; no MMA waited for Q, so wait for its TMA before writing over it");
-        const char *qb = reg(e, "b32", "cr_bar");
-        for (int q = 0; q < s->qtiles; q++) {
-            emit(e, "add.u32 %s, %%smem, %u;", qb, s->bar_q_full + 8u * (uint32_t)q);
-            op_mbar_wait(e, qb, "0");
-        }
+        emit_note(e, "no key for any row: O = 0 (the load warp loaded no Q, so its smem is free)");
         const char *z = reg(e, "b32", "cr_zero");
         emit(e, "mov.b32 %s, 0;", z);
         const char *v[4] = {z, z, z, z};
@@ -937,9 +1038,10 @@ int sm100_emit_mha(Emit *e)
     const Plan *p = e->p;
     const Sm100Plan *s = &p->sm100;
     mha_prologue(e);
-    emit_section(e, "prologue: this CTA's tile (one CTA per tile); CTAs past the last tile leave");
+    emit_section(e, "prologue: this CTA's tile (one %s per tile); CTAs past the last tile leave",
+                 pair(p) ? "CTA pair" : "CTA");
     const char *tile = reg(e, "b32", "tile"), *pr = reg(e, "pred", "p_out");
-    emit(e, "mov.u32 %s, %%ctaid.x;", tile);
+    tile_index(e, tile);
     if (s->packed) {
         emit_note(e, "GQA packed (plan rows): tiles = m-blocks x heads_q / %d x batch", p->cfg.group);
         emit(e, "div.u32 %s, %%heads_q, %d;", reg(e, "b32", "heads_kv"), p->cfg.group);
@@ -947,7 +1049,7 @@ int sm100_emit_mha(Emit *e)
         emit(e, "mul.lo.u32 %%num_tiles, %%num_m_blocks, %%hkv_batch;");
     }
     emit(e, "setp.ge.u32 %s, %s, %%num_tiles;", pr, tile);
-    emit(e, "@%s bra $exit;", pr);
+    emit(e, "@%s bra $ret;", pr);
     emit_barrier_init(e);
     emit_tmem_alloc(e);
     emit_dispatch(e);
@@ -960,6 +1062,22 @@ int sm100_emit_mha(Emit *e)
     emit_label(e, "$load");
     emit_load(e);
     emit_label(e, "$exit");
+    if (pair(p)) {
+        emit_section(e, "the pair leaves together: after the cluster barrier no CTA signals the other and no MMA");
+        emit_note(e, "touches either CTA's TMEM, so both MMA warps free it (cta_group::2)");
+        op_tc_fence_before(e);
+        op_cluster_sync(e);
+        emit_note(e, "the warp index again, from %%tid (keeping the prologue's live across setmaxnreg spills it)");
+        emit(e, "mov.u32 %%warp, %%tid.x;");
+        emit(e, "shr.u32 %%warp, %%warp, 5;");
+        emit(e, "setp.ne.u32 %s, %%warp, %d;", pr, s->warp_mma);
+        emit(e, "@%s bra $ret;", pr);
+        op_tc_fence_after(e);
+        smem_base_again(e);
+        emit(e, "ld.shared.b32 %%tmem, [%%smem+%u];", s->off_tmem_slot);
+        op_tmem_dealloc(e, 2, "%tmem", p->tmem_cols);
+    }
+    emit_label(e, "$ret");
     emit(e, "ret;");
     return e->failed ? -1 : 0;
 }

@@ -6,16 +6,16 @@
 
 #include "../ops.h"
 
-void op_tmem_alloc(Emit *e, const char *slot, int ncols)
+void op_tmem_alloc(Emit *e, int cg, const char *slot, int ncols)
 {
-    emit(e, "tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%s], %d;", slot, ncols);
+    emit(e, "tcgen05.alloc.cta_group::%d.sync.aligned.shared::cta.b32 [%s], %d;", cg, slot, ncols);
 }
 
-void op_tmem_relinquish(Emit *e) { emit(e, "tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;"); }
+void op_tmem_relinquish(Emit *e, int cg) { emit(e, "tcgen05.relinquish_alloc_permit.cta_group::%d.sync.aligned;", cg); }
 
-void op_tmem_dealloc(Emit *e, const char *taddr, int ncols)
+void op_tmem_dealloc(Emit *e, int cg, const char *taddr, int ncols)
 {
-    emit(e, "tcgen05.dealloc.cta_group::1.sync.aligned.b32 %s, %d;", taddr, ncols);
+    emit(e, "tcgen05.dealloc.cta_group::%d.sync.aligned.b32 %s, %d;", cg, taddr, ncols);
 }
 
 void op_tc_fence_before(Emit *e) { emit(e, "tcgen05.fence::before_thread_sync;"); }
@@ -30,21 +30,25 @@ void op_umma_desc_lo(Emit *e, const char *dst, const char *addr, uint64_t tmpl)
 
 static const char *kind(int f8) { return f8 ? "f8f6f4" : "f16"; }
 
-void op_umma_ss(Emit *e, int f8, const char *d, const char *adesc, const char *bdesc, const char *idesc,
+void op_umma_ss(Emit *e, int cg, int f8, const char *d, const char *adesc, const char *bdesc, const char *idesc,
                 const char *acc)
 {
-    emit(e, "tcgen05.mma.cta_group::1.kind::%s [%s], %s, %s, %s, %s;", kind(f8), d, adesc, bdesc, idesc, acc);
+    emit(e, "tcgen05.mma.cta_group::%d.kind::%s [%s], %s, %s, %s, %s;", cg, kind(f8), d, adesc, bdesc, idesc, acc);
 }
 
-void op_umma_ts(Emit *e, int f8, const char *d, const char *a_tmem, const char *bdesc, const char *idesc,
+void op_umma_ts(Emit *e, int cg, int f8, const char *d, const char *a_tmem, const char *bdesc, const char *idesc,
                 const char *acc)
 {
-    emit(e, "tcgen05.mma.cta_group::1.kind::%s [%s], [%s], %s, %s, %s;", kind(f8), d, a_tmem, bdesc, idesc, acc);
+    emit(e, "tcgen05.mma.cta_group::%d.kind::%s [%s], [%s], %s, %s, %s;", cg, kind(f8), d, a_tmem, bdesc, idesc, acc);
 }
 
-void op_umma_commit(Emit *e, const char *bar)
+void op_umma_commit(Emit *e, int cg, const char *bar, const char *mask)
 {
-    emit(e, "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%s];", bar);
+    if (mask)
+        emit(e, "tcgen05.commit.cta_group::%d.mbarrier::arrive::one.shared::cluster.multicast::cluster.b64 [%s], %s;",
+             cg, bar, mask);
+    else
+        emit(e, "tcgen05.commit.cta_group::%d.mbarrier::arrive::one.shared::cluster.b64 [%s];", cg, bar);
 }
 
 void op_tmem_ld(Emit *e, const char *arr, int first, int n, const char *taddr)

@@ -39,12 +39,14 @@ enum { SM100_SFX_REGS = 192, SM100_OTHER_REGS = 56, SM100_OTHER_REGS_HEAVY = 64,
 static int align_up(int x, int a) { return (x + a - 1) / a * a; }
 static int chunk_of(const Config *c) { return c->swizzle / dtype_bytes[c->dtype]; }
 
-/* The largest swizzle (128, 64, 32 B) whose chunk divides both depths: no padding. */
+/* The largest swizzle (128, 64, 32 B) whose chunk divides both depths (no padding) and, for
+ * the CTA pair, splits V into an even number of chunks (each CTA loads half of them). */
 static int best_swizzle(const Config *c)
 {
-    int eb = dtype_bytes[c->dtype];
+    int eb = dtype_bytes[c->dtype], pair = c->cta_pair == 2;
     for (int sw = 128; sw >= 32; sw /= 2)
-        if ((c->qk_depth * eb) % sw == 0 && (c->ov_depth * eb) % sw == 0) return sw;
+        if ((c->qk_depth * eb) % sw == 0 && (c->ov_depth * eb) % sw == 0 && (!pair || (c->ov_depth * eb / sw) % 2 == 0))
+            return sw;
     return 128;
 }
 
@@ -135,8 +137,15 @@ static int sm100_check(const Config *c, char *err, size_t n)
         return refuse(err, n, "rope_split: the 64 rope columns must be whole swizzle chunks, and swizzle %d holds %d %s "
                               "columns; use swizzle %d or less", c->swizzle, c->swizzle / dtype_bytes[c->dtype],
                       dtype_name[c->dtype], 64 * dtype_bytes[c->dtype]);
-    if (c->cta_pair == 2)
-        return refuse(err, n, "cta: 2 (pair-CTA, cta_group::2, M 256) is not implemented yet on sm100a; use cta=1");
+    if (c->cta_pair == 2 && (c->qk_depth != c->ov_depth || c->qk_depth <= 64 || c->qk_depth > 128))
+        return refuse(err, n, "cta: 2 (the CTA pair, MMA M 256) is planned for qk = ov in 65..128 (FA4Config's rule: "
+                              "d64 fills the MMA with one CTA and BN 192, larger depths run out of TMEM); this config "
+                              "has qk %d / ov %d, so use cta=1", c->qk_depth, c->ov_depth);
+    int v_chunks = (c->ov_depth * dtype_bytes[c->dtype] + c->swizzle - 1) / c->swizzle;
+    if (c->cta_pair == 2 && v_chunks % 2)
+        return refuse(err, n, "cta: 2 splits V's %d columns into swizzle chunks, half loaded by each CTA of the pair, "
+                              "and swizzle %d gives an odd %d chunks; use swizzle %d", c->ov_depth, c->swizzle,
+                      v_chunks, best_swizzle(c));
     if (c->qtiles != 1 && c->qtiles != 2)
         return refuse(err, n, "qtiles: %d is not allowed on sm100a; use 1 or 2", c->qtiles);
     if (c->bm != SM100_MMA_M * c->qtiles)
@@ -179,7 +188,8 @@ static int sm100_check(const Config *c, char *err, size_t n)
 static void plan_tiles(const Config *c, Plan *p)
 {
     Sm100Plan *s = &p->sm100;
-    s->mma_m = SM100_MMA_M;
+    s->mma_m = SM100_MMA_M * c->cta_pair;
+    s->tile_rows = SM100_MMA_M;
     s->qtiles = c->qtiles;
     s->cta_pair = c->cta_pair;
     s->packed = c->group > 1 && SM100_MMA_M % c->group == 0;
@@ -190,6 +200,7 @@ static void plan_tiles(const Config *c, Plan *p)
     p->qk = c->qk_depth;
     p->ov = c->ov_depth;
     p->rows_per_cta = s->seq_rows * s->qtiles; /* sequence positions per CTA */
+    p->heads_per_cta = s->heads_per_tile;
     p->elem_bytes = dtype_bytes[c->dtype];
     p->swizzle_bytes = c->swizzle;
     p->chunk_elems = c->swizzle / p->elem_bytes;
@@ -208,13 +219,16 @@ static void plan_tiles(const Config *c, Plan *p)
     s->mma_per_kv = s->qtiles * (s->qk_steps + s->pv_steps);
     s->p_step_cols = s->mma_k * p->elem_bytes / 4;
     int fmt = sm100_format(c->dtype);
-    Sm100InstrDesc qk = {SM100_MMA_M, p->bn, 1, fmt, fmt, SM100_MAJOR_K, SM100_MAJOR_K, 0, 0};
-    Sm100InstrDesc pv = {SM100_MMA_M, s->ov_pad, 1, fmt, fmt, SM100_MAJOR_K, SM100_MAJOR_MN, 0, 0};
+    Sm100InstrDesc qk = {s->mma_m, p->bn, 1, fmt, fmt, SM100_MAJOR_K, SM100_MAJOR_K, 0, 0};
+    Sm100InstrDesc pv = {s->mma_m, s->ov_pad, 1, fmt, fmt, SM100_MAJOR_K, SM100_MAJOR_MN, 0, 0};
     s->idesc_qk = sm100_instr_desc(&qk);
     s->idesc_pv = sm100_instr_desc(&pv);
     s->q_chunk_bytes = (uint32_t)SM100_MMA_M * (uint32_t)c->swizzle;
-    s->k_chunk_bytes = (uint32_t)p->bn * (uint32_t)c->swizzle;
-    s->v_chunk_bytes = s->k_chunk_bytes;
+    /* the pair splits MMA N: each CTA holds half of K's rows and half of V's column chunks */
+    s->k_rows = p->bn / c->cta_pair;
+    s->v_chunks = p->ov_chunks / c->cta_pair;
+    s->k_chunk_bytes = (uint32_t)s->k_rows * (uint32_t)c->swizzle;
+    s->v_chunk_bytes = (uint32_t)p->bn * (uint32_t)c->swizzle;
     s->desc_q = sm100_tile_desc(0, SM100_MAJOR_K, c->swizzle, 0);
     s->desc_k = s->desc_q;
     s->desc_v = sm100_tile_desc(0, SM100_MAJOR_MN, c->swizzle, s->v_chunk_bytes);
@@ -232,10 +246,11 @@ static int sm100_layout(const Config *c, Plan *p, char *err, size_t n)
 
     s->q_tile_bytes = s->q_chunk_bytes * (uint32_t)p->qk_chunks;
     s->k_tile_bytes = s->k_chunk_bytes * (uint32_t)p->qk_chunks;
-    s->v_tile_bytes = s->v_chunk_bytes * (uint32_t)p->ov_chunks;
-    s->tx_q = s->q_tile_bytes;
-    s->tx_k = s->k_tile_bytes;
-    s->tx_v = s->v_tile_bytes;
+    s->v_tile_bytes = s->v_chunk_bytes * (uint32_t)s->v_chunks;
+    uint32_t cp = (uint32_t)c->cta_pair;
+    s->tx_q = s->q_tile_bytes * cp;
+    s->tx_k = s->k_tile_bytes * cp;
+    s->tx_v = s->v_tile_bytes * cp;
     snprintf(what, sizeof what, "%d Q tile(s) %dx%d, %d chunks each; O staging after the loop", s->qtiles,
              SM100_MMA_M, s->qk_pad, p->qk_chunks);
     s->off_q = plan_smem(p, "q", s->q_tile_bytes * (uint32_t)s->qtiles, 1024, what);
@@ -252,11 +267,11 @@ static int sm100_layout(const Config *c, Plan *p, char *err, size_t n)
         s->ring[0].slots = s->ring[1].slots = c->stages / 2;
         s->ring[0].slot_bytes = s->k_tile_bytes;
         s->ring[1].slot_bytes = s->v_tile_bytes;
-        snprintf(what, sizeof what, "K ring: %d stages x %u B (%dx%d)", s->ring[0].slots, s->k_tile_bytes, p->bn,
+        snprintf(what, sizeof what, "K ring: %d stages x %u B (%dx%d)", s->ring[0].slots, s->k_tile_bytes, s->k_rows,
                  s->qk_pad);
         s->ring[0].off = plan_smem(p, "k", s->k_tile_bytes * (uint32_t)s->ring[0].slots, 1024, what);
         snprintf(what, sizeof what, "V ring: %d stages x %u B (%dx%d)", s->ring[1].slots, s->v_tile_bytes, p->bn,
-                 s->ov_pad);
+                 s->v_chunks * p->chunk_elems);
         s->ring[1].off = plan_smem(p, "v", s->v_tile_bytes * (uint32_t)s->ring[1].slots, 1024, what);
     }
 
@@ -278,7 +293,7 @@ static int sm100_layout(const Config *c, Plan *p, char *err, size_t n)
 
     uint32_t qb = 8u * (uint32_t)s->qtiles;
     s->sfx_arrivals = SM100_WG;
-    s->corr_arrivals = SM100_WG;
+    s->pair_arrivals = SM100_WG * c->cta_pair;
     s->bar_q_full = plan_smem(p, "bar_q_full", qb, 8, "mbarrier per Q tile: Q landed (1 arrival + tx)");
     for (int r = 0; r < s->n_rings; r++) {
         Sm100Ring *g = &s->ring[r];
@@ -292,8 +307,12 @@ static int sm100_layout(const Config *c, Plan *p, char *err, size_t n)
     }
     s->bar_s_full = plan_smem(p, "bar_s_full", qb, 8, "mbarrier per Q tile: S = Q K^T done (tcgen05.commit)");
     s->bar_corr_full = plan_smem(p, "bar_corr_full", qb, 8, "mbarrier per Q tile: row factors stored (128)");
-    s->bar_p_full = plan_smem(p, "bar_p_full", qb, 8, "mbarrier per Q tile: P in TMEM (128 softmax threads)");
-    s->bar_o_ready = plan_smem(p, "bar_o_ready", qb, 8, "mbarrier per Q tile: O rescaled (128 correction threads)");
+    s->bar_p_full = plan_smem(p, "bar_p_full", qb, 8, c->cta_pair == 2
+                                  ? "mbarrier per Q tile: P in TMEM (128 softmax threads x 2 CTAs)"
+                                  : "mbarrier per Q tile: P in TMEM (128 softmax threads)");
+    s->bar_o_ready = plan_smem(p, "bar_o_ready", qb, 8, c->cta_pair == 2
+                                   ? "mbarrier per Q tile: O rescaled (128 threads x 2 CTAs)"
+                                   : "mbarrier per Q tile: O rescaled (128 correction threads)");
     s->bar_l_full = plan_smem(p, "bar_l_full", qb, 8, "mbarrier per Q tile: final m and l stored (128)");
     s->bar_o_full = plan_smem(p, "bar_o_full", qb, 8, "mbarrier per Q tile: last PV done (tcgen05.commit)");
     s->off_tmem_slot = plan_smem(p, "tmem_slot", 4, 16, "TMEM base address written by tcgen05.alloc");
@@ -347,8 +366,13 @@ static void plan_roles(const Config *c, Plan *p)
     }
     snprintf(job, sizeof job, "rescale O in TMEM when a warp's vote asks (> %d log2), epilogue, LSE", c->rescale);
     plan_role(p, "correction", s->warp_corr, 4, s->corr_regs, job);
-    plan_role(p, "mma", s->warp_mma, 1, s->other_regs, "TMEM alloc/dealloc; one elected thread issues tcgen05.mma");
-    plan_role(p, "load", s->warp_load, 1, s->other_regs, "one thread issues the TMA loads (Q tiles, K/V ring)");
+    if (s->cta_pair == 2) {
+        plan_role(p, "mma", s->warp_mma, 1, s->other_regs, "TMEM alloc/dealloc (pair); even CTA: one thread issues the MMAs");
+        plan_role(p, "load", s->warp_load, 1, s->other_regs, "one thread: TMA of Q and this CTA's half of each K/V tile");
+    } else {
+        plan_role(p, "mma", s->warp_mma, 1, s->other_regs, "TMEM alloc/dealloc; one elected thread issues tcgen05.mma");
+        plan_role(p, "load", s->warp_load, 1, s->other_regs, "one thread issues the TMA loads (Q tiles, K/V ring)");
+    }
     plan_role(p, "spare", 14, 2, s->other_regs, "idle (share warpgroup 3's register budget)");
     s->bar_epilogue = plan_bar(p, "epilogue", SM100_WG, "correction warpgroup: O staged in smem, store may start");
     s->bar_tmem_free = plan_bar(p, "tmem_free", SM100_WG + 32, "correction + MMA warp: TMEM reads done, dealloc");
@@ -361,7 +385,7 @@ static void plan_maps(const Config *c, Plan *p)
     plan_map(p, "q", TENSOR_Q, c->dtype, (uint32_t)p->qk, ce, (uint32_t)s->seq_rows, (uint32_t)s->heads_per_tile,
              c->swizzle);
     uint32_t kdepth = c->rope_split ? 128u : (uint32_t)p->qk;
-    plan_map(p, "k", TENSOR_K, c->dtype, kdepth, ce, (uint32_t)p->bn, 1, c->swizzle);
+    plan_map(p, "k", TENSOR_K, c->dtype, kdepth, ce, (uint32_t)s->k_rows, 1, c->swizzle);
     if (c->rope_split)
         plan_map(p, "k_rope", TENSOR_K_ROPE, c->rope_dtype, (uint32_t)(p->qk - 128), ce, (uint32_t)p->bn, 1,
                  c->swizzle);
@@ -378,8 +402,17 @@ static void plan_notes(const Config *c, Plan *p)
                   s->seq_rows, s->seq_rows, s->heads_per_tile);
     else
         plan_note(p, "rows", "row r of Q tile t = seq m0 + %d t + r, one head per CTA", s->seq_rows);
-    plan_note(p, "grid", "tiles = ceil(seqlen_q / %d) * heads_q / %d * batch, one CTA each", p->rows_per_cta,
-              s->heads_per_tile);
+    if (s->cta_pair == 2) {
+        plan_note(p, "grid", "tiles = ceil(seqlen_q / %d) * heads_q / %d * batch, one cluster of 2 CTAs each",
+                  2 * p->rows_per_cta, s->heads_per_tile);
+        plan_note(p, "cta pair", "CTA r: rows m0 + %d r; per KV tile K rows %d r.., V chunks %d r..", p->rows_per_cta,
+                  s->k_rows, s->v_chunks);
+        plan_note(p, "pair sync", "even CTA issues the M%d MMAs, expects both CTAs' TMA bytes, commits to both",
+                  s->mma_m);
+    } else {
+        plan_note(p, "grid", "tiles = ceil(seqlen_q / %d) * heads_q / %d * batch, one CTA each", p->rows_per_cta,
+                  s->heads_per_tile);
+    }
     if (s->fused)
         plan_note(p, "kv ring", "fused: %d slots of %u B, K(j) V(j) K(j+1) ... in load order", s->ring[0].slots,
                   s->ring[0].slot_bytes);
@@ -421,18 +454,19 @@ static int sm100_plan(const Config *c, Plan *p, char *err, size_t n)
 {
     if (sm100_layout(c, p, err, n)) return -1;
     const Sm100Plan *s = &p->sm100;
-    if (!sm100_mma_shape_ok(s->mma_m, p->bn, 1, 0) || !sm100_mma_shape_ok(s->mma_m, s->ov_pad, 1, 1))
+    if (!sm100_mma_shape_ok(s->mma_m, p->bn, s->cta_pair, 0) || !sm100_mma_shape_ok(s->mma_m, s->ov_pad, s->cta_pair, 1))
         return refuse(err, n, "bn/ov: M %d N %d (QK) or N %d (PV, TS) is not a tcgen05.mma shape", s->mma_m, p->bn,
                       s->ov_pad);
     if (p->tmem_cols > SM100_TMEM_COLS)
         return refuse(err, n, "tmem: the plan needs %d columns but a CTA has %d; %d over", s->tmem_need,
                       SM100_TMEM_COLS, s->tmem_need - SM100_TMEM_COLS);
+    p->cluster[0] = s->cta_pair;
     plan_roles(c, p);
     plan_maps(c, p);
     for (int t = 0; t < s->qtiles; t++) {
         char name[16], what[48];
         snprintf(name, sizeof name, "S%d", t);
-        snprintf(what, sizeof what, "f32 scores of Q tile %d (%d x %d)", t, s->mma_m, p->bn);
+        snprintf(what, sizeof what, "f32 scores of Q tile %d (%d x %d)", t, s->tile_rows, p->bn);
         plan_tmem(p, name, s->tm_s[t], (uint32_t)p->bn, what);
         snprintf(name, sizeof name, "P%d", t);
         snprintf(what, sizeof what, "%s P over S%d, %d per column", s->kind_f8 ? "e4m3" : dtype_name[c->dtype], t,

@@ -17,9 +17,10 @@ typedef struct Sm100Ring {
 } Sm100Ring;
 
 typedef struct Sm100Plan {
-    int mma_m;   /* rows per MMA tile (128; 256 with cta_group::2) */
-    int qtiles;  /* Q tiles per CTA, each with its own softmax warpgroup, S and O */
-    int cta_pair;
+    int mma_m;     /* MMA M: 128, or 256 for the CTA pair (cta_group::2, 128 rows in each CTA) */
+    int tile_rows; /* rows of one Q tile in this CTA: 128, one TMEM lane each */
+    int qtiles;    /* Q tiles per CTA, each with its own softmax warpgroup, S and O */
+    int cta_pair;  /* 1, or 2: a cluster of two CTAs shares each MMA; the even CTA issues them */
 
     /* query rows: row r of a Q tile is (seq q0 + r % seq_rows, head h0 + r / seq_rows) */
     int packed;      /* the group's heads share the M tile (mma_m % group == 0, group > 1) */
@@ -38,7 +39,9 @@ typedef struct Sm100Plan {
 
     /* shared memory */
     uint32_t off_q, q_tile_bytes, q_chunk_bytes;
-    uint32_t k_tile_bytes, k_chunk_bytes, v_tile_bytes, v_chunk_bytes;
+    uint32_t k_tile_bytes, k_chunk_bytes, v_tile_bytes, v_chunk_bytes; /* this CTA's part of a KV tile */
+    int k_rows;               /* K rows (keys) per CTA: bn / cta_pair, the pair's halves of MMA N */
+    int v_chunks;             /* V column chunks per CTA: ov_chunks / cta_pair */
     int fused;                /* one ring, K and V alternating; else ring 0 = K, ring 1 = V */
     Sm100Ring ring[2];
     int n_rings;
@@ -58,8 +61,9 @@ typedef struct Sm100Plan {
     uint32_t bar_o_ready;     /* correction (128): O rescaled, PV may accumulate */
     uint32_t bar_l_full;      /* softmax (128): final row max and sum in TMEM */
     uint32_t bar_o_full;      /* commit: last PV done, O final */
-    int sfx_arrivals, corr_arrivals;
-    uint32_t tx_q, tx_k, tx_v;
+    int sfx_arrivals;         /* bar_corr_full, bar_l_full: the 128 softmax threads of this CTA */
+    int pair_arrivals;        /* bar_p_full, bar_o_ready: 128 threads of each CTA of the pair */
+    uint32_t tx_q, tx_k, tx_v; /* bytes one full barrier expects: both CTAs' loads for the pair */
 
     /* TMEM columns per Q tile */
     uint32_t tm_s[SM100_MAX_QTILES], tm_p[SM100_MAX_QTILES], tm_o[SM100_MAX_QTILES];

@@ -107,6 +107,7 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
     p->qk = c->qk_depth;
     p->ov = c->ov_depth;
     p->rows_per_cta = c->bm;
+    p->heads_per_cta = 1;
     p->elem_bytes = dtype_bytes[c->dtype];
     p->swizzle_bytes = c->swizzle;
     p->chunk_elems = c->swizzle / p->elem_bytes;

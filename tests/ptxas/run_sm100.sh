@@ -5,6 +5,7 @@
 #   - 0 bytes spill stores and loads
 #   - the entry register count equals the plan's entry_regs (the role budgets of
 #     setmaxnreg start from it)
+#   - a plan with a cluster (the CTA pair) declares it: .reqnctapercluster
 #   - the plan's smem map is consistent: entries in offset order, aligned, not
 #     overlapping; smem.bytes = end of the last entry; smem.launch = bytes + base
 #     alignment and <= 232448 (the sm_100a carveout)
@@ -42,19 +43,23 @@ check() {
         echo "FAIL generate: $cfg: $(cat "$dir/e$n")"; return 1
     fi
     out=$("$PTXAS" -arch=sm_100a -v "$ptx" -o "$dir/k$n.cubin" 2>&1) || { echo "FAIL ptxas: $cfg: $out"; return 1; }
+    json=$("$FA4GEN" explain --config "$cfg" --json)
+    cluster=$(echo "$json" | sed -n 's/.*"cluster": \[\([0-9]*\), \([0-9]*\), \([0-9]*\)\].*/\1, \2, \3/p')
+    if [ "$cluster" != "1, 1, 1" ] && ! grep -q "^\.reqnctapercluster $cluster\$" "$ptx"; then
+        echo "FAIL cluster: $cfg: plan cluster $cluster, PTX: $(grep reqnctapercluster "$ptx")"; return 1
+    fi
     rm -f "$ptx" "$dir/k$n.cubin"
     echo "$out" | grep -q "C7508" && { echo "FAIL setmaxnreg ignored (C7508): $cfg"; return 1; }
     echo "$out" | grep -qi "warning" && { echo "FAIL ptxas warning: $cfg: $(echo "$out" | grep -i warning | head -2)"; return 1; }
     echo "$out" | grep -q "0 bytes spill stores, 0 bytes spill loads" || {
         echo "FAIL spills: $cfg: $(echo "$out" | grep spill)"; return 1; }
-    json=$("$FA4GEN" explain --config "$cfg" --json)
     regs=$(echo "$out" | sed -n 's/.*Used \([0-9]*\) registers.*/\1/p')
     want=$(echo "$json" | sed -n 's/.*"entry_regs": \([0-9]*\).*/\1/p')
     [ "$regs" = "$want" ] || { echo "FAIL registers: $cfg: ptxas $regs, plan $want"; return 1; }
     bad=$(smem_check "$json")
     [ -z "$bad" ] || { echo "FAIL smem map: $cfg: $bad"; return 1; }
     launch=$(echo "$json" | sed -n 's/.*"smem": {[^}]*"launch": \([0-9]*\).*/\1/p')
-    echo "ok   $cfg  (regs $regs, smem $launch B)"
+    echo "ok   $cfg  (regs $regs, smem $launch B, cluster $cluster)"
 }
 
 pass=0; fail=0; n=0

@@ -147,7 +147,8 @@ static void check_instr_desc(uint32_t v, const Plan *p, int n, Sm100Major b_majo
 {
     Sm100InstrDesc d = sm100_instr_desc_decode(v);
     int fmt = p->cfg.dtype == DT_BF16 ? 1 : 0; /* BF16 1 (kind::f16); F16 0; E4M3 0 (kind::f8f6f4) */
-    if (d.m != 128 || d.n != n) fail_msg("%s: %s M %d N %d, want M 128 N %d", p->canonical, what, d.m, d.n, n);
+    int m = 128 * p->sm100.cta_pair; /* the pair: one MMA covers 128 rows in each CTA */
+    if (d.m != m || d.n != n) fail_msg("%s: %s M %d N %d, want M %d N %d", p->canonical, what, d.m, d.n, m, n);
     if (d.d_format != 1) fail_msg("%s: %s D format %d, want F32", p->canonical, what, d.d_format);
     if (d.a_format != fmt || d.b_format != fmt) fail_msg("%s: %s formats %d/%d, want %d", p->canonical, what,
                                                          d.a_format, d.b_format, fmt);
@@ -172,12 +173,31 @@ static void check_kernel_descs(const char *text)
     const Sm100Plan *s = &p->sm100;
     int pad_qk = (p->qk + p->chunk_elems - 1) / p->chunk_elems * p->chunk_elems;
     int pad_ov = (p->ov + p->chunk_elems - 1) / p->chunk_elems * p->chunk_elems;
+    int cg = s->cta_pair;
     uint32_t vchunk = (uint32_t)p->bn * (uint32_t)p->swizzle_bytes;
+    uint32_t kchunk = (uint32_t)(p->bn / cg) * (uint32_t)p->swizzle_bytes; /* the pair: half of K's rows per CTA */
 
     uint32_t iqk = ptx_hex(ptx, "mov.u32 %mm_idesc_qk,"), ipv = ptx_hex(ptx, "mov.u32 %mm_idesc_pv,");
     check_instr_desc(iqk, p, p->bn, SM100_MAJOR_K, "QK idesc");
     check_instr_desc(ipv, p, pad_ov, SM100_MAJOR_MN, "PV idesc");
-    assert_true(sm100_mma_shape_ok(128, p->bn, 1, 0) && sm100_mma_shape_ok(128, pad_ov, 1, 1));
+    assert_true(sm100_mma_shape_ok(128 * cg, p->bn, cg, 0) && sm100_mma_shape_ok(128 * cg, pad_ov, cg, 1));
+    /* every tcgen05 op names the plan's CTA group; the pair's TMA loads complete on the even
+     * CTA's barriers (.cta_group::2), a single CTA's never name a group */
+    char group[64];
+    snprintf(group, sizeof group, "tcgen05.mma.cta_group::%d.", cg);
+    if (!strstr(ptx, group)) fail_msg("%s: no '%s' in the PTX", p->canonical, group);
+    int loads = 0, pair_loads = 0;
+    for (const char *l = strstr(ptx, "cp.async.bulk.tensor.4d."); l; l = strstr(l + 1, "cp.async.bulk.tensor.4d.")) {
+        if (strncmp(l + 24, "global.", 7) == 0) continue; /* the O store */
+        loads++;
+        pair_loads += strncmp(l + 24, "cta_group::2.", 13) == 0;
+    }
+    if (loads == 0 || pair_loads != (cg == 2 ? loads : 0))
+        fail_msg("%s: %d of %d TMA loads are .cta_group::2", p->canonical, pair_loads, loads);
+    for (const char *l = strstr(ptx, "tcgen05."); l; l = strstr(l + 1, "tcgen05.")) {
+        const char *g = strstr(l, "cta_group::"), *eol = strchr(l, '\n');
+        if (g && g < eol && g[11] - '0' != cg) fail_msg("%s: '%.60s' is not cta_group::%d", p->canonical, l, cg);
+    }
 
     uint64_t khi = ptx_hex(ptx, "mov.u32 %mm_khi,"), vhi = ptx_hex(ptx, "mov.u32 %mm_vhi,");
     check_smem_desc(khi << 32 | ptx_hex(ptx, "or.b32 %mm_qlo0, %mm_qlo0,"), p, SM100_MAJOR_K, 16, "Q");
@@ -201,8 +221,8 @@ static void check_kernel_descs(const char *text)
     assert_true(n >= pad_qk / mk);
     for (int k = 0; k < pad_qk / mk; k++) {
         int col = k * mk;
-        uint32_t want = ((uint32_t)(col / p->chunk_elems) * vchunk + (uint32_t)(col % p->chunk_elems * eb)) >> 4;
-        if (st[k] != want) fail_msg("%s: K K step %d adds %u, want %u", p->canonical, k, st[k], want);
+        uint32_t w = ((uint32_t)(col / p->chunk_elems) * kchunk + (uint32_t)(col % p->chunk_elems * eb)) >> 4;
+        if (st[k] != w) fail_msg("%s: K K step %d adds %u, want %u", p->canonical, k, st[k], w);
     }
     n = ptx_steps(ptx, "add.u32 %mm_blo, %mm_vlo, ", st, 64);
     assert_true(n >= p->bn / mk);
@@ -235,6 +255,12 @@ static void test_kernel_descriptors(void **state)
         "mha target=sm100a dtype=bf16 qk=96 ov=96 swizzle=128 bn=96",
         "mha target=sm100a dtype=bf16 qk=192 ov=128 rope_split=1 rope_dtype=bf16",
         "mha target=sm100a dtype=fp16 qk=128 ov=128 group=8 bn=64 stages=6",
+        /* the CTA pair: M 256, K halves of bn/2 rows per CTA, V halves of the chunks */
+        "mha target=sm100a dtype=bf16 qk=128 ov=128 cta=2",
+        "mha target=sm100a dtype=e4m3 qk=128 ov=128 cta=2",
+        "mha target=sm100a dtype=fp16 qk=96 ov=96 cta=2",
+        "mha target=sm100a dtype=bf16 qk=128 ov=128 cta=2 bn=64 stages=4 swizzle=32",
+        "mha target=sm100a dtype=bf16 qk=128 ov=128 cta=2 group=4 qtiles=1",
     };
     for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) check_kernel_descs(cfgs[i]);
 }
@@ -256,7 +282,9 @@ static void test_plan_limits(void **state)
 {
     (void)state;
     expect_refusal("mha target=sm100a qk=256 ov=256", "sm90a", NULL);
-    expect_refusal("mha target=sm100a qk=128 ov=128 cta=2", "not implemented yet", NULL);
+    expect_refusal("mha target=sm100a qk=64 ov=64 cta=2", "65..128", "cta=1");
+    expect_refusal("mha target=sm100a qk=192 ov=128 cta=2", "65..128", NULL);
+    expect_refusal("mha target=sm100a qk=96 ov=96 cta=2 swizzle=64", "odd 3 chunks", "use swizzle 32");
     expect_refusal("mha target=sm100a qk=128 ov=128 bn=48", "minimum of 64", "16 short");
     expect_refusal("mha target=sm100a qk=128 ov=128 stages=2", "2 KV stages", "1 short");
     expect_refusal("mha target=sm100a qk=128 ov=128 bn=128 stages=7", "232448", "bytes over");
@@ -285,6 +313,26 @@ static void test_plan_limits(void **state)
     assert_int_equal(s->mma_per_kv, 2 * (128 / 16 + 128 / 16));
     /* registers: 128 x (2 x softmax + correction + warpgroup 3) fills the register file */
     assert_int_equal(128 * (2 * s->sfx_regs + s->corr_regs + s->other_regs), 65536);
+
+    /* the CTA pair, d128 bf16: a cluster of 2, MMA M 256; each CTA loads 64 K rows and one of the
+     * two 64-column V chunks; the even CTA's full barriers expect both halves; P and O-ready
+     * barriers count both CTAs' 128 threads */
+    config_init(&c);
+    assert_int_equal(config_apply_text(&c, "mha target=sm100a qk=128 ov=128 cta=2", err, sizeof err), 0);
+    if (plan_make(&c, &p, err, sizeof err)) fail_msg("%s", err);
+    assert_int_equal(p.cluster[0], 2);
+    assert_int_equal(s->mma_m, 256);
+    assert_int_equal(s->tile_rows, 128);
+    assert_int_equal(s->k_rows, 64);
+    assert_int_equal(s->v_chunks, 1);
+    assert_int_equal(p.maps[1].box[1], 64);  /* k */
+    assert_int_equal(p.maps[2].box[1], 128); /* v: all bn rows, half of the chunks */
+    assert_int_equal(s->tx_k, 2u * s->k_tile_bytes);
+    assert_int_equal(s->tx_k, 128u * 128u * 2u);
+    assert_int_equal(s->tx_v, 2u * s->v_tile_bytes);
+    assert_int_equal(s->pair_arrivals, 256);
+    assert_int_equal(s->sfx_arrivals, 128);
+    assert_int_equal(p.rows_per_cta, 256);
 }
 
 int main(void)
