@@ -20,10 +20,12 @@ RT_OBJ    := $(RT_SRC:%.c=$(B)/%.o)
 HDRS      := $(wildcard gen/*.h gen/sm90/*.h gen/sm100/*.h runtime/*.h)
 TEMPLATES := $(wildcard templates/*.ptx)
 
-UNIT_SRC  := $(wildcard tests/unit/test_*.c)
+# test_launch runs against the fake driver (LD_LIBRARY_PATH); the others must see no driver.
+UNIT_SRC  := $(filter-out tests/unit/test_launch.c,$(wildcard tests/unit/test_*.c))
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
+FAKECUDA  := $(B)/fakecuda/libcuda.so.1
 
-.PHONY: all demo test unit ptxas-test sass-test clean examples deps-test bundle
+.PHONY: all demo test unit launch-test ptxas-test sass-test clean examples deps-test bundle
 all: $(B)/fa4gen $(B)/libfa4rt.a $(B)/libfa4rt.so examples
 
 $(B)/%.o: %.c $(HDRS) | $(B)/templates.h
@@ -77,8 +79,19 @@ $(B)/tests/%: tests/unit/%.c tests/unit/testutil.h $(B)/libfa4rt.a $(B)/fa4gen
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Itests/unit $< -o $@ $(B)/libfa4rt.a $(CMOCKA_LIBS) $(LDLIBS_RT)
 
-unit: deps-test $(UNIT_BIN)
+$(B)/tests/test_launch: tests/unit/fake_cuda.h
+
+# A fake CUDA driver (records encodes and launches) for testing the launch path without a GPU.
+$(FAKECUDA): tests/unit/fake_cuda.c tests/unit/fake_cuda.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -fvisibility=hidden -shared -Wl,-soname,libcuda.so.1 $< -o $@
+
+unit: deps-test $(UNIT_BIN) $(B)/tests/test_launch $(FAKECUDA)
 	@sh tests/run-unit.sh $(UNIT_BIN)
+	@LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) sh tests/run-unit.sh $(B)/tests/test_launch
+
+launch-test: deps-test $(B)/tests/test_launch $(FAKECUDA)
+	@LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) sh tests/run-unit.sh $(B)/tests/test_launch
 
 ptxas-test: $(B)/fa4gen
 	@sh tests/ptxas/run.sh $(B)/fa4gen

@@ -3,6 +3,9 @@
     import fa4
     o = fa4.mha_fwd(q, k, v, causal=True)          # q, k, v: [B, S, H, D] CUDA bf16/fp16 tensors
     o, lse = fa4.mha_fwd(q, k, v, return_lse=True)  # lse: fp32 [B, H, S], natural log
+    o = fa4.mha_fwd(q, k, v, q_descale=0.5, k_descale=0.25, v_descale=2.0)  # float8_e4m3fn in, bf16 out
+    o = fa4.mha_fwd(q, k_nope, v, k_rope=k_rope)    # MLA prefill (sm100a): q [.., 192], k_nope [.., 128],
+                                                    # k_rope [B, Sk, Hkv, 64], v [.., 128]
 
 Causal masks align bottom-right (query i sees key j <= i + Sk - Sq), as FlashAttention.
 The library is build/libfa4rt.so next to this repository, or the path in $FA4_LIB.
@@ -12,7 +15,8 @@ import math
 import os
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_BF16, _FP16 = 0, 1
+_BF16, _FP16, _E4M3 = 0, 1, 2
+_ROPE_DEPTH = 64  # fa4.h: k_rope holds the last 64 columns of K
 _MASK_NONE, _MASK_CAUSAL, _MASK_WINDOW = 0, 1, 2
 
 
@@ -32,7 +36,9 @@ class _MhaArgs(ctypes.Structure):
                 ("q_stride", ctypes.c_int64 * 3), ("k_stride", ctypes.c_int64 * 3),
                 ("v_stride", ctypes.c_int64 * 3), ("o_stride", ctypes.c_int64 * 3),
                 ("softmax_scale", ctypes.c_float), ("mask", ctypes.c_int),
-                ("window_left", ctypes.c_int), ("window_right", ctypes.c_int), ("config", ctypes.c_char_p)]
+                ("window_left", ctypes.c_int), ("window_right", ctypes.c_int), ("config", ctypes.c_char_p),
+                ("k_rope", ctypes.c_void_p), ("k_rope_stride", ctypes.c_int64 * 3),
+                ("q_descale", ctypes.c_float), ("k_descale", ctypes.c_float), ("v_descale", ctypes.c_float)]
 
 
 class Fa4Error(RuntimeError):
@@ -75,23 +81,51 @@ def context(device=0):
     return _ctx[device]
 
 
-def _args(q, k, v, o, lse, causal, window, softmax_scale, config):
+def _dtype_code(torch, dt):
+    codes = {torch.bfloat16: _BF16, torch.float16: _FP16}
+    e4m3 = getattr(torch, "float8_e4m3fn", None)
+    if e4m3 is not None:
+        codes[e4m3] = _E4M3
+    return codes.get(dt)
+
+
+def _out_dtype(torch, q):
+    """O's dtype: the input's, or bf16 for e4m3 inputs (the kernel writes bf16)."""
+    return torch.bfloat16 if _dtype_code(torch, q.dtype) == _E4M3 else q.dtype
+
+
+def _args(q, k, v, o, lse, causal, window, softmax_scale, config, k_rope=None, descale=(None, None, None)):
     import torch
-    for name, t in (("q", q), ("k", k), ("v", v), ("out", o)):
+    named = [("q", q), ("k", k), ("v", v), ("out", o)] + ([("k_rope", k_rope)] if k_rope is not None else [])
+    for name, t in named:
         if not t.is_cuda or t.dim() != 4 or t.stride(3) != 1:
             raise Fa4Error("%s: needs a CUDA tensor [B, S, H, D] with a contiguous last dim" % name)
-    if q.dtype not in (torch.bfloat16, torch.float16) or k.dtype != q.dtype or v.dtype != q.dtype:
-        raise Fa4Error("dtype: q, k, v must all be bf16 or all fp16")
+    dt = _dtype_code(torch, q.dtype)
+    if dt is None or k.dtype != q.dtype or v.dtype != q.dtype or (k_rope is not None and k_rope.dtype != q.dtype):
+        raise Fa4Error("dtype: q, k, v (and k_rope) must all be bf16, all fp16 or all float8_e4m3fn")
+    if o.dtype != _out_dtype(torch, q):
+        raise Fa4Error("out: dtype %s; the kernel writes %s" % (o.dtype, _out_dtype(torch, q)))
+    k_depth = q.shape[3] - (_ROPE_DEPTH if k_rope is not None else 0)
+    if k.shape[3] != k_depth:
+        raise Fa4Error("k: depth %d; expected %d (q's depth%s)" % (k.shape[3], k_depth,
+                       " minus k_rope's %d" % _ROPE_DEPTH if k_rope is not None else ""))
+    if k_rope is not None and tuple(k_rope.shape) != tuple(k.shape[:3]) + (_ROPE_DEPTH,):
+        raise Fa4Error("k_rope: shape %s; expected %s" % (tuple(k_rope.shape), tuple(k.shape[:3]) + (_ROPE_DEPTH,)))
     a = _MhaArgs()
     a.size = ctypes.sizeof(_MhaArgs)
-    a.dtype = _BF16 if q.dtype == torch.bfloat16 else _FP16
+    a.dtype = dt
     a.q, a.k, a.v, a.o = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr()
     a.lse = lse.data_ptr() if lse is not None else None
     a.batch, a.seqlen_q, a.heads_q, a.qk_depth = q.shape
     a.seqlen_k, a.heads_kv, a.ov_depth = k.shape[1], k.shape[2], v.shape[3]
-    for field, t in (("q_stride", q), ("k_stride", k), ("v_stride", v), ("o_stride", o)):
+    strided = [("q_stride", q), ("k_stride", k), ("v_stride", v), ("o_stride", o)]
+    if k_rope is not None:
+        a.k_rope = k_rope.data_ptr()
+        strided.append(("k_rope_stride", k_rope))
+    for field, t in strided:
         getattr(a, field)[:] = [t.stride(0), t.stride(1), t.stride(2)]
     a.softmax_scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(q.shape[3])
+    a.q_descale, a.k_descale, a.v_descale = [float(d) if d is not None else 0.0 for d in descale]
     if window is not None:
         a.mask, a.window_left, a.window_right = _MASK_WINDOW, window[0], window[1]
     else:
@@ -100,24 +134,30 @@ def _args(q, k, v, o, lse, causal, window, softmax_scale, config):
     return a
 
 
-def mha_fwd(q, k, v, causal=False, softmax_scale=None, return_lse=False, config=None, out=None, window=None):
-    """Attention forward on [B, S, H, D] tensors; returns out (and lse when asked)."""
+def mha_fwd(q, k, v, causal=False, softmax_scale=None, return_lse=False, config=None, out=None, window=None,
+            k_rope=None, q_descale=None, k_descale=None, v_descale=None):
+    """Attention forward on [B, S, H, D] tensors; returns out (and lse when asked).
+
+    k_rope: MLA prefill (sm100a, q depth 192): K's last 64 columns as their own [B, Sk, Hkv, 64] tensor,
+    with k holding the first 128. q/k/v_descale: per-tensor dequantisation scales (None = 1), folded into
+    the softmax scale (q, k) and the output (v). float8_e4m3fn inputs give a bf16 output."""
     import torch
-    o = out if out is not None else torch.empty(q.shape[:3] + (v.shape[3],), dtype=q.dtype, device=q.device)
+    o = out if out is not None else torch.empty(q.shape[:3] + (v.shape[3],), dtype=_out_dtype(torch, q),
+                                                device=q.device)
     lse = torch.empty(q.shape[0], q.shape[2], q.shape[1], dtype=torch.float32, device=q.device) if return_lse else None
     ctx = context(q.device.index or 0)
-    a = _args(q, k, v, o, lse, causal, window, softmax_scale, config)
+    a = _args(q, k, v, o, lse, causal, window, softmax_scale, config, k_rope, (q_descale, k_descale, v_descale))
     stream = torch.cuda.current_stream(q.device).cuda_stream
     _check(_load().fa4_mha_fwd(ctx, ctypes.byref(a), ctypes.c_void_p(stream)), ctx)
     return (o, lse) if return_lse else o
 
 
-def mha_config(q, k, v, causal=False, config=None, window=None):
+def mha_config(q, k, v, causal=False, config=None, window=None, k_rope=None):
     """The canonical kernel config mha_fwd would use for these tensors."""
     import torch
-    o = torch.empty(q.shape[:3] + (v.shape[3],), dtype=q.dtype, device=q.device)
+    o = torch.empty(q.shape[:3] + (v.shape[3],), dtype=_out_dtype(torch, q), device=q.device)
     ctx = context(q.device.index or 0)
-    a = _args(q, k, v, o, None, causal, window, None, config)
+    a = _args(q, k, v, o, None, causal, window, None, config, k_rope)
     buf = ctypes.create_string_buffer(512)
     _check(_load().fa4_mha_config(ctx, ctypes.byref(a), buf, 512), ctx)
     return buf.value.decode()

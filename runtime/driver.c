@@ -205,7 +205,8 @@ fa4_status rt_check_target(fa4_ctx *ctx, TargetId t)
     /* 'a' targets use arch-specific instructions: the exact CC must match. */
     if (v->cc_major != T->sm_major || v->cc_minor != T->sm_minor)
         return rt_fail(ctx, FA4_ERR_UNSUPPORTED,
-                       "target: %s kernels need a GPU of compute capability %d.%d, but device %d is %d.%d",
-                       T->name, T->sm_major, T->sm_minor, ctx->opt.device, v->cc_major, v->cc_minor);
+                       "target: %s kernels (%s) run only on a GPU of compute capability %d.%d, but device %d "
+                       "is %d.%d; nothing was compiled or launched", T->name, T->ptx_target, T->sm_major,
+                       T->sm_minor, ctx->opt.device, v->cc_major, v->cc_minor);
     return FA4_OK;
 }

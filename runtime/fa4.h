@@ -98,7 +98,13 @@ fa4_status fa4_get_kernel(fa4_ctx *ctx, const char *config, fa4_kernel **k, fa4_
  * element strides (depth stride 1). LSE, when requested, is fp32
  * [batch, heads_q, seqlen_q], natural log; rows that see no key get O = 0 and
  * LSE = -inf. Causal masking aligns bottom-right: query row i sees key j when
- * j <= i + seqlen_k - seqlen_q (FlashAttention convention). */
+ * j <= i + seqlen_k - seqlen_q (FlashAttention convention). With dtype
+ * FA4_E4M3, q, k, v (and k_rope) are e4m3 and O is bf16 (its strides count
+ * bf16 elements).
+ *
+ * Initialise with FA4_MHA_ARGS_INIT; the library reads min(size, sizeof)
+ * bytes, so callers built against an older, shorter struct keep working:
+ * fields after `config` then take their defaults. */
 typedef struct fa4_mha_args {
     size_t size; /* sizeof(fa4_mha_args) */
     fa4_dtype dtype;
@@ -113,10 +119,22 @@ typedef struct fa4_mha_args {
     int window_left, window_right; /* FA4_MASK_WINDOW */
     /* optional kernel config overrides ("bm=128 bn=176 stages=2"), NULL = defaults */
     const char *config;
+    /* MLA prefill (sm100a, qk_depth 192 / ov_depth 128) with the rope part of K
+     * in its own tensor: k then holds K's first qk_depth - 64 columns
+     * [batch, seqlen_k, heads_kv, qk_depth - 64] and k_rope its last 64
+     * [batch, seqlen_k, heads_kv, 64], same dtype, element strides (0 = packed).
+     * NULL: K is one tensor of qk_depth columns. Other targets and depths are
+     * refused with FA4_ERR_UNSUPPORTED. */
+    const void *k_rope;
+    int64_t k_rope_stride[3];
+    /* Per-tensor dequantisation scales (any dtype; 0 means 1, otherwise finite
+     * and > 0): the kernel computes
+     * softmax(softmax_scale * q_descale * k_descale * Q K^T) V * v_descale. */
+    float q_descale, k_descale, v_descale;
 } fa4_mha_args;
 #define FA4_MHA_ARGS_INIT {sizeof(fa4_mha_args), FA4_BF16, NULL, NULL, NULL, NULL, NULL, \
                            0, 0, 0, 0, 0, 0, 0, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, \
-                           0.0f, FA4_MASK_NONE, 0, 0, NULL}
+                           0.0f, FA4_MASK_NONE, 0, 0, NULL, NULL, {0, 0, 0}, 0.0f, 0.0f, 0.0f}
 
 /* Validate args, pick the config, get the kernel and launch it on stream (a
  * CUstream; NULL = default stream). Nothing is launched when a check fails. */

@@ -19,8 +19,24 @@
 
 static const int arg_dtype_bytes[] = {[FA4_BF16] = 2, [FA4_FP16] = 2, [FA4_E4M3] = 1};
 
-/* One tensor as the kernel sees it: base, element strides (batch, seq, head). */
-typedef struct { const char *name; const void *ptr; int64_t stride[3]; int batch, seqlen, heads, depth; } TensorArg;
+/* fa4.h's contract for MLA prefill: k_rope holds the last 64 columns of K. */
+enum { ROPE_DEPTH = 64 };
+
+/* The tensors of one call, in this order; k_rope only when the caller gives it. */
+enum { T_Q, T_K, T_V, T_O, T_K_ROPE, N_TENSORS };
+
+/* One tensor as the kernel sees it: base, element strides (batch, seq, head),
+ * the strides the caller gave (for messages), shape and element size. */
+typedef struct {
+    const char *name;
+    const void *ptr;
+    const int64_t *given;
+    int64_t stride[3];
+    int batch, seqlen, heads, depth, elem_bytes;
+} TensorArg;
+
+/* O's element size: e4m3 kernels write bf16 O (fa4.h; encode_map checks the plan agrees). */
+static int out_elem_bytes(fa4_dtype d) { return d == FA4_E4M3 ? 2 : arg_dtype_bytes[d]; }
 
 /* Element strides with 0 replaced by the packed [batch, seqlen, heads, depth] layout. */
 static void packed_strides(const int64_t in[3], int seqlen, int heads, int depth, int64_t out[3])
@@ -29,21 +45,29 @@ static void packed_strides(const int64_t in[3], int seqlen, int heads, int depth
     for (int i = 0; i < 3; i++) out[i] = in[i] ? in[i] : def[i];
 }
 
-static void tensors(const fa4_mha_args *a, TensorArg t[4])
+/* Fills t and returns how many tensors the call has (4, or 5 with k_rope). */
+static int tensors(const fa4_mha_args *a, TensorArg t[N_TENSORS])
 {
-    const int64_t *st[4] = {a->q_stride, a->k_stride, a->v_stride, a->o_stride};
-    const void *ptr[4] = {a->q, a->k, a->v, a->o};
-    static const char *const names[4] = {"q", "k", "v", "o"};
-    for (int i = 0; i < 4; i++) {
-        int kv = i == 1 || i == 2;
+    static const char *const names[N_TENSORS] = {"q", "k", "v", "o", "k_rope"};
+    const int64_t *st[N_TENSORS] = {a->q_stride, a->k_stride, a->v_stride, a->o_stride, a->k_rope_stride};
+    const void *ptr[N_TENSORS] = {a->q, a->k, a->v, a->o, a->k_rope};
+    /* with k_rope, k holds only the nope columns */
+    const int depth[N_TENSORS] = {a->qk_depth, a->k_rope ? a->qk_depth - ROPE_DEPTH : a->qk_depth, a->ov_depth,
+                                  a->ov_depth, ROPE_DEPTH};
+    int n = a->k_rope ? N_TENSORS : T_K_ROPE;
+    for (int i = 0; i < n; i++) {
+        int kv = i == T_K || i == T_V || i == T_K_ROPE;
         t[i].name = names[i];
         t[i].ptr = ptr[i];
+        t[i].given = st[i];
         t[i].batch = a->batch;
         t[i].seqlen = kv ? a->seqlen_k : a->seqlen_q;
         t[i].heads = kv ? a->heads_kv : a->heads_q;
-        t[i].depth = i < 2 ? a->qk_depth : a->ov_depth;
+        t[i].depth = depth[i];
+        t[i].elem_bytes = i == T_O ? out_elem_bytes(a->dtype) : arg_dtype_bytes[a->dtype];
         packed_strides(st[i], t[i].seqlen, t[i].heads, t[i].depth, t[i].stride);
     }
+    return n;
 }
 
 /* ---------------------------------------------------------------- checks */
@@ -80,6 +104,9 @@ static fa4_status check_shape(fa4_ctx *ctx, const fa4_mha_args *a)
         if (depth[i] <= 0 || depth[i] % 16 || depth[i] > 1024)
             return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: %d; use a multiple of 16 up to 1024",
                            i ? "ov_depth" : "qk_depth", depth[i]);
+    if (a->k_rope && a->qk_depth <= ROPE_DEPTH)
+        return BAD("k_rope", "given with qk_depth %d; k_rope holds the last %d of K's qk_depth columns and k the "
+                   "rest, so qk_depth must be larger (MLA prefill: 192)", a->qk_depth, ROPE_DEPTH);
     return FA4_OK;
 }
 
@@ -87,19 +114,17 @@ static fa4_status check_shape(fa4_ctx *ctx, const fa4_mha_args *a)
 static fa4_status check_layout(fa4_ctx *ctx, const fa4_mha_args *a)
 {
     static const char *const axis[3] = {"batch", "seq", "head"};
-    const int64_t *given[4] = {a->q_stride, a->k_stride, a->v_stride, a->o_stride};
-    TensorArg t[4];
-    tensors(a, t);
-    int eb = arg_dtype_bytes[a->dtype];
-    for (int i = 0; i < 4; i++) {
+    TensorArg t[N_TENSORS];
+    int n = tensors(a, t);
+    for (int i = 0; i < n; i++) {
         if ((uintptr_t)t[i].ptr % 16)
             return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: address %p is not 16-byte aligned (TMA needs it)",
                            t[i].name, t[i].ptr);
         for (int d = 0; d < 3; d++) {
-            if (given[i][d] < 0)
+            if (t[i].given[d] < 0)
                 return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s_stride[%d] (%s): %lld; strides must be positive "
-                               "(0 selects the packed layout)", t[i].name, d, axis[d], (long long)given[i][d]);
-            int64_t bytes = t[i].stride[d] * eb;
+                               "(0 selects the packed layout)", t[i].name, d, axis[d], (long long)t[i].given[d]);
+            int64_t bytes = t[i].stride[d] * t[i].elem_bytes;
             if (bytes % 16 || bytes >= ((int64_t)1 << 40))
                 return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s_stride[%d] (%s): %lld elements = %lld bytes; TMA "
                                "needs a multiple of 16 bytes below 2^40", t[i].name, d, axis[d],
@@ -107,6 +132,34 @@ static fa4_status check_layout(fa4_ctx *ctx, const fa4_mha_args *a)
         }
     }
     if ((uintptr_t)a->lse % 4) return BAD("lse", "address %p is not 4-byte aligned", (void *)a->lse);
+    return FA4_OK;
+}
+
+/* The kernel's two scalars (launch ABI): the softmax scale in log2 units with the
+ * q and k descales folded in, and the v descale, which scales O. */
+typedef struct { float scale_log2, o_scale; } KernelScales;
+
+static double or_one(float x) { return x != 0.0f ? (double)x : 1.0; }
+
+static KernelScales kernel_scales(const fa4_mha_args *a)
+{
+    double s = a->softmax_scale != 0.0f ? (double)a->softmax_scale : 1.0 / sqrt((double)a->qk_depth);
+    KernelScales k = {(float)(s * or_one(a->q_descale) * or_one(a->k_descale) * 1.4426950408889634),
+                      (float)or_one(a->v_descale)};
+    return k;
+}
+
+static fa4_status check_descales(fa4_ctx *ctx, const fa4_mha_args *a)
+{
+    static const char *const names[3] = {"q_descale", "k_descale", "v_descale"};
+    const float d[3] = {a->q_descale, a->k_descale, a->v_descale};
+    for (int i = 0; i < 3; i++)
+        if (!isfinite(d[i]) || d[i] < 0.0f)
+            return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: %g; use a finite scale > 0 (0 means 1)", names[i],
+                           (double)d[i]);
+    if (!isfinite(kernel_scales(a).scale_log2))
+        return BAD("k_descale", "softmax_scale x q_descale x k_descale = %g x %g x %g overflows a float",
+                   (double)a->softmax_scale, or_one(a->q_descale), or_one(a->k_descale));
     return FA4_OK;
 }
 
@@ -118,14 +171,11 @@ static fa4_status check_math(fa4_ctx *ctx, const fa4_mha_args *a)
         if (a->window_left < -1) return BAD("window_left", "%d; use >= 0, or -1 for unbounded", a->window_left);
         if (a->window_right < -1) return BAD("window_right", "%d; use >= 0, or -1 for unbounded", a->window_right);
     }
-    return FA4_OK;
+    return check_descales(ctx, a);
 }
 
 /* ---------------------------------------------------------------- config */
 
-/* The config for a (target from the context, or placeholder sm90a for AUTO),
- * with args->config overrides, which may tune the kernel but not change
- * what it computes. */
 /* The part of the tuning table that depends on the shape, not only on the
  * config (the plan's defaults cover depth, dtype and mask). Measured on an
  * H100 (bench/NOTES.md): short causal sequences have tiles of a few KV blocks,
@@ -137,6 +187,9 @@ static void shape_heuristics(Config *c, const fa4_mha_args *a)
     if (c->persistent < 0) c->persistent = 1; /* with 2 stages the plan double-buffers Q too */
 }
 
+/* The config for a (target from the context, or placeholder sm90a for AUTO),
+ * with args->config overrides, which may tune the kernel but not change
+ * what it computes. finish_config completes it once the target is known. */
 static fa4_status args_config(fa4_ctx *ctx, const fa4_mha_args *a, Config *c)
 {
     static const DType dt[] = {[FA4_BF16] = DT_BF16, [FA4_FP16] = DT_FP16, [FA4_E4M3] = DT_E4M3};
@@ -154,10 +207,9 @@ static fa4_status args_config(fa4_ctx *ctx, const fa4_mha_args *a, Config *c)
         c->window_left = a->window_left;
         c->window_right = a->window_right;
     }
-    if (!a->config) {
-        shape_heuristics(c, a);
-        return FA4_OK;
-    }
+    c->rope_split = a->k_rope != NULL;
+    if (c->rope_split) c->rope_dtype = c->dtype; /* fa4.h: k_rope has k's dtype */
+    if (!a->config) return FA4_OK;
     Config want = *c;
     fa4_status s = rt_parse_config(ctx, a->config, c, "args->config");
     if (s) return s;
@@ -169,11 +221,13 @@ static fa4_status args_config(fa4_ctx *ctx, const fa4_mha_args *a, Config *c)
                           : c->mask != want.mask || c->window_left != want.window_left ||
                                     c->window_right != want.window_right
                               ? "mask"
+                          : c->rope_split != want.rope_split ||
+                                    (c->rope_split && c->rope_dtype != want.rope_dtype)
+                              ? "rope_split/rope_dtype (k_rope and dtype)"
                               : NULL;
     if (changed)
         return BAD("args->config", "'%s' changes %s, which the arguments decide; give only tuning keys "
                    "(bm bn stages swizzle pingpong persistent qtiles cta rescale poly)", a->config, changed);
-    shape_heuristics(c, a);
     return FA4_OK;
 }
 
@@ -187,13 +241,31 @@ static fa4_status prepare(fa4_ctx *ctx, const fa4_mha_args *in, fa4_mha_args *a,
     return args_config(ctx, a, c);
 }
 
-/* Resolve AUTO from the device; an explicit target needs no driver here. */
-static fa4_status resolve_target(fa4_ctx *ctx, Config *c)
+/* k_rope turns on rope_split, which the generator allows only for some
+ * targets and depths: ask it (no plan, no compile) so that the refusal names
+ * k_rope, the argument that asked for it, with the generator's reason. */
+static fa4_status check_rope(fa4_ctx *ctx, const fa4_mha_args *a, const Config *c)
 {
-    if (ctx->opt.target != FA4_TARGET_AUTO) return FA4_OK;
-    fa4_status s = rt_driver(ctx);
-    if (s) return s;
-    return rt_device_target(ctx, &c->target);
+    if (!a->k_rope) return FA4_OK;
+    Config t = *c;
+    char err[512];
+    if (config_fill_defaults(&t, err, sizeof err) == 0 && config_check(&t, err, sizeof err) == 0) return FA4_OK;
+    return rt_fail(ctx, FA4_ERR_UNSUPPORTED, "k_rope: the kernel config with K's rope part in its own tensor "
+                   "(rope_split=1) is refused for target %s, qk_depth %d, ov_depth %d: %s", target_name[c->target],
+                   a->qk_depth, a->ov_depth, err);
+}
+
+/* Resolve AUTO from the device (an explicit target needs no driver here),
+ * check the device runs it when launching, then apply the shape heuristics,
+ * which depend on the target. */
+static fa4_status finish_config(fa4_ctx *ctx, const fa4_mha_args *a, Config *c, int launching)
+{
+    fa4_status s;
+    if (ctx->opt.target == FA4_TARGET_AUTO && ((s = rt_driver(ctx)) || (s = rt_device_target(ctx, &c->target))))
+        return s;
+    if (launching && (s = rt_check_target(ctx, c->target))) return s;
+    shape_heuristics(c, a);
+    return FA4_OK;
 }
 
 fa4_status fa4_mha_config(fa4_ctx *ctx, const fa4_mha_args *args, char *buf, size_t n)
@@ -204,7 +276,7 @@ fa4_status fa4_mha_config(fa4_ctx *ctx, const fa4_mha_args *args, char *buf, siz
     fa4_mha_args a;
     Config c;
     fa4_status s = prepare(ctx, args, &a, &c);
-    if (s || (s = resolve_target(ctx, &c))) return s;
+    if (s || (s = finish_config(ctx, &a, &c, 0)) || (s = check_rope(ctx, &a, &c))) return s;
     Plan *p = malloc(sizeof *p);
     if (!p) return rt_fail(ctx, FA4_ERR_OUT_OF_MEMORY, "plan: out of memory");
     char err[512];
@@ -218,6 +290,9 @@ fa4_status fa4_mha_config(fa4_ctx *ctx, const fa4_mha_args *args, char *buf, siz
 
 /* ---------------------------------------------------------------- tensor maps */
 
+/* One map of the plan over one tensor. The map's dtype is the plan's (e4m3
+ * kernels store bf16 O), and must have the element size the strides were
+ * checked with. */
 static fa4_status encode_map(fa4_ctx *ctx, const MapSpec *m, const TensorArg *t, CUtensorMap *out)
 {
     static const CUtensorMapDataType cu_dtype[DT_COUNT] = {
@@ -231,6 +306,10 @@ static fa4_status encode_map(fa4_ctx *ctx, const MapSpec *m, const TensorArg *t,
         return rt_fail(ctx, FA4_ERR_INTERNAL, "tensor map %s: plan depth %u differs from %s's depth %d", m->name,
                        m->depth, t->name, t->depth);
     int64_t eb = dtype_bytes[m->dtype];
+    if (eb != t->elem_bytes)
+        return rt_fail(ctx, FA4_ERR_INTERNAL, "tensor map %s: plan dtype %s (%d B) differs from the %d-byte elements "
+                       "of %s the arguments were checked with", m->name, dtype_name[m->dtype], (int)eb,
+                       t->elem_bytes, t->name);
     cuuint64_t dims[4] = {m->depth, (cuuint64_t)t->seqlen, (cuuint64_t)t->heads, (cuuint64_t)t->batch};
     /* Global strides of dims 1..3 in bytes: seq, head, batch. */
     cuuint64_t strides[3] = {(cuuint64_t)(t->stride[1] * eb), (cuuint64_t)(t->stride[2] * eb),
@@ -251,22 +330,28 @@ static fa4_status encode_map(fa4_ctx *ctx, const MapSpec *m, const TensorArg *t,
     return FA4_OK;
 }
 
+/* Every map the plan names gets its tensor, and every tensor the caller gave
+ * is read by some map (a k_rope the kernel ignored would be a wrong answer). */
 static fa4_status encode_maps(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a, CUtensorMap *maps)
 {
-    static const int which[TENSOR_COUNT] = {[TENSOR_Q] = 0, [TENSOR_K] = 1, [TENSOR_V] = 2, [TENSOR_O] = 3,
-                                            [TENSOR_K_ROPE] = -1};
+    static const int which[TENSOR_COUNT] = {[TENSOR_Q] = T_Q, [TENSOR_K] = T_K, [TENSOR_V] = T_V, [TENSOR_O] = T_O,
+                                            [TENSOR_K_ROPE] = T_K_ROPE};
     if (!ctx->drv.TensorMapEncodeTiled)
         return rt_fail(ctx, FA4_ERR_NO_DRIVER, "driver: cuTensorMapEncodeTiled is missing; TMA needs a CUDA 12 driver");
-    TensorArg t[4];
-    tensors(a, t);
+    TensorArg t[N_TENSORS];
+    int n = tensors(a, t), used[N_TENSORS] = {0};
     for (int i = 0; i < p->n_maps; i++) {
         const MapSpec *m = &p->maps[i];
-        if ((unsigned)m->tensor >= TENSOR_COUNT || which[m->tensor] < 0)
-            return rt_fail(ctx, FA4_ERR_INTERNAL, "plan map '%s' names tensor %d, which mha does not have", m->name,
-                           (int)m->tensor);
+        if ((unsigned)m->tensor >= TENSOR_COUNT || which[m->tensor] >= n)
+            return rt_fail(ctx, FA4_ERR_INTERNAL, "plan map '%s' names tensor %s, which this call does not have",
+                           m->name, (unsigned)m->tensor < TENSOR_COUNT ? tensor_name[m->tensor] : "(unknown)");
+        used[which[m->tensor]] = 1;
         fa4_status s = encode_map(ctx, m, &t[which[m->tensor]], &maps[i]);
         if (s) return s;
     }
+    for (int i = 0; i < n; i++)
+        if (!used[i])
+            return rt_fail(ctx, FA4_ERR_INTERNAL, "plan %s has no tensor map for %s", p->canonical, t[i].name);
     return FA4_OK;
 }
 
@@ -274,10 +359,14 @@ static fa4_status encode_maps(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a
 
 /* Launch ABI (both targets): params are the plan's tensor maps in order
  * (CUtensorMap, .param .align 128), then u64 lse (0 if none), u32 seqlen_q,
- * u32 seqlen_k, u32 heads_q, u32 batch, f32 scale_log2, f32 o_scale. The grid
- * covers ceil(seqlen_q / rows_per_cta) * heads_q * batch tiles, one CTA each,
- * or min(tiles, SMs) CTAs for a persistent kernel, rounded to whole clusters
- * (kernels skip tiles past the end). */
+ * u32 seqlen_k, u32 heads_q, u32 batch, f32 scale_log2 (softmax scale x
+ * q_descale x k_descale x log2 e), f32 o_scale (v_descale). A tile is one
+ * cluster of cx = plan cluster[0] CTAs side by side along the query rows,
+ * covering rows_per_cta x cx rows of heads_per_cta query heads (the GQA group
+ * when the plan packs it into the tile, else 1). The grid is
+ * ceil(seqlen_q / (rows_per_cta x cx)) x (heads_q / heads_per_cta) x batch
+ * clusters of cx CTAs, or for a persistent kernel at most the device's SMs
+ * rounded down to whole clusters (the kernel strides over the tiles). */
 typedef struct {
     uint64_t lse;
     uint32_t seqlen_q, seqlen_k, heads_q, batch;
@@ -287,19 +376,27 @@ typedef struct {
 static fa4_status grid_size(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a, unsigned *grid)
 {
     int cx = p->cluster[0] > 0 ? p->cluster[0] : 1;
+    int hpc = p->heads_per_cta > 0 ? p->heads_per_cta : 1;
     if (p->rows_per_cta <= 0) return rt_fail(ctx, FA4_ERR_INTERNAL, "plan: rows_per_cta is %d", p->rows_per_cta);
-    uint64_t tiles = (uint64_t)((a->seqlen_q + p->rows_per_cta - 1) / p->rows_per_cta) * (uint64_t)a->heads_q *
-                     (uint64_t)a->batch;
-    if (p->persistent && tiles > (uint64_t)ctx->device.sm_count) tiles = (uint64_t)ctx->device.sm_count / cx * cx;
-    tiles = (tiles + cx - 1) / cx * cx;
-    if (tiles == 0 || tiles > 0x7fffffffu)
+    if (a->heads_q % hpc)
+        return rt_fail(ctx, FA4_ERR_INTERNAL, "plan: %d query heads per CTA do not divide heads_q %d (%s)", hpc,
+                       a->heads_q, p->canonical);
+    uint64_t rows = (uint64_t)p->rows_per_cta * (uint64_t)cx;
+    uint64_t clusters = ((uint64_t)a->seqlen_q + rows - 1) / rows * (uint64_t)(a->heads_q / hpc) * (uint64_t)a->batch;
+    uint64_t ctas = clusters * (uint64_t)cx;
+    if (p->persistent) {
+        uint64_t cap = (uint64_t)(ctx->device.sm_count / cx * cx);
+        if (cap < (uint64_t)cx) cap = (uint64_t)cx; /* a device smaller than a cluster: the driver will say */
+        if (ctas > cap) ctas = cap;
+    }
+    if (ctas == 0 || ctas > 0x7fffffffu)
         return BAD("seqlen_q", "%d x heads_q %d x batch %d needs %llu CTAs; the grid allows 2^31 - 1", a->seqlen_q,
-                   a->heads_q, a->batch, (unsigned long long)tiles);
-    *grid = (unsigned)tiles;
+                   a->heads_q, a->batch, (unsigned long long)ctas);
+    *grid = (unsigned)ctas;
     return FA4_OK;
 }
 
-static fa4_status launch(fa4_ctx *ctx, const fa4_kernel *k, const fa4_mha_args *a, float scale, CUstream stream)
+static fa4_status launch(fa4_ctx *ctx, const fa4_kernel *k, const fa4_mha_args *a, CUstream stream)
 {
     const Plan *p = &k->plan;
     CUtensorMap maps[PLAN_MAX_MAPS];
@@ -307,8 +404,9 @@ static fa4_status launch(fa4_ctx *ctx, const fa4_kernel *k, const fa4_mha_args *
     unsigned grid = 0;
     fa4_status s = grid_size(ctx, p, a, &grid);
     if (s || (s = encode_maps(ctx, p, a, maps))) return s;
+    KernelScales ks = kernel_scales(a);
     LaunchScalars v = {(uint64_t)(uintptr_t)a->lse, (uint32_t)a->seqlen_q, (uint32_t)a->seqlen_k,
-                       (uint32_t)a->heads_q, (uint32_t)a->batch, scale * 1.4426950408889634f, 1.0f};
+                       (uint32_t)a->heads_q, (uint32_t)a->batch, ks.scale_log2, ks.o_scale};
     int np = 0;
     for (int i = 0; i < p->n_maps; i++) params[np++] = &maps[i];
     void *scalars[7] = {&v.lse, &v.seqlen_q, &v.seqlen_k, &v.heads_q, &v.batch, &v.scale_log2, &v.o_scale};
@@ -348,17 +446,19 @@ fa4_status fa4_mha_fwd(fa4_ctx *ctx, const fa4_mha_args *args, void *stream)
     fa4_status s = prepare(ctx, args, &a, &c);
     if (s) return s;
     /* Only now the driver: everything above is the caller's arguments. */
-    if ((s = rt_driver(ctx)) || (s = resolve_target(ctx, &c)) || (s = rt_check_target(ctx, c.target))) return s;
+    if ((s = rt_driver(ctx)) || (s = finish_config(ctx, &a, &c, 1))) return s;
     char key[320];
     config_canonical(&c, key, sizeof key);
     uint64_t hash = rt_fnv1a(key, strlen(key), RT_FNV_SEED);
     fa4_kernel *k = rt_kernel_lookup(ctx, key, hash);
     fa4_kernel_stats st = {0};
-    if (!k && (s = rt_kernel_build(ctx, key, hash, &c, &k, &st, FA4_ERR_UNSUPPORTED))) return s;
-    float scale = a.softmax_scale != 0.0f ? a.softmax_scale : 1.0f / sqrtf((float)a.qk_depth);
+    /* a kernel in the memory cache has passed check_rope already */
+    if (!k && ((s = check_rope(ctx, &a, &c)) ||
+               (s = rt_kernel_build(ctx, key, hash, &c, &k, &st, FA4_ERR_UNSUPPORTED))))
+        return s;
     int pushed;
     if ((s = rt_ctx_enter(ctx, &pushed))) return s;
-    s = launch(ctx, k, &a, scale, (CUstream)stream);
+    s = launch(ctx, k, &a, (CUstream)stream);
     rt_ctx_leave(ctx, pushed);
     return s;
 }

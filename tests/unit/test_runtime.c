@@ -146,6 +146,15 @@ static void b_window(fa4_mha_args *a) { a->mask = FA4_MASK_WINDOW, a->window_lef
 static void b_config_key(fa4_mha_args *a) { a->config = "bm=128 frobnicate=1"; }
 static void b_config_value(fa4_mha_args *a) { a->config = "stages=99"; }
 static void b_config_dtype(fa4_mha_args *a) { a->config = "dtype=fp16"; }
+static void b_descale_neg(fa4_mha_args *a) { a->q_descale = -1.0f; }
+static void b_descale_nan(fa4_mha_args *a) { a->k_descale = NAN; }
+static void b_descale_inf(fa4_mha_args *a) { a->v_descale = INFINITY; }
+static void b_rope_align(fa4_mha_args *a) { a->k_rope = fake[1] + 2; }
+static void b_rope_stride(fa4_mha_args *a) { a->k_rope = fake[1], a->k_rope_stride[1] = 36; }
+static void b_rope_depth(fa4_mha_args *a) { a->k_rope = fake[1], a->qk_depth = a->ov_depth = 64; }
+static void b_config_rope(fa4_mha_args *a) { a->config = "rope_split=1"; }
+/* e4m3 O is bf16: 2^39 elements are 2^40 bytes, past TMA's limit (as e4m3 bytes they would pass) */
+static void b_e4m3_o_stride(fa4_mha_args *a) { a->dtype = FA4_E4M3, a->o_stride[0] = (int64_t)1 << 39; }
 
 static const BadCase bad_cases[] = {
     {"size", "args->size", b_size},          {"dtype", "dtype", b_dtype},
@@ -160,6 +169,10 @@ static const BadCase bad_cases[] = {
     {"scale inf", "softmax_scale", b_scale_inf}, {"mask", "mask", b_mask},
     {"window", "window_left", b_window},     {"config key", "frobnicate", b_config_key},
     {"config value", "stages", b_config_value}, {"config dtype", "dtype", b_config_dtype},
+    {"descale<0", "q_descale", b_descale_neg}, {"descale nan", "k_descale", b_descale_nan},
+    {"descale inf", "v_descale", b_descale_inf}, {"k_rope align", "k_rope: address", b_rope_align},
+    {"k_rope stride", "k_rope_stride[1]", b_rope_stride}, {"k_rope depth", "k_rope", b_rope_depth},
+    {"config rope_split", "rope_split", b_config_rope}, {"e4m3 o stride", "o_stride[0]", b_e4m3_o_stride},
 };
 
 static void test_mha_bad_args(void **state)

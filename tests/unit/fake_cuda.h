@@ -1,0 +1,85 @@
+/* fake_cuda.h - what the fake CUDA driver (fake_cuda.c, built as
+ * build/fakecuda/libcuda.so.1) records, for the launch tests.
+ *
+ * The fake has one device and never touches device memory: it validates
+ * arguments the way the real driver documents, records tensor-map encodes,
+ * function attributes and launches, and refuses what the real driver would
+ * refuse. A test reaches the same state as libfa4rt by
+ * dlopen("libcuda.so.1") + dlsym("fake_cuda_state"), run with
+ * LD_LIBRARY_PATH=build/fakecuda. Not thread-safe: tests launch from one thread.
+ *
+ * Environment, read at every cuInit:
+ *   FAKE_CUDA_CC      compute capability as major*10+minor ("100", "90"); default 100
+ *   FAKE_CUDA_SMS     SM count; default 148
+ *   FAKE_CUDA_NO_PROC "1": cuGetProcAddress finds nothing, so callers take
+ *                     their dlsym fallback
+ */
+#ifndef FAKE_CUDA_H
+#define FAKE_CUDA_H
+#include <stdint.h>
+
+enum {
+    FAKE_MAX_ENCODES = 128,
+    FAKE_MAX_LAUNCHES = 16,
+    FAKE_MAX_ATTRS = 64,
+    FAKE_MAX_LAUNCH_MAPS = 8,
+    FAKE_NAME = 96,
+    FAKE_SMEM_OPTIN = 232448, /* max dynamic smem per block, sm_90 and sm_100 */
+};
+
+/* Word 0 of an encoded CUtensorMap: odd, so no 4-aligned pointer or int
+ * parameter value starts with it; word 1 is the encode's index, word 2 ~magic. */
+#define FAKE_MAP_MAGIC 0xFA4E7A91u
+
+/* One cuTensorMapEncodeTiled call, as given. */
+typedef struct FakeMap {
+    uint32_t dtype, rank; /* CUtensorMapDataType */
+    uint64_t addr;
+    uint64_t dims[5];
+    uint64_t strides[4]; /* bytes, dims 1..rank-1 */
+    uint32_t box[5], elem[5];
+    uint32_t interleave, swizzle, l2, oob; /* the CUtensorMap* enums */
+} FakeMap;
+
+/* One launch, with its parameters decoded by the MHA launch ABI: maps
+ * (recognised by their marker), then lse, seqlen_q, seqlen_k, heads_q,
+ * batch, scale_log2, o_scale. */
+typedef struct FakeLaunch {
+    int ex; /* 1: cuLaunchKernelEx */
+    char kernel[FAKE_NAME];
+    unsigned grid[3], block[3], smem, cluster[3]; /* cluster 1x1x1 when none was given */
+    int smem_attr; /* the function's MAX_DYNAMIC_SHARED_SIZE_BYTES at launch (0: never set) */
+    void *stream;
+    int n_maps;
+    int map_ids[FAKE_MAX_LAUNCH_MAPS]; /* index into FakeCuda.encodes */
+    FakeMap maps[FAKE_MAX_LAUNCH_MAPS];
+    uint64_t lse;
+    uint32_t seqlen_q, seqlen_k, heads_q, batch;
+    float scale_log2, o_scale;
+} FakeLaunch;
+
+typedef struct FakeAttr {
+    char kernel[FAKE_NAME];
+    int attr, value; /* CUfunction_attribute */
+} FakeAttr;
+
+typedef struct FakeCuda {
+    int cc_major, cc_minor, sm_count;
+    int inits;
+    int proc_found, proc_missed; /* cuGetProcAddress answers */
+    int modules_loaded, modules_live, functions;
+    int n_encodes;
+    FakeMap encodes[FAKE_MAX_ENCODES];
+    int n_launches;
+    FakeLaunch launches[FAKE_MAX_LAUNCHES];
+    int n_attrs;
+    FakeAttr attrs[FAKE_MAX_ATTRS];
+    int n_refused;      /* calls the fake refused */
+    char refused[512];  /* why, for the last one */
+} FakeCuda;
+
+/* Exported by the fake library. */
+typedef FakeCuda *(*FakeCudaStateFn)(void);
+typedef void (*FakeCudaResetFn)(void); /* clears the records, keeps the device settings */
+
+#endif

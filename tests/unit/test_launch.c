@@ -1,0 +1,518 @@
+/* test_launch.c - fa4_mha_fwd end to end against the fake CUDA driver
+ * (fake_cuda.c as build/fakecuda/libcuda.so.1; run with
+ * LD_LIBRARY_PATH=build/fakecuda, as `make unit` does).
+ *
+ * Kernels are really generated and compiled (ptxas); the fake loads the
+ * cubin, records the tensor-map encodes and the launch, and each case checks
+ * them against the plan of the config fa4_mha_config reports, and against
+ * the shapes and strides the test itself gave: tensor maps (dtype, dims,
+ * byte strides, box, swizzle), block, dynamic smem (attribute and launch),
+ * grid and cluster, and the scalar parameters. Device pointers are aligned
+ * fake addresses; nothing dereferences them. */
+#include <cuda.h>
+#include <dirent.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <unistd.h>
+
+#include "fa4.h"
+#include "fa4gen.h"
+#include "fake_cuda.h"
+#include "testutil.h"
+
+static char cache_dir[] = "/tmp/fa4launch.XXXXXX";
+static FakeCuda *fk;
+static FakeCudaResetFn fake_reset;
+
+#define DEV(i) ((void *)(uintptr_t)(0x7f0000000000ull + (uint64_t)(i) * 0x10000000ull))
+#define LOG2E 1.4426950408889634
+
+static int setup(void **state)
+{
+    (void)state;
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    FakeCudaStateFn get = lib ? (FakeCudaStateFn)dlsym(lib, "fake_cuda_state") : NULL;
+    fake_reset = lib ? (FakeCudaResetFn)dlsym(lib, "fake_cuda_reset") : NULL;
+    if (!get || !fake_reset) {
+        fprintf(stderr, "test_launch: libcuda.so.1 is not the fake driver; run with LD_LIBRARY_PATH=build/fakecuda "
+                        "(make unit does)\n");
+        return -1;
+    }
+    fk = get();
+    if (!mkdtemp(cache_dir)) return -1;
+    return setenv("FA4GEN_CACHE_DIR", cache_dir, 1);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache_dir);
+    return system(cmd);
+}
+
+/* A fresh context on a fake device of compute capability cc (e.g. 100), with
+ * the records cleared. dir: its own cache directory, or NULL for the shared one. */
+static fa4_ctx *ctx_on(int cc, fa4_target t, const char *dir)
+{
+    char v[16];
+    snprintf(v, sizeof v, "%d", cc);
+    setenv("FAKE_CUDA_CC", v, 1);
+    fake_reset();
+    fa4_options o = FA4_OPTIONS_INIT;
+    o.target = t;
+    o.cache_dir = dir;
+    fa4_ctx *ctx = NULL;
+    assert_int_equal(fa4_create(&ctx, &o), FA4_OK);
+    return ctx;
+}
+
+static void must(fa4_ctx *ctx, fa4_status s, const char *what)
+{
+    if (s != FA4_OK)
+        fail_msg("%s: %s: %s (fake driver: %d refused, last: %s)", what, fa4_status_string(s), fa4_last_error(ctx),
+                 fk->n_refused, fk->refused);
+}
+
+static void nothing_recorded(const char *why)
+{
+    if (fk->n_encodes || fk->n_launches)
+        fail_msg("%s: %d encodes and %d launches recorded; expected none", why, fk->n_encodes, fk->n_launches);
+}
+
+/* ---------------------------------------------------------------- expectations */
+
+/* A tensor as the test laid it out: element strides (batch, seq, head). */
+typedef struct {
+    const void *ptr;
+    int batch, seqlen, heads, depth, elem;
+    int64_t stride[3];
+} Tensor;
+
+static Tensor packed(const void *ptr, int batch, int seqlen, int heads, int depth, int elem)
+{
+    Tensor t = {ptr, batch, seqlen, heads, depth, elem,
+                {(int64_t)seqlen * heads * depth, (int64_t)heads * depth, depth}};
+    return t;
+}
+
+/* The plan of the config the runtime picks for a. */
+static Plan *plan_of(fa4_ctx *ctx, const fa4_mha_args *a)
+{
+    char canon[320], err[512];
+    must(ctx, fa4_mha_config(ctx, a, canon, sizeof canon), "fa4_mha_config");
+    Config c;
+    Plan *p = malloc(sizeof *p);
+    assert_non_null(p);
+    if (config_parse_canonical(canon, &c, err, sizeof err) || plan_make(&c, p, err, sizeof err))
+        fail_msg("plan of '%s': %s", canon, err);
+    return p;
+}
+
+/* The grid rule, restated: clusters of cluster[0] CTAs, each covering
+ * rows_per_cta x cluster[0] query rows of heads_per_cta heads. */
+static unsigned grid_rule(const Plan *p, const fa4_mha_args *a)
+{
+    unsigned cx = (unsigned)p->cluster[0], rows = (unsigned)p->rows_per_cta * cx;
+    unsigned g = ((unsigned)a->seqlen_q + rows - 1) / rows * (unsigned)(a->heads_q / p->heads_per_cta) *
+                 (unsigned)a->batch * cx;
+    unsigned cap = (unsigned)fk->sm_count / cx * cx;
+    return p->persistent && g > cap ? cap : g;
+}
+
+static CUtensorMapDataType cu_dtype(DType d)
+{
+    return d == DT_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+           : d == DT_FP16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8;
+}
+
+static CUtensorMapSwizzle cu_swizzle(int bytes)
+{
+    return bytes == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : bytes == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+           : bytes == 32 ? CU_TENSOR_MAP_SWIZZLE_32B : CU_TENSOR_MAP_SWIZZLE_NONE;
+}
+
+/* Map i of the launch is plan map i over tensor t. */
+static void expect_map(const FakeMap *m, const MapSpec *ms, const Tensor *t)
+{
+    if (m->addr != (uint64_t)(uintptr_t)t->ptr) fail_msg("map %s: address 0x%llx, tensor at %p", ms->name,
+                                                         (unsigned long long)m->addr, t->ptr);
+    assert_int_equal(m->rank, 4);
+    assert_int_equal(m->dtype, cu_dtype(ms->dtype));
+    assert_int_equal(dtype_bytes[ms->dtype], t->elem);
+    const uint64_t dims[4] = {(uint64_t)t->depth, (uint64_t)t->seqlen, (uint64_t)t->heads, (uint64_t)t->batch};
+    const uint64_t bytes[3] = {(uint64_t)(t->stride[1] * t->elem), (uint64_t)(t->stride[2] * t->elem),
+                               (uint64_t)(t->stride[0] * t->elem)};
+    for (int d = 0; d < 4; d++) {
+        if (m->dims[d] != dims[d]) fail_msg("map %s: dim %d is %llu, tensor has %llu", ms->name, d,
+                                            (unsigned long long)m->dims[d], (unsigned long long)dims[d]);
+        assert_int_equal(m->box[d], ms->box[d]);
+        assert_int_equal(m->elem[d], 1);
+    }
+    assert_int_equal(ms->depth, t->depth);
+    for (int d = 0; d < 3; d++)
+        if (m->strides[d] != bytes[d]) fail_msg("map %s: byte stride %d is %llu, expected %llu", ms->name, d,
+                                                (unsigned long long)m->strides[d], (unsigned long long)bytes[d]);
+    assert_int_equal(m->swizzle, cu_swizzle(ms->swizzle));
+    assert_int_equal(m->interleave, CU_TENSOR_MAP_INTERLEAVE_NONE);
+}
+
+/* The one launch recorded is the plan's kernel over tensors t (indexed by
+ * TensorId), with the scalars of a and the given scales. */
+static const FakeLaunch *expect_launch(const Plan *p, const Tensor t[TENSOR_COUNT], const fa4_mha_args *a,
+                                       double scale_log2, double o_scale)
+{
+    if (fk->n_refused) fail_msg("fake driver refused %d call(s); last: %s", fk->n_refused, fk->refused);
+    assert_int_equal(fk->n_launches, 1);
+    const FakeLaunch *l = &fk->launches[0];
+    assert_string_equal(l->kernel, p->symbol);
+    unsigned cx = (unsigned)p->cluster[0];
+    assert_int_equal(l->ex, cx > 1); /* clusters go through cuLaunchKernelEx */
+    assert_int_equal(l->cluster[0], cx);
+    assert_int_equal(l->cluster[1], 1);
+    assert_int_equal(l->cluster[2], 1);
+    assert_int_equal(l->grid[0], grid_rule(p, a));
+    assert_int_equal(l->grid[0] % cx, 0);
+    assert_int_equal(l->grid[1], 1);
+    assert_int_equal(l->grid[2], 1);
+    assert_int_equal(l->block[0], (unsigned)p->threads);
+    assert_int_equal(l->block[1], 1);
+    assert_int_equal(l->smem, p->smem_launch);
+    assert_int_equal(l->smem_attr, (int)p->smem_launch); /* set when the kernel was loaded */
+    assert_int_equal(l->n_maps, p->n_maps);
+    assert_int_equal(fk->n_encodes, p->n_maps);
+    for (int i = 0; i < p->n_maps; i++) {
+        assert_int_equal(l->map_ids[i], i); /* the maps encoded for this launch, in plan order */
+        expect_map(&l->maps[i], &p->maps[i], &t[p->maps[i].tensor]);
+    }
+    assert_int_equal(l->lse, (uint64_t)(uintptr_t)a->lse);
+    assert_int_equal(l->seqlen_q, a->seqlen_q);
+    assert_int_equal(l->seqlen_k, a->seqlen_k);
+    assert_int_equal(l->heads_q, a->heads_q);
+    assert_int_equal(l->batch, a->batch);
+    if (fabs(l->scale_log2 - scale_log2) > 1e-6 * fabs(scale_log2))
+        fail_msg("scale_log2 %.9g, expected %.9g", (double)l->scale_log2, scale_log2);
+    if (fabs(l->o_scale - o_scale) > 1e-7 * fabs(o_scale))
+        fail_msg("o_scale %.9g, expected %.9g", (double)l->o_scale, o_scale);
+    return l;
+}
+
+/* ---------------------------------------------------------------- cases */
+
+static fa4_mha_args mha(fa4_dtype dt, int batch, int sq, int sk, int hq, int hkv, int qk, int ov, fa4_mask mask)
+{
+    fa4_mha_args a = FA4_MHA_ARGS_INIT;
+    a.dtype = dt;
+    a.q = DEV(1), a.k = DEV(2), a.v = DEV(3), a.o = DEV(4), a.lse = DEV(5);
+    a.batch = batch, a.seqlen_q = sq, a.seqlen_k = sk, a.heads_q = hq, a.heads_kv = hkv;
+    a.qk_depth = qk, a.ov_depth = ov;
+    a.mask = mask;
+    return a;
+}
+
+/* Tensors of a packed call (o in the kernel's output dtype). */
+static void packed_tensors(const fa4_mha_args *a, int elem, int o_elem, Tensor t[TENSOR_COUNT])
+{
+    memset(t, 0, sizeof(Tensor) * TENSOR_COUNT);
+    t[TENSOR_Q] = packed(a->q, a->batch, a->seqlen_q, a->heads_q, a->qk_depth, elem);
+    t[TENSOR_K] = packed(a->k, a->batch, a->seqlen_k, a->heads_kv, a->qk_depth, elem);
+    t[TENSOR_V] = packed(a->v, a->batch, a->seqlen_k, a->heads_kv, a->ov_depth, elem);
+    t[TENSOR_O] = packed(a->o, a->batch, a->seqlen_q, a->heads_q, a->ov_depth, o_elem);
+}
+
+static int map_index(const Plan *p, const char *name)
+{
+    for (int i = 0; i < p->n_maps; i++)
+        if (!strcmp(p->maps[i].name, name)) return i;
+    return -1;
+}
+
+/* sm100a d128 bf16 causal: the four maps, 512 threads, the plan's smem, one CTA per tile. */
+static void test_sm100_d128(void **state)
+{
+    (void)state;
+    fa4_ctx *ctx = ctx_on(100, FA4_TARGET_SM100A, NULL);
+    fa4_mha_args a = mha(FA4_BF16, 2, 1000, 1000, 16, 16, 128, 128, FA4_MASK_CAUSAL);
+    Plan *p = plan_of(ctx, &a);
+    assert_int_equal(p->cfg.target, TARGET_SM100A);
+    assert_int_equal(p->n_maps, 4);
+    assert_int_equal(p->threads, 512);
+    assert_int_equal(p->cluster[0], 1);
+    Tensor t[TENSOR_COUNT];
+    packed_tensors(&a, 2, 2, t);
+    int loaded = fk->modules_loaded;
+    must(ctx, fa4_mha_fwd(ctx, &a, NULL), "fa4_mha_fwd");
+    assert_int_equal(fk->modules_loaded, loaded + 1);
+    assert_true(fk->proc_found > 0); /* entry points came through cuGetProcAddress */
+    expect_launch(p, t, &a, LOG2E / sqrt(128.0), 1.0);
+    const char *names[4] = {"q", "k", "v", "o"};
+    for (int i = 0; i < 4; i++) assert_string_equal(p->maps[i].name, names[i]);
+
+    /* Again: the memory cache, no second load; the same launch. */
+    fake_reset();
+    must(ctx, fa4_mha_fwd(ctx, &a, NULL), "fa4_mha_fwd (cached)");
+    assert_int_equal(fk->modules_loaded, loaded + 1);
+    expect_launch(p, t, &a, LOG2E / sqrt(128.0), 1.0);
+
+    /* A caller built before k_rope and the descales: junk past its size is ignored. */
+    struct { fa4_mha_args a; char junk[64]; } old;
+    memset(&old, 0x5a, sizeof old);
+    memcpy(&old.a, &a, offsetof(fa4_mha_args, k_rope));
+    old.a.size = offsetof(fa4_mha_args, k_rope);
+    fake_reset();
+    must(ctx, fa4_mha_fwd(ctx, &old.a, NULL), "fa4_mha_fwd (old struct)");
+    expect_launch(p, t, &a, LOG2E / sqrt(128.0), 1.0);
+    fa4_destroy(ctx);
+
+    /* AUTO on a 10.0 device picks sm100a: the same kernel (a disk-cache hit). */
+    ctx = ctx_on(100, FA4_TARGET_AUTO, NULL);
+    must(ctx, fa4_mha_fwd(ctx, &a, NULL), "fa4_mha_fwd (AUTO)");
+    expect_launch(p, t, &a, LOG2E / sqrt(128.0), 1.0);
+    free(p);
+    fa4_destroy(ctx);
+    assert_int_equal(fk->modules_live, 0);
+}
+
+/* GQA packed: the group's 8 query heads share a tile, so the grid counts
+ * heads_q / 8 head groups; Q and O boxes span the group's heads. */
+static void test_sm100_gqa_packed(void **state)
+{
+    (void)state;
+    fa4_ctx *ctx = ctx_on(100, FA4_TARGET_SM100A, NULL);
+    fa4_mha_args a = mha(FA4_BF16, 2, 1000, 1000, 32, 4, 128, 128, FA4_MASK_NONE);
+    a.softmax_scale = 0.1f;
+    Plan *p = plan_of(ctx, &a);
+    assert_int_equal(p->heads_per_cta, 8);
+    assert_int_equal(p->maps[map_index(p, "q")].box[2], 8);
+    Tensor t[TENSOR_COUNT];
+    packed_tensors(&a, 2, 2, t);
+    must(ctx, fa4_mha_fwd(ctx, &a, NULL), "fa4_mha_fwd");
+    const FakeLaunch *l = expect_launch(p, t, &a, 0.1 * LOG2E, 1.0);
+    unsigned rows = (unsigned)p->rows_per_cta;
+    assert_int_equal(l->grid[0], (1000 + rows - 1) / rows * (32 / 8) * 2);
+    free(p);
+    fa4_destroy(ctx);
+}
+
+/* MLA prefill (qk 192 / ov 128): with k_rope the plan reads K from two maps,
+ * k (128 nope columns) and k_rope (64 columns, its own strides); without it
+ * K is one 192-column tensor. k_rope with other depths is refused before
+ * anything is encoded or launched, and args->config cannot contradict k_rope. */
+static void test_sm100_mla_rope(void **state)
+{
+    (void)state;
+    fa4_ctx *ctx = ctx_on(100, FA4_TARGET_SM100A, NULL);
+    fa4_mha_args a = mha(FA4_BF16, 2, 700, 900, 8, 8, 192, 128, FA4_MASK_CAUSAL);
+    a.k_rope = DEV(6);
+    /* k_rope inside a buffer of 96 columns per head, 8 heads */
+    a.k_rope_stride[0] = 900LL * 8 * 96, a.k_rope_stride[1] = 8 * 96, a.k_rope_stride[2] = 96;
+    Plan *p = plan_of(ctx, &a);
+    assert_int_equal(p->cfg.rope_split, 1);
+    assert_int_equal(p->n_maps, 5);
+    int ik = map_index(p, "k"), ir = map_index(p, "k_rope");
+    assert_true(ik >= 0 && ir >= 0);
+    assert_int_equal(p->maps[ik].depth, 128);
+    assert_int_equal(p->maps[ir].depth, 64);
+    assert_int_equal(p->maps[ir].tensor, TENSOR_K_ROPE);
+    Tensor t[TENSOR_COUNT];
+    packed_tensors(&a, 2, 2, t);
+    t[TENSOR_K] = packed(a.k, 2, 900, 8, 128, 2);
+    t[TENSOR_K_ROPE] = (Tensor){a.k_rope, 2, 900, 8, 64, 2, {900LL * 8 * 96, 8 * 96, 96}};
+    must(ctx, fa4_mha_fwd(ctx, &a, NULL), "fa4_mha_fwd (k_rope)");
+    const FakeLaunch *l = expect_launch(p, t, &a, LOG2E / sqrt(192.0), 1.0);
+    assert_int_equal(l->maps[ir].strides[0], 8 * 96 * 2);
+    assert_int_equal(l->maps[ir].strides[1], 96 * 2);
+    free(p);
+
+    /* The same shape without k_rope: rope_split=0, K is [.., 192]. */
+    fa4_mha_args b = a;
+    b.k_rope = NULL;
+    memset(b.k_rope_stride, 0, sizeof b.k_rope_stride);
+    p = plan_of(ctx, &b);
+    assert_int_equal(p->cfg.rope_split, 0);
+    assert_int_equal(p->n_maps, 4);
+    packed_tensors(&b, 2, 2, t);
+    fake_reset();
+    must(ctx, fa4_mha_fwd(ctx, &b, NULL), "fa4_mha_fwd (no k_rope)");
+    expect_launch(p, t, &b, LOG2E / sqrt(192.0), 1.0);
+    free(p);
+
+    /* args->config must agree with k_rope. */
+    const char *clash[2] = {"rope_split=0", "rope_split=1"};
+    const fa4_mha_args *who[2] = {&a, &b};
+    for (int i = 0; i < 2; i++) {
+        fa4_mha_args c = *who[i];
+        c.config = clash[i];
+        fake_reset();
+        assert_int_equal(fa4_mha_fwd(ctx, &c, NULL), FA4_ERR_INVALID_ARGUMENT);
+        assert_non_null(strstr(fa4_last_error(ctx), "rope_split"));
+        nothing_recorded(clash[i]);
+    }
+
+    /* k_rope with qk 128: refused, naming k_rope; nothing compiled, encoded or launched. */
+    fa4_mha_args c = mha(FA4_BF16, 2, 700, 900, 8, 8, 128, 128, FA4_MASK_CAUSAL);
+    c.k_rope = DEV(6);
+    fake_reset();
+    int loaded = fk->modules_loaded;
+    assert_int_equal(fa4_mha_fwd(ctx, &c, NULL), FA4_ERR_UNSUPPORTED);
+    assert_non_null(strstr(fa4_last_error(ctx), "k_rope"));
+    assert_non_null(strstr(fa4_last_error(ctx), "192"));
+    nothing_recorded("k_rope with qk 128");
+    assert_int_equal(fk->modules_loaded, loaded);
+    char buf[320];
+    assert_int_equal(fa4_mha_config(ctx, &c, buf, sizeof buf), FA4_ERR_UNSUPPORTED);
+    assert_non_null(strstr(fa4_last_error(ctx), "k_rope"));
+    fa4_destroy(ctx);
+}
+
+/* e4m3: q, k, v maps move bytes; O is bf16, so its element strides count
+ * 2-byte elements (a head stride of 136 is 272 B: aligned for bf16, not for
+ * bytes); the descales fold into scale_log2 and o_scale. */
+static void test_sm100_e4m3_descale(void **state)
+{
+    (void)state;
+    fa4_ctx *ctx = ctx_on(100, FA4_TARGET_SM100A, NULL);
+    fa4_mha_args a = mha(FA4_E4M3, 2, 1000, 1000, 16, 16, 128, 128, FA4_MASK_NONE);
+    a.q_descale = 0.5f, a.k_descale = 0.25f, a.v_descale = 2.0f;
+    a.o_stride[0] = 1000LL * 16 * 136, a.o_stride[1] = 16 * 136, a.o_stride[2] = 136;
+    Plan *p = plan_of(ctx, &a);
+    int io = map_index(p, "o");
+    assert_int_equal(p->maps[io].dtype, DT_BF16);
+    assert_int_equal(p->maps[map_index(p, "q")].dtype, DT_E4M3);
+    Tensor t[TENSOR_COUNT];
+    packed_tensors(&a, 1, 2, t);
+    t[TENSOR_O] = (Tensor){a.o, 2, 1000, 16, 128, 2, {1000LL * 16 * 136, 16 * 136, 136}};
+    must(ctx, fa4_mha_fwd(ctx, &a, NULL), "fa4_mha_fwd (e4m3)");
+    const FakeLaunch *l = expect_launch(p, t, &a, LOG2E / sqrt(128.0) * 0.5 * 0.25, 2.0);
+    assert_int_equal(l->maps[io].dtype, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
+    assert_int_equal(l->maps[io].strides[1], 272);
+    assert_int_equal(l->maps[map_index(p, "q")].dtype, CU_TENSOR_MAP_DATA_TYPE_UINT8);
+    free(p);
+    fa4_destroy(ctx);
+}
+
+/* The CTA pair (cta=2): a cluster of 2 along the query rows, launched with
+ * cuLaunchKernelEx and an even grid. Pending until the plan accepts cta=2. */
+static void test_sm100_cluster(void **state)
+{
+    (void)state;
+    fa4_ctx *ctx = ctx_on(100, FA4_TARGET_SM100A, NULL);
+    fa4_mha_args a = mha(FA4_BF16, 2, 1000, 1000, 16, 16, 128, 128, FA4_MASK_CAUSAL);
+    a.config = "cta=2";
+    char buf[320];
+    if (fa4_mha_config(ctx, &a, buf, sizeof buf) != FA4_OK) {
+        printf("[  SKIP    ] pending cta=2: %s\n", fa4_last_error(ctx));
+        fa4_destroy(ctx);
+        skip();
+    }
+    Plan *p = plan_of(ctx, &a);
+    assert_int_equal(p->cluster[0], 2);
+    Tensor t[TENSOR_COUNT];
+    packed_tensors(&a, 2, 2, t);
+    must(ctx, fa4_mha_fwd(ctx, &a, NULL), "fa4_mha_fwd (cta=2)");
+    const FakeLaunch *l = expect_launch(p, t, &a, LOG2E / sqrt(128.0), 1.0);
+    assert_int_equal(l->ex, 1);
+    assert_int_equal(l->cluster[0], 2);
+    assert_int_equal(l->grid[0] % 2, 0);
+    unsigned rows = (unsigned)p->rows_per_cta * 2;
+    assert_int_equal(l->grid[0], (1000 + rows - 1) / rows * 16 * 2 * 2);
+    free(p);
+    fa4_destroy(ctx);
+}
+
+/* sm90a on a 9.0 device (AUTO): the same ABI; causal with seqlen_k <= 2048 runs
+ * persistent, so the grid is min(tiles, SMs). Entry points come through the
+ * dlsym fallback here (the fake's cuGetProcAddress finds nothing). A k_rope
+ * is refused on sm90a, naming it. */
+static void test_sm90_d128(void **state)
+{
+    (void)state;
+    setenv("FAKE_CUDA_NO_PROC", "1", 1);
+    fa4_ctx *ctx = ctx_on(90, FA4_TARGET_AUTO, NULL);
+    fa4_mha_args a = mha(FA4_BF16, 2, 1000, 1000, 16, 16, 128, 128, FA4_MASK_CAUSAL);
+    Plan *p = plan_of(ctx, &a);
+    unsetenv("FAKE_CUDA_NO_PROC");
+    assert_true(fk->proc_missed > 0);
+    assert_int_equal(fk->proc_found, 0);
+    assert_int_equal(p->cfg.target, TARGET_SM90A);
+    assert_true(p->persistent);
+    Tensor t[TENSOR_COUNT];
+    packed_tensors(&a, 2, 2, t);
+    must(ctx, fa4_mha_fwd(ctx, &a, NULL), "fa4_mha_fwd (sm90a)");
+    const FakeLaunch *l = expect_launch(p, t, &a, LOG2E / sqrt(128.0), 1.0);
+    unsigned tiles = (1000 + (unsigned)p->rows_per_cta - 1) / (unsigned)p->rows_per_cta * 16 * 2;
+    assert_int_equal(l->grid[0], tiles < 148 ? tiles : 148);
+    assert_int_equal(l->block[0], (unsigned)p->threads);
+
+    fa4_mha_args r = mha(FA4_BF16, 2, 1000, 1000, 16, 16, 192, 128, FA4_MASK_CAUSAL);
+    r.k_rope = DEV(6);
+    fake_reset();
+    assert_int_equal(fa4_mha_fwd(ctx, &r, NULL), FA4_ERR_UNSUPPORTED);
+    if (!strstr(fa4_last_error(ctx), "k_rope")) fail_msg("message: %s", fa4_last_error(ctx));
+    nothing_recorded("k_rope on sm90a");
+    free(p);
+    fa4_destroy(ctx);
+}
+
+static int dir_entries(const char *path)
+{
+    DIR *d = opendir(path);
+    int n = 0;
+    if (!d) return -1;
+    for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* sm100a kernels on a 9.0 device: refused before anything is compiled
+ * (its own cache stays empty), loaded, encoded or launched. */
+static void test_sm100_on_sm90(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/fa4launch-cc90.XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    fa4_ctx *ctx = ctx_on(90, FA4_TARGET_SM100A, dir);
+    fa4_mha_args a = mha(FA4_BF16, 2, 1000, 1000, 16, 16, 128, 128, FA4_MASK_CAUSAL);
+    int loaded = fk->modules_loaded;
+    assert_int_equal(fa4_mha_fwd(ctx, &a, NULL), FA4_ERR_UNSUPPORTED);
+    const char *msg = fa4_last_error(ctx);
+    if (!strstr(msg, "sm_100") || !strstr(msg, "9.0")) fail_msg("message '%s' names neither sm_100 nor 9.0", msg);
+    nothing_recorded("sm100a on 9.0");
+    assert_int_equal(fk->modules_loaded, loaded);
+    assert_int_equal(dir_entries(dir), 0);
+    fa4_destroy(ctx);
+    rmdir(dir);
+}
+
+/* Bad descales are argument errors, found before the driver is even opened. */
+static void test_bad_descale(void **state)
+{
+    (void)state;
+    fa4_ctx *ctx = ctx_on(100, FA4_TARGET_SM100A, NULL);
+    const struct { const char *name; float q, k, v; } cases[] = {
+        {"q_descale", -1.0f, 0, 0}, {"k_descale", 0, NAN, 0}, {"v_descale", 0, 0, INFINITY},
+        {"v_descale", 0, 0, -0.5f}, {"k_descale", 1e30f, 1e30f, 0}, /* the product overflows a float */
+    };
+    int inits = fk->inits;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        fa4_mha_args a = mha(FA4_BF16, 2, 1000, 1000, 16, 16, 128, 128, FA4_MASK_CAUSAL);
+        a.q_descale = cases[i].q, a.k_descale = cases[i].k, a.v_descale = cases[i].v;
+        fa4_status s = fa4_mha_fwd(ctx, &a, NULL);
+        if (s != FA4_ERR_INVALID_ARGUMENT || !strstr(fa4_last_error(ctx), cases[i].name))
+            fail_msg("case %zu: status %d, message '%s'", i, (int)s, fa4_last_error(ctx));
+    }
+    nothing_recorded("bad descales");
+    assert_int_equal(fk->inits, inits);
+    fa4_destroy(ctx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sm100_d128),         cmocka_unit_test(test_sm100_gqa_packed),
+        cmocka_unit_test(test_sm100_mla_rope),     cmocka_unit_test(test_sm100_e4m3_descale),
+        cmocka_unit_test(test_sm100_cluster),      cmocka_unit_test(test_sm90_d128),
+        cmocka_unit_test(test_sm100_on_sm90),      cmocka_unit_test(test_bad_descale),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
