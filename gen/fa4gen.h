@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FA4GEN_VERSION "0.1.0"
+#define FA4GEN_VERSION "0.2.0"
 
 #if defined(__GNUC__)
 #define FA4_PRINTF(f, a) __attribute__((format(printf, f, a)))

@@ -191,10 +191,14 @@ char *plan_explain_text(const Plan *p)
                    m->box[3], m->swizzle, m->box_bytes);
     }
     buf_printf(&b, "\nlaunch\n");
-    buf_printf(&b, "  block %d threads, cluster %dx%dx%d, dynamic smem %u B, %s grid\n", p->threads, p->cluster[0],
-               p->cluster[1], p->cluster[2], p->smem_launch, p->persistent ? "persistent" : "one CTA per tile");
-    buf_printf(&b, "  grid  tiles = ceil(seqlen_q / %d) * heads_q * batch; %s\n", p->rows_per_cta,
-               p->persistent ? "min(tiles, SMs) CTAs stride over them" : "one CTA each");
+    char each[48];
+    if (p->persistent) snprintf(each, sizeof each, "min(tiles, SMs) CTAs stride over them");
+    else if (p->cluster[0] > 1) snprintf(each, sizeof each, "one cluster of %d CTAs each", p->cluster[0]);
+    else snprintf(each, sizeof each, "one CTA each");
+    buf_printf(&b, "  block %d threads, cluster %dx%dx%d, dynamic smem %u B, grid: %s\n", p->threads, p->cluster[0],
+               p->cluster[1], p->cluster[2], p->smem_launch, p->persistent ? "persistent" : "one tile per cluster (a cluster of 1 is a CTA)");
+    buf_printf(&b, "  grid  tiles = ceil(seqlen_q / %d) * (heads_q / %d) * batch; %s\n", p->rows_per_cta * p->cluster[0],
+               p->heads_per_cta, each);
     if (b.oom) { buf_free(&b); return NULL; }
     return b.p;
 }
@@ -265,9 +269,9 @@ char *plan_explain_json(const Plan *p)
                    m->box[1], m->box[2], m->box[3], m->swizzle, m->box_bytes);
     }
     buf_printf(&b, "], \"launch\": {\"threads\": %d, \"cluster\": [%d, %d, %d], \"smem\": %u, \"persistent\": %s, "
-                   "\"rows_per_cta\": %d}}\n",
+                   "\"rows_per_cta\": %d, \"heads_per_cta\": %d}}\n",
                p->threads, p->cluster[0], p->cluster[1], p->cluster[2], p->smem_launch,
-               p->persistent ? "true" : "false", p->rows_per_cta);
+               p->persistent ? "true" : "false", p->rows_per_cta, p->heads_per_cta);
     if (b.oom) { buf_free(&b); return NULL; }
     return b.p;
 }

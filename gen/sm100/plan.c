@@ -47,6 +47,9 @@ static int best_swizzle(const Config *c)
     for (int sw = 128; sw >= 32; sw /= 2)
         if ((c->qk_depth * eb) % sw == 0 && (c->ov_depth * eb) % sw == 0 && (!pair || (c->ov_depth * eb / sw) % 2 == 0))
             return sw;
+    /* else padded chunks: the largest swizzle whose (padded) V chunk count the pair can halve */
+    for (int sw = 128; pair && sw >= 32; sw /= 2)
+        if (((c->ov_depth * eb + sw - 1) / sw) % 2 == 0) return sw;
     return 128;
 }
 
@@ -137,6 +140,7 @@ static int sm100_check(const Config *c, char *err, size_t n)
         return refuse(err, n, "rope_split: the 64 rope columns must be whole swizzle chunks, and swizzle %d holds %d %s "
                               "columns; use swizzle %d or less", c->swizzle, c->swizzle / dtype_bytes[c->dtype],
                       dtype_name[c->dtype], 64 * dtype_bytes[c->dtype]);
+    /* (MLA with the pair would also need the k_rope box halved to k_rows: not planned, so refused here) */
     if (c->cta_pair == 2 && (c->qk_depth != c->ov_depth || c->qk_depth <= 64 || c->qk_depth > 128))
         return refuse(err, n, "cta: 2 (the CTA pair, MMA M 256) is planned for qk = ov in 65..128 (FA4Config's rule: "
                               "d64 fills the MMA with one CTA and BN 192, larger depths run out of TMEM); this config "
