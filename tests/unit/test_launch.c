@@ -39,16 +39,13 @@ static int setup(void **state)
         return -1;
     }
     fk = get();
-    if (!mkdtemp(cache_dir)) return -1;
-    return setenv("FA4GEN_CACHE_DIR", cache_dir, 1);
+    return temp_cache_dir(cache_dir);
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache_dir);
-    return system(cmd);
+    return remove_tree(cache_dir);
 }
 
 /* A fresh context on a fake device of compute capability cc (e.g. 100), with

@@ -13,16 +13,13 @@ static char cache_dir[] = "/tmp/fa4rt.XXXXXX";
 static int setup(void **state)
 {
     (void)state;
-    if (!mkdtemp(cache_dir)) return -1;
-    return setenv("FA4GEN_CACHE_DIR", cache_dir, 1);
+    return temp_cache_dir(cache_dir);
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache_dir);
-    return system(cmd);
+    return remove_tree(cache_dir);
 }
 
 static fa4_ctx *make_ctx(fa4_target t)

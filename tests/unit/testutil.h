@@ -27,4 +27,19 @@ static inline int run_capture(const char *cmd, char **out)
     if (out) *out = buf; else free(buf);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
+
+/* Point FA4GEN_CACHE_DIR at a fresh directory made from the mkdtemp template dir. */
+static inline int temp_cache_dir(char *dir)
+{
+    if (!mkdtemp(dir)) return -1;
+    return setenv("FA4GEN_CACHE_DIR", dir, 1);
+}
+
+/* rm -rf, also through directories a test made read-only; the shell's exit status. */
+static inline int remove_tree(const char *dir)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "chmod -R u+rwx '%s' 2>/dev/null; rm -rf '%s'", dir, dir);
+    return system(cmd);
+}
 #endif
