@@ -4,6 +4,7 @@
 # and no wgmma serialisation (C7514), and uses the registers the plan says.
 # Runs the sm_100a matrix too when its script exists. Prints 'N passed, N failed'.
 set -u
+. "$(dirname "$0")/lib.sh"
 FA4GEN=${1:-build/fa4gen}
 PTXAS=${PTXAS:-ptxas}
 command -v "$PTXAS" >/dev/null 2>&1 || PTXAS=/usr/local/cuda/bin/ptxas
@@ -46,13 +47,8 @@ check() {
     echo "ok   $cfg"
 }
 
-pass=0; fail=0; n=0
-while IFS= read -r cfg; do
-    n=$((n + 1))
-    if check "$cfg" "$n"; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
-done < "$list"
-echo "sm90a ptxas matrix: $pass passed, $fail failed"
-rc=0; [ "$fail" -eq 0 ] || rc=1
+rc=0
+run_matrix "sm90a ptxas matrix" "$list" || rc=1
 if [ -x tests/ptxas/run_sm100.sh ]; then
     sh tests/ptxas/run_sm100.sh "$FA4GEN" || rc=1
 fi

@@ -11,6 +11,7 @@
 #     alignment and <= 232448 (the sm_100a carveout)
 # Prints one line per config and 'sm100a ptxas matrix: N passed, N failed'; exit 1 on failure.
 set -u
+. "$(dirname "$0")/lib.sh"
 FA4GEN=${1:-build/fa4gen}
 MATRIX=${SM100_MATRIX:-$(dirname "$0")/sm100_matrix.txt}
 PTXAS=${PTXAS:-ptxas}
@@ -62,11 +63,4 @@ check() {
     echo "ok   $cfg  (regs $regs, smem $launch B, cluster $cluster)"
 }
 
-pass=0; fail=0; n=0
-while IFS= read -r cfg; do
-    case "$cfg" in ''|'#'*) continue ;; esac
-    n=$((n + 1))
-    if check "$cfg" "$n"; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
-done < "$MATRIX"
-echo "sm100a ptxas matrix: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+run_matrix "sm100a ptxas matrix" "$MATRIX"

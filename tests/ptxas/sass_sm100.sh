@@ -12,6 +12,7 @@
 # nvidia-cuda-nvdisasm). Without them it says so and exits 0 (nothing checked).
 # Prints one line per config and 'sm100a sass matrix: N passed, N failed'; exit 1 on failure.
 set -u
+. "$(dirname "$0")/lib.sh"
 FA4GEN=${1:-build/fa4gen}
 MATRIX=${SM100_MATRIX:-$(dirname "$0")/sm100_matrix.txt}
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
@@ -82,11 +83,4 @@ check() {
     echo "ok   $cfg  ($loop MMAs per KV tile, $total in all, $mma2 .2CTA; $tmem LDTM/STTM; $tma2/$tma TMA .2CTA; no LDL/STL)"
 }
 
-pass=0; fail=0; n=0
-while IFS= read -r cfg; do
-    case "$cfg" in ''|'#'*) continue ;; esac
-    n=$((n + 1))
-    if check "$cfg" "$n"; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
-done < "$MATRIX"
-echo "sm100a sass matrix: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+run_matrix "sm100a sass matrix" "$MATRIX"
