@@ -389,19 +389,13 @@ static void test_sm100_e4m3_descale(void **state)
 }
 
 /* The CTA pair (cta=2): a cluster of 2 along the query rows, launched with
- * cuLaunchKernelEx and an even grid. Pending until the plan accepts cta=2. */
+ * cuLaunchKernelEx and an even grid. */
 static void test_sm100_cluster(void **state)
 {
     (void)state;
     fa4_ctx *ctx = ctx_on(100, FA4_TARGET_SM100A, NULL);
     fa4_mha_args a = mha(FA4_BF16, 2, 1000, 1000, 16, 16, 128, 128, FA4_MASK_CAUSAL);
     a.config = "cta=2";
-    char buf[320];
-    if (fa4_mha_config(ctx, &a, buf, sizeof buf) != FA4_OK) {
-        printf("[  SKIP    ] pending cta=2: %s\n", fa4_last_error(ctx));
-        fa4_destroy(ctx);
-        skip();
-    }
     Plan *p = plan_of(ctx, &a);
     assert_int_equal(p->cluster[0], 2);
     Tensor t[TENSOR_COUNT];
