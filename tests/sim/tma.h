@@ -74,7 +74,18 @@ int tma_store_tile(const TmaMem *m, const TmaMap *map, const int32_t *coords, in
 
 /* The shared-memory byte offset where box element (x = innermost index in
  * elements, y = the flattened outer index) lands under the map's swizzle: the
- * layout the tensor cores' swizzle modes read back. */
+ * layout the tensor cores' swizzle modes read back. The offset is from a
+ * destination aligned to the swizzle's repeat (1024 bytes for the 128B modes,
+ * 512 for 64B, 256 for 32B); elsewhere the swizzle follows the absolute
+ * address (the PTX ISA's swizzle base offset). Rows of a swizzled map are
+ * swizzle-width apart even when the box is narrower. */
 uint32_t tma_smem_offset(const TmaMap *map, uint32_t x, uint32_t y);
+
+/* The bit pattern (in the low elem_bytes bytes) written for out-of-bounds
+ * elements under CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA. The PTX ISA
+ * calls it "OOB-NaN" without giving its bits; the simulator uses the positive
+ * NaN with every mantissa bit set (0x7fff, 0x7fffffff, 0x7fff...f), so that the
+ * tensor-core unit can recognise it. 0 for types that cannot use the fill. */
+uint64_t tma_oob_nan(CUtensorMapDataType dtype);
 
 #endif
