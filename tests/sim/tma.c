@@ -338,7 +338,7 @@ CUresult tma_encode_tiled(CUtensorMap *map, CUtensorMapDataType dtype, cuuint32_
     q[13] = (uint64_t)rank | (uint64_t)interleave << 8 | (uint64_t)swizzle << 16 | (uint64_t)l2 << 24 |
             (uint64_t)oob << 32;
     q[0] = TMA_MAGIC | (uint64_t)fnv1a((const unsigned char *)&q[1], sizeof q - 8) << 32;
-    memcpy(map->opaque, q, sizeof q);
+    memcpy((void *)map, q, sizeof q); /* the driver asks 64-byte alignment, the type declares 128 */
     if (err && errlen)
         err[0] = 0;
     return CUDA_SUCCESS;
@@ -498,6 +498,8 @@ static int fetch_row(const TmaMem *m, const TmaMap *map, int row_in, uint64_t gb
     int64_t lo = 0, hi = 0; /* in-bounds element range within the row, [lo, hi) */
     if (row_in) {
         lo = x0 < 0 ? -x0 : 0;
+        if (lo > (int64_t)n)
+            lo = n;
         hi = (int64_t)map->dims[0] - x0;
         if (hi > (int64_t)n)
             hi = n;
