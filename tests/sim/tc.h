@@ -30,6 +30,10 @@ typedef struct TcMem {
     int (*tmem_write)(void *u, int cta, uint32_t lane, uint32_t col, uint32_t v);
     char *err;
     size_t errlen;
+    /* Optional (may be NULL), added by the tc unit: in TC_FOOTPRINT mode,
+     * called once for every TMEM cell the operation would write, so that the
+     * core learns the write set without anything being written. */
+    int (*tmem_footprint_write)(void *u, int cta, uint32_t lane, uint32_t col);
 } TcMem;
 
 /* Element types as the instruction descriptor and wgmma spell them. */
@@ -88,6 +92,7 @@ typedef struct TcCp {
     TcCpMulticast multicast;
     uint32_t taddr;
     uint64_t s_desc;    /* shared-memory matrix descriptor of the source */
+    int cta_group;      /* added: 0 or 1 = .cta_group::1; 2 = .cta_group::2 (refused) */
 } TcCp;
 
 int tc_tmem_cp(const TcMem *m, const TcCp *op, TcMode mode);
@@ -118,6 +123,16 @@ int tc_wgmma(const TcMem *m, const TcWgmma *op, const uint32_t a[128][TC_MAX_REG
 int tc_describe_umma_desc(uint64_t desc, char *buf, size_t n);
 int tc_describe_idesc(TcKind kind, uint32_t idesc, char *buf, size_t n);
 int tc_describe_wgmma_desc(uint64_t desc, char *buf, size_t n);
+
+/* Byte address in shared memory of element (mn, k) of an operand described by a
+ * descriptor (mn: the M or N index, k: the K index; elem_bits 8, 16 or 32;
+ * mn_major 0 = K-major, 1 = MN-major), after the swizzle. The descriptor is
+ * validated as tc_mma / tc_wgmma would. Added by the tc unit for the debugger
+ * and for tests. */
+int tc_umma_smem_addr(const TcMem *m, uint64_t desc, int mn_major, int elem_bits, uint32_t mn, uint32_t k,
+                      uint32_t *addr);
+int tc_wgmma_smem_addr(const TcMem *m, uint64_t desc, int mn_major, int elem_bits, uint32_t mn, uint32_t k,
+                       uint32_t *addr);
 
 /* Number formats (round-to-nearest-even where a conversion narrows). */
 float tc_to_float(TcType t, uint32_t bits);
