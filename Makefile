@@ -110,6 +110,9 @@ test: deps-test
 clean:
 	rm -rf $(B)
 
+# ---- the simulated GPU (tests/sim/): a libcuda.so.1 that runs our PTX on the CPU ----
+include tests/sim/sim.mk tests/sim/tma.mk tests/sim/harness.mk
+
 # ---- runtime additions ----
 .PHONY: bench-jit
 $(B)/bench/jit: bench/jit.c $(B)/libfa4rt.a

@@ -222,8 +222,21 @@ static fa4_status compile_ptxas(fa4_ctx *ctx, const Plan *p, const char *ptx, si
     return s;
 }
 
+/* FA4GEN_COMPILER=driver-ptx: the driver receives PTX (see the top of the file). */
+static int ptx_to_driver(void)
+{
+    const char *v = getenv("FA4GEN_COMPILER");
+    return v && !strcmp(v, "driver-ptx");
+}
+
 fa4_status rt_compiler_id(fa4_ctx *ctx, char *buf, size_t n)
 {
+    if (ptx_to_driver()) {
+        fa4_status s = rt_driver(ctx);
+        if (s) return s;
+        snprintf(buf, n, "driver-ptx-%d", ctx->drv.version);
+        return FA4_OK;
+    }
     if (ptxas_available(ctx)) {
         snprintf(buf, n, "%s", ctx->ptxas_id);
         return FA4_OK;
@@ -362,6 +375,13 @@ fa4_status rt_compile(fa4_ctx *ctx, const Plan *p, const char *ptx, size_t len, 
 {
     *cubin = NULL;
     *size = 0;
+    if (ptx_to_driver()) { /* the image is the PTX text, NUL-terminated as cuModuleLoadDataEx reads it */
+        if (!(*cubin = malloc(len + 1))) return rt_fail(ctx, FA4_ERR_OUT_OF_MEMORY, "compile: out of memory");
+        memcpy(*cubin, ptx, len);
+        ((char *)*cubin)[len] = 0;
+        *size = len + 1;
+        return FA4_OK;
+    }
     if (ptxas_available(ctx)) return compile_ptxas(ctx, p, ptx, len, cubin, size);
     if (rt_jitlink_available(ctx)) return compile_jitlink(ctx, p, ptx, len, cubin, size);
     /* rt_compiler_id has already opened the driver for the cache key. */

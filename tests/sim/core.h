@@ -1,0 +1,185 @@
+/* core.h - the simulator core's private types, shared by sim.c (scheduling,
+ * memory, synchronisation, async units) and alu.c (the scalar instructions).
+ */
+#ifndef FA4SIM_CORE_H
+#define FA4SIM_CORE_H
+
+#include <stdint.h>
+
+#include "sim.h"
+#include "tc.h"
+#include "tma.h"
+
+enum {
+    MAX_CTAS = 16,      /* per cluster */
+    MAX_MBARS = 512,    /* per cluster */
+    NAMED_BARS = 16,
+    GROUP_RING = 64,    /* bulk-async groups a thread may have outstanding */
+    CLUSTER_SHIFT = 24, /* shared::cluster address = (rank + 1) << 24 | shared::cta address */
+};
+
+typedef enum { TS_RUN, TS_COLL, TS_BAR, TS_MBAR, TS_CLUSTER, TS_BULK, TS_WG, TS_EXIT } ThreadState;
+
+/* What last wrote a shared-memory word or TMEM cell. */
+typedef enum {
+    W_NONE,   /* never written */
+    W_THREAD, /* a thread's generic-proxy store; clk = the thread */
+    W_TCST,   /* a thread's tcgen05.st (or tcgen05.alloc's address); clk = the thread */
+    W_ASYNC   /* an async unit: clk = the mbarrier or tcgen05 pipe that publishes it */
+} WriterKind;
+
+typedef struct Shadow {
+    uint32_t ep;      /* the writer clock's epoch at the write */
+    uint16_t clk;
+    uint8_t kind;     /* WriterKind */
+    uint8_t pad;
+    uint16_t readers; /* in-flight async ops that will read it */
+    uint16_t writers; /* in-flight async ops that will write it */
+} Shadow;
+
+typedef struct Mbar {
+    int cta;
+    uint32_t addr;
+    int expected, pending;
+    int64_t tx;
+    uint32_t phase;   /* phases completed so far */
+    int clk;
+    uint32_t *acc;    /* join of what arrivals released into the current phase */
+    uint32_t *done;   /* join of every completed phase: what a successful wait acquires */
+    int init_line;
+} Mbar;
+
+typedef struct NamedBar {
+    int expected, arrived;
+    uint32_t gen;
+    uint32_t *acc;
+} NamedBar;
+
+typedef struct Cta {
+    int rank;
+    unsigned ctaid[3];
+    uint8_t *smem;        /* [0, smem_end): addresses below smem_base are never valid */
+    uint32_t smem_base, smem_end;
+    Shadow *ssh;          /* one per 4-byte word */
+    int16_t *mbmap;       /* word -> mbarrier index + 1 */
+    uint32_t *tmem;       /* lane * 512 + column */
+    Shadow *tsh;
+    uint8_t tcol[TC_TMEM_COLS]; /* 1: column allocated */
+    int relinquished;
+    NamedBar bars[NAMED_BARS];
+    int first_thread, nthreads;
+    uint32_t pipe_issued; /* tcgen05.mma ops issued: the pipe clock's epochs */
+} Cta;
+
+typedef struct Thread {
+    uint64_t *r;
+    int pc;
+    uint8_t state;
+    int cta, tid, gtid, lane, warp; /* warp: index in the cluster's warp array */
+    uint32_t *vc;
+    /* what it waits for */
+    int wait_mbar;
+    int wait_bar;
+    uint32_t wait_gen;
+    uint32_t cl_phase;
+    int cl_arrived;
+    int wait_n;
+    /* tcgen05 publication state */
+    int st_unwaited;
+    uint32_t tc_fenced, proxy_fenced;
+    /* registers an async op still owns (tcgen05.ld before wait::ld, wgmma accumulators) */
+    uint8_t *pend;
+    int npend;
+    int ld_pending;
+    /* bulk-async groups of TMA stores */
+    uint32_t grp_commit;
+    uint16_t grp_out[GROUP_RING];
+    uint64_t steps;
+} Thread;
+
+typedef struct Warp {
+    int first, n; /* threads [first, first + n) */
+    int cta;
+} Warp;
+
+typedef enum { A_TMA_LOAD, A_TMA_STORE, A_MMA, A_COMMIT, A_CP, A_WGMMA } AsyncKind;
+
+typedef struct Op {
+    int kind;
+    int cta;          /* issuing CTA */
+    int thread;       /* issuing thread (gtid) */
+    int line;
+    uint64_t ready;
+    int stream;       /* -1: unordered; else completes in seq order within the stream */
+    uint32_t seq;
+    uint32_t group;   /* TMA store: the thread's bulk group */
+    uint32_t *fp;     /* footprint: see fp_pack() in sim.c */
+    int nfp, fpcap;
+    uint32_t *vc;     /* commit: what its arrival releases */
+    union {
+        struct { TmaMap map; int32_t coords[5]; int gather4; uint32_t dst; int ctas[MAX_CTAS]; int nctas;
+                 int mbar_cta; uint32_t mbar; } tma;
+        struct { TcMma mma; uint32_t seq; } mma;
+        struct { uint32_t mbar; int ctas[MAX_CTAS]; int nctas; uint32_t upto; } commit;
+        TcCp cp;
+        struct { TcWgmma w; int wg_first; int *dregs; int nd; uint32_t (*a)[TC_MAX_REGS]; uint32_t group; } wg;
+    } u;
+} Op;
+
+typedef struct Sim {
+    const SimLaunch *l;
+    const PtxEntry *e;
+    unsigned clusterid[3], ncluster[3];
+    int ncta;
+    Cta cta[MAX_CTAS];
+    int nthreads, nwarps;
+    Thread *th;
+    Warp *warps;
+    int *order;
+    int nclk;
+    uint32_t *vcbuf;
+    Mbar *mb;
+    int nmb;
+    Op **ops;
+    int nops, opcap;
+    uint32_t *stream_next, *stream_issue;
+    int nstreams;
+    /* wgmma groups per warpgroup */
+    uint32_t *wg_commit; /* wgmma groups committed, per warpgroup */
+    uint32_t cl_phase;
+    int cl_arrived, live;
+    uint64_t step, rng;
+    int max_latency;
+    int status;
+    char *report;
+    size_t rlen, rcap;
+    /* the instruction being executed, for messages */
+    const Ins *cur;
+    Thread *cur_t;
+    uint8_t *param;
+} Sim;
+
+/* sim.c */
+void sim_hazard(Sim *s, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+uint64_t sim_special(Sim *s, Thread *t, int sr);
+
+/* alu.c: executes a scalar instruction (arithmetic, compare, convert, mov of
+ * registers and immediates). Returns 0 when `in` is not one. */
+int alu_exec(Sim *s, Thread *t, const Ins *in);
+uint64_t alu_val(Sim *s, Thread *t, const Operand *o);
+void alu_set(Sim *s, Thread *t, const Operand *o, uint64_t v);
+void sim_pend_hazard(Sim *s, Thread *t, int reg);
+
+static inline uint64_t rreg(Sim *s, Thread *t, int reg)
+{
+    if (t->npend && t->pend[reg]) sim_pend_hazard(s, t, reg);
+    return t->r[reg];
+}
+
+static inline void wreg(Sim *s, Thread *t, int reg, uint64_t v)
+{
+    if (t->npend && t->pend[reg]) sim_pend_hazard(s, t, reg);
+    t->r[reg] = v;
+}
+
+#endif

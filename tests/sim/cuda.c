@@ -1,0 +1,522 @@
+/* cuda.c - the simulator's driver front: a libcuda.so.1 whose device runs PTX
+ * on the CPU (sim.c). A program that opens libcuda.so.1 (libfa4rt does, with
+ * dlopen) runs on the simulated device when LD_LIBRARY_PATH names this
+ * library's folder, and on a GPU otherwise.
+ *
+ * The device: compute capability FA4SIM_CC (100 default, or 90), FA4SIM_SMS
+ * multiprocessors (4 default: persistent grids then loop over several tiles),
+ * the sm_100a / sm_90a shared-memory opt-in limit. Memory is host memory, and
+ * every device access is checked against the allocations. Modules are PTX
+ * text (the real driver JITs PTX as well; a cubin is refused: SASS cannot run
+ * here). Launches run to completion inside the launch call, cluster by
+ * cluster, with the scheduler seed FA4SIM_SEED (default 1) mixed with the
+ * launch count; a fault, hazard or deadlock fails the launch with
+ * CUDA_ERROR_LAUNCH_FAILED (CUDA_ERROR_ILLEGAL_ADDRESS for a fault), prints
+ * the report on stderr and keeps it for fa4sim_last_report(), and, like a real
+ * device error, is sticky: later calls fail too until the process ends.
+ */
+#include <cuda.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptx.h"
+#include "sim.h"
+#include "tma.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+enum { CTX_STACK = 8, DEFAULT_SMEM = 48 * 1024 };
+
+struct CUctx_st { int device; };
+struct CUfunc_st { const PtxEntry *entry; struct CUmod_st *module; int max_dyn_smem; struct CUfunc_st *next; };
+struct CUmod_st { PtxModule *ptx; struct CUfunc_st *funcs; };
+
+/* The driver's state, as a real driver's: one device, its allocations, the sticky error. */
+static struct {
+    pthread_mutex_t mu;
+    int initialized, cc, sms, smem_optin, verbose;
+    uint64_t seed, launches;
+    SimGlobal global;
+    int cap;
+    CUresult sticky;
+    char *report;
+} dev = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0, 0, 0, 0, {NULL, 0}, 0, CUDA_SUCCESS, NULL};
+
+static struct CUctx_st primary;
+static int primary_refs;
+static _Thread_local CUcontext ctx_stack[CTX_STACK];
+static _Thread_local int ctx_depth;
+
+static int env_int(const char *name, int def)
+{
+    const char *v = getenv(name);
+    return v && *v ? atoi(v) : def;
+}
+
+static CUresult fail(CUresult r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static CUresult fail(CUresult r, const char *fmt, ...)
+{
+    if (dev.verbose) {
+        va_list ap;
+        va_start(ap, fmt);
+        fprintf(stderr, "fa4sim: ");
+        vfprintf(stderr, fmt, ap);
+        fprintf(stderr, "\n");
+        va_end(ap);
+    }
+    return r;
+}
+
+/* The report of the last failed launch ("" if none): for tests and the debug command. */
+EXPORT const char *fa4sim_last_report(void) { return dev.report ? dev.report : ""; }
+
+/* Clears the sticky error (tests that expect a failure and go on). */
+EXPORT void fa4sim_reset_error(void)
+{
+    pthread_mutex_lock(&dev.mu);
+    dev.sticky = CUDA_SUCCESS;
+    pthread_mutex_unlock(&dev.mu);
+}
+
+/* ------------------------------------------------------------ init, device */
+EXPORT CUresult cuInit(unsigned int flags)
+{
+    if (flags) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&dev.mu);
+    if (!dev.initialized) {
+        dev.cc = env_int("FA4SIM_CC", 100);
+        dev.sms = env_int("FA4SIM_SMS", 4);
+        dev.seed = (uint64_t)env_int("FA4SIM_SEED", 1);
+        dev.verbose = env_int("FA4SIM_VERBOSE", 0);
+        dev.smem_optin = dev.cc >= 100 ? 232448 : 232448;
+        dev.initialized = 1;
+    }
+    pthread_mutex_unlock(&dev.mu);
+    if (dev.cc != 90 && dev.cc != 100) return fail(CUDA_ERROR_NO_DEVICE, "FA4SIM_CC=%d: the simulator is 90 or 100", dev.cc);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDriverGetVersion(int *v)
+{
+    if (!v) return CUDA_ERROR_INVALID_VALUE;
+    *v = 13000;
+    return CUDA_SUCCESS;
+}
+
+typedef struct { CUresult r; const char *name, *text; } ErrName;
+static const ErrName err_names[] = {
+    {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
+    {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+    {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
+    {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {CUDA_ERROR_NO_BINARY_FOR_GPU, "CUDA_ERROR_NO_BINARY_FOR_GPU", "no kernel image is available for execution on "
+                                                                   "the device"},
+    {CUDA_ERROR_INVALID_PTX, "CUDA_ERROR_INVALID_PTX", "a PTX JIT compilation failed"},
+    {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
+    {CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
+    {CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources requested for "
+                                                                               "launch"},
+    {CUDA_ERROR_INVALID_CLUSTER_SIZE, "CUDA_ERROR_INVALID_CLUSTER_SIZE", "invalid cluster size"},
+    {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+};
+
+EXPORT CUresult cuGetErrorName(CUresult r, const char **s)
+{
+    for (size_t i = 0; i < sizeof err_names / sizeof err_names[0]; i++)
+        if (err_names[i].r == r) { if (s) *s = err_names[i].name; return CUDA_SUCCESS; }
+    if (s) *s = NULL;
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT CUresult cuGetErrorString(CUresult r, const char **s)
+{
+    for (size_t i = 0; i < sizeof err_names / sizeof err_names[0]; i++)
+        if (err_names[i].r == r) { if (s) *s = err_names[i].text; return CUDA_SUCCESS; }
+    if (s) *s = NULL;
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT CUresult cuDeviceGetCount(int *n)
+{
+    if (!dev.initialized) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!n) return CUDA_ERROR_INVALID_VALUE;
+    *n = 1;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGet(CUdevice *d, int ordinal)
+{
+    if (!dev.initialized) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!d) return CUDA_ERROR_INVALID_VALUE;
+    if (ordinal != 0) return CUDA_ERROR_INVALID_DEVICE;
+    *d = 0;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d)
+{
+    if (!dev.initialized) return CUDA_ERROR_NOT_INITIALIZED;
+    if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
+    if (!v) return CUDA_ERROR_INVALID_VALUE;
+    switch (a) {
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = dev.cc / 10; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = dev.cc % 10; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = dev.sms; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *v = 1024; break;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *v = 32; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *v = dev.smem_optin; break;
+    case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: *v = 1; break;
+    default: return fail(CUDA_ERROR_INVALID_VALUE, "cuDeviceGetAttribute: attribute %d is not simulated", (int)a);
+    }
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------ contexts */
+static CUcontext current(void) { return ctx_depth ? ctx_stack[ctx_depth - 1] : NULL; }
+
+EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d)
+{
+    if (!dev.initialized) return CUDA_ERROR_NOT_INITIALIZED;
+    if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
+    if (!c) return CUDA_ERROR_INVALID_VALUE;
+    primary_refs++;
+    *c = &primary;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d)
+{
+    if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
+    if (primary_refs <= 0) return CUDA_ERROR_INVALID_CONTEXT;
+    primary_refs--;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxGetCurrent(CUcontext *c)
+{
+    if (!dev.initialized) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!c) return CUDA_ERROR_INVALID_VALUE;
+    *c = current();
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxSetCurrent(CUcontext c)
+{
+    if (!dev.initialized) return CUDA_ERROR_NOT_INITIALIZED;
+    if (c && c != &primary) return CUDA_ERROR_INVALID_CONTEXT;
+    if (!c) { if (ctx_depth) ctx_depth--; return CUDA_SUCCESS; }
+    if (ctx_depth) ctx_stack[ctx_depth - 1] = c;
+    else ctx_stack[ctx_depth++] = c;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxPushCurrent_v2(CUcontext c)
+{
+    if (!dev.initialized) return CUDA_ERROR_NOT_INITIALIZED;
+    if (c != &primary) return CUDA_ERROR_INVALID_CONTEXT;
+    if (ctx_depth == CTX_STACK) return CUDA_ERROR_INVALID_VALUE;
+    ctx_stack[ctx_depth++] = c;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *c)
+{
+    if (!dev.initialized) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!ctx_depth) return CUDA_ERROR_INVALID_CONTEXT;
+    CUcontext top = ctx_stack[--ctx_depth];
+    if (c) *c = top;
+    return CUDA_SUCCESS;
+}
+
+static CUresult need_context(void)
+{
+    if (!dev.initialized) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!current()) return CUDA_ERROR_INVALID_CONTEXT;
+    return dev.sticky;
+}
+
+EXPORT CUresult cuCtxSynchronize(void) { return need_context(); }
+EXPORT CUresult cuStreamSynchronize(CUstream s) { (void)s; return need_context(); }
+
+/* ------------------------------------------------------------ memory */
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n)
+{
+    CUresult r = need_context();
+    if (r) return r;
+    if (!p || !n) return CUDA_ERROR_INVALID_VALUE;
+    void *m = NULL;
+    if (posix_memalign(&m, 256, n)) return CUDA_ERROR_OUT_OF_MEMORY;
+    memset(m, 0xCD, n); /* device memory starts as garbage */
+    pthread_mutex_lock(&dev.mu);
+    if (dev.global.nallocs == dev.cap) {
+        int nc = dev.cap ? dev.cap * 2 : 64;
+        SimAlloc *a = realloc(dev.global.allocs, sizeof *a * (size_t)nc);
+        if (!a) { pthread_mutex_unlock(&dev.mu); free(m); return CUDA_ERROR_OUT_OF_MEMORY; }
+        dev.global.allocs = a, dev.cap = nc;
+    }
+    dev.global.allocs[dev.global.nallocs++] = (SimAlloc){(uint64_t)(uintptr_t)m, n};
+    pthread_mutex_unlock(&dev.mu);
+    *p = (CUdeviceptr)(uintptr_t)m;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemFree_v2(CUdeviceptr p)
+{
+    if (!p) return CUDA_SUCCESS;
+    pthread_mutex_lock(&dev.mu);
+    for (int i = 0; i < dev.global.nallocs; i++)
+        if (dev.global.allocs[i].base == p) {
+            dev.global.allocs[i] = dev.global.allocs[--dev.global.nallocs];
+            pthread_mutex_unlock(&dev.mu);
+            free((void *)(uintptr_t)p);
+            return CUDA_SUCCESS;
+        }
+    pthread_mutex_unlock(&dev.mu);
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult span(CUdeviceptr p, size_t n)
+{
+    CUresult r = need_context();
+    if (r) return r;
+    return sim_global_check(&dev.global, p, n) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *h, size_t n)
+{
+    CUresult r = span(d, n);
+    if (!r) memcpy((void *)(uintptr_t)d, h, n);
+    return r;
+}
+
+EXPORT CUresult cuMemcpyDtoH_v2(void *h, CUdeviceptr d, size_t n)
+{
+    CUresult r = span(d, n);
+    if (!r) memcpy(h, (const void *)(uintptr_t)d, n);
+    return r;
+}
+
+EXPORT CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n)
+{
+    CUresult r = span(d, n);
+    if (!r) memset((void *)(uintptr_t)d, v, n);
+    return r;
+}
+
+/* ------------------------------------------------------------ modules */
+static void jit_log(unsigned n, const CUjit_option *opt, void **val, const char *msg)
+{
+    char *buf = NULL;
+    size_t size = 0;
+    for (unsigned i = 0; opt && val && i < n; i++) {
+        if (opt[i] == CU_JIT_ERROR_LOG_BUFFER) buf = val[i];
+        if (opt[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES) size = (size_t)(uintptr_t)val[i];
+    }
+    if (buf && size) snprintf(buf, size, "%s", msg);
+}
+
+EXPORT CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned int n, CUjit_option *opt, void **val)
+{
+    CUresult r = need_context();
+    if (r) return r;
+    if (!m || !image) return CUDA_ERROR_INVALID_VALUE;
+    const char *text = image;
+    char err[1024];
+    if (!memcmp(text, "\177ELF", 4)) {
+        jit_log(n, opt, val, "fa4sim: the simulated device runs PTX only; this image is a cubin (SASS)");
+        return CUDA_ERROR_NO_BINARY_FOR_GPU;
+    }
+    PtxModule *p = ptx_parse(text, strlen(text), err, sizeof err);
+    if (!p) {
+        char msg[1200];
+        snprintf(msg, sizeof msg, "fa4sim: PTX not accepted: %s", err);
+        jit_log(n, opt, val, msg);
+        return fail(CUDA_ERROR_INVALID_PTX, "%s", msg);
+    }
+    char want[16];
+    snprintf(want, sizeof want, "sm_%d%s", dev.cc, dev.cc >= 90 ? "a" : "");
+    if (strcmp(p->target, want)) {
+        snprintf(err, sizeof err, "fa4sim: PTX for %s cannot run on the simulated %s device", p->target, want);
+        jit_log(n, opt, val, err);
+        ptx_free(p);
+        return fail(CUDA_ERROR_NO_BINARY_FOR_GPU, "%s", err);
+    }
+    struct CUmod_st *mod = calloc(1, sizeof *mod);
+    if (!mod) { ptx_free(p); return CUDA_ERROR_OUT_OF_MEMORY; }
+    mod->ptx = p;
+    *m = mod;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuModuleUnload(CUmodule m)
+{
+    if (!m) return CUDA_ERROR_INVALID_HANDLE;
+    for (struct CUfunc_st *f = m->funcs, *nx; f; f = nx) nx = f->next, free(f);
+    ptx_free(m->ptx);
+    free(m);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
+{
+    if (!f || !m || !name) return CUDA_ERROR_INVALID_VALUE;
+    for (struct CUfunc_st *x = m->funcs; x; x = x->next)
+        if (!strcmp(x->entry->name, name)) return *f = x, CUDA_SUCCESS;
+    const PtxEntry *e = ptx_find_entry(m->ptx, name);
+    if (!e) return fail(CUDA_ERROR_NOT_FOUND, "cuModuleGetFunction: no kernel '%s'", name);
+    struct CUfunc_st *fn = calloc(1, sizeof *fn);
+    if (!fn) return CUDA_ERROR_OUT_OF_MEMORY;
+    fn->entry = e, fn->module = m, fn->next = m->funcs;
+    m->funcs = fn;
+    *f = fn;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int value)
+{
+    if (!f) return CUDA_ERROR_INVALID_HANDLE;
+    if (a == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) {
+        if (value < 0 || value > dev.smem_optin)
+            return fail(CUDA_ERROR_INVALID_VALUE, "cuFuncSetAttribute: %d bytes of dynamic smem, the device has %d",
+                        value, dev.smem_optin);
+        f->max_dyn_smem = value;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------ tensor maps */
+EXPORT CUresult cuTensorMapEncodeTiled(CUtensorMap *map, CUtensorMapDataType t, cuuint32_t rank, void *addr,
+                                       const cuuint64_t *dims, const cuuint64_t *strides, const cuuint32_t *box,
+                                       const cuuint32_t *elem, CUtensorMapInterleave il, CUtensorMapSwizzle sw,
+                                       CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob)
+{
+    char err[512];
+    CUresult r = tma_encode_tiled(map, t, rank, addr, dims, strides, box, elem, il, sw, l2, oob, err, sizeof err);
+    return r ? fail(r, "cuTensorMapEncodeTiled: %s", err) : CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------ launches */
+static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned block[3], unsigned smem,
+                       const unsigned cluster[3], void **params, void **extra)
+{
+    CUresult r = need_context();
+    if (r) return r;
+    if (!f) return CUDA_ERROR_INVALID_HANDLE;
+    if (extra) return fail(CUDA_ERROR_INVALID_VALUE, "launch: 'extra' is not simulated");
+    const PtxEntry *e = f->entry;
+    if (e->nparams && !params) return fail(CUDA_ERROR_INVALID_VALUE, "launch: kernelParams is NULL");
+    for (int i = 0; i < 3; i++) {
+        if (!grid[i] || !block[i]) return CUDA_ERROR_INVALID_VALUE;
+        if (grid[i] % cluster[i]) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+        if (e->reqntid[0] && (unsigned)e->reqntid[i] != block[i])
+            return fail(CUDA_ERROR_INVALID_VALUE, "launch %s: block %ux%ux%u but .reqntid %dx%dx%d", e->name, block[0],
+                        block[1], block[2], e->reqntid[0], e->reqntid[1], e->reqntid[2]);
+        if (e->cluster[0] && (unsigned)e->cluster[i] != cluster[i])
+            return fail(CUDA_ERROR_INVALID_CLUSTER_SIZE, "launch %s: cluster %ux%ux%u but .reqnctapercluster %dx%dx%d",
+                        e->name, cluster[0], cluster[1], cluster[2], e->cluster[0], e->cluster[1], e->cluster[2]);
+    }
+    if ((uint64_t)block[0] * block[1] * block[2] > 1024) return CUDA_ERROR_INVALID_VALUE;
+    unsigned limit = f->max_dyn_smem > DEFAULT_SMEM ? (unsigned)f->max_dyn_smem : DEFAULT_SMEM;
+    if (smem > limit)
+        return fail(CUDA_ERROR_INVALID_VALUE, "launch %s: %u bytes of dynamic smem, the function allows %u", e->name,
+                    smem, limit);
+    uint8_t *pbuf = calloc(1, e->param_bytes + 16);
+    if (!pbuf) return CUDA_ERROR_OUT_OF_MEMORY;
+    for (int i = 0; i < e->nparams; i++) {
+        if (!params[i]) { free(pbuf); return fail(CUDA_ERROR_INVALID_VALUE, "launch: parameter %d is NULL", i); }
+        memcpy(pbuf + e->params[i].offset, params[i], e->params[i].size);
+    }
+    pthread_mutex_lock(&dev.mu);
+    uint64_t n = ++dev.launches;
+    pthread_mutex_unlock(&dev.mu);
+    SimLaunch l = {f->module->ptx, e, {grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]},
+                   {cluster[0], cluster[1], cluster[2]}, smem, pbuf, &dev.global,
+                   dev.seed * 0x9e3779b97f4a7c15ull + n, dev.cc / 10, dev.verbose};
+    char *report = NULL;
+    int st = sim_run(&l, &report);
+    free(pbuf);
+    if (st == SIM_OK) { free(report); return CUDA_SUCCESS; }
+    fprintf(stderr, "fa4sim: launch of %s failed:\n%s", e->name, report ? report : "(no report)\n");
+    pthread_mutex_lock(&dev.mu);
+    free(dev.report);
+    dev.report = report;
+    dev.sticky = st == SIM_FAULT ? CUDA_ERROR_ILLEGAL_ADDRESS : CUDA_ERROR_LAUNCH_FAILED;
+    r = dev.sticky;
+    pthread_mutex_unlock(&dev.mu);
+    return r;
+}
+
+EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                               unsigned bz, unsigned smem, CUstream stream, void **params, void **extra)
+{
+    (void)stream;
+    const unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz}, one[3] = {1, 1, 1};
+    return launch(f, grid, block, smem, one, params, extra);
+}
+
+EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
+{
+    if (!c) return CUDA_ERROR_INVALID_VALUE;
+    unsigned cluster[3] = {1, 1, 1};
+    for (unsigned i = 0; i < c->numAttrs; i++) {
+        if (c->attrs[i].id != CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) continue;
+        cluster[0] = c->attrs[i].value.clusterDim.x;
+        cluster[1] = c->attrs[i].value.clusterDim.y;
+        cluster[2] = c->attrs[i].value.clusterDim.z;
+        if (!cluster[0] || !cluster[1] || !cluster[2]) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+    }
+    const unsigned grid[3] = {c->gridDimX, c->gridDimY, c->gridDimZ};
+    const unsigned block[3] = {c->blockDimX, c->blockDimY, c->blockDimZ};
+    return launch(f, grid, block, c->sharedMemBytes, cluster, params, extra);
+}
+
+/* ------------------------------------------------------------ the linker: absent */
+EXPORT CUresult cuLinkCreate_v2(unsigned int n, CUjit_option *o, void **v, CUlinkState *s)
+{
+    (void)n, (void)o, (void)v, (void)s;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* ------------------------------------------------------------ entry points by name */
+typedef struct { const char *name; void *fn; } Sym;
+#define S(n, f) {n, (void *)f}
+static const Sym syms[] = {
+    S("cuInit", cuInit), S("cuDriverGetVersion", cuDriverGetVersion), S("cuGetErrorName", cuGetErrorName),
+    S("cuGetErrorString", cuGetErrorString), S("cuDeviceGet", cuDeviceGet), S("cuDeviceGetCount", cuDeviceGetCount),
+    S("cuDeviceGetAttribute", cuDeviceGetAttribute), S("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain),
+    S("cuDevicePrimaryCtxRelease", cuDevicePrimaryCtxRelease_v2), S("cuCtxGetCurrent", cuCtxGetCurrent),
+    S("cuCtxSetCurrent", cuCtxSetCurrent), S("cuCtxPushCurrent", cuCtxPushCurrent_v2),
+    S("cuCtxPopCurrent", cuCtxPopCurrent_v2), S("cuCtxSynchronize", cuCtxSynchronize),
+    S("cuStreamSynchronize", cuStreamSynchronize), S("cuMemAlloc", cuMemAlloc_v2), S("cuMemFree", cuMemFree_v2),
+    S("cuMemcpyHtoD", cuMemcpyHtoD_v2), S("cuMemcpyDtoH", cuMemcpyDtoH_v2), S("cuMemsetD8", cuMemsetD8_v2),
+    S("cuModuleLoadDataEx", cuModuleLoadDataEx), S("cuModuleUnload", cuModuleUnload),
+    S("cuModuleGetFunction", cuModuleGetFunction), S("cuFuncSetAttribute", cuFuncSetAttribute),
+    S("cuLaunchKernel", cuLaunchKernel), S("cuLaunchKernelEx", cuLaunchKernelEx),
+    S("cuTensorMapEncodeTiled", cuTensorMapEncodeTiled), S("cuLinkCreate", cuLinkCreate_v2),
+};
+#undef S
+
+EXPORT CUresult cuGetProcAddress_v2(const char *name, void **fn, int version, cuuint64_t flags,
+                                    CUdriverProcAddressQueryResult *q)
+{
+    (void)version, (void)flags;
+    if (!name || !fn) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++)
+        if (!strcmp(syms[i].name, name)) {
+            *fn = syms[i].fn;
+            if (q) *q = CU_GET_PROC_ADDRESS_SUCCESS;
+            return CUDA_SUCCESS;
+        }
+    *fn = NULL;
+    if (q) *q = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    return CUDA_ERROR_NOT_FOUND;
+}

@@ -1,0 +1,1670 @@
+/* sim.c - the simulator core: threads, warps, the scheduler, memory with its
+ * shadow, barriers, and the async units (see sim.h for the model).
+ *
+ * Hazards reported (each stops the run with the PTX line and the thread):
+ *   - a read of shared memory or TMEM that was never written;
+ *   - a read (by a thread, an MMA, a TMA store) of data whose write the reader
+ *     has not acquired: an async write not yet published through the mbarrier
+ *     the reader waited on, a tcgen05.st not followed by wait::st,
+ *     fence::before_thread_sync and a release, a generic store read by the async
+ *     proxy without fence.proxy.async;
+ *   - a write over memory that an in-flight async op still reads or writes, and a
+ *     read of memory an in-flight async op will write;
+ *   - a register that an async op owns (tcgen05.ld before wait::ld, wgmma
+ *     accumulators before wait_group) read or written;
+ *   - TMEM lanes outside the warp's quarter (from tc.c), TMEM over-allocation,
+ *     double or foreign free, a CTA exiting with TMEM allocated;
+ *   - mbarrier misuse: arrive or complete_tx past what the phase expects, use
+ *     of an uninitialised mbarrier;
+ *   - out-of-range shared or global addresses (SIM_FAULT);
+ *   - a deadlock: no thread can move and no async op is pending; the report
+ *     lists every warp's position.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+
+enum { SMEM_WINDOW = 1u << CLUSTER_SHIFT };
+
+/* ------------------------------------------------------------ reports */
+static void report_add(Sim *s, const char *fmt, va_list ap)
+{
+    char buf[2048];
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    if (n < 0) return;
+    if ((size_t)n >= sizeof buf) n = sizeof buf - 1;
+    if (s->rlen + (size_t)n + 2 > s->rcap) {
+        size_t nc = s->rcap ? s->rcap * 2 : 4096;
+        while (s->rlen + (size_t)n + 2 > nc) nc *= 2;
+        char *r = realloc(s->report, nc);
+        if (!r) return;
+        s->report = r, s->rcap = nc;
+    }
+    memcpy(s->report + s->rlen, buf, (size_t)n);
+    s->rlen += (size_t)n;
+    s->report[s->rlen] = 0;
+}
+
+static void say(Sim *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(Sim *s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    report_add(s, fmt, ap);
+    va_end(ap);
+}
+
+static const char *status_word(int st)
+{
+    switch (st) {
+    case SIM_FAULT: return "fault";
+    case SIM_HAZARD: return "hazard";
+    case SIM_DEADLOCK: return "deadlock";
+    default: return "unsupported";
+    }
+}
+
+void sim_hazard(Sim *s, int status, const char *fmt, ...)
+{
+    if (s->status) return;
+    s->status = status;
+    const Ins *in = s->cur;
+    Thread *t = s->cur_t;
+    say(s, "%s", status_word(status));
+    if (in) say(s, " at PTX line %d `%s`", in->line, ptx_line(s->l->mod, in->line));
+    if (t)
+        say(s, ", cluster (%u,%u,%u) CTA rank %d (ctaid %u) thread %d (warp %d lane %d)", s->clusterid[0],
+            s->clusterid[1], s->clusterid[2], t->cta, s->cta[t->cta].ctaid[0], t->tid, t->tid / 32, t->lane);
+    say(s, ": ");
+    va_list ap;
+    va_start(ap, fmt);
+    report_add(s, fmt, ap);
+    va_end(ap);
+    say(s, "\n");
+}
+
+void sim_pend_hazard(Sim *s, Thread *t, int reg)
+{
+    sim_hazard(s, SIM_HAZARD, "register %s is still owned by an async op (tcgen05.ld before tcgen05.wait::ld, or a "
+               "wgmma accumulator before wgmma.wait_group)", s->e->regs[reg].name);
+    t->pend[reg] = 0; /* report once */
+    t->npend--;
+}
+
+/* Registers owned by async ops: PEND_LD for a tcgen05.ld destination, plus a
+ * count of in-flight wgmmas accumulating into it. */
+enum { PEND_LD = 0x80 };
+
+static void pend_own(Thread *t, int reg, int what)
+{
+    if (!t->pend[reg]) t->npend++;
+    t->pend[reg] = (uint8_t)(what == PEND_LD ? t->pend[reg] | PEND_LD : t->pend[reg] + 1);
+}
+
+static void pend_release(Thread *t, int reg, int what)
+{
+    if (!t->pend[reg]) return;
+    t->pend[reg] = (uint8_t)(what == PEND_LD ? t->pend[reg] & ~PEND_LD : t->pend[reg] - 1);
+    if (!t->pend[reg]) t->npend--;
+}
+
+/* ------------------------------------------------------------ random */
+static uint64_t rnd(Sim *s)
+{
+    uint64_t z = (s->rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static int rnd_below(Sim *s, int n) { return n <= 1 ? 0 : (int)(rnd(s) % (uint64_t)n); }
+
+/* ------------------------------------------------------------ clocks */
+static int pipe_clk(Sim *s, int cta) { return s->nthreads + cta; }
+
+static void vc_join(Sim *s, uint32_t *dst, const uint32_t *src)
+{
+    for (int i = 0; i < s->nclk; i++)
+        if (src[i] > dst[i]) dst[i] = src[i];
+}
+
+/* A thread releases: what it has done so far becomes visible to whoever acquires `into`. */
+static void release(Sim *s, Thread *t, uint32_t *into)
+{
+    vc_join(s, into, t->vc);
+    t->vc[t->gtid]++;
+}
+
+static uint32_t *vc_alloc(Sim *s)
+{
+    uint32_t *v = calloc((size_t)s->nclk, sizeof *v);
+    if (!v) sim_hazard(s, SIM_UNSUPPORTED, "out of memory");
+    return v;
+}
+
+/* Does a reader that knows `vc` see the write recorded in sh? thread_reader:
+ * the generic proxy reads (a thread's ld); otherwise the async proxy (MMA, TMA
+ * store), which also needs the writer's proxy or tcgen05 fence. */
+static const char *unpublished(Sim *s, const Shadow *sh, const uint32_t *vc, int self, int async_reader)
+{
+    if (sh->kind == W_NONE) return "was never written";
+    if (sh->kind != W_ASYNC && sh->clk == self) {
+        if (async_reader && sh->kind == W_THREAD && sh->ep > s->th[self].proxy_fenced)
+            return "was written by this thread without fence.proxy.async before the async proxy reads it";
+        return NULL;
+    }
+    if (vc[sh->clk] < sh->ep) {
+        if (sh->kind == W_ASYNC) {
+            return sh->clk >= s->nthreads + s->ncta ? "was written by an async unit (TMA) whose completion the "
+                                                      "reader has not waited for on its mbarrier"
+                                                    : "was written by a tcgen05.mma whose commit the reader has not "
+                                                      "waited for";
+        }
+        return sh->kind == W_TCST ? "was written by another thread's tcgen05.st that the reader has not acquired "
+                                    "(missing wait::st, fence::before_thread_sync or a barrier between them)"
+                                  : "was written by another thread that the reader has not synchronised with";
+    }
+    if (async_reader && sh->kind == W_THREAD && sh->ep > s->th[sh->clk].proxy_fenced)
+        return "was written by a thread that did not execute fence.proxy.async before the async proxy reads it";
+    if (sh->kind == W_TCST && sh->ep > s->th[sh->clk].tc_fenced)
+        return "was written by a tcgen05.st that its thread did not complete (tcgen05.wait::st) and fence "
+               "(tcgen05.fence::before_thread_sync) before releasing it";
+    return NULL;
+}
+
+/* ------------------------------------------------------------ address spaces */
+typedef struct Where { int cta; uint32_t off; } Where;
+
+/* A shared address (shared::cta or, with cluster, shared::cluster) of n bytes. */
+static int smem_where(Sim *s, Thread *t, uint64_t a, int cluster, uint32_t n, Where *w)
+{
+    int cta = t ? t->cta : 0;
+    if (a >= SMEM_WINDOW) {
+        int rank = (int)(a >> CLUSTER_SHIFT) - 1;
+        if (!cluster || rank < 0 || rank >= s->ncta || (a >> 32)) {
+            sim_hazard(s, SIM_FAULT, "shared address 0x%llx is not valid %s", (unsigned long long)a,
+                       cluster ? "in this cluster" : "in the CTA's window (a shared::cluster address?)");
+            return -1;
+        }
+        cta = rank;
+        a &= SMEM_WINDOW - 1;
+    }
+    const Cta *c = &s->cta[cta];
+    if (a < c->smem_base || a + n > c->smem_end) {
+        sim_hazard(s, SIM_FAULT, "shared access of %u bytes at 0x%llx is outside CTA %d's shared memory "
+                   "[0x%x, 0x%x)", n, (unsigned long long)a, cta, c->smem_base, c->smem_end);
+        return -1;
+    }
+    w->cta = cta, w->off = (uint32_t)a;
+    return 0;
+}
+
+int sim_global_check(const SimGlobal *g, uint64_t addr, uint64_t n)
+{
+    for (int i = 0; i < g->nallocs; i++)
+        if (addr >= g->allocs[i].base && addr + n <= g->allocs[i].base + g->allocs[i].size) return 0;
+    return -1;
+}
+
+/* A generic address: global allocations or this launch's parameter buffer. */
+static void *generic_ptr(Sim *s, uint64_t a, uint32_t n)
+{
+    uint64_t p = (uint64_t)(uintptr_t)s->param;
+    if (a >= p && a + n <= p + s->e->param_bytes) return (void *)(uintptr_t)a;
+    if (!sim_global_check(s->l->global, a, n)) return (void *)(uintptr_t)a;
+    sim_hazard(s, SIM_FAULT, "address 0x%llx (%u bytes) is neither in an allocation nor in the kernel's "
+               "parameters", (unsigned long long)a, n);
+    return NULL;
+}
+
+/* ------------------------------------------------------------ shadow helpers */
+static Shadow *ssh(Sim *s, int cta, uint32_t off) { return &s->cta[cta].ssh[off >> 2]; }
+
+static void check_read(Sim *s, Thread *reader, const uint32_t *vc, Shadow *sh, int async_reader, const char *what,
+                       int cta, uint32_t where, int tmem, int pipe)
+{
+    /* tcgen05 pipe ops run in issue order: what an earlier one writes is theirs to read, and a
+     * cell no op has written yet may still be written by one in flight (checked at completion) */
+    if (pipe && tmem && (sh->kind == W_NONE || (sh->kind == W_ASYNC && sh->clk == pipe))) return;
+    if (sh->writers && !(pipe && tmem)) {
+        sim_hazard(s, SIM_HAZARD, "%s reads %s %s%u of CTA %d while an in-flight async op is still writing it",
+                   what, tmem ? "TMEM" : "shared memory", tmem ? "lane/column 0x" : "0x", where, cta);
+        return;
+    }
+    const char *why = unpublished(s, sh, vc, reader ? reader->gtid : -1, async_reader);
+    if (why) {
+        if (tmem)
+            sim_hazard(s, SIM_HAZARD, "%s reads TMEM lane %u column %u of CTA %d, which %s", what, where >> 16,
+                       where & 0xffff, cta, why);
+        else
+            sim_hazard(s, SIM_HAZARD, "%s reads shared memory 0x%x of CTA %d, which %s", what, where, cta, why);
+    }
+}
+
+static void check_write(Sim *s, Shadow *sh, const char *what, int cta, uint32_t where, int tmem, int self_writer)
+{
+    if (sh->readers)
+        sim_hazard(s, SIM_HAZARD, "%s overwrites %s 0x%x of CTA %d while an in-flight async op (MMA or TMA store) "
+                   "still reads it", what, tmem ? "TMEM cell" : "shared memory", where, cta);
+    else if (sh->writers > self_writer)
+        sim_hazard(s, SIM_HAZARD, "%s writes %s 0x%x of CTA %d while an in-flight async op also writes it", what,
+                   tmem ? "TMEM cell" : "shared memory", where, cta);
+}
+
+static void mark(Shadow *sh, int kind, int clk, uint32_t ep)
+{
+    sh->kind = (uint8_t)kind, sh->clk = (uint16_t)clk, sh->ep = ep;
+}
+
+/* Footprints: what an in-flight op reads or writes, undone at completion.
+ * Packed: bit 31 TMEM, bit 30 write, bits 29..26 CTA, bits 25..0 word or cell. */
+static uint32_t fp_pack(int tmem, int write, int cta, uint32_t idx)
+{
+    return (uint32_t)tmem << 31 | (uint32_t)write << 30 | (uint32_t)cta << 26 | idx;
+}
+
+static void fp_add(Sim *s, Op *op, uint32_t v)
+{
+    if (op->nfp && op->fp[op->nfp - 1] == v) return;
+    if (op->nfp == op->fpcap) {
+        int nc = op->fpcap ? op->fpcap * 2 : 256;
+        uint32_t *n = realloc(op->fp, sizeof *n * (size_t)nc);
+        if (!n) { sim_hazard(s, SIM_UNSUPPORTED, "out of memory"); return; }
+        op->fp = n, op->fpcap = nc;
+    }
+    op->fp[op->nfp++] = v;
+}
+
+static Shadow *fp_shadow(Sim *s, uint32_t v)
+{
+    int cta = (v >> 26) & 15;
+    uint32_t idx = v & ((1u << 26) - 1);
+    return (v >> 31) ? &s->cta[cta].tsh[idx] : &s->cta[cta].ssh[idx];
+}
+
+static void fp_apply(Sim *s, Op *op, int delta)
+{
+    /* footprints may repeat an index non-adjacently: count each entry */
+    for (int i = 0; i < op->nfp; i++) {
+        Shadow *sh = fp_shadow(s, op->fp[i]);
+        if ((op->fp[i] >> 30) & 1) sh->writers = (uint16_t)(sh->writers + delta);
+        else sh->readers = (uint16_t)(sh->readers + delta);
+    }
+}
+
+/* ------------------------------------------------------------ unit callbacks */
+/* The units (tc.c, tma.c) reach memory through these. Ctx says who is asking and
+ * whether accesses are checked (issue) or only performed (completion). */
+typedef struct Ctx {
+    Sim *s;
+    Op *op;           /* footprint collected here at issue */
+    Thread *reader;   /* whose clock a read is checked against */
+    const uint32_t *vc;
+    int check;        /* 1: check hazards and collect footprint; 0: just move data */
+    int async_reader;
+    int pipe;         /* the issuing CTA's tcgen05 pipe clock, for pipe ops (ordered among themselves) */
+    int op_line;      /* at completion: the line that issued the op */
+    const char *what;
+    int wkind, wclk;  /* what a write records */
+    uint32_t wep;
+    char err[512];
+} Ctx;
+
+static int cb_smem_read(void *u, int cta, uint32_t addr, void *dst, uint32_t n)
+{
+    Ctx *c = u;
+    Sim *s = c->s;
+    if (cta < 0 || cta >= s->ncta) { snprintf(c->err, sizeof c->err, "CTA rank %d is not in the cluster", cta); return -1; }
+    const Cta *k = &s->cta[cta];
+    if (addr < k->smem_base || (uint64_t)addr + n > k->smem_end) {
+        sim_hazard(s, SIM_FAULT, "%s reads shared memory [0x%x, 0x%llx) outside CTA %d's [0x%x, 0x%x)", c->what, addr,
+                   (unsigned long long)addr + n, cta, k->smem_base, k->smem_end);
+        snprintf(c->err, sizeof c->err, "shared address out of range");
+        return -1;
+    }
+    memcpy(dst, k->smem + addr, n);
+    if (c->check) {
+        for (uint32_t w = addr >> 2; w <= (addr + n - 1) >> 2; w++) {
+            check_read(s, c->reader, c->vc, &k->ssh[w], c->async_reader, c->what, cta, w << 2, 0, 0);
+            if (c->op) fp_add(s, c->op, fp_pack(0, 0, cta, w));
+        }
+        if (s->status) { snprintf(c->err, sizeof c->err, "hazard"); return -1; }
+    }
+    return 0;
+}
+
+static int cb_smem_write(void *u, int cta, uint32_t addr, const void *src, uint32_t n)
+{
+    Ctx *c = u;
+    Sim *s = c->s;
+    if (cta < 0 || cta >= s->ncta) { snprintf(c->err, sizeof c->err, "CTA rank %d is not in the cluster", cta); return -1; }
+    Cta *k = &s->cta[cta];
+    if (addr < k->smem_base || (uint64_t)addr + n > k->smem_end) {
+        sim_hazard(s, SIM_FAULT, "%s writes shared memory [0x%x, 0x%llx) outside CTA %d's [0x%x, 0x%x)", c->what,
+                   addr, (unsigned long long)addr + n, cta, k->smem_base, k->smem_end);
+        snprintf(c->err, sizeof c->err, "shared address out of range");
+        return -1;
+    }
+    memcpy(k->smem + addr, src, n);
+    for (uint32_t w = addr >> 2; w <= (addr + n - 1) >> 2; w++) {
+        check_write(s, &k->ssh[w], c->what, cta, w << 2, 0, 0);
+        mark(&k->ssh[w], c->wkind, c->wclk, c->wep);
+    }
+    if (s->status) { snprintf(c->err, sizeof c->err, "hazard"); return -1; }
+    return 0;
+}
+
+static int cb_gmem_read(void *u, uint64_t addr, void *dst, uint32_t n)
+{
+    Ctx *c = u;
+    if (sim_global_check(c->s->l->global, addr, n)) {
+        sim_hazard(c->s, SIM_FAULT, "%s reads global memory [0x%llx, +%u) outside every allocation", c->what,
+                   (unsigned long long)addr, n);
+        snprintf(c->err, sizeof c->err, "global address out of range");
+        return -1;
+    }
+    memcpy(dst, (const void *)(uintptr_t)addr, n);
+    return 0;
+}
+
+static int cb_gmem_write(void *u, uint64_t addr, const void *src, uint32_t n)
+{
+    Ctx *c = u;
+    if (sim_global_check(c->s->l->global, addr, n)) {
+        sim_hazard(c->s, SIM_FAULT, "%s writes global memory [0x%llx, +%u) outside every allocation", c->what,
+                   (unsigned long long)addr, n);
+        snprintf(c->err, sizeof c->err, "global address out of range");
+        return -1;
+    }
+    memcpy((void *)(uintptr_t)addr, src, n);
+    return 0;
+}
+
+static int tmem_ok(Ctx *c, int cta, uint32_t lane, uint32_t col, const char *dir)
+{
+    Sim *s = c->s;
+    if (cta < 0 || cta >= s->ncta || lane >= TC_TMEM_LANES || col >= TC_TMEM_COLS) {
+        sim_hazard(s, SIM_FAULT, "%s %s TMEM lane %u column %u of CTA %d: out of range", c->what, dir, lane, col, cta);
+        snprintf(c->err, sizeof c->err, "TMEM address out of range");
+        return 0;
+    }
+    if (!s->cta[cta].tcol[col]) {
+        sim_hazard(s, SIM_HAZARD, "%s %s TMEM column %u of CTA %d, which is not allocated", c->what, dir, col, cta);
+        snprintf(c->err, sizeof c->err, "TMEM column not allocated");
+        return 0;
+    }
+    return 1;
+}
+
+static int cb_tmem_read(void *u, int cta, uint32_t lane, uint32_t col, uint32_t *v)
+{
+    Ctx *c = u;
+    Sim *s = c->s;
+    if (!tmem_ok(c, cta, lane, col, "reads")) return -1;
+    uint32_t i = lane * TC_TMEM_COLS + col;
+    *v = s->cta[cta].tmem[i];
+    if (!c->check && c->pipe && s->cta[cta].tsh[i].kind == W_NONE) {
+        sim_hazard(s, SIM_HAZARD, "%s (issued at line %d) reads TMEM lane %u column %u of CTA %d, which was never "
+                   "written", c->what, c->op_line, lane, col, cta);
+        snprintf(c->err, sizeof c->err, "hazard");
+        return -1;
+    }
+    if (c->check) {
+        check_read(s, c->reader, c->vc, &s->cta[cta].tsh[i], c->async_reader, c->what, cta, lane << 16 | col, 1,
+                   c->pipe);
+        if (c->op) fp_add(s, c->op, fp_pack(1, 0, cta, i));
+        if (s->status) { snprintf(c->err, sizeof c->err, "hazard"); return -1; }
+    }
+    return 0;
+}
+
+static int cb_tmem_write(void *u, int cta, uint32_t lane, uint32_t col, uint32_t v)
+{
+    Ctx *c = u;
+    Sim *s = c->s;
+    if (!tmem_ok(c, cta, lane, col, "writes")) return -1;
+    uint32_t i = lane * TC_TMEM_COLS + col;
+    Shadow *sh = &s->cta[cta].tsh[i];
+    if (c->check && c->op) { /* footprint of a write-to-be */
+        fp_add(s, c->op, fp_pack(1, 1, cta, i));
+        return 0;
+    }
+    /* the tcgen05 pipe is the only async unit on TMEM and runs in order: only thread stores can race it */
+    if (!c->pipe) check_write(s, sh, c->what, cta, lane << 16 | col, 1, 0);
+    s->cta[cta].tmem[i] = v;
+    mark(sh, c->wkind, c->wclk, c->wep);
+    if (s->status) { snprintf(c->err, sizeof c->err, "hazard"); return -1; }
+    return 0;
+}
+
+static TcMem tc_mem(Ctx *c)
+{
+    TcMem m = {c, cb_smem_read, cb_tmem_read, cb_tmem_write, c->err, sizeof c->err};
+    return m;
+}
+
+static TmaMem tma_mem(Ctx *c)
+{
+    TmaMem m = {c, cb_gmem_read, cb_gmem_write, cb_smem_read, cb_smem_write, c->err, sizeof c->err};
+    return m;
+}
+
+static void ctx_init(Ctx *c, Sim *s, Op *op, Thread *reader, int check, const char *what)
+{
+    memset(c, 0, sizeof *c);
+    c->s = s, c->op = op, c->reader = reader, c->vc = reader ? reader->vc : NULL, c->check = check;
+    c->async_reader = 1, c->what = what;
+}
+
+/* A unit's error that is not already a hazard: report it as the unit wrote it. */
+static void unit_fail(Sim *s, Ctx *c)
+{
+    if (!s->status) sim_hazard(s, SIM_HAZARD, "%s: %s", c->what, c->err[0] ? c->err : "refused");
+}
+
+/* ------------------------------------------------------------ mbarriers */
+static Mbar *mbar_at(Sim *s, int cta, uint32_t off, int must)
+{
+    int16_t i = s->cta[cta].mbmap[off >> 2];
+    if (i > 0) return &s->mb[i - 1];
+    if (must) sim_hazard(s, SIM_HAZARD, "mbarrier at 0x%x of CTA %d is used but was never initialised", off, cta);
+    return NULL;
+}
+
+static void wake_mbar(Sim *s, int idx)
+{
+    for (int i = 0; i < s->nthreads; i++)
+        if (s->th[i].state == TS_MBAR && s->th[i].wait_mbar == idx) s->th[i].state = TS_RUN;
+}
+
+static void mbar_complete_phase(Sim *s, Mbar *m)
+{
+    m->phase++;
+    vc_join(s, m->done, m->acc);
+    m->done[m->clk] = m->phase;
+    m->pending = m->expected;
+    m->tx = 0;
+    wake_mbar(s, (int)(m - s->mb));
+}
+
+static void mbar_maybe_complete(Sim *s, Mbar *m)
+{
+    if (m->pending == 0 && m->tx == 0) mbar_complete_phase(s, m);
+}
+
+static void mbar_arrive(Sim *s, Mbar *m, int count, const uint32_t *vc)
+{
+    if (count > m->pending) {
+        sim_hazard(s, SIM_HAZARD, "mbarrier at 0x%x of CTA %d (initialised at line %d with %d arrivals) receives "
+                   "%d arrival(s) with only %d pending in phase %u", m->addr, m->cta, m->init_line, m->expected,
+                   count, m->pending, m->phase);
+        return;
+    }
+    if (vc) vc_join(s, m->acc, vc);
+    m->pending -= count;
+    mbar_maybe_complete(s, m);
+}
+
+static void mbar_tx(Sim *s, Mbar *m, int64_t bytes)
+{
+    m->tx += bytes;
+    if (m->tx < 0 && m->pending == 0) {
+        sim_hazard(s, SIM_HAZARD, "mbarrier at 0x%x of CTA %d: complete_tx of %lld bytes exceeds the transaction "
+                   "count expected in phase %u by %lld (expect_tx too small?)", m->addr, m->cta,
+                   (long long)-bytes, m->phase, (long long)-m->tx);
+        return;
+    }
+    mbar_maybe_complete(s, m);
+}
+
+/* ------------------------------------------------------------ async ops */
+static Op *op_new(Sim *s, int kind, Thread *t, int stream)
+{
+    Op *op = calloc(1, sizeof *op);
+    if (!op) { sim_hazard(s, SIM_UNSUPPORTED, "out of memory"); return NULL; }
+    op->kind = kind, op->cta = t->cta, op->thread = t->gtid, op->line = s->cur ? s->cur->line : 0;
+    op->stream = stream;
+    if (stream >= 0) op->seq = s->stream_issue[stream]++;
+    op->ready = s->step + (uint64_t)rnd_below(s, s->max_latency + 1);
+    return op;
+}
+
+static void op_push(Sim *s, Op *op)
+{
+    if (s->nops == s->opcap) {
+        int nc = s->opcap ? s->opcap * 2 : 64;
+        Op **n = realloc(s->ops, sizeof *n * (size_t)nc);
+        if (!n) { sim_hazard(s, SIM_UNSUPPORTED, "out of memory"); free(op); return; }
+        s->ops = n, s->opcap = nc;
+    }
+    s->ops[s->nops++] = op;
+}
+
+static void op_free(Op *op)
+{
+    if (op->kind == A_WGMMA) { free(op->u.wg.dregs); free(op->u.wg.a); }
+    free(op->fp);
+    free(op->vc);
+    free(op);
+}
+
+static int op_eligible(Sim *s, const Op *op)
+{
+    return op->stream < 0 || s->stream_next[op->stream] == op->seq;
+}
+
+static void complete_tma_load(Sim *s, Op *op)
+{
+    Ctx c;
+    ctx_init(&c, s, NULL, NULL, 0, "TMA load");
+    fp_apply(s, op, -1);
+    TmaMem m = tma_mem(&c);
+    uint32_t bytes = op->u.tma.gather4 ? tma_gather4_bytes(&op->u.tma.map) : tma_tile_bytes(&op->u.tma.map);
+    for (int i = 0; i < op->u.tma.nctas && !s->status; i++) {
+        int cta = op->u.tma.ctas[i];
+        /* the mbarrier: the same offset in each destination CTA when multicast, else the named one */
+        int bcta = op->u.tma.nctas > 1 ? cta : op->u.tma.mbar_cta;
+        Mbar *mb = mbar_at(s, bcta, op->u.tma.mbar, 1);
+        if (!mb) return;
+        c.wkind = W_ASYNC, c.wclk = mb->clk, c.wep = mb->phase + 1;
+        int r = op->u.tma.gather4 ? tma_load_gather4(&m, &op->u.tma.map, op->u.tma.coords[0], op->u.tma.coords + 1,
+                                                     cta, op->u.tma.dst)
+                                  : tma_load_tile(&m, &op->u.tma.map, op->u.tma.coords, cta, op->u.tma.dst);
+        if (r) { unit_fail(s, &c); return; }
+        mbar_tx(s, mb, -(int64_t)bytes);
+    }
+}
+
+static void complete_tma_store(Sim *s, Op *op)
+{
+    Ctx c;
+    ctx_init(&c, s, NULL, NULL, 0, "TMA store");
+    fp_apply(s, op, -1);
+    TmaMem m = tma_mem(&c);
+    if (tma_store_tile(&m, &op->u.tma.map, op->u.tma.coords, op->cta, op->u.tma.dst)) { unit_fail(s, &c); return; }
+    Thread *t = &s->th[op->thread];
+    t->grp_out[op->group % GROUP_RING]--;
+    if (t->state == TS_BULK) t->state = TS_RUN; /* re-checks its wait */
+}
+
+static void complete_mma(Sim *s, Op *op)
+{
+    Ctx c;
+    ctx_init(&c, s, NULL, NULL, 0, op->kind == A_CP ? "tcgen05.cp" : "tcgen05.mma");
+    c.pipe = pipe_clk(s, op->cta);
+    c.op_line = op->line;
+    fp_apply(s, op, -1);
+    c.wkind = W_ASYNC, c.wclk = pipe_clk(s, op->cta), c.wep = op->u.mma.seq;
+    TcMem m = tc_mem(&c);
+    if (op->kind == A_CP ? tc_tmem_cp(&m, &op->u.cp, TC_EXECUTE) : tc_mma(&m, &op->u.mma.mma, TC_EXECUTE))
+        unit_fail(s, &c);
+}
+
+static void complete_commit(Sim *s, Op *op)
+{
+    for (int i = 0; i < op->u.commit.nctas && !s->status; i++) {
+        Mbar *mb = mbar_at(s, op->u.commit.ctas[i], op->u.commit.mbar, 1);
+        if (mb) mbar_arrive(s, mb, 1, op->vc);
+    }
+}
+
+static void complete_wgmma(Sim *s, Op *op)
+{
+    Ctx c;
+    ctx_init(&c, s, NULL, NULL, 0, "wgmma.mma_async");
+    fp_apply(s, op, -1);
+    TcMem m = tc_mem(&c);
+    static _Thread_local uint32_t d[128][TC_MAX_REGS];
+    int nd = op->u.wg.nd;
+    for (int i = 0; i < 128; i++) {
+        Thread *t = &s->th[op->u.wg.wg_first + i];
+        for (int j = 0; j < nd; j++) d[i][j] = (uint32_t)t->r[op->u.wg.dregs[j]];
+    }
+    if (tc_wgmma(&m, &op->u.wg.w, (const uint32_t(*)[TC_MAX_REGS])op->u.wg.a, d, TC_EXECUTE)) { unit_fail(s, &c); return; }
+    for (int i = 0; i < 128; i++) {
+        Thread *t = &s->th[op->u.wg.wg_first + i];
+        for (int j = 0; j < nd; j++) {
+            t->r[op->u.wg.dregs[j]] = d[i][j];
+            pend_release(t, op->u.wg.dregs[j], 1);
+        }
+        if (t->state == TS_WG) t->state = TS_RUN;
+    }
+}
+
+static void complete(Sim *s, int i)
+{
+    Op *op = s->ops[i];
+    s->ops[i] = s->ops[--s->nops];
+    if (op->stream >= 0) s->stream_next[op->stream]++;
+    switch (op->kind) {
+    case A_TMA_LOAD: complete_tma_load(s, op); break;
+    case A_TMA_STORE: complete_tma_store(s, op); break;
+    case A_MMA: case A_CP: complete_mma(s, op); break;
+    case A_COMMIT: complete_commit(s, op); break;
+    case A_WGMMA: complete_wgmma(s, op); break;
+    }
+    op_free(op);
+}
+
+/* Completes ops that are due, in random order. Returns how many. */
+static int complete_due(Sim *s, int force)
+{
+    int done = 0;
+    for (int pass = 0; pass < 4 && !s->status; pass++) {
+        int any = 0;
+        for (int k = s->nops; k > 0 && !s->status; k--) {
+            int i = rnd_below(s, s->nops);
+            if (i >= s->nops) break;
+            Op *op = s->ops[i];
+            if (op->ready <= s->step && op_eligible(s, op)) { complete(s, i); done++, any++; }
+        }
+        if (!any) break;
+    }
+    if (!done && force && s->nops && !s->status) {
+        /* nothing due: complete the eligible op closest to its time */
+        int best = -1;
+        for (int i = 0; i < s->nops; i++)
+            if (op_eligible(s, s->ops[i]) && (best < 0 || s->ops[i]->ready < s->ops[best]->ready)) best = i;
+        if (best >= 0) { complete(s, best); done++; }
+    }
+    return done;
+}
+
+/* ------------------------------------------------------------ special registers */
+uint64_t sim_special(Sim *s, Thread *t, int sr)
+{
+    const Cta *c = &s->cta[t->cta];
+    const SimLaunch *l = s->l;
+    switch (sr) {
+    case SR_TID_X: return (uint32_t)t->tid % l->block[0];
+    case SR_TID_Y: return (uint32_t)t->tid / l->block[0] % l->block[1];
+    case SR_TID_Z: return (uint32_t)t->tid / (l->block[0] * l->block[1]);
+    case SR_NTID_X: return l->block[0];
+    case SR_NTID_Y: return l->block[1];
+    case SR_NTID_Z: return l->block[2];
+    case SR_CTAID_X: return c->ctaid[0];
+    case SR_CTAID_Y: return c->ctaid[1];
+    case SR_CTAID_Z: return c->ctaid[2];
+    case SR_NCTAID_X: return l->grid[0];
+    case SR_NCTAID_Y: return l->grid[1];
+    case SR_NCTAID_Z: return l->grid[2];
+    case SR_LANEID: return (uint32_t)t->lane;
+    case SR_WARPID: return (uint32_t)t->tid / 32;
+    case SR_CLUSTERID_X: return s->clusterid[0];
+    case SR_CLUSTERID_Y: return s->clusterid[1];
+    case SR_CLUSTERID_Z: return s->clusterid[2];
+    case SR_NCLUSTERID_X: return s->ncluster[0];
+    case SR_CLUSTER_CTARANK: return (uint32_t)t->cta;
+    case SR_CLUSTER_NCTARANK: return (uint32_t)s->ncta;
+    case SR_CLUSTER_CTAID_X: return c->ctaid[0] % l->cluster[0];
+    case SR_SMID: return (uint32_t)(s->clusterid[0] % 132);
+    default: sim_hazard(s, SIM_UNSUPPORTED, "special register %d not simulated", sr); return 0;
+    }
+}
+
+/* ------------------------------------------------------------ memory instructions */
+static uint64_t mem_addr(Sim *s, Thread *t, const Operand *o)
+{
+    if (o->kind != O_MEM) { sim_hazard(s, SIM_UNSUPPORTED, "expected a memory operand"); return 0; }
+    return alu_val(s, t, &o->vec[0]) + (uint64_t)o->imm;
+}
+
+static uint32_t type_bytes(int ty)
+{
+    switch (ty) {
+    case T_B8: case T_U8: case T_S8: return 1;
+    case T_B16: case T_U16: case T_S16: case T_F16: case T_BF16: return 2;
+    case T_B64: case T_U64: case T_S64: case T_F64: return 8;
+    default: return 4;
+    }
+}
+
+static void exec_ld_shared(Sim *s, Thread *t, const Ins *in, uint64_t a, uint32_t esz)
+{
+    Where w;
+    uint32_t n = esz * in->vec;
+    if (smem_where(s, t, a, in->space == SP_SHARED_CLUSTER, n, &w)) return;
+    Cta *c = &s->cta[w.cta];
+    for (uint32_t x = w.off >> 2; x <= (w.off + n - 1) >> 2; x++)
+        check_read(s, t, t->vc, &c->ssh[x], 0, "ld.shared", w.cta, x << 2, 0, 0);
+    const Operand *d = &in->ops[0];
+    for (int i = 0; i < in->vec; i++) {
+        uint64_t v = 0;
+        memcpy(&v, c->smem + w.off + i * esz, esz);
+        alu_set(s, t, d->kind == O_VEC ? &d->vec[i] : d, v);
+    }
+}
+
+static void exec_st_shared(Sim *s, Thread *t, const Ins *in, uint64_t a, uint32_t esz)
+{
+    Where w;
+    uint32_t n = esz * in->vec;
+    if (smem_where(s, t, a, in->space == SP_SHARED_CLUSTER, n, &w)) return;
+    Cta *c = &s->cta[w.cta];
+    const Operand *v = &in->ops[1];
+    for (int i = 0; i < in->vec; i++) {
+        uint64_t x = alu_val(s, t, v->kind == O_VEC ? &v->vec[i] : v);
+        memcpy(c->smem + w.off + i * esz, &x, esz);
+    }
+    for (uint32_t x = w.off >> 2; x <= (w.off + n - 1) >> 2; x++) {
+        check_write(s, &c->ssh[x], "st.shared", w.cta, x << 2, 0, 0);
+        mark(&c->ssh[x], W_THREAD, t->gtid, t->vc[t->gtid]);
+    }
+}
+
+static void exec_ldst(Sim *s, Thread *t, const Ins *in)
+{
+    uint32_t esz = type_bytes(in->type);
+    int ld = in->op == OP_LD;
+    const Operand *mo = &in->ops[ld ? 1 : 0];
+    uint64_t a = mem_addr(s, t, mo);
+    if (s->status) return;
+    if (in->space == SP_SHARED || in->space == SP_SHARED_CLUSTER) {
+        if (ld) exec_ld_shared(s, t, in, a, esz);
+        else exec_st_shared(s, t, in, a, esz);
+        return;
+    }
+    uint32_t n = esz * in->vec;
+    uint8_t *p;
+    if (in->space == SP_PARAM) {
+        if (!ld || a + n > s->e->param_bytes) { sim_hazard(s, SIM_FAULT, "parameter access out of range"); return; }
+        p = s->param + a;
+    } else if (in->space == SP_GLOBAL) {
+        if (sim_global_check(s->l->global, a, n)) {
+            sim_hazard(s, SIM_FAULT, "global %s of %u bytes at 0x%llx is outside every allocation",
+                       ld ? "load" : "store", n, (unsigned long long)a);
+            return;
+        }
+        p = (uint8_t *)(uintptr_t)a;
+    } else {
+        p = generic_ptr(s, a, n);
+        if (!p) return;
+    }
+    const Operand *r = &in->ops[ld ? 0 : 1];
+    for (int i = 0; i < in->vec; i++) {
+        const Operand *ri = r->kind == O_VEC ? &r->vec[i] : r;
+        if (ld) {
+            uint64_t v = 0;
+            memcpy(&v, p + i * esz, esz);
+            alu_set(s, t, ri, v);
+        } else {
+            uint64_t v = alu_val(s, t, ri);
+            memcpy(p + i * esz, &v, esz);
+        }
+    }
+}
+
+/* ------------------------------------------------------------ barriers */
+static void bar_complete(Sim *s, Cta *c, int id)
+{
+    NamedBar *b = &c->bars[id];
+    for (int i = c->first_thread; i < c->first_thread + c->nthreads; i++) {
+        Thread *t = &s->th[i];
+        if (t->state == TS_BAR && t->wait_bar == id && t->wait_gen == b->gen) {
+            vc_join(s, t->vc, b->acc);
+            t->state = TS_RUN;
+            t->pc++;
+        }
+    }
+    b->gen++;
+    b->arrived = 0;
+    b->expected = 0;
+}
+
+/* bar.sync / bar.arrive: returns 1 when the thread must block */
+static int exec_bar(Sim *s, Thread *t, const Ins *in)
+{
+    Cta *c = &s->cta[t->cta];
+    int id = (int)alu_val(s, t, &in->ops[0]);
+    int count = in->nops > 1 ? (int)alu_val(s, t, &in->ops[1]) : c->nthreads;
+    if (id < 0 || id >= NAMED_BARS) { sim_hazard(s, SIM_FAULT, "named barrier %d out of range", id); return 0; }
+    if (count <= 0 || count % 32 || count > c->nthreads) {
+        sim_hazard(s, SIM_FAULT, "barrier thread count %d must be a positive multiple of 32 up to %d", count,
+                   c->nthreads);
+        return 0;
+    }
+    NamedBar *b = &c->bars[id];
+    if (!b->acc && !(b->acc = vc_alloc(s))) return 0;
+    if (b->arrived && b->expected != count) {
+        sim_hazard(s, SIM_HAZARD, "barrier %d used with thread count %d while %d threads already arrived expecting "
+                   "%d", id, count, b->arrived, b->expected);
+        return 0;
+    }
+    b->expected = count;
+    release(s, t, b->acc);
+    b->arrived++;
+    if (in->op == OP_BAR_ARRIVE) {
+        if (b->arrived == b->expected) bar_complete(s, c, id);
+        return 0;
+    }
+    t->state = TS_BAR, t->wait_bar = id, t->wait_gen = b->gen;
+    if (b->arrived == b->expected) bar_complete(s, c, id); /* moves this thread on too */
+    return t->state == TS_BAR;
+}
+
+static void cluster_check(Sim *s)
+{
+    if (s->cl_arrived < s->live || s->cl_arrived == 0) return;
+    s->cl_phase++;
+    s->cl_arrived = 0;
+    for (int i = 0; i < s->nthreads; i++) s->th[i].cl_arrived = 0;
+    for (int i = 0; i < s->nthreads; i++)
+        if (s->th[i].state == TS_CLUSTER && s->th[i].cl_phase < s->cl_phase) s->th[i].state = TS_RUN;
+}
+
+/* ------------------------------------------------------------ mbarrier instructions */
+static Mbar *mbar_operand(Sim *s, Thread *t, const Ins *in, const Operand *o, Where *w)
+{
+    uint64_t a = mem_addr(s, t, o);
+    if (s->status || smem_where(s, t, a, in->space == SP_SHARED_CLUSTER || a >= SMEM_WINDOW, 8, w)) return NULL;
+    if (w->off & 7) { sim_hazard(s, SIM_FAULT, "mbarrier address 0x%x is not 8-byte aligned", w->off); return NULL; }
+    return mbar_at(s, w->cta, w->off, 1);
+}
+
+static void exec_mbar_init(Sim *s, Thread *t, const Ins *in)
+{
+    Where w;
+    uint64_t a = mem_addr(s, t, &in->ops[0]);
+    if (s->status || smem_where(s, t, a, 0, 8, &w)) return;
+    int count = (int)alu_val(s, t, &in->ops[1]);
+    if (count < 1 || count > (1 << 20) - 1) { sim_hazard(s, SIM_FAULT, "mbarrier count %d out of range", count); return; }
+    Mbar *m = mbar_at(s, w.cta, w.off, 0);
+    if (!m) {
+        if (s->nmb == MAX_MBARS) { sim_hazard(s, SIM_UNSUPPORTED, "more than %d mbarriers", MAX_MBARS); return; }
+        m = &s->mb[s->nmb++];
+        memset(m, 0, sizeof *m);
+        m->clk = s->nthreads + s->ncta + (int)(m - s->mb);
+        if (!(m->acc = vc_alloc(s)) || !(m->done = vc_alloc(s))) return;
+        s->cta[w.cta].mbmap[w.off >> 2] = (int16_t)(s->nmb);
+        s->cta[w.cta].mbmap[(w.off >> 2) + 1] = (int16_t)(s->nmb);
+    }
+    m->cta = w.cta, m->addr = w.off, m->expected = m->pending = count, m->tx = 0, m->init_line = in->line;
+    /* phase counting restarts, the clock does not: earlier acquisitions stay valid */
+    Shadow *sh = ssh(s, w.cta, w.off);
+    mark(&sh[0], W_THREAD, t->gtid, t->vc[t->gtid]);
+    mark(&sh[1], W_THREAD, t->gtid, t->vc[t->gtid]);
+}
+
+static void exec_mbar_arrive(Sim *s, Thread *t, const Ins *in)
+{
+    Where w;
+    Mbar *m = mbar_operand(s, t, in, &in->ops[1], &w);
+    if (!m) return;
+    if (in->op == OP_MBAR_EXPECT_TX) {
+        int64_t tx = (int64_t)alu_val(s, t, &in->ops[2]);
+        m->tx += tx;
+        if (in->c) { mbar_maybe_complete(s, m); return; } /* mbarrier.expect_tx: no arrival */
+        release(s, t, m->acc);
+        mbar_arrive(s, m, 1, NULL);
+        return;
+    }
+    int count = in->nops > 2 ? (int)alu_val(s, t, &in->ops[2]) : 1;
+    release(s, t, m->acc);
+    mbar_arrive(s, m, count, NULL);
+}
+
+/* Returns 1 when the thread blocks (its wait has not completed). */
+static int exec_mbar_wait(Sim *s, Thread *t, const Ins *in)
+{
+    Where w;
+    Mbar *m = mbar_operand(s, t, in, &in->ops[1], &w);
+    if (!m) return 0;
+    if (!in->a) { sim_hazard(s, SIM_UNSUPPORTED, "mbarrier waits on a state token are not simulated (use .parity)"); return 0; }
+    uint32_t parity = (uint32_t)alu_val(s, t, &in->ops[2]) & 1;
+    if ((m->phase & 1) != parity) {
+        vc_join(s, t->vc, m->done);
+        alu_set(s, t, &in->ops[0], 1);
+        return 0;
+    }
+    t->state = TS_MBAR;
+    t->wait_mbar = (int)(m - s->mb);
+    return 1;
+}
+
+/* ------------------------------------------------------------ TMA */
+static int tmap_operand(Sim *s, Thread *t, const Operand *o, TmaMap *map, int32_t *coords, int *ncoords)
+{
+    if (o->kind != O_MEM || o->nvec != 2) { sim_hazard(s, SIM_UNSUPPORTED, "expected [tensor-map, {coords}]"); return -1; }
+    uint64_t a = alu_val(s, t, &o->vec[0]);
+    const void *p = generic_ptr(s, a, 128);
+    if (!p) return -1;
+    char err[256];
+    if (tma_decode(p, map, err, sizeof err)) { sim_hazard(s, SIM_FAULT, "tensor map at 0x%llx: %s", (unsigned long long)a, err); return -1; }
+    const Operand *v = &o->vec[1];
+    *ncoords = v->nvec;
+    for (int i = 0; i < v->nvec && i < 5; i++) coords[i] = (int32_t)alu_val(s, t, &v->vec[i]);
+    return 0;
+}
+
+static void exec_tma_load(Sim *s, Thread *t, const Ins *in)
+{
+    Op *op = op_new(s, A_TMA_LOAD, t, -1);
+    if (!op) return;
+    int nc;
+    Where dst, bar;
+    uint64_t da = mem_addr(s, t, &in->ops[0]);
+    if (tmap_operand(s, t, &in->ops[1], &op->u.tma.map, op->u.tma.coords, &nc)) { op_free(op); return; }
+    op->u.tma.gather4 = !!(in->mods & M_GATHER4);
+    int want = op->u.tma.gather4 ? 5 : in->a;
+    if (nc != want || (!op->u.tma.gather4 && (uint32_t)in->a != op->u.tma.map.rank)) {
+        sim_hazard(s, SIM_FAULT, "TMA .%dd with %d coordinates on a rank-%u tensor map", in->a, nc, op->u.tma.map.rank);
+        op_free(op);
+        return;
+    }
+    uint32_t bytes = op->u.tma.gather4 ? tma_gather4_bytes(&op->u.tma.map) : tma_tile_bytes(&op->u.tma.map);
+    uint64_t ba = mem_addr(s, t, &in->ops[2]);
+    if (s->status || smem_where(s, t, da, 1, bytes, &dst) || smem_where(s, t, ba, 1, 8, &bar)) { op_free(op); return; }
+    if (!mbar_at(s, bar.cta, bar.off, 1)) { op_free(op); return; }
+    if (in->b == 1 && bar.cta != dst.cta && !(in->mods & M_MULTICAST)) {
+        sim_hazard(s, SIM_HAZARD, "TMA load into CTA %d signals an mbarrier of CTA %d: only .cta_group::2 may signal "
+                   "the peer CTA's barrier", dst.cta, bar.cta);
+        op_free(op);
+        return;
+    }
+    op->u.tma.dst = dst.off, op->u.tma.mbar = bar.off, op->u.tma.mbar_cta = bar.cta;
+    if (in->mods & M_MULTICAST) {
+        if (in->nops < 4) { sim_hazard(s, SIM_FAULT, "multicast TMA without a CTA mask"); op_free(op); return; }
+        uint32_t mask = (uint32_t)alu_val(s, t, &in->ops[3]) & 0xffff;
+        for (int r = 0; r < s->ncta; r++)
+            if (mask >> r & 1) op->u.tma.ctas[op->u.tma.nctas++] = r;
+        if (mask >> s->ncta) { sim_hazard(s, SIM_FAULT, "multicast mask 0x%x names CTAs outside the cluster", mask); op_free(op); return; }
+    } else {
+        op->u.tma.ctas[op->u.tma.nctas++] = dst.cta;
+    }
+    for (int i = 0; i < op->u.tma.nctas; i++) {
+        Cta *c = &s->cta[op->u.tma.ctas[i]];
+        for (uint32_t w = dst.off >> 2; w <= (dst.off + bytes - 1) >> 2; w++) {
+            check_write(s, &c->ssh[w], "TMA load", op->u.tma.ctas[i], w << 2, 0, 0);
+            fp_add(s, op, fp_pack(0, 1, op->u.tma.ctas[i], w));
+        }
+    }
+    if (s->status) { op_free(op); return; }
+    fp_apply(s, op, +1);
+    op_push(s, op);
+}
+
+static void exec_tma_store(Sim *s, Thread *t, const Ins *in)
+{
+    Op *op = op_new(s, A_TMA_STORE, t, -1);
+    if (!op) return;
+    int nc;
+    Where src;
+    if (tmap_operand(s, t, &in->ops[0], &op->u.tma.map, op->u.tma.coords, &nc)) { op_free(op); return; }
+    if ((uint32_t)nc != op->u.tma.map.rank || in->a != nc) {
+        sim_hazard(s, SIM_FAULT, "TMA store .%dd with %d coordinates on a rank-%u map", in->a, nc, op->u.tma.map.rank);
+        op_free(op);
+        return;
+    }
+    uint32_t bytes = tma_tile_bytes(&op->u.tma.map);
+    uint64_t sa = mem_addr(s, t, &in->ops[1]);
+    if (s->status || smem_where(s, t, sa, 0, bytes, &src)) { op_free(op); return; }
+    op->u.tma.dst = src.off;
+    Cta *c = &s->cta[src.cta];
+    for (uint32_t w = src.off >> 2; w <= (src.off + bytes - 1) >> 2; w++) {
+        check_read(s, t, t->vc, &c->ssh[w], 1, "TMA store", src.cta, w << 2, 0, 0);
+        fp_add(s, op, fp_pack(0, 0, src.cta, w));
+    }
+    if (s->status) { op_free(op); return; }
+    op->group = t->grp_commit;
+    t->grp_out[op->group % GROUP_RING]++;
+    fp_apply(s, op, +1);
+    op_push(s, op);
+}
+
+/* cp.async.bulk.wait_group N: 1 when the thread must wait */
+static int bulk_wait_blocks(Thread *t, uint32_t n)
+{
+    uint32_t outstanding = 0;
+    uint32_t lo = t->grp_commit > GROUP_RING ? t->grp_commit - GROUP_RING : 0;
+    for (uint32_t g = lo; g < t->grp_commit; g++) outstanding += t->grp_out[g % GROUP_RING] > 0;
+    return outstanding > n;
+}
+
+/* ------------------------------------------------------------ tcgen05 (per thread) */
+static int pipe_stream(Sim *s, int cta) { (void)s; return cta; }
+
+static void exec_tc_mma(Sim *s, Thread *t, const Ins *in)
+{
+    const Operand *o = in->ops;
+    if (in->nops != 5) { sim_hazard(s, SIM_UNSUPPORTED, "tcgen05.mma with disable-output-lane or scale operands is not simulated"); return; }
+    if (in->b == 2 && (t->cta & 1)) {
+        sim_hazard(s, SIM_HAZARD, "tcgen05.mma.cta_group::2 issued from the odd CTA of the pair");
+        return;
+    }
+    Op *op = op_new(s, A_MMA, t, pipe_stream(s, t->cta));
+    if (!op) return;
+    TcMma *m = &op->u.mma.mma;
+    m->kind = (TcKind)in->a, m->cta_group = in->b, m->cta = t->cta;
+    m->d_tmem = (uint32_t)alu_val(s, t, &o[0].vec[0]) + (uint32_t)o[0].imm;
+    if (o[1].kind == O_MEM) m->a_is_tmem = 1, m->a_tmem = (uint32_t)mem_addr(s, t, &o[1]);
+    else m->a_desc = alu_val(s, t, &o[1]);
+    m->b_desc = alu_val(s, t, &o[2]);
+    m->idesc = (uint32_t)alu_val(s, t, &o[3]);
+    m->enable_input_d = (int)(alu_val(s, t, &o[4]) & 1);
+    op->u.mma.seq = ++s->cta[t->cta].pipe_issued;
+    Ctx c;
+    ctx_init(&c, s, op, t, 1, "tcgen05.mma");
+    c.pipe = pipe_clk(s, t->cta);
+    TcMem mem = tc_mem(&c);
+    if (tc_mma(&mem, m, TC_FOOTPRINT)) { unit_fail(s, &c); op_free(op); return; }
+    fp_apply(s, op, +1);
+    op_push(s, op);
+}
+
+static void exec_tc_cp(Sim *s, Thread *t, const Ins *in)
+{
+    Op *op = op_new(s, A_CP, t, pipe_stream(s, t->cta));
+    if (!op) return;
+    op->u.cp.cta = t->cta;
+    op->u.cp.shape = (TcCpShape)in->a;
+    op->u.cp.multicast = (TcCpMulticast)in->c;
+    op->u.cp.taddr = (uint32_t)mem_addr(s, t, &in->ops[0]);
+    op->u.cp.s_desc = alu_val(s, t, &in->ops[1]);
+    op->u.mma.seq = ++s->cta[t->cta].pipe_issued;
+    Ctx c;
+    ctx_init(&c, s, op, t, 1, "tcgen05.cp");
+    c.pipe = pipe_clk(s, t->cta);
+    TcMem mem = tc_mem(&c);
+    if (tc_tmem_cp(&mem, &op->u.cp, TC_FOOTPRINT)) { unit_fail(s, &c); op_free(op); return; }
+    fp_apply(s, op, +1);
+    op_push(s, op);
+}
+
+static void exec_tc_commit(Sim *s, Thread *t, const Ins *in)
+{
+    Op *op = op_new(s, A_COMMIT, t, pipe_stream(s, t->cta));
+    if (!op) return;
+    Where w;
+    uint64_t a = mem_addr(s, t, &in->ops[0]);
+    if (s->status || smem_where(s, t, a, 1, 8, &w)) { op_free(op); return; }
+    op->u.commit.mbar = w.off;
+    if (in->mods & M_MULTICAST) {
+        uint32_t mask = (uint32_t)alu_val(s, t, &in->ops[1]) & 0xffff;
+        for (int r = 0; r < s->ncta; r++)
+            if (mask >> r & 1) op->u.commit.ctas[op->u.commit.nctas++] = r;
+    } else {
+        op->u.commit.ctas[op->u.commit.nctas++] = w.cta;
+    }
+    for (int i = 0; i < op->u.commit.nctas; i++)
+        if (!mbar_at(s, op->u.commit.ctas[i], w.off, 1)) { op_free(op); return; }
+    if (!(op->vc = vc_alloc(s))) { op_free(op); return; }
+    vc_join(s, op->vc, t->vc);
+    op->vc[pipe_clk(s, t->cta)] = s->cta[t->cta].pipe_issued;
+    t->vc[t->gtid]++;
+    op->ready = s->step; /* the commit waits only for the ops before it in the pipe */
+    op_push(s, op);
+}
+
+static void exec_tc_alloc(Sim *s, Thread *t, const Ins *in, int ncols, Where where)
+{
+    Cta *c = &s->cta[t->cta];
+    (void)in;
+    if (c->relinquished) { sim_hazard(s, SIM_HAZARD, "tcgen05.alloc after tcgen05.relinquish_alloc_permit"); return; }
+    if (ncols < 32 || ncols > TC_TMEM_COLS || (ncols & (ncols - 1))) {
+        sim_hazard(s, SIM_FAULT, "tcgen05.alloc of %d columns: must be a power of 2 in 32..512", ncols);
+        return;
+    }
+    for (int start = 0; start + ncols <= TC_TMEM_COLS; start += ncols) {
+        int free_run = 1;
+        for (int i = start; i < start + ncols; i++) free_run &= !c->tcol[i];
+        if (!free_run) continue;
+        memset(c->tcol + start, 1, (size_t)ncols);
+        uint32_t addr = (uint32_t)start; /* lane 0, column start */
+        memcpy(s->cta[where.cta].smem + where.off, &addr, 4);
+        Shadow *sh = ssh(s, where.cta, where.off);
+        check_write(s, sh, "tcgen05.alloc", where.cta, where.off, 0, 0);
+        mark(sh, W_TCST, t->gtid, t->vc[t->gtid]);
+        t->st_unwaited = 0;
+        return;
+    }
+    int used = 0;
+    for (int i = 0; i < TC_TMEM_COLS; i++) used += c->tcol[i];
+    sim_hazard(s, SIM_HAZARD, "TMEM over-allocation: tcgen05.alloc of %d columns with %d of 512 already allocated "
+               "(the real allocator would block forever)", ncols, used);
+}
+
+static void exec_tc_dealloc(Sim *s, Thread *t, uint32_t taddr, int ncols)
+{
+    Cta *c = &s->cta[t->cta];
+    uint32_t col = taddr & 0xffff;
+    if ((taddr >> 16) || col + (uint32_t)ncols > TC_TMEM_COLS) {
+        sim_hazard(s, SIM_FAULT, "tcgen05.dealloc of address 0x%x, %d columns: out of range", taddr, ncols);
+        return;
+    }
+    for (uint32_t i = col; i < col + (uint32_t)ncols; i++)
+        if (!c->tcol[i]) {
+            sim_hazard(s, SIM_HAZARD, "tcgen05.dealloc frees column %u, which is not allocated (double free?)", i);
+            return;
+        }
+    for (int i = 0; i < s->nops; i++)
+        if ((s->ops[i]->kind == A_MMA || s->ops[i]->kind == A_CP) && s->ops[i]->cta == t->cta) {
+            sim_hazard(s, SIM_HAZARD, "tcgen05.dealloc while a tcgen05.mma issued at line %d has not completed",
+                       s->ops[i]->line);
+            return;
+        }
+    memset(c->tcol + col, 0, (size_t)ncols);
+}
+
+/* ------------------------------------------------------------ warp collectives */
+static int is_collective(int op)
+{
+    switch (op) {
+    case OP_SHFL: case OP_VOTE: case OP_ELECT: case OP_BAR_WARP: case OP_TC_ALLOC: case OP_TC_DEALLOC:
+    case OP_TC_RELINQUISH: case OP_TC_LD: case OP_TC_ST: case OP_WG_MMA: case OP_WG_COMMIT:
+        return 1;
+    default: return 0;
+    }
+}
+
+/* The warpgroup collectives meet across 4 warps. */
+static int is_wg_collective(int op) { return op == OP_WG_MMA || op == OP_WG_COMMIT; }
+
+static void coll_tc_ldst(Sim *s, Thread **ts, int n, const Ins *in)
+{
+    static _Thread_local uint32_t regs[32][TC_MAX_REGS];
+    Thread *t0 = ts[0];
+    int ld = in->op == OP_TC_LD;
+    const Operand *mo = &in->ops[ld ? 1 : 0], *vo = &in->ops[ld ? 0 : 1];
+    uint32_t taddr = (uint32_t)mem_addr(s, t0, mo);
+    for (int i = 1; i < n; i++)
+        if ((uint32_t)mem_addr(s, ts[i], mo) != taddr) {
+            s->cur_t = ts[i];
+            sim_hazard(s, SIM_HAZARD, "tcgen05.%s: the TMEM address differs between lanes of the warp", ld ? "ld" : "st");
+            return;
+        }
+    if (n != 32) { sim_hazard(s, SIM_HAZARD, "tcgen05.%s executed by %d threads of a warp, not 32", ld ? "ld" : "st", n); return; }
+    TcLdSt op = {t0->cta, t0->tid / 32, (TcShape)in->a, in->b, !!(in->mods & M_PACK16), taddr, 0};
+    int nr = tc_ldst_nregs(&op);
+    if (nr < 0 || nr != vo->nvec) {
+        sim_hazard(s, SIM_FAULT, "tcgen05.%s: %d registers given, the shape needs %d", ld ? "ld" : "st", vo->nvec, nr);
+        return;
+    }
+    Ctx c;
+    ctx_init(&c, s, NULL, t0, 1, ld ? "tcgen05.ld" : "tcgen05.st");
+    c.async_reader = 0;
+    TcMem m = tc_mem(&c);
+    if (ld) {
+        if (tc_tmem_ld(&m, &op, regs)) { unit_fail(s, &c); return; }
+        for (int i = 0; i < n; i++) {
+            Thread *t = ts[i];
+            for (int j = 0; j < nr; j++) {
+                const Operand *d = &vo->vec[j];
+                if (d->kind != O_REG) continue;
+                wreg(s, t, d->reg, regs[t->lane][j]);
+                pend_own(t, d->reg, PEND_LD);
+            }
+            t->ld_pending = 1;
+        }
+    } else {
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < nr; j++) regs[ts[i]->lane][j] = (uint32_t)alu_val(s, ts[i], &vo->vec[j]);
+        c.wkind = W_TCST, c.wclk = t0->gtid, c.wep = t0->vc[t0->gtid];
+        c.async_reader = 0;
+        /* each lane's cells carry its own thread: tc.c writes lane by lane, so tag afterwards */
+        if (tc_tmem_st(&m, &op, regs)) { unit_fail(s, &c); return; }
+        for (int i = 0; i < n; i++) ts[i]->st_unwaited = 1;
+    }
+}
+
+static void coll_wgmma(Sim *s, Thread **ts, int n, const Ins *in)
+{
+    Thread *t0 = ts[0];
+    if (n != 128) { sim_hazard(s, SIM_HAZARD, "wgmma.mma_async executed by %d threads, not a warpgroup's 128", n); return; }
+    int wg = t0->gtid / 128;
+    Op *op = op_new(s, A_WGMMA, t0, s->ncta + wg);
+    if (!op) return;
+    const Operand *o = in->ops;
+    TcWgmma *w = &op->u.wg.w;
+    w->cta = t0->cta, w->m = in->a, w->n = in->b, w->k = in->c;
+    w->dtype = (TcType)in->type, w->atype = (TcType)in->type2, w->btype = (TcType)in->d;
+    w->a_is_reg = o[1].kind == O_VEC;
+    int rest = 3;
+    if (!w->a_is_reg) w->a_desc = alu_val(s, t0, &o[1]);
+    w->b_desc = alu_val(s, t0, &o[2]);
+    w->scale_d = in->nops > rest ? (int)(alu_val(s, t0, &o[rest]) & 1) : 1;
+    w->imm_scale_a = in->nops > rest + 1 ? (int)(int64_t)o[rest + 1].imm : 1;
+    w->imm_scale_b = in->nops > rest + 2 ? (int)(int64_t)o[rest + 2].imm : 1;
+    if (w->a_is_reg) w->tnsp_b = in->nops > rest + 3 ? (int)o[rest + 3].imm : 0;
+    else w->tnsp_a = in->nops > rest + 3 ? (int)o[rest + 3].imm : 0, w->tnsp_b = in->nops > rest + 4 ? (int)o[rest + 4].imm : 0;
+    int nd = o[0].nvec;
+    if (nd != tc_wgmma_d_regs(w)) { sim_hazard(s, SIM_FAULT, "wgmma: %d accumulator registers, the shape needs %d", nd, tc_wgmma_d_regs(w)); op_free(op); return; }
+    op->u.wg.nd = nd;
+    op->u.wg.wg_first = wg * 128;
+    op->u.wg.dregs = malloc(sizeof(int) * (size_t)nd);
+    op->u.wg.a = calloc(128, sizeof *op->u.wg.a);
+    if (!op->u.wg.dregs || !op->u.wg.a) { op_free(op); sim_hazard(s, SIM_UNSUPPORTED, "out of memory"); return; }
+    for (int j = 0; j < nd; j++) op->u.wg.dregs[j] = o[0].vec[j].reg;
+    if (w->a_is_reg)
+        for (int i = 0; i < 128; i++)
+            for (int j = 0; j < o[1].nvec; j++) op->u.wg.a[i][j] = (uint32_t)alu_val(s, ts[i], &o[1].vec[j]);
+    /* the accumulators belong to the op until wait_group (chained wgmmas on them are fine: in order) */
+    for (int i = 0; i < 128; i++)
+        for (int j = 0; j < nd; j++)
+            pend_own(ts[i], op->u.wg.dregs[j], 1);
+    op->u.wg.group = s->wg_commit[wg];
+    Ctx c;
+    ctx_init(&c, s, op, t0, 1, "wgmma.mma_async");
+    TcMem m = tc_mem(&c);
+    if (tc_wgmma(&m, w, NULL, NULL, TC_FOOTPRINT)) { unit_fail(s, &c); op_free(op); return; }
+    fp_apply(s, op, +1);
+    op_push(s, op);
+}
+
+static void coll_exec(Sim *s, Thread **ts, int n, const Ins *in)
+{
+    Thread *t0 = ts[0];
+    s->cur_t = t0;
+    switch (in->op) {
+    case OP_SHFL: {
+        uint32_t vals[32], out[32];
+        int present[32] = {0};
+        for (int i = 0; i < n; i++) vals[ts[i]->lane] = (uint32_t)alu_val(s, ts[i], &in->ops[1]), present[ts[i]->lane] = 1;
+        for (int i = 0; i < n; i++) {
+            Thread *t = ts[i];
+            uint32_t lane = (uint32_t)t->lane, b = (uint32_t)alu_val(s, t, &in->ops[2]) & 31;
+            uint32_t c = (uint32_t)alu_val(s, t, &in->ops[3]);
+            uint32_t seg = (c >> 8) & 31, cval = c & 31;
+            uint32_t maxl = (lane & seg) | (cval & ~seg), minl = lane & seg, j;
+            int ok;
+            switch (in->a) {
+            case 1: j = lane - b; ok = (int32_t)j >= (int32_t)maxl; break;
+            case 2: j = lane + b; ok = j <= maxl; break;
+            case 3: j = minl | (b & ~seg); ok = j <= maxl; break;
+            default: j = lane ^ b; ok = j <= maxl; break;
+            }
+            if (!ok || j > 31) j = lane;
+            if (!present[j]) { s->cur_t = t; sim_hazard(s, SIM_HAZARD, "shfl.sync reads lane %u, which is not in the shuffle", j); return; }
+            out[i] = vals[j];
+            if (in->ops[0].kind == O_PAIR) alu_set(s, t, &in->ops[0].vec[1], (uint64_t)ok);
+        }
+        for (int i = 0; i < n; i++) alu_set(s, ts[i], in->ops[0].kind == O_PAIR ? &in->ops[0].vec[0] : &in->ops[0], out[i]);
+        break;
+    }
+    case OP_VOTE: {
+        int any = 0, all = 1;
+        uint32_t ballot = 0, first = 0;
+        for (int i = 0; i < n; i++) {
+            uint64_t p = alu_val(s, ts[i], &in->ops[1]) & 1;
+            any |= (int)p, all &= (int)p;
+            if (p) ballot |= 1u << ts[i]->lane;
+            if (!i) first = (uint32_t)p;
+        }
+        int uni = all || !any;
+        (void)first;
+        for (int i = 0; i < n; i++)
+            alu_set(s, ts[i], &in->ops[0], in->a == 0 ? (uint64_t)any : in->a == 1 ? (uint64_t)all
+                                         : in->a == 2 ? (uint64_t)uni : ballot);
+        break;
+    }
+    case OP_ELECT: {
+        int leader = 32;
+        for (int i = 0; i < n; i++) if (ts[i]->lane < leader) leader = ts[i]->lane;
+        for (int i = 0; i < n; i++) {
+            const Operand *o = &in->ops[0];
+            if (o->kind == O_PAIR) {
+                alu_set(s, ts[i], &o->vec[0], (uint64_t)leader);
+                alu_set(s, ts[i], &o->vec[1], (uint64_t)(ts[i]->lane == leader));
+            } else {
+                alu_set(s, ts[i], o, (uint64_t)leader);
+            }
+        }
+        break;
+    }
+    case OP_TC_ALLOC: {
+        Where w;
+        uint64_t a = mem_addr(s, t0, &in->ops[0]);
+        if (s->status || smem_where(s, t0, a, 0, 4, &w)) return;
+        exec_tc_alloc(s, t0, in, (int)alu_val(s, t0, &in->ops[1]), w);
+        break;
+    }
+    case OP_TC_DEALLOC: exec_tc_dealloc(s, t0, (uint32_t)alu_val(s, t0, &in->ops[0]), (int)alu_val(s, t0, &in->ops[1])); break;
+    case OP_TC_RELINQUISH: s->cta[t0->cta].relinquished = 1; break;
+    case OP_TC_LD: case OP_TC_ST: coll_tc_ldst(s, ts, n, in); break;
+    case OP_WG_MMA: coll_wgmma(s, ts, n, in); break;
+    case OP_WG_COMMIT: s->wg_commit[t0->gtid / 128]++; break;
+    default: break; /* bar.warp.sync: the meeting is the whole effect */
+    }
+    for (int i = 0; i < n; i++) { ts[i]->state = TS_RUN; ts[i]->pc++; }
+}
+
+/* Fires the collective a warp (or warpgroup) has met at, if all its live threads are there. */
+static int try_collective(Sim *s, int wi)
+{
+    Warp *w = &s->warps[wi];
+    Thread *first = NULL;
+    for (int i = w->first; i < w->first + w->n; i++)
+        if (s->th[i].state == TS_COLL) { first = &s->th[i]; break; }
+    if (!first) return 0;
+    const Ins *in = &s->e->ins[first->pc];
+    int lo = w->first, hi = w->first + w->n;
+    if (is_wg_collective(in->op)) {
+        lo = first->gtid / 128 * 128;
+        hi = lo + 128;
+        if (hi > s->nthreads) hi = s->nthreads;
+    }
+    uint32_t mask = 0xffffffffu;
+    if (in->op == OP_SHFL) mask = (uint32_t)alu_val(s, first, &in->ops[4]);
+    else if (in->op == OP_VOTE || in->op == OP_BAR_WARP || in->op == OP_ELECT) mask = (uint32_t)alu_val(s, first, &in->ops[in->nops - 1]);
+    Thread *ts[128];
+    int n = 0;
+    for (int i = lo; i < hi; i++) {
+        Thread *t = &s->th[i];
+        if (t->state == TS_EXIT || !(mask >> t->lane & 1)) continue;
+        if (t->state != TS_COLL || t->pc != first->pc) return 0; /* someone is not there yet */
+        ts[n++] = t;
+    }
+    s->cur = in;
+    coll_exec(s, ts, n, in);
+    return 1;
+}
+
+/* ------------------------------------------------------------ the interpreter */
+static void thread_exit(Sim *s, Thread *t)
+{
+    t->state = TS_EXIT;
+    s->live--;
+    if (t->cl_arrived) s->cl_arrived--;
+    cluster_check(s);
+}
+
+/* Runs t for up to quantum instructions. Returns instructions executed. */
+static int run_thread(Sim *s, Thread *t, int quantum)
+{
+    const PtxEntry *e = s->e;
+    int done = 0;
+    s->cur_t = t;
+    while (done < quantum && t->state == TS_RUN && !s->status) {
+        if (t->pc >= e->nins) { thread_exit(s, t); break; }
+        const Ins *in = &e->ins[t->pc];
+        s->cur = in;
+        done++;
+        if (in->guard >= 0 && (rreg(s, t, in->guard) & 1) == in->guard_neg) { t->pc++; continue; }
+        if (alu_exec(s, t, in)) { t->pc++; continue; }
+        if (is_collective(in->op)) { t->state = TS_COLL; break; }
+        switch (in->op) {
+        case OP_LD: case OP_ST: exec_ldst(s, t, in); break;
+        case OP_CVTA:
+            if (in->space != SP_PARAM) { sim_hazard(s, SIM_UNSUPPORTED, "cvta of this space is not simulated"); break; }
+            alu_set(s, t, &in->ops[0], (uint64_t)(uintptr_t)s->param + alu_val(s, t, &in->ops[1]));
+            break;
+        case OP_MAPA: {
+            uint64_t a = alu_val(s, t, &in->ops[1]) & (SMEM_WINDOW - 1);
+            uint32_t rank = (uint32_t)alu_val(s, t, &in->ops[2]);
+            if (rank >= (uint32_t)s->ncta) { sim_hazard(s, SIM_FAULT, "mapa to CTA rank %u of a %d-CTA cluster", rank, s->ncta); break; }
+            alu_set(s, t, &in->ops[0], a | (uint64_t)(rank + 1) << CLUSTER_SHIFT);
+            break;
+        }
+        case OP_BRA: t->pc = in->ops[0].reg; continue;
+        case OP_RET: case OP_EXIT: thread_exit(s, t); return done;
+        case OP_SETMAXNREG: case OP_FENCE: case OP_FENCE_MBAR_INIT: case OP_TC_FENCE_AFTER: case OP_WG_FENCE: break;
+        case OP_FENCE_PROXY_ASYNC: t->proxy_fenced = t->vc[t->gtid]++; break;
+        case OP_TC_FENCE_BEFORE:
+            if (!t->st_unwaited) t->tc_fenced = t->vc[t->gtid];
+            t->vc[t->gtid]++;
+            break;
+        case OP_TC_WAIT_ST: t->st_unwaited = 0; break;
+        case OP_TC_WAIT_LD:
+            if (t->ld_pending) {
+                for (int i = 0; i < e->nregs && t->npend; i++)
+                    if (t->pend[i] & PEND_LD) pend_release(t, i, PEND_LD);
+                t->ld_pending = 0;
+            }
+            break;
+        case OP_BAR_SYNC: case OP_BAR_ARRIVE:
+            if (exec_bar(s, t, in)) return done;
+            if (in->op == OP_BAR_SYNC) continue; /* bar_complete advanced the pc */
+            break;
+        case OP_CLUSTER_ARRIVE:
+            release(s, t, s->vcbuf);
+            t->cl_phase = s->cl_phase, t->cl_arrived = 1;
+            s->cl_arrived++;
+            cluster_check(s);
+            break;
+        case OP_CLUSTER_WAIT:
+            if (s->cl_phase <= t->cl_phase) { t->state = TS_CLUSTER; return done; }
+            vc_join(s, t->vc, s->vcbuf);
+            break;
+        case OP_MBAR_INIT: exec_mbar_init(s, t, in); break;
+        case OP_MBAR_ARRIVE: case OP_MBAR_EXPECT_TX: exec_mbar_arrive(s, t, in); break;
+        case OP_MBAR_TRY_WAIT: if (exec_mbar_wait(s, t, in)) return done; break;
+        case OP_TMA_LOAD: exec_tma_load(s, t, in); break;
+        case OP_TMA_STORE: exec_tma_store(s, t, in); break;
+        case OP_BULK_COMMIT: t->grp_commit++; break;
+        case OP_BULK_WAIT:
+            if (bulk_wait_blocks(t, (uint32_t)alu_val(s, t, &in->ops[0]))) { t->state = TS_BULK; return done; }
+            break;
+        case OP_TC_MMA: exec_tc_mma(s, t, in); break;
+        case OP_TC_COMMIT: exec_tc_commit(s, t, in); break;
+        case OP_TC_CP: exec_tc_cp(s, t, in); break;
+        case OP_WG_WAIT: {
+            int wg = t->gtid / 128;
+            uint32_t n = (uint32_t)alu_val(s, t, &in->ops[0]);
+            /* committed groups not complete: groups complete in order, so count from the oldest in flight */
+            uint32_t pending = 0;
+            for (int i = 0; i < s->nops; i++)
+                if (s->ops[i]->kind == A_WGMMA && s->ops[i]->u.wg.wg_first / 128 == wg) {
+                    uint32_t g = s->ops[i]->u.wg.group;
+                    if (g < s->wg_commit[wg] && s->wg_commit[wg] - g > pending) pending = s->wg_commit[wg] - g;
+                }
+            if (pending > n) { t->state = TS_WG; return done; }
+            break;
+        }
+        default:
+            sim_hazard(s, SIM_UNSUPPORTED, "%s is not simulated", ptx_op_name(in->op));
+            break;
+        }
+        t->pc++;
+    }
+    return done;
+}
+
+/* ------------------------------------------------------------ deadlock report */
+static const char *state_name(int st)
+{
+    static const char *n[] = {"running", "at a warp collective", "at bar.sync", "waiting on an mbarrier",
+                              "at barrier.cluster.wait", "at cp.async.bulk.wait_group", "at wgmma.wait_group", "exited"};
+    return n[st];
+}
+
+static void report_deadlock(Sim *s)
+{
+    s->cur = NULL, s->cur_t = NULL;
+    sim_hazard(s, SIM_DEADLOCK, "no thread can move and no async op is pending; where each warp is:");
+    for (int wi = 0; wi < s->nwarps; wi++) {
+        Warp *w = &s->warps[wi];
+        /* group the warp's threads by (state, pc) */
+        int seen[32] = {0};
+        for (int i = 0; i < w->n; i++) {
+            if (seen[i]) continue;
+            Thread *t = &s->th[w->first + i];
+            int count = 0;
+            for (int j = i; j < w->n; j++) {
+                Thread *u = &s->th[w->first + j];
+                if (!seen[j] && u->state == t->state && u->pc == t->pc) seen[j] = 1, count++;
+            }
+            if (t->state == TS_EXIT) { say(s, "  CTA %d warp %d: %d lane(s) exited\n", t->cta, t->tid / 32, count); continue; }
+            const Ins *in = &s->e->ins[t->pc < s->e->nins ? t->pc : s->e->nins - 1];
+            say(s, "  CTA %d warp %d: %d lane(s) %s, line %d `%s`", t->cta, t->tid / 32, count, state_name(t->state),
+                in->line, ptx_line(s->l->mod, in->line));
+            if (t->state == TS_MBAR) {
+                Mbar *m = &s->mb[t->wait_mbar];
+                say(s, " (mbarrier 0x%x of CTA %d: phase %u, %d of %d arrivals pending, tx %lld)", m->addr, m->cta,
+                    m->phase, m->pending, m->expected, (long long)m->tx);
+            }
+            if (t->state == TS_BAR) {
+                NamedBar *b = &s->cta[t->cta].bars[t->wait_bar];
+                say(s, " (barrier %d: %d of %d arrived)", t->wait_bar, b->arrived, b->expected);
+            }
+            say(s, "\n");
+        }
+    }
+}
+
+/* ------------------------------------------------------------ one cluster */
+static int sim_setup(Sim *s)
+{
+    const SimLaunch *l = s->l;
+    int per_cta = (int)(l->block[0] * l->block[1] * l->block[2]);
+    s->nthreads = per_cta * s->ncta;
+    s->nwarps = s->ncta * ((per_cta + 31) / 32);
+    s->nclk = s->nthreads + s->ncta + MAX_MBARS;
+    s->th = calloc((size_t)s->nthreads, sizeof *s->th);
+    s->warps = calloc((size_t)s->nwarps, sizeof *s->warps);
+    s->order = calloc((size_t)s->nwarps, sizeof *s->order);
+    s->mb = calloc(MAX_MBARS, sizeof *s->mb);
+    s->vcbuf = calloc((size_t)s->nclk, sizeof *s->vcbuf);
+    s->nstreams = s->ncta + (s->nthreads + 127) / 128;
+    s->stream_next = calloc((size_t)s->nstreams, sizeof(uint32_t));
+    s->stream_issue = calloc((size_t)s->nstreams, sizeof(uint32_t));
+    int nwg = (s->nthreads + 127) / 128;
+    s->wg_commit = calloc((size_t)nwg, sizeof(uint32_t));
+    uint64_t *regs = calloc((size_t)s->nthreads * (size_t)s->e->nregs, sizeof(uint64_t));
+    uint32_t *vcs = calloc((size_t)s->nthreads * (size_t)s->nclk, sizeof(uint32_t));
+    uint8_t *pend = calloc((size_t)s->nthreads * (size_t)s->e->nregs, 1);
+    if (!s->th || !s->warps || !s->order || !s->mb || !s->vcbuf || !s->stream_next || !s->stream_issue ||
+        !s->wg_commit || !regs || !vcs || !pend) {
+        free(regs), free(vcs), free(pend);
+        sim_hazard(s, SIM_UNSUPPORTED, "out of memory for %d threads", s->nthreads);
+        return -1;
+    }
+    uint32_t smem_base = 1024 + 16 * (uint32_t)rnd_below(s, 64); /* the kernel must align it itself */
+    for (int c = 0; c < s->ncta; c++) {
+        Cta *k = &s->cta[c];
+        k->rank = c;
+        k->smem_base = smem_base;
+        k->smem_end = smem_base + l->dyn_smem + s->e->static_smem;
+        k->smem = calloc(k->smem_end, 1);
+        k->ssh = calloc(k->smem_end / 4 + 2, sizeof *k->ssh);
+        k->mbmap = calloc(k->smem_end / 4 + 2, sizeof *k->mbmap);
+        k->tmem = calloc(TC_TMEM_LANES * TC_TMEM_COLS, sizeof *k->tmem);
+        k->tsh = calloc(TC_TMEM_LANES * TC_TMEM_COLS, sizeof *k->tsh);
+        if (!k->smem || !k->ssh || !k->mbmap || !k->tmem || !k->tsh) {
+            free(regs), free(vcs), free(pend);
+            sim_hazard(s, SIM_UNSUPPORTED, "out of memory for shared memory");
+            return -1;
+        }
+        memset(k->smem, 0xA5, k->smem_end); /* poison: never-written reads are hazards anyway */
+        k->first_thread = c * per_cta, k->nthreads = per_cta;
+    }
+    for (int i = 0; i < s->nthreads; i++) {
+        Thread *t = &s->th[i];
+        t->r = regs + (size_t)i * (size_t)s->e->nregs;
+        t->vc = vcs + (size_t)i * (size_t)s->nclk;
+        t->pend = pend + (size_t)i * (size_t)s->e->nregs;
+        t->gtid = i, t->cta = i / per_cta, t->tid = i % per_cta, t->lane = t->tid % 32;
+        t->warp = t->cta * ((per_cta + 31) / 32) + t->tid / 32;
+        t->vc[i] = 1;
+        t->state = TS_RUN;
+    }
+    for (int w = 0; w < s->nwarps; w++) {
+        int cta = w / ((per_cta + 31) / 32), wic = w % ((per_cta + 31) / 32);
+        s->warps[w].first = cta * per_cta + wic * 32;
+        s->warps[w].n = per_cta - wic * 32 < 32 ? per_cta - wic * 32 : 32;
+        s->warps[w].cta = cta;
+        s->order[w] = w;
+    }
+    s->live = s->nthreads;
+    return 0;
+}
+
+static void sim_teardown(Sim *s)
+{
+    if (s->th) { free(s->th[0].r); free(s->th[0].vc); free(s->th[0].pend); }
+    for (int c = 0; c < s->ncta; c++) {
+        Cta *k = &s->cta[c];
+        free(k->smem), free(k->ssh), free(k->mbmap), free(k->tmem), free(k->tsh);
+        for (int b = 0; b < NAMED_BARS; b++) free(k->bars[b].acc);
+    }
+    for (int i = 0; i < s->nmb; i++) free(s->mb[i].acc), free(s->mb[i].done);
+    for (int i = 0; i < s->nops; i++) op_free(s->ops[i]);
+    free(s->ops), free(s->th), free(s->warps), free(s->order), free(s->mb), free(s->vcbuf);
+    free(s->stream_next), free(s->stream_issue), free(s->wg_commit);
+}
+
+static void check_exit_state(Sim *s)
+{
+    s->cur = NULL, s->cur_t = NULL;
+    for (int c = 0; c < s->ncta && !s->status; c++)
+        for (int i = 0; i < TC_TMEM_COLS; i++)
+            if (s->cta[c].tcol[i]) {
+                sim_hazard(s, SIM_HAZARD, "CTA %d exited with TMEM column %d still allocated (missing tcgen05.dealloc)", c, i);
+                break;
+            }
+}
+
+static void run_cluster(Sim *s)
+{
+    while (!s->status) {
+        s->step++;
+        int moved = 0;
+        for (int i = s->nwarps - 1; i > 0; i--) { /* a fresh random warp order every round */
+            int j = rnd_below(s, i + 1), x = s->order[i];
+            s->order[i] = s->order[j], s->order[j] = x;
+        }
+        for (int k = 0; k < s->nwarps && !s->status; k++) {
+            Warp *w = &s->warps[s->order[k]];
+            int quantum = 1 + rnd_below(s, 96);
+            for (int i = w->first; i < w->first + w->n && !s->status; i++)
+                if (s->th[i].state == TS_RUN) moved += run_thread(s, &s->th[i], quantum);
+            if (!s->status) moved += try_collective(s, s->order[k]);
+        }
+        if (s->status) break;
+        /* blocked waits that may now pass: bulk and wgmma waits re-check by running */
+        int done = complete_due(s, 0);
+        if (!s->live && !s->nops) break;
+        if (!moved && !done) {
+            if (!complete_due(s, 1)) {
+                if (!s->live) break;
+                report_deadlock(s);
+            }
+        }
+        for (int i = 0; i < s->nthreads; i++)
+            if (s->th[i].state == TS_BULK || s->th[i].state == TS_WG) s->th[i].state = TS_RUN;
+    }
+    if (!s->status) check_exit_state(s);
+}
+
+int sim_run(const SimLaunch *l, char **report)
+{
+    *report = NULL;
+    int ncta = (int)(l->cluster[0] * l->cluster[1] * l->cluster[2]);
+    if (ncta < 1 || ncta > MAX_CTAS || l->grid[0] % l->cluster[0] || l->grid[1] % l->cluster[1] ||
+        l->grid[2] % l->cluster[2]) {
+        *report = strdup("unsupported: cluster shape does not divide the grid or exceeds 16 CTAs\n");
+        return SIM_UNSUPPORTED;
+    }
+    unsigned nc[3] = {l->grid[0] / l->cluster[0], l->grid[1] / l->cluster[1], l->grid[2] / l->cluster[2]};
+    uint8_t *param = malloc(l->entry->param_bytes + 16);
+    if (!param) { *report = strdup("out of memory\n"); return SIM_UNSUPPORTED; }
+    int status = SIM_OK;
+    uint64_t seed = l->seed;
+    for (unsigned z = 0; z < nc[2] && !status; z++)
+        for (unsigned y = 0; y < nc[1] && !status; y++)
+            for (unsigned x = 0; x < nc[0] && !status; x++) {
+                Sim s;
+                memset(&s, 0, sizeof s);
+                s.l = l, s.e = l->entry, s.ncta = ncta;
+                s.clusterid[0] = x, s.clusterid[1] = y, s.clusterid[2] = z;
+                memcpy(s.ncluster, nc, sizeof nc);
+                s.rng = seed ^ ((uint64_t)(x + 1) * 0x100000001b3ull) ^ ((uint64_t)(y + 7) << 40) ^ ((uint64_t)z << 52);
+                s.max_latency = (int)(rnd(&s) % 6);
+                memcpy(param, l->params, l->entry->param_bytes);
+                s.param = param;
+                for (int c = 0; c < ncta; c++) {
+                    unsigned r = (unsigned)c;
+                    s.cta[c].ctaid[0] = x * l->cluster[0] + r % l->cluster[0];
+                    s.cta[c].ctaid[1] = y * l->cluster[1] + r / l->cluster[0] % l->cluster[1];
+                    s.cta[c].ctaid[2] = z * l->cluster[2] + r / (l->cluster[0] * l->cluster[1]);
+                }
+                if (!sim_setup(&s)) run_cluster(&s);
+                sim_teardown(&s);
+                status = s.status;
+                if (status) *report = s.report;
+                else free(s.report);
+            }
+    free(param);
+    return status;
+}

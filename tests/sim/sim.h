@@ -1,0 +1,59 @@
+/* sim.h - the simulator core: one kernel launch executed on the CPU.
+ *
+ * A launch runs cluster by cluster. Inside a cluster every thread of every CTA
+ * is an interpreter context (registers, pc, state); a seeded scheduler picks
+ * warps in random order and runs each for a random number of instructions, so
+ * no interleaving is favoured. Warp collectives (.sync.aligned, shfl, vote,
+ * elect) execute when every live thread of the warp has reached them.
+ *
+ * Asynchronous units (TMA, tcgen05.mma/cp and the commit that follows them,
+ * wgmma, bulk stores) are queued at issue and complete later, at a point the
+ * scheduler picks; tcgen05 ops of a CTA and wgmma ops of a warpgroup complete
+ * in issue order, as the ISA orders them.
+ *
+ * Hazards are found with clocks: every thread, every mbarrier and every CTA's
+ * tcgen05 pipe owns a clock; releases (arrive, bar) and acquires (a wait that
+ * succeeds) join vector clocks; every shared-memory word and TMEM cell keeps
+ * the clock and epoch of its last write. A read whose reader has not acquired
+ * that write is a hazard, and so is a write over memory an in-flight async
+ * unit still reads or writes. See hazard() in sim.c for the list.
+ */
+#ifndef FA4SIM_SIM_H
+#define FA4SIM_SIM_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ptx.h"
+
+/* Global memory: the driver front's allocations, checked on every access. */
+typedef struct SimAlloc { uint64_t base, size; } SimAlloc;
+
+typedef struct SimGlobal {
+    SimAlloc *allocs;
+    int nallocs;
+} SimGlobal;
+
+typedef struct SimLaunch {
+    const PtxModule *mod;
+    const PtxEntry *entry;
+    unsigned grid[3], block[3], cluster[3];
+    unsigned dyn_smem;
+    const void *params;   /* entry->param_bytes bytes, laid out as the .param list */
+    SimGlobal *global;
+    uint64_t seed;
+    int cc_major;         /* 9 or 10: which instruction families are legal */
+    int verbose;
+} SimLaunch;
+
+enum { SIM_OK = 0, SIM_FAULT = 1, SIM_HAZARD = 2, SIM_DEADLOCK = 3, SIM_UNSUPPORTED = 4 };
+
+/* Runs the launch. Returns SIM_OK, or a failure code with its report (PTX
+ * line, thread, what happened; for a deadlock every thread's position) in
+ * report, a malloc'ed string the caller frees. */
+int sim_run(const SimLaunch *l, char **report);
+
+/* Global-memory access for the units: 0, or -1 with a message. */
+int sim_global_check(const SimGlobal *g, uint64_t addr, uint64_t n);
+
+#endif
