@@ -667,11 +667,20 @@ int tc_mma(const TcMem *m, const TcMma *op, TcMode mode)
             float *drow = D + ((size_t)v * (size_t)Mloc + (size_t)i) * (size_t)N;
             for (int j0 = 0; j0 < N; j0 += 8) {
                 const double *a = arow[(dp == DP_B && j0 >= N / 2) ? 1 : 0];
-                double p[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                double p0 = 0, p1 = 0, p2 = 0, p3 = 0, p4 = 0, p5 = 0, p6 = 0, p7 = 0;
                 for (int k = 0; k < K; k++) {
                     const double *b = Bt + (size_t)k * (size_t)N + (size_t)j0;
-                    for (int u = 0; u < 8; u++) p[u] += a[k] * b[u];
+                    double ak = a[k];
+                    p0 += ak * b[0];
+                    p1 += ak * b[1];
+                    p2 += ak * b[2];
+                    p3 += ak * b[3];
+                    p4 += ak * b[4];
+                    p5 += ak * b[5];
+                    p6 += ak * b[6];
+                    p7 += ak * b[7];
                 }
+                double p[8] = {p0, p1, p2, p3, p4, p5, p6, p7};
                 for (int u = 0; u < 8; u++) {
                     double s = (op->enable_input_d ? (double)drow[j0 + u] : 0.0) + p[u];
                     drow[j0 + u] = d.d_f16 ? tc_to_float(TC_F16, f64_to_f16(s)) : (float)s;
