@@ -428,10 +428,6 @@ static int cb_tmem_write(void *u, int cta, uint32_t lane, uint32_t col, uint32_t
     if (!tmem_ok(c, cta, lane, col, "writes")) return -1;
     uint32_t i = lane * TC_TMEM_COLS + col;
     Shadow *sh = &s->cta[cta].tsh[i];
-    if (c->check && c->op) { /* footprint of a write-to-be */
-        fp_add(s, c->op, fp_pack(1, 1, cta, i));
-        return 0;
-    }
     /* the tcgen05 pipe is the only async unit on TMEM and runs in order: only thread stores can race it */
     if (!c->pipe) check_write(s, sh, c->what, cta, lane << 16 | col, 1, 0);
     s->cta[cta].tmem[i] = v;
@@ -440,9 +436,19 @@ static int cb_tmem_write(void *u, int cta, uint32_t lane, uint32_t col, uint32_t
     return 0;
 }
 
+/* At issue: a cell the op will write. A thread's tcgen05.st or ld racing it is then a hazard. */
+static int cb_tmem_footprint_write(void *u, int cta, uint32_t lane, uint32_t col)
+{
+    Ctx *c = u;
+    if (!tmem_ok(c, cta, lane, col, "writes")) return -1;
+    fp_add(c->s, c->op, fp_pack(1, 1, cta, lane * TC_TMEM_COLS + col));
+    return 0;
+}
+
 static TcMem tc_mem(Ctx *c)
 {
-    TcMem m = {c, cb_smem_read, cb_tmem_read, cb_tmem_write, c->err, sizeof c->err};
+    TcMem m = {c, cb_smem_read, cb_tmem_read, cb_tmem_write, c->err, sizeof c->err,
+               c->op ? cb_tmem_footprint_write : NULL};
     return m;
 }
 
@@ -1030,10 +1036,6 @@ static void exec_tc_mma(Sim *s, Thread *t, const Ins *in)
 {
     const Operand *o = in->ops;
     if (in->nops != 5) { sim_hazard(s, SIM_UNSUPPORTED, "tcgen05.mma with disable-output-lane or scale operands is not simulated"); return; }
-    if (in->b == 2 && (t->cta & 1)) {
-        sim_hazard(s, SIM_HAZARD, "tcgen05.mma.cta_group::2 issued from the odd CTA of the pair");
-        return;
-    }
     Op *op = op_new(s, A_MMA, t, pipe_stream(s, t->cta));
     if (!op) return;
     TcMma *m = &op->u.mma.mma;
@@ -1063,6 +1065,7 @@ static void exec_tc_cp(Sim *s, Thread *t, const Ins *in)
     op->u.cp.multicast = (TcCpMulticast)in->c;
     op->u.cp.taddr = (uint32_t)mem_addr(s, t, &in->ops[0]);
     op->u.cp.s_desc = alu_val(s, t, &in->ops[1]);
+    op->u.cp.cta_group = in->b;
     op->u.mma.seq = ++s->cta[t->cta].pipe_issued;
     Ctx c;
     ctx_init(&c, s, op, t, 1, "tcgen05.cp");
