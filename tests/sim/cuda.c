@@ -14,6 +14,10 @@
  * CUDA_ERROR_LAUNCH_FAILED (CUDA_ERROR_ILLEGAL_ADDRESS for a fault), prints
  * the report on stderr and keeps it for fa4sim_last_report(), and, like a real
  * device error, is sticky: later calls fail too until the process ends.
+ *
+ * FA4SIM_PTX_REPLACE=FILE (tests only): a module whose PTX defines the same
+ * entry as FILE is loaded from FILE instead, so a mutated kernel runs through
+ * the runtime's real launch path (tests/sim/mutants.sh).
  */
 #include <cuda.h>
 #include <pthread.h>
@@ -324,6 +328,27 @@ static void jit_log(unsigned n, const CUjit_option *opt, void **val, const char 
     if (buf && size) snprintf(buf, size, "%s", msg);
 }
 
+/* The text of FA4SIM_PTX_REPLACE when it defines the entry `text` defines, else NULL. */
+static char *replacement(const char *text)
+{
+    const char *path = getenv("FA4SIM_PTX_REPLACE");
+    if (!path || !*path) return NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = NULL;
+    long n = fseek(f, 0, SEEK_END) ? -1 : ftell(f);
+    if (n > 0 && !fseek(f, 0, SEEK_SET) && (buf = malloc((size_t)n + 1)) && fread(buf, 1, (size_t)n, f) == (size_t)n)
+        buf[n] = 0;
+    else
+        free(buf), buf = NULL;
+    fclose(f);
+    const char *e1 = strstr(text, ".entry "), *e2 = buf ? strstr(buf, ".entry ") : NULL;
+    if (!e1 || !e2) { free(buf); return NULL; }
+    size_t k = strcspn(e1 + 7, "( \n");
+    if (strncmp(e1 + 7, e2 + 7, k) || strcspn(e2 + 7, "( \n") != k) { free(buf); return NULL; }
+    return buf;
+}
+
 EXPORT CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned int n, CUjit_option *opt, void **val)
 {
     CUresult r = need_context();
@@ -331,11 +356,14 @@ EXPORT CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned int 
     if (!m || !image) return CUDA_ERROR_INVALID_VALUE;
     const char *text = image;
     char err[1024];
+    char *replaced = replacement(text);
+    if (replaced) text = replaced;
     if (!memcmp(text, "\177ELF", 4)) {
         jit_log(n, opt, val, "fa4sim: the simulated device runs PTX only; this image is a cubin (SASS)");
         return CUDA_ERROR_NO_BINARY_FOR_GPU;
     }
     PtxModule *p = ptx_parse(text, strlen(text), err, sizeof err);
+    free(replaced);
     if (!p) {
         char msg[1200];
         snprintf(msg, sizeof msg, "fa4sim: PTX not accepted: %s", err);
