@@ -25,7 +25,7 @@ UNIT_SRC  := $(filter-out tests/unit/test_launch.c,$(wildcard tests/unit/test_*.
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 FAKECUDA  := $(B)/fakecuda/libcuda.so.1
 
-.PHONY: all demo test unit launch-test ptxas-test sass-test clean examples deps-test bundle
+.PHONY: all demo test unit launch-test ptxas-test sass-test sim-test clean examples deps-test bundle
 all: $(B)/fa4gen $(B)/libfa4rt.a $(B)/libfa4rt.so examples
 
 $(B)/%.o: %.c $(HDRS) | $(B)/templates.h
@@ -106,6 +106,7 @@ test: deps-test
 	$(MAKE) unit
 	$(MAKE) ptxas-test
 	$(MAKE) sass-test
+	$(MAKE) sim-test
 
 clean:
 	rm -rf $(B)

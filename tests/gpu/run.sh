@@ -1,20 +1,24 @@
 #!/bin/bash
-# tests/gpu/run.sh [--quick] [--no-bench] [--only-bench] [-- test_mha args]
+# tests/gpu/run.sh [--quick] [--no-bench] [--only-bench] [--only-anchor] [-- test_mha args]
 # One call on a Hopper GPU machine: build, correctness against the fp32
-# reference, cold/warm "get kernel" timings, SASS of the d128 kernel, and the
-# benchmark. Logs go to $OUT (default build/gpu-out); a summary prints last.
+# reference, cold/warm "get kernel" timings, SASS of the d128 kernel, the
+# simulator's anchor (tests/sim/cases_sm90.txt run by build/sim/sim_mha on this
+# GPU, outputs dumped into $OUT/anchor.tar.xz for the CPU simulator to compare
+# with: tests/sim/anchor.sh), and the benchmark. Logs go to $OUT (default
+# build/gpu-out); a summary prints last.
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-build/gpu-out}
 mkdir -p "$OUT"
-QUICK=""; BENCH=1; TESTS=1; EXTRA=()
+QUICK=""; BENCH=1; TESTS=1; ANCHOR=1; EXTRA=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) QUICK=--quick ;;
         --no-bench) BENCH=0 ;;
-        --only-bench) TESTS=0 ;;
+        --only-bench) TESTS=0; ANCHOR=0 ;;
+        --only-anchor) TESTS=0; BENCH=0 ;;
         --) shift; EXTRA=("$@"); break ;;
-        *) echo "usage: tests/gpu/run.sh [--quick] [--no-bench] [--only-bench] [-- test_mha args]"; exit 2 ;;
+        *) echo "usage: tests/gpu/run.sh [--quick] [--no-bench] [--only-bench] [--only-anchor] [-- test_mha args]"; exit 2 ;;
     esac
     shift
 done
@@ -52,6 +56,15 @@ if [ "$TESTS" = 1 ]; then
         echo "MUFU.EX2: $(grep -c 'MUFU.EX2' "$OUT/sass_d128_causal.txt")"
     } > "$OUT/sass_summary.txt"
     SUMMARY+=("$(printf '%-14s %s' sass "$(tr '\n' ';' < "$OUT/sass_summary.txt")")")
+fi
+if [ "$ANCHOR" = 1 ]; then
+    # the same binary and seeded inputs the simulator runs; this GPU's outputs are its anchor
+    step build_sim make -j16 build/sim/sim_mha
+    rm -rf "$OUT/anchor" && mkdir -p "$OUT/anchor"
+    step anchor env FA4GEN_CACHE_DIR="$(mktemp -d)" build/sim/sim_mha --cases tests/sim/cases_sm90.txt \
+        --dump "$OUT/anchor"
+    # one archive: commit it as bench/results/<date>-<gpu>-sim-anchor.tar.xz
+    tar cJf "$OUT/anchor.tar.xz" -C "$OUT/anchor" . && rm -rf "$OUT/anchor"
 fi
 if [ "$BENCH" = 1 ] && [ -f bench/bench_mha.py ]; then
     step bench env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so python3 bench/bench_mha.py --out "$OUT/bench.txt" ${BENCH_ARGS:-}

@@ -15,3 +15,13 @@ build/sim/obj/%.o: tests/sim/%.c $(SIM_HDRS)
 $(SIMCUDA): tests/sim/cuda.c $(SIM_OBJ) $(SIM_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(SIM_CFLAGS) -shared -Wl,-soname,libcuda.so.1 tests/sim/cuda.c $(SIM_OBJ) -o $@ -lm -lpthread
+
+include tests/sim/tc.mk
+
+.PHONY: sim-test
+sim-test: $(B)/fa4gen $(SIMCUDA) build/sim/sim_mha build/sim/test_tc build/sim/test_tma
+	@sh tests/sim/run.sh
+
+.PHONY: sim-mutants
+sim-mutants: build/fa4gen $(SIMCUDA) build/sim/sim_mha
+	sh tests/sim/mutants.sh

@@ -106,9 +106,13 @@
  * scale or tile gives errors of order 1. */
 #define REL_L2_TOL_E4M3 6e-2
 /* --compare: two runs of the same kernel on the same inputs (simulator vs a
- * GPU) may differ by accumulation order and exp2 approximations only. */
-#define CMP_O_TOL 2e-2   /* max |O_a - O_b|, O ~ 1e-1 .. 1 */
-#define CMP_LSE_TOL 1e-3 /* max |LSE_a - LSE_b| */
+ * GPU) may differ by accumulation order and exp2 approximations only. Measured
+ * (simulator vs H100, the 24 sm90a cases, bench/results/2026-11-23-h100-sim-anchor*):
+ * O differs by at most one bf16 ulp (1.95e-3 at |O| in [0.5, 1); 9 cases
+ * bit-identical or below 1e-6), LSE by at most 1.4e-6. The bounds allow two
+ * ulps and ten times the LSE difference. */
+#define CMP_O_TOL 4e-3   /* max |O_a - O_b|, |O| < 1 */
+#define CMP_LSE_TOL 1e-5 /* max |LSE_a - LSE_b| */
 
 enum {
     ID_HEX = 12,           /* digits of a case id */

@@ -1,0 +1,47 @@
+#!/bin/sh
+# tests/sim/run.sh - the simulator suite (make sim-test; part of make test).
+#   1. the units' own tests: test_tc (tensor cores), test_tma (TMA), sim_mha --self-test (reference)
+#   2. every sm_100a case of tests/sim/cases_sm100.txt through fa4_mha_fwd on the simulated
+#      cc 10.0 device, under scheduler seeds 1, 2 and one drawn at random for this run (printed:
+#      FA4SIM_SEED=N reproduces it)
+#   3. every sm_90a case of tests/sim/cases_sm90.txt on the simulated cc 9.0 device, under the
+#      same seeds, each compared with what an H100 computed on the same inputs (the anchor,
+#      bench/results/*-h100-sim-anchor.tar.xz, made by tests/gpu/run.sh)
+#   4. tests/sim/mutants.sh: mutated kernels must fail
+# Prints one line per step and 'sim suite: N passed, N failed'; exit 1 on failure.
+# Needs: build/fa4gen, build/sim/libcuda.so.1, build/sim/sim_mha, build/sim/test_tc, build/sim/test_tma.
+set -u
+cd "$(dirname "$0")/../.."
+B=build
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export FA4GEN_COMPILER=driver-ptx FA4GEN_CACHE_DIR="$work/cache" LD_LIBRARY_PATH="$PWD/$B/sim"
+pass=0; fail=0
+step() { # step NAME CMD...: run, keep the log, print its last line
+    name=$1; shift
+    t0=$(date +%s)
+    if "$@" > "$work/log" 2>&1; then r=ok; pass=$((pass + 1)); else r=FAILED; fail=$((fail + 1)); fi
+    printf '%-6s %-34s %4ss  %s\n' "$r" "$name" $(( $(date +%s) - t0 )) "$(tail -1 "$work/log")"
+    if [ "$r" = FAILED ]; then grep -v '^PASS\|^  ' "$work/log" | head -40 | sed 's/^/    /'; fi
+}
+
+step "test_tc" $B/sim/test_tc
+step "test_tma" $B/sim/test_tma
+step "sim_mha --self-test" $B/sim/sim_mha --self-test
+
+anchor=$(ls bench/results/*-h100-sim-anchor.tar.xz 2>/dev/null | tail -1)
+mkdir -p "$work/anchor"
+[ -n "$anchor" ] && tar xJf "$anchor" -C "$work/anchor"
+random_seed=$(( $(od -An -N2 -tu2 /dev/urandom) + 3 ))
+for seed in 1 2 $random_seed; do
+    step "sm100a cases, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=100 \
+        $B/sim/sim_mha --quiet --no-skip --cases tests/sim/cases_sm100.txt
+    step "sm90a cases vs H100, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=90 \
+        $B/sim/sim_mha --quiet --no-skip --cases tests/sim/cases_sm90.txt --compare "$work/anchor"
+done
+if [ -z "$anchor" ] || [ "$(grep -c 'cmp_o=' "$work/log")" -lt 20 ]; then
+    echo "FAILED the H100 anchor is missing or compared fewer than 20 cases"; fail=$((fail + 1))
+fi
+[ -f tests/sim/mutants.sh ] && step "mutants" sh tests/sim/mutants.sh
+echo "sim suite: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
