@@ -1,0 +1,331 @@
+#!/bin/sh
+# shellcheck disable=SC2034,SC2154 # CASE_*, ARCH_*, CC_* and what eval sets are read through eval
+# tests/sim/mutants.sh - mutation tests of the CPU simulator: proof that it can fail.
+#
+# Each mutant is fa4gen's PTX for one kernel with ONE small textual change that
+# breaks it (a wrong descriptor field, a deleted wait, a flipped parity, ...).
+# The script generates the kernel, applies the change with awk, checks that the
+# mutant differs from the original in exactly that line and that ptxas still
+# assembles it (a mutant ptxas rejects proves nothing about the simulator), then
+# runs the case on the simulator with FA4SIM_PTX_REPLACE=mutant (tests/sim/cuda.c),
+# so the mutant goes through the runtime's real launch path. It must be caught:
+# sim_mha FAILs with a simulator report (hazard / deadlock / fault; its first
+# line is printed) or with a numeric mismatch (the relL2 .. nan fields printed).
+# A mutant that passes is MISSED and the script fails; so does a mutant that
+# fails for another reason (an unsupported instruction, a refused launch): that
+# proves nothing either.
+#
+# Before the mutants, each kernel runs unmutated (through FA4SIM_PTX_REPLACE too)
+# and must PASS, and the runtime's kernel must be the entry fa4gen generated.
+#
+#   sh tests/sim/mutants.sh            (make sim-mutants builds what it needs first)
+#   MUTANTS_VERBOSE=1 ...              also prints each mutant's changed line
+#   MUTANTS_KEEP=DIR ...               keeps the kernels and mutants in DIR
+#   MUTANTS_SEED=N ...             the simulator's scheduler seed (default 1)
+#   PTXAS=/path/to/ptxas               default: ptxas on PATH, else $CUDA_HOME/bin/ptxas
+#
+# Output: one line per mutant, `caught <name>: <how>` or `MISSED <name>[: why]`,
+# then exactly `mutants: N passed, N failed` (passed = caught). Exit 1 on any
+# miss, 2 on a setup failure (nothing built, the unmutated kernel failing).
+#
+# Edits are anchored on the generator's plan comments and instruction shapes:
+# "after the K-th line matching ANCHOR, the N-th line matching PATTERN". When an
+# anchor or pattern is not found, or the edit does not change the line, the
+# mutant fails loudly ("mutation <name> did not apply") instead of silently
+# becoming a no-op after a generator change.
+set -u
+
+cd "$(dirname "$0")/../.." || exit 2
+ROOT=$(pwd)
+FA4GEN=build/fa4gen
+SIM_MHA=build/sim/sim_mha
+SIMLIB=build/sim/libcuda.so.1
+for f in "$FA4GEN" "$SIM_MHA" "$SIMLIB"; do
+    [ -x "$f" ] || [ -f "$f" ] || { echo "mutants: $f missing (make build/fa4gen build/sim/libcuda.so.1 build/sim/sim_mha)"; exit 2; }
+done
+
+if [ -n "${MUTANTS_KEEP:-}" ]; then
+    WORK=$MUTANTS_KEEP
+    mkdir -p "$WORK" || exit 2
+else
+    WORK=$(mktemp -d "${TMPDIR:-/tmp}/fa4mut.XXXXXX") || exit 2
+    trap 'rm -rf "$WORK"' EXIT
+    trap 'exit 2' INT TERM HUP
+fi
+
+PTXAS=${PTXAS:-}
+if [ -z "$PTXAS" ]; then
+    if command -v ptxas >/dev/null 2>&1; then PTXAS=ptxas
+    elif [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/ptxas" ]; then PTXAS=${CUDA_HOME:-/usr/local/cuda}/bin/ptxas
+    fi
+fi
+[ -n "$PTXAS" ] || echo "mutants: no ptxas found: the mutants are not assembled (set PTXAS=...)"
+
+TIMEOUT=
+command -v timeout >/dev/null 2>&1 && TIMEOUT="timeout 120"
+
+PASSED=0
+FAILED=0
+
+# ---------------------------------------------------------------- kernels
+# The cases: a d128 bf16 causal kernel on sm_100a (one CTA per tile), its CTA-pair
+# form (config cta=2) and the sm_90a kernel. seqlen 512 gives every Q tile several KV
+# blocks (masked and unmasked ones) and wraps the sm_100a K/V ring (5 slots, 8 loads).
+# The sm_90a kernel is persistent: on a one-SM device (FA4SIM_SMS=1) its one CTA walks all 4
+# tiles, reusing Q slots and the K/V ring across tiles. The scheduler seed is pinned
+# (MUTANTS_SEED, default 1): which mutants are caught must not depend on the caller's FA4SIM_SEED.
+CASE_1="target=sm100a dtype=bf16 sq=512 sk=512 hq=1 qk=128 mask=causal"
+CASE_2="target=sm100a dtype=bf16 sq=512 sk=512 hq=1 qk=128 mask=causal config=cta=2"
+CASE_9="target=sm90a dtype=bf16 sq=512 sk=512 hq=1 qk=128 mask=causal"
+ARCH_1=sm_100a ARCH_2=sm_100a ARCH_9=sm_90a
+CC_1=100 CC_2=100 CC_9=90
+SMS_1=4 SMS_2=4 SMS_9=1
+SEED=${MUTANTS_SEED:-1}
+
+# run_case KERNEL PTXFILE: runs KERNEL's case with PTXFILE in place of the kernel;
+# leaves stdout / stderr in $WORK/out, $WORK/err and returns sim_mha's status.
+run_case()
+{
+    eval "rc_case=\$CASE_$1 rc_cc=\$CC_$1 rc_sms=\$SMS_$1"
+    # shellcheck disable=SC2086 # the case is words
+    FA4GEN_COMPILER=driver-ptx FA4GEN_CACHE_DIR="$WORK/cache_$1" FA4SIM_CC=$rc_cc FA4SIM_SMS=$rc_sms FA4SIM_SEED=$SEED \
+        FA4SIM_PTX_REPLACE="$2" LD_LIBRARY_PATH="$ROOT/build/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+        $TIMEOUT "$SIM_MHA" --quiet $rc_case >"$WORK/out" 2>"$WORK/err"
+}
+
+# assemble KERNEL PTXFILE: 0 when ptxas takes it (or there is no ptxas)
+assemble()
+{
+    [ -n "$PTXAS" ] || return 0
+    eval "as_arch=\$ARCH_$1"
+    "$PTXAS" -arch="$as_arch" "$2" -o "$WORK/ptxas.cubin" >"$WORK/ptxas.log" 2>&1
+}
+
+# setup KERNEL: generates the kernel the runtime picks for KERNEL's case, checks
+# that it assembles, that the runtime loads the same entry and that it PASSes.
+setup()
+{
+    eval "su_case=\$CASE_$1"
+    # shellcheck disable=SC2086
+    su_config=$("$SIM_MHA" --plan --quiet $su_case | sed -n 's/^  -> //p')
+    case $su_config in
+    mha\ *) ;;
+    *) echo "mutants: setup: sim_mha --plan $su_case printed no config"; exit 2 ;;
+    esac
+    "$FA4GEN" mha --config "$su_config" -o "$WORK/k$1.ptx" || { echo "mutants: setup: fa4gen --config '$su_config' failed"; exit 2; }
+    if ! assemble "$1" "$WORK/k$1.ptx"; then
+        echo "mutants: setup: ptxas rejects the unmutated kernel $1:"; head -5 "$WORK/ptxas.log"; exit 2
+    fi
+    su_entry=$(sed -n 's/^.*\.entry \([A-Za-z0-9_]*\).*$/\1/p' "$WORK/k$1.ptx" | head -1)
+    rm -rf "$WORK/cache_$1"
+    mkdir -p "$WORK/cache_$1"
+    if ! run_case "$1" "$WORK/k$1.ptx" || ! grep -q '^PASS ' "$WORK/out"; then
+        echo "mutants: setup: the unmutated kernel fails: $su_case"
+        cat "$WORK/out"; head -5 "$WORK/err"; exit 2
+    fi
+    # the runtime's module (the driver-ptx cache holds its PTX) defines fa4gen's entry,
+    # so FA4SIM_PTX_REPLACE really replaces it
+    if [ -z "$su_entry" ] || ! grep -q "\.entry $su_entry(" "$WORK/cache_$1"/* 2>/dev/null; then
+        echo "mutants: setup: the runtime's kernel for '$su_case' is not fa4gen's entry '$su_entry'"; exit 2
+    fi
+    echo "unmutated $1: PASS ($su_config)"
+}
+
+# mutate KERNEL NAME ANCHOR K PATTERN N OP [ARG...]
+# Writes $WORK/NAME.ptx: kernel KERNEL with the N-th line matching PATTERN after the
+# K-th line matching ANCHOR (K = 0: from the top) changed by OP:
+#   del               the instruction removed (the line becomes a comment: line numbers stay)
+#   sub FROM TO       the first match of the regex FROM replaced by TO (no & or \ in TO)
+#   add D             D added to the last decimal operand (`..., 48;` -> `..., 56;`)
+#   field LO W V      bits LO..LO+W-1 of the last hex operand (0x........) set to V
+# Regexes are POSIX EREs, passed through the environment (no escape processing).
+mutate()
+{
+    mu_k=$1 mu_name=$2
+    shift 2
+    MU_ANCHOR=$1 MU_K=$2 MU_PAT=$3 MU_N=$4 MU_OP=$5
+    shift 5
+    MU_A1=${1:-} MU_A2=${2:-} MU_A3=${3:-}
+    export MU_ANCHOR MU_K MU_PAT MU_N MU_OP MU_A1 MU_A2 MU_A3
+    awk '
+    function hexval(s,   i, v) {
+        v = 0; s = tolower(s)
+        for (i = 3; i <= length(s); i++) v = v * 16 + index("0123456789abcdef", substr(s, i, 1)) - 1
+        return v
+    }
+    function hexstr(v,   s, i, d) {
+        s = ""
+        for (i = 0; i < 8; i++) { d = v % 16; s = substr("0123456789ABCDEF", d + 1, 1) s; v = (v - d) / 16 }
+        return "0x" s
+    }
+    function edit(line,   op, pre, num, post, v, lo, w, old, p) {
+        op = ENVIRON["MU_OP"]
+        if (op == "del") {
+            p = line; sub(/^[ \t]*/, "", p)
+            return "    // mutant: deleted `" p "`"
+        }
+        if (op == "sub") {
+            if (!sub(ENVIRON["MU_A1"], ENVIRON["MU_A2"], line)) return ""
+            return line
+        }
+        if (op == "add") {
+            if (!match(line, /[0-9]+;[ \t]*$/)) return ""
+            num = substr(line, RSTART, RLENGTH); sub(/;.*/, "", num)
+            return substr(line, 1, RSTART - 1) (num + ENVIRON["MU_A1"]) ";"
+        }
+        if (op == "field") {
+            if (!match(line, /0[xX][0-9A-Fa-f]+[^xX]*$/)) return ""
+            pre = substr(line, 1, RSTART - 1); post = substr(line, RSTART)
+            match(post, /^0[xX][0-9A-Fa-f]+/)
+            v = hexval(substr(post, 1, RLENGTH)); post = substr(post, RLENGTH + 1)
+            lo = 2 ^ ENVIRON["MU_A1"]; w = 2 ^ ENVIRON["MU_A2"]
+            old = int(v / lo) % w
+            v = v - old * lo + (ENVIRON["MU_A3"] % w) * lo
+            return pre hexstr(v) post
+        }
+        return ""
+    }
+    BEGIN { k = 0; n = 0; done = 0; want_k = ENVIRON["MU_K"] + 0; want_n = ENVIRON["MU_N"] + 0 }
+    {
+        if (!done) {
+            if (k < want_k) {
+                if ($0 ~ ENVIRON["MU_ANCHOR"]) k++
+            } else if ($0 ~ ENVIRON["MU_PAT"] && ++n == want_n) {
+                done = 1
+                new = edit($0)
+                if (new == "" || new == $0) bad = 1
+                else $0 = new
+            }
+        }
+        print
+    }
+    END { exit (done && !bad) ? 0 : 1 }' "$WORK/k$mu_k.ptx" >"$WORK/$mu_name.ptx" || return 1
+    # exactly one line changed
+    [ "$(diff "$WORK/k$mu_k.ptx" "$WORK/$mu_name.ptx" | grep -c '^>')" = 1 ] || return 1
+    return 0
+}
+
+# mutant KERNEL NAME ANCHOR K PATTERN N OP [ARG...]: makes the mutant, runs it,
+# prints its line and counts it.
+mutant()
+{
+    mt_k=$1 mt_name=$2
+    if ! mutate "$@"; then
+        echo "MISSED $mt_name: mutation $mt_name did not apply"
+        FAILED=$((FAILED + 1)); return
+    fi
+    if cmp -s "$WORK/k$mt_k.ptx" "$WORK/$mt_name.ptx"; then
+        echo "MISSED $mt_name: mutation $mt_name did not apply (no change)"
+        FAILED=$((FAILED + 1)); return
+    fi
+    if [ -n "${MUTANTS_VERBOSE:-}" ]; then
+        diff "$WORK/k$mt_k.ptx" "$WORK/$mt_name.ptx" | sed -n 's/^\([<>]\) */    \1 /p' | cut -c1-200
+    fi
+    if ! assemble "$mt_k" "$WORK/$mt_name.ptx"; then
+        echo "MISSED $mt_name: ptxas rejects the mutant (it proves nothing): $(grep -m1 . "$WORK/ptxas.log")"
+        FAILED=$((FAILED + 1)); return
+    fi
+    run_case "$mt_k" "$WORK/$mt_name.ptx"
+    mt_rc=$?
+    # the report's first line, its quoted PTX text shortened
+    mt_report=$(grep -E -m1 '^(hazard|deadlock|fault)' "$WORK/err" |
+        sed 's/`\([^`]\{56\}\)[^`][^`]*`/`\1...`/' | cut -c1-320)
+    mt_fail=$(grep -m1 '^FAIL ' "$WORK/out")
+    if [ "$mt_rc" = 0 ] && grep -q '^PASS ' "$WORK/out"; then
+        echo "MISSED $mt_name: $(grep -m1 '^PASS ' "$WORK/out" | sed 's/.* relL2=/relL2=/')"
+        FAILED=$((FAILED + 1))
+    elif [ -n "$mt_report" ]; then
+        echo "caught $mt_name: $mt_report"
+        PASSED=$((PASSED + 1))
+    elif [ "$mt_rc" = 1 ] && expr "$mt_fail" : '.* relL2=' >/dev/null; then
+        echo "caught $mt_name: $(echo "$mt_fail" | sed 's/.* relL2=/relL2=/')"
+        PASSED=$((PASSED + 1))
+    else
+        # a timeout, an unsupported instruction, a refused launch: not a catch
+        mt_why=$( (grep -m1 . "$WORK/err"; echo "$mt_fail") | grep -m1 . | cut -c1-220)
+        echo "MISSED $mt_name: failed without a report or a mismatch (status $mt_rc): $mt_why"
+        FAILED=$((FAILED + 1))
+    fi
+}
+
+setup 1
+setup 2
+setup 9
+
+# ------------------------------------------------------------ sm_100a, one CTA per tile
+# UMMA smem descriptors: the MMA warp builds them as {lo, hi}; hi holds SBO>>4 in bits
+# 0..13 (descriptor bits 32..45) and the swizzle mode in bits 29..31 (61..63).
+# SBO 1024 -> 2048 in the Q and K descriptors' high word
+mutant 1 sbo '==== role mma' 1 'mov[.]u32 %mm_khi, 0x' 1 field 0 14 128
+# swizzle 128B (2) -> 64B (4) in V's descriptor
+mutant 1 swizzle '==== role mma' 1 'mov[.]u32 %mm_vhi, 0x' 1 field 29 3 4
+# instruction descriptor of QK^T: N>>3 in bits 17..22, N 128 -> 64
+mutant 1 idesc_n '==== role mma' 1 'mov[.]u32 %mm_idesc_qk, 0x' 1 field 17 6 8
+# deleted mbarrier waits: the loop falls through (predicate set true)
+#   the MMA warp's wait for K of the first block (TMA not landed)
+mutant 1 no_wait_kfull '==== mma: first KV block' 1 'mbarrier[.]try_wait' 1 \
+    sub 'mbarrier[.]try_wait[^ ]* %p_wait, [^;]*;' 'mov.pred %p_wait, 1;'
+#   the softmax's wait for S (MMA not done)
+mutant 1 no_wait_sfull 'S_t of this block is in TMEM' 1 'mbarrier[.]try_wait' 1 \
+    sub 'mbarrier[.]try_wait[^ ]* %p_wait, [^;]*;' 'mov.pred %p_wait, 1;'
+# wrong parities
+#   the MMA warp waits for Q tile 0 with parity 1: the fresh barrier passes at once
+mutant 1 parity_q '==== role mma' 1 'mbarrier[.]try_wait.*, 0;' 1 sub ', 0;' ', 1;'
+#   the load warp's empty-slot parity (phase ^ 1 -> phase ^ 0): waits for a release never due
+mutant 1 parity_ring '==== role load' 1 'xor[.]b32 %ring_par, ' 1 sub ', 1;' ', 0;'
+# TMEM columns off by 8
+#   the softmax's last P store (masked path): P columns 48.. -> 56..
+mutant 1 tmem_st_p 'P visible to the MMA warp' 1 'add[.]u32 %sx_ta, %sx_tp, [0-9]+;' 4 add 8
+#   the softmax's last S load (unmasked path): S columns 96.. -> 104..
+mutant 1 tmem_ld_s 'S row .128 columns. into registers' 1 'add[.]u32 %sx_ta, %sx_ts, [0-9]+;' 4 add 8
+#   the MMA warp's O accumulator of Q tile 0, set per KV block (the prologue's value is dead
+#   once a tile has two blocks; every tile of this case has)
+mutant 1 tmem_o '==== mma: per KV block' 1 'add[.]u32 %mm_to0, %tmem, [0-9]+;' 1 add 8
+# missing tcgen05.commit: S0's commit to bar_s_full in the first block
+mutant 1 no_commit_s '==== mma: first KV block' 1 'tcgen05[.]commit' 1 del
+# missing tcgen05.fence::before_thread_sync before the arrive that publishes P (bar_p_full)
+#   unmasked blocks
+mutant 1 no_fence_p 'P visible to the MMA warp' 1 'tcgen05[.]fence::before_thread_sync' 1 del
+#   masked blocks
+mutant 1 no_fence_p_masked 'P visible to the MMA warp' 2 'tcgen05[.]fence::before_thread_sync' 1 del
+# expect_tx off by 16: K's full barrier (tx 32768)
+mutant 1 expect_tx_plus16 'K of block j: wait for a free slot' 1 'mbarrier[.]arrive[.]expect_tx' 1 add 16
+mutant 1 expect_tx_minus16 'K of block j: wait for a free slot' 1 'mbarrier[.]arrive[.]expect_tx' 1 add -16
+#   and Q tile 0's
+mutant 1 expect_tx_q_minus16 'Q tile 0: box' 1 'mbarrier[.]arrive[.]expect_tx' 1 add -16
+# missing tcgen05.wait::ld after the softmax's S load (registers read while the load is in flight)
+mutant 1 no_wait_ld 'S row .128 columns. into registers' 1 'tcgen05[.]wait::ld' 1 del
+# missing tcgen05.wait::st before the fence and arrive that publish P
+mutant 1 no_wait_st_p 'P visible to the MMA warp' 1 'tcgen05[.]wait::st' 1 del
+# missing fence.proxy.async between the epilogue's generic O stores to smem and the TMA store
+mutant 1 no_proxy_fence_o '==== correction epilogue, Q tile 0' 1 'fence[.]proxy[.]async' 1 del
+
+# ------------------------------------------------------------ sm_100a, CTA pair (cta=2)
+mutant 2 pair_sbo '==== role mma' 1 'mov[.]u32 %mm_khi, 0x' 1 field 0 14 128
+mutant 2 pair_no_commit_s '==== mma: first KV block' 1 'tcgen05[.]commit' 1 del
+mutant 2 pair_no_fence_p_masked 'P visible to the MMA warp' 2 'tcgen05[.]fence::before_thread_sync' 1 del
+mutant 2 pair_expect_tx_q_minus16 'Q tile 0: box' 1 'mbarrier[.]arrive[.]expect_tx' 1 add -16
+# the commits' multicast mask 0b11 -> 0b01: the odd CTA never hears that its S is ready
+mutant 2 pair_commit_mask 'the pair: commits arrive on the barrier' 1 'mov[.]b16 %mm_mask, [0-9]+;' 1 add -2
+
+# ------------------------------------------------------------ sm_90a (FA4SIM_CC=90)
+# the wgmma.wait_group 0 after the first block's S = Q K^T: S read while in flight
+mutant 9 no_wgmma_wait '==== consumer mainloop: first block' 1 'wgmma[.]wait_group' 1 del
+# the wait_group 1 of the mainloop (S of this block ready, PV in flight)
+mutant 9 no_wgmma_wait1 '==== consumer mainloop: QK.j. and PV' 1 'wgmma[.]wait_group' 1 del
+# the wait_group 0 after the mainloop's softmax (PV done before the O rescale and the V slot's release)
+mutant 9 no_wgmma_wait_pv '==== consumer mainloop: QK.j. and PV' 1 'wgmma[.]wait_group' 2 del
+# the wait_group 0 after the last PV (O read by the epilogue)
+mutant 9 no_wgmma_wait_last '==== consumer mainloop: PV of the last block' 1 'wgmma[.]wait_group' 1 del
+# the TMA store's cp.async.bulk.wait_group.read before the Q slot is reused (two tiles later)
+mutant 9 no_bulk_wait_read 'the Q slot is free once the store has read smem' 1 'cp[.]async[.]bulk[.]wait_group[.]read' 1 del
+# SBO 1024 -> 2048 in the Q and K wgmma descriptors' high word (bits 0..13: descriptor bits 32..45)
+mutant 9 wgmma_sbo '==== role consumers' 1 'mov[.]b32 %cs_desc_hi, 0x' 1 field 0 14 128
+# swizzle 128B (1) -> none (0) in V's descriptor (bits 30..31: descriptor bits 62..63)
+mutant 9 wgmma_swizzle 'O [+]= P V: 8 x wgmma' 1 'mov[.]b32 %desc_hi, 0x' 1 field 30 2 0
+# the fence.proxy.async between the epilogue's generic O stores and the TMA store
+mutant 9 no_proxy_fence '==== consumer epilogue' 1 'fence[.]proxy[.]async' 1 del
+
+echo "mutants: $PASSED passed, $FAILED failed"
+[ "$FAILED" = 0 ] || exit 1
+exit 0
