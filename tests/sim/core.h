@@ -94,6 +94,7 @@ typedef struct Thread {
     /* bulk-async groups of TMA stores */
     uint32_t grp_commit;
     uint16_t grp_out[GROUP_RING];
+    uint32_t wg_retired; /* wgmma groups whose accumulators this thread owns again */
     uint64_t steps;
 } Thread;
 
@@ -126,6 +127,13 @@ typedef struct Op {
     } u;
 } Op;
 
+/* A completed wgmma whose accumulators its warpgroup's threads have not all retired yet. */
+typedef struct WgDone {
+    int wg;
+    uint32_t group;
+    int *dregs, nd;
+} WgDone;
+
 typedef struct Sim {
     const SimLaunch *l;
     const PtxEntry *e;
@@ -146,6 +154,8 @@ typedef struct Sim {
     int nstreams;
     /* wgmma groups per warpgroup */
     uint32_t *wg_commit; /* wgmma groups committed, per warpgroup */
+    WgDone *wgdone;
+    int nwgdone, wgdone_cap;
     uint32_t cl_phase;
     int cl_arrived, live;
     uint64_t step, rng;

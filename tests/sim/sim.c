@@ -230,8 +230,12 @@ static void check_read(Sim *s, Thread *reader, const uint32_t *vc, Shadow *sh, i
      * cell no op has written yet may still be written by one in flight (checked at completion) */
     if (pipe && tmem && (sh->kind == W_NONE || (sh->kind == W_ASYNC && sh->clk == pipe))) return;
     if (sh->writers && !(pipe && tmem)) {
-        sim_hazard(s, SIM_HAZARD, "%s reads %s %s%u of CTA %d while an in-flight async op is still writing it",
-                   what, tmem ? "TMEM" : "shared memory", tmem ? "lane/column 0x" : "0x", where, cta);
+        if (tmem)
+            sim_hazard(s, SIM_HAZARD, "%s reads TMEM lane %u column %u of CTA %d while an in-flight async op is still "
+                       "writing it", what, where >> 16, where & 0xffff, cta);
+        else
+            sim_hazard(s, SIM_HAZARD, "%s reads shared memory 0x%x of CTA %d while an in-flight async op is still "
+                       "writing it", what, where, cta);
         return;
     }
     const char *why = unpublished(s, sh, vc, reader ? reader->gtid : -1, async_reader);
@@ -634,10 +638,29 @@ static void complete_wgmma(Sim *s, Op *op)
         Thread *t = &s->th[op->u.wg.wg_first + i];
         for (int j = 0; j < nd; j++) {
             t->r[op->u.wg.dregs[j]] = d[i][j];
-            pend_release(t, op->u.wg.dregs[j], 1);
         }
         if (t->state == TS_WG) t->state = TS_RUN;
     }
+    /* the accumulators stay owned until each thread's wgmma.wait_group retires the group */
+    if (s->nwgdone == s->wgdone_cap) {
+        int nc = s->wgdone_cap ? s->wgdone_cap * 2 : 64;
+        WgDone *n = realloc(s->wgdone, sizeof *n * (size_t)nc);
+        if (!n) { sim_hazard(s, SIM_UNSUPPORTED, "out of memory"); return; }
+        s->wgdone = n, s->wgdone_cap = nc;
+    }
+    s->wgdone[s->nwgdone++] = (WgDone){op->u.wg.wg_first / 128, op->u.wg.group, op->u.wg.dregs, nd};
+    op->u.wg.dregs = NULL;
+}
+
+/* A thread passed wgmma.wait_group: it owns again the accumulators of the groups the wait retired. */
+static void wg_retire(Sim *s, Thread *t, int wg, uint32_t upto)
+{
+    for (int i = 0; i < s->nwgdone; i++) {
+        WgDone *w = &s->wgdone[i];
+        if (w->wg != wg || w->group < t->wg_retired || w->group >= upto) continue;
+        for (int j = 0; j < w->nd; j++) pend_release(t, w->dregs[j], 1);
+    }
+    if (upto > t->wg_retired) t->wg_retired = upto;
 }
 
 static void complete(Sim *s, int i)
@@ -1453,6 +1476,7 @@ static int run_thread(Sim *s, Thread *t, int quantum)
                     if (g < s->wg_commit[wg] && s->wg_commit[wg] - g > pending) pending = s->wg_commit[wg] - g;
                 }
             if (pending > n) { t->state = TS_WG; return done; }
+            wg_retire(s, t, wg, s->wg_commit[wg] > n ? s->wg_commit[wg] - n : 0);
             break;
         }
         default:
@@ -1583,6 +1607,8 @@ static void sim_teardown(Sim *s)
     }
     for (int i = 0; i < s->nmb; i++) free(s->mb[i].acc), free(s->mb[i].done);
     for (int i = 0; i < s->nops; i++) op_free(s->ops[i]);
+    for (int i = 0; i < s->nwgdone; i++) free(s->wgdone[i].dregs);
+    free(s->wgdone);
     free(s->ops), free(s->th), free(s->warps), free(s->order), free(s->mb), free(s->vcbuf);
     free(s->stream_next), free(s->stream_issue), free(s->wg_commit);
 }
