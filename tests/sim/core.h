@@ -103,7 +103,7 @@ typedef struct Warp {
     int cta;
 } Warp;
 
-typedef enum { A_TMA_LOAD, A_TMA_STORE, A_MMA, A_COMMIT, A_CP, A_WGMMA } AsyncKind;
+typedef enum { A_TMA_LOAD, A_TMA_STORE, A_MMA, A_COMMIT, A_CP, A_WGMMA, A_BULK_LOAD, A_BULK_STORE } AsyncKind;
 
 typedef struct Op {
     int kind;
@@ -119,7 +119,7 @@ typedef struct Op {
     uint32_t *vc;     /* commit: what its arrival releases */
     union {
         struct { TmaMap map; int32_t coords[5]; int gather4; uint32_t dst; int ctas[MAX_CTAS]; int nctas;
-                 int mbar_cta; uint32_t mbar; } tma;
+                 int mbar_cta; uint32_t mbar; uint64_t gaddr; uint32_t bytes; } tma; /* also bulk copies */
         struct { TcMma mma; uint32_t seq; } mma;
         struct { uint32_t mbar; int ctas[MAX_CTAS]; int nctas; uint32_t upto; } commit;
         TcCp cp;

@@ -527,7 +527,15 @@ static void decode_cp(P *p, Ins *in, const Toks *k, const char *w)
     if (!has(k, "async") || !has(k, "bulk")) fail(p, "'%s' is not simulated", w);
     if (has(k, "commit_group")) { in->op = OP_BULK_COMMIT; return; }
     if (has(k, "wait_group")) { in->op = OP_BULK_WAIT; in->mods |= has(k, "read") ? M_READ : 0; return; }
-    if (!has(k, "tensor")) fail(p, "'%s': only cp.async.bulk.tensor is simulated", w);
+    if (!has(k, "tensor")) { /* a bulk copy: [dst], [src], size[, [mbar]] */
+        if (has(k, "prefetch")) fail(p, "'%s': bulk prefetch is not simulated", w);
+        if (!strncmp(k->t[3], "shared", 6) && has(k, "global") && has(k, "mbarrier::complete_tx::bytes"))
+            in->op = OP_BULK_LOAD;
+        else if (!strcmp(k->t[3], "global") && has(k, "bulk_group")) in->op = OP_BULK_STORE;
+        else fail(p, "'%s': this bulk copy form is not simulated", w);
+        if (has(k, "multicast::cluster")) in->mods |= M_MULTICAST;
+        return;
+    }
     for (int i = 0; i < k->n; i++)
         if (isdigit((unsigned char)k->t[i][0]) && k->t[i][1] == 'd' && !k->t[i][2]) in->a = (int16_t)(k->t[i][0] - '0');
     if (!in->a) fail(p, "%s: no dimension", w);

@@ -566,13 +566,28 @@ static int op_eligible(Sim *s, const Op *op)
     return op->stream < 0 || s->stream_next[op->stream] == op->seq;
 }
 
+/* cp.async.bulk (no tensor map): n contiguous bytes between global and shared memory. */
+static int bulk_copy(Ctx *c, uint64_t gaddr, int cta, uint32_t saddr, uint32_t n, int to_shared)
+{
+    uint8_t buf[4096];
+    for (uint32_t done = 0; done < n;) {
+        uint32_t k = n - done < sizeof buf ? n - done : (uint32_t)sizeof buf;
+        int r = to_shared ? cb_gmem_read(c, gaddr + done, buf, k) || cb_smem_write(c, cta, saddr + done, buf, k)
+                          : cb_smem_read(c, cta, saddr + done, buf, k) || cb_gmem_write(c, gaddr + done, buf, k);
+        if (r) return -1;
+        done += k;
+    }
+    return 0;
+}
+
 static void complete_tma_load(Sim *s, Op *op)
 {
     Ctx c;
     ctx_init(&c, s, NULL, NULL, 0, "TMA load");
     fp_apply(s, op, -1);
     TmaMem m = tma_mem(&c);
-    uint32_t bytes = op->u.tma.gather4 ? tma_gather4_bytes(&op->u.tma.map) : tma_tile_bytes(&op->u.tma.map);
+    uint32_t bytes = op->kind == A_BULK_LOAD ? op->u.tma.bytes
+                   : op->u.tma.gather4 ? tma_gather4_bytes(&op->u.tma.map) : tma_tile_bytes(&op->u.tma.map);
     for (int i = 0; i < op->u.tma.nctas && !s->status; i++) {
         int cta = op->u.tma.ctas[i];
         /* the mbarrier: the same offset in each destination CTA when multicast, else the named one */
@@ -580,7 +595,8 @@ static void complete_tma_load(Sim *s, Op *op)
         Mbar *mb = mbar_at(s, bcta, op->u.tma.mbar, 1);
         if (!mb) return;
         c.wkind = W_ASYNC, c.wclk = mb->clk, c.wep = mb->phase + 1;
-        int r = op->u.tma.gather4 ? tma_load_gather4(&m, &op->u.tma.map, op->u.tma.coords[0], op->u.tma.coords + 1,
+        int r = op->kind == A_BULK_LOAD ? bulk_copy(&c, op->u.tma.gaddr, cta, op->u.tma.dst, op->u.tma.bytes, 1)
+              : op->u.tma.gather4 ? tma_load_gather4(&m, &op->u.tma.map, op->u.tma.coords[0], op->u.tma.coords + 1,
                                                      cta, op->u.tma.dst)
                                   : tma_load_tile(&m, &op->u.tma.map, op->u.tma.coords, cta, op->u.tma.dst);
         if (r) { unit_fail(s, &c); return; }
@@ -594,7 +610,11 @@ static void complete_tma_store(Sim *s, Op *op)
     ctx_init(&c, s, NULL, NULL, 0, "TMA store");
     fp_apply(s, op, -1);
     TmaMem m = tma_mem(&c);
-    if (tma_store_tile(&m, &op->u.tma.map, op->u.tma.coords, op->cta, op->u.tma.dst)) { unit_fail(s, &c); return; }
+    if (op->kind == A_BULK_STORE ? bulk_copy(&c, op->u.tma.gaddr, op->cta, op->u.tma.dst, op->u.tma.bytes, 0)
+                                 : tma_store_tile(&m, &op->u.tma.map, op->u.tma.coords, op->cta, op->u.tma.dst)) {
+        unit_fail(s, &c);
+        return;
+    }
     Thread *t = &s->th[op->thread];
     t->grp_out[op->group % GROUP_RING]--;
     if (t->state == TS_BULK) t->state = TS_RUN; /* re-checks its wait */
@@ -669,8 +689,8 @@ static void complete(Sim *s, int i)
     s->ops[i] = s->ops[--s->nops];
     if (op->stream >= 0) s->stream_next[op->stream]++;
     switch (op->kind) {
-    case A_TMA_LOAD: complete_tma_load(s, op); break;
-    case A_TMA_STORE: complete_tma_store(s, op); break;
+    case A_TMA_LOAD: case A_BULK_LOAD: complete_tma_load(s, op); break;
+    case A_TMA_STORE: case A_BULK_STORE: complete_tma_store(s, op); break;
     case A_MMA: case A_CP: complete_mma(s, op); break;
     case A_COMMIT: complete_commit(s, op); break;
     case A_WGMMA: complete_wgmma(s, op); break;
@@ -968,12 +988,15 @@ static int tmap_operand(Sim *s, Thread *t, const Operand *o, TmaMap *map, int32_
     return 0;
 }
 
+static int load_dest(Sim *s, Thread *t, const Ins *in, Op *op, uint64_t da, uint32_t bytes, const Operand *mbar,
+                     int mask_op);
+static int store_source(Sim *s, Thread *t, Op *op, uint64_t sa, uint32_t bytes);
+
 static void exec_tma_load(Sim *s, Thread *t, const Ins *in)
 {
     Op *op = op_new(s, A_TMA_LOAD, t, -1);
     if (!op) return;
     int nc;
-    Where dst, bar;
     uint64_t da = mem_addr(s, t, &in->ops[0]);
     if (tmap_operand(s, t, &in->ops[1], &op->u.tma.map, op->u.tma.coords, &nc)) { op_free(op); return; }
     op->u.tma.gather4 = !!(in->mods & M_GATHER4);
@@ -984,22 +1007,31 @@ static void exec_tma_load(Sim *s, Thread *t, const Ins *in)
         return;
     }
     uint32_t bytes = op->u.tma.gather4 ? tma_gather4_bytes(&op->u.tma.map) : tma_tile_bytes(&op->u.tma.map);
-    uint64_t ba = mem_addr(s, t, &in->ops[2]);
-    if (s->status || smem_where(s, t, da, 1, bytes, &dst) || smem_where(s, t, ba, 1, 8, &bar)) { op_free(op); return; }
-    if (!mbar_at(s, bar.cta, bar.off, 1)) { op_free(op); return; }
-    if (in->b == 1 && bar.cta != dst.cta && !(in->mods & M_MULTICAST)) {
-        sim_hazard(s, SIM_HAZARD, "TMA load into CTA %d signals an mbarrier of CTA %d: only .cta_group::2 may signal "
+    if (load_dest(s, t, in, op, da, bytes, &in->ops[2], 3)) op_free(op);
+    else op_push(s, op);
+}
+
+/* The destination side of a TMA or bulk load: shared address, mbarrier, multicast CTAs, and the
+ * footprint of what it will write. Returns -1 (after a report) when it cannot be issued. */
+static int load_dest(Sim *s, Thread *t, const Ins *in, Op *op, uint64_t da, uint32_t bytes, const Operand *mbar,
+                     int mask_op)
+{
+    Where dst, bar;
+    uint64_t ba = mem_addr(s, t, mbar);
+    if (s->status || smem_where(s, t, da, 1, bytes, &dst) || smem_where(s, t, ba, 1, 8, &bar)) return -1;
+    if (!mbar_at(s, bar.cta, bar.off, 1)) return -1;
+    if (in->b != 2 && bar.cta != dst.cta && !(in->mods & M_MULTICAST)) {
+        sim_hazard(s, SIM_HAZARD, "a load into CTA %d signals an mbarrier of CTA %d: only .cta_group::2 may signal "
                    "the peer CTA's barrier", dst.cta, bar.cta);
-        op_free(op);
-        return;
+        return -1;
     }
     op->u.tma.dst = dst.off, op->u.tma.mbar = bar.off, op->u.tma.mbar_cta = bar.cta;
     if (in->mods & M_MULTICAST) {
-        if (in->nops < 4) { sim_hazard(s, SIM_FAULT, "multicast TMA without a CTA mask"); op_free(op); return; }
-        uint32_t mask = (uint32_t)alu_val(s, t, &in->ops[3]) & 0xffff;
+        if (in->nops <= mask_op) { sim_hazard(s, SIM_FAULT, "multicast load without a CTA mask"); return -1; }
+        uint32_t mask = (uint32_t)alu_val(s, t, &in->ops[mask_op]) & 0xffff;
         for (int r = 0; r < s->ncta; r++)
             if (mask >> r & 1) op->u.tma.ctas[op->u.tma.nctas++] = r;
-        if (mask >> s->ncta) { sim_hazard(s, SIM_FAULT, "multicast mask 0x%x names CTAs outside the cluster", mask); op_free(op); return; }
+        if (mask >> s->ncta) { sim_hazard(s, SIM_FAULT, "multicast mask 0x%x names CTAs outside the cluster", mask); return -1; }
     } else {
         op->u.tma.ctas[op->u.tma.nctas++] = dst.cta;
     }
@@ -1010,9 +1042,50 @@ static void exec_tma_load(Sim *s, Thread *t, const Ins *in)
             fp_add(s, op, fp_pack(0, 1, op->u.tma.ctas[i], w));
         }
     }
-    if (s->status) { op_free(op); return; }
+    if (s->status) return -1;
     fp_apply(s, op, +1);
-    op_push(s, op);
+    return 0;
+}
+
+static int bulk_sizes_ok(Sim *s, uint64_t g, uint64_t sh, uint64_t n)
+{
+    if (!n || n % 16 || g % 16 || sh % 16) {
+        sim_hazard(s, SIM_FAULT, "cp.async.bulk of %llu bytes between 0x%llx and 0x%llx: size and addresses must be "
+                   "multiples of 16", (unsigned long long)n, (unsigned long long)g, (unsigned long long)sh);
+        return 0;
+    }
+    if (sim_global_check(s->l->global, g, n)) {
+        sim_hazard(s, SIM_FAULT, "cp.async.bulk of %llu bytes at global 0x%llx is outside every allocation",
+                   (unsigned long long)n, (unsigned long long)g);
+        return 0;
+    }
+    return 1;
+}
+
+/* cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [dst], [src], size, [mbar] */
+static void exec_bulk_load(Sim *s, Thread *t, const Ins *in)
+{
+    uint64_t da = mem_addr(s, t, &in->ops[0]), ga = mem_addr(s, t, &in->ops[1]);
+    uint64_t n = alu_val(s, t, &in->ops[2]);
+    if (s->status || !bulk_sizes_ok(s, ga, da, n)) return;
+    Op *op = op_new(s, A_BULK_LOAD, t, -1);
+    if (!op) return;
+    op->u.tma.gaddr = ga, op->u.tma.bytes = (uint32_t)n;
+    if (load_dest(s, t, in, op, da, (uint32_t)n, &in->ops[3], 4)) op_free(op);
+    else op_push(s, op);
+}
+
+/* cp.async.bulk.global.shared::cta.bulk_group [dst], [src], size */
+static void exec_bulk_store(Sim *s, Thread *t, const Ins *in)
+{
+    uint64_t ga = mem_addr(s, t, &in->ops[0]), sa = mem_addr(s, t, &in->ops[1]);
+    uint64_t n = alu_val(s, t, &in->ops[2]);
+    if (s->status || !bulk_sizes_ok(s, ga, sa, n)) return;
+    Op *op = op_new(s, A_BULK_STORE, t, -1);
+    if (!op) return;
+    op->u.tma.gaddr = ga, op->u.tma.bytes = (uint32_t)n;
+    if (store_source(s, t, op, sa, (uint32_t)n)) op_free(op);
+    else op_push(s, op);
 }
 
 static void exec_tma_store(Sim *s, Thread *t, const Ins *in)
@@ -1020,27 +1093,34 @@ static void exec_tma_store(Sim *s, Thread *t, const Ins *in)
     Op *op = op_new(s, A_TMA_STORE, t, -1);
     if (!op) return;
     int nc;
-    Where src;
     if (tmap_operand(s, t, &in->ops[0], &op->u.tma.map, op->u.tma.coords, &nc)) { op_free(op); return; }
     if ((uint32_t)nc != op->u.tma.map.rank || in->a != nc) {
         sim_hazard(s, SIM_FAULT, "TMA store .%dd with %d coordinates on a rank-%u map", in->a, nc, op->u.tma.map.rank);
         op_free(op);
         return;
     }
-    uint32_t bytes = tma_tile_bytes(&op->u.tma.map);
     uint64_t sa = mem_addr(s, t, &in->ops[1]);
-    if (s->status || smem_where(s, t, sa, 0, bytes, &src)) { op_free(op); return; }
+    if (s->status || store_source(s, t, op, sa, tma_tile_bytes(&op->u.tma.map))) op_free(op);
+    else op_push(s, op);
+}
+
+/* The source side of a TMA or bulk store: the shared range it will read (checked against the
+ * issuer's clock: the async proxy reads it) and its bulk group. */
+static int store_source(Sim *s, Thread *t, Op *op, uint64_t sa, uint32_t bytes)
+{
+    Where src;
+    if (s->status || smem_where(s, t, sa, 0, bytes, &src)) return -1;
     op->u.tma.dst = src.off;
     Cta *c = &s->cta[src.cta];
     for (uint32_t w = src.off >> 2; w <= (src.off + bytes - 1) >> 2; w++) {
         check_read(s, t, t->vc, &c->ssh[w], 1, "TMA store", src.cta, w << 2, 0, 0);
         fp_add(s, op, fp_pack(0, 0, src.cta, w));
     }
-    if (s->status) { op_free(op); return; }
+    if (s->status) return -1;
     op->group = t->grp_commit;
     t->grp_out[op->group % GROUP_RING]++;
     fp_apply(s, op, +1);
-    op_push(s, op);
+    return 0;
 }
 
 /* cp.async.bulk.wait_group N: 1 when the thread must wait */
@@ -1458,6 +1538,8 @@ static int run_thread(Sim *s, Thread *t, int quantum)
         case OP_MBAR_TRY_WAIT: if (exec_mbar_wait(s, t, in)) return done; break;
         case OP_TMA_LOAD: exec_tma_load(s, t, in); break;
         case OP_TMA_STORE: exec_tma_store(s, t, in); break;
+        case OP_BULK_LOAD: exec_bulk_load(s, t, in); break;
+        case OP_BULK_STORE: exec_bulk_store(s, t, in); break;
         case OP_BULK_COMMIT: t->grp_commit++; break;
         case OP_BULK_WAIT:
             if (bulk_wait_blocks(t, (uint32_t)alu_val(s, t, &in->ops[0]))) { t->state = TS_BULK; return done; }

@@ -19,9 +19,14 @@ $(SIMCUDA): tests/sim/cuda.c $(SIM_OBJ) $(SIM_HDRS)
 include tests/sim/tc.mk
 
 .PHONY: sim-test
-sim-test: $(B)/fa4gen $(SIMCUDA) build/sim/sim_mha build/sim/test_tc build/sim/test_tma
+sim-test: $(B)/fa4gen $(SIMCUDA) build/sim/sim_mha build/sim/test_tc build/sim/test_tma build/sim/test_core
 	@sh tests/sim/run.sh
 
 .PHONY: sim-mutants
 sim-mutants: build/fa4gen $(SIMCUDA) build/sim/sim_mha
 	sh tests/sim/mutants.sh
+
+# the core on hand-written PTX (links the simulator's driver itself)
+build/sim/test_core: tests/sim/test_core.c $(SIMCUDA)
+	$(CC) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O2 -g -I$(CUDA_HOME)/include $< -o $@ \
+	    -Lbuild/sim -l:libcuda.so.1 -Wl,-rpath,'$$ORIGIN' -lm

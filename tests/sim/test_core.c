@@ -1,0 +1,240 @@
+/* test_core.c - the simulator core on small hand-written PTX kernels, through
+ * its driver (build/sim/libcuda.so.1): scalar semantics, warp collectives,
+ * barriers, bulk copies with mbarriers, and that each kind of hazard, fault and
+ * deadlock is reported (and a correct twin of each is not).
+ * Prints 'test_core: N passed, N failed'.
+ */
+#include <cuda.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *fa4sim_last_report(void);
+void fa4sim_reset_error(void);
+
+static int passed, failed;
+
+static void check(int ok, const char *what)
+{
+    if (ok) passed++;
+    else failed++, printf("FAIL %s\n", what);
+}
+
+#define HEADER ".version 8.7\n.target sm_100a\n.address_size 64\n.extern .shared .align 1024 .b8 smem[];\n"
+
+/* Runs kernel `k` of `ptx` with one pointer argument on grid x block; returns the launch result. */
+static CUresult run(const char *ptx, unsigned grid, unsigned block, CUdeviceptr arg)
+{
+    CUmodule m;
+    CUfunction f;
+    CUresult r = cuModuleLoadDataEx(&m, ptx, 0, NULL, NULL);
+    if (r) { printf("module: %d\n", (int)r); return r; }
+    if ((r = cuModuleGetFunction(&f, m, "k"))) return r;
+    cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 8192);
+    void *params[] = {&arg};
+    r = cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 8192, NULL, params, NULL);
+    cuModuleUnload(m);
+    return r;
+}
+
+/* Expects the launch to fail with a report containing `word`; clears the sticky error. */
+static void expect_report(const char *name, const char *ptx, unsigned block, CUdeviceptr arg, const char *word)
+{
+    CUresult r = run(ptx, 1, block, arg);
+    const char *rep = fa4sim_last_report();
+    int ok = r != CUDA_SUCCESS && strstr(rep, word);
+    char what[1024];
+    snprintf(what, sizeof what, "%s: expected a report with '%s', got %d: %.300s", name, word, (int)r, rep);
+    check(ok, what);
+    fa4sim_reset_error();
+}
+
+static void expect_ok(const char *name, const char *ptx, unsigned block, CUdeviceptr arg)
+{
+    CUresult r = run(ptx, 1, block, arg);
+    char what[1024];
+    snprintf(what, sizeof what, "%s: launch failed (%d): %.400s", name, (int)r, r ? fa4sim_last_report() : "");
+    check(r == CUDA_SUCCESS, what);
+    fa4sim_reset_error();
+}
+
+/* ------------------------------------------------------------ kernels */
+static const char k_alu[] = HEADER
+    ".visible .entry k(.param .u64 p)\n{\n"
+    ".reg .b64 %a; .reg .b32 %r<8>; .reg .f32 %f<6>; .reg .pred %q;\n"
+    "ld.param.u64 %a, [p];\n"
+    "mov.f32 %f0, 0f3F800000;\n"              /* 1.0 */
+    "mov.f32 %f1, 0f40000000;\n"              /* 2.0 */
+    "cvt.rn.bf16x2.f32 %r0, %f0, %f1;\n"      /* hi = bf16(1.0) = 0x3f80, lo = bf16(2.0) = 0x4000 */
+    "st.global.u32 [%a], %r0;\n"
+    "ex2.approx.ftz.f32 %f2, %f1;\n"          /* 4 */
+    "st.global.f32 [%a+4], %f2;\n"
+    "mov.f32 %f3, 0f7FC00000;\n"              /* NaN */
+    "max.f32 %f4, %f3, %f1;\n"                /* max(NaN, 2) = 2 */
+    "st.global.f32 [%a+8], %f4;\n"
+    "mov.u32 %r1, -7;\n"
+    "shr.s32 %r2, %r1, 1;\n"                  /* -4 */
+    "st.global.u32 [%a+12], %r2;\n"
+    "setp.lt.u32 %q, %r1, 5;\n"               /* 0xfffffff9 < 5 unsigned: false */
+    "selp.u32 %r3, 11, 22, %q;\n"
+    "st.global.u32 [%a+16], %r3;\n"
+    "mov.f32 %f5, 0fC0200000;\n"              /* -2.5 */
+    "cvt.rmi.f32.f32 %f5, %f5;\n"             /* -3 */
+    "cvt.rzi.s32.f32 %r4, %f5;\n"
+    "st.global.u32 [%a+20], %r4;\n"
+    "ret;\n}\n";
+
+/* warp sum of the lane ids with shfl.bfly; vote.any; elect */
+static const char k_warp[] = HEADER
+    ".visible .entry k(.param .u64 p)\n{\n"
+    ".reg .b64 %a; .reg .b32 %r<6>; .reg .pred %q<3>;\n"
+    "ld.param.u64 %a, [p];\n"
+    "mov.u32 %r0, %tid.x;\n"
+    "shfl.sync.bfly.b32 %r1, %r0, 16, 0x1f, 0xffffffff; add.u32 %r0, %r0, %r1;\n"
+    "shfl.sync.bfly.b32 %r1, %r0, 8, 0x1f, 0xffffffff; add.u32 %r0, %r0, %r1;\n"
+    "shfl.sync.bfly.b32 %r1, %r0, 4, 0x1f, 0xffffffff; add.u32 %r0, %r0, %r1;\n"
+    "shfl.sync.bfly.b32 %r1, %r0, 2, 0x1f, 0xffffffff; add.u32 %r0, %r0, %r1;\n"
+    "shfl.sync.bfly.b32 %r1, %r0, 1, 0x1f, 0xffffffff; add.u32 %r0, %r0, %r1;\n"
+    "mov.u32 %r2, %tid.x; setp.eq.u32 %q0, %r2, 7;\n"
+    "vote.sync.any.pred %q1, %q0, 0xffffffff;\n"
+    "elect.sync %r3|%q2, 0xffffffff;\n"
+    "@!%q2 bra $done;\n"
+    "st.global.u32 [%a], %r0;\n"
+    "selp.u32 %r4, 1, 0, %q1; st.global.u32 [%a+4], %r4;\n"
+    "st.global.u32 [%a+8], %r2;\n"
+    "$done: ret;\n}\n";
+
+/* thread 0 writes smem, thread 32 reads it: with bar.sync (ok) or without (a hazard) */
+#define K_SYNC(SYNC) HEADER \
+    ".visible .entry k(.param .u64 p)\n{\n" \
+    ".reg .b64 %a; .reg .b32 %r<4>; .reg .pred %q;\n" \
+    "ld.param.u64 %a, [p]; mov.u32 %r0, %tid.x; mov.u32 %r1, smem;\n" \
+    "setp.ne.u32 %q, %r0, 0; @%q bra $skip; mov.u32 %r2, 77; st.shared.u32 [%r1], %r2;\n" \
+    "$skip: " SYNC "\n" \
+    "setp.ne.u32 %q, %r0, 32; @%q bra $done; ld.shared.u32 %r3, [%r1]; st.global.u32 [%a], %r3;\n" \
+    "$done: ret;\n}\n"
+static const char k_sync_ok[] = K_SYNC("bar.sync 0;");
+static const char k_sync_race[] = K_SYNC("");
+
+/* one thread bulk-copies 64 bytes from global into smem on an mbarrier; thread 32 waits (or not),
+ * reads and bulk-stores them back 64 bytes further on */
+#define K_BULK(WAIT) HEADER \
+    ".visible .entry k(.param .u64 p)\n{\n" \
+    ".reg .b64 %a, %b; .reg .b32 %r<6>; .reg .pred %q<3>;\n" \
+    "ld.param.u64 %a, [p]; mov.u32 %r0, %tid.x; mov.u32 %r1, smem; add.u32 %r1, %r1, 1023; and.b32 %r1, %r1, -1024;\n" \
+    "add.u32 %r2, %r1, 512;\n" /* the mbarrier */ \
+    "setp.ne.u32 %q0, %r0, 0; @%q0 bra $w; mbarrier.init.shared::cta.b64 [%r2], 1; fence.mbarrier_init.release.cluster;\n" \
+    "$w: bar.sync 0;\n" \
+    "@%q0 bra $c; mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r2], 64;\n" \
+    "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%a], 64, [%r2];\n" \
+    "$c: setp.ne.u32 %q1, %r0, 32; @%q1 bra $done;\n" \
+    WAIT \
+    "ld.shared.u32 %r3, [%r1+4]; add.u32 %r3, %r3, 1; st.shared.u32 [%r1+4], %r3; fence.proxy.async.shared::cta;\n" \
+    "add.u64 %b, %a, 64; cp.async.bulk.global.shared::cta.bulk_group [%b], [%r1], 64; cp.async.bulk.commit_group;\n" \
+    "cp.async.bulk.wait_group 0;\n" \
+    "$done: ret;\n}\n"
+static const char k_bulk_ok[] = K_BULK("$l: mbarrier.try_wait.parity.shared::cta.b64 %q2, [%r2], 0; @!%q2 bra $l;\n");
+static const char k_bulk_race[] = K_BULK("");
+
+/* an mbarrier expecting 2 arrivals gets 1: every waiter stays */
+static const char k_deadlock[] = HEADER
+    ".visible .entry k(.param .u64 p)\n{\n"
+    ".reg .b32 %r<3>; .reg .pred %q<2>;\n"
+    "mov.u32 %r0, %tid.x; mov.u32 %r1, smem; add.u32 %r1, %r1, 1023; and.b32 %r1, %r1, -1024;\n"
+    "setp.ne.u32 %q0, %r0, 0; @%q0 bra $w; mbarrier.init.shared::cta.b64 [%r1], 2;\n"
+    "mbarrier.arrive.shared::cta.b64 _, [%r1];\n"
+    "$w: bar.sync 0;\n"
+    "$l: mbarrier.try_wait.parity.shared::cta.b64 %q1, [%r1], 0; @!%q1 bra $l;\n"
+    "ret;\n}\n";
+
+/* three arrivals on an mbarrier of count 2 (in one phase: the third is one too many) */
+static const char k_overarrive[] = HEADER
+    ".visible .entry k(.param .u64 p)\n{\n"
+    ".reg .b32 %r<3>; .reg .pred %q<2>;\n"
+    "mov.u32 %r0, %tid.x; mov.u32 %r1, smem; add.u32 %r1, %r1, 1023; and.b32 %r1, %r1, -1024;\n"
+    "setp.ne.u32 %q0, %r0, 0; @%q0 bra $done; mbarrier.init.shared::cta.b64 [%r1], 2;\n"
+    "mbarrier.arrive.shared::cta.b64 _, [%r1], 3;\n"
+    "$done: ret;\n}\n";
+
+static const char k_oob[] = HEADER
+    ".visible .entry k(.param .u64 p)\n{\n"
+    ".reg .b64 %a; .reg .b32 %r;\n"
+    "ld.param.u64 %a, [p]; mov.u32 %r, 5; st.global.u32 [%a+4096], %r; ret;\n}\n";
+
+/* TMEM: allocate 64 columns in warp 0 and leave without freeing (or free twice) */
+#define K_TMEM(TAIL) HEADER \
+    ".visible .entry k(.param .u64 p)\n{\n" \
+    ".reg .b32 %r<3>;\n" \
+    "mov.u32 %r1, smem; add.u32 %r1, %r1, 1023; and.b32 %r1, %r1, -1024;\n" \
+    "tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%r1], 64;\n" \
+    "tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;\n" \
+    "tcgen05.fence::before_thread_sync; bar.sync 0; tcgen05.fence::after_thread_sync;\n" \
+    "ld.shared.b32 %r2, [%r1];\n" TAIL "ret;\n}\n"
+static const char k_tmem_ok[] = K_TMEM("tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r2, 64;\n");
+static const char k_tmem_leak[] = K_TMEM("");
+static const char k_tmem_double[] = K_TMEM("tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r2, 64;\n"
+                                           "tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r2, 64;\n");
+/* tcgen05.ld of lanes 32..63 from warp 0 (its quarter is lanes 0..31) */
+static const char k_tmem_quarter[] = K_TMEM("mov.u32 %r0, 2097152;\n" /* lane 32 << 16 */
+                                            "tcgen05.st.sync.aligned.32x32b.x1.b32 [%r0], {%r2};\n"
+                                            "tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r2, 64;\n");
+
+int main(void)
+{
+    if (cuInit(0)) { printf("test_core: the simulator driver did not start\n"); return 1; }
+    CUdevice dev;
+    CUcontext ctx;
+    cuDeviceGet(&dev, 0);
+    cuDevicePrimaryCtxRetain(&ctx, dev);
+    cuCtxSetCurrent(ctx);
+    CUdeviceptr buf;
+    cuMemAlloc(&buf, 4096);
+    uint32_t h[32];
+
+    cuMemsetD8(buf, 0, 4096);
+    expect_ok("alu", k_alu, 32, buf);
+    cuMemcpyDtoH(h, buf, 24);
+    float f[3];
+    memcpy(f, h, sizeof f);
+    check(h[0] == 0x3f804000u, "cvt.rn.bf16x2.f32 puts its first source in the upper half");
+    check(f[1] == 4.0f, "ex2(2) = 4");
+    check(f[2] == 2.0f, "max(NaN, 2) = 2");
+    check(h[3] == (uint32_t)-4, "shr.s32 -7, 1 = -4");
+    check(h[4] == 22, "setp.lt.u32 compares unsigned");
+    check(h[5] == (uint32_t)-3, "cvt.rmi then cvt.rzi: floor(-2.5) = -3");
+
+    cuMemsetD8(buf, 0, 4096);
+    expect_ok("warp", k_warp, 32, buf);
+    cuMemcpyDtoH(h, buf, 12);
+    check(h[0] == 496, "shfl.bfly butterfly sum of lanes 0..31 = 496");
+    check(h[1] == 1, "vote.any sees lane 7");
+    check(h[2] == 0, "elect.sync elects lane 0");
+
+    cuMemsetD8(buf, 0, 4096);
+    expect_ok("bar.sync publishes a store", k_sync_ok, 64, buf);
+    cuMemcpyDtoH(h, buf, 4);
+    check(h[0] == 77, "thread 32 reads thread 0's store after bar.sync");
+    expect_report("no barrier between store and load", k_sync_race, 64, buf, "not synchronised");
+
+    for (int i = 0; i < 16; i++) h[i] = 100 + (uint32_t)i;
+    cuMemcpyHtoD(buf, h, 64);
+    expect_ok("bulk copy on an mbarrier", k_bulk_ok, 64, buf);
+    cuMemcpyDtoH(h, buf + 64, 64);
+    check(h[0] == 100 && h[1] == 102 && h[15] == 115, "bulk load, thread update, bulk store round trip");
+    expect_report("read before the mbarrier wait", k_bulk_race, 64, buf, "hazard");
+
+    expect_report("deadlock", k_deadlock, 64, buf, "deadlock");
+    expect_report("over-arrival", k_overarrive, 32, buf, "arrival");
+    expect_report("out of bounds", k_oob, 32, buf, "outside every allocation");
+
+    expect_ok("TMEM alloc + dealloc", k_tmem_ok, 32, buf);
+    expect_report("TMEM leak", k_tmem_leak, 32, buf, "still allocated");
+    expect_report("TMEM double free", k_tmem_double, 32, buf, "not allocated");
+    expect_report("TMEM lane quarter", k_tmem_quarter, 32, buf, "lane");
+
+    cuMemFree(buf);
+    printf("test_core: %d passed, %d failed\n", passed, failed);
+    return failed != 0;
+}
