@@ -12,9 +12,9 @@ int fa4gen_generate(const Config *c, Plan *p, char **ptx, size_t *len, char *err
     if (!e) return snprintf(err, n, "out of memory"), -1;
     emit_init(e, p);
     Buf head = {0};
-    int rc = p->target->emit(e);
+    int rc = p->target->families[p->cfg.kind]->emit(e); /* plan_make found the family */
     if (!rc) {
-        mha_entry_header(&head, p);
+        kernel_entry_header(&head, p);
         if (head.oom) emit_fail(e, "out of memory while emitting PTX");
         else *ptx = emit_finish(e, head.p, len);
     }

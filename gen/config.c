@@ -154,7 +154,9 @@ int config_fill_defaults(Config *c, char *err, size_t n)
     if (!c->ov_depth) c->ov_depth = c->qk_depth;
     if (!c->qk_depth) return fail(err, n, "depth: missing; give --depth D (or --qk-depth and --ov-depth)");
     if (!c->group) c->group = 1;
-    target_get(c->target)->defaults(c);
+    const Family *f = target_family(target_get(c->target), c->kind, err, n);
+    if (!f) return -1;
+    f->defaults(c);
     return 0;
 }
 
@@ -167,7 +169,8 @@ int config_check(const Config *c, char *err, size_t n)
         return fail(err, n, "qk/ov: %d/%d is not allowed; depths are multiples of 16", c->qk_depth, c->ov_depth);
     if (c->swizzle != 32 && c->swizzle != 64 && c->swizzle != 128)
         return fail(err, n, "swizzle: %d is not allowed; use 32, 64 or 128", c->swizzle);
-    return target_get(c->target)->check(c, err, n);
+    const Family *f = target_family(target_get(c->target), c->kind, err, n);
+    return f ? f->check(c, err, n) : -1;
 }
 
 static void put(char *buf, size_t n, size_t *len, const char *fmt, ...) FA4_PRINTF(4, 5);
@@ -244,6 +247,10 @@ uint64_t config_hash(const Config *c)
 
 void config_symbol(const Config *c, char *buf, size_t n)
 {
-    snprintf(buf, n, "fa4_%s_%s_%016llx", c->kind == KIND_MHA ? "mha" : "mla_sparse", target_name[c->target],
-             (unsigned long long)config_hash(c));
+    /* the kind's name with '-' made an identifier character: mla-sparse -> mla_sparse */
+    char kind[24];
+    snprintf(kind, sizeof kind, "%s", kind_name[c->kind]);
+    for (char *s = kind; *s; s++)
+        if (*s == '-') *s = '_';
+    snprintf(buf, n, "fa4_%s_%s_%016llx", kind, target_name[c->target], (unsigned long long)config_hash(c));
 }

@@ -76,7 +76,7 @@ int parse_int(const char *s, int *out);
 /* ============================== plan.c ============================== */
 
 enum { PLAN_MAX_SMEM = 48, PLAN_MAX_ROLES = 8, PLAN_MAX_MAPS = 6, PLAN_MAX_BARS = 12,
-       PLAN_MAX_TMEM = 12, PLAN_MAX_NOTES = 24 };
+       PLAN_MAX_TMEM = 12, PLAN_MAX_NOTES = 24, PLAN_MAX_PARAMS = 16 };
 
 typedef enum { TENSOR_Q, TENSOR_K, TENSOR_V, TENSOR_O, TENSOR_K_ROPE, TENSOR_COUNT } TensorId;
 extern const char *const tensor_name[TENSOR_COUNT];
@@ -86,11 +86,17 @@ typedef struct { char name[24]; int first_warp, warps, regs; char job[80]; } Rol
 typedef struct { char name[20]; int id, threads; char what[64]; } NamedBar;
 typedef struct { char name[16]; uint32_t col, ncols; char what[48]; } TmemEntry;
 
-/* One TMA tensor map, in kernel-parameter order. Global dims are always
- * (depth, seq, head, batch) of the named tensor with its own strides. */
+/* How a tensor map addresses its tensor: boxes (tiled), or four gathered rows of a 2-D map
+ * (tile::gather4, sm_100a). */
+typedef enum { MAP_TILED, MAP_GATHER4 } MapMode;
+
+/* One TMA tensor map. Global dims are (depth, seq, head, batch) of the named tensor with its
+ * own strides, the first `rank` of them; the runtime encodes any map from this. */
 typedef struct {
     char name[12];
     TensorId tensor;
+    MapMode mode;
+    uint32_t rank;
     DType dtype;
     uint32_t depth;     /* global dim 0 (elements) */
     uint32_t box[4];    /* elements along (depth, seq, head, batch) */
@@ -99,6 +105,26 @@ typedef struct {
 } MapSpec;
 
 typedef struct { char key[32]; char value[96]; } PlanNote; /* extra explain lines */
+
+/* The values a kernel may take as scalar parameters; the runtime's operator fills each. */
+typedef enum {
+    SCALAR_LSE,        /* u64: LSE output pointer, 0 for none */
+    SCALAR_SEQLEN_Q, SCALAR_SEQLEN_K, SCALAR_HEADS_Q, SCALAR_BATCH, /* u32 */
+    SCALAR_SCALE_LOG2, /* f32: softmax scale x descales x log2 e */
+    SCALAR_O_SCALE,    /* f32: the V descale */
+    SCALAR_COUNT
+} ScalarId;
+extern const char *const scalar_name[SCALAR_COUNT];
+
+typedef enum { PARAM_TMAP, PARAM_U64, PARAM_U32, PARAM_F32 } ParamType;
+
+/* One kernel parameter, in .param order: the entry's parameter list is generated from these
+ * and the runtime packs its launch arguments from them (runtime/launch.c). */
+typedef struct {
+    char name[24];   /* the .param is p_<name> */
+    ParamType type;
+    int index;       /* PARAM_TMAP: the map; otherwise the ScalarId */
+} ParamSpec;
 
 #include "sm90/plan90.h"
 #include "sm100/plan100.h"
@@ -152,6 +178,11 @@ typedef struct Plan {
     PlanNote notes[PLAN_MAX_NOTES];
     int n_notes;
 
+    ParamSpec params[PLAN_MAX_PARAMS];
+    int n_params;
+
+    const char *overflow; /* the first table a builder found full (plan_make then fails) */
+
     Sm90Plan sm90;
     Sm100Plan sm100;
 } Plan;
@@ -164,6 +195,8 @@ int plan_bar(Plan *p, const char *name, int threads, const char *what); /* retur
 void plan_map(Plan *p, const char *name, TensorId t, DType dt, uint32_t depth, uint32_t box_depth,
               uint32_t box_seq, uint32_t box_head, int swizzle);
 uint32_t plan_tmem(Plan *p, const char *name, uint32_t col, uint32_t ncols, const char *what);
+void plan_param_map(Plan *p, int map);                      /* the map as parameter p_tmap_<name> */
+void plan_param_scalar(Plan *p, ScalarId s, ParamType type); /* p_<scalar name> */
 void plan_note(Plan *p, const char *key, const char *fmt, ...) FA4_PRINTF(3, 4);
 const SmemEntry *plan_smem_find(const Plan *p, const char *name);
 
@@ -220,6 +253,16 @@ char *emit_finish(Emit *e, const char *entry_header, size_t *len);
 
 /* ============================== targets ============================== */
 
+/* One kernel family on one target: how its configs get defaults and are checked, planned and
+ * emitted. The entry's parameters and the runtime's binding come from the plan (Plan.params). */
+typedef struct Family {
+    Kind kind;
+    void (*defaults)(Config *c);
+    int (*check)(const Config *c, char *err, size_t n);
+    int (*plan)(const Config *c, Plan *p, char *err, size_t n);
+    int (*emit)(Emit *e); /* the kernel for e->p */
+} Family;
+
 typedef struct Target {
     TargetId id;
     const char *name;        /* "sm90a" */
@@ -227,13 +270,12 @@ typedef struct Target {
     const char *ptx_version; /* ".version" operand */
     int sm_major, sm_minor;  /* the GPU it runs on */
     uint32_t smem_limit;     /* dynamic smem per CTA, bytes */
-    void (*defaults)(Config *c);
-    int (*check)(const Config *c, char *err, size_t n);
-    int (*plan)(const Config *c, Plan *p, char *err, size_t n);
-    int (*emit)(Emit *e); /* the kernel for e->p */
+    const Family *families[KIND_COUNT]; /* NULL: the target has no kernel of that kind */
 } Target;
 
 const Target *target_get(TargetId id);
+/* The family of kind k on target t, or NULL with a sentence in err naming what exists. */
+const Family *target_family(const Target *t, Kind k, char *err, size_t n);
 extern const Target target_sm90a;
 extern const Target target_sm100a;
 

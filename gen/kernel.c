@@ -1,8 +1,7 @@
-/* kernel.c - the parts of an MHA kernel that do not depend on the target:
- * file header, parameter ABI, prologue and tile scheduling with the mask's
- * key ranges. The runtime launches every MHA kernel with this ABI:
- *   maps (CUtensorMap, in plan order), lse (u64), seqlen_q, seqlen_k,
- *   heads_q, batch (u32), scale_log2, o_scale (f32). */
+/* kernel.c - the parts of a kernel that do not depend on the target: the
+ * file header and entry line with the plan's parameter list, and for MHA its
+ * parameter ABI, prologue and tile scheduling with the mask's key ranges. The
+ * runtime packs launch arguments from the same parameter list (runtime/launch.c). */
 #include <stdio.h>
 #include <string.h>
 
@@ -34,23 +33,34 @@ void tpl_fill(Buf *out, const char *tpl, const char *const *kv)
     }
 }
 
-void mha_entry_header(Buf *out, const Plan *p)
+void mha_plan_params(Plan *p)
 {
+    for (int i = 0; i < p->n_maps; i++) plan_param_map(p, i);
+    plan_param_scalar(p, SCALAR_LSE, PARAM_U64);
+    plan_param_scalar(p, SCALAR_SEQLEN_Q, PARAM_U32);
+    plan_param_scalar(p, SCALAR_SEQLEN_K, PARAM_U32);
+    plan_param_scalar(p, SCALAR_HEADS_Q, PARAM_U32);
+    plan_param_scalar(p, SCALAR_BATCH, PARAM_U32);
+    plan_param_scalar(p, SCALAR_SCALE_LOG2, PARAM_F32);
+    plan_param_scalar(p, SCALAR_O_SCALE, PARAM_F32);
+}
+
+void kernel_entry_header(Buf *out, const Plan *p)
+{
+    static const char *const decl[] = {[PARAM_TMAP] = ".align 128 .b8", [PARAM_U64] = ".u64", [PARAM_U32] = ".u32",
+                                       [PARAM_F32] = ".f32"};
     char align[16];
     snprintf(align, sizeof align, "%u", p->smem_align);
     const char *kv[] = {"generator", FA4GEN_VERSION, "config", p->canonical, "ptx_version", p->target->ptx_version,
                         "ptx_target", p->target->ptx_target, "smem_align", align, NULL};
     tpl_fill(out, tpl_header, kv);
     buf_printf(out, ".visible .entry %s(\n", p->symbol);
-    for (int i = 0; i < p->n_maps; i++)
-        buf_printf(out, "    .param .align 128 .b8 p_tmap_%s[128],\n", p->maps[i].name);
-    buf_puts(out, "    .param .u64 p_lse,\n"
-                  "    .param .u32 p_seqlen_q,\n"
-                  "    .param .u32 p_seqlen_k,\n"
-                  "    .param .u32 p_heads_q,\n"
-                  "    .param .u32 p_batch,\n"
-                  "    .param .f32 p_scale_log2,\n"
-                  "    .param .f32 p_o_scale\n)\n");
+    for (int i = 0; i < p->n_params; i++) {
+        const ParamSpec *q = &p->params[i];
+        buf_printf(out, "    .param %s p_%s%s%s\n", decl[q->type], q->name, q->type == PARAM_TMAP ? "[128]" : "",
+                   i + 1 < p->n_params ? "," : "");
+    }
+    buf_puts(out, ")\n");
     /* .reqntid + .minnctapersm 1 give ptxas the entry register cap that makes setmaxnreg effective */
     buf_printf(out, ".reqntid %d, 1, 1\n.minnctapersm 1\n", p->threads);
     if (p->cluster[0] * p->cluster[1] * p->cluster[2] > 1)

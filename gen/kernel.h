@@ -10,8 +10,13 @@
 /* Substitute ${name} holes of a template from a NULL-terminated key/value list. */
 void tpl_fill(Buf *out, const char *tpl, const char *const *kv);
 
-/* File header + `.visible .entry` with the MHA parameters and launch bounds. */
-void mha_entry_header(Buf *out, const Plan *p);
+/* File header + `.visible .entry` with the plan's parameters (Plan.params) and launch bounds. */
+void kernel_entry_header(Buf *out, const Plan *p);
+
+/* The MHA parameter ABI, both targets: every tensor map in plan order, then lse (u64),
+ * seqlen_q, seqlen_k, heads_q, batch (u32), scale_log2, o_scale (f32). Called by the
+ * planners after their maps. */
+void mha_plan_params(Plan *p);
 
 /* Registers defined by mha_prologue():
  *   %thread %warp %lane %wg           thread coordinates (u32)

@@ -13,6 +13,16 @@
 #include "fa4gen.h"
 
 const char *const tensor_name[TENSOR_COUNT] = {"q", "k", "v", "o", "k_rope"};
+const char *const scalar_name[SCALAR_COUNT] = {"lse", "seqlen_q", "seqlen_k", "heads_q", "batch", "scale_log2",
+                                               "o_scale"};
+
+/* A builder's table is full: remember which (plan_make fails with it) and drop the entry. */
+static int full(Plan *p, int n, int max, const char *table)
+{
+    if (n < max) return 0;
+    if (!p->overflow) p->overflow = table;
+    return 1;
+}
 
 static void copy_name(char *dst, size_t n, const char *src)
 {
@@ -21,7 +31,7 @@ static void copy_name(char *dst, size_t n, const char *src)
 
 uint32_t plan_smem(Plan *p, const char *name, uint32_t size, uint32_t align, const char *what)
 {
-    if (p->n_smem == PLAN_MAX_SMEM) return UINT32_MAX;
+    if (full(p, p->n_smem, PLAN_MAX_SMEM, "smem (PLAN_MAX_SMEM)")) return UINT32_MAX;
     uint32_t off = (p->smem_bytes + align - 1) / align * align;
     SmemEntry *s = &p->smem[p->n_smem++];
     copy_name(s->name, sizeof s->name, name);
@@ -42,7 +52,7 @@ const SmemEntry *plan_smem_find(const Plan *p, const char *name)
 
 void plan_role(Plan *p, const char *name, int first_warp, int warps, int regs, const char *job)
 {
-    if (p->n_roles == PLAN_MAX_ROLES) return;
+    if (full(p, p->n_roles, PLAN_MAX_ROLES, "roles (PLAN_MAX_ROLES)")) return;
     Role *r = &p->roles[p->n_roles++];
     copy_name(r->name, sizeof r->name, name);
     copy_name(r->job, sizeof r->job, job);
@@ -53,7 +63,7 @@ void plan_role(Plan *p, const char *name, int first_warp, int warps, int regs, c
 
 int plan_bar(Plan *p, const char *name, int threads, const char *what)
 {
-    if (p->n_bars == PLAN_MAX_BARS) return -1;
+    if (full(p, p->n_bars, PLAN_MAX_BARS, "named barriers (PLAN_MAX_BARS)")) return -1;
     NamedBar *b = &p->bars[p->n_bars];
     copy_name(b->name, sizeof b->name, name);
     copy_name(b->what, sizeof b->what, what);
@@ -66,10 +76,12 @@ int plan_bar(Plan *p, const char *name, int threads, const char *what)
 void plan_map(Plan *p, const char *name, TensorId t, DType dt, uint32_t depth, uint32_t box_depth,
               uint32_t box_seq, uint32_t box_head, int swizzle)
 {
-    if (p->n_maps == PLAN_MAX_MAPS) return;
+    if (full(p, p->n_maps, PLAN_MAX_MAPS, "tensor maps (PLAN_MAX_MAPS)")) return;
     MapSpec *m = &p->maps[p->n_maps++];
     copy_name(m->name, sizeof m->name, name);
     m->tensor = t;
+    m->mode = MAP_TILED;
+    m->rank = 4;
     m->dtype = dt;
     m->depth = depth;
     m->box[0] = box_depth;
@@ -82,7 +94,7 @@ void plan_map(Plan *p, const char *name, TensorId t, DType dt, uint32_t depth, u
 
 uint32_t plan_tmem(Plan *p, const char *name, uint32_t col, uint32_t ncols, const char *what)
 {
-    if (p->n_tmem == PLAN_MAX_TMEM) return UINT32_MAX;
+    if (full(p, p->n_tmem, PLAN_MAX_TMEM, "TMEM (PLAN_MAX_TMEM)")) return UINT32_MAX;
     TmemEntry *t = &p->tmem[p->n_tmem++];
     copy_name(t->name, sizeof t->name, name);
     copy_name(t->what, sizeof t->what, what);
@@ -93,13 +105,33 @@ uint32_t plan_tmem(Plan *p, const char *name, uint32_t col, uint32_t ncols, cons
 
 void plan_note(Plan *p, const char *key, const char *fmt, ...)
 {
-    if (p->n_notes == PLAN_MAX_NOTES) return;
+    if (full(p, p->n_notes, PLAN_MAX_NOTES, "notes (PLAN_MAX_NOTES)")) return;
     PlanNote *n = &p->notes[p->n_notes++];
     copy_name(n->key, sizeof n->key, key);
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(n->value, sizeof n->value, fmt, ap);
     va_end(ap);
+}
+
+void plan_param_map(Plan *p, int map)
+{
+    if (full(p, p->n_params, PLAN_MAX_PARAMS, "parameters (PLAN_MAX_PARAMS)")) return;
+    char name[sizeof p->maps[0].name];
+    copy_name(name, sizeof name, p->maps[map].name);
+    ParamSpec *q = &p->params[p->n_params++];
+    snprintf(q->name, sizeof q->name, "tmap_%s", name);
+    q->type = PARAM_TMAP;
+    q->index = map;
+}
+
+void plan_param_scalar(Plan *p, ScalarId s, ParamType type)
+{
+    if (full(p, p->n_params, PLAN_MAX_PARAMS, "parameters (PLAN_MAX_PARAMS)")) return;
+    ParamSpec *q = &p->params[p->n_params++];
+    copy_name(q->name, sizeof q->name, scalar_name[s]);
+    q->type = type;
+    q->index = (int)s;
 }
 
 int plan_make(const Config *c, Plan *p, char *err, size_t n)
@@ -112,16 +144,18 @@ int plan_make(const Config *c, Plan *p, char *err, size_t n)
     config_symbol(&p->cfg, p->symbol, sizeof p->symbol);
     p->hash = config_hash(&p->cfg);
     p->cluster[0] = p->cluster[1] = p->cluster[2] = 1;
-    if (p->target->plan(&p->cfg, p, err, n)) return -1;
-    if (p->n_smem == PLAN_MAX_SMEM || p->n_roles == PLAN_MAX_ROLES || p->n_maps == PLAN_MAX_MAPS) {
-        snprintf(err, n, "internal: plan tables are full; raise PLAN_MAX_* in fa4gen.h");
-        return -1;
-    }
+    const Family *f = target_family(p->target, p->cfg.kind, err, n);
+    if (!f || f->plan(&p->cfg, p, err, n)) return -1;
     /* Concurrent CTAs should find their K and V in L2: half of an H100's 50 MB
      * (H200 60 MB) for K/V, the rest for the Q/O streams. */
     p->l2_kv_rows = (24u << 20) / ((uint32_t)(p->qk + p->ov) * (uint32_t)p->elem_bytes);
     plan_note(p, "tile order", "heads grouped so their K+V (%u rows per kv head) fit 24 MB of L2; m-blocks descending",
               p->l2_kv_rows);
+    if (p->overflow) {
+        snprintf(err, n, "internal: the plan's %s table is full for %s; raise the limit in fa4gen.h", p->overflow,
+                 p->canonical);
+        return -1;
+    }
     p->smem_launch = p->smem_bytes + p->smem_align;
     if (p->smem_launch > p->target->smem_limit) {
         snprintf(err, n,

@@ -288,90 +288,18 @@ fa4_status fa4_mha_config(fa4_ctx *ctx, const fa4_mha_args *args, char *buf, siz
     return s;
 }
 
-/* ---------------------------------------------------------------- tensor maps */
-
-/* One map of the plan over one tensor. The map's dtype is the plan's (e4m3
- * kernels store bf16 O), and must have the element size the strides were
- * checked with. */
-static fa4_status encode_map(fa4_ctx *ctx, const MapSpec *m, const TensorArg *t, CUtensorMap *out)
-{
-    static const CUtensorMapDataType cu_dtype[DT_COUNT] = {
-        [DT_BF16] = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, [DT_FP16] = CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-        [DT_E4M3] = CU_TENSOR_MAP_DATA_TYPE_UINT8}; /* TMA moves e4m3 as bytes */
-    CUtensorMapSwizzle sw = m->swizzle == 128 ? CU_TENSOR_MAP_SWIZZLE_128B
-                            : m->swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
-                            : m->swizzle == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
-                                               : CU_TENSOR_MAP_SWIZZLE_NONE;
-    if ((int)m->depth != t->depth)
-        return rt_fail(ctx, FA4_ERR_INTERNAL, "tensor map %s: plan depth %u differs from %s's depth %d", m->name,
-                       m->depth, t->name, t->depth);
-    int64_t eb = dtype_bytes[m->dtype];
-    if (eb != t->elem_bytes)
-        return rt_fail(ctx, FA4_ERR_INTERNAL, "tensor map %s: plan dtype %s (%d B) differs from the %d-byte elements "
-                       "of %s the arguments were checked with", m->name, dtype_name[m->dtype], (int)eb,
-                       t->elem_bytes, t->name);
-    cuuint64_t dims[4] = {m->depth, (cuuint64_t)t->seqlen, (cuuint64_t)t->heads, (cuuint64_t)t->batch};
-    /* Global strides of dims 1..3 in bytes: seq, head, batch. */
-    cuuint64_t strides[3] = {(cuuint64_t)(t->stride[1] * eb), (cuuint64_t)(t->stride[2] * eb),
-                             (cuuint64_t)(t->stride[0] * eb)};
-    cuuint32_t box[4] = {m->box[0], m->box[1], m->box[2], m->box[3]};
-    cuuint32_t elem[4] = {1, 1, 1, 1};
-    memset(out, 0, sizeof *out);
-    CUresult r = ctx->drv.TensorMapEncodeTiled(out, cu_dtype[m->dtype], 4, (void *)t->ptr, dims, strides, box, elem,
-                                               CU_TENSOR_MAP_INTERLEAVE_NONE, sw, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    if (r)
-        return rt_fail(ctx, FA4_ERR_CUDA,
-                       "%s: cuTensorMapEncodeTiled for map '%s' failed: %s (dims %llu,%llu,%llu,%llu; byte strides "
-                       "%llu,%llu,%llu; box %u,%u,%u,%u; swizzle %d)", t->name, m->name, rt_cu_name(ctx, r),
-                       (unsigned long long)dims[0], (unsigned long long)dims[1], (unsigned long long)dims[2],
-                       (unsigned long long)dims[3], (unsigned long long)strides[0], (unsigned long long)strides[1],
-                       (unsigned long long)strides[2], box[0], box[1], box[2], box[3], m->swizzle);
-    return FA4_OK;
-}
-
-/* Every map the plan names gets its tensor, and every tensor the caller gave
- * is read by some map (a k_rope the kernel ignored would be a wrong answer). */
-static fa4_status encode_maps(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a, CUtensorMap *maps)
-{
-    static const int which[TENSOR_COUNT] = {[TENSOR_Q] = T_Q, [TENSOR_K] = T_K, [TENSOR_V] = T_V, [TENSOR_O] = T_O,
-                                            [TENSOR_K_ROPE] = T_K_ROPE};
-    if (!ctx->drv.TensorMapEncodeTiled)
-        return rt_fail(ctx, FA4_ERR_NO_DRIVER, "driver: cuTensorMapEncodeTiled is missing; TMA needs a CUDA 12 driver");
-    TensorArg t[N_TENSORS];
-    int n = tensors(a, t), used[N_TENSORS] = {0};
-    for (int i = 0; i < p->n_maps; i++) {
-        const MapSpec *m = &p->maps[i];
-        if ((unsigned)m->tensor >= TENSOR_COUNT || which[m->tensor] >= n)
-            return rt_fail(ctx, FA4_ERR_INTERNAL, "plan map '%s' names tensor %s, which this call does not have",
-                           m->name, (unsigned)m->tensor < TENSOR_COUNT ? tensor_name[m->tensor] : "(unknown)");
-        used[which[m->tensor]] = 1;
-        fa4_status s = encode_map(ctx, m, &t[which[m->tensor]], &maps[i]);
-        if (s) return s;
-    }
-    for (int i = 0; i < n; i++)
-        if (!used[i])
-            return rt_fail(ctx, FA4_ERR_INTERNAL, "plan %s has no tensor map for %s", p->canonical, t[i].name);
-    return FA4_OK;
-}
-
 /* ---------------------------------------------------------------- launch */
 
-/* Launch ABI (both targets): params are the plan's tensor maps in order
- * (CUtensorMap, .param .align 128), then u64 lse (0 if none), u32 seqlen_q,
- * u32 seqlen_k, u32 heads_q, u32 batch, f32 scale_log2 (softmax scale x
- * q_descale x k_descale x log2 e), f32 o_scale (v_descale). A tile is one
+/* Launch ABI (both targets): the plan's parameter list (gen/kernel.c,
+ * mha_plan_params), packed by rt_launch: the tensor maps, then lse (0 if none),
+ * seqlen_q, seqlen_k, heads_q, batch, scale_log2 (softmax scale x q_descale x
+ * k_descale x log2 e), o_scale (v_descale). A tile is one
  * cluster of cx = plan cluster[0] CTAs side by side along the query rows,
  * covering rows_per_cta x cx rows of heads_per_cta query heads (the GQA group
  * when the plan packs it into the tile, else 1). The grid is
  * ceil(seqlen_q / (rows_per_cta x cx)) x (heads_q / heads_per_cta) x batch
  * clusters of cx CTAs, or for a persistent kernel at most the device's SMs
  * rounded down to whole clusters (the kernel strides over the tiles). */
-typedef struct {
-    uint64_t lse;
-    uint32_t seqlen_q, seqlen_k, heads_q, batch;
-    float scale_log2, o_scale;
-} LaunchScalars;
 
 static fa4_status grid_size(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a, unsigned *grid)
 {
@@ -396,45 +324,34 @@ static fa4_status grid_size(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a, 
     return FA4_OK;
 }
 
-static fa4_status launch(fa4_ctx *ctx, const fa4_kernel *k, const fa4_mha_args *a, CUstream stream)
+/* What the launch binds: the call's tensors as its maps see them, and its scalars. */
+static fa4_status bind(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a, RtLaunch *l)
 {
-    const Plan *p = &k->plan;
-    CUtensorMap maps[PLAN_MAX_MAPS];
-    void *params[PLAN_MAX_MAPS + 7];
-    unsigned grid = 0;
-    fa4_status s = grid_size(ctx, p, a, &grid);
-    if (s || (s = encode_maps(ctx, p, a, maps))) return s;
-    KernelScales ks = kernel_scales(a);
-    LaunchScalars v = {(uint64_t)(uintptr_t)a->lse, (uint32_t)a->seqlen_q, (uint32_t)a->seqlen_k,
-                       (uint32_t)a->heads_q, (uint32_t)a->batch, ks.scale_log2, ks.o_scale};
-    int np = 0;
-    for (int i = 0; i < p->n_maps; i++) params[np++] = &maps[i];
-    void *scalars[7] = {&v.lse, &v.seqlen_q, &v.seqlen_k, &v.heads_q, &v.batch, &v.scale_log2, &v.o_scale};
-    for (int i = 0; i < 7; i++) params[np++] = scalars[i];
-    const int *cl = p->cluster;
-    int cluster = (cl[0] > 0 ? cl[0] : 1) * (cl[1] > 0 ? cl[1] : 1) * (cl[2] > 0 ? cl[2] : 1);
-    CUresult r;
-    const char *what;
-    if (cluster > 1) {
-        if (!ctx->drv.LaunchKernelEx)
-            return rt_fail(ctx, FA4_ERR_NO_DRIVER, "driver: cuLaunchKernelEx is missing; clusters need a CUDA 12 driver");
-        CUlaunchAttribute attr;
-        memset(&attr, 0, sizeof attr);
-        attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-        attr.value.clusterDim.x = (unsigned)cl[0];
-        attr.value.clusterDim.y = (unsigned)(cl[1] > 0 ? cl[1] : 1);
-        attr.value.clusterDim.z = (unsigned)(cl[2] > 0 ? cl[2] : 1);
-        CUlaunchConfig lc = {grid, 1, 1, (unsigned)p->threads, 1, 1, p->smem_launch, stream, &attr, 1};
-        what = "cuLaunchKernelEx";
-        r = ctx->drv.LaunchKernelEx(&lc, k->fn, params, NULL);
-    } else {
-        what = "cuLaunchKernel";
-        r = ctx->drv.LaunchKernel(k->fn, grid, 1, 1, (unsigned)p->threads, 1, 1, p->smem_launch, stream, params,
-                                  NULL);
+    static const TensorId id[N_TENSORS] = {[T_Q] = TENSOR_Q, [T_K] = TENSOR_K, [T_V] = TENSOR_V, [T_O] = TENSOR_O,
+                                           [T_K_ROPE] = TENSOR_K_ROPE};
+    memset(l, 0, sizeof *l);
+    fa4_status s = grid_size(ctx, p, a, &l->grid);
+    if (s) return s;
+    TensorArg t[N_TENSORS];
+    int n = tensors(a, t);
+    for (int i = 0; i < n; i++) {
+        RtTensor *r = &l->tensors[id[i]];
+        int64_t eb = t[i].elem_bytes;
+        r->name = t[i].name, r->ptr = t[i].ptr, r->elem_bytes = t[i].elem_bytes, r->rank = 4;
+        r->dims[0] = (uint64_t)t[i].depth, r->dims[1] = (uint64_t)t[i].seqlen;
+        r->dims[2] = (uint64_t)t[i].heads, r->dims[3] = (uint64_t)t[i].batch;
+        /* byte strides of seq, head, batch (TensorArg keeps batch, seq, head) */
+        r->byte_strides[0] = (uint64_t)(t[i].stride[1] * eb);
+        r->byte_strides[1] = (uint64_t)(t[i].stride[2] * eb);
+        r->byte_strides[2] = (uint64_t)(t[i].stride[0] * eb);
     }
-    if (r)
-        return rt_fail(ctx, FA4_ERR_CUDA, "launch %s: %s(grid %u, block %d, smem %u, cluster %d) failed: %s",
-                       p->symbol, what, grid, p->threads, p->smem_launch, cluster, rt_cu_name(ctx, r));
+    KernelScales ks = kernel_scales(a);
+    const RtScalar v[SCALAR_COUNT] = {
+        [SCALAR_LSE] = {.u64 = (uint64_t)(uintptr_t)a->lse}, [SCALAR_SEQLEN_Q] = {.u32 = (uint32_t)a->seqlen_q},
+        [SCALAR_SEQLEN_K] = {.u32 = (uint32_t)a->seqlen_k}, [SCALAR_HEADS_Q] = {.u32 = (uint32_t)a->heads_q},
+        [SCALAR_BATCH] = {.u32 = (uint32_t)a->batch}, [SCALAR_SCALE_LOG2] = {.f32 = ks.scale_log2},
+        [SCALAR_O_SCALE] = {.f32 = ks.o_scale}};
+    for (int i = 0; i < SCALAR_COUNT; i++) l->scalars[i] = v[i], l->has_scalar[i] = 1;
     return FA4_OK;
 }
 
@@ -458,7 +375,8 @@ fa4_status fa4_mha_fwd(fa4_ctx *ctx, const fa4_mha_args *args, void *stream)
         return s;
     int pushed;
     if ((s = rt_ctx_enter(ctx, &pushed))) return s;
-    s = launch(ctx, k, &a, (CUstream)stream);
+    RtLaunch l;
+    if (!(s = bind(ctx, &k->plan, &a, &l))) s = rt_launch(ctx, k, &l, (CUstream)stream);
     rt_ctx_leave(ctx, pushed);
     return s;
 }

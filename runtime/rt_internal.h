@@ -179,6 +179,34 @@ struct fa4_kernel *rt_map_find(const KernelMap *m, const char *key, uint64_t has
 struct fa4_kernel *rt_map_insert(KernelMap *m, struct fa4_kernel *k);
 void rt_map_free(fa4_ctx *ctx, KernelMap *m);
 
+/* ============================== launch.c ============================== */
+
+/* A tensor as its tensor maps see it: dims innermost first ((depth, seq, head, batch) for
+ * attention tensors) and the byte strides of dims 1... ptr NULL: the call has no such tensor. */
+typedef struct RtTensor {
+    const char *name;
+    const void *ptr;
+    int elem_bytes;
+    uint32_t rank;
+    uint64_t dims[5];
+    uint64_t byte_strides[4];
+} RtTensor;
+
+typedef union RtScalar { uint64_t u64; uint32_t u32; float f32; } RtScalar;
+
+/* What one launch binds: tensors by TensorId, scalars by ScalarId (has_scalar marks the
+ * ones the operator set), and the grid in CTAs (whole clusters). */
+typedef struct RtLaunch {
+    RtTensor tensors[TENSOR_COUNT];
+    RtScalar scalars[SCALAR_COUNT];
+    int has_scalar[SCALAR_COUNT];
+    unsigned grid;
+} RtLaunch;
+
+/* Encode the plan's maps, pack the plan's parameter list, launch (a cluster launch when the
+ * plan has a cluster). The context must be current. */
+fa4_status rt_launch(fa4_ctx *ctx, const struct fa4_kernel *k, const RtLaunch *l, CUstream stream);
+
 /* ============================== api.c (kernels) ============================== */
 
 /* Parse config text (canonical or "key=value" words) over *c. */

@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../fa4gen.h"
+#include "../kernel.h"
 #include "sm100.h"
 
 enum {
@@ -119,8 +119,6 @@ static int refuse(char *err, size_t n, const char *fmt, ...)
 
 static int sm100_check(const Config *c, char *err, size_t n)
 {
-    if (c->kind != KIND_MHA)
-        return refuse(err, n, "kind: %s is not available on sm100a yet; use kind mha", kind_name[c->kind]);
     if (c->qk_depth == 256 || c->ov_depth == 256)
         return refuse(err, n, "depth: 256 does not fit the sm100a 2Q layout (two O tiles of 256 TMEM columns leave "
                               "none for S; FA4 runs it as a pair-CTA single-O family, not implemented); use "
@@ -487,11 +485,14 @@ static int sm100_plan(const Config *c, Plan *p, char *err, size_t n)
         plan_tmem(p, name, s->tm_o[t], (uint32_t)s->ov_pad, what);
     }
     plan_notes(c, p);
+    mha_plan_params(p);
     return 0;
 }
+
+static const Family sm100_mha = {KIND_MHA, sm100_defaults, sm100_check, sm100_plan, sm100_emit_mha};
 
 const Target target_sm100a = {
     .id = TARGET_SM100A, .name = "sm100a", .ptx_target = "sm_100a", .ptx_version = "8.7",
     .sm_major = 10, .sm_minor = 0, .smem_limit = SM100_SMEM_LIMIT,
-    .defaults = sm100_defaults, .check = sm100_check, .plan = sm100_plan, .emit = sm100_emit_mha,
+    .families = {[KIND_MHA] = &sm100_mha},
 };

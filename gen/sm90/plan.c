@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../fa4gen.h"
+#include "../kernel.h"
 
 int sm90_emit_mha(Emit *e);
 
@@ -59,8 +59,6 @@ static int bad(char *err, size_t n, const char *msg, int v, const char *allowed)
 
 static int sm90_check(const Config *c, char *err, size_t n)
 {
-    if (c->kind != KIND_MHA)
-        return snprintf(err, n, "kind: %s is not available on sm90a yet; use kind mha", kind_name[c->kind]), -1;
     if (c->dtype != DT_BF16 && c->dtype != DT_FP16)
         return snprintf(err, n, "dtype: %s is not allowed on sm90a; use bf16 or fp16", dtype_name[c->dtype]), -1;
     if (c->qk_depth != c->ov_depth)
@@ -198,8 +196,11 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
     plan_note(p, "qk wgmma", "m64n%dk16 x %d per kv tile per consumer (SS)", p->bn, p->qk / 16);
     plan_note(p, "pv wgmma", "m64n%dk16 x %d per kv tile per consumer (RS, P in registers)", p->ov, p->bn / 16);
     plan_note(p, "accumulators", "S %d + O %d + P %d registers per thread", p->bn / 2, p->ov / 2, p->bn / 4);
+    mha_plan_params(p);
     return 0;
 }
+
+static const Family sm90_mha = {KIND_MHA, sm90_defaults, sm90_check, sm90_plan, sm90_emit_mha};
 
 const Target target_sm90a = {
     .id = TARGET_SM90A,
@@ -209,8 +210,5 @@ const Target target_sm90a = {
     .sm_major = 9,
     .sm_minor = 0,
     .smem_limit = SM90_SMEM_LIMIT,
-    .defaults = sm90_defaults,
-    .check = sm90_check,
-    .plan = sm90_plan,
-    .emit = sm90_emit_mha,
+    .families = {[KIND_MHA] = &sm90_mha},
 };
