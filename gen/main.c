@@ -153,7 +153,7 @@ static int generate(const Cli *cli, Plan *plan, char **ptx, size_t *len)
     return 0;
 }
 
-static int cmd_mha(const Cli *cli)
+static int cmd_emit(const Cli *cli)
 {
     Plan *plan = malloc(sizeof *plan);
     char *ptx = NULL;
@@ -251,8 +251,13 @@ int main(int argc, char **argv)
     }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "bundle")) return cmd_bundle(argc, argv);
-    if (strcmp(cmd, "mha") && strcmp(cmd, "explain")) {
-        fprintf(stderr, "fa4gen: '%s' is not a command; use mha, explain or bundle (fa4gen --help)\n", cmd);
+    int kind = -1; /* a kernel kind's name is the command that emits it */
+    for (int k = 0; k < KIND_COUNT; k++)
+        if (!strcmp(cmd, kind_name[k])) kind = k;
+    if (kind < 0 && strcmp(cmd, "explain")) {
+        char kinds[64] = "";
+        for (int k = 0; k < KIND_COUNT; k++) snprintf(kinds + strlen(kinds), sizeof kinds - strlen(kinds), "%s, ", kind_name[k]);
+        fprintf(stderr, "fa4gen: '%s' is not a command; use %sexplain or bundle (fa4gen --help)\n", cmd, kinds);
         return 2;
     }
     for (int i = 2; i < argc; i++)
@@ -268,9 +273,9 @@ int main(int argc, char **argv)
     }
     int rc = parse_flags(&cli, argc, argv, first);
     if (rc) return rc;
-    if (first == 3) {
+    if (first == 3 || kind >= 0) {
         char err[512];
-        if (config_set(&cli.cfg, "kind", argv[2], err, sizeof err)) return invalid(err);
+        if (config_set(&cli.cfg, "kind", kind >= 0 ? cmd : argv[2], err, sizeof err)) return invalid(err);
     }
-    return !strcmp(cmd, "mha") ? cmd_mha(&cli) : cmd_explain(&cli);
+    return kind >= 0 ? cmd_emit(&cli) : cmd_explain(&cli);
 }

@@ -220,10 +220,15 @@ char *plan_explain_text(const Plan *p)
     buf_printf(&b, "\ntensor maps (global dims: depth, seq, head, batch)\n");
     for (int i = 0; i < p->n_maps; i++) {
         const MapSpec *m = &p->maps[i];
-        buf_printf(&b, "  %-8s tensor %-6s %s depth %4u  box {%u, %u, %u, %u}  swizzle %3d  %u B per box\n", m->name,
-                   tensor_name[m->tensor], dtype_name[m->dtype], m->depth, m->box[0], m->box[1], m->box[2],
-                   m->box[3], m->swizzle, m->box_bytes);
+        buf_printf(&b, "  %-8s tensor %-6s %s depth %4u  box {%u, %u, %u, %u}  swizzle %3d  %u B per box  rank %u %s\n",
+                   m->name, tensor_name[m->tensor], dtype_name[m->dtype], m->depth, m->box[0], m->box[1], m->box[2],
+                   m->box[3], m->swizzle, m->box_bytes, m->rank, m->mode == MAP_GATHER4 ? "gather4" : "tiled");
     }
+    static const char *const ptype[] = {[PARAM_TMAP] = "tensor map", [PARAM_U64] = "u64", [PARAM_U32] = "u32",
+                                        [PARAM_F32] = "f32"};
+    buf_printf(&b, "\nparams (the entry's .param list, in order; the runtime packs launches from it)\n ");
+    for (int i = 0; i < p->n_params; i++)
+        buf_printf(&b, " p_%s (%s)%s", p->params[i].name, ptype[p->params[i].type], i + 1 < p->n_params ? "," : "\n");
     buf_printf(&b, "\nlaunch\n");
     char each[48];
     if (p->persistent) snprintf(each, sizeof each, "min(tiles, SMs) CTAs stride over them");
@@ -302,6 +307,11 @@ char *plan_explain_json(const Plan *p)
                    i ? ", " : "", m->name, tensor_name[m->tensor], dtype_name[m->dtype], m->depth, m->box[0],
                    m->box[1], m->box[2], m->box[3], m->swizzle, m->box_bytes);
     }
+    buf_puts(&b, "], \"params\": [");
+    for (int i = 0; i < p->n_params; i++)
+        buf_printf(&b, "%s{\"name\": \"p_%s\", \"type\": \"%s\"}", i ? ", " : "", p->params[i].name,
+                   p->params[i].type == PARAM_TMAP ? "tmap" : p->params[i].type == PARAM_U64 ? "u64"
+                   : p->params[i].type == PARAM_U32 ? "u32" : "f32");
     buf_printf(&b, "], \"launch\": {\"threads\": %d, \"cluster\": [%d, %d, %d], \"smem\": %u, \"persistent\": %s, "
                    "\"rows_per_cta\": %d, \"heads_per_cta\": %d}}\n",
                p->threads, p->cluster[0], p->cluster[1], p->cluster[2], p->smem_launch,

@@ -1,5 +1,5 @@
-/* api.c - contexts, per-thread error messages, config text, and the kernel
- * pipeline (generate -> disk cache / compile -> load -> memory cache).
+/* api.c - contexts, config text, and the kernel pipeline (generate -> disk
+ * cache / compile -> load -> memory cache). Messages: error.c.
  *
  * Guarantees: every public entry point returns a status and, on failure,
  * leaves one message for this thread on the context; nothing exits or
@@ -34,75 +34,6 @@ const char *fa4_status_string(fa4_status s)
     return status_text[s];
 }
 
-/* ---------------------------------------------------------------- errors */
-
-/* A failed fa4_create has no context to hold its message. */
-static _Thread_local char create_error[RT_ERR_MAX];
-
-static char *thread_buffer(fa4_ctx *ctx)
-{
-    if (!ctx) return create_error;
-    char *b = pthread_getspecific(ctx->err_key);
-    if (b) return b;
-    b = calloc(1, RT_ERR_MAX);
-    if (!b) return NULL;
-    pthread_mutex_lock(&ctx->err_mu);
-    char **list = realloc(ctx->err_bufs, (ctx->n_err_bufs + 1) * sizeof *list);
-    if (list) {
-        ctx->err_bufs = list;
-        list[ctx->n_err_bufs++] = b;
-    }
-    pthread_mutex_unlock(&ctx->err_mu);
-    if (!list || pthread_setspecific(ctx->err_key, b)) {
-        if (list) {
-            pthread_mutex_lock(&ctx->err_mu);
-            ctx->n_err_bufs--;
-            pthread_mutex_unlock(&ctx->err_mu);
-        }
-        free(b);
-        return NULL;
-    }
-    return b;
-}
-
-fa4_status rt_fail(fa4_ctx *ctx, fa4_status s, const char *fmt, ...)
-{
-    char *b = thread_buffer(ctx);
-    if (!b) return s; /* no memory for the message; the status still says it */
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(b, RT_ERR_MAX, fmt, ap);
-    va_end(ap);
-    return s;
-}
-
-const char *rt_last_error(const fa4_ctx *ctx)
-{
-    if (!ctx) return create_error;
-    const char *b = pthread_getspecific(ctx->err_key);
-    return b ? b : "";
-}
-
-const char *fa4_last_error(const fa4_ctx *ctx) { return rt_last_error(ctx); }
-
-double rt_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-void rt_log(const fa4_ctx *ctx, const char *fmt, ...)
-{
-    if (!ctx || !ctx->opt.verbose) return;
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("fa4: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-}
-
 /* ---------------------------------------------------------------- contexts */
 
 /* Copy min(size, sizeof) of the caller's options over the defaults, so a
@@ -132,7 +63,7 @@ static fa4_status read_options(const fa4_options *in, fa4_options *out)
 
 fa4_status fa4_create(fa4_ctx **pctx, const fa4_options *opt)
 {
-    create_error[0] = 0;
+    rt_clear_create_error();
     if (!pctx) return rt_fail(NULL, FA4_ERR_INVALID_ARGUMENT, "ctx: NULL; pass the address of a fa4_ctx pointer");
     *pctx = NULL;
     fa4_options o;
@@ -320,6 +251,21 @@ fa4_status fa4_compile_v2(fa4_ctx *ctx, const char *config, void **cubin, size_t
 fa4_status fa4_compile(fa4_ctx *ctx, const char *config, void **cubin, size_t *size)
 {
     return fa4_compile_v2(ctx, config, cubin, size, NULL);
+}
+
+fa4_status fa4_kernel_get_info(const fa4_kernel *k, fa4_kernel_info *info)
+{
+    if (!k || !info) return rt_fail(NULL, FA4_ERR_INVALID_ARGUMENT, "%s: NULL", k ? "info" : "k");
+    if (info->size < sizeof(size_t))
+        return rt_fail(NULL, FA4_ERR_INVALID_ARGUMENT, "info->size: %zu; initialise with FA4_KERNEL_INFO_INIT",
+                       info->size);
+    const Plan *p = &k->plan;
+    fa4_kernel_info v = {sizeof v, p->canonical, p->symbol, (void *)k->fn, p->threads, p->smem_launch,
+                         {p->cluster[0], p->cluster[1], p->cluster[2]}, p->n_params};
+    size_t n = info->size < sizeof v ? info->size : sizeof v; /* older, shorter structs keep working */
+    memcpy(info, &v, n);
+    info->size = n;
+    return FA4_OK;
 }
 
 fa4_status fa4_get_kernel(fa4_ctx *ctx, const char *config, fa4_kernel **kp, fa4_kernel_stats *stats)

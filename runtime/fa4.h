@@ -1,7 +1,8 @@
 /* fa4.h - the public C API of libfa4rt, the fa4gen runtime.
  *
  * The runtime turns a kernel config into a loaded CUDA function (generate PTX
- * -> compile to cubin with nvJitLink, or the driver JIT as a fallback -> load),
+ * -> compile to cubin with the toolkit's ptxas, else nvJitLink, else the driver's
+ * JIT -> load; FA4GEN_COMPILER=driver-ptx hands the PTX itself to the driver),
  * caches it in memory and on disk, and launches attention operators.
  *
  * The CUDA driver and nvJitLink are loaded at run time (dlopen), so programs
@@ -90,9 +91,28 @@ typedef struct fa4_kernel_stats {
  * hit, 2 compiled; load_ms is 0). stats may be NULL. */
 fa4_status fa4_compile_v2(fa4_ctx *ctx, const char *config, void **cubin, size_t *size, fa4_kernel_stats *stats);
 
-typedef struct fa4_kernel fa4_kernel; /* opaque, owned by the context */
+typedef struct fa4_kernel fa4_kernel; /* opaque, owned by the context until fa4_destroy */
 /* Generate/compile/load a kernel through the caches (memory, then disk). */
 fa4_status fa4_get_kernel(fa4_ctx *ctx, const char *config, fa4_kernel **k, fa4_kernel_stats *stats);
+
+/* What a caller needs to launch a kernel it got from fa4_get_kernel itself (a
+ * CUDA graph node, its own stream logic): the loaded function and the launch
+ * shape. The kernel's parameters are its tensor maps (CUtensorMap, one per
+ * entry of `maps`, in order) then the scalars fa4gen explain lists under
+ * "params". Strings live as long as the context. Initialise with
+ * FA4_KERNEL_INFO_INIT. */
+typedef struct fa4_kernel_info {
+    size_t size;
+    const char *config;   /* the canonical config */
+    const char *symbol;   /* the entry's name */
+    void *function;       /* its CUfunction */
+    int threads;          /* block size (x) */
+    unsigned smem_bytes;  /* dynamic shared memory per CTA */
+    int cluster[3];       /* CTAs per cluster */
+    int n_params;         /* entries of the kernel's parameter list */
+} fa4_kernel_info;
+#define FA4_KERNEL_INFO_INIT {sizeof(fa4_kernel_info), NULL, NULL, NULL, 0, 0, {1, 1, 1}, 0}
+fa4_status fa4_kernel_get_info(const fa4_kernel *k, fa4_kernel_info *info);
 
 /* Multi-head attention forward. Tensors are [batch, seqlen, heads, depth] with
  * element strides (depth stride 1). LSE, when requested, is fp32

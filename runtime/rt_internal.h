@@ -125,12 +125,13 @@ struct fa4_ctx {
     size_t n_err_bufs;
 };
 
-/* ============================== api.c (errors) ============================== */
+/* ============================== error.c ============================== */
 
 /* Record msg as this thread's last error on ctx (NULL ctx: the create slot)
  * and return s, so callers can `return rt_fail(ctx, FA4_ERR_..., "...")`. */
 fa4_status rt_fail(fa4_ctx *ctx, fa4_status s, const char *fmt, ...) FA4_PRINTF(3, 4);
 const char *rt_last_error(const fa4_ctx *ctx);
+void rt_clear_create_error(void); /* fa4_create starts with no message */
 double rt_now_ms(void);
 void rt_log(const fa4_ctx *ctx, const char *fmt, ...) FA4_PRINTF(2, 3); /* verbose only */
 

@@ -411,6 +411,29 @@ static void test_sm100_cluster(void **state)
     fa4_destroy(ctx);
 }
 
+/* fa4_get_kernel's handle is usable: fa4_kernel_get_info gives the loaded function and the
+ * launch shape the plan has, and refuses an uninitialised info struct. */
+static void test_kernel_info(void **state)
+{
+    (void)state;
+    fa4_ctx *ctx = ctx_on(100, FA4_TARGET_SM100A, NULL);
+    fa4_kernel *k = NULL;
+    must(ctx, fa4_get_kernel(ctx, "mha target=sm100a dtype=bf16 qk=128 ov=128 cta=2 mask=causal", &k, NULL),
+         "fa4_get_kernel");
+    fa4_kernel_info info = FA4_KERNEL_INFO_INIT;
+    assert_int_equal(fa4_kernel_get_info(k, &info), FA4_OK);
+    assert_non_null(info.function);
+    assert_true(strstr(info.symbol, "fa4_mha_sm100a_") == info.symbol);
+    assert_true(strstr(info.config, "cta=2") != NULL);
+    assert_int_equal(info.threads, 512);
+    assert_int_equal(info.cluster[0], 2);
+    assert_int_equal(info.n_params, 4 + 7); /* q k v o maps, then the seven scalars */
+    assert_true(info.smem_bytes > 0);
+    fa4_kernel_info bad = {0};
+    assert_int_equal(fa4_kernel_get_info(k, &bad), FA4_ERR_INVALID_ARGUMENT);
+    fa4_destroy(ctx);
+}
+
 /* sm90a on a 9.0 device (AUTO): the same ABI; causal with seqlen_k <= 2048 runs
  * persistent, so the grid is min(tiles, SMs). Entry points come through the
  * dlsym fallback here (the fake's cuGetProcAddress finds nothing). A k_rope
@@ -504,6 +527,7 @@ int main(void)
         cmocka_unit_test(test_sm100_mla_rope),     cmocka_unit_test(test_sm100_e4m3_descale),
         cmocka_unit_test(test_sm100_cluster),      cmocka_unit_test(test_sm90_d128),
         cmocka_unit_test(test_sm100_on_sm90),      cmocka_unit_test(test_bad_descale),
+        cmocka_unit_test(test_kernel_info),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
