@@ -45,6 +45,26 @@ void op_bulk_wait(Emit *e, int n);      /* writes of all but n groups are done *
 void op_fence_proxy_async(Emit *e);     /* st.shared before async-proxy (TMA/MMA) reads */
 void op_bar_sync(Emit *e, int id, int threads);
 void op_bar_arrive(Emit *e, int id, int threads);
+/* Guarded forms: guard is a predicate operand ("%p", "!%p") or NULL for always; id is an
+ * operand, an immediate or a register holding the barrier id. */
+void op_bar_sync_if(Emit *e, const char *guard, int id, int threads);
+void op_bar_arrive_if(Emit *e, const char *guard, int id, int threads);
+void op_bar_sync_at(Emit *e, const char *guard, const char *id, int threads);
+void op_bar_arrive_at(Emit *e, const char *guard, const char *id, int threads);
+void op_mbar_arrive_if(Emit *e, const char *guard, const char *bar);
+/* The lanes of the warp reconverge here (bar.warp.sync over the full warp). */
+void op_warp_sync(Emit *e);
+/* dst = src of the lane whose index is this lane's xor lane_mask, over the full warp. */
+void op_shfl_bfly(Emit *e, const char *dst, const char *src, int lane_mask);
+/* dst(pred) = pred holds in any lane of the full warp. */
+void op_vote_any(Emit *e, const char *dst, const char *pred);
+/* dst = {hi, lo} rounded to dt and packed, lo in the low half: a b32 for bf16/fp16, a b16
+ * (saturating) for e4m3. */
+void op_cvt_pack(Emit *e, DType dt, const char *dst, const char *hi, const char *lo);
+/* Shared memory at [base+off] (base an address operand, "%smem" included). */
+void op_ld_shared_b32(Emit *e, const char *dst, const char *base, uint32_t off);
+void op_st_shared_b32(Emit *e, const char *base, uint32_t off, const char *src);
+void op_st_shared_v4_b32(Emit *e, const char *base, uint32_t off, const char *const src[4]);
 void op_setmaxnreg(Emit *e, int regs, int entry_regs); /* inc or dec, chosen from entry_regs */
 void op_param_addr(Emit *e, const char *dst, const char *param); /* generic address of a kernel param */
 

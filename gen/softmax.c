@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "kernel.h"
+#include "ops.h"
 #include "softmax.h"
 
 static uint32_t threshold_bits(int t)
@@ -123,6 +124,14 @@ void sfx_mask(Emit *e, const char *x, int c, const char *t_hi, const char *t_lo)
     }
 }
 
+void sfx_reduce_lanes(Emit *e, const char *op, const char *v, const char *tmp, int lanes)
+{
+    for (int x = 1; x < lanes; x *= 2) {
+        op_shfl_bfly(e, tmp, v, x);
+        emit(e, "%s.f32 %s, %s, %s;", op, v, v, tmp);
+    }
+}
+
 void sfx_lse(Emit *e, const char *dst, const char *m, const char *l, const char *scale_log2)
 {
     const char *p = reg(e, "pred", "lse_empty");
@@ -176,3 +185,5 @@ void sfx_row_bounds(Emit *e, const char *row_seq, const char *kv0, const char *t
         emit(e, "sub.s32 %s, %s, %s;", t_lo, t_lo, kv0);
     }
 }
+
+int named_bar_threads(const Plan *p, int id) { return p->bars[id - 1].threads; /* ids start at 1 (plan_bar) */ }

@@ -27,6 +27,9 @@ void sfx_exp2_scaled(Emit *e, const char *const *x, int n, const char *scale_log
 void sfx_exp2_poly(Emit *e, const char *dst, const char *src);
 /* Mask x (set -inf) when the column constant c lies above t_hi or below t_lo (NULL = no bound). */
 void sfx_mask(Emit *e, const char *x, int c, const char *t_hi, const char *t_lo);
+/* v = op (max, add) of v over `lanes` neighbouring lanes (a power of two; lanes that hold
+ * parts of one row), by butterfly shuffles through tmp; every lane gets the result. */
+void sfx_reduce_lanes(Emit *e, const char *op, const char *v, const char *tmp, int lanes);
 /* lse = (m_use * scale_log2 + log2(l)) * ln2, or -inf when l == 0. */
 void sfx_lse(Emit *e, const char *dst, const char *m, const char *l, const char *scale_log2);
 /* inv = o_scale / l, or 0 when l == 0 (rows that saw no key give O = 0). */
@@ -37,6 +40,11 @@ void sfx_inv_sum(Emit *e, const char *inv, const char *l, const char *o_scale);
  * past seqlen_k hidden), t_lo = first visible key - kv0 (only with a left
  * window bound; NULL otherwise). Reads %kv_off and %seqlen_k (kernel.h). */
 void sfx_row_bounds(Emit *e, const char *row_seq, const char *kv0, const char *t_hi, const char *t_lo);
+
+/* ---- pieces every kernel's emitters share ---- */
+
+/* The thread count of named barrier id (plan bars). */
+int named_bar_threads(const Plan *p, int id);
 
 /* Ring state of an mbarrier pipeline: stage = (stage + 1) % stages, phase flips on wrap. */
 void ring_advance(Emit *e, const char *stage, const char *phase, int stages);

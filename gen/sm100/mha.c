@@ -163,7 +163,7 @@ static void role_context(Emit *e)
     emit_note(e, "KV blocks this tile visits, from n_end - 1 down to n_begin");
     emit(e, "sub.s32 %s, %%n_end, %%n_begin;", nblk);
     emit(e, "max.s32 %s, %s, 0;", nblk, nblk);
-    emit(e, "ld.shared.b32 %s, [%%smem+%u];", reg(e, "b32", "tmem"), s->off_tmem_slot);
+    op_ld_shared_b32(e, reg(e, "b32", "tmem"), "%smem", s->off_tmem_slot);
     emit_note(e, "TMEM lane field of this warp: lanes 32*(warp%%4) .. +31 (bits 31:16)");
     const char *lane = reg(e, "b32", "tm_lane");
     emit(e, "and.b32 %s, %%warp, 3;", lane);
@@ -418,7 +418,7 @@ static void mma_commit_tile(Emit *e, uint32_t base, int t)
 static void mma_addresses(Emit *e)
 {
     const Sm100Plan *s = &e->p->sm100;
-    emit(e, "ld.shared.b32 %%tmem, [%%smem+%u];", s->off_tmem_slot);
+    op_ld_shared_b32(e, "%tmem", "%smem", s->off_tmem_slot);
     for (int t = 0; t < s->qtiles; t++) {
         char n[NAME];
         snprintf(n, NAME, "mm_ts%d", t);
@@ -534,7 +534,7 @@ static void emit_mma(Emit *e)
     mma_commit(e, vempty);
 
     emit_label(e, "$mm_done");
-    emit(e, "bar.warp.sync 0xffffffff;");
+    op_warp_sync(e);
     emit_note(e, "plan: named barrier tmem_free (%d): the correction warpgroup read O; free TMEM",
               s->bar_tmem_free);
     op_bar_sync(e, s->bar_tmem_free, p->bars[s->bar_tmem_free - 1].threads);
@@ -544,7 +544,7 @@ static void emit_mma(Emit *e)
         return;
     }
     op_tc_fence_after(e);
-    emit(e, "ld.shared.b32 %%tmem, [%%smem+%u];", s->off_tmem_slot);
+    op_ld_shared_b32(e, "%tmem", "%smem", s->off_tmem_slot);
     op_tmem_dealloc(e, 1, "%tmem", p->tmem_cols);
     emit(e, "bra.uni $exit;");
 }
@@ -590,17 +590,15 @@ static void sfx_store_p(Emit *e, int r0, int col0, int n)
     if (s->kind_f8) {
         const char *h0 = reg(e, "b16", "sx_h0"), *h1 = reg(e, "b16", "sx_h1");
         for (int k = 0; k < cols; k++) {
-            emit(e, "cvt.rn.satfinite.e4m3x2.f32 %s, %s, %s;", h0, regname(b, NAME, "sx_s", r0 + 4 * k + 1),
-                 regname(a, NAME, "sx_s", r0 + 4 * k));
-            emit(e, "cvt.rn.satfinite.e4m3x2.f32 %s, %s, %s;", h1, regname(d, NAME, "sx_s", r0 + 4 * k + 3),
-                 regname(c2, NAME, "sx_s", r0 + 4 * k + 2));
+            op_cvt_pack(e, DT_E4M3, h0, regname(b, NAME, "sx_s", r0 + 4 * k + 1), regname(a, NAME, "sx_s", r0 + 4 * k));
+            op_cvt_pack(e, DT_E4M3, h1, regname(d, NAME, "sx_s", r0 + 4 * k + 3),
+                        regname(c2, NAME, "sx_s", r0 + 4 * k + 2));
             emit(e, "mov.b32 %s, {%s, %s};", regname(a, NAME, "sx_p", k), h0, h1);
         }
     } else {
-        const char *cvt = p->cfg.dtype == DT_FP16 ? "cvt.rn.f16x2.f32" : "cvt.rn.bf16x2.f32";
         for (int k = 0; k < cols; k++)
-            emit(e, "%s %s, %s, %s;", cvt, regname(c2, NAME, "sx_p", k), regname(b, NAME, "sx_s", r0 + 2 * k + 1),
-                 regname(a, NAME, "sx_s", r0 + 2 * k));
+            op_cvt_pack(e, p->cfg.dtype, regname(c2, NAME, "sx_p", k), regname(b, NAME, "sx_s", r0 + 2 * k + 1),
+                        regname(a, NAME, "sx_s", r0 + 2 * k));
     }
     const char *ta = reg(e, "b32", "sx_ta");
     for (int c = 0; c < cols;) {
@@ -758,7 +756,7 @@ static void corr_tile_addrs(Emit *e, int t)
 {
     const Sm100Plan *s = &e->p->sm100;
     const char *to = reg(e, "b32", "cr_to"), *st = reg(e, "b32", "cr_stats");
-    emit(e, "ld.shared.b32 %%tmem, [%%smem+%u];", s->off_tmem_slot);
+    op_ld_shared_b32(e, "%tmem", "%smem", s->off_tmem_slot);
     emit(e, "add.u32 %s, %%tmem, %%tm_lane;", st);
     emit(e, "add.u32 %s, %s, %u;", to, st, s->tm_o[t]);
     emit(e, "add.u32 %s, %s, %u;", st, st, s->tm_stats[t]);
@@ -804,7 +802,7 @@ static void corr_block(Emit *e, int t)
     op_tmem_wait_ld(e);
     emit(e, "setp.neu.f32 %s, %s, 0f3F800000;", need, corr);
     emit_note(e, "rescale only when a row of this warp moved its max (plan: rescale); never on the first block");
-    emit(e, "vote.sync.any.pred %s, %s, 0xffffffff;", any, need);
+    op_vote_any(e, any, need);
     new_label(e, skip, sizeof skip, "cr_keep");
     emit(e, "@%%cr_first bra %s;", skip);
     emit(e, "@!%s bra %s;", any, skip);
@@ -838,8 +836,7 @@ static void corr_put_unit(Emit *e, int g, const char *const v[4])
     emit(e, "xor.b32 %s, %%cr_key, %d;", a, u);
     emit(e, "shl.b32 %s, %s, 4;", a, a);
     emit(e, "add.u32 %s, %s, %%cr_rowaddr;", a, a);
-    emit(e, "st.shared.v4.b32 [%s+%u], {%s, %s, %s, %s};", a, (uint32_t)chunk * s->o_chunk_bytes, v[0], v[1], v[2],
-         v[3]);
+    op_st_shared_v4_b32(e, a, (uint32_t)chunk * s->o_chunk_bytes, v);
 }
 
 static void corr_stage_o(Emit *e, int t, int zero)
@@ -863,7 +860,6 @@ static void corr_stage_o(Emit *e, int t, int zero)
     emit(e, "add.u32 %s, %%smem, %u;", bar, s->bar_o_full + 8u * (uint32_t)t);
     op_mbar_wait(e, bar, "0");
     op_tc_fence_after(e);
-    const char *cvt = s->o_dtype == DT_FP16 ? "cvt.rn.f16x2.f32" : "cvt.rn.bf16x2.f32";
     for (int c = 0; c < ocols;) {
         int k = piece(ocols - c, s->o_chunk_cols);
         emit(e, "add.u32 %s, %s, %d;", ta, to, c);
@@ -878,7 +874,7 @@ static void corr_stage_o(Emit *e, int t, int zero)
                 emit(e, "mul.f32 %s, %s, %%cr_inv;", o0, o0);
                 emit(e, "mul.f32 %s, %s, %%cr_inv;", f, o1);
                 v[q] = regname(pk[q], NAME, "cr_pk", q);
-                emit(e, "%s %s, %s, %s;", cvt, v[q], f, o0);
+                op_cvt_pack(e, s->o_dtype, v[q], f, o0);
             }
             corr_put_unit(e, c + g, v);
         }
@@ -1074,7 +1070,7 @@ int sm100_emit_mha(Emit *e)
         emit(e, "@%s bra $ret;", pr);
         op_tc_fence_after(e);
         smem_base_again(e);
-        emit(e, "ld.shared.b32 %%tmem, [%%smem+%u];", s->off_tmem_slot);
+        op_ld_shared_b32(e, "%tmem", "%smem", s->off_tmem_slot);
         op_tmem_dealloc(e, 2, "%tmem", p->tmem_cols);
     }
     emit_label(e, "$ret");

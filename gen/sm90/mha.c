@@ -245,11 +245,11 @@ static void emit_softmax(Emit *e, int masked)
         sfx_max_tree(e, reg(e, "f32", m + 1), row[h], n);
     }
     const char *t = reg(e, "f32", "cs_shfl");
-    for (int h = 0; h < 2; h++)
-        for (int x = 1; x <= 2; x *= 2) {
-            emit(e, "shfl.sync.bfly.b32 %s, %%cs_bmax%d, %d, 0x1f, 0xffffffff;", t, h, x);
-            emit(e, "max.f32 %%cs_bmax%d, %%cs_bmax%d, %s;", h, h, t);
-        }
+    for (int h = 0; h < 2; h++) {
+        char m[NAME];
+        snprintf(m, NAME, "%%cs_bmax%d", h);
+        sfx_reduce_lanes(e, "max", m, t, 4);
+    }
     for (int h = 0; h < 2; h++) {
         char m[NAME], bm[NAME], nms[NAME], corr[NAME];
         snprintf(m, NAME, "%%cs_m%d", h);
@@ -263,7 +263,7 @@ static void emit_softmax(Emit *e, int masked)
     }
     emit_note(e, "the warp skips the O rescale unless one of its rows moved its max");
     emit(e, "or.pred %%cs_need0, %%cs_need0, %%cs_need1;");
-    emit(e, "vote.sync.any.pred %s, %%cs_need0, 0xffffffff;", reg(e, "pred", "cs_rescale"));
+    op_vote_any(e, reg(e, "pred", "cs_rescale"), "%cs_need0");
     emit_note(e, "P = exp2(S * scale_log2 - m * scale_log2); row sums stay per thread until the epilogue");
     for (int h = 0; h < 2; h++) {
         char nms[NAME], rs[NAME];
@@ -295,10 +295,12 @@ static void emit_convert_p(Emit *e)
 {
     const Plan *p = e->p;
     emit_note(e, "P to the A-fragment layout of the PV wgmma: same registers, no shuffles");
-    const char *cvt = p->cfg.dtype == DT_FP16 ? "cvt.rn.f16x2.f32" : "cvt.rn.bf16x2.f32";
     for (int kb = 0; kb < p->bn / 16; kb++)
-        for (int i = 0; i < 4; i++)
-            emit(e, "%s %%pa%d, %%s%d, %%s%d;", cvt, 4 * kb + i, 8 * kb + 2 * i + 1, 8 * kb + 2 * i);
+        for (int i = 0; i < 4; i++) {
+            char pa[NAME], hi[NAME], lo[NAME];
+            op_cvt_pack(e, p->cfg.dtype, regname(pa, NAME, "pa", 4 * kb + i), regname(hi, NAME, "s", 8 * kb + 2 * i + 1),
+                        regname(lo, NAME, "s", 8 * kb + 2 * i));
+        }
 }
 
 /* Mask bounds of this thread's two rows relative to its first key in block j
@@ -329,13 +331,10 @@ static void emit_epilogue(Emit *e)
     const char *t = reg(e, "f32", "cs_shfl");
     emit_section(e, "consumer epilogue: O / l, LSE, O through smem and a TMA store");
     for (int h = 0; h < 2; h++) {
-        for (int x = 1; x <= 2; x *= 2) {
-            emit(e, "shfl.sync.bfly.b32 %s, %%cs_l%d, %d, 0x1f, 0xffffffff;", t, h, x);
-            emit(e, "add.f32 %%cs_l%d, %%cs_l%d, %s;", h, h, t);
-        }
         char inv[NAME], l[NAME];
         snprintf(inv, NAME, "cs_inv%d", h);
         snprintf(l, NAME, "%%cs_l%d", h);
+        sfx_reduce_lanes(e, "add", l, t, 4);
         sfx_inv_sum(e, reg(e, "f32", inv), l, "%o_scale");
     }
     const char *pr = reg(e, "pred", "cs_p");
@@ -379,20 +378,20 @@ static void emit_epilogue(Emit *e)
             emit(e, "add.u32 %s, %s, %s;", a, base, tmp);
         }
     }
-    const char *cvt = p->cfg.dtype == DT_FP16 ? "cvt.rn.f16x2.f32" : "cvt.rn.bf16x2.f32";
     const char *f0 = reg(e, "f32", "cs_f0"), *f1 = reg(e, "f32", "cs_f1"), *pk = reg(e, "b32", "cs_pack");
     int q_per_chunk = p->chunk_elems / 8;
     for (int q = 0; q < p->ov / 8; q++)
         for (int h = 0; h < 2; h++) {
             emit(e, "mul.f32 %s, %%o%d, %%cs_inv%d;", f0, s_index(q, h, 0), h);
             emit(e, "mul.f32 %s, %%o%d, %%cs_inv%d;", f1, s_index(q, h, 1), h);
-            emit(e, "%s %s, %s, %s;", cvt, pk, f1, f0);
-            emit(e, "st.shared.b32 [%%cs_oaddr%d_%d+%u], %s;", h, q % q_per_chunk,
-                 (uint32_t)(q / q_per_chunk) * s->q_chunk_bytes, pk);
+            char an[NAME];
+            snprintf(an, NAME, "%%cs_oaddr%d_%d", h, q % q_per_chunk);
+            op_cvt_pack(e, p->cfg.dtype, pk, f1, f0);
+            op_st_shared_b32(e, an, (uint32_t)(q / q_per_chunk) * s->q_chunk_bytes, pk);
         }
     op_fence_proxy_async(e);
     emit_note(e, "plan: named barrier epilogue<consumer> (%d + consumer)", s->bar_epilogue0);
-    emit(e, "bar.sync %%cs_epi_bar, 128;");
+    op_bar_sync_at(e, NULL, "%cs_epi_bar", named_bar_threads(p, s->bar_epilogue0));
     emit(e, "@!%%cs_leader bra %s;", new_label(e, lbl, sizeof lbl, "store_done"));
     const char *src = reg(e, "b32", "cs_src"), *col = reg(e, "b32", "cs_col"), *r0 = reg(e, "b32", "cs_orow");
     emit(e, "mad.lo.u32 %s, %%cs_w, %d, %%m0;", r0, s->mma_m);
@@ -448,7 +447,7 @@ static void emit_consumer_setup(Emit *e)
         emit(e, "setp.eq.u32 %s, %s, %d;", pl, tn, s->consumers);
         emit(e, "@%s mov.u32 %s, 0;", pl, tn);
         emit(e, "add.u32 %s, %s, %d;", tn, tn, s->bar_turn0);
-        emit(e, "@%s bar.arrive %d, 256;", pl, s->bar_turn0);
+        op_bar_arrive_if(e, pl, s->bar_turn0, named_bar_threads(p, s->bar_turn0));
     }
     emit_note(e, "this consumer's Q rows: the wgmma A descriptor (K-major, SBO = 8 rows)");
     emit(e, "mad.lo.u32 %s, %s, %d, %%cs_q0;", reg(e, "b32", "cs_qrows"), w, s->mma_m * sw);
@@ -480,7 +479,7 @@ static void emit_release(Emit *e, const char *empty, const char *stage)
 {
     const char *bar = reg(e, "b32", "cs_bar");
     stage_addr(e, bar, empty, stage, 8);
-    emit(e, "@%%cs_lane0 mbarrier.arrive.shared::cta.b64 _, [%s];", bar);
+    op_mbar_arrive_if(e, "%cs_lane0", bar);
 }
 
 /* Softmax of S for block %cs_j, the masked variant for blocks that need it. */
@@ -512,12 +511,14 @@ static void emit_next_slot(Emit *e)
  * softmax runs while the other's GEMMs occupy the tensor core (plan: turn<w>). */
 static void emit_turn_begin(Emit *e)
 {
-    if (e->p->sm90.pingpong) emit(e, "bar.sync %%cs_turn, %d;", 256);
+    const Sm90Plan *s = &e->p->sm90;
+    if (s->pingpong) op_bar_sync_at(e, NULL, "%cs_turn", named_bar_threads(e->p, s->bar_turn0));
 }
 
 static void emit_turn_end(Emit *e)
 {
-    if (e->p->sm90.pingpong) emit(e, "bar.arrive %%cs_turn_next, %d;", 256);
+    const Sm90Plan *s = &e->p->sm90;
+    if (s->pingpong) op_bar_arrive_at(e, NULL, "%cs_turn_next", named_bar_threads(e->p, s->bar_turn0));
 }
 
 /* Main loop, FlashAttention-3 intra-warpgroup pipeline: while the tensor core
@@ -630,7 +631,7 @@ static void emit_consumer(Emit *e)
     if (s->pingpong) {
         emit_note(e, "consumer 0 takes the last turn handed to it, so no barrier is left half-arrived");
         emit(e, "setp.eq.u32 %%cs_p, %%cs_w, 0;");
-        emit(e, "@%%cs_p bar.sync %d, 256;", s->bar_turn0);
+        op_bar_sync_if(e, "%cs_p", s->bar_turn0, named_bar_threads(p, s->bar_turn0));
     }
     emit(e, "bra.uni $exit;");
 }
