@@ -18,7 +18,7 @@ enum {
     CLUSTER_SHIFT = 24, /* shared::cluster address = (rank + 1) << 24 | shared::cta address */
 };
 
-typedef enum { TS_RUN, TS_COLL, TS_BAR, TS_MBAR, TS_CLUSTER, TS_BULK, TS_WG, TS_EXIT } ThreadState;
+typedef enum { TS_RUN, TS_COLL, TS_BAR, TS_MBAR, TS_CLUSTER, TS_BULK, TS_WG, TS_CPA, TS_EXIT } ThreadState;
 
 /* What last wrote a shared-memory word or TMEM cell. */
 typedef enum {
@@ -71,6 +71,13 @@ typedef struct Cta {
     uint32_t pipe_issued; /* tcgen05.mma ops issued: the pipe clock's epochs */
 } Cta;
 
+/* A cp.async that has landed in shared memory but is not published yet (see sim.c). */
+typedef struct CpLanded {
+    uint32_t seg;    /* the issuing thread's segment */
+    uint32_t word;   /* first destination word (in the issuing thread's CTA) */
+    uint32_t nwords;
+} CpLanded;
+
 typedef struct Thread {
     uint64_t *r;
     int pc;
@@ -95,6 +102,16 @@ typedef struct Thread {
     uint32_t grp_commit;
     uint16_t grp_out[GROUP_RING];
     uint32_t wg_retired; /* wgmma groups whose accumulators this thread owns again */
+    /* cp.async (non-bulk): the thread's copies fall into segments, closed by commit_group and by
+     * cp.async.mbarrier.arrive; cpa_fly counts each segment's copies that have not landed */
+    uint32_t cpa_seg;                  /* the open segment */
+    uint32_t cpa_low;                  /* every segment below it has landed */
+    uint32_t cpa_commit;               /* cp.async-groups committed */
+    uint32_t cpa_grp_end[GROUP_RING];  /* group g: its copies are in segments below cpa_grp_end[g % GROUP_RING] */
+    uint16_t cpa_fly[GROUP_RING];      /* per segment, ring-indexed */
+    uint8_t cpa_retry;                 /* blocked in wait_all, which has already committed */
+    CpLanded *cpl;                     /* landed copies not yet published */
+    int ncpl, cpl_cap;
     uint64_t steps;
 } Thread;
 
@@ -103,7 +120,11 @@ typedef struct Warp {
     int cta;
 } Warp;
 
-typedef enum { A_TMA_LOAD, A_TMA_STORE, A_MMA, A_COMMIT, A_CP, A_WGMMA, A_BULK_LOAD, A_BULK_STORE } AsyncKind;
+typedef enum {
+    A_TMA_LOAD, A_TMA_STORE, A_MMA, A_COMMIT, A_CP, A_WGMMA, A_BULK_LOAD, A_BULK_STORE,
+    A_CPA,       /* a cp.async copy */
+    A_CPA_ARRIVE /* the arrive-on of a cp.async.mbarrier.arrive */
+} AsyncKind;
 
 typedef struct Op {
     int kind;
@@ -124,6 +145,9 @@ typedef struct Op {
         struct { uint32_t mbar; int ctas[MAX_CTAS]; int nctas; uint32_t upto; } commit;
         TcCp cp;
         struct { TcWgmma w; int wg_first; int *dregs; int nd; uint32_t (*a)[TC_MAX_REGS]; uint32_t group; } wg;
+        /* A_CPA: src, dst, seg (the copy's segment), size and src_size; A_CPA_ARRIVE: mbar (in the
+         * issuing CTA), seg (it fires once every segment below has landed) */
+        struct { uint64_t src; uint32_t dst, seg, mbar; uint8_t size, src_size; } cpa;
     } u;
 } Op;
 

@@ -522,8 +522,29 @@ static void decode_tcgen05(P *p, Ins *in, const Toks *k, const char *w)
     } else fail(p, "'%s' is not simulated", w);
 }
 
+/* cp.async without .bulk: the Ampere-style copy and its group and mbarrier completions. */
+static void decode_cp_async(P *p, Ins *in, const Toks *k, const char *w)
+{
+    if (k->n < 3) fail(p, "'%s' is not simulated", w);
+    const char *op = k->t[2];
+    if (!strcmp(op, "commit_group")) in->op = OP_CPA_COMMIT;
+    else if (!strcmp(op, "wait_group")) in->op = OP_CPA_WAIT;
+    else if (!strcmp(op, "wait_all")) in->op = OP_CPA_WAIT, in->a = 1;
+    else if (!strcmp(op, "mbarrier") && k->n > 3 && !strcmp(k->t[3], "arrive")) {
+        in->op = OP_CPA_ARRIVE, in->a = (int16_t)has(k, "noinc");
+        in->space = SP_SHARED; /* shared::cta only; a generic address is taken as one (cvta.shared is not simulated) */
+    } else if (!strcmp(op, "ca") || !strcmp(op, "cg")) {
+        /* the destination (shared::cta) comes first, then global; .L2::64B/128B/256B are hints */
+        if (k->n < 5 || strncmp(k->t[3], "shared", 6) || !strcmp(k->t[3], "shared::cluster") || strcmp(k->t[4], "global"))
+            fail(p, "'%s': only cp.async.{ca,cg}.shared{::cta}.global is simulated", w);
+        in->op = OP_CPA, in->a = op[1] == 'g';
+        in->b = (int16_t)has(k, "L2::cache_hint");
+    } else fail(p, "'%s' is not simulated", w);
+}
+
 static void decode_cp(P *p, Ins *in, const Toks *k, const char *w)
 {
+    if (has(k, "async") && !has(k, "bulk")) { decode_cp_async(p, in, k, w); return; }
     if (!has(k, "async") || !has(k, "bulk")) fail(p, "'%s' is not simulated", w);
     if (has(k, "commit_group")) { in->op = OP_BULK_COMMIT; return; }
     if (has(k, "wait_group")) { in->op = OP_BULK_WAIT; in->mods |= has(k, "read") ? M_READ : 0; return; }
@@ -909,6 +930,8 @@ const char *ptx_op_name(int op)
         [OP_TC_LD] = "tcgen05.ld", [OP_TC_ST] = "tcgen05.st", [OP_TMA_LOAD] = "cp.async.bulk.tensor (load)",
         [OP_TMA_STORE] = "cp.async.bulk.tensor (store)", [OP_WG_MMA] = "wgmma.mma_async",
         [OP_MBAR_TRY_WAIT] = "mbarrier.try_wait", [OP_BAR_SYNC] = "bar.sync",
+        [OP_CPA] = "cp.async", [OP_CPA_COMMIT] = "cp.async.commit_group", [OP_CPA_WAIT] = "cp.async.wait_group",
+        [OP_CPA_ARRIVE] = "cp.async.mbarrier.arrive",
     };
     return op > 0 && op < OP_COUNT && names[op] ? names[op] : "instruction";
 }

@@ -37,6 +37,9 @@ typedef enum {
     OP_MBAR_INIT, OP_MBAR_ARRIVE, OP_MBAR_EXPECT_TX, OP_MBAR_TRY_WAIT,
     /* TMA and bulk groups */
     OP_TMA_LOAD, OP_TMA_STORE, OP_BULK_LOAD, OP_BULK_STORE, OP_BULK_COMMIT, OP_BULK_WAIT,
+    /* cp.async (non-bulk): a: .cg on OP_CPA, wait_all on OP_CPA_WAIT, .noinc on OP_CPA_ARRIVE;
+     * b: .L2::cache_hint on OP_CPA (the last operand is then the cache policy) */
+    OP_CPA, OP_CPA_COMMIT, OP_CPA_WAIT, OP_CPA_ARRIVE,
     /* tcgen05 */
     OP_TC_ALLOC, OP_TC_DEALLOC, OP_TC_RELINQUISH, OP_TC_MMA, OP_TC_COMMIT, OP_TC_LD, OP_TC_ST, OP_TC_WAIT_LD,
     OP_TC_WAIT_ST, OP_TC_FENCE_BEFORE, OP_TC_FENCE_AFTER, OP_TC_CP,

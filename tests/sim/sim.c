@@ -3,6 +3,8 @@
  *
  * Hazards reported (each stops the run with the PTX line and the thread):
  *   - a read of shared memory or TMEM that was never written;
+ *   - a read or write of a cp.async destination before the copy is published
+ *     (wait_group / wait_all of its group, or the mbarrier phase it arrives on);
  *   - a read (by a thread, an MMA, a TMA store) of data whose write the reader
  *     has not acquired: an async write not yet published through the mbarrier
  *     the reader waited on, a tcgen05.st not followed by wait::st,
@@ -158,8 +160,8 @@ static const char *unpublished(Sim *s, const Shadow *sh, const uint32_t *vc, int
     }
     if (vc[sh->clk] < sh->ep) {
         if (sh->kind == W_ASYNC) {
-            return sh->clk >= s->nthreads + s->ncta ? "was written by an async unit (TMA) whose completion the "
-                                                      "reader has not waited for on its mbarrier"
+            return sh->clk >= s->nthreads + s->ncta ? "was written by an async unit (TMA or cp.async) whose "
+                                                      "completion the reader has not waited for on its mbarrier"
                                                     : "was written by a tcgen05.mma whose commit the reader has not "
                                                       "waited for";
         }
@@ -561,8 +563,12 @@ static void op_free(Op *op)
     free(op);
 }
 
+static int cpa_landed_below(Thread *t, uint32_t end);
+
 static int op_eligible(Sim *s, const Op *op)
 {
+    /* the arrive-on of cp.async.mbarrier.arrive waits for the thread's earlier copies */
+    if (op->kind == A_CPA_ARRIVE) return cpa_landed_below(&s->th[op->thread], op->u.cpa.seg);
     return op->stream < 0 || s->stream_next[op->stream] == op->seq;
 }
 
@@ -683,6 +689,93 @@ static void wg_retire(Sim *s, Thread *t, int wg, uint32_t upto)
     if (upto > t->wg_retired) t->wg_retired = upto;
 }
 
+/* ------------------------------------------------------------ cp.async (non-bulk)
+ * A cp.async copies 4, 8 or 16 bytes from global memory into the issuing CTA's shared memory,
+ * zero-filling what src-size (or ignore-src) leaves out. It is queued at issue (exec_cpa) and
+ * lands (data moved) at a point the scheduler picks; the destination words carry a writer
+ * footprint from issue until the copy is *published*, not merely landed, because the ISA makes
+ * cp.async writes visible only through a completion mechanism: to the issuing thread after the
+ * cp.async.wait_group / wait_all that covers the copy's group, or to whoever waits on an mbarrier
+ * phase that a cp.async.mbarrier.arrive made track it. So any access to those words before the
+ * publication is a hazard on every schedule, not only on those where the copy happens to be late.
+ * Publication tags the words:
+ *   - by a wait: as a generic-proxy store of the issuing thread (cp.async is a weak generic-proxy
+ *     write) at the thread's epoch at the wait, so the clock rules of st.shared apply from there:
+ *     the issuer reads them at once; another thread needs a barrier or mbarrier release that the
+ *     issuer performs after the wait (a release before it carries an older epoch); the async proxy
+ *     (wgmma, TMA store) needs the issuer's fence.proxy.async after the wait;
+ *   - by the arrive-on: as an async write published by that mbarrier phase (like a TMA load), so
+ *     a reader must have waited on the phase. The arrive-on releases nothing else of the thread's
+ *     (the ISA gives cp.async.mbarrier.arrive no release semantics): a producer that also stored
+ *     to shared memory must arrive normally as well.
+ * A copy is published once, by whichever comes first. (Not modelled: a copy published through
+ * an mbarrier and then also waited for by its issuer stays visible through the mbarrier only;
+ * the async proxy reading mbarrier-published copies is not checked for fence.proxy.async.)
+ * The thread's copies fall into segments, closed by commit_group (a group is a run of segments)
+ * and by cp.async.mbarrier.arrive (its arrive-on fires once every earlier segment has landed). */
+
+/* Have all of t's copies in segments below `end` landed? (end <= t->cpa_seg) */
+static int cpa_landed_below(Thread *t, uint32_t end)
+{
+    while (t->cpa_low < t->cpa_seg && !t->cpa_fly[t->cpa_low % GROUP_RING]) t->cpa_low++;
+    return t->cpa_low >= end;
+}
+
+/* Publishes t's landed copies in segments below `end`: to t itself (m NULL: a wait), or to the
+ * waiters of m's current phase (the arrive-on that is about to arrive on m). */
+static void cpa_publish(Sim *s, Thread *t, uint32_t end, const Mbar *m)
+{
+    Cta *c = &s->cta[t->cta];
+    int keep = 0;
+    for (int i = 0; i < t->ncpl; i++) {
+        CpLanded l = t->cpl[i];
+        if (l.seg >= end) { t->cpl[keep++] = l; continue; }
+        for (uint32_t w = l.word; w < l.word + l.nwords; w++) {
+            c->ssh[w].writers--;
+            if (m) mark(&c->ssh[w], W_ASYNC, m->clk, m->phase + 1);
+            else mark(&c->ssh[w], W_THREAD, t->gtid, t->vc[t->gtid]);
+        }
+    }
+    t->ncpl = keep;
+}
+
+/* The copy lands: its bytes (zeros past src_size; no global read when src_size is 0) are in
+ * shared memory, the footprint stays until it is published. */
+static void complete_cpa(Sim *s, Op *op)
+{
+    Thread *t = &s->th[op->thread];
+    uint8_t *d = s->cta[op->cta].smem + op->u.cpa.dst;
+    memset(d, 0, op->u.cpa.size);
+    if (op->u.cpa.src_size) memcpy(d, (const void *)(uintptr_t)op->u.cpa.src, op->u.cpa.src_size);
+    t->cpa_fly[op->u.cpa.seg % GROUP_RING]--;
+    if (t->ncpl == t->cpl_cap) {
+        int nc = t->cpl_cap ? t->cpl_cap * 2 : 16;
+        CpLanded *n = realloc(t->cpl, sizeof *n * (size_t)nc);
+        if (!n) { sim_hazard(s, SIM_UNSUPPORTED, "out of memory"); return; }
+        t->cpl = n, t->cpl_cap = nc;
+    }
+    t->cpl[t->ncpl++] = (CpLanded){op->u.cpa.seg, op->u.cpa.dst >> 2, op->u.cpa.size / 4u};
+}
+
+/* Every copy the cp.async.mbarrier.arrive tracks has landed: publish them on the mbarrier's
+ * current phase, then arrive (the count was raised at issue unless .noinc). */
+static void complete_cpa_arrive(Sim *s, Op *op)
+{
+    Mbar *m = mbar_at(s, op->cta, op->u.cpa.mbar, 1);
+    if (!m) return;
+    if (m->pending < 1) {
+        /* reported here, with the issuing line: the scheduler, not an instruction, fires it */
+        s->cur = NULL, s->cur_t = &s->th[op->thread];
+        sim_hazard(s, SIM_HAZARD, "the arrive-on of cp.async.mbarrier.arrive.noinc (line %d `%s`) finds no "
+                   "pending arrival on mbarrier 0x%x of CTA %d (initialised at line %d with %d arrivals) in phase "
+                   "%u: .noinc arrivals must be counted in mbarrier.init", op->line, ptx_line(s->l->mod, op->line),
+                   m->addr, m->cta, m->init_line, m->expected, m->phase);
+        return;
+    }
+    cpa_publish(s, &s->th[op->thread], op->u.cpa.seg, m);
+    mbar_arrive(s, m, 1, NULL);
+}
+
 static void complete(Sim *s, int i)
 {
     Op *op = s->ops[i];
@@ -694,6 +787,8 @@ static void complete(Sim *s, int i)
     case A_MMA: case A_CP: complete_mma(s, op); break;
     case A_COMMIT: complete_commit(s, op); break;
     case A_WGMMA: complete_wgmma(s, op); break;
+    case A_CPA: complete_cpa(s, op); break;
+    case A_CPA_ARRIVE: complete_cpa_arrive(s, op); break;
     }
     op_free(op);
 }
@@ -1132,6 +1227,113 @@ static int bulk_wait_blocks(Thread *t, uint32_t n)
     return outstanding > n;
 }
 
+/* ------------------------------------------------------------ cp.async (non-bulk), per thread */
+/* Closes the open segment (see cpa_landed_below); the ring holds GROUP_RING segments in flight. */
+static int cpa_new_segment(Sim *s, Thread *t)
+{
+    cpa_landed_below(t, 0); /* advances cpa_low */
+    if (t->cpa_seg + 1 - t->cpa_low >= GROUP_RING) {
+        sim_hazard(s, SIM_UNSUPPORTED, "more than %d cp.async groups and cp.async.mbarrier.arrives with copies in "
+                   "flight", GROUP_RING - 1);
+        return -1;
+    }
+    t->cpa_seg++;
+    return 0;
+}
+
+static void cpa_commit(Sim *s, Thread *t)
+{
+    t->cpa_grp_end[t->cpa_commit % GROUP_RING] = t->cpa_seg + 1;
+    t->cpa_commit++;
+    cpa_new_segment(s, t);
+}
+
+/* The bytes read from src: src-size, or none when the ignore-src predicate is true. */
+static uint32_t cpa_src_size(Sim *s, Thread *t, const Ins *in, uint32_t size)
+{
+    if (in->nops - 3 - in->b < 1) return size; /* only a cache policy (or nothing) follows cp-size */
+    const Operand *o = &in->ops[3];
+    if (o->kind == O_REG && s->e->regs[o->reg].type == T_PRED) return (alu_val(s, t, o) & 1) ? 0 : size;
+    return (uint32_t)alu_val(s, t, o);
+}
+
+/* cp.async.{ca,cg}.shared{::cta}.global [dst], [src], cp-size{, src-size | ignore-src}{, cache-policy} */
+static void exec_cpa(Sim *s, Thread *t, const Ins *in)
+{
+    if (in->nops < 3 || in->ops[2].kind != O_IMM) { sim_hazard(s, SIM_UNSUPPORTED, "cp.async: cp-size must be an immediate"); return; }
+    uint32_t size = (uint32_t)in->ops[2].imm;
+    uint64_t da = mem_addr(s, t, &in->ops[0]), ga = mem_addr(s, t, &in->ops[1]);
+    uint32_t src = cpa_src_size(s, t, in, size);
+    if (s->status) return;
+    if ((size != 4 && size != 8 && size != 16) || (in->a && size != 16)) {
+        sim_hazard(s, SIM_FAULT, "cp.async.%s with cp-size %u (4, 8 or 16; .cg only 16)", in->a ? "cg" : "ca", size);
+        return;
+    }
+    if (src > size) { sim_hazard(s, SIM_FAULT, "cp.async: src-size %u exceeds cp-size %u (undefined)", src, size); return; }
+    /* the source is not read when src-size is 0 or ignore-src holds: its address may be anything */
+    if (da % size || (src && ga % size)) {
+        sim_hazard(s, SIM_FAULT, "cp.async of %u bytes: shared 0x%llx or global 0x%llx is not %u-byte aligned", size,
+                   (unsigned long long)da, (unsigned long long)ga, size);
+        return;
+    }
+    Where w;
+    if (smem_where(s, t, da, 0, size, &w)) return;
+    if (src && sim_global_check(s->l->global, ga, src)) {
+        sim_hazard(s, SIM_FAULT, "cp.async reads global memory [0x%llx, +%u) outside every allocation",
+                   (unsigned long long)ga, src);
+        return;
+    }
+    Cta *c = &s->cta[w.cta];
+    for (uint32_t x = w.off >> 2; x < (w.off + size) >> 2; x++) check_write(s, &c->ssh[x], "cp.async", w.cta, x << 2, 0, 0);
+    if (s->status) return;
+    Op *op = op_new(s, A_CPA, t, -1);
+    if (!op) return;
+    op->u.cpa.src = ga, op->u.cpa.dst = w.off, op->u.cpa.seg = t->cpa_seg;
+    op->u.cpa.size = (uint8_t)size, op->u.cpa.src_size = (uint8_t)src;
+    for (uint32_t x = w.off >> 2; x < (w.off + size) >> 2; x++) c->ssh[x].writers++; /* undone at publication */
+    t->cpa_fly[t->cpa_seg % GROUP_RING]++;
+    op_push(s, op);
+}
+
+/* cp.async.wait_group N, or wait_all (= commit_group; wait_group 0): 1 when the thread must wait.
+ * Passing publishes the copies of the groups waited for to the thread. */
+static int cpa_wait_blocks(Sim *s, Thread *t, const Ins *in)
+{
+    uint32_t n = 0;
+    if (in->a) {
+        if (!t->cpa_retry) cpa_commit(s, t); /* once, not on each re-check */
+    } else {
+        n = (uint32_t)alu_val(s, t, &in->ops[0]);
+    }
+    if (n >= GROUP_RING) { sim_hazard(s, SIM_UNSUPPORTED, "cp.async.wait_group %u: at most %d", n, GROUP_RING - 1); return 0; }
+    if (t->cpa_commit <= n) return 0; /* N or fewer groups at all */
+    uint32_t end = t->cpa_grp_end[(t->cpa_commit - n - 1) % GROUP_RING];
+    if (!cpa_landed_below(t, end)) { t->cpa_retry = (uint8_t)in->a; return 1; }
+    t->cpa_retry = 0;
+    cpa_publish(s, t, end, NULL);
+    return 0;
+}
+
+/* cp.async.mbarrier.arrive{.noinc}.shared{::cta}.b64 [mbar]: an arrive-on once the thread's
+ * copies so far have landed. Without .noinc the pending count is raised now, so that arrive-on
+ * nets zero in this phase; with .noinc it is one of the arrivals mbarrier.init counted. */
+static void exec_cpa_arrive(Sim *s, Thread *t, const Ins *in)
+{
+    Where w;
+    Mbar *m = mbar_operand(s, t, in, &in->ops[0], &w);
+    if (!m) return;
+    if (w.cta != t->cta) { sim_hazard(s, SIM_FAULT, "cp.async.mbarrier.arrive on another CTA's mbarrier (shared::cta only)"); return; }
+    if (!in->a) {
+        if (m->pending + 1 > (1 << 20) - 1) { sim_hazard(s, SIM_FAULT, "cp.async.mbarrier.arrive: pending count overflows"); return; }
+        m->pending++;
+    }
+    Op *op = op_new(s, A_CPA_ARRIVE, t, -1);
+    if (!op) return;
+    op->u.cpa.mbar = w.off, op->u.cpa.seg = t->cpa_seg + 1;
+    if (cpa_new_segment(s, t)) { op_free(op); return; }
+    op_push(s, op);
+}
+
 /* ------------------------------------------------------------ tcgen05 (per thread) */
 static int pipe_stream(Sim *s, int cta) { (void)s; return cta; }
 
@@ -1544,6 +1746,12 @@ static int run_thread(Sim *s, Thread *t, int quantum)
         case OP_BULK_WAIT:
             if (bulk_wait_blocks(t, (uint32_t)alu_val(s, t, &in->ops[0]))) { t->state = TS_BULK; return done; }
             break;
+        case OP_CPA: exec_cpa(s, t, in); break;
+        case OP_CPA_COMMIT: cpa_commit(s, t); break;
+        case OP_CPA_WAIT:
+            if (cpa_wait_blocks(s, t, in)) { t->state = TS_CPA; return done; }
+            break;
+        case OP_CPA_ARRIVE: exec_cpa_arrive(s, t, in); break;
         case OP_TC_MMA: exec_tc_mma(s, t, in); break;
         case OP_TC_COMMIT: exec_tc_commit(s, t, in); break;
         case OP_TC_CP: exec_tc_cp(s, t, in); break;
@@ -1574,7 +1782,8 @@ static int run_thread(Sim *s, Thread *t, int quantum)
 static const char *state_name(int st)
 {
     static const char *n[] = {"running", "at a warp collective", "at bar.sync", "waiting on an mbarrier",
-                              "at barrier.cluster.wait", "at cp.async.bulk.wait_group", "at wgmma.wait_group", "exited"};
+                              "at barrier.cluster.wait", "at cp.async.bulk.wait_group", "at wgmma.wait_group",
+                              "at cp.async.wait_group", "exited"};
     return n[st];
 }
 
@@ -1681,7 +1890,10 @@ static int sim_setup(Sim *s)
 
 static void sim_teardown(Sim *s)
 {
-    if (s->th) { free(s->th[0].r); free(s->th[0].vc); free(s->th[0].pend); }
+    if (s->th) {
+        free(s->th[0].r); free(s->th[0].vc); free(s->th[0].pend);
+        for (int i = 0; i < s->nthreads; i++) free(s->th[i].cpl);
+    }
     for (int c = 0; c < s->ncta; c++) {
         Cta *k = &s->cta[c];
         free(k->smem), free(k->ssh), free(k->mbmap), free(k->tmem), free(k->tsh);
@@ -1723,7 +1935,7 @@ static void run_cluster(Sim *s)
             if (!s->status) moved += try_collective(s, s->order[k]);
         }
         if (s->status) break;
-        /* blocked waits that may now pass: bulk and wgmma waits re-check by running */
+        /* blocked waits that may now pass: bulk, wgmma and cp.async waits re-check by running */
         int done = complete_due(s, 0);
         if (!s->live && !s->nops) break;
         if (!moved && !done) {
@@ -1733,7 +1945,7 @@ static void run_cluster(Sim *s)
             }
         }
         for (int i = 0; i < s->nthreads; i++)
-            if (s->th[i].state == TS_BULK || s->th[i].state == TS_WG) s->th[i].state = TS_RUN;
+            if (s->th[i].state == TS_BULK || s->th[i].state == TS_WG || s->th[i].state == TS_CPA) s->th[i].state = TS_RUN;
     }
     if (!s->status) check_exit_state(s);
 }
