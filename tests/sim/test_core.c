@@ -1,6 +1,7 @@
 /* test_core.c - the simulator core on small hand-written PTX kernels, through
  * its driver (build/sim/libcuda.so.1): scalar semantics, warp collectives,
- * barriers, bulk copies with mbarriers, and that each kind of hazard, fault and
+ * barriers, bulk copies with mbarriers, cp.async (gathers with zero fill, groups,
+ * mbarrier completion), and that each kind of hazard, fault and
  * deadlock is reported (and a correct twin of each is not).
  * Prints 'test_core: N passed, N failed'.
  */
@@ -181,6 +182,202 @@ static const char k_tmem_quarter[] = K_TMEM("mov.u32 %r0, 2097152;\n" /* lane 32
                                             "tcgen05.st.sync.aligned.32x32b.x1.b32 [%r0], {%r2};\n"
                                             "tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r2, 64;\n");
 
+/* ------------------------------------------------------------ cp.async (non-bulk) */
+/* Global layout of these kernels: 8 rows of 16 bytes at +0, 32 int32 row indices at +512, output
+ * at +1024. A smem base aligned to 1024 in %r1. */
+#define CPA_PROLOGUE \
+    "ld.param.u64 %a, [p]; mov.u32 %r0, %tid.x; mov.u32 %r1, smem; add.u32 %r1, %r1, 1023; and.b32 %r1, %r1, -1024;\n"
+/* thread i (of 32) gathers row idx[i] into smem + 16 i: src-size 16 for 0 <= idx < 8, else 0
+ * with the row address as computed (out of every allocation for most of the invalid ones) */
+#define CPA_GATHER(I) \
+    "mul.wide.u32 %g, " I ", 4; add.u64 %g, %g, %a; ld.global.s32 %r2, [%g+512];\n" \
+    "setp.lt.u32 %q0, %r2, 8; selp.u32 %r3, 16, 0, %q0;\n" \
+    "mul.wide.s32 %g, %r2, 16; add.u64 %g, %g, %a; shl.b32 %r4, " I ", 4; add.u32 %r4, %r4, %r1;\n" \
+    "cp.async.cg.shared.global [%r4], [%g], 16, %r3;\n"
+/* thread i stores smem row (i + K) % 32 to the output row i */
+#define CPA_READ_ROW(I, K) \
+    "add.u32 %r5, " I ", " K "; and.b32 %r5, %r5, 31; shl.b32 %r5, %r5, 4; add.u32 %r5, %r5, %r1;\n" \
+    "ld.shared.v4.u32 {%r6, %r7, %r8, %r9}, [%r5];\n" \
+    "mul.wide.u32 %o, " I ", 16; add.u64 %o, %o, %a; st.global.v4.u32 [%o+1024], {%r6, %r7, %r8, %r9};\n"
+#define CPA_REGS ".reg .b64 %a, %g, %o; .reg .b32 %r<12>; .reg .pred %q<4>;\n"
+
+/* 32 threads gather, wait for their group, synchronise, and read their neighbour's row */
+#define K_CPA_GATHER(WAIT, SYNC) HEADER \
+    ".visible .entry k(.param .u64 p)\n{\n" CPA_REGS CPA_PROLOGUE CPA_GATHER("%r0") \
+    "cp.async.commit_group;\n" WAIT "\n" SYNC "\n" CPA_READ_ROW("%r0", "1") "ret;\n}\n"
+static const char k_cpa_gather[] = K_CPA_GATHER("cp.async.wait_group 0;", "bar.sync 0;");
+static const char k_cpa_no_bar[] = K_CPA_GATHER("cp.async.wait_group 0;", "");
+static const char k_cpa_no_wait_bar[] = K_CPA_GATHER("", "bar.sync 0;");
+
+/* each thread reads its own copy: after wait_group (ok) or before it (a hazard, however early the
+ * copy lands: the words stay the copy's until a wait publishes them) */
+#define K_CPA_SELF(BEFORE, AFTER) HEADER \
+    ".visible .entry k(.param .u64 p)\n{\n" CPA_REGS CPA_PROLOGUE CPA_GATHER("%r0") \
+    "cp.async.commit_group;\n" BEFORE "\n" \
+    CPA_READ_ROW("%r0", "0") AFTER "\nret;\n}\n"
+static const char k_cpa_self_ok[] = K_CPA_SELF("cp.async.wait_group 0;", "");
+static const char k_cpa_self_early[] = K_CPA_SELF("", "cp.async.wait_group 0;");
+
+/* thread 0 copies and signals thread 32 with a plain mbarrier.arrive: the wait_group must come
+ * before the release (ok), not after it (a hazard: the release carries an epoch older than the
+ * copy's publication) */
+#define K_CPA_RELEASE(BEFORE, AFTER) HEADER \
+    ".visible .entry k(.param .u64 p)\n{\n" CPA_REGS CPA_PROLOGUE \
+    "add.u32 %r10, %r1, 1024;\n" \
+    "setp.ne.u32 %q1, %r0, 0; @%q1 bra $w; mbarrier.init.shared::cta.b64 [%r10], 1;\n" \
+    "$w: bar.sync 0;\n" \
+    "@%q1 bra $c;\n" CPA_GATHER("%r0") "cp.async.commit_group;\n" BEFORE "\n" \
+    "mbarrier.arrive.shared::cta.b64 _, [%r10];\n" AFTER "\nbra $done;\n" \
+    "$c: setp.ne.u32 %q2, %r0, 32; @%q2 bra $done;\n" \
+    "$l: mbarrier.try_wait.parity.shared::cta.b64 %q3, [%r10], 0; @!%q3 bra $l;\n" \
+    "mov.u32 %r11, 0;\n" CPA_READ_ROW("%r11", "0") \
+    "$done: ret;\n}\n"
+static const char k_cpa_release_ok[] = K_CPA_RELEASE("cp.async.wait_group 0;", "");
+static const char k_cpa_release_early[] = K_CPA_RELEASE("", "cp.async.wait_group 0;");
+
+/* warp 0 gathers and signals warp 1 through an mbarrier that tracks its copies: with .noinc
+ * (COUNT 32: the arrive-ons are the arrivals), or without (each arrive-on nets zero, so the
+ * producers also arrive normally). Warp 1 reads row (j + 5) % 32. */
+#define K_CPA_MBAR(COUNT, SIGNAL) HEADER \
+    ".visible .entry k(.param .u64 p)\n{\n" CPA_REGS CPA_PROLOGUE \
+    "add.u32 %r10, %r1, 1024;\n" \
+    "setp.ne.u32 %q1, %r0, 0; @%q1 bra $w; mbarrier.init.shared::cta.b64 [%r10], " COUNT ";\n" \
+    "fence.mbarrier_init.release.cluster;\n" \
+    "$w: bar.sync 0;\n" \
+    "setp.ge.u32 %q1, %r0, 32; @%q1 bra $c;\n" CPA_GATHER("%r0") SIGNAL "\nbra $done;\n" \
+    "$c: $l: mbarrier.try_wait.parity.shared::cta.b64 %q3, [%r10], 0; @!%q3 bra $l;\n" \
+    "sub.u32 %r11, %r0, 32;\n" CPA_READ_ROW("%r11", "5") \
+    "$done: ret;\n}\n"
+static const char k_cpa_noinc[] = K_CPA_MBAR("32", "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%r10];");
+static const char k_cpa_inc[] = K_CPA_MBAR("32", "cp.async.mbarrier.arrive.shared::cta.b64 [%r10];\n"
+                                                 "mbarrier.arrive.shared::cta.b64 _, [%r10];");
+/* init counts one arrival fewer than the .noinc arrive-ons (31): phase 0 completes without the
+ * last copy, which lands in phase 1, and the consumer that reads it has not waited for that phase */
+static const char k_cpa_noinc_count[] = K_CPA_MBAR("31", "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%r10];");
+/* without .noinc and without the normal arrivals the phase never completes */
+static const char k_cpa_inc_only[] = K_CPA_MBAR("32", "cp.async.mbarrier.arrive.shared::cta.b64 [%r10];");
+
+/* one thread, two groups: wait_group 1 publishes the older group only */
+#define K_CPA_GROUPS(OFF) HEADER \
+    ".visible .entry k(.param .u64 p)\n{\n" CPA_REGS CPA_PROLOGUE \
+    "cp.async.ca.shared.global [%r1], [%a], 16; cp.async.commit_group;\n" \
+    "cp.async.cg.shared.global [%r1+16], [%a+16], 16; cp.async.commit_group;\n" \
+    "cp.async.wait_group 1;\n" \
+    "ld.shared.v4.u32 {%r6, %r7, %r8, %r9}, [%r1+" OFF "]; st.global.v4.u32 [%a+1024], {%r6, %r7, %r8, %r9};\n" \
+    "cp.async.wait_all;\nret;\n}\n"
+static const char k_cpa_groups[] = K_CPA_GROUPS("0");
+static const char k_cpa_groups_young[] = K_CPA_GROUPS("16");
+
+/* one thread: the sizes and the zero fill. Source bytes at +0..80; smem offsets 0 (4 bytes),
+ * 16 (8 bytes, src-size 3), 32 (16 bytes .cg, src-size 5 in a register), 48 (4 bytes, ignore-src
+ * true, address out of every allocation), 52 (4 bytes, ignore-src false), 64 (16 bytes, src-size
+ * Z at an address out of every allocation, with a cache policy); each copied back to +1024 + offset */
+#define K_CPA_SIZES(Z) HEADER \
+    ".visible .entry k(.param .u64 p)\n{\n" CPA_REGS ".reg .b64 %bad, %pol;\n" CPA_PROLOGUE \
+    "add.u64 %bad, %a, 1073741824; mov.b64 %pol, 0; mov.u32 %r2, 5;\n" \
+    "setp.eq.u32 %q0, %r2, 5; setp.ne.u32 %q1, %r2, 5;\n" \
+    "cp.async.ca.shared.global [%r1], [%a], 4;\n" \
+    "cp.async.ca.shared::cta.global [%r1+16], [%a+16], 8, 3;\n" \
+    "cp.async.cg.shared.global.L2::128B [%r1+32], [%a+32], 16, %r2;\n" \
+    "cp.async.ca.shared.global [%r1+48], [%bad], 4, %q0;\n" \
+    "cp.async.ca.shared.global [%r1+52], [%a+52], 4, %q1;\n" \
+    "cp.async.cg.shared.global.L2::cache_hint [%r1+64], [%bad], 16, " Z ", %pol;\n" \
+    "cp.async.wait_all;\n" \
+    "ld.shared.u32 %r6, [%r1]; st.global.u32 [%a+1024], %r6;\n" \
+    "ld.shared.v2.u32 {%r6, %r7}, [%r1+16]; st.global.v2.u32 [%a+1040], {%r6, %r7};\n" \
+    "ld.shared.v4.u32 {%r6, %r7, %r8, %r9}, [%r1+32]; st.global.v4.u32 [%a+1056], {%r6, %r7, %r8, %r9};\n" \
+    "ld.shared.v2.u32 {%r6, %r7}, [%r1+48]; st.global.v2.u32 [%a+1072], {%r6, %r7};\n" \
+    "ld.shared.v4.u32 {%r6, %r7, %r8, %r9}, [%r1+64]; st.global.v4.u32 [%a+1088], {%r6, %r7, %r8, %r9};\n" \
+    "ret;\n}\n"
+static const char k_cpa_sizes[] = K_CPA_SIZES("0");
+static const char k_cpa_oob[] = K_CPA_SIZES("16");
+
+/* the rows, the indices (valid ones and each kind of invalid one) */
+static void cpa_inputs(CUdeviceptr buf, int32_t idx[32])
+{
+    uint32_t rows[32];
+    for (int r = 0; r < 8; r++)
+        for (int j = 0; j < 4; j++) rows[r * 4 + j] = 0x1000u * (uint32_t)(r + 1) + (uint32_t)j;
+    for (int i = 0; i < 32; i++) idx[i] = (i * 3) % 8;
+    idx[3] = -1, idx[7] = 8, idx[11] = INT32_MIN, idx[15] = INT32_MAX, idx[20] = 1000000, idx[26] = -8;
+    cuMemsetD8(buf, 0, 4096);
+    cuMemcpyHtoD(buf, rows, sizeof rows);
+    cuMemcpyHtoD(buf + 512, idx, 32 * sizeof(int32_t));
+    cuMemsetD8(buf + 1024, 0xEE, 512); /* so that zeros are written, not left */
+}
+
+/* Output row i holds gathered row idx[(i + k) % 32] (zeros when invalid) for i < n. */
+static int cpa_rows_ok(CUdeviceptr buf, const int32_t idx[32], int k, int n)
+{
+    uint32_t out[128];
+    cuMemcpyDtoH(out, buf + 1024, sizeof out);
+    for (int i = 0; i < n; i++) {
+        int32_t r = idx[(i + k) % 32];
+        for (int j = 0; j < 4; j++) {
+            uint32_t want = r >= 0 && r < 8 ? 0x1000u * (uint32_t)(r + 1) + (uint32_t)j : 0;
+            if (out[i * 4 + j] != want) {
+                printf("  row %d word %d: got 0x%x, want 0x%x (index %d)\n", i, j, out[i * 4 + j], want, r);
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+static void test_cp_async(CUdeviceptr buf)
+{
+    int32_t idx[32];
+    cpa_inputs(buf, idx);
+    expect_ok("cp.async gather", k_cpa_gather, 32, buf);
+    check(cpa_rows_ok(buf, idx, 1, 32), "cp.async gather: valid rows copied, invalid indices zero-filled");
+    expect_report("cp.async: another thread's row read without a barrier", k_cpa_no_bar, 32, buf,
+                  "reads shared memory");
+    expect_report("cp.async: another thread's row read before its wait_group", k_cpa_no_wait_bar, 32, buf,
+                  "in-flight async op");
+
+    cpa_inputs(buf, idx);
+    expect_ok("cp.async: own copy read after wait_group", k_cpa_self_ok, 32, buf);
+    check(cpa_rows_ok(buf, idx, 0, 32), "cp.async: own copy read after wait_group");
+    expect_report("cp.async: own copy read before wait_group", k_cpa_self_early, 32, buf, "in-flight async op");
+
+    cpa_inputs(buf, idx);
+    expect_ok("cp.async.wait_group 1", k_cpa_groups, 1, buf);
+    int32_t first[32] = {0};
+    check(cpa_rows_ok(buf, first, 0, 1), "cp.async.wait_group 1: the older group's row");
+    expect_report("cp.async.wait_group 1: the younger group read", k_cpa_groups_young, 1, buf, "in-flight async op");
+
+    cpa_inputs(buf, idx);
+    expect_ok("cp.async: wait_group, then mbarrier.arrive", k_cpa_release_ok, 64, buf);
+    check(cpa_rows_ok(buf, idx, 0, 1), "cp.async: a wait_group before the release publishes the copy");
+    expect_report("cp.async: mbarrier.arrive, then wait_group", k_cpa_release_early, 64, buf, "reads shared memory");
+
+    cpa_inputs(buf, idx);
+    expect_ok("cp.async.mbarrier.arrive.noinc", k_cpa_noinc, 64, buf);
+    check(cpa_rows_ok(buf, idx, 5, 32), "cp.async.mbarrier.arrive.noinc: the consumer warp reads the gathered rows");
+    cpa_inputs(buf, idx);
+    expect_ok("cp.async.mbarrier.arrive + mbarrier.arrive", k_cpa_inc, 64, buf);
+    check(cpa_rows_ok(buf, idx, 5, 32), "cp.async.mbarrier.arrive (no .noinc): the consumer warp reads the rows");
+    expect_report(".noinc arrivals not counted by mbarrier.init", k_cpa_noinc_count, 64, buf, "reads shared memory");
+    expect_report("cp.async.mbarrier.arrive without .noinc nets zero", k_cpa_inc_only, 64, buf, "deadlock");
+
+    uint8_t src[80], out[80];
+    for (int i = 0; i < 80; i++) src[i] = (uint8_t)(i * 7 + 3);
+    cuMemsetD8(buf, 0, 4096);
+    cuMemcpyHtoD(buf, src, sizeof src);
+    cuMemsetD8(buf + 1024, 0xEE, 80);
+    expect_ok("cp.async sizes, src-size, ignore-src", k_cpa_sizes, 1, buf);
+    cuMemcpyDtoH(out, buf + 1024, sizeof out);
+    static const uint8_t z[16];
+    check(!memcmp(out, src, 4), "cp.async.ca 4 bytes");
+    check(!memcmp(out + 16, src + 16, 3) && !memcmp(out + 19, z, 5), "cp.async.ca 8 bytes, src-size 3: 5 zeros");
+    check(!memcmp(out + 32, src + 32, 5) && !memcmp(out + 37, z, 11), "cp.async.cg 16 bytes, src-size 5 (register)");
+    check(!memcmp(out + 48, z, 4), "ignore-src true: zeros, the address is not read");
+    check(!memcmp(out + 52, src + 52, 4), "ignore-src false: copied");
+    check(!memcmp(out + 64, z, 16), "src-size 0 at an address outside every allocation: zeros, no fault");
+    expect_report("cp.async src-size 16 at an address outside every allocation", k_cpa_oob, 1, buf,
+                  "outside every allocation");
+}
+
 int main(void)
 {
     if (cuInit(0)) { printf("test_core: the simulator driver did not start\n"); return 1; }
@@ -233,6 +430,8 @@ int main(void)
     expect_report("TMEM leak", k_tmem_leak, 32, buf, "still allocated");
     expect_report("TMEM double free", k_tmem_double, 32, buf, "not allocated");
     expect_report("TMEM lane quarter", k_tmem_quarter, 32, buf, "lane");
+
+    test_cp_async(buf);
 
     cuMemFree(buf);
     printf("test_core: %d passed, %d failed\n", passed, failed);
