@@ -152,6 +152,12 @@ void op_st_shared_b32(Emit *e, const char *base, uint32_t off, const char *src)
     emit(e, "st.shared.b32 [%s+%u], %s;", base, off, src);
 }
 
+void op_st_global_f32(Emit *e, const char *guard, const char *addr, const char *src)
+{
+    char g[EMIT_REG_NAME + 4];
+    emit(e, "%sst.global.f32 [%s], %s;", guard_prefix(g, sizeof g, guard), addr, src);
+}
+
 void op_st_shared_v4_b32(Emit *e, const char *base, uint32_t off, const char *const src[4])
 {
     emit(e, "st.shared.v4.b32 [%s+%u], {%s, %s, %s, %s};", base, off, src[0], src[1], src[2], src[3]);

@@ -64,6 +64,7 @@ void op_cvt_pack(Emit *e, DType dt, const char *dst, const char *hi, const char 
 /* Shared memory at [base+off] (base an address operand, "%smem" included). */
 void op_ld_shared_b32(Emit *e, const char *dst, const char *base, uint32_t off);
 void op_st_shared_b32(Emit *e, const char *base, uint32_t off, const char *src);
+void op_st_global_f32(Emit *e, const char *guard, const char *addr, const char *src);
 void op_st_shared_v4_b32(Emit *e, const char *base, uint32_t off, const char *const src[4]);
 void op_setmaxnreg(Emit *e, int regs, int entry_regs); /* inc or dec, chosen from entry_regs */
 void op_param_addr(Emit *e, const char *dst, const char *param); /* generic address of a kernel param */

@@ -187,3 +187,75 @@ void sfx_row_bounds(Emit *e, const char *row_seq, const char *kv0, const char *t
 }
 
 int named_bar_threads(const Plan *p, int id) { return p->bars[id - 1].threads; /* ids start at 1 (plan_bar) */ }
+
+void smem_at(Emit *e, const char *dst, uint32_t off) { emit(e, "add.u32 %s, %%smem, %u;", dst, off); }
+
+const char *smem_reg(Emit *e, const char *name, uint32_t off)
+{
+    const char *r = reg(e, "b32", name);
+    smem_at(e, r, off);
+    return r;
+}
+
+void addr_indexed(Emit *e, const char *dst, const char *base, const char *idx, uint32_t stride)
+{
+    emit(e, "mad.lo.u32 %s, %s, %u, %s;", dst, idx, stride, base);
+}
+
+void smem_indexed(Emit *e, const char *dst, uint32_t off, const char *idx, uint32_t stride)
+{
+    addr_indexed(e, dst, "%smem", idx, stride);
+    emit(e, "add.u32 %s, %s, %u;", dst, dst, off);
+}
+
+void mbar_at(Emit *e, const char *dst, uint32_t off, int i) { smem_at(e, dst, off + MBAR_BYTES * (uint32_t)i); }
+
+void mbar_indexed(Emit *e, const char *dst, const char *base, const char *idx)
+{
+    addr_indexed(e, dst, base, idx, MBAR_BYTES);
+}
+
+const char *mbar_init_begin(Emit *e, char *lbl, size_t n, const char *section)
+{
+    const char *pr = reg(e, "pred", "p_not_t0"), *b = reg(e, "b32", "bar");
+    emit_section(e, "%s", section);
+    emit(e, "setp.ne.u32 %s, %%thread, 0;", pr);
+    emit(e, "@%s bra %s;", pr, new_label(e, lbl, n, "init_done"));
+    return b;
+}
+
+void mbar_init(Emit *e, const char *b, const Mbar *m, int i)
+{
+    mbar_at(e, b, m->off, i);
+    op_mbar_init(e, b, m->count);
+}
+
+void mbar_init_end(Emit *e, const char *lbl)
+{
+    op_mbar_init_fence(e);
+    emit_label(e, lbl);
+}
+
+void swizzle_row(Emit *e, const char *key, const char *base, const char *row, const char *buf)
+{
+    int sw = e->p->swizzle_bytes, units = sw / 16;
+    emit(e, "mul.lo.u32 %s, %s, %d;", base, row, sw);
+    emit(e, "shr.u32 %s, %s, 7;", key, base); /* the pattern repeats every 8 rows of 128 bytes */
+    emit(e, "and.b32 %s, %s, %d;", key, key, units - 1);
+    emit(e, "add.u32 %s, %s, %s;", base, base, buf);
+}
+
+void swizzle_unit(Emit *e, const char *dst, const char *key, int u)
+{
+    emit(e, "xor.b32 %s, %s, %d;", dst, key, u);
+    emit(e, "shl.b32 %s, %s, 4;", dst, dst); /* 16-byte units */
+}
+
+void lse_store(Emit *e, const char *guard, const char *head, const char *seq, const char *idx, const char *addr,
+               const char *lse)
+{
+    emit(e, "mad.lo.u32 %s, %%bidx, %%heads_q, %s;", idx, head);
+    emit(e, "mad.lo.u32 %s, %s, %%seqlen_q, %s;", idx, idx, seq);
+    emit(e, "mad.wide.u32 %s, %s, 4, %%lse_ptr;", addr, idx); /* fp32 */
+    op_st_global_f32(e, guard, addr, lse);
+}

@@ -43,6 +43,38 @@ void sfx_row_bounds(Emit *e, const char *row_seq, const char *kv0, const char *t
 
 /* ---- pieces every kernel's emitters share ---- */
 
+/* Shared memory addresses, from %smem (mha_prologue): dst = %smem + off; a fresh b32 register
+ * `name` = %smem + off (returned); dst = base + idx * stride (base a register or "%smem");
+ * dst = %smem + off + idx * stride. */
+void smem_at(Emit *e, const char *dst, uint32_t off);
+const char *smem_reg(Emit *e, const char *name, uint32_t off);
+void addr_indexed(Emit *e, const char *dst, const char *base, const char *idx, uint32_t stride);
+void smem_indexed(Emit *e, const char *dst, uint32_t off, const char *idx, uint32_t stride);
+
+/* An mbarrier array of the smem map: barrier i at off + i * MBAR_BYTES, completing a phase
+ * after count arrivals (plus the transaction bytes expected on it, if any). */
+enum { MBAR_BYTES = 8 }; /* .b64 (PTX ISA "mbarrier") */
+typedef struct { const char *name; uint32_t off; int count; } Mbar;
+/* dst = barrier i of the array at off; dst = barrier idx (a register). */
+void mbar_at(Emit *e, const char *dst, uint32_t off, int i);
+void mbar_indexed(Emit *e, const char *dst, const char *base, const char *idx);
+/* Thread 0 initialises the barriers between begin and end (then the fence makes them visible
+ * to the async proxy); begin returns the address register for mbar_init and names the label. */
+const char *mbar_init_begin(Emit *e, char *lbl, size_t n, const char *section);
+void mbar_init(Emit *e, const char *b, const Mbar *m, int i);
+void mbar_init_end(Emit *e, const char *lbl);
+
+/* The TMA's swizzle of a staged row: 16-byte unit u of row r sits at unit
+ * u ^ ((r * swizzle_bytes >> 7) & (units - 1)). key = that mask, base = buf + r * swizzle_bytes. */
+void swizzle_row(Emit *e, const char *key, const char *base, const char *row, const char *buf);
+/* dst = the byte offset of unit u of the row whose key is in key: (key ^ u) << 4. */
+void swizzle_unit(Emit *e, const char *dst, const char *key, int u);
+
+/* LSE of sequence row seq of head into [batch, heads_q, seqlen_q] fp32 at %lse_ptr, where
+ * guard holds; idx (b32) and addr (b64) are scratch. */
+void lse_store(Emit *e, const char *guard, const char *head, const char *seq, const char *idx, const char *addr,
+               const char *lse);
+
 /* The thread count of named barrier id (plan bars). */
 int named_bar_threads(const Plan *p, int id);
 

@@ -32,20 +32,6 @@ static int piece(int left, int cap)
     return k;
 }
 
-static const char *smem_addr(Emit *e, const char *name, uint32_t off)
-{
-    const char *r = reg(e, "b32", name);
-    emit(e, "add.u32 %s, %%smem, %u;", r, off);
-    return r;
-}
-
-/* dst = %smem + base + idx * stride */
-static void indexed(Emit *e, const char *dst, uint32_t base, const char *idx, uint32_t stride)
-{
-    emit(e, "mad.lo.u32 %s, %s, %u, %%smem;", dst, idx, stride);
-    emit(e, "add.u32 %s, %s, %u;", dst, dst, base);
-}
-
 static int pair(const Plan *p) { return p->sm100.cta_pair == 2; }
 
 /* The tile index: one CTA per tile, or one cluster (the CTA pair) per tile. */
@@ -74,32 +60,28 @@ static void emit_barrier_init(Emit *e)
     const Plan *p = e->p;
     const Sm100Plan *s = &p->sm100;
     char lbl[NAME];
-    const char *pr = reg(e, "pred", "p_not_t0"), *b = reg(e, "b32", "bar");
-    emit_section(e, "prologue: mbarrier init (thread 0)");
-    emit(e, "setp.ne.u32 %s, %%thread, 0;", pr);
-    emit(e, "@%s bra %s;", pr, new_label(e, lbl, sizeof lbl, "init_done"));
-    const struct { const char *name; uint32_t off; int count; } per_tile[] = {
+    /* TODO(plan): Sm100Plan mbar entries {name, off, count}; 1 is one expect_tx arrival or one
+     * tcgen05.commit */
+    const Mbar per_tile[] = {
         {"q_full", s->bar_q_full, 1},          {"s_full", s->bar_s_full, 1},
         {"corr_full", s->bar_corr_full, s->sfx_arrivals}, {"p_full", s->bar_p_full, s->pair_arrivals},
         {"o_ready", s->bar_o_ready, s->pair_arrivals},    {"l_full", s->bar_l_full, s->sfx_arrivals},
         {"o_full", s->bar_o_full, 1},
     };
+    const char *b = mbar_init_begin(e, lbl, sizeof lbl, "prologue: mbarrier init (thread 0)");
     for (size_t k = 0; k < sizeof per_tile / sizeof per_tile[0]; k++)
         for (int t = 0; t < s->qtiles; t++) {
             emit_note(e, "plan: bar_%s[%d], %d arrival(s)", per_tile[k].name, t, per_tile[k].count);
-            emit(e, "add.u32 %s, %%smem, %u;", b, per_tile[k].off + 8u * (uint32_t)t);
-            op_mbar_init(e, b, per_tile[k].count);
+            mbar_init(e, b, &per_tile[k], t);
         }
-    for (int r = 0; r < s->n_rings; r++)
+    for (int r = 0; r < s->n_rings; r++) {
+        const Mbar ring[] = {{"full", s->ring[r].bar_full, 1}, {"empty", s->ring[r].bar_empty, 1}};
         for (int i = 0; i < s->ring[r].slots; i++) {
             emit_note(e, "plan: ring %d slot %d full / empty", r, i);
-            emit(e, "add.u32 %s, %%smem, %u;", b, s->ring[r].bar_full + 8u * (uint32_t)i);
-            op_mbar_init(e, b, 1);
-            emit(e, "add.u32 %s, %%smem, %u;", b, s->ring[r].bar_empty + 8u * (uint32_t)i);
-            op_mbar_init(e, b, 1);
+            for (size_t k = 0; k < sizeof ring / sizeof ring[0]; k++) mbar_init(e, b, &ring[k], i);
         }
-    op_mbar_init_fence(e);
-    emit_label(e, lbl);
+    }
+    mbar_init_end(e, lbl);
 }
 
 /* Warp 12 allocates the plan's TMEM columns; every thread then reads the base. */
@@ -113,7 +95,7 @@ static void emit_tmem_alloc(Emit *e)
                  p->tmem_cols, s->cta_pair, pair(p) ? "cluster" : "CTA");
     emit(e, "setp.ne.u32 %s, %%warp, %d;", pr, s->warp_mma);
     emit(e, "@%s bra %s;", pr, new_label(e, lbl, sizeof lbl, "alloc_done"));
-    const char *slot = smem_addr(e, "tmem_slot", s->off_tmem_slot);
+    const char *slot = smem_reg(e, "tmem_slot", s->off_tmem_slot);
     op_tmem_alloc(e, s->cta_pair, slot, p->tmem_cols);
     op_tmem_relinquish(e, s->cta_pair);
     emit_label(e, lbl);
@@ -185,9 +167,9 @@ static void ring_take(Emit *e, const char *who, int r, int producer, const char 
     snprintf(st, NAME, "%s_stage%d", who, r);
     snprintf(ph, NAME, "%s_phase%d", who, r);
     const char *stage = reg(e, "b32", st), *phase = reg(e, "b32", ph);
-    indexed(e, full, g->bar_full, stage, 8);
-    indexed(e, empty, g->bar_empty, stage, 8);
-    indexed(e, slot, g->off, stage, g->slot_bytes);
+    smem_indexed(e, full, g->bar_full, stage, MBAR_BYTES);
+    smem_indexed(e, empty, g->bar_empty, stage, MBAR_BYTES);
+    smem_indexed(e, slot, g->off, stage, g->slot_bytes);
     if (producer) {
         const char *par = reg(e, "b32", "ring_par");
         emit(e, "xor.b32 %s, %s, 1;", par, phase);
@@ -245,12 +227,11 @@ static void load_q(Emit *e)
     for (int t = 0; t < s->qtiles; t++) {
         emit_note(e, "Q tile %d: box {%d, %d, %d, 1} per chunk (plan map q), tx %u bytes", t, p->chunk_elems,
                   s->seq_rows, s->heads_per_tile, s->tx_q);
-        emit(e, "add.u32 %s, %%smem, %u;", bar, s->bar_q_full + 8u * (uint32_t)t);
+        mbar_at(e, bar, s->bar_q_full, t);
         const char *done = load_expect(e, bar, s->tx_q);
         emit(e, "add.u32 %s, %%m0, %d;", row, t * s->seq_rows);
         for (int c = 0; c < p->qk_chunks; c++) {
-            emit(e, "add.u32 %s, %%smem, %u;", dst, s->off_q + (uint32_t)t * s->q_tile_bytes +
-                                                        (uint32_t)c * s->q_chunk_bytes);
+            smem_at(e, dst, s->off_q + (uint32_t)t * s->q_tile_bytes + (uint32_t)c * s->q_chunk_bytes);
             emit(e, "mov.u32 %s, %d;", col, c * p->chunk_elems);
             load_box(e, dst, "%tmap_q", col, row, "%head", done);
         }
@@ -383,19 +364,14 @@ static void mma_pv(Emit *e, int t, const char *acc)
     }
 }
 
-static void mma_tile_bar(Emit *e, const char *dst, uint32_t base, int t)
-{
-    emit(e, "add.u32 %s, %%smem, %u;", dst, base + 8u * (uint32_t)t);
-}
-
 /* Wait until softmax t wrote P and correction t rescaled O for the block of parity par. */
 static void mma_wait_p(Emit *e, int t, const char *par)
 {
     const Sm100Plan *s = &e->p->sm100;
     const char *bar = reg(e, "b32", "mm_bar");
-    mma_tile_bar(e, bar, s->bar_p_full, t);
+    mbar_at(e, bar, s->bar_p_full, t);
     op_mbar_wait(e, bar, par);
-    mma_tile_bar(e, bar, s->bar_o_ready, t);
+    mbar_at(e, bar, s->bar_o_ready, t);
     op_mbar_wait(e, bar, par);
     op_tc_fence_after(e);
 }
@@ -409,7 +385,7 @@ static void mma_commit(Emit *e, const char *bar)
 static void mma_commit_tile(Emit *e, uint32_t base, int t)
 {
     const char *bar = reg(e, "b32", "mm_bar");
-    mma_tile_bar(e, bar, base, t);
+    mbar_at(e, bar, base, t);
     mma_commit(e, bar);
 }
 
@@ -450,7 +426,7 @@ static void mma_setup(Emit *e)
         const char *q = reg(e, "b32", n);
         emit_note(e, "Q%d descriptor low word (plan: smem q + %u, desc 0x%016llX)", t, t * s->q_tile_bytes,
                   (unsigned long long)s->desc_q);
-        emit(e, "add.u32 %s, %%smem, %u;", q, s->off_q + (uint32_t)t * s->q_tile_bytes);
+        smem_at(e, q, s->off_q + (uint32_t)t * s->q_tile_bytes);
         op_umma_desc_lo(e, q, q, s->desc_q);
     }
     mma_addresses(e);
@@ -481,7 +457,7 @@ static void emit_mma(Emit *e)
     const char *kempty = reg(e, "b32", "mm_kempty"), *vslot = reg(e, "b32", "mm_vslot");
     const char *vfull = reg(e, "b32", "mm_vfull"), *vempty = reg(e, "b32", "mm_vempty");
     for (int t = 0; t < s->qtiles; t++) {
-        mma_tile_bar(e, bar, s->bar_q_full, t);
+        mbar_at(e, bar, s->bar_q_full, t);
         op_mbar_wait(e, bar, "0");
     }
     ring_init(e, "mm");
@@ -691,7 +667,7 @@ static void sfx_setup(Emit *e)
     const struct { const char *name; uint32_t off; } bars[] = {
         {"sx_bar_s", s->bar_s_full}, {"sx_bar_corr", s->bar_corr_full}, {"sx_bar_p", s->bar_p_full},
         {"sx_bar_l", s->bar_l_full}};
-    for (size_t k = 0; k < sizeof bars / sizeof bars[0]; k++) indexed(e, reg(e, "b32", bars[k].name), bars[k].off, t, 8);
+    for (size_t k = 0; k < sizeof bars / sizeof bars[0]; k++) smem_indexed(e, reg(e, "b32", bars[k].name), bars[k].off, t, MBAR_BYTES);
     if (pair(p)) lead_addr(e, reg(e, "b32", "sx_bar_pl"), "%sx_bar_p");
 }
 
@@ -794,7 +770,7 @@ static void corr_block(Emit *e, int t)
     const char *bar = reg(e, "b32", "cr_bar"), *corr = reg(e, "f32", "cr_corr");
     const char *need = reg(e, "pred", "cr_need"), *any = reg(e, "pred", "cr_any");
     corr_tile_addrs(e, t);
-    emit(e, "add.u32 %s, %%smem, %u;", bar, s->bar_corr_full + 8u * (uint32_t)t);
+    mbar_at(e, bar, s->bar_corr_full, t);
     op_mbar_wait(e, bar, "%cr_par");
     op_tc_fence_after(e);
     snprintf(st, NAME, "%%cr_stats");
@@ -809,7 +785,7 @@ static void corr_block(Emit *e, int t)
     corr_rescale(e);
     emit_label(e, skip);
     op_tc_fence_before(e);
-    emit(e, "add.u32 %s, %%smem, %u;", bar, s->bar_o_ready + 8u * (uint32_t)t);
+    mbar_at(e, bar, s->bar_o_ready, t);
     if (pair(e->p)) lead_addr(e, reg(e, "b32", "cr_lbar"), bar);
     arrive_for_mma(e, bar, "%cr_lbar");
 }
@@ -818,13 +794,8 @@ static void corr_block(Emit *e, int t)
  * (16 bytes) of row r sits at u ^ ((r * swizzle >> 7) & (units - 1)), as the TMA expects. */
 static void corr_row_units(Emit *e, const char *buf)
 {
-    const Plan *p = e->p;
-    int sw = p->swizzle_bytes, units = sw / 16;
     const char *key = reg(e, "b32", "cr_key"), *base = reg(e, "b32", "cr_rowaddr");
-    emit(e, "mul.lo.u32 %s, %%row, %d;", base, sw);
-    emit(e, "shr.u32 %s, %s, 7;", key, base);
-    emit(e, "and.b32 %s, %s, %d;", key, key, units - 1);
-    emit(e, "add.u32 %s, %s, %s;", base, base, buf);
+    swizzle_row(e, key, base, "%row", buf);
 }
 
 /* Store 8 output elements (16 bytes) at O column g of this row. */
@@ -833,8 +804,7 @@ static void corr_put_unit(Emit *e, int g, const char *const v[4])
     const Sm100Plan *s = &e->p->sm100;
     int chunk = g / s->o_chunk_elems, u = (g % s->o_chunk_elems) / 8;
     const char *a = reg(e, "b32", "cr_unit");
-    emit(e, "xor.b32 %s, %%cr_key, %d;", a, u);
-    emit(e, "shl.b32 %s, %s, 4;", a, a);
+    swizzle_unit(e, a, "%cr_key", u);
     emit(e, "add.u32 %s, %s, %%cr_rowaddr;", a, a);
     op_st_shared_v4_b32(e, a, (uint32_t)chunk * s->o_chunk_bytes, v);
 }
@@ -857,7 +827,7 @@ static void corr_stage_o(Emit *e, int t, int zero)
     reg_array(e, "b32", "cr_pk", 4);
     char to[NAME], o0[NAME], o1[NAME];
     snprintf(to, NAME, "%%cr_to");
-    emit(e, "add.u32 %s, %%smem, %u;", bar, s->bar_o_full + 8u * (uint32_t)t);
+    mbar_at(e, bar, s->bar_o_full, t);
     op_mbar_wait(e, bar, "0");
     op_tc_fence_after(e);
     for (int c = 0; c < ocols;) {
@@ -894,7 +864,7 @@ static void corr_epilogue(Emit *e, int t)
     char st[NAME];
     snprintf(st, NAME, "%%cr_stats");
     corr_tile_addrs(e, t);
-    emit(e, "add.u32 %s, %%smem, %u;", bar, s->bar_l_full + 8u * (uint32_t)t);
+    mbar_at(e, bar, s->bar_l_full, t);
     op_mbar_wait(e, bar, "0");
     op_tc_fence_after(e);
     emit(e, "add.u32 %s, %s, 1;", st, st);
@@ -920,10 +890,7 @@ static void corr_epilogue(Emit *e, int t)
     emit(e, "add.u32 %s, %s, %%m0;", seq, seq);
     sfx_lse(e, lse, m, l, "%scale_log2");
     emit(e, "setp.lt.u32 %s, %s, %%seqlen_q;", pr, seq);
-    emit(e, "mad.lo.u32 %s, %%bidx, %%heads_q, %s;", idx, head);
-    emit(e, "mad.lo.u32 %s, %s, %%seqlen_q, %s;", idx, idx, seq);
-    emit(e, "mad.wide.u32 %s, %s, 4, %%lse_ptr;", ad, idx);
-    emit(e, "@%s st.global.f32 [%s], %s;", pr, ad, lse);
+    lse_store(e, pr, head, seq, idx, ad, lse);
     emit_label(e, l_nolse);
 
     int buf = t % s->o_bufs;
@@ -938,7 +905,7 @@ static void corr_epilogue(Emit *e, int t)
     const char *ob = reg(e, "b32", "cr_obuf");
     emit_note(e, "plan: O staging buffer %d at smem + %u (%u B per chunk of %d)", buf,
               s->off_o + (uint32_t)buf * s->o_tile_bytes, s->o_chunk_bytes, s->o_chunk_elems);
-    emit(e, "add.u32 %s, %%smem, %u;", ob, s->off_o + (uint32_t)buf * s->o_tile_bytes);
+    smem_at(e, ob, s->off_o + (uint32_t)buf * s->o_tile_bytes);
     corr_row_units(e, ob);
     emit(e, "setp.le.s32 %s, %%nblk, 0;", pr);
     emit(e, "@%s bra %s;", pr, new_label(e, l_zero, sizeof l_zero, "cr_zero_o"));

@@ -19,20 +19,6 @@
 
 enum { NAME = 32 };
 
-/* "%smem + off" into a fresh register. */
-static const char *smem_addr(Emit *e, const char *name, uint32_t off)
-{
-    const char *r = reg(e, "b32", name);
-    emit(e, "add.u32 %s, %%smem, %u;", r, off);
-    return r;
-}
-
-/* dst = base + stage * stride (u32). */
-static void stage_addr(Emit *e, const char *dst, const char *base, const char *stage, uint32_t stride)
-{
-    emit(e, "mad.lo.u32 %s, %s, %u, %s;", dst, stage, stride, base);
-}
-
 /* ------------------------------------------------------------------ */
 /* prologue: barriers                                                   */
 /* ------------------------------------------------------------------ */
@@ -42,31 +28,21 @@ static void emit_barrier_init(Emit *e)
     const Plan *p = e->p;
     const Sm90Plan *s = &p->sm90;
     char lbl[NAME];
-    const char *pr = reg(e, "pred", "p_not_t0");
-    emit_section(e, "prologue: mbarrier init (thread 0), then every thread syncs");
-    emit(e, "setp.ne.u32 %s, %%thread, 0;", pr);
-    emit(e, "@%s bra %s;", pr, new_label(e, lbl, sizeof lbl, "init_done"));
-    const char *b = reg(e, "b32", "bar");
+    /* TODO(plan): Sm90Plan mbar entries {name, off, count}; the full barriers' 1 is the producer's
+     * expect_tx arrival */
+    const Mbar q[] = {{"q_full", s->bar_q_full, 1}, {"q_empty", s->bar_q_empty, s->q_empty_arrivals}};
+    const Mbar kv[] = {{"k_full", s->bar_k_full, 1}, {"k_empty", s->bar_k_empty, s->kv_empty_arrivals},
+                       {"v_full", s->bar_v_full, 1}, {"v_empty", s->bar_v_empty, s->kv_empty_arrivals}};
+    const char *b = mbar_init_begin(e, lbl, sizeof lbl, "prologue: mbarrier init (thread 0), then every thread syncs");
     for (int i = 0; i < s->q_slots; i++) {
         emit_note(e, "plan: Q slot %d", i);
-        emit(e, "add.u32 %s, %%smem, %u;", b, s->bar_q_full + 8 * i);
-        op_mbar_init(e, b, 1);
-        emit(e, "add.u32 %s, %%smem, %u;", b, s->bar_q_empty + 8 * i);
-        op_mbar_init(e, b, s->q_empty_arrivals);
+        for (size_t k = 0; k < sizeof q / sizeof q[0]; k++) mbar_init(e, b, &q[k], i);
     }
     for (int i = 0; i < p->stages; i++) {
         emit_note(e, "plan: ring stage %d", i);
-        emit(e, "add.u32 %s, %%smem, %u;", b, s->bar_k_full + 8 * i);
-        op_mbar_init(e, b, 1);
-        emit(e, "add.u32 %s, %%smem, %u;", b, s->bar_k_empty + 8 * i);
-        op_mbar_init(e, b, s->kv_empty_arrivals);
-        emit(e, "add.u32 %s, %%smem, %u;", b, s->bar_v_full + 8 * i);
-        op_mbar_init(e, b, 1);
-        emit(e, "add.u32 %s, %%smem, %u;", b, s->bar_v_empty + 8 * i);
-        op_mbar_init(e, b, s->kv_empty_arrivals);
+        for (size_t k = 0; k < sizeof kv / sizeof kv[0]; k++) mbar_init(e, b, &kv[k], i);
     }
-    op_mbar_init_fence(e);
-    emit_label(e, lbl);
+    mbar_init_end(e, lbl);
     op_bar_sync(e, 0, p->threads);
 }
 
@@ -102,10 +78,10 @@ static void emit_producer(Emit *e)
     const char *qph = reg(e, "b32", "pr_q_phase"), *par = reg(e, "b32", "pr_parity");
     const char *j = reg(e, "b32", "pr_j"), *row = reg(e, "b32", "pr_row");
     const char *bar = reg(e, "b32", "pr_bar"), *dst = reg(e, "b32", "pr_dst");
-    const char *q0 = smem_addr(e, "pr_q", s->off_q);
-    const char *k0 = smem_addr(e, "pr_k", s->off_k), *v0 = smem_addr(e, "pr_v", s->off_v);
-    const char *kf = smem_addr(e, "pr_k_full", s->bar_k_full), *ke = smem_addr(e, "pr_k_empty", s->bar_k_empty);
-    const char *vf = smem_addr(e, "pr_v_full", s->bar_v_full), *ve = smem_addr(e, "pr_v_empty", s->bar_v_empty);
+    const char *q0 = smem_reg(e, "pr_q", s->off_q);
+    const char *k0 = smem_reg(e, "pr_k", s->off_k), *v0 = smem_reg(e, "pr_v", s->off_v);
+    const char *kf = smem_reg(e, "pr_k_full", s->bar_k_full), *ke = smem_reg(e, "pr_k_empty", s->bar_k_empty);
+    const char *vf = smem_reg(e, "pr_v_full", s->bar_v_full), *ve = smem_reg(e, "pr_v_empty", s->bar_v_empty);
     emit(e, "mov.u32 %s, 0;", stage);
     emit(e, "mov.u32 %s, 0;", phase);
     emit(e, "mov.u32 %s, 0;", qph);
@@ -119,14 +95,14 @@ static void emit_producer(Emit *e)
 
     emit_note(e, "Q: wait for the slot (the epilogue %d tiles back stored O from it), then load",
               s->q_slots);
-    const char *qe = smem_addr(e, "pr_q_empty", s->bar_q_empty), *qf = smem_addr(e, "pr_q_full", s->bar_q_full);
+    const char *qe = smem_reg(e, "pr_q_empty", s->bar_q_empty), *qf = smem_reg(e, "pr_q_full", s->bar_q_full);
     emit(e, "xor.b32 %s, %s, 1;", par, qph);
-    stage_addr(e, bar, qe, "%pr_q_slot", 8);
+    mbar_indexed(e, bar, qe, "%pr_q_slot");
     op_mbar_wait(e, bar, par);
-    stage_addr(e, bar, qf, "%pr_q_slot", 8);
+    mbar_indexed(e, bar, qf, "%pr_q_slot");
     emit_note(e, "plan: tx q = %u bytes", s->tx_q);
     op_mbar_expect_tx(e, bar, s->tx_q);
-    stage_addr(e, dst, q0, "%pr_q_slot", s->tx_q);
+    addr_indexed(e, dst, q0, "%pr_q_slot", s->tx_q);
     load_chunks(e, "%tmap_q", dst, s->q_chunk_bytes, p->qk_chunks, "%m0", "%head", bar);
     ring_advance(e, "%pr_q_slot", qph, s->q_slots);
 
@@ -143,11 +119,11 @@ static void emit_producer(Emit *e)
                  {"V", ve, vf, v0, "%tmap_v", s->tx_v, s->v_stage_bytes, s->v_chunk_bytes, p->ov_chunks}};
     for (int t = 0; t < 2; t++) {
         emit_note(e, "%s: wait for the ring slot, then load (plan: tx %u bytes)", kv[t].what, kv[t].tx);
-        stage_addr(e, bar, kv[t].empty, stage, 8);
+        mbar_indexed(e, bar, kv[t].empty, stage);
         op_mbar_wait(e, bar, par);
-        stage_addr(e, bar, kv[t].full, stage, 8);
+        mbar_indexed(e, bar, kv[t].full, stage);
         op_mbar_expect_tx(e, bar, kv[t].tx);
-        stage_addr(e, dst, kv[t].base, stage, kv[t].stage_bytes);
+        addr_indexed(e, dst, kv[t].base, stage, kv[t].stage_bytes);
         load_chunks(e, kv[t].tmap, dst, kv[t].chunk_bytes, kv[t].chunks, row, "%kv_head", bar);
     }
     ring_advance(e, stage, phase, p->stages);
@@ -180,7 +156,7 @@ static void emit_qk(Emit *e, const char *stage)
     const char *qd = reg(e, "b64", "cs_qd"), *kd = reg(e, "b64", "cs_kd");
     const char *qlo = reg(e, "b32", "cs_qd_lo"), *klo = reg(e, "b32", "cs_kd_lo");
     emit_note(e, "S = Q K^T: %d x wgmma m64n%dk16 SS (plan: qk wgmma)", p->qk / 16, p->bn);
-    stage_addr(e, addr, "%cs_k0", stage, s->k_stage_bytes);
+    addr_indexed(e, addr, "%cs_k0", stage, s->k_stage_bytes);
     emit_note(e, "descriptors differ only in the start-address field: step the low word, keep the high word");
     emit(e, "shr.u32 %s, %s, 4;", addr, addr);
     emit(e, "or.b32 %s, %s, 0x%08X;", addr, addr, sm90_desc_lo_lbo(16));
@@ -204,7 +180,7 @@ static void emit_pv(Emit *e, const char *stage)
     uint32_t sw = (uint32_t)p->swizzle_bytes;
     emit_note(e, "O += P V: %d x wgmma m64n%dk16 RS, V MN-major (LBO = chunk stride %u, SBO = 8 rows)", p->bn / 16,
               p->ov, s->v_chunk_bytes);
-    stage_addr(e, addr, "%cs_v0", stage, s->v_stage_bytes);
+    addr_indexed(e, addr, "%cs_v0", stage, s->v_stage_bytes);
     op_sm90_desc(e, vdesc, addr, s->v_chunk_bytes, 8 * sw, p->swizzle_bytes);
     op_wgmma_fence(e);
     for (int kb = 0; kb < p->bn / 16; kb++) {
@@ -352,10 +328,7 @@ static void emit_epilogue(Emit *e)
         emit(e, "add.u32 %s, %%m0, %%cs_row%d;", rowg, h);
         emit(e, "setp.lt.u32 %s, %s, %%seqlen_q;", pr, rowg);
         emit(e, "and.pred %s, %s, %%cs_lm0;", pr, pr);
-        emit(e, "mad.lo.u32 %s, %%bidx, %%heads_q, %%head;", idx);
-        emit(e, "mad.lo.u32 %s, %s, %%seqlen_q, %s;", idx, idx, rowg);
-        emit(e, "mad.wide.u32 %s, %s, 4, %%lse_ptr;", ad, idx);
-        emit(e, "@%s st.global.f32 [%s], %s;", pr, ad, lse);
+        lse_store(e, pr, "%head", rowg, idx, ad, lse);
     }
     emit_label(e, l_nolse);
 
@@ -363,18 +336,15 @@ static void emit_epilogue(Emit *e)
     const char *key = reg(e, "b32", "cs_swz"), *base = reg(e, "b32", "cs_obase");
     const char *tmp = reg(e, "b32", "cs_tmp");
     for (int h = 0; h < 2; h++) {
-        /* swizzle: 16-byte unit u of row r lands at u ^ ((r * sw >> 7) & (units - 1)) */
-        emit(e, "mul.lo.u32 %s, %%cs_row%d, %d;", base, h, sw);
-        emit(e, "shr.u32 %s, %s, 7;", key, base);
-        emit(e, "and.b32 %s, %s, %d;", key, key, units - 1);
-        emit(e, "add.u32 %s, %s, %%cs_qslot_base;", base, base);
+        char row[NAME];
+        snprintf(row, NAME, "%%cs_row%d", h);
+        swizzle_row(e, key, base, row, "%cs_qslot_base");
         emit(e, "mad.lo.u32 %s, %%cs_lm, 4, %s;", base, base);
         for (int u = 0; u < units; u++) {
             char an[NAME];
             snprintf(an, NAME, "cs_oaddr%d_%d", h, u);
             const char *a = reg(e, "b32", an);
-            emit(e, "xor.b32 %s, %s, %d;", tmp, key, u);
-            emit(e, "shl.b32 %s, %s, 4;", tmp, tmp);
+            swizzle_unit(e, tmp, key, u);
             emit(e, "add.u32 %s, %s, %s;", a, base, tmp);
         }
     }
@@ -403,7 +373,7 @@ static void emit_epilogue(Emit *e)
     op_bulk_commit(e);
     emit_note(e, "the Q slot is free once the store has read smem");
     op_bulk_wait_read(e, 0);
-    stage_addr(e, src, "%cs_q_empty", "%cs_q_slot", 8);
+    mbar_indexed(e, src, "%cs_q_empty", "%cs_q_slot");
     op_mbar_arrive(e, src);
     emit_label(e, lbl);
 }
@@ -427,15 +397,15 @@ static void emit_consumer_setup(Emit *e)
     emit(e, "setp.eq.u32 %s, %s, 0;", reg(e, "pred", "cs_lm0"), lm);
     emit(e, "setp.eq.u32 %s, %%lane, 0;", reg(e, "pred", "cs_lane0"));
     emit(e, "setp.eq.u32 %s, %%thread, %s;", reg(e, "pred", "cs_leader"), "%cs_first_tid");
-    smem_addr(e, "cs_q0", s->off_q);
-    smem_addr(e, "cs_k0", s->off_k);
-    smem_addr(e, "cs_v0", s->off_v);
-    smem_addr(e, "cs_k_full", s->bar_k_full);
-    smem_addr(e, "cs_k_empty", s->bar_k_empty);
-    smem_addr(e, "cs_v_full", s->bar_v_full);
-    smem_addr(e, "cs_v_empty", s->bar_v_empty);
-    smem_addr(e, "cs_q_full", s->bar_q_full);
-    smem_addr(e, "cs_q_empty", s->bar_q_empty);
+    smem_reg(e, "cs_q0", s->off_q);
+    smem_reg(e, "cs_k0", s->off_k);
+    smem_reg(e, "cs_v0", s->off_v);
+    smem_reg(e, "cs_k_full", s->bar_k_full);
+    smem_reg(e, "cs_k_empty", s->bar_k_empty);
+    smem_reg(e, "cs_v_full", s->bar_v_full);
+    smem_reg(e, "cs_v_empty", s->bar_v_empty);
+    smem_reg(e, "cs_q_full", s->bar_q_full);
+    smem_reg(e, "cs_q_empty", s->bar_q_empty);
     emit(e, "add.u32 %s, %s, %d;", reg(e, "b32", "cs_epi_bar"), w, s->bar_epilogue0);
     if (s->pingpong) {
         const char *t = reg(e, "b32", "cs_turn"), *tn = reg(e, "b32", "cs_turn_next");
@@ -461,7 +431,7 @@ static void emit_issue_qk(Emit *e)
     emit_note(e, "blocks outside [full_lo, full_hi) take the masked softmax");
     emit(e, "setp.ge.s32 %s, %%cs_j, %%full_hi;", pmask);
     emit(e, "setp.lt.or.s32 %s, %%cs_j, %%full_lo, %s;", pmask, pmask);
-    stage_addr(e, bar, "%cs_k_full", "%cs_stage", 8);
+    mbar_indexed(e, bar, "%cs_k_full", "%cs_stage");
     op_mbar_wait(e, bar, "%cs_phase");
     emit_qk(e, "%cs_stage");
 }
@@ -470,7 +440,7 @@ static void emit_issue_qk(Emit *e)
 static void emit_issue_pv(Emit *e)
 {
     const char *bar = reg(e, "b32", "cs_bar");
-    stage_addr(e, bar, "%cs_v_full", "%cs_pv_stage", 8);
+    mbar_indexed(e, bar, "%cs_v_full", "%cs_pv_stage");
     op_mbar_wait(e, bar, "%cs_pv_phase");
     emit_pv(e, "%cs_pv_stage");
 }
@@ -478,7 +448,7 @@ static void emit_issue_pv(Emit *e)
 static void emit_release(Emit *e, const char *empty, const char *stage)
 {
     const char *bar = reg(e, "b32", "cs_bar");
-    stage_addr(e, bar, empty, stage, 8);
+    mbar_indexed(e, bar, empty, stage);
     op_mbar_arrive_if(e, "%cs_lane0", bar);
 }
 
@@ -614,11 +584,11 @@ static void emit_consumer(Emit *e)
     emit_note(e, "this tile's Q slot: its base, this consumer's rows in it, their wgmma A descriptor");
     const char *qbase = reg(e, "b32", "cs_qslot_base"), *qrows = reg(e, "b32", "cs_qslot_rows");
     const char *qlo = reg(e, "b32", "cs_q_lo"), *qbar = reg(e, "b32", "cs_q_bar");
-    stage_addr(e, qbase, "%cs_q0", "%cs_q_slot", s->tx_q);
-    stage_addr(e, qrows, "%cs_qrows", "%cs_q_slot", s->tx_q);
+    addr_indexed(e, qbase, "%cs_q0", "%cs_q_slot", s->tx_q);
+    addr_indexed(e, qrows, "%cs_qrows", "%cs_q_slot", s->tx_q);
     emit(e, "shr.u32 %s, %s, 4;", qlo, qrows);
     emit(e, "or.b32 %s, %s, 0x%08X;", qlo, qlo, sm90_desc_lo_lbo(16));
-    stage_addr(e, qbar, "%cs_q_full", "%cs_q_slot", 8);
+    mbar_indexed(e, qbar, "%cs_q_full", "%cs_q_slot");
     op_mbar_wait(e, qbar, qph);
     emit_mainloop(e);
     emit_epilogue(e);
