@@ -152,6 +152,14 @@ void sfx_inv_sum(Emit *e, const char *inv, const char *l, const char *o_scale)
     emit(e, "selp.f32 %s, 0f00000000, %s, %s;", inv, inv, p);
 }
 
+void ring_reset(Emit *e, const char *stage, const char *phase)
+{
+    emit(e, "mov.u32 %s, 0;", stage);
+    emit(e, "mov.u32 %s, 0;", phase);
+}
+
+void ring_free_parity(Emit *e, const char *par, const char *phase) { emit(e, "xor.b32 %s, %s, 1;", par, phase); }
+
 void ring_advance(Emit *e, const char *stage, const char *phase, int stages)
 {
     if (stages == 1) {

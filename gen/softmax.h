@@ -78,7 +78,12 @@ void lse_store(Emit *e, const char *guard, const char *head, const char *seq, co
 /* The thread count of named barrier id (plan bars). */
 int named_bar_threads(const Plan *p, int id);
 
-/* Ring state of an mbarrier pipeline: stage = (stage + 1) % stages, phase flips on wrap. */
+/* Ring state of an mbarrier pipeline, one (stage, phase) pair of registers per walker:
+ * reset starts at slot 0, phase 0; advance steps stage = (stage + 1) % stages and flips the
+ * phase on wrap; free_parity is the parity a producer waits for on a slot's empty barrier
+ * (the phase before the consumers' current one, so the first pass does not wait). */
+void ring_reset(Emit *e, const char *stage, const char *phase);
 void ring_advance(Emit *e, const char *stage, const char *phase, int stages);
+void ring_free_parity(Emit *e, const char *par, const char *phase);
 
 #endif

@@ -172,7 +172,7 @@ static void ring_take(Emit *e, const char *who, int r, int producer, const char 
     smem_indexed(e, slot, g->off, stage, g->slot_bytes);
     if (producer) {
         const char *par = reg(e, "b32", "ring_par");
-        emit(e, "xor.b32 %s, %s, 1;", par, phase);
+        ring_free_parity(e, par, phase);
         op_mbar_wait(e, empty, par);
     } else {
         op_mbar_wait(e, full, phase);
@@ -186,8 +186,8 @@ static void ring_init(Emit *e, const char *who)
         char st[NAME], ph[NAME];
         snprintf(st, NAME, "%s_stage%d", who, r);
         snprintf(ph, NAME, "%s_phase%d", who, r);
-        emit(e, "mov.u32 %s, 0;", reg(e, "b32", st));
-        emit(e, "mov.u32 %s, 0;", reg(e, "b32", ph));
+        const char *stage = reg(e, "b32", st), *phase = reg(e, "b32", ph);
+        ring_reset(e, stage, phase);
     }
 }
 

@@ -82,8 +82,7 @@ static void emit_producer(Emit *e)
     const char *k0 = smem_reg(e, "pr_k", s->off_k), *v0 = smem_reg(e, "pr_v", s->off_v);
     const char *kf = smem_reg(e, "pr_k_full", s->bar_k_full), *ke = smem_reg(e, "pr_k_empty", s->bar_k_empty);
     const char *vf = smem_reg(e, "pr_v_full", s->bar_v_full), *ve = smem_reg(e, "pr_v_empty", s->bar_v_empty);
-    emit(e, "mov.u32 %s, 0;", stage);
-    emit(e, "mov.u32 %s, 0;", phase);
+    ring_reset(e, stage, phase);
     emit(e, "mov.u32 %s, 0;", qph);
     emit(e, "mov.u32 %s, 0;", reg(e, "b32", "pr_q_slot"));
     emit(e, "mov.u32 %s, %%ctaid.x;", reg(e, "b32", "tile"));
@@ -96,7 +95,7 @@ static void emit_producer(Emit *e)
     emit_note(e, "Q: wait for the slot (the epilogue %d tiles back stored O from it), then load",
               s->q_slots);
     const char *qe = smem_reg(e, "pr_q_empty", s->bar_q_empty), *qf = smem_reg(e, "pr_q_full", s->bar_q_full);
-    emit(e, "xor.b32 %s, %s, 1;", par, qph);
+    ring_free_parity(e, par, qph);
     mbar_indexed(e, bar, qe, "%pr_q_slot");
     op_mbar_wait(e, bar, par);
     mbar_indexed(e, bar, qf, "%pr_q_slot");
@@ -113,7 +112,7 @@ static void emit_producer(Emit *e)
     emit(e, "@%s bra %s;", pr, new_label(e, l_kv_done, sizeof l_kv_done, "pr_kv_done"));
     emit(e, "sub.s32 %s, %s, 1;", j, j);
     emit(e, "mul.lo.u32 %s, %s, %d;", row, j, p->bn);
-    emit(e, "xor.b32 %s, %s, 1;", par, phase);
+    ring_free_parity(e, par, phase);
     const struct { const char *what, *empty, *full, *base, *tmap; uint32_t tx, stage_bytes, chunk_bytes; int chunks; }
         kv[2] = {{"K", ke, kf, k0, "%tmap_k", s->tx_k, s->k_stage_bytes, s->k_chunk_bytes, p->qk_chunks},
                  {"V", ve, vf, v0, "%tmap_v", s->tx_v, s->v_stage_bytes, s->v_chunk_bytes, p->ov_chunks}};
@@ -562,8 +561,8 @@ static void emit_consumer(Emit *e)
     reg_array(e, "b32", "pa", p->bn / 4);
     const char *qph = reg(e, "b32", "cs_q_phase"), *pr = reg(e, "pred", "cs_p");
     reg(e, "b32", "cs_j");
-    emit(e, "mov.u32 %s, 0;", reg(e, "b32", "cs_stage"));
-    emit(e, "mov.u32 %s, 0;", reg(e, "b32", "cs_phase"));
+    const char *stage = reg(e, "b32", "cs_stage"), *phase = reg(e, "b32", "cs_phase");
+    ring_reset(e, stage, phase);
     emit(e, "mov.u32 %s, 0;", qph);
     emit(e, "mov.u32 %s, 0;", reg(e, "b32", "cs_q_slot"));
     emit(e, "mov.u32 %s, %%ctaid.x;", reg(e, "b32", "tile"));
