@@ -14,6 +14,13 @@ static const char *guard_prefix(char *buf, size_t n, const char *guard)
     return buf;
 }
 
+uint32_t op_desc_delta(uint32_t bytes) { return bytes >> 4; }
+
+uint32_t op_desc_kstep(int kk, int steps_per_chunk, uint32_t step_bytes, uint32_t chunk_bytes)
+{
+    return op_desc_delta((uint32_t)(kk / steps_per_chunk) * chunk_bytes + (uint32_t)(kk % steps_per_chunk) * step_bytes);
+}
+
 void op_mbar_init(Emit *e, const char *bar, int count)
 {
     emit(e, "mbarrier.init.shared::cta.b64 [%s], %d;", bar, count);

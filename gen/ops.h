@@ -23,6 +23,11 @@ void op_mbar_expect_tx_if(Emit *e, const char *pred, const char *bar, uint32_t b
 /* 4-D tiled TMA load of one box into smem, completing on bar. */
 void op_tma_load_4d(Emit *e, const char *dst, const char *tmap, const char *c0, const char *c1, const char *c2,
                     const char *c3, const char *bar);
+/* Smem matrix descriptors (wgmma and tcgen05 alike) hold addresses in 16-byte units: the
+ * start-field delta of a byte offset, and of K step kk inside a K-major tile of chunks
+ * (steps_per_chunk steps of step_bytes in each chunk of chunk_bytes). */
+uint32_t op_desc_delta(uint32_t bytes);
+uint32_t op_desc_kstep(int kk, int steps_per_chunk, uint32_t step_bytes, uint32_t chunk_bytes);
 /* ---- clusters (sm_90a forms; used by the sm_100a CTA pair) ---- */
 /* dst = the shared::cluster address of the smem address addr in the CTA of cluster rank `rank`. */
 void op_mapa(Emit *e, const char *dst, const char *addr, const char *rank);

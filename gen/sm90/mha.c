@@ -137,14 +137,41 @@ static void emit_producer(Emit *e)
 /* consumer                                                             */
 /* ------------------------------------------------------------------ */
 
-/* S register of row half h (0: row l/4, 1: row l/4 + 8), column pair q, element x. */
-static int s_index(int q, int h, int x) { return 4 * q + 2 * h + x; }
+/* The wgmma shapes and accumulator fragment the consumers are written for (PTX ISA, "Register
+ * fragments and shared memory matrix layouts" for wgmma .m64nNk16). */
+typedef struct {
+    int k_step;             /* elements per wgmma K step (k16) */
+    int qk_steps, pv_steps; /* wgmmas per S = Q K^T and per O += P V */
+    int lanes_per_row;      /* lanes that share one accumulator row */
+    int halves, half_rows;  /* rows per thread: lane/4 and lane/4 + half_rows */
+    int warp_rows;          /* accumulator rows per warp */
+    int a_regs;             /* b32 registers of one A fragment (one K step of P) */
+    int s_regs, o_regs, p_regs; /* per thread: S and O accumulators (f32), P (packed pairs) */
+} Sm90Frag;
 
-/* Byte offset (>> 4, as a descriptor delta) of K-step kk inside a K-major chunked tile. */
+/* TODO(plan): Sm90Plan.frag (k_step, qk_steps, pv_steps, lanes_per_row, halves, half_rows,
+ * warp_rows, a_regs, s_regs, o_regs, p_regs), filled by sm90_plan from the wgmma shape. */
+static Sm90Frag sm90_frag(const Plan *p)
+{
+    Sm90Frag f = {.k_step = 16, .lanes_per_row = 4, .halves = 2, .half_rows = 8, .warp_rows = 16, .a_regs = 4};
+    f.qk_steps = p->qk / f.k_step;
+    f.pv_steps = p->bn / f.k_step;
+    f.s_regs = p->bn / 2;
+    f.o_regs = p->ov / 2;
+    f.p_regs = p->bn / 4;
+    return f;
+}
+
+enum { MAX_HALVES = 2 };
+
+/* S register of row half h (0: row l/4, 1: row l/4 + 8), column pair q, element x. */
+static int s_index(int q, int h, int x) { return 2 * MAX_HALVES * q + 2 * h + x; }
+
+/* Descriptor start-field step of K step kk inside a K-major chunked tile. */
 static uint32_t kmajor_step(const Plan *p, int kk, uint32_t chunk_bytes)
 {
-    int per_chunk = p->chunk_elems / 16;
-    return ((uint32_t)(kk / per_chunk) * chunk_bytes + (uint32_t)(kk % per_chunk) * 32) >> 4;
+    int k_step = sm90_frag(p).k_step;
+    return op_desc_kstep(kk, p->chunk_elems / k_step, (uint32_t)(k_step * p->elem_bytes), chunk_bytes);
 }
 
 static void emit_qk(Emit *e, const char *stage)
@@ -154,13 +181,14 @@ static void emit_qk(Emit *e, const char *stage)
     const char *addr = reg(e, "b32", "cs_k_addr");
     const char *qd = reg(e, "b64", "cs_qd"), *kd = reg(e, "b64", "cs_kd");
     const char *qlo = reg(e, "b32", "cs_qd_lo"), *klo = reg(e, "b32", "cs_kd_lo");
-    emit_note(e, "S = Q K^T: %d x wgmma m64n%dk16 SS (plan: qk wgmma)", p->qk / 16, p->bn);
+    Sm90Frag f = sm90_frag(p);
+    emit_note(e, "S = Q K^T: %d x wgmma m64n%dk16 SS (plan: qk wgmma)", f.qk_steps, p->bn);
     addr_indexed(e, addr, "%cs_k0", stage, s->k_stage_bytes);
     emit_note(e, "descriptors differ only in the start-address field: step the low word, keep the high word");
     emit(e, "shr.u32 %s, %s, 4;", addr, addr);
     emit(e, "or.b32 %s, %s, 0x%08X;", addr, addr, sm90_desc_lo_lbo(16));
     op_wgmma_fence(e);
-    for (int kk = 0; kk < p->qk / 16; kk++) {
+    for (int kk = 0; kk < f.qk_steps; kk++) {
         emit(e, "add.u32 %s, %%cs_q_lo, %u;", qlo, kmajor_step(p, kk, s->q_chunk_bytes));
         emit(e, "add.u32 %s, %s, %u;", klo, addr, kmajor_step(p, kk, s->k_chunk_bytes));
         emit(e, "mov.b64 %s, {%s, %%cs_desc_hi};", qd, qlo);
@@ -177,16 +205,17 @@ static void emit_pv(Emit *e, const char *stage)
     const char *addr = reg(e, "b32", "cs_v_addr");
     const char *vdesc = reg(e, "b64", "cs_v_desc"), *vd = reg(e, "b64", "cs_vd");
     uint32_t sw = (uint32_t)p->swizzle_bytes;
-    emit_note(e, "O += P V: %d x wgmma m64n%dk16 RS, V MN-major (LBO = chunk stride %u, SBO = 8 rows)", p->bn / 16,
+    Sm90Frag f = sm90_frag(p);
+    emit_note(e, "O += P V: %d x wgmma m64n%dk16 RS, V MN-major (LBO = chunk stride %u, SBO = 8 rows)", f.pv_steps,
               p->ov, s->v_chunk_bytes);
     addr_indexed(e, addr, "%cs_v0", stage, s->v_stage_bytes);
     op_sm90_desc(e, vdesc, addr, s->v_chunk_bytes, 8 * sw, p->swizzle_bytes);
     op_wgmma_fence(e);
-    for (int kb = 0; kb < p->bn / 16; kb++) {
+    for (int kb = 0; kb < f.pv_steps; kb++) {
         char a[4][NAME];
         const char *ap[4];
-        for (int i = 0; i < 4; i++) ap[i] = regname(a[i], NAME, "pa", 4 * kb + i);
-        emit(e, "add.s64 %s, %s, %u;", vd, vdesc, (uint32_t)kb * 16 * sw >> 4);
+        for (int i = 0; i < f.a_regs; i++) ap[i] = regname(a[i], NAME, "pa", f.a_regs * kb + i);
+        emit(e, "add.s64 %s, %s, %u;", vd, vdesc, op_desc_delta((uint32_t)kb * (uint32_t)f.k_step * sw));
         op_wgmma_rs(e, p->ov, p->cfg.dtype, "o", ap, vd, 1);
     }
     op_wgmma_commit(e);
@@ -196,11 +225,12 @@ static void emit_pv(Emit *e, const char *stage)
 static void emit_softmax(Emit *e, int masked)
 {
     const Plan *p = e->p;
-    int wl, wr, n = p->bn / 4; /* registers per row half */
+    Sm90Frag f = sm90_frag(p);
+    int wl, wr, n = f.s_regs / f.halves; /* registers per row half */
     mask_bounds(&p->cfg, &wl, &wr);
-    char names[2][128][NAME];
-    const char *row[2][128];
-    for (int h = 0; h < 2; h++)
+    char names[MAX_HALVES][128][NAME];
+    const char *row[MAX_HALVES][128];
+    for (int h = 0; h < f.halves; h++)
         for (int q = 0; q < p->bn / 8; q++)
             for (int x = 0; x < 2; x++) row[h][2 * q + x] = regname(names[h][2 * q + x], NAME, "s", s_index(q, h, x));
     if (masked) {
@@ -223,7 +253,7 @@ static void emit_softmax(Emit *e, int masked)
     for (int h = 0; h < 2; h++) {
         char m[NAME];
         snprintf(m, NAME, "%%cs_bmax%d", h);
-        sfx_reduce_lanes(e, "max", m, t, 4);
+        sfx_reduce_lanes(e, "max", m, t, f.lanes_per_row);
     }
     for (int h = 0; h < 2; h++) {
         char m[NAME], bm[NAME], nms[NAME], corr[NAME];
@@ -270,11 +300,13 @@ static void emit_convert_p(Emit *e)
 {
     const Plan *p = e->p;
     emit_note(e, "P to the A-fragment layout of the PV wgmma: same registers, no shuffles");
-    for (int kb = 0; kb < p->bn / 16; kb++)
-        for (int i = 0; i < 4; i++) {
+    Sm90Frag f = sm90_frag(p);
+    for (int kb = 0; kb < f.pv_steps; kb++)
+        for (int i = 0; i < f.a_regs; i++) {
             char pa[NAME], hi[NAME], lo[NAME];
-            op_cvt_pack(e, p->cfg.dtype, regname(pa, NAME, "pa", 4 * kb + i), regname(hi, NAME, "s", 8 * kb + 2 * i + 1),
-                        regname(lo, NAME, "s", 8 * kb + 2 * i));
+            int j = f.a_regs * kb + i; /* P register j packs S registers 2j, 2j + 1 */
+            op_cvt_pack(e, p->cfg.dtype, regname(pa, NAME, "pa", j), regname(hi, NAME, "s", 2 * j + 1),
+                        regname(lo, NAME, "s", 2 * j));
         }
 }
 
@@ -309,7 +341,7 @@ static void emit_epilogue(Emit *e)
         char inv[NAME], l[NAME];
         snprintf(inv, NAME, "cs_inv%d", h);
         snprintf(l, NAME, "%%cs_l%d", h);
-        sfx_reduce_lanes(e, "add", l, t, 4);
+        sfx_reduce_lanes(e, "add", l, t, sm90_frag(p).lanes_per_row);
         sfx_inv_sum(e, reg(e, "f32", inv), l, "%o_scale");
     }
     const char *pr = reg(e, "pred", "cs_p");
@@ -384,14 +416,15 @@ static void emit_consumer_setup(Emit *e)
     int sw = p->swizzle_bytes;
     const char *w = reg(e, "b32", "cs_w"), *wl = reg(e, "b32", "cs_wl"), *lm = reg(e, "b32", "cs_lm");
     const char *r0 = reg(e, "b32", "cs_row0"), *r1 = reg(e, "b32", "cs_row1");
+    Sm90Frag f = sm90_frag(p);
     emit(e, "sub.u32 %s, %%wg, 1;", w);
     emit(e, "and.b32 %s, %%warp, 3;", wl);
     emit(e, "and.b32 %s, %%lane, 3;", lm);
     emit_note(e, "accumulator rows of this thread: 64*consumer + 16*warp + lane/4 (+8)");
     emit(e, "shr.u32 %s, %%lane, 2;", r0);
-    emit(e, "mad.lo.u32 %s, %s, 16, %s;", r0, wl, r0);
+    emit(e, "mad.lo.u32 %s, %s, %d, %s;", r0, wl, f.warp_rows, r0);
     emit(e, "mad.lo.u32 %s, %s, %d, %s;", r0, w, s->mma_m, r0);
-    emit(e, "add.u32 %s, %s, 8;", r1, r0);
+    emit(e, "add.u32 %s, %s, %d;", r1, r0, f.half_rows);
     emit(e, "shl.b32 %s, %s, 1;", reg(e, "b32", "cs_lm2"), lm);
     emit(e, "setp.eq.u32 %s, %s, 0;", reg(e, "pred", "cs_lm0"), lm);
     emit(e, "setp.eq.u32 %s, %%lane, 0;", reg(e, "pred", "cs_lane0"));
@@ -556,9 +589,10 @@ static void emit_consumer(Emit *e)
     op_setmaxnreg(e, s->consumer_regs, p->entry_regs);
     emit(e, "shl.b32 %s, %%wg, 7;", reg(e, "b32", "cs_first_tid"));
     emit_consumer_setup(e);
-    reg_array(e, "f32", "s", p->bn / 2);
-    reg_array(e, "f32", "o", p->ov / 2);
-    reg_array(e, "b32", "pa", p->bn / 4);
+    Sm90Frag f = sm90_frag(p);
+    reg_array(e, "f32", "s", f.s_regs);
+    reg_array(e, "f32", "o", f.o_regs);
+    reg_array(e, "b32", "pa", f.p_regs);
     const char *qph = reg(e, "b32", "cs_q_phase"), *pr = reg(e, "pred", "cs_p");
     reg(e, "b32", "cs_j");
     const char *stage = reg(e, "b32", "cs_stage"), *phase = reg(e, "b32", "cs_phase");
@@ -579,7 +613,7 @@ static void emit_consumer(Emit *e)
         emit(e, "mov.f32 %s, %s;", reg(e, "f32", m), PTX_NEG_INF);
         emit(e, "mov.f32 %s, 0f00000000;", reg(e, "f32", l));
     }
-    for (int i = 0; i < p->ov / 2; i++) emit(e, "mov.f32 %%o%d, 0f00000000;", i);
+    for (int i = 0; i < f.o_regs; i++) emit(e, "mov.f32 %%o%d, 0f00000000;", i);
     emit_note(e, "this tile's Q slot: its base, this consumer's rows in it, their wgmma A descriptor");
     const char *qbase = reg(e, "b32", "cs_qslot_base"), *qrows = reg(e, "b32", "cs_qslot_rows");
     const char *qlo = reg(e, "b32", "cs_q_lo"), *qbar = reg(e, "b32", "cs_q_bar");
