@@ -121,6 +121,9 @@ void op_tmem_st(Emit *e, const char *taddr, const char *arr, int first, int n);
 void op_tmem_ld_regs(Emit *e, const char *const *regs, int n, const char *taddr);
 void op_tmem_st_regs(Emit *e, const char *taddr, const char *const *regs, int n);
 void op_tmem_wait_ld(Emit *e);
+enum { OP_TMEM_MAX_X = 128 }; /* the largest .x of one 32x32b tcgen05.ld/st */
+/* dst = the TMEM lane field (bits 31:16) of the 32 lanes warp `warp` may access: 32 * (warp % 4). */
+void op_tmem_warp_lanes(Emit *e, const char *dst, const char *warp);
 void op_tmem_wait_st(Emit *e);
 /* p = this lane is the warp's elected leader. */
 void op_elect(Emit *e, const char *p);

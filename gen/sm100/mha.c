@@ -34,6 +34,10 @@ static int piece(int left, int cap)
 
 static int pair(const Plan *p) { return p->sm100.cta_pair == 2; }
 
+/* TODO(plan): Sm100Plan.tm_stats_l: the column of the final l within a row's stats (plan tmem
+ * R<t>: the O factor, then l, then m, which the epilogue reads with l in one tcgen05.ld). */
+static int stats_col_l(void) { return 1; }
+
 /* The tile index: one CTA per tile, or one cluster (the CTA pair) per tile. */
 static void tile_index(Emit *e, const char *dst)
 {
@@ -138,7 +142,7 @@ static void role_context(Emit *e)
                   e->p->rows_per_cta);
         emit(e, "mov.u32 %s, %%cluster_ctarank;", rank);
         emit(e, "mad.lo.u32 %%m0, %s, %d, %%m0;", rank, e->p->rows_per_cta);
-        emit(e, "and.b32 %s, %s, 0xFFFFFFFE;", reg(e, "b32", "lead_rank"), rank);
+        emit(e, "and.b32 %s, %s, 0x%08X;", reg(e, "b32", "lead_rank"), rank, ~(uint32_t)(s->cta_pair - 1));
         emit(e, "setp.eq.u32 %s, %s, %%lead_rank;", reg(e, "pred", "is_lead"), rank);
     }
     const char *nblk = reg(e, "b32", "nblk");
@@ -147,9 +151,7 @@ static void role_context(Emit *e)
     emit(e, "max.s32 %s, %s, 0;", nblk, nblk);
     op_ld_shared_b32(e, reg(e, "b32", "tmem"), "%smem", s->off_tmem_slot);
     emit_note(e, "TMEM lane field of this warp: lanes 32*(warp%%4) .. +31 (bits 31:16)");
-    const char *lane = reg(e, "b32", "tm_lane");
-    emit(e, "and.b32 %s, %%warp, 3;", lane);
-    emit(e, "shl.b32 %s, %s, 21;", lane, lane);
+    op_tmem_warp_lanes(e, reg(e, "b32", "tm_lane"), "%warp");
     emit(e, "and.b32 %s, %%thread, %d;", reg(e, "b32", "row"), s->tile_rows - 1);
 }
 
@@ -314,11 +316,11 @@ static void emit_load(Emit *e)
 /* MMA warp                                                             */
 /* ------------------------------------------------------------------ */
 
-/* Descriptor start-field step (bytes >> 4) of K step kk inside a K-major chunked tile. */
+/* Descriptor start-field step of K step kk inside a K-major chunked tile. */
 static uint32_t kmajor_step(const Plan *p, int kk, uint32_t chunk_bytes)
 {
-    int per_chunk = p->swizzle_bytes / 32;
-    return ((uint32_t)(kk / per_chunk) * chunk_bytes + (uint32_t)(kk % per_chunk) * 32) >> 4;
+    int step_bytes = p->sm100.mma_k * p->elem_bytes;
+    return op_desc_kstep(kk, p->swizzle_bytes / step_bytes, (uint32_t)step_bytes, chunk_bytes);
 }
 
 /* S_t = Q_t K^T from the K slot in %mm_kslot. */
@@ -357,7 +359,7 @@ static void mma_pv(Emit *e, int t, const char *acc)
               t, s->pv_steps, s->mma_m, s->ov_pad, s->p_step_cols);
     op_umma_desc_lo(e, vlo, "%mm_vslot", s->desc_v);
     for (int kk = 0; kk < s->pv_steps; kk++) {
-        emit(e, "add.u32 %s, %s, %u;", blo, vlo, ((uint32_t)kk * (uint32_t)s->mma_k * (uint32_t)p->swizzle_bytes) >> 4);
+        emit(e, "add.u32 %s, %s, %u;", blo, vlo, op_desc_delta((uint32_t)kk * (uint32_t)s->mma_k * (uint32_t)p->swizzle_bytes));
         emit(e, "mov.b64 %s, {%s, %%mm_vhi};", bd, blo);
         emit(e, "add.u32 %s, %s, %d;", pa, pt, s->p_step_cols * kk);
         op_umma_ts(e, s->cta_pair, s->kind_f8, d, pa, bd, "%mm_idesc_pv", kk ? "1" : acc);
@@ -418,7 +420,7 @@ static void mma_setup(Emit *e)
     emit(e, "mov.pred %s, 0;", reg(e, "pred", "mm_false"));
     if (pair(p)) {
         emit_note(e, "the pair: commits arrive on the barrier at the same offset in both CTAs (mask 0b11)");
-        emit(e, "mov.b16 %s, 3;", reg(e, "b16", "mm_mask"));
+        emit(e, "mov.b16 %s, %d;", reg(e, "b16", "mm_mask"), (1 << s->cta_pair) - 1);
     }
     for (int t = 0; t < s->qtiles; t++) {
         char n[NAME];
@@ -578,7 +580,7 @@ static void sfx_store_p(Emit *e, int r0, int col0, int n)
     }
     const char *ta = reg(e, "b32", "sx_ta");
     for (int c = 0; c < cols;) {
-        int k = piece(cols - c, 128);
+        int k = piece(cols - c, OP_TMEM_MAX_X);
         emit(e, "add.u32 %s, %%sx_tp, %d;", ta, col0 / per + c);
         op_tmem_st(e, ta, "sx_p", c, k);
         c += k;
@@ -713,7 +715,7 @@ static void emit_softmax(Emit *e)
     emit(e, "bra.uni %s;", l_loop);
     emit_label(e, l_done);
     emit_note(e, "final row sum and max for the epilogue (plan tmem R<t> + 1, + 2; bar_l_full)");
-    emit(e, "add.u32 %%sx_ta, %%sx_ts, %u;", s->tm_stats[0] - s->tm_s[0] + 1);
+    emit(e, "add.u32 %%sx_ta, %%sx_ts, %u;", s->tm_stats[0] - s->tm_s[0] + stats_col_l());
     const char *lm[2] = {l, m};
     op_tmem_st_regs(e, "%sx_ta", lm, 2);
     op_tmem_wait_st(e);
@@ -867,7 +869,7 @@ static void corr_epilogue(Emit *e, int t)
     mbar_at(e, bar, s->bar_l_full, t);
     op_mbar_wait(e, bar, "0");
     op_tc_fence_after(e);
-    emit(e, "add.u32 %s, %s, 1;", st, st);
+    emit(e, "add.u32 %s, %s, %d;", st, st, stats_col_l());
     const char *lm[2] = {l, m};
     op_tmem_ld_regs(e, lm, 2, st);
     op_tmem_wait_ld(e);

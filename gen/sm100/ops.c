@@ -89,6 +89,13 @@ void op_tmem_st_regs(Emit *e, const char *taddr, const char *const *regs, int n)
     emit(e, "tcgen05.st.sync.aligned.32x32b.x%d.b32 [%s], %s;", n, taddr, named_list(list, sizeof list, regs, n));
 }
 
+void op_tmem_warp_lanes(Emit *e, const char *dst, const char *warp)
+{
+    /* a warp reaches the lane quarter of its index within its warpgroup (warp % 4) */
+    emit(e, "and.b32 %s, %s, 3;", dst, warp);
+    emit(e, "shl.b32 %s, %s, 21;", dst, dst); /* 32 lanes a quarter, lane field at bit 16 */
+}
+
 void op_tmem_wait_ld(Emit *e) { emit(e, "tcgen05.wait::ld.sync.aligned;"); }
 void op_tmem_wait_st(Emit *e) { emit(e, "tcgen05.wait::st.sync.aligned;"); }
 
