@@ -1,7 +1,8 @@
 #!/bin/sh
 # tests/sim/run.sh - the simulator suite (make sim-test; part of make test).
 #   1. the units' own tests: test_tc (tensor cores), test_tma (TMA), test_core (the interpreter, barriers,
-#      bulk copies and each kind of report on hand-written PTX), sim_mha --self-test (reference)
+#      bulk copies, cp.async and each kind of report on hand-written PTX), test_ref_mla (the sparse MLA
+#      reference), sim_mha --self-test (reference)
 #   2. every sm_100a case of tests/sim/cases_sm100.txt through fa4_mha_fwd on the simulated
 #      cc 10.0 device, under scheduler seeds 1, 2 and one drawn at random for this run (printed:
 #      FA4SIM_SEED=N reproduces it)
@@ -10,7 +11,7 @@
 #      bench/results/*-h100-sim-anchor.tar.xz, made by tests/gpu/run.sh)
 #   4. tests/sim/mutants.sh: mutated kernels must fail
 # Prints one line per step and 'sim suite: N passed, N failed'; exit 1 on failure.
-# Needs: build/fa4gen, build/sim/libcuda.so.1, build/sim/sim_mha, build/sim/test_{tc,tma,core}.
+# Needs: build/fa4gen, build/sim/libcuda.so.1, build/sim/sim_mha, build/sim/test_{tc,tma,core,ref_mla}.
 set -u
 cd "$(dirname "$0")/../.."
 B=build
@@ -29,6 +30,7 @@ step() { # step NAME CMD...: run, keep the log, print its last line
 step "test_tc" $B/sim/test_tc
 step "test_tma" $B/sim/test_tma
 step "test_core" $B/sim/test_core
+step "test_ref_mla" $B/sim/test_ref_mla
 step "sim_mha --self-test" $B/sim/sim_mha --self-test
 
 anchor=$(ls bench/results/*-h100-sim-anchor.tar.xz 2>/dev/null | tail -1)

@@ -19,7 +19,8 @@ $(SIMCUDA): tests/sim/cuda.c $(SIM_OBJ) $(SIM_HDRS)
 include tests/sim/tc.mk
 
 .PHONY: sim-test
-sim-test: $(B)/fa4gen $(SIMCUDA) build/sim/sim_mha build/sim/test_tc build/sim/test_tma build/sim/test_core
+sim-test: $(B)/fa4gen $(SIMCUDA) build/sim/sim_mha build/sim/test_tc build/sim/test_tma build/sim/test_core \
+          build/sim/test_ref_mla
 	@sh tests/sim/run.sh
 
 .PHONY: sim-mutants
@@ -30,3 +31,10 @@ sim-mutants: build/fa4gen $(SIMCUDA) build/sim/sim_mha
 build/sim/test_core: tests/sim/test_core.c $(SIMCUDA)
 	$(CC) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O2 -g -I$(CUDA_HOME)/include $< -o $@ \
 	    -Lbuild/sim -l:libcuda.so.1 -Wl,-rpath,'$$ORIGIN' -lm
+
+# the sparse MLA host reference (ref_mla.c) and its self-test: plain C, no simulator
+REF_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
+              -Wno-missing-field-initializers -O2 -g
+build/sim/test_ref_mla: tests/sim/test_ref_mla.c tests/sim/ref_mla.c tests/sim/ref_mla.h
+	@mkdir -p build/sim
+	$(CC) $(REF_CFLAGS) -Itests/sim -o $@ tests/sim/test_ref_mla.c tests/sim/ref_mla.c -lm
