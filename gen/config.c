@@ -4,7 +4,14 @@
  * fixed key order, and config_parse_canonical() reads that text back to an
  * equal Config, so the text (and its hash) names a kernel across runs and
  * machines. Every rejection is one sentence naming the field, the value and
- * what is allowed.
+ * what is allowed; a value is echoed escaped (control and non-ASCII bytes as
+ * \xNN, at most 64 bytes), so a message is always one line.
+ *
+ * Values are exact words: a number is decimal digits with an optional leading
+ * '-' (no spaces, no '+'), range-checked before it is narrowed, and a window
+ * mask is window:L,R with no spaces, L and R in -1..FA4_WINDOW_MAX (a bound
+ * past that is wider than any sequence the kernels index in 32 bits; -1 is
+ * unbounded), so every derived bound the emitters compute fits an int.
  */
 #include <errno.h>
 #include <limits.h>
@@ -14,6 +21,11 @@
 #include <string.h>
 
 #include "fa4gen.h"
+
+/* The widest window bound: 2^30. The kernels compute a row's key range in
+ * 32-bit signed arithmetic (row + seqlen_k - seqlen_q +- bound, rounded to
+ * tiles); the runtime keeps seqlen + bound + a tile within INT_MAX. */
+#define FA4_WINDOW_MAX (1 << 30)
 
 const char *const kind_name[KIND_COUNT] = {"mha", "mla-sparse"};
 const char *const target_name[TARGET_COUNT] = {"sm90a", "sm100a"};
@@ -31,15 +43,33 @@ static int fail(char *err, size_t n, const char *fmt, ...)
     return -1;
 }
 
+/* A decimal int: optional '-', then digits, nothing else (strtol alone would
+ * take leading spaces and a '+'). Out of int range is an error, not a wrap. */
 int parse_int(const char *s, int *out)
 {
+    if (!s || !(*s == '-' ? s[1] >= '0' && s[1] <= '9' : *s >= '0' && *s <= '9')) return -1;
     char *end;
     errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < INT_MIN || v > INT_MAX) return -1;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end || v < INT_MIN || v > INT_MAX) return -1;
     *out = (int)v;
     return 0;
 }
+
+/* The value as a message may echo it: one line, printable, bounded. */
+static const char *esc(const char *s, char *buf, size_t n)
+{
+    size_t o = 0, i = 0;
+    for (; s[i] && o + 8 < n && i < 64; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch >= 0x20 && ch < 0x7f && ch != '\\') buf[o++] = (char)ch;
+        else o += (size_t)snprintf(buf + o, n - o, "\\x%02x", ch);
+    }
+    if (s[i]) o += (size_t)snprintf(buf + o, n - o, "...");
+    buf[o] = 0;
+    return buf;
+}
+#define ESC(s) esc((s), (char[300]){0}, 300)
 
 static int lookup(const char *const *names, int count, const char *s)
 {
@@ -71,14 +101,21 @@ static int parse_mask(Config *c, const char *v, char *err, size_t n)
         return 0;
     }
     int l, r;
-    char tail;
-    if (sscanf(v, "window:%d,%d%c", &l, &r, &tail) == 2 && l >= -1 && r >= -1) {
-        c->mask = MASK_WINDOW;
-        c->window_left = l;
-        c->window_right = r;
-        return 0;
+    const char *comma = strncmp(v, "window:", 7) ? NULL : strchr(v + 7, ',');
+    if (comma && (size_t)(comma - (v + 7)) < 16) {
+        char left[16];
+        memcpy(left, v + 7, (size_t)(comma - (v + 7)));
+        left[comma - (v + 7)] = 0;
+        if (!parse_int(left, &l) && !parse_int(comma + 1, &r) && l >= -1 && r >= -1 && l <= FA4_WINDOW_MAX &&
+            r <= FA4_WINDOW_MAX) {
+            c->mask = MASK_WINDOW;
+            c->window_left = l;
+            c->window_right = r;
+            return 0;
+        }
     }
-    return fail(err, n, "mask: '%s' is not allowed; use none, causal or window:L,R (L, R >= 0, or -1 for unbounded)", v);
+    return fail(err, n, "mask: '%s' is not allowed; use none, causal or window:L,R (no spaces; L, R in 0..%d, or -1 "
+                        "for unbounded)", ESC(v), FA4_WINDOW_MAX);
 }
 
 /* Integer keys, in canonical order. Each names its Config field by offset. */
@@ -110,19 +147,19 @@ int config_set(Config *c, const char *key, const char *value, char *err, size_t 
 {
     if (strcmp(key, "kind") == 0) {
         int k = lookup(kind_name, KIND_COUNT, value);
-        if (k < 0) return fail(err, n, "kind: '%s' is not allowed; use mha or mla-sparse", value);
+        if (k < 0) return fail(err, n, "kind: '%s' is not allowed; use mha or mla-sparse", ESC(value));
         c->kind = (Kind)k;
         return 0;
     }
     if (strcmp(key, "target") == 0) {
         int t = lookup(target_name, TARGET_COUNT, value);
-        if (t < 0) return fail(err, n, "target: '%s' is not allowed; use sm90a or sm100a", value);
+        if (t < 0) return fail(err, n, "target: '%s' is not allowed; use sm90a or sm100a", ESC(value));
         c->target = (TargetId)t;
         return 0;
     }
     if (strcmp(key, "dtype") == 0 || strcmp(key, "rope_dtype") == 0) {
         int d = lookup(dtype_name, DT_COUNT, value);
-        if (d < 0) return fail(err, n, "%s: '%s' is not allowed; use bf16, fp16 or e4m3", key, value);
+        if (d < 0) return fail(err, n, "%s: '%s' is not allowed; use bf16, fp16 or e4m3", key, ESC(value));
         if (key[0] == 'd') c->dtype = (DType)d; else c->rope_dtype = (DType)d;
         return 0;
     }
@@ -130,7 +167,7 @@ int config_set(Config *c, const char *key, const char *value, char *err, size_t 
     if (strcmp(key, "depth") == 0) {
         int v;
         if (parse_int(value, &v) || v < 16 || v > 1024 || v % 16)
-            return fail(err, n, "depth: '%s' is not allowed; use a multiple of 16 up to 1024", value);
+            return fail(err, n, "depth: '%s' is not allowed; use a multiple of 16 up to 1024", ESC(value));
         c->qk_depth = c->ov_depth = v;
         return 0;
     }
@@ -139,12 +176,12 @@ int config_set(Config *c, const char *key, const char *value, char *err, size_t 
         if (strcmp(key, k->key) != 0) continue;
         int v;
         if (parse_int(value, &v) || v < k->min || v > k->max)
-            return fail(err, n, "%s: '%s' is not allowed; use %s", key, value, k->allowed);
+            return fail(err, n, "%s: '%s' is not allowed; use %s", key, ESC(value), k->allowed);
         *int_field(c, k) = v;
         return 0;
     }
     return fail(err, n, "'%s' is not a config field; fields: kind target dtype depth qk ov bm bn group stages "
-                        "swizzle mask qtiles cta rescale poly rope_split rope_dtype pingpong persistent", key);
+                        "swizzle mask qtiles cta rescale poly rope_split rope_dtype pingpong persistent", ESC(key));
 }
 
 int config_fill_defaults(Config *c, char *err, size_t n)
@@ -167,6 +204,10 @@ int config_check(const Config *c, char *err, size_t n)
     if ((unsigned)c->dtype >= DT_COUNT) return fail(err, n, "dtype: value %d is not a dtype", (int)c->dtype);
     if (c->qk_depth % 16 || c->ov_depth % 16)
         return fail(err, n, "qk/ov: %d/%d is not allowed; depths are multiples of 16", c->qk_depth, c->ov_depth);
+    if (c->mask == MASK_WINDOW && (c->window_left < -1 || c->window_left > FA4_WINDOW_MAX ||
+                                   c->window_right < -1 || c->window_right > FA4_WINDOW_MAX))
+        return fail(err, n, "mask: window:%d,%d is not allowed; L and R are in 0..%d, or -1 for unbounded",
+                    c->window_left, c->window_right, FA4_WINDOW_MAX);
     if (c->swizzle != 32 && c->swizzle != 64 && c->swizzle != 128)
         return fail(err, n, "swizzle: %d is not allowed; use 32, 64 or 128", c->swizzle);
     const Family *f = target_family(target_get(c->target), c->kind, err, n);
@@ -224,7 +265,8 @@ int config_apply_text(Config *c, const char *text, char *err, size_t n)
     for (char *w = strtok_r(copy, " \t\n", &save); w; w = strtok_r(NULL, " \t\n", &save), first = 0) {
         char *eq = strchr(w, '=');
         if (!eq) {
-            if (!first) return fail(err, n, "config: '%s' is not key=value; only the kind may stand alone, first", w);
+            if (!first)
+                return fail(err, n, "config: '%s' is not key=value; only the kind may stand alone, first", ESC(w));
             if (config_set(c, "kind", w, err, n)) return -1;
             continue;
         }
