@@ -1,14 +1,25 @@
 /* main.c - the fa4gen command line: flags -> config -> PTX file or plan.
  *
- * Exit status: 0 ok, 1 I/O or internal failure, 2 invalid input (one line on
- * stderr naming the field, the value and what is allowed). An output file is
- * written to a temporary name and renamed into place, so a failed run never
- * creates or truncates it.
+ * Exit status: 0 ok, 1 I/O or internal failure (a failed write to stdout
+ * included), 2 invalid input (one line on stderr naming the field, the value
+ * and what is allowed; what it echoes is escaped, so it stays one line). A
+ * flag the command does not use is invalid input, not ignored.
+ *
+ * Output: a regular file (or a new one) is written to a temporary name beside
+ * it and renamed into place, so a failed run never creates or truncates it; a
+ * symlink is followed (its target is written, the link stays); a device or
+ * FIFO (/dev/null, /dev/stdout) is opened and written, never replaced. New
+ * files get mode 0666 minus the umask; a replaced file keeps its mode. A
+ * bundle is written into a temporary folder first, so a failed bundle leaves
+ * nothing behind.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fa4gen.h"
@@ -49,8 +60,11 @@ static const char usage_mha[] =
     "  --pingpong 0|1      sm90a: consumer warpgroups take turns issuing wgmma (default 1)\n"
     "  --persistent 0|1    sm90a: min(tiles, SMs) CTAs loop over tiles (default: 1, 0 for causal)\n"
     "  --config TEXT       the canonical one-line form (as printed by explain); other options then refine it\n"
-    "  -o FILE             write the PTX to FILE (default, or FILE -: stdout)\n"
+    "  -o FILE             mha: write the PTX to FILE (default, or FILE -: stdout)\n"
     "  --json              explain: print the plan as JSON\n"
+    "\n"
+    "Values are exact words: numbers are decimal (optional '-', no spaces or '+'), range-checked;\n"
+    "window:L,R has no spaces, L and R in 0..1073741824 or -1 (unbounded).\n"
     "\n"
     "The kernel symbol is fa4_<kind>_<target>_<hash>, hash = FNV-1a 64 of the canonical\n"
     "config and the generator version: `fa4gen explain` prints all three.\n";
@@ -71,16 +85,51 @@ static const char *const flag_keys[][2] = {
     {"--rope-dtype", "rope_dtype"}, {"--pingpong", "pingpong"},   {"--persistent", "persistent"},
 };
 
+/* One line on stderr: control and non-ASCII bytes of what it echoes become \xNN. */
+static void say(const char *fmt, ...) FA4_PRINTF(1, 2);
+static void say(const char *fmt, ...)
+{
+    char msg[1024], line[4200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    size_t o = 0;
+    for (const unsigned char *c = (const unsigned char *)msg; *c && o + 5 < sizeof line; c++) {
+        if (*c >= 0x20 && *c < 0x7f) line[o++] = (char)*c;
+        else o += (size_t)snprintf(line + o, sizeof line - o, "\\x%02x", *c);
+    }
+    line[o] = 0;
+    fprintf(stderr, "fa4gen: %s\n", line);
+}
+
 static int invalid(const char *msg)
 {
-    fprintf(stderr, "fa4gen: %s\n", msg);
+    say("%s", msg);
     return 2;
 }
 
-static int parse_flags(Cli *cli, int argc, char **argv, int first)
+/* What a command takes besides the config flags. */
+enum { USE_OUT = 1, USE_JSON = 2, USE_DIR = 4, USE_CONFIG = 8 };
+
+static int parse_flags(Cli *cli, int argc, char **argv, int first, int uses, const char *cmd)
 {
     char err[512];
     config_init(&cli->cfg);
+    for (int i = first; i < argc; i++) {
+        const char *a = argv[i];
+        int takes = !strcmp(a, "--json") ? USE_JSON : !strcmp(a, "-o") ? USE_OUT : !strcmp(a, "-d") ? USE_DIR
+                    : a[0] == '-' ? USE_CONFIG : 0;
+        if (takes && !(uses & takes)) {
+            snprintf(err, sizeof err, "%s: '%s' is not an option of this command%s", cmd, a,
+                     takes == USE_CONFIG ? " (every config comes from the list)"
+                     : takes == USE_OUT  ? " (mha writes PTX with -o; explain prints to stdout)"
+                     : takes == USE_JSON ? " (only explain prints JSON)"
+                                         : " (only bundle writes a folder)");
+            return invalid(err);
+        }
+        if (takes != USE_JSON && takes) i++; /* skip the value */
+    }
     /* --config first, so that flags refine it whatever their order */
     for (int i = first; i < argc; i++)
         if (!strcmp(argv[i], "--config")) {
@@ -114,40 +163,84 @@ static int parse_flags(Cli *cli, int argc, char **argv, int first)
     return 0;
 }
 
-/* Write data to path through a temporary file in the same directory and rename. */
-static int write_atomic(const char *path, const char *data, size_t len)
+static int write_all(int fd, const char *data, size_t len)
 {
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path) >= (int)sizeof tmp) {
-        fprintf(stderr, "fa4gen: -o: path is too long\n");
-        return 1;
-    }
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        fprintf(stderr, "fa4gen: cannot create a file next to '%s': %s\n", path, strerror(errno));
-        return 1;
-    }
     size_t done = 0;
     while (done < len) {
         ssize_t k = write(fd, data + done, len - done);
-        if (k <= 0) break;
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            if (k == 0) errno = EIO;
+            return -1;
+        }
         done += (size_t)k;
     }
-    int ok = done == len && fsync(fd) == 0;
+    return 0;
+}
+
+static mode_t current_umask(void)
+{
+    mode_t m = umask(0);
+    umask(m);
+    return m;
+}
+static mode_t new_file_mode(void) { return 0666 & ~current_umask(); }
+
+/* Write data to path. A regular file (or none yet) goes through a temporary
+ * file beside it and a rename; a symlink is followed; anything else (device,
+ * FIFO) is written in place, never replaced. */
+static int write_atomic(const char *path, const char *data, size_t len)
+{
+    char tmp[4096], *real = NULL;
+    struct stat st;
+    int exists = stat(path, &st) == 0; /* follows links */
+    if (exists && !S_ISREG(st.st_mode)) {
+        int fd = open(path, O_WRONLY | O_NOCTTY);
+        if (fd < 0 || write_all(fd, data, len) || close(fd)) {
+            say("cannot write '%s': %s", path, strerror(errno));
+            return 1;
+        }
+        return 0;
+    }
+    struct stat lst;
+    if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) {
+        /* the link's target, so that the rename replaces it and not the link */
+        if (exists) real = realpath(path, NULL);
+        if (!real) {
+            say("-o: '%s' is a symlink to a missing file; give the target path", path);
+            return 1;
+        }
+        path = real;
+    }
+    int rc = 1;
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path) >= (int)sizeof tmp) {
+        say("-o: path is too long");
+        goto out;
+    }
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        say("cannot create a file next to '%s': %s", path, strerror(errno));
+        goto out;
+    }
+    int ok = fchmod(fd, exists ? (st.st_mode & 07777) : new_file_mode()) == 0 && write_all(fd, data, len) == 0 &&
+             fsync(fd) == 0;
     ok = (close(fd) == 0) && ok;
     if (!ok || rename(tmp, path) != 0) {
-        fprintf(stderr, "fa4gen: cannot write '%s': %s\n", path, strerror(errno));
+        say("cannot write '%s': %s", path, strerror(errno));
         unlink(tmp);
-        return 1;
+        goto out;
     }
-    return 0;
+    rc = 0;
+out:
+    free(real);
+    return rc;
 }
 
 static int generate(const Cli *cli, Plan *plan, char **ptx, size_t *len)
 {
     char err[512];
     if (fa4gen_generate(&cli->cfg, plan, ptx, len, err, sizeof err)) {
-        fprintf(stderr, "fa4gen: %s\n", err);
+        say("%s", err);
         return strncmp(err, "internal", 8) ? 2 : 1;
     }
     return 0;
@@ -176,7 +269,7 @@ static int cmd_explain(const Cli *cli)
     if (!plan) return 1;
     int rc = 0;
     if (plan_make(&cli->cfg, plan, err, sizeof err)) {
-        fprintf(stderr, "fa4gen: %s\n", err);
+        say("%s", err);
         rc = 2;
     } else {
         char *text = cli->json ? plan_explain_json(plan) : plan_explain_text(plan);
@@ -188,58 +281,162 @@ static int cmd_explain(const Cli *cli)
     return rc;
 }
 
-/* bundle LIST -d DIR: one kernel per non-empty, non-# line; every config is
- * checked before any file is written. */
-static int cmd_bundle(int argc, char **argv)
+/* The lines of a bundle list, read whole (no line-length limit). */
+typedef struct { char **text; int *lineno; int n; } Lines;
+
+static void lines_free(Lines *l)
 {
-    if (argc < 3) return invalid("bundle: give a config list file and -d DIR");
-    Cli cli = {0};
-    int rc = parse_flags(&cli, argc, argv, 3);
-    if (rc) return rc;
-    if (!cli.bundle_dir) return invalid("bundle: -d DIR is required");
-    FILE *f = fopen(argv[2], "r");
+    for (int i = 0; i < l->n; i++) free(l->text[i]);
+    free(l->text);
+    free(l->lineno);
+}
+
+/* Keeps the config lines: not blank, not a comment (first non-blank '#'). */
+static int read_list(const char *name, Lines *out)
+{
+    memset(out, 0, sizeof *out);
+    FILE *f = fopen(name, "r");
     if (!f) {
-        fprintf(stderr, "fa4gen: bundle: cannot read '%s': %s\n", argv[2], strerror(errno));
+        say("bundle: cannot read '%s': %s", name, strerror(errno));
         return 1;
     }
-    char line[1024], err[512];
-    int pass, n = 0;
-    for (pass = 0; pass < 2 && !rc; pass++) {
-        rewind(f);
-        for (int lineno = 1; fgets(line, sizeof line, f) && !rc; lineno++) {
-            line[strcspn(line, "\r\n")] = 0;
-            if (!line[0] || line[0] == '#') continue;
-            Cli one = {0};
-            Plan *plan = malloc(sizeof *plan);
-            if (!plan) { rc = 1; break; }
-            if (config_parse_canonical(line, &one.cfg, err, sizeof err)) {
-                fprintf(stderr, "fa4gen: bundle: %s line %d: %s\n", argv[2], lineno, err);
-                rc = 2;
-            } else if (pass == 0) {
-                if (plan_make(&one.cfg, plan, err, sizeof err)) {
-                    fprintf(stderr, "fa4gen: bundle: %s line %d: %s\n", argv[2], lineno, err);
-                    rc = 2;
-                }
-            } else {
-                char *ptx = NULL, path[4096];
-                size_t len = 0;
-                rc = generate(&one, plan, &ptx, &len);
-                if (!rc) {
-                    snprintf(path, sizeof path, "%s/%s.ptx", cli.bundle_dir, plan->symbol);
-                    rc = write_atomic(path, ptx, len);
-                    if (!rc) printf("%s  %s\n", path, plan->canonical), n++;
-                }
-                free(ptx);
-            }
-            free(plan);
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t got;
+    int rc = 0, cap_lines = 0, oom = 0;
+    for (int lineno = 1; (got = getline(&line, &cap, f)) >= 0; lineno++) {
+        if (memchr(line, 0, (size_t)got)) {
+            say("bundle: %s line %d: holds a NUL byte; a list is text", name, lineno);
+            rc = 2;
+            break;
         }
+        line[strcspn(line, "\r\n")] = 0;
+        const char *w = line + strspn(line, " \t");
+        if (!*w || *w == '#') continue;
+        if (out->n == cap_lines) {
+            cap_lines = cap_lines ? 2 * cap_lines : 16;
+            char **t = realloc(out->text, (size_t)cap_lines * sizeof *t);
+            if (t) out->text = t;
+            int *ln = realloc(out->lineno, (size_t)cap_lines * sizeof *ln);
+            if (ln) out->lineno = ln;
+            if (!t || !ln) { rc = oom = 1; break; }
+        }
+        if (!(out->text[out->n] = strdup(line))) { rc = oom = 1; break; }
+        out->lineno[out->n++] = lineno;
     }
+    if (!rc && ferror(f)) {
+        say("bundle: cannot read '%s': %s", name, strerror(errno));
+        rc = 1;
+    }
+    free(line);
     fclose(f);
+    if (oom) say("bundle: out of memory reading '%s'", name);
+    if (rc) lines_free(out);
+    return rc;
+}
+
+/* rm -r of the flat folder a failed bundle wrote. */
+static void remove_dir(const char *dir, Plan *const *plans, int n)
+{
+    char path[4200];
+    for (int i = 0; i < n; i++)
+        if (plans[i]) {
+            snprintf(path, sizeof path, "%s/%s.ptx", dir, plans[i]->symbol);
+            unlink(path);
+        }
+    rmdir(dir);
+}
+
+/* bundle LIST -d DIR: one kernel per config line; every config is checked
+ * before any file is written, every file is written into a temporary folder
+ * (inside DIR, or beside it when DIR does not exist yet) and only then moved
+ * into place. A line that names the same kernel as an earlier one is reported
+ * and written once. */
+static int cmd_bundle(int argc, char **argv)
+{
+    if (argc < 3 || argv[2][0] == '-') return invalid("bundle: give a config list file and -d DIR");
+    Cli cli = {0};
+    int rc = parse_flags(&cli, argc, argv, 3, USE_DIR, "bundle");
+    if (rc) return rc;
+    if (!cli.bundle_dir) return invalid("bundle: -d DIR is required");
+    Lines l;
+    if ((rc = read_list(argv[2], &l))) return rc;
+    Plan **plans = calloc((size_t)l.n + 1, sizeof *plans);
+    char err[512], tmp[4096], path[4200];
+    int n = 0;
+    if (!plans) rc = 1;
+    for (int i = 0; i < l.n && !rc; i++) {
+        Config c;
+        if (!(plans[i] = malloc(sizeof *plans[i]))) { rc = 1; break; }
+        if (config_parse_canonical(l.text[i], &c, err, sizeof err) || plan_make(&c, plans[i], err, sizeof err)) {
+            say("bundle: %s line %d: %s", argv[2], l.lineno[i], err);
+            rc = 2;
+            break;
+        }
+        for (int j = 0; j < i; j++)
+            if (plans[j] && !strcmp(plans[j]->canonical, plans[i]->canonical)) {
+                say("bundle: %s line %d: the same kernel as line %d (%s); written once", argv[2], l.lineno[i],
+                    l.lineno[j], plans[i]->symbol);
+                free(plans[i]);
+                plans[i] = NULL;
+                break;
+            }
+    }
+    struct stat st;
+    int fresh = stat(cli.bundle_dir, &st) != 0; /* DIR itself is created by the final rename */
+    if (!rc && !fresh && !S_ISDIR(st.st_mode)) {
+        say("bundle: -d '%s' is not a directory", cli.bundle_dir);
+        rc = 2;
+    }
+    if (!rc && snprintf(tmp, sizeof tmp, fresh ? "%s.tmp.XXXXXX" : "%s/.fa4gen-bundle.XXXXXX", cli.bundle_dir) >=
+                   (int)sizeof tmp) {
+        say("bundle: -d: path is too long");
+        rc = 1;
+    }
+    if (!rc && !mkdtemp(tmp)) {
+        say("bundle: cannot create a folder %s '%s': %s", fresh ? "beside" : "in", cli.bundle_dir, strerror(errno));
+        rc = 1;
+    }
+    int made = !rc;
+    for (int i = 0; i < l.n && !rc; i++) {
+        if (!plans[i]) continue;
+        Cli one = {0};
+        one.cfg = plans[i]->cfg;
+        char *ptx = NULL;
+        size_t len = 0;
+        rc = generate(&one, plans[i], &ptx, &len);
+        if (!rc) {
+            snprintf(path, sizeof path, "%s/%s.ptx", tmp, plans[i]->symbol);
+            rc = write_atomic(path, ptx, len);
+        }
+        free(ptx);
+    }
+    if (!rc && fresh && (chmod(tmp, 0777 & ~current_umask()) || rename(tmp, cli.bundle_dir))) {
+        say("bundle: cannot create '%s': %s", cli.bundle_dir, strerror(errno));
+        rc = 1;
+    }
+    for (int i = 0; i < l.n && !rc; i++) {
+        if (!plans[i]) continue;
+        char from[4200];
+        snprintf(path, sizeof path, "%s/%s.ptx", cli.bundle_dir, plans[i]->symbol);
+        snprintf(from, sizeof from, "%s/%s.ptx", tmp, plans[i]->symbol);
+        if (!fresh && rename(from, path)) {
+            say("bundle: cannot write '%s': %s", path, strerror(errno));
+            rc = 1;
+            break;
+        }
+        printf("%s  %s\n", path, plans[i]->canonical);
+        n++;
+    }
+    if (made && (rc || !fresh)) remove_dir(tmp, plans, l.n); /* fresh and ok: tmp is DIR now */
+    for (int i = 0; i < l.n && plans; i++) free(plans[i]);
+    free(plans);
+    lines_free(&l);
     if (!rc) fprintf(stderr, "fa4gen: bundle: %d kernels\n", n);
     return rc;
 }
 
-int main(int argc, char **argv)
+static int run(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         fputs(usage_top, argc < 2 ? stderr : stdout);
@@ -257,7 +454,7 @@ int main(int argc, char **argv)
     if (kind < 0 && strcmp(cmd, "explain")) {
         char kinds[64] = "";
         for (int k = 0; k < KIND_COUNT; k++) snprintf(kinds + strlen(kinds), sizeof kinds - strlen(kinds), "%s, ", kind_name[k]);
-        fprintf(stderr, "fa4gen: '%s' is not a command; use %sexplain or bundle (fa4gen --help)\n", cmd, kinds);
+        say("'%s' is not a command; use %sexplain or bundle (fa4gen --help)", cmd, kinds);
         return 2;
     }
     for (int i = 2; i < argc; i++)
@@ -271,11 +468,22 @@ int main(int argc, char **argv)
         /* explain KIND ... */
         first = 3;
     }
-    int rc = parse_flags(&cli, argc, argv, first);
+    int rc = parse_flags(&cli, argc, argv, first, kind >= 0 ? USE_OUT | USE_CONFIG : USE_JSON | USE_CONFIG, cmd);
     if (rc) return rc;
     if (first == 3 || kind >= 0) {
         char err[512];
         if (config_set(&cli.cfg, "kind", kind >= 0 ? cmd : argv[2], err, sizeof err)) return invalid(err);
     }
     return kind >= 0 ? cmd_emit(&cli) : cmd_explain(&cli);
+}
+
+int main(int argc, char **argv)
+{
+    int rc = run(argc, argv);
+    /* what went to stdout (PTX, a plan, help, a bundle's listing) must have arrived */
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        say("cannot write to stdout: %s", strerror(errno ? errno : EIO));
+        if (!rc) rc = 1;
+    }
+    return rc;
 }

@@ -315,6 +315,331 @@ static void test_cli_no_partial_files(void **state)
     assert_int_equal(system(ls), 0);
 }
 
+
+/* ---- hostile input (issue 16): each found bug as a regression test ---- */
+
+/* Runs fa4gen with args through sh; stderr captured into *err (stdout dropped). */
+static int cli_err(const char *args, char **err)
+{
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1 >/dev/null", fa4gen(), args);
+    return run_capture(cmd, err);
+}
+
+static void expect_one_line(const char *out)
+{
+    assert_non_null(out);
+    size_t n = strlen(out);
+    assert_true(n > 0 && out[n - 1] == '\n');
+    if (strchr(out, '\n') != out + n - 1) fail_msg("more than one line: '%s'", out);
+}
+
+static void test_window_bounds_in_range(void **state)
+{
+    (void)state;
+    Config c;
+    char err[512];
+    /* out of int range, or past the widest window: refused, not wrapped */
+    const char *bad[] = {"window:99999999999999999999,0", "window:4294967297,0", "window:5,2147483647",
+                         "window:2147483647,0", "window:1073741825,0", "window:0,1073741825", "window:-2,0",
+                         "window:5,-2", "window: 5, 6", "window:5, 6", "window: 5,6", "window:+5,6", "window:5,6,7",
+                         "window:5", "window:,5", "window:5,", "window:0x10,0", "window:5,6 "};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        config_init(&c);
+        if (config_set(&c, "mask", bad[i], err, sizeof err) != -1) fail_msg("'%s' accepted", bad[i]);
+        assert_non_null(strstr(err, "mask: '"));
+    }
+    config_init(&c);
+    assert_int_equal(config_set(&c, "mask", "window:1073741824,-1", err, sizeof err), 0);
+    assert_int_equal(c.window_left, 1073741824);
+    assert_int_equal(c.window_right, -1);
+    /* a Config built by hand (the runtime's path) is checked too */
+    assert_int_equal(config_parse_canonical("mha target=sm90a dtype=bf16 qk=128 ov=128", &c, err, sizeof err), 0);
+    c.mask = MASK_WINDOW, c.window_left = 5, c.window_right = 2147483647;
+    Plan *p = malloc(sizeof *p);
+    assert_int_equal(plan_make(&c, p, err, sizeof err), -1);
+    assert_non_null(strstr(err, "window:5,2147483647"));
+    /* the widest window emits bounds that did not wrap */
+    char *out = NULL;
+    assert_int_equal(cli("mha --target sm90a --depth 128 --mask window:1073741824,1073741824", &out), 0);
+    assert_non_null(strstr(out, ", 1073741825;"));
+    assert_null(strstr(out, "-2147483648"));
+    free(out);
+    assert_int_equal(cli("mha --target sm100a --depth 128 --mask window:1073741824,1073741824", &out), 0);
+    assert_null(strstr(out, "-2147483648"));
+    free(out);
+    /* the CLI, on both targets, and through a bundle list */
+    assert_int_equal(cli("mha --target sm90a --depth 128 --mask window:5,2147483647", NULL), 2);
+    assert_int_equal(cli("mha --target sm100a --depth 128 --mask window:5,2147483647", NULL), 2);
+    assert_int_equal(cli("mha --target sm90a --depth 128 --mask window:4294967297,0", NULL), 2);
+    char dir[] = "/tmp/fa4gen-win-XXXXXX", args[256], list[128];
+    assert_non_null(mkdtemp(dir));
+    snprintf(list, sizeof list, "%s/list", dir);
+    FILE *f = fopen(list, "w");
+    fputs("mha target=sm100a dtype=bf16 qk=128 ov=128 mask=window:5,2147483647\n", f);
+    fclose(f);
+    snprintf(args, sizeof args, "bundle %s -d %s", list, dir);
+    assert_int_equal(cli_err(args, &out), 2);
+    assert_non_null(strstr(out, "line 1: mask"));
+    free(out);
+    free(p);
+    remove_tree(dir);
+}
+
+static void test_values_are_exact_words(void **state)
+{
+    (void)state;
+    Config c;
+    char err[512];
+    int v;
+    const char *bad[] = {" 128", "128 ", "+128", "1e2", "0x80", "", "-", "128abc", "99999999999999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        if (!parse_int(bad[i], &v)) fail_msg("parse_int '%s' accepted", bad[i]);
+        config_init(&c);
+        if (!config_set(&c, "depth", bad[i], err, sizeof err)) fail_msg("depth '%s' accepted", bad[i]);
+        if (!config_set(&c, "bn", bad[i], err, sizeof err)) fail_msg("bn '%s' accepted", bad[i]);
+    }
+    assert_int_equal(parse_int("-1", &v), 0);
+    assert_int_equal(v, -1);
+    assert_int_equal(parse_int("2147483647", &v), 0);
+    assert_int_equal(parse_int("2147483648", &v), -1);
+    assert_int_equal(parse_int("-2147483649", &v), -1);
+    assert_int_equal(cli("mha --target sm90a --depth ' 128'", NULL), 2);
+}
+
+static void test_errors_escape_what_they_echo(void **state)
+{
+    (void)state;
+    char *out = NULL;
+    const char *args[] = {"mha --target sm90a --depth 128 --mask 'none\nfoo'", "mha --target 'sm90a\nx' --depth 128",
+                          "mha --target sm90a --depth '12\n8'", "'mh\na'", "mha --target sm90a --depth 128 '--b\nm' 1",
+                          "mha --config 'mha target=sm90a\tqk=128 x\033[2J'", "explain --dtype 'bf\r16' --depth 128"};
+    for (size_t i = 0; i < sizeof args / sizeof args[0]; i++) {
+        assert_int_equal(cli_err(args[i], &out), 2);
+        expect_one_line(out);
+        assert_null(strchr(out, '\r'));
+        assert_null(strchr(out, '\033'));
+        free(out);
+    }
+    assert_int_equal(cli_err(args[0], &out), 2);
+    assert_non_null(strstr(out, "'none\\x0afoo'"));
+    free(out);
+    /* a very long value is cut, and still one line */
+    char big[1200] = "mha --target sm90a --depth 128 --dtype ";
+    memset(big + strlen(big), 'x', 1000);
+    assert_int_equal(cli_err(big, &out), 2);
+    expect_one_line(out);
+    assert_true(strlen(out) < 400);
+    free(out);
+}
+
+static void test_unused_flags_refused(void **state)
+{
+    (void)state;
+    char *out = NULL;
+    char dir[] = "/tmp/fa4gen-flags-XXXXXX", args[512];
+    assert_non_null(mkdtemp(dir));
+    const char *bad[] = {"explain --target sm90a --depth 128 -o %s/x", "mha --target sm90a --depth 128 --json",
+                         "mha --target sm90a --depth 128 -d %s", "explain --target sm90a --depth 128 -d %s",
+                         "bundle %s/list -d %s --target sm100a", "bundle %s/list -d %s --depth 64",
+                         "bundle %s/list -d %s --config mha", "bundle %s/list -d %s -o x", "bundle %s/list -d %s --json"};
+    FILE *f;
+    snprintf(args, sizeof args, "%s/list", dir);
+    f = fopen(args, "w");
+    fputs("mha target=sm90a dtype=bf16 qk=128 ov=128\n", f);
+    fclose(f);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(args, sizeof args, bad[i], dir, dir);
+        assert_int_equal(cli_err(args, &out), 2);
+        expect_one_line(out);
+        assert_non_null(strstr(out, "is not an option of this command"));
+        free(out);
+    }
+    char ls[256], *listing = NULL;
+    snprintf(ls, sizeof ls, "ls -A %s", dir);
+    run_capture(ls, &listing);
+    assert_string_equal(listing, "list\n");
+    free(listing);
+    remove_tree(dir);
+}
+
+static mode_t mode_of(const char *path)
+{
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    return st.st_mode;
+}
+
+static void test_output_targets(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/fa4gen-out-XXXXXX", args[1400], path[256], link[256];
+    assert_non_null(mkdtemp(dir));
+    /* new files: 0666 minus the umask, not mkstemp's 0600 */
+    snprintf(args, sizeof args, "sh -c 'umask 022; %s mha --target sm90a --depth 128 -o %s/a.ptx'", fa4gen(), dir);
+    assert_int_equal(run_capture(args, NULL), 0);
+    snprintf(path, sizeof path, "%s/a.ptx", dir);
+    assert_int_equal(mode_of(path) & 0777, 0644);
+    snprintf(args, sizeof args, "sh -c 'umask 077; %s mha --target sm90a --depth 128 -o %s/b.ptx'", fa4gen(), dir);
+    assert_int_equal(run_capture(args, NULL), 0);
+    snprintf(path, sizeof path, "%s/b.ptx", dir);
+    assert_int_equal(mode_of(path) & 0777, 0600);
+    /* a replaced file keeps its mode */
+    assert_int_equal(chmod(path, 0640), 0);
+    snprintf(args, sizeof args, "mha --target sm90a --depth 64 -o %s", path);
+    assert_int_equal(cli(args, NULL), 0);
+    assert_int_equal(mode_of(path) & 0777, 0640);
+    /* a symlink: its target is written, the link stays */
+    snprintf(link, sizeof link, "%s/link.ptx", dir);
+    assert_int_equal(symlink("b.ptx", link), 0);
+    snprintf(args, sizeof args, "mha --target sm90a --depth 128 -o %s", link);
+    assert_int_equal(cli(args, NULL), 0);
+    struct stat st;
+    assert_int_equal(lstat(link, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    assert_true(mode_of(path) & S_IFREG);
+    char *out = NULL, *via = NULL;
+    assert_int_equal(cli("mha --target sm90a --depth 128", &out), 0);
+    snprintf(args, sizeof args, "cat %s", path);
+    assert_int_equal(run_capture(args, &via), 0);
+    assert_string_equal(out, via);
+    free(via);
+    /* a dangling link is refused, and nothing is created */
+    char dangling[256];
+    snprintf(dangling, sizeof dangling, "%s/dangling.ptx", dir);
+    assert_int_equal(symlink("nowhere/x.ptx", dangling), 0);
+    snprintf(args, sizeof args, "mha --target sm90a --depth 128 -o %s", dangling);
+    assert_int_equal(cli(args, NULL), 1);
+    /* a device is written, not replaced; a FIFO too */
+    assert_int_equal(cli("mha --target sm90a --depth 128 -o /dev/null", NULL), 0);
+    assert_true(S_ISCHR(mode_of("/dev/null")));
+    char fifo[256];
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    snprintf(args, sizeof args, "sh -c 'cat %s > %s/fromfifo & %s mha --target sm90a --depth 128 -o %s; wait'", fifo,
+             dir, fa4gen(), fifo);
+    assert_int_equal(run_capture(args, NULL), 0);
+    assert_true(S_ISFIFO(mode_of(fifo)));
+    snprintf(args, sizeof args, "cat %s/fromfifo", dir);
+    assert_int_equal(run_capture(args, &via), 0);
+    assert_string_equal(out, via);
+    free(via);
+    free(out);
+    remove_tree(dir);
+}
+
+static void test_stdout_write_errors(void **state)
+{
+    (void)state;
+    const char *cmds[] = {"explain --target sm90a --depth 128", "explain --target sm90a --depth 128 --json",
+                          "mha --target sm90a --depth 128", "--help", "mha --help", "--version"};
+    char cmd[512], *out = NULL;
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        snprintf(cmd, sizeof cmd, "%s %s 2>&1 >/dev/full", fa4gen(), cmds[i]);
+        if (run_capture(cmd, &out) != 1) fail_msg("'%s' into /dev/full: not exit 1", cmds[i]);
+        assert_non_null(strstr(out, "cannot write to stdout"));
+        free(out);
+    }
+}
+
+/* Writes text to DIR/list. */
+static void write_list(const char *dir, const char *text, size_t len)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/list", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(fwrite(text, 1, len, f), len);
+    fclose(f);
+}
+
+static char *listing_of(const char *dir)
+{
+    char ls[600], *listing = NULL;
+    snprintf(ls, sizeof ls, "ls -A %s", dir);
+    run_capture(ls, &listing);
+    return listing;
+}
+
+static void test_bundle_lists(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/fa4gen-bundle-XXXXXX", args[512], *out = NULL, *listing;
+    assert_true(strlen(dir) < 64);
+    assert_non_null(mkdtemp(dir));
+    /* a comment longer than any buffer adds no kernel */
+    char *text = malloc(5000);
+    strcpy(text, "# ");
+    memset(text + 2, 'x', 3000);
+    strcpy(text + 3002, " mha target=sm90a dtype=bf16 qk=64 ov=64\nmha target=sm90a dtype=bf16 qk=128 ov=128\n");
+    write_list(dir, text, strlen(text));
+    snprintf(args, sizeof args, "bundle %s/list -d %s/out", dir, dir);
+    assert_int_equal(cli(args, &out), 0);
+    assert_int_equal(strstr(out, "\n") - out + 1, (long)strlen(out)); /* one kernel */
+    assert_non_null(strstr(out, "qk=128"));
+    free(out);
+    /* a long config line is refused as the line it is */
+    strcpy(text, "mha target=sm90a dtype=bf16 qk=128 ov=128\nmha target=sm90a dtype=bf16 qk=128 ov=128 ");
+    memset(text + strlen(text), ' ', 1500);
+    strcpy(text + 2000, "qk=64 ov=64\n");
+    for (int i = 0; i < 2000; i++) if (!text[i]) text[i] = ' ';
+    write_list(dir, text, strlen(text));
+    snprintf(args, sizeof args, "bundle %s/list -d %s/out2", dir, dir);
+    assert_int_equal(cli_err(args, &out), 2);
+    expect_one_line(out);
+    assert_non_null(strstr(out, "line 2:"));
+    free(out);
+    /* a NUL byte is refused */
+    write_list(dir, "mha target=sm90a dtype=bf16 qk=128 ov=128\0 qk=64\n", 51);
+    assert_int_equal(cli_err(args, &out), 2);
+    assert_non_null(strstr(out, "line 1: holds a NUL byte"));
+    free(out);
+    /* duplicates are reported as duplicates and written once; comments may be indented */
+    const char *dup = "mha target=sm90a dtype=bf16 qk=128 ov=128\n  # indented comment\n\t\n"
+                      "mha target=sm90a dtype=bf16 qk=128 ov=128 bn=176\n";
+    write_list(dir, dup, strlen(dup));
+    assert_int_equal(cli_err(args, &out), 0);
+    assert_non_null(strstr(out, "line 4: the same kernel as line 1"));
+    assert_non_null(strstr(out, "bundle: 1 kernels"));
+    free(out);
+    snprintf(args, sizeof args, "%s/out2", dir);
+    listing = listing_of(args);
+    assert_int_equal(strlen(listing), strlen("fa4_mha_sm90a_0123456789abcdef.ptx\n"));
+    free(listing);
+    /* an I/O failure halfway (the second file over the file-size limit) leaves nothing behind,
+     * whether DIR existed (out2) or not (out3) */
+    const char *two = "mha target=sm90a dtype=bf16 qk=64 ov=64 mask=none\n"
+                      "mha target=sm100a dtype=bf16 qk=128 ov=128 mask=causal\n";
+    write_list(dir, two, strlen(two));
+    char *sizes = NULL;
+    snprintf(args, sizeof args, "%s mha --config '%.49s' | wc -c; %s mha --config '%s' | wc -c", fa4gen(), two,
+             fa4gen(), strchr(two, '\n') + 1);
+    for (char *nl = strchr(args, '\n'); nl; nl = strchr(nl, '\n')) *nl = ' ';
+    assert_int_equal(run_capture(args, &sizes), 0);
+    long first = strtol(sizes, NULL, 10), second = strtol(strchr(sizes, '\n') + 1, NULL, 10);
+    free(sizes);
+    assert_true(first + 4096 < second);
+    for (int fresh = 0; fresh < 2; fresh++) {
+        snprintf(args, sizeof args, "sh -c 'trap \"\" XFSZ; ulimit -f %ld; exec %s bundle %s/list -d %s/%s' 2>&1",
+                 (first + 2048) / 512, fa4gen(), dir, dir, fresh ? "out3" : "out2");
+        assert_int_equal(run_capture(args, &out), 1);
+        assert_non_null(strstr(out, "cannot write"));
+        free(out);
+    }
+    listing = listing_of(dir);
+    assert_string_equal(listing, "list\nout\nout2\n");
+    free(listing);
+    snprintf(args, sizeof args, "%s/out2", dir);
+    listing = listing_of(args);
+    assert_int_equal(strlen(listing), strlen("fa4_mha_sm90a_0123456789abcdef.ptx\n")); /* as it was */
+    free(listing);
+    /* -d onto a file is refused */
+    snprintf(args, sizeof args, "bundle %s/list -d %s/list", dir, dir);
+    assert_int_equal(cli(args, NULL), 2);
+    free(text);
+    remove_tree(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -323,6 +648,10 @@ int main(void)
         cmocka_unit_test(test_plan_smem_map),         cmocka_unit_test(test_explain_json_and_text),
         cmocka_unit_test(test_builder),               cmocka_unit_test(test_sm90_descriptors),
         cmocka_unit_test(test_cli_exit_codes),        cmocka_unit_test(test_cli_no_partial_files),
+        cmocka_unit_test(test_window_bounds_in_range), cmocka_unit_test(test_values_are_exact_words),
+        cmocka_unit_test(test_errors_escape_what_they_echo), cmocka_unit_test(test_unused_flags_refused),
+        cmocka_unit_test(test_output_targets),        cmocka_unit_test(test_stdout_write_errors),
+        cmocka_unit_test(test_bundle_lists),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
