@@ -38,10 +38,17 @@ typedef struct {
 /* O's element size: e4m3 kernels write bf16 O (fa4.h; encode_map checks the plan agrees). */
 static int out_elem_bytes(fa4_dtype d) { return d == FA4_E4M3 ? 2 : arg_dtype_bytes[d]; }
 
+/* a x b, or INT64_MAX when it does not fit (every such value is then refused). */
+static int64_t mul_sat(int64_t a, int64_t b)
+{
+    int64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
 /* Element strides with 0 replaced by the packed [batch, seqlen, heads, depth] layout. */
 static void packed_strides(const int64_t in[3], int seqlen, int heads, int depth, int64_t out[3])
 {
-    const int64_t def[3] = {(int64_t)seqlen * heads * depth, (int64_t)heads * depth, depth};
+    const int64_t def[3] = {mul_sat(mul_sat(seqlen, heads), depth), mul_sat(heads, depth), depth};
     for (int i = 0; i < 3; i++) out[i] = in[i] ? in[i] : def[i];
 }
 
@@ -110,6 +117,9 @@ static fa4_status check_shape(fa4_ctx *ctx, const fa4_mha_args *a)
     return FA4_OK;
 }
 
+/* No buffer spans more: the widest virtual address space (x86-64 5-level paging). */
+#define MAX_SPAN ((int64_t)1 << 57)
+
 /* TMA wants 16-byte aligned bases and 16-byte multiple strides below 2^40. */
 static fa4_status check_layout(fa4_ctx *ctx, const fa4_mha_args *a)
 {
@@ -124,14 +134,33 @@ static fa4_status check_layout(fa4_ctx *ctx, const fa4_mha_args *a)
             if (t[i].given[d] < 0)
                 return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s_stride[%d] (%s): %lld; strides must be positive "
                                "(0 selects the packed layout)", t[i].name, d, axis[d], (long long)t[i].given[d]);
-            int64_t bytes = t[i].stride[d] * t[i].elem_bytes;
+            int64_t bytes = mul_sat(t[i].stride[d], t[i].elem_bytes);
             if (bytes % 16 || bytes >= ((int64_t)1 << 40))
                 return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s_stride[%d] (%s): %lld elements = %lld bytes; TMA "
                                "needs a multiple of 16 bytes below 2^40", t[i].name, d, axis[d],
                                (long long)t[i].stride[d], (long long)bytes);
         }
     }
+    /* The bytes a tensor spans: in 64 bits without overflow, and within the address space. */
+    for (int i = 0; i < n; i++) {
+        const int64_t count[3] = {t[i].batch, t[i].seqlen, t[i].heads};
+        int64_t span = mul_sat(t[i].depth, t[i].elem_bytes);
+        for (int d = 0; d < 3; d++) {
+            int64_t part = mul_sat(mul_sat(count[d] - 1, t[i].stride[d]), t[i].elem_bytes);
+            span = part > MAX_SPAN - span ? INT64_MAX : span + part;
+        }
+        if (span > MAX_SPAN || (uintptr_t)t[i].ptr > UINTPTR_MAX - (uintptr_t)span)
+            return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: batch %d x seqlen %d x heads %d with strides "
+                           "(%lld, %lld, %lld) spans %s bytes from %p; no buffer is that large (2^57)", t[i].name,
+                           t[i].batch, t[i].seqlen, t[i].heads, (long long)t[i].stride[0], (long long)t[i].stride[1],
+                           (long long)t[i].stride[2], span == INT64_MAX ? "over 2^63" : "over 2^57", t[i].ptr);
+    }
     if ((uintptr_t)a->lse % 4) return BAD("lse", "address %p is not 4-byte aligned", (void *)a->lse);
+    /* the kernel indexes LSE [batch, heads_q, seqlen_q] in 32 bits (gen/softmax.c lse_store) */
+    if (a->lse && (uint64_t)a->batch * (uint64_t)a->heads_q * (uint64_t)a->seqlen_q > ((uint64_t)1 << 32))
+        return BAD("lse", "batch %d x heads_q %d x seqlen_q %d = %llu rows; the kernels index LSE in 32 bits (at most "
+                   "2^32 rows): pass lse = NULL or split the batch", a->batch, a->heads_q, a->seqlen_q,
+                   (unsigned long long)a->batch * (unsigned long long)a->heads_q * (unsigned long long)a->seqlen_q);
     return FA4_OK;
 }
 
@@ -163,14 +192,29 @@ static fa4_status check_descales(fa4_ctx *ctx, const fa4_mha_args *a)
     return FA4_OK;
 }
 
+/* gen/config.c's widest window bound (FA4_WINDOW_MAX), and room for one KV tile (bn <= 256) and the +1. */
+enum { WINDOW_MAX = 1 << 30, MASK_SLACK = 512 };
+
 static fa4_status check_math(fa4_ctx *ctx, const fa4_mha_args *a)
 {
     if (!isfinite(a->softmax_scale)) return BAD("softmax_scale", "%g is not finite", (double)a->softmax_scale);
     if ((unsigned)a->mask > FA4_MASK_WINDOW) return BAD("mask", "%d is not a fa4_mask", (int)a->mask);
     if (a->mask == FA4_MASK_WINDOW) {
-        if (a->window_left < -1) return BAD("window_left", "%d; use >= 0, or -1 for unbounded", a->window_left);
-        if (a->window_right < -1) return BAD("window_right", "%d; use >= 0, or -1 for unbounded", a->window_right);
+        if (a->window_left < -1 || a->window_left > WINDOW_MAX)
+            return BAD("window_left", "%d; use 0..%d, or -1 for unbounded", a->window_left, WINDOW_MAX);
+        if (a->window_right < -1 || a->window_right > WINDOW_MAX)
+            return BAD("window_right", "%d; use 0..%d, or -1 for unbounded", a->window_right, WINDOW_MAX);
     }
+    /* The kernels compute a row's key range in 32-bit signed arithmetic: row + seqlen_k - seqlen_q + right + 1,
+     * rounded up to a KV tile (< MASK_SLACK), and row + seqlen_k - seqlen_q - left. */
+    int right = a->mask == FA4_MASK_CAUSAL ? 0 : a->mask == FA4_MASK_WINDOW ? a->window_right : -1;
+    int left = a->mask == FA4_MASK_WINDOW ? a->window_left : -1;
+    if (right >= 0 && (int64_t)a->seqlen_k + right + MASK_SLACK > INT32_MAX)
+        return BAD("seqlen_k", "%d with the mask's right bound %d; the kernels need seqlen_k + bound <= 2^31 - %d",
+                   a->seqlen_k, right, MASK_SLACK + 1);
+    if (left >= 0 && (int64_t)a->seqlen_q + left + MASK_SLACK > INT32_MAX)
+        return BAD("seqlen_q", "%d with the window's left bound %d; the kernels need seqlen_q + bound <= 2^31 - %d",
+                   a->seqlen_q, left, MASK_SLACK + 1);
     return check_descales(ctx, a);
 }
 
@@ -312,6 +356,11 @@ static fa4_status grid_size(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a, 
     uint64_t rows = (uint64_t)p->rows_per_cta * (uint64_t)cx;
     uint64_t clusters = ((uint64_t)a->seqlen_q + rows - 1) / rows * (uint64_t)(a->heads_q / hpc) * (uint64_t)a->batch;
     uint64_t ctas = clusters * (uint64_t)cx;
+    /* the kernel counts tiles (clusters) in 32 bits: a persistent grid's cap must not hide a wrap */
+    if (clusters > 0x7fffffffu)
+        return BAD("seqlen_q", "%d x heads_q %d x batch %d makes %llu tiles of %llu rows; the kernels count at most "
+                   "2^31 - 1", a->seqlen_q, a->heads_q, a->batch, (unsigned long long)clusters,
+                   (unsigned long long)rows);
     if (p->persistent) {
         uint64_t cap = (uint64_t)(ctx->device.sm_count / cx * cx);
         if (cap < (uint64_t)cx) cap = (uint64_t)cx; /* a device smaller than a cluster: the driver will say */

@@ -520,6 +520,86 @@ static void test_bad_descale(void **state)
     fa4_destroy(ctx);
 }
 
+
+/* Shapes whose products pass 2^31, 2^32 or 2^63 (issue 16): the ones the
+ * kernels or the driver cannot index are refused naming the field, before
+ * anything is encoded or launched; the ones they can are launched with every
+ * extent and stride computed in 64 bits. */
+static void expect_refused(fa4_ctx *ctx, const fa4_mha_args *a, const char *field, const char *why)
+{
+    fake_reset();
+    fa4_status s = fa4_mha_fwd(ctx, a, NULL);
+    if (s != FA4_ERR_INVALID_ARGUMENT || !strstr(fa4_last_error(ctx), field))
+        fail_msg("%s: status %s, message '%s' (expected one naming %s)", why, fa4_status_string(s),
+                 fa4_last_error(ctx), field);
+    nothing_recorded(why);
+}
+
+static void test_huge_shapes(void **state)
+{
+    (void)state;
+    fa4_ctx *ctx = ctx_on(90, FA4_TARGET_SM90A, NULL);
+    fa4_mha_args a;
+    /* window bounds past 2^30, and bounds that would wrap the kernel's int32 key range */
+    a = mha(FA4_BF16, 1, 1000, 1000, 16, 16, 128, 128, FA4_MASK_WINDOW);
+    a.window_left = 5, a.window_right = 2147483647;
+    expect_refused(ctx, &a, "window_right", "window_right INT_MAX");
+    a.window_left = (1 << 30) + 1, a.window_right = 0;
+    expect_refused(ctx, &a, "window_left", "window_left 2^30 + 1");
+    a = mha(FA4_BF16, 1, 1000, 2147483600, 1, 1, 128, 128, FA4_MASK_CAUSAL);
+    a.lse = NULL;
+    expect_refused(ctx, &a, "seqlen_k", "causal seqlen_k near INT_MAX");
+    a = mha(FA4_BF16, 1, 1000, 1500000000, 1, 1, 128, 128, FA4_MASK_WINDOW);
+    a.window_left = 0, a.window_right = 1 << 30, a.lse = NULL;
+    expect_refused(ctx, &a, "seqlen_k", "seqlen_k + window_right over INT_MAX");
+    a = mha(FA4_BF16, 1, 1500000000, 1000, 1, 1, 128, 128, FA4_MASK_WINDOW);
+    a.window_left = 1 << 30, a.window_right = -1, a.lse = NULL;
+    expect_refused(ctx, &a, "seqlen_q", "seqlen_q + window_left over INT_MAX");
+    /* packed strides past 2^63 elements, and explicit strides whose span passes the address space */
+    a = mha(FA4_BF16, 2147483647, 2147483647, 2147483647, 1024, 1024, 1024, 1024, FA4_MASK_NONE);
+    expect_refused(ctx, &a, "q_stride[0]", "packed batch stride over 2^63");
+    a = mha(FA4_BF16, 1 << 20, 128, 128, 1, 1, 128, 128, FA4_MASK_NONE);
+    a.q_stride[0] = (int64_t)1 << 38;
+    expect_refused(ctx, &a, "q:", "q spans 2^59 bytes");
+    a = mha(FA4_BF16, 1, 128, 128, 1, 1, 128, 128, FA4_MASK_NONE);
+    a.o = (void *)(uintptr_t)(UINTPTR_MAX - 4095); /* 16-byte aligned, but the span wraps the address space */
+    expect_refused(ctx, &a, "o:", "o wraps the address space");
+    a = mha(FA4_BF16, 1, 128, 128, 1, 1, 128, 128, FA4_MASK_NONE);
+    a.k_stride[1] = INT64_MAX - 15;
+    expect_refused(ctx, &a, "k_stride[1]", "stride x element size over 2^63");
+    /* LSE rows past 2^32 (the kernel indexes LSE in 32 bits) */
+    a = mha(FA4_BF16, 16, 1 << 24, 256, 32, 32, 128, 128, FA4_MASK_NONE);
+    expect_refused(ctx, &a, "lse", "LSE rows 2^33");
+    /* a persistent grid caps the CTAs, but the kernel's tile count must still fit 31 bits */
+    a = mha(FA4_BF16, 512, 1 << 30, 256, 512, 512, 64, 64, FA4_MASK_NONE);
+    a.lse = NULL;
+    a.q_stride[0] = a.o_stride[0] = (int64_t)1 << 30; /* bytes below 2^40: the batch axis aliases, as a test may */
+    a.q_stride[1] = a.o_stride[1] = 64, a.q_stride[2] = a.o_stride[2] = 64;
+    expect_refused(ctx, &a, "tiles", "2^41 tiles on a persistent grid");
+    /* accepted: batch stride 2^36 elements (2^37 bytes), 2^33 query rows, no LSE: every map in 64 bits */
+    a = mha(FA4_BF16, 16, 1 << 24, 256, 32, 32, 128, 128, FA4_MASK_NONE);
+    a.lse = NULL;
+    Plan *p = plan_of(ctx, &a);
+    assert_true(p->persistent);
+    Tensor t[TENSOR_COUNT];
+    packed_tensors(&a, 2, 2, t);
+    assert_true(t[TENSOR_Q].stride[0] == (int64_t)1 << 36);
+    fake_reset();
+    must(ctx, fa4_mha_fwd(ctx, &a, NULL), "fa4_mha_fwd (2^41-byte q)");
+    expect_launch(p, t, &a, LOG2E / sqrt(128.0), 1.0);
+    free(p);
+    /* accepted: the widest window with short sequences */
+    a = mha(FA4_BF16, 1, 1000, 1000, 16, 16, 128, 128, FA4_MASK_WINDOW);
+    a.window_left = 1 << 30, a.window_right = 1 << 30;
+    p = plan_of(ctx, &a);
+    packed_tensors(&a, 2, 2, t);
+    fake_reset();
+    must(ctx, fa4_mha_fwd(ctx, &a, NULL), "fa4_mha_fwd (window 2^30)");
+    expect_launch(p, t, &a, LOG2E / sqrt(128.0), 1.0);
+    free(p);
+    fa4_destroy(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -527,7 +607,7 @@ int main(void)
         cmocka_unit_test(test_sm100_mla_rope),     cmocka_unit_test(test_sm100_e4m3_descale),
         cmocka_unit_test(test_sm100_cluster),      cmocka_unit_test(test_sm90_d128),
         cmocka_unit_test(test_sm100_on_sm90),      cmocka_unit_test(test_bad_descale),
-        cmocka_unit_test(test_kernel_info),
+        cmocka_unit_test(test_kernel_info),        cmocka_unit_test(test_huge_shapes),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
