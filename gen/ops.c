@@ -141,6 +141,11 @@ void op_vote_any(Emit *e, const char *dst, const char *pred)
     emit(e, "vote.sync.any.pred %s, %s, 0xffffffff;", dst, pred);
 }
 
+void op_cvt(Emit *e, const char *form, const char *dst, const char *src)
+{
+    emit(e, "cvt.%s %s, %s;", form, dst, src);
+}
+
 void op_cvt_pack(Emit *e, DType dt, const char *dst, const char *hi, const char *lo)
 {
     /* e4m3 saturates: a P or O past the format's range becomes its largest finite value */

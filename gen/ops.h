@@ -65,6 +65,9 @@ void op_shfl_bfly(Emit *e, const char *dst, const char *src, int lane_mask);
 void op_vote_any(Emit *e, const char *dst, const char *pred);
 /* dst = {hi, lo} rounded to dt and packed, lo in the low half: a b32 for bf16/fp16, a b16
  * (saturating) for e4m3. */
+/* dst = src converted as form says: "<rounding>.<to>.<from>" or "<to>.<from>", e.g. "u64.u32"
+ * (widening) or "rmi.f32.f32" (floor). */
+void op_cvt(Emit *e, const char *form, const char *dst, const char *src);
 void op_cvt_pack(Emit *e, DType dt, const char *dst, const char *hi, const char *lo);
 /* Shared memory at [base+off] (base an address operand, "%smem" included). */
 void op_ld_shared_b32(Emit *e, const char *dst, const char *base, uint32_t off);

@@ -87,12 +87,12 @@ void sfx_exp2_poly(Emit *e, const char *dst, const char *src)
     const char *bits = reg(e, "b32", "poly_bits");
     const char *ex = reg(e, "b32", "poly_exp");
     emit(e, "max.f32 %s, %s, 0fC2FE0000;", x, src); /* clamp at -127: below that 2^x flushes to 0 anyway */
-    emit(e, "cvt.rmi.f32.f32 %s, %s;", fl, x);
+    op_cvt(e, "rmi.f32.f32", fl, x);
     emit(e, "sub.f32 %s, %s, %s;", fr, x, fl);
     emit(e, "fma.rn.f32 %s, %s, 0f3D9DF09D, 0f3E6906A4;", y, fr); /* 0.0771190897, 0.2275644745 */
     emit(e, "fma.rn.f32 %s, %s, %s, 0f3F31F519;", y, y, fr);      /* 0.6951461434 */
     emit(e, "fma.rn.f32 %s, %s, %s, 0f3F800000;", y, y, fr);      /* 1.0 */
-    emit(e, "cvt.rzi.s32.f32 %s, %s;", ex, fl);
+    op_cvt(e, "rzi.s32.f32", ex, fl);
     emit(e, "shl.b32 %s, %s, 23;", ex, ex);
     emit(e, "mov.b32 %s, %s;", bits, y);
     emit(e, "add.s32 %s, %s, %s;", bits, bits, ex);
