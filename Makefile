@@ -25,7 +25,7 @@ UNIT_SRC  := $(filter-out tests/unit/test_launch.c,$(wildcard tests/unit/test_*.
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 FAKECUDA  := $(B)/fakecuda/libcuda.so.1
 
-.PHONY: all demo test unit launch-test ptxas-test sass-test sim-test clean examples deps-test bundle
+.PHONY: all demo test unit launch-test ptxas-test sass-test sass-tools sim-test clean examples deps-test bundle
 all: $(B)/fa4gen $(B)/libfa4rt.a $(B)/libfa4rt.so examples
 
 $(B)/%.o: %.c $(HDRS) | $(B)/templates.h
@@ -100,10 +100,15 @@ ptxas-test: $(B)/fa4gen
 # SASS of the sm100a matrix (no GPU needed): a cuobjdump from the toolkit, or NVIDIA's wheel.
 sass-test: $(B)/fa4gen
 	@cuobjdump=$$(sh tests/ensure-sass-tools.sh $(B)/sasstools) || { \
-	    echo "sass-test: no cuobjdump and none could be fetched (pip); install nvidia-cuda-cuobjdump"; exit 1; }; \
+	    echo "sass-test: no cuobjdump and none could be fetched (the reason and the fixes are above)"; exit 1; }; \
 	CUOBJDUMP=$$cuobjdump sh tests/ptxas/sass_sm100.sh $(B)/fa4gen
 
-test: deps-test
+# make test needs a cuobjdump for its SASS step: found or fetched first, so offline it stops up front.
+sass-tools:
+	@sh tests/ensure-sass-tools.sh $(B)/sasstools >/dev/null || { \
+	    echo "make test: no cuobjdump (reason and fixes above); stopping before the tests, not after them"; exit 1; }
+
+test: deps-test sass-tools
 	$(MAKE) unit
 	$(MAKE) ptxas-test
 	$(MAKE) sass-test
@@ -111,6 +116,14 @@ test: deps-test
 
 clean:
 	rm -rf $(B)
+
+# The whole project (CLI, libraries, examples, unit tests, fake and simulated drivers) with clang,
+# warnings as errors, in its own build folder.
+.PHONY: clang-check
+clang-check:
+	$(MAKE) -s B=$(B)/clang CC=clang all $(B)/clang/fakecuda/libcuda.so.1 \
+	    $(patsubst $(B)/%,$(B)/clang/%,$(UNIT_BIN) $(B)/tests/test_launch)
+	@echo "clang-check: the project builds with clang, warning-free"
 
 # ---- the simulated GPU (tests/sim/): a libcuda.so.1 that runs our PTX on the CPU ----
 include tests/sim/sim.mk tests/sim/tma.mk tests/sim/harness.mk

@@ -97,9 +97,9 @@ static int run_on_gpu(fa4_ctx *ctx, const Cu *cu)
     size_t nq = (size_t)B * SQ * HQ * D, nk = (size_t)B * SK * HKV * D;
     uint16_t *hq = malloc(nq * 2), *hk = malloc(nk * 2), *hv = malloc(nk * 2), *ho = malloc(nq * 2);
     srand(1);
-    for (size_t i = 0; i < nq; i++) hq[i] = to_bf16((float)rand() / RAND_MAX * 2 - 1);
-    for (size_t i = 0; i < nk; i++) hk[i] = to_bf16((float)rand() / RAND_MAX * 2 - 1);
-    for (size_t i = 0; i < nk; i++) hv[i] = to_bf16((float)rand() / RAND_MAX * 2 - 1);
+    for (size_t i = 0; i < nq; i++) hq[i] = to_bf16((float)((double)rand() / RAND_MAX * 2 - 1));
+    for (size_t i = 0; i < nk; i++) hk[i] = to_bf16((float)((double)rand() / RAND_MAX * 2 - 1));
+    for (size_t i = 0; i < nk; i++) hv[i] = to_bf16((float)((double)rand() / RAND_MAX * 2 - 1));
     CUdevice dev;
     CUcontext pctx;
     CUdeviceptr dq, dk, dv, dout;
