@@ -105,6 +105,7 @@ typedef struct Thread {
     /* cp.async (non-bulk): the thread's copies fall into segments, closed by commit_group and by
      * cp.async.mbarrier.arrive; cpa_fly counts each segment's copies that have not landed */
     uint32_t cpa_seg;                  /* the open segment */
+    uint32_t cpa_arrives, cpa_arrived; /* cp.async.mbarrier.arrive issued / fired: they fire in order */
     uint32_t cpa_low;                  /* every segment below it has landed */
     uint32_t cpa_commit;               /* cp.async-groups committed */
     uint32_t cpa_grp_end[GROUP_RING];  /* group g: its copies are in segments below cpa_grp_end[g % GROUP_RING] */

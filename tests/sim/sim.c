@@ -567,8 +567,11 @@ static int cpa_landed_below(Thread *t, uint32_t end);
 
 static int op_eligible(Sim *s, const Op *op)
 {
-    /* the arrive-on of cp.async.mbarrier.arrive waits for the thread's earlier copies */
-    if (op->kind == A_CPA_ARRIVE) return cpa_landed_below(&s->th[op->thread], op->u.cpa.seg);
+    /* the arrive-on of cp.async.mbarrier.arrive waits for the thread's earlier copies, and so
+     * for its earlier arrive-ons, whose copies are a subset: they fire in issue order, each
+     * publishing the copies the ones before it did not */
+    if (op->kind == A_CPA_ARRIVE)
+        return op->seq == s->th[op->thread].cpa_arrived && cpa_landed_below(&s->th[op->thread], op->u.cpa.seg);
     return op->stream < 0 || s->stream_next[op->stream] == op->seq;
 }
 
@@ -772,6 +775,7 @@ static void complete_cpa_arrive(Sim *s, Op *op)
                    m->addr, m->cta, m->init_line, m->expected, m->phase);
         return;
     }
+    s->th[op->thread].cpa_arrived++;
     cpa_publish(s, &s->th[op->thread], op->u.cpa.seg, m);
     mbar_arrive(s, m, 1, NULL);
 }
@@ -1330,6 +1334,7 @@ static void exec_cpa_arrive(Sim *s, Thread *t, const Ins *in)
     Op *op = op_new(s, A_CPA_ARRIVE, t, -1);
     if (!op) return;
     op->u.cpa.mbar = w.off, op->u.cpa.seg = t->cpa_seg + 1;
+    op->seq = t->cpa_arrives++;
     if (cpa_new_segment(s, t)) { op_free(op); return; }
     op_push(s, op);
 }
