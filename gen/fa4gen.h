@@ -76,7 +76,8 @@ int parse_int(const char *s, int *out);
 /* ============================== plan.c ============================== */
 
 enum { PLAN_MAX_SMEM = 48, PLAN_MAX_ROLES = 8, PLAN_MAX_MAPS = 6, PLAN_MAX_BARS = 12,
-       PLAN_MAX_TMEM = 12, PLAN_MAX_NOTES = 24, PLAN_MAX_PARAMS = 16 };
+       PLAN_MAX_TMEM = 12, PLAN_MAX_NOTES = 24, PLAN_MAX_PARAMS = 24,
+       PLAN_FAMILY_BYTES = 1024 };
 
 typedef enum { TENSOR_Q, TENSOR_K, TENSOR_V, TENSOR_O, TENSOR_K_ROPE, TENSOR_COUNT } TensorId;
 extern const char *const tensor_name[TENSOR_COUNT];
@@ -112,6 +113,12 @@ typedef enum {
     SCALAR_SEQLEN_Q, SCALAR_SEQLEN_K, SCALAR_HEADS_Q, SCALAR_BATCH, /* u32 */
     SCALAR_SCALE_LOG2, /* f32: softmax scale x descales x log2 e */
     SCALAR_O_SCALE,    /* f32: the V descale */
+    /* sparse MLA: pointers (u64; 0 = absent for the optional ones), sizes (u32), element strides (u64) */
+    SCALAR_Q, SCALAR_KV, SCALAR_INDICES, SCALAR_OUT, SCALAR_MAX_LOGITS, SCALAR_SINK, SCALAR_TOPK_LENGTH,
+    SCALAR_S_KV, SCALAR_TOPK,
+    SCALAR_Q_STRIDE_S, SCALAR_Q_STRIDE_H, SCALAR_KV_STRIDE, SCALAR_IDX_STRIDE, SCALAR_OUT_STRIDE_S,
+    SCALAR_OUT_STRIDE_H,
+    SCALAR_SM_SCALE,   /* f32: the softmax scale itself (max_logits are in its units) */
     SCALAR_COUNT
 } ScalarId;
 extern const char *const scalar_name[SCALAR_COUNT];
@@ -182,6 +189,11 @@ typedef struct Plan {
     int n_params;
 
     const char *overflow; /* the first table a builder found full (plan_make then fails) */
+
+    /* The family's own part of the plan (e.g. SparsePlan90 in sm90/mla90.h): each family's
+     * header defines its struct and an accessor over this storage, which this header
+     * does not name. */
+    _Alignas(16) unsigned char family[PLAN_FAMILY_BYTES];
 
     Sm90Plan sm90;
     Sm100Plan sm100;

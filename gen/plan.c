@@ -13,8 +13,10 @@
 #include "fa4gen.h"
 
 const char *const tensor_name[TENSOR_COUNT] = {"q", "k", "v", "o", "k_rope"};
-const char *const scalar_name[SCALAR_COUNT] = {"lse", "seqlen_q", "seqlen_k", "heads_q", "batch", "scale_log2",
-                                               "o_scale"};
+const char *const scalar_name[SCALAR_COUNT] = {
+    "lse", "seqlen_q", "seqlen_k", "heads_q", "batch", "scale_log2", "o_scale", "q", "kv", "indices", "out",
+    "max_logits", "sink", "topk_length", "s_kv", "topk", "q_stride_s", "q_stride_h", "kv_stride", "idx_stride",
+    "out_stride_s", "out_stride_h", "sm_scale"};
 
 /* A builder's table is full: remember which (plan_make fails with it) and drop the entry. */
 static int full(Plan *p, int n, int max, const char *table)
@@ -149,8 +151,9 @@ int plan_make(const Config *c, Plan *p, char *err, size_t n)
     /* Concurrent CTAs should find their K and V in L2: half of an H100's 50 MB
      * (H200 60 MB) for K/V, the rest for the Q/O streams. */
     p->l2_kv_rows = (24u << 20) / ((uint32_t)(p->qk + p->ov) * (uint32_t)p->elem_bytes);
-    plan_note(p, "tile order", "heads grouped so their K+V (%u rows per kv head) fit 24 MB of L2; m-blocks descending",
-              p->l2_kv_rows);
+    if (p->cfg.kind == KIND_MHA)
+        plan_note(p, "tile order", "heads grouped so their K+V (%u rows per kv head) fit 24 MB of L2; m-blocks "
+                  "descending", p->l2_kv_rows);
     if (p->overflow) {
         snprintf(err, n, "internal: the plan's %s table is full for %s; raise the limit in fa4gen.h", p->overflow,
                  p->canonical);

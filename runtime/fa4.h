@@ -163,6 +163,39 @@ fa4_status fa4_mha_fwd(fa4_ctx *ctx, const fa4_mha_args *args, void *stream);
 /* The canonical config fa4_mha_fwd would use for args (for logs and tests). */
 fa4_status fa4_mha_config(fa4_ctx *ctx, const fa4_mha_args *args, char *buf, size_t n);
 
+/* Sparse MLA prefill (DeepSeek-V3.2 top-k attention; FlashMLA's contract).
+ * q [s_q, h_q, d_qk] and kv [s_kv, 1, d_qk] are bf16, d_qk 576 (512 nope + 64
+ * rope) or 512; V is the first 512 columns of the kv rows. indices [s_q, topk]
+ * int32 select the kv rows each query token attends to. Outputs: out [s_q,
+ * h_q, 512] bf16; lse and max_logits [s_q, h_q] fp32 (optional), natural log;
+ * max_logits is the true row max of sm_scale * q.k over the valid keys.
+ * An index < 0, >= s_kv, or at a position >= topk_length[s] contributes
+ * nothing, whatever its row holds. A row with no valid index gives out 0, lse
+ * +inf, max_logits -inf. attn_sink [h_q] (optional) scales out by
+ * e^lse / (e^lse + e^sink) and leaves lse and max_logits alone. The last
+ * dimension of every tensor is contiguous; the other strides are free
+ * (element strides; 0 selects the packed layout). Initialise with
+ * FA4_MLA_SPARSE_ARGS_INIT. */
+typedef struct fa4_mla_sparse_args {
+    size_t size; /* sizeof(fa4_mla_sparse_args) */
+    const void *q, *kv;
+    const int32_t *indices;
+    void *out;
+    float *lse, *max_logits;       /* optional */
+    const float *attn_sink;        /* optional, [h_q] */
+    const int32_t *topk_length;    /* optional, [s_q] */
+    int s_q, s_kv, h_q, d_qk, topk;
+    int64_t q_stride[2];           /* (s, h) */
+    int64_t kv_stride;             /* s */
+    int64_t indices_stride;        /* s */
+    int64_t out_stride[2];         /* (s, h) */
+    float sm_scale;                /* 0: 1/sqrt(d_qk) */
+    const char *config;            /* kernel config overrides, NULL = defaults */
+} fa4_mla_sparse_args;
+#define FA4_MLA_SPARSE_ARGS_INIT {sizeof(fa4_mla_sparse_args), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, \
+                                  0, 0, 0, 0, 0, {0, 0}, 0, 0, {0, 0}, 0.0f, NULL}
+fa4_status fa4_mla_sparse_fwd(fa4_ctx *ctx, const fa4_mla_sparse_args *args, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

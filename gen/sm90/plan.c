@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../kernel.h"
+#include "mla90.h"
 
 int sm90_emit_mha(Emit *e);
 
@@ -210,5 +211,5 @@ const Target target_sm90a = {
     .sm_major = 9,
     .sm_minor = 0,
     .smem_limit = SM90_SMEM_LIMIT,
-    .families = {[KIND_MHA] = &sm90_mha},
+    .families = {[KIND_MHA] = &sm90_mha, [KIND_MLA_SPARSE] = &sm90_mla_sparse},
 };

@@ -1,0 +1,23 @@
+/* ops_copy.h - the op layer's plain memory copies (PTX ISA: cp.async, ld/st of the global and
+ * param spaces): the gathers of kernels whose rows come through an index list, which TMA
+ * boxes cannot express on sm_90a. Spellings live in ops_copy.c only. */
+#ifndef FA4GEN_OPS_COPY_H
+#define FA4GEN_OPS_COPY_H
+
+#include "fa4gen.h"
+
+/* Where guard holds (NULL: always): 16 bytes from global [src + src_off] to shared
+ * [dst + dst_off], zero-filled past src_bytes (a register holding 16 or 0: 0 reads nothing,
+ * so an out-of-range src is never touched). Completes asynchronously. */
+void op_cp_async16(Emit *e, const char *guard, const char *dst, uint32_t dst_off, const char *src, uint32_t src_off,
+                   const char *src_bytes);
+/* The mbarrier receives one arrival when every cp.async this thread issued before has
+ * completed; .noinc: that arrival is one of the count the barrier was initialised with. */
+void op_cp_async_arrive(Emit *e, const char *bar);
+/* dst (type "u32", "s32", "u64", "f32") = global [addr + off] where guard holds. */
+void op_ld_global(Emit *e, const char *guard, const char *type, const char *dst, const char *addr, uint32_t off);
+void op_st_global_b32(Emit *e, const char *guard, const char *addr, const char *src);
+/* dst = the kernel parameter p_<name>, of type "u32", "u64" or "f32". */
+void op_ld_param(Emit *e, const char *type, const char *dst, const char *name);
+
+#endif

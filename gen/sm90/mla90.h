@@ -1,0 +1,32 @@
+/* mla90.h - the sm_90a sparse MLA prefill plan (family mla-sparse), filled by
+ * sm90/mla_sparse.c's planner and read by its emitter. Offsets are relative to
+ * the aligned dynamic shared memory base. */
+#ifndef FA4GEN_MLA90_H
+#define FA4GEN_MLA90_H
+
+#include "../fa4gen.h"
+
+typedef struct SparsePlan90 {
+    int heads;            /* query heads per CTA: the wgmma M (bm) */
+    int block;            /* top-k positions per KV block (bn) */
+    int consumers;        /* consumer warpgroups; each owns dv_per_consumer columns of O */
+    int dv, dv_per_consumer;
+    int qk_chunks, dv_chunks; /* 64-element (128-byte) chunks of a Q/KV row and of V */
+    int units;            /* 16-byte copies per Q/KV row */
+    uint32_t chunk_bytes; /* one chunk of a tile: rows x 128 B, 128B-swizzled */
+    uint32_t off_q, off_kv, kv_stage_bytes, off_valid, valid_stage_bytes;
+    uint32_t bar_q_full, bar_kv_full, bar_kv_empty;
+    int q_full_count, kv_full_count, kv_empty_count;
+    int producer_regs, consumer_regs;
+    int rescale;          /* conditional O rescale threshold, log2 units */
+    int qk_steps, pv_steps; /* wgmmas per S block and per O += P V */
+} SparsePlan90;
+
+_Static_assert(sizeof(SparsePlan90) <= PLAN_FAMILY_BYTES, "SparsePlan90 outgrows Plan.family");
+static inline SparsePlan90 *mla90_plan(Plan *p) { return (SparsePlan90 *)(void *)p->family; }
+static inline const SparsePlan90 *mla90(const Plan *p) { return (const SparsePlan90 *)(const void *)p->family; }
+
+int sm90_emit_mla_sparse(Emit *e);
+extern const Family sm90_mla_sparse;
+
+#endif

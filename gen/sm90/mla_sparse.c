@@ -1,0 +1,636 @@
+/* sm90/mla_sparse.c - sparse MLA prefill on sm_90a (DeepSeek-V3.2 top-k attention, FlashMLA's
+ * contract; fa4.h): its defaults, checks, plan and kernel.
+ *
+ * One CTA per (query token, block of `heads` query heads). A producer warpgroup gathers the
+ * selected kv rows, `block` per step, with 16-byte cp.async copies into a two-slot ring of
+ * 128B-swizzled K-major tiles (zero-filled where an index is invalid, so nothing outside kv is
+ * read), and writes one valid flag per row. Two consumer warpgroups each compute the whole
+ * S = Q K^T block (wgmma SS over the d_qk columns), hide invalid columns, run the online
+ * softmax with FA4's conditional rescale, and accumulate their half of O = P V (wgmma RS, V the
+ * first dv columns of the same tile, MN-major). The epilogue normalises O, applies the sink, and
+ * writes O (bf16), lse and max_logits (the true row max, tracked apart from the lazy one).
+ *
+ * Both consumers computing S is the simple first design (QK is 53% of the FLOPs at d_qk 576:
+ * this costs 1.5x the tensor work); splitting S between them is the planned next step.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../kernel.h"
+#include "../ops.h"
+#include "../ops_copy.h"
+#include "../softmax.h"
+#include "mla90.h"
+
+enum {
+    MLA_DV = 512,           /* V: the first 512 columns of every kv row (fa4.h) */
+    MLA_MMA_M = 64,         /* wgmma M: query heads per CTA */
+    MLA_K_STEP = 16,        /* wgmma K per instruction (16-bit inputs) */
+    MLA_WG = 128,
+    MLA_UNIT = 16,          /* bytes per cp.async */
+    MLA_SMEM_LIMIT = 232448, /* sm_90a opt-in dynamic shared memory per CTA */
+    NAME = 32,
+};
+
+/* ------------------------------------------------------------ config */
+
+static void mla_defaults(Config *c)
+{
+    if (!c->ov_depth || c->ov_depth == c->qk_depth) c->ov_depth = MLA_DV;
+    if (!c->bm) c->bm = MLA_MMA_M;
+    if (!c->bn) c->bn = 64;
+    if (!c->stages) c->stages = 2;
+    if (!c->swizzle) c->swizzle = 128;
+    if (c->rescale < 0) c->rescale = 8;
+    if (c->exp2_poly < 0) c->exp2_poly = 0;
+    /* fixed by this family: a CTA is one token's head block */
+    if (c->pingpong < 0) c->pingpong = 0;
+    if (c->persistent < 0) c->persistent = 0;
+}
+
+static int refuse(char *err, size_t n, const char *fmt, ...) FA4_PRINTF(3, 4);
+static int refuse(char *err, size_t n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, n, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static int mla_check(const Config *c, char *err, size_t n)
+{
+    if (c->dtype != DT_BF16)
+        return refuse(err, n, "dtype: %s is not allowed for mla-sparse on sm90a; use bf16", dtype_name[c->dtype]);
+    if (c->qk_depth != 576 && c->qk_depth != 512)
+        return refuse(err, n, "qk: %d is not allowed for mla-sparse; use 576 (512 nope + 64 rope) or 512",
+                      c->qk_depth);
+    if (c->ov_depth != MLA_DV)
+        return refuse(err, n, "ov: %d is not allowed for mla-sparse; V is the first %d columns of kv", c->ov_depth,
+                      MLA_DV);
+    if (c->bm != MLA_MMA_M) return refuse(err, n, "bm: %d is not allowed for mla-sparse on sm90a; use 64", c->bm);
+    if (c->bn != 64) return refuse(err, n, "bn: %d is not allowed for mla-sparse on sm90a; use 64", c->bn);
+    if (c->stages != 2) return refuse(err, n, "stages: %d is not allowed for mla-sparse on sm90a; use 2", c->stages);
+    if (c->swizzle != 128)
+        return refuse(err, n, "swizzle: %d is not allowed for mla-sparse on sm90a; use 128", c->swizzle);
+    if (c->mask != MASK_NONE)
+        return refuse(err, n, "mask: mla-sparse takes no mask; its index list says which keys a token sees");
+    if (c->group != 1) return refuse(err, n, "group: %d is not allowed for mla-sparse (one kv head); use 1", c->group);
+    if (c->exp2_poly) return refuse(err, n, "poly: %d is not allowed for mla-sparse on sm90a; use 0", c->exp2_poly);
+    if (c->pingpong || c->persistent)
+        return refuse(err, n, "pingpong/persistent: mla-sparse on sm90a has neither; use 0");
+    return 0;
+}
+
+/* ------------------------------------------------------------ plan */
+
+static void mla_params(Plan *p)
+{
+    static const ScalarId u64s[] = {SCALAR_Q, SCALAR_KV, SCALAR_INDICES, SCALAR_OUT, SCALAR_LSE, SCALAR_MAX_LOGITS,
+                                    SCALAR_SINK, SCALAR_TOPK_LENGTH, SCALAR_Q_STRIDE_S, SCALAR_Q_STRIDE_H,
+                                    SCALAR_KV_STRIDE, SCALAR_IDX_STRIDE, SCALAR_OUT_STRIDE_S, SCALAR_OUT_STRIDE_H};
+    static const ScalarId u32s[] = {SCALAR_SEQLEN_Q, SCALAR_S_KV, SCALAR_HEADS_Q, SCALAR_TOPK};
+    for (size_t i = 0; i < sizeof u64s / sizeof u64s[0]; i++) plan_param_scalar(p, u64s[i], PARAM_U64);
+    for (size_t i = 0; i < sizeof u32s / sizeof u32s[0]; i++) plan_param_scalar(p, u32s[i], PARAM_U32);
+    plan_param_scalar(p, SCALAR_SCALE_LOG2, PARAM_F32);
+    plan_param_scalar(p, SCALAR_SM_SCALE, PARAM_F32);
+}
+
+static int mla_plan(const Config *c, Plan *p, char *err, size_t n)
+{
+    SparsePlan90 *s = mla90_plan(p);
+    p->bm = c->bm, p->bn = c->bn, p->qk = c->qk_depth, p->ov = c->ov_depth;
+    p->rows_per_cta = 1; /* one query token ... */
+    p->heads_per_cta = c->bm; /* ... and bm of its heads */
+    p->elem_bytes = dtype_bytes[c->dtype];
+    p->swizzle_bytes = c->swizzle;
+    p->chunk_elems = c->swizzle / p->elem_bytes;
+    p->qk_chunks = p->qk / p->chunk_elems;
+    p->ov_chunks = p->ov / p->chunk_elems;
+    p->stages = c->stages;
+    p->smem_align = 1024; /* the 128B swizzle repeats every 1024 B: tiles start on that boundary */
+
+    s->heads = c->bm, s->block = c->bn, s->consumers = 2;
+    s->dv = c->ov_depth, s->dv_per_consumer = s->dv / s->consumers;
+    s->qk_chunks = p->qk_chunks, s->dv_chunks = p->ov_chunks;
+    s->units = p->qk * p->elem_bytes / MLA_UNIT;
+    s->chunk_bytes = (uint32_t)(s->heads * p->swizzle_bytes);
+    s->rescale = c->rescale;
+    s->qk_steps = p->qk / MLA_K_STEP;
+    s->pv_steps = s->block / MLA_K_STEP;
+    s->producer_regs = 40, s->consumer_regs = 232; /* 40 + 2 x 232 <= 512 per thread slot of a warp trio */
+    p->threads = MLA_WG * (1 + s->consumers);
+    p->entry_regs = (65536 / p->threads) / 8 * 8;
+
+    uint32_t kv_chunk = (uint32_t)(s->block * p->swizzle_bytes);
+    s->off_q = plan_smem(p, "q", s->chunk_bytes * (uint32_t)s->qk_chunks, 1024, "Q: heads x d_qk, 128B-swizzled chunks");
+    s->kv_stage_bytes = kv_chunk * (uint32_t)s->qk_chunks;
+    s->off_kv = plan_smem(p, "kv", s->kv_stage_bytes * (uint32_t)p->stages, 1024,
+                          "gathered kv rows: K = all columns, V = the first dv (ring)");
+    s->valid_stage_bytes = (uint32_t)s->block * 4;
+    s->off_valid = plan_smem(p, "valid", s->valid_stage_bytes * (uint32_t)p->stages, 16,
+                             "one u32 per gathered row: 1 when its index is valid (ring)");
+    s->q_full_count = MLA_WG;                    /* one cp.async arrival per producer thread */
+    s->kv_full_count = 2 * MLA_WG;               /* ... and one arrival after each thread's flag */
+    s->kv_empty_count = MLA_WG * s->consumers;   /* every consumer thread */
+    s->bar_q_full = plan_smem(p, "bar_q_full", 8, 8, "Q gathered");
+    s->bar_kv_full = plan_smem(p, "bar_kv_full", 8 * (uint32_t)p->stages, 8, "a kv slot gathered, flags written");
+    s->bar_kv_empty = plan_smem(p, "bar_kv_empty", 8 * (uint32_t)p->stages, 8, "a kv slot read by both consumers");
+
+    plan_role(p, "producer", 0, 4, s->producer_regs, "gathers Q and the indexed kv rows with cp.async");
+    for (int i = 0; i < s->consumers; i++) {
+        char name[24], job[80];
+        snprintf(name, sizeof name, "consumer%d", i);
+        snprintf(job, sizeof job, "S = Q K^T, softmax, O[:, %d:%d] += P V", i * s->dv_per_consumer,
+                 (i + 1) * s->dv_per_consumer);
+        plan_role(p, name, 4 * (i + 1), 4, s->consumer_regs, job);
+    }
+    plan_note(p, "qk wgmma", "m64n%dk16 x %d per kv block per consumer (SS)", s->block, s->qk_steps);
+    plan_note(p, "pv wgmma", "m64n%dk16 x %d per kv block per consumer (RS, P in registers)", s->dv_per_consumer,
+              s->pv_steps);
+    plan_note(p, "gather", "%d x 16 B cp.async per row, %d rows per block, zero-filled for invalid indices",
+              s->units, s->block);
+    mla_params(p);
+    (void)err, (void)n;
+    return 0;
+}
+
+/* ------------------------------------------------------------ kernel: prologue */
+
+static void mla_prologue(Emit *e)
+{
+    const Plan *p = e->p;
+    const SparsePlan90 *s = mla90(p);
+    emit_section(e, "prologue: thread coordinates, parameters, smem base, this CTA's token and heads");
+    const char *tid = reg(e, "b32", "thread"), *warp = reg(e, "b32", "warp"), *lane = reg(e, "b32", "lane");
+    const char *wg = reg(e, "b32", "wg"), *smem = reg(e, "b32", "smem");
+    emit(e, "mov.u32 %s, %%tid.x;", tid);
+    emit(e, "shr.u32 %s, %s, 5;", warp, tid);
+    emit(e, "and.b32 %s, %s, 31;", lane, tid);
+    emit(e, "shr.u32 %s, %s, 7;", wg, tid);
+    emit_note(e, "plan: smem base aligned to %u", p->smem_align);
+    emit(e, "mov.u32 %s, fa4_smem;", smem);
+    emit(e, "add.u32 %s, %s, %u;", smem, smem, p->smem_align - 1);
+    emit(e, "and.b32 %s, %s, %u;", smem, smem, ~(p->smem_align - 1));
+    for (int i = 0; i < p->n_params; i++) {
+        const ParamSpec *q = &p->params[i];
+        const char *type = q->type == PARAM_U64 ? "u64" : q->type == PARAM_U32 ? "u32" : "f32";
+        op_ld_param(e, type, reg(e, q->type == PARAM_U64 ? "b64" : q->type == PARAM_U32 ? "b32" : "f32", q->name),
+                    q->name);
+    }
+    const char *nhb = reg(e, "b32", "head_blocks"), *tile = reg(e, "b32", "tile");
+    emit_note(e, "plan: tiles = s_q tokens x ceil(h_q / %d) head blocks, one CTA each", s->heads);
+    emit(e, "add.u32 %s, %%heads_q, %d;", nhb, s->heads - 1);
+    emit(e, "div.u32 %s, %s, %d;", nhb, nhb, s->heads);
+    emit(e, "mov.u32 %s, %%ctaid.x;", tile);
+    emit(e, "div.u32 %s, %s, %s;", reg(e, "b32", "tok"), tile, nhb);
+    emit(e, "rem.u32 %s, %s, %s;", reg(e, "b32", "h0"), tile, nhb);
+    emit(e, "mul.lo.u32 %%h0, %%h0, %d;", s->heads);
+    emit(e, "shr.u32 %s, %%topk, %d;", reg(e, "b32", "nblk"), __builtin_ctz((unsigned)s->block));
+}
+
+static void mla_barrier_init(Emit *e)
+{
+    const Plan *p = e->p;
+    const SparsePlan90 *s = mla90(p);
+    char lbl[NAME];
+    const char *b = mbar_init_begin(e, lbl, sizeof lbl, "prologue: mbarrier init (thread 0)");
+    const Mbar bars[] = {{"bar_q_full", s->bar_q_full, s->q_full_count},
+                         {"bar_kv_full", s->bar_kv_full, s->kv_full_count},
+                         {"bar_kv_empty", s->bar_kv_empty, s->kv_empty_count}};
+    mbar_init(e, b, &bars[0], 0);
+    for (int i = 0; i < p->stages; i++) {
+        mbar_init(e, b, &bars[1], i);
+        mbar_init(e, b, &bars[2], i);
+    }
+    mbar_init_end(e, lbl);
+    emit_note(e, "no thread touches a barrier before thread 0 has initialised it");
+    op_bar_sync(e, 0, p->threads);
+}
+
+/* ------------------------------------------------------------ kernel: producer */
+
+/* dst (u64) = base + (a * sa + b * sb) * elem_bytes, element strides sa and sb in u64 registers. */
+static void elem_addr(Emit *e, const char *dst, const char *base, const char *a, const char *sa, const char *b,
+                      const char *sb, int elem_bytes)
+{
+    const char *t = reg(e, "b64", "pr_t64");
+    op_cvt(e, "u64.u32", t, a);
+    emit(e, "mul.lo.u64 %s, %s, %s;", dst, t, sa);
+    if (b) {
+        op_cvt(e, "u64.u32", t, b);
+        emit(e, "mad.lo.u64 %s, %s, %s, %s;", dst, t, sb, dst);
+    }
+    emit(e, "mad.lo.u64 %s, %s, %d, %s;", dst, dst, elem_bytes, base);
+}
+
+/* Copies one row of qk_chunks x 8 units from src to the tile whose chunk 0 is at [dst_u + tile_off]
+ * (dst_u: this thread's row base plus the swizzled offset of unit u). Thread pairs split a row by
+ * chunk parity. */
+static void gather_row(Emit *e, const char *tile_base, uint32_t tile_off, const char *src, const char *bytes)
+{
+    const SparsePlan90 *s = mla90(e->p);
+    int per_chunk = e->p->swizzle_bytes / MLA_UNIT;
+    for (int c = 0; c < s->qk_chunks; c++)
+        for (int u = 0; u < per_chunk; u++) {
+            char dst[NAME];
+            snprintf(dst, NAME, "%%%s%d", tile_base, u);
+            op_cp_async16(e, c % 2 ? "%pr_odd" : "%pr_even", dst, tile_off + (uint32_t)c * s->chunk_bytes, src,
+                          (uint32_t)(c * e->p->swizzle_bytes + u * MLA_UNIT), bytes);
+        }
+}
+
+static void mla_producer(Emit *e)
+{
+    const Plan *p = e->p;
+    const SparsePlan90 *s = mla90(p);
+    int sw = p->swizzle_bytes, per_chunk = sw / MLA_UNIT;
+    emit_section(e, "role producer (warpgroup 0): gather Q and the indexed kv rows with cp.async");
+    op_setmaxnreg(e, s->producer_regs, p->entry_regs);
+    const char *r = reg(e, "b32", "pr_row"), *key = reg(e, "b32", "pr_key"), *t = reg(e, "b32", "pr_t");
+    emit_note(e, "thread pairs share a row: row = thread / 2, the even thread copies even chunks");
+    emit(e, "shr.u32 %s, %%thread, 1;", r);
+    emit(e, "and.b32 %s, %%thread, 1;", t);
+    emit(e, "setp.eq.u32 %s, %s, 0;", reg(e, "pred", "pr_even"), t);
+    emit(e, "setp.ne.u32 %s, %s, 0;", reg(e, "pred", "pr_odd"), t);
+    emit_note(e, "128B swizzle: unit u of row r lands at unit u ^ (r %% 8) of the row's 128 bytes");
+    emit(e, "and.b32 %s, %s, 7;", key, r);
+    for (int u = 0; u < per_chunk; u++) {
+        char n[NAME];
+        snprintf(n, NAME, "pr_dst%d", u);
+        const char *d = reg(e, "b32", n);
+        emit(e, "xor.b32 %s, %s, %d;", d, key, u);
+        emit(e, "shl.b32 %s, %s, 4;", d, d);
+        emit(e, "mad.lo.u32 %s, %s, %d, %s;", d, r, sw, d);
+        emit(e, "add.u32 %s, %s, %%smem;", d, d);
+    }
+    /* Q: head h0 + row; heads past h_q are zero-filled */
+    const char *head = reg(e, "b32", "pr_head"), *bytes = reg(e, "b32", "pr_bytes"), *src = reg(e, "b64", "pr_src");
+    const char *pv = reg(e, "pred", "pr_valid"), *bar = reg(e, "b32", "pr_bar");
+    emit_note(e, "Q row = query head h0 + row of token tok; heads past h_q are zero-filled (no read)");
+    emit(e, "add.u32 %s, %%h0, %s;", head, r);
+    emit(e, "setp.lt.u32 %s, %s, %%heads_q;", pv, head);
+    emit(e, "selp.u32 %s, %d, 0, %s;", bytes, MLA_UNIT, pv);
+    emit(e, "@!%s mov.u32 %s, 0;", pv, head);
+    elem_addr(e, src, "%q", "%tok", "%q_stride_s", head, "%q_stride_h", p->elem_bytes);
+    gather_row(e, "pr_dst", s->off_q, src, bytes);
+    smem_at(e, bar, s->bar_q_full);
+    op_cp_async_arrive(e, bar);
+
+    emit_note(e, "kv blocks: %d top-k positions each through a %d-slot ring", s->block, p->stages);
+    const char *tl = reg(e, "b32", "pr_tl"), *pt = reg(e, "pred", "pr_has_tl");
+    emit(e, "mov.u32 %s, %%topk;", tl);
+    emit(e, "setp.ne.u64 %s, %%topk_length, 0;", pt);
+    const char *tla = reg(e, "b64", "pr_tla");
+    emit(e, "mul.wide.u32 %s, %%tok, 4;", tla);
+    emit(e, "add.u64 %s, %s, %%topk_length;", tla, tla);
+    op_ld_global(e, pt, "u32", tl, tla, 0);
+    emit(e, "min.u32 %s, %s, %%topk;", tl, tl);
+    const char *stage = reg(e, "b32", "pr_stage"), *phase = reg(e, "b32", "pr_phase"), *j = reg(e, "b32", "pr_j");
+    const char *par = reg(e, "b32", "pr_par"), *pos = reg(e, "b32", "pr_pos"), *idx = reg(e, "b32", "pr_idx");
+    const char *ia = reg(e, "b64", "pr_ia"), *flag = reg(e, "b32", "pr_flag"), *kvb = reg(e, "b32", "pr_kv");
+    ring_reset(e, stage, phase);
+    emit(e, "mov.u32 %s, 0;", j);
+    char top[NAME], done[NAME];
+    new_label(e, top, sizeof top, "pr_block");
+    new_label(e, done, sizeof done, "pr_done");
+    const char *pend = reg(e, "pred", "pr_end");
+    emit_label(e, top);
+    emit(e, "setp.ge.u32 %s, %s, %%nblk;", pend, j);
+    emit(e, "@%s bra.uni %s;", pend, done);
+    emit_note(e, "the slot is free once both consumers have read it (plan: bar_kv_empty)");
+    ring_free_parity(e, par, phase);
+    mbar_indexed(e, bar, "%pr_empty0", stage);
+    op_mbar_wait(e, bar, par);
+    emit_note(e, "index of this row: valid when 0 <= idx < s_kv and its position < topk_length");
+    emit(e, "mad.lo.u32 %s, %s, %d, %s;", pos, j, s->block, r);
+    elem_addr(e, ia, "%indices", "%tok", "%idx_stride", NULL, NULL, 4);
+    emit(e, "mad.wide.u32 %s, %s, 4, %s;", ia, pos, ia);
+    op_ld_global(e, NULL, "u32", idx, ia, 0);
+    emit(e, "setp.lt.u32 %s, %s, %%s_kv;", pv, idx); /* unsigned: negatives are huge */
+    emit(e, "setp.lt.and.u32 %s, %s, %s, %s;", pv, pos, tl, pv);
+    emit(e, "selp.u32 %s, %d, 0, %s;", bytes, MLA_UNIT, pv);
+    emit(e, "selp.u32 %s, 1, 0, %s;", flag, pv);
+    emit(e, "@!%s mov.u32 %s, 0;", pv, idx);
+    elem_addr(e, src, "%kv", idx, "%kv_stride", NULL, NULL, p->elem_bytes);
+    emit(e, "mul.lo.u32 %s, %s, %u;", kvb, stage, s->kv_stage_bytes);
+    for (int u = 0; u < per_chunk; u++) {
+        char n[NAME];
+        snprintf(n, NAME, "pr_kdst%d", u);
+        emit(e, "add.u32 %s, %%pr_dst%d, %s;", reg(e, "b32", n), u, kvb);
+    }
+    gather_row(e, "pr_kdst", s->off_kv, src, bytes);
+    mbar_indexed(e, bar, "%pr_full0", stage);
+    op_cp_async_arrive(e, bar);
+    emit_note(e, "the row's flag, then an arrival that releases it (plan: bar_kv_full counts both)");
+    const char *fa = reg(e, "b32", "pr_fa");
+    smem_indexed(e, fa, s->off_valid, stage, s->valid_stage_bytes);
+    emit(e, "mad.lo.u32 %s, %s, 4, %s;", fa, r, fa);
+    op_st_shared_b32(e, fa, 0, flag);
+    op_mbar_arrive(e, bar);
+    ring_advance(e, stage, phase, p->stages);
+    emit(e, "add.u32 %s, %s, 1;", j, j);
+    emit(e, "bra.uni %s;", top);
+    emit_label(e, done);
+}
+
+/* ------------------------------------------------------------ kernel: consumers */
+
+enum { HALVES = 2 };
+
+/* S or O accumulator register of column pair q, row half h (rows lane/4 and lane/4 + 8), element x
+ * (the wgmma D fragment: PTX ISA "wgmma .m64nNk16 register fragments"). */
+static int acc_index(int q, int h, int x) { return 2 * HALVES * q + 2 * h + x; }
+
+static void consumer_setup(Emit *e)
+{
+    const SparsePlan90 *s = mla90(e->p);
+    int sw = e->p->swizzle_bytes;
+    emit(e, "sub.u32 %s, %%wg, 1;", reg(e, "b32", "cs_c"));
+    emit(e, "and.b32 %s, %%warp, 3;", reg(e, "b32", "cs_w"));
+    emit(e, "and.b32 %s, %%lane, 3;", reg(e, "b32", "cs_lm"));
+    const char *r0 = reg(e, "b32", "cs_row0");
+    emit_note(e, "accumulator rows (query heads of the tile) of this thread: 16*warp + lane/4 (+8)");
+    emit(e, "shr.u32 %s, %%lane, 2;", r0);
+    emit(e, "mad.lo.u32 %s, %%cs_w, 16, %s;", r0, r0);
+    emit(e, "add.u32 %s, %s, 8;", reg(e, "b32", "cs_row1"), r0);
+    const char *qlo = reg(e, "b32", "cs_q_lo");
+    emit_note(e, "Q descriptor (K-major, SBO = 8 rows x %d B); K descriptors step their low word", sw);
+    smem_at(e, qlo, s->off_q);
+    emit(e, "shr.u32 %s, %s, 4;", qlo, qlo);
+    emit(e, "or.b32 %s, %s, 0x%08X;", qlo, qlo, sm90_desc_lo_lbo(16));
+    emit(e, "mov.b32 %s, 0x%08X;", reg(e, "b32", "cs_desc_hi"), sm90_desc_hi(8u * (uint32_t)sw, sw));
+    emit(e, "mul.lo.u32 %s, %%cs_c, %u;", reg(e, "b32", "cs_vcol"),
+         (uint32_t)(s->dv_per_consumer / e->p->chunk_elems) * (uint32_t)s->block * (uint32_t)sw);
+    smem_reg(e, "cs_full0", s->bar_kv_full);
+    smem_reg(e, "cs_empty0", s->bar_kv_empty);
+    const char *ol = reg(e, "b32", "cs_vbase");
+    emit_note(e, "this thread's first valid flag: column 2*(lane%%4) of the block");
+    smem_at(e, ol, s->off_valid);
+    emit(e, "mad.lo.u32 %s, %%cs_lm, 8, %s;", ol, ol);
+    reg_array(e, "f32", "s", s->block / 2);
+    reg_array(e, "f32", "o", s->dv_per_consumer / 2);
+    reg_array(e, "b32", "pa", s->block / 4);
+    for (int i = 0; i < s->dv_per_consumer / 2; i++) emit(e, "mov.f32 %%o%d, 0f00000000;", i);
+    for (int h = 0; h < HALVES; h++) {
+        emit(e, "mov.f32 %s, %s;", reg(e, "f32", h ? "cs_m1" : "cs_m0"), PTX_NEG_INF);
+        emit(e, "mov.f32 %s, %s;", reg(e, "f32", h ? "cs_mx1" : "cs_mx0"), PTX_NEG_INF);
+        emit(e, "mov.f32 %s, 0f00000000;", reg(e, "f32", h ? "cs_l1" : "cs_l0"));
+    }
+}
+
+static void issue_qk(Emit *e, const char *stage)
+{
+    const Plan *p = e->p;
+    const SparsePlan90 *s = mla90(p);
+    const char *klo0 = reg(e, "b32", "cs_k_lo0"), *qlo = reg(e, "b32", "cs_qd_lo"), *klo = reg(e, "b32", "cs_kd_lo");
+    const char *qd = reg(e, "b64", "cs_qd"), *kd = reg(e, "b64", "cs_kd");
+    uint32_t step = MLA_K_STEP * (uint32_t)p->elem_bytes, kv_chunk = (uint32_t)(s->block * p->swizzle_bytes);
+    int steps_per_chunk = p->chunk_elems / MLA_K_STEP;
+    emit_note(e, "S = Q K^T: %d x wgmma m64n%dk16 SS (plan: qk wgmma)", s->qk_steps, s->block);
+    smem_indexed(e, klo0, s->off_kv, stage, s->kv_stage_bytes);
+    emit(e, "shr.u32 %s, %s, 4;", klo0, klo0);
+    emit(e, "or.b32 %s, %s, 0x%08X;", klo0, klo0, sm90_desc_lo_lbo(16));
+    op_wgmma_fence(e);
+    for (int kk = 0; kk < s->qk_steps; kk++) {
+        emit(e, "add.u32 %s, %%cs_q_lo, %u;", qlo, op_desc_kstep(kk, steps_per_chunk, step, s->chunk_bytes));
+        emit(e, "add.u32 %s, %s, %u;", klo, klo0, op_desc_kstep(kk, steps_per_chunk, step, kv_chunk));
+        emit(e, "mov.b64 %s, {%s, %%cs_desc_hi};", qd, qlo);
+        emit(e, "mov.b64 %s, {%s, %%cs_desc_hi};", kd, klo);
+        op_wgmma_ss(e, s->block, p->cfg.dtype, "s", qd, kd, kk ? "1" : "0", 0);
+    }
+    op_wgmma_commit(e);
+    op_wgmma_wait(e, 0);
+}
+
+/* Hide the columns whose index was invalid: their flag in the slot is 0. */
+static void mask_invalid(Emit *e, const char *stage)
+{
+    const SparsePlan90 *s = mla90(e->p);
+    const char *fa = reg(e, "b32", "cs_fa"), *f = reg(e, "b32", "cs_flag"), *pi = reg(e, "pred", "cs_invalid");
+    emit_note(e, "columns of invalid indices: -inf (their rows were zero-filled, never read)");
+    emit(e, "mad.lo.u32 %s, %s, %u, %%cs_vbase;", fa, stage, s->valid_stage_bytes);
+    for (int q = 0; q < s->block / 8; q++)
+        for (int x = 0; x < 2; x++) {
+            op_ld_shared_b32(e, f, fa, (uint32_t)(4 * (8 * q + x)));
+            emit(e, "setp.eq.u32 %s, %s, 0;", pi, f);
+            for (int h = 0; h < HALVES; h++) emit(e, "@%s mov.f32 %%s%d, %s;", pi, acc_index(q, h, x), PTX_NEG_INF);
+        }
+}
+
+static void softmax_block(Emit *e)
+{
+    const SparsePlan90 *s = mla90(e->p);
+    int n = s->block / 4; /* registers per row half */
+    char names[HALVES][64][NAME];
+    const char *row[HALVES][64];
+    for (int h = 0; h < HALVES; h++)
+        for (int q = 0; q < s->block / 8; q++)
+            for (int x = 0; x < 2; x++) row[h][2 * q + x] = regname(names[h][2 * q + x], NAME, "s", acc_index(q, h, x));
+    const char *t = reg(e, "f32", "cs_shfl");
+    for (int h = 0; h < HALVES; h++) {
+        char bm[NAME], m[NAME], mx[NAME], nms[NAME], corr[NAME], need[NAME], rs[NAME], l[NAME];
+        snprintf(bm, NAME, "%%cs_bmax%d", h);
+        snprintf(m, NAME, "%%cs_m%d", h);
+        snprintf(mx, NAME, "%%cs_mx%d", h);
+        snprintf(nms, NAME, "cs_neg_ms%d", h);
+        snprintf(corr, NAME, "cs_corr%d", h);
+        snprintf(need, NAME, "cs_need%d", h);
+        snprintf(rs, NAME, "cs_rsum%d", h);
+        snprintf(l, NAME, "%%cs_l%d", h);
+        sfx_max_tree(e, reg(e, "f32", bm + 1), row[h], n);
+        sfx_reduce_lanes(e, "max", bm, t, 4);
+        emit_note(e, "the true row max, for max_logits (the lazy max below may lag it)");
+        emit(e, "max.f32 %s, %s, %s;", mx, mx, bm);
+        sfx_update_max_lazy(e, m, bm, "%scale_log2", s->rescale, reg(e, "f32", nms), reg(e, "f32", corr),
+                            reg(e, "pred", need));
+        char nmsr[NAME + 2];
+        snprintf(nmsr, sizeof nmsr, "%%%s", nms);
+        sfx_exp2_scaled(e, row[h], n, "%scale_log2", nmsr, 0);
+        sfx_sum_tree(e, reg(e, "f32", rs), row[h], n);
+        emit(e, "fma.rn.f32 %s, %s, %%%s, %%%s;", l, l, corr, rs);
+    }
+    emit(e, "or.pred %%cs_need0, %%cs_need0, %%cs_need1;");
+    op_vote_any(e, reg(e, "pred", "cs_rescale"), "%cs_need0");
+    char skip[NAME];
+    emit_note(e, "rescale O (no PV in flight) only when the warp's vote says a row max moved");
+    emit(e, "@!%%cs_rescale bra %s;", new_label(e, skip, sizeof skip, "cs_no_rescale"));
+    for (int q = 0; q < s->dv_per_consumer / 8; q++)
+        for (int h = 0; h < HALVES; h++)
+            for (int x = 0; x < 2; x++)
+                emit(e, "mul.f32 %%o%d, %%o%d, %%cs_corr%d;", acc_index(q, h, x), acc_index(q, h, x), h);
+    emit_label(e, skip);
+}
+
+static void issue_pv(Emit *e, const char *stage)
+{
+    const Plan *p = e->p;
+    const SparsePlan90 *s = mla90(p);
+    uint32_t sw = (uint32_t)p->swizzle_bytes, kv_chunk = (uint32_t)s->block * sw;
+    emit_note(e, "P to the A-fragment layout of the PV wgmma: register j packs S[2j+1]:S[2j]");
+    for (int j = 0; j < s->block / 4; j++) {
+        char pa[NAME], hi[NAME], lo[NAME];
+        op_cvt_pack(e, p->cfg.dtype, regname(pa, NAME, "pa", j), regname(hi, NAME, "s", 2 * j + 1),
+                    regname(lo, NAME, "s", 2 * j));
+    }
+    const char *addr = reg(e, "b32", "cs_v_addr"), *vdesc = reg(e, "b64", "cs_v_desc"), *vd = reg(e, "b64", "cs_vd");
+    emit_note(e, "O[:, c*%d..] += P V: %d x wgmma m64n%dk16 RS; V MN-major (LBO = chunk stride %u, SBO = 8 rows)",
+              s->dv_per_consumer, s->pv_steps, s->dv_per_consumer, kv_chunk);
+    smem_indexed(e, addr, s->off_kv, stage, s->kv_stage_bytes);
+    emit(e, "add.u32 %s, %s, %%cs_vcol;", addr, addr);
+    op_sm90_desc(e, vdesc, addr, kv_chunk, 8 * sw, (int)sw);
+    op_wgmma_fence(e);
+    for (int kb = 0; kb < s->pv_steps; kb++) {
+        char a[4][NAME];
+        const char *ap[4];
+        for (int i = 0; i < 4; i++) ap[i] = regname(a[i], NAME, "pa", 4 * kb + i);
+        emit(e, "add.s64 %s, %s, %u;", vd, vdesc, op_desc_delta((uint32_t)kb * MLA_K_STEP * sw));
+        op_wgmma_rs(e, s->dv_per_consumer, p->cfg.dtype, "o", ap, vd, 1);
+    }
+    op_wgmma_commit(e);
+    op_wgmma_wait(e, 0);
+}
+
+static void consumer_epilogue(Emit *e)
+{
+    const Plan *p = e->p;
+    const SparsePlan90 *s = mla90(p);
+    emit_section(e, "consumer epilogue: O / l x sink factor, then O (bf16), lse and max_logits");
+    const char *t = reg(e, "f32", "cs_shfl"), *one = reg(e, "f32", "cs_one");
+    emit(e, "mov.f32 %s, 0f3F800000;", one);
+    const char *oa = reg(e, "b64", "cs_oa"), *col = reg(e, "b32", "cs_col"), *pk = reg(e, "b32", "cs_pk");
+    const char *ha = reg(e, "b64", "cs_ha"), *ps = reg(e, "pred", "cs_has_sink");
+    emit(e, "setp.ne.u64 %s, %%sink, 0;", ps);
+    for (int h = 0; h < HALVES; h++) {
+        char l[NAME], m[NAME], mx[NAME], lse[NAME], inv[NAME], head[NAME], ph[NAME], pz[NAME], sk[NAME], f[NAME];
+        snprintf(l, NAME, "%%cs_l%d", h);
+        snprintf(m, NAME, "%%cs_m%d", h);
+        snprintf(mx, NAME, "%%cs_mx%d", h);
+        snprintf(lse, NAME, "cs_lse%d", h);
+        snprintf(inv, NAME, "cs_inv%d", h);
+        snprintf(head, NAME, "cs_head%d", h);
+        snprintf(ph, NAME, "cs_inb%d", h);
+        snprintf(pz, NAME, "cs_norow%d", h);
+        snprintf(sk, NAME, "cs_sink%d", h);
+        snprintf(f, NAME, "cs_sinkf%d", h);
+        sfx_reduce_lanes(e, "add", l, t, 4);
+        const char *LSE = reg(e, "f32", lse), *INV = reg(e, "f32", inv), *HEAD = reg(e, "b32", head);
+        const char *PH = reg(e, "pred", ph), *PZ = reg(e, "pred", pz), *SK = reg(e, "f32", sk), *F = reg(e, "f32", f);
+        emit_note(e, "a row with no valid index: l = 0, out 0, lse +inf, max_logits -inf");
+        sfx_lse(e, LSE, m, l, "%scale_log2");
+        emit(e, "setp.eq.f32 %s, %s, 0f00000000;", PZ, l);
+        emit(e, "@%s mov.f32 %s, 0f7F800000;", PZ, LSE);
+        sfx_inv_sum(e, INV, l, one);
+        emit(e, "add.u32 %s, %%h0, %%cs_row%d;", HEAD, h);
+        emit(e, "setp.lt.u32 %s, %s, %%heads_q;", PH, HEAD);
+        emit_note(e, "sink: out x e^lse / (e^lse + e^sink) = 1 / (1 + 2^((sink - lse) log2 e)); lse unchanged");
+        emit(e, "mul.wide.u32 %s, %s, 4;", ha, HEAD);
+        emit(e, "add.u64 %s, %s, %%sink;", ha, ha);
+        emit(e, "mov.f32 %s, %s;", SK, PTX_NEG_INF);
+        const char *pr = reg(e, "pred", "cs_read_sink");
+        emit(e, "and.pred %s, %s, %s;", pr, ps, PH); /* heads past h_q have no sink to read */
+        op_ld_global(e, pr, "f32", SK, ha, 0);
+        emit(e, "sub.f32 %s, %s, %s;", F, SK, LSE);
+        emit(e, "mul.f32 %s, %s, %s;", F, F, PTX_LOG2E);
+        emit(e, "ex2.approx.ftz.f32 %s, %s;", F, F);
+        emit(e, "add.f32 %s, %s, 0f3F800000;", F, F);
+        emit(e, "rcp.approx.ftz.f32 %s, %s;", F, F);
+        emit(e, "@%s mov.f32 %s, 0f3F800000;", PZ, F); /* an empty row stays 0 whatever the sink */
+        emit(e, "mul.f32 %s, %s, %s;", INV, INV, F);
+        emit_note(e, "O columns c*%d + 8q + 2*(lane%%4) + {0, 1}: one bf16 pair per store", s->dv_per_consumer);
+        elem_addr(e, oa, "%out", "%tok", "%out_stride_s", HEAD, "%out_stride_h", p->elem_bytes);
+        emit(e, "mad.lo.u32 %s, %%cs_c, %d, 0;", col, s->dv_per_consumer);
+        emit(e, "mad.lo.u32 %s, %%cs_lm, 2, %s;", col, col);
+        emit(e, "mad.wide.u32 %s, %s, %d, %s;", oa, col, p->elem_bytes, oa);
+        const char *a = reg(e, "b64", "cs_oa_q");
+        for (int q = 0; q < s->dv_per_consumer / 8; q++) {
+            char hi[NAME], lo[NAME];
+            snprintf(lo, NAME, "%%o%d", acc_index(q, h, 0));
+            snprintf(hi, NAME, "%%o%d", acc_index(q, h, 1));
+            emit(e, "mul.f32 %s, %s, %s;", lo, lo, INV);
+            emit(e, "mul.f32 %s, %s, %s;", hi, hi, INV);
+            op_cvt_pack(e, p->cfg.dtype, pk, hi, lo);
+            emit(e, "add.u64 %s, %s, %d;", a, oa, 8 * q * p->elem_bytes);
+            op_st_global_b32(e, PH, a, pk);
+        }
+        emit_note(e, "lse and max_logits [s_q, h_q]: consumer 0, one lane per row");
+        const char *pw = reg(e, "pred", "cs_wstat"), *sa = reg(e, "b64", "cs_sa"), *ix = reg(e, "b32", "cs_ix");
+        const char *ML = reg(e, "f32", "cs_maxl");
+        emit(e, "setp.eq.u32 %s, %%cs_lm, 0;", pw);
+        emit(e, "setp.eq.and.u32 %s, %%cs_c, 0, %s;", pw, pw);
+        emit(e, "and.pred %s, %s, %s;", pw, pw, PH);
+        emit(e, "mad.lo.u32 %s, %%tok, %%heads_q, %s;", ix, HEAD);
+        emit(e, "mul.f32 %s, %s, %%sm_scale;", ML, mx);
+        const char *pl = reg(e, "pred", "cs_wlse"), *pm = reg(e, "pred", "cs_wml");
+        emit(e, "setp.ne.and.u64 %s, %%lse, 0, %s;", pl, pw);
+        emit(e, "setp.ne.and.u64 %s, %%max_logits, 0, %s;", pm, pw);
+        emit(e, "mul.wide.u32 %s, %s, 4;", sa, ix);
+        const char *sa2 = reg(e, "b64", "cs_sa2");
+        emit(e, "add.u64 %s, %s, %%lse;", sa2, sa);
+        op_st_global_f32(e, pl, sa2, LSE);
+        emit(e, "add.u64 %s, %s, %%max_logits;", sa2, sa);
+        op_st_global_f32(e, pm, sa2, ML);
+    }
+}
+
+static void mla_consumer(Emit *e)
+{
+    const Plan *p = e->p;
+    const SparsePlan90 *s = mla90(p);
+    emit_section(e, "role consumers (warpgroups 1..%d): S, softmax, O += P V, epilogue", s->consumers);
+    op_setmaxnreg(e, s->consumer_regs, p->entry_regs);
+    consumer_setup(e);
+    const char *bar = reg(e, "b32", "cs_bar");
+    smem_at(e, bar, s->bar_q_full);
+    op_mbar_wait(e, bar, "0");
+    const char *stage = reg(e, "b32", "cs_stage"), *phase = reg(e, "b32", "cs_phase"), *j = reg(e, "b32", "cs_j");
+    ring_reset(e, stage, phase);
+    emit(e, "mov.u32 %s, 0;", j);
+    char top[NAME], done[NAME];
+    new_label(e, top, sizeof top, "cs_block");
+    new_label(e, done, sizeof done, "cs_done");
+    const char *pend = reg(e, "pred", "cs_end");
+    emit_label(e, top);
+    emit(e, "setp.ge.u32 %s, %s, %%nblk;", pend, j);
+    emit(e, "@%s bra.uni %s;", pend, done);
+    mbar_indexed(e, bar, "%cs_full0", stage);
+    op_mbar_wait(e, bar, phase);
+    issue_qk(e, stage);
+    mask_invalid(e, stage);
+    softmax_block(e);
+    issue_pv(e, stage);
+    emit_note(e, "the slot is free for the producer (plan: bar_kv_empty)");
+    mbar_indexed(e, bar, "%cs_empty0", stage);
+    op_mbar_arrive(e, bar);
+    ring_advance(e, stage, phase, p->stages);
+    emit(e, "add.u32 %s, %s, 1;", j, j);
+    emit(e, "bra.uni %s;", top);
+    emit_label(e, done);
+    consumer_epilogue(e);
+}
+
+int sm90_emit_mla_sparse(Emit *e)
+{
+    const SparsePlan90 *s = mla90(e->p);
+    mla_prologue(e);
+    mla_barrier_init(e);
+    smem_reg(e, "pr_full0", s->bar_kv_full);
+    smem_reg(e, "pr_empty0", s->bar_kv_empty);
+    emit_section(e, "role dispatch: warpgroup 0 produces, the others consume");
+    const char *pc = reg(e, "pred", "p_role");
+    char cons[NAME], ret[NAME];
+    new_label(e, cons, sizeof cons, "consumer");
+    snprintf(ret, sizeof ret, "$ret");
+    emit(e, "setp.ne.u32 %s, %%wg, 0;", pc);
+    emit(e, "@%s bra.uni %s;", pc, cons);
+    mla_producer(e);
+    emit(e, "bra.uni %s;", ret);
+    emit_label(e, cons);
+    mla_consumer(e);
+    emit_label(e, ret);
+    emit(e, "ret;");
+    return e->failed ? -1 : 0;
+}
+
+const Family sm90_mla_sparse = {KIND_MLA_SPARSE, mla_defaults, mla_check, mla_plan, sm90_emit_mla_sparse};

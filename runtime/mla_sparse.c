@@ -1,0 +1,166 @@
+/* mla_sparse.c - fa4_mla_sparse_fwd: sparse MLA prefill (fa4.h has the contract).
+ *
+ * Every argument is checked before anything is compiled or launched; the
+ * kernel config comes from the arguments (kind mla-sparse, qk = d_qk) plus the
+ * caller's tuning words; the launch binds the plan's parameter list
+ * (runtime/launch.c). The gather kernel reads q, kv and indices with plain
+ * loads (cp.async of 16 bytes), so q and kv rows must start on 16-byte
+ * boundaries; out is written in bf16 pairs (4 bytes).
+ */
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_internal.h"
+
+#define BAD(what, ...) rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, what ": " __VA_ARGS__)
+
+enum { MLA_DV = 512, MLA_BF16 = 2 };
+
+/* The caller's struct, older shorter ones included, over the defaults. */
+static fa4_status read_args(fa4_ctx *ctx, const fa4_mla_sparse_args *in, fa4_mla_sparse_args *a)
+{
+    fa4_mla_sparse_args def = FA4_MLA_SPARSE_ARGS_INIT;
+    if (!in) return BAD("args", "NULL");
+    if (in->size < offsetof(fa4_mla_sparse_args, q_stride) || in->size > 1u << 20)
+        return BAD("args->size", "%zu; initialise with FA4_MLA_SPARSE_ARGS_INIT", in->size);
+    *a = def;
+    memcpy(a, in, in->size < sizeof *a ? in->size : sizeof *a);
+    a->size = sizeof *a;
+    return FA4_OK;
+}
+
+static fa4_status check_shape(fa4_ctx *ctx, const fa4_mla_sparse_args *a, int block)
+{
+    if (!a->q || !a->kv || !a->indices || !a->out)
+        return BAD(!a->q ? "q" : !a->kv ? "kv" : !a->indices ? "indices" : "out", "NULL");
+    if (a->s_q < 1) return BAD("s_q", "%d; use >= 1", a->s_q);
+    if (a->s_kv < 1) return BAD("s_kv", "%d; use >= 1", a->s_kv);
+    if (a->d_qk != 576 && a->d_qk != 512) return BAD("d_qk", "%d; use 576 (512 nope + 64 rope) or 512", a->d_qk);
+    if (a->h_q < 1 || (a->h_q <= 128 ? a->h_q % 8 : a->h_q % 64))
+        return BAD("h_q", "%d; use a multiple of 8 up to 128 (padded to 64 per CTA), or a multiple of 64", a->h_q);
+    if (a->topk < block || a->topk % block)
+        return BAD("topk", "%d; use a multiple of %d (the kernel's block of top-k positions), at least %d", a->topk,
+                   block, block);
+    if (!(a->sm_scale >= 0.0f) || a->sm_scale > 1e30f) return BAD("sm_scale", "%g; use a finite value >= 0 (0: 1/sqrt(d_qk))",
+                                                                 (double)a->sm_scale);
+    return FA4_OK;
+}
+
+/* Element strides (0: packed), each >= the span of what it skips, and the alignments the kernel's
+ * loads and stores need. */
+static fa4_status check_layout(fa4_ctx *ctx, fa4_mla_sparse_args *a)
+{
+    int64_t *st[] = {&a->q_stride[0], &a->q_stride[1], &a->kv_stride, &a->indices_stride, &a->out_stride[0],
+                     &a->out_stride[1]};
+    const int64_t def[] = {(int64_t)a->h_q * a->d_qk, a->d_qk, a->d_qk, a->topk, (int64_t)a->h_q * MLA_DV, MLA_DV};
+    const int64_t min[] = {a->d_qk, a->d_qk, a->d_qk, a->topk, MLA_DV, MLA_DV};
+    const int64_t align[] = {8, 8, 8, 1, 2, 2}; /* elements: 16 B for cp.async, 4 B for bf16 pair stores */
+    static const char *const name[] = {"q_stride[0]", "q_stride[1]", "kv_stride", "indices_stride", "out_stride[0]",
+                                       "out_stride[1]"};
+    for (int i = 0; i < 6; i++) {
+        if (!*st[i]) *st[i] = def[i];
+        if (*st[i] < 0 || *st[i] > ((int64_t)1 << 40))
+            return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: %lld; use 0 (packed) or a positive element stride",
+                           name[i], (long long)*st[i]);
+        if (*st[i] % align[i])
+            return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: %lld is not a multiple of %lld elements (%lld bytes, "
+                           "the kernel's access width)", name[i], (long long)*st[i], (long long)align[i],
+                           (long long)(align[i] * (i == 3 ? 4 : MLA_BF16)));
+        if (*st[i] < min[i] && !(i == 0 && a->h_q == 1))
+            return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: %lld is smaller than the %lld elements it steps over",
+                           name[i], (long long)*st[i], (long long)min[i]);
+    }
+    const struct { const char *name; const void *p; unsigned align; } ptr[] = {
+        {"q", a->q, 16}, {"kv", a->kv, 16}, {"indices", a->indices, 4}, {"out", a->out, 4}, {"lse", a->lse, 4},
+        {"max_logits", a->max_logits, 4}, {"attn_sink", a->attn_sink, 4}, {"topk_length", a->topk_length, 4}};
+    for (size_t i = 0; i < sizeof ptr / sizeof ptr[0]; i++)
+        if ((uintptr_t)ptr[i].p % ptr[i].align)
+            return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: %p is not %u-byte aligned", ptr[i].name, ptr[i].p,
+                           ptr[i].align);
+    return FA4_OK;
+}
+
+/* kind mla-sparse for the context's target, then the caller's tuning words, which may not change
+ * what the arguments decide. */
+static fa4_status args_config(fa4_ctx *ctx, const fa4_mla_sparse_args *a, Config *c)
+{
+    config_init(c);
+    c->kind = KIND_MLA_SPARSE;
+    c->target = ctx->opt.target == FA4_TARGET_SM100A ? TARGET_SM100A : TARGET_SM90A;
+    c->dtype = DT_BF16;
+    c->qk_depth = a->d_qk;
+    c->ov_depth = MLA_DV;
+    if (!a->config) return FA4_OK;
+    Config want = *c;
+    fa4_status s = rt_parse_config(ctx, a->config, c, "args->config");
+    if (s) return s;
+    if (c->kind != want.kind || c->target != want.target || c->dtype != want.dtype || c->qk_depth != want.qk_depth ||
+        c->ov_depth != want.ov_depth)
+        return BAD("args->config", "'%s' changes the kind, target, dtype or depths, which the arguments decide; give "
+                   "only tuning keys (bn stages rescale)", a->config);
+    return FA4_OK;
+}
+
+static fa4_status get_kernel(fa4_ctx *ctx, Config *c, fa4_kernel **k)
+{
+    char key[320];
+    config_canonical(c, key, sizeof key);
+    uint64_t hash = rt_fnv1a(key, strlen(key), RT_FNV_SEED);
+    *k = rt_kernel_lookup(ctx, key, hash);
+    fa4_kernel_stats st = {0};
+    return *k ? FA4_OK : rt_kernel_build(ctx, key, hash, c, k, &st, FA4_ERR_UNSUPPORTED);
+}
+
+static void bind(const Plan *p, const fa4_mla_sparse_args *a, RtLaunch *l)
+{
+    memset(l, 0, sizeof *l);
+    unsigned head_blocks = (unsigned)((a->h_q + p->heads_per_cta - 1) / p->heads_per_cta);
+    l->grid = (unsigned)a->s_q * head_blocks;
+    float scale = a->sm_scale != 0.0f ? a->sm_scale : 1.0f / sqrtf((float)a->d_qk);
+    const struct { ScalarId id; RtScalar v; } v[] = {
+        {SCALAR_Q, {.u64 = (uint64_t)(uintptr_t)a->q}}, {SCALAR_KV, {.u64 = (uint64_t)(uintptr_t)a->kv}},
+        {SCALAR_INDICES, {.u64 = (uint64_t)(uintptr_t)a->indices}}, {SCALAR_OUT, {.u64 = (uint64_t)(uintptr_t)a->out}},
+        {SCALAR_LSE, {.u64 = (uint64_t)(uintptr_t)a->lse}},
+        {SCALAR_MAX_LOGITS, {.u64 = (uint64_t)(uintptr_t)a->max_logits}},
+        {SCALAR_SINK, {.u64 = (uint64_t)(uintptr_t)a->attn_sink}},
+        {SCALAR_TOPK_LENGTH, {.u64 = (uint64_t)(uintptr_t)a->topk_length}},
+        {SCALAR_Q_STRIDE_S, {.u64 = (uint64_t)a->q_stride[0]}}, {SCALAR_Q_STRIDE_H, {.u64 = (uint64_t)a->q_stride[1]}},
+        {SCALAR_KV_STRIDE, {.u64 = (uint64_t)a->kv_stride}}, {SCALAR_IDX_STRIDE, {.u64 = (uint64_t)a->indices_stride}},
+        {SCALAR_OUT_STRIDE_S, {.u64 = (uint64_t)a->out_stride[0]}},
+        {SCALAR_OUT_STRIDE_H, {.u64 = (uint64_t)a->out_stride[1]}},
+        {SCALAR_SEQLEN_Q, {.u32 = (uint32_t)a->s_q}}, {SCALAR_S_KV, {.u32 = (uint32_t)a->s_kv}},
+        {SCALAR_HEADS_Q, {.u32 = (uint32_t)a->h_q}}, {SCALAR_TOPK, {.u32 = (uint32_t)a->topk}},
+        {SCALAR_SCALE_LOG2, {.f32 = (float)((double)scale * 1.4426950408889634)}},
+        {SCALAR_SM_SCALE, {.f32 = scale}}};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) l->scalars[v[i].id] = v[i].v, l->has_scalar[v[i].id] = 1;
+}
+
+fa4_status fa4_mla_sparse_fwd(fa4_ctx *ctx, const fa4_mla_sparse_args *args, void *stream)
+{
+    if (!ctx) return rt_fail(NULL, FA4_ERR_INVALID_ARGUMENT, "ctx: NULL");
+    fa4_mla_sparse_args a;
+    Config c;
+    fa4_status s;
+    if ((s = read_args(ctx, args, &a)) || (s = args_config(ctx, &a, &c))) return s;
+    /* the block of top-k positions is the plan's; ask the generator before anything runs */
+    Config filled = c;
+    char err[512];
+    if (config_fill_defaults(&filled, err, sizeof err) || config_check(&filled, err, sizeof err))
+        return rt_fail(ctx, FA4_ERR_UNSUPPORTED, "config: %s", err);
+    if ((s = check_shape(ctx, &a, filled.bn)) || (s = check_layout(ctx, &a))) return s;
+    if ((s = rt_driver(ctx))) return s;
+    if (ctx->opt.target == FA4_TARGET_AUTO && (s = rt_device_target(ctx, &c.target))) return s;
+    if ((s = rt_check_target(ctx, c.target))) return s;
+    fa4_kernel *k;
+    if ((s = get_kernel(ctx, &c, &k))) return s;
+    RtLaunch l;
+    bind(&k->plan, &a, &l);
+    int pushed;
+    if ((s = rt_ctx_enter(ctx, &pushed))) return s;
+    s = rt_launch(ctx, k, &l, (CUstream)stream);
+    rt_ctx_leave(ctx, pushed);
+    return s;
+}
