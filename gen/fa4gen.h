@@ -133,8 +133,6 @@ typedef struct {
     int index;       /* PARAM_TMAP: the map; otherwise the ScalarId */
 } ParamSpec;
 
-#include "sm90/plan90.h"
-#include "sm100/plan100.h"
 
 struct Target;
 
@@ -190,13 +188,10 @@ typedef struct Plan {
 
     const char *overflow; /* the first table a builder found full (plan_make then fails) */
 
-    /* The family's own part of the plan (e.g. SparsePlan90 in sm90/mla90.h): each family's
-     * header defines its struct and an accessor over this storage, which this header
-     * does not name. */
+    /* The family's own part of the plan (Sm90Plan in sm90/plan90.h, Sm100Plan in
+     * sm100/plan100.h, SparsePlan90 in sm90/mla90.h): each family's header defines its struct
+     * and accessors over this storage, which this header does not name. */
     _Alignas(16) unsigned char family[PLAN_FAMILY_BYTES];
-
-    Sm90Plan sm90;
-    Sm100Plan sm100;
 } Plan;
 
 int plan_make(const Config *c, Plan *p, char *err, size_t n); /* fills defaults, checks, plans */

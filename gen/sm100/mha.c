@@ -32,7 +32,7 @@ static int piece(int left, int cap)
     return k;
 }
 
-static int pair(const Plan *p) { return p->sm100.cta_pair == 2; }
+static int pair(const Plan *p) { return sm100_of(p)->cta_pair == 2; }
 
 /* TODO(plan): Sm100Plan.tm_stats_l: the column of the final l within a row's stats (plan tmem
  * R<t>: the O factor, then l, then m, which the epilogue reads with l in one tcgen05.ld). */
@@ -62,7 +62,7 @@ static void arrive_for_mma(Emit *e, const char *bar, const char *lead_bar)
 static void emit_barrier_init(Emit *e)
 {
     const Plan *p = e->p;
-    const Sm100Plan *s = &p->sm100;
+    const Sm100Plan *s = sm100_of(p);
     char lbl[NAME];
     /* TODO(plan): Sm100Plan mbar entries {name, off, count}; 1 is one expect_tx arrival or one
      * tcgen05.commit */
@@ -92,7 +92,7 @@ static void emit_barrier_init(Emit *e)
 static void emit_tmem_alloc(Emit *e)
 {
     const Plan *p = e->p;
-    const Sm100Plan *s = &p->sm100;
+    const Sm100Plan *s = sm100_of(p);
     char lbl[NAME];
     const char *pr = reg(e, "pred", "p_not_mma");
     emit_section(e, "prologue: TMEM alloc (warp %d, %d columns, cta_group::%d), then the %s syncs", s->warp_mma,
@@ -130,7 +130,7 @@ static void smem_base_again(Emit *e)
  * parameters, tile coordinates, KV block count, TMEM base and lane field. */
 static void role_context(Emit *e)
 {
-    const Sm100Plan *s = &e->p->sm100;
+    const Sm100Plan *s = sm100_of(e->p);
     mha_prologue(e);
     smem_base_again(e);
     tile_index(e, reg(e, "b32", "tile"));
@@ -164,7 +164,7 @@ static void role_context(Emit *e)
 static void ring_take(Emit *e, const char *who, int r, int producer, const char *slot, const char *full,
                       const char *empty)
 {
-    const Sm100Ring *g = &e->p->sm100.ring[r];
+    const Sm100Ring *g = &sm100_of(e->p)->ring[r];
     char st[NAME], ph[NAME];
     snprintf(st, NAME, "%s_stage%d", who, r);
     snprintf(ph, NAME, "%s_phase%d", who, r);
@@ -184,7 +184,7 @@ static void ring_take(Emit *e, const char *who, int r, int producer, const char 
 
 static void ring_init(Emit *e, const char *who)
 {
-    for (int r = 0; r < e->p->sm100.n_rings; r++) {
+    for (int r = 0; r < sm100_of(e->p)->n_rings; r++) {
         char st[NAME], ph[NAME];
         snprintf(st, NAME, "%s_stage%d", who, r);
         snprintf(ph, NAME, "%s_phase%d", who, r);
@@ -193,7 +193,7 @@ static void ring_init(Emit *e, const char *who)
     }
 }
 
-static int ring_v(const Plan *p) { return p->sm100.fused ? 0 : 1; }
+static int ring_v(const Plan *p) { return sm100_of(p)->fused ? 0 : 1; }
 
 /* ------------------------------------------------------------------ */
 /* load warp                                                            */
@@ -223,7 +223,7 @@ static void load_box(Emit *e, const char *dst, const char *map, const char *col,
 static void load_q(Emit *e)
 {
     const Plan *p = e->p;
-    const Sm100Plan *s = &p->sm100;
+    const Sm100Plan *s = sm100_of(p);
     const char *bar = reg(e, "b32", "ld_bar"), *dst = reg(e, "b32", "ld_dst");
     const char *col = reg(e, "b32", "ld_col"), *row = reg(e, "b32", "ld_row");
     for (int t = 0; t < s->qtiles; t++) {
@@ -245,7 +245,7 @@ static void load_q(Emit *e)
 static void load_kv(Emit *e, int is_v)
 {
     const Plan *p = e->p;
-    const Sm100Plan *s = &p->sm100;
+    const Sm100Plan *s = sm100_of(p);
     const char *slot = reg(e, "b32", "ld_slot"), *full = reg(e, "b32", "ld_full"), *empty = reg(e, "b32", "ld_empty");
     const char *dst = reg(e, "b32", "ld_dst"), *col = reg(e, "b32", "ld_col");
     int chunks = is_v ? s->v_chunks : p->qk_chunks;
@@ -270,7 +270,7 @@ static void load_kv(Emit *e, int is_v)
  * (the even CTA's MMA thread arrives on them from the other SM). */
 static void load_tail(Emit *e)
 {
-    const Sm100Plan *s = &e->p->sm100;
+    const Sm100Plan *s = sm100_of(e->p);
     emit_note(e, "the pair: wait until the MMAs released every slot (their commits arrive from the even CTA)");
     const char *slot = reg(e, "b32", "ld_slot"), *full = reg(e, "b32", "ld_full"), *empty = reg(e, "b32", "ld_empty");
     for (int r = 0; r < s->n_rings; r++)
@@ -280,7 +280,7 @@ static void load_tail(Emit *e)
 static void emit_load(Emit *e)
 {
     const Plan *p = e->p;
-    const Sm100Plan *s = &p->sm100;
+    const Sm100Plan *s = sm100_of(p);
     char l_kv[NAME], l_done[NAME];
     emit_section(e, "role load (warp %d): one thread issues every TMA load", s->warp_load);
     const char *pr = reg(e, "pred", "ld_p");
@@ -319,7 +319,7 @@ static void emit_load(Emit *e)
 /* Descriptor start-field step of K step kk inside a K-major chunked tile. */
 static uint32_t kmajor_step(const Plan *p, int kk, uint32_t chunk_bytes)
 {
-    int step_bytes = p->sm100.mma_k * p->elem_bytes;
+    int step_bytes = sm100_of(p)->mma_k * p->elem_bytes;
     return op_desc_kstep(kk, p->swizzle_bytes / step_bytes, (uint32_t)step_bytes, chunk_bytes);
 }
 
@@ -327,7 +327,7 @@ static uint32_t kmajor_step(const Plan *p, int kk, uint32_t chunk_bytes)
 static void mma_qk(Emit *e, int t)
 {
     const Plan *p = e->p;
-    const Sm100Plan *s = &p->sm100;
+    const Sm100Plan *s = sm100_of(p);
     const char *klo = reg(e, "b32", "mm_klo"), *alo = reg(e, "b32", "mm_alo"), *blo = reg(e, "b32", "mm_blo");
     const char *ad = reg(e, "b64", "mm_ad"), *bd = reg(e, "b64", "mm_bd");
     char d[NAME], qlo[NAME];
@@ -349,7 +349,7 @@ static void mma_qk(Emit *e, int t)
 static void mma_pv(Emit *e, int t, const char *acc)
 {
     const Plan *p = e->p;
-    const Sm100Plan *s = &p->sm100;
+    const Sm100Plan *s = sm100_of(p);
     const char *vlo = reg(e, "b32", "mm_vlo"), *blo = reg(e, "b32", "mm_blo");
     const char *bd = reg(e, "b64", "mm_bd"), *pa = reg(e, "b32", "mm_pa");
     char d[NAME], pt[NAME];
@@ -369,7 +369,7 @@ static void mma_pv(Emit *e, int t, const char *acc)
 /* Wait until softmax t wrote P and correction t rescaled O for the block of parity par. */
 static void mma_wait_p(Emit *e, int t, const char *par)
 {
-    const Sm100Plan *s = &e->p->sm100;
+    const Sm100Plan *s = sm100_of(e->p);
     const char *bar = reg(e, "b32", "mm_bar");
     mbar_at(e, bar, s->bar_p_full, t);
     op_mbar_wait(e, bar, par);
@@ -381,7 +381,7 @@ static void mma_wait_p(Emit *e, int t, const char *par)
 /* Commit the MMAs issued so far onto bar: for the pair, onto bar's offset in both CTAs. */
 static void mma_commit(Emit *e, const char *bar)
 {
-    op_umma_commit(e, e->p->sm100.cta_pair, bar, pair(e->p) ? "%mm_mask" : NULL);
+    op_umma_commit(e, sm100_of(e->p)->cta_pair, bar, pair(e->p) ? "%mm_mask" : NULL);
 }
 
 static void mma_commit_tile(Emit *e, uint32_t base, int t)
@@ -395,7 +395,7 @@ static void mma_commit_tile(Emit *e, uint32_t base, int t)
  * KV block: ptxas then forms them next to their MMAs instead of keeping them all live. */
 static void mma_addresses(Emit *e)
 {
-    const Sm100Plan *s = &e->p->sm100;
+    const Sm100Plan *s = sm100_of(e->p);
     op_ld_shared_b32(e, "%tmem", "%smem", s->off_tmem_slot);
     for (int t = 0; t < s->qtiles; t++) {
         char n[NAME];
@@ -411,7 +411,7 @@ static void mma_addresses(Emit *e)
 static void mma_setup(Emit *e)
 {
     const Plan *p = e->p;
-    const Sm100Plan *s = &p->sm100;
+    const Sm100Plan *s = sm100_of(p);
     emit(e, "mov.u32 %s, 0x%08X;", reg(e, "b32", "mm_idesc_qk"), s->idesc_qk);
     emit(e, "mov.u32 %s, 0x%08X;", reg(e, "b32", "mm_idesc_pv"), s->idesc_pv);
     emit(e, "mov.u32 %s, 0x%08X;", reg(e, "b32", "mm_khi"), (uint32_t)(s->desc_k >> 32));
@@ -437,7 +437,7 @@ static void mma_setup(Emit *e)
 static void emit_mma(Emit *e)
 {
     const Plan *p = e->p;
-    const Sm100Plan *s = &p->sm100;
+    const Sm100Plan *s = sm100_of(p);
     int last = s->qtiles - 1;
     char l_loop[NAME], l_tail[NAME];
     emit_section(e, "role mma (warp %d): one elected thread issues every tcgen05.mma; plan: %d per KV tile",
@@ -546,7 +546,7 @@ static void sfx_load(Emit *e, int r0, int col0, int n)
 {
     const char *ta = reg(e, "b32", "sx_ta");
     for (int c = 0; c < n;) {
-        int k = piece(n - c, e->p->sm100.s_chunk);
+        int k = piece(n - c, sm100_of(e->p)->s_chunk);
         emit(e, "add.u32 %s, %%sx_ts, %d;", ta, col0 + c);
         op_tmem_ld(e, "sx_s", r0 + c, k, ta);
         c += k;
@@ -562,7 +562,7 @@ static void names(char (*buf)[NAME], const char **out, const char *arr, int r0, 
 static void sfx_store_p(Emit *e, int r0, int col0, int n)
 {
     const Plan *p = e->p;
-    const Sm100Plan *s = &p->sm100;
+    const Sm100Plan *s = sm100_of(p);
     int per = 4 / p->elem_bytes, cols = n / per;
     char a[NAME], b[NAME], c2[NAME], d[NAME];
     if (s->kind_f8) {
@@ -593,7 +593,7 @@ static void sfx_exp_sum(Emit *e, int r0, int n, const char *dst)
     char buf[256][NAME];
     const char *x[256];
     names(buf, x, "sx_s", r0, n);
-    sfx_exp2_scaled(e, x, n, "%scale_log2", "%sx_neg_ms", e->p->sm100.poly_every);
+    sfx_exp2_scaled(e, x, n, "%scale_log2", "%sx_neg_ms", sm100_of(e->p)->poly_every);
     sfx_sum_tree(e, dst, x, n);
 }
 
@@ -602,7 +602,7 @@ static void sfx_exp_sum(Emit *e, int r0, int n, const char *dst)
 static void sfx_block(Emit *e, int masked)
 {
     const Plan *p = e->p;
-    const Sm100Plan *s = &p->sm100;
+    const Sm100Plan *s = sm100_of(p);
     int bn = p->bn, wl, wr;
     mask_bounds(&p->cfg, &wl, &wr);
     char buf[256][NAME];
@@ -648,7 +648,7 @@ static void sfx_block(Emit *e, int masked)
 static void sfx_setup(Emit *e)
 {
     const Plan *p = e->p;
-    const Sm100Plan *s = &p->sm100;
+    const Sm100Plan *s = sm100_of(p);
     const char *t = reg(e, "b32", "sx_t"), *seq = reg(e, "b32", "sx_seq"), *tmp = reg(e, "b32", "sx_tmp");
     emit(e, "mov.u32 %s, %%wg;", t);
     emit_note(e, "TMEM: S_t at column %d t (plan tmem S<t>), P over it; lane = this thread's row", p->bn);
@@ -676,7 +676,7 @@ static void sfx_setup(Emit *e)
 static void emit_softmax(Emit *e)
 {
     const Plan *p = e->p;
-    const Sm100Plan *s = &p->sm100;
+    const Sm100Plan *s = sm100_of(p);
     char l_loop[NAME], l_done[NAME], l_masked[NAME], l_next[NAME];
     emit_section(e, "role softmax (warps 0..%d): Q tile = warpgroup, one row per thread; plan regs %d",
                  4 * s->qtiles - 1, s->sfx_regs);
@@ -732,7 +732,7 @@ static void emit_softmax(Emit *e)
  * afresh (TMEM base re-read) where used, so they do not stay live through the loop. */
 static void corr_tile_addrs(Emit *e, int t)
 {
-    const Sm100Plan *s = &e->p->sm100;
+    const Sm100Plan *s = sm100_of(e->p);
     const char *to = reg(e, "b32", "cr_to"), *st = reg(e, "b32", "cr_stats");
     op_ld_shared_b32(e, "%tmem", "%smem", s->off_tmem_slot);
     emit(e, "add.u32 %s, %%tmem, %%tm_lane;", st);
@@ -744,7 +744,7 @@ static void corr_tile_addrs(Emit *e, int t)
 static void corr_rescale(Emit *e)
 {
     const Plan *p = e->p;
-    const Sm100Plan *s = &p->sm100;
+    const Sm100Plan *s = sm100_of(p);
     const char *ta = reg(e, "b32", "cr_ta");
     char to[NAME], o[NAME];
     snprintf(to, NAME, "%%cr_to");
@@ -767,7 +767,7 @@ static void corr_rescale(Emit *e)
 /* Block i of tile t: read the row factors, rescale O if the warp's vote asks, release the PV. */
 static void corr_block(Emit *e, int t)
 {
-    const Sm100Plan *s = &e->p->sm100;
+    const Sm100Plan *s = sm100_of(e->p);
     char skip[NAME], st[NAME];
     const char *bar = reg(e, "b32", "cr_bar"), *corr = reg(e, "f32", "cr_corr");
     const char *need = reg(e, "pred", "cr_need"), *any = reg(e, "pred", "cr_any");
@@ -803,7 +803,7 @@ static void corr_row_units(Emit *e, const char *buf)
 /* Store 8 output elements (16 bytes) at O column g of this row. */
 static void corr_put_unit(Emit *e, int g, const char *const v[4])
 {
-    const Sm100Plan *s = &e->p->sm100;
+    const Sm100Plan *s = sm100_of(e->p);
     int chunk = g / s->o_chunk_elems, u = (g % s->o_chunk_elems) / 8;
     const char *a = reg(e, "b32", "cr_unit");
     swizzle_unit(e, a, "%cr_key", u);
@@ -814,7 +814,7 @@ static void corr_put_unit(Emit *e, int g, const char *const v[4])
 static void corr_stage_o(Emit *e, int t, int zero)
 {
     const Plan *p = e->p;
-    const Sm100Plan *s = &p->sm100;
+    const Sm100Plan *s = sm100_of(p);
     int ocols = s->o_chunks * s->o_chunk_elems;
     if (zero) {
         emit_note(e, "no key for any row: O = 0 (the load warp loaded no Q, so its smem is free)");
@@ -858,7 +858,7 @@ static void corr_stage_o(Emit *e, int t, int zero)
 static void corr_epilogue(Emit *e, int t)
 {
     const Plan *p = e->p;
-    const Sm100Plan *s = &p->sm100;
+    const Sm100Plan *s = sm100_of(p);
     char l_nolse[NAME], l_zero[NAME], l_staged[NAME], l_nost[NAME];
     emit_section(e, "correction epilogue, Q tile %d: O / l, LSE, O through smem and a TMA store", t);
     const char *bar = reg(e, "b32", "cr_bar"), *l = reg(e, "f32", "cr_l"), *m = reg(e, "f32", "cr_m");
@@ -934,7 +934,7 @@ static void corr_epilogue(Emit *e, int t)
 static void emit_correction(Emit *e)
 {
     const Plan *p = e->p;
-    const Sm100Plan *s = &p->sm100;
+    const Sm100Plan *s = sm100_of(p);
     char l_loop[NAME], l_done[NAME];
     emit_section(e, "role correction (warps %d..%d): O rescale in TMEM, epilogue; plan regs %d", s->warp_corr,
                  s->warp_corr + 3, s->corr_regs);
@@ -971,7 +971,7 @@ static void emit_correction(Emit *e)
 static void emit_dispatch(Emit *e)
 {
     const Plan *p = e->p;
-    const Sm100Plan *s = &p->sm100;
+    const Sm100Plan *s = sm100_of(p);
     const char *pr = reg(e, "pred", "p_role");
     emit_section(e, "role dispatch: softmax 0..%d, correction %d..%d, warpgroup 3: mma %d, load %d",
                  4 * s->qtiles - 1, s->warp_corr, s->warp_corr + 3, s->warp_mma, s->warp_load);
@@ -1001,7 +1001,7 @@ static void emit_dispatch(Emit *e)
 int sm100_emit_mha(Emit *e)
 {
     const Plan *p = e->p;
-    const Sm100Plan *s = &p->sm100;
+    const Sm100Plan *s = sm100_of(p);
     mha_prologue(e);
     emit_section(e, "prologue: this CTA's tile (one %s per tile); CTAs past the last tile leave",
                  pair(p) ? "CTA pair" : "CTA");

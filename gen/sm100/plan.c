@@ -189,7 +189,7 @@ static int sm100_check(const Config *c, char *err, size_t n)
 /* Row mapping, MMA shapes and descriptors. */
 static void plan_tiles(const Config *c, Plan *p)
 {
-    Sm100Plan *s = &p->sm100;
+    Sm100Plan *s = sm100_mut(p);
     s->mma_m = SM100_MMA_M * c->cta_pair;
     s->tile_rows = SM100_MMA_M;
     s->qtiles = c->qtiles;
@@ -241,7 +241,7 @@ static int sm100_layout(const Config *c, Plan *p, char *err, size_t n)
 {
     (void)err;
     (void)n;
-    Sm100Plan *s = &p->sm100;
+    Sm100Plan *s = sm100_mut(p);
     plan_tiles(c, p);
     char what[64];
     uint32_t sw = (uint32_t)c->swizzle;
@@ -344,7 +344,7 @@ static int sm100_layout(const Config *c, Plan *p, char *err, size_t n)
 
 static void plan_roles(const Config *c, Plan *p)
 {
-    Sm100Plan *s = &p->sm100;
+    Sm100Plan *s = sm100_mut(p);
     char job[96];
     p->threads = 4 * SM100_WG;
     p->entry_regs = (65536 / p->threads) / 8 * 8;
@@ -382,7 +382,7 @@ static void plan_roles(const Config *c, Plan *p)
 
 static void plan_maps(const Config *c, Plan *p)
 {
-    const Sm100Plan *s = &p->sm100;
+    const Sm100Plan *s = sm100_of(p);
     uint32_t ce = (uint32_t)p->chunk_elems;
     plan_map(p, "q", TENSOR_Q, c->dtype, (uint32_t)p->qk, ce, (uint32_t)s->seq_rows, (uint32_t)s->heads_per_tile,
              c->swizzle);
@@ -398,7 +398,7 @@ static void plan_maps(const Config *c, Plan *p)
 
 static void plan_notes(const Config *c, Plan *p)
 {
-    const Sm100Plan *s = &p->sm100;
+    const Sm100Plan *s = sm100_of(p);
     if (s->packed)
         plan_note(p, "rows", "GQA packed: row r of a Q tile = (seq q0 + r %% %d, head h0 + r / %d); %d heads per CTA",
                   s->seq_rows, s->seq_rows, s->heads_per_tile);
@@ -455,7 +455,7 @@ static void plan_notes(const Config *c, Plan *p)
 static int sm100_plan(const Config *c, Plan *p, char *err, size_t n)
 {
     if (sm100_layout(c, p, err, n)) return -1;
-    const Sm100Plan *s = &p->sm100;
+    const Sm100Plan *s = sm100_of(p);
     if (!sm100_mma_shape_ok(s->mma_m, p->bn, s->cta_pair, 0) || !sm100_mma_shape_ok(s->mma_m, s->ov_pad, s->cta_pair, 1))
         return refuse(err, n, "bn/ov: M %d N %d (QK) or N %d (PV, TS) is not a tcgen05.mma shape", s->mma_m, p->bn,
                       s->ov_pad);

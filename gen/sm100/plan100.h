@@ -5,6 +5,8 @@
 #define FA4GEN_PLAN100_H
 #include <stdint.h>
 
+#include "../fa4gen.h"
+
 enum { SM100_MAX_QTILES = 2 };
 
 /* One mbarrier ring of smem slots (K, V, or both alternating when fused). */
@@ -80,5 +82,9 @@ typedef struct Sm100Plan {
     int sfx_regs, corr_regs, other_regs, idle_regs;
     int bar_epilogue, bar_tmem_free; /* named barriers */
 } Sm100Plan;
+
+_Static_assert(sizeof(Sm100Plan) <= PLAN_FAMILY_BYTES, "Sm100Plan outgrows Plan.family");
+static inline Sm100Plan *sm100_mut(Plan *p) { return (Sm100Plan *)(void *)p->family; }
+static inline const Sm100Plan *sm100_of(const Plan *p) { return (const Sm100Plan *)(const void *)p->family; }
 
 #endif

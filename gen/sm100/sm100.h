@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "../fa4gen.h"
+#include "plan100.h"
 
 /* Swizzle modes of the 3-bit layout field (bits 61-63). */
 typedef enum { SM100_SW_NONE = 0, SM100_SW_128B_BASE32B = 1, SM100_SW_128 = 2, SM100_SW_64 = 4, SM100_SW_32 = 6 } Sm100Swizzle;

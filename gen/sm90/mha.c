@@ -16,6 +16,7 @@
 #include "../kernel.h"
 #include "../ops.h"
 #include "../softmax.h"
+#include "plan90.h"
 
 enum { NAME = 32 };
 
@@ -26,7 +27,7 @@ enum { NAME = 32 };
 static void emit_barrier_init(Emit *e)
 {
     const Plan *p = e->p;
-    const Sm90Plan *s = &p->sm90;
+    const Sm90Plan *s = sm90_of(p);
     char lbl[NAME];
     /* TODO(plan): Sm90Plan mbar entries {name, off, count}; the full barriers' 1 is the producer's
      * expect_tx arrival */
@@ -65,7 +66,7 @@ static void load_chunks(Emit *e, const char *tmap, const char *dst0, uint32_t ch
 static void emit_producer(Emit *e)
 {
     const Plan *p = e->p;
-    const Sm90Plan *s = &p->sm90;
+    const Sm90Plan *s = sm90_of(p);
     char l_tile[NAME], l_kv[NAME], l_kv_done[NAME], lbl[NAME];
     emit_section(e, "role producer (warpgroup 0): TMA loads; plan regs %d", s->producer_regs);
     op_setmaxnreg(e, s->producer_regs, p->entry_regs);
@@ -137,30 +138,8 @@ static void emit_producer(Emit *e)
 /* consumer                                                             */
 /* ------------------------------------------------------------------ */
 
-/* The wgmma shapes and accumulator fragment the consumers are written for (PTX ISA, "Register
- * fragments and shared memory matrix layouts" for wgmma .m64nNk16). */
-typedef struct {
-    int k_step;             /* elements per wgmma K step (k16) */
-    int qk_steps, pv_steps; /* wgmmas per S = Q K^T and per O += P V */
-    int lanes_per_row;      /* lanes that share one accumulator row */
-    int halves, half_rows;  /* rows per thread: lane/4 and lane/4 + half_rows */
-    int warp_rows;          /* accumulator rows per warp */
-    int a_regs;             /* b32 registers of one A fragment (one K step of P) */
-    int s_regs, o_regs, p_regs; /* per thread: S and O accumulators (f32), P (packed pairs) */
-} Sm90Frag;
-
-/* TODO(plan): Sm90Plan.frag (k_step, qk_steps, pv_steps, lanes_per_row, halves, half_rows,
- * warp_rows, a_regs, s_regs, o_regs, p_regs), filled by sm90_plan from the wgmma shape. */
-static Sm90Frag sm90_frag(const Plan *p)
-{
-    Sm90Frag f = {.k_step = 16, .lanes_per_row = 4, .halves = 2, .half_rows = 8, .warp_rows = 16, .a_regs = 4};
-    f.qk_steps = p->qk / f.k_step;
-    f.pv_steps = p->bn / f.k_step;
-    f.s_regs = p->bn / 2;
-    f.o_regs = p->ov / 2;
-    f.p_regs = p->bn / 4;
-    return f;
-}
+/* The wgmma shapes and accumulator fragment the consumers are written for: the plan's. */
+static Sm90Frag sm90_frag(const Plan *p) { return sm90_of(p)->frag; }
 
 enum { MAX_HALVES = 2 };
 
@@ -177,7 +156,7 @@ static uint32_t kmajor_step(const Plan *p, int kk, uint32_t chunk_bytes)
 static void emit_qk(Emit *e, const char *stage)
 {
     const Plan *p = e->p;
-    const Sm90Plan *s = &p->sm90;
+    const Sm90Plan *s = sm90_of(p);
     const char *addr = reg(e, "b32", "cs_k_addr");
     const char *qd = reg(e, "b64", "cs_qd"), *kd = reg(e, "b64", "cs_kd");
     const char *qlo = reg(e, "b32", "cs_qd_lo"), *klo = reg(e, "b32", "cs_kd_lo");
@@ -201,7 +180,7 @@ static void emit_qk(Emit *e, const char *stage)
 static void emit_pv(Emit *e, const char *stage)
 {
     const Plan *p = e->p;
-    const Sm90Plan *s = &p->sm90;
+    const Sm90Plan *s = sm90_of(p);
     const char *addr = reg(e, "b32", "cs_v_addr");
     const char *vdesc = reg(e, "b64", "cs_v_desc"), *vd = reg(e, "b64", "cs_vd");
     uint32_t sw = (uint32_t)p->swizzle_bytes;
@@ -263,7 +242,7 @@ static void emit_softmax(Emit *e, int masked)
         snprintf(corr, NAME, "%%cs_corr%d", h);
         char need[NAME];
         snprintf(need, NAME, "cs_need%d", h);
-        sfx_update_max_lazy(e, m, bm, "%scale_log2", p->sm90.rescale, reg(e, "f32", nms + 1),
+        sfx_update_max_lazy(e, m, bm, "%scale_log2", sm90_of(p)->rescale, reg(e, "f32", nms + 1),
                             reg(e, "f32", corr + 1), reg(e, "pred", need));
     }
     emit_note(e, "the warp skips the O rescale unless one of its rows moved its max");
@@ -274,7 +253,7 @@ static void emit_softmax(Emit *e, int masked)
         char nms[NAME], rs[NAME];
         snprintf(nms, NAME, "%%cs_neg_ms%d", h);
         snprintf(rs, NAME, "cs_rsum%d", h);
-        sfx_exp2_scaled(e, row[h], n, "%scale_log2", nms, p->sm90.poly_every);
+        sfx_exp2_scaled(e, row[h], n, "%scale_log2", nms, sm90_of(p)->poly_every);
         sfx_sum_tree(e, reg(e, "f32", rs), row[h], n);
         emit(e, "fma.rn.f32 %%cs_l%d, %%cs_l%d, %%cs_corr%d, %%%s;", h, h, h, rs);
     }
@@ -332,7 +311,7 @@ static void emit_row_bounds(Emit *e, const char *kv0)
 static void emit_epilogue(Emit *e)
 {
     const Plan *p = e->p;
-    const Sm90Plan *s = &p->sm90;
+    const Sm90Plan *s = sm90_of(p);
     char lbl[NAME], l_nolse[NAME];
     int sw = p->swizzle_bytes, units = sw / 16;
     const char *t = reg(e, "f32", "cs_shfl");
@@ -412,7 +391,7 @@ static void emit_epilogue(Emit *e)
 static void emit_consumer_setup(Emit *e)
 {
     const Plan *p = e->p;
-    const Sm90Plan *s = &p->sm90;
+    const Sm90Plan *s = sm90_of(p);
     int sw = p->swizzle_bytes;
     const char *w = reg(e, "b32", "cs_w"), *wl = reg(e, "b32", "cs_wl"), *lm = reg(e, "b32", "cs_lm");
     const char *r0 = reg(e, "b32", "cs_row0"), *r1 = reg(e, "b32", "cs_row1");
@@ -513,13 +492,13 @@ static void emit_next_slot(Emit *e)
  * softmax runs while the other's GEMMs occupy the tensor core (plan: turn<w>). */
 static void emit_turn_begin(Emit *e)
 {
-    const Sm90Plan *s = &e->p->sm90;
+    const Sm90Plan *s = sm90_of(e->p);
     if (s->pingpong) op_bar_sync_at(e, NULL, "%cs_turn", named_bar_threads(e->p, s->bar_turn0));
 }
 
 static void emit_turn_end(Emit *e)
 {
-    const Sm90Plan *s = &e->p->sm90;
+    const Sm90Plan *s = sm90_of(e->p);
     if (s->pingpong) op_bar_arrive_at(e, NULL, "%cs_turn_next", named_bar_threads(e->p, s->bar_turn0));
 }
 
@@ -582,7 +561,7 @@ static void emit_mainloop(Emit *e)
 static void emit_consumer(Emit *e)
 {
     const Plan *p = e->p;
-    const Sm90Plan *s = &p->sm90;
+    const Sm90Plan *s = sm90_of(p);
     char l_tile[NAME];
     emit_section(e, "role consumers (warpgroups 1..%d): wgmma + softmax; plan regs %d", s->consumers,
                  s->consumer_regs);

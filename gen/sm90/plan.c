@@ -11,6 +11,7 @@
 
 #include "../kernel.h"
 #include "mla90.h"
+#include "plan90.h"
 
 int sm90_emit_mha(Emit *e);
 
@@ -100,7 +101,7 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
 {
     (void)err;
     (void)n;
-    Sm90Plan *s = &p->sm90;
+    Sm90Plan *s = sm90_mut(p);
     p->bm = c->bm;
     p->bn = c->bn;
     p->qk = c->qk_depth;
@@ -117,6 +118,14 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
     p->persistent = c->persistent;
 
     s->mma_m = SM90_MMA_M;
+    /* the m64nNk16 fragment: 4 lanes per row, rows lane/4 and lane/4 + 8 of a warp's 16 */
+    Sm90Frag f = {.k_step = 16, .lanes_per_row = 4, .halves = 2, .half_rows = 8, .warp_rows = 16, .a_regs = 4};
+    f.qk_steps = p->qk / f.k_step;
+    f.pv_steps = p->bn / f.k_step;
+    f.s_regs = p->bn / 2;
+    f.o_regs = p->ov / 2;
+    f.p_regs = p->bn / 4;
+    s->frag = f;
     s->consumers = c->bm / SM90_MMA_M;
     sm90_regs(s->consumers, &s->producer_regs, &s->consumer_regs);
     p->threads = SM90_WG * (1 + s->consumers);
@@ -194,9 +203,9 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
 
     plan_note(p, "consumers", "%d warpgroups x %d rows", s->consumers, s->mma_m);
     plan_note(p, "tx bytes", "q %u, k %u, v %u per load", s->tx_q, s->tx_k, s->tx_v);
-    plan_note(p, "qk wgmma", "m64n%dk16 x %d per kv tile per consumer (SS)", p->bn, p->qk / 16);
-    plan_note(p, "pv wgmma", "m64n%dk16 x %d per kv tile per consumer (RS, P in registers)", p->ov, p->bn / 16);
-    plan_note(p, "accumulators", "S %d + O %d + P %d registers per thread", p->bn / 2, p->ov / 2, p->bn / 4);
+    plan_note(p, "qk wgmma", "m64n%dk16 x %d per kv tile per consumer (SS)", p->bn, f.qk_steps);
+    plan_note(p, "pv wgmma", "m64n%dk16 x %d per kv tile per consumer (RS, P in registers)", p->ov, f.pv_steps);
+    plan_note(p, "accumulators", "S %d + O %d + P %d registers per thread", f.s_regs, f.o_regs, f.p_regs);
     mha_plan_params(p);
     return 0;
 }

@@ -5,7 +5,22 @@
 #define FA4GEN_PLAN90_H
 #include <stdint.h>
 
+#include "../fa4gen.h"
+
+/* The wgmma shapes and accumulator fragment the consumers are written for (PTX ISA, "Register
+ * fragments and shared memory matrix layouts" for wgmma .m64nNk16). */
+typedef struct {
+    int k_step;             /* elements per wgmma K step (k16) */
+    int qk_steps, pv_steps; /* wgmmas per S = Q K^T and per O += P V */
+    int lanes_per_row;      /* lanes that share one accumulator row */
+    int halves, half_rows;  /* rows per thread: lane/4 and lane/4 + half_rows */
+    int warp_rows;          /* accumulator rows per warp */
+    int a_regs;             /* b32 registers of one A fragment (one K step of P) */
+    int s_regs, o_regs, p_regs; /* per thread: S and O accumulators (f32), P (packed pairs) */
+} Sm90Frag;
+
 typedef struct Sm90Plan {
+    Sm90Frag frag;
     int consumers;       /* consumer warpgroups; each owns mma_m query rows */
     int mma_m;           /* rows per wgmma (64) */
     int producer_regs, consumer_regs; /* setmaxnreg targets */
@@ -30,5 +45,9 @@ typedef struct Sm90Plan {
     int poly_every;    /* every n-th exp2 by the FMA polynomial (0 = all on MUFU) */
     int bar_turn0;     /* named barrier id of consumer 0's turn; consumer w waits on +w */
 } Sm90Plan;
+
+_Static_assert(sizeof(Sm90Plan) <= PLAN_FAMILY_BYTES, "Sm90Plan outgrows Plan.family");
+static inline Sm90Plan *sm90_mut(Plan *p) { return (Sm90Plan *)(void *)p->family; }
+static inline const Sm90Plan *sm90_of(const Plan *p) { return (const Sm90Plan *)(const void *)p->family; }
 
 #endif

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "fa4gen.h"
+#include "sm90/plan90.h"
 #include "ops.h"
 
 static Config parse_ok(const char *text)
@@ -134,7 +135,7 @@ static void test_plan_smem_map(void **state)
     for (size_t t = 0; t < sizeof texts / sizeof texts[0]; t++) {
         Plan *p = malloc(sizeof *p);
         plan_ok(texts[t], p);
-        const Sm90Plan *s = &p->sm90;
+        const Sm90Plan *s = sm90_of(p);
         uint32_t end = 0;
         for (int i = 0; i < p->n_smem; i++) {
             const SmemEntry *e = &p->smem[i];
@@ -590,7 +591,8 @@ static void test_bundle_lists(void **state)
     assert_non_null(strstr(out, "line 2:"));
     free(out);
     /* a NUL byte is refused */
-    write_list(dir, "mha target=sm90a dtype=bf16 qk=128 ov=128\0 qk=64\n", 51);
+    static const char nul[] = "mha target=sm90a dtype=bf16 qk=128 ov=128\0 qk=64\n";
+    write_list(dir, nul, sizeof nul - 1);
     assert_int_equal(cli_err(args, &out), 2);
     assert_non_null(strstr(out, "line 1: holds a NUL byte"));
     free(out);

@@ -147,7 +147,7 @@ static void check_instr_desc(uint32_t v, const Plan *p, int n, Sm100Major b_majo
 {
     Sm100InstrDesc d = sm100_instr_desc_decode(v);
     int fmt = p->cfg.dtype == DT_BF16 ? 1 : 0; /* BF16 1 (kind::f16); F16 0; E4M3 0 (kind::f8f6f4) */
-    int m = 128 * p->sm100.cta_pair; /* the pair: one MMA covers 128 rows in each CTA */
+    int m = 128 * sm100_of(p)->cta_pair; /* the pair: one MMA covers 128 rows in each CTA */
     if (d.m != m || d.n != n) fail_msg("%s: %s M %d N %d, want M %d N %d", p->canonical, what, d.m, d.n, m, n);
     if (d.d_format != 1) fail_msg("%s: %s D format %d, want F32", p->canonical, what, d.d_format);
     if (d.a_format != fmt || d.b_format != fmt) fail_msg("%s: %s formats %d/%d, want %d", p->canonical, what,
@@ -170,7 +170,7 @@ static void check_kernel_descs(const char *text)
     size_t len;
     if (fa4gen_generate(&c, &plan, &ptx, &len, err, sizeof err)) fail_msg("generate '%s': %s", text, err);
     const Plan *p = &plan;
-    const Sm100Plan *s = &p->sm100;
+    const Sm100Plan *s = sm100_of(p);
     int pad_qk = (p->qk + p->chunk_elems - 1) / p->chunk_elems * p->chunk_elems;
     int pad_ov = (p->ov + p->chunk_elems - 1) / p->chunk_elems * p->chunk_elems;
     int cg = s->cta_pair;
@@ -297,7 +297,7 @@ static void test_plan_limits(void **state)
     config_init(&c);
     assert_int_equal(config_apply_text(&c, "mha target=sm100a qk=128 ov=128 group=4", err, sizeof err), 0);
     if (plan_make(&c, &p, err, sizeof err)) fail_msg("%s", err);
-    const Sm100Plan *s = &p.sm100;
+    const Sm100Plan *s = sm100_of(&p);
     /* FA4Config, d128 bf16: BN 128, 5 fused K/V slots, 512 TMEM columns */
     assert_int_equal(p.bn, 128);
     assert_int_equal(s->fused, 1);
