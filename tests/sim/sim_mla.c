@@ -82,8 +82,10 @@
  *   maxabs   = max |out - ref| (printed, not bounded)
  * Each case prints one line, PASS|FAIL|SKIP <id> <case> relL2=.. maxabs=.. elem_bad=N
  * lse_err=.. max_err=.. nan=N ... and, for a failure, the worst element or row.
- * FA4_ERR_UNSUPPORTED is a SKIP with fa4_last_error (the runtime says why it refuses
- * a shape); any other refusal is a FAIL with it; --no-skip makes SKIP a FAIL. The
+ * A refusal before the launch, FA4_ERR_UNSUPPORTED or FA4_ERR_INVALID_ARGUMENT (the
+ * runtime refuses shapes the contract allows, e.g. an h_q or topk its kernel does not
+ * tile, with the latter), is a SKIP printing fa4_last_error; any other status is a
+ * FAIL with it; --no-skip makes SKIP a FAIL. The
  * run ends with exactly `sim_mla: N passed, N failed, N skipped`. Exit status 1
  * when any case failed, 2 for a usage error or a setup failure (no driver, a bad
  * case).
@@ -967,11 +969,13 @@ static int result_fail(Result *r, const char *fmt, ...)
 
 static void print_stats(const Case *c, const Stats *st)
 {
-    printf("  inputs: %ld of %ld positions valid, %ld valid past topk_length, %ld duplicates, %d empty rows "
-           "(%d of length 0, %d of length topk), invalid by kind: -2^31 %ld, -1 %ld, s_kv %ld, 2^31-1 %ld, "
-           "large %ld, negative %ld\n",
-           st->valid, st->positions, st->past_len, st->dups, st->empty_rows, c->tklen ? st->zero_len_rows : 0,
-           st->full_len_rows, st->kinds[0], st->kinds[1], st->kinds[2], st->kinds[3], st->kinds[4], st->kinds[5]);
+    printf("  inputs: %ld of %ld positions valid, %ld duplicates, %d rows with no valid index", st->valid,
+           st->positions, st->dups, st->empty_rows);
+    if (c->tklen)
+        printf("; topk_length: %d rows 0, %d rows topk, %ld valid indices past it", st->zero_len_rows,
+               st->full_len_rows, st->past_len);
+    printf("; invalid by kind: -2^31 %ld, -1 %ld, s_kv %ld, 2^31-1 %ld, large %ld, negative %ld\n", st->kinds[0],
+           st->kinds[1], st->kinds[2], st->kinds[3], st->kinds[4], st->kinds[5]);
 }
 
 /* Host images, device buffers, uploads (outputs: their poison). */
@@ -1049,7 +1053,7 @@ static int launch(Env *env, const Case *c, Run *run, Result *res)
     fa4_status s = fa4_mla_sparse_fwd(fa, &a, NULL);
     if (s != FA4_OK) {
         result_fail(res, "fa4_mla_sparse_fwd: %s: %s", fa4_status_string(s), fa4_last_error(fa));
-        if (s == FA4_ERR_UNSUPPORTED && !env->opt.no_skip) res->verdict = R_SKIP;
+        if ((s == FA4_ERR_UNSUPPORTED || s == FA4_ERR_INVALID_ARGUMENT) && !env->opt.no_skip) res->verdict = R_SKIP;
         return -1;
     }
     res->launched = 1;
