@@ -470,6 +470,11 @@ static int run(int argc, char **argv)
     }
     int rc = parse_flags(&cli, argc, argv, first, kind >= 0 ? USE_OUT | USE_CONFIG : USE_JSON | USE_CONFIG, cmd);
     if (rc) return rc;
+    if (kind >= 0 && cli.cfg.kind != KIND_MHA && (int)cli.cfg.kind != kind) { /* KIND_MHA: config_init's */
+        say("kind: the config names %s but the command is %s; use fa4gen %s", kind_name[cli.cfg.kind], cmd,
+            kind_name[cli.cfg.kind]);
+        return 2;
+    }
     if (first == 3 || kind >= 0) {
         char err[512];
         if (config_set(&cli.cfg, "kind", kind >= 0 ? cmd : argv[2], err, sizeof err)) return invalid(err);

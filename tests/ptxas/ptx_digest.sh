@@ -13,5 +13,5 @@ here=$(dirname "$0")
     rm -f "${TMPDIR:-/tmp}/fa4_digest_list.$$"
     grep -v '^#' "$here/sm100_matrix.txt" | grep .
 } | while IFS= read -r cfg; do
-    printf '%s  %s\n' "$("$FA4GEN" mha --config "$cfg" | sha256sum | cut -c1-16)" "$cfg"
+    printf '%s  %s\n' "$("$FA4GEN" "${cfg%% *}" --config "$cfg" | sha256sum | cut -c1-16)" "$cfg"
 done

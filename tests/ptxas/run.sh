@@ -28,12 +28,15 @@ mha target=sm90a dtype=fp16 qk=128 ov=128 bn=64 stages=4 mask=causal
 mha target=sm90a dtype=bf16 qk=256 ov=256 bn=64 mask=causal
 mha target=sm90a dtype=bf16 qk=64 ov=64 poly=25 mask=causal
 mha target=sm90a dtype=fp16 qk=128 ov=128 poly=12 rescale=0 mask=none
+mla-sparse target=sm90a dtype=bf16 qk=576
+mla-sparse target=sm90a dtype=bf16 qk=512
+mla-sparse target=sm90a dtype=bf16 qk=576 rescale=0
 L
 
 check() {
     cfg=$1; n=$2
     ptx=$dir/k$n.ptx
-    if ! "$FA4GEN" mha --config "$cfg" -o "$ptx" 2>"$dir/e$n"; then
+    if ! "$FA4GEN" "${cfg%% *}" --config "$cfg" -o "$ptx" 2>"$dir/e$n"; then
         echo "FAIL generate: $cfg: $(cat "$dir/e$n")"; return 1
     fi
     out=$("$PTXAS" -arch=sm_90a -v "$ptx" -o "$dir/k$n.cubin" 2>&1) || { echo "FAIL ptxas: $cfg: $out"; return 1; }
