@@ -88,6 +88,7 @@ $(FAKECUDA): tests/unit/fake_cuda.c tests/unit/fake_cuda.h
 
 unit: deps-test $(UNIT_BIN) $(B)/tests/test_launch $(FAKECUDA)
 	@sh tests/run-unit.sh $(UNIT_BIN)
+	@sh tests/python/abi.sh
 	@LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) sh tests/run-unit.sh $(B)/tests/test_launch
 
 launch-test: deps-test $(B)/tests/test_launch $(FAKECUDA)
@@ -116,6 +117,12 @@ test: deps-test sass-tools
 
 clean:
 	rm -rf $(B)
+
+# The CPU suite under AddressSanitizer + UBSan with leak detection, built in build/san/src
+# (tests/sanitize/run.sh says what runs). SAN_CC=gcc to use gcc.
+.PHONY: test-sanitize
+test-sanitize: deps-test
+	@sh tests/sanitize/run.sh
 
 # The whole project (CLI, libraries, examples, unit tests, fake and simulated drivers) with clang,
 # warnings as errors, in its own build folder.

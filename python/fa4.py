@@ -6,6 +6,9 @@
     o = fa4.mha_fwd(q, k, v, q_descale=0.5, k_descale=0.25, v_descale=2.0)  # float8_e4m3fn in, bf16 out
     o = fa4.mha_fwd(q, k_nope, v, k_rope=k_rope)    # MLA prefill (sm100a): q [.., 192], k_nope [.., 128],
                                                     # k_rope [B, Sk, Hkv, 64], v [.., 128]
+    out, lse, max_logits = fa4.mla_sparse_fwd(q, kv, indices)   # sparse MLA prefill (sm90a):
+        # q [s_q, h_q, 576|512] bf16, kv [s_kv, 1, d_qk] bf16 (V = first 512 columns), indices [s_q, topk] int32;
+        # out [s_q, h_q, 512] bf16, lse / max_logits [s_q, h_q] fp32 (natural log; empty rows: +inf / -inf)
 
 Causal masks align bottom-right (query i sees key j <= i + Sk - Sq), as FlashAttention.
 The library is build/libfa4rt.so next to this repository, or the path in $FA4_LIB.
@@ -41,6 +44,16 @@ class _MhaArgs(ctypes.Structure):
                 ("q_descale", ctypes.c_float), ("k_descale", ctypes.c_float), ("v_descale", ctypes.c_float)]
 
 
+class _MlaSparseArgs(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t), ("q", ctypes.c_void_p), ("kv", ctypes.c_void_p),
+                ("indices", ctypes.c_void_p), ("out", ctypes.c_void_p), ("lse", ctypes.c_void_p),
+                ("max_logits", ctypes.c_void_p), ("attn_sink", ctypes.c_void_p), ("topk_length", ctypes.c_void_p),
+                ("s_q", ctypes.c_int), ("s_kv", ctypes.c_int), ("h_q", ctypes.c_int), ("d_qk", ctypes.c_int),
+                ("topk", ctypes.c_int), ("q_stride", ctypes.c_int64 * 2), ("kv_stride", ctypes.c_int64),
+                ("indices_stride", ctypes.c_int64), ("out_stride", ctypes.c_int64 * 2), ("sm_scale", ctypes.c_float),
+                ("config", ctypes.c_char_p)]
+
+
 class Fa4Error(RuntimeError):
     pass
 
@@ -61,6 +74,7 @@ def _load():
         _lib.fa4_destroy.argtypes = [ctypes.c_void_p]
         _lib.fa4_mha_fwd.argtypes = [ctypes.c_void_p, ctypes.POINTER(_MhaArgs), ctypes.c_void_p]
         _lib.fa4_mha_config.argtypes = [ctypes.c_void_p, ctypes.POINTER(_MhaArgs), ctypes.c_char_p, ctypes.c_size_t]
+        _lib.fa4_mla_sparse_fwd.argtypes = [ctypes.c_void_p, ctypes.POINTER(_MlaSparseArgs), ctypes.c_void_p]
     return _lib
 
 
@@ -161,3 +175,53 @@ def mha_config(q, k, v, causal=False, config=None, window=None, k_rope=None):
     buf = ctypes.create_string_buffer(512)
     _check(_load().fa4_mha_config(ctx, ctypes.byref(a), buf, 512), ctx)
     return buf.value.decode()
+
+
+def mla_sparse_fwd(q, kv, indices, sm_scale=None, attn_sink=None, topk_length=None, config=None, out=None):
+    """Sparse MLA prefill (DeepSeek-V3.2 top-k attention; fa4.h has the contract).
+
+    q [s_q, h_q, d_qk] bf16 (d_qk 576 or 512), kv [s_kv, 1, d_qk] bf16 whose first 512 columns are V,
+    indices [s_q, topk] int32 (topk a multiple of 64). An index < 0, >= s_kv or at a position >=
+    topk_length[s] contributes nothing. attn_sink [h_q] fp32 scales out by e^lse / (e^lse + e^sink).
+    Returns out [s_q, h_q, 512] bf16, lse and max_logits [s_q, h_q] fp32 (natural log)."""
+    import torch
+    if kv.dim() == 3:
+        if kv.shape[1] != 1:
+            raise Fa4Error("kv: shape %s; expected [s_kv, 1, d_qk] (one kv head)" % (tuple(kv.shape),))
+        kv2 = kv[:, 0, :]
+    else:
+        kv2 = kv
+    for name, t, dims in (("q", q, 3), ("kv", kv2, 2), ("indices", indices, 2)):
+        if not t.is_cuda or t.dim() != dims or t.stride(-1) != 1:
+            raise Fa4Error("%s: needs a CUDA tensor of %d dims with a contiguous last dim" % (name, dims))
+    if q.dtype != torch.bfloat16 or kv2.dtype != torch.bfloat16:
+        raise Fa4Error("dtype: q and kv must be bfloat16")
+    if indices.dtype != torch.int32:
+        raise Fa4Error("indices: dtype %s; use int32" % indices.dtype)
+    s_q, h_q, d_qk = q.shape
+    o = out if out is not None else torch.empty(s_q, h_q, 512, dtype=torch.bfloat16, device=q.device)
+    lse = torch.empty(s_q, h_q, dtype=torch.float32, device=q.device)
+    max_logits = torch.empty(s_q, h_q, dtype=torch.float32, device=q.device)
+    a = _MlaSparseArgs()
+    a.size = ctypes.sizeof(_MlaSparseArgs)
+    a.q, a.kv, a.indices, a.out = q.data_ptr(), kv2.data_ptr(), indices.data_ptr(), o.data_ptr()
+    a.lse, a.max_logits = lse.data_ptr(), max_logits.data_ptr()
+    if attn_sink is not None:
+        if attn_sink.dtype != torch.float32 or attn_sink.numel() != h_q or not attn_sink.is_contiguous():
+            raise Fa4Error("attn_sink: needs a contiguous float32 tensor of h_q = %d values" % h_q)
+        a.attn_sink = attn_sink.data_ptr()
+    if topk_length is not None:
+        if topk_length.dtype != torch.int32 or topk_length.numel() != s_q or not topk_length.is_contiguous():
+            raise Fa4Error("topk_length: needs a contiguous int32 tensor of s_q = %d values" % s_q)
+        a.topk_length = topk_length.data_ptr()
+    a.s_q, a.h_q, a.d_qk, a.s_kv, a.topk = s_q, h_q, d_qk, kv2.shape[0], indices.shape[1]
+    a.q_stride[:] = [q.stride(0), q.stride(1)]
+    a.kv_stride = kv2.stride(0)
+    a.indices_stride = indices.stride(0)
+    a.out_stride[:] = [o.stride(0), o.stride(1)]
+    a.sm_scale = sm_scale if sm_scale is not None else 0.0
+    a.config = config.encode() if config else None
+    ctx = context(q.device.index or 0)
+    stream = torch.cuda.current_stream(q.device).cuda_stream
+    _check(_load().fa4_mla_sparse_fwd(ctx, ctypes.byref(a), ctypes.c_void_p(stream)), ctx)
+    return o, lse, max_logits

@@ -1,0 +1,20 @@
+/* abi.c - the field offsets of fa4.h's structs, for tests/python/abi.sh to compare with the
+ * ctypes mirrors in python/fa4.py (a field out of step there would pass wrong arguments). */
+#include <stddef.h>
+#include <stdio.h>
+
+#include "fa4.h"
+
+#define F(T, f) printf("%s.%s %zu\n", #T, #f, offsetof(T, f))
+
+int main(void)
+{
+    printf("fa4_options %zu\nfa4_mha_args %zu\nfa4_mla_sparse_args %zu\n", sizeof(fa4_options),
+           sizeof(fa4_mha_args), sizeof(fa4_mla_sparse_args));
+    F(fa4_options, verbose);
+    F(fa4_mha_args, q_stride); F(fa4_mha_args, softmax_scale); F(fa4_mha_args, config); F(fa4_mha_args, k_rope);
+    F(fa4_mha_args, v_descale);
+    F(fa4_mla_sparse_args, s_q); F(fa4_mla_sparse_args, topk); F(fa4_mla_sparse_args, q_stride);
+    F(fa4_mla_sparse_args, out_stride); F(fa4_mla_sparse_args, sm_scale); F(fa4_mla_sparse_args, config);
+    return 0;
+}
