@@ -18,7 +18,8 @@ static int have_nvjitlink(void)
 {
     const char *names[] = {"libnvJitLink.so.13", "libnvJitLink.so", "/usr/local/cuda/lib64/libnvJitLink.so.13"};
     for (int i = 0; i < 3; i++) {
-        void *h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+        /* RTLD_NODELETE: nvJitLink leaks 72,704 bytes each time it is unloaded (LeakSanitizer, make test-sanitize) */
+        void *h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
         if (h) {
             dlclose(h);
             return 1;
