@@ -222,8 +222,25 @@ void buf_printf(Buf *b, const char *fmt, ...) FA4_PRINTF(2, 3);
 void buf_puts(Buf *b, const char *s);
 void buf_free(Buf *b);
 
-enum { EMIT_MAX_REGS = 768, EMIT_REG_NAME = 24, EMIT_REG_HASH = 2048 /* > 2 x EMIT_MAX_REGS */ };
-typedef struct { char type[6]; char name[EMIT_REG_NAME]; int count; } RegDecl;
+enum { EMIT_MAX_REGS = 768, EMIT_REG_NAME = 24, EMIT_REG_HASH = 2048 /* > 2 x EMIT_MAX_REGS */,
+       EMIT_REG_TEXTS = 32 /* R() texts of elements and negations live this many calls */ };
+
+/* Register classes, one bit each so a callee can accept several (RT_B32 | RT_F32). */
+typedef enum { RT_PRED = 1, RT_B16 = 2, RT_B32 = 4, RT_B64 = 8, RT_F32 = 16 } RegType;
+
+/* A typed handle to a declared register, an element of a register array, or a whole array
+ * (for reg_list). Emitters pass these between functions instead of name strings, so a callee
+ * can check the class it was given (REG_WANT) and a misspelt name cannot reach the PTX.
+ * Print with R(e, r). The zero value is REG_NONE: "no register" for optional operands. */
+typedef struct Reg {
+    uint16_t id;   /* index + 1 into Emit.regs; 0 = none */
+    uint8_t type;  /* RegType */
+    uint8_t neg;   /* a predicate read negated: "!%p" (reg_not) */
+    int32_t elem;  /* element of an array, or -1: the scalar (or the whole array) */
+} Reg;
+#define REG_NONE ((Reg){0, 0, 0, -1})
+
+typedef struct { char type[6]; uint8_t rt; char name[EMIT_REG_NAME]; int count; } RegDecl;
 
 /* Emitter state: one per kernel. All text goes through emit(). */
 typedef struct Emit {
@@ -233,6 +250,8 @@ typedef struct Emit {
     int n_regs;
     uint16_t reg_slot[EMIT_REG_HASH]; /* name hash -> index + 1 into regs */
     int labels;
+    char texts[EMIT_REG_TEXTS][EMIT_REG_NAME + 8]; /* ring of R() texts that need a buffer */
+    unsigned n_texts;
     int failed; /* an internal error was recorded; message in err */
     char err[256];
 } Emit;
@@ -253,6 +272,32 @@ void reg_array(Emit *e, const char *type, const char *name, int n);
 const char *regname(char *buf, size_t n, const char *name, int i);
 /* "{%name<first>, ..., %name<first+count-1>}" into buf. */
 const char *reglist(char *buf, size_t n, const char *name, int first, int count);
+
+/* Typed handles. reg_new declares the register named by fmt (idempotent for the same class;
+ * another class is an internal error) and returns its handle; reg_f32() etc. spell the class.
+ * reg_arr declares %name<n> and returns the whole array; reg_at(e, arr, i) is element i.
+ * reg_not(p) is the predicate p read negated. */
+Reg reg_new(Emit *e, RegType t, const char *fmt, ...) FA4_PRINTF(3, 4);
+#define reg_pred(e, ...) reg_new((e), RT_PRED, __VA_ARGS__)
+#define reg_b16(e, ...) reg_new((e), RT_B16, __VA_ARGS__)
+#define reg_b32(e, ...) reg_new((e), RT_B32, __VA_ARGS__)
+#define reg_b64(e, ...) reg_new((e), RT_B64, __VA_ARGS__)
+#define reg_f32(e, ...) reg_new((e), RT_F32, __VA_ARGS__)
+Reg reg_arr(Emit *e, RegType t, int n, const char *fmt, ...) FA4_PRINTF(4, 5);
+Reg reg_at(Emit *e, Reg arr, int i);
+Reg reg_not(Emit *e, Reg p);
+static inline int reg_is(Reg r) { return r.id != 0; }
+/* The PTX text of r: "%name", "%name<i>" or "!%name". Scalars' texts live as long as e; the
+ * others sit in a ring of EMIT_REG_TEXTS buffers, so print them, do not keep them. */
+const char *R(Emit *e, Reg r);
+/* "{%arr<first>, ..., %arr<first+count-1>}" of an array handle into buf. */
+const char *reg_list(Emit *e, char *buf, size_t n, Reg arr, int first, int count);
+/* An emitter's check of a register it was given: r is one of the classes in types (RT_ bits),
+ * else an internal error naming fn, the parameter and both classes. Returns 1 when it is. */
+int reg_want(Emit *e, Reg r, unsigned types, const char *fn, const char *param);
+#define REG_WANT(e, r, types) reg_want((e), (r), (types), __func__, #r)
+const char *reg_type_text(unsigned t); /* "f32"; the first class of a set */
+
 /* A fresh label "$stem_<k>". */
 const char *new_label(Emit *e, char *buf, size_t n, const char *stem);
 /* Header (version, target, smem decl) + register declarations + body; malloc'd. */

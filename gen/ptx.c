@@ -134,6 +134,23 @@ static RegDecl *find_reg(Emit *e, const char *name)
     }
 }
 
+static const struct { RegType t; const char *name; } reg_types[] = {
+    {RT_PRED, "pred"}, {RT_B16, "b16"}, {RT_B32, "b32"}, {RT_B64, "b64"}, {RT_F32, "f32"}};
+
+const char *reg_type_text(unsigned t)
+{
+    for (size_t i = 0; i < sizeof reg_types / sizeof reg_types[0]; i++)
+        if (t & reg_types[i].t) return reg_types[i].name;
+    return "?";
+}
+
+static uint8_t reg_type_of(const char *type)
+{
+    for (size_t i = 0; i < sizeof reg_types / sizeof reg_types[0]; i++)
+        if (!strcmp(type, reg_types[i].name)) return (uint8_t)reg_types[i].t;
+    return 0;
+}
+
 /* Callers have checked that the name is new. */
 static RegDecl *declare(Emit *e, const char *type, const char *name, int count)
 {
@@ -143,6 +160,8 @@ static RegDecl *declare(Emit *e, const char *type, const char *name, int count)
     }
     RegDecl *r = &e->regs[e->n_regs++];
     snprintf(r->type, sizeof r->type, "%s", type);
+    r->rt = reg_type_of(type);
+    if (!r->rt) emit_fail(e, "internal: register %%%s has the unknown type .%s", name, type);
     snprintf(r->name, sizeof r->name, "%%%s", name); /* kept with its %, so reg() returns it as-is */
     r->count = count;
     unsigned h = reg_hash(r->name);
@@ -182,6 +201,117 @@ const char *regname(char *buf, size_t n, const char *name, int i)
 {
     snprintf(buf, n, "%%%s%d", name, i);
     return buf;
+}
+
+static Reg handle(Emit *e, const RegDecl *r)
+{
+    return (Reg){(uint16_t)(r - e->regs + 1), r->rt, 0, -1};
+}
+
+static Reg vreg_new(Emit *e, RegType t, int count, const char *fmt, va_list ap)
+{
+    char name[EMIT_REG_NAME + 1];
+    vsnprintf(name, sizeof name, fmt, ap);
+    const char *type = reg_type_text(t);
+    if (count) reg_array(e, type, name, count);
+    else reg(e, type, name);
+    char full[EMIT_REG_NAME + 2];
+    snprintf(full, sizeof full, "%%%s", name);
+    RegDecl *r = find_reg(e, full);
+    return r ? handle(e, r) : REG_NONE; /* not found: declare() failed, and said so */
+}
+
+Reg reg_new(Emit *e, RegType t, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    Reg r = vreg_new(e, t, 0, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+Reg reg_arr(Emit *e, RegType t, int n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    Reg r = vreg_new(e, t, n, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+static const RegDecl *decl_of(Emit *e, Reg r)
+{
+    if (!r.id || r.id > e->n_regs) {
+        emit_fail(e, "internal: no register where one is needed");
+        return NULL;
+    }
+    return &e->regs[r.id - 1];
+}
+
+Reg reg_at(Emit *e, Reg arr, int i)
+{
+    const RegDecl *d = decl_of(e, arr);
+    if (!d) return REG_NONE;
+    if (!d->count || arr.elem >= 0 || i < 0 || i >= d->count) {
+        emit_fail(e, "internal: element %d of %s, which %s", i, d->name,
+                  d->count ? "has fewer elements" : "is not an array");
+        return REG_NONE;
+    }
+    arr.elem = i;
+    return arr;
+}
+
+Reg reg_not(Emit *e, Reg p)
+{
+    if (reg_want(e, p, RT_PRED, "reg_not", "p")) p.neg ^= 1;
+    return p;
+}
+
+const char *R(Emit *e, Reg r)
+{
+    const RegDecl *d = decl_of(e, r);
+    if (!d) return "%<none>";
+    if (r.elem < 0 && !r.neg) return d->name;
+    char *t = e->texts[e->n_texts++ % EMIT_REG_TEXTS], *q = t;
+    size_t nl = strlen(d->name); /* < EMIT_REG_NAME, so "!", the name and 6 digits fit */
+    if (r.neg) *q++ = '!';
+    memcpy(q, d->name, nl);
+    q += nl;
+    if (r.elem >= 0) snprintf(q, sizeof e->texts[0] - (size_t)(q - t), "%d", r.elem);
+    else *q = 0;
+    return t;
+}
+
+int reg_want(Emit *e, Reg r, unsigned types, const char *fn, const char *param)
+{
+    const RegDecl *d = r.id && r.id <= e->n_regs ? &e->regs[r.id - 1] : NULL;
+    if (!d) {
+        emit_fail(e, "internal: %s: no register passed as %s, which wants .%s", fn, param, reg_type_text(types));
+        return 0;
+    }
+    if (r.type & types) return 1;
+    char want[48] = "";
+    for (unsigned t = 1; t <= RT_F32; t <<= 1)
+        if (types & t) {
+            size_t k = strlen(want);
+            snprintf(want + k, sizeof want - k, "%s.%s", k ? " or " : "", reg_type_text(t));
+        }
+    emit_fail(e, "internal: %s: register %s passed as %s is .%s, which wants %s", fn, d->name, param,
+              reg_type_text(r.type), want);
+    return 0;
+}
+
+const char *reg_list(Emit *e, char *buf, size_t n, Reg arr, int first, int count)
+{
+    const RegDecl *d = decl_of(e, arr);
+    if (n) buf[0] = 0;
+    if (!d) return buf;
+    if (!d->count || arr.elem >= 0 || first < 0 || first + count > d->count) {
+        emit_fail(e, "internal: elements %d..%d of %s, which %s", first, first + count - 1, d->name,
+                  d->count ? "has fewer elements" : "is not an array");
+        return buf;
+    }
+    return reglist(buf, n, d->name + 1, first, count);
 }
 
 /* Formats by hand: every wgmma names 32-128 accumulators, and snprintf per

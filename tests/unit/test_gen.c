@@ -213,6 +213,45 @@ static void test_builder(void **state)
     free(e);
 }
 
+/* Typed handles (issue 12): a handle prints its name, elements and negations print their
+ * operand text, and a register of the wrong class is refused with a message naming both. */
+static void test_reg_handles(void **state)
+{
+    (void)state;
+    Emit *e = malloc(sizeof *e);
+    emit_init(e, NULL);
+    Reg m = reg_f32(e, "cs_m%d", 1), p = reg_pred(e, "p_wait");
+    assert_string_equal(R(e, m), "%cs_m1");
+    assert_true(reg_f32(e, "cs_m%d", 1).id == m.id); /* idempotent */
+    assert_string_equal(R(e, reg_not(e, p)), "!%p_wait");
+    Reg acc = reg_arr(e, RT_F32, 4, "acc");
+    assert_string_equal(R(e, reg_at(e, acc, 3)), "%acc3");
+    char buf[64];
+    assert_string_equal(reg_list(e, buf, sizeof buf, acc, 1, 2), "{%acc1, %acc2}");
+    assert_true(REG_WANT(e, m, RT_F32));
+    assert_true(REG_WANT(e, reg_at(e, acc, 0), RT_F32 | RT_B32));
+    assert_false(e->failed);
+    assert_false(REG_WANT(e, p, RT_F32)); /* an f32 operand given a predicate */
+    assert_true(e->failed);
+    assert_null(emit_finish(e, "", NULL));
+    assert_non_null(strstr(e->err, "%p_wait"));
+    assert_non_null(strstr(e->err, ".pred"));
+    assert_non_null(strstr(e->err, "wants .f32"));
+    emit_free(e);
+
+    emit_init(e, NULL);
+    reg_at(e, acc, 4); /* past the end of %acc<4> */
+    assert_true(e->failed);
+    emit_free(e);
+    emit_init(e, NULL);
+    reg_f32(e, "x");
+    reg_b32(e, "x"); /* one name, two classes */
+    assert_true(e->failed);
+    assert_non_null(strstr(e->err, "%x"));
+    emit_free(e);
+    free(e);
+}
+
 static void test_sm90_descriptors(void **state)
 {
     (void)state;
@@ -648,7 +687,8 @@ int main(void)
         cmocka_unit_test(test_canonical_roundtrip),   cmocka_unit_test(test_hash_is_stable),
         cmocka_unit_test(test_config_errors_name_the_field), cmocka_unit_test(test_smem_limit_names_the_excess),
         cmocka_unit_test(test_plan_smem_map),         cmocka_unit_test(test_explain_json_and_text),
-        cmocka_unit_test(test_builder),               cmocka_unit_test(test_sm90_descriptors),
+        cmocka_unit_test(test_builder),               cmocka_unit_test(test_reg_handles),
+        cmocka_unit_test(test_sm90_descriptors),
         cmocka_unit_test(test_cli_exit_codes),        cmocka_unit_test(test_cli_no_partial_files),
         cmocka_unit_test(test_window_bounds_in_range), cmocka_unit_test(test_values_are_exact_words),
         cmocka_unit_test(test_errors_escape_what_they_echo), cmocka_unit_test(test_unused_flags_refused),
