@@ -25,8 +25,9 @@
  *   dqk=576|512             required; d_qk (V is always the first 512 columns)
  *   topk=N                  required; 1..65536
  *   sink=0|1                default 0; 1: attn_sink [h_q] given, random per head: one head
- *                           -inf, one +large (1e4..2e4), one -large, the rest U(0, 10)
- *                           (about the rows' lse, where a sink matters)
+ *                           -inf, one +large (1e4..2e4: out about 0), one -large (out as
+ *                           without a sink), the rest U(0, 10) (about the rows' lse, where a
+ *                           sink matters); random heads, the specials need h_q >= 4
  *   topk_length=0|1         default 0; 1: topk_length [s_q] given, random in [0, topk], one
  *                           row 0 and another topk when s_q >= 2. Positions at or past a
  *                           row's length hold indices drawn like the others (mostly valid):
@@ -43,8 +44,8 @@
  *                           (the kinds in turn, as above)
  *   layout=packed|strided   default packed (every stride passed as 0); strided: q padded after
  *                           each head row (32 B) and token (64 B), kv after each row (32 B),
- *                           indices after each row (16 B), out as q; padding is NaN in the
- *                           inputs and poison in out
+ *                           indices after each row (16 B), out as q; padding is NaN in q and
+ *                           kv, a valid index in indices, and poison (0xFF) in out
  *   scale=X                 default 0 (the runtime's 1/sqrt(d_qk)); sm_scale, finite >= 0
  *   config="WORDS"          default none; fa4_mla_sparse_args.config
  *   seed=N                  default --seed (1); the input seed of this case
