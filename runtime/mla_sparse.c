@@ -39,11 +39,14 @@ static fa4_status check_shape(fa4_ctx *ctx, const fa4_mla_sparse_args *a, int bl
     if (a->s_q < 1) return BAD("s_q", "%d; use >= 1", a->s_q);
     if (a->s_kv < 1) return BAD("s_kv", "%d; use >= 1", a->s_kv);
     if (a->d_qk != 576 && a->d_qk != 512) return BAD("d_qk", "%d; use 576 (512 nope + 64 rope) or 512", a->d_qk);
-    if (a->h_q < 1 || (a->h_q <= 128 ? a->h_q % 8 : a->h_q % 64))
-        return BAD("h_q", "%d; use a multiple of 8 up to 128 (padded to 64 per CTA), or a multiple of 64", a->h_q);
+    if (a->h_q < 1) return BAD("h_q", "%d; use >= 1", a->h_q);
+    if (a->h_q <= 128 ? a->h_q % 8 : a->h_q % 64)
+        return rt_fail(ctx, FA4_ERR_UNSUPPORTED, "h_q: %d; use a multiple of 8 up to 128 (padded to 64 per CTA), "
+                       "or a multiple of 64", a->h_q);
+    if (a->topk < 1) return BAD("topk", "%d; use >= 1", a->topk);
     if (a->topk < block || a->topk % block)
-        return BAD("topk", "%d; use a multiple of %d (the kernel's block of top-k positions), at least %d", a->topk,
-                   block, block);
+        return rt_fail(ctx, FA4_ERR_UNSUPPORTED, "topk: %d; use a multiple of %d (the kernel's block of top-k "
+                       "positions)", a->topk, block);
     if (!(a->sm_scale >= 0.0f) || a->sm_scale > 1e30f) return BAD("sm_scale", "%g; use a finite value >= 0 (0: 1/sqrt(d_qk))",
                                                                  (double)a->sm_scale);
     return FA4_OK;

@@ -9,7 +9,9 @@
 #   3. every sm_90a case of tests/sim/cases_sm90.txt on the simulated cc 9.0 device, under the
 #      same seeds, each compared with what an H100 computed on the same inputs (the anchor,
 #      bench/results/*-h100-sim-anchor.tar.xz, made by tests/gpu/run.sh)
-#   4. tests/sim/mutants.sh: mutated kernels must fail
+#   4. the sm_90a sparse MLA cases of tests/sim/cases_mla_sm90.txt (build/sim/sim_mla), under the same
+#      seeds, compared with an H100's outputs on the same inputs (*-h100-mla-sparse-sim-anchor.tar.xz)
+#   5. tests/sim/mutants.sh: mutated kernels must fail
 # Prints one line per step and 'sim suite: N passed, N failed'; exit 1 on failure.
 # Needs: build/fa4gen, build/sim/libcuda.so.1, build/sim/sim_mha, build/sim/test_{tc,tma,core,ref_mla}.
 set -u
@@ -33,18 +35,28 @@ step "test_core" $B/sim/test_core
 step "test_ref_mla" $B/sim/test_ref_mla
 step "sim_mha --self-test" $B/sim/sim_mha --self-test
 
+step "sim_mla --self-test" $B/sim/sim_mla --self-test
 anchor=$(ls bench/results/*-h100-sim-anchor.tar.xz 2>/dev/null | tail -1)
-mkdir -p "$work/anchor"
+mkdir -p "$work/anchor" "$work/mla_anchor"
 [ -n "$anchor" ] && tar xJf "$anchor" -C "$work/anchor"
+mla_anchor=$(ls bench/results/*-h100-mla-sparse-sim-anchor.tar.xz 2>/dev/null | tail -1)
+[ -n "$mla_anchor" ] && tar xJf "$mla_anchor" -C "$work/mla_anchor"
 random_seed=$(( $(od -An -N2 -tu2 /dev/urandom) + 3 ))
 for seed in 1 2 $random_seed; do
     step "sm100a cases, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=100 \
         $B/sim/sim_mha --quiet --no-skip --cases tests/sim/cases_sm100.txt
     step "sm90a cases vs H100, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=90 \
         $B/sim/sim_mha --quiet --no-skip --cases tests/sim/cases_sm90.txt --compare "$work/anchor"
+    cp "$work/log" "$work/mha90.log"
+    step "sm90a sparse MLA vs H100, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=90 \
+        $B/sim/sim_mla --quiet --no-skip --cases tests/sim/cases_mla_sm90.txt --compare "$work/mla_anchor"
+    cp "$work/log" "$work/mla90.log"
 done
-if [ -z "$anchor" ] || [ "$(grep -c 'cmp_o=' "$work/log")" -lt 20 ]; then
-    echo "FAILED the H100 anchor is missing or compared fewer than 20 cases"; fail=$((fail + 1))
+if [ -z "$anchor" ] || [ "$(grep -c 'cmp_o=' "$work/mha90.log")" -lt 20 ]; then
+    echo "FAILED the H100 MHA anchor is missing or compared fewer than 20 cases"; fail=$((fail + 1))
+fi
+if [ -z "$mla_anchor" ] || [ "$(grep -c 'cmp_o=' "$work/mla90.log")" -lt 20 ]; then
+    echo "FAILED the H100 sparse MLA anchor is missing or compared fewer than 20 cases"; fail=$((fail + 1))
 fi
 [ -f tests/sim/mutants.sh ] && step "mutants" sh tests/sim/mutants.sh
 echo "sim suite: $pass passed, $fail failed"
