@@ -283,6 +283,12 @@ Reg reg_new(Emit *e, RegType t, const char *fmt, ...) FA4_PRINTF(3, 4);
 #define reg_b32(e, ...) reg_new((e), RT_B32, __VA_ARGS__)
 #define reg_b64(e, ...) reg_new((e), RT_B64, __VA_ARGS__)
 #define reg_f32(e, ...) reg_new((e), RT_F32, __VA_ARGS__)
+/* The handle of a register declared earlier (a prologue's %smem, %scale_log2): an undeclared
+ * name is an internal error, so a misspelt name fails here, not in ptxas. */
+Reg reg_find(Emit *e, const char *fmt, ...) FA4_PRINTF(2, 3);
+/* Transitional: the handle of a declared register from its operand text "%name" or "%name<i>"
+ * (an element of an array), for emitters that still hold names as strings. */
+Reg reg_of(Emit *e, const char *text);
 Reg reg_arr(Emit *e, RegType t, int n, const char *fmt, ...) FA4_PRINTF(4, 5);
 Reg reg_at(Emit *e, Reg arr, int i);
 Reg reg_not(Emit *e, Reg p);

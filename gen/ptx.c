@@ -230,6 +230,39 @@ Reg reg_new(Emit *e, RegType t, const char *fmt, ...)
     return r;
 }
 
+Reg reg_find(Emit *e, const char *fmt, ...)
+{
+    char full[EMIT_REG_NAME + 2] = "%";
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(full + 1, sizeof full - 1, fmt, ap);
+    va_end(ap);
+    RegDecl *r = find_reg(e, full);
+    if (!r) {
+        emit_fail(e, "internal: register %s is used before it is declared", full);
+        return REG_NONE;
+    }
+    return handle(e, r);
+}
+
+Reg reg_of(Emit *e, const char *text)
+{
+    RegDecl *r = text && text[0] == '%' ? find_reg(e, text) : NULL;
+    if (r && !r->count) return handle(e, r);
+    /* an element: the longest array name that prefixes text, followed by digits only */
+    size_t n = text ? strlen(text) : 0, k = n;
+    while (k > 1 && text[k - 1] >= '0' && text[k - 1] <= '9') k--;
+    if (text && text[0] == '%' && k < n && k <= EMIT_REG_NAME) {
+        char name[EMIT_REG_NAME + 1];
+        memcpy(name, text, k);
+        name[k] = 0;
+        r = find_reg(e, name);
+        if (r && r->count) return reg_at(e, handle(e, r), atoi(text + k));
+    }
+    emit_fail(e, "internal: %s is not a declared register", text ? text : "(null)");
+    return REG_NONE;
+}
+
 Reg reg_arr(Emit *e, RegType t, int n, const char *fmt, ...)
 {
     va_list ap;

@@ -16,50 +16,48 @@ static uint32_t threshold_bits(int t)
     return u;
 }
 
-static void tree(Emit *e, const char *op, const char *dst, const char *const *src, int n)
+static void tree(Emit *e, const char *op, Reg dst, const Reg *src, int n)
 {
+    REG_WANT(e, dst, RT_F32);
     if (n == 1) {
-        emit(e, "mov.f32 %s, %s;", dst, src[0]);
+        emit(e, "mov.f32 %s, %s;", R(e, dst), R(e, src[0]));
         return;
     }
     /* pairwise levels into tmp registers keep several independent chains in flight */
     enum { MAXN = 256 };
-    char names[MAXN][24];
-    const char *cur[MAXN];
+    Reg cur[MAXN];
     int m = n < MAXN ? n : MAXN;
     for (int i = 0; i < m; i++) cur[i] = src[i];
     int level = 0;
     while (m > 1) {
         int k = 0;
         for (int i = 0; i + 1 < m; i += 2, k++) {
-            char tn[24];
-            snprintf(tn, sizeof tn, "red%d_%d", level & 1, k);
-            const char *t = (m == 2) ? dst : reg(e, "f32", tn);
-            emit(e, "%s.f32 %s, %s, %s;", op, t, cur[i], cur[i + 1]);
-            snprintf(names[k], sizeof names[k], "%s", t);
+            Reg t = (m == 2) ? dst : reg_f32(e, "red%d_%d", level & 1, k);
+            emit(e, "%s.f32 %s, %s, %s;", op, R(e, t), R(e, cur[i]), R(e, cur[i + 1]));
+            cur[k] = t; /* k <= i: level-wise in place */
         }
         if (m & 1) {
-            char tn[24];
-            snprintf(tn, sizeof tn, "red%d_%d", level & 1, k);
-            const char *t = reg(e, "f32", tn);
-            emit(e, "mov.f32 %s, %s;", t, cur[m - 1]);
-            snprintf(names[k], sizeof names[k], "%s", t);
-            k++;
+            Reg t = reg_f32(e, "red%d_%d", level & 1, k);
+            emit(e, "mov.f32 %s, %s;", R(e, t), R(e, cur[m - 1]));
+            cur[k++] = t;
         }
-        for (int i = 0; i < k; i++) cur[i] = names[i];
         m = k;
         level++;
     }
 }
 
-void sfx_max_tree(Emit *e, const char *dst, const char *const *src, int n) { tree(e, "max", dst, src, n); }
-void sfx_sum_tree(Emit *e, const char *dst, const char *const *src, int n) { tree(e, "add", dst, src, n); }
+void sfx_max_tree(Emit *e, Reg dst, const Reg *src, int n) { tree(e, "max", dst, src, n); }
+void sfx_sum_tree(Emit *e, Reg dst, const Reg *src, int n) { tree(e, "add", dst, src, n); }
 
-void sfx_update_max_lazy(Emit *e, const char *m, const char *blk, const char *scale_log2, int threshold,
-                         const char *neg_ms, const char *corr, const char *need)
+void sfx_update_max_lazy(Emit *e, Reg m_, Reg blk_, Reg scale_log2_, int threshold, Reg neg_ms_, Reg corr_,
+                         Reg need_)
 {
-    const char *cand = reg(e, "f32", "sfx_m_cand"), *grow = reg(e, "f32", "sfx_grow");
-    const char *m_use = reg(e, "f32", "sfx_m_use"), *p = reg(e, "pred", "sfx_no_key");
+    REG_WANT(e, m_, RT_F32), REG_WANT(e, blk_, RT_F32), REG_WANT(e, scale_log2_, RT_F32);
+    REG_WANT(e, neg_ms_, RT_F32), REG_WANT(e, corr_, RT_F32), REG_WANT(e, need_, RT_PRED);
+    const char *m = R(e, m_), *blk = R(e, blk_), *scale_log2 = R(e, scale_log2_);
+    const char *neg_ms = R(e, neg_ms_), *corr = R(e, corr_), *need = R(e, need_);
+    const char *cand = R(e, reg_f32(e, "sfx_m_cand")), *grow = R(e, reg_f32(e, "sfx_grow"));
+    const char *m_use = R(e, reg_f32(e, "sfx_m_use")), *p = R(e, reg_pred(e, "sfx_no_key"));
     emit(e, "max.f32 %s, %s, %s;", cand, m, blk);
     emit(e, "sub.f32 %s, %s, %s;", grow, cand, m); /* +inf while the row has seen no key */
     emit(e, "mul.f32 %s, %s, %s;", grow, grow, scale_log2);
@@ -76,108 +74,124 @@ void sfx_update_max_lazy(Emit *e, const char *m, const char *blk, const char *sc
     emit(e, "mov.f32 %s, %s;", m, cand);
 }
 
-void sfx_exp2_poly(Emit *e, const char *dst, const char *src)
+void sfx_exp2_poly(Emit *e, Reg dst, Reg src)
 {
     /* 2^x = 2^floor(x) * 2^frac: frac by Horner on the FMA pipe, floor(x) added
      * to the exponent bits. Coefficients: minimax degree 3 on [0, 1). */
-    const char *x = reg(e, "f32", "poly_x");
-    const char *fl = reg(e, "f32", "poly_floor");
-    const char *fr = reg(e, "f32", "poly_frac");
-    const char *y = reg(e, "f32", "poly_y");
-    const char *bits = reg(e, "b32", "poly_bits");
-    const char *ex = reg(e, "b32", "poly_exp");
-    emit(e, "max.f32 %s, %s, 0fC2FE0000;", x, src); /* clamp at -127: below that 2^x flushes to 0 anyway */
-    op_cvt(e, "rmi.f32.f32", fl, x);
-    emit(e, "sub.f32 %s, %s, %s;", fr, x, fl);
+    REG_WANT(e, dst, RT_F32 | RT_B32), REG_WANT(e, src, RT_F32 | RT_B32);
+    Reg x = reg_f32(e, "poly_x"), fl = reg_f32(e, "poly_floor");
+    const char *fr = R(e, reg_f32(e, "poly_frac")), *y = R(e, reg_f32(e, "poly_y"));
+    const char *bits = R(e, reg_b32(e, "poly_bits"));
+    Reg ex = reg_b32(e, "poly_exp");
+    emit(e, "max.f32 %s, %s, 0fC2FE0000;", R(e, x), R(e, src)); /* clamp at -127: below that 2^x flushes to 0 anyway */
+    op_cvt(e, "rmi.f32.f32", R(e, fl), R(e, x));
+    emit(e, "sub.f32 %s, %s, %s;", fr, R(e, x), R(e, fl));
     emit(e, "fma.rn.f32 %s, %s, 0f3D9DF09D, 0f3E6906A4;", y, fr); /* 0.0771190897, 0.2275644745 */
     emit(e, "fma.rn.f32 %s, %s, %s, 0f3F31F519;", y, y, fr);      /* 0.6951461434 */
     emit(e, "fma.rn.f32 %s, %s, %s, 0f3F800000;", y, y, fr);      /* 1.0 */
-    op_cvt(e, "rzi.s32.f32", ex, fl);
-    emit(e, "shl.b32 %s, %s, 23;", ex, ex);
+    op_cvt(e, "rzi.s32.f32", R(e, ex), R(e, fl));
+    emit(e, "shl.b32 %s, %s, 23;", R(e, ex), R(e, ex));
     emit(e, "mov.b32 %s, %s;", bits, y);
-    emit(e, "add.s32 %s, %s, %s;", bits, bits, ex);
-    emit(e, "mov.b32 %s, %s;", dst, bits);
+    emit(e, "add.s32 %s, %s, %s;", bits, bits, R(e, ex));
+    emit(e, "mov.b32 %s, %s;", R(e, dst), bits);
 }
 
-void sfx_exp2_scaled(Emit *e, const char *const *x, int n, const char *scale_log2, const char *neg_ms,
-                     int poly_every)
+void sfx_exp2_scaled(Emit *e, const Reg *x, int n, Reg scale_log2, Reg neg_ms, int poly_every)
 {
+    REG_WANT(e, scale_log2, RT_F32), REG_WANT(e, neg_ms, RT_F32);
     for (int i = 0; i < n; i++) {
-        emit(e, "fma.rn.ftz.f32 %s, %s, %s, %s;", x[i], x[i], scale_log2, neg_ms);
+        REG_WANT(e, x[i], RT_F32 | RT_B32);
+        const char *xi = R(e, x[i]);
+        emit(e, "fma.rn.ftz.f32 %s, %s, %s, %s;", xi, xi, R(e, scale_log2), R(e, neg_ms));
         if (poly_every && i % poly_every == poly_every - 1)
             sfx_exp2_poly(e, x[i], x[i]);
         else
-            emit(e, "ex2.approx.ftz.f32 %s, %s;", x[i], x[i]);
+            emit(e, "ex2.approx.ftz.f32 %s, %s;", R(e, x[i]), R(e, x[i]));
     }
 }
 
-void sfx_mask(Emit *e, const char *x, int c, const char *t_hi, const char *t_lo)
+void sfx_mask(Emit *e, Reg x, int c, Reg t_hi, Reg t_lo)
 {
-    const char *p = reg(e, "pred", "mask_p");
-    if (t_hi) {
-        emit(e, "setp.lt.s32 %s, %s, %d;", p, t_hi, c);
-        emit(e, "@%s mov.f32 %s, %s;", p, x, PTX_NEG_INF);
+    REG_WANT(e, x, RT_F32 | RT_B32);
+    const char *p = R(e, reg_pred(e, "mask_p"));
+    if (reg_is(t_hi) && REG_WANT(e, t_hi, RT_B32)) {
+        emit(e, "setp.lt.s32 %s, %s, %d;", p, R(e, t_hi), c);
+        emit(e, "@%s mov.f32 %s, %s;", p, R(e, x), PTX_NEG_INF);
     }
-    if (t_lo) {
-        emit(e, "setp.gt.s32 %s, %s, %d;", p, t_lo, c);
-        emit(e, "@%s mov.f32 %s, %s;", p, x, PTX_NEG_INF);
+    if (reg_is(t_lo) && REG_WANT(e, t_lo, RT_B32)) {
+        emit(e, "setp.gt.s32 %s, %s, %d;", p, R(e, t_lo), c);
+        emit(e, "@%s mov.f32 %s, %s;", p, R(e, x), PTX_NEG_INF);
     }
 }
 
-void sfx_reduce_lanes(Emit *e, const char *op, const char *v, const char *tmp, int lanes)
+void sfx_reduce_lanes(Emit *e, const char *op, Reg v, Reg tmp, int lanes)
 {
+    REG_WANT(e, v, RT_F32), REG_WANT(e, tmp, RT_F32);
     for (int x = 1; x < lanes; x *= 2) {
-        op_shfl_bfly(e, tmp, v, x);
-        emit(e, "%s.f32 %s, %s, %s;", op, v, v, tmp);
+        op_shfl_bfly(e, R(e, tmp), R(e, v), x);
+        emit(e, "%s.f32 %s, %s, %s;", op, R(e, v), R(e, v), R(e, tmp));
     }
 }
 
-void sfx_lse(Emit *e, const char *dst, const char *m, const char *l, const char *scale_log2)
+void sfx_lse(Emit *e, Reg dst_, Reg m, Reg l_, Reg scale_log2)
 {
-    const char *p = reg(e, "pred", "lse_empty");
-    const char *t = reg(e, "f32", "lse_t");
+    REG_WANT(e, dst_, RT_F32), REG_WANT(e, m, RT_F32), REG_WANT(e, l_, RT_F32), REG_WANT(e, scale_log2, RT_F32);
+    const char *dst = R(e, dst_), *l = R(e, l_);
+    const char *p = R(e, reg_pred(e, "lse_empty"));
+    const char *t = R(e, reg_f32(e, "lse_t"));
     emit(e, "setp.eq.f32 %s, %s, 0f00000000;", p, l);
     emit(e, "lg2.approx.f32 %s, %s;", t, l);
-    emit(e, "fma.rn.f32 %s, %s, %s, %s;", t, m, scale_log2, t);
+    emit(e, "fma.rn.f32 %s, %s, %s, %s;", t, R(e, m), R(e, scale_log2), t);
     emit(e, "mul.f32 %s, %s, %s;", dst, t, PTX_LN2);
     emit(e, "selp.f32 %s, %s, %s, %s;", dst, PTX_NEG_INF, dst, p);
 }
 
-void sfx_inv_sum(Emit *e, const char *inv, const char *l, const char *o_scale)
+void sfx_inv_sum(Emit *e, Reg inv_, Reg l_, Reg o_scale)
 {
-    const char *p = reg(e, "pred", "inv_empty");
+    REG_WANT(e, inv_, RT_F32), REG_WANT(e, l_, RT_F32), REG_WANT(e, o_scale, RT_F32);
+    const char *inv = R(e, inv_), *l = R(e, l_);
+    const char *p = R(e, reg_pred(e, "inv_empty"));
     emit(e, "setp.eq.f32 %s, %s, 0f00000000;", p, l);
     emit(e, "rcp.approx.ftz.f32 %s, %s;", inv, l);
-    emit(e, "mul.f32 %s, %s, %s;", inv, inv, o_scale);
+    emit(e, "mul.f32 %s, %s, %s;", inv, inv, R(e, o_scale));
     emit(e, "selp.f32 %s, 0f00000000, %s, %s;", inv, inv, p);
 }
 
-void ring_reset(Emit *e, const char *stage, const char *phase)
+void ring_reset(Emit *e, Reg stage, Reg phase)
 {
-    emit(e, "mov.u32 %s, 0;", stage);
-    emit(e, "mov.u32 %s, 0;", phase);
+    REG_WANT(e, stage, RT_B32), REG_WANT(e, phase, RT_B32);
+    emit(e, "mov.u32 %s, 0;", R(e, stage));
+    emit(e, "mov.u32 %s, 0;", R(e, phase));
 }
 
-void ring_free_parity(Emit *e, const char *par, const char *phase) { emit(e, "xor.b32 %s, %s, 1;", par, phase); }
-
-void ring_advance(Emit *e, const char *stage, const char *phase, int stages)
+void ring_free_parity(Emit *e, Reg par, Reg phase)
 {
+    REG_WANT(e, par, RT_B32), REG_WANT(e, phase, RT_B32);
+    emit(e, "xor.b32 %s, %s, 1;", R(e, par), R(e, phase));
+}
+
+void ring_advance(Emit *e, Reg stage_, Reg phase_, int stages)
+{
+    REG_WANT(e, stage_, RT_B32), REG_WANT(e, phase_, RT_B32);
+    const char *stage = R(e, stage_), *phase = R(e, phase_);
     if (stages == 1) {
         emit(e, "xor.b32 %s, %s, 1;", phase, phase);
         return;
     }
-    const char *p = reg(e, "pred", "ring_wrap");
+    const char *p = R(e, reg_pred(e, "ring_wrap"));
     emit(e, "add.u32 %s, %s, 1;", stage, stage);
     emit(e, "setp.eq.u32 %s, %s, %d;", p, stage, stages);
     emit(e, "@%s mov.u32 %s, 0;", p, stage);
     emit(e, "@%s xor.b32 %s, %s, 1;", p, phase, phase);
 }
 
-void sfx_row_bounds(Emit *e, const char *row_seq, const char *kv0, const char *t_hi, const char *t_lo)
+void sfx_row_bounds(Emit *e, Reg row_seq_, Reg kv0_, Reg t_hi_, Reg t_lo_)
 {
+    REG_WANT(e, row_seq_, RT_B32), REG_WANT(e, kv0_, RT_B32), REG_WANT(e, t_hi_, RT_B32);
     int wl, wr;
     mask_bounds(&e->p->cfg, &wl, &wr);
-    const char *k1 = reg(e, "b32", "sfx_klast");
+    const char *row_seq = R(e, row_seq_), *kv0 = R(e, kv0_), *t_hi = R(e, t_hi_);
+    const char *k1 = R(e, reg_b32(e, "sfx_klast"));
     emit(e, "sub.u32 %s, %%seqlen_k, 1;", k1);
     if (wr >= 0) {
         emit(e, "add.s32 %s, %s, %%kv_off;", t_hi, row_seq);
@@ -187,7 +201,8 @@ void sfx_row_bounds(Emit *e, const char *row_seq, const char *kv0, const char *t
         emit(e, "mov.u32 %s, %s;", t_hi, k1);
     }
     emit(e, "sub.s32 %s, %s, %s;", t_hi, t_hi, kv0);
-    if (wl >= 0 && t_lo) {
+    if (wl >= 0 && reg_is(t_lo_) && REG_WANT(e, t_lo_, RT_B32)) {
+        const char *t_lo = R(e, t_lo_);
         emit(e, "add.s32 %s, %s, %%kv_off;", t_lo, row_seq);
         emit(e, "sub.s32 %s, %s, %d;", t_lo, t_lo, wl);
         emit(e, "sub.s32 %s, %s, %s;", t_lo, t_lo, kv0);
@@ -196,46 +211,49 @@ void sfx_row_bounds(Emit *e, const char *row_seq, const char *kv0, const char *t
 
 int named_bar_threads(const Plan *p, int id) { return p->bars[id - 1].threads; /* ids start at 1 (plan_bar) */ }
 
-void smem_at(Emit *e, const char *dst, uint32_t off) { emit(e, "add.u32 %s, %%smem, %u;", dst, off); }
-
-const char *smem_reg(Emit *e, const char *name, uint32_t off)
+void smem_at(Emit *e, Reg dst, uint32_t off)
 {
-    const char *r = reg(e, "b32", name);
+    REG_WANT(e, dst, RT_B32);
+    emit(e, "add.u32 %s, %%smem, %u;", R(e, dst), off);
+}
+
+Reg smem_reg(Emit *e, const char *name, uint32_t off)
+{
+    Reg r = reg_b32(e, "%s", name);
     smem_at(e, r, off);
     return r;
 }
 
-void addr_indexed(Emit *e, const char *dst, const char *base, const char *idx, uint32_t stride)
+void addr_indexed(Emit *e, Reg dst, Reg base, Reg idx, uint32_t stride)
 {
-    emit(e, "mad.lo.u32 %s, %s, %u, %s;", dst, idx, stride, base);
+    REG_WANT(e, dst, RT_B32), REG_WANT(e, base, RT_B32), REG_WANT(e, idx, RT_B32);
+    emit(e, "mad.lo.u32 %s, %s, %u, %s;", R(e, dst), R(e, idx), stride, R(e, base));
 }
 
-void smem_indexed(Emit *e, const char *dst, uint32_t off, const char *idx, uint32_t stride)
+void smem_indexed(Emit *e, Reg dst, uint32_t off, Reg idx, uint32_t stride)
 {
-    addr_indexed(e, dst, "%smem", idx, stride);
-    emit(e, "add.u32 %s, %s, %u;", dst, dst, off);
+    addr_indexed(e, dst, reg_find(e, "smem"), idx, stride);
+    emit(e, "add.u32 %s, %s, %u;", R(e, dst), R(e, dst), off);
 }
 
-void mbar_at(Emit *e, const char *dst, uint32_t off, int i) { smem_at(e, dst, off + MBAR_BYTES * (uint32_t)i); }
+void mbar_at(Emit *e, Reg dst, uint32_t off, int i) { smem_at(e, dst, off + MBAR_BYTES * (uint32_t)i); }
 
-void mbar_indexed(Emit *e, const char *dst, const char *base, const char *idx)
-{
-    addr_indexed(e, dst, base, idx, MBAR_BYTES);
-}
+void mbar_indexed(Emit *e, Reg dst, Reg base, Reg idx) { addr_indexed(e, dst, base, idx, MBAR_BYTES); }
 
-const char *mbar_init_begin(Emit *e, char *lbl, size_t n, const char *section)
+Reg mbar_init_begin(Emit *e, char *lbl, size_t n, const char *section)
 {
-    const char *pr = reg(e, "pred", "p_not_t0"), *b = reg(e, "b32", "bar");
+    const char *pr = R(e, reg_pred(e, "p_not_t0"));
+    Reg b = reg_b32(e, "bar");
     emit_section(e, "%s", section);
     emit(e, "setp.ne.u32 %s, %%thread, 0;", pr);
     emit(e, "@%s bra %s;", pr, new_label(e, lbl, n, "init_done"));
     return b;
 }
 
-void mbar_init(Emit *e, const char *b, const Mbar *m, int i)
+void mbar_init(Emit *e, Reg b, const Mbar *m, int i)
 {
     mbar_at(e, b, m->off, i);
-    op_mbar_init(e, b, m->count);
+    op_mbar_init(e, R(e, b), m->count);
 }
 
 void mbar_init_end(Emit *e, const char *lbl)
@@ -244,26 +262,30 @@ void mbar_init_end(Emit *e, const char *lbl)
     emit_label(e, lbl);
 }
 
-void swizzle_row(Emit *e, const char *key, const char *base, const char *row, const char *buf)
+void swizzle_row(Emit *e, Reg key_, Reg base_, Reg row, Reg buf)
 {
+    REG_WANT(e, key_, RT_B32), REG_WANT(e, base_, RT_B32), REG_WANT(e, row, RT_B32), REG_WANT(e, buf, RT_B32);
     int sw = e->p->swizzle_bytes, units = sw / 16;
-    emit(e, "mul.lo.u32 %s, %s, %d;", base, row, sw);
+    const char *key = R(e, key_), *base = R(e, base_);
+    emit(e, "mul.lo.u32 %s, %s, %d;", base, R(e, row), sw);
     emit(e, "shr.u32 %s, %s, 7;", key, base); /* the pattern repeats every 8 rows of 128 bytes */
     emit(e, "and.b32 %s, %s, %d;", key, key, units - 1);
-    emit(e, "add.u32 %s, %s, %s;", base, base, buf);
+    emit(e, "add.u32 %s, %s, %s;", base, base, R(e, buf));
 }
 
-void swizzle_unit(Emit *e, const char *dst, const char *key, int u)
+void swizzle_unit(Emit *e, Reg dst, Reg key, int u)
 {
-    emit(e, "xor.b32 %s, %s, %d;", dst, key, u);
-    emit(e, "shl.b32 %s, %s, 4;", dst, dst); /* 16-byte units */
+    REG_WANT(e, dst, RT_B32), REG_WANT(e, key, RT_B32);
+    emit(e, "xor.b32 %s, %s, %d;", R(e, dst), R(e, key), u);
+    emit(e, "shl.b32 %s, %s, 4;", R(e, dst), R(e, dst)); /* 16-byte units */
 }
 
-void lse_store(Emit *e, const char *guard, const char *head, const char *seq, const char *idx, const char *addr,
-               const char *lse)
+void lse_store(Emit *e, Reg guard, Reg head, Reg seq, Reg idx_, Reg addr, Reg lse)
 {
-    emit(e, "mad.lo.u32 %s, %%bidx, %%heads_q, %s;", idx, head);
-    emit(e, "mad.lo.u32 %s, %s, %%seqlen_q, %s;", idx, idx, seq);
-    emit(e, "mad.wide.u32 %s, %s, 4, %%lse_ptr;", addr, idx); /* fp32 */
-    op_st_global_f32(e, guard, addr, lse);
+    REG_WANT(e, head, RT_B32), REG_WANT(e, seq, RT_B32), REG_WANT(e, idx_, RT_B32), REG_WANT(e, addr, RT_B64);
+    const char *idx = R(e, idx_);
+    emit(e, "mad.lo.u32 %s, %%bidx, %%heads_q, %s;", idx, R(e, head));
+    emit(e, "mad.lo.u32 %s, %s, %%seqlen_q, %s;", idx, idx, R(e, seq));
+    emit(e, "mad.wide.u32 %s, %s, 4, %%lse_ptr;", R(e, addr), idx); /* fp32 */
+    op_st_global_f32(e, reg_is(guard) ? R(e, guard) : NULL, R(e, addr), R(e, lse));
 }

@@ -1,7 +1,7 @@
 /* softmax.h - emitters shared by every kernel of every target: the online
  * softmax in the log2 domain (scale folded into one FMA), score masking, the
  * exp2 polynomial, LSE, and the mbarrier ring state. They work on lists of
- * register names, so the sm90 layout (two rows per thread, spread over four
+ * register handles (Reg), so the sm90 layout (two rows per thread, spread over four
  * lanes) and the sm100 layout (one row per thread) both use them. */
 #ifndef FA4GEN_SOFTMAX_H
 #define FA4GEN_SOFTMAX_H
@@ -13,67 +13,64 @@
 #define PTX_LOG2E "0f3FB8AA3B" /* log2(e) */
 
 /* dst = max / sum of n registers, as a balanced tree for ILP. */
-void sfx_max_tree(Emit *e, const char *dst, const char *const *src, int n);
-void sfx_sum_tree(Emit *e, const char *dst, const char *const *src, int n);
+void sfx_max_tree(Emit *e, Reg dst, const Reg *src, int n);
+void sfx_sum_tree(Emit *e, Reg dst, const Reg *src, int n);
 /* FA4's conditional rescale: the running max m moves only when the block max
  * exceeds it by more than threshold (log2 units); need = it moved (then corr =
  * exp2((m_old - m_new) * scale_log2)), else corr = 1 and P stays <= 2^threshold. */
-void sfx_update_max_lazy(Emit *e, const char *m, const char *blk, const char *scale_log2, int threshold,
-                         const char *neg_ms, const char *corr, const char *need);
+void sfx_update_max_lazy(Emit *e, Reg m, Reg blk, Reg scale_log2, int threshold, Reg neg_ms, Reg corr, Reg need);
 /* x[i] = exp2(x[i] * scale_log2 + neg_ms); every poly_every-th element (0 = none) by the polynomial. */
-void sfx_exp2_scaled(Emit *e, const char *const *x, int n, const char *scale_log2, const char *neg_ms,
-                     int poly_every);
+void sfx_exp2_scaled(Emit *e, const Reg *x, int n, Reg scale_log2, Reg neg_ms, int poly_every);
 /* dst = exp2(src) on the FMA pipe (degree-3 polynomial; FA4 design), src <= 0 expected. */
-void sfx_exp2_poly(Emit *e, const char *dst, const char *src);
-/* Mask x (set -inf) when the column constant c lies above t_hi or below t_lo (NULL = no bound). */
-void sfx_mask(Emit *e, const char *x, int c, const char *t_hi, const char *t_lo);
+void sfx_exp2_poly(Emit *e, Reg dst, Reg src);
+/* Mask x (set -inf) when the column constant c lies above t_hi or below t_lo (REG_NONE = no bound). */
+void sfx_mask(Emit *e, Reg x, int c, Reg t_hi, Reg t_lo);
 /* v = op (max, add) of v over `lanes` neighbouring lanes (a power of two; lanes that hold
  * parts of one row), by butterfly shuffles through tmp; every lane gets the result. */
-void sfx_reduce_lanes(Emit *e, const char *op, const char *v, const char *tmp, int lanes);
+void sfx_reduce_lanes(Emit *e, const char *op, Reg v, Reg tmp, int lanes);
 /* lse = (m_use * scale_log2 + log2(l)) * ln2, or -inf when l == 0. */
-void sfx_lse(Emit *e, const char *dst, const char *m, const char *l, const char *scale_log2);
+void sfx_lse(Emit *e, Reg dst, Reg m, Reg l, Reg scale_log2);
 /* inv = o_scale / l, or 0 when l == 0 (rows that saw no key give O = 0). */
-void sfx_inv_sum(Emit *e, const char *inv, const char *l, const char *o_scale);
+void sfx_inv_sum(Emit *e, Reg inv, Reg l, Reg o_scale);
 
 /* Mask thresholds of one query row (sequence index row_seq) against the key
  * block starting at kv0, for sfx_mask: t_hi = last visible key - kv0 (keys
  * past seqlen_k hidden), t_lo = first visible key - kv0 (only with a left
- * window bound; NULL otherwise). Reads %kv_off and %seqlen_k (kernel.h). */
-void sfx_row_bounds(Emit *e, const char *row_seq, const char *kv0, const char *t_hi, const char *t_lo);
+ * window bound; REG_NONE otherwise). Reads %kv_off and %seqlen_k (kernel.h). */
+void sfx_row_bounds(Emit *e, Reg row_seq, Reg kv0, Reg t_hi, Reg t_lo);
 
 /* ---- pieces every kernel's emitters share ---- */
 
 /* Shared memory addresses, from %smem (mha_prologue): dst = %smem + off; a fresh b32 register
- * `name` = %smem + off (returned); dst = base + idx * stride (base a register or "%smem");
+ * `name` = %smem + off (returned); dst = base + idx * stride;
  * dst = %smem + off + idx * stride. */
-void smem_at(Emit *e, const char *dst, uint32_t off);
-const char *smem_reg(Emit *e, const char *name, uint32_t off);
-void addr_indexed(Emit *e, const char *dst, const char *base, const char *idx, uint32_t stride);
-void smem_indexed(Emit *e, const char *dst, uint32_t off, const char *idx, uint32_t stride);
+void smem_at(Emit *e, Reg dst, uint32_t off);
+Reg smem_reg(Emit *e, const char *name, uint32_t off);
+void addr_indexed(Emit *e, Reg dst, Reg base, Reg idx, uint32_t stride);
+void smem_indexed(Emit *e, Reg dst, uint32_t off, Reg idx, uint32_t stride);
 
 /* An mbarrier array of the smem map: barrier i at off + i * MBAR_BYTES, completing a phase
  * after count arrivals (plus the transaction bytes expected on it, if any). */
 enum { MBAR_BYTES = 8 }; /* .b64 (PTX ISA "mbarrier") */
 typedef struct { const char *name; uint32_t off; int count; } Mbar;
 /* dst = barrier i of the array at off; dst = barrier idx (a register). */
-void mbar_at(Emit *e, const char *dst, uint32_t off, int i);
-void mbar_indexed(Emit *e, const char *dst, const char *base, const char *idx);
+void mbar_at(Emit *e, Reg dst, uint32_t off, int i);
+void mbar_indexed(Emit *e, Reg dst, Reg base, Reg idx);
 /* Thread 0 initialises the barriers between begin and end (then the fence makes them visible
  * to the async proxy); begin returns the address register for mbar_init and names the label. */
-const char *mbar_init_begin(Emit *e, char *lbl, size_t n, const char *section);
-void mbar_init(Emit *e, const char *b, const Mbar *m, int i);
+Reg mbar_init_begin(Emit *e, char *lbl, size_t n, const char *section);
+void mbar_init(Emit *e, Reg b, const Mbar *m, int i);
 void mbar_init_end(Emit *e, const char *lbl);
 
 /* The TMA's swizzle of a staged row: 16-byte unit u of row r sits at unit
  * u ^ ((r * swizzle_bytes >> 7) & (units - 1)). key = that mask, base = buf + r * swizzle_bytes. */
-void swizzle_row(Emit *e, const char *key, const char *base, const char *row, const char *buf);
+void swizzle_row(Emit *e, Reg key, Reg base, Reg row, Reg buf);
 /* dst = the byte offset of unit u of the row whose key is in key: (key ^ u) << 4. */
-void swizzle_unit(Emit *e, const char *dst, const char *key, int u);
+void swizzle_unit(Emit *e, Reg dst, Reg key, int u);
 
 /* LSE of sequence row seq of head into [batch, heads_q, seqlen_q] fp32 at %lse_ptr, where
  * guard holds; idx (b32) and addr (b64) are scratch. */
-void lse_store(Emit *e, const char *guard, const char *head, const char *seq, const char *idx, const char *addr,
-               const char *lse);
+void lse_store(Emit *e, Reg guard, Reg head, Reg seq, Reg idx, Reg addr, Reg lse);
 
 /* The thread count of named barrier id (plan bars). */
 int named_bar_threads(const Plan *p, int id);
@@ -82,8 +79,8 @@ int named_bar_threads(const Plan *p, int id);
  * reset starts at slot 0, phase 0; advance steps stage = (stage + 1) % stages and flips the
  * phase on wrap; free_parity is the parity a producer waits for on a slot's empty barrier
  * (the phase before the consumers' current one, so the first pass does not wait). */
-void ring_reset(Emit *e, const char *stage, const char *phase);
-void ring_advance(Emit *e, const char *stage, const char *phase, int stages);
-void ring_free_parity(Emit *e, const char *par, const char *phase);
+void ring_reset(Emit *e, Reg stage, Reg phase);
+void ring_advance(Emit *e, Reg stage, Reg phase, int stages);
+void ring_free_parity(Emit *e, Reg par, Reg phase);
 
 #endif

@@ -72,7 +72,7 @@ static void emit_barrier_init(Emit *e)
         {"o_ready", s->bar_o_ready, s->pair_arrivals},    {"l_full", s->bar_l_full, s->sfx_arrivals},
         {"o_full", s->bar_o_full, 1},
     };
-    const char *b = mbar_init_begin(e, lbl, sizeof lbl, "prologue: mbarrier init (thread 0)");
+    Reg b = mbar_init_begin(e, lbl, sizeof lbl, "prologue: mbarrier init (thread 0)");
     for (size_t k = 0; k < sizeof per_tile / sizeof per_tile[0]; k++)
         for (int t = 0; t < s->qtiles; t++) {
             emit_note(e, "plan: bar_%s[%d], %d arrival(s)", per_tile[k].name, t, per_tile[k].count);
@@ -99,8 +99,8 @@ static void emit_tmem_alloc(Emit *e)
                  p->tmem_cols, s->cta_pair, pair(p) ? "cluster" : "CTA");
     emit(e, "setp.ne.u32 %s, %%warp, %d;", pr, s->warp_mma);
     emit(e, "@%s bra %s;", pr, new_label(e, lbl, sizeof lbl, "alloc_done"));
-    const char *slot = smem_reg(e, "tmem_slot", s->off_tmem_slot);
-    op_tmem_alloc(e, s->cta_pair, slot, p->tmem_cols);
+    Reg slot = smem_reg(e, "tmem_slot", s->off_tmem_slot);
+    op_tmem_alloc(e, s->cta_pair, R(e, slot), p->tmem_cols);
     op_tmem_relinquish(e, s->cta_pair);
     emit_label(e, lbl);
     op_tc_fence_before(e);
@@ -161,23 +161,19 @@ static void role_context(Emit *e)
 
 /* Take the next slot of ring r: wait on its full barrier (consumer) or its
  * empty barrier (producer), name its smem and barrier addresses, step the ring. */
-static void ring_take(Emit *e, const char *who, int r, int producer, const char *slot, const char *full,
-                      const char *empty)
+static void ring_take(Emit *e, const char *who, int r, int producer, Reg slot, Reg full, Reg empty)
 {
     const Sm100Ring *g = &sm100_of(e->p)->ring[r];
-    char st[NAME], ph[NAME];
-    snprintf(st, NAME, "%s_stage%d", who, r);
-    snprintf(ph, NAME, "%s_phase%d", who, r);
-    const char *stage = reg(e, "b32", st), *phase = reg(e, "b32", ph);
+    Reg stage = reg_b32(e, "%s_stage%d", who, r), phase = reg_b32(e, "%s_phase%d", who, r);
     smem_indexed(e, full, g->bar_full, stage, MBAR_BYTES);
     smem_indexed(e, empty, g->bar_empty, stage, MBAR_BYTES);
     smem_indexed(e, slot, g->off, stage, g->slot_bytes);
     if (producer) {
-        const char *par = reg(e, "b32", "ring_par");
+        Reg par = reg_b32(e, "ring_par");
         ring_free_parity(e, par, phase);
-        op_mbar_wait(e, empty, par);
+        op_mbar_wait(e, R(e, empty), R(e, par));
     } else {
-        op_mbar_wait(e, full, phase);
+        op_mbar_wait(e, R(e, full), R(e, phase));
     }
     ring_advance(e, stage, phase, g->slots);
 }
@@ -185,10 +181,7 @@ static void ring_take(Emit *e, const char *who, int r, int producer, const char 
 static void ring_init(Emit *e, const char *who)
 {
     for (int r = 0; r < sm100_of(e->p)->n_rings; r++) {
-        char st[NAME], ph[NAME];
-        snprintf(st, NAME, "%s_stage%d", who, r);
-        snprintf(ph, NAME, "%s_phase%d", who, r);
-        const char *stage = reg(e, "b32", st), *phase = reg(e, "b32", ph);
+        Reg stage = reg_b32(e, "%s_stage%d", who, r), phase = reg_b32(e, "%s_phase%d", who, r);
         ring_reset(e, stage, phase);
     }
 }
@@ -229,11 +222,11 @@ static void load_q(Emit *e)
     for (int t = 0; t < s->qtiles; t++) {
         emit_note(e, "Q tile %d: box {%d, %d, %d, 1} per chunk (plan map q), tx %u bytes", t, p->chunk_elems,
                   s->seq_rows, s->heads_per_tile, s->tx_q);
-        mbar_at(e, bar, s->bar_q_full, t);
+        mbar_at(e, reg_of(e, bar), s->bar_q_full, t);
         const char *done = load_expect(e, bar, s->tx_q);
         emit(e, "add.u32 %s, %%m0, %d;", row, t * s->seq_rows);
         for (int c = 0; c < p->qk_chunks; c++) {
-            smem_at(e, dst, s->off_q + (uint32_t)t * s->q_tile_bytes + (uint32_t)c * s->q_chunk_bytes);
+            smem_at(e, reg_of(e, dst), s->off_q + (uint32_t)t * s->q_tile_bytes + (uint32_t)c * s->q_chunk_bytes);
             emit(e, "mov.u32 %s, %d;", col, c * p->chunk_elems);
             load_box(e, dst, "%tmap_q", col, row, "%head", done);
         }
@@ -252,7 +245,7 @@ static void load_kv(Emit *e, int is_v)
     uint32_t chunk_bytes = is_v ? s->v_chunk_bytes : s->k_chunk_bytes;
     emit_note(e, "%s of block j: wait for a free slot, expect %u bytes, one box per chunk", is_v ? "V" : "K",
               is_v ? s->tx_v : s->tx_k);
-    ring_take(e, "ld", is_v ? ring_v(p) : 0, 1, slot, full, empty);
+    ring_take(e, "ld", is_v ? ring_v(p) : 0, 1, reg_of(e, slot), reg_of(e, full), reg_of(e, empty));
     const char *done = load_expect(e, full, is_v ? s->tx_v : s->tx_k);
     for (int c = 0; c < chunks; c++) {
         const char *map = is_v ? "%tmap_v" : c < s->k_nope_chunks ? "%tmap_k" : "%tmap_k_rope";
@@ -274,7 +267,7 @@ static void load_tail(Emit *e)
     emit_note(e, "the pair: wait until the MMAs released every slot (their commits arrive from the even CTA)");
     const char *slot = reg(e, "b32", "ld_slot"), *full = reg(e, "b32", "ld_full"), *empty = reg(e, "b32", "ld_empty");
     for (int r = 0; r < s->n_rings; r++)
-        for (int k = 0; k < s->ring[r].slots; k++) ring_take(e, "ld", r, 1, slot, full, empty);
+        for (int k = 0; k < s->ring[r].slots; k++) ring_take(e, "ld", r, 1, reg_of(e, slot), reg_of(e, full), reg_of(e, empty));
 }
 
 static void emit_load(Emit *e)
@@ -371,9 +364,9 @@ static void mma_wait_p(Emit *e, int t, const char *par)
 {
     const Sm100Plan *s = sm100_of(e->p);
     const char *bar = reg(e, "b32", "mm_bar");
-    mbar_at(e, bar, s->bar_p_full, t);
+    mbar_at(e, reg_of(e, bar), s->bar_p_full, t);
     op_mbar_wait(e, bar, par);
-    mbar_at(e, bar, s->bar_o_ready, t);
+    mbar_at(e, reg_of(e, bar), s->bar_o_ready, t);
     op_mbar_wait(e, bar, par);
     op_tc_fence_after(e);
 }
@@ -387,7 +380,7 @@ static void mma_commit(Emit *e, const char *bar)
 static void mma_commit_tile(Emit *e, uint32_t base, int t)
 {
     const char *bar = reg(e, "b32", "mm_bar");
-    mbar_at(e, bar, base, t);
+    mbar_at(e, reg_of(e, bar), base, t);
     mma_commit(e, bar);
 }
 
@@ -428,7 +421,7 @@ static void mma_setup(Emit *e)
         const char *q = reg(e, "b32", n);
         emit_note(e, "Q%d descriptor low word (plan: smem q + %u, desc 0x%016llX)", t, t * s->q_tile_bytes,
                   (unsigned long long)s->desc_q);
-        smem_at(e, q, s->off_q + (uint32_t)t * s->q_tile_bytes);
+        smem_at(e, reg_of(e, q), s->off_q + (uint32_t)t * s->q_tile_bytes);
         op_umma_desc_lo(e, q, q, s->desc_q);
     }
     mma_addresses(e);
@@ -459,13 +452,13 @@ static void emit_mma(Emit *e)
     const char *kempty = reg(e, "b32", "mm_kempty"), *vslot = reg(e, "b32", "mm_vslot");
     const char *vfull = reg(e, "b32", "mm_vfull"), *vempty = reg(e, "b32", "mm_vempty");
     for (int t = 0; t < s->qtiles; t++) {
-        mbar_at(e, bar, s->bar_q_full, t);
+        mbar_at(e, reg_of(e, bar), s->bar_q_full, t);
         op_mbar_wait(e, bar, "0");
     }
     ring_init(e, "mm");
 
     emit_section(e, "mma: first KV block, S of every Q tile");
-    ring_take(e, "mm", 0, 0, kslot, kfull, kempty);
+    ring_take(e, "mm", 0, 0, reg_of(e, kslot), reg_of(e, kfull), reg_of(e, kempty));
     for (int t = 0; t < s->qtiles; t++) {
         mma_qk(e, t);
         mma_commit_tile(e, s->bar_s_full, t);
@@ -482,7 +475,7 @@ static void emit_mma(Emit *e)
     emit(e, "setp.ne.u32 %s, %s, 0;", acc, par);
     emit(e, "and.b32 %s, %s, 1;", par, par);
     mma_addresses(e);
-    ring_take(e, "mm", ring_v(p), 0, vslot, vfull, vempty);
+    ring_take(e, "mm", ring_v(p), 0, reg_of(e, vslot), reg_of(e, vfull), reg_of(e, vempty));
     for (int t = 0; t < s->qtiles; t++) {
         mma_wait_p(e, t, par);
         mma_pv(e, t, "%mm_acc");
@@ -490,7 +483,7 @@ static void emit_mma(Emit *e)
             emit_note(e, "V slot free once every PV read it");
             mma_commit(e, vempty);
         }
-        if (t == 0) ring_take(e, "mm", 0, 0, kslot, kfull, kempty);
+        if (t == 0) ring_take(e, "mm", 0, 0, reg_of(e, kslot), reg_of(e, kfull), reg_of(e, kempty));
         mma_qk(e, t);
         mma_commit_tile(e, s->bar_s_full, t);
     }
@@ -503,7 +496,7 @@ static void emit_mma(Emit *e)
     emit(e, "sub.u32 %s, %%nblk, 1;", par);
     emit(e, "setp.ne.u32 %s, %s, 0;", acc, par);
     emit(e, "and.b32 %s, %s, 1;", par, par);
-    ring_take(e, "mm", ring_v(p), 0, vslot, vfull, vempty);
+    ring_take(e, "mm", ring_v(p), 0, reg_of(e, vslot), reg_of(e, vfull), reg_of(e, vempty));
     for (int t = 0; t < s->qtiles; t++) {
         mma_wait_p(e, t, par);
         mma_pv(e, t, "%mm_acc");
@@ -536,9 +529,8 @@ static void sfx_mask_regs(Emit *e, int r0, int col0, int n)
 {
     int wl, wr;
     mask_bounds(&e->p->cfg, &wl, &wr);
-    char x[NAME];
-    for (int k = 0; k < n; k++)
-        sfx_mask(e, regname(x, NAME, "sx_s", r0 + k), col0 + k, "%sx_thi", wl >= 0 ? "%sx_tlo" : NULL);
+    Reg sx = reg_find(e, "sx_s"), thi = reg_find(e, "sx_thi"), tlo = wl >= 0 ? reg_find(e, "sx_tlo") : REG_NONE;
+    for (int k = 0; k < n; k++) sfx_mask(e, reg_at(e, sx, r0 + k), col0 + k, thi, tlo);
 }
 
 /* sx_s<r0 .. r0+n-1> <- S columns col0 .. col0+n-1 of this thread's row. */
@@ -553,9 +545,10 @@ static void sfx_load(Emit *e, int r0, int col0, int n)
     }
 }
 
-static void names(char (*buf)[NAME], const char **out, const char *arr, int r0, int n)
+static void elems(Emit *e, Reg *out, const char *arr, int r0, int n)
 {
-    for (int k = 0; k < n; k++) out[k] = regname(buf[k], NAME, arr, r0 + k);
+    Reg a = reg_find(e, "%s", arr);
+    for (int k = 0; k < n; k++) out[k] = reg_at(e, a, r0 + k);
 }
 
 /* P of S columns col0 .. col0+n-1 (registers sx_s<r0..>) to TMEM over S, packed 32 bits a column. */
@@ -588,12 +581,11 @@ static void sfx_store_p(Emit *e, int r0, int col0, int n)
 }
 
 /* exp2 of n registers sx_s<r0..> (scale folded in), their sum into dst. */
-static void sfx_exp_sum(Emit *e, int r0, int n, const char *dst)
+static void sfx_exp_sum(Emit *e, int r0, int n, Reg dst)
 {
-    char buf[256][NAME];
-    const char *x[256];
-    names(buf, x, "sx_s", r0, n);
-    sfx_exp2_scaled(e, x, n, "%scale_log2", "%sx_neg_ms", sm100_of(e->p)->poly_every);
+    Reg x[256];
+    elems(e, x, "sx_s", r0, n);
+    sfx_exp2_scaled(e, x, n, reg_find(e, "scale_log2"), reg_find(e, "sx_neg_ms"), sm100_of(e->p)->poly_every);
     sfx_sum_tree(e, dst, x, n);
 }
 
@@ -605,25 +597,25 @@ static void sfx_block(Emit *e, int masked)
     const Sm100Plan *s = sm100_of(p);
     int bn = p->bn, wl, wr;
     mask_bounds(&p->cfg, &wl, &wr);
-    char buf[256][NAME];
-    const char *x[256];
-    const char *bmax = reg(e, "f32", "sx_bmax");
-    const char *rs = reg(e, "f32", "sx_rsum"), *cs = reg(e, "f32", "sx_csum");
+    Reg x[256];
+    Reg bmax = reg_f32(e, "sx_bmax");
+    Reg rs_ = reg_f32(e, "sx_rsum"), cs_ = reg_f32(e, "sx_csum");
+    const char *rs = R(e, rs_), *cs = R(e, cs_);
     if (masked) {
-        const char *kv0 = reg(e, "b32", "sx_kv0");
+        Reg kv0 = reg_b32(e, "sx_kv0");
         emit_note(e, "mask: thresholds of this row relative to the block's first key");
-        emit(e, "mul.lo.u32 %s, %%sx_j, %d;", kv0, bn);
-        reg(e, "b32", "sx_thi");
-        if (wl >= 0) reg(e, "b32", "sx_tlo");
-        sfx_row_bounds(e, "%sx_seq", kv0, "%sx_thi", wl >= 0 ? "%sx_tlo" : NULL);
+        emit(e, "mul.lo.u32 %s, %%sx_j, %d;", R(e, kv0), bn);
+        Reg thi = reg_b32(e, "sx_thi"), tlo = wl >= 0 ? reg_b32(e, "sx_tlo") : REG_NONE;
+        sfx_row_bounds(e, reg_find(e, "sx_seq"), kv0, thi, tlo);
     }
     emit_note(e, "S row (%d columns) into registers; max over it", bn);
     sfx_load(e, 0, 0, bn);
     op_tmem_wait_ld(e);
     if (masked) sfx_mask_regs(e, 0, 0, bn);
-    names(buf, x, "sx_s", 0, bn);
+    elems(e, x, "sx_s", 0, bn);
     sfx_max_tree(e, bmax, x, bn);
-    sfx_update_max_lazy(e, "%sx_m", bmax, "%scale_log2", s->rescale, "%sx_neg_ms", "%sx_corr", "%sx_need");
+    sfx_update_max_lazy(e, reg_find(e, "sx_m"), bmax, reg_find(e, "scale_log2"), s->rescale, reg_find(e, "sx_neg_ms"),
+                        reg_find(e, "sx_corr"), reg_find(e, "sx_need"));
     emit_note(e, "the correction warpgroup gets this row's O factor before the exp2 work (plan tmem R<t>, bar_corr_full)");
     emit(e, "add.u32 %%sx_ta, %%sx_ts, %u;", s->tm_stats[0] - s->tm_s[0]);
     const char *corr_reg[1] = {"%sx_corr"};
@@ -634,7 +626,7 @@ static void sfx_block(Emit *e, int masked)
     emit_note(e, "exp2, row sum and P over S, %d columns at a time (few P registers live)", s->s_chunk);
     for (int c = 0; c < bn; c += s->s_chunk) {
         int n = bn - c < s->s_chunk ? bn - c : s->s_chunk;
-        sfx_exp_sum(e, c, n, c ? cs : rs);
+        sfx_exp_sum(e, c, n, c ? cs_ : rs_);
         if (c) emit(e, "add.f32 %s, %s, %s;", rs, rs, cs);
         sfx_store_p(e, c, c, n);
     }
@@ -649,7 +641,8 @@ static void sfx_setup(Emit *e)
 {
     const Plan *p = e->p;
     const Sm100Plan *s = sm100_of(p);
-    const char *t = reg(e, "b32", "sx_t"), *seq = reg(e, "b32", "sx_seq"), *tmp = reg(e, "b32", "sx_tmp");
+    Reg t_ = reg_b32(e, "sx_t");
+    const char *t = R(e, t_), *seq = reg(e, "b32", "sx_seq"), *tmp = reg(e, "b32", "sx_tmp");
     emit(e, "mov.u32 %s, %%wg;", t);
     emit_note(e, "TMEM: S_t at column %d t (plan tmem S<t>), P over it; lane = this thread's row", p->bn);
     emit(e, "mad.lo.u32 %s, %s, %u, %%tmem;", reg(e, "b32", "sx_ts"), t, s->qtiles > 1 ? s->tm_s[1] - s->tm_s[0] : 0);
@@ -669,7 +662,7 @@ static void sfx_setup(Emit *e)
     const struct { const char *name; uint32_t off; } bars[] = {
         {"sx_bar_s", s->bar_s_full}, {"sx_bar_corr", s->bar_corr_full}, {"sx_bar_p", s->bar_p_full},
         {"sx_bar_l", s->bar_l_full}};
-    for (size_t k = 0; k < sizeof bars / sizeof bars[0]; k++) smem_indexed(e, reg(e, "b32", bars[k].name), bars[k].off, t, MBAR_BYTES);
+    for (size_t k = 0; k < sizeof bars / sizeof bars[0]; k++) smem_indexed(e, reg_b32(e, "%s", bars[k].name), bars[k].off, t_, MBAR_BYTES);
     if (pair(p)) lead_addr(e, reg(e, "b32", "sx_bar_pl"), "%sx_bar_p");
 }
 
@@ -772,7 +765,7 @@ static void corr_block(Emit *e, int t)
     const char *bar = reg(e, "b32", "cr_bar"), *corr = reg(e, "f32", "cr_corr");
     const char *need = reg(e, "pred", "cr_need"), *any = reg(e, "pred", "cr_any");
     corr_tile_addrs(e, t);
-    mbar_at(e, bar, s->bar_corr_full, t);
+    mbar_at(e, reg_of(e, bar), s->bar_corr_full, t);
     op_mbar_wait(e, bar, "%cr_par");
     op_tc_fence_after(e);
     snprintf(st, NAME, "%%cr_stats");
@@ -787,7 +780,7 @@ static void corr_block(Emit *e, int t)
     corr_rescale(e);
     emit_label(e, skip);
     op_tc_fence_before(e);
-    mbar_at(e, bar, s->bar_o_ready, t);
+    mbar_at(e, reg_of(e, bar), s->bar_o_ready, t);
     if (pair(e->p)) lead_addr(e, reg(e, "b32", "cr_lbar"), bar);
     arrive_for_mma(e, bar, "%cr_lbar");
 }
@@ -796,8 +789,8 @@ static void corr_block(Emit *e, int t)
  * (16 bytes) of row r sits at u ^ ((r * swizzle >> 7) & (units - 1)), as the TMA expects. */
 static void corr_row_units(Emit *e, const char *buf)
 {
-    const char *key = reg(e, "b32", "cr_key"), *base = reg(e, "b32", "cr_rowaddr");
-    swizzle_row(e, key, base, "%row", buf);
+    Reg key = reg_b32(e, "cr_key"), base = reg_b32(e, "cr_rowaddr");
+    swizzle_row(e, key, base, reg_find(e, "row"), reg_of(e, buf));
 }
 
 /* Store 8 output elements (16 bytes) at O column g of this row. */
@@ -806,7 +799,7 @@ static void corr_put_unit(Emit *e, int g, const char *const v[4])
     const Sm100Plan *s = sm100_of(e->p);
     int chunk = g / s->o_chunk_elems, u = (g % s->o_chunk_elems) / 8;
     const char *a = reg(e, "b32", "cr_unit");
-    swizzle_unit(e, a, "%cr_key", u);
+    swizzle_unit(e, reg_of(e, a), reg_find(e, "cr_key"), u);
     emit(e, "add.u32 %s, %s, %%cr_rowaddr;", a, a);
     op_st_shared_v4_b32(e, a, (uint32_t)chunk * s->o_chunk_bytes, v);
 }
@@ -829,7 +822,7 @@ static void corr_stage_o(Emit *e, int t, int zero)
     reg_array(e, "b32", "cr_pk", 4);
     char to[NAME], o0[NAME], o1[NAME];
     snprintf(to, NAME, "%%cr_to");
-    mbar_at(e, bar, s->bar_o_full, t);
+    mbar_at(e, reg_of(e, bar), s->bar_o_full, t);
     op_mbar_wait(e, bar, "0");
     op_tc_fence_after(e);
     for (int c = 0; c < ocols;) {
@@ -866,14 +859,14 @@ static void corr_epilogue(Emit *e, int t)
     char st[NAME];
     snprintf(st, NAME, "%%cr_stats");
     corr_tile_addrs(e, t);
-    mbar_at(e, bar, s->bar_l_full, t);
+    mbar_at(e, reg_of(e, bar), s->bar_l_full, t);
     op_mbar_wait(e, bar, "0");
     op_tc_fence_after(e);
     emit(e, "add.u32 %s, %s, %d;", st, st, stats_col_l());
     const char *lm[2] = {l, m};
     op_tmem_ld_regs(e, lm, 2, st);
     op_tmem_wait_ld(e);
-    sfx_inv_sum(e, reg(e, "f32", "cr_inv"), l, "%o_scale");
+    sfx_inv_sum(e, reg_f32(e, "cr_inv"), reg_of(e, l), reg_find(e, "o_scale"));
 
     const char *seq = reg(e, "b32", "cr_seq"), *head = reg(e, "b32", "cr_head"), *idx = reg(e, "b32", "cr_idx");
     const char *lse = reg(e, "f32", "cr_lse"), *ad = reg(e, "b64", "cr_lse_addr");
@@ -890,9 +883,9 @@ static void corr_epilogue(Emit *e, int t)
     }
     emit(e, "add.u32 %s, %s, %d;", seq, seq, t * s->seq_rows);
     emit(e, "add.u32 %s, %s, %%m0;", seq, seq);
-    sfx_lse(e, lse, m, l, "%scale_log2");
+    sfx_lse(e, reg_of(e, lse), reg_of(e, m), reg_of(e, l), reg_find(e, "scale_log2"));
     emit(e, "setp.lt.u32 %s, %s, %%seqlen_q;", pr, seq);
-    lse_store(e, pr, head, seq, idx, ad, lse);
+    lse_store(e, reg_of(e, pr), reg_of(e, head), reg_of(e, seq), reg_of(e, idx), reg_of(e, ad), reg_of(e, lse));
     emit_label(e, l_nolse);
 
     int buf = t % s->o_bufs;
@@ -907,7 +900,7 @@ static void corr_epilogue(Emit *e, int t)
     const char *ob = reg(e, "b32", "cr_obuf");
     emit_note(e, "plan: O staging buffer %d at smem + %u (%u B per chunk of %d)", buf,
               s->off_o + (uint32_t)buf * s->o_tile_bytes, s->o_chunk_bytes, s->o_chunk_elems);
-    smem_at(e, ob, s->off_o + (uint32_t)buf * s->o_tile_bytes);
+    smem_at(e, reg_of(e, ob), s->off_o + (uint32_t)buf * s->o_tile_bytes);
     corr_row_units(e, ob);
     emit(e, "setp.le.s32 %s, %%nblk, 0;", pr);
     emit(e, "@%s bra %s;", pr, new_label(e, l_zero, sizeof l_zero, "cr_zero_o"));

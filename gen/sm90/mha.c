@@ -34,7 +34,7 @@ static void emit_barrier_init(Emit *e)
     const Mbar q[] = {{"q_full", s->bar_q_full, 1}, {"q_empty", s->bar_q_empty, s->q_empty_arrivals}};
     const Mbar kv[] = {{"k_full", s->bar_k_full, 1}, {"k_empty", s->bar_k_empty, s->kv_empty_arrivals},
                        {"v_full", s->bar_v_full, 1}, {"v_empty", s->bar_v_empty, s->kv_empty_arrivals}};
-    const char *b = mbar_init_begin(e, lbl, sizeof lbl, "prologue: mbarrier init (thread 0), then every thread syncs");
+    Reg b = mbar_init_begin(e, lbl, sizeof lbl, "prologue: mbarrier init (thread 0), then every thread syncs");
     for (int i = 0; i < s->q_slots; i++) {
         emit_note(e, "plan: Q slot %d", i);
         for (size_t k = 0; k < sizeof q / sizeof q[0]; k++) mbar_init(e, b, &q[k], i);
@@ -75,17 +75,18 @@ static void emit_producer(Emit *e)
     emit(e, "setp.ne.u32 %s, %%thread, 0;", pr);
     emit(e, "@%s bra $exit;", pr);
 
-    const char *stage = reg(e, "b32", "pr_stage"), *phase = reg(e, "b32", "pr_phase");
-    const char *qph = reg(e, "b32", "pr_q_phase"), *par = reg(e, "b32", "pr_parity");
+    Reg stage = reg_b32(e, "pr_stage"), phase = reg_b32(e, "pr_phase");
+    Reg qph = reg_b32(e, "pr_q_phase"), par = reg_b32(e, "pr_parity");
     const char *j = reg(e, "b32", "pr_j"), *row = reg(e, "b32", "pr_row");
-    const char *bar = reg(e, "b32", "pr_bar"), *dst = reg(e, "b32", "pr_dst");
-    const char *q0 = smem_reg(e, "pr_q", s->off_q);
-    const char *k0 = smem_reg(e, "pr_k", s->off_k), *v0 = smem_reg(e, "pr_v", s->off_v);
-    const char *kf = smem_reg(e, "pr_k_full", s->bar_k_full), *ke = smem_reg(e, "pr_k_empty", s->bar_k_empty);
-    const char *vf = smem_reg(e, "pr_v_full", s->bar_v_full), *ve = smem_reg(e, "pr_v_empty", s->bar_v_empty);
+    Reg bar = reg_b32(e, "pr_bar"), dst = reg_b32(e, "pr_dst");
+    Reg q0 = smem_reg(e, "pr_q", s->off_q);
+    Reg k0 = smem_reg(e, "pr_k", s->off_k), v0 = smem_reg(e, "pr_v", s->off_v);
+    Reg kf = smem_reg(e, "pr_k_full", s->bar_k_full), ke = smem_reg(e, "pr_k_empty", s->bar_k_empty);
+    Reg vf = smem_reg(e, "pr_v_full", s->bar_v_full), ve = smem_reg(e, "pr_v_empty", s->bar_v_empty);
     ring_reset(e, stage, phase);
-    emit(e, "mov.u32 %s, 0;", qph);
-    emit(e, "mov.u32 %s, 0;", reg(e, "b32", "pr_q_slot"));
+    emit(e, "mov.u32 %s, 0;", R(e, qph));
+    Reg qslot = reg_b32(e, "pr_q_slot");
+    emit(e, "mov.u32 %s, 0;", R(e, qslot));
     emit(e, "mov.u32 %s, %%ctaid.x;", reg(e, "b32", "tile"));
 
     emit_label(e, new_label(e, l_tile, sizeof l_tile, "pr_tile"));
@@ -95,16 +96,16 @@ static void emit_producer(Emit *e)
 
     emit_note(e, "Q: wait for the slot (the epilogue %d tiles back stored O from it), then load",
               s->q_slots);
-    const char *qe = smem_reg(e, "pr_q_empty", s->bar_q_empty), *qf = smem_reg(e, "pr_q_full", s->bar_q_full);
+    Reg qe = smem_reg(e, "pr_q_empty", s->bar_q_empty), qf = smem_reg(e, "pr_q_full", s->bar_q_full);
     ring_free_parity(e, par, qph);
-    mbar_indexed(e, bar, qe, "%pr_q_slot");
-    op_mbar_wait(e, bar, par);
-    mbar_indexed(e, bar, qf, "%pr_q_slot");
+    mbar_indexed(e, bar, qe, qslot);
+    op_mbar_wait(e, R(e, bar), R(e, par));
+    mbar_indexed(e, bar, qf, qslot);
     emit_note(e, "plan: tx q = %u bytes", s->tx_q);
-    op_mbar_expect_tx(e, bar, s->tx_q);
-    addr_indexed(e, dst, q0, "%pr_q_slot", s->tx_q);
-    load_chunks(e, "%tmap_q", dst, s->q_chunk_bytes, p->qk_chunks, "%m0", "%head", bar);
-    ring_advance(e, "%pr_q_slot", qph, s->q_slots);
+    op_mbar_expect_tx(e, R(e, bar), s->tx_q);
+    addr_indexed(e, dst, q0, qslot, s->tx_q);
+    load_chunks(e, "%tmap_q", R(e, dst), s->q_chunk_bytes, p->qk_chunks, "%m0", "%head", R(e, bar));
+    ring_advance(e, qslot, qph, s->q_slots);
 
     emit_note(e, "K and V blocks from the last one down (the masked blocks come first)");
     emit(e, "mov.u32 %s, %%n_end;", j);
@@ -114,17 +115,17 @@ static void emit_producer(Emit *e)
     emit(e, "sub.s32 %s, %s, 1;", j, j);
     emit(e, "mul.lo.u32 %s, %s, %d;", row, j, p->bn);
     ring_free_parity(e, par, phase);
-    const struct { const char *what, *empty, *full, *base, *tmap; uint32_t tx, stage_bytes, chunk_bytes; int chunks; }
+    const struct { const char *what; Reg empty, full, base; const char *tmap; uint32_t tx, stage_bytes, chunk_bytes; int chunks; }
         kv[2] = {{"K", ke, kf, k0, "%tmap_k", s->tx_k, s->k_stage_bytes, s->k_chunk_bytes, p->qk_chunks},
                  {"V", ve, vf, v0, "%tmap_v", s->tx_v, s->v_stage_bytes, s->v_chunk_bytes, p->ov_chunks}};
     for (int t = 0; t < 2; t++) {
         emit_note(e, "%s: wait for the ring slot, then load (plan: tx %u bytes)", kv[t].what, kv[t].tx);
         mbar_indexed(e, bar, kv[t].empty, stage);
-        op_mbar_wait(e, bar, par);
+        op_mbar_wait(e, R(e, bar), R(e, par));
         mbar_indexed(e, bar, kv[t].full, stage);
-        op_mbar_expect_tx(e, bar, kv[t].tx);
+        op_mbar_expect_tx(e, R(e, bar), kv[t].tx);
         addr_indexed(e, dst, kv[t].base, stage, kv[t].stage_bytes);
-        load_chunks(e, kv[t].tmap, dst, kv[t].chunk_bytes, kv[t].chunks, row, "%kv_head", bar);
+        load_chunks(e, kv[t].tmap, R(e, dst), kv[t].chunk_bytes, kv[t].chunks, row, "%kv_head", R(e, bar));
     }
     ring_advance(e, stage, phase, p->stages);
     emit(e, "bra.uni %s;", l_kv);
@@ -153,16 +154,17 @@ static uint32_t kmajor_step(const Plan *p, int kk, uint32_t chunk_bytes)
     return op_desc_kstep(kk, p->chunk_elems / k_step, (uint32_t)(k_step * p->elem_bytes), chunk_bytes);
 }
 
-static void emit_qk(Emit *e, const char *stage)
+static void emit_qk(Emit *e, Reg stage)
 {
     const Plan *p = e->p;
     const Sm90Plan *s = sm90_of(p);
-    const char *addr = reg(e, "b32", "cs_k_addr");
+    Reg addr_ = reg_b32(e, "cs_k_addr");
+    const char *addr = R(e, addr_);
     const char *qd = reg(e, "b64", "cs_qd"), *kd = reg(e, "b64", "cs_kd");
     const char *qlo = reg(e, "b32", "cs_qd_lo"), *klo = reg(e, "b32", "cs_kd_lo");
     Sm90Frag f = sm90_frag(p);
     emit_note(e, "S = Q K^T: %d x wgmma m64n%dk16 SS (plan: qk wgmma)", f.qk_steps, p->bn);
-    addr_indexed(e, addr, "%cs_k0", stage, s->k_stage_bytes);
+    addr_indexed(e, addr_, reg_find(e, "cs_k0"), stage, s->k_stage_bytes);
     emit_note(e, "descriptors differ only in the start-address field: step the low word, keep the high word");
     emit(e, "shr.u32 %s, %s, 4;", addr, addr);
     emit(e, "or.b32 %s, %s, 0x%08X;", addr, addr, sm90_desc_lo_lbo(16));
@@ -177,18 +179,18 @@ static void emit_qk(Emit *e, const char *stage)
     op_wgmma_commit(e);
 }
 
-static void emit_pv(Emit *e, const char *stage)
+static void emit_pv(Emit *e, Reg stage)
 {
     const Plan *p = e->p;
     const Sm90Plan *s = sm90_of(p);
-    const char *addr = reg(e, "b32", "cs_v_addr");
+    Reg addr = reg_b32(e, "cs_v_addr");
     const char *vdesc = reg(e, "b64", "cs_v_desc"), *vd = reg(e, "b64", "cs_vd");
     uint32_t sw = (uint32_t)p->swizzle_bytes;
     Sm90Frag f = sm90_frag(p);
     emit_note(e, "O += P V: %d x wgmma m64n%dk16 RS, V MN-major (LBO = chunk stride %u, SBO = 8 rows)", f.pv_steps,
               p->ov, s->v_chunk_bytes);
-    addr_indexed(e, addr, "%cs_v0", stage, s->v_stage_bytes);
-    op_sm90_desc(e, vdesc, addr, s->v_chunk_bytes, 8 * sw, p->swizzle_bytes);
+    addr_indexed(e, addr, reg_find(e, "cs_v0"), stage, s->v_stage_bytes);
+    op_sm90_desc(e, vdesc, R(e, addr), s->v_chunk_bytes, 8 * sw, p->swizzle_bytes);
     op_wgmma_fence(e);
     for (int kb = 0; kb < f.pv_steps; kb++) {
         char a[4][NAME];
@@ -207,55 +209,37 @@ static void emit_softmax(Emit *e, int masked)
     Sm90Frag f = sm90_frag(p);
     int wl, wr, n = f.s_regs / f.halves; /* registers per row half */
     mask_bounds(&p->cfg, &wl, &wr);
-    char names[MAX_HALVES][128][NAME];
-    const char *row[MAX_HALVES][128];
+    Reg s_acc = reg_find(e, "s"), row[MAX_HALVES][128];
     for (int h = 0; h < f.halves; h++)
         for (int q = 0; q < p->bn / 8; q++)
-            for (int x = 0; x < 2; x++) row[h][2 * q + x] = regname(names[h][2 * q + x], NAME, "s", s_index(q, h, x));
+            for (int x = 0; x < 2; x++) row[h][2 * q + x] = reg_at(e, s_acc, s_index(q, h, x));
     if (masked) {
         emit_note(e, "mask: column c of this thread is key j*bn + 2*(lane%%4) + c; hide it past the row's bounds");
         for (int h = 0; h < 2; h++) {
-            char thi[NAME], tlo[NAME];
-            snprintf(thi, NAME, "%%cs_t_hi%d", h);
-            snprintf(tlo, NAME, "%%cs_t_lo%d", h);
+            Reg thi = reg_find(e, "cs_t_hi%d", h), tlo = wl >= 0 ? reg_find(e, "cs_t_lo%d", h) : REG_NONE;
             for (int q = 0; q < p->bn / 8; q++)
-                for (int x = 0; x < 2; x++) sfx_mask(e, row[h][2 * q + x], 8 * q + x, thi, wl >= 0 ? tlo : NULL);
+                for (int x = 0; x < 2; x++) sfx_mask(e, row[h][2 * q + x], 8 * q + x, thi, tlo);
         }
     }
     emit_note(e, "row max over the thread's columns, then over the 4 lanes of the row");
+    for (int h = 0; h < 2; h++) sfx_max_tree(e, reg_f32(e, "cs_bmax%d", h), row[h], n);
+    Reg t = reg_f32(e, "cs_shfl"), scale_log2 = reg_find(e, "scale_log2");
+    for (int h = 0; h < 2; h++) sfx_reduce_lanes(e, "max", reg_find(e, "cs_bmax%d", h), t, f.lanes_per_row);
     for (int h = 0; h < 2; h++) {
-        char m[NAME];
-        snprintf(m, NAME, "%%cs_bmax%d", h);
-        sfx_max_tree(e, reg(e, "f32", m + 1), row[h], n);
-    }
-    const char *t = reg(e, "f32", "cs_shfl");
-    for (int h = 0; h < 2; h++) {
-        char m[NAME];
-        snprintf(m, NAME, "%%cs_bmax%d", h);
-        sfx_reduce_lanes(e, "max", m, t, f.lanes_per_row);
-    }
-    for (int h = 0; h < 2; h++) {
-        char m[NAME], bm[NAME], nms[NAME], corr[NAME];
-        snprintf(m, NAME, "%%cs_m%d", h);
-        snprintf(bm, NAME, "%%cs_bmax%d", h);
-        snprintf(nms, NAME, "%%cs_neg_ms%d", h);
-        snprintf(corr, NAME, "%%cs_corr%d", h);
-        char need[NAME];
-        snprintf(need, NAME, "cs_need%d", h);
-        sfx_update_max_lazy(e, m, bm, "%scale_log2", sm90_of(p)->rescale, reg(e, "f32", nms + 1),
-                            reg(e, "f32", corr + 1), reg(e, "pred", need));
+        /* declared in this order, as the PTX has them */
+        Reg need = reg_pred(e, "cs_need%d", h), corr = reg_f32(e, "cs_corr%d", h), nms = reg_f32(e, "cs_neg_ms%d", h);
+        sfx_update_max_lazy(e, reg_find(e, "cs_m%d", h), reg_find(e, "cs_bmax%d", h), scale_log2, sm90_of(p)->rescale,
+                            nms, corr, need);
     }
     emit_note(e, "the warp skips the O rescale unless one of its rows moved its max");
     emit(e, "or.pred %%cs_need0, %%cs_need0, %%cs_need1;");
     op_vote_any(e, reg(e, "pred", "cs_rescale"), "%cs_need0");
     emit_note(e, "P = exp2(S * scale_log2 - m * scale_log2); row sums stay per thread until the epilogue");
     for (int h = 0; h < 2; h++) {
-        char nms[NAME], rs[NAME];
-        snprintf(nms, NAME, "%%cs_neg_ms%d", h);
-        snprintf(rs, NAME, "cs_rsum%d", h);
-        sfx_exp2_scaled(e, row[h], n, "%scale_log2", nms, sm90_of(p)->poly_every);
-        sfx_sum_tree(e, reg(e, "f32", rs), row[h], n);
-        emit(e, "fma.rn.f32 %%cs_l%d, %%cs_l%d, %%cs_corr%d, %%%s;", h, h, h, rs);
+        sfx_exp2_scaled(e, row[h], n, scale_log2, reg_find(e, "cs_neg_ms%d", h), sm90_of(p)->poly_every);
+        Reg rs = reg_f32(e, "cs_rsum%d", h);
+        sfx_sum_tree(e, rs, row[h], n);
+        emit(e, "fma.rn.f32 %%cs_l%d, %%cs_l%d, %%cs_corr%d, %s;", h, h, h, R(e, rs));
     }
 }
 
@@ -292,18 +276,16 @@ static void emit_convert_p(Emit *e)
 /* Mask bounds of this thread's two rows relative to its first key in block j
  * (kv0 = j * bn): t_hi = last visible key - kv0 - 2*(lane%4), t_lo likewise for
  * the first. Recomputed per masked block, so nothing extra stays live in the loop. */
-static void emit_row_bounds(Emit *e, const char *kv0)
+static void emit_row_bounds(Emit *e, Reg kv0)
 {
     int wl, wr;
     mask_bounds(&e->p->cfg, &wl, &wr);
-    const char *r = reg(e, "b32", "cs_rowg");
-    emit(e, "add.u32 %s, %s, %%cs_lm2;", kv0, kv0);
+    Reg r = reg_b32(e, "cs_rowg");
+    emit(e, "add.u32 %s, %s, %%cs_lm2;", R(e, kv0), R(e, kv0));
     for (int h = 0; h < 2; h++) {
-        char hi[NAME], lo[NAME];
-        snprintf(hi, NAME, "cs_t_hi%d", h);
-        snprintf(lo, NAME, "cs_t_lo%d", h);
-        emit(e, "add.u32 %s, %%m0, %%cs_row%d;", r, h);
-        sfx_row_bounds(e, r, kv0, reg(e, "b32", hi), wl >= 0 ? reg(e, "b32", lo) : NULL);
+        emit(e, "add.u32 %s, %%m0, %%cs_row%d;", R(e, r), h);
+        Reg lo = wl >= 0 ? reg_b32(e, "cs_t_lo%d", h) : REG_NONE; /* declared first, as the PTX has it */
+        sfx_row_bounds(e, r, kv0, reg_b32(e, "cs_t_hi%d", h), lo);
     }
 }
 
@@ -314,48 +296,39 @@ static void emit_epilogue(Emit *e)
     const Sm90Plan *s = sm90_of(p);
     char lbl[NAME], l_nolse[NAME];
     int sw = p->swizzle_bytes, units = sw / 16;
-    const char *t = reg(e, "f32", "cs_shfl");
+    Reg t = reg_f32(e, "cs_shfl");
     emit_section(e, "consumer epilogue: O / l, LSE, O through smem and a TMA store");
     for (int h = 0; h < 2; h++) {
-        char inv[NAME], l[NAME];
-        snprintf(inv, NAME, "cs_inv%d", h);
-        snprintf(l, NAME, "%%cs_l%d", h);
+        Reg l = reg_find(e, "cs_l%d", h);
         sfx_reduce_lanes(e, "add", l, t, sm90_frag(p).lanes_per_row);
-        sfx_inv_sum(e, reg(e, "f32", inv), l, "%o_scale");
+        sfx_inv_sum(e, reg_f32(e, "cs_inv%d", h), l, reg_find(e, "o_scale"));
     }
-    const char *pr = reg(e, "pred", "cs_p");
-    const char *lse = reg(e, "f32", "cs_lse"), *rowg = reg(e, "b32", "cs_rowg");
-    const char *idx = reg(e, "b32", "cs_lse_idx");
-    const char *ad = reg(e, "b64", "cs_lse_addr");
+    Reg pr = reg_pred(e, "cs_p");
+    Reg lse = reg_f32(e, "cs_lse"), rowg = reg_b32(e, "cs_rowg");
+    Reg idx = reg_b32(e, "cs_lse_idx");
+    Reg ad = reg_b64(e, "cs_lse_addr");
     emit_note(e, "LSE [batch, heads_q, seqlen_q] fp32, natural log; one lane per row writes");
-    emit(e, "setp.eq.u64 %s, %%lse_ptr, 0;", pr);
-    emit(e, "@%s bra %s;", pr, new_label(e, l_nolse, sizeof l_nolse, "no_lse"));
+    emit(e, "setp.eq.u64 %s, %%lse_ptr, 0;", R(e, pr));
+    emit(e, "@%s bra %s;", R(e, pr), new_label(e, l_nolse, sizeof l_nolse, "no_lse"));
     for (int h = 0; h < 2; h++) {
-        char m[NAME], l[NAME];
-        snprintf(m, NAME, "%%cs_m%d", h);
-        snprintf(l, NAME, "%%cs_l%d", h);
-        sfx_lse(e, lse, m, l, "%scale_log2");
-        emit(e, "add.u32 %s, %%m0, %%cs_row%d;", rowg, h);
-        emit(e, "setp.lt.u32 %s, %s, %%seqlen_q;", pr, rowg);
-        emit(e, "and.pred %s, %s, %%cs_lm0;", pr, pr);
-        lse_store(e, pr, "%head", rowg, idx, ad, lse);
+        sfx_lse(e, lse, reg_find(e, "cs_m%d", h), reg_find(e, "cs_l%d", h), reg_find(e, "scale_log2"));
+        emit(e, "add.u32 %s, %%m0, %%cs_row%d;", R(e, rowg), h);
+        emit(e, "setp.lt.u32 %s, %s, %%seqlen_q;", R(e, pr), R(e, rowg));
+        emit(e, "and.pred %s, %s, %%cs_lm0;", R(e, pr), R(e, pr));
+        lse_store(e, pr, reg_find(e, "head"), rowg, idx, ad, lse);
     }
     emit_label(e, l_nolse);
 
     emit_note(e, "O rows of this thread into the Q tile (plan: smem q), in the TMA's %dB swizzle", sw);
-    const char *key = reg(e, "b32", "cs_swz"), *base = reg(e, "b32", "cs_obase");
-    const char *tmp = reg(e, "b32", "cs_tmp");
+    Reg key = reg_b32(e, "cs_swz"), base = reg_b32(e, "cs_obase");
+    Reg tmp = reg_b32(e, "cs_tmp");
     for (int h = 0; h < 2; h++) {
-        char row[NAME];
-        snprintf(row, NAME, "%%cs_row%d", h);
-        swizzle_row(e, key, base, row, "%cs_qslot_base");
-        emit(e, "mad.lo.u32 %s, %%cs_lm, 4, %s;", base, base);
+        swizzle_row(e, key, base, reg_find(e, "cs_row%d", h), reg_find(e, "cs_qslot_base"));
+        emit(e, "mad.lo.u32 %s, %%cs_lm, 4, %s;", R(e, base), R(e, base));
         for (int u = 0; u < units; u++) {
-            char an[NAME];
-            snprintf(an, NAME, "cs_oaddr%d_%d", h, u);
-            const char *a = reg(e, "b32", an);
+            Reg a = reg_b32(e, "cs_oaddr%d_%d", h, u);
             swizzle_unit(e, tmp, key, u);
-            emit(e, "add.u32 %s, %s, %s;", a, base, tmp);
+            emit(e, "add.u32 %s, %s, %s;", R(e, a), R(e, base), R(e, tmp));
         }
     }
     const char *f0 = reg(e, "f32", "cs_f0"), *f1 = reg(e, "f32", "cs_f1"), *pk = reg(e, "b32", "cs_pack");
@@ -373,7 +346,8 @@ static void emit_epilogue(Emit *e)
     emit_note(e, "plan: named barrier epilogue<consumer> (%d + consumer)", s->bar_epilogue0);
     op_bar_sync_at(e, NULL, "%cs_epi_bar", named_bar_threads(p, s->bar_epilogue0));
     emit(e, "@!%%cs_leader bra %s;", new_label(e, lbl, sizeof lbl, "store_done"));
-    const char *src = reg(e, "b32", "cs_src"), *col = reg(e, "b32", "cs_col"), *r0 = reg(e, "b32", "cs_orow");
+    Reg src_ = reg_b32(e, "cs_src");
+    const char *src = R(e, src_), *col = reg(e, "b32", "cs_col"), *r0 = reg(e, "b32", "cs_orow");
     emit(e, "mad.lo.u32 %s, %%cs_w, %d, %%m0;", r0, s->mma_m);
     for (int c = 0; c < p->ov_chunks; c++) {
         emit(e, "add.u32 %s, %%cs_qslot_rows, %u;", src, c * s->q_chunk_bytes);
@@ -383,7 +357,7 @@ static void emit_epilogue(Emit *e)
     op_bulk_commit(e);
     emit_note(e, "the Q slot is free once the store has read smem");
     op_bulk_wait_read(e, 0);
-    mbar_indexed(e, src, "%cs_q_empty", "%cs_q_slot");
+    mbar_indexed(e, src_, reg_find(e, "cs_q_empty"), reg_find(e, "cs_q_slot"));
     op_mbar_arrive(e, src);
     emit_label(e, lbl);
 }
@@ -438,29 +412,30 @@ static void emit_consumer_setup(Emit *e)
 /* Wait for K of block %cs_j in ring slot %cs_stage and issue S = Q K^T. */
 static void emit_issue_qk(Emit *e)
 {
-    const char *bar = reg(e, "b32", "cs_bar"), *pmask = reg(e, "pred", "cs_need_mask");
+    Reg bar = reg_b32(e, "cs_bar");
+    const char *pmask = reg(e, "pred", "cs_need_mask");
     emit_note(e, "blocks outside [full_lo, full_hi) take the masked softmax");
     emit(e, "setp.ge.s32 %s, %%cs_j, %%full_hi;", pmask);
     emit(e, "setp.lt.or.s32 %s, %%cs_j, %%full_lo, %s;", pmask, pmask);
-    mbar_indexed(e, bar, "%cs_k_full", "%cs_stage");
-    op_mbar_wait(e, bar, "%cs_phase");
-    emit_qk(e, "%cs_stage");
+    mbar_indexed(e, bar, reg_find(e, "cs_k_full"), reg_find(e, "cs_stage"));
+    op_mbar_wait(e, R(e, bar), "%cs_phase");
+    emit_qk(e, reg_find(e, "cs_stage"));
 }
 
 /* Wait for V of the block whose P is in registers (slot %cs_pv_stage) and issue O += P V. */
 static void emit_issue_pv(Emit *e)
 {
-    const char *bar = reg(e, "b32", "cs_bar");
-    mbar_indexed(e, bar, "%cs_v_full", "%cs_pv_stage");
-    op_mbar_wait(e, bar, "%cs_pv_phase");
-    emit_pv(e, "%cs_pv_stage");
+    Reg bar = reg_b32(e, "cs_bar"), stage = reg_find(e, "cs_pv_stage");
+    mbar_indexed(e, bar, reg_find(e, "cs_v_full"), stage);
+    op_mbar_wait(e, R(e, bar), "%cs_pv_phase");
+    emit_pv(e, stage);
 }
 
-static void emit_release(Emit *e, const char *empty, const char *stage)
+static void emit_release(Emit *e, Reg empty, Reg stage)
 {
-    const char *bar = reg(e, "b32", "cs_bar");
+    Reg bar = reg_b32(e, "cs_bar");
     mbar_indexed(e, bar, empty, stage);
-    op_mbar_arrive_if(e, "%cs_lane0", bar);
+    op_mbar_arrive_if(e, "%cs_lane0", R(e, bar));
 }
 
 /* Softmax of S for block %cs_j, the masked variant for blocks that need it. */
@@ -473,8 +448,8 @@ static void emit_softmax_block(Emit *e)
     emit(e, "bra.uni %s;", l_sfx);
     emit_label(e, l_masked);
     emit_note(e, "this thread's row bounds relative to its first key in the block");
-    const char *kv0 = reg(e, "b32", "cs_kv0");
-    emit(e, "mul.lo.u32 %s, %%cs_j, %d;", kv0, e->p->bn);
+    Reg kv0 = reg_b32(e, "cs_kv0");
+    emit(e, "mul.lo.u32 %s, %%cs_j, %d;", R(e, kv0), e->p->bn);
     emit_row_bounds(e, kv0);
     emit_softmax(e, 1);
     emit_label(e, l_sfx);
@@ -485,7 +460,7 @@ static void emit_next_slot(Emit *e)
 {
     emit(e, "mov.u32 %%cs_pv_stage, %%cs_stage;");
     emit(e, "mov.u32 %%cs_pv_phase, %%cs_phase;");
-    ring_advance(e, "%cs_stage", "%cs_phase", e->p->stages);
+    ring_advance(e, reg_find(e, "cs_stage"), reg_find(e, "cs_phase"), e->p->stages);
 }
 
 /* Ping-pong: a consumer issues its wgmmas only in its turn, so one warpgroup's
@@ -523,7 +498,7 @@ static void emit_mainloop(Emit *e)
     emit_issue_qk(e);
     emit_turn_end(e);
     op_wgmma_wait(e, 0);
-    emit_release(e, "%cs_k_empty", "%cs_stage");
+    emit_release(e, reg_find(e, "cs_k_empty"), reg_find(e, "cs_stage"));
     emit_softmax_block(e);
     emit_convert_p(e);
     emit_next_slot(e);
@@ -539,10 +514,10 @@ static void emit_mainloop(Emit *e)
     emit_turn_end(e);
     emit_note(e, "S is ready once the older group (QK) retires; PV stays in flight");
     op_wgmma_wait(e, 1);
-    emit_release(e, "%cs_k_empty", "%cs_stage");
+    emit_release(e, reg_find(e, "cs_k_empty"), reg_find(e, "cs_stage"));
     emit_softmax_block(e);
     op_wgmma_wait(e, 0);
-    emit_release(e, "%cs_v_empty", "%cs_pv_stage");
+    emit_release(e, reg_find(e, "cs_v_empty"), reg_find(e, "cs_pv_stage"));
     emit_rescale_o(e);
     emit_convert_p(e);
     emit_next_slot(e);
@@ -554,7 +529,7 @@ static void emit_mainloop(Emit *e)
     emit_issue_pv(e);
     emit_turn_end(e);
     op_wgmma_wait(e, 0);
-    emit_release(e, "%cs_v_empty", "%cs_pv_stage");
+    emit_release(e, reg_find(e, "cs_v_empty"), reg_find(e, "cs_pv_stage"));
     emit_label(e, l_empty);
 }
 
@@ -572,12 +547,14 @@ static void emit_consumer(Emit *e)
     reg_array(e, "f32", "s", f.s_regs);
     reg_array(e, "f32", "o", f.o_regs);
     reg_array(e, "b32", "pa", f.p_regs);
-    const char *qph = reg(e, "b32", "cs_q_phase"), *pr = reg(e, "pred", "cs_p");
+    Reg qph = reg_b32(e, "cs_q_phase");
+    const char *pr = reg(e, "pred", "cs_p");
     reg(e, "b32", "cs_j");
-    const char *stage = reg(e, "b32", "cs_stage"), *phase = reg(e, "b32", "cs_phase");
+    Reg stage = reg_b32(e, "cs_stage"), phase = reg_b32(e, "cs_phase");
     ring_reset(e, stage, phase);
-    emit(e, "mov.u32 %s, 0;", qph);
-    emit(e, "mov.u32 %s, 0;", reg(e, "b32", "cs_q_slot"));
+    emit(e, "mov.u32 %s, 0;", R(e, qph));
+    Reg qslot = reg_b32(e, "cs_q_slot");
+    emit(e, "mov.u32 %s, 0;", R(e, qslot));
     emit(e, "mov.u32 %s, %%ctaid.x;", reg(e, "b32", "tile"));
 
     emit_label(e, new_label(e, l_tile, sizeof l_tile, "cs_tile"));
@@ -594,17 +571,18 @@ static void emit_consumer(Emit *e)
     }
     for (int i = 0; i < f.o_regs; i++) emit(e, "mov.f32 %%o%d, 0f00000000;", i);
     emit_note(e, "this tile's Q slot: its base, this consumer's rows in it, their wgmma A descriptor");
-    const char *qbase = reg(e, "b32", "cs_qslot_base"), *qrows = reg(e, "b32", "cs_qslot_rows");
-    const char *qlo = reg(e, "b32", "cs_q_lo"), *qbar = reg(e, "b32", "cs_q_bar");
-    addr_indexed(e, qbase, "%cs_q0", "%cs_q_slot", s->tx_q);
-    addr_indexed(e, qrows, "%cs_qrows", "%cs_q_slot", s->tx_q);
-    emit(e, "shr.u32 %s, %s, 4;", qlo, qrows);
+    Reg qbase = reg_b32(e, "cs_qslot_base"), qrows = reg_b32(e, "cs_qslot_rows");
+    const char *qlo = reg(e, "b32", "cs_q_lo");
+    Reg qbar = reg_b32(e, "cs_q_bar");
+    addr_indexed(e, qbase, reg_find(e, "cs_q0"), qslot, s->tx_q);
+    addr_indexed(e, qrows, reg_find(e, "cs_qrows"), qslot, s->tx_q);
+    emit(e, "shr.u32 %s, %s, 4;", qlo, R(e, qrows));
     emit(e, "or.b32 %s, %s, 0x%08X;", qlo, qlo, sm90_desc_lo_lbo(16));
-    mbar_indexed(e, qbar, "%cs_q_full", "%cs_q_slot");
-    op_mbar_wait(e, qbar, qph);
+    mbar_indexed(e, qbar, reg_find(e, "cs_q_full"), qslot);
+    op_mbar_wait(e, R(e, qbar), R(e, qph));
     emit_mainloop(e);
     emit_epilogue(e);
-    ring_advance(e, "%cs_q_slot", qph, s->q_slots);
+    ring_advance(e, qslot, qph, s->q_slots);
     emit(e, "add.u32 %%tile, %%tile, %%grid_ctas;");
     emit(e, "bra.uni %s;", l_tile);
     emit_label(e, "$cs_exit");

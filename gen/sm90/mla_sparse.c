@@ -195,7 +195,7 @@ static void mla_barrier_init(Emit *e)
     const Plan *p = e->p;
     const SparsePlan90 *s = mla90(p);
     char lbl[NAME];
-    const char *b = mbar_init_begin(e, lbl, sizeof lbl, "prologue: mbarrier init (thread 0)");
+    Reg b = mbar_init_begin(e, lbl, sizeof lbl, "prologue: mbarrier init (thread 0)");
     const Mbar bars[] = {{"bar_q_full", s->bar_q_full, s->q_full_count},
                          {"bar_kv_full", s->bar_kv_full, s->kv_full_count},
                          {"bar_kv_empty", s->bar_kv_empty, s->kv_empty_count}};
@@ -275,7 +275,7 @@ static void mla_producer(Emit *e)
     emit(e, "@!%s mov.u32 %s, 0;", pv, head);
     elem_addr(e, src, "%q", "%tok", "%q_stride_s", head, "%q_stride_h", p->elem_bytes);
     gather_row(e, "pr_dst", s->off_q, src, bytes);
-    smem_at(e, bar, s->bar_q_full);
+    smem_at(e, reg_of(e, bar), s->bar_q_full);
     op_cp_async_arrive(e, bar);
 
     emit_note(e, "kv blocks: %d top-k positions each through a %d-slot ring", s->block, p->stages);
@@ -290,7 +290,7 @@ static void mla_producer(Emit *e)
     const char *stage = reg(e, "b32", "pr_stage"), *phase = reg(e, "b32", "pr_phase"), *j = reg(e, "b32", "pr_j");
     const char *par = reg(e, "b32", "pr_par"), *pos = reg(e, "b32", "pr_pos"), *idx = reg(e, "b32", "pr_idx");
     const char *ia = reg(e, "b64", "pr_ia"), *flag = reg(e, "b32", "pr_flag"), *kvb = reg(e, "b32", "pr_kv");
-    ring_reset(e, stage, phase);
+    ring_reset(e, reg_of(e, stage), reg_of(e, phase));
     emit(e, "mov.u32 %s, 0;", j);
     char top[NAME], done[NAME];
     new_label(e, top, sizeof top, "pr_block");
@@ -300,8 +300,8 @@ static void mla_producer(Emit *e)
     emit(e, "setp.ge.u32 %s, %s, %%nblk;", pend, j);
     emit(e, "@%s bra.uni %s;", pend, done);
     emit_note(e, "the slot is free once both consumers have read it (plan: bar_kv_empty)");
-    ring_free_parity(e, par, phase);
-    mbar_indexed(e, bar, "%pr_empty0", stage);
+    ring_free_parity(e, reg_of(e, par), reg_of(e, phase));
+    mbar_indexed(e, reg_of(e, bar), reg_find(e, "pr_empty0"), reg_of(e, stage));
     op_mbar_wait(e, bar, par);
     emit_note(e, "index of this row: valid when 0 <= idx < s_kv and its position < topk_length");
     emit(e, "mad.lo.u32 %s, %s, %d, %s;", pos, j, s->block, r);
@@ -321,15 +321,15 @@ static void mla_producer(Emit *e)
         emit(e, "add.u32 %s, %%pr_dst%d, %s;", reg(e, "b32", n), u, kvb);
     }
     gather_row(e, "pr_kdst", s->off_kv, src, bytes);
-    mbar_indexed(e, bar, "%pr_full0", stage);
+    mbar_indexed(e, reg_of(e, bar), reg_find(e, "pr_full0"), reg_of(e, stage));
     op_cp_async_arrive(e, bar);
     emit_note(e, "the row's flag, then an arrival that releases it (plan: bar_kv_full counts both)");
     const char *fa = reg(e, "b32", "pr_fa");
-    smem_indexed(e, fa, s->off_valid, stage, s->valid_stage_bytes);
+    smem_indexed(e, reg_of(e, fa), s->off_valid, reg_of(e, stage), s->valid_stage_bytes);
     emit(e, "mad.lo.u32 %s, %s, 4, %s;", fa, r, fa);
     op_st_shared_b32(e, fa, 0, flag);
     op_mbar_arrive(e, bar);
-    ring_advance(e, stage, phase, p->stages);
+    ring_advance(e, reg_of(e, stage), reg_of(e, phase), p->stages);
     emit(e, "add.u32 %s, %s, 1;", j, j);
     emit(e, "bra.uni %s;", top);
     emit_label(e, done);
@@ -357,7 +357,7 @@ static void consumer_setup(Emit *e)
     emit(e, "add.u32 %s, %s, 8;", reg(e, "b32", "cs_row1"), r0);
     const char *qlo = reg(e, "b32", "cs_q_lo");
     emit_note(e, "Q descriptor (K-major, SBO = 8 rows x %d B); K descriptors step their low word", sw);
-    smem_at(e, qlo, s->off_q);
+    smem_at(e, reg_of(e, qlo), s->off_q);
     emit(e, "shr.u32 %s, %s, 4;", qlo, qlo);
     emit(e, "or.b32 %s, %s, 0x%08X;", qlo, qlo, sm90_desc_lo_lbo(16));
     emit(e, "mov.b32 %s, 0x%08X;", reg(e, "b32", "cs_desc_hi"), sm90_desc_hi(8u * (uint32_t)sw, sw));
@@ -367,7 +367,7 @@ static void consumer_setup(Emit *e)
     smem_reg(e, "cs_empty0", s->bar_kv_empty);
     const char *ol = reg(e, "b32", "cs_vbase");
     emit_note(e, "this thread's first valid flag: column 2*(lane%%4) of the block");
-    smem_at(e, ol, s->off_valid);
+    smem_at(e, reg_of(e, ol), s->off_valid);
     emit(e, "mad.lo.u32 %s, %%cs_lm, 8, %s;", ol, ol);
     reg_array(e, "f32", "s", s->block / 2);
     reg_array(e, "f32", "o", s->dv_per_consumer / 2);
@@ -389,7 +389,7 @@ static void issue_qk(Emit *e, const char *stage)
     uint32_t step = MLA_K_STEP * (uint32_t)p->elem_bytes, kv_chunk = (uint32_t)(s->block * p->swizzle_bytes);
     int steps_per_chunk = p->chunk_elems / MLA_K_STEP;
     emit_note(e, "S = Q K^T: %d x wgmma m64n%dk16 SS (plan: qk wgmma)", s->qk_steps, s->block);
-    smem_indexed(e, klo0, s->off_kv, stage, s->kv_stage_bytes);
+    smem_indexed(e, reg_of(e, klo0), s->off_kv, reg_of(e, stage), s->kv_stage_bytes);
     emit(e, "shr.u32 %s, %s, 4;", klo0, klo0);
     emit(e, "or.b32 %s, %s, 0x%08X;", klo0, klo0, sm90_desc_lo_lbo(16));
     op_wgmma_fence(e);
@@ -423,11 +423,10 @@ static void softmax_block(Emit *e)
 {
     const SparsePlan90 *s = mla90(e->p);
     int n = s->block / 4; /* registers per row half */
-    char names[HALVES][64][NAME];
-    const char *row[HALVES][64];
+    Reg s_acc = reg_find(e, "s"), row[HALVES][64];
     for (int h = 0; h < HALVES; h++)
         for (int q = 0; q < s->block / 8; q++)
-            for (int x = 0; x < 2; x++) row[h][2 * q + x] = regname(names[h][2 * q + x], NAME, "s", acc_index(q, h, x));
+            for (int x = 0; x < 2; x++) row[h][2 * q + x] = reg_at(e, s_acc, acc_index(q, h, x));
     const char *t = reg(e, "f32", "cs_shfl");
     for (int h = 0; h < HALVES; h++) {
         char bm[NAME], m[NAME], mx[NAME], nms[NAME], corr[NAME], need[NAME], rs[NAME], l[NAME];
@@ -439,16 +438,16 @@ static void softmax_block(Emit *e)
         snprintf(need, NAME, "cs_need%d", h);
         snprintf(rs, NAME, "cs_rsum%d", h);
         snprintf(l, NAME, "%%cs_l%d", h);
-        sfx_max_tree(e, reg(e, "f32", bm + 1), row[h], n);
-        sfx_reduce_lanes(e, "max", bm, t, 4);
+        sfx_max_tree(e, reg_f32(e, "%s", bm + 1), row[h], n);
+        sfx_reduce_lanes(e, "max", reg_of(e, bm), reg_of(e, t), 4);
         emit_note(e, "the true row max, for max_logits (the lazy max below may lag it)");
         emit(e, "max.f32 %s, %s, %s;", mx, mx, bm);
-        sfx_update_max_lazy(e, m, bm, "%scale_log2", s->rescale, reg(e, "f32", nms), reg(e, "f32", corr),
-                            reg(e, "pred", need));
-        char nmsr[NAME + 2];
-        snprintf(nmsr, sizeof nmsr, "%%%s", nms);
-        sfx_exp2_scaled(e, row[h], n, "%scale_log2", nmsr, 0);
-        sfx_sum_tree(e, reg(e, "f32", rs), row[h], n);
+        /* declared in this order, as the PTX has them */
+        Reg need_r = reg_pred(e, "%s", need), corr_r = reg_f32(e, "%s", corr), neg_ms = reg_f32(e, "%s", nms);
+        Reg scale_log2 = reg_find(e, "scale_log2");
+        sfx_update_max_lazy(e, reg_of(e, m), reg_of(e, bm), scale_log2, s->rescale, neg_ms, corr_r, need_r);
+        sfx_exp2_scaled(e, row[h], n, scale_log2, neg_ms, 0);
+        sfx_sum_tree(e, reg_f32(e, "%s", rs), row[h], n);
         emit(e, "fma.rn.f32 %s, %s, %%%s, %%%s;", l, l, corr, rs);
     }
     emit(e, "or.pred %%cs_need0, %%cs_need0, %%cs_need1;");
@@ -477,7 +476,7 @@ static void issue_pv(Emit *e, const char *stage)
     const char *addr = reg(e, "b32", "cs_v_addr"), *vdesc = reg(e, "b64", "cs_v_desc"), *vd = reg(e, "b64", "cs_vd");
     emit_note(e, "O[:, c*%d..] += P V: %d x wgmma m64n%dk16 RS; V MN-major (LBO = chunk stride %u, SBO = 8 rows)",
               s->dv_per_consumer, s->pv_steps, s->dv_per_consumer, kv_chunk);
-    smem_indexed(e, addr, s->off_kv, stage, s->kv_stage_bytes);
+    smem_indexed(e, reg_of(e, addr), s->off_kv, reg_of(e, stage), s->kv_stage_bytes);
     emit(e, "add.u32 %s, %s, %%cs_vcol;", addr, addr);
     op_sm90_desc(e, vdesc, addr, kv_chunk, 8 * sw, (int)sw);
     op_wgmma_fence(e);
@@ -514,14 +513,14 @@ static void consumer_epilogue(Emit *e)
         snprintf(pz, NAME, "cs_norow%d", h);
         snprintf(sk, NAME, "cs_sink%d", h);
         snprintf(f, NAME, "cs_sinkf%d", h);
-        sfx_reduce_lanes(e, "add", l, t, 4);
+        sfx_reduce_lanes(e, "add", reg_of(e, l), reg_of(e, t), 4);
         const char *LSE = reg(e, "f32", lse), *INV = reg(e, "f32", inv), *HEAD = reg(e, "b32", head);
         const char *PH = reg(e, "pred", ph), *PZ = reg(e, "pred", pz), *SK = reg(e, "f32", sk), *F = reg(e, "f32", f);
         emit_note(e, "a row with no valid index: l = 0, out 0, lse +inf, max_logits -inf");
-        sfx_lse(e, LSE, m, l, "%scale_log2");
+        sfx_lse(e, reg_of(e, LSE), reg_of(e, m), reg_of(e, l), reg_find(e, "scale_log2"));
         emit(e, "setp.eq.f32 %s, %s, 0f00000000;", PZ, l);
         emit(e, "@%s mov.f32 %s, 0f7F800000;", PZ, LSE);
-        sfx_inv_sum(e, INV, l, one);
+        sfx_inv_sum(e, reg_of(e, INV), reg_of(e, l), reg_of(e, one));
         emit(e, "add.u32 %s, %%h0, %%cs_row%d;", HEAD, h);
         emit(e, "setp.lt.u32 %s, %s, %%heads_q;", PH, HEAD);
         emit_note(e, "sink: out x e^lse / (e^lse + e^sink) = 1 / (1 + 2^((sink - lse) log2 e)); lse unchanged");
@@ -582,10 +581,10 @@ static void mla_consumer(Emit *e)
     op_setmaxnreg(e, s->consumer_regs, p->entry_regs);
     consumer_setup(e);
     const char *bar = reg(e, "b32", "cs_bar");
-    smem_at(e, bar, s->bar_q_full);
+    smem_at(e, reg_of(e, bar), s->bar_q_full);
     op_mbar_wait(e, bar, "0");
     const char *stage = reg(e, "b32", "cs_stage"), *phase = reg(e, "b32", "cs_phase"), *j = reg(e, "b32", "cs_j");
-    ring_reset(e, stage, phase);
+    ring_reset(e, reg_of(e, stage), reg_of(e, phase));
     emit(e, "mov.u32 %s, 0;", j);
     char top[NAME], done[NAME];
     new_label(e, top, sizeof top, "cs_block");
@@ -594,16 +593,16 @@ static void mla_consumer(Emit *e)
     emit_label(e, top);
     emit(e, "setp.ge.u32 %s, %s, %%nblk;", pend, j);
     emit(e, "@%s bra.uni %s;", pend, done);
-    mbar_indexed(e, bar, "%cs_full0", stage);
+    mbar_indexed(e, reg_of(e, bar), reg_find(e, "cs_full0"), reg_of(e, stage));
     op_mbar_wait(e, bar, phase);
     issue_qk(e, stage);
     mask_invalid(e, stage);
     softmax_block(e);
     issue_pv(e, stage);
     emit_note(e, "the slot is free for the producer (plan: bar_kv_empty)");
-    mbar_indexed(e, bar, "%cs_empty0", stage);
+    mbar_indexed(e, reg_of(e, bar), reg_find(e, "cs_empty0"), reg_of(e, stage));
     op_mbar_arrive(e, bar);
-    ring_advance(e, stage, phase, p->stages);
+    ring_advance(e, reg_of(e, stage), reg_of(e, phase), p->stages);
     emit(e, "add.u32 %s, %s, 1;", j, j);
     emit(e, "bra.uni %s;", top);
     emit_label(e, done);
