@@ -362,9 +362,11 @@ static int cmd_bundle(int argc, char **argv)
     Lines l;
     if ((rc = read_list(argv[2], &l))) return rc;
     Plan **plans = calloc((size_t)l.n + 1, sizeof *plans);
+    int *dup_of = malloc(((size_t)l.n + 1) * sizeof *dup_of);
     char err[512], tmp[4096], path[4200];
     int n = 0;
-    if (!plans) rc = 1;
+    if (!plans || !dup_of) rc = 1;
+    for (int i = 0; i < l.n && dup_of; i++) dup_of[i] = -1;
     for (int i = 0; i < l.n && !rc; i++) {
         Config c;
         if (!(plans[i] = malloc(sizeof *plans[i]))) { rc = 1; break; }
@@ -375,13 +377,17 @@ static int cmd_bundle(int argc, char **argv)
         }
         for (int j = 0; j < i; j++)
             if (plans[j] && !strcmp(plans[j]->canonical, plans[i]->canonical)) {
-                say("bundle: %s line %d: the same kernel as line %d (%s); written once", argv[2], l.lineno[i],
-                    l.lineno[j], plans[i]->symbol);
-                free(plans[i]);
-                plans[i] = NULL;
+                dup_of[i] = j; /* reported once every line has passed, so a refusal stays one line */
                 break;
             }
     }
+    for (int i = 0; i < l.n && !rc; i++)
+        if (dup_of[i] >= 0) {
+            say("bundle: %s line %d: the same kernel as line %d (%s); written once", argv[2], l.lineno[i],
+                l.lineno[dup_of[i]], plans[i]->symbol);
+            free(plans[i]);
+            plans[i] = NULL;
+        }
     struct stat st;
     int fresh = stat(cli.bundle_dir, &st) != 0; /* DIR itself is created by the final rename */
     if (!rc && !fresh && !S_ISDIR(st.st_mode)) {
@@ -431,6 +437,7 @@ static int cmd_bundle(int argc, char **argv)
     if (made && (rc || !fresh)) remove_dir(tmp, plans, l.n); /* fresh and ok: tmp is DIR now */
     for (int i = 0; i < l.n && plans; i++) free(plans[i]);
     free(plans);
+    free(dup_of);
     lines_free(&l);
     if (!rc) fprintf(stderr, "fa4gen: bundle: %d kernels\n", n);
     return rc;

@@ -647,6 +647,15 @@ static void test_bundle_lists(void **state)
     listing = listing_of(args);
     assert_int_equal(strlen(listing), strlen("fa4_mha_sm90a_0123456789abcdef.ptx\n"));
     free(listing);
+    /* a duplicate before a refused line: the refusal alone, one line (found by fuzz_bundle) */
+    const char *dup_bad = "mha target=sm90a dtype=bf16 qk=128 ov=128\nmha target=sm90a dtype=bf16 qk=128 ov=128\n"
+                          "mha target=sm90a dtype=bf16 qk=128]\n";
+    write_list(dir, dup_bad, strlen(dup_bad));
+    snprintf(args, sizeof args, "bundle %s/list -d %s/out4", dir, dir);
+    assert_int_equal(cli_err(args, &out), 2);
+    expect_one_line(out);
+    assert_non_null(strstr(out, "line 3: qk: '128]'"));
+    free(out);
     /* an I/O failure halfway (the second file over the file-size limit) leaves nothing behind,
      * whether DIR existed (out2) or not (out3) */
     const char *two = "mha target=sm90a dtype=bf16 qk=64 ov=64 mask=none\n"
