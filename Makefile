@@ -124,6 +124,37 @@ clean:
 test-sanitize: deps-test
 	@sh tests/sanitize/run.sh
 
+# libFuzzer harnesses (tests/fuzz/): clang -fsanitize=fuzzer with ASan + UBSan over the generator.
+#   make fuzz-ci              each harness for FUZZ_SECONDS (60) over its seed corpus (CI)
+#   make fuzz-long            each for FUZZ_LONG_SECONDS (or FUZZ_RUNS executions), log in build/fuzz/
+FUZZ_CC      ?= clang
+FUZZ_FLAGS   := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -g -O1 -std=c11 \
+                -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-missing-field-initializers -Igen -I$(B)
+FUZZ_NAMES   := config cli bundle
+FUZZ_BIN     := $(FUZZ_NAMES:%=$(B)/fuzz/fuzz_%)
+FUZZ_SECONDS ?= 60
+$(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h tests/fuzz/fuzz_main.h gen/main.c $(GEN_SRC) $(HDRS) \
+                  $(B)/templates.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) $< $(GEN_SRC) $(B)/templates.c -o $@ -lm
+.PHONY: fuzz-build fuzz-ci fuzz-long
+fuzz-build: $(FUZZ_BIN)
+fuzz-ci: $(FUZZ_BIN)
+	@for n in $(FUZZ_NAMES); do mkdir -p $(B)/fuzz/new_$$n; \
+	    $(B)/fuzz/fuzz_$$n -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -artifact_prefix=$(abspath $(B))/fuzz/$$n- \
+	        $(B)/fuzz/new_$$n tests/fuzz/corpus/$$n > $(B)/fuzz/$$n.log 2>&1 || { \
+	        tail -40 $(B)/fuzz/$$n.log; echo "fuzz-ci: fuzz_$$n FAILED (artifact in $(B)/fuzz/)"; exit 1; }; \
+	    echo "fuzz-ci: fuzz_$$n $$(grep -o 'stat::number_of_executed_units: *[0-9]*' $(B)/fuzz/$$n.log | \
+	        grep -o '[0-9]*$$') executions in $(FUZZ_SECONDS) s, $$(grep -o 'cov: [0-9]*' $(B)/fuzz/$$n.log | tail -1), no failure"; \
+	done
+FUZZ_LONG_SECONDS ?= 200
+FUZZ_RUNS ?= -1
+fuzz-long: $(FUZZ_BIN)
+	@for n in $(FUZZ_NAMES); do mkdir -p $(B)/fuzz/long_$$n; \
+	    $(B)/fuzz/fuzz_$$n -max_total_time=$(FUZZ_LONG_SECONDS) -runs=$(FUZZ_RUNS) -print_final_stats=1 \
+	        -artifact_prefix=$(abspath $(B))/fuzz/$$n- $(B)/fuzz/long_$$n tests/fuzz/corpus/$$n > $(B)/fuzz/long_$$n.log 2>&1; \
+	    echo "fuzz_$$n: exit $$?"; grep 'stat::\|^#[0-9]*.*DONE' $(B)/fuzz/long_$$n.log; done
+
 # The whole project (CLI, libraries, examples, unit tests, fake and simulated drivers) with clang,
 # warnings as errors, in its own build folder.
 .PHONY: clang-check
