@@ -68,6 +68,8 @@ if [ "$ANCHOR" = 1 ]; then
 fi
 if [ "$BENCH" = 1 ] && [ -f bench/bench_mha.py ]; then
     step bench env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so python3 bench/bench_mha.py --out "$OUT/bench.txt" ${BENCH_ARGS:-}
+    step bench_mla env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so python3 bench/bench_mla_sparse.py \
+        --out "$OUT/bench_mla.txt"
 fi
 echo "== $GPU"
 cat "$OUT/jit_cold.log" "$OUT/jit_warm.log" 2>/dev/null | grep "get kernel"
