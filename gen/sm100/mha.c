@@ -34,10 +34,6 @@ static int piece(int left, int cap)
 
 static int pair(const Plan *p) { return sm100_of(p)->cta_pair == 2; }
 
-/* TODO(plan): Sm100Plan.tm_stats_l: the column of the final l within a row's stats (plan tmem
- * R<t>: the O factor, then l, then m, which the epilogue reads with l in one tcgen05.ld). */
-static int stats_col_l(void) { return 1; }
-
 /* The tile index: one CTA per tile, or one cluster (the CTA pair) per tile. */
 static void tile_index(Emit *e, const char *dst)
 {
@@ -708,7 +704,7 @@ static void emit_softmax(Emit *e)
     emit(e, "bra.uni %s;", l_loop);
     emit_label(e, l_done);
     emit_note(e, "final row sum and max for the epilogue (plan tmem R<t> + 1, + 2; bar_l_full)");
-    emit(e, "add.u32 %%sx_ta, %%sx_ts, %u;", s->tm_stats[0] - s->tm_s[0] + stats_col_l());
+    emit(e, "add.u32 %%sx_ta, %%sx_ts, %u;", s->tm_stats[0] - s->tm_s[0] + s->tm_stats_l);
     const char *lm[2] = {l, m};
     op_tmem_st_regs(e, "%sx_ta", lm, 2);
     op_tmem_wait_st(e);
@@ -862,7 +858,7 @@ static void corr_epilogue(Emit *e, int t)
     mbar_at(e, reg_of(e, bar), s->bar_l_full, t);
     op_mbar_wait(e, bar, "0");
     op_tc_fence_after(e);
-    emit(e, "add.u32 %s, %s, %d;", st, st, stats_col_l());
+    emit(e, "add.u32 %s, %s, %u;", st, st, sm100_of(e->p)->tm_stats_l);
     const char *lm[2] = {l, m};
     op_tmem_ld_regs(e, lm, 2, st);
     op_tmem_wait_ld(e);

@@ -324,6 +324,7 @@ static int sm100_layout(const Config *c, Plan *p, char *err, size_t n)
      * S_t is in registers when they are written, and the next S_t MMA waits for O_t's rescale,
      * which reads them first. */
     int used = 0;
+    s->tm_stats_l = 1; /* after the O factor: the epilogue reads l and m with one tcgen05.ld */
     for (int t = 0; t < s->qtiles; t++) {
         s->tm_s[t] = (uint32_t)(t * p->bn);
         s->tm_p[t] = s->tm_s[t];

@@ -70,6 +70,7 @@ typedef struct Sm100Plan {
     /* TMEM columns per Q tile */
     uint32_t tm_s[SM100_MAX_QTILES], tm_p[SM100_MAX_QTILES], tm_o[SM100_MAX_QTILES];
     uint32_t tm_stats[SM100_MAX_QTILES]; /* 3 f32 columns per row: O factor, final l, final m */
+    uint32_t tm_stats_l; /* the column of the final l within a row's stats (m follows it) */
     int tmem_need;            /* columns used */
 
     /* softmax */
