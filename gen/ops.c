@@ -1,7 +1,7 @@
 /* ops.c - PTX forms shared by the sm_90a and sm_100a kernels: mbarriers, TMA
  * (tiled loads and stores), bulk groups, proxy fences, named barriers and
- * register reallocation. Forms are those in notes/ptx-cheatsheet.md, checked
- * with ptxas for both targets (tests/ptxas). */
+ * register reallocation. Forms from the PTX ISA, checked with ptxas for both
+ * targets (tests/ptxas) and run by the simulator (tests/sim). */
 #include <stdio.h>
 
 #include "ops.h"

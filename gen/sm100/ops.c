@@ -1,7 +1,7 @@
 /* sm100/ops.c - the sm_100a op layer: TMEM allocation, tcgen05.mma (SS and
  * TS), commits onto mbarriers, TMEM loads and stores, tcgen05 fences and the
- * UMMA shared-memory descriptors. Forms are the ones ptxas accepted in
- * notes/ptx-forms/t_tmem.ptx, t_mma.ptx, t_ldst.ptx (cheatsheet sec. 3). */
+ * UMMA shared-memory descriptors. Forms from the PTX ISA (tcgen05), checked by
+ * ptxas -arch=sm_100a on every matrix config (tests/ptxas) and run by the simulator. */
 #include <stdio.h>
 
 #include "../ops.h"

@@ -6,7 +6,7 @@
  * warp (TMEM allocation, every tcgen05.mma and commit), one TMA load warp.
  * TMEM holds S, P (over S) and O per Q tile; K and V stream through one
  * "fused" ring (odd slot count) or separate K and V rings (even), the
- * FA4Config rule (notes/kernels.md). The numbers the emitter needs are all here.
+ * FA4Config rule of the FlashAttention-4 kernel. The numbers the emitter needs are all here.
  */
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* sm100.h - the sm_100a op layer's encodings: UMMA shared-memory descriptors
  * and tcgen05.mma instruction descriptors (PTX ISA "Shared memory descriptor"
- * and "Instruction descriptor" for tcgen05; notes/ptx-cheatsheet.md sec. 1-2),
+ * and "Instruction descriptor" for tcgen05),
  * with decoders so tests can check every field. */
 #ifndef FA4GEN_SM100_H
 #define FA4GEN_SM100_H

@@ -1,6 +1,6 @@
 /* test_sm100_desc.c - UMMA descriptors, field by field, against the values
- * CUTLASS's make_umma_desc / make_instr_desc return (notes/ptx-cheatsheet.md
- * sec. 1-2), and round trips over the layouts the sm100a kernels will use. */
+ * CUTLASS's make_umma_desc / make_instr_desc return (the PTX ISA's tcgen05
+ * descriptor tables), and round trips over the layouts the sm100a kernels will use. */
 #include "testutil.h"
 
 #include "sm100/sm100.h"
