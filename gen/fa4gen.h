@@ -76,7 +76,7 @@ int parse_int(const char *s, int *out);
 /* ============================== plan.c ============================== */
 
 enum { PLAN_MAX_SMEM = 48, PLAN_MAX_ROLES = 8, PLAN_MAX_MAPS = 6, PLAN_MAX_BARS = 12,
-       PLAN_MAX_TMEM = 12, PLAN_MAX_NOTES = 24, PLAN_MAX_PARAMS = 24,
+       PLAN_MAX_TMEM = 12, PLAN_MAX_NOTES = 24, PLAN_MAX_PARAMS = 24, PLAN_MAX_MBARS = 16,
        PLAN_FAMILY_BYTES = 1024 };
 
 typedef enum { TENSOR_Q, TENSOR_K, TENSOR_V, TENSOR_O, TENSOR_K_ROPE, TENSOR_COUNT } TensorId;
@@ -86,6 +86,9 @@ typedef struct { char name[24]; uint32_t offset, size, align; char what[64]; } S
 typedef struct { char name[24]; int first_warp, warps, regs; char job[80]; } Role;
 typedef struct { char name[20]; int id, threads; char what[64]; } NamedBar;
 typedef struct { char name[16]; uint32_t col, ncols; char what[48]; } TmemEntry;
+/* An mbarrier array of the smem map: n barriers of 8 bytes at off, each completing a phase after
+ * count arrivals (plus the transaction bytes expected on it, if any). */
+typedef struct { char name[24]; uint32_t off; int n, count; } PlanMbar;
 
 /* How a tensor map addresses its tensor: boxes (tiled), or four gathered rows of a 2-D map
  * (tile::gather4, sm_100a). */
@@ -169,6 +172,9 @@ typedef struct Plan {
     NamedBar bars[PLAN_MAX_BARS];
     int n_bars;
 
+    PlanMbar mbars[PLAN_MAX_MBARS];
+    int n_mbars;
+
     MapSpec maps[PLAN_MAX_MAPS];
     int n_maps;
 
@@ -202,6 +208,9 @@ int plan_bar(Plan *p, const char *name, int threads, const char *what); /* retur
 void plan_map(Plan *p, const char *name, TensorId t, DType dt, uint32_t depth, uint32_t box_depth,
               uint32_t box_seq, uint32_t box_head, int swizzle);
 uint32_t plan_tmem(Plan *p, const char *name, uint32_t col, uint32_t ncols, const char *what);
+/* n mbarriers in the smem map (8 bytes each), count arrivals a phase; returns the offset. */
+uint32_t plan_mbar(Plan *p, const char *name, int n, int count, const char *what);
+const PlanMbar *plan_mbar_find(const Plan *p, const char *name);
 void plan_param_map(Plan *p, int map);                      /* the map as parameter p_tmap_<name> */
 void plan_param_scalar(Plan *p, ScalarId s, ParamType type); /* p_<scalar name> */
 void plan_note(Plan *p, const char *key, const char *fmt, ...) FA4_PRINTF(3, 4);

@@ -116,6 +116,23 @@ void plan_note(Plan *p, const char *key, const char *fmt, ...)
     va_end(ap);
 }
 
+uint32_t plan_mbar(Plan *p, const char *name, int n, int count, const char *what)
+{
+    uint32_t off = plan_smem(p, name, 8u * (uint32_t)n, 8, what);
+    if (full(p, p->n_mbars, PLAN_MAX_MBARS, "mbarriers (PLAN_MAX_MBARS)")) return off;
+    PlanMbar *m = &p->mbars[p->n_mbars++];
+    copy_name(m->name, sizeof m->name, name);
+    m->off = off, m->n = n, m->count = count;
+    return off;
+}
+
+const PlanMbar *plan_mbar_find(const Plan *p, const char *name)
+{
+    for (int i = 0; i < p->n_mbars; i++)
+        if (!strcmp(p->mbars[i].name, name)) return &p->mbars[i];
+    return NULL;
+}
+
 void plan_param_map(Plan *p, int map)
 {
     if (full(p, p->n_params, PLAN_MAX_PARAMS, "parameters (PLAN_MAX_PARAMS)")) return;
@@ -208,6 +225,10 @@ char *plan_explain_text(const Plan *p)
             buf_printf(&b, "  %-10s cols %3u..%3u  %s\n", p->tmem[i].name, p->tmem[i].col,
                        p->tmem[i].col + p->tmem[i].ncols - 1, p->tmem[i].what);
     }
+    buf_printf(&b, "\nmbarriers (arrivals that complete a phase; transaction bytes come on top)\n");
+    for (int i = 0; i < p->n_mbars; i++)
+        buf_printf(&b, "  %-16s x%d at %6u  %4d arrival(s)\n", p->mbars[i].name, p->mbars[i].n, p->mbars[i].off,
+                   p->mbars[i].count);
     buf_printf(&b, "\nroles (%d threads; %d registers per thread at entry)\n", p->threads, p->entry_regs);
     for (int i = 0; i < p->n_roles; i++) {
         const Role *r = &p->roles[i];
@@ -290,7 +311,11 @@ char *plan_explain_json(const Plan *p)
     for (int i = 0; i < p->n_tmem; i++)
         buf_printf(&b, "%s{\"name\": \"%s\", \"col\": %u, \"ncols\": %u}", i ? ", " : "", p->tmem[i].name,
                    p->tmem[i].col, p->tmem[i].ncols);
-    buf_printf(&b, "]}, \"threads\": %d, \"entry_regs\": %d, \"roles\": [", p->threads, p->entry_regs);
+    buf_puts(&b, "]}, \"mbarriers\": [");
+    for (int i = 0; i < p->n_mbars; i++)
+        buf_printf(&b, "%s{\"name\": \"%s\", \"n\": %d, \"at\": %u, \"arrivals\": %d}", i ? ", " : "",
+                   p->mbars[i].name, p->mbars[i].n, p->mbars[i].off, p->mbars[i].count);
+    buf_printf(&b, "], \"threads\": %d, \"entry_regs\": %d, \"roles\": [", p->threads, p->entry_regs);
     for (int i = 0; i < p->n_roles; i++) {
         const Role *r = &p->roles[i];
         buf_printf(&b, "%s{\"name\": \"%s\", \"first_warp\": %d, \"warps\": %d, \"regs\": %d, \"job\": ", i ? ", " : "",

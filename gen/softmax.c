@@ -250,6 +250,24 @@ Reg mbar_init_begin(Emit *e, char *lbl, size_t n, const char *section)
     return b;
 }
 
+static Mbar mbar_entry(Emit *e, const PlanMbar *m, const char *what)
+{
+    if (!m) {
+        emit_fail(e, "internal: the plan has no mbarrier %s", what);
+        return (Mbar){"?", 0, 1};
+    }
+    return (Mbar){m->name, m->off, m->count};
+}
+
+Mbar mbar_plan(Emit *e, const char *name) { return mbar_entry(e, plan_mbar_find(e->p, name), name); }
+
+Mbar mbar_plan_at(Emit *e, uint32_t off)
+{
+    for (int i = 0; i < e->p->n_mbars; i++)
+        if (e->p->mbars[i].off == off) return mbar_entry(e, &e->p->mbars[i], "");
+    return mbar_entry(e, NULL, "at that offset");
+}
+
 void mbar_init(Emit *e, Reg b, const Mbar *m, int i)
 {
     mbar_at(e, b, m->off, i);

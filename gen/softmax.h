@@ -53,6 +53,10 @@ void smem_indexed(Emit *e, Reg dst, uint32_t off, Reg idx, uint32_t stride);
  * after count arrivals (plus the transaction bytes expected on it, if any). */
 enum { MBAR_BYTES = 8 }; /* .b64 (PTX ISA "mbarrier") */
 typedef struct { const char *name; uint32_t off; int count; } Mbar;
+/* The plan's mbarrier array (PlanMbar) of that name, or the one at smem offset off: its arrival
+ * count is the plan's, never the emitter's (emit_fail when the plan has none). */
+Mbar mbar_plan(Emit *e, const char *name);
+Mbar mbar_plan_at(Emit *e, uint32_t off);
 /* dst = barrier i of the array at off; dst = barrier idx (a register). */
 void mbar_at(Emit *e, Reg dst, uint32_t off, int i);
 void mbar_indexed(Emit *e, Reg dst, Reg base, Reg idx);

@@ -60,22 +60,19 @@ static void emit_barrier_init(Emit *e)
     const Plan *p = e->p;
     const Sm100Plan *s = sm100_of(p);
     char lbl[NAME];
-    /* TODO(plan): Sm100Plan mbar entries {name, off, count}; 1 is one expect_tx arrival or one
-     * tcgen05.commit */
     const Mbar per_tile[] = {
-        {"q_full", s->bar_q_full, 1},          {"s_full", s->bar_s_full, 1},
-        {"corr_full", s->bar_corr_full, s->sfx_arrivals}, {"p_full", s->bar_p_full, s->pair_arrivals},
-        {"o_ready", s->bar_o_ready, s->pair_arrivals},    {"l_full", s->bar_l_full, s->sfx_arrivals},
-        {"o_full", s->bar_o_full, 1},
+        mbar_plan(e, "bar_q_full"),  mbar_plan(e, "bar_s_full"), mbar_plan(e, "bar_corr_full"),
+        mbar_plan(e, "bar_p_full"),  mbar_plan(e, "bar_o_ready"), mbar_plan(e, "bar_l_full"),
+        mbar_plan(e, "bar_o_full"),
     };
     Reg b = mbar_init_begin(e, lbl, sizeof lbl, "prologue: mbarrier init (thread 0)");
     for (size_t k = 0; k < sizeof per_tile / sizeof per_tile[0]; k++)
         for (int t = 0; t < s->qtiles; t++) {
-            emit_note(e, "plan: bar_%s[%d], %d arrival(s)", per_tile[k].name, t, per_tile[k].count);
+            emit_note(e, "plan: %s[%d], %d arrival(s)", per_tile[k].name, t, per_tile[k].count);
             mbar_init(e, b, &per_tile[k], t);
         }
     for (int r = 0; r < s->n_rings; r++) {
-        const Mbar ring[] = {{"full", s->ring[r].bar_full, 1}, {"empty", s->ring[r].bar_empty, 1}};
+        const Mbar ring[] = {mbar_plan_at(e, s->ring[r].bar_full), mbar_plan_at(e, s->ring[r].bar_empty)};
         for (int i = 0; i < s->ring[r].slots; i++) {
             emit_note(e, "plan: ring %d slot %d full / empty", r, i);
             for (size_t k = 0; k < sizeof ring / sizeof ring[0]; k++) mbar_init(e, b, &ring[k], i);

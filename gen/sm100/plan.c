@@ -293,30 +293,28 @@ static int sm100_layout(const Config *c, Plan *p, char *err, size_t n)
         s->off_o = plan_smem(p, "o", s->o_tile_bytes, 1024, "O staging for the TMA store");
     }
 
-    uint32_t qb = 8u * (uint32_t)s->qtiles;
     s->sfx_arrivals = SM100_WG;
     s->pair_arrivals = SM100_WG * c->cta_pair;
-    s->bar_q_full = plan_smem(p, "bar_q_full", qb, 8, "mbarrier per Q tile: Q landed (1 arrival + tx)");
+    s->bar_q_full = plan_mbar(p, "bar_q_full", s->qtiles, 1, "mbarrier per Q tile: Q landed (1 arrival + tx)");
     for (int r = 0; r < s->n_rings; r++) {
         Sm100Ring *g = &s->ring[r];
         const char *nm = s->fused ? "kv" : r ? "v" : "k";
         char name[24];
         snprintf(name, sizeof name, "bar_%s_full", nm);
-        g->bar_full = plan_smem(p, name, 8u * (uint32_t)g->slots, 8, "mbarrier per slot: TMA landed (1 arrival + tx)");
+        g->bar_full = plan_mbar(p, name, g->slots, 1, "mbarrier per slot: TMA landed (1 arrival + tx)");
         snprintf(name, sizeof name, "bar_%s_empty", nm);
-        g->bar_empty = plan_smem(p, name, 8u * (uint32_t)g->slots, 8,
-                                 "mbarrier per slot: MMAs read it (tcgen05.commit)");
+        g->bar_empty = plan_mbar(p, name, g->slots, 1, "mbarrier per slot: MMAs read it (tcgen05.commit)");
     }
-    s->bar_s_full = plan_smem(p, "bar_s_full", qb, 8, "mbarrier per Q tile: S = Q K^T done (tcgen05.commit)");
-    s->bar_corr_full = plan_smem(p, "bar_corr_full", qb, 8, "mbarrier per Q tile: row factors stored (128)");
-    s->bar_p_full = plan_smem(p, "bar_p_full", qb, 8, c->cta_pair == 2
+    s->bar_s_full = plan_mbar(p, "bar_s_full", s->qtiles, 1, "mbarrier per Q tile: S = Q K^T done (tcgen05.commit)");
+    s->bar_corr_full = plan_mbar(p, "bar_corr_full", s->qtiles, s->sfx_arrivals, "mbarrier per Q tile: row factors stored (128)");
+    s->bar_p_full = plan_mbar(p, "bar_p_full", s->qtiles, s->pair_arrivals, c->cta_pair == 2
                                   ? "mbarrier per Q tile: P in TMEM (128 softmax threads x 2 CTAs)"
                                   : "mbarrier per Q tile: P in TMEM (128 softmax threads)");
-    s->bar_o_ready = plan_smem(p, "bar_o_ready", qb, 8, c->cta_pair == 2
+    s->bar_o_ready = plan_mbar(p, "bar_o_ready", s->qtiles, s->pair_arrivals, c->cta_pair == 2
                                    ? "mbarrier per Q tile: O rescaled (128 threads x 2 CTAs)"
                                    : "mbarrier per Q tile: O rescaled (128 correction threads)");
-    s->bar_l_full = plan_smem(p, "bar_l_full", qb, 8, "mbarrier per Q tile: final m and l stored (128)");
-    s->bar_o_full = plan_smem(p, "bar_o_full", qb, 8, "mbarrier per Q tile: last PV done (tcgen05.commit)");
+    s->bar_l_full = plan_mbar(p, "bar_l_full", s->qtiles, s->sfx_arrivals, "mbarrier per Q tile: final m and l stored (128)");
+    s->bar_o_full = plan_mbar(p, "bar_o_full", s->qtiles, 1, "mbarrier per Q tile: last PV done (tcgen05.commit)");
     s->off_tmem_slot = plan_smem(p, "tmem_slot", 4, 16, "TMEM base address written by tcgen05.alloc");
 
     /* TMEM: S_t, then O_t; P (bf16/fp16: 2 per column, e4m3: 4) overwrites S_t from its first

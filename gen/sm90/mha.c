@@ -29,11 +29,9 @@ static void emit_barrier_init(Emit *e)
     const Plan *p = e->p;
     const Sm90Plan *s = sm90_of(p);
     char lbl[NAME];
-    /* TODO(plan): Sm90Plan mbar entries {name, off, count}; the full barriers' 1 is the producer's
-     * expect_tx arrival */
-    const Mbar q[] = {{"q_full", s->bar_q_full, 1}, {"q_empty", s->bar_q_empty, s->q_empty_arrivals}};
-    const Mbar kv[] = {{"k_full", s->bar_k_full, 1}, {"k_empty", s->bar_k_empty, s->kv_empty_arrivals},
-                       {"v_full", s->bar_v_full, 1}, {"v_empty", s->bar_v_empty, s->kv_empty_arrivals}};
+    const Mbar q[] = {mbar_plan(e, "bar_q_full"), mbar_plan(e, "bar_q_empty")};
+    const Mbar kv[] = {mbar_plan(e, "bar_k_full"), mbar_plan(e, "bar_k_empty"), mbar_plan(e, "bar_v_full"),
+                       mbar_plan(e, "bar_v_empty")};
     Reg b = mbar_init_begin(e, lbl, sizeof lbl, "prologue: mbarrier init (thread 0), then every thread syncs");
     for (int i = 0; i < s->q_slots; i++) {
         emit_note(e, "plan: Q slot %d", i);

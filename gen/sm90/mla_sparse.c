@@ -134,9 +134,9 @@ static int mla_plan(const Config *c, Plan *p, char *err, size_t n)
     s->q_full_count = MLA_WG;                    /* one cp.async arrival per producer thread */
     s->kv_full_count = 2 * MLA_WG;               /* ... and one arrival after each thread's flag */
     s->kv_empty_count = MLA_WG * s->consumers;   /* every consumer thread */
-    s->bar_q_full = plan_smem(p, "bar_q_full", 8, 8, "Q gathered");
-    s->bar_kv_full = plan_smem(p, "bar_kv_full", 8 * (uint32_t)p->stages, 8, "a kv slot gathered, flags written");
-    s->bar_kv_empty = plan_smem(p, "bar_kv_empty", 8 * (uint32_t)p->stages, 8, "a kv slot read by both consumers");
+    s->bar_q_full = plan_mbar(p, "bar_q_full", 1, s->q_full_count, "Q gathered");
+    s->bar_kv_full = plan_mbar(p, "bar_kv_full", p->stages, s->kv_full_count, "a kv slot gathered, flags written");
+    s->bar_kv_empty = plan_mbar(p, "bar_kv_empty", p->stages, s->kv_empty_count, "a kv slot read by both consumers");
 
     plan_role(p, "producer", 0, 4, s->producer_regs, "gathers Q and the indexed kv rows with cp.async");
     for (int i = 0; i < s->consumers; i++) {
@@ -193,12 +193,9 @@ static void mla_prologue(Emit *e)
 static void mla_barrier_init(Emit *e)
 {
     const Plan *p = e->p;
-    const SparsePlan90 *s = mla90(p);
     char lbl[NAME];
     Reg b = mbar_init_begin(e, lbl, sizeof lbl, "prologue: mbarrier init (thread 0)");
-    const Mbar bars[] = {{"bar_q_full", s->bar_q_full, s->q_full_count},
-                         {"bar_kv_full", s->bar_kv_full, s->kv_full_count},
-                         {"bar_kv_empty", s->bar_kv_empty, s->kv_empty_count}};
+    const Mbar bars[] = {mbar_plan(e, "bar_q_full"), mbar_plan(e, "bar_kv_full"), mbar_plan(e, "bar_kv_empty")};
     mbar_init(e, b, &bars[0], 0);
     for (int i = 0; i < p->stages; i++) {
         mbar_init(e, b, &bars[1], i);

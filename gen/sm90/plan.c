@@ -156,16 +156,15 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
 
     s->q_empty_arrivals = s->consumers;
     s->kv_empty_arrivals = 4 * s->consumers;
-    s->bar_q_full = plan_smem(p, "bar_q_full", 8u * (uint32_t)s->q_slots, 8, "mbarrier per Q slot: Q landed (1 arrival + tx)");
+    s->bar_q_full = plan_mbar(p, "bar_q_full", s->q_slots, 1, "mbarrier per Q slot: Q landed (1 arrival + tx)");
     snprintf(what, sizeof what, "mbarrier per Q slot: slot free (%d arrivals)", s->q_empty_arrivals);
-    s->bar_q_empty = plan_smem(p, "bar_q_empty", 8u * (uint32_t)s->q_slots, 8, what);
-    uint32_t ring = 8u * (uint32_t)p->stages;
-    s->bar_k_full = plan_smem(p, "bar_k_full", ring, 8, "mbarrier per stage: K landed (1 arrival + tx)");
+    s->bar_q_empty = plan_mbar(p, "bar_q_empty", s->q_slots, s->q_empty_arrivals, what);
+    s->bar_k_full = plan_mbar(p, "bar_k_full", p->stages, 1, "mbarrier per stage: K landed (1 arrival + tx)");
     snprintf(what, sizeof what, "mbarrier per stage: K slot free (%d arrivals)", s->kv_empty_arrivals);
-    s->bar_k_empty = plan_smem(p, "bar_k_empty", ring, 8, what);
-    s->bar_v_full = plan_smem(p, "bar_v_full", ring, 8, "mbarrier per stage: V landed (1 arrival + tx)");
+    s->bar_k_empty = plan_mbar(p, "bar_k_empty", p->stages, s->kv_empty_arrivals, what);
+    s->bar_v_full = plan_mbar(p, "bar_v_full", p->stages, 1, "mbarrier per stage: V landed (1 arrival + tx)");
     snprintf(what, sizeof what, "mbarrier per stage: V slot free (%d arrivals)", s->kv_empty_arrivals);
-    s->bar_v_empty = plan_smem(p, "bar_v_empty", ring, 8, what);
+    s->bar_v_empty = plan_mbar(p, "bar_v_empty", p->stages, s->kv_empty_arrivals, what);
 
     plan_role(p, "producer", 0, 4, s->producer_regs, "one thread issues every TMA load (Q, K ring, V ring)");
     for (int w = 0; w < s->consumers; w++) {

@@ -154,6 +154,16 @@ static void test_plan_smem_map(void **state)
         assert_int_equal(s->tx_v, p->maps[2].box_bytes * (uint32_t)p->ov_chunks);
         assert_int_equal(plan_smem_find(p, "k")->size, s->k_stage_bytes * (uint32_t)p->stages);
         assert_int_equal(plan_smem_find(p, "bar_k_full")->size, 8u * (uint32_t)p->stages);
+        /* the mbarrier table: each array where the smem map has it, with the arrivals its waiters need */
+        const PlanMbar *kf = plan_mbar_find(p, "bar_k_full"), *ke = plan_mbar_find(p, "bar_k_empty");
+        assert_non_null(kf);
+        assert_non_null(ke);
+        assert_int_equal(kf->off, plan_smem_find(p, "bar_k_full")->offset);
+        assert_int_equal(kf->n, p->stages);
+        assert_int_equal(kf->count, 1);             /* the producer's expect_tx arrival */
+        assert_int_equal(ke->count, 4 * s->consumers); /* one per consumer warp */
+        assert_int_equal(plan_mbar_find(p, "bar_q_empty")->count, s->consumers);
+        assert_null(plan_mbar_find(p, "bar_nothing"));
         /* swizzled tiles start on the 1024 B pattern boundary, chunks too */
         assert_int_equal(s->off_q % 1024, 0);
         assert_int_equal(s->off_k % 1024, 0);
@@ -166,6 +176,18 @@ static void test_plan_smem_map(void **state)
         assert_int_equal(p->rows_per_cta, 64 * s->consumers);
         free(p);
     }
+}
+
+/* A builder whose table is full makes plan_make fail with the table's name, never drops the entry. */
+static void test_plan_table_full(void **state)
+{
+    (void)state;
+    Plan *p = calloc(1, sizeof *p);
+    for (int i = 0; i < PLAN_MAX_MBARS + 1; i++) plan_mbar(p, "bar_x", 1, 1, "test");
+    assert_int_equal(p->n_mbars, PLAN_MAX_MBARS);
+    assert_non_null(p->overflow);
+    assert_non_null(strstr(p->overflow, "PLAN_MAX_MBARS"));
+    free(p);
 }
 
 static void test_explain_json_and_text(void **state)
@@ -696,6 +718,7 @@ int main(void)
         cmocka_unit_test(test_canonical_roundtrip),   cmocka_unit_test(test_hash_is_stable),
         cmocka_unit_test(test_config_errors_name_the_field), cmocka_unit_test(test_smem_limit_names_the_excess),
         cmocka_unit_test(test_plan_smem_map),         cmocka_unit_test(test_explain_json_and_text),
+        cmocka_unit_test(test_plan_table_full),
         cmocka_unit_test(test_builder),               cmocka_unit_test(test_reg_handles),
         cmocka_unit_test(test_sm90_descriptors),
         cmocka_unit_test(test_cli_exit_codes),        cmocka_unit_test(test_cli_no_partial_files),
