@@ -89,7 +89,7 @@ void mha_prologue(Emit *e)
         char rn[24], pn[24];
         snprintf(rn, sizeof rn, "tmap_%s", p->maps[i].name);
         snprintf(pn, sizeof pn, "p_tmap_%s", p->maps[i].name);
-        op_param_addr(e, reg(e, "b64", rn), pn);
+        op_param_addr(e, reg_b64(e, "%s", rn), pn);
     }
     emit(e, "ld.param.u64 %s, [p_lse];", reg(e, "b64", "lse_ptr"));
     static const char *const u32s[] = {"seqlen_q", "seqlen_k", "heads_q", "batch"};

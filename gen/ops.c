@@ -6,13 +6,21 @@
 
 #include "ops.h"
 
-/* "@guard " before a guarded instruction, "" for an unguarded one. */
-static const char *guard_prefix(char *buf, size_t n, const char *guard)
+/* "@guard " before a guarded instruction (guard a pred Reg, perhaps negated), "" for an
+ * unguarded one (REG_NONE). fn names the op in the check's message. */
+static const char *guard_prefix(Emit *e, char *buf, size_t n, Reg guard, const char *fn)
 {
-    if (!guard) return "";
-    snprintf(buf, n, "@%s ", guard);
+    if (!reg_is(guard)) return "";
+    if (!reg_want(e, guard, RT_PRED, fn, "guard")) return "";
+    snprintf(buf, n, "@%s ", R(e, guard));
     return buf;
 }
+
+/* The operand classes: shared-memory addresses and TMEM addresses are b32 (u32), generic
+ * and global addresses b64. */
+#define ADDR32 RT_B32
+#define ADDR64 RT_B64
+#define WORD (RT_B32 | RT_F32)
 
 uint32_t op_desc_delta(uint32_t bytes) { return bytes >> 4; }
 
@@ -21,9 +29,10 @@ uint32_t op_desc_kstep(int kk, int steps_per_chunk, uint32_t step_bytes, uint32_
     return op_desc_delta((uint32_t)(kk / steps_per_chunk) * chunk_bytes + (uint32_t)(kk % steps_per_chunk) * step_bytes);
 }
 
-void op_mbar_init(Emit *e, const char *bar, int count)
+void op_mbar_init(Emit *e, Reg bar, int count)
 {
-    emit(e, "mbarrier.init.shared::cta.b64 [%s], %d;", bar, count);
+    REG_WANT(e, bar, ADDR32);
+    emit(e, "mbarrier.init.shared::cta.b64 [%s], %d;", R(e, bar), count);
 }
 
 void op_mbar_init_fence(Emit *e)
@@ -32,40 +41,62 @@ void op_mbar_init_fence(Emit *e)
     emit(e, "fence.mbarrier_init.release.cluster;");
 }
 
-void op_mbar_wait(Emit *e, const char *bar, const char *parity)
+static void mbar_wait(Emit *e, Reg bar, const char *parity)
 {
     char lbl[32];
-    const char *p = reg(e, "pred", "p_wait");
+    Reg p = reg_pred(e, "p_wait");
+    REG_WANT(e, bar, ADDR32);
     new_label(e, lbl, sizeof lbl, "wait");
     emit_label(e, lbl);
-    emit(e, "mbarrier.try_wait.parity.shared::cta.b64 %s, [%s], %s;", p, bar, parity);
-    emit(e, "@!%s bra %s;", p, lbl);
+    emit(e, "mbarrier.try_wait.parity.shared::cta.b64 %s, [%s], %s;", R(e, p), R(e, bar), parity);
+    emit(e, "@!%s bra %s;", R(e, p), lbl);
 }
 
-void op_mbar_arrive(Emit *e, const char *bar) { op_mbar_arrive_if(e, NULL, bar); }
+void op_mbar_wait(Emit *e, Reg bar, Reg parity)
+{
+    REG_WANT(e, parity, RT_B32);
+    mbar_wait(e, bar, R(e, parity));
+}
 
-void op_mbar_arrive_if(Emit *e, const char *guard, const char *bar)
+void op_mbar_wait_imm(Emit *e, Reg bar, int parity)
+{
+    char n[12];
+    snprintf(n, sizeof n, "%d", parity);
+    mbar_wait(e, bar, n);
+}
+
+void op_mbar_arrive(Emit *e, Reg bar) { op_mbar_arrive_if(e, REG_NONE, bar); }
+
+void op_mbar_arrive_if(Emit *e, Reg guard, Reg bar)
 {
     char g[EMIT_REG_NAME + 4];
-    emit(e, "%smbarrier.arrive.shared::cta.b64 _, [%s];", guard_prefix(g, sizeof g, guard), bar);
+    const char *at = guard_prefix(e, g, sizeof g, guard, __func__);
+    REG_WANT(e, bar, ADDR32);
+    emit(e, "%smbarrier.arrive.shared::cta.b64 _, [%s];", at, R(e, bar));
 }
 
-void op_mbar_expect_tx(Emit *e, const char *bar, uint32_t bytes) { op_mbar_expect_tx_if(e, NULL, bar, bytes); }
+void op_mbar_expect_tx(Emit *e, Reg bar, uint32_t bytes) { op_mbar_expect_tx_if(e, REG_NONE, bar, bytes); }
 
-void op_mbar_expect_tx_if(Emit *e, const char *pred, const char *bar, uint32_t bytes)
+void op_mbar_expect_tx_if(Emit *e, Reg pred, Reg bar, uint32_t bytes)
 {
     char g[EMIT_REG_NAME + 4];
-    emit(e, "%smbarrier.arrive.expect_tx.shared::cta.b64 _, [%s], %u;", guard_prefix(g, sizeof g, pred), bar, bytes);
+    const char *at = guard_prefix(e, g, sizeof g, pred, __func__);
+    REG_WANT(e, bar, ADDR32);
+    emit(e, "%smbarrier.arrive.expect_tx.shared::cta.b64 _, [%s], %u;", at, R(e, bar), bytes);
 }
 
-void op_mapa(Emit *e, const char *dst, const char *addr, const char *rank)
+void op_mapa(Emit *e, Reg dst, Reg addr, Reg rank)
 {
-    emit(e, "mapa.shared::cluster.u32 %s, %s, %s;", dst, addr, rank);
+    REG_WANT(e, dst, ADDR32);
+    REG_WANT(e, addr, ADDR32);
+    REG_WANT(e, rank, RT_B32);
+    emit(e, "mapa.shared::cluster.u32 %s, %s, %s;", R(e, dst), R(e, addr), R(e, rank));
 }
 
-void op_mbar_arrive_cluster(Emit *e, const char *bar)
+void op_mbar_arrive_cluster(Emit *e, Reg bar)
 {
-    emit(e, "mbarrier.arrive.shared::cluster.b64 _, [%s];", bar);
+    REG_WANT(e, bar, ADDR32);
+    emit(e, "mbarrier.arrive.shared::cluster.b64 _, [%s];", R(e, bar));
 }
 
 void op_cluster_sync(Emit *e)
@@ -74,105 +105,146 @@ void op_cluster_sync(Emit *e)
     emit(e, "barrier.cluster.wait.acquire;");
 }
 
-void op_tma_load_4d_pair(Emit *e, const char *dst, const char *tmap, const char *c0, const char *c1, const char *c2,
-                         const char *c3, const char *bar)
+/* The operands of a 4-D TMA box: a b64 tensor map and four b32 coordinates. */
+static void want_box(Emit *e, Reg tmap, Reg c0, Reg c1, Reg c2, Reg c3)
 {
+    REG_WANT(e, tmap, ADDR64);
+    REG_WANT(e, c0, RT_B32);
+    REG_WANT(e, c1, RT_B32);
+    REG_WANT(e, c2, RT_B32);
+    REG_WANT(e, c3, RT_B32);
+}
+
+void op_tma_load_4d_pair(Emit *e, Reg dst, Reg tmap, Reg c0, Reg c1, Reg c2, Reg c3, Reg bar)
+{
+    REG_WANT(e, dst, ADDR32);
+    REG_WANT(e, bar, ADDR32);
+    want_box(e, tmap, c0, c1, c2, c3);
     emit(e, "cp.async.bulk.tensor.4d.cta_group::2.shared::cluster.global.mbarrier::complete_tx::bytes [%s], [%s, {%s, "
-            "%s, %s, %s}], [%s];", dst, tmap, c0, c1, c2, c3, bar);
+            "%s, %s, %s}], [%s];", R(e, dst), R(e, tmap), R(e, c0), R(e, c1), R(e, c2), R(e, c3), R(e, bar));
 }
 
-void op_tma_load_4d(Emit *e, const char *dst, const char *tmap, const char *c0, const char *c1, const char *c2,
-                    const char *c3, const char *bar)
+void op_tma_load_4d(Emit *e, Reg dst, Reg tmap, Reg c0, Reg c1, Reg c2, Reg c3, Reg bar)
 {
+    REG_WANT(e, dst, ADDR32);
+    REG_WANT(e, bar, ADDR32);
+    want_box(e, tmap, c0, c1, c2, c3);
     emit(e, "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%s], [%s, {%s, %s, %s, %s}], [%s];",
-         dst, tmap, c0, c1, c2, c3, bar);
+         R(e, dst), R(e, tmap), R(e, c0), R(e, c1), R(e, c2), R(e, c3), R(e, bar));
 }
 
-void op_tma_store_4d(Emit *e, const char *tmap, const char *c0, const char *c1, const char *c2, const char *c3,
-                     const char *src)
+void op_tma_store_4d(Emit *e, Reg tmap, Reg c0, Reg c1, Reg c2, Reg c3, Reg src)
 {
-    emit(e, "cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%s, {%s, %s, %s, %s}], [%s];", tmap, c0, c1, c2,
-         c3, src);
+    REG_WANT(e, src, ADDR32);
+    want_box(e, tmap, c0, c1, c2, c3);
+    emit(e, "cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%s, {%s, %s, %s, %s}], [%s];", R(e, tmap),
+         R(e, c0), R(e, c1), R(e, c2), R(e, c3), R(e, src));
 }
 
 void op_bulk_commit(Emit *e) { emit(e, "cp.async.bulk.commit_group;"); }
 void op_bulk_wait_read(Emit *e, int n) { emit(e, "cp.async.bulk.wait_group.read %d;", n); }
 void op_bulk_wait(Emit *e, int n) { emit(e, "cp.async.bulk.wait_group %d;", n); }
 void op_fence_proxy_async(Emit *e) { emit(e, "fence.proxy.async.shared::cta;"); }
-void op_bar_sync_at(Emit *e, const char *guard, const char *id, int threads)
+
+static void bar_op(Emit *e, const char *op, Reg guard, const char *id, int threads, const char *fn)
 {
     char g[EMIT_REG_NAME + 4];
-    emit(e, "%sbar.sync %s, %d;", guard_prefix(g, sizeof g, guard), id, threads);
+    emit(e, "%sbar.%s %s, %d;", guard_prefix(e, g, sizeof g, guard, fn), op, id, threads);
 }
 
-void op_bar_arrive_at(Emit *e, const char *guard, const char *id, int threads)
+void op_bar_sync_at(Emit *e, Reg guard, Reg id, int threads)
 {
-    char g[EMIT_REG_NAME + 4];
-    emit(e, "%sbar.arrive %s, %d;", guard_prefix(g, sizeof g, guard), id, threads);
+    REG_WANT(e, id, RT_B32);
+    bar_op(e, "sync", guard, R(e, id), threads, __func__);
 }
 
-void op_bar_sync_if(Emit *e, const char *guard, int id, int threads)
+void op_bar_arrive_at(Emit *e, Reg guard, Reg id, int threads)
+{
+    REG_WANT(e, id, RT_B32);
+    bar_op(e, "arrive", guard, R(e, id), threads, __func__);
+}
+
+void op_bar_sync_if(Emit *e, Reg guard, int id, int threads)
 {
     char n[12];
     snprintf(n, sizeof n, "%d", id);
-    op_bar_sync_at(e, guard, n, threads);
+    bar_op(e, "sync", guard, n, threads, __func__);
 }
 
-void op_bar_arrive_if(Emit *e, const char *guard, int id, int threads)
+void op_bar_arrive_if(Emit *e, Reg guard, int id, int threads)
 {
     char n[12];
     snprintf(n, sizeof n, "%d", id);
-    op_bar_arrive_at(e, guard, n, threads);
+    bar_op(e, "arrive", guard, n, threads, __func__);
 }
 
-void op_bar_sync(Emit *e, int id, int threads) { op_bar_sync_if(e, NULL, id, threads); }
-void op_bar_arrive(Emit *e, int id, int threads) { op_bar_arrive_if(e, NULL, id, threads); }
+void op_bar_sync(Emit *e, int id, int threads) { op_bar_sync_if(e, REG_NONE, id, threads); }
+void op_bar_arrive(Emit *e, int id, int threads) { op_bar_arrive_if(e, REG_NONE, id, threads); }
 
 void op_warp_sync(Emit *e) { emit(e, "bar.warp.sync 0xffffffff;"); }
 
-void op_shfl_bfly(Emit *e, const char *dst, const char *src, int lane_mask)
+void op_shfl_bfly(Emit *e, Reg dst, Reg src, int lane_mask)
 {
+    REG_WANT(e, dst, WORD);
+    REG_WANT(e, src, WORD);
     /* clamp 0x1f: butterflies stay inside the warp; membermask: every lane takes part */
-    emit(e, "shfl.sync.bfly.b32 %s, %s, %d, 0x1f, 0xffffffff;", dst, src, lane_mask);
+    emit(e, "shfl.sync.bfly.b32 %s, %s, %d, 0x1f, 0xffffffff;", R(e, dst), R(e, src), lane_mask);
 }
 
-void op_vote_any(Emit *e, const char *dst, const char *pred)
+void op_vote_any(Emit *e, Reg dst, Reg pred)
 {
-    emit(e, "vote.sync.any.pred %s, %s, 0xffffffff;", dst, pred);
+    REG_WANT(e, dst, RT_PRED);
+    REG_WANT(e, pred, RT_PRED);
+    emit(e, "vote.sync.any.pred %s, %s, 0xffffffff;", R(e, dst), R(e, pred));
 }
 
-void op_cvt(Emit *e, const char *form, const char *dst, const char *src)
+void op_cvt(Emit *e, const char *form, Reg dst, Reg src)
 {
-    emit(e, "cvt.%s %s, %s;", form, dst, src);
+    REG_WANT(e, dst, RT_B16 | RT_B32 | RT_B64 | RT_F32);
+    REG_WANT(e, src, RT_B16 | RT_B32 | RT_B64 | RT_F32);
+    emit(e, "cvt.%s %s, %s;", form, R(e, dst), R(e, src));
 }
 
-void op_cvt_pack(Emit *e, DType dt, const char *dst, const char *hi, const char *lo)
+void op_cvt_pack(Emit *e, DType dt, Reg dst, Reg hi, Reg lo)
 {
     /* e4m3 saturates: a P or O past the format's range becomes its largest finite value */
     static const char *const form[DT_COUNT] = {[DT_BF16] = "cvt.rn.bf16x2.f32", [DT_FP16] = "cvt.rn.f16x2.f32",
                                                [DT_E4M3] = "cvt.rn.satfinite.e4m3x2.f32"};
-    emit(e, "%s %s, %s, %s;", form[dt], dst, hi, lo);
+    REG_WANT(e, dst, dt == DT_E4M3 ? RT_B16 : RT_B32);
+    REG_WANT(e, hi, RT_F32);
+    REG_WANT(e, lo, RT_F32);
+    emit(e, "%s %s, %s, %s;", form[dt], R(e, dst), R(e, hi), R(e, lo));
 }
 
-void op_ld_shared_b32(Emit *e, const char *dst, const char *base, uint32_t off)
+void op_ld_shared_b32(Emit *e, Reg dst, Reg base, uint32_t off)
 {
-    emit(e, "ld.shared.b32 %s, [%s+%u];", dst, base, off);
+    REG_WANT(e, dst, WORD);
+    REG_WANT(e, base, ADDR32);
+    emit(e, "ld.shared.b32 %s, [%s+%u];", R(e, dst), R(e, base), off);
 }
 
-void op_st_shared_b32(Emit *e, const char *base, uint32_t off, const char *src)
+void op_st_shared_b32(Emit *e, Reg base, uint32_t off, Reg src)
 {
-    emit(e, "st.shared.b32 [%s+%u], %s;", base, off, src);
+    REG_WANT(e, base, ADDR32);
+    REG_WANT(e, src, WORD);
+    emit(e, "st.shared.b32 [%s+%u], %s;", R(e, base), off, R(e, src));
 }
 
-void op_st_global_f32(Emit *e, const char *guard, const char *addr, const char *src)
+void op_st_global_f32(Emit *e, Reg guard, Reg addr, Reg src)
 {
     char g[EMIT_REG_NAME + 4];
-    emit(e, "%sst.global.f32 [%s], %s;", guard_prefix(g, sizeof g, guard), addr, src);
+    const char *at = guard_prefix(e, g, sizeof g, guard, __func__);
+    REG_WANT(e, addr, ADDR64);
+    REG_WANT(e, src, RT_F32);
+    emit(e, "%sst.global.f32 [%s], %s;", at, R(e, addr), R(e, src));
 }
 
-void op_st_shared_v4_b32(Emit *e, const char *base, uint32_t off, const char *const src[4])
+void op_st_shared_v4_b32(Emit *e, Reg base, uint32_t off, const Reg src[4])
 {
-    emit(e, "st.shared.v4.b32 [%s+%u], {%s, %s, %s, %s};", base, off, src[0], src[1], src[2], src[3]);
+    REG_WANT(e, base, ADDR32);
+    for (int i = 0; i < 4; i++) reg_want(e, src[i], WORD, __func__, "src[i]");
+    emit(e, "st.shared.v4.b32 [%s+%u], {%s, %s, %s, %s};", R(e, base), off, R(e, src[0]), R(e, src[1]), R(e, src[2]),
+         R(e, src[3]));
 }
 
 void op_setmaxnreg(Emit *e, int regs, int entry_regs)
@@ -181,8 +253,9 @@ void op_setmaxnreg(Emit *e, int regs, int entry_regs)
     emit(e, "setmaxnreg.%s.sync.aligned.u32 %d;", regs > entry_regs ? "inc" : "dec", regs);
 }
 
-void op_param_addr(Emit *e, const char *dst, const char *param)
+void op_param_addr(Emit *e, Reg dst, const char *param)
 {
-    emit(e, "mov.b64 %s, %s;", dst, param);
-    emit(e, "cvta.param.u64 %s, %s;", dst, dst);
+    REG_WANT(e, dst, ADDR64);
+    emit(e, "mov.b64 %s, %s;", R(e, dst), param);
+    emit(e, "cvta.param.u64 %s, %s;", R(e, dst), R(e, dst));
 }

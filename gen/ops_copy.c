@@ -5,39 +5,51 @@
 
 #include "ops_copy.h"
 
-static const char *at(const char *guard, char *buf, size_t n)
+static const char *at(Emit *e, Reg guard, char *buf, size_t n, const char *fn)
 {
-    if (!guard) return "";
-    snprintf(buf, n, "@%s ", guard);
+    if (!reg_is(guard)) return "";
+    if (!reg_want(e, guard, RT_PRED, fn, "guard")) return "";
+    snprintf(buf, n, "@%s ", R(e, guard));
     return buf;
 }
 
-void op_cp_async16(Emit *e, const char *guard, const char *dst, uint32_t dst_off, const char *src, uint32_t src_off,
-                   const char *src_bytes)
+void op_cp_async16(Emit *e, Reg guard, Reg dst, uint32_t dst_off, Reg src, uint32_t src_off, Reg src_bytes)
 {
     char g[48];
-    emit(e, "%scp.async.cg.shared.global [%s+%u], [%s+%u], 16, %s;", at(guard, g, sizeof g), dst, dst_off, src,
-         src_off, src_bytes);
+    const char *a = at(e, guard, g, sizeof g, __func__);
+    REG_WANT(e, dst, RT_B32);
+    REG_WANT(e, src, RT_B64);
+    REG_WANT(e, src_bytes, RT_B32);
+    emit(e, "%scp.async.cg.shared.global [%s+%u], [%s+%u], 16, %s;", a, R(e, dst), dst_off, R(e, src), src_off,
+         R(e, src_bytes));
 }
 
-void op_cp_async_arrive(Emit *e, const char *bar)
+void op_cp_async_arrive(Emit *e, Reg bar)
 {
-    emit(e, "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%s];", bar);
+    REG_WANT(e, bar, RT_B32);
+    emit(e, "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%s];", R(e, bar));
 }
 
-void op_ld_global(Emit *e, const char *guard, const char *type, const char *dst, const char *addr, uint32_t off)
+void op_ld_global(Emit *e, Reg guard, const char *type, Reg dst, Reg addr, uint32_t off)
 {
     char g[48];
-    emit(e, "%sld.global.%s %s, [%s+%u];", at(guard, g, sizeof g), type, dst, addr, off);
+    const char *a = at(e, guard, g, sizeof g, __func__);
+    REG_WANT(e, dst, type[0] == 'f' ? RT_F32 : type[1] == '6' ? RT_B64 : RT_B32);
+    REG_WANT(e, addr, RT_B64);
+    emit(e, "%sld.global.%s %s, [%s+%u];", a, type, R(e, dst), R(e, addr), off);
 }
 
-void op_st_global_b32(Emit *e, const char *guard, const char *addr, const char *src)
+void op_st_global_b32(Emit *e, Reg guard, Reg addr, Reg src)
 {
     char g[48];
-    emit(e, "%sst.global.b32 [%s], %s;", at(guard, g, sizeof g), addr, src);
+    const char *a = at(e, guard, g, sizeof g, __func__);
+    REG_WANT(e, addr, RT_B64);
+    REG_WANT(e, src, RT_B32);
+    emit(e, "%sst.global.b32 [%s], %s;", a, R(e, addr), R(e, src));
 }
 
-void op_ld_param(Emit *e, const char *type, const char *dst, const char *name)
+void op_ld_param(Emit *e, const char *type, Reg dst, const char *name)
 {
-    emit(e, "ld.param.%s %s, [p_%s];", type, dst, name);
+    REG_WANT(e, dst, type[0] == 'f' ? RT_F32 : type[1] == '6' ? RT_B64 : RT_B32);
+    emit(e, "ld.param.%s %s, [p_%s];", type, R(e, dst), name);
 }

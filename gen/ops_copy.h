@@ -6,18 +6,17 @@
 
 #include "fa4gen.h"
 
-/* Where guard holds (NULL: always): 16 bytes from global [src + src_off] to shared
+/* Where guard (a pred Reg) holds (REG_NONE: always): 16 bytes from global [src + src_off] to shared
  * [dst + dst_off], zero-filled past src_bytes (a register holding 16 or 0: 0 reads nothing,
  * so an out-of-range src is never touched). Completes asynchronously. */
-void op_cp_async16(Emit *e, const char *guard, const char *dst, uint32_t dst_off, const char *src, uint32_t src_off,
-                   const char *src_bytes);
+void op_cp_async16(Emit *e, Reg guard, Reg dst, uint32_t dst_off, Reg src, uint32_t src_off, Reg src_bytes);
 /* The mbarrier receives one arrival when every cp.async this thread issued before has
  * completed; .noinc: that arrival is one of the count the barrier was initialised with. */
-void op_cp_async_arrive(Emit *e, const char *bar);
+void op_cp_async_arrive(Emit *e, Reg bar);
 /* dst (type "u32", "s32", "u64", "f32") = global [addr + off] where guard holds. */
-void op_ld_global(Emit *e, const char *guard, const char *type, const char *dst, const char *addr, uint32_t off);
-void op_st_global_b32(Emit *e, const char *guard, const char *addr, const char *src);
+void op_ld_global(Emit *e, Reg guard, const char *type, Reg dst, Reg addr, uint32_t off);
+void op_st_global_b32(Emit *e, Reg guard, Reg addr, Reg src);
 /* dst = the kernel parameter p_<name>, of type "u32", "u64" or "f32". */
-void op_ld_param(Emit *e, const char *type, const char *dst, const char *name);
+void op_ld_param(Emit *e, const char *type, Reg dst, const char *name);
 
 #endif

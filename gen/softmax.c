@@ -84,12 +84,12 @@ void sfx_exp2_poly(Emit *e, Reg dst, Reg src)
     const char *bits = R(e, reg_b32(e, "poly_bits"));
     Reg ex = reg_b32(e, "poly_exp");
     emit(e, "max.f32 %s, %s, 0fC2FE0000;", R(e, x), R(e, src)); /* clamp at -127: below that 2^x flushes to 0 anyway */
-    op_cvt(e, "rmi.f32.f32", R(e, fl), R(e, x));
+    op_cvt(e, "rmi.f32.f32", fl, x);
     emit(e, "sub.f32 %s, %s, %s;", fr, R(e, x), R(e, fl));
     emit(e, "fma.rn.f32 %s, %s, 0f3D9DF09D, 0f3E6906A4;", y, fr); /* 0.0771190897, 0.2275644745 */
     emit(e, "fma.rn.f32 %s, %s, %s, 0f3F31F519;", y, y, fr);      /* 0.6951461434 */
     emit(e, "fma.rn.f32 %s, %s, %s, 0f3F800000;", y, y, fr);      /* 1.0 */
-    op_cvt(e, "rzi.s32.f32", R(e, ex), R(e, fl));
+    op_cvt(e, "rzi.s32.f32", ex, fl);
     emit(e, "shl.b32 %s, %s, 23;", R(e, ex), R(e, ex));
     emit(e, "mov.b32 %s, %s;", bits, y);
     emit(e, "add.s32 %s, %s, %s;", bits, bits, R(e, ex));
@@ -128,7 +128,7 @@ void sfx_reduce_lanes(Emit *e, const char *op, Reg v, Reg tmp, int lanes)
 {
     REG_WANT(e, v, RT_F32), REG_WANT(e, tmp, RT_F32);
     for (int x = 1; x < lanes; x *= 2) {
-        op_shfl_bfly(e, R(e, tmp), R(e, v), x);
+        op_shfl_bfly(e, tmp, v, x);
         emit(e, "%s.f32 %s, %s, %s;", op, R(e, v), R(e, v), R(e, tmp));
     }
 }
@@ -271,7 +271,7 @@ Mbar mbar_plan_at(Emit *e, uint32_t off)
 void mbar_init(Emit *e, Reg b, const Mbar *m, int i)
 {
     mbar_at(e, b, m->off, i);
-    op_mbar_init(e, R(e, b), m->count);
+    op_mbar_init(e, b, m->count);
 }
 
 void mbar_init_end(Emit *e, const char *lbl)
@@ -305,5 +305,5 @@ void lse_store(Emit *e, Reg guard, Reg head, Reg seq, Reg idx_, Reg addr, Reg ls
     emit(e, "mad.lo.u32 %s, %%bidx, %%heads_q, %s;", idx, R(e, head));
     emit(e, "mad.lo.u32 %s, %s, %%seqlen_q, %s;", idx, idx, R(e, seq));
     emit(e, "mad.wide.u32 %s, %s, 4, %%lse_ptr;", R(e, addr), idx); /* fp32 */
-    op_st_global_f32(e, reg_is(guard) ? R(e, guard) : NULL, R(e, addr), R(e, lse));
+    op_st_global_f32(e, guard, addr, lse);
 }

@@ -42,10 +42,10 @@ static void tile_index(Emit *e, const char *dst)
 
 /* dst = the shared::cluster address of this CTA's smem address addr in the even CTA of the
  * pair, which owns the barriers the MMAs wait on (role_context sets %lead_rank). */
-static void lead_addr(Emit *e, const char *dst, const char *addr) { op_mapa(e, dst, addr, "%lead_rank"); }
+static void lead_addr(Emit *e, Reg dst, Reg addr) { op_mapa(e, dst, addr, reg_find(e, "lead_rank")); }
 
 /* Arrive on a barrier the MMA thread waits on: this CTA's own, or the even CTA's for the pair. */
-static void arrive_for_mma(Emit *e, const char *bar, const char *lead_bar)
+static void arrive_for_mma(Emit *e, Reg bar, Reg lead_bar)
 {
     if (pair(e->p)) op_mbar_arrive_cluster(e, lead_bar);
     else op_mbar_arrive(e, bar);
@@ -93,7 +93,7 @@ static void emit_tmem_alloc(Emit *e)
     emit(e, "setp.ne.u32 %s, %%warp, %d;", pr, s->warp_mma);
     emit(e, "@%s bra %s;", pr, new_label(e, lbl, sizeof lbl, "alloc_done"));
     Reg slot = smem_reg(e, "tmem_slot", s->off_tmem_slot);
-    op_tmem_alloc(e, s->cta_pair, R(e, slot), p->tmem_cols);
+    op_tmem_alloc(e, s->cta_pair, slot, p->tmem_cols);
     op_tmem_relinquish(e, s->cta_pair);
     emit_label(e, lbl);
     op_tc_fence_before(e);
@@ -142,9 +142,9 @@ static void role_context(Emit *e)
     emit_note(e, "KV blocks this tile visits, from n_end - 1 down to n_begin");
     emit(e, "sub.s32 %s, %%n_end, %%n_begin;", nblk);
     emit(e, "max.s32 %s, %s, 0;", nblk, nblk);
-    op_ld_shared_b32(e, reg(e, "b32", "tmem"), "%smem", s->off_tmem_slot);
+    op_ld_shared_b32(e, reg_b32(e, "tmem"), reg_find(e, "smem"), s->off_tmem_slot);
     emit_note(e, "TMEM lane field of this warp: lanes 32*(warp%%4) .. +31 (bits 31:16)");
-    op_tmem_warp_lanes(e, reg(e, "b32", "tm_lane"), "%warp");
+    op_tmem_warp_lanes(e, reg_b32(e, "tm_lane"), reg_find(e, "warp"));
     emit(e, "and.b32 %s, %%thread, %d;", reg(e, "b32", "row"), s->tile_rows - 1);
 }
 
@@ -164,9 +164,9 @@ static void ring_take(Emit *e, const char *who, int r, int producer, Reg slot, R
     if (producer) {
         Reg par = reg_b32(e, "ring_par");
         ring_free_parity(e, par, phase);
-        op_mbar_wait(e, R(e, empty), R(e, par));
+        op_mbar_wait(e, empty, par);
     } else {
-        op_mbar_wait(e, R(e, full), R(e, phase));
+        op_mbar_wait(e, full, phase);
     }
     ring_advance(e, stage, phase, g->slots);
 }
@@ -187,41 +187,41 @@ static int ring_v(const Plan *p) { return sm100_of(p)->fused ? 0 : 1; }
 
 /* Expect a full barrier's bytes and name the barrier the TMA completes on: this CTA's own,
  * or, for the pair, the even CTA's (only the even CTA expects; both CTAs' bytes land there). */
-static const char *load_expect(Emit *e, const char *bar, uint32_t tx)
+static Reg load_expect(Emit *e, Reg bar, uint32_t tx)
 {
     if (!pair(e->p)) {
         op_mbar_expect_tx(e, bar, tx);
         return bar;
     }
-    const char *lbar = reg(e, "b32", "ld_lbar");
-    op_mbar_expect_tx_if(e, "%is_lead", bar, tx);
+    Reg lbar = reg_b32(e, "ld_lbar");
+    op_mbar_expect_tx_if(e, reg_find(e, "is_lead"), bar, tx);
     lead_addr(e, lbar, bar);
     return lbar;
 }
 
-static void load_box(Emit *e, const char *dst, const char *map, const char *col, const char *row, const char *head,
-                     const char *bar)
+static void load_box(Emit *e, Reg dst, Reg map, Reg col, Reg row, Reg head, Reg bar)
 {
-    if (pair(e->p)) op_tma_load_4d_pair(e, dst, map, col, row, head, "%bidx", bar);
-    else op_tma_load_4d(e, dst, map, col, row, head, "%bidx", bar);
+    Reg bidx = reg_find(e, "bidx");
+    if (pair(e->p)) op_tma_load_4d_pair(e, dst, map, col, row, head, bidx, bar);
+    else op_tma_load_4d(e, dst, map, col, row, head, bidx, bar);
 }
 
 static void load_q(Emit *e)
 {
     const Plan *p = e->p;
     const Sm100Plan *s = sm100_of(p);
-    const char *bar = reg(e, "b32", "ld_bar"), *dst = reg(e, "b32", "ld_dst");
-    const char *col = reg(e, "b32", "ld_col"), *row = reg(e, "b32", "ld_row");
+    Reg bar = reg_b32(e, "ld_bar"), dst = reg_b32(e, "ld_dst");
+    Reg col = reg_b32(e, "ld_col"), row = reg_b32(e, "ld_row");
     for (int t = 0; t < s->qtiles; t++) {
         emit_note(e, "Q tile %d: box {%d, %d, %d, 1} per chunk (plan map q), tx %u bytes", t, p->chunk_elems,
                   s->seq_rows, s->heads_per_tile, s->tx_q);
-        mbar_at(e, reg_of(e, bar), s->bar_q_full, t);
-        const char *done = load_expect(e, bar, s->tx_q);
-        emit(e, "add.u32 %s, %%m0, %d;", row, t * s->seq_rows);
+        mbar_at(e, bar, s->bar_q_full, t);
+        Reg done = load_expect(e, bar, s->tx_q);
+        emit(e, "add.u32 %s, %%m0, %d;", R(e, row), t * s->seq_rows);
         for (int c = 0; c < p->qk_chunks; c++) {
-            smem_at(e, reg_of(e, dst), s->off_q + (uint32_t)t * s->q_tile_bytes + (uint32_t)c * s->q_chunk_bytes);
-            emit(e, "mov.u32 %s, %d;", col, c * p->chunk_elems);
-            load_box(e, dst, "%tmap_q", col, row, "%head", done);
+            smem_at(e, dst, s->off_q + (uint32_t)t * s->q_tile_bytes + (uint32_t)c * s->q_chunk_bytes);
+            emit(e, "mov.u32 %s, %d;", R(e, col), c * p->chunk_elems);
+            load_box(e, dst, reg_find(e, "tmap_q"), col, row, reg_find(e, "head"), done);
         }
     }
 }
@@ -232,23 +232,23 @@ static void load_kv(Emit *e, int is_v)
 {
     const Plan *p = e->p;
     const Sm100Plan *s = sm100_of(p);
-    const char *slot = reg(e, "b32", "ld_slot"), *full = reg(e, "b32", "ld_full"), *empty = reg(e, "b32", "ld_empty");
-    const char *dst = reg(e, "b32", "ld_dst"), *col = reg(e, "b32", "ld_col");
+    Reg slot = reg_b32(e, "ld_slot"), full = reg_b32(e, "ld_full"), empty = reg_b32(e, "ld_empty");
+    Reg dst = reg_b32(e, "ld_dst"), col = reg_b32(e, "ld_col");
     int chunks = is_v ? s->v_chunks : p->qk_chunks;
     uint32_t chunk_bytes = is_v ? s->v_chunk_bytes : s->k_chunk_bytes;
     emit_note(e, "%s of block j: wait for a free slot, expect %u bytes, one box per chunk", is_v ? "V" : "K",
               is_v ? s->tx_v : s->tx_k);
-    ring_take(e, "ld", is_v ? ring_v(p) : 0, 1, reg_of(e, slot), reg_of(e, full), reg_of(e, empty));
-    const char *done = load_expect(e, full, is_v ? s->tx_v : s->tx_k);
+    ring_take(e, "ld", is_v ? ring_v(p) : 0, 1, slot, full, empty);
+    Reg done = load_expect(e, full, is_v ? s->tx_v : s->tx_k);
     for (int c = 0; c < chunks; c++) {
-        const char *map = is_v ? "%tmap_v" : c < s->k_nope_chunks ? "%tmap_k" : "%tmap_k_rope";
+        Reg map = reg_find(e, is_v ? "tmap_v" : c < s->k_nope_chunks ? "tmap_k" : "tmap_k_rope");
         int c0 = is_v || c < s->k_nope_chunks ? c : c - s->k_nope_chunks;
-        emit(e, "add.u32 %s, %s, %u;", dst, slot, (uint32_t)c * chunk_bytes);
+        emit(e, "add.u32 %s, %s, %u;", R(e, dst), R(e, slot), (uint32_t)c * chunk_bytes);
         if (is_v && pair(p))
-            emit(e, "mad.lo.u32 %s, %%cta_rank, %d, %d;", col, s->v_chunks * p->chunk_elems, c0 * p->chunk_elems);
+            emit(e, "mad.lo.u32 %s, %%cta_rank, %d, %d;", R(e, col), s->v_chunks * p->chunk_elems, c0 * p->chunk_elems);
         else
-            emit(e, "mov.u32 %s, %d;", col, c0 * p->chunk_elems);
-        load_box(e, dst, map, col, is_v ? "%ld_row" : "%ld_krow", "%kv_head", done);
+            emit(e, "mov.u32 %s, %d;", R(e, col), c0 * p->chunk_elems);
+        load_box(e, dst, map, col, reg_find(e, is_v ? "ld_row" : "ld_krow"), reg_find(e, "kv_head"), done);
     }
 }
 
@@ -258,9 +258,9 @@ static void load_tail(Emit *e)
 {
     const Sm100Plan *s = sm100_of(e->p);
     emit_note(e, "the pair: wait until the MMAs released every slot (their commits arrive from the even CTA)");
-    const char *slot = reg(e, "b32", "ld_slot"), *full = reg(e, "b32", "ld_full"), *empty = reg(e, "b32", "ld_empty");
+    Reg slot = reg_b32(e, "ld_slot"), full = reg_b32(e, "ld_full"), empty = reg_b32(e, "ld_empty");
     for (int r = 0; r < s->n_rings; r++)
-        for (int k = 0; k < s->ring[r].slots; k++) ring_take(e, "ld", r, 1, reg_of(e, slot), reg_of(e, full), reg_of(e, empty));
+        for (int k = 0; k < s->ring[r].slots; k++) ring_take(e, "ld", r, 1, slot, full, empty);
 }
 
 static void emit_load(Emit *e)
@@ -314,66 +314,64 @@ static void mma_qk(Emit *e, int t)
 {
     const Plan *p = e->p;
     const Sm100Plan *s = sm100_of(p);
-    const char *klo = reg(e, "b32", "mm_klo"), *alo = reg(e, "b32", "mm_alo"), *blo = reg(e, "b32", "mm_blo");
-    const char *ad = reg(e, "b64", "mm_ad"), *bd = reg(e, "b64", "mm_bd");
-    char d[NAME], qlo[NAME];
-    snprintf(d, NAME, "%%mm_ts%d", t);
-    snprintf(qlo, NAME, "%%mm_qlo%d", t);
+    Reg klo = reg_b32(e, "mm_klo"), alo = reg_b32(e, "mm_alo"), blo = reg_b32(e, "mm_blo");
+    Reg ad = reg_b64(e, "mm_ad"), bd = reg_b64(e, "mm_bd");
+    Reg d = reg_find(e, "mm_ts%d", t), qlo = reg_find(e, "mm_qlo%d", t);
     emit_note(e, "S%d = Q%d K^T: %d x M%d N%d SS (plan: qk mma, idesc 0x%08X)", t, t, s->qk_steps, s->mma_m, p->bn,
               s->idesc_qk);
-    op_umma_desc_lo(e, klo, "%mm_kslot", s->desc_k);
+    op_umma_desc_lo(e, klo, reg_find(e, "mm_kslot"), s->desc_k);
     for (int kk = 0; kk < s->qk_steps; kk++) {
-        emit(e, "add.u32 %s, %s, %u;", alo, qlo, kmajor_step(p, kk, s->q_chunk_bytes));
-        emit(e, "add.u32 %s, %s, %u;", blo, klo, kmajor_step(p, kk, s->k_chunk_bytes));
-        emit(e, "mov.b64 %s, {%s, %%mm_khi};", ad, alo);
-        emit(e, "mov.b64 %s, {%s, %%mm_khi};", bd, blo);
-        op_umma_ss(e, s->cta_pair, s->kind_f8, d, ad, bd, "%mm_idesc_qk", kk ? "1" : "%mm_false");
+        emit(e, "add.u32 %s, %s, %u;", R(e, alo), R(e, qlo), kmajor_step(p, kk, s->q_chunk_bytes));
+        emit(e, "add.u32 %s, %s, %u;", R(e, blo), R(e, klo), kmajor_step(p, kk, s->k_chunk_bytes));
+        emit(e, "mov.b64 %s, {%s, %%mm_khi};", R(e, ad), R(e, alo));
+        emit(e, "mov.b64 %s, {%s, %%mm_khi};", R(e, bd), R(e, blo));
+        op_umma_ss(e, s->cta_pair, s->kind_f8, d, ad, bd, reg_find(e, "mm_idesc_qk"),
+                   kk ? REG_NONE : reg_find(e, "mm_false"));
     }
 }
 
 /* O_t (+)= P_t V from the V slot in %mm_vslot; acc = the O accumulator holds earlier blocks. */
-static void mma_pv(Emit *e, int t, const char *acc)
+static void mma_pv(Emit *e, int t, Reg acc)
 {
     const Plan *p = e->p;
     const Sm100Plan *s = sm100_of(p);
-    const char *vlo = reg(e, "b32", "mm_vlo"), *blo = reg(e, "b32", "mm_blo");
-    const char *bd = reg(e, "b64", "mm_bd"), *pa = reg(e, "b32", "mm_pa");
-    char d[NAME], pt[NAME];
-    snprintf(d, NAME, "%%mm_to%d", t);
-    snprintf(pt, NAME, "%%mm_tp%d", t);
+    Reg vlo = reg_b32(e, "mm_vlo"), blo = reg_b32(e, "mm_blo");
+    Reg bd = reg_b64(e, "mm_bd"), pa = reg_b32(e, "mm_pa");
+    Reg d = reg_find(e, "mm_to%d", t), pt = reg_find(e, "mm_tp%d", t);
     emit_note(e, "O%d += P%d V: %d x M%d N%d TS, P from TMEM (%d columns per K step), V MN-major (plan: pv mma)", t,
               t, s->pv_steps, s->mma_m, s->ov_pad, s->p_step_cols);
-    op_umma_desc_lo(e, vlo, "%mm_vslot", s->desc_v);
+    op_umma_desc_lo(e, vlo, reg_find(e, "mm_vslot"), s->desc_v);
     for (int kk = 0; kk < s->pv_steps; kk++) {
-        emit(e, "add.u32 %s, %s, %u;", blo, vlo, op_desc_delta((uint32_t)kk * (uint32_t)s->mma_k * (uint32_t)p->swizzle_bytes));
-        emit(e, "mov.b64 %s, {%s, %%mm_vhi};", bd, blo);
-        emit(e, "add.u32 %s, %s, %d;", pa, pt, s->p_step_cols * kk);
-        op_umma_ts(e, s->cta_pair, s->kind_f8, d, pa, bd, "%mm_idesc_pv", kk ? "1" : acc);
+        emit(e, "add.u32 %s, %s, %u;", R(e, blo), R(e, vlo),
+             op_desc_delta((uint32_t)kk * (uint32_t)s->mma_k * (uint32_t)p->swizzle_bytes));
+        emit(e, "mov.b64 %s, {%s, %%mm_vhi};", R(e, bd), R(e, blo));
+        emit(e, "add.u32 %s, %s, %d;", R(e, pa), R(e, pt), s->p_step_cols * kk);
+        op_umma_ts(e, s->cta_pair, s->kind_f8, d, pa, bd, reg_find(e, "mm_idesc_pv"), kk ? REG_NONE : acc);
     }
 }
 
 /* Wait until softmax t wrote P and correction t rescaled O for the block of parity par. */
-static void mma_wait_p(Emit *e, int t, const char *par)
+static void mma_wait_p(Emit *e, int t, Reg par)
 {
     const Sm100Plan *s = sm100_of(e->p);
-    const char *bar = reg(e, "b32", "mm_bar");
-    mbar_at(e, reg_of(e, bar), s->bar_p_full, t);
+    Reg bar = reg_b32(e, "mm_bar");
+    mbar_at(e, bar, s->bar_p_full, t);
     op_mbar_wait(e, bar, par);
-    mbar_at(e, reg_of(e, bar), s->bar_o_ready, t);
+    mbar_at(e, bar, s->bar_o_ready, t);
     op_mbar_wait(e, bar, par);
     op_tc_fence_after(e);
 }
 
 /* Commit the MMAs issued so far onto bar: for the pair, onto bar's offset in both CTAs. */
-static void mma_commit(Emit *e, const char *bar)
+static void mma_commit(Emit *e, Reg bar)
 {
-    op_umma_commit(e, sm100_of(e->p)->cta_pair, bar, pair(e->p) ? "%mm_mask" : NULL);
+    op_umma_commit(e, sm100_of(e->p)->cta_pair, bar, pair(e->p) ? reg_find(e, "mm_mask") : REG_NONE);
 }
 
 static void mma_commit_tile(Emit *e, uint32_t base, int t)
 {
-    const char *bar = reg(e, "b32", "mm_bar");
-    mbar_at(e, reg_of(e, bar), base, t);
+    Reg bar = reg_b32(e, "mm_bar");
+    mbar_at(e, bar, base, t);
     mma_commit(e, bar);
 }
 
@@ -382,7 +380,7 @@ static void mma_commit_tile(Emit *e, uint32_t base, int t)
 static void mma_addresses(Emit *e)
 {
     const Sm100Plan *s = sm100_of(e->p);
-    op_ld_shared_b32(e, "%tmem", "%smem", s->off_tmem_slot);
+    op_ld_shared_b32(e, reg_find(e, "tmem"), reg_find(e, "smem"), s->off_tmem_slot);
     for (int t = 0; t < s->qtiles; t++) {
         char n[NAME];
         snprintf(n, NAME, "mm_ts%d", t);
@@ -411,10 +409,10 @@ static void mma_setup(Emit *e)
     for (int t = 0; t < s->qtiles; t++) {
         char n[NAME];
         snprintf(n, NAME, "mm_qlo%d", t);
-        const char *q = reg(e, "b32", n);
+        Reg q = reg_b32(e, "%s", n);
         emit_note(e, "Q%d descriptor low word (plan: smem q + %u, desc 0x%016llX)", t, t * s->q_tile_bytes,
                   (unsigned long long)s->desc_q);
-        smem_at(e, reg_of(e, q), s->off_q + (uint32_t)t * s->q_tile_bytes);
+        smem_at(e, q, s->off_q + (uint32_t)t * s->q_tile_bytes);
         op_umma_desc_lo(e, q, q, s->desc_q);
     }
     mma_addresses(e);
@@ -428,9 +426,10 @@ static void emit_mma(Emit *e)
     char l_loop[NAME], l_tail[NAME];
     emit_section(e, "role mma (warp %d): one elected thread issues every tcgen05.mma; plan: %d per KV tile",
                  s->warp_mma, s->mma_per_kv);
-    const char *lead = reg(e, "pred", "mm_lead"), *pr = reg(e, "pred", "mm_p");
+    Reg lead = reg_pred(e, "mm_lead");
+    const char *pr = reg(e, "pred", "mm_p");
     op_elect(e, lead);
-    emit(e, "@!%s bra $mm_done;", lead);
+    emit(e, "@!%s bra $mm_done;", R(e, lead));
     role_context(e);
     if (pair(p)) {
         emit_note(e, "the pair: the even CTA issues every MMA for both; the odd CTA's MMA warp only holds TMEM");
@@ -439,19 +438,21 @@ static void emit_mma(Emit *e)
     emit(e, "setp.le.s32 %s, %%nblk, 0;", pr);
     emit(e, "@%s bra $mm_done;", pr);
     mma_setup(e);
-    const char *bar = reg(e, "b32", "mm_bar"), *par = reg(e, "b32", "mm_par"), *i = reg(e, "b32", "mm_i");
-    const char *acc = reg(e, "pred", "mm_acc");
-    const char *kslot = reg(e, "b32", "mm_kslot"), *kfull = reg(e, "b32", "mm_kfull");
-    const char *kempty = reg(e, "b32", "mm_kempty"), *vslot = reg(e, "b32", "mm_vslot");
-    const char *vfull = reg(e, "b32", "mm_vfull"), *vempty = reg(e, "b32", "mm_vempty");
+    Reg bar = reg_b32(e, "mm_bar"), par_ = reg_b32(e, "mm_par");
+    const char *i = reg(e, "b32", "mm_i");
+    Reg acc_ = reg_pred(e, "mm_acc");
+    Reg kslot = reg_b32(e, "mm_kslot"), kfull = reg_b32(e, "mm_kfull");
+    Reg kempty = reg_b32(e, "mm_kempty"), vslot = reg_b32(e, "mm_vslot");
+    Reg vfull = reg_b32(e, "mm_vfull"), vempty = reg_b32(e, "mm_vempty");
+    const char *par = R(e, par_), *acc = R(e, acc_);
     for (int t = 0; t < s->qtiles; t++) {
-        mbar_at(e, reg_of(e, bar), s->bar_q_full, t);
-        op_mbar_wait(e, bar, "0");
+        mbar_at(e, bar, s->bar_q_full, t);
+        op_mbar_wait_imm(e, bar, 0);
     }
     ring_init(e, "mm");
 
     emit_section(e, "mma: first KV block, S of every Q tile");
-    ring_take(e, "mm", 0, 0, reg_of(e, kslot), reg_of(e, kfull), reg_of(e, kempty));
+    ring_take(e, "mm", 0, 0, kslot, kfull, kempty);
     for (int t = 0; t < s->qtiles; t++) {
         mma_qk(e, t);
         mma_commit_tile(e, s->bar_s_full, t);
@@ -468,15 +469,15 @@ static void emit_mma(Emit *e)
     emit(e, "setp.ne.u32 %s, %s, 0;", acc, par);
     emit(e, "and.b32 %s, %s, 1;", par, par);
     mma_addresses(e);
-    ring_take(e, "mm", ring_v(p), 0, reg_of(e, vslot), reg_of(e, vfull), reg_of(e, vempty));
+    ring_take(e, "mm", ring_v(p), 0, vslot, vfull, vempty);
     for (int t = 0; t < s->qtiles; t++) {
-        mma_wait_p(e, t, par);
-        mma_pv(e, t, "%mm_acc");
+        mma_wait_p(e, t, par_);
+        mma_pv(e, t, acc_);
         if (t == last) {
             emit_note(e, "V slot free once every PV read it");
             mma_commit(e, vempty);
         }
-        if (t == 0) ring_take(e, "mm", 0, 0, reg_of(e, kslot), reg_of(e, kfull), reg_of(e, kempty));
+        if (t == 0) ring_take(e, "mm", 0, 0, kslot, kfull, kempty);
         mma_qk(e, t);
         mma_commit_tile(e, s->bar_s_full, t);
     }
@@ -489,10 +490,10 @@ static void emit_mma(Emit *e)
     emit(e, "sub.u32 %s, %%nblk, 1;", par);
     emit(e, "setp.ne.u32 %s, %s, 0;", acc, par);
     emit(e, "and.b32 %s, %s, 1;", par, par);
-    ring_take(e, "mm", ring_v(p), 0, reg_of(e, vslot), reg_of(e, vfull), reg_of(e, vempty));
+    ring_take(e, "mm", ring_v(p), 0, vslot, vfull, vempty);
     for (int t = 0; t < s->qtiles; t++) {
-        mma_wait_p(e, t, par);
-        mma_pv(e, t, "%mm_acc");
+        mma_wait_p(e, t, par_);
+        mma_pv(e, t, acc_);
         mma_commit_tile(e, s->bar_o_full, t);
     }
     mma_commit(e, vempty);
@@ -508,8 +509,8 @@ static void emit_mma(Emit *e)
         return;
     }
     op_tc_fence_after(e);
-    op_ld_shared_b32(e, "%tmem", "%smem", s->off_tmem_slot);
-    op_tmem_dealloc(e, 1, "%tmem", p->tmem_cols);
+    op_ld_shared_b32(e, reg_find(e, "tmem"), reg_find(e, "smem"), s->off_tmem_slot);
+    op_tmem_dealloc(e, 1, reg_find(e, "tmem"), p->tmem_cols);
     emit(e, "bra.uni $exit;");
 }
 
@@ -529,11 +530,11 @@ static void sfx_mask_regs(Emit *e, int r0, int col0, int n)
 /* sx_s<r0 .. r0+n-1> <- S columns col0 .. col0+n-1 of this thread's row. */
 static void sfx_load(Emit *e, int r0, int col0, int n)
 {
-    const char *ta = reg(e, "b32", "sx_ta");
+    Reg ta = reg_b32(e, "sx_ta");
     for (int c = 0; c < n;) {
         int k = piece(n - c, sm100_of(e->p)->s_chunk);
-        emit(e, "add.u32 %s, %%sx_ts, %d;", ta, col0 + c);
-        op_tmem_ld(e, "sx_s", r0 + c, k, ta);
+        emit(e, "add.u32 %s, %%sx_ts, %d;", R(e, ta), col0 + c);
+        op_tmem_ld(e, reg_find(e, "sx_s"), r0 + c, k, ta);
         c += k;
     }
 }
@@ -550,25 +551,23 @@ static void sfx_store_p(Emit *e, int r0, int col0, int n)
     const Plan *p = e->p;
     const Sm100Plan *s = sm100_of(p);
     int per = 4 / p->elem_bytes, cols = n / per;
-    char a[NAME], b[NAME], c2[NAME], d[NAME];
+    Reg sx = reg_find(e, "sx_s"), sp = reg_find(e, "sx_p");
     if (s->kind_f8) {
-        const char *h0 = reg(e, "b16", "sx_h0"), *h1 = reg(e, "b16", "sx_h1");
+        Reg h0 = reg_b16(e, "sx_h0"), h1 = reg_b16(e, "sx_h1");
         for (int k = 0; k < cols; k++) {
-            op_cvt_pack(e, DT_E4M3, h0, regname(b, NAME, "sx_s", r0 + 4 * k + 1), regname(a, NAME, "sx_s", r0 + 4 * k));
-            op_cvt_pack(e, DT_E4M3, h1, regname(d, NAME, "sx_s", r0 + 4 * k + 3),
-                        regname(c2, NAME, "sx_s", r0 + 4 * k + 2));
-            emit(e, "mov.b32 %s, {%s, %s};", regname(a, NAME, "sx_p", k), h0, h1);
+            op_cvt_pack(e, DT_E4M3, h0, reg_at(e, sx, r0 + 4 * k + 1), reg_at(e, sx, r0 + 4 * k));
+            op_cvt_pack(e, DT_E4M3, h1, reg_at(e, sx, r0 + 4 * k + 3), reg_at(e, sx, r0 + 4 * k + 2));
+            emit(e, "mov.b32 %s, {%s, %s};", R(e, reg_at(e, sp, k)), R(e, h0), R(e, h1));
         }
     } else {
         for (int k = 0; k < cols; k++)
-            op_cvt_pack(e, p->cfg.dtype, regname(c2, NAME, "sx_p", k), regname(b, NAME, "sx_s", r0 + 2 * k + 1),
-                        regname(a, NAME, "sx_s", r0 + 2 * k));
+            op_cvt_pack(e, p->cfg.dtype, reg_at(e, sp, k), reg_at(e, sx, r0 + 2 * k + 1), reg_at(e, sx, r0 + 2 * k));
     }
-    const char *ta = reg(e, "b32", "sx_ta");
+    Reg ta = reg_b32(e, "sx_ta");
     for (int c = 0; c < cols;) {
         int k = piece(cols - c, OP_TMEM_MAX_X);
-        emit(e, "add.u32 %s, %%sx_tp, %d;", ta, col0 / per + c);
-        op_tmem_st(e, ta, "sx_p", c, k);
+        emit(e, "add.u32 %s, %%sx_tp, %d;", R(e, ta), col0 / per + c);
+        op_tmem_st(e, ta, sp, c, k);
         c += k;
     }
 }
@@ -611,11 +610,11 @@ static void sfx_block(Emit *e, int masked)
                         reg_find(e, "sx_corr"), reg_find(e, "sx_need"));
     emit_note(e, "the correction warpgroup gets this row's O factor before the exp2 work (plan tmem R<t>, bar_corr_full)");
     emit(e, "add.u32 %%sx_ta, %%sx_ts, %u;", s->tm_stats[0] - s->tm_s[0]);
-    const char *corr_reg[1] = {"%sx_corr"};
-    op_tmem_st_regs(e, "%sx_ta", corr_reg, 1);
+    Reg corr_reg[1] = {reg_find(e, "sx_corr")};
+    op_tmem_st_regs(e, reg_find(e, "sx_ta"), corr_reg, 1);
     op_tmem_wait_st(e);
     op_tc_fence_before(e);
-    op_mbar_arrive(e, "%sx_bar_corr");
+    op_mbar_arrive(e, reg_find(e, "sx_bar_corr"));
     emit_note(e, "exp2, row sum and P over S, %d columns at a time (few P registers live)", s->s_chunk);
     for (int c = 0; c < bn; c += s->s_chunk) {
         int n = bn - c < s->s_chunk ? bn - c : s->s_chunk;
@@ -627,7 +626,7 @@ static void sfx_block(Emit *e, int masked)
     emit_note(e, "P visible to the MMA warp: wait::st, fence, arrive (plan: bar_p_full)");
     op_tmem_wait_st(e);
     op_tc_fence_before(e);
-    arrive_for_mma(e, "%sx_bar_p", "%sx_bar_pl");
+    arrive_for_mma(e, reg_find(e, "sx_bar_p"), pair(p) ? reg_find(e, "sx_bar_pl") : REG_NONE);
 }
 
 static void sfx_setup(Emit *e)
@@ -656,7 +655,7 @@ static void sfx_setup(Emit *e)
         {"sx_bar_s", s->bar_s_full}, {"sx_bar_corr", s->bar_corr_full}, {"sx_bar_p", s->bar_p_full},
         {"sx_bar_l", s->bar_l_full}};
     for (size_t k = 0; k < sizeof bars / sizeof bars[0]; k++) smem_indexed(e, reg_b32(e, "%s", bars[k].name), bars[k].off, t_, MBAR_BYTES);
-    if (pair(p)) lead_addr(e, reg(e, "b32", "sx_bar_pl"), "%sx_bar_p");
+    if (pair(p)) lead_addr(e, reg_b32(e, "sx_bar_pl"), reg_find(e, "sx_bar_p"));
 }
 
 static void emit_softmax(Emit *e)
@@ -671,8 +670,11 @@ static void emit_softmax(Emit *e)
     sfx_setup(e);
     reg_array(e, "f32", "sx_s", p->bn);
     reg_array(e, "b32", "sx_p", s->s_chunk * p->elem_bytes / 4);
-    const char *m = reg(e, "f32", "sx_m"), *l = reg(e, "f32", "sx_l"), *i = reg(e, "b32", "sx_i");
-    const char *j = reg(e, "b32", "sx_j"), *par = reg(e, "b32", "sx_par");
+    Reg m_ = reg_f32(e, "sx_m"), l_ = reg_f32(e, "sx_l");
+    const char *m = R(e, m_), *l = R(e, l_), *i = reg(e, "b32", "sx_i");
+    const char *j = reg(e, "b32", "sx_j");
+    Reg par_ = reg_b32(e, "sx_par");
+    const char *par = R(e, par_);
     const char *pr = reg(e, "pred", "sx_pr"), *pm = reg(e, "pred", "sx_masked");
     reg(e, "f32", "sx_neg_ms");
     reg(e, "f32", "sx_corr");
@@ -686,7 +688,7 @@ static void emit_softmax(Emit *e)
     emit(e, "@%s bra %s;", pr, new_label(e, l_done, sizeof l_done, "sx_done"));
     emit(e, "and.b32 %s, %s, 1;", par, i);
     emit_note(e, "S_t of this block is in TMEM (plan: bar_s_full; the PV that read the old P is done too)");
-    op_mbar_wait(e, "%sx_bar_s", par);
+    op_mbar_wait(e, reg_find(e, "sx_bar_s"), par_);
     op_tc_fence_after(e);
     emit(e, "setp.ge.s32 %s, %s, %%full_hi;", pm, j);
     emit(e, "setp.lt.or.s32 %s, %s, %%full_lo, %s;", pm, j, pm);
@@ -702,11 +704,11 @@ static void emit_softmax(Emit *e)
     emit_label(e, l_done);
     emit_note(e, "final row sum and max for the epilogue (plan tmem R<t> + 1, + 2; bar_l_full)");
     emit(e, "add.u32 %%sx_ta, %%sx_ts, %u;", s->tm_stats[0] - s->tm_s[0] + s->tm_stats_l);
-    const char *lm[2] = {l, m};
-    op_tmem_st_regs(e, "%sx_ta", lm, 2);
+    Reg lm[2] = {l_, m_};
+    op_tmem_st_regs(e, reg_find(e, "sx_ta"), lm, 2);
     op_tmem_wait_st(e);
     op_tc_fence_before(e);
-    op_mbar_arrive(e, "%sx_bar_l");
+    op_mbar_arrive(e, reg_find(e, "sx_bar_l"));
     emit(e, "bra.uni $exit;");
 }
 
@@ -720,7 +722,7 @@ static void corr_tile_addrs(Emit *e, int t)
 {
     const Sm100Plan *s = sm100_of(e->p);
     const char *to = reg(e, "b32", "cr_to"), *st = reg(e, "b32", "cr_stats");
-    op_ld_shared_b32(e, "%tmem", "%smem", s->off_tmem_slot);
+    op_ld_shared_b32(e, reg_find(e, "tmem"), reg_find(e, "smem"), s->off_tmem_slot);
     emit(e, "add.u32 %s, %%tmem, %%tm_lane;", st);
     emit(e, "add.u32 %s, %s, %u;", to, st, s->tm_o[t]);
     emit(e, "add.u32 %s, %s, %u;", st, st, s->tm_stats[t]);
@@ -731,20 +733,18 @@ static void corr_rescale(Emit *e)
 {
     const Plan *p = e->p;
     const Sm100Plan *s = sm100_of(p);
-    const char *ta = reg(e, "b32", "cr_ta");
-    char to[NAME], o[NAME];
-    snprintf(to, NAME, "%%cr_to");
+    Reg ta = reg_b32(e, "cr_ta"), to = reg_find(e, "cr_to"), o = reg_find(e, "cr_o");
     op_tc_fence_after(e);
     for (int c = 0; c < s->ov_pad;) {
         int k = piece(s->ov_pad - c, s->o_chunk_cols);
-        emit(e, "add.u32 %s, %s, %d;", ta, to, c);
-        op_tmem_ld(e, "cr_o", 0, k, ta);
+        emit(e, "add.u32 %s, %s, %d;", R(e, ta), R(e, to), c);
+        op_tmem_ld(e, o, 0, k, ta);
         op_tmem_wait_ld(e);
         for (int x = 0; x < k; x++) {
-            regname(o, NAME, "cr_o", x);
-            emit(e, "mul.f32 %s, %s, %%cr_corr;", o, o);
+            Reg ox = reg_at(e, o, x);
+            emit(e, "mul.f32 %s, %s, %%cr_corr;", R(e, ox), R(e, ox));
         }
-        op_tmem_st(e, ta, "cr_o", 0, k);
+        op_tmem_st(e, ta, o, 0, k);
         c += k;
     }
     op_tmem_wait_st(e);
@@ -754,46 +754,49 @@ static void corr_rescale(Emit *e)
 static void corr_block(Emit *e, int t)
 {
     const Sm100Plan *s = sm100_of(e->p);
-    char skip[NAME], st[NAME];
-    const char *bar = reg(e, "b32", "cr_bar"), *corr = reg(e, "f32", "cr_corr");
-    const char *need = reg(e, "pred", "cr_need"), *any = reg(e, "pred", "cr_any");
+    char skip[NAME];
+    Reg bar = reg_b32(e, "cr_bar"), corr = reg_f32(e, "cr_corr");
+    Reg need = reg_pred(e, "cr_need"), any = reg_pred(e, "cr_any");
     corr_tile_addrs(e, t);
-    mbar_at(e, reg_of(e, bar), s->bar_corr_full, t);
-    op_mbar_wait(e, bar, "%cr_par");
+    mbar_at(e, bar, s->bar_corr_full, t);
+    op_mbar_wait(e, bar, reg_find(e, "cr_par"));
     op_tc_fence_after(e);
-    snprintf(st, NAME, "%%cr_stats");
-    op_tmem_ld_regs(e, &corr, 1, st);
+    op_tmem_ld_regs(e, &corr, 1, reg_find(e, "cr_stats"));
     op_tmem_wait_ld(e);
-    emit(e, "setp.neu.f32 %s, %s, 0f3F800000;", need, corr);
+    emit(e, "setp.neu.f32 %s, %s, 0f3F800000;", R(e, need), R(e, corr));
     emit_note(e, "rescale only when a row of this warp moved its max (plan: rescale); never on the first block");
     op_vote_any(e, any, need);
     new_label(e, skip, sizeof skip, "cr_keep");
     emit(e, "@%%cr_first bra %s;", skip);
-    emit(e, "@!%s bra %s;", any, skip);
+    emit(e, "@!%s bra %s;", R(e, any), skip);
     corr_rescale(e);
     emit_label(e, skip);
     op_tc_fence_before(e);
-    mbar_at(e, reg_of(e, bar), s->bar_o_ready, t);
-    if (pair(e->p)) lead_addr(e, reg(e, "b32", "cr_lbar"), bar);
-    arrive_for_mma(e, bar, "%cr_lbar");
+    mbar_at(e, bar, s->bar_o_ready, t);
+    Reg lbar = REG_NONE;
+    if (pair(e->p)) {
+        lbar = reg_b32(e, "cr_lbar");
+        lead_addr(e, lbar, bar);
+    }
+    arrive_for_mma(e, bar, lbar);
 }
 
 /* Row base and swizzle key of this thread's row in an O staging buffer: unit u
  * (16 bytes) of row r sits at u ^ ((r * swizzle >> 7) & (units - 1)), as the TMA expects. */
-static void corr_row_units(Emit *e, const char *buf)
+static void corr_row_units(Emit *e, Reg buf)
 {
     Reg key = reg_b32(e, "cr_key"), base = reg_b32(e, "cr_rowaddr");
-    swizzle_row(e, key, base, reg_find(e, "row"), reg_of(e, buf));
+    swizzle_row(e, key, base, reg_find(e, "row"), buf);
 }
 
 /* Store 8 output elements (16 bytes) at O column g of this row. */
-static void corr_put_unit(Emit *e, int g, const char *const v[4])
+static void corr_put_unit(Emit *e, int g, const Reg v[4])
 {
     const Sm100Plan *s = sm100_of(e->p);
     int chunk = g / s->o_chunk_elems, u = (g % s->o_chunk_elems) / 8;
-    const char *a = reg(e, "b32", "cr_unit");
-    swizzle_unit(e, reg_of(e, a), reg_find(e, "cr_key"), u);
-    emit(e, "add.u32 %s, %s, %%cr_rowaddr;", a, a);
+    Reg a = reg_b32(e, "cr_unit");
+    swizzle_unit(e, a, reg_find(e, "cr_key"), u);
+    emit(e, "add.u32 %s, %s, %%cr_rowaddr;", R(e, a), R(e, a));
     op_st_shared_v4_b32(e, a, (uint32_t)chunk * s->o_chunk_bytes, v);
 }
 
@@ -804,34 +807,30 @@ static void corr_stage_o(Emit *e, int t, int zero)
     int ocols = s->o_chunks * s->o_chunk_elems;
     if (zero) {
         emit_note(e, "no key for any row: O = 0 (the load warp loaded no Q, so its smem is free)");
-        const char *z = reg(e, "b32", "cr_zero");
-        emit(e, "mov.b32 %s, 0;", z);
-        const char *v[4] = {z, z, z, z};
+        Reg z = reg_b32(e, "cr_zero");
+        emit(e, "mov.b32 %s, 0;", R(e, z));
+        const Reg v[4] = {z, z, z, z};
         for (int g = 0; g < ocols; g += 8) corr_put_unit(e, g, v);
         return;
     }
-    const char *bar = reg(e, "b32", "cr_bar"), *ta = reg(e, "b32", "cr_ta");
-    const char *f = reg(e, "f32", "cr_f");
-    reg_array(e, "b32", "cr_pk", 4);
-    char to[NAME], o0[NAME], o1[NAME];
-    snprintf(to, NAME, "%%cr_to");
-    mbar_at(e, reg_of(e, bar), s->bar_o_full, t);
-    op_mbar_wait(e, bar, "0");
+    Reg bar = reg_b32(e, "cr_bar"), ta = reg_b32(e, "cr_ta");
+    Reg f = reg_f32(e, "cr_f");
+    Reg pk = reg_arr(e, RT_B32, 4, "cr_pk"), to = reg_find(e, "cr_to"), o = reg_find(e, "cr_o");
+    mbar_at(e, bar, s->bar_o_full, t);
+    op_mbar_wait_imm(e, bar, 0);
     op_tc_fence_after(e);
     for (int c = 0; c < ocols;) {
         int k = piece(ocols - c, s->o_chunk_cols);
-        emit(e, "add.u32 %s, %s, %d;", ta, to, c);
-        op_tmem_ld(e, "cr_o", 0, k, ta);
+        emit(e, "add.u32 %s, %s, %d;", R(e, ta), R(e, to), c);
+        op_tmem_ld(e, o, 0, k, ta);
         op_tmem_wait_ld(e);
         for (int g = 0; g < k; g += 8) {
-            char pk[4][NAME];
-            const char *v[4];
+            Reg v[4];
             for (int q = 0; q < 4; q++) {
-                regname(o0, NAME, "cr_o", g + 2 * q);
-                regname(o1, NAME, "cr_o", g + 2 * q + 1);
-                emit(e, "mul.f32 %s, %s, %%cr_inv;", o0, o0);
-                emit(e, "mul.f32 %s, %s, %%cr_inv;", f, o1);
-                v[q] = regname(pk[q], NAME, "cr_pk", q);
+                Reg o0 = reg_at(e, o, g + 2 * q), o1 = reg_at(e, o, g + 2 * q + 1);
+                emit(e, "mul.f32 %s, %s, %%cr_inv;", R(e, o0), R(e, o0));
+                emit(e, "mul.f32 %s, %s, %%cr_inv;", R(e, f), R(e, o1));
+                v[q] = reg_at(e, pk, q);
                 op_cvt_pack(e, s->o_dtype, v[q], f, o0);
             }
             corr_put_unit(e, c + g, v);
@@ -847,22 +846,23 @@ static void corr_epilogue(Emit *e, int t)
     const Sm100Plan *s = sm100_of(p);
     char l_nolse[NAME], l_zero[NAME], l_staged[NAME], l_nost[NAME];
     emit_section(e, "correction epilogue, Q tile %d: O / l, LSE, O through smem and a TMA store", t);
-    const char *bar = reg(e, "b32", "cr_bar"), *l = reg(e, "f32", "cr_l"), *m = reg(e, "f32", "cr_m");
-    const char *pr = reg(e, "pred", "cr_p");
-    char st[NAME];
-    snprintf(st, NAME, "%%cr_stats");
+    Reg bar = reg_b32(e, "cr_bar"), l = reg_f32(e, "cr_l"), m = reg_f32(e, "cr_m");
+    Reg pr_ = reg_pred(e, "cr_p");
+    const char *pr = R(e, pr_);
     corr_tile_addrs(e, t);
-    mbar_at(e, reg_of(e, bar), s->bar_l_full, t);
-    op_mbar_wait(e, bar, "0");
+    Reg st = reg_find(e, "cr_stats");
+    mbar_at(e, bar, s->bar_l_full, t);
+    op_mbar_wait_imm(e, bar, 0);
     op_tc_fence_after(e);
-    emit(e, "add.u32 %s, %s, %u;", st, st, sm100_of(e->p)->tm_stats_l);
-    const char *lm[2] = {l, m};
+    emit(e, "add.u32 %s, %s, %u;", R(e, st), R(e, st), sm100_of(e->p)->tm_stats_l);
+    Reg lm[2] = {l, m};
     op_tmem_ld_regs(e, lm, 2, st);
     op_tmem_wait_ld(e);
-    sfx_inv_sum(e, reg_f32(e, "cr_inv"), reg_of(e, l), reg_find(e, "o_scale"));
+    sfx_inv_sum(e, reg_f32(e, "cr_inv"), l, reg_find(e, "o_scale"));
 
-    const char *seq = reg(e, "b32", "cr_seq"), *head = reg(e, "b32", "cr_head"), *idx = reg(e, "b32", "cr_idx");
-    const char *lse = reg(e, "f32", "cr_lse"), *ad = reg(e, "b64", "cr_lse_addr");
+    Reg seq_ = reg_b32(e, "cr_seq"), head_ = reg_b32(e, "cr_head"), idx = reg_b32(e, "cr_idx");
+    Reg lse = reg_f32(e, "cr_lse"), ad = reg_b64(e, "cr_lse_addr");
+    const char *seq = R(e, seq_), *head = R(e, head_);
     emit_note(e, "LSE [batch, heads_q, seqlen_q] f32, natural log (plan note lse)");
     emit(e, "setp.eq.u64 %s, %%lse_ptr, 0;", pr);
     emit(e, "@%s bra %s;", pr, new_label(e, l_nolse, sizeof l_nolse, "cr_no_lse"));
@@ -876,9 +876,9 @@ static void corr_epilogue(Emit *e, int t)
     }
     emit(e, "add.u32 %s, %s, %d;", seq, seq, t * s->seq_rows);
     emit(e, "add.u32 %s, %s, %%m0;", seq, seq);
-    sfx_lse(e, reg_of(e, lse), reg_of(e, m), reg_of(e, l), reg_find(e, "scale_log2"));
+    sfx_lse(e, lse, m, l, reg_find(e, "scale_log2"));
     emit(e, "setp.lt.u32 %s, %s, %%seqlen_q;", pr, seq);
-    lse_store(e, reg_of(e, pr), reg_of(e, head), reg_of(e, seq), reg_of(e, idx), reg_of(e, ad), reg_of(e, lse));
+    lse_store(e, pr_, head_, seq_, idx, ad, lse);
     emit_label(e, l_nolse);
 
     int buf = t % s->o_bufs;
@@ -890,10 +890,10 @@ static void corr_epilogue(Emit *e, int t)
         emit_label(e, l_reuse);
         op_bar_sync(e, s->bar_epilogue, p->bars[s->bar_epilogue - 1].threads);
     }
-    const char *ob = reg(e, "b32", "cr_obuf");
+    Reg ob = reg_b32(e, "cr_obuf");
     emit_note(e, "plan: O staging buffer %d at smem + %u (%u B per chunk of %d)", buf,
               s->off_o + (uint32_t)buf * s->o_tile_bytes, s->o_chunk_bytes, s->o_chunk_elems);
-    smem_at(e, reg_of(e, ob), s->off_o + (uint32_t)buf * s->o_tile_bytes);
+    smem_at(e, ob, s->off_o + (uint32_t)buf * s->o_tile_bytes);
     corr_row_units(e, ob);
     emit(e, "setp.le.s32 %s, %%nblk, 0;", pr);
     emit(e, "@%s bra %s;", pr, new_label(e, l_zero, sizeof l_zero, "cr_zero_o"));
@@ -906,12 +906,12 @@ static void corr_epilogue(Emit *e, int t)
     emit_note(e, "plan: named barrier epilogue (%d)", s->bar_epilogue);
     op_bar_sync(e, s->bar_epilogue, p->bars[s->bar_epilogue - 1].threads);
     emit(e, "@!%%cr_leader bra %s;", new_label(e, l_nost, sizeof l_nost, "cr_stored"));
-    const char *src = reg(e, "b32", "cr_src"), *col = reg(e, "b32", "cr_col"), *row = reg(e, "b32", "cr_orow");
-    emit(e, "add.u32 %s, %%m0, %d;", row, t * s->seq_rows);
+    Reg src = reg_b32(e, "cr_src"), col = reg_b32(e, "cr_col"), row = reg_b32(e, "cr_orow");
+    emit(e, "add.u32 %s, %%m0, %d;", R(e, row), t * s->seq_rows);
     for (int c = 0; c < s->o_chunks; c++) {
-        emit(e, "add.u32 %s, %s, %u;", src, ob, (uint32_t)c * s->o_chunk_bytes);
-        emit(e, "mov.u32 %s, %d;", col, c * s->o_chunk_elems);
-        op_tma_store_4d(e, "%tmap_o", col, row, "%head", "%bidx", src);
+        emit(e, "add.u32 %s, %s, %u;", R(e, src), R(e, ob), (uint32_t)c * s->o_chunk_bytes);
+        emit(e, "mov.u32 %s, %d;", R(e, col), c * s->o_chunk_elems);
+        op_tma_store_4d(e, reg_find(e, "tmap_o"), col, row, reg_find(e, "head"), reg_find(e, "bidx"), src);
     }
     op_bulk_commit(e);
     emit_label(e, l_nost);
@@ -1025,8 +1025,8 @@ int sm100_emit_mha(Emit *e)
         emit(e, "@%s bra $ret;", pr);
         op_tc_fence_after(e);
         smem_base_again(e);
-        op_ld_shared_b32(e, "%tmem", "%smem", s->off_tmem_slot);
-        op_tmem_dealloc(e, 2, "%tmem", p->tmem_cols);
+        op_ld_shared_b32(e, reg_find(e, "tmem"), reg_find(e, "smem"), s->off_tmem_slot);
+        op_tmem_dealloc(e, 2, reg_find(e, "tmem"), p->tmem_cols);
     }
     emit_label(e, "$ret");
     emit(e, "ret;");

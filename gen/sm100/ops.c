@@ -6,97 +6,134 @@
 
 #include "../ops.h"
 
-void op_tmem_alloc(Emit *e, int cg, const char *slot, int ncols)
+void op_tmem_alloc(Emit *e, int cg, Reg slot, int ncols)
 {
-    emit(e, "tcgen05.alloc.cta_group::%d.sync.aligned.shared::cta.b32 [%s], %d;", cg, slot, ncols);
+    REG_WANT(e, slot, RT_B32);
+    emit(e, "tcgen05.alloc.cta_group::%d.sync.aligned.shared::cta.b32 [%s], %d;", cg, R(e, slot), ncols);
 }
 
 void op_tmem_relinquish(Emit *e, int cg) { emit(e, "tcgen05.relinquish_alloc_permit.cta_group::%d.sync.aligned;", cg); }
 
-void op_tmem_dealloc(Emit *e, int cg, const char *taddr, int ncols)
+void op_tmem_dealloc(Emit *e, int cg, Reg taddr, int ncols)
 {
-    emit(e, "tcgen05.dealloc.cta_group::%d.sync.aligned.b32 %s, %d;", cg, taddr, ncols);
+    REG_WANT(e, taddr, RT_B32);
+    emit(e, "tcgen05.dealloc.cta_group::%d.sync.aligned.b32 %s, %d;", cg, R(e, taddr), ncols);
 }
 
 void op_tc_fence_before(Emit *e) { emit(e, "tcgen05.fence::before_thread_sync;"); }
 void op_tc_fence_after(Emit *e) { emit(e, "tcgen05.fence::after_thread_sync;"); }
 
-void op_umma_desc_lo(Emit *e, const char *dst, const char *addr, uint64_t tmpl)
+void op_umma_desc_lo(Emit *e, Reg dst, Reg addr, uint64_t tmpl)
 {
-    emit(e, "shr.u32 %s, %s, 4;", dst, addr);
-    emit(e, "and.b32 %s, %s, 0x3FFF;", dst, dst);
-    emit(e, "or.b32 %s, %s, 0x%08X;", dst, dst, (uint32_t)tmpl);
+    REG_WANT(e, dst, RT_B32);
+    REG_WANT(e, addr, RT_B32);
+    emit(e, "shr.u32 %s, %s, 4;", R(e, dst), R(e, addr));
+    emit(e, "and.b32 %s, %s, 0x3FFF;", R(e, dst), R(e, dst));
+    emit(e, "or.b32 %s, %s, 0x%08X;", R(e, dst), R(e, dst), (uint32_t)tmpl);
 }
 
 static const char *kind(int f8) { return f8 ? "f8f6f4" : "f16"; }
 
-void op_umma_ss(Emit *e, int cg, int f8, const char *d, const char *adesc, const char *bdesc, const char *idesc,
-                const char *acc)
+/* The operands both MMA forms share: a b32 TMEM address d, a b64 B descriptor, a b32
+ * instruction descriptor; acc a predicate or REG_NONE for the immediate 1. */
+static const char *umma_want(Emit *e, Reg d, Reg bdesc, Reg idesc, Reg acc)
 {
-    emit(e, "tcgen05.mma.cta_group::%d.kind::%s [%s], %s, %s, %s, %s;", cg, kind(f8), d, adesc, bdesc, idesc, acc);
+    REG_WANT(e, d, RT_B32);
+    REG_WANT(e, bdesc, RT_B64);
+    REG_WANT(e, idesc, RT_B32);
+    if (!reg_is(acc)) return "1";
+    REG_WANT(e, acc, RT_PRED);
+    return R(e, acc);
 }
 
-void op_umma_ts(Emit *e, int cg, int f8, const char *d, const char *a_tmem, const char *bdesc, const char *idesc,
-                const char *acc)
+void op_umma_ss(Emit *e, int cg, int f8, Reg d, Reg adesc, Reg bdesc, Reg idesc, Reg acc)
 {
-    emit(e, "tcgen05.mma.cta_group::%d.kind::%s [%s], [%s], %s, %s, %s;", cg, kind(f8), d, a_tmem, bdesc, idesc, acc);
+    const char *a = umma_want(e, d, bdesc, idesc, acc);
+    REG_WANT(e, adesc, RT_B64);
+    emit(e, "tcgen05.mma.cta_group::%d.kind::%s [%s], %s, %s, %s, %s;", cg, kind(f8), R(e, d), R(e, adesc),
+         R(e, bdesc), R(e, idesc), a);
 }
 
-void op_umma_commit(Emit *e, int cg, const char *bar, const char *mask)
+void op_umma_ts(Emit *e, int cg, int f8, Reg d, Reg a_tmem, Reg bdesc, Reg idesc, Reg acc)
 {
-    if (mask)
+    const char *a = umma_want(e, d, bdesc, idesc, acc);
+    REG_WANT(e, a_tmem, RT_B32);
+    emit(e, "tcgen05.mma.cta_group::%d.kind::%s [%s], [%s], %s, %s, %s;", cg, kind(f8), R(e, d), R(e, a_tmem),
+         R(e, bdesc), R(e, idesc), a);
+}
+
+void op_umma_commit(Emit *e, int cg, Reg bar, Reg mask)
+{
+    REG_WANT(e, bar, RT_B32);
+    if (reg_is(mask)) {
+        REG_WANT(e, mask, RT_B16);
         emit(e, "tcgen05.commit.cta_group::%d.mbarrier::arrive::one.shared::cluster.multicast::cluster.b64 [%s], %s;",
-             cg, bar, mask);
-    else
-        emit(e, "tcgen05.commit.cta_group::%d.mbarrier::arrive::one.shared::cluster.b64 [%s];", cg, bar);
+             cg, R(e, bar), R(e, mask));
+    } else
+        emit(e, "tcgen05.commit.cta_group::%d.mbarrier::arrive::one.shared::cluster.b64 [%s];", cg, R(e, bar));
 }
 
-void op_tmem_ld(Emit *e, const char *arr, int first, int n, const char *taddr)
+void op_tmem_ld(Emit *e, Reg arr, int first, int n, Reg taddr)
 {
     char list[4096];
-    reglist(list, sizeof list, arr, first, n);
-    emit(e, "tcgen05.ld.sync.aligned.32x32b.x%d.b32 %s, [%s];", n, list, taddr);
+    REG_WANT(e, arr, RT_B32 | RT_F32);
+    REG_WANT(e, taddr, RT_B32);
+    reg_list(e, list, sizeof list, arr, first, n);
+    emit(e, "tcgen05.ld.sync.aligned.32x32b.x%d.b32 %s, [%s];", n, list, R(e, taddr));
 }
 
-void op_tmem_st(Emit *e, const char *taddr, const char *arr, int first, int n)
+void op_tmem_st(Emit *e, Reg taddr, Reg arr, int first, int n)
 {
     char list[4096];
-    reglist(list, sizeof list, arr, first, n);
-    emit(e, "tcgen05.st.sync.aligned.32x32b.x%d.b32 [%s], %s;", n, taddr, list);
+    REG_WANT(e, arr, RT_B32 | RT_F32);
+    REG_WANT(e, taddr, RT_B32);
+    reg_list(e, list, sizeof list, arr, first, n);
+    emit(e, "tcgen05.st.sync.aligned.32x32b.x%d.b32 [%s], %s;", n, R(e, taddr), list);
 }
 
-static const char *named_list(char *buf, size_t n, const char *const *regs, int k)
+static const char *named_list(Emit *e, char *buf, size_t n, const Reg *regs, int k)
 {
     size_t len = 0;
     buf[0] = 0;
     for (int i = 0; i < k && len < n; i++) {
-        int w = snprintf(buf + len, n - len, "%s%s", i ? ", " : "{", regs[i]);
+        reg_want(e, regs[i], RT_B32 | RT_F32, "op_tmem_ld_regs/st_regs", "regs[i]");
+        int w = snprintf(buf + len, n - len, "%s%s", i ? ", " : "{", R(e, regs[i]));
         if (w > 0) len += (size_t)w;
     }
     if (len < n) snprintf(buf + len, n - len, "}");
     return buf;
 }
 
-void op_tmem_ld_regs(Emit *e, const char *const *regs, int n, const char *taddr)
+void op_tmem_ld_regs(Emit *e, const Reg *regs, int n, Reg taddr)
 {
     char list[256];
-    emit(e, "tcgen05.ld.sync.aligned.32x32b.x%d.b32 %s, [%s];", n, named_list(list, sizeof list, regs, n), taddr);
+    REG_WANT(e, taddr, RT_B32);
+    emit(e, "tcgen05.ld.sync.aligned.32x32b.x%d.b32 %s, [%s];", n, named_list(e, list, sizeof list, regs, n),
+         R(e, taddr));
 }
 
-void op_tmem_st_regs(Emit *e, const char *taddr, const char *const *regs, int n)
+void op_tmem_st_regs(Emit *e, Reg taddr, const Reg *regs, int n)
 {
     char list[256];
-    emit(e, "tcgen05.st.sync.aligned.32x32b.x%d.b32 [%s], %s;", n, taddr, named_list(list, sizeof list, regs, n));
+    REG_WANT(e, taddr, RT_B32);
+    emit(e, "tcgen05.st.sync.aligned.32x32b.x%d.b32 [%s], %s;", n, R(e, taddr),
+         named_list(e, list, sizeof list, regs, n));
 }
 
-void op_tmem_warp_lanes(Emit *e, const char *dst, const char *warp)
+void op_tmem_warp_lanes(Emit *e, Reg dst, Reg warp)
 {
+    REG_WANT(e, dst, RT_B32);
+    REG_WANT(e, warp, RT_B32);
     /* a warp reaches the lane quarter of its index within its warpgroup (warp % 4) */
-    emit(e, "and.b32 %s, %s, 3;", dst, warp);
-    emit(e, "shl.b32 %s, %s, 21;", dst, dst); /* 32 lanes a quarter, lane field at bit 16 */
+    emit(e, "and.b32 %s, %s, 3;", R(e, dst), R(e, warp));
+    emit(e, "shl.b32 %s, %s, 21;", R(e, dst), R(e, dst)); /* 32 lanes a quarter, lane field at bit 16 */
 }
 
 void op_tmem_wait_ld(Emit *e) { emit(e, "tcgen05.wait::ld.sync.aligned;"); }
 void op_tmem_wait_st(Emit *e) { emit(e, "tcgen05.wait::st.sync.aligned;"); }
 
-void op_elect(Emit *e, const char *p) { emit(e, "elect.sync _|%s, 0xffffffff;", p); }
+void op_elect(Emit *e, Reg p)
+{
+    REG_WANT(e, p, RT_PRED);
+    emit(e, "elect.sync _|%s, 0xffffffff;", R(e, p));
+}

@@ -50,14 +50,13 @@ static void emit_barrier_init(Emit *e)
 /* ------------------------------------------------------------------ */
 
 /* One TMA box per swizzled chunk of a tile. */
-static void load_chunks(Emit *e, const char *tmap, const char *dst0, uint32_t chunk_bytes, int chunks,
-                        const char *row, const char *head, const char *bar)
+static void load_chunks(Emit *e, Reg tmap, Reg dst0, uint32_t chunk_bytes, int chunks, Reg row, Reg head, Reg bar)
 {
-    const char *dst = reg(e, "b32", "ld_dst"), *col = reg(e, "b32", "ld_col");
+    Reg dst = reg_b32(e, "ld_dst"), col = reg_b32(e, "ld_col");
     for (int c = 0; c < chunks; c++) {
-        emit(e, "add.u32 %s, %s, %u;", dst, dst0, c * chunk_bytes);
-        emit(e, "mov.u32 %s, %d;", col, c * e->p->chunk_elems);
-        op_tma_load_4d(e, dst, tmap, col, row, head, "%bidx", bar);
+        emit(e, "add.u32 %s, %s, %u;", R(e, dst), R(e, dst0), c * chunk_bytes);
+        emit(e, "mov.u32 %s, %d;", R(e, col), c * e->p->chunk_elems);
+        op_tma_load_4d(e, dst, tmap, col, row, head, reg_find(e, "bidx"), bar);
     }
 }
 
@@ -75,7 +74,8 @@ static void emit_producer(Emit *e)
 
     Reg stage = reg_b32(e, "pr_stage"), phase = reg_b32(e, "pr_phase");
     Reg qph = reg_b32(e, "pr_q_phase"), par = reg_b32(e, "pr_parity");
-    const char *j = reg(e, "b32", "pr_j"), *row = reg(e, "b32", "pr_row");
+    const char *j = reg(e, "b32", "pr_j");
+    Reg row = reg_b32(e, "pr_row");
     Reg bar = reg_b32(e, "pr_bar"), dst = reg_b32(e, "pr_dst");
     Reg q0 = smem_reg(e, "pr_q", s->off_q);
     Reg k0 = smem_reg(e, "pr_k", s->off_k), v0 = smem_reg(e, "pr_v", s->off_v);
@@ -97,12 +97,13 @@ static void emit_producer(Emit *e)
     Reg qe = smem_reg(e, "pr_q_empty", s->bar_q_empty), qf = smem_reg(e, "pr_q_full", s->bar_q_full);
     ring_free_parity(e, par, qph);
     mbar_indexed(e, bar, qe, qslot);
-    op_mbar_wait(e, R(e, bar), R(e, par));
+    op_mbar_wait(e, bar, par);
     mbar_indexed(e, bar, qf, qslot);
     emit_note(e, "plan: tx q = %u bytes", s->tx_q);
-    op_mbar_expect_tx(e, R(e, bar), s->tx_q);
+    op_mbar_expect_tx(e, bar, s->tx_q);
     addr_indexed(e, dst, q0, qslot, s->tx_q);
-    load_chunks(e, "%tmap_q", R(e, dst), s->q_chunk_bytes, p->qk_chunks, "%m0", "%head", R(e, bar));
+    load_chunks(e, reg_find(e, "tmap_q"), dst, s->q_chunk_bytes, p->qk_chunks, reg_find(e, "m0"), reg_find(e, "head"),
+                bar);
     ring_advance(e, qslot, qph, s->q_slots);
 
     emit_note(e, "K and V blocks from the last one down (the masked blocks come first)");
@@ -111,19 +112,19 @@ static void emit_producer(Emit *e)
     emit(e, "setp.le.s32 %s, %s, %%n_begin;", pr, j);
     emit(e, "@%s bra %s;", pr, new_label(e, l_kv_done, sizeof l_kv_done, "pr_kv_done"));
     emit(e, "sub.s32 %s, %s, 1;", j, j);
-    emit(e, "mul.lo.u32 %s, %s, %d;", row, j, p->bn);
+    emit(e, "mul.lo.u32 %s, %s, %d;", R(e, row), j, p->bn);
     ring_free_parity(e, par, phase);
-    const struct { const char *what; Reg empty, full, base; const char *tmap; uint32_t tx, stage_bytes, chunk_bytes; int chunks; }
-        kv[2] = {{"K", ke, kf, k0, "%tmap_k", s->tx_k, s->k_stage_bytes, s->k_chunk_bytes, p->qk_chunks},
-                 {"V", ve, vf, v0, "%tmap_v", s->tx_v, s->v_stage_bytes, s->v_chunk_bytes, p->ov_chunks}};
+    const struct { const char *what; Reg empty, full, base, tmap; uint32_t tx, stage_bytes, chunk_bytes; int chunks; }
+        kv[2] = {{"K", ke, kf, k0, reg_find(e, "tmap_k"), s->tx_k, s->k_stage_bytes, s->k_chunk_bytes, p->qk_chunks},
+                 {"V", ve, vf, v0, reg_find(e, "tmap_v"), s->tx_v, s->v_stage_bytes, s->v_chunk_bytes, p->ov_chunks}};
     for (int t = 0; t < 2; t++) {
         emit_note(e, "%s: wait for the ring slot, then load (plan: tx %u bytes)", kv[t].what, kv[t].tx);
         mbar_indexed(e, bar, kv[t].empty, stage);
-        op_mbar_wait(e, R(e, bar), R(e, par));
+        op_mbar_wait(e, bar, par);
         mbar_indexed(e, bar, kv[t].full, stage);
-        op_mbar_expect_tx(e, R(e, bar), kv[t].tx);
+        op_mbar_expect_tx(e, bar, kv[t].tx);
         addr_indexed(e, dst, kv[t].base, stage, kv[t].stage_bytes);
-        load_chunks(e, kv[t].tmap, R(e, dst), kv[t].chunk_bytes, kv[t].chunks, row, "%kv_head", R(e, bar));
+        load_chunks(e, kv[t].tmap, dst, kv[t].chunk_bytes, kv[t].chunks, row, reg_find(e, "kv_head"), bar);
     }
     ring_advance(e, stage, phase, p->stages);
     emit(e, "bra.uni %s;", l_kv);
@@ -158,7 +159,7 @@ static void emit_qk(Emit *e, Reg stage)
     const Sm90Plan *s = sm90_of(p);
     Reg addr_ = reg_b32(e, "cs_k_addr");
     const char *addr = R(e, addr_);
-    const char *qd = reg(e, "b64", "cs_qd"), *kd = reg(e, "b64", "cs_kd");
+    Reg qd = reg_b64(e, "cs_qd"), kd = reg_b64(e, "cs_kd");
     const char *qlo = reg(e, "b32", "cs_qd_lo"), *klo = reg(e, "b32", "cs_kd_lo");
     Sm90Frag f = sm90_frag(p);
     emit_note(e, "S = Q K^T: %d x wgmma m64n%dk16 SS (plan: qk wgmma)", f.qk_steps, p->bn);
@@ -170,9 +171,9 @@ static void emit_qk(Emit *e, Reg stage)
     for (int kk = 0; kk < f.qk_steps; kk++) {
         emit(e, "add.u32 %s, %%cs_q_lo, %u;", qlo, kmajor_step(p, kk, s->q_chunk_bytes));
         emit(e, "add.u32 %s, %s, %u;", klo, addr, kmajor_step(p, kk, s->k_chunk_bytes));
-        emit(e, "mov.b64 %s, {%s, %%cs_desc_hi};", qd, qlo);
-        emit(e, "mov.b64 %s, {%s, %%cs_desc_hi};", kd, klo);
-        op_wgmma_ss(e, p->bn, p->cfg.dtype, "s", qd, kd, kk ? "1" : "0", 0);
+        emit(e, "mov.b64 %s, {%s, %%cs_desc_hi};", R(e, qd), qlo);
+        emit(e, "mov.b64 %s, {%s, %%cs_desc_hi};", R(e, kd), klo);
+        op_wgmma_ss(e, p->bn, p->cfg.dtype, reg_find(e, "s"), qd, kd, kk ? 1 : 0, 0);
     }
     op_wgmma_commit(e);
 }
@@ -182,20 +183,19 @@ static void emit_pv(Emit *e, Reg stage)
     const Plan *p = e->p;
     const Sm90Plan *s = sm90_of(p);
     Reg addr = reg_b32(e, "cs_v_addr");
-    const char *vdesc = reg(e, "b64", "cs_v_desc"), *vd = reg(e, "b64", "cs_vd");
+    Reg vdesc = reg_b64(e, "cs_v_desc"), vd = reg_b64(e, "cs_vd");
     uint32_t sw = (uint32_t)p->swizzle_bytes;
     Sm90Frag f = sm90_frag(p);
     emit_note(e, "O += P V: %d x wgmma m64n%dk16 RS, V MN-major (LBO = chunk stride %u, SBO = 8 rows)", f.pv_steps,
               p->ov, s->v_chunk_bytes);
     addr_indexed(e, addr, reg_find(e, "cs_v0"), stage, s->v_stage_bytes);
-    op_sm90_desc(e, vdesc, R(e, addr), s->v_chunk_bytes, 8 * sw, p->swizzle_bytes);
+    op_sm90_desc(e, vdesc, addr, s->v_chunk_bytes, 8 * sw, p->swizzle_bytes);
     op_wgmma_fence(e);
     for (int kb = 0; kb < f.pv_steps; kb++) {
-        char a[4][NAME];
-        const char *ap[4];
-        for (int i = 0; i < f.a_regs; i++) ap[i] = regname(a[i], NAME, "pa", f.a_regs * kb + i);
-        emit(e, "add.s64 %s, %s, %u;", vd, vdesc, op_desc_delta((uint32_t)kb * (uint32_t)f.k_step * sw));
-        op_wgmma_rs(e, p->ov, p->cfg.dtype, "o", ap, vd, 1);
+        Reg ap[4];
+        for (int i = 0; i < f.a_regs; i++) ap[i] = reg_at(e, reg_find(e, "pa"), f.a_regs * kb + i);
+        emit(e, "add.s64 %s, %s, %u;", R(e, vd), R(e, vdesc), op_desc_delta((uint32_t)kb * (uint32_t)f.k_step * sw));
+        op_wgmma_rs(e, p->ov, p->cfg.dtype, reg_find(e, "o"), ap, vd, 1);
     }
     op_wgmma_commit(e);
 }
@@ -231,7 +231,7 @@ static void emit_softmax(Emit *e, int masked)
     }
     emit_note(e, "the warp skips the O rescale unless one of its rows moved its max");
     emit(e, "or.pred %%cs_need0, %%cs_need0, %%cs_need1;");
-    op_vote_any(e, reg(e, "pred", "cs_rescale"), "%cs_need0");
+    op_vote_any(e, reg_pred(e, "cs_rescale"), reg_find(e, "cs_need0"));
     emit_note(e, "P = exp2(S * scale_log2 - m * scale_log2); row sums stay per thread until the epilogue");
     for (int h = 0; h < 2; h++) {
         sfx_exp2_scaled(e, row[h], n, scale_log2, reg_find(e, "cs_neg_ms%d", h), sm90_of(p)->poly_every);
@@ -264,10 +264,10 @@ static void emit_convert_p(Emit *e)
     Sm90Frag f = sm90_frag(p);
     for (int kb = 0; kb < f.pv_steps; kb++)
         for (int i = 0; i < f.a_regs; i++) {
-            char pa[NAME], hi[NAME], lo[NAME];
             int j = f.a_regs * kb + i; /* P register j packs S registers 2j, 2j + 1 */
-            op_cvt_pack(e, p->cfg.dtype, regname(pa, NAME, "pa", j), regname(hi, NAME, "s", 2 * j + 1),
-                        regname(lo, NAME, "s", 2 * j));
+            Reg s_acc = reg_find(e, "s");
+            op_cvt_pack(e, p->cfg.dtype, reg_at(e, reg_find(e, "pa"), j), reg_at(e, s_acc, 2 * j + 1),
+                        reg_at(e, s_acc, 2 * j));
         }
 }
 
@@ -329,34 +329,34 @@ static void emit_epilogue(Emit *e)
             emit(e, "add.u32 %s, %s, %s;", R(e, a), R(e, base), R(e, tmp));
         }
     }
-    const char *f0 = reg(e, "f32", "cs_f0"), *f1 = reg(e, "f32", "cs_f1"), *pk = reg(e, "b32", "cs_pack");
+    Reg f0 = reg_f32(e, "cs_f0"), f1 = reg_f32(e, "cs_f1"), pk = reg_b32(e, "cs_pack");
     int q_per_chunk = p->chunk_elems / 8;
     for (int q = 0; q < p->ov / 8; q++)
         for (int h = 0; h < 2; h++) {
-            emit(e, "mul.f32 %s, %%o%d, %%cs_inv%d;", f0, s_index(q, h, 0), h);
-            emit(e, "mul.f32 %s, %%o%d, %%cs_inv%d;", f1, s_index(q, h, 1), h);
-            char an[NAME];
-            snprintf(an, NAME, "%%cs_oaddr%d_%d", h, q % q_per_chunk);
+            emit(e, "mul.f32 %s, %%o%d, %%cs_inv%d;", R(e, f0), s_index(q, h, 0), h);
+            emit(e, "mul.f32 %s, %%o%d, %%cs_inv%d;", R(e, f1), s_index(q, h, 1), h);
             op_cvt_pack(e, p->cfg.dtype, pk, f1, f0);
-            op_st_shared_b32(e, an, (uint32_t)(q / q_per_chunk) * s->q_chunk_bytes, pk);
+            op_st_shared_b32(e, reg_find(e, "cs_oaddr%d_%d", h, q % q_per_chunk),
+                             (uint32_t)(q / q_per_chunk) * s->q_chunk_bytes, pk);
         }
     op_fence_proxy_async(e);
     emit_note(e, "plan: named barrier epilogue<consumer> (%d + consumer)", s->bar_epilogue0);
-    op_bar_sync_at(e, NULL, "%cs_epi_bar", named_bar_threads(p, s->bar_epilogue0));
+    op_bar_sync_at(e, REG_NONE, reg_find(e, "cs_epi_bar"), named_bar_threads(p, s->bar_epilogue0));
     emit(e, "@!%%cs_leader bra %s;", new_label(e, lbl, sizeof lbl, "store_done"));
     Reg src_ = reg_b32(e, "cs_src");
-    const char *src = R(e, src_), *col = reg(e, "b32", "cs_col"), *r0 = reg(e, "b32", "cs_orow");
-    emit(e, "mad.lo.u32 %s, %%cs_w, %d, %%m0;", r0, s->mma_m);
+    const char *src = R(e, src_);
+    Reg col = reg_b32(e, "cs_col"), r0 = reg_b32(e, "cs_orow");
+    emit(e, "mad.lo.u32 %s, %%cs_w, %d, %%m0;", R(e, r0), s->mma_m);
     for (int c = 0; c < p->ov_chunks; c++) {
         emit(e, "add.u32 %s, %%cs_qslot_rows, %u;", src, c * s->q_chunk_bytes);
-        emit(e, "mov.u32 %s, %d;", col, c * p->chunk_elems);
-        op_tma_store_4d(e, "%tmap_o", col, r0, "%head", "%bidx", src);
+        emit(e, "mov.u32 %s, %d;", R(e, col), c * p->chunk_elems);
+        op_tma_store_4d(e, reg_find(e, "tmap_o"), col, r0, reg_find(e, "head"), reg_find(e, "bidx"), src_);
     }
     op_bulk_commit(e);
     emit_note(e, "the Q slot is free once the store has read smem");
     op_bulk_wait_read(e, 0);
     mbar_indexed(e, src_, reg_find(e, "cs_q_empty"), reg_find(e, "cs_q_slot"));
-    op_mbar_arrive(e, src);
+    op_mbar_arrive(e, src_);
     emit_label(e, lbl);
 }
 
@@ -392,13 +392,13 @@ static void emit_consumer_setup(Emit *e)
     emit(e, "add.u32 %s, %s, %d;", reg(e, "b32", "cs_epi_bar"), w, s->bar_epilogue0);
     if (s->pingpong) {
         const char *t = reg(e, "b32", "cs_turn"), *tn = reg(e, "b32", "cs_turn_next");
-        const char *pl = reg(e, "pred", "cs_last_consumer");
+        Reg pl = reg_pred(e, "cs_last_consumer");
         emit_note(e, "plan: turn barriers %d..%d; the last consumer hands the first turn to consumer 0",
                   s->bar_turn0, s->bar_turn0 + s->consumers - 1);
         emit(e, "add.u32 %s, %s, %d;", t, w, s->bar_turn0);
         emit(e, "add.u32 %s, %s, 1;", tn, w);
-        emit(e, "setp.eq.u32 %s, %s, %d;", pl, tn, s->consumers);
-        emit(e, "@%s mov.u32 %s, 0;", pl, tn);
+        emit(e, "setp.eq.u32 %s, %s, %d;", R(e, pl), tn, s->consumers);
+        emit(e, "@%s mov.u32 %s, 0;", R(e, pl), tn);
         emit(e, "add.u32 %s, %s, %d;", tn, tn, s->bar_turn0);
         op_bar_arrive_if(e, pl, s->bar_turn0, named_bar_threads(p, s->bar_turn0));
     }
@@ -416,7 +416,7 @@ static void emit_issue_qk(Emit *e)
     emit(e, "setp.ge.s32 %s, %%cs_j, %%full_hi;", pmask);
     emit(e, "setp.lt.or.s32 %s, %%cs_j, %%full_lo, %s;", pmask, pmask);
     mbar_indexed(e, bar, reg_find(e, "cs_k_full"), reg_find(e, "cs_stage"));
-    op_mbar_wait(e, R(e, bar), "%cs_phase");
+    op_mbar_wait(e, bar, reg_find(e, "cs_phase"));
     emit_qk(e, reg_find(e, "cs_stage"));
 }
 
@@ -425,7 +425,7 @@ static void emit_issue_pv(Emit *e)
 {
     Reg bar = reg_b32(e, "cs_bar"), stage = reg_find(e, "cs_pv_stage");
     mbar_indexed(e, bar, reg_find(e, "cs_v_full"), stage);
-    op_mbar_wait(e, R(e, bar), "%cs_pv_phase");
+    op_mbar_wait(e, bar, reg_find(e, "cs_pv_phase"));
     emit_pv(e, stage);
 }
 
@@ -433,7 +433,7 @@ static void emit_release(Emit *e, Reg empty, Reg stage)
 {
     Reg bar = reg_b32(e, "cs_bar");
     mbar_indexed(e, bar, empty, stage);
-    op_mbar_arrive_if(e, "%cs_lane0", R(e, bar));
+    op_mbar_arrive_if(e, reg_find(e, "cs_lane0"), bar);
 }
 
 /* Softmax of S for block %cs_j, the masked variant for blocks that need it. */
@@ -466,13 +466,13 @@ static void emit_next_slot(Emit *e)
 static void emit_turn_begin(Emit *e)
 {
     const Sm90Plan *s = sm90_of(e->p);
-    if (s->pingpong) op_bar_sync_at(e, NULL, "%cs_turn", named_bar_threads(e->p, s->bar_turn0));
+    if (s->pingpong) op_bar_sync_at(e, REG_NONE, reg_find(e, "cs_turn"), named_bar_threads(e->p, s->bar_turn0));
 }
 
 static void emit_turn_end(Emit *e)
 {
     const Sm90Plan *s = sm90_of(e->p);
-    if (s->pingpong) op_bar_arrive_at(e, NULL, "%cs_turn_next", named_bar_threads(e->p, s->bar_turn0));
+    if (s->pingpong) op_bar_arrive_at(e, REG_NONE, reg_find(e, "cs_turn_next"), named_bar_threads(e->p, s->bar_turn0));
 }
 
 /* Main loop, FlashAttention-3 intra-warpgroup pipeline: while the tensor core
@@ -577,7 +577,7 @@ static void emit_consumer(Emit *e)
     emit(e, "shr.u32 %s, %s, 4;", qlo, R(e, qrows));
     emit(e, "or.b32 %s, %s, 0x%08X;", qlo, qlo, sm90_desc_lo_lbo(16));
     mbar_indexed(e, qbar, reg_find(e, "cs_q_full"), qslot);
-    op_mbar_wait(e, R(e, qbar), R(e, qph));
+    op_mbar_wait(e, qbar, qph);
     emit_mainloop(e);
     emit_epilogue(e);
     ring_advance(e, qslot, qph, s->q_slots);
@@ -589,7 +589,7 @@ static void emit_consumer(Emit *e)
     if (s->pingpong) {
         emit_note(e, "consumer 0 takes the last turn handed to it, so no barrier is left half-arrived");
         emit(e, "setp.eq.u32 %%cs_p, %%cs_w, 0;");
-        op_bar_sync_if(e, "%cs_p", s->bar_turn0, named_bar_threads(p, s->bar_turn0));
+        op_bar_sync_if(e, reg_find(e, "cs_p"), s->bar_turn0, named_bar_threads(p, s->bar_turn0));
     }
     emit(e, "bra.uni $exit;");
 }

@@ -176,7 +176,7 @@ static void mla_prologue(Emit *e)
     for (int i = 0; i < p->n_params; i++) {
         const ParamSpec *q = &p->params[i];
         const char *type = q->type == PARAM_U64 ? "u64" : q->type == PARAM_U32 ? "u32" : "f32";
-        op_ld_param(e, type, reg(e, q->type == PARAM_U64 ? "b64" : q->type == PARAM_U32 ? "b32" : "f32", q->name),
+        op_ld_param(e, type, reg_new(e, q->type == PARAM_U64 ? RT_B64 : q->type == PARAM_U32 ? RT_B32 : RT_F32, "%s", q->name),
                     q->name);
     }
     const char *nhb = reg(e, "b32", "head_blocks"), *tile = reg(e, "b32", "tile");
@@ -208,34 +208,34 @@ static void mla_barrier_init(Emit *e)
 
 /* ------------------------------------------------------------ kernel: producer */
 
-/* dst (u64) = base + (a * sa + b * sb) * elem_bytes, element strides sa and sb in u64 registers. */
-static void elem_addr(Emit *e, const char *dst, const char *base, const char *a, const char *sa, const char *b,
-                      const char *sb, int elem_bytes)
+/* dst (u64) = base + (a * sa + b * sb) * elem_bytes, element strides sa and sb in u64 registers
+ * (b REG_NONE: no second term). */
+static void elem_addr(Emit *e, Reg dst, Reg base, Reg a, Reg sa, Reg b, Reg sb, int elem_bytes)
 {
-    const char *t = reg(e, "b64", "pr_t64");
+    Reg t = reg_b64(e, "pr_t64");
+    REG_WANT(e, dst, RT_B64), REG_WANT(e, base, RT_B64), REG_WANT(e, sa, RT_B64);
     op_cvt(e, "u64.u32", t, a);
-    emit(e, "mul.lo.u64 %s, %s, %s;", dst, t, sa);
-    if (b) {
+    emit(e, "mul.lo.u64 %s, %s, %s;", R(e, dst), R(e, t), R(e, sa));
+    if (reg_is(b)) {
+        REG_WANT(e, sb, RT_B64);
         op_cvt(e, "u64.u32", t, b);
-        emit(e, "mad.lo.u64 %s, %s, %s, %s;", dst, t, sb, dst);
+        emit(e, "mad.lo.u64 %s, %s, %s, %s;", R(e, dst), R(e, t), R(e, sb), R(e, dst));
     }
-    emit(e, "mad.lo.u64 %s, %s, %d, %s;", dst, dst, elem_bytes, base);
+    emit(e, "mad.lo.u64 %s, %s, %d, %s;", R(e, dst), R(e, dst), elem_bytes, R(e, base));
 }
 
-/* Copies one row of qk_chunks x 8 units from src to the tile whose chunk 0 is at [dst_u + tile_off]
- * (dst_u: this thread's row base plus the swizzled offset of unit u). Thread pairs split a row by
+/* Copies one row of qk_chunks x 8 units from src to the tile whose chunk 0 is at [dst_u[u] + tile_off]
+ * (dst_u[u]: this thread's row base plus the swizzled offset of unit u). Thread pairs split a row by
  * chunk parity. */
-static void gather_row(Emit *e, const char *tile_base, uint32_t tile_off, const char *src, const char *bytes)
+static void gather_row(Emit *e, const Reg *dst_u, uint32_t tile_off, Reg src, Reg bytes)
 {
     const SparsePlan90 *s = mla90(e->p);
     int per_chunk = e->p->swizzle_bytes / MLA_UNIT;
+    Reg odd = reg_find(e, "pr_odd"), even = reg_find(e, "pr_even");
     for (int c = 0; c < s->qk_chunks; c++)
-        for (int u = 0; u < per_chunk; u++) {
-            char dst[NAME];
-            snprintf(dst, NAME, "%%%s%d", tile_base, u);
-            op_cp_async16(e, c % 2 ? "%pr_odd" : "%pr_even", dst, tile_off + (uint32_t)c * s->chunk_bytes, src,
+        for (int u = 0; u < per_chunk; u++)
+            op_cp_async16(e, c % 2 ? odd : even, dst_u[u], tile_off + (uint32_t)c * s->chunk_bytes, src,
                           (uint32_t)(c * e->p->swizzle_bytes + u * MLA_UNIT), bytes);
-        }
 }
 
 static void mla_producer(Emit *e)
@@ -245,88 +245,93 @@ static void mla_producer(Emit *e)
     int sw = p->swizzle_bytes, per_chunk = sw / MLA_UNIT;
     emit_section(e, "role producer (warpgroup 0): gather Q and the indexed kv rows with cp.async");
     op_setmaxnreg(e, s->producer_regs, p->entry_regs);
-    const char *r = reg(e, "b32", "pr_row"), *key = reg(e, "b32", "pr_key"), *t = reg(e, "b32", "pr_t");
+    Reg r_ = reg_b32(e, "pr_row"), key_ = reg_b32(e, "pr_key"), t_ = reg_b32(e, "pr_t");
+    const char *r = R(e, r_), *key = R(e, key_), *t = R(e, t_);
     emit_note(e, "thread pairs share a row: row = thread / 2, the even thread copies even chunks");
     emit(e, "shr.u32 %s, %%thread, 1;", r);
     emit(e, "and.b32 %s, %%thread, 1;", t);
-    emit(e, "setp.eq.u32 %s, %s, 0;", reg(e, "pred", "pr_even"), t);
-    emit(e, "setp.ne.u32 %s, %s, 0;", reg(e, "pred", "pr_odd"), t);
+    emit(e, "setp.eq.u32 %s, %s, 0;", R(e, reg_pred(e, "pr_even")), t);
+    emit(e, "setp.ne.u32 %s, %s, 0;", R(e, reg_pred(e, "pr_odd")), t);
     emit_note(e, "128B swizzle: unit u of row r lands at unit u ^ (r %% 8) of the row's 128 bytes");
     emit(e, "and.b32 %s, %s, 7;", key, r);
+    Reg dst_u[8], kdst_u[8];
     for (int u = 0; u < per_chunk; u++) {
-        char n[NAME];
-        snprintf(n, NAME, "pr_dst%d", u);
-        const char *d = reg(e, "b32", n);
+        dst_u[u] = reg_b32(e, "pr_dst%d", u);
+        const char *d = R(e, dst_u[u]);
         emit(e, "xor.b32 %s, %s, %d;", d, key, u);
         emit(e, "shl.b32 %s, %s, 4;", d, d);
         emit(e, "mad.lo.u32 %s, %s, %d, %s;", d, r, sw, d);
         emit(e, "add.u32 %s, %s, %%smem;", d, d);
     }
     /* Q: head h0 + row; heads past h_q are zero-filled */
-    const char *head = reg(e, "b32", "pr_head"), *bytes = reg(e, "b32", "pr_bytes"), *src = reg(e, "b64", "pr_src");
-    const char *pv = reg(e, "pred", "pr_valid"), *bar = reg(e, "b32", "pr_bar");
+    Reg head_ = reg_b32(e, "pr_head"), bytes = reg_b32(e, "pr_bytes"), src = reg_b64(e, "pr_src");
+    Reg pv_ = reg_pred(e, "pr_valid"), bar = reg_b32(e, "pr_bar");
+    const char *head = R(e, head_), *pv = R(e, pv_);
     emit_note(e, "Q row = query head h0 + row of token tok; heads past h_q are zero-filled (no read)");
     emit(e, "add.u32 %s, %%h0, %s;", head, r);
     emit(e, "setp.lt.u32 %s, %s, %%heads_q;", pv, head);
-    emit(e, "selp.u32 %s, %d, 0, %s;", bytes, MLA_UNIT, pv);
+    emit(e, "selp.u32 %s, %d, 0, %s;", R(e, bytes), MLA_UNIT, pv);
     emit(e, "@!%s mov.u32 %s, 0;", pv, head);
-    elem_addr(e, src, "%q", "%tok", "%q_stride_s", head, "%q_stride_h", p->elem_bytes);
-    gather_row(e, "pr_dst", s->off_q, src, bytes);
-    smem_at(e, reg_of(e, bar), s->bar_q_full);
+    Reg tok = reg_find(e, "tok");
+    elem_addr(e, src, reg_find(e, "q"), tok, reg_find(e, "q_stride_s"), head_, reg_find(e, "q_stride_h"),
+              p->elem_bytes);
+    gather_row(e, dst_u, s->off_q, src, bytes);
+    smem_at(e, bar, s->bar_q_full);
     op_cp_async_arrive(e, bar);
 
     emit_note(e, "kv blocks: %d top-k positions each through a %d-slot ring", s->block, p->stages);
-    const char *tl = reg(e, "b32", "pr_tl"), *pt = reg(e, "pred", "pr_has_tl");
+    Reg tl_ = reg_b32(e, "pr_tl"), pt = reg_pred(e, "pr_has_tl");
+    const char *tl = R(e, tl_);
     emit(e, "mov.u32 %s, %%topk;", tl);
-    emit(e, "setp.ne.u64 %s, %%topk_length, 0;", pt);
-    const char *tla = reg(e, "b64", "pr_tla");
-    emit(e, "mul.wide.u32 %s, %%tok, 4;", tla);
-    emit(e, "add.u64 %s, %s, %%topk_length;", tla, tla);
-    op_ld_global(e, pt, "u32", tl, tla, 0);
+    emit(e, "setp.ne.u64 %s, %%topk_length, 0;", R(e, pt));
+    Reg tla = reg_b64(e, "pr_tla");
+    emit(e, "mul.wide.u32 %s, %%tok, 4;", R(e, tla));
+    emit(e, "add.u64 %s, %s, %%topk_length;", R(e, tla), R(e, tla));
+    op_ld_global(e, pt, "u32", tl_, tla, 0);
     emit(e, "min.u32 %s, %s, %%topk;", tl, tl);
-    const char *stage = reg(e, "b32", "pr_stage"), *phase = reg(e, "b32", "pr_phase"), *j = reg(e, "b32", "pr_j");
-    const char *par = reg(e, "b32", "pr_par"), *pos = reg(e, "b32", "pr_pos"), *idx = reg(e, "b32", "pr_idx");
-    const char *ia = reg(e, "b64", "pr_ia"), *flag = reg(e, "b32", "pr_flag"), *kvb = reg(e, "b32", "pr_kv");
-    ring_reset(e, reg_of(e, stage), reg_of(e, phase));
+    Reg stage = reg_b32(e, "pr_stage"), phase = reg_b32(e, "pr_phase"), j_ = reg_b32(e, "pr_j");
+    Reg par = reg_b32(e, "pr_par"), pos_ = reg_b32(e, "pr_pos"), idx_ = reg_b32(e, "pr_idx");
+    Reg ia = reg_b64(e, "pr_ia"), flag = reg_b32(e, "pr_flag"), kvb = reg_b32(e, "pr_kv");
+    const char *j = R(e, j_), *pos = R(e, pos_), *idx = R(e, idx_);
+    ring_reset(e, stage, phase);
     emit(e, "mov.u32 %s, 0;", j);
     char top[NAME], done[NAME];
     new_label(e, top, sizeof top, "pr_block");
     new_label(e, done, sizeof done, "pr_done");
-    const char *pend = reg(e, "pred", "pr_end");
+    Reg pend = reg_pred(e, "pr_end");
     emit_label(e, top);
-    emit(e, "setp.ge.u32 %s, %s, %%nblk;", pend, j);
-    emit(e, "@%s bra.uni %s;", pend, done);
+    emit(e, "setp.ge.u32 %s, %s, %%nblk;", R(e, pend), j);
+    emit(e, "@%s bra.uni %s;", R(e, pend), done);
     emit_note(e, "the slot is free once both consumers have read it (plan: bar_kv_empty)");
-    ring_free_parity(e, reg_of(e, par), reg_of(e, phase));
-    mbar_indexed(e, reg_of(e, bar), reg_find(e, "pr_empty0"), reg_of(e, stage));
+    ring_free_parity(e, par, phase);
+    mbar_indexed(e, bar, reg_find(e, "pr_empty0"), stage);
     op_mbar_wait(e, bar, par);
     emit_note(e, "index of this row: valid when 0 <= idx < s_kv and its position < topk_length");
     emit(e, "mad.lo.u32 %s, %s, %d, %s;", pos, j, s->block, r);
-    elem_addr(e, ia, "%indices", "%tok", "%idx_stride", NULL, NULL, 4);
-    emit(e, "mad.wide.u32 %s, %s, 4, %s;", ia, pos, ia);
-    op_ld_global(e, NULL, "u32", idx, ia, 0);
+    elem_addr(e, ia, reg_find(e, "indices"), tok, reg_find(e, "idx_stride"), REG_NONE, REG_NONE, 4);
+    emit(e, "mad.wide.u32 %s, %s, 4, %s;", R(e, ia), pos, R(e, ia));
+    op_ld_global(e, REG_NONE, "u32", idx_, ia, 0);
     emit(e, "setp.lt.u32 %s, %s, %%s_kv;", pv, idx); /* unsigned: negatives are huge */
     emit(e, "setp.lt.and.u32 %s, %s, %s, %s;", pv, pos, tl, pv);
-    emit(e, "selp.u32 %s, %d, 0, %s;", bytes, MLA_UNIT, pv);
-    emit(e, "selp.u32 %s, 1, 0, %s;", flag, pv);
+    emit(e, "selp.u32 %s, %d, 0, %s;", R(e, bytes), MLA_UNIT, pv);
+    emit(e, "selp.u32 %s, 1, 0, %s;", R(e, flag), pv);
     emit(e, "@!%s mov.u32 %s, 0;", pv, idx);
-    elem_addr(e, src, "%kv", idx, "%kv_stride", NULL, NULL, p->elem_bytes);
-    emit(e, "mul.lo.u32 %s, %s, %u;", kvb, stage, s->kv_stage_bytes);
+    elem_addr(e, src, reg_find(e, "kv"), idx_, reg_find(e, "kv_stride"), REG_NONE, REG_NONE, p->elem_bytes);
+    emit(e, "mul.lo.u32 %s, %s, %u;", R(e, kvb), R(e, stage), s->kv_stage_bytes);
     for (int u = 0; u < per_chunk; u++) {
-        char n[NAME];
-        snprintf(n, NAME, "pr_kdst%d", u);
-        emit(e, "add.u32 %s, %%pr_dst%d, %s;", reg(e, "b32", n), u, kvb);
+        kdst_u[u] = reg_b32(e, "pr_kdst%d", u);
+        emit(e, "add.u32 %s, %s, %s;", R(e, kdst_u[u]), R(e, dst_u[u]), R(e, kvb));
     }
-    gather_row(e, "pr_kdst", s->off_kv, src, bytes);
-    mbar_indexed(e, reg_of(e, bar), reg_find(e, "pr_full0"), reg_of(e, stage));
+    gather_row(e, kdst_u, s->off_kv, src, bytes);
+    mbar_indexed(e, bar, reg_find(e, "pr_full0"), stage);
     op_cp_async_arrive(e, bar);
     emit_note(e, "the row's flag, then an arrival that releases it (plan: bar_kv_full counts both)");
-    const char *fa = reg(e, "b32", "pr_fa");
-    smem_indexed(e, reg_of(e, fa), s->off_valid, reg_of(e, stage), s->valid_stage_bytes);
-    emit(e, "mad.lo.u32 %s, %s, 4, %s;", fa, r, fa);
+    Reg fa = reg_b32(e, "pr_fa");
+    smem_indexed(e, fa, s->off_valid, stage, s->valid_stage_bytes);
+    emit(e, "mad.lo.u32 %s, %s, 4, %s;", R(e, fa), r, R(e, fa));
     op_st_shared_b32(e, fa, 0, flag);
     op_mbar_arrive(e, bar);
-    ring_advance(e, reg_of(e, stage), reg_of(e, phase), p->stages);
+    ring_advance(e, stage, phase, p->stages);
     emit(e, "add.u32 %s, %s, 1;", j, j);
     emit(e, "bra.uni %s;", top);
     emit_label(e, done);
@@ -352,9 +357,10 @@ static void consumer_setup(Emit *e)
     emit(e, "shr.u32 %s, %%lane, 2;", r0);
     emit(e, "mad.lo.u32 %s, %%cs_w, 16, %s;", r0, r0);
     emit(e, "add.u32 %s, %s, 8;", reg(e, "b32", "cs_row1"), r0);
-    const char *qlo = reg(e, "b32", "cs_q_lo");
+    Reg qlo_ = reg_b32(e, "cs_q_lo");
+    const char *qlo = R(e, qlo_);
     emit_note(e, "Q descriptor (K-major, SBO = 8 rows x %d B); K descriptors step their low word", sw);
-    smem_at(e, reg_of(e, qlo), s->off_q);
+    smem_at(e, qlo_, s->off_q);
     emit(e, "shr.u32 %s, %s, 4;", qlo, qlo);
     emit(e, "or.b32 %s, %s, 0x%08X;", qlo, qlo, sm90_desc_lo_lbo(16));
     emit(e, "mov.b32 %s, 0x%08X;", reg(e, "b32", "cs_desc_hi"), sm90_desc_hi(8u * (uint32_t)sw, sw));
@@ -362,9 +368,10 @@ static void consumer_setup(Emit *e)
          (uint32_t)(s->dv_per_consumer / e->p->chunk_elems) * (uint32_t)s->block * (uint32_t)sw);
     smem_reg(e, "cs_full0", s->bar_kv_full);
     smem_reg(e, "cs_empty0", s->bar_kv_empty);
-    const char *ol = reg(e, "b32", "cs_vbase");
+    Reg ol_ = reg_b32(e, "cs_vbase");
+    const char *ol = R(e, ol_);
     emit_note(e, "this thread's first valid flag: column 2*(lane%%4) of the block");
-    smem_at(e, reg_of(e, ol), s->off_valid);
+    smem_at(e, ol_, s->off_valid);
     emit(e, "mad.lo.u32 %s, %%cs_lm, 8, %s;", ol, ol);
     reg_array(e, "f32", "s", s->block / 2);
     reg_array(e, "f32", "o", s->dv_per_consumer / 2);
@@ -377,41 +384,44 @@ static void consumer_setup(Emit *e)
     }
 }
 
-static void issue_qk(Emit *e, const char *stage)
+static void issue_qk(Emit *e, Reg stage)
 {
     const Plan *p = e->p;
     const SparsePlan90 *s = mla90(p);
-    const char *klo0 = reg(e, "b32", "cs_k_lo0"), *qlo = reg(e, "b32", "cs_qd_lo"), *klo = reg(e, "b32", "cs_kd_lo");
-    const char *qd = reg(e, "b64", "cs_qd"), *kd = reg(e, "b64", "cs_kd");
+    Reg klo0_ = reg_b32(e, "cs_k_lo0"), qlo_ = reg_b32(e, "cs_qd_lo"), klo_ = reg_b32(e, "cs_kd_lo");
+    Reg qd = reg_b64(e, "cs_qd"), kd = reg_b64(e, "cs_kd");
+    const char *klo0 = R(e, klo0_), *qlo = R(e, qlo_), *klo = R(e, klo_);
     uint32_t step = MLA_K_STEP * (uint32_t)p->elem_bytes, kv_chunk = (uint32_t)(s->block * p->swizzle_bytes);
     int steps_per_chunk = p->chunk_elems / MLA_K_STEP;
     emit_note(e, "S = Q K^T: %d x wgmma m64n%dk16 SS (plan: qk wgmma)", s->qk_steps, s->block);
-    smem_indexed(e, reg_of(e, klo0), s->off_kv, reg_of(e, stage), s->kv_stage_bytes);
+    smem_indexed(e, klo0_, s->off_kv, stage, s->kv_stage_bytes);
     emit(e, "shr.u32 %s, %s, 4;", klo0, klo0);
     emit(e, "or.b32 %s, %s, 0x%08X;", klo0, klo0, sm90_desc_lo_lbo(16));
     op_wgmma_fence(e);
     for (int kk = 0; kk < s->qk_steps; kk++) {
         emit(e, "add.u32 %s, %%cs_q_lo, %u;", qlo, op_desc_kstep(kk, steps_per_chunk, step, s->chunk_bytes));
         emit(e, "add.u32 %s, %s, %u;", klo, klo0, op_desc_kstep(kk, steps_per_chunk, step, kv_chunk));
-        emit(e, "mov.b64 %s, {%s, %%cs_desc_hi};", qd, qlo);
-        emit(e, "mov.b64 %s, {%s, %%cs_desc_hi};", kd, klo);
-        op_wgmma_ss(e, s->block, p->cfg.dtype, "s", qd, kd, kk ? "1" : "0", 0);
+        emit(e, "mov.b64 %s, {%s, %%cs_desc_hi};", R(e, qd), qlo);
+        emit(e, "mov.b64 %s, {%s, %%cs_desc_hi};", R(e, kd), klo);
+        op_wgmma_ss(e, s->block, p->cfg.dtype, reg_find(e, "s"), qd, kd, kk ? 1 : 0, 0);
     }
     op_wgmma_commit(e);
     op_wgmma_wait(e, 0);
 }
 
 /* Hide the columns whose index was invalid: their flag in the slot is 0. */
-static void mask_invalid(Emit *e, const char *stage)
+static void mask_invalid(Emit *e, Reg stage)
 {
     const SparsePlan90 *s = mla90(e->p);
-    const char *fa = reg(e, "b32", "cs_fa"), *f = reg(e, "b32", "cs_flag"), *pi = reg(e, "pred", "cs_invalid");
+    Reg fa = reg_b32(e, "cs_fa"), f = reg_b32(e, "cs_flag"), pi_ = reg_pred(e, "cs_invalid");
+    const char *pi = R(e, pi_);
+    REG_WANT(e, stage, RT_B32);
     emit_note(e, "columns of invalid indices: -inf (their rows were zero-filled, never read)");
-    emit(e, "mad.lo.u32 %s, %s, %u, %%cs_vbase;", fa, stage, s->valid_stage_bytes);
+    emit(e, "mad.lo.u32 %s, %s, %u, %%cs_vbase;", R(e, fa), R(e, stage), s->valid_stage_bytes);
     for (int q = 0; q < s->block / 8; q++)
         for (int x = 0; x < 2; x++) {
             op_ld_shared_b32(e, f, fa, (uint32_t)(4 * (8 * q + x)));
-            emit(e, "setp.eq.u32 %s, %s, 0;", pi, f);
+            emit(e, "setp.eq.u32 %s, %s, 0;", pi, R(e, f));
             for (int h = 0; h < HALVES; h++) emit(e, "@%s mov.f32 %%s%d, %s;", pi, acc_index(q, h, x), PTX_NEG_INF);
         }
 }
@@ -424,7 +434,7 @@ static void softmax_block(Emit *e)
     for (int h = 0; h < HALVES; h++)
         for (int q = 0; q < s->block / 8; q++)
             for (int x = 0; x < 2; x++) row[h][2 * q + x] = reg_at(e, s_acc, acc_index(q, h, x));
-    const char *t = reg(e, "f32", "cs_shfl");
+    Reg t = reg_f32(e, "cs_shfl");
     for (int h = 0; h < HALVES; h++) {
         char bm[NAME], m[NAME], mx[NAME], nms[NAME], corr[NAME], need[NAME], rs[NAME], l[NAME];
         snprintf(bm, NAME, "%%cs_bmax%d", h);
@@ -436,19 +446,19 @@ static void softmax_block(Emit *e)
         snprintf(rs, NAME, "cs_rsum%d", h);
         snprintf(l, NAME, "%%cs_l%d", h);
         sfx_max_tree(e, reg_f32(e, "%s", bm + 1), row[h], n);
-        sfx_reduce_lanes(e, "max", reg_of(e, bm), reg_of(e, t), 4);
+        sfx_reduce_lanes(e, "max", reg_find(e, "%s", bm + 1), t, 4);
         emit_note(e, "the true row max, for max_logits (the lazy max below may lag it)");
         emit(e, "max.f32 %s, %s, %s;", mx, mx, bm);
         /* declared in this order, as the PTX has them */
         Reg need_r = reg_pred(e, "%s", need), corr_r = reg_f32(e, "%s", corr), neg_ms = reg_f32(e, "%s", nms);
         Reg scale_log2 = reg_find(e, "scale_log2");
-        sfx_update_max_lazy(e, reg_of(e, m), reg_of(e, bm), scale_log2, s->rescale, neg_ms, corr_r, need_r);
+        sfx_update_max_lazy(e, reg_find(e, "%s", m + 1), reg_find(e, "%s", bm + 1), scale_log2, s->rescale, neg_ms, corr_r, need_r);
         sfx_exp2_scaled(e, row[h], n, scale_log2, neg_ms, 0);
         sfx_sum_tree(e, reg_f32(e, "%s", rs), row[h], n);
         emit(e, "fma.rn.f32 %s, %s, %%%s, %%%s;", l, l, corr, rs);
     }
     emit(e, "or.pred %%cs_need0, %%cs_need0, %%cs_need1;");
-    op_vote_any(e, reg(e, "pred", "cs_rescale"), "%cs_need0");
+    op_vote_any(e, reg_pred(e, "cs_rescale"), reg_find(e, "cs_need0"));
     char skip[NAME];
     emit_note(e, "rescale O (no PV in flight) only when the warp's vote says a row max moved");
     emit(e, "@!%%cs_rescale bra %s;", new_label(e, skip, sizeof skip, "cs_no_rescale"));
@@ -459,30 +469,27 @@ static void softmax_block(Emit *e)
     emit_label(e, skip);
 }
 
-static void issue_pv(Emit *e, const char *stage)
+static void issue_pv(Emit *e, Reg stage)
 {
     const Plan *p = e->p;
     const SparsePlan90 *s = mla90(p);
     uint32_t sw = (uint32_t)p->swizzle_bytes, kv_chunk = (uint32_t)s->block * sw;
     emit_note(e, "P to the A-fragment layout of the PV wgmma: register j packs S[2j+1]:S[2j]");
-    for (int j = 0; j < s->block / 4; j++) {
-        char pa[NAME], hi[NAME], lo[NAME];
-        op_cvt_pack(e, p->cfg.dtype, regname(pa, NAME, "pa", j), regname(hi, NAME, "s", 2 * j + 1),
-                    regname(lo, NAME, "s", 2 * j));
-    }
-    const char *addr = reg(e, "b32", "cs_v_addr"), *vdesc = reg(e, "b64", "cs_v_desc"), *vd = reg(e, "b64", "cs_vd");
+    Reg pa = reg_find(e, "pa"), s_acc = reg_find(e, "s");
+    for (int j = 0; j < s->block / 4; j++)
+        op_cvt_pack(e, p->cfg.dtype, reg_at(e, pa, j), reg_at(e, s_acc, 2 * j + 1), reg_at(e, s_acc, 2 * j));
+    Reg addr = reg_b32(e, "cs_v_addr"), vdesc = reg_b64(e, "cs_v_desc"), vd = reg_b64(e, "cs_vd");
     emit_note(e, "O[:, c*%d..] += P V: %d x wgmma m64n%dk16 RS; V MN-major (LBO = chunk stride %u, SBO = 8 rows)",
               s->dv_per_consumer, s->pv_steps, s->dv_per_consumer, kv_chunk);
-    smem_indexed(e, reg_of(e, addr), s->off_kv, reg_of(e, stage), s->kv_stage_bytes);
-    emit(e, "add.u32 %s, %s, %%cs_vcol;", addr, addr);
+    smem_indexed(e, addr, s->off_kv, stage, s->kv_stage_bytes);
+    emit(e, "add.u32 %s, %s, %%cs_vcol;", R(e, addr), R(e, addr));
     op_sm90_desc(e, vdesc, addr, kv_chunk, 8 * sw, (int)sw);
     op_wgmma_fence(e);
     for (int kb = 0; kb < s->pv_steps; kb++) {
-        char a[4][NAME];
-        const char *ap[4];
-        for (int i = 0; i < 4; i++) ap[i] = regname(a[i], NAME, "pa", 4 * kb + i);
-        emit(e, "add.s64 %s, %s, %u;", vd, vdesc, op_desc_delta((uint32_t)kb * MLA_K_STEP * sw));
-        op_wgmma_rs(e, s->dv_per_consumer, p->cfg.dtype, "o", ap, vd, 1);
+        Reg ap[4];
+        for (int i = 0; i < 4; i++) ap[i] = reg_at(e, pa, 4 * kb + i);
+        emit(e, "add.s64 %s, %s, %u;", R(e, vd), R(e, vdesc), op_desc_delta((uint32_t)kb * MLA_K_STEP * sw));
+        op_wgmma_rs(e, s->dv_per_consumer, p->cfg.dtype, reg_find(e, "o"), ap, vd, 1);
     }
     op_wgmma_commit(e);
     op_wgmma_wait(e, 0);
@@ -493,40 +500,35 @@ static void consumer_epilogue(Emit *e)
     const Plan *p = e->p;
     const SparsePlan90 *s = mla90(p);
     emit_section(e, "consumer epilogue: O / l x sink factor, then O (bf16), lse and max_logits");
-    const char *t = reg(e, "f32", "cs_shfl"), *one = reg(e, "f32", "cs_one");
-    emit(e, "mov.f32 %s, 0f3F800000;", one);
-    const char *oa = reg(e, "b64", "cs_oa"), *col = reg(e, "b32", "cs_col"), *pk = reg(e, "b32", "cs_pk");
-    const char *ha = reg(e, "b64", "cs_ha"), *ps = reg(e, "pred", "cs_has_sink");
+    Reg t = reg_f32(e, "cs_shfl"), one = reg_f32(e, "cs_one");
+    emit(e, "mov.f32 %s, 0f3F800000;", R(e, one));
+    Reg oa_ = reg_b64(e, "cs_oa"), col_ = reg_b32(e, "cs_col"), pk = reg_b32(e, "cs_pk");
+    Reg ha_ = reg_b64(e, "cs_ha"), ps_ = reg_pred(e, "cs_has_sink");
+    const char *oa = R(e, oa_), *col = R(e, col_), *ha = R(e, ha_), *ps = R(e, ps_);
     emit(e, "setp.ne.u64 %s, %%sink, 0;", ps);
     for (int h = 0; h < HALVES; h++) {
-        char l[NAME], m[NAME], mx[NAME], lse[NAME], inv[NAME], head[NAME], ph[NAME], pz[NAME], sk[NAME], f[NAME];
-        snprintf(l, NAME, "%%cs_l%d", h);
-        snprintf(m, NAME, "%%cs_m%d", h);
-        snprintf(mx, NAME, "%%cs_mx%d", h);
-        snprintf(lse, NAME, "cs_lse%d", h);
-        snprintf(inv, NAME, "cs_inv%d", h);
-        snprintf(head, NAME, "cs_head%d", h);
-        snprintf(ph, NAME, "cs_inb%d", h);
-        snprintf(pz, NAME, "cs_norow%d", h);
-        snprintf(sk, NAME, "cs_sink%d", h);
-        snprintf(f, NAME, "cs_sinkf%d", h);
-        sfx_reduce_lanes(e, "add", reg_of(e, l), reg_of(e, t), 4);
-        const char *LSE = reg(e, "f32", lse), *INV = reg(e, "f32", inv), *HEAD = reg(e, "b32", head);
-        const char *PH = reg(e, "pred", ph), *PZ = reg(e, "pred", pz), *SK = reg(e, "f32", sk), *F = reg(e, "f32", f);
+        Reg l_ = reg_find(e, "cs_l%d", h), m_ = reg_find(e, "cs_m%d", h), mx_ = reg_find(e, "cs_mx%d", h);
+        const char *l = R(e, l_), *mx = R(e, mx_);
+        sfx_reduce_lanes(e, "add", l_, t, 4);
+        Reg lse_ = reg_f32(e, "cs_lse%d", h), inv_ = reg_f32(e, "cs_inv%d", h), head_ = reg_b32(e, "cs_head%d", h);
+        Reg ph_ = reg_pred(e, "cs_inb%d", h), pz_ = reg_pred(e, "cs_norow%d", h), sk_ = reg_f32(e, "cs_sink%d", h),
+            f_ = reg_f32(e, "cs_sinkf%d", h);
+        const char *LSE = R(e, lse_), *INV = R(e, inv_), *HEAD = R(e, head_);
+        const char *PH = R(e, ph_), *PZ = R(e, pz_), *SK = R(e, sk_), *F = R(e, f_);
         emit_note(e, "a row with no valid index: l = 0, out 0, lse +inf, max_logits -inf");
-        sfx_lse(e, reg_of(e, LSE), reg_of(e, m), reg_of(e, l), reg_find(e, "scale_log2"));
+        sfx_lse(e, lse_, m_, l_, reg_find(e, "scale_log2"));
         emit(e, "setp.eq.f32 %s, %s, 0f00000000;", PZ, l);
         emit(e, "@%s mov.f32 %s, 0f7F800000;", PZ, LSE);
-        sfx_inv_sum(e, reg_of(e, INV), reg_of(e, l), reg_of(e, one));
+        sfx_inv_sum(e, inv_, l_, one);
         emit(e, "add.u32 %s, %%h0, %%cs_row%d;", HEAD, h);
         emit(e, "setp.lt.u32 %s, %s, %%heads_q;", PH, HEAD);
         emit_note(e, "sink: out x e^lse / (e^lse + e^sink) = 1 / (1 + 2^((sink - lse) log2 e)); lse unchanged");
         emit(e, "mul.wide.u32 %s, %s, 4;", ha, HEAD);
         emit(e, "add.u64 %s, %s, %%sink;", ha, ha);
         emit(e, "mov.f32 %s, %s;", SK, PTX_NEG_INF);
-        const char *pr = reg(e, "pred", "cs_read_sink");
-        emit(e, "and.pred %s, %s, %s;", pr, ps, PH); /* heads past h_q have no sink to read */
-        op_ld_global(e, pr, "f32", SK, ha, 0);
+        Reg pr = reg_pred(e, "cs_read_sink");
+        emit(e, "and.pred %s, %s, %s;", R(e, pr), ps, PH); /* heads past h_q have no sink to read */
+        op_ld_global(e, pr, "f32", sk_, ha_, 0);
         emit(e, "sub.f32 %s, %s, %s;", F, SK, LSE);
         emit(e, "mul.f32 %s, %s, %s;", F, F, PTX_LOG2E);
         emit(e, "ex2.approx.ftz.f32 %s, %s;", F, F);
@@ -535,38 +537,38 @@ static void consumer_epilogue(Emit *e)
         emit(e, "@%s mov.f32 %s, 0f3F800000;", PZ, F); /* an empty row stays 0 whatever the sink */
         emit(e, "mul.f32 %s, %s, %s;", INV, INV, F);
         emit_note(e, "O columns c*%d + 8q + 2*(lane%%4) + {0, 1}: one bf16 pair per store", s->dv_per_consumer);
-        elem_addr(e, oa, "%out", "%tok", "%out_stride_s", HEAD, "%out_stride_h", p->elem_bytes);
+        elem_addr(e, oa_, reg_find(e, "out"), reg_find(e, "tok"), reg_find(e, "out_stride_s"), head_,
+                  reg_find(e, "out_stride_h"), p->elem_bytes);
         emit(e, "mad.lo.u32 %s, %%cs_c, %d, 0;", col, s->dv_per_consumer);
         emit(e, "mad.lo.u32 %s, %%cs_lm, 2, %s;", col, col);
         emit(e, "mad.wide.u32 %s, %s, %d, %s;", oa, col, p->elem_bytes, oa);
-        const char *a = reg(e, "b64", "cs_oa_q");
+        Reg a = reg_b64(e, "cs_oa_q"), o = reg_find(e, "o");
         for (int q = 0; q < s->dv_per_consumer / 8; q++) {
-            char hi[NAME], lo[NAME];
-            snprintf(lo, NAME, "%%o%d", acc_index(q, h, 0));
-            snprintf(hi, NAME, "%%o%d", acc_index(q, h, 1));
-            emit(e, "mul.f32 %s, %s, %s;", lo, lo, INV);
-            emit(e, "mul.f32 %s, %s, %s;", hi, hi, INV);
+            Reg lo = reg_at(e, o, acc_index(q, h, 0)), hi = reg_at(e, o, acc_index(q, h, 1));
+            emit(e, "mul.f32 %s, %s, %s;", R(e, lo), R(e, lo), INV);
+            emit(e, "mul.f32 %s, %s, %s;", R(e, hi), R(e, hi), INV);
             op_cvt_pack(e, p->cfg.dtype, pk, hi, lo);
-            emit(e, "add.u64 %s, %s, %d;", a, oa, 8 * q * p->elem_bytes);
-            op_st_global_b32(e, PH, a, pk);
+            emit(e, "add.u64 %s, %s, %d;", R(e, a), oa, 8 * q * p->elem_bytes);
+            op_st_global_b32(e, ph_, a, pk);
         }
         emit_note(e, "lse and max_logits [s_q, h_q]: consumer 0, one lane per row");
-        const char *pw = reg(e, "pred", "cs_wstat"), *sa = reg(e, "b64", "cs_sa"), *ix = reg(e, "b32", "cs_ix");
-        const char *ML = reg(e, "f32", "cs_maxl");
+        Reg pw_ = reg_pred(e, "cs_wstat"), sa_ = reg_b64(e, "cs_sa"), ix_ = reg_b32(e, "cs_ix");
+        Reg ml = reg_f32(e, "cs_maxl");
+        const char *pw = R(e, pw_), *sa = R(e, sa_), *ix = R(e, ix_);
         emit(e, "setp.eq.u32 %s, %%cs_lm, 0;", pw);
         emit(e, "setp.eq.and.u32 %s, %%cs_c, 0, %s;", pw, pw);
         emit(e, "and.pred %s, %s, %s;", pw, pw, PH);
         emit(e, "mad.lo.u32 %s, %%tok, %%heads_q, %s;", ix, HEAD);
-        emit(e, "mul.f32 %s, %s, %%sm_scale;", ML, mx);
-        const char *pl = reg(e, "pred", "cs_wlse"), *pm = reg(e, "pred", "cs_wml");
-        emit(e, "setp.ne.and.u64 %s, %%lse, 0, %s;", pl, pw);
-        emit(e, "setp.ne.and.u64 %s, %%max_logits, 0, %s;", pm, pw);
+        emit(e, "mul.f32 %s, %s, %%sm_scale;", R(e, ml), mx);
+        Reg pl = reg_pred(e, "cs_wlse"), pm = reg_pred(e, "cs_wml");
+        emit(e, "setp.ne.and.u64 %s, %%lse, 0, %s;", R(e, pl), pw);
+        emit(e, "setp.ne.and.u64 %s, %%max_logits, 0, %s;", R(e, pm), pw);
         emit(e, "mul.wide.u32 %s, %s, 4;", sa, ix);
-        const char *sa2 = reg(e, "b64", "cs_sa2");
-        emit(e, "add.u64 %s, %s, %%lse;", sa2, sa);
-        op_st_global_f32(e, pl, sa2, LSE);
-        emit(e, "add.u64 %s, %s, %%max_logits;", sa2, sa);
-        op_st_global_f32(e, pm, sa2, ML);
+        Reg sa2 = reg_b64(e, "cs_sa2");
+        emit(e, "add.u64 %s, %s, %%lse;", R(e, sa2), sa);
+        op_st_global_f32(e, pl, sa2, lse_);
+        emit(e, "add.u64 %s, %s, %%max_logits;", R(e, sa2), sa);
+        op_st_global_f32(e, pm, sa2, ml);
     }
 }
 
@@ -577,29 +579,30 @@ static void mla_consumer(Emit *e)
     emit_section(e, "role consumers (warpgroups 1..%d): S, softmax, O += P V, epilogue", s->consumers);
     op_setmaxnreg(e, s->consumer_regs, p->entry_regs);
     consumer_setup(e);
-    const char *bar = reg(e, "b32", "cs_bar");
-    smem_at(e, reg_of(e, bar), s->bar_q_full);
-    op_mbar_wait(e, bar, "0");
-    const char *stage = reg(e, "b32", "cs_stage"), *phase = reg(e, "b32", "cs_phase"), *j = reg(e, "b32", "cs_j");
-    ring_reset(e, reg_of(e, stage), reg_of(e, phase));
+    Reg bar = reg_b32(e, "cs_bar");
+    smem_at(e, bar, s->bar_q_full);
+    op_mbar_wait_imm(e, bar, 0);
+    Reg stage = reg_b32(e, "cs_stage"), phase = reg_b32(e, "cs_phase"), j_ = reg_b32(e, "cs_j");
+    const char *j = R(e, j_);
+    ring_reset(e, stage, phase);
     emit(e, "mov.u32 %s, 0;", j);
     char top[NAME], done[NAME];
     new_label(e, top, sizeof top, "cs_block");
     new_label(e, done, sizeof done, "cs_done");
-    const char *pend = reg(e, "pred", "cs_end");
+    Reg pend = reg_pred(e, "cs_end");
     emit_label(e, top);
-    emit(e, "setp.ge.u32 %s, %s, %%nblk;", pend, j);
-    emit(e, "@%s bra.uni %s;", pend, done);
-    mbar_indexed(e, reg_of(e, bar), reg_find(e, "cs_full0"), reg_of(e, stage));
+    emit(e, "setp.ge.u32 %s, %s, %%nblk;", R(e, pend), j);
+    emit(e, "@%s bra.uni %s;", R(e, pend), done);
+    mbar_indexed(e, bar, reg_find(e, "cs_full0"), stage);
     op_mbar_wait(e, bar, phase);
     issue_qk(e, stage);
     mask_invalid(e, stage);
     softmax_block(e);
     issue_pv(e, stage);
     emit_note(e, "the slot is free for the producer (plan: bar_kv_empty)");
-    mbar_indexed(e, reg_of(e, bar), reg_find(e, "cs_empty0"), reg_of(e, stage));
+    mbar_indexed(e, bar, reg_find(e, "cs_empty0"), stage);
     op_mbar_arrive(e, bar);
-    ring_advance(e, reg_of(e, stage), reg_of(e, phase), p->stages);
+    ring_advance(e, stage, phase, p->stages);
     emit(e, "add.u32 %s, %s, 1;", j, j);
     emit(e, "bra.uni %s;", top);
     emit_label(e, done);

@@ -18,15 +18,17 @@ uint32_t sm90_desc_hi(uint32_t sbo, int swizzle_bytes)
 
 uint32_t sm90_desc_lo_lbo(uint32_t lbo) { return ((lbo >> 4) & 0x3FFF) << 16; }
 
-void op_sm90_desc(Emit *e, const char *dst, const char *addr, uint32_t lbo, uint32_t sbo, int swizzle_bytes)
+void op_sm90_desc(Emit *e, Reg dst, Reg addr, uint32_t lbo, uint32_t sbo, int swizzle_bytes)
 {
-    const char *lo = reg(e, "b32", "desc_lo");
-    const char *hi = reg(e, "b32", "desc_hi");
-    emit(e, "shr.u32 %s, %s, 4;", lo, addr);
-    emit(e, "and.b32 %s, %s, 0x3FFF;", lo, lo);
-    emit(e, "or.b32 %s, %s, 0x%08X;", lo, lo, sm90_desc_lo_lbo(lbo));
-    emit(e, "mov.b32 %s, 0x%08X;", hi, sm90_desc_hi(sbo, swizzle_bytes));
-    emit(e, "mov.b64 %s, {%s, %s};", dst, lo, hi);
+    Reg lo = reg_b32(e, "desc_lo");
+    Reg hi = reg_b32(e, "desc_hi");
+    REG_WANT(e, dst, RT_B64);
+    REG_WANT(e, addr, RT_B32);
+    emit(e, "shr.u32 %s, %s, 4;", R(e, lo), R(e, addr));
+    emit(e, "and.b32 %s, %s, 0x3FFF;", R(e, lo), R(e, lo));
+    emit(e, "or.b32 %s, %s, 0x%08X;", R(e, lo), R(e, lo), sm90_desc_lo_lbo(lbo));
+    emit(e, "mov.b32 %s, 0x%08X;", R(e, hi), sm90_desc_hi(sbo, swizzle_bytes));
+    emit(e, "mov.b64 %s, {%s, %s};", R(e, dst), R(e, lo), R(e, hi));
 }
 
 void op_wgmma_fence(Emit *e) { emit(e, "wgmma.fence.sync.aligned;"); }
@@ -35,19 +37,24 @@ void op_wgmma_wait(Emit *e, int pending) { emit(e, "wgmma.wait_group.sync.aligne
 
 static const char *wgmma_type(DType dt) { return dt == DT_FP16 ? "f16" : "bf16"; }
 
-void op_wgmma_ss(Emit *e, int n, DType dt, const char *acc, const char *adesc, const char *bdesc,
-                 const char *scale_d, int tnsp_b)
+void op_wgmma_ss(Emit *e, int n, DType dt, Reg acc, Reg adesc, Reg bdesc, int scale_d, int tnsp_b)
 {
     char list[2048];
-    reglist(list, sizeof list, acc, 0, n / 2);
-    emit(e, "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s %s, %s, %s, %s, 1, 1, 0, %d;", n, wgmma_type(dt),
-         wgmma_type(dt), list, adesc, bdesc, scale_d, tnsp_b);
+    REG_WANT(e, acc, RT_F32);
+    REG_WANT(e, adesc, RT_B64);
+    REG_WANT(e, bdesc, RT_B64);
+    reg_list(e, list, sizeof list, acc, 0, n / 2);
+    emit(e, "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s %s, %s, %s, %d, 1, 1, 0, %d;", n, wgmma_type(dt),
+         wgmma_type(dt), list, R(e, adesc), R(e, bdesc), scale_d, tnsp_b);
 }
 
-void op_wgmma_rs(Emit *e, int n, DType dt, const char *acc, const char *const a[4], const char *bdesc, int tnsp_b)
+void op_wgmma_rs(Emit *e, int n, DType dt, Reg acc, const Reg a[4], Reg bdesc, int tnsp_b)
 {
     char list[2048];
-    reglist(list, sizeof list, acc, 0, n / 2);
+    REG_WANT(e, acc, RT_F32);
+    REG_WANT(e, bdesc, RT_B64);
+    for (int i = 0; i < 4; i++) reg_want(e, a[i], RT_B32, __func__, "a[i]");
+    reg_list(e, list, sizeof list, acc, 0, n / 2);
     emit(e, "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s %s, {%s, %s, %s, %s}, %s, 1, 1, 1, %d;", n,
-         wgmma_type(dt), wgmma_type(dt), list, a[0], a[1], a[2], a[3], bdesc, tnsp_b);
+         wgmma_type(dt), wgmma_type(dt), list, R(e, a[0]), R(e, a[1]), R(e, a[2]), R(e, a[3]), R(e, bdesc), tnsp_b);
 }
