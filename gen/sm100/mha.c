@@ -35,9 +35,10 @@ static int piece(int left, int cap)
 static int pair(const Plan *p) { return sm100_of(p)->cta_pair == 2; }
 
 /* The tile index: one CTA per tile, or one cluster (the CTA pair) per tile. */
-static void tile_index(Emit *e, const char *dst)
+static void tile_index(Emit *e, Reg dst)
 {
-    emit(e, "mov.u32 %s, %s;", dst, pair(e->p) ? "%clusterid.x" : "%ctaid.x");
+    REG_WANT(e, dst, RT_B32);
+    emit(e, "mov.u32 %s, %s;", R(e, dst), pair(e->p) ? "%clusterid.x" : "%ctaid.x");
 }
 
 /* dst = the shared::cluster address of this CTA's smem address addr in the even CTA of the
@@ -126,7 +127,7 @@ static void role_context(Emit *e)
     const Sm100Plan *s = sm100_of(e->p);
     mha_prologue(e);
     smem_base_again(e);
-    tile_index(e, reg(e, "b32", "tile"));
+    tile_index(e, reg_b32(e, "tile"));
     if (s->packed) mha_tile_coords_packed(e);
     else mha_tile_coords(e);
     if (pair(e->p)) {
@@ -539,10 +540,9 @@ static void sfx_load(Emit *e, int r0, int col0, int n)
     }
 }
 
-static void elems(Emit *e, Reg *out, const char *arr, int r0, int n)
+static void elems(Emit *e, Reg *out, Reg arr, int r0, int n)
 {
-    Reg a = reg_find(e, "%s", arr);
-    for (int k = 0; k < n; k++) out[k] = reg_at(e, a, r0 + k);
+    for (int k = 0; k < n; k++) out[k] = reg_at(e, arr, r0 + k);
 }
 
 /* P of S columns col0 .. col0+n-1 (registers sx_s<r0..>) to TMEM over S, packed 32 bits a column. */
@@ -576,7 +576,7 @@ static void sfx_store_p(Emit *e, int r0, int col0, int n)
 static void sfx_exp_sum(Emit *e, int r0, int n, Reg dst)
 {
     Reg x[256];
-    elems(e, x, "sx_s", r0, n);
+    elems(e, x, reg_find(e, "sx_s"), r0, n);
     sfx_exp2_scaled(e, x, n, reg_find(e, "scale_log2"), reg_find(e, "sx_neg_ms"), sm100_of(e->p)->poly_every);
     sfx_sum_tree(e, dst, x, n);
 }
@@ -604,7 +604,7 @@ static void sfx_block(Emit *e, int masked)
     sfx_load(e, 0, 0, bn);
     op_tmem_wait_ld(e);
     if (masked) sfx_mask_regs(e, 0, 0, bn);
-    elems(e, x, "sx_s", 0, bn);
+    elems(e, x, reg_find(e, "sx_s"), 0, bn);
     sfx_max_tree(e, bmax, x, bn);
     sfx_update_max_lazy(e, reg_find(e, "sx_m"), bmax, reg_find(e, "scale_log2"), s->rescale, reg_find(e, "sx_neg_ms"),
                         reg_find(e, "sx_corr"), reg_find(e, "sx_need"));
@@ -991,7 +991,8 @@ int sm100_emit_mha(Emit *e)
     mha_prologue(e);
     emit_section(e, "prologue: this CTA's tile (one %s per tile); CTAs past the last tile leave",
                  pair(p) ? "CTA pair" : "CTA");
-    const char *tile = reg(e, "b32", "tile"), *pr = reg(e, "pred", "p_out");
+    Reg tile = reg_b32(e, "tile");
+    const char *pr = reg(e, "pred", "p_out");
     tile_index(e, tile);
     if (s->packed) {
         emit_note(e, "GQA packed (plan rows): tiles = m-blocks x heads_q / %d x batch", p->cfg.group);
@@ -999,7 +1000,7 @@ int sm100_emit_mha(Emit *e)
         emit(e, "mul.lo.u32 %s, %%heads_kv, %%batch;", reg(e, "b32", "hkv_batch"));
         emit(e, "mul.lo.u32 %%num_tiles, %%num_m_blocks, %%hkv_batch;");
     }
-    emit(e, "setp.ge.u32 %s, %s, %%num_tiles;", pr, tile);
+    emit(e, "setp.ge.u32 %s, %s, %%num_tiles;", pr, R(e, tile));
     emit(e, "@%s bra $ret;", pr);
     emit_barrier_init(e);
     emit_tmem_alloc(e);

@@ -712,6 +712,39 @@ static void test_bundle_lists(void **state)
     remove_tree(dir);
 }
 
+/* The op layer checks each register operand's class (issue 12): a guard is a predicate,
+ * perhaps negated; REG_NONE is "unguarded" or, for the UMMA accumulate flag, the immediate 1;
+ * a register of the wrong class is refused with a message naming the op and the operand. */
+static void test_op_operands(void **state)
+{
+    (void)state;
+    Emit *e = malloc(sizeof *e);
+    emit_init(e, NULL);
+    Reg bar = reg_b32(e, "bar"), p = reg_pred(e, "p"), d = reg_b32(e, "d"), desc = reg_b64(e, "desc");
+    op_mbar_arrive_if(e, reg_not(e, p), bar);
+    op_mbar_arrive(e, bar);
+    op_umma_ss(e, 1, 0, d, desc, desc, d, REG_NONE);
+    op_umma_ss(e, 1, 0, d, desc, desc, d, p);
+    assert_false(e->failed);
+    assert_non_null(strstr(e->body.p, "@!%p mbarrier.arrive.shared::cta.b64 _, [%bar];"));
+    assert_non_null(strstr(e->body.p, "    mbarrier.arrive.shared::cta.b64 _, [%bar];"));
+    assert_non_null(strstr(e->body.p, "[%d], %desc, %desc, %d, 1;"));
+    assert_non_null(strstr(e->body.p, "[%d], %desc, %desc, %d, %p;"));
+    op_mbar_wait(e, bar, p); /* a parity given a predicate */
+    assert_true(e->failed);
+    assert_non_null(strstr(e->err, "op_mbar_wait"));
+    assert_non_null(strstr(e->err, "parity"));
+    emit_free(e);
+
+    emit_init(e, NULL);
+    bar = reg_b32(e, "bar");
+    op_mbar_arrive_if(e, bar, bar); /* a guard that is not a predicate */
+    assert_true(e->failed);
+    assert_non_null(strstr(e->err, "guard"));
+    emit_free(e);
+    free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -720,6 +753,7 @@ int main(void)
         cmocka_unit_test(test_plan_smem_map),         cmocka_unit_test(test_explain_json_and_text),
         cmocka_unit_test(test_plan_table_full),
         cmocka_unit_test(test_builder),               cmocka_unit_test(test_reg_handles),
+        cmocka_unit_test(test_op_operands),
         cmocka_unit_test(test_sm90_descriptors),
         cmocka_unit_test(test_cli_exit_codes),        cmocka_unit_test(test_cli_no_partial_files),
         cmocka_unit_test(test_window_bounds_in_range), cmocka_unit_test(test_values_are_exact_words),
