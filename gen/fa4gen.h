@@ -275,10 +275,8 @@ void emit_raw(Emit *e, const char *text);
 void emit_fail(Emit *e, const char *fmt, ...) FA4_PRINTF(2, 3);
 /* Declare a register (idempotent for the same type); returns its "%name". */
 const char *reg(Emit *e, const char *type, const char *name);
-/* Declare %name<n>; element i is "%name<i>" (write with regname()). */
+/* Declare %name<n>; element i is "%name<i>" (a handle: reg_at of reg_find(e, "name")). */
 void reg_array(Emit *e, const char *type, const char *name, int n);
-/* "%name<i>" into a caller buffer. */
-const char *regname(char *buf, size_t n, const char *name, int i);
 /* "{%name<first>, ..., %name<first+count-1>}" into buf. */
 const char *reglist(char *buf, size_t n, const char *name, int first, int count);
 
@@ -295,9 +293,6 @@ Reg reg_new(Emit *e, RegType t, const char *fmt, ...) FA4_PRINTF(3, 4);
 /* The handle of a register declared earlier (a prologue's %smem, %scale_log2): an undeclared
  * name is an internal error, so a misspelt name fails here, not in ptxas. */
 Reg reg_find(Emit *e, const char *fmt, ...) FA4_PRINTF(2, 3);
-/* Transitional: the handle of a declared register from its operand text "%name" or "%name<i>"
- * (an element of an array), for emitters that still hold names as strings. */
-Reg reg_of(Emit *e, const char *text);
 Reg reg_arr(Emit *e, RegType t, int n, const char *fmt, ...) FA4_PRINTF(4, 5);
 Reg reg_at(Emit *e, Reg arr, int i);
 Reg reg_not(Emit *e, Reg p);

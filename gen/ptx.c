@@ -197,12 +197,6 @@ void reg_array(Emit *e, const char *type, const char *name, int n)
     declare(e, type, name, n);
 }
 
-const char *regname(char *buf, size_t n, const char *name, int i)
-{
-    snprintf(buf, n, "%%%s%d", name, i);
-    return buf;
-}
-
 static Reg handle(Emit *e, const RegDecl *r)
 {
     return (Reg){(uint16_t)(r - e->regs + 1), r->rt, 0, -1};
@@ -243,24 +237,6 @@ Reg reg_find(Emit *e, const char *fmt, ...)
         return REG_NONE;
     }
     return handle(e, r);
-}
-
-Reg reg_of(Emit *e, const char *text)
-{
-    RegDecl *r = text && text[0] == '%' ? find_reg(e, text) : NULL;
-    if (r && !r->count) return handle(e, r);
-    /* an element: the longest array name that prefixes text, followed by digits only */
-    size_t n = text ? strlen(text) : 0, k = n;
-    while (k > 1 && text[k - 1] >= '0' && text[k - 1] <= '9') k--;
-    if (text && text[0] == '%' && k < n && k <= EMIT_REG_NAME) {
-        char name[EMIT_REG_NAME + 1];
-        memcpy(name, text, k);
-        name[k] = 0;
-        r = find_reg(e, name);
-        if (r && r->count) return reg_at(e, handle(e, r), atoi(text + k));
-    }
-    emit_fail(e, "internal: %s is not a declared register", text ? text : "(null)");
-    return REG_NONE;
 }
 
 Reg reg_arr(Emit *e, RegType t, int n, const char *fmt, ...)
