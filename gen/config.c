@@ -22,10 +22,6 @@
 
 #include "fa4gen.h"
 
-/* The widest window bound: 2^30. The kernels compute a row's key range in
- * 32-bit signed arithmetic (row + seqlen_k - seqlen_q +- bound, rounded to
- * tiles); the runtime keeps seqlen + bound + a tile within INT_MAX. */
-#define FA4_WINDOW_MAX (1 << 30)
 
 const char *const kind_name[KIND_COUNT] = {"mha", "mla-sparse"};
 const char *const target_name[TARGET_COUNT] = {"sm90a", "sm100a"};

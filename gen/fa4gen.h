@@ -28,6 +28,11 @@ typedef enum { TARGET_SM90A, TARGET_SM100A, TARGET_COUNT } TargetId;
 typedef enum { DT_BF16, DT_FP16, DT_E4M3, DT_COUNT } DType;
 typedef enum { MASK_NONE, MASK_CAUSAL, MASK_WINDOW, MASK_COUNT } MaskKind;
 
+/* The widest window bound: 2^30. The kernels compute a row's key range in 32-bit signed
+ * arithmetic (row + seqlen_k - seqlen_q +- bound, rounded to tiles); the runtime keeps
+ * seqlen + bound + a tile within INT_MAX. */
+enum { FA4_WINDOW_MAX = 1 << 30 };
+
 /* What a user chooses. A field left 0 means "the plan's best default"; after
  * config_fill_defaults() every field the target uses is explicit. */
 typedef struct Config {

@@ -116,9 +116,11 @@ void mask_bounds(const Config *c, int *wl, int *wr)
 }
 
 /* dst = x <= 0 ? 0 : (x + round) / bn, for signed x */
-static void clamp_div(Emit *e, const char *dst, const char *x, int round, int bn)
+static void clamp_div(Emit *e, Reg dst_, Reg x_, int round, int bn)
 {
-    const char *p = reg(e, "pred", "tc_neg");
+    REG_WANT(e, dst_, RT_B32);
+    REG_WANT(e, x_, RT_B32);
+    const char *p = reg(e, "pred", "tc_neg"), *dst = R(e, dst_), *x = R(e, x_);
     emit(e, "setp.le.s32 %s, %s, 0;", p, x);
     emit(e, "add.s32 %s, %s, %d;", dst, x, round);
     emit(e, "div.s32 %s, %s, %d;", dst, dst, bn);
@@ -191,11 +193,11 @@ static void tile_coords(Emit *e, int packed)
     if (wr >= 0) {
         emit(e, "add.s32 %s, %s, %s;", x, last, off);
         emit(e, "add.s32 %s, %s, %d;", x, x, wr + 1); /* one past the last key the last row sees */
-        clamp_div(e, ne, x, bn - 1, bn);
+        clamp_div(e, reg_find(e, "%s", ne + 1), reg_find(e, "%s", x + 1), bn - 1, bn);
         emit(e, "min.s32 %s, %s, %s;", ne, ne, nblk);
         emit(e, "add.s32 %s, %s, %s;", x, m0, off);
         emit(e, "add.s32 %s, %s, %d;", x, x, wr + 1); /* one past the last key the first row sees */
-        clamp_div(e, x, x, 0, bn);
+        clamp_div(e, reg_find(e, "%s", x + 1), reg_find(e, "%s", x + 1), 0, bn);
         emit(e, "min.s32 %s, %s, %s;", fhi, fhi, x);
     } else {
         emit(e, "mov.u32 %s, %s;", ne, nblk);
@@ -203,10 +205,10 @@ static void tile_coords(Emit *e, int packed)
     if (wl >= 0) {
         emit(e, "add.s32 %s, %s, %s;", x, m0, off);
         emit(e, "sub.s32 %s, %s, %d;", x, x, wl); /* first key the first row sees */
-        clamp_div(e, nb, x, 0, bn);
+        clamp_div(e, reg_find(e, "%s", nb + 1), reg_find(e, "%s", x + 1), 0, bn);
         emit(e, "add.s32 %s, %s, %s;", x, last, off);
         emit(e, "sub.s32 %s, %s, %d;", x, x, wl); /* first key the last row sees */
-        clamp_div(e, flo, x, bn - 1, bn);
+        clamp_div(e, reg_find(e, "%s", flo + 1), reg_find(e, "%s", x + 1), bn - 1, bn);
     } else {
         emit(e, "mov.u32 %s, 0;", nb);
         emit(e, "mov.u32 %s, 0;", flo);

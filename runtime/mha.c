@@ -192,18 +192,18 @@ static fa4_status check_descales(fa4_ctx *ctx, const fa4_mha_args *a)
     return FA4_OK;
 }
 
-/* gen/config.c's widest window bound (FA4_WINDOW_MAX), and room for one KV tile (bn <= 256) and the +1. */
-enum { WINDOW_MAX = 1 << 30, MASK_SLACK = 512 };
+/* Room for one KV tile (bn <= 256) and the +1 past the widest window bound (FA4_WINDOW_MAX). */
+enum { MASK_SLACK = 512 };
 
 static fa4_status check_math(fa4_ctx *ctx, const fa4_mha_args *a)
 {
     if (!isfinite(a->softmax_scale)) return BAD("softmax_scale", "%g is not finite", (double)a->softmax_scale);
     if ((unsigned)a->mask > FA4_MASK_WINDOW) return BAD("mask", "%d is not a fa4_mask", (int)a->mask);
     if (a->mask == FA4_MASK_WINDOW) {
-        if (a->window_left < -1 || a->window_left > WINDOW_MAX)
-            return BAD("window_left", "%d; use 0..%d, or -1 for unbounded", a->window_left, WINDOW_MAX);
-        if (a->window_right < -1 || a->window_right > WINDOW_MAX)
-            return BAD("window_right", "%d; use 0..%d, or -1 for unbounded", a->window_right, WINDOW_MAX);
+        if (a->window_left < -1 || a->window_left > FA4_WINDOW_MAX)
+            return BAD("window_left", "%d; use 0..%d, or -1 for unbounded", a->window_left, FA4_WINDOW_MAX);
+        if (a->window_right < -1 || a->window_right > FA4_WINDOW_MAX)
+            return BAD("window_right", "%d; use 0..%d, or -1 for unbounded", a->window_right, FA4_WINDOW_MAX);
     }
     /* The kernels compute a row's key range in 32-bit signed arithmetic: row + seqlen_k - seqlen_q + right + 1,
      * rounded up to a KV tile (< MASK_SLACK), and row + seqlen_k - seqlen_q - left. */
