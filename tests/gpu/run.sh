@@ -63,6 +63,13 @@ if [ "$ANCHOR" = 1 ]; then
     rm -rf "$OUT/anchor" && mkdir -p "$OUT/anchor"
     step anchor env FA4GEN_CACHE_DIR="$(mktemp -d)" build/sim/sim_mha --cases tests/sim/cases_sm90.txt \
         --dump "$OUT/anchor"
+    # sparse MLA: the simulator's cases (dumped: the simulator's anchor) and the large GPU-only ones
+    rm -rf "$OUT/mla_anchor" && mkdir -p "$OUT/mla_anchor"
+    step build_sim_mla make -j16 build/sim/sim_mla
+    step mla_cases env FA4GEN_CACHE_DIR="$(mktemp -d)" build/sim/sim_mla --cases tests/sim/cases_mla_sm90.txt \
+        --dump "$OUT/mla_anchor"
+    tar cJf "$OUT/mla_anchor.tar.xz" -C "$OUT/mla_anchor" . && rm -rf "$OUT/mla_anchor"
+    step mla_gpu_cases build/sim/sim_mla --cases tests/sim/cases_mla_gpu.txt
     # one archive: commit it as bench/results/<date>-<gpu>-sim-anchor.tar.xz
     tar cJf "$OUT/anchor.tar.xz" -C "$OUT/anchor" . && rm -rf "$OUT/anchor"
 fi

@@ -107,7 +107,7 @@
 #define REL_L2_TOL_E4M3 6e-2
 /* --compare: two runs of the same kernel on the same inputs (simulator vs a
  * GPU) may differ by accumulation order and exp2 approximations only. Measured
- * (simulator vs H100, the 24 sm90a cases, bench/results/2026-11-23-h100-sim-anchor*):
+ * (simulator vs H100, the 27 sm90a cases, bench/results/2026-11-23-h100-sim-anchor*):
  * O differs by at most one bf16 ulp (1.95e-3 at |O| in [0.5, 1); 9 cases
  * bit-identical or below 1e-6), LSE by at most 1.4e-6. The bounds allow two
  * ulps and ten times the LSE difference. */
