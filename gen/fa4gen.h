@@ -206,6 +206,8 @@ typedef struct Plan {
 } Plan;
 
 int plan_make(const Config *c, Plan *p, char *err, size_t n); /* fills defaults, checks, plans */
+/* A planner's or checker's refusal: the sentence into err, returns -1. */
+int plan_refuse(char *err, size_t n, const char *fmt, ...) FA4_PRINTF(3, 4);
 /* Builders used by the target planners. */
 uint32_t plan_smem(Plan *p, const char *name, uint32_t size, uint32_t align, const char *what);
 void plan_role(Plan *p, const char *name, int first_warp, int warps, int regs, const char *job);

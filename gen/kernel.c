@@ -71,10 +71,9 @@ void kernel_entry_header(Buf *out, const Plan *p)
  * (plan cluster); the kernel adds its CTA's offset after the tile's key range is known. */
 static int tile_rows(const Plan *p) { return p->rows_per_cta * p->cluster[0]; }
 
-void mha_prologue(Emit *e)
+void kernel_coords(Emit *e)
 {
     const Plan *p = e->p;
-    emit_section(e, "prologue: thread coordinates, parameters, smem base");
     const char *tid = reg(e, "b32", "thread"), *warp = reg(e, "b32", "warp"), *lane = reg(e, "b32", "lane");
     const char *wg = reg(e, "b32", "wg"), *smem = reg(e, "b32", "smem");
     emit(e, "mov.u32 %s, %%tid.x;", tid);
@@ -85,6 +84,13 @@ void mha_prologue(Emit *e)
     emit(e, "mov.u32 %s, fa4_smem;", smem);
     emit(e, "add.u32 %s, %s, %u;", smem, smem, p->smem_align - 1);
     emit(e, "and.b32 %s, %s, %u;", smem, smem, ~(p->smem_align - 1));
+}
+
+void mha_prologue(Emit *e)
+{
+    const Plan *p = e->p;
+    emit_section(e, "prologue: thread coordinates, parameters, smem base");
+    kernel_coords(e);
     for (int i = 0; i < p->n_maps; i++) {
         char rn[24], pn[24];
         snprintf(rn, sizeof rn, "tmap_%s", p->maps[i].name);

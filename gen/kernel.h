@@ -18,6 +18,10 @@ void kernel_entry_header(Buf *out, const Plan *p);
  * planners after their maps. */
 void mha_plan_params(Plan *p);
 
+/* Every kernel's first lines: %thread %warp %lane %wg (u32) and %smem, the dynamic smem base
+ * aligned to the plan's smem_align. */
+void kernel_coords(Emit *e);
+
 /* Registers defined by mha_prologue():
  *   %thread %warp %lane %wg           thread coordinates (u32)
  *   %smem                          aligned dynamic smem base (u32, shared::cta address)

@@ -153,6 +153,15 @@ void plan_param_scalar(Plan *p, ScalarId s, ParamType type)
     q->index = (int)s;
 }
 
+int plan_refuse(char *err, size_t n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, n, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
 int plan_make(const Config *c, Plan *p, char *err, size_t n)
 {
     memset(p, 0, sizeof *p);

@@ -107,81 +107,71 @@ static void sm100_defaults(Config *c)
     if (!c->stages) c->stages = 3;
 }
 
-static int refuse(char *err, size_t n, const char *fmt, ...) FA4_PRINTF(3, 4);
-static int refuse(char *err, size_t n, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, n, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 static int sm100_check(const Config *c, char *err, size_t n)
 {
     if (c->qk_depth == 256 || c->ov_depth == 256)
-        return refuse(err, n, "depth: 256 does not fit the sm100a 2Q layout (two O tiles of 256 TMEM columns leave "
+        return plan_refuse(err, n, "depth: 256 does not fit the sm100a 2Q layout (two O tiles of 256 TMEM columns leave "
                               "none for S; FA4 runs it as a pair-CTA single-O family, not implemented); use "
                               "target sm90a for depth 256");
     int mla = c->qk_depth == 192 && c->ov_depth == 128;
     if (!mla && (c->qk_depth != c->ov_depth || c->qk_depth < 64 || c->qk_depth > 128))
-        return refuse(err, n, "qk/ov: %d/%d is not allowed on sm100a; use qk = ov in 64..128 (64, 96 and 128 are "
+        return plan_refuse(err, n, "qk/ov: %d/%d is not allowed on sm100a; use qk = ov in 64..128 (64, 96 and 128 are "
                               "tested) or qk 192 / ov 128 (MLA prefill: 128 nope + 64 rope)", c->qk_depth, c->ov_depth);
     if (c->rope_split && !mla)
-        return refuse(err, n, "rope_split: 1 is only for MLA prefill (qk 192 / ov 128); this config has qk %d / ov %d",
+        return plan_refuse(err, n, "rope_split: 1 is only for MLA prefill (qk 192 / ov 128); this config has qk %d / ov %d",
                       c->qk_depth, c->ov_depth);
     if (c->rope_split && c->rope_dtype != c->dtype)
-        return refuse(err, n, "rope_dtype: %s differs from dtype %s; one QK^T MMA chain reads the nope and rope parts "
+        return plan_refuse(err, n, "rope_dtype: %s differs from dtype %s; one QK^T MMA chain reads the nope and rope parts "
                               "of K with one kind and K step, so use rope_dtype=%s", dtype_name[c->rope_dtype],
                       dtype_name[c->dtype], dtype_name[c->dtype]);
     if (c->rope_split && 64 % (c->swizzle / dtype_bytes[c->dtype]))
-        return refuse(err, n, "rope_split: the 64 rope columns must be whole swizzle chunks, and swizzle %d holds %d %s "
+        return plan_refuse(err, n, "rope_split: the 64 rope columns must be whole swizzle chunks, and swizzle %d holds %d %s "
                               "columns; use swizzle %d or less", c->swizzle, c->swizzle / dtype_bytes[c->dtype],
                       dtype_name[c->dtype], 64 * dtype_bytes[c->dtype]);
     /* (MLA with the pair would also need the k_rope box halved to k_rows: not planned, so refused here) */
     if (c->cta_pair == 2 && (c->qk_depth != c->ov_depth || c->qk_depth <= 64 || c->qk_depth > 128))
-        return refuse(err, n, "cta: 2 (the CTA pair, MMA M 256) is planned for qk = ov in 65..128 (FA4Config's rule: "
+        return plan_refuse(err, n, "cta: 2 (the CTA pair, MMA M 256) is planned for qk = ov in 65..128 (FA4Config's rule: "
                               "d64 fills the MMA with one CTA and BN 192, larger depths run out of TMEM); this config "
                               "has qk %d / ov %d, so use cta=1", c->qk_depth, c->ov_depth);
     int v_chunks = (c->ov_depth * dtype_bytes[c->dtype] + c->swizzle - 1) / c->swizzle;
     if (c->cta_pair == 2 && v_chunks % 2)
-        return refuse(err, n, "cta: 2 splits V's %d columns into swizzle chunks, half loaded by each CTA of the pair, "
+        return plan_refuse(err, n, "cta: 2 splits V's %d columns into swizzle chunks, half loaded by each CTA of the pair, "
                               "and swizzle %d gives an odd %d chunks; use swizzle %d", c->ov_depth, c->swizzle,
                       v_chunks, best_swizzle(c));
     if (c->qtiles != 1 && c->qtiles != 2)
-        return refuse(err, n, "qtiles: %d is not allowed on sm100a; use 1 or 2", c->qtiles);
+        return plan_refuse(err, n, "qtiles: %d is not allowed on sm100a; use 1 or 2", c->qtiles);
     if (c->bm != SM100_MMA_M * c->qtiles)
-        return refuse(err, n, "bm: %d is not allowed on sm100a with qtiles %d; bm is %d x qtiles = %d (set qtiles, "
+        return plan_refuse(err, n, "bm: %d is not allowed on sm100a with qtiles %d; bm is %d x qtiles = %d (set qtiles, "
                               "not bm)", c->bm, c->qtiles, SM100_MMA_M, SM100_MMA_M * c->qtiles);
     if (c->pingpong >= 0 || c->persistent >= 0)
-        return refuse(err, n, "pingpong/persistent: these are sm90a fields; leave them unset for sm100a");
+        return plan_refuse(err, n, "pingpong/persistent: these are sm90a fields; leave them unset for sm100a");
     int mk = mma_k_of(c->dtype);
     if (c->bn < SM100_MIN_BN)
-        return refuse(err, n, "bn: %d is below the sm100a minimum of %d keys per KV tile (%d short)", c->bn,
+        return plan_refuse(err, n, "bn: %d is below the sm100a minimum of %d keys per KV tile (%d short)", c->bn,
                       SM100_MIN_BN, SM100_MIN_BN - c->bn);
     if (c->bn > SM100_RESIDENT_BN)
-        return refuse(err, n, "bn: %d is over %d; the softmax keeps a row of S in registers (one pass) and longer rows "
+        return plan_refuse(err, n, "bn: %d is over %d; the softmax keeps a row of S in registers (one pass) and longer rows "
                               "need the two-pass variant, which spills with ptxas 13.0 and is not in this generator; "
                               "use bn <= %d", c->bn, SM100_RESIDENT_BN, SM100_RESIDENT_BN);
     if (c->bn % 16 || c->bn % mk)
-        return refuse(err, n, "bn: %d is not allowed on sm100a with %s; use a multiple of %d up to 256 (the MMA N "
+        return plan_refuse(err, n, "bn: %d is not allowed on sm100a with %s; use a multiple of %d up to 256 (the MMA N "
                               "and K steps)", c->bn, dtype_name[c->dtype], mk > 16 ? mk : 16);
     int pov = align_up(c->ov_depth, chunk_of(c));
     int tmem = c->qtiles * (c->bn + pov);
     if (tmem > SM100_TMEM_COLS)
-        return refuse(err, n, "tmem: the plan needs %d columns (%d Q tiles x (S %d + O %d)) but a CTA has %d; %d over: "
+        return plan_refuse(err, n, "tmem: the plan needs %d columns (%d Q tiles x (S %d + O %d)) but a CTA has %d; %d over: "
                               "lower bn to %d or use qtiles 1", tmem, c->qtiles, c->bn, pov, SM100_TMEM_COLS,
                       tmem - SM100_TMEM_COLS, (SM100_TMEM_COLS / c->qtiles - pov) / mk * mk);
     if (c->stages < 3)
-        return refuse(err, n, "stages: %d K/V slots is below the sm100a minimum of 2 KV stages (3 slots in one fused "
+        return plan_refuse(err, n, "stages: %d K/V slots is below the sm100a minimum of 2 KV stages (3 slots in one fused "
                               "ring, or 4 as two rings of 2); %d short", c->stages, 3 - c->stages);
     if (c->mask == MASK_WINDOW && (c->window_left < -1 || c->window_right < -1))
-        return refuse(err, n, "mask window: bounds are >= 0, or -1 for none");
+        return plan_refuse(err, n, "mask window: bounds are >= 0, or -1 for none");
     if (c->rescale > 8)
-        return refuse(err, n, "rescale: %d is not allowed on sm100a; use 0..8 (log2 units; P may grow to 2^rescale "
+        return plan_refuse(err, n, "rescale: %d is not allowed on sm100a; use 0..8 (log2 units; P may grow to 2^rescale "
                               "and must fit fp16 and e4m3)", c->rescale);
     if (c->exp2_poly > 50)
-        return refuse(err, n, "poly: %d is not allowed on sm100a; use 0..50 (percent of exp2 on the FMA pipe)",
+        return plan_refuse(err, n, "poly: %d is not allowed on sm100a; use 0..50 (percent of exp2 on the FMA pipe)",
                       c->exp2_poly);
     return 0;
 }
@@ -456,10 +446,10 @@ static int sm100_plan(const Config *c, Plan *p, char *err, size_t n)
     if (sm100_layout(c, p, err, n)) return -1;
     const Sm100Plan *s = sm100_of(p);
     if (!sm100_mma_shape_ok(s->mma_m, p->bn, s->cta_pair, 0) || !sm100_mma_shape_ok(s->mma_m, s->ov_pad, s->cta_pair, 1))
-        return refuse(err, n, "bn/ov: M %d N %d (QK) or N %d (PV, TS) is not a tcgen05.mma shape", s->mma_m, p->bn,
+        return plan_refuse(err, n, "bn/ov: M %d N %d (QK) or N %d (PV, TS) is not a tcgen05.mma shape", s->mma_m, p->bn,
                       s->ov_pad);
     if (p->tmem_cols > SM100_TMEM_COLS)
-        return refuse(err, n, "tmem: the plan needs %d columns but a CTA has %d; %d over", s->tmem_need,
+        return plan_refuse(err, n, "tmem: the plan needs %d columns but a CTA has %d; %d over", s->tmem_need,
                       SM100_TMEM_COLS, s->tmem_need - SM100_TMEM_COLS);
     p->cluster[0] = s->cta_pair;
     plan_roles(c, p);

@@ -13,7 +13,6 @@
  * Both consumers computing S is the simple first design (QK is 53% of the FLOPs at d_qk 576:
  * this costs 1.5x the tensor work); splitting S between them is the planned next step.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -49,37 +48,27 @@ static void mla_defaults(Config *c)
     if (c->persistent < 0) c->persistent = 0;
 }
 
-static int refuse(char *err, size_t n, const char *fmt, ...) FA4_PRINTF(3, 4);
-static int refuse(char *err, size_t n, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, n, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 static int mla_check(const Config *c, char *err, size_t n)
 {
     if (c->dtype != DT_BF16)
-        return refuse(err, n, "dtype: %s is not allowed for mla-sparse on sm90a; use bf16", dtype_name[c->dtype]);
+        return plan_refuse(err, n, "dtype: %s is not allowed for mla-sparse on sm90a; use bf16", dtype_name[c->dtype]);
     if (c->qk_depth != 576 && c->qk_depth != 512)
-        return refuse(err, n, "qk: %d is not allowed for mla-sparse; use 576 (512 nope + 64 rope) or 512",
+        return plan_refuse(err, n, "qk: %d is not allowed for mla-sparse; use 576 (512 nope + 64 rope) or 512",
                       c->qk_depth);
     if (c->ov_depth != MLA_DV)
-        return refuse(err, n, "ov: %d is not allowed for mla-sparse; V is the first %d columns of kv", c->ov_depth,
+        return plan_refuse(err, n, "ov: %d is not allowed for mla-sparse; V is the first %d columns of kv", c->ov_depth,
                       MLA_DV);
-    if (c->bm != MLA_MMA_M) return refuse(err, n, "bm: %d is not allowed for mla-sparse on sm90a; use 64", c->bm);
-    if (c->bn != 64) return refuse(err, n, "bn: %d is not allowed for mla-sparse on sm90a; use 64", c->bn);
-    if (c->stages != 2) return refuse(err, n, "stages: %d is not allowed for mla-sparse on sm90a; use 2", c->stages);
+    if (c->bm != MLA_MMA_M) return plan_refuse(err, n, "bm: %d is not allowed for mla-sparse on sm90a; use 64", c->bm);
+    if (c->bn != 64) return plan_refuse(err, n, "bn: %d is not allowed for mla-sparse on sm90a; use 64", c->bn);
+    if (c->stages != 2) return plan_refuse(err, n, "stages: %d is not allowed for mla-sparse on sm90a; use 2", c->stages);
     if (c->swizzle != 128)
-        return refuse(err, n, "swizzle: %d is not allowed for mla-sparse on sm90a; use 128", c->swizzle);
+        return plan_refuse(err, n, "swizzle: %d is not allowed for mla-sparse on sm90a; use 128", c->swizzle);
     if (c->mask != MASK_NONE)
-        return refuse(err, n, "mask: mla-sparse takes no mask; its index list says which keys a token sees");
-    if (c->group != 1) return refuse(err, n, "group: %d is not allowed for mla-sparse (one kv head); use 1", c->group);
-    if (c->exp2_poly) return refuse(err, n, "poly: %d is not allowed for mla-sparse on sm90a; use 0", c->exp2_poly);
+        return plan_refuse(err, n, "mask: mla-sparse takes no mask; its index list says which keys a token sees");
+    if (c->group != 1) return plan_refuse(err, n, "group: %d is not allowed for mla-sparse (one kv head); use 1", c->group);
+    if (c->exp2_poly) return plan_refuse(err, n, "poly: %d is not allowed for mla-sparse on sm90a; use 0", c->exp2_poly);
     if (c->pingpong || c->persistent)
-        return refuse(err, n, "pingpong/persistent: mla-sparse on sm90a has neither; use 0");
+        return plan_refuse(err, n, "pingpong/persistent: mla-sparse on sm90a has neither; use 0");
     return 0;
 }
 
@@ -163,16 +152,7 @@ static void mla_prologue(Emit *e)
     const Plan *p = e->p;
     const SparsePlan90 *s = mla90(p);
     emit_section(e, "prologue: thread coordinates, parameters, smem base, this CTA's token and heads");
-    const char *tid = reg(e, "b32", "thread"), *warp = reg(e, "b32", "warp"), *lane = reg(e, "b32", "lane");
-    const char *wg = reg(e, "b32", "wg"), *smem = reg(e, "b32", "smem");
-    emit(e, "mov.u32 %s, %%tid.x;", tid);
-    emit(e, "shr.u32 %s, %s, 5;", warp, tid);
-    emit(e, "and.b32 %s, %s, 31;", lane, tid);
-    emit(e, "shr.u32 %s, %s, 7;", wg, tid);
-    emit_note(e, "plan: smem base aligned to %u", p->smem_align);
-    emit(e, "mov.u32 %s, fa4_smem;", smem);
-    emit(e, "add.u32 %s, %s, %u;", smem, smem, p->smem_align - 1);
-    emit(e, "and.b32 %s, %s, %u;", smem, smem, ~(p->smem_align - 1));
+    kernel_coords(e);
     for (int i = 0; i < p->n_params; i++) {
         const ParamSpec *q = &p->params[i];
         const char *type = q->type == PARAM_U64 ? "u64" : q->type == PARAM_U32 ? "u32" : "f32";
