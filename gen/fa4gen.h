@@ -206,6 +206,9 @@ typedef struct Plan {
 } Plan;
 
 int plan_make(const Config *c, Plan *p, char *err, size_t n); /* fills defaults, checks, plans */
+/* The tile geometry every planner starts from: bm, bn, depths, element size, swizzle chunks
+ * (depths rounded up to whole chunks), stages, and tiles on the 1024-byte swizzle boundary. */
+void plan_geometry(const Config *c, Plan *p);
 /* A planner's or checker's refusal: the sentence into err, returns -1. */
 int plan_refuse(char *err, size_t n, const char *fmt, ...) FA4_PRINTF(3, 4);
 /* Builders used by the target planners. */

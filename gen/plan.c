@@ -153,6 +153,18 @@ void plan_param_scalar(Plan *p, ScalarId s, ParamType type)
     q->index = (int)s;
 }
 
+void plan_geometry(const Config *c, Plan *p)
+{
+    p->bm = c->bm, p->bn = c->bn, p->qk = c->qk_depth, p->ov = c->ov_depth;
+    p->elem_bytes = dtype_bytes[c->dtype];
+    p->swizzle_bytes = c->swizzle;
+    p->chunk_elems = c->swizzle / p->elem_bytes;
+    p->qk_chunks = (p->qk + p->chunk_elems - 1) / p->chunk_elems;
+    p->ov_chunks = (p->ov + p->chunk_elems - 1) / p->chunk_elems;
+    p->stages = c->stages;
+    p->smem_align = 1024; /* swizzle patterns repeat every 1024 B: tiles start on that boundary */
+}
+
 int plan_refuse(char *err, size_t n, const char *fmt, ...)
 {
     va_list ap;

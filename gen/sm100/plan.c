@@ -187,21 +187,11 @@ static void plan_tiles(const Config *c, Plan *p)
     s->packed = c->group > 1 && SM100_MMA_M % c->group == 0;
     s->seq_rows = s->packed ? SM100_MMA_M / c->group : SM100_MMA_M;
     s->heads_per_tile = s->packed ? c->group : 1;
-    p->bm = c->bm;
-    p->bn = c->bn;
-    p->qk = c->qk_depth;
-    p->ov = c->ov_depth;
+    plan_geometry(c, p);
     p->rows_per_cta = s->seq_rows * s->qtiles; /* sequence positions per CTA */
     p->heads_per_cta = s->heads_per_tile;
-    p->elem_bytes = dtype_bytes[c->dtype];
-    p->swizzle_bytes = c->swizzle;
-    p->chunk_elems = c->swizzle / p->elem_bytes;
-    s->qk_pad = align_up(p->qk, p->chunk_elems);
-    s->ov_pad = align_up(p->ov, p->chunk_elems);
-    p->qk_chunks = s->qk_pad / p->chunk_elems;
-    p->ov_chunks = s->ov_pad / p->chunk_elems;
-    p->stages = c->stages;
-    p->smem_align = 1024; /* swizzle patterns repeat every 1024 B: tiles start on that boundary */
+    s->qk_pad = p->qk_chunks * p->chunk_elems;
+    s->ov_pad = p->ov_chunks * p->chunk_elems;
     p->persistent = 0;
 
     s->kind_f8 = c->dtype == DT_E4M3;

@@ -89,16 +89,9 @@ static void mla_params(Plan *p)
 static int mla_plan(const Config *c, Plan *p, char *err, size_t n)
 {
     SparsePlan90 *s = mla90_plan(p);
-    p->bm = c->bm, p->bn = c->bn, p->qk = c->qk_depth, p->ov = c->ov_depth;
+    plan_geometry(c, p);
     p->rows_per_cta = 1; /* one query token ... */
     p->heads_per_cta = c->bm; /* ... and bm of its heads */
-    p->elem_bytes = dtype_bytes[c->dtype];
-    p->swizzle_bytes = c->swizzle;
-    p->chunk_elems = c->swizzle / p->elem_bytes;
-    p->qk_chunks = p->qk / p->chunk_elems;
-    p->ov_chunks = p->ov / p->chunk_elems;
-    p->stages = c->stages;
-    p->smem_align = 1024; /* the 128B swizzle repeats every 1024 B: tiles start on that boundary */
 
     s->heads = c->bm, s->block = c->bn, s->consumers = 2;
     s->dv = c->ov_depth, s->dv_per_consumer = s->dv / s->consumers;

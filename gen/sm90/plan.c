@@ -102,19 +102,9 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
     (void)err;
     (void)n;
     Sm90Plan *s = sm90_mut(p);
-    p->bm = c->bm;
-    p->bn = c->bn;
-    p->qk = c->qk_depth;
-    p->ov = c->ov_depth;
+    plan_geometry(c, p);
     p->rows_per_cta = c->bm;
     p->heads_per_cta = 1;
-    p->elem_bytes = dtype_bytes[c->dtype];
-    p->swizzle_bytes = c->swizzle;
-    p->chunk_elems = c->swizzle / p->elem_bytes;
-    p->qk_chunks = p->qk / p->chunk_elems;
-    p->ov_chunks = p->ov / p->chunk_elems;
-    p->stages = c->stages;
-    p->smem_align = 1024; /* the 128B swizzle pattern repeats every 1024 B: tiles start on that boundary */
     p->persistent = c->persistent;
 
     s->mma_m = SM90_MMA_M;
