@@ -211,6 +211,32 @@ static void gather_row(Emit *e, const Reg *dst_u, uint32_t tile_off, Reg src, Re
                           (uint32_t)(c * e->p->swizzle_bytes + u * MLA_UNIT), bytes);
 }
 
+/* The loop over the %nblk kv blocks that producer and consumers share: counter j from 0, the
+ * ring at slot 0 / phase 0, and the exit test at the top. `who` prefixes the labels and the
+ * predicate. */
+static void block_loop_begin(Emit *e, const char *who, Reg j, Reg stage, Reg phase, char top[NAME], char done[NAME])
+{
+    char stem[NAME];
+    ring_reset(e, stage, phase);
+    emit(e, "mov.u32 %s, 0;", R(e, j));
+    snprintf(stem, sizeof stem, "%s_block", who);
+    new_label(e, top, NAME, stem);
+    snprintf(stem, sizeof stem, "%s_done", who);
+    new_label(e, done, NAME, stem);
+    Reg pend = reg_pred(e, "%s_end", who);
+    emit_label(e, top);
+    emit(e, "setp.ge.u32 %s, %s, %%nblk;", R(e, pend), R(e, j));
+    emit(e, "@%s bra.uni %s;", R(e, pend), done);
+}
+
+/* The loop's end: the next block, back to the top; the exit label after it. */
+static void block_loop_end(Emit *e, Reg j, const char *top, const char *done)
+{
+    emit(e, "add.u32 %s, %s, 1;", R(e, j), R(e, j));
+    emit(e, "bra.uni %s;", top);
+    emit_label(e, done);
+}
+
 static void mla_producer(Emit *e)
 {
     const Plan *p = e->p;
@@ -266,15 +292,8 @@ static void mla_producer(Emit *e)
     Reg par = reg_b32(e, "pr_par"), pos_ = reg_b32(e, "pr_pos"), idx_ = reg_b32(e, "pr_idx");
     Reg ia = reg_b64(e, "pr_ia"), flag = reg_b32(e, "pr_flag"), kvb = reg_b32(e, "pr_kv");
     const char *j = R(e, j_), *pos = R(e, pos_), *idx = R(e, idx_);
-    ring_reset(e, stage, phase);
-    emit(e, "mov.u32 %s, 0;", j);
     char top[NAME], done[NAME];
-    new_label(e, top, sizeof top, "pr_block");
-    new_label(e, done, sizeof done, "pr_done");
-    Reg pend = reg_pred(e, "pr_end");
-    emit_label(e, top);
-    emit(e, "setp.ge.u32 %s, %s, %%nblk;", R(e, pend), j);
-    emit(e, "@%s bra.uni %s;", R(e, pend), done);
+    block_loop_begin(e, "pr", j_, stage, phase, top, done);
     emit_note(e, "the slot is free once both consumers have read it (plan: bar_kv_empty)");
     ring_free_parity(e, par, phase);
     mbar_indexed(e, bar, reg_find(e, "pr_empty0"), stage);
@@ -305,9 +324,7 @@ static void mla_producer(Emit *e)
     op_st_shared_b32(e, fa, 0, flag);
     op_mbar_arrive(e, bar);
     ring_advance(e, stage, phase, p->stages);
-    emit(e, "add.u32 %s, %s, 1;", j, j);
-    emit(e, "bra.uni %s;", top);
-    emit_label(e, done);
+    block_loop_end(e, j_, top, done);
 }
 
 /* ------------------------------------------------------------ kernel: consumers */
@@ -556,16 +573,8 @@ static void mla_consumer(Emit *e)
     smem_at(e, bar, s->bar_q_full);
     op_mbar_wait_imm(e, bar, 0);
     Reg stage = reg_b32(e, "cs_stage"), phase = reg_b32(e, "cs_phase"), j_ = reg_b32(e, "cs_j");
-    const char *j = R(e, j_);
-    ring_reset(e, stage, phase);
-    emit(e, "mov.u32 %s, 0;", j);
     char top[NAME], done[NAME];
-    new_label(e, top, sizeof top, "cs_block");
-    new_label(e, done, sizeof done, "cs_done");
-    Reg pend = reg_pred(e, "cs_end");
-    emit_label(e, top);
-    emit(e, "setp.ge.u32 %s, %s, %%nblk;", R(e, pend), j);
-    emit(e, "@%s bra.uni %s;", R(e, pend), done);
+    block_loop_begin(e, "cs", j_, stage, phase, top, done);
     mbar_indexed(e, bar, reg_find(e, "cs_full0"), stage);
     op_mbar_wait(e, bar, phase);
     issue_qk(e, stage);
@@ -576,9 +585,7 @@ static void mla_consumer(Emit *e)
     mbar_indexed(e, bar, reg_find(e, "cs_empty0"), stage);
     op_mbar_arrive(e, bar);
     ring_advance(e, stage, phase, p->stages);
-    emit(e, "add.u32 %s, %s, 1;", j, j);
-    emit(e, "bra.uni %s;", top);
-    emit_label(e, done);
+    block_loop_end(e, j_, top, done);
     consumer_epilogue(e);
 }
 
