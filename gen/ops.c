@@ -230,6 +230,15 @@ void op_st_shared_b32(Emit *e, Reg base, uint32_t off, Reg src)
     emit(e, "st.shared.b32 [%s+%u], %s;", R(e, base), off, R(e, src));
 }
 
+void op_st_shared_b32_if(Emit *e, Reg guard, Reg base, uint32_t off, Reg src)
+{
+    char g[EMIT_REG_NAME + 4];
+    const char *at = guard_prefix(e, g, sizeof g, guard, __func__);
+    REG_WANT(e, base, ADDR32);
+    REG_WANT(e, src, WORD);
+    emit(e, "%sst.shared.b32 [%s+%u], %s;", at, R(e, base), off, R(e, src));
+}
+
 void op_st_global_f32(Emit *e, Reg guard, Reg addr, Reg src)
 {
     char g[EMIT_REG_NAME + 4];

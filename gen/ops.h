@@ -80,6 +80,7 @@ void op_cvt_pack(Emit *e, DType dt, Reg dst, Reg hi, Reg lo);
 /* Shared memory at [base+off] (base a b32 address register, %smem included). */
 void op_ld_shared_b32(Emit *e, Reg dst, Reg base, uint32_t off);
 void op_st_shared_b32(Emit *e, Reg base, uint32_t off, Reg src);
+void op_st_shared_b32_if(Emit *e, Reg guard, Reg base, uint32_t off, Reg src); /* guard REG_NONE: always */
 void op_st_global_f32(Emit *e, Reg guard, Reg addr, Reg src);
 void op_st_shared_v4_b32(Emit *e, Reg base, uint32_t off, const Reg src[4]);
 void op_setmaxnreg(Emit *e, int regs, int entry_regs); /* inc or dec, chosen from entry_regs */

@@ -19,6 +19,11 @@ typedef struct SparsePlan90 {
     int q_full_count, kv_full_count, kv_empty_count;
     int producer_regs, consumer_regs;
     int rescale;          /* conditional O rescale threshold, log2 units */
+    /* the split of S: consumer c computes S and P of block 2j+c (kv slot c) and shares P through smem */
+    uint32_t off_p, p_stride; /* P buffer of consumer c at off_p + c * p_stride (heads x block bf16, 128B-swizzled) */
+    int p_in_rope;        /* the P buffers are the rope chunks of the kv slots (read only by QK) */
+    uint32_t off_xmax, off_xsum; /* per consumer, per head: block row max and final row sum, exchanged */
+    int bar_max, bar_p, bar_sum; /* named barrier ids the two consumers meet at */
     int qk_steps, pv_steps; /* wgmmas per S block and per O += P V */
 } SparsePlan90;
 

@@ -113,6 +113,22 @@ static int mla_plan(const Config *c, Plan *p, char *err, size_t n)
     s->valid_stage_bytes = (uint32_t)s->block * 4;
     s->off_valid = plan_smem(p, "valid", s->valid_stage_bytes * (uint32_t)p->stages, 16,
                              "one u32 per gathered row: 1 when its index is valid (ring)");
+    s->p_in_rope = s->qk_chunks > s->dv_chunks;
+    if (s->p_in_rope) {
+        /* chunk dv_chunks of a slot (the rope columns) is read only by its owner's QK, which is
+         * done when that consumer writes P there; the producer refills it after both PVs */
+        s->off_p = s->off_kv + (uint32_t)s->dv_chunks * kv_chunk;
+        s->p_stride = s->kv_stage_bytes;
+    } else {
+        s->p_stride = s->chunk_bytes;
+        s->off_p = plan_smem(p, "p", s->p_stride * (uint32_t)s->consumers, 1024,
+                             "P of each consumer's block: heads x block bf16, 128B-swizzled, read by the other");
+    }
+    s->off_xmax = plan_smem(p, "xmax", (uint32_t)(s->consumers * s->heads * 4), 16,
+                            "block row max per consumer, exchanged: one running max");
+    s->off_xsum = plan_smem(p, "xsum", (uint32_t)(s->consumers * s->heads * 4), 16,
+                            "row sum per consumer over its blocks, added at the end");
+    s->bar_max = 1, s->bar_p = 2, s->bar_sum = 3; /* 0: the whole CTA (prologue) */
     s->q_full_count = MLA_WG;                    /* one cp.async arrival per producer thread */
     s->kv_full_count = 2 * MLA_WG;               /* ... and one arrival after each thread's flag */
     s->kv_empty_count = MLA_WG * s->consumers;   /* every consumer thread */
@@ -124,13 +140,17 @@ static int mla_plan(const Config *c, Plan *p, char *err, size_t n)
     for (int i = 0; i < s->consumers; i++) {
         char name[24], job[80];
         snprintf(name, sizeof name, "consumer%d", i);
-        snprintf(job, sizeof job, "S = Q K^T, softmax, O[:, %d:%d] += P V", i * s->dv_per_consumer,
-                 (i + 1) * s->dv_per_consumer);
+        snprintf(job, sizeof job, "S = Q K^T of blocks 2j+%d, softmax, O[:, %d:%d] += P V of both blocks", i,
+                 i * s->dv_per_consumer, (i + 1) * s->dv_per_consumer);
         plan_role(p, name, 4 * (i + 1), 4, s->consumer_regs, job);
     }
-    plan_note(p, "qk wgmma", "m64n%dk16 x %d per kv block per consumer (SS)", s->block, s->qk_steps);
-    plan_note(p, "pv wgmma", "m64n%dk16 x %d per kv block per consumer (RS, P in registers)", s->dv_per_consumer,
-              s->pv_steps);
+    plan_note(p, "qk wgmma", "m64n%dk16 x %d per pair of kv blocks per consumer (SS; consumer c: block 2j+c)",
+              s->block, s->qk_steps);
+    plan_note(p, "pv wgmma", "m64n%dk16 x %d + %d per pair per consumer (own P RS from registers, the other's SS "
+              "from smem)", s->dv_per_consumer, s->pv_steps, s->pv_steps);
+    plan_note(p, "p exchange", "%s; named barriers %d (row max), %d (P), %d (row sum)",
+              s->p_in_rope ? "P in the rope chunk of its slot" : "P in its own buffer", s->bar_max, s->bar_p,
+              s->bar_sum);
     plan_note(p, "gather", "%d x 16 B cp.async per row, %d rows per block, zero-filled for invalid indices",
               s->units, s->block);
     mla_params(p);
@@ -161,6 +181,11 @@ static void mla_prologue(Emit *e)
     emit(e, "rem.u32 %s, %s, %s;", reg(e, "b32", "h0"), tile, nhb);
     emit(e, "mul.lo.u32 %%h0, %%h0, %d;", s->heads);
     emit(e, "shr.u32 %s, %%topk, %d;", reg(e, "b32", "nblk"), __builtin_ctz((unsigned)s->block));
+    emit_note(e, "the consumers take the blocks in pairs (2j: consumer 0, 2j+1: consumer 1); an odd count "
+                 "gets a last block of invalid positions");
+    emit(e, "add.u32 %s, %%nblk, 1;", reg(e, "b32", "npair"));
+    emit(e, "shr.u32 %%npair, %%npair, 1;");
+    emit(e, "shl.b32 %s, %%npair, 1;", reg(e, "b32", "nblk2"));
 }
 
 static void mla_barrier_init(Emit *e)
@@ -197,27 +222,28 @@ static void elem_addr(Emit *e, Reg dst, Reg base, Reg a, Reg sa, Reg b, Reg sb, 
     emit(e, "mad.lo.u64 %s, %s, %d, %s;", R(e, dst), R(e, dst), elem_bytes, R(e, base));
 }
 
-/* Copies one row of qk_chunks x 8 units from src to the tile whose chunk 0 is at [dst_u[u] + tile_off]
- * (dst_u[u]: this thread's row base plus the swizzled offset of unit u). Thread pairs split a row by
- * chunk parity. */
-static void gather_row(Emit *e, const Reg *dst_u, uint32_t tile_off, Reg src, Reg bytes)
+/* Copies one row (qk_chunks x 128 B) from src to the tile whose row is at [dst + tile_off]: this
+ * thread's 16-byte unit of every chunk (8 threads cover a chunk row, so each warp-wide cp.async
+ * reads 4 whole 128-byte lines). */
+static void gather_row(Emit *e, Reg dst, uint32_t tile_off, Reg src, Reg bytes)
 {
     const SparsePlan90 *s = mla90(e->p);
-    int per_chunk = e->p->swizzle_bytes / MLA_UNIT;
-    Reg odd = reg_find(e, "pr_odd"), even = reg_find(e, "pr_even");
     for (int c = 0; c < s->qk_chunks; c++)
-        for (int u = 0; u < per_chunk; u++)
-            op_cp_async16(e, c % 2 ? odd : even, dst_u[u], tile_off + (uint32_t)c * s->chunk_bytes, src,
-                          (uint32_t)(c * e->p->swizzle_bytes + u * MLA_UNIT), bytes);
+        op_cp_async16(e, REG_NONE, dst, tile_off + (uint32_t)c * s->chunk_bytes, src,
+                      (uint32_t)(c * e->p->swizzle_bytes), bytes);
 }
 
-/* The loop over the %nblk kv blocks that producer and consumers share: counter j from 0, the
- * ring at slot 0 / phase 0, and the exit test at the top. `who` prefixes the labels and the
- * predicate. */
-static void block_loop_begin(Emit *e, const char *who, Reg j, Reg stage, Reg phase, char top[NAME], char done[NAME])
+/* The loop that producer (over kv blocks) and consumers (over pairs of blocks) share: counter j
+ * from 0 to n, the ring at slot 0 / phase 0, and the exit test at the top. `who` prefixes the
+ * labels and the predicate. */
+static void block_loop_begin(Emit *e, const char *who, Reg j, Reg n, Reg stage, Reg phase, char top[NAME],
+                             char done[NAME])
 {
     char stem[NAME];
-    ring_reset(e, stage, phase);
+    if (reg_is(stage))
+        ring_reset(e, stage, phase);
+    else
+        emit(e, "mov.u32 %s, 0;", R(e, phase));
     emit(e, "mov.u32 %s, 0;", R(e, j));
     snprintf(stem, sizeof stem, "%s_block", who);
     new_label(e, top, NAME, stem);
@@ -225,7 +251,7 @@ static void block_loop_begin(Emit *e, const char *who, Reg j, Reg stage, Reg pha
     new_label(e, done, NAME, stem);
     Reg pend = reg_pred(e, "%s_end", who);
     emit_label(e, top);
-    emit(e, "setp.ge.u32 %s, %s, %%nblk;", R(e, pend), R(e, j));
+    emit(e, "setp.ge.u32 %s, %s, %s;", R(e, pend), R(e, j), R(e, n));
     emit(e, "@%s bra.uni %s;", R(e, pend), done);
 }
 
@@ -241,40 +267,41 @@ static void mla_producer(Emit *e)
 {
     const Plan *p = e->p;
     const SparsePlan90 *s = mla90(p);
-    int sw = p->swizzle_bytes, per_chunk = sw / MLA_UNIT;
+    int sw = p->swizzle_bytes, per_chunk = sw / MLA_UNIT, groups = MLA_WG / per_chunk;
+    int rows = s->block / groups; /* rows of a block (and of Q) per thread */
     emit_section(e, "role producer (warpgroup 0): gather Q and the indexed kv rows with cp.async");
     op_setmaxnreg(e, s->producer_regs, p->entry_regs);
-    Reg r_ = reg_b32(e, "pr_row"), key_ = reg_b32(e, "pr_key"), t_ = reg_b32(e, "pr_t");
-    const char *r = R(e, r_), *key = R(e, key_), *t = R(e, t_);
-    emit_note(e, "thread pairs share a row: row = thread / 2, the even thread copies even chunks");
-    emit(e, "shr.u32 %s, %%thread, 1;", r);
-    emit(e, "and.b32 %s, %%thread, 1;", t);
-    emit(e, "setp.eq.u32 %s, %s, 0;", R(e, reg_pred(e, "pr_even")), t);
-    emit(e, "setp.ne.u32 %s, %s, 0;", R(e, reg_pred(e, "pr_odd")), t);
-    emit_note(e, "128B swizzle: unit u of row r lands at unit u ^ (r %% 8) of the row's 128 bytes");
-    emit(e, "and.b32 %s, %s, 7;", key, r);
-    Reg dst_u[8], kdst_u[8];
-    for (int u = 0; u < per_chunk; u++) {
-        dst_u[u] = reg_b32(e, "pr_dst%d", u);
-        const char *d = R(e, dst_u[u]);
-        emit(e, "xor.b32 %s, %s, %d;", d, key, u);
-        emit(e, "shl.b32 %s, %s, 4;", d, d);
-        emit(e, "mad.lo.u32 %s, %s, %d, %s;", d, r, sw, d);
-        emit(e, "add.u32 %s, %s, %%smem;", d, d);
-    }
-    /* Q: head h0 + row; heads past h_q are zero-filled */
+    Reg u_ = reg_b32(e, "pr_unit"), g_ = reg_b32(e, "pr_group"), dst_ = reg_b32(e, "pr_dst");
+    const char *u = R(e, u_), *g = R(e, g_), *dst = R(e, dst_);
+    emit_note(e, "%d threads per row, one 16-byte unit each: thread = %d * group + unit; the group's rows are "
+                 "group + %d k, k < %d", per_chunk, per_chunk, groups, rows);
+    emit(e, "and.b32 %s, %%thread, %d;", u, per_chunk - 1);
+    emit(e, "shr.u32 %s, %%thread, %d;", g, __builtin_ctz((unsigned)per_chunk));
+    emit_note(e, "128B swizzle: unit u of row r lands at unit u ^ (r %% 8); r %% 8 = group %% 8 for all its rows");
+    emit(e, "and.b32 %s, %s, 7;", dst, g);
+    emit(e, "xor.b32 %s, %s, %s;", dst, dst, u);
+    emit(e, "shl.b32 %s, %s, 4;", dst, dst);
+    emit(e, "mad.lo.u32 %s, %s, %d, %s;", dst, g, sw, dst);
+    emit(e, "add.u32 %s, %s, %%smem;", dst, dst);
+    Reg ucol = reg_b32(e, "pr_ucol");
+    emit(e, "mul.lo.u32 %s, %s, %d;", R(e, ucol), u, MLA_UNIT / p->elem_bytes);
+    /* Q: heads h0 + group + 16k; heads past h_q are zero-filled */
     Reg head_ = reg_b32(e, "pr_head"), bytes = reg_b32(e, "pr_bytes"), src = reg_b64(e, "pr_src");
     Reg pv_ = reg_pred(e, "pr_valid"), bar = reg_b32(e, "pr_bar");
     const char *head = R(e, head_), *pv = R(e, pv_);
-    emit_note(e, "Q row = query head h0 + row of token tok; heads past h_q are zero-filled (no read)");
-    emit(e, "add.u32 %s, %%h0, %s;", head, r);
-    emit(e, "setp.lt.u32 %s, %s, %%heads_q;", pv, head);
-    emit(e, "selp.u32 %s, %d, 0, %s;", R(e, bytes), MLA_UNIT, pv);
-    emit(e, "@!%s mov.u32 %s, 0;", pv, head);
     Reg tok = reg_find(e, "tok");
-    elem_addr(e, src, reg_find(e, "q"), tok, reg_find(e, "q_stride_s"), head_, reg_find(e, "q_stride_h"),
-              p->elem_bytes);
-    gather_row(e, dst_u, s->off_q, src, bytes);
+    emit_note(e, "Q rows = query heads h0 + row of token tok; heads past h_q are zero-filled (no read)");
+    for (int k = 0; k < rows; k++) {
+        emit(e, "add.u32 %s, %%h0, %s;", head, g);
+        if (k) emit(e, "add.u32 %s, %s, %d;", head, head, groups * k);
+        emit(e, "setp.lt.u32 %s, %s, %%heads_q;", pv, head);
+        emit(e, "selp.u32 %s, %d, 0, %s;", R(e, bytes), MLA_UNIT, pv);
+        emit(e, "@!%s mov.u32 %s, 0;", pv, head);
+        elem_addr(e, src, reg_find(e, "q"), tok, reg_find(e, "q_stride_s"), head_, reg_find(e, "q_stride_h"),
+                  p->elem_bytes);
+        emit(e, "mad.wide.u32 %s, %s, %d, %s;", R(e, src), R(e, ucol), p->elem_bytes, R(e, src));
+        gather_row(e, dst_, s->off_q + (uint32_t)(groups * k * sw), src, bytes);
+    }
     smem_at(e, bar, s->bar_q_full);
     op_cp_async_arrive(e, bar);
 
@@ -288,40 +315,54 @@ static void mla_producer(Emit *e)
     emit(e, "add.u64 %s, %s, %%topk_length;", R(e, tla), R(e, tla));
     op_ld_global(e, pt, "u32", tl_, tla, 0);
     emit(e, "min.u32 %s, %s, %%topk;", tl, tl);
+    Reg ia = reg_b64(e, "pr_ia");
+    emit_note(e, "this thread's first index: indices[tok][group]");
+    elem_addr(e, ia, reg_find(e, "indices"), tok, reg_find(e, "idx_stride"), REG_NONE, REG_NONE, 4);
+    emit(e, "mad.wide.u32 %s, %s, 4, %s;", R(e, ia), g, R(e, ia));
+    emit(e, "setp.eq.u32 %s, %s, 0;", R(e, reg_pred(e, "pr_flagger")), u);
     Reg stage = reg_b32(e, "pr_stage"), phase = reg_b32(e, "pr_phase"), j_ = reg_b32(e, "pr_j");
-    Reg par = reg_b32(e, "pr_par"), pos_ = reg_b32(e, "pr_pos"), idx_ = reg_b32(e, "pr_idx");
-    Reg ia = reg_b64(e, "pr_ia"), flag = reg_b32(e, "pr_flag"), kvb = reg_b32(e, "pr_kv");
-    const char *j = R(e, j_), *pos = R(e, pos_), *idx = R(e, idx_);
+    Reg par = reg_b32(e, "pr_par"), pos_ = reg_b32(e, "pr_pos"), flag = reg_b32(e, "pr_flag"), kvb = reg_b32(e, "pr_kv");
+    Reg idx[8];
+    const char *j = R(e, j_), *pos = R(e, pos_);
     char top[NAME], done[NAME];
-    block_loop_begin(e, "pr", j_, stage, phase, top, done);
+    block_loop_begin(e, "pr", j_, reg_find(e, "nblk2"), stage, phase, top, done);
+    emit_note(e, "indices of this thread's rows (position j*%d + group + %d k), read while the slot drains; "
+                 "positions at or past topk_length are not read",
+              s->block, groups);
+    for (int k = 0; k < rows; k++) {
+        idx[k] = reg_b32(e, "pr_idx%d", k);
+        emit(e, "mad.lo.u32 %s, %s, %d, %s;", pos, j, s->block, g);
+        if (k) emit(e, "add.u32 %s, %s, %d;", pos, pos, groups * k);
+        emit(e, "setp.lt.u32 %s, %s, %s;", pv, pos, tl);
+        emit(e, "mov.u32 %s, -1;", R(e, idx[k]));
+        op_ld_global(e, pv_, "u32", idx[k], ia, (uint32_t)(4 * groups * k));
+    }
+    emit(e, "add.u64 %s, %s, %d;", R(e, ia), R(e, ia), 4 * s->block);
     emit_note(e, "the slot is free once both consumers have read it (plan: bar_kv_empty)");
     ring_free_parity(e, par, phase);
     mbar_indexed(e, bar, reg_find(e, "pr_empty0"), stage);
     op_mbar_wait(e, bar, par);
-    emit_note(e, "index of this row: valid when 0 <= idx < s_kv and its position < topk_length");
-    emit(e, "mad.lo.u32 %s, %s, %d, %s;", pos, j, s->block, r);
-    elem_addr(e, ia, reg_find(e, "indices"), tok, reg_find(e, "idx_stride"), REG_NONE, REG_NONE, 4);
-    emit(e, "mad.wide.u32 %s, %s, 4, %s;", R(e, ia), pos, R(e, ia));
-    op_ld_global(e, REG_NONE, "u32", idx_, ia, 0);
-    emit(e, "setp.lt.u32 %s, %s, %%s_kv;", pv, idx); /* unsigned: negatives are huge */
-    emit(e, "setp.lt.and.u32 %s, %s, %s, %s;", pv, pos, tl, pv);
-    emit(e, "selp.u32 %s, %d, 0, %s;", R(e, bytes), MLA_UNIT, pv);
-    emit(e, "selp.u32 %s, 1, 0, %s;", R(e, flag), pv);
-    emit(e, "@!%s mov.u32 %s, 0;", pv, idx);
-    elem_addr(e, src, reg_find(e, "kv"), idx_, reg_find(e, "kv_stride"), REG_NONE, REG_NONE, p->elem_bytes);
     emit(e, "mul.lo.u32 %s, %s, %u;", R(e, kvb), R(e, stage), s->kv_stage_bytes);
-    for (int u = 0; u < per_chunk; u++) {
-        kdst_u[u] = reg_b32(e, "pr_kdst%d", u);
-        emit(e, "add.u32 %s, %s, %s;", R(e, kdst_u[u]), R(e, dst_u[u]), R(e, kvb));
-    }
-    gather_row(e, kdst_u, s->off_kv, src, bytes);
-    mbar_indexed(e, bar, reg_find(e, "pr_full0"), stage);
-    op_cp_async_arrive(e, bar);
-    emit_note(e, "the row's flag, then an arrival that releases it (plan: bar_kv_full counts both)");
+    emit(e, "add.u32 %s, %s, %s;", R(e, kvb), R(e, kvb), dst);
     Reg fa = reg_b32(e, "pr_fa");
     smem_indexed(e, fa, s->off_valid, stage, s->valid_stage_bytes);
-    emit(e, "mad.lo.u32 %s, %s, 4, %s;", R(e, fa), r, R(e, fa));
-    op_st_shared_b32(e, fa, 0, flag);
+    emit(e, "mad.lo.u32 %s, %s, 4, %s;", R(e, fa), g, R(e, fa));
+    for (int k = 0; k < rows; k++) {
+        const char *ix = R(e, idx[k]);
+        emit_note(e, "row group + %d: valid when 0 <= idx < s_kv (unsigned: negatives are huge; unread ones are -1)",
+                  groups * k);
+        emit(e, "setp.lt.u32 %s, %s, %%s_kv;", pv, ix);
+        emit(e, "selp.u32 %s, %d, 0, %s;", R(e, bytes), MLA_UNIT, pv);
+        emit(e, "selp.u32 %s, 1, 0, %s;", R(e, flag), pv);
+        emit(e, "@!%s mov.u32 %s, 0;", pv, ix);
+        elem_addr(e, src, reg_find(e, "kv"), idx[k], reg_find(e, "kv_stride"), REG_NONE, REG_NONE, p->elem_bytes);
+        emit(e, "mad.wide.u32 %s, %s, %d, %s;", R(e, src), R(e, ucol), p->elem_bytes, R(e, src));
+        gather_row(e, kvb, s->off_kv + (uint32_t)(groups * k * sw), src, bytes);
+        op_st_shared_b32_if(e, reg_find(e, "pr_flagger"), fa, (uint32_t)(4 * groups * k), flag);
+    }
+    mbar_indexed(e, bar, reg_find(e, "pr_full0"), stage);
+    op_cp_async_arrive(e, bar);
+    emit_note(e, "the rows' flags, then an arrival that releases them (plan: bar_kv_full counts both)");
     op_mbar_arrive(e, bar);
     ring_advance(e, stage, phase, p->stages);
     block_loop_end(e, j_, top, done);
@@ -358,6 +399,26 @@ static void consumer_setup(Emit *e)
          (uint32_t)(s->dv_per_consumer / e->p->chunk_elems) * (uint32_t)s->block * (uint32_t)sw);
     smem_reg(e, "cs_full0", s->bar_kv_full);
     smem_reg(e, "cs_empty0", s->bar_kv_empty);
+    emit_note(e, "consumer c owns kv slot c (its block of each pair); the other slot is 1 - c");
+    emit(e, "xor.b32 %s, %%cs_c, 1;", reg(e, "b32", "cs_oc"));
+    Reg pown = reg_b32(e, "cs_p_own"), poth = reg_b32(e, "cs_p_oth");
+    emit_note(e, "P buffers (plan: p exchange): this consumer's (written by st.shared) and the other's (wgmma A)");
+    smem_indexed(e, pown, s->off_p, reg_find(e, "cs_c"), s->p_stride);
+    smem_indexed(e, poth, s->off_p, reg_find(e, "cs_oc"), s->p_stride);
+    emit(e, "shr.u32 %s, %s, 4;", R(e, poth), R(e, poth));
+    emit(e, "or.b32 %s, %s, 0x%08X;", R(e, poth), R(e, poth), sm90_desc_lo_lbo(16));
+    emit_note(e, "this thread's P pairs: row r at r*%d B, 16-byte unit q at (q ^ (r %% 8)) * 16, word lane %% 4 "
+                 "(rows r and r + 8 share r %% 8 = lane / 4)", sw);
+    emit(e, "mad.lo.u32 %s, %%cs_row0, %d, %s;", R(e, pown), sw, R(e, pown));
+    emit(e, "mad.lo.u32 %s, %%cs_lm, 4, %s;", R(e, pown), R(e, pown));
+    emit(e, "shr.u32 %s, %%lane, 2;", reg(e, "b32", "cs_pkey"));
+    Reg xo = reg_b32(e, "cs_xmax_own"), xt = reg_b32(e, "cs_xmax_oth");
+    emit_note(e, "row max exchange slots for row cs_row0 (+8 rows: +32 B)");
+    smem_indexed(e, xo, s->off_xmax, reg_find(e, "cs_c"), (uint32_t)s->heads * 4);
+    emit(e, "mad.lo.u32 %s, %%cs_row0, 4, %s;", R(e, xo), R(e, xo));
+    smem_indexed(e, xt, s->off_xmax, reg_find(e, "cs_oc"), (uint32_t)s->heads * 4);
+    emit(e, "mad.lo.u32 %s, %%cs_row0, 4, %s;", R(e, xt), R(e, xt));
+    emit(e, "setp.eq.u32 %s, %%cs_lm, 0;", reg(e, "pred", "cs_quad0"));
     Reg ol_ = reg_b32(e, "cs_vbase");
     const char *ol = R(e, ol_);
     emit_note(e, "this thread's first valid flag: column 2*(lane%%4) of the block");
@@ -424,7 +485,21 @@ static void softmax_block(Emit *e)
     for (int h = 0; h < HALVES; h++)
         for (int q = 0; q < s->block / 8; q++)
             for (int x = 0; x < 2; x++) row[h][2 * q + x] = reg_at(e, s_acc, acc_index(q, h, x));
-    Reg t = reg_f32(e, "cs_shfl");
+    Reg t = reg_f32(e, "cs_shfl"), bmax[HALVES];
+    for (int h = 0; h < HALVES; h++) {
+        bmax[h] = reg_f32(e, "cs_bmax%d", h);
+        sfx_max_tree(e, bmax[h], row[h], n);
+        sfx_reduce_lanes(e, "max", bmax[h], t, 4);
+    }
+    const SparsePlan90 *sp = s;
+    emit_note(e, "both consumers continue with the max over the pair's two blocks, so P of either block "
+                 "can be summed into either half of O (plan: bar_max %d)", sp->bar_max);
+    for (int h = 0; h < HALVES; h++) op_st_shared_b32_if(e, reg_find(e, "cs_quad0"), reg_find(e, "cs_xmax_own"), 32u * (uint32_t)h, bmax[h]);
+    op_bar_sync(e, sp->bar_max, 2 * MLA_WG);
+    for (int h = 0; h < HALVES; h++) {
+        op_ld_shared_b32(e, t, reg_find(e, "cs_xmax_oth"), 32u * (uint32_t)h);
+        emit(e, "max.f32 %s, %s, %s;", R(e, bmax[h]), R(e, bmax[h]), R(e, t));
+    }
     for (int h = 0; h < HALVES; h++) {
         char bm[NAME], m[NAME], mx[NAME], nms[NAME], corr[NAME], need[NAME], rs[NAME], l[NAME];
         snprintf(bm, NAME, "%%cs_bmax%d", h);
@@ -435,8 +510,6 @@ static void softmax_block(Emit *e)
         snprintf(need, NAME, "cs_need%d", h);
         snprintf(rs, NAME, "cs_rsum%d", h);
         snprintf(l, NAME, "%%cs_l%d", h);
-        sfx_max_tree(e, reg_f32(e, "%s", bm + 1), row[h], n);
-        sfx_reduce_lanes(e, "max", reg_find(e, "%s", bm + 1), t, 4);
         emit_note(e, "the true row max, for max_logits (the lazy max below may lag it)");
         emit(e, "max.f32 %s, %s, %s;", mx, mx, bm);
         /* declared in this order, as the PTX has them */
@@ -459,19 +532,47 @@ static void softmax_block(Emit *e)
     emit_label(e, skip);
 }
 
-static void issue_pv(Emit *e, Reg stage)
+/* P of this consumer's block: bf16 pairs in the A-fragment layout of the RS wgmma (register j packs
+ * S[2j+1]:S[2j]), and the same pairs into this consumer's P buffer for the other one; the barrier
+ * then publishes both consumers' P (plan: p exchange). */
+static void share_p(Emit *e)
+{
+    const Plan *p = e->p;
+    const SparsePlan90 *s = mla90(p);
+    uint32_t sw = (uint32_t)p->swizzle_bytes;
+    Reg pa = reg_find(e, "pa"), s_acc = reg_find(e, "s");
+    emit_note(e, "P to bf16 pairs: the RS wgmma's A fragment and, swizzled, the other consumer's SS operand");
+    for (int j = 0; j < s->block / 4; j++)
+        op_cvt_pack(e, p->cfg.dtype, reg_at(e, pa, j), reg_at(e, s_acc, 2 * j + 1), reg_at(e, s_acc, 2 * j));
+    Reg a = reg_b32(e, "cs_pst");
+    for (int q = 0; q < s->block / 8; q++) {
+        emit(e, "xor.b32 %s, %%cs_pkey, %d;", R(e, a), q);
+        emit(e, "shl.b32 %s, %s, 4;", R(e, a), R(e, a));
+        emit(e, "add.u32 %s, %s, %%cs_p_own;", R(e, a), R(e, a));
+        for (int h = 0; h < HALVES; h++) op_st_shared_b32(e, a, (uint32_t)h * 8u * sw, reg_at(e, pa, HALVES * q + h));
+    }
+    op_fence_proxy_async(e);
+    op_bar_sync(e, s->bar_p, 2 * MLA_WG);
+}
+
+/* O[:, c half] += P V over the pair: this consumer's P from registers with its slot's V (RS), the
+ * other's P from smem with the other slot's V (SS). V is MN-major: LBO = chunk stride, SBO = 8 rows. */
+static void issue_pv(Emit *e, Reg phase)
 {
     const Plan *p = e->p;
     const SparsePlan90 *s = mla90(p);
     uint32_t sw = (uint32_t)p->swizzle_bytes, kv_chunk = (uint32_t)s->block * sw;
-    emit_note(e, "P to the A-fragment layout of the PV wgmma: register j packs S[2j+1]:S[2j]");
-    Reg pa = reg_find(e, "pa"), s_acc = reg_find(e, "s");
-    for (int j = 0; j < s->block / 4; j++)
-        op_cvt_pack(e, p->cfg.dtype, reg_at(e, pa, j), reg_at(e, s_acc, 2 * j + 1), reg_at(e, s_acc, 2 * j));
+    Reg bar = reg_find(e, "cs_bar"), oc = reg_find(e, "cs_oc");
+    emit_note(e, "the other slot's rows were published to its owner; wait on its barrier too (complete by now)");
+    mbar_indexed(e, bar, reg_find(e, "cs_full0"), oc);
+    op_mbar_wait(e, bar, phase);
+    Reg pa = reg_find(e, "pa");
     Reg addr = reg_b32(e, "cs_v_addr"), vdesc = reg_b64(e, "cs_v_desc"), vd = reg_b64(e, "cs_vd");
-    emit_note(e, "O[:, c*%d..] += P V: %d x wgmma m64n%dk16 RS; V MN-major (LBO = chunk stride %u, SBO = 8 rows)",
-              s->dv_per_consumer, s->pv_steps, s->dv_per_consumer, kv_chunk);
-    smem_indexed(e, addr, s->off_kv, stage, s->kv_stage_bytes);
+    Reg plo = reg_b32(e, "cs_pd_lo"), pd = reg_b64(e, "cs_pd");
+    emit_note(e, "O[:, c*%d..] += P V: %d x wgmma m64n%dk16 RS (own P, own slot) + %d SS (other P, other slot); "
+                 "V MN-major (LBO = chunk stride %u, SBO = 8 rows)",
+              s->dv_per_consumer, s->pv_steps, s->dv_per_consumer, s->pv_steps, kv_chunk);
+    smem_indexed(e, addr, s->off_kv, reg_find(e, "cs_c"), s->kv_stage_bytes);
     emit(e, "add.u32 %s, %s, %%cs_vcol;", R(e, addr), R(e, addr));
     op_sm90_desc(e, vdesc, addr, kv_chunk, 8 * sw, (int)sw);
     op_wgmma_fence(e);
@@ -480,6 +581,15 @@ static void issue_pv(Emit *e, Reg stage)
         for (int i = 0; i < 4; i++) ap[i] = reg_at(e, pa, 4 * kb + i);
         emit(e, "add.s64 %s, %s, %u;", R(e, vd), R(e, vdesc), op_desc_delta((uint32_t)kb * MLA_K_STEP * sw));
         op_wgmma_rs(e, s->dv_per_consumer, p->cfg.dtype, reg_find(e, "o"), ap, vd, 1);
+    }
+    smem_indexed(e, addr, s->off_kv, oc, s->kv_stage_bytes);
+    emit(e, "add.u32 %s, %s, %%cs_vcol;", R(e, addr), R(e, addr));
+    op_sm90_desc(e, vdesc, addr, kv_chunk, 8 * sw, (int)sw);
+    for (int kb = 0; kb < s->pv_steps; kb++) {
+        emit(e, "add.u32 %s, %%cs_p_oth, %u;", R(e, plo), op_desc_delta((uint32_t)kb * MLA_K_STEP * (uint32_t)p->elem_bytes));
+        emit(e, "mov.b64 %s, {%s, %%cs_desc_hi};", R(e, pd), R(e, plo));
+        emit(e, "add.s64 %s, %s, %u;", R(e, vd), R(e, vdesc), op_desc_delta((uint32_t)kb * MLA_K_STEP * sw));
+        op_wgmma_ss(e, s->dv_per_consumer, p->cfg.dtype, reg_find(e, "o"), pd, vd, 1, 1);
     }
     op_wgmma_commit(e);
     op_wgmma_wait(e, 0);
@@ -496,10 +606,22 @@ static void consumer_epilogue(Emit *e)
     Reg ha_ = reg_b64(e, "cs_ha"), ps_ = reg_pred(e, "cs_has_sink");
     const char *oa = R(e, oa_), *col = R(e, col_), *ha = R(e, ha_), *ps = R(e, ps_);
     emit(e, "setp.ne.u64 %s, %%sink, 0;", ps);
+    emit_note(e, "l = this consumer's row sum + the other's (plan: xsum, bar_sum %d)", s->bar_sum);
+    uint32_t xsum = s->off_xsum - s->off_xmax;
+    for (int h = 0; h < HALVES; h++) {
+        Reg l_ = reg_find(e, "cs_l%d", h);
+        sfx_reduce_lanes(e, "add", l_, t, 4);
+        op_st_shared_b32_if(e, reg_find(e, "cs_quad0"), reg_find(e, "cs_xmax_own"), xsum + 32u * (uint32_t)h, l_);
+    }
+    op_bar_sync(e, s->bar_sum, 2 * MLA_WG);
+    for (int h = 0; h < HALVES; h++) {
+        Reg l_ = reg_find(e, "cs_l%d", h);
+        op_ld_shared_b32(e, t, reg_find(e, "cs_xmax_oth"), xsum + 32u * (uint32_t)h);
+        emit(e, "add.f32 %s, %s, %s;", R(e, l_), R(e, l_), R(e, t));
+    }
     for (int h = 0; h < HALVES; h++) {
         Reg l_ = reg_find(e, "cs_l%d", h), m_ = reg_find(e, "cs_m%d", h), mx_ = reg_find(e, "cs_mx%d", h);
         const char *l = R(e, l_), *mx = R(e, mx_);
-        sfx_reduce_lanes(e, "add", l_, t, 4);
         Reg lse_ = reg_f32(e, "cs_lse%d", h), inv_ = reg_f32(e, "cs_inv%d", h), head_ = reg_b32(e, "cs_head%d", h);
         Reg ph_ = reg_pred(e, "cs_inb%d", h), pz_ = reg_pred(e, "cs_norow%d", h), sk_ = reg_f32(e, "cs_sink%d", h),
             f_ = reg_f32(e, "cs_sinkf%d", h);
@@ -572,19 +694,24 @@ static void mla_consumer(Emit *e)
     Reg bar = reg_b32(e, "cs_bar");
     smem_at(e, bar, s->bar_q_full);
     op_mbar_wait_imm(e, bar, 0);
-    Reg stage = reg_b32(e, "cs_stage"), phase = reg_b32(e, "cs_phase"), j_ = reg_b32(e, "cs_j");
+    Reg own = reg_find(e, "cs_c"), oc = reg_find(e, "cs_oc");
+    Reg phase = reg_b32(e, "cs_phase"), j_ = reg_b32(e, "cs_j");
     char top[NAME], done[NAME];
-    block_loop_begin(e, "cs", j_, stage, phase, top, done);
-    mbar_indexed(e, bar, reg_find(e, "cs_full0"), stage);
+    emit_note(e, "pairs of kv blocks: block 2j sits in slot 0, 2j+1 in slot 1; each slot's phase flips per pair");
+    block_loop_begin(e, "cs", j_, reg_find(e, "npair"), REG_NONE, phase, top, done);
+    mbar_indexed(e, bar, reg_find(e, "cs_full0"), own);
     op_mbar_wait(e, bar, phase);
-    issue_qk(e, stage);
-    mask_invalid(e, stage);
+    issue_qk(e, own);
+    mask_invalid(e, own);
     softmax_block(e);
-    issue_pv(e, stage);
-    emit_note(e, "the slot is free for the producer (plan: bar_kv_empty)");
-    mbar_indexed(e, bar, reg_find(e, "cs_empty0"), stage);
+    share_p(e);
+    issue_pv(e, phase);
+    emit_note(e, "both slots are read (QK of the owner, PV of both consumers): free them (plan: bar_kv_empty)");
+    mbar_indexed(e, bar, reg_find(e, "cs_empty0"), own);
     op_mbar_arrive(e, bar);
-    ring_advance(e, stage, phase, p->stages);
+    mbar_indexed(e, bar, reg_find(e, "cs_empty0"), oc);
+    op_mbar_arrive(e, bar);
+    emit(e, "xor.b32 %s, %s, 1;", R(e, phase), R(e, phase));
     block_loop_end(e, j_, top, done);
     consumer_epilogue(e);
 }

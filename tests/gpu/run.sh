@@ -1,5 +1,5 @@
 #!/bin/bash
-# tests/gpu/run.sh [--quick] [--no-bench] [--only-bench] [--only-anchor] [-- test_mha args]
+# tests/gpu/run.sh [--quick] [--no-bench] [--only-bench] [--only-anchor] [--only-mla] [-- test_mha args]
 # One call on a Hopper GPU machine: build, correctness against the fp32
 # reference, cold/warm "get kernel" timings, SASS of the d128 kernel, the
 # simulator's anchor (tests/sim/cases_sm90.txt run by build/sim/sim_mha on this
@@ -10,15 +10,16 @@ set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-build/gpu-out}
 mkdir -p "$OUT"
-QUICK=""; BENCH=1; TESTS=1; ANCHOR=1; EXTRA=()
+QUICK=""; BENCH=1; TESTS=1; ANCHOR=1; MLA=0; EXTRA=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) QUICK=--quick ;;
         --no-bench) BENCH=0 ;;
         --only-bench) TESTS=0; ANCHOR=0 ;;
         --only-anchor) TESTS=0; BENCH=0 ;;
+        --only-mla) TESTS=0; BENCH=0; ANCHOR=0; MLA=1 ;;  # the sparse MLA cases, its anchor and benchmark
         --) shift; EXTRA=("$@"); break ;;
-        *) echo "usage: tests/gpu/run.sh [--quick] [--no-bench] [--only-bench] [--only-anchor] [-- test_mha args]"; exit 2 ;;
+        *) echo "usage: tests/gpu/run.sh [--quick] [--no-bench] [--only-bench] [--only-anchor] [--only-mla] [-- test_mha args]"; exit 2 ;;
     esac
     shift
 done
@@ -63,6 +64,10 @@ if [ "$ANCHOR" = 1 ]; then
     rm -rf "$OUT/anchor" && mkdir -p "$OUT/anchor"
     step anchor env FA4GEN_CACHE_DIR="$(mktemp -d)" build/sim/sim_mha --cases tests/sim/cases_sm90.txt \
         --dump "$OUT/anchor"
+    # one archive: commit it as bench/results/<date>-<gpu>-sim-anchor.tar.xz
+    tar cJf "$OUT/anchor.tar.xz" -C "$OUT/anchor" . && rm -rf "$OUT/anchor"
+fi
+if [ "$ANCHOR" = 1 ] || [ "$MLA" = 1 ]; then
     # sparse MLA: the simulator's cases (dumped: the simulator's anchor) and the large GPU-only ones
     rm -rf "$OUT/mla_anchor" && mkdir -p "$OUT/mla_anchor"
     step build_sim_mla make -j16 build/sim/sim_mla
@@ -70,13 +75,13 @@ if [ "$ANCHOR" = 1 ]; then
         --dump "$OUT/mla_anchor"
     tar cJf "$OUT/mla_anchor.tar.xz" -C "$OUT/mla_anchor" . && rm -rf "$OUT/mla_anchor"
     step mla_gpu_cases build/sim/sim_mla --cases tests/sim/cases_mla_gpu.txt
-    # one archive: commit it as bench/results/<date>-<gpu>-sim-anchor.tar.xz
-    tar cJf "$OUT/anchor.tar.xz" -C "$OUT/anchor" . && rm -rf "$OUT/anchor"
 fi
 if [ "$BENCH" = 1 ] && [ -f bench/bench_mha.py ]; then
     step bench env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so python3 bench/bench_mha.py --out "$OUT/bench.txt" ${BENCH_ARGS:-}
+fi
+if { [ "$BENCH" = 1 ] || [ "$MLA" = 1 ]; } && [ -f bench/bench_mla_sparse.py ]; then
     step bench_mla env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so python3 bench/bench_mla_sparse.py \
-        --out "$OUT/bench_mla.txt"
+        --out "$OUT/bench_mla.txt" ${MLA_BENCH_ARGS:-}
 fi
 echo "== $GPU"
 cat "$OUT/jit_cold.log" "$OUT/jit_warm.log" 2>/dev/null | grep "get kernel"
