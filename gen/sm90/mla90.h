@@ -20,8 +20,10 @@ typedef struct SparsePlan90 {
     int producer_regs, consumer_regs;
     int rescale;          /* conditional O rescale threshold, log2 units */
     /* the split of S: consumer c computes S and P of block 2j+c (kv slot c) and shares P through smem */
-    uint32_t off_p, p_stride; /* P buffer of consumer c at off_p + c * p_stride (heads x block bf16, 128B-swizzled) */
-    int p_in_rope;        /* the P buffers are the rope chunks of the kv slots (read only by QK) */
+    uint32_t off_p[2];    /* P of consumer c's block (heads x block bf16, 128B-swizzled), read by the other */
+    int p_in_rope;        /* P of consumer 0 sits in the rope chunk of slot 0 (read only by consumer 0's QK) */
+    int half_chunks;      /* a slot is two halves: A = chunks [0, half_chunks) = consumer 0's V columns, B = the
+                           * rest; consumer h is the last reader of half h of both slots and frees it */
     uint32_t off_xmax, off_xsum; /* per consumer, per head: block row max and final row sum, exchanged */
     int bar_max, bar_p, bar_sum; /* named barrier ids the two consumers meet at */
     int qk_steps, pv_steps; /* wgmmas per S block and per O += P V */

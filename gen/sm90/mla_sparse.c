@@ -28,7 +28,6 @@ enum {
     MLA_K_STEP = 16,        /* wgmma K per instruction (16-bit inputs) */
     MLA_WG = 128,
     MLA_UNIT = 16,          /* bytes per cp.async */
-    MLA_SMEM_LIMIT = 232448, /* sm_90a opt-in dynamic shared memory per CTA */
     NAME = 32,
 };
 
@@ -109,32 +108,33 @@ static int mla_plan(const Config *c, Plan *p, char *err, size_t n)
     s->off_q = plan_smem(p, "q", s->chunk_bytes * (uint32_t)s->qk_chunks, 1024, "Q: heads x d_qk, 128B-swizzled chunks");
     s->kv_stage_bytes = kv_chunk * (uint32_t)s->qk_chunks;
     s->off_kv = plan_smem(p, "kv", s->kv_stage_bytes * (uint32_t)p->stages, 1024,
-                          "gathered kv rows: K = all columns, V = the first dv (ring)");
+                          "gathered kv rows: slot c = block 2j+c; K = all columns, V = the first dv");
+    s->half_chunks = s->dv_chunks / 2;
+    s->p_in_rope = s->qk_chunks > s->dv_chunks;
+    /* consumer 0's P can live in slot 0's rope chunk: half B of slot 0 is freed by consumer 1, the reader
+     * of that P; consumer 1's P is read by consumer 0, who frees half A only, so it has its own buffer */
+    int own_bufs = s->p_in_rope ? 1 : 2;
+    uint32_t pbuf = plan_smem(p, "p", s->chunk_bytes * (uint32_t)own_bufs, 1024,
+                              own_bufs == 1 ? "P of consumer 1's block: heads x block bf16, 128B-swizzled"
+                                            : "P of each consumer's block: heads x block bf16, 128B-swizzled");
+    s->off_p[0] = s->p_in_rope ? s->off_kv + (uint32_t)s->dv_chunks * kv_chunk : pbuf;
+    s->off_p[1] = pbuf + (uint32_t)(own_bufs - 1) * s->chunk_bytes;
     s->valid_stage_bytes = (uint32_t)s->block * 4;
     s->off_valid = plan_smem(p, "valid", s->valid_stage_bytes * (uint32_t)p->stages, 16,
-                             "one u32 per gathered row: 1 when its index is valid (ring)");
-    s->p_in_rope = s->qk_chunks > s->dv_chunks;
-    if (s->p_in_rope) {
-        /* chunk dv_chunks of a slot (the rope columns) is read only by its owner's QK, which is
-         * done when that consumer writes P there; the producer refills it after both PVs */
-        s->off_p = s->off_kv + (uint32_t)s->dv_chunks * kv_chunk;
-        s->p_stride = s->kv_stage_bytes;
-    } else {
-        s->p_stride = s->chunk_bytes;
-        s->off_p = plan_smem(p, "p", s->p_stride * (uint32_t)s->consumers, 1024,
-                             "P of each consumer's block: heads x block bf16, 128B-swizzled, read by the other");
-    }
+                             "one u32 per gathered row: 1 when its index is valid (per slot)");
     s->off_xmax = plan_smem(p, "xmax", (uint32_t)(s->consumers * s->heads * 4), 16,
                             "block row max per consumer, exchanged: one running max");
     s->off_xsum = plan_smem(p, "xsum", (uint32_t)(s->consumers * s->heads * 4), 16,
                             "row sum per consumer over its blocks, added at the end");
     s->bar_max = 1, s->bar_p = 2, s->bar_sum = 3; /* 0: the whole CTA (prologue) */
     s->q_full_count = MLA_WG;                    /* one cp.async arrival per producer thread */
-    s->kv_full_count = 2 * MLA_WG;               /* ... and one arrival after each thread's flag */
-    s->kv_empty_count = MLA_WG * s->consumers;   /* every consumer thread */
+    s->kv_full_count = 2 * MLA_WG;               /* ... and one arrival after each thread's flags */
+    s->kv_empty_count = MLA_WG;                  /* the half's last reader: one consumer */
     s->bar_q_full = plan_mbar(p, "bar_q_full", 1, s->q_full_count, "Q gathered");
-    s->bar_kv_full = plan_mbar(p, "bar_kv_full", p->stages, s->kv_full_count, "a kv slot gathered, flags written");
-    s->bar_kv_empty = plan_mbar(p, "bar_kv_empty", p->stages, s->kv_empty_count, "a kv slot read by both consumers");
+    s->bar_kv_full = plan_mbar(p, "bar_kv_full", 2 * p->stages, s->kv_full_count,
+                               "half h of slot c gathered (index 2c+h), the slot's flags written");
+    s->bar_kv_empty = plan_mbar(p, "bar_kv_empty", 2 * p->stages, s->kv_empty_count,
+                                "half h of slot c read by consumer h, its last reader (index 2c+h)");
 
     plan_role(p, "producer", 0, 4, s->producer_regs, "gathers Q and the indexed kv rows with cp.async");
     for (int i = 0; i < s->consumers; i++) {
@@ -149,8 +149,11 @@ static int mla_plan(const Config *c, Plan *p, char *err, size_t n)
     plan_note(p, "pv wgmma", "m64n%dk16 x %d + %d per pair per consumer (own P RS from registers, the other's SS "
               "from smem)", s->dv_per_consumer, s->pv_steps, s->pv_steps);
     plan_note(p, "p exchange", "%s; named barriers %d (row max), %d (P), %d (row sum)",
-              s->p_in_rope ? "P in the rope chunk of its slot" : "P in its own buffer", s->bar_max, s->bar_p,
-              s->bar_sum);
+              s->p_in_rope ? "consumer 0's P in slot 0's rope chunk, consumer 1's in buffer p"
+                           : "each P in buffer p", s->bar_max, s->bar_p, s->bar_sum);
+    plan_note(p, "kv halves", "A = chunks 0..%d (freed by consumer 0), B = chunks %d..%d (freed by consumer 1); "
+              "gathered A0 B1 B0 A1; consumer c's QK takes its own half first", s->half_chunks - 1, s->half_chunks,
+              s->qk_chunks - 1);
     plan_note(p, "gather", "%d x 16 B cp.async per row, %d rows per block, zero-filled for invalid indices",
               s->units, s->block);
     mla_params(p);
@@ -195,7 +198,7 @@ static void mla_barrier_init(Emit *e)
     Reg b = mbar_init_begin(e, lbl, sizeof lbl, "prologue: mbarrier init (thread 0)");
     const Mbar bars[] = {mbar_plan(e, "bar_q_full"), mbar_plan(e, "bar_kv_full"), mbar_plan(e, "bar_kv_empty")};
     mbar_init(e, b, &bars[0], 0);
-    for (int i = 0; i < p->stages; i++) {
+    for (int i = 0; i < 2 * p->stages; i++) {
         mbar_init(e, b, &bars[1], i);
         mbar_init(e, b, &bars[2], i);
     }
@@ -263,6 +266,44 @@ static void block_loop_end(Emit *e, Reg j, const char *top, const char *done)
     emit_label(e, done);
 }
 
+/* Half h of slot c, chunks [lo, hi) of every row: wait until its last reader freed it, then the
+ * rows of this thread (block 2j+c, indices in idx[]) with cp.async, zero-filled where invalid; the
+ * slot's flags when `flags`. */
+static void gather_half(Emit *e, int slot, int half, const Reg *idx, int flags)
+{
+    const Plan *p = e->p;
+    const SparsePlan90 *s = mla90(p);
+    int sw = p->swizzle_bytes, groups = MLA_WG / (sw / MLA_UNIT), rows = s->block / groups;
+    int lo = half ? s->half_chunks : 0, hi = half ? s->qk_chunks : s->half_chunks;
+    Reg bar = reg_find(e, "pr_bar"), par = reg_find(e, "pr_par"), pv = reg_find(e, "pr_valid");
+    Reg bytes = reg_find(e, "pr_bytes"), src = reg_find(e, "pr_src"), row = reg_b32(e, "pr_row_idx");
+    Reg flag = reg_b32(e, "pr_flag"), dst = reg_find(e, "pr_dst"), fa = reg_find(e, "pr_fa");
+    emit_note(e, "slot %d half %c (chunks %d..%d): free once consumer %d has read it (plan: bar_kv_empty[%d])",
+              slot, 'A' + half, lo, hi - 1, half, 2 * slot + half);
+    emit(e, "add.u32 %s, %%pr_empty0, %d;", R(e, bar), 8 * (2 * slot + half));
+    op_mbar_wait(e, bar, par);
+    for (int k = 0; k < rows; k++) {
+        emit(e, "setp.lt.u32 %s, %s, %%s_kv;", R(e, pv), R(e, idx[k])); /* unsigned: negatives are huge */
+        emit(e, "selp.u32 %s, %d, 0, %s;", R(e, bytes), MLA_UNIT, R(e, pv));
+        emit(e, "selp.u32 %s, %s, 0, %s;", R(e, row), R(e, idx[k]), R(e, pv));
+        elem_addr(e, src, reg_find(e, "kv"), row, reg_find(e, "kv_stride"), REG_NONE, REG_NONE, p->elem_bytes);
+        emit(e, "mad.wide.u32 %s, %%pr_ucol, %d, %s;", R(e, src), p->elem_bytes, R(e, src));
+        for (int c = lo; c < hi; c++)
+            op_cp_async16(e, REG_NONE, dst,
+                          s->off_kv + (uint32_t)slot * s->kv_stage_bytes + (uint32_t)c * s->chunk_bytes +
+                              (uint32_t)(groups * k * sw),
+                          src, (uint32_t)(c * sw), bytes);
+        if (flags) {
+            emit(e, "selp.u32 %s, 1, 0, %s;", R(e, flag), R(e, pv));
+            op_st_shared_b32_if(e, reg_find(e, "pr_flagger"), fa,
+                                (uint32_t)slot * s->valid_stage_bytes + (uint32_t)(4 * groups * k), flag);
+        }
+    }
+    emit(e, "add.u32 %s, %%pr_full0, %d;", R(e, bar), 8 * (2 * slot + half));
+    op_cp_async_arrive(e, bar);
+    op_mbar_arrive(e, bar);
+}
+
 static void mla_producer(Emit *e)
 {
     const Plan *p = e->p;
@@ -274,7 +315,8 @@ static void mla_producer(Emit *e)
     Reg u_ = reg_b32(e, "pr_unit"), g_ = reg_b32(e, "pr_group"), dst_ = reg_b32(e, "pr_dst");
     const char *u = R(e, u_), *g = R(e, g_), *dst = R(e, dst_);
     emit_note(e, "%d threads per row, one 16-byte unit each: thread = %d * group + unit; the group's rows are "
-                 "group + %d k, k < %d", per_chunk, per_chunk, groups, rows);
+                 "group + %d k, k < %d (each warp-wide cp.async reads 4 whole 128-byte lines)",
+              per_chunk, per_chunk, groups, rows);
     emit(e, "and.b32 %s, %%thread, %d;", u, per_chunk - 1);
     emit(e, "shr.u32 %s, %%thread, %d;", g, __builtin_ctz((unsigned)per_chunk));
     emit_note(e, "128B swizzle: unit u of row r lands at unit u ^ (r %% 8); r %% 8 = group %% 8 for all its rows");
@@ -305,7 +347,7 @@ static void mla_producer(Emit *e)
     smem_at(e, bar, s->bar_q_full);
     op_cp_async_arrive(e, bar);
 
-    emit_note(e, "kv blocks: %d top-k positions each through a %d-slot ring", s->block, p->stages);
+    emit_note(e, "kv blocks in pairs: block 2j into slot 0, 2j+1 into slot 1, each slot in two halves");
     Reg tl_ = reg_b32(e, "pr_tl"), pt = reg_pred(e, "pr_has_tl");
     const char *tl = R(e, tl_);
     emit(e, "mov.u32 %s, %%topk;", tl);
@@ -320,51 +362,38 @@ static void mla_producer(Emit *e)
     elem_addr(e, ia, reg_find(e, "indices"), tok, reg_find(e, "idx_stride"), REG_NONE, REG_NONE, 4);
     emit(e, "mad.wide.u32 %s, %s, 4, %s;", R(e, ia), g, R(e, ia));
     emit(e, "setp.eq.u32 %s, %s, 0;", R(e, reg_pred(e, "pr_flagger")), u);
-    Reg stage = reg_b32(e, "pr_stage"), phase = reg_b32(e, "pr_phase"), j_ = reg_b32(e, "pr_j");
-    Reg par = reg_b32(e, "pr_par"), pos_ = reg_b32(e, "pr_pos"), flag = reg_b32(e, "pr_flag"), kvb = reg_b32(e, "pr_kv");
-    Reg idx[8];
-    const char *j = R(e, j_), *pos = R(e, pos_);
-    char top[NAME], done[NAME];
-    block_loop_begin(e, "pr", j_, reg_find(e, "nblk2"), stage, phase, top, done);
-    emit_note(e, "indices of this thread's rows (position j*%d + group + %d k), read while the slot drains; "
-                 "positions at or past topk_length are not read",
-              s->block, groups);
-    for (int k = 0; k < rows; k++) {
-        idx[k] = reg_b32(e, "pr_idx%d", k);
-        emit(e, "mad.lo.u32 %s, %s, %d, %s;", pos, j, s->block, g);
-        if (k) emit(e, "add.u32 %s, %s, %d;", pos, pos, groups * k);
-        emit(e, "setp.lt.u32 %s, %s, %s;", pv, pos, tl);
-        emit(e, "mov.u32 %s, -1;", R(e, idx[k]));
-        op_ld_global(e, pv_, "u32", idx[k], ia, (uint32_t)(4 * groups * k));
-    }
-    emit(e, "add.u64 %s, %s, %d;", R(e, ia), R(e, ia), 4 * s->block);
-    emit_note(e, "the slot is free once both consumers have read it (plan: bar_kv_empty)");
-    ring_free_parity(e, par, phase);
-    mbar_indexed(e, bar, reg_find(e, "pr_empty0"), stage);
-    op_mbar_wait(e, bar, par);
-    emit(e, "mul.lo.u32 %s, %s, %u;", R(e, kvb), R(e, stage), s->kv_stage_bytes);
-    emit(e, "add.u32 %s, %s, %s;", R(e, kvb), R(e, kvb), dst);
     Reg fa = reg_b32(e, "pr_fa");
-    smem_indexed(e, fa, s->off_valid, stage, s->valid_stage_bytes);
+    smem_at(e, fa, s->off_valid);
     emit(e, "mad.lo.u32 %s, %s, 4, %s;", R(e, fa), g, R(e, fa));
-    for (int k = 0; k < rows; k++) {
-        const char *ix = R(e, idx[k]);
-        emit_note(e, "row group + %d: valid when 0 <= idx < s_kv (unsigned: negatives are huge; unread ones are -1)",
-                  groups * k);
-        emit(e, "setp.lt.u32 %s, %s, %%s_kv;", pv, ix);
-        emit(e, "selp.u32 %s, %d, 0, %s;", R(e, bytes), MLA_UNIT, pv);
-        emit(e, "selp.u32 %s, 1, 0, %s;", R(e, flag), pv);
-        emit(e, "@!%s mov.u32 %s, 0;", pv, ix);
-        elem_addr(e, src, reg_find(e, "kv"), idx[k], reg_find(e, "kv_stride"), REG_NONE, REG_NONE, p->elem_bytes);
-        emit(e, "mad.wide.u32 %s, %s, %d, %s;", R(e, src), R(e, ucol), p->elem_bytes, R(e, src));
-        gather_row(e, kvb, s->off_kv + (uint32_t)(groups * k * sw), src, bytes);
-        op_st_shared_b32_if(e, reg_find(e, "pr_flagger"), fa, (uint32_t)(4 * groups * k), flag);
-    }
-    mbar_indexed(e, bar, reg_find(e, "pr_full0"), stage);
-    op_cp_async_arrive(e, bar);
-    emit_note(e, "the rows' flags, then an arrival that releases them (plan: bar_kv_full counts both)");
-    op_mbar_arrive(e, bar);
-    ring_advance(e, stage, phase, p->stages);
+    Reg phase = reg_b32(e, "pr_phase"), j_ = reg_b32(e, "pr_j");
+    Reg par = reg_b32(e, "pr_par"), pos_ = reg_b32(e, "pr_pos");
+    Reg idx[2][8];
+    const char *pos = R(e, pos_);
+    char top[NAME], done[NAME];
+    block_loop_begin(e, "pr", j_, reg_find(e, "npair"), REG_NONE, phase, top, done);
+    emit_note(e, "indices of this thread's rows of blocks 2j and 2j+1 (position 2j*%d + b*%d + group + %d k); "
+                 "positions at or past topk_length are not read (-1: invalid)",
+              s->block, s->block, groups);
+    emit(e, "mul.lo.u32 %s, %s, %d;", pos, R(e, j_), 2 * s->block);
+    emit(e, "add.u32 %s, %s, %s;", pos, pos, g);
+    for (int b = 0; b < 2; b++)
+        for (int k = 0; k < rows; k++) {
+            idx[b][k] = reg_b32(e, "pr_idx%d_%d", b, k);
+            emit(e, "setp.lt.u32 %s, %s, %s;", pv, pos, tl);
+            emit(e, "mov.u32 %s, -1;", R(e, idx[b][k]));
+            op_ld_global(e, pv_, "u32", idx[b][k], ia, (uint32_t)(4 * (b * s->block + groups * k)));
+            if (b == 0 || k + 1 < rows)
+                emit(e, "add.u32 %s, %s, %d;", pos, pos, k + 1 < rows ? groups : s->block - groups * (rows - 1));
+        }
+    emit(e, "add.u64 %s, %s, %d;", R(e, ia), R(e, ia), 4 * 2 * s->block);
+    ring_free_parity(e, par, phase);
+    emit_note(e, "the order the consumers free and need them: A0 (consumer 0's first), B1 (consumer 1's first), "
+                 "B0, A1 (plan: kv halves)");
+    gather_half(e, 0, 0, idx[0], 1);
+    gather_half(e, 1, 1, idx[1], 1);
+    gather_half(e, 0, 1, idx[0], 0);
+    gather_half(e, 1, 0, idx[1], 0);
+    emit(e, "xor.b32 %s, %s, 1;", R(e, phase), R(e, phase));
     block_loop_end(e, j_, top, done);
 }
 
@@ -395,22 +424,19 @@ static void consumer_setup(Emit *e)
     emit(e, "shr.u32 %s, %s, 4;", qlo, qlo);
     emit(e, "or.b32 %s, %s, 0x%08X;", qlo, qlo, sm90_desc_lo_lbo(16));
     emit(e, "mov.b32 %s, 0x%08X;", reg(e, "b32", "cs_desc_hi"), sm90_desc_hi(8u * (uint32_t)sw, sw));
-    emit(e, "mul.lo.u32 %s, %%cs_c, %u;", reg(e, "b32", "cs_vcol"),
-         (uint32_t)(s->dv_per_consumer / e->p->chunk_elems) * (uint32_t)s->block * (uint32_t)sw);
+    Reg kvlo = reg_b32(e, "cs_kv_lo");
+    emit_note(e, "kv tile descriptors: slot, chunk and k step are constant offsets from the ring's base");
+    smem_at(e, kvlo, s->off_kv);
+    emit(e, "shr.u32 %s, %s, 4;", R(e, kvlo), R(e, kvlo));
+    emit(e, "or.b32 %s, %s, 0x%08X;", R(e, kvlo), R(e, kvlo), sm90_desc_lo_lbo(16));
     smem_reg(e, "cs_full0", s->bar_kv_full);
     smem_reg(e, "cs_empty0", s->bar_kv_empty);
-    emit_note(e, "consumer c owns kv slot c (its block of each pair); the other slot is 1 - c");
     emit(e, "xor.b32 %s, %%cs_c, 1;", reg(e, "b32", "cs_oc"));
-    Reg pown = reg_b32(e, "cs_p_own"), poth = reg_b32(e, "cs_p_oth");
-    emit_note(e, "P buffers (plan: p exchange): this consumer's (written by st.shared) and the other's (wgmma A)");
-    smem_indexed(e, pown, s->off_p, reg_find(e, "cs_c"), s->p_stride);
-    smem_indexed(e, poth, s->off_p, reg_find(e, "cs_oc"), s->p_stride);
-    emit(e, "shr.u32 %s, %s, 4;", R(e, poth), R(e, poth));
-    emit(e, "or.b32 %s, %s, 0x%08X;", R(e, poth), R(e, poth), sm90_desc_lo_lbo(16));
     emit_note(e, "this thread's P pairs: row r at r*%d B, 16-byte unit q at (q ^ (r %% 8)) * 16, word lane %% 4 "
                  "(rows r and r + 8 share r %% 8 = lane / 4)", sw);
-    emit(e, "mad.lo.u32 %s, %%cs_row0, %d, %s;", R(e, pown), sw, R(e, pown));
-    emit(e, "mad.lo.u32 %s, %%cs_lm, 4, %s;", R(e, pown), R(e, pown));
+    Reg prow = reg_b32(e, "cs_p_row");
+    emit(e, "mad.lo.u32 %s, %%cs_row0, %d, %%smem;", R(e, prow), sw);
+    emit(e, "mad.lo.u32 %s, %%cs_lm, 4, %s;", R(e, prow), R(e, prow));
     emit(e, "shr.u32 %s, %%lane, 2;", reg(e, "b32", "cs_pkey"));
     Reg xo = reg_b32(e, "cs_xmax_own"), xt = reg_b32(e, "cs_xmax_oth");
     emit_note(e, "row max exchange slots for row cs_row0 (+8 rows: +32 B)");
@@ -435,40 +461,39 @@ static void consumer_setup(Emit *e)
     }
 }
 
-static void issue_qk(Emit *e, Reg stage)
+/* S (+)= Q K^T over chunks [lo, hi) of slot `slot`: wgmma m64nBk16 SS, the first one overwriting S
+ * when `first`. */
+static void issue_qk(Emit *e, int slot, int lo, int hi, int first)
 {
     const Plan *p = e->p;
     const SparsePlan90 *s = mla90(p);
-    Reg klo0_ = reg_b32(e, "cs_k_lo0"), qlo_ = reg_b32(e, "cs_qd_lo"), klo_ = reg_b32(e, "cs_kd_lo");
+    Reg qlo_ = reg_b32(e, "cs_qd_lo"), klo_ = reg_b32(e, "cs_kd_lo");
     Reg qd = reg_b64(e, "cs_qd"), kd = reg_b64(e, "cs_kd");
-    const char *klo0 = R(e, klo0_), *qlo = R(e, qlo_), *klo = R(e, klo_);
+    const char *qlo = R(e, qlo_), *klo = R(e, klo_);
     uint32_t step = MLA_K_STEP * (uint32_t)p->elem_bytes, kv_chunk = (uint32_t)(s->block * p->swizzle_bytes);
     int steps_per_chunk = p->chunk_elems / MLA_K_STEP;
-    emit_note(e, "S = Q K^T: %d x wgmma m64n%dk16 SS (plan: qk wgmma)", s->qk_steps, s->block);
-    smem_indexed(e, klo0_, s->off_kv, stage, s->kv_stage_bytes);
-    emit(e, "shr.u32 %s, %s, 4;", klo0, klo0);
-    emit(e, "or.b32 %s, %s, 0x%08X;", klo0, klo0, sm90_desc_lo_lbo(16));
+    emit_note(e, "S %s= Q K^T, chunks %d..%d of slot %d: %d x wgmma m64n%dk16 SS (plan: qk wgmma)", first ? "" : "+",
+              lo, hi - 1, slot, (hi - lo) * steps_per_chunk, s->block);
     op_wgmma_fence(e);
-    for (int kk = 0; kk < s->qk_steps; kk++) {
+    for (int kk = lo * steps_per_chunk; kk < hi * steps_per_chunk; kk++) {
         emit(e, "add.u32 %s, %%cs_q_lo, %u;", qlo, op_desc_kstep(kk, steps_per_chunk, step, s->chunk_bytes));
-        emit(e, "add.u32 %s, %s, %u;", klo, klo0, op_desc_kstep(kk, steps_per_chunk, step, kv_chunk));
+        emit(e, "add.u32 %s, %%cs_kv_lo, %u;", klo,
+             op_desc_delta((uint32_t)slot * s->kv_stage_bytes) + op_desc_kstep(kk, steps_per_chunk, step, kv_chunk));
         emit(e, "mov.b64 %s, {%s, %%cs_desc_hi};", R(e, qd), qlo);
         emit(e, "mov.b64 %s, {%s, %%cs_desc_hi};", R(e, kd), klo);
-        op_wgmma_ss(e, s->block, p->cfg.dtype, reg_find(e, "s"), qd, kd, kk ? 1 : 0, 0);
+        op_wgmma_ss(e, s->block, p->cfg.dtype, reg_find(e, "s"), qd, kd, first && kk == lo * steps_per_chunk ? 0 : 1,
+                    0);
     }
-    op_wgmma_commit(e);
-    op_wgmma_wait(e, 0);
 }
 
 /* Hide the columns whose index was invalid: their flag in the slot is 0. */
-static void mask_invalid(Emit *e, Reg stage)
+static void mask_invalid(Emit *e, int slot)
 {
     const SparsePlan90 *s = mla90(e->p);
     Reg fa = reg_b32(e, "cs_fa"), f = reg_b32(e, "cs_flag"), pi_ = reg_pred(e, "cs_invalid");
     const char *pi = R(e, pi_);
-    REG_WANT(e, stage, RT_B32);
     emit_note(e, "columns of invalid indices: -inf (their rows were zero-filled, never read)");
-    emit(e, "mad.lo.u32 %s, %s, %u, %%cs_vbase;", R(e, fa), R(e, stage), s->valid_stage_bytes);
+    emit(e, "add.u32 %s, %%cs_vbase, %u;", R(e, fa), (uint32_t)slot * s->valid_stage_bytes);
     for (int q = 0; q < s->block / 8; q++)
         for (int x = 0; x < 2; x++) {
             op_ld_shared_b32(e, f, fa, (uint32_t)(4 * (8 * q + x)));
@@ -535,7 +560,7 @@ static void softmax_block(Emit *e)
 /* P of this consumer's block: bf16 pairs in the A-fragment layout of the RS wgmma (register j packs
  * S[2j+1]:S[2j]), and the same pairs into this consumer's P buffer for the other one; the barrier
  * then publishes both consumers' P (plan: p exchange). */
-static void share_p(Emit *e)
+static void share_p(Emit *e, int c)
 {
     const Plan *p = e->p;
     const SparsePlan90 *s = mla90(p);
@@ -548,32 +573,32 @@ static void share_p(Emit *e)
     for (int q = 0; q < s->block / 8; q++) {
         emit(e, "xor.b32 %s, %%cs_pkey, %d;", R(e, a), q);
         emit(e, "shl.b32 %s, %s, 4;", R(e, a), R(e, a));
-        emit(e, "add.u32 %s, %s, %%cs_p_own;", R(e, a), R(e, a));
-        for (int h = 0; h < HALVES; h++) op_st_shared_b32(e, a, (uint32_t)h * 8u * sw, reg_at(e, pa, HALVES * q + h));
+        emit(e, "add.u32 %s, %s, %%cs_p_row;", R(e, a), R(e, a));
+        for (int h = 0; h < HALVES; h++)
+            op_st_shared_b32(e, a, s->off_p[c] + (uint32_t)h * 8u * sw, reg_at(e, pa, HALVES * q + h));
     }
     op_fence_proxy_async(e);
     op_bar_sync(e, s->bar_p, 2 * MLA_WG);
 }
 
-/* O[:, c half] += P V over the pair: this consumer's P from registers with its slot's V (RS), the
- * other's P from smem with the other slot's V (SS). V is MN-major: LBO = chunk stride, SBO = 8 rows. */
-static void issue_pv(Emit *e, Reg phase)
+/* O[:, c half] += P V over the pair: this consumer's P from registers with its slot's V (RS), then
+ * the other's P from smem with the other slot's V (SS), each its own commit group so that half c of
+ * this consumer's slot is freed as soon as the RS group is done. V is MN-major: LBO = chunk stride,
+ * SBO = 8 rows. */
+static void issue_pv(Emit *e, int c, Reg phase)
 {
     const Plan *p = e->p;
     const SparsePlan90 *s = mla90(p);
     uint32_t sw = (uint32_t)p->swizzle_bytes, kv_chunk = (uint32_t)s->block * sw;
-    Reg bar = reg_find(e, "cs_bar"), oc = reg_find(e, "cs_oc");
-    emit_note(e, "the other slot's rows were published to its owner; wait on its barrier too (complete by now)");
-    mbar_indexed(e, bar, reg_find(e, "cs_full0"), oc);
-    op_mbar_wait(e, bar, phase);
-    Reg pa = reg_find(e, "pa");
+    uint32_t vcol = (uint32_t)c * (uint32_t)s->half_chunks * kv_chunk;
+    int oc = 1 - c;
+    Reg bar = reg_find(e, "cs_bar"), pa = reg_find(e, "pa");
     Reg addr = reg_b32(e, "cs_v_addr"), vdesc = reg_b64(e, "cs_v_desc"), vd = reg_b64(e, "cs_vd");
     Reg plo = reg_b32(e, "cs_pd_lo"), pd = reg_b64(e, "cs_pd");
-    emit_note(e, "O[:, c*%d..] += P V: %d x wgmma m64n%dk16 RS (own P, own slot) + %d SS (other P, other slot); "
+    emit_note(e, "O[:, %d..] += P V: %d x wgmma m64n%dk16 RS (own P, slot %d) + %d SS (P of consumer %d, slot %d); "
                  "V MN-major (LBO = chunk stride %u, SBO = 8 rows)",
-              s->dv_per_consumer, s->pv_steps, s->dv_per_consumer, s->pv_steps, kv_chunk);
-    smem_indexed(e, addr, s->off_kv, reg_find(e, "cs_c"), s->kv_stage_bytes);
-    emit(e, "add.u32 %s, %s, %%cs_vcol;", R(e, addr), R(e, addr));
+              c * s->dv_per_consumer, s->pv_steps, s->dv_per_consumer, c, s->pv_steps, oc, oc, kv_chunk);
+    smem_at(e, addr, s->off_kv + (uint32_t)c * s->kv_stage_bytes + vcol);
     op_sm90_desc(e, vdesc, addr, kv_chunk, 8 * sw, (int)sw);
     op_wgmma_fence(e);
     for (int kb = 0; kb < s->pv_steps; kb++) {
@@ -582,17 +607,31 @@ static void issue_pv(Emit *e, Reg phase)
         emit(e, "add.s64 %s, %s, %u;", R(e, vd), R(e, vdesc), op_desc_delta((uint32_t)kb * MLA_K_STEP * sw));
         op_wgmma_rs(e, s->dv_per_consumer, p->cfg.dtype, reg_find(e, "o"), ap, vd, 1);
     }
-    smem_indexed(e, addr, s->off_kv, oc, s->kv_stage_bytes);
-    emit(e, "add.u32 %s, %s, %%cs_vcol;", R(e, addr), R(e, addr));
+    op_wgmma_commit(e);
+    emit_note(e, "slot %d's half %c was published to consumer %d; wait on its barrier too (complete by now)", oc,
+              'A' + c, oc);
+    emit(e, "add.u32 %s, %%cs_full0, %d;", R(e, bar), 8 * (2 * oc + c));
+    op_mbar_wait(e, bar, phase);
+    smem_at(e, addr, s->off_kv + (uint32_t)oc * s->kv_stage_bytes + vcol);
     op_sm90_desc(e, vdesc, addr, kv_chunk, 8 * sw, (int)sw);
+    smem_at(e, plo, s->off_p[oc]);
+    emit(e, "shr.u32 %s, %s, 4;", R(e, plo), R(e, plo));
+    emit(e, "or.b32 %s, %s, 0x%08X;", R(e, plo), R(e, plo), sm90_desc_lo_lbo(16));
     for (int kb = 0; kb < s->pv_steps; kb++) {
-        emit(e, "add.u32 %s, %%cs_p_oth, %u;", R(e, plo), op_desc_delta((uint32_t)kb * MLA_K_STEP * (uint32_t)p->elem_bytes));
+        emit(e, "add.u32 %s, %s, %u;", R(e, plo), R(e, plo), kb ? op_desc_delta(MLA_K_STEP * (uint32_t)p->elem_bytes) : 0);
         emit(e, "mov.b64 %s, {%s, %%cs_desc_hi};", R(e, pd), R(e, plo));
         emit(e, "add.s64 %s, %s, %u;", R(e, vd), R(e, vdesc), op_desc_delta((uint32_t)kb * MLA_K_STEP * sw));
         op_wgmma_ss(e, s->dv_per_consumer, p->cfg.dtype, reg_find(e, "o"), pd, vd, 1, 1);
     }
     op_wgmma_commit(e);
+    emit_note(e, "RS done: half %c of slot %d is free (plan: bar_kv_empty[%d]); then SS: half %c of slot %d",
+              'A' + c, c, 3 * c, 'A' + c, oc);
+    op_wgmma_wait(e, 1);
+    emit(e, "add.u32 %s, %%cs_empty0, %d;", R(e, bar), 8 * (2 * c + c));
+    op_mbar_arrive(e, bar);
     op_wgmma_wait(e, 0);
+    emit(e, "add.u32 %s, %%cs_empty0, %d;", R(e, bar), 8 * (2 * oc + c));
+    op_mbar_arrive(e, bar);
 }
 
 static void consumer_epilogue(Emit *e)
@@ -684,6 +723,35 @@ static void consumer_epilogue(Emit *e)
     }
 }
 
+/* Consumer c's loop over the pairs of kv blocks: its own QK on slot c (its half of the slot first:
+ * the producer gathers it first), the softmax with the pair's max, P shared, then PV over both
+ * slots' half c. Emitted once per consumer so slots and halves are constants. */
+static void consumer_loop(Emit *e, int c)
+{
+    const SparsePlan90 *s = mla90(e->p);
+    Reg bar = reg_find(e, "cs_bar"), phase = reg_b32(e, "cs_phase"), j_ = reg_b32(e, "cs_j");
+    char top[NAME], done[NAME], who[8];
+    int first = c, lo[2] = {0, s->half_chunks}, hi[2] = {s->half_chunks, s->qk_chunks};
+    snprintf(who, sizeof who, "cs%d", c);
+    emit_section(e, "consumer %d: S of block 2j+%d (slot %d), O[:, %d:%d] over both blocks", c, c, c,
+                 c * s->dv_per_consumer, (c + 1) * s->dv_per_consumer);
+    block_loop_begin(e, who, j_, reg_find(e, "npair"), REG_NONE, phase, top, done);
+    for (int i = 0; i < 2; i++) {
+        int h = i ? 1 - first : first;
+        emit(e, "add.u32 %s, %%cs_full0, %d;", R(e, bar), 8 * (2 * c + h));
+        op_mbar_wait(e, bar, phase);
+        issue_qk(e, c, lo[h], hi[h], i == 0);
+    }
+    op_wgmma_commit(e);
+    op_wgmma_wait(e, 0);
+    mask_invalid(e, c);
+    softmax_block(e);
+    share_p(e, c);
+    issue_pv(e, c, phase);
+    emit(e, "xor.b32 %s, %s, 1;", R(e, phase), R(e, phase));
+    block_loop_end(e, j_, top, done);
+}
+
 static void mla_consumer(Emit *e)
 {
     const Plan *p = e->p;
@@ -694,25 +762,16 @@ static void mla_consumer(Emit *e)
     Reg bar = reg_b32(e, "cs_bar");
     smem_at(e, bar, s->bar_q_full);
     op_mbar_wait_imm(e, bar, 0);
-    Reg own = reg_find(e, "cs_c"), oc = reg_find(e, "cs_oc");
-    Reg phase = reg_b32(e, "cs_phase"), j_ = reg_b32(e, "cs_j");
-    char top[NAME], done[NAME];
-    emit_note(e, "pairs of kv blocks: block 2j sits in slot 0, 2j+1 in slot 1; each slot's phase flips per pair");
-    block_loop_begin(e, "cs", j_, reg_find(e, "npair"), REG_NONE, phase, top, done);
-    mbar_indexed(e, bar, reg_find(e, "cs_full0"), own);
-    op_mbar_wait(e, bar, phase);
-    issue_qk(e, own);
-    mask_invalid(e, own);
-    softmax_block(e);
-    share_p(e);
-    issue_pv(e, phase);
-    emit_note(e, "both slots are read (QK of the owner, PV of both consumers): free them (plan: bar_kv_empty)");
-    mbar_indexed(e, bar, reg_find(e, "cs_empty0"), own);
-    op_mbar_arrive(e, bar);
-    mbar_indexed(e, bar, reg_find(e, "cs_empty0"), oc);
-    op_mbar_arrive(e, bar);
-    emit(e, "xor.b32 %s, %s, 1;", R(e, phase), R(e, phase));
-    block_loop_end(e, j_, top, done);
+    char second[NAME], epi[NAME];
+    new_label(e, second, sizeof second, "consumer1");
+    new_label(e, epi, sizeof epi, "cs_epilogue");
+    emit(e, "setp.ne.u32 %s, %%cs_c, 0;", R(e, reg_pred(e, "cs_is1")));
+    emit(e, "@%%cs_is1 bra.uni %s;", second);
+    consumer_loop(e, 0);
+    emit(e, "bra.uni %s;", epi);
+    emit_label(e, second);
+    consumer_loop(e, 1);
+    emit_label(e, epi);
     consumer_epilogue(e);
 }
 
