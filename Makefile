@@ -13,7 +13,7 @@ ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -fPIC $(WARN) $(CFLAGS) -Igen -Iruntime -I$(
 LDLIBS_RT := -ldl -lpthread -lm
 
 GEN_SRC   := $(wildcard gen/*.c gen/sm90/*.c gen/sm100/*.c)
-GEN_SRC   := $(filter-out gen/main.c,$(GEN_SRC))
+GEN_SRC   := $(filter-out gen/main.c gen/aot.c,$(GEN_SRC))
 RT_SRC    := $(wildcard runtime/*.c)
 GEN_OBJ   := $(GEN_SRC:%.c=$(B)/%.o) $(B)/templates.o
 RT_OBJ    := $(RT_SRC:%.c=$(B)/%.o)
@@ -21,7 +21,7 @@ HDRS      := $(wildcard gen/*.h gen/sm90/*.h gen/sm100/*.h runtime/*.h)
 TEMPLATES := $(wildcard templates/*.ptx)
 
 # test_launch runs against the fake driver (LD_LIBRARY_PATH); the others must see no driver.
-UNIT_SRC  := $(filter-out tests/unit/test_launch.c,$(wildcard tests/unit/test_*.c))
+UNIT_SRC  := $(filter-out tests/unit/test_launch.c tests/unit/test_bundle.c,$(wildcard tests/unit/test_*.c))
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 FAKECUDA  := $(B)/fakecuda/libcuda.so.1
 
@@ -45,7 +45,7 @@ $(B)/libfa4rt.a: $(RT_OBJ) $(GEN_OBJ)
 	rm -f $@ && ar rcs $@ $^
 $(B)/libfa4rt.so: $(RT_OBJ) $(GEN_OBJ)
 	$(CC) -shared -o $@ $^ $(LDLIBS_RT)
-$(B)/fa4gen: $(B)/gen/main.o $(B)/libfa4gen.a
+$(B)/fa4gen: $(B)/gen/main.o $(B)/gen/aot.o $(B)/libfa4gen.a
 	$(CC) -o $@ $^ -lm
 
 examples: $(B)/examples/mha_host
@@ -81,18 +81,27 @@ $(B)/tests/%: tests/unit/%.c tests/unit/testutil.h $(B)/libfa4rt.a $(B)/fa4gen
 
 $(B)/tests/test_launch: tests/unit/fake_cuda.h
 
+# test_bundle links a bundle fa4gen compiles from tests/unit/bundle_list.txt (runs on the fake driver).
+$(B)/tests/test_bundle_kernels.c: tests/unit/bundle_list.txt $(B)/fa4gen
+	@mkdir -p $(dir $@)
+	$(B)/fa4gen bundle $< --jobs 2 -o $@
+$(B)/tests/test_bundle: tests/unit/test_bundle.c $(B)/tests/test_bundle_kernels.c tests/unit/testutil.h \
+                        tests/unit/fake_cuda.h $(B)/libfa4rt.a
+	$(CC) $(ALL_CFLAGS) -Itests/unit $< $(B)/tests/test_bundle_kernels.c -o $@ $(B)/libfa4rt.a $(CMOCKA_LIBS) \
+	    $(LDLIBS_RT)
+
 # A fake CUDA driver (records encodes and launches) for testing the launch path without a GPU.
 $(FAKECUDA): tests/unit/fake_cuda.c tests/unit/fake_cuda.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -fvisibility=hidden -shared -Wl,-soname,libcuda.so.1 $< -o $@
 
-unit: deps-test $(UNIT_BIN) $(B)/tests/test_launch $(FAKECUDA)
+unit: deps-test $(UNIT_BIN) $(B)/tests/test_launch $(B)/tests/test_bundle $(FAKECUDA)
 	@sh tests/run-unit.sh $(UNIT_BIN)
 	@sh tests/python/abi.sh
-	@LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) sh tests/run-unit.sh $(B)/tests/test_launch
+	@LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) sh tests/run-unit.sh $(B)/tests/test_launch $(B)/tests/test_bundle
 
-launch-test: deps-test $(B)/tests/test_launch $(FAKECUDA)
-	@LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) sh tests/run-unit.sh $(B)/tests/test_launch
+launch-test: deps-test $(B)/tests/test_launch $(B)/tests/test_bundle $(FAKECUDA)
+	@LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) sh tests/run-unit.sh $(B)/tests/test_launch $(B)/tests/test_bundle
 
 ptxas-test: $(B)/fa4gen
 	@sh tests/ptxas/run.sh $(B)/fa4gen
@@ -133,10 +142,10 @@ FUZZ_FLAGS   := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefi
 FUZZ_NAMES   := config cli bundle
 FUZZ_BIN     := $(FUZZ_NAMES:%=$(B)/fuzz/fuzz_%)
 FUZZ_SECONDS ?= 60
-$(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h tests/fuzz/fuzz_main.h gen/main.c $(GEN_SRC) $(HDRS) \
-                  $(B)/templates.c
+$(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h tests/fuzz/fuzz_main.h gen/main.c gen/aot.c $(GEN_SRC) \
+                  $(HDRS) $(B)/templates.c
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) $< $(GEN_SRC) $(B)/templates.c -o $@ -lm
+	$(FUZZ_CC) $(FUZZ_FLAGS) $< gen/aot.c $(GEN_SRC) $(B)/templates.c -o $@ -lm
 .PHONY: fuzz-build fuzz-ci fuzz-long
 fuzz-build: $(FUZZ_BIN)
 fuzz-ci: $(FUZZ_BIN)
@@ -160,7 +169,7 @@ fuzz-long: $(FUZZ_BIN)
 .PHONY: clang-check
 clang-check:
 	$(MAKE) -s B=$(B)/clang CC=clang all $(B)/clang/fakecuda/libcuda.so.1 \
-	    $(patsubst $(B)/%,$(B)/clang/%,$(UNIT_BIN) $(B)/tests/test_launch)
+	    $(patsubst $(B)/%,$(B)/clang/%,$(UNIT_BIN) $(B)/tests/test_launch $(B)/tests/test_bundle)
 	@echo "clang-check: the project builds with clang, warning-free"
 
 # ---- the simulated GPU (tests/sim/): a libcuda.so.1 that runs our PTX on the CPU ----
