@@ -25,7 +25,7 @@ UNIT_SRC  := $(filter-out tests/unit/test_launch.c tests/unit/test_bundle.c,$(wi
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 FAKECUDA  := $(B)/fakecuda/libcuda.so.1
 
-.PHONY: all demo test unit launch-test ptxas-test sass-test sass-tools sim-test clean examples deps-test bundle
+.PHONY: all demo test unit install install-test launch-test ptxas-test sass-test sass-tools sim-test clean examples deps-test bundle
 all: $(B)/fa4gen $(B)/libfa4rt.a $(B)/libfa4rt.so examples
 
 $(B)/%.o: %.c $(HDRS) | $(B)/templates.h
@@ -43,15 +43,46 @@ $(B)/libfa4gen.a: $(GEN_OBJ)
 	rm -f $@ && ar rcs $@ $^
 $(B)/libfa4rt.a: $(RT_OBJ) $(GEN_OBJ)
 	rm -f $@ && ar rcs $@ $^
-$(B)/libfa4rt.so: $(RT_OBJ) $(GEN_OBJ)
-	$(CC) -shared -o $@ $^ $(LDLIBS_RT)
+# The release (fa4.h's FA4_VERSION_STRING) names the shared library and its soname.
+VERSION   := $(shell sed -n 's/^\#define FA4_VERSION_STRING "\(.*\)"/\1/p' runtime/fa4.h)
+SOMAJOR   := $(firstword $(subst ., ,$(VERSION)))
+$(B)/libfa4rt.so.$(VERSION): $(RT_OBJ) $(GEN_OBJ)
+	$(CC) -shared -Wl,-soname,libfa4rt.so.$(SOMAJOR) -o $@ $^ $(LDLIBS_RT)
+$(B)/libfa4rt.so: $(B)/libfa4rt.so.$(VERSION)
+	ln -sf libfa4rt.so.$(VERSION) $(B)/libfa4rt.so.$(SOMAJOR)
+	ln -sf libfa4rt.so.$(VERSION) $@
 $(B)/fa4gen: $(B)/gen/main.o $(B)/gen/aot.o $(B)/libfa4gen.a
 	$(CC) -o $@ $^ -lm
 
-examples: $(B)/examples/mha_host
-$(B)/examples/mha_host: examples/mha_host.c $(B)/libfa4rt.a
-	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $< -o $@ $(B)/libfa4rt.a $(LDLIBS_RT)
+# examples/ has its own Makefile (pkg-config against an install); here it builds against this tree.
+examples: $(B)/fa4gen $(B)/libfa4rt.a
+	$(MAKE) -C examples CC="$(CC)" O=$(abspath $(B))/examples FA4GEN=$(abspath $(B))/fa4gen \
+	    FA4_CFLAGS=-I$(abspath runtime) FA4_LIBS="$(abspath $(B))/libfa4rt.a $(LDLIBS_RT)" \
+	    CFLAGS="-std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -I$(CUDA_HOME)/include"
+
+# ---- install: make install PREFIX=/opt/fa4gen (DESTDIR for staging) ----
+PREFIX  ?= /usr/local
+DESTDIR ?=
+I       := $(DESTDIR)$(PREFIX)
+SUBST   := sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' -e 's|@SOMAJOR@|$(SOMAJOR)|g'
+.PHONY: install
+install: $(B)/fa4gen $(B)/libfa4rt.a $(B)/libfa4rt.so
+	install -d $(I)/bin $(I)/lib/pkgconfig $(I)/lib/cmake/fa4gen $(I)/include
+	install -m 755 $(B)/fa4gen $(I)/bin/fa4gen
+	install -m 644 $(B)/libfa4rt.a $(I)/lib/libfa4rt.a
+	install -m 755 $(B)/libfa4rt.so.$(VERSION) $(I)/lib/libfa4rt.so.$(VERSION)
+	ln -sf libfa4rt.so.$(VERSION) $(I)/lib/libfa4rt.so.$(SOMAJOR)
+	ln -sf libfa4rt.so.$(VERSION) $(I)/lib/libfa4rt.so
+	install -m 644 runtime/fa4.h $(I)/include/fa4.h
+	$(SUBST) packaging/fa4gen.pc.in > $(I)/lib/pkgconfig/fa4gen.pc
+	$(SUBST) packaging/fa4genConfig.cmake.in > $(I)/lib/cmake/fa4gen/fa4genConfig.cmake
+	$(SUBST) packaging/fa4genConfigVersion.cmake.in > $(I)/lib/cmake/fa4gen/fa4genConfigVersion.cmake
+	@echo "install: fa4gen $(VERSION) in $(I) (pkg-config fa4gen, find_package(fa4gen))"
+
+# Install into a temporary prefix, then build the examples against it with pkg-config and with CMake.
+.PHONY: install-test
+install-test:
+	@sh tests/install/run.sh
 
 # ---- demo: the main job ----
 DEMO_FLAGS ?= --target sm90a --dtype bf16 --depth 128 --mask causal
@@ -120,6 +151,7 @@ sass-tools:
 
 test: deps-test sass-tools
 	$(MAKE) unit
+	$(MAKE) install-test
 	$(MAKE) ptxas-test
 	$(MAKE) sass-test
 	$(MAKE) sim-test
