@@ -129,6 +129,7 @@ $(FAKECUDA): tests/unit/fake_cuda.c tests/unit/fake_cuda.h
 unit: deps-test $(UNIT_BIN) $(B)/tests/test_launch $(B)/tests/test_bundle $(FAKECUDA)
 	@sh tests/run-unit.sh $(UNIT_BIN)
 	@sh tests/python/abi.sh
+	@python3 tests/python/test_torch_ops.py
 	@LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) sh tests/run-unit.sh $(B)/tests/test_launch $(B)/tests/test_bundle
 
 launch-test: deps-test $(B)/tests/test_launch $(B)/tests/test_bundle $(FAKECUDA)

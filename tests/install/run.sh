@@ -38,6 +38,16 @@ check "jit_host (pkg-config) second run: disk cache" "$tmp/pc/jit_host" --expect
 check "aot_host (pkg-config)" "$tmp/pc/aot_host"
 grep -q "in the bundle: yes" "$tmp/out.txt" && ok || bad "aot_host: its kernel is not in its bundle"
 
+# Python: pip installs the package (pure Python); installed outside the repository it finds the
+# installed libfa4rt through pkg-config, and its version is the library's
+pyver=$(sed -n 's/^version = "\(.*\)"/\1/p' python/pyproject.toml)
+[ "$pyver" = "$want" ] && ok || bad "python/pyproject.toml version $pyver, fa4.h $want"
+# (without build isolation first: a GPU host may have no internet; else pip fetches setuptools)
+check "pip install ./python" sh -c "python3 -m pip install -q --no-deps --no-build-isolation --target '$tmp/py' ./python \
+    > /dev/null 2>&1 || python3 -m pip install -q --no-deps --target '$tmp/py' ./python"
+check "import fa4 (installed)" env -u FA4_LIB PYTHONPATH="$tmp/py" python3 -c \
+    "import fa4, sys; sys.exit(0 if fa4.version() == '$want' and fa4._lib._name.startswith('$pfx') else 1)"
+
 # CMake: find_package(fa4gen) + fa4gen_add_bundle
 if command -v cmake > /dev/null; then
     check "cmake configure" cmake -S examples/cmake -B "$tmp/cm" -DCMAKE_PREFIX_PATH="$pfx" -DCMAKE_BUILD_TYPE=Release
