@@ -92,14 +92,10 @@ demo: $(B)/fa4gen
 	$(B)/fa4gen explain $(DEMO_FLAGS)
 	@echo "demo: wrote $(B)/demo.ptx and $(B)/demo.cubin"
 
-# ---- AOT bundle: examples/bundle.txt -> build/bundle/<symbol>.ptx + .cubin ----
+# ---- AOT bundle: examples/bundle.txt -> build/bundle/kernels.c (fatbins + table; link it into a host) ----
 bundle: $(B)/fa4gen examples/bundle.txt
 	@mkdir -p $(B)/bundle
-	$(B)/fa4gen bundle examples/bundle.txt -d $(B)/bundle
-	@for f in $(B)/bundle/*.ptx; do \
-	    arch=$$(sed -n 's/^\.target //p' $$f); \
-	    $(PTXAS) -arch=$$arch $$f -o $${f%.ptx}.cubin || exit 1; done
-	@echo "bundle: $$(ls $(B)/bundle/*.cubin | wc -l) cubins in $(B)/bundle"
+	$(B)/fa4gen bundle examples/bundle.txt -o $(B)/bundle/kernels.c
 
 # ---- tests (CPU only) ----
 CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
@@ -113,12 +109,12 @@ $(B)/tests/%: tests/unit/%.c tests/unit/testutil.h $(B)/libfa4rt.a $(B)/fa4gen
 $(B)/tests/test_launch: tests/unit/fake_cuda.h
 
 # test_bundle links a bundle fa4gen compiles from tests/unit/bundle_list.txt (runs on the fake driver).
-$(B)/tests/test_bundle_kernels.c: tests/unit/bundle_list.txt $(B)/fa4gen
+$(B)/tests/gen/test_bundle_kernels.c: tests/unit/bundle_list.txt $(B)/fa4gen
 	@mkdir -p $(dir $@)
 	$(B)/fa4gen bundle $< --jobs 2 -o $@
-$(B)/tests/test_bundle: tests/unit/test_bundle.c $(B)/tests/test_bundle_kernels.c tests/unit/testutil.h \
+$(B)/tests/test_bundle: tests/unit/test_bundle.c $(B)/tests/gen/test_bundle_kernels.c tests/unit/testutil.h \
                         tests/unit/fake_cuda.h $(B)/libfa4rt.a
-	$(CC) $(ALL_CFLAGS) -Itests/unit $< $(B)/tests/test_bundle_kernels.c -o $@ $(B)/libfa4rt.a $(CMOCKA_LIBS) \
+	$(CC) $(ALL_CFLAGS) -Itests/unit $< $(B)/tests/gen/test_bundle_kernels.c -o $@ $(B)/libfa4rt.a $(CMOCKA_LIBS) \
 	    $(LDLIBS_RT)
 
 # A fake CUDA driver (records encodes and launches) for testing the launch path without a GPU.

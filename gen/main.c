@@ -37,6 +37,7 @@ static const char usage_top[] =
     "             fa4gen bundle LIST -d DIR\n"
     "\n"
     "  fa4gen mha --help       the kernel options\n"
+    "  fa4gen bundle --help    the bundle options\n"
     "  fa4gen --version        generator version\n";
 
 static const char usage_mha[] =
@@ -427,7 +428,8 @@ static int cmd_bundle_c(int argc, char **argv)
             }
             if (!rc && !r.n_targets) rc = invalid("bundle: --targets: empty; give sm90a, sm100a or both");
         } else if (a[0] == '-' || list) {
-            snprintf(err, sizeof err, "bundle: '%s' is not an option of bundle -o (see fa4gen --help)", a);
+            snprintf(err, sizeof err, "bundle: '%s' is not an option of this command (bundle -o takes LIST, --config, "
+                     "--targets, --name, --jobs; see fa4gen bundle --help)", a);
             rc = invalid(err);
             i--;
         } else {
@@ -467,15 +469,37 @@ static int cmd_bundle_c(int argc, char **argv)
  * (inside DIR, or beside it when DIR does not exist yet) and only then moved
  * into place. A line that names the same kernel as an earlier one is reported
  * and written once. */
+static const char usage_bundle[] =
+    "usage: fa4gen bundle [LIST] [--config TEXT]... [--targets T,T] [--name NAME] [--jobs N] -o FILE.c\n"
+    "       fa4gen bundle LIST -d DIR\n"
+    "\n"
+    "-o FILE.c   compile every config (a LIST line, canonical or any subset of its key=value words, or a\n"
+    "            --config) with the toolkit's ptxas into a cubin, pack it with its PTX into a fatbin\n"
+    "            (fatbinary), and write a C source holding them, a table by config hash and a\n"
+    "            constructor that registers it: a host that links it gets these kernels before anything\n"
+    "            is generated (FA4GEN_DISABLE_JIT=1: only these). Tools: FA4GEN_PTXAS, FA4GEN_FATBINARY,\n"
+    "            $CUDA_HOME/bin, /usr/local/cuda/bin, PATH.\n"
+    "  --targets T,T   compile each config for each of these targets (sm90a, sm100a) instead of its own\n"
+    "  --name NAME     the table is fa4_bundle_NAME (default: FILE's base name)\n"
+    "  --jobs N        configs compiled at once (default: the CPUs online); a line per finished kernel\n"
+    "-d DIR      write one PTX file per config into DIR (no compile)\n";
+
 static int cmd_bundle(int argc, char **argv)
 {
     for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(usage_bundle, stdout);
+            return 0;
+        }
+    for (int i = 2; i < argc; i++)
         if (!strcmp(argv[i], "-o")) return cmd_bundle_c(argc, argv);
-    if (argc < 3 || argv[2][0] == '-') return invalid("bundle: give a config list file and -d DIR");
+    if (argc < 3 || argv[2][0] == '-')
+        return invalid("bundle: give a config list and -o FILE.c (a C source of compiled kernels) or -d DIR (PTX files)");
     Cli cli = {0};
     int rc = parse_flags(&cli, argc, argv, 3, USE_DIR, "bundle");
     if (rc) return rc;
-    if (!cli.bundle_dir) return invalid("bundle: -d DIR is required");
+    if (!cli.bundle_dir)
+        return invalid("bundle: -o FILE.c (a C source of compiled kernels) or -d DIR (PTX files) is required");
     Lines l;
     if ((rc = read_list(argv[2], &l))) return rc;
     Plan **plans = calloc((size_t)l.n + 1, sizeof *plans);

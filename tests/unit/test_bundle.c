@@ -1,7 +1,7 @@
 /* test_bundle.c - AOT bundles, JIT disabled, and the fetch log, against the fake CUDA driver
  * (run with LD_LIBRARY_PATH=build/fakecuda, as `make unit` does).
  *
- * The binary links build/tests/test_bundle_kernels.c, which `fa4gen bundle
+ * The binary links build/tests/gen/test_bundle_kernels.c, which `fa4gen bundle
  * tests/unit/bundle_list.txt -o ...` wrote (real ptxas cubins in real fatbins); its
  * constructor has registered it before main. Each case checks where a kernel came from by
  * what the fake driver was given (a fatbin or a bare cubin) and by what reached the disk
@@ -292,12 +292,83 @@ static void test_fetch_log(void **state)
     free(log);
 }
 
+/* ---------------------------------------------------------------- the CLI's bundle -o */
+
+/* Runs "env fa4gen bundle ARGS" in dir; stderr in *err; the exit status. */
+static int bundle_cli(const char *dir, const char *env, const char *args, char **err)
+{
+    char cmd[2048], here[512];
+    assert_non_null(getcwd(here, sizeof here));
+    snprintf(cmd, sizeof cmd, "cd %s && env %s %s/build/fa4gen bundle %s 2>&1 >/dev/null", dir, env, here, args);
+    return run_capture(cmd, err);
+}
+
+static void expect_one_line(const char *out, const char *want)
+{
+    size_t n = strlen(out);
+    if (!n || out[n - 1] != '\n' || strchr(out, '\n') != out + n - 1 || !strstr(out, want))
+        fail_msg("expected one line holding '%s', got '%s'", want, out);
+}
+
+/* Refusals are one line with exit 2 and write nothing; a failing tool is exit 1 with its log
+ * and writes nothing; a good list writes the source with a progress line per kernel. */
+static void test_cli_bundle_c(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/fa4bundle-cli.XXXXXX", path[256], *out = NULL;
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/list", dir);
+    FILE *f = fopen(path, "w");
+    fputs("# one kernel\nmha target=sm90a dtype=bf16 qk=64 ov=64 mask=none\n", f);
+    fclose(f);
+    static const struct { const char *args, *want; } bad[] = {
+        {"list", "-o FILE.c (a C source of compiled kernels) or -d DIR (PTX files) is required"},
+        {"list -o k.c --jobs 0", "--jobs '0'"},
+        {"list -o k.c --jobs", "--jobs: missing value"},
+        {"list -o k.c --targets sm90a,sm90a", "named twice"},
+        {"list -o k.c --targets sm80", "--targets 'sm80'"},
+        {"list -o k.c --name 1x", "not a C identifier"},
+        {"list -o k.c --depth 64", "'--depth' is not an option of this command"},
+        {"list -o k.c -d out", "'-d' is not an option of this command"},
+        {"-o k.c", "no configs"},
+        {"-o k.c --config 'mha target=sm90a qk=72 ov=72'", "--config 'mha target=sm90a qk=72 ov=72':"},
+        {"list -o k.c --targets sm100a --config 'mha qk=256 ov=256'", "--config 'mha qk=256 ov=256':"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        if (bundle_cli(dir, "", bad[i].args, &out) != 2) fail_msg("'%s': not exit 2: %s", bad[i].args, out);
+        expect_one_line(out, bad[i].want);
+        free(out);
+    }
+    if (bundle_cli(dir, "FA4GEN_PTXAS=/bin/false", "list -o k.c", &out) != 1 || !strstr(out, "/bin/false failed"))
+        fail_msg("a failing ptxas: %s", out);
+    free(out);
+    if (bundle_cli(dir, "FA4GEN_FATBINARY=/nonexistent", "list -o k.c", &out) != 1 || !strstr(out, "no fatbinary"))
+        fail_msg("no fatbinary: %s", out);
+    free(out);
+    char ls[300], *listing = NULL;
+    snprintf(ls, sizeof ls, "ls -A %s", dir);
+    run_capture(ls, &listing);
+    assert_string_equal(listing, "list\n"); /* nothing written by any of them */
+    free(listing);
+    /* two targets from one line, two at a time: two kernels, a progress line each */
+    assert_int_equal(bundle_cli(dir, "", "list --targets sm90a,sm100a --jobs 2 --name two -o k.c", &out), 0);
+    if (!strstr(out, "[1/2] fa4_mha_sm") || !strstr(out, "[2/2] fa4_mha_sm") || !strstr(out, "fa4_bundle_two"))
+        fail_msg("progress: %s", out);
+    free(out);
+    snprintf(ls, sizeof ls, "grep -c 'target=sm100a\\|target=sm90a' %s/k.c", dir);
+    run_capture(ls, &listing);
+    assert_string_equal(listing, "4\n"); /* each config in a comment and in the table */
+    free(listing);
+    remove_tree(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table),           cmocka_unit_test(test_bundle_before_jit),
         cmocka_unit_test(test_mha_fwd_from_bundle), cmocka_unit_test(test_jit_disabled_miss),
         cmocka_unit_test(test_fetch_log),       cmocka_unit_test(test_other_generator),
+        cmocka_unit_test(test_cli_bundle_c),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
