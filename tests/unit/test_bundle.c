@@ -114,6 +114,8 @@ static void test_table(void **state)
         assert_true(magic == 0xBA55ED50u);
     }
     assert_int_equal(fa4_bundle_register(b), FA4_OK); /* twice: nothing happens */
+    assert_string_equal(fa4_version(), FA4GEN_VERSION); /* one release: header, library, generator */
+    assert_string_equal(fa4_version(), FA4_VERSION_STRING);
 }
 
 /* A kernel the bundle holds comes from it: the driver gets the fatbin, nothing is compiled
