@@ -376,10 +376,34 @@ static int bundle_name(const char *given, const char *out, char *name, size_t n)
     return 0;
 }
 
+/* --targets T,T: each a target's name, once. */
+static int parse_targets(const char *v, AotRequest *r)
+{
+    r->n_targets = 0;
+    for (const char *t = v; *t;) {
+        size_t k = strcspn(t, ",");
+        int id = -1;
+        for (int j = 0; j < TARGET_COUNT; j++)
+            if (strlen(target_name[j]) == k && !strncmp(t, target_name[j], k)) id = j;
+        for (int j = 0; j < r->n_targets && id >= 0; j++)
+            if ((int)r->targets[j] == id) {
+                say("bundle: --targets '%s': a target is named twice", v);
+                return 2;
+            }
+        if (id < 0) {
+            say("bundle: --targets '%s': give targets from sm90a, sm100a, comma-separated, each once", v);
+            return 2;
+        }
+        r->targets[r->n_targets++] = (TargetId)id;
+        t += k + (t[k] == ',');
+    }
+    if (!r->n_targets) return invalid("bundle: --targets: empty; give sm90a, sm100a or both");
+    return 0;
+}
+
 /* bundle [LIST] [--config TEXT]... [--targets T,T] [--name NAME] [--jobs N] -o FILE.c */
 static int cmd_bundle_c(int argc, char **argv)
 {
-    enum { MAX_TARGETS = TARGET_COUNT };
     AotRequest r = {0};
     const char *list = NULL, *out = NULL, *given_name = NULL;
     char name[64], err[512];
@@ -387,10 +411,10 @@ static int cmd_bundle_c(int argc, char **argv)
     AotConfig *cfgs = calloc((size_t)argc, sizeof *cfgs);
     Lines l = {0};
     if (!cfgs) return 1;
-    for (int i = 2; i < argc && !rc; i++) {
+    for (int i = 2, takes = 0; i < argc && !rc; i += 1 + takes) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int takes = !strcmp(a, "-o") || !strcmp(a, "--config") || !strcmp(a, "--targets") || !strcmp(a, "--name") ||
-                    !strcmp(a, "--jobs");
+        takes = !strcmp(a, "-o") || !strcmp(a, "--config") || !strcmp(a, "--targets") || !strcmp(a, "--name") ||
+                !strcmp(a, "--jobs");
         if (takes && !v) {
             snprintf(err, sizeof err, "bundle: %s: missing value", a);
             rc = invalid(err);
@@ -406,37 +430,14 @@ static int cmd_bundle_c(int argc, char **argv)
                 rc = 2;
             }
         } else if (!strcmp(a, "--targets")) {
-            r.n_targets = 0;
-            for (const char *t = v; *t && !rc;) {
-                size_t k = strcspn(t, ",");
-                int id = -1;
-                for (int j = 0; j < TARGET_COUNT; j++)
-                    if (strlen(target_name[j]) == k && !strncmp(t, target_name[j], k)) id = j;
-                if (id < 0 || r.n_targets == MAX_TARGETS) {
-                    say("bundle: --targets '%s': give targets from sm90a, sm100a, comma-separated, each once", v);
-                    rc = 2;
-                } else {
-                    for (int j = 0; j < r.n_targets; j++) if ((int)r.targets[j] == id) id = -1;
-                    if (id < 0) {
-                        say("bundle: --targets '%s': a target is named twice", v);
-                        rc = 2;
-                    } else {
-                        r.targets[r.n_targets++] = (TargetId)id;
-                    }
-                }
-                t += k + (t[k] == ',');
-            }
-            if (!rc && !r.n_targets) rc = invalid("bundle: --targets: empty; give sm90a, sm100a or both");
+            rc = parse_targets(v, &r);
         } else if (a[0] == '-' || list) {
             snprintf(err, sizeof err, "bundle: '%s' is not an option of this command (bundle -o takes LIST, --config, "
                      "--targets, --name, --jobs; see fa4gen bundle --help)", a);
             rc = invalid(err);
-            i--;
         } else {
             list = a;
-            i--;
         }
-        i++;
     }
     if (!rc && !out) rc = invalid("bundle: -o FILE.c is required");
     if (!rc) rc = bundle_name(given_name, out, name, sizeof name);
