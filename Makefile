@@ -13,7 +13,7 @@ ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -fPIC $(WARN) $(CFLAGS) -Igen -Iruntime -I$(
 LDLIBS_RT := -ldl -lpthread -lm
 
 GEN_SRC   := $(wildcard gen/*.c gen/sm90/*.c gen/sm100/*.c)
-GEN_SRC   := $(filter-out gen/main.c,$(GEN_SRC))
+GEN_SRC   := $(filter-out gen/main.c gen/aot.c,$(GEN_SRC))
 RT_SRC    := $(wildcard runtime/*.c)
 GEN_OBJ   := $(GEN_SRC:%.c=$(B)/%.o) $(B)/templates.o
 RT_OBJ    := $(RT_SRC:%.c=$(B)/%.o)
@@ -21,11 +21,11 @@ HDRS      := $(wildcard gen/*.h gen/sm90/*.h gen/sm100/*.h runtime/*.h)
 TEMPLATES := $(wildcard templates/*.ptx)
 
 # test_launch runs against the fake driver (LD_LIBRARY_PATH); the others must see no driver.
-UNIT_SRC  := $(filter-out tests/unit/test_launch.c,$(wildcard tests/unit/test_*.c))
+UNIT_SRC  := $(filter-out tests/unit/test_launch.c tests/unit/test_bundle.c,$(wildcard tests/unit/test_*.c))
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 FAKECUDA  := $(B)/fakecuda/libcuda.so.1
 
-.PHONY: all demo test unit launch-test ptxas-test sass-test sass-tools sim-test clean examples deps-test bundle
+.PHONY: all demo test unit install install-test launch-test ptxas-test sass-test sass-tools sim-test clean examples deps-test bundle
 all: $(B)/fa4gen $(B)/libfa4rt.a $(B)/libfa4rt.so examples
 
 $(B)/%.o: %.c $(HDRS) | $(B)/templates.h
@@ -43,15 +43,46 @@ $(B)/libfa4gen.a: $(GEN_OBJ)
 	rm -f $@ && ar rcs $@ $^
 $(B)/libfa4rt.a: $(RT_OBJ) $(GEN_OBJ)
 	rm -f $@ && ar rcs $@ $^
-$(B)/libfa4rt.so: $(RT_OBJ) $(GEN_OBJ)
-	$(CC) -shared -o $@ $^ $(LDLIBS_RT)
-$(B)/fa4gen: $(B)/gen/main.o $(B)/libfa4gen.a
+# The release (fa4.h's FA4_VERSION_STRING) names the shared library and its soname.
+VERSION   := $(shell sed -n 's/^\#define FA4_VERSION_STRING "\(.*\)"/\1/p' runtime/fa4.h)
+SOMAJOR   := $(firstword $(subst ., ,$(VERSION)))
+$(B)/libfa4rt.so.$(VERSION): $(RT_OBJ) $(GEN_OBJ)
+	$(CC) -shared -Wl,-soname,libfa4rt.so.$(SOMAJOR) -o $@ $^ $(LDLIBS_RT)
+$(B)/libfa4rt.so: $(B)/libfa4rt.so.$(VERSION)
+	ln -sf libfa4rt.so.$(VERSION) $(B)/libfa4rt.so.$(SOMAJOR)
+	ln -sf libfa4rt.so.$(VERSION) $@
+$(B)/fa4gen: $(B)/gen/main.o $(B)/gen/aot.o $(B)/libfa4gen.a
 	$(CC) -o $@ $^ -lm
 
-examples: $(B)/examples/mha_host
-$(B)/examples/mha_host: examples/mha_host.c $(B)/libfa4rt.a
-	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $< -o $@ $(B)/libfa4rt.a $(LDLIBS_RT)
+# examples/ has its own Makefile (pkg-config against an install); here it builds against this tree.
+examples: $(B)/fa4gen $(B)/libfa4rt.a
+	$(MAKE) -C examples CC="$(CC)" O=$(abspath $(B))/examples FA4GEN=$(abspath $(B))/fa4gen \
+	    FA4_CFLAGS=-I$(abspath runtime) FA4_LIBS="$(abspath $(B))/libfa4rt.a $(LDLIBS_RT)" \
+	    CFLAGS="-std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -I$(CUDA_HOME)/include"
+
+# ---- install: make install PREFIX=/opt/fa4gen (DESTDIR for staging) ----
+PREFIX  ?= /usr/local
+DESTDIR ?=
+I       := $(DESTDIR)$(PREFIX)
+SUBST   := sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' -e 's|@SOMAJOR@|$(SOMAJOR)|g'
+.PHONY: install
+install: $(B)/fa4gen $(B)/libfa4rt.a $(B)/libfa4rt.so
+	install -d $(I)/bin $(I)/lib/pkgconfig $(I)/lib/cmake/fa4gen $(I)/include
+	install -m 755 $(B)/fa4gen $(I)/bin/fa4gen
+	install -m 644 $(B)/libfa4rt.a $(I)/lib/libfa4rt.a
+	install -m 755 $(B)/libfa4rt.so.$(VERSION) $(I)/lib/libfa4rt.so.$(VERSION)
+	ln -sf libfa4rt.so.$(VERSION) $(I)/lib/libfa4rt.so.$(SOMAJOR)
+	ln -sf libfa4rt.so.$(VERSION) $(I)/lib/libfa4rt.so
+	install -m 644 runtime/fa4.h $(I)/include/fa4.h
+	$(SUBST) packaging/fa4gen.pc.in > $(I)/lib/pkgconfig/fa4gen.pc
+	$(SUBST) packaging/fa4genConfig.cmake.in > $(I)/lib/cmake/fa4gen/fa4genConfig.cmake
+	$(SUBST) packaging/fa4genConfigVersion.cmake.in > $(I)/lib/cmake/fa4gen/fa4genConfigVersion.cmake
+	@echo "install: fa4gen $(VERSION) in $(I) (pkg-config fa4gen, find_package(fa4gen))"
+
+# Install into a temporary prefix, then build the examples against it with pkg-config and with CMake.
+.PHONY: install-test
+install-test:
+	@sh tests/install/run.sh
 
 # ---- demo: the main job ----
 DEMO_FLAGS ?= --target sm90a --dtype bf16 --depth 128 --mask causal
@@ -61,14 +92,10 @@ demo: $(B)/fa4gen
 	$(B)/fa4gen explain $(DEMO_FLAGS)
 	@echo "demo: wrote $(B)/demo.ptx and $(B)/demo.cubin"
 
-# ---- AOT bundle: examples/bundle.txt -> build/bundle/<symbol>.ptx + .cubin ----
+# ---- AOT bundle: examples/bundle.txt -> build/bundle/kernels.c (fatbins + table; link it into a host) ----
 bundle: $(B)/fa4gen examples/bundle.txt
 	@mkdir -p $(B)/bundle
-	$(B)/fa4gen bundle examples/bundle.txt -d $(B)/bundle
-	@for f in $(B)/bundle/*.ptx; do \
-	    arch=$$(sed -n 's/^\.target //p' $$f); \
-	    $(PTXAS) -arch=$$arch $$f -o $${f%.ptx}.cubin || exit 1; done
-	@echo "bundle: $$(ls $(B)/bundle/*.cubin | wc -l) cubins in $(B)/bundle"
+	$(B)/fa4gen bundle examples/bundle.txt -o $(B)/bundle/kernels.c
 
 # ---- tests (CPU only) ----
 CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
@@ -81,18 +108,28 @@ $(B)/tests/%: tests/unit/%.c tests/unit/testutil.h $(B)/libfa4rt.a $(B)/fa4gen
 
 $(B)/tests/test_launch: tests/unit/fake_cuda.h
 
+# test_bundle links a bundle fa4gen compiles from tests/unit/bundle_list.txt (runs on the fake driver).
+$(B)/tests/gen/test_bundle_kernels.c: tests/unit/bundle_list.txt $(B)/fa4gen
+	@mkdir -p $(dir $@)
+	$(B)/fa4gen bundle $< --jobs 2 -o $@
+$(B)/tests/test_bundle: tests/unit/test_bundle.c $(B)/tests/gen/test_bundle_kernels.c tests/unit/testutil.h \
+                        tests/unit/fake_cuda.h $(B)/libfa4rt.a
+	$(CC) $(ALL_CFLAGS) -Itests/unit $< $(B)/tests/gen/test_bundle_kernels.c -o $@ $(B)/libfa4rt.a $(CMOCKA_LIBS) \
+	    $(LDLIBS_RT)
+
 # A fake CUDA driver (records encodes and launches) for testing the launch path without a GPU.
 $(FAKECUDA): tests/unit/fake_cuda.c tests/unit/fake_cuda.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -fvisibility=hidden -shared -Wl,-soname,libcuda.so.1 $< -o $@
 
-unit: deps-test $(UNIT_BIN) $(B)/tests/test_launch $(FAKECUDA)
+unit: deps-test $(UNIT_BIN) $(B)/tests/test_launch $(B)/tests/test_bundle $(FAKECUDA)
 	@sh tests/run-unit.sh $(UNIT_BIN)
 	@sh tests/python/abi.sh
-	@LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) sh tests/run-unit.sh $(B)/tests/test_launch
+	@python3 tests/python/test_torch_ops.py
+	@LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) sh tests/run-unit.sh $(B)/tests/test_launch $(B)/tests/test_bundle
 
-launch-test: deps-test $(B)/tests/test_launch $(FAKECUDA)
-	@LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) sh tests/run-unit.sh $(B)/tests/test_launch
+launch-test: deps-test $(B)/tests/test_launch $(B)/tests/test_bundle $(FAKECUDA)
+	@LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) sh tests/run-unit.sh $(B)/tests/test_launch $(B)/tests/test_bundle
 
 ptxas-test: $(B)/fa4gen
 	@sh tests/ptxas/run.sh $(B)/fa4gen
@@ -111,6 +148,7 @@ sass-tools:
 
 test: deps-test sass-tools
 	$(MAKE) unit
+	$(MAKE) install-test
 	$(MAKE) ptxas-test
 	$(MAKE) sass-test
 	$(MAKE) sim-test
@@ -133,10 +171,10 @@ FUZZ_FLAGS   := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefi
 FUZZ_NAMES   := config cli bundle
 FUZZ_BIN     := $(FUZZ_NAMES:%=$(B)/fuzz/fuzz_%)
 FUZZ_SECONDS ?= 60
-$(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h tests/fuzz/fuzz_main.h gen/main.c $(GEN_SRC) $(HDRS) \
-                  $(B)/templates.c
+$(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h tests/fuzz/fuzz_main.h gen/main.c gen/aot.c $(GEN_SRC) \
+                  $(HDRS) $(B)/templates.c
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) $< $(GEN_SRC) $(B)/templates.c -o $@ -lm
+	$(FUZZ_CC) $(FUZZ_FLAGS) $< gen/aot.c $(GEN_SRC) $(B)/templates.c -o $@ -lm
 .PHONY: fuzz-build fuzz-ci fuzz-long
 fuzz-build: $(FUZZ_BIN)
 fuzz-ci: $(FUZZ_BIN)
@@ -160,7 +198,7 @@ fuzz-long: $(FUZZ_BIN)
 .PHONY: clang-check
 clang-check:
 	$(MAKE) -s B=$(B)/clang CC=clang all $(B)/clang/fakecuda/libcuda.so.1 \
-	    $(patsubst $(B)/%,$(B)/clang/%,$(UNIT_BIN) $(B)/tests/test_launch)
+	    $(patsubst $(B)/%,$(B)/clang/%,$(UNIT_BIN) $(B)/tests/test_launch $(B)/tests/test_bundle)
 	@echo "clang-check: the project builds with clang, warning-free"
 
 # ---- the simulated GPU (tests/sim/): a libcuda.so.1 that runs our PTX on the CPU ----

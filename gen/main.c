@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "aot.h"
 #include "fa4gen.h"
 
 static const char usage_top[] =
@@ -30,9 +31,13 @@ static const char usage_top[] =
     "commands:\n"
     "  mha        emit the PTX of one multi-head attention forward kernel\n"
     "  explain    print the plan of a kernel (same options; --json for JSON)\n"
-    "  bundle     emit one PTX file per config line of a file (AOT): fa4gen bundle LIST -d DIR\n"
+    "  bundle     AOT: compile configs into a C source a host links (the runtime takes its kernels\n"
+    "             before it generates any): fa4gen bundle [LIST] [--config TEXT]... -o FILE.c\n"
+    "             [--targets sm90a,sm100a] [--name NAME] [--jobs N]; or one PTX file per config:\n"
+    "             fa4gen bundle LIST -d DIR\n"
     "\n"
     "  fa4gen mha --help       the kernel options\n"
+    "  fa4gen bundle --help    the bundle options\n"
     "  fa4gen --version        generator version\n";
 
 static const char usage_mha[] =
@@ -347,18 +352,155 @@ static void remove_dir(const char *dir, Plan *const *plans, int n)
     rmdir(dir);
 }
 
+/* The bundle's C name: --name, or FILE's base name with every other character an '_'. */
+static int bundle_name(const char *given, const char *out, char *name, size_t n)
+{
+    if (given) {
+        int ok = strlen(given) < n && !(given[0] >= '0' && given[0] <= '9') && given[0];
+        for (const char *c = given; *c && ok; c++)
+            ok = *c == '_' || (*c >= '0' && *c <= '9') || ((*c | 32) >= 'a' && (*c | 32) <= 'z');
+        if (!ok) {
+            say("bundle: --name '%s' is not a C identifier (letters, digits, '_'; not a digit first)", given);
+            return 2;
+        }
+        snprintf(name, n, "%s", given);
+        return 0;
+    }
+    const char *base = strrchr(out, '/') ? strrchr(out, '/') + 1 : out;
+    size_t k = 0;
+    if (*base >= '0' && *base <= '9') name[k++] = '_';
+    for (const char *c = base; *c && *c != '.' && k + 1 < n; c++)
+        name[k++] = ((*c >= '0' && *c <= '9') || ((*c | 32) >= 'a' && (*c | 32) <= 'z')) ? *c : '_';
+    name[k] = 0;
+    if (!k) snprintf(name, n, "bundle");
+    return 0;
+}
+
+/* --targets T,T: each a target's name, once. */
+static int parse_targets(const char *v, AotRequest *r)
+{
+    r->n_targets = 0;
+    for (const char *t = v; *t;) {
+        size_t k = strcspn(t, ",");
+        int id = -1;
+        for (int j = 0; j < TARGET_COUNT; j++)
+            if (strlen(target_name[j]) == k && !strncmp(t, target_name[j], k)) id = j;
+        for (int j = 0; j < r->n_targets && id >= 0; j++)
+            if ((int)r->targets[j] == id) {
+                say("bundle: --targets '%s': a target is named twice", v);
+                return 2;
+            }
+        if (id < 0) {
+            say("bundle: --targets '%s': give targets from sm90a, sm100a, comma-separated, each once", v);
+            return 2;
+        }
+        r->targets[r->n_targets++] = (TargetId)id;
+        t += k + (t[k] == ',');
+    }
+    if (!r->n_targets) return invalid("bundle: --targets: empty; give sm90a, sm100a or both");
+    return 0;
+}
+
+/* bundle [LIST] [--config TEXT]... [--targets T,T] [--name NAME] [--jobs N] -o FILE.c */
+static int cmd_bundle_c(int argc, char **argv)
+{
+    AotRequest r = {0};
+    const char *list = NULL, *out = NULL, *given_name = NULL;
+    char name[64], err[512];
+    int rc = 0, n_cfg = 0, jobs = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    AotConfig *cfgs = calloc((size_t)argc, sizeof *cfgs);
+    Lines l = {0};
+    if (!cfgs) return 1;
+    for (int i = 2, takes = 0; i < argc && !rc; i += 1 + takes) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        takes = !strcmp(a, "-o") || !strcmp(a, "--config") || !strcmp(a, "--targets") || !strcmp(a, "--name") ||
+                !strcmp(a, "--jobs");
+        if (takes && !v) {
+            snprintf(err, sizeof err, "bundle: %s: missing value", a);
+            rc = invalid(err);
+        } else if (!strcmp(a, "-o")) {
+            out = v;
+        } else if (!strcmp(a, "--config")) {
+            cfgs[n_cfg++] = (AotConfig){v, "--config", 0};
+        } else if (!strcmp(a, "--name")) {
+            given_name = v;
+        } else if (!strcmp(a, "--jobs")) {
+            if (parse_int(v, &jobs) || jobs < 1 || jobs > 256) {
+                say("bundle: --jobs '%s': give a number of configs compiled at once, 1..256", v);
+                rc = 2;
+            }
+        } else if (!strcmp(a, "--targets")) {
+            rc = parse_targets(v, &r);
+        } else if (a[0] == '-' || list) {
+            snprintf(err, sizeof err, "bundle: '%s' is not an option of this command (bundle -o takes LIST, --config, "
+                     "--targets, --name, --jobs; see fa4gen bundle --help)", a);
+            rc = invalid(err);
+        } else {
+            list = a;
+        }
+    }
+    if (!rc && !out) rc = invalid("bundle: -o FILE.c is required");
+    if (!rc) rc = bundle_name(given_name, out, name, sizeof name);
+    if (!rc && list && !(rc = read_list(list, &l))) {
+        AotConfig *more = realloc(cfgs, ((size_t)n_cfg + (size_t)l.n + 1) * sizeof *cfgs);
+        if (!more) rc = 1;
+        else cfgs = more;
+        for (int i = 0; i < l.n && !rc; i++) cfgs[n_cfg++] = (AotConfig){l.text[i], list, l.lineno[i]};
+    }
+    if (!rc) {
+        r.configs = cfgs;
+        r.n_configs = n_cfg;
+        r.name = name;
+        r.jobs = jobs;
+        r.say = say;
+        char *text = NULL;
+        size_t len = 0;
+        rc = aot_bundle(&r, &text, &len);
+        if (!rc) rc = write_atomic(out, text, len);
+        if (!rc) fprintf(stderr, "fa4gen: bundle: wrote %s (fa4_bundle_%s)\n", out, name);
+        free(text);
+    }
+    lines_free(&l);
+    free(cfgs);
+    return rc;
+}
+
 /* bundle LIST -d DIR: one kernel per config line; every config is checked
  * before any file is written, every file is written into a temporary folder
  * (inside DIR, or beside it when DIR does not exist yet) and only then moved
  * into place. A line that names the same kernel as an earlier one is reported
  * and written once. */
+static const char usage_bundle[] =
+    "usage: fa4gen bundle [LIST] [--config TEXT]... [--targets T,T] [--name NAME] [--jobs N] -o FILE.c\n"
+    "       fa4gen bundle LIST -d DIR\n"
+    "\n"
+    "-o FILE.c   compile every config (a LIST line, canonical or any subset of its key=value words, or a\n"
+    "            --config) with the toolkit's ptxas into a cubin, pack it with its PTX into a fatbin\n"
+    "            (fatbinary), and write a C source holding them, a table by config hash and a\n"
+    "            constructor that registers it: a host that links it gets these kernels before anything\n"
+    "            is generated (FA4GEN_DISABLE_JIT=1: only these). Tools: FA4GEN_PTXAS, FA4GEN_FATBINARY,\n"
+    "            $CUDA_HOME/bin, /usr/local/cuda/bin, PATH.\n"
+    "  --targets T,T   compile each config for each of these targets (sm90a, sm100a) instead of its own\n"
+    "  --name NAME     the table is fa4_bundle_NAME (default: FILE's base name)\n"
+    "  --jobs N        configs compiled at once (default: the CPUs online); a line per finished kernel\n"
+    "-d DIR      write one PTX file per config into DIR (no compile)\n";
+
 static int cmd_bundle(int argc, char **argv)
 {
-    if (argc < 3 || argv[2][0] == '-') return invalid("bundle: give a config list file and -d DIR");
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(usage_bundle, stdout);
+            return 0;
+        }
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "-o")) return cmd_bundle_c(argc, argv);
+    if (argc < 3 || argv[2][0] == '-')
+        return invalid("bundle: give a config list and -o FILE.c (a C source of compiled kernels) or -d DIR (PTX files)");
     Cli cli = {0};
     int rc = parse_flags(&cli, argc, argv, 3, USE_DIR, "bundle");
     if (rc) return rc;
-    if (!cli.bundle_dir) return invalid("bundle: -d DIR is required");
+    if (!cli.bundle_dir)
+        return invalid("bundle: -o FILE.c (a C source of compiled kernels) or -d DIR (PTX files) is required");
     Lines l;
     if ((rc = read_list(argv[2], &l))) return rc;
     Plan **plans = calloc((size_t)l.n + 1, sizeof *plans);

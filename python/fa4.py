@@ -11,7 +11,9 @@
         # out [s_q, h_q, 512] bf16, lse / max_logits [s_q, h_q] fp32 (natural log; empty rows: +inf / -inf)
 
 Causal masks align bottom-right (query i sees key j <= i + Sk - Sq), as FlashAttention.
-The library is build/libfa4rt.so next to this repository, or the path in $FA4_LIB.
+The library: $FA4_LIB, else libfa4rt.so beside this file, else build/libfa4rt.so of the repository
+this file is in, else libfa4rt.so.0 from the dynamic loader's path, else pkg-config's (an installed fa4gen).
+torch.library ops (torch.compile, CUDA graphs): fa4_torch.py.
 """
 import ctypes
 import math
@@ -26,7 +28,7 @@ _MASK_NONE, _MASK_CAUSAL, _MASK_WINDOW = 0, 1, 2
 class _Options(ctypes.Structure):
     _fields_ = [("size", ctypes.c_size_t), ("version", ctypes.c_uint), ("device", ctypes.c_int),
                 ("target", ctypes.c_int), ("cache_dir", ctypes.c_char_p), ("disk_cache", ctypes.c_int),
-                ("verbose", ctypes.c_int)]
+                ("verbose", ctypes.c_int), ("disable_jit", ctypes.c_int)]
 
 
 class _MhaArgs(ctypes.Structure):
@@ -62,11 +64,39 @@ _lib = None
 _ctx = {}
 
 
+def _library_candidates():
+    if os.environ.get("FA4_LIB"):
+        return [os.environ["FA4_LIB"]]
+    paths = [os.path.join(_HERE, "libfa4rt.so"), os.path.join(_HERE, "..", "build", "libfa4rt.so"), "libfa4rt.so.0"]
+    try:
+        import subprocess
+        libdir = subprocess.run(["pkg-config", "--variable=libdir", "fa4gen"], capture_output=True, text=True,
+                                timeout=10).stdout.strip()
+        if libdir:
+            paths.append(os.path.join(libdir, "libfa4rt.so.0"))
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return paths
+
+
+def _open_library():
+    tried = []
+    for path in _library_candidates():
+        if os.sep in path and not os.path.exists(path):
+            tried.append("%s (missing)" % path)
+            continue
+        try:
+            return ctypes.CDLL(path)
+        except OSError as e:
+            tried.append("%s (%s)" % (path, e))
+    raise Fa4Error("libfa4rt not found; build it (make) or install fa4gen (make install), or set FA4_LIB. "
+                   "Tried: " + "; ".join(tried))
+
+
 def _load():
     global _lib
     if _lib is None:
-        path = os.environ.get("FA4_LIB") or os.path.join(_HERE, "..", "build", "libfa4rt.so")
-        _lib = ctypes.CDLL(path)
+        _lib = _open_library()
         _lib.fa4_status_string.restype = ctypes.c_char_p
         _lib.fa4_last_error.restype = ctypes.c_char_p
         _lib.fa4_last_error.argtypes = [ctypes.c_void_p]
@@ -84,11 +114,18 @@ def _check(status, ctx):
         raise Fa4Error("%s: %s" % (lib.fa4_status_string(status).decode(), lib.fa4_last_error(ctx).decode()))
 
 
+def version():
+    """libfa4rt's version (fa4.h's FA4_VERSION_STRING; fa4gen --version says the same)."""
+    lib = _load()
+    lib.fa4_version.restype = ctypes.c_char_p
+    return lib.fa4_version().decode()
+
+
 def context(device=0):
     """The fa4 context of a CUDA device (created once, kept for the process)."""
     lib = _load()
     if device not in _ctx:
-        opt = _Options(ctypes.sizeof(_Options), 1, device, 0, None, 1, 0)
+        opt = _Options(ctypes.sizeof(_Options), 2, device, 0, None, 1, 0, 0)
         ctx = ctypes.c_void_p()
         _check(lib.fa4_create(ctypes.byref(ctx), ctypes.byref(opt)), None)
         _ctx[device] = ctx

@@ -26,7 +26,12 @@ static const char *const status_text[FA4_NUM_STATUS] = {
     [FA4_ERR_CACHE] = "the kernel cache could not be used",
     [FA4_ERR_OUT_OF_MEMORY] = "out of memory",
     [FA4_ERR_INTERNAL] = "internal error in fa4gen (please report the message)",
+    [FA4_ERR_NO_KERNEL] = "JIT is disabled and no linked bundle holds the kernel",
 };
+
+_Static_assert(sizeof FA4_VERSION_STRING == sizeof FA4GEN_VERSION, "fa4.h and the generator name one version");
+
+const char *fa4_version(void) { return FA4_VERSION_STRING; }
 
 const char *fa4_status_string(fa4_status s)
 {
@@ -91,6 +96,9 @@ fa4_status fa4_create(fa4_ctx **pctx, const fa4_options *opt)
     }
     ctx->opt.cache_dir = NULL; /* the caller's string may not outlive the context */
     rt_cache_resolve_dir(ctx);
+    const char *no_jit = getenv("FA4GEN_DISABLE_JIT"), *log = getenv("FA4GEN_LOG");
+    ctx->no_jit = ctx->opt.disable_jit || (no_jit && no_jit[0] && strcmp(no_jit, "0"));
+    if (log && log[0] && strcmp(log, "0")) ctx->opt.verbose = 1;
     *pctx = ctx;
     return FA4_OK;
 }
@@ -120,27 +128,41 @@ fa4_status rt_parse_config(fa4_ctx *ctx, const char *text, Config *c, const char
 
 /* ---------------------------------------------------------------- the pipeline */
 
+fa4_status rt_plan(fa4_ctx *ctx, const Config *c, Plan *p, fa4_status config_err)
+{
+    char err[512];
+    /* plan_make fills defaults and checks: its failures are the caller's config. */
+    if (plan_make(c, p, err, sizeof err)) return rt_fail(ctx, config_err, "config: %s", err);
+    return FA4_OK;
+}
+
+/* A miss with JIT disabled: the message names the kernel and what was searched. */
+static fa4_status no_kernel(fa4_ctx *ctx, const Plan *p)
+{
+    char linked[256];
+    rt_bundle_describe(linked, sizeof linked);
+    return rt_fail(ctx, FA4_ERR_NO_KERNEL, "JIT is disabled (%s) and no linked bundle holds '%s' (%s, generator %s; "
+                   "%s); add this config to the bundle's list", ctx->opt.disable_jit ? "fa4_options.disable_jit" :
+                   "FA4GEN_DISABLE_JIT", p->canonical, p->symbol, FA4GEN_VERSION, linked);
+}
+
 fa4_status rt_build_cubin(fa4_ctx *ctx, const Config *c, Plan *p, void **cubin, size_t *size,
-                          fa4_kernel_stats *st, fa4_status config_err)
+                          fa4_kernel_stats *st, uint64_t *key)
 {
     char err[512], key_text[RT_KEY_TEXT_MAX];
-    uint64_t key;
+    if (ctx->no_jit) return no_kernel(ctx, p);
     double t0 = rt_now_ms();
-    /* plan_make fills defaults and checks: its failures are the caller's config. */
-    if (plan_make(c, p, err, sizeof err))
-        return rt_fail(ctx, config_err, "config: %s", err);
-    fa4_status s = rt_cache_key(ctx, p, key_text, sizeof key_text, &key);
+    fa4_status s = rt_cache_key(ctx, p, key_text, sizeof key_text, key);
     if (s) return s;
-    st->generate_ms = rt_now_ms() - t0;
-    if (rt_disk_get(ctx, key_text, key, cubin, size)) {
-        st->source = 1;
-        rt_log(ctx, "disk hit %016llx (%s)", (unsigned long long)key, p->canonical);
+    st->generate_ms += rt_now_ms() - t0;
+    if (rt_disk_get(ctx, key_text, *key, cubin, size)) {
+        st->source = SRC_DISK;
         return FA4_OK;
     }
     char *ptx = NULL;
     size_t len = 0;
     t0 = rt_now_ms();
-    if (fa4gen_generate(c, p, &ptx, &len, err, sizeof err)) {
+    if (fa4gen_generate(c, p, &ptx, &len, err, sizeof err)) { /* plans p again: the same plan */
         free(ptx);
         return rt_fail(ctx, FA4_ERR_INTERNAL, "generate '%s': %s", p->canonical, err);
     }
@@ -150,9 +172,8 @@ fa4_status rt_build_cubin(fa4_ctx *ctx, const Config *c, Plan *p, void **cubin, 
     free(ptx);
     st->compile_ms = rt_now_ms() - t0;
     if (s) return s;
-    st->source = 2;
-    rt_log(ctx, "compiled %s in %.1f ms (generate %.2f ms)", p->canonical, st->compile_ms, st->generate_ms);
-    rt_disk_put(ctx, key_text, key, *cubin, *size);
+    st->source = SRC_JIT;
+    rt_disk_put(ctx, key_text, *key, *cubin, *size);
     return FA4_OK;
 }
 
@@ -161,6 +182,10 @@ struct fa4_kernel *rt_kernel_lookup(fa4_ctx *ctx, const char *key, uint64_t hash
     pthread_mutex_lock(&ctx->mu);
     struct fa4_kernel *k = rt_map_find(&ctx->kernels, key, hash);
     pthread_mutex_unlock(&ctx->mu);
+    if (k && ctx->opt.verbose) {
+        fa4_kernel_stats st = {0};
+        rt_log_fetch(ctx, k, 1, &st);
+    }
     return k;
 }
 
@@ -187,10 +212,23 @@ fa4_status rt_kernel_build(fa4_ctx *ctx, const char *key, uint64_t hash, const C
     k->key_hash = hash;
     void *cubin = NULL;
     size_t size = 0;
-    fa4_status s = rt_build_cubin(ctx, c, &k->plan, &cubin, &size, st, config_err);
+    double t0 = rt_now_ms();
+    fa4_status s = rt_plan(ctx, c, &k->plan, config_err);
+    st->generate_ms = rt_now_ms() - t0;
+    /* a linked bundle first: it needs no generator, compiler or disk */
+    const fa4_bundle_kernel *bk = s ? NULL : rt_bundle_find(&k->plan, &k->bundle);
+    const void *image = NULL;
+    if (bk) {
+        image = bk->fatbin;
+        k->source = SRC_BUNDLE;
+        k->code_key = bk->config_hash;
+    } else if (!s && !(s = rt_build_cubin(ctx, c, &k->plan, &cubin, &size, st, &k->code_key))) {
+        image = cubin;
+        k->source = (KernelSource)st->source;
+    }
     if (s == FA4_OK) {
-        double t0 = rt_now_ms();
-        s = rt_load(ctx, &k->plan, cubin, &k->module, &k->fn);
+        t0 = rt_now_ms();
+        s = rt_load(ctx, &k->plan, image, &k->module, &k->fn);
         st->load_ms = rt_now_ms() - t0;
     }
     free(cubin);
@@ -199,6 +237,8 @@ fa4_status rt_kernel_build(fa4_ctx *ctx, const char *key, uint64_t hash, const C
         free(k);
         return s;
     }
+    st->source = (int)k->source;
+    if (ctx->opt.verbose) rt_log_fetch(ctx, k, 0, st);
     pthread_mutex_lock(&ctx->mu);
     struct fa4_kernel *in = rt_map_insert(&ctx->kernels, k);
     pthread_mutex_unlock(&ctx->mu);
@@ -241,7 +281,14 @@ fa4_status fa4_compile_v2(fa4_ctx *ctx, const char *config, void **cubin, size_t
     if (s) return s;
     Plan *p = malloc(sizeof *p);
     if (!p) return rt_fail(ctx, FA4_ERR_OUT_OF_MEMORY, "plan: out of memory");
-    s = rt_build_cubin(ctx, &c, p, cubin, size, &st, FA4_ERR_INVALID_ARGUMENT);
+    uint64_t key;
+    s = rt_plan(ctx, &c, p, FA4_ERR_INVALID_ARGUMENT);
+    st.generate_ms = rt_now_ms() - t0;
+    if (!s) s = rt_build_cubin(ctx, &c, p, cubin, size, &st, &key);
+    if (!s && ctx->opt.verbose)
+        rt_log(ctx, "compile %s key=%016llx %s generate=%.2fms compile=%.1fms", p->canonical,
+               (unsigned long long)key, st.source == SRC_DISK ? "disk hit" : "jit miss", st.generate_ms,
+               st.compile_ms);
     free(p);
     st.total_ms = rt_now_ms() - t0;
     if (stats) *stats = st;

@@ -80,3 +80,16 @@ void rt_log(const fa4_ctx *ctx, const char *fmt, ...)
     va_end(ap);
 }
 
+
+void rt_log_fetch(const fa4_ctx *ctx, const struct fa4_kernel *k, int hit, const fa4_kernel_stats *st)
+{
+    if (!ctx || !ctx->opt.verbose) return;
+    static const char *const from[] = {[SRC_MEMORY] = "memory", [SRC_DISK] = "disk", [SRC_JIT] = "jit",
+                                       [SRC_BUNDLE] = "bundle"};
+    /* memory hits name where the kernel was built from; disk and bundle hits need no compile */
+    const char *what = hit ? "hit" : k->source == SRC_JIT ? "miss" : "hit";
+    fprintf(stderr, "fa4: fetch %s %s from %s%s%s%s key=%016llx generate=%.2fms compile=%.1fms load=%.2fms "
+            "config='%s'\n", k->plan.symbol, what, hit ? "memory" : from[k->source], hit ? " (built from " : "",
+            hit ? from[k->source] : "", hit ? ")" : "", (unsigned long long)k->code_key, st->generate_ms,
+            st->compile_ms, st->load_ms, k->plan.canonical);
+}

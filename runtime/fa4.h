@@ -22,9 +22,12 @@
 extern "C" {
 #endif
 
+/* The release: fa4gen --version, fa4_version() and the shared library's version
+ * (libfa4rt.so.MAJOR.MINOR.PATCH, soname libfa4rt.so.MAJOR) all say the same. */
 #define FA4_VERSION_MAJOR 0
-#define FA4_VERSION_MINOR 1
+#define FA4_VERSION_MINOR 2
 #define FA4_VERSION_PATCH 0
+#define FA4_VERSION_STRING "0.2.0"
 
 typedef enum fa4_status {
     FA4_OK = 0,
@@ -37,11 +40,16 @@ typedef enum fa4_status {
     FA4_ERR_CACHE,            /* the disk cache could not be used (non-fatal cases warn instead) */
     FA4_ERR_OUT_OF_MEMORY,
     FA4_ERR_INTERNAL,         /* a bug in fa4gen; please report the message */
+    FA4_ERR_NO_KERNEL,        /* JIT is disabled and no linked bundle holds the kernel; the message names
+                                 its canonical config */
     FA4_NUM_STATUS
 } fa4_status;
 
 /* A fixed, short description of a status code. Never NULL. */
 const char *fa4_status_string(fa4_status s);
+
+/* The library's version, FA4_VERSION_STRING of the fa4.h it was built with. */
+const char *fa4_version(void);
 
 typedef enum fa4_dtype { FA4_BF16 = 0, FA4_FP16 = 1, FA4_E4M3 = 2 } fa4_dtype;
 typedef enum fa4_target { FA4_TARGET_AUTO = 0, FA4_TARGET_SM90A = 1, FA4_TARGET_SM100A = 2 } fa4_target;
@@ -56,10 +64,13 @@ typedef struct fa4_options {
     fa4_target target;     /* AUTO: from the device's compute capability */
     const char *cache_dir; /* NULL: $FA4GEN_CACHE_DIR, $XDG_CACHE_HOME/fa4gen, $HOME/.cache/fa4gen */
     int disk_cache;        /* 1 (default): use the on-disk cubin cache; 0: memory only */
-    int verbose;           /* 1: log cache hits/misses and compile times to stderr */
+    int verbose;           /* 1: log every kernel fetch (and cache writes) to stderr; also FA4GEN_LOG=1 */
+    /* version 2 */
+    int disable_jit;       /* 1: kernels come only from linked bundles (fa4_bundle_register); a kernel
+                              no bundle holds fails with FA4_ERR_NO_KERNEL. Also FA4GEN_DISABLE_JIT=1 */
 } fa4_options;
-#define FA4_OPTIONS_VERSION 1
-#define FA4_OPTIONS_INIT {sizeof(fa4_options), FA4_OPTIONS_VERSION, 0, FA4_TARGET_AUTO, NULL, 1, 0}
+#define FA4_OPTIONS_VERSION 2
+#define FA4_OPTIONS_INIT {sizeof(fa4_options), FA4_OPTIONS_VERSION, 0, FA4_TARGET_AUTO, NULL, 1, 0, 0}
 
 typedef struct fa4_ctx fa4_ctx; /* opaque; thread-safe */
 
@@ -84,7 +95,7 @@ fa4_status fa4_compile(fa4_ctx *ctx, const char *config, void **cubin, size_t *s
  * benchmarks. */
 typedef struct fa4_kernel_stats {
     double generate_ms, compile_ms, load_ms, total_ms;
-    int source; /* 0 memory hit, 1 disk hit, 2 compiled */
+    int source; /* 0 memory hit, 1 disk hit, 2 compiled, 3 a linked bundle's */
 } fa4_kernel_stats;
 
 /* fa4_compile, also reporting its timing and where the cubin came from (1 disk
@@ -195,6 +206,38 @@ typedef struct fa4_mla_sparse_args {
 #define FA4_MLA_SPARSE_ARGS_INIT {sizeof(fa4_mla_sparse_args), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, \
                                   0, 0, 0, 0, 0, {0, 0}, 0, 0, {0, 0}, 0.0f, NULL}
 fa4_status fa4_mla_sparse_fwd(fa4_ctx *ctx, const fa4_mla_sparse_args *args, void *stream);
+
+/* ---------------------------------------------------------------- AOT bundles
+ *
+ * `fa4gen bundle LIST -o kernels.c` compiles a list of configs ahead of time and
+ * writes a C source holding one fatbin per kernel (the cubin for the config's
+ * target and its PTX, which the driver JITs on a GPU the cubin does not run on)
+ * and a table of them; the source registers it from a constructor when the host
+ * is loaded, so linking it is all a host does. Every context then looks a
+ * kernel up in the registered bundles after its memory cache and before its
+ * disk cache or any generation: an entry is used when its canonical config and
+ * generator version are the kernel's (the target is part of the config). */
+typedef struct fa4_bundle_kernel {
+    uint64_t config_hash;       /* the symbol's hash: FNV-1a 64 of canonical config, newline, generator */
+    const char *config;         /* canonical config */
+    const char *symbol;         /* the entry's name */
+    const void *fatbin;         /* 16-byte aligned */
+    size_t fatbin_size;
+} fa4_bundle_kernel;
+
+typedef struct fa4_bundle {
+    size_t size;                /* sizeof(fa4_bundle) */
+    const char *name;           /* for logs and messages */
+    const char *generator;      /* FA4GEN version that wrote it; other versions' entries never match */
+    int n_kernels;
+    const fa4_bundle_kernel *kernels;
+} fa4_bundle;
+
+/* Make a bundle's kernels visible to every context of the process (the bundle's
+ * own source calls this; a host may call it for a table it built itself). The
+ * bundle must outlive the process's contexts. Registering the same bundle twice
+ * does nothing. Thread-safe. */
+fa4_status fa4_bundle_register(const fa4_bundle *b);
 
 #ifdef __cplusplus
 }

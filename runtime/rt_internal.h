@@ -82,9 +82,15 @@ typedef struct JitLink {
 
 /* ============================== the context ============================== */
 
+/* Where a kernel's code came from (fa4_kernel_stats.source for the first three). */
+typedef enum { SRC_MEMORY = 0, SRC_DISK = 1, SRC_JIT = 2, SRC_BUNDLE = 3 } KernelSource;
+
 struct fa4_kernel {
     char *key;        /* memory-cache key (owned) */
     uint64_t key_hash;
+    KernelSource source;  /* how it was built: disk, jit or bundle (for the fetch log) */
+    uint64_t code_key;    /* the disk-cache key (disk, jit) or the config hash (bundle) */
+    const char *bundle;   /* the bundle's name (bundle) */
     Plan plan;        /* launch shape, tensor maps, symbol */
     CUmodule module;
     CUfunction fn;
@@ -102,6 +108,7 @@ struct fa4_ctx {
     fa4_options opt;
     char cache_dir[RT_PATH_MAX]; /* "" until resolved; resolved at create */
     int disk_ok;                 /* 0 after the one warning: memory only */
+    int no_jit;                  /* opt.disable_jit or FA4GEN_DISABLE_JIT: bundles only */
     atomic_uint tmp_counter;     /* unique temp-file names within the process */
 
     pthread_mutex_t mu;          /* everything below */
@@ -134,6 +141,9 @@ const char *rt_last_error(const fa4_ctx *ctx);
 void rt_clear_create_error(void); /* fa4_create starts with no message */
 double rt_now_ms(void);
 void rt_log(const fa4_ctx *ctx, const char *fmt, ...) FA4_PRINTF(2, 3); /* verbose only */
+/* One line per kernel fetch (verbose / FA4GEN_LOG=1): canonical config, key, hit or miss, where
+ * the code came from, generate / compile / load ms. */
+void rt_log_fetch(const fa4_ctx *ctx, const struct fa4_kernel *k, int hit, const fa4_kernel_stats *st);
 
 /* ============================== driver.c ============================== */
 
@@ -180,6 +190,13 @@ struct fa4_kernel *rt_map_find(const KernelMap *m, const char *key, uint64_t has
 struct fa4_kernel *rt_map_insert(KernelMap *m, struct fa4_kernel *k);
 void rt_map_free(fa4_ctx *ctx, KernelMap *m);
 
+/* ============================== bundle.c ============================== */
+
+/* The registered bundles' entry for p (same canonical config and generator), or NULL. */
+const fa4_bundle_kernel *rt_bundle_find(const Plan *p, const char **bundle_name);
+/* "N bundles linked, M kernels" (and any of another generator version), for messages. */
+void rt_bundle_describe(char *buf, size_t n);
+
 /* ============================== launch.c ============================== */
 
 /* A tensor as its tensor maps see it: dims innermost first ((depth, seq, head, batch) for
@@ -212,9 +229,12 @@ fa4_status rt_launch(fa4_ctx *ctx, const struct fa4_kernel *k, const RtLaunch *l
 
 /* Parse config text (canonical or "key=value" words) over *c. */
 fa4_status rt_parse_config(fa4_ctx *ctx, const char *text, Config *c, const char *what);
-/* Generate + compile through the disk cache. Fills p; *cubin is malloc'd. */
+/* Plan c into p; a refusal is the caller's config (config_err). */
+fa4_status rt_plan(fa4_ctx *ctx, const Config *c, Plan *p, fa4_status config_err);
+/* The JIT path of a planned kernel: disk cache, else generate + compile (and store). *cubin is
+ * malloc'd; *key is the disk-cache key. FA4_ERR_NO_KERNEL when JIT is disabled. */
 fa4_status rt_build_cubin(fa4_ctx *ctx, const Config *c, Plan *p, void **cubin, size_t *size,
-                          fa4_kernel_stats *st, fa4_status config_err);
+                          fa4_kernel_stats *st, uint64_t *key);
 /* The memory cache: a hit costs a hash, a lock and a compare, no allocation. */
 struct fa4_kernel *rt_kernel_lookup(fa4_ctx *ctx, const char *key, uint64_t hash);
 /* A miss: build, load, and insert under key (the device must be open). */

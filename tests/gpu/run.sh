@@ -1,25 +1,28 @@
 #!/bin/bash
-# tests/gpu/run.sh [--quick] [--no-bench] [--only-bench] [--only-anchor] [--only-mla] [-- test_mha args]
+# tests/gpu/run.sh [--quick] [--no-bench] [--only-bench] [--only-anchor] [--only-use] [--only-mla] [-- test_mha args]
 # One call on a Hopper GPU machine: build, correctness against the fp32
 # reference, cold/warm "get kernel" timings, SASS of the d128 kernel, the
 # simulator's anchor (tests/sim/cases_sm90.txt run by build/sim/sim_mha on this
 # GPU, outputs dumped into $OUT/anchor.tar.xz for the CPU simulator to compare
-# with: tests/sim/anchor.sh), and the benchmark. Logs go to $OUT (default
+# with: tests/sim/anchor.sh), the ways it is used (the examples' own checks: JIT host twice, AOT
+# host with JIT disabled, both again built against `make install` with pkg-config and CMake; the
+# torch ops under torch.compile and CUDA graphs), and the benchmark. Logs go to $OUT (default
 # build/gpu-out); a summary prints last.
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-build/gpu-out}
 mkdir -p "$OUT"
-QUICK=""; BENCH=1; TESTS=1; ANCHOR=1; MLA=0; EXTRA=()
+QUICK=""; BENCH=1; TESTS=1; ANCHOR=1; USE=1; MLA=0; EXTRA=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) QUICK=--quick ;;
         --no-bench) BENCH=0 ;;
-        --only-bench) TESTS=0; ANCHOR=0 ;;
-        --only-anchor) TESTS=0; BENCH=0 ;;
-        --only-mla) TESTS=0; BENCH=0; ANCHOR=0; MLA=1 ;;  # the sparse MLA cases, its anchor and benchmark
+        --only-bench) TESTS=0; ANCHOR=0; USE=0 ;;
+        --only-anchor) TESTS=0; BENCH=0; USE=0 ;;
+        --only-use) TESTS=0; BENCH=0; ANCHOR=0 ;;
+        --only-mla) TESTS=0; BENCH=0; ANCHOR=0; USE=0; MLA=1 ;;  # the sparse MLA cases, its anchor and benchmark
         --) shift; EXTRA=("$@"); break ;;
-        *) echo "usage: tests/gpu/run.sh [--quick] [--no-bench] [--only-bench] [--only-anchor] [--only-mla] [-- test_mha args]"; exit 2 ;;
+        *) echo "usage: tests/gpu/run.sh [--quick] [--no-bench] [--only-bench] [--only-anchor] [--only-use] [--only-mla] [-- test_mha args]"; exit 2 ;;
     esac
     shift
 done
@@ -75,6 +78,19 @@ if [ "$ANCHOR" = 1 ] || [ "$MLA" = 1 ]; then
         --dump "$OUT/mla_anchor"
     tar cJf "$OUT/mla_anchor.tar.xz" -C "$OUT/mla_anchor" . && rm -rf "$OUT/mla_anchor"
     step mla_gpu_cases build/sim/sim_mla --cases tests/sim/cases_mla_gpu.txt
+fi
+if [ "$USE" = 1 ]; then
+    # issue 11: the examples check their own output on this GPU; the JIT host's second run must be a
+    # disk-cache hit; the AOT host takes its kernel from its bundle with JIT disabled
+    ucache=$(mktemp -d)
+    step ex_jit_first env FA4GEN_CACHE_DIR="$ucache" FA4GEN_LOG=1 build/examples/jit_host
+    step ex_jit_second env FA4GEN_CACHE_DIR="$ucache" FA4GEN_LOG=1 build/examples/jit_host --expect-cached
+    step ex_aot env FA4GEN_CACHE_DIR="$ucache" FA4GEN_LOG=1 build/examples/aot_host
+    step ex_aot_envjit env FA4GEN_CACHE_DIR="$(mktemp -d)" FA4GEN_DISABLE_JIT=1 build/examples/aot_host
+    # the same hosts built against an install (pkg-config and, when cmake is here, CMake)
+    step install_examples sh tests/install/run.sh
+    # torch ops: eager vs fp32 reference, torch.compile(fullgraph=True), CUDA-graph capture/replay, errors
+    step torch_ops env FA4_LIB=build/libfa4rt.so python3 tests/gpu/test_torch.py
 fi
 if [ "$BENCH" = 1 ] && [ -f bench/bench_mha.py ]; then
     step bench env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so python3 bench/bench_mha.py --out "$OUT/bench.txt" ${BENCH_ARGS:-}

@@ -44,10 +44,11 @@ step() { # step NAME CMD...
     return 0
 }
 for t in build/tests/test_*; do
-    [ "$t" = build/tests/test_launch ] && continue
+    case "$t" in build/tests/test_launch|build/tests/test_bundle) continue ;; esac
     step "$(basename "$t")" "$t"
 done
 step "test_launch (fake driver)" env LD_LIBRARY_PATH="$PWD/build/fakecuda" build/tests/test_launch
+step "test_bundle (fake driver)" env LD_LIBRARY_PATH="$PWD/build/fakecuda" build/tests/test_bundle
 step "sim test_tc (UBSan)" build/sim/test_tc
 step "sim test_tma" build/sim/test_tma
 step "sim test_core" build/sim/test_core

@@ -283,6 +283,27 @@ static CUresult check_cubin(const unsigned char *h, size_t *size, char *why, siz
     return CUDA_SUCCESS;
 }
 
+/* A fatbin (what fatbinary writes: magic, version, header size, payload size, then entries of
+ * kind (1 PTX, 2 ELF), header size, payload size and sm): the ELF entry for the device, as a
+ * real driver picks it; NULL with a reason when none fits (the fake cannot JIT the PTX). */
+enum { FATBIN_MAGIC = 0xBA55ED50u, FATBIN_ELF = 2 };
+static const unsigned char *fatbin_elf(const unsigned char *h, char *why, size_t n)
+{
+    uint16_t head = rd16(h + 6);
+    uint64_t total = rd64(h + 8);
+    int dev = st.cc_major * 10 + st.cc_minor, archs = 0;
+    for (uint64_t o = head; o + 32 <= head + total;) {
+        const unsigned char *e = h + o;
+        uint32_t ehead = rd32(e + 4), sm = rd32(e + 28);
+        uint64_t size = rd64(e + 8);
+        if (rd16(e) == FATBIN_ELF && (int)sm == dev) return e + ehead;
+        archs++;
+        o += ehead + size;
+    }
+    snprintf(why, n, "fatbin with %d entries has no ELF for sm_%d (the fake driver cannot JIT its PTX)", archs, dev);
+    return NULL;
+}
+
 EXPORT CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned int n, CUjit_option *opt, void **val)
 {
     CUresult r = need_context("cuModuleLoadDataEx");
@@ -290,6 +311,11 @@ EXPORT CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned int 
     if (!m || !image) return refuse(CUDA_ERROR_INVALID_VALUE, "cuModuleLoadDataEx: NULL module or image");
     char why[256];
     size_t size = 0;
+    int fat = rd32(image) == FATBIN_MAGIC;
+    if (fat && !(image = fatbin_elf(image, why, sizeof why))) {
+        jit_log(n, opt, val, why);
+        return refuse(CUDA_ERROR_NO_BINARY_FOR_GPU, "cuModuleLoadDataEx: %s", why);
+    }
     if ((r = check_cubin(image, &size, why, sizeof why))) {
         jit_log(n, opt, val, why);
         return refuse(r, "cuModuleLoadDataEx: %s", why);
@@ -303,6 +329,7 @@ EXPORT CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned int 
     mod->size = size;
     st.modules_loaded++;
     st.modules_live++;
+    st.fatbins_loaded += fat;
     *m = mod;
     return CUDA_SUCCESS;
 }

@@ -68,6 +68,7 @@ typedef struct FakeCuda {
     int inits;
     int proc_found, proc_missed; /* cuGetProcAddress answers */
     int modules_loaded, modules_live, functions;
+    int fatbins_loaded; /* modules whose image was a fatbin (an AOT bundle's) */
     int n_encodes;
     FakeMap encodes[FAKE_MAX_ENCODES];
     int n_launches;

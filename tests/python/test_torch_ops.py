@@ -1,0 +1,113 @@
+"""tests/python/test_torch_ops.py - the torch.library registrations of python/fa4_torch.py on the CPU.
+
+Without torch it says so and passes (CI does not install torch). With torch (any build, no GPU):
+- the ops exist under torch.ops.fa4 with the schema the wrappers call;
+- their fake (meta) implementations give the real ops' output shapes and dtypes;
+- make_fx in fake mode traces a function through both ops into one graph (what torch.compile's
+  fullgraph tracing relies on);
+- CPU tensors raise fa4.Fa4Error naming the tensor, before anything reaches libfa4rt.
+The GPU half (torch.compile fullgraph, CUDA-graph capture and replay, the runtime's messages) is
+tests/gpu/test_torch.py. Prints 'torch ops: N passed, N failed'.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+
+try:
+    import torch
+except ImportError:
+    print("torch ops: skipped (torch is not installed; tests/gpu/test_torch.py runs them on a GPU)")
+    sys.exit(0)
+
+import fa4  # noqa: E402
+import fa4_torch  # noqa: E402
+
+passed = failed = 0
+
+
+def check(name, cond, detail=""):
+    global passed, failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        print("FAIL %s %s" % (name, detail))
+
+
+def raises(name, fn, want):
+    try:
+        fn()
+    except fa4.Fa4Error as e:
+        check(name, want in str(e), "message: %s" % e)
+        return
+    except Exception as e:  # noqa: BLE001 - any other exception is the failure being tested
+        check(name, False, "raised %s: %s, expected Fa4Error" % (type(e).__name__, e))
+        return
+    check(name, False, "did not raise")
+
+
+# the schemas
+check("mha_fwd registered", hasattr(torch.ops.fa4, "mha_fwd"))
+check("mla_sparse_fwd registered", hasattr(torch.ops.fa4, "mla_sparse_fwd"))
+schema = str(torch.ops.fa4.mha_fwd.default._schema)
+check("mha_fwd schema", "Tensor q, Tensor k, Tensor v, bool causal" in schema and "-> (Tensor, Tensor)" in schema, schema)
+
+# fake implementations on meta tensors: shapes and dtypes of the real outputs
+meta = dict(device="meta")
+q = torch.empty(2, 100, 8, 128, dtype=torch.bfloat16, **meta)
+k = torch.empty(2, 300, 2, 128, dtype=torch.bfloat16, **meta)
+v = torch.empty(2, 300, 2, 64, dtype=torch.bfloat16, **meta)
+o, lse = torch.ops.fa4.mha_fwd(q, k, v, True, None, None, None)
+check("mha fake out", tuple(o.shape) == (2, 100, 8, 64) and o.dtype == torch.bfloat16, str((o.shape, o.dtype)))
+check("mha fake lse", tuple(lse.shape) == (2, 8, 100) and lse.dtype == torch.float32, str((lse.shape, lse.dtype)))
+o = fa4_torch.mha_fwd(q.half(), k.half(), v.half(), window=(64, 0))
+check("mha fake fp16 + window", o.dtype == torch.float16 and tuple(o.shape) == (2, 100, 8, 64))
+e4m3 = getattr(torch, "float8_e4m3fn", None)
+if e4m3 is not None:
+    o = fa4_torch.mha_fwd(q.to(e4m3), k.to(e4m3), k.to(e4m3))
+    check("mha fake e4m3 -> bf16", o.dtype == torch.bfloat16)
+qm = torch.empty(62, 128, 576, dtype=torch.bfloat16, **meta)
+kv = torch.empty(4096, 1, 576, dtype=torch.bfloat16, **meta)
+idx = torch.empty(62, 2048, dtype=torch.int32, **meta)
+out, lse, mx = fa4_torch.mla_sparse_fwd(qm, kv, idx)
+check("mla fake", tuple(out.shape) == (62, 128, 512) and out.dtype == torch.bfloat16 and
+      tuple(lse.shape) == (62, 128) and tuple(mx.shape) == (62, 128) and mx.dtype == torch.float32)
+
+# tracing through both ops in fake mode: one graph holding them
+try:
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def f(q, k, v, qm, kv, idx):
+        o = fa4_torch.mha_fwd(q, k, v, causal=True)
+        out, _, _ = fa4_torch.mla_sparse_fwd(qm, kv, idx)
+        return o.float().sum() + out.float().sum()
+
+    real = [torch.empty(t.shape, dtype=t.dtype) for t in (q, k, v, qm, kv, idx)]  # CPU; fake mode wraps them
+    gm = make_fx(f, tracing_mode="fake")(*real)
+    code = gm.code
+    check("make_fx traces fa4.mha_fwd", "fa4.mha_fwd" in code, code)
+    check("make_fx traces fa4.mla_sparse_fwd", "fa4.mla_sparse_fwd" in code, code)
+except Exception as e:  # noqa: BLE001
+    check("make_fx", False, "%s: %s" % (type(e).__name__, e))
+
+# torch.compile(fullgraph=True) on CPU tensors: tracing must pass (a graph break would raise before
+# anything runs), then the real op refuses the CPU tensors with its own Fa4Error
+try:
+    torch._dynamo.reset()
+    compiled = torch.compile(f, fullgraph=True, backend="eager")
+    compiled(*real)
+    check("torch.compile fullgraph", False, "no error from CPU tensors")
+except fa4.Fa4Error as e:
+    check("torch.compile(fullgraph=True) traces both ops", "CUDA tensor" in str(e), str(e))
+except Exception as e:  # noqa: BLE001
+    check("torch.compile(fullgraph=True) traces both ops", False, "%s: %s" % (type(e).__name__, str(e)[:1500]))
+
+# bad devices and dtypes: Fa4Error naming the problem (the real op runs here: CPU tensors)
+cq, ck, cv = (torch.zeros(1, 16, 2, 64, dtype=torch.bfloat16) for _ in range(3))
+raises("CPU tensors", lambda: fa4_torch.mha_fwd(cq, ck, cv), "needs a CUDA tensor")
+raises("fp32 mla", lambda: fa4_torch.mla_sparse_fwd(torch.zeros(2, 64, 576), torch.zeros(8, 1, 576),
+                                                   torch.zeros(2, 64, dtype=torch.int32)), "CUDA tensor")
+
+print("torch ops: %d passed, %d failed" % (passed, failed))
+sys.exit(1 if failed else 0)
