@@ -205,7 +205,7 @@ static const struct { const char *name; PtxType t; } type_names[] = {
     {"pred", T_PRED}, {"b8", T_B8}, {"b16", T_B16}, {"b32", T_B32}, {"b64", T_B64}, {"u8", T_U8},
     {"u16", T_U16}, {"u32", T_U32}, {"u64", T_U64}, {"s8", T_S8}, {"s16", T_S16}, {"s32", T_S32},
     {"s64", T_S64}, {"f16", T_F16}, {"bf16", T_BF16}, {"f32", T_F32}, {"f64", T_F64}, {"f16x2", T_F16X2},
-    {"bf16x2", T_BF16X2}, {"e4m3x2", T_E4M3X2}, {"e5m2x2", T_E5M2X2},
+    {"bf16x2", T_BF16X2}, {"e4m3x2", T_E4M3X2}, {"e5m2x2", T_E5M2X2}, {"f32x2", T_F32X2},
 };
 
 static int type_of(const char *w)
@@ -428,7 +428,7 @@ static const struct { const char *w; uint32_t m; } mod_words[] = {
     {"ftz", M_FTZ}, {"approx", M_APPROX}, {"sat", M_SAT}, {"rn", M_RN}, {"rz", M_RZ}, {"rm", M_RM},
     {"rp", M_RP}, {"rni", M_RNI}, {"rzi", M_RZI}, {"rmi", M_RMI}, {"rpi", M_RPI}, {"lo", M_LO}, {"hi", M_HI},
     {"wide", M_WIDE}, {"uni", M_UNI}, {"satfinite", M_SATFINITE}, {"read", M_READ}, {"inc", M_INC},
-    {"dec", M_DEC}, {"relu", M_RELU},
+    {"dec", M_DEC}, {"relu", M_RELU}, {"NaN", M_NAN}, {"relaxed", M_RELAXED},
 };
 
 static uint32_t mods_of(const Toks *k)
@@ -459,6 +459,7 @@ static const struct { const char *w; int op; } simple_ops[] = {
     {"not", OP_NOT}, {"and", OP_AND}, {"or", OP_OR}, {"xor", OP_XOR}, {"shl", OP_SHL}, {"shr", OP_SHR},
     {"selp", OP_SELP}, {"cvt", OP_CVT}, {"cvta", OP_CVTA}, {"ex2", OP_EX2}, {"lg2", OP_LG2}, {"rcp", OP_RCP},
     {"sqrt", OP_SQRT}, {"rsqrt", OP_RSQRT}, {"bfe", OP_BFE}, {"popc", OP_POPC}, {"clz", OP_CLZ},
+    {"prmt", OP_PRMT}, {"lop3", OP_LOP3},
     {"ld", OP_LD}, {"st", OP_ST}, {"mapa", OP_MAPA}, {"bra", OP_BRA}, {"ret", OP_RET}, {"exit", OP_EXIT},
     {"elect", OP_ELECT}, {"setmaxnreg", OP_SETMAXNREG},
 };
@@ -609,6 +610,14 @@ static void decode(P *p, Ins *in, const char *w)
             if (in->op == OP_CVTA && has(&k, "to")) fail(p, "'%s': cvta.to is not simulated", w);
         }
         if (in->op == OP_SETMAXNREG && !(in->mods & (M_INC | M_DEC))) fail(p, "%s: .inc or .dec", w);
+        if (in->op == OP_PRMT) {
+            /* the mode: 0 the default (a selector per byte), else .f4e .b4e .rc8 .ecl .ecr .rc16 */
+            static const char *modes[] = {"f4e", "b4e", "rc8", "ecl", "ecr", "rc16"};
+            for (int i = 0; i < 6; i++)
+                if (has(&k, modes[i])) in->a = (int16_t)(i + 1);
+        }
+        if (in->op == OP_LOP3 && (has(&k, "or") || has(&k, "and")))
+            fail(p, "'%s': lop3 with a predicate result is not simulated", w);
         return;
     }
     if (!strcmp(b, "setp")) {
@@ -629,7 +638,6 @@ static void decode(P *p, Ins *in, const char *w)
     } else if (!strcmp(b, "bar") || !strcmp(b, "barrier")) {
         if (has(&k, "cluster")) {
             in->op = has(&k, "arrive") ? OP_CLUSTER_ARRIVE : has(&k, "wait") ? OP_CLUSTER_WAIT : 0;
-            if (has(&k, "relaxed")) fail(p, "%s: .relaxed is not simulated", w);
         } else if (has(&k, "warp")) in->op = OP_BAR_WARP;
         else if (has(&k, "sync") || has(&k, "red")) in->op = has(&k, "red") ? 0 : OP_BAR_SYNC;
         else if (has(&k, "arrive")) in->op = OP_BAR_ARRIVE;

@@ -15,7 +15,7 @@
 /* Scalar types of PTX instructions. */
 typedef enum {
     T_NONE, T_PRED, T_B8, T_B16, T_B32, T_B64, T_U8, T_U16, T_U32, T_U64, T_S8, T_S16, T_S32, T_S64,
-    T_F16, T_BF16, T_F32, T_F64, T_F16X2, T_BF16X2, T_E4M3X2, T_E5M2X2
+    T_F16, T_BF16, T_F32, T_F64, T_F16X2, T_BF16X2, T_E4M3X2, T_E5M2X2, T_F32X2
 } PtxType;
 
 typedef enum {
@@ -23,7 +23,7 @@ typedef enum {
     /* integer and float arithmetic */
     OP_MOV, OP_ADD, OP_SUB, OP_MUL, OP_MAD, OP_FMA, OP_DIV, OP_REM, OP_MIN, OP_MAX, OP_NEG, OP_ABS, OP_NOT,
     OP_AND, OP_OR, OP_XOR, OP_SHL, OP_SHR, OP_SELP, OP_SETP, OP_CVT, OP_CVTA, OP_EX2, OP_LG2, OP_RCP, OP_SQRT,
-    OP_RSQRT, OP_BFE, OP_POPC, OP_CLZ,
+    OP_RSQRT, OP_BFE, OP_POPC, OP_CLZ, OP_PRMT, OP_LOP3,
     /* memory */
     OP_LD, OP_ST, OP_MAPA,
     /* control */
@@ -54,7 +54,7 @@ enum {
     M_RP = 1u << 6, M_RNI = 1u << 7, M_RZI = 1u << 8, M_RMI = 1u << 9, M_RPI = 1u << 10, M_LO = 1u << 11,
     M_HI = 1u << 12, M_WIDE = 1u << 13, M_UNI = 1u << 14, M_SATFINITE = 1u << 15, M_CLUSTER = 1u << 16,
     M_READ = 1u << 17, M_MULTICAST = 1u << 18, M_GATHER4 = 1u << 19, M_INC = 1u << 20, M_DEC = 1u << 21,
-    M_PACK16 = 1u << 22, M_TS = 1u << 23, M_RELU = 1u << 24
+    M_PACK16 = 1u << 22, M_TS = 1u << 23, M_RELU = 1u << 24, M_NAN = 1u << 25, M_RELAXED = 1u << 26
 };
 
 /* State spaces. */

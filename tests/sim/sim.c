@@ -184,16 +184,16 @@ typedef struct Where { int cta; uint32_t off; } Where;
 static int smem_where(Sim *s, Thread *t, uint64_t a, int cluster, uint32_t n, Where *w)
 {
     int cta = t ? t->cta : 0;
-    if (a >= SMEM_WINDOW) {
-        int rank = (int)(a >> CLUSTER_SHIFT) - 1;
-        if (!cluster || rank < 0 || rank >= s->ncta || (a >> 32)) {
+    int rank = (int)(a >> CLUSTER_SHIFT);
+    if (rank != cta) {
+        if (!cluster || rank >= s->ncta || (a >> 32)) {
             sim_hazard(s, SIM_FAULT, "shared address 0x%llx is not valid %s", (unsigned long long)a,
-                       cluster ? "in this cluster" : "in the CTA's window (a shared::cluster address?)");
+                       cluster ? "in this cluster" : "in the CTA's shared::cta window (another CTA's address?)");
             return -1;
         }
         cta = rank;
-        a &= SMEM_WINDOW - 1;
     }
+    a &= SMEM_WINDOW - 1;
     const Cta *c = &s->cta[cta];
     if (a < c->smem_base || a + n > c->smem_end) {
         sim_hazard(s, SIM_FAULT, "shared access of %u bytes at 0x%llx is outside CTA %d's shared memory "
@@ -599,8 +599,11 @@ static void complete_tma_load(Sim *s, Op *op)
                    : op->u.tma.gather4 ? tma_gather4_bytes(&op->u.tma.map) : tma_tile_bytes(&op->u.tma.map);
     for (int i = 0; i < op->u.tma.nctas && !s->status; i++) {
         int cta = op->u.tma.ctas[i];
-        /* the mbarrier: the same offset in each destination CTA when multicast, else the named one */
-        int bcta = op->u.tma.nctas > 1 ? cta : op->u.tma.mbar_cta;
+        /* the mbarrier: the named one; when multicast, the same offset in each destination CTA, or
+         * with .cta_group::2 in the CTA of the destination's pair that holds the position (even or odd)
+         * the named barrier holds in its pair (the leader's barrier serves both CTAs of each pair) */
+        int bcta = !(op->u.tma.multicast) ? op->u.tma.mbar_cta
+                 : op->u.tma.pair        ? (cta & ~1) | (op->u.tma.mbar_cta & 1) : cta;
         Mbar *mb = mbar_at(s, bcta, op->u.tma.mbar, 1);
         if (!mb) return;
         c.wkind = W_ASYNC, c.wclk = mb->clk, c.wep = mb->phase + 1;
@@ -1007,7 +1010,8 @@ static void cluster_check(Sim *s)
 static Mbar *mbar_operand(Sim *s, Thread *t, const Ins *in, const Operand *o, Where *w)
 {
     uint64_t a = mem_addr(s, t, o);
-    if (s->status || smem_where(s, t, a, in->space == SP_SHARED_CLUSTER || a >= SMEM_WINDOW, 8, w)) return NULL;
+    if (s->status || smem_where(s, t, a, in->space == SP_SHARED_CLUSTER || (a >> CLUSTER_SHIFT) != (uint64_t)t->cta, 8, w))
+        return NULL;
     if (w->off & 7) { sim_hazard(s, SIM_FAULT, "mbarrier address 0x%x is not 8-byte aligned", w->off); return NULL; }
     return mbar_at(s, w->cta, w->off, 1);
 }
@@ -1045,12 +1049,12 @@ static void exec_mbar_arrive(Sim *s, Thread *t, const Ins *in)
         int64_t tx = (int64_t)alu_val(s, t, &in->ops[2]);
         m->tx += tx;
         if (in->c) { mbar_maybe_complete(s, m); return; } /* mbarrier.expect_tx: no arrival */
-        release(s, t, m->acc);
+        if (!(in->mods & M_RELAXED)) release(s, t, m->acc);
         mbar_arrive(s, m, 1, NULL);
         return;
     }
     int count = in->nops > 2 ? (int)alu_val(s, t, &in->ops[2]) : 1;
-    release(s, t, m->acc);
+    if (!(in->mods & M_RELAXED)) release(s, t, m->acc); /* .relaxed: an arrival without release */
     mbar_arrive(s, m, count, NULL);
 }
 
@@ -1063,7 +1067,7 @@ static int exec_mbar_wait(Sim *s, Thread *t, const Ins *in)
     if (!in->a) { sim_hazard(s, SIM_UNSUPPORTED, "mbarrier waits on a state token are not simulated (use .parity)"); return 0; }
     uint32_t parity = (uint32_t)alu_val(s, t, &in->ops[2]) & 1;
     if ((m->phase & 1) != parity) {
-        vc_join(s, t->vc, m->done);
+        if (!(in->mods & M_RELAXED)) vc_join(s, t->vc, m->done); /* .relaxed: the wait acquires nothing */
         alu_set(s, t, &in->ops[0], 1);
         return 0;
     }
@@ -1119,15 +1123,17 @@ static int load_dest(Sim *s, Thread *t, const Ins *in, Op *op, uint64_t da, uint
     uint64_t ba = mem_addr(s, t, mbar);
     if (s->status || smem_where(s, t, da, 1, bytes, &dst) || smem_where(s, t, ba, 1, 8, &bar)) return -1;
     if (!mbar_at(s, bar.cta, bar.off, 1)) return -1;
-    if (in->b != 2 && bar.cta != dst.cta && !(in->mods & M_MULTICAST)) {
-        sim_hazard(s, SIM_HAZARD, "a load into CTA %d signals an mbarrier of CTA %d: only .cta_group::2 may signal "
-                   "the peer CTA's barrier", dst.cta, bar.cta);
+    if (!(in->mods & M_MULTICAST) && bar.cta != dst.cta && (in->b != 2 || bar.cta != (dst.cta ^ 1))) {
+        sim_hazard(s, SIM_HAZARD, "a load into CTA %d signals an mbarrier of CTA %d: the barrier must be in the "
+                   "destination CTA, or with .cta_group::2 in its peer (rank %d)", dst.cta, bar.cta, dst.cta ^ 1);
         return -1;
     }
     op->u.tma.dst = dst.off, op->u.tma.mbar = bar.off, op->u.tma.mbar_cta = bar.cta;
+    op->u.tma.pair = in->b == 2;
     if (in->mods & M_MULTICAST) {
         if (in->nops <= mask_op) { sim_hazard(s, SIM_FAULT, "multicast load without a CTA mask"); return -1; }
         uint32_t mask = (uint32_t)alu_val(s, t, &in->ops[mask_op]) & 0xffff;
+        op->u.tma.multicast = 1;
         for (int r = 0; r < s->ncta; r++)
             if (mask >> r & 1) op->u.tma.ctas[op->u.tma.nctas++] = r;
         if (mask >> s->ncta) { sim_hazard(s, SIM_FAULT, "multicast mask 0x%x names CTAs outside the cluster", mask); return -1; }
@@ -1439,6 +1445,13 @@ static void exec_tc_alloc(Sim *s, Thread *t, const Ins *in, int ncols, Where whe
                "(the real allocator would block forever)", ncols, used);
 }
 
+/* a tcgen05.mma or .cp writes the TMEM of its CTA, and with .cta_group::2 of the peer too */
+static int op_touches_cta(const Op *op, int cta)
+{
+    int cg = op->kind == A_CP ? op->u.cp.cta_group : op->u.mma.mma.cta_group;
+    return op->cta == cta || (cg == 2 && (op->cta ^ 1) == cta);
+}
+
 static void exec_tc_dealloc(Sim *s, Thread *t, uint32_t taddr, int ncols)
 {
     Cta *c = &s->cta[t->cta];
@@ -1453,7 +1466,7 @@ static void exec_tc_dealloc(Sim *s, Thread *t, uint32_t taddr, int ncols)
             return;
         }
     for (int i = 0; i < s->nops; i++)
-        if ((s->ops[i]->kind == A_MMA || s->ops[i]->kind == A_CP) && s->ops[i]->cta == t->cta) {
+        if ((s->ops[i]->kind == A_MMA || s->ops[i]->kind == A_CP) && op_touches_cta(s->ops[i], t->cta)) {
             sim_hazard(s, SIM_HAZARD, "tcgen05.dealloc while a tcgen05.mma issued at line %d has not completed",
                        s->ops[i]->line);
             return;
@@ -1707,7 +1720,7 @@ static int run_thread(Sim *s, Thread *t, int quantum)
             uint64_t a = alu_val(s, t, &in->ops[1]) & (SMEM_WINDOW - 1);
             uint32_t rank = (uint32_t)alu_val(s, t, &in->ops[2]);
             if (rank >= (uint32_t)s->ncta) { sim_hazard(s, SIM_FAULT, "mapa to CTA rank %u of a %d-CTA cluster", rank, s->ncta); break; }
-            alu_set(s, t, &in->ops[0], a | (uint64_t)(rank + 1) << CLUSTER_SHIFT);
+            alu_set(s, t, &in->ops[0], a | (uint64_t)rank << CLUSTER_SHIFT);
             break;
         }
         case OP_BRA: t->pc = in->ops[0].reg; continue;
@@ -1731,7 +1744,9 @@ static int run_thread(Sim *s, Thread *t, int quantum)
             if (in->op == OP_BAR_SYNC) continue; /* bar_complete advanced the pc */
             break;
         case OP_CLUSTER_ARRIVE:
-            release(s, t, s->vcbuf);
+            /* .relaxed: an arrival that releases nothing (a later wait acquires only the others') */
+            if (in->mods & M_RELAXED) t->vc[t->gtid]++;
+            else release(s, t, s->vcbuf);
             t->cl_phase = s->cl_phase, t->cl_arrived = 1;
             s->cl_arrived++;
             cluster_check(s);

@@ -975,15 +975,89 @@ static void test_cp(void)
     bad1.s_desc = umma_desc(&L);
     errbuf[0] = 0;
     CHECK(tc_tmem_cp(&MEM, &bad1, TC_EXECUTE) == -1 && refused("4x256b"), "cp .4x256b refused");
-    TcCp bad2 = {0, TC_CP_128x256b, TC_MC_NONE, 0, bad1.s_desc, 2};
+    TcCp bad2 = {0, TC_CP_128x256b, TC_MC_NONE, 0, bad1.s_desc, 3};
     errbuf[0] = 0;
-    CHECK(tc_tmem_cp(&MEM, &bad2, TC_EXECUTE) == -1 && refused("cta_group::2"), "cp cta_group::2 refused");
+    CHECK(tc_tmem_cp(&MEM, &bad2, TC_EXECUTE) == -1 && refused("cta_group 3"), "cp cta_group 3 refused");
     TcCp bad3 = {0, TC_CP_64x128b, TC_MC_NONE, 0, bad1.s_desc, 1};
     errbuf[0] = 0;
     CHECK(tc_tmem_cp(&MEM, &bad3, TC_EXECUTE) == -1 && refused("requires"), "cp .64x128b without multicast refused");
     TcCp bad4 = {0, TC_CP_128x128b, TC_MC_NONE, 32u << 16, bad1.s_desc, 1};
     errbuf[0] = 0;
     CHECK(tc_tmem_cp(&MEM, &bad4, TC_EXECUTE) == -1 && refused("lane 32"), "cp to lane 32 refused");
+}
+
+/* tcgen05.cp.cta_group::2: each CTA of the pair copies from its own shared memory into its own
+ * TMEM, whichever CTA issues it; a copy of an A operand followed by the A-from-TMEM MMA equals
+ * the MMA reading A from shared memory through the same descriptor. */
+static void test_cp_pair(void)
+{
+    TLay L;
+    tlay_dense(&L, 128, 0, 1, 128, 32, 0x8000, 0);
+    static uint8_t src[2][128][32];
+    for (int issuer = 2; issuer <= 3; issuer++) {
+        for (int v = 0; v < 2; v++)
+            for (int r = 0; r < 128; r++)
+                for (int b = 0; b < 32; b++) {
+                    src[v][r][b] = (uint8_t)rnd();
+                    smem[2 + v][tlay_addr(&L, r, b)] = src[v][r][b];
+                }
+        memset(tmem, 0, sizeof tmem);
+        TcCp op = {issuer, TC_CP_128x256b, TC_MC_NONE, 16, umma_desc(&L), 2};
+        errbuf[0] = 0;
+        int rc = tc_tmem_cp(&MEM, &op, TC_EXECUTE), bad = 0, stray = 0;
+        for (int v = 0; v < 2; v++)
+            for (int r = 0; r < 128; r++)
+                for (int c = 0; c < 8; c++) {
+                    uint32_t want;
+                    memcpy(&want, src[v][r] + 4 * c, 4);
+                    bad += tmem[2 + v][r][16 + c] != want;
+                }
+        for (int cta = 0; cta < 2; cta++)
+            for (int l = 0; l < 128; l++)
+                for (int c = 0; c < 512; c++) stray += tmem[cta][l][c] != 0;
+        CHECK(rc == 0 && !bad && !stray,
+              "tcgen05.cp.cta_group::2.128x256b issued by CTA %d: %d cells not from their own CTA's shared memory, "
+              "%d written outside the pair (%s)", issuer, bad, stray, errbuf);
+    }
+    /* copy + TS MMA == SS MMA: M = 256 over the pair (2, 3), N = 64, bf16, A K-major 128B-swizzled */
+    TLay la, lb;
+    tlay_dense(&la, 128, 0, 2, 128, 16, 0x4000, 0);
+    tlay_dense(&lb, 0, 0, 2, 32, 16, 0x12000, 0);
+    static float a[2][128 * 16], b[2][32 * 16];
+    for (int v = 0; v < 2; v++) {
+        for (int i = 0; i < 128 * 16; i++) a[v][i] = rnd_val();
+        for (int i = 0; i < 32 * 16; i++) b[v][i] = rnd_val();
+        place(2 + v, &la, TC_BF16, a[v], 128, 16);
+        place(2 + v, &lb, TC_BF16, b[v], 32, 16);
+    }
+    memset(tmem, 0, sizeof tmem);
+    TcMma ss = {TC_KIND_F16, 2, 3, 0, 0, 0, umma_desc(&la), umma_desc(&lb),
+                make_idesc(1, TC_BF16, TC_BF16, 0, 0, 0, 0, 64, 256), 0};
+    errbuf[0] = 0;
+    int rc = tc_mma(&MEM, &ss, TC_EXECUTE);
+    static uint32_t dss[2][128][64];
+    int refbad = 0;
+    for (int v = 0; v < 2; v++)
+        for (int i = 0; i < 128; i++)
+            for (int j = 0; j < 64; j++) {
+                dss[v][i][j] = tmem[2 + v][i][j];
+                double want = 0;
+                for (int k = 0; k < 16; k++) want += (double)a[v][i * 16 + k] * b[j / 32][(j % 32) * 16 + k];
+                refbad += fabs(bits2f(dss[v][i][j]) - want) > 1e-6 * (1 + fabs(want));
+            }
+    CHECK(rc == 0 && !refbad, "cta_group::2 SS MMA M256 N64 against the double reference: %d bad (%s)", refbad, errbuf);
+    memset(tmem, 0, sizeof tmem);
+    TcCp cp = {2, TC_CP_128x256b, TC_MC_NONE, 200, umma_desc(&la), 2};
+    TcMma ts = ss;
+    ts.a_is_tmem = 1, ts.a_tmem = 200, ts.a_desc = 0;
+    errbuf[0] = 0;
+    rc = tc_tmem_cp(&MEM, &cp, TC_EXECUTE) || tc_mma(&MEM, &ts, TC_EXECUTE);
+    int diff = 0;
+    for (int v = 0; v < 2; v++)
+        for (int i = 0; i < 128; i++)
+            for (int j = 0; j < 64; j++) diff += tmem[2 + v][i][j] != dss[v][i][j];
+    CHECK(rc == 0 && !diff, "tcgen05.cp.cta_group::2 of A + A-from-TMEM MMA equals the SS MMA: %d cells differ (%s)", diff,
+          errbuf);
 }
 
 /* ---------------------------------------------------------------- wgmma */
@@ -1194,6 +1268,7 @@ int main(void)
     test_mma_footprint_and_speed();
     test_ldst();
     test_cp();
+    test_cp_pair();
     test_wgmma();
     printf("test_tc: %d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;
