@@ -87,6 +87,45 @@ static const char k_alu[] = HEADER
     "st.global.u32 [%a+20], %r4;\n"
     "ret;\n}\n";
 
+/* the CUDA-core forms an fp8 dequantiser and a bf16 epilogue use; results at [p + 4 i], inputs
+ * as immediates, expectations worked out by hand in test_alu16 */
+static const char k_alu16[] = HEADER
+    ".visible .entry k(.param .u64 p)\n{\n"
+    ".reg .b64 %a, %d<4>; .reg .b32 %r<40>; .reg .b16 %h<8>; .reg .f32 %f<8>;\n"
+    "ld.param.u64 %a, [p];\n"
+    "mov.b16 %h0, 0xC438; cvt.rn.f16x2.e4m3x2 %r0, %h0; st.global.b32 [%a], %r0;\n"
+    "mov.b16 %h1, 0x7F01; cvt.rn.f16x2.e4m3x2 %r1, %h1; st.global.b32 [%a+4], %r1;\n"
+    "mov.b16 %h2, 0x7C3C; cvt.rn.f16x2.e5m2x2 %r2, %h2; st.global.b32 [%a+8], %r2;\n"
+    "cvt.rn.relu.f16x2.e4m3x2 %r3, %h0; st.global.b32 [%a+12], %r3;\n"
+    "mov.b32 %r4, 0x5FD03500; cvt.rn.satfinite.e4m3x2.f16x2 %h3, %r4; cvt.u32.u16 %r5, %h3; st.global.b32 [%a+16], %r5;\n"
+    "mov.b32 %r6, 0x3CC03C40; cvt.rn.satfinite.e4m3x2.f16x2 %h4, %r6; cvt.u32.u16 %r7, %h4; st.global.b32 [%a+20], %r7;\n"
+    "mov.f32 %f0, 0f7F800000; mov.f32 %f1, 0fFF800000;\n"
+    "cvt.rn.satfinite.bf16x2.f32 %r8, %f0, %f1; st.global.b32 [%a+24], %r8;\n"
+    "cvt.rn.bf16x2.f32 %r9, %f0, %f1; st.global.b32 [%a+28], %r9;\n"
+    /* bf16 fma whose product is a tie: only the tiny addend decides (a double sum would lose it) */
+    "mov.b32 %r10, 0x3F883F88; mov.b32 %r11, 0x0D808D80; fma.rn.bf16x2 %r12, %r10, %r10, %r11; st.global.b32 [%a+32], %r12;\n"
+    "mov.b32 %r13, 0x00000000; fma.rn.bf16x2 %r14, %r10, %r10, %r13; st.global.b32 [%a+36], %r14;\n"
+    "mov.b32 %r15, 0x40004200; mov.b32 %r16, 0x38007BFF; mul.rn.f16x2 %r17, %r15, %r16; st.global.b32 [%a+40], %r17;\n"
+    "mov.b32 %r18, 0x80007FC1; mov.b32 %r19, 0x00003F80; min.bf16x2 %r20, %r18, %r19; st.global.b32 [%a+44], %r20;\n"
+    "mov.b32 %r21, 0x33221100; mov.b32 %r22, 0xF7665544;\n"
+    "prmt.b32 %r23, %r21, %r22, 0x5140; st.global.b32 [%a+48], %r23;\n"
+    "prmt.b32 %r23, %r21, %r22, 0x32F0; st.global.b32 [%a+52], %r23;\n"
+    "prmt.b32.f4e %r23, %r21, %r22, 1; st.global.b32 [%a+56], %r23;\n"
+    "prmt.b32.b4e %r23, %r21, %r22, 0; st.global.b32 [%a+60], %r23;\n"
+    "prmt.b32.rc16 %r23, %r21, %r22, 1; st.global.b32 [%a+64], %r23;\n"
+    "prmt.b32.ecl %r23, %r21, %r22, 2; st.global.b32 [%a+68], %r23;\n"
+    "prmt.b32.ecr %r23, %r21, %r22, 1; st.global.b32 [%a+72], %r23;\n"
+    "prmt.b32.rc8 %r23, %r21, %r22, 3; st.global.b32 [%a+76], %r23;\n"
+    "mov.b32 %r24, 0xFF00FF00; mov.b32 %r25, 0xF0F0F0F0; mov.b32 %r26, 0xCCCCCCCC;\n"
+    "lop3.b32 %r27, %r24, %r25, %r26, 0xE8; st.global.b32 [%a+80], %r27;\n"
+    "mov.f32 %f2, 0f3FC00000; mov.f32 %f3, 0f40000000; mov.f32 %f4, 0f40800000; mov.f32 %f5, 0f3E800000;\n"
+    "mov.f32 %f6, 0f3F800000; mov.b64 %d0, {%f2, %f3}; mov.b64 %d1, {%f3, %f4}; mov.b64 %d2, {%f5, %f6};\n"
+    "fma.rn.f32x2 %d3, %d0, %d1, %d2; st.global.b64 [%a+88], %d3;\n"
+    "mov.f32 %f7, 0f7FC00000; max.NaN.f32 %f7, %f7, %f3; st.global.f32 [%a+96], %f7;\n"
+    "mov.b16 %h5, 0x3F88; mov.b16 %h6, 0x0D80; fma.rn.bf16 %h7, %h5, %h5, %h6; cvt.u32.u16 %r28, %h7;\n"
+    "st.global.b32 [%a+100], %r28;\n"
+    "ret;\n}\n";
+
 /* warp sum of the lane ids with shfl.bfly; vote.any; elect */
 static const char k_warp[] = HEADER
     ".visible .entry k(.param .u64 p)\n{\n"
@@ -378,6 +417,52 @@ static void test_cp_async(CUdeviceptr buf)
                   "outside every allocation");
 }
 
+/* Expected values, from the formats' definitions:
+ *   e4m3 0x38 = 1.0, 0xC4 = -(1 + 4/8) * 2 = -3, 0x01 = 2^-9 (subnormal), 0x7F = NaN;
+ *   e5m2 0x3C = 1.0, 0x7C = inf; f16 1.0 = 0x3C00, -3 = 0xC200, 2^-9 = 0x1800, inf = 0x7C00;
+ *   f16 500 (0x5FD0) saturates to e4m3 448 = 0x7E; f16 0.3125 = 0x3500 -> e4m3 0x2A;
+ *   f16 1.0625 (0x3C40) and 1.1875 (0x3CC0) are e4m3 ties: to even, 0x38 and 0x3A;
+ *   bf16 max finite 0x7F7F, inf 0x7F80;
+ *   bf16 (1 + 2^-4)^2 = 1.125 + 2^-8 is a tie between 0x3F90 and 0x3F91: +2^-100 (0x0D80) rounds it
+ *   up, -2^-100 (0x8D80) down, 0 to even;
+ *   f16 2 * 0.5 = 1 (0x3C00), 3 * 65504 overflows to inf; bf16 min(-0, +0) = -0, min(NaN, 1) = 1;
+ *   prmt selectors pick bytes of {b, a} = 0xF7665544_33221100 (bit 3 of a selector: sign-fill). */
+static void test_alu16(CUdeviceptr buf)
+{
+    uint32_t h[26];
+    cuMemsetD8(buf, 0, 4096);
+    expect_ok("16-bit floats, fp8, prmt, lop3, f32x2", k_alu16, 32, buf);
+    cuMemcpyDtoH(h, buf, sizeof h);
+    check(h[0] == 0xC2003C00u, "cvt.rn.f16x2.e4m3x2 {-3, 1}");
+    check(h[1] == 0x7FFF1800u, "cvt.rn.f16x2.e4m3x2: NaN and the subnormal 2^-9");
+    check(h[2] == 0x7C003C00u, "cvt.rn.f16x2.e5m2x2 {inf, 1}");
+    check(h[3] == 0x00003C00u, "cvt.rn.relu.f16x2.e4m3x2 zeroes -3");
+    check(h[4] == 0x7E2Au, "cvt.rn.satfinite.e4m3x2.f16x2 {500 -> 448, 0.3125}");
+    check(h[5] == 0x3A38u, "cvt.rn.satfinite.e4m3x2.f16x2: ties to even");
+    check(h[6] == 0x7F7FFF7Fu, "cvt.rn.satfinite.bf16x2.f32 of +-inf: +-max finite");
+    check(h[7] == 0x7F80FF80u, "cvt.rn.bf16x2.f32 of +-inf: +-inf");
+    check(h[8] == 0x3F913F90u, "fma.rn.bf16x2: a tiny addend breaks the product's tie (one rounding)");
+    check(h[9] == 0x3F903F90u, "fma.rn.bf16x2: a tie without addend goes to even");
+    check(h[10] == 0x3C007C00u, "mul.rn.f16x2 {2 * 0.5, 3 * 65504 = inf}");
+    check(h[11] == 0x80003F80u, "min.bf16x2 {-0 vs +0, NaN vs 1}");
+    check(h[12] == 0x55114400u, "prmt.b32 0x5140");
+    check(h[13] == 0x3322FF00u, "prmt.b32 with a sign-replicating selector");
+    check(h[14] == 0x44332211u, "prmt.b32.f4e 1");
+    check(h[15] == 0x5566F700u, "prmt.b32.b4e 0");
+    check(h[16] == 0x33223322u, "prmt.b32.rc16 1");
+    check(h[17] == 0x33222222u, "prmt.b32.ecl 2");
+    check(h[18] == 0x11111100u, "prmt.b32.ecr 1");
+    check(h[19] == 0x33333333u, "prmt.b32.rc8 3");
+    uint32_t a = 0xFF00FF00u, b = 0xF0F0F0F0u, c = 0xCCCCCCCCu;
+    check(h[20] == ((a & b) | (a & c) | (b & c)), "lop3.b32 0xE8 is the bitwise majority");
+    float f[2];
+    memcpy(f, &h[22], 8);
+    check(f[0] == 3.25f && f[1] == 9.0f, "fma.rn.f32x2 {1.5 * 2 + 0.25, 2 * 4 + 1}");
+    memcpy(f, &h[24], 4);
+    check(isnan(f[0]), "max.NaN.f32 (NaN, 2) is NaN");
+    check(h[25] == 0x3F91u, "fma.rn.bf16 (scalar): the addend breaks the tie");
+}
+
 int main(void)
 {
     if (cuInit(0)) { printf("test_core: the simulator driver did not start\n"); return 1; }
@@ -401,6 +486,8 @@ int main(void)
     check(h[3] == (uint32_t)-4, "shr.s32 -7, 1 = -4");
     check(h[4] == 22, "setp.lt.u32 compares unsigned");
     check(h[5] == (uint32_t)-3, "cvt.rmi then cvt.rzi: floor(-2.5) = -3");
+
+    test_alu16(buf);
 
     cuMemsetD8(buf, 0, 4096);
     expect_ok("warp", k_warp, 32, buf);
