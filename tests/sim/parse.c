@@ -547,6 +547,7 @@ static void decode_cp(P *p, Ins *in, const Toks *k, const char *w)
 {
     if (has(k, "async") && !has(k, "bulk")) { decode_cp_async(p, in, k, w); return; }
     if (!has(k, "async") || !has(k, "bulk")) fail(p, "'%s' is not simulated", w);
+    if (has(k, "reduce")) fail(p, "'%s': cp.reduce.async.bulk is not simulated", w); /* not a plain store */
     if (has(k, "commit_group")) { in->op = OP_BULK_COMMIT; return; }
     if (has(k, "wait_group")) { in->op = OP_BULK_WAIT; in->mods |= has(k, "read") ? M_READ : 0; return; }
     if (!has(k, "tensor")) { /* a bulk copy: [dst], [src], size[, [mbar]] */

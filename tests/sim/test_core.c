@@ -40,6 +40,42 @@ static CUresult run(const char *ptx, unsigned grid, unsigned block, CUdeviceptr 
     return r;
 }
 
+/* Runs kernel `k` on one cluster of `ncta` CTAs with a pointer and a 128-byte tensor map as parameters. */
+static CUresult run_cluster(const char *ptx, unsigned ncta, unsigned block, CUdeviceptr arg, const CUtensorMap *map)
+{
+    CUmodule m;
+    CUfunction f;
+    CUresult r = cuModuleLoadDataEx(&m, ptx, 0, NULL, NULL);
+    if (r) { printf("module: %d %s\n", (int)r, fa4sim_last_report()); return r; }
+    if ((r = cuModuleGetFunction(&f, m, "k"))) return r;
+    cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 8192);
+    CUlaunchAttribute at;
+    memset(&at, 0, sizeof at);
+    at.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    at.value.clusterDim.x = ncta, at.value.clusterDim.y = 1, at.value.clusterDim.z = 1;
+    CUlaunchConfig c;
+    memset(&c, 0, sizeof c);
+    c.gridDimX = ncta, c.gridDimY = c.gridDimZ = 1, c.blockDimX = block, c.blockDimY = c.blockDimZ = 1;
+    c.sharedMemBytes = 8192, c.attrs = &at, c.numAttrs = 1;
+    void *params[] = {&arg, (void *)map};
+    r = cuLaunchKernelEx(&c, f, params, NULL);
+    cuModuleUnload(m);
+    return r;
+}
+
+static void expect_cluster(const char *name, const char *ptx, unsigned ncta, unsigned block, CUdeviceptr arg,
+                           const CUtensorMap *map, const char *word)
+{
+    CUresult r = run_cluster(ptx, ncta, block, arg, map);
+    const char *rep = word ? fa4sim_last_report() : "";
+    int ok = word ? r != CUDA_SUCCESS && strstr(rep, word) : r == CUDA_SUCCESS;
+    char what[1024];
+    snprintf(what, sizeof what, "%s: expected %s%s, got %d: %.400s", name, word ? "a report with " : "success",
+             word ? word : "", (int)r, r ? fa4sim_last_report() : "");
+    check(ok, what);
+    fa4sim_reset_error();
+}
+
 /* Expects the launch to fail with a report containing `word`; clears the sticky error. */
 static void expect_report(const char *name, const char *ptx, unsigned block, CUdeviceptr arg, const char *word)
 {
@@ -417,6 +453,111 @@ static void test_cp_async(CUdeviceptr buf)
                   "outside every allocation");
 }
 
+/* ------------------------------------------------------------ CTA pairs */
+#define HEADER_TMAP HEADER ".visible .entry k(.param .u64 p, .param .align 64 .b8 tmap[128])\n{\n"
+
+/* A 2-CTA cluster, 32 threads each. CTA 1 gathers rows {0, -1, 5, 1000} of a 2D tensor (8 rows of
+ * 64 u16) into its own shared memory with tile::gather4 (GATHER: the instruction), signalling the
+ * mbarrier at the same offset in CTA 0, named by clearing bit 24 of its own address (the peer bit).
+ * CTA 0 expects the bytes and waits, then the cluster synchronises (SYNC) and CTA 1 copies its
+ * rows to global +2048. */
+#define K_PAIR_GATHER(GATHER, SYNC) HEADER_TMAP \
+    ".reg .b64 %a, %t, %o; .reg .b32 %r<16>; .reg .pred %q<4>;\n" \
+    "ld.param.u64 %a, [p]; mov.u64 %t, tmap; cvta.param.u64 %t, %t;\n" \
+    "mov.u32 %r0, %tid.x; mov.u32 %r1, %cluster_ctarank;\n" \
+    "mov.u32 %r2, smem; add.u32 %r2, %r2, 1023; and.b32 %r2, %r2, -1024; add.u32 %r3, %r2, 4096;\n" \
+    "setp.ne.u32 %q0, %r0, 0; setp.ne.u32 %q1, %r1, 0;\n" \
+    "@%q0 bra $i; mbarrier.init.shared::cta.b64 [%r3], 1; fence.mbarrier_init.release.cluster;\n" \
+    "$i: barrier.cluster.arrive.release.aligned; barrier.cluster.wait.acquire.aligned;\n" \
+    "@%q0 bra $s; @%q1 bra $g;\n" \
+    "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], 512;\n" \
+    "$l: mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 %q2, [%r3], 0; @!%q2 bra $l; bra $s;\n" \
+    "$g: and.b32 %r4, %r3, 0xFEFFFFFF; mov.u32 %r5, 0; mov.u32 %r6, -1; mov.u32 %r7, 5; mov.u32 %r8, 1000;\n" \
+    GATHER " [%r2], [%t, {%r5, %r5, %r6, %r7, %r8}], [%r4];\n" \
+    "$s: " SYNC "\n" \
+    "@!%q1 bra $d; shl.b32 %r9, %r0, 4; add.u32 %r10, %r2, %r9;\n" \
+    "ld.shared.v4.u32 {%r11, %r12, %r13, %r14}, [%r10];\n" \
+    "cvt.u64.u32 %o, %r9; add.u64 %o, %o, %a; st.global.v4.u32 [%o+2048], {%r11, %r12, %r13, %r14};\n" \
+    "$d: ret;\n}\n"
+#define GATHER_PAIR "cp.async.bulk.tensor.2d.shared::cluster.global.tile::gather4.mbarrier::complete_tx::bytes.cta_group::2"
+#define GATHER_ONE "cp.async.bulk.tensor.2d.shared::cluster.global.tile::gather4.mbarrier::complete_tx::bytes"
+#define SYNC_RA "barrier.cluster.arrive.release.aligned; barrier.cluster.wait.acquire.aligned;"
+static const char k_pair_gather[] = K_PAIR_GATHER(GATHER_PAIR, SYNC_RA);
+/* a relaxed arrival releases nothing: CTA 1 reads rows whose completion it has not acquired */
+static const char k_pair_gather_relaxed[] =
+    K_PAIR_GATHER(GATHER_PAIR, "barrier.cluster.arrive.relaxed.aligned; barrier.cluster.wait.acquire.aligned;");
+/* without .cta_group::2 the barrier must be in the destination CTA */
+static const char k_pair_gather_nopair[] = K_PAIR_GATHER(GATHER_ONE, SYNC_RA);
+
+/* CTA 1 thread 0 stores 0x1234 into CTA 0's shared memory through mapa, then arrives (ARRIVE) on
+ * CTA 0's mbarrier; CTA 0 thread 0 waits (WAIT) and copies the word to global +3072. */
+#define K_REMOTE(ARRIVE, WAIT) HEADER_TMAP \
+    ".reg .b64 %a; .reg .b32 %r<12>; .reg .pred %q<4>;\n" \
+    "ld.param.u64 %a, [p]; mov.u32 %r0, %tid.x; mov.u32 %r1, %cluster_ctarank;\n" \
+    "mov.u32 %r2, smem; add.u32 %r2, %r2, 1023; and.b32 %r2, %r2, -1024; add.u32 %r3, %r2, 4096;\n" \
+    "setp.ne.u32 %q0, %r0, 0; setp.ne.u32 %q1, %r1, 0;\n" \
+    "@%q0 bra $i; mbarrier.init.shared::cta.b64 [%r3], 1; fence.mbarrier_init.release.cluster;\n" \
+    "$i: barrier.cluster.arrive.release.aligned; barrier.cluster.wait.acquire.aligned;\n" \
+    "@%q0 bra $d; @!%q1 bra $w;\n" \
+    "mapa.shared::cluster.u32 %r4, %r2, 0; mapa.shared::cluster.u32 %r5, %r3, 0; mov.u32 %r6, 0x1234;\n" \
+    "st.shared::cluster.u32 [%r4], %r6;\n" ARRIVE " _, [%r5];\n bra $d;\n" \
+    "$w: " WAIT " %q2, [%r3], 0; @!%q2 bra $w;\n" \
+    "ld.shared.u32 %r7, [%r2]; st.global.u32 [%a+3072], %r7;\n" \
+    "$d: ret;\n}\n"
+#define ARRIVE_REL "mbarrier.arrive.release.cluster.shared::cluster.b64"
+#define WAIT_ACQ "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64"
+static const char k_remote[] = K_REMOTE(ARRIVE_REL, WAIT_ACQ);
+static const char k_remote_relaxed_arrive[] = K_REMOTE("mbarrier.arrive.relaxed.cluster.shared::cluster.b64", WAIT_ACQ);
+static const char k_remote_relaxed_wait[] = K_REMOTE(ARRIVE_REL, "mbarrier.try_wait.parity.relaxed.cluster.shared::cta.b64");
+/* a shared::cta access with the peer's address (from mapa) faults */
+static const char k_remote_cta_space[] = HEADER_TMAP
+    ".reg .b32 %r<4>; .reg .pred %q;\n"
+    "mov.u32 %r0, %cluster_ctarank; setp.ne.u32 %q, %r0, 1; @%q bra $d;\n"
+    "mov.u32 %r1, smem; mapa.shared::cluster.u32 %r2, %r1, 0; ld.shared::cta.u32 %r3, [%r2];\n"
+    "$d: ret;\n}\n";
+
+static void test_pairs(CUdeviceptr buf)
+{
+    uint16_t rows[8][64];
+    for (int r = 0; r < 8; r++)
+        for (int c = 0; c < 64; c++) rows[r][c] = (uint16_t)(r * 1000 + c + 1);
+    cuMemsetD8(buf, 0, 4096);
+    cuMemcpyHtoD(buf, rows, sizeof rows);
+    cuMemsetD8(buf + 2048, 0xEE, 512);
+    CUtensorMap map;
+    cuuint64_t dims[2] = {64, 8}, strides[1] = {128};
+    cuuint32_t box[2] = {64, 1}, es[2] = {1, 1};
+    CUresult r = cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, (void *)(uintptr_t)buf, dims, strides,
+                                        box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                                        CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    check(r == CUDA_SUCCESS, "tensor map for the gather");
+    expect_cluster("gather4.cta_group::2 into CTA 1 on CTA 0's barrier (peer bit cleared)", k_pair_gather, 2, 32, buf,
+                   &map, NULL);
+    uint16_t out[4][64];
+    cuMemcpyDtoH(out, buf + 2048, sizeof out);
+    int want[4] = {0, -1, 5, 1000}, bad = 0;
+    for (int i = 0; i < 4; i++)
+        for (int c = 0; c < 64; c++)
+            bad += out[i][c] != (want[i] >= 0 && want[i] < 8 ? rows[want[i]][c] : 0);
+    check(!bad, "gather4: rows 0 and 5 copied, rows -1 and 1000 (outside the tensor) zero-filled");
+    expect_cluster("barrier.cluster.arrive.relaxed releases nothing", k_pair_gather_relaxed, 2, 32, buf, &map,
+                   "reads shared memory");
+    expect_cluster("gather4 without .cta_group::2 signalling the peer's barrier", k_pair_gather_nopair, 2, 32, buf,
+                   &map, "cta_group::2");
+
+    cuMemsetD8(buf + 3072, 0, 4);
+    expect_cluster("mapa + st.shared::cluster + remote arrive.release / try_wait.acquire", k_remote, 2, 32, buf, &map,
+                   NULL);
+    uint32_t v = 0;
+    cuMemcpyDtoH(&v, buf + 3072, 4);
+    check(v == 0x1234, "the remote store is read after the mbarrier wait");
+    expect_cluster("mbarrier.arrive.relaxed releases nothing", k_remote_relaxed_arrive, 2, 32, buf, &map,
+                   "reads shared memory");
+    expect_cluster("mbarrier.try_wait.relaxed acquires nothing", k_remote_relaxed_wait, 2, 32, buf, &map,
+                   "reads shared memory");
+    expect_cluster("ld.shared::cta of the peer's address", k_remote_cta_space, 2, 32, buf, &map, "shared::cta window");
+}
+
 /* Expected values, from the formats' definitions:
  *   e4m3 0x38 = 1.0, 0xC4 = -(1 + 4/8) * 2 = -3, 0x01 = 2^-9 (subnormal), 0x7F = NaN;
  *   e5m2 0x3C = 1.0, 0x7C = inf; f16 1.0 = 0x3C00, -3 = 0xC200, 2^-9 = 0x1800, inf = 0x7C00;
@@ -520,6 +661,7 @@ int main(void)
     expect_report("TMEM lane quarter", k_tmem_quarter, 32, buf, "lane");
 
     test_cp_async(buf);
+    test_pairs(buf);
 
     cuMemFree(buf);
     printf("test_core: %d passed, %d failed\n", passed, failed);
