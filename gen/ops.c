@@ -133,6 +133,18 @@ void op_tma_load_4d(Emit *e, Reg dst, Reg tmap, Reg c0, Reg c1, Reg c2, Reg c3, 
          R(e, dst), R(e, tmap), R(e, c0), R(e, c1), R(e, c2), R(e, c3), R(e, bar));
 }
 
+void op_tma_load_3d(Emit *e, Reg dst, Reg tmap, Reg c0, Reg c1, Reg c2, Reg bar)
+{
+    REG_WANT(e, dst, ADDR32);
+    REG_WANT(e, bar, ADDR32);
+    REG_WANT(e, tmap, ADDR64);
+    REG_WANT(e, c0, RT_B32);
+    REG_WANT(e, c1, RT_B32);
+    REG_WANT(e, c2, RT_B32);
+    emit(e, "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%s], [%s, {%s, %s, %s}], [%s];",
+         R(e, dst), R(e, tmap), R(e, c0), R(e, c1), R(e, c2), R(e, bar));
+}
+
 void op_tma_store_4d(Emit *e, Reg tmap, Reg c0, Reg c1, Reg c2, Reg c3, Reg src)
 {
     REG_WANT(e, src, ADDR32);
@@ -191,11 +203,26 @@ void op_shfl_bfly(Emit *e, Reg dst, Reg src, int lane_mask)
     emit(e, "shfl.sync.bfly.b32 %s, %s, %d, 0x1f, 0xffffffff;", R(e, dst), R(e, src), lane_mask);
 }
 
+void op_shfl_idx(Emit *e, Reg dst, Reg src, Reg lane)
+{
+    REG_WANT(e, dst, WORD);
+    REG_WANT(e, src, WORD);
+    REG_WANT(e, lane, RT_B32);
+    emit(e, "shfl.sync.idx.b32 %s, %s, %s, 0x1f, 0xffffffff;", R(e, dst), R(e, src), R(e, lane));
+}
+
 void op_vote_any(Emit *e, Reg dst, Reg pred)
 {
     REG_WANT(e, dst, RT_PRED);
     REG_WANT(e, pred, RT_PRED);
     emit(e, "vote.sync.any.pred %s, %s, 0xffffffff;", R(e, dst), R(e, pred));
+}
+
+void op_vote_ballot(Emit *e, Reg dst, Reg pred)
+{
+    REG_WANT(e, dst, RT_B32);
+    REG_WANT(e, pred, RT_PRED);
+    emit(e, "vote.sync.ballot.b32 %s, %s, 0xffffffff;", R(e, dst), R(e, pred));
 }
 
 void op_cvt(Emit *e, const char *form, Reg dst, Reg src)
@@ -228,6 +255,15 @@ void op_st_shared_b32(Emit *e, Reg base, uint32_t off, Reg src)
     REG_WANT(e, base, ADDR32);
     REG_WANT(e, src, WORD);
     emit(e, "st.shared.b32 [%s+%u], %s;", R(e, base), off, R(e, src));
+}
+
+void op_st_shared_b32_if(Emit *e, Reg guard, Reg base, uint32_t off, Reg src)
+{
+    char g[EMIT_REG_NAME + 4];
+    const char *at = guard_prefix(e, g, sizeof g, guard, __func__);
+    REG_WANT(e, base, ADDR32);
+    REG_WANT(e, src, WORD);
+    emit(e, "%sst.shared.b32 [%s+%u], %s;", at, R(e, base), off, R(e, src));
 }
 
 void op_st_global_f32(Emit *e, Reg guard, Reg addr, Reg src)

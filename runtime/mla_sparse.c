@@ -107,6 +107,19 @@ static fa4_status args_config(fa4_ctx *ctx, const fa4_mla_sparse_args *a, Config
     return FA4_OK;
 }
 
+/* The kernel runs only on its own GPU generation; an sm100a kernel on another one names the
+ * sm90a kernel, the one a Hopper runs. */
+static fa4_status check_device(fa4_ctx *ctx, TargetId t)
+{
+    const Device *v = &ctx->device;
+    if (t == TARGET_SM100A && v->cc_major != 10)
+        return rt_fail(ctx, FA4_ERR_UNSUPPORTED, "target: the sm100a sparse MLA kernel (sm_100a: tcgen05, TMA gather4) "
+                       "runs only on a GPU of compute capability 10.x, but device %d is %d.%d; on a cc 9.0 GPU use "
+                       "target sm90a (the sm_90a sparse MLA kernel); nothing was compiled or launched",
+                       ctx->opt.device, v->cc_major, v->cc_minor);
+    return rt_check_target(ctx, t);
+}
+
 static fa4_status get_kernel(fa4_ctx *ctx, Config *c, fa4_kernel **k)
 {
     char key[320];
@@ -139,6 +152,12 @@ static void bind(const Plan *p, const fa4_mla_sparse_args *a, RtLaunch *l)
         {SCALAR_SCALE_LOG2, {.f32 = (float)((double)scale * 1.4426950408889634)}},
         {SCALAR_SM_SCALE, {.f32 = scale}}};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) l->scalars[v[i].id] = v[i].v, l->has_scalar[v[i].id] = 1;
+    if (!p->n_maps) return;
+    /* the TMA kernel (sm100a): q as (d_qk, h_q, s_q), kv as (d_qk, s_kv) rows for gather4 */
+    l->tensors[TENSOR_Q] = (RtTensor){"q", a->q, MLA_BF16, 3, {(uint64_t)a->d_qk, (uint64_t)a->h_q, (uint64_t)a->s_q},
+                                      {(uint64_t)a->q_stride[1] * MLA_BF16, (uint64_t)a->q_stride[0] * MLA_BF16}};
+    l->tensors[TENSOR_K] = (RtTensor){"kv", a->kv, MLA_BF16, 2, {(uint64_t)a->d_qk, (uint64_t)a->s_kv},
+                                      {(uint64_t)a->kv_stride * MLA_BF16}};
 }
 
 fa4_status fa4_mla_sparse_fwd(fa4_ctx *ctx, const fa4_mla_sparse_args *args, void *stream)
@@ -148,15 +167,22 @@ fa4_status fa4_mla_sparse_fwd(fa4_ctx *ctx, const fa4_mla_sparse_args *args, voi
     Config c;
     fa4_status s;
     if ((s = read_args(ctx, args, &a)) || (s = args_config(ctx, &a, &c))) return s;
+    /* AUTO: the device's target decides the kernel (sm90a on cc 9.x, sm100a on cc 10.x) */
+    /* (without a driver the arguments are still checked first; the driver's absence is reported below) */
+    if (ctx->opt.target == FA4_TARGET_AUTO && rt_driver(ctx) == FA4_OK) {
+        if ((s = rt_device_target(ctx, &c.target))) return s;
+        if (a.config && (s = rt_parse_config(ctx, a.config, &c, "args->config"))) return s;
+    }
     /* the block of top-k positions is the plan's; ask the generator before anything runs */
     Config filled = c;
     char err[512];
     if (config_fill_defaults(&filled, err, sizeof err) || config_check(&filled, err, sizeof err))
         return rt_fail(ctx, FA4_ERR_UNSUPPORTED, "config: %s", err);
-    if ((s = check_shape(ctx, &a, filled.bn)) || (s = check_layout(ctx, &a))) return s;
+    if ((s = check_shape(ctx, &a, filled.target == TARGET_SM100A ? filled.b_topk : filled.bn)) ||
+        (s = check_layout(ctx, &a)))
+        return s;
     if ((s = rt_driver(ctx))) return s;
-    if (ctx->opt.target == FA4_TARGET_AUTO && (s = rt_device_target(ctx, &c.target))) return s;
-    if ((s = rt_check_target(ctx, c.target))) return s;
+    if ((s = check_device(ctx, c.target))) return s;
     fa4_kernel *k;
     if ((s = get_kernel(ctx, &c, &k))) return s;
     RtLaunch l;

@@ -1,0 +1,56 @@
+/* mla100.h - the sm_100a sparse MLA prefill plan (family mla-sparse on sm100a), filled by
+ * sm100/mla_sparse.c's planner and read by its emitter. Offsets are relative to the aligned
+ * dynamic shared memory base; TMEM columns relative to the allocation. */
+#ifndef FA4GEN_MLA100_H
+#define FA4GEN_MLA100_H
+
+#include "../fa4gen.h"
+
+enum { MLA100_SBUFS = 2 }; /* S/P buffers in TMEM: S of block i+1 lands while P of block i is read */
+
+typedef struct SparsePlan100 {
+    int heads;            /* query heads per CTA: the MMA M (64, data path "M = 64": rows in lanes 0-15
+                           * of each lane quarter, or 16-31 for an MMA whose D sits at lane 16) */
+    int block;            /* b_topk: top-k positions per KV block */
+    int cta_group;
+    int dv;               /* V: the first dv columns of every kv row */
+    int half_cols;        /* S columns per lane half: block / 2 (the two QK MMAs per K step) */
+    int o_cols;           /* O columns per lane half: dv / 2 (the two PV MMAs) */
+    int mma_k;            /* elements per MMA K step */
+    int qk_steps, pv_steps; /* K steps per QK MMA pair and per PV MMA pair */
+    int p_step_cols;      /* TMEM columns of P per PV K step */
+    int lane_half;        /* TMEM lane offset of the upper data-path half (16), as an address field */
+    uint32_t idesc_qk, idesc_pv;
+    uint64_t desc_q, desc_k, desc_v; /* smem descriptors with start address 0 */
+
+    /* shared memory */
+    uint32_t off_q, q_chunk_bytes;
+    uint32_t off_kv, kv_stage_bytes, kv_chunk_bytes;
+    uint32_t k_half_bytes;  /* K rows block/2.. start this far into each chunk */
+    uint32_t v_half_bytes;  /* V columns dv/2.. start this far into a stage */
+    uint32_t off_mask, mask_stage_bytes; /* validity bits of a block: block / 32 words */
+    uint32_t off_tmem_slot;
+    int stages;           /* num_mbars */
+    uint32_t tx_q, tx_kv;
+
+    /* mbarriers */
+    uint32_t bar_q_full, bar_kv_full, bar_kv_empty, bar_s_full, bar_p_full, bar_pv_done;
+    int bar_tmem_free;    /* named barrier: softmax done with TMEM, the MMA warp frees it */
+
+    /* TMEM */
+    uint32_t tm_o, tm_s[MLA100_SBUFS];
+    int o_chunk;          /* O columns per tcgen05.ld/st in the rescale and the epilogue */
+
+    /* roles */
+    int warp_mma, warp_load, sfx_warps;
+    int rescale, poly_every;
+} SparsePlan100;
+
+_Static_assert(sizeof(SparsePlan100) <= PLAN_FAMILY_BYTES, "SparsePlan100 outgrows Plan.family");
+static inline SparsePlan100 *mla100_plan(Plan *p) { return (SparsePlan100 *)(void *)p->family; }
+static inline const SparsePlan100 *mla100(const Plan *p) { return (const SparsePlan100 *)(const void *)p->family; }
+
+int sm100_emit_mla_sparse(Emit *e);
+extern const Family sm100_mla_sparse;
+
+#endif
