@@ -60,6 +60,7 @@ typedef struct P {
     Label *labels; int nlabels, label_cap;
     Fix *fixes; int nfixes, fix_cap;
     char dyn_smem[64];
+    int tc_group, tc_group_line; /* the .cta_group of the entry's tcgen05 instructions so far (0: none) */
 } P;
 
 static void fail(P *p, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
@@ -484,6 +485,12 @@ static void decode_tcgen05(P *p, Ins *in, const Toks *k, const char *w)
 {
     const char *op = k->t[1], *r;
     in->b = (int16_t)cta_group_of(k);
+    if (prefix(k, "cta_group::", NULL)) { /* as ptxas: one kernel's tcgen05 instructions share one .cta_group */
+        if (p->tc_group && p->tc_group != in->b)
+            fail(p, "'%s': .cta_group::%d, but line %d used .cta_group::%d (one kernel's tcgen05 instructions must "
+                 "all use the same)", w, in->b, p->tc_group_line, p->tc_group);
+        p->tc_group = in->b, p->tc_group_line = p->line;
+    }
     if (!strcmp(op, "alloc")) in->op = OP_TC_ALLOC;
     else if (!strcmp(op, "dealloc")) in->op = OP_TC_DEALLOC;
     else if (!strcmp(op, "relinquish_alloc_permit")) in->op = OP_TC_RELINQUISH;
@@ -813,6 +820,7 @@ static void parse_entry(P *p)
     memset(e, 0, sizeof *e);
     p->reg_cap = p->ins_cap = 0;
     p->nlabels = p->nfixes = 0;
+    p->tc_group = p->tc_group_line = 0;
     free(p->hash);
     p->hash = NULL, p->hash_cap = 0;
     word(p, e->name, sizeof e->name);

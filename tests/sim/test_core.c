@@ -516,6 +516,109 @@ static const char k_remote_cta_space[] = HEADER_TMAP
     "mov.u32 %r1, smem; mapa.shared::cluster.u32 %r2, %r1, 0; ld.shared::cta.u32 %r3, [%r2];\n"
     "$d: ret;\n}\n";
 
+/* The tensor cores of a CTA pair, end to end: D[256 x 64] = A[256 x 16] B[64 x 16]^T in bf16 with
+ * cta_group::2. Each CTA (128 threads) stores its half of A (rows 128 rank + i) and of B (rows
+ * 32 rank + j) in shared memory (no swizzle, K-major: 8-row core matrices of 16 bytes, SBO 128,
+ * LBO 2048 for A, 512 for B), fences (FENCE) and meets the other at the cluster barrier; warp 0 of
+ * each allocates 256 TMEM columns. CTA 0 thread 0 copies A into TMEM (CP, columns 128..135), issues
+ * the A-from-TMEM MMA and commits to the done barrier of both CTAs; every thread waits (WAIT), and
+ * each warp reads its 32 rows of D (8 x 32x32b.x8) to global +16384, row-major f32. */
+#define K_PAIR_MMA(FENCE, CP, WAIT) HEADER_TMAP \
+    ".reg .b64 %a, %g, %ad, %bd, %o; .reg .b32 %r<40>; .reg .pred %q<4>; .reg .b16 %m;\n" \
+    "ld.param.u64 %a, [p]; mov.u32 %r0, %tid.x; mov.u32 %r1, %cluster_ctarank;\n" \
+    "mov.u32 %r2, smem; add.u32 %r2, %r2, 1023; and.b32 %r2, %r2, -1024; add.u32 %r3, %r2, 6144; add.u32 %r4, %r2, 6160;\n" \
+    "shr.u32 %r5, %r0, 5; and.b32 %r6, %r0, 31;\n" \
+    "shl.b32 %r7, %r1, 7; add.u32 %r7, %r7, %r0; mul.wide.u32 %g, %r7, 32; add.u64 %g, %g, %a;\n" \
+    "and.b32 %r8, %r0, 7; shl.b32 %r8, %r8, 4; shr.u32 %r9, %r0, 3; shl.b32 %r9, %r9, 7; add.u32 %r8, %r8, %r9;\n" \
+    "add.u32 %r8, %r8, %r2;\n" \
+    "ld.global.v4.u32 {%r10, %r11, %r12, %r13}, [%g]; st.shared.v4.u32 [%r8], {%r10, %r11, %r12, %r13};\n" \
+    "ld.global.v4.u32 {%r10, %r11, %r12, %r13}, [%g+16]; st.shared.v4.u32 [%r8+2048], {%r10, %r11, %r12, %r13};\n" \
+    "setp.lt.u32 %q0, %r0, 32; @!%q0 bra $nob;\n" \
+    "shl.b32 %r7, %r1, 5; add.u32 %r7, %r7, %r0; mul.wide.u32 %g, %r7, 32; add.u64 %g, %g, %a; add.u32 %r8, %r8, 4096;\n" \
+    "ld.global.v4.u32 {%r10, %r11, %r12, %r13}, [%g+8192]; st.shared.v4.u32 [%r8], {%r10, %r11, %r12, %r13};\n" \
+    "ld.global.v4.u32 {%r10, %r11, %r12, %r13}, [%g+8208]; st.shared.v4.u32 [%r8+512], {%r10, %r11, %r12, %r13};\n" \
+    "$nob: " FENCE "\n" \
+    "setp.ne.u32 %q1, %r5, 0; @%q1 bra $na;\n" \
+    "tcgen05.alloc.cta_group::2.sync.aligned.shared::cta.b32 [%r3], 256;\n" \
+    "tcgen05.relinquish_alloc_permit.cta_group::2.sync.aligned;\n" \
+    "$na: setp.ne.u32 %q2, %r0, 0; @%q2 bra $nb; mbarrier.init.shared::cta.b64 [%r4], 1; fence.mbarrier_init.release.cluster;\n" \
+    "$nb: tcgen05.fence::before_thread_sync; barrier.cluster.arrive.release.aligned; barrier.cluster.wait.acquire.aligned;\n" \
+    "tcgen05.fence::after_thread_sync; ld.shared.u32 %r14, [%r3];\n" \
+    "setp.ne.u32 %q3, %r1, 0; @%q3 bra $w; @%q2 bra $w;\n" \
+    "cvt.u64.u32 %ad, %r2; shr.u64 %ad, %ad, 4; and.b64 %ad, %ad, 0x3fff; or.b64 %ad, %ad, 0x400800800000;\n" \
+    "add.u32 %r15, %r2, 4096; cvt.u64.u32 %bd, %r15; shr.u64 %bd, %bd, 4; and.b64 %bd, %bd, 0x3fff;\n" \
+    "or.b64 %bd, %bd, 0x400800200000; add.u32 %r16, %r14, 128;\n" \
+    CP " [%r16], %ad;\n" \
+    "mov.u32 %r17, 0x10100490; setp.ne.u32 %q0, %r17, %r17;\n" \
+    "tcgen05.mma.cta_group::2.kind::f16 [%r14], [%r16], %bd, %r17, %q0;\n" \
+    "mov.b16 %m, 3;\n" \
+    "tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster.multicast::cluster.b64 [%r4], %m;\n" \
+    "$w: " WAIT "\n" \
+    "tcgen05.fence::after_thread_sync;\n" \
+    "shl.b32 %r18, %r5, 21; add.u32 %r18, %r18, %r14;\n" \
+    "shl.b32 %r19, %r1, 7; shl.b32 %r20, %r5, 5; add.u32 %r19, %r19, %r20; add.u32 %r19, %r19, %r6;\n" \
+    "mul.wide.u32 %o, %r19, 256; add.u64 %o, %o, %a; add.u64 %o, %o, 16384; mov.u32 %r21, 0;\n" \
+    "$ld: add.u32 %r22, %r18, %r21;\n" \
+    "tcgen05.ld.sync.aligned.32x32b.x8.b32 {%r24, %r25, %r26, %r27, %r28, %r29, %r30, %r31}, [%r22];\n" \
+    "tcgen05.wait::ld.sync.aligned;\n" \
+    "st.global.v4.u32 [%o], {%r24, %r25, %r26, %r27}; st.global.v4.u32 [%o+16], {%r28, %r29, %r30, %r31};\n" \
+    "add.u64 %o, %o, 32; add.u32 %r21, %r21, 8; setp.lt.u32 %q0, %r21, 64; @%q0 bra $ld;\n" \
+    "tcgen05.fence::before_thread_sync; barrier.cluster.arrive.release.aligned; barrier.cluster.wait.acquire.aligned;\n" \
+    "tcgen05.fence::after_thread_sync;\n" \
+    "@%q1 bra $d; tcgen05.dealloc.cta_group::2.sync.aligned.b32 %r14, 256;\n" \
+    "$d: ret;\n}\n"
+#define PM_FENCE "fence.proxy.async.shared::cta;"
+#define PM_CP "tcgen05.cp.cta_group::2.128x256b"
+#define PM_WAIT "$l: mbarrier.try_wait.parity.shared::cta.b64 %q0, [%r4], 0; @!%q0 bra $l;"
+static const char k_pair_mma[] = K_PAIR_MMA(PM_FENCE, PM_CP, PM_WAIT);
+/* the stores reach the async proxy (cp, MMA) without fence.proxy.async */
+static const char k_pair_mma_nofence[] = K_PAIR_MMA("", PM_CP, PM_WAIT);
+/* a cta_group::1 copy beside cta_group::2 ops: refused, as ptxas refuses it */
+static const char k_pair_mma_cp1[] = K_PAIR_MMA(PM_FENCE, "tcgen05.cp.cta_group::1.128x256b", PM_WAIT);
+/* waiting on the wrong parity passes at once: D is read before the commit */
+static const char k_pair_mma_early[] =
+    K_PAIR_MMA(PM_FENCE, PM_CP, "$l: mbarrier.try_wait.parity.shared::cta.b64 %q0, [%r4], 1; @!%q0 bra $l;");
+
+static uint16_t bf16_of(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)(u >> 16); /* the values used are exact in bf16 */
+}
+
+static void test_pair_mma(void)
+{
+    CUdeviceptr big;
+    if (cuMemAlloc(&big, 16384 + 65536)) { check(0, "cuMemAlloc for the pair MMA"); return; }
+    static float a[256][16], b[64][16], d[256][64];
+    static uint16_t in[256 * 16 + 64 * 16];
+    srand(7);
+    for (int i = 0; i < 256; i++)
+        for (int k = 0; k < 16; k++) a[i][k] = (float)(rand() % 17 - 8) / 4.0f, in[i * 16 + k] = bf16_of(a[i][k]);
+    for (int j = 0; j < 64; j++)
+        for (int k = 0; k < 16; k++) b[j][k] = (float)(rand() % 17 - 8) / 8.0f, in[4096 + j * 16 + k] = bf16_of(b[j][k]);
+    cuMemsetD8(big, 0, 16384 + 65536);
+    cuMemcpyHtoD(big, in, sizeof in);
+    CUtensorMap unused;
+    memset(&unused, 0, sizeof unused);
+    expect_cluster("tcgen05.cp + mma + commit.multicast, cta_group::2", k_pair_mma, 2, 128, big, &unused, NULL);
+    cuMemcpyDtoH(d, big + 16384, sizeof d);
+    int bad = 0;
+    for (int i = 0; i < 256; i++)
+        for (int j = 0; j < 64; j++) {
+            double want = 0;
+            for (int k = 0; k < 16; k++) want += (double)a[i][k] * b[j][k];
+            bad += d[i][j] != (float)want;
+        }
+    check(!bad, "cta_group::2 pair: D = A B^T over 256 rows (both CTAs' A copied into their own TMEM)");
+    expect_cluster("pair MMA without fence.proxy.async", k_pair_mma_nofence, 2, 128, big, &unused, "fence.proxy.async");
+    CUmodule mod;
+    check(cuModuleLoadDataEx(&mod, k_pair_mma_cp1, 0, NULL, NULL) == CUDA_ERROR_INVALID_PTX,
+          "tcgen05.cp.cta_group::1 in a kernel of cta_group::2 ops is refused at load");
+    expect_cluster("pair MMA result read before the commit", k_pair_mma_early, 2, 128, big, &unused, "TMEM");
+    cuMemFree(big);
+}
+
 static void test_pairs(CUdeviceptr buf)
 {
     uint16_t rows[8][64];
@@ -662,6 +765,7 @@ int main(void)
 
     test_cp_async(buf);
     test_pairs(buf);
+    test_pair_mma();
 
     cuMemFree(buf);
     printf("test_core: %d passed, %d failed\n", passed, failed);
