@@ -205,6 +205,12 @@ static int mla_plan(const Config *c, Plan *p, char *err, size_t n)
               s->heads, s->half_cols, s->mma_k, s->idesc_qk);
     plan_note(p, "pv mma", "2 x %d x M%d N%d K%d TS per block (O halves; idesc 0x%08X)", s->pv_steps, s->heads,
               s->o_cols, s->mma_k, s->idesc_pv);
+    /* the MMA thread's code holds each S buffer's QK once and its PV three times (after the next block's
+     * QK, before a skipped block, after the loop): tests/ptxas/mla_sm100.sh counts them in the SASS */
+    int per_block = 2 * s->qk_steps + 2 * s->pv_steps;
+    plan_note(p, "mma per kv block", "%d (QK 2 x %d, PV 2 x %d)", per_block, s->qk_steps, s->pv_steps);
+    plan_note(p, "mma issue sites", "%d (%d S buffers x (QK %d + 3 x PV %d))",
+              MLA100_SBUFS * (2 * s->qk_steps + 3 * 2 * s->pv_steps), MLA100_SBUFS, 2 * s->qk_steps, 2 * s->pv_steps);
     plan_note(p, "gather", "%d x gather4 per block (%d rows x %d chunks), %u bytes", s->block / 4 * p->qk_chunks,
               s->block, p->qk_chunks, s->tx_kv);
     plan_note(p, "lse", "natural log; +inf for a row with no valid index (max_logits -inf, out 0)");
