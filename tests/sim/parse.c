@@ -527,6 +527,8 @@ static void decode_tcgen05(P *p, Ins *in, const Toks *k, const char *w)
         else fail(p, "%s: shape not simulated", w);
         in->c = has(k, "warpx2::02_13") ? TC_MC_WARPX2_02_13 : has(k, "warpx2::01_23") ? TC_MC_WARPX2_01_23
               : has(k, "warpx4") ? TC_MC_WARPX4 : TC_MC_NONE;
+        if (has(k, "b8x16") || prefix(k, "b6x16", NULL) || prefix(k, "b4x16", NULL))
+            fail(p, "%s: the decompressing copies (.b8x16 from 6- or 4-bit sources) are not simulated", w);
     } else fail(p, "'%s' is not simulated", w);
 }
 
@@ -615,6 +617,7 @@ static void decode(P *p, Ins *in, const char *w)
             in->space = (uint8_t)space_of(&k);
             if (has(&k, "v2")) in->vec = 2;
             if (has(&k, "v4")) in->vec = 4;
+            if (has(&k, "v8")) in->vec = 8; /* 256-bit global loads and stores (sm_100) */
             if (in->op == OP_CVTA && has(&k, "to")) fail(p, "'%s': cvta.to is not simulated", w);
         }
         if (in->op == OP_SETMAXNREG && !(in->mods & (M_INC | M_DEC))) fail(p, "%s: .inc or .dec", w);

@@ -632,8 +632,38 @@ static void complete_tma_store(Sim *s, Op *op)
     if (t->state == TS_BULK) t->state = TS_RUN; /* re-checks its wait */
 }
 
+/* Has every thread of the CTA exited? */
+static int cta_exited(Sim *s, int cta)
+{
+    const Cta *c = &s->cta[cta];
+    for (int i = c->first_thread; i < c->first_thread + c->nthreads; i++)
+        if (s->th[i].state != TS_EXIT) return 0;
+    return 1;
+}
+
+/* A .cta_group::2 op needs the peer CTA in the cluster and, until it completes, not exited (the ISA's
+ * issue granularity: "the peer CTA should be active and should not have exited"). */
+static int pair_peer_ok(Sim *s, int cta, int line, const char *what)
+{
+    int peer = cta ^ 1;
+    if (peer >= s->ncta) {
+        sim_hazard(s, SIM_FAULT, "%s.cta_group::2 in CTA %d of a %d-CTA cluster: the peer CTA (rank %d) does not exist",
+                   what, cta, s->ncta, peer);
+        return 0;
+    }
+    if (cta_exited(s, peer)) {
+        sim_hazard(s, SIM_HAZARD, "%s.cta_group::2 (line %d) of CTA %d: the peer CTA %d has exited before it completed",
+                   what, line, cta, peer);
+        return 0;
+    }
+    return 1;
+}
+
 static void complete_mma(Sim *s, Op *op)
 {
+    if ((op->kind == A_CP ? op->u.cp.cta_group : op->u.mma.mma.cta_group) == 2 &&
+        !pair_peer_ok(s, op->cta, op->line, op->kind == A_CP ? "tcgen05.cp" : "tcgen05.mma"))
+        return;
     Ctx c;
     ctx_init(&c, s, NULL, NULL, 0, op->kind == A_CP ? "tcgen05.cp" : "tcgen05.mma");
     c.pipe = pipe_clk(s, op->cta);
@@ -1352,6 +1382,7 @@ static void exec_tc_mma(Sim *s, Thread *t, const Ins *in)
 {
     const Operand *o = in->ops;
     if (in->nops != 5) { sim_hazard(s, SIM_UNSUPPORTED, "tcgen05.mma with disable-output-lane or scale operands is not simulated"); return; }
+    if (in->b == 2 && !pair_peer_ok(s, t->cta, in->line, "tcgen05.mma")) return;
     Op *op = op_new(s, A_MMA, t, pipe_stream(s, t->cta));
     if (!op) return;
     TcMma *m = &op->u.mma.mma;
@@ -1374,6 +1405,7 @@ static void exec_tc_mma(Sim *s, Thread *t, const Ins *in)
 
 static void exec_tc_cp(Sim *s, Thread *t, const Ins *in)
 {
+    if (in->b == 2 && !pair_peer_ok(s, t->cta, in->line, "tcgen05.cp")) return;
     Op *op = op_new(s, A_CP, t, pipe_stream(s, t->cta));
     if (!op) return;
     op->u.cp.cta = t->cta;

@@ -162,6 +162,13 @@ static const char k_alu16[] = HEADER
     "st.global.b32 [%a+100], %r28;\n"
     "ret;\n}\n";
 
+/* 256-bit global load and store (sm_100, PTX 8.8) */
+static const char k_v8[] = ".version 8.8\n.target sm_100a\n.address_size 64\n"
+    ".visible .entry k(.param .u64 p)\n{\n"
+    ".reg .b64 %a; .reg .b32 %r<8>;\n"
+    "ld.param.u64 %a, [p]; ld.global.v8.b32 {%r0, %r1, %r2, %r3, %r4, %r5, %r6, %r7}, [%a];\n"
+    "st.global.v8.b32 [%a+32], {%r7, %r6, %r5, %r4, %r3, %r2, %r1, %r0};\nret;\n}\n";
+
 /* warp sum of the lane ids with shfl.bfly; vote.any; elect */
 static const char k_warp[] = HEADER
     ".visible .entry k(.param .u64 p)\n{\n"
@@ -579,6 +586,12 @@ static const char k_pair_mma_cp1[] = K_PAIR_MMA(PM_FENCE, "tcgen05.cp.cta_group:
 static const char k_pair_mma_early[] =
     K_PAIR_MMA(PM_FENCE, PM_CP, "$l: mbarrier.try_wait.parity.shared::cta.b64 %q0, [%r4], 1; @!%q0 bra $l;");
 
+/* CTA 1 frees its TMEM and exits instead of waiting: the pair MMA writes into a CTA that is gone */
+static const char k_pair_mma_peer_exit[] = K_PAIR_MMA(
+    PM_FENCE, PM_CP,
+    "@%q3 bra $x; $l: mbarrier.try_wait.parity.shared::cta.b64 %q0, [%r4], 0; @!%q0 bra $l; bra $y;\n"
+    "$x: @%q1 bra $z; tcgen05.dealloc.cta_group::2.sync.aligned.b32 %r14, 256;\n$z: exit;\n$y:");
+
 static uint16_t bf16_of(float f)
 {
     uint32_t u;
@@ -616,6 +629,9 @@ static void test_pair_mma(void)
     check(cuModuleLoadDataEx(&mod, k_pair_mma_cp1, 0, NULL, NULL) == CUDA_ERROR_INVALID_PTX,
           "tcgen05.cp.cta_group::1 in a kernel of cta_group::2 ops is refused at load");
     expect_cluster("pair MMA result read before the commit", k_pair_mma_early, 2, 128, big, &unused, "TMEM");
+    /* reported as the peer's early dealloc, a write to its freed columns or its exit, as the schedule falls */
+    expect_cluster("pair MMA while the peer CTA frees its TMEM and exits", k_pair_mma_peer_exit, 2, 128, big, &unused,
+                   "hazard");
     cuMemFree(big);
 }
 
@@ -732,6 +748,11 @@ int main(void)
     check(h[5] == (uint32_t)-3, "cvt.rmi then cvt.rzi: floor(-2.5) = -3");
 
     test_alu16(buf);
+    for (int i = 0; i < 8; i++) h[i] = 0x100u + (uint32_t)i;
+    cuMemcpyHtoD(buf, h, 32);
+    expect_ok("ld/st.global.v8", k_v8, 1, buf);
+    cuMemcpyDtoH(h, buf + 32, 32);
+    check(h[0] == 0x107 && h[7] == 0x100 && h[3] == 0x104, "ld.global.v8.b32 / st.global.v8.b32 move 8 words in order");
 
     cuMemsetD8(buf, 0, 4096);
     expect_ok("warp", k_warp, 32, buf);
