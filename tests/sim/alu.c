@@ -200,23 +200,23 @@ static double sum_err(double a, double b, double s)
     return (a - (s - bb)) + (b - bb);
 }
 
-/* One element of add/sub/mul/fma/min/max/neg/abs on f16 or bf16 (bf): computed exactly in double
- * (products of two 16-bit floats are exact), rounded once. .ftz (f16 only) flushes subnormal
- * inputs and results, .sat clamps to [0, 1], .relu clamps negatives to 0; .NaN makes min/max
+/* One element of add/sub/mul/fma/min/max/neg/abs/ex2 on f16 or bf16 (bf): computed exactly in double
+ * (products of two 16-bit floats are exact), rounded once. .ftz flushes subnormal inputs and results, .sat clamps to [0, 1], .relu clamps negatives to 0; .NaN makes min/max
  * return NaN when an input is NaN (else a NaN input loses to the other). */
 static uint32_t half_op(const Ins *in, int bf, uint32_t ha, uint32_t hb, uint32_t hc)
 {
     ha &= 0xffff, hb &= 0xffff, hc &= 0xffff;
     if (in->op == OP_NEG) return ha ^ 0x8000u;
     if (in->op == OP_ABS) return ha & 0x7fffu;
-    int fz = !bf && (in->mods & M_FTZ);
-    double x = h2d(ha, bf), y = h2d(hb, bf), z = h2d(hc, bf), r, err = 0;
+    int fz = !!(in->mods & M_FTZ);
+    double x = h2d(ha, bf), y = h2d(hb, bf), z = h2d(hc, bf), r, err = 0, tiny = bf ? 0x1p-126 : 0x1p-14;
     if (fz) {
-        if (fabs(x) < 0x1p-14) x = copysign(0.0, x);
-        if (fabs(y) < 0x1p-14) y = copysign(0.0, y);
-        if (fabs(z) < 0x1p-14) z = copysign(0.0, z);
+        if (fabs(x) < tiny) x = copysign(0.0, x);
+        if (fabs(y) < tiny) y = copysign(0.0, y);
+        if (fabs(z) < tiny) z = copysign(0.0, z);
     }
     switch (in->op) {
+    case OP_EX2: r = exp2(x); break; /* .approx: the correctly rounded value is within its bound */
     case OP_MIN: case OP_MAX: {
         if (isnan(x) || isnan(y)) {
             if ((in->mods & M_NAN) || (isnan(x) && isnan(y))) return 0x7fff;
@@ -248,7 +248,7 @@ static uint32_t half_op(const Ins *in, int bf, uint32_t ha, uint32_t hb, uint32_
         if (r > 1 || (r == 1 && err > 0)) r = 1, err = 0;
     }
     uint32_t h = round16(r, err, bf, 0);
-    if (fz && (h & 0x7c00u) == 0) h &= 0x8000u;
+    if (fz && (h & (bf ? 0x7f80u : 0x7c00u)) == 0) h &= 0x8000u;
     return h;
 }
 
@@ -257,7 +257,7 @@ static void exec_half(Sim *s, Thread *t, const Ins *in)
 {
     const Operand *o = in->ops;
     int bf = in->type == T_BF16 || in->type == T_BF16X2, pairs = in->type == T_F16X2 || in->type == T_BF16X2;
-    int nsrc = in->op == OP_NEG || in->op == OP_ABS ? 1 : in->op == OP_FMA || in->op == OP_MAD ? 3 : 2;
+    int nsrc = in->op == OP_NEG || in->op == OP_ABS || in->op == OP_EX2 ? 1 : in->op == OP_FMA || in->op == OP_MAD ? 3 : 2;
     uint64_t a = alu_val(s, t, &o[1]), b = nsrc > 1 ? alu_val(s, t, &o[2]) : 0, c = nsrc > 2 ? alu_val(s, t, &o[3]) : 0;
     uint32_t r = half_op(in, bf, (uint32_t)a, (uint32_t)b, (uint32_t)c);
     if (pairs) r |= half_op(in, bf, (uint32_t)a >> 16, (uint32_t)b >> 16, (uint32_t)c >> 16) << 16;
@@ -463,6 +463,10 @@ static void exec_float(Sim *s, Thread *t, const Ins *in)
         float b = f32(alu_val(s, t, &o[2]));
         if (fz) b = ftz(b);
         r = fbin(in->op, a, b, in->mods);
+        if ((in->op == OP_MIN || in->op == OP_MAX) && in->nops == 4) { /* the three-input form (sm_100) */
+            float c = f32(alu_val(s, t, &o[3]));
+            r = fbin(in->op, r, fz ? ftz(c) : c, in->mods);
+        }
     }
     }
     if (fz) r = ftz(r);
@@ -553,6 +557,45 @@ static int exec_int(Sim *s, Thread *t, const Ins *in)
     return 1;
 }
 
+/* bfind (.shiftamt), brev, bfi, shf.{l,r}.{wrap,clamp} */
+static int exec_bits(Sim *s, Thread *t, const Ins *in)
+{
+    const Operand *o = in->ops;
+    int w = width(in->type);
+    uint64_t a = trunc_to(alu_val(s, t, &o[1]), in->type), r;
+    switch (in->op) {
+    case OP_BFIND: { /* the most significant bit that differs from the sign (signed) or is set; ~0 if none */
+        uint64_t v = is_signed(in->type) && (a >> (w - 1)) & 1 ? trunc_to(~a, in->type) : a;
+        if (!v) { r = 0xffffffffu; break; }
+        int pos = 63 - __builtin_clzll(v);
+        r = (uint64_t)(in->c ? w - 1 - pos : pos);
+        break;
+    }
+    case OP_BREV:
+        r = 0;
+        for (int i = 0; i < w; i++) r |= ((a >> i) & 1) << (w - 1 - i);
+        break;
+    case OP_BFI: { /* bfi d, f, b, pos, len: b with bits [pos, pos + len) taken from f */
+        uint64_t b = trunc_to(alu_val(s, t, &o[2]), in->type);
+        uint32_t pos = (uint32_t)alu_val(s, t, &o[3]) & 0xff, len = (uint32_t)alu_val(s, t, &o[4]) & 0xff;
+        r = b;
+        for (uint32_t i = 0; i < len && pos + i < (uint32_t)w; i++)
+            r = (r & ~(1ull << (pos + i))) | ((a >> i) & 1) << (pos + i);
+        break;
+    }
+    default: { /* shf: the 64-bit {b, a} (b high) shifted by c (wrap: c % 32, clamp: min(c, 32)); the high
+                * word for .l, the low word for .r */
+        uint64_t b = (uint32_t)alu_val(s, t, &o[2]), both = b << 32 | (uint32_t)a;
+        uint32_t c = (uint32_t)alu_val(s, t, &o[3]), n = in->c ? (c > 32 ? 32 : c) : c & 31;
+        r = in->a ? (uint32_t)(both >> n) : (uint32_t)((both << n) >> 32);
+        alu_set(s, t, &o[0], r);
+        return 1;
+    }
+    }
+    alu_set(s, t, &o[0], in->op == OP_BFIND ? (uint32_t)r : trunc_to(r, in->type));
+    return 1;
+}
+
 static void exec_setp(Sim *s, Thread *t, const Ins *in)
 {
     const Operand *o = in->ops;
@@ -608,8 +651,15 @@ int alu_exec(Sim *s, Thread *t, const Ins *in)
         alu_set(s, t, &o[0], lop3((uint32_t)alu_val(s, t, &o[1]), (uint32_t)alu_val(s, t, &o[2]),
                                   (uint32_t)alu_val(s, t, &o[3]), (uint32_t)alu_val(s, t, &o[4]) & 0xff));
         return 1;
+    case OP_BFIND: case OP_BREV: case OP_BFI: case OP_SHF: return exec_bits(s, t, in);
+    case OP_COPYSIGN: {
+        if (in->type != T_F32) break;
+        uint64_t a = alu_val(s, t, &o[1]), b = alu_val(s, t, &o[2]);
+        alu_set(s, t, &o[0], (b & 0x7fffffffu) | (a & 0x80000000u)); /* |b| with the sign of a */
+        return 1;
+    }
     case OP_EX2: case OP_LG2: case OP_RCP: case OP_SQRT: case OP_RSQRT: case OP_FMA:
-        if (in->op == OP_FMA && is_half16(in->type)) { exec_half(s, t, in); return 1; }
+        if ((in->op == OP_FMA || in->op == OP_EX2) && is_half16(in->type)) { exec_half(s, t, in); return 1; }
         if (in->op == OP_FMA && in->type == T_F32X2) { exec_f32x2(s, t, in); return 1; }
         if (in->type != T_F32) break;
         exec_float(s, t, in);

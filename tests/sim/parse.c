@@ -429,7 +429,7 @@ static const struct { const char *w; uint32_t m; } mod_words[] = {
     {"ftz", M_FTZ}, {"approx", M_APPROX}, {"sat", M_SAT}, {"rn", M_RN}, {"rz", M_RZ}, {"rm", M_RM},
     {"rp", M_RP}, {"rni", M_RNI}, {"rzi", M_RZI}, {"rmi", M_RMI}, {"rpi", M_RPI}, {"lo", M_LO}, {"hi", M_HI},
     {"wide", M_WIDE}, {"uni", M_UNI}, {"satfinite", M_SATFINITE}, {"read", M_READ}, {"inc", M_INC},
-    {"dec", M_DEC}, {"relu", M_RELU}, {"NaN", M_NAN}, {"relaxed", M_RELAXED},
+    {"dec", M_DEC}, {"relu", M_RELU}, {"NaN", M_NAN}, {"relaxed", M_RELAXED}, {"abs", M_ABS},
 };
 
 static uint32_t mods_of(const Toks *k)
@@ -460,7 +460,8 @@ static const struct { const char *w; int op; } simple_ops[] = {
     {"not", OP_NOT}, {"and", OP_AND}, {"or", OP_OR}, {"xor", OP_XOR}, {"shl", OP_SHL}, {"shr", OP_SHR},
     {"selp", OP_SELP}, {"cvt", OP_CVT}, {"cvta", OP_CVTA}, {"ex2", OP_EX2}, {"lg2", OP_LG2}, {"rcp", OP_RCP},
     {"sqrt", OP_SQRT}, {"rsqrt", OP_RSQRT}, {"bfe", OP_BFE}, {"popc", OP_POPC}, {"clz", OP_CLZ},
-    {"prmt", OP_PRMT}, {"lop3", OP_LOP3},
+    {"prmt", OP_PRMT}, {"lop3", OP_LOP3}, {"bfind", OP_BFIND}, {"brev", OP_BREV}, {"bfi", OP_BFI}, {"shf", OP_SHF},
+    {"copysign", OP_COPYSIGN},
     {"ld", OP_LD}, {"st", OP_ST}, {"mapa", OP_MAPA}, {"bra", OP_BRA}, {"ret", OP_RET}, {"exit", OP_EXIT},
     {"elect", OP_ELECT}, {"setmaxnreg", OP_SETMAXNREG},
 };
@@ -571,6 +572,11 @@ static void decode_cp(P *p, Ins *in, const Toks *k, const char *w)
     for (int i = 0; i < k->n; i++)
         if (isdigit((unsigned char)k->t[i][0]) && k->t[i][1] == 'd' && !k->t[i][2]) in->a = (int16_t)(k->t[i][0] - '0');
     if (!in->a) fail(p, "%s: no dimension", w);
+    if (has(k, "prefetch")) { /* a hint to L2: only its operands are checked */
+        in->op = OP_TMA_PREFETCH;
+        if (has(k, "tile::gather4")) in->mods |= M_GATHER4;
+        return;
+    }
     in->b = (int16_t)cta_group_of(k);
     if (has(k, "tile::gather4")) in->mods |= M_GATHER4;
     if (has(k, "multicast::cluster")) in->mods |= M_MULTICAST;
@@ -629,6 +635,10 @@ static void decode(P *p, Ins *in, const char *w)
         }
         if (in->op == OP_LOP3 && (has(&k, "or") || has(&k, "and")))
             fail(p, "'%s': lop3 with a predicate result is not simulated", w);
+        if (in->op == OP_SHF) in->a = (int16_t)(has(&k, "r") ? 1 : 0), in->c = (int16_t)has(&k, "clamp");
+        if (in->op == OP_BFIND) in->c = (int16_t)has(&k, "shiftamt");
+        if (has(&k, "xorsign") || has(&k, "oob"))
+            fail(p, "'%s': .xorsign and .oob forms are not simulated", w);
         return;
     }
     if (!strcmp(b, "setp")) {
@@ -641,6 +651,13 @@ static void decode(P *p, Ins *in, const char *w)
     } else if (!strcmp(b, "shfl")) {
         in->op = OP_SHFL;
         in->a = has(&k, "bfly") ? 0 : has(&k, "up") ? 1 : has(&k, "down") ? 2 : has(&k, "idx") ? 3 : -1;
+        if (in->a < 0 || !has(&k, "sync")) fail(p, "'%s' not understood", w);
+    } else if (!strcmp(b, "redux")) {
+        /* redux.sync.op{.abs}{.NaN}.type d, a, membermask */
+        static const char *rops[] = {"add", "min", "max", "and", "or", "xor"};
+        in->op = OP_REDUX, in->a = -1;
+        for (int i = 0; i < 6; i++)
+            if (has(&k, rops[i])) in->a = (int16_t)i;
         if (in->a < 0 || !has(&k, "sync")) fail(p, "'%s' not understood", w);
     } else if (!strcmp(b, "vote")) {
         in->op = OP_VOTE;

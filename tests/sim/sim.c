@@ -1510,7 +1510,7 @@ static void exec_tc_dealloc(Sim *s, Thread *t, uint32_t taddr, int ncols)
 static int is_collective(int op)
 {
     switch (op) {
-    case OP_SHFL: case OP_VOTE: case OP_ELECT: case OP_BAR_WARP: case OP_TC_ALLOC: case OP_TC_DEALLOC:
+    case OP_SHFL: case OP_VOTE: case OP_ELECT: case OP_BAR_WARP: case OP_REDUX: case OP_TC_ALLOC: case OP_TC_DEALLOC:
     case OP_TC_RELINQUISH: case OP_TC_LD: case OP_TC_ST: case OP_WG_MMA: case OP_WG_COMMIT:
         return 1;
     default: return 0;
@@ -1611,6 +1611,44 @@ static void coll_wgmma(Sim *s, Thread **ts, int n, const Ins *in)
     op_push(s, op);
 }
 
+/* redux.sync.op{.abs}{.NaN}.type: add/min/max of .u32/.s32, and/or/xor of .b32, min/max of .f32
+ * (.abs first takes magnitudes; .NaN makes any NaN the result, else NaNs lose), one result for all */
+static void coll_redux(Sim *s, Thread **ts, int n, const Ins *in)
+{
+    int f = in->type == T_F32, sg = in->type == T_S32;
+    uint32_t acc = 0;
+    float facc = NAN;
+    int fnan = 0;
+    for (int i = 0; i < n; i++) {
+        uint32_t v = (uint32_t)alu_val(s, ts[i], &in->ops[1]);
+        if (f) {
+            float x;
+            memcpy(&x, &v, 4);
+            if (in->mods & M_ABS) x = fabsf(x);
+            if (isnan(x)) { fnan = 1; continue; }
+            if (isnan(facc) || (in->a == 1 ? (x < facc || (x == facc && signbit(x)))
+                                           : (x > facc || (x == facc && !signbit(x)))))
+                facc = x;
+            continue;
+        }
+        if (!i) { acc = v; continue; }
+        switch (in->a) {
+        case 0: acc += v; break;
+        case 1: acc = sg ? ((int32_t)v < (int32_t)acc ? v : acc) : (v < acc ? v : acc); break;
+        case 2: acc = sg ? ((int32_t)v > (int32_t)acc ? v : acc) : (v > acc ? v : acc); break;
+        case 3: acc &= v; break;
+        case 4: acc |= v; break;
+        default: acc ^= v; break;
+        }
+    }
+    if (f) {
+        if (in->a != 1 && in->a != 2) { sim_hazard(s, SIM_UNSUPPORTED, "redux.sync of .f32 other than min/max"); return; }
+        if (fnan && (in->mods & M_NAN)) facc = NAN;
+        memcpy(&acc, &facc, 4);
+    }
+    for (int i = 0; i < n; i++) alu_set(s, ts[i], &in->ops[0], acc);
+}
+
 static void coll_exec(Sim *s, Thread **ts, int n, const Ins *in)
 {
     Thread *t0 = ts[0];
@@ -1657,6 +1695,7 @@ static void coll_exec(Sim *s, Thread **ts, int n, const Ins *in)
                                          : in->a == 2 ? (uint64_t)uni : ballot);
         break;
     }
+    case OP_REDUX: coll_redux(s, ts, n, in); break;
     case OP_ELECT: {
         int leader = 32;
         for (int i = 0; i < n; i++) if (ts[i]->lane < leader) leader = ts[i]->lane;
@@ -1705,7 +1744,8 @@ static int try_collective(Sim *s, int wi)
     }
     uint32_t mask = 0xffffffffu;
     if (in->op == OP_SHFL) mask = (uint32_t)alu_val(s, first, &in->ops[4]);
-    else if (in->op == OP_VOTE || in->op == OP_BAR_WARP || in->op == OP_ELECT) mask = (uint32_t)alu_val(s, first, &in->ops[in->nops - 1]);
+    else if (in->op == OP_VOTE || in->op == OP_BAR_WARP || in->op == OP_ELECT || in->op == OP_REDUX)
+        mask = (uint32_t)alu_val(s, first, &in->ops[in->nops - 1]);
     Thread *ts[128];
     int n = 0;
     for (int i = lo; i < hi; i++) {
@@ -1792,6 +1832,13 @@ static int run_thread(Sim *s, Thread *t, int quantum)
         case OP_MBAR_TRY_WAIT: if (exec_mbar_wait(s, t, in)) return done; break;
         case OP_TMA_LOAD: exec_tma_load(s, t, in); break;
         case OP_TMA_STORE: exec_tma_store(s, t, in); break;
+        case OP_TMA_PREFETCH: { /* an L2 hint: the tensor map must still be one */
+            TmaMap map;
+            int32_t coords[5];
+            int nc;
+            tmap_operand(s, t, &in->ops[0], &map, coords, &nc);
+            break;
+        }
         case OP_BULK_LOAD: exec_bulk_load(s, t, in); break;
         case OP_BULK_STORE: exec_bulk_store(s, t, in); break;
         case OP_BULK_COMMIT: t->grp_commit++; break;

@@ -162,6 +162,39 @@ static const char k_alu16[] = HEADER
     "st.global.b32 [%a+100], %r28;\n"
     "ret;\n}\n";
 
+/* warp reductions and the bit and min/max forms; lane i holds i; thread 0 stores at [p + 4 j] */
+static const char k_alu_more[] = ".version 8.8\n.target sm_100a\n.address_size 64\n"
+    ".visible .entry k(.param .u64 p)\n{\n"
+    ".reg .b64 %a; .reg .b32 %r<32>; .reg .f32 %f<16>; .reg .pred %q<2>;\n"
+    "ld.param.u64 %a, [p]; mov.u32 %r0, %laneid; setp.ne.u32 %q0, %r0, 0;\n"
+    "redux.sync.add.u32 %r1, %r0, 0xffffffff;\n"
+    "sub.u32 %r2, %r0, 5; redux.sync.min.s32 %r3, %r2, 0xffffffff;\n"
+    "mul.lo.u32 %r4, %r0, 3; redux.sync.max.u32 %r5, %r4, 0xffffffff;\n"
+    "shl.b32 %r6, 1, %r0; redux.sync.xor.b32 %r7, %r6, 0xffffffff;\n"
+    "cvt.rn.f32.u32 %f0, %r0; sub.f32 %f0, %f0, 0f41280000;\n" /* lane - 10.5 */
+    "redux.sync.max.f32 %f1, %f0, 0xffffffff; redux.sync.min.abs.f32 %f2, %f0, 0xffffffff;\n"
+    "setp.eq.u32 %q1, %r0, 7; selp.f32 %f3, 0f7FC00000, %f0, %q1;\n"
+    "redux.sync.max.f32 %f4, %f3, 0xffffffff; redux.sync.max.NaN.f32 %f5, %f3, 0xffffffff;\n"
+    "@%q0 bra $d;\n"
+    "st.global.u32 [%a], %r1; st.global.u32 [%a+4], %r3; st.global.u32 [%a+8], %r5; st.global.u32 [%a+12], %r7;\n"
+    "st.global.f32 [%a+16], %f1; st.global.f32 [%a+20], %f2; st.global.f32 [%a+24], %f4; st.global.f32 [%a+28], %f5;\n"
+    "mov.f32 %f6, 0f3F800000; mov.f32 %f7, 0f7FC00000; mov.f32 %f8, 0f40400000;\n"
+    "max.f32 %f9, %f6, %f7, %f8; max.NaN.f32 %f10, %f6, %f7, %f8; min.f32 %f11, %f8, %f6, %f7;\n"
+    "st.global.f32 [%a+32], %f9; st.global.f32 [%a+36], %f10; st.global.f32 [%a+40], %f11;\n"
+    "mov.b32 %r8, 0x4040BF80; ex2.approx.ftz.bf16x2 %r9, %r8; st.global.b32 [%a+44], %r9;\n"
+    "mov.b32 %r10, 0x38004900; ex2.approx.f16x2 %r11, %r10; st.global.b32 [%a+48], %r11;\n"
+    "mov.b32 %r12, 0xF0; bfind.u32 %r13, %r12; bfind.shiftamt.u32 %r14, %r12; mov.b32 %r15, 0; bfind.u32 %r16, %r15;\n"
+    "mov.b32 %r17, 0xFFFF0000; bfind.s32 %r18, %r17;\n"
+    "st.global.u32 [%a+52], %r13; st.global.u32 [%a+56], %r14; st.global.u32 [%a+60], %r16; st.global.u32 [%a+64], %r18;\n"
+    "mov.b32 %r19, 0x12345678; brev.b32 %r20, %r19; st.global.u32 [%a+68], %r20;\n"
+    "mov.b32 %r21, 0xF; mov.b32 %r22, 0xFFFF0000; bfi.b32 %r23, %r21, %r22, 4, 8; st.global.u32 [%a+72], %r23;\n"
+    "mov.b32 %r24, 0x80000001; mov.b32 %r25, 2; mov.b32 %r26, 4; mov.b32 %r27, 40; mov.b32 %r28, 36;\n"
+    "shf.l.wrap.b32 %r29, %r24, %r25, %r26; st.global.u32 [%a+76], %r29;\n"
+    "shf.r.clamp.b32 %r29, %r24, %r25, %r27; st.global.u32 [%a+80], %r29;\n"
+    "shf.r.wrap.b32 %r29, %r24, %r25, %r28; st.global.u32 [%a+84], %r29;\n"
+    "mov.f32 %f12, 0fBF800000; mov.f32 %f13, 0f40200000; copysign.f32 %f14, %f12, %f13; st.global.f32 [%a+88], %f14;\n"
+    "$d: ret;\n}\n";
+
 /* 256-bit global load and store (sm_100, PTX 8.8) */
 static const char k_v8[] = ".version 8.8\n.target sm_100a\n.address_size 64\n"
     ".visible .entry k(.param .u64 p)\n{\n"
@@ -480,6 +513,7 @@ static void test_cp_async(CUdeviceptr buf)
     "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], 512;\n" \
     "$l: mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 %q2, [%r3], 0; @!%q2 bra $l; bra $s;\n" \
     "$g: and.b32 %r4, %r3, 0xFEFFFFFF; mov.u32 %r5, 0; mov.u32 %r6, -1; mov.u32 %r7, 5; mov.u32 %r8, 1000;\n" \
+    "cp.async.bulk.prefetch.tensor.2d.L2.global.tile::gather4 [%t, {%r5, %r5, %r6, %r7, %r8}];\n" \
     GATHER " [%r2], [%t, {%r5, %r5, %r6, %r7, %r8}], [%r4];\n" \
     "$s: " SYNC "\n" \
     "@!%q1 bra $d; shl.b32 %r9, %r0, 4; add.u32 %r10, %r2, %r9;\n" \
@@ -723,6 +757,33 @@ static void test_alu16(CUdeviceptr buf)
     check(h[25] == 0x3F91u, "fma.rn.bf16 (scalar): the addend breaks the tie");
 }
 
+/* by hand: sum of lanes 496; min(lane - 5) -5; max(3 lane) 93; xor of every 1 << lane all ones;
+ * lane - 10.5: max 20.5, min |.| 0.5; a NaN in lane 7 loses unless .NaN; max(1, NaN, 3) 3;
+ * bf16 2^3 = 8 (0x4100), 2^-1 = 0.5 (0x3F00); f16 2^0.5 = 1.4142 -> 0x3DA8, 2^10 = 1024 (0x6400);
+ * bfind 0xF0 = 7 (shiftamt 24), of 0 all ones, of s32 0xFFFF0000 = 15; brev 0x12345678 = 0x1E6A2C48;
+ * bfi of 0xF, 8 bits at 4 into 0xFFFF0000 = 0xFFFF00F0; {2, 0x80000001} shifted: left 4 -> 0x28,
+ * right clamp 40 -> 2, right wrap 36 (= 4) -> 0x28000000; copysign(-1, 2.5) = -2.5 */
+static void test_alu_more(CUdeviceptr buf)
+{
+    uint32_t h[23];
+    float f[23];
+    cuMemsetD8(buf, 0, 4096);
+    expect_ok("redux.sync, 3-input min/max, 16-bit ex2, bfind/brev/bfi/shf/copysign", k_alu_more, 32, buf);
+    cuMemcpyDtoH(h, buf, sizeof h);
+    memcpy(f, h, sizeof h);
+    check(h[0] == 496 && h[1] == (uint32_t)-5 && h[2] == 93 && h[3] == 0xFFFFFFFFu, "redux.sync add/min.s32/max/xor");
+    check(f[4] == 20.5f && f[5] == 0.5f, "redux.sync.max.f32 and min.abs.f32");
+    check(f[6] == 20.5f && isnan(f[7]), "redux.sync.max.f32: a NaN loses, and wins with .NaN");
+    check(f[8] == 3.0f && isnan(f[9]) && f[10] == 1.0f, "three-input max/min.f32, with and without .NaN");
+    check(h[11] == 0x41003F00u, "ex2.approx.ftz.bf16x2 {3, -1}");
+    check(h[12] == 0x3DA86400u, "ex2.approx.f16x2 {0.5, 10}");
+    check(h[13] == 7 && h[14] == 24 && h[15] == 0xFFFFFFFFu && h[16] == 15, "bfind (.shiftamt, zero, signed)");
+    check(h[17] == 0x1E6A2C48u, "brev.b32");
+    check(h[18] == 0xFFFF00F0u, "bfi.b32");
+    check(h[19] == 0x28u && h[20] == 2u && h[21] == 0x28000000u, "shf.l.wrap, shf.r.clamp, shf.r.wrap");
+    check(f[22] == -2.5f, "copysign.f32 takes the sign of its first source");
+}
+
 int main(void)
 {
     if (cuInit(0)) { printf("test_core: the simulator driver did not start\n"); return 1; }
@@ -748,6 +809,7 @@ int main(void)
     check(h[5] == (uint32_t)-3, "cvt.rmi then cvt.rzi: floor(-2.5) = -3");
 
     test_alu16(buf);
+    test_alu_more(buf);
     for (int i = 0; i < 8; i++) h[i] = 0x100u + (uint32_t)i;
     cuMemcpyHtoD(buf, h, 32);
     expect_ok("ld/st.global.v8", k_v8, 1, buf);
