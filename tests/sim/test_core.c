@@ -669,6 +669,48 @@ static void test_pair_mma(void)
     cuMemFree(big);
 }
 
+/* TMA tile store of a 64 x 2 box of u16 at rows {7, 8} of an 8-row tensor: row 8 lies outside and
+ * is not written. 32 threads fill the box (FENCE between their stores and the async proxy), thread 0
+ * stores, commits and (WAIT) waits before it overwrites the box. */
+#define K_TSTORE(FENCE, WAIT) HEADER_TMAP \
+    ".reg .b64 %a, %t; .reg .b32 %r<8>; .reg .pred %q;\n" \
+    "ld.param.u64 %a, [p]; mov.u64 %t, tmap; cvta.param.u64 %t, %t; mov.u32 %r0, %tid.x;\n" \
+    "mov.u32 %r1, smem; add.u32 %r1, %r1, 1023; and.b32 %r1, %r1, -1024;\n" \
+    "shl.b32 %r2, %r0, 3; add.u32 %r2, %r2, %r1; mul.lo.u32 %r3, %r0, 0x00040004; add.u32 %r3, %r3, 0x00020001;\n" \
+    "add.u32 %r4, %r3, 0x00020002; st.shared.v2.u32 [%r2], {%r3, %r4};\n" \
+    FENCE "\nbar.sync 0; setp.ne.u32 %q, %r0, 0; @%q bra $d; mov.u32 %r5, 0; mov.u32 %r6, 7;\n" \
+    "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%t, {%r5, %r6}], [%r1]; cp.async.bulk.commit_group;\n" \
+    WAIT "\nst.shared.u32 [%r1], %r5; cp.async.bulk.wait_group 0;\n" \
+    "$d: ret;\n}\n"
+static const char k_tstore[] = K_TSTORE("fence.proxy.async.shared::cta;", "cp.async.bulk.wait_group.read 0;");
+static const char k_tstore_nowait[] = K_TSTORE("fence.proxy.async.shared::cta;", "");
+static const char k_tstore_nofence[] = K_TSTORE("", "cp.async.bulk.wait_group.read 0;");
+
+static void test_tma_store(CUdeviceptr buf)
+{
+    CUtensorMap map;
+    cuuint64_t dims[2] = {64, 8}, strides[1] = {128};
+    cuuint32_t box[2] = {64, 2}, es[2] = {1, 1};
+    CUresult r = cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, (void *)(uintptr_t)buf, dims, strides,
+                                        box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                                        CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    check(r == CUDA_SUCCESS, "tensor map for the store");
+    cuMemsetD8(buf, 0xEE, 4096);
+    expect_cluster("TMA tile store, wait_group.read before reuse", k_tstore, 1, 32, buf, &map, NULL);
+    uint16_t g[2048];
+    cuMemcpyDtoH(g, buf, sizeof g);
+    int bad = 0;
+    for (int i = 0; i < 2048; i++) {
+        uint16_t want = i >= 7 * 64 && i < 8 * 64 ? (uint16_t)(i - 7 * 64 + 1) : 0xEEEE; /* row 7 = box row 0 */
+        bad += g[i] != want;
+    }
+    check(!bad, "TMA store: box row 0 lands in tensor row 7; row 8 (outside) and the rest untouched");
+    expect_cluster("TMA store source overwritten before wait_group.read", k_tstore_nowait, 1, 32, buf, &map,
+                   "still reads");
+    expect_cluster("TMA store of stores not fenced with fence.proxy.async", k_tstore_nofence, 1, 32, buf, &map,
+                   "fence.proxy.async");
+}
+
 static void test_pairs(CUdeviceptr buf)
 {
     uint16_t rows[8][64];
@@ -848,6 +890,7 @@ int main(void)
 
     test_cp_async(buf);
     test_pairs(buf);
+    test_tma_store(buf);
     test_pair_mma();
 
     cuMemFree(buf);
