@@ -711,6 +711,30 @@ static void test_tma_store(CUdeviceptr buf)
                    "fence.proxy.async");
 }
 
+/* Two pairs (a 4-CTA cluster): CTA 1 multicasts a 64 x 2 box of u16 (rows 0-1) into CTAs 1 and 3 with
+ * .cta_group::2, naming its pair's even barrier (peer bit cleared): each copy completes on the even
+ * CTA of its own pair (0 and 2), which expect and wait; the odd CTAs then copy their box to global
+ * +2048 + 256 (rank / 2). */
+static const char k_mc_pair[] = HEADER_TMAP
+    ".reg .b64 %a, %t, %o; .reg .b32 %r<16>; .reg .pred %q<4>; .reg .b16 %m;\n"
+    "ld.param.u64 %a, [p]; mov.u64 %t, tmap; cvta.param.u64 %t, %t;\n"
+    "mov.u32 %r0, %tid.x; mov.u32 %r1, %cluster_ctarank; and.b32 %r9, %r1, 1;\n"
+    "mov.u32 %r2, smem; add.u32 %r2, %r2, 1023; and.b32 %r2, %r2, -1024; add.u32 %r3, %r2, 4096;\n"
+    "setp.ne.u32 %q0, %r0, 0; setp.ne.u32 %q1, %r9, 0;\n"
+    "@%q0 bra $i; mbarrier.init.shared::cta.b64 [%r3], 1; fence.mbarrier_init.release.cluster;\n"
+    "$i: barrier.cluster.arrive.release.aligned; barrier.cluster.wait.acquire.aligned;\n"
+    "@%q0 bra $s; @%q1 bra $g;\n"
+    "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], 256;\n"
+    "$l: mbarrier.try_wait.parity.shared::cta.b64 %q2, [%r3], 0; @!%q2 bra $l; bra $s;\n"
+    "$g: setp.ne.u32 %q3, %r1, 1; @%q3 bra $s; and.b32 %r4, %r3, 0xFEFFFFFF; mov.u32 %r5, 0; mov.b16 %m, 10;\n"
+    "cp.async.bulk.tensor.2d.cta_group::2.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+    " [%r2], [%t, {%r5, %r5}], [%r4], %m;\n"
+    "$s: barrier.cluster.arrive.release.aligned; barrier.cluster.wait.acquire.aligned;\n"
+    "@!%q1 bra $d; shl.b32 %r6, %r0, 3; add.u32 %r7, %r2, %r6; ld.shared.v2.u32 {%r10, %r11}, [%r7];\n"
+    "shr.u32 %r8, %r1, 1; shl.b32 %r8, %r8, 8; add.u32 %r8, %r8, %r6; cvt.u64.u32 %o, %r8; add.u64 %o, %o, %a;\n"
+    "st.global.v2.u32 [%o+2048], {%r10, %r11};\n"
+    "$d: ret;\n}\n";
+
 static void test_pairs(CUdeviceptr buf)
 {
     uint16_t rows[8][64];
@@ -739,6 +763,21 @@ static void test_pairs(CUdeviceptr buf)
                    "reads shared memory");
     expect_cluster("gather4 without .cta_group::2 signalling the peer's barrier", k_pair_gather_nopair, 2, 32, buf,
                    &map, "cta_group::2");
+
+    CUtensorMap box2;
+    box[1] = 2;
+    r = cuTensorMapEncodeTiled(&box2, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, (void *)(uintptr_t)buf, dims, strides, box, es,
+                               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                               CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    cuMemsetD8(buf + 2048, 0xEE, 512);
+    expect_cluster("multicast .cta_group::2 into both pairs, each completing on its pair's even barrier", k_mc_pair, 4,
+                   32, buf, &box2, NULL);
+    uint16_t mc[2][128];
+    cuMemcpyDtoH(mc, buf + 2048, sizeof mc);
+    bad = 0;
+    for (int p2 = 0; p2 < 2; p2++)
+        for (int i = 0; i < 128; i++) bad += mc[p2][i] != rows[i / 64][i % 64];
+    check(r == CUDA_SUCCESS && !bad, "multicast pair load: CTAs 1 and 3 both hold rows 0-1");
 
     cuMemsetD8(buf + 3072, 0, 4);
     expect_cluster("mapa + st.shared::cluster + remote arrive.release / try_wait.acquire", k_remote, 2, 32, buf, &map,

@@ -1058,6 +1058,43 @@ static void test_cp_pair(void)
             for (int j = 0; j < 64; j++) diff += tmem[2 + v][i][j] != dss[v][i][j];
     CHECK(rc == 0 && !diff, "tcgen05.cp.cta_group::2 of A + A-from-TMEM MMA equals the SS MMA: %d cells differ (%s)", diff,
           errbuf);
+
+    /* M = 128 over the pair (Layout B: 64 rows per CTA, A read from lanes i and 64 + i): two
+     * .64x128b.warpx2::02_13 copies (16 bytes of K each, the second at +16 bytes / +4 columns) give
+     * the SS result; ::01_23 puts rows 32-63 in lanes 64-127 and must not. */
+    TLay la2;
+    tlay_dense(&la2, 128, 0, 2, 64, 16, 0x4000, 0);
+    for (int v = 0; v < 2; v++) place(2 + v, &la2, TC_BF16, a[v], 64, 16);
+    memset(tmem, 0, sizeof tmem);
+    TcMma ss2 = {TC_KIND_F16, 2, 2, 0, 0, 0, umma_desc(&la2), umma_desc(&lb),
+                 make_idesc(1, TC_BF16, TC_BF16, 0, 0, 0, 0, 64, 128), 0};
+    errbuf[0] = 0;
+    rc = tc_mma(&MEM, &ss2, TC_EXECUTE);
+    static uint32_t dss2[2][128][32];
+    for (int v = 0; v < 2; v++)
+        for (int l = 0; l < 128; l++)
+            for (int c = 0; c < 32; c++) dss2[v][l][c] = tmem[2 + v][l][c];
+    CHECK(rc == 0, "cta_group::2 SS MMA M128 (%s)", errbuf);
+    for (int mc = TC_MC_WARPX2_02_13; mc <= TC_MC_WARPX2_01_23; mc++) {
+        memset(tmem, 0, sizeof tmem);
+        TcCp h0 = {3, TC_CP_64x128b, (TcCpMulticast)mc, 200, umma_desc(&la2), 2}, h1 = h0;
+        TLay la2k = la2;
+        la2k.start += 16; /* the second 16 bytes of K: same swizzle row */
+        h1.taddr = 204, h1.s_desc = umma_desc(&la2k);
+        TcMma ts2 = ss2;
+        ts2.a_is_tmem = 1, ts2.a_tmem = 200, ts2.a_desc = 0;
+        errbuf[0] = 0;
+        rc = tc_tmem_cp(&MEM, &h0, TC_EXECUTE) || tc_tmem_cp(&MEM, &h1, TC_EXECUTE) || tc_mma(&MEM, &ts2, TC_EXECUTE);
+        diff = 0;
+        for (int v = 0; v < 2; v++)
+            for (int l = 0; l < 128; l++)
+                for (int c = 0; c < 32; c++) diff += tmem[2 + v][l][c] != dss2[v][l][c];
+        if (mc == TC_MC_WARPX2_02_13)
+            CHECK(rc == 0 && !diff, "two .64x128b.warpx2::02_13 copies + TS MMA M128 pair equal the SS MMA: %d differ (%s)",
+                  diff, errbuf);
+        else
+            CHECK(rc == 0 && diff, "the ::01_23 lane pattern is not Layout B's duplicate of A (%d cells differ)", diff);
+    }
 }
 
 /* ---------------------------------------------------------------- wgmma */
