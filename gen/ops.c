@@ -133,7 +133,7 @@ void op_tma_load_4d(Emit *e, Reg dst, Reg tmap, Reg c0, Reg c1, Reg c2, Reg c3, 
          R(e, dst), R(e, tmap), R(e, c0), R(e, c1), R(e, c2), R(e, c3), R(e, bar));
 }
 
-void op_tma_load_3d(Emit *e, Reg dst, Reg tmap, Reg c0, Reg c1, Reg c2, Reg bar)
+static void tma_load_3d(Emit *e, const char *group, Reg dst, Reg tmap, Reg c0, Reg c1, Reg c2, Reg bar)
 {
     REG_WANT(e, dst, ADDR32);
     REG_WANT(e, bar, ADDR32);
@@ -141,8 +141,18 @@ void op_tma_load_3d(Emit *e, Reg dst, Reg tmap, Reg c0, Reg c1, Reg c2, Reg bar)
     REG_WANT(e, c0, RT_B32);
     REG_WANT(e, c1, RT_B32);
     REG_WANT(e, c2, RT_B32);
-    emit(e, "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%s], [%s, {%s, %s, %s}], [%s];",
-         R(e, dst), R(e, tmap), R(e, c0), R(e, c1), R(e, c2), R(e, bar));
+    emit(e, "cp.async.bulk.tensor.3d%s.shared::cluster.global.mbarrier::complete_tx::bytes [%s], [%s, {%s, %s, %s}], [%s];",
+         group, R(e, dst), R(e, tmap), R(e, c0), R(e, c1), R(e, c2), R(e, bar));
+}
+
+void op_tma_load_3d(Emit *e, Reg dst, Reg tmap, Reg c0, Reg c1, Reg c2, Reg bar)
+{
+    tma_load_3d(e, "", dst, tmap, c0, c1, c2, bar);
+}
+
+void op_tma_load_3d_pair(Emit *e, Reg dst, Reg tmap, Reg c0, Reg c1, Reg c2, Reg bar)
+{
+    tma_load_3d(e, ".cta_group::2", dst, tmap, c0, c1, c2, bar);
 }
 
 void op_tma_store_4d(Emit *e, Reg tmap, Reg c0, Reg c1, Reg c2, Reg c3, Reg src)

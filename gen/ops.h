@@ -52,8 +52,10 @@ void op_cluster_sync(Emit *e);
  * (a shared::cluster address): .cta_group::2. */
 void op_tma_load_4d_pair(Emit *e, Reg dst, Reg tmap, Reg c0, Reg c1, Reg c2, Reg c3, Reg bar);
 void op_tma_store_4d(Emit *e, Reg tmap, Reg c0, Reg c1, Reg c2, Reg c3, Reg src);
-/* 3-D tiled TMA load of one box (a rank-3 map) into smem, completing on bar. */
+/* 3-D tiled TMA load of one box (a rank-3 map) into smem, completing on bar; _pair: bar may sit
+ * in the peer CTA of the pair (.cta_group::2). */
 void op_tma_load_3d(Emit *e, Reg dst, Reg tmap, Reg c0, Reg c1, Reg c2, Reg bar);
+void op_tma_load_3d_pair(Emit *e, Reg dst, Reg tmap, Reg c0, Reg c1, Reg c2, Reg bar);
 void op_bulk_commit(Emit *e);
 void op_bulk_wait_read(Emit *e, int n); /* smem sources of all but n groups may be reused */
 void op_bulk_wait(Emit *e, int n);      /* writes of all but n groups are done */
@@ -143,8 +145,9 @@ void op_tmem_warp_lanes(Emit *e, Reg dst, Reg warp);
 void op_tmem_wait_st(Emit *e);
 /* Four rows of a 2-D (gather4) map at column col, rows[0..3], into smem at dst as a 4-row box,
  * completing on bar (PTX ISA cp.async.bulk.tensor .tile::gather4; rows outside the tensor are
- * zero-filled and still count their bytes). */
-void op_tma_gather4(Emit *e, Reg dst, Reg tmap, Reg col, const Reg rows[4], Reg bar);
+ * zero-filled and still count their bytes). cg 2: bar may sit in the peer CTA of the pair
+ * (a shared::cluster address), .cta_group::2. */
+void op_tma_gather4(Emit *e, int cg, Reg dst, Reg tmap, Reg col, const Reg rows[4], Reg bar);
 /* p = this lane is the warp's elected leader. */
 void op_elect(Emit *e, Reg p);
 

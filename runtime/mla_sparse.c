@@ -133,7 +133,9 @@ static fa4_status get_kernel(fa4_ctx *ctx, Config *c, fa4_kernel **k)
 static void bind(const Plan *p, const fa4_mla_sparse_args *a, RtLaunch *l)
 {
     memset(l, 0, sizeof *l);
-    unsigned head_blocks = (unsigned)((a->h_q + p->heads_per_cta - 1) / p->heads_per_cta);
+    /* a tile is one cluster (the CTA pair: 2 x heads_per_cta heads of one token) */
+    unsigned cl = (unsigned)(p->cluster[0] > 0 ? p->cluster[0] : 1), tile_heads = (unsigned)p->heads_per_cta * cl;
+    unsigned head_blocks = ((unsigned)a->h_q + tile_heads - 1) / tile_heads * cl;
     l->grid = (unsigned)a->s_q * head_blocks;
     float scale = a->sm_scale != 0.0f ? a->sm_scale : 1.0f / sqrtf((float)a->d_qk);
     const struct { ScalarId id; RtScalar v; } v[] = {
@@ -173,6 +175,9 @@ fa4_status fa4_mla_sparse_fwd(fa4_ctx *ctx, const fa4_mla_sparse_args *args, voi
         if ((s = rt_device_target(ctx, &c.target))) return s;
         if (a.config && (s = rt_parse_config(ctx, a.config, &c, "args->config"))) return s;
     }
+    /* sm100a: h_q a multiple of 128 takes the head-128 kernel (a CTA pair per token), others the
+     * head-64 one, unless the caller's config chose */
+    if (c.target == TARGET_SM100A && !c.cta_group) c.cta_group = a.h_q % 128 == 0 ? 2 : 1;
     /* the block of top-k positions is the plan's; ask the generator before anything runs */
     Config filled = c;
     char err[512];

@@ -41,6 +41,15 @@ typedef struct SparsePlan100 {
     uint32_t tm_o, tm_s[MLA100_SBUFS];
     int o_chunk;          /* O columns per tcgen05.ld/st in the rescale and the epilogue */
 
+    /* the pair (cta_group 2): CTA r gathers positions k_rows r .. of a block (K, all columns) and
+     * every position's V columns of its d_v half (v_chunks chunks of block rows) */
+    int k_rows, v_chunks;
+    uint32_t off_v, v_chunk_bytes, v_stage_bytes;
+    uint32_t off_xchg, xchg_words;   /* softmax: row max, row sum, P words of the other key half */
+    uint32_t bar_mask_full;          /* local: the slot's validity bits written (the pair's kv_full is the even CTA's) */
+    int pair_arrivals;               /* bar_p_full: the softmax threads of both CTAs */
+    int bar_sfx;                     /* named barrier of the softmax warps (the key halves meet) */
+
     /* roles */
     int warp_mma, warp_load, sfx_warps;
     int rescale, poly_every;
@@ -51,6 +60,7 @@ static inline SparsePlan100 *mla100_plan(Plan *p) { return (SparsePlan100 *)(voi
 static inline const SparsePlan100 *mla100(const Plan *p) { return (const SparsePlan100 *)(const void *)p->family; }
 
 int sm100_emit_mla_sparse(Emit *e);
+int sm100_emit_mla_pair(Emit *e); /* sm100/mla_pair.c: the head-128 kernel (cta_group 2) */
 extern const Family sm100_mla_sparse;
 
 #endif

@@ -46,8 +46,8 @@ static void mla_defaults(Config *c)
 {
     if (!c->ov_depth || c->ov_depth == c->qk_depth) c->ov_depth = MLA_DV;
     if (!c->cta_group) c->cta_group = 1;
-    if (!c->b_topk) c->b_topk = 64;
-    if (!c->num_mbars) c->num_mbars = 2;
+    if (!c->b_topk) c->b_topk = 64 * c->cta_group;
+    if (!c->num_mbars) c->num_mbars = c->cta_group == 2 ? 1 : 2;
     if (!c->swizzle) c->swizzle = 128;
     if (!c->q_smem_depth) c->q_smem_depth = c->qk_depth;
     if (c->q_tmem_depth < 0) c->q_tmem_depth = c->qk_depth - c->q_smem_depth;
@@ -65,16 +65,16 @@ static int mla_check(const Config *c, char *err, size_t n)
     if (c->ov_depth != MLA_DV)
         return plan_refuse(err, n, "ov: %d is not allowed for mla-sparse; V is the first %d columns of kv",
                            c->ov_depth, MLA_DV);
-    if (c->cta_group != 1)
-        return plan_refuse(err, n, "cta_group: %d is not available yet for mla-sparse on sm100a; use 1 (the head-64 "
-                           "kernel; h_q > 64 takes one CTA per 64 heads)", c->cta_group);
-    if (c->b_topk != 64)
-        return plan_refuse(err, n, "b_topk: %d is not allowed for cta_group 1; use 64 (two QK MMAs of N %d, one per "
-                           "TMEM lane half)", c->b_topk, 32);
+    int cg = c->cta_group;
+    if (c->b_topk != 64 * cg)
+        return plan_refuse(err, n, "b_topk: %d is not allowed for cta_group %d; use %d (%s)", c->b_topk, cg, 64 * cg,
+                           cg == 1 ? "two QK MMAs of N 32, one per TMEM lane half"
+                                   : "64 positions gathered by each CTA of the pair, one QK MMA of N 128");
     if (c->q_smem_depth != c->qk_depth || c->q_tmem_depth != 0)
-        return plan_refuse(err, n, "q_smem_depth/q_tmem_depth: %d/%d is not allowed for cta_group 1; use %d/0 (the "
-                           "head-64 kernel keeps Q in shared memory: its TMEM holds O and two S buffers)",
-                           c->q_smem_depth, c->q_tmem_depth, c->qk_depth);
+        return plan_refuse(err, n, "q_smem_depth/q_tmem_depth: %d/%d is not allowed yet; use %d/0 (Q in shared memory: "
+                           "%s)", c->q_smem_depth, c->q_tmem_depth, c->qk_depth,
+                           cg == 1 ? "the head-64 kernel's TMEM holds O and two S buffers"
+                                   : "Q in TMEM needs tcgen05.cp.cta_group::2, which the simulator cannot check yet");
     if (c->swizzle != 128)
         return plan_refuse(err, n, "swizzle: %d is not allowed for mla-sparse on sm100a; use 128", c->swizzle);
     if (c->mask != MASK_NONE)
@@ -156,33 +156,82 @@ static void mla_smem(Plan *p)
     s->off_tmem_slot = plan_smem(p, "tmem_slot", 4, 4, "TMEM base address (tcgen05.alloc)");
 }
 
-static int mla_plan(const Config *c, Plan *p, char *err, size_t n)
+/* The pair: per CTA the Q of its 64 heads, its K rows (64 positions, all columns), the V columns
+ * of its d_v half for all b_topk positions, and the softmax exchange buffer. */
+static void pair_smem(Plan *p)
 {
     SparsePlan100 *s = mla100_plan(p);
-    plan_geometry(c, p);
-    p->bm = MLA_HEADS, p->bn = c->b_topk, p->stages = c->num_mbars;
-    p->rows_per_cta = 1;          /* one query token ... */
-    p->heads_per_cta = MLA_HEADS; /* ... and 64 of its heads */
-    s->heads = MLA_HEADS, s->block = c->b_topk, s->cta_group = c->cta_group, s->dv = c->ov_depth;
-    s->stages = c->num_mbars;
-    s->half_cols = s->block / 2, s->o_cols = s->dv / 2;
-    s->mma_k = 32 / p->elem_bytes;
-    s->qk_steps = p->qk / s->mma_k, s->pv_steps = s->block / s->mma_k;
-    s->p_step_cols = s->mma_k * p->elem_bytes / 4;
-    s->lane_half = MLA_LANE_HALF << 16;
-    s->rescale = c->rescale, s->poly_every = 0;
-    s->o_chunk = MLA_O_CHUNK;
-    s->sfx_warps = MLA_SFX_WARPS, s->warp_mma = MLA_SFX_WARPS, s->warp_load = MLA_SFX_WARPS + 1;
-    p->threads = (MLA_SFX_WARPS + 2) * MLA_WARP;
-    p->entry_regs = MLA_MAX_REGS;
+    int sw = p->swizzle_bytes, sfx = MLA_SFX_WARPS * MLA_WARP;
+    s->k_rows = s->block / 2;
+    s->v_chunks = s->dv / 2 / p->chunk_elems;
+    s->q_chunk_bytes = (uint32_t)(s->heads * sw);
+    s->kv_chunk_bytes = (uint32_t)(s->k_rows * sw);
+    s->kv_stage_bytes = s->kv_chunk_bytes * (uint32_t)p->qk_chunks;
+    s->v_chunk_bytes = (uint32_t)(s->block * sw);
+    s->v_stage_bytes = s->v_chunk_bytes * (uint32_t)s->v_chunks;
+    s->off_q = plan_smem(p, "q", s->q_chunk_bytes * (uint32_t)p->qk_chunks, 1024,
+                         "Q: this CTA's 64 heads x d_qk, 128B-swizzled chunks of 64 columns");
+    s->off_kv = plan_smem(p, "k", s->kv_stage_bytes * (uint32_t)s->stages, 1024,
+                          "K: this CTA's half of a block's rows, all columns (ring)");
+    s->off_v = plan_smem(p, "v", s->v_stage_bytes * (uint32_t)s->stages, 1024,
+                         "V: every row of a block, this CTA's d_v half (ring)");
+    s->xchg_words = 2 + (uint32_t)s->block / 4; /* max, sum, the P words of one key half */
+    s->off_xchg = plan_smem(p, "xchg", s->xchg_words * 4u * (uint32_t)sfx, 16,
+                            "softmax: row max, row sum and P of one key half, per thread");
+    s->mask_stage_bytes = (uint32_t)s->block / 8;
+    s->off_mask = plan_smem(p, "mask", s->mask_stage_bytes * (uint32_t)s->stages, 8,
+                            "validity bits of a block, bit c = position c (ring)");
+    uint32_t own = s->kv_stage_bytes + s->v_stage_bytes;
+    s->tx_q = 2 * s->q_chunk_bytes * (uint32_t)p->qk_chunks; /* both CTAs' loads land on the even CTA's barriers */
+    s->tx_kv = 2 * own;
+    s->pair_arrivals = 2 * sfx;
+    s->bar_q_full = plan_mbar(p, "bar_q_full", 1, 1, "even CTA: both CTAs' Q landed (tx)");
+    s->bar_kv_full = plan_mbar(p, "bar_kv_full", s->stages, 1, "even CTA: both CTAs' rows of a slot landed (tx)");
+    s->bar_mask_full = plan_mbar(p, "bar_mask_full", s->stages, 1, "this CTA's validity bits of a slot written");
+    s->bar_kv_empty = plan_mbar(p, "bar_kv_empty", s->stages, 1 + sfx,
+                                "the MMAs (multicast commit) and this CTA's softmax are done with a slot");
+    s->bar_s_full = plan_mbar(p, "bar_s_full", MLA100_SBUFS, 1, "commit (both CTAs): S of a buffer written");
+    s->bar_p_full = plan_mbar(p, "bar_p_full", 1, s->pair_arrivals, "even CTA: both CTAs' P written, O rescaled");
+    s->bar_pv_done = plan_mbar(p, "bar_pv_done", 1, 1, "commit (both CTAs): O += P V of a block done");
+    s->off_tmem_slot = plan_smem(p, "tmem_slot", 4, 4, "TMEM base address (tcgen05.alloc)");
+}
 
-    mla_smem(p);
+/* num_mbars is what the smem budget bounds: refuse with the excess and the count that fits. */
+static int smem_fits(Plan *p, uint32_t slot_bytes, char *err, size_t n)
+{
+    const SparsePlan100 *s = mla100(p);
     uint32_t need = p->smem_bytes + p->smem_align, limit = p->target->smem_limit;
-    if (need > limit)
-        return plan_refuse(err, n, "num_mbars: %d slots of %u bytes need %u bytes of shared memory (incl. %u alignment "
-                           "slack) but %s allows %u; %u bytes over: use num_mbars %u", s->stages, s->kv_stage_bytes,
-                           need, p->smem_align, p->target->name, limit, need - limit,
-                           s->stages - (need - limit + s->kv_stage_bytes - 1) / s->kv_stage_bytes);
+    if (need <= limit) return 0;
+    uint32_t fewer = (need - limit + slot_bytes - 1) / slot_bytes;
+    if (fewer >= (uint32_t)s->stages)
+        return plan_refuse(err, n, "num_mbars: cta_group %d needs %u bytes of shared memory with one slot but %s allows "
+                           "%u; %u bytes over", s->cta_group, need - (uint32_t)(s->stages - 1) * slot_bytes,
+                           p->target->name, limit, need - (uint32_t)(s->stages - 1) * slot_bytes - limit);
+    return plan_refuse(err, n, "num_mbars: %d slots of %u bytes need %u bytes of shared memory (incl. %u alignment "
+                       "slack) but %s allows %u; %u bytes over: use num_mbars %u", s->stages, slot_bytes, need,
+                       p->smem_align, p->target->name, limit, need - limit, (uint32_t)s->stages - fewer);
+}
+
+static void mla_roles(Plan *p)
+{
+    const SparsePlan100 *s = mla100(p);
+    plan_role(p, "softmax", 0, MLA_SFX_WARPS, p->entry_regs,
+              s->cta_group == 2 ? "S rows by warp pairs (key halves meet in smem), mask, lazy max, P, O rescale, epilogue"
+                                : "S rows by lane pairs, mask, lazy max, P to TMEM, O rescale, epilogue");
+    plan_role(p, "mma", s->warp_mma, 1, p->entry_regs,
+              s->cta_group == 2 ? "TMEM alloc/free; the even CTA's lane 0 issues every tcgen05.mma of the pair"
+                                : "TMEM alloc/free; one thread issues every tcgen05.mma");
+    plan_role(p, "load", s->warp_load, 1, p->entry_regs, "Q (TMA), indices and validity bits, rows (TMA gather4)");
+}
+
+/* Head-64 (cta_group 1): M 64, S split over the TMEM lane halves. */
+static int single_plan(Plan *p, char *err, size_t n)
+{
+    SparsePlan100 *s = mla100_plan(p);
+    s->half_cols = s->block / 2, s->o_cols = s->dv / 2;
+    s->pv_steps = s->block / s->mma_k;
+    mla_smem(p);
+    if (smem_fits(p, s->kv_stage_bytes, err, n)) return -1;
     mla_descriptors(p);
     s->tm_o = plan_tmem(p, "o", 0, (uint32_t)s->o_cols, "O: lanes 0-15 of a quarter d_v 0..255, lanes 16-31 256..511");
     for (int b = 0; b < MLA100_SBUFS; b++) {
@@ -191,14 +240,9 @@ static int mla_plan(const Config *c, Plan *p, char *err, size_t n)
         s->tm_s[b] = plan_tmem(p, name, (uint32_t)(s->o_cols + b * s->half_cols), (uint32_t)s->half_cols,
                                "S (keys 0..b/2 at lane 0, b/2..b at 16), then P bf16 (both halves)");
     }
-    p->tmem_cols = MLA_TMEM_COLS;
     s->bar_tmem_free = plan_bar(p, "tmem_free", (MLA_SFX_WARPS + 1) * MLA_WARP,
                                 "softmax read O for the last time; the MMA warp frees TMEM");
-
-    plan_role(p, "softmax", 0, MLA_SFX_WARPS, p->entry_regs,
-              "S rows by lane pairs, mask, lazy max, P to TMEM, O rescale, epilogue");
-    plan_role(p, "mma", s->warp_mma, 1, p->entry_regs, "TMEM alloc/free; one thread issues every tcgen05.mma");
-    plan_role(p, "load", s->warp_load, 1, p->entry_regs, "Q (TMA), indices and validity bits, rows (TMA gather4)");
+    mla_roles(p);
     mla_maps(p);
     mla_params(p);
     plan_note(p, "qk mma", "2 x %d x M%d N%d K%d SS per block (D at lane 0 and 16; idesc 0x%08X)", s->qk_steps,
@@ -213,6 +257,77 @@ static int mla_plan(const Config *c, Plan *p, char *err, size_t n)
               MLA100_SBUFS * (2 * s->qk_steps + 3 * 2 * s->pv_steps), MLA100_SBUFS, 2 * s->qk_steps, 2 * s->pv_steps);
     plan_note(p, "gather", "%d x gather4 per block (%d rows x %d chunks), %u bytes", s->block / 4 * p->qk_chunks,
               s->block, p->qk_chunks, s->tx_kv);
+    plan_note(p, "tma issue sites", "%d (gather4 %d, Q %d)", 2 * p->qk_chunks, p->qk_chunks, p->qk_chunks);
+    return 0;
+}
+
+/* Head-128 (cta_group 2): a cluster of two CTAs per token, 64 heads each; every MMA is the pair's
+ * M 128 (64 rows in each CTA, data path "M = 128, cta_group::2": D columns [0, N/2) in lanes
+ * 0-63, [N/2, N) in lanes 64-127). S: N = b_topk, each CTA's K half; P (A from TMEM) written to
+ * both lane halves; O: N = 256 twice, each CTA's V half. */
+static int pair_plan(Plan *p, char *err, size_t n)
+{
+    SparsePlan100 *s = mla100_plan(p);
+    s->half_cols = s->block / 2; /* S columns: keys [0, b/2) in lanes 0-63, [b/2, b) in lanes 64-127 */
+    s->o_cols = s->dv / 2;       /* O columns: d_v [0, 256) in lanes 0-63, [256, 512) in lanes 64-127 */
+    s->pv_steps = s->block / s->mma_k;
+    p->cluster[0] = 2;
+    pair_smem(p);
+    if (smem_fits(p, s->kv_stage_bytes + s->v_stage_bytes, err, n)) return -1;
+    int fmt = sm100_format(p->cfg.dtype);
+    Sm100InstrDesc qk = {2 * s->heads, s->block, 1, fmt, fmt, SM100_MAJOR_K, SM100_MAJOR_K, 0, 0};
+    Sm100InstrDesc pv = {2 * s->heads, s->o_cols, 1, fmt, fmt, SM100_MAJOR_K, SM100_MAJOR_MN, 0, 0};
+    s->idesc_qk = sm100_instr_desc(&qk);
+    s->idesc_pv = sm100_instr_desc(&pv);
+    s->desc_q = sm100_tile_desc(0, SM100_MAJOR_K, p->swizzle_bytes, s->q_chunk_bytes);
+    s->desc_k = sm100_tile_desc(0, SM100_MAJOR_K, p->swizzle_bytes, s->kv_chunk_bytes);
+    s->desc_v = sm100_tile_desc(0, SM100_MAJOR_MN, p->swizzle_bytes, s->v_chunk_bytes);
+    s->tm_o = plan_tmem(p, "o", 0, (uint32_t)s->o_cols / 1, "O: lanes 0-63 d_v 0..255, lanes 64-127 256..511");
+    for (int b = 0; b < MLA100_SBUFS; b++) {
+        char name[8];
+        snprintf(name, sizeof name, "s%d", b);
+        s->tm_s[b] = plan_tmem(p, name, (uint32_t)(s->o_cols + b * s->half_cols), (uint32_t)s->half_cols,
+                               "S (keys 0..b/2 in lanes 0-63, b/2..b in 64-127), then P (both)");
+    }
+    s->bar_sfx = plan_bar(p, "sfx", MLA_SFX_WARPS * MLA_WARP, "softmax: the two key halves of a row meet in smem");
+    mla_roles(p);
+    mla_maps(p);
+    mla_params(p);
+    plan_note(p, "qk mma", "%d x M%d N%d K%d SS cta_group::2 per block (idesc 0x%08X)", s->qk_steps, 2 * s->heads,
+              s->block, s->mma_k, s->idesc_qk);
+    plan_note(p, "pv mma", "2 x %d x M%d N%d K%d TS cta_group::2 per block (idesc 0x%08X)", s->pv_steps,
+              2 * s->heads, s->o_cols, s->mma_k, s->idesc_pv);
+    plan_note(p, "mma per kv block", "%d (QK %d, PV 2 x %d)", s->qk_steps + 2 * s->pv_steps, s->qk_steps, s->pv_steps);
+    plan_note(p, "mma issue sites", "%d (%d S buffers x (QK %d + PV %d))",
+              MLA100_SBUFS * (s->qk_steps + 2 * s->pv_steps), MLA100_SBUFS, s->qk_steps, 2 * s->pv_steps);
+    plan_note(p, "gather", "%d x gather4 per block and CTA (K: %d rows x %d chunks; V: %d rows x %d chunks), %u bytes "
+              "the pair", s->k_rows / 4 * p->qk_chunks + s->block / 4 * s->v_chunks, s->k_rows, p->qk_chunks,
+              s->block, s->v_chunks, s->tx_kv);
+    plan_note(p, "tma issue sites", "%d (gather4 %d, Q %d)", 2 * p->qk_chunks + s->v_chunks,
+              p->qk_chunks + s->v_chunks, p->qk_chunks);
+    return 0;
+}
+
+static int mla_plan(const Config *c, Plan *p, char *err, size_t n)
+{
+    SparsePlan100 *s = mla100_plan(p);
+    plan_geometry(c, p);
+    p->bm = MLA_HEADS, p->bn = c->b_topk, p->stages = c->num_mbars;
+    p->rows_per_cta = 1;          /* one query token ... */
+    p->heads_per_cta = MLA_HEADS; /* ... and 64 of its heads */
+    s->heads = MLA_HEADS, s->block = c->b_topk, s->cta_group = c->cta_group, s->dv = c->ov_depth;
+    s->stages = c->num_mbars;
+    s->mma_k = 32 / p->elem_bytes;
+    s->qk_steps = p->qk / s->mma_k;
+    s->p_step_cols = s->mma_k * p->elem_bytes / 4;
+    s->lane_half = MLA_LANE_HALF << 16;
+    s->rescale = c->rescale, s->poly_every = 0;
+    s->o_chunk = MLA_O_CHUNK;
+    s->sfx_warps = MLA_SFX_WARPS, s->warp_mma = MLA_SFX_WARPS, s->warp_load = MLA_SFX_WARPS + 1;
+    p->threads = (MLA_SFX_WARPS + 2) * MLA_WARP;
+    p->entry_regs = MLA_MAX_REGS;
+    p->tmem_cols = MLA_TMEM_COLS;
+    if (c->cta_group == 2 ? pair_plan(p, err, n) : single_plan(p, err, n)) return -1;
     plan_note(p, "lse", "natural log; +inf for a row with no valid index (max_logits -inf, out 0)");
     return 0;
 }
@@ -420,7 +535,7 @@ static void load_rows(Emit *e, Reg stage, Reg full)
     emit(e, "mad.lo.u32 %s, %%lane, %d, %s;", R(e, dst), 4 * p->swizzle_bytes, R(e, dst));
     for (int c = 0; c < p->qk_chunks; c++) {
         emit(e, "mov.u32 %s, %d;", R(e, col), c * p->chunk_elems);
-        op_tma_gather4(e, dst, reg_find(e, "tmap_kv"), col, rows, full);
+        op_tma_gather4(e, 1, dst, reg_find(e, "tmap_kv"), col, rows, full);
         if (c + 1 < p->qk_chunks) emit(e, "add.u32 %s, %s, %u;", R(e, dst), R(e, dst), s->kv_chunk_bytes);
     }
     emit_label(e, skip);
@@ -891,6 +1006,7 @@ static void emit_softmax(Emit *e)
 int sm100_emit_mla_sparse(Emit *e)
 {
     const SparsePlan100 *s = mla100(e->p);
+    if (s->cta_group == 2) return sm100_emit_mla_pair(e);
     mla_prologue(e);
     mla_barrier_init(e);
     mla_tmem_alloc(e);

@@ -5,8 +5,9 @@
 #   - ptxas -arch=sm_100a -v exits 0 with no warning and 0 spill bytes; its register count is at
 #     most the plan's entry_regs (the kernel's 192 threads need no setmaxnreg)
 #   - SASS: no LDL/STL; the tensor-core MMAs (UTCHMMA) equal the plan note "mma issue sites";
-#     UTMALDG.2D.GATHER4 (the rows of a block, one per chunk) and UTMALDG.3D (Q) each equal the
-#     plan's chunk count; LDTM and STTM present; no .2CTA form for cta_group 1
+#     UTMALDG.2D.GATHER4 (the rows of a block) and UTMALDG.3D (Q) equal the plan note "tma issue
+#     sites"; LDTM and STTM present; cta_group 2 (the CTA pair): every MMA and every TMA load is a
+#     .2CTA form; cta_group 1: none is
 # Prints one line per config and 'sm100a sparse MLA matrix: N passed, N failed'; exit 1 on failure.
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -37,17 +38,22 @@ check() {
     if [ -n "$CUOBJDUMP" ]; then
         "$CUOBJDUMP" --dump-sass "$dir/k$n.cubin" >"$dir/k$n.sass" 2>"$dir/e$n" || { echo "FAIL cuobjdump: $cfg: $(head -1 "$dir/e$n")"; return 1; }
         s=$dir/k$n.sass
-        mma=$(grep -c 'UTC[A-Z]*MMA' "$s"); two=$(grep -c 'UTC[A-Z]*MMA[A-Z0-9.]*\.2CTA\|UTMALDG[A-Z0-9.]*\.2CTA' "$s")
-        g4=$(grep -c 'UTMALDG\.2D\.GATHER4' "$s"); q3=$(grep -c 'UTMALDG\.3D' "$s")
+        mma=$(grep -c 'UTC[A-Z]*MMA' "$s"); mma2=$(grep -c 'UTC[A-Z]*MMA[A-Z0-9.]*\.2CTA' "$s")
+        tma=$(grep -c 'UTMALDG' "$s"); tma2=$(grep -c 'UTMALDG[A-Z0-9.]*\.2CTA' "$s")
+        g4=$(grep -c 'UTMALDG[A-Z0-9.]*\.GATHER4' "$s"); q3=$(grep -c 'UTMALDG\.3D' "$s")
         ldst=$(grep -cE '[^A-Z](LDL|STL)[ .]' "$s"); ldtm=$(grep -c 'LDTM' "$s"); sttm=$(grep -c 'STTM' "$s")
         sites=$(note "$json" "mma issue sites"); per=$(note "$json" "mma per kv block")
-        chunks=$(echo "$json" | sed -n 's/.*"gather": "[0-9]* x gather4 per block ([0-9]* rows x \([0-9]*\) chunks.*/\1/p')
+        want_g4=$(echo "$json" | sed -n 's/.*"tma issue sites": "[0-9]* (gather4 \([0-9]*\), Q \([0-9]*\)).*/\1/p')
+        want_q=$(echo "$json" | sed -n 's/.*"tma issue sites": "[0-9]* (gather4 \([0-9]*\), Q \([0-9]*\)).*/\2/p')
+        pair=$(echo "$json" | sed -n 's/.*"cluster": \[\([0-9]*\),.*/\1/p')
         [ "$ldst" = 0 ] || { echo "FAIL local memory: $cfg: $ldst LDL/STL"; return 1; }
         [ "$mma" = "$sites" ] || { echo "FAIL MMAs: $cfg: $mma UTCHMMA, plan issue sites $sites"; return 1; }
-        [ "$g4" = "$chunks" ] && [ "$q3" = "$chunks" ] || { echo "FAIL TMA: $cfg: $g4 gather4 and $q3 3-D loads, plan $chunks chunks"; return 1; }
+        [ "$g4" = "$want_g4" ] && [ "$q3" = "$want_q" ] || { echo "FAIL TMA: $cfg: $g4 gather4 and $q3 3-D loads, plan $want_g4 and $want_q"; return 1; }
         [ "$ldtm" -gt 0 ] && [ "$sttm" -gt 0 ] || { echo "FAIL TMEM: $cfg: LDTM $ldtm, STTM $sttm"; return 1; }
-        [ "$two" = 0 ] || { echo "FAIL cta group: $cfg: $two .2CTA forms in a cta_group 1 kernel"; return 1; }
-        sass="SASS: $mma UTCHMMA ($per per kv block), $g4 gather4 + $q3 3-D TMA, LDTM $ldtm STTM $sttm, no LDL/STL"
+        if [ "$pair" = 2 ]; then w_mma=$mma; w_tma=$tma; else w_mma=0; w_tma=0; fi
+        [ "$mma2" = "$w_mma" ] && [ "$tma2" = "$w_tma" ] ||
+            { echo "FAIL cta group: $cfg: cluster $pair, $mma2 of $mma MMAs and $tma2 of $tma TMA loads are .2CTA"; return 1; }
+        sass="SASS: $mma UTCHMMA ($per per kv block, $mma2 .2CTA), $g4 gather4 + $q3 3-D TMA ($tma2 .2CTA), LDTM $ldtm STTM $sttm, no LDL/STL"
     fi
     rm -f "$ptx" "$dir/k$n.cubin" "$dir/k$n.sass"
     echo "ok   $cfg  (regs $regs; $sass)"

@@ -520,6 +520,7 @@ static void test_sm100_mla_sparse(void **state)
     const FakeLaunch *l = &fk->launches[0];
     if (!strstr(l->kernel, "mla_sparse_sm100a")) fail_msg("launched %s", l->kernel);
     assert_int_equal(l->grid[0], 5 * 2), assert_int_equal(l->block[0], 192);
+    assert_int_equal(l->cluster[0], 2); /* h_q 128: the head-128 kernel, one CTA pair per token */
     assert_int_equal(l->n_maps, 2);
     const FakeMap *q = &l->maps[0], *kv = &l->maps[1];
     assert_int_equal(q->rank, 3), assert_int_equal(q->dims[0], 576), assert_int_equal(q->dims[1], 128);
@@ -528,10 +529,15 @@ static void test_sm100_mla_sparse(void **state)
     assert_int_equal(kv->rank, 2), assert_int_equal(kv->dims[0], 576), assert_int_equal(kv->dims[1], 1000);
     assert_int_equal(kv->strides[0], 576 * 2), assert_int_equal(kv->box[0], 64), assert_int_equal(kv->box[1], 1);
     assert_true(q->addr == (uint64_t)(uintptr_t)DEV(1) && kv->addr == (uint64_t)(uintptr_t)DEV(2));
-    /* topk must be a multiple of the kernel's b_topk (64) */
-    a.topk = 96;
+    /* topk must be a multiple of the kernel's b_topk (128 for the pair, 64 for the head-64 kernel) */
+    a.topk = 192;
     assert_int_equal(fa4_mla_sparse_fwd(ctx, &a, NULL), FA4_ERR_UNSUPPORTED);
-    if (!strstr(fa4_last_error(ctx), "multiple of 64")) fail_msg("'%s'", fa4_last_error(ctx));
+    if (!strstr(fa4_last_error(ctx), "multiple of 128")) fail_msg("'%s'", fa4_last_error(ctx));
+    /* h_q 40: the head-64 kernel, one CTA per token */
+    a.topk = 192, a.h_q = 40;
+    fake_reset();
+    must(ctx, fa4_mla_sparse_fwd(ctx, &a, NULL), "fa4_mla_sparse_fwd (h_q 40)");
+    assert_int_equal(fk->launches[0].grid[0], 5), assert_int_equal(fk->launches[0].cluster[0], 1);
     fa4_destroy(ctx);
 
     a = mla_args();

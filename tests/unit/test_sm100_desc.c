@@ -401,9 +401,44 @@ static void test_mla_sparse_plan(void **state)
     assert_non_null(strstr(err, "num_mbars: 3"));
     assert_non_null(strstr(err, "63604 bytes over"));
     config_init(&c);
-    assert_int_equal(config_apply_text(&c, "mla-sparse target=sm100a qk=576 cta_group=2", err, sizeof err), 0);
+    assert_int_equal(config_apply_text(&c, "mla-sparse target=sm100a qk=576 cta_group=2 num_mbars=2", err, sizeof err), 0);
     assert_int_equal(plan_make(&c, &plan, err, sizeof err), -1);
-    assert_non_null(strstr(err, "cta_group: 2"));
+    assert_non_null(strstr(err, "num_mbars: 2"));
+    assert_non_null(strstr(err, "use num_mbars 1"));
+    config_init(&c);
+    assert_int_equal(config_apply_text(&c, "mla-sparse target=sm100a qk=576 cta_group=2 b_topk=64", err, sizeof err), 0);
+    assert_int_equal(plan_make(&c, &plan, err, sizeof err), -1);
+    assert_non_null(strstr(err, "b_topk: 64 is not allowed for cta_group 2; use 128"));
+    /* the pair: M 128 over both CTAs (64 heads each), QK N = b_topk 128 (64 keys from each CTA), PV N 256
+     * (128 V columns from each CTA) twice; V chunks of 128 rows */
+    for (int qk = 512; qk <= 576; qk += 64) {
+        char text[128];
+        snprintf(text, sizeof text, "mla-sparse target=sm100a qk=%d cta_group=2", qk);
+        config_init(&c);
+        assert_int_equal(config_apply_text(&c, text, err, sizeof err), 0);
+        char *ptx = NULL;
+        size_t len;
+        if (fa4gen_generate(&c, &plan, &ptx, &len, err, sizeof err)) fail_msg("generate '%s': %s", text, err);
+        const SparsePlan100 *s = mla100(&plan);
+        Sm100InstrDesc q = sm100_instr_desc_decode(ptx_hex(ptx, "mov.u32 %mm_idesc_qk,"));
+        Sm100InstrDesc v = sm100_instr_desc_decode(ptx_hex(ptx, "mov.u32 %mm_idesc_pv,"));
+        assert_int_equal(q.m, 128), assert_int_equal(q.n, 128), assert_int_equal(q.b_major, SM100_MAJOR_K);
+        assert_int_equal(v.m, 128), assert_int_equal(v.n, 256), assert_int_equal(v.b_major, SM100_MAJOR_MN);
+        assert_true(sm100_mma_shape_ok(128, 128, 2, 0) && sm100_mma_shape_ok(128, 256, 2, 1));
+        int version;
+        Sm100SmemDesc dv = sm100_smem_desc_decode(s->desc_v, &version);
+        assert_int_equal(dv.lbo, 128 * 128), assert_int_equal(dv.sbo, 1024);
+        Sm100SmemDesc dk = sm100_smem_desc_decode(s->desc_k, &version);
+        assert_int_equal(dk.sbo, 1024), assert_int_equal(dk.swizzle, SM100_SW_128);
+        assert_int_equal(plan.cluster[0], 2), assert_int_equal(s->k_rows, 64), assert_int_equal(s->v_chunks, 4);
+        assert_int_equal(s->tx_kv, 2u * (64u * (uint32_t)qk * 2u + 128u * 256u * 2u));
+        assert_int_equal(s->pair_arrivals, 256);
+        assert_true(plan.smem_launch <= 232448);
+        assert_non_null(strstr(ptx, "tcgen05.mma.cta_group::2.kind::f16"));
+        assert_non_null(strstr(ptx, "tile::gather4.mbarrier::complete_tx::bytes.cta_group::2"));
+        assert_null(strstr(ptx, "cta_group::1"));
+        free(ptx);
+    }
     config_init(&c);
     assert_int_equal(config_apply_text(&c, "mla-sparse target=sm90a qk=576 b_topk=64", err, sizeof err), 0);
     assert_int_equal(plan_make(&c, &plan, err, sizeof err), -1);
