@@ -281,8 +281,11 @@ char *plan_explain_text(const Plan *p)
     else snprintf(each, sizeof each, "one CTA each");
     buf_printf(&b, "  block %d threads, cluster %dx%dx%d, dynamic smem %u B, grid: %s\n", p->threads, p->cluster[0],
                p->cluster[1], p->cluster[2], p->smem_launch, p->persistent ? "persistent" : "one tile per cluster (a cluster of 1 is a CTA)");
-    buf_printf(&b, "  grid  tiles = ceil(seqlen_q / %d) * (heads_q / %d) * batch; %s\n", p->rows_per_cta * p->cluster[0],
-               p->heads_per_cta, each);
+    if (p->cfg.kind == KIND_MLA_SPARSE) /* a tile is one token and heads_per_cta heads per CTA of the cluster */
+        buf_printf(&b, "  grid  tiles = s_q * ceil(h_q / %d); %s\n", p->heads_per_cta * p->cluster[0], each);
+    else
+        buf_printf(&b, "  grid  tiles = ceil(seqlen_q / %d) * (heads_q / %d) * batch; %s\n", p->rows_per_cta * p->cluster[0],
+                   p->heads_per_cta, each);
     if (b.oom) { buf_free(&b); return NULL; }
     return b.p;
 }
