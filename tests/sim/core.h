@@ -97,6 +97,12 @@ typedef struct Thread {
     /* tcgen05 publication state */
     int st_unwaited;
     uint32_t tc_fenced, proxy_fenced;
+    /* fence.acq_rel / fence.sc with relaxed mbarrier and cluster-barrier operations (the ISA's release
+     * and acquire patterns): fence_ep, the thread's epoch at its last fence (0: none), is what a later
+     * .relaxed arrive releases; racq_mbar (index + 1) is the last mbarrier a .relaxed wait passed, whose
+     * phases a later fence acquires */
+    uint32_t fence_ep;
+    int racq_mbar;
     /* registers an async op still owns (tcgen05.ld before wait::ld, wgmma accumulators) */
     uint8_t *pend;
     int npend;

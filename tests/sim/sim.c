@@ -147,6 +147,19 @@ static uint32_t *vc_alloc(Sim *s)
     return v;
 }
 
+/* A .relaxed arrival: it releases what the thread did before its last fence.acq_rel / fence.sc (the
+ * ISA's release pattern), nothing without one. */
+static void release_relaxed(Sim *s, Thread *t, uint32_t *into)
+{
+    if (t->fence_ep) {
+        uint32_t now = t->vc[t->gtid];
+        t->vc[t->gtid] = t->fence_ep;
+        vc_join(s, into, t->vc);
+        t->vc[t->gtid] = now;
+    }
+    t->vc[t->gtid]++;
+}
+
 /* Does a reader that knows `vc` see the write recorded in sh? thread_reader:
  * the generic proxy reads (a thread's ld); otherwise the async proxy (MMA, TMA
  * store), which also needs the writer's proxy or tcgen05 fence. */
@@ -1079,12 +1092,14 @@ static void exec_mbar_arrive(Sim *s, Thread *t, const Ins *in)
         int64_t tx = (int64_t)alu_val(s, t, &in->ops[2]);
         m->tx += tx;
         if (in->c) { mbar_maybe_complete(s, m); return; } /* mbarrier.expect_tx: no arrival */
-        if (!(in->mods & M_RELAXED)) release(s, t, m->acc);
+        if (in->mods & M_RELAXED) release_relaxed(s, t, m->acc);
+        else release(s, t, m->acc);
         mbar_arrive(s, m, 1, NULL);
         return;
     }
     int count = in->nops > 2 ? (int)alu_val(s, t, &in->ops[2]) : 1;
-    if (!(in->mods & M_RELAXED)) release(s, t, m->acc); /* .relaxed: an arrival without release */
+    if (in->mods & M_RELAXED) release_relaxed(s, t, m->acc); /* without a fence before it: no release */
+    else release(s, t, m->acc);
     mbar_arrive(s, m, count, NULL);
 }
 
@@ -1097,7 +1112,8 @@ static int exec_mbar_wait(Sim *s, Thread *t, const Ins *in)
     if (!in->a) { sim_hazard(s, SIM_UNSUPPORTED, "mbarrier waits on a state token are not simulated (use .parity)"); return 0; }
     uint32_t parity = (uint32_t)alu_val(s, t, &in->ops[2]) & 1;
     if ((m->phase & 1) != parity) {
-        if (!(in->mods & M_RELAXED)) vc_join(s, t->vc, m->done); /* .relaxed: the wait acquires nothing */
+        if (!(in->mods & M_RELAXED)) vc_join(s, t->vc, m->done);
+        else t->racq_mbar = (int)(m - s->mb) + 1; /* acquired only by a fence after it */
         alu_set(s, t, &in->ops[0], 1);
         return 0;
     }
@@ -1797,7 +1813,11 @@ static int run_thread(Sim *s, Thread *t, int quantum)
         }
         case OP_BRA: t->pc = in->ops[0].reg; continue;
         case OP_RET: case OP_EXIT: thread_exit(s, t); return done;
-        case OP_SETMAXNREG: case OP_FENCE: case OP_FENCE_MBAR_INIT: case OP_TC_FENCE_AFTER: case OP_WG_FENCE: break;
+        case OP_FENCE: /* fence.acq_rel / fence.sc: completes the release and acquire patterns of .relaxed ops */
+            if (t->racq_mbar) vc_join(s, t->vc, s->mb[t->racq_mbar - 1].done);
+            t->fence_ep = t->vc[t->gtid]++;
+            break;
+        case OP_SETMAXNREG: case OP_FENCE_MBAR_INIT: case OP_TC_FENCE_AFTER: case OP_WG_FENCE: break;
         case OP_FENCE_PROXY_ASYNC: t->proxy_fenced = t->vc[t->gtid]++; break;
         case OP_TC_FENCE_BEFORE:
             if (!t->st_unwaited) t->tc_fenced = t->vc[t->gtid];
@@ -1817,7 +1837,7 @@ static int run_thread(Sim *s, Thread *t, int quantum)
             break;
         case OP_CLUSTER_ARRIVE:
             /* .relaxed: an arrival that releases nothing (a later wait acquires only the others') */
-            if (in->mods & M_RELAXED) t->vc[t->gtid]++;
+            if (in->mods & M_RELAXED) release_relaxed(s, t, s->vcbuf);
             else release(s, t, s->vcbuf);
             t->cl_phase = s->cl_phase, t->cl_arrived = 1;
             s->cl_arrived++;

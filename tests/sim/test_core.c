@@ -532,7 +532,7 @@ static const char k_pair_gather_nopair[] = K_PAIR_GATHER(GATHER_ONE, SYNC_RA);
 
 /* CTA 1 thread 0 stores 0x1234 into CTA 0's shared memory through mapa, then arrives (ARRIVE) on
  * CTA 0's mbarrier; CTA 0 thread 0 waits (WAIT) and copies the word to global +3072. */
-#define K_REMOTE(ARRIVE, WAIT) HEADER_TMAP \
+#define K_REMOTE(ARRIVE, WAIT, AFTER) HEADER_TMAP \
     ".reg .b64 %a; .reg .b32 %r<12>; .reg .pred %q<4>;\n" \
     "ld.param.u64 %a, [p]; mov.u32 %r0, %tid.x; mov.u32 %r1, %cluster_ctarank;\n" \
     "mov.u32 %r2, smem; add.u32 %r2, %r2, 1023; and.b32 %r2, %r2, -1024; add.u32 %r3, %r2, 4096;\n" \
@@ -542,14 +542,21 @@ static const char k_pair_gather_nopair[] = K_PAIR_GATHER(GATHER_ONE, SYNC_RA);
     "@%q0 bra $d; @!%q1 bra $w;\n" \
     "mapa.shared::cluster.u32 %r4, %r2, 0; mapa.shared::cluster.u32 %r5, %r3, 0; mov.u32 %r6, 0x1234;\n" \
     "st.shared::cluster.u32 [%r4], %r6;\n" ARRIVE " _, [%r5];\n bra $d;\n" \
-    "$w: " WAIT " %q2, [%r3], 0; @!%q2 bra $w;\n" \
+    "$w: " WAIT " %q2, [%r3], 0; @!%q2 bra $w;\n" AFTER \
     "ld.shared.u32 %r7, [%r2]; st.global.u32 [%a+3072], %r7;\n" \
     "$d: ret;\n}\n"
 #define ARRIVE_REL "mbarrier.arrive.release.cluster.shared::cluster.b64"
 #define WAIT_ACQ "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64"
-static const char k_remote[] = K_REMOTE(ARRIVE_REL, WAIT_ACQ);
-static const char k_remote_relaxed_arrive[] = K_REMOTE("mbarrier.arrive.relaxed.cluster.shared::cluster.b64", WAIT_ACQ);
-static const char k_remote_relaxed_wait[] = K_REMOTE(ARRIVE_REL, "mbarrier.try_wait.parity.relaxed.cluster.shared::cta.b64");
+#define ARRIVE_RLX "mbarrier.arrive.relaxed.cluster.shared::cluster.b64"
+#define WAIT_RLX "mbarrier.try_wait.parity.relaxed.cluster.shared::cta.b64"
+static const char k_remote[] = K_REMOTE(ARRIVE_REL, WAIT_ACQ, "");
+static const char k_remote_relaxed_arrive[] = K_REMOTE(ARRIVE_RLX, WAIT_ACQ, "");
+static const char k_remote_relaxed_wait[] = K_REMOTE(ARRIVE_REL, WAIT_RLX, "");
+/* the ISA's release and acquire patterns: a fence before the relaxed arrive, after the relaxed wait */
+static const char k_remote_fenced[] = K_REMOTE("fence.acq_rel.cluster; " ARRIVE_RLX, WAIT_RLX, "fence.acq_rel.cluster;\n");
+/* a fence after the relaxed arrive releases nothing to it (the predicated twin never runs: %q0 is false) */
+static const char k_remote_fence_late[] =
+    K_REMOTE(ARRIVE_RLX " _, [%r5]; fence.acq_rel.cluster; @%q0 " ARRIVE_RLX, WAIT_RLX, "fence.acq_rel.cluster;\n");
 /* a shared::cta access with the peer's address (from mapa) faults */
 static const char k_remote_cta_space[] = HEADER_TMAP
     ".reg .b32 %r<4>; .reg .pred %q;\n"
@@ -789,6 +796,12 @@ static void test_pairs(CUdeviceptr buf)
                    "reads shared memory");
     expect_cluster("mbarrier.try_wait.relaxed acquires nothing", k_remote_relaxed_wait, 2, 32, buf, &map,
                    "reads shared memory");
+    cuMemsetD8(buf + 3072, 0, 4);
+    expect_cluster("fence.acq_rel + relaxed arrive, relaxed wait + fence.acq_rel", k_remote_fenced, 2, 32, buf, &map,
+                   NULL);
+    cuMemcpyDtoH(&v, buf + 3072, 4);
+    check(v == 0x1234, "the remote store is read through the fenced relaxed pair");
+    expect_cluster("a fence after the relaxed arrive", k_remote_fence_late, 2, 32, buf, &map, "reads shared memory");
     expect_cluster("ld.shared::cta of the peer's address", k_remote_cta_space, 2, 32, buf, &map, "shared::cta window");
 }
 
