@@ -103,6 +103,7 @@ typedef struct Thread {
      * phases a later fence acquires */
     uint32_t fence_ep;
     int racq_mbar;
+    uint32_t tc_seq; /* the pipe sequence number of the last tcgen05.mma/cp this thread issued */
     /* registers an async op still owns (tcgen05.ld before wait::ld, wgmma accumulators) */
     uint8_t *pend;
     int npend;

@@ -1409,7 +1409,7 @@ static void exec_tc_mma(Sim *s, Thread *t, const Ins *in)
     m->b_desc = alu_val(s, t, &o[2]);
     m->idesc = (uint32_t)alu_val(s, t, &o[3]);
     m->enable_input_d = (int)(alu_val(s, t, &o[4]) & 1);
-    op->u.mma.seq = ++s->cta[t->cta].pipe_issued;
+    op->u.mma.seq = t->tc_seq = ++s->cta[t->cta].pipe_issued;
     Ctx c;
     ctx_init(&c, s, op, t, 1, "tcgen05.mma");
     c.pipe = pipe_clk(s, t->cta);
@@ -1430,7 +1430,7 @@ static void exec_tc_cp(Sim *s, Thread *t, const Ins *in)
     op->u.cp.taddr = (uint32_t)mem_addr(s, t, &in->ops[0]);
     op->u.cp.s_desc = alu_val(s, t, &in->ops[1]);
     op->u.cp.cta_group = in->b;
-    op->u.mma.seq = ++s->cta[t->cta].pipe_issued;
+    op->u.mma.seq = t->tc_seq = ++s->cta[t->cta].pipe_issued;
     Ctx c;
     ctx_init(&c, s, op, t, 1, "tcgen05.cp");
     c.pipe = pipe_clk(s, t->cta);
@@ -1459,7 +1459,9 @@ static void exec_tc_commit(Sim *s, Thread *t, const Ins *in)
         if (!mbar_at(s, op->u.commit.ctas[i], w.off, 1)) { op_free(op); return; }
     if (!(op->vc = vc_alloc(s))) { op_free(op); return; }
     vc_join(s, op->vc, t->vc);
-    op->vc[pipe_clk(s, t->cta)] = s->cta[t->cta].pipe_issued;
+    /* it tracks the ops this thread issued (the pipe runs in order, so with them every earlier op):
+     * an op another thread issues later is not covered */
+    if (t->tc_seq > op->vc[pipe_clk(s, t->cta)]) op->vc[pipe_clk(s, t->cta)] = t->tc_seq;
     t->vc[t->gtid]++;
     op->ready = s->step; /* the commit waits only for the ops before it in the pipe */
     op_push(s, op);

@@ -571,7 +571,9 @@ static const char k_remote_cta_space[] = HEADER_TMAP
  * each allocates 256 TMEM columns. CTA 0 thread 0 copies A into TMEM (CP, columns 128..135), issues
  * the A-from-TMEM MMA and commits to the done barrier of both CTAs; every thread waits (WAIT), and
  * each warp reads its 32 rows of D (8 x 32x32b.x8) to global +16384, row-major f32. */
-#define K_PAIR_MMA(FENCE, CP, WAIT) HEADER_TMAP \
+#define K_PAIR_MMA(FENCE, CP, WAIT) K_PAIR_MMA_C(FENCE, CP, WAIT, "mov.b16 %m, 3;\n" PM_COMMIT "\n$w: ")
+#define PM_COMMIT "tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster.multicast::cluster.b64 [%r4], %m;"
+#define K_PAIR_MMA_C(FENCE, CP, WAIT, COMMIT) HEADER_TMAP \
     ".reg .b64 %a, %g, %ad, %bd, %o; .reg .b32 %r<40>; .reg .pred %q<4>; .reg .b16 %m;\n" \
     "ld.param.u64 %a, [p]; mov.u32 %r0, %tid.x; mov.u32 %r1, %cluster_ctarank;\n" \
     "mov.u32 %r2, smem; add.u32 %r2, %r2, 1023; and.b32 %r2, %r2, -1024; add.u32 %r3, %r2, 6144; add.u32 %r4, %r2, 6160;\n" \
@@ -599,9 +601,7 @@ static const char k_remote_cta_space[] = HEADER_TMAP
     CP " [%r16], %ad;\n" \
     "mov.u32 %r17, 0x10100490; setp.ne.u32 %q0, %r17, %r17;\n" \
     "tcgen05.mma.cta_group::2.kind::f16 [%r14], [%r16], %bd, %r17, %q0;\n" \
-    "mov.b16 %m, 3;\n" \
-    "tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster.multicast::cluster.b64 [%r4], %m;\n" \
-    "$w: " WAIT "\n" \
+    COMMIT WAIT "\n" \
     "tcgen05.fence::after_thread_sync;\n" \
     "shl.b32 %r18, %r5, 21; add.u32 %r18, %r18, %r14;\n" \
     "shl.b32 %r19, %r1, 7; shl.b32 %r20, %r5, 5; add.u32 %r19, %r19, %r20; add.u32 %r19, %r19, %r6;\n" \
@@ -626,6 +626,12 @@ static const char k_pair_mma_cp1[] = K_PAIR_MMA(PM_FENCE, "tcgen05.cp.cta_group:
 /* waiting on the wrong parity passes at once: D is read before the commit */
 static const char k_pair_mma_early[] =
     K_PAIR_MMA(PM_FENCE, PM_CP, "$l: mbarrier.try_wait.parity.shared::cta.b64 %q0, [%r4], 1; @!%q0 bra $l;");
+
+/* the commit comes from thread 1 of CTA 0, which issued no MMA: it tracks nothing of thread 0's */
+static const char k_pair_mma_other_commit[] = K_PAIR_MMA_C(
+    PM_FENCE, PM_CP, PM_WAIT,
+    "$w: setp.ne.u32 %q0, %r0, 1; @%q0 bra $w2; setp.ne.u32 %q0, %r1, 0; @%q0 bra $w2;\n"
+    "mov.b16 %m, 3;\n" PM_COMMIT "\n$w2: ");
 
 /* CTA 1 frees its TMEM and exits instead of waiting: the pair MMA writes into a CTA that is gone */
 static const char k_pair_mma_peer_exit[] = K_PAIR_MMA(
@@ -670,6 +676,8 @@ static void test_pair_mma(void)
     check(cuModuleLoadDataEx(&mod, k_pair_mma_cp1, 0, NULL, NULL) == CUDA_ERROR_INVALID_PTX,
           "tcgen05.cp.cta_group::1 in a kernel of cta_group::2 ops is refused at load");
     expect_cluster("pair MMA result read before the commit", k_pair_mma_early, 2, 128, big, &unused, "TMEM");
+    expect_cluster("pair MMA committed by a thread that issued no MMA", k_pair_mma_other_commit, 2, 128, big, &unused,
+                   "TMEM");
     /* reported as the peer's early dealloc, a write to its freed columns or its exit, as the schedule falls */
     expect_cluster("pair MMA while the peer CTA frees its TMEM and exits", k_pair_mma_peer_exit, 2, 128, big, &unused,
                    "hazard");
