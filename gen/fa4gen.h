@@ -133,6 +133,8 @@ typedef enum {
     SCALAR_Q_STRIDE_S, SCALAR_Q_STRIDE_H, SCALAR_KV_STRIDE, SCALAR_IDX_STRIDE, SCALAR_OUT_STRIDE_S,
     SCALAR_OUT_STRIDE_H,
     SCALAR_SM_SCALE,   /* f32: the softmax scale itself (max_logits are in its units) */
+    SCALAR_KV_SCALE,   /* u64: fp8 kv dequantisation scales [s_kv, kv_scale_blocks] f32, 0 = unit scales */
+    SCALAR_KV_SCALE_BLOCKS, /* u32: scales per kv row */
     SCALAR_COUNT
 } ScalarId;
 extern const char *const scalar_name[SCALAR_COUNT];

@@ -260,6 +260,14 @@ void op_ld_shared_b32(Emit *e, Reg dst, Reg base, uint32_t off)
     emit(e, "ld.shared.b32 %s, [%s+%u];", R(e, dst), R(e, base), off);
 }
 
+void op_ld_shared_v2_b32(Emit *e, Reg d0, Reg d1, Reg base, uint32_t off)
+{
+    REG_WANT(e, d0, WORD);
+    REG_WANT(e, d1, WORD);
+    REG_WANT(e, base, ADDR32);
+    emit(e, "ld.shared.v2.b32 {%s, %s}, [%s+%u];", R(e, d0), R(e, d1), R(e, base), off);
+}
+
 void op_st_shared_b32(Emit *e, Reg base, uint32_t off, Reg src)
 {
     REG_WANT(e, base, ADDR32);

@@ -87,6 +87,7 @@ void op_cvt(Emit *e, const char *form, Reg dst, Reg src);
 void op_cvt_pack(Emit *e, DType dt, Reg dst, Reg hi, Reg lo);
 /* Shared memory at [base+off] (base a b32 address register, %smem included). */
 void op_ld_shared_b32(Emit *e, Reg dst, Reg base, uint32_t off);
+void op_ld_shared_v2_b32(Emit *e, Reg d0, Reg d1, Reg base, uint32_t off); /* 8 bytes, 8-aligned */
 void op_st_shared_b32(Emit *e, Reg base, uint32_t off, Reg src);
 void op_st_shared_b32_if(Emit *e, Reg guard, Reg base, uint32_t off, Reg src); /* where guard holds */
 void op_st_global_f32(Emit *e, Reg guard, Reg addr, Reg src);

@@ -50,6 +50,16 @@ typedef struct SparsePlan100 {
     int pair_arrivals;               /* bar_p_full: the softmax threads of both CTAs */
     int bar_sfx;                     /* named barrier of the softmax warps (the key halves meet) */
 
+    /* fp8 kv (dtype e4m3): rows gathered as bytes into a raw ring (raw_chunks boxes of raw_box bytes
+     * a row, no swizzle), dequantised to the bf16 slot by the dequant warpgroup */
+    int kv_fp8;
+    int raw_stages, raw_chunks, raw_box;
+    uint32_t off_raw, raw_stage_bytes, raw_chunk_bytes, tx_raw;
+    uint32_t off_coord, coord_stage_bytes; /* the row coordinates of a raw slot (the scales' rows) */
+    uint32_t off_raw_mask;
+    uint32_t bar_raw_full, bar_raw_empty;
+    int warp_dq, dq_units;                 /* first dequant warp; 16-byte bf16 units per thread a block */
+
     /* roles */
     int warp_mma, warp_load, sfx_warps;
     int rescale, poly_every;

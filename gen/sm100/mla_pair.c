@@ -515,7 +515,7 @@ static void sfx_block(Emit *e, int buf)
     sfx_update_max_lazy(e, reg_find(e, "sx_m"), bmax, scale_log2, s->rescale, neg_ms, corr, need);
     sfx_exp2_scaled(e, xs, n, scale_log2, neg_ms, s->poly_every);
     sfx_sum_tree(e, rs, xs, n);
-    for (int k = 0; k < w; k++) op_cvt_pack(e, p->cfg.dtype, reg_at(e, pk, k), xs[2 * k + 1], xs[2 * k]);
+    for (int k = 0; k < w; k++) op_cvt_pack(e, DT_BF16, reg_at(e, pk, k), xs[2 * k + 1], xs[2 * k]);
     emit_note(e, "sum and P of this half to smem, the other half's back");
     op_st_shared_b32(e, mine, xoff(s, 1), rs);
     for (int k = 0; k < w; k++) op_st_shared_b32(e, mine, xoff(s, 2 + k), reg_at(e, pk, k));
@@ -607,7 +607,7 @@ static void sfx_epilogue(Emit *e)
             Reg lo = reg_at(e, o, 2 * k), hi = reg_at(e, o, 2 * k + 1);
             emit(e, "mul.f32 %s, %s, %s;", R(e, lo), R(e, lo), R(e, inv));
             emit(e, "mul.f32 %s, %s, %s;", R(e, hi), R(e, hi), R(e, inv));
-            op_cvt_pack(e, p->cfg.dtype, pk, hi, lo);
+            op_cvt_pack(e, DT_BF16, pk, hi, lo);
             emit(e, "add.u64 %s, %s, %d;", R(e, a), R(e, oa), (c + 2 * k) * p->elem_bytes);
             op_st_global_b32(e, inb, a, pk);
         }

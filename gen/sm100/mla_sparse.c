@@ -36,7 +36,11 @@ enum {
     MLA_TMEM_COLS = 512,
     MLA_SMEM_LIMIT = 232448,  /* sm_100a dynamic shared memory per CTA (228 KB - 1 KB) */
     MLA_O_CHUNK = 32,         /* O columns per tcgen05.ld/st */
-    MLA_MAX_REGS = 248,       /* per thread at entry: 192 threads need no setmaxnreg */
+    MLA_MAX_REGS = 248,       /* per thread at entry: 192 (320 with fp8) threads need no setmaxnreg */
+    MLA_DQ_WARPS = 4,         /* fp8: the dequant warpgroup */
+    MLA_RAW_STAGES = 2,       /* fp8: raw (e4m3) ring slots */
+    MLA_RAW_BOX_MAX = 256,    /* fp8: bytes of a row per gather4 box: <= 256 elements, a 16 B multiple */
+    MLA_UNIT = 16,            /* bytes of one swizzled smem unit */
     NAME = 40,
 };
 
@@ -47,7 +51,7 @@ static void mla_defaults(Config *c)
     if (!c->ov_depth || c->ov_depth == c->qk_depth) c->ov_depth = MLA_DV;
     if (!c->cta_group) c->cta_group = 1;
     if (!c->b_topk) c->b_topk = 64 * c->cta_group;
-    if (!c->num_mbars) c->num_mbars = c->cta_group == 2 ? 1 : 2;
+    if (!c->num_mbars) c->num_mbars = c->cta_group == 2 || c->dtype == DT_E4M3 ? 1 : 2;
     if (!c->swizzle) c->swizzle = 128;
     if (!c->q_smem_depth) c->q_smem_depth = c->qk_depth;
     if (c->q_tmem_depth < 0) c->q_tmem_depth = c->qk_depth - c->q_smem_depth;
@@ -57,8 +61,9 @@ static void mla_defaults(Config *c)
 
 static int mla_check(const Config *c, char *err, size_t n)
 {
-    if (c->dtype != DT_BF16)
-        return plan_refuse(err, n, "dtype: %s is not allowed for mla-sparse on sm100a yet; use bf16", dtype_name[c->dtype]);
+    if (c->dtype != DT_BF16 && !(c->dtype == DT_E4M3 && c->cta_group != 2))
+        return plan_refuse(err, n, "dtype: %s is not allowed for mla-sparse on sm100a%s; use bf16 (kv), or e4m3 (fp8 kv) "
+                           "with cta_group 1", dtype_name[c->dtype], c->cta_group == 2 ? " with cta_group 2" : "");
     if (c->qk_depth != 576 && c->qk_depth != 512)
         return plan_refuse(err, n, "qk: %d is not allowed for mla-sparse; use 576 (512 nope + 64 rope) or 512",
                            c->qk_depth);
@@ -100,6 +105,10 @@ static void mla_params(Plan *p)
     for (size_t i = 0; i < sizeof u32s / sizeof u32s[0]; i++) plan_param_scalar(p, u32s[i], PARAM_U32);
     plan_param_scalar(p, SCALAR_SCALE_LOG2, PARAM_F32);
     plan_param_scalar(p, SCALAR_SM_SCALE, PARAM_F32);
+    if (mla100(p)->kv_fp8) {
+        plan_param_scalar(p, SCALAR_KV_SCALE, PARAM_U64);
+        plan_param_scalar(p, SCALAR_KV_SCALE_BLOCKS, PARAM_U32);
+    }
 }
 
 /* The tensor maps: q as (d_qk, h_q, s_q), one box of 64 heads x one chunk; kv as (d_qk, s_kv)
@@ -107,10 +116,13 @@ static void mla_params(Plan *p)
 static void mla_maps(Plan *p)
 {
     const SparsePlan100 *s = mla100(p);
-    plan_map(p, "q", TENSOR_Q, p->cfg.dtype, (uint32_t)p->qk, (uint32_t)p->chunk_elems, (uint32_t)s->heads, 1,
+    plan_map(p, "q", TENSOR_Q, DT_BF16, (uint32_t)p->qk, (uint32_t)p->chunk_elems, (uint32_t)s->heads, 1,
              p->swizzle_bytes);
     p->maps[p->n_maps - 1].rank = 3;
-    plan_map(p, "kv", TENSOR_K, p->cfg.dtype, (uint32_t)p->qk, (uint32_t)p->chunk_elems, 1, 1, p->swizzle_bytes);
+    if (s->kv_fp8) /* e4m3 bytes: boxes of raw_box bytes, no swizzle (the dequant warpgroup reads them) */
+        plan_map(p, "kv", TENSOR_K, DT_E4M3, (uint32_t)p->qk, (uint32_t)s->raw_box, 1, 1, 0);
+    else
+        plan_map(p, "kv", TENSOR_K, p->cfg.dtype, (uint32_t)p->qk, (uint32_t)p->chunk_elems, 1, 1, p->swizzle_bytes);
     p->maps[p->n_maps - 1].rank = 2;
     p->maps[p->n_maps - 1].mode = MAP_GATHER4;
 }
@@ -118,7 +130,7 @@ static void mla_maps(Plan *p)
 static void mla_descriptors(Plan *p)
 {
     SparsePlan100 *s = mla100_plan(p);
-    int fmt = sm100_format(p->cfg.dtype);
+    int fmt = sm100_format(DT_BF16); /* Q, P and the kv the MMAs read (dequantised when fp8) are bf16 */
     Sm100InstrDesc qk = {s->heads, s->half_cols, 1, fmt, fmt, SM100_MAJOR_K, SM100_MAJOR_K, 0, 0};
     Sm100InstrDesc pv = {s->heads, s->o_cols, 1, fmt, fmt, SM100_MAJOR_K, SM100_MAJOR_MN, 0, 0};
     s->idesc_qk = sm100_instr_desc(&qk);
@@ -146,9 +158,31 @@ static void mla_smem(Plan *p)
                             "validity bits of a block, bit c = position c (ring)");
     s->tx_q = s->q_chunk_bytes * (uint32_t)p->qk_chunks;
     s->tx_kv = s->kv_stage_bytes;
-    int sfx = MLA_SFX_WARPS * MLA_WARP;
+    int sfx = MLA_SFX_WARPS * MLA_WARP, dq = MLA_DQ_WARPS * MLA_WARP;
+    if (s->kv_fp8) {
+        s->raw_stages = MLA_RAW_STAGES;
+        /* the widest box dividing the row: 192 B for d_qk 576, 256 B for 512 */
+        for (s->raw_box = MLA_RAW_BOX_MAX; p->qk % s->raw_box; s->raw_box -= MLA_UNIT) {}
+        s->raw_chunks = p->qk / s->raw_box;
+        s->raw_chunk_bytes = (uint32_t)(s->block * s->raw_box);
+        s->raw_stage_bytes = s->raw_chunk_bytes * (uint32_t)s->raw_chunks;
+        s->tx_raw = s->raw_stage_bytes;
+        s->off_raw = plan_smem(p, "raw", s->raw_stage_bytes * (uint32_t)s->raw_stages, 1024,
+                               "fp8: gathered e4m3 rows, raw_box bytes a box, no swizzle (ring)");
+        s->coord_stage_bytes = (uint32_t)s->block * 4;
+        s->off_coord = plan_smem(p, "coord", s->coord_stage_bytes * (uint32_t)s->raw_stages, 16,
+                                 "fp8: row of each position, -1 if invalid: the scales' rows (ring)");
+        s->off_raw_mask = plan_smem(p, "raw_mask", s->mask_stage_bytes * (uint32_t)s->raw_stages, 8,
+                                    "fp8: validity bits of a raw slot (ring)");
+        s->dq_units = s->block * p->qk * p->elem_bytes / MLA_UNIT / dq;
+        s->bar_raw_full = plan_mbar(p, "bar_raw_full", s->raw_stages, MLA_WARP,
+                                    "fp8: a raw slot's bytes landed (tx), the load warp's coordinates and bits");
+        s->bar_raw_empty = plan_mbar(p, "bar_raw_empty", s->raw_stages, dq, "fp8: the dequant warpgroup read a raw slot");
+    }
     s->bar_q_full = plan_mbar(p, "bar_q_full", 1, 1, "Q landed (tx)");
-    s->bar_kv_full = plan_mbar(p, "bar_kv_full", s->stages, 1, "a slot's rows landed (tx), its bits written");
+    s->bar_kv_full = plan_mbar(p, "bar_kv_full", s->stages, s->kv_fp8 ? dq : 1,
+                               s->kv_fp8 ? "fp8: a slot dequantised to bf16, its bits written"
+                                         : "a slot's rows landed (tx), its bits written");
     s->bar_kv_empty = plan_mbar(p, "bar_kv_empty", s->stages, 1 + sfx, "the MMAs and every softmax thread are done with a slot");
     s->bar_s_full = plan_mbar(p, "bar_s_full", MLA100_SBUFS, 1, "commit: S of a buffer written");
     s->bar_p_full = plan_mbar(p, "bar_p_full", 1, sfx, "softmax: P written (and O rescaled)");
@@ -222,6 +256,9 @@ static void mla_roles(Plan *p)
               s->cta_group == 2 ? "TMEM alloc/free; the even CTA's lane 0 issues every tcgen05.mma of the pair"
                                 : "TMEM alloc/free; one thread issues every tcgen05.mma");
     plan_role(p, "load", s->warp_load, 1, p->entry_regs, "Q (TMA), indices and validity bits, rows (TMA gather4)");
+    if (s->kv_fp8)
+        plan_role(p, "dequant", s->warp_dq, MLA_DQ_WARPS, p->entry_regs,
+                  "fp8: e4m3 rows x scales to the bf16 slot (128B-swizzled, as the MMAs read it)");
 }
 
 /* Head-64 (cta_group 1): M 64, S split over the TMEM lane halves. */
@@ -249,15 +286,25 @@ static int single_plan(Plan *p, char *err, size_t n)
               s->heads, s->half_cols, s->mma_k, s->idesc_qk);
     plan_note(p, "pv mma", "2 x %d x M%d N%d K%d TS per block (O halves; idesc 0x%08X)", s->pv_steps, s->heads,
               s->o_cols, s->mma_k, s->idesc_pv);
-    /* the MMA thread's code holds each S buffer's QK once and its PV three times (after the next block's
-     * QK, before a skipped block, after the loop): tests/ptxas/mla_sm100.sh counts them in the SASS */
-    int per_block = 2 * s->qk_steps + 2 * s->pv_steps;
+    /* the MMA thread's code holds each S buffer's QK once and its PV three times with two or more slots
+     * (after the next block's QK, before a skipped block, after the loop), once with one slot (after
+     * its own QK): tests/ptxas/mla_sm100.sh counts them in the SASS */
+    int per_block = 2 * s->qk_steps + 2 * s->pv_steps, pv_sites = s->stages > 1 ? 3 : 1;
     plan_note(p, "mma per kv block", "%d (QK 2 x %d, PV 2 x %d)", per_block, s->qk_steps, s->pv_steps);
-    plan_note(p, "mma issue sites", "%d (%d S buffers x (QK %d + 3 x PV %d))",
-              MLA100_SBUFS * (2 * s->qk_steps + 3 * 2 * s->pv_steps), MLA100_SBUFS, 2 * s->qk_steps, 2 * s->pv_steps);
-    plan_note(p, "gather", "%d x gather4 per block (%d rows x %d chunks), %u bytes", s->block / 4 * p->qk_chunks,
-              s->block, p->qk_chunks, s->tx_kv);
-    plan_note(p, "tma issue sites", "%d (gather4 %d, Q %d)", 2 * p->qk_chunks, p->qk_chunks, p->qk_chunks);
+    plan_note(p, "mma issue sites", "%d (%d S buffers x (QK %d + %d x PV %d))",
+              MLA100_SBUFS * (2 * s->qk_steps + pv_sites * 2 * s->pv_steps), MLA100_SBUFS, 2 * s->qk_steps, pv_sites,
+              2 * s->pv_steps);
+    if (s->kv_fp8) {
+        plan_note(p, "gather", "%d x gather4 per block (%d rows x %d boxes of %d B, e4m3), %u bytes",
+                  s->block / 4 * s->raw_chunks, s->block, s->raw_chunks, s->raw_box, s->tx_raw);
+        plan_note(p, "dequant", "%d units of 16 B per thread a block: e4m3 x scale -> bf16 (scales: kv_scale_blocks "
+                  "per row, 0 = 1)", s->dq_units);
+    } else {
+        plan_note(p, "gather", "%d x gather4 per block (%d rows x %d chunks), %u bytes", s->block / 4 * p->qk_chunks,
+                  s->block, p->qk_chunks, s->tx_kv);
+    }
+    int g4 = s->kv_fp8 ? s->raw_chunks : p->qk_chunks;
+    plan_note(p, "tma issue sites", "%d (gather4 %d, Q %d)", g4 + p->qk_chunks, g4, p->qk_chunks);
     return 0;
 }
 
@@ -274,7 +321,7 @@ static int pair_plan(Plan *p, char *err, size_t n)
     p->cluster[0] = 2;
     pair_smem(p);
     if (smem_fits(p, s->kv_stage_bytes + s->v_stage_bytes, err, n)) return -1;
-    int fmt = sm100_format(p->cfg.dtype);
+    int fmt = sm100_format(DT_BF16);
     Sm100InstrDesc qk = {2 * s->heads, s->block, 1, fmt, fmt, SM100_MAJOR_K, SM100_MAJOR_K, 0, 0};
     Sm100InstrDesc pv = {2 * s->heads, s->o_cols, 1, fmt, fmt, SM100_MAJOR_K, SM100_MAJOR_MN, 0, 0};
     s->idesc_qk = sm100_instr_desc(&qk);
@@ -312,6 +359,13 @@ static int mla_plan(const Config *c, Plan *p, char *err, size_t n)
 {
     SparsePlan100 *s = mla100_plan(p);
     plan_geometry(c, p);
+    if (c->dtype == DT_E4M3) { /* fp8 kv: the MMAs still read bf16 (Q, and kv after the dequant) */
+        s->kv_fp8 = 1;
+        p->elem_bytes = dtype_bytes[DT_BF16];
+        p->chunk_elems = p->swizzle_bytes / p->elem_bytes;
+        p->qk_chunks = (p->qk + p->chunk_elems - 1) / p->chunk_elems;
+        p->ov_chunks = (p->ov + p->chunk_elems - 1) / p->chunk_elems;
+    }
     p->bm = MLA_HEADS, p->bn = c->b_topk, p->stages = c->num_mbars;
     p->rows_per_cta = 1;          /* one query token ... */
     p->heads_per_cta = MLA_HEADS; /* ... and 64 of its heads */
@@ -324,7 +378,8 @@ static int mla_plan(const Config *c, Plan *p, char *err, size_t n)
     s->rescale = c->rescale, s->poly_every = 0;
     s->o_chunk = MLA_O_CHUNK;
     s->sfx_warps = MLA_SFX_WARPS, s->warp_mma = MLA_SFX_WARPS, s->warp_load = MLA_SFX_WARPS + 1;
-    p->threads = (MLA_SFX_WARPS + 2) * MLA_WARP;
+    s->warp_dq = MLA_SFX_WARPS + 2;
+    p->threads = (MLA_SFX_WARPS + 2 + (s->kv_fp8 ? MLA_DQ_WARPS : 0)) * MLA_WARP;
     p->entry_regs = MLA_MAX_REGS;
     p->tmem_cols = MLA_TMEM_COLS;
     if (c->cta_group == 2 ? pair_plan(p, err, n) : single_plan(p, err, n)) return -1;
@@ -377,6 +432,13 @@ static void mla_barrier_init(Emit *e)
     }
     const Mbar sf = mbar_plan(e, "bar_s_full");
     for (int i = 0; i < MLA100_SBUFS; i++) mbar_init(e, b, &sf, i);
+    if (s->kv_fp8) {
+        const Mbar rf = mbar_plan(e, "bar_raw_full"), re = mbar_plan(e, "bar_raw_empty");
+        for (int i = 0; i < s->raw_stages; i++) {
+            mbar_init(e, b, &rf, i);
+            mbar_init(e, b, &re, i);
+        }
+    }
     mbar_init_end(e, lbl);
 }
 
@@ -422,9 +484,9 @@ static void block_loop_begin(Emit *e, const char *who, Reg j, Reg stage, Reg pha
     emit(e, "@%s bra.uni %s;", R(e, pend), done);
 }
 
-static void block_loop_end(Emit *e, Reg j, Reg stage, Reg phase, const char *top, const char *done)
+static void block_loop_end(Emit *e, Reg j, Reg stage, Reg phase, int stages, const char *top, const char *done)
 {
-    ring_advance(e, stage, phase, mla100(e->p)->stages);
+    ring_advance(e, stage, phase, stages);
     emit(e, "add.u32 %s, %s, 1;", R(e, j), R(e, j));
     emit(e, "bra.uni %s;", top);
     emit_label(e, done);
@@ -486,8 +548,14 @@ static void load_indices(Emit *e, Reg j, Reg stage)
 {
     const SparsePlan100 *s = mla100(e->p);
     Reg pos = reg_b32(e, "ld_pos"), ia = reg_b64(e, "ld_ia"), ma = reg_b32(e, "ld_ma");
-    Reg ok = reg_pred(e, "ld_ok"), inr = reg_pred(e, "ld_inrange");
-    smem_indexed(e, ma, s->off_mask, stage, s->mask_stage_bytes);
+    Reg ok = reg_pred(e, "ld_ok"), inr = reg_pred(e, "ld_inrange"), ca = REG_NONE;
+    smem_indexed(e, ma, s->kv_fp8 ? s->off_raw_mask : s->off_mask, stage, s->mask_stage_bytes);
+    if (s->kv_fp8) {
+        emit_note(e, "fp8: every lane also stores its coordinates (the dequant warpgroup reads the scales' rows)");
+        ca = reg_b32(e, "ld_ca");
+        smem_indexed(e, ca, s->off_coord, stage, s->coord_stage_bytes);
+        emit(e, "mad.lo.u32 %s, %%lane, 4, %s;", R(e, ca), R(e, ca));
+    }
     for (int h = 0; h < s->block / MLA_WARP; h++) {
         Reg idx = reg_b32(e, "ld_c%d", h), bits = reg_b32(e, "ld_bits%d", h);
         emit(e, "mad.lo.u32 %s, %s, %d, %%lane;", R(e, pos), R(e, j), s->block);
@@ -502,6 +570,7 @@ static void load_indices(Emit *e, Reg j, Reg stage)
         emit(e, "selp.b32 %s, %s, -1, %s;", R(e, idx), R(e, idx), R(e, ok));
         op_vote_ballot(e, bits, ok);
         op_st_shared_b32_if(e, reg_find(e, "ld_lead"), ma, (uint32_t)(h * 4), bits);
+        if (reg_is(ca)) op_st_shared_b32(e, ca, (uint32_t)(h * MLA_WARP * 4), idx);
     }
 }
 
@@ -529,14 +598,17 @@ static void load_rows(Emit *e, Reg stage, Reg full)
     }
     emit(e, "setp.ge.u32 %s, %%lane, %d;", R(e, pr), s->block / 4);
     emit(e, "@%s bra %s;", R(e, pr), new_label(e, skip, sizeof skip, "ld_rows_done"));
-    emit_note(e, "rows 4*lane.. of every chunk: 4 x %d B at chunk + 4*lane*%d (plan map kv, 128B swizzle)",
-              p->swizzle_bytes, p->swizzle_bytes);
-    smem_indexed(e, dst, s->off_kv, stage, s->kv_stage_bytes);
-    emit(e, "mad.lo.u32 %s, %%lane, %d, %s;", R(e, dst), 4 * p->swizzle_bytes, R(e, dst));
-    for (int c = 0; c < p->qk_chunks; c++) {
-        emit(e, "mov.u32 %s, %d;", R(e, col), c * p->chunk_elems);
+    /* bf16: chunks of 64 columns into the 128B-swizzled slot; fp8: boxes of raw_box bytes, rows unswizzled */
+    int chunks = s->kv_fp8 ? s->raw_chunks : p->qk_chunks, pitch = s->kv_fp8 ? s->raw_box : p->swizzle_bytes;
+    int cols = s->kv_fp8 ? s->raw_box : p->chunk_elems;
+    uint32_t chunk_bytes = s->kv_fp8 ? s->raw_chunk_bytes : s->kv_chunk_bytes;
+    emit_note(e, "rows 4*lane.. of every chunk: 4 x %d B at chunk + 4*lane*%d (plan map kv)", pitch, pitch);
+    smem_indexed(e, dst, s->kv_fp8 ? s->off_raw : s->off_kv, stage, s->kv_fp8 ? s->raw_stage_bytes : s->kv_stage_bytes);
+    emit(e, "mad.lo.u32 %s, %%lane, %d, %s;", R(e, dst), 4 * pitch, R(e, dst));
+    for (int c = 0; c < chunks; c++) {
+        emit(e, "mov.u32 %s, %d;", R(e, col), c * cols);
         op_tma_gather4(e, 1, dst, reg_find(e, "tmap_kv"), col, rows, full);
-        if (c + 1 < p->qk_chunks) emit(e, "add.u32 %s, %s, %u;", R(e, dst), R(e, dst), s->kv_chunk_bytes);
+        if (c + 1 < chunks) emit(e, "add.u32 %s, %s, %u;", R(e, dst), R(e, dst), chunk_bytes);
     }
     emit_label(e, skip);
 }
@@ -562,13 +634,28 @@ static void emit_load(Emit *e)
     Reg lo = reg_b32(e, "ld_mor"), any = reg_pred(e, "ld_any");
     char top[NAME], done[NAME], l_none[NAME], l_armed[NAME];
     block_loop_begin(e, "ld", j, stage, phase, top, done);
-    smem_indexed(e, full, s->bar_kv_full, stage, MBAR_BYTES);
-    smem_indexed(e, empty, s->bar_kv_empty, stage, MBAR_BYTES);
+    smem_indexed(e, full, s->kv_fp8 ? s->bar_raw_full : s->bar_kv_full, stage, MBAR_BYTES);
+    smem_indexed(e, empty, s->kv_fp8 ? s->bar_raw_empty : s->bar_kv_empty, stage, MBAR_BYTES);
     ring_free_parity(e, par, phase);
     op_mbar_wait(e, empty, par);
     load_indices(e, j, stage);
     emit(e, "or.b32 %s, %%ld_bits0, %%ld_bits1;", R(e, lo));
     emit(e, "setp.ne.u32 %s, %s, 0;", R(e, any), R(e, lo));
+    if (s->kv_fp8) {
+        emit_note(e, "fp8: every lane arrives after its stores; lane 0 also expects the slot's %u bytes if any index is "
+                  "valid", s->tx_raw);
+        Reg arm = reg_pred(e, "ld_arm");
+        emit(e, "and.pred %s, %s, %s;", R(e, arm), R(e, any), R(e, lead));
+        op_mbar_expect_tx_if(e, arm, full, s->tx_raw);
+        op_mbar_arrive_if(e, reg_not(e, arm), full);
+        emit(e, "@!%s bra %s;", R(e, any), new_label(e, l_none, sizeof l_none, "ld_none"));
+        load_rows(e, stage, full);
+        emit_label(e, l_none);
+        op_warp_sync(e);
+        block_loop_end(e, j, stage, phase, s->raw_stages, top, done);
+        emit(e, "bra.uni $exit;");
+        return;
+    }
     emit(e, "@!%s bra %s;", R(e, any), new_label(e, l_none, sizeof l_none, "ld_none"));
     emit_note(e, "some index valid: expect the block's %u bytes (invalid rows are zero-filled and count too)", s->tx_kv);
     emit(e, "@!%%ld_lead bra %s;", new_label(e, l_armed, sizeof l_armed, "ld_armed"));
@@ -583,7 +670,7 @@ static void emit_load(Emit *e)
     op_mbar_arrive_if(e, lead, full);
     emit_label(e, l_next);
     op_warp_sync(e);
-    block_loop_end(e, j, stage, phase, top, done);
+    block_loop_end(e, j, stage, phase, s->stages, top, done);
     emit(e, "bra.uni $exit;");
 }
 
@@ -717,30 +804,40 @@ static void emit_mma(Emit *e)
     mma_qk(e, 1);
     mma_commit_at(e, s->bar_s_full, 1);
     emit_label(e, l_qk);
-    emit(e, "@!%s bra %s;", R(e, pend), new_label(e, l_nopv, sizeof l_nopv, "mm_no_pv"));
-    mma_pending_pv(e);
-    emit_label(e, l_nopv);
-    emit_note(e, "this block is pending now: its PV follows the next block's QK");
+    int ahead = s->stages > 1; /* one slot: the next block cannot land before this block's PV */
+    if (ahead) {
+        emit(e, "@!%s bra %s;", R(e, pend), new_label(e, l_nopv, sizeof l_nopv, "mm_no_pv"));
+        mma_pending_pv(e);
+        emit_label(e, l_nopv);
+        emit_note(e, "this block is pending now: its PV follows the next block's QK");
+    } else {
+        emit_note(e, "one KV slot: this block's PV follows its QK");
+    }
     emit(e, "mov.u32 %s, %s;", R(e, pit), R(e, it));
     emit(e, "mov.u32 %s, %s;", R(e, pslot), R(e, slot));
     emit(e, "mov.u32 %s, %s;", R(e, pempty), R(e, empty));
-    emit(e, "setp.eq.u32 %s, 0, 0;", R(e, pend));
+    if (ahead) emit(e, "setp.eq.u32 %s, 0, 0;", R(e, pend));
+    else mma_pending_pv(e);
     emit(e, "add.u32 %s, %s, 1;", R(e, it), R(e, it));
     emit(e, "bra.uni %s;", new_label(e, l_next, sizeof l_next, "mm_next"));
     emit_label(e, l_skip);
-    emit_note(e, "no valid index: no MMA reads the slot; the pending PV goes now (its slot may be the next one's)");
-    char l_flushed[NAME];
-    emit(e, "@!%s bra %s;", R(e, pend), new_label(e, l_flushed, sizeof l_flushed, "mm_flushed"));
-    mma_pending_pv(e);
-    emit(e, "setp.ne.u32 %s, 0, 0;", R(e, pend));
-    emit_label(e, l_flushed);
+    if (ahead) {
+        emit_note(e, "no valid index: no MMA reads the slot; the pending PV goes now (its slot may be the next one's)");
+        char l_flushed[NAME];
+        emit(e, "@!%s bra %s;", R(e, pend), new_label(e, l_flushed, sizeof l_flushed, "mm_flushed"));
+        mma_pending_pv(e);
+        emit(e, "setp.ne.u32 %s, 0, 0;", R(e, pend));
+        emit_label(e, l_flushed);
+    }
     op_mbar_arrive(e, empty);
     emit_label(e, l_next);
-    block_loop_end(e, j, stage, phase, top, done);
-    char l_end[NAME];
-    emit(e, "@!%s bra %s;", R(e, pend), new_label(e, l_end, sizeof l_end, "mm_end"));
-    mma_pending_pv(e);
-    emit_label(e, l_end);
+    block_loop_end(e, j, stage, phase, s->stages, top, done);
+    if (ahead) {
+        char l_end[NAME];
+        emit(e, "@!%s bra %s;", R(e, pend), new_label(e, l_end, sizeof l_end, "mm_end"));
+        mma_pending_pv(e);
+        emit_label(e, l_end);
+    }
     emit_label(e, "$mm_free");
     op_warp_sync(e);
     emit_note(e, "plan: named barrier tmem_free (%d): the softmax warps read O for the last time", s->bar_tmem_free);
@@ -836,7 +933,7 @@ static void sfx_block(Emit *e, int buf)
     emit(e, "add.f32 %s, %s, %s;", R(e, rs), R(e, rs), R(e, t));
     emit(e, "fma.rn.f32 %%sx_l, %%sx_l, %s, %s;", R(e, corr), R(e, rs));
     emit_note(e, "P (bf16 pairs) of this half, and the other half's from lane ^ 16: both halves hold the whole row");
-    for (int k = 0; k < w; k++) op_cvt_pack(e, p->cfg.dtype, reg_at(e, pk, k), xs[2 * k + 1], xs[2 * k]);
+    for (int k = 0; k < w; k++) op_cvt_pack(e, DT_BF16, reg_at(e, pk, k), xs[2 * k + 1], xs[2 * k]);
     for (int k = 0; k < w; k++) op_shfl_bfly(e, reg_at(e, qk, k), reg_at(e, pk, k), MLA_LANE_HALF);
     for (int k = 0; k < w; k++) {
         emit(e, "selp.b32 %s, %s, %s, %%sx_hi;", R(e, reg_at(e, wd, k)), R(e, reg_at(e, qk, k)), R(e, reg_at(e, pk, k)));
@@ -924,7 +1021,7 @@ static void sfx_epilogue(Emit *e)
             Reg lo = reg_at(e, o, 2 * k), hi = reg_at(e, o, 2 * k + 1);
             emit(e, "mul.f32 %s, %s, %s;", R(e, lo), R(e, lo), R(e, inv));
             emit(e, "mul.f32 %s, %s, %s;", R(e, hi), R(e, hi), R(e, inv));
-            op_cvt_pack(e, p->cfg.dtype, pk, hi, lo);
+            op_cvt_pack(e, DT_BF16, pk, hi, lo);
             emit(e, "add.u64 %s, %s, %d;", R(e, a), R(e, oa), (c + 2 * k) * p->elem_bytes);
             op_st_global_b32(e, inb, a, pk);
         }
@@ -990,7 +1087,7 @@ static void emit_softmax(Emit *e)
     emit_label(e, l_next);
     emit(e, "add.u32 %s, %s, 1;", R(e, it), R(e, it));
     emit_label(e, l_skip);
-    block_loop_end(e, j, stage, phase, top, done);
+    block_loop_end(e, j, stage, phase, s->stages, top, done);
     emit_note(e, "the last processed block's bar_pv_done phase: it - 1");
     emit(e, "add.u32 %s, %s, 1;", R(e, opar), R(e, it));
     emit(e, "and.b32 %s, %s, 1;", R(e, opar), R(e, opar));
@@ -998,6 +1095,125 @@ static void emit_softmax(Emit *e)
     op_tc_fence_before(e);
     emit_note(e, "plan: named barrier tmem_free (%d)", s->bar_tmem_free);
     op_bar_arrive(e, s->bar_tmem_free, named_bar_threads(p, s->bar_tmem_free));
+    emit(e, "bra.uni $exit;");
+}
+
+/* ------------------------------------------------------------ kernel: dequant warpgroup (fp8) */
+
+/* Four e4m3 of word w (bytes 0..3: elements in order) times sc, as two bf16 pairs into out[0..1]. */
+static void dq_word(Emit *e, Reg w, Reg sc, Reg *out)
+{
+    Reg half[2] = {reg_b16(e, "dq_b0"), reg_b16(e, "dq_b1")}, hx = reg_b32(e, "dq_hx");
+    Reg h[2] = {reg_b16(e, "dq_h0"), reg_b16(e, "dq_h1")}, x[2] = {reg_f32(e, "dq_x0"), reg_f32(e, "dq_x1")};
+    emit(e, "mov.b32 {%s, %s}, %s;", R(e, half[0]), R(e, half[1]), R(e, w));
+    for (int k = 0; k < 2; k++) {
+        op_cvt(e, "rn.f16x2.e4m3x2", hx, half[k]);
+        emit(e, "mov.b32 {%s, %s}, %s;", R(e, h[0]), R(e, h[1]), R(e, hx));
+        for (int i = 0; i < 2; i++) {
+            op_cvt(e, "f32.f16", x[i], h[i]);
+            emit(e, "mul.f32 %s, %s, %s;", R(e, x[i]), R(e, x[i]), R(e, sc));
+        }
+        op_cvt_pack(e, DT_BF16, out[k], x[1], x[0]);
+    }
+}
+
+/* Thread t of the group: row t %% b_topk of the block and its 16-byte units 2 u + t / b_topk (the two
+ * threads of a row interleave), so every unit's raw box, bf16 chunk and swizzle are constants up to
+ * the thread's half bit. */
+static void emit_dequant(Emit *e)
+{
+    const Plan *p = e->p;
+    const SparsePlan100 *s = mla100(p);
+    int halves = MLA_DQ_WARPS * MLA_WARP / s->block;
+    int elems = MLA_UNIT / p->elem_bytes; /* bf16 elements (and e4m3 bytes) of one unit */
+    emit_section(e, "role dequant (warps %d..%d): e4m3 rows x scales -> the bf16 slot, as the MMAs read it",
+                 s->warp_dq, s->warp_dq + MLA_DQ_WARPS - 1);
+    Reg t = reg_b32(e, "dq_t"), r = reg_b32(e, "dq_r"), hsel = reg_b32(e, "dq_half"), hk = reg_b32(e, "dq_hk");
+    Reg rawrow = reg_b32(e, "dq_rawrow"), kvrow = reg_b32(e, "dq_kvrow"), has = reg_pred(e, "dq_has_scale");
+    emit(e, "sub.u32 %s, %%thread, %d;", R(e, t), s->warp_dq * MLA_WARP);
+    emit(e, "and.b32 %s, %s, %d;", R(e, r), R(e, t), s->block - 1);
+    emit(e, "shr.u32 %s, %s, %d;", R(e, hsel), R(e, t), __builtin_ctz((unsigned)s->block));
+    emit_note(e, "the swizzle key of the row (128B: unit ^ row %% 8), with the thread's half bit folded in");
+    emit(e, "and.b32 %s, %s, 7;", R(e, hk), R(e, r));
+    emit(e, "xor.b32 %s, %s, %s;", R(e, hk), R(e, hk), R(e, hsel));
+    emit(e, "mul.lo.u32 %s, %s, %d;", R(e, rawrow), R(e, r), s->raw_box);
+    emit(e, "mad.lo.u32 %s, %s, %d, %s;", R(e, rawrow), R(e, hsel), elems, R(e, rawrow));
+    emit(e, "mul.lo.u32 %s, %s, %d;", R(e, kvrow), R(e, r), p->swizzle_bytes);
+    emit(e, "setp.ne.u64 %s, %%kv_scale, 0;", R(e, has));
+
+    Reg j = reg_b32(e, "dq_j"), rs = reg_b32(e, "dq_rs"), rph = reg_b32(e, "dq_rph");
+    Reg bs = reg_b32(e, "dq_bs"), bph = reg_b32(e, "dq_bph"), bar = reg_b32(e, "dq_bar"), par = reg_b32(e, "dq_par");
+    Reg lo = reg_b32(e, "dq_mlo"), hi = reg_b32(e, "dq_mhi"), any = reg_pred(e, "dq_any"), ma = reg_b32(e, "dq_ma");
+    Reg first = reg_pred(e, "dq_first");
+    char top[NAME], done[NAME], l_skip[NAME];
+    ring_reset(e, bs, bph);
+    emit(e, "setp.eq.u32 %s, %s, 0;", R(e, first), R(e, t));
+    block_loop_begin(e, "dq", j, rs, rph, top, done);
+    smem_indexed(e, bar, s->bar_raw_full, rs, MBAR_BYTES);
+    op_mbar_wait(e, bar, rph);
+    smem_indexed(e, bar, s->bar_kv_empty, bs, MBAR_BYTES);
+    ring_free_parity(e, par, bph);
+    op_mbar_wait(e, bar, par);
+    emit_note(e, "the raw slot's bits go to the bf16 slot (thread 0), where MMA and softmax read them");
+    smem_indexed(e, ma, s->off_raw_mask, rs, s->mask_stage_bytes);
+    op_ld_shared_b32(e, lo, ma, 0);
+    op_ld_shared_b32(e, hi, ma, 4);
+    smem_indexed(e, ma, s->off_mask, bs, s->mask_stage_bytes);
+    op_st_shared_b32_if(e, first, ma, 0, lo);
+    op_st_shared_b32_if(e, first, ma, 4, hi);
+    emit(e, "or.b32 %s, %s, %s;", R(e, lo), R(e, lo), R(e, hi));
+    emit(e, "setp.ne.u32 %s, %s, 0;", R(e, any), R(e, lo));
+    emit(e, "@!%s bra %s;", R(e, any), new_label(e, l_skip, sizeof l_skip, "dq_skip"));
+
+    Reg coord = reg_b32(e, "dq_coord"), psc = reg_pred(e, "dq_psc"), sb = reg_b64(e, "dq_sbase");
+    Reg ra = reg_b32(e, "dq_ra"), ka = reg_b32(e, "dq_ka"), w0 = reg_b32(e, "dq_w0"), w1 = reg_b32(e, "dq_w1");
+    Reg sc = reg_f32(e, "dq_sc"), si = reg_b32(e, "dq_si"), sa = reg_b64(e, "dq_sa"), po = reg_b32(e, "dq_po");
+    Reg unit = reg_pred(e, "dq_unit"), t64 = reg_b64(e, "dq_t64");
+    Reg out[4];
+    for (int k = 0; k < 4; k++) out[k] = reg_b32(e, "dq_o%d", k);
+    smem_indexed(e, ma, s->off_coord, rs, s->coord_stage_bytes);
+    emit(e, "mad.lo.u32 %s, %s, 4, %s;", R(e, ma), R(e, r), R(e, ma));
+    op_ld_shared_b32(e, coord, ma, 0);
+    emit_note(e, "scales of the row: kv_scale + coord * kv_scale_blocks (an invalid row reads none: its bytes are 0)");
+    emit(e, "setp.ge.s32 %s, %s, 0;", R(e, psc), R(e, coord));
+    emit(e, "and.pred %s, %s, %s;", R(e, psc), R(e, psc), R(e, has));
+    emit(e, "mul.wide.s32 %s, %s, 4;", R(e, sb), R(e, coord));
+    op_cvt(e, "u64.u32", t64, reg_find(e, "kv_scale_blocks"));
+    emit(e, "mul.lo.u64 %s, %s, %s;", R(e, sb), R(e, sb), R(e, t64));
+    emit(e, "add.u64 %s, %s, %%kv_scale;", R(e, sb), R(e, sb));
+    smem_indexed(e, ra, s->off_raw, rs, s->raw_stage_bytes);
+    emit(e, "add.u32 %s, %s, %s;", R(e, ra), R(e, ra), R(e, rawrow));
+    smem_indexed(e, ka, s->off_kv, bs, s->kv_stage_bytes);
+    emit(e, "add.u32 %s, %s, %s;", R(e, ka), R(e, ka), R(e, kvrow));
+    for (int u = 0; u < s->dq_units; u++) {
+        int e0 = halves * elems * u; /* first element of the unit for half 0 */
+        uint32_t roff = (uint32_t)(e0 / s->raw_box) * s->raw_chunk_bytes + (uint32_t)(e0 % s->raw_box);
+        op_ld_shared_v2_b32(e, w0, w1, ra, roff);
+        emit(e, "mad.lo.u32 %s, %s, %d, %d;", R(e, si), R(e, hsel), elems, e0);
+        emit(e, "mul.lo.u32 %s, %s, %%kv_scale_blocks;", R(e, si), R(e, si));
+        emit(e, "div.u32 %s, %s, %d;", R(e, si), R(e, si), p->qk);
+        emit(e, "mov.f32 %s, 0f3F800000;", R(e, sc));
+        emit(e, "mad.wide.u32 %s, %s, 4, %s;", R(e, sa), R(e, si), R(e, sb));
+        op_ld_global(e, psc, "f32", sc, sa, 0);
+        emit(e, "setp.eq.f32 %s, %s, 0f00000000;", R(e, unit), R(e, sc));
+        emit(e, "@%s mov.f32 %s, 0f3F800000;", R(e, unit), R(e, sc));
+        dq_word(e, w0, sc, out);
+        dq_word(e, w1, sc, out + 2);
+        int c = e0 / p->chunk_elems, uu = (e0 % p->chunk_elems) / elems; /* half 0: an even unit */
+        emit(e, "xor.b32 %s, %s, %d;", R(e, po), R(e, hk), uu);
+        emit(e, "shl.b32 %s, %s, 4;", R(e, po), R(e, po));
+        emit(e, "add.u32 %s, %s, %s;", R(e, po), R(e, po), R(e, ka));
+        op_st_shared_v4_b32(e, po, (uint32_t)c * s->kv_chunk_bytes, out);
+    }
+    emit_note(e, "the bf16 slot is read by the MMAs (async proxy)");
+    op_fence_proxy_async(e);
+    emit_label(e, l_skip);
+    smem_indexed(e, bar, s->bar_kv_full, bs, MBAR_BYTES);
+    op_mbar_arrive(e, bar);
+    smem_indexed(e, bar, s->bar_raw_empty, rs, MBAR_BYTES);
+    op_mbar_arrive(e, bar);
+    ring_advance(e, bs, bph, s->stages);
+    block_loop_end(e, j, rs, rph, s->raw_stages, top, done);
     emit(e, "bra.uni $exit;");
 }
 
@@ -1017,7 +1233,15 @@ int sm100_emit_mla_sparse(Emit *e)
     emit(e, "@%s bra $softmax;", R(e, pr));
     emit(e, "setp.eq.u32 %s, %%warp, %d;", R(e, pr), s->warp_mma);
     emit(e, "@%s bra $mma;", R(e, pr));
+    if (s->kv_fp8) {
+        emit(e, "setp.ge.u32 %s, %%warp, %d;", R(e, pr), s->warp_dq);
+        emit(e, "@%s bra $dequant;", R(e, pr));
+    }
     emit_load(e);
+    if (s->kv_fp8) {
+        emit_label(e, "$dequant");
+        emit_dequant(e);
+    }
     emit_label(e, "$mma");
     emit_mma(e);
     emit_label(e, "$softmax");

@@ -550,6 +550,33 @@ static void test_sm100_mla_sparse(void **state)
     if (!strstr(fk->launches[0].kernel, "mla_sparse_sm90a")) fail_msg("AUTO on 9.0 launched %s", fk->launches[0].kernel);
     fa4_destroy(ctx);
 
+    /* fp8 kv: the head-64 kernel with its dequant warpgroup; kv's map moves e4m3 as bytes (strides in
+     * bytes, unswizzled 192-byte boxes); scales only with FA4_E4M3, blocks a multiple of 64 dividing d_qk */
+    a = mla_args();
+    a.kv_dtype = FA4_E4M3, a.kv_scale = (const float *)DEV(5), a.kv_scale_block = 64;
+    ctx = ctx_on(100, FA4_TARGET_AUTO, NULL);
+    must(ctx, fa4_mla_sparse_fwd(ctx, &a, NULL), "fa4_mla_sparse_fwd (fp8)");
+    {
+        const FakeLaunch *f = &fk->launches[0];
+        assert_int_equal(f->block[0], 320), assert_int_equal(f->cluster[0], 1), assert_int_equal(f->grid[0], 10);
+        const FakeMap *k8 = &f->maps[1];
+        assert_int_equal(k8->dtype, CU_TENSOR_MAP_DATA_TYPE_UINT8), assert_int_equal(k8->strides[0], 576);
+        assert_int_equal(k8->box[0], 192), assert_int_equal(k8->box[1], 1);
+        assert_int_equal(k8->swizzle, CU_TENSOR_MAP_SWIZZLE_NONE);
+    }
+    a.kv_scale_block = 96;
+    assert_int_equal(fa4_mla_sparse_fwd(ctx, &a, NULL), FA4_ERR_INVALID_ARGUMENT);
+    if (!strstr(fa4_last_error(ctx), "kv_scale_block")) fail_msg("'%s'", fa4_last_error(ctx));
+    a.kv_scale_block = 0, a.kv_stride = 584; /* 8 bytes: not a 16-byte row */
+    assert_int_equal(fa4_mla_sparse_fwd(ctx, &a, NULL), FA4_ERR_INVALID_ARGUMENT);
+    if (!strstr(fa4_last_error(ctx), "kv_stride")) fail_msg("'%s'", fa4_last_error(ctx));
+    a = mla_args();
+    a.kv_scale = (const float *)DEV(5);
+    assert_int_equal(fa4_mla_sparse_fwd(ctx, &a, NULL), FA4_ERR_INVALID_ARGUMENT);
+    if (!strstr(fa4_last_error(ctx), "kv_scale: given for bf16 kv")) fail_msg("'%s'", fa4_last_error(ctx));
+    fa4_destroy(ctx);
+
+    a = mla_args();
     char dir[] = "/tmp/fa4launch-mla90.XXXXXX";
     assert_non_null(mkdtemp(dir));
     ctx = ctx_on(90, FA4_TARGET_SM100A, dir);

@@ -447,6 +447,35 @@ static void test_mla_sparse_plan(void **state)
     assert_int_equal(config_apply_text(&c, "mla-sparse target=sm100a qk=576 bn=64", err, sizeof err), 0);
     assert_int_equal(plan_make(&c, &plan, err, sizeof err), -1);
     assert_non_null(strstr(err, "b_topk"));
+    /* fp8 kv: the MMAs still take bf16 (formats BF16), a dequant warpgroup (warps 6-9), one bf16 slot,
+     * the kv map gathers e4m3 bytes in unswizzled boxes that divide the row */
+    for (int qk = 512; qk <= 576; qk += 64) {
+        char text[128];
+        snprintf(text, sizeof text, "mla-sparse target=sm100a dtype=e4m3 qk=%d", qk);
+        config_init(&c);
+        assert_int_equal(config_apply_text(&c, text, err, sizeof err), 0);
+        char *ptx = NULL;
+        size_t len;
+        if (fa4gen_generate(&c, &plan, &ptx, &len, err, sizeof err)) fail_msg("generate '%s': %s", text, err);
+        const SparsePlan100 *s = mla100(&plan);
+        Sm100InstrDesc q = sm100_instr_desc_decode(ptx_hex(ptx, "mov.u32 %mm_idesc_qk,"));
+        assert_int_equal(q.a_format, 1), assert_int_equal(q.b_format, 1), assert_int_equal(q.m, 64);
+        assert_int_equal(s->kv_fp8, 1), assert_int_equal(plan.threads, 320), assert_int_equal(s->stages, 1);
+        assert_int_equal(s->raw_box, qk == 576 ? 192 : 256), assert_int_equal(s->raw_chunks * s->raw_box, qk);
+        assert_int_equal(s->dq_units * 128 * 16, 64 * qk * 2); /* every bf16 byte of a block, once */
+        const MapSpec *kv = &plan.maps[1];
+        assert_int_equal(kv->dtype, DT_E4M3), assert_int_equal(kv->mode, MAP_GATHER4);
+        assert_int_equal(kv->box[0], (uint32_t)s->raw_box), assert_int_equal(kv->swizzle, 0);
+        assert_int_equal(plan.maps[0].dtype, DT_BF16);
+        assert_non_null(strstr(ptx, "cvt.rn.f16x2.e4m3x2"));
+        assert_non_null(strstr(ptx, "p_kv_scale_blocks"));
+        assert_true(plan.smem_launch <= 232448);
+        free(ptx);
+    }
+    config_init(&c);
+    assert_int_equal(config_apply_text(&c, "mla-sparse target=sm100a dtype=e4m3 qk=576 cta_group=2", err, sizeof err), 0);
+    assert_int_equal(plan_make(&c, &plan, err, sizeof err), -1);
+    assert_non_null(strstr(err, "dtype: e4m3 is not allowed for mla-sparse on sm100a with cta_group 2"));
     /* the canonical form carries the seed's keys and reads back to the same hash */
     config_init(&c);
     assert_int_equal(config_apply_text(&c, "mla-sparse target=sm100a qk=576", err, sizeof err), 0);
