@@ -15,7 +15,10 @@
  *   - a register that an async op owns (tcgen05.ld before wait::ld, wgmma
  *     accumulators before wait_group) read or written;
  *   - TMEM lanes outside the warp's quarter (from tc.c), TMEM over-allocation,
- *     double or foreign free, a CTA exiting with TMEM allocated;
+ *     double or foreign free, a CTA exiting with TMEM allocated, a .cta_group::2
+ *     op whose peer CTA is missing or exits (or frees its TMEM) before it completes;
+ *   - a TMA load signalling an mbarrier outside its destination CTA (and, with
+ *     .cta_group::2, outside the destination's pair);
  *   - mbarrier misuse: arrive or complete_tx past what the phase expects, use
  *     of an uninitialised mbarrier;
  *   - out-of-range shared or global addresses (SIM_FAULT);
