@@ -86,6 +86,7 @@ void config_init(Config *c)
     c->exp2_poly = -1;
     c->pingpong = -1;
     c->persistent = -1;
+    c->q_tmem_depth = -1;
 }
 
 static int parse_mask(Config *c, const char *v, char *err, size_t n)
@@ -132,6 +133,11 @@ static const IntKey int_keys[] = {
     {"rope_split", F(rope_split), 0, 1, "0 or 1"},
     {"pingpong", F(pingpong), 0, 1, "0 or 1"},
     {"persistent", F(persistent), 0, 1, "0 or 1"},
+    {"b_topk", F(b_topk), 16, 256, "16..256 top-k positions per KV block"},
+    {"num_mbars", F(num_mbars), 1, 8, "1..8 KV ring slots"},
+    {"q_smem_depth", F(q_smem_depth), 0, 1024, "0..1024 Q columns"},
+    {"q_tmem_depth", F(q_tmem_depth), 0, 1024, "0..1024 Q columns"},
+    {"cta_group", F(cta_group), 1, 2, "1 or 2"},
 };
 #undef F
 enum { N_INT_KEYS = sizeof int_keys / sizeof int_keys[0] };
@@ -177,7 +183,8 @@ int config_set(Config *c, const char *key, const char *value, char *err, size_t 
         return 0;
     }
     return fail(err, n, "'%s' is not a config field; fields: kind target dtype depth qk ov bm bn group stages "
-                        "swizzle mask qtiles cta rescale poly rope_split rope_dtype pingpong persistent", ESC(key));
+                        "swizzle mask qtiles cta rescale poly rope_split rope_dtype pingpong persistent b_topk num_mbars q_smem_depth "
+                        "q_tmem_depth cta_group", ESC(key));
 }
 
 int config_fill_defaults(Config *c, char *err, size_t n)
@@ -193,6 +200,9 @@ int config_fill_defaults(Config *c, char *err, size_t n)
     return 0;
 }
 
+static int key_used(const Config *c, const char *key);
+static int is_mla100_key(const char *key);
+
 int config_check(const Config *c, char *err, size_t n)
 {
     if ((unsigned)c->kind >= KIND_COUNT) return fail(err, n, "kind: value %d is not a kind", (int)c->kind);
@@ -206,6 +216,14 @@ int config_check(const Config *c, char *err, size_t n)
                     c->window_left, c->window_right, FA4_WINDOW_MAX);
     if (c->swizzle != 32 && c->swizzle != 64 && c->swizzle != 128)
         return fail(err, n, "swizzle: %d is not allowed; use 32, 64 or 128", c->swizzle);
+    /* a key this kernel does not read would vanish from the canonical form (and the hash) */
+    for (int i = 0; i < N_INT_KEYS; i++) {
+        const IntKey *k = &int_keys[i];
+        int unset = !strcmp(k->key, "q_tmem_depth") ? -1 : 0;
+        if (is_mla100_key(k->key) && !key_used(c, k->key) && int_value(c, k) != unset)
+            return fail(err, n, "%s: %d is not allowed for %s on %s; only mla-sparse on sm100a has it", k->key,
+                        int_value(c, k), kind_name[c->kind], target_name[c->target]);
+    }
     const Family *f = target_family(target_get(c->target), c->kind, err, n);
     return f ? f->check(c, err, n) : -1;
 }
@@ -221,11 +239,25 @@ static void put(char *buf, size_t n, size_t *len, const char *fmt, ...)
     if (k > 0) *len += (size_t)k;
 }
 
+/* The keys of sparse MLA on sm100a (the seed's config surface): they replace bm, bn, stages,
+ * qtiles and cta there, and no other kernel has them. */
+static const char *const mla100_keys[] = {"b_topk", "num_mbars", "q_smem_depth", "q_tmem_depth", "cta_group"};
+
+static int is_mla100_key(const char *key)
+{
+    for (size_t i = 0; i < sizeof mla100_keys / sizeof mla100_keys[0]; i++)
+        if (!strcmp(key, mla100_keys[i])) return 1;
+    return 0;
+}
+
 /* Keys a target does not use stay out of its canonical form. */
 static int key_used(const Config *c, const char *key)
 {
     int sm100 = c->target == TARGET_SM100A;
-    if (!strcmp(key, "qtiles") || !strcmp(key, "cta")) return sm100;
+    int mla100 = sm100 && c->kind == KIND_MLA_SPARSE;
+    if (is_mla100_key(key)) return mla100;
+    if (mla100 && (!strcmp(key, "bm") || !strcmp(key, "bn") || !strcmp(key, "stages"))) return 0;
+    if (!strcmp(key, "qtiles") || !strcmp(key, "cta")) return sm100 && !mla100;
     if (!strcmp(key, "pingpong") || !strcmp(key, "persistent")) return c->target == TARGET_SM90A;
     if (!strcmp(key, "rope_split")) return sm100 && c->kind == KIND_MHA && c->qk_depth != c->ov_depth;
     return 1;

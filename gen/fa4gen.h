@@ -56,6 +56,12 @@ typedef struct Config {
     /* sm90a only (-1 = default) */
     int pingpong;     /* 1: consumer warpgroups take turns issuing wgmma (named barriers) */
     int persistent;   /* 1: min(tiles, SMs) CTAs loop over the tiles; 0: one CTA per tile */
+    /* mla-sparse on sm100a only (0 = default; -1 for q_tmem_depth, where 0 means something) */
+    int b_topk;       /* top-k positions per KV block (both CTAs of a pair together) */
+    int num_mbars;    /* KV ring depth: slots, each with a full and an empty mbarrier */
+    int q_smem_depth; /* Q columns the MMA reads from shared memory ... */
+    int q_tmem_depth; /* ... and from TMEM (copied there with tcgen05.cp) */
+    int cta_group;    /* 1: one CTA, 64 heads; 2: a CTA pair per token, 64 heads each, cta_group::2 */
 } Config;
 
 extern const char *const kind_name[KIND_COUNT];
@@ -127,6 +133,8 @@ typedef enum {
     SCALAR_Q_STRIDE_S, SCALAR_Q_STRIDE_H, SCALAR_KV_STRIDE, SCALAR_IDX_STRIDE, SCALAR_OUT_STRIDE_S,
     SCALAR_OUT_STRIDE_H,
     SCALAR_SM_SCALE,   /* f32: the softmax scale itself (max_logits are in its units) */
+    SCALAR_KV_SCALE,   /* u64: fp8 kv dequantisation scales [s_kv, kv_scale_blocks] f32, 0 = unit scales */
+    SCALAR_KV_SCALE_BLOCKS, /* u32: scales per kv row */
     SCALAR_COUNT
 } ScalarId;
 extern const char *const scalar_name[SCALAR_COUNT];

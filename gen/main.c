@@ -64,6 +64,12 @@ static const char usage_mha[] =
     "  --rope-dtype T      its dtype\n"
     "  --pingpong 0|1      sm90a: consumer warpgroups take turns issuing wgmma (default 1)\n"
     "  --persistent 0|1    sm90a: min(tiles, SMs) CTAs loop over tiles (default: 1, 0 for causal)\n"
+    "  mla-sparse on sm100a (instead of --bm/--bn/--stages/--qtiles/--cta):\n"
+    "  --cta-group N       1: one CTA per token and 64 heads (h_q > 64: one CTA per 64 heads)\n"
+    "  --b-topk N          top-k positions per KV block (64)\n"
+    "  --num-mbars N       KV ring slots, each with a full and an empty mbarrier (2)\n"
+    "  --q-smem-depth D    Q columns the MMA reads from shared memory (d_qk)\n"
+    "  --q-tmem-depth D    Q columns it reads from TMEM (0 for cta-group 1)\n"
     "  --config TEXT       the canonical one-line form (as printed by explain); other options then refine it\n"
     "  -o FILE             mha: write the PTX to FILE (default, or FILE -: stdout)\n"
     "  --json              explain: print the plan as JSON\n"
@@ -88,6 +94,8 @@ static const char *const flag_keys[][2] = {
     {"--stages", "stages"}, {"--swizzle", "swizzle"},   {"--mask", "mask"},       {"--qtiles", "qtiles"},
     {"--cta", "cta"},       {"--rescale", "rescale"},   {"--poly", "poly"},       {"--rope-split", "rope_split"},
     {"--rope-dtype", "rope_dtype"}, {"--pingpong", "pingpong"},   {"--persistent", "persistent"},
+    {"--b-topk", "b_topk"}, {"--num-mbars", "num_mbars"}, {"--q-smem-depth", "q_smem_depth"},
+    {"--q-tmem-depth", "q_tmem_depth"}, {"--cta-group", "cta_group"},
 };
 
 /* One line on stderr: control and non-ASCII bytes of what it echoes become \xNN. */

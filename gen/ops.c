@@ -133,6 +133,28 @@ void op_tma_load_4d(Emit *e, Reg dst, Reg tmap, Reg c0, Reg c1, Reg c2, Reg c3, 
          R(e, dst), R(e, tmap), R(e, c0), R(e, c1), R(e, c2), R(e, c3), R(e, bar));
 }
 
+static void tma_load_3d(Emit *e, const char *group, Reg dst, Reg tmap, Reg c0, Reg c1, Reg c2, Reg bar)
+{
+    REG_WANT(e, dst, ADDR32);
+    REG_WANT(e, bar, ADDR32);
+    REG_WANT(e, tmap, ADDR64);
+    REG_WANT(e, c0, RT_B32);
+    REG_WANT(e, c1, RT_B32);
+    REG_WANT(e, c2, RT_B32);
+    emit(e, "cp.async.bulk.tensor.3d%s.shared::cluster.global.mbarrier::complete_tx::bytes [%s], [%s, {%s, %s, %s}], [%s];",
+         group, R(e, dst), R(e, tmap), R(e, c0), R(e, c1), R(e, c2), R(e, bar));
+}
+
+void op_tma_load_3d(Emit *e, Reg dst, Reg tmap, Reg c0, Reg c1, Reg c2, Reg bar)
+{
+    tma_load_3d(e, "", dst, tmap, c0, c1, c2, bar);
+}
+
+void op_tma_load_3d_pair(Emit *e, Reg dst, Reg tmap, Reg c0, Reg c1, Reg c2, Reg bar)
+{
+    tma_load_3d(e, ".cta_group::2", dst, tmap, c0, c1, c2, bar);
+}
+
 void op_tma_store_4d(Emit *e, Reg tmap, Reg c0, Reg c1, Reg c2, Reg c3, Reg src)
 {
     REG_WANT(e, src, ADDR32);
@@ -191,11 +213,26 @@ void op_shfl_bfly(Emit *e, Reg dst, Reg src, int lane_mask)
     emit(e, "shfl.sync.bfly.b32 %s, %s, %d, 0x1f, 0xffffffff;", R(e, dst), R(e, src), lane_mask);
 }
 
+void op_shfl_idx(Emit *e, Reg dst, Reg src, Reg lane)
+{
+    REG_WANT(e, dst, WORD);
+    REG_WANT(e, src, WORD);
+    REG_WANT(e, lane, RT_B32);
+    emit(e, "shfl.sync.idx.b32 %s, %s, %s, 0x1f, 0xffffffff;", R(e, dst), R(e, src), R(e, lane));
+}
+
 void op_vote_any(Emit *e, Reg dst, Reg pred)
 {
     REG_WANT(e, dst, RT_PRED);
     REG_WANT(e, pred, RT_PRED);
     emit(e, "vote.sync.any.pred %s, %s, 0xffffffff;", R(e, dst), R(e, pred));
+}
+
+void op_vote_ballot(Emit *e, Reg dst, Reg pred)
+{
+    REG_WANT(e, dst, RT_B32);
+    REG_WANT(e, pred, RT_PRED);
+    emit(e, "vote.sync.ballot.b32 %s, %s, 0xffffffff;", R(e, dst), R(e, pred));
 }
 
 void op_cvt(Emit *e, const char *form, Reg dst, Reg src)
@@ -221,6 +258,14 @@ void op_ld_shared_b32(Emit *e, Reg dst, Reg base, uint32_t off)
     REG_WANT(e, dst, WORD);
     REG_WANT(e, base, ADDR32);
     emit(e, "ld.shared.b32 %s, [%s+%u];", R(e, dst), R(e, base), off);
+}
+
+void op_ld_shared_v2_b32(Emit *e, Reg d0, Reg d1, Reg base, uint32_t off)
+{
+    REG_WANT(e, d0, WORD);
+    REG_WANT(e, d1, WORD);
+    REG_WANT(e, base, ADDR32);
+    emit(e, "ld.shared.v2.b32 {%s, %s}, [%s+%u];", R(e, d0), R(e, d1), R(e, base), off);
 }
 
 void op_st_shared_b32(Emit *e, Reg base, uint32_t off, Reg src)

@@ -52,6 +52,10 @@ void op_cluster_sync(Emit *e);
  * (a shared::cluster address): .cta_group::2. */
 void op_tma_load_4d_pair(Emit *e, Reg dst, Reg tmap, Reg c0, Reg c1, Reg c2, Reg c3, Reg bar);
 void op_tma_store_4d(Emit *e, Reg tmap, Reg c0, Reg c1, Reg c2, Reg c3, Reg src);
+/* 3-D tiled TMA load of one box (a rank-3 map) into smem, completing on bar; _pair: bar may sit
+ * in the peer CTA of the pair (.cta_group::2). */
+void op_tma_load_3d(Emit *e, Reg dst, Reg tmap, Reg c0, Reg c1, Reg c2, Reg bar);
+void op_tma_load_3d_pair(Emit *e, Reg dst, Reg tmap, Reg c0, Reg c1, Reg c2, Reg bar);
 void op_bulk_commit(Emit *e);
 void op_bulk_wait_read(Emit *e, int n); /* smem sources of all but n groups may be reused */
 void op_bulk_wait(Emit *e, int n);      /* writes of all but n groups are done */
@@ -69,6 +73,10 @@ void op_mbar_arrive_if(Emit *e, Reg guard, Reg bar);
 void op_warp_sync(Emit *e);
 /* dst = src of the lane whose index is this lane's xor lane_mask, over the full warp. */
 void op_shfl_bfly(Emit *e, Reg dst, Reg src, int lane_mask);
+/* dst = src of lane `lane` (a b32 register, 0..31), over the full warp. */
+void op_shfl_idx(Emit *e, Reg dst, Reg src, Reg lane);
+/* dst(b32) = bit i set when pred holds in lane i, over the full warp. */
+void op_vote_ballot(Emit *e, Reg dst, Reg pred);
 /* dst(pred) = pred holds in any lane of the full warp. */
 void op_vote_any(Emit *e, Reg dst, Reg pred);
 /* dst = {hi, lo} rounded to dt and packed, lo in the low half: a b32 for bf16/fp16, a b16
@@ -79,6 +87,7 @@ void op_cvt(Emit *e, const char *form, Reg dst, Reg src);
 void op_cvt_pack(Emit *e, DType dt, Reg dst, Reg hi, Reg lo);
 /* Shared memory at [base+off] (base a b32 address register, %smem included). */
 void op_ld_shared_b32(Emit *e, Reg dst, Reg base, uint32_t off);
+void op_ld_shared_v2_b32(Emit *e, Reg d0, Reg d1, Reg base, uint32_t off); /* 8 bytes, 8-aligned */
 void op_st_shared_b32(Emit *e, Reg base, uint32_t off, Reg src);
 void op_st_shared_b32_if(Emit *e, Reg guard, Reg base, uint32_t off, Reg src); /* guard REG_NONE: always */
 void op_st_global_f32(Emit *e, Reg guard, Reg addr, Reg src);
@@ -135,6 +144,11 @@ enum { OP_TMEM_MAX_X = 128 }; /* the largest .x of one 32x32b tcgen05.ld/st */
 /* dst = the TMEM lane field (bits 31:16) of the 32 lanes warp `warp` may access: 32 * (warp % 4). */
 void op_tmem_warp_lanes(Emit *e, Reg dst, Reg warp);
 void op_tmem_wait_st(Emit *e);
+/* Four rows of a 2-D (gather4) map at column col, rows[0..3], into smem at dst as a 4-row box,
+ * completing on bar (PTX ISA cp.async.bulk.tensor .tile::gather4; rows outside the tensor are
+ * zero-filled and still count their bytes). cg 2: bar may sit in the peer CTA of the pair
+ * (a shared::cluster address), .cta_group::2. */
+void op_tma_gather4(Emit *e, int cg, Reg dst, Reg tmap, Reg col, const Reg rows[4], Reg bar);
 /* p = this lane is the warp's elected leader. */
 void op_elect(Emit *e, Reg p);
 

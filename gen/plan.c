@@ -16,7 +16,7 @@ const char *const tensor_name[TENSOR_COUNT] = {"q", "k", "v", "o", "k_rope"};
 const char *const scalar_name[SCALAR_COUNT] = {
     "lse", "seqlen_q", "seqlen_k", "heads_q", "batch", "scale_log2", "o_scale", "q", "kv", "indices", "out",
     "max_logits", "sink", "topk_length", "s_kv", "topk", "q_stride_s", "q_stride_h", "kv_stride", "idx_stride",
-    "out_stride_s", "out_stride_h", "sm_scale"};
+    "out_stride_s", "out_stride_h", "sm_scale", "kv_scale", "kv_scale_blocks"};
 
 /* A builder's table is full: remember which (plan_make fails with it) and drop the entry. */
 static int full(Plan *p, int n, int max, const char *table)
@@ -281,8 +281,11 @@ char *plan_explain_text(const Plan *p)
     else snprintf(each, sizeof each, "one CTA each");
     buf_printf(&b, "  block %d threads, cluster %dx%dx%d, dynamic smem %u B, grid: %s\n", p->threads, p->cluster[0],
                p->cluster[1], p->cluster[2], p->smem_launch, p->persistent ? "persistent" : "one tile per cluster (a cluster of 1 is a CTA)");
-    buf_printf(&b, "  grid  tiles = ceil(seqlen_q / %d) * (heads_q / %d) * batch; %s\n", p->rows_per_cta * p->cluster[0],
-               p->heads_per_cta, each);
+    if (p->cfg.kind == KIND_MLA_SPARSE) /* a tile is one token and heads_per_cta heads per CTA of the cluster */
+        buf_printf(&b, "  grid  tiles = s_q * ceil(h_q / %d); %s\n", p->heads_per_cta * p->cluster[0], each);
+    else
+        buf_printf(&b, "  grid  tiles = ceil(seqlen_q / %d) * (heads_q / %d) * batch; %s\n", p->rows_per_cta * p->cluster[0],
+                   p->heads_per_cta, each);
     if (b.oom) { buf_free(&b); return NULL; }
     return b.p;
 }

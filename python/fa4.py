@@ -53,7 +53,8 @@ class _MlaSparseArgs(ctypes.Structure):
                 ("s_q", ctypes.c_int), ("s_kv", ctypes.c_int), ("h_q", ctypes.c_int), ("d_qk", ctypes.c_int),
                 ("topk", ctypes.c_int), ("q_stride", ctypes.c_int64 * 2), ("kv_stride", ctypes.c_int64),
                 ("indices_stride", ctypes.c_int64), ("out_stride", ctypes.c_int64 * 2), ("sm_scale", ctypes.c_float),
-                ("config", ctypes.c_char_p)]
+                ("config", ctypes.c_char_p), ("kv_dtype", ctypes.c_int), ("kv_scale", ctypes.c_void_p),
+                ("kv_scale_block", ctypes.c_int)]
 
 
 class Fa4Error(RuntimeError):
@@ -214,10 +215,13 @@ def mha_config(q, k, v, causal=False, config=None, window=None, k_rope=None):
     return buf.value.decode()
 
 
-def mla_sparse_fwd(q, kv, indices, sm_scale=None, attn_sink=None, topk_length=None, config=None, out=None):
+def mla_sparse_fwd(q, kv, indices, sm_scale=None, attn_sink=None, topk_length=None, config=None, out=None,
+                   kv_scale=None, kv_scale_block=0):
     """Sparse MLA prefill (DeepSeek-V3.2 top-k attention; fa4.h has the contract).
 
-    q [s_q, h_q, d_qk] bf16 (d_qk 576 or 512), kv [s_kv, 1, d_qk] bf16 whose first 512 columns are V,
+    q [s_q, h_q, d_qk] bf16 (d_qk 576 or 512), kv [s_kv, 1, d_qk] bf16 whose first 512 columns are V
+    (or float8_e4m3fn on sm100a, dequantised as kv * kv_scale[row, column // kv_scale_block]: kv_scale
+    [s_kv, d_qk // kv_scale_block] float32, kv_scale_block 0 = one scale per row, None = unit scales),
     indices [s_q, topk] int32 (topk a multiple of 64). An index < 0, >= s_kv or at a position >=
     topk_length[s] contributes nothing. attn_sink [h_q] fp32 scales out by e^lse / (e^lse + e^sink).
     Returns out [s_q, h_q, 512] bf16, lse and max_logits [s_q, h_q] fp32 (natural log)."""
@@ -231,8 +235,9 @@ def mla_sparse_fwd(q, kv, indices, sm_scale=None, attn_sink=None, topk_length=No
     for name, t, dims in (("q", q, 3), ("kv", kv2, 2), ("indices", indices, 2)):
         if not t.is_cuda or t.dim() != dims or t.stride(-1) != 1:
             raise Fa4Error("%s: needs a CUDA tensor of %d dims with a contiguous last dim" % (name, dims))
-    if q.dtype != torch.bfloat16 or kv2.dtype != torch.bfloat16:
-        raise Fa4Error("dtype: q and kv must be bfloat16")
+    fp8 = kv2.dtype == getattr(torch, "float8_e4m3fn", None)
+    if q.dtype != torch.bfloat16 or (kv2.dtype != torch.bfloat16 and not fp8):
+        raise Fa4Error("dtype: q must be bfloat16, kv bfloat16 or float8_e4m3fn")
     if indices.dtype != torch.int32:
         raise Fa4Error("indices: dtype %s; use int32" % indices.dtype)
     s_q, h_q, d_qk = q.shape
@@ -258,6 +263,12 @@ def mla_sparse_fwd(q, kv, indices, sm_scale=None, attn_sink=None, topk_length=No
     a.out_stride[:] = [o.stride(0), o.stride(1)]
     a.sm_scale = sm_scale if sm_scale is not None else 0.0
     a.config = config.encode() if config else None
+    if fp8:
+        a.kv_dtype, a.kv_scale_block = 2, kv_scale_block  # FA4_E4M3
+        if kv_scale is not None:
+            if kv_scale.dtype != torch.float32 or not kv_scale.is_contiguous() or not kv_scale.is_cuda:
+                raise Fa4Error("kv_scale: needs a contiguous float32 CUDA tensor [s_kv, d_qk / kv_scale_block]")
+            a.kv_scale = kv_scale.data_ptr()
     ctx = context(q.device.index or 0)
     stream = torch.cuda.current_stream(q.device).cuda_stream
     _check(_load().fa4_mla_sparse_fwd(ctx, ctypes.byref(a), ctypes.c_void_p(stream)), ctx)

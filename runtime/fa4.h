@@ -202,9 +202,17 @@ typedef struct fa4_mla_sparse_args {
     int64_t out_stride[2];         /* (s, h) */
     float sm_scale;                /* 0: 1/sqrt(d_qk) */
     const char *config;            /* kernel config overrides, NULL = defaults */
+    /* fp8 kv (sm100a): kv_dtype FA4_E4M3 makes kv e4m3 bytes (kv_stride counts bytes), used as
+     * bf16(kv[i, c] * kv_scale[i, c / kv_scale_block]) (the fp32 product rounded to the nearest bf16:
+     * the kernel dequantises before its bf16 MMAs): kv_scale [s_kv, d_qk / kv_scale_block] f32 packed
+     * (NULL: every scale 1; an entry 0 also means 1), kv_scale_block 0 = one scale per row, else a
+     * multiple of 64 dividing d_qk. FA4_BF16 (the default): bf16 kv, no scales. */
+    fa4_dtype kv_dtype;
+    const float *kv_scale;
+    int kv_scale_block;
 } fa4_mla_sparse_args;
 #define FA4_MLA_SPARSE_ARGS_INIT {sizeof(fa4_mla_sparse_args), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, \
-                                  0, 0, 0, 0, 0, {0, 0}, 0, 0, {0, 0}, 0.0f, NULL}
+                                  0, 0, 0, 0, 0, {0, 0}, 0, 0, {0, 0}, 0.0f, NULL, FA4_BF16, NULL, 0}
 fa4_status fa4_mla_sparse_fwd(fa4_ctx *ctx, const fa4_mla_sparse_args *args, void *stream);
 
 /* ---------------------------------------------------------------- AOT bundles

@@ -49,6 +49,13 @@ static fa4_status check_shape(fa4_ctx *ctx, const fa4_mla_sparse_args *a, int bl
                        "positions)", a->topk, block);
     if (!(a->sm_scale >= 0.0f) || a->sm_scale > 1e30f) return BAD("sm_scale", "%g; use a finite value >= 0 (0: 1/sqrt(d_qk))",
                                                                  (double)a->sm_scale);
+    if (a->kv_dtype != FA4_BF16 && a->kv_dtype != FA4_E4M3)
+        return BAD("kv_dtype", "%d; use FA4_BF16 or FA4_E4M3 (fp8 kv, sm100a)", (int)a->kv_dtype);
+    if (a->kv_dtype == FA4_BF16 && (a->kv_scale || a->kv_scale_block))
+        return BAD("kv_scale", "given for bf16 kv; scales are for kv_dtype FA4_E4M3 only");
+    if (a->kv_scale_block && (a->kv_scale_block < 0 || a->kv_scale_block % 64 || a->d_qk % a->kv_scale_block))
+        return BAD("kv_scale_block", "%d; use 0 (one scale per row) or a multiple of 64 dividing d_qk %d",
+                   a->kv_scale_block, a->d_qk);
     return FA4_OK;
 }
 
@@ -60,7 +67,8 @@ static fa4_status check_layout(fa4_ctx *ctx, fa4_mla_sparse_args *a)
                      &a->out_stride[1]};
     const int64_t def[] = {(int64_t)a->h_q * a->d_qk, a->d_qk, a->d_qk, a->topk, (int64_t)a->h_q * MLA_DV, MLA_DV};
     const int64_t min[] = {a->d_qk, a->d_qk, a->d_qk, a->topk, MLA_DV, MLA_DV};
-    const int64_t align[] = {8, 8, 8, 1, 2, 2}; /* elements: 16 B for cp.async, 4 B for bf16 pair stores */
+    /* elements: 16 B for cp.async and TMA rows (16 e4m3 bytes for fp8 kv), 4 B for bf16 pair stores */
+    const int64_t align[] = {8, 8, a->kv_dtype == FA4_E4M3 ? 16 : 8, 1, 2, 2};
     static const char *const name[] = {"q_stride[0]", "q_stride[1]", "kv_stride", "indices_stride", "out_stride[0]",
                                        "out_stride[1]"};
     for (int i = 0; i < 6; i++) {
@@ -71,14 +79,15 @@ static fa4_status check_layout(fa4_ctx *ctx, fa4_mla_sparse_args *a)
         if (*st[i] % align[i])
             return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: %lld is not a multiple of %lld elements (%lld bytes, "
                            "the kernel's access width)", name[i], (long long)*st[i], (long long)align[i],
-                           (long long)(align[i] * (i == 3 ? 4 : MLA_BF16)));
+                           (long long)(align[i] * (i == 3 ? 4 : i == 2 && a->kv_dtype == FA4_E4M3 ? 1 : MLA_BF16)));
         if (*st[i] < min[i] && !(i == 0 && a->h_q == 1))
             return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: %lld is smaller than the %lld elements it steps over",
                            name[i], (long long)*st[i], (long long)min[i]);
     }
     const struct { const char *name; const void *p; unsigned align; } ptr[] = {
         {"q", a->q, 16}, {"kv", a->kv, 16}, {"indices", a->indices, 4}, {"out", a->out, 4}, {"lse", a->lse, 4},
-        {"max_logits", a->max_logits, 4}, {"attn_sink", a->attn_sink, 4}, {"topk_length", a->topk_length, 4}};
+        {"max_logits", a->max_logits, 4}, {"attn_sink", a->attn_sink, 4}, {"topk_length", a->topk_length, 4},
+        {"kv_scale", a->kv_scale, 4}};
     for (size_t i = 0; i < sizeof ptr / sizeof ptr[0]; i++)
         if ((uintptr_t)ptr[i].p % ptr[i].align)
             return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: %p is not %u-byte aligned", ptr[i].name, ptr[i].p,
@@ -93,7 +102,7 @@ static fa4_status args_config(fa4_ctx *ctx, const fa4_mla_sparse_args *a, Config
     config_init(c);
     c->kind = KIND_MLA_SPARSE;
     c->target = ctx->opt.target == FA4_TARGET_SM100A ? TARGET_SM100A : TARGET_SM90A;
-    c->dtype = DT_BF16;
+    c->dtype = a->kv_dtype == FA4_E4M3 ? DT_E4M3 : DT_BF16; /* the kv dtype (q and out are bf16) */
     c->qk_depth = a->d_qk;
     c->ov_depth = MLA_DV;
     if (!a->config) return FA4_OK;
@@ -103,8 +112,21 @@ static fa4_status args_config(fa4_ctx *ctx, const fa4_mla_sparse_args *a, Config
     if (c->kind != want.kind || c->target != want.target || c->dtype != want.dtype || c->qk_depth != want.qk_depth ||
         c->ov_depth != want.ov_depth)
         return BAD("args->config", "'%s' changes the kind, target, dtype or depths, which the arguments decide; give "
-                   "only tuning keys (bn stages rescale)", a->config);
+                   "only tuning keys (sm90a: bn stages rescale; sm100a: cta_group b_topk num_mbars rescale)", a->config);
     return FA4_OK;
+}
+
+/* The kernel runs only on its own GPU generation; an sm100a kernel on another one names the
+ * sm90a kernel, the one a Hopper runs. */
+static fa4_status check_device(fa4_ctx *ctx, TargetId t)
+{
+    const Device *v = &ctx->device;
+    if (t == TARGET_SM100A && v->cc_major != 10)
+        return rt_fail(ctx, FA4_ERR_UNSUPPORTED, "target: the sm100a sparse MLA kernel (sm_100a: tcgen05, TMA gather4) "
+                       "runs only on a GPU of compute capability 10.x, but device %d is %d.%d; on a cc 9.0 GPU use "
+                       "target sm90a (the sm_90a sparse MLA kernel); nothing was compiled or launched",
+                       ctx->opt.device, v->cc_major, v->cc_minor);
+    return rt_check_target(ctx, t);
 }
 
 static fa4_status get_kernel(fa4_ctx *ctx, Config *c, fa4_kernel **k)
@@ -120,7 +142,9 @@ static fa4_status get_kernel(fa4_ctx *ctx, Config *c, fa4_kernel **k)
 static void bind(const Plan *p, const fa4_mla_sparse_args *a, RtLaunch *l)
 {
     memset(l, 0, sizeof *l);
-    unsigned head_blocks = (unsigned)((a->h_q + p->heads_per_cta - 1) / p->heads_per_cta);
+    /* a tile is one cluster (the CTA pair: 2 x heads_per_cta heads of one token) */
+    unsigned cl = (unsigned)(p->cluster[0] > 0 ? p->cluster[0] : 1), tile_heads = (unsigned)p->heads_per_cta * cl;
+    unsigned head_blocks = ((unsigned)a->h_q + tile_heads - 1) / tile_heads * cl;
     l->grid = (unsigned)a->s_q * head_blocks;
     float scale = a->sm_scale != 0.0f ? a->sm_scale : 1.0f / sqrtf((float)a->d_qk);
     const struct { ScalarId id; RtScalar v; } v[] = {
@@ -137,8 +161,16 @@ static void bind(const Plan *p, const fa4_mla_sparse_args *a, RtLaunch *l)
         {SCALAR_SEQLEN_Q, {.u32 = (uint32_t)a->s_q}}, {SCALAR_S_KV, {.u32 = (uint32_t)a->s_kv}},
         {SCALAR_HEADS_Q, {.u32 = (uint32_t)a->h_q}}, {SCALAR_TOPK, {.u32 = (uint32_t)a->topk}},
         {SCALAR_SCALE_LOG2, {.f32 = (float)((double)scale * 1.4426950408889634)}},
-        {SCALAR_SM_SCALE, {.f32 = scale}}};
+        {SCALAR_SM_SCALE, {.f32 = scale}}, {SCALAR_KV_SCALE, {.u64 = (uint64_t)(uintptr_t)a->kv_scale}},
+        {SCALAR_KV_SCALE_BLOCKS, {.u32 = (uint32_t)(a->kv_scale_block ? a->d_qk / a->kv_scale_block : 1)}}};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) l->scalars[v[i].id] = v[i].v, l->has_scalar[v[i].id] = 1;
+    if (!p->n_maps) return;
+    /* the TMA kernel (sm100a): q as (d_qk, h_q, s_q), kv as (d_qk, s_kv) rows for gather4 */
+    l->tensors[TENSOR_Q] = (RtTensor){"q", a->q, MLA_BF16, 3, {(uint64_t)a->d_qk, (uint64_t)a->h_q, (uint64_t)a->s_q},
+                                      {(uint64_t)a->q_stride[1] * MLA_BF16, (uint64_t)a->q_stride[0] * MLA_BF16}};
+    int kvb = a->kv_dtype == FA4_E4M3 ? 1 : MLA_BF16;
+    l->tensors[TENSOR_K] = (RtTensor){"kv", a->kv, kvb, 2, {(uint64_t)a->d_qk, (uint64_t)a->s_kv},
+                                      {(uint64_t)a->kv_stride * (uint64_t)kvb}};
 }
 
 fa4_status fa4_mla_sparse_fwd(fa4_ctx *ctx, const fa4_mla_sparse_args *args, void *stream)
@@ -148,15 +180,25 @@ fa4_status fa4_mla_sparse_fwd(fa4_ctx *ctx, const fa4_mla_sparse_args *args, voi
     Config c;
     fa4_status s;
     if ((s = read_args(ctx, args, &a)) || (s = args_config(ctx, &a, &c))) return s;
+    /* AUTO: the device's target decides the kernel (sm90a on cc 9.x, sm100a on cc 10.x) */
+    /* (without a driver the arguments are still checked first; the driver's absence is reported below) */
+    if (ctx->opt.target == FA4_TARGET_AUTO && rt_driver(ctx) == FA4_OK) {
+        if ((s = rt_device_target(ctx, &c.target))) return s;
+        if (a.config && (s = rt_parse_config(ctx, a.config, &c, "args->config"))) return s;
+    }
+    /* sm100a: h_q a multiple of 128 takes the head-128 kernel (a CTA pair per token), others and fp8 kv
+     * the head-64 one, unless the caller's config chose */
+    if (c.target == TARGET_SM100A && !c.cta_group) c.cta_group = a.h_q % 128 == 0 && a.kv_dtype != FA4_E4M3 ? 2 : 1;
     /* the block of top-k positions is the plan's; ask the generator before anything runs */
     Config filled = c;
     char err[512];
     if (config_fill_defaults(&filled, err, sizeof err) || config_check(&filled, err, sizeof err))
         return rt_fail(ctx, FA4_ERR_UNSUPPORTED, "config: %s", err);
-    if ((s = check_shape(ctx, &a, filled.bn)) || (s = check_layout(ctx, &a))) return s;
+    if ((s = check_shape(ctx, &a, filled.target == TARGET_SM100A ? filled.b_topk : filled.bn)) ||
+        (s = check_layout(ctx, &a)))
+        return s;
     if ((s = rt_driver(ctx))) return s;
-    if (ctx->opt.target == FA4_TARGET_AUTO && (s = rt_device_target(ctx, &c.target))) return s;
-    if ((s = rt_check_target(ctx, c.target))) return s;
+    if ((s = check_device(ctx, c.target))) return s;
     fa4_kernel *k;
     if ((s = get_kernel(ctx, &c, &k))) return s;
     RtLaunch l;

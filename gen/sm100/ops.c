@@ -132,6 +132,18 @@ void op_tmem_warp_lanes(Emit *e, Reg dst, Reg warp)
 void op_tmem_wait_ld(Emit *e) { emit(e, "tcgen05.wait::ld.sync.aligned;"); }
 void op_tmem_wait_st(Emit *e) { emit(e, "tcgen05.wait::st.sync.aligned;"); }
 
+void op_tma_gather4(Emit *e, int cg, Reg dst, Reg tmap, Reg col, const Reg rows[4], Reg bar)
+{
+    REG_WANT(e, dst, RT_B32);
+    REG_WANT(e, bar, RT_B32);
+    REG_WANT(e, tmap, RT_B64);
+    REG_WANT(e, col, RT_B32);
+    for (int i = 0; i < 4; i++) reg_want(e, rows[i], RT_B32, __func__, "rows[i]");
+    emit(e, "cp.async.bulk.tensor.2d.shared::cluster.global.tile::gather4.mbarrier::complete_tx::bytes%s [%s], [%s, {%s, "
+            "%s, %s, %s, %s}], [%s];", cg == 2 ? ".cta_group::2" : "", R(e, dst), R(e, tmap), R(e, col), R(e, rows[0]),
+         R(e, rows[1]), R(e, rows[2]), R(e, rows[3]), R(e, bar));
+}
+
 void op_elect(Emit *e, Reg p)
 {
     REG_WANT(e, p, RT_PRED);

@@ -78,6 +78,11 @@ if [ "$ANCHOR" = 1 ] || [ "$MLA" = 1 ]; then
         --dump "$OUT/mla_anchor"
     tar cJf "$OUT/mla_anchor.tar.xz" -C "$OUT/mla_anchor" . && rm -rf "$OUT/mla_anchor"
     step mla_gpu_cases build/sim/sim_mla --cases tests/sim/cases_mla_gpu.txt
+    # the sm100a sparse MLA cases: run for real on a cc 10.x GPU; on a Hopper each must be refused
+    # (SKIP) with a message naming the sm90a kernel
+    step mla_sm100 env FA4GEN_CACHE_DIR="$(mktemp -d)" build/sim/sim_mla --cases tests/sim/cases_mla_sm100.txt
+    SUMMARY+=("$(printf '%-14s %s of %s cases refused naming sm90a (expected: all on cc 9.x, none on 10.x)' mla_sm100_cc \
+        "$(grep -c '^SKIP.*sm90a' "$OUT/mla_sm100.log")" "$(grep -cE '^(PASS|FAIL|SKIP) ' "$OUT/mla_sm100.log")")")
 fi
 if [ "$USE" = 1 ]; then
     # issue 11: the examples check their own output on this GPU; the JIT host's second run must be a

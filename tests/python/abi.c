@@ -16,5 +16,6 @@ int main(void)
     F(fa4_mha_args, v_descale);
     F(fa4_mla_sparse_args, s_q); F(fa4_mla_sparse_args, topk); F(fa4_mla_sparse_args, q_stride);
     F(fa4_mla_sparse_args, out_stride); F(fa4_mla_sparse_args, sm_scale); F(fa4_mla_sparse_args, config);
+    F(fa4_mla_sparse_args, kv_dtype); F(fa4_mla_sparse_args, kv_scale); F(fa4_mla_sparse_args, kv_scale_block);
     return 0;
 }

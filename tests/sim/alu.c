@@ -20,6 +20,7 @@ static float ftz(float x) { return fpclassify(x) == FP_SUBNORMAL ? copysignf(0.0
 
 static int is_signed(int t) { return t == T_S8 || t == T_S16 || t == T_S32 || t == T_S64; }
 static int is_float(int t) { return t == T_F32 || t == T_F64 || t == T_F16 || t == T_BF16; }
+static int is_half16(int t) { return t == T_F16 || t == T_BF16 || t == T_F16X2 || t == T_BF16X2; }
 static int width(int t)
 {
     switch (t) {
@@ -52,7 +53,8 @@ uint64_t alu_val(Sim *s, Thread *t, const Operand *o)
     case O_REG: return o->neg ? !rreg(s, t, o->reg) : rreg(s, t, o->reg);
     case O_IMM: return (uint64_t)o->imm;
     case O_SPECIAL: return sim_special(s, t, o->reg);
-    case O_SYM: return o->reg < 0 ? s->cta[t->cta].smem_base : (uint64_t)o->imm;
+    case O_SYM: /* the dynamic shared variable: a shared::cta address, which carries the CTA's rank */
+        return o->reg < 0 ? (uint64_t)t->cta << CLUSTER_SHIFT | s->cta[t->cta].smem_base : (uint64_t)o->imm;
     default:
         sim_hazard(s, SIM_UNSUPPORTED, "operand form not valid here");
         return 0;
@@ -162,17 +164,181 @@ static double src_as_double(uint64_t v, int t)
     }
 }
 
+/* --------------------------------------------------------- 16-bit floats */
+/* x rounded to nearest-even f16 (bf 0: 5 exponent bits, 10 mantissa bits) or bf16 (bf 1: 8, 7),
+ * once: err is the error of x against the exact result (0 when x is exact) and breaks a tie that
+ * x alone would send to even. NaN gives the canonical 0x7fff; overflow gives infinity, or the
+ * largest finite value with satfinite. */
+static uint32_t round16(double x, double err, int bf, int satfinite)
+{
+    const int mbits = bf ? 7 : 10, bias = bf ? 127 : 15, emax_field = bf ? 255 : 31;
+    if (isnan(x)) return 0x7fff;
+    uint32_t sign = signbit(x) ? 0x8000u : 0u;
+    double a = fabs(x);
+    uint32_t maxfin = (uint32_t)((emax_field - 1) << mbits) | ((1u << mbits) - 1);
+    if (isinf(a)) return sign | (satfinite ? maxfin : (uint32_t)emax_field << mbits);
+    if (a == 0) return sign;
+    int dir = err == 0 ? 0 : ((err > 0) == (x > 0) ? 1 : -1); /* the exact magnitude is above / below a */
+    int e;
+    (void)frexp(a, &e);
+    int exp = e - 1 < 1 - bias ? 1 - bias : e - 1; /* subnormals share the smallest exponent */
+    double q = ldexp(a, mbits - exp), r = floor(q), frac = q - r;
+    if (frac > 0.5 || (frac == 0.5 && (dir > 0 || (dir == 0 && fmod(r, 2.0) != 0)))) r += 1;
+    if (r >= ldexp(1, mbits + 1)) r /= 2, exp++;
+    uint32_t bits = r < ldexp(1, mbits) ? (uint32_t)r /* subnormal (or zero) */
+                                         : (uint32_t)(exp + bias) << mbits | ((uint32_t)r - (1u << mbits));
+    if (exp + bias >= emax_field) return sign | (satfinite ? maxfin : (uint32_t)emax_field << mbits);
+    return sign | bits;
+}
+
+static double h2d(uint32_t h, int bf) { return bf ? f32((uint64_t)(h & 0xffff) << 16) : half_to_float(h & 0xffff); }
+
+/* the rounding error of a + b = s (Knuth's two-sum) */
+static double sum_err(double a, double b, double s)
+{
+    double bb = s - a;
+    return (a - (s - bb)) + (b - bb);
+}
+
+/* One element of add/sub/mul/fma/min/max/neg/abs/ex2 on f16 or bf16 (bf): computed exactly in double
+ * (products of two 16-bit floats are exact), rounded once. .ftz flushes subnormal inputs and results, .sat clamps to [0, 1], .relu clamps negatives to 0; .NaN makes min/max
+ * return NaN when an input is NaN (else a NaN input loses to the other). */
+static uint32_t half_op(const Ins *in, int bf, uint32_t ha, uint32_t hb, uint32_t hc)
+{
+    ha &= 0xffff, hb &= 0xffff, hc &= 0xffff;
+    if (in->op == OP_NEG) return ha ^ 0x8000u;
+    if (in->op == OP_ABS) return ha & 0x7fffu;
+    int fz = !!(in->mods & M_FTZ);
+    double x = h2d(ha, bf), y = h2d(hb, bf), z = h2d(hc, bf), r, err = 0, tiny = bf ? 0x1p-126 : 0x1p-14;
+    if (fz) {
+        if (fabs(x) < tiny) x = copysign(0.0, x);
+        if (fabs(y) < tiny) y = copysign(0.0, y);
+        if (fabs(z) < tiny) z = copysign(0.0, z);
+    }
+    switch (in->op) {
+    case OP_EX2: r = exp2(x); break; /* .approx: the correctly rounded value is within its bound */
+    case OP_MIN: case OP_MAX: {
+        if (isnan(x) || isnan(y)) {
+            if ((in->mods & M_NAN) || (isnan(x) && isnan(y))) return 0x7fff;
+            r = isnan(x) ? y : x;
+        } else if (x == y) {
+            r = (in->op == OP_MIN) == !!signbit(x) ? x : y;
+        } else {
+            r = (in->op == OP_MIN) == (x < y) ? x : y;
+        }
+        if ((in->mods & M_RELU) && r < 0) r = 0;
+        return round16(r, 0, bf, 0); /* one of the inputs (or 0): exact */
+    }
+    case OP_ADD: r = x + y; err = sum_err(x, y, r); break;
+    case OP_SUB: r = x - y; err = sum_err(x, -y, r); break;
+    case OP_MUL: r = x * y; break;
+    default: { /* fma, mad */
+        double p = x * y;
+        r = p + z;
+        err = sum_err(p, z, r);
+    }
+    }
+    if (in->mods & M_RELU) {
+        if (isnan(r)) return 0x7fff;
+        if (r < 0 || (r == 0 && err < 0)) r = 0, err = 0;
+    }
+    if (in->mods & M_SAT) {
+        if (isnan(r)) return 0;
+        if (r < 0 || (r == 0 && err < 0)) r = 0, err = 0;
+        if (r > 1 || (r == 1 && err > 0)) r = 1, err = 0;
+    }
+    uint32_t h = round16(r, err, bf, 0);
+    if (fz && (h & (bf ? 0x7f80u : 0x7c00u)) == 0) h &= 0x8000u;
+    return h;
+}
+
+/* f16/bf16 arithmetic, scalar (.f16, .bf16) or packed (.f16x2, .bf16x2: each half alone). */
+static void exec_half(Sim *s, Thread *t, const Ins *in)
+{
+    const Operand *o = in->ops;
+    int bf = in->type == T_BF16 || in->type == T_BF16X2, pairs = in->type == T_F16X2 || in->type == T_BF16X2;
+    int nsrc = in->op == OP_NEG || in->op == OP_ABS || in->op == OP_EX2 ? 1 : in->op == OP_FMA || in->op == OP_MAD ? 3 : 2;
+    uint64_t a = alu_val(s, t, &o[1]), b = nsrc > 1 ? alu_val(s, t, &o[2]) : 0, c = nsrc > 2 ? alu_val(s, t, &o[3]) : 0;
+    uint32_t r = half_op(in, bf, (uint32_t)a, (uint32_t)b, (uint32_t)c);
+    if (pairs) r |= half_op(in, bf, (uint32_t)a >> 16, (uint32_t)b >> 16, (uint32_t)c >> 16) << 16;
+    alu_set(s, t, &o[0], r);
+}
+
+/* PTX 'prmt.b32{.mode} d, a, b, c': byte i of d is byte sel(i) of {b, a} (a bytes 0-3, b 4-7).
+ * The default mode reads a 4-bit selector per byte from c (bit 3: replicate the byte's sign);
+ * the others derive every selector from c[1:0] = s: .f4e s+i, .b4e s-i, .rc8 s, .ecl max(i, s),
+ * .ecr min(i, s), .rc16 2*(s%2) + i%2 (each modulo 8). */
+static uint32_t prmt(uint32_t a, uint32_t b, uint32_t c, int mode)
+{
+    uint64_t x = (uint64_t)b << 32 | a;
+    uint32_t d = 0, s = c & 3;
+    for (uint32_t i = 0; i < 4; i++) {
+        uint32_t sel, rep = 0;
+        switch (mode) {
+        case 0: sel = (c >> (4 * i)) & 7, rep = (c >> (4 * i + 3)) & 1; break;
+        case 1: sel = (s + i) & 7; break;
+        case 2: sel = (s - i) & 7; break;
+        case 3: sel = s; break;
+        case 4: sel = i > s ? i : s; break;
+        case 5: sel = i < s ? i : s; break;
+        default: sel = 2 * (s & 1) + (i & 1); break;
+        }
+        uint32_t byte = (uint32_t)(x >> (8 * sel)) & 0xff;
+        if (rep) byte = (byte & 0x80) ? 0xff : 0;
+        d |= byte << (8 * i);
+    }
+    return d;
+}
+
+/* PTX 'lop3.b32 d, a, b, c, immLut': bit k of d is bit (a_k*4 + b_k*2 + c_k) of immLut. */
+static uint32_t lop3(uint32_t a, uint32_t b, uint32_t c, uint32_t lut)
+{
+    uint32_t d = 0;
+    for (int k = 0; k < 32; k++) {
+        uint32_t idx = ((a >> k) & 1) << 2 | ((b >> k) & 1) << 1 | ((c >> k) & 1);
+        d |= ((lut >> idx) & 1) << k;
+    }
+    return d;
+}
+
+/* an fp8 pair (low byte first) -> f16x2: exact; NaN gives the canonical 0x7fff; .relu zeroes
+ * negatives */
+static uint32_t f8x2_to_f16x2(uint32_t v, int e5m2, int relu)
+{
+    uint32_t r = 0;
+    for (int i = 0; i < 2; i++) {
+        float x = tc_to_float(e5m2 ? TC_E5M2 : TC_E4M3, (v >> (8 * i)) & 0xff);
+        if (relu && x < 0) x = 0;
+        r |= (isnan(x) ? 0x7fffu : to_f16(x, 0)) << (16 * i);
+    }
+    return r;
+}
+
 static void exec_cvt(Sim *s, Thread *t, const Ins *in)
 {
     int dt = in->type, st = in->type2;
     const Operand *o = in->ops;
+    if (dt == T_F16X2 && (st == T_E4M3X2 || st == T_E5M2X2)) { /* cvt.rn{.relu}.f16x2.e4m3x2 d, a16 */
+        alu_set(s, t, &o[0], f8x2_to_f16x2((uint32_t)alu_val(s, t, &o[1]), st == T_E5M2X2, !!(in->mods & M_RELU)));
+        return;
+    }
+    if ((dt == T_E4M3X2 || dt == T_E5M2X2) && st == T_F16X2) { /* cvt.rn.satfinite{.relu}.e4m3x2.f16x2 d16, a */
+        uint32_t v = (uint32_t)alu_val(s, t, &o[1]), r = 0;
+        for (int i = 0; i < 2; i++) {
+            float x = half_to_float((v >> (16 * i)) & 0xffff);
+            if ((in->mods & M_RELU) && x < 0) x = 0;
+            r |= to_f8(x, dt == T_E5M2X2, !!(in->mods & M_SATFINITE)) << (8 * i);
+        }
+        alu_set(s, t, &o[0], r);
+        return;
+    }
     if (dt == T_BF16X2 || dt == T_F16X2 || dt == T_E4M3X2 || dt == T_E5M2X2) {
         /* d = {hi: a, lo: b} */
         float a = f32(alu_val(s, t, &o[1])), b = f32(alu_val(s, t, &o[2]));
         if (in->mods & M_RELU) a = a < 0 ? 0 : a, b = b < 0 ? 0 : b;
         int sat = !!(in->mods & M_SATFINITE);
         uint64_t r;
-        if (dt == T_BF16X2) r = (uint64_t)to_bf16(a) << 16 | to_bf16(b);
+        if (dt == T_BF16X2) r = (uint64_t)round16(a, 0, 1, sat) << 16 | round16(b, 0, 1, sat);
         else if (dt == T_F16X2) r = (uint64_t)to_f16(a, sat) << 16 | to_f16(b, sat);
         else r = (uint64_t)to_f8(a, dt == T_E5M2X2, sat) << 8 | to_f8(b, dt == T_E5M2X2, sat);
         alu_set(s, t, &o[0], r);
@@ -259,8 +425,9 @@ static int compare(int cmp, int ty, uint64_t a, uint64_t b)
 }
 
 /* --------------------------------------------------------- arithmetic */
-static float fbin(int op, float a, float b)
+static float fbin(int op, float a, float b, uint32_t mods)
 {
+    if ((op == OP_MIN || op == OP_MAX) && (mods & M_NAN) && (isnan(a) || isnan(b))) return NAN;
     switch (op) {
     case OP_ADD: return a + b;
     case OP_SUB: return a - b;
@@ -295,12 +462,35 @@ static void exec_float(Sim *s, Thread *t, const Ins *in)
     default: {
         float b = f32(alu_val(s, t, &o[2]));
         if (fz) b = ftz(b);
-        r = fbin(in->op, a, b);
+        r = fbin(in->op, a, b, in->mods);
+        if ((in->op == OP_MIN || in->op == OP_MAX) && in->nops == 4) { /* the three-input form (sm_100) */
+            float c = f32(alu_val(s, t, &o[3]));
+            r = fbin(in->op, r, fz ? ftz(c) : c, in->mods);
+        }
     }
     }
     if (fz) r = ftz(r);
     if (in->mods & M_SAT) r = isnan(r) ? 0.0f : r < 0 ? 0.0f : r > 1 ? 1.0f : r;
     alu_set(s, t, &o[0], bits(r));
+}
+
+/* add/sub/mul/fma .f32x2 (sm_100a): each 32-bit half of the 64-bit registers alone, element 0 in
+ * the low half, with the rounding, .ftz and .sat rules of the .f32 form. */
+static void exec_f32x2(Sim *s, Thread *t, const Ins *in)
+{
+    const Operand *o = in->ops;
+    int fz = !!(in->mods & M_FTZ), n = in->op == OP_FMA || in->op == OP_MAD ? 3 : 2;
+    uint64_t v[3] = {0, 0, 0}, d = 0;
+    for (int i = 0; i < n; i++) v[i] = alu_val(s, t, &o[1 + i]);
+    for (int h = 0; h < 2; h++) {
+        float x[3];
+        for (int i = 0; i < 3; i++) x[i] = fz ? ftz(f32(v[i] >> (32 * h))) : f32(v[i] >> (32 * h));
+        float r = in->op == OP_FMA || in->op == OP_MAD ? fmaf(x[0], x[1], x[2]) : fbin(in->op, x[0], x[1], in->mods);
+        if (fz) r = ftz(r);
+        if (in->mods & M_SAT) r = isnan(r) ? 0.0f : r < 0 ? 0.0f : r > 1 ? 1.0f : r;
+        d |= bits(r) << (32 * h);
+    }
+    alu_set(s, t, &o[0], d);
 }
 
 static int exec_int(Sim *s, Thread *t, const Ins *in)
@@ -367,6 +557,45 @@ static int exec_int(Sim *s, Thread *t, const Ins *in)
     return 1;
 }
 
+/* bfind (.shiftamt), brev, bfi, shf.{l,r}.{wrap,clamp} */
+static int exec_bits(Sim *s, Thread *t, const Ins *in)
+{
+    const Operand *o = in->ops;
+    int w = width(in->type);
+    uint64_t a = trunc_to(alu_val(s, t, &o[1]), in->type), r;
+    switch (in->op) {
+    case OP_BFIND: { /* the most significant bit that differs from the sign (signed) or is set; ~0 if none */
+        uint64_t v = is_signed(in->type) && (a >> (w - 1)) & 1 ? trunc_to(~a, in->type) : a;
+        if (!v) { r = 0xffffffffu; break; }
+        int pos = 63 - __builtin_clzll(v);
+        r = (uint64_t)(in->c ? w - 1 - pos : pos);
+        break;
+    }
+    case OP_BREV:
+        r = 0;
+        for (int i = 0; i < w; i++) r |= ((a >> i) & 1) << (w - 1 - i);
+        break;
+    case OP_BFI: { /* bfi d, f, b, pos, len: b with bits [pos, pos + len) taken from f */
+        uint64_t b = trunc_to(alu_val(s, t, &o[2]), in->type);
+        uint32_t pos = (uint32_t)alu_val(s, t, &o[3]) & 0xff, len = (uint32_t)alu_val(s, t, &o[4]) & 0xff;
+        r = b;
+        for (uint32_t i = 0; i < len && pos + i < (uint32_t)w; i++)
+            r = (r & ~(1ull << (pos + i))) | ((a >> i) & 1) << (pos + i);
+        break;
+    }
+    default: { /* shf: the 64-bit {b, a} (b high) shifted by c (wrap: c % 32, clamp: min(c, 32)); the high
+                * word for .l, the low word for .r */
+        uint64_t b = (uint32_t)alu_val(s, t, &o[2]), both = b << 32 | (uint32_t)a;
+        uint32_t c = (uint32_t)alu_val(s, t, &o[3]), n = in->c ? (c > 32 ? 32 : c) : c & 31;
+        r = in->a ? (uint32_t)(both >> n) : (uint32_t)((both << n) >> 32);
+        alu_set(s, t, &o[0], r);
+        return 1;
+    }
+    }
+    alu_set(s, t, &o[0], in->op == OP_BFIND ? (uint32_t)r : trunc_to(r, in->type));
+    return 1;
+}
+
 static void exec_setp(Sim *s, Thread *t, const Ins *in)
 {
     const Operand *o = in->ops;
@@ -414,13 +643,36 @@ int alu_exec(Sim *s, Thread *t, const Ins *in)
     }
     case OP_SETP: exec_setp(s, t, in); return 1;
     case OP_CVT: exec_cvt(s, t, in); return 1;
+    case OP_PRMT:
+        alu_set(s, t, &o[0], prmt((uint32_t)alu_val(s, t, &o[1]), (uint32_t)alu_val(s, t, &o[2]),
+                                  (uint32_t)alu_val(s, t, &o[3]), in->a));
+        return 1;
+    case OP_LOP3:
+        alu_set(s, t, &o[0], lop3((uint32_t)alu_val(s, t, &o[1]), (uint32_t)alu_val(s, t, &o[2]),
+                                  (uint32_t)alu_val(s, t, &o[3]), (uint32_t)alu_val(s, t, &o[4]) & 0xff));
+        return 1;
+    case OP_BFIND: case OP_BREV: case OP_BFI: case OP_SHF: return exec_bits(s, t, in);
+    case OP_COPYSIGN: {
+        if (in->type != T_F32) break;
+        uint64_t a = alu_val(s, t, &o[1]), b = alu_val(s, t, &o[2]);
+        alu_set(s, t, &o[0], (b & 0x7fffffffu) | (a & 0x80000000u)); /* |b| with the sign of a */
+        return 1;
+    }
     case OP_EX2: case OP_LG2: case OP_RCP: case OP_SQRT: case OP_RSQRT: case OP_FMA:
+        if ((in->op == OP_FMA || in->op == OP_EX2) && is_half16(in->type)) { exec_half(s, t, in); return 1; }
+        if (in->op == OP_FMA && in->type == T_F32X2) { exec_f32x2(s, t, in); return 1; }
         if (in->type != T_F32) break;
         exec_float(s, t, in);
         return 1;
     case OP_ADD: case OP_SUB: case OP_MUL: case OP_MAD: case OP_DIV: case OP_MIN: case OP_MAX: case OP_NEG:
     case OP_ABS:
         if (in->type == T_F32) { exec_float(s, t, in); return 1; }
+        if (is_half16(in->type) && in->op != OP_DIV && in->op != OP_MAD) { exec_half(s, t, in); return 1; }
+        if (in->type == T_F32X2 && in->op != OP_MIN && in->op != OP_MAX && in->op != OP_NEG && in->op != OP_ABS &&
+            in->op != OP_DIV) {
+            exec_f32x2(s, t, in);
+            return 1;
+        }
         if (in->type == T_F64) {
             double a = f64(alu_val(s, t, &o[1])), b = in->nops > 2 ? f64(alu_val(s, t, &o[2])) : 0, r;
             switch (in->op) {

@@ -15,7 +15,10 @@ enum {
     MAX_MBARS = 512,    /* per cluster */
     NAMED_BARS = 16,
     GROUP_RING = 64,    /* bulk-async groups a thread may have outstanding */
-    CLUSTER_SHIFT = 24, /* shared::cluster address = (rank + 1) << 24 | shared::cta address */
+    CLUSTER_SHIFT = 24, /* a shared address is rank << 24 | offset: a CTA's shared::cta addresses are its own
+                           shared::cluster addresses (the ISA: the shared::cta window lies in the
+                           shared::cluster window), as on the GPU, where clearing bit 24 names the even CTA
+                           of a pair */
 };
 
 typedef enum { TS_RUN, TS_COLL, TS_BAR, TS_MBAR, TS_CLUSTER, TS_BULK, TS_WG, TS_CPA, TS_EXIT } ThreadState;
@@ -94,6 +97,13 @@ typedef struct Thread {
     /* tcgen05 publication state */
     int st_unwaited;
     uint32_t tc_fenced, proxy_fenced;
+    /* fence.acq_rel / fence.sc with relaxed mbarrier and cluster-barrier operations (the ISA's release
+     * and acquire patterns): fence_ep, the thread's epoch at its last fence (0: none), is what a later
+     * .relaxed arrive releases; racq_mbar (index + 1) is the last mbarrier a .relaxed wait passed, whose
+     * phases a later fence acquires */
+    uint32_t fence_ep;
+    int racq_mbar;
+    uint32_t tc_seq; /* the pipe sequence number of the last tcgen05.mma/cp this thread issued */
     /* registers an async op still owns (tcgen05.ld before wait::ld, wgmma accumulators) */
     uint8_t *pend;
     int npend;
@@ -141,7 +151,8 @@ typedef struct Op {
     uint32_t *vc;     /* commit: what its arrival releases */
     union {
         struct { TmaMap map; int32_t coords[5]; int gather4; uint32_t dst; int ctas[MAX_CTAS]; int nctas;
-                 int mbar_cta; uint32_t mbar; uint64_t gaddr; uint32_t bytes; } tma; /* also bulk copies */
+                 int mbar_cta; uint32_t mbar; uint64_t gaddr; uint32_t bytes; uint8_t multicast, pair; } tma;
+                 /* tma: also the bulk copies; pair: .cta_group::2 */
         struct { TcMma mma; uint32_t seq; } mma;
         struct { uint32_t mbar; int ctas[MAX_CTAS]; int nctas; uint32_t upto; } commit;
         TcCp cp;

@@ -60,6 +60,7 @@ typedef struct P {
     Label *labels; int nlabels, label_cap;
     Fix *fixes; int nfixes, fix_cap;
     char dyn_smem[64];
+    int tc_group, tc_group_line; /* the .cta_group of the entry's tcgen05 instructions so far (0: none) */
 } P;
 
 static void fail(P *p, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
@@ -205,7 +206,7 @@ static const struct { const char *name; PtxType t; } type_names[] = {
     {"pred", T_PRED}, {"b8", T_B8}, {"b16", T_B16}, {"b32", T_B32}, {"b64", T_B64}, {"u8", T_U8},
     {"u16", T_U16}, {"u32", T_U32}, {"u64", T_U64}, {"s8", T_S8}, {"s16", T_S16}, {"s32", T_S32},
     {"s64", T_S64}, {"f16", T_F16}, {"bf16", T_BF16}, {"f32", T_F32}, {"f64", T_F64}, {"f16x2", T_F16X2},
-    {"bf16x2", T_BF16X2}, {"e4m3x2", T_E4M3X2}, {"e5m2x2", T_E5M2X2},
+    {"bf16x2", T_BF16X2}, {"e4m3x2", T_E4M3X2}, {"e5m2x2", T_E5M2X2}, {"f32x2", T_F32X2},
 };
 
 static int type_of(const char *w)
@@ -428,7 +429,7 @@ static const struct { const char *w; uint32_t m; } mod_words[] = {
     {"ftz", M_FTZ}, {"approx", M_APPROX}, {"sat", M_SAT}, {"rn", M_RN}, {"rz", M_RZ}, {"rm", M_RM},
     {"rp", M_RP}, {"rni", M_RNI}, {"rzi", M_RZI}, {"rmi", M_RMI}, {"rpi", M_RPI}, {"lo", M_LO}, {"hi", M_HI},
     {"wide", M_WIDE}, {"uni", M_UNI}, {"satfinite", M_SATFINITE}, {"read", M_READ}, {"inc", M_INC},
-    {"dec", M_DEC}, {"relu", M_RELU},
+    {"dec", M_DEC}, {"relu", M_RELU}, {"NaN", M_NAN}, {"relaxed", M_RELAXED}, {"abs", M_ABS},
 };
 
 static uint32_t mods_of(const Toks *k)
@@ -459,6 +460,8 @@ static const struct { const char *w; int op; } simple_ops[] = {
     {"not", OP_NOT}, {"and", OP_AND}, {"or", OP_OR}, {"xor", OP_XOR}, {"shl", OP_SHL}, {"shr", OP_SHR},
     {"selp", OP_SELP}, {"cvt", OP_CVT}, {"cvta", OP_CVTA}, {"ex2", OP_EX2}, {"lg2", OP_LG2}, {"rcp", OP_RCP},
     {"sqrt", OP_SQRT}, {"rsqrt", OP_RSQRT}, {"bfe", OP_BFE}, {"popc", OP_POPC}, {"clz", OP_CLZ},
+    {"prmt", OP_PRMT}, {"lop3", OP_LOP3}, {"bfind", OP_BFIND}, {"brev", OP_BREV}, {"bfi", OP_BFI}, {"shf", OP_SHF},
+    {"copysign", OP_COPYSIGN},
     {"ld", OP_LD}, {"st", OP_ST}, {"mapa", OP_MAPA}, {"bra", OP_BRA}, {"ret", OP_RET}, {"exit", OP_EXIT},
     {"elect", OP_ELECT}, {"setmaxnreg", OP_SETMAXNREG},
 };
@@ -483,6 +486,12 @@ static void decode_tcgen05(P *p, Ins *in, const Toks *k, const char *w)
 {
     const char *op = k->t[1], *r;
     in->b = (int16_t)cta_group_of(k);
+    if (prefix(k, "cta_group::", NULL)) { /* as ptxas: one kernel's tcgen05 instructions share one .cta_group */
+        if (p->tc_group && p->tc_group != in->b)
+            fail(p, "'%s': .cta_group::%d, but line %d used .cta_group::%d (one kernel's tcgen05 instructions must "
+                 "all use the same)", w, in->b, p->tc_group_line, p->tc_group);
+        p->tc_group = in->b, p->tc_group_line = p->line;
+    }
     if (!strcmp(op, "alloc")) in->op = OP_TC_ALLOC;
     else if (!strcmp(op, "dealloc")) in->op = OP_TC_DEALLOC;
     else if (!strcmp(op, "relinquish_alloc_permit")) in->op = OP_TC_RELINQUISH;
@@ -519,6 +528,8 @@ static void decode_tcgen05(P *p, Ins *in, const Toks *k, const char *w)
         else fail(p, "%s: shape not simulated", w);
         in->c = has(k, "warpx2::02_13") ? TC_MC_WARPX2_02_13 : has(k, "warpx2::01_23") ? TC_MC_WARPX2_01_23
               : has(k, "warpx4") ? TC_MC_WARPX4 : TC_MC_NONE;
+        if (has(k, "b8x16") || prefix(k, "b6x16", NULL) || prefix(k, "b4x16", NULL))
+            fail(p, "%s: the decompressing copies (.b8x16 from 6- or 4-bit sources) are not simulated", w);
     } else fail(p, "'%s' is not simulated", w);
 }
 
@@ -546,6 +557,7 @@ static void decode_cp(P *p, Ins *in, const Toks *k, const char *w)
 {
     if (has(k, "async") && !has(k, "bulk")) { decode_cp_async(p, in, k, w); return; }
     if (!has(k, "async") || !has(k, "bulk")) fail(p, "'%s' is not simulated", w);
+    if (has(k, "reduce")) fail(p, "'%s': cp.reduce.async.bulk is not simulated", w); /* not a plain store */
     if (has(k, "commit_group")) { in->op = OP_BULK_COMMIT; return; }
     if (has(k, "wait_group")) { in->op = OP_BULK_WAIT; in->mods |= has(k, "read") ? M_READ : 0; return; }
     if (!has(k, "tensor")) { /* a bulk copy: [dst], [src], size[, [mbar]] */
@@ -560,6 +572,11 @@ static void decode_cp(P *p, Ins *in, const Toks *k, const char *w)
     for (int i = 0; i < k->n; i++)
         if (isdigit((unsigned char)k->t[i][0]) && k->t[i][1] == 'd' && !k->t[i][2]) in->a = (int16_t)(k->t[i][0] - '0');
     if (!in->a) fail(p, "%s: no dimension", w);
+    if (has(k, "prefetch")) { /* a hint to L2: only its operands are checked */
+        in->op = OP_TMA_PREFETCH;
+        if (has(k, "tile::gather4")) in->mods |= M_GATHER4;
+        return;
+    }
     in->b = (int16_t)cta_group_of(k);
     if (has(k, "tile::gather4")) in->mods |= M_GATHER4;
     if (has(k, "multicast::cluster")) in->mods |= M_MULTICAST;
@@ -606,9 +623,22 @@ static void decode(P *p, Ins *in, const char *w)
             in->space = (uint8_t)space_of(&k);
             if (has(&k, "v2")) in->vec = 2;
             if (has(&k, "v4")) in->vec = 4;
+            if (has(&k, "v8")) in->vec = 8; /* 256-bit global loads and stores (sm_100) */
             if (in->op == OP_CVTA && has(&k, "to")) fail(p, "'%s': cvta.to is not simulated", w);
         }
         if (in->op == OP_SETMAXNREG && !(in->mods & (M_INC | M_DEC))) fail(p, "%s: .inc or .dec", w);
+        if (in->op == OP_PRMT) {
+            /* the mode: 0 the default (a selector per byte), else .f4e .b4e .rc8 .ecl .ecr .rc16 */
+            static const char *modes[] = {"f4e", "b4e", "rc8", "ecl", "ecr", "rc16"};
+            for (int i = 0; i < 6; i++)
+                if (has(&k, modes[i])) in->a = (int16_t)(i + 1);
+        }
+        if (in->op == OP_LOP3 && (has(&k, "or") || has(&k, "and")))
+            fail(p, "'%s': lop3 with a predicate result is not simulated", w);
+        if (in->op == OP_SHF) in->a = (int16_t)(has(&k, "r") ? 1 : 0), in->c = (int16_t)has(&k, "clamp");
+        if (in->op == OP_BFIND) in->c = (int16_t)has(&k, "shiftamt");
+        if (has(&k, "xorsign") || has(&k, "oob"))
+            fail(p, "'%s': .xorsign and .oob forms are not simulated", w);
         return;
     }
     if (!strcmp(b, "setp")) {
@@ -622,6 +652,13 @@ static void decode(P *p, Ins *in, const char *w)
         in->op = OP_SHFL;
         in->a = has(&k, "bfly") ? 0 : has(&k, "up") ? 1 : has(&k, "down") ? 2 : has(&k, "idx") ? 3 : -1;
         if (in->a < 0 || !has(&k, "sync")) fail(p, "'%s' not understood", w);
+    } else if (!strcmp(b, "redux")) {
+        /* redux.sync.op{.abs}{.NaN}.type d, a, membermask */
+        static const char *rops[] = {"add", "min", "max", "and", "or", "xor"};
+        in->op = OP_REDUX, in->a = -1;
+        for (int i = 0; i < 6; i++)
+            if (has(&k, rops[i])) in->a = (int16_t)i;
+        if (in->a < 0 || !has(&k, "sync")) fail(p, "'%s' not understood", w);
     } else if (!strcmp(b, "vote")) {
         in->op = OP_VOTE;
         in->a = has(&k, "any") ? 0 : has(&k, "all") ? 1 : has(&k, "uni") ? 2 : has(&k, "ballot") ? 3 : -1;
@@ -629,7 +666,6 @@ static void decode(P *p, Ins *in, const char *w)
     } else if (!strcmp(b, "bar") || !strcmp(b, "barrier")) {
         if (has(&k, "cluster")) {
             in->op = has(&k, "arrive") ? OP_CLUSTER_ARRIVE : has(&k, "wait") ? OP_CLUSTER_WAIT : 0;
-            if (has(&k, "relaxed")) fail(p, "%s: .relaxed is not simulated", w);
         } else if (has(&k, "warp")) in->op = OP_BAR_WARP;
         else if (has(&k, "sync") || has(&k, "red")) in->op = has(&k, "red") ? 0 : OP_BAR_SYNC;
         else if (has(&k, "arrive")) in->op = OP_BAR_ARRIVE;
@@ -804,6 +840,7 @@ static void parse_entry(P *p)
     memset(e, 0, sizeof *e);
     p->reg_cap = p->ins_cap = 0;
     p->nlabels = p->nfixes = 0;
+    p->tc_group = p->tc_group_line = 0;
     free(p->hash);
     p->hash = NULL, p->hash_cap = 0;
     word(p, e->name, sizeof e->name);

@@ -15,7 +15,7 @@
 /* Scalar types of PTX instructions. */
 typedef enum {
     T_NONE, T_PRED, T_B8, T_B16, T_B32, T_B64, T_U8, T_U16, T_U32, T_U64, T_S8, T_S16, T_S32, T_S64,
-    T_F16, T_BF16, T_F32, T_F64, T_F16X2, T_BF16X2, T_E4M3X2, T_E5M2X2
+    T_F16, T_BF16, T_F32, T_F64, T_F16X2, T_BF16X2, T_E4M3X2, T_E5M2X2, T_F32X2
 } PtxType;
 
 typedef enum {
@@ -23,20 +23,20 @@ typedef enum {
     /* integer and float arithmetic */
     OP_MOV, OP_ADD, OP_SUB, OP_MUL, OP_MAD, OP_FMA, OP_DIV, OP_REM, OP_MIN, OP_MAX, OP_NEG, OP_ABS, OP_NOT,
     OP_AND, OP_OR, OP_XOR, OP_SHL, OP_SHR, OP_SELP, OP_SETP, OP_CVT, OP_CVTA, OP_EX2, OP_LG2, OP_RCP, OP_SQRT,
-    OP_RSQRT, OP_BFE, OP_POPC, OP_CLZ,
+    OP_RSQRT, OP_BFE, OP_POPC, OP_CLZ, OP_PRMT, OP_LOP3, OP_BFIND, OP_BREV, OP_BFI, OP_SHF, OP_COPYSIGN,
     /* memory */
     OP_LD, OP_ST, OP_MAPA,
     /* control */
     OP_BRA, OP_RET, OP_EXIT,
     /* warp collectives */
-    OP_SHFL, OP_VOTE, OP_ELECT, OP_BAR_WARP, OP_SETMAXNREG,
+    OP_SHFL, OP_VOTE, OP_ELECT, OP_BAR_WARP, OP_SETMAXNREG, OP_REDUX,
     /* CTA and cluster barriers, fences */
     OP_BAR_SYNC, OP_BAR_ARRIVE, OP_CLUSTER_ARRIVE, OP_CLUSTER_WAIT, OP_FENCE_PROXY_ASYNC, OP_FENCE_MBAR_INIT,
     OP_FENCE,
     /* mbarriers */
     OP_MBAR_INIT, OP_MBAR_ARRIVE, OP_MBAR_EXPECT_TX, OP_MBAR_TRY_WAIT,
     /* TMA and bulk groups */
-    OP_TMA_LOAD, OP_TMA_STORE, OP_BULK_LOAD, OP_BULK_STORE, OP_BULK_COMMIT, OP_BULK_WAIT,
+    OP_TMA_LOAD, OP_TMA_STORE, OP_TMA_PREFETCH, OP_BULK_LOAD, OP_BULK_STORE, OP_BULK_COMMIT, OP_BULK_WAIT,
     /* cp.async (non-bulk): a: .cg on OP_CPA, wait_all on OP_CPA_WAIT, .noinc on OP_CPA_ARRIVE;
      * b: .L2::cache_hint on OP_CPA (the last operand is then the cache policy) */
     OP_CPA, OP_CPA_COMMIT, OP_CPA_WAIT, OP_CPA_ARRIVE,
@@ -54,7 +54,7 @@ enum {
     M_RP = 1u << 6, M_RNI = 1u << 7, M_RZI = 1u << 8, M_RMI = 1u << 9, M_RPI = 1u << 10, M_LO = 1u << 11,
     M_HI = 1u << 12, M_WIDE = 1u << 13, M_UNI = 1u << 14, M_SATFINITE = 1u << 15, M_CLUSTER = 1u << 16,
     M_READ = 1u << 17, M_MULTICAST = 1u << 18, M_GATHER4 = 1u << 19, M_INC = 1u << 20, M_DEC = 1u << 21,
-    M_PACK16 = 1u << 22, M_TS = 1u << 23, M_RELU = 1u << 24
+    M_PACK16 = 1u << 22, M_TS = 1u << 23, M_RELU = 1u << 24, M_NAN = 1u << 25, M_RELAXED = 1u << 26, M_ABS = 1u << 27
 };
 
 /* State spaces. */

@@ -53,6 +53,26 @@ static int fail(char *err, size_t n, const char *fmt, ...)
     return -1;
 }
 
+double ref_mla_e4m3_decode(uint8_t b)
+{
+    int sign = b >> 7, e = (b >> 3) & 15, m = b & 7;
+    if (e == 15 && m == 7) return NAN;
+    double v = e ? ldexp(1.0 + m / 8.0, e - 7) : ldexp(m / 8.0, -6);
+    return sign ? -v : v;
+}
+
+uint8_t ref_mla_e4m3_encode(double x)
+{
+    if (isnan(x)) return 0x7F;
+    uint8_t sign = signbit(x) ? 0x80 : 0, best = 0;
+    double a = fabs(x), err = INFINITY;
+    for (int b = 0; b < 0x7F; b++) { /* 0x7F is NaN; ties go to the even code (m bit 0 clear) */
+        double d = fabs(ref_mla_e4m3_decode((uint8_t)b) - a);
+        if (d < err || (d == err && !(b & 1))) err = d, best = (uint8_t)b;
+    }
+    return sign | best;
+}
+
 /* The strides with 0 replaced by the packed ones. */
 typedef struct Strides { int64_t qs, qh, kvs, is, os, oh; } Strides;
 
@@ -80,7 +100,9 @@ int ref_mla_valid(const RefMla *p, int s, int t)
 
 static int check_problem(const RefMla *p, char *err, size_t n)
 {
-    if (!p->q || !p->kv || !p->indices) return fail(err, n, "q, kv and indices must be given");
+    if (!p->q || !(p->kv || p->kv8) || !p->indices) return fail(err, n, "q, kv and indices must be given");
+    if (p->kv8 && p->kv_scale_block && (p->kv_scale_block < 0 || p->d_qk % p->kv_scale_block))
+        return fail(err, n, "kv_scale_block %d does not divide d_qk %d", p->kv_scale_block, p->d_qk);
     if (p->d_qk != REF_MLA_DV && p->d_qk != REF_MLA_DV + REF_MLA_ROPE)
         return fail(err, n, "d_qk is %d: sparse MLA takes 512 or 576", p->d_qk);
     if (p->s_q < 0 || p->s_kv < 0 || p->h_q < 0 || p->topk < 0)
@@ -96,11 +118,24 @@ static int check_problem(const RefMla *p, char *err, size_t n)
     return 0;
 }
 
+/* Element d of kv row i: bf16, or e4m3 times its scale rounded to bf16. */
+static double kv_at(const RefMla *p, const Strides *st, int32_t i, int d)
+{
+    if (!p->kv8) return ref_mla_bf16_decode(p->kv[(int64_t)i * st->kvs + d]);
+    double x = ref_mla_e4m3_decode(p->kv8[(int64_t)i * st->kvs + d]);
+    if (!p->kv_scale) return x;
+    int block = p->kv_scale_block ? p->kv_scale_block : p->d_qk;
+    double sc = p->kv_scale[(int64_t)i * (p->d_qk / block) + d / block];
+    /* the contract: the fp32 product rounded to bf16 (e4m3 is exact in fp32; rounding the exact product
+     * straight to bf16 would differ in rare double-rounding ties) */
+    return ref_mla_bf16_round((double)((float)x * (float)(sc == 0.0 ? 1.0 : sc)));
+}
+
 /* sm_scale * <q row, kv row i> over all d_qk columns */
-static double logit(const RefMla *p, const uint16_t *qrow, const uint16_t *krow)
+static double logit(const RefMla *p, const Strides *st, const uint16_t *qrow, int32_t i)
 {
     double acc = 0.0;
-    for (int d = 0; d < p->d_qk; d++) acc += ref_mla_bf16_decode(qrow[d]) * ref_mla_bf16_decode(krow[d]);
+    for (int d = 0; d < p->d_qk; d++) acc += ref_mla_bf16_decode(qrow[d]) * kv_at(p, st, i, d);
     return p->sm_scale * acc;
 }
 
@@ -114,7 +149,7 @@ static void one_row(const RefMla *p, const Strides *st, int s, int h, double *l,
     for (int t = 0; t < p->topk; t++) {
         if (!ref_mla_valid(p, s, t)) continue;
         int32_t i = p->indices[(int64_t)s * st->is + t];
-        l[t] = logit(p, qrow, p->kv + (int64_t)i * st->kvs);
+        l[t] = logit(p, st, qrow, i);
         if (l[t] > m) m = l[t];
         any = 1;
     }
@@ -127,8 +162,7 @@ static void one_row(const RefMla *p, const Strides *st, int s, int h, double *l,
         int32_t i = p->indices[(int64_t)s * st->is + t];
         double w = exp(l[t] - m);
         sum += w;
-        const uint16_t *vrow = p->kv + (int64_t)i * st->kvs;
-        for (int d = 0; d < REF_MLA_DV; d++) o[d] += w * ref_mla_bf16_decode(vrow[d]);
+        for (int d = 0; d < REF_MLA_DV; d++) o[d] += w * kv_at(p, st, i, d);
     }
     *mx = m;
     *lse = m + log(sum);

@@ -8,7 +8,8 @@
  *
  * The problem:
  *   q       [s_q, h_q, d_qk] bf16, d_qk = 576 (512 "nope" + 64 "rope") or 512
- *   kv      [s_kv, 1, d_qk]  bf16: K is the whole row, V its first 512 columns (d_v = 512)
+ *   kv      [s_kv, 1, d_qk]  bf16: K is the whole row, V its first 512 columns (d_v = 512); or fp8:
+ *           e4m3 bytes times f32 scales per row or per block of columns (kv8 below)
  *   indices [s_q, topk] int32: the keys query row s attends to
  *   topk_length [s_q] int32, optional (NULL: topk): only positions < topk_length[s] count
  *   attn_sink [h_q] f32, optional (NULL: none)
@@ -41,6 +42,11 @@ uint16_t ref_mla_bf16_encode(double x);
 /* x rounded to the nearest bf16 value, as a double. */
 double ref_mla_bf16_round(double x);
 
+/* e4m3 (OCP FN: bias 7, 3 mantissa bits, max 448, no infinities, NaN 0x7F/0xFF): exact decode, and
+ * rounding to nearest even from double, saturating at +-448 (NaN gives 0x7F). */
+double ref_mla_e4m3_decode(uint8_t b);
+uint8_t ref_mla_e4m3_encode(double x);
+
 typedef struct RefMla {
     const uint16_t *q;           /* bf16 */
     int64_t q_stride_s, q_stride_h;
@@ -53,6 +59,13 @@ typedef struct RefMla {
     int s_q, s_kv, h_q, d_qk, topk;
     double sm_scale;
     int64_t out_stride_s, out_stride_h;
+    /* fp8 kv: when kv8 is given (kv then unused), element c of row i is
+     * bf16(fp32(e4m3(kv8[i, c]) * kv_scale[i * (d_qk / block) + c / block])) (the fp32 product rounded
+     * to the nearest bf16, as the contract says), block = kv_scale_block or d_qk when 0; kv_scale NULL or an entry 0
+     * means 1. */
+    const uint8_t *kv8;
+    const float *kv_scale;
+    int kv_scale_block;
 } RefMla;
 
 /* Does position t of query row s select a key? (index in range, t < topk_length[s]) */

@@ -11,7 +11,9 @@
 #      bench/results/*-h100-sim-anchor.tar.xz, made by tests/gpu/run.sh)
 #   4. the sm_90a sparse MLA cases of tests/sim/cases_mla_sm90.txt (build/sim/sim_mla), under the same
 #      seeds, compared with an H100's outputs on the same inputs (*-h100-mla-sparse-sim-anchor.tar.xz)
-#   5. tests/sim/mutants.sh: mutated kernels must fail
+#   5. the sm_100a sparse MLA cases of tests/sim/cases_mla_sm100.txt on the simulated cc 10.0 device,
+#      under the same seeds, against the fp64 reference (no GPU anchor: no Blackwell here)
+#   6. tests/sim/mutants.sh: mutated kernels must fail
 # Prints one line per step and 'sim suite: N passed, N failed'; exit 1 on failure.
 # Needs: build/fa4gen, build/sim/libcuda.so.1, build/sim/sim_mha, build/sim/test_{tc,tma,core,ref_mla}.
 set -u
@@ -51,6 +53,8 @@ for seed in 1 2 $random_seed; do
     step "sm90a sparse MLA vs H100, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=90 \
         $B/sim/sim_mla --quiet --no-skip --cases tests/sim/cases_mla_sm90.txt --compare "$work/mla_anchor"
     cp "$work/log" "$work/mla90.log"
+    step "sm100a sparse MLA, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=100 \
+        $B/sim/sim_mla --quiet --no-skip --cases tests/sim/cases_mla_sm100.txt
 done
 if [ -z "$anchor" ] || [ "$(grep -c 'cmp_o=' "$work/mha90.log")" -lt 20 ]; then
     echo "FAILED the H100 MHA anchor is missing or compared fewer than 20 cases"; fail=$((fail + 1))

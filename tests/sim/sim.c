@@ -15,7 +15,10 @@
  *   - a register that an async op owns (tcgen05.ld before wait::ld, wgmma
  *     accumulators before wait_group) read or written;
  *   - TMEM lanes outside the warp's quarter (from tc.c), TMEM over-allocation,
- *     double or foreign free, a CTA exiting with TMEM allocated;
+ *     double or foreign free, a CTA exiting with TMEM allocated, a .cta_group::2
+ *     op whose peer CTA is missing or exits (or frees its TMEM) before it completes;
+ *   - a TMA load signalling an mbarrier outside its destination CTA (and, with
+ *     .cta_group::2, outside the destination's pair);
  *   - mbarrier misuse: arrive or complete_tx past what the phase expects, use
  *     of an uninitialised mbarrier;
  *   - out-of-range shared or global addresses (SIM_FAULT);
@@ -147,6 +150,19 @@ static uint32_t *vc_alloc(Sim *s)
     return v;
 }
 
+/* A .relaxed arrival: it releases what the thread did before its last fence.acq_rel / fence.sc (the
+ * ISA's release pattern), nothing without one. */
+static void release_relaxed(Sim *s, Thread *t, uint32_t *into)
+{
+    if (t->fence_ep) {
+        uint32_t now = t->vc[t->gtid];
+        t->vc[t->gtid] = t->fence_ep;
+        vc_join(s, into, t->vc);
+        t->vc[t->gtid] = now;
+    }
+    t->vc[t->gtid]++;
+}
+
 /* Does a reader that knows `vc` see the write recorded in sh? thread_reader:
  * the generic proxy reads (a thread's ld); otherwise the async proxy (MMA, TMA
  * store), which also needs the writer's proxy or tcgen05 fence. */
@@ -184,16 +200,16 @@ typedef struct Where { int cta; uint32_t off; } Where;
 static int smem_where(Sim *s, Thread *t, uint64_t a, int cluster, uint32_t n, Where *w)
 {
     int cta = t ? t->cta : 0;
-    if (a >= SMEM_WINDOW) {
-        int rank = (int)(a >> CLUSTER_SHIFT) - 1;
-        if (!cluster || rank < 0 || rank >= s->ncta || (a >> 32)) {
+    int rank = (int)(a >> CLUSTER_SHIFT);
+    if (rank != cta) {
+        if (!cluster || rank >= s->ncta || (a >> 32)) {
             sim_hazard(s, SIM_FAULT, "shared address 0x%llx is not valid %s", (unsigned long long)a,
-                       cluster ? "in this cluster" : "in the CTA's window (a shared::cluster address?)");
+                       cluster ? "in this cluster" : "in the CTA's shared::cta window (another CTA's address?)");
             return -1;
         }
         cta = rank;
-        a &= SMEM_WINDOW - 1;
     }
+    a &= SMEM_WINDOW - 1;
     const Cta *c = &s->cta[cta];
     if (a < c->smem_base || a + n > c->smem_end) {
         sim_hazard(s, SIM_FAULT, "shared access of %u bytes at 0x%llx is outside CTA %d's shared memory "
@@ -599,8 +615,11 @@ static void complete_tma_load(Sim *s, Op *op)
                    : op->u.tma.gather4 ? tma_gather4_bytes(&op->u.tma.map) : tma_tile_bytes(&op->u.tma.map);
     for (int i = 0; i < op->u.tma.nctas && !s->status; i++) {
         int cta = op->u.tma.ctas[i];
-        /* the mbarrier: the same offset in each destination CTA when multicast, else the named one */
-        int bcta = op->u.tma.nctas > 1 ? cta : op->u.tma.mbar_cta;
+        /* the mbarrier: the named one; when multicast, the same offset in each destination CTA, or
+         * with .cta_group::2 in the CTA of the destination's pair that holds the position (even or odd)
+         * the named barrier holds in its pair (the leader's barrier serves both CTAs of each pair) */
+        int bcta = !(op->u.tma.multicast) ? op->u.tma.mbar_cta
+                 : op->u.tma.pair        ? (cta & ~1) | (op->u.tma.mbar_cta & 1) : cta;
         Mbar *mb = mbar_at(s, bcta, op->u.tma.mbar, 1);
         if (!mb) return;
         c.wkind = W_ASYNC, c.wclk = mb->clk, c.wep = mb->phase + 1;
@@ -629,8 +648,38 @@ static void complete_tma_store(Sim *s, Op *op)
     if (t->state == TS_BULK) t->state = TS_RUN; /* re-checks its wait */
 }
 
+/* Has every thread of the CTA exited? */
+static int cta_exited(Sim *s, int cta)
+{
+    const Cta *c = &s->cta[cta];
+    for (int i = c->first_thread; i < c->first_thread + c->nthreads; i++)
+        if (s->th[i].state != TS_EXIT) return 0;
+    return 1;
+}
+
+/* A .cta_group::2 op needs the peer CTA in the cluster and, until it completes, not exited (the ISA's
+ * issue granularity: "the peer CTA should be active and should not have exited"). */
+static int pair_peer_ok(Sim *s, int cta, int line, const char *what)
+{
+    int peer = cta ^ 1;
+    if (peer >= s->ncta) {
+        sim_hazard(s, SIM_FAULT, "%s.cta_group::2 in CTA %d of a %d-CTA cluster: the peer CTA (rank %d) does not exist",
+                   what, cta, s->ncta, peer);
+        return 0;
+    }
+    if (cta_exited(s, peer)) {
+        sim_hazard(s, SIM_HAZARD, "%s.cta_group::2 (line %d) of CTA %d: the peer CTA %d has exited before it completed",
+                   what, line, cta, peer);
+        return 0;
+    }
+    return 1;
+}
+
 static void complete_mma(Sim *s, Op *op)
 {
+    if ((op->kind == A_CP ? op->u.cp.cta_group : op->u.mma.mma.cta_group) == 2 &&
+        !pair_peer_ok(s, op->cta, op->line, op->kind == A_CP ? "tcgen05.cp" : "tcgen05.mma"))
+        return;
     Ctx c;
     ctx_init(&c, s, NULL, NULL, 0, op->kind == A_CP ? "tcgen05.cp" : "tcgen05.mma");
     c.pipe = pipe_clk(s, op->cta);
@@ -1007,7 +1056,8 @@ static void cluster_check(Sim *s)
 static Mbar *mbar_operand(Sim *s, Thread *t, const Ins *in, const Operand *o, Where *w)
 {
     uint64_t a = mem_addr(s, t, o);
-    if (s->status || smem_where(s, t, a, in->space == SP_SHARED_CLUSTER || a >= SMEM_WINDOW, 8, w)) return NULL;
+    if (s->status || smem_where(s, t, a, in->space == SP_SHARED_CLUSTER || (a >> CLUSTER_SHIFT) != (uint64_t)t->cta, 8, w))
+        return NULL;
     if (w->off & 7) { sim_hazard(s, SIM_FAULT, "mbarrier address 0x%x is not 8-byte aligned", w->off); return NULL; }
     return mbar_at(s, w->cta, w->off, 1);
 }
@@ -1045,12 +1095,14 @@ static void exec_mbar_arrive(Sim *s, Thread *t, const Ins *in)
         int64_t tx = (int64_t)alu_val(s, t, &in->ops[2]);
         m->tx += tx;
         if (in->c) { mbar_maybe_complete(s, m); return; } /* mbarrier.expect_tx: no arrival */
-        release(s, t, m->acc);
+        if (in->mods & M_RELAXED) release_relaxed(s, t, m->acc);
+        else release(s, t, m->acc);
         mbar_arrive(s, m, 1, NULL);
         return;
     }
     int count = in->nops > 2 ? (int)alu_val(s, t, &in->ops[2]) : 1;
-    release(s, t, m->acc);
+    if (in->mods & M_RELAXED) release_relaxed(s, t, m->acc); /* without a fence before it: no release */
+    else release(s, t, m->acc);
     mbar_arrive(s, m, count, NULL);
 }
 
@@ -1063,7 +1115,8 @@ static int exec_mbar_wait(Sim *s, Thread *t, const Ins *in)
     if (!in->a) { sim_hazard(s, SIM_UNSUPPORTED, "mbarrier waits on a state token are not simulated (use .parity)"); return 0; }
     uint32_t parity = (uint32_t)alu_val(s, t, &in->ops[2]) & 1;
     if ((m->phase & 1) != parity) {
-        vc_join(s, t->vc, m->done);
+        if (!(in->mods & M_RELAXED)) vc_join(s, t->vc, m->done);
+        else t->racq_mbar = (int)(m - s->mb) + 1; /* acquired only by a fence after it */
         alu_set(s, t, &in->ops[0], 1);
         return 0;
     }
@@ -1119,15 +1172,17 @@ static int load_dest(Sim *s, Thread *t, const Ins *in, Op *op, uint64_t da, uint
     uint64_t ba = mem_addr(s, t, mbar);
     if (s->status || smem_where(s, t, da, 1, bytes, &dst) || smem_where(s, t, ba, 1, 8, &bar)) return -1;
     if (!mbar_at(s, bar.cta, bar.off, 1)) return -1;
-    if (in->b != 2 && bar.cta != dst.cta && !(in->mods & M_MULTICAST)) {
-        sim_hazard(s, SIM_HAZARD, "a load into CTA %d signals an mbarrier of CTA %d: only .cta_group::2 may signal "
-                   "the peer CTA's barrier", dst.cta, bar.cta);
+    if (!(in->mods & M_MULTICAST) && bar.cta != dst.cta && (in->b != 2 || bar.cta != (dst.cta ^ 1))) {
+        sim_hazard(s, SIM_HAZARD, "a load into CTA %d signals an mbarrier of CTA %d: the barrier must be in the "
+                   "destination CTA, or with .cta_group::2 in its peer (rank %d)", dst.cta, bar.cta, dst.cta ^ 1);
         return -1;
     }
     op->u.tma.dst = dst.off, op->u.tma.mbar = bar.off, op->u.tma.mbar_cta = bar.cta;
+    op->u.tma.pair = in->b == 2;
     if (in->mods & M_MULTICAST) {
         if (in->nops <= mask_op) { sim_hazard(s, SIM_FAULT, "multicast load without a CTA mask"); return -1; }
         uint32_t mask = (uint32_t)alu_val(s, t, &in->ops[mask_op]) & 0xffff;
+        op->u.tma.multicast = 1;
         for (int r = 0; r < s->ncta; r++)
             if (mask >> r & 1) op->u.tma.ctas[op->u.tma.nctas++] = r;
         if (mask >> s->ncta) { sim_hazard(s, SIM_FAULT, "multicast mask 0x%x names CTAs outside the cluster", mask); return -1; }
@@ -1346,6 +1401,7 @@ static void exec_tc_mma(Sim *s, Thread *t, const Ins *in)
 {
     const Operand *o = in->ops;
     if (in->nops != 5) { sim_hazard(s, SIM_UNSUPPORTED, "tcgen05.mma with disable-output-lane or scale operands is not simulated"); return; }
+    if (in->b == 2 && !pair_peer_ok(s, t->cta, in->line, "tcgen05.mma")) return;
     Op *op = op_new(s, A_MMA, t, pipe_stream(s, t->cta));
     if (!op) return;
     TcMma *m = &op->u.mma.mma;
@@ -1356,7 +1412,7 @@ static void exec_tc_mma(Sim *s, Thread *t, const Ins *in)
     m->b_desc = alu_val(s, t, &o[2]);
     m->idesc = (uint32_t)alu_val(s, t, &o[3]);
     m->enable_input_d = (int)(alu_val(s, t, &o[4]) & 1);
-    op->u.mma.seq = ++s->cta[t->cta].pipe_issued;
+    op->u.mma.seq = t->tc_seq = ++s->cta[t->cta].pipe_issued;
     Ctx c;
     ctx_init(&c, s, op, t, 1, "tcgen05.mma");
     c.pipe = pipe_clk(s, t->cta);
@@ -1368,6 +1424,7 @@ static void exec_tc_mma(Sim *s, Thread *t, const Ins *in)
 
 static void exec_tc_cp(Sim *s, Thread *t, const Ins *in)
 {
+    if (in->b == 2 && !pair_peer_ok(s, t->cta, in->line, "tcgen05.cp")) return;
     Op *op = op_new(s, A_CP, t, pipe_stream(s, t->cta));
     if (!op) return;
     op->u.cp.cta = t->cta;
@@ -1376,7 +1433,7 @@ static void exec_tc_cp(Sim *s, Thread *t, const Ins *in)
     op->u.cp.taddr = (uint32_t)mem_addr(s, t, &in->ops[0]);
     op->u.cp.s_desc = alu_val(s, t, &in->ops[1]);
     op->u.cp.cta_group = in->b;
-    op->u.mma.seq = ++s->cta[t->cta].pipe_issued;
+    op->u.mma.seq = t->tc_seq = ++s->cta[t->cta].pipe_issued;
     Ctx c;
     ctx_init(&c, s, op, t, 1, "tcgen05.cp");
     c.pipe = pipe_clk(s, t->cta);
@@ -1405,7 +1462,9 @@ static void exec_tc_commit(Sim *s, Thread *t, const Ins *in)
         if (!mbar_at(s, op->u.commit.ctas[i], w.off, 1)) { op_free(op); return; }
     if (!(op->vc = vc_alloc(s))) { op_free(op); return; }
     vc_join(s, op->vc, t->vc);
-    op->vc[pipe_clk(s, t->cta)] = s->cta[t->cta].pipe_issued;
+    /* it tracks the ops this thread issued (the pipe runs in order, so with them every earlier op):
+     * an op another thread issues later is not covered */
+    if (t->tc_seq > op->vc[pipe_clk(s, t->cta)]) op->vc[pipe_clk(s, t->cta)] = t->tc_seq;
     t->vc[t->gtid]++;
     op->ready = s->step; /* the commit waits only for the ops before it in the pipe */
     op_push(s, op);
@@ -1439,6 +1498,13 @@ static void exec_tc_alloc(Sim *s, Thread *t, const Ins *in, int ncols, Where whe
                "(the real allocator would block forever)", ncols, used);
 }
 
+/* a tcgen05.mma or .cp writes the TMEM of its CTA, and with .cta_group::2 of the peer too */
+static int op_touches_cta(const Op *op, int cta)
+{
+    int cg = op->kind == A_CP ? op->u.cp.cta_group : op->u.mma.mma.cta_group;
+    return op->cta == cta || (cg == 2 && (op->cta ^ 1) == cta);
+}
+
 static void exec_tc_dealloc(Sim *s, Thread *t, uint32_t taddr, int ncols)
 {
     Cta *c = &s->cta[t->cta];
@@ -1453,7 +1519,7 @@ static void exec_tc_dealloc(Sim *s, Thread *t, uint32_t taddr, int ncols)
             return;
         }
     for (int i = 0; i < s->nops; i++)
-        if ((s->ops[i]->kind == A_MMA || s->ops[i]->kind == A_CP) && s->ops[i]->cta == t->cta) {
+        if ((s->ops[i]->kind == A_MMA || s->ops[i]->kind == A_CP) && op_touches_cta(s->ops[i], t->cta)) {
             sim_hazard(s, SIM_HAZARD, "tcgen05.dealloc while a tcgen05.mma issued at line %d has not completed",
                        s->ops[i]->line);
             return;
@@ -1465,7 +1531,7 @@ static void exec_tc_dealloc(Sim *s, Thread *t, uint32_t taddr, int ncols)
 static int is_collective(int op)
 {
     switch (op) {
-    case OP_SHFL: case OP_VOTE: case OP_ELECT: case OP_BAR_WARP: case OP_TC_ALLOC: case OP_TC_DEALLOC:
+    case OP_SHFL: case OP_VOTE: case OP_ELECT: case OP_BAR_WARP: case OP_REDUX: case OP_TC_ALLOC: case OP_TC_DEALLOC:
     case OP_TC_RELINQUISH: case OP_TC_LD: case OP_TC_ST: case OP_WG_MMA: case OP_WG_COMMIT:
         return 1;
     default: return 0;
@@ -1566,6 +1632,44 @@ static void coll_wgmma(Sim *s, Thread **ts, int n, const Ins *in)
     op_push(s, op);
 }
 
+/* redux.sync.op{.abs}{.NaN}.type: add/min/max of .u32/.s32, and/or/xor of .b32, min/max of .f32
+ * (.abs first takes magnitudes; .NaN makes any NaN the result, else NaNs lose), one result for all */
+static void coll_redux(Sim *s, Thread **ts, int n, const Ins *in)
+{
+    int f = in->type == T_F32, sg = in->type == T_S32;
+    uint32_t acc = 0;
+    float facc = NAN;
+    int fnan = 0;
+    for (int i = 0; i < n; i++) {
+        uint32_t v = (uint32_t)alu_val(s, ts[i], &in->ops[1]);
+        if (f) {
+            float x;
+            memcpy(&x, &v, 4);
+            if (in->mods & M_ABS) x = fabsf(x);
+            if (isnan(x)) { fnan = 1; continue; }
+            if (isnan(facc) || (in->a == 1 ? (x < facc || (x == facc && signbit(x)))
+                                           : (x > facc || (x == facc && !signbit(x)))))
+                facc = x;
+            continue;
+        }
+        if (!i) { acc = v; continue; }
+        switch (in->a) {
+        case 0: acc += v; break;
+        case 1: acc = sg ? ((int32_t)v < (int32_t)acc ? v : acc) : (v < acc ? v : acc); break;
+        case 2: acc = sg ? ((int32_t)v > (int32_t)acc ? v : acc) : (v > acc ? v : acc); break;
+        case 3: acc &= v; break;
+        case 4: acc |= v; break;
+        default: acc ^= v; break;
+        }
+    }
+    if (f) {
+        if (in->a != 1 && in->a != 2) { sim_hazard(s, SIM_UNSUPPORTED, "redux.sync of .f32 other than min/max"); return; }
+        if (fnan && (in->mods & M_NAN)) facc = NAN;
+        memcpy(&acc, &facc, 4);
+    }
+    for (int i = 0; i < n; i++) alu_set(s, ts[i], &in->ops[0], acc);
+}
+
 static void coll_exec(Sim *s, Thread **ts, int n, const Ins *in)
 {
     Thread *t0 = ts[0];
@@ -1612,6 +1716,7 @@ static void coll_exec(Sim *s, Thread **ts, int n, const Ins *in)
                                          : in->a == 2 ? (uint64_t)uni : ballot);
         break;
     }
+    case OP_REDUX: coll_redux(s, ts, n, in); break;
     case OP_ELECT: {
         int leader = 32;
         for (int i = 0; i < n; i++) if (ts[i]->lane < leader) leader = ts[i]->lane;
@@ -1660,7 +1765,8 @@ static int try_collective(Sim *s, int wi)
     }
     uint32_t mask = 0xffffffffu;
     if (in->op == OP_SHFL) mask = (uint32_t)alu_val(s, first, &in->ops[4]);
-    else if (in->op == OP_VOTE || in->op == OP_BAR_WARP || in->op == OP_ELECT) mask = (uint32_t)alu_val(s, first, &in->ops[in->nops - 1]);
+    else if (in->op == OP_VOTE || in->op == OP_BAR_WARP || in->op == OP_ELECT || in->op == OP_REDUX)
+        mask = (uint32_t)alu_val(s, first, &in->ops[in->nops - 1]);
     Thread *ts[128];
     int n = 0;
     for (int i = lo; i < hi; i++) {
@@ -1707,12 +1813,16 @@ static int run_thread(Sim *s, Thread *t, int quantum)
             uint64_t a = alu_val(s, t, &in->ops[1]) & (SMEM_WINDOW - 1);
             uint32_t rank = (uint32_t)alu_val(s, t, &in->ops[2]);
             if (rank >= (uint32_t)s->ncta) { sim_hazard(s, SIM_FAULT, "mapa to CTA rank %u of a %d-CTA cluster", rank, s->ncta); break; }
-            alu_set(s, t, &in->ops[0], a | (uint64_t)(rank + 1) << CLUSTER_SHIFT);
+            alu_set(s, t, &in->ops[0], a | (uint64_t)rank << CLUSTER_SHIFT);
             break;
         }
         case OP_BRA: t->pc = in->ops[0].reg; continue;
         case OP_RET: case OP_EXIT: thread_exit(s, t); return done;
-        case OP_SETMAXNREG: case OP_FENCE: case OP_FENCE_MBAR_INIT: case OP_TC_FENCE_AFTER: case OP_WG_FENCE: break;
+        case OP_FENCE: /* fence.acq_rel / fence.sc: completes the release and acquire patterns of .relaxed ops */
+            if (t->racq_mbar) vc_join(s, t->vc, s->mb[t->racq_mbar - 1].done);
+            t->fence_ep = t->vc[t->gtid]++;
+            break;
+        case OP_SETMAXNREG: case OP_FENCE_MBAR_INIT: case OP_TC_FENCE_AFTER: case OP_WG_FENCE: break;
         case OP_FENCE_PROXY_ASYNC: t->proxy_fenced = t->vc[t->gtid]++; break;
         case OP_TC_FENCE_BEFORE:
             if (!t->st_unwaited) t->tc_fenced = t->vc[t->gtid];
@@ -1731,7 +1841,9 @@ static int run_thread(Sim *s, Thread *t, int quantum)
             if (in->op == OP_BAR_SYNC) continue; /* bar_complete advanced the pc */
             break;
         case OP_CLUSTER_ARRIVE:
-            release(s, t, s->vcbuf);
+            /* .relaxed: an arrival that releases nothing (a later wait acquires only the others') */
+            if (in->mods & M_RELAXED) release_relaxed(s, t, s->vcbuf);
+            else release(s, t, s->vcbuf);
             t->cl_phase = s->cl_phase, t->cl_arrived = 1;
             s->cl_arrived++;
             cluster_check(s);
@@ -1745,6 +1857,13 @@ static int run_thread(Sim *s, Thread *t, int quantum)
         case OP_MBAR_TRY_WAIT: if (exec_mbar_wait(s, t, in)) return done; break;
         case OP_TMA_LOAD: exec_tma_load(s, t, in); break;
         case OP_TMA_STORE: exec_tma_store(s, t, in); break;
+        case OP_TMA_PREFETCH: { /* an L2 hint: the tensor map must still be one */
+            TmaMap map;
+            int32_t coords[5];
+            int nc;
+            tmap_operand(s, t, &in->ops[0], &map, coords, &nc);
+            break;
+        }
         case OP_BULK_LOAD: exec_bulk_load(s, t, in); break;
         case OP_BULK_STORE: exec_bulk_store(s, t, in); break;
         case OP_BULK_COMMIT: t->grp_commit++; break;

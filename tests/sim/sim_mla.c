@@ -50,6 +50,9 @@
  *   config="WORDS"          default none; fa4_mla_sparse_args.config
  *   seed=N                  default --seed (1); the input seed of this case
  *   lse=0|1 max_logits=0|1  default 1; 0: that output is not requested (NULL)
+ *   kv=bf16|e4m3            default bf16; e4m3: fp8 kv bytes (kv_dtype FA4_E4M3), e4m3 of U(-4, 4)
+ *   kv_scale=none|row|N     default none (unit scales); row: one f32 scale per kv row; N (a multiple of
+ *                           64): one per N columns; scales U(1/8, 1/2), one in 8 of them 0 (= 1)
  *
  * The canonical text of a case lists target sq skv hq dqk topk, then the other
  * keys that differ from their defaults, in the order above (values as given).
@@ -175,6 +178,8 @@ typedef struct Case {
     fa4_target target;
     int sq, skv, hq, dqk, topk;
     int sink, tklen, dup, empty_rows, strided, lse, maxl;
+    int kv8;      /* kv=e4m3: fp8 kv bytes */
+    int kv_scale; /* kv_scale=: 0 none, -1 one per row, else columns per scale */
     double invalid;
     float scale;
     int has_seed;
@@ -184,10 +189,11 @@ typedef struct Case {
 } Case;
 
 enum { K_TARGET, K_SQ, K_SKV, K_HQ, K_DQK, K_TOPK, K_SINK, K_TKLEN, K_INVALID, K_DUP, K_EMPTY, K_LAYOUT, K_SCALE,
-       K_CONFIG, K_SEED, K_LSE, K_MAXL, K_COUNT };
+       K_CONFIG, K_SEED, K_LSE, K_MAXL, K_KV, K_KVSCALE, K_COUNT };
 static const char *const KEY_NAMES[K_COUNT] = {"target", "sq",         "skv",     "hq",     "dqk",   "topk",
                                                "sink",   "topk_length", "invalid", "dup",    "empty_rows",
-                                               "layout", "scale",      "config",  "seed",   "lse",   "max_logits"};
+                                               "layout", "scale",      "config",  "seed",   "lse",   "max_logits",
+                                               "kv",     "kv_scale"};
 enum { REQUIRED_KEYS = K_SINK }; /* keys before K_SINK are required */
 
 static int errf(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -308,6 +314,16 @@ static int set_key(Case *c, int k, const char *v, char *err, size_t n)
         return 0;
     case K_LSE: return parse_choice(key, v, bits, 2, &c->lse, err, n);
     case K_MAXL: return parse_choice(key, v, bits, 2, &c->maxl, err, n);
+    case K_KV: {
+        static const char *const kvs[] = {"bf16", "e4m3"};
+        return parse_choice(key, v, kvs, 2, &c->kv8, err, n);
+    }
+    case K_KVSCALE:
+        if (!strcmp(v, "none")) return c->kv_scale = 0, 0;
+        if (!strcmp(v, "row")) return c->kv_scale = -1, 0;
+        if (parse_int(key, v, 64, 576, &c->kv_scale, err, n)) return -1;
+        if (c->kv_scale % 64) return errf(err, n, "kv_scale=%s: use none, row or a multiple of 64", v);
+        return 0;
     }
     return errf(err, n, "internal: key %d", k);
 }
@@ -414,6 +430,8 @@ static void case_format(const Case *c, char *buf, size_t n)
     if (c->has_seed) MORE(" seed=%" PRIu64, c->seed);
     if (!c->lse) MORE(" lse=0");
     if (!c->maxl) MORE(" max_logits=0");
+    if (c->kv8) MORE(" kv=e4m3");
+    if (c->kv_scale) c->kv_scale < 0 ? MORE(" kv_scale=row") : MORE(" kv_scale=%d", c->kv_scale);
 #undef MORE
 }
 
@@ -499,9 +517,9 @@ static Geom geom_of(const Case *c)
     return g;
 }
 
-enum { B_Q, B_KV, B_IDX, B_SINK, B_LEN, B_OUT, B_LSE, B_MAXL, N_BUF };
+enum { B_Q, B_KV, B_IDX, B_SINK, B_LEN, B_OUT, B_LSE, B_MAXL, B_KVS, N_BUF };
 static const char *const BUF_NAMES[N_BUF] = {"q", "kv", "indices", "attn_sink", "topk_length", "out", "lse",
-                                             "max_logits"};
+                                             "max_logits", "kv_scale"};
 
 /* What the inputs hold (printed without --quiet, checked by --self-test). */
 typedef struct Stats {
@@ -668,17 +686,19 @@ static int make_problem(const Case *c, uint64_t seed, Problem *p)
     memset(p, 0, sizeof *p);
     p->g = geom_of(c);
     const Geom *g = &p->g;
-    size_t kv_guard = round_up((size_t)(2 * g->kvs * 2), GUARD_BYTES);
+    size_t kvb = c->kv8 ? 1 : 2, kv_guard = round_up((size_t)(2 * g->kvs) * kvb, GUARD_BYTES);
+    int nscale = c->kv_scale > 0 ? c->dqk / c->kv_scale : 1;
     size_t stats = (size_t)c->sq * (size_t)c->hq * sizeof(float);
     const struct { size_t body, guard; int has; } spec[N_BUF] = {
         [B_Q] = {(size_t)c->sq * (size_t)g->qs * 2, GUARD_BYTES, 1},
-        [B_KV] = {(size_t)c->skv * (size_t)g->kvs * 2, kv_guard, 1},
+        [B_KV] = {(size_t)c->skv * (size_t)g->kvs * kvb, kv_guard, 1},
         [B_IDX] = {(size_t)c->sq * (size_t)g->is * 4, GUARD_BYTES, 1},
         [B_SINK] = {(size_t)c->hq * 4, GUARD_BYTES, c->sink},
         [B_LEN] = {(size_t)c->sq * 4, GUARD_BYTES, c->tklen},
         [B_OUT] = {(size_t)c->sq * (size_t)g->os * 2, GUARD_BYTES, 1},
         [B_LSE] = {stats, GUARD_BYTES, c->lse},
         [B_MAXL] = {stats, GUARD_BYTES, c->maxl},
+        [B_KVS] = {(size_t)c->skv * (size_t)nscale * 4, GUARD_BYTES, c->kv8 && c->kv_scale},
     };
     for (int i = 0; i < N_BUF; i++) {
         p->has[i] = spec[i].has;
@@ -696,8 +716,19 @@ static int make_problem(const Case *c, uint64_t seed, Problem *p)
             for (int d = 0; d < c->dqk; d++)
                 *bf16_at(&p->b[B_Q], r * g->qs + h * g->qh + d) = ref_mla_bf16_encode(uniform(&s));
     s = stream_seed(c, seed, S_KV);
-    for (int r = 0; r < c->skv; r++)
-        for (int d = 0; d < c->dqk; d++) *bf16_at(&p->b[B_KV], r * g->kvs + d) = ref_mla_bf16_encode(uniform(&s));
+    if (c->kv8) {
+        /* e4m3 of U(-1, 1) x 4 (the scales bring it back to about U(-1, 1)); scales U(1/8, 1/2), one in 8 of
+         * them 0 (= 1) */
+        uint8_t *kv8 = (uint8_t *)buf_body(&p->b[B_KV]);
+        for (int r = 0; r < c->skv; r++)
+            for (int d = 0; d < c->dqk; d++) kv8[(int64_t)r * g->kvs + d] = ref_mla_e4m3_encode(4 * uniform(&s));
+        if (c->kv_scale)
+            for (int64_t i = 0; i < (int64_t)c->skv * nscale; i++)
+                *f32_at(&p->b[B_KVS], i) = below(&s, 8) ? (float)(0.125 + 0.375 * unit(&s)) : 0.0f;
+    } else {
+        for (int r = 0; r < c->skv; r++)
+            for (int d = 0; d < c->dqk; d++) *bf16_at(&p->b[B_KV], r * g->kvs + d) = ref_mla_bf16_encode(uniform(&s));
+    }
     int32_t *len = NULL;
     if (c->tklen) {
         s = stream_seed(c, seed, S_LEN);
@@ -739,7 +770,10 @@ static RefMla ref_problem(const Case *c, const Problem *p)
     int st = c->strided;
     r.q = bf16_at(&p->b[B_Q], 0);
     r.q_stride_s = st ? p->g.qs : 0, r.q_stride_h = st ? p->g.qh : 0;
-    r.kv = bf16_at(&p->b[B_KV], 0);
+    r.kv = c->kv8 ? NULL : bf16_at(&p->b[B_KV], 0);
+    r.kv8 = c->kv8 ? (const uint8_t *)buf_body(&p->b[B_KV]) : NULL;
+    r.kv_scale = c->kv8 && c->kv_scale ? f32_at(&p->b[B_KVS], 0) : NULL;
+    r.kv_scale_block = c->kv_scale > 0 ? c->kv_scale : 0;
     r.kv_stride_s = st ? p->g.kvs : 0;
     r.indices = i32_at(&p->b[B_IDX], 0);
     r.indices_stride_s = st ? p->g.is : 0;
@@ -1027,6 +1061,11 @@ static fa4_mla_sparse_args case_args(const Case *c, const Problem *p)
     }
     a.sm_scale = c->scale;
     a.config = c->config[0] ? c->config : NULL;
+    if (c->kv8) {
+        a.kv_dtype = FA4_E4M3;
+        a.kv_scale = dev_body(p, B_KVS);
+        a.kv_scale_block = c->kv_scale > 0 ? c->kv_scale : 0;
+    }
     return a;
 }
 

@@ -862,16 +862,31 @@ int tc_tmem_st(const TcMem *m, const TcLdSt *op, const uint32_t regs[32][TC_MAX_
  *   .128x256b / .128x128b   row r -> lane r
  *   .64x128b.warpx2::02_13  rows 0-31 -> warps 0 and 2, rows 32-63 -> warps 1 and 3
  *   .64x128b.warpx2::01_23  rows 0-31 -> warps 0 and 1, rows 32-63 -> warps 2 and 3
- *   .32x128b.warpx4         row r -> lane r of every warp */
+ *   .32x128b.warpx4         row r -> lane r of every warp
+ * .cta_group::2 (one thread of the pair issues it, like tcgen05.mma): each CTA
+ * of the pair (ranks 2p, 2p+1) copies from its own shared memory, at the
+ * descriptor's address, into its own Tensor Memory at taddr, as the
+ * cta_group::2 MMA reads A and B from each CTA's own shared memory. (The ISA
+ * says the copy acts on the Tensor Memory of both CTAs of the pair; that each
+ * reads its own shared memory is the reading that keeps copy + A-from-TMEM
+ * MMA equal to the A-from-shared-memory MMA, which test_tc checks.) */
+static int cp_one(const TcMem *m, const TcCp *op, int cta, TcMode mode);
+
 int tc_tmem_cp(const TcMem *m, const TcCp *op, TcMode mode)
 {
     const char *what = "tcgen05.cp";
-    if (op->cta_group == 2)
-        return fail(m,
-                    "%s.cta_group::2: not modelled (the ISA does not say whose shared memory feeds the peer CTA's Tensor "
-                    "Memory)",
-                    what);
-    if (op->cta_group != 0 && op->cta_group != 1) return fail(m, "%s: cta_group %d is not 1 or 2", what, op->cta_group);
+    if (op->cta_group != 0 && op->cta_group != 1 && op->cta_group != 2)
+        return fail(m, "%s: cta_group %d is not 1 or 2", what, op->cta_group);
+    if (op->cta_group != 2) return cp_one(m, op, op->cta, mode);
+    /* check both before the first write */
+    if (mode == TC_EXECUTE && (cp_one(m, op, op->cta & ~1, TC_FOOTPRINT) || cp_one(m, op, op->cta | 1, TC_FOOTPRINT)))
+        return -1;
+    return cp_one(m, op, op->cta & ~1, mode) || cp_one(m, op, op->cta | 1, mode) ? -1 : 0;
+}
+
+static int cp_one(const TcMem *m, const TcCp *op, int cta, TcMode mode)
+{
+    const char *what = op->cta_group == 2 ? "tcgen05.cp.cta_group::2" : "tcgen05.cp";
     int rows, bytes;
     const char *sn;
     switch (op->shape) {
@@ -903,7 +918,7 @@ int tc_tmem_cp(const TcMem *m, const TcCp *op, TcMode mode)
     uint8_t src[128][32];
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < bytes / 16; c++)
-            if (m->smem_read(m->u, op->cta, lay_addr(&L, 0, 1, (uint32_t)r, (uint32_t)(16 * c)), src[r] + 16 * c, 16))
+            if (m->smem_read(m->u, cta, lay_addr(&L, 0, 1, (uint32_t)r, (uint32_t)(16 * c)), src[r] + 16 * c, 16))
                 return -1;
     for (int r = 0; r < rows; r++) {
         uint32_t lanes[4];
@@ -924,9 +939,9 @@ int tc_tmem_cp(const TcMem *m, const TcCp *op, TcMode mode)
                 uint32_t cell = p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
                 if (mode == TC_FOOTPRINT) {
                     if (m->tmem_footprint_write &&
-                        m->tmem_footprint_write(m->u, op->cta, lanes[l], tc + (uint32_t)c))
+                        m->tmem_footprint_write(m->u, cta, lanes[l], tc + (uint32_t)c))
                         return -1;
-                } else if (m->tmem_write(m->u, op->cta, lanes[l], tc + (uint32_t)c, cell)) {
+                } else if (m->tmem_write(m->u, cta, lanes[l], tc + (uint32_t)c, cell)) {
                     return -1;
                 }
             }

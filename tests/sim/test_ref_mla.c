@@ -312,9 +312,44 @@ static void test_refusals(void)
     check(ref_mla_sparse_fwd(&p, out, lse, mx, err, sizeof err) == -1, "a negative stride is refused");
 }
 
+/* ---------------------------------------------------------- e4m3 and fp8 kv */
+
+static void test_e4m3(void)
+{
+    check(ref_mla_e4m3_decode(0x38) == 1.0, "e4m3 0x38 = 1");
+    check(ref_mla_e4m3_decode(0x7E) == 448.0 && ref_mla_e4m3_decode(0xFE) == -448.0, "e4m3 max 448");
+    check(ref_mla_e4m3_decode(0x01) == 0x1p-9, "e4m3 smallest subnormal 2^-9");
+    check(isnan(ref_mla_e4m3_decode(0x7F)) && isnan(ref_mla_e4m3_decode(0xFF)), "e4m3 NaN codes");
+    int round_trip = 1;
+    for (int b = 0; b < 256; b++)
+        if ((b & 0x7F) != 0x7F && ref_mla_e4m3_encode(ref_mla_e4m3_decode((uint8_t)b)) != b)
+            round_trip = 0;
+    check(round_trip, "e4m3 encode(decode(b)) == b for every finite code");
+    check(ref_mla_e4m3_encode(1.0625) == 0x38, "a tie (1 + 1/16) rounds to the even 1");
+    check(ref_mla_e4m3_encode(1000.0) == 0x7E, "saturates at 448");
+    /* fp8 kv with a scale per 64 columns: a row of ones scaled by 2 in its first block only (an entry
+     * 0 in the others means 1): q = e_0 + e_64 gives the logit (2 + 1) * sm_scale */
+    static uint16_t q[576];
+    static uint8_t kv[576];
+    static float sc[9];
+    for (int d = 0; d < 576; d++) q[d] = 0, kv[d] = 0x38;
+    q[0] = q[64] = 0x3F80;
+    sc[0] = 2.0f;
+    int32_t idx = 0;
+    RefMla r;
+    memset(&r, 0, sizeof r);
+    r.q = q, r.kv8 = kv, r.kv_scale = sc, r.kv_scale_block = 64, r.indices = &idx;
+    r.s_q = 1, r.s_kv = 1, r.h_q = 1, r.d_qk = 576, r.topk = 1, r.sm_scale = 1.0;
+    double o8[512], l8, m8;
+    char err[128];
+    check(ref_mla_sparse_fwd(&r, o8, &l8, &m8, err, sizeof err) == 0 && m8 == 3.0 && o8[0] == 2.0 && o8[64] == 1.0,
+          "fp8 kv: scales per block of 64, 0 = 1");
+}
+
 int main(void)
 {
     test_bf16();
+    test_e4m3();
     fill(qbuf, sizeof qbuf / sizeof qbuf[0], 1);
     fill(kvbuf, sizeof kvbuf / sizeof kvbuf[0], 2);
     test_textbook(576);

@@ -657,12 +657,17 @@ static void test_mma_footprint_and_speed(void)
     op.idesc = make_idesc(1, TC_BF16, TC_BF16, 0, 0, 0, 0, 128, 128);
     op.enable_input_d = 1;
     memset(tmem[1], 0, sizeof tmem[1]);
-    struct timespec t0, t1;
-    int reps = 200;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (int i = 0; i < reps; i++) rc |= tc_mma(&MEM, &op, TC_EXECUTE);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double us = ((double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e3) / reps;
+    /* the process's CPU time, best of 4 batches: the machine is shared, wall time measures the others */
+    double us = 1e30;
+    for (int b = 0; b < 4; b++) {
+        struct timespec t0, t1;
+        int reps = 50;
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
+        for (int i = 0; i < reps; i++) rc |= tc_mma(&MEM, &op, TC_EXECUTE);
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t1);
+        double t = ((double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e3) / reps;
+        if (t < us) us = t;
+    }
     printf("tc_mma 128x128x16 bf16: %.1f us per MMA\n", us);
     CHECK(rc == 0 && us < 1000.0, "128x128x16 bf16 MMA takes %.1f us (want well under 1 ms)", us);
 }
@@ -975,15 +980,126 @@ static void test_cp(void)
     bad1.s_desc = umma_desc(&L);
     errbuf[0] = 0;
     CHECK(tc_tmem_cp(&MEM, &bad1, TC_EXECUTE) == -1 && refused("4x256b"), "cp .4x256b refused");
-    TcCp bad2 = {0, TC_CP_128x256b, TC_MC_NONE, 0, bad1.s_desc, 2};
+    TcCp bad2 = {0, TC_CP_128x256b, TC_MC_NONE, 0, bad1.s_desc, 3};
     errbuf[0] = 0;
-    CHECK(tc_tmem_cp(&MEM, &bad2, TC_EXECUTE) == -1 && refused("cta_group::2"), "cp cta_group::2 refused");
+    CHECK(tc_tmem_cp(&MEM, &bad2, TC_EXECUTE) == -1 && refused("cta_group 3"), "cp cta_group 3 refused");
     TcCp bad3 = {0, TC_CP_64x128b, TC_MC_NONE, 0, bad1.s_desc, 1};
     errbuf[0] = 0;
     CHECK(tc_tmem_cp(&MEM, &bad3, TC_EXECUTE) == -1 && refused("requires"), "cp .64x128b without multicast refused");
     TcCp bad4 = {0, TC_CP_128x128b, TC_MC_NONE, 32u << 16, bad1.s_desc, 1};
     errbuf[0] = 0;
     CHECK(tc_tmem_cp(&MEM, &bad4, TC_EXECUTE) == -1 && refused("lane 32"), "cp to lane 32 refused");
+}
+
+/* tcgen05.cp.cta_group::2: each CTA of the pair copies from its own shared memory into its own
+ * TMEM, whichever CTA issues it; a copy of an A operand followed by the A-from-TMEM MMA equals
+ * the MMA reading A from shared memory through the same descriptor. */
+static void test_cp_pair(void)
+{
+    TLay L;
+    tlay_dense(&L, 128, 0, 1, 128, 32, 0x8000, 0);
+    static uint8_t src[2][128][32];
+    for (int issuer = 2; issuer <= 3; issuer++) {
+        for (int v = 0; v < 2; v++)
+            for (int r = 0; r < 128; r++)
+                for (int b = 0; b < 32; b++) {
+                    src[v][r][b] = (uint8_t)rnd();
+                    smem[2 + v][tlay_addr(&L, r, b)] = src[v][r][b];
+                }
+        memset(tmem, 0, sizeof tmem);
+        TcCp op = {issuer, TC_CP_128x256b, TC_MC_NONE, 16, umma_desc(&L), 2};
+        errbuf[0] = 0;
+        int rc = tc_tmem_cp(&MEM, &op, TC_EXECUTE), bad = 0, stray = 0;
+        for (int v = 0; v < 2; v++)
+            for (int r = 0; r < 128; r++)
+                for (int c = 0; c < 8; c++) {
+                    uint32_t want;
+                    memcpy(&want, src[v][r] + 4 * c, 4);
+                    bad += tmem[2 + v][r][16 + c] != want;
+                }
+        for (int cta = 0; cta < 2; cta++)
+            for (int l = 0; l < 128; l++)
+                for (int c = 0; c < 512; c++) stray += tmem[cta][l][c] != 0;
+        CHECK(rc == 0 && !bad && !stray,
+              "tcgen05.cp.cta_group::2.128x256b issued by CTA %d: %d cells not from their own CTA's shared memory, "
+              "%d written outside the pair (%s)", issuer, bad, stray, errbuf);
+    }
+    /* copy + TS MMA == SS MMA: M = 256 over the pair (2, 3), N = 64, bf16, A K-major 128B-swizzled */
+    TLay la, lb;
+    tlay_dense(&la, 128, 0, 2, 128, 16, 0x4000, 0);
+    tlay_dense(&lb, 0, 0, 2, 32, 16, 0x12000, 0);
+    static float a[2][128 * 16], b[2][32 * 16];
+    for (int v = 0; v < 2; v++) {
+        for (int i = 0; i < 128 * 16; i++) a[v][i] = rnd_val();
+        for (int i = 0; i < 32 * 16; i++) b[v][i] = rnd_val();
+        place(2 + v, &la, TC_BF16, a[v], 128, 16);
+        place(2 + v, &lb, TC_BF16, b[v], 32, 16);
+    }
+    memset(tmem, 0, sizeof tmem);
+    TcMma ss = {TC_KIND_F16, 2, 3, 0, 0, 0, umma_desc(&la), umma_desc(&lb),
+                make_idesc(1, TC_BF16, TC_BF16, 0, 0, 0, 0, 64, 256), 0};
+    errbuf[0] = 0;
+    int rc = tc_mma(&MEM, &ss, TC_EXECUTE);
+    static uint32_t dss[2][128][64];
+    int refbad = 0;
+    for (int v = 0; v < 2; v++)
+        for (int i = 0; i < 128; i++)
+            for (int j = 0; j < 64; j++) {
+                dss[v][i][j] = tmem[2 + v][i][j];
+                double want = 0;
+                for (int k = 0; k < 16; k++) want += (double)a[v][i * 16 + k] * b[j / 32][(j % 32) * 16 + k];
+                refbad += fabs(bits2f(dss[v][i][j]) - want) > 1e-6 * (1 + fabs(want));
+            }
+    CHECK(rc == 0 && !refbad, "cta_group::2 SS MMA M256 N64 against the double reference: %d bad (%s)", refbad, errbuf);
+    memset(tmem, 0, sizeof tmem);
+    TcCp cp = {2, TC_CP_128x256b, TC_MC_NONE, 200, umma_desc(&la), 2};
+    TcMma ts = ss;
+    ts.a_is_tmem = 1, ts.a_tmem = 200, ts.a_desc = 0;
+    errbuf[0] = 0;
+    rc = tc_tmem_cp(&MEM, &cp, TC_EXECUTE) || tc_mma(&MEM, &ts, TC_EXECUTE);
+    int diff = 0;
+    for (int v = 0; v < 2; v++)
+        for (int i = 0; i < 128; i++)
+            for (int j = 0; j < 64; j++) diff += tmem[2 + v][i][j] != dss[v][i][j];
+    CHECK(rc == 0 && !diff, "tcgen05.cp.cta_group::2 of A + A-from-TMEM MMA equals the SS MMA: %d cells differ (%s)", diff,
+          errbuf);
+
+    /* M = 128 over the pair (Layout B: 64 rows per CTA, A read from lanes i and 64 + i): two
+     * .64x128b.warpx2::02_13 copies (16 bytes of K each, the second at +16 bytes / +4 columns) give
+     * the SS result; ::01_23 puts rows 32-63 in lanes 64-127 and must not. */
+    TLay la2;
+    tlay_dense(&la2, 128, 0, 2, 64, 16, 0x4000, 0);
+    for (int v = 0; v < 2; v++) place(2 + v, &la2, TC_BF16, a[v], 64, 16);
+    memset(tmem, 0, sizeof tmem);
+    TcMma ss2 = {TC_KIND_F16, 2, 2, 0, 0, 0, umma_desc(&la2), umma_desc(&lb),
+                 make_idesc(1, TC_BF16, TC_BF16, 0, 0, 0, 0, 64, 128), 0};
+    errbuf[0] = 0;
+    rc = tc_mma(&MEM, &ss2, TC_EXECUTE);
+    static uint32_t dss2[2][128][32];
+    for (int v = 0; v < 2; v++)
+        for (int l = 0; l < 128; l++)
+            for (int c = 0; c < 32; c++) dss2[v][l][c] = tmem[2 + v][l][c];
+    CHECK(rc == 0, "cta_group::2 SS MMA M128 (%s)", errbuf);
+    for (int mc = TC_MC_WARPX2_02_13; mc <= TC_MC_WARPX2_01_23; mc++) {
+        memset(tmem, 0, sizeof tmem);
+        TcCp h0 = {3, TC_CP_64x128b, (TcCpMulticast)mc, 200, umma_desc(&la2), 2}, h1 = h0;
+        TLay la2k = la2;
+        la2k.start += 16; /* the second 16 bytes of K: same swizzle row */
+        h1.taddr = 204, h1.s_desc = umma_desc(&la2k);
+        TcMma ts2 = ss2;
+        ts2.a_is_tmem = 1, ts2.a_tmem = 200, ts2.a_desc = 0;
+        errbuf[0] = 0;
+        rc = tc_tmem_cp(&MEM, &h0, TC_EXECUTE) || tc_tmem_cp(&MEM, &h1, TC_EXECUTE) || tc_mma(&MEM, &ts2, TC_EXECUTE);
+        diff = 0;
+        for (int v = 0; v < 2; v++)
+            for (int l = 0; l < 128; l++)
+                for (int c = 0; c < 32; c++) diff += tmem[2 + v][l][c] != dss2[v][l][c];
+        if (mc == TC_MC_WARPX2_02_13)
+            CHECK(rc == 0 && !diff, "two .64x128b.warpx2::02_13 copies + TS MMA M128 pair equal the SS MMA: %d differ (%s)",
+                  diff, errbuf);
+        else
+            CHECK(rc == 0 && diff, "the ::01_23 lane pattern is not Layout B's duplicate of A (%d cells differ)", diff);
+    }
 }
 
 /* ---------------------------------------------------------------- wgmma */
@@ -1194,6 +1310,7 @@ int main(void)
     test_mma_footprint_and_speed();
     test_ldst();
     test_cp();
+    test_cp_pair();
     test_wgmma();
     printf("test_tc: %d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;

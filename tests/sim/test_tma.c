@@ -769,6 +769,24 @@ static void test_gather4(void)
     }
     CHECK(ok == n, "gather4: %d of %d random loads matched", ok, n);
 
+    /* the indices a sparse-attention kernel passes for invalid tokens, as row coordinates: every kind
+     * outside [0, rows) is a row of fill (zeros, or the NaN fill), the rows inside are copied */
+    for (int nanfill = 0; nanfill < 2; nanfill++) {
+        Spec g;
+        memset(&g, 0, sizeof g);
+        g.rank = 2, g.eb = 2, g.dt = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, g.sw = CU_TENSOR_MAP_SWIZZLE_128B;
+        g.box[0] = 64, g.box[1] = 1, g.es[0] = g.es[1] = 1;
+        g.dims[0] = 576, g.dims[1] = 100, g.strides[0] = 2, g.strides[1] = 576 * 2;
+        g.oob = nanfill ? CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA : CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE;
+        place(&g);
+        const int32_t sets[4][4] = {{INT32_MIN, 0, INT32_MAX, 99}, {-1, 100, 7, -2}, {1 << 30, 3, -(1 << 30), 101},
+                                    {99, 98, 100, 0}};
+        for (int i = 0; i < 4; i++)
+            CHECK(run_gather4(&g, 448, sets[i], 1024 * (uint32_t)i, "gather4 invalid indices"),
+                  "gather4 rows {%d, %d, %d, %d} (%s fill)", sets[i][0], sets[i][1], sets[i][2], sets[i][3],
+                  nanfill ? "NaN" : "zero");
+    }
+
     /* maps gather4 cannot use */
     Spec s;
     memset(&s, 0, sizeof s);

@@ -498,6 +498,97 @@ static void test_sm100_on_sm90(void **state)
     rmdir(dir);
 }
 
+/* Sparse MLA on a 10.0 device: the sm100a head-64 kernel, its two maps (q as (d_qk, h_q, s_q) with
+ * 64-head boxes; kv rows for gather4, box {64, 1}), one CTA per token and 64 heads. AUTO picks it
+ * on 10.0 and the sm90a kernel on 9.0; an explicit sm100a on 9.0 is refused naming the sm90a
+ * kernel, with nothing encoded or launched. */
+static fa4_mla_sparse_args mla_args(void)
+{
+    fa4_mla_sparse_args a = FA4_MLA_SPARSE_ARGS_INIT;
+    a.q = DEV(1), a.kv = DEV(2), a.indices = (const int32_t *)DEV(3), a.out = DEV(4);
+    a.s_q = 5, a.s_kv = 1000, a.h_q = 128, a.d_qk = 576, a.topk = 128;
+    return a;
+}
+
+static void test_sm100_mla_sparse(void **state)
+{
+    (void)state;
+    fa4_mla_sparse_args a = mla_args();
+    fa4_ctx *ctx = ctx_on(100, FA4_TARGET_SM100A, NULL);
+    must(ctx, fa4_mla_sparse_fwd(ctx, &a, NULL), "fa4_mla_sparse_fwd");
+    assert_int_equal(fk->n_launches, 1);
+    const FakeLaunch *l = &fk->launches[0];
+    if (!strstr(l->kernel, "mla_sparse_sm100a")) fail_msg("launched %s", l->kernel);
+    assert_int_equal(l->grid[0], 5 * 2), assert_int_equal(l->block[0], 192);
+    assert_int_equal(l->cluster[0], 2); /* h_q 128: the head-128 kernel, one CTA pair per token */
+    assert_int_equal(l->n_maps, 2);
+    const FakeMap *q = &l->maps[0], *kv = &l->maps[1];
+    assert_int_equal(q->rank, 3), assert_int_equal(q->dims[0], 576), assert_int_equal(q->dims[1], 128);
+    assert_int_equal(q->dims[2], 5), assert_int_equal(q->strides[0], 576 * 2), assert_int_equal(q->strides[1], 128 * 576 * 2);
+    assert_int_equal(q->box[0], 64), assert_int_equal(q->box[1], 64), assert_int_equal(q->box[2], 1);
+    assert_int_equal(kv->rank, 2), assert_int_equal(kv->dims[0], 576), assert_int_equal(kv->dims[1], 1000);
+    assert_int_equal(kv->strides[0], 576 * 2), assert_int_equal(kv->box[0], 64), assert_int_equal(kv->box[1], 1);
+    assert_true(q->addr == (uint64_t)(uintptr_t)DEV(1) && kv->addr == (uint64_t)(uintptr_t)DEV(2));
+    /* topk must be a multiple of the kernel's b_topk (128 for the pair, 64 for the head-64 kernel) */
+    a.topk = 192;
+    assert_int_equal(fa4_mla_sparse_fwd(ctx, &a, NULL), FA4_ERR_UNSUPPORTED);
+    if (!strstr(fa4_last_error(ctx), "multiple of 128")) fail_msg("'%s'", fa4_last_error(ctx));
+    /* h_q 40: the head-64 kernel, one CTA per token */
+    a.topk = 192, a.h_q = 40;
+    fake_reset();
+    must(ctx, fa4_mla_sparse_fwd(ctx, &a, NULL), "fa4_mla_sparse_fwd (h_q 40)");
+    assert_int_equal(fk->launches[0].grid[0], 5), assert_int_equal(fk->launches[0].cluster[0], 1);
+    fa4_destroy(ctx);
+
+    a = mla_args();
+    ctx = ctx_on(100, FA4_TARGET_AUTO, NULL);
+    must(ctx, fa4_mla_sparse_fwd(ctx, &a, NULL), "fa4_mla_sparse_fwd (AUTO, 10.0)");
+    if (!strstr(fk->launches[0].kernel, "mla_sparse_sm100a")) fail_msg("AUTO on 10.0 launched %s", fk->launches[0].kernel);
+    fa4_destroy(ctx);
+    ctx = ctx_on(90, FA4_TARGET_AUTO, NULL);
+    must(ctx, fa4_mla_sparse_fwd(ctx, &a, NULL), "fa4_mla_sparse_fwd (AUTO, 9.0)");
+    if (!strstr(fk->launches[0].kernel, "mla_sparse_sm90a")) fail_msg("AUTO on 9.0 launched %s", fk->launches[0].kernel);
+    fa4_destroy(ctx);
+
+    /* fp8 kv: the head-64 kernel with its dequant warpgroup; kv's map moves e4m3 as bytes (strides in
+     * bytes, unswizzled 192-byte boxes); scales only with FA4_E4M3, blocks a multiple of 64 dividing d_qk */
+    a = mla_args();
+    a.kv_dtype = FA4_E4M3, a.kv_scale = (const float *)DEV(5), a.kv_scale_block = 64;
+    ctx = ctx_on(100, FA4_TARGET_AUTO, NULL);
+    must(ctx, fa4_mla_sparse_fwd(ctx, &a, NULL), "fa4_mla_sparse_fwd (fp8)");
+    {
+        const FakeLaunch *f = &fk->launches[0];
+        assert_int_equal(f->block[0], 320), assert_int_equal(f->cluster[0], 1), assert_int_equal(f->grid[0], 10);
+        const FakeMap *k8 = &f->maps[1];
+        assert_int_equal(k8->dtype, CU_TENSOR_MAP_DATA_TYPE_UINT8), assert_int_equal(k8->strides[0], 576);
+        assert_int_equal(k8->box[0], 192), assert_int_equal(k8->box[1], 1);
+        assert_int_equal(k8->swizzle, CU_TENSOR_MAP_SWIZZLE_NONE);
+    }
+    a.kv_scale_block = 96;
+    assert_int_equal(fa4_mla_sparse_fwd(ctx, &a, NULL), FA4_ERR_INVALID_ARGUMENT);
+    if (!strstr(fa4_last_error(ctx), "kv_scale_block")) fail_msg("'%s'", fa4_last_error(ctx));
+    a.kv_scale_block = 0, a.kv_stride = 584; /* 8 bytes: not a 16-byte row */
+    assert_int_equal(fa4_mla_sparse_fwd(ctx, &a, NULL), FA4_ERR_INVALID_ARGUMENT);
+    if (!strstr(fa4_last_error(ctx), "kv_stride")) fail_msg("'%s'", fa4_last_error(ctx));
+    a = mla_args();
+    a.kv_scale = (const float *)DEV(5);
+    assert_int_equal(fa4_mla_sparse_fwd(ctx, &a, NULL), FA4_ERR_INVALID_ARGUMENT);
+    if (!strstr(fa4_last_error(ctx), "kv_scale: given for bf16 kv")) fail_msg("'%s'", fa4_last_error(ctx));
+    fa4_destroy(ctx);
+
+    a = mla_args();
+    char dir[] = "/tmp/fa4launch-mla90.XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    ctx = ctx_on(90, FA4_TARGET_SM100A, dir);
+    assert_int_equal(fa4_mla_sparse_fwd(ctx, &a, NULL), FA4_ERR_UNSUPPORTED);
+    const char *msg = fa4_last_error(ctx);
+    if (!strstr(msg, "sm90a") || !strstr(msg, "9.0") || !strstr(msg, "10.x")) fail_msg("message '%s'", msg);
+    nothing_recorded("mla sm100a on 9.0");
+    assert_int_equal(dir_entries(dir), 0);
+    fa4_destroy(ctx);
+    rmdir(dir);
+}
+
 /* Bad descales are argument errors, found before the driver is even opened. */
 static void test_bad_descale(void **state)
 {
@@ -606,7 +697,7 @@ int main(void)
         cmocka_unit_test(test_sm100_d128),         cmocka_unit_test(test_sm100_gqa_packed),
         cmocka_unit_test(test_sm100_mla_rope),     cmocka_unit_test(test_sm100_e4m3_descale),
         cmocka_unit_test(test_sm100_cluster),      cmocka_unit_test(test_sm90_d128),
-        cmocka_unit_test(test_sm100_on_sm90),      cmocka_unit_test(test_bad_descale),
+        cmocka_unit_test(test_sm100_on_sm90), cmocka_unit_test(test_sm100_mla_sparse),      cmocka_unit_test(test_bad_descale),
         cmocka_unit_test(test_kernel_info),        cmocka_unit_test(test_huge_shapes),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

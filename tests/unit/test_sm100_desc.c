@@ -3,6 +3,7 @@
  * descriptor tables), and round trips over the layouts the sm100a kernels will use. */
 #include "testutil.h"
 
+#include "sm100/mla100.h"
 #include "sm100/sm100.h"
 
 static void test_smem_reference_values(void **state)
@@ -335,13 +336,164 @@ static void test_plan_limits(void **state)
     assert_int_equal(p.rows_per_cta, 256);
 }
 
+/* Sparse MLA, head-64 kernel: the descriptors its MMAs use, decoded field by field, as the PTX
+ * carries them; the TMEM map; the refusals name the field and the excess. */
+static void test_mla_sparse_plan(void **state)
+{
+    (void)state;
+    static Plan plan;
+    char err[512];
+    for (int qk = 512; qk <= 576; qk += 64) {
+        Config c;
+        char text[128];
+        snprintf(text, sizeof text, "mla-sparse target=sm100a qk=%d", qk);
+        config_init(&c);
+        assert_int_equal(config_apply_text(&c, text, err, sizeof err), 0);
+        char *ptx = NULL;
+        size_t len;
+        if (fa4gen_generate(&c, &plan, &ptx, &len, err, sizeof err)) fail_msg("generate '%s': %s", text, err);
+        const Plan *p = &plan;
+        const SparsePlan100 *s = mla100(p);
+        Sm100InstrDesc q = sm100_instr_desc_decode(ptx_hex(ptx, "mov.u32 %mm_idesc_qk,"));
+        Sm100InstrDesc v = sm100_instr_desc_decode(ptx_hex(ptx, "mov.u32 %mm_idesc_pv,"));
+        /* QK: M 64 (the 1/2 data path), N 32 = half of b_topk per TMEM lane half, both operands K-major */
+        assert_int_equal(q.m, 64), assert_int_equal(q.n, 32);
+        assert_int_equal(q.a_major, SM100_MAJOR_K), assert_int_equal(q.b_major, SM100_MAJOR_K);
+        /* PV: N 256 = half of d_v per lane half, V MN-major */
+        assert_int_equal(v.m, 64), assert_int_equal(v.n, 256);
+        assert_int_equal(v.a_major, SM100_MAJOR_K), assert_int_equal(v.b_major, SM100_MAJOR_MN);
+        assert_int_equal(q.d_format, 1), assert_int_equal(q.a_format, 1), assert_int_equal(q.b_format, 1);
+        assert_int_equal(v.d_format, 1), assert_int_equal(v.a_format, 1), assert_int_equal(v.b_format, 1);
+        assert_true(sm100_mma_shape_ok(64, 32, 1, 0) && sm100_mma_shape_ok(64, 256, 1, 1));
+        int version;
+        Sm100SmemDesc dq = sm100_smem_desc_decode(s->desc_q, &version);
+        assert_int_equal(version, 1);
+        assert_int_equal(dq.sbo, 1024), assert_int_equal(dq.lbo, 16), assert_int_equal(dq.swizzle, SM100_SW_128);
+        Sm100SmemDesc dk = sm100_smem_desc_decode(s->desc_k, &version);
+        assert_int_equal(dk.sbo, 1024), assert_int_equal(dk.swizzle, SM100_SW_128);
+        /* V: LBO steps over one 64-row chunk of 64 columns (8 KB), SBO over 8 key rows */
+        Sm100SmemDesc dv = sm100_smem_desc_decode(s->desc_v, &version);
+        assert_int_equal(dv.lbo, 64 * 128), assert_int_equal(dv.sbo, 1024), assert_int_equal(dv.swizzle, SM100_SW_128);
+        assert_int_equal(s->kv_chunk_bytes, 64 * 128);
+        assert_int_equal(s->k_half_bytes, 32 * 128);
+        assert_int_equal(s->v_half_bytes, 4 * 64 * 128);
+        assert_int_equal(s->qk_steps, qk / 16), assert_int_equal(s->pv_steps, 4), assert_int_equal(s->p_step_cols, 8);
+        /* TMEM: O 256 columns at 0 (both lane halves), two 32-column S/P buffers after it */
+        assert_int_equal(s->tm_o, 0), assert_int_equal(s->tm_s[0], 256), assert_int_equal(s->tm_s[1], 288);
+        assert_int_equal(p->tmem_cols, 512);
+        assert_int_equal(s->lane_half, 16 << 16);
+        assert_int_equal(s->tx_kv, (uint32_t)qk * 2u * 64u);
+        assert_true(p->smem_launch <= 232448);
+        assert_int_equal(p->threads, 192);
+        /* the D of the upper half sits at lane 16: the MMAs add it to the TMEM base */
+        char want[48];
+        snprintf(want, sizeof want, "add.u32 %%mm_d, %%tmem, %u;", s->tm_s[0] + (16u << 16));
+        if (!strstr(ptx, want)) fail_msg("%s: no '%s'", p->canonical, want);
+        assert_non_null(strstr(ptx, "tile::gather4.mbarrier::complete_tx::bytes"));
+        assert_null(strstr(ptx, "cta_group::2"));
+        free(ptx);
+    }
+    /* refusals */
+    Config c;
+    config_init(&c);
+    assert_int_equal(config_apply_text(&c, "mla-sparse target=sm100a qk=576 num_mbars=3", err, sizeof err), 0);
+    assert_int_equal(plan_make(&c, &plan, err, sizeof err), -1);
+    assert_non_null(strstr(err, "num_mbars: 3"));
+    assert_non_null(strstr(err, "63604 bytes over"));
+    config_init(&c);
+    assert_int_equal(config_apply_text(&c, "mla-sparse target=sm100a qk=576 cta_group=2 num_mbars=2", err, sizeof err), 0);
+    assert_int_equal(plan_make(&c, &plan, err, sizeof err), -1);
+    assert_non_null(strstr(err, "num_mbars: 2"));
+    assert_non_null(strstr(err, "use num_mbars 1"));
+    config_init(&c);
+    assert_int_equal(config_apply_text(&c, "mla-sparse target=sm100a qk=576 cta_group=2 b_topk=64", err, sizeof err), 0);
+    assert_int_equal(plan_make(&c, &plan, err, sizeof err), -1);
+    assert_non_null(strstr(err, "b_topk: 64 is not allowed for cta_group 2; use 128"));
+    /* the pair: M 128 over both CTAs (64 heads each), QK N = b_topk 128 (64 keys from each CTA), PV N 256
+     * (128 V columns from each CTA) twice; V chunks of 128 rows */
+    for (int qk = 512; qk <= 576; qk += 64) {
+        char text[128];
+        snprintf(text, sizeof text, "mla-sparse target=sm100a qk=%d cta_group=2", qk);
+        config_init(&c);
+        assert_int_equal(config_apply_text(&c, text, err, sizeof err), 0);
+        char *ptx = NULL;
+        size_t len;
+        if (fa4gen_generate(&c, &plan, &ptx, &len, err, sizeof err)) fail_msg("generate '%s': %s", text, err);
+        const SparsePlan100 *s = mla100(&plan);
+        Sm100InstrDesc q = sm100_instr_desc_decode(ptx_hex(ptx, "mov.u32 %mm_idesc_qk,"));
+        Sm100InstrDesc v = sm100_instr_desc_decode(ptx_hex(ptx, "mov.u32 %mm_idesc_pv,"));
+        assert_int_equal(q.m, 128), assert_int_equal(q.n, 128), assert_int_equal(q.b_major, SM100_MAJOR_K);
+        assert_int_equal(v.m, 128), assert_int_equal(v.n, 256), assert_int_equal(v.b_major, SM100_MAJOR_MN);
+        assert_true(sm100_mma_shape_ok(128, 128, 2, 0) && sm100_mma_shape_ok(128, 256, 2, 1));
+        int version;
+        Sm100SmemDesc dv = sm100_smem_desc_decode(s->desc_v, &version);
+        assert_int_equal(dv.lbo, 128 * 128), assert_int_equal(dv.sbo, 1024);
+        Sm100SmemDesc dk = sm100_smem_desc_decode(s->desc_k, &version);
+        assert_int_equal(dk.sbo, 1024), assert_int_equal(dk.swizzle, SM100_SW_128);
+        assert_int_equal(plan.cluster[0], 2), assert_int_equal(s->k_rows, 64), assert_int_equal(s->v_chunks, 4);
+        assert_int_equal(s->tx_kv, 2u * (64u * (uint32_t)qk * 2u + 128u * 256u * 2u));
+        assert_int_equal(s->pair_arrivals, 256);
+        assert_true(plan.smem_launch <= 232448);
+        assert_non_null(strstr(ptx, "tcgen05.mma.cta_group::2.kind::f16"));
+        assert_non_null(strstr(ptx, "tile::gather4.mbarrier::complete_tx::bytes.cta_group::2"));
+        assert_null(strstr(ptx, "cta_group::1"));
+        free(ptx);
+    }
+    config_init(&c);
+    assert_int_equal(config_apply_text(&c, "mla-sparse target=sm90a qk=576 b_topk=64", err, sizeof err), 0);
+    assert_int_equal(plan_make(&c, &plan, err, sizeof err), -1);
+    assert_non_null(strstr(err, "only mla-sparse on sm100a has it"));
+    config_init(&c);
+    assert_int_equal(config_apply_text(&c, "mla-sparse target=sm100a qk=576 bn=64", err, sizeof err), 0);
+    assert_int_equal(plan_make(&c, &plan, err, sizeof err), -1);
+    assert_non_null(strstr(err, "b_topk"));
+    /* fp8 kv: the MMAs still take bf16 (formats BF16), a dequant warpgroup (warps 6-9), one bf16 slot,
+     * the kv map gathers e4m3 bytes in unswizzled boxes that divide the row */
+    for (int qk = 512; qk <= 576; qk += 64) {
+        char text[128];
+        snprintf(text, sizeof text, "mla-sparse target=sm100a dtype=e4m3 qk=%d", qk);
+        config_init(&c);
+        assert_int_equal(config_apply_text(&c, text, err, sizeof err), 0);
+        char *ptx = NULL;
+        size_t len;
+        if (fa4gen_generate(&c, &plan, &ptx, &len, err, sizeof err)) fail_msg("generate '%s': %s", text, err);
+        const SparsePlan100 *s = mla100(&plan);
+        Sm100InstrDesc q = sm100_instr_desc_decode(ptx_hex(ptx, "mov.u32 %mm_idesc_qk,"));
+        assert_int_equal(q.a_format, 1), assert_int_equal(q.b_format, 1), assert_int_equal(q.m, 64);
+        assert_int_equal(s->kv_fp8, 1), assert_int_equal(plan.threads, 320), assert_int_equal(s->stages, 1);
+        assert_int_equal(s->raw_box, qk == 576 ? 192 : 256), assert_int_equal(s->raw_chunks * s->raw_box, qk);
+        assert_int_equal(s->dq_units * 128 * 16, 64 * qk * 2); /* every bf16 byte of a block, once */
+        const MapSpec *kv = &plan.maps[1];
+        assert_int_equal(kv->dtype, DT_E4M3), assert_int_equal(kv->mode, MAP_GATHER4);
+        assert_int_equal(kv->box[0], (uint32_t)s->raw_box), assert_int_equal(kv->swizzle, 0);
+        assert_int_equal(plan.maps[0].dtype, DT_BF16);
+        assert_non_null(strstr(ptx, "cvt.rn.f16x2.e4m3x2"));
+        assert_non_null(strstr(ptx, "p_kv_scale_blocks"));
+        assert_true(plan.smem_launch <= 232448);
+        free(ptx);
+    }
+    config_init(&c);
+    assert_int_equal(config_apply_text(&c, "mla-sparse target=sm100a dtype=e4m3 qk=576 cta_group=2", err, sizeof err), 0);
+    assert_int_equal(plan_make(&c, &plan, err, sizeof err), -1);
+    assert_non_null(strstr(err, "dtype: e4m3 is not allowed for mla-sparse on sm100a with cta_group 2"));
+    /* the canonical form carries the seed's keys and reads back to the same hash */
+    config_init(&c);
+    assert_int_equal(config_apply_text(&c, "mla-sparse target=sm100a qk=576", err, sizeof err), 0);
+    assert_int_equal(plan_make(&c, &plan, err, sizeof err), 0);
+    assert_non_null(strstr(plan.canonical, "b_topk=64 num_mbars=2 q_smem_depth=576 q_tmem_depth=0 cta_group=1"));
+    assert_null(strstr(plan.canonical, " bn="));
+    Config back;
+    assert_int_equal(config_parse_canonical(plan.canonical, &back, err, sizeof err), 0);
+    assert_true(config_hash(&back) == plan.hash);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_smem_reference_values), cmocka_unit_test(test_smem_round_trip),
         cmocka_unit_test(test_instr_reference_values), cmocka_unit_test(test_instr_round_trip),
         cmocka_unit_test(test_mma_shapes), cmocka_unit_test(test_kernel_descriptors),
-        cmocka_unit_test(test_plan_limits),
+        cmocka_unit_test(test_plan_limits), cmocka_unit_test(test_mla_sparse_plan),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

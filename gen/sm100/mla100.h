@@ -1,0 +1,76 @@
+/* mla100.h - the sm_100a sparse MLA prefill plan (family mla-sparse on sm100a), filled by
+ * sm100/mla_sparse.c's planner and read by its emitter. Offsets are relative to the aligned
+ * dynamic shared memory base; TMEM columns relative to the allocation. */
+#ifndef FA4GEN_MLA100_H
+#define FA4GEN_MLA100_H
+
+#include "../fa4gen.h"
+
+enum { MLA100_SBUFS = 2 }; /* S/P buffers in TMEM: S of block i+1 lands while P of block i is read */
+
+typedef struct SparsePlan100 {
+    int heads;            /* query heads per CTA: the MMA M (64, data path "M = 64": rows in lanes 0-15
+                           * of each lane quarter, or 16-31 for an MMA whose D sits at lane 16) */
+    int block;            /* b_topk: top-k positions per KV block */
+    int cta_group;
+    int dv;               /* V: the first dv columns of every kv row */
+    int half_cols;        /* S columns per lane half: block / 2 (the two QK MMAs per K step) */
+    int o_cols;           /* O columns per lane half: dv / 2 (the two PV MMAs) */
+    int mma_k;            /* elements per MMA K step */
+    int qk_steps, pv_steps; /* K steps per QK MMA pair and per PV MMA pair */
+    int p_step_cols;      /* TMEM columns of P per PV K step */
+    int lane_half;        /* TMEM lane offset of the upper data-path half (16), as an address field */
+    uint32_t idesc_qk, idesc_pv;
+    uint64_t desc_q, desc_k, desc_v; /* smem descriptors with start address 0 */
+
+    /* shared memory */
+    uint32_t off_q, q_chunk_bytes;
+    uint32_t off_kv, kv_stage_bytes, kv_chunk_bytes;
+    uint32_t k_half_bytes;  /* K rows block/2.. start this far into each chunk */
+    uint32_t v_half_bytes;  /* V columns dv/2.. start this far into a stage */
+    uint32_t off_mask, mask_stage_bytes; /* validity bits of a block: block / 32 words */
+    uint32_t off_tmem_slot;
+    int stages;           /* num_mbars */
+    uint32_t tx_q, tx_kv;
+
+    /* mbarriers */
+    uint32_t bar_q_full, bar_kv_full, bar_kv_empty, bar_s_full, bar_p_full, bar_pv_done;
+    int bar_tmem_free;    /* named barrier: softmax done with TMEM, the MMA warp frees it */
+
+    /* TMEM */
+    uint32_t tm_o, tm_s[MLA100_SBUFS];
+    int o_chunk;          /* O columns per tcgen05.ld/st in the rescale and the epilogue */
+
+    /* the pair (cta_group 2): CTA r gathers positions k_rows r .. of a block (K, all columns) and
+     * every position's V columns of its d_v half (v_chunks chunks of block rows) */
+    int k_rows, v_chunks;
+    uint32_t off_v, v_chunk_bytes, v_stage_bytes;
+    uint32_t off_xchg, xchg_words;   /* softmax: row max, row sum, P words of the other key half */
+    uint32_t bar_mask_full;          /* local: the slot's validity bits written (the pair's kv_full is the even CTA's) */
+    int pair_arrivals;               /* bar_p_full: the softmax threads of both CTAs */
+    int bar_sfx;                     /* named barrier of the softmax warps (the key halves meet) */
+
+    /* fp8 kv (dtype e4m3): rows gathered as bytes into a raw ring (raw_chunks boxes of raw_box bytes
+     * a row, no swizzle), dequantised to the bf16 slot by the dequant warpgroup */
+    int kv_fp8;
+    int raw_stages, raw_chunks, raw_box;
+    uint32_t off_raw, raw_stage_bytes, raw_chunk_bytes, tx_raw;
+    uint32_t off_coord, coord_stage_bytes; /* the row coordinates of a raw slot (the scales' rows) */
+    uint32_t off_raw_mask;
+    uint32_t bar_raw_full, bar_raw_empty;
+    int warp_dq, dq_units;                 /* first dequant warp; 16-byte bf16 units per thread a block */
+
+    /* roles */
+    int warp_mma, warp_load, sfx_warps;
+    int rescale, poly_every;
+} SparsePlan100;
+
+_Static_assert(sizeof(SparsePlan100) <= PLAN_FAMILY_BYTES, "SparsePlan100 outgrows Plan.family");
+static inline SparsePlan100 *mla100_plan(Plan *p) { return (SparsePlan100 *)(void *)p->family; }
+static inline const SparsePlan100 *mla100(const Plan *p) { return (const SparsePlan100 *)(const void *)p->family; }
+
+int sm100_emit_mla_sparse(Emit *e);
+int sm100_emit_mla_pair(Emit *e); /* sm100/mla_pair.c: the head-128 kernel (cta_group 2) */
+extern const Family sm100_mla_sparse;
+
+#endif

@@ -1,0 +1,719 @@
+/* sm100/mla_pair.c - the head-128 sparse MLA prefill kernel on sm_100a (cta_group 2): a cluster of
+ * two CTAs per query token, 64 heads each (plan: sm100/mla_sparse.c, pair_plan).
+ *
+ * Every MMA is the pair's (tcgen05.mma.cta_group::2, M 128: 64 rows in each CTA), issued by lane 0
+ * of the even CTA's MMA warp. A block of b_topk positions is split between the pair: CTA r gathers
+ * the K rows of positions [r b/2, (r+1) b/2) (all columns) and the V columns of its d_v half for
+ * every position, with TMA gather4 (.cta_group::2: the bytes of both CTAs complete on the even
+ * CTA's barriers). In each CTA the M = 128 data path puts S keys [0, b/2) in TMEM lanes 0-63 and
+ * [b/2, b) in lanes 64-127, and O d_v [0, 256) in lanes 0-63 and [256, 512) in lanes 64-127:
+ *   softmax (warps 0-3)  warp w, lane l: row 32 (w % 2) + l, key half w / 2; the two halves of a
+ *                        row meet in smem (named barrier sfx) for max, sum and P, and both write the
+ *                        whole P row (the upper data path reads its own copy of A); lazy rescale of
+ *                        its O half; epilogue
+ *   mma     (warp 4)     even CTA: S = Q K^T (SS), O += P V (TS), commits multicast to both CTAs
+ *   load    (warp 5)     Q of its heads, the indices of the block, their bits, its rows
+ * One KV slot (num_mbars 1: smem holds Q, K and V of one block), so each block's PV follows its QK.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "../kernel.h"
+#include "../ops.h"
+#include "../ops_copy.h"
+#include "../softmax.h"
+#include "mla100.h"
+#include "sm100.h"
+
+enum { NAME = 40, WARP = 32, PAIR_MASK = 3 /* commits multicast to both CTAs of the pair */ };
+
+/* ------------------------------------------------------------ prologue */
+
+static void pair_prologue(Emit *e)
+{
+    const Plan *p = e->p;
+    const SparsePlan100 *s = mla100(p);
+    emit_section(e, "prologue: thread coordinates, parameters, this cluster's token and this CTA's heads");
+    kernel_coords(e);
+    for (int i = 0; i < p->n_params; i++) {
+        const ParamSpec *q = &p->params[i];
+        char pname[40];
+        snprintf(pname, sizeof pname, "p_%s", q->name);
+        if (q->type == PARAM_TMAP) {
+            op_param_addr(e, reg_b64(e, "%s", q->name), pname);
+            continue;
+        }
+        const char *type = q->type == PARAM_U64 ? "u64" : q->type == PARAM_U32 ? "u32" : "f32";
+        op_ld_param(e, type, reg_new(e, q->type == PARAM_U64 ? RT_B64 : q->type == PARAM_U32 ? RT_B32 : RT_F32, "%s",
+                                     q->name), q->name);
+    }
+    int pair_heads = 2 * s->heads;
+    Reg nhb = reg_b32(e, "head_blocks"), tile = reg_b32(e, "tile"), rank = reg_b32(e, "cta_rank");
+    emit_note(e, "plan: tiles = s_q tokens x ceil(h_q / %d) head blocks, one CTA pair each; CTA r takes heads +%d r",
+              pair_heads, s->heads);
+    emit(e, "add.u32 %s, %%heads_q, %d;", R(e, nhb), pair_heads - 1);
+    emit(e, "div.u32 %s, %s, %d;", R(e, nhb), R(e, nhb), pair_heads);
+    emit(e, "mov.u32 %s, %%clusterid.x;", R(e, tile));
+    emit(e, "mov.u32 %s, %%cluster_ctarank;", R(e, rank));
+    emit(e, "div.u32 %s, %s, %s;", reg(e, "b32", "tok"), R(e, tile), R(e, nhb));
+    emit(e, "rem.u32 %s, %s, %s;", reg(e, "b32", "h0"), R(e, tile), R(e, nhb));
+    emit(e, "mul.lo.u32 %%h0, %%h0, %d;", pair_heads);
+    emit(e, "mad.lo.u32 %%h0, %s, %d, %%h0;", R(e, rank), s->heads);
+    emit(e, "setp.eq.u32 %s, %s, 0;", reg(e, "pred", "is_lead"), R(e, rank));
+    emit(e, "mov.u32 %s, 0;", reg(e, "b32", "lead_rank"));
+    emit(e, "shr.u32 %s, %%topk, %d;", reg(e, "b32", "nblk"), __builtin_ctz((unsigned)s->block));
+}
+
+static void pair_barrier_init(Emit *e)
+{
+    const SparsePlan100 *s = mla100(e->p);
+    char lbl[NAME];
+    Reg b = mbar_init_begin(e, lbl, sizeof lbl, "prologue: mbarrier init (thread 0 of each CTA)");
+    const Mbar one[] = {mbar_plan(e, "bar_q_full"), mbar_plan(e, "bar_p_full"), mbar_plan(e, "bar_pv_done")};
+    for (size_t k = 0; k < sizeof one / sizeof one[0]; k++) mbar_init(e, b, &one[k], 0);
+    const Mbar ring[] = {mbar_plan(e, "bar_kv_full"), mbar_plan(e, "bar_mask_full"), mbar_plan(e, "bar_kv_empty")};
+    for (int i = 0; i < s->stages; i++)
+        for (size_t k = 0; k < sizeof ring / sizeof ring[0]; k++) mbar_init(e, b, &ring[k], i);
+    const Mbar sf = mbar_plan(e, "bar_s_full");
+    for (int i = 0; i < MLA100_SBUFS; i++) mbar_init(e, b, &sf, i);
+    mbar_init_end(e, lbl);
+}
+
+static void pair_tmem_alloc(Emit *e)
+{
+    const Plan *p = e->p;
+    const SparsePlan100 *s = mla100(p);
+    char lbl[NAME];
+    Reg pr = reg_pred(e, "p_not_mma");
+    emit_section(e, "prologue: TMEM alloc (warp %d of each CTA, %d columns, cta_group::2), then the cluster syncs",
+                 s->warp_mma, p->tmem_cols);
+    emit(e, "setp.ne.u32 %s, %%warp, %d;", R(e, pr), s->warp_mma);
+    emit(e, "@%s bra %s;", R(e, pr), new_label(e, lbl, sizeof lbl, "alloc_done"));
+    Reg slot = smem_reg(e, "tmem_slot", s->off_tmem_slot);
+    op_tmem_alloc(e, 2, slot, p->tmem_cols);
+    op_tmem_relinquish(e, 2);
+    emit_label(e, lbl);
+    op_tc_fence_before(e);
+    emit_note(e, "both CTAs' barriers are initialised and both allocated TMEM before either signals the other");
+    op_cluster_sync(e);
+    op_tc_fence_after(e);
+    op_ld_shared_b32(e, reg_b32(e, "tmem"), reg_find(e, "smem"), s->off_tmem_slot);
+    op_tmem_warp_lanes(e, reg_b32(e, "tm_lane"), reg_find(e, "warp"));
+}
+
+/* ------------------------------------------------------------ the block loop */
+
+static void loop_begin(Emit *e, const char *who, Reg j, Reg stage, Reg phase, char top[NAME], char done[NAME])
+{
+    char stem[NAME];
+    ring_reset(e, stage, phase);
+    emit(e, "mov.u32 %s, 0;", R(e, j));
+    snprintf(stem, sizeof stem, "%s_block", who);
+    new_label(e, top, NAME, stem);
+    snprintf(stem, sizeof stem, "%s_done", who);
+    new_label(e, done, NAME, stem);
+    Reg pend = reg_pred(e, "%s_end", who);
+    emit_label(e, top);
+    emit(e, "setp.ge.u32 %s, %s, %%nblk;", R(e, pend), R(e, j));
+    emit(e, "@%s bra.uni %s;", R(e, pend), done);
+}
+
+static void loop_end(Emit *e, Reg j, Reg stage, Reg phase, const char *top, const char *done)
+{
+    ring_advance(e, stage, phase, mla100(e->p)->stages);
+    emit(e, "add.u32 %s, %s, 1;", R(e, j), R(e, j));
+    emit(e, "bra.uni %s;", top);
+    emit_label(e, done);
+}
+
+/* Wait for this CTA's validity bits of slot `stage`; words[i] = bits of positions 32 i ..;
+ * any = some position of the block is valid. */
+static void read_bits(Emit *e, const char *who, Reg stage, Reg phase, Reg *words, Reg any)
+{
+    const SparsePlan100 *s = mla100(e->p);
+    int n = s->block / WARP;
+    Reg bar = reg_b32(e, "%s_bar", who), ma = reg_b32(e, "%s_ma", who), all = reg_b32(e, "%s_mor", who);
+    smem_indexed(e, bar, s->bar_mask_full, stage, MBAR_BYTES);
+    op_mbar_wait(e, bar, phase);
+    smem_indexed(e, ma, s->off_mask, stage, s->mask_stage_bytes);
+    for (int i = 0; i < n; i++) {
+        words[i] = reg_b32(e, "%s_mw%d", who, i);
+        op_ld_shared_b32(e, words[i], ma, (uint32_t)(4 * i));
+    }
+    emit(e, "or.b32 %s, %s, %s;", R(e, all), R(e, words[0]), R(e, words[1]));
+    for (int i = 2; i < n; i++) emit(e, "or.b32 %s, %s, %s;", R(e, all), R(e, all), R(e, words[i]));
+    emit(e, "setp.ne.u32 %s, %s, 0;", R(e, any), R(e, all));
+}
+
+/* dst (u64) = base + (a * stride + b) * bytes. */
+static void elem_addr(Emit *e, Reg dst, Reg base, Reg a, Reg stride, Reg b, int bytes)
+{
+    Reg t = reg_b64(e, "ad_t64");
+    op_cvt(e, "u64.u32", t, a);
+    emit(e, "mul.lo.u64 %s, %s, %s;", R(e, dst), R(e, t), R(e, stride));
+    op_cvt(e, "u64.u32", t, b);
+    emit(e, "add.u64 %s, %s, %s;", R(e, dst), R(e, dst), R(e, t));
+    emit(e, "mad.lo.u64 %s, %s, %d, %s;", R(e, dst), R(e, dst), bytes, R(e, base));
+}
+
+/* ------------------------------------------------------------ load warp */
+
+/* Lane l: positions l + 32 h of block j (h < b/32): coordinate (-1 when invalid) in %ld_c<h>,
+ * the block's bits in %ld_bits<h>; lane 0 stores the bits and signals bar_mask_full. */
+static void pair_indices(Emit *e, Reg j, Reg stage)
+{
+    const SparsePlan100 *s = mla100(e->p);
+    Reg pos = reg_b32(e, "ld_pos"), ia = reg_b64(e, "ld_ia"), ma = reg_b32(e, "ld_ma");
+    Reg ok = reg_pred(e, "ld_ok"), inr = reg_pred(e, "ld_inrange"), bar = reg_b32(e, "ld_mbar");
+    smem_indexed(e, ma, s->off_mask, stage, s->mask_stage_bytes);
+    for (int h = 0; h < s->block / WARP; h++) {
+        Reg idx = reg_b32(e, "ld_c%d", h), bits = reg_b32(e, "ld_bits%d", h);
+        emit(e, "mad.lo.u32 %s, %s, %d, %%lane;", R(e, pos), R(e, j), s->block);
+        if (h) emit(e, "add.u32 %s, %s, %d;", R(e, pos), R(e, pos), h * WARP);
+        elem_addr(e, ia, reg_find(e, "indices"), reg_find(e, "tok"), reg_find(e, "idx_stride"), pos, 4);
+        emit(e, "setp.lt.s32 %s, %s, %%ld_len;", R(e, inr), R(e, pos));
+        emit(e, "mov.u32 %s, -1;", R(e, idx));
+        op_ld_global(e, inr, "s32", idx, ia, 0);
+        emit(e, "setp.lt.u32 %s, %s, %%s_kv;", R(e, ok), R(e, idx));
+        emit(e, "and.pred %s, %s, %s;", R(e, ok), R(e, ok), R(e, inr));
+        emit(e, "selp.b32 %s, %s, -1, %s;", R(e, idx), R(e, idx), R(e, ok));
+        op_vote_ballot(e, bits, ok);
+        op_st_shared_b32_if(e, reg_find(e, "ld_lead"), ma, (uint32_t)(h * 4), bits);
+    }
+    emit_note(e, "this CTA's bits are written: its softmax and (even CTA) the MMA may read them");
+    smem_indexed(e, bar, s->bar_mask_full, stage, MBAR_BYTES);
+    op_mbar_arrive_if(e, reg_find(e, "ld_lead"), bar);
+}
+
+/* rows[k] = the coordinate of position base + 4 lane + k, where positions [base, base + 128) are
+ * held by %ld_c<h0> .. (lanes < 8 read ld_c<h0>, < 16 ld_c<h0+1>, ...); `groups` 32-position groups. */
+static void gather_rows(Emit *e, Reg rows[4], const Reg *c, int groups)
+{
+    Reg src = reg_b32(e, "ld_src"), t = reg_b32(e, "ld_t");
+    Reg v[4], lt[4];
+    for (int g = 0; g < groups; g++) v[g] = reg_b32(e, "ld_v%d", g);
+    for (int g = 1; g < groups; g++) {
+        lt[g] = reg_pred(e, "ld_lt%d", g);
+        emit(e, "setp.lt.u32 %s, %%lane, %d;", R(e, lt[g]), g * WARP / 4);
+    }
+    for (int k = 0; k < 4; k++) {
+        rows[k] = reg_b32(e, "ld_r%d", k);
+        emit(e, "shl.b32 %s, %%lane, 2;", R(e, src));
+        emit(e, "add.u32 %s, %s, %d;", R(e, src), R(e, src), k);
+        emit(e, "and.b32 %s, %s, %d;", R(e, src), R(e, src), WARP - 1);
+        for (int g = 0; g < groups; g++) op_shfl_idx(e, v[g], c[g], src);
+        emit(e, "mov.b32 %s, %s;", R(e, t), R(e, v[groups - 1]));
+        for (int g = groups - 1; g >= 1; g--) emit(e, "selp.b32 %s, %s, %s, %s;", R(e, t), R(e, v[g - 1]), R(e, t), R(e, lt[g]));
+        emit(e, "mov.b32 %s, %s;", R(e, rows[k]), R(e, t));
+    }
+}
+
+/* K: this CTA's b/2 positions, every chunk; V: every position, this CTA's d_v chunks. Both
+ * complete on the even CTA's full barrier (lbar). */
+static void pair_rows(Emit *e, Reg stage, Reg lbar)
+{
+    const Plan *p = e->p;
+    const SparsePlan100 *s = mla100(p);
+    char l_k[NAME], l_v[NAME];
+    Reg pr = reg_pred(e, "ld_gl"), dst = reg_b32(e, "ld_dst"), col = reg_b32(e, "ld_col"), rows[4];
+    Reg odd = reg_not(e, reg_find(e, "is_lead"));
+    int groups = s->block / WARP, kg = s->k_rows / WARP;
+    Reg c[4], ck[4];
+    for (int g = 0; g < groups; g++) c[g] = reg_find(e, "ld_c%d", g);
+    emit_note(e, "K rows of this CTA's positions: groups %d r .. of the coordinates", kg);
+    for (int g = 0; g < kg; g++) {
+        ck[g] = reg_b32(e, "ld_ck%d", g);
+        emit(e, "selp.b32 %s, %s, %s, %s;", R(e, ck[g]), R(e, c[kg + g]), R(e, c[g]), R(e, odd));
+    }
+    gather_rows(e, rows, ck, kg);
+    emit(e, "setp.ge.u32 %s, %%lane, %d;", R(e, pr), s->k_rows / 4);
+    emit(e, "@%s bra %s;", R(e, pr), new_label(e, l_k, sizeof l_k, "ld_k_done"));
+    smem_indexed(e, dst, s->off_kv, stage, s->kv_stage_bytes);
+    emit(e, "mad.lo.u32 %s, %%lane, %d, %s;", R(e, dst), 4 * p->swizzle_bytes, R(e, dst));
+    for (int ch = 0; ch < p->qk_chunks; ch++) {
+        emit(e, "mov.u32 %s, %d;", R(e, col), ch * p->chunk_elems);
+        op_tma_gather4(e, 2, dst, reg_find(e, "tmap_kv"), col, rows, lbar);
+        if (ch + 1 < p->qk_chunks) emit(e, "add.u32 %s, %s, %u;", R(e, dst), R(e, dst), s->kv_chunk_bytes);
+    }
+    emit_label(e, l_k);
+    op_warp_sync(e);
+    emit_note(e, "V: every position's columns of this CTA's d_v half (chunks %d r ..)", s->v_chunks);
+    gather_rows(e, rows, c, groups);
+    emit(e, "setp.ge.u32 %s, %%lane, %d;", R(e, pr), s->block / 4);
+    emit(e, "@%s bra %s;", R(e, pr), new_label(e, l_v, sizeof l_v, "ld_v_done"));
+    smem_indexed(e, dst, s->off_v, stage, s->v_stage_bytes);
+    emit(e, "mad.lo.u32 %s, %%lane, %d, %s;", R(e, dst), 4 * p->swizzle_bytes, R(e, dst));
+    for (int ch = 0; ch < s->v_chunks; ch++) {
+        emit(e, "mad.lo.u32 %s, %%cta_rank, %d, %d;", R(e, col), s->v_chunks * p->chunk_elems, ch * p->chunk_elems);
+        op_tma_gather4(e, 2, dst, reg_find(e, "tmap_kv"), col, rows, lbar);
+        if (ch + 1 < s->v_chunks) emit(e, "add.u32 %s, %s, %u;", R(e, dst), R(e, dst), s->v_chunk_bytes);
+    }
+    emit_label(e, l_v);
+}
+
+static void pair_load(Emit *e)
+{
+    const Plan *p = e->p;
+    const SparsePlan100 *s = mla100(p);
+    emit_section(e, "role load (warp %d): Q of this CTA's heads, then per block the indices, bits and rows",
+                 s->warp_load);
+    Reg lead = reg_pred(e, "ld_lead"), len = reg_b32(e, "ld_len"), la = reg_b64(e, "ld_la"), has = reg_pred(e, "ld_has_len");
+    Reg bar = reg_b32(e, "ld_bar"), lbar = reg_b32(e, "ld_lbar"), dst = reg_b32(e, "ld_dst"), col = reg_b32(e, "ld_col");
+    Reg is_lead = reg_find(e, "is_lead"), both = reg_pred(e, "ld_both");
+    char l_q[NAME];
+    emit(e, "setp.eq.u32 %s, %%lane, 0;", R(e, lead));
+    emit(e, "and.pred %s, %s, %s;", R(e, both), R(e, lead), R(e, is_lead));
+    emit_note(e, "Q: %d boxes {%d, %d, 1}; both CTAs' bytes (%u) land on the even CTA's bar_q_full", p->qk_chunks,
+              p->chunk_elems, s->heads, s->tx_q);
+    emit(e, "@!%s bra %s;", R(e, lead), new_label(e, l_q, sizeof l_q, "ld_q_done"));
+    smem_at(e, bar, s->bar_q_full);
+    op_mbar_expect_tx_if(e, is_lead, bar, s->tx_q);
+    op_mapa(e, lbar, bar, reg_find(e, "lead_rank"));
+    for (int ch = 0; ch < p->qk_chunks; ch++) {
+        smem_at(e, dst, s->off_q + (uint32_t)ch * s->q_chunk_bytes);
+        emit(e, "mov.u32 %s, %d;", R(e, col), ch * p->chunk_elems);
+        op_tma_load_3d_pair(e, dst, reg_find(e, "tmap_q"), col, reg_find(e, "h0"), reg_find(e, "tok"), lbar);
+    }
+    emit_label(e, l_q);
+    emit(e, "mov.u32 %s, %%topk;", R(e, len));
+    emit(e, "setp.ne.u64 %s, %%topk_length, 0;", R(e, has));
+    emit(e, "mul.wide.u32 %s, %%tok, 4;", R(e, la));
+    emit(e, "add.u64 %s, %s, %%topk_length;", R(e, la), R(e, la));
+    op_ld_global(e, has, "s32", len, la, 0);
+
+    Reg j = reg_b32(e, "ld_j"), stage = reg_b32(e, "ld_stage"), phase = reg_b32(e, "ld_phase");
+    Reg full = reg_b32(e, "ld_full"), empty = reg_b32(e, "ld_empty"), par = reg_b32(e, "ld_par");
+    Reg all = reg_b32(e, "ld_mor"), any = reg_pred(e, "ld_any");
+    char top[NAME], done[NAME], l_none[NAME], l_next[NAME], l_armed[NAME];
+    loop_begin(e, "ld", j, stage, phase, top, done);
+    smem_indexed(e, full, s->bar_kv_full, stage, MBAR_BYTES);
+    smem_indexed(e, empty, s->bar_kv_empty, stage, MBAR_BYTES);
+    ring_free_parity(e, par, phase);
+    op_mbar_wait(e, empty, par);
+    pair_indices(e, j, stage);
+    emit(e, "or.b32 %s, %%ld_bits0, %%ld_bits1;", R(e, all));
+    for (int h = 2; h < s->block / WARP; h++) emit(e, "or.b32 %s, %s, %%ld_bits%d;", R(e, all), R(e, all), h);
+    emit(e, "setp.ne.u32 %s, %s, 0;", R(e, any), R(e, all));
+    emit(e, "@!%s bra %s;", R(e, any), new_label(e, l_none, sizeof l_none, "ld_none"));
+    emit_note(e, "some index valid: the even CTA expects both CTAs' %u bytes", s->tx_kv);
+    emit(e, "@!%s bra %s;", R(e, both), new_label(e, l_armed, sizeof l_armed, "ld_armed"));
+    op_mbar_expect_tx(e, full, s->tx_kv);
+    emit_label(e, l_armed);
+    op_warp_sync(e);
+    op_mapa(e, lbar, full, reg_find(e, "lead_rank"));
+    pair_rows(e, stage, lbar);
+    emit(e, "bra.uni %s;", new_label(e, l_next, sizeof l_next, "ld_next"));
+    emit_label(e, l_none);
+    emit_note(e, "every index invalid: nothing to load; the even CTA's slot is full at once");
+    op_mbar_arrive_if(e, both, full);
+    emit_label(e, l_next);
+    op_warp_sync(e);
+    loop_end(e, j, stage, phase, top, done);
+    emit_note(e, "the pair: wait until the MMAs released every slot (their commits arrive from the even CTA)");
+    for (int k = 0; k < s->stages; k++) {
+        smem_indexed(e, empty, s->bar_kv_empty, stage, MBAR_BYTES);
+        ring_free_parity(e, par, phase);
+        op_mbar_wait(e, empty, par);
+        ring_advance(e, stage, phase, s->stages);
+    }
+    emit(e, "bra.uni $exit;");
+}
+
+/* ------------------------------------------------------------ MMA warp (even CTA) */
+
+static void pair_commit(Emit *e, uint32_t off, int i)
+{
+    Reg bar = reg_b32(e, "mm_cbar");
+    mbar_at(e, bar, off, i);
+    op_umma_commit(e, 2, bar, reg_find(e, "mm_mask"));
+}
+
+static void pair_qk(Emit *e, int buf)
+{
+    const Plan *p = e->p;
+    const SparsePlan100 *s = mla100(p);
+    Reg klo = reg_b32(e, "mm_klo"), alo = reg_b32(e, "mm_alo"), blo = reg_b32(e, "mm_blo");
+    Reg ad = reg_b64(e, "mm_ad"), bd = reg_b64(e, "mm_bd"), d = reg_b32(e, "mm_d");
+    int step_bytes = s->mma_k * p->elem_bytes, per_chunk = p->swizzle_bytes / step_bytes;
+    emit_note(e, "S%d = Q K^T: %d x M%d N%d SS cta_group::2 (plan: qk mma)", buf, s->qk_steps, 2 * s->heads, s->block);
+    op_umma_desc_lo(e, klo, reg_find(e, "mm_kslot"), s->desc_k);
+    emit(e, "add.u32 %s, %%tmem, %u;", R(e, d), s->tm_s[buf]);
+    for (int kk = 0; kk < s->qk_steps; kk++) {
+        emit(e, "add.u32 %s, %%mm_qlo, %u;", R(e, alo), op_desc_kstep(kk, per_chunk, (uint32_t)step_bytes, s->q_chunk_bytes));
+        emit(e, "add.u32 %s, %s, %u;", R(e, blo), R(e, klo), op_desc_kstep(kk, per_chunk, (uint32_t)step_bytes, s->kv_chunk_bytes));
+        emit(e, "mov.b64 %s, {%s, %%mm_dhi};", R(e, ad), R(e, alo));
+        emit(e, "mov.b64 %s, {%s, %%mm_dhi};", R(e, bd), R(e, blo));
+        op_umma_ss(e, 2, 0, d, ad, bd, reg_find(e, "mm_idesc_qk"), kk ? REG_NONE : reg_find(e, "mm_false"));
+    }
+}
+
+static void pair_pv(Emit *e, int buf)
+{
+    const Plan *p = e->p;
+    const SparsePlan100 *s = mla100(p);
+    Reg vlo = reg_b32(e, "mm_vlo"), blo = reg_b32(e, "mm_blo"), bd = reg_b64(e, "mm_bd");
+    Reg d = reg_b32(e, "mm_d"), a = reg_b32(e, "mm_a");
+    int halves = s->v_chunks / 2; /* MMAs of N 256: each CTA gives N/2 = 2 chunks */
+    emit_note(e, "O += P%d V: %d x %d x M%d N%d TS cta_group::2, P from TMEM, V MN-major (plan: pv mma)", buf, halves,
+              s->pv_steps, 2 * s->heads, s->o_cols);
+    op_umma_desc_lo(e, vlo, reg_find(e, "mm_vslot"), s->desc_v);
+    for (int h = 0; h < halves; h++) {
+        emit(e, "add.u32 %s, %%tmem, %u;", R(e, d), s->tm_o + (uint32_t)(h * s->o_cols / halves));
+        for (int kk = 0; kk < s->pv_steps; kk++) {
+            uint32_t off = (uint32_t)h * 2u * s->v_chunk_bytes + (uint32_t)(kk * s->mma_k * p->swizzle_bytes);
+            emit(e, "add.u32 %s, %s, %u;", R(e, blo), R(e, vlo), op_desc_delta(off));
+            emit(e, "mov.b64 %s, {%s, %%mm_vhi};", R(e, bd), R(e, blo));
+            emit(e, "add.u32 %s, %%tmem, %u;", R(e, a), s->tm_s[buf] + (uint32_t)(kk * s->p_step_cols));
+            op_umma_ts(e, 2, 0, d, a, bd, reg_find(e, "mm_idesc_pv"), kk ? REG_NONE : reg_find(e, "mm_pv_acc"));
+        }
+    }
+}
+
+static void pair_mma(Emit *e)
+{
+    const Plan *p = e->p;
+    const SparsePlan100 *s = mla100(p);
+    emit_section(e, "role mma (warp %d): lane 0 of the even CTA issues every tcgen05.mma of the pair", s->warp_mma);
+    Reg pr = reg_pred(e, "mm_p");
+    emit(e, "setp.ne.u32 %s, %%lane, 0;", R(e, pr));
+    emit(e, "@%s bra $exit;", R(e, pr));
+    emit(e, "@!%%is_lead bra $exit;");
+    emit(e, "mov.u32 %s, 0x%08X;", reg(e, "b32", "mm_idesc_qk"), s->idesc_qk);
+    emit(e, "mov.u32 %s, 0x%08X;", reg(e, "b32", "mm_idesc_pv"), s->idesc_pv);
+    emit(e, "mov.u32 %s, 0x%08X;", reg(e, "b32", "mm_dhi"), (uint32_t)(s->desc_k >> 32));
+    emit(e, "mov.u32 %s, 0x%08X;", reg(e, "b32", "mm_vhi"), (uint32_t)(s->desc_v >> 32));
+    emit(e, "mov.pred %s, 0;", reg(e, "pred", "mm_false"));
+    emit_note(e, "commits arrive on the barrier at the same offset in both CTAs (mask 0b11)");
+    emit(e, "mov.b16 %s, %d;", reg(e, "b16", "mm_mask"), PAIR_MASK);
+    Reg acc = reg_pred(e, "mm_pv_acc"), qlo = reg_b32(e, "mm_qlo"), bar = reg_b32(e, "mm_bar");
+    smem_at(e, qlo, s->off_q);
+    op_umma_desc_lo(e, qlo, qlo, s->desc_q);
+    smem_at(e, bar, s->bar_q_full);
+    op_mbar_wait_imm(e, bar, 0);
+
+    Reg j = reg_b32(e, "mm_j"), stage = reg_b32(e, "mm_stage"), phase = reg_b32(e, "mm_phase");
+    Reg any = reg_pred(e, "mm_any"), it = reg_b32(e, "mm_it"), odd = reg_pred(e, "mm_odd");
+    Reg words[8], par = reg_b32(e, "mm_ppar");
+    char top[NAME], done[NAME], l_skip[NAME], l_odd[NAME], l_next[NAME];
+    emit(e, "mov.u32 %s, 0;", R(e, it));
+    loop_begin(e, "mm", j, stage, phase, top, done);
+    read_bits(e, "mm", stage, phase, words, any);
+    smem_indexed(e, bar, s->bar_kv_full, stage, MBAR_BYTES);
+    op_mbar_wait(e, bar, phase);
+    emit(e, "@!%s bra %s;", R(e, any), new_label(e, l_skip, sizeof l_skip, "mm_skip"));
+    op_tc_fence_after(e);
+    smem_indexed(e, reg_b32(e, "mm_kslot"), s->off_kv, stage, s->kv_stage_bytes);
+    smem_indexed(e, reg_b32(e, "mm_vslot"), s->off_v, stage, s->v_stage_bytes);
+    emit(e, "and.b32 %s, %s, 1;", R(e, par), R(e, it));
+    emit(e, "setp.ne.u32 %s, %s, 0;", R(e, acc), R(e, it));
+    emit(e, "setp.ne.u32 %s, %s, 0;", R(e, odd), R(e, par));
+    emit(e, "@%s bra %s;", R(e, odd), new_label(e, l_odd, sizeof l_odd, "mm_odd"));
+    for (int b = 0; b < MLA100_SBUFS; b++) {
+        if (b) emit_label(e, l_odd);
+        pair_qk(e, b);
+        pair_commit(e, s->bar_s_full, b);
+        emit_note(e, "P of both CTAs written, O rescaled (plan bar_p_full: %d arrivals)", s->pair_arrivals);
+        smem_at(e, bar, s->bar_p_full);
+        op_mbar_wait(e, bar, par);
+        op_tc_fence_after(e);
+        pair_pv(e, b);
+        pair_commit(e, s->bar_pv_done, 0);
+        if (!b) emit(e, "bra.uni %s;", new_label(e, l_next, sizeof l_next, "mm_issued"));
+    }
+    emit_label(e, l_next);
+    emit(e, "add.u32 %s, %s, 1;", R(e, it), R(e, it));
+    emit_label(e, l_skip);
+    emit_note(e, "the slot is free in both CTAs once these MMAs read it (none, for a block with no valid index)");
+    smem_indexed(e, bar, s->bar_kv_empty, stage, MBAR_BYTES);
+    op_umma_commit(e, 2, bar, reg_find(e, "mm_mask"));
+    loop_end(e, j, stage, phase, top, done);
+    emit(e, "bra.uni $exit;");
+}
+
+/* ------------------------------------------------------------ softmax warps */
+
+static void sfx_setup(Emit *e)
+{
+    const SparsePlan100 *s = mla100(e->p);
+    emit(e, "shr.u32 %s, %%warp, 1;", reg(e, "b32", "sx_half"));
+    emit(e, "setp.ne.u32 %s, %%sx_half, 0;", reg(e, "pred", "sx_hi"));
+    emit_note(e, "this thread's row: head 32*(warp%%2) + lane of the CTA; key half warp/2 (the M = 128 pair data path)");
+    emit(e, "and.b32 %s, %%warp, 1;", reg(e, "b32", "sx_row"));
+    emit(e, "mad.lo.u32 %%sx_row, %%sx_row, 32, %%lane;");
+    emit(e, "add.u32 %s, %%tmem, %%tm_lane;", reg(e, "b32", "sx_tl"));
+    emit_note(e, "exchange slots: mine at thread, the other half's at thread ^ 64 (plan smem xchg)");
+    Reg mine = reg_b32(e, "sx_xme"), other = reg_b32(e, "sx_xot"), t = reg_b32(e, "sx_t");
+    smem_at(e, mine, s->off_xchg);
+    emit(e, "mov.u32 %s, %s;", R(e, other), R(e, mine));
+    emit(e, "shl.b32 %s, %%thread, 2;", R(e, t));
+    emit(e, "add.u32 %s, %s, %s;", R(e, mine), R(e, mine), R(e, t));
+    emit(e, "xor.b32 %s, %%thread, %d;", R(e, t), s->sfx_warps * WARP / 2);
+    emit(e, "shl.b32 %s, %s, 2;", R(e, t), R(e, t));
+    emit(e, "add.u32 %s, %s, %s;", R(e, other), R(e, other), R(e, t));
+    reg_arr(e, RT_F32, s->half_cols, "sx_s");
+    reg_arr(e, RT_B32, s->half_cols / 2, "sx_p");
+    reg_arr(e, RT_B32, s->half_cols / 2, "sx_q");
+    reg_arr(e, RT_B32, s->half_cols, "sx_w");
+    reg_arr(e, RT_F32, s->o_chunk, "sx_o");
+    emit(e, "mov.f32 %s, %s;", reg(e, "f32", "sx_m"), PTX_NEG_INF);
+    emit(e, "mov.f32 %s, %s;", reg(e, "f32", "sx_mx"), PTX_NEG_INF);
+    emit(e, "mov.f32 %s, 0f00000000;", reg(e, "f32", "sx_l"));
+}
+
+/* Word k of the exchange (0: row max, 1: row sum, 2..: P words) of this thread / of the other half. */
+static uint32_t xoff(const SparsePlan100 *s, int k) { return (uint32_t)k * (uint32_t)(s->sfx_warps * WARP) * 4u; }
+
+static void sfx_rescale(Emit *e)
+{
+    const SparsePlan100 *s = mla100(e->p);
+    Reg ta = reg_b32(e, "sx_ta"), o = reg_find(e, "sx_o");
+    for (int c = 0; c < s->o_cols; c += s->o_chunk) {
+        emit(e, "add.u32 %s, %%sx_tl, %u;", R(e, ta), s->tm_o + (uint32_t)c);
+        op_tmem_ld(e, o, 0, s->o_chunk, ta);
+        op_tmem_wait_ld(e);
+        for (int x = 0; x < s->o_chunk; x++) {
+            Reg ox = reg_at(e, o, x);
+            emit(e, "mul.f32 %s, %s, %%sx_corr;", R(e, ox), R(e, ox));
+        }
+        op_tmem_st(e, ta, o, 0, s->o_chunk);
+    }
+    op_tmem_wait_st(e);
+}
+
+static void sfx_block(Emit *e, int buf)
+{
+    const Plan *p = e->p;
+    const SparsePlan100 *s = mla100(p);
+    int n = s->half_cols, w = n / 2, threads = s->sfx_warps * WARP;
+    Reg x = reg_find(e, "sx_s"), pk = reg_find(e, "sx_p"), qk = reg_find(e, "sx_q"), wd = reg_find(e, "sx_w");
+    Reg bar = reg_b32(e, "sx_bar"), ta = reg_b32(e, "sx_ta"), t = reg_f32(e, "sx_other");
+    Reg mine = reg_find(e, "sx_xme"), other = reg_find(e, "sx_xot");
+    Reg xs[256];
+    for (int c = 0; c < n; c++) xs[c] = reg_at(e, x, c);
+    mbar_at(e, bar, s->bar_s_full, buf);
+    op_mbar_wait(e, bar, reg_find(e, "sx_spar"));
+    op_tc_fence_after(e);
+    emit(e, "add.u32 %s, %%sx_tl, %u;", R(e, ta), s->tm_s[buf]);
+    op_tmem_ld(e, x, 0, n, ta);
+    op_tmem_wait_ld(e);
+    Reg bit = reg_b32(e, "sx_bit"), inval = reg_pred(e, "sx_invalid");
+    for (int c = 0; c < n; c++) {
+        emit(e, "and.b32 %s, %%sx_word%d, 0x%08X;", R(e, bit), c / WARP, 1u << (c % WARP));
+        emit(e, "setp.eq.u32 %s, %s, 0;", R(e, inval), R(e, bit));
+        emit(e, "@%s mov.f32 %s, %s;", R(e, inval), R(e, xs[c]), PTX_NEG_INF);
+    }
+    Reg bmax = reg_f32(e, "sx_bmax"), rs = reg_f32(e, "sx_rsum");
+    sfx_max_tree(e, bmax, xs, n);
+    emit_note(e, "the row's other key half is in thread ^ %d: max through smem (plan bar sfx)", threads / 2);
+    op_st_shared_b32(e, mine, xoff(s, 0), bmax);
+    op_bar_sync(e, s->bar_sfx, threads);
+    op_ld_shared_b32(e, t, other, xoff(s, 0));
+    emit(e, "max.f32 %s, %s, %s;", R(e, bmax), R(e, bmax), R(e, t));
+    emit(e, "max.f32 %%sx_mx, %%sx_mx, %s;", R(e, bmax));
+    Reg need = reg_pred(e, "sx_need"), corr = reg_f32(e, "sx_corr"), neg_ms = reg_f32(e, "sx_neg_ms");
+    Reg scale_log2 = reg_find(e, "scale_log2");
+    sfx_update_max_lazy(e, reg_find(e, "sx_m"), bmax, scale_log2, s->rescale, neg_ms, corr, need);
+    sfx_exp2_scaled(e, xs, n, scale_log2, neg_ms, s->poly_every);
+    sfx_sum_tree(e, rs, xs, n);
+    for (int k = 0; k < w; k++) op_cvt_pack(e, DT_BF16, reg_at(e, pk, k), xs[2 * k + 1], xs[2 * k]);
+    emit_note(e, "sum and P of this half to smem, the other half's back");
+    op_st_shared_b32(e, mine, xoff(s, 1), rs);
+    for (int k = 0; k < w; k++) op_st_shared_b32(e, mine, xoff(s, 2 + k), reg_at(e, pk, k));
+    op_bar_sync(e, s->bar_sfx, threads);
+    op_ld_shared_b32(e, t, other, xoff(s, 1));
+    for (int k = 0; k < w; k++) op_ld_shared_b32(e, reg_at(e, qk, k), other, xoff(s, 2 + k));
+    emit(e, "add.f32 %s, %s, %s;", R(e, rs), R(e, rs), R(e, t));
+    emit(e, "fma.rn.f32 %%sx_l, %%sx_l, %s, %s;", R(e, corr), R(e, rs));
+    for (int k = 0; k < w; k++) {
+        emit(e, "selp.b32 %s, %s, %s, %%sx_hi;", R(e, reg_at(e, wd, k)), R(e, reg_at(e, qk, k)), R(e, reg_at(e, pk, k)));
+        emit(e, "selp.b32 %s, %s, %s, %%sx_hi;", R(e, reg_at(e, wd, w + k)), R(e, reg_at(e, pk, k)),
+             R(e, reg_at(e, qk, k)));
+    }
+    char l_first[NAME], l_keep[NAME];
+    emit(e, "@%%sx_first bra %s;", new_label(e, l_first, sizeof l_first, "sx_first"));
+    smem_at(e, bar, s->bar_pv_done);
+    op_mbar_wait(e, bar, reg_find(e, "sx_opar"));
+    op_tc_fence_after(e);
+    Reg any = reg_pred(e, "sx_any_need");
+    op_vote_any(e, any, need);
+    emit(e, "@!%s bra %s;", R(e, any), new_label(e, l_keep, sizeof l_keep, "sx_keep"));
+    sfx_rescale(e);
+    emit_label(e, l_keep);
+    emit_label(e, l_first);
+    emit(e, "add.u32 %s, %%sx_tl, %u;", R(e, ta), s->tm_s[buf]);
+    op_tmem_st(e, ta, wd, 0, n);
+    op_tmem_wait_st(e);
+    op_tc_fence_before(e);
+    emit_note(e, "P written: arrive on the even CTA's bar_p_full");
+    Reg lbar = reg_b32(e, "sx_lbar");
+    smem_at(e, bar, s->bar_p_full);
+    op_mapa(e, lbar, bar, reg_find(e, "lead_rank"));
+    op_mbar_arrive_cluster(e, lbar);
+}
+
+static void sfx_epilogue(Emit *e)
+{
+    const Plan *p = e->p;
+    const SparsePlan100 *s = mla100(p);
+    emit_section(e, "softmax epilogue: O / l x sink factor, then out (bf16), lse and max_logits");
+    char l_zero[NAME], l_stored[NAME];
+    Reg l = reg_find(e, "sx_l"), one = reg_f32(e, "sx_one"), inv = reg_f32(e, "sx_inv"), lse = reg_f32(e, "sx_lse");
+    Reg head = reg_b32(e, "sx_head"), inb = reg_pred(e, "sx_inb"), none = reg_pred(e, "sx_norow");
+    Reg sk = reg_f32(e, "sx_sink"), f = reg_f32(e, "sx_sinkf"), ha = reg_b64(e, "sx_ha"), rsk = reg_pred(e, "sx_rsink");
+    emit(e, "mov.f32 %s, 0f3F800000;", R(e, one));
+    sfx_lse(e, lse, reg_find(e, "sx_m"), l, reg_find(e, "scale_log2"));
+    emit(e, "setp.eq.f32 %s, %s, 0f00000000;", R(e, none), R(e, l));
+    emit(e, "@%s mov.f32 %s, 0f7F800000;", R(e, none), R(e, lse));
+    sfx_inv_sum(e, inv, l, one);
+    emit(e, "add.u32 %s, %%h0, %%sx_row;", R(e, head));
+    emit(e, "setp.lt.u32 %s, %s, %%heads_q;", R(e, inb), R(e, head));
+    emit_note(e, "sink: out x 1 / (1 + 2^((sink - lse) log2 e)); lse unchanged");
+    emit(e, "setp.ne.u64 %s, %%sink, 0;", R(e, rsk));
+    emit(e, "and.pred %s, %s, %s;", R(e, rsk), R(e, rsk), R(e, inb));
+    emit(e, "mul.wide.u32 %s, %s, 4;", R(e, ha), R(e, head));
+    emit(e, "add.u64 %s, %s, %%sink;", R(e, ha), R(e, ha));
+    emit(e, "mov.f32 %s, %s;", R(e, sk), PTX_NEG_INF);
+    op_ld_global(e, rsk, "f32", sk, ha, 0);
+    emit(e, "sub.f32 %s, %s, %s;", R(e, f), R(e, sk), R(e, lse));
+    emit(e, "mul.f32 %s, %s, %s;", R(e, f), R(e, f), PTX_LOG2E);
+    emit(e, "ex2.approx.ftz.f32 %s, %s;", R(e, f), R(e, f));
+    emit(e, "add.f32 %s, %s, 0f3F800000;", R(e, f), R(e, f));
+    emit(e, "rcp.approx.ftz.f32 %s, %s;", R(e, f), R(e, f));
+    emit(e, "@%s mov.f32 %s, 0f3F800000;", R(e, none), R(e, f));
+    emit(e, "mul.f32 %s, %s, %s;", R(e, inv), R(e, inv), R(e, f));
+
+    Reg oa = reg_b64(e, "sx_oa"), a = reg_b64(e, "sx_oa_c"), col = reg_b32(e, "sx_col"), pk = reg_b32(e, "sx_pk");
+    Reg zero = reg_b32(e, "sx_zero"), t64 = reg_b64(e, "sx_t64");
+    emit_note(e, "out[tok, head, half*%d ..]: this thread's %d columns", s->o_cols, s->o_cols);
+    op_cvt(e, "u64.u32", t64, reg_find(e, "tok"));
+    emit(e, "mul.lo.u64 %s, %s, %%out_stride_s;", R(e, oa), R(e, t64));
+    op_cvt(e, "u64.u32", t64, head);
+    emit(e, "mad.lo.u64 %s, %s, %%out_stride_h, %s;", R(e, oa), R(e, t64), R(e, oa));
+    emit(e, "mul.lo.u32 %s, %%sx_half, %d;", R(e, col), s->o_cols);
+    op_cvt(e, "u64.u32", t64, col);
+    emit(e, "add.u64 %s, %s, %s;", R(e, oa), R(e, oa), R(e, t64));
+    emit(e, "mad.lo.u64 %s, %s, %d, %%out;", R(e, oa), R(e, oa), p->elem_bytes);
+    emit(e, "setp.eq.u32 %s, %%sx_it, 0;", R(e, reg_pred(e, "sx_noblk")));
+    emit(e, "@%%sx_noblk bra %s;", new_label(e, l_zero, sizeof l_zero, "sx_zero_o"));
+    Reg bar = reg_b32(e, "sx_bar"), ta = reg_b32(e, "sx_ta"), o = reg_find(e, "sx_o");
+    smem_at(e, bar, s->bar_pv_done);
+    op_mbar_wait(e, bar, reg_find(e, "sx_opar"));
+    op_tc_fence_after(e);
+    for (int c = 0; c < s->o_cols; c += s->o_chunk) {
+        emit(e, "add.u32 %s, %%sx_tl, %u;", R(e, ta), s->tm_o + (uint32_t)c);
+        op_tmem_ld(e, o, 0, s->o_chunk, ta);
+        op_tmem_wait_ld(e);
+        for (int k = 0; k < s->o_chunk / 2; k++) {
+            Reg lo = reg_at(e, o, 2 * k), hi = reg_at(e, o, 2 * k + 1);
+            emit(e, "mul.f32 %s, %s, %s;", R(e, lo), R(e, lo), R(e, inv));
+            emit(e, "mul.f32 %s, %s, %s;", R(e, hi), R(e, hi), R(e, inv));
+            op_cvt_pack(e, DT_BF16, pk, hi, lo);
+            emit(e, "add.u64 %s, %s, %d;", R(e, a), R(e, oa), (c + 2 * k) * p->elem_bytes);
+            op_st_global_b32(e, inb, a, pk);
+        }
+    }
+    emit(e, "bra.uni %s;", new_label(e, l_stored, sizeof l_stored, "sx_stored"));
+    emit_label(e, l_zero);
+    emit(e, "mov.b32 %s, 0;", R(e, zero));
+    for (int c = 0; c < s->o_cols; c += 2) {
+        emit(e, "add.u64 %s, %s, %d;", R(e, a), R(e, oa), c * p->elem_bytes);
+        op_st_global_b32(e, inb, a, zero);
+    }
+    emit_label(e, l_stored);
+    emit_note(e, "lse and max_logits [s_q, h_q]: the thread of key half 0");
+    Reg pw = reg_pred(e, "sx_wstat"), sa = reg_b64(e, "sx_sa"), sa2 = reg_b64(e, "sx_sa2"), ix = reg_b32(e, "sx_ix");
+    Reg ml = reg_f32(e, "sx_maxl"), pl = reg_pred(e, "sx_wlse"), pm = reg_pred(e, "sx_wml");
+    emit(e, "and.pred %s, %s, !%%sx_hi;", R(e, pw), R(e, inb));
+    emit(e, "mad.lo.u32 %s, %%tok, %%heads_q, %s;", R(e, ix), R(e, head));
+    emit(e, "mul.f32 %s, %%sx_mx, %%sm_scale;", R(e, ml));
+    emit(e, "setp.ne.and.u64 %s, %%lse, 0, %s;", R(e, pl), R(e, pw));
+    emit(e, "setp.ne.and.u64 %s, %%max_logits, 0, %s;", R(e, pm), R(e, pw));
+    emit(e, "mul.wide.u32 %s, %s, 4;", R(e, sa), R(e, ix));
+    emit(e, "add.u64 %s, %s, %%lse;", R(e, sa2), R(e, sa));
+    op_st_global_f32(e, pl, sa2, lse);
+    emit(e, "add.u64 %s, %s, %%max_logits;", R(e, sa2), R(e, sa));
+    op_st_global_f32(e, pm, sa2, ml);
+}
+
+static void pair_softmax(Emit *e)
+{
+    const Plan *p = e->p;
+    const SparsePlan100 *s = mla100(p);
+    emit_section(e, "role softmax (warps 0..%d): one row half per thread, P to TMEM, lazy O rescale, epilogue",
+                 s->sfx_warps - 1);
+    sfx_setup(e);
+    Reg j = reg_b32(e, "sx_j"), stage = reg_b32(e, "sx_stage"), phase = reg_b32(e, "sx_phase");
+    Reg any = reg_pred(e, "sx_any"), it = reg_b32(e, "sx_it"), empty = reg_b32(e, "sx_empty");
+    Reg odd = reg_pred(e, "sx_odd"), spar = reg_b32(e, "sx_spar"), opar = reg_b32(e, "sx_opar");
+    Reg first = reg_pred(e, "sx_first"), words[8];
+    char top[NAME], done[NAME], l_skip[NAME], l_odd[NAME], l_next[NAME];
+    emit(e, "mov.u32 %s, 0;", R(e, it));
+    loop_begin(e, "sx", j, stage, phase, top, done);
+    read_bits(e, "sx", stage, phase, words, any);
+    int per_half = s->half_cols / WARP;
+    emit_note(e, "this thread's key half: bit words %d*half ..", per_half);
+    for (int i = 0; i < per_half; i++)
+        emit(e, "selp.b32 %s, %s, %s, %%sx_hi;", R(e, reg_b32(e, "sx_word%d", i)), R(e, words[per_half + i]),
+             R(e, words[i]));
+    smem_indexed(e, empty, s->bar_kv_empty, stage, MBAR_BYTES);
+    op_mbar_arrive(e, empty);
+    emit(e, "@!%s bra %s;", R(e, any), new_label(e, l_skip, sizeof l_skip, "sx_skip"));
+    emit(e, "shr.u32 %s, %s, 1;", R(e, spar), R(e, it));
+    emit(e, "and.b32 %s, %s, 1;", R(e, spar), R(e, spar));
+    emit(e, "add.u32 %s, %s, 1;", R(e, opar), R(e, it));
+    emit(e, "and.b32 %s, %s, 1;", R(e, opar), R(e, opar));
+    emit(e, "setp.eq.u32 %s, %s, 0;", R(e, first), R(e, it));
+    emit(e, "and.b32 %s, %s, 1;", R(e, reg_b32(e, "sx_buf")), R(e, it));
+    emit(e, "setp.ne.u32 %s, %%sx_buf, 0;", R(e, odd));
+    emit(e, "@%s bra %s;", R(e, odd), new_label(e, l_odd, sizeof l_odd, "sx_odd"));
+    sfx_block(e, 0);
+    emit(e, "bra.uni %s;", new_label(e, l_next, sizeof l_next, "sx_blk_done"));
+    emit_label(e, l_odd);
+    sfx_block(e, 1);
+    emit_label(e, l_next);
+    emit(e, "add.u32 %s, %s, 1;", R(e, it), R(e, it));
+    emit_label(e, l_skip);
+    loop_end(e, j, stage, phase, top, done);
+    emit(e, "add.u32 %s, %s, 1;", R(e, opar), R(e, it));
+    emit(e, "and.b32 %s, %s, 1;", R(e, opar), R(e, opar));
+    sfx_epilogue(e);
+    emit(e, "bra.uni $exit;");
+}
+
+/* ------------------------------------------------------------ kernel */
+
+int sm100_emit_mla_pair(Emit *e)
+{
+    const Plan *p = e->p;
+    const SparsePlan100 *s = mla100(p);
+    pair_prologue(e);
+    pair_barrier_init(e);
+    pair_tmem_alloc(e);
+    emit_section(e, "role dispatch: softmax warps 0..%d, mma %d, load %d", s->sfx_warps - 1, s->warp_mma,
+                 s->warp_load);
+    Reg pr = reg_pred(e, "p_role");
+    emit(e, "setp.lt.u32 %s, %%warp, %d;", R(e, pr), s->sfx_warps);
+    emit(e, "@%s bra $softmax;", R(e, pr));
+    emit(e, "setp.eq.u32 %s, %%warp, %d;", R(e, pr), s->warp_mma);
+    emit(e, "@%s bra $mma;", R(e, pr));
+    pair_load(e);
+    emit_label(e, "$mma");
+    pair_mma(e);
+    emit_label(e, "$softmax");
+    pair_softmax(e);
+    emit_label(e, "$exit");
+    emit_section(e, "the pair leaves together: after the cluster barrier no CTA signals the other and no MMA");
+    emit_note(e, "touches either CTA's TMEM, so both MMA warps free it (cta_group::2)");
+    op_tc_fence_before(e);
+    op_cluster_sync(e);
+    emit(e, "mov.u32 %%warp, %%tid.x;");
+    emit(e, "shr.u32 %%warp, %%warp, 5;");
+    emit(e, "setp.ne.u32 %s, %%warp, %d;", R(e, pr), s->warp_mma);
+    emit(e, "@%s bra $ret;", R(e, pr));
+    op_tc_fence_after(e);
+    op_ld_shared_b32(e, reg_find(e, "tmem"), reg_find(e, "smem"), s->off_tmem_slot);
+    op_tmem_dealloc(e, 2, reg_find(e, "tmem"), p->tmem_cols);
+    emit_label(e, "$ret");
+    emit(e, "ret;");
+    return e->failed ? -1 : 0;
+}
