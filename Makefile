@@ -46,7 +46,7 @@ $(B)/libfa4rt.a: $(RT_OBJ) $(GEN_OBJ)
 $(B)/libfa4rt.so: $(RT_OBJ) $(GEN_OBJ)
 	$(CC) -shared -o $@ $^ $(LDLIBS_RT)
 $(B)/fa4gen: $(B)/gen/main.o $(B)/libfa4gen.a
-	$(CC) -o $@ $^ -lm
+	$(CC) -o $@ $^ -ldl -lm
 
 examples: $(B)/examples/mha_host
 $(B)/examples/mha_host: examples/mha_host.c $(B)/libfa4rt.a
@@ -136,7 +136,7 @@ FUZZ_SECONDS ?= 60
 $(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h tests/fuzz/fuzz_main.h gen/main.c $(GEN_SRC) $(HDRS) \
                   $(B)/templates.c
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) $< $(GEN_SRC) $(B)/templates.c -o $@ -lm
+	$(FUZZ_CC) $(FUZZ_FLAGS) $< $(GEN_SRC) $(B)/templates.c -o $@ -ldl -lm
 .PHONY: fuzz-build fuzz-ci fuzz-long
 fuzz-build: $(FUZZ_BIN)
 fuzz-ci: $(FUZZ_BIN)

@@ -56,6 +56,9 @@ typedef struct Config {
     /* sm90a only (-1 = default) */
     int pingpong;     /* 1: consumer warpgroups take turns issuing wgmma (named barriers) */
     int persistent;   /* 1: min(tiles, SMs) CTAs loop over the tiles; 0: one CTA per tile */
+    /* MHA score-path features, both targets (0 = off; canonical form names them only when on) */
+    int sink;           /* 1: a per-head sink logit joins the softmax denominator (p_sink) */
+    uint64_t score_mod; /* FNV-1a 64 of a user score_mod's CUDA C source; 0 = none (score_mod.c) */
 } Config;
 
 extern const char *const kind_name[KIND_COUNT];
@@ -126,7 +129,8 @@ typedef enum {
     SCALAR_S_KV, SCALAR_TOPK,
     SCALAR_Q_STRIDE_S, SCALAR_Q_STRIDE_H, SCALAR_KV_STRIDE, SCALAR_IDX_STRIDE, SCALAR_OUT_STRIDE_S,
     SCALAR_OUT_STRIDE_H,
-    SCALAR_SM_SCALE,   /* f32: the softmax scale itself (max_logits are in its units) */
+    SCALAR_SM_SCALE,   /* f32: the softmax scale itself (max_logits and a score_mod's s are in its units) */
+    SCALAR_AUX,        /* u64: a score_mod's user pointer */
     SCALAR_COUNT
 } ScalarId;
 extern const char *const scalar_name[SCALAR_COUNT];
@@ -245,7 +249,7 @@ enum { EMIT_MAX_REGS = 768, EMIT_REG_NAME = 24, EMIT_REG_HASH = 2048 /* > 2 x EM
        EMIT_REG_TEXTS = 32 /* R() texts of elements and negations live this many calls */ };
 
 /* Register classes, one bit each so a callee can accept several (RT_B32 | RT_F32). */
-typedef enum { RT_PRED = 1, RT_B16 = 2, RT_B32 = 4, RT_B64 = 8, RT_F32 = 16 } RegType;
+typedef enum { RT_PRED = 1, RT_B16 = 2, RT_B32 = 4, RT_B64 = 8, RT_F32 = 16, RT_F64 = 32 } RegType;
 
 /* A typed handle to a declared register, an element of a register array, or a whole array
  * (for reg_list). Emitters pass these between functions instead of name strings, so a callee
@@ -273,6 +277,7 @@ typedef struct Emit {
     unsigned n_texts;
     int failed; /* an internal error was recorded; message in err */
     char err[256];
+    struct ScoreMod *mod; /* the user's score_mod (score_mod.h), or NULL */
 } Emit;
 
 void emit_init(Emit *e, const Plan *p);
@@ -355,5 +360,9 @@ extern const Target target_sm100a;
 
 /* config -> plan -> PTX. *ptx is malloc'd (NUL-terminated). */
 int fa4gen_generate(const Config *c, Plan *p, char **ptx, size_t *len, char *err, size_t n);
+/* The same for a config with a score_mod (c->score_mod != 0): mod_ptx is NVRTC's PTX of its
+ * source (score_mod_compile), link is a ScoreModLink (score_mod.h). */
+int fa4gen_generate_mod(const Config *c, const char *mod_ptx, int link, Plan *p, char **ptx, size_t *len, char *err,
+                        size_t n);
 
 #endif
