@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "rt_internal.h"
+#include "score_mod.h"
 
 static const char *const status_text[FA4_NUM_STATUS] = {
     [FA4_OK] = "success",
@@ -21,7 +22,7 @@ static const char *const status_text[FA4_NUM_STATUS] = {
     [FA4_ERR_UNSUPPORTED] = "unsupported configuration, dtype, depth, target or GPU",
     [FA4_ERR_NO_DRIVER] = "the CUDA driver (libcuda.so.1) could not be loaded or initialised",
     [FA4_ERR_NO_DEVICE] = "no CUDA device, or the chosen device does not exist",
-    [FA4_ERR_COMPILE] = "PTX to cubin compilation failed",
+    [FA4_ERR_COMPILE] = "compilation failed (PTX to cubin, or a score_mod's CUDA C)",
     [FA4_ERR_CUDA] = "a CUDA driver call failed",
     [FA4_ERR_CACHE] = "the kernel cache could not be used",
     [FA4_ERR_OUT_OF_MEMORY] = "out of memory",
@@ -120,7 +121,33 @@ fa4_status rt_parse_config(fa4_ctx *ctx, const char *text, Config *c, const char
 
 /* ---------------------------------------------------------------- the pipeline */
 
-fa4_status rt_build_cubin(fa4_ctx *ctx, const Config *c, Plan *p, void **cubin, size_t *size,
+/* Generate (with the score_mod's PTX when the config has one) and compile. */
+static fa4_status generate_compile(fa4_ctx *ctx, const Config *c, const RtMod *mod, Plan *p, void **cubin,
+                                   size_t *size, fa4_kernel_stats *st)
+{
+    char err[512], *ptx = NULL, *mod_ptx = NULL;
+    size_t len = 0;
+    double t0 = rt_now_ms();
+    fa4_status s = mod ? rt_mod_ptx(ctx, mod, p->target, &mod_ptx) : FA4_OK;
+    if (s) return s;
+    if (fa4gen_generate_mod(c, mod_ptx, mod ? mod->link : 0, p, &ptx, &len, err, sizeof err)) {
+        free(ptx);
+        free(mod_ptx);
+        /* a mod the splice cannot take is the caller's; anything else is ours */
+        return rt_fail(ctx, !strncmp(err, "score_mod:", 10) ? FA4_ERR_COMPILE : FA4_ERR_INTERNAL, "generate '%s': %s",
+                       p->canonical, err);
+    }
+    st->generate_ms += rt_now_ms() - t0;
+    t0 = rt_now_ms();
+    if (mod && mod->link == MOD_LINK) s = rt_compile_linked(ctx, p, ptx, len, mod_ptx, cubin, size);
+    else s = rt_compile(ctx, p, ptx, len, cubin, size);
+    free(ptx);
+    free(mod_ptx);
+    st->compile_ms = rt_now_ms() - t0;
+    return s;
+}
+
+fa4_status rt_build_cubin(fa4_ctx *ctx, const Config *c, const char *mod_src, Plan *p, void **cubin, size_t *size,
                           fa4_kernel_stats *st, fa4_status config_err)
 {
     char err[512], key_text[RT_KEY_TEXT_MAX];
@@ -129,7 +156,10 @@ fa4_status rt_build_cubin(fa4_ctx *ctx, const Config *c, Plan *p, void **cubin, 
     /* plan_make fills defaults and checks: its failures are the caller's config. */
     if (plan_make(c, p, err, sizeof err))
         return rt_fail(ctx, config_err, "config: %s", err);
-    fa4_status s = rt_cache_key(ctx, p, key_text, sizeof key_text, &key);
+    RtMod mod;
+    fa4_status s = c->score_mod ? rt_mod_prepare(ctx, c, mod_src, &mod) : FA4_OK;
+    if (s) return s;
+    s = rt_cache_key(ctx, p, c->score_mod ? mod.user_code : "none", key_text, sizeof key_text, &key);
     if (s) return s;
     st->generate_ms = rt_now_ms() - t0;
     if (rt_disk_get(ctx, key_text, key, cubin, size)) {
@@ -137,18 +167,7 @@ fa4_status rt_build_cubin(fa4_ctx *ctx, const Config *c, Plan *p, void **cubin, 
         rt_log(ctx, "disk hit %016llx (%s)", (unsigned long long)key, p->canonical);
         return FA4_OK;
     }
-    char *ptx = NULL;
-    size_t len = 0;
-    t0 = rt_now_ms();
-    if (fa4gen_generate(c, p, &ptx, &len, err, sizeof err)) {
-        free(ptx);
-        return rt_fail(ctx, FA4_ERR_INTERNAL, "generate '%s': %s", p->canonical, err);
-    }
-    st->generate_ms += rt_now_ms() - t0;
-    t0 = rt_now_ms();
-    s = rt_compile(ctx, p, ptx, len, cubin, size);
-    free(ptx);
-    st->compile_ms = rt_now_ms() - t0;
+    s = generate_compile(ctx, c, c->score_mod ? &mod : NULL, p, cubin, size, st);
     if (s) return s;
     st->source = 2;
     rt_log(ctx, "compiled %s in %.1f ms (generate %.2f ms)", p->canonical, st->compile_ms, st->generate_ms);
@@ -173,7 +192,7 @@ static void unload(fa4_ctx *ctx, CUmodule m)
     }
 }
 
-fa4_status rt_kernel_build(fa4_ctx *ctx, const char *key, uint64_t hash, const Config *c,
+fa4_status rt_kernel_build(fa4_ctx *ctx, const char *key, uint64_t hash, const Config *c, const char *mod_src,
                            struct fa4_kernel **out, fa4_kernel_stats *st, fa4_status config_err)
 {
     struct fa4_kernel *k = calloc(1, sizeof *k);
@@ -187,7 +206,7 @@ fa4_status rt_kernel_build(fa4_ctx *ctx, const char *key, uint64_t hash, const C
     k->key_hash = hash;
     void *cubin = NULL;
     size_t size = 0;
-    fa4_status s = rt_build_cubin(ctx, c, &k->plan, &cubin, &size, st, config_err);
+    fa4_status s = rt_build_cubin(ctx, c, mod_src, &k->plan, &cubin, &size, st, config_err);
     if (s == FA4_OK) {
         double t0 = rt_now_ms();
         s = rt_load(ctx, &k->plan, cubin, &k->module, &k->fn);
@@ -241,7 +260,7 @@ fa4_status fa4_compile_v2(fa4_ctx *ctx, const char *config, void **cubin, size_t
     if (s) return s;
     Plan *p = malloc(sizeof *p);
     if (!p) return rt_fail(ctx, FA4_ERR_OUT_OF_MEMORY, "plan: out of memory");
-    s = rt_build_cubin(ctx, &c, p, cubin, size, &st, FA4_ERR_INVALID_ARGUMENT);
+    s = rt_build_cubin(ctx, &c, NULL, p, cubin, size, &st, FA4_ERR_INVALID_ARGUMENT);
     free(p);
     st.total_ms = rt_now_ms() - t0;
     if (stats) *stats = st;
@@ -294,7 +313,7 @@ fa4_status fa4_get_kernel(fa4_ctx *ctx, const char *config, fa4_kernel **kp, fa4
         c.target = t;
         if ((s = rt_parse_config(ctx, config, &c, "config"))) return s;
         if ((s = rt_check_target(ctx, c.target))) return s;
-        if ((s = rt_kernel_build(ctx, key, hash, &c, &k, &st, FA4_ERR_INVALID_ARGUMENT))) return s;
+        if ((s = rt_kernel_build(ctx, key, hash, &c, NULL, &k, &st, FA4_ERR_INVALID_ARGUMENT))) return s;
     }
     st.total_ms = rt_now_ms() - t0;
     if (stats) *stats = st;

@@ -460,7 +460,7 @@ static const struct { const char *w; int op; } simple_ops[] = {
     {"selp", OP_SELP}, {"cvt", OP_CVT}, {"cvta", OP_CVTA}, {"ex2", OP_EX2}, {"lg2", OP_LG2}, {"rcp", OP_RCP},
     {"sqrt", OP_SQRT}, {"rsqrt", OP_RSQRT}, {"bfe", OP_BFE}, {"popc", OP_POPC}, {"clz", OP_CLZ},
     {"ld", OP_LD}, {"st", OP_ST}, {"mapa", OP_MAPA}, {"bra", OP_BRA}, {"ret", OP_RET}, {"exit", OP_EXIT},
-    {"elect", OP_ELECT}, {"setmaxnreg", OP_SETMAXNREG},
+    {"elect", OP_ELECT}, {"setmaxnreg", OP_SETMAXNREG}, {"copysign", OP_COPYSIGN},
 };
 
 static int tc_shape_of(P *p, const Toks *k)

@@ -23,7 +23,7 @@ typedef enum {
     /* integer and float arithmetic */
     OP_MOV, OP_ADD, OP_SUB, OP_MUL, OP_MAD, OP_FMA, OP_DIV, OP_REM, OP_MIN, OP_MAX, OP_NEG, OP_ABS, OP_NOT,
     OP_AND, OP_OR, OP_XOR, OP_SHL, OP_SHR, OP_SELP, OP_SETP, OP_CVT, OP_CVTA, OP_EX2, OP_LG2, OP_RCP, OP_SQRT,
-    OP_RSQRT, OP_BFE, OP_POPC, OP_CLZ,
+    OP_RSQRT, OP_BFE, OP_POPC, OP_CLZ, OP_COPYSIGN,
     /* memory */
     OP_LD, OP_ST, OP_MAPA,
     /* control */
