@@ -226,6 +226,17 @@ static int parse_reg(ScoreMod *m, const char *line, char *err, size_t n)
     return 0;
 }
 
+static void squeeze(char *s)
+{
+    char *o = s;
+    for (const char *c = s; *c; c++) {
+        char ch = *c == '\t' ? ' ' : *c;
+        if (ch == ' ' && o > s && o[-1] == ' ') continue;
+        *o++ = ch;
+    }
+    *o = 0;
+}
+
 static void trim(char *s)
 {
     size_t k = strlen(s);
@@ -287,8 +298,7 @@ int score_mod_parse(const char *ptx, ScoreModLink link, ScoreMod *m, char *err, 
         }
         snprintf(line, sizeof line, "%.*s", (int)(e - s), s);
         s = e;
-        for (char *t = line; *t; t++)
-            if (*t == '\t') *t = ' ';
+        squeeze(line); /* NVRTC's tabs and column padding: one space between words */
         char *cm = strstr(line, "//");
         if (cm) *cm = 0;
         trim(line);
@@ -317,7 +327,7 @@ static const char *const param_type[6] = {"b32", "b32", "b32", "b32", "b32", "b6
 void score_mod_module_text(const ScoreMod *m, Buf *out)
 {
     buf_puts(out, "\n// score_mod (user CUDA C compiled by NVRTC): ");
-    buf_printf(out, "%s\n", m->link == MOD_SPLICE ? "spliced into every call site"
+    buf_printf(out, "%s\n", m->link == MOD_SPLICE ? "spliced into every score site"
                             : m->link == MOD_CALL ? "a function of this module"
                                                   : "linked in by nvJitLink");
     if (m->globals) buf_puts(out, m->globals);
