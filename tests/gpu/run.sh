@@ -4,7 +4,9 @@
 # reference, cold/warm "get kernel" timings, SASS of the d128 kernel, the
 # simulator's anchor (tests/sim/cases_sm90.txt run by build/sim/sim_mha on this
 # GPU, outputs dumped into $OUT/anchor.tar.xz for the CPU simulator to compare
-# with: tests/sim/anchor.sh), and the benchmark. Logs go to $OUT (default
+# with: tests/sim/anchor.sh), sinks and score_mods (tests/sim/cases_mods_sm90.txt against the fp64
+# reference, and test_mha's NVRTC-reference cases), and the benchmarks (bench/bench_score_mod.py decides
+# the score_mod claims and link mode). Logs go to $OUT (default
 # build/gpu-out); a summary prints last.
 set -u
 cd "$(dirname "$0")/../.."
@@ -56,6 +58,16 @@ if [ "$TESTS" = 1 ]; then
         echo "MUFU.EX2: $(grep -c 'MUFU.EX2' "$OUT/sass_d128_causal.txt")"
     } > "$OUT/sass_summary.txt"
     SUMMARY+=("$(printf '%-14s %s' sass "$(tr '\n' ';' < "$OUT/sass_summary.txt")")")
+    # issue 10: the soft-capped d128 causal kernel, mod spliced (no CALL, no local memory, 32 HGMMA) and called
+    for mode in splice call; do
+        FA4GEN_SCORE_MOD_LINK=$mode build/fa4gen mha --target sm90a --dtype bf16 --depth 128 --mask causal \
+            --score-mod bench/softcap30.cu -o build/sass_mod_$mode.ptx &&
+            ptxas -arch=sm_90a build/sass_mod_$mode.ptx -o build/sass_mod_$mode.cubin &&
+            cuobjdump --dump-sass build/sass_mod_$mode.cubin > "$OUT/sass_softcap_$mode.txt" 2>&1
+        echo "softcap $mode: HGMMA $(grep -c HGMMA "$OUT/sass_softcap_$mode.txt") CALL $(grep -c CALL \
+            "$OUT/sass_softcap_$mode.txt") LDL/STL $(grep -cE '\bLDL|\bSTL' "$OUT/sass_softcap_$mode.txt")" \
+            >> "$OUT/sass_summary.txt"
+    done
 fi
 if [ "$ANCHOR" = 1 ]; then
     # the same binary and seeded inputs the simulator runs; this GPU's outputs are its anchor
@@ -70,6 +82,11 @@ if [ "$ANCHOR" = 1 ]; then
         --dump "$OUT/mla_anchor"
     tar cJf "$OUT/mla_anchor.tar.xz" -C "$OUT/mla_anchor" . && rm -rf "$OUT/mla_anchor"
     step mla_gpu_cases build/sim/sim_mla --cases tests/sim/cases_mla_gpu.txt
+    # issue 10: sinks and score_mods on this GPU against the fp64 reference, dumped (a future anchor)
+    rm -rf "$OUT/mods_anchor" && mkdir -p "$OUT/mods_anchor"
+    step mods_cases env FA4GEN_CACHE_DIR="$(mktemp -d)" build/sim/sim_mha --cases tests/sim/cases_mods_sm90.txt \
+        --dump "$OUT/mods_anchor"
+    tar cJf "$OUT/mods_anchor.tar.xz" -C "$OUT/mods_anchor" . && rm -rf "$OUT/mods_anchor"
     # one archive: commit it as bench/results/<date>-<gpu>-sim-anchor.tar.xz
     tar cJf "$OUT/anchor.tar.xz" -C "$OUT/anchor" . && rm -rf "$OUT/anchor"
 fi
@@ -77,9 +94,12 @@ if [ "$BENCH" = 1 ] && [ -f bench/bench_mha.py ]; then
     step bench env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so python3 bench/bench_mha.py --out "$OUT/bench.txt" ${BENCH_ARGS:-}
     step bench_mla env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so python3 bench/bench_mla_sparse.py \
         --out "$OUT/bench_mla.txt"
+    step bench_mod env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so python3 bench/bench_score_mod.py \
+        --out "$OUT/bench_score_mod.txt"
 fi
 echo "== $GPU"
 cat "$OUT/jit_cold.log" "$OUT/jit_warm.log" 2>/dev/null | grep "get kernel"
 [ -f "$OUT/correctness.txt" ] && grep -E "FAIL" "$OUT/correctness.txt" | head -20
 [ -f "$OUT/bench.txt" ] && cat "$OUT/bench.txt"
+[ -f "$OUT/bench_score_mod.txt" ] && cat "$OUT/bench_score_mod.txt"
 printf '%s\n' "${SUMMARY[@]}"
