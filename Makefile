@@ -97,6 +97,7 @@ launch-test: deps-test $(B)/tests/test_launch $(FAKECUDA)
 ptxas-test: $(B)/fa4gen
 	@sh tests/ptxas/run.sh $(B)/fa4gen
 	@sh tests/ptxas/raw_ops.sh
+	@sh tests/ptxas/run_features.sh $(B)/fa4gen
 
 # SASS of the sm100a matrix (no GPU needed): a cuobjdump from the toolkit, or NVIDIA's wheel.
 sass-test: $(B)/fa4gen
