@@ -388,6 +388,12 @@ static void splice_line(Emit *e, const ScoreMod *m, const char *l, const char *c
         if (!last) emit(e, "bra.uni %s;", done);
         return;
     }
+    size_t ll = strlen(l);
+    char guarded[96];
+    if (l[0] == '@' && ll > 5 && ll < 64 && !strcmp(l + ll - 5, " ret;")) { /* a guarded return: a branch out */
+        snprintf(guarded, sizeof guarded, "%.*s bra %s;", (int)(ll - 5), l, done);
+        l = guarded; /* its guard is renamed below */
+    }
     for (const char *s = l; *s && o + 64 < sizeof out;) {
         if (*s == '%' && isalpha((unsigned char)s[1])) {
             size_t k = 1;
@@ -471,7 +477,9 @@ void score_mod_site(Emit *e, Reg x_, Reg b, Reg h, Reg q, Reg k)
         snprintf(line, sizeof line, "%.*s", (int)(nl - l), l);
         l = nl + 1;
         int last = !*l;
-        if (!strcmp(line, "ret;") && !last) need_done = 1;
+        size_t ll = strlen(line);
+        if ((!strcmp(line, "ret;") && !last) || (line[0] == '@' && ll > 5 && !strcmp(line + ll - 5, " ret;")))
+            need_done = 1;
         splice_line(e, m, line, args, x, done, last);
     }
     if (need_done) emit_label(e, done);
