@@ -292,8 +292,10 @@ static int compile_mod(const Cli *cli, char **mod_ptx, ScoreModLink *link)
         say("%s", err);
         return 1;
     }
-    if (rc) {
-        fprintf(stderr, "fa4gen: %s:\n%s", err, log ? log : "(no log)\n");
+    if (rc) { /* one line, as every invalid input: NVRTC's log lines joined by '|' */
+        for (char *c = log; c && *c; c++)
+            if (*c == '\n') *c = c[1] ? '|' : 0;
+        say("%s: %s", err, log && log[0] ? log : "(no log)");
         free(log);
         return 2;
     }

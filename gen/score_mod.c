@@ -60,8 +60,13 @@ typedef struct {
 static int nvrtc_open(Nvrtc *r, char *err, size_t en)
 {
     static const char *const sonames[] = {"libnvrtc.so.13", "libnvrtc.so", "libnvrtc.so.12"};
-    const char *dirs[2] = {getenv("CUDA_HOME"), "/usr/local/cuda"};
+    const char *dirs[2] = {getenv("CUDA_HOME"), "/usr/local/cuda"}, *off = getenv("FA4GEN_NO_NVRTC");
     memset(r, 0, sizeof *r);
+    if (off && off[0] && strcmp(off, "0")) { /* tests: behave as on a machine without NVRTC */
+        snprintf(err, en, "score_mod: NVRTC disabled by FA4GEN_NO_NVRTC; a score_mod is CUDA C compiled at run time "
+                 "and needs it");
+        return MOD_NO_NVRTC;
+    }
     for (int i = 0; i < 3 && !r->lib; i++) r->lib = dlopen(sonames[i], RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     for (int d = 0; d < 2 && !r->lib; d++) {
         if (!dirs[d] || dirs[d][0] != '/') continue; /* never relative to the working directory */

@@ -1373,6 +1373,37 @@ static void st_invariants(Checks *k)
     for (int i = 0; i < 6 * 16; i++) worst = fmax(worst, diff(o2[i], 3 * o[i]));
     for (int i = 0; i < 6; i++) worst = fmax(worst, diff(lse2[i], lse[i]));
     check(k, worst <= 1e-12, "descales differ from the scaled problem by %g", worst);
+    /* sinks: -inf changes nothing; sink s scales O by l / (l + e^(s - m)) = 1 / (1 + e^(s - LSE)), LSE unchanged */
+    double o3[6 * 16], lse3[6], sink_v = -INFINITY;
+    p.sink = &sink_v;
+    ref_mha_fwd(&p, o3, lse3, err, sizeof err);
+    worst = 0;
+    for (int i = 0; i < 6 * 16; i++) worst = fmax(worst, fabs(o3[i] - o[i]));
+    check(k, worst == 0, "a sink of -inf changed O by %g", worst);
+    sink_v = 0.5;
+    ref_mha_fwd(&p, o3, lse3, err, sizeof err);
+    worst = 0;
+    for (int i = 3; i < 6; i++) {
+        for (int d = 0; d < 16; d++) worst = fmax(worst, fabs(o3[i * 16 + d] - o[i * 16 + d] / (1 + exp(0.5 - lse[i]))));
+        worst = fmax(worst, fabs(lse3[i] - lse[i]));
+    }
+    check(k, worst <= 1e-12, "sink 0.5: O or LSE off the closed form by %g", worst);
+    check(k, isinf(lse3[0]) && o3[0] == 0.0, "a sink changed a row that sees no key");
+    p.sink = NULL;
+    /* score_mod: softcap50 of these small scores is nearly the identity; rowdrop empties rows */
+    Case mc = c;
+    mc.mod = MOD_SOFTCAP50;
+    ModCtx ctx = {&mc, NULL};
+    p.score_mod = mod_ref, p.mod_ctx = &ctx;
+    ref_mha_fwd(&p, o3, lse3, err, sizeof err);
+    worst = 0;
+    for (int i = 3 * 16; i < 6 * 16; i++) worst = fmax(worst, fabs(o3[i] - o[i]));
+    check(k, worst > 0 && worst < 1e-2, "softcap50 of scores near 0 moved O by %g", worst);
+    mc.mod = MOD_ROWDROP;
+    ref_mha_fwd(&p, o3, lse3, err, sizeof err);
+    check(k, isinf(lse3[4]) && lse3[4] < 0 && o3[4 * 16] == 0.0 && isfinite(lse3[3]),
+          "rowdrop: row 4 (q + h + b = 4) should see no key, row 3 should");
+    p.score_mod = NULL;
     /* a bad problem is refused with a message */
     p.heads_kv = 2, p.heads_q = 3;
     check(k, ref_mha_fwd(&p, o, lse, err, sizeof err) == -1 && strstr(err, "heads"), "heads 3/2 accepted");

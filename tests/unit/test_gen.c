@@ -854,6 +854,60 @@ static void test_score_mod_splice(void **state)
     }
 }
 
+/* The CLI's --score-mod: explain needs only the hash; mha compiles with NVRTC; a compile error, a
+ * missing file and FA4GEN_NO_NVRTC are one line on stderr, and no file is written. */
+static void test_cli_score_mod(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/fa4mod.XXXXXX", path[64], bad[64], out_path[80], cmd[4400];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/soft.cu", dir);
+    snprintf(bad, sizeof bad, "%s/bad.cu", dir);
+    snprintf(out_path, sizeof out_path, "%s/k.ptx", dir);
+    const char *src = "__device__ float score_mod(float s, int b, int h, int q, int k, const void *aux)\n"
+                      "{ return 30.0f * tanhf(s / 30.0f); }\n";
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(src, f);
+    fclose(f);
+    f = fopen(bad, "w");
+    assert_non_null(f);
+    fputs("__device__ float score_mod(float s) { return s + nope; }\n", f);
+    fclose(f);
+    char *out = NULL, want[40];
+    snprintf(want, sizeof want, "mod=%016llx", (unsigned long long)score_mod_hash(src));
+    snprintf(cmd, sizeof cmd, "explain --target sm100a --depth 128 --sink 1 --score-mod %s", path);
+    assert_int_equal(cli(cmd, &out), 0);
+    if (!strstr(out, want) || !strstr(out, "p_sm_scale (f32), p_aux (u64)") || !strstr(out, "sink=1"))
+        fail_msg("explain: %s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "mha --target sm90a --depth 64 --score-mod %s", path);
+    assert_int_equal(cli(cmd, &out), 0);
+    if (!strstr(out, "// score_mod (user CUDA C compiled by NVRTC)") || !strstr(out, want)) fail_msg("mha: no mod");
+    free(out);
+    const char *fails[][2] = {{"mha --target sm90a --depth 64 --score-mod %s 2>&1 >/dev/null", "undefined"},
+                              {"mha --target sm90a --depth 64 --score-mod %s.missing -o k.ptx 2>&1 >/dev/null", "cannot read"},
+                              {"mha --target sm90a --depth 64 --config 'mod=0123456789abcdef' 2>&1 >/dev/null", "source"}};
+    char exe[4096];
+    assert_non_null(realpath(fa4gen(), exe));
+    for (int i = 0; i < 3; i++) {
+        char line[512], full[4800];
+        snprintf(line, sizeof line, fails[i][0], i ? path : bad);
+        snprintf(full, sizeof full, "cd %s && %s %s", dir, exe, line);
+        assert_int_equal(run_capture(full, &out), 2);
+        if (!strstr(out, fails[i][1]) || strchr(out, '\n') != out + strlen(out) - 1)
+            fail_msg("case %d: not one line naming '%s': %s", i, fails[i][1], out);
+        free(out);
+    }
+    snprintf(cmd, sizeof cmd, "FA4GEN_NO_NVRTC=1 %s mha --target sm90a --depth 64 --score-mod %s -o %s 2>&1", exe,
+             path, out_path);
+    assert_int_equal(run_capture(cmd, &out), 1);
+    assert_non_null(strstr(out, "NVRTC"));
+    free(out);
+    assert_int_equal(access(out_path, F_OK), -1);
+    unlink(path), unlink(bad), rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -869,7 +923,7 @@ int main(void)
         cmocka_unit_test(test_errors_escape_what_they_echo), cmocka_unit_test(test_unused_flags_refused),
         cmocka_unit_test(test_output_targets),        cmocka_unit_test(test_stdout_write_errors),
         cmocka_unit_test(test_bundle_lists),           cmocka_unit_test(test_sink_mod_config),
-        cmocka_unit_test(test_score_mod_splice),
+        cmocka_unit_test(test_score_mod_splice),       cmocka_unit_test(test_cli_score_mod),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
