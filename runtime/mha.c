@@ -427,8 +427,10 @@ fa4_status fa4_mha_fwd(fa4_ctx *ctx, const fa4_mha_args *args, void *stream)
     if ((s = rt_driver(ctx)) || (s = finish_config(ctx, &a, &c, 1))) return s;
     char key[360];
     config_canonical(&c, key, sizeof key);
+    int link;
+    if (c.score_mod && (s = rt_mod_link(ctx, &link))) return s;
     if (c.score_mod) /* the link mode changes the cubin, not the config */
-        snprintf(key + strlen(key), sizeof key - strlen(key), " |%s", score_mod_link_name[rt_mod_link()]);
+        snprintf(key + strlen(key), sizeof key - strlen(key), " |%s", score_mod_link_name[link]);
     uint64_t hash = rt_fnv1a(key, strlen(key), RT_FNV_SEED);
     fa4_kernel *k = rt_kernel_lookup(ctx, key, hash);
     fa4_kernel_stats st = {0};

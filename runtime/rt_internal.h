@@ -227,8 +227,8 @@ typedef struct RtMod {
 fa4_status rt_mod_prepare(fa4_ctx *ctx, const Config *c, const char *src, RtMod *m);
 /* NVRTC's PTX of the source for target t (malloc'd); FA4_ERR_COMPILE with NVRTC's log. */
 fa4_status rt_mod_ptx(fa4_ctx *ctx, const RtMod *m, const Target *t, char **ptx);
-/* The link mode the environment asks for (for memory-cache keys); splice when unset or bad. */
-int rt_mod_link(void);
+/* The link mode FA4GEN_SCORE_MOD_LINK asks for (splice when unset); a bad value is FA4_ERR_INVALID_ARGUMENT. */
+fa4_status rt_mod_link(fa4_ctx *ctx, int *link);
 
 /* ============================== api.c (kernels) ============================== */
 

@@ -15,11 +15,13 @@
 #include "rt_internal.h"
 #include "score_mod.h"
 
-int rt_mod_link(void)
+fa4_status rt_mod_link(fa4_ctx *ctx, int *link)
 {
     ScoreModLink l;
-    char err[128];
-    return score_mod_link_from_env(&l, err, sizeof err) ? MOD_SPLICE : (int)l;
+    char err[160];
+    if (score_mod_link_from_env(&l, err, sizeof err)) return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s", err);
+    *link = (int)l;
+    return FA4_OK;
 }
 
 fa4_status rt_mod_prepare(fa4_ctx *ctx, const Config *c, const char *src, RtMod *m)

@@ -490,6 +490,17 @@ static void test_sink_score_mod(void **state)
     packed_tensors(&a, 2, 2, t);
     must(ctx, fa4_mha_fwd(ctx, &a, NULL), "fa4_mha_fwd (sink + score_mod)");
     expect_launch(p, t, &a, LOG2E / sqrt(128.0), 1.0);
+    /* the other two ways in: a called .func (one module, ptxas), and nvJitLink linking NVRTC's PTX */
+    for (int i = 0; i < 2; i++) {
+        setenv("FA4GEN_SCORE_MOD_LINK", i ? "link" : "call", 1);
+        fake_reset();
+        must(ctx, fa4_mha_fwd(ctx, &a, NULL), i ? "fa4_mha_fwd (score_mod linked)" : "fa4_mha_fwd (score_mod called)");
+        expect_launch(p, t, &a, LOG2E / sqrt(128.0), 1.0);
+    }
+    setenv("FA4GEN_SCORE_MOD_LINK", "inline", 1);
+    fake_reset();
+    assert_int_equal(fa4_mha_fwd(ctx, &a, NULL), FA4_ERR_INVALID_ARGUMENT);
+    unsetenv("FA4GEN_SCORE_MOD_LINK");
     free(p);
 
     a.score_mod = "__device__ float score_mod(float s, int b, int h, int q, int k, const void *aux)\n"
