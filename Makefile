@@ -52,7 +52,7 @@ $(B)/libfa4rt.so: $(B)/libfa4rt.so.$(VERSION)
 	ln -sf libfa4rt.so.$(VERSION) $(B)/libfa4rt.so.$(SOMAJOR)
 	ln -sf libfa4rt.so.$(VERSION) $@
 $(B)/fa4gen: $(B)/gen/main.o $(B)/gen/aot.o $(B)/libfa4gen.a
-	$(CC) -o $@ $^ -lm
+	$(CC) -o $@ $^ -ldl -lm
 
 # examples/ has its own Makefile (pkg-config against an install); here it builds against this tree.
 examples: $(B)/fa4gen $(B)/libfa4rt.a
@@ -135,6 +135,7 @@ ptxas-test: $(B)/fa4gen
 	@sh tests/ptxas/run.sh $(B)/fa4gen
 	@sh tests/ptxas/raw_ops.sh
 	@CUOBJDUMP=$$(sh tests/ensure-sass-tools.sh $(B)/sasstools 2>/dev/null) sh tests/ptxas/mla_sm100.sh $(B)/fa4gen
+	@sh tests/ptxas/run_features.sh $(B)/fa4gen
 
 # SASS of the sm100a matrix (no GPU needed): a cuobjdump from the toolkit, or NVIDIA's wheel.
 sass-test: $(B)/fa4gen
@@ -175,7 +176,7 @@ FUZZ_SECONDS ?= 60
 $(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h tests/fuzz/fuzz_main.h gen/main.c gen/aot.c $(GEN_SRC) \
                   $(HDRS) $(B)/templates.c
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) $< gen/aot.c $(GEN_SRC) $(B)/templates.c -o $@ -lm
+	$(FUZZ_CC) $(FUZZ_FLAGS) $< gen/aot.c $(GEN_SRC) $(B)/templates.c -o $@ -ldl -lm
 .PHONY: fuzz-build fuzz-ci fuzz-long
 fuzz-build: $(FUZZ_BIN)
 fuzz-ci: $(FUZZ_BIN)

@@ -115,6 +115,27 @@ static int parse_mask(Config *c, const char *v, char *err, size_t n)
                         "for unbounded)", ESC(v), FA4_WINDOW_MAX);
 }
 
+/* mod=<16 hex digits>: the source hash of a score_mod (score_mod_hash), or none. */
+static int parse_mod(Config *c, const char *v, char *err, size_t n)
+{
+    if (!strcmp(v, "none")) {
+        c->score_mod = 0;
+        return 0;
+    }
+    uint64_t h = 0;
+    size_t i = 0;
+    for (; i < 16 && v[i]; i++) {
+        int d = v[i] >= '0' && v[i] <= '9' ? v[i] - '0' : v[i] >= 'a' && v[i] <= 'f' ? v[i] - 'a' + 10 : -1;
+        if (d < 0) break;
+        h = h << 4 | (uint64_t)d;
+    }
+    if (i != 16 || v[i] || !h)
+        return fail(err, n, "mod: '%s' is not allowed; use the 16 lower-case hex digits of a score_mod's source hash "
+                            "(fa4gen explain --score-mod FILE prints it), or none", ESC(v));
+    c->score_mod = h;
+    return 0;
+}
+
 /* Integer keys, in canonical order. Each names its Config field by offset. */
 typedef struct { const char *key; size_t off; int min, max; const char *allowed; } IntKey;
 #define F(f) offsetof(Config, f)
@@ -138,6 +159,7 @@ static const IntKey int_keys[] = {
     {"q_smem_depth", F(q_smem_depth), 0, 1024, "0..1024 Q columns"},
     {"q_tmem_depth", F(q_tmem_depth), 0, 1024, "0..1024 Q columns"},
     {"cta_group", F(cta_group), 1, 2, "1 or 2"},
+    {"sink", F(sink), 0, 1, "0 or 1"},
 };
 #undef F
 enum { N_INT_KEYS = sizeof int_keys / sizeof int_keys[0] };
@@ -166,6 +188,7 @@ int config_set(Config *c, const char *key, const char *value, char *err, size_t 
         return 0;
     }
     if (strcmp(key, "mask") == 0) return parse_mask(c, value, err, n);
+    if (strcmp(key, "mod") == 0) return parse_mod(c, value, err, n);
     if (strcmp(key, "depth") == 0) {
         int v;
         if (parse_int(value, &v) || v < 16 || v > 1024 || v % 16)
@@ -184,7 +207,7 @@ int config_set(Config *c, const char *key, const char *value, char *err, size_t 
     }
     return fail(err, n, "'%s' is not a config field; fields: kind target dtype depth qk ov bm bn group stages "
                         "swizzle mask qtiles cta rescale poly rope_split rope_dtype pingpong persistent b_topk num_mbars q_smem_depth "
-                        "q_tmem_depth cta_group", ESC(key));
+                        "q_tmem_depth cta_group sink mod", ESC(key));
 }
 
 int config_fill_defaults(Config *c, char *err, size_t n)
@@ -224,6 +247,10 @@ int config_check(const Config *c, char *err, size_t n)
             return fail(err, n, "%s: %d is not allowed for %s on %s; only mla-sparse on sm100a has it", k->key,
                         int_value(c, k), kind_name[c->kind], target_name[c->target]);
     }
+    if (c->sink != 0 && c->sink != 1) return fail(err, n, "sink: %d is not allowed; use 0 or 1", c->sink);
+    if (c->kind != KIND_MHA && (c->sink || c->score_mod))
+        return fail(err, n, "%s: not allowed for %s; sinks and score_mod are MHA features (mla-sparse takes its "
+                    "attn_sink as an argument)", c->sink ? "sink" : "mod", kind_name[c->kind]);
     const Family *f = target_family(target_get(c->target), c->kind, err, n);
     return f ? f->check(c, err, n) : -1;
 }
@@ -260,6 +287,7 @@ static int key_used(const Config *c, const char *key)
     if (!strcmp(key, "qtiles") || !strcmp(key, "cta")) return sm100 && !mla100;
     if (!strcmp(key, "pingpong") || !strcmp(key, "persistent")) return c->target == TARGET_SM90A;
     if (!strcmp(key, "rope_split")) return sm100 && c->kind == KIND_MHA && c->qk_depth != c->ov_depth;
+    if (!strcmp(key, "sink")) return c->sink != 0; /* features: named only when on, so other kernels keep their text */
     return 1;
 }
 
@@ -275,6 +303,7 @@ void config_canonical(const Config *c, char *buf, size_t n)
         put(buf, n, &len, " mask=window:%d,%d", c->window_left, c->window_right);
     else
         put(buf, n, &len, " mask=%s", mask_name[c->mask]);
+    if (c->score_mod) put(buf, n, &len, " mod=%016llx", (unsigned long long)c->score_mod);
 }
 
 int config_parse_canonical(const char *text, Config *c, char *err, size_t n)

@@ -62,6 +62,9 @@ typedef struct Config {
     int q_smem_depth; /* Q columns the MMA reads from shared memory ... */
     int q_tmem_depth; /* ... and from TMEM (copied there with tcgen05.cp) */
     int cta_group;    /* 1: one CTA, 64 heads; 2: a CTA pair per token, 64 heads each, cta_group::2 */
+    /* MHA score-path features, both targets (0 = off; canonical form names them only when on) */
+    int sink;           /* 1: a per-head sink logit joins the softmax denominator (p_sink) */
+    uint64_t score_mod; /* FNV-1a 64 of a user score_mod's CUDA C source; 0 = none (score_mod.c) */
 } Config;
 
 extern const char *const kind_name[KIND_COUNT];
@@ -135,6 +138,7 @@ typedef enum {
     SCALAR_SM_SCALE,   /* f32: the softmax scale itself (max_logits are in its units) */
     SCALAR_KV_SCALE,   /* u64: fp8 kv dequantisation scales [s_kv, kv_scale_blocks] f32, 0 = unit scales */
     SCALAR_KV_SCALE_BLOCKS, /* u32: scales per kv row */
+    SCALAR_AUX,        /* u64: a score_mod's user pointer */
     SCALAR_COUNT
 } ScalarId;
 extern const char *const scalar_name[SCALAR_COUNT];
@@ -253,7 +257,7 @@ enum { EMIT_MAX_REGS = 768, EMIT_REG_NAME = 24, EMIT_REG_HASH = 2048 /* > 2 x EM
        EMIT_REG_TEXTS = 32 /* R() texts of elements and negations live this many calls */ };
 
 /* Register classes, one bit each so a callee can accept several (RT_B32 | RT_F32). */
-typedef enum { RT_PRED = 1, RT_B16 = 2, RT_B32 = 4, RT_B64 = 8, RT_F32 = 16 } RegType;
+typedef enum { RT_PRED = 1, RT_B16 = 2, RT_B32 = 4, RT_B64 = 8, RT_F32 = 16, RT_F64 = 32 } RegType;
 
 /* A typed handle to a declared register, an element of a register array, or a whole array
  * (for reg_list). Emitters pass these between functions instead of name strings, so a callee
@@ -281,6 +285,7 @@ typedef struct Emit {
     unsigned n_texts;
     int failed; /* an internal error was recorded; message in err */
     char err[256];
+    struct ScoreMod *mod; /* the user's score_mod (score_mod.h), or NULL */
 } Emit;
 
 void emit_init(Emit *e, const Plan *p);
@@ -363,5 +368,9 @@ extern const Target target_sm100a;
 
 /* config -> plan -> PTX. *ptx is malloc'd (NUL-terminated). */
 int fa4gen_generate(const Config *c, Plan *p, char **ptx, size_t *len, char *err, size_t n);
+/* The same for a config with a score_mod (c->score_mod != 0): mod_ptx is NVRTC's PTX of its
+ * source (score_mod_compile), link is a ScoreModLink (score_mod.h). */
+int fa4gen_generate_mod(const Config *c, const char *mod_ptx, int link, Plan *p, char **ptx, size_t *len, char *err,
+                        size_t n);
 
 #endif

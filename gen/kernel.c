@@ -7,6 +7,8 @@
 
 #include "kernel.h"
 #include "ops.h"
+#include "score_mod.h"
+#include "softmax.h"
 #include "templates.h"
 
 void tpl_fill(Buf *out, const char *tpl, const char *const *kv)
@@ -43,9 +45,19 @@ void mha_plan_params(Plan *p)
     plan_param_scalar(p, SCALAR_BATCH, PARAM_U32);
     plan_param_scalar(p, SCALAR_SCALE_LOG2, PARAM_F32);
     plan_param_scalar(p, SCALAR_O_SCALE, PARAM_F32);
+    if (p->cfg.sink) {
+        plan_param_scalar(p, SCALAR_SINK, PARAM_U64);
+        plan_note(p, "sink", "sink[head] (f32 [heads_q]) joins each row's softmax denominator; LSE excludes it");
+    }
+    if (p->cfg.score_mod) {
+        plan_param_scalar(p, SCALAR_SM_SCALE, PARAM_F32);
+        plan_param_scalar(p, SCALAR_AUX, PARAM_U64);
+        plan_note(p, "score_mod", "source %016llx: s = score_mod(sm_scale q.k, b, h, q, k, aux) on every score, "
+                  "then the mask", (unsigned long long)p->cfg.score_mod);
+    }
 }
 
-void kernel_entry_header(Buf *out, const Plan *p)
+void kernel_entry_header(Buf *out, const Plan *p, const struct ScoreMod *mod)
 {
     static const char *const decl[] = {[PARAM_TMAP] = ".align 128 .b8", [PARAM_U64] = ".u64", [PARAM_U32] = ".u32",
                                        [PARAM_F32] = ".f32"};
@@ -54,6 +66,7 @@ void kernel_entry_header(Buf *out, const Plan *p)
     const char *kv[] = {"generator", FA4GEN_VERSION, "config", p->canonical, "ptx_version", p->target->ptx_version,
                         "ptx_target", p->target->ptx_target, "smem_align", align, NULL};
     tpl_fill(out, tpl_header, kv);
+    if (mod) score_mod_module_text(mod, out);
     buf_printf(out, ".visible .entry %s(\n", p->symbol);
     for (int i = 0; i < p->n_params; i++) {
         const ParamSpec *q = &p->params[i];
@@ -102,6 +115,13 @@ void mha_prologue(Emit *e)
     for (int i = 0; i < 4; i++) emit(e, "ld.param.u32 %s, [p_%s];", reg(e, "b32", u32s[i]), u32s[i]);
     emit(e, "ld.param.f32 %s, [p_scale_log2];", reg(e, "f32", "scale_log2"));
     emit(e, "ld.param.f32 %s, [p_o_scale];", reg(e, "f32", "o_scale"));
+    if (p->cfg.sink) emit(e, "ld.param.u64 %s, [p_sink];", reg(e, "b64", "sink_ptr"));
+    if (p->cfg.score_mod) {
+        emit_note(e, "score_mod: it receives sm_scale q.k, so the softmax's scores are already scaled");
+        emit(e, "ld.param.f32 %s, [p_sm_scale];", reg(e, "f32", "mod_scale"));
+        emit(e, "ld.param.u64 %s, [p_aux];", reg(e, "b64", "mod_aux"));
+        emit(e, "mov.f32 %%scale_log2, %s;", PTX_LOG2E);
+    }
     const char *nm = reg(e, "b32", "num_m_blocks"), *hb = reg(e, "b32", "heads_batch");
     emit_note(e, "plan: %d query rows per tile; tiles = m-blocks x heads x batch", tile_rows(p));
     emit(e, "add.u32 %s, %%seqlen_q, %d;", nm, tile_rows(p) - 1);

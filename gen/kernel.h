@@ -10,12 +10,15 @@
 /* Substitute ${name} holes of a template from a NULL-terminated key/value list. */
 void tpl_fill(Buf *out, const char *tpl, const char *const *kv);
 
-/* File header + `.visible .entry` with the plan's parameters (Plan.params) and launch bounds. */
-void kernel_entry_header(Buf *out, const Plan *p);
+/* File header + `.visible .entry` with the plan's parameters (Plan.params) and launch bounds;
+ * a score_mod's module-level text (score_mod.h) between them when mod is not NULL. */
+struct ScoreMod;
+void kernel_entry_header(Buf *out, const Plan *p, const struct ScoreMod *mod);
 
 /* The MHA parameter ABI, both targets: every tensor map in plan order, then lse (u64),
- * seqlen_q, seqlen_k, heads_q, batch (u32), scale_log2, o_scale (f32). Called by the
- * planners after their maps. */
+ * seqlen_q, seqlen_k, heads_q, batch (u32), scale_log2, o_scale (f32); then, only for the
+ * features a config turns on, sink (u64, sink=1) and sm_scale (f32), aux (u64) (mod=).
+ * Called by the planners after their maps. */
 void mha_plan_params(Plan *p);
 
 /* Every kernel's first lines: %thread %warp %lane %wg (u32) and %smem, the dynamic smem base
@@ -27,6 +30,9 @@ void kernel_coords(Emit *e);
  *   %smem                          aligned dynamic smem base (u32, shared::cta address)
  *   %tmap_<name>                   generic address of each tensor map parameter (u64)
  *   %lse_ptr (u64) %seqlen_q %seqlen_k %heads_q %batch (u32) %scale_log2 %o_scale (f32)
+ *   %sink_ptr (u64)                with sink=1
+ *   %mod_scale (f32) %mod_aux (u64) with a score_mod; %scale_log2 is then log2(e): the scores
+ *                                  the softmax sees are already scaled by the mod's call
  *   %num_m_blocks %heads_batch %num_tiles %grid_ctas (u32) */
 void mha_prologue(Emit *e);
 

@@ -24,6 +24,7 @@
 
 #include "aot.h"
 #include "fa4gen.h"
+#include "score_mod.h"
 
 static const char usage_top[] =
     "usage: fa4gen <command> [options]\n"
@@ -70,6 +71,10 @@ static const char usage_mha[] =
     "  --num-mbars N       KV ring slots, each with a full and an empty mbarrier (2)\n"
     "  --q-smem-depth D    Q columns the MMA reads from shared memory (d_qk)\n"
     "  --q-tmem-depth D    Q columns it reads from TMEM (0 for cta-group 1)\n"
+    "  --sink 0|1          a per-head sink logit joins the softmax denominator (kernel parameter p_sink)\n"
+    "  --score-mod FILE    CUDA C defining __device__ float score_mod(float s, int b, int h, int q, int k,\n"
+    "                      const void *aux), applied to every scaled score before the mask; mha compiles\n"
+    "                      it with NVRTC (needs libnvrtc), explain needs only its hash (config word mod=)\n"
     "  --config TEXT       the canonical one-line form (as printed by explain); other options then refine it\n"
     "  -o FILE             mha: write the PTX to FILE (default, or FILE -: stdout)\n"
     "  --json              explain: print the plan as JSON\n"
@@ -82,6 +87,7 @@ static const char usage_mha[] =
 
 typedef struct {
     Config cfg;
+    char *mod_src; /* --score-mod FILE's text (owned) */
     const char *out;
     const char *bundle_dir;
     int json;
@@ -96,6 +102,7 @@ static const char *const flag_keys[][2] = {
     {"--rope-dtype", "rope_dtype"}, {"--pingpong", "pingpong"},   {"--persistent", "persistent"},
     {"--b-topk", "b_topk"}, {"--num-mbars", "num_mbars"}, {"--q-smem-depth", "q_smem_depth"},
     {"--q-tmem-depth", "q_tmem_depth"}, {"--cta-group", "cta_group"},
+    {"--sink", "sink"},
 };
 
 /* One line on stderr: control and non-ASCII bytes of what it echoes become \xNN. */
@@ -120,6 +127,32 @@ static int invalid(const char *msg)
 {
     say("%s", msg);
     return 2;
+}
+
+/* --score-mod FILE: the source text (no NUL bytes, at most 1 MiB); its hash becomes the config's mod=. */
+static int read_mod(Cli *cli, const char *name)
+{
+    enum { MOD_MAX = 1 << 20 };
+    FILE *f = fopen(name, "rb");
+    if (!f) {
+        say("--score-mod: cannot read '%s': %s", name, strerror(errno));
+        return 2;
+    }
+    char *src = malloc(MOD_MAX + 1);
+    size_t n = src ? fread(src, 1, MOD_MAX + 1, f) : 0;
+    int bad = !src ? 1 : ferror(f) ? 1 : n > MOD_MAX ? 2 : memchr(src, 0, n) ? 3 : 0;
+    fclose(f);
+    if (bad) {
+        free(src);
+        say(bad == 1 ? "--score-mod: cannot read '%s'" : bad == 2 ? "--score-mod: '%s' is larger than 1 MiB"
+                                                                  : "--score-mod: '%s' holds a NUL byte; a mod is CUDA C text", name);
+        return bad == 1 ? 1 : 2;
+    }
+    src[n] = 0;
+    free(cli->mod_src);
+    cli->mod_src = src;
+    cli->cfg.score_mod = score_mod_hash(src);
+    return 0;
 }
 
 /* What a command takes besides the config flags. */
@@ -158,6 +191,12 @@ static int parse_flags(Cli *cli, int argc, char **argv, int first, int uses, con
             if (!strcmp(a, "-o")) cli->out = strcmp(argv[i + 1], "-") ? argv[i + 1] : NULL; /* '-': stdout */
             else cli->bundle_dir = argv[i + 1];
             i++;
+            continue;
+        }
+        if (!strcmp(a, "--score-mod")) {
+            if (i + 1 >= argc) return invalid("--score-mod: missing file name");
+            int rc = read_mod(cli, argv[++i]);
+            if (rc) return rc;
             continue;
         }
         const char *key = NULL;
@@ -249,13 +288,45 @@ out:
     return rc;
 }
 
-static int generate(const Cli *cli, Plan *plan, char **ptx, size_t *len)
+/* NVRTC's PTX of --score-mod for the config's target; 0, or the exit status after a message. */
+static int compile_mod(const Cli *cli, char **mod_ptx, ScoreModLink *link)
 {
     char err[512];
-    if (fa4gen_generate(&cli->cfg, plan, ptx, len, err, sizeof err)) {
+    *mod_ptx = NULL;
+    if (!cli->mod_src) return 0;
+    if (score_mod_link_from_env(link, err, sizeof err)) return invalid(err);
+    if (*link == MOD_LINK)
+        return invalid("FA4GEN_SCORE_MOD_LINK=link: the CLI writes one self-contained PTX file; use splice or call "
+                       "(the runtime links)");
+    if ((unsigned)cli->cfg.target >= TARGET_COUNT) return invalid("target: not a target");
+    char *log = NULL;
+    int rc = score_mod_compile(cli->mod_src, target_get(cli->cfg.target), mod_ptx, &log, err, sizeof err);
+    if (rc == MOD_NO_NVRTC) {
+        say("%s", err);
+        return 1;
+    }
+    if (rc) { /* one line, as every invalid input: NVRTC's log lines joined by '|' */
+        for (char *c = log; c && *c; c++)
+            if (*c == '\n') *c = c[1] ? '|' : 0;
+        say("%s: %s", err, log && log[0] ? log : "(no log)");
+        free(log);
+        return 2;
+    }
+    return 0;
+}
+
+static int generate(const Cli *cli, Plan *plan, char **ptx, size_t *len)
+{
+    char err[512], *mod_ptx;
+    ScoreModLink link = MOD_SPLICE;
+    int rc = compile_mod(cli, &mod_ptx, &link);
+    if (rc) return rc;
+    if (fa4gen_generate_mod(&cli->cfg, mod_ptx, (int)link, plan, ptx, len, err, sizeof err)) {
+        free(mod_ptx);
         say("%s", err);
         return strncmp(err, "internal", 8) ? 2 : 1;
     }
+    free(mod_ptx);
     return 0;
 }
 
@@ -593,6 +664,21 @@ static int cmd_bundle(int argc, char **argv)
     return rc;
 }
 
+/* The parsed command: the kind the command names, then emit or explain. */
+static int run_cli(Cli *cli, const char *cmd, int kind, const char *explain_kind)
+{
+    if (kind >= 0 && cli->cfg.kind != KIND_MHA && (int)cli->cfg.kind != kind) { /* KIND_MHA: config_init's */
+        say("kind: the config names %s but the command is %s; use fa4gen %s", kind_name[cli->cfg.kind], cmd,
+            kind_name[cli->cfg.kind]);
+        return 2;
+    }
+    if (explain_kind || kind >= 0) {
+        char err[512];
+        if (config_set(&cli->cfg, "kind", kind >= 0 ? cmd : explain_kind, err, sizeof err)) return invalid(err);
+    }
+    return kind >= 0 ? cmd_emit(cli) : cmd_explain(cli);
+}
+
 static int run(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -626,17 +712,9 @@ static int run(int argc, char **argv)
         first = 3;
     }
     int rc = parse_flags(&cli, argc, argv, first, kind >= 0 ? USE_OUT | USE_CONFIG : USE_JSON | USE_CONFIG, cmd);
-    if (rc) return rc;
-    if (kind >= 0 && cli.cfg.kind != KIND_MHA && (int)cli.cfg.kind != kind) { /* KIND_MHA: config_init's */
-        say("kind: the config names %s but the command is %s; use fa4gen %s", kind_name[cli.cfg.kind], cmd,
-            kind_name[cli.cfg.kind]);
-        return 2;
-    }
-    if (first == 3 || kind >= 0) {
-        char err[512];
-        if (config_set(&cli.cfg, "kind", kind >= 0 ? cmd : argv[2], err, sizeof err)) return invalid(err);
-    }
-    return kind >= 0 ? cmd_emit(&cli) : cmd_explain(&cli);
+    if (!rc) rc = run_cli(&cli, cmd, kind, first == 3 ? argv[2] : NULL);
+    free(cli.mod_src);
+    return rc;
 }
 
 int main(int argc, char **argv)

@@ -135,7 +135,8 @@ static RegDecl *find_reg(Emit *e, const char *name)
 }
 
 static const struct { RegType t; const char *name; } reg_types[] = {
-    {RT_PRED, "pred"}, {RT_B16, "b16"}, {RT_B32, "b32"}, {RT_B64, "b64"}, {RT_F32, "f32"}};
+    {RT_PRED, "pred"}, {RT_B16, "b16"}, {RT_B32, "b32"}, {RT_B64, "b64"}, {RT_F32, "f32"},
+    {RT_F64, "f64"}}; /* f64: only a score_mod's own registers (score_mod.c) */
 
 const char *reg_type_text(unsigned t)
 {

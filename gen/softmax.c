@@ -6,6 +6,7 @@
 
 #include "kernel.h"
 #include "ops.h"
+#include "ops_copy.h"
 #include "softmax.h"
 
 static uint32_t threshold_bits(int t)
@@ -155,6 +156,34 @@ void sfx_inv_sum(Emit *e, Reg inv_, Reg l_, Reg o_scale)
     emit(e, "rcp.approx.ftz.f32 %s, %s;", inv, l);
     emit(e, "mul.f32 %s, %s, %s;", inv, inv, R(e, o_scale));
     emit(e, "selp.f32 %s, 0f00000000, %s, %s;", inv, inv, p);
+}
+
+void sfx_inv_sum_sink(Emit *e, Reg inv_, Reg l_, Reg m_, Reg sink_, Reg scale_log2, Reg o_scale)
+{
+    REG_WANT(e, inv_, RT_F32), REG_WANT(e, l_, RT_F32), REG_WANT(e, m_, RT_F32), REG_WANT(e, sink_, RT_F32);
+    REG_WANT(e, scale_log2, RT_F32), REG_WANT(e, o_scale, RT_F32);
+    const char *inv = R(e, inv_), *l = R(e, l_), *m = R(e, m_);
+    const char *p = R(e, reg_pred(e, "inv_empty")), *t = R(e, reg_f32(e, "sink_t"));
+    emit_note(e, "sink: the denominator gains e^(sink - m) in l's units (m = -inf counts as 0: l = 0 then)");
+    emit(e, "setp.eq.f32 %s, %s, %s;", p, m, PTX_NEG_INF);
+    emit(e, "selp.f32 %s, 0f00000000, %s, %s;", t, m, p);
+    emit(e, "mul.f32 %s, %s, %s;", t, t, R(e, scale_log2));
+    emit(e, "neg.f32 %s, %s;", t, t);
+    emit(e, "fma.rn.f32 %s, %s, %s, %s;", t, R(e, sink_), PTX_LOG2E, t);
+    emit(e, "ex2.approx.ftz.f32 %s, %s;", t, t);
+    emit(e, "add.f32 %s, %s, %s;", t, t, l);
+    emit(e, "setp.eq.f32 %s, %s, 0f00000000;", p, l);
+    emit(e, "rcp.approx.ftz.f32 %s, %s;", inv, t);
+    emit(e, "mul.f32 %s, %s, %s;", inv, inv, R(e, o_scale));
+    emit(e, "selp.f32 %s, 0f00000000, %s, %s;", inv, inv, p);
+}
+
+void sfx_sink_load(Emit *e, Reg dst, Reg head, Reg addr)
+{
+    REG_WANT(e, dst, RT_F32), REG_WANT(e, head, RT_B32), REG_WANT(e, addr, RT_B64);
+    emit(e, "mul.wide.u32 %s, %s, 4;", R(e, addr), R(e, head));
+    emit(e, "add.u64 %s, %s, %%sink_ptr;", R(e, addr), R(e, addr));
+    op_ld_global(e, REG_NONE, "f32", dst, addr, 0);
 }
 
 void ring_reset(Emit *e, Reg stage, Reg phase)

@@ -32,6 +32,12 @@ void sfx_reduce_lanes(Emit *e, const char *op, Reg v, Reg tmp, int lanes);
 void sfx_lse(Emit *e, Reg dst, Reg m, Reg l, Reg scale_log2);
 /* inv = o_scale / l, or 0 when l == 0 (rows that saw no key give O = 0). */
 void sfx_inv_sum(Emit *e, Reg inv, Reg l, Reg o_scale);
+/* The same with a sink: inv = o_scale / (l + 2^(sink log2 e - m scale_log2)), the sink term in the
+ * units of l (m is the row's running max; -inf counts as 0), or 0 when l == 0. LSE stays sfx_lse
+ * of l alone. */
+void sfx_inv_sum_sink(Emit *e, Reg inv, Reg l, Reg m, Reg sink, Reg scale_log2, Reg o_scale);
+/* dst = sink[head] (f32) from %sink_ptr (kernel.h); addr (b64) is scratch. */
+void sfx_sink_load(Emit *e, Reg dst, Reg head, Reg addr);
 
 /* Mask thresholds of one query row (sequence index row_seq) against the key
  * block starting at kv0, for sfx_mask: t_hi = last visible key - kv0 (keys

@@ -43,7 +43,8 @@ class _MhaArgs(ctypes.Structure):
                 ("softmax_scale", ctypes.c_float), ("mask", ctypes.c_int),
                 ("window_left", ctypes.c_int), ("window_right", ctypes.c_int), ("config", ctypes.c_char_p),
                 ("k_rope", ctypes.c_void_p), ("k_rope_stride", ctypes.c_int64 * 3),
-                ("q_descale", ctypes.c_float), ("k_descale", ctypes.c_float), ("v_descale", ctypes.c_float)]
+                ("q_descale", ctypes.c_float), ("k_descale", ctypes.c_float), ("v_descale", ctypes.c_float),
+                ("sink", ctypes.c_void_p), ("score_mod", ctypes.c_char_p), ("score_mod_aux", ctypes.c_void_p)]
 
 
 class _MlaSparseArgs(ctypes.Structure):
@@ -146,7 +147,8 @@ def _out_dtype(torch, q):
     return torch.bfloat16 if _dtype_code(torch, q.dtype) == _E4M3 else q.dtype
 
 
-def _args(q, k, v, o, lse, causal, window, softmax_scale, config, k_rope=None, descale=(None, None, None)):
+def _args(q, k, v, o, lse, causal, window, softmax_scale, config, k_rope=None, descale=(None, None, None),
+          sink=None, score_mod=None, aux=None):
     import torch
     named = [("q", q), ("k", k), ("v", v), ("out", o)] + ([("k_rope", k_rope)] if k_rope is not None else [])
     for name, t in named:
@@ -183,33 +185,48 @@ def _args(q, k, v, o, lse, causal, window, softmax_scale, config, k_rope=None, d
     else:
         a.mask = _MASK_CAUSAL if causal else _MASK_NONE
     a.config = config.encode() if config else None
+    if sink is not None:
+        if not sink.is_cuda or sink.dtype != torch.float32 or sink.numel() != q.shape[2] or not sink.is_contiguous():
+            raise Fa4Error("sink: needs a contiguous CUDA float32 tensor of heads_q = %d values" % q.shape[2])
+        a.sink = sink.data_ptr()
+    if score_mod is not None:
+        a.score_mod = score_mod.encode()
+    if aux is not None:
+        if not aux.is_cuda:
+            raise Fa4Error("aux: needs a CUDA tensor (the score_mod reads it on the device)")
+        a.score_mod_aux = aux.data_ptr()
     return a
 
 
 def mha_fwd(q, k, v, causal=False, softmax_scale=None, return_lse=False, config=None, out=None, window=None,
-            k_rope=None, q_descale=None, k_descale=None, v_descale=None):
+            k_rope=None, q_descale=None, k_descale=None, v_descale=None, sink=None, score_mod=None, aux=None):
     """Attention forward on [B, S, H, D] tensors; returns out (and lse when asked).
 
     k_rope: MLA prefill (sm100a, q depth 192): K's last 64 columns as their own [B, Sk, Hkv, 64] tensor,
     with k holding the first 128. q/k/v_descale: per-tensor dequantisation scales (None = 1), folded into
-    the softmax scale (q, k) and the output (v). float8_e4m3fn inputs give a bf16 output."""
+    the softmax scale (q, k) and the output (v). float8_e4m3fn inputs give a bf16 output.
+    sink: float32 [heads_q] sink logits, in each row's softmax denominator only (lse excludes them).
+    score_mod: CUDA C source defining __device__ float score_mod(float s, int b, int h, int q, int k,
+    const void *aux), applied to every scaled score (softmax_scale * q.k) before the mask (fa4.h has the
+    contract); aux: a CUDA tensor whose data pointer the mod receives."""
     import torch
     o = out if out is not None else torch.empty(q.shape[:3] + (v.shape[3],), dtype=_out_dtype(torch, q),
                                                 device=q.device)
     lse = torch.empty(q.shape[0], q.shape[2], q.shape[1], dtype=torch.float32, device=q.device) if return_lse else None
     ctx = context(q.device.index or 0)
-    a = _args(q, k, v, o, lse, causal, window, softmax_scale, config, k_rope, (q_descale, k_descale, v_descale))
+    a = _args(q, k, v, o, lse, causal, window, softmax_scale, config, k_rope, (q_descale, k_descale, v_descale),
+              sink, score_mod, aux)
     stream = torch.cuda.current_stream(q.device).cuda_stream
     _check(_load().fa4_mha_fwd(ctx, ctypes.byref(a), ctypes.c_void_p(stream)), ctx)
     return (o, lse) if return_lse else o
 
 
-def mha_config(q, k, v, causal=False, config=None, window=None, k_rope=None):
+def mha_config(q, k, v, causal=False, config=None, window=None, k_rope=None, sink=None, score_mod=None):
     """The canonical kernel config mha_fwd would use for these tensors."""
     import torch
     o = torch.empty(q.shape[:3] + (v.shape[3],), dtype=_out_dtype(torch, q), device=q.device)
     ctx = context(q.device.index or 0)
-    a = _args(q, k, v, o, None, causal, window, None, config, k_rope)
+    a = _args(q, k, v, o, None, causal, window, None, config, k_rope, sink=sink, score_mod=score_mod)
     buf = ctypes.create_string_buffer(512)
     _check(_load().fa4_mha_config(ctx, ctypes.byref(a), buf, 512), ctx)
     return buf.value.decode()

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "rt_internal.h"
+#include "score_mod.h"
 
 static const char *const status_text[FA4_NUM_STATUS] = {
     [FA4_OK] = "success",
@@ -21,7 +22,7 @@ static const char *const status_text[FA4_NUM_STATUS] = {
     [FA4_ERR_UNSUPPORTED] = "unsupported configuration, dtype, depth, target or GPU",
     [FA4_ERR_NO_DRIVER] = "the CUDA driver (libcuda.so.1) could not be loaded or initialised",
     [FA4_ERR_NO_DEVICE] = "no CUDA device, or the chosen device does not exist",
-    [FA4_ERR_COMPILE] = "PTX to cubin compilation failed",
+    [FA4_ERR_COMPILE] = "compilation failed (PTX to cubin, or a score_mod's CUDA C)",
     [FA4_ERR_CUDA] = "a CUDA driver call failed",
     [FA4_ERR_CACHE] = "the kernel cache could not be used",
     [FA4_ERR_OUT_OF_MEMORY] = "out of memory",
@@ -146,31 +147,49 @@ static fa4_status no_kernel(fa4_ctx *ctx, const Plan *p)
                    "FA4GEN_DISABLE_JIT", p->canonical, p->symbol, FA4GEN_VERSION, linked);
 }
 
-fa4_status rt_build_cubin(fa4_ctx *ctx, const Config *c, Plan *p, void **cubin, size_t *size,
+/* Generate (with the score_mod's PTX when the config has one) and compile. */
+static fa4_status generate_compile(fa4_ctx *ctx, const Config *c, const RtMod *mod, Plan *p, void **cubin,
+                                   size_t *size, fa4_kernel_stats *st)
+{
+    char err[512], *ptx = NULL, *mod_ptx = NULL;
+    size_t len = 0;
+    double t0 = rt_now_ms();
+    fa4_status s = mod ? rt_mod_ptx(ctx, mod, p->target, &mod_ptx) : FA4_OK;
+    if (s) return s;
+    if (fa4gen_generate_mod(c, mod_ptx, mod ? mod->link : 0, p, &ptx, &len, err, sizeof err)) {
+        free(ptx);
+        free(mod_ptx);
+        /* a mod the splice cannot take is the caller's; anything else is ours */
+        return rt_fail(ctx, !strncmp(err, "score_mod:", 10) ? FA4_ERR_COMPILE : FA4_ERR_INTERNAL, "generate '%s': %s",
+                       p->canonical, err);
+    }
+    st->generate_ms += rt_now_ms() - t0;
+    t0 = rt_now_ms();
+    if (mod && mod->link == MOD_LINK) s = rt_compile_linked(ctx, p, ptx, len, mod_ptx, cubin, size);
+    else s = rt_compile(ctx, p, ptx, len, cubin, size);
+    free(ptx);
+    free(mod_ptx);
+    st->compile_ms = rt_now_ms() - t0;
+    return s;
+}
+
+fa4_status rt_build_cubin(fa4_ctx *ctx, const Config *c, const char *mod_src, Plan *p, void **cubin, size_t *size,
                           fa4_kernel_stats *st, uint64_t *key)
 {
-    char err[512], key_text[RT_KEY_TEXT_MAX];
+    char key_text[RT_KEY_TEXT_MAX];
     if (ctx->no_jit) return no_kernel(ctx, p);
     double t0 = rt_now_ms();
-    fa4_status s = rt_cache_key(ctx, p, key_text, sizeof key_text, key);
+    RtMod mod;
+    fa4_status s = c->score_mod ? rt_mod_prepare(ctx, c, mod_src, &mod) : FA4_OK;
+    if (s) return s;
+    s = rt_cache_key(ctx, p, c->score_mod ? mod.user_code : "none", key_text, sizeof key_text, key);
     if (s) return s;
     st->generate_ms += rt_now_ms() - t0;
     if (rt_disk_get(ctx, key_text, *key, cubin, size)) {
         st->source = SRC_DISK;
         return FA4_OK;
     }
-    char *ptx = NULL;
-    size_t len = 0;
-    t0 = rt_now_ms();
-    if (fa4gen_generate(c, p, &ptx, &len, err, sizeof err)) { /* plans p again: the same plan */
-        free(ptx);
-        return rt_fail(ctx, FA4_ERR_INTERNAL, "generate '%s': %s", p->canonical, err);
-    }
-    st->generate_ms += rt_now_ms() - t0;
-    t0 = rt_now_ms();
-    s = rt_compile(ctx, p, ptx, len, cubin, size);
-    free(ptx);
-    st->compile_ms = rt_now_ms() - t0;
+    s = generate_compile(ctx, c, c->score_mod ? &mod : NULL, p, cubin, size, st);
     if (s) return s;
     st->source = SRC_JIT;
     rt_disk_put(ctx, key_text, *key, *cubin, *size);
@@ -198,7 +217,7 @@ static void unload(fa4_ctx *ctx, CUmodule m)
     }
 }
 
-fa4_status rt_kernel_build(fa4_ctx *ctx, const char *key, uint64_t hash, const Config *c,
+fa4_status rt_kernel_build(fa4_ctx *ctx, const char *key, uint64_t hash, const Config *c, const char *mod_src,
                            struct fa4_kernel **out, fa4_kernel_stats *st, fa4_status config_err)
 {
     struct fa4_kernel *k = calloc(1, sizeof *k);
@@ -215,14 +234,15 @@ fa4_status rt_kernel_build(fa4_ctx *ctx, const char *key, uint64_t hash, const C
     double t0 = rt_now_ms();
     fa4_status s = rt_plan(ctx, c, &k->plan, config_err);
     st->generate_ms = rt_now_ms() - t0;
-    /* a linked bundle first: it needs no generator, compiler or disk */
+    /* a linked bundle first: it needs no generator, compiler or disk (a score_mod's hash is in the
+     * config, so a bundle never answers for a kernel it was not built with) */
     const fa4_bundle_kernel *bk = s ? NULL : rt_bundle_find(&k->plan, &k->bundle);
     const void *image = NULL;
     if (bk) {
         image = bk->fatbin;
         k->source = SRC_BUNDLE;
         k->code_key = bk->config_hash;
-    } else if (!s && !(s = rt_build_cubin(ctx, c, &k->plan, &cubin, &size, st, &k->code_key))) {
+    } else if (!s && !(s = rt_build_cubin(ctx, c, mod_src, &k->plan, &cubin, &size, st, &k->code_key))) {
         image = cubin;
         k->source = (KernelSource)st->source;
     }
@@ -284,7 +304,7 @@ fa4_status fa4_compile_v2(fa4_ctx *ctx, const char *config, void **cubin, size_t
     uint64_t key;
     s = rt_plan(ctx, &c, p, FA4_ERR_INVALID_ARGUMENT);
     st.generate_ms = rt_now_ms() - t0;
-    if (!s) s = rt_build_cubin(ctx, &c, p, cubin, size, &st, &key);
+    if (!s) s = rt_build_cubin(ctx, &c, NULL, p, cubin, size, &st, &key);
     if (!s && ctx->opt.verbose)
         rt_log(ctx, "compile %s key=%016llx %s generate=%.2fms compile=%.1fms", p->canonical,
                (unsigned long long)key, st.source == SRC_DISK ? "disk hit" : "jit miss", st.generate_ms,
@@ -341,7 +361,7 @@ fa4_status fa4_get_kernel(fa4_ctx *ctx, const char *config, fa4_kernel **kp, fa4
         c.target = t;
         if ((s = rt_parse_config(ctx, config, &c, "config"))) return s;
         if ((s = rt_check_target(ctx, c.target))) return s;
-        if ((s = rt_kernel_build(ctx, key, hash, &c, &k, &st, FA4_ERR_INVALID_ARGUMENT))) return s;
+        if ((s = rt_kernel_build(ctx, key, hash, &c, NULL, &k, &st, FA4_ERR_INVALID_ARGUMENT))) return s;
     }
     st.total_ms = rt_now_ms() - t0;
     if (stats) *stats = st;

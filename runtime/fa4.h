@@ -35,7 +35,7 @@ typedef enum fa4_status {
     FA4_ERR_UNSUPPORTED,      /* valid, but not supported (dtype/depth/target/GPU) */
     FA4_ERR_NO_DRIVER,        /* libcuda could not be loaded or initialised */
     FA4_ERR_NO_DEVICE,        /* no CUDA device, or the chosen one is missing */
-    FA4_ERR_COMPILE,          /* PTX -> cubin failed; the message holds the log */
+    FA4_ERR_COMPILE,          /* PTX -> cubin (or a score_mod's CUDA C) failed; the message holds the log */
     FA4_ERR_CUDA,             /* a CUDA driver call failed; the message names it */
     FA4_ERR_CACHE,            /* the disk cache could not be used (non-fatal cases warn instead) */
     FA4_ERR_OUT_OF_MEMORY,
@@ -162,10 +162,29 @@ typedef struct fa4_mha_args {
      * and > 0): the kernel computes
      * softmax(softmax_scale * q_descale * k_descale * Q K^T) V * v_descale. */
     float q_descale, k_descale, v_descale;
+    /* Attention sinks (gpt-oss form), optional: sink [heads_q] f32, one logit per query head
+     * (natural-log units, like the scaled scores), joins each row's softmax denominator only:
+     * O = sum_j e^(s_j - m) v_j / (sum_j e^(s_j - m) + e^(sink - m)). LSE excludes it (it is
+     * still log sum_j e^(s_j)); a row that sees no key keeps O = 0, LSE = -inf. A sink of -inf
+     * changes nothing; +inf gives O = 0. */
+    const float *sink;
+    /* A score_mod, optional: CUDA C source text defining
+     *   __device__ float score_mod(float s, int b, int h, int q, int k, const void *aux)
+     * compiled at run time with NVRTC (FA4_ERR_UNSUPPORTED when libnvrtc is absent;
+     * FA4_ERR_COMPILE with NVRTC's log when it does not compile). The kernel calls it on every
+     * score before the mask, as FlexAttention does: s = softmax_scale * q_descale * k_descale *
+     * q.k (the scaled score), b the batch, h the query head, q the query row, k the key column
+     * (global, 0-based; q and k always lie inside the problem, so the mod may index aux with
+     * them), aux = score_mod_aux (a device pointer passed through, may be NULL). The softmax
+     * then runs on the returned values: O = softmax(mask(score_mod(s))) V, and LSE is natural
+     * log over them. A mod that returns -inf for a whole row gives it O = 0, LSE = -inf. The
+     * source's hash is part of the kernel config (mod=) and of the cache key. */
+    const char *score_mod;
+    const void *score_mod_aux;
 } fa4_mha_args;
 #define FA4_MHA_ARGS_INIT {sizeof(fa4_mha_args), FA4_BF16, NULL, NULL, NULL, NULL, NULL, \
                            0, 0, 0, 0, 0, 0, 0, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, \
-                           0.0f, FA4_MASK_NONE, 0, 0, NULL, NULL, {0, 0, 0}, 0.0f, 0.0f, 0.0f}
+                           0.0f, FA4_MASK_NONE, 0, 0, NULL, NULL, {0, 0, 0}, 0.0f, 0.0f, 0.0f, NULL, NULL, NULL}
 
 /* Validate args, pick the config, get the kernel and launch it on stream (a
  * CUstream; NULL = default stream). Nothing is launched when a check fails. */

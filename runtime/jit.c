@@ -282,8 +282,9 @@ static fa4_status jl_error(fa4_ctx *ctx, nvJitLinkHandle h, const Plan *p, const
     return s;
 }
 
-static fa4_status compile_jitlink(fa4_ctx *ctx, const Plan *p, const char *ptx, size_t len, void **cubin,
-                                  size_t *size)
+/* lib_ptx: a second PTX the kernel's .extern calls resolve to (NULL: none). */
+static fa4_status compile_jitlink(fa4_ctx *ctx, const Plan *p, const char *ptx, size_t len, const char *lib_ptx,
+                                  void **cubin, size_t *size)
 {
     const JitLink *j = &ctx->jl;
     char arch[32];
@@ -294,6 +295,8 @@ static fa4_status compile_jitlink(fa4_ctx *ctx, const Plan *p, const char *ptx, 
     if (r) return jl_error(ctx, h, p, "create", r);
     fa4_status s = FA4_OK;
     if ((r = j->AddData(h, NVJITLINK_INPUT_PTX, ptx, len, p->symbol))) s = jl_error(ctx, h, p, "add PTX", r);
+    else if (lib_ptx && (r = j->AddData(h, NVJITLINK_INPUT_PTX, lib_ptx, strlen(lib_ptx), "score_mod")))
+        s = jl_error(ctx, h, p, "add the score_mod PTX", r);
     else if ((r = j->Complete(h))) s = jl_error(ctx, h, p, "link", r);
     else if ((r = j->GetLinkedCubinSize(h, size))) s = jl_error(ctx, h, p, "cubin size", r);
     else if (!(*cubin = malloc(*size))) s = rt_fail(ctx, FA4_ERR_OUT_OF_MEMORY, "compile: out of memory");
@@ -339,8 +342,8 @@ static fa4_status jit_begin(fa4_ctx *ctx, int *pushed, JitLogs **l, const char *
     return FA4_OK;
 }
 
-static fa4_status compile_driver(fa4_ctx *ctx, const Plan *p, const char *ptx, size_t len, void **cubin,
-                                 size_t *size)
+static fa4_status compile_driver(fa4_ctx *ctx, const Plan *p, const char *ptx, size_t len, const char *lib_ptx,
+                                 void **cubin, size_t *size)
 {
     const Driver *d = &ctx->drv;
     int pushed;
@@ -354,6 +357,10 @@ static fa4_status compile_driver(fa4_ctx *ctx, const Plan *p, const char *ptx, s
     if (!r) {
         step = "cuLinkAddData(PTX)";
         r = d->LinkAddData(st, CU_JIT_INPUT_PTX, (void *)ptx, len, p->symbol, 0, NULL, NULL);
+    }
+    if (!r && lib_ptx) {
+        step = "cuLinkAddData(score_mod PTX)";
+        r = d->LinkAddData(st, CU_JIT_INPUT_PTX, (void *)lib_ptx, strlen(lib_ptx) + 1, "score_mod", 0, NULL, NULL);
     }
     if (!r) {
         step = "cuLinkComplete";
@@ -383,14 +390,31 @@ fa4_status rt_compile(fa4_ctx *ctx, const Plan *p, const char *ptx, size_t len, 
         return FA4_OK;
     }
     if (ptxas_available(ctx)) return compile_ptxas(ctx, p, ptx, len, cubin, size);
-    if (rt_jitlink_available(ctx)) return compile_jitlink(ctx, p, ptx, len, cubin, size);
+    if (rt_jitlink_available(ctx)) return compile_jitlink(ctx, p, ptx, len, NULL, cubin, size);
     /* rt_compiler_id has already opened the driver for the cache key. */
     fa4_status s = rt_driver(ctx);
     if (s) return s;
     if (!ctx->drv.LinkCreate)
         return rt_fail(ctx, FA4_ERR_NO_DRIVER, "compile: nvJitLink unavailable (%s) and the driver has no cuLink*",
                        ctx->jl_msg);
-    return compile_driver(ctx, p, ptx, len, cubin, size);
+    return compile_driver(ctx, p, ptx, len, NULL, cubin, size);
+}
+
+fa4_status rt_compile_linked(fa4_ctx *ctx, const Plan *p, const char *ptx, size_t len, const char *lib_ptx,
+                             void **cubin, size_t *size)
+{
+    *cubin = NULL;
+    *size = 0;
+    if (ptx_to_driver())
+        return rt_fail(ctx, FA4_ERR_UNSUPPORTED, "FA4GEN_SCORE_MOD_LINK=link needs a linker, and FA4GEN_COMPILER="
+                       "driver-ptx loads one PTX module; use splice or call");
+    if (rt_jitlink_available(ctx)) return compile_jitlink(ctx, p, ptx, len, lib_ptx, cubin, size);
+    fa4_status s = rt_driver(ctx);
+    if (s) return s;
+    if (!ctx->drv.LinkCreate)
+        return rt_fail(ctx, FA4_ERR_NO_DRIVER, "compile: FA4GEN_SCORE_MOD_LINK=link needs nvJitLink (%s) or the "
+                       "driver's cuLink*", ctx->jl_msg);
+    return compile_driver(ctx, p, ptx, len, lib_ptx, cubin, size);
 }
 
 /* ---------------------------------------------------------------- load */

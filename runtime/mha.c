@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "rt_internal.h"
+#include "score_mod.h"
 
 #define BAD(what, ...) rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, what ": " __VA_ARGS__)
 
@@ -156,6 +157,11 @@ static fa4_status check_layout(fa4_ctx *ctx, const fa4_mha_args *a)
                            (long long)t[i].stride[2], span == INT64_MAX ? "over 2^63" : "over 2^57", t[i].ptr);
     }
     if ((uintptr_t)a->lse % 4) return BAD("lse", "address %p is not 4-byte aligned", (void *)a->lse);
+    if ((uintptr_t)a->sink % 4) return BAD("sink", "address %p is not 4-byte aligned", (const void *)a->sink);
+    if (a->score_mod && !a->score_mod[strspn(a->score_mod, " \t\r\n")])
+        return BAD("score_mod", "empty source; give CUDA C defining __device__ float score_mod(float s, int b, int h, "
+                   "int q, int k, const void *aux), or NULL for none");
+    if (!a->score_mod && a->score_mod_aux) return BAD("score_mod_aux", "given without a score_mod");
     /* the kernel indexes LSE [batch, heads_q, seqlen_q] in 32 bits (gen/softmax.c lse_store) */
     if (a->lse && (uint64_t)a->batch * (uint64_t)a->heads_q * (uint64_t)a->seqlen_q > ((uint64_t)1 << 32))
         return BAD("lse", "batch %d x heads_q %d x seqlen_q %d = %llu rows; the kernels index LSE in 32 bits (at most "
@@ -166,15 +172,16 @@ static fa4_status check_layout(fa4_ctx *ctx, const fa4_mha_args *a)
 
 /* The kernel's two scalars (launch ABI): the softmax scale in log2 units with the
  * q and k descales folded in, and the v descale, which scales O. */
-typedef struct { float scale_log2, o_scale; } KernelScales;
+typedef struct { float scale_log2, o_scale, sm_scale; } KernelScales;
 
 static double or_one(float x) { return x != 0.0f ? (double)x : 1.0; }
 
+/* sm_scale: the same product in natural units, the scale of a score_mod's s (p_sm_scale). */
 static KernelScales kernel_scales(const fa4_mha_args *a)
 {
     double s = a->softmax_scale != 0.0f ? (double)a->softmax_scale : 1.0 / sqrt((double)a->qk_depth);
-    KernelScales k = {(float)(s * or_one(a->q_descale) * or_one(a->k_descale) * 1.4426950408889634),
-                      (float)or_one(a->v_descale)};
+    double qk = s * or_one(a->q_descale) * or_one(a->k_descale);
+    KernelScales k = {(float)(qk * 1.4426950408889634), (float)or_one(a->v_descale), (float)qk};
     return k;
 }
 
@@ -251,6 +258,8 @@ static fa4_status args_config(fa4_ctx *ctx, const fa4_mha_args *a, Config *c)
         c->window_left = a->window_left;
         c->window_right = a->window_right;
     }
+    c->sink = a->sink != NULL;
+    c->score_mod = a->score_mod ? score_mod_hash(a->score_mod) : 0;
     c->rope_split = a->k_rope != NULL;
     if (c->rope_split) c->rope_dtype = c->dtype; /* fa4.h: k_rope has k's dtype */
     if (!a->config) return FA4_OK;
@@ -265,6 +274,8 @@ static fa4_status args_config(fa4_ctx *ctx, const fa4_mha_args *a, Config *c)
                           : c->mask != want.mask || c->window_left != want.window_left ||
                                     c->window_right != want.window_right
                               ? "mask"
+                          : c->sink != want.sink ? "sink (args->sink)"
+                          : c->score_mod != want.score_mod ? "mod (args->score_mod)"
                           : c->rope_split != want.rope_split ||
                                     (c->rope_split && c->rope_dtype != want.rope_dtype)
                               ? "rope_split/rope_dtype (k_rope and dtype)"
@@ -399,7 +410,8 @@ static fa4_status bind(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a, RtLau
         [SCALAR_LSE] = {.u64 = (uint64_t)(uintptr_t)a->lse}, [SCALAR_SEQLEN_Q] = {.u32 = (uint32_t)a->seqlen_q},
         [SCALAR_SEQLEN_K] = {.u32 = (uint32_t)a->seqlen_k}, [SCALAR_HEADS_Q] = {.u32 = (uint32_t)a->heads_q},
         [SCALAR_BATCH] = {.u32 = (uint32_t)a->batch}, [SCALAR_SCALE_LOG2] = {.f32 = ks.scale_log2},
-        [SCALAR_O_SCALE] = {.f32 = ks.o_scale}};
+        [SCALAR_O_SCALE] = {.f32 = ks.o_scale}, [SCALAR_SINK] = {.u64 = (uint64_t)(uintptr_t)a->sink},
+        [SCALAR_SM_SCALE] = {.f32 = ks.sm_scale}, [SCALAR_AUX] = {.u64 = (uint64_t)(uintptr_t)a->score_mod_aux}};
     for (int i = 0; i < SCALAR_COUNT; i++) l->scalars[i] = v[i], l->has_scalar[i] = 1;
     return FA4_OK;
 }
@@ -413,14 +425,18 @@ fa4_status fa4_mha_fwd(fa4_ctx *ctx, const fa4_mha_args *args, void *stream)
     if (s) return s;
     /* Only now the driver: everything above is the caller's arguments. */
     if ((s = rt_driver(ctx)) || (s = finish_config(ctx, &a, &c, 1))) return s;
-    char key[320];
+    char key[360];
     config_canonical(&c, key, sizeof key);
+    int link;
+    if (c.score_mod && (s = rt_mod_link(ctx, &link))) return s;
+    if (c.score_mod) /* the link mode changes the cubin, not the config */
+        snprintf(key + strlen(key), sizeof key - strlen(key), " |%s", score_mod_link_name[link]);
     uint64_t hash = rt_fnv1a(key, strlen(key), RT_FNV_SEED);
     fa4_kernel *k = rt_kernel_lookup(ctx, key, hash);
     fa4_kernel_stats st = {0};
     /* a kernel in the memory cache has passed check_rope already */
     if (!k && ((s = check_rope(ctx, &a, &c)) ||
-               (s = rt_kernel_build(ctx, key, hash, &c, &k, &st, FA4_ERR_UNSUPPORTED))))
+               (s = rt_kernel_build(ctx, key, hash, &c, a.score_mod, &k, &st, FA4_ERR_UNSUPPORTED))))
         return s;
     int pushed;
     if ((s = rt_ctx_enter(ctx, &pushed))) return s;

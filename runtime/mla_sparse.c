@@ -136,7 +136,7 @@ static fa4_status get_kernel(fa4_ctx *ctx, Config *c, fa4_kernel **k)
     uint64_t hash = rt_fnv1a(key, strlen(key), RT_FNV_SEED);
     *k = rt_kernel_lookup(ctx, key, hash);
     fa4_kernel_stats st = {0};
-    return *k ? FA4_OK : rt_kernel_build(ctx, key, hash, c, k, &st, FA4_ERR_UNSUPPORTED);
+    return *k ? FA4_OK : rt_kernel_build(ctx, key, hash, c, NULL, k, &st, FA4_ERR_UNSUPPORTED);
 }
 
 static void bind(const Plan *p, const fa4_mla_sparse_args *a, RtLaunch *l)

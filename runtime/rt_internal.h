@@ -169,6 +169,10 @@ int rt_jitlink_available(fa4_ctx *ctx);
 fa4_status rt_compiler_id(fa4_ctx *ctx, char *buf, size_t n);
 /* PTX -> cubin for plan's target (malloc'd). */
 fa4_status rt_compile(fa4_ctx *ctx, const Plan *p, const char *ptx, size_t len, void **cubin, size_t *size);
+/* The same for a kernel that calls an .extern function defined in a second PTX (a score_mod
+ * with FA4GEN_SCORE_MOD_LINK=link): nvJitLink, else the driver's linker, links the two. */
+fa4_status rt_compile_linked(fa4_ctx *ctx, const Plan *p, const char *ptx, size_t len, const char *lib_ptx,
+                             void **cubin, size_t *size);
 /* Load a cubin and find the plan's kernel; logs surface in the message. */
 fa4_status rt_load(fa4_ctx *ctx, const Plan *p, const void *cubin, CUmodule *m, CUfunction *fn);
 
@@ -178,8 +182,9 @@ uint64_t rt_fnv1a(const void *data, size_t n, uint64_t h);
 #define RT_FNV_SEED 0xcbf29ce484222325ull
 /* Resolve options.cache_dir / $FA4GEN_CACHE_DIR / $XDG_CACHE_HOME / $HOME. */
 fa4_status rt_cache_resolve_dir(fa4_ctx *ctx);
-/* The key text of a generated plan (everything the cubin depends on). */
-fa4_status rt_cache_key(fa4_ctx *ctx, const Plan *p, char *text, size_t n, uint64_t *hash);
+/* The key text of a generated plan (everything the cubin depends on); user_code names the
+ * user code compiled into it ("none", or the score_mod's hash, NVRTC version and link). */
+fa4_status rt_cache_key(fa4_ctx *ctx, const Plan *p, const char *user_code, char *text, size_t n, uint64_t *hash);
 /* 1 and a malloc'd payload on a valid hit, 0 on a miss (corrupt files are misses). */
 int rt_disk_get(fa4_ctx *ctx, const char *key_text, uint64_t key, void **cubin, size_t *size);
 /* Best effort: an unwritable directory warns once and turns the disk cache off. */
@@ -225,6 +230,23 @@ typedef struct RtLaunch {
  * plan has a cluster). The context must be current. */
 fa4_status rt_launch(fa4_ctx *ctx, const struct fa4_kernel *k, const RtLaunch *l, CUstream stream);
 
+/* ============================== score_mod.c ============================== */
+
+/* A user score_mod on its way into a kernel (gen/score_mod.h has the contract). */
+typedef struct RtMod {
+    const char *src;     /* CUDA C source (the caller's) */
+    int link;            /* ScoreModLink: splice, call or link (FA4GEN_SCORE_MOD_LINK) */
+    char user_code[160]; /* the cache key's user-code line */
+} RtMod;
+
+/* For a config with mod=: check src hashes to it, read the link mode and NVRTC's version
+ * (FA4_ERR_UNSUPPORTED without NVRTC). *m is ready for rt_mod_ptx. */
+fa4_status rt_mod_prepare(fa4_ctx *ctx, const Config *c, const char *src, RtMod *m);
+/* NVRTC's PTX of the source for target t (malloc'd); FA4_ERR_COMPILE with NVRTC's log. */
+fa4_status rt_mod_ptx(fa4_ctx *ctx, const RtMod *m, const Target *t, char **ptx);
+/* The link mode FA4GEN_SCORE_MOD_LINK asks for (splice when unset); a bad value is FA4_ERR_INVALID_ARGUMENT. */
+fa4_status rt_mod_link(fa4_ctx *ctx, int *link);
+
 /* ============================== api.c (kernels) ============================== */
 
 /* Parse config text (canonical or "key=value" words) over *c. */
@@ -232,13 +254,14 @@ fa4_status rt_parse_config(fa4_ctx *ctx, const char *text, Config *c, const char
 /* Plan c into p; a refusal is the caller's config (config_err). */
 fa4_status rt_plan(fa4_ctx *ctx, const Config *c, Plan *p, fa4_status config_err);
 /* The JIT path of a planned kernel: disk cache, else generate + compile (and store). *cubin is
- * malloc'd; *key is the disk-cache key. FA4_ERR_NO_KERNEL when JIT is disabled. */
-fa4_status rt_build_cubin(fa4_ctx *ctx, const Config *c, Plan *p, void **cubin, size_t *size,
+ * malloc'd; *key is the disk-cache key. mod_src: the score_mod source of a config with mod= (NULL
+ * otherwise). FA4_ERR_NO_KERNEL when JIT is disabled. */
+fa4_status rt_build_cubin(fa4_ctx *ctx, const Config *c, const char *mod_src, Plan *p, void **cubin, size_t *size,
                           fa4_kernel_stats *st, uint64_t *key);
 /* The memory cache: a hit costs a hash, a lock and a compare, no allocation. */
 struct fa4_kernel *rt_kernel_lookup(fa4_ctx *ctx, const char *key, uint64_t hash);
 /* A miss: build, load, and insert under key (the device must be open). */
-fa4_status rt_kernel_build(fa4_ctx *ctx, const char *key, uint64_t hash, const Config *c,
+fa4_status rt_kernel_build(fa4_ctx *ctx, const char *key, uint64_t hash, const Config *c, const char *mod_src,
                            struct fa4_kernel **out, fa4_kernel_stats *st, fa4_status config_err);
 
 #endif

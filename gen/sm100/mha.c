@@ -19,6 +19,7 @@
 
 #include "../kernel.h"
 #include "../ops.h"
+#include "../score_mod.h"
 #include "../softmax.h"
 #include "sm100.h"
 
@@ -581,6 +582,25 @@ static void sfx_exp_sum(Emit *e, int r0, int n, Reg dst)
     sfx_sum_tree(e, dst, x, n);
 }
 
+/* score_mod on the row's bn scores of block %sx_j (plan note score_mod), before the mask: key
+ * j*bn + c, row %sx_seq, both clamped into the problem (what lies outside is masked afterwards). */
+static void sfx_score_mod(Emit *e)
+{
+    const Plan *p = e->p;
+    Reg k0 = reg_b32(e, "mod_k0"), k = reg_b32(e, "mod_k"), klast = reg_b32(e, "mod_klast");
+    Reg q = reg_b32(e, "mod_q"), sx = reg_find(e, "sx_s");
+    emit_note(e, "score_mod (user code, %s) on every score of the row, then the mask", score_mod_link_name[e->mod->link]);
+    emit(e, "mul.lo.u32 %s, %%sx_j, %d;", R(e, k0), p->bn);
+    emit(e, "sub.u32 %s, %%seqlen_k, 1;", R(e, klast));
+    emit(e, "sub.u32 %s, %%seqlen_q, 1;", R(e, q));
+    emit(e, "min.u32 %s, %%sx_seq, %s;", R(e, q), R(e, q));
+    for (int c = 0; c < p->bn; c++) {
+        emit(e, "add.u32 %s, %s, %d;", R(e, k), R(e, k0), c);
+        emit(e, "min.u32 %s, %s, %s;", R(e, k), R(e, k), R(e, klast));
+        score_mod_site(e, reg_at(e, sx, c), reg_find(e, "bidx"), reg_find(e, "sx_hq"), q, k);
+    }
+}
+
 /* One S block: row max, lazy max update and correction factor (sent early),
  * exp2, row sum, P over S. masked: the block needs the key-range mask. */
 static void sfx_block(Emit *e, int masked)
@@ -603,6 +623,7 @@ static void sfx_block(Emit *e, int masked)
     emit_note(e, "S row (%d columns) into registers; max over it", bn);
     sfx_load(e, 0, 0, bn);
     op_tmem_wait_ld(e);
+    if (e->mod) sfx_score_mod(e);
     if (masked) sfx_mask_regs(e, 0, 0, bn);
     elems(e, x, reg_find(e, "sx_s"), 0, bn);
     sfx_max_tree(e, bmax, x, bn);
@@ -629,6 +650,19 @@ static void sfx_block(Emit *e, int masked)
     arrive_for_mma(e, reg_find(e, "sx_bar_p"), pair(p) ? reg_find(e, "sx_bar_pl") : REG_NONE);
 }
 
+/* dst = the query head of this thread's row: the tile's head, plus row / seq_rows when the GQA
+ * group is packed into the tile (plan rows). */
+static void row_head(Emit *e, Reg dst)
+{
+    const Sm100Plan *s = sm100_of(e->p);
+    if (s->packed) {
+        emit(e, "div.u32 %s, %%row, %d;", R(e, dst), s->seq_rows);
+        emit(e, "add.u32 %s, %s, %%head;", R(e, dst), R(e, dst));
+    } else {
+        emit(e, "mov.u32 %s, %%head;", R(e, dst));
+    }
+}
+
 static void sfx_setup(Emit *e)
 {
     const Plan *p = e->p;
@@ -651,6 +685,7 @@ static void sfx_setup(Emit *e)
     }
     emit(e, "mad.lo.u32 %s, %s, %d, %s;", tmp, t, s->seq_rows, seq);
     emit(e, "add.u32 %s, %%m0, %s;", seq, tmp);
+    if (e->mod) row_head(e, reg_b32(e, "sx_hq"));
     const struct { const char *name; uint32_t off; } bars[] = {
         {"sx_bar_s", s->bar_s_full}, {"sx_bar_corr", s->bar_corr_full}, {"sx_bar_p", s->bar_p_full},
         {"sx_bar_l", s->bar_l_full}};
@@ -858,7 +893,15 @@ static void corr_epilogue(Emit *e, int t)
     Reg lm[2] = {l, m};
     op_tmem_ld_regs(e, lm, 2, st);
     op_tmem_wait_ld(e);
-    sfx_inv_sum(e, reg_f32(e, "cr_inv"), l, reg_find(e, "o_scale"));
+    if (p->cfg.sink) {
+        emit_note(e, "plan note sink: the sink logit of this row's head");
+        Reg sh = reg_b32(e, "cr_sink_head"), sink = reg_f32(e, "cr_sink");
+        row_head(e, sh);
+        sfx_sink_load(e, sink, sh, reg_b64(e, "cr_sink_addr"));
+        sfx_inv_sum_sink(e, reg_f32(e, "cr_inv"), l, m, sink, reg_find(e, "scale_log2"), reg_find(e, "o_scale"));
+    } else {
+        sfx_inv_sum(e, reg_f32(e, "cr_inv"), l, reg_find(e, "o_scale"));
+    }
 
     Reg seq_ = reg_b32(e, "cr_seq"), head_ = reg_b32(e, "cr_head"), idx = reg_b32(e, "cr_idx");
     Reg lse = reg_f32(e, "cr_lse"), ad = reg_b64(e, "cr_lse_addr");

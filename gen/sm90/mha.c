@@ -15,6 +15,7 @@
 
 #include "../kernel.h"
 #include "../ops.h"
+#include "../score_mod.h"
 #include "../softmax.h"
 #include "plan90.h"
 
@@ -200,6 +201,33 @@ static void emit_pv(Emit *e, Reg stage)
     op_wgmma_commit(e);
 }
 
+/* score_mod on this thread's scores of block %cs_j (plan note score_mod), before the mask:
+ * element (h, q, x) is row m0 + cs_row<h>, key j*bn + 2*(lane%4) + 8q + x, both clamped into
+ * the problem (what lies outside is masked afterwards). */
+static void emit_score_mod(Emit *e, Reg row[MAX_HALVES][128])
+{
+    const Plan *p = e->p;
+    Reg k0 = reg_b32(e, "mod_k0"), k = reg_b32(e, "mod_k"), klast = reg_b32(e, "mod_klast");
+    Reg qlast = reg_b32(e, "mod_qlast"), q[2] = {reg_b32(e, "mod_q0"), reg_b32(e, "mod_q1")};
+    emit_note(e, "score_mod (user code, %s) on every score of the block, then the mask",
+              score_mod_link_name[e->mod->link]);
+    emit(e, "mul.lo.u32 %s, %%cs_j, %d;", R(e, k0), p->bn);
+    emit(e, "add.u32 %s, %s, %%cs_lm2;", R(e, k0), R(e, k0));
+    emit(e, "sub.u32 %s, %%seqlen_k, 1;", R(e, klast));
+    emit(e, "sub.u32 %s, %%seqlen_q, 1;", R(e, qlast));
+    for (int h = 0; h < 2; h++) {
+        emit(e, "add.u32 %s, %%m0, %%cs_row%d;", R(e, q[h]), h);
+        emit(e, "min.u32 %s, %s, %s;", R(e, q[h]), R(e, q[h]), R(e, qlast));
+    }
+    for (int c = 0; c < p->bn / 8; c++)
+        for (int x = 0; x < 2; x++) {
+            emit(e, "add.u32 %s, %s, %d;", R(e, k), R(e, k0), 8 * c + x);
+            emit(e, "min.u32 %s, %s, %s;", R(e, k), R(e, k), R(e, klast));
+            for (int h = 0; h < 2; h++)
+                score_mod_site(e, row[h][2 * c + x], reg_find(e, "bidx"), reg_find(e, "head"), q[h], k);
+        }
+}
+
 /* Online softmax of one S block; masked blocks first set hidden scores to -inf. */
 static void emit_softmax(Emit *e, int masked)
 {
@@ -211,6 +239,7 @@ static void emit_softmax(Emit *e, int masked)
     for (int h = 0; h < f.halves; h++)
         for (int q = 0; q < p->bn / 8; q++)
             for (int x = 0; x < 2; x++) row[h][2 * q + x] = reg_at(e, s_acc, s_index(q, h, x));
+    if (e->mod) emit_score_mod(e, row);
     if (masked) {
         emit_note(e, "mask: column c of this thread is key j*bn + 2*(lane%%4) + c; hide it past the row's bounds");
         for (int h = 0; h < 2; h++) {
@@ -296,10 +325,20 @@ static void emit_epilogue(Emit *e)
     int sw = p->swizzle_bytes, units = sw / 16;
     Reg t = reg_f32(e, "cs_shfl");
     emit_section(e, "consumer epilogue: O / l, LSE, O through smem and a TMA store");
+    Reg sink = REG_NONE;
+    if (p->cfg.sink) {
+        emit_note(e, "plan note sink: this tile's head's sink logit");
+        sink = reg_f32(e, "cs_sink");
+        sfx_sink_load(e, sink, reg_find(e, "head"), reg_b64(e, "cs_sink_addr"));
+    }
     for (int h = 0; h < 2; h++) {
         Reg l = reg_find(e, "cs_l%d", h);
         sfx_reduce_lanes(e, "add", l, t, sm90_frag(p).lanes_per_row);
-        sfx_inv_sum(e, reg_f32(e, "cs_inv%d", h), l, reg_find(e, "o_scale"));
+        if (p->cfg.sink)
+            sfx_inv_sum_sink(e, reg_f32(e, "cs_inv%d", h), l, reg_find(e, "cs_m%d", h), sink,
+                             reg_find(e, "scale_log2"), reg_find(e, "o_scale"));
+        else
+            sfx_inv_sum(e, reg_f32(e, "cs_inv%d", h), l, reg_find(e, "o_scale"));
     }
     Reg pr = reg_pred(e, "cs_p");
     Reg lse = reg_f32(e, "cs_lse"), rowg = reg_b32(e, "cs_rowg");

@@ -23,6 +23,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
             fz_leave();
             return 0;
         }
+    setenv("FA4GEN_NO_NVRTC", "1", 1); /* --score-mod: a status (exit 1), not a compiler run per input */
     fz_begin();
     int rc = fa4gen_main(argc, argv);
     const char *err = fz_stderr();
@@ -36,6 +37,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
             !config_set(&cli.cfg, "kind", first == 3 ? argv[2] : "mha", err, sizeof err) &&
             !plan_make(&cli.cfg, &plan, err, sizeof err))
             fuzz_plan_invariants(&plan);
+        free(cli.mod_src);
     }
     fz_check_invalid(rc, err);
     fz_write_list(fz_default_list, sizeof fz_default_list - 1); /* -o list may have replaced it */

@@ -1,18 +1,20 @@
 #!/bin/bash
-# tests/gpu/run.sh [--quick] [--no-bench] [--only-bench] [--only-anchor] [--only-use] [--only-mla] [-- test_mha args]
+# tests/gpu/run.sh [--quick] [--no-bench] [--only-bench] [--only-anchor] [--only-use] [--only-mla] [--only-mods] [--only-tests] [-- test_mha args]
 # One call on a Hopper GPU machine: build, correctness against the fp32
 # reference, cold/warm "get kernel" timings, SASS of the d128 kernel, the
 # simulator's anchor (tests/sim/cases_sm90.txt run by build/sim/sim_mha on this
 # GPU, outputs dumped into $OUT/anchor.tar.xz for the CPU simulator to compare
-# with: tests/sim/anchor.sh), the ways it is used (the examples' own checks: JIT host twice, AOT
-# host with JIT disabled, both again built against `make install` with pkg-config and CMake; the
-# torch ops under torch.compile and CUDA graphs), and the benchmark. Logs go to $OUT (default
+# with: tests/sim/anchor.sh), sinks and score_mods (tests/sim/cases_mods_sm90.txt against the fp64
+# reference, and test_mha's NVRTC-reference cases), the ways it is used (the examples' own checks: JIT
+# host twice, AOT host with JIT disabled, both again built against `make install` with pkg-config and
+# CMake; the torch ops under torch.compile and CUDA graphs), and the benchmarks (bench/bench_score_mod.py
+# decides the score_mod claims and link mode). Logs go to $OUT (default
 # build/gpu-out); a summary prints last.
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-build/gpu-out}
 mkdir -p "$OUT"
-QUICK=""; BENCH=1; TESTS=1; ANCHOR=1; USE=1; MLA=0; EXTRA=()
+QUICK=""; BENCH=1; TESTS=1; ANCHOR=1; USE=1; MLA=0; MODS=0; EXTRA=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) QUICK=--quick ;;
@@ -21,8 +23,10 @@ while [ $# -gt 0 ]; do
         --only-anchor) TESTS=0; BENCH=0; USE=0 ;;
         --only-use) TESTS=0; BENCH=0; ANCHOR=0 ;;
         --only-mla) TESTS=0; BENCH=0; ANCHOR=0; USE=0; MLA=1 ;;  # the sparse MLA cases, its anchor and benchmark
+        --only-mods) TESTS=0; BENCH=0; ANCHOR=0; USE=0; MODS=1 ;; # sinks/score_mod cases and their benchmark
+        --only-tests) BENCH=0; ANCHOR=0; USE=0 ;;                 # build, JIT timings, correctness, SASS
         --) shift; EXTRA=("$@"); break ;;
-        *) echo "usage: tests/gpu/run.sh [--quick] [--no-bench] [--only-bench] [--only-anchor] [--only-use] [--only-mla] [-- test_mha args]"; exit 2 ;;
+        *) echo "usage: tests/gpu/run.sh [--quick] [--no-bench] [--only-bench] [--only-anchor] [--only-use] [--only-mla] [--only-mods] [--only-tests] [-- test_mha args]"; exit 2 ;;
     esac
     shift
 done
@@ -60,6 +64,16 @@ if [ "$TESTS" = 1 ]; then
         echo "MUFU.EX2: $(grep -c 'MUFU.EX2' "$OUT/sass_d128_causal.txt")"
     } > "$OUT/sass_summary.txt"
     SUMMARY+=("$(printf '%-14s %s' sass "$(tr '\n' ';' < "$OUT/sass_summary.txt")")")
+    # issue 10: the soft-capped d128 causal kernel, mod spliced (no CALL, no local memory, 32 HGMMA) and called
+    for mode in splice call; do
+        FA4GEN_SCORE_MOD_LINK=$mode build/fa4gen mha --target sm90a --dtype bf16 --depth 128 --mask causal \
+            --score-mod bench/softcap30.cu -o build/sass_mod_$mode.ptx &&
+            ptxas -arch=sm_90a build/sass_mod_$mode.ptx -o build/sass_mod_$mode.cubin &&
+            cuobjdump --dump-sass build/sass_mod_$mode.cubin > "$OUT/sass_softcap_$mode.txt" 2>&1
+        echo "softcap $mode: HGMMA $(grep -c HGMMA "$OUT/sass_softcap_$mode.txt") CALL $(grep -c CALL \
+            "$OUT/sass_softcap_$mode.txt") LDL/STL $(grep -cE '\bLDL|\bSTL' "$OUT/sass_softcap_$mode.txt")" \
+            >> "$OUT/sass_summary.txt"
+    done
 fi
 if [ "$ANCHOR" = 1 ]; then
     # the same binary and seeded inputs the simulator runs; this GPU's outputs are its anchor
@@ -84,6 +98,14 @@ if [ "$ANCHOR" = 1 ] || [ "$MLA" = 1 ]; then
     SUMMARY+=("$(printf '%-14s %s of %s cases refused naming sm90a (expected: all on cc 9.x, none on 10.x)' mla_sm100_cc \
         "$(grep -c '^SKIP.*sm90a' "$OUT/mla_sm100.log")" "$(grep -cE '^(PASS|FAIL|SKIP) ' "$OUT/mla_sm100.log")")")
 fi
+if [ "$ANCHOR" = 1 ] || [ "$MODS" = 1 ]; then
+    # issue 10: sinks and score_mods on this GPU against the fp64 reference, dumped (a future anchor)
+    step build_sim_mods make -j16 build/sim/sim_mha
+    rm -rf "$OUT/mods_anchor" && mkdir -p "$OUT/mods_anchor"
+    step mods_cases env FA4GEN_CACHE_DIR="$(mktemp -d)" build/sim/sim_mha --cases tests/sim/cases_mods_sm90.txt \
+        --dump "$OUT/mods_anchor"
+    tar cJf "$OUT/mods_anchor.tar.xz" -C "$OUT/mods_anchor" . && rm -rf "$OUT/mods_anchor"
+fi
 if [ "$USE" = 1 ]; then
     # issue 11: the examples check their own output on this GPU; the JIT host's second run must be a
     # disk-cache hit; the AOT host takes its kernel from its bundle with JIT disabled
@@ -104,8 +126,13 @@ if { [ "$BENCH" = 1 ] || [ "$MLA" = 1 ]; } && [ -f bench/bench_mla_sparse.py ]; 
     step bench_mla env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so python3 bench/bench_mla_sparse.py \
         --out "$OUT/bench_mla.txt" ${MLA_BENCH_ARGS:-}
 fi
+if { [ "$BENCH" = 1 ] || [ "$MODS" = 1 ]; } && [ -f bench/bench_score_mod.py ]; then
+    step bench_mod env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so python3 bench/bench_score_mod.py \
+        --out "$OUT/bench_score_mod.txt"
+fi
 echo "== $GPU"
 cat "$OUT/jit_cold.log" "$OUT/jit_warm.log" 2>/dev/null | grep "get kernel"
 [ -f "$OUT/correctness.txt" ] && grep -E "FAIL" "$OUT/correctness.txt" | head -20
 [ -f "$OUT/bench.txt" ] && cat "$OUT/bench.txt"
+[ -f "$OUT/bench_score_mod.txt" ] && cat "$OUT/bench_score_mod.txt"
 printf '%s\n' "${SUMMARY[@]}"

@@ -5,6 +5,9 @@
  * Every case draws fresh random inputs, poisons O and LSE with NaN before the
  * launch, and passes when rel L2(O) <= 1e-2, LSE error <= 1e-3, no NaN is
  * left and rows that see no key give O = 0 and LSE = -inf.
+ * Sinks and score_mods (issue 10): the reference takes the same mod source
+ * (compiled into its own module, applied to the scaled score before its mask)
+ * and adds e^(sink - max) to its denominator only.
  *
  *   test_mha [--quick] [--seed N] [--config "bn=176 ..."] [--filter TEXT] [--out FILE] [--timing]
  */
@@ -39,7 +42,7 @@ static const char ref_src[] =
     "extern \"C\" __global__ void ref_attn(const unsigned short *q, const unsigned short *k, const unsigned short *v,\n"
     "    float *o, float *lse, int bf16, int Sq, int Sk, int Hq, int Hkv, int D,\n"
     "    long long qb, long long qs, long long qh, long long kb, long long ks, long long kh,\n"
-    "    long long vb, long long vs, long long vh, int wl, int wr, float scale) {\n"
+    "    long long vb, long long vs, long long vh, int wl, int wr, float scale, const float *sink, const void *aux) {\n"
     "  extern __shared__ float sm[]; float *s = sm, *qr = sm + Sk; __shared__ float red[32];\n"
     "  int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z, t = threadIdx.x, nt = blockDim.x;\n"
     "  int hk = h / (Hq / Hkv), off = Sk - Sq;\n"
@@ -51,25 +54,44 @@ static const char ref_src[] =
     "  for (long long j = lo + t; j <= hi; j += nt) { float acc = 0.f;\n"
     "    const unsigned short *kr = k + b * kb + j * ks + hk * kh;\n"
     "    for (int d = 0; d < D; d++) acc += qr[d] * to_f(kr[d], bf16);\n"
-    "    s[j] = acc * scale; mx = fmaxf(mx, s[j]); }\n"
+    "    s[j] = SCORE(acc * scale, b, h, i, (int)j, aux); mx = fmaxf(mx, s[j]); }\n"
     "  for (int x = 16; x; x >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, x));\n"
     "  if ((t & 31) == 0) red[t >> 5] = mx; __syncthreads();\n"
     "  mx = __int_as_float(0xff800000); for (int w = 0; w < nt / 32; w++) mx = fmaxf(mx, red[w]); __syncthreads();\n"
+    "  if (mx == __int_as_float(0xff800000)) hi = lo - 1; /* a mod hid every key: a row that sees none */\n"
     "  float sum = 0.f;\n"
     "  for (long long j = lo + t; j <= hi; j += nt) { s[j] = expf(s[j] - mx); sum += s[j]; }\n"
     "  for (int x = 16; x; x >>= 1) sum += __shfl_xor_sync(0xffffffff, sum, x);\n"
     "  if ((t & 31) == 0) red[t >> 5] = sum; __syncthreads();\n"
     "  sum = 0.f; for (int w = 0; w < nt / 32; w++) sum += red[w];\n"
     "  long long orow = (((long long)b * Sq + i) * Hq + h) * D;\n"
+    "  float den = sum + (sink ? expf(sink[h] - mx) : 0.f);\n"
     "  for (int d = t; d < D; d += nt) { float acc = 0.f;\n"
     "    for (long long j = lo; j <= hi; j++) acc += s[j] * to_f(v[b * vb + j * vs + hk * vh + d], bf16);\n"
-    "    o[orow + d] = hi < lo ? 0.f : acc / sum; }\n"
+    "    o[orow + d] = hi < lo ? 0.f : acc / den; }\n"
     "  if (t == 0) lse[((long long)b * Hq + h) * Sq + i] = hi < lo ? __int_as_float(0xff800000) : mx + logf(sum);\n"
     "}\n";
 
+/* The score_mods of the issue-10 evidence (fa4.h's contract), each also compiled into a reference module. */
+enum { MOD_NONE, MOD_SOFTCAP30, MOD_SOFTCAP50, MOD_ALIBI, MOD_RELBIAS, MOD_COUNT };
+static const char *const mod_name[MOD_COUNT] = {"", "softcap30", "softcap50", "alibi", "relbias"};
+static const char *const mod_src[MOD_COUNT] = {
+    NULL,
+    "__device__ float score_mod(float s, int b, int h, int q, int k, const void *aux)\n"
+    "{ return 30.0f * tanhf(s * (1.0f / 30.0f)); }\n",
+    "__device__ float score_mod(float s, int b, int h, int q, int k, const void *aux)\n"
+    "{ return 50.0f * tanhf(s * (1.0f / 50.0f)); }\n",
+    "__device__ float score_mod(float s, int b, int h, int q, int k, const void *aux)\n"
+    "{ return s - __ldg((const float *)aux + h) * (float)abs(q - k); }\n",
+    "__device__ float score_mod(float s, int b, int h, int q, int k, const void *aux)\n"
+    "{\n    int d = min(max(k - q, -128), 128);\n    return s + __ldg((const float *)aux + d + 128);\n}\n",
+};
+enum { SINK_NONE, SINK_RAND, SINK_LARGE, SINK_NEG_INF };
+static const char *const sink_name[] = {"", "sink", "sink+-40", "sink-inf"};
+
 typedef struct {
     CUcontext cu;
-    CUfunction ref;
+    CUfunction ref_mod[MOD_COUNT]; /* the reference with each mod (MOD_NONE: without) */
     fa4_ctx *fa;
     uint64_t rng;
     const char *config;
@@ -115,10 +137,15 @@ static float to_float(uint16_t h, int bf16)
     return s ? -f : f;
 }
 
-static void build_reference(Env *env)
+static CUfunction build_reference(int mod)
 {
     nvrtcProgram prog;
-    if (nvrtcCreateProgram(&prog, ref_src, "ref_attn.cu", 0, NULL, NULL) != NVRTC_SUCCESS) exit(2);
+    size_t n0 = (mod_src[mod] ? strlen(mod_src[mod]) : 0) + sizeof ref_src + 64;
+    char *src = malloc(n0);
+    snprintf(src, n0, "%s#define SCORE(s, b, h, q, k, aux) %s\n%s", mod_src[mod] ? mod_src[mod] : "",
+             mod_src[mod] ? "score_mod(s, b, h, q, k, aux)" : "(s)", ref_src);
+    if (nvrtcCreateProgram(&prog, src, "ref_attn.cu", 0, NULL, NULL) != NVRTC_SUCCESS) exit(2);
+    free(src);
     const char *opts[] = {"--gpu-architecture=sm_90"};
     nvrtcResult r = nvrtcCompileProgram(prog, 1, opts);
     if (r != NVRTC_SUCCESS) {
@@ -134,17 +161,21 @@ static void build_reference(Env *env)
     char *cubin = malloc(n);
     nvrtcGetCUBIN(prog, cubin);
     nvrtcDestroyProgram(&prog);
-    CUmodule mod;
-    CK(cuModuleLoadData(&mod, cubin));
-    CK(cuModuleGetFunction(&env->ref, mod, "ref_attn"));
-    CK(cuFuncSetAttribute(env->ref, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 64 * 1024));
+    CUmodule m;
+    CUfunction f;
+    CK(cuModuleLoadData(&m, cubin));
+    CK(cuModuleGetFunction(&f, m, "ref_attn"));
+    CK(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 64 * 1024));
     free(cubin);
+    return f;
 }
 
 typedef struct {
     int d, bf16, wl, wr, batch, hq, hkv, sq, sk;
     int strided; /* q/k/v as views of one [B, S, 3, H, D] buffer; O with a padded head stride */
     fa4_mask mask;
+    int sink, mod;      /* SINK_*, MOD_* */
+    float scale;        /* softmax_scale; 0: 1/sqrt(d) */
 } Case;
 
 typedef struct {
@@ -206,6 +237,24 @@ static Result run_case(Env *env, const Case *c)
     }
     CK(cuMemsetD16(dout, 0xFFFF, on_padded)); /* NaN in bf16 and fp16 */
     CK(cuMemsetD32(dl, 0x7FC00000, (size_t)B * c->hq * c->sq));
+    /* sinks [hq] and the mod's aux table */
+    int naux = c->mod == MOD_ALIBI ? c->hq : c->mod == MOD_RELBIAS ? 257 : 0;
+    float hs[256], haux[512];
+    CUdeviceptr dsink = 0, daux = 0;
+    for (int h = 0; h < c->hq && c->sink; h++)
+        hs[h] = c->sink == SINK_RAND ? 2.0f * ((float)((next_rand(&env->rng) >> 11) * 0x1p-53) * 2.0f - 1.0f)
+              : c->sink == SINK_LARGE ? (h % 2 ? -40.0f : 40.0f) : -INFINITY;
+    for (int i = 0; i < naux; i++)
+        haux[i] = c->mod == MOD_ALIBI ? exp2f(-8.0f * (float)(i + 1) / (float)c->hq)
+                                      : 2.0f * ((float)((next_rand(&env->rng) >> 11) * 0x1p-53) * 2.0f - 1.0f);
+    if (c->sink) {
+        CK(cuMemAlloc(&dsink, (size_t)c->hq * 4));
+        CK(cuMemcpyHtoD(dsink, hs, (size_t)c->hq * 4));
+    }
+    if (naux) {
+        CK(cuMemAlloc(&daux, (size_t)naux * 4));
+        CK(cuMemcpyHtoD(daux, haux, (size_t)naux * 4));
+    }
 
     fa4_mha_args a = FA4_MHA_ARGS_INIT;
     a.dtype = c->bf16 ? FA4_BF16 : FA4_FP16;
@@ -218,7 +267,11 @@ static Result run_case(Env *env, const Case *c)
     memcpy(a.o_stride, ost, sizeof ost);
     a.mask = c->mask, a.window_left = c->wl, a.window_right = c->wr;
     a.config = env->config;
-    float scale = 1.0f / sqrtf((float)D);
+    float scale = c->scale != 0.0f ? c->scale : 1.0f / sqrtf((float)D);
+    a.softmax_scale = c->scale;
+    a.sink = (const float *)dsink;
+    a.score_mod = mod_src[c->mod];
+    a.score_mod_aux = (const void *)daux;
     res.status = fa4_mha_fwd(env->fa, &a, NULL);
     if (res.status != FA4_OK) {
         snprintf(res.msg, sizeof res.msg, "%s: %s", fa4_status_string(res.status), fa4_last_error(env->fa));
@@ -232,8 +285,9 @@ static Result run_case(Env *env, const Case *c)
     long long qb = qst[0], qs = qst[1], qh = qst[2], kb = kst[0], ks = kst[1], kh = kst[2];
     CUdeviceptr rk = dk, rv = dv;
     void *params[] = {&dq, &rk, &rv, &dref, &drl, &bf16, (void *)&c->sq, (void *)&c->sk, (void *)&c->hq,
-                      (void *)&c->hkv, &D, &qb, &qs, &qh, &kb, &ks, &kh, &kb, &ks, &kh, &wl, &wr, &scale};
-    CK(cuLaunchKernel(env->ref, (unsigned)c->sq, (unsigned)c->hq, (unsigned)B, 256, 1, 1,
+                      (void *)&c->hkv, &D, &qb, &qs, &qh, &kb, &ks, &kh, &kb, &ks, &kh, &wl, &wr, &scale, &dsink, &daux};
+    if (!env->ref_mod[c->mod]) env->ref_mod[c->mod] = build_reference(c->mod);
+    CK(cuLaunchKernel(env->ref_mod[c->mod], (unsigned)c->sq, (unsigned)c->hq, (unsigned)B, 256, 1, 1,
                       (unsigned)((c->sk + D) * 4), NULL, params, NULL));
     CK(cuCtxSynchronize());
     CK(cuMemcpyDtoH(ho, dout, on_padded * 2));
@@ -269,6 +323,8 @@ out:
     cuMemFree(dq);
     if (!c->strided) cuMemFree(dk), cuMemFree(dv);
     cuMemFree(dout), cuMemFree(dl), cuMemFree(dref), cuMemFree(drl);
+    if (dsink) cuMemFree(dsink);
+    if (daux) cuMemFree(daux);
     free(hq), free(hk), free(hv), free(ho), free(ref), free(hl), free(rl);
     return res;
 }
@@ -301,14 +357,33 @@ static int build_cases(Case *out, int max, int quick)
                         out[n++] = c;
                     }
     static const Case extra[] = {
-        {128, 1, 256, 0, 2, 8, 8, 1000, 1000, 0, FA4_MASK_WINDOW},
-        {64, 1, 0, 64, 1, 8, 2, 300, 700, 0, FA4_MASK_WINDOW},
-        {256, 0, 100, 100, 1, 4, 4, 777, 999, 0, FA4_MASK_WINDOW},
-        {128, 1, -1, 0, 2, 8, 8, 1000, 1000, 1, FA4_MASK_CAUSAL},
-        {64, 0, -1, -1, 3, 4, 4, 333, 333, 1, FA4_MASK_NONE},
-        {256, 1, -1, -1, 1, 8, 8, 513, 513, 1, FA4_MASK_NONE},
+        {128, 1, 256, 0, 2, 8, 8, 1000, 1000, 0, FA4_MASK_WINDOW, 0, 0, 0},
+        {64, 1, 0, 64, 1, 8, 2, 300, 700, 0, FA4_MASK_WINDOW, 0, 0, 0},
+        {256, 0, 100, 100, 1, 4, 4, 777, 999, 0, FA4_MASK_WINDOW, 0, 0, 0},
+        {128, 1, -1, 0, 2, 8, 8, 1000, 1000, 1, FA4_MASK_CAUSAL, 0, 0, 0},
+        {64, 0, -1, -1, 3, 4, 4, 333, 333, 1, FA4_MASK_NONE, 0, 0, 0},
+        {256, 1, -1, -1, 1, 8, 8, 513, 513, 1, FA4_MASK_NONE, 0, 0, 0},
     };
     for (size_t i = 0; i < sizeof extra / sizeof extra[0] && n < max; i++) out[n++] = extra[i];
+    /* issue 10: each sink form and each mod, causal and none, over three shapes (GQA, ragged tails, d 64..256);
+     * soft-capping runs with softmax_scale 3/sqrt(d)... large enough that scores pass the cap */
+    static const struct { int sink, mod; } feats[] = {{SINK_RAND, 0}, {SINK_LARGE, 0}, {SINK_NEG_INF, 0},
+        {0, MOD_SOFTCAP30}, {0, MOD_SOFTCAP50}, {0, MOD_ALIBI}, {0, MOD_RELBIAS}, {SINK_RAND, MOD_SOFTCAP30}};
+    static const Case fshapes[] = {
+        {128, 1, -1, -1, 2, 8, 2, 1000, 1000, 0, FA4_MASK_NONE, 0, 0, 0},
+        {64, 1, -1, -1, 1, 8, 1, 777, 1333, 0, FA4_MASK_NONE, 0, 0, 0},
+        {256, 0, -1, -1, 1, 4, 4, 130, 2049, 0, FA4_MASK_NONE, 0, 0, 0},
+    };
+    for (size_t f = 0; f < sizeof feats / sizeof feats[0]; f++)
+        for (int mask = 0; mask < 2; mask++)
+            for (size_t i = 0; i < sizeof fshapes / sizeof fshapes[0]; i++) {
+                if (n == max || (quick && (f + i + (size_t)mask) % 3)) continue;
+                Case c = fshapes[i];
+                c.mask = mask ? FA4_MASK_CAUSAL : FA4_MASK_NONE;
+                c.sink = feats[f].sink, c.mod = feats[f].mod;
+                if (c.mod == MOD_SOFTCAP30 || c.mod == MOD_SOFTCAP50) c.scale = 3.0f; /* scores of +-30 and more */
+                out[n++] = c;
+            }
     return n;
 }
 
@@ -403,7 +478,6 @@ int main(int argc, char **argv)
     int rc = timing(&env);
     if (only_timing) return rc;
     rc += invalid_args(&env);
-    build_reference(&env);
 
     static Case cases[512];
     int n = build_cases(cases, 512, quick), pass = 0, fail = 0;
@@ -413,14 +487,16 @@ int main(int argc, char **argv)
              (unsigned long long)seed, env.config ? env.config : "(defaults)");
     printf("%s", head);
     if (out) fputs(head, out);
-    const char *cols = "   D dtype mask          B  Hq Hkv    Sq    Sk  layout   rel_l2    lse_err  result\n";
+    const char *cols = "   D dtype mask          B  Hq Hkv    Sq    Sk  layout  sink     mod        rel_l2    lse_err  "
+                       "result\n";
     printf("%s", cols);
     if (out) fputs(cols, out);
     for (int i = 0; i < n; i++) {
         const Case *c = &cases[i];
         char mt[32], line[256];
-        snprintf(line, sizeof line, "%4d %-5s %-12s %2d %3d %3d %5d %5d  %-7s", c->d, c->bf16 ? "bf16" : "fp16",
-                 mask_text(c, mt, sizeof mt), c->batch, c->hq, c->hkv, c->sq, c->sk, c->strided ? "strided" : "packed");
+        snprintf(line, sizeof line, "%4d %-5s %-12s %2d %3d %3d %5d %5d  %-7s %-8s %-9s", c->d,
+                 c->bf16 ? "bf16" : "fp16", mask_text(c, mt, sizeof mt), c->batch, c->hq, c->hkv, c->sq, c->sk,
+                 c->strided ? "strided" : "packed", sink_name[c->sink], mod_name[c->mod]);
         if (filter && !strstr(line, filter)) continue;
         Result r = run_case(&env, c);
         int ok = passes(&r);

@@ -110,6 +110,15 @@ EXPORT CUresult cuDriverGetVersion(int *v)
     return CUDA_SUCCESS;
 }
 
+/* NVRTC (a score_mod's compiler) opens libcuda.so.1 too and asks for the driver's private
+ * tables; this driver has none, which NVRTC takes as "no driver" and compiles anyway. */
+EXPORT CUresult cuGetExportTable(const void **table, const CUuuid *id)
+{
+    (void)id;
+    if (table) *table = NULL;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
 typedef struct { CUresult r; const char *name, *text; } ErrName;
 static const ErrName err_names[] = {
     {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},

@@ -190,9 +190,9 @@ static void load_kv(const RefMha *p, const RefTensor *k, const RefTensor *kr, co
     }
 }
 
-/* One query row against the decoded K/V rows: o_row (ov_depth) and the LSE. */
+/* One query row (batch b, head h, row i) against the decoded K/V rows: o_row (ov_depth) and the LSE. */
 static double attend_row(const RefMha *p, const double *q_row, const double *k_rows, const double *v_rows, int lo,
-                         int hi, double scale, double *s, double *o_row)
+                         int hi, double scale, double *s, double *o_row, int b, int h, int i)
 {
     for (int d = 0; d < p->ov_depth; d++) o_row[d] = 0.0;
     if (lo > hi) return -INFINITY;
@@ -202,8 +202,10 @@ static double attend_row(const RefMha *p, const double *q_row, const double *k_r
         double dot = 0.0;
         for (int d = 0; d < p->qk_depth; d++) dot += q_row[d] * kj[d];
         s[j] = scale * dot;
+        if (p->score_mod) s[j] = p->score_mod(p->mod_ctx, s[j], b, h, i, j);
         if (s[j] > m) m = s[j];
     }
+    if (m == -INFINITY) return -INFINITY; /* the mod hid every key */
     double l = 0.0;
     for (int j = lo; j <= hi; j++) {
         s[j] = exp(s[j] - m);
@@ -212,7 +214,8 @@ static double attend_row(const RefMha *p, const double *q_row, const double *k_r
         for (int d = 0; d < p->ov_depth; d++) o_row[d] += s[j] * vj[d];
     }
     double vd = p->v_descale != 0.0 ? p->v_descale : 1.0;
-    for (int d = 0; d < p->ov_depth; d++) o_row[d] *= vd / l;
+    double den = l + (p->sink ? exp(p->sink[h] - m) : 0.0);
+    for (int d = 0; d < p->ov_depth; d++) o_row[d] *= vd / den;
     return m + log(l);
 }
 
@@ -244,7 +247,7 @@ int ref_mha_fwd(const RefMha *p, double *o, double *lse, char *err, size_t errle
                     int lo, hi;
                     ref_visible(p->mask, p->window_left, p->window_right, p->seqlen_q, p->seqlen_k, i, &lo, &hi);
                     double *o_row = o + (((size_t)b * p->seqlen_q + i) * p->heads_q + h) * p->ov_depth;
-                    double l = attend_row(p, q_row, k_rows, v_rows, lo, hi, scale, s, o_row);
+                    double l = attend_row(p, q_row, k_rows, v_rows, lo, hi, scale, s, o_row, b, h, i);
                     if (lse) lse[((size_t)b * p->heads_q + h) * p->seqlen_q + i] = l;
                 }
         }

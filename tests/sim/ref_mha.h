@@ -20,6 +20,11 @@
  *     causal  j <= i + off
  *     window  i + off - L <= j <= i + off + R, where L or R = -1 leaves that side unbounded
  *   A row that sees no key has O = 0 and LSE = -inf.
+ *   score_mod (fa4.h): s_ij becomes score_mod(s_ij, b, h, i, j) before the mask (here: on
+ *   the keys the row sees); the softmax runs on those values, and a row whose every value is
+ *   -inf is a row that sees no key.
+ *   sink (fa4.h, gpt-oss): O_i = sum_j e^(s_ij - m) v_j / (sum_j e^(s_ij - m) + e^(sink_h - m)),
+ *   m = max_j s_ij; LSE_i = log sum_j e^(s_ij) (the sink is not in it).
  * Outputs: O packed [batch, seqlen_q, heads_q, ov_depth] and LSE packed
  * [batch, heads_q, seqlen_q] (fa4.h's LSE layout), both double.
  */
@@ -80,6 +85,9 @@ typedef struct RefMha {
     int window_left, window_right;
     double softmax_scale;                 /* 0: 1/sqrt(qk_depth) */
     double q_descale, k_descale, v_descale; /* 0: 1 */
+    const double *sink; /* [heads_q] sink logits, NULL: none */
+    double (*score_mod)(const void *ctx, double s, int b, int h, int q, int k); /* NULL: none */
+    const void *mod_ctx;
 } RefMha;
 
 /* Fills o (batch*seqlen_q*heads_q*ov_depth doubles) and lse

@@ -9,6 +9,8 @@
 #   3. every sm_90a case of tests/sim/cases_sm90.txt on the simulated cc 9.0 device, under the
 #      same seeds, each compared with what an H100 computed on the same inputs (the anchor,
 #      bench/results/*-h100-sim-anchor.tar.xz, made by tests/gpu/run.sh)
+#   3b. the sm_90a sink and score_mod cases of tests/sim/cases_mods_sm90.txt against the fp64 reference
+#      only (no H100 anchor holds them yet)
 #   4. the sm_90a sparse MLA cases of tests/sim/cases_mla_sm90.txt (build/sim/sim_mla), under the same
 #      seeds, compared with an H100's outputs on the same inputs (*-h100-mla-sparse-sim-anchor.tar.xz)
 #   5. the sm_100a sparse MLA cases of tests/sim/cases_mla_sm100.txt on the simulated cc 10.0 device,
@@ -50,6 +52,8 @@ for seed in 1 2 $random_seed; do
     step "sm90a cases vs H100, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=90 \
         $B/sim/sim_mha --quiet --no-skip --cases tests/sim/cases_sm90.txt --compare "$work/anchor"
     cp "$work/log" "$work/mha90.log"
+    step "sm90a sinks + score_mod, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=90 \
+        $B/sim/sim_mha --quiet --no-skip --cases tests/sim/cases_mods_sm90.txt
     step "sm90a sparse MLA vs H100, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=90 \
         $B/sim/sim_mla --quiet --no-skip --cases tests/sim/cases_mla_sm90.txt --compare "$work/mla_anchor"
     cp "$work/log" "$work/mla90.log"

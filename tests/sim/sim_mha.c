@@ -35,6 +35,13 @@
  *   layout=packed|strided     default packed; strided: every tensor padded in its
  *                             head, seq and batch strides (padding is NaN)
  *   lse=0|1                   default 1; 0: no LSE output (NULL)
+ *   sink=rand|-inf|X          default none; fa4_mha_args.sink [hq]: rand = U(-2, 2) per head,
+ *                             -inf every head, X >= 0: +X for even heads, -X for odd ones
+ *   mod=NAME                  default none; fa4_mha_args.score_mod, one of (s the scaled score):
+ *                             softcap30, softcap50  cap * tanh(s / cap) (Gemma 2 / Grok)
+ *                             alibi     s - slope[h] |q - k|, slopes 2^(-8(h+1)/hq) in aux
+ *                             relbias   s + bias[clamp(k - q, -128, 128) + 128], 257 U(-2, 2) in aux
+ *                             rowdrop   -inf where (q + h + b) % 3 == 1 (those rows see no key)
  *
  * The canonical text of a case lists target dtype batch sq sk hq hkv qk ov mask,
  * then the other keys that differ from their defaults, in the order above
@@ -140,15 +147,37 @@ typedef struct Case {
     int wl, wr;
     int k_rope, strided, lse;
     float qd, kd, vd, scale, amp;
+    int sink, mod;     /* SINK_*, MOD_* */
+    float sink_x;      /* sink=X */
     char config[WORD_MAX];
     char descale_text[WORD_MAX], scale_text[64], amp_text[64]; /* as given, for the canonical text */
 } Case;
 
 enum { K_TARGET, K_DTYPE, K_SQ, K_SK, K_HQ, K_QK, K_BATCH, K_HKV, K_OV, K_MASK, K_CONFIG, K_KROPE, K_DESCALE,
-       K_SCALE, K_AMP, K_LAYOUT, K_LSE, K_COUNT };
+       K_SCALE, K_AMP, K_LAYOUT, K_LSE, K_SINK, K_MOD, K_COUNT };
 static const char *const KEY_NAMES[K_COUNT] = {"target", "dtype", "sq", "sk", "hq", "qk", "batch", "hkv", "ov",
                                                "mask", "config", "k_rope", "descale", "scale", "amp", "layout",
-                                               "lse"};
+                                               "lse", "sink", "mod"};
+
+enum { SINK_NONE, SINK_RAND, SINK_NEG_INF, SINK_ALT };
+enum { MOD_NONE, MOD_SOFTCAP30, MOD_SOFTCAP50, MOD_ALIBI, MOD_RELBIAS, MOD_ROWDROP, MOD_COUNT };
+static const char *const MOD_NAMES[MOD_COUNT] = {"none", "softcap30", "softcap50", "alibi", "relbias", "rowdrop"};
+enum { RELBIAS_R = 128 }; /* relbias: k - q clamped to -R..R */
+
+/* The mods' CUDA C (fa4.h's score_mod contract); the reference (mod_ref) computes each in double. */
+static const char *const MOD_SRC[MOD_COUNT] = {
+    NULL,
+    "__device__ float score_mod(float s, int b, int h, int q, int k, const void *aux)\n"
+    "{ return 30.0f * tanhf(s * (1.0f / 30.0f)); }\n",
+    "__device__ float score_mod(float s, int b, int h, int q, int k, const void *aux)\n"
+    "{ return 50.0f * tanhf(s * (1.0f / 50.0f)); }\n",
+    "__device__ float score_mod(float s, int b, int h, int q, int k, const void *aux)\n"
+    "{ return s - __ldg((const float *)aux + h) * (float)abs(q - k); }\n",
+    "__device__ float score_mod(float s, int b, int h, int q, int k, const void *aux)\n"
+    "{\n    int d = min(max(k - q, -128), 128);\n    return s + __ldg((const float *)aux + d + 128);\n}\n",
+    "__device__ float score_mod(float s, int b, int h, int q, int k, const void *aux)\n"
+    "{ return (q + h + b) % 3 == 1 ? __int_as_float(0xff800000) : s; }\n",
+};
 enum { REQUIRED_KEYS = K_BATCH }; /* keys before K_BATCH are required */
 
 static int errf(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -285,6 +314,13 @@ static int set_key(Case *c, int k, const char *v, char *err, size_t n)
         return parse_float(key, v, 1, &c->amp, err, n);
     case K_LAYOUT: return parse_choice(key, v, layouts, 2, &c->strided, err, n);
     case K_LSE: return parse_choice(key, v, bits, 2, &c->lse, err, n);
+    case K_SINK:
+        if (!strcmp(v, "rand")) c->sink = SINK_RAND;
+        else if (!strcmp(v, "-inf")) c->sink = SINK_NEG_INF;
+        else if (parse_float(key, v, 0, &c->sink_x, err, n)) return errf(err, n, "sink=%s: expected rand, -inf or a number >= 0", v);
+        else c->sink = SINK_ALT;
+        return 0;
+    case K_MOD: return parse_choice(key, v, MOD_NAMES, MOD_COUNT, &c->mod, err, n);
     }
     return errf(err, n, "internal: key %d", k);
 }
@@ -398,6 +434,10 @@ static void case_format(const Case *c, char *buf, size_t n)
     if (c->amp_text[0]) MORE(" amp=%s", c->amp_text);
     if (c->strided) MORE(" layout=strided");
     if (!c->lse) MORE(" lse=0");
+    if (c->sink == SINK_RAND) MORE(" sink=rand");
+    if (c->sink == SINK_NEG_INF) MORE(" sink=-inf");
+    if (c->sink == SINK_ALT) MORE(" sink=%g", (double)c->sink_x);
+    if (c->mod) MORE(" mod=%s", MOD_NAMES[c->mod]);
 #undef MORE
 }
 
@@ -668,6 +708,10 @@ typedef struct Run {
     float *lse;
     CUdeviceptr dev[N_T], dlse;
     double *ref_o, *ref_lse;
+    float *sink, *aux;         /* host: sink [hq], the mod's aux table */
+    double *sink_d;            /* the sinks as the reference reads them */
+    CUdeviceptr dsink, daux;
+    int naux;
 } Run;
 
 static void run_free(Env *env, Run *run)
@@ -677,6 +721,9 @@ static void run_free(Env *env, Run *run)
         if (run->dev[i]) env->cu.MemFree(run->dev[i]);
     }
     if (run->dlse) env->cu.MemFree(run->dlse);
+    if (run->dsink) env->cu.MemFree(run->dsink);
+    if (run->daux) env->cu.MemFree(run->daux);
+    free(run->sink), free(run->aux), free(run->sink_d);
     free(run->lse), free(run->ref_o), free(run->ref_lse);
 }
 
@@ -697,6 +744,34 @@ static int result_fail(Result *r, const char *fmt, ...)
         if (cu_r_) return result_fail(res, "%s: %s", what, cu_error(&env->cu, cu_r_));        \
     } while (0)
 
+/* Sinks and the mod's aux table: host values (seeded like the tensors) and device copies. */
+static int stage_features(Env *env, const Case *c, Run *run, Result *res)
+{
+    uint64_t st = tensor_seed(c, env->opt.seed, N_T);
+    if (c->sink) {
+        run->sink = malloc(sizeof(float) * (size_t)c->hq);
+        run->sink_d = malloc(sizeof(double) * (size_t)c->hq);
+        if (!run->sink || !run->sink_d) return result_fail(res, "out of host memory");
+        for (int h = 0; h < c->hq; h++) {
+            float v = c->sink == SINK_RAND ? (float)(2.0 * uniform(&st)) : c->sink == SINK_NEG_INF ? -INFINITY
+                      : h % 2 ? -c->sink_x : c->sink_x;
+            run->sink[h] = v;
+            run->sink_d[h] = v;
+        }
+        CU_TRY(env->cu.MemAlloc(&run->dsink, sizeof(float) * (size_t)c->hq), res, "cuMemAlloc (sink)");
+        CU_TRY(env->cu.MemcpyHtoD(run->dsink, run->sink, sizeof(float) * (size_t)c->hq), res, "cuMemcpyHtoD (sink)");
+    }
+    run->naux = c->mod == MOD_ALIBI ? c->hq : c->mod == MOD_RELBIAS ? 2 * RELBIAS_R + 1 : 0;
+    if (run->naux) {
+        if (!(run->aux = malloc(sizeof(float) * (size_t)run->naux))) return result_fail(res, "out of host memory");
+        for (int i = 0; i < run->naux; i++)
+            run->aux[i] = c->mod == MOD_ALIBI ? (float)exp2(-8.0 * (i + 1) / c->hq) : (float)(2.0 * uniform(&st));
+        CU_TRY(env->cu.MemAlloc(&run->daux, sizeof(float) * (size_t)run->naux), res, "cuMemAlloc (aux)");
+        CU_TRY(env->cu.MemcpyHtoD(run->daux, run->aux, sizeof(float) * (size_t)run->naux), res, "cuMemcpyHtoD (aux)");
+    }
+    return 0;
+}
+
 /* Host inputs, device buffers, uploads, poison. */
 static int stage_inputs(Env *env, const Case *c, Run *run, Result *res)
 {
@@ -711,6 +786,7 @@ static int stage_inputs(Env *env, const Case *c, Run *run, Result *res)
         if (i == T_O) CU_TRY(env->cu.MemsetD8(run->dev[i], 0xFF, bytes), res, "cuMemsetD8 (O poison)");
         else CU_TRY(env->cu.MemcpyHtoD(run->dev[i], run->host[i], bytes), res, "cuMemcpyHtoD");
     }
+    if (stage_features(env, c, run, res)) return -1;
     size_t lb = lse_count(c) * sizeof(float);
     if (!(run->lse = malloc(lb))) return result_fail(res, "out of host memory");
     if (c->lse) {
@@ -746,6 +822,9 @@ static fa4_mha_args case_args(const Case *c, const Run *run)
         memcpy(a.k_rope_stride, run->t[T_KR].stride, sizeof a.k_rope_stride);
     }
     a.q_descale = c->qd, a.k_descale = c->kd, a.v_descale = c->vd;
+    a.sink = c->sink ? (const float *)(uintptr_t)run->dsink : NULL;
+    a.score_mod = MOD_SRC[c->mod];
+    a.score_mod_aux = run->naux ? (const void *)(uintptr_t)run->daux : NULL;
     return a;
 }
 
@@ -794,6 +873,25 @@ static int launch(Env *env, const Case *c, Run *run, Result *res)
     return 0;
 }
 
+/* The reference's side of the mods (MOD_SRC), in double. */
+typedef struct { const Case *c; const float *aux; } ModCtx;
+
+static double mod_ref(const void *ctx, double s, int b, int h, int q, int k)
+{
+    const ModCtx *m = ctx;
+    switch (m->c->mod) {
+    case MOD_SOFTCAP30: return 30.0 * tanh(s / 30.0);
+    case MOD_SOFTCAP50: return 50.0 * tanh(s / 50.0);
+    case MOD_ALIBI: return s - (double)m->aux[h] * fabs((double)(q - k));
+    case MOD_RELBIAS: {
+        int d = k - q < -RELBIAS_R ? -RELBIAS_R : k - q > RELBIAS_R ? RELBIAS_R : k - q;
+        return s + (double)m->aux[d + RELBIAS_R];
+    }
+    case MOD_ROWDROP: return (q + h + b) % 3 == 1 ? -INFINITY : s;
+    }
+    return s;
+}
+
 static int reference(const Case *c, Run *run, Result *res)
 {
     size_t on = (size_t)c->batch * c->sq * c->hq * c->ov;
@@ -801,6 +899,9 @@ static int reference(const Case *c, Run *run, Result *res)
     run->ref_lse = malloc(lse_count(c) * sizeof(double));
     if (!run->ref_o || !run->ref_lse) return result_fail(res, "out of host memory for the reference");
     RefMha p = ref_problem(c, run->t, run->host);
+    p.sink = run->sink_d;
+    ModCtx mc = {c, run->aux};
+    if (c->mod) p.score_mod = mod_ref, p.mod_ctx = &mc;
     char err[256];
     double t0 = now_s();
     if (ref_mha_fwd(&p, run->ref_o, run->ref_lse, err, sizeof err)) return result_fail(res, "reference: %s", err);
@@ -1272,6 +1373,37 @@ static void st_invariants(Checks *k)
     for (int i = 0; i < 6 * 16; i++) worst = fmax(worst, diff(o2[i], 3 * o[i]));
     for (int i = 0; i < 6; i++) worst = fmax(worst, diff(lse2[i], lse[i]));
     check(k, worst <= 1e-12, "descales differ from the scaled problem by %g", worst);
+    /* sinks: -inf changes nothing; sink s scales O by l / (l + e^(s - m)) = 1 / (1 + e^(s - LSE)), LSE unchanged */
+    double o3[6 * 16], lse3[6], sink_v = -INFINITY;
+    p.sink = &sink_v;
+    ref_mha_fwd(&p, o3, lse3, err, sizeof err);
+    worst = 0;
+    for (int i = 0; i < 6 * 16; i++) worst = fmax(worst, fabs(o3[i] - o[i]));
+    check(k, worst == 0, "a sink of -inf changed O by %g", worst);
+    sink_v = 0.5;
+    ref_mha_fwd(&p, o3, lse3, err, sizeof err);
+    worst = 0;
+    for (int i = 3; i < 6; i++) {
+        for (int d = 0; d < 16; d++) worst = fmax(worst, fabs(o3[i * 16 + d] - o[i * 16 + d] / (1 + exp(0.5 - lse[i]))));
+        worst = fmax(worst, fabs(lse3[i] - lse[i]));
+    }
+    check(k, worst <= 1e-12, "sink 0.5: O or LSE off the closed form by %g", worst);
+    check(k, isinf(lse3[0]) && o3[0] == 0.0, "a sink changed a row that sees no key");
+    p.sink = NULL;
+    /* score_mod: softcap50 of these small scores is nearly the identity; rowdrop empties rows */
+    Case mc = c;
+    mc.mod = MOD_SOFTCAP50;
+    ModCtx ctx = {&mc, NULL};
+    p.score_mod = mod_ref, p.mod_ctx = &ctx;
+    ref_mha_fwd(&p, o3, lse3, err, sizeof err);
+    worst = 0;
+    for (int i = 3 * 16; i < 6 * 16; i++) worst = fmax(worst, fabs(o3[i] - o[i]));
+    check(k, worst > 0 && worst < 1e-2, "softcap50 of scores near 0 moved O by %g", worst);
+    mc.mod = MOD_ROWDROP;
+    ref_mha_fwd(&p, o3, lse3, err, sizeof err);
+    check(k, isinf(lse3[4]) && lse3[4] < 0 && o3[4 * 16] == 0.0 && isfinite(lse3[3]),
+          "rowdrop: row 4 (q + h + b = 4) should see no key, row 3 should");
+    p.score_mod = NULL;
     /* a bad problem is refused with a message */
     p.heads_kv = 2, p.heads_q = 3;
     check(k, ref_mha_fwd(&p, o, lse, err, sizeof err) == -1 && strstr(err, "heads"), "heads 3/2 accepted");

@@ -81,6 +81,15 @@ EXPORT CUresult cuInit(unsigned int flags)
     return CUDA_SUCCESS;
 }
 
+/* NVRTC (a score_mod's compiler) opens libcuda.so.1 too and asks for the driver's private tables;
+ * the fake has none, which NVRTC takes as "no driver" and compiles anyway. */
+EXPORT CUresult cuGetExportTable(const void **table, const CUuuid *id)
+{
+    (void)id;
+    if (table) *table = NULL;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
 EXPORT CUresult cuDriverGetVersion(int *v)
 {
     if (!v) return CUDA_ERROR_INVALID_VALUE;

@@ -8,6 +8,7 @@
 #include "fa4gen.h"
 #include "sm90/plan90.h"
 #include "ops.h"
+#include "score_mod.h"
 
 static Config parse_ok(const char *text)
 {
@@ -745,6 +746,168 @@ static void test_op_operands(void **state)
     free(e);
 }
 
+/* ---- sinks and score_mod (issue 10) ---- */
+
+/* What NVRTC writes for a small mod (a branch, a parameter load per argument, the return). */
+static const char mod_ptx[] =
+    ".version 9.0\n.target sm_90a\n.address_size 64\n\n"
+    ".global .align 4 .f32 table[2] = {0f3F800000, 0f40000000};\n"
+    ".visible .func  (.param .b32 func_retval0) fa4_score_mod(\n"
+    "\t.param .b32 fa4_score_mod_param_0,\n\t.param .b32 fa4_score_mod_param_1,\n"
+    "\t.param .b32 fa4_score_mod_param_2,\n\t.param .b32 fa4_score_mod_param_3,\n"
+    "\t.param .b32 fa4_score_mod_param_4,\n\t.param .b64 fa4_score_mod_param_5\n)\n{\n"
+    "\t.reg .pred \t%p<2>;\n\t.reg .b32 \t%r<3>;\n\t.reg .f32 \t%f<4>;\n\t.reg .b64 \t%rd<2>;\n\n"
+    "\tld.param.f32 \t%f1, [fa4_score_mod_param_0];\n"
+    "\tld.param.u32 \t%r1, [fa4_score_mod_param_3];\n"
+    "\tld.param.u32 \t%r2, [fa4_score_mod_param_4];\n"
+    "\tld.param.u64 \t%rd1, [fa4_score_mod_param_5];\n"
+    "\tsetp.gt.s32 \t%p1, %r2, %r1;\n"
+    "\t@%p1 bra \t$L__BB0_2;\n"
+    "\tmov.f32 \t%f1, 0fFF800000;\n"
+    "$L__BB0_2:\n"
+    "\tst.param.f32 \t[func_retval0+0], %f1;\n"
+    "\tret;\n\n}\n";
+
+static void test_sink_mod_config(void **state)
+{
+    (void)state;
+    Config c = parse_ok("mha target=sm90a dtype=bf16 qk=128 ov=128 sink=1 mod=0123456789abcdef mask=causal");
+    assert_int_equal(c.sink, 1);
+    assert_true(c.score_mod == 0x0123456789abcdefull);
+    Plan *p = malloc(sizeof *p);
+    char err[256];
+    assert_int_equal(plan_make(&c, p, err, sizeof err), 0);
+    if (!strstr(p->canonical, " sink=1") || !strstr(p->canonical, " mod=0123456789abcdef"))
+        fail_msg("canonical %s", p->canonical);
+    Config back = parse_ok(p->canonical);
+    assert_true(back.score_mod == c.score_mod && back.sink == 1);
+    const char *tail[3] = {"sink", "sm_scale", "aux"};
+    for (int i = 0; i < 3; i++) assert_string_equal(p->params[p->n_params - 3 + i].name, tail[i]);
+    /* no features: the canonical text (and so every kernel's PTX and symbol) is what it was */
+    Plan *q = malloc(sizeof *q);
+    plan_ok("mha target=sm90a dtype=bf16 qk=128 ov=128 mask=causal", q);
+    if (strstr(q->canonical, "sink") || strstr(q->canonical, "mod=")) fail_msg("canonical %s", q->canonical);
+    assert_int_equal(q->n_params, p->n_params - 3);
+    assert_true(q->hash != p->hash);
+    /* mod= without its source cannot be generated */
+    char *ptx = NULL;
+    size_t len;
+    assert_int_equal(fa4gen_generate(&c, p, &ptx, &len, err, sizeof err), -1);
+    if (!strstr(err, "score_mod source")) fail_msg("error %s", err);
+    free(p), free(q);
+    const char *bad[][2] = {{"mha target=sm90a qk=128 mod=12345", "mod:"}, {"mha target=sm90a qk=128 mod=0000000000000000", "mod:"},
+                            {"mha target=sm90a qk=128 mod=0123456789ABCDEF", "mod:"}, {"mha target=sm90a qk=128 sink=2", "sink:"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) expect_plan_error(bad[i][0], bad[i][1]);
+    expect_plan_error("mla-sparse target=sm90a qk=576 ov=512 sink=1", "MHA features");
+    assert_true(score_mod_hash("a") != score_mod_hash("b") && score_mod_hash("") != 0);
+}
+
+/* The splice: every site gets the function's instructions with its registers renamed, its labels
+ * suffixed per site, parameter loads from the site's registers and the return into the score. */
+static void test_score_mod_splice(void **state)
+{
+    (void)state;
+    for (int target = 0; target < TARGET_COUNT; target++) {
+        Config c;
+        char err[512], *ptx = NULL;
+        size_t len;
+        config_init(&c);
+        c.target = (TargetId)target;
+        c.qk_depth = c.ov_depth = 64;
+        c.sink = 1;
+        c.score_mod = 42;
+        Plan *p = malloc(sizeof *p);
+        if (fa4gen_generate_mod(&c, mod_ptx, MOD_SPLICE, p, &ptx, &len, err, sizeof err)) fail_msg("%s", err);
+        const char *want[] = {".global .align 4 .f32 table[2]", ".reg .f32 %mod_f<4>;", ".reg .b64 %mod_rd<2>;",
+                              "mov.u64 %mod_rd1, %mod_aux;", "$L__BB0_2_m0:", "$L__BB0_2_m1:", "@%mod_p1 bra $L__BB0_2_m1;",
+                              "ld.param.u64 %sink_ptr, [p_sink];", "ld.param.f32 %mod_scale, [p_sm_scale];"};
+        for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+            if (!strstr(ptx, want[i])) fail_msg("target %d: the PTX lacks '%s'", target, want[i]);
+        if (strstr(ptx, "call.") || strstr(ptx, "ld.param.f32 %mod_f1") || strstr(ptx, "func_retval0"))
+            fail_msg("target %d: the splice left a call or a parameter access", target);
+        free(ptx);
+        /* call and link keep the function whole */
+        assert_int_equal(fa4gen_generate_mod(&c, mod_ptx, MOD_CALL, p, &ptx, &len, err, sizeof err), 0);
+        assert_non_null(strstr(ptx, "call.uni (mod_ret), fa4_score_mod"));
+        assert_non_null(strstr(ptx, ".visible .func  (.param .b32 func_retval0) fa4_score_mod("));
+        free(ptx);
+        assert_int_equal(fa4gen_generate_mod(&c, mod_ptx, MOD_LINK, p, &ptx, &len, err, sizeof err), 0);
+        assert_non_null(strstr(ptx, ".extern .func (.param .b32 mod_ret) fa4_score_mod("));
+        free(ptx);
+        free(p);
+    }
+    /* forms the splice refuses, each with a sentence */
+    const struct { const char *from, *to, *needle; } bad[] = {
+        {"\tmov.f32 \t%f1, 0fFF800000;\n", "\tcall.uni helper, ();\n", "calls another function"},
+        {"\t.reg .b64 \t%rd<2>;\n", "\t.reg .b64 \t%rd<2>;\n\t.local .align 4 .b8 __local_depot0[16];\n", "local memory"},
+        {"fa4_score_mod(", "other_name(", "no function fa4_score_mod"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char text[4096];
+        const char *at = strstr(mod_ptx, bad[i].from);
+        assert_non_null(at);
+        snprintf(text, sizeof text, "%.*s%s%s", (int)(at - mod_ptx), mod_ptx, bad[i].to, at + strlen(bad[i].from));
+        ScoreMod m;
+        char err[256] = "";
+        assert_int_equal(score_mod_parse(text, MOD_SPLICE, &m, err, sizeof err), -1);
+        if (!strstr(err, bad[i].needle)) fail_msg("case %zu: '%s' lacks '%s'", i, err, bad[i].needle);
+    }
+}
+
+/* The CLI's --score-mod: explain needs only the hash; mha compiles with NVRTC; a compile error, a
+ * missing file and FA4GEN_NO_NVRTC are one line on stderr, and no file is written. */
+static void test_cli_score_mod(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/fa4mod.XXXXXX", path[64], bad[64], out_path[80], cmd[4400];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/soft.cu", dir);
+    snprintf(bad, sizeof bad, "%s/bad.cu", dir);
+    snprintf(out_path, sizeof out_path, "%s/k.ptx", dir);
+    const char *src = "__device__ float score_mod(float s, int b, int h, int q, int k, const void *aux)\n"
+                      "{ return 30.0f * tanhf(s / 30.0f); }\n";
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(src, f);
+    fclose(f);
+    f = fopen(bad, "w");
+    assert_non_null(f);
+    fputs("__device__ float score_mod(float s) { return s + nope; }\n", f);
+    fclose(f);
+    char *out = NULL, want[40];
+    snprintf(want, sizeof want, "mod=%016llx", (unsigned long long)score_mod_hash(src));
+    snprintf(cmd, sizeof cmd, "explain --target sm100a --depth 128 --sink 1 --score-mod %s", path);
+    assert_int_equal(cli(cmd, &out), 0);
+    if (!strstr(out, want) || !strstr(out, "p_sm_scale (f32), p_aux (u64)") || !strstr(out, "sink=1"))
+        fail_msg("explain: %s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "mha --target sm90a --depth 64 --score-mod %s", path);
+    assert_int_equal(cli(cmd, &out), 0);
+    if (!strstr(out, "// score_mod (user CUDA C compiled by NVRTC)") || !strstr(out, want)) fail_msg("mha: no mod");
+    free(out);
+    const char *fails[][2] = {{"mha --target sm90a --depth 64 --score-mod %s 2>&1 >/dev/null", "undefined"},
+                              {"mha --target sm90a --depth 64 --score-mod %s.missing -o k.ptx 2>&1 >/dev/null", "cannot read"},
+                              {"mha --target sm90a --depth 64 --config 'mod=0123456789abcdef' 2>&1 >/dev/null", "source"}};
+    char exe[4096];
+    assert_non_null(realpath(fa4gen(), exe));
+    for (int i = 0; i < 3; i++) {
+        char line[512], full[4800];
+        snprintf(line, sizeof line, fails[i][0], i ? path : bad);
+        snprintf(full, sizeof full, "cd %s && %s %s", dir, exe, line);
+        assert_int_equal(run_capture(full, &out), 2);
+        if (!strstr(out, fails[i][1]) || strchr(out, '\n') != out + strlen(out) - 1)
+            fail_msg("case %d: not one line naming '%s': %s", i, fails[i][1], out);
+        free(out);
+    }
+    snprintf(cmd, sizeof cmd, "FA4GEN_NO_NVRTC=1 %s mha --target sm90a --depth 64 --score-mod %s -o %s 2>&1", exe,
+             path, out_path);
+    assert_int_equal(run_capture(cmd, &out), 1);
+    assert_non_null(strstr(out, "NVRTC"));
+    free(out);
+    assert_int_equal(access(out_path, F_OK), -1);
+    unlink(path), unlink(bad), rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -759,7 +922,8 @@ int main(void)
         cmocka_unit_test(test_window_bounds_in_range), cmocka_unit_test(test_values_are_exact_words),
         cmocka_unit_test(test_errors_escape_what_they_echo), cmocka_unit_test(test_unused_flags_refused),
         cmocka_unit_test(test_output_targets),        cmocka_unit_test(test_stdout_write_errors),
-        cmocka_unit_test(test_bundle_lists),
+        cmocka_unit_test(test_bundle_lists),           cmocka_unit_test(test_sink_mod_config),
+        cmocka_unit_test(test_score_mod_splice),       cmocka_unit_test(test_cli_score_mod),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

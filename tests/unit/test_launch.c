@@ -468,6 +468,56 @@ static void test_sm90_d128(void **state)
     fa4_destroy(ctx);
 }
 
+/* Sinks and a score_mod (issue 10): the kernel takes p_sink, p_sm_scale and p_aux after the ABI's
+ * scalars; the mod's source hash is in the config; a source NVRTC refuses is FA4_ERR_COMPILE with
+ * NVRTC's log, and nothing is launched. */
+static void test_sink_score_mod(void **state)
+{
+    (void)state;
+    static const char softcap[] = "__device__ float score_mod(float s, int b, int h, int q, int k, const void *aux)\n"
+                                  "{ return 30.0f * tanhf(s / 30.0f); }\n";
+    fa4_ctx *ctx = ctx_on(90, FA4_TARGET_SM90A, NULL);
+    fa4_mha_args a = mha(FA4_BF16, 2, 300, 300, 8, 2, 128, 128, FA4_MASK_CAUSAL);
+    a.sink = DEV(7);
+    a.score_mod = softcap;
+    a.score_mod_aux = DEV(8);
+    Plan *p = plan_of(ctx, &a);
+    assert_int_equal(p->cfg.sink, 1);
+    if (!strstr(p->canonical, " sink=1") || !strstr(p->canonical, " mod=")) fail_msg("config %s", p->canonical);
+    const char *tail[3] = {"sink", "sm_scale", "aux"};
+    for (int i = 0; i < 3; i++) assert_string_equal(p->params[p->n_params - 3 + i].name, tail[i]);
+    Tensor t[TENSOR_COUNT];
+    packed_tensors(&a, 2, 2, t);
+    must(ctx, fa4_mha_fwd(ctx, &a, NULL), "fa4_mha_fwd (sink + score_mod)");
+    expect_launch(p, t, &a, LOG2E / sqrt(128.0), 1.0);
+    /* the other two ways in: a called .func (one module, ptxas), and nvJitLink linking NVRTC's PTX */
+    for (int i = 0; i < 2; i++) {
+        setenv("FA4GEN_SCORE_MOD_LINK", i ? "link" : "call", 1);
+        fake_reset();
+        must(ctx, fa4_mha_fwd(ctx, &a, NULL), i ? "fa4_mha_fwd (score_mod linked)" : "fa4_mha_fwd (score_mod called)");
+        expect_launch(p, t, &a, LOG2E / sqrt(128.0), 1.0);
+    }
+    setenv("FA4GEN_SCORE_MOD_LINK", "inline", 1);
+    fake_reset();
+    assert_int_equal(fa4_mha_fwd(ctx, &a, NULL), FA4_ERR_INVALID_ARGUMENT);
+    unsetenv("FA4GEN_SCORE_MOD_LINK");
+    free(p);
+
+    a.score_mod = "__device__ float score_mod(float s, int b, int h, int q, int k, const void *aux)\n"
+                  "{ return s + undefined_thing; }\n";
+    fake_reset();
+    fa4_status s = fa4_mha_fwd(ctx, &a, NULL);
+    if (s != FA4_ERR_COMPILE || !strstr(fa4_last_error(ctx), "undefined_thing"))
+        fail_msg("a mod that does not compile: %s: %s", fa4_status_string(s), fa4_last_error(ctx));
+    nothing_recorded("a mod NVRTC refuses");
+    a.score_mod = " \n";
+    assert_int_equal(fa4_mha_fwd(ctx, &a, NULL), FA4_ERR_INVALID_ARGUMENT);
+    a.score_mod = NULL;
+    assert_int_equal(fa4_mha_fwd(ctx, &a, NULL), FA4_ERR_INVALID_ARGUMENT); /* aux without a mod */
+    nothing_recorded("bad score_mod arguments");
+    fa4_destroy(ctx);
+}
+
 static int dir_entries(const char *path)
 {
     DIR *d = opendir(path);
@@ -699,6 +749,7 @@ int main(void)
         cmocka_unit_test(test_sm100_cluster),      cmocka_unit_test(test_sm90_d128),
         cmocka_unit_test(test_sm100_on_sm90), cmocka_unit_test(test_sm100_mla_sparse),      cmocka_unit_test(test_bad_descale),
         cmocka_unit_test(test_kernel_info),        cmocka_unit_test(test_huge_shapes),
+        cmocka_unit_test(test_sink_score_mod),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
