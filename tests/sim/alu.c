@@ -448,9 +448,6 @@ static void exec_float(Sim *s, Thread *t, const Ins *in)
     switch (in->op) {
     case OP_NEG: alu_set(s, t, &o[0], (bits(a) ^ 0x80000000u)); return;
     case OP_ABS: alu_set(s, t, &o[0], (bits(a) & 0x7fffffffu)); return;
-    case OP_COPYSIGN: /* PTX ISA: d = b with the sign of a */
-        alu_set(s, t, &o[0], (bits(f32(alu_val(s, t, &o[2]))) & 0x7fffffffu) | (bits(a) & 0x80000000u));
-        return;
     case OP_EX2: r = exp2f(a); break;
     case OP_LG2: r = log2f(a); break;
     case OP_RCP: r = 1.0f / a; break;
@@ -664,10 +661,6 @@ int alu_exec(Sim *s, Thread *t, const Ins *in)
     case OP_EX2: case OP_LG2: case OP_RCP: case OP_SQRT: case OP_RSQRT: case OP_FMA:
         if ((in->op == OP_FMA || in->op == OP_EX2) && is_half16(in->type)) { exec_half(s, t, in); return 1; }
         if (in->op == OP_FMA && in->type == T_F32X2) { exec_f32x2(s, t, in); return 1; }
-        if (in->type != T_F32) break;
-        exec_float(s, t, in);
-        return 1;
-    case OP_COPYSIGN:
         if (in->type != T_F32) break;
         exec_float(s, t, in);
         return 1;

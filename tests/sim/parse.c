@@ -463,7 +463,7 @@ static const struct { const char *w; int op; } simple_ops[] = {
     {"prmt", OP_PRMT}, {"lop3", OP_LOP3}, {"bfind", OP_BFIND}, {"brev", OP_BREV}, {"bfi", OP_BFI}, {"shf", OP_SHF},
     {"copysign", OP_COPYSIGN},
     {"ld", OP_LD}, {"st", OP_ST}, {"mapa", OP_MAPA}, {"bra", OP_BRA}, {"ret", OP_RET}, {"exit", OP_EXIT},
-    {"elect", OP_ELECT}, {"setmaxnreg", OP_SETMAXNREG}, {"copysign", OP_COPYSIGN},
+    {"elect", OP_ELECT}, {"setmaxnreg", OP_SETMAXNREG},
 };
 
 static int tc_shape_of(P *p, const Toks *k)
