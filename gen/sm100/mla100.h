@@ -71,6 +71,14 @@ static inline const SparsePlan100 *mla100(const Plan *p) { return (const SparseP
 
 int sm100_emit_mla_sparse(Emit *e);
 int sm100_emit_mla_pair(Emit *e); /* sm100/mla_pair.c: the head-128 kernel (cta_group 2) */
+/* Shared by both kernels (sm100/mla_sparse.c): the kv-block loop's head and tail (counter j, the ring
+ * at slot 0 / phase 0, the exit test at the top; `who` prefixes labels), a 64-bit element address
+ * base + (a * stride + b) * bytes, and the epilogue (O / l x sink factor to bf16, lse, max_logits;
+ * pair: one row half per thread of the CTA pair's data path, else one row per lane pair). */
+void mla100_loop_begin(Emit *e, const char *who, Reg j, Reg stage, Reg phase, char *top, char *done); /* top, done: 40 chars */
+void mla100_loop_end(Emit *e, Reg j, Reg stage, Reg phase, int stages, const char *top, const char *done);
+void mla100_elem_addr(Emit *e, Reg dst, Reg base, Reg a, Reg stride, Reg b, int bytes);
+void mla100_epilogue(Emit *e, int pair);
 extern const Family sm100_mla_sparse;
 
 #endif

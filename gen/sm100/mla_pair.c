@@ -103,31 +103,6 @@ static void pair_tmem_alloc(Emit *e)
 
 /* ------------------------------------------------------------ the block loop */
 
-static void loop_begin(Emit *e, const char *who, Reg j, Reg stage, Reg phase, char top[NAME], char done[NAME])
-{
-    char stem[NAME];
-    ring_reset(e, stage, phase);
-    emit(e, "mov.u32 %s, 0;", R(e, j));
-    snprintf(stem, sizeof stem, "%s_block", who);
-    new_label(e, top, NAME, stem);
-    snprintf(stem, sizeof stem, "%s_done", who);
-    new_label(e, done, NAME, stem);
-    Reg pend = reg_pred(e, "%s_end", who);
-    emit_label(e, top);
-    emit(e, "setp.ge.u32 %s, %s, %%nblk;", R(e, pend), R(e, j));
-    emit(e, "@%s bra.uni %s;", R(e, pend), done);
-}
-
-static void loop_end(Emit *e, Reg j, Reg stage, Reg phase, const char *top, const char *done)
-{
-    ring_advance(e, stage, phase, mla100(e->p)->stages);
-    emit(e, "add.u32 %s, %s, 1;", R(e, j), R(e, j));
-    emit(e, "bra.uni %s;", top);
-    emit_label(e, done);
-}
-
-/* Wait for this CTA's validity bits of slot `stage`; words[i] = bits of positions 32 i ..;
- * any = some position of the block is valid. */
 static void read_bits(Emit *e, const char *who, Reg stage, Reg phase, Reg *words, Reg any)
 {
     const SparsePlan100 *s = mla100(e->p);
@@ -146,20 +121,6 @@ static void read_bits(Emit *e, const char *who, Reg stage, Reg phase, Reg *words
 }
 
 /* dst (u64) = base + (a * stride + b) * bytes. */
-static void elem_addr(Emit *e, Reg dst, Reg base, Reg a, Reg stride, Reg b, int bytes)
-{
-    Reg t = reg_b64(e, "ad_t64");
-    op_cvt(e, "u64.u32", t, a);
-    emit(e, "mul.lo.u64 %s, %s, %s;", R(e, dst), R(e, t), R(e, stride));
-    op_cvt(e, "u64.u32", t, b);
-    emit(e, "add.u64 %s, %s, %s;", R(e, dst), R(e, dst), R(e, t));
-    emit(e, "mad.lo.u64 %s, %s, %d, %s;", R(e, dst), R(e, dst), bytes, R(e, base));
-}
-
-/* ------------------------------------------------------------ load warp */
-
-/* Lane l: positions l + 32 h of block j (h < b/32): coordinate (-1 when invalid) in %ld_c<h>,
- * the block's bits in %ld_bits<h>; lane 0 stores the bits and signals bar_mask_full. */
 static void pair_indices(Emit *e, Reg j, Reg stage)
 {
     const SparsePlan100 *s = mla100(e->p);
@@ -170,7 +131,7 @@ static void pair_indices(Emit *e, Reg j, Reg stage)
         Reg idx = reg_b32(e, "ld_c%d", h), bits = reg_b32(e, "ld_bits%d", h);
         emit(e, "mad.lo.u32 %s, %s, %d, %%lane;", R(e, pos), R(e, j), s->block);
         if (h) emit(e, "add.u32 %s, %s, %d;", R(e, pos), R(e, pos), h * WARP);
-        elem_addr(e, ia, reg_find(e, "indices"), reg_find(e, "tok"), reg_find(e, "idx_stride"), pos, 4);
+        mla100_elem_addr(e, ia, reg_find(e, "indices"), reg_find(e, "tok"), reg_find(e, "idx_stride"), pos, 4);
         emit(e, "setp.lt.s32 %s, %s, %%ld_len;", R(e, inr), R(e, pos));
         emit(e, "mov.u32 %s, -1;", R(e, idx));
         op_ld_global(e, inr, "s32", idx, ia, 0);
@@ -285,7 +246,7 @@ static void pair_load(Emit *e)
     Reg full = reg_b32(e, "ld_full"), empty = reg_b32(e, "ld_empty"), par = reg_b32(e, "ld_par");
     Reg all = reg_b32(e, "ld_mor"), any = reg_pred(e, "ld_any");
     char top[NAME], done[NAME], l_none[NAME], l_next[NAME], l_armed[NAME];
-    loop_begin(e, "ld", j, stage, phase, top, done);
+    mla100_loop_begin(e, "ld", j, stage, phase, top, done);
     smem_indexed(e, full, s->bar_kv_full, stage, MBAR_BYTES);
     smem_indexed(e, empty, s->bar_kv_empty, stage, MBAR_BYTES);
     ring_free_parity(e, par, phase);
@@ -308,7 +269,7 @@ static void pair_load(Emit *e)
     op_mbar_arrive_if(e, both, full);
     emit_label(e, l_next);
     op_warp_sync(e);
-    loop_end(e, j, stage, phase, top, done);
+    mla100_loop_end(e, j, stage, phase, mla100(e->p)->stages, top, done);
     emit_note(e, "the pair: wait until the MMAs released every slot (their commits arrive from the even CTA)");
     for (int k = 0; k < s->stages; k++) {
         smem_indexed(e, empty, s->bar_kv_empty, stage, MBAR_BYTES);
@@ -396,7 +357,7 @@ static void pair_mma(Emit *e)
     Reg words[8], par = reg_b32(e, "mm_ppar");
     char top[NAME], done[NAME], l_skip[NAME], l_odd[NAME], l_next[NAME];
     emit(e, "mov.u32 %s, 0;", R(e, it));
-    loop_begin(e, "mm", j, stage, phase, top, done);
+    mla100_loop_begin(e, "mm", j, stage, phase, top, done);
     read_bits(e, "mm", stage, phase, words, any);
     smem_indexed(e, bar, s->bar_kv_full, stage, MBAR_BYTES);
     op_mbar_wait(e, bar, phase);
@@ -426,7 +387,7 @@ static void pair_mma(Emit *e)
     emit_note(e, "the slot is free in both CTAs once these MMAs read it (none, for a block with no valid index)");
     smem_indexed(e, bar, s->bar_kv_empty, stage, MBAR_BYTES);
     op_umma_commit(e, 2, bar, reg_find(e, "mm_mask"));
-    loop_end(e, j, stage, phase, top, done);
+    mla100_loop_end(e, j, stage, phase, mla100(e->p)->stages, top, done);
     emit(e, "bra.uni $exit;");
 }
 
@@ -551,90 +512,6 @@ static void sfx_block(Emit *e, int buf)
     op_mbar_arrive_cluster(e, lbar);
 }
 
-static void sfx_epilogue(Emit *e)
-{
-    const Plan *p = e->p;
-    const SparsePlan100 *s = mla100(p);
-    emit_section(e, "softmax epilogue: O / l x sink factor, then out (bf16), lse and max_logits");
-    char l_zero[NAME], l_stored[NAME];
-    Reg l = reg_find(e, "sx_l"), one = reg_f32(e, "sx_one"), inv = reg_f32(e, "sx_inv"), lse = reg_f32(e, "sx_lse");
-    Reg head = reg_b32(e, "sx_head"), inb = reg_pred(e, "sx_inb"), none = reg_pred(e, "sx_norow");
-    Reg sk = reg_f32(e, "sx_sink"), f = reg_f32(e, "sx_sinkf"), ha = reg_b64(e, "sx_ha"), rsk = reg_pred(e, "sx_rsink");
-    emit(e, "mov.f32 %s, 0f3F800000;", R(e, one));
-    sfx_lse(e, lse, reg_find(e, "sx_m"), l, reg_find(e, "scale_log2"));
-    emit(e, "setp.eq.f32 %s, %s, 0f00000000;", R(e, none), R(e, l));
-    emit(e, "@%s mov.f32 %s, 0f7F800000;", R(e, none), R(e, lse));
-    sfx_inv_sum(e, inv, l, one);
-    emit(e, "add.u32 %s, %%h0, %%sx_row;", R(e, head));
-    emit(e, "setp.lt.u32 %s, %s, %%heads_q;", R(e, inb), R(e, head));
-    emit_note(e, "sink: out x 1 / (1 + 2^((sink - lse) log2 e)); lse unchanged");
-    emit(e, "setp.ne.u64 %s, %%sink, 0;", R(e, rsk));
-    emit(e, "and.pred %s, %s, %s;", R(e, rsk), R(e, rsk), R(e, inb));
-    emit(e, "mul.wide.u32 %s, %s, 4;", R(e, ha), R(e, head));
-    emit(e, "add.u64 %s, %s, %%sink;", R(e, ha), R(e, ha));
-    emit(e, "mov.f32 %s, %s;", R(e, sk), PTX_NEG_INF);
-    op_ld_global(e, rsk, "f32", sk, ha, 0);
-    emit(e, "sub.f32 %s, %s, %s;", R(e, f), R(e, sk), R(e, lse));
-    emit(e, "mul.f32 %s, %s, %s;", R(e, f), R(e, f), PTX_LOG2E);
-    emit(e, "ex2.approx.ftz.f32 %s, %s;", R(e, f), R(e, f));
-    emit(e, "add.f32 %s, %s, 0f3F800000;", R(e, f), R(e, f));
-    emit(e, "rcp.approx.ftz.f32 %s, %s;", R(e, f), R(e, f));
-    emit(e, "@%s mov.f32 %s, 0f3F800000;", R(e, none), R(e, f));
-    emit(e, "mul.f32 %s, %s, %s;", R(e, inv), R(e, inv), R(e, f));
-
-    Reg oa = reg_b64(e, "sx_oa"), a = reg_b64(e, "sx_oa_c"), col = reg_b32(e, "sx_col"), pk = reg_b32(e, "sx_pk");
-    Reg zero = reg_b32(e, "sx_zero"), t64 = reg_b64(e, "sx_t64");
-    emit_note(e, "out[tok, head, half*%d ..]: this thread's %d columns", s->o_cols, s->o_cols);
-    op_cvt(e, "u64.u32", t64, reg_find(e, "tok"));
-    emit(e, "mul.lo.u64 %s, %s, %%out_stride_s;", R(e, oa), R(e, t64));
-    op_cvt(e, "u64.u32", t64, head);
-    emit(e, "mad.lo.u64 %s, %s, %%out_stride_h, %s;", R(e, oa), R(e, t64), R(e, oa));
-    emit(e, "mul.lo.u32 %s, %%sx_half, %d;", R(e, col), s->o_cols);
-    op_cvt(e, "u64.u32", t64, col);
-    emit(e, "add.u64 %s, %s, %s;", R(e, oa), R(e, oa), R(e, t64));
-    emit(e, "mad.lo.u64 %s, %s, %d, %%out;", R(e, oa), R(e, oa), p->elem_bytes);
-    emit(e, "setp.eq.u32 %s, %%sx_it, 0;", R(e, reg_pred(e, "sx_noblk")));
-    emit(e, "@%%sx_noblk bra %s;", new_label(e, l_zero, sizeof l_zero, "sx_zero_o"));
-    Reg bar = reg_b32(e, "sx_bar"), ta = reg_b32(e, "sx_ta"), o = reg_find(e, "sx_o");
-    smem_at(e, bar, s->bar_pv_done);
-    op_mbar_wait(e, bar, reg_find(e, "sx_opar"));
-    op_tc_fence_after(e);
-    for (int c = 0; c < s->o_cols; c += s->o_chunk) {
-        emit(e, "add.u32 %s, %%sx_tl, %u;", R(e, ta), s->tm_o + (uint32_t)c);
-        op_tmem_ld(e, o, 0, s->o_chunk, ta);
-        op_tmem_wait_ld(e);
-        for (int k = 0; k < s->o_chunk / 2; k++) {
-            Reg lo = reg_at(e, o, 2 * k), hi = reg_at(e, o, 2 * k + 1);
-            emit(e, "mul.f32 %s, %s, %s;", R(e, lo), R(e, lo), R(e, inv));
-            emit(e, "mul.f32 %s, %s, %s;", R(e, hi), R(e, hi), R(e, inv));
-            op_cvt_pack(e, DT_BF16, pk, hi, lo);
-            emit(e, "add.u64 %s, %s, %d;", R(e, a), R(e, oa), (c + 2 * k) * p->elem_bytes);
-            op_st_global_b32(e, inb, a, pk);
-        }
-    }
-    emit(e, "bra.uni %s;", new_label(e, l_stored, sizeof l_stored, "sx_stored"));
-    emit_label(e, l_zero);
-    emit(e, "mov.b32 %s, 0;", R(e, zero));
-    for (int c = 0; c < s->o_cols; c += 2) {
-        emit(e, "add.u64 %s, %s, %d;", R(e, a), R(e, oa), c * p->elem_bytes);
-        op_st_global_b32(e, inb, a, zero);
-    }
-    emit_label(e, l_stored);
-    emit_note(e, "lse and max_logits [s_q, h_q]: the thread of key half 0");
-    Reg pw = reg_pred(e, "sx_wstat"), sa = reg_b64(e, "sx_sa"), sa2 = reg_b64(e, "sx_sa2"), ix = reg_b32(e, "sx_ix");
-    Reg ml = reg_f32(e, "sx_maxl"), pl = reg_pred(e, "sx_wlse"), pm = reg_pred(e, "sx_wml");
-    emit(e, "and.pred %s, %s, !%%sx_hi;", R(e, pw), R(e, inb));
-    emit(e, "mad.lo.u32 %s, %%tok, %%heads_q, %s;", R(e, ix), R(e, head));
-    emit(e, "mul.f32 %s, %%sx_mx, %%sm_scale;", R(e, ml));
-    emit(e, "setp.ne.and.u64 %s, %%lse, 0, %s;", R(e, pl), R(e, pw));
-    emit(e, "setp.ne.and.u64 %s, %%max_logits, 0, %s;", R(e, pm), R(e, pw));
-    emit(e, "mul.wide.u32 %s, %s, 4;", R(e, sa), R(e, ix));
-    emit(e, "add.u64 %s, %s, %%lse;", R(e, sa2), R(e, sa));
-    op_st_global_f32(e, pl, sa2, lse);
-    emit(e, "add.u64 %s, %s, %%max_logits;", R(e, sa2), R(e, sa));
-    op_st_global_f32(e, pm, sa2, ml);
-}
-
 static void pair_softmax(Emit *e)
 {
     const Plan *p = e->p;
@@ -648,7 +525,7 @@ static void pair_softmax(Emit *e)
     Reg first = reg_pred(e, "sx_first"), words[8];
     char top[NAME], done[NAME], l_skip[NAME], l_odd[NAME], l_next[NAME];
     emit(e, "mov.u32 %s, 0;", R(e, it));
-    loop_begin(e, "sx", j, stage, phase, top, done);
+    mla100_loop_begin(e, "sx", j, stage, phase, top, done);
     read_bits(e, "sx", stage, phase, words, any);
     int per_half = s->half_cols / WARP;
     emit_note(e, "this thread's key half: bit words %d*half ..", per_half);
@@ -673,10 +550,10 @@ static void pair_softmax(Emit *e)
     emit_label(e, l_next);
     emit(e, "add.u32 %s, %s, 1;", R(e, it), R(e, it));
     emit_label(e, l_skip);
-    loop_end(e, j, stage, phase, top, done);
+    mla100_loop_end(e, j, stage, phase, mla100(e->p)->stages, top, done);
     emit(e, "add.u32 %s, %s, 1;", R(e, opar), R(e, it));
     emit(e, "and.b32 %s, %s, 1;", R(e, opar), R(e, opar));
-    sfx_epilogue(e);
+    mla100_epilogue(e, 1);
     emit(e, "bra.uni $exit;");
 }
 

@@ -469,7 +469,7 @@ static void mla_tmem_alloc(Emit *e)
 /* ------------------------------------------------------------ the block loop, every role */
 
 /* The loop over the %nblk blocks of top-k positions: j from 0, the ring at slot 0 / phase 0. */
-static void block_loop_begin(Emit *e, const char *who, Reg j, Reg stage, Reg phase, char top[NAME], char done[NAME])
+void mla100_loop_begin(Emit *e, const char *who, Reg j, Reg stage, Reg phase, char *top, char *done)
 {
     char stem[NAME];
     ring_reset(e, stage, phase);
@@ -484,7 +484,7 @@ static void block_loop_begin(Emit *e, const char *who, Reg j, Reg stage, Reg pha
     emit(e, "@%s bra.uni %s;", R(e, pend), done);
 }
 
-static void block_loop_end(Emit *e, Reg j, Reg stage, Reg phase, int stages, const char *top, const char *done)
+void mla100_loop_end(Emit *e, Reg j, Reg stage, Reg phase, int stages, const char *top, const char *done)
 {
     ring_advance(e, stage, phase, stages);
     emit(e, "add.u32 %s, %s, 1;", R(e, j), R(e, j));
@@ -511,7 +511,7 @@ static void read_mask(Emit *e, const char *who, Reg stage, Reg phase, Reg lo, Re
 /* ------------------------------------------------------------ kernel: load warp */
 
 /* dst (u64) = base + (a * stride + b) * bytes: element a of a strided array, plus b. */
-static void elem_addr(Emit *e, Reg dst, Reg base, Reg a, Reg stride, Reg b, int bytes)
+void mla100_elem_addr(Emit *e, Reg dst, Reg base, Reg a, Reg stride, Reg b, int bytes)
 {
     Reg t = reg_b64(e, "ad_t64");
     op_cvt(e, "u64.u32", t, a);
@@ -560,7 +560,7 @@ static void load_indices(Emit *e, Reg j, Reg stage)
         Reg idx = reg_b32(e, "ld_c%d", h), bits = reg_b32(e, "ld_bits%d", h);
         emit(e, "mad.lo.u32 %s, %s, %d, %%lane;", R(e, pos), R(e, j), s->block);
         if (h) emit(e, "add.u32 %s, %s, %d;", R(e, pos), R(e, pos), h * MLA_WARP);
-        elem_addr(e, ia, reg_find(e, "indices"), reg_find(e, "tok"), reg_find(e, "idx_stride"), pos, 4);
+        mla100_elem_addr(e, ia, reg_find(e, "indices"), reg_find(e, "tok"), reg_find(e, "idx_stride"), pos, 4);
         emit(e, "setp.lt.s32 %s, %s, %%ld_len;", R(e, inr), R(e, pos));
         emit(e, "mov.u32 %s, -1;", R(e, idx));
         op_ld_global(e, inr, "s32", idx, ia, 0);
@@ -633,7 +633,7 @@ static void emit_load(Emit *e)
     Reg full = reg_b32(e, "ld_full"), empty = reg_b32(e, "ld_empty"), par = reg_b32(e, "ld_par");
     Reg lo = reg_b32(e, "ld_mor"), any = reg_pred(e, "ld_any");
     char top[NAME], done[NAME], l_none[NAME], l_armed[NAME];
-    block_loop_begin(e, "ld", j, stage, phase, top, done);
+    mla100_loop_begin(e, "ld", j, stage, phase, top, done);
     smem_indexed(e, full, s->kv_fp8 ? s->bar_raw_full : s->bar_kv_full, stage, MBAR_BYTES);
     smem_indexed(e, empty, s->kv_fp8 ? s->bar_raw_empty : s->bar_kv_empty, stage, MBAR_BYTES);
     ring_free_parity(e, par, phase);
@@ -652,7 +652,7 @@ static void emit_load(Emit *e)
         load_rows(e, stage, full);
         emit_label(e, l_none);
         op_warp_sync(e);
-        block_loop_end(e, j, stage, phase, s->raw_stages, top, done);
+        mla100_loop_end(e, j, stage, phase, s->raw_stages, top, done);
         emit(e, "bra.uni $exit;");
         return;
     }
@@ -670,7 +670,7 @@ static void emit_load(Emit *e)
     op_mbar_arrive_if(e, lead, full);
     emit_label(e, l_next);
     op_warp_sync(e);
-    block_loop_end(e, j, stage, phase, s->stages, top, done);
+    mla100_loop_end(e, j, stage, phase, s->stages, top, done);
     emit(e, "bra.uni $exit;");
 }
 
@@ -788,7 +788,7 @@ static void emit_mma(Emit *e)
     char top[NAME], done[NAME], l_skip[NAME], l_next[NAME], l_odd[NAME], l_qk[NAME], l_nopv[NAME];
     emit(e, "mov.u32 %s, 0;", R(e, it));
     emit(e, "setp.ne.u32 %s, 0, 0;", R(e, pend));
-    block_loop_begin(e, "mm", j, stage, phase, top, done);
+    mla100_loop_begin(e, "mm", j, stage, phase, top, done);
     read_mask(e, "mm", stage, phase, lo, hi, any);
     smem_indexed(e, empty, s->bar_kv_empty, stage, MBAR_BYTES);
     emit(e, "@!%s bra %s;", R(e, any), new_label(e, l_skip, sizeof l_skip, "mm_skip"));
@@ -831,7 +831,7 @@ static void emit_mma(Emit *e)
     }
     op_mbar_arrive(e, empty);
     emit_label(e, l_next);
-    block_loop_end(e, j, stage, phase, s->stages, top, done);
+    mla100_loop_end(e, j, stage, phase, s->stages, top, done);
     if (ahead) {
         char l_end[NAME];
         emit(e, "@!%s bra %s;", R(e, pend), new_label(e, l_end, sizeof l_end, "mm_end"));
@@ -962,7 +962,7 @@ static void sfx_block(Emit *e, int buf)
 }
 
 /* Sink factor, O / l to bf16 in global memory, lse and max_logits of this lane's row. */
-static void sfx_epilogue(Emit *e)
+void mla100_epilogue(Emit *e, int pair)
 {
     const Plan *p = e->p;
     const SparsePlan100 *s = mla100(p);
@@ -996,7 +996,7 @@ static void sfx_epilogue(Emit *e)
 
     Reg oa = reg_b64(e, "sx_oa"), a = reg_b64(e, "sx_oa_c"), col = reg_b32(e, "sx_col"), pk = reg_b32(e, "sx_pk");
     Reg zero = reg_b32(e, "sx_zero");
-    emit_note(e, "out[tok, head, half*%d ..]: this lane's %d columns", s->o_cols, s->o_cols);
+    emit_note(e, "out[tok, head, half*%d ..]: this %s's %d columns", s->o_cols, pair ? "thread" : "lane", s->o_cols);
     Reg t64 = reg_b64(e, "sx_t64");
     op_cvt(e, "u64.u32", t64, reg_find(e, "tok"));
     emit(e, "mul.lo.u64 %s, %s, %%out_stride_s;", R(e, oa), R(e, t64));
@@ -1035,7 +1035,7 @@ static void sfx_epilogue(Emit *e)
     }
     emit_label(e, l_stored);
 
-    emit_note(e, "lse and max_logits [s_q, h_q]: the lower lane of each pair");
+    emit_note(e, "lse and max_logits [s_q, h_q]: %s", pair ? "the thread of key half 0" : "the lower lane of each pair");
     Reg pw = reg_pred(e, "sx_wstat"), sa = reg_b64(e, "sx_sa"), sa2 = reg_b64(e, "sx_sa2"), ix = reg_b32(e, "sx_ix");
     Reg ml = reg_f32(e, "sx_maxl"), pl = reg_pred(e, "sx_wlse"), pm = reg_pred(e, "sx_wml");
     emit(e, "and.pred %s, %s, !%%sx_hi;", R(e, pw), R(e, inb));
@@ -1064,7 +1064,7 @@ static void emit_softmax(Emit *e)
     Reg first = reg_pred(e, "sx_first");
     char top[NAME], done[NAME], l_skip[NAME], l_odd[NAME], l_next[NAME];
     emit(e, "mov.u32 %s, 0;", R(e, it));
-    block_loop_begin(e, "sx", j, stage, phase, top, done);
+    mla100_loop_begin(e, "sx", j, stage, phase, top, done);
     read_mask(e, "sx", stage, phase, lo, hi, any);
     emit(e, "selp.b32 %s, %s, %s, %%sx_hi;", R(e, word), R(e, hi), R(e, lo));
     emit_note(e, "the bits are read: the slot may be refilled once the MMAs are done with it too");
@@ -1087,11 +1087,11 @@ static void emit_softmax(Emit *e)
     emit_label(e, l_next);
     emit(e, "add.u32 %s, %s, 1;", R(e, it), R(e, it));
     emit_label(e, l_skip);
-    block_loop_end(e, j, stage, phase, s->stages, top, done);
+    mla100_loop_end(e, j, stage, phase, s->stages, top, done);
     emit_note(e, "the last processed block's bar_pv_done phase: it - 1");
     emit(e, "add.u32 %s, %s, 1;", R(e, opar), R(e, it));
     emit(e, "and.b32 %s, %s, 1;", R(e, opar), R(e, opar));
-    sfx_epilogue(e);
+    mla100_epilogue(e, 0);
     op_tc_fence_before(e);
     emit_note(e, "plan: named barrier tmem_free (%d)", s->bar_tmem_free);
     op_bar_arrive(e, s->bar_tmem_free, named_bar_threads(p, s->bar_tmem_free));
@@ -1148,7 +1148,7 @@ static void emit_dequant(Emit *e)
     char top[NAME], done[NAME], l_skip[NAME];
     ring_reset(e, bs, bph);
     emit(e, "setp.eq.u32 %s, %s, 0;", R(e, first), R(e, t));
-    block_loop_begin(e, "dq", j, rs, rph, top, done);
+    mla100_loop_begin(e, "dq", j, rs, rph, top, done);
     smem_indexed(e, bar, s->bar_raw_full, rs, MBAR_BYTES);
     op_mbar_wait(e, bar, rph);
     smem_indexed(e, bar, s->bar_kv_empty, bs, MBAR_BYTES);
@@ -1213,7 +1213,7 @@ static void emit_dequant(Emit *e)
     smem_indexed(e, bar, s->bar_raw_empty, rs, MBAR_BYTES);
     op_mbar_arrive(e, bar);
     ring_advance(e, bs, bph, s->stages);
-    block_loop_end(e, j, rs, rph, s->raw_stages, top, done);
+    mla100_loop_end(e, j, rs, rph, s->raw_stages, top, done);
     emit(e, "bra.uni $exit;");
 }
 
