@@ -424,23 +424,6 @@ static void sfx_setup(Emit *e)
 /* Word k of the exchange (0: row max, 1: row sum, 2..: P words) of this thread / of the other half. */
 static uint32_t xoff(const SparsePlan100 *s, int k) { return (uint32_t)k * (uint32_t)(s->sfx_warps * WARP) * 4u; }
 
-static void sfx_rescale(Emit *e)
-{
-    const SparsePlan100 *s = mla100(e->p);
-    Reg ta = reg_b32(e, "sx_ta"), o = reg_find(e, "sx_o");
-    for (int c = 0; c < s->o_cols; c += s->o_chunk) {
-        emit(e, "add.u32 %s, %%sx_tl, %u;", R(e, ta), s->tm_o + (uint32_t)c);
-        op_tmem_ld(e, o, 0, s->o_chunk, ta);
-        op_tmem_wait_ld(e);
-        for (int x = 0; x < s->o_chunk; x++) {
-            Reg ox = reg_at(e, o, x);
-            emit(e, "mul.f32 %s, %s, %%sx_corr;", R(e, ox), R(e, ox));
-        }
-        op_tmem_st(e, ta, o, 0, s->o_chunk);
-    }
-    op_tmem_wait_st(e);
-}
-
 static void sfx_block(Emit *e, int buf)
 {
     const Plan *p = e->p;
@@ -498,7 +481,7 @@ static void sfx_block(Emit *e, int buf)
     Reg any = reg_pred(e, "sx_any_need");
     op_vote_any(e, any, need);
     emit(e, "@!%s bra %s;", R(e, any), new_label(e, l_keep, sizeof l_keep, "sx_keep"));
-    sfx_rescale(e);
+    mla100_rescale(e);
     emit_label(e, l_keep);
     emit_label(e, l_first);
     emit(e, "add.u32 %s, %%sx_tl, %u;", R(e, ta), s->tm_s[buf]);

@@ -880,8 +880,8 @@ static void sfx_mask_invalid(Emit *e, Reg word)
     }
 }
 
-/* O *= corr for this lane's half row (lane field of the quarter, columns tm_o..). */
-static void sfx_rescale(Emit *e)
+/* O *= corr for this thread's row (half) in TMEM (lane field of its quarter, columns tm_o..). */
+void mla100_rescale(Emit *e)
 {
     const SparsePlan100 *s = mla100(e->p);
     Reg ta = reg_b32(e, "sx_ta"), o = reg_find(e, "sx_o");
@@ -950,7 +950,7 @@ static void sfx_block(Emit *e, int buf)
     op_vote_any(e, any, need);
     emit_note(e, "rescale O only when the warp's vote says a row max moved (plan: rescale %d)", s->rescale);
     emit(e, "@!%s bra %s;", R(e, any), new_label(e, l_keep, sizeof l_keep, "sx_keep"));
-    sfx_rescale(e);
+    mla100_rescale(e);
     emit_label(e, l_keep);
     emit_label(e, l_first);
     emit(e, "add.u32 %s, %%sx_tl, %u;", R(e, ta), s->tm_s[buf]);
