@@ -126,22 +126,31 @@ test-sanitize: deps-test
 
 # libFuzzer harnesses (tests/fuzz/): clang -fsanitize=fuzzer with ASan + UBSan over the generator.
 #   make fuzz-ci              each harness for FUZZ_SECONDS (60) over its seed corpus (CI)
-#   make fuzz-long            each for FUZZ_LONG_SECONDS (or FUZZ_RUNS executions), log in build/fuzz/
+#   make fuzz-long            each for FUZZ_LONG_SECONDS (or FUZZ_RUNS executions), log in build/fuzz/;
+#                             FUZZ_LONG_NAMES="cli cache" picks harnesses
 FUZZ_CC      ?= clang
 FUZZ_FLAGS   := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -g -O1 -std=c11 \
                 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-missing-field-initializers -Igen -I$(B)
-FUZZ_NAMES   := config cli bundle
+FUZZ_NAMES   := config cli bundle cache args
 FUZZ_BIN     := $(FUZZ_NAMES:%=$(B)/fuzz/fuzz_%)
 FUZZ_SECONDS ?= 60
 $(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h tests/fuzz/fuzz_main.h gen/main.c $(GEN_SRC) $(HDRS) \
                   $(B)/templates.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) $< $(GEN_SRC) $(B)/templates.c -o $@ -lm
+# The runtime harnesses link libfa4rt's sources and run against the fake driver; --wrap puts
+# a stand-in compiler behind rt_compile (tests/fuzz/fuzz_rt.h).
+FUZZ_RT := $(B)/fuzz/fuzz_cache $(B)/fuzz/fuzz_args
+$(FUZZ_RT): $(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h tests/fuzz/fuzz_rt.h tests/unit/fake_cuda.h \
+                  $(RT_SRC) $(GEN_SRC) $(HDRS) $(B)/templates.c $(FAKECUDA)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -Iruntime -Itests/unit -I$(CUDA_HOME)/include $< $(RT_SRC) $(GEN_SRC) \
+	    $(B)/templates.c -Wl,--wrap=rt_compile -o $@ $(LDLIBS_RT)
 .PHONY: fuzz-build fuzz-ci fuzz-long
 fuzz-build: $(FUZZ_BIN)
 fuzz-ci: $(FUZZ_BIN)
 	@for n in $(FUZZ_NAMES); do mkdir -p $(B)/fuzz/new_$$n; \
-	    $(B)/fuzz/fuzz_$$n -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -artifact_prefix=$(abspath $(B))/fuzz/$$n- \
+	    LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) $(B)/fuzz/fuzz_$$n -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -artifact_prefix=$(abspath $(B))/fuzz/$$n- \
 	        $(B)/fuzz/new_$$n tests/fuzz/corpus/$$n > $(B)/fuzz/$$n.log 2>&1 || { \
 	        tail -40 $(B)/fuzz/$$n.log; echo "fuzz-ci: fuzz_$$n FAILED (artifact in $(B)/fuzz/)"; exit 1; }; \
 	    echo "fuzz-ci: fuzz_$$n $$(grep -o 'stat::number_of_executed_units: *[0-9]*' $(B)/fuzz/$$n.log | \
@@ -149,9 +158,10 @@ fuzz-ci: $(FUZZ_BIN)
 	done
 FUZZ_LONG_SECONDS ?= 200
 FUZZ_RUNS ?= -1
+FUZZ_LONG_NAMES ?= $(FUZZ_NAMES)
 fuzz-long: $(FUZZ_BIN)
-	@for n in $(FUZZ_NAMES); do mkdir -p $(B)/fuzz/long_$$n; \
-	    $(B)/fuzz/fuzz_$$n -max_total_time=$(FUZZ_LONG_SECONDS) -runs=$(FUZZ_RUNS) -print_final_stats=1 \
+	@for n in $(FUZZ_LONG_NAMES); do mkdir -p $(B)/fuzz/long_$$n; \
+	    LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) $(B)/fuzz/fuzz_$$n -max_total_time=$(FUZZ_LONG_SECONDS) -runs=$(FUZZ_RUNS) -print_final_stats=1 \
 	        -artifact_prefix=$(abspath $(B))/fuzz/$$n- $(B)/fuzz/long_$$n tests/fuzz/corpus/$$n > $(B)/fuzz/long_$$n.log 2>&1; \
 	    echo "fuzz_$$n: exit $$?"; grep 'stat::\|^#[0-9]*.*DONE' $(B)/fuzz/long_$$n.log; done
 
