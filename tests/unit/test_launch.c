@@ -601,6 +601,30 @@ static void test_huge_shapes(void **state)
     fa4_destroy(ctx);
 }
 
+/* gen/softmax.c lse_store indexes LSE [batch, heads_q, seqlen_q] in 32 bits ((b x heads_q + h) x
+ * seqlen_q + row, then a 64-bit byte offset): every row below 2^32 is addressable, so 2^32 rows are
+ * launched and one row more is refused naming lse (issue 16: the runtime, not a 64-bit index, keeps
+ * the store in bounds; the PTX stays as it is). */
+static void test_lse_rows_boundary(void **state)
+{
+    (void)state;
+    fa4_ctx *ctx = ctx_on(90, FA4_TARGET_SM90A, NULL);
+    fa4_mha_args a = mha(FA4_BF16, 4, 1 << 30, 256, 1, 1, 128, 128, FA4_MASK_NONE); /* 4 x 1 x 2^30 = 2^32 rows */
+    Plan *p = plan_of(ctx, &a);
+    Tensor t[TENSOR_COUNT];
+    packed_tensors(&a, 2, 2, t);
+    fake_reset();
+    must(ctx, fa4_mha_fwd(ctx, &a, NULL), "fa4_mha_fwd (2^32 LSE rows)");
+    const FakeLaunch *l = expect_launch(p, t, &a, LOG2E / sqrt(128.0), 1.0);
+    assert_int_equal(l->lse, (uint64_t)(uintptr_t)a.lse);
+    free(p);
+    a.seqlen_q = (1 << 30) + 1; /* 2^32 + 4 rows */
+    expect_refused(ctx, &a, "lse", "LSE rows 2^32 + 4");
+    a.heads_q = a.heads_kv = 4, a.seqlen_q = (1 << 28) + 1; /* 4 x 4 x (2^28 + 1) = 2^32 + 16, through heads */
+    expect_refused(ctx, &a, "lse", "LSE rows 2^32 + 16 through heads");
+    fa4_destroy(ctx);
+}
+
 /* k_rope with depths that cannot split K, after a call without k_rope put the same config in the
  * memory cache (rope_split is not in the canonical text where it is refused, so the key matched):
  * refused naming k_rope, not an internal error at encode time (found by tests/fuzz/fuzz_args). */
@@ -691,6 +715,7 @@ int main(void)
         cmocka_unit_test(test_sm100_on_sm90),      cmocka_unit_test(test_bad_descale),
         cmocka_unit_test(test_kernel_info),        cmocka_unit_test(test_huge_shapes),
         cmocka_unit_test(test_rope_after_memory_hit), cmocka_unit_test(test_mla_huge_shapes),
+        cmocka_unit_test(test_lse_rows_boundary),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
