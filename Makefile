@@ -166,22 +166,32 @@ test-sanitize: deps-test
 
 # libFuzzer harnesses (tests/fuzz/): clang -fsanitize=fuzzer with ASan + UBSan over the generator.
 #   make fuzz-ci              each harness for FUZZ_SECONDS (60) over its seed corpus (CI)
-#   make fuzz-long            each for FUZZ_LONG_SECONDS (or FUZZ_RUNS executions), log in build/fuzz/
+#   make fuzz-long            each for FUZZ_LONG_SECONDS (or FUZZ_RUNS executions), log in build/fuzz/;
+#                             FUZZ_LONG_NAMES="cli cache" picks harnesses
+#   make fuzz-coverage        line coverage of the code each harness tests, over its corpora (llvm-cov)
 FUZZ_CC      ?= clang
 FUZZ_FLAGS   := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -g -O1 -std=c11 \
                 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-missing-field-initializers -Igen -I$(B)
-FUZZ_NAMES   := config cli bundle
+FUZZ_NAMES   := config cli bundle cache args
 FUZZ_BIN     := $(FUZZ_NAMES:%=$(B)/fuzz/fuzz_%)
 FUZZ_SECONDS ?= 60
 $(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h tests/fuzz/fuzz_main.h gen/main.c gen/aot.c $(GEN_SRC) \
                   $(HDRS) $(B)/templates.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) $< gen/aot.c $(GEN_SRC) $(B)/templates.c -o $@ -ldl -lm
+# The runtime harnesses link libfa4rt's sources and run against the fake driver; --wrap puts
+# a stand-in compiler behind rt_compile (tests/fuzz/fuzz_rt.h).
+FUZZ_RT := $(B)/fuzz/fuzz_cache $(B)/fuzz/fuzz_args
+$(FUZZ_RT): $(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h tests/fuzz/fuzz_rt.h tests/unit/fake_cuda.h \
+                  $(RT_SRC) $(GEN_SRC) $(HDRS) $(B)/templates.c $(FAKECUDA)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -Iruntime -Itests/unit -I$(CUDA_HOME)/include $< $(RT_SRC) $(GEN_SRC) \
+	    $(B)/templates.c -Wl,--wrap=rt_compile -o $@ $(LDLIBS_RT)
 .PHONY: fuzz-build fuzz-ci fuzz-long
 fuzz-build: $(FUZZ_BIN)
 fuzz-ci: $(FUZZ_BIN)
 	@for n in $(FUZZ_NAMES); do mkdir -p $(B)/fuzz/new_$$n; \
-	    $(B)/fuzz/fuzz_$$n -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -artifact_prefix=$(abspath $(B))/fuzz/$$n- \
+	    LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) $(B)/fuzz/fuzz_$$n -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -artifact_prefix=$(abspath $(B))/fuzz/$$n- \
 	        $(B)/fuzz/new_$$n tests/fuzz/corpus/$$n > $(B)/fuzz/$$n.log 2>&1 || { \
 	        tail -40 $(B)/fuzz/$$n.log; echo "fuzz-ci: fuzz_$$n FAILED (artifact in $(B)/fuzz/)"; exit 1; }; \
 	    echo "fuzz-ci: fuzz_$$n $$(grep -o 'stat::number_of_executed_units: *[0-9]*' $(B)/fuzz/$$n.log | \
@@ -189,11 +199,42 @@ fuzz-ci: $(FUZZ_BIN)
 	done
 FUZZ_LONG_SECONDS ?= 200
 FUZZ_RUNS ?= -1
+FUZZ_LONG_NAMES ?= $(FUZZ_NAMES)
 fuzz-long: $(FUZZ_BIN)
-	@for n in $(FUZZ_NAMES); do mkdir -p $(B)/fuzz/long_$$n; \
-	    $(B)/fuzz/fuzz_$$n -max_total_time=$(FUZZ_LONG_SECONDS) -runs=$(FUZZ_RUNS) -print_final_stats=1 \
+	@for n in $(FUZZ_LONG_NAMES); do mkdir -p $(B)/fuzz/long_$$n; \
+	    LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) $(B)/fuzz/fuzz_$$n -max_total_time=$(FUZZ_LONG_SECONDS) -runs=$(FUZZ_RUNS) -print_final_stats=1 \
 	        -artifact_prefix=$(abspath $(B))/fuzz/$$n- $(B)/fuzz/long_$$n tests/fuzz/corpus/$$n > $(B)/fuzz/long_$$n.log 2>&1; \
 	    echo "fuzz_$$n: exit $$?"; grep 'stat::\|^#[0-9]*.*DONE' $(B)/fuzz/long_$$n.log; done
+
+# Line coverage of each harness over its corpus (the long run's, then the seeds), per file of the code it
+# tests: clang source-based coverage (no sanitizers), reports in build/fuzzcov/<name>.txt.
+FUZZ_COV_FLAGS := -fsanitize=fuzzer -fprofile-instr-generate -fcoverage-mapping -g -O1 -std=c11 -D_GNU_SOURCE \
+                  -Wall -Wextra -Werror -Wno-missing-field-initializers -Igen -I$(B)
+FUZZ_COV_config := gen/config.c gen/plan.c gen/sm90/plan.c gen/sm100/plan.c
+FUZZ_COV_cli    := gen/main.c gen/config.c gen/api.c
+FUZZ_COV_bundle := gen/main.c gen/config.c
+FUZZ_COV_cache  := runtime/cache.c runtime/api.c
+FUZZ_COV_args   := runtime/mha.c runtime/mla_sparse.c runtime/launch.c
+$(B)/fuzzcov/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h tests/fuzz/fuzz_main.h gen/main.c $(GEN_SRC) $(HDRS) \
+                     $(B)/templates.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_COV_FLAGS) $< $(GEN_SRC) $(B)/templates.c -o $@ -lm
+$(FUZZ_RT:$(B)/fuzz/%=$(B)/fuzzcov/%): $(B)/fuzzcov/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h \
+                     tests/fuzz/fuzz_rt.h tests/unit/fake_cuda.h $(RT_SRC) $(GEN_SRC) $(HDRS) $(B)/templates.c $(FAKECUDA)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_COV_FLAGS) -Iruntime -Itests/unit -I$(CUDA_HOME)/include $< $(RT_SRC) $(GEN_SRC) \
+	    $(B)/templates.c -Wl,--wrap=rt_compile -o $@ $(LDLIBS_RT)
+.PHONY: fuzz-coverage
+fuzz-coverage: $(FUZZ_LONG_NAMES:%=$(B)/fuzzcov/fuzz_%)
+	@for n in $(FUZZ_LONG_NAMES); do mkdir -p $(B)/fuzz/long_$$n; rm -f $(B)/fuzzcov/$$n.profraw; \
+	    LLVM_PROFILE_FILE=$(abspath $(B))/fuzzcov/$$n.profraw LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) \
+	        $(B)/fuzzcov/fuzz_$$n -runs=0 $(B)/fuzz/long_$$n tests/fuzz/corpus/$$n > $(B)/fuzzcov/$$n.log 2>&1 || \
+	        { tail -20 $(B)/fuzzcov/$$n.log; exit 1; }; \
+	    llvm-profdata merge -sparse $(B)/fuzzcov/$$n.profraw -o $(B)/fuzzcov/$$n.profdata && \
+	    { echo "fuzz_$$n over $$(ls $(B)/fuzz/long_$$n | wc -l) + $$(ls tests/fuzz/corpus/$$n | wc -l) inputs:"; \
+	      llvm-cov report $(B)/fuzzcov/fuzz_$$n -instr-profile=$(B)/fuzzcov/$$n.profdata \
+	        $$(case $$n in config) echo $(FUZZ_COV_config);; cli) echo $(FUZZ_COV_cli);; bundle) echo $(FUZZ_COV_bundle);; \
+	           cache) echo $(FUZZ_COV_cache);; args) echo $(FUZZ_COV_args);; esac); } | tee $(B)/fuzzcov/$$n.txt; done
 
 # The whole project (CLI, libraries, examples, unit tests, fake and simulated drivers) with clang,
 # warnings as errors, in its own build folder.

@@ -9,7 +9,9 @@
  *   alike still never share a file's payload. Files are written to an O_EXCL
  *   temp file in the same directory, fsync'd and renamed into place, so a
  *   reader sees a whole file or none; a corrupt or truncated file is a miss
- *   and gets rewritten. An unusable directory turns the disk cache off with
+ *   and gets rewritten. Anything at the path that is not a regular file (a
+ *   FIFO, a device, a directory) is a miss too, and a FIFO never blocks the open.
+ *   An unusable directory turns the disk cache off with
  *   one warning per context.
  */
 #include <errno.h>
@@ -178,12 +180,13 @@ int rt_disk_get(fa4_ctx *ctx, const char *key_text, uint64_t key, void **cubin, 
     if (!disk_enabled(ctx)) return 0;
     char path[RT_PATH_MAX + 32];
     file_path(ctx, key, path, sizeof path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO put at the path must not hang the open; only a regular file is read. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return 0;
     struct stat st;
     char *buf = NULL;
     int ok = 0;
-    if (fstat(fd, &st) == 0 && st.st_size > 0 && (buf = malloc((size_t)st.st_size)) &&
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 && (buf = malloc((size_t)st.st_size)) &&
         read_all(fd, buf, (size_t)st.st_size) == 0) {
         const char *why = check_file(buf, (size_t)st.st_size, key_text, key);
         if (why) {

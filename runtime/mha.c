@@ -167,6 +167,9 @@ static fa4_status check_layout(fa4_ctx *ctx, const fa4_mha_args *a)
         return BAD("lse", "batch %d x heads_q %d x seqlen_q %d = %llu rows; the kernels index LSE in 32 bits (at most "
                    "2^32 rows): pass lse = NULL or split the batch", a->batch, a->heads_q, a->seqlen_q,
                    (unsigned long long)a->batch * (unsigned long long)a->heads_q * (unsigned long long)a->seqlen_q);
+    uint64_t lse_bytes = (uint64_t)a->batch * (uint64_t)a->heads_q * (uint64_t)a->seqlen_q * 4; /* <= 2^34 here */
+    if (a->lse && (uintptr_t)a->lse > UINTPTR_MAX - lse_bytes)
+        return BAD("lse", "%llu bytes from %p wrap the address space", (unsigned long long)lse_bytes, (void *)a->lse);
     return FA4_OK;
 }
 
@@ -434,9 +437,10 @@ fa4_status fa4_mha_fwd(fa4_ctx *ctx, const fa4_mha_args *args, void *stream)
     uint64_t hash = rt_fnv1a(key, strlen(key), RT_FNV_SEED);
     fa4_kernel *k = rt_kernel_lookup(ctx, key, hash);
     fa4_kernel_stats st = {0};
-    /* a kernel in the memory cache has passed check_rope already */
-    if (!k && ((s = check_rope(ctx, &a, &c)) ||
-               (s = rt_kernel_build(ctx, key, hash, &c, a.score_mod, &k, &st, FA4_ERR_UNSUPPORTED))))
+    /* check_rope even on a memory hit: where rope_split is refused it is not in the canonical text, so
+     * the key of a call with k_rope can name a kernel without it (found by tests/fuzz/fuzz_args) */
+    if ((s = check_rope(ctx, &a, &c)) || (!k && (s = rt_kernel_build(ctx, key, hash, &c, a.score_mod, &k, &st,
+                                                                      FA4_ERR_UNSUPPORTED))))
         return s;
     int pushed;
     if ((s = rt_ctx_enter(ctx, &pushed))) return s;

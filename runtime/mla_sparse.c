@@ -59,6 +59,28 @@ static fa4_status check_shape(fa4_ctx *ctx, const fa4_mla_sparse_args *a, int bl
     return FA4_OK;
 }
 
+/* No buffer spans more: the widest virtual address space (x86-64 5-level paging), as mha.c. */
+#define MAX_SPAN ((int64_t)1 << 57)
+
+/* a x b, or INT64_MAX when it does not fit (every such value is then refused). */
+static int64_t mul_sat(int64_t a, int64_t b)
+{
+    int64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
+static int64_t add_sat(int64_t a, int64_t b)
+{
+    int64_t r;
+    return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
+/* Bytes from a buffer's base to the end of its last row: (i x si + j x sj + row) elements. */
+static int64_t span(int64_t i, int64_t si, int64_t j, int64_t sj, int64_t row, int64_t elem_bytes)
+{
+    return mul_sat(add_sat(add_sat(mul_sat(i, si), mul_sat(j, sj)), row), elem_bytes);
+}
+
 /* Element strides (0: packed), each >= the span of what it skips, and the alignments the kernel's
  * loads and stores need. */
 static fa4_status check_layout(fa4_ctx *ctx, fa4_mla_sparse_args *a)
@@ -84,14 +106,33 @@ static fa4_status check_layout(fa4_ctx *ctx, fa4_mla_sparse_args *a)
             return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: %lld is smaller than the %lld elements it steps over",
                            name[i], (long long)*st[i], (long long)min[i]);
     }
-    const struct { const char *name; const void *p; unsigned align; } ptr[] = {
-        {"q", a->q, 16}, {"kv", a->kv, 16}, {"indices", a->indices, 4}, {"out", a->out, 4}, {"lse", a->lse, 4},
-        {"max_logits", a->max_logits, 4}, {"attn_sink", a->attn_sink, 4}, {"topk_length", a->topk_length, 4},
-        {"kv_scale", a->kv_scale, 4}};
-    for (size_t i = 0; i < sizeof ptr / sizeof ptr[0]; i++)
+    /* the bytes each buffer spans: the last row of the last token, in 64 bits without overflow */
+    const int64_t rows = (int64_t)a->s_q * a->h_q, tok = a->s_q - 1, head = a->h_q - 1;
+    const int64_t kvb = a->kv_dtype == FA4_E4M3 ? 1 : MLA_BF16;
+    const int64_t scales = a->kv_scale_block ? a->d_qk / a->kv_scale_block : 1; /* per kv row */
+    const struct { const char *name; const void *p; unsigned align; int64_t span; } ptr[] = {
+        {"q", a->q, 16, span(tok, a->q_stride[0], head, a->q_stride[1], a->d_qk, MLA_BF16)},
+        {"kv", a->kv, 16, span(a->s_kv - 1, a->kv_stride, 0, 0, a->d_qk, kvb)},
+        {"indices", a->indices, 4, span(tok, a->indices_stride, 0, 0, a->topk, 4)},
+        {"out", a->out, 4, span(tok, a->out_stride[0], head, a->out_stride[1], MLA_DV, MLA_BF16)},
+        {"lse", a->lse, 4, span(0, 0, 0, 0, rows, 4)}, {"max_logits", a->max_logits, 4, span(0, 0, 0, 0, rows, 4)},
+        {"attn_sink", a->attn_sink, 4, span(0, 0, 0, 0, a->h_q, 4)},
+        {"topk_length", a->topk_length, 4, span(0, 0, 0, 0, a->s_q, 4)},
+        {"kv_scale", a->kv_scale, 4, span(a->s_kv - 1, scales, 0, 0, scales, 4)}};
+    for (size_t i = 0; i < sizeof ptr / sizeof ptr[0]; i++) {
         if ((uintptr_t)ptr[i].p % ptr[i].align)
             return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: %p is not %u-byte aligned", ptr[i].name, ptr[i].p,
                            ptr[i].align);
+        if (ptr[i].p && (ptr[i].span > MAX_SPAN || (uintptr_t)ptr[i].p > UINTPTR_MAX - (uintptr_t)ptr[i].span))
+            return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: s_q %d, s_kv %d, h_q %d, topk %d with its strides span "
+                           "%s bytes from %p; no buffer is that large (2^57)", ptr[i].name, a->s_q, a->s_kv, a->h_q,
+                           a->topk, ptr[i].span == INT64_MAX ? "over 2^63" : "over 2^57", ptr[i].p);
+    }
+    /* the kernel indexes lse and max_logits [s_q, h_q] in 32 bits (gen/sm90/mla_sparse.c, cs_ix) */
+    if ((a->lse || a->max_logits) && rows > ((int64_t)1 << 32))
+        return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: s_q %d x h_q %d = %lld rows; the kernel indexes them in 32 "
+                       "bits (at most 2^32): pass NULL or split s_q", a->lse ? "lse" : "max_logits", a->s_q, a->h_q,
+                       (long long)rows);
     return FA4_OK;
 }
 
@@ -139,13 +180,18 @@ static fa4_status get_kernel(fa4_ctx *ctx, Config *c, fa4_kernel **k)
     return *k ? FA4_OK : rt_kernel_build(ctx, key, hash, c, NULL, k, &st, FA4_ERR_UNSUPPORTED);
 }
 
-static void bind(const Plan *p, const fa4_mla_sparse_args *a, RtLaunch *l)
+static fa4_status bind(fa4_ctx *ctx, const Plan *p, const fa4_mla_sparse_args *a, RtLaunch *l)
 {
     memset(l, 0, sizeof *l);
-    /* a tile is one cluster (the CTA pair: 2 x heads_per_cta heads of one token) */
-    unsigned cl = (unsigned)(p->cluster[0] > 0 ? p->cluster[0] : 1), tile_heads = (unsigned)p->heads_per_cta * cl;
-    unsigned head_blocks = ((unsigned)a->h_q + tile_heads - 1) / tile_heads * cl;
-    l->grid = (unsigned)a->s_q * head_blocks;
+    if (p->heads_per_cta <= 0) return rt_fail(ctx, FA4_ERR_INTERNAL, "plan: heads_per_cta is %d", p->heads_per_cta);
+    /* a tile is one cluster (the CTA pair: 2 x heads_per_cta heads of one token); the grid holds at most
+     * 2^31 - 1 CTAs */
+    int64_t cl = p->cluster[0] > 0 ? p->cluster[0] : 1, tile_heads = (int64_t)p->heads_per_cta * cl;
+    int64_t head_blocks = ((int64_t)a->h_q + tile_heads - 1) / tile_heads * cl;
+    if ((int64_t)a->s_q * head_blocks > INT32_MAX)
+        return BAD("s_q", "%d x %lld blocks of %d heads (h_q %d) = %lld CTAs; the grid allows 2^31 - 1", a->s_q,
+                   (long long)head_blocks, p->heads_per_cta, a->h_q, (long long)a->s_q * head_blocks);
+    l->grid = (unsigned)((int64_t)a->s_q * head_blocks);
     float scale = a->sm_scale != 0.0f ? a->sm_scale : 1.0f / sqrtf((float)a->d_qk);
     const struct { ScalarId id; RtScalar v; } v[] = {
         {SCALAR_Q, {.u64 = (uint64_t)(uintptr_t)a->q}}, {SCALAR_KV, {.u64 = (uint64_t)(uintptr_t)a->kv}},
@@ -164,13 +210,14 @@ static void bind(const Plan *p, const fa4_mla_sparse_args *a, RtLaunch *l)
         {SCALAR_SM_SCALE, {.f32 = scale}}, {SCALAR_KV_SCALE, {.u64 = (uint64_t)(uintptr_t)a->kv_scale}},
         {SCALAR_KV_SCALE_BLOCKS, {.u32 = (uint32_t)(a->kv_scale_block ? a->d_qk / a->kv_scale_block : 1)}}};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) l->scalars[v[i].id] = v[i].v, l->has_scalar[v[i].id] = 1;
-    if (!p->n_maps) return;
+    if (!p->n_maps) return FA4_OK;
     /* the TMA kernel (sm100a): q as (d_qk, h_q, s_q), kv as (d_qk, s_kv) rows for gather4 */
     l->tensors[TENSOR_Q] = (RtTensor){"q", a->q, MLA_BF16, 3, {(uint64_t)a->d_qk, (uint64_t)a->h_q, (uint64_t)a->s_q},
                                       {(uint64_t)a->q_stride[1] * MLA_BF16, (uint64_t)a->q_stride[0] * MLA_BF16}};
     int kvb = a->kv_dtype == FA4_E4M3 ? 1 : MLA_BF16;
     l->tensors[TENSOR_K] = (RtTensor){"kv", a->kv, kvb, 2, {(uint64_t)a->d_qk, (uint64_t)a->s_kv},
                                       {(uint64_t)a->kv_stride * (uint64_t)kvb}};
+    return FA4_OK;
 }
 
 fa4_status fa4_mla_sparse_fwd(fa4_ctx *ctx, const fa4_mla_sparse_args *args, void *stream)
@@ -202,7 +249,7 @@ fa4_status fa4_mla_sparse_fwd(fa4_ctx *ctx, const fa4_mla_sparse_args *args, voi
     fa4_kernel *k;
     if ((s = get_kernel(ctx, &c, &k))) return s;
     RtLaunch l;
-    bind(&k->plan, &a, &l);
+    if ((s = bind(ctx, &k->plan, &a, &l))) return s;
     int pushed;
     if ((s = rt_ctx_enter(ctx, &pushed))) return s;
     s = rt_launch(ctx, k, &l, (CUstream)stream);

@@ -160,6 +160,45 @@ static void test_truncated(void **state)
     corrupt_case(1);
 }
 
+/* A FIFO, a device or a dangling symlink at a cache file's path (found by tests/fuzz/fuzz_cache:
+ * a FIFO blocked the reader's open forever): each is a miss, and the rebuilt file replaces the
+ * node itself, never a symlink's target. */
+static void test_not_a_file(void **state)
+{
+    (void)state;
+    if (!have_nvjitlink()) skip();
+    char *dir = temp_dir();
+    fa4_ctx *ctx = make_ctx(dir);
+    void *a, *b;
+    size_t na, nb;
+    compile_ok(ctx, &a, &na, 2);
+    char path[1024];
+    int cubins, others;
+    count_files(dir, &cubins, &others, path, sizeof path);
+    assert_int_equal(cubins, 1);
+    fa4_destroy(ctx);
+    for (int node = 0; node < 3; node++) {
+        assert_int_equal(unlink(path), 0);
+        assert_int_equal(node == 0 ? mkfifo(path, 0600) : symlink(node == 1 ? "/dev/zero" : "/nonexistent/x", path), 0);
+        ctx = make_ctx(dir); /* a fresh context: no memory hit */
+        alarm(30); /* a blocking open would hang here: SIGALRM fails the test */
+        compile_ok(ctx, &b, &nb, 2);
+        alarm(0);
+        assert_int_equal(nb, na);
+        assert_memory_equal(a, b, na);
+        free(b);
+        struct stat st;
+        assert_int_equal(lstat(path, &st), 0);
+        assert_true(S_ISREG(st.st_mode)); /* the node was replaced by the rebuilt file */
+        compile_ok(ctx, &b, &nb, 1);
+        free(b);
+        fa4_destroy(ctx);
+    }
+    free(a);
+    assert_int_equal(remove_tree(dir), 0);
+    free(dir);
+}
+
 /* Run fn with stderr going to a file; returns what it wrote (malloc'd). */
 static char *capture_stderr(void (*fn)(void *), void *arg)
 {
@@ -346,7 +385,7 @@ int main(void)
         cmocka_unit_test(test_miss_then_hit), cmocka_unit_test(test_corrupt_payload),
         cmocka_unit_test(test_truncated),     cmocka_unit_test(test_unwritable_dir),
         cmocka_unit_test(test_disk_cache_off), cmocka_unit_test(test_env_dir),
-        cmocka_unit_test(test_race),
+        cmocka_unit_test(test_race),          cmocka_unit_test(test_not_a_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,6 +12,7 @@
 #include <cuda.h>
 #include <dirent.h>
 #include <dlfcn.h>
+#include <limits.h>
 #include <math.h>
 #include <unistd.h>
 
@@ -741,6 +742,111 @@ static void test_huge_shapes(void **state)
     fa4_destroy(ctx);
 }
 
+/* gen/softmax.c lse_store indexes LSE [batch, heads_q, seqlen_q] in 32 bits ((b x heads_q + h) x
+ * seqlen_q + row, then a 64-bit byte offset): every row below 2^32 is addressable, so 2^32 rows are
+ * launched and one row more is refused naming lse (issue 16: the runtime, not a 64-bit index, keeps
+ * the store in bounds; the PTX stays as it is). */
+static void test_lse_rows_boundary(void **state)
+{
+    (void)state;
+    fa4_ctx *ctx = ctx_on(90, FA4_TARGET_SM90A, NULL);
+    fa4_mha_args a = mha(FA4_BF16, 4, 1 << 30, 256, 1, 1, 128, 128, FA4_MASK_NONE); /* 4 x 1 x 2^30 = 2^32 rows */
+    Plan *p = plan_of(ctx, &a);
+    Tensor t[TENSOR_COUNT];
+    packed_tensors(&a, 2, 2, t);
+    fake_reset();
+    must(ctx, fa4_mha_fwd(ctx, &a, NULL), "fa4_mha_fwd (2^32 LSE rows)");
+    const FakeLaunch *l = expect_launch(p, t, &a, LOG2E / sqrt(128.0), 1.0);
+    assert_int_equal(l->lse, (uint64_t)(uintptr_t)a.lse);
+    free(p);
+    a.seqlen_q = (1 << 30) + 1; /* 2^32 + 4 rows */
+    expect_refused(ctx, &a, "lse", "LSE rows 2^32 + 4");
+    a.heads_q = a.heads_kv = 4, a.seqlen_q = (1 << 28) + 1; /* 4 x 4 x (2^28 + 1) = 2^32 + 16, through heads */
+    expect_refused(ctx, &a, "lse", "LSE rows 2^32 + 16 through heads");
+    fa4_destroy(ctx);
+}
+
+/* k_rope with depths that cannot split K, after a call without k_rope put the same config in the
+ * memory cache (rope_split is not in the canonical text where it is refused, so the key matched):
+ * refused naming k_rope, not an internal error at encode time (found by tests/fuzz/fuzz_args). */
+static void test_rope_after_memory_hit(void **state)
+{
+    (void)state;
+    const int cc[2] = {100, 90};
+    const fa4_target tg[2] = {FA4_TARGET_SM100A, FA4_TARGET_SM90A};
+    for (int i = 0; i < 2; i++) {
+        fa4_ctx *ctx = ctx_on(cc[i], tg[i], NULL);
+        fa4_mha_args a = mha(FA4_BF16, 2, 300, 400, 8, 8, 128, 128, FA4_MASK_NONE);
+        must(ctx, fa4_mha_fwd(ctx, &a, NULL), "fa4_mha_fwd (no k_rope)");
+        a.k_rope = DEV(6);
+        fake_reset();
+        fa4_status s = fa4_mha_fwd(ctx, &a, NULL);
+        if (s != FA4_ERR_UNSUPPORTED || strncmp(fa4_last_error(ctx), "k_rope:", 7))
+            fail_msg("sm_%d: k_rope with qk = ov = 128 after a memory hit: %s: %s", cc[i], fa4_status_string(s),
+                     fa4_last_error(ctx));
+        nothing_recorded("k_rope after a memory hit");
+        fa4_destroy(ctx);
+    }
+}
+
+static fa4_mla_sparse_args mla(int s_q, int s_kv, int h_q, int topk)
+{
+    fa4_mla_sparse_args a = FA4_MLA_SPARSE_ARGS_INIT;
+    a.q = DEV(1), a.kv = DEV(2), a.indices = DEV(3), a.out = DEV(4);
+    a.s_q = s_q, a.s_kv = s_kv, a.h_q = h_q, a.d_qk = 576, a.topk = topk;
+    return a;
+}
+
+static void expect_mla_refused(fa4_ctx *ctx, const fa4_mla_sparse_args *a, const char *field, const char *why)
+{
+    fake_reset();
+    fa4_status s = fa4_mla_sparse_fwd(ctx, a, NULL);
+    size_t k = strlen(field);
+    if (s != FA4_ERR_INVALID_ARGUMENT || strncmp(fa4_last_error(ctx), field, k) || fa4_last_error(ctx)[k] != ':')
+        fail_msg("%s: status %s, message '%s' (expected one naming %s)", why, fa4_status_string(s),
+                 fa4_last_error(ctx), field);
+    nothing_recorded(why);
+}
+
+/* Sparse MLA shapes whose products pass 2^31, 2^32, 2^57 or 2^63 (found by tests/fuzz/fuzz_args:
+ * the grid of s_q x head blocks wrapped 32 bits, and no span was checked): refused naming the field. */
+static void test_mla_huge_shapes(void **state)
+{
+    (void)state;
+    fa4_ctx *ctx = ctx_on(90, FA4_TARGET_SM90A, NULL);
+    fa4_mla_sparse_args a = mla(4, 1000, 64, 2048);
+    fake_reset();
+    must(ctx, fa4_mla_sparse_fwd(ctx, &a, NULL), "fa4_mla_sparse_fwd (small)");
+    assert_int_equal(fk->n_launches, 1);
+    assert_int_equal(fk->launches[0].grid[0], 4);
+    /* 2^31 - 8 tokens x 2 blocks of 64 heads: 2^32 - 16 CTAs, which wrapped to a small grid */
+    a = mla(INT_MAX - 7, 1000, 128, 2048);
+    expect_mla_refused(ctx, &a, "s_q", "grid over 2^31 - 1");
+    /* lse and max_logits [s_q, h_q] past 2^32 rows (the kernel's 32-bit index) */
+    a = mla(1 << 26, 1000, 128, 2048);
+    a.lse = DEV(5);
+    expect_mla_refused(ctx, &a, "lse", "lse rows 2^33");
+    a.lse = NULL, a.max_logits = DEV(5);
+    expect_mla_refused(ctx, &a, "max_logits", "max_logits rows 2^33");
+    /* spans: past 2^57, past 2^63 (saturated), wrapping the address space */
+    a = mla(1 << 20, 1000, 64, 2048);
+    a.q_stride[0] = (int64_t)1 << 40;
+    expect_mla_refused(ctx, &a, "q", "q spans 2^61 bytes");
+    a = mla(INT_MAX - 7, 1000, 64, 2048);
+    a.out_stride[0] = (int64_t)1 << 40;
+    expect_mla_refused(ctx, &a, "out", "out spans over 2^63 bytes");
+    a = mla(4, 1 << 30, 64, 2048);
+    a.kv_stride = (int64_t)1 << 30;
+    expect_mla_refused(ctx, &a, "kv", "kv spans 2^61 bytes");
+    a = mla(4, 1000, 64, 2048);
+    a.indices = (const int32_t *)(uintptr_t)(UINTPTR_MAX - 4095);
+    expect_mla_refused(ctx, &a, "indices", "indices wrap the address space");
+    a = mla(4, 1000, 64, 2048);
+    a.topk_length = (const int32_t *)(uintptr_t)(UINTPTR_MAX - 3);
+    expect_mla_refused(ctx, &a, "topk_length", "topk_length wraps the address space");
+    fa4_destroy(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -750,6 +856,8 @@ int main(void)
         cmocka_unit_test(test_sm100_on_sm90), cmocka_unit_test(test_sm100_mla_sparse),      cmocka_unit_test(test_bad_descale),
         cmocka_unit_test(test_kernel_info),        cmocka_unit_test(test_huge_shapes),
         cmocka_unit_test(test_sink_score_mod),
+        cmocka_unit_test(test_rope_after_memory_hit), cmocka_unit_test(test_mla_huge_shapes),
+        cmocka_unit_test(test_lse_rows_boundary),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
