@@ -148,12 +148,11 @@ static int mla_plan(const Config *c, Plan *p, char *err, size_t n)
               s->block, s->qk_steps);
     plan_note(p, "pv wgmma", "m64n%dk16 x %d + %d per pair per consumer (own P RS from registers, the other's SS "
               "from smem)", s->dv_per_consumer, s->pv_steps, s->pv_steps);
-    plan_note(p, "p exchange", "%s; named barriers %d (row max), %d (P), %d (row sum)",
-              s->p_in_rope ? "consumer 0's P in slot 0's rope chunk, consumer 1's in buffer p"
-                           : "each P in buffer p", s->bar_max, s->bar_p, s->bar_sum);
-    plan_note(p, "kv halves", "A = chunks 0..%d (freed by consumer 0), B = chunks %d..%d (freed by consumer 1); "
-              "gathered A0 B1 B0 A1; consumer c's QK takes its own half first", s->half_chunks - 1, s->half_chunks,
-              s->qk_chunks - 1);
+    plan_note(p, "p exchange", "%s; bars %d (row max), %d (P), %d (row sum)",
+              s->p_in_rope ? "P0 in slot 0's rope chunk, P1 in buffer p" : "P0, P1 in buffer p", s->bar_max, s->bar_p,
+              s->bar_sum);
+    plan_note(p, "kv halves", "A = chunks 0-%d (consumer 0 frees), B = %d-%d (consumer 1); gathered A0 B1 B0 A1",
+              s->half_chunks - 1, s->half_chunks, s->qk_chunks - 1);
     plan_note(p, "gather", "%d x 16 B cp.async per row, %d rows per block, zero-filled for invalid indices",
               s->units, s->block);
     mla_params(p);
