@@ -122,7 +122,7 @@ typedef struct {
     uint32_t box_bytes;
 } MapSpec;
 
-typedef struct { char key[32]; char value[96]; } PlanNote; /* extra explain lines */
+typedef struct { char key[32]; char value[192]; } PlanNote; /* extra explain lines */
 
 /* The values a kernel may take as scalar parameters; the runtime's operator fills each. */
 typedef enum {

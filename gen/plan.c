@@ -112,8 +112,10 @@ void plan_note(Plan *p, const char *key, const char *fmt, ...)
     copy_name(n->key, sizeof n->key, key);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(n->value, sizeof n->value, fmt, ap);
+    int len = vsnprintf(n->value, sizeof n->value, fmt, ap);
     va_end(ap);
+    /* explain must say all of it: a note cut off is the planner's bug */
+    if (len >= (int)sizeof n->value && !p->overflow) p->overflow = "note text (PlanNote.value)";
 }
 
 uint32_t plan_mbar(Plan *p, const char *name, int n, int count, const char *what)
