@@ -7,6 +7,7 @@
 
 #include "kernel.h"
 #include "ops.h"
+#include "ops_copy.h"
 #include "score_mod.h"
 #include "softmax.h"
 #include "templates.h"
@@ -243,3 +244,20 @@ static void tile_coords(Emit *e, int packed)
 
 void mha_tile_coords(Emit *e) { tile_coords(e, 0); }
 void mha_tile_coords_packed(Emit *e) { tile_coords(e, 1); }
+
+void kernel_params(Emit *e)
+{
+    const Plan *p = e->p;
+    for (int i = 0; i < p->n_params; i++) {
+        const ParamSpec *q = &p->params[i];
+        if (q->type == PARAM_TMAP) {
+            char pname[40];
+            snprintf(pname, sizeof pname, "p_%s", q->name);
+            op_param_addr(e, reg_b64(e, "%s", q->name), pname);
+            continue;
+        }
+        const char *type = q->type == PARAM_U64 ? "u64" : q->type == PARAM_U32 ? "u32" : "f32";
+        op_ld_param(e, type, reg_new(e, q->type == PARAM_U64 ? RT_B64 : q->type == PARAM_U32 ? RT_B32 : RT_F32, "%s",
+                                     q->name), q->name);
+    }
+}

@@ -24,6 +24,9 @@ void mha_plan_params(Plan *p);
 /* Every kernel's first lines: %thread %warp %lane %wg (u32) and %smem, the dynamic smem base
  * aligned to the plan's smem_align. */
 void kernel_coords(Emit *e);
+/* Every parameter of the plan's list into a register of its name: a tensor map's generic address,
+ * else the scalar loaded (the families whose prologue reads its list whole). */
+void kernel_params(Emit *e);
 
 /* Registers defined by mha_prologue():
  *   %thread %warp %lane %wg           thread coordinates (u32)

@@ -35,18 +35,7 @@ static void pair_prologue(Emit *e)
     const SparsePlan100 *s = mla100(p);
     emit_section(e, "prologue: thread coordinates, parameters, this cluster's token and this CTA's heads");
     kernel_coords(e);
-    for (int i = 0; i < p->n_params; i++) {
-        const ParamSpec *q = &p->params[i];
-        char pname[40];
-        snprintf(pname, sizeof pname, "p_%s", q->name);
-        if (q->type == PARAM_TMAP) {
-            op_param_addr(e, reg_b64(e, "%s", q->name), pname);
-            continue;
-        }
-        const char *type = q->type == PARAM_U64 ? "u64" : q->type == PARAM_U32 ? "u32" : "f32";
-        op_ld_param(e, type, reg_new(e, q->type == PARAM_U64 ? RT_B64 : q->type == PARAM_U32 ? RT_B32 : RT_F32, "%s",
-                                     q->name), q->name);
-    }
+    kernel_params(e);
     int pair_heads = 2 * s->heads;
     Reg nhb = reg_b32(e, "head_blocks"), tile = reg_b32(e, "tile"), rank = reg_b32(e, "cta_rank");
     emit_note(e, "plan: tiles = s_q tokens x ceil(h_q / %d) head blocks, one CTA pair each; CTA r takes heads +%d r",

@@ -395,18 +395,7 @@ static void mla_prologue(Emit *e)
     const SparsePlan100 *s = mla100(p);
     emit_section(e, "prologue: thread coordinates, parameters, smem base, this CTA's token and heads");
     kernel_coords(e);
-    for (int i = 0; i < p->n_params; i++) {
-        const ParamSpec *q = &p->params[i];
-        char pname[40];
-        snprintf(pname, sizeof pname, "p_%s", q->name);
-        if (q->type == PARAM_TMAP) {
-            op_param_addr(e, reg_b64(e, "%s", q->name), pname);
-            continue;
-        }
-        const char *type = q->type == PARAM_U64 ? "u64" : q->type == PARAM_U32 ? "u32" : "f32";
-        op_ld_param(e, type, reg_new(e, q->type == PARAM_U64 ? RT_B64 : q->type == PARAM_U32 ? RT_B32 : RT_F32, "%s",
-                                     q->name), q->name);
-    }
+    kernel_params(e);
     Reg nhb = reg_b32(e, "head_blocks"), tile = reg_b32(e, "tile");
     emit_note(e, "plan: tiles = s_q tokens x ceil(h_q / %d) head blocks, one CTA each", s->heads);
     emit(e, "add.u32 %s, %%heads_q, %d;", R(e, nhb), s->heads - 1);

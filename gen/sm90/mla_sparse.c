@@ -168,12 +168,7 @@ static void mla_prologue(Emit *e)
     const SparsePlan90 *s = mla90(p);
     emit_section(e, "prologue: thread coordinates, parameters, smem base, this CTA's token and heads");
     kernel_coords(e);
-    for (int i = 0; i < p->n_params; i++) {
-        const ParamSpec *q = &p->params[i];
-        const char *type = q->type == PARAM_U64 ? "u64" : q->type == PARAM_U32 ? "u32" : "f32";
-        op_ld_param(e, type, reg_new(e, q->type == PARAM_U64 ? RT_B64 : q->type == PARAM_U32 ? RT_B32 : RT_F32, "%s", q->name),
-                    q->name);
-    }
+    kernel_params(e);
     const char *nhb = reg(e, "b32", "head_blocks"), *tile = reg(e, "b32", "tile");
     emit_note(e, "plan: tiles = s_q tokens x ceil(h_q / %d) head blocks, one CTA each", s->heads);
     emit(e, "add.u32 %s, %%heads_q, %d;", nhb, s->heads - 1);
