@@ -1,12 +1,13 @@
 """bench_mla_sparse.py - fa4gen's sm90a sparse MLA prefill against the torch gather + softmax formulation,
 one run, one GPU.
 
-    python3 bench/bench_mla_sparse.py [--out FILE] [--reps 20] [--quick]
+    python3 bench/bench_mla_sparse.py [--out FILE] [--reps 20] [--quick] [--ab "CONFIG WORDS"]
 
 Shapes from issue 13: s_q 4096, h_q 128, topk 2048, d_qk 576, s_kv 8k / 32k / 128k, with a sink; also
 h_q 64 and topk 512. FLOPs = 2 * s_q * h_q * topk * (d_qk + 512). Each backend is timed in turn within
 every repetition (CUDA events, median); fa4's output is checked against the torch formulation once
-(rel L2 <= 1e-2). The ceiling is the measured cuBLAS bf16 8192^3 matmul rate in the same run.
+(rel L2 <= 1e-2). --ab times a second fa4 kernel chosen by config words (e.g. "tma_store=0") in the same
+repetitions, for one-change experiments. The ceiling is the measured cuBLAS bf16 8192^3 matmul rate in the same run.
 """
 import argparse
 import datetime
@@ -68,11 +69,13 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--ab", help="config words of a second fa4 kernel timed beside the default")
     args = ap.parse_args()
     torch.manual_seed(0)
     lines = ["# sparse MLA prefill, %s, %s" % (torch.cuda.get_device_name(), datetime.date.today()),
              "# matmul ceiling (cuBLAS bf16 8192^3): %.0f TFLOP/s" % matmul_ceiling(),
-             "%-24s %10s %10s %9s %9s %8s" % ("shape", "fa4 ms", "torch ms", "fa4 TF/s", "vs torch", "relL2")]
+             "%-24s %10s %10s %9s %9s %8s" % ("shape", "fa4 ms", "torch ms", "fa4 TF/s", "vs torch", "relL2")
+             + ("   [%s] ms  TF/s" % args.ab if args.ab else "")]
     for name, s_q, h_q, topk, d, s_kv in SHAPES[:2] if args.quick else SHAPES:
         q = torch.randn(s_q, h_q, d, dtype=torch.bfloat16, device="cuda")
         kv = torch.randn(s_kv, 1, d, dtype=torch.bfloat16, device="cuda")
@@ -84,7 +87,9 @@ def main():
         rel = ((o.float() - ref.float()).norm() / ref.float().norm()).item()
         fns = [lambda: fa4.mla_sparse_fwd(q, kv, idx, sm_scale=scale, attn_sink=sink),
                lambda: torch_ref(q, kv[:, 0], idx, scale, sink)]
-        times = [[], []]
+        if args.ab:
+            fns.append(lambda: fa4.mla_sparse_fwd(q, kv, idx, sm_scale=scale, attn_sink=sink, config=args.ab))
+        times = [[] for _ in fns]
         for fn in fns:
             fn()
         torch.cuda.synchronize()
@@ -99,6 +104,9 @@ def main():
         fa, tr = statistics.median(times[0]), statistics.median(times[1])
         flops = 2 * s_q * h_q * topk * (d + 512)
         lines.append("%-24s %10.3f %10.3f %9.0f %8.2fx %8.1e" % (name, fa, tr, flops / fa / 1e9, tr / fa, rel))
+        if args.ab:
+            ab = statistics.median(times[2])
+            lines[-1] += " %12.3f %5.0f" % (ab, flops / ab / 1e9)
         print(lines[-1], flush=True)
     text = "\n".join(lines) + "\n"
     print(text)

@@ -136,6 +136,22 @@ static fa4_status check_layout(fa4_ctx *ctx, fa4_mla_sparse_args *a)
     return FA4_OK;
 }
 
+/* sm90a: O leaves by TMA store when the hardware can address out that way (base and byte strides
+ * multiples of 16), else by st.global from registers; a config that asked for the TMA store on
+ * other strides is refused. */
+static fa4_status pick_o_store(fa4_ctx *ctx, const fa4_mla_sparse_args *a, Config *c)
+{
+    if (c->target != TARGET_SM90A) return FA4_OK;
+    const char *why = (uintptr_t)a->out % 16 ? "out is not 16-byte aligned"
+                    : (a->out_stride[0] * MLA_BF16) % 16 ? "out_stride[0] is not a multiple of 8 elements"
+                    : (a->out_stride[1] * MLA_BF16) % 16 ? "out_stride[1] is not a multiple of 8 elements" : NULL;
+    if (c->tma_store < 0) c->tma_store = !why;
+    else if (c->tma_store == 1 && why)
+        return BAD("args->config", "tma_store=1 needs out's base and strides in multiples of 16 bytes, but %s; drop "
+                   "the word (the runtime then stores O with st.global)", why);
+    return FA4_OK;
+}
+
 /* kind mla-sparse for the context's target, then the caller's tuning words, which may not change
  * what the arguments decide. */
 static fa4_status args_config(fa4_ctx *ctx, const fa4_mla_sparse_args *a, Config *c)
@@ -153,7 +169,7 @@ static fa4_status args_config(fa4_ctx *ctx, const fa4_mla_sparse_args *a, Config
     if (c->kind != want.kind || c->target != want.target || c->dtype != want.dtype || c->qk_depth != want.qk_depth ||
         c->ov_depth != want.ov_depth)
         return BAD("args->config", "'%s' changes the kind, target, dtype or depths, which the arguments decide; give "
-                   "only tuning keys (sm90a: bn stages rescale; sm100a: cta_group b_topk num_mbars rescale)", a->config);
+                   "only tuning keys (sm90a: bn stages rescale tma_store; sm100a: cta_group b_topk num_mbars rescale)", a->config);
     return FA4_OK;
 }
 
@@ -210,13 +226,23 @@ static fa4_status bind(fa4_ctx *ctx, const Plan *p, const fa4_mla_sparse_args *a
         {SCALAR_SM_SCALE, {.f32 = scale}}, {SCALAR_KV_SCALE, {.u64 = (uint64_t)(uintptr_t)a->kv_scale}},
         {SCALAR_KV_SCALE_BLOCKS, {.u32 = (uint32_t)(a->kv_scale_block ? a->d_qk / a->kv_scale_block : 1)}}};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) l->scalars[v[i].id] = v[i].v, l->has_scalar[v[i].id] = 1;
-    if (!p->n_maps) return FA4_OK;
-    /* the TMA kernel (sm100a): q as (d_qk, h_q, s_q), kv as (d_qk, s_kv) rows for gather4 */
-    l->tensors[TENSOR_Q] = (RtTensor){"q", a->q, MLA_BF16, 3, {(uint64_t)a->d_qk, (uint64_t)a->h_q, (uint64_t)a->s_q},
-                                      {(uint64_t)a->q_stride[1] * MLA_BF16, (uint64_t)a->q_stride[0] * MLA_BF16}};
+    /* the tensors the plan's maps read: q and out as (depth, h_q, s_q), kv as (d_qk, s_kv) rows for gather4 */
     int kvb = a->kv_dtype == FA4_E4M3 ? 1 : MLA_BF16;
-    l->tensors[TENSOR_K] = (RtTensor){"kv", a->kv, kvb, 2, {(uint64_t)a->d_qk, (uint64_t)a->s_kv},
-                                      {(uint64_t)a->kv_stride * (uint64_t)kvb}};
+    for (int i = 0; i < p->n_maps; i++) {
+        TensorId t = p->maps[i].tensor;
+        if (t == TENSOR_Q)
+            l->tensors[t] = (RtTensor){"q", a->q, MLA_BF16, 3, {(uint64_t)a->d_qk, (uint64_t)a->h_q, (uint64_t)a->s_q},
+                                       {(uint64_t)a->q_stride[1] * MLA_BF16, (uint64_t)a->q_stride[0] * MLA_BF16}};
+        else if (t == TENSOR_K)
+            l->tensors[t] = (RtTensor){"kv", a->kv, kvb, 2, {(uint64_t)a->d_qk, (uint64_t)a->s_kv},
+                                       {(uint64_t)a->kv_stride * (uint64_t)kvb}};
+        else if (t == TENSOR_O)
+            l->tensors[t] = (RtTensor){"out", a->out, MLA_BF16, 3, {MLA_DV, (uint64_t)a->h_q, (uint64_t)a->s_q},
+                                       {(uint64_t)a->out_stride[1] * MLA_BF16, (uint64_t)a->out_stride[0] * MLA_BF16}};
+        else
+            return rt_fail(ctx, FA4_ERR_INTERNAL, "plan %s: map '%s' reads tensor %s, which sparse MLA does not have",
+                           p->canonical, p->maps[i].name, tensor_name[t]);
+    }
     return FA4_OK;
 }
 
@@ -242,7 +268,7 @@ fa4_status fa4_mla_sparse_fwd(fa4_ctx *ctx, const fa4_mla_sparse_args *args, voi
     if (config_fill_defaults(&filled, err, sizeof err) || config_check(&filled, err, sizeof err))
         return rt_fail(ctx, FA4_ERR_UNSUPPORTED, "config: %s", err);
     if ((s = check_shape(ctx, &a, filled.target == TARGET_SM100A ? filled.b_topk : filled.bn)) ||
-        (s = check_layout(ctx, &a)))
+        (s = check_layout(ctx, &a)) || (s = pick_o_store(ctx, &a, &c)))
         return s;
     if ((s = rt_driver(ctx))) return s;
     if ((s = check_device(ctx, c.target))) return s;

@@ -26,6 +26,8 @@ typedef struct SparsePlan90 {
                            * rest; consumer h is the last reader of half h of both slots and frees it */
     uint32_t off_xmax, off_xsum; /* per consumer, per head: block row max and final row sum, exchanged */
     int bar_max, bar_p, bar_sum; /* named barrier ids the two consumers meet at */
+    int tma_store;        /* O staged in the Q tile (consumer c: chunks 4c..) and stored by TMA */
+    int bar_epi0;         /* named barrier bar_epi0 + c: consumer c's O is staged (its 128 threads) */
     int qk_steps, pv_steps; /* wgmmas per S block and per O += P V */
 } SparsePlan90;
 

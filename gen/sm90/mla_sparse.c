@@ -45,6 +45,7 @@ static void mla_defaults(Config *c)
     /* fixed by this family: a CTA is one token's head block */
     if (c->pingpong < 0) c->pingpong = 0;
     if (c->persistent < 0) c->persistent = 0;
+    if (c->tma_store < 0) c->tma_store = 1;
 }
 
 static int mla_check(const Config *c, char *err, size_t n)
@@ -68,6 +69,8 @@ static int mla_check(const Config *c, char *err, size_t n)
     if (c->exp2_poly) return plan_refuse(err, n, "poly: %d is not allowed for mla-sparse on sm90a; use 0", c->exp2_poly);
     if (c->pingpong || c->persistent)
         return plan_refuse(err, n, "pingpong/persistent: mla-sparse on sm90a has neither; use 0");
+    if (c->tma_store != 0 && c->tma_store != 1)
+        return plan_refuse(err, n, "tma_store: %d is not allowed; use 0 or 1", c->tma_store);
     return 0;
 }
 
@@ -79,6 +82,7 @@ static void mla_params(Plan *p)
                                     SCALAR_SINK, SCALAR_TOPK_LENGTH, SCALAR_Q_STRIDE_S, SCALAR_Q_STRIDE_H,
                                     SCALAR_KV_STRIDE, SCALAR_IDX_STRIDE, SCALAR_OUT_STRIDE_S, SCALAR_OUT_STRIDE_H};
     static const ScalarId u32s[] = {SCALAR_SEQLEN_Q, SCALAR_S_KV, SCALAR_HEADS_Q, SCALAR_TOPK};
+    for (int i = 0; i < p->n_maps; i++) plan_param_map(p, i);
     for (size_t i = 0; i < sizeof u64s / sizeof u64s[0]; i++) plan_param_scalar(p, u64s[i], PARAM_U64);
     for (size_t i = 0; i < sizeof u32s / sizeof u32s[0]; i++) plan_param_scalar(p, u32s[i], PARAM_U32);
     plan_param_scalar(p, SCALAR_SCALE_LOG2, PARAM_F32);
@@ -126,7 +130,21 @@ static int mla_plan(const Config *c, Plan *p, char *err, size_t n)
                             "block row max per consumer, exchanged: one running max");
     s->off_xsum = plan_smem(p, "xsum", (uint32_t)(s->consumers * s->heads * 4), 16,
                             "row sum per consumer over its blocks, added at the end");
-    s->bar_max = 1, s->bar_p = 2, s->bar_sum = 3; /* 0: the whole CTA (prologue) */
+    /* named barriers (0: the whole CTA, the prologue) */
+    s->bar_max = plan_bar(p, "row_max", 2 * MLA_WG, "consumers: block row maxima exchanged (one running max)");
+    s->bar_p = plan_bar(p, "p", 2 * MLA_WG, "consumers: each one's P is in smem for the other's PV");
+    s->bar_sum = plan_bar(p, "row_sum", 2 * MLA_WG, "consumers: row sums exchanged; every wgmma of both is done");
+    s->tma_store = c->tma_store;
+    for (int i = 0; s->tma_store && i < s->consumers; i++) {
+        char name[20];
+        snprintf(name, sizeof name, "epilogue%d", i);
+        int id = plan_bar(p, name, MLA_WG, "consumer's O staged in the Q tile, ready for the TMA store");
+        if (!i) s->bar_epi0 = id;
+    }
+    if (s->tma_store) /* out as (dv, h_q, s_q): one box = 64 heads x one 64-column chunk; heads past h_q are
+                       * clipped by the TMA */
+        plan_map(p, "o", TENSOR_O, DT_BF16, (uint32_t)s->dv, (uint32_t)p->chunk_elems, (uint32_t)s->heads, 1,
+                 p->swizzle_bytes), p->maps[p->n_maps - 1].rank = 3;
     s->q_full_count = MLA_WG;                    /* one cp.async arrival per producer thread */
     s->kv_full_count = 2 * MLA_WG;               /* ... and one arrival after each thread's flags */
     s->kv_empty_count = MLA_WG;                  /* the half's last reader: one consumer */
@@ -155,6 +173,11 @@ static int mla_plan(const Config *c, Plan *p, char *err, size_t n)
               s->half_chunks - 1, s->half_chunks, s->qk_chunks - 1);
     plan_note(p, "gather", "%d x 16 B cp.async per row, %d rows per block, zero-filled for invalid indices",
               s->units, s->block);
+    if (s->tma_store)
+        plan_note(p, "epilogue", "consumer c stages O[:, 256c..] in Q chunks %d-%d (bar %d + c), %d TMA stores of 64 "
+                  "heads x 64 columns each", 0, s->dv_chunks - 1, s->bar_epi0, s->half_chunks);
+    else
+        plan_note(p, "epilogue", "O by st.global from the accumulators (one bf16 pair per store; any strides)");
     mla_params(p);
     (void)err, (void)n;
     return 0;
@@ -628,6 +651,93 @@ static void issue_pv(Emit *e, int c, Reg phase)
     op_mbar_arrive(e, bar);
 }
 
+/* O[:, c*dv_per_consumer ..] x inv of accumulator half h straight to global memory: one bf16 pair
+ * per st.global (tma_store 0: any out strides). */
+static void store_o_global(Emit *e, int h, Reg head_, Reg ph_, Reg inv_)
+{
+    const Plan *p = e->p;
+    const SparsePlan90 *s = mla90(p);
+    Reg oa_ = reg_b64(e, "cs_oa"), col_ = reg_b32(e, "cs_col"), pk = reg_b32(e, "cs_pk");
+    const char *oa = R(e, oa_), *col = R(e, col_), *INV = R(e, inv_);
+    emit_note(e, "O columns c*%d + 8q + 2*(lane%%4) + {0, 1}: one bf16 pair per store", s->dv_per_consumer);
+    elem_addr(e, oa_, reg_find(e, "out"), reg_find(e, "tok"), reg_find(e, "out_stride_s"), head_,
+              reg_find(e, "out_stride_h"), p->elem_bytes);
+    emit(e, "mad.lo.u32 %s, %%cs_c, %d, 0;", col, s->dv_per_consumer);
+    emit(e, "mad.lo.u32 %s, %%cs_lm, 2, %s;", col, col);
+    emit(e, "mad.wide.u32 %s, %s, %d, %s;", oa, col, p->elem_bytes, oa);
+    Reg a = reg_b64(e, "cs_oa_q"), o = reg_find(e, "o");
+    for (int q = 0; q < s->dv_per_consumer / 8; q++) {
+        Reg lo = reg_at(e, o, acc_index(q, h, 0)), hi = reg_at(e, o, acc_index(q, h, 1));
+        emit(e, "mul.f32 %s, %s, %s;", R(e, lo), R(e, lo), INV);
+        emit(e, "mul.f32 %s, %s, %s;", R(e, hi), R(e, hi), INV);
+        op_cvt_pack(e, p->cfg.dtype, pk, hi, lo);
+        emit(e, "add.u64 %s, %s, %d;", R(e, a), oa, 8 * q * p->elem_bytes);
+        op_st_global_b32(e, ph_, a, pk);
+    }
+}
+
+/* tma_store 1: O[:, c*dv_per_consumer ..] x inv of accumulator half h into the Q tile, chunks
+ * c*half_chunks.., in the TMA's 128-byte swizzle (Q is dead: every wgmma of both consumers
+ * completed before bar_sum). Rows past h_q are staged too; the TMA clips them. */
+static void stage_o(Emit *e, int h, Reg inv_)
+{
+    const Plan *p = e->p;
+    const SparsePlan90 *s = mla90(p);
+    int units = p->swizzle_bytes / 16, chunk_q = p->chunk_elems / 8;
+    Reg key = reg_b32(e, "cs_swz"), base = reg_b32(e, "cs_obase"), tmp = reg_b32(e, "cs_otmp");
+    Reg buf = reg_b32(e, "cs_obuf"), pk = reg_b32(e, "cs_pk");
+    emit_note(e, "O half %d of this thread: row cs_row%d of chunks %d*c.. of the Q tile (plan: epilogue)", h, h,
+              s->half_chunks);
+    smem_indexed(e, buf, s->off_q, reg_find(e, "cs_c"), (uint32_t)s->half_chunks * s->chunk_bytes);
+    swizzle_row(e, key, base, reg_find(e, "cs_row%d", h), buf);
+    emit(e, "mad.lo.u32 %s, %%cs_lm, 4, %s;", R(e, base), R(e, base));
+    Reg unit[16];
+    for (int u = 0; u < units; u++) {
+        unit[u] = reg_b32(e, "cs_ou%d", u);
+        swizzle_unit(e, tmp, key, u);
+        emit(e, "add.u32 %s, %s, %s;", R(e, unit[u]), R(e, base), R(e, tmp));
+    }
+    Reg o = reg_find(e, "o");
+    for (int q = 0; q < s->dv_per_consumer / 8; q++) {
+        Reg lo = reg_at(e, o, acc_index(q, h, 0)), hi = reg_at(e, o, acc_index(q, h, 1));
+        emit(e, "mul.f32 %s, %s, %s;", R(e, lo), R(e, lo), R(e, inv_));
+        emit(e, "mul.f32 %s, %s, %s;", R(e, hi), R(e, hi), R(e, inv_));
+        op_cvt_pack(e, p->cfg.dtype, pk, hi, lo);
+        op_st_shared_b32(e, unit[q % chunk_q], (uint32_t)(q / chunk_q) * s->chunk_bytes, pk);
+    }
+}
+
+/* The staged O of this consumer leaves by TMA: one 3-d box (64 columns, 64 heads, one token) per
+ * chunk, issued by the warpgroup's first thread once all 128 have staged (named barrier epilogue
+ * + c); the CTA stays until the stores have read smem. */
+static void tma_store_o(Emit *e)
+{
+    const Plan *p = e->p;
+    const SparsePlan90 *s = mla90(p);
+    char done[NAME];
+    Reg id = reg_b32(e, "cs_epi_bar"), lead = reg_pred(e, "cs_leader");
+    Reg src = reg_b32(e, "cs_osrc"), col = reg_b32(e, "cs_ocol");
+    op_fence_proxy_async(e);
+    emit_note(e, "plan: named barrier epilogue<c> (%d + c), the consumer's 128 threads", s->bar_epi0);
+    emit(e, "add.u32 %s, %%cs_c, %d;", R(e, id), s->bar_epi0);
+    op_bar_sync_at(e, REG_NONE, id, MLA_WG);
+    emit(e, "and.b32 %s, %%thread, %d;", R(e, src), MLA_WG - 1);
+    emit(e, "setp.eq.u32 %s, %s, 0;", R(e, lead), R(e, src));
+    emit(e, "@!%s bra %s;", R(e, lead), new_label(e, done, sizeof done, "o_stored"));
+    smem_indexed(e, src, s->off_q, reg_find(e, "cs_c"), (uint32_t)s->half_chunks * s->chunk_bytes);
+    emit(e, "mul.lo.u32 %s, %%cs_c, %d;", R(e, col), s->dv_per_consumer);
+    for (int k = 0; k < s->half_chunks; k++) {
+        if (k) {
+            emit(e, "add.u32 %s, %s, %u;", R(e, src), R(e, src), s->chunk_bytes);
+            emit(e, "add.u32 %s, %s, %d;", R(e, col), R(e, col), p->chunk_elems);
+        }
+        op_tma_store_3d(e, reg_find(e, "tmap_o"), col, reg_find(e, "h0"), reg_find(e, "tok"), src);
+    }
+    op_bulk_commit(e);
+    op_bulk_wait_read(e, 0);
+    emit_label(e, done);
+}
+
 static void consumer_epilogue(Emit *e)
 {
     const Plan *p = e->p;
@@ -635,9 +745,8 @@ static void consumer_epilogue(Emit *e)
     emit_section(e, "consumer epilogue: O / l x sink factor, then O (bf16), lse and max_logits");
     Reg t = reg_f32(e, "cs_shfl"), one = reg_f32(e, "cs_one");
     emit(e, "mov.f32 %s, 0f3F800000;", R(e, one));
-    Reg oa_ = reg_b64(e, "cs_oa"), col_ = reg_b32(e, "cs_col"), pk = reg_b32(e, "cs_pk");
     Reg ha_ = reg_b64(e, "cs_ha"), ps_ = reg_pred(e, "cs_has_sink");
-    const char *oa = R(e, oa_), *col = R(e, col_), *ha = R(e, ha_), *ps = R(e, ps_);
+    const char *ha = R(e, ha_), *ps = R(e, ps_);
     emit(e, "setp.ne.u64 %s, %%sink, 0;", ps);
     emit_note(e, "l = this consumer's row sum + the other's (plan: xsum, bar_sum %d)", s->bar_sum);
     uint32_t xsum = s->off_xsum - s->off_xmax;
@@ -681,21 +790,8 @@ static void consumer_epilogue(Emit *e)
         emit(e, "rcp.approx.ftz.f32 %s, %s;", F, F);
         emit(e, "@%s mov.f32 %s, 0f3F800000;", PZ, F); /* an empty row stays 0 whatever the sink */
         emit(e, "mul.f32 %s, %s, %s;", INV, INV, F);
-        emit_note(e, "O columns c*%d + 8q + 2*(lane%%4) + {0, 1}: one bf16 pair per store", s->dv_per_consumer);
-        elem_addr(e, oa_, reg_find(e, "out"), reg_find(e, "tok"), reg_find(e, "out_stride_s"), head_,
-                  reg_find(e, "out_stride_h"), p->elem_bytes);
-        emit(e, "mad.lo.u32 %s, %%cs_c, %d, 0;", col, s->dv_per_consumer);
-        emit(e, "mad.lo.u32 %s, %%cs_lm, 2, %s;", col, col);
-        emit(e, "mad.wide.u32 %s, %s, %d, %s;", oa, col, p->elem_bytes, oa);
-        Reg a = reg_b64(e, "cs_oa_q"), o = reg_find(e, "o");
-        for (int q = 0; q < s->dv_per_consumer / 8; q++) {
-            Reg lo = reg_at(e, o, acc_index(q, h, 0)), hi = reg_at(e, o, acc_index(q, h, 1));
-            emit(e, "mul.f32 %s, %s, %s;", R(e, lo), R(e, lo), INV);
-            emit(e, "mul.f32 %s, %s, %s;", R(e, hi), R(e, hi), INV);
-            op_cvt_pack(e, p->cfg.dtype, pk, hi, lo);
-            emit(e, "add.u64 %s, %s, %d;", R(e, a), oa, 8 * q * p->elem_bytes);
-            op_st_global_b32(e, ph_, a, pk);
-        }
+        if (s->tma_store) stage_o(e, h, inv_);
+        else store_o_global(e, h, head_, ph_, inv_);
         emit_note(e, "lse and max_logits [s_q, h_q]: consumer 0, one lane per row");
         Reg pw_ = reg_pred(e, "cs_wstat"), sa_ = reg_b64(e, "cs_sa"), ix_ = reg_b32(e, "cs_ix");
         Reg ml = reg_f32(e, "cs_maxl");
@@ -715,6 +811,7 @@ static void consumer_epilogue(Emit *e)
         emit(e, "add.u64 %s, %s, %%max_logits;", R(e, sa2), sa);
         op_st_global_f32(e, pm, sa2, ml);
     }
+    if (s->tma_store) tma_store_o(e);
 }
 
 /* Consumer c's loop over the pairs of kv blocks: its own QK on slot c (its half of the slot first:

@@ -31,6 +31,8 @@ mha target=sm90a dtype=fp16 qk=128 ov=128 poly=12 rescale=0 mask=none
 mla-sparse target=sm90a dtype=bf16 qk=576
 mla-sparse target=sm90a dtype=bf16 qk=512
 mla-sparse target=sm90a dtype=bf16 qk=576 rescale=0
+mla-sparse target=sm90a dtype=bf16 qk=576 tma_store=0
+mla-sparse target=sm90a dtype=bf16 qk=512 tma_store=0
 L
 
 check() {

@@ -42,10 +42,12 @@
  *                           another valid position's index
  *   empty_rows=N            default 0; N random query rows (<= sq) whose every index is invalid
  *                           (the kinds in turn, as above)
- *   layout=packed|strided   default packed (every stride passed as 0); strided: q padded after
+ *   layout=packed|strided|odd  default packed (every stride passed as 0); strided: q padded after
  *                           each head row (32 B) and token (64 B), kv after each row (32 B),
  *                           indices after each row (16 B), out as q; padding is NaN in q and
- *                           kv, a valid index in indices, and poison (0xFF) in out
+ *                           kv, a valid index in indices, and poison (0xFF) in out; odd: as
+ *                           strided, but out padded by 2 elements (4 B) after each head row and
+ *                           token, so its strides are no multiple of 16 bytes (sm90a: no TMA store)
  *   scale=X                 default 0 (the runtime's 1/sqrt(d_qk)); sm_scale, finite >= 0
  *   config="WORDS"          default none; fa4_mla_sparse_args.config
  *   seed=N                  default --seed (1); the input seed of this case
@@ -167,6 +169,7 @@ enum {
     PAD_SEQ_ELEMS = 32,    /* after each token of q and out (64 B) */
     PAD_KV_ELEMS = 16,     /* after each kv row (32 B) */
     PAD_IDX_ELEMS = 4,     /* after each row of indices (16 B) */
+    PAD_ODD_ELEMS = 2,     /* odd: out's pad after each head row and token (4 B: no TMA store) */
     N_KINDS = 6,           /* kinds of invalid index */
 };
 
@@ -277,7 +280,7 @@ static int parse_choice(const char *key, const char *v, const char *const *names
 static int set_key(Case *c, int k, const char *v, char *err, size_t n)
 {
     static const char *const targets[] = {"sm90a", "sm100a"}, *const depths[] = {"512", "576"},
-                             *const layouts[] = {"packed", "strided"}, *const bits[] = {"0", "1"};
+                             *const layouts[] = {"packed", "strided", "odd"}, *const bits[] = {"0", "1"};
     const char *key = KEY_NAMES[k];
     int x;
     double d;
@@ -301,7 +304,7 @@ static int set_key(Case *c, int k, const char *v, char *err, size_t n)
         return parse_real(key, v, 0.0, 1.0, &c->invalid, err, n);
     case K_DUP: return parse_choice(key, v, bits, 2, &c->dup, err, n);
     case K_EMPTY: return parse_int(key, v, 0, MAX_SQ, &c->empty_rows, err, n);
-    case K_LAYOUT: return parse_choice(key, v, layouts, 2, &c->strided, err, n);
+    case K_LAYOUT: return parse_choice(key, v, layouts, 3, &c->strided, err, n);
     case K_SCALE:
         snprintf(c->scale_text, sizeof c->scale_text, "%s", v);
         if (parse_real(key, v, 0.0, 1e30, &d, err, n)) return -1;
@@ -424,7 +427,7 @@ static void case_format(const Case *c, char *buf, size_t n)
     if (c->invalid_text[0]) MORE(" invalid=%s", c->invalid_text);
     if (c->dup) MORE(" dup=1");
     if (c->empty_rows) MORE(" empty_rows=%d", c->empty_rows);
-    if (c->strided) MORE(" layout=strided");
+    if (c->strided) MORE(c->strided == 2 ? " layout=odd" : " layout=strided");
     if (c->scale_text[0]) MORE(" scale=%s", c->scale_text);
     if (c->config[0]) MORE(" config=\"%s\"", c->config);
     if (c->has_seed) MORE(" seed=%" PRIu64, c->seed);
@@ -512,8 +515,8 @@ static Geom geom_of(const Case *c)
     g.qs = (int64_t)c->hq * g.qh + pad * PAD_SEQ_ELEMS;
     g.kvs = c->dqk + pad * PAD_KV_ELEMS;
     g.is = c->topk + pad * PAD_IDX_ELEMS;
-    g.oh = DV + pad * PAD_HEAD_ELEMS;
-    g.os = (int64_t)c->hq * g.oh + pad * PAD_SEQ_ELEMS;
+    g.oh = DV + (c->strided == 2 ? PAD_ODD_ELEMS : pad * PAD_HEAD_ELEMS);
+    g.os = (int64_t)c->hq * g.oh + (c->strided == 2 ? PAD_ODD_ELEMS : pad * PAD_SEQ_ELEMS);
     return g;
 }
 
@@ -1651,7 +1654,7 @@ static void usage(FILE *f)
                "               [--quiet] [--no-skip]\n"
                "       sim_mla --self-test\n"
                "CASE WORDS: target=sm90a|sm100a sq=N skv=N hq=N dqk=576|512 topk=N [sink=0|1 topk_length=0|1\n"
-               "            invalid=F dup=0|1 empty_rows=N layout=packed|strided scale=X config=\"...\" seed=N\n"
+               "            invalid=F dup=0|1 empty_rows=N layout=packed|strided|odd scale=X config=\"...\" seed=N\n"
                "            lse=0|1 max_logits=0|1]; each also as --key VALUE.\n"
                "The syntax, the inputs, the checks and the dump format are described at the top of\n"
                "tests/sim/sim_mla.c.\n");
