@@ -1,6 +1,6 @@
 """bench_score_mod.py - fa4gen's sinks and score_mod (issue 10) on one GPU, one run.
 
-    python3 bench/bench_score_mod.py [--out FILE] [--reps 30] [--shapes d128]
+    python3 bench/bench_score_mod.py [--out FILE] [--reps 30] [--shapes d128] [--ablate]
 
 Per shape, timed in turns within every repetition (CUDA events, median of --reps after warm-up, inputs
 rotated among several sets so L2 does not hold them):
@@ -12,6 +12,8 @@ rotated among several sets so L2 does not hold them):
   tanhf/splice     30 tanhf(s / 30): CUDA's accurate tanhf (an ex2 and a division per score)
   sink             fa4 with per-head sinks
   flex             torch's flex_attention (torch.compile) with 30 tanh(s / 30) (and a causal block mask)
+--ablate instead times plain beside mods that each keep one part of the soft-cap (identity, the two
+multiplies alone, tanh alone, the whole soft-cap) to split its cost between the FMA pipe and the MUFU.
 The claims it decides (printed at the end): softcap/splice d128 causal within 10% of plain; faster than
 flex; the link mode the runtime should default to (the fastest of splice, call and link). Outputs are
 checked against flex (or against splice when flex is unavailable): rel L2 <= 1e-2.
@@ -41,6 +43,13 @@ SOFTCAP = """__device__ float score_mod(float s, int b, int h, int q, int k, con
     return 30.0f * t;
 }
 """
+ABLATIONS = [  # name, the body of score_mod
+    ("identity", "return s;"),
+    ("mul only", "return 30.0f * (s * (1.0f / 30.0f));"),
+    ("tanh only", 'float t; asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(s)); return t;'),
+    ("softcap", 'float t; asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(s * (1.0f / 30.0f))); return 30.0f * t;'),
+]
+MOD_HEAD = "__device__ float score_mod(float s, int b, int h, int q, int k, const void *aux)\n{ %s }\n"
 SOFTCAP_TANHF = """__device__ float score_mod(float s, int b, int h, int q, int k, const void *aux)
 { return 30.0f * tanhf(s * (1.0f / 30.0f)); }
 """
@@ -100,12 +109,38 @@ def rel_l2(a, b):
     return ((a - b).norm() / b.norm()).item()
 
 
+def ablate(args):
+    """plain beside the parts of the soft-cap, d128 causal shapes by default."""
+    lines = ["# score_mod ablation on %s, %s" % (torch.cuda.get_device_name(), datetime.date.today()),
+             "%-22s%10s" % ("shape (ms)", "plain") + "".join("%12s" % n for n, _ in ABLATIONS) + "   (ratio to plain)"]
+    for name, B, Hq, Hkv, S, D, causal in SHAPES:
+        if args.shapes not in name:
+            continue
+        sets = []
+        for _ in range(3):
+            q = torch.randn(B, S, Hq, D, device="cuda", dtype=torch.bfloat16)
+            k = torch.randn(B, S, Hkv, D, device="cuda", dtype=torch.bfloat16)
+            v = torch.randn(B, S, Hkv, D, device="cuda", dtype=torch.bfloat16)
+            sets.append((q, k, v, torch.empty_like(q), None, None, None))
+        fns = [fa4_fn(causal)] + [fa4_fn(causal, MOD_HEAD % body, "splice") for _, body in ABLATIONS]
+        ms = time_interleaved(fns, sets, args.reps)
+        lines.append("%-22s%10.3f" % (name, ms[0]) + "".join("%12.3f" % t for t in ms[1:]) + "   " +
+                     " ".join("%.3f" % (t / ms[0]) for t in ms[1:]))
+        print(lines[-1], flush=True)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write("\n".join(lines) + "\n")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--shapes", default="", help="only shapes whose name contains this")
+    ap.add_argument("--ablate", action="store_true", help="time the parts of the soft-cap instead")
     args = ap.parse_args()
+    if args.ablate:
+        return ablate(args)
     gpu = torch.cuda.get_device_name()
     lines = ["# fa4gen sinks + score_mod (issue 10) on %s, %s, torch %s" % (gpu, datetime.date.today(),
                                                                         torch.__version__)]
