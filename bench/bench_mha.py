@@ -10,7 +10,6 @@ so L2 does not hold them, fa4 output checked against cuDNN once (rel L2 <= 1e-2)
 import argparse
 import datetime
 import os
-import statistics
 import sys
 
 import torch
@@ -19,6 +18,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import fa4  # noqa: E402
+from benchlib import matmul_ceiling, time_interleaved  # noqa: E402
 
 SHAPES = [  # name, B, Hq, Hkv, S, D, causal, dtype
     ("d64 full", 2, 16, 16, 8192, 64, False, torch.bfloat16),
@@ -32,48 +32,6 @@ SHAPES = [  # name, B, Hq, Hkv, S, D, causal, dtype
     ("B16 S1024 causal", 16, 16, 16, 1024, 128, True, torch.bfloat16),
     ("fp16 d128 full", 2, 16, 16, 8192, 128, False, torch.float16),
 ]
-
-
-def time_interleaved(fns, sets, reps, warmup=5):
-    """Median ms of each fn, timing them in turn within every repetition so clock drift hits all alike."""
-    for fn in fns:
-        for i in range(warmup):
-            fn(*sets[i % len(sets)])
-    torch.cuda.synchronize()
-    times = [[] for _ in fns]
-    for i in range(reps):
-        args = sets[i % len(sets)]
-        for t, fn in zip(times, fns):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            fn(*args)
-            b.record()
-            b.synchronize()
-            t.append(a.elapsed_time(b))
-    return [statistics.median(t) for t in times]
-
-
-def time_ms(fn, sets, reps, warmup=5):
-    for i in range(warmup):
-        fn(*sets[i % len(sets)])
-    torch.cuda.synchronize()
-    times = []
-    for i in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        args = sets[i % len(sets)]
-        a.record()
-        fn(*args)
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times), max(times) - min(times)
-
-
-def matmul_ceiling(reps):
-    x = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    y = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    ms, _ = time_ms(lambda a, b: torch.matmul(a, b), [(x, y)], reps)
-    return 2 * 8192 ** 3 / ms / 1e9
 
 
 def sdpa(backend, causal, gqa):

@@ -19,6 +19,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import fa4  # noqa: E402
+from benchlib import matmul_ceiling  # noqa: E402
 
 SHAPES = [  # name, s_q, h_q, topk, d_qk, s_kv
     ("h128 topk2048 skv8k", 4096, 128, 2048, 576, 8192),
@@ -45,23 +46,6 @@ def torch_ref(q, kv, idx, sm_scale, sink):
         o = o * torch.sigmoid(lse - sink[None, :, None])          # e^lse / (e^lse + e^sink)
         out[s0:s0 + 512] = o.to(q.dtype)
     return out
-
-
-def matmul_ceiling():
-    a = torch.randn(8192, 8192, dtype=torch.bfloat16, device="cuda")
-    b = torch.randn(8192, 8192, dtype=torch.bfloat16, device="cuda")
-    for _ in range(3):
-        a @ b
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(10):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        a @ b
-        e1.record()
-        e1.synchronize()
-        ts.append(e0.elapsed_time(e1))
-    return 2 * 8192 ** 3 / statistics.median(ts) / 1e9
 
 
 def main():

@@ -21,13 +21,13 @@ checked against flex (or against splice when flex is unavailable): rel L2 <= 1e-
 import argparse
 import datetime
 import os
-import statistics
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import fa4  # noqa: E402
+from benchlib import time_interleaved  # noqa: E402
 
 SHAPES = [  # name, B, Hq, Hkv, S, D, causal
     ("d128 causal", 2, 16, 16, 8192, 128, True),
@@ -53,25 +53,6 @@ MOD_HEAD = "__device__ float score_mod(float s, int b, int h, int q, int k, cons
 SOFTCAP_TANHF = """__device__ float score_mod(float s, int b, int h, int q, int k, const void *aux)
 { return 30.0f * tanhf(s * (1.0f / 30.0f)); }
 """
-
-
-def time_interleaved(fns, sets, reps, warmup=5):
-    """Median ms of each fn, timing them in turn within every repetition so clock drift hits all alike."""
-    for fn in fns:
-        for i in range(warmup):
-            fn(*sets[i % len(sets)])
-    torch.cuda.synchronize()
-    times = [[] for _ in fns]
-    for i in range(reps):
-        args = sets[i % len(sets)]
-        for t, fn in zip(times, fns):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            fn(*args)
-            b.record()
-            b.synchronize()
-            t.append(a.elapsed_time(b))
-    return [statistics.median(t) for t in times]
 
 
 def fa4_fn(causal, score_mod=None, link=None, sink=None):

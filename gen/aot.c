@@ -130,25 +130,6 @@ static int plan_all(const AotRequest *r, Plan ***plans_out, int *n_out)
 
 /* ---------------------------------------------------------------- files */
 
-static char *read_whole(const char *path, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = NULL;
-    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-    if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1))) {
-        if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
-            free(buf);
-            buf = NULL;
-        } else {
-            buf[n] = 0;
-            *size = (size_t)n;
-        }
-    }
-    fclose(f);
-    return buf;
-}
-
 static int write_whole(const char *path, const char *data, size_t len)
 {
     FILE *f = fopen(path, "wb");
@@ -200,7 +181,7 @@ static int start_step(const AotRequest *r, const Tools *t, Job *j)
 static void report_failure(const AotRequest *r, const Tools *t, const Job *j, int status)
 {
     size_t n = 0;
-    char *log = read_whole(j->log, &n);
+    char *log = read_whole_file(j->log, &n);
     r->say("bundle: %s failed (%s %d) for '%s'; its log follows", j->step == 1 ? t->ptxas : t->fatbinary,
            WIFEXITED(status) ? "exit status" : "signal", WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
            j->plan->canonical);
@@ -266,7 +247,7 @@ static int emit_source(const AotRequest *r, Job *jobs, int n, Buf *b)
                r->name, n, n == 1 ? "" : "s", FA4GEN_VERSION);
     for (int i = 0; i < n; i++) {
         size_t size = 0;
-        unsigned char *fb = (unsigned char *)read_whole(jobs[i].fatbin, &size);
+        unsigned char *fb = (unsigned char *)read_whole_file(jobs[i].fatbin, &size);
         if (!fb) {
             r->say("bundle: cannot read '%s': %s", jobs[i].fatbin, strerror(errno));
             return 1;

@@ -254,6 +254,8 @@ typedef struct Buf {
 void buf_printf(Buf *b, const char *fmt, ...) FA4_PRINTF(2, 3);
 void buf_puts(Buf *b, const char *s);
 void buf_free(Buf *b);
+/* A whole file in a malloc'd, NUL-terminated buffer (its length in *size); NULL when it cannot be read. */
+char *read_whole_file(const char *path, size_t *size);
 
 enum { EMIT_MAX_REGS = 768, EMIT_REG_NAME = 24, EMIT_REG_HASH = 2048 /* > 2 x EMIT_MAX_REGS */,
        EMIT_REG_TEXTS = 32 /* R() texts of elements and negations live this many calls */ };

@@ -59,6 +59,25 @@ void buf_puts(Buf *b, const char *s)
     b->len += k;
 }
 
+char *read_whole_file(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = NULL;
+    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1))) {
+        if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
+            free(buf);
+            buf = NULL;
+        } else {
+            buf[n] = 0;
+            *size = (size_t)n;
+        }
+    }
+    fclose(f);
+    return buf;
+}
+
 void buf_free(Buf *b)
 {
     free(b->p);

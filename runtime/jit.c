@@ -160,26 +160,6 @@ static int write_all(int fd, const char *p, size_t n)
     return 0;
 }
 
-/* Read a whole file into a malloc'd buffer (NUL-terminated); NULL on failure. */
-static char *read_file(const char *path, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = NULL;
-    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-    if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1))) {
-        if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
-            free(buf);
-            buf = NULL;
-        } else {
-            buf[n] = 0;
-            *size = (size_t)n;
-        }
-    }
-    fclose(f);
-    return buf;
-}
-
 static fa4_status compile_ptxas(fa4_ctx *ctx, const Plan *p, const char *ptx, size_t len, void **cubin,
                                 size_t *size)
 {
@@ -209,11 +189,11 @@ static fa4_status compile_ptxas(fa4_ctx *ctx, const Plan *p, const char *ptx, si
             while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
             if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
                 size_t n = 0;
-                char *text = read_file(log, &n);
+                char *text = read_whole_file(log, &n);
                 s = rt_fail(ctx, FA4_ERR_COMPILE, "compile %s for %s: %s failed:\n%s", p->symbol,
                             p->target->ptx_target, ctx->ptxas_path, text ? text : "(no log)");
                 free(text);
-            } else if (!(*cubin = read_file(out, size))) {
+            } else if (!(*cubin = read_whole_file(out, size))) {
                 s = rt_fail(ctx, FA4_ERR_COMPILE, "compile: cannot read %s", out);
             }
         }

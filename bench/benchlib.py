@@ -1,0 +1,46 @@
+"""benchlib.py - the timing helpers every benchmark here shares (CUDA events, medians).
+
+time_interleaved(fns, sets, reps): the median ms of each fn, the fns taking turns within every repetition
+(so clock drift hits all alike), inputs rotated among `sets` (so L2 does not hold them).
+time_ms(fn, sets, reps): one fn's median ms and its spread (max - min).
+matmul_ceiling(reps): the measured cuBLAS bf16 8192^3 matmul rate in TFLOP/s, the ceiling ratios use.
+"""
+import statistics
+
+import torch
+
+
+def _event_ms(fn, args):
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    fn(*args)
+    b.record()
+    b.synchronize()
+    return a.elapsed_time(b)
+
+
+def time_interleaved(fns, sets, reps, warmup=5):
+    for fn in fns:
+        for i in range(warmup):
+            fn(*sets[i % len(sets)])
+    torch.cuda.synchronize()
+    times = [[] for _ in fns]
+    for i in range(reps):
+        for t, fn in zip(times, fns):
+            t.append(_event_ms(fn, sets[i % len(sets)]))
+    return [statistics.median(t) for t in times]
+
+
+def time_ms(fn, sets, reps, warmup=5):
+    for i in range(warmup):
+        fn(*sets[i % len(sets)])
+    torch.cuda.synchronize()
+    times = [_event_ms(fn, sets[i % len(sets)]) for i in range(reps)]
+    return statistics.median(times), max(times) - min(times)
+
+
+def matmul_ceiling(reps=10):
+    x = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    y = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    ms, _ = time_ms(lambda a, b: torch.matmul(a, b), [(x, y)], reps)
+    return 2 * 8192 ** 3 / ms / 1e9
