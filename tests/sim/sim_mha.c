@@ -99,6 +99,7 @@
 #include <time.h>
 
 #include "fa4.h"
+#include "harness.h"
 #include "ref_mha.h"
 
 /* ---------------------------------------------------------------- tolerances */
@@ -123,7 +124,6 @@
 
 enum {
     ID_HEX = 12,           /* digits of a case id */
-    WORD_MAX = 256,        /* one key=value word */
     WORDS_MAX = 32,        /* words in one case */
     LINE_MAX_CHARS = 2048, /* one line of a cases file */
     CASE_TEXT_MAX = 512,
@@ -180,32 +180,11 @@ static const char *const MOD_SRC[MOD_COUNT] = {
 };
 enum { REQUIRED_KEYS = K_BATCH }; /* keys before K_BATCH are required */
 
-static int errf(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int errf(char *err, size_t n, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, n, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 static int key_index(const char *key)
 {
     for (int i = 0; i < K_COUNT; i++)
         if (!strcmp(key, KEY_NAMES[i])) return i;
     return -1;
-}
-
-static int parse_int(const char *key, const char *v, long lo, long hi, int *out, char *err, size_t n)
-{
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (!*v || *end || errno || x < lo || x > hi)
-        return errf(err, n, "%s=%s: expected an integer in %ld..%ld", key, v, lo, hi);
-    *out = (int)x;
-    return 0;
 }
 
 /* A finite float >= 0 (min_exclusive: > 0). */
@@ -254,32 +233,6 @@ static int parse_descale(const char *v, Case *c, char *err, size_t n)
 
 /* Kernel config words: lower-case key=value words, no quotes. Stored with
  * single spaces. */
-static int parse_config(const char *v, Case *c, char *err, size_t n)
-{
-    if (strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789_=:,. ") != strlen(v))
-        return errf(err, n, "config=\"%s\": expected kernel config words like \"bn=64 stages=3\"", v);
-    size_t o = 0;
-    for (const char *p = v; *p; p++) {
-        if (*p == ' ' && (o == 0 || c->config[o - 1] == ' ')) continue;
-        if (o + 1 >= sizeof c->config) return errf(err, n, "config: longer than %zu characters", sizeof c->config - 1);
-        c->config[o++] = *p;
-    }
-    while (o && c->config[o - 1] == ' ') o--;
-    c->config[o] = 0;
-    return 0;
-}
-
-static int parse_choice(const char *key, const char *v, const char *const *names, int count, int *out, char *err,
-                        size_t n)
-{
-    for (int i = 0; i < count; i++)
-        if (!strcmp(v, names[i])) return *out = i, 0;
-    char list[128] = "";
-    for (int i = 0; i < count; i++)
-        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", names[i]);
-    return errf(err, n, "%s=%s: expected one of %s", key, v, list);
-}
-
 static int set_key(Case *c, int k, const char *v, char *err, size_t n)
 {
     static const char *const targets[] = {"sm90a", "sm100a"}, *const dtypes[] = {"bf16", "fp16", "e4m3"},
@@ -288,23 +241,23 @@ static int set_key(Case *c, int k, const char *v, char *err, size_t n)
     int x;
     switch (k) {
     case K_TARGET:
-        if (parse_choice(key, v, targets, 2, &x, err, n)) return -1;
+        if (word_choice(key, v, targets, 2, &x, err, n)) return -1;
         c->target = x ? FA4_TARGET_SM100A : FA4_TARGET_SM90A;
         return 0;
     case K_DTYPE:
-        if (parse_choice(key, v, dtypes, 3, &x, err, n)) return -1;
+        if (word_choice(key, v, dtypes, 3, &x, err, n)) return -1;
         c->dtype = (RefDtype)x;
         return 0;
-    case K_SQ: return parse_int(key, v, 1, MAX_SEQLEN, &c->sq, err, n);
-    case K_SK: return parse_int(key, v, 1, MAX_SEQLEN, &c->sk, err, n);
-    case K_HQ: return parse_int(key, v, 1, MAX_HEADS, &c->hq, err, n);
-    case K_QK: return parse_int(key, v, 1, MAX_DEPTH, &c->qk, err, n);
-    case K_BATCH: return parse_int(key, v, 1, 1024, &c->batch, err, n);
-    case K_HKV: return parse_int(key, v, 1, MAX_HEADS, &c->hkv, err, n);
-    case K_OV: return parse_int(key, v, 1, MAX_DEPTH, &c->ov, err, n);
+    case K_SQ: return word_int(key, v, 1, MAX_SEQLEN, &c->sq, err, n);
+    case K_SK: return word_int(key, v, 1, MAX_SEQLEN, &c->sk, err, n);
+    case K_HQ: return word_int(key, v, 1, MAX_HEADS, &c->hq, err, n);
+    case K_QK: return word_int(key, v, 1, MAX_DEPTH, &c->qk, err, n);
+    case K_BATCH: return word_int(key, v, 1, 1024, &c->batch, err, n);
+    case K_HKV: return word_int(key, v, 1, MAX_HEADS, &c->hkv, err, n);
+    case K_OV: return word_int(key, v, 1, MAX_DEPTH, &c->ov, err, n);
     case K_MASK: return parse_mask(v, c, err, n);
-    case K_CONFIG: return parse_config(v, c, err, n);
-    case K_KROPE: return parse_choice(key, v, bits, 2, &c->k_rope, err, n);
+    case K_CONFIG: return word_config(v, c->config, sizeof c->config, err, n);
+    case K_KROPE: return word_choice(key, v, bits, 2, &c->k_rope, err, n);
     case K_DESCALE: return parse_descale(v, c, err, n);
     case K_SCALE:
         snprintf(c->scale_text, sizeof c->scale_text, "%s", v);
@@ -312,15 +265,15 @@ static int set_key(Case *c, int k, const char *v, char *err, size_t n)
     case K_AMP:
         snprintf(c->amp_text, sizeof c->amp_text, "%s", v);
         return parse_float(key, v, 1, &c->amp, err, n);
-    case K_LAYOUT: return parse_choice(key, v, layouts, 2, &c->strided, err, n);
-    case K_LSE: return parse_choice(key, v, bits, 2, &c->lse, err, n);
+    case K_LAYOUT: return word_choice(key, v, layouts, 2, &c->strided, err, n);
+    case K_LSE: return word_choice(key, v, bits, 2, &c->lse, err, n);
     case K_SINK:
         if (!strcmp(v, "rand")) c->sink = SINK_RAND;
         else if (!strcmp(v, "-inf")) c->sink = SINK_NEG_INF;
         else if (parse_float(key, v, 0, &c->sink_x, err, n)) return errf(err, n, "sink=%s: expected rand, -inf or a number >= 0", v);
         else c->sink = SINK_ALT;
         return 0;
-    case K_MOD: return parse_choice(key, v, MOD_NAMES, MOD_COUNT, &c->mod, err, n);
+    case K_MOD: return word_choice(key, v, MOD_NAMES, MOD_COUNT, &c->mod, err, n);
     }
     return errf(err, n, "internal: key %d", k);
 }
@@ -371,29 +324,6 @@ static int case_finish(Case *c, const int seen[K_COUNT], char *err, size_t n)
 
 /* Splits s into words: runs of non-blank characters, where "..." may hold
  * blanks (the quotes are dropped); '#' outside quotes ends the line. */
-static int split_words(const char *s, char words[][WORD_MAX], int max, char *err, size_t n)
-{
-    int count = 0;
-    const char *p = s;
-    for (;;) {
-        while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n') p++;
-        if (!*p || *p == '#') return count;
-        if (count == max) return errf(err, n, "more than %d words", max);
-        size_t o = 0;
-        int quoted = 0;
-        for (; *p && (quoted || (*p != ' ' && *p != '\t' && *p != '\r' && *p != '\n' && *p != '#')); p++) {
-            if (*p == '"') {
-                quoted = !quoted;
-                continue;
-            }
-            if (o + 1 >= WORD_MAX) return errf(err, n, "a word is longer than %d characters", WORD_MAX - 1);
-            words[count][o++] = *p;
-        }
-        if (quoted) return errf(err, n, "unterminated quote");
-        words[count++][o] = 0;
-    }
-}
-
 static int case_from_words(char words[][WORD_MAX], int count, Case *c, char *err, size_t n)
 {
     int seen[K_COUNT] = {0};
@@ -441,12 +371,6 @@ static void case_format(const Case *c, char *buf, size_t n)
 #undef MORE
 }
 
-static uint64_t fnv1a(const void *data, size_t n, uint64_t h)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
-}
 static const uint64_t FNV_OFFSET = 0xcbf29ce484222325ull;
 
 static void case_id(const Case *c, uint64_t seed, char id[ID_HEX + 1])
@@ -460,14 +384,6 @@ static void case_id(const Case *c, uint64_t seed, char id[ID_HEX + 1])
 }
 
 /* ---------------------------------------------------------------- inputs and layouts */
-
-static uint64_t splitmix64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
 
 /* U(-1, 1) from 53 random bits */
 static double uniform(uint64_t *s) { return (double)(splitmix64(s) >> 11) * 0x1p-53 * 2.0 - 1.0; }
@@ -631,61 +547,6 @@ static int numerics_pass(const Case *c, const Result *r)
 
 /* ---------------------------------------------------------------- the driver (dlopen) */
 
-typedef struct Cu {
-    void *lib;
-    CUresult (*Init)(unsigned);
-    CUresult (*DeviceGet)(CUdevice *, int);
-    CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
-    CUresult (*CtxSetCurrent)(CUcontext);
-    CUresult (*MemAlloc)(CUdeviceptr *, size_t);
-    CUresult (*MemFree)(CUdeviceptr);
-    CUresult (*MemcpyHtoD)(CUdeviceptr, const void *, size_t);
-    CUresult (*MemcpyDtoH)(void *, CUdeviceptr, size_t);
-    CUresult (*MemsetD8)(CUdeviceptr, unsigned char, size_t);
-    CUresult (*CtxSynchronize)(void);
-    CUresult (*GetErrorString)(CUresult, const char **);
-    CUdevice dev;
-    CUcontext ctx;
-} Cu;
-
-static const char *cu_error(const Cu *cu, CUresult r)
-{
-    const char *s = NULL;
-    if (cu->GetErrorString && cu->GetErrorString(r, &s) == CUDA_SUCCESS && s) return s;
-    return "unknown CUDA error";
-}
-
-static int cu_resolve(void *lib, const char *name, void *slot, char *err, size_t n)
-{
-    void *p = dlsym(lib, name);
-    if (!p) return errf(err, n, "libcuda.so.1 has no %s", name);
-    memcpy(slot, &p, sizeof p); /* POSIX: data and function pointers convert */
-    return 0;
-}
-
-static int cu_open(Cu *cu, char *err, size_t n)
-{
-    memset(cu, 0, sizeof *cu);
-    cu->lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!cu->lib) return errf(err, n, "dlopen(libcuda.so.1): %s", dlerror());
-    const struct { const char *name; void *slot; } syms[] = {
-        {"cuGetErrorString", &cu->GetErrorString}, {"cuInit", &cu->Init}, {"cuDeviceGet", &cu->DeviceGet},
-        {"cuDevicePrimaryCtxRetain", &cu->DevicePrimaryCtxRetain}, {"cuCtxSetCurrent", &cu->CtxSetCurrent},
-        {"cuMemAlloc_v2", &cu->MemAlloc}, {"cuMemFree_v2", &cu->MemFree}, {"cuMemcpyHtoD_v2", &cu->MemcpyHtoD},
-        {"cuMemcpyDtoH_v2", &cu->MemcpyDtoH}, {"cuMemsetD8_v2", &cu->MemsetD8},
-        {"cuCtxSynchronize", &cu->CtxSynchronize},
-    };
-    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++)
-        if (cu_resolve(cu->lib, syms[i].name, syms[i].slot, err, n)) return -1;
-    CUresult r;
-    const char *what = "cuInit";
-    if ((r = cu->Init(0)) || (what = "cuDeviceGet", r = cu->DeviceGet(&cu->dev, 0)) ||
-        (what = "cuDevicePrimaryCtxRetain", r = cu->DevicePrimaryCtxRetain(&cu->ctx, cu->dev)) ||
-        (what = "cuCtxSetCurrent", r = cu->CtxSetCurrent(cu->ctx)))
-        return errf(err, n, "%s: %s", what, cu_error(cu, r));
-    return 0;
-}
-
 /* ---------------------------------------------------------------- one case on the device */
 
 typedef struct Opts {
@@ -840,13 +701,6 @@ static int fa4_for(Env *env, fa4_target t, fa4_ctx **out, Result *res)
     return 0;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* fa4_mha_fwd, synchronize, copy O and LSE back. */
 static int launch(Env *env, const Case *c, Run *run, Result *res)
 {
@@ -953,13 +807,6 @@ static int dump_read(const char *path, const char *text, size_t ob, size_t ln, u
 }
 
 /* |a - b| where equal infinities and two NaNs count as 0, one NaN as inf. */
-static double diff(double a, double b)
-{
-    if (isnan(a) || isnan(b)) return isnan(a) && isnan(b) ? 0.0 : INFINITY;
-    if (a == b) return 0.0;
-    return fabs(a - b);
-}
-
 static int compare_stored(const Env *env, const Case *c, const char *id, const Run *run, Result *res)
 {
     char path[4096], text[CASE_TEXT_MAX], err[768];
@@ -979,9 +826,9 @@ static int compare_stored(const Env *env, const Case *c, const char *id, const R
                 for (int h = 0; h < c->hq; h++)
                     for (int d = 0; d < c->ov; d++) {
                         int64_t e = elem_at(o, b, i, h, d);
-                        res->cmp_o = fmax(res->cmp_o, diff(ref_load(od, run->host[T_O], e), ref_load(od, so, e)));
+                        res->cmp_o = fmax(res->cmp_o, abs_diff(ref_load(od, run->host[T_O], e), ref_load(od, so, e)));
                     }
-        for (size_t i = 0; i < ln; i++) res->cmp_lse = fmax(res->cmp_lse, diff(run->lse[i], sl[i]));
+        for (size_t i = 0; i < ln; i++) res->cmp_lse = fmax(res->cmp_lse, abs_diff(run->lse[i], sl[i]));
     } else if (rc == 1) {
         res->compared = -1;
         rc = 0;
@@ -1129,24 +976,6 @@ static int plan_cases(const Env *env, const CaseList *l)
 }
 
 /* ---------------------------------------------------------------- --self-test */
-
-typedef struct Checks {
-    int run, failed;
-} Checks;
-
-static void check(Checks *k, int ok, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void check(Checks *k, int ok, const char *fmt, ...)
-{
-    k->run++;
-    if (ok) return;
-    k->failed++;
-    va_list ap;
-    va_start(ap, fmt);
-    printf("self-test FAILED: ");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-}
 
 static int same(double a, double b) { return (isnan(a) && isnan(b)) || a == b; }
 
@@ -1302,8 +1131,8 @@ static double st_one(Checks *k, const Case *c, uint64_t seed)
         worst = INFINITY;
     } else {
         naive(&p, q, kf, v, o2, l2);
-        for (size_t i = 0; i < nq * c->ov; i++) worst = fmax(worst, diff(o1[i], o2[i]));
-        for (size_t i = 0; i < nq; i++) worst = fmax(worst, diff(l1[i], l2[i]));
+        for (size_t i = 0; i < nq * c->ov; i++) worst = fmax(worst, abs_diff(o1[i], o2[i]));
+        for (size_t i = 0; i < nq; i++) worst = fmax(worst, abs_diff(l1[i], l2[i]));
     }
     for (int i = 0; i < N_T; i++) free(host[i]);
     free(q), free(kf), free(v), free(o1), free(o2), free(l1), free(l2);
@@ -1370,8 +1199,8 @@ static void st_invariants(Checks *k)
     p.q_descale = 0, p.v_descale = 0, p.softmax_scale = 2 / sqrt(16.0);
     ref_mha_fwd(&p, o, lse, err, sizeof err);
     double worst = 0;
-    for (int i = 0; i < 6 * 16; i++) worst = fmax(worst, diff(o2[i], 3 * o[i]));
-    for (int i = 0; i < 6; i++) worst = fmax(worst, diff(lse2[i], lse[i]));
+    for (int i = 0; i < 6 * 16; i++) worst = fmax(worst, abs_diff(o2[i], 3 * o[i]));
+    for (int i = 0; i < 6; i++) worst = fmax(worst, abs_diff(lse2[i], lse[i]));
     check(k, worst <= 1e-12, "descales differ from the scaled problem by %g", worst);
     /* sinks: -inf changes nothing; sink s scales O by l / (l + e^(s - m)) = 1 / (1 + e^(s - LSE)), LSE unchanged */
     double o3[6 * 16], lse3[6], sink_v = -INFINITY;

@@ -130,6 +130,7 @@
 #include <time.h>
 
 #include "fa4.h"
+#include "harness.h"
 #include "ref_mla.h"
 
 /* ---------------------------------------------------------------- tolerances */
@@ -155,7 +156,6 @@
 
 enum {
     ID_HEX = 12,           /* digits of a case id */
-    WORD_MAX = 256,        /* one key=value word */
     WORDS_MAX = 32,        /* words in one case */
     LINE_MAX_CHARS = 2048, /* one line of a cases file */
     CASE_TEXT_MAX = 512,
@@ -199,32 +199,11 @@ static const char *const KEY_NAMES[K_COUNT] = {"target", "sq",         "skv",   
                                                "kv",     "kv_scale"};
 enum { REQUIRED_KEYS = K_SINK }; /* keys before K_SINK are required */
 
-static int errf(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int errf(char *err, size_t n, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, n, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 static int key_index(const char *key)
 {
     for (int i = 0; i < K_COUNT; i++)
         if (!strcmp(key, KEY_NAMES[i])) return i;
     return -1;
-}
-
-static int parse_int(const char *key, const char *v, long lo, long hi, int *out, char *err, size_t n)
-{
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (!*v || *end || errno || x < lo || x > hi)
-        return errf(err, n, "%s=%s: expected an integer in %ld..%ld", key, v, lo, hi);
-    *out = (int)x;
-    return 0;
 }
 
 static int parse_u64(const char *v, uint64_t *out)
@@ -251,32 +230,6 @@ static int parse_real(const char *key, const char *v, double lo, double hi, doub
 }
 
 /* Kernel config words: lower-case key=value words, no quotes. Stored with single spaces. */
-static int parse_config(const char *v, Case *c, char *err, size_t n)
-{
-    if (strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789_=:,. ") != strlen(v))
-        return errf(err, n, "config=\"%s\": expected kernel config words like \"bn=64 stages=3\"", v);
-    size_t o = 0;
-    for (const char *p = v; *p; p++) {
-        if (*p == ' ' && (o == 0 || c->config[o - 1] == ' ')) continue;
-        if (o + 1 >= sizeof c->config) return errf(err, n, "config: longer than %zu characters", sizeof c->config - 1);
-        c->config[o++] = *p;
-    }
-    while (o && c->config[o - 1] == ' ') o--;
-    c->config[o] = 0;
-    return 0;
-}
-
-static int parse_choice(const char *key, const char *v, const char *const *names, int count, int *out, char *err,
-                        size_t n)
-{
-    for (int i = 0; i < count; i++)
-        if (!strcmp(v, names[i])) return *out = i, 0;
-    char list[128] = "";
-    for (int i = 0; i < count; i++)
-        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", names[i]);
-    return errf(err, n, "%s=%s: expected one of %s", key, v, list);
-}
-
 static int set_key(Case *c, int k, const char *v, char *err, size_t n)
 {
     static const char *const targets[] = {"sm90a", "sm100a"}, *const depths[] = {"512", "576"},
@@ -286,45 +239,45 @@ static int set_key(Case *c, int k, const char *v, char *err, size_t n)
     double d;
     switch (k) {
     case K_TARGET:
-        if (parse_choice(key, v, targets, 2, &x, err, n)) return -1;
+        if (word_choice(key, v, targets, 2, &x, err, n)) return -1;
         c->target = x ? FA4_TARGET_SM100A : FA4_TARGET_SM90A;
         return 0;
-    case K_SQ: return parse_int(key, v, 1, MAX_SQ, &c->sq, err, n);
-    case K_SKV: return parse_int(key, v, 1, MAX_SKV, &c->skv, err, n);
-    case K_HQ: return parse_int(key, v, 1, MAX_HQ, &c->hq, err, n);
+    case K_SQ: return word_int(key, v, 1, MAX_SQ, &c->sq, err, n);
+    case K_SKV: return word_int(key, v, 1, MAX_SKV, &c->skv, err, n);
+    case K_HQ: return word_int(key, v, 1, MAX_HQ, &c->hq, err, n);
     case K_DQK:
-        if (parse_choice(key, v, depths, 2, &x, err, n)) return -1;
+        if (word_choice(key, v, depths, 2, &x, err, n)) return -1;
         c->dqk = x ? 576 : 512;
         return 0;
-    case K_TOPK: return parse_int(key, v, 1, MAX_TOPK, &c->topk, err, n);
-    case K_SINK: return parse_choice(key, v, bits, 2, &c->sink, err, n);
-    case K_TKLEN: return parse_choice(key, v, bits, 2, &c->tklen, err, n);
+    case K_TOPK: return word_int(key, v, 1, MAX_TOPK, &c->topk, err, n);
+    case K_SINK: return word_choice(key, v, bits, 2, &c->sink, err, n);
+    case K_TKLEN: return word_choice(key, v, bits, 2, &c->tklen, err, n);
     case K_INVALID:
         snprintf(c->invalid_text, sizeof c->invalid_text, "%s", v);
         return parse_real(key, v, 0.0, 1.0, &c->invalid, err, n);
-    case K_DUP: return parse_choice(key, v, bits, 2, &c->dup, err, n);
-    case K_EMPTY: return parse_int(key, v, 0, MAX_SQ, &c->empty_rows, err, n);
-    case K_LAYOUT: return parse_choice(key, v, layouts, 3, &c->strided, err, n);
+    case K_DUP: return word_choice(key, v, bits, 2, &c->dup, err, n);
+    case K_EMPTY: return word_int(key, v, 0, MAX_SQ, &c->empty_rows, err, n);
+    case K_LAYOUT: return word_choice(key, v, layouts, 3, &c->strided, err, n);
     case K_SCALE:
         snprintf(c->scale_text, sizeof c->scale_text, "%s", v);
         if (parse_real(key, v, 0.0, 1e30, &d, err, n)) return -1;
         c->scale = (float)d;
         return 0;
-    case K_CONFIG: return parse_config(v, c, err, n);
+    case K_CONFIG: return word_config(v, c->config, sizeof c->config, err, n);
     case K_SEED:
         if (parse_u64(v, &c->seed)) return errf(err, n, "seed=%s: expected an unsigned integer", v);
         c->has_seed = 1;
         return 0;
-    case K_LSE: return parse_choice(key, v, bits, 2, &c->lse, err, n);
-    case K_MAXL: return parse_choice(key, v, bits, 2, &c->maxl, err, n);
+    case K_LSE: return word_choice(key, v, bits, 2, &c->lse, err, n);
+    case K_MAXL: return word_choice(key, v, bits, 2, &c->maxl, err, n);
     case K_KV: {
         static const char *const kvs[] = {"bf16", "e4m3"};
-        return parse_choice(key, v, kvs, 2, &c->kv8, err, n);
+        return word_choice(key, v, kvs, 2, &c->kv8, err, n);
     }
     case K_KVSCALE:
         if (!strcmp(v, "none")) return c->kv_scale = 0, 0;
         if (!strcmp(v, "row")) return c->kv_scale = -1, 0;
-        if (parse_int(key, v, 64, 576, &c->kv_scale, err, n)) return -1;
+        if (word_int(key, v, 64, 576, &c->kv_scale, err, n)) return -1;
         if (c->kv_scale % 64) return errf(err, n, "kv_scale=%s: use none, row or a multiple of 64", v);
         return 0;
     }
@@ -375,29 +328,6 @@ static int case_finish(Case *c, const int seen[K_COUNT], char *err, size_t n)
 
 /* Splits s into words: runs of non-blank characters, where "..." may hold
  * blanks (the quotes are dropped); '#' outside quotes ends the line. */
-static int split_words(const char *s, char words[][WORD_MAX], int max, char *err, size_t n)
-{
-    int count = 0;
-    const char *p = s;
-    for (;;) {
-        while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n') p++;
-        if (!*p || *p == '#') return count;
-        if (count == max) return errf(err, n, "more than %d words", max);
-        size_t o = 0;
-        int quoted = 0;
-        for (; *p && (quoted || (*p != ' ' && *p != '\t' && *p != '\r' && *p != '\n' && *p != '#')); p++) {
-            if (*p == '"') {
-                quoted = !quoted;
-                continue;
-            }
-            if (o + 1 >= WORD_MAX) return errf(err, n, "a word is longer than %d characters", WORD_MAX - 1);
-            words[count][o++] = *p;
-        }
-        if (quoted) return errf(err, n, "unterminated quote");
-        words[count++][o] = 0;
-    }
-}
-
 static int case_from_words(char words[][WORD_MAX], int count, Case *c, char *err, size_t n)
 {
     int seen[K_COUNT] = {0};
@@ -441,12 +371,6 @@ static void case_format(const Case *c, char *buf, size_t n)
 /* The input seed: the case's seed= or the run's --seed. */
 static uint64_t input_seed(const Case *c, uint64_t run_seed) { return c->has_seed ? c->seed : run_seed; }
 
-static uint64_t fnv1a(const void *data, size_t n, uint64_t h)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
-}
 static const uint64_t FNV_OFFSET = 0xcbf29ce484222325ull;
 
 static void case_id(const Case *c, uint64_t seed, char id[ID_HEX + 1])
@@ -460,14 +384,6 @@ static void case_id(const Case *c, uint64_t seed, char id[ID_HEX + 1])
 }
 
 /* ---------------------------------------------------------------- random streams */
-
-static uint64_t splitmix64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
 
 /* U(-1, 1) from 53 random bits */
 static double uniform(uint64_t *s) { return (double)(splitmix64(s) >> 11) * 0x1p-53 * 2.0 - 1.0; }
@@ -911,59 +827,6 @@ static int numerics_pass(const Result *r)
 
 /* ---------------------------------------------------------------- the driver (dlopen) */
 
-typedef struct Cu {
-    void *lib;
-    CUresult (*Init)(unsigned);
-    CUresult (*DeviceGet)(CUdevice *, int);
-    CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
-    CUresult (*CtxSetCurrent)(CUcontext);
-    CUresult (*MemAlloc)(CUdeviceptr *, size_t);
-    CUresult (*MemFree)(CUdeviceptr);
-    CUresult (*MemcpyHtoD)(CUdeviceptr, const void *, size_t);
-    CUresult (*MemcpyDtoH)(void *, CUdeviceptr, size_t);
-    CUresult (*CtxSynchronize)(void);
-    CUresult (*GetErrorString)(CUresult, const char **);
-    CUdevice dev;
-    CUcontext ctx;
-} Cu;
-
-static const char *cu_error(const Cu *cu, CUresult r)
-{
-    const char *s = NULL;
-    if (cu->GetErrorString && cu->GetErrorString(r, &s) == CUDA_SUCCESS && s) return s;
-    return "unknown CUDA error";
-}
-
-static int cu_resolve(void *lib, const char *name, void *slot, char *err, size_t n)
-{
-    void *p = dlsym(lib, name);
-    if (!p) return errf(err, n, "libcuda.so.1 has no %s", name);
-    memcpy(slot, &p, sizeof p); /* POSIX: data and function pointers convert */
-    return 0;
-}
-
-static int cu_open(Cu *cu, char *err, size_t n)
-{
-    memset(cu, 0, sizeof *cu);
-    cu->lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!cu->lib) return errf(err, n, "dlopen(libcuda.so.1): %s", dlerror());
-    const struct { const char *name; void *slot; } syms[] = {
-        {"cuGetErrorString", &cu->GetErrorString}, {"cuInit", &cu->Init}, {"cuDeviceGet", &cu->DeviceGet},
-        {"cuDevicePrimaryCtxRetain", &cu->DevicePrimaryCtxRetain}, {"cuCtxSetCurrent", &cu->CtxSetCurrent},
-        {"cuMemAlloc_v2", &cu->MemAlloc}, {"cuMemFree_v2", &cu->MemFree}, {"cuMemcpyHtoD_v2", &cu->MemcpyHtoD},
-        {"cuMemcpyDtoH_v2", &cu->MemcpyDtoH}, {"cuCtxSynchronize", &cu->CtxSynchronize},
-    };
-    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++)
-        if (cu_resolve(cu->lib, syms[i].name, syms[i].slot, err, n)) return -1;
-    CUresult r;
-    const char *what = "cuInit";
-    if ((r = cu->Init(0)) || (what = "cuDeviceGet", r = cu->DeviceGet(&cu->dev, 0)) ||
-        (what = "cuDevicePrimaryCtxRetain", r = cu->DevicePrimaryCtxRetain(&cu->ctx, cu->dev)) ||
-        (what = "cuCtxSetCurrent", r = cu->CtxSetCurrent(cu->ctx)))
-        return errf(err, n, "%s: %s", what, cu_error(cu, r));
-    return 0;
-}
-
 /* ---------------------------------------------------------------- one case on the device */
 
 typedef struct Opts {
@@ -1084,13 +947,6 @@ static int fa4_for(Env *env, fa4_target t, fa4_ctx **out, Result *res)
     return 0;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* fa4_mla_sparse_fwd, synchronize, copy the outputs back (guards included). */
 static int launch(Env *env, const Case *c, Run *run, Result *res)
 {
@@ -1181,17 +1037,10 @@ static int dump_read(const char *path, const char *text, size_t ob, size_t ln, s
 }
 
 /* |a - b| where equal infinities and two NaNs count as 0, one NaN as inf. */
-static double diff(double a, double b)
-{
-    if (isnan(a) || isnan(b)) return isnan(a) && isnan(b) ? 0.0 : INFINITY;
-    if (a == b) return 0.0;
-    return fabs(a - b);
-}
-
 /* diff relative to max(1, |a|, |b|): the measure of the lse / max_logits checks */
 static double rel_diff(double a, double b)
 {
-    double d = diff(a, b);
+    double d = abs_diff(a, b);
     return d == 0.0 || isinf(d) ? d : d / fmax(1.0, fmax(fabs(a), fabs(b)));
 }
 
@@ -1223,7 +1072,7 @@ static int compare_stored(const Env *env, const Case *c, const char *id, const R
                 for (int d = 0; d < DV; d++) {
                     int64_t e = s * p->g.os + h * p->g.oh + d;
                     double a = ref_mla_bf16_decode(*bf16_at(&p->b[B_OUT], e)), b = ref_mla_bf16_decode(stored[e]);
-                    double dd = diff(a, b);
+                    double dd = abs_diff(a, b);
                     res->cmp_o = fmax(res->cmp_o, dd);
                     res->cmp_ulp = fmax(res->cmp_ulp, dd / bf16_ulp(fmax(fmax(fabs(a), fabs(b)), CMP_O_FLOOR)));
                 }
@@ -1344,24 +1193,6 @@ static int load_cases(const char *path, CaseList *l)
 }
 
 /* ---------------------------------------------------------------- --self-test */
-
-typedef struct Checks {
-    int run, failed;
-} Checks;
-
-static void check(Checks *k, int ok, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void check(Checks *k, int ok, const char *fmt, ...)
-{
-    k->run++;
-    if (ok) return;
-    k->failed++;
-    va_list ap;
-    va_start(ap, fmt);
-    printf("self-test FAILED: ");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-}
 
 static int st_case(const char *line, Case *c)
 {
@@ -1628,7 +1459,7 @@ static void st_compare(Checks *k)
 {
     check(k, bf16_ulp(1.0) == 0x1p-7 && bf16_ulp(0.75) == 0x1p-8 && bf16_ulp(0x1p-6) == 0x1p-13,
           "bf16 ulp of 1, 0.75, 2^-6");
-    check(k, diff(INFINITY, INFINITY) == 0 && diff(NAN, NAN) == 0 && isinf(diff(NAN, 1)) && diff(1, 0.5) == 0.5,
+    check(k, abs_diff(INFINITY, INFINITY) == 0 && abs_diff(NAN, NAN) == 0 && isinf(abs_diff(NAN, 1)) && abs_diff(1, 0.5) == 0.5,
           "diff of infinities and NaN");
     check(k, rel_diff(200, 200.002) > 0.99e-5 && rel_diff(200, 200.002) < 1.01e-5 && rel_diff(0.5, 0.25) == 0.25 &&
                  isinf(rel_diff(-INFINITY, 3)) && rel_diff(INFINITY, INFINITY) == 0,
