@@ -13,7 +13,9 @@
  *                        its O half; epilogue
  *   mma     (warp 4)     even CTA: S = Q K^T (SS), O += P V (TS), commits multicast to both CTAs
  *   load    (warp 5)     Q of its heads, the indices of the block, their bits, its rows
- * One KV slot (num_mbars 1: smem holds Q, K and V of one block), so each block's PV follows its QK.
+ * b_topk 128 fits one KV slot (smem holds Q, K and V of one block); b_topk 64 halves a slot, so two fit
+ * (num_mbars 2) and the load warp gathers block i+1 while block i is computed. Either way the MMA warp
+ * issues a block's PV right after waiting for its P, before the next block's QK.
  */
 #include <stdio.h>
 #include <string.h>

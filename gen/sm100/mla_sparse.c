@@ -71,10 +71,12 @@ static int mla_check(const Config *c, char *err, size_t n)
         return plan_refuse(err, n, "ov: %d is not allowed for mla-sparse; V is the first %d columns of kv",
                            c->ov_depth, MLA_DV);
     int cg = c->cta_group;
-    if (c->b_topk != 64 * cg)
-        return plan_refuse(err, n, "b_topk: %d is not allowed for cta_group %d; use %d (%s)", c->b_topk, cg, 64 * cg,
-                           cg == 1 ? "two QK MMAs of N 32, one per TMEM lane half"
-                                   : "64 positions gathered by each CTA of the pair, one QK MMA of N 128");
+    if (cg == 1 && c->b_topk != 64)
+        return plan_refuse(err, n, "b_topk: %d is not allowed for cta_group 1; use 64 (two QK MMAs of N 32, one per "
+                           "TMEM lane half)", c->b_topk);
+    if (cg == 2 && c->b_topk != 128 && c->b_topk != 64)
+        return plan_refuse(err, n, "b_topk: %d is not allowed for cta_group 2; use 128 (64 positions gathered by each "
+                           "CTA, one QK MMA of N 128, one slot) or 64 (32 each, N 64: two slots fit)", c->b_topk);
     if (c->q_smem_depth != c->qk_depth || c->q_tmem_depth != 0)
         return plan_refuse(err, n, "q_smem_depth/q_tmem_depth: %d/%d is not allowed yet; use %d/0 (Q in shared memory: "
                            "%s)", c->q_smem_depth, c->q_tmem_depth, c->qk_depth,
@@ -242,8 +244,9 @@ static int smem_fits(Plan *p, uint32_t slot_bytes, char *err, size_t n)
                            "%u; %u bytes over", s->cta_group, need - (uint32_t)(s->stages - 1) * slot_bytes,
                            p->target->name, limit, need - (uint32_t)(s->stages - 1) * slot_bytes - limit);
     return plan_refuse(err, n, "num_mbars: %d slots of %u bytes need %u bytes of shared memory (incl. %u alignment "
-                       "slack) but %s allows %u; %u bytes over: use num_mbars %u", s->stages, slot_bytes, need,
-                       p->smem_align, p->target->name, limit, need - limit, (uint32_t)s->stages - fewer);
+                       "slack) but %s allows %u; %u bytes over: use num_mbars %u%s", s->stages, slot_bytes, need,
+                       p->smem_align, p->target->name, limit, need - limit, (uint32_t)s->stages - fewer,
+                       s->cta_group == 2 && s->block > 64 ? " (or b_topk 64: slots of half the rows)" : "");
 }
 
 static void mla_roles(Plan *p)
