@@ -39,6 +39,10 @@ typedef struct SparsePlan100 {
 
     /* TMEM */
     uint32_t tm_o, tm_s[MLA100_SBUFS];
+    /* Q split (pair): the first q_smem_chunks chunks stay in smem; the rest land in the k ring first
+     * (staging) and are copied to TMEM at tm_q (both lane halves, tcgen05.cp), 8 columns a K step */
+    int q_smem_chunks, q_smem_steps;
+    uint32_t tm_q, bar_q_copied;
     int o_chunk;          /* O columns per tcgen05.ld/st in the rescale and the epilogue */
 
     /* the pair (cta_group 2): CTA r gathers positions k_rows r .. of a block (K, all columns) and

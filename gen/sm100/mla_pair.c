@@ -29,6 +29,9 @@
 
 enum { NAME = 40, WARP = 32, PAIR_MASK = 3 /* commits multicast to both CTAs of the pair */ };
 
+/* Q split between smem and TMEM (q_tmem_depth > 0) */
+static int q_split(const Plan *p) { return mla100(p)->q_smem_chunks < p->qk_chunks; }
+
 /* ------------------------------------------------------------ prologue */
 
 static void pair_prologue(Emit *e)
@@ -67,6 +70,10 @@ static void pair_barrier_init(Emit *e)
         for (size_t k = 0; k < sizeof ring / sizeof ring[0]; k++) mbar_init(e, b, &ring[k], i);
     const Mbar sf = mbar_plan(e, "bar_s_full");
     for (int i = 0; i < MLA100_SBUFS; i++) mbar_init(e, b, &sf, i);
+    if (q_split(e->p)) {
+        const Mbar qc = mbar_plan(e, "bar_q_copied");
+        mbar_init(e, b, &qc, 0);
+    }
     mbar_init_end(e, lbl);
 }
 
@@ -221,8 +228,11 @@ static void pair_load(Emit *e)
     smem_at(e, bar, s->bar_q_full);
     op_mbar_expect_tx_if(e, is_lead, bar, s->tx_q);
     op_mapa(e, lbar, bar, reg_find(e, "lead_rank"));
+    if (q_split(p))
+        emit_note(e, "chunks %d.. (Q's TMEM part) land in the k ring; the MMA warp copies them to TMEM", s->q_smem_chunks);
     for (int ch = 0; ch < p->qk_chunks; ch++) {
-        smem_at(e, dst, s->off_q + (uint32_t)ch * s->q_chunk_bytes);
+        int t = ch - s->q_smem_chunks;
+        smem_at(e, dst, t < 0 ? s->off_q + (uint32_t)ch * s->q_chunk_bytes : s->off_kv + (uint32_t)t * s->q_chunk_bytes);
         emit(e, "mov.u32 %s, %d;", R(e, col), ch * p->chunk_elems);
         op_tma_load_3d_pair(e, dst, reg_find(e, "tmap_q"), col, reg_find(e, "h0"), reg_find(e, "tok"), lbar);
     }
@@ -237,6 +247,11 @@ static void pair_load(Emit *e)
     Reg full = reg_b32(e, "ld_full"), empty = reg_b32(e, "ld_empty"), par = reg_b32(e, "ld_par");
     Reg all = reg_b32(e, "ld_mor"), any = reg_pred(e, "ld_any");
     char top[NAME], done[NAME], l_none[NAME], l_next[NAME], l_armed[NAME];
+    if (q_split(p)) {
+        emit_note(e, "the k ring staged Q's TMEM part: gather into it once both CTAs' copies are done");
+        smem_at(e, bar, s->bar_q_copied);
+        op_mbar_wait_imm(e, bar, 0);
+    }
     mla100_loop_begin(e, "ld", j, stage, phase, top, done);
     smem_indexed(e, full, s->bar_kv_full, stage, MBAR_BYTES);
     smem_indexed(e, empty, s->bar_kv_empty, stage, MBAR_BYTES);
@@ -290,12 +305,24 @@ static void pair_qk(Emit *e, int buf)
     emit_note(e, "S%d = Q K^T: %d x M%d N%d SS cta_group::2 (plan: qk mma)", buf, s->qk_steps, 2 * s->heads, s->block);
     op_umma_desc_lo(e, klo, reg_find(e, "mm_kslot"), s->desc_k);
     emit(e, "add.u32 %s, %%tmem, %u;", R(e, d), s->tm_s[buf]);
+    if (q_split(p))
+        emit_note(e, "steps %d.. read Q from TMEM (plan tmem q)", s->q_smem_steps);
     for (int kk = 0; kk < s->qk_steps; kk++) {
+        Reg acc = kk ? REG_NONE : reg_find(e, "mm_false");
+        uint32_t kstep = op_desc_kstep(kk, per_chunk, (uint32_t)step_bytes, s->kv_chunk_bytes);
+        if (kk >= s->q_smem_steps) {
+            Reg a = reg_b32(e, "mm_a");
+            emit(e, "add.u32 %s, %s, %u;", R(e, blo), R(e, klo), kstep);
+            emit(e, "mov.b64 %s, {%s, %%mm_dhi};", R(e, bd), R(e, blo));
+            emit(e, "add.u32 %s, %%tmem, %u;", R(e, a), s->tm_q + (uint32_t)((kk - s->q_smem_steps) * step_bytes / 4));
+            op_umma_ts(e, 2, 0, d, a, bd, reg_find(e, "mm_idesc_qk"), acc);
+            continue;
+        }
         emit(e, "add.u32 %s, %%mm_qlo, %u;", R(e, alo), op_desc_kstep(kk, per_chunk, (uint32_t)step_bytes, s->q_chunk_bytes));
-        emit(e, "add.u32 %s, %s, %u;", R(e, blo), R(e, klo), op_desc_kstep(kk, per_chunk, (uint32_t)step_bytes, s->kv_chunk_bytes));
+        emit(e, "add.u32 %s, %s, %u;", R(e, blo), R(e, klo), kstep);
         emit(e, "mov.b64 %s, {%s, %%mm_dhi};", R(e, ad), R(e, alo));
         emit(e, "mov.b64 %s, {%s, %%mm_dhi};", R(e, bd), R(e, blo));
-        op_umma_ss(e, 2, 0, d, ad, bd, reg_find(e, "mm_idesc_qk"), kk ? REG_NONE : reg_find(e, "mm_false"));
+        op_umma_ss(e, 2, 0, d, ad, bd, reg_find(e, "mm_idesc_qk"), acc);
     }
 }
 
@@ -321,6 +348,34 @@ static void pair_pv(Emit *e, int buf)
     }
 }
 
+/* Q's TMEM part: per K step two 16-byte copies (columns +0 and +4) from the staged chunks, in both
+ * CTAs (each from its own smem); the commit frees the k ring in both. The QK MMAs that read it are
+ * issued after the copies by the same thread. */
+static void pair_q_copy(Emit *e)
+{
+    const Plan *p = e->p;
+    const SparsePlan100 *s = mla100(p);
+    Reg base = reg_b32(e, "mm_cp_lo"), lo = reg_b32(e, "mm_cp_l"), sd = reg_b64(e, "mm_cp_d"), ta = reg_b32(e, "mm_cp_t");
+    int step_bytes = s->mma_k * p->elem_bytes, per_chunk = p->swizzle_bytes / step_bytes;
+    int steps = s->qk_steps - s->q_smem_steps;
+    emit_note(e, "Q columns %d..: %d x tcgen05.cp.64x128b.warpx2::02_13 from the k ring to TMEM (plan note q tmem)",
+              s->q_smem_steps * s->mma_k, 2 * steps);
+    smem_at(e, base, s->off_kv);
+    op_umma_desc_lo(e, base, base, s->desc_q);
+    for (int kk = 0; kk < steps; kk++)
+        for (int h = 0; h < 2; h++) {
+            uint32_t off = op_desc_kstep(kk, per_chunk, (uint32_t)step_bytes, s->q_chunk_bytes) +
+                           (h ? op_desc_delta((uint32_t)step_bytes / 2) : 0);
+            emit(e, "add.u32 %s, %s, %u;", R(e, lo), R(e, base), off);
+            emit(e, "mov.b64 %s, {%s, %%mm_dhi};", R(e, sd), R(e, lo));
+            emit(e, "add.u32 %s, %%tmem, %u;", R(e, ta), s->tm_q + (uint32_t)(kk * step_bytes / 4 + h * step_bytes / 8));
+            op_tmem_cp_64x128b_dup(e, 2, ta, sd);
+        }
+    Reg bar = reg_b32(e, "mm_cbar");
+    smem_at(e, bar, s->bar_q_copied);
+    op_umma_commit(e, 2, bar, reg_find(e, "mm_mask"));
+}
+
 static void pair_mma(Emit *e)
 {
     const Plan *p = e->p;
@@ -342,6 +397,7 @@ static void pair_mma(Emit *e)
     op_umma_desc_lo(e, qlo, qlo, s->desc_q);
     smem_at(e, bar, s->bar_q_full);
     op_mbar_wait_imm(e, bar, 0);
+    if (q_split(p)) pair_q_copy(e);
 
     Reg j = reg_b32(e, "mm_j"), stage = reg_b32(e, "mm_stage"), phase = reg_b32(e, "mm_phase");
     Reg any = reg_pred(e, "mm_any"), it = reg_b32(e, "mm_it"), odd = reg_pred(e, "mm_odd");

@@ -53,7 +53,7 @@ static void mla_defaults(Config *c)
     if (!c->b_topk) c->b_topk = 64 * c->cta_group;
     if (!c->num_mbars) c->num_mbars = c->cta_group == 2 || c->dtype == DT_E4M3 ? 1 : 2;
     if (!c->swizzle) c->swizzle = 128;
-    if (!c->q_smem_depth) c->q_smem_depth = c->qk_depth;
+    if (!c->q_smem_depth) c->q_smem_depth = c->qk_depth - (c->q_tmem_depth > 0 ? c->q_tmem_depth : 0);
     if (c->q_tmem_depth < 0) c->q_tmem_depth = c->qk_depth - c->q_smem_depth;
     if (c->rescale < 0) c->rescale = 8;
     if (c->exp2_poly < 0) c->exp2_poly = 0;
@@ -77,11 +77,15 @@ static int mla_check(const Config *c, char *err, size_t n)
     if (cg == 2 && c->b_topk != 128 && c->b_topk != 64)
         return plan_refuse(err, n, "b_topk: %d is not allowed for cta_group 2; use 128 (64 positions gathered by each "
                            "CTA, one QK MMA of N 128, one slot) or 64 (32 each, N 64: two slots fit)", c->b_topk);
-    if (c->q_smem_depth != c->qk_depth || c->q_tmem_depth != 0)
-        return plan_refuse(err, n, "q_smem_depth/q_tmem_depth: %d/%d is not allowed yet; use %d/0 (Q in shared memory: "
-                           "%s)", c->q_smem_depth, c->q_tmem_depth, c->qk_depth,
-                           cg == 1 ? "the head-64 kernel's TMEM holds O and two S buffers"
-                                   : "Q in TMEM needs tcgen05.cp.cta_group::2, which the simulator cannot check yet");
+    if (c->q_smem_depth + c->q_tmem_depth != c->qk_depth)
+        return plan_refuse(err, n, "q_smem_depth/q_tmem_depth: %d + %d is not d_qk %d; Q's columns are split between them",
+                           c->q_smem_depth, c->q_tmem_depth, c->qk_depth);
+    if (c->q_tmem_depth && cg != 2)
+        return plan_refuse(err, n, "q_tmem_depth: %d is not allowed for cta_group 1 yet (only the head-128 kernel copies "
+                           "Q to TMEM); use 0", c->q_tmem_depth);
+    if (c->q_tmem_depth && (c->q_smem_depth < 64 || c->q_smem_depth % 64))
+        return plan_refuse(err, n, "q_smem_depth: %d is not allowed; use a multiple of 64 (whole 128B-swizzled chunks), "
+                           "at least 64", c->q_smem_depth);
     if (c->swizzle != 128)
         return plan_refuse(err, n, "swizzle: %d is not allowed for mla-sparse on sm100a; use 128", c->swizzle);
     if (c->mask != MASK_NONE)
@@ -205,8 +209,12 @@ static void pair_smem(Plan *p)
     s->kv_stage_bytes = s->kv_chunk_bytes * (uint32_t)p->qk_chunks;
     s->v_chunk_bytes = (uint32_t)(s->block * sw);
     s->v_stage_bytes = s->v_chunk_bytes * (uint32_t)s->v_chunks;
-    s->off_q = plan_smem(p, "q", s->q_chunk_bytes * (uint32_t)p->qk_chunks, 1024,
-                         "Q: this CTA's 64 heads x d_qk, 128B-swizzled chunks of 64 columns");
+    s->q_smem_chunks = p->cfg.q_smem_depth / p->chunk_elems;
+    s->q_smem_steps = p->cfg.q_smem_depth / s->mma_k;
+    s->off_q = plan_smem(p, "q", s->q_chunk_bytes * (uint32_t)s->q_smem_chunks, 1024,
+                         s->q_smem_chunks < p->qk_chunks
+                             ? "Q: this CTA's 64 heads x q_smem_depth, 128B-swizzled chunks (the rest: TMEM)"
+                             : "Q: this CTA's 64 heads x d_qk, 128B-swizzled chunks of 64 columns");
     s->off_kv = plan_smem(p, "k", s->kv_stage_bytes * (uint32_t)s->stages, 1024,
                           "K: this CTA's half of a block's rows, all columns (ring)");
     s->off_v = plan_smem(p, "v", s->v_stage_bytes * (uint32_t)s->stages, 1024,
@@ -230,6 +238,9 @@ static void pair_smem(Plan *p)
     s->bar_p_full = plan_mbar(p, "bar_p_full", 1, s->pair_arrivals, "even CTA: both CTAs' P written, O rescaled");
     s->bar_pv_done = plan_mbar(p, "bar_pv_done", 1, 1, "commit (both CTAs): O += P V of a block done");
     s->off_tmem_slot = plan_smem(p, "tmem_slot", 4, 4, "TMEM base address (tcgen05.alloc)");
+    if (s->q_smem_chunks < p->qk_chunks)
+        s->bar_q_copied = plan_mbar(p, "bar_q_copied", 1, 1,
+                                    "commit (both CTAs): Q's TMEM part copied; the k ring that staged it is free");
 }
 
 /* num_mbars is what the smem budget bounds: refuse with the excess and the count that fits. */
@@ -311,6 +322,29 @@ static int single_plan(Plan *p, char *err, size_t n)
     return 0;
 }
 
+/* Q split (pair): the TMEM part after O and the S buffers (A of the M 128 pair data path: row r in lanes
+ * r and 64 + r, 2 bf16 a column), staged through the k ring, which must hold it. */
+static int q_tmem_plan(Plan *p, char *err, size_t n)
+{
+    SparsePlan100 *s = mla100_plan(p);
+    int tq = p->cfg.q_tmem_depth, cols = tq * p->elem_bytes / 4;
+    uint32_t first = (uint32_t)(s->o_cols + MLA100_SBUFS * s->half_cols), need = first + (uint32_t)cols;
+    if (need > (uint32_t)p->tmem_cols)
+        return plan_refuse(err, n, "q_tmem_depth: %d needs %d TMEM columns after O %d + S %d x %d = %u of %d; %u columns "
+                           "over%s", tq, cols, s->o_cols, MLA100_SBUFS, s->half_cols, need, p->tmem_cols,
+                           need - (uint32_t)p->tmem_cols, s->block > 64 ? ": use b_topk 64 (S buffers of 32 columns)" : "");
+    uint32_t stage = s->q_chunk_bytes * (uint32_t)(p->qk_chunks - s->q_smem_chunks);
+    uint32_t ring = s->kv_stage_bytes * (uint32_t)s->stages;
+    if (stage > ring)
+        return plan_refuse(err, n, "q_tmem_depth: %d stages %u bytes of Q in the k ring of %u bytes; %u bytes over: use "
+                           "more num_mbars or a smaller q_tmem_depth", tq, stage, ring, stage - ring);
+    s->tm_q = plan_tmem(p, "q", first, (uint32_t)cols, "Q columns q_smem_depth.. (A of QK steps past smem; both halves)");
+    int copies = 2 * (s->qk_steps - s->q_smem_steps);
+    plan_note(p, "q tmem", "%d x tcgen05.cp.64x128b.warpx2::02_13 (Q chunks %d.. staged in the k ring, %u bytes); QK "
+              "steps %d.. read A from TMEM", copies, s->q_smem_chunks, stage, s->q_smem_steps);
+    return 0;
+}
+
 /* Head-128 (cta_group 2): a cluster of two CTAs per token, 64 heads each; every MMA is the pair's
  * M 128 (64 rows in each CTA, data path "M = 128, cta_group::2": D columns [0, N/2) in lanes
  * 0-63, [N/2, N) in lanes 64-127). S: N = b_topk, each CTA's K half; P (A from TMEM) written to
@@ -339,6 +373,7 @@ static int pair_plan(Plan *p, char *err, size_t n)
         s->tm_s[b] = plan_tmem(p, name, (uint32_t)(s->o_cols + b * s->half_cols), (uint32_t)s->half_cols,
                                "S (keys 0..b/2 in lanes 0-63, b/2..b in 64-127), then P (both)");
     }
+    if (s->q_smem_chunks < p->qk_chunks && q_tmem_plan(p, err, n)) return -1;
     s->bar_sfx = plan_bar(p, "sfx", MLA_SFX_WARPS * MLA_WARP, "softmax: the two key halves of a row meet in smem");
     mla_roles(p);
     mla_maps(p);
