@@ -406,9 +406,49 @@ static void test_mla_sparse_plan(void **state)
     assert_non_null(strstr(err, "num_mbars: 2"));
     assert_non_null(strstr(err, "use num_mbars 1"));
     config_init(&c);
-    assert_int_equal(config_apply_text(&c, "mla-sparse target=sm100a qk=576 cta_group=2 b_topk=64", err, sizeof err), 0);
+    assert_int_equal(config_apply_text(&c, "mla-sparse target=sm100a qk=576 cta_group=2 b_topk=32", err, sizeof err), 0);
     assert_int_equal(plan_make(&c, &plan, err, sizeof err), -1);
-    assert_non_null(strstr(err, "b_topk: 64 is not allowed for cta_group 2; use 128"));
+    assert_non_null(strstr(err, "b_topk: 32 is not allowed for cta_group 2; use 128"));
+    assert_non_null(strstr(err, "or 64"));
+    /* Q in TMEM: b_topk 128 leaves 128 columns (64 over), the k ring of one b_topk-64 slot cannot stage it,
+     * the head-64 kernel does not copy Q */
+    static const struct { const char *cfg, *want; } q_refusals[] = {
+        {"cta_group=2 q_tmem_depth=384", "576 of 512; 64 columns over: use b_topk 64"},
+        {"cta_group=2 b_topk=64 num_mbars=1 q_tmem_depth=384", "12288 bytes over"},
+        {"cta_group=2 b_topk=64 num_mbars=2 q_smem_depth=100 q_tmem_depth=476", "q_smem_depth: 100 is not allowed"},
+        {"cta_group=2 b_topk=64 num_mbars=2 q_smem_depth=192 q_tmem_depth=320", "192 + 320 is not d_qk 576"},
+        {"cta_group=1 q_tmem_depth=384", "not allowed for cta_group 1"},
+    };
+    for (size_t i = 0; i < sizeof q_refusals / sizeof q_refusals[0]; i++) {
+        char text[160];
+        snprintf(text, sizeof text, "mla-sparse target=sm100a qk=576 %s", q_refusals[i].cfg);
+        config_init(&c);
+        assert_int_equal(config_apply_text(&c, text, err, sizeof err), 0);
+        assert_int_equal(plan_make(&c, &plan, err, sizeof err), -1);
+        if (!strstr(err, q_refusals[i].want)) fail_msg("'%s': '%s' lacks '%s'", text, err, q_refusals[i].want);
+    }
+    /* two slots of b_topk 64 (QK N 64) and Q 192 + 384: the TMEM map ends at column 512, QK steps 12.. read
+     * A from TMEM (24 MMAs with a TMEM address), 48 copies */
+    config_init(&c);
+    assert_int_equal(config_apply_text(&c, "mla-sparse target=sm100a qk=576 cta_group=2 b_topk=64 num_mbars=2 "
+                                           "q_tmem_depth=384", err, sizeof err), 0);
+    {
+        char *ptx = NULL;
+        size_t len;
+        if (fa4gen_generate(&c, &plan, &ptx, &len, err, sizeof err)) fail_msg("generate q split: %s", err);
+        const SparsePlan100 *s = mla100(&plan);
+        Sm100InstrDesc q = sm100_instr_desc_decode(ptx_hex(ptx, "mov.u32 %mm_idesc_qk,"));
+        assert_int_equal(q.m, 128), assert_int_equal(q.n, 64);
+        assert_true(sm100_mma_shape_ok(128, 64, 2, 0));
+        assert_int_equal(s->stages, 2), assert_int_equal(s->q_smem_chunks, 3), assert_int_equal(s->q_smem_steps, 12);
+        assert_int_equal(s->tm_q, 256 + 2 * 32), assert_int_equal(s->tm_q + 192, 512);
+        int cps = 0, ts = 0;
+        for (const char *t = ptx; (t = strstr(t, "tcgen05.cp.cta_group::2.64x128b.warpx2::02_13")); t++) cps++;
+        for (const char *t = ptx; (t = strstr(t, "kind::f16 [%mm_d], [%mm_a]")); t++) ts++;
+        assert_int_equal(cps, 48);
+        assert_int_equal(ts, 2 * (24 + 8)); /* two S buffers: 24 QK steps from TMEM + 8 PV (P from TMEM) */
+        free(ptx);
+    }
     /* the pair: M 128 over both CTAs (64 heads each), QK N = b_topk 128 (64 keys from each CTA), PV N 256
      * (128 V columns from each CTA) twice; V chunks of 128 rows */
     for (int qk = 512; qk <= 576; qk += 64) {
