@@ -159,6 +159,7 @@ static const IntKey int_keys[] = {
     {"q_smem_depth", F(q_smem_depth), 0, 1024, "0..1024 Q columns"},
     {"q_tmem_depth", F(q_tmem_depth), 0, 1024, "0..1024 Q columns"},
     {"cta_group", F(cta_group), 1, 2, "1 or 2"},
+    {"tma_store", F(tma_store), 0, 1, "0 or 1"},
     {"sink", F(sink), 0, 1, "0 or 1"},
 };
 #undef F
@@ -207,7 +208,7 @@ int config_set(Config *c, const char *key, const char *value, char *err, size_t 
     }
     return fail(err, n, "'%s' is not a config field; fields: kind target dtype depth qk ov bm bn group stages "
                         "swizzle mask qtiles cta rescale poly rope_split rope_dtype pingpong persistent b_topk num_mbars q_smem_depth "
-                        "q_tmem_depth cta_group sink mod", ESC(key));
+                        "q_tmem_depth cta_group tma_store sink mod", ESC(key));
 }
 
 int config_fill_defaults(Config *c, char *err, size_t n)
@@ -248,6 +249,9 @@ int config_check(const Config *c, char *err, size_t n)
                         int_value(c, k), kind_name[c->kind], target_name[c->target]);
     }
     if (c->sink != 0 && c->sink != 1) return fail(err, n, "sink: %d is not allowed; use 0 or 1", c->sink);
+    if (c->tma_store && !(c->kind == KIND_MLA_SPARSE && c->target == TARGET_SM100A))
+        return fail(err, n, "tma_store: %d is not allowed for %s on %s; only mla-sparse on sm100a has it", c->tma_store,
+                    kind_name[c->kind], target_name[c->target]);
     if (c->kind != KIND_MHA && (c->sink || c->score_mod))
         return fail(err, n, "%s: not allowed for %s; sinks and score_mod are MHA features (mla-sparse takes its "
                     "attn_sink as an argument)", c->sink ? "sink" : "mod", kind_name[c->kind]);
@@ -282,6 +286,7 @@ static int key_used(const Config *c, const char *key)
 {
     int sm100 = c->target == TARGET_SM100A;
     int mla100 = sm100 && c->kind == KIND_MLA_SPARSE;
+    if (!strcmp(key, "tma_store")) return mla100 && c->tma_store != 0; /* named only when on: older text unchanged */
     if (is_mla100_key(key)) return mla100;
     if (mla100 && (!strcmp(key, "bm") || !strcmp(key, "bn") || !strcmp(key, "stages"))) return 0;
     if (!strcmp(key, "qtiles") || !strcmp(key, "cta")) return sm100 && !mla100;

@@ -163,6 +163,17 @@ void op_tma_store_4d(Emit *e, Reg tmap, Reg c0, Reg c1, Reg c2, Reg c3, Reg src)
          R(e, c0), R(e, c1), R(e, c2), R(e, c3), R(e, src));
 }
 
+void op_tma_store_3d(Emit *e, Reg tmap, Reg c0, Reg c1, Reg c2, Reg src)
+{
+    REG_WANT(e, src, ADDR32);
+    REG_WANT(e, tmap, ADDR64);
+    REG_WANT(e, c0, RT_B32);
+    REG_WANT(e, c1, RT_B32);
+    REG_WANT(e, c2, RT_B32);
+    emit(e, "cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%s, {%s, %s, %s}], [%s];", R(e, tmap), R(e, c0),
+         R(e, c1), R(e, c2), R(e, src));
+}
+
 void op_bulk_commit(Emit *e) { emit(e, "cp.async.bulk.commit_group;"); }
 void op_bulk_wait_read(Emit *e, int n) { emit(e, "cp.async.bulk.wait_group.read %d;", n); }
 void op_bulk_wait(Emit *e, int n) { emit(e, "cp.async.bulk.wait_group %d;", n); }

@@ -52,6 +52,7 @@ void op_cluster_sync(Emit *e);
  * (a shared::cluster address): .cta_group::2. */
 void op_tma_load_4d_pair(Emit *e, Reg dst, Reg tmap, Reg c0, Reg c1, Reg c2, Reg c3, Reg bar);
 void op_tma_store_4d(Emit *e, Reg tmap, Reg c0, Reg c1, Reg c2, Reg c3, Reg src);
+void op_tma_store_3d(Emit *e, Reg tmap, Reg c0, Reg c1, Reg c2, Reg src);
 /* 3-D tiled TMA load of one box (a rank-3 map) into smem, completing on bar; _pair: bar may sit
  * in the peer CTA of the pair (.cta_group::2). */
 void op_tma_load_3d(Emit *e, Reg dst, Reg tmap, Reg c0, Reg c1, Reg c2, Reg bar);

@@ -153,7 +153,7 @@ static fa4_status args_config(fa4_ctx *ctx, const fa4_mla_sparse_args *a, Config
     if (c->kind != want.kind || c->target != want.target || c->dtype != want.dtype || c->qk_depth != want.qk_depth ||
         c->ov_depth != want.ov_depth)
         return BAD("args->config", "'%s' changes the kind, target, dtype or depths, which the arguments decide; give "
-                   "only tuning keys (sm90a: bn stages rescale; sm100a: cta_group b_topk num_mbars rescale)", a->config);
+                   "only tuning keys (sm90a: bn stages rescale; sm100a: cta_group b_topk num_mbars q_tmem_depth tma_store rescale)", a->config);
     return FA4_OK;
 }
 
@@ -217,6 +217,12 @@ static fa4_status bind(fa4_ctx *ctx, const Plan *p, const fa4_mla_sparse_args *a
     int kvb = a->kv_dtype == FA4_E4M3 ? 1 : MLA_BF16;
     l->tensors[TENSOR_K] = (RtTensor){"kv", a->kv, kvb, 2, {(uint64_t)a->d_qk, (uint64_t)a->s_kv},
                                       {(uint64_t)a->kv_stride * (uint64_t)kvb}};
+    /* tma_store: out as (d_v, h_q, s_q), where the plan has an out map */
+    for (int i = 0; i < p->n_maps; i++)
+        if (p->maps[i].tensor == TENSOR_O)
+            l->tensors[TENSOR_O] = (RtTensor){"out", a->out, MLA_BF16, 3, {MLA_DV, (uint64_t)a->h_q, (uint64_t)a->s_q},
+                                              {(uint64_t)a->out_stride[1] * MLA_BF16,
+                                               (uint64_t)a->out_stride[0] * MLA_BF16}};
     return FA4_OK;
 }
 

@@ -43,6 +43,10 @@ typedef struct SparsePlan100 {
      * (staging) and are copied to TMEM at tm_q (both lane halves, tcgen05.cp), 8 columns a K step */
     int q_smem_chunks, q_smem_steps;
     uint32_t tm_q, bar_q_copied;
+    /* tma_store: O (bf16) staged over the dead kv ring in 128B-swizzled chunks of 64 columns x 64 heads,
+     * then one thread stores every chunk with a TMA store (map out) */
+    int tma_store, ostage_chunks, bar_ostaged;
+    uint32_t off_ostage, ostage_chunk_bytes;
     int o_chunk;          /* O columns per tcgen05.ld/st in the rescale and the epilogue */
 
     /* the pair (cta_group 2): CTA r gathers positions k_rows r .. of a block (K, all columns) and

@@ -131,6 +131,11 @@ static void mla_maps(Plan *p)
         plan_map(p, "kv", TENSOR_K, p->cfg.dtype, (uint32_t)p->qk, (uint32_t)p->chunk_elems, 1, 1, p->swizzle_bytes);
     p->maps[p->n_maps - 1].rank = 2;
     p->maps[p->n_maps - 1].mode = MAP_GATHER4;
+    if (p->cfg.tma_store) { /* out as (d_v, h_q, s_q): boxes of one chunk x 64 heads, heads past h_q clipped */
+        plan_map(p, "out", TENSOR_O, DT_BF16, (uint32_t)s->dv, (uint32_t)p->chunk_elems, (uint32_t)s->heads, 1,
+                 p->swizzle_bytes);
+        p->maps[p->n_maps - 1].rank = 3;
+    }
 }
 
 static void mla_descriptors(Plan *p)
@@ -393,6 +398,27 @@ static int pair_plan(Plan *p, char *err, size_t n)
     return 0;
 }
 
+/* tma_store: O of the CTA's 64 heads x d_v staged over the kv ring(s), dead once the last PV is done
+ * (every block's rows landed before the softmax read its bits; the MMAs are done by bar_pv_done). */
+static int ostage_plan(Plan *p, char *err, size_t n)
+{
+    SparsePlan100 *s = mla100_plan(p);
+    uint32_t span = s->cta_group == 2 ? s->off_v + s->v_stage_bytes * (uint32_t)s->stages - s->off_kv
+                                      : s->kv_stage_bytes * (uint32_t)s->stages;
+    s->tma_store = 1;
+    s->ostage_chunks = s->dv / p->chunk_elems;
+    s->ostage_chunk_bytes = (uint32_t)(s->heads * p->swizzle_bytes);
+    uint32_t need = s->ostage_chunk_bytes * (uint32_t)s->ostage_chunks;
+    if (need > span)
+        return plan_refuse(err, n, "tma_store: O staging needs %u bytes but the kv ring it reuses has %u; %u bytes over: "
+                           "use more num_mbars or tma_store 0", need, span, need - span);
+    s->off_ostage = s->off_kv;
+    s->bar_ostaged = plan_bar(p, "o_staged", s->sfx_warps * MLA_WARP, "softmax: O staged in smem, thread 0 stores it");
+    plan_note(p, "o store", "%d x TMA store {%d, %d, 1} (map out) from %d staged chunks of %u B over the kv ring at %u",
+              s->ostage_chunks, p->chunk_elems, s->heads, s->ostage_chunks, s->ostage_chunk_bytes, s->off_ostage);
+    return 0;
+}
+
 static int mla_plan(const Config *c, Plan *p, char *err, size_t n)
 {
     SparsePlan100 *s = mla100_plan(p);
@@ -421,6 +447,7 @@ static int mla_plan(const Config *c, Plan *p, char *err, size_t n)
     p->entry_regs = MLA_MAX_REGS;
     p->tmem_cols = MLA_TMEM_COLS;
     if (c->cta_group == 2 ? pair_plan(p, err, n) : single_plan(p, err, n)) return -1;
+    if (c->tma_store && ostage_plan(p, err, n)) return -1;
     plan_note(p, "lse", "natural log; +inf for a row with no valid index (max_logits -inf, out 0)");
     return 0;
 }
@@ -988,13 +1015,16 @@ static void sfx_block(Emit *e, int buf)
     op_mbar_arrive(e, bar);
 }
 
+static void epilogue_tma(Emit *e, Reg inv);
+static void epilogue_direct(Emit *e, Reg inv, Reg inb, int pair);
+static void epilogue_stats(Emit *e, Reg inb, Reg lse, int pair);
+
 /* Sink factor, O / l to bf16 in global memory, lse and max_logits of this lane's row. */
 void mla100_epilogue(Emit *e, int pair)
 {
     const Plan *p = e->p;
     const SparsePlan100 *s = mla100(p);
     emit_section(e, "softmax epilogue: O / l x sink factor, then out (bf16), lse and max_logits");
-    char l_zero[NAME], l_stored[NAME];
     Reg l = reg_find(e, "sx_l"), one = reg_f32(e, "sx_one"), inv = reg_f32(e, "sx_inv"), lse = reg_f32(e, "sx_lse");
     Reg head = reg_b32(e, "sx_head"), inb = reg_pred(e, "sx_inb"), none = reg_pred(e, "sx_norow");
     Reg sk = reg_f32(e, "sx_sink"), f = reg_f32(e, "sx_sinkf"), ha = reg_b64(e, "sx_ha"), rsk = reg_pred(e, "sx_rsink");
@@ -1020,7 +1050,20 @@ void mla100_epilogue(Emit *e, int pair)
     emit(e, "rcp.approx.ftz.f32 %s, %s;", R(e, f), R(e, f));
     emit(e, "@%s mov.f32 %s, 0f3F800000;", R(e, none), R(e, f));
     emit(e, "mul.f32 %s, %s, %s;", R(e, inv), R(e, inv), R(e, f));
+    if (s->tma_store)
+        epilogue_tma(e, inv);
+    else
+        epilogue_direct(e, inv, inb, pair);
+    epilogue_stats(e, inb, lse, pair);
+}
 
+/* O / l to bf16, stored by each thread: out[tok, head, half * o_cols ..] (rows past h_q skipped). */
+static void epilogue_direct(Emit *e, Reg inv, Reg inb, int pair)
+{
+    const Plan *p = e->p;
+    const SparsePlan100 *s = mla100(p);
+    char l_zero[NAME], l_stored[NAME];
+    Reg head = reg_find(e, "sx_head");
     Reg oa = reg_b64(e, "sx_oa"), a = reg_b64(e, "sx_oa_c"), col = reg_b32(e, "sx_col"), pk = reg_b32(e, "sx_pk");
     Reg zero = reg_b32(e, "sx_zero");
     emit_note(e, "out[tok, head, half*%d ..]: this %s's %d columns", s->o_cols, pair ? "thread" : "lane", s->o_cols);
@@ -1061,7 +1104,80 @@ void mla100_epilogue(Emit *e, int pair)
         op_st_global_b32(e, inb, a, zero);
     }
     emit_label(e, l_stored);
+}
 
+/* O / l to bf16 in the staging chunks (128B-swizzled: row r's 16-byte unit u at r * 128 + ((u ^ r %% 8) << 4)
+ * of chunk c), then thread 0 stores them with TMA (rows past h_q are outside the map: clipped). */
+static void epilogue_tma(Emit *e, Reg inv)
+{
+    const Plan *p = e->p;
+    const SparsePlan100 *s = mla100(p);
+    char l_zero[NAME], l_stored[NAME], l_skip[NAME];
+    int unit_elems = MLA_UNIT / p->elem_bytes, half_chunks = s->o_cols / p->chunk_elems;
+    Reg base = reg_b32(e, "sx_st"), key = reg_b32(e, "sx_key"), ua = reg_b32(e, "sx_ua"), w[4];
+    for (int k = 0; k < 4; k++) w[k] = reg_b32(e, "sx_w4_%d", k);
+    emit_note(e, "staging (plan o store): chunk half*%d of row sx_row at %u + chunk * %u + row * %d", half_chunks,
+              s->off_ostage, s->ostage_chunk_bytes, p->swizzle_bytes);
+    smem_at(e, base, s->off_ostage);
+    emit(e, "mul.lo.u32 %s, %%sx_half, %u;", R(e, ua), (uint32_t)half_chunks * s->ostage_chunk_bytes);
+    emit(e, "add.u32 %s, %s, %s;", R(e, base), R(e, base), R(e, ua));
+    emit(e, "mad.lo.u32 %s, %%sx_row, %d, %s;", R(e, base), p->swizzle_bytes, R(e, base));
+    emit(e, "and.b32 %s, %%sx_row, 7;", R(e, key));
+    emit(e, "setp.eq.u32 %s, %%sx_it, 0;", R(e, reg_pred(e, "sx_noblk")));
+    emit(e, "@%%sx_noblk bra %s;", new_label(e, l_zero, sizeof l_zero, "sx_zero_o"));
+    Reg bar = reg_b32(e, "sx_bar"), ta = reg_b32(e, "sx_ta"), o = reg_find(e, "sx_o");
+    emit_note(e, "the last PV is done (its bar_pv_done phase: blocks - 1): the kv ring is dead, O final");
+    smem_at(e, bar, s->bar_pv_done);
+    op_mbar_wait(e, bar, reg_find(e, "sx_opar"));
+    op_tc_fence_after(e);
+    for (int c = 0; c < s->o_cols; c += s->o_chunk) {
+        emit(e, "add.u32 %s, %%sx_tl, %u;", R(e, ta), s->tm_o + (uint32_t)c);
+        op_tmem_ld(e, o, 0, s->o_chunk, ta);
+        op_tmem_wait_ld(e);
+        for (int k = 0; k < s->o_chunk / 2; k++) {
+            Reg lo = reg_at(e, o, 2 * k), hi = reg_at(e, o, 2 * k + 1);
+            emit(e, "mul.f32 %s, %s, %s;", R(e, lo), R(e, lo), R(e, inv));
+            emit(e, "mul.f32 %s, %s, %s;", R(e, hi), R(e, hi), R(e, inv));
+            op_cvt_pack(e, DT_BF16, w[k % 4], hi, lo);
+            if (k % 4 != 3) continue;
+            int col = c + 2 * k - 6, u = (col % p->chunk_elems) / unit_elems;
+            emit(e, "xor.b32 %s, %s, %d;", R(e, ua), R(e, key), u);
+            emit(e, "shl.b32 %s, %s, 4;", R(e, ua), R(e, ua));
+            emit(e, "add.u32 %s, %s, %s;", R(e, ua), R(e, ua), R(e, base));
+            op_st_shared_v4_b32(e, ua, (uint32_t)(col / p->chunk_elems) * s->ostage_chunk_bytes, w);
+        }
+    }
+    emit(e, "bra.uni %s;", new_label(e, l_stored, sizeof l_stored, "sx_stored"));
+    emit_label(e, l_zero);
+    for (int k = 0; k < 4; k++) emit(e, "mov.b32 %s, 0;", R(e, w[k]));
+    for (int col = 0; col < s->o_cols; col += unit_elems) {
+        emit(e, "xor.b32 %s, %s, %d;", R(e, ua), R(e, key), (col % p->chunk_elems) / unit_elems);
+        emit(e, "shl.b32 %s, %s, 4;", R(e, ua), R(e, ua));
+        emit(e, "add.u32 %s, %s, %s;", R(e, ua), R(e, ua), R(e, base));
+        op_st_shared_v4_b32(e, ua, (uint32_t)(col / p->chunk_elems) * s->ostage_chunk_bytes, w);
+    }
+    emit_label(e, l_stored);
+    emit_note(e, "staged O is read by the TMA store (async proxy); plan: named barrier o_staged (%d)", s->bar_ostaged);
+    op_fence_proxy_async(e);
+    op_bar_sync(e, s->bar_ostaged, named_bar_threads(p, s->bar_ostaged));
+    Reg lead = reg_pred(e, "sx_olead"), col = reg_b32(e, "sx_ocol");
+    emit(e, "setp.ne.u32 %s, %%thread, 0;", R(e, lead));
+    emit(e, "@%s bra %s;", R(e, lead), new_label(e, l_skip, sizeof l_skip, "sx_o_sent"));
+    for (int c = 0; c < s->ostage_chunks; c++) {
+        smem_at(e, ua, s->off_ostage + (uint32_t)c * s->ostage_chunk_bytes);
+        emit(e, "mov.u32 %s, %d;", R(e, col), c * p->chunk_elems);
+        op_tma_store_3d(e, reg_find(e, "tmap_out"), col, reg_find(e, "h0"), reg_find(e, "tok"), ua);
+    }
+    op_bulk_commit(e);
+    emit_note(e, "the stores are done before the CTA exits (and before the pair's TMEM is freed)");
+    op_bulk_wait(e, 0);
+    emit_label(e, l_skip);
+}
+
+/* lse and max_logits of the row (one thread per row). */
+static void epilogue_stats(Emit *e, Reg inb, Reg lse, int pair)
+{
+    Reg head = reg_find(e, "sx_head");
     emit_note(e, "lse and max_logits [s_q, h_q]: %s", pair ? "the thread of key half 0" : "the lower lane of each pair");
     Reg pw = reg_pred(e, "sx_wstat"), sa = reg_b64(e, "sx_sa"), sa2 = reg_b64(e, "sx_sa2"), ix = reg_b32(e, "sx_ix");
     Reg ml = reg_f32(e, "sx_maxl"), pl = reg_pred(e, "sx_wlse"), pm = reg_pred(e, "sx_wml");

@@ -427,6 +427,29 @@ static void test_mla_sparse_plan(void **state)
         assert_int_equal(plan_make(&c, &plan, err, sizeof err), -1);
         if (!strstr(err, q_refusals[i].want)) fail_msg("'%s': '%s' lacks '%s'", text, err, q_refusals[i].want);
     }
+    /* tma_store: only mla-sparse on sm100a; named in the canonical form only when on; the out map and 8 stores */
+    config_init(&c);
+    assert_int_equal(config_apply_text(&c, "mha target=sm100a depth=128 tma_store=1", err, sizeof err), 0);
+    assert_int_equal(plan_make(&c, &plan, err, sizeof err), -1);
+    assert_non_null(strstr(err, "tma_store: 1 is not allowed for mha on sm100a"));
+    config_init(&c);
+    assert_int_equal(config_apply_text(&c, "mla-sparse target=sm100a qk=576 cta_group=2 tma_store=1", err, sizeof err), 0);
+    {
+        char *ptx = NULL;
+        size_t len;
+        if (fa4gen_generate(&c, &plan, &ptx, &len, err, sizeof err)) fail_msg("generate tma_store: %s", err);
+        assert_non_null(strstr(plan.canonical, " tma_store=1"));
+        assert_int_equal(plan.maps[plan.n_maps - 1].tensor, TENSOR_O);
+        assert_int_equal(plan.maps[plan.n_maps - 1].box_bytes, 64 * 64 * 2);
+        int st = 0;
+        for (const char *t = ptx; (t = strstr(t, "cp.async.bulk.tensor.3d.global.shared::cta.bulk_group")); t++) st++;
+        assert_int_equal(st, 8);
+        free(ptx);
+    }
+    config_init(&c);
+    assert_int_equal(config_apply_text(&c, "mla-sparse target=sm100a qk=576 cta_group=2", err, sizeof err), 0);
+    assert_int_equal(plan_make(&c, &plan, err, sizeof err), 0);
+    assert_null(strstr(plan.canonical, "tma_store"));
     /* two slots of b_topk 64 (QK N 64) and Q 192 + 384: the TMEM map ends at column 512, QK steps 12.. read
      * A from TMEM (24 MMAs with a TMEM address), 48 copies */
     config_init(&c);
