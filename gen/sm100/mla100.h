@@ -87,7 +87,8 @@ void mla100_loop_begin(Emit *e, const char *who, Reg j, Reg stage, Reg phase, ch
 void mla100_loop_end(Emit *e, Reg j, Reg stage, Reg phase, int stages, const char *top, const char *done);
 void mla100_elem_addr(Emit *e, Reg dst, Reg base, Reg a, Reg stride, Reg b, int bytes);
 void mla100_epilogue(Emit *e, int pair);
-void mla100_rescale(Emit *e); /* the lazy O rescale of the softmax role, where its vote says a max moved */
+void mla100_rescale(Emit *e);
+void mla100_dq_word(Emit *e, Reg w, Reg sc, Reg *out); /* fp8: four e4m3 of w times sc -> two bf16 pairs in out[0..1] */ /* the lazy O rescale of the softmax role, where its vote says a max moved */
 extern const Family sm100_mla_sparse;
 
 #endif

@@ -50,7 +50,7 @@ static void mla_defaults(Config *c)
 {
     if (!c->ov_depth || c->ov_depth == c->qk_depth) c->ov_depth = MLA_DV;
     if (!c->cta_group) c->cta_group = 1;
-    if (!c->b_topk) c->b_topk = 64 * c->cta_group;
+    if (!c->b_topk) c->b_topk = c->cta_group == 2 && c->dtype == DT_E4M3 ? 64 : 64 * c->cta_group;
     if (!c->num_mbars) c->num_mbars = c->cta_group == 2 || c->dtype == DT_E4M3 ? 1 : 2;
     if (!c->swizzle) c->swizzle = 128;
     if (!c->q_smem_depth) c->q_smem_depth = c->qk_depth - (c->q_tmem_depth > 0 ? c->q_tmem_depth : 0);
@@ -61,9 +61,12 @@ static void mla_defaults(Config *c)
 
 static int mla_check(const Config *c, char *err, size_t n)
 {
-    if (c->dtype != DT_BF16 && !(c->dtype == DT_E4M3 && c->cta_group != 2))
-        return plan_refuse(err, n, "dtype: %s is not allowed for mla-sparse on sm100a%s; use bf16 (kv), or e4m3 (fp8 kv) "
-                           "with cta_group 1", dtype_name[c->dtype], c->cta_group == 2 ? " with cta_group 2" : "");
+    if (c->dtype != DT_BF16 && c->dtype != DT_E4M3)
+        return plan_refuse(err, n, "dtype: %s is not allowed for mla-sparse on sm100a; use bf16 (kv) or e4m3 (fp8 kv)",
+                           dtype_name[c->dtype]);
+    if (c->dtype == DT_E4M3 && c->cta_group == 2 && (c->b_topk != 64 || c->num_mbars != 1))
+        return plan_refuse(err, n, "b_topk/num_mbars: %d/%d is not allowed for fp8 kv with cta_group 2; use 64/1 (one bf16 "
+                           "slot of 32 + 64 rows beside two raw slots fits shared memory)", c->b_topk, c->num_mbars);
     if (c->qk_depth != 576 && c->qk_depth != 512)
         return plan_refuse(err, n, "qk: %d is not allowed for mla-sparse; use 576 (512 nope + 64 rope) or 512",
                            c->qk_depth);
@@ -151,6 +154,30 @@ static void mla_descriptors(Plan *p)
     s->desc_v = sm100_tile_desc(0, SM100_MAJOR_MN, p->swizzle_bytes, s->kv_chunk_bytes);
 }
 
+/* fp8: the raw ring (every row of a block, all d_qk bytes), the rows' coordinates and bits, its barriers */
+static void raw_smem(Plan *p, int rows)
+{
+    SparsePlan100 *s = mla100_plan(p);
+    int dq = MLA_DQ_WARPS * MLA_WARP;
+    s->raw_stages = MLA_RAW_STAGES;
+    /* the widest box dividing the row: 192 B for d_qk 576, 256 B for 512 */
+    for (s->raw_box = MLA_RAW_BOX_MAX; p->qk % s->raw_box; s->raw_box -= MLA_UNIT) {}
+    s->raw_chunks = p->qk / s->raw_box;
+    s->raw_chunk_bytes = (uint32_t)(rows * s->raw_box);
+    s->raw_stage_bytes = s->raw_chunk_bytes * (uint32_t)s->raw_chunks;
+    s->tx_raw = s->raw_stage_bytes;
+    s->off_raw = plan_smem(p, "raw", s->raw_stage_bytes * (uint32_t)s->raw_stages, 1024,
+                           "fp8: gathered e4m3 rows, raw_box bytes a box, no swizzle (ring)");
+    s->coord_stage_bytes = (uint32_t)rows * 4;
+    s->off_coord = plan_smem(p, "coord", s->coord_stage_bytes * (uint32_t)s->raw_stages, 16,
+                             "fp8: row of each position, -1 if invalid: the scales' rows (ring)");
+    s->off_raw_mask = plan_smem(p, "raw_mask", s->mask_stage_bytes * (uint32_t)s->raw_stages, 8,
+                                "fp8: validity bits of a raw slot (ring)");
+    s->bar_raw_full = plan_mbar(p, "bar_raw_full", s->raw_stages, MLA_WARP,
+                                "fp8: a raw slot's bytes landed (tx), the load warp's coordinates and bits");
+    s->bar_raw_empty = plan_mbar(p, "bar_raw_empty", s->raw_stages, dq, "fp8: the dequant warpgroup read a raw slot");
+}
+
 static void mla_smem(Plan *p)
 {
     SparsePlan100 *s = mla100_plan(p);
@@ -171,24 +198,8 @@ static void mla_smem(Plan *p)
     s->tx_kv = s->kv_stage_bytes;
     int sfx = MLA_SFX_WARPS * MLA_WARP, dq = MLA_DQ_WARPS * MLA_WARP;
     if (s->kv_fp8) {
-        s->raw_stages = MLA_RAW_STAGES;
-        /* the widest box dividing the row: 192 B for d_qk 576, 256 B for 512 */
-        for (s->raw_box = MLA_RAW_BOX_MAX; p->qk % s->raw_box; s->raw_box -= MLA_UNIT) {}
-        s->raw_chunks = p->qk / s->raw_box;
-        s->raw_chunk_bytes = (uint32_t)(s->block * s->raw_box);
-        s->raw_stage_bytes = s->raw_chunk_bytes * (uint32_t)s->raw_chunks;
-        s->tx_raw = s->raw_stage_bytes;
-        s->off_raw = plan_smem(p, "raw", s->raw_stage_bytes * (uint32_t)s->raw_stages, 1024,
-                               "fp8: gathered e4m3 rows, raw_box bytes a box, no swizzle (ring)");
-        s->coord_stage_bytes = (uint32_t)s->block * 4;
-        s->off_coord = plan_smem(p, "coord", s->coord_stage_bytes * (uint32_t)s->raw_stages, 16,
-                                 "fp8: row of each position, -1 if invalid: the scales' rows (ring)");
-        s->off_raw_mask = plan_smem(p, "raw_mask", s->mask_stage_bytes * (uint32_t)s->raw_stages, 8,
-                                    "fp8: validity bits of a raw slot (ring)");
+        raw_smem(p, s->block);
         s->dq_units = s->block * p->qk * p->elem_bytes / MLA_UNIT / dq;
-        s->bar_raw_full = plan_mbar(p, "bar_raw_full", s->raw_stages, MLA_WARP,
-                                    "fp8: a raw slot's bytes landed (tx), the load warp's coordinates and bits");
-        s->bar_raw_empty = plan_mbar(p, "bar_raw_empty", s->raw_stages, dq, "fp8: the dequant warpgroup read a raw slot");
     }
     s->bar_q_full = plan_mbar(p, "bar_q_full", 1, 1, "Q landed (tx)");
     s->bar_kv_full = plan_mbar(p, "bar_kv_full", s->stages, s->kv_fp8 ? dq : 1,
@@ -234,9 +245,16 @@ static void pair_smem(Plan *p)
     s->tx_q = 2 * s->q_chunk_bytes * (uint32_t)p->qk_chunks; /* both CTAs' loads land on the even CTA's barriers */
     s->tx_kv = 2 * own;
     s->pair_arrivals = 2 * sfx;
+    if (s->kv_fp8) raw_smem(p, s->block);
     s->bar_q_full = plan_mbar(p, "bar_q_full", 1, 1, "even CTA: both CTAs' Q landed (tx)");
-    s->bar_kv_full = plan_mbar(p, "bar_kv_full", s->stages, 1, "even CTA: both CTAs' rows of a slot landed (tx)");
-    s->bar_mask_full = plan_mbar(p, "bar_mask_full", s->stages, 1, "this CTA's validity bits of a slot written");
+    if (s->kv_fp8)
+        s->bar_kv_full = plan_mbar(p, "bar_kv_full", s->stages, 2 * MLA_DQ_WARPS * MLA_WARP,
+                                   "even CTA: both CTAs' dequant warpgroups wrote their bf16 slot");
+    else
+        s->bar_kv_full = plan_mbar(p, "bar_kv_full", s->stages, 1, "even CTA: both CTAs' rows of a slot landed (tx)");
+    s->bar_mask_full = plan_mbar(p, "bar_mask_full", s->stages, 1,
+                                 s->kv_fp8 ? "this CTA's validity bits of a slot written (dequant thread 0)"
+                                           : "this CTA's validity bits of a slot written");
     s->bar_kv_empty = plan_mbar(p, "bar_kv_empty", s->stages, 1 + sfx,
                                 "the MMAs (multicast commit) and this CTA's softmax are done with a slot");
     s->bar_s_full = plan_mbar(p, "bar_s_full", MLA100_SBUFS, 1, "commit (both CTAs): S of a buffer written");
@@ -390,6 +408,16 @@ static int pair_plan(Plan *p, char *err, size_t n)
     plan_note(p, "mma per kv block", "%d (QK %d, PV 2 x %d)", s->qk_steps + 2 * s->pv_steps, s->qk_steps, s->pv_steps);
     plan_note(p, "mma issue sites", "%d (%d S buffers x (QK %d + PV %d))",
               MLA100_SBUFS * (s->qk_steps + 2 * s->pv_steps), MLA100_SBUFS, s->qk_steps, 2 * s->pv_steps);
+    if (s->kv_fp8) {
+        plan_note(p, "gather", "%d x gather4 per block and CTA (every row: %d rows x %d boxes of %d B, e4m3), %u bytes",
+                  s->block / 4 * s->raw_chunks, s->block, s->raw_chunks, s->raw_box, s->tx_raw);
+        plan_note(p, "dequant", "per thread a block: %d K units (rows of this CTA's positions) + %d V units (its d_v half) "
+                  "of 16 B; both CTAs' warpgroups arrive on the even CTA's bar_kv_full",
+                  s->k_rows * p->qk / 8 / (MLA_DQ_WARPS * MLA_WARP), s->block * s->dv / 2 / 8 / (MLA_DQ_WARPS * MLA_WARP));
+        plan_note(p, "tma issue sites", "%d (gather4 %d, Q %d)", s->raw_chunks + p->qk_chunks, s->raw_chunks,
+                  p->qk_chunks);
+        return 0;
+    }
     plan_note(p, "gather", "%d x gather4 per block and CTA (K: %d rows x %d chunks; V: %d rows x %d chunks), %u bytes "
               "the pair", s->k_rows / 4 * p->qk_chunks + s->block / 4 * s->v_chunks, s->k_rows, p->qk_chunks,
               s->block, s->v_chunks, s->tx_kv);
@@ -1244,7 +1272,7 @@ static void emit_softmax(Emit *e)
 /* ------------------------------------------------------------ kernel: dequant warpgroup (fp8) */
 
 /* Four e4m3 of word w (bytes 0..3: elements in order) times sc, as two bf16 pairs into out[0..1]. */
-static void dq_word(Emit *e, Reg w, Reg sc, Reg *out)
+void mla100_dq_word(Emit *e, Reg w, Reg sc, Reg *out)
 {
     Reg half[2] = {reg_b16(e, "dq_b0"), reg_b16(e, "dq_b1")}, hx = reg_b32(e, "dq_hx");
     Reg h[2] = {reg_b16(e, "dq_h0"), reg_b16(e, "dq_h1")}, x[2] = {reg_f32(e, "dq_x0"), reg_f32(e, "dq_x1")};
@@ -1340,8 +1368,8 @@ static void emit_dequant(Emit *e)
         op_ld_global(e, psc, "f32", sc, sa, 0);
         emit(e, "setp.eq.f32 %s, %s, 0f00000000;", R(e, unit), R(e, sc));
         emit(e, "@%s mov.f32 %s, 0f3F800000;", R(e, unit), R(e, sc));
-        dq_word(e, w0, sc, out);
-        dq_word(e, w1, sc, out + 2);
+        mla100_dq_word(e, w0, sc, out);
+        mla100_dq_word(e, w1, sc, out + 2);
         int c = e0 / p->chunk_elems, uu = (e0 % p->chunk_elems) / elems; /* half 0: an even unit */
         emit(e, "xor.b32 %s, %s, %d;", R(e, po), R(e, hk), uu);
         emit(e, "shl.b32 %s, %s, 4;", R(e, po), R(e, po));

@@ -535,10 +535,26 @@ static void test_mla_sparse_plan(void **state)
         assert_true(plan.smem_launch <= 232448);
         free(ptx);
     }
+    /* fp8 kv in the pair: b_topk 64 and one bf16 slot by default (128 refused), a raw ring of every row, the
+     * dequant warpgroup (320 threads), raw gathers .cta_group::2 on the CTA's own barrier */
+    config_init(&c);
+    assert_int_equal(config_apply_text(&c, "mla-sparse target=sm100a dtype=e4m3 qk=576 cta_group=2 b_topk=128", err,
+                                       sizeof err), 0);
+    assert_int_equal(plan_make(&c, &plan, err, sizeof err), -1);
+    assert_non_null(strstr(err, "b_topk/num_mbars: 128/1 is not allowed for fp8 kv with cta_group 2; use 64/1"));
     config_init(&c);
     assert_int_equal(config_apply_text(&c, "mla-sparse target=sm100a dtype=e4m3 qk=576 cta_group=2", err, sizeof err), 0);
-    assert_int_equal(plan_make(&c, &plan, err, sizeof err), -1);
-    assert_non_null(strstr(err, "dtype: e4m3 is not allowed for mla-sparse on sm100a with cta_group 2"));
+    {
+        char *ptx = NULL;
+        size_t len;
+        if (fa4gen_generate(&c, &plan, &ptx, &len, err, sizeof err)) fail_msg("generate fp8 pair: %s", err);
+        const SparsePlan100 *s = mla100(&plan);
+        assert_int_equal(s->block, 64), assert_int_equal(s->stages, 1), assert_int_equal(plan.threads, 320);
+        assert_int_equal(s->raw_stage_bytes, 64 * 576);
+        assert_non_null(strstr(ptx, "cvt.rn.f16x2.e4m3x2"));
+        assert_true(plan.smem_launch <= 232448);
+        free(ptx);
+    }
     /* the canonical form carries the seed's keys and reads back to the same hash */
     config_init(&c);
     assert_int_equal(config_apply_text(&c, "mla-sparse target=sm100a qk=576", err, sizeof err), 0);
