@@ -160,8 +160,8 @@ static const IntKey int_keys[] = {
     {"q_smem_depth", F(q_smem_depth), 0, 1024, "0..1024 Q columns"},
     {"q_tmem_depth", F(q_tmem_depth), 0, 1024, "0..1024 Q columns"},
     {"cta_group", F(cta_group), 1, 2, "1 or 2"},
-    {"sink", F(sink), 0, 1, "0 or 1"},
     {"tma_store", F(tma_store), 0, 1, "0 or 1"},
+    {"sink", F(sink), 0, 1, "0 or 1"},
 };
 #undef F
 enum { N_INT_KEYS = sizeof int_keys / sizeof int_keys[0] };
@@ -209,7 +209,7 @@ int config_set(Config *c, const char *key, const char *value, char *err, size_t 
     }
     return fail(err, n, "'%s' is not a config field; fields: kind target dtype depth qk ov bm bn group stages "
                         "swizzle mask qtiles cta rescale poly rope_split rope_dtype pingpong persistent b_topk num_mbars q_smem_depth "
-                        "q_tmem_depth cta_group sink tma_store mod", ESC(key));
+                        "q_tmem_depth cta_group tma_store sink mod", ESC(key));
 }
 
 int config_fill_defaults(Config *c, char *err, size_t n)
@@ -249,9 +249,9 @@ int config_check(const Config *c, char *err, size_t n)
             return fail(err, n, "%s: %d is not allowed for %s on %s; only mla-sparse on sm100a has it", k->key,
                         int_value(c, k), kind_name[c->kind], target_name[c->target]);
     }
-    if (c->tma_store >= 0 && !key_used(c, "tma_store"))
-        return fail(err, n, "tma_store: %d is not allowed for %s on %s; only mla-sparse on sm90a has it", c->tma_store,
-                    kind_name[c->kind], target_name[c->target]);
+    if (c->tma_store >= 0 && c->kind != KIND_MLA_SPARSE)
+        return fail(err, n, "tma_store: %d is not allowed for %s; only mla-sparse has it (MHA always stores O by TMA)",
+                    c->tma_store, kind_name[c->kind]);
     if (c->sink != 0 && c->sink != 1) return fail(err, n, "sink: %d is not allowed; use 0 or 1", c->sink);
     if (c->kind != KIND_MHA && (c->sink || c->score_mod))
         return fail(err, n, "%s: not allowed for %s; sinks and score_mod are MHA features (mla-sparse takes its "
@@ -287,12 +287,13 @@ static int key_used(const Config *c, const char *key)
 {
     int sm100 = c->target == TARGET_SM100A;
     int mla100 = sm100 && c->kind == KIND_MLA_SPARSE;
+    /* sm90a names it always (its default is on); sm100a only when on, so older text stays unchanged */
+    if (!strcmp(key, "tma_store")) return c->kind == KIND_MLA_SPARSE && (!sm100 || c->tma_store == 1);
     if (is_mla100_key(key)) return mla100;
     if (mla100 && (!strcmp(key, "bm") || !strcmp(key, "bn") || !strcmp(key, "stages"))) return 0;
     if (!strcmp(key, "qtiles") || !strcmp(key, "cta")) return sm100 && !mla100;
     if (!strcmp(key, "pingpong") || !strcmp(key, "persistent")) return c->target == TARGET_SM90A;
     if (!strcmp(key, "rope_split")) return sm100 && c->kind == KIND_MHA && c->qk_depth != c->ov_depth;
-    if (!strcmp(key, "tma_store")) return c->kind == KIND_MLA_SPARSE && c->target == TARGET_SM90A;
     if (!strcmp(key, "sink")) return c->sink != 0; /* features: named only when on, so other kernels keep their text */
     return 1;
 }

@@ -62,8 +62,8 @@ typedef struct Config {
     int q_smem_depth; /* Q columns the MMA reads from shared memory ... */
     int q_tmem_depth; /* ... and from TMEM (copied there with tcgen05.cp) */
     int cta_group;    /* 1: one CTA, 64 heads; 2: a CTA pair per token, 64 heads each, cta_group::2 */
-    int tma_store;    /* sparse MLA on sm90a: 1 = O leaves through smem by TMA store (16-byte strides),
-                       * 0 = st.global from registers (any strides); -1 = unset */
+    int tma_store;    /* sparse MLA: 1 = O leaves through smem by TMA store (16-byte strides), 0 = per-thread
+                       * stores (any strides); -1 = unset: sm90a 1 (the runtime picks 0 for other strides), sm100a 0 */
     /* MHA score-path features, both targets (0 = off; canonical form names them only when on) */
     int sink;           /* 1: a per-head sink logit joins the softmax denominator (p_sink) */
     uint64_t score_mod; /* FNV-1a 64 of a user score_mod's CUDA C source; 0 = none (score_mod.c) */

@@ -71,8 +71,8 @@ static const char usage_mha[] =
     "  --num-mbars N       KV ring slots, each with a full and an empty mbarrier (2)\n"
     "  --q-smem-depth D    Q columns the MMA reads from shared memory (d_qk)\n"
     "  --q-tmem-depth D    Q columns it reads from TMEM (0 for cta-group 1)\n"
-    "  --tma-store 0|1     mla-sparse on sm90a: 1 = O leaves by TMA store (out strides multiples of 16 B;\n"
-    "                      the runtime's default when they are), 0 = st.global (any strides)\n"
+    "  --tma-store 0|1     mla-sparse: O through shared memory and a TMA store (out strides multiples of 16 B)\n"
+    "                      instead of per-thread stores (sm90a: 1, the runtime's pick when the strides allow; sm100a: 0)\n"
     "  --sink 0|1          a per-head sink logit joins the softmax denominator (kernel parameter p_sink)\n"
     "  --score-mod FILE    CUDA C defining __device__ float score_mod(float s, int b, int h, int q, int k,\n"
     "                      const void *aux), applied to every scaled score before the mask; mha compiles\n"
@@ -103,8 +103,8 @@ static const char *const flag_keys[][2] = {
     {"--cta", "cta"},       {"--rescale", "rescale"},   {"--poly", "poly"},       {"--rope-split", "rope_split"},
     {"--rope-dtype", "rope_dtype"}, {"--pingpong", "pingpong"},   {"--persistent", "persistent"},
     {"--b-topk", "b_topk"}, {"--num-mbars", "num_mbars"}, {"--q-smem-depth", "q_smem_depth"},
-    {"--q-tmem-depth", "q_tmem_depth"}, {"--cta-group", "cta_group"},
-    {"--sink", "sink"},     {"--tma-store", "tma_store"},
+    {"--q-tmem-depth", "q_tmem_depth"}, {"--cta-group", "cta_group"}, {"--tma-store", "tma_store"},
+    {"--sink", "sink"},
 };
 
 /* One line on stderr: control and non-ASCII bytes of what it echoes become \xNN. */

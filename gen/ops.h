@@ -133,6 +133,9 @@ void op_umma_ts(Emit *e, int cg, int f8, Reg d, Reg a_tmem, Reg bdesc, Reg idesc
 /* Arrive on bar once every earlier tcgen05 op of this thread has completed; with a b16 CTA mask
  * (mask not REG_NONE) on the barrier at bar's offset in each CTA of the mask. */
 void op_umma_commit(Emit *e, int cg, Reg bar, Reg mask);
+/* tcgen05.cp .64x128b.warpx2::02_13: 64 rows x 16 bytes from smem (descriptor) to TMEM, rows 0-31 into
+ * lanes 0-31 and 64-95, 32-63 into 32-63 and 96-127: the A layout of an M 128 cta_group::2 MMA */
+void op_tmem_cp_64x128b_dup(Emit *e, int cg, Reg taddr, Reg sdesc);
 /* 32x32b: thread t of the warp reads/writes TMEM lane (warp%4)*32 + t, n consecutive columns,
  * elements first .. first+n-1 of the register array arr (n a power of two, 1..128). */
 void op_tmem_ld(Emit *e, Reg arr, int first, int n, Reg taddr);

@@ -39,6 +39,14 @@ typedef struct SparsePlan100 {
 
     /* TMEM */
     uint32_t tm_o, tm_s[MLA100_SBUFS];
+    /* Q split (pair): the first q_smem_chunks chunks stay in smem; the rest land in the k ring first
+     * (staging) and are copied to TMEM at tm_q (both lane halves, tcgen05.cp), 8 columns a K step */
+    int q_smem_chunks, q_smem_steps;
+    uint32_t tm_q, bar_q_copied;
+    /* tma_store: O (bf16) staged over the dead kv ring in 128B-swizzled chunks of 64 columns x 64 heads,
+     * then one thread stores every chunk with a TMA store (map out) */
+    int tma_store, ostage_chunks, bar_ostaged;
+    uint32_t off_ostage, ostage_chunk_bytes;
     int o_chunk;          /* O columns per tcgen05.ld/st in the rescale and the epilogue */
 
     /* the pair (cta_group 2): CTA r gathers positions k_rows r .. of a block (K, all columns) and
@@ -79,7 +87,8 @@ void mla100_loop_begin(Emit *e, const char *who, Reg j, Reg stage, Reg phase, ch
 void mla100_loop_end(Emit *e, Reg j, Reg stage, Reg phase, int stages, const char *top, const char *done);
 void mla100_elem_addr(Emit *e, Reg dst, Reg base, Reg a, Reg stride, Reg b, int bytes);
 void mla100_epilogue(Emit *e, int pair);
-void mla100_rescale(Emit *e); /* the lazy O rescale of the softmax role, where its vote says a max moved */
+void mla100_rescale(Emit *e);
+void mla100_dq_word(Emit *e, Reg w, Reg sc, Reg *out); /* fp8: four e4m3 of w times sc -> two bf16 pairs in out[0..1] */ /* the lazy O rescale of the softmax role, where its vote says a max moved */
 extern const Family sm100_mla_sparse;
 
 #endif

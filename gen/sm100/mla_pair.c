@@ -13,7 +13,10 @@
  *                        its O half; epilogue
  *   mma     (warp 4)     even CTA: S = Q K^T (SS), O += P V (TS), commits multicast to both CTAs
  *   load    (warp 5)     Q of its heads, the indices of the block, their bits, its rows
- * One KV slot (num_mbars 1: smem holds Q, K and V of one block), so each block's PV follows its QK.
+ *   dequant (warps 6-9)  fp8 kv only: e4m3 rows of the raw ring x scales -> this CTA's bf16 K and V slots
+ * b_topk 128 fits one KV slot (smem holds Q, K and V of one block); b_topk 64 halves a slot, so two fit
+ * (num_mbars 2) and the load warp gathers block i+1 while block i is computed. Either way the MMA warp
+ * issues a block's PV right after waiting for its P, before the next block's QK.
  */
 #include <stdio.h>
 #include <string.h>
@@ -25,7 +28,11 @@
 #include "mla100.h"
 #include "sm100.h"
 
-enum { NAME = 40, WARP = 32, PAIR_MASK = 3 /* commits multicast to both CTAs of the pair */ };
+enum { NAME = 40, WARP = 32, PAIR_MASK = 3, /* commits multicast to both CTAs of the pair */
+       MLA_DQ_WARPS = 4, MLA100_DQ_THREADS = MLA_DQ_WARPS * WARP };
+
+/* Q split between smem and TMEM (q_tmem_depth > 0) */
+static int q_split(const Plan *p) { return mla100(p)->q_smem_chunks < p->qk_chunks; }
 
 /* ------------------------------------------------------------ prologue */
 
@@ -65,6 +72,17 @@ static void pair_barrier_init(Emit *e)
         for (size_t k = 0; k < sizeof ring / sizeof ring[0]; k++) mbar_init(e, b, &ring[k], i);
     const Mbar sf = mbar_plan(e, "bar_s_full");
     for (int i = 0; i < MLA100_SBUFS; i++) mbar_init(e, b, &sf, i);
+    if (q_split(e->p)) {
+        const Mbar qc = mbar_plan(e, "bar_q_copied");
+        mbar_init(e, b, &qc, 0);
+    }
+    if (s->kv_fp8) {
+        const Mbar rf = mbar_plan(e, "bar_raw_full"), re = mbar_plan(e, "bar_raw_empty");
+        for (int i = 0; i < s->raw_stages; i++) {
+            mbar_init(e, b, &rf, i);
+            mbar_init(e, b, &re, i);
+        }
+    }
     mbar_init_end(e, lbl);
 }
 
@@ -114,8 +132,14 @@ static void pair_indices(Emit *e, Reg j, Reg stage)
 {
     const SparsePlan100 *s = mla100(e->p);
     Reg pos = reg_b32(e, "ld_pos"), ia = reg_b64(e, "ld_ia"), ma = reg_b32(e, "ld_ma");
-    Reg ok = reg_pred(e, "ld_ok"), inr = reg_pred(e, "ld_inrange"), bar = reg_b32(e, "ld_mbar");
-    smem_indexed(e, ma, s->off_mask, stage, s->mask_stage_bytes);
+    Reg ok = reg_pred(e, "ld_ok"), inr = reg_pred(e, "ld_inrange"), bar = reg_b32(e, "ld_mbar"), ca = REG_NONE;
+    smem_indexed(e, ma, s->kv_fp8 ? s->off_raw_mask : s->off_mask, stage, s->mask_stage_bytes);
+    if (s->kv_fp8) {
+        emit_note(e, "fp8: every lane also stores its coordinates (the dequant warpgroup reads the scales' rows)");
+        ca = reg_b32(e, "ld_ca");
+        smem_indexed(e, ca, s->off_coord, stage, s->coord_stage_bytes);
+        emit(e, "mad.lo.u32 %s, %%lane, 4, %s;", R(e, ca), R(e, ca));
+    }
     for (int h = 0; h < s->block / WARP; h++) {
         Reg idx = reg_b32(e, "ld_c%d", h), bits = reg_b32(e, "ld_bits%d", h);
         emit(e, "mad.lo.u32 %s, %s, %d, %%lane;", R(e, pos), R(e, j), s->block);
@@ -129,7 +153,9 @@ static void pair_indices(Emit *e, Reg j, Reg stage)
         emit(e, "selp.b32 %s, %s, -1, %s;", R(e, idx), R(e, idx), R(e, ok));
         op_vote_ballot(e, bits, ok);
         op_st_shared_b32_if(e, reg_find(e, "ld_lead"), ma, (uint32_t)(h * 4), bits);
+        if (reg_is(ca)) op_st_shared_b32(e, ca, (uint32_t)(h * WARP * 4), idx);
     }
+    if (s->kv_fp8) return; /* the raw slot's barrier (every lane) publishes them */
     emit_note(e, "this CTA's bits are written: its softmax and (even CTA) the MMA may read them");
     smem_indexed(e, bar, s->bar_mask_full, stage, MBAR_BYTES);
     op_mbar_arrive_if(e, reg_find(e, "ld_lead"), bar);
@@ -201,6 +227,39 @@ static void pair_rows(Emit *e, Reg stage, Reg lbar)
     emit_label(e, l_v);
 }
 
+/* fp8: every row of block j (all d_qk bytes) into this CTA's raw slot, completing on its own raw_full
+ * (.cta_group::2 allows a barrier of either CTA); every lane arrives after its coordinate and bit stores,
+ * lane 0 with the slot's bytes when some index is valid. Then the loop's tail. */
+static void pair_load_raw(Emit *e, Reg j, Reg stage, Reg phase, Reg full, Reg any, const char *top, const char *done)
+{
+    const Plan *p = e->p;
+    const SparsePlan100 *s = mla100(p);
+    char l_none[NAME], l_g[NAME];
+    Reg arm = reg_pred(e, "ld_arm"), pr = reg_pred(e, "ld_gl"), dst = reg_b32(e, "ld_dst"), col = reg_b32(e, "ld_col");
+    Reg c[4], rows[4];
+    emit_note(e, "fp8: lane 0 expects the raw slot's %u bytes if any index is valid; every lane arrives", s->tx_raw);
+    emit(e, "and.pred %s, %s, %%ld_lead;", R(e, arm), R(e, any));
+    op_mbar_expect_tx_if(e, arm, full, s->tx_raw);
+    op_mbar_arrive_if(e, reg_not(e, arm), full);
+    emit(e, "@!%s bra %s;", R(e, any), new_label(e, l_none, sizeof l_none, "ld_none"));
+    for (int g = 0; g < s->block / WARP; g++) c[g] = reg_find(e, "ld_c%d", g);
+    gather_rows(e, rows, c, s->block / WARP);
+    emit(e, "setp.ge.u32 %s, %%lane, %d;", R(e, pr), s->block / 4);
+    emit(e, "@%s bra %s;", R(e, pr), new_label(e, l_g, sizeof l_g, "ld_raw_done"));
+    smem_indexed(e, dst, s->off_raw, stage, s->raw_stage_bytes);
+    emit(e, "mad.lo.u32 %s, %%lane, %d, %s;", R(e, dst), 4 * s->raw_box, R(e, dst));
+    for (int ch = 0; ch < s->raw_chunks; ch++) {
+        emit(e, "mov.u32 %s, %d;", R(e, col), ch * s->raw_box);
+        op_tma_gather4(e, 2, dst, reg_find(e, "tmap_kv"), col, rows, full);
+        if (ch + 1 < s->raw_chunks) emit(e, "add.u32 %s, %s, %u;", R(e, dst), R(e, dst), s->raw_chunk_bytes);
+    }
+    emit_label(e, l_g);
+    emit_label(e, l_none);
+    op_warp_sync(e);
+    mla100_loop_end(e, j, stage, phase, s->raw_stages, top, done);
+    emit(e, "bra.uni $exit;");
+}
+
 static void pair_load(Emit *e)
 {
     const Plan *p = e->p;
@@ -219,8 +278,11 @@ static void pair_load(Emit *e)
     smem_at(e, bar, s->bar_q_full);
     op_mbar_expect_tx_if(e, is_lead, bar, s->tx_q);
     op_mapa(e, lbar, bar, reg_find(e, "lead_rank"));
+    if (q_split(p))
+        emit_note(e, "chunks %d.. (Q's TMEM part) land in the k ring; the MMA warp copies them to TMEM", s->q_smem_chunks);
     for (int ch = 0; ch < p->qk_chunks; ch++) {
-        smem_at(e, dst, s->off_q + (uint32_t)ch * s->q_chunk_bytes);
+        int t = ch - s->q_smem_chunks;
+        smem_at(e, dst, t < 0 ? s->off_q + (uint32_t)ch * s->q_chunk_bytes : s->off_kv + (uint32_t)t * s->q_chunk_bytes);
         emit(e, "mov.u32 %s, %d;", R(e, col), ch * p->chunk_elems);
         op_tma_load_3d_pair(e, dst, reg_find(e, "tmap_q"), col, reg_find(e, "h0"), reg_find(e, "tok"), lbar);
     }
@@ -235,15 +297,24 @@ static void pair_load(Emit *e)
     Reg full = reg_b32(e, "ld_full"), empty = reg_b32(e, "ld_empty"), par = reg_b32(e, "ld_par");
     Reg all = reg_b32(e, "ld_mor"), any = reg_pred(e, "ld_any");
     char top[NAME], done[NAME], l_none[NAME], l_next[NAME], l_armed[NAME];
+    if (q_split(p)) {
+        emit_note(e, "the k ring staged Q's TMEM part: gather into it once both CTAs' copies are done");
+        smem_at(e, bar, s->bar_q_copied);
+        op_mbar_wait_imm(e, bar, 0);
+    }
     mla100_loop_begin(e, "ld", j, stage, phase, top, done);
-    smem_indexed(e, full, s->bar_kv_full, stage, MBAR_BYTES);
-    smem_indexed(e, empty, s->bar_kv_empty, stage, MBAR_BYTES);
+    smem_indexed(e, full, s->kv_fp8 ? s->bar_raw_full : s->bar_kv_full, stage, MBAR_BYTES);
+    smem_indexed(e, empty, s->kv_fp8 ? s->bar_raw_empty : s->bar_kv_empty, stage, MBAR_BYTES);
     ring_free_parity(e, par, phase);
     op_mbar_wait(e, empty, par);
     pair_indices(e, j, stage);
     emit(e, "or.b32 %s, %%ld_bits0, %%ld_bits1;", R(e, all));
     for (int h = 2; h < s->block / WARP; h++) emit(e, "or.b32 %s, %s, %%ld_bits%d;", R(e, all), R(e, all), h);
     emit(e, "setp.ne.u32 %s, %s, 0;", R(e, any), R(e, all));
+    if (s->kv_fp8) {
+        pair_load_raw(e, j, stage, phase, full, any, top, done);
+        return;
+    }
     emit(e, "@!%s bra %s;", R(e, any), new_label(e, l_none, sizeof l_none, "ld_none"));
     emit_note(e, "some index valid: the even CTA expects both CTAs' %u bytes", s->tx_kv);
     emit(e, "@!%s bra %s;", R(e, both), new_label(e, l_armed, sizeof l_armed, "ld_armed"));
@@ -269,6 +340,166 @@ static void pair_load(Emit *e)
     emit(e, "bra.uni $exit;");
 }
 
+/* ------------------------------------------------------------ dequant warpgroup (fp8) */
+
+/* One 16-byte unit: 8 e4m3 at raw address ra, times the row's scale for element column `el` (a register),
+ * as bf16 to the swizzled smem address dst. */
+static void dq_unit(Emit *e, Reg ra, Reg el, Reg coord_ok, Reg sbase, Reg dst)
+{
+    const Plan *p = e->p;
+    Reg w0 = reg_b32(e, "dq_w0"), w1 = reg_b32(e, "dq_w1"), sc = reg_f32(e, "dq_sc"), si = reg_b32(e, "dq_si");
+    Reg sa = reg_b64(e, "dq_sa"), unit = reg_pred(e, "dq_unit"), out[4];
+    for (int k = 0; k < 4; k++) out[k] = reg_b32(e, "dq_o%d", k);
+    op_ld_shared_v2_b32(e, w0, w1, ra, 0);
+    emit(e, "mul.lo.u32 %s, %s, %%kv_scale_blocks;", R(e, si), R(e, el));
+    emit(e, "div.u32 %s, %s, %d;", R(e, si), R(e, si), p->qk);
+    emit(e, "mov.f32 %s, 0f3F800000;", R(e, sc));
+    emit(e, "mad.wide.u32 %s, %s, 4, %s;", R(e, sa), R(e, si), R(e, sbase));
+    op_ld_global(e, coord_ok, "f32", sc, sa, 0);
+    emit(e, "setp.eq.f32 %s, %s, 0f00000000;", R(e, unit), R(e, sc));
+    emit(e, "@%s mov.f32 %s, 0f3F800000;", R(e, unit), R(e, sc));
+    mla100_dq_word(e, w0, sc, out);
+    mla100_dq_word(e, w1, sc, out + 2);
+    op_st_shared_v4_b32(e, dst, 0, out);
+}
+
+/* The scales' row base of position `pos` of raw slot rs: kv_scale + coord * kv_scale_blocks * 4; ok: the
+ * row is valid and scales were given. */
+static void dq_row(Emit *e, Reg rs, Reg pos, Reg ok, Reg sbase)
+{
+    const SparsePlan100 *s = mla100(e->p);
+    Reg ma = reg_b32(e, "dq_ma"), coord = reg_b32(e, "dq_coord"), t64 = reg_b64(e, "dq_t64");
+    smem_indexed(e, ma, s->off_coord, rs, s->coord_stage_bytes);
+    emit(e, "mad.lo.u32 %s, %s, 4, %s;", R(e, ma), R(e, pos), R(e, ma));
+    op_ld_shared_b32(e, coord, ma, 0);
+    emit(e, "setp.ge.s32 %s, %s, 0;", R(e, ok), R(e, coord));
+    emit(e, "and.pred %s, %s, %%dq_has_scale;", R(e, ok), R(e, ok));
+    emit(e, "mul.wide.s32 %s, %s, 4;", R(e, sbase), R(e, coord));
+    op_cvt(e, "u64.u32", t64, reg_find(e, "kv_scale_blocks"));
+    emit(e, "mul.lo.u64 %s, %s, %s;", R(e, sbase), R(e, sbase), R(e, t64));
+    emit(e, "add.u64 %s, %s, %%kv_scale;", R(e, sbase), R(e, sbase));
+}
+
+/* K: thread t takes row t %% k_rows of this CTA's positions and units q + 4 i (q = t / k_rows), so a unit's
+ * chunk is i / 2 and its swizzle key (q ^ row %% 8) ^ 4 (i %% 2). V: row t %% b_topk, units q + 2 i of this
+ * CTA's d_v half: chunk i / 4, key (q ^ row %% 8) ^ 2 (i %% 4). */
+static void pair_dq_block(Emit *e, Reg rs, Reg bs)
+{
+    const Plan *p = e->p;
+    const SparsePlan100 *s = mla100(p);
+    int threads = MLA100_DQ_THREADS, kq = threads / s->k_rows, vq = threads / s->block;
+    int k_iters = p->qk / 8 / kq, v_iters = s->dv / 2 / 8 / vq;
+    Reg t = reg_find(e, "dq_t"), r = reg_b32(e, "dq_r"), q = reg_b32(e, "dq_q"), hk = reg_b32(e, "dq_hk");
+    Reg pos = reg_b32(e, "dq_pos"), ok = reg_pred(e, "dq_ok"), sb = reg_b64(e, "dq_sbase");
+    Reg rb = reg_b32(e, "dq_rb"), ra = reg_b32(e, "dq_ra"), el = reg_b32(e, "dq_el"), db = reg_b32(e, "dq_db");
+    Reg dst = reg_b32(e, "dq_dst"), x = reg_b32(e, "dq_x");
+    emit_note(e, "K: %d units per thread (rows of this CTA's %d positions, every column)", k_iters, s->k_rows);
+    emit(e, "and.b32 %s, %s, %d;", R(e, r), R(e, t), s->k_rows - 1);
+    emit(e, "shr.u32 %s, %s, %d;", R(e, q), R(e, t), __builtin_ctz((unsigned)s->k_rows));
+    emit(e, "mad.lo.u32 %s, %%cta_rank, %d, %s;", R(e, pos), s->k_rows, R(e, r));
+    dq_row(e, rs, pos, ok, sb);
+    smem_indexed(e, rb, s->off_raw, rs, s->raw_stage_bytes);
+    emit(e, "mad.lo.u32 %s, %s, %d, %s;", R(e, rb), R(e, pos), s->raw_box, R(e, rb));
+    emit(e, "mad.lo.u32 %s, %s, 8, %s;", R(e, rb), R(e, q), R(e, rb));
+    smem_indexed(e, db, s->off_kv, bs, s->kv_stage_bytes);
+    emit(e, "mad.lo.u32 %s, %s, %d, %s;", R(e, db), R(e, r), p->swizzle_bytes, R(e, db));
+    emit(e, "and.b32 %s, %s, 7;", R(e, hk), R(e, r));
+    emit(e, "xor.b32 %s, %s, %s;", R(e, hk), R(e, hk), R(e, q));
+    for (int i = 0; i < k_iters; i++) {
+        int g = 8 * kq * i; /* first byte of this unit group in the row */
+        emit(e, "add.u32 %s, %s, %u;", R(e, ra), R(e, rb),
+             (uint32_t)(g / s->raw_box) * s->raw_chunk_bytes + (uint32_t)(g % s->raw_box));
+        emit(e, "mad.lo.u32 %s, %s, 8, %d;", R(e, el), R(e, q), g);
+        emit(e, "xor.b32 %s, %s, %d;", R(e, x), R(e, hk), (i % (8 / kq)) * kq);
+        emit(e, "shl.b32 %s, %s, 4;", R(e, x), R(e, x));
+        emit(e, "add.u32 %s, %s, %s;", R(e, dst), R(e, db), R(e, x));
+        emit(e, "add.u32 %s, %s, %u;", R(e, dst), R(e, dst), (uint32_t)(i / (8 / kq)) * s->kv_chunk_bytes);
+        dq_unit(e, ra, el, ok, sb, dst);
+    }
+    emit_note(e, "V: %d units per thread (every position, d_v columns %d r ..)", v_iters, s->dv / 2);
+    emit(e, "and.b32 %s, %s, %d;", R(e, r), R(e, t), s->block - 1);
+    emit(e, "shr.u32 %s, %s, %d;", R(e, q), R(e, t), __builtin_ctz((unsigned)s->block));
+    dq_row(e, rs, r, ok, sb);
+    smem_indexed(e, rb, s->off_raw, rs, s->raw_stage_bytes);
+    emit(e, "mad.lo.u32 %s, %s, %d, %s;", R(e, rb), R(e, r), s->raw_box, R(e, rb));
+    smem_indexed(e, db, s->off_v, bs, s->v_stage_bytes);
+    emit(e, "mad.lo.u32 %s, %s, %d, %s;", R(e, db), R(e, r), p->swizzle_bytes, R(e, db));
+    emit(e, "and.b32 %s, %s, 7;", R(e, hk), R(e, r));
+    emit(e, "xor.b32 %s, %s, %s;", R(e, hk), R(e, hk), R(e, q));
+    Reg bx = reg_b32(e, "dq_box");
+    for (int i = 0; i < v_iters; i++) {
+        emit_note(e, "element column d_v/2 * rank + %d + 8 q: its raw box and offset", 8 * vq * i);
+        emit(e, "mad.lo.u32 %s, %s, 8, %d;", R(e, el), R(e, q), 8 * vq * i);
+        emit(e, "mad.lo.u32 %s, %%cta_rank, %d, %s;", R(e, el), s->dv / 2, R(e, el));
+        emit(e, "div.u32 %s, %s, %d;", R(e, bx), R(e, el), s->raw_box);
+        emit(e, "rem.u32 %s, %s, %d;", R(e, ra), R(e, el), s->raw_box);
+        emit(e, "mad.lo.u32 %s, %s, %u, %s;", R(e, ra), R(e, bx), s->raw_chunk_bytes, R(e, ra));
+        emit(e, "add.u32 %s, %s, %s;", R(e, ra), R(e, ra), R(e, rb));
+        emit(e, "xor.b32 %s, %s, %d;", R(e, x), R(e, hk), (i % (8 / vq)) * vq);
+        emit(e, "shl.b32 %s, %s, 4;", R(e, x), R(e, x));
+        emit(e, "add.u32 %s, %s, %s;", R(e, dst), R(e, db), R(e, x));
+        emit(e, "add.u32 %s, %s, %u;", R(e, dst), R(e, dst), (uint32_t)(i / (8 / vq)) * s->v_chunk_bytes);
+        dq_unit(e, ra, el, ok, sb, dst);
+    }
+}
+
+/* Per block: the raw slot's bits to the bf16 slot (thread 0, then bar_mask_full), its rows dequantised,
+ * every thread arrives on the even CTA's bar_kv_full; the raw slot goes back to the load warp. At the
+ * end it waits for the MMAs' last releases of the bf16 slots (commits from the even CTA). */
+static void pair_dequant(Emit *e)
+{
+    const SparsePlan100 *s = mla100(e->p);
+    emit_section(e, "role dequant (warps %d..%d): e4m3 rows x scales -> this CTA's bf16 K and V slots",
+                 s->warp_dq, s->warp_dq + MLA_DQ_WARPS - 1);
+    Reg t = reg_b32(e, "dq_t"), has = reg_pred(e, "dq_has_scale"), first = reg_pred(e, "dq_first");
+    emit(e, "sub.u32 %s, %%thread, %d;", R(e, t), s->warp_dq * WARP);
+    emit(e, "setp.ne.u64 %s, %%kv_scale, 0;", R(e, has));
+    emit(e, "setp.eq.u32 %s, %s, 0;", R(e, first), R(e, t));
+    Reg j = reg_b32(e, "dq_j"), rs = reg_b32(e, "dq_rs"), rph = reg_b32(e, "dq_rph");
+    Reg bs = reg_b32(e, "dq_bs"), bph = reg_b32(e, "dq_bph"), bar = reg_b32(e, "dq_bar"), par = reg_b32(e, "dq_par");
+    Reg lo = reg_b32(e, "dq_mlo"), hi = reg_b32(e, "dq_mhi"), any = reg_pred(e, "dq_any"), ma = reg_b32(e, "dq_ma");
+    Reg lbar = reg_b32(e, "dq_lbar");
+    char top[NAME], done[NAME], l_skip[NAME];
+    ring_reset(e, bs, bph);
+    mla100_loop_begin(e, "dq", j, rs, rph, top, done);
+    smem_indexed(e, bar, s->bar_raw_full, rs, MBAR_BYTES);
+    op_mbar_wait(e, bar, rph);
+    smem_indexed(e, bar, s->bar_kv_empty, bs, MBAR_BYTES);
+    ring_free_parity(e, par, bph);
+    op_mbar_wait(e, bar, par);
+    smem_indexed(e, ma, s->off_raw_mask, rs, s->mask_stage_bytes);
+    op_ld_shared_b32(e, lo, ma, 0);
+    op_ld_shared_b32(e, hi, ma, 4);
+    smem_indexed(e, ma, s->off_mask, bs, s->mask_stage_bytes);
+    op_st_shared_b32_if(e, first, ma, 0, lo);
+    op_st_shared_b32_if(e, first, ma, 4, hi);
+    emit_note(e, "the bits are this CTA's softmax's (and, even CTA, the MMA's) once bar_mask_full completes");
+    smem_indexed(e, bar, s->bar_mask_full, bs, MBAR_BYTES);
+    op_mbar_arrive_if(e, first, bar);
+    emit(e, "or.b32 %s, %s, %s;", R(e, lo), R(e, lo), R(e, hi));
+    emit(e, "setp.ne.u32 %s, %s, 0;", R(e, any), R(e, lo));
+    emit(e, "@!%s bra %s;", R(e, any), new_label(e, l_skip, sizeof l_skip, "dq_skip"));
+    pair_dq_block(e, rs, bs);
+    emit_note(e, "the bf16 slots are read by the pair's MMAs (async proxy)");
+    op_fence_proxy_async(e);
+    emit_label(e, l_skip);
+    smem_indexed(e, bar, s->bar_kv_full, bs, MBAR_BYTES);
+    op_mapa(e, lbar, bar, reg_find(e, "lead_rank"));
+    op_mbar_arrive_cluster(e, lbar);
+    smem_indexed(e, bar, s->bar_raw_empty, rs, MBAR_BYTES);
+    op_mbar_arrive(e, bar);
+    ring_advance(e, bs, bph, s->stages);
+    mla100_loop_end(e, j, rs, rph, s->raw_stages, top, done);
+    emit_note(e, "the pair: wait until the MMAs released every bf16 slot (their commits arrive from the even CTA)");
+    for (int k = 0; k < s->stages; k++) {
+        smem_indexed(e, bar, s->bar_kv_empty, bs, MBAR_BYTES);
+        ring_free_parity(e, par, bph);
+        op_mbar_wait(e, bar, par);
+        ring_advance(e, bs, bph, s->stages);
+    }
+    emit(e, "bra.uni $exit;");
+}
+
 /* ------------------------------------------------------------ MMA warp (even CTA) */
 
 static void pair_commit(Emit *e, uint32_t off, int i)
@@ -288,12 +519,24 @@ static void pair_qk(Emit *e, int buf)
     emit_note(e, "S%d = Q K^T: %d x M%d N%d SS cta_group::2 (plan: qk mma)", buf, s->qk_steps, 2 * s->heads, s->block);
     op_umma_desc_lo(e, klo, reg_find(e, "mm_kslot"), s->desc_k);
     emit(e, "add.u32 %s, %%tmem, %u;", R(e, d), s->tm_s[buf]);
+    if (q_split(p))
+        emit_note(e, "steps %d.. read Q from TMEM (plan tmem q)", s->q_smem_steps);
     for (int kk = 0; kk < s->qk_steps; kk++) {
+        Reg acc = kk ? REG_NONE : reg_find(e, "mm_false");
+        uint32_t kstep = op_desc_kstep(kk, per_chunk, (uint32_t)step_bytes, s->kv_chunk_bytes);
+        if (kk >= s->q_smem_steps) {
+            Reg a = reg_b32(e, "mm_a");
+            emit(e, "add.u32 %s, %s, %u;", R(e, blo), R(e, klo), kstep);
+            emit(e, "mov.b64 %s, {%s, %%mm_dhi};", R(e, bd), R(e, blo));
+            emit(e, "add.u32 %s, %%tmem, %u;", R(e, a), s->tm_q + (uint32_t)((kk - s->q_smem_steps) * step_bytes / 4));
+            op_umma_ts(e, 2, 0, d, a, bd, reg_find(e, "mm_idesc_qk"), acc);
+            continue;
+        }
         emit(e, "add.u32 %s, %%mm_qlo, %u;", R(e, alo), op_desc_kstep(kk, per_chunk, (uint32_t)step_bytes, s->q_chunk_bytes));
-        emit(e, "add.u32 %s, %s, %u;", R(e, blo), R(e, klo), op_desc_kstep(kk, per_chunk, (uint32_t)step_bytes, s->kv_chunk_bytes));
+        emit(e, "add.u32 %s, %s, %u;", R(e, blo), R(e, klo), kstep);
         emit(e, "mov.b64 %s, {%s, %%mm_dhi};", R(e, ad), R(e, alo));
         emit(e, "mov.b64 %s, {%s, %%mm_dhi};", R(e, bd), R(e, blo));
-        op_umma_ss(e, 2, 0, d, ad, bd, reg_find(e, "mm_idesc_qk"), kk ? REG_NONE : reg_find(e, "mm_false"));
+        op_umma_ss(e, 2, 0, d, ad, bd, reg_find(e, "mm_idesc_qk"), acc);
     }
 }
 
@@ -319,6 +562,34 @@ static void pair_pv(Emit *e, int buf)
     }
 }
 
+/* Q's TMEM part: per K step two 16-byte copies (columns +0 and +4) from the staged chunks, in both
+ * CTAs (each from its own smem); the commit frees the k ring in both. The QK MMAs that read it are
+ * issued after the copies by the same thread. */
+static void pair_q_copy(Emit *e)
+{
+    const Plan *p = e->p;
+    const SparsePlan100 *s = mla100(p);
+    Reg base = reg_b32(e, "mm_cp_lo"), lo = reg_b32(e, "mm_cp_l"), sd = reg_b64(e, "mm_cp_d"), ta = reg_b32(e, "mm_cp_t");
+    int step_bytes = s->mma_k * p->elem_bytes, per_chunk = p->swizzle_bytes / step_bytes;
+    int steps = s->qk_steps - s->q_smem_steps;
+    emit_note(e, "Q columns %d..: %d x tcgen05.cp.64x128b.warpx2::02_13 from the k ring to TMEM (plan note q tmem)",
+              s->q_smem_steps * s->mma_k, 2 * steps);
+    smem_at(e, base, s->off_kv);
+    op_umma_desc_lo(e, base, base, s->desc_q);
+    for (int kk = 0; kk < steps; kk++)
+        for (int h = 0; h < 2; h++) {
+            uint32_t off = op_desc_kstep(kk, per_chunk, (uint32_t)step_bytes, s->q_chunk_bytes) +
+                           (h ? op_desc_delta((uint32_t)step_bytes / 2) : 0);
+            emit(e, "add.u32 %s, %s, %u;", R(e, lo), R(e, base), off);
+            emit(e, "mov.b64 %s, {%s, %%mm_dhi};", R(e, sd), R(e, lo));
+            emit(e, "add.u32 %s, %%tmem, %u;", R(e, ta), s->tm_q + (uint32_t)(kk * step_bytes / 4 + h * step_bytes / 8));
+            op_tmem_cp_64x128b_dup(e, 2, ta, sd);
+        }
+    Reg bar = reg_b32(e, "mm_cbar");
+    smem_at(e, bar, s->bar_q_copied);
+    op_umma_commit(e, 2, bar, reg_find(e, "mm_mask"));
+}
+
 static void pair_mma(Emit *e)
 {
     const Plan *p = e->p;
@@ -340,6 +611,7 @@ static void pair_mma(Emit *e)
     op_umma_desc_lo(e, qlo, qlo, s->desc_q);
     smem_at(e, bar, s->bar_q_full);
     op_mbar_wait_imm(e, bar, 0);
+    if (q_split(p)) pair_q_copy(e);
 
     Reg j = reg_b32(e, "mm_j"), stage = reg_b32(e, "mm_stage"), phase = reg_b32(e, "mm_phase");
     Reg any = reg_pred(e, "mm_any"), it = reg_b32(e, "mm_it"), odd = reg_pred(e, "mm_odd");
@@ -545,7 +817,15 @@ int sm100_emit_mla_pair(Emit *e)
     emit(e, "@%s bra $softmax;", R(e, pr));
     emit(e, "setp.eq.u32 %s, %%warp, %d;", R(e, pr), s->warp_mma);
     emit(e, "@%s bra $mma;", R(e, pr));
+    if (s->kv_fp8) {
+        emit(e, "setp.ge.u32 %s, %%warp, %d;", R(e, pr), s->warp_dq);
+        emit(e, "@%s bra $dequant;", R(e, pr));
+    }
     pair_load(e);
+    if (s->kv_fp8) {
+        emit_label(e, "$dequant");
+        pair_dequant(e);
+    }
     emit_label(e, "$mma");
     pair_mma(e);
     emit_label(e, "$softmax");

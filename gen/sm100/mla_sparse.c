@@ -50,20 +50,24 @@ static void mla_defaults(Config *c)
 {
     if (!c->ov_depth || c->ov_depth == c->qk_depth) c->ov_depth = MLA_DV;
     if (!c->cta_group) c->cta_group = 1;
-    if (!c->b_topk) c->b_topk = 64 * c->cta_group;
+    if (!c->b_topk) c->b_topk = c->cta_group == 2 && c->dtype == DT_E4M3 ? 64 : 64 * c->cta_group;
     if (!c->num_mbars) c->num_mbars = c->cta_group == 2 || c->dtype == DT_E4M3 ? 1 : 2;
     if (!c->swizzle) c->swizzle = 128;
-    if (!c->q_smem_depth) c->q_smem_depth = c->qk_depth;
+    if (!c->q_smem_depth) c->q_smem_depth = c->qk_depth - (c->q_tmem_depth > 0 ? c->q_tmem_depth : 0);
     if (c->q_tmem_depth < 0) c->q_tmem_depth = c->qk_depth - c->q_smem_depth;
     if (c->rescale < 0) c->rescale = 8;
     if (c->exp2_poly < 0) c->exp2_poly = 0;
+    if (c->tma_store < 0) c->tma_store = 0; /* opt-in here: the staging must fit the kv ring (ostage_plan) */
 }
 
 static int mla_check(const Config *c, char *err, size_t n)
 {
-    if (c->dtype != DT_BF16 && !(c->dtype == DT_E4M3 && c->cta_group != 2))
-        return plan_refuse(err, n, "dtype: %s is not allowed for mla-sparse on sm100a%s; use bf16 (kv), or e4m3 (fp8 kv) "
-                           "with cta_group 1", dtype_name[c->dtype], c->cta_group == 2 ? " with cta_group 2" : "");
+    if (c->dtype != DT_BF16 && c->dtype != DT_E4M3)
+        return plan_refuse(err, n, "dtype: %s is not allowed for mla-sparse on sm100a; use bf16 (kv) or e4m3 (fp8 kv)",
+                           dtype_name[c->dtype]);
+    if (c->dtype == DT_E4M3 && c->cta_group == 2 && (c->b_topk != 64 || c->num_mbars != 1))
+        return plan_refuse(err, n, "b_topk/num_mbars: %d/%d is not allowed for fp8 kv with cta_group 2; use 64/1 (one bf16 "
+                           "slot of 32 + 64 rows beside two raw slots fits shared memory)", c->b_topk, c->num_mbars);
     if (c->qk_depth != 576 && c->qk_depth != 512)
         return plan_refuse(err, n, "qk: %d is not allowed for mla-sparse; use 576 (512 nope + 64 rope) or 512",
                            c->qk_depth);
@@ -71,15 +75,21 @@ static int mla_check(const Config *c, char *err, size_t n)
         return plan_refuse(err, n, "ov: %d is not allowed for mla-sparse; V is the first %d columns of kv",
                            c->ov_depth, MLA_DV);
     int cg = c->cta_group;
-    if (c->b_topk != 64 * cg)
-        return plan_refuse(err, n, "b_topk: %d is not allowed for cta_group %d; use %d (%s)", c->b_topk, cg, 64 * cg,
-                           cg == 1 ? "two QK MMAs of N 32, one per TMEM lane half"
-                                   : "64 positions gathered by each CTA of the pair, one QK MMA of N 128");
-    if (c->q_smem_depth != c->qk_depth || c->q_tmem_depth != 0)
-        return plan_refuse(err, n, "q_smem_depth/q_tmem_depth: %d/%d is not allowed yet; use %d/0 (Q in shared memory: "
-                           "%s)", c->q_smem_depth, c->q_tmem_depth, c->qk_depth,
-                           cg == 1 ? "the head-64 kernel's TMEM holds O and two S buffers"
-                                   : "Q in TMEM needs tcgen05.cp.cta_group::2, which the simulator cannot check yet");
+    if (cg == 1 && c->b_topk != 64)
+        return plan_refuse(err, n, "b_topk: %d is not allowed for cta_group 1; use 64 (two QK MMAs of N 32, one per "
+                           "TMEM lane half)", c->b_topk);
+    if (cg == 2 && c->b_topk != 128 && c->b_topk != 64)
+        return plan_refuse(err, n, "b_topk: %d is not allowed for cta_group 2; use 128 (64 positions gathered by each "
+                           "CTA, one QK MMA of N 128, one slot) or 64 (32 each, N 64: two slots fit)", c->b_topk);
+    if (c->q_smem_depth + c->q_tmem_depth != c->qk_depth)
+        return plan_refuse(err, n, "q_smem_depth/q_tmem_depth: %d + %d is not d_qk %d; Q's columns are split between them",
+                           c->q_smem_depth, c->q_tmem_depth, c->qk_depth);
+    if (c->q_tmem_depth && cg != 2)
+        return plan_refuse(err, n, "q_tmem_depth: %d is not allowed for cta_group 1 yet (only the head-128 kernel copies "
+                           "Q to TMEM); use 0", c->q_tmem_depth);
+    if (c->q_tmem_depth && (c->q_smem_depth < 64 || c->q_smem_depth % 64))
+        return plan_refuse(err, n, "q_smem_depth: %d is not allowed; use a multiple of 64 (whole 128B-swizzled chunks), "
+                           "at least 64", c->q_smem_depth);
     if (c->swizzle != 128)
         return plan_refuse(err, n, "swizzle: %d is not allowed for mla-sparse on sm100a; use 128", c->swizzle);
     if (c->mask != MASK_NONE)
@@ -125,6 +135,11 @@ static void mla_maps(Plan *p)
         plan_map(p, "kv", TENSOR_K, p->cfg.dtype, (uint32_t)p->qk, (uint32_t)p->chunk_elems, 1, 1, p->swizzle_bytes);
     p->maps[p->n_maps - 1].rank = 2;
     p->maps[p->n_maps - 1].mode = MAP_GATHER4;
+    if (p->cfg.tma_store) { /* out as (d_v, h_q, s_q): boxes of one chunk x 64 heads, heads past h_q clipped */
+        plan_map(p, "out", TENSOR_O, DT_BF16, (uint32_t)s->dv, (uint32_t)p->chunk_elems, (uint32_t)s->heads, 1,
+                 p->swizzle_bytes);
+        p->maps[p->n_maps - 1].rank = 3;
+    }
 }
 
 static void mla_descriptors(Plan *p)
@@ -138,6 +153,30 @@ static void mla_descriptors(Plan *p)
     s->desc_q = sm100_tile_desc(0, SM100_MAJOR_K, p->swizzle_bytes, s->q_chunk_bytes);
     s->desc_k = sm100_tile_desc(0, SM100_MAJOR_K, p->swizzle_bytes, s->kv_chunk_bytes);
     s->desc_v = sm100_tile_desc(0, SM100_MAJOR_MN, p->swizzle_bytes, s->kv_chunk_bytes);
+}
+
+/* fp8: the raw ring (every row of a block, all d_qk bytes), the rows' coordinates and bits, its barriers */
+static void raw_smem(Plan *p, int rows)
+{
+    SparsePlan100 *s = mla100_plan(p);
+    int dq = MLA_DQ_WARPS * MLA_WARP;
+    s->raw_stages = MLA_RAW_STAGES;
+    /* the widest box dividing the row: 192 B for d_qk 576, 256 B for 512 */
+    for (s->raw_box = MLA_RAW_BOX_MAX; p->qk % s->raw_box; s->raw_box -= MLA_UNIT) {}
+    s->raw_chunks = p->qk / s->raw_box;
+    s->raw_chunk_bytes = (uint32_t)(rows * s->raw_box);
+    s->raw_stage_bytes = s->raw_chunk_bytes * (uint32_t)s->raw_chunks;
+    s->tx_raw = s->raw_stage_bytes;
+    s->off_raw = plan_smem(p, "raw", s->raw_stage_bytes * (uint32_t)s->raw_stages, 1024,
+                           "fp8: gathered e4m3 rows, raw_box bytes a box, no swizzle (ring)");
+    s->coord_stage_bytes = (uint32_t)rows * 4;
+    s->off_coord = plan_smem(p, "coord", s->coord_stage_bytes * (uint32_t)s->raw_stages, 16,
+                             "fp8: row of each position, -1 if invalid: the scales' rows (ring)");
+    s->off_raw_mask = plan_smem(p, "raw_mask", s->mask_stage_bytes * (uint32_t)s->raw_stages, 8,
+                                "fp8: validity bits of a raw slot (ring)");
+    s->bar_raw_full = plan_mbar(p, "bar_raw_full", s->raw_stages, MLA_WARP,
+                                "fp8: a raw slot's bytes landed (tx), the load warp's coordinates and bits");
+    s->bar_raw_empty = plan_mbar(p, "bar_raw_empty", s->raw_stages, dq, "fp8: the dequant warpgroup read a raw slot");
 }
 
 static void mla_smem(Plan *p)
@@ -160,24 +199,8 @@ static void mla_smem(Plan *p)
     s->tx_kv = s->kv_stage_bytes;
     int sfx = MLA_SFX_WARPS * MLA_WARP, dq = MLA_DQ_WARPS * MLA_WARP;
     if (s->kv_fp8) {
-        s->raw_stages = MLA_RAW_STAGES;
-        /* the widest box dividing the row: 192 B for d_qk 576, 256 B for 512 */
-        for (s->raw_box = MLA_RAW_BOX_MAX; p->qk % s->raw_box; s->raw_box -= MLA_UNIT) {}
-        s->raw_chunks = p->qk / s->raw_box;
-        s->raw_chunk_bytes = (uint32_t)(s->block * s->raw_box);
-        s->raw_stage_bytes = s->raw_chunk_bytes * (uint32_t)s->raw_chunks;
-        s->tx_raw = s->raw_stage_bytes;
-        s->off_raw = plan_smem(p, "raw", s->raw_stage_bytes * (uint32_t)s->raw_stages, 1024,
-                               "fp8: gathered e4m3 rows, raw_box bytes a box, no swizzle (ring)");
-        s->coord_stage_bytes = (uint32_t)s->block * 4;
-        s->off_coord = plan_smem(p, "coord", s->coord_stage_bytes * (uint32_t)s->raw_stages, 16,
-                                 "fp8: row of each position, -1 if invalid: the scales' rows (ring)");
-        s->off_raw_mask = plan_smem(p, "raw_mask", s->mask_stage_bytes * (uint32_t)s->raw_stages, 8,
-                                    "fp8: validity bits of a raw slot (ring)");
+        raw_smem(p, s->block);
         s->dq_units = s->block * p->qk * p->elem_bytes / MLA_UNIT / dq;
-        s->bar_raw_full = plan_mbar(p, "bar_raw_full", s->raw_stages, MLA_WARP,
-                                    "fp8: a raw slot's bytes landed (tx), the load warp's coordinates and bits");
-        s->bar_raw_empty = plan_mbar(p, "bar_raw_empty", s->raw_stages, dq, "fp8: the dequant warpgroup read a raw slot");
     }
     s->bar_q_full = plan_mbar(p, "bar_q_full", 1, 1, "Q landed (tx)");
     s->bar_kv_full = plan_mbar(p, "bar_kv_full", s->stages, s->kv_fp8 ? dq : 1,
@@ -203,8 +226,12 @@ static void pair_smem(Plan *p)
     s->kv_stage_bytes = s->kv_chunk_bytes * (uint32_t)p->qk_chunks;
     s->v_chunk_bytes = (uint32_t)(s->block * sw);
     s->v_stage_bytes = s->v_chunk_bytes * (uint32_t)s->v_chunks;
-    s->off_q = plan_smem(p, "q", s->q_chunk_bytes * (uint32_t)p->qk_chunks, 1024,
-                         "Q: this CTA's 64 heads x d_qk, 128B-swizzled chunks of 64 columns");
+    s->q_smem_chunks = p->cfg.q_smem_depth / p->chunk_elems;
+    s->q_smem_steps = p->cfg.q_smem_depth / s->mma_k;
+    s->off_q = plan_smem(p, "q", s->q_chunk_bytes * (uint32_t)s->q_smem_chunks, 1024,
+                         s->q_smem_chunks < p->qk_chunks
+                             ? "Q: this CTA's 64 heads x q_smem_depth, 128B-swizzled chunks (the rest: TMEM)"
+                             : "Q: this CTA's 64 heads x d_qk, 128B-swizzled chunks of 64 columns");
     s->off_kv = plan_smem(p, "k", s->kv_stage_bytes * (uint32_t)s->stages, 1024,
                           "K: this CTA's half of a block's rows, all columns (ring)");
     s->off_v = plan_smem(p, "v", s->v_stage_bytes * (uint32_t)s->stages, 1024,
@@ -219,15 +246,25 @@ static void pair_smem(Plan *p)
     s->tx_q = 2 * s->q_chunk_bytes * (uint32_t)p->qk_chunks; /* both CTAs' loads land on the even CTA's barriers */
     s->tx_kv = 2 * own;
     s->pair_arrivals = 2 * sfx;
+    if (s->kv_fp8) raw_smem(p, s->block);
     s->bar_q_full = plan_mbar(p, "bar_q_full", 1, 1, "even CTA: both CTAs' Q landed (tx)");
-    s->bar_kv_full = plan_mbar(p, "bar_kv_full", s->stages, 1, "even CTA: both CTAs' rows of a slot landed (tx)");
-    s->bar_mask_full = plan_mbar(p, "bar_mask_full", s->stages, 1, "this CTA's validity bits of a slot written");
+    if (s->kv_fp8)
+        s->bar_kv_full = plan_mbar(p, "bar_kv_full", s->stages, 2 * MLA_DQ_WARPS * MLA_WARP,
+                                   "even CTA: both CTAs' dequant warpgroups wrote their bf16 slot");
+    else
+        s->bar_kv_full = plan_mbar(p, "bar_kv_full", s->stages, 1, "even CTA: both CTAs' rows of a slot landed (tx)");
+    s->bar_mask_full = plan_mbar(p, "bar_mask_full", s->stages, 1,
+                                 s->kv_fp8 ? "this CTA's validity bits of a slot written (dequant thread 0)"
+                                           : "this CTA's validity bits of a slot written");
     s->bar_kv_empty = plan_mbar(p, "bar_kv_empty", s->stages, 1 + sfx,
                                 "the MMAs (multicast commit) and this CTA's softmax are done with a slot");
     s->bar_s_full = plan_mbar(p, "bar_s_full", MLA100_SBUFS, 1, "commit (both CTAs): S of a buffer written");
     s->bar_p_full = plan_mbar(p, "bar_p_full", 1, s->pair_arrivals, "even CTA: both CTAs' P written, O rescaled");
     s->bar_pv_done = plan_mbar(p, "bar_pv_done", 1, 1, "commit (both CTAs): O += P V of a block done");
     s->off_tmem_slot = plan_smem(p, "tmem_slot", 4, 4, "TMEM base address (tcgen05.alloc)");
+    if (s->q_smem_chunks < p->qk_chunks)
+        s->bar_q_copied = plan_mbar(p, "bar_q_copied", 1, 1,
+                                    "commit (both CTAs): Q's TMEM part copied; the k ring that staged it is free");
 }
 
 /* num_mbars is what the smem budget bounds: refuse with the excess and the count that fits. */
@@ -242,8 +279,9 @@ static int smem_fits(Plan *p, uint32_t slot_bytes, char *err, size_t n)
                            "%u; %u bytes over", s->cta_group, need - (uint32_t)(s->stages - 1) * slot_bytes,
                            p->target->name, limit, need - (uint32_t)(s->stages - 1) * slot_bytes - limit);
     return plan_refuse(err, n, "num_mbars: %d slots of %u bytes need %u bytes of shared memory (incl. %u alignment "
-                       "slack) but %s allows %u; %u bytes over: use num_mbars %u", s->stages, slot_bytes, need,
-                       p->smem_align, p->target->name, limit, need - limit, (uint32_t)s->stages - fewer);
+                       "slack) but %s allows %u; %u bytes over: use num_mbars %u%s", s->stages, slot_bytes, need,
+                       p->smem_align, p->target->name, limit, need - limit, (uint32_t)s->stages - fewer,
+                       s->cta_group == 2 && s->block > 64 ? " (or b_topk 64: slots of half the rows)" : "");
 }
 
 static void mla_roles(Plan *p)
@@ -308,6 +346,29 @@ static int single_plan(Plan *p, char *err, size_t n)
     return 0;
 }
 
+/* Q split (pair): the TMEM part after O and the S buffers (A of the M 128 pair data path: row r in lanes
+ * r and 64 + r, 2 bf16 a column), staged through the k ring, which must hold it. */
+static int q_tmem_plan(Plan *p, char *err, size_t n)
+{
+    SparsePlan100 *s = mla100_plan(p);
+    int tq = p->cfg.q_tmem_depth, cols = tq * p->elem_bytes / 4;
+    uint32_t first = (uint32_t)(s->o_cols + MLA100_SBUFS * s->half_cols), need = first + (uint32_t)cols;
+    if (need > (uint32_t)p->tmem_cols)
+        return plan_refuse(err, n, "q_tmem_depth: %d needs %d TMEM columns after O %d + S %d x %d = %u of %d; %u columns "
+                           "over%s", tq, cols, s->o_cols, MLA100_SBUFS, s->half_cols, need, p->tmem_cols,
+                           need - (uint32_t)p->tmem_cols, s->block > 64 ? ": use b_topk 64 (S buffers of 32 columns)" : "");
+    uint32_t stage = s->q_chunk_bytes * (uint32_t)(p->qk_chunks - s->q_smem_chunks);
+    uint32_t ring = s->kv_stage_bytes * (uint32_t)s->stages;
+    if (stage > ring)
+        return plan_refuse(err, n, "q_tmem_depth: %d stages %u bytes of Q in the k ring of %u bytes; %u bytes over: use "
+                           "more num_mbars or a smaller q_tmem_depth", tq, stage, ring, stage - ring);
+    s->tm_q = plan_tmem(p, "q", first, (uint32_t)cols, "Q columns q_smem_depth.. (A of QK steps past smem; both halves)");
+    int copies = 2 * (s->qk_steps - s->q_smem_steps);
+    plan_note(p, "q tmem", "%d x tcgen05.cp.64x128b.warpx2::02_13 (Q chunks %d.. staged in the k ring, %u bytes); QK "
+              "steps %d.. read A from TMEM", copies, s->q_smem_chunks, stage, s->q_smem_steps);
+    return 0;
+}
+
 /* Head-128 (cta_group 2): a cluster of two CTAs per token, 64 heads each; every MMA is the pair's
  * M 128 (64 rows in each CTA, data path "M = 128, cta_group::2": D columns [0, N/2) in lanes
  * 0-63, [N/2, N) in lanes 64-127). S: N = b_topk, each CTA's K half; P (A from TMEM) written to
@@ -336,6 +397,7 @@ static int pair_plan(Plan *p, char *err, size_t n)
         s->tm_s[b] = plan_tmem(p, name, (uint32_t)(s->o_cols + b * s->half_cols), (uint32_t)s->half_cols,
                                "S (keys 0..b/2 in lanes 0-63, b/2..b in 64-127), then P (both)");
     }
+    if (s->q_smem_chunks < p->qk_chunks && q_tmem_plan(p, err, n)) return -1;
     s->bar_sfx = plan_bar(p, "sfx", MLA_SFX_WARPS * MLA_WARP, "softmax: the two key halves of a row meet in smem");
     mla_roles(p);
     mla_maps(p);
@@ -347,11 +409,42 @@ static int pair_plan(Plan *p, char *err, size_t n)
     plan_note(p, "mma per kv block", "%d (QK %d, PV 2 x %d)", s->qk_steps + 2 * s->pv_steps, s->qk_steps, s->pv_steps);
     plan_note(p, "mma issue sites", "%d (%d S buffers x (QK %d + PV %d))",
               MLA100_SBUFS * (s->qk_steps + 2 * s->pv_steps), MLA100_SBUFS, s->qk_steps, 2 * s->pv_steps);
+    if (s->kv_fp8) {
+        plan_note(p, "gather", "%d x gather4 per block and CTA (every row: %d rows x %d boxes of %d B, e4m3), %u bytes",
+                  s->block / 4 * s->raw_chunks, s->block, s->raw_chunks, s->raw_box, s->tx_raw);
+        plan_note(p, "dequant", "per thread a block: %d K units (rows of this CTA's positions) + %d V units (its d_v half) "
+                  "of 16 B; both CTAs' warpgroups arrive on the even CTA's bar_kv_full",
+                  s->k_rows * p->qk / 8 / (MLA_DQ_WARPS * MLA_WARP), s->block * s->dv / 2 / 8 / (MLA_DQ_WARPS * MLA_WARP));
+        plan_note(p, "tma issue sites", "%d (gather4 %d, Q %d)", s->raw_chunks + p->qk_chunks, s->raw_chunks,
+                  p->qk_chunks);
+        return 0;
+    }
     plan_note(p, "gather", "%d x gather4 per block and CTA (K: %d rows x %d chunks; V: %d rows x %d chunks), %u bytes "
               "the pair", s->k_rows / 4 * p->qk_chunks + s->block / 4 * s->v_chunks, s->k_rows, p->qk_chunks,
               s->block, s->v_chunks, s->tx_kv);
     plan_note(p, "tma issue sites", "%d (gather4 %d, Q %d)", 2 * p->qk_chunks + s->v_chunks,
               p->qk_chunks + s->v_chunks, p->qk_chunks);
+    return 0;
+}
+
+/* tma_store: O of the CTA's 64 heads x d_v staged over the kv ring(s), dead once the last PV is done
+ * (every block's rows landed before the softmax read its bits; the MMAs are done by bar_pv_done). */
+static int ostage_plan(Plan *p, char *err, size_t n)
+{
+    SparsePlan100 *s = mla100_plan(p);
+    uint32_t span = s->cta_group == 2 ? s->off_v + s->v_stage_bytes * (uint32_t)s->stages - s->off_kv
+                                      : s->kv_stage_bytes * (uint32_t)s->stages;
+    s->tma_store = 1;
+    s->ostage_chunks = s->dv / p->chunk_elems;
+    s->ostage_chunk_bytes = (uint32_t)(s->heads * p->swizzle_bytes);
+    uint32_t need = s->ostage_chunk_bytes * (uint32_t)s->ostage_chunks;
+    if (need > span)
+        return plan_refuse(err, n, "tma_store: O staging needs %u bytes but the kv ring it reuses has %u; %u bytes over: "
+                           "use more num_mbars or tma_store 0", need, span, need - span);
+    s->off_ostage = s->off_kv;
+    s->bar_ostaged = plan_bar(p, "o_staged", s->sfx_warps * MLA_WARP, "softmax: O staged in smem, thread 0 stores it");
+    plan_note(p, "o store", "%d x TMA store {%d, %d, 1} (map out) from %d staged chunks of %u B over the kv ring at %u",
+              s->ostage_chunks, p->chunk_elems, s->heads, s->ostage_chunks, s->ostage_chunk_bytes, s->off_ostage);
     return 0;
 }
 
@@ -383,6 +476,7 @@ static int mla_plan(const Config *c, Plan *p, char *err, size_t n)
     p->entry_regs = MLA_MAX_REGS;
     p->tmem_cols = MLA_TMEM_COLS;
     if (c->cta_group == 2 ? pair_plan(p, err, n) : single_plan(p, err, n)) return -1;
+    if (c->tma_store && ostage_plan(p, err, n)) return -1;
     plan_note(p, "lse", "natural log; +inf for a row with no valid index (max_logits -inf, out 0)");
     return 0;
 }
@@ -950,13 +1044,16 @@ static void sfx_block(Emit *e, int buf)
     op_mbar_arrive(e, bar);
 }
 
+static void epilogue_tma(Emit *e, Reg inv);
+static void epilogue_direct(Emit *e, Reg inv, Reg inb, int pair);
+static void epilogue_stats(Emit *e, Reg inb, Reg lse, int pair);
+
 /* Sink factor, O / l to bf16 in global memory, lse and max_logits of this lane's row. */
 void mla100_epilogue(Emit *e, int pair)
 {
     const Plan *p = e->p;
     const SparsePlan100 *s = mla100(p);
     emit_section(e, "softmax epilogue: O / l x sink factor, then out (bf16), lse and max_logits");
-    char l_zero[NAME], l_stored[NAME];
     Reg l = reg_find(e, "sx_l"), one = reg_f32(e, "sx_one"), inv = reg_f32(e, "sx_inv"), lse = reg_f32(e, "sx_lse");
     Reg head = reg_b32(e, "sx_head"), inb = reg_pred(e, "sx_inb"), none = reg_pred(e, "sx_norow");
     Reg sk = reg_f32(e, "sx_sink"), f = reg_f32(e, "sx_sinkf"), ha = reg_b64(e, "sx_ha"), rsk = reg_pred(e, "sx_rsink");
@@ -982,7 +1079,20 @@ void mla100_epilogue(Emit *e, int pair)
     emit(e, "rcp.approx.ftz.f32 %s, %s;", R(e, f), R(e, f));
     emit(e, "@%s mov.f32 %s, 0f3F800000;", R(e, none), R(e, f));
     emit(e, "mul.f32 %s, %s, %s;", R(e, inv), R(e, inv), R(e, f));
+    if (s->tma_store)
+        epilogue_tma(e, inv);
+    else
+        epilogue_direct(e, inv, inb, pair);
+    epilogue_stats(e, inb, lse, pair);
+}
 
+/* O / l to bf16, stored by each thread: out[tok, head, half * o_cols ..] (rows past h_q skipped). */
+static void epilogue_direct(Emit *e, Reg inv, Reg inb, int pair)
+{
+    const Plan *p = e->p;
+    const SparsePlan100 *s = mla100(p);
+    char l_zero[NAME], l_stored[NAME];
+    Reg head = reg_find(e, "sx_head");
     Reg oa = reg_b64(e, "sx_oa"), a = reg_b64(e, "sx_oa_c"), col = reg_b32(e, "sx_col"), pk = reg_b32(e, "sx_pk");
     Reg zero = reg_b32(e, "sx_zero");
     emit_note(e, "out[tok, head, half*%d ..]: this %s's %d columns", s->o_cols, pair ? "thread" : "lane", s->o_cols);
@@ -1023,7 +1133,80 @@ void mla100_epilogue(Emit *e, int pair)
         op_st_global_b32(e, inb, a, zero);
     }
     emit_label(e, l_stored);
+}
 
+/* O / l to bf16 in the staging chunks (128B-swizzled: row r's 16-byte unit u at r * 128 + ((u ^ r %% 8) << 4)
+ * of chunk c), then thread 0 stores them with TMA (rows past h_q are outside the map: clipped). */
+static void epilogue_tma(Emit *e, Reg inv)
+{
+    const Plan *p = e->p;
+    const SparsePlan100 *s = mla100(p);
+    char l_zero[NAME], l_stored[NAME], l_skip[NAME];
+    int unit_elems = MLA_UNIT / p->elem_bytes, half_chunks = s->o_cols / p->chunk_elems;
+    Reg base = reg_b32(e, "sx_st"), key = reg_b32(e, "sx_key"), ua = reg_b32(e, "sx_ua"), w[4];
+    for (int k = 0; k < 4; k++) w[k] = reg_b32(e, "sx_w4_%d", k);
+    emit_note(e, "staging (plan o store): chunk half*%d of row sx_row at %u + chunk * %u + row * %d", half_chunks,
+              s->off_ostage, s->ostage_chunk_bytes, p->swizzle_bytes);
+    smem_at(e, base, s->off_ostage);
+    emit(e, "mul.lo.u32 %s, %%sx_half, %u;", R(e, ua), (uint32_t)half_chunks * s->ostage_chunk_bytes);
+    emit(e, "add.u32 %s, %s, %s;", R(e, base), R(e, base), R(e, ua));
+    emit(e, "mad.lo.u32 %s, %%sx_row, %d, %s;", R(e, base), p->swizzle_bytes, R(e, base));
+    emit(e, "and.b32 %s, %%sx_row, 7;", R(e, key));
+    emit(e, "setp.eq.u32 %s, %%sx_it, 0;", R(e, reg_pred(e, "sx_noblk")));
+    emit(e, "@%%sx_noblk bra %s;", new_label(e, l_zero, sizeof l_zero, "sx_zero_o"));
+    Reg bar = reg_b32(e, "sx_bar"), ta = reg_b32(e, "sx_ta"), o = reg_find(e, "sx_o");
+    emit_note(e, "the last PV is done (its bar_pv_done phase: blocks - 1): the kv ring is dead, O final");
+    smem_at(e, bar, s->bar_pv_done);
+    op_mbar_wait(e, bar, reg_find(e, "sx_opar"));
+    op_tc_fence_after(e);
+    for (int c = 0; c < s->o_cols; c += s->o_chunk) {
+        emit(e, "add.u32 %s, %%sx_tl, %u;", R(e, ta), s->tm_o + (uint32_t)c);
+        op_tmem_ld(e, o, 0, s->o_chunk, ta);
+        op_tmem_wait_ld(e);
+        for (int k = 0; k < s->o_chunk / 2; k++) {
+            Reg lo = reg_at(e, o, 2 * k), hi = reg_at(e, o, 2 * k + 1);
+            emit(e, "mul.f32 %s, %s, %s;", R(e, lo), R(e, lo), R(e, inv));
+            emit(e, "mul.f32 %s, %s, %s;", R(e, hi), R(e, hi), R(e, inv));
+            op_cvt_pack(e, DT_BF16, w[k % 4], hi, lo);
+            if (k % 4 != 3) continue;
+            int col = c + 2 * k - 6, u = (col % p->chunk_elems) / unit_elems;
+            emit(e, "xor.b32 %s, %s, %d;", R(e, ua), R(e, key), u);
+            emit(e, "shl.b32 %s, %s, 4;", R(e, ua), R(e, ua));
+            emit(e, "add.u32 %s, %s, %s;", R(e, ua), R(e, ua), R(e, base));
+            op_st_shared_v4_b32(e, ua, (uint32_t)(col / p->chunk_elems) * s->ostage_chunk_bytes, w);
+        }
+    }
+    emit(e, "bra.uni %s;", new_label(e, l_stored, sizeof l_stored, "sx_stored"));
+    emit_label(e, l_zero);
+    for (int k = 0; k < 4; k++) emit(e, "mov.b32 %s, 0;", R(e, w[k]));
+    for (int col = 0; col < s->o_cols; col += unit_elems) {
+        emit(e, "xor.b32 %s, %s, %d;", R(e, ua), R(e, key), (col % p->chunk_elems) / unit_elems);
+        emit(e, "shl.b32 %s, %s, 4;", R(e, ua), R(e, ua));
+        emit(e, "add.u32 %s, %s, %s;", R(e, ua), R(e, ua), R(e, base));
+        op_st_shared_v4_b32(e, ua, (uint32_t)(col / p->chunk_elems) * s->ostage_chunk_bytes, w);
+    }
+    emit_label(e, l_stored);
+    emit_note(e, "staged O is read by the TMA store (async proxy); plan: named barrier o_staged (%d)", s->bar_ostaged);
+    op_fence_proxy_async(e);
+    op_bar_sync(e, s->bar_ostaged, named_bar_threads(p, s->bar_ostaged));
+    Reg lead = reg_pred(e, "sx_olead"), col = reg_b32(e, "sx_ocol");
+    emit(e, "setp.ne.u32 %s, %%thread, 0;", R(e, lead));
+    emit(e, "@%s bra %s;", R(e, lead), new_label(e, l_skip, sizeof l_skip, "sx_o_sent"));
+    for (int c = 0; c < s->ostage_chunks; c++) {
+        smem_at(e, ua, s->off_ostage + (uint32_t)c * s->ostage_chunk_bytes);
+        emit(e, "mov.u32 %s, %d;", R(e, col), c * p->chunk_elems);
+        op_tma_store_3d(e, reg_find(e, "tmap_out"), col, reg_find(e, "h0"), reg_find(e, "tok"), ua);
+    }
+    op_bulk_commit(e);
+    emit_note(e, "the stores are done before the CTA exits (and before the pair's TMEM is freed)");
+    op_bulk_wait(e, 0);
+    emit_label(e, l_skip);
+}
+
+/* lse and max_logits of the row (one thread per row). */
+static void epilogue_stats(Emit *e, Reg inb, Reg lse, int pair)
+{
+    Reg head = reg_find(e, "sx_head");
     emit_note(e, "lse and max_logits [s_q, h_q]: %s", pair ? "the thread of key half 0" : "the lower lane of each pair");
     Reg pw = reg_pred(e, "sx_wstat"), sa = reg_b64(e, "sx_sa"), sa2 = reg_b64(e, "sx_sa2"), ix = reg_b32(e, "sx_ix");
     Reg ml = reg_f32(e, "sx_maxl"), pl = reg_pred(e, "sx_wlse"), pm = reg_pred(e, "sx_wml");
@@ -1090,7 +1273,7 @@ static void emit_softmax(Emit *e)
 /* ------------------------------------------------------------ kernel: dequant warpgroup (fp8) */
 
 /* Four e4m3 of word w (bytes 0..3: elements in order) times sc, as two bf16 pairs into out[0..1]. */
-static void dq_word(Emit *e, Reg w, Reg sc, Reg *out)
+void mla100_dq_word(Emit *e, Reg w, Reg sc, Reg *out)
 {
     Reg half[2] = {reg_b16(e, "dq_b0"), reg_b16(e, "dq_b1")}, hx = reg_b32(e, "dq_hx");
     Reg h[2] = {reg_b16(e, "dq_h0"), reg_b16(e, "dq_h1")}, x[2] = {reg_f32(e, "dq_x0"), reg_f32(e, "dq_x1")};
@@ -1186,8 +1369,8 @@ static void emit_dequant(Emit *e)
         op_ld_global(e, psc, "f32", sc, sa, 0);
         emit(e, "setp.eq.f32 %s, %s, 0f00000000;", R(e, unit), R(e, sc));
         emit(e, "@%s mov.f32 %s, 0f3F800000;", R(e, unit), R(e, sc));
-        dq_word(e, w0, sc, out);
-        dq_word(e, w1, sc, out + 2);
+        mla100_dq_word(e, w0, sc, out);
+        mla100_dq_word(e, w1, sc, out + 2);
         int c = e0 / p->chunk_elems, uu = (e0 % p->chunk_elems) / elems; /* half 0: an even unit */
         emit(e, "xor.b32 %s, %s, %d;", R(e, po), R(e, hk), uu);
         emit(e, "shl.b32 %s, %s, 4;", R(e, po), R(e, po));

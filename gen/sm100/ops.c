@@ -73,6 +73,13 @@ void op_umma_commit(Emit *e, int cg, Reg bar, Reg mask)
         emit(e, "tcgen05.commit.cta_group::%d.mbarrier::arrive::one.shared::cluster.b64 [%s];", cg, R(e, bar));
 }
 
+void op_tmem_cp_64x128b_dup(Emit *e, int cg, Reg taddr, Reg sdesc)
+{
+    REG_WANT(e, taddr, RT_B32);
+    REG_WANT(e, sdesc, RT_B64);
+    emit(e, "tcgen05.cp.cta_group::%d.64x128b.warpx2::02_13 [%s], %s;", cg, R(e, taddr), R(e, sdesc));
+}
+
 void op_tmem_ld(Emit *e, Reg arr, int first, int n, Reg taddr)
 {
     char list[4096];

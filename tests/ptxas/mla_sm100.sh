@@ -7,7 +7,7 @@
 #   - SASS: no LDL/STL; the tensor-core MMAs (UTCHMMA) equal the plan note "mma issue sites";
 #     UTMALDG.2D.GATHER4 (the rows of a block) and UTMALDG.3D (Q) equal the plan note "tma issue
 #     sites"; LDTM and STTM present; cta_group 2 (the CTA pair): every MMA and every TMA load is a
-#     .2CTA form; cta_group 1: none is
+#     .2CTA form; cta_group 1: none is; tma_store 1: UTMASTG equals the plan note "o store" (else none)
 # Prints one line per config and 'sm100a sparse MLA matrix: N passed, N failed'; exit 1 on failure.
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -42,6 +42,7 @@ check() {
         tma=$(grep -c 'UTMALDG' "$s"); tma2=$(grep -c 'UTMALDG[A-Z0-9.]*\.2CTA' "$s")
         g4=$(grep -c 'UTMALDG[A-Z0-9.]*\.GATHER4' "$s"); q3=$(grep -c 'UTMALDG\.3D' "$s")
         ldst=$(grep -cE '[^A-Z](LDL|STL)[ .]' "$s"); ldtm=$(grep -c 'LDTM' "$s"); sttm=$(grep -c 'STTM' "$s")
+        tst=$(grep -c 'UTMASTG' "$s"); want_st=$(note "$json" "o store"); want_st=${want_st:-0}
         sites=$(note "$json" "mma issue sites"); per=$(note "$json" "mma per kv block")
         want_g4=$(echo "$json" | sed -n 's/.*"tma issue sites": "[0-9]* (gather4 \([0-9]*\), Q \([0-9]*\)).*/\1/p')
         want_q=$(echo "$json" | sed -n 's/.*"tma issue sites": "[0-9]* (gather4 \([0-9]*\), Q \([0-9]*\)).*/\2/p')
@@ -50,10 +51,11 @@ check() {
         [ "$mma" = "$sites" ] || { echo "FAIL MMAs: $cfg: $mma UTCHMMA, plan issue sites $sites"; return 1; }
         [ "$g4" = "$want_g4" ] && [ "$q3" = "$want_q" ] || { echo "FAIL TMA: $cfg: $g4 gather4 and $q3 3-D loads, plan $want_g4 and $want_q"; return 1; }
         [ "$ldtm" -gt 0 ] && [ "$sttm" -gt 0 ] || { echo "FAIL TMEM: $cfg: LDTM $ldtm, STTM $sttm"; return 1; }
+        [ "$tst" = "$want_st" ] || { echo "FAIL TMA store: $cfg: $tst UTMASTG, plan o store $want_st"; return 1; }
         if [ "$pair" = 2 ]; then w_mma=$mma; w_tma=$tma; else w_mma=0; w_tma=0; fi
         [ "$mma2" = "$w_mma" ] && [ "$tma2" = "$w_tma" ] ||
             { echo "FAIL cta group: $cfg: cluster $pair, $mma2 of $mma MMAs and $tma2 of $tma TMA loads are .2CTA"; return 1; }
-        sass="SASS: $mma UTCHMMA ($per per kv block, $mma2 .2CTA), $g4 gather4 + $q3 3-D TMA ($tma2 .2CTA), LDTM $ldtm STTM $sttm, no LDL/STL"
+        sass="SASS: $mma UTCHMMA ($per per kv block, $mma2 .2CTA), $g4 gather4 + $q3 3-D TMA ($tma2 .2CTA), LDTM $ldtm STTM $sttm, $tst TMA store, no LDL/STL"
     fi
     rm -f "$ptx" "$dir/k$n.cubin" "$dir/k$n.sass"
     echo "ok   $cfg  (regs $regs; $sass)"

@@ -406,9 +406,72 @@ static void test_mla_sparse_plan(void **state)
     assert_non_null(strstr(err, "num_mbars: 2"));
     assert_non_null(strstr(err, "use num_mbars 1"));
     config_init(&c);
-    assert_int_equal(config_apply_text(&c, "mla-sparse target=sm100a qk=576 cta_group=2 b_topk=64", err, sizeof err), 0);
+    assert_int_equal(config_apply_text(&c, "mla-sparse target=sm100a qk=576 cta_group=2 b_topk=32", err, sizeof err), 0);
     assert_int_equal(plan_make(&c, &plan, err, sizeof err), -1);
-    assert_non_null(strstr(err, "b_topk: 64 is not allowed for cta_group 2; use 128"));
+    assert_non_null(strstr(err, "b_topk: 32 is not allowed for cta_group 2; use 128"));
+    assert_non_null(strstr(err, "or 64"));
+    /* Q in TMEM: b_topk 128 leaves 128 columns (64 over), the k ring of one b_topk-64 slot cannot stage it,
+     * the head-64 kernel does not copy Q */
+    static const struct { const char *cfg, *want; } q_refusals[] = {
+        {"cta_group=2 q_tmem_depth=384", "576 of 512; 64 columns over: use b_topk 64"},
+        {"cta_group=2 b_topk=64 num_mbars=1 q_tmem_depth=384", "12288 bytes over"},
+        {"cta_group=2 b_topk=64 num_mbars=2 q_smem_depth=100 q_tmem_depth=476", "q_smem_depth: 100 is not allowed"},
+        {"cta_group=2 b_topk=64 num_mbars=2 q_smem_depth=192 q_tmem_depth=320", "192 + 320 is not d_qk 576"},
+        {"cta_group=1 q_tmem_depth=384", "not allowed for cta_group 1"},
+    };
+    for (size_t i = 0; i < sizeof q_refusals / sizeof q_refusals[0]; i++) {
+        char text[160];
+        snprintf(text, sizeof text, "mla-sparse target=sm100a qk=576 %s", q_refusals[i].cfg);
+        config_init(&c);
+        assert_int_equal(config_apply_text(&c, text, err, sizeof err), 0);
+        assert_int_equal(plan_make(&c, &plan, err, sizeof err), -1);
+        if (!strstr(err, q_refusals[i].want)) fail_msg("'%s': '%s' lacks '%s'", text, err, q_refusals[i].want);
+    }
+    /* tma_store: only mla-sparse on sm100a; named in the canonical form only when on; the out map and 8 stores */
+    config_init(&c);
+    assert_int_equal(config_apply_text(&c, "mha target=sm100a depth=128 tma_store=1", err, sizeof err), 0);
+    assert_int_equal(plan_make(&c, &plan, err, sizeof err), -1);
+    assert_non_null(strstr(err, "tma_store: 1 is not allowed for mha on sm100a"));
+    config_init(&c);
+    assert_int_equal(config_apply_text(&c, "mla-sparse target=sm100a qk=576 cta_group=2 tma_store=1", err, sizeof err), 0);
+    {
+        char *ptx = NULL;
+        size_t len;
+        if (fa4gen_generate(&c, &plan, &ptx, &len, err, sizeof err)) fail_msg("generate tma_store: %s", err);
+        assert_non_null(strstr(plan.canonical, " tma_store=1"));
+        assert_int_equal(plan.maps[plan.n_maps - 1].tensor, TENSOR_O);
+        assert_int_equal(plan.maps[plan.n_maps - 1].box_bytes, 64 * 64 * 2);
+        int st = 0;
+        for (const char *t = ptx; (t = strstr(t, "cp.async.bulk.tensor.3d.global.shared::cta.bulk_group")); t++) st++;
+        assert_int_equal(st, 8);
+        free(ptx);
+    }
+    config_init(&c);
+    assert_int_equal(config_apply_text(&c, "mla-sparse target=sm100a qk=576 cta_group=2", err, sizeof err), 0);
+    assert_int_equal(plan_make(&c, &plan, err, sizeof err), 0);
+    assert_null(strstr(plan.canonical, "tma_store"));
+    /* two slots of b_topk 64 (QK N 64) and Q 192 + 384: the TMEM map ends at column 512, QK steps 12.. read
+     * A from TMEM (24 MMAs with a TMEM address), 48 copies */
+    config_init(&c);
+    assert_int_equal(config_apply_text(&c, "mla-sparse target=sm100a qk=576 cta_group=2 b_topk=64 num_mbars=2 "
+                                           "q_tmem_depth=384", err, sizeof err), 0);
+    {
+        char *ptx = NULL;
+        size_t len;
+        if (fa4gen_generate(&c, &plan, &ptx, &len, err, sizeof err)) fail_msg("generate q split: %s", err);
+        const SparsePlan100 *s = mla100(&plan);
+        Sm100InstrDesc q = sm100_instr_desc_decode(ptx_hex(ptx, "mov.u32 %mm_idesc_qk,"));
+        assert_int_equal(q.m, 128), assert_int_equal(q.n, 64);
+        assert_true(sm100_mma_shape_ok(128, 64, 2, 0));
+        assert_int_equal(s->stages, 2), assert_int_equal(s->q_smem_chunks, 3), assert_int_equal(s->q_smem_steps, 12);
+        assert_int_equal(s->tm_q, 256 + 2 * 32), assert_int_equal(s->tm_q + 192, 512);
+        int cps = 0, ts = 0;
+        for (const char *t = ptx; (t = strstr(t, "tcgen05.cp.cta_group::2.64x128b.warpx2::02_13")); t++) cps++;
+        for (const char *t = ptx; (t = strstr(t, "kind::f16 [%mm_d], [%mm_a]")); t++) ts++;
+        assert_int_equal(cps, 48);
+        assert_int_equal(ts, 2 * (24 + 8)); /* two S buffers: 24 QK steps from TMEM + 8 PV (P from TMEM) */
+        free(ptx);
+    }
     /* the pair: M 128 over both CTAs (64 heads each), QK N = b_topk 128 (64 keys from each CTA), PV N 256
      * (128 V columns from each CTA) twice; V chunks of 128 rows */
     for (int qk = 512; qk <= 576; qk += 64) {
@@ -472,10 +535,26 @@ static void test_mla_sparse_plan(void **state)
         assert_true(plan.smem_launch <= 232448);
         free(ptx);
     }
+    /* fp8 kv in the pair: b_topk 64 and one bf16 slot by default (128 refused), a raw ring of every row, the
+     * dequant warpgroup (320 threads), raw gathers .cta_group::2 on the CTA's own barrier */
+    config_init(&c);
+    assert_int_equal(config_apply_text(&c, "mla-sparse target=sm100a dtype=e4m3 qk=576 cta_group=2 b_topk=128", err,
+                                       sizeof err), 0);
+    assert_int_equal(plan_make(&c, &plan, err, sizeof err), -1);
+    assert_non_null(strstr(err, "b_topk/num_mbars: 128/1 is not allowed for fp8 kv with cta_group 2; use 64/1"));
     config_init(&c);
     assert_int_equal(config_apply_text(&c, "mla-sparse target=sm100a dtype=e4m3 qk=576 cta_group=2", err, sizeof err), 0);
-    assert_int_equal(plan_make(&c, &plan, err, sizeof err), -1);
-    assert_non_null(strstr(err, "dtype: e4m3 is not allowed for mla-sparse on sm100a with cta_group 2"));
+    {
+        char *ptx = NULL;
+        size_t len;
+        if (fa4gen_generate(&c, &plan, &ptx, &len, err, sizeof err)) fail_msg("generate fp8 pair: %s", err);
+        const SparsePlan100 *s = mla100(&plan);
+        assert_int_equal(s->block, 64), assert_int_equal(s->stages, 1), assert_int_equal(plan.threads, 320);
+        assert_int_equal(s->raw_stage_bytes, 64 * 576);
+        assert_non_null(strstr(ptx, "cvt.rn.f16x2.e4m3x2"));
+        assert_true(plan.smem_launch <= 232448);
+        free(ptx);
+    }
     /* the canonical form carries the seed's keys and reads back to the same hash */
     config_init(&c);
     assert_int_equal(config_apply_text(&c, "mla-sparse target=sm100a qk=576", err, sizeof err), 0);
