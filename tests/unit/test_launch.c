@@ -789,6 +789,39 @@ static void test_rope_after_memory_hit(void **state)
     }
 }
 
+/* Sparse MLA on sm90a picks its epilogue from out's layout: the TMA store (one rank-3 map over out as
+ * (512, h_q, s_q), 64 x 64 boxes) when base and byte strides are 16-byte multiples, else st.global
+ * (no map); asking for the TMA store on such strides is refused naming args->config. */
+static void test_sm90_mla_epilogue(void **state)
+{
+    (void)state;
+    fa4_mla_sparse_args a = mla_args();
+    fa4_ctx *ctx = ctx_on(90, FA4_TARGET_SM90A, NULL);
+    must(ctx, fa4_mla_sparse_fwd(ctx, &a, NULL), "fa4_mla_sparse_fwd (packed out)");
+    assert_int_equal(fk->n_launches, 1);
+    const FakeLaunch *l = &fk->launches[0];
+    assert_int_equal(l->n_maps, 1);
+    const FakeMap *o = &l->maps[0];
+    assert_int_equal(o->rank, 3), assert_int_equal(o->dims[0], 512), assert_int_equal(o->dims[1], 128);
+    assert_int_equal(o->dims[2], 5), assert_int_equal(o->strides[0], 512 * 2), assert_int_equal(o->strides[1], 128 * 512 * 2);
+    assert_int_equal(o->box[0], 64), assert_int_equal(o->box[1], 64), assert_int_equal(o->box[2], 1);
+    assert_true(o->addr == (uint64_t)(uintptr_t)DEV(4));
+    char tma_kernel[sizeof l->kernel];
+    snprintf(tma_kernel, sizeof tma_kernel, "%s", l->kernel);
+    fake_reset();
+    a.out_stride[1] = 514, a.out_stride[0] = 128 * 514; /* 1028-byte head rows: no tensor map */
+    must(ctx, fa4_mla_sparse_fwd(ctx, &a, NULL), "fa4_mla_sparse_fwd (odd out strides)");
+    assert_int_equal(fk->n_launches, 1), assert_int_equal(fk->launches[0].n_maps, 0);
+    if (!strcmp(fk->launches[0].kernel, tma_kernel)) fail_msg("the same kernel for both epilogues");
+    fake_reset();
+    a.config = "tma_store=1";
+    assert_int_equal(fa4_mla_sparse_fwd(ctx, &a, NULL), FA4_ERR_INVALID_ARGUMENT);
+    if (!strstr(fa4_last_error(ctx), "args->config") || !strstr(fa4_last_error(ctx), "out_stride"))
+        fail_msg("'%s'", fa4_last_error(ctx));
+    nothing_recorded("tma_store=1 on odd strides");
+    fa4_destroy(ctx);
+}
+
 static fa4_mla_sparse_args mla(int s_q, int s_kv, int h_q, int topk)
 {
     fa4_mla_sparse_args a = FA4_MLA_SPARSE_ARGS_INIT;
@@ -853,7 +886,8 @@ int main(void)
         cmocka_unit_test(test_sm100_d128),         cmocka_unit_test(test_sm100_gqa_packed),
         cmocka_unit_test(test_sm100_mla_rope),     cmocka_unit_test(test_sm100_e4m3_descale),
         cmocka_unit_test(test_sm100_cluster),      cmocka_unit_test(test_sm90_d128),
-        cmocka_unit_test(test_sm100_on_sm90), cmocka_unit_test(test_sm100_mla_sparse),      cmocka_unit_test(test_bad_descale),
+        cmocka_unit_test(test_sm100_on_sm90), cmocka_unit_test(test_sm100_mla_sparse), cmocka_unit_test(test_sm90_mla_epilogue),
+        cmocka_unit_test(test_bad_descale),
         cmocka_unit_test(test_kernel_info),        cmocka_unit_test(test_huge_shapes),
         cmocka_unit_test(test_sink_score_mod),
         cmocka_unit_test(test_rope_after_memory_hit), cmocka_unit_test(test_mla_huge_shapes),
