@@ -15,6 +15,7 @@
 
 #include "../kernel.h"
 #include "../ops.h"
+#include "../ops_copy.h"
 #include "../score_mod.h"
 #include "../softmax.h"
 #include "plan90.h"
@@ -399,6 +400,47 @@ static void emit_epilogue(Emit *e)
     emit_label(e, lbl);
 }
 
+/* split=1: O / l in f32 and the LSE of this split straight to the partial outputs (plan note
+ * split), no smem staging; the Q slot is free once the warpgroup's wgmmas are done. */
+static void emit_epilogue_split(Emit *e)
+{
+    const Plan *p = e->p;
+    char lbl[NAME];
+    Reg t = reg_f32(e, "cs_shfl");
+    emit_section(e, "consumer epilogue (split): O / l (f32) and LSE of this split to o_accum, lse_accum");
+    for (int h = 0; h < 2; h++) {
+        Reg l = reg_find(e, "cs_l%d", h);
+        sfx_reduce_lanes(e, "add", l, t, sm90_frag(p).lanes_per_row);
+        sfx_inv_sum(e, reg_f32(e, "cs_inv%d", h), l, reg_find(e, "o_scale"));
+    }
+    Reg pr = reg_pred(e, "cs_p"), pl = reg_pred(e, "cs_p_lse");
+    Reg lse = reg_f32(e, "cs_lse"), rowg = reg_b32(e, "cs_rowg");
+    Reg la = reg_b64(e, "cs_lse_addr"), oa = reg_b64(e, "cs_oacc_addr");
+    Reg f0 = reg_f32(e, "cs_f0"), f1 = reg_f32(e, "cs_f1");
+    emit_note(e, "row h of this thread: columns 8q + 2*(lane%%4) + {0, 1} of O; lane%%4 == 0 writes the LSE");
+    for (int h = 0; h < 2; h++) {
+        sfx_lse(e, lse, reg_find(e, "cs_m%d", h), reg_find(e, "cs_l%d", h), reg_find(e, "scale_log2"));
+        emit(e, "add.u32 %s, %%m0, %%cs_row%d;", R(e, rowg), h);
+        emit(e, "setp.lt.u32 %s, %s, %%seqlen_q;", R(e, pr), R(e, rowg));
+        emit(e, "and.pred %s, %s, %%cs_lm0;", R(e, pl), R(e, pr));
+        mha_split_row_addrs(e, reg_find(e, "head"), rowg, la, oa);
+        op_st_global_f32(e, pl, la, lse);
+        emit(e, "mad.wide.u32 %s, %%cs_lm, 8, %s;", R(e, oa), R(e, oa));
+        for (int q = 0; q < p->ov / 8; q++) {
+            emit(e, "mul.f32 %s, %%o%d, %%cs_inv%d;", R(e, f0), s_index(q, h, 0), h);
+            emit(e, "mul.f32 %s, %%o%d, %%cs_inv%d;", R(e, f1), s_index(q, h, 1), h);
+            op_st_global_v2_f32(e, pr, oa, (uint32_t)(32 * q), f0, f1);
+        }
+    }
+    emit_note(e, "plan: named barrier epilogue<consumer>: the warpgroup is done with its Q rows");
+    op_bar_sync_at(e, REG_NONE, reg_find(e, "cs_epi_bar"), named_bar_threads(p, sm90_of(p)->bar_epilogue0));
+    emit(e, "@!%%cs_leader bra %s;", new_label(e, lbl, sizeof lbl, "split_done"));
+    Reg bar = reg_b32(e, "cs_bar");
+    mbar_indexed(e, bar, reg_find(e, "cs_q_empty"), reg_find(e, "cs_q_slot"));
+    op_mbar_arrive(e, bar);
+    emit_label(e, lbl);
+}
+
 static void emit_consumer_setup(Emit *e)
 {
     const Plan *p = e->p;
@@ -618,7 +660,8 @@ static void emit_consumer(Emit *e)
     mbar_indexed(e, qbar, reg_find(e, "cs_q_full"), qslot);
     op_mbar_wait(e, qbar, qph);
     emit_mainloop(e);
-    emit_epilogue(e);
+    if (p->cfg.split) emit_epilogue_split(e);
+    else emit_epilogue(e);
     ring_advance(e, qslot, qph, s->q_slots);
     emit(e, "add.u32 %%tile, %%tile, %%grid_ctas;");
     emit(e, "bra.uni %s;", l_tile);

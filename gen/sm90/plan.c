@@ -209,5 +209,5 @@ const Target target_sm90a = {
     .sm_major = 9,
     .sm_minor = 0,
     .smem_limit = SM90_SMEM_LIMIT,
-    .families = {[KIND_MHA] = &sm90_mha, [KIND_MLA_SPARSE] = &sm90_mla_sparse},
+    .families = {[KIND_MHA] = &sm90_mha, [KIND_MLA_SPARSE] = &sm90_mla_sparse, [KIND_COMBINE] = &combine_family},
 };
