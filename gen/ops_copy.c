@@ -88,3 +88,14 @@ void op_st_global_v2_b32(Emit *e, Reg guard, Reg addr, uint32_t off, Reg x, Reg 
     snprintf(xs, sizeof xs, "%s", R(e, x));
     emit(e, "%sst.global.v2.b32 [%s+%u], {%s, %s};", a, R(e, addr), off, xs, R(e, y));
 }
+
+void op_st_global_v4_f32(Emit *e, Reg guard, Reg addr, uint32_t off, const Reg src[4])
+{
+    char g[48];
+    const char *a = at(e, guard, g, sizeof g, __func__);
+    REG_WANT(e, addr, RT_B64);
+    for (int i = 0; i < 4; i++) REG_WANT(e, src[i], RT_F32);
+    char d[4][EMIT_REG_NAME + 8];
+    for (int i = 0; i < 4; i++) snprintf(d[i], sizeof d[i], "%s", R(e, src[i]));
+    emit(e, "%sst.global.v4.f32 [%s+%u], {%s, %s, %s, %s};", a, R(e, addr), off, d[0], d[1], d[2], d[3]);
+}

@@ -22,5 +22,6 @@ void op_ld_param(Emit *e, const char *type, Reg dst, const char *name);
 void op_ld_global_v4_f32(Emit *e, Reg guard, const Reg dst[4], Reg addr, uint32_t off);
 void op_st_global_v2_f32(Emit *e, Reg guard, Reg addr, uint32_t off, Reg x, Reg y);
 void op_st_global_v2_b32(Emit *e, Reg guard, Reg addr, uint32_t off, Reg x, Reg y);
+void op_st_global_v4_f32(Emit *e, Reg guard, Reg addr, uint32_t off, const Reg src[4]);
 
 #endif
