@@ -286,9 +286,11 @@ char *plan_explain_text(const Plan *p)
                p->cluster[1], p->cluster[2], p->smem_launch, p->persistent ? "persistent" : "one tile per cluster (a cluster of 1 is a CTA)");
     if (p->cfg.kind == KIND_MLA_SPARSE) /* a tile is one token and heads_per_cta heads per CTA of the cluster */
         buf_printf(&b, "  grid  tiles = s_q * ceil(h_q / %d); %s\n", p->heads_per_cta * p->cluster[0], each);
+    else if (p->cfg.kind == KIND_COMBINE)
+        buf_printf(&b, "  grid  ceil(batch * heads_q * seqlen_q / %d) CTAs, one row per warp\n", p->rows_per_cta);
     else
-        buf_printf(&b, "  grid  tiles = ceil(seqlen_q / %d) * (heads_q / %d) * batch; %s\n", p->rows_per_cta * p->cluster[0],
-                   p->heads_per_cta, each);
+        buf_printf(&b, "  grid  tiles = ceil(seqlen_q / %d) * (heads_q / %d) * batch%s; %s\n", p->rows_per_cta * p->cluster[0],
+                   p->heads_per_cta, p->cfg.split ? " * num_splits" : "", each);
     if (b.oom) { buf_free(&b); return NULL; }
     return b.p;
 }

@@ -448,10 +448,14 @@ static fa4_status bind(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a, int s
 /* ---------------------------------------------------------------- split-KV */
 
 /* The split count for a (config c, target known): as given, or the runtime's pick for 0, which
- * needs the SM count (the driver) and splits only with a workspace (assume_ws: assume one). */
-static fa4_status resolve_splits(fa4_ctx *ctx, const fa4_mha_args *a, const Config *c, int assume_ws, int *splits)
+ * needs the SM count (the driver) and splits only with a workspace (assume_ws: assume one).
+ * *path: the split kernel + combine run (splits > 1, or a pick of 1 for a decode shape whose
+ * split kernel packs the GQA group into the tile, which the unsplit kernel may not). */
+static fa4_status resolve_splits(fa4_ctx *ctx, const fa4_mha_args *a, const Config *c, int assume_ws, int *splits,
+                                 int *path)
 {
     *splits = a->num_splits ? a->num_splits : 1;
+    *path = *splits > 1;
     if (a->num_splits || a->sink || (!a->workspace && !assume_ws)) return FA4_OK;
     fa4_status s = rt_driver(ctx);
     if (s) return s;
@@ -468,8 +472,10 @@ static fa4_status resolve_splits(fa4_ctx *ctx, const fa4_mha_args *a, const Conf
     int hpc = p->heads_per_cta > 0 ? p->heads_per_cta : 1;
     uint64_t tiles = ((uint64_t)a->seqlen_q + rows - 1) / rows * (uint64_t)(a->heads_q / hpc) * (uint64_t)a->batch;
     int kv_blocks = (int)(((int64_t)a->seqlen_k + p->bn - 1) / p->bn);
+    int decode = hpc > 1 && (uint64_t)a->seqlen_q <= rows;
     free(p);
     *splits = rt_split_choice(tiles, ctx->device.sm_count, kv_blocks);
+    *path = *splits > 1 || decode;
     return FA4_OK;
 }
 
@@ -496,11 +502,12 @@ fa4_status fa4_mha_split_count(fa4_ctx *ctx, const fa4_mha_args *args, int *num_
     if (!ctx) return rt_fail(NULL, FA4_ERR_INVALID_ARGUMENT, "ctx: NULL");
     fa4_mha_args a;
     Config c;
-    int splits;
+    int splits, path;
     fa4_status s = prepare(ctx, args, &a, &c);
-    if (s || (s = finish_config(ctx, &a, &c, 0)) || (s = resolve_splits(ctx, &a, &c, 1, &splits))) return s;
+    if (s || (s = finish_config(ctx, &a, &c, 0)) || (s = resolve_splits(ctx, &a, &c, 1, &splits, &path))) return s;
     if (num_splits) *num_splits = splits;
-    if (workspace_bytes) *workspace_bytes = (size_t)rt_split_workspace_bytes(splits, split_rows(&a), a.ov_depth);
+    if (workspace_bytes)
+        *workspace_bytes = path ? (size_t)rt_split_workspace_bytes(splits, split_rows(&a), a.ov_depth) : 0;
     return FA4_OK;
 }
 
@@ -552,11 +559,12 @@ fa4_status fa4_mha_fwd(fa4_ctx *ctx, const fa4_mha_args *args, void *stream)
     fa4_status s = prepare(ctx, args, &a, &c);
     if (s) return s;
     /* Only now the driver: everything above is the caller's arguments. */
-    int splits;
-    if ((s = rt_driver(ctx)) || (s = finish_config(ctx, &a, &c, 1)) || (s = resolve_splits(ctx, &a, &c, 0, &splits)))
+    int splits, path;
+    if ((s = rt_driver(ctx)) || (s = finish_config(ctx, &a, &c, 1)) ||
+        (s = resolve_splits(ctx, &a, &c, 0, &splits, &path)))
         return s;
     fa4_kernel *comb = NULL;
-    if (splits > 1) {
+    if (path) {
         c.split = 1;
         if ((s = check_workspace(ctx, &a, splits)) || (s = get_combine(ctx, &a, c.target, &comb))) return s;
     }

@@ -236,7 +236,7 @@ fa4_status rt_launch(fa4_ctx *ctx, const struct fa4_kernel *k, const RtLaunch *l
  * wave within 85% of the best occupancy, each split at least 2 kv blocks. */
 int rt_split_choice(uint64_t tiles, int sm_count, int kv_blocks);
 /* Workspace of a split launch: f32 partial O [num_splits, rows, ov] then f32 LSE [num_splits,
- * rows]; 0 for num_splits <= 1. rows = batch x heads_q x seqlen_q. */
+ * rows] (a split launch may have one split: a decode shape's packed kernel); 0 for num_splits < 1. rows = batch x heads_q x seqlen_q. */
 uint64_t rt_split_workspace_bytes(int num_splits, uint64_t rows, int ov_depth);
 
 /* ============================== score_mod.c ============================== */

@@ -28,6 +28,6 @@ int rt_split_choice(uint64_t tiles, int sm_count, int kv_blocks)
 
 uint64_t rt_split_workspace_bytes(int num_splits, uint64_t rows, int ov_depth)
 {
-    if (num_splits <= 1) return 0;
+    if (num_splits < 1) return 0;
     return (uint64_t)num_splits * rows * ((uint64_t)ov_depth + 1) * 4; /* f32 O rows, then f32 LSEs */
 }

@@ -22,6 +22,21 @@
 
 enum { NAME = 32 };
 
+/* The tile's coordinates and key range; with the GQA group packed (plan rows) a tile holds a kv
+ * head's whole group. */
+static void tile_coords(Emit *e)
+{
+    if (sm90_of(e->p)->packed) mha_tile_coords_packed(e);
+    else mha_tile_coords(e);
+}
+
+/* The sequence position (relative to m0) of accumulator row half h of this thread: the row
+ * itself, or row % seq_rows when the group is packed (plan rows). */
+static const char *row_seq(Emit *e, int h)
+{
+    return R(e, reg_find(e, sm90_of(e->p)->packed ? "cs_seq%d" : "cs_row%d", h));
+}
+
 /* ------------------------------------------------------------------ */
 /* prologue: barriers                                                   */
 /* ------------------------------------------------------------------ */
@@ -92,7 +107,7 @@ static void emit_producer(Emit *e)
     emit_label(e, new_label(e, l_tile, sizeof l_tile, "pr_tile"));
     emit(e, "setp.ge.u32 %s, %%tile, %%num_tiles;", pr);
     emit(e, "@%s bra $exit;", pr);
-    mha_tile_coords(e);
+    tile_coords(e);
 
     emit_note(e, "Q: wait for the slot (the epilogue %d tiles back stored O from it), then load",
               s->q_slots);
@@ -311,7 +326,7 @@ static void emit_row_bounds(Emit *e, Reg kv0)
     Reg r = reg_b32(e, "cs_rowg");
     emit(e, "add.u32 %s, %s, %%cs_lm2;", R(e, kv0), R(e, kv0));
     for (int h = 0; h < 2; h++) {
-        emit(e, "add.u32 %s, %%m0, %%cs_row%d;", R(e, r), h);
+        emit(e, "add.u32 %s, %%m0, %s;", R(e, r), row_seq(e, h));
         Reg lo = wl >= 0 ? reg_b32(e, "cs_t_lo%d", h) : REG_NONE; /* declared first, as the PTX has it */
         sfx_row_bounds(e, r, kv0, reg_b32(e, "cs_t_hi%d", h), lo);
     }
@@ -420,10 +435,15 @@ static void emit_epilogue_split(Emit *e)
     emit_note(e, "row h of this thread: columns 8q + 2*(lane%%4) + {0, 1} of O; lane%%4 == 0 writes the LSE");
     for (int h = 0; h < 2; h++) {
         sfx_lse(e, lse, reg_find(e, "cs_m%d", h), reg_find(e, "cs_l%d", h), reg_find(e, "scale_log2"));
-        emit(e, "add.u32 %s, %%m0, %%cs_row%d;", R(e, rowg), h);
+        emit(e, "add.u32 %s, %%m0, %s;", R(e, rowg), row_seq(e, h));
         emit(e, "setp.lt.u32 %s, %s, %%seqlen_q;", R(e, pr), R(e, rowg));
         emit(e, "and.pred %s, %s, %%cs_lm0;", R(e, pl), R(e, pr));
-        mha_split_row_addrs(e, reg_find(e, "head"), rowg, la, oa);
+        Reg hq = reg_find(e, "head");
+        if (sm90_of(p)->packed) {
+            hq = reg_b32(e, "cs_hq");
+            emit(e, "add.u32 %s, %%head, %%cs_hoff%d;", R(e, hq), h);
+        }
+        mha_split_row_addrs(e, hq, rowg, la, oa);
         op_st_global_f32(e, pl, la, lse);
         emit(e, "mad.wide.u32 %s, %%cs_lm, 8, %s;", R(e, oa), R(e, oa));
         for (int q = 0; q < p->ov / 8; q++) {
@@ -457,6 +477,13 @@ static void emit_consumer_setup(Emit *e)
     emit(e, "mad.lo.u32 %s, %s, %d, %s;", r0, wl, f.warp_rows, r0);
     emit(e, "mad.lo.u32 %s, %s, %d, %s;", r0, w, s->mma_m, r0);
     emit(e, "add.u32 %s, %s, %d;", r1, r0, f.half_rows);
+    if (s->packed) {
+        emit_note(e, "plan rows (GQA packed): row r = (seq m0 + r %% %d, head + r / %d)", s->seq_rows, s->seq_rows);
+        for (int h = 0; h < 2; h++) {
+            emit(e, "rem.u32 %s, %%cs_row%d, %d;", reg(e, "b32", h ? "cs_seq1" : "cs_seq0"), h, s->seq_rows);
+            emit(e, "div.u32 %s, %%cs_row%d, %d;", reg(e, "b32", h ? "cs_hoff1" : "cs_hoff0"), h, s->seq_rows);
+        }
+    }
     emit(e, "shl.b32 %s, %s, 1;", reg(e, "b32", "cs_lm2"), lm);
     emit(e, "setp.eq.u32 %s, %s, 0;", reg(e, "pred", "cs_lm0"), lm);
     emit(e, "setp.eq.u32 %s, %%lane, 0;", reg(e, "pred", "cs_lane0"));
@@ -639,7 +666,7 @@ static void emit_consumer(Emit *e)
     emit_label(e, new_label(e, l_tile, sizeof l_tile, "cs_tile"));
     emit(e, "setp.ge.u32 %s, %%tile, %%num_tiles;", pr);
     emit(e, "@%s bra $cs_exit;", pr);
-    mha_tile_coords(e);
+    tile_coords(e);
     emit_note(e, "fresh row state: m = -inf, l = 0, O = 0");
     for (int h = 0; h < 2; h++) {
         char m[NAME], l[NAME];
