@@ -559,7 +559,7 @@ static void test_split_choice(void **state)
     assert_true(s >= 14 && s <= 16);
     assert_true(rt_split_choice(1, 132, 100000) <= FA4_MAX_SPLITS);
     assert_true(rt_split_choice(1, 132, 100000) >= 100); /* most of the SMs */
-    assert_int_equal(rt_split_choice(1, 132, 20), 10);     /* at least 2 kv blocks a split */
+    assert_true(rt_split_choice(1, 132, 20) <= 10);        /* at least 2 kv blocks a split */
     assert_int_equal(rt_split_workspace_bytes(0, 10, 128), 0);
     assert_int_equal(rt_split_workspace_bytes(3, 10, 128), 3 * 10 * 129 * 4);
 }
