@@ -19,7 +19,8 @@
 #include "ops_copy.h"
 #include "softmax.h"
 
-enum { COMBINE_WARPS = 4, COMBINE_LANE_COLS = 4 /* one v4.f32 load */, NAME = 32 };
+enum { COMBINE_WARPS = 4, COMBINE_LANE_COLS = 4 /* one v4.f32 load */, NAME = 32, F32_BYTES = 4 };
+enum { COMBINE_BLOCK_COLS = 32 * COMBINE_LANE_COLS }; /* O columns a warp covers per column block */
 
 static void combine_defaults(Config *c)
 {
@@ -76,7 +77,7 @@ static int combine_plan(const Config *c, Plan *p, char *err, size_t n)
 }
 
 /* Column blocks of 4 per lane: lane l, block k holds columns 4 l + 128 k. */
-static int col_blocks(const Plan *p) { return (p->ov + 32 * COMBINE_LANE_COLS - 1) / (32 * COMBINE_LANE_COLS); }
+static int col_blocks(const Plan *p) { return (p->ov + COMBINE_BLOCK_COLS - 1) / COMBINE_BLOCK_COLS; }
 
 /* Loop over the splits: %cb_i from 0, %cb_lse = lse_accum[i][row]; the body follows the label. */
 static void split_loop_begin(Emit *e, char *l_loop, char *l_done, const char *stem)
@@ -121,8 +122,8 @@ static int combine_emit(Emit *e)
     reg_f32(e, "cb_lse");
     Reg lrow = reg_b64(e, "cb_lse_row"), lstride = reg_b64(e, "cb_lse_stride");
     reg_b64(e, "cb_lse_addr");
-    emit(e, "mul.wide.u32 %s, %s, 4;", R(e, lstride), R(e, rows));
-    emit(e, "mad.wide.u32 %s, %s, 4, %%lse_accum;", R(e, lrow), R(e, row));
+    emit(e, "mul.wide.u32 %s, %s, %d;", R(e, lstride), R(e, rows), F32_BYTES);
+    emit(e, "mad.wide.u32 %s, %s, %d, %%lse_accum;", R(e, lrow), R(e, row), F32_BYTES);
 
     emit_section(e, "LSE: the max over the splits, then lse = max + log sum_i e^(lse_i - max)");
     Reg mx = reg_f32(e, "cb_max"), sum = reg_f32(e, "cb_sum"), t = reg_f32(e, "cb_t"), lse = reg_f32(e, "cb_lse_all");
@@ -136,7 +137,7 @@ static int combine_emit(Emit *e)
     Reg acc = reg_arr(e, RT_F32, 4 * kb, "cb_acc"), colok[8];
     for (int k = 0; k < kb; k++) {
         colok[k] = reg_pred(e, "cb_col%d", k);
-        emit(e, "setp.lt.u32 %s, %%lane, %d;", R(e, colok[k]), (p->ov - 128 * k) / COMBINE_LANE_COLS);
+        emit(e, "setp.lt.u32 %s, %%lane, %d;", R(e, colok[k]), (p->ov - COMBINE_BLOCK_COLS * k) / COMBINE_LANE_COLS);
     }
 
     for (int i = 0; i < 4 * kb; i++) emit(e, "mov.f32 %s, 0f00000000;", R(e, reg_at(e, acc, i)));
@@ -156,9 +157,9 @@ static int combine_emit(Emit *e)
     for (int i = 0; i < 4; i++) v[i] = reg_f32(e, "cb_v%d", i);
     Reg orow = reg_b64(e, "cb_o_row"), ostride = reg_b64(e, "cb_o_stride"), oaddr = reg_b64(e, "cb_o_addr");
     Reg w = reg_f32(e, "cb_w"), skip = reg_pred(e, "cb_skip");
-    emit(e, "mul.wide.u32 %s, %s, %d;", R(e, ostride), R(e, rows), 4 * p->ov);
-    emit(e, "mad.wide.u32 %s, %s, %d, %%o_accum;", R(e, orow), R(e, row), 4 * p->ov);
-    emit(e, "mad.wide.u32 %s, %%lane, %d, %s;", R(e, orow), 4 * COMBINE_LANE_COLS, R(e, orow));
+    emit(e, "mul.wide.u32 %s, %s, %d;", R(e, ostride), R(e, rows), F32_BYTES * p->ov);
+    emit(e, "mad.wide.u32 %s, %s, %d, %%o_accum;", R(e, orow), R(e, row), F32_BYTES * p->ov);
+    emit(e, "mad.wide.u32 %s, %%lane, %d, %s;", R(e, orow), F32_BYTES * COMBINE_LANE_COLS, R(e, orow));
     emit(e, "mov.u64 %s, %s;", R(e, oaddr), R(e, orow));
     split_loop_begin(e, l_loop, l_done, "cb_o");
     emit_note(e, "a split that saw no key of the row (lse_i = -inf) is skipped: its O_i is not read");
@@ -170,7 +171,7 @@ static int combine_emit(Emit *e)
         Reg go = reg_pred(e, "cb_go%d", k);
         emit(e, "and.pred %s, %s, %s;", R(e, go), R(e, colok[k]), R(e, reg_not(e, skip)));
         for (int i = 0; i < 4; i++) emit(e, "mov.f32 %s, 0f00000000;", R(e, v[i]));
-        op_ld_global_v4_f32(e, go, v, oaddr, (uint32_t)(4 * 128 * k));
+        op_ld_global_v4_f32(e, go, v, oaddr, (uint32_t)(F32_BYTES * COMBINE_BLOCK_COLS * k));
         for (int i = 0; i < 4; i++) {
             Reg a = reg_at(e, acc, 4 * k + i);
             emit(e, "fma.rn.f32 %s, %s, %s, %s;", R(e, a), R(e, w), R(e, v[i]), R(e, a));
@@ -201,12 +202,12 @@ static int combine_emit(Emit *e)
     for (int k = 0; k < kb; k++) {
         op_cvt_pack(e, p->cfg.dtype, pk0, reg_at(e, acc, 4 * k + 1), reg_at(e, acc, 4 * k));
         op_cvt_pack(e, p->cfg.dtype, pk1, reg_at(e, acc, 4 * k + 3), reg_at(e, acc, 4 * k + 2));
-        op_st_global_v2_b32(e, colok[k], out, (uint32_t)(128 * k * p->elem_bytes), pk0, pk1);
+        op_st_global_v2_b32(e, colok[k], out, (uint32_t)(COMBINE_BLOCK_COLS * k * p->elem_bytes), pk0, pk1);
     }
     emit(e, "setp.eq.u64 %%cb_p, %%lse, 0;");
     emit(e, "@%%cb_p bra %s;", new_label(e, l_nolse, sizeof l_nolse, "cb_no_lse"));
     emit(e, "setp.eq.u32 %%cb_p, %%lane, 0;");
-    emit(e, "mad.wide.u32 %s, %s, 4, %%lse;", R(e, t64), R(e, row));
+    emit(e, "mad.wide.u32 %s, %s, %d, %%lse;", R(e, t64), R(e, row), F32_BYTES);
     op_st_global_f32(e, reg_find(e, "cb_p"), t64, lse);
     emit_label(e, l_nolse);
     emit_label(e, "$exit");

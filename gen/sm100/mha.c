@@ -24,7 +24,7 @@
 #include "../softmax.h"
 #include "sm100.h"
 
-enum { NAME = 40 };
+enum { NAME = 40, F32_BYTES = 4 };
 
 /* The largest power of two <= min(left, cap): the x of one tcgen05.ld/st. */
 static int piece(int left, int cap)
@@ -929,7 +929,7 @@ static void corr_epilogue_split(Emit *e, int t)
                 v[q] = reg_at(e, o, g + q);
                 emit(e, "mul.f32 %s, %s, %%cr_inv;", R(e, v[q]), R(e, v[q]));
             }
-            op_st_global_v4_f32(e, ok, oa, (uint32_t)(4 * (c + g)), v);
+            op_st_global_v4_f32(e, ok, oa, (uint32_t)(F32_BYTES * (c + g)), v);
         }
         c += k;
     }
@@ -939,7 +939,7 @@ static void corr_epilogue_split(Emit *e, int t)
     Reg z = reg_f32(e, "cr_fzero");
     emit(e, "mov.f32 %s, 0f00000000;", R(e, z));
     const Reg zv[4] = {z, z, z, z};
-    for (int c = 0; c < p->ov; c += 4) op_st_global_v4_f32(e, ok, oa, (uint32_t)(4 * c), zv);
+    for (int c = 0; c < p->ov; c += 4) op_st_global_v4_f32(e, ok, oa, (uint32_t)(F32_BYTES * c), zv);
     emit_label(e, l_done);
 }
 

@@ -20,7 +20,7 @@
 #include "../softmax.h"
 #include "plan90.h"
 
-enum { NAME = 32 };
+enum { NAME = 32, F32_BYTES = 4 };
 
 /* The tile's coordinates and key range; with the GQA group packed (plan rows) a tile holds a kv
  * head's whole group. */
@@ -445,11 +445,12 @@ static void emit_epilogue_split(Emit *e)
         }
         mha_split_row_addrs(e, hq, rowg, la, oa);
         op_st_global_f32(e, pl, la, lse);
-        emit(e, "mad.wide.u32 %s, %%cs_lm, 8, %s;", R(e, oa), R(e, oa));
+        /* the fragment's column pair of this lane: 2 (lane % 4) f32 into the row; pair q is 8 columns further */
+        emit(e, "mad.wide.u32 %s, %%cs_lm, %d, %s;", R(e, oa), 2 * F32_BYTES, R(e, oa));
         for (int q = 0; q < p->ov / 8; q++) {
             emit(e, "mul.f32 %s, %%o%d, %%cs_inv%d;", R(e, f0), s_index(q, h, 0), h);
             emit(e, "mul.f32 %s, %%o%d, %%cs_inv%d;", R(e, f1), s_index(q, h, 1), h);
-            op_st_global_v2_f32(e, pr, oa, (uint32_t)(32 * q), f0, f1);
+            op_st_global_v2_f32(e, pr, oa, (uint32_t)(8 * F32_BYTES * q), f0, f1);
         }
     }
     emit_note(e, "plan: named barrier epilogue<consumer>: the warpgroup is done with its Q rows");
