@@ -23,7 +23,7 @@
 #include "fa4gen.h"
 
 
-const char *const kind_name[KIND_COUNT] = {"mha", "mla-sparse"};
+const char *const kind_name[KIND_COUNT] = {"mha", "mla-sparse", "combine"};
 const char *const target_name[TARGET_COUNT] = {"sm90a", "sm100a"};
 const char *const dtype_name[DT_COUNT] = {"bf16", "fp16", "e4m3"};
 const int dtype_bytes[DT_COUNT] = {2, 2, 1};
@@ -162,6 +162,7 @@ static const IntKey int_keys[] = {
     {"cta_group", F(cta_group), 1, 2, "1 or 2"},
     {"tma_store", F(tma_store), 0, 1, "0 or 1"},
     {"sink", F(sink), 0, 1, "0 or 1"},
+    {"split", F(split), 0, 1, "0 or 1"},
 };
 #undef F
 enum { N_INT_KEYS = sizeof int_keys / sizeof int_keys[0] };
@@ -173,7 +174,7 @@ int config_set(Config *c, const char *key, const char *value, char *err, size_t 
 {
     if (strcmp(key, "kind") == 0) {
         int k = lookup(kind_name, KIND_COUNT, value);
-        if (k < 0) return fail(err, n, "kind: '%s' is not allowed; use mha or mla-sparse", ESC(value));
+        if (k < 0) return fail(err, n, "kind: '%s' is not allowed; use mha, mla-sparse or combine", ESC(value));
         c->kind = (Kind)k;
         return 0;
     }
@@ -209,7 +210,7 @@ int config_set(Config *c, const char *key, const char *value, char *err, size_t 
     }
     return fail(err, n, "'%s' is not a config field; fields: kind target dtype depth qk ov bm bn group stages "
                         "swizzle mask qtiles cta rescale poly rope_split rope_dtype pingpong persistent b_topk num_mbars q_smem_depth "
-                        "q_tmem_depth cta_group tma_store sink mod", ESC(key));
+                        "q_tmem_depth cta_group tma_store sink split mod", ESC(key));
 }
 
 int config_fill_defaults(Config *c, char *err, size_t n)
@@ -253,6 +254,11 @@ int config_check(const Config *c, char *err, size_t n)
         return fail(err, n, "tma_store: %d is not allowed for %s; only mla-sparse has it (MHA always stores O by TMA)",
                     c->tma_store, kind_name[c->kind]);
     if (c->sink != 0 && c->sink != 1) return fail(err, n, "sink: %d is not allowed; use 0 or 1", c->sink);
+    if (c->split && c->kind != KIND_MHA)
+        return fail(err, n, "split: not allowed for %s; split-KV is an MHA feature", kind_name[c->kind]);
+    if (c->split && c->sink)
+        return fail(err, n, "split: not allowed with sink=1; a sink joins the whole row's denominator, which no "
+                    "split sees (use split=0)");
     if (c->kind != KIND_MHA && (c->sink || c->score_mod))
         return fail(err, n, "%s: not allowed for %s; sinks and score_mod are MHA features (mla-sparse takes its "
                     "attn_sink as an argument)", c->sink ? "sink" : "mod", kind_name[c->kind]);
@@ -285,6 +291,7 @@ static int is_mla100_key(const char *key)
 /* Keys a target does not use stay out of its canonical form. */
 static int key_used(const Config *c, const char *key)
 {
+    if (c->kind == KIND_COMBINE) return !strcmp(key, "ov"); /* combine: target, dtype and ov say it all */
     int sm100 = c->target == TARGET_SM100A;
     int mla100 = sm100 && c->kind == KIND_MLA_SPARSE;
     /* sm90a names it always (its default is on); sm100a only when on, so older text stays unchanged */
@@ -294,6 +301,7 @@ static int key_used(const Config *c, const char *key)
     if (!strcmp(key, "qtiles") || !strcmp(key, "cta")) return sm100 && !mla100;
     if (!strcmp(key, "pingpong") || !strcmp(key, "persistent")) return c->target == TARGET_SM90A;
     if (!strcmp(key, "rope_split")) return sm100 && c->kind == KIND_MHA && c->qk_depth != c->ov_depth;
+    if (!strcmp(key, "split")) return c->split != 0;
     if (!strcmp(key, "sink")) return c->sink != 0; /* features: named only when on, so other kernels keep their text */
     return 1;
 }
@@ -306,6 +314,7 @@ void config_canonical(const Config *c, char *buf, size_t n)
     for (int i = 0; i < N_INT_KEYS; i++)
         if (key_used(c, int_keys[i].key)) put(buf, n, &len, " %s=%d", int_keys[i].key, int_value(c, &int_keys[i]));
     if (key_used(c, "rope_split") && c->rope_split) put(buf, n, &len, " rope_dtype=%s", dtype_name[c->rope_dtype]);
+    if (c->kind == KIND_COMBINE) return;
     if (c->mask == MASK_WINDOW)
         put(buf, n, &len, " mask=window:%d,%d", c->window_left, c->window_right);
     else

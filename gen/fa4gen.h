@@ -23,7 +23,7 @@
 
 /* ============================== config.c ============================== */
 
-typedef enum { KIND_MHA, KIND_MLA_SPARSE, KIND_COUNT } Kind;
+typedef enum { KIND_MHA, KIND_MLA_SPARSE, KIND_COMBINE, KIND_COUNT } Kind;
 typedef enum { TARGET_SM90A, TARGET_SM100A, TARGET_COUNT } TargetId;
 typedef enum { DT_BF16, DT_FP16, DT_E4M3, DT_COUNT } DType;
 typedef enum { MASK_NONE, MASK_CAUSAL, MASK_WINDOW, MASK_COUNT } MaskKind;
@@ -67,6 +67,9 @@ typedef struct Config {
     /* MHA score-path features, both targets (0 = off; canonical form names them only when on) */
     int sink;           /* 1: a per-head sink logit joins the softmax denominator (p_sink) */
     uint64_t score_mod; /* FNV-1a 64 of a user score_mod's CUDA C source; 0 = none (score_mod.c) */
+    /* MHA split-KV, both targets (0 = off): the kernel writes f32 partial O and LSE per split of
+     * the kv blocks (the split count is a kernel parameter); a combine kernel merges them */
+    int split;
 } Config;
 
 extern const char *const kind_name[KIND_COUNT];
@@ -141,6 +144,11 @@ typedef enum {
     SCALAR_KV_SCALE,   /* u64: fp8 kv dequantisation scales [s_kv, kv_scale_blocks] f32, 0 = unit scales */
     SCALAR_KV_SCALE_BLOCKS, /* u32: scales per kv row */
     SCALAR_AUX,        /* u64: a score_mod's user pointer */
+    /* split-KV (split=1) and its combine kernel */
+    SCALAR_NUM_SPLITS, /* u32: splits of the kv blocks (gridDim covers tiles x splits) */
+    SCALAR_O_ACCUM,    /* u64: partial O, f32 [num_splits, batch, heads_q, seqlen_q, ov] */
+    SCALAR_LSE_ACCUM,  /* u64: partial LSE, f32 [num_splits, batch, heads_q, seqlen_q], natural log */
+    SCALAR_OUT_STRIDE_B, /* u64: O's batch stride (elements); with out_stride_s, out_stride_h */
     SCALAR_COUNT
 } ScalarId;
 extern const char *const scalar_name[SCALAR_COUNT];
@@ -365,6 +373,7 @@ typedef struct Target {
 const Target *target_get(TargetId id);
 /* The family of kind k on target t, or NULL with a sentence in err naming what exists. */
 const Family *target_family(const Target *t, Kind k, char *err, size_t n);
+extern const Family combine_family; /* combine.c: the split-KV combine kernel, every target */
 extern const Target target_sm90a;
 extern const Target target_sm100a;
 

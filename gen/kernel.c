@@ -56,6 +56,13 @@ void mha_plan_params(Plan *p)
         plan_note(p, "score_mod", "source %016llx: s = score_mod(sm_scale q.k, b, h, q, k, aux) on every score, "
                   "then the mask", (unsigned long long)p->cfg.score_mod);
     }
+    if (p->cfg.split) {
+        plan_param_scalar(p, SCALAR_NUM_SPLITS, PARAM_U32);
+        plan_param_scalar(p, SCALAR_O_ACCUM, PARAM_U64);
+        plan_param_scalar(p, SCALAR_LSE_ACCUM, PARAM_U64);
+        plan_note(p, "split", "tiles x num_splits CTAs; split s takes kv blocks [s b, s b + b), b = ceil(kv blocks / "
+                  "num_splits), cut to the mask's range; writes O / l (f32) and LSE to o_accum, lse_accum");
+    }
 }
 
 void kernel_entry_header(Buf *out, const Plan *p, const struct ScoreMod *mod)
@@ -123,13 +130,57 @@ void mha_prologue(Emit *e)
         emit(e, "ld.param.u64 %s, [p_aux];", reg(e, "b64", "mod_aux"));
         emit(e, "mov.f32 %%scale_log2, %s;", PTX_LOG2E);
     }
+    if (p->cfg.split) {
+        emit_note(e, "plan note split: the split count, partial O and LSE");
+        op_ld_param(e, "u32", reg_b32(e, "num_splits"), "num_splits");
+        op_ld_param(e, "u64", reg_b64(e, "o_accum"), "o_accum");
+        op_ld_param(e, "u64", reg_b64(e, "lse_accum"), "lse_accum");
+    }
     const char *nm = reg(e, "b32", "num_m_blocks"), *hb = reg(e, "b32", "heads_batch");
     emit_note(e, "plan: %d query rows per tile; tiles = m-blocks x heads x batch", tile_rows(p));
     emit(e, "add.u32 %s, %%seqlen_q, %d;", nm, tile_rows(p) - 1);
     emit(e, "div.u32 %s, %s, %d;", nm, nm, tile_rows(p));
     emit(e, "mul.lo.u32 %s, %%heads_q, %%batch;", hb);
     emit(e, "mul.lo.u32 %s, %s, %s;", reg(e, "b32", "num_tiles"), nm, hb);
+    mha_split_tiles(e);
     emit(e, "mov.u32 %s, %%nctaid.x;", reg(e, "b32", "grid_ctas"));
+}
+
+void mha_split_tiles(Emit *e)
+{
+    if (!e->p->cfg.split) return;
+    emit_note(e, "plan note split: every tile runs once per split");
+    emit(e, "mul.lo.u32 %%num_tiles, %%num_tiles, %%num_splits;");
+}
+
+/* This CTA's kv block range: the split's share of the sequence's kv blocks, [s b, s b + b) with
+ * b = ceil(blocks / num_splits), intersected with the mask's [n_begin, n_end). An empty
+ * intersection leaves n_end <= n_begin: the tile sees no key (O = 0, LSE = -inf for the combine). */
+static void kv_block_range(Emit *e, const char *nblk)
+{
+    if (!e->p->cfg.split) return;
+    const char *b = reg(e, "b32", "sp_blocks"), *lo = reg(e, "b32", "sp_lo"), *hi = reg(e, "b32", "sp_hi");
+    emit_note(e, "plan note split: this split's kv blocks, cut to the mask's range");
+    emit(e, "add.u32 %s, %s, %%num_splits;", b, nblk);
+    emit(e, "sub.u32 %s, %s, 1;", b, b);
+    emit(e, "div.u32 %s, %s, %%num_splits;", b, b);
+    emit(e, "mul.lo.u32 %s, %%split, %s;", lo, b);
+    emit(e, "min.u32 %s, %s, %s;", lo, lo, nblk);
+    emit(e, "add.u32 %s, %s, %s;", hi, lo, b);
+    emit(e, "min.u32 %s, %s, %s;", hi, hi, nblk);
+    emit(e, "max.s32 %%n_begin, %%n_begin, %s;", lo);
+    emit(e, "min.s32 %%n_end, %%n_end, %s;", hi);
+}
+
+void mha_split_row_addrs(Emit *e, Reg head, Reg seq, Reg lse_addr, Reg o_addr)
+{
+    REG_WANT(e, head, RT_B32), REG_WANT(e, seq, RT_B32), REG_WANT(e, lse_addr, RT_B64), REG_WANT(e, o_addr, RT_B64);
+    Reg idx = reg_b32(e, "sp_idx");
+    emit(e, "mad.lo.u32 %s, %%split, %%batch, %%bidx;", R(e, idx));
+    emit(e, "mad.lo.u32 %s, %s, %%heads_q, %s;", R(e, idx), R(e, idx), R(e, head));
+    emit(e, "mad.lo.u32 %s, %s, %%seqlen_q, %s;", R(e, idx), R(e, idx), R(e, seq));
+    emit(e, "mad.wide.u32 %s, %s, 4, %%lse_accum;", R(e, lse_addr), R(e, idx));
+    emit(e, "mad.wide.u32 %s, %s, %d, %%o_accum;", R(e, o_addr), R(e, idx), 4 * e->p->ov);
 }
 
 void mask_bounds(const Config *c, int *wl, int *wr)
@@ -167,7 +218,13 @@ static void tile_coords(Emit *e, int packed)
     const char *nb = reg(e, "b32", "n_begin"), *ne = reg(e, "b32", "n_end");
     const char *flo = reg(e, "b32", "full_lo"), *fhi = reg(e, "b32", "full_hi");
     const char *g = reg(e, "b32", "tc_group"), *gs = reg(e, "b32", "tc_gsize"), *hb = reg(e, "b32", "tc_hb");
-    const char *units = "%heads_batch";
+    const char *units = "%heads_batch", *tile = "%tile";
+    if (p->cfg.split) {
+        emit_note(e, "plan note split: tile = (tile of the problem) x num_splits + split");
+        tile = reg(e, "b32", "tc_tile");
+        emit(e, "rem.u32 %s, %%tile, %%num_splits;", reg(e, "b32", "split"));
+        emit(e, "div.u32 %s, %%tile, %%num_splits;", tile);
+    }
     if (packed) {
         const char *hkv = reg(e, "b32", "heads_kv");
         units = reg(e, "b32", "hkv_batch");
@@ -176,6 +233,7 @@ static void tile_coords(Emit *e, int packed)
         emit(e, "div.u32 %s, %%heads_q, %d;", hkv, p->cfg.group);
         emit(e, "mul.lo.u32 %s, %s, %%batch;", units, hkv);
         emit(e, "mul.lo.u32 %%num_tiles, %%num_m_blocks, %s;", units);
+        mha_split_tiles(e);
     }
     emit_note(e, "tile -> (head group, m-block, head): a group holds as many (batch, head) pairs as keep their");
     emit_note(e, "K and V in L2 (plan: %u K+V rows per kv head); m-blocks descend, longest causal rows first",
@@ -187,8 +245,8 @@ static void tile_coords(Emit *e, int packed)
         emit(e, "mul.lo.u32 %s, %s, %d;", g, g, p->cfg.group); /* whole kv heads: query heads sharing one stay together */
     emit(e, "min.u32 %s, %s, %s;", g, g, units);
     emit(e, "mul.lo.u32 %s, %s, %%num_m_blocks;", tq, g);
-    emit(e, "div.u32 %s, %%tile, %s;", hb, tq);
-    emit(e, "rem.u32 %s, %%tile, %s;", tr, tq);
+    emit(e, "div.u32 %s, %s, %s;", hb, tile, tq);
+    emit(e, "rem.u32 %s, %s, %s;", tr, tile, tq);
     emit(e, "mul.lo.u32 %s, %s, %s;", hb, hb, g); /* first (batch, head) of the group */
     emit(e, "sub.u32 %s, %s, %s;", gs, units, hb);
     emit(e, "min.u32 %s, %s, %s;", gs, gs, g); /* the last group may be smaller */
@@ -240,6 +298,7 @@ static void tile_coords(Emit *e, int packed)
         emit(e, "mov.u32 %s, 0;", nb);
         emit(e, "mov.u32 %s, 0;", flo);
     }
+    kv_block_range(e, nblk);
 }
 
 void mha_tile_coords(Emit *e) { tile_coords(e, 0); }

@@ -36,14 +36,23 @@ void kernel_params(Emit *e);
  *   %sink_ptr (u64)                with sink=1
  *   %mod_scale (f32) %mod_aux (u64) with a score_mod; %scale_log2 is then log2(e): the scores
  *                                  the softmax sees are already scaled by the mod's call
- *   %num_m_blocks %heads_batch %num_tiles %grid_ctas (u32) */
+ *   %num_m_blocks %heads_batch %num_tiles %grid_ctas (u32)
+ *   %num_splits (u32) %o_accum %lse_accum (u64) with split=1; %num_tiles then counts tiles x splits */
 void mha_prologue(Emit *e);
+/* split=1: %num_tiles *= %num_splits (after a family recomputes %num_tiles); nothing otherwise. */
+void mha_split_tiles(Emit *e);
+/* split=1: the addresses of row (head, seq) of this tile's split in the partial outputs:
+ * lse_addr = &lse_accum[split][bidx][head][seq], o_addr = &o_accum[split][bidx][head][seq][0]. */
+void mha_split_row_addrs(Emit *e, Reg head, Reg seq, Reg lse_addr, Reg o_addr);
 
 /* For the tile in %tile, defines (u32/s32):
  *   %m_block %head %bidx %kv_head %m0          (heaviest m-blocks first)
  *   %n_begin %n_end                            kv blocks that any row of the tile sees
  *   %full_lo %full_hi                          blocks in [full_lo, full_hi) need no mask
- *   %kv_off                                    seqlen_k - seqlen_q (bottom-right alignment) */
+ *   %kv_off                                    seqlen_k - seqlen_q (bottom-right alignment)
+ *   %split                                     split=1: this CTA's split; [n_begin, n_end) is then
+ *                                              cut to the split's kv blocks ("this CTA's kv block
+ *                                              range", the one place that intersects them) */
 void mha_tile_coords(Emit *e);
 
 /* mha_tile_coords for kernels that pack a kv head's `group` query heads into

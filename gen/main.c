@@ -31,6 +31,7 @@ static const char usage_top[] =
     "\n"
     "commands:\n"
     "  mha        emit the PTX of one multi-head attention forward kernel\n"
+    "  combine    emit the split-KV combine kernel: fa4gen combine --target T --dtype bf16|fp16 --ov-depth D\n"
     "  explain    print the plan of a kernel (same options; --json for JSON)\n"
     "  bundle     AOT: compile configs into a C source a host links (the runtime takes its kernels\n"
     "             before it generates any): fa4gen bundle [LIST] [--config TEXT]... -o FILE.c\n"
@@ -73,6 +74,8 @@ static const char usage_mha[] =
     "  --q-tmem-depth D    Q columns it reads from TMEM (0 for cta-group 1)\n"
     "  --tma-store 0|1     mla-sparse: O through shared memory and a TMA store (out strides multiples of 16 B)\n"
     "                      instead of per-thread stores (sm90a: 1, the runtime's pick when the strides allow; sm100a: 0)\n"
+    "  --split 0|1         split-KV: the kernel writes f32 partial O and LSE for its split of the kv blocks\n"
+    "                      (the split count is a kernel parameter); `fa4gen combine` merges the splits\n"
     "  --sink 0|1          a per-head sink logit joins the softmax denominator (kernel parameter p_sink)\n"
     "  --score-mod FILE    CUDA C defining __device__ float score_mod(float s, int b, int h, int q, int k,\n"
     "                      const void *aux), applied to every scaled score before the mask; mha compiles\n"
@@ -104,7 +107,7 @@ static const char *const flag_keys[][2] = {
     {"--rope-dtype", "rope_dtype"}, {"--pingpong", "pingpong"},   {"--persistent", "persistent"},
     {"--b-topk", "b_topk"}, {"--num-mbars", "num_mbars"}, {"--q-smem-depth", "q_smem_depth"},
     {"--q-tmem-depth", "q_tmem_depth"}, {"--cta-group", "cta_group"}, {"--tma-store", "tma_store"},
-    {"--sink", "sink"},
+    {"--sink", "sink"},     {"--split", "split"},
 };
 
 /* One line on stderr: control and non-ASCII bytes of what it echoes become \xNN. */

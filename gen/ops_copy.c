@@ -53,3 +53,49 @@ void op_ld_param(Emit *e, const char *type, Reg dst, const char *name)
     REG_WANT(e, dst, type[0] == 'f' ? RT_F32 : type[1] == '6' ? RT_B64 : RT_B32);
     emit(e, "ld.param.%s %s, [p_%s];", type, R(e, dst), name);
 }
+
+/* Vector forms of global ld/st (PTX ISA: .v2/.v4 of 32-bit types; the address is aligned to the
+ * vector's size). The split-KV epilogues and the combine kernel move f32 rows with them. */
+void op_ld_global_v4_f32(Emit *e, Reg guard, const Reg dst[4], Reg addr, uint32_t off)
+{
+    char g[48];
+    const char *a = at(e, guard, g, sizeof g, __func__);
+    REG_WANT(e, addr, RT_B64);
+    for (int i = 0; i < 4; i++) REG_WANT(e, dst[i], RT_F32);
+    char d[4][EMIT_REG_NAME + 8];
+    for (int i = 0; i < 4; i++) snprintf(d[i], sizeof d[i], "%s", R(e, dst[i]));
+    emit(e, "%sld.global.v4.f32 {%s, %s, %s, %s}, [%s+%u];", a, d[0], d[1], d[2], d[3], R(e, addr), off);
+}
+
+void op_st_global_v2_f32(Emit *e, Reg guard, Reg addr, uint32_t off, Reg x, Reg y)
+{
+    char g[48], xs[EMIT_REG_NAME + 8];
+    const char *a = at(e, guard, g, sizeof g, __func__);
+    REG_WANT(e, addr, RT_B64);
+    REG_WANT(e, x, RT_F32);
+    REG_WANT(e, y, RT_F32);
+    snprintf(xs, sizeof xs, "%s", R(e, x));
+    emit(e, "%sst.global.v2.f32 [%s+%u], {%s, %s};", a, R(e, addr), off, xs, R(e, y));
+}
+
+void op_st_global_v2_b32(Emit *e, Reg guard, Reg addr, uint32_t off, Reg x, Reg y)
+{
+    char g[48], xs[EMIT_REG_NAME + 8];
+    const char *a = at(e, guard, g, sizeof g, __func__);
+    REG_WANT(e, addr, RT_B64);
+    REG_WANT(e, x, RT_B32);
+    REG_WANT(e, y, RT_B32);
+    snprintf(xs, sizeof xs, "%s", R(e, x));
+    emit(e, "%sst.global.v2.b32 [%s+%u], {%s, %s};", a, R(e, addr), off, xs, R(e, y));
+}
+
+void op_st_global_v4_f32(Emit *e, Reg guard, Reg addr, uint32_t off, const Reg src[4])
+{
+    char g[48];
+    const char *a = at(e, guard, g, sizeof g, __func__);
+    REG_WANT(e, addr, RT_B64);
+    for (int i = 0; i < 4; i++) REG_WANT(e, src[i], RT_F32);
+    char d[4][EMIT_REG_NAME + 8];
+    for (int i = 0; i < 4; i++) snprintf(d[i], sizeof d[i], "%s", R(e, src[i]));
+    emit(e, "%sst.global.v4.f32 [%s+%u], {%s, %s, %s, %s};", a, R(e, addr), off, d[0], d[1], d[2], d[3]);
+}

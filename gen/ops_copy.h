@@ -18,5 +18,10 @@ void op_ld_global(Emit *e, Reg guard, const char *type, Reg dst, Reg addr, uint3
 void op_st_global_b32(Emit *e, Reg guard, Reg addr, Reg src);
 /* dst = the kernel parameter p_<name>, of type "u32", "u64" or "f32". */
 void op_ld_param(Emit *e, const char *type, Reg dst, const char *name);
+/* Vector global copies (guard REG_NONE: always): 16 bytes of f32 in, 8 bytes of f32 or b32 out. */
+void op_ld_global_v4_f32(Emit *e, Reg guard, const Reg dst[4], Reg addr, uint32_t off);
+void op_st_global_v2_f32(Emit *e, Reg guard, Reg addr, uint32_t off, Reg x, Reg y);
+void op_st_global_v2_b32(Emit *e, Reg guard, Reg addr, uint32_t off, Reg x, Reg y);
+void op_st_global_v4_f32(Emit *e, Reg guard, Reg addr, uint32_t off, const Reg src[4]);
 
 #endif

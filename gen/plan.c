@@ -16,7 +16,8 @@ const char *const tensor_name[TENSOR_COUNT] = {"q", "k", "v", "o", "k_rope"};
 const char *const scalar_name[SCALAR_COUNT] = {
     "lse", "seqlen_q", "seqlen_k", "heads_q", "batch", "scale_log2", "o_scale", "q", "kv", "indices", "out",
     "max_logits", "sink", "topk_length", "s_kv", "topk", "q_stride_s", "q_stride_h", "kv_stride", "idx_stride",
-    "out_stride_s", "out_stride_h", "sm_scale", "kv_scale", "kv_scale_blocks", "aux"};
+    "out_stride_s", "out_stride_h", "sm_scale", "kv_scale", "kv_scale_blocks", "aux", "num_splits", "o_accum",
+    "lse_accum", "out_stride_b"};
 
 /* A builder's table is full: remember which (plan_make fails with it) and drop the entry. */
 static int full(Plan *p, int n, int max, const char *table)
@@ -285,9 +286,11 @@ char *plan_explain_text(const Plan *p)
                p->cluster[1], p->cluster[2], p->smem_launch, p->persistent ? "persistent" : "one tile per cluster (a cluster of 1 is a CTA)");
     if (p->cfg.kind == KIND_MLA_SPARSE) /* a tile is one token and heads_per_cta heads per CTA of the cluster */
         buf_printf(&b, "  grid  tiles = s_q * ceil(h_q / %d); %s\n", p->heads_per_cta * p->cluster[0], each);
+    else if (p->cfg.kind == KIND_COMBINE)
+        buf_printf(&b, "  grid  ceil(batch * heads_q * seqlen_q / %d) CTAs, one row per warp\n", p->rows_per_cta);
     else
-        buf_printf(&b, "  grid  tiles = ceil(seqlen_q / %d) * (heads_q / %d) * batch; %s\n", p->rows_per_cta * p->cluster[0],
-                   p->heads_per_cta, each);
+        buf_printf(&b, "  grid  tiles = ceil(seqlen_q / %d) * (heads_q / %d) * batch%s; %s\n", p->rows_per_cta * p->cluster[0],
+                   p->heads_per_cta, p->cfg.split ? " * num_splits" : "", each);
     if (b.oom) { buf_free(&b); return NULL; }
     return b.p;
 }

@@ -44,7 +44,8 @@ class _MhaArgs(ctypes.Structure):
                 ("window_left", ctypes.c_int), ("window_right", ctypes.c_int), ("config", ctypes.c_char_p),
                 ("k_rope", ctypes.c_void_p), ("k_rope_stride", ctypes.c_int64 * 3),
                 ("q_descale", ctypes.c_float), ("k_descale", ctypes.c_float), ("v_descale", ctypes.c_float),
-                ("sink", ctypes.c_void_p), ("score_mod", ctypes.c_char_p), ("score_mod_aux", ctypes.c_void_p)]
+                ("sink", ctypes.c_void_p), ("score_mod", ctypes.c_char_p), ("score_mod_aux", ctypes.c_void_p),
+                ("num_splits", ctypes.c_int), ("workspace", ctypes.c_void_p), ("workspace_size", ctypes.c_size_t)]
 
 
 class _MlaSparseArgs(ctypes.Structure):
@@ -106,6 +107,8 @@ def _load():
         _lib.fa4_destroy.argtypes = [ctypes.c_void_p]
         _lib.fa4_mha_fwd.argtypes = [ctypes.c_void_p, ctypes.POINTER(_MhaArgs), ctypes.c_void_p]
         _lib.fa4_mha_config.argtypes = [ctypes.c_void_p, ctypes.POINTER(_MhaArgs), ctypes.c_char_p, ctypes.c_size_t]
+        _lib.fa4_mha_split_count.argtypes = [ctypes.c_void_p, ctypes.POINTER(_MhaArgs), ctypes.POINTER(ctypes.c_int),
+                                             ctypes.POINTER(ctypes.c_size_t)]
         _lib.fa4_mla_sparse_fwd.argtypes = [ctypes.c_void_p, ctypes.POINTER(_MlaSparseArgs), ctypes.c_void_p]
     return _lib
 
@@ -198,8 +201,18 @@ def _args(q, k, v, o, lse, causal, window, softmax_scale, config, k_rope=None, d
     return a
 
 
+def _split_args(a, num_splits, workspace):
+    if num_splits is not None:
+        a.num_splits = int(num_splits)
+    if workspace is not None:
+        if not workspace.is_cuda or not workspace.is_contiguous():
+            raise Fa4Error("workspace: needs a contiguous CUDA tensor")
+        a.workspace, a.workspace_size = workspace.data_ptr(), workspace.numel() * workspace.element_size()
+
+
 def mha_fwd(q, k, v, causal=False, softmax_scale=None, return_lse=False, config=None, out=None, window=None,
-            k_rope=None, q_descale=None, k_descale=None, v_descale=None, sink=None, score_mod=None, aux=None):
+            k_rope=None, q_descale=None, k_descale=None, v_descale=None, sink=None, score_mod=None, aux=None,
+            num_splits=None, workspace=None):
     """Attention forward on [B, S, H, D] tensors; returns out (and lse when asked).
 
     k_rope: MLA prefill (sm100a, q depth 192): K's last 64 columns as their own [B, Sk, Hkv, 64] tensor,
@@ -208,7 +221,9 @@ def mha_fwd(q, k, v, causal=False, softmax_scale=None, return_lse=False, config=
     sink: float32 [heads_q] sink logits, in each row's softmax denominator only (lse excludes them).
     score_mod: CUDA C source defining __device__ float score_mod(float s, int b, int h, int q, int k,
     const void *aux), applied to every scaled score (softmax_scale * q.k) before the mask (fa4.h has the
-    contract); aux: a CUDA tensor whose data pointer the mod receives."""
+    contract); aux: a CUDA tensor whose data pointer the mod receives.
+    num_splits: split-KV (None/0: the runtime picks when a workspace is given, 1: no split, N: N splits);
+    workspace: a contiguous CUDA tensor of at least mha_split_count(...)[1] bytes (scratch, reused by the caller)."""
     import torch
     o = out if out is not None else torch.empty(q.shape[:3] + (v.shape[3],), dtype=_out_dtype(torch, q),
                                                 device=q.device)
@@ -216,6 +231,7 @@ def mha_fwd(q, k, v, causal=False, softmax_scale=None, return_lse=False, config=
     ctx = context(q.device.index or 0)
     a = _args(q, k, v, o, lse, causal, window, softmax_scale, config, k_rope, (q_descale, k_descale, v_descale),
               sink, score_mod, aux)
+    _split_args(a, num_splits, workspace)
     stream = torch.cuda.current_stream(q.device).cuda_stream
     _check(_load().fa4_mha_fwd(ctx, ctypes.byref(a), ctypes.c_void_p(stream)), ctx)
     return (o, lse) if return_lse else o
@@ -230,6 +246,18 @@ def mha_config(q, k, v, causal=False, config=None, window=None, k_rope=None, sin
     buf = ctypes.create_string_buffer(512)
     _check(_load().fa4_mha_config(ctx, ctypes.byref(a), buf, 512), ctx)
     return buf.value.decode()
+
+
+def mha_split_count(q, k, v, causal=False, config=None, window=None, num_splits=None):
+    """(splits, workspace bytes) mha_fwd would use for these tensors with a workspace (fa4_mha_split_count)."""
+    import torch
+    o = torch.empty(q.shape[:3] + (v.shape[3],), dtype=_out_dtype(torch, q), device=q.device)
+    ctx = context(q.device.index or 0)
+    a = _args(q, k, v, o, None, causal, window, None, config)
+    _split_args(a, num_splits, None)
+    n, b = ctypes.c_int(0), ctypes.c_size_t(0)
+    _check(_load().fa4_mha_split_count(ctx, ctypes.byref(a), ctypes.byref(n), ctypes.byref(b)), ctx)
+    return n.value, b.value
 
 
 def mla_sparse_fwd(q, kv, indices, sm_scale=None, attn_sink=None, topk_length=None, config=None, out=None,

@@ -181,17 +181,37 @@ typedef struct fa4_mha_args {
      * source's hash is part of the kernel config (mod=) and of the cache key. */
     const char *score_mod;
     const void *score_mod_aux;
+    /* Split-KV (decode, long-KV/short-Q work): the kv blocks of each tile are cut into num_splits
+     * parts; a kernel with split=1 writes each part's O / l (f32) and LSE into the workspace, and a
+     * generated combine kernel (fa4gen combine) merges them on the same stream:
+     * LSE = log sum_i e^(lse_i), O = sum_i e^(lse_i - LSE) O_i. num_splits: 1 = one kernel, no
+     * workspace; N in 2..FA4_MAX_SPLITS forces N (splits may be empty; with sink refused); 0 = the
+     * runtime picks from the shape and the SM count (fa4_mha_split_count), and only when a
+     * workspace is given, else 1. workspace: a device buffer of workspace_size bytes, 16-byte
+     * aligned, at least fa4_mha_workspace_size(); the library never allocates one per call. It is
+     * scratch: calls that may run at the same time need their own. */
+    int num_splits;
+    void *workspace;
+    size_t workspace_size;
 } fa4_mha_args;
 #define FA4_MHA_ARGS_INIT {sizeof(fa4_mha_args), FA4_BF16, NULL, NULL, NULL, NULL, NULL, \
                            0, 0, 0, 0, 0, 0, 0, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, \
-                           0.0f, FA4_MASK_NONE, 0, 0, NULL, NULL, {0, 0, 0}, 0.0f, 0.0f, 0.0f, NULL, NULL, NULL}
+                           0.0f, FA4_MASK_NONE, 0, 0, NULL, NULL, {0, 0, 0}, 0.0f, 0.0f, 0.0f, NULL, NULL, NULL, \
+                           0, NULL, 0}
+#define FA4_MAX_SPLITS 128
 
 /* Validate args, pick the config, get the kernel and launch it on stream (a
  * CUstream; NULL = default stream). Nothing is launched when a check fails. */
 fa4_status fa4_mha_fwd(fa4_ctx *ctx, const fa4_mha_args *args, void *stream);
 
-/* The canonical config fa4_mha_fwd would use for args (for logs and tests). */
+/* The canonical config fa4_mha_fwd would use for args (for logs and tests); with
+ * num_splits > 1 the split kernel's (split=1). */
 fa4_status fa4_mha_config(fa4_ctx *ctx, const fa4_mha_args *args, char *buf, size_t n);
+
+/* The split count fa4_mha_fwd uses for args (1: no split) and the workspace bytes it needs
+ * then (0 for 1): num_splits as given, or for 0 the runtime's pick, which opens the driver for
+ * the SM count and assumes a workspace will be given. Either output may be NULL. */
+fa4_status fa4_mha_split_count(fa4_ctx *ctx, const fa4_mha_args *args, int *num_splits, size_t *workspace_bytes);
 
 /* Sparse MLA prefill (DeepSeek-V3.2 top-k attention; FlashMLA's contract).
  * q [s_q, h_q, d_qk] and kv [s_kv, 1, d_qk] are bf16, d_qk 576 (512 nope + 64

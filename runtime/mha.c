@@ -228,6 +228,27 @@ static fa4_status check_math(fa4_ctx *ctx, const fa4_mha_args *a)
     return check_descales(ctx, a);
 }
 
+/* Rows of the partial outputs: batch x heads_q x seqlen_q, in LSE order. */
+static uint64_t split_rows(const fa4_mha_args *a)
+{
+    return (uint64_t)a->batch * (uint64_t)a->heads_q * (uint64_t)a->seqlen_q;
+}
+
+/* Split-KV arguments (fa4.h num_splits, workspace): what needs no driver. */
+static fa4_status check_split(fa4_ctx *ctx, const fa4_mha_args *a)
+{
+    if (a->num_splits < 0 || a->num_splits > FA4_MAX_SPLITS)
+        return BAD("num_splits", "%d; use 0 (the runtime picks), 1 (no split) or 2..%d", a->num_splits,
+                   FA4_MAX_SPLITS);
+    if (a->num_splits > 1 && a->sink)
+        return BAD("num_splits", "%d with a sink; a sink joins the whole row's denominator, which no split sees: use "
+                   "num_splits 1 (or 0)", a->num_splits);
+    if ((uintptr_t)a->workspace % 16)
+        return BAD("workspace", "address %p is not 16-byte aligned", a->workspace);
+    if (!a->workspace && a->workspace_size) return BAD("workspace", "NULL with workspace_size %zu", a->workspace_size);
+    return FA4_OK;
+}
+
 /* ---------------------------------------------------------------- config */
 
 /* The part of the tuning table that depends on the shape, not only on the
@@ -294,7 +315,7 @@ static fa4_status prepare(fa4_ctx *ctx, const fa4_mha_args *in, fa4_mha_args *a,
 {
     fa4_status s;
     if ((s = read_args(ctx, in, a)) || (s = check_shape(ctx, a)) || (s = check_layout(ctx, a)) ||
-        (s = check_math(ctx, a)))
+        (s = check_math(ctx, a)) || (s = check_split(ctx, a)))
         return s;
     return args_config(ctx, a, c);
 }
@@ -335,6 +356,7 @@ fa4_status fa4_mha_config(fa4_ctx *ctx, const fa4_mha_args *args, char *buf, siz
     Config c;
     fa4_status s = prepare(ctx, args, &a, &c);
     if (s || (s = finish_config(ctx, &a, &c, 0)) || (s = check_rope(ctx, &a, &c))) return s;
+    if (a.num_splits > 1) c.split = 1;
     Plan *p = malloc(sizeof *p);
     if (!p) return rt_fail(ctx, FA4_ERR_OUT_OF_MEMORY, "plan: out of memory");
     char err[512];
@@ -359,7 +381,7 @@ fa4_status fa4_mha_config(fa4_ctx *ctx, const fa4_mha_args *args, char *buf, siz
  * clusters of cx CTAs, or for a persistent kernel at most the device's SMs
  * rounded down to whole clusters (the kernel strides over the tiles). */
 
-static fa4_status grid_size(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a, unsigned *grid)
+static fa4_status grid_size(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a, int splits, unsigned *grid)
 {
     int cx = p->cluster[0] > 0 ? p->cluster[0] : 1;
     int hpc = p->heads_per_cta > 0 ? p->heads_per_cta : 1;
@@ -368,7 +390,8 @@ static fa4_status grid_size(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a, 
         return rt_fail(ctx, FA4_ERR_INTERNAL, "plan: %d query heads per CTA do not divide heads_q %d (%s)", hpc,
                        a->heads_q, p->canonical);
     uint64_t rows = (uint64_t)p->rows_per_cta * (uint64_t)cx;
-    uint64_t clusters = ((uint64_t)a->seqlen_q + rows - 1) / rows * (uint64_t)(a->heads_q / hpc) * (uint64_t)a->batch;
+    uint64_t clusters = ((uint64_t)a->seqlen_q + rows - 1) / rows * (uint64_t)(a->heads_q / hpc) * (uint64_t)a->batch *
+                        (uint64_t)splits;
     uint64_t ctas = clusters * (uint64_t)cx;
     /* the kernel counts tiles (clusters) in 32 bits: a persistent grid's cap must not hide a wrap */
     if (clusters > 0x7fffffffu)
@@ -388,12 +411,12 @@ static fa4_status grid_size(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a, 
 }
 
 /* What the launch binds: the call's tensors as its maps see them, and its scalars. */
-static fa4_status bind(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a, RtLaunch *l)
+static fa4_status bind(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a, int splits, RtLaunch *l)
 {
     static const TensorId id[N_TENSORS] = {[T_Q] = TENSOR_Q, [T_K] = TENSOR_K, [T_V] = TENSOR_V, [T_O] = TENSOR_O,
                                            [T_K_ROPE] = TENSOR_K_ROPE};
     memset(l, 0, sizeof *l);
-    fa4_status s = grid_size(ctx, p, a, &l->grid);
+    fa4_status s = grid_size(ctx, p, a, splits, &l->grid);
     if (s) return s;
     TensorArg t[N_TENSORS];
     int n = tensors(a, t);
@@ -414,9 +437,118 @@ static fa4_status bind(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a, RtLau
         [SCALAR_SEQLEN_K] = {.u32 = (uint32_t)a->seqlen_k}, [SCALAR_HEADS_Q] = {.u32 = (uint32_t)a->heads_q},
         [SCALAR_BATCH] = {.u32 = (uint32_t)a->batch}, [SCALAR_SCALE_LOG2] = {.f32 = ks.scale_log2},
         [SCALAR_O_SCALE] = {.f32 = ks.o_scale}, [SCALAR_SINK] = {.u64 = (uint64_t)(uintptr_t)a->sink},
-        [SCALAR_SM_SCALE] = {.f32 = ks.sm_scale}, [SCALAR_AUX] = {.u64 = (uint64_t)(uintptr_t)a->score_mod_aux}};
+        [SCALAR_SM_SCALE] = {.f32 = ks.sm_scale}, [SCALAR_AUX] = {.u64 = (uint64_t)(uintptr_t)a->score_mod_aux},
+        [SCALAR_NUM_SPLITS] = {.u32 = (uint32_t)splits}, [SCALAR_O_ACCUM] = {.u64 = (uint64_t)(uintptr_t)a->workspace},
+        [SCALAR_LSE_ACCUM] = {.u64 = (uint64_t)(uintptr_t)a->workspace +
+                                     (uint64_t)splits * split_rows(a) * (uint64_t)a->ov_depth * 4}};
     for (int i = 0; i < SCALAR_COUNT; i++) l->scalars[i] = v[i], l->has_scalar[i] = 1;
     return FA4_OK;
+}
+
+/* ---------------------------------------------------------------- split-KV */
+
+/* The split count for a (config c, target known): as given, or the runtime's pick for 0, which
+ * needs the SM count (the driver) and splits only with a workspace (assume_ws: assume one).
+ * *path: the split kernel + combine run (splits > 1, or a pick of 1 for a decode shape whose
+ * split kernel packs the GQA group into the tile, which the unsplit kernel may not). */
+static fa4_status resolve_splits(fa4_ctx *ctx, const fa4_mha_args *a, const Config *c, int assume_ws, int *splits,
+                                 int *path)
+{
+    *splits = a->num_splits ? a->num_splits : 1;
+    *path = *splits > 1;
+    if (a->num_splits || a->sink || (!a->workspace && !assume_ws)) return FA4_OK;
+    fa4_status s = rt_driver(ctx);
+    if (s) return s;
+    Config sc = *c;
+    sc.split = 1;
+    Plan *p = malloc(sizeof *p);
+    if (!p) return rt_fail(ctx, FA4_ERR_OUT_OF_MEMORY, "plan: out of memory");
+    char err[512];
+    if (plan_make(&sc, p, err, sizeof err)) {
+        free(p);
+        return FA4_OK; /* no split kernel for this config: run unsplit */
+    }
+    uint64_t rows = (uint64_t)p->rows_per_cta * (uint64_t)(p->cluster[0] > 0 ? p->cluster[0] : 1);
+    int hpc = p->heads_per_cta > 0 ? p->heads_per_cta : 1;
+    uint64_t tiles = ((uint64_t)a->seqlen_q + rows - 1) / rows * (uint64_t)(a->heads_q / hpc) * (uint64_t)a->batch;
+    int kv_blocks = (int)(((int64_t)a->seqlen_k + p->bn - 1) / p->bn);
+    int decode = hpc > 1 && (uint64_t)a->seqlen_q <= rows;
+    free(p);
+    *splits = rt_split_choice(tiles, ctx->device.sm_count, kv_blocks);
+    *path = *splits > 1 || decode;
+    return FA4_OK;
+}
+
+/* The workspace a launch with `splits` needs fits what the caller gave. */
+static fa4_status check_workspace(fa4_ctx *ctx, const fa4_mha_args *a, int splits)
+{
+    uint64_t rows = split_rows(a);
+    if ((uint64_t)splits * rows > 0x7fffffffu)
+        return BAD("num_splits", "%d x batch %d x heads_q %d x seqlen_q %d = %llu partial rows; the kernels index "
+                   "them in 31 bits: use fewer splits", splits, a->batch, a->heads_q, a->seqlen_q,
+                   (unsigned long long)((uint64_t)splits * rows));
+    uint64_t need = rt_split_workspace_bytes(splits, rows, a->ov_depth);
+    if (!a->workspace)
+        return BAD("workspace", "NULL with num_splits %d; give a 16-byte aligned device buffer of at least %llu bytes "
+                   "(fa4_mha_split_count says how many)", splits, (unsigned long long)need);
+    if (a->workspace_size < need)
+        return BAD("workspace_size", "%zu bytes; num_splits %d needs %llu (f32 O and LSE per split)",
+                   a->workspace_size, splits, (unsigned long long)need);
+    return FA4_OK;
+}
+
+fa4_status fa4_mha_split_count(fa4_ctx *ctx, const fa4_mha_args *args, int *num_splits, size_t *workspace_bytes)
+{
+    if (!ctx) return rt_fail(NULL, FA4_ERR_INVALID_ARGUMENT, "ctx: NULL");
+    fa4_mha_args a;
+    Config c;
+    int splits, path;
+    fa4_status s = prepare(ctx, args, &a, &c);
+    if (s || (s = finish_config(ctx, &a, &c, 0)) || (s = resolve_splits(ctx, &a, &c, 1, &splits, &path))) return s;
+    if (num_splits) *num_splits = splits;
+    if (workspace_bytes)
+        *workspace_bytes = path ? (size_t)rt_split_workspace_bytes(splits, split_rows(&a), a.ov_depth) : 0;
+    return FA4_OK;
+}
+
+/* The combine kernel for a's output: its target, O's dtype (e4m3 kernels write bf16), ov. */
+static fa4_status get_combine(fa4_ctx *ctx, const fa4_mha_args *a, TargetId t, fa4_kernel **k)
+{
+    Config c;
+    config_init(&c);
+    c.kind = KIND_COMBINE;
+    c.target = t;
+    c.dtype = a->dtype == FA4_FP16 ? DT_FP16 : DT_BF16;
+    c.qk_depth = c.ov_depth = a->ov_depth;
+    char key[360];
+    config_canonical(&c, key, sizeof key);
+    uint64_t hash = rt_fnv1a(key, strlen(key), RT_FNV_SEED);
+    fa4_kernel_stats st = {0};
+    *k = rt_kernel_lookup(ctx, key, hash);
+    return *k ? FA4_OK : rt_kernel_build(ctx, key, hash, &c, NULL, k, &st, FA4_ERR_UNSUPPORTED);
+}
+
+/* Launch ABI of the combine kernel (gen/combine.c): o_accum, lse_accum, out, lse, num_splits,
+ * seqlen_q, heads_q, batch, O's element strides (batch, seq, head); one row per warp. */
+static fa4_status launch_combine(fa4_ctx *ctx, const fa4_kernel *k, const fa4_mha_args *a, int splits,
+                                 CUstream stream)
+{
+    RtLaunch l;
+    memset(&l, 0, sizeof l);
+    TensorArg t[N_TENSORS];
+    tensors(a, t);
+    uint64_t rows = split_rows(a), per = (uint64_t)k->plan.rows_per_cta;
+    l.grid = (unsigned)((rows + per - 1) / per);
+    uint64_t ws = (uint64_t)(uintptr_t)a->workspace;
+    const struct { ScalarId id; RtScalar v; } v[] = {
+        {SCALAR_O_ACCUM, {.u64 = ws}}, {SCALAR_LSE_ACCUM, {.u64 = ws + (uint64_t)splits * rows * (uint64_t)a->ov_depth * 4}},
+        {SCALAR_OUT, {.u64 = (uint64_t)(uintptr_t)a->o}}, {SCALAR_LSE, {.u64 = (uint64_t)(uintptr_t)a->lse}},
+        {SCALAR_NUM_SPLITS, {.u32 = (uint32_t)splits}}, {SCALAR_SEQLEN_Q, {.u32 = (uint32_t)a->seqlen_q}},
+        {SCALAR_HEADS_Q, {.u32 = (uint32_t)a->heads_q}}, {SCALAR_BATCH, {.u32 = (uint32_t)a->batch}},
+        {SCALAR_OUT_STRIDE_B, {.u64 = (uint64_t)t[T_O].stride[0]}}, {SCALAR_OUT_STRIDE_S, {.u64 = (uint64_t)t[T_O].stride[1]}},
+        {SCALAR_OUT_STRIDE_H, {.u64 = (uint64_t)t[T_O].stride[2]}}};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) l.scalars[v[i].id] = v[i].v, l.has_scalar[v[i].id] = 1;
+    return rt_launch(ctx, k, &l, stream);
 }
 
 fa4_status fa4_mha_fwd(fa4_ctx *ctx, const fa4_mha_args *args, void *stream)
@@ -427,7 +559,15 @@ fa4_status fa4_mha_fwd(fa4_ctx *ctx, const fa4_mha_args *args, void *stream)
     fa4_status s = prepare(ctx, args, &a, &c);
     if (s) return s;
     /* Only now the driver: everything above is the caller's arguments. */
-    if ((s = rt_driver(ctx)) || (s = finish_config(ctx, &a, &c, 1))) return s;
+    int splits, path;
+    if ((s = rt_driver(ctx)) || (s = finish_config(ctx, &a, &c, 1)) ||
+        (s = resolve_splits(ctx, &a, &c, 0, &splits, &path)))
+        return s;
+    fa4_kernel *comb = NULL;
+    if (path) {
+        c.split = 1;
+        if ((s = check_workspace(ctx, &a, splits)) || (s = get_combine(ctx, &a, c.target, &comb))) return s;
+    }
     char key[360];
     config_canonical(&c, key, sizeof key);
     int link;
@@ -445,7 +585,8 @@ fa4_status fa4_mha_fwd(fa4_ctx *ctx, const fa4_mha_args *args, void *stream)
     int pushed;
     if ((s = rt_ctx_enter(ctx, &pushed))) return s;
     RtLaunch l;
-    if (!(s = bind(ctx, &k->plan, &a, &l))) s = rt_launch(ctx, k, &l, (CUstream)stream);
+    if (!(s = bind(ctx, &k->plan, &a, splits, &l))) s = rt_launch(ctx, k, &l, (CUstream)stream);
+    if (!s && comb) s = launch_combine(ctx, comb, &a, splits, (CUstream)stream);
     rt_ctx_leave(ctx, pushed);
     return s;
 }

@@ -230,6 +230,15 @@ typedef struct RtLaunch {
  * plan has a cluster). The context must be current. */
 fa4_status rt_launch(fa4_ctx *ctx, const struct fa4_kernel *k, const RtLaunch *l, CUstream stream);
 
+/* ============================== split.c ============================== */
+/* The split count for tiles CTAs of work on sm_count SMs with kv_blocks kv blocks per tile
+ * (1..FA4_MAX_SPLITS): 1 when the tiles fill the SMs, else the fewest splits that keep the last
+ * wave within 85% of the best occupancy, each split at least 2 kv blocks. */
+int rt_split_choice(uint64_t tiles, int sm_count, int kv_blocks);
+/* Workspace of a split launch: f32 partial O [num_splits, rows, ov] then f32 LSE [num_splits,
+ * rows] (a split launch may have one split: a decode shape's packed kernel); 0 for num_splits < 1. rows = batch x heads_q x seqlen_q. */
+uint64_t rt_split_workspace_bytes(int num_splits, uint64_t rows, int ov_depth);
+
 /* ============================== score_mod.c ============================== */
 
 /* A user score_mod on its way into a kernel (gen/score_mod.h has the contract). */

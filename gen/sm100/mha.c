@@ -19,11 +19,12 @@
 
 #include "../kernel.h"
 #include "../ops.h"
+#include "../ops_copy.h"
 #include "../score_mod.h"
 #include "../softmax.h"
 #include "sm100.h"
 
-enum { NAME = 40 };
+enum { NAME = 40, F32_BYTES = 4 };
 
 /* The largest power of two <= min(left, cap): the x of one tcgen05.ld/st. */
 static int piece(int left, int cap)
@@ -874,6 +875,74 @@ static void corr_stage_o(Emit *e, int t, int zero)
     }
 }
 
+/* split=1, tile t: O / l (f32) and this split's LSE straight to the partial outputs (plan note
+ * split), one row per thread; no staging, no TMA store. A CTA that saw no key writes O = 0. */
+static void corr_epilogue_split(Emit *e, int t)
+{
+    const Plan *p = e->p;
+    const Sm100Plan *s = sm100_of(p);
+    char l_zero[NAME], l_done[NAME];
+    emit_section(e, "correction epilogue (split), Q tile %d: O / l (f32) and LSE to o_accum, lse_accum", t);
+    Reg bar = reg_b32(e, "cr_bar"), l = reg_f32(e, "cr_l"), m = reg_f32(e, "cr_m"), pr = reg_pred(e, "cr_p");
+    Reg ok = reg_pred(e, "cr_row_ok");
+    corr_tile_addrs(e, t);
+    Reg st = reg_find(e, "cr_stats");
+    mbar_at(e, bar, s->bar_l_full, t);
+    op_mbar_wait_imm(e, bar, 0);
+    op_tc_fence_after(e);
+    emit(e, "add.u32 %s, %s, %u;", R(e, st), R(e, st), s->tm_stats_l);
+    Reg lm[2] = {l, m};
+    op_tmem_ld_regs(e, lm, 2, st);
+    op_tmem_wait_ld(e);
+    sfx_inv_sum(e, reg_f32(e, "cr_inv"), l, reg_find(e, "o_scale"));
+    Reg seq = reg_b32(e, "cr_seq"), head = reg_b32(e, "cr_head"), lse = reg_f32(e, "cr_lse");
+    Reg la = reg_b64(e, "cr_lse_addr"), oa = reg_b64(e, "cr_oacc_addr");
+    if (s->packed) {
+        emit(e, "rem.u32 %s, %%row, %d;", R(e, seq), s->seq_rows);
+        emit(e, "div.u32 %s, %%row, %d;", R(e, head), s->seq_rows);
+        emit(e, "add.u32 %s, %s, %%head;", R(e, head), R(e, head));
+    } else {
+        emit(e, "mov.u32 %s, %%row;", R(e, seq));
+        emit(e, "mov.u32 %s, %%head;", R(e, head));
+    }
+    emit(e, "add.u32 %s, %s, %d;", R(e, seq), R(e, seq), t * s->seq_rows);
+    emit(e, "add.u32 %s, %s, %%m0;", R(e, seq), R(e, seq));
+    emit(e, "setp.lt.u32 %s, %s, %%seqlen_q;", R(e, ok), R(e, seq));
+    mha_split_row_addrs(e, head, seq, la, oa);
+    sfx_lse(e, lse, m, l, reg_find(e, "scale_log2"));
+    op_st_global_f32(e, ok, la, lse);
+    emit(e, "setp.le.s32 %s, %%nblk, 0;", R(e, pr));
+    emit(e, "@%s bra %s;", R(e, pr), new_label(e, l_zero, sizeof l_zero, "cr_split_zero"));
+    Reg ta = reg_b32(e, "cr_ta"), to = reg_find(e, "cr_to"), o = reg_find(e, "cr_o");
+    mbar_at(e, bar, s->bar_o_full, t);
+    op_mbar_wait_imm(e, bar, 0);
+    op_tc_fence_after(e);
+    emit_note(e, "plan: O columns 0..%d of this row, f32, 16 bytes a store", p->ov - 1);
+    for (int c = 0; c < p->ov;) {
+        int k = piece(p->ov - c, s->o_chunk_cols);
+        emit(e, "add.u32 %s, %s, %d;", R(e, ta), R(e, to), c);
+        op_tmem_ld(e, o, 0, k, ta);
+        op_tmem_wait_ld(e);
+        for (int g = 0; g < k; g += 4) {
+            Reg v[4];
+            for (int q = 0; q < 4; q++) {
+                v[q] = reg_at(e, o, g + q);
+                emit(e, "mul.f32 %s, %s, %%cr_inv;", R(e, v[q]), R(e, v[q]));
+            }
+            op_st_global_v4_f32(e, ok, oa, (uint32_t)(F32_BYTES * (c + g)), v);
+        }
+        c += k;
+    }
+    emit(e, "bra.uni %s;", new_label(e, l_done, sizeof l_done, "cr_split_done"));
+    emit_label(e, l_zero);
+    emit_note(e, "no key for any row of this split: O = 0");
+    Reg z = reg_f32(e, "cr_fzero");
+    emit(e, "mov.f32 %s, 0f00000000;", R(e, z));
+    const Reg zv[4] = {z, z, z, z};
+    for (int c = 0; c < p->ov; c += 4) op_st_global_v4_f32(e, ok, oa, (uint32_t)(F32_BYTES * c), zv);
+    emit_label(e, l_done);
+}
+
 /* Tile t: O / l, LSE, O through smem and a TMA store by the warpgroup's first thread. */
 static void corr_epilogue(Emit *e, int t)
 {
@@ -983,7 +1052,10 @@ static void emit_correction(Emit *e)
     emit(e, "add.s32 %s, %s, 1;", i, i);
     emit(e, "bra.uni %s;", l_loop);
     emit_label(e, l_done);
-    for (int t = 0; t < s->qtiles; t++) corr_epilogue(e, t);
+    for (int t = 0; t < s->qtiles; t++) {
+        if (p->cfg.split) corr_epilogue_split(e, t);
+        else corr_epilogue(e, t);
+    }
     op_tc_fence_before(e);
     emit_note(e, "plan: named barrier tmem_free (%d): O read, the MMA warp may free TMEM", s->bar_tmem_free);
     op_bar_sync(e, s->bar_tmem_free, p->bars[s->bar_tmem_free - 1].threads);
@@ -1042,6 +1114,7 @@ int sm100_emit_mha(Emit *e)
         emit(e, "div.u32 %s, %%heads_q, %d;", reg(e, "b32", "heads_kv"), p->cfg.group);
         emit(e, "mul.lo.u32 %s, %%heads_kv, %%batch;", reg(e, "b32", "hkv_batch"));
         emit(e, "mul.lo.u32 %%num_tiles, %%num_m_blocks, %%hkv_batch;");
+        mha_split_tiles(e);
     }
     emit(e, "setp.ge.u32 %s, %s, %%num_tiles;", pr, R(e, tile));
     emit(e, "@%s bra $ret;", pr);

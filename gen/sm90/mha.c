@@ -15,11 +15,27 @@
 
 #include "../kernel.h"
 #include "../ops.h"
+#include "../ops_copy.h"
 #include "../score_mod.h"
 #include "../softmax.h"
 #include "plan90.h"
 
-enum { NAME = 32 };
+enum { NAME = 32, F32_BYTES = 4 };
+
+/* The tile's coordinates and key range; with the GQA group packed (plan rows) a tile holds a kv
+ * head's whole group. */
+static void tile_coords(Emit *e)
+{
+    if (sm90_of(e->p)->packed) mha_tile_coords_packed(e);
+    else mha_tile_coords(e);
+}
+
+/* The sequence position (relative to m0) of accumulator row half h of this thread: the row
+ * itself, or row % seq_rows when the group is packed (plan rows). */
+static const char *row_seq(Emit *e, int h)
+{
+    return R(e, reg_find(e, sm90_of(e->p)->packed ? "cs_seq%d" : "cs_row%d", h));
+}
 
 /* ------------------------------------------------------------------ */
 /* prologue: barriers                                                   */
@@ -91,7 +107,7 @@ static void emit_producer(Emit *e)
     emit_label(e, new_label(e, l_tile, sizeof l_tile, "pr_tile"));
     emit(e, "setp.ge.u32 %s, %%tile, %%num_tiles;", pr);
     emit(e, "@%s bra $exit;", pr);
-    mha_tile_coords(e);
+    tile_coords(e);
 
     emit_note(e, "Q: wait for the slot (the epilogue %d tiles back stored O from it), then load",
               s->q_slots);
@@ -310,7 +326,7 @@ static void emit_row_bounds(Emit *e, Reg kv0)
     Reg r = reg_b32(e, "cs_rowg");
     emit(e, "add.u32 %s, %s, %%cs_lm2;", R(e, kv0), R(e, kv0));
     for (int h = 0; h < 2; h++) {
-        emit(e, "add.u32 %s, %%m0, %%cs_row%d;", R(e, r), h);
+        emit(e, "add.u32 %s, %%m0, %s;", R(e, r), row_seq(e, h));
         Reg lo = wl >= 0 ? reg_b32(e, "cs_t_lo%d", h) : REG_NONE; /* declared first, as the PTX has it */
         sfx_row_bounds(e, r, kv0, reg_b32(e, "cs_t_hi%d", h), lo);
     }
@@ -399,6 +415,53 @@ static void emit_epilogue(Emit *e)
     emit_label(e, lbl);
 }
 
+/* split=1: O / l in f32 and the LSE of this split straight to the partial outputs (plan note
+ * split), no smem staging; the Q slot is free once the warpgroup's wgmmas are done. */
+static void emit_epilogue_split(Emit *e)
+{
+    const Plan *p = e->p;
+    char lbl[NAME];
+    Reg t = reg_f32(e, "cs_shfl");
+    emit_section(e, "consumer epilogue (split): O / l (f32) and LSE of this split to o_accum, lse_accum");
+    for (int h = 0; h < 2; h++) {
+        Reg l = reg_find(e, "cs_l%d", h);
+        sfx_reduce_lanes(e, "add", l, t, sm90_frag(p).lanes_per_row);
+        sfx_inv_sum(e, reg_f32(e, "cs_inv%d", h), l, reg_find(e, "o_scale"));
+    }
+    Reg pr = reg_pred(e, "cs_p"), pl = reg_pred(e, "cs_p_lse");
+    Reg lse = reg_f32(e, "cs_lse"), rowg = reg_b32(e, "cs_rowg");
+    Reg la = reg_b64(e, "cs_lse_addr"), oa = reg_b64(e, "cs_oacc_addr");
+    Reg f0 = reg_f32(e, "cs_f0"), f1 = reg_f32(e, "cs_f1");
+    emit_note(e, "row h of this thread: columns 8q + 2*(lane%%4) + {0, 1} of O; lane%%4 == 0 writes the LSE");
+    for (int h = 0; h < 2; h++) {
+        sfx_lse(e, lse, reg_find(e, "cs_m%d", h), reg_find(e, "cs_l%d", h), reg_find(e, "scale_log2"));
+        emit(e, "add.u32 %s, %%m0, %s;", R(e, rowg), row_seq(e, h));
+        emit(e, "setp.lt.u32 %s, %s, %%seqlen_q;", R(e, pr), R(e, rowg));
+        emit(e, "and.pred %s, %s, %%cs_lm0;", R(e, pl), R(e, pr));
+        Reg hq = reg_find(e, "head");
+        if (sm90_of(p)->packed) {
+            hq = reg_b32(e, "cs_hq");
+            emit(e, "add.u32 %s, %%head, %%cs_hoff%d;", R(e, hq), h);
+        }
+        mha_split_row_addrs(e, hq, rowg, la, oa);
+        op_st_global_f32(e, pl, la, lse);
+        /* the fragment's column pair of this lane: 2 (lane % 4) f32 into the row; pair q is 8 columns further */
+        emit(e, "mad.wide.u32 %s, %%cs_lm, %d, %s;", R(e, oa), 2 * F32_BYTES, R(e, oa));
+        for (int q = 0; q < p->ov / 8; q++) {
+            emit(e, "mul.f32 %s, %%o%d, %%cs_inv%d;", R(e, f0), s_index(q, h, 0), h);
+            emit(e, "mul.f32 %s, %%o%d, %%cs_inv%d;", R(e, f1), s_index(q, h, 1), h);
+            op_st_global_v2_f32(e, pr, oa, (uint32_t)(8 * F32_BYTES * q), f0, f1);
+        }
+    }
+    emit_note(e, "plan: named barrier epilogue<consumer>: the warpgroup is done with its Q rows");
+    op_bar_sync_at(e, REG_NONE, reg_find(e, "cs_epi_bar"), named_bar_threads(p, sm90_of(p)->bar_epilogue0));
+    emit(e, "@!%%cs_leader bra %s;", new_label(e, lbl, sizeof lbl, "split_done"));
+    Reg bar = reg_b32(e, "cs_bar");
+    mbar_indexed(e, bar, reg_find(e, "cs_q_empty"), reg_find(e, "cs_q_slot"));
+    op_mbar_arrive(e, bar);
+    emit_label(e, lbl);
+}
+
 static void emit_consumer_setup(Emit *e)
 {
     const Plan *p = e->p;
@@ -415,6 +478,13 @@ static void emit_consumer_setup(Emit *e)
     emit(e, "mad.lo.u32 %s, %s, %d, %s;", r0, wl, f.warp_rows, r0);
     emit(e, "mad.lo.u32 %s, %s, %d, %s;", r0, w, s->mma_m, r0);
     emit(e, "add.u32 %s, %s, %d;", r1, r0, f.half_rows);
+    if (s->packed) {
+        emit_note(e, "plan rows (GQA packed): row r = (seq m0 + r %% %d, head + r / %d)", s->seq_rows, s->seq_rows);
+        for (int h = 0; h < 2; h++) {
+            emit(e, "rem.u32 %s, %%cs_row%d, %d;", reg(e, "b32", h ? "cs_seq1" : "cs_seq0"), h, s->seq_rows);
+            emit(e, "div.u32 %s, %%cs_row%d, %d;", reg(e, "b32", h ? "cs_hoff1" : "cs_hoff0"), h, s->seq_rows);
+        }
+    }
     emit(e, "shl.b32 %s, %s, 1;", reg(e, "b32", "cs_lm2"), lm);
     emit(e, "setp.eq.u32 %s, %s, 0;", reg(e, "pred", "cs_lm0"), lm);
     emit(e, "setp.eq.u32 %s, %%lane, 0;", reg(e, "pred", "cs_lane0"));
@@ -597,7 +667,7 @@ static void emit_consumer(Emit *e)
     emit_label(e, new_label(e, l_tile, sizeof l_tile, "cs_tile"));
     emit(e, "setp.ge.u32 %s, %%tile, %%num_tiles;", pr);
     emit(e, "@%s bra $cs_exit;", pr);
-    mha_tile_coords(e);
+    tile_coords(e);
     emit_note(e, "fresh row state: m = -inf, l = 0, O = 0");
     for (int h = 0; h < 2; h++) {
         char m[NAME], l[NAME];
@@ -618,7 +688,8 @@ static void emit_consumer(Emit *e)
     mbar_indexed(e, qbar, reg_find(e, "cs_q_full"), qslot);
     op_mbar_wait(e, qbar, qph);
     emit_mainloop(e);
-    emit_epilogue(e);
+    if (p->cfg.split) emit_epilogue_split(e);
+    else emit_epilogue(e);
     ring_advance(e, qslot, qph, s->q_slots);
     emit(e, "add.u32 %%tile, %%tile, %%grid_ctas;");
     emit(e, "bra.uni %s;", l_tile);

@@ -103,8 +103,10 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
     (void)n;
     Sm90Plan *s = sm90_mut(p);
     plan_geometry(c, p);
-    p->rows_per_cta = c->bm;
-    p->heads_per_cta = 1;
+    s->packed = c->split && c->group > 1 && c->bm % c->group == 0 && !c->score_mod;
+    s->seq_rows = s->packed ? c->bm / c->group : c->bm;
+    p->rows_per_cta = s->seq_rows; /* sequence positions per CTA */
+    p->heads_per_cta = s->packed ? c->group : 1;
     p->persistent = c->persistent;
 
     s->mma_m = SM90_MMA_M;
@@ -185,7 +187,11 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
         if (w == 0) s->bar_turn0 = id;
     }
 
-    plan_map(p, "q", TENSOR_Q, c->dtype, (uint32_t)p->qk, (uint32_t)p->chunk_elems, (uint32_t)p->bm, 1, c->swizzle);
+    plan_map(p, "q", TENSOR_Q, c->dtype, (uint32_t)p->qk, (uint32_t)p->chunk_elems, (uint32_t)s->seq_rows,
+             (uint32_t)p->heads_per_cta, c->swizzle);
+    if (s->packed)
+        plan_note(p, "rows", "GQA packed (decode): row r of the Q tile = (seq m0 + r %% %d, head h0 + r / %d); %d heads "
+                  "per CTA", s->seq_rows, s->seq_rows, c->group);
     plan_map(p, "k", TENSOR_K, c->dtype, (uint32_t)p->qk, (uint32_t)p->chunk_elems, (uint32_t)p->bn, 1, c->swizzle);
     plan_map(p, "v", TENSOR_V, c->dtype, (uint32_t)p->ov, (uint32_t)p->chunk_elems, (uint32_t)p->bn, 1, c->swizzle);
     plan_map(p, "o", TENSOR_O, c->dtype, (uint32_t)p->ov, (uint32_t)p->chunk_elems, SM90_MMA_M, 1, c->swizzle);
@@ -209,5 +215,5 @@ const Target target_sm90a = {
     .sm_major = 9,
     .sm_minor = 0,
     .smem_limit = SM90_SMEM_LIMIT,
-    .families = {[KIND_MHA] = &sm90_mha, [KIND_MLA_SPARSE] = &sm90_mla_sparse},
+    .families = {[KIND_MHA] = &sm90_mha, [KIND_MLA_SPARSE] = &sm90_mla_sparse, [KIND_COMBINE] = &combine_family},
 };

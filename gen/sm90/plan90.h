@@ -44,6 +44,9 @@ typedef struct Sm90Plan {
     int rescale;       /* conditional rescale threshold, log2 units (0 = whenever the max grows) */
     int poly_every;    /* every n-th exp2 by the FMA polynomial (0 = all on MUFU) */
     int bar_turn0;     /* named barrier id of consumer 0's turn; consumer w waits on +w */
+    /* decode (split=1, group > 1 dividing bm, no score_mod): the GQA group is packed into the M
+     * tile, row r = (seq m0 + r % seq_rows, head h0 + r / seq_rows) */
+    int packed, seq_rows;
 } Sm90Plan;
 
 _Static_assert(sizeof(Sm90Plan) <= PLAN_FAMILY_BYTES, "Sm90Plan outgrows Plan.family");

@@ -1,5 +1,5 @@
 #!/bin/bash
-# tests/gpu/run.sh [--quick] [--no-bench] [--only-bench] [--only-anchor] [--only-use] [--only-mla] [--only-mods] [--only-tests] [-- test_mha args]
+# tests/gpu/run.sh [--quick] [--no-bench] [--only-bench] [--only-anchor] [--only-use] [--only-mla] [--only-mods] [--only-tests] [--only-serving] [-- test_mha args]
 # One call on a Hopper GPU machine: build, correctness against the fp32
 # reference, cold/warm "get kernel" timings, SASS of the d128 kernel, the
 # simulator's anchor (tests/sim/cases_sm90.txt run by build/sim/sim_mha on this
@@ -7,26 +7,29 @@
 # with: tests/sim/anchor.sh), sinks and score_mods (tests/sim/cases_mods_sm90.txt against the fp64
 # reference, and test_mha's NVRTC-reference cases), the ways it is used (the examples' own checks: JIT
 # host twice, AOT host with JIT disabled, both again built against `make install` with pkg-config and
-# CMake; the torch ops under torch.compile and CUDA graphs), and the benchmarks (bench/bench_score_mod.py
-# decides the score_mod claims and link mode). Logs go to $OUT (default
+# CMake; the torch ops under torch.compile and CUDA graphs), the serving shapes (issue 15: split-KV cases of
+# tests/sim/cases_split.txt against the fp64 reference, the combine kernel alone, and test_mha's split decode
+# cases against the fp32 reference), and the benchmarks (bench/bench_score_mod.py decides the score_mod claims
+# and link mode; bench/bench_decode.py the decode bandwidth, step decode_bench). Logs go to $OUT (default
 # build/gpu-out); a summary prints last.
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-build/gpu-out}
 mkdir -p "$OUT"
-QUICK=""; BENCH=1; TESTS=1; ANCHOR=1; USE=1; MLA=0; MODS=0; EXTRA=()
+QUICK=""; BENCH=1; TESTS=1; ANCHOR=1; USE=1; MLA=0; MODS=0; SERVING=1; EXTRA=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) QUICK=--quick ;;
         --no-bench) BENCH=0 ;;
-        --only-bench) TESTS=0; ANCHOR=0; USE=0 ;;
-        --only-anchor) TESTS=0; BENCH=0; USE=0 ;;
-        --only-use) TESTS=0; BENCH=0; ANCHOR=0 ;;
-        --only-mla) TESTS=0; BENCH=0; ANCHOR=0; USE=0; MLA=1 ;;  # the sparse MLA cases, its anchor and benchmark
-        --only-mods) TESTS=0; BENCH=0; ANCHOR=0; USE=0; MODS=1 ;; # sinks/score_mod cases and their benchmark
-        --only-tests) BENCH=0; ANCHOR=0; USE=0 ;;                 # build, JIT timings, correctness, SASS
+        --only-bench) TESTS=0; ANCHOR=0; USE=0; SERVING=0 ;;
+        --only-anchor) TESTS=0; BENCH=0; USE=0; SERVING=0 ;;
+        --only-use) TESTS=0; BENCH=0; ANCHOR=0; SERVING=0 ;;
+        --only-mla) TESTS=0; BENCH=0; ANCHOR=0; USE=0; SERVING=0; MLA=1 ;;  # the sparse MLA cases, its anchor and benchmark
+        --only-mods) TESTS=0; BENCH=0; ANCHOR=0; USE=0; SERVING=0; MODS=1 ;; # sinks/score_mod cases and their benchmark
+        --only-tests) BENCH=0; ANCHOR=0; USE=0; SERVING=0 ;;      # build, JIT timings, correctness, SASS
+        --only-serving) TESTS=0; BENCH=0; ANCHOR=0; USE=0; SERVING=2 ;; # issue 15: its cases and decode_bench
         --) shift; EXTRA=("$@"); break ;;
-        *) echo "usage: tests/gpu/run.sh [--quick] [--no-bench] [--only-bench] [--only-anchor] [--only-use] [--only-mla] [--only-mods] [--only-tests] [-- test_mha args]"; exit 2 ;;
+        *) echo "usage: tests/gpu/run.sh [--quick] [--no-bench] [--only-bench] [--only-anchor] [--only-use] [--only-mla] [--only-mods] [--only-tests] [--only-serving] [-- test_mha args]"; exit 2 ;;
     esac
     shift
 done
@@ -106,6 +109,28 @@ if [ "$ANCHOR" = 1 ] || [ "$MODS" = 1 ]; then
         --dump "$OUT/mods_anchor"
     tar cJf "$OUT/mods_anchor.tar.xz" -C "$OUT/mods_anchor" . && rm -rf "$OUT/mods_anchor"
 fi
+if [ "$SERVING" != 0 ]; then
+    # issue 15 (split-KV): the simulator's split cases on this GPU against the fp64 reference (dumped: a
+    # future anchor), the combine kernel alone, and (--only-serving) test_mha's split decode cases against
+    # the fp32 reference
+    step build_serving make -j16 build/sim/sim_mha build/sim/test_combine
+    grep 'target=sm90a' tests/sim/cases_split.txt > "$OUT/cases_split_sm90a.txt"
+    rm -rf "$OUT/split_anchor" && mkdir -p "$OUT/split_anchor"
+    step split_cases env FA4GEN_CACHE_DIR="$(mktemp -d)" build/sim/sim_mha --no-skip \
+        --cases "$OUT/cases_split_sm90a.txt" --dump "$OUT/split_anchor"
+    tar cJf "$OUT/split_anchor.tar.xz" -C "$OUT/split_anchor" . && rm -rf "$OUT/split_anchor"
+    step combine env FA4GEN_CACHE_DIR="$(mktemp -d)" build/sim/test_combine
+    if [ "$SERVING" = 2 ]; then
+        step build_test_serving make -j16 all
+        gcc -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -Iruntime -I"$CUDA/include" tests/gpu/test_mha.c \
+            build/libfa4rt.a -L"$CUDA/lib64" -L"$CUDA/lib64/stubs" -lnvrtc -lcuda -ldl -lpthread -lm -o build/test_mha &&
+            step split_decode build/test_mha --splits --out "$OUT/split_decode.txt" "${EXTRA[@]}"
+    fi
+fi
+if { [ "$BENCH" = 1 ] || [ "$SERVING" = 2 ]; } && [ -f bench/bench_decode.py ]; then
+    step decode_bench env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so python3 bench/bench_decode.py \
+        --out "$OUT/bench_decode.txt" ${DECODE_BENCH_ARGS:-}
+fi
 if [ "$USE" = 1 ]; then
     # issue 11: the examples check their own output on this GPU; the JIT host's second run must be a
     # disk-cache hit; the AOT host takes its kernel from its bundle with JIT disabled
@@ -135,4 +160,5 @@ cat "$OUT/jit_cold.log" "$OUT/jit_warm.log" 2>/dev/null | grep "get kernel"
 [ -f "$OUT/correctness.txt" ] && grep -E "FAIL" "$OUT/correctness.txt" | head -20
 [ -f "$OUT/bench.txt" ] && cat "$OUT/bench.txt"
 [ -f "$OUT/bench_score_mod.txt" ] && cat "$OUT/bench_score_mod.txt"
+[ -f "$OUT/bench_decode.txt" ] && cat "$OUT/bench_decode.txt"
 printf '%s\n' "${SUMMARY[@]}"

@@ -9,7 +9,8 @@
  * (compiled into its own module, applied to the scaled score before its mask)
  * and adds e^(sink - max) to its denominator only.
  *
- *   test_mha [--quick] [--seed N] [--config "bn=176 ..."] [--filter TEXT] [--out FILE] [--timing]
+ *   test_mha [--quick] [--seed N] [--config "bn=176 ..."] [--filter TEXT] [--out FILE] [--timing] [--splits]
+ * (--splits: only the split-KV decode cases, issue 15)
  */
 #include <cuda.h>
 #include <math.h>
@@ -176,6 +177,8 @@ typedef struct {
     fa4_mask mask;
     int sink, mod;      /* SINK_*, MOD_* */
     float scale;        /* softmax_scale; 0: 1/sqrt(d) */
+    int splits;         /* split-KV (issue 15): 0 not a split case; N > 0 num_splits = N; -1 num_splits 0 (the
+                           runtime picks) with a workspace. The workspace is NaN-poisoned. */
 } Case;
 
 typedef struct {
@@ -272,6 +275,23 @@ static Result run_case(Env *env, const Case *c)
     a.sink = (const float *)dsink;
     a.score_mod = mod_src[c->mod];
     a.score_mod_aux = (const void *)daux;
+    CUdeviceptr dws = 0;
+    if (c->splits) {
+        a.num_splits = c->splits > 0 ? c->splits : 0;
+        int got = 0;
+        size_t wsb = 0;
+        res.status = fa4_mha_split_count(env->fa, &a, &got, &wsb);
+        if (res.status != FA4_OK) {
+            snprintf(res.msg, sizeof res.msg, "split count: %s", fa4_last_error(env->fa));
+            goto out;
+        }
+        if (wsb) {
+            CK(cuMemAlloc(&dws, wsb));
+            CK(cuMemsetD32(dws, 0x7FC00000, wsb / 4));
+        }
+        a.workspace = (void *)dws, a.workspace_size = wsb;
+        snprintf(res.msg, sizeof res.msg, " (%d splits)", got);
+    }
     res.status = fa4_mha_fwd(env->fa, &a, NULL);
     if (res.status != FA4_OK) {
         snprintf(res.msg, sizeof res.msg, "%s: %s", fa4_status_string(res.status), fa4_last_error(env->fa));
@@ -325,6 +345,7 @@ out:
     cuMemFree(dout), cuMemFree(dl), cuMemFree(dref), cuMemFree(drl);
     if (dsink) cuMemFree(dsink);
     if (daux) cuMemFree(daux);
+    if (dws) cuMemFree(dws);
     free(hq), free(hk), free(hv), free(ho), free(ref), free(hl), free(rl);
     return res;
 }
@@ -357,12 +378,12 @@ static int build_cases(Case *out, int max, int quick)
                         out[n++] = c;
                     }
     static const Case extra[] = {
-        {128, 1, 256, 0, 2, 8, 8, 1000, 1000, 0, FA4_MASK_WINDOW, 0, 0, 0},
-        {64, 1, 0, 64, 1, 8, 2, 300, 700, 0, FA4_MASK_WINDOW, 0, 0, 0},
-        {256, 0, 100, 100, 1, 4, 4, 777, 999, 0, FA4_MASK_WINDOW, 0, 0, 0},
-        {128, 1, -1, 0, 2, 8, 8, 1000, 1000, 1, FA4_MASK_CAUSAL, 0, 0, 0},
-        {64, 0, -1, -1, 3, 4, 4, 333, 333, 1, FA4_MASK_NONE, 0, 0, 0},
-        {256, 1, -1, -1, 1, 8, 8, 513, 513, 1, FA4_MASK_NONE, 0, 0, 0},
+        {128, 1, 256, 0, 2, 8, 8, 1000, 1000, 0, FA4_MASK_WINDOW, 0, 0, 0, 0},
+        {64, 1, 0, 64, 1, 8, 2, 300, 700, 0, FA4_MASK_WINDOW, 0, 0, 0, 0},
+        {256, 0, 100, 100, 1, 4, 4, 777, 999, 0, FA4_MASK_WINDOW, 0, 0, 0, 0},
+        {128, 1, -1, 0, 2, 8, 8, 1000, 1000, 1, FA4_MASK_CAUSAL, 0, 0, 0, 0},
+        {64, 0, -1, -1, 3, 4, 4, 333, 333, 1, FA4_MASK_NONE, 0, 0, 0, 0},
+        {256, 1, -1, -1, 1, 8, 8, 513, 513, 1, FA4_MASK_NONE, 0, 0, 0, 0},
     };
     for (size_t i = 0; i < sizeof extra / sizeof extra[0] && n < max; i++) out[n++] = extra[i];
     /* issue 10: each sink form and each mod, causal and none, over three shapes (GQA, ragged tails, d 64..256);
@@ -370,9 +391,9 @@ static int build_cases(Case *out, int max, int quick)
     static const struct { int sink, mod; } feats[] = {{SINK_RAND, 0}, {SINK_LARGE, 0}, {SINK_NEG_INF, 0},
         {0, MOD_SOFTCAP30}, {0, MOD_SOFTCAP50}, {0, MOD_ALIBI}, {0, MOD_RELBIAS}, {SINK_RAND, MOD_SOFTCAP30}};
     static const Case fshapes[] = {
-        {128, 1, -1, -1, 2, 8, 2, 1000, 1000, 0, FA4_MASK_NONE, 0, 0, 0},
-        {64, 1, -1, -1, 1, 8, 1, 777, 1333, 0, FA4_MASK_NONE, 0, 0, 0},
-        {256, 0, -1, -1, 1, 4, 4, 130, 2049, 0, FA4_MASK_NONE, 0, 0, 0},
+        {128, 1, -1, -1, 2, 8, 2, 1000, 1000, 0, FA4_MASK_NONE, 0, 0, 0, 0},
+        {64, 1, -1, -1, 1, 8, 1, 777, 1333, 0, FA4_MASK_NONE, 0, 0, 0, 0},
+        {256, 0, -1, -1, 1, 4, 4, 130, 2049, 0, FA4_MASK_NONE, 0, 0, 0, 0},
     };
     for (size_t f = 0; f < sizeof feats / sizeof feats[0]; f++)
         for (int mask = 0; mask < 2; mask++)
@@ -384,6 +405,18 @@ static int build_cases(Case *out, int max, int quick)
                 if (c.mod == MOD_SOFTCAP30 || c.mod == MOD_SOFTCAP50) c.scale = 3.0f; /* scores of +-30 and more */
                 out[n++] = c;
             }
+    /* issue 15: split-KV decode, GQA 64/8 and 32/8 packed into the tile, seqlen_q 1..16, splits 1..16 (empty
+     * ones where the splits outnumber the kv blocks) and the runtime's pick, causal and none */
+    static const int sq_d[] = {1, 2, 5, 8, 16}, sk_d[] = {100, 777, 4096, 8000}, sp[] = {1, 2, 3, 4, 7, 8, 13, 16, -1};
+    for (int i = 0; i < 5 * 4 * 9 && n < max; i++) {
+        if (quick && i % 4) continue;
+        Case c = {0};
+        c.d = 128, c.bf16 = i % 3 != 0, c.wl = c.wr = -1;
+        c.batch = 1 + i % 3, c.hq = i % 2 ? 64 : 32, c.hkv = 8;
+        c.sq = sq_d[i % 5], c.sk = sk_d[(i / 5) % 4], c.splits = sp[i % 9];
+        c.mask = (i / 3) % 2 ? FA4_MASK_CAUSAL : FA4_MASK_NONE;
+        out[n++] = c;
+    }
     return n;
 }
 
@@ -449,18 +482,19 @@ static int invalid_args(Env *env)
 
 int main(int argc, char **argv)
 {
-    int quick = 0, only_timing = 0;
+    int quick = 0, only_timing = 0, only_splits = 0;
     const char *filter = NULL, *outpath = NULL;
     Env env = {0};
     env.rng = (uint64_t)time(NULL) * 2654435761u | 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--timing")) only_timing = 1;
+        else if (!strcmp(argv[i], "--splits")) only_splits = 1;
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) env.rng = strtoull(argv[++i], NULL, 10) | 1;
         else if (!strcmp(argv[i], "--config") && i + 1 < argc) env.config = argv[++i];
         else if (!strcmp(argv[i], "--filter") && i + 1 < argc) filter = argv[++i];
         else if (!strcmp(argv[i], "--out") && i + 1 < argc) outpath = argv[++i];
-        else { fprintf(stderr, "usage: test_mha [--quick] [--timing] [--seed N] [--config T] [--filter T] [--out F]\n"); return 2; }
+        else { fprintf(stderr, "usage: test_mha [--quick] [--timing] [--splits] [--seed N] [--config T] [--filter T] [--out F]\n"); return 2; }
     }
     uint64_t seed = env.rng;
     CK(cuInit(0));
@@ -479,25 +513,27 @@ int main(int argc, char **argv)
     if (only_timing) return rc;
     rc += invalid_args(&env);
 
-    static Case cases[512];
-    int n = build_cases(cases, 512, quick), pass = 0, fail = 0;
+    static Case cases[1024];
+    int n = build_cases(cases, 1024, quick), pass = 0, fail = 0;
     FILE *out = outpath ? fopen(outpath, "w") : NULL;
     char head[256];
     snprintf(head, sizeof head, "# fa4gen sm90a MHA forward vs fp32 reference; GPU %s; seed %llu; config %s\n", name,
              (unsigned long long)seed, env.config ? env.config : "(defaults)");
     printf("%s", head);
     if (out) fputs(head, out);
-    const char *cols = "   D dtype mask          B  Hq Hkv    Sq    Sk  layout  sink     mod        rel_l2    lse_err  "
-                       "result\n";
+    const char *cols = "   D dtype mask          B  Hq Hkv    Sq    Sk  layout  sink     mod       split  rel_l2    "
+                       "lse_err  result\n";
     printf("%s", cols);
     if (out) fputs(cols, out);
     for (int i = 0; i < n; i++) {
         const Case *c = &cases[i];
         char mt[32], line[256];
-        snprintf(line, sizeof line, "%4d %-5s %-12s %2d %3d %3d %5d %5d  %-7s %-8s %-9s", c->d,
+        char sp[8];
+        snprintf(sp, sizeof sp, c->splits > 0 ? "%d" : c->splits ? "auto" : "-", c->splits);
+        snprintf(line, sizeof line, "%4d %-5s %-12s %2d %3d %3d %5d %5d  %-7s %-8s %-9s %-5s", c->d,
                  c->bf16 ? "bf16" : "fp16", mask_text(c, mt, sizeof mt), c->batch, c->hq, c->hkv, c->sq, c->sk,
-                 c->strided ? "strided" : "packed", sink_name[c->sink], mod_name[c->mod]);
-        if (filter && !strstr(line, filter)) continue;
+                 c->strided ? "strided" : "packed", sink_name[c->sink], mod_name[c->mod], sp);
+        if ((filter && !strstr(line, filter)) || (only_splits && !c->splits)) continue;
         Result r = run_case(&env, c);
         int ok = passes(&r);
         ok ? pass++ : fail++;

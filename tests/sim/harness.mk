@@ -41,3 +41,8 @@ sim-mla-selftest: build/sim/sim_mla
 sim-mla-test: build/sim/libcuda.so.1 build/sim/sim_mla
 	@d=$$(mktemp -d) && FA4GEN_COMPILER=driver-ptx FA4GEN_CACHE_DIR=$$d LD_LIBRARY_PATH=$$PWD/build/sim FA4SIM_CC=90 \
 	    build/sim/sim_mla --cases tests/sim/cases_mla_sm90.txt; rc=$$?; rm -rf $$d; exit $$rc
+
+# the combine kernel alone (tests/sim/run.sh; tests/gpu/run.sh on the H100)
+build/sim/test_combine: tests/sim/test_combine.c runtime/fa4.h build/libfa4rt.a
+	@mkdir -p $(dir $@)
+	$(CC) $(SIM_HARNESS_CFLAGS) tests/sim/test_combine.c -o $@ build/libfa4rt.a -ldl -lpthread -lm

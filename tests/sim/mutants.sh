@@ -79,9 +79,11 @@ FAILED=0
 CASE_1="target=sm100a dtype=bf16 sq=512 sk=512 hq=1 qk=128 mask=causal"
 CASE_2="target=sm100a dtype=bf16 sq=512 sk=512 hq=1 qk=128 mask=causal config=cta=2"
 CASE_9="target=sm90a dtype=bf16 sq=512 sk=512 hq=1 qk=128 mask=causal config=rescale=0"
-ARCH_1=sm_100a ARCH_2=sm_100a ARCH_9=sm_90a
-CC_1=100 CC_2=100 CC_9=90
-SMS_1=4 SMS_2=4 SMS_9=1
+# split-KV decode (issue 15): GQA 16/2 packed into the sm_90a tile, 3 splits of 6 kv blocks, causal
+CASE_3="target=sm90a dtype=bf16 sq=4 sk=1000 hq=16 hkv=2 qk=128 mask=causal splits=3"
+ARCH_1=sm_100a ARCH_2=sm_100a ARCH_9=sm_90a ARCH_3=sm_90a
+CC_1=100 CC_2=100 CC_9=90 CC_3=90
+SMS_1=4 SMS_2=4 SMS_9=1 SMS_3=2
 SEED=${MUTANTS_SEED:-1}
 
 # run_case KERNEL PTXFILE: runs KERNEL's case with PTXFILE in place of the kernel;
@@ -253,6 +255,7 @@ mutant()
 setup 1
 setup 2
 setup 9
+setup 3
 
 # ------------------------------------------------------------ sm_100a, one CTA per tile
 # UMMA smem descriptors: the MMA warp builds them as {lo, hi}; hi holds SBO>>4 in bits
@@ -327,6 +330,19 @@ mutant 9 wgmma_sbo '==== role consumers' 1 'mov[.]b32 %cs_desc_hi, 0x' 1 field 0
 mutant 9 wgmma_swizzle 'O [+]= P V: 8 x wgmma' 1 'mov[.]b32 %desc_hi, 0x' 1 field 30 2 0
 # the fence.proxy.async between the epilogue's generic O stores and the TMA store
 mutant 9 no_proxy_fence '==== consumer epilogue' 1 'fence[.]proxy[.]async' 1 del
+
+# ------------------------------------------------------------ sm_90a split-KV (FA4SIM_CC=90)
+# this CTA's kv block range without the split's lower bound: splits overlap, keys count twice
+mutant 3 split_range_lo 'plan note split: this split.s kv blocks' 1 'max[.]s32 %n_begin, %n_begin, %sp_lo;' 1 \
+    sub 'max[.]s32 %n_begin, %n_begin, %sp_lo;' 'max.s32 %n_begin, %n_begin, 0;'
+# the split's upper bound one block further: a key block shared by two splits
+mutant 3 split_range_hi 'plan note split: this split.s kv blocks' 1 'min[.]s32 %n_end, %n_end, %sp_hi;' 1 \
+    sub '%sp_hi;' '%tc_nblk;'
+# the partial row of split s written as split 0's: the other splits' rows stay NaN-poisoned
+mutant 3 split_row_index 'consumer epilogue .split.' 1 'mad[.]lo[.]u32 %sp_idx, %split, %batch, %bidx;' 1 \
+    sub '%split, %batch' '%bidx, %batch'
+# packed GQA rows: the head of a row from row / seq_rows -> row % seq_rows
+mutant 3 split_pack_head 'plan rows .GQA packed.' 1 'div[.]u32 %cs_hoff0, %cs_row0, [0-9]+;' 1 sub 'div[.]u32' 'rem.u32'
 
 echo "mutants: $PASSED passed, $FAILED failed"
 [ "$FAILED" = 0 ] || exit 1

@@ -15,9 +15,12 @@
 #      seeds, compared with an H100's outputs on the same inputs (*-h100-mla-sparse-sim-anchor.tar.xz)
 #   5. the sm_100a sparse MLA cases of tests/sim/cases_mla_sm100.txt on the simulated cc 10.0 device,
 #      under the same seeds, against the fp64 reference (no GPU anchor: no Blackwell here)
+#   5b. split-KV (issue 15): build/sim/test_combine (the combine kernel alone: -inf rows, NaN partials
+#      it must not read), then tests/sim/cases_split.txt per target under the same seeds (scheduler and
+#      input seed) against the fp64 reference
 #   6. tests/sim/mutants.sh: mutated kernels must fail
 # Prints one line per step and 'sim suite: N passed, N failed'; exit 1 on failure.
-# Needs: build/fa4gen, build/sim/libcuda.so.1, build/sim/sim_mha, build/sim/test_{tc,tma,core,ref_mla}.
+# Needs: build/fa4gen, build/sim/libcuda.so.1, build/sim/sim_mha, build/sim/test_{tc,tma,core,ref_mla,combine}.
 set -u
 cd "$(dirname "$0")/../.."
 B=build
@@ -46,7 +49,14 @@ mkdir -p "$work/anchor" "$work/mla_anchor"
 mla_anchor=$(ls bench/results/*-h100-mla-sparse-sim-anchor.tar.xz 2>/dev/null | tail -1)
 [ -n "$mla_anchor" ] && tar xJf "$mla_anchor" -C "$work/mla_anchor"
 random_seed=$(( $(od -An -N2 -tu2 /dev/urandom) + 3 ))
+grep 'target=sm90a' tests/sim/cases_split.txt > "$work/split90.txt"
+grep 'target=sm100a' tests/sim/cases_split.txt > "$work/split100.txt"
+step "combine kernel alone (-inf rows)" env FA4SIM_CC=90 $B/sim/test_combine
 for seed in 1 2 $random_seed; do
+    step "split-KV sm90a, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=90 \
+        $B/sim/sim_mha --quiet --no-skip --seed $seed --cases "$work/split90.txt"
+    step "split-KV sm100a, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=100 \
+        $B/sim/sim_mha --quiet --no-skip --seed $seed --cases "$work/split100.txt"
     step "sm100a cases, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=100 \
         $B/sim/sim_mha --quiet --no-skip --cases tests/sim/cases_sm100.txt
     step "sm90a cases vs H100, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=90 \

@@ -37,6 +37,9 @@
  *   lse=0|1                   default 1; 0: no LSE output (NULL)
  *   sink=rand|-inf|X          default none; fa4_mha_args.sink [hq]: rand = U(-2, 2) per head,
  *                             -inf every head, X >= 0: +X for even heads, -X for odd ones
+ *   splits=N                  default 1; fa4_mha_args.num_splits (0: the runtime picks); with a split
+ *                             count > 1 (or 0) a workspace of fa4_mha_split_count's size, poisoned
+ *                             with NaN, is passed
  *   mod=NAME                  default none; fa4_mha_args.score_mod, one of (s the scaled score):
  *                             softcap30, softcap50  cap * tanh(s / cap) (Gemma 2 / Grok)
  *                             alibi     s - slope[h] |q - k|, slopes 2^(-8(h+1)/hq) in aux
@@ -148,16 +151,17 @@ typedef struct Case {
     int k_rope, strided, lse;
     float qd, kd, vd, scale, amp;
     int sink, mod;     /* SINK_*, MOD_* */
+    int splits;        /* num_splits */
     float sink_x;      /* sink=X */
     char config[WORD_MAX];
     char descale_text[WORD_MAX], scale_text[64], amp_text[64]; /* as given, for the canonical text */
 } Case;
 
 enum { K_TARGET, K_DTYPE, K_SQ, K_SK, K_HQ, K_QK, K_BATCH, K_HKV, K_OV, K_MASK, K_CONFIG, K_KROPE, K_DESCALE,
-       K_SCALE, K_AMP, K_LAYOUT, K_LSE, K_SINK, K_MOD, K_COUNT };
+       K_SCALE, K_AMP, K_LAYOUT, K_LSE, K_SINK, K_MOD, K_SPLITS, K_COUNT };
 static const char *const KEY_NAMES[K_COUNT] = {"target", "dtype", "sq", "sk", "hq", "qk", "batch", "hkv", "ov",
                                                "mask", "config", "k_rope", "descale", "scale", "amp", "layout",
-                                               "lse", "sink", "mod"};
+                                               "lse", "sink", "mod", "splits"};
 
 enum { SINK_NONE, SINK_RAND, SINK_NEG_INF, SINK_ALT };
 enum { MOD_NONE, MOD_SOFTCAP30, MOD_SOFTCAP50, MOD_ALIBI, MOD_RELBIAS, MOD_ROWDROP, MOD_COUNT };
@@ -274,6 +278,7 @@ static int set_key(Case *c, int k, const char *v, char *err, size_t n)
         else c->sink = SINK_ALT;
         return 0;
     case K_MOD: return word_choice(key, v, MOD_NAMES, MOD_COUNT, &c->mod, err, n);
+    case K_SPLITS: return word_int(key, v, 0, FA4_MAX_SPLITS, &c->splits, err, n);
     }
     return errf(err, n, "internal: key %d", k);
 }
@@ -286,6 +291,7 @@ static void case_defaults(Case *c)
     c->wl = c->wr = -1;
     c->lse = 1;
     c->amp = 1.0f;
+    c->splits = 1;
 }
 
 /* Applies one "key=value" word; seen[] catches repeats. */
@@ -368,6 +374,7 @@ static void case_format(const Case *c, char *buf, size_t n)
     if (c->sink == SINK_NEG_INF) MORE(" sink=-inf");
     if (c->sink == SINK_ALT) MORE(" sink=%g", (double)c->sink_x);
     if (c->mod) MORE(" mod=%s", MOD_NAMES[c->mod]);
+    if (c->splits != 1) MORE(" splits=%d", c->splits);
 #undef MORE
 }
 
@@ -573,6 +580,8 @@ typedef struct Run {
     double *sink_d;            /* the sinks as the reference reads them */
     CUdeviceptr dsink, daux;
     int naux;
+    CUdeviceptr dws;           /* split-KV workspace */
+    size_t ws_bytes;
 } Run;
 
 static void run_free(Env *env, Run *run)
@@ -584,6 +593,7 @@ static void run_free(Env *env, Run *run)
     if (run->dlse) env->cu.MemFree(run->dlse);
     if (run->dsink) env->cu.MemFree(run->dsink);
     if (run->daux) env->cu.MemFree(run->daux);
+    if (run->dws) env->cu.MemFree(run->dws);
     free(run->sink), free(run->aux), free(run->sink_d);
     free(run->lse), free(run->ref_o), free(run->ref_lse);
 }
@@ -686,6 +696,9 @@ static fa4_mha_args case_args(const Case *c, const Run *run)
     a.sink = c->sink ? (const float *)(uintptr_t)run->dsink : NULL;
     a.score_mod = MOD_SRC[c->mod];
     a.score_mod_aux = run->naux ? (const void *)(uintptr_t)run->daux : NULL;
+    a.num_splits = c->splits;
+    a.workspace = run->dws ? (void *)(uintptr_t)run->dws : NULL;
+    a.workspace_size = run->ws_bytes;
     return a;
 }
 
@@ -707,6 +720,17 @@ static int launch(Env *env, const Case *c, Run *run, Result *res)
     fa4_ctx *fa = NULL;
     if (fa4_for(env, c->target, &fa, res)) return -1;
     fa4_mha_args a = case_args(c, run);
+    if (c->splits != 1) {
+        int n = 0;
+        fa4_status ss = fa4_mha_split_count(fa, &a, &n, &run->ws_bytes);
+        if (ss != FA4_OK) return result_fail(res, "fa4_mha_split_count: %s: %s", fa4_status_string(ss), fa4_last_error(fa));
+        if (run->ws_bytes) {
+            CU_TRY(env->cu.MemAlloc(&run->dws, run->ws_bytes), res, "cuMemAlloc (workspace)");
+            CU_TRY(env->cu.MemsetD8(run->dws, 0xFF, run->ws_bytes), res, "cuMemsetD8 (workspace poison)");
+        }
+        a = case_args(c, run);
+        if (!env->opt.quiet) printf("  splits: %d (workspace %zu bytes)\n", n, run->ws_bytes);
+    }
     if (!env->opt.quiet) {
         char cfg[512];
         if (fa4_mha_config(fa, &a, cfg, sizeof cfg) == FA4_OK) printf("  kernel: %s\n", cfg);

@@ -804,6 +804,52 @@ static void test_sink_mod_config(void **state)
 
 /* The splice: every site gets the function's instructions with its registers renamed, its labels
  * suffixed per site, parameter loads from the site's registers and the return into the score. */
+
+/* Split-KV (issue 15): split=1 is in the canonical text only when on, adds the split parameters at the
+ * end, packs the GQA group on sm90a; the combine family's canonical form is target, dtype, ov; the
+ * refusals name the field. */
+static void test_split_and_combine_config(void **state)
+{
+    (void)state;
+    char err[256];
+    Plan *p = malloc(sizeof *p), *q = malloc(sizeof *q);
+    plan_ok("mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 split=1 mask=causal", p);
+    if (!strstr(p->canonical, " split=1")) fail_msg("canonical %s", p->canonical);
+    Config back = parse_ok(p->canonical);
+    assert_int_equal(back.split, 1);
+    const char *tail[3] = {"num_splits", "o_accum", "lse_accum"};
+    for (int i = 0; i < 3; i++) assert_string_equal(p->params[p->n_params - 3 + i].name, tail[i]);
+    assert_int_equal(p->heads_per_cta, 8);
+    assert_int_equal(p->rows_per_cta, 16);
+    plan_ok("mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 mask=causal", q);
+    if (strstr(q->canonical, "split")) fail_msg("canonical %s", q->canonical);
+    assert_int_equal(q->heads_per_cta, 1); /* the unsplit sm90a kernel is what it was */
+    assert_int_equal(q->n_params, p->n_params - 3);
+    assert_true(q->hash != p->hash);
+    plan_ok("mha target=sm100a dtype=bf16 qk=128 ov=128 group=8 split=1 mask=none", p);
+    assert_string_equal(p->params[p->n_params - 1].name, "lse_accum");
+
+    plan_ok("combine target=sm100a dtype=fp16 ov=192", p);
+    assert_string_equal(p->canonical, "combine target=sm100a dtype=fp16 ov=192");
+    assert_true(strstr(p->symbol, "fa4_combine_sm100a_") == p->symbol);
+    assert_int_equal(p->n_maps, 0);
+    assert_string_equal(p->params[0].name, "o_accum");
+    char *ptx = NULL;
+    size_t len;
+    assert_int_equal(fa4gen_generate(&p->cfg, q, &ptx, &len, err, sizeof err), 0);
+    if (!strstr(ptx, ".target sm_100a") || !strstr(ptx, "ex2.approx")) fail_msg("combine PTX");
+    free(ptx);
+    const char *bad[][2] = {{"mha target=sm90a qk=128 split=2", "split:"},
+                            {"mha target=sm90a qk=128 split=1 sink=1", "split:"},
+                            {"mla-sparse target=sm90a qk=576 ov=512 split=1", "split:"},
+                            {"combine target=sm90a dtype=e4m3 ov=128", "dtype:"},
+                            {"combine target=sm90a ov=128 bn=64", "combine:"},
+                            {"combine target=sm90a ov=128 mask=causal", "combine:"},
+                            {"combine target=sm90a qk=192 ov=128", "qk:"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) expect_plan_error(bad[i][0], bad[i][1]);
+    free(p), free(q);
+}
+
 static void test_score_mod_splice(void **state)
 {
     (void)state;
@@ -924,6 +970,7 @@ int main(void)
         cmocka_unit_test(test_output_targets),        cmocka_unit_test(test_stdout_write_errors),
         cmocka_unit_test(test_bundle_lists),           cmocka_unit_test(test_sink_mod_config),
         cmocka_unit_test(test_score_mod_splice),       cmocka_unit_test(test_cli_score_mod),
+        cmocka_unit_test(test_split_and_combine_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,6 +18,7 @@
 
 #include "fa4.h"
 #include "fa4gen.h"
+#include "rt_internal.h"
 #include "fake_cuda.h"
 #include "testutil.h"
 
@@ -469,6 +470,100 @@ static void test_sm90_d128(void **state)
     fa4_destroy(ctx);
 }
 
+
+/* Split-KV (issue 15): the refusals of num_splits and the workspace (nothing launched), the
+ * workspace size, the split kernel then the combine kernel on the same stream, and the runtime's
+ * pick for num_splits 0 (none without a workspace). */
+static void refused(fa4_ctx *ctx, const fa4_mha_args *a, const char *word, const char *why)
+{
+    fake_reset();
+    assert_int_equal(fa4_mha_fwd(ctx, a, NULL), FA4_ERR_INVALID_ARGUMENT);
+    if (!strstr(fa4_last_error(ctx), word)) fail_msg("%s: message does not name %s: %s", why, word, fa4_last_error(ctx));
+    nothing_recorded(why);
+}
+
+static void test_split_kv(void **state)
+{
+    (void)state;
+    fa4_ctx *ctx = ctx_on(90, FA4_TARGET_SM90A, NULL);
+    fa4_mha_args a = mha(FA4_BF16, 2, 1, 4096, 64, 8, 128, 128, FA4_MASK_NONE);
+    uint64_t rows = 2 * 64 * 1;
+    a.num_splits = -1;
+    refused(ctx, &a, "num_splits", "num_splits -1");
+    a.num_splits = FA4_MAX_SPLITS + 1;
+    refused(ctx, &a, "num_splits", "num_splits past the maximum");
+    a.num_splits = 4;
+    refused(ctx, &a, "workspace", "no workspace");
+    a.workspace = DEV(7);
+    a.workspace_size = 4 * rows * 129 * 4 - 1;
+    refused(ctx, &a, "workspace_size", "a workspace one byte short");
+    a.workspace = (char *)DEV(7) + 8;
+    a.workspace_size = 1 << 20;
+    refused(ctx, &a, "workspace", "a misaligned workspace");
+    a.workspace = DEV(7);
+    float sink[64] = {0};
+    a.sink = sink;
+    refused(ctx, &a, "sink", "splits with a sink");
+    a.sink = NULL;
+
+    int n = 0;
+    size_t bytes = 0;
+    must(ctx, fa4_mha_split_count(ctx, &a, &n, &bytes), "fa4_mha_split_count");
+    assert_int_equal(n, 4);
+    assert_int_equal(bytes, 4 * rows * 129 * 4);
+    a.workspace_size = bytes;
+    Plan *p = plan_of(ctx, &a);
+    assert_int_equal(p->cfg.split, 1);
+    assert_int_equal(p->heads_per_cta, 8); /* decode: the group packed into the tile */
+    fake_reset();
+    must(ctx, fa4_mha_fwd(ctx, &a, NULL), "fa4_mha_fwd (4 splits)");
+    if (fk->n_refused) fail_msg("fake driver refused %d call(s); last: %s", fk->n_refused, fk->refused);
+    assert_int_equal(fk->n_launches, 2);
+    assert_string_equal(fk->launches[0].kernel, p->symbol);
+    unsigned tiles = 1 * (64 / 8) * 2 * 4;
+    assert_int_equal(fk->launches[0].grid[0], tiles < (unsigned)fk->sm_count ? tiles : (unsigned)fk->sm_count);
+    assert_true(strstr(fk->launches[1].kernel, "fa4_combine_sm90a_") == fk->launches[1].kernel);
+    assert_int_equal(fk->launches[1].grid[0], (unsigned)((rows + 3) / 4));
+    assert_int_equal(fk->launches[1].block[0], 128);
+    assert_ptr_equal(fk->launches[1].stream, fk->launches[0].stream);
+    free(p);
+
+    /* num_splits 0: without a workspace the unsplit kernel; with one, a pick and two launches */
+    a.num_splits = 0;
+    a.workspace = NULL, a.workspace_size = 0;
+    fake_reset();
+    must(ctx, fa4_mha_fwd(ctx, &a, NULL), "fa4_mha_fwd (auto, no workspace)");
+    assert_int_equal(fk->n_launches, 1);
+    must(ctx, fa4_mha_split_count(ctx, &a, &n, &bytes), "fa4_mha_split_count (auto)");
+    assert_true(n > 1 && n <= FA4_MAX_SPLITS);
+    assert_int_equal(bytes, (uint64_t)n * rows * 129 * 4);
+    a.workspace = DEV(7), a.workspace_size = bytes;
+    fake_reset();
+    must(ctx, fa4_mha_fwd(ctx, &a, NULL), "fa4_mha_fwd (auto)");
+    assert_int_equal(fk->n_launches, 2);
+    fa4_destroy(ctx);
+}
+
+/* The split choice (runtime/split.c), a pure function. */
+static void test_split_choice(void **state)
+{
+    (void)state;
+    assert_int_equal(rt_split_choice(0, 132, 100), 1);
+    assert_int_equal(rt_split_choice(10, 0, 100), 1);
+    assert_int_equal(rt_split_choice(10, 132, 0), 1);
+    assert_int_equal(rt_split_choice(132, 132, 1000), 1); /* a full wave */
+    assert_int_equal(rt_split_choice(500, 132, 1000), 1);
+    assert_int_equal(rt_split_choice(64, 132, 1000), 2);   /* 128 of 132 SMs */
+    assert_int_equal(rt_split_choice(64, 132, 3), 1);      /* too few kv blocks to share */
+    int s = rt_split_choice(8, 132, 1000);                 /* batch 1, 8 kv heads */
+    assert_true(s >= 14 && s <= 16);
+    assert_true(rt_split_choice(1, 132, 100000) <= FA4_MAX_SPLITS);
+    assert_true(rt_split_choice(1, 132, 100000) >= 100); /* most of the SMs */
+    assert_true(rt_split_choice(1, 132, 20) <= 10);        /* at least 2 kv blocks a split */
+    assert_int_equal(rt_split_workspace_bytes(0, 10, 128), 0);
+    assert_int_equal(rt_split_workspace_bytes(3, 10, 128), 3 * 10 * 129 * 4);
+}
+
 /* Sinks and a score_mod (issue 10): the kernel takes p_sink, p_sm_scale and p_aux after the ABI's
  * scalars; the mod's source hash is in the config; a source NVRTC refuses is FA4_ERR_COMPILE with
  * NVRTC's log, and nothing is launched. */
@@ -891,7 +986,8 @@ int main(void)
         cmocka_unit_test(test_kernel_info),        cmocka_unit_test(test_huge_shapes),
         cmocka_unit_test(test_sink_score_mod),
         cmocka_unit_test(test_rope_after_memory_hit), cmocka_unit_test(test_mla_huge_shapes),
-        cmocka_unit_test(test_lse_rows_boundary),
+        cmocka_unit_test(test_lse_rows_boundary), cmocka_unit_test(test_split_kv),
+        cmocka_unit_test(test_split_choice),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,217 @@
+"""bench_decode.py - decode attention (seqlen_q 1) of fa4gen against every torch SDPA backend, one run, one GPU.
+
+    python3 bench/bench_decode.py [--out FILE] [--paged] [--batches 1,4,16,64] [--seqlens 4096,16384,65536,131072]
+                                  [--gqa 64/8,32/8] [--reps 30]
+
+Per shape (d128 bf16, GQA packed): fa4.mha_fwd with num_splits 0 (the runtime picks the split count; the
+workspace is allocated once per shape, outside the timing) against SDPA flash / efficient / cuDNN / math,
+each where it runs (a backend that refuses or runs out of memory is n/a). The figure of merit is the achieved
+HBM bandwidth, K + V bytes / time, against the copy bandwidth measured in the same run (a 2 x 1 GiB
+device-to-device copy: read + write bytes / time). Target (issue 15): >= 85% of it for seqlen_k >= 16k.
+Median of --reps repetitions (CUDA events) after warm-up, the backends taking turns within every repetition;
+K/V sets are rotated when they are small enough to hide in L2 otherwise. fa4's output is checked against the
+first torch backend that ran (rel L2 <= 1e-2).
+
+--paged: K and V live in pages of 64 rows [num_pages, 64, heads_kv, 128] with a shuffled block table
+[batch, seqlen_k / 64]; fa4 reads them through the paged path (issue 15 item 2, branch w15v); torch has no
+paged SDPA, so its columns time the same data dense. The only code that knows the paged call is paged_call().
+"""
+import argparse
+import datetime
+import inspect
+import os
+import statistics
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import fa4  # noqa: E402
+
+PAGE = 64
+D = 128
+BACKENDS = [("flash", SDPBackend.FLASH_ATTENTION), ("efficient", SDPBackend.EFFICIENT_ATTENTION),
+            ("cudnn", SDPBackend.CUDNN_ATTENTION), ("math", SDPBackend.MATH)]
+
+
+def copy_bandwidth(reps):
+    """GB/s of a large device-to-device copy (read + write bytes), the ceiling decode is judged against."""
+    n = 1 << 29  # 1 GiB of bf16
+    src = torch.empty(n, device="cuda", dtype=torch.bfloat16).normal_()
+    dst = torch.empty_like(src)
+    for _ in range(5):
+        dst.copy_(src)
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        dst.copy_(src)
+        b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b))
+    del src, dst
+    torch.cuda.empty_cache()
+    return 2 * n * 2 / statistics.median(ts) / 1e6
+
+
+def time_interleaved(fns, sets, reps, warmup=3):
+    for fn in fns:
+        for i in range(warmup):
+            fn(sets[i % len(sets)])
+    torch.cuda.synchronize()
+    times = [[] for _ in fns]
+    for i in range(reps):
+        s = sets[i % len(sets)]
+        for t, fn in zip(times, fns):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn(s)
+            b.record()
+            b.synchronize()
+            t.append(a.elapsed_time(b))
+    return [statistics.median(t) for t in times]
+
+
+def sdpa(backend):
+    def run(s):
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(s["q"].transpose(1, 2), s["k"].transpose(1, 2),
+                                                  s["v"].transpose(1, 2), enable_gqa=True).transpose(1, 2)
+    return run
+
+
+def to_pages(x, perm):
+    """[B, S, H, D] -> [B * S / PAGE, PAGE, H, D] pages, page p of sequence b stored at perm[b * n + p]."""
+    B, S, H, Dd = x.shape
+    pages = x.reshape(B * (S // PAGE), PAGE, H, Dd)
+    out = torch.empty_like(pages)
+    out[perm] = pages
+    return out
+
+
+def paged_call():
+    """fa4's paged decode call, or None when this build's binding has no paged path (w15v not merged)."""
+    params = inspect.signature(fa4.mha_fwd).parameters
+    if "block_table" not in params:
+        return None
+
+    def run(s):
+        return fa4.mha_fwd(s["q"], s["k_pages"], s["v_pages"], out=s["o"], block_table=s["block_table"],
+                           seqlens_k=s["seqlens_k"], num_splits=0, workspace=s["ws"])
+    return run
+
+
+def make_set(B, S, Hq, Hkv, paged):
+    s = {"q": torch.randn(B, 1, Hq, D, device="cuda", dtype=torch.bfloat16),
+         "k": torch.randn(B, S, Hkv, D, device="cuda", dtype=torch.bfloat16),
+         "v": torch.randn(B, S, Hkv, D, device="cuda", dtype=torch.bfloat16)}
+    s["o"] = torch.empty_like(s["q"])
+    if paged:
+        n = S // PAGE
+        perm = torch.randperm(B * n, device="cuda")
+        s["k_pages"], s["v_pages"] = to_pages(s["k"], perm), to_pages(s["v"], perm)
+        s["block_table"] = perm.reshape(B, n).to(torch.int32)
+        s["seqlens_k"] = torch.full((B,), S, device="cuda", dtype=torch.int32)
+    return s
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out")
+    ap.add_argument("--paged", action="store_true", help="fa4 reads K/V through a block table of 64-row pages")
+    ap.add_argument("--batches", default="1,4,16,64")
+    ap.add_argument("--seqlens", default="4096,16384,65536,131072")
+    ap.add_argument("--gqa", default="64/8,32/8")
+    ap.add_argument("--reps", type=int, default=30)
+    args = ap.parse_args()
+    gpu = torch.cuda.get_device_name()
+    torch.manual_seed(0)
+    free = torch.cuda.mem_get_info()[0]
+    copy_bw = copy_bandwidth(args.reps)
+    paged = paged_call() if args.paged else None
+    lines = ["# fa4gen decode (seqlen_q 1, d128 bf16) vs torch SDPA, %s, %s, torch %s, cuDNN %s%s" % (
+        datetime.date.today(), gpu, torch.__version__, torch.backends.cudnn.version(),
+        ", fa4 K/V paged (page %d)" % PAGE if args.paged else ""),
+        "# GB/s = K+V bytes / median time of %d reps; copy = 2 x 1 GiB device-to-device copy: %.0f GB/s" % (
+            args.reps, copy_bw),
+        "# fa4: num_splits 0 (runtime pick; its split count and kernel below); target >= 85%% of copy for Sk >= 16k"]
+    if args.paged and paged is None:
+        lines.append("# --paged: this build's fa4.mha_fwd has no block_table (the paged path is issue 15 item 2, "
+                     "branch w15v): fa4 runs dense")
+    cols = ["fa4"] + [n for n, _ in BACKENDS]
+    head = "%-24s %8s %6s" % ("shape", "KV MB", "splits") + "".join("%11s" % (c + " GB/s") for c in cols) + \
+        "   fa4 %copy  fa4/best  check"
+    lines.append(head)
+    print("\n".join(lines), flush=True)
+    met = total = 0
+    for g in args.gqa.split(","):
+        Hq, Hkv = (int(x) for x in g.split("/"))
+        for S in (int(x) for x in args.seqlens.split(",")):
+            for B in (int(x) for x in args.batches.split(",")):
+                kv_bytes = 2 * B * S * Hkv * D * 2
+                name = "B%d Sk%dk GQA %d/%d" % (B, S // 1024, Hq, Hkv)
+                if kv_bytes * (3 if args.paged else 1.2) > free * 0.8:
+                    lines.append("# %s: skipped, K+V %.1f GB do not fit twice" % (name, kv_bytes / 1e9))
+                    continue
+                nsets = 3 if kv_bytes < (256 << 20) else 1  # small K/V: rotate so L2 does not hold them
+                sets = [make_set(B, S, Hq, Hkv, args.paged and paged is not None) for _ in range(nsets)]
+                splits, ws_bytes = fa4.mha_split_count(sets[0]["q"], sets[0]["k"], sets[0]["v"], num_splits=0)
+                ws = torch.empty(max(ws_bytes, 16), device="cuda", dtype=torch.uint8)  # once, outside the timing
+                for s in sets:
+                    s["ws"] = ws
+                ours = paged or (lambda s: fa4.mha_fwd(s["q"], s["k"], s["v"], out=s["o"], num_splits=0,
+                                                      workspace=s["ws"]))
+                fns = [("fa4", ours)] + [(n, sdpa(b)) for n, b in BACKENDS]
+                ok, errs = [], {}
+                for n, fn in fns:  # a backend that fails on this shape is n/a, left out of the timing
+                    if n == "math" and kv_bytes * Hq // Hkv > free // 4:
+                        errs[n] = "K/V expanded to %d heads would not fit" % Hq
+                        continue
+                    try:
+                        fn(sets[0])
+                        torch.cuda.synchronize()
+                        ok.append((n, fn))
+                    except Exception as e:  # noqa: BLE001 - report any backend failure
+                        errs[n] = str(e).split("\n")[0][:70]
+                        torch.cuda.empty_cache()
+                ms = dict(zip([n for n, _ in ok], time_interleaved([fn for _, fn in ok], sets, args.reps)))
+                check = "n/a"
+                refn = next((n for n, _ in ok if n != "fa4"), None)
+                if "fa4" in ms and refn:
+                    mine = ours(sets[0]).float()
+                    ref = dict(ok)[refn](sets[0]).float()
+                    rel = ((mine - ref).norm() / ref.norm()).item()
+                    check = "%.1e %s (vs %s)" % (rel, "ok" if rel <= 1e-2 else "FAIL", refn)
+                bw = {n: kv_bytes / t / 1e6 for n, t in ms.items()}
+                best = max((v for n, v in bw.items() if n != "fa4"), default=None)
+                pct = 100 * bw["fa4"] / copy_bw if "fa4" in bw else None
+                if pct is not None and S >= 16384:
+                    total += 1
+                    met += pct >= 85
+                cells = "".join("%11s" % ("%.0f" % bw[c] if c in bw else "n/a") for c in cols)
+                line = "%-24s %8.0f %6d%s   %9s  %8s  %s" % (
+                    name, kv_bytes / 1e6, splits, cells, "%.0f%%" % pct if pct is not None else "n/a",
+                    "%.2f" % (bw["fa4"] / best) if best and "fa4" in bw else "n/a", check)
+                lines.append(line)
+                print(line, flush=True)
+                for n, e in errs.items():
+                    lines.append("#   %s on %s: n/a: %s" % (n, name, e))
+                try:
+                    cfg = fa4.mha_config(sets[0]["q"], sets[0]["k"], sets[0]["v"], config=None)
+                    lines.append("#   %s: unsplit config %s; split kernel: split=1 of it" % (name, cfg))
+                except Exception as e:  # noqa: BLE001
+                    lines.append("#   %s: config n/a (%s)" % (name, str(e)[:60]))
+                del sets, ws
+                torch.cuda.empty_cache()
+    lines.append("# target: %d of %d shapes with Sk >= 16k reach 85%% of the copy bandwidth" % (met, total))
+    print(lines[-1], flush=True)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

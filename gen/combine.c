@@ -1,0 +1,218 @@
+/* combine.c - the split-KV combine kernel, one family for both targets (plain SIMT PTX: it is
+ * memory bound, so neither wgmma nor tcgen05 has anything to do here).
+ *
+ * Input: what an MHA kernel with split=1 wrote, f32 partial O [num_splits, rows, ov] (each split's
+ * O already divided by its own row sum) and partial LSE [num_splits, rows] (natural log; -inf for
+ * a split that saw no key of the row), rows = batch x heads_q x seqlen_q in LSE order. Output, per
+ * row: lse = log sum_i e^(lse_i) and O = sum_i e^(lse_i - lse) O_i in the output dtype at the
+ * caller's strides, LSE (when asked for) [batch, heads_q, seqlen_q]. A split whose lse_i is -inf is
+ * skipped (its O_i is not read); a row whose every lse_i is -inf gets O = 0 and LSE = -inf.
+ *
+ * One warp per row (plan: rows per CTA = warps); lane l owns columns 4 l + 128 k. The split loop
+ * runs over the LSEs twice (max, then the sum of e^(lse_i - max)) and once over O.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "kernel.h"
+#include "ops.h"
+#include "ops_copy.h"
+#include "softmax.h"
+
+enum { COMBINE_WARPS = 4, COMBINE_LANE_COLS = 4 /* one v4.f32 load */, NAME = 32, F32_BYTES = 4 };
+enum { COMBINE_BLOCK_COLS = 32 * COMBINE_LANE_COLS }; /* O columns a warp covers per column block */
+
+static void combine_defaults(Config *c)
+{
+    if (!c->swizzle) c->swizzle = 128; /* unused; config_check wants a valid value */
+}
+
+static int combine_check(const Config *c, char *err, size_t n)
+{
+    if (c->dtype == DT_E4M3)
+        return plan_refuse(err, n, "dtype: e4m3 is not allowed for combine; it writes O in bf16 or fp16 (an e4m3 "
+                           "split kernel's O is bf16)");
+    if (c->qk_depth != c->ov_depth)
+        return plan_refuse(err, n, "qk: %d is not allowed for combine; give only ov (the depth of O)", c->qk_depth);
+    if (c->ov_depth > 1024)
+        return plan_refuse(err, n, "ov: %d is not allowed for combine; use a multiple of 16 up to 1024", c->ov_depth);
+    /* every other field would be left out of the canonical form (and the hash): it must be unset */
+    Config d;
+    config_init(&d);
+    if (c->bm || c->bn || c->stages || c->group != 1 || c->mask != MASK_NONE || c->qtiles || c->cta_pair ||
+        c->rescale != d.rescale || c->exp2_poly != d.exp2_poly || c->rope_split || c->pingpong != d.pingpong ||
+        c->persistent != d.persistent || c->swizzle != 128)
+        return plan_refuse(err, n, "combine: it takes only target, dtype and ov; bm bn stages group mask qtiles cta "
+                           "rescale poly rope_split pingpong persistent swizzle are MHA kernel words");
+    return 0;
+}
+
+static int combine_plan(const Config *c, Plan *p, char *err, size_t n)
+{
+    (void)err;
+    (void)n;
+    p->ov = c->ov_depth;
+    p->qk = c->qk_depth;
+    p->elem_bytes = dtype_bytes[c->dtype];
+    p->threads = 32 * COMBINE_WARPS;
+    p->entry_regs = 255; /* no setmaxnreg: the hardware cap per thread */
+    p->rows_per_cta = COMBINE_WARPS;
+    p->heads_per_cta = 1;
+    p->smem_align = 16; /* no shared memory */
+    plan_role(p, "combine", 0, COMBINE_WARPS, 0, "one row per warp: lane l owns O columns 4l + 128k");
+    static const struct { ScalarId s; ParamType t; } params[] = {
+        {SCALAR_O_ACCUM, PARAM_U64},  {SCALAR_LSE_ACCUM, PARAM_U64},    {SCALAR_OUT, PARAM_U64},
+        {SCALAR_LSE, PARAM_U64},      {SCALAR_NUM_SPLITS, PARAM_U32},   {SCALAR_SEQLEN_Q, PARAM_U32},
+        {SCALAR_HEADS_Q, PARAM_U32},  {SCALAR_BATCH, PARAM_U32},        {SCALAR_OUT_STRIDE_B, PARAM_U64},
+        {SCALAR_OUT_STRIDE_S, PARAM_U64}, {SCALAR_OUT_STRIDE_H, PARAM_U64}};
+    for (size_t i = 0; i < sizeof params / sizeof params[0]; i++) plan_param_scalar(p, params[i].s, params[i].t);
+    plan_note(p, "rows", "row r = (b heads_q + h) seqlen_q + s of %d rows per CTA; grid = ceil(batch heads_q "
+              "seqlen_q / %d)", COMBINE_WARPS, COMBINE_WARPS);
+    plan_note(p, "inputs", "o_accum f32 [num_splits, rows, %d], lse_accum f32 [num_splits, rows]", p->ov);
+    plan_note(p, "outputs", "out %s [batch, seqlen_q, heads_q, %d] at its element strides; lse f32 [batch, heads_q, "
+              "seqlen_q] (0 = none)", dtype_name[c->dtype], p->ov);
+    plan_note(p, "math", "lse = log sum_i e^lse_i; O = sum_i e^(lse_i - lse) O_i; lse_i = -inf skipped; all -inf: "
+              "O = 0, lse = -inf");
+    return 0;
+}
+
+/* Column blocks of 4 per lane: lane l, block k holds columns 4 l + 128 k. */
+static int col_blocks(const Plan *p) { return (p->ov + COMBINE_BLOCK_COLS - 1) / COMBINE_BLOCK_COLS; }
+
+/* Loop over the splits: %cb_i from 0, %cb_lse = lse_accum[i][row]; the body follows the label. */
+static void split_loop_begin(Emit *e, char *l_loop, char *l_done, const char *stem)
+{
+    emit(e, "mov.u32 %%cb_i, 0;");
+    emit(e, "mov.u64 %%cb_lse_addr, %%cb_lse_row;");
+    emit_label(e, new_label(e, l_loop, NAME, stem));
+    emit(e, "setp.ge.u32 %%cb_p, %%cb_i, %%num_splits;");
+    emit(e, "@%%cb_p bra %s;", new_label(e, l_done, NAME, stem));
+    op_ld_global(e, REG_NONE, "f32", reg_find(e, "cb_lse"), reg_find(e, "cb_lse_addr"), 0);
+}
+
+static void split_loop_end(Emit *e, const char *l_loop, const char *l_done)
+{
+    emit(e, "add.u32 %%cb_i, %%cb_i, 1;");
+    emit(e, "add.s64 %%cb_lse_addr, %%cb_lse_addr, %%cb_lse_stride;");
+    emit(e, "bra.uni %s;", l_loop);
+    emit_label(e, l_done);
+}
+
+static int combine_emit(Emit *e)
+{
+    const Plan *p = e->p;
+    int kb = col_blocks(p);
+    char l_loop[NAME], l_done[NAME], l_out[NAME], l_nolse[NAME];
+    emit_section(e, "prologue: parameters, this warp's row");
+    const char *tid = reg(e, "b32", "thread"), *lane = reg(e, "b32", "lane"), *warp = reg(e, "b32", "warp");
+    emit(e, "mov.u32 %s, %%tid.x;", tid);
+    emit(e, "and.b32 %s, %s, 31;", lane, tid);
+    emit(e, "shr.u32 %s, %s, 5;", warp, tid);
+    kernel_params(e);
+    Reg row = reg_b32(e, "cb_row"), rows = reg_b32(e, "cb_rows");
+    reg_pred(e, "cb_p");
+    emit_note(e, "plan note rows: %d rows per CTA, one per warp", p->rows_per_cta);
+    emit(e, "mov.u32 %s, %%ctaid.x;", R(e, row));
+    emit(e, "mad.lo.u32 %s, %s, %d, %%warp;", R(e, row), R(e, row), p->rows_per_cta);
+    emit(e, "mul.lo.u32 %s, %%heads_q, %%seqlen_q;", R(e, rows));
+    emit(e, "mul.lo.u32 %s, %s, %%batch;", R(e, rows), R(e, rows));
+    emit(e, "setp.ge.u32 %%cb_p, %s, %s;", R(e, row), R(e, rows));
+    emit(e, "@%%cb_p bra $exit;");
+    reg_b32(e, "cb_i");
+    reg_f32(e, "cb_lse");
+    Reg lrow = reg_b64(e, "cb_lse_row"), lstride = reg_b64(e, "cb_lse_stride");
+    reg_b64(e, "cb_lse_addr");
+    emit(e, "mul.wide.u32 %s, %s, %d;", R(e, lstride), R(e, rows), F32_BYTES);
+    emit(e, "mad.wide.u32 %s, %s, %d, %%lse_accum;", R(e, lrow), R(e, row), F32_BYTES);
+
+    emit_section(e, "LSE: the max over the splits, then lse = max + log sum_i e^(lse_i - max)");
+    Reg mx = reg_f32(e, "cb_max"), sum = reg_f32(e, "cb_sum"), t = reg_f32(e, "cb_t"), lse = reg_f32(e, "cb_lse_all");
+    Reg empty = reg_pred(e, "cb_empty");
+    emit(e, "mov.f32 %s, %s;", R(e, mx), PTX_NEG_INF);
+    split_loop_begin(e, l_loop, l_done, "cb_max");
+    emit(e, "max.f32 %s, %s, %%cb_lse;", R(e, mx), R(e, mx));
+    split_loop_end(e, l_loop, l_done);
+    emit(e, "setp.eq.f32 %s, %s, %s;", R(e, empty), R(e, mx), PTX_NEG_INF);
+    emit(e, "mov.f32 %s, 0f00000000;", R(e, sum));
+    Reg acc = reg_arr(e, RT_F32, 4 * kb, "cb_acc"), colok[8];
+    for (int k = 0; k < kb; k++) {
+        colok[k] = reg_pred(e, "cb_col%d", k);
+        emit(e, "setp.lt.u32 %s, %%lane, %d;", R(e, colok[k]), (p->ov - COMBINE_BLOCK_COLS * k) / COMBINE_LANE_COLS);
+    }
+
+    for (int i = 0; i < 4 * kb; i++) emit(e, "mov.f32 %s, 0f00000000;", R(e, reg_at(e, acc, i)));
+    emit(e, "@%s bra %s;", R(e, empty), new_label(e, l_out, sizeof l_out, "cb_no_keys"));
+    split_loop_begin(e, l_loop, l_done, "cb_sum");
+    emit_note(e, "e^(lse_i - max) = 2^((lse_i - max) log2 e); a -inf split adds 2^-inf = 0");
+    emit(e, "sub.f32 %s, %%cb_lse, %s;", R(e, t), R(e, mx));
+    emit(e, "mul.f32 %s, %s, %s;", R(e, t), R(e, t), PTX_LOG2E);
+    emit(e, "ex2.approx.ftz.f32 %s, %s;", R(e, t), R(e, t));
+    emit(e, "add.f32 %s, %s, %s;", R(e, sum), R(e, sum), R(e, t));
+    split_loop_end(e, l_loop, l_done);
+    emit(e, "lg2.approx.f32 %s, %s;", R(e, t), R(e, sum));
+    emit(e, "fma.rn.f32 %s, %s, %s, %s;", R(e, lse), R(e, t), PTX_LN2, R(e, mx));
+
+    emit_section(e, "O = sum_i e^(lse_i - lse) O_i; lane l, block k: columns 4l + 128k (plan: %d blocks)", kb);
+    Reg v[4];
+    for (int i = 0; i < 4; i++) v[i] = reg_f32(e, "cb_v%d", i);
+    Reg orow = reg_b64(e, "cb_o_row"), ostride = reg_b64(e, "cb_o_stride"), oaddr = reg_b64(e, "cb_o_addr");
+    Reg w = reg_f32(e, "cb_w"), skip = reg_pred(e, "cb_skip");
+    emit(e, "mul.wide.u32 %s, %s, %d;", R(e, ostride), R(e, rows), F32_BYTES * p->ov);
+    emit(e, "mad.wide.u32 %s, %s, %d, %%o_accum;", R(e, orow), R(e, row), F32_BYTES * p->ov);
+    emit(e, "mad.wide.u32 %s, %%lane, %d, %s;", R(e, orow), F32_BYTES * COMBINE_LANE_COLS, R(e, orow));
+    emit(e, "mov.u64 %s, %s;", R(e, oaddr), R(e, orow));
+    split_loop_begin(e, l_loop, l_done, "cb_o");
+    emit_note(e, "a split that saw no key of the row (lse_i = -inf) is skipped: its O_i is not read");
+    emit(e, "setp.eq.f32 %s, %%cb_lse, %s;", R(e, skip), PTX_NEG_INF);
+    emit(e, "sub.f32 %s, %%cb_lse, %s;", R(e, w), R(e, lse));
+    emit(e, "mul.f32 %s, %s, %s;", R(e, w), R(e, w), PTX_LOG2E);
+    emit(e, "ex2.approx.ftz.f32 %s, %s;", R(e, w), R(e, w));
+    for (int k = 0; k < kb; k++) {
+        Reg go = reg_pred(e, "cb_go%d", k);
+        emit(e, "and.pred %s, %s, %s;", R(e, go), R(e, colok[k]), R(e, reg_not(e, skip)));
+        for (int i = 0; i < 4; i++) emit(e, "mov.f32 %s, 0f00000000;", R(e, v[i]));
+        op_ld_global_v4_f32(e, go, v, oaddr, (uint32_t)(F32_BYTES * COMBINE_BLOCK_COLS * k));
+        for (int i = 0; i < 4; i++) {
+            Reg a = reg_at(e, acc, 4 * k + i);
+            emit(e, "fma.rn.f32 %s, %s, %s, %s;", R(e, a), R(e, w), R(e, v[i]), R(e, a));
+        }
+    }
+    emit(e, "add.s64 %s, %s, %s;", R(e, oaddr), R(e, oaddr), R(e, ostride));
+    split_loop_end(e, l_loop, l_done);
+
+    emit_label(e, l_out);
+    emit_section(e, "outputs: O in %s at the caller's strides, LSE [batch, heads_q, seqlen_q]", dtype_name[p->cfg.dtype]);
+    emit(e, "@%s mov.f32 %s, %s;", R(e, empty), R(e, lse), PTX_NEG_INF);
+    Reg b = reg_b32(e, "cb_b"), h = reg_b32(e, "cb_h"), s = reg_b32(e, "cb_s"), x = reg_b32(e, "cb_x");
+    Reg off = reg_b64(e, "cb_off"), t64 = reg_b64(e, "cb_t64"), out = reg_b64(e, "cb_out");
+    emit(e, "rem.u32 %s, %s, %%seqlen_q;", R(e, s), R(e, row));
+    emit(e, "div.u32 %s, %s, %%seqlen_q;", R(e, x), R(e, row));
+    emit(e, "rem.u32 %s, %s, %%heads_q;", R(e, h), R(e, x));
+    emit(e, "div.u32 %s, %s, %%heads_q;", R(e, b), R(e, x));
+    emit(e, "cvt.u64.u32 %s, %s;", R(e, t64), R(e, b));
+    emit(e, "mul.lo.u64 %s, %s, %%out_stride_b;", R(e, off), R(e, t64));
+    emit(e, "cvt.u64.u32 %s, %s;", R(e, t64), R(e, s));
+    emit(e, "mad.lo.u64 %s, %s, %%out_stride_s, %s;", R(e, off), R(e, t64), R(e, off));
+    emit(e, "cvt.u64.u32 %s, %s;", R(e, t64), R(e, h));
+    emit(e, "mad.lo.u64 %s, %s, %%out_stride_h, %s;", R(e, off), R(e, t64), R(e, off));
+    emit(e, "mul.wide.u32 %s, %%lane, %d;", R(e, t64), COMBINE_LANE_COLS);
+    emit(e, "add.s64 %s, %s, %s;", R(e, off), R(e, off), R(e, t64));
+    emit(e, "mad.lo.u64 %s, %s, %d, %%out;", R(e, out), R(e, off), p->elem_bytes);
+    Reg pk0 = reg_b32(e, "cb_pack0"), pk1 = reg_b32(e, "cb_pack1");
+    for (int k = 0; k < kb; k++) {
+        op_cvt_pack(e, p->cfg.dtype, pk0, reg_at(e, acc, 4 * k + 1), reg_at(e, acc, 4 * k));
+        op_cvt_pack(e, p->cfg.dtype, pk1, reg_at(e, acc, 4 * k + 3), reg_at(e, acc, 4 * k + 2));
+        op_st_global_v2_b32(e, colok[k], out, (uint32_t)(COMBINE_BLOCK_COLS * k * p->elem_bytes), pk0, pk1);
+    }
+    emit(e, "setp.eq.u64 %%cb_p, %%lse, 0;");
+    emit(e, "@%%cb_p bra %s;", new_label(e, l_nolse, sizeof l_nolse, "cb_no_lse"));
+    emit(e, "setp.eq.u32 %%cb_p, %%lane, 0;");
+    emit(e, "mad.wide.u32 %s, %s, %d, %%lse;", R(e, t64), R(e, row), F32_BYTES);
+    op_st_global_f32(e, reg_find(e, "cb_p"), t64, lse);
+    emit_label(e, l_nolse);
+    emit_label(e, "$exit");
+    emit(e, "ret;");
+    return e->failed ? -1 : 0;
+}
+
+const Family combine_family = {KIND_COMBINE, combine_defaults, combine_check, combine_plan, combine_emit};

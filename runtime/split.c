@@ -1,0 +1,33 @@
+/* split.c - split-KV arithmetic of fa4_mha_fwd that needs no driver: the split count the runtime
+ * picks, and the workspace a split launch needs. Pure functions, tested in tests/unit. */
+#include "rt_internal.h"
+
+/* Fewest kv blocks a split should have: below this the partial writes and the combine cost more
+ * than the extra CTAs win. */
+enum { SPLIT_MIN_BLOCKS = 2 };
+
+int rt_split_choice(uint64_t tiles, int sm_count, int kv_blocks)
+{
+    if (tiles == 0 || sm_count <= 0 || kv_blocks <= 0) return 1;
+    if (tiles >= (uint64_t)sm_count) return 1; /* a full wave already */
+    int max = kv_blocks / SPLIT_MIN_BLOCKS;
+    if (max > FA4_MAX_SPLITS) max = FA4_MAX_SPLITS;
+    if (max <= 1) return 1;
+    /* the fraction of the last wave's SMs kept busy by tiles x s CTAs; the smallest s within 85%
+     * of the best (fewer splits: less partial traffic, a cheaper combine) */
+    double eff[FA4_MAX_SPLITS + 1], best = 0;
+    for (int s = 1; s <= max; s++) {
+        uint64_t ctas = tiles * (uint64_t)s, waves = (ctas + (uint64_t)sm_count - 1) / (uint64_t)sm_count;
+        eff[s] = (double)ctas / (double)(waves * (uint64_t)sm_count);
+        if (eff[s] > best) best = eff[s];
+    }
+    for (int s = 1; s <= max; s++)
+        if (eff[s] >= 0.85 * best) return s;
+    return 1;
+}
+
+uint64_t rt_split_workspace_bytes(int num_splits, uint64_t rows, int ov_depth)
+{
+    if (num_splits < 1) return 0;
+    return (uint64_t)num_splits * rows * ((uint64_t)ov_depth + 1) * 4; /* f32 O rows, then f32 LSEs */
+}
