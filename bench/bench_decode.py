@@ -1,7 +1,7 @@
 """bench_decode.py - decode attention (seqlen_q 1) of fa4gen against every torch SDPA backend, one run, one GPU.
 
     python3 bench/bench_decode.py [--out FILE] [--paged] [--batches 1,4,16,64] [--seqlens 4096,16384,65536,131072]
-                                  [--gqa 64/8,32/8] [--reps 30]
+                                  [--gqa 64/8,32/8] [--reps 30] [--ab "CONFIG WORDS"]
 
 Per shape (d128 bf16, GQA packed): fa4.mha_fwd with num_splits 0 (the runtime picks the split count; the
 workspace is allocated once per shape, outside the timing) against SDPA flash / efficient / cuDNN / math,
@@ -11,6 +11,9 @@ device-to-device copy: read + write bytes / time). Target (issue 15): >= 85% of 
 Median of --reps repetitions (CUDA events) after warm-up, the backends taking turns within every repetition;
 K/V sets are rotated when they are small enough to hide in L2 otherwise. fa4's output is checked against the
 first torch backend that ran (rel L2 <= 1e-2).
+
+--ab times a second fa4 kernel chosen by config words (e.g. "bm=64": one consumer warpgroup, 64-row tiles)
+in the same repetitions, its own split pick and workspace, for one-change experiments (column "fa4[ab]").
 
 --paged: K and V live in pages of 64 rows [num_pages, 64, heads_kv, 128] with a shuffled block table
 [batch, seqlen_k / 64]; fa4 reads them through the paged path (issue 15 item 2, branch w15v); torch has no
@@ -126,6 +129,7 @@ def main():
     ap.add_argument("--seqlens", default="4096,16384,65536,131072")
     ap.add_argument("--gqa", default="64/8,32/8")
     ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--ab", help="config words of a second fa4 kernel timed beside the default (dense only)")
     args = ap.parse_args()
     gpu = torch.cuda.get_device_name()
     torch.manual_seed(0)
@@ -141,7 +145,9 @@ def main():
     if args.paged and paged is None:
         lines.append("# --paged: this build's fa4.mha_fwd has no block_table (the paged path is issue 15 item 2, "
                      "branch w15v): fa4 runs dense")
-    cols = ["fa4"] + [n for n, _ in BACKENDS]
+    cols = ["fa4"] + (["fa4[ab]"] if args.ab else []) + [n for n, _ in BACKENDS]
+    if args.ab:
+        lines.append("# fa4[ab]: config \"%s\"" % args.ab)
     head = "%-24s %8s %6s" % ("shape", "KV MB", "splits") + "".join("%11s" % (c + " GB/s") for c in cols) + \
         "   fa4 %copy  fa4/best  check"
     lines.append(head)
@@ -165,6 +171,12 @@ def main():
                 ours = paged or (lambda s: fa4.mha_fwd(s["q"], s["k"], s["v"], out=s["o"], num_splits=0,
                                                       workspace=s["ws"]))
                 fns = [("fa4", ours)] + [(n, sdpa(b)) for n, b in BACKENDS]
+                if args.ab:
+                    _, ab_bytes = fa4.mha_split_count(sets[0]["q"], sets[0]["k"], sets[0]["v"], config=args.ab,
+                                                      num_splits=0)
+                    ab_ws = torch.empty(max(ab_bytes, 16), device="cuda", dtype=torch.uint8)
+                    fns.insert(1, ("fa4[ab]", lambda s, w=ab_ws: fa4.mha_fwd(s["q"], s["k"], s["v"], out=s["o"],
+                                                                              config=args.ab, num_splits=0, workspace=w)))
                 ok, errs = [], {}
                 for n, fn in fns:  # a backend that fails on this shape is n/a, left out of the timing
                     if n == "math" and kv_bytes * Hq // Hkv > free // 4:
@@ -186,7 +198,7 @@ def main():
                     rel = ((mine - ref).norm() / ref.norm()).item()
                     check = "%.1e %s (vs %s)" % (rel, "ok" if rel <= 1e-2 else "FAIL", refn)
                 bw = {n: kv_bytes / t / 1e6 for n, t in ms.items()}
-                best = max((v for n, v in bw.items() if n != "fa4"), default=None)
+                best = max((v for n, v in bw.items() if not n.startswith("fa4")), default=None)
                 pct = 100 * bw["fa4"] / copy_bw if "fa4" in bw else None
                 if pct is not None and S >= 16384:
                     total += 1

@@ -20,8 +20,8 @@ enum { SM90_SMEM_LIMIT = 232448, SM90_MMA_M = 64, SM90_WG = 128 };
 /* Register budget: 128 * (producer + consumers * consumer) <= 65536. */
 static void sm90_regs(int consumers, int *producer, int *consumer)
 {
-    *producer = consumers == 2 ? 24 : 32;
-    *consumer = consumers == 2 ? 240 : 160;
+    *producer = consumers <= 2 ? 24 : 32;
+    *consumer = consumers <= 2 ? 240 : 160;
 }
 
 /* Registers a consumer thread needs: the S, O and P fragments plus addresses,
@@ -45,7 +45,7 @@ static void sm90_defaults(Config *c)
             bn -= 16;
         c->bn = bn;
     }
-    if (c->pingpong < 0) c->pingpong = 1;
+    if (c->pingpong < 0) c->pingpong = c->bm != 64; /* one consumer has no partner to take turns with */
     if (c->exp2_poly < 0) c->exp2_poly = 0;
     if (c->rescale < 0) c->rescale = 8; /* FA4's threshold: rescale O only when a row max grows by > 2^8 */
     /* causal tiles differ in length: a grid of one CTA per tile, longest first, lets the
@@ -73,7 +73,8 @@ static int sm90_check(const Config *c, char *err, size_t n)
     if (c->qk_depth > 128 && c->swizzle == 32)
         return snprintf(err, n, "swizzle: 32 is not allowed on sm90a with depth %d (16 boxes per tile and the "
                         "consumers run out of registers); use swizzle 64 or 128", c->qk_depth), -1;
-    if (c->bm != 128 && c->bm != 192) return bad(err, n, "bm", c->bm, "use 128 (2 consumer warpgroups) or 192 (3)");
+    if (c->bm != 64 && c->bm != 128 && c->bm != 192)
+        return bad(err, n, "bm", c->bm, "use 128 (2 consumer warpgroups), 192 (3) or 64 (1: decode)");
     int producer, consumer, need, max_bn;
     sm90_regs(c->bm / SM90_MMA_M, &producer, &consumer);
     if (sm90_consumer_need(c->bn, c->ov_depth) > consumer) {
