@@ -52,7 +52,7 @@ static const char usage_mha[] =
     "                      ptxas-checked, not run: no Blackwell GPU here)\n"
     "  --dtype T           bf16 | fp16 | e4m3 (e4m3: sm100a only)\n"
     "  --depth D           head dim of Q, K and V; or --qk-depth D and --ov-depth D\n"
-    "  --bm N              query rows per CTA (sm90a: 128 or 192)\n"
+    "  --bm N              query rows per CTA (sm90a: 128 or 192; 64: one consumer, for decode tiles)\n"
     "  --bn N              keys per KV tile (multiple of 16)\n"
     "  --group G           query heads per KV head (GQA/MQA); 1 = MHA\n"
     "  --stages S          KV ring depth\n"
