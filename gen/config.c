@@ -160,6 +160,7 @@ static const IntKey int_keys[] = {
     {"q_tmem_depth", F(q_tmem_depth), 0, 1024, "0..1024 Q columns"},
     {"cta_group", F(cta_group), 1, 2, "1 or 2"},
     {"sink", F(sink), 0, 1, "0 or 1"},
+    {"varlen", F(varlen), 0, 1, "0 or 1"},
 };
 #undef F
 enum { N_INT_KEYS = sizeof int_keys / sizeof int_keys[0] };
@@ -207,7 +208,7 @@ int config_set(Config *c, const char *key, const char *value, char *err, size_t 
     }
     return fail(err, n, "'%s' is not a config field; fields: kind target dtype depth qk ov bm bn group stages "
                         "swizzle mask qtiles cta rescale poly rope_split rope_dtype pingpong persistent b_topk num_mbars q_smem_depth "
-                        "q_tmem_depth cta_group sink mod", ESC(key));
+                        "q_tmem_depth cta_group sink varlen mod", ESC(key));
 }
 
 int config_fill_defaults(Config *c, char *err, size_t n)
@@ -248,6 +249,9 @@ int config_check(const Config *c, char *err, size_t n)
                         int_value(c, k), kind_name[c->kind], target_name[c->target]);
     }
     if (c->sink != 0 && c->sink != 1) return fail(err, n, "sink: %d is not allowed; use 0 or 1", c->sink);
+    if (c->kind != KIND_MHA && c->varlen)
+        return fail(err, n, "varlen: 1 is not allowed for %s; variable-length batches are an MHA feature",
+                    kind_name[c->kind]);
     if (c->kind != KIND_MHA && (c->sink || c->score_mod))
         return fail(err, n, "%s: not allowed for %s; sinks and score_mod are MHA features (mla-sparse takes its "
                     "attn_sink as an argument)", c->sink ? "sink" : "mod", kind_name[c->kind]);
@@ -288,6 +292,7 @@ static int key_used(const Config *c, const char *key)
     if (!strcmp(key, "pingpong") || !strcmp(key, "persistent")) return c->target == TARGET_SM90A;
     if (!strcmp(key, "rope_split")) return sm100 && c->kind == KIND_MHA && c->qk_depth != c->ov_depth;
     if (!strcmp(key, "sink")) return c->sink != 0; /* features: named only when on, so other kernels keep their text */
+    if (!strcmp(key, "varlen")) return c->varlen != 0;
     return 1;
 }
 

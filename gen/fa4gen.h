@@ -65,6 +65,8 @@ typedef struct Config {
     /* MHA score-path features, both targets (0 = off; canonical form names them only when on) */
     int sink;           /* 1: a per-head sink logit joins the softmax denominator (p_sink) */
     uint64_t score_mod; /* FNV-1a 64 of a user score_mod's CUDA C source; 0 = none (score_mod.c) */
+    /* serving layouts, MHA (0 = dense; canonical form names them only when on) */
+    int varlen;         /* 1: packed [total_tokens, heads, depth] q/k/v/o with cu_seqlens_q/k (gen/varlen.c) */
 } Config;
 
 extern const char *const kind_name[KIND_COUNT];
@@ -139,6 +141,8 @@ typedef enum {
     SCALAR_KV_SCALE,   /* u64: fp8 kv dequantisation scales [s_kv, kv_scale_blocks] f32, 0 = unit scales */
     SCALAR_KV_SCALE_BLOCKS, /* u32: scales per kv row */
     SCALAR_AUX,        /* u64: a score_mod's user pointer */
+    /* varlen MHA: cu_seqlens (u64 pointers to int32 [batch + 1]) and the packed query rows (u32) */
+    SCALAR_CU_SEQLENS_Q, SCALAR_CU_SEQLENS_K, SCALAR_TOTAL_Q,
     SCALAR_COUNT
 } ScalarId;
 extern const char *const scalar_name[SCALAR_COUNT];

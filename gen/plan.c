@@ -16,7 +16,8 @@ const char *const tensor_name[TENSOR_COUNT] = {"q", "k", "v", "o", "k_rope"};
 const char *const scalar_name[SCALAR_COUNT] = {
     "lse", "seqlen_q", "seqlen_k", "heads_q", "batch", "scale_log2", "o_scale", "q", "kv", "indices", "out",
     "max_logits", "sink", "topk_length", "s_kv", "topk", "q_stride_s", "q_stride_h", "kv_stride", "idx_stride",
-    "out_stride_s", "out_stride_h", "sm_scale", "kv_scale", "kv_scale_blocks", "aux"};
+    "out_stride_s", "out_stride_h", "sm_scale", "kv_scale", "kv_scale_blocks", "aux", "cu_seqlens_q",
+    "cu_seqlens_k", "total_q"};
 
 /* A builder's table is full: remember which (plan_make fails with it) and drop the entry. */
 static int full(Plan *p, int n, int max, const char *table)
