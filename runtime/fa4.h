@@ -181,10 +181,26 @@ typedef struct fa4_mha_args {
      * source's hash is part of the kernel config (mod=) and of the cache key. */
     const char *score_mod;
     const void *score_mod_aux;
+    /* Variable-length batches (sm90a; config word varlen=1), on when cu_seqlens_q is given:
+     * q and o are packed [seqlen_q, heads, depth] and k, v [seqlen_k, heads_kv, depth] (seqlen_q and
+     * seqlen_k count the packed rows; the batch strides must be 0), and sequence b owns rows
+     * cu_seqlens_q[b] .. cu_seqlens_q[b+1] - 1 of q and o and cu_seqlens_k[b] .. cu_seqlens_k[b+1] - 1
+     * of k and v: int32 [batch + 1] device arrays. Every mask is per sequence (causal aligns each
+     * sequence's ends); an empty sequence is allowed (no rows; with no keys its rows get O = 0,
+     * LSE = -inf). O rows that belong to no sequence are not written. max_seqlen_q (>= every sequence's
+     * length, <= seqlen_q) sizes the grid. LSE is [heads_q, seqlen_q] (the packed row index).
+     * The device arrays are checked only through the optional host mirrors cu_seqlens_q_host /
+     * cu_seqlens_k_host (same contents): monotone, within the tensors, lengths <= max_seqlen_q. Without
+     * them the kernel clamps each entry into [0, rows] and each end to >= its start, so a bad table
+     * gives wrong (shorter) sequences but never a read or write outside q, k, v, o or LSE. */
+    const int32_t *cu_seqlens_q, *cu_seqlens_k;
+    int max_seqlen_q;
+    const int32_t *cu_seqlens_q_host, *cu_seqlens_k_host;
 } fa4_mha_args;
 #define FA4_MHA_ARGS_INIT {sizeof(fa4_mha_args), FA4_BF16, NULL, NULL, NULL, NULL, NULL, \
                            0, 0, 0, 0, 0, 0, 0, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, \
-                           0.0f, FA4_MASK_NONE, 0, 0, NULL, NULL, {0, 0, 0}, 0.0f, 0.0f, 0.0f, NULL, NULL, NULL}
+                           0.0f, FA4_MASK_NONE, 0, 0, NULL, NULL, {0, 0, 0}, 0.0f, 0.0f, 0.0f, NULL, NULL, NULL, \
+                           NULL, NULL, 0, NULL, NULL}
 
 /* Validate args, pick the config, get the kernel and launch it on stream (a
  * CUstream; NULL = default stream). Nothing is launched when a check fails. */

@@ -68,7 +68,7 @@ static int tensors(const fa4_mha_args *a, TensorArg t[N_TENSORS])
         t[i].name = names[i];
         t[i].ptr = ptr[i];
         t[i].given = st[i];
-        t[i].batch = a->batch;
+        t[i].batch = a->cu_seqlens_q ? 1 : a->batch; /* varlen: one batch of packed rows */
         t[i].seqlen = kv ? a->seqlen_k : a->seqlen_q;
         t[i].heads = kv ? a->heads_kv : a->heads_q;
         t[i].depth = depth[i];
@@ -118,6 +118,65 @@ static fa4_status check_shape(fa4_ctx *ctx, const fa4_mha_args *a)
     return FA4_OK;
 }
 
+/* Sequence lengths of one cu_seqlens host mirror: starts at >= 0, monotone, ends within rows. */
+static fa4_status check_cu_host(fa4_ctx *ctx, const char *name, const int32_t *cu, int batch, int rows, int *max_len)
+{
+    *max_len = 0;
+    if (cu[0] < 0) return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s[0]: %d; must be >= 0", name, cu[0]);
+    for (int b = 0; b < batch; b++) {
+        if (cu[b + 1] < cu[b])
+            return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: not monotone: [%d] = %d > [%d] = %d", name, b, cu[b],
+                           b + 1, cu[b + 1]);
+        if (cu[b + 1] - cu[b] > *max_len) *max_len = cu[b + 1] - cu[b];
+    }
+    if (cu[batch] > rows)
+        return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s[%d]: %d is past the tensor's %d packed rows", name, batch,
+                       cu[batch], rows);
+    return FA4_OK;
+}
+
+/* varlen (cu_seqlens_q given): the packed layout's own rules. seqlen_q and seqlen_k are the packed
+ * row counts; the per-sequence arrays live on the device and are checked through host mirrors only. */
+static fa4_status check_varlen(fa4_ctx *ctx, const fa4_mha_args *a)
+{
+    if (!a->cu_seqlens_q) {
+        if (a->cu_seqlens_k) return BAD("cu_seqlens_k", "given without cu_seqlens_q (varlen needs both)");
+        if (a->max_seqlen_q) return BAD("max_seqlen_q", "%d given without cu_seqlens_q", a->max_seqlen_q);
+        if (a->cu_seqlens_q_host || a->cu_seqlens_k_host)
+            return BAD("cu_seqlens_q_host", "host mirrors given without cu_seqlens_q");
+        return FA4_OK;
+    }
+    if (!a->cu_seqlens_k) return BAD("cu_seqlens_k", "NULL; varlen (cu_seqlens_q given) needs both");
+    if ((uintptr_t)a->cu_seqlens_q % 4 || (uintptr_t)a->cu_seqlens_k % 4)
+        return BAD("cu_seqlens_q", "the cu_seqlens arrays must be 4-byte aligned int32");
+    if (a->max_seqlen_q < 1 || a->max_seqlen_q > a->seqlen_q)
+        return BAD("max_seqlen_q", "%d; use 1..seqlen_q (%d, the packed q rows): the longest sequence's length",
+                   a->max_seqlen_q, a->seqlen_q);
+    if (a->k_rope) return BAD("k_rope", "not supported with varlen (cu_seqlens_q)");
+    const int64_t *st[4] = {a->q_stride, a->k_stride, a->v_stride, a->o_stride};
+    static const char *const nm[4] = {"q_stride[0]", "k_stride[0]", "v_stride[0]", "o_stride[0]"};
+    for (int i = 0; i < 4; i++)
+        if (st[i][0])
+            return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: %lld; varlen tensors are packed rows with no batch "
+                           "axis: leave it 0", nm[i], (long long)st[i][0]);
+    int max_q = 0, max_k = 0;
+    fa4_status s;
+    if (a->cu_seqlens_q_host) {
+        if ((s = check_cu_host(ctx, "cu_seqlens_q", a->cu_seqlens_q_host, a->batch, a->seqlen_q, &max_q))) return s;
+        if (max_q > a->max_seqlen_q)
+            return BAD("max_seqlen_q", "%d is shorter than a sequence of cu_seqlens_q (%d rows); its rows past "
+                       "max_seqlen_q would be left unwritten", a->max_seqlen_q, max_q);
+    }
+    if (a->cu_seqlens_k_host &&
+        (s = check_cu_host(ctx, "cu_seqlens_k", a->cu_seqlens_k_host, a->batch, a->seqlen_k, &max_k)))
+        return s;
+    /* the kernel indexes LSE [heads_q, total_q] in 32 bits */
+    if ((uint64_t)a->heads_q * (uint64_t)a->seqlen_q > ((uint64_t)1 << 32) - 1)
+        return BAD("seqlen_q", "%d packed rows x heads_q %d is over 2^32 - 1; the kernels index LSE in 32 bits",
+                   a->seqlen_q, a->heads_q);
+    return FA4_OK;
+}
+
 /* No buffer spans more: the widest virtual address space (x86-64 5-level paging). */
 #define MAX_SPAN ((int64_t)1 << 57)
 
@@ -162,12 +221,14 @@ static fa4_status check_layout(fa4_ctx *ctx, const fa4_mha_args *a)
         return BAD("score_mod", "empty source; give CUDA C defining __device__ float score_mod(float s, int b, int h, "
                    "int q, int k, const void *aux), or NULL for none");
     if (!a->score_mod && a->score_mod_aux) return BAD("score_mod_aux", "given without a score_mod");
-    /* the kernel indexes LSE [batch, heads_q, seqlen_q] in 32 bits (gen/softmax.c lse_store) */
-    if (a->lse && (uint64_t)a->batch * (uint64_t)a->heads_q * (uint64_t)a->seqlen_q > ((uint64_t)1 << 32))
+    /* the kernel indexes LSE [batch, heads_q, seqlen_q] in 32 bits (gen/softmax.c lse_store); varlen:
+     * [heads_q, seqlen_q] (check_varlen) */
+    uint64_t lse_batch = a->cu_seqlens_q ? 1 : (uint64_t)a->batch;
+    if (a->lse && lse_batch * (uint64_t)a->heads_q * (uint64_t)a->seqlen_q > ((uint64_t)1 << 32))
         return BAD("lse", "batch %d x heads_q %d x seqlen_q %d = %llu rows; the kernels index LSE in 32 bits (at most "
                    "2^32 rows): pass lse = NULL or split the batch", a->batch, a->heads_q, a->seqlen_q,
                    (unsigned long long)a->batch * (unsigned long long)a->heads_q * (unsigned long long)a->seqlen_q);
-    uint64_t lse_bytes = (uint64_t)a->batch * (uint64_t)a->heads_q * (uint64_t)a->seqlen_q * 4; /* <= 2^34 here */
+    uint64_t lse_bytes = lse_batch * (uint64_t)a->heads_q * (uint64_t)a->seqlen_q * 4; /* <= 2^34 here */
     if (a->lse && (uintptr_t)a->lse > UINTPTR_MAX - lse_bytes)
         return BAD("lse", "%llu bytes from %p wrap the address space", (unsigned long long)lse_bytes, (void *)a->lse);
     return FA4_OK;
@@ -265,6 +326,7 @@ static fa4_status args_config(fa4_ctx *ctx, const fa4_mha_args *a, Config *c)
     c->score_mod = a->score_mod ? score_mod_hash(a->score_mod) : 0;
     c->rope_split = a->k_rope != NULL;
     if (c->rope_split) c->rope_dtype = c->dtype; /* fa4.h: k_rope has k's dtype */
+    c->varlen = a->cu_seqlens_q != NULL;
     if (!a->config) return FA4_OK;
     Config want = *c;
     fa4_status s = rt_parse_config(ctx, a->config, c, "args->config");
@@ -278,6 +340,7 @@ static fa4_status args_config(fa4_ctx *ctx, const fa4_mha_args *a, Config *c)
                                     c->window_right != want.window_right
                               ? "mask"
                           : c->sink != want.sink ? "sink (args->sink)"
+                          : c->varlen != want.varlen ? "varlen (args->cu_seqlens_q)"
                           : c->score_mod != want.score_mod ? "mod (args->score_mod)"
                           : c->rope_split != want.rope_split ||
                                     (c->rope_split && c->rope_dtype != want.rope_dtype)
@@ -293,8 +356,8 @@ static fa4_status args_config(fa4_ctx *ctx, const fa4_mha_args *a, Config *c)
 static fa4_status prepare(fa4_ctx *ctx, const fa4_mha_args *in, fa4_mha_args *a, Config *c)
 {
     fa4_status s;
-    if ((s = read_args(ctx, in, a)) || (s = check_shape(ctx, a)) || (s = check_layout(ctx, a)) ||
-        (s = check_math(ctx, a)))
+    if ((s = read_args(ctx, in, a)) || (s = check_shape(ctx, a)) || (s = check_varlen(ctx, a)) ||
+        (s = check_layout(ctx, a)) || (s = check_math(ctx, a)))
         return s;
     return args_config(ctx, a, c);
 }
@@ -368,7 +431,8 @@ static fa4_status grid_size(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a, 
         return rt_fail(ctx, FA4_ERR_INTERNAL, "plan: %d query heads per CTA do not divide heads_q %d (%s)", hpc,
                        a->heads_q, p->canonical);
     uint64_t rows = (uint64_t)p->rows_per_cta * (uint64_t)cx;
-    uint64_t clusters = ((uint64_t)a->seqlen_q + rows - 1) / rows * (uint64_t)(a->heads_q / hpc) * (uint64_t)a->batch;
+    uint64_t seq_rows = (uint64_t)(a->cu_seqlens_q ? a->max_seqlen_q : a->seqlen_q); /* varlen: the longest */
+    uint64_t clusters = (seq_rows + rows - 1) / rows * (uint64_t)(a->heads_q / hpc) * (uint64_t)a->batch;
     uint64_t ctas = clusters * (uint64_t)cx;
     /* the kernel counts tiles (clusters) in 32 bits: a persistent grid's cap must not hide a wrap */
     if (clusters > 0x7fffffffu)
@@ -409,12 +473,19 @@ static fa4_status bind(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a, RtLau
         r->byte_strides[2] = (uint64_t)(t[i].stride[0] * eb);
     }
     KernelScales ks = kernel_scales(a);
+    /* varlen (gen/varlen.c): p_seqlen_q is max_seqlen_q, p_seqlen_k the packed k rows, p_total_q the q rows */
+    uint32_t seqlen_q = (uint32_t)(a->cu_seqlens_q ? a->max_seqlen_q : a->seqlen_q);
     const RtScalar v[SCALAR_COUNT] = {
-        [SCALAR_LSE] = {.u64 = (uint64_t)(uintptr_t)a->lse}, [SCALAR_SEQLEN_Q] = {.u32 = (uint32_t)a->seqlen_q},
+        [SCALAR_LSE] = {.u64 = (uint64_t)(uintptr_t)a->lse}, [SCALAR_SEQLEN_Q] = {.u32 = seqlen_q},
         [SCALAR_SEQLEN_K] = {.u32 = (uint32_t)a->seqlen_k}, [SCALAR_HEADS_Q] = {.u32 = (uint32_t)a->heads_q},
         [SCALAR_BATCH] = {.u32 = (uint32_t)a->batch}, [SCALAR_SCALE_LOG2] = {.f32 = ks.scale_log2},
         [SCALAR_O_SCALE] = {.f32 = ks.o_scale}, [SCALAR_SINK] = {.u64 = (uint64_t)(uintptr_t)a->sink},
-        [SCALAR_SM_SCALE] = {.f32 = ks.sm_scale}, [SCALAR_AUX] = {.u64 = (uint64_t)(uintptr_t)a->score_mod_aux}};
+        [SCALAR_SM_SCALE] = {.f32 = ks.sm_scale}, [SCALAR_AUX] = {.u64 = (uint64_t)(uintptr_t)a->score_mod_aux},
+        [SCALAR_CU_SEQLENS_Q] = {.u64 = (uint64_t)(uintptr_t)a->cu_seqlens_q},
+        [SCALAR_CU_SEQLENS_K] = {.u64 = (uint64_t)(uintptr_t)a->cu_seqlens_k},
+        [SCALAR_TOTAL_Q] = {.u32 = (uint32_t)a->seqlen_q}, [SCALAR_OUT] = {.u64 = (uint64_t)(uintptr_t)a->o},
+        [SCALAR_OUT_STRIDE_S] = {.u64 = (uint64_t)t[T_O].stride[1]},
+        [SCALAR_OUT_STRIDE_H] = {.u64 = (uint64_t)t[T_O].stride[2]}};
     for (int i = 0; i < SCALAR_COUNT; i++) l->scalars[i] = v[i], l->has_scalar[i] = 1;
     return FA4_OK;
 }

@@ -54,6 +54,12 @@ if [ "$TESTS" = 1 ]; then
     step jit_cold build/test_mha --timing
     step jit_warm build/test_mha --timing
     step correctness build/test_mha $QUICK --out "$OUT/correctness.txt" "${EXTRA[@]}"
+    # varlen (issue 15): the simulator's varlen cases on the GPU, per sequence against the fp64 reference
+    step build_varlen make -j16 build/sim/sim_varlen
+    for seed in 1 2 3; do
+        step varlen_seed$seed build/sim/sim_varlen --seed $seed --cases tests/sim/cases_varlen_sm90.txt
+        cat "$OUT/varlen_seed$seed.log" >> "$OUT/varlen.txt"
+    done
     # SASS of the d128 kernel: the planned HGMMA count, no local memory
     build/fa4gen mha --target sm90a --dtype bf16 --depth 128 --mask causal -o build/sass_k.ptx &&
         ptxas -arch=sm_90a build/sass_k.ptx -o build/sass_k.cubin &&

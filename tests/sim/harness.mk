@@ -41,3 +41,8 @@ sim-mla-selftest: build/sim/sim_mla
 sim-mla-test: build/sim/libcuda.so.1 build/sim/sim_mla
 	@d=$$(mktemp -d) && FA4GEN_COMPILER=driver-ptx FA4GEN_CACHE_DIR=$$d LD_LIBRARY_PATH=$$PWD/build/sim FA4SIM_CC=90 \
 	    build/sim/sim_mla --cases tests/sim/cases_mla_sm90.txt; rc=$$?; rm -rf $$d; exit $$rc
+
+# varlen MHA cases (tests/sim/cases_varlen_sm90.txt): the same binary on the simulator and on a GPU
+build/sim/sim_varlen: tests/sim/sim_varlen.c tests/sim/ref_mha.c tests/sim/ref_mha.h runtime/fa4.h build/libfa4rt.a
+	@mkdir -p $(dir $@)
+	$(CC) $(SIM_HARNESS_CFLAGS) tests/sim/sim_varlen.c tests/sim/ref_mha.c -o $@ build/libfa4rt.a -ldl -lpthread -lm
