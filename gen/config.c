@@ -161,6 +161,7 @@ static const IntKey int_keys[] = {
     {"cta_group", F(cta_group), 1, 2, "1 or 2"},
     {"sink", F(sink), 0, 1, "0 or 1"},
     {"varlen", F(varlen), 0, 1, "0 or 1"},
+    {"page", F(page), 0, 256, "0 (dense K, V) or a power of two in 16..256 (KV rows per page)"},
 };
 #undef F
 enum { N_INT_KEYS = sizeof int_keys / sizeof int_keys[0] };
@@ -208,7 +209,7 @@ int config_set(Config *c, const char *key, const char *value, char *err, size_t 
     }
     return fail(err, n, "'%s' is not a config field; fields: kind target dtype depth qk ov bm bn group stages "
                         "swizzle mask qtiles cta rescale poly rope_split rope_dtype pingpong persistent b_topk num_mbars q_smem_depth "
-                        "q_tmem_depth cta_group sink varlen mod", ESC(key));
+                        "q_tmem_depth cta_group sink varlen page mod", ESC(key));
 }
 
 int config_fill_defaults(Config *c, char *err, size_t n)
@@ -249,6 +250,11 @@ int config_check(const Config *c, char *err, size_t n)
                         int_value(c, k), kind_name[c->kind], target_name[c->target]);
     }
     if (c->sink != 0 && c->sink != 1) return fail(err, n, "sink: %d is not allowed; use 0 or 1", c->sink);
+    if (c->page && (c->page < 16 || c->page > 256 || (c->page & (c->page - 1))))
+        return fail(err, n, "page: %d is not allowed; use a power of two in 16..256 (KV rows per page), or 0 for "
+                    "dense K, V", c->page);
+    if (c->kind != KIND_MHA && c->page)
+        return fail(err, n, "page: %d is not allowed for %s; paged KV is an MHA feature", c->page, kind_name[c->kind]);
     if (c->kind != KIND_MHA && c->varlen)
         return fail(err, n, "varlen: 1 is not allowed for %s; variable-length batches are an MHA feature",
                     kind_name[c->kind]);
@@ -293,6 +299,7 @@ static int key_used(const Config *c, const char *key)
     if (!strcmp(key, "rope_split")) return sm100 && c->kind == KIND_MHA && c->qk_depth != c->ov_depth;
     if (!strcmp(key, "sink")) return c->sink != 0; /* features: named only when on, so other kernels keep their text */
     if (!strcmp(key, "varlen")) return c->varlen != 0;
+    if (!strcmp(key, "page")) return c->page != 0;
     return 1;
 }
 

@@ -67,6 +67,8 @@ typedef struct Config {
     uint64_t score_mod; /* FNV-1a 64 of a user score_mod's CUDA C source; 0 = none (score_mod.c) */
     /* serving layouts, MHA (0 = dense; canonical form names them only when on) */
     int varlen;         /* 1: packed [total_tokens, heads, depth] q/k/v/o with cu_seqlens_q/k (gen/varlen.c) */
+    int page;           /* KV page rows (16..256, a power of two): K, V [num_pages, page, heads_kv, depth]
+                           through a block table (gen/varlen.c); 0 = dense K, V */
 } Config;
 
 extern const char *const kind_name[KIND_COUNT];
@@ -143,6 +145,9 @@ typedef enum {
     SCALAR_AUX,        /* u64: a score_mod's user pointer */
     /* varlen MHA: cu_seqlens (u64 pointers to int32 [batch + 1]) and the packed query rows (u32) */
     SCALAR_CU_SEQLENS_Q, SCALAR_CU_SEQLENS_K, SCALAR_TOTAL_Q,
+    /* paged KV: block table (u64, int32 [batch, max_pages]), per-sequence kv lengths (u64, int32 [batch]),
+     * the table's row length and the page pool's size (u32) */
+    SCALAR_BLOCK_TABLE, SCALAR_SEQLENS_K, SCALAR_MAX_PAGES, SCALAR_NUM_PAGES,
     SCALAR_COUNT
 } ScalarId;
 extern const char *const scalar_name[SCALAR_COUNT];

@@ -57,6 +57,7 @@ void mha_plan_params(Plan *p)
                   "then the mask", (unsigned long long)p->cfg.score_mod);
     }
     if (p->cfg.varlen) varlen_plan_params(p);
+    if (p->cfg.page) paged_plan_params(p);
 }
 
 void kernel_entry_header(Buf *out, const Plan *p, const struct ScoreMod *mod)
@@ -124,7 +125,7 @@ void mha_prologue(Emit *e)
         emit(e, "ld.param.u64 %s, [p_aux];", reg(e, "b64", "mod_aux"));
         emit(e, "mov.f32 %%scale_log2, %s;", PTX_LOG2E);
     }
-    if (p->cfg.varlen) varlen_prologue(e);
+    if (p->cfg.varlen || p->cfg.page) varlen_prologue(e);
     const char *nm = reg(e, "b32", "num_m_blocks"), *hb = reg(e, "b32", "heads_batch");
     emit_note(e, "plan: %d query rows per tile; tiles = m-blocks x heads x batch", tile_rows(p));
     emit(e, "add.u32 %s, %%seqlen_q, %d;", nm, tile_rows(p) - 1);
@@ -182,7 +183,7 @@ static void tile_coords(Emit *e, int packed)
     emit_note(e, "tile -> (head group, m-block, head): a group holds as many (batch, head) pairs as keep their");
     emit_note(e, "K and V in L2 (plan: %u K+V rows per kv head); m-blocks descend, longest causal rows first",
               p->l2_kv_rows);
-    emit(e, "max.u32 %s, %s, 1;", g, p->cfg.varlen ? "%total_k" : "%seqlen_k"); /* varlen: a hint only */
+    emit(e, "max.u32 %s, %s, 1;", g, p->cfg.varlen || p->cfg.page ? "%total_k" : "%seqlen_k"); /* a hint */
     emit(e, "div.u32 %s, %u, %s;", g, p->l2_kv_rows, g);
     emit(e, "max.u32 %s, %s, 1;", g, g);
     if (!packed)
@@ -210,7 +211,7 @@ static void tile_coords(Emit *e, int packed)
         emit_note(e, "plan: group %d query heads per kv head", p->cfg.group);
         emit(e, "div.u32 %s, %s, %d;", kvh, head, p->cfg.group);
     }
-    if (p->cfg.varlen) varlen_sequence(e);
+    if (p->cfg.varlen || p->cfg.page) varlen_sequence(e);
     emit(e, "mul.lo.u32 %s, %s, %d;", m0, m_block, tile_rows(p));
     emit_note(e, "key range (bottom-right aligned): row i sees keys i+off-%d .. i+off+%d (-1 = unbounded)", wl, wr);
     emit(e, "sub.s32 %s, %%seqlen_k, %%seqlen_q;", off);

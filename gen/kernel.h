@@ -59,6 +59,14 @@ void mha_tile_coords_packed(Emit *e);
  * sequence's rows. varlen_skip_tile branches to next_tile when the tile's m-block lies past its
  * sequence (both roles call it right after mha_tile_coords, so their rings stay in step). */
 void varlen_plan_params(Plan *p);
+/* page=P (varlen.c): the parameters; with varlen_prologue's %block_table %seqlens_k %max_pages %num_pages and,
+ * per tile (varlen_sequence), %seqlen_k = the sequence's kv length and %pg_table its table row.
+ * paged_coords: the map coordinates (page, row in page) of logical kv row `row`; an invalid entry gives
+ * page = num_pages (past the pool). paged_block_bad: bit i of bad set when page i of kv block j (in
+ * min(P, bn)-row boxes) has no valid entry. */
+void paged_plan_params(Plan *p);
+void paged_coords(Emit *e, Reg row, Reg page, Reg in_row);
+void paged_block_bad(Emit *e, Reg j, Reg bad);
 void varlen_prologue(Emit *e);
 void varlen_sequence(Emit *e);
 void varlen_skip_tile(Emit *e, const char *next_tile);

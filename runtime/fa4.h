@@ -196,11 +196,21 @@ typedef struct fa4_mha_args {
     const int32_t *cu_seqlens_q, *cu_seqlens_k;
     int max_seqlen_q;
     const int32_t *cu_seqlens_q_host, *cu_seqlens_k_host;
+    /* Paged KV (sm90a; config word page=P), on when block_table is given: k and v are page pools
+     * [num_pages, page_size, heads_kv, depth] (k_stride/v_stride: page, row, head; 0 = packed),
+     * block_table [batch, max_pages] int32 (device) lists sequence b's pages in order, and
+     * seqlens_k [batch] int32 (device) its kv length: its logical kv row r is row r % page_size of page
+     * block_table[b][r / page_size]. page_size: a power of two in 16..256. seqlen_k must be 0 (the bound
+     * is max_pages x page_size; each seqlens_k entry is clamped to [0, that]). Works with varlen q
+     * (cu_seqlens_q; cu_seqlens_k must then be NULL). A table entry outside [0, num_pages) is never read
+     * through: that page's keys contribute nothing (masked), whatever the pool holds. */
+    const int32_t *block_table, *seqlens_k;
+    int page_size, max_pages, num_pages;
 } fa4_mha_args;
 #define FA4_MHA_ARGS_INIT {sizeof(fa4_mha_args), FA4_BF16, NULL, NULL, NULL, NULL, NULL, \
                            0, 0, 0, 0, 0, 0, 0, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, \
                            0.0f, FA4_MASK_NONE, 0, 0, NULL, NULL, {0, 0, 0}, 0.0f, 0.0f, 0.0f, NULL, NULL, NULL, \
-                           NULL, NULL, 0, NULL, NULL}
+                           NULL, NULL, 0, NULL, NULL, NULL, NULL, 0, 0, 0}
 
 /* Validate args, pick the config, get the kernel and launch it on stream (a
  * CUstream; NULL = default stream). Nothing is launched when a check fails. */

@@ -69,7 +69,8 @@ static int tensors(const fa4_mha_args *a, TensorArg t[N_TENSORS])
         t[i].ptr = ptr[i];
         t[i].given = st[i];
         t[i].batch = a->cu_seqlens_q ? 1 : a->batch; /* varlen: one batch of packed rows */
-        t[i].seqlen = kv ? a->seqlen_k : a->seqlen_q;
+        if (kv && a->block_table) t[i].batch = a->num_pages; /* paged: the pool's pages of page_size rows */
+        t[i].seqlen = kv ? (a->block_table ? a->page_size : a->seqlen_k) : a->seqlen_q;
         t[i].heads = kv ? a->heads_kv : a->heads_q;
         t[i].depth = depth[i];
         t[i].elem_bytes = i == T_O ? out_elem_bytes(a->dtype) : arg_dtype_bytes[a->dtype];
@@ -146,7 +147,10 @@ static fa4_status check_varlen(fa4_ctx *ctx, const fa4_mha_args *a)
             return BAD("cu_seqlens_q_host", "host mirrors given without cu_seqlens_q");
         return FA4_OK;
     }
-    if (!a->cu_seqlens_k) return BAD("cu_seqlens_k", "NULL; varlen (cu_seqlens_q given) needs both");
+    if (!a->cu_seqlens_k && !a->block_table)
+        return BAD("cu_seqlens_k", "NULL; varlen (cu_seqlens_q given) needs it, or paged KV (block_table, seqlens_k)");
+    if (a->cu_seqlens_k && a->block_table)
+        return BAD("cu_seqlens_k", "given with block_table; paged KV takes each sequence's kv length from seqlens_k");
     if ((uintptr_t)a->cu_seqlens_q % 4 || (uintptr_t)a->cu_seqlens_k % 4)
         return BAD("cu_seqlens_q", "the cu_seqlens arrays must be 4-byte aligned int32");
     if (a->max_seqlen_q < 1 || a->max_seqlen_q > a->seqlen_q)
@@ -156,7 +160,7 @@ static fa4_status check_varlen(fa4_ctx *ctx, const fa4_mha_args *a)
     const int64_t *st[4] = {a->q_stride, a->k_stride, a->v_stride, a->o_stride};
     static const char *const nm[4] = {"q_stride[0]", "k_stride[0]", "v_stride[0]", "o_stride[0]"};
     for (int i = 0; i < 4; i++)
-        if (st[i][0])
+        if (st[i][0] && !(a->block_table && (i == 1 || i == 2))) /* paged k, v: axis 0 is the page */
             return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: %lld; varlen tensors are packed rows with no batch "
                            "axis: leave it 0", nm[i], (long long)st[i][0]);
     int max_q = 0, max_k = 0;
@@ -167,6 +171,7 @@ static fa4_status check_varlen(fa4_ctx *ctx, const fa4_mha_args *a)
             return BAD("max_seqlen_q", "%d is shorter than a sequence of cu_seqlens_q (%d rows); its rows past "
                        "max_seqlen_q would be left unwritten", a->max_seqlen_q, max_q);
     }
+    if (a->cu_seqlens_k_host && a->block_table) return BAD("cu_seqlens_k_host", "given with block_table");
     if (a->cu_seqlens_k_host &&
         (s = check_cu_host(ctx, "cu_seqlens_k", a->cu_seqlens_k_host, a->batch, a->seqlen_k, &max_k)))
         return s;
@@ -174,6 +179,38 @@ static fa4_status check_varlen(fa4_ctx *ctx, const fa4_mha_args *a)
     if ((uint64_t)a->heads_q * (uint64_t)a->seqlen_q > ((uint64_t)1 << 32) - 1)
         return BAD("seqlen_q", "%d packed rows x heads_q %d is over 2^32 - 1; the kernels index LSE in 32 bits",
                    a->seqlen_q, a->heads_q);
+    return FA4_OK;
+}
+
+/* Paged KV (block_table given): the pool, the table and the lengths the host can check. The table's
+ * contents and seqlens_k are device memory: the kernel clamps and masks them (gen/varlen.c). */
+static fa4_status check_paged(fa4_ctx *ctx, fa4_mha_args *a)
+{
+    if (!a->block_table) {
+        if (a->seqlens_k) return BAD("seqlens_k", "given without block_table (it is paged KV's per-sequence length)");
+        if (a->page_size || a->max_pages || a->num_pages)
+            return BAD("page_size", "page_size/max_pages/num_pages given without block_table");
+        return FA4_OK;
+    }
+    if (!a->seqlens_k) return BAD("seqlens_k", "NULL; paged KV (block_table given) needs each sequence's kv length");
+    if ((uintptr_t)a->block_table % 4 || (uintptr_t)a->seqlens_k % 4)
+        return BAD("block_table", "block_table and seqlens_k must be 4-byte aligned int32");
+    if (a->page_size < 16 || a->page_size > 256 || (a->page_size & (a->page_size - 1)))
+        return BAD("page_size", "%d is not allowed; use a power of two in 16..256", a->page_size);
+    if (a->max_pages < 1) return BAD("max_pages", "%d; must be >= 1 (block_table's row length)", a->max_pages);
+    if (a->num_pages < 1) return BAD("num_pages", "%d; must be >= 1 (pages in the k and v pools)", a->num_pages);
+    if (a->k_rope) return BAD("k_rope", "not supported with paged KV");
+    /* the kernels bound kv rows by max_pages x page_size in 32-bit signed arithmetic (check_math's slack) */
+    int64_t cap = (int64_t)a->max_pages * a->page_size;
+    if (cap > INT32_MAX - 1024)
+        return BAD("max_pages", "%d x page_size %d = %lld kv rows per sequence; the kernels need < 2^31 - 1024",
+                   a->max_pages, a->page_size, (long long)cap);
+    if ((int64_t)a->batch * a->max_pages > INT32_MAX)
+        return BAD("max_pages", "%d x batch %d table entries; at most 2^31 - 1", a->max_pages, a->batch);
+    if (a->seqlen_k)
+        return BAD("seqlen_k", "%d given with block_table; leave it 0 (each sequence's kv length is seqlens_k[b], "
+                   "bounded by max_pages x page_size)", a->seqlen_k);
+    a->seqlen_k = (int)cap; /* the bound the shape checks and the kernel see */
     return FA4_OK;
 }
 
@@ -327,6 +364,7 @@ static fa4_status args_config(fa4_ctx *ctx, const fa4_mha_args *a, Config *c)
     c->rope_split = a->k_rope != NULL;
     if (c->rope_split) c->rope_dtype = c->dtype; /* fa4.h: k_rope has k's dtype */
     c->varlen = a->cu_seqlens_q != NULL;
+    c->page = a->block_table ? a->page_size : 0;
     if (!a->config) return FA4_OK;
     Config want = *c;
     fa4_status s = rt_parse_config(ctx, a->config, c, "args->config");
@@ -341,6 +379,7 @@ static fa4_status args_config(fa4_ctx *ctx, const fa4_mha_args *a, Config *c)
                               ? "mask"
                           : c->sink != want.sink ? "sink (args->sink)"
                           : c->varlen != want.varlen ? "varlen (args->cu_seqlens_q)"
+                          : c->page != want.page ? "page (args->block_table, page_size)"
                           : c->score_mod != want.score_mod ? "mod (args->score_mod)"
                           : c->rope_split != want.rope_split ||
                                     (c->rope_split && c->rope_dtype != want.rope_dtype)
@@ -356,7 +395,8 @@ static fa4_status args_config(fa4_ctx *ctx, const fa4_mha_args *a, Config *c)
 static fa4_status prepare(fa4_ctx *ctx, const fa4_mha_args *in, fa4_mha_args *a, Config *c)
 {
     fa4_status s;
-    if ((s = read_args(ctx, in, a)) || (s = check_shape(ctx, a)) || (s = check_varlen(ctx, a)) ||
+    if ((s = read_args(ctx, in, a)) || (s = check_paged(ctx, a)) || (s = check_shape(ctx, a)) ||
+        (s = check_varlen(ctx, a)) ||
         (s = check_layout(ctx, a)) || (s = check_math(ctx, a)))
         return s;
     return args_config(ctx, a, c);
@@ -485,7 +525,10 @@ static fa4_status bind(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a, RtLau
         [SCALAR_CU_SEQLENS_K] = {.u64 = (uint64_t)(uintptr_t)a->cu_seqlens_k},
         [SCALAR_TOTAL_Q] = {.u32 = (uint32_t)a->seqlen_q}, [SCALAR_OUT] = {.u64 = (uint64_t)(uintptr_t)a->o},
         [SCALAR_OUT_STRIDE_S] = {.u64 = (uint64_t)t[T_O].stride[1]},
-        [SCALAR_OUT_STRIDE_H] = {.u64 = (uint64_t)t[T_O].stride[2]}};
+        [SCALAR_OUT_STRIDE_H] = {.u64 = (uint64_t)t[T_O].stride[2]},
+        [SCALAR_BLOCK_TABLE] = {.u64 = (uint64_t)(uintptr_t)a->block_table},
+        [SCALAR_SEQLENS_K] = {.u64 = (uint64_t)(uintptr_t)a->seqlens_k}, [SCALAR_MAX_PAGES] = {.u32 = (uint32_t)a->max_pages},
+        [SCALAR_NUM_PAGES] = {.u32 = (uint32_t)a->num_pages}};
     for (int i = 0; i < SCALAR_COUNT; i++) l->scalars[i] = v[i], l->has_scalar[i] = 1;
     return FA4_OK;
 }

@@ -110,9 +110,9 @@ static void sm100_defaults(Config *c)
 
 static int sm100_check(const Config *c, char *err, size_t n)
 {
-    if (c->varlen)
-        return plan_refuse(err, n, "varlen: 1 is not built for sm100a yet (issue 15: the sm90a kernel has it); use "
-                              "target sm90a, or dense tensors");
+    if (c->varlen || c->page)
+        return plan_refuse(err, n, "%s is not built for sm100a yet (issue 15: the sm90a kernel has it); use target "
+                           "sm90a, or dense tensors", c->varlen ? "varlen: 1" : "page: paged KV");
     if (c->qk_depth == 256 || c->ov_depth == 256)
         return plan_refuse(err, n, "depth: 256 does not fit the sm100a 2Q layout (two O tiles of 256 TMEM columns leave "
                               "none for S; FA4 runs it as a pair-CTA single-O family, not implemented); use "

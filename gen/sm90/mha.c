@@ -63,6 +63,26 @@ static void load_chunks(Emit *e, Reg tmap, Reg dst0, uint32_t chunk_bytes, int c
     }
 }
 
+/* Paged KV: the tile's min(page, bn)-row boxes, each at its page's coordinates (plan note paged kv);
+ * box i of chunk c lands at row i x box of the chunk, a whole number of swizzle atoms in. */
+static void load_paged(Emit *e, Reg tmap, Reg dst0, uint32_t chunk_bytes, int chunks, Reg row, Reg head, Reg bar)
+{
+    const Plan *p = e->p;
+    int box = p->cfg.page < p->bn ? p->cfg.page : p->bn;
+    Reg dst = reg_b32(e, "ld_dst"), col = reg_b32(e, "ld_col"), lrow = reg_b32(e, "ld_lrow");
+    Reg page = reg_b32(e, "ld_page"), in_row = reg_b32(e, "ld_prow");
+    for (int i = 0; i < p->bn / box; i++) {
+        emit(e, "add.u32 %s, %s, %d;", R(e, lrow), R(e, row), i * box);
+        paged_coords(e, lrow, page, in_row);
+        for (int c = 0; c < chunks; c++) {
+            emit(e, "add.u32 %s, %s, %u;", R(e, dst), R(e, dst0),
+                 c * chunk_bytes + (uint32_t)(i * box * p->swizzle_bytes));
+            emit(e, "mov.u32 %s, %d;", R(e, col), c * p->chunk_elems);
+            op_tma_load_4d(e, dst, tmap, col, in_row, head, page, bar);
+        }
+    }
+}
+
 static void emit_producer(Emit *e)
 {
     const Plan *p = e->p;
@@ -126,7 +146,7 @@ static void emit_producer(Emit *e)
     emit(e, "@%s bra %s;", pr, new_label(e, l_kv_done, sizeof l_kv_done, "pr_kv_done"));
     emit(e, "sub.s32 %s, %s, 1;", j, j);
     emit(e, "mul.lo.u32 %s, %s, %d;", R(e, row), j, p->bn);
-    if (varlen) emit(e, "add.u32 %s, %s, %%vl_k_start;", R(e, row), R(e, row));
+    if (varlen && !p->cfg.page) emit(e, "add.u32 %s, %s, %%vl_k_start;", R(e, row), R(e, row));
     ring_free_parity(e, par, phase);
     const struct { const char *what; Reg empty, full, base, tmap; uint32_t tx, stage_bytes, chunk_bytes; int chunks; }
         kv[2] = {{"K", ke, kf, k0, reg_find(e, "tmap_k"), s->tx_k, s->k_stage_bytes, s->k_chunk_bytes, p->qk_chunks},
@@ -138,7 +158,10 @@ static void emit_producer(Emit *e)
         mbar_indexed(e, bar, kv[t].full, stage);
         op_mbar_expect_tx(e, bar, kv[t].tx);
         addr_indexed(e, dst, kv[t].base, stage, kv[t].stage_bytes);
-        load_chunks(e, kv[t].tmap, dst, kv[t].chunk_bytes, kv[t].chunks, row, reg_find(e, "kv_head"), batch, bar);
+        if (p->cfg.page)
+            load_paged(e, kv[t].tmap, dst, kv[t].chunk_bytes, kv[t].chunks, row, reg_find(e, "kv_head"), bar);
+        else
+            load_chunks(e, kv[t].tmap, dst, kv[t].chunk_bytes, kv[t].chunks, row, reg_find(e, "kv_head"), batch, bar);
     }
     ring_advance(e, stage, phase, p->stages);
     emit(e, "bra.uni %s;", l_kv);
@@ -242,6 +265,23 @@ static void emit_score_mod(Emit *e, Reg row[MAX_HALVES][128])
         }
 }
 
+/* Paged KV: the keys of a page with no valid table entry (bit i of %pg_bad, page i of the block in
+ * min(page, bn)-row boxes) are hidden. A thread's columns 8q + 2*(lane%4) + x lie in box 8q / box. */
+static void emit_page_mask(Emit *e, Reg row[MAX_HALVES][128])
+{
+    const Plan *p = e->p;
+    int box = p->cfg.page < p->bn ? p->cfg.page : p->bn;
+    Reg t = reg_b32(e, "pg_t"), bad = reg_pred(e, "pg_hide");
+    emit_note(e, "paged kv: hide the keys of pages without a valid table entry");
+    for (int i = 0; i < p->bn / box; i++) {
+        emit(e, "and.b32 %s, %%pg_bad, %d;", R(e, t), 1 << i);
+        emit(e, "setp.ne.u32 %s, %s, 0;", R(e, bad), R(e, t));
+        for (int q = i * box / 8; q < (i + 1) * box / 8; q++)
+            for (int h = 0; h < 2; h++)
+                for (int x = 0; x < 2; x++) emit(e, "@%s mov.f32 %s, %s;", R(e, bad), R(e, row[h][2 * q + x]), PTX_NEG_INF);
+    }
+}
+
 /* Online softmax of one S block; masked blocks first set hidden scores to -inf. */
 static void emit_softmax(Emit *e, int masked)
 {
@@ -261,6 +301,7 @@ static void emit_softmax(Emit *e, int masked)
             for (int q = 0; q < p->bn / 8; q++)
                 for (int x = 0; x < 2; x++) sfx_mask(e, row[h][2 * q + x], 8 * q + x, thi, tlo);
         }
+        if (p->cfg.page) emit_page_mask(e, row);
     }
     emit_note(e, "row max over the thread's columns, then over the 4 lanes of the row");
     for (int h = 0; h < 2; h++) sfx_max_tree(e, reg_f32(e, "cs_bmax%d", h), row[h], n);
@@ -526,6 +567,11 @@ static void emit_issue_qk(Emit *e)
     emit_note(e, "blocks outside [full_lo, full_hi) take the masked softmax");
     emit(e, "setp.ge.s32 %s, %%cs_j, %%full_hi;", pmask);
     emit(e, "setp.lt.or.s32 %s, %%cs_j, %%full_lo, %s;", pmask, pmask);
+    if (e->p->cfg.page) {
+        Reg bad = reg_b32(e, "pg_bad");
+        paged_block_bad(e, reg_find(e, "cs_j"), bad);
+        emit(e, "setp.ne.or.u32 %s, %s, 0, %s;", pmask, R(e, bad), pmask);
+    }
     mbar_indexed(e, bar, reg_find(e, "cs_k_full"), reg_find(e, "cs_stage"));
     op_mbar_wait(e, bar, reg_find(e, "cs_phase"));
     emit_qk(e, reg_find(e, "cs_stage"));

@@ -1,4 +1,4 @@
-/* sim_varlen.c - variable-length (varlen) MHA cases through fa4_mha_fwd, checked sequence by sequence
+/* sim_varlen.c - variable-length (varlen) and paged-KV MHA cases through fa4_mha_fwd, checked sequence by sequence
  * against the fp64 host reference (ref_mha.c), which sees each sequence as its own dense batch-1
  * problem: it knows nothing of the kernel's packing, tiles or clamps.
  *
@@ -13,6 +13,13 @@
  *   tail=N                    packed rows after the last sequence (in no sequence: O and LSE there must
  *                             keep their poison)
  *   lse=0|1 config=WORDS(comma-separated) host=0|1 (pass the host mirrors of cu_seqlens; default 1)
+ *   varlen=0                  dense q/o [batch, seqlen, heads, depth] (every q length equal, tail 0;
+ *                             LSE [batch, heads, seqlen]); without page=, every k length equal too
+ *   page=P                    paged K, V: a pool of pages in shuffled order, block_table [batch, max_pages]
+ *                             (max_pages = the longest sequence's pages + 1; entries past a sequence's
+ *                             pages hold garbage: -1, past the pool, or other sequences' pages)
+ *   bad=N                     N entries inside sequences' pages made invalid (alternately -1 and
+ *                             num_pages + 3): the reference drops those pages' keys (a score of -inf)
  * Checks: every O element of every sequence's rows is finite and rel L2 <= 1e-2 over the case; LSE
  * (natural log, [heads_q, total_q]) within 1e-3 relative; rows that see no key: O = 0, LSE = -inf;
  * rows of no sequence: O bytes and LSE words untouched (poison 0xFF). */
@@ -36,7 +43,7 @@ enum { MAX_SEQ = 64, LINE = 512 };
 typedef struct {
     fa4_target target;
     RefDtype dtype;
-    int qk, hq, hkv, mask, wl, wr, nseq, tail, lse, host;
+    int qk, hq, hkv, mask, wl, wr, nseq, tail, lse, host, varlen, page, bad;
     int lq[MAX_SEQ], lk[MAX_SEQ];
     char config[128];
     char text[LINE];
@@ -99,6 +106,7 @@ static int parse_case(const char *line, Case *c, char *err, size_t n)
 {
     memset(c, 0, sizeof *c);
     c->target = FA4_TARGET_SM90A, c->dtype = REF_BF16, c->qk = 128, c->hq = 2, c->hkv = 2, c->lse = 1, c->host = 1;
+    c->varlen = 1;
     snprintf(c->text, sizeof c->text, "%s", line);
     char buf[LINE];
     snprintf(buf, sizeof buf, "%s", line);
@@ -117,6 +125,9 @@ static int parse_case(const char *line, Case *c, char *err, size_t n)
         else if (!strcmp(w, "tail")) c->tail = x;
         else if (!strcmp(w, "lse")) c->lse = x;
         else if (!strcmp(w, "host")) c->host = x;
+        else if (!strcmp(w, "varlen")) c->varlen = x;
+        else if (!strcmp(w, "page")) c->page = x;
+        else if (!strcmp(w, "bad")) c->bad = x;
         else if (!strcmp(w, "mask")) {
             if (!strcmp(v, "none")) c->mask = REF_MASK_NONE;
             else if (!strcmp(v, "causal")) c->mask = REF_MASK_CAUSAL;
@@ -135,6 +146,9 @@ static int parse_case(const char *line, Case *c, char *err, size_t n)
         }
     }
     if (!c->nseq || nk != c->nseq) return snprintf(err, n, "q= and k= need the same number of lengths"), -1;
+    for (int b = 1; b < c->nseq && !c->varlen; b++)
+        if (c->lq[b] != c->lq[0] || (!c->page && c->lk[b] != c->lk[0]) || c->tail)
+            return snprintf(err, n, "varlen=0 needs equal lengths (k too unless paged) and tail=0"), -1;
     return 0;
 }
 
@@ -151,6 +165,23 @@ static double uniform(uint64_t *s) { return (double)(splitmix64(s) >> 11) * 0x1p
 
 typedef struct { double num, den, lse_err; long nan, empty_bad, poison_bad; } Score;
 
+/* The paged pool of a case: num_pages pages of `page` rows; table [nseq, max_pages]; invalid[b][p]
+ * marks the pages of sequence b whose entry was made invalid. */
+typedef struct {
+    int num_pages, max_pages;
+    int32_t *table;
+    unsigned char *invalid;
+} Pages;
+
+/* The reference's view of an invalid page: its keys are not there. */
+typedef struct { const Case *c; const Pages *pg; int b; } DropCtx;
+static double drop_invalid(const void *ctx, double s, int b, int h, int q, int k)
+{
+    const DropCtx *d = ctx;
+    (void)b, (void)h, (void)q;
+    return d->pg->invalid[(size_t)d->b * d->pg->max_pages + k / d->c->page] ? -INFINITY : s;
+}
+
 static void *random_tensor(RefDtype dt, size_t elems, uint64_t *st, double amp)
 {
     unsigned char *p = malloc(elems * (size_t)ref_dtype_bytes(dt) + 1);
@@ -160,8 +191,14 @@ static void *random_tensor(RefDtype dt, size_t elems, uint64_t *st, double amp)
 }
 
 /* One sequence against the reference; its rows are [q0, q0 + lq) of O and of LSE's rows. */
-static int check_sequence(const Case *c, int b, const int *cu_q, const int *cu_k, const void *hq_, const void *hk,
-                          const void *hv, const unsigned char *o, const float *lse, int total_q, Score *sc)
+static size_t lse_index(const Case *c, int b, int h, int i, int row, int total_q)
+{
+    return c->varlen ? (size_t)h * total_q + row : ((size_t)b * c->hq + h) * c->lq[0] + i;
+}
+
+/* hk, hv: the sequence's own kv rows [lk, hkv, d] (gathered from the pages when paged). */
+static int check_sequence(const Case *c, int b, const int *cu_q, const void *hq_, const void *hk, const void *hv,
+                          const Pages *pg, const unsigned char *o, const float *lse, int total_q, Score *sc)
 {
     int lq = c->lq[b], lk = c->lk[b], d = c->qk, eb = ref_dtype_bytes(c->dtype);
     if (!lq) return 0;
@@ -172,8 +209,10 @@ static int check_sequence(const Case *c, int b, const int *cu_q, const int *cu_k
         RefMha p = {0};
         p.dtype = c->dtype;
         p.q.data = (const unsigned char *)hq_ + (size_t)cu_q[b] * c->hq * d * eb;
-        p.k.data = (const unsigned char *)hk + (size_t)cu_k[b] * c->hkv * d * eb;
-        p.v.data = (const unsigned char *)hv + (size_t)cu_k[b] * c->hkv * d * eb;
+        p.k.data = hk;
+        p.v.data = hv;
+        DropCtx drop = {c, pg, b};
+        if (c->page) p.score_mod = drop_invalid, p.mod_ctx = &drop;
         p.batch = 1, p.seqlen_q = lq, p.seqlen_k = lk, p.heads_q = c->hq, p.heads_kv = c->hkv;
         p.qk_depth = p.ov_depth = d;
         p.mask = (RefMask)c->mask, p.window_left = c->wl, p.window_right = c->wr;
@@ -199,12 +238,62 @@ static int check_sequence(const Case *c, int b, const int *cu_q, const int *cu_k
                 if (empty && got != 0.0) sc->empty_bad++;
             }
             if (!c->lse) continue;
-            double g = lse[(size_t)h * total_q + row], w = rl[(size_t)h * lq + i];
+            double g = lse[lse_index(c, b, h, i, row, total_q)], w = rl[(size_t)h * lq + i];
             if (isnan(g)) sc->nan++;
             else if (empty) sc->empty_bad += !(isinf(g) && g < 0);
             else if (fabs(g - w) / fmax(1.0, fabs(w)) > sc->lse_err) sc->lse_err = fabs(g - w) / fmax(1.0, fabs(w));
         }
     free(ro), free(rl);
+    return 0;
+}
+
+/* A shuffled page pool for the case's kv lengths: every sequence's pages distinct, table entries past a
+ * sequence's pages garbage, c->bad entries inside sequences' pages invalid. */
+static int make_pages(const Case *c, uint64_t *st, Pages *pg)
+{
+    int need = 0;
+    pg->max_pages = 1;
+    for (int b = 0; b < c->nseq; b++) {
+        int np = (c->lk[b] + c->page - 1) / c->page;
+        need += np;
+        if (np + 1 > pg->max_pages) pg->max_pages = np + 1;
+    }
+    pg->num_pages = need + 3; /* spare pages nobody owns */
+    size_t nt = (size_t)c->nseq * pg->max_pages;
+    int *perm = malloc(sizeof(int) * (size_t)pg->num_pages);
+    pg->table = malloc(sizeof(int32_t) * nt);
+    pg->invalid = calloc(nt, 1);
+    if (!perm || !pg->table || !pg->invalid) return free(perm), -1;
+    for (int i = 0; i < pg->num_pages; i++) perm[i] = i;
+    for (int i = pg->num_pages - 1; i > 0; i--) {
+        int j = (int)(splitmix64(st) % (uint64_t)(i + 1)), t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
+    int next = 0, bad = 0;
+    for (int b = 0; b < c->nseq; b++) {
+        int np = (c->lk[b] + c->page - 1) / c->page;
+        for (int p = 0; p < pg->max_pages; p++) {
+            int32_t *e = &pg->table[(size_t)b * pg->max_pages + p];
+            if (p < np) {
+                *e = perm[next++];
+            } else { /* never read: garbage of every kind */
+                uint64_t r = splitmix64(st) % 3;
+                *e = r == 0 ? -1 : r == 1 ? pg->num_pages + 7 : perm[splitmix64(st) % (uint64_t)pg->num_pages];
+            }
+        }
+    }
+    /* the invalid ones: spread over the sequences that have pages */
+    for (int b = 0, tries = 0; bad < c->bad && tries < 1000; b = (b + 1) % c->nseq, tries++) {
+        int np = (c->lk[b] + c->page - 1) / c->page;
+        if (!np) continue;
+        int p = (int)(splitmix64(st) % (uint64_t)np);
+        size_t i = (size_t)b * pg->max_pages + p;
+        if (pg->invalid[i]) continue;
+        pg->invalid[i] = 1;
+        pg->table[i] = bad % 2 ? pg->num_pages + 3 : -1;
+        bad++;
+    }
+    free(perm);
     return 0;
 }
 
@@ -219,26 +308,51 @@ static int run_case(Cu *cu, fa4_ctx *fa, const Case *c, uint64_t seed, int quiet
     if (total_q < 1) total_q = 1; /* the packed tensors are never empty */
     if (total_k < 1) total_k = 1;
     int eb = ref_dtype_bytes(c->dtype);
-    size_t nq = (size_t)total_q * c->hq * d, nkv = (size_t)total_k * c->hkv * d, nl = (size_t)c->hq * total_q;
     uint64_t st = seed * 0x9e3779b97f4a7c15ull ^ (uint64_t)strlen(c->text);
     for (const char *s = c->text; *s; s++) st = (st ^ (unsigned char)*s) * 0x100000001b3ull;
+    Pages pg = {0};
+    if (c->page && make_pages(c, &st, &pg)) return printf("FAIL %s\n  out of host memory\n", c->text), 1;
+    /* paged: the pool holds num_pages x page rows; the sequences' own rows are gathered for the reference */
+    size_t kv_rows = c->page ? (size_t)pg.num_pages * c->page : (size_t)total_k;
+    size_t row_elems = (size_t)c->hkv * d;
+    size_t nq = (size_t)total_q * c->hq * d, nkv = kv_rows * row_elems, nl = (size_t)c->hq * total_q;
     void *hq = random_tensor(c->dtype, nq, &st, 2.0), *hk = random_tensor(c->dtype, nkv, &st, 1.0);
     void *hv = random_tensor(c->dtype, nkv, &st, 1.0);
     unsigned char *ho = malloc(nq * (size_t)eb);
     float *hl = malloc(nl * sizeof(float));
-    CUdeviceptr dq = 0, dk = 0, dv = 0, dout = 0, dl = 0, dcq = 0, dck = 0;
+    unsigned char *gk = malloc(((size_t)cu_k[c->nseq] + 1) * row_elems * eb);
+    unsigned char *gv = malloc(((size_t)cu_k[c->nseq] + 1) * row_elems * eb);
+    CUdeviceptr dq = 0, dk = 0, dv = 0, dout = 0, dl = 0, dcq = 0, dck = 0, dtab = 0, dlen = 0;
     int rc = -1;
     Score sc = {0};
     const char *why = "";
-    if (!hq || !hk || !hv || !ho || !hl) {
+    size_t tab_bytes = (size_t)c->nseq * pg.max_pages * sizeof(int32_t);
+    if (!hq || !hk || !hv || !ho || !hl || !gk || !gv) {
         why = "out of host memory";
         goto done;
     }
+    /* each sequence's kv rows in order: from the packed tensor, or row r of page table[b][r / page] */
+    for (int b = 0; b < c->nseq; b++)
+        for (int r = 0; r < c->lk[b]; r++) {
+            size_t src = (size_t)cu_k[b] + r;
+            if (c->page) {
+                int32_t e = pg.table[(size_t)b * pg.max_pages + r / c->page];
+                if (pg.invalid[(size_t)b * pg.max_pages + r / c->page]) e = 0; /* dropped by the reference */
+                src = (size_t)e * c->page + r % c->page;
+            }
+            memcpy(gk + ((size_t)cu_k[b] + r) * row_elems * eb, (unsigned char *)hk + src * row_elems * eb,
+                   row_elems * eb);
+            memcpy(gv + ((size_t)cu_k[b] + r) * row_elems * eb, (unsigned char *)hv + src * row_elems * eb,
+                   row_elems * eb);
+        }
     if (cu->MemAlloc(&dq, nq * eb) || cu->MemAlloc(&dk, nkv * eb) || cu->MemAlloc(&dv, nkv * eb) ||
         cu->MemAlloc(&dout, nq * eb) || cu->MemAlloc(&dl, nl * 4) || cu->MemAlloc(&dcq, sizeof cu_q) ||
         cu->MemAlloc(&dck, sizeof cu_k) || cu->MemcpyHtoD(dq, hq, nq * eb) || cu->MemcpyHtoD(dk, hk, nkv * eb) ||
         cu->MemcpyHtoD(dv, hv, nkv * eb) || cu->MemcpyHtoD(dcq, cu_q, sizeof cu_q) ||
-        cu->MemcpyHtoD(dck, cu_k, sizeof cu_k) || cu->MemsetD8(dout, 0xFF, nq * eb) || cu->MemsetD8(dl, 0xFF, nl * 4)) {
+        cu->MemcpyHtoD(dck, cu_k, sizeof cu_k) || cu->MemsetD8(dout, 0xFF, nq * eb) || cu->MemsetD8(dl, 0xFF, nl * 4) ||
+        (c->page && (cu->MemAlloc(&dtab, tab_bytes) || cu->MemcpyHtoD(dtab, pg.table, tab_bytes) ||
+                     cu->MemAlloc(&dlen, sizeof(int32_t) * (size_t)c->nseq) ||
+                     cu->MemcpyHtoD(dlen, c->lk, sizeof(int32_t) * (size_t)c->nseq)))) {
         why = "device allocation or copy failed";
         goto done;
     }
@@ -248,13 +362,25 @@ static int run_case(Cu *cu, fa4_ctx *fa, const Case *c, uint64_t seed, int quiet
     a.o = (void *)(uintptr_t)dout;
     a.lse = c->lse ? (float *)(uintptr_t)dl : NULL;
     a.batch = c->nseq, a.seqlen_q = total_q, a.seqlen_k = total_k, a.heads_q = c->hq, a.heads_kv = c->hkv;
+    if (!c->varlen) a.seqlen_q = c->lq[0], a.seqlen_k = c->lk[0];
     a.qk_depth = a.ov_depth = d;
     a.mask = c->mask == REF_MASK_CAUSAL ? FA4_MASK_CAUSAL : c->mask == REF_MASK_WINDOW ? FA4_MASK_WINDOW : FA4_MASK_NONE;
     a.window_left = c->wl, a.window_right = c->wr;
     a.config = c->config[0] ? c->config : NULL;
-    a.cu_seqlens_q = (const int32_t *)(uintptr_t)dcq, a.cu_seqlens_k = (const int32_t *)(uintptr_t)dck;
-    a.max_seqlen_q = max_q;
-    if (c->host) a.cu_seqlens_q_host = cu_q, a.cu_seqlens_k_host = cu_k;
+    if (c->varlen) {
+        a.cu_seqlens_q = (const int32_t *)(uintptr_t)dcq;
+        a.max_seqlen_q = max_q;
+        if (c->host) a.cu_seqlens_q_host = cu_q;
+        if (!c->page) {
+            a.cu_seqlens_k = (const int32_t *)(uintptr_t)dck;
+            if (c->host) a.cu_seqlens_k_host = cu_k;
+        }
+    }
+    if (c->page) {
+        a.block_table = (const int32_t *)(uintptr_t)dtab, a.seqlens_k = (const int32_t *)(uintptr_t)dlen;
+        a.page_size = c->page, a.max_pages = pg.max_pages, a.num_pages = pg.num_pages;
+        a.seqlen_k = 0;
+    }
     char cfg[512] = "";
     fa4_mha_config(fa, &a, cfg, sizeof cfg);
     if (!quiet) printf("  kernel: %s\n", cfg);
@@ -269,13 +395,14 @@ static int run_case(Cu *cu, fa4_ctx *fa, const Case *c, uint64_t seed, int quiet
         goto done;
     }
     for (int b = 0; b < c->nseq; b++)
-        if (check_sequence(c, b, cu_q, cu_k, hq, hk, hv, ho, hl, total_q, &sc)) {
+        if (check_sequence(c, b, cu_q, hq, gk + (size_t)cu_k[b] * row_elems * eb, gv + (size_t)cu_k[b] * row_elems * eb,
+                           &pg, ho, hl, total_q, &sc)) {
             why = "reference failed";
             goto done;
         }
     /* rows of no sequence keep their poison, in O and in LSE */
     for (size_t i = (size_t)cu_q[c->nseq] * c->hq * d * eb; i < nq * (size_t)eb; i++) sc.poison_bad += ho[i] != 0xFF;
-    for (int h = 0; h < c->hq; h++)
+    for (int h = 0; h < c->hq && c->varlen; h++)
         for (int r = cu_q[c->nseq]; r < total_q; r++) {
             uint32_t w;
             memcpy(&w, &hl[(size_t)h * total_q + r], 4);
@@ -294,10 +421,10 @@ static int run_case(Cu *cu, fa4_ctx *fa, const Case *c, uint64_t seed, int quiet
     rc = ok ? 0 : 1;
 done:
     if (rc < 0) printf("FAIL %s\n  %s\n", c->text, why), rc = 1;
-    CUdeviceptr all[] = {dq, dk, dv, dout, dl, dcq, dck};
+    CUdeviceptr all[] = {dq, dk, dv, dout, dl, dcq, dck, dtab, dlen};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i]) cu->MemFree(all[i]);
-    free(hq), free(hk), free(hv), free(ho), free(hl);
+    free(hq), free(hk), free(hv), free(ho), free(hl), free(gk), free(gv), free(pg.table), free(pg.invalid);
     return rc;
 }
 
