@@ -1,5 +1,5 @@
 #!/bin/bash
-# tests/gpu/run.sh [--quick] [--no-bench] [--only-bench] [--only-anchor] [--only-use] [--only-mla] [--only-mods] [--only-tests] [-- test_mha args]
+# tests/gpu/run.sh [--quick] [--no-bench] [--only-bench] [--only-anchor] [--only-use] [--only-mla] [--only-mods] [--only-tests] [--only-serving] [-- test_mha args]
 # One call on a Hopper GPU machine: build, correctness against the fp32
 # reference, cold/warm "get kernel" timings, SASS of the d128 kernel, the
 # simulator's anchor (tests/sim/cases_sm90.txt run by build/sim/sim_mha on this
@@ -14,7 +14,7 @@ set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-build/gpu-out}
 mkdir -p "$OUT"
-QUICK=""; BENCH=1; TESTS=1; ANCHOR=1; USE=1; MLA=0; MODS=0; EXTRA=()
+QUICK=""; BENCH=1; TESTS=1; ANCHOR=1; USE=1; MLA=0; MODS=0; SERVING=0; EXTRA=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) QUICK=--quick ;;
@@ -25,8 +25,9 @@ while [ $# -gt 0 ]; do
         --only-mla) TESTS=0; BENCH=0; ANCHOR=0; USE=0; MLA=1 ;;  # the sparse MLA cases, its anchor and benchmark
         --only-mods) TESTS=0; BENCH=0; ANCHOR=0; USE=0; MODS=1 ;; # sinks/score_mod cases and their benchmark
         --only-tests) BENCH=0; ANCHOR=0; USE=0 ;;                 # build, JIT timings, correctness, SASS
+        --only-serving) TESTS=0; BENCH=0; ANCHOR=0; USE=0; SERVING=1 ;; # issue 15: varlen/paged cases + benchmarks
         --) shift; EXTRA=("$@"); break ;;
-        *) echo "usage: tests/gpu/run.sh [--quick] [--no-bench] [--only-bench] [--only-anchor] [--only-use] [--only-mla] [--only-mods] [--only-tests] [-- test_mha args]"; exit 2 ;;
+        *) echo "usage: tests/gpu/run.sh [--quick] [--no-bench] [--only-bench] [--only-anchor] [--only-use] [--only-mla] [--only-mods] [--only-tests] [--only-serving] [-- test_mha args]"; exit 2 ;;
     esac
     shift
 done
@@ -54,12 +55,21 @@ if [ "$TESTS" = 1 ]; then
     step jit_cold build/test_mha --timing
     step jit_warm build/test_mha --timing
     step correctness build/test_mha $QUICK --out "$OUT/correctness.txt" "${EXTRA[@]}"
-    # varlen (issue 15): the simulator's varlen cases on the GPU, per sequence against the fp64 reference
+fi
+if [ "$TESTS" = 1 ] || [ "$SERVING" = 1 ]; then
+    # varlen + paged KV (issue 15): the simulator's cases on the GPU, per sequence against the fp64 reference,
+    # three input seeds; the log of all of them is $OUT/varlen.txt
     step build_varlen make -j16 build/sim/sim_varlen
+    : > "$OUT/varlen.txt"
     for seed in 1 2 3; do
-        step varlen_seed$seed build/sim/sim_varlen --seed $seed --cases tests/sim/cases_varlen_sm90.txt
+        step varlen_seed$seed env FA4GEN_CACHE_DIR="$(mktemp -d)" build/sim/sim_varlen --seed $seed \
+            --cases tests/sim/cases_varlen_sm90.txt
         cat "$OUT/varlen_seed$seed.log" >> "$OUT/varlen.txt"
     done
+    step varlen_gpu env FA4GEN_CACHE_DIR="$(mktemp -d)" build/sim/sim_varlen --seed 1 --cases tests/sim/cases_varlen_gpu.txt
+    cat "$OUT/varlen_gpu.log" >> "$OUT/varlen.txt"
+fi
+if [ "$TESTS" = 1 ]; then
     # SASS of the d128 kernel: the planned HGMMA count, no local memory
     build/fa4gen mha --target sm90a --dtype bf16 --depth 128 --mask causal -o build/sass_k.ptx &&
         ptxas -arch=sm_90a build/sass_k.ptx -o build/sass_k.cubin &&
@@ -131,6 +141,11 @@ fi
 if { [ "$BENCH" = 1 ] || [ "$MLA" = 1 ]; } && [ -f bench/bench_mla_sparse.py ]; then
     step bench_mla env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so python3 bench/bench_mla_sparse.py \
         --out "$OUT/bench_mla.txt" ${MLA_BENCH_ARGS:-}
+fi
+if { [ "$BENCH" = 1 ] || [ "$SERVING" = 1 ]; } && [ -f bench/bench_varlen.py ]; then
+    # issue 15 (a): varlen causal prefill, 16 sequences 100..8k, d128 GQA 32/8, against torch's varlen paths
+    step varlen_bench env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so python3 bench/bench_varlen.py \
+        --out "$OUT/bench_varlen.txt"
 fi
 if { [ "$BENCH" = 1 ] || [ "$MODS" = 1 ]; } && [ -f bench/bench_score_mod.py ]; then
     step bench_mod env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so python3 bench/bench_score_mod.py \
