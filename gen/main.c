@@ -73,6 +73,7 @@ static const char usage_mha[] =
     "  --q-tmem-depth D    Q columns it reads from TMEM (0 for cta-group 1)\n"
     "  --sink 0|1          a per-head sink logit joins the softmax denominator (kernel parameter p_sink)\n"
     "  --varlen 0|1        packed [total, heads, depth] tensors with cu_seqlens_q/k (sm90a; p_cu_seqlens_q ...)\n"
+    "  --page P            paged K, V: P rows per page (16..256, a power of two) via a block table (sm90a)\n"
     "  --score-mod FILE    CUDA C defining __device__ float score_mod(float s, int b, int h, int q, int k,\n"
     "                      const void *aux), applied to every scaled score before the mask; mha compiles\n"
     "                      it with NVRTC (needs libnvrtc), explain needs only its hash (config word mod=)\n"
@@ -105,6 +106,7 @@ static const char *const flag_keys[][2] = {
     {"--q-tmem-depth", "q_tmem_depth"}, {"--cta-group", "cta_group"},
     {"--sink", "sink"},
     {"--varlen", "varlen"},
+    {"--page", "page"},
 };
 
 /* One line on stderr: control and non-ASCII bytes of what it echoes become \xNN. */
