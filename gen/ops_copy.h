@@ -17,6 +17,7 @@ void op_cp_async_arrive(Emit *e, Reg bar);
 void op_ld_global(Emit *e, Reg guard, const char *type, Reg dst, Reg addr, uint32_t off);
 void op_st_global_b32(Emit *e, Reg guard, Reg addr, Reg src);
 void op_st_global_b32_at(Emit *e, Reg guard, Reg addr, uint32_t off, Reg src); /* global [addr + off] */
+void op_st_global_v4_b32_at(Emit *e, Reg guard, Reg addr, uint32_t off, const Reg src[4]); /* 16 bytes */
 /* dst = the kernel parameter p_<name>, of type "u32", "u64" or "f32". */
 void op_ld_param(Emit *e, const char *type, Reg dst, const char *name);
 

@@ -40,8 +40,8 @@ void varlen_plan_params(Plan *p)
     plan_param_scalar(p, SCALAR_OUT_STRIDE_H, PARAM_U64);
     plan_note(p, "varlen", "packed [total, heads, depth]; sequence b = rows cu_seqlens[b]..cu_seqlens[b+1] (clamped "
               "to the tensor); LSE [heads_q, total_q]");
-    plan_note(p, "varlen o", "64-row blocks inside their sequence: TMA store; the sequence's last partial block: "
-              "st.global from registers, row-masked (a box would write the next sequence's rows)");
+    plan_note(p, "varlen o", "O blocks inside their sequence: TMA store; a block past the sequence's end: st.global, "
+              "row-masked (a box would write the next sequence's rows)");
 }
 
 void paged_plan_params(Plan *p)

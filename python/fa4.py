@@ -245,9 +245,9 @@ def mha_fwd(q, k, v, causal=False, softmax_scale=None, return_lse=False, config=
             cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, block_table=None, seqlen_k=None):
     """Attention forward on [B, S, H, D] tensors; returns out (and lse when asked).
 
-    Variable-length batches (sm90a): q [total_q, H, D] packed with cu_seqlens_q (int32 [B + 1], CUDA) and
+    Variable-length batches (sm90a, sm100a): q [total_q, H, D] packed with cu_seqlens_q (int32 [B + 1], CUDA) and
     max_seqlen_q (int); k, v [total_k, Hkv, D] with cu_seqlens_k; out [total_q, H, D]; lse [H, total_q].
-    Paged KV (sm90a): k, v [num_pages, page_size, Hkv, D] page pools, block_table int32 [B, max_pages] and
+    Paged KV (sm90a, sm100a): k, v [num_pages, page_size, Hkv, D] page pools, block_table int32 [B, max_pages] and
     seqlen_k int32 [B] (each sequence's kv length), with dense or varlen q. Nothing is copied to the host:
     the kernel clamps the device tables (fa4.h).
 

@@ -181,7 +181,8 @@ typedef struct fa4_mha_args {
      * source's hash is part of the kernel config (mod=) and of the cache key. */
     const char *score_mod;
     const void *score_mod_aux;
-    /* Variable-length batches (sm90a; config word varlen=1), on when cu_seqlens_q is given:
+    /* Variable-length batches (both targets, not the sm100a CTA pair; config word varlen=1), on when
+     * cu_seqlens_q is given:
      * q and o are packed [seqlen_q, heads, depth] and k, v [seqlen_k, heads_kv, depth] (seqlen_q and
      * seqlen_k count the packed rows; the batch strides must be 0), and sequence b owns rows
      * cu_seqlens_q[b] .. cu_seqlens_q[b+1] - 1 of q and o and cu_seqlens_k[b] .. cu_seqlens_k[b+1] - 1
@@ -196,7 +197,8 @@ typedef struct fa4_mha_args {
     const int32_t *cu_seqlens_q, *cu_seqlens_k;
     int max_seqlen_q;
     const int32_t *cu_seqlens_q_host, *cu_seqlens_k_host;
-    /* Paged KV (sm90a; config word page=P), on when block_table is given: k and v are page pools
+    /* Paged KV (both targets, not the sm100a CTA pair; config word page=P), on when block_table is
+     * given: k and v are page pools
      * [num_pages, page_size, heads_kv, depth] (k_stride/v_stride: page, row, head; 0 = packed),
      * block_table [batch, max_pages] int32 (device) lists sequence b's pages in order, and
      * seqlens_k [batch] int32 (device) its kv length: its logical kv row r is row r % page_size of page

@@ -384,11 +384,11 @@ static void emit_store_o_rows(Emit *e)
         emit(e, "add.u32 %s, %%m0, %%cs_row%d;", R(e, rowg), h);
         emit(e, "setp.lt.u32 %s, %s, %%seqlen_q;", R(e, in), R(e, rowg));
         emit(e, "add.u32 %s, %s, %%vl_q_start;", R(e, rowg), R(e, rowg));
-        emit(e, "cvt.u64.u32 %s, %s;", R(e, ad), R(e, rowg));
+        op_cvt(e, "u64.u32", ad, rowg);
         emit(e, "mul.lo.u64 %s, %s, %%out_stride_s;", R(e, ad), R(e, ad));
-        emit(e, "cvt.u64.u32 %s, %%head;", R(e, t));
+        op_cvt(e, "u64.u32", t, reg_find(e, "head"));
         emit(e, "mad.lo.u64 %s, %s, %%out_stride_h, %s;", R(e, ad), R(e, t), R(e, ad));
-        emit(e, "cvt.u64.u32 %s, %%cs_lm2;", R(e, t));
+        op_cvt(e, "u64.u32", t, reg_find(e, "cs_lm2"));
         emit(e, "add.u64 %s, %s, %s;", R(e, ad), R(e, ad), R(e, t));
         emit(e, "mad.lo.u64 %s, %s, %d, %%out;", R(e, ad), R(e, ad), p->elem_bytes);
         for (int q = 0; q < p->ov / 8; q++) {

@@ -248,7 +248,8 @@ static void test_mha_bad_args(void **state)
     assert_int_equal(fa4_mha_fwd(NULL, &a, NULL), FA4_ERR_INVALID_ARGUMENT);
 }
 
-/* Good varlen / paged arguments pass every check and name their config words; sm100a refuses them. */
+/* Good varlen / paged arguments pass every check and name their config words, on both targets; the
+ * sm100a CTA pair refuses them. */
 static void test_mha_serving_config(void **state)
 {
     (void)state;
@@ -277,8 +278,14 @@ static void test_mha_serving_config(void **state)
     ctx = make_ctx(FA4_TARGET_SM100A);
     a = good_args();
     varlen_on(&a);
+    a.cu_seqlens_k = NULL;
+    paged_on(&a);
+    assert_int_equal(fa4_mha_config(ctx, &a, buf, sizeof buf), FA4_OK);
+    assert_non_null(strstr(buf, "target=sm100a"));
+    assert_non_null(strstr(buf, " varlen=1 page=64"));
+    a.config = "cta=2";
     assert_int_equal(fa4_mha_config(ctx, &a, buf, sizeof buf), FA4_ERR_UNSUPPORTED);
-    assert_non_null(strstr(fa4_last_error(ctx), "varlen"));
+    assert_non_null(strstr(fa4_last_error(ctx), "cta=2"));
     fa4_destroy(ctx);
 }
 
