@@ -252,6 +252,16 @@ static fa4_status check_layout(fa4_ctx *ctx, const fa4_mha_args *a)
                            t[i].batch, t[i].seqlen, t[i].heads, (long long)t[i].stride[0], (long long)t[i].stride[1],
                            (long long)t[i].stride[2], span == INT64_MAX ? "over 2^63" : "over 2^57", t[i].ptr);
     }
+    /* the device tables the kernels index (varlen, paged KV) lie inside the address space */
+    const struct { const char *name; const void *p; uint64_t bytes; } tabs[] = {
+        {"cu_seqlens_q", a->cu_seqlens_q, ((uint64_t)a->batch + 1) * 4},
+        {"cu_seqlens_k", a->cu_seqlens_k, ((uint64_t)a->batch + 1) * 4},
+        {"block_table", a->block_table, (uint64_t)a->batch * (uint64_t)(a->max_pages > 0 ? a->max_pages : 0) * 4},
+        {"seqlens_k", a->seqlens_k, (uint64_t)a->batch * 4}};
+    for (size_t i = 0; i < sizeof tabs / sizeof tabs[0]; i++)
+        if (tabs[i].p && (uintptr_t)tabs[i].p > UINTPTR_MAX - tabs[i].bytes)
+            return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: %llu bytes from %p wrap the address space", tabs[i].name,
+                           (unsigned long long)tabs[i].bytes, tabs[i].p);
     if ((uintptr_t)a->lse % 4) return BAD("lse", "address %p is not 4-byte aligned", (void *)a->lse);
     if ((uintptr_t)a->sink % 4) return BAD("sink", "address %p is not 4-byte aligned", (const void *)a->sink);
     if (a->score_mod && !a->score_mod[strspn(a->score_mod, " \t\r\n")])

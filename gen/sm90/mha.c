@@ -559,6 +559,13 @@ static void emit_consumer_setup(Emit *e)
     emit(e, "mov.b32 %s, 0x%08X;", reg(e, "b32", "cs_desc_hi"), sm90_desc_hi(8u * (uint32_t)sw, sw));
 }
 
+/* Paged KV: the table entries of block %cs_j, read before the ping-pong turn so that their latency
+ * does not hold the other consumer's wgmmas (plan note paged table). */
+static void emit_page_check(Emit *e)
+{
+    if (e->p->cfg.page) paged_block_bad(e, reg_find(e, "cs_j"), reg_b32(e, "pg_bad"));
+}
+
 /* Wait for K of block %cs_j in ring slot %cs_stage and issue S = Q K^T. */
 static void emit_issue_qk(Emit *e)
 {
@@ -567,11 +574,7 @@ static void emit_issue_qk(Emit *e)
     emit_note(e, "blocks outside [full_lo, full_hi) take the masked softmax");
     emit(e, "setp.ge.s32 %s, %%cs_j, %%full_hi;", pmask);
     emit(e, "setp.lt.or.s32 %s, %%cs_j, %%full_lo, %s;", pmask, pmask);
-    if (e->p->cfg.page) {
-        Reg bad = reg_b32(e, "pg_bad");
-        paged_block_bad(e, reg_find(e, "cs_j"), bad);
-        emit(e, "setp.ne.or.u32 %s, %s, 0, %s;", pmask, R(e, bad), pmask);
-    }
+    if (e->p->cfg.page) emit(e, "setp.ne.or.u32 %s, %%pg_bad, 0, %s;", pmask, pmask);
     mbar_indexed(e, bar, reg_find(e, "cs_k_full"), reg_find(e, "cs_stage"));
     op_mbar_wait(e, bar, reg_find(e, "cs_phase"));
     emit_qk(e, reg_find(e, "cs_stage"));
@@ -649,6 +652,7 @@ static void emit_mainloop(Emit *e)
     emit(e, "@%s bra %s;", pr, new_label(e, l_empty, sizeof l_empty, "cs_no_keys"));
     emit_section(e, "consumer mainloop: first block");
     emit(e, "sub.s32 %%cs_j, %%n_end, 1;");
+    emit_page_check(e);
     emit_turn_begin(e);
     emit_issue_qk(e);
     emit_turn_end(e);
@@ -663,6 +667,7 @@ static void emit_mainloop(Emit *e)
     emit(e, "setp.le.s32 %s, %%cs_j, %%n_begin;", pr);
     emit(e, "@%s bra %s;", pr, new_label(e, l_kv_done, sizeof l_kv_done, "cs_kv_done"));
     emit(e, "sub.s32 %%cs_j, %%cs_j, 1;");
+    emit_page_check(e);
     emit_turn_begin(e);
     emit_issue_qk(e);
     emit_issue_pv(e);

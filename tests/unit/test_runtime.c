@@ -193,6 +193,9 @@ static void b_pg_fields(fa4_mha_args *a) { a->page_size = 64; }
 static void b_pg_lens_alone(fa4_mha_args *a) { a->seqlens_k = (const int32_t *)(void *)fake[1]; }
 static void b_pg_config(fa4_mha_args *a) { a->config = "page=64"; }
 static void b_pg_kstride(fa4_mha_args *a) { paged_on(a), a->k_stride[1] = 100; }
+/* found by tests/fuzz/fuzz_args: tables at the top of the address space */
+static void b_pg_wrap(fa4_mha_args *a) { paged_on(a), a->block_table = (const int32_t *)(UINTPTR_MAX - 15); }
+static void b_vl_wrap(fa4_mha_args *a) { varlen_on(a), a->cu_seqlens_k = (const int32_t *)(UINTPTR_MAX - 7); }
 
 static const BadCase bad_cases[] = {
     {"size", "args->size", b_size},          {"dtype", "dtype", b_dtype},
@@ -224,7 +227,8 @@ static const BadCase bad_cases[] = {
     {"max_pages x page 2^31", "max_pages", b_pg_cap32}, {"batch x max_pages 2^32", "max_pages", b_pg_table31},
     {"paged cu_seqlens_k", "cu_seqlens_k", b_pg_cu_k}, {"page fields alone", "page_size", b_pg_fields},
     {"seqlens_k alone", "seqlens_k", b_pg_lens_alone}, {"config page", "page", b_pg_config},
-    {"paged k stride", "k_stride[1]", b_pg_kstride},
+    {"paged k stride", "k_stride[1]", b_pg_kstride}, {"block_table wraps", "block_table", b_pg_wrap},
+    {"cu_seqlens_k wraps", "cu_seqlens_k", b_vl_wrap},
 };
 
 static void test_mha_bad_args(void **state)
