@@ -103,7 +103,7 @@ def paged_call():
 
     def run(s):
         return fa4.mha_fwd(s["q"], s["k_pages"], s["v_pages"], out=s["o"], block_table=s["block_table"],
-                           seqlens_k=s["seqlens_k"], num_splits=0, workspace=s["ws"])
+                           seqlen_k=s["seqlens_k"], num_splits=0, workspace=s["ws"])
     return run
 
 

@@ -163,6 +163,8 @@ static const IntKey int_keys[] = {
     {"tma_store", F(tma_store), 0, 1, "0 or 1"},
     {"sink", F(sink), 0, 1, "0 or 1"},
     {"split", F(split), 0, 1, "0 or 1"},
+    {"varlen", F(varlen), 0, 1, "0 or 1"},
+    {"page", F(page), 0, 256, "0 (dense K, V) or a power of two in 16..256 (KV rows per page)"},
 };
 #undef F
 enum { N_INT_KEYS = sizeof int_keys / sizeof int_keys[0] };
@@ -210,7 +212,7 @@ int config_set(Config *c, const char *key, const char *value, char *err, size_t 
     }
     return fail(err, n, "'%s' is not a config field; fields: kind target dtype depth qk ov bm bn group stages "
                         "swizzle mask qtiles cta rescale poly rope_split rope_dtype pingpong persistent b_topk num_mbars q_smem_depth "
-                        "q_tmem_depth cta_group tma_store sink split mod", ESC(key));
+                        "q_tmem_depth cta_group tma_store sink split varlen page mod", ESC(key));
 }
 
 int config_fill_defaults(Config *c, char *err, size_t n)
@@ -256,9 +258,20 @@ int config_check(const Config *c, char *err, size_t n)
     if (c->sink != 0 && c->sink != 1) return fail(err, n, "sink: %d is not allowed; use 0 or 1", c->sink);
     if (c->split && c->kind != KIND_MHA)
         return fail(err, n, "split: not allowed for %s; split-KV is an MHA feature", kind_name[c->kind]);
+    if (c->split && c->varlen)
+        return fail(err, n, "split: not allowed with varlen=1 yet; the partial outputs are indexed by dense "
+                    "(batch, row) (use split=0, or pad the sequences; paged KV with split=1 works)");
     if (c->split && c->sink)
         return fail(err, n, "split: not allowed with sink=1; a sink joins the whole row's denominator, which no "
                     "split sees (use split=0)");
+    if (c->page && (c->page < 16 || c->page > 256 || (c->page & (c->page - 1))))
+        return fail(err, n, "page: %d is not allowed; use a power of two in 16..256 (KV rows per page), or 0 for "
+                    "dense K, V", c->page);
+    if (c->kind != KIND_MHA && c->page)
+        return fail(err, n, "page: %d is not allowed for %s; paged KV is an MHA feature", c->page, kind_name[c->kind]);
+    if (c->kind != KIND_MHA && c->varlen)
+        return fail(err, n, "varlen: 1 is not allowed for %s; variable-length batches are an MHA feature",
+                    kind_name[c->kind]);
     if (c->kind != KIND_MHA && (c->sink || c->score_mod))
         return fail(err, n, "%s: not allowed for %s; sinks and score_mod are MHA features (mla-sparse takes its "
                     "attn_sink as an argument)", c->sink ? "sink" : "mod", kind_name[c->kind]);
@@ -303,6 +316,8 @@ static int key_used(const Config *c, const char *key)
     if (!strcmp(key, "rope_split")) return sm100 && c->kind == KIND_MHA && c->qk_depth != c->ov_depth;
     if (!strcmp(key, "split")) return c->split != 0;
     if (!strcmp(key, "sink")) return c->sink != 0; /* features: named only when on, so other kernels keep their text */
+    if (!strcmp(key, "varlen")) return c->varlen != 0;
+    if (!strcmp(key, "page")) return c->page != 0;
     return 1;
 }
 

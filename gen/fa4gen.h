@@ -70,6 +70,10 @@ typedef struct Config {
     /* MHA split-KV, both targets (0 = off): the kernel writes f32 partial O and LSE per split of
      * the kv blocks (the split count is a kernel parameter); a combine kernel merges them */
     int split;
+    /* serving layouts, MHA (0 = dense; canonical form names them only when on) */
+    int varlen;         /* 1: packed [total_tokens, heads, depth] q/k/v/o with cu_seqlens_q/k (gen/varlen.c) */
+    int page;           /* KV page rows (16..256, a power of two): K, V [num_pages, page, heads_kv, depth]
+                           through a block table (gen/varlen.c); 0 = dense K, V */
 } Config;
 
 extern const char *const kind_name[KIND_COUNT];
@@ -149,6 +153,11 @@ typedef enum {
     SCALAR_O_ACCUM,    /* u64: partial O, f32 [num_splits, batch, heads_q, seqlen_q, ov] */
     SCALAR_LSE_ACCUM,  /* u64: partial LSE, f32 [num_splits, batch, heads_q, seqlen_q], natural log */
     SCALAR_OUT_STRIDE_B, /* u64: O's batch stride (elements); with out_stride_s, out_stride_h */
+    /* varlen MHA: cu_seqlens (u64 pointers to int32 [batch + 1]) and the packed query rows (u32) */
+    SCALAR_CU_SEQLENS_Q, SCALAR_CU_SEQLENS_K, SCALAR_TOTAL_Q,
+    /* paged KV: block table (u64, int32 [batch, max_pages]), per-sequence kv lengths (u64, int32 [batch]),
+     * the table's row length and the page pool's size (u32) */
+    SCALAR_BLOCK_TABLE, SCALAR_SEQLENS_K, SCALAR_MAX_PAGES, SCALAR_NUM_PAGES,
     SCALAR_COUNT
 } ScalarId;
 extern const char *const scalar_name[SCALAR_COUNT];

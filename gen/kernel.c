@@ -63,6 +63,8 @@ void mha_plan_params(Plan *p)
         plan_note(p, "split", "tiles x num_splits CTAs; split s takes kv blocks [s b, s b + b), b = ceil(kv blocks / "
                   "num_splits), cut to the mask's range; writes O / l (f32) and LSE to o_accum, lse_accum");
     }
+    if (p->cfg.varlen) varlen_plan_params(p);
+    if (p->cfg.page) paged_plan_params(p);
 }
 
 void kernel_entry_header(Buf *out, const Plan *p, const struct ScoreMod *mod)
@@ -136,6 +138,7 @@ void mha_prologue(Emit *e)
         op_ld_param(e, "u64", reg_b64(e, "o_accum"), "o_accum");
         op_ld_param(e, "u64", reg_b64(e, "lse_accum"), "lse_accum");
     }
+    if (p->cfg.varlen || p->cfg.page) varlen_prologue(e);
     const char *nm = reg(e, "b32", "num_m_blocks"), *hb = reg(e, "b32", "heads_batch");
     emit_note(e, "plan: %d query rows per tile; tiles = m-blocks x heads x batch", tile_rows(p));
     emit(e, "add.u32 %s, %%seqlen_q, %d;", nm, tile_rows(p) - 1);
@@ -238,7 +241,7 @@ static void tile_coords(Emit *e, int packed)
     emit_note(e, "tile -> (head group, m-block, head): a group holds as many (batch, head) pairs as keep their");
     emit_note(e, "K and V in L2 (plan: %u K+V rows per kv head); m-blocks descend, longest causal rows first",
               p->l2_kv_rows);
-    emit(e, "max.u32 %s, %%seqlen_k, 1;", g);
+    emit(e, "max.u32 %s, %s, 1;", g, p->cfg.varlen || p->cfg.page ? "%total_k" : "%seqlen_k"); /* a hint */
     emit(e, "div.u32 %s, %u, %s;", g, p->l2_kv_rows, g);
     emit(e, "max.u32 %s, %s, 1;", g, g);
     if (!packed)
@@ -266,6 +269,7 @@ static void tile_coords(Emit *e, int packed)
         emit_note(e, "plan: group %d query heads per kv head", p->cfg.group);
         emit(e, "div.u32 %s, %s, %d;", kvh, head, p->cfg.group);
     }
+    if (p->cfg.varlen || p->cfg.page) varlen_sequence(e);
     emit(e, "mul.lo.u32 %s, %s, %d;", m0, m_block, tile_rows(p));
     emit_note(e, "key range (bottom-right aligned): row i sees keys i+off-%d .. i+off+%d (-1 = unbounded)", wl, wr);
     emit(e, "sub.s32 %s, %%seqlen_k, %%seqlen_q;", off);

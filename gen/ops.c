@@ -312,6 +312,14 @@ void op_st_shared_v4_b32(Emit *e, Reg base, uint32_t off, const Reg src[4])
          R(e, src[3]));
 }
 
+void op_ld_shared_v4_b32(Emit *e, const Reg dst[4], Reg base, uint32_t off)
+{
+    REG_WANT(e, base, ADDR32);
+    for (int i = 0; i < 4; i++) reg_want(e, dst[i], WORD, __func__, "dst[i]");
+    emit(e, "ld.shared.v4.b32 {%s, %s, %s, %s}, [%s+%u];", R(e, dst[0]), R(e, dst[1]), R(e, dst[2]), R(e, dst[3]),
+         R(e, base), off);
+}
+
 void op_setmaxnreg(Emit *e, int regs, int entry_regs)
 {
     if (regs == entry_regs) return;

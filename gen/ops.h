@@ -93,6 +93,7 @@ void op_st_shared_b32(Emit *e, Reg base, uint32_t off, Reg src);
 void op_st_shared_b32_if(Emit *e, Reg guard, Reg base, uint32_t off, Reg src); /* guard REG_NONE: always */
 void op_st_global_f32(Emit *e, Reg guard, Reg addr, Reg src);
 void op_st_shared_v4_b32(Emit *e, Reg base, uint32_t off, const Reg src[4]);
+void op_ld_shared_v4_b32(Emit *e, const Reg dst[4], Reg base, uint32_t off); /* 16 bytes, 16-aligned */
 void op_setmaxnreg(Emit *e, int regs, int entry_regs); /* inc or dec, chosen from entry_regs */
 void op_param_addr(Emit *e, Reg dst, const char *param); /* generic address of a kernel param */
 

@@ -48,6 +48,25 @@ void op_st_global_b32(Emit *e, Reg guard, Reg addr, Reg src)
     emit(e, "%sst.global.b32 [%s], %s;", a, R(e, addr), R(e, src));
 }
 
+void op_st_global_b32_at(Emit *e, Reg guard, Reg addr, uint32_t off, Reg src)
+{
+    char g[48];
+    const char *a = at(e, guard, g, sizeof g, __func__);
+    REG_WANT(e, addr, RT_B64);
+    REG_WANT(e, src, RT_B32);
+    emit(e, "%sst.global.b32 [%s+%u], %s;", a, R(e, addr), off, R(e, src));
+}
+
+void op_st_global_v4_b32_at(Emit *e, Reg guard, Reg addr, uint32_t off, const Reg src[4])
+{
+    char g[48];
+    const char *a = at(e, guard, g, sizeof g, __func__);
+    REG_WANT(e, addr, RT_B64);
+    for (int i = 0; i < 4; i++) reg_want(e, src[i], RT_B32, __func__, "src[i]");
+    emit(e, "%sst.global.v4.b32 [%s+%u], {%s, %s, %s, %s};", a, R(e, addr), off, R(e, src[0]), R(e, src[1]),
+         R(e, src[2]), R(e, src[3]));
+}
+
 void op_ld_param(Emit *e, const char *type, Reg dst, const char *name)
 {
     REG_WANT(e, dst, type[0] == 'f' ? RT_F32 : type[1] == '6' ? RT_B64 : RT_B32);

@@ -16,6 +16,8 @@ void op_cp_async_arrive(Emit *e, Reg bar);
 /* dst (type "u32", "s32", "u64", "f32") = global [addr + off] where guard holds. */
 void op_ld_global(Emit *e, Reg guard, const char *type, Reg dst, Reg addr, uint32_t off);
 void op_st_global_b32(Emit *e, Reg guard, Reg addr, Reg src);
+void op_st_global_b32_at(Emit *e, Reg guard, Reg addr, uint32_t off, Reg src); /* global [addr + off] */
+void op_st_global_v4_b32_at(Emit *e, Reg guard, Reg addr, uint32_t off, const Reg src[4]); /* 16 bytes */
 /* dst = the kernel parameter p_<name>, of type "u32", "u64" or "f32". */
 void op_ld_param(Emit *e, const char *type, Reg dst, const char *name);
 /* Vector global copies (guard REG_NONE: always): 16 bytes of f32 in, 8 bytes of f32 or b32 out. */

@@ -17,7 +17,8 @@ const char *const scalar_name[SCALAR_COUNT] = {
     "lse", "seqlen_q", "seqlen_k", "heads_q", "batch", "scale_log2", "o_scale", "q", "kv", "indices", "out",
     "max_logits", "sink", "topk_length", "s_kv", "topk", "q_stride_s", "q_stride_h", "kv_stride", "idx_stride",
     "out_stride_s", "out_stride_h", "sm_scale", "kv_scale", "kv_scale_blocks", "aux", "num_splits", "o_accum",
-    "lse_accum", "out_stride_b"};
+    "lse_accum", "out_stride_b", "cu_seqlens_q",
+    "cu_seqlens_k", "total_q", "block_table", "seqlens_k", "max_pages", "num_pages"};
 
 /* A builder's table is full: remember which (plan_make fails with it) and drop the entry. */
 static int full(Plan *p, int n, int max, const char *table)

@@ -45,7 +45,11 @@ class _MhaArgs(ctypes.Structure):
                 ("k_rope", ctypes.c_void_p), ("k_rope_stride", ctypes.c_int64 * 3),
                 ("q_descale", ctypes.c_float), ("k_descale", ctypes.c_float), ("v_descale", ctypes.c_float),
                 ("sink", ctypes.c_void_p), ("score_mod", ctypes.c_char_p), ("score_mod_aux", ctypes.c_void_p),
-                ("num_splits", ctypes.c_int), ("workspace", ctypes.c_void_p), ("workspace_size", ctypes.c_size_t)]
+                ("num_splits", ctypes.c_int), ("workspace", ctypes.c_void_p), ("workspace_size", ctypes.c_size_t),
+                ("cu_seqlens_q", ctypes.c_void_p), ("cu_seqlens_k", ctypes.c_void_p), ("max_seqlen_q", ctypes.c_int),
+                ("cu_seqlens_q_host", ctypes.c_void_p), ("cu_seqlens_k_host", ctypes.c_void_p),
+                ("block_table", ctypes.c_void_p), ("seqlens_k", ctypes.c_void_p), ("page_size", ctypes.c_int),
+                ("max_pages", ctypes.c_int), ("num_pages", ctypes.c_int)]
 
 
 class _MlaSparseArgs(ctypes.Structure):
@@ -210,10 +214,55 @@ def _split_args(a, num_splits, workspace):
         a.workspace, a.workspace_size = workspace.data_ptr(), workspace.numel() * workspace.element_size()
 
 
+def _int32_vector(torch, name, t, n):
+    if t is None:
+        return None
+    if not t.is_cuda or t.dtype != torch.int32 or t.dim() != 1 or not t.is_contiguous() or (n and t.numel() != n):
+        raise Fa4Error("%s: needs a contiguous CUDA int32 vector%s" % (name, " of %d entries" % n if n else ""))
+    return t
+
+
+def _serving(torch, a, q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, block_table, seqlen_k):
+    """varlen (cu_seqlens_q) and paged KV (block_table) fields of the args (fa4.h has the contract)."""
+    if cu_seqlens_q is not None:
+        _int32_vector(torch, "cu_seqlens_q", cu_seqlens_q, 0)
+        a.batch = cu_seqlens_q.numel() - 1
+        a.cu_seqlens_q = cu_seqlens_q.data_ptr()
+        if cu_seqlens_k is not None:
+            a.cu_seqlens_k = _int32_vector(torch, "cu_seqlens_k", cu_seqlens_k, a.batch + 1).data_ptr()
+        if max_seqlen_q is None:
+            raise Fa4Error("max_seqlen_q: needed with cu_seqlens_q (the longest sequence; sizes the grid)")
+        a.max_seqlen_q = int(max_seqlen_q)
+        for field in ("q_stride", "k_stride", "v_stride", "o_stride"):
+            getattr(a, field)[0] = 0  # packed rows: no batch axis (paged k, v set theirs below)
+    elif cu_seqlens_k is not None or max_seqlen_q is not None:
+        raise Fa4Error("cu_seqlens_k / max_seqlen_q: given without cu_seqlens_q")
+    if block_table is None:
+        if seqlen_k is not None:
+            raise Fa4Error("seqlen_k: given without block_table (it is paged KV's per-sequence kv length)")
+        return
+    if not block_table.is_cuda or block_table.dtype != torch.int32 or block_table.dim() != 2 or \
+            not block_table.is_contiguous() or block_table.shape[0] != a.batch:
+        raise Fa4Error("block_table: needs a contiguous CUDA int32 tensor [batch = %d, max_pages]" % a.batch)
+    a.block_table = block_table.data_ptr()
+    a.seqlens_k = _int32_vector(torch, "seqlen_k", seqlen_k, a.batch).data_ptr() if seqlen_k is not None else None
+    a.num_pages, a.page_size, a.max_pages = k.shape[0], k.shape[1], block_table.shape[1]
+    a.seqlen_k = 0
+    for field, t in (("k_stride", k),):
+        getattr(a, field)[0] = t.stride(0)
+
+
 def mha_fwd(q, k, v, causal=False, softmax_scale=None, return_lse=False, config=None, out=None, window=None,
             k_rope=None, q_descale=None, k_descale=None, v_descale=None, sink=None, score_mod=None, aux=None,
-            num_splits=None, workspace=None):
+            num_splits=None, workspace=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None,
+            block_table=None, seqlen_k=None):
     """Attention forward on [B, S, H, D] tensors; returns out (and lse when asked).
+
+    Variable-length batches (sm90a, sm100a): q [total_q, H, D] packed with cu_seqlens_q (int32 [B + 1], CUDA) and
+    max_seqlen_q (int); k, v [total_k, Hkv, D] with cu_seqlens_k; out [total_q, H, D]; lse [H, total_q].
+    Paged KV (sm90a, sm100a): k, v [num_pages, page_size, Hkv, D] page pools, block_table int32 [B, max_pages] and
+    seqlen_k int32 [B] (each sequence's kv length), with dense or varlen q. Nothing is copied to the host:
+    the kernel clamps the device tables (fa4.h).
 
     k_rope: MLA prefill (sm100a, q depth 192): K's last 64 columns as their own [B, Sk, Hkv, 64] tensor,
     with k holding the first 128. q/k/v_descale: per-tensor dequantisation scales (None = 1), folded into
@@ -225,12 +274,26 @@ def mha_fwd(q, k, v, causal=False, softmax_scale=None, return_lse=False, config=
     num_splits: split-KV (None/0: the runtime picks when a workspace is given, 1: no split, N: N splits);
     workspace: a contiguous CUDA tensor of at least mha_split_count(...)[1] bytes (scratch, reused by the caller)."""
     import torch
-    o = out if out is not None else torch.empty(q.shape[:3] + (v.shape[3],), dtype=_out_dtype(torch, q),
-                                                device=q.device)
-    lse = torch.empty(q.shape[0], q.shape[2], q.shape[1], dtype=torch.float32, device=q.device) if return_lse else None
+    varlen = cu_seqlens_q is not None
+    if varlen and q.dim() != 3:
+        raise Fa4Error("q: with cu_seqlens_q it is packed [total_q, heads, depth]; got %d dims" % q.dim())
+    o_shape = q.shape[:-1] + (v.shape[-1],)
+    o = out if out is not None else torch.empty(o_shape, dtype=_out_dtype(torch, q), device=q.device)
+    if return_lse:
+        lse = torch.empty((q.shape[1], q.shape[0]) if varlen else (q.shape[0], q.shape[2], q.shape[1]),
+                          dtype=torch.float32, device=q.device)
+    else:
+        lse = None
     ctx = context(q.device.index or 0)
-    a = _args(q, k, v, o, lse, causal, window, softmax_scale, config, k_rope, (q_descale, k_descale, v_descale),
-              sink, score_mod, aux)
+    # varlen: the packed 3-D tensors as one batch of rows (the library reads their row and head strides)
+    as4 = (lambda t: t.unsqueeze(0) if t is not None and t.dim() == 3 else t) if varlen else (lambda t: t)
+    if varlen and block_table is not None and k.dim() != 4:
+        raise Fa4Error("k: paged KV needs [num_pages, page_size, heads_kv, depth]; got %d dims" % k.dim())
+    a = _args(as4(q), as4(k), as4(v), as4(o), lse, causal, window, softmax_scale, config, k_rope,
+              (q_descale, k_descale, v_descale), sink, score_mod, aux)
+    _serving(torch, a, q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, block_table, seqlen_k)
+    if block_table is not None:
+        a.v_stride[0] = v.stride(0)
     _split_args(a, num_splits, workspace)
     stream = torch.cuda.current_stream(q.device).cuda_stream
     _check(_load().fa4_mha_fwd(ctx, ctypes.byref(a), ctypes.c_void_p(stream)), ctx)

@@ -188,16 +188,43 @@ typedef struct fa4_mha_args {
      * workspace; N in 2..FA4_MAX_SPLITS forces N (splits may be empty; with sink refused); 0 = the
      * runtime picks from the shape and the SM count (fa4_mha_split_count), and only when a
      * workspace is given, else 1. workspace: a device buffer of workspace_size bytes, 16-byte
-     * aligned, at least fa4_mha_workspace_size(); the library never allocates one per call. It is
+     * aligned, at least what fa4_mha_split_count() says; the library never allocates one per call. It is
      * scratch: calls that may run at the same time need their own. */
     int num_splits;
     void *workspace;
     size_t workspace_size;
+    /* Variable-length batches (both targets, not the sm100a CTA pair; config word varlen=1), on when
+     * cu_seqlens_q is given:
+     * q and o are packed [seqlen_q, heads, depth] and k, v [seqlen_k, heads_kv, depth] (seqlen_q and
+     * seqlen_k count the packed rows; the batch strides must be 0), and sequence b owns rows
+     * cu_seqlens_q[b] .. cu_seqlens_q[b+1] - 1 of q and o and cu_seqlens_k[b] .. cu_seqlens_k[b+1] - 1
+     * of k and v: int32 [batch + 1] device arrays. Every mask is per sequence (causal aligns each
+     * sequence's ends); an empty sequence is allowed (no rows; with no keys its rows get O = 0,
+     * LSE = -inf). O rows that belong to no sequence are not written. max_seqlen_q (>= every sequence's
+     * length, <= seqlen_q) sizes the grid. LSE is [heads_q, seqlen_q] (the packed row index).
+     * The device arrays are checked only through the optional host mirrors cu_seqlens_q_host /
+     * cu_seqlens_k_host (same contents): monotone, within the tensors, lengths <= max_seqlen_q. Without
+     * them the kernel clamps each entry into [0, rows] and each end to >= its start, so a bad table
+     * gives wrong (shorter) sequences but never a read or write outside q, k, v, o or LSE. */
+    const int32_t *cu_seqlens_q, *cu_seqlens_k;
+    int max_seqlen_q;
+    const int32_t *cu_seqlens_q_host, *cu_seqlens_k_host;
+    /* Paged KV (both targets, not the sm100a CTA pair; config word page=P), on when block_table is
+     * given: k and v are page pools
+     * [num_pages, page_size, heads_kv, depth] (k_stride/v_stride: page, row, head; 0 = packed),
+     * block_table [batch, max_pages] int32 (device) lists sequence b's pages in order, and
+     * seqlens_k [batch] int32 (device) its kv length: its logical kv row r is row r % page_size of page
+     * block_table[b][r / page_size]. page_size: a power of two in 16..256. seqlen_k must be 0 (the bound
+     * is max_pages x page_size; each seqlens_k entry is clamped to [0, that]). Works with varlen q
+     * (cu_seqlens_q; cu_seqlens_k must then be NULL). A table entry outside [0, num_pages) is never read
+     * through: that page's keys contribute nothing (masked), whatever the pool holds. */
+    const int32_t *block_table, *seqlens_k;
+    int page_size, max_pages, num_pages;
 } fa4_mha_args;
 #define FA4_MHA_ARGS_INIT {sizeof(fa4_mha_args), FA4_BF16, NULL, NULL, NULL, NULL, NULL, \
                            0, 0, 0, 0, 0, 0, 0, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, \
                            0.0f, FA4_MASK_NONE, 0, 0, NULL, NULL, {0, 0, 0}, 0.0f, 0.0f, 0.0f, NULL, NULL, NULL, \
-                           0, NULL, 0}
+                           0, NULL, 0, NULL, NULL, 0, NULL, NULL, NULL, NULL, 0, 0, 0}
 #define FA4_MAX_SPLITS 128
 
 /* Validate args, pick the config, get the kernel and launch it on stream (a

@@ -68,8 +68,9 @@ static int tensors(const fa4_mha_args *a, TensorArg t[N_TENSORS])
         t[i].name = names[i];
         t[i].ptr = ptr[i];
         t[i].given = st[i];
-        t[i].batch = a->batch;
-        t[i].seqlen = kv ? a->seqlen_k : a->seqlen_q;
+        t[i].batch = a->cu_seqlens_q ? 1 : a->batch; /* varlen: one batch of packed rows */
+        if (kv && a->block_table) t[i].batch = a->num_pages; /* paged: the pool's pages of page_size rows */
+        t[i].seqlen = kv ? (a->block_table ? a->page_size : a->seqlen_k) : a->seqlen_q;
         t[i].heads = kv ? a->heads_kv : a->heads_q;
         t[i].depth = depth[i];
         t[i].elem_bytes = i == T_O ? out_elem_bytes(a->dtype) : arg_dtype_bytes[a->dtype];
@@ -118,6 +119,101 @@ static fa4_status check_shape(fa4_ctx *ctx, const fa4_mha_args *a)
     return FA4_OK;
 }
 
+/* Sequence lengths of one cu_seqlens host mirror: starts at >= 0, monotone, ends within rows. */
+static fa4_status check_cu_host(fa4_ctx *ctx, const char *name, const int32_t *cu, int batch, int rows, int *max_len)
+{
+    *max_len = 0;
+    if (cu[0] < 0) return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s[0]: %d; must be >= 0", name, cu[0]);
+    for (int b = 0; b < batch; b++) {
+        if (cu[b + 1] < cu[b])
+            return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: not monotone: [%d] = %d > [%d] = %d", name, b, cu[b],
+                           b + 1, cu[b + 1]);
+        if (cu[b + 1] - cu[b] > *max_len) *max_len = cu[b + 1] - cu[b];
+    }
+    if (cu[batch] > rows)
+        return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s[%d]: %d is past the tensor's %d packed rows", name, batch,
+                       cu[batch], rows);
+    return FA4_OK;
+}
+
+/* varlen (cu_seqlens_q given): the packed layout's own rules. seqlen_q and seqlen_k are the packed
+ * row counts; the per-sequence arrays live on the device and are checked through host mirrors only. */
+static fa4_status check_varlen(fa4_ctx *ctx, const fa4_mha_args *a)
+{
+    if (!a->cu_seqlens_q) {
+        if (a->cu_seqlens_k) return BAD("cu_seqlens_k", "given without cu_seqlens_q (varlen needs both)");
+        if (a->max_seqlen_q) return BAD("max_seqlen_q", "%d given without cu_seqlens_q", a->max_seqlen_q);
+        if (a->cu_seqlens_q_host || a->cu_seqlens_k_host)
+            return BAD("cu_seqlens_q_host", "host mirrors given without cu_seqlens_q");
+        return FA4_OK;
+    }
+    if (!a->cu_seqlens_k && !a->block_table)
+        return BAD("cu_seqlens_k", "NULL; varlen (cu_seqlens_q given) needs it, or paged KV (block_table, seqlens_k)");
+    if (a->cu_seqlens_k && a->block_table)
+        return BAD("cu_seqlens_k", "given with block_table; paged KV takes each sequence's kv length from seqlens_k");
+    if ((uintptr_t)a->cu_seqlens_q % 4 || (uintptr_t)a->cu_seqlens_k % 4)
+        return BAD("cu_seqlens_q", "the cu_seqlens arrays must be 4-byte aligned int32");
+    if (a->max_seqlen_q < 1 || a->max_seqlen_q > a->seqlen_q)
+        return BAD("max_seqlen_q", "%d; use 1..seqlen_q (%d, the packed q rows): the longest sequence's length",
+                   a->max_seqlen_q, a->seqlen_q);
+    if (a->k_rope) return BAD("k_rope", "not supported with varlen (cu_seqlens_q)");
+    const int64_t *st[4] = {a->q_stride, a->k_stride, a->v_stride, a->o_stride};
+    static const char *const nm[4] = {"q_stride[0]", "k_stride[0]", "v_stride[0]", "o_stride[0]"};
+    for (int i = 0; i < 4; i++)
+        if (st[i][0] && !(a->block_table && (i == 1 || i == 2))) /* paged k, v: axis 0 is the page */
+            return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: %lld; varlen tensors are packed rows with no batch "
+                           "axis: leave it 0", nm[i], (long long)st[i][0]);
+    int max_q = 0, max_k = 0;
+    fa4_status s;
+    if (a->cu_seqlens_q_host) {
+        if ((s = check_cu_host(ctx, "cu_seqlens_q", a->cu_seqlens_q_host, a->batch, a->seqlen_q, &max_q))) return s;
+        if (max_q > a->max_seqlen_q)
+            return BAD("max_seqlen_q", "%d is shorter than a sequence of cu_seqlens_q (%d rows); its rows past "
+                       "max_seqlen_q would be left unwritten", a->max_seqlen_q, max_q);
+    }
+    if (a->cu_seqlens_k_host && a->block_table) return BAD("cu_seqlens_k_host", "given with block_table");
+    if (a->cu_seqlens_k_host &&
+        (s = check_cu_host(ctx, "cu_seqlens_k", a->cu_seqlens_k_host, a->batch, a->seqlen_k, &max_k)))
+        return s;
+    /* the kernel indexes LSE [heads_q, total_q] in 32 bits */
+    if ((uint64_t)a->heads_q * (uint64_t)a->seqlen_q > ((uint64_t)1 << 32) - 1)
+        return BAD("seqlen_q", "%d packed rows x heads_q %d is over 2^32 - 1; the kernels index LSE in 32 bits",
+                   a->seqlen_q, a->heads_q);
+    return FA4_OK;
+}
+
+/* Paged KV (block_table given): the pool, the table and the lengths the host can check. The table's
+ * contents and seqlens_k are device memory: the kernel clamps and masks them (gen/varlen.c). */
+static fa4_status check_paged(fa4_ctx *ctx, fa4_mha_args *a)
+{
+    if (!a->block_table) {
+        if (a->seqlens_k) return BAD("seqlens_k", "given without block_table (it is paged KV's per-sequence length)");
+        if (a->page_size || a->max_pages || a->num_pages)
+            return BAD("page_size", "page_size/max_pages/num_pages given without block_table");
+        return FA4_OK;
+    }
+    if (!a->seqlens_k) return BAD("seqlens_k", "NULL; paged KV (block_table given) needs each sequence's kv length");
+    if ((uintptr_t)a->block_table % 4 || (uintptr_t)a->seqlens_k % 4)
+        return BAD("block_table", "block_table and seqlens_k must be 4-byte aligned int32");
+    if (a->page_size < 16 || a->page_size > 256 || (a->page_size & (a->page_size - 1)))
+        return BAD("page_size", "%d is not allowed; use a power of two in 16..256", a->page_size);
+    if (a->max_pages < 1) return BAD("max_pages", "%d; must be >= 1 (block_table's row length)", a->max_pages);
+    if (a->num_pages < 1) return BAD("num_pages", "%d; must be >= 1 (pages in the k and v pools)", a->num_pages);
+    if (a->k_rope) return BAD("k_rope", "not supported with paged KV");
+    /* the kernels bound kv rows by max_pages x page_size in 32-bit signed arithmetic (check_math's slack) */
+    int64_t cap = (int64_t)a->max_pages * a->page_size;
+    if (cap > INT32_MAX - 1024)
+        return BAD("max_pages", "%d x page_size %d = %lld kv rows per sequence; the kernels need < 2^31 - 1024",
+                   a->max_pages, a->page_size, (long long)cap);
+    if ((int64_t)a->batch * a->max_pages > INT32_MAX)
+        return BAD("max_pages", "%d x batch %d table entries; at most 2^31 - 1", a->max_pages, a->batch);
+    if (a->seqlen_k)
+        return BAD("seqlen_k", "%d given with block_table; leave it 0 (each sequence's kv length is seqlens_k[b], "
+                   "bounded by max_pages x page_size)", a->seqlen_k);
+    a->seqlen_k = (int)cap; /* the bound the shape checks and the kernel see */
+    return FA4_OK;
+}
+
 /* No buffer spans more: the widest virtual address space (x86-64 5-level paging). */
 #define MAX_SPAN ((int64_t)1 << 57)
 
@@ -156,18 +252,30 @@ static fa4_status check_layout(fa4_ctx *ctx, const fa4_mha_args *a)
                            t[i].batch, t[i].seqlen, t[i].heads, (long long)t[i].stride[0], (long long)t[i].stride[1],
                            (long long)t[i].stride[2], span == INT64_MAX ? "over 2^63" : "over 2^57", t[i].ptr);
     }
+    /* the device tables the kernels index (varlen, paged KV) lie inside the address space */
+    const struct { const char *name; const void *p; uint64_t bytes; } tabs[] = {
+        {"cu_seqlens_q", a->cu_seqlens_q, ((uint64_t)a->batch + 1) * 4},
+        {"cu_seqlens_k", a->cu_seqlens_k, ((uint64_t)a->batch + 1) * 4},
+        {"block_table", a->block_table, (uint64_t)a->batch * (uint64_t)(a->max_pages > 0 ? a->max_pages : 0) * 4},
+        {"seqlens_k", a->seqlens_k, (uint64_t)a->batch * 4}};
+    for (size_t i = 0; i < sizeof tabs / sizeof tabs[0]; i++)
+        if (tabs[i].p && (uintptr_t)tabs[i].p > UINTPTR_MAX - tabs[i].bytes)
+            return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: %llu bytes from %p wrap the address space", tabs[i].name,
+                           (unsigned long long)tabs[i].bytes, tabs[i].p);
     if ((uintptr_t)a->lse % 4) return BAD("lse", "address %p is not 4-byte aligned", (void *)a->lse);
     if ((uintptr_t)a->sink % 4) return BAD("sink", "address %p is not 4-byte aligned", (const void *)a->sink);
     if (a->score_mod && !a->score_mod[strspn(a->score_mod, " \t\r\n")])
         return BAD("score_mod", "empty source; give CUDA C defining __device__ float score_mod(float s, int b, int h, "
                    "int q, int k, const void *aux), or NULL for none");
     if (!a->score_mod && a->score_mod_aux) return BAD("score_mod_aux", "given without a score_mod");
-    /* the kernel indexes LSE [batch, heads_q, seqlen_q] in 32 bits (gen/softmax.c lse_store) */
-    if (a->lse && (uint64_t)a->batch * (uint64_t)a->heads_q * (uint64_t)a->seqlen_q > ((uint64_t)1 << 32))
+    /* the kernel indexes LSE [batch, heads_q, seqlen_q] in 32 bits (gen/softmax.c lse_store); varlen:
+     * [heads_q, seqlen_q] (check_varlen) */
+    uint64_t lse_batch = a->cu_seqlens_q ? 1 : (uint64_t)a->batch;
+    if (a->lse && lse_batch * (uint64_t)a->heads_q * (uint64_t)a->seqlen_q > ((uint64_t)1 << 32))
         return BAD("lse", "batch %d x heads_q %d x seqlen_q %d = %llu rows; the kernels index LSE in 32 bits (at most "
                    "2^32 rows): pass lse = NULL or split the batch", a->batch, a->heads_q, a->seqlen_q,
                    (unsigned long long)a->batch * (unsigned long long)a->heads_q * (unsigned long long)a->seqlen_q);
-    uint64_t lse_bytes = (uint64_t)a->batch * (uint64_t)a->heads_q * (uint64_t)a->seqlen_q * 4; /* <= 2^34 here */
+    uint64_t lse_bytes = lse_batch * (uint64_t)a->heads_q * (uint64_t)a->seqlen_q * 4; /* <= 2^34 here */
     if (a->lse && (uintptr_t)a->lse > UINTPTR_MAX - lse_bytes)
         return BAD("lse", "%llu bytes from %p wrap the address space", (unsigned long long)lse_bytes, (void *)a->lse);
     return FA4_OK;
@@ -286,6 +394,8 @@ static fa4_status args_config(fa4_ctx *ctx, const fa4_mha_args *a, Config *c)
     c->score_mod = a->score_mod ? score_mod_hash(a->score_mod) : 0;
     c->rope_split = a->k_rope != NULL;
     if (c->rope_split) c->rope_dtype = c->dtype; /* fa4.h: k_rope has k's dtype */
+    c->varlen = a->cu_seqlens_q != NULL;
+    c->page = a->block_table ? a->page_size : 0;
     if (!a->config) return FA4_OK;
     Config want = *c;
     fa4_status s = rt_parse_config(ctx, a->config, c, "args->config");
@@ -299,6 +409,8 @@ static fa4_status args_config(fa4_ctx *ctx, const fa4_mha_args *a, Config *c)
                                     c->window_right != want.window_right
                               ? "mask"
                           : c->sink != want.sink ? "sink (args->sink)"
+                          : c->varlen != want.varlen ? "varlen (args->cu_seqlens_q)"
+                          : c->page != want.page ? "page (args->block_table, page_size)"
                           : c->score_mod != want.score_mod ? "mod (args->score_mod)"
                           : c->rope_split != want.rope_split ||
                                     (c->rope_split && c->rope_dtype != want.rope_dtype)
@@ -314,8 +426,9 @@ static fa4_status args_config(fa4_ctx *ctx, const fa4_mha_args *a, Config *c)
 static fa4_status prepare(fa4_ctx *ctx, const fa4_mha_args *in, fa4_mha_args *a, Config *c)
 {
     fa4_status s;
-    if ((s = read_args(ctx, in, a)) || (s = check_shape(ctx, a)) || (s = check_layout(ctx, a)) ||
-        (s = check_math(ctx, a)) || (s = check_split(ctx, a)))
+    if ((s = read_args(ctx, in, a)) || (s = check_paged(ctx, a)) || (s = check_shape(ctx, a)) ||
+        (s = check_varlen(ctx, a)) || (s = check_layout(ctx, a)) || (s = check_math(ctx, a)) ||
+        (s = check_split(ctx, a)))
         return s;
     return args_config(ctx, a, c);
 }
@@ -390,7 +503,8 @@ static fa4_status grid_size(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a, 
         return rt_fail(ctx, FA4_ERR_INTERNAL, "plan: %d query heads per CTA do not divide heads_q %d (%s)", hpc,
                        a->heads_q, p->canonical);
     uint64_t rows = (uint64_t)p->rows_per_cta * (uint64_t)cx;
-    uint64_t clusters = ((uint64_t)a->seqlen_q + rows - 1) / rows * (uint64_t)(a->heads_q / hpc) * (uint64_t)a->batch *
+    uint64_t seq_rows = (uint64_t)(a->cu_seqlens_q ? a->max_seqlen_q : a->seqlen_q); /* varlen: the longest */
+    uint64_t clusters = (seq_rows + rows - 1) / rows * (uint64_t)(a->heads_q / hpc) * (uint64_t)a->batch *
                         (uint64_t)splits;
     uint64_t ctas = clusters * (uint64_t)cx;
     /* the kernel counts tiles (clusters) in 32 bits: a persistent grid's cap must not hide a wrap */
@@ -432,15 +546,25 @@ static fa4_status bind(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a, int s
         r->byte_strides[2] = (uint64_t)(t[i].stride[0] * eb);
     }
     KernelScales ks = kernel_scales(a);
+    /* varlen (gen/varlen.c): p_seqlen_q is max_seqlen_q, p_seqlen_k the packed k rows, p_total_q the q rows */
+    uint32_t seqlen_q = (uint32_t)(a->cu_seqlens_q ? a->max_seqlen_q : a->seqlen_q);
     const RtScalar v[SCALAR_COUNT] = {
-        [SCALAR_LSE] = {.u64 = (uint64_t)(uintptr_t)a->lse}, [SCALAR_SEQLEN_Q] = {.u32 = (uint32_t)a->seqlen_q},
+        [SCALAR_LSE] = {.u64 = (uint64_t)(uintptr_t)a->lse}, [SCALAR_SEQLEN_Q] = {.u32 = seqlen_q},
         [SCALAR_SEQLEN_K] = {.u32 = (uint32_t)a->seqlen_k}, [SCALAR_HEADS_Q] = {.u32 = (uint32_t)a->heads_q},
         [SCALAR_BATCH] = {.u32 = (uint32_t)a->batch}, [SCALAR_SCALE_LOG2] = {.f32 = ks.scale_log2},
         [SCALAR_O_SCALE] = {.f32 = ks.o_scale}, [SCALAR_SINK] = {.u64 = (uint64_t)(uintptr_t)a->sink},
         [SCALAR_SM_SCALE] = {.f32 = ks.sm_scale}, [SCALAR_AUX] = {.u64 = (uint64_t)(uintptr_t)a->score_mod_aux},
         [SCALAR_NUM_SPLITS] = {.u32 = (uint32_t)splits}, [SCALAR_O_ACCUM] = {.u64 = (uint64_t)(uintptr_t)a->workspace},
         [SCALAR_LSE_ACCUM] = {.u64 = (uint64_t)(uintptr_t)a->workspace +
-                                     (uint64_t)splits * split_rows(a) * (uint64_t)a->ov_depth * 4}};
+                                     (uint64_t)splits * split_rows(a) * (uint64_t)a->ov_depth * 4},
+        [SCALAR_CU_SEQLENS_Q] = {.u64 = (uint64_t)(uintptr_t)a->cu_seqlens_q},
+        [SCALAR_CU_SEQLENS_K] = {.u64 = (uint64_t)(uintptr_t)a->cu_seqlens_k},
+        [SCALAR_TOTAL_Q] = {.u32 = (uint32_t)a->seqlen_q}, [SCALAR_OUT] = {.u64 = (uint64_t)(uintptr_t)a->o},
+        [SCALAR_OUT_STRIDE_S] = {.u64 = (uint64_t)t[T_O].stride[1]},
+        [SCALAR_OUT_STRIDE_H] = {.u64 = (uint64_t)t[T_O].stride[2]},
+        [SCALAR_BLOCK_TABLE] = {.u64 = (uint64_t)(uintptr_t)a->block_table},
+        [SCALAR_SEQLENS_K] = {.u64 = (uint64_t)(uintptr_t)a->seqlens_k}, [SCALAR_MAX_PAGES] = {.u32 = (uint32_t)a->max_pages},
+        [SCALAR_NUM_PAGES] = {.u32 = (uint32_t)a->num_pages}};
     for (int i = 0; i < SCALAR_COUNT; i++) l->scalars[i] = v[i], l->has_scalar[i] = 1;
     return FA4_OK;
 }

@@ -145,6 +145,13 @@ static void role_context(Emit *e)
     emit_note(e, "KV blocks this tile visits, from n_end - 1 down to n_begin");
     emit(e, "sub.s32 %s, %%n_end, %%n_begin;", nblk);
     emit(e, "max.s32 %s, %s, 0;", nblk, nblk);
+    if (e->p->cfg.varlen) {
+        Reg past = reg_pred(e, "vl_empty");
+        emit_note(e, "varlen: a tile past its sequence's end (grid sized by max_seqlen_q) visits no block and "
+                  "stores nothing");
+        emit(e, "setp.ge.u32 %s, %%m0, %%seqlen_q;", R(e, past));
+        emit(e, "@%s mov.u32 %s, 0;", R(e, past), nblk);
+    }
     op_ld_shared_b32(e, reg_b32(e, "tmem"), reg_find(e, "smem"), s->off_tmem_slot);
     emit_note(e, "TMEM lane field of this warp: lanes 32*(warp%%4) .. +31 (bits 31:16)");
     op_tmem_warp_lanes(e, reg_b32(e, "tm_lane"), reg_find(e, "warp"));
@@ -204,7 +211,8 @@ static Reg load_expect(Emit *e, Reg bar, uint32_t tx)
 
 static void load_box(Emit *e, Reg dst, Reg map, Reg col, Reg row, Reg head, Reg bar)
 {
-    Reg bidx = reg_find(e, "bidx");
+    /* varlen: the maps are one batch of packed rows (gen/varlen.c) */
+    Reg bidx = reg_find(e, e->p->cfg.varlen ? "vl_zero" : "bidx");
     if (pair(e->p)) op_tma_load_4d_pair(e, dst, map, col, row, head, bidx, bar);
     else op_tma_load_4d(e, dst, map, col, row, head, bidx, bar);
 }
@@ -221,10 +229,34 @@ static void load_q(Emit *e)
         mbar_at(e, bar, s->bar_q_full, t);
         Reg done = load_expect(e, bar, s->tx_q);
         emit(e, "add.u32 %s, %%m0, %d;", R(e, row), t * s->seq_rows);
+        if (p->cfg.varlen) emit(e, "add.u32 %s, %s, %%vl_q_start;", R(e, row), R(e, row));
         for (int c = 0; c < p->qk_chunks; c++) {
             smem_at(e, dst, s->off_q + (uint32_t)t * s->q_tile_bytes + (uint32_t)c * s->q_chunk_bytes);
             emit(e, "mov.u32 %s, %d;", R(e, col), c * p->chunk_elems);
             load_box(e, dst, reg_find(e, "tmap_q"), col, row, reg_find(e, "head"), done);
+        }
+    }
+}
+
+/* Paged KV (plan note paged kv): the tile's min(page, bn)-row boxes, each at its page's coordinates;
+ * box i of chunk c lands at row i x box of the chunk (whole swizzle atoms). */
+static void load_kv_paged(Emit *e, int is_v, Reg slot, Reg done)
+{
+    const Plan *p = e->p;
+    const Sm100Plan *s = sm100_of(p);
+    int box = p->cfg.page < p->bn ? p->cfg.page : p->bn, chunks = is_v ? s->v_chunks : p->qk_chunks;
+    uint32_t chunk_bytes = is_v ? s->v_chunk_bytes : s->k_chunk_bytes;
+    Reg dst = reg_b32(e, "ld_dst"), col = reg_b32(e, "ld_col"), lrow = reg_b32(e, "ld_lrow");
+    Reg page = reg_b32(e, "ld_page"), in_row = reg_b32(e, "ld_prow");
+    Reg map = reg_find(e, is_v ? "tmap_v" : "tmap_k");
+    for (int i = 0; i < p->bn / box; i++) {
+        emit(e, "add.u32 %s, %%ld_row, %d;", R(e, lrow), i * box);
+        paged_coords(e, lrow, page, in_row);
+        for (int c = 0; c < chunks; c++) {
+            emit(e, "add.u32 %s, %s, %u;", R(e, dst), R(e, slot),
+                 (uint32_t)c * chunk_bytes + (uint32_t)(i * box * p->swizzle_bytes));
+            emit(e, "mov.u32 %s, %d;", R(e, col), c * p->chunk_elems);
+            op_tma_load_4d(e, dst, map, col, in_row, reg_find(e, "kv_head"), page, done);
         }
     }
 }
@@ -243,6 +275,10 @@ static void load_kv(Emit *e, int is_v)
               is_v ? s->tx_v : s->tx_k);
     ring_take(e, "ld", is_v ? ring_v(p) : 0, 1, slot, full, empty);
     Reg done = load_expect(e, full, is_v ? s->tx_v : s->tx_k);
+    if (p->cfg.page) {
+        load_kv_paged(e, is_v, slot, done);
+        return;
+    }
     for (int c = 0; c < chunks; c++) {
         Reg map = reg_find(e, is_v ? "tmap_v" : c < s->k_nope_chunks ? "tmap_k" : "tmap_k_rope");
         int c0 = is_v || c < s->k_nope_chunks ? c : c - s->k_nope_chunks;
@@ -289,6 +325,7 @@ static void emit_load(Emit *e)
     emit(e, "setp.ge.s32 %s, %s, %%nblk;", pr, i);
     emit(e, "@%s bra %s;", pr, new_label(e, l_done, sizeof l_done, "ld_done"));
     emit(e, "mul.lo.u32 %s, %s, %d;", row, j, p->bn);
+    if (p->cfg.varlen && !p->cfg.page) emit(e, "add.u32 %s, %s, %%vl_k_start;", row, row);
     if (pair(p)) emit(e, "mad.lo.u32 %s, %%cta_rank, %d, %s;", krow, s->k_rows, row);
     else emit(e, "mov.u32 %s, %s;", krow, row);
     load_kv(e, 0);
@@ -602,6 +639,22 @@ static void sfx_score_mod(Emit *e)
     }
 }
 
+/* Paged KV: the keys of a page with no valid table entry (bit i of %pg_bad: page i of the block in
+ * min(page, bn)-column boxes) are hidden. */
+static void sfx_page_mask(Emit *e)
+{
+    const Plan *p = e->p;
+    int box = p->cfg.page < p->bn ? p->cfg.page : p->bn;
+    Reg t = reg_b32(e, "pg_t"), hide = reg_pred(e, "pg_hide"), sx = reg_find(e, "sx_s");
+    emit_note(e, "paged kv: hide the keys of pages without a valid table entry");
+    for (int i = 0; i < p->bn / box; i++) {
+        emit(e, "and.b32 %s, %%pg_bad, %d;", R(e, t), 1 << i);
+        emit(e, "setp.ne.u32 %s, %s, 0;", R(e, hide), R(e, t));
+        for (int c = i * box; c < (i + 1) * box; c++)
+            emit(e, "@%s mov.f32 %s, %s;", R(e, hide), R(e, reg_at(e, sx, c)), PTX_NEG_INF);
+    }
+}
+
 /* One S block: row max, lazy max update and correction factor (sent early),
  * exp2, row sum, P over S. masked: the block needs the key-range mask. */
 static void sfx_block(Emit *e, int masked)
@@ -626,6 +679,7 @@ static void sfx_block(Emit *e, int masked)
     op_tmem_wait_ld(e);
     if (e->mod) sfx_score_mod(e);
     if (masked) sfx_mask_regs(e, 0, 0, bn);
+    if (masked && p->cfg.page) sfx_page_mask(e);
     elems(e, x, reg_find(e, "sx_s"), 0, bn);
     sfx_max_tree(e, bmax, x, bn);
     sfx_update_max_lazy(e, reg_find(e, "sx_m"), bmax, reg_find(e, "scale_log2"), s->rescale, reg_find(e, "sx_neg_ms"),
@@ -728,6 +782,11 @@ static void emit_softmax(Emit *e)
     op_tc_fence_after(e);
     emit(e, "setp.ge.s32 %s, %s, %%full_hi;", pm, j);
     emit(e, "setp.lt.or.s32 %s, %s, %%full_lo, %s;", pm, j, pm);
+    if (p->cfg.page) {
+        Reg bad = reg_b32(e, "pg_bad");
+        paged_block_bad(e, reg_find(e, "sx_j"), bad);
+        emit(e, "setp.ne.or.u32 %s, %s, 0, %s;", pm, R(e, bad), pm);
+    }
     emit(e, "@%s bra %s;", pm, new_label(e, l_masked, sizeof l_masked, "sx_masked"));
     sfx_block(e, 0);
     emit(e, "bra.uni %s;", new_label(e, l_next, sizeof l_next, "sx_next"));
@@ -943,6 +1002,45 @@ static void corr_epilogue_split(Emit *e, int t)
     emit_label(e, l_done);
 }
 
+/* varlen, a Q tile that runs past its sequence: each thread copies its own staged row (the units it
+ * wrote, in their swizzled places) to global memory, if the row lies in the sequence. No row of the next
+ * sequence is written. seq, head: computed by the LSE code for this row (sequence position, query head). */
+static void corr_store_rows(Emit *e, int t, Reg seq, Reg head)
+{
+    const Plan *p = e->p;
+    const Sm100Plan *s = sm100_of(p);
+    int ocols = s->o_chunks * s->o_chunk_elems, eb = dtype_bytes[s->o_dtype];
+    Reg in = reg_pred(e, "cr_o_in"), ad = reg_b64(e, "cr_o_addr"), x = reg_b64(e, "cr_o_x");
+    Reg v = reg_arr(e, RT_B32, 4, "cr_pk");
+    Reg vs[4] = {reg_at(e, v, 0), reg_at(e, v, 1), reg_at(e, v, 2), reg_at(e, v, 3)};
+    /* seq and head are those of the LSE code only when it ran: recompute them here */
+    if (s->packed) {
+        emit(e, "rem.u32 %s, %%row, %d;", R(e, seq), s->seq_rows);
+        emit(e, "div.u32 %s, %%row, %d;", R(e, head), s->seq_rows);
+        emit(e, "add.u32 %s, %s, %%head;", R(e, head), R(e, head));
+    } else {
+        emit(e, "mov.u32 %s, %%row;", R(e, seq));
+        emit(e, "mov.u32 %s, %%head;", R(e, head));
+    }
+    emit(e, "add.u32 %s, %s, %d;", R(e, seq), R(e, seq), t * s->seq_rows);
+    emit(e, "add.u32 %s, %s, %%m0;", R(e, seq), R(e, seq));
+    emit(e, "setp.lt.u32 %s, %s, %%seqlen_q;", R(e, in), R(e, seq));
+    emit(e, "add.u32 %s, %s, %%vl_q_start;", R(e, seq), R(e, seq));
+    op_cvt(e, "u64.u32", ad, seq);
+    emit(e, "mul.lo.u64 %s, %s, %%out_stride_s;", R(e, ad), R(e, ad));
+    op_cvt(e, "u64.u32", x, head);
+    emit(e, "mad.lo.u64 %s, %s, %%out_stride_h, %s;", R(e, ad), R(e, x), R(e, ad));
+    emit(e, "mad.lo.u64 %s, %s, %d, %%out;", R(e, ad), R(e, ad), eb);
+    for (int g = 0; g < ocols; g += 8) {
+        int chunk = g / s->o_chunk_elems, u = (g % s->o_chunk_elems) / 8;
+        Reg a = reg_b32(e, "cr_unit");
+        swizzle_unit(e, a, reg_find(e, "cr_key"), u);
+        emit(e, "add.u32 %s, %s, %%cr_rowaddr;", R(e, a), R(e, a));
+        op_ld_shared_v4_b32(e, vs, a, (uint32_t)chunk * s->o_chunk_bytes);
+        op_st_global_v4_b32_at(e, in, ad, (uint32_t)(g * eb), vs);
+    }
+}
+
 /* Tile t: O / l, LSE, O through smem and a TMA store by the warpgroup's first thread. */
 static void corr_epilogue(Emit *e, int t)
 {
@@ -990,7 +1088,15 @@ static void corr_epilogue(Emit *e, int t)
     emit(e, "add.u32 %s, %s, %%m0;", seq, seq);
     sfx_lse(e, lse, m, l, reg_find(e, "scale_log2"));
     emit(e, "setp.lt.u32 %s, %s, %%seqlen_q;", pr, seq);
-    lse_store(e, pr_, head_, seq_, idx, ad, lse);
+    if (p->cfg.varlen) {
+        emit_note(e, "varlen: LSE [heads_q, total_q], the row's packed index");
+        emit(e, "add.u32 %s, %s, %%vl_q_start;", R(e, idx), seq);
+        emit(e, "mad.lo.u32 %s, %s, %%total_q, %s;", R(e, idx), head, R(e, idx));
+        emit(e, "mad.wide.u32 %s, %s, 4, %%lse_ptr;", R(e, ad), R(e, idx));
+        op_st_global_f32(e, pr_, ad, lse);
+    } else {
+        lse_store(e, pr_, head_, seq_, idx, ad, lse);
+    }
     emit_label(e, l_nolse);
 
     int buf = t % s->o_bufs;
@@ -1014,19 +1120,37 @@ static void corr_epilogue(Emit *e, int t)
     emit_label(e, l_zero);
     corr_stage_o(e, t, 1);
     emit_label(e, l_staged);
+    char l_rows[NAME];
+    if (p->cfg.varlen) {
+        emit_note(e, "varlen: a Q tile that runs past its sequence's end is stored row by row (plan note varlen o)");
+        Reg end = reg_b32(e, "cr_oend");
+        emit(e, "add.u32 %s, %%m0, %d;", R(e, end), (t + 1) * s->seq_rows);
+        emit(e, "setp.gt.u32 %s, %s, %%seqlen_q;", pr, R(e, end));
+        emit(e, "@%s bra %s;", pr, new_label(e, l_rows, sizeof l_rows, "cr_o_rows"));
+    }
     op_fence_proxy_async(e);
     emit_note(e, "plan: named barrier epilogue (%d)", s->bar_epilogue);
     op_bar_sync(e, s->bar_epilogue, p->bars[s->bar_epilogue - 1].threads);
     emit(e, "@!%%cr_leader bra %s;", new_label(e, l_nost, sizeof l_nost, "cr_stored"));
     Reg src = reg_b32(e, "cr_src"), col = reg_b32(e, "cr_col"), row = reg_b32(e, "cr_orow");
     emit(e, "add.u32 %s, %%m0, %d;", R(e, row), t * s->seq_rows);
+    if (p->cfg.varlen) emit(e, "add.u32 %s, %s, %%vl_q_start;", R(e, row), R(e, row));
     for (int c = 0; c < s->o_chunks; c++) {
         emit(e, "add.u32 %s, %s, %u;", R(e, src), R(e, ob), (uint32_t)c * s->o_chunk_bytes);
         emit(e, "mov.u32 %s, %d;", R(e, col), c * s->o_chunk_elems);
-        op_tma_store_4d(e, reg_find(e, "tmap_o"), col, row, reg_find(e, "head"), reg_find(e, "bidx"), src);
+        op_tma_store_4d(e, reg_find(e, "tmap_o"), col, row, reg_find(e, "head"),
+                        reg_find(e, p->cfg.varlen ? "vl_zero" : "bidx"), src);
     }
     op_bulk_commit(e);
     emit_label(e, l_nost);
+    if (p->cfg.varlen) {
+        char l_done[NAME];
+        emit(e, "bra.uni %s;", new_label(e, l_done, sizeof l_done, "cr_o_done"));
+        emit_label(e, l_rows);
+        corr_store_rows(e, t, seq_, head_);
+        op_bar_sync(e, s->bar_epilogue, p->bars[s->bar_epilogue - 1].threads);
+        emit_label(e, l_done);
+    }
 }
 
 static void emit_correction(Emit *e)

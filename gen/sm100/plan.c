@@ -91,6 +91,7 @@ static void sm100_defaults(Config *c)
     /* then as many K/V slots as smem holds (3 at least, else lower BN) */
     for (; bn >= SM100_MIN_BN; bn -= 16) {
         if (bn % mk) continue;
+        if (c->page && !bn_fixed && (bn & (bn - 1))) continue; /* paged: pages and tiles nest */
         int best = 0;
         if (st_fixed) best = trial(c, bn, st_fixed) <= SM100_SMEM_LIMIT ? st_fixed : 0;
         else
@@ -110,6 +111,14 @@ static void sm100_defaults(Config *c)
 
 static int sm100_check(const Config *c, char *err, size_t n)
 {
+    if ((c->varlen || c->page) && c->cta_pair == 2)
+        return plan_refuse(err, n, "%s is not built for the sm100a CTA pair (cta=2) yet; use cta=1",
+                           c->varlen ? "varlen: 1" : "page: paged KV");
+    if (c->page && c->rope_split)
+        return plan_refuse(err, n, "page: paged KV with the rope part of K in its own tensor is not built; use one K");
+    if (c->page && c->bn && (c->bn & (c->bn - 1)))
+        return plan_refuse(err, n, "bn: %d is not allowed with paged KV; use a power of two, so a KV tile is whole "
+                           "pages or lies inside one", c->bn);
     if (c->qk_depth == 256 || c->ov_depth == 256)
         return plan_refuse(err, n, "depth: 256 does not fit the sm100a 2Q layout (two O tiles of 256 TMEM columns leave "
                               "none for S; FA4 runs it as a pair-CTA single-O family, not implemented); use "
@@ -367,11 +376,13 @@ static void plan_maps(const Config *c, Plan *p)
     plan_map(p, "q", TENSOR_Q, c->dtype, (uint32_t)p->qk, ce, (uint32_t)s->seq_rows, (uint32_t)s->heads_per_tile,
              c->swizzle);
     uint32_t kdepth = c->rope_split ? 128u : (uint32_t)p->qk;
-    plan_map(p, "k", TENSOR_K, c->dtype, kdepth, ce, (uint32_t)s->k_rows, 1, c->swizzle);
+    /* paged KV: maps over the page pool, a box of one tile or of one page of it (gen/varlen.c) */
+    uint32_t kv_box = (uint32_t)(c->page && c->page < p->bn ? c->page : p->bn);
+    plan_map(p, "k", TENSOR_K, c->dtype, kdepth, ce, c->page ? kv_box : (uint32_t)s->k_rows, 1, c->swizzle);
     if (c->rope_split)
         plan_map(p, "k_rope", TENSOR_K_ROPE, c->rope_dtype, (uint32_t)(p->qk - 128), ce, (uint32_t)p->bn, 1,
                  c->swizzle);
-    plan_map(p, "v", TENSOR_V, c->dtype, (uint32_t)p->ov, ce, (uint32_t)p->bn, 1, c->swizzle);
+    plan_map(p, "v", TENSOR_V, c->dtype, (uint32_t)p->ov, ce, c->page ? kv_box : (uint32_t)p->bn, 1, c->swizzle);
     plan_map(p, "o", TENSOR_O, s->o_dtype, (uint32_t)p->ov, (uint32_t)s->o_chunk_elems, (uint32_t)s->seq_rows,
              (uint32_t)s->heads_per_tile, c->swizzle);
 }

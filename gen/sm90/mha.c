@@ -67,13 +67,34 @@ static void emit_barrier_init(Emit *e)
 /* ------------------------------------------------------------------ */
 
 /* One TMA box per swizzled chunk of a tile. */
-static void load_chunks(Emit *e, Reg tmap, Reg dst0, uint32_t chunk_bytes, int chunks, Reg row, Reg head, Reg bar)
+static void load_chunks(Emit *e, Reg tmap, Reg dst0, uint32_t chunk_bytes, int chunks, Reg row, Reg head, Reg batch,
+                        Reg bar)
 {
     Reg dst = reg_b32(e, "ld_dst"), col = reg_b32(e, "ld_col");
     for (int c = 0; c < chunks; c++) {
         emit(e, "add.u32 %s, %s, %u;", R(e, dst), R(e, dst0), c * chunk_bytes);
         emit(e, "mov.u32 %s, %d;", R(e, col), c * e->p->chunk_elems);
-        op_tma_load_4d(e, dst, tmap, col, row, head, reg_find(e, "bidx"), bar);
+        op_tma_load_4d(e, dst, tmap, col, row, head, batch, bar);
+    }
+}
+
+/* Paged KV: the tile's min(page, bn)-row boxes, each at its page's coordinates (plan note paged kv);
+ * box i of chunk c lands at row i x box of the chunk, a whole number of swizzle atoms in. */
+static void load_paged(Emit *e, Reg tmap, Reg dst0, uint32_t chunk_bytes, int chunks, Reg row, Reg head, Reg bar)
+{
+    const Plan *p = e->p;
+    int box = p->cfg.page < p->bn ? p->cfg.page : p->bn;
+    Reg dst = reg_b32(e, "ld_dst"), col = reg_b32(e, "ld_col"), lrow = reg_b32(e, "ld_lrow");
+    Reg page = reg_b32(e, "ld_page"), in_row = reg_b32(e, "ld_prow");
+    for (int i = 0; i < p->bn / box; i++) {
+        emit(e, "add.u32 %s, %s, %d;", R(e, lrow), R(e, row), i * box);
+        paged_coords(e, lrow, page, in_row);
+        for (int c = 0; c < chunks; c++) {
+            emit(e, "add.u32 %s, %s, %u;", R(e, dst), R(e, dst0),
+                 c * chunk_bytes + (uint32_t)(i * box * p->swizzle_bytes));
+            emit(e, "mov.u32 %s, %d;", R(e, col), c * p->chunk_elems);
+            op_tma_load_4d(e, dst, tmap, col, in_row, head, page, bar);
+        }
     }
 }
 
@@ -108,6 +129,17 @@ static void emit_producer(Emit *e)
     emit(e, "setp.ge.u32 %s, %%tile, %%num_tiles;", pr);
     emit(e, "@%s bra $exit;", pr);
     tile_coords(e);
+    int varlen = p->cfg.varlen;
+    char l_next[NAME];
+    if (varlen) varlen_skip_tile(e, new_label(e, l_next, sizeof l_next, "pr_next_tile"));
+    /* the tensor maps' (row, batch) of this tile's first Q row and of kv row 0: varlen maps are one
+     * batch of packed rows, and the sequence's rows start at its cu_seqlens entry */
+    Reg qrow = reg_find(e, "m0"), batch = reg_find(e, "bidx");
+    if (varlen) {
+        qrow = reg_b32(e, "pr_q_row");
+        batch = reg_find(e, "vl_zero");
+        emit(e, "add.u32 %s, %%vl_q_start, %%m0;", R(e, qrow));
+    }
 
     emit_note(e, "Q: wait for the slot (the epilogue %d tiles back stored O from it), then load",
               s->q_slots);
@@ -119,8 +151,7 @@ static void emit_producer(Emit *e)
     emit_note(e, "plan: tx q = %u bytes", s->tx_q);
     op_mbar_expect_tx(e, bar, s->tx_q);
     addr_indexed(e, dst, q0, qslot, s->tx_q);
-    load_chunks(e, reg_find(e, "tmap_q"), dst, s->q_chunk_bytes, p->qk_chunks, reg_find(e, "m0"), reg_find(e, "head"),
-                bar);
+    load_chunks(e, reg_find(e, "tmap_q"), dst, s->q_chunk_bytes, p->qk_chunks, qrow, reg_find(e, "head"), batch, bar);
     ring_advance(e, qslot, qph, s->q_slots);
 
     emit_note(e, "K and V blocks from the last one down (the masked blocks come first)");
@@ -130,6 +161,7 @@ static void emit_producer(Emit *e)
     emit(e, "@%s bra %s;", pr, new_label(e, l_kv_done, sizeof l_kv_done, "pr_kv_done"));
     emit(e, "sub.s32 %s, %s, 1;", j, j);
     emit(e, "mul.lo.u32 %s, %s, %d;", R(e, row), j, p->bn);
+    if (varlen && !p->cfg.page) emit(e, "add.u32 %s, %s, %%vl_k_start;", R(e, row), R(e, row));
     ring_free_parity(e, par, phase);
     const struct { const char *what; Reg empty, full, base, tmap; uint32_t tx, stage_bytes, chunk_bytes; int chunks; }
         kv[2] = {{"K", ke, kf, k0, reg_find(e, "tmap_k"), s->tx_k, s->k_stage_bytes, s->k_chunk_bytes, p->qk_chunks},
@@ -141,11 +173,15 @@ static void emit_producer(Emit *e)
         mbar_indexed(e, bar, kv[t].full, stage);
         op_mbar_expect_tx(e, bar, kv[t].tx);
         addr_indexed(e, dst, kv[t].base, stage, kv[t].stage_bytes);
-        load_chunks(e, kv[t].tmap, dst, kv[t].chunk_bytes, kv[t].chunks, row, reg_find(e, "kv_head"), bar);
+        if (p->cfg.page)
+            load_paged(e, kv[t].tmap, dst, kv[t].chunk_bytes, kv[t].chunks, row, reg_find(e, "kv_head"), bar);
+        else
+            load_chunks(e, kv[t].tmap, dst, kv[t].chunk_bytes, kv[t].chunks, row, reg_find(e, "kv_head"), batch, bar);
     }
     ring_advance(e, stage, phase, p->stages);
     emit(e, "bra.uni %s;", l_kv);
     emit_label(e, l_kv_done);
+    if (varlen) emit_label(e, l_next);
     emit(e, "add.u32 %%tile, %%tile, %%grid_ctas;");
     emit(e, "bra.uni %s;", l_tile);
     (void)lbl;
@@ -244,6 +280,23 @@ static void emit_score_mod(Emit *e, Reg row[MAX_HALVES][128])
         }
 }
 
+/* Paged KV: the keys of a page with no valid table entry (bit i of %pg_bad, page i of the block in
+ * min(page, bn)-row boxes) are hidden. A thread's columns 8q + 2*(lane%4) + x lie in box 8q / box. */
+static void emit_page_mask(Emit *e, Reg row[MAX_HALVES][128])
+{
+    const Plan *p = e->p;
+    int box = p->cfg.page < p->bn ? p->cfg.page : p->bn;
+    Reg t = reg_b32(e, "pg_t"), bad = reg_pred(e, "pg_hide");
+    emit_note(e, "paged kv: hide the keys of pages without a valid table entry");
+    for (int i = 0; i < p->bn / box; i++) {
+        emit(e, "and.b32 %s, %%pg_bad, %d;", R(e, t), 1 << i);
+        emit(e, "setp.ne.u32 %s, %s, 0;", R(e, bad), R(e, t));
+        for (int q = i * box / 8; q < (i + 1) * box / 8; q++)
+            for (int h = 0; h < 2; h++)
+                for (int x = 0; x < 2; x++) emit(e, "@%s mov.f32 %s, %s;", R(e, bad), R(e, row[h][2 * q + x]), PTX_NEG_INF);
+    }
+}
+
 /* Online softmax of one S block; masked blocks first set hidden scores to -inf. */
 static void emit_softmax(Emit *e, int masked)
 {
@@ -263,6 +316,7 @@ static void emit_softmax(Emit *e, int masked)
             for (int q = 0; q < p->bn / 8; q++)
                 for (int x = 0; x < 2; x++) sfx_mask(e, row[h][2 * q + x], 8 * q + x, thi, tlo);
         }
+        if (p->cfg.page) emit_page_mask(e, row);
     }
     emit_note(e, "row max over the thread's columns, then over the 4 lanes of the row");
     for (int h = 0; h < 2; h++) sfx_max_tree(e, reg_f32(e, "cs_bmax%d", h), row[h], n);
@@ -332,6 +386,35 @@ static void emit_row_bounds(Emit *e, Reg kv0)
     }
 }
 
+/* varlen, a block that runs past its sequence: O / l straight from the accumulators to global
+ * memory, row-masked, so no row of the next sequence is written. Thread columns 8q + 2*(lane%4)
+ * of its rows lane/4 (+8): one b32 pair each. */
+static void emit_store_o_rows(Emit *e)
+{
+    const Plan *p = e->p;
+    Reg rowg = reg_b32(e, "cs_rowg"), ad = reg_b64(e, "cs_o_addr"), t = reg_b64(e, "cs_o_t");
+    Reg f0 = reg_f32(e, "cs_f0"), f1 = reg_f32(e, "cs_f1"), pk = reg_b32(e, "cs_pack");
+    for (int h = 0; h < 2; h++) {
+        Reg in = reg_pred(e, "cs_o_in%d", h);
+        emit(e, "add.u32 %s, %%m0, %%cs_row%d;", R(e, rowg), h);
+        emit(e, "setp.lt.u32 %s, %s, %%seqlen_q;", R(e, in), R(e, rowg));
+        emit(e, "add.u32 %s, %s, %%vl_q_start;", R(e, rowg), R(e, rowg));
+        op_cvt(e, "u64.u32", ad, rowg);
+        emit(e, "mul.lo.u64 %s, %s, %%out_stride_s;", R(e, ad), R(e, ad));
+        op_cvt(e, "u64.u32", t, reg_find(e, "head"));
+        emit(e, "mad.lo.u64 %s, %s, %%out_stride_h, %s;", R(e, ad), R(e, t), R(e, ad));
+        op_cvt(e, "u64.u32", t, reg_find(e, "cs_lm2"));
+        emit(e, "add.u64 %s, %s, %s;", R(e, ad), R(e, ad), R(e, t));
+        emit(e, "mad.lo.u64 %s, %s, %d, %%out;", R(e, ad), R(e, ad), p->elem_bytes);
+        for (int q = 0; q < p->ov / 8; q++) {
+            emit(e, "mul.f32 %s, %%o%d, %%cs_inv%d;", R(e, f0), s_index(q, h, 0), h);
+            emit(e, "mul.f32 %s, %%o%d, %%cs_inv%d;", R(e, f1), s_index(q, h, 1), h);
+            op_cvt_pack(e, p->cfg.dtype, pk, f1, f0);
+            op_st_global_b32_at(e, in, ad, (uint32_t)(8 * q * p->elem_bytes), pk);
+        }
+    }
+}
+
 /* Normalise O, write LSE, stage O (swizzled) over this consumer's Q rows and TMA-store it. */
 static void emit_epilogue(Emit *e)
 {
@@ -368,9 +451,26 @@ static void emit_epilogue(Emit *e)
         emit(e, "add.u32 %s, %%m0, %%cs_row%d;", R(e, rowg), h);
         emit(e, "setp.lt.u32 %s, %s, %%seqlen_q;", R(e, pr), R(e, rowg));
         emit(e, "and.pred %s, %s, %%cs_lm0;", R(e, pr), R(e, pr));
-        lse_store(e, pr, reg_find(e, "head"), rowg, idx, ad, lse);
+        if (p->cfg.varlen) {
+            emit_note(e, "varlen: LSE [heads_q, total_q], the row's packed index");
+            emit(e, "add.u32 %s, %s, %%vl_q_start;", R(e, idx), R(e, rowg));
+            emit(e, "mad.lo.u32 %s, %%head, %%total_q, %s;", R(e, idx), R(e, idx));
+            emit(e, "mad.wide.u32 %s, %s, 4, %%lse_ptr;", R(e, ad), R(e, idx));
+            op_st_global_f32(e, pr, ad, lse);
+        } else {
+            lse_store(e, pr, reg_find(e, "head"), rowg, idx, ad, lse);
+        }
     }
     emit_label(e, l_nolse);
+    char l_rows[NAME], l_done[NAME];
+    if (p->cfg.varlen) {
+        Reg end = reg_b32(e, "cs_oend");
+        emit_note(e, "varlen: a block that runs past its sequence's end is stored row by row (plan note varlen o)");
+        emit(e, "mad.lo.u32 %s, %%cs_w, %d, %%m0;", R(e, end), s->mma_m);
+        emit(e, "add.u32 %s, %s, %d;", R(e, end), R(e, end), s->mma_m);
+        emit(e, "setp.gt.u32 %s, %s, %%seqlen_q;", R(e, pr), R(e, end));
+        emit(e, "@%s bra %s;", R(e, pr), new_label(e, l_rows, sizeof l_rows, "cs_o_rows"));
+    }
 
     emit_note(e, "O rows of this thread into the Q tile (plan: smem q), in the TMA's %dB swizzle", sw);
     Reg key = reg_b32(e, "cs_swz"), base = reg_b32(e, "cs_obase");
@@ -402,10 +502,12 @@ static void emit_epilogue(Emit *e)
     const char *src = R(e, src_);
     Reg col = reg_b32(e, "cs_col"), r0 = reg_b32(e, "cs_orow");
     emit(e, "mad.lo.u32 %s, %%cs_w, %d, %%m0;", R(e, r0), s->mma_m);
+    if (p->cfg.varlen) emit(e, "add.u32 %s, %s, %%vl_q_start;", R(e, r0), R(e, r0));
+    Reg batch = p->cfg.varlen ? reg_find(e, "vl_zero") : reg_find(e, "bidx");
     for (int c = 0; c < p->ov_chunks; c++) {
         emit(e, "add.u32 %s, %%cs_qslot_rows, %u;", src, c * s->q_chunk_bytes);
         emit(e, "mov.u32 %s, %d;", R(e, col), c * p->chunk_elems);
-        op_tma_store_4d(e, reg_find(e, "tmap_o"), col, r0, reg_find(e, "head"), reg_find(e, "bidx"), src_);
+        op_tma_store_4d(e, reg_find(e, "tmap_o"), col, r0, reg_find(e, "head"), batch, src_);
     }
     op_bulk_commit(e);
     emit_note(e, "the Q slot is free once the store has read smem");
@@ -413,6 +515,16 @@ static void emit_epilogue(Emit *e)
     mbar_indexed(e, src_, reg_find(e, "cs_q_empty"), reg_find(e, "cs_q_slot"));
     op_mbar_arrive(e, src_);
     emit_label(e, lbl);
+    if (p->cfg.varlen) {
+        emit(e, "bra.uni %s;", new_label(e, l_done, sizeof l_done, "cs_o_done"));
+        emit_label(e, l_rows);
+        emit_store_o_rows(e);
+        emit_note(e, "the Q slot is free once every thread of the consumer is past its wgmmas");
+        op_bar_sync_at(e, REG_NONE, reg_find(e, "cs_epi_bar"), named_bar_threads(p, s->bar_epilogue0));
+        mbar_indexed(e, src_, reg_find(e, "cs_q_empty"), reg_find(e, "cs_q_slot"));
+        op_mbar_arrive_if(e, reg_find(e, "cs_leader"), src_);
+        emit_label(e, l_done);
+    }
 }
 
 /* split=1: O / l in f32 and the LSE of this split straight to the partial outputs (plan note
@@ -516,6 +628,13 @@ static void emit_consumer_setup(Emit *e)
     emit(e, "mov.b32 %s, 0x%08X;", reg(e, "b32", "cs_desc_hi"), sm90_desc_hi(8u * (uint32_t)sw, sw));
 }
 
+/* Paged KV: the table entries of block %cs_j, read before the ping-pong turn so that their latency
+ * does not hold the other consumer's wgmmas (plan note paged table). */
+static void emit_page_check(Emit *e)
+{
+    if (e->p->cfg.page) paged_block_bad(e, reg_find(e, "cs_j"), reg_b32(e, "pg_bad"));
+}
+
 /* Wait for K of block %cs_j in ring slot %cs_stage and issue S = Q K^T. */
 static void emit_issue_qk(Emit *e)
 {
@@ -524,6 +643,7 @@ static void emit_issue_qk(Emit *e)
     emit_note(e, "blocks outside [full_lo, full_hi) take the masked softmax");
     emit(e, "setp.ge.s32 %s, %%cs_j, %%full_hi;", pmask);
     emit(e, "setp.lt.or.s32 %s, %%cs_j, %%full_lo, %s;", pmask, pmask);
+    if (e->p->cfg.page) emit(e, "setp.ne.or.u32 %s, %%pg_bad, 0, %s;", pmask, pmask);
     mbar_indexed(e, bar, reg_find(e, "cs_k_full"), reg_find(e, "cs_stage"));
     op_mbar_wait(e, bar, reg_find(e, "cs_phase"));
     emit_qk(e, reg_find(e, "cs_stage"));
@@ -601,6 +721,7 @@ static void emit_mainloop(Emit *e)
     emit(e, "@%s bra %s;", pr, new_label(e, l_empty, sizeof l_empty, "cs_no_keys"));
     emit_section(e, "consumer mainloop: first block");
     emit(e, "sub.s32 %%cs_j, %%n_end, 1;");
+    emit_page_check(e);
     emit_turn_begin(e);
     emit_issue_qk(e);
     emit_turn_end(e);
@@ -615,6 +736,7 @@ static void emit_mainloop(Emit *e)
     emit(e, "setp.le.s32 %s, %%cs_j, %%n_begin;", pr);
     emit(e, "@%s bra %s;", pr, new_label(e, l_kv_done, sizeof l_kv_done, "cs_kv_done"));
     emit(e, "sub.s32 %%cs_j, %%cs_j, 1;");
+    emit_page_check(e);
     emit_turn_begin(e);
     emit_issue_qk(e);
     emit_issue_pv(e);
@@ -668,6 +790,8 @@ static void emit_consumer(Emit *e)
     emit(e, "setp.ge.u32 %s, %%tile, %%num_tiles;", pr);
     emit(e, "@%s bra $cs_exit;", pr);
     tile_coords(e);
+    char l_next[NAME];
+    if (p->cfg.varlen) varlen_skip_tile(e, new_label(e, l_next, sizeof l_next, "cs_next_tile"));
     emit_note(e, "fresh row state: m = -inf, l = 0, O = 0");
     for (int h = 0; h < 2; h++) {
         char m[NAME], l[NAME];
@@ -691,6 +815,7 @@ static void emit_consumer(Emit *e)
     if (p->cfg.split) emit_epilogue_split(e);
     else emit_epilogue(e);
     ring_advance(e, qslot, qph, s->q_slots);
+    if (p->cfg.varlen) emit_label(e, l_next);
     emit(e, "add.u32 %%tile, %%tile, %%grid_ctas;");
     emit(e, "bra.uni %s;", l_tile);
     emit_label(e, "$cs_exit");

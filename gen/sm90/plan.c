@@ -17,11 +17,12 @@ int sm90_emit_mha(Emit *e);
 
 enum { SM90_SMEM_LIMIT = 232448, SM90_MMA_M = 64, SM90_WG = 128 };
 
-/* Register budget: 128 * (producer + consumers * consumer) <= 65536. */
-static void sm90_regs(int consumers, int *producer, int *consumer)
+/* Register budget: 128 * (producer + consumers * consumer) <= 65536. A paged producer looks up a
+ * table entry per page of a tile: with 2 consumers it takes 8 registers from each (ptxas, 0 spills). */
+static void sm90_regs(int consumers, int paged, int *producer, int *consumer)
 {
-    *producer = consumers <= 2 ? 24 : 32;
-    *consumer = consumers <= 2 ? 240 : 160;
+    *producer = consumers <= 2 ? (paged ? 40 : 24) : 32;
+    *consumer = consumers <= 2 ? (paged ? 232 : 240) : 160;
 }
 
 /* Registers a consumer thread needs: the S, O and P fragments plus addresses,
@@ -33,7 +34,8 @@ static void sm90_defaults(Config *c)
 {
     int d = c->qk_depth;
     if (!c->swizzle) c->swizzle = 128;
-    if (!c->bm) c->bm = d <= 64 ? 192 : 128; /* d64: 3 consumer warpgroups fit in 160 registers each */
+    /* d64: 3 consumer warpgroups fit in 160 registers each (not when paged: sm90_regs) */
+    if (!c->bm) c->bm = d <= 64 && !c->page ? 192 : 128;
     if (!c->stages) c->stages = 2;
     if (!c->bn) {
         /* bn per depth and mask, measured on an H100 (bench/NOTES.md, bench/results/),
@@ -43,6 +45,7 @@ static void sm90_defaults(Config *c)
         while (bn > 16 && (uint32_t)(bm * c->qk_depth * eb + c->stages * bn * (c->qk_depth + c->ov_depth) * eb +
                                      2048) > SM90_SMEM_LIMIT)
             bn -= 16;
+        while (c->page && (bn & (bn - 1))) bn &= bn - 1; /* paged: a power of two, so pages and tiles nest */
         c->bn = bn;
     }
     if (c->pingpong < 0) c->pingpong = c->bm != 64; /* one consumer has no partner to take turns with */
@@ -76,7 +79,7 @@ static int sm90_check(const Config *c, char *err, size_t n)
     if (c->bm != 64 && c->bm != 128 && c->bm != 192)
         return bad(err, n, "bm", c->bm, "use 128 (2 consumer warpgroups), 192 (3) or 64 (1: decode)");
     int producer, consumer, need, max_bn;
-    sm90_regs(c->bm / SM90_MMA_M, &producer, &consumer);
+    sm90_regs(c->bm / SM90_MMA_M, c->page != 0, &producer, &consumer);
     if (sm90_consumer_need(c->bn, c->ov_depth) > consumer) {
         need = sm90_consumer_need(c->bn, c->ov_depth);
         max_bn = (consumer - SM90_REG_OVERHEAD - c->ov_depth / 2) * 4 / 3 / 16 * 16;
@@ -87,6 +90,12 @@ static int sm90_check(const Config *c, char *err, size_t n)
     }
     if (c->bn % 16 || c->bn < 16 || c->bn > 256) return bad(err, n, "bn", c->bn, "use a multiple of 16 in 16..256");
     if (c->stages < 2 || c->stages > 8) return bad(err, n, "stages", c->stages, "use 2..8");
+    if (c->page && c->bm == 192)
+        return bad(err, n, "bm", c->bm, "with paged KV use 128: with 3 consumers the producer keeps 32 registers and "
+                   "spills its page lookups");
+    if (c->page && (c->bn & (c->bn - 1)))
+        return bad(err, n, "bn", c->bn, "with paged KV use a power of two (16..128), so a KV tile is whole pages or "
+                   "lies inside one");
     if (c->mask == MASK_WINDOW && (c->window_left < -1 || c->window_right < -1))
         return bad(err, n, "mask window", c->window_left, "bounds are >= 0, or -1 for none");
     if (c->qtiles || c->cta_pair || c->rope_split)
@@ -120,7 +129,7 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
     f.p_regs = p->bn / 4;
     s->frag = f;
     s->consumers = c->bm / SM90_MMA_M;
-    sm90_regs(s->consumers, &s->producer_regs, &s->consumer_regs);
+    sm90_regs(s->consumers, c->page != 0, &s->producer_regs, &s->consumer_regs);
     p->threads = SM90_WG * (1 + s->consumers);
     p->entry_regs = (65536 / p->threads) / 8 * 8;
 
@@ -193,8 +202,11 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
     if (s->packed)
         plan_note(p, "rows", "GQA packed (decode): row r of the Q tile = (seq m0 + r %% %d, head h0 + r / %d); %d heads "
                   "per CTA", s->seq_rows, s->seq_rows, c->group);
-    plan_map(p, "k", TENSOR_K, c->dtype, (uint32_t)p->qk, (uint32_t)p->chunk_elems, (uint32_t)p->bn, 1, c->swizzle);
-    plan_map(p, "v", TENSOR_V, c->dtype, (uint32_t)p->ov, (uint32_t)p->chunk_elems, (uint32_t)p->bn, 1, c->swizzle);
+    /* paged KV: the maps run over the page pool (depth, page row, head, page); a box is one tile, or one
+     * page of a tile that spans several */
+    uint32_t kv_box = (uint32_t)(c->page && c->page < p->bn ? c->page : p->bn);
+    plan_map(p, "k", TENSOR_K, c->dtype, (uint32_t)p->qk, (uint32_t)p->chunk_elems, kv_box, 1, c->swizzle);
+    plan_map(p, "v", TENSOR_V, c->dtype, (uint32_t)p->ov, (uint32_t)p->chunk_elems, kv_box, 1, c->swizzle);
     plan_map(p, "o", TENSOR_O, c->dtype, (uint32_t)p->ov, (uint32_t)p->chunk_elems, SM90_MMA_M, 1, c->swizzle);
 
     plan_note(p, "consumers", "%d warpgroups x %d rows", s->consumers, s->mma_m);

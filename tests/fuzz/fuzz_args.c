@@ -86,11 +86,12 @@ static const void *pick_ptr(Rd *r, int slot, int optional)
 /* Accepted and refused calls per entry (printed at exit with FUZZ_ARGS_STATS=1: is the corpus
  * reaching launches?). */
 static long n_calls[2][2];
+static long n_serving[2]; /* accepted mha calls with varlen, with paged KV */
 
 static void print_stats(void)
 {
-    fprintf(stderr, "fuzz_args: mha %ld accepted, %ld refused; mla %ld accepted, %ld refused\n", n_calls[0][1],
-            n_calls[0][0], n_calls[1][1], n_calls[1][0]);
+    fprintf(stderr, "fuzz_args: mha %ld accepted (%ld varlen, %ld paged), %ld refused; mla %ld accepted, %ld refused\n",
+            n_calls[0][1], n_serving[0], n_serving[1], n_calls[0][0], n_calls[1][1], n_calls[1][0]);
 }
 
 /* ---------------------------------------------------------------- checks */
@@ -220,7 +221,8 @@ static const char *const mha_fields[] = {
     "args", "args->size", "dtype", "q", "k", "v", "o", "lse", "batch", "seqlen_q", "seqlen_k", "heads_q",
     "heads_kv", "qk_depth", "ov_depth", "q_stride", "k_stride", "v_stride", "o_stride", "softmax_scale", "mask",
     "window_left", "window_right", "config", "args->config", "k_rope", "k_rope_stride", "q_descale", "k_descale",
-    "v_descale"};
+    "v_descale", "cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "cu_seqlens_q_host", "cu_seqlens_k_host",
+    "block_table", "seqlens_k", "page_size", "max_pages", "num_pages"};
 
 static const char *const mha_configs[] = {NULL, "stages=2", "bm=128", "persistent=1", "persistent=0",
                                           "target=sm100a", "dtype=fp16", "qk=64", "mask=causal", "bn=13", "rope_split=1",
@@ -258,6 +260,20 @@ static void fuzz_mha(Rd *r)
     a.softmax_scale = pick_float(r), a.q_descale = pick_float(r), a.k_descale = pick_float(r),
     a.v_descale = pick_float(r);
     a.config = mha_configs[u8(r) % (sizeof mha_configs / sizeof mha_configs[0])];
+    /* issue 15: varlen (cu_seqlens) and paged KV (block table), alone or together */
+    static const int pages[] = {16, 64, 256, 128, 32, 48, 512, 0};
+    uint8_t serving = u8(r);
+    if ((serving & 3) == 0) {
+        a.cu_seqlens_q = (const int32_t *)pick_ptr(r, 6, 0);
+        a.cu_seqlens_k = u8(r) % 4 ? (const int32_t *)pick_ptr(r, 7, 1) : NULL;
+        a.max_seqlen_q = pick_int(r);
+        if (u8(r) % 4) a.q_stride[0] = a.k_stride[0] = a.v_stride[0] = a.o_stride[0] = 0;
+    }
+    if ((serving & 12) == 0) {
+        a.block_table = (const int32_t *)pick_ptr(r, 8, 0), a.seqlens_k = (const int32_t *)pick_ptr(r, 9, 1);
+        a.page_size = pick_from(r, pages, 8), a.max_pages = pick_int(r), a.num_pages = pick_int(r);
+        if (u8(r) % 4) a.seqlen_k = 0;
+    }
 
     if (getenv("FUZZ_ARGS_SHOW")) /* what a crash input calls */
         fprintf(stderr, "mha %s size %zu dtype %d b %d sq %d sk %d hq %d hkv %d qk %d ov %d mask %d window %d,%d "
@@ -275,7 +291,31 @@ static void fuzz_mha(Rd *r)
     fa4_mha_args e = FA4_MHA_ARGS_INIT;
     memcpy(&e, &a, a.size < sizeof e ? a.size : sizeof e);
     FUZZ_CHECK(cap.launches == 1 && fz_fake->n_launches == 1, "accepted: %d launches", cap.launches);
-    FUZZ_CHECK(e.batch > 0 && e.seqlen_q > 0 && e.seqlen_k > 0 && e.heads_q > 0 && e.heads_kv > 0, "accepted shape");
+    const int varlen = e.cu_seqlens_q != NULL, paged = e.block_table != NULL;
+    n_serving[0] += varlen, n_serving[1] += paged;
+    FUZZ_CHECK(e.batch > 0 && e.seqlen_q > 0 && (paged ? e.seqlen_k == 0 : e.seqlen_k > 0) && e.heads_q > 0 &&
+               e.heads_kv > 0, "accepted shape");
+    /* paged: the kv bound the library works with (fa4.h) */
+    const int64_t kv_cap = paged ? (int64_t)e.max_pages * e.page_size : e.seqlen_k;
+    if (paged) {
+        FUZZ_CHECK(e.page_size >= 16 && e.page_size <= 256 && !(e.page_size & (e.page_size - 1)) && e.max_pages > 0 &&
+                   e.num_pages > 0 && e.seqlens_k && kv_cap < INT_MAX, "accepted paged KV: page %d x %d pages, "
+                   "pool %d", e.page_size, e.max_pages, e.num_pages);
+        FUZZ_CHECK(cap.has[SCALAR_BLOCK_TABLE] && cap.scalar[SCALAR_BLOCK_TABLE] == (uint64_t)(uintptr_t)e.block_table &&
+                   cap.scalar[SCALAR_SEQLENS_K] == (uint64_t)(uintptr_t)e.seqlens_k &&
+                   cap.scalar[SCALAR_MAX_PAGES] == (uint32_t)e.max_pages &&
+                   cap.scalar[SCALAR_NUM_PAGES] == (uint32_t)e.num_pages, "paged parameters");
+        FUZZ_CHECK(can_exist(e.block_table, (u128)e.batch * (u128)e.max_pages * 4) && can_exist(e.seqlens_k,
+                   (u128)e.batch * 4), "accepted a block table or seqlens_k past the address space");
+    }
+    if (varlen) {
+        FUZZ_CHECK(e.max_seqlen_q >= 1 && e.max_seqlen_q <= e.seqlen_q && (paged ? !e.cu_seqlens_k : !!e.cu_seqlens_k),
+                   "accepted varlen: max_seqlen_q %d of %d rows", e.max_seqlen_q, e.seqlen_q);
+        FUZZ_CHECK(cap.has[SCALAR_CU_SEQLENS_Q] && cap.scalar[SCALAR_CU_SEQLENS_Q] == (uint64_t)(uintptr_t)e.cu_seqlens_q &&
+                   cap.scalar[SCALAR_TOTAL_Q] == (uint32_t)e.seqlen_q && cap.scalar[SCALAR_OUT] ==
+                   (uint64_t)(uintptr_t)e.o, "varlen parameters");
+        FUZZ_CHECK(can_exist(e.cu_seqlens_q, ((u128)e.batch + 1) * 4), "accepted cu_seqlens_q past the address space");
+    }
     const int eb = e.dtype == FA4_E4M3 ? 1 : 2;
     const int rope = e.k_rope != NULL;
     const void *ptr[5] = {e.q, e.k, e.v, e.o, e.k_rope};
@@ -285,7 +325,9 @@ static void fuzz_mha(Rd *r)
     int64_t *es[5] = {e.q_stride, e.k_stride, e.v_stride, e.o_stride, e.k_rope_stride};
     for (int i = 0; i < 4 + rope; i++) {
         int kv = i == 1 || i == 2 || i == 4;
-        int count[3] = {e.batch, kv ? e.seqlen_k : e.seqlen_q, kv ? e.heads_kv : e.heads_q};
+        /* varlen: one batch of packed rows; paged k, v: the pool's pages */
+        int count[3] = {varlen ? 1 : e.batch, kv ? e.seqlen_k : e.seqlen_q, kv ? e.heads_kv : e.heads_q};
+        if (kv && paged) count[0] = e.num_pages, count[1] = e.page_size;
         int64_t s3[3];
         const u128 packed[3] = {(u128)count[1] * (u128)count[2] * (u128)depth[i], (u128)count[2] * (u128)depth[i],
                                 (u128)depth[i]};
@@ -309,7 +351,7 @@ static void fuzz_mha(Rd *r)
         FUZZ_CHECK(reach <= need[which], "map '%s' reaches %.6g bytes past its base; the buffer has %.6g",
                    cap.plan->maps[i].name, (double)reach, (double)need[which]);
     }
-    u128 rows = (u128)e.batch * (u128)e.heads_q * (u128)e.seqlen_q;
+    u128 rows = (u128)(varlen ? 1 : e.batch) * (u128)e.heads_q * (u128)e.seqlen_q; /* varlen: [heads_q, total_q] */
     FUZZ_CHECK(cap.has[SCALAR_LSE] && cap.scalar[SCALAR_LSE] == (uint64_t)(uintptr_t)e.lse, "lse parameter");
     if (e.lse) {
         FUZZ_CHECK(rows <= ((u128)1 << 32), "accepted LSE of %.6g rows: the kernel's 32-bit index wraps",
@@ -317,8 +359,8 @@ static void fuzz_mha(Rd *r)
         FUZZ_CHECK(can_exist(e.lse, rows * 4), "accepted lse at %p needing %.6g bytes", (const void *)e.lse,
                    (double)(rows * 4));
     }
-    FUZZ_CHECK(cap.scalar[SCALAR_SEQLEN_Q] == (uint32_t)e.seqlen_q && cap.scalar[SCALAR_SEQLEN_K] ==
-                   (uint32_t)e.seqlen_k && cap.scalar[SCALAR_HEADS_Q] == (uint32_t)e.heads_q &&
+    FUZZ_CHECK(cap.scalar[SCALAR_SEQLEN_Q] == (uint32_t)(varlen ? e.max_seqlen_q : e.seqlen_q) &&
+                   cap.scalar[SCALAR_SEQLEN_K] == (uint32_t)kv_cap && cap.scalar[SCALAR_HEADS_Q] == (uint32_t)e.heads_q &&
                    cap.scalar[SCALAR_BATCH] == (uint32_t)e.batch, "shape parameters");
     FUZZ_CHECK(cap.grid >= 1 && cap.grid <= INT_MAX, "grid %u", cap.grid);
 }

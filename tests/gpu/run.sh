@@ -27,7 +27,7 @@ while [ $# -gt 0 ]; do
         --only-mla) TESTS=0; BENCH=0; ANCHOR=0; USE=0; SERVING=0; MLA=1 ;;  # the sparse MLA cases, its anchor and benchmark
         --only-mods) TESTS=0; BENCH=0; ANCHOR=0; USE=0; SERVING=0; MODS=1 ;; # sinks/score_mod cases and their benchmark
         --only-tests) BENCH=0; ANCHOR=0; USE=0; SERVING=0 ;;      # build, JIT timings, correctness, SASS
-        --only-serving) TESTS=0; BENCH=0; ANCHOR=0; USE=0; SERVING=2 ;; # issue 15: its cases and decode_bench
+        --only-serving) TESTS=0; BENCH=0; ANCHOR=0; USE=0; SERVING=2 ;; # issue 15: varlen/paged/split cases + benchmarks
         --) shift; EXTRA=("$@"); break ;;
         *) echo "usage: tests/gpu/run.sh [--quick] [--no-bench] [--only-bench] [--only-anchor] [--only-use] [--only-mla] [--only-mods] [--only-tests] [--only-serving] [-- test_mha args]"; exit 2 ;;
     esac
@@ -57,6 +57,21 @@ if [ "$TESTS" = 1 ]; then
     step jit_cold build/test_mha --timing
     step jit_warm build/test_mha --timing
     step correctness build/test_mha $QUICK --out "$OUT/correctness.txt" "${EXTRA[@]}"
+fi
+if [ "$TESTS" = 1 ] || [ "$SERVING" != 0 ]; then
+    # varlen + paged KV (issue 15): the simulator's cases on the GPU, per sequence against the fp64 reference,
+    # three input seeds; the log of all of them is $OUT/varlen.txt
+    step build_varlen make -j16 build/sim/sim_varlen
+    : > "$OUT/varlen.txt"
+    for seed in 1 2 3; do
+        step varlen_seed$seed env FA4GEN_CACHE_DIR="$(mktemp -d)" build/sim/sim_varlen --seed $seed \
+            --cases tests/sim/cases_varlen_sm90.txt
+        cat "$OUT/varlen_seed$seed.log" >> "$OUT/varlen.txt"
+    done
+    step varlen_gpu env FA4GEN_CACHE_DIR="$(mktemp -d)" build/sim/sim_varlen --seed 1 --cases tests/sim/cases_varlen_gpu.txt
+    cat "$OUT/varlen_gpu.log" >> "$OUT/varlen.txt"
+fi
+if [ "$TESTS" = 1 ]; then
     # SASS of the d128 kernel: the planned HGMMA count, no local memory
     build/fa4gen mha --target sm90a --dtype bf16 --depth 128 --mask causal -o build/sass_k.ptx &&
         ptxas -arch=sm_90a build/sass_k.ptx -o build/sass_k.cubin &&
@@ -130,6 +145,9 @@ fi
 if { [ "$BENCH" = 1 ] || [ "$SERVING" = 2 ]; } && [ -f bench/bench_decode.py ]; then
     step decode_bench env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so python3 bench/bench_decode.py \
         --out "$OUT/bench_decode.txt" ${DECODE_BENCH_ARGS:-}
+    # the same shapes with fa4 reading K/V through 64-row pages and a shuffled block table
+    step decode_bench_paged env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so python3 bench/bench_decode.py --paged \
+        --out "$OUT/bench_decode_paged.txt" ${DECODE_PAGED_ARGS:-}
 fi
 if [ "$USE" = 1 ]; then
     # issue 11: the examples check their own output on this GPU; the JIT host's second run must be a
@@ -150,6 +168,11 @@ fi
 if { [ "$BENCH" = 1 ] || [ "$MLA" = 1 ]; } && [ -f bench/bench_mla_sparse.py ]; then
     step bench_mla env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so python3 bench/bench_mla_sparse.py \
         --out "$OUT/bench_mla.txt" ${MLA_BENCH_ARGS:-}
+fi
+if { [ "$BENCH" = 1 ] || [ "$SERVING" = 2 ]; } && [ -f bench/bench_varlen.py ]; then
+    # issue 15 (a): varlen causal prefill, 16 sequences 100..8k, d128 GQA 32/8, against torch's varlen paths
+    step varlen_bench env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so python3 bench/bench_varlen.py \
+        --out "$OUT/bench_varlen.txt"
 fi
 if { [ "$BENCH" = 1 ] || [ "$MODS" = 1 ]; } && [ -f bench/bench_score_mod.py ]; then
     step bench_mod env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so python3 bench/bench_score_mod.py \

@@ -11,6 +11,9 @@
 #      bench/results/*-h100-sim-anchor.tar.xz, made by tests/gpu/run.sh)
 #   3b. the sm_90a sink and score_mod cases of tests/sim/cases_mods_sm90.txt against the fp64 reference
 #      only (no H100 anchor holds them yet)
+#   3c. the varlen and paged-KV cases of tests/sim/cases_varlen_sm90.txt (cc 9.0) and cases_varlen_sm100.txt
+#      (cc 10.0) through build/sim/sim_varlen, against the fp64 reference per sequence, the scheduler seed
+#      also drawing the inputs
 #   4. the sm_90a sparse MLA cases of tests/sim/cases_mla_sm90.txt (build/sim/sim_mla), under the same
 #      seeds, compared with an H100's outputs on the same inputs (*-h100-mla-sparse-sim-anchor.tar.xz)
 #   5. the sm_100a sparse MLA cases of tests/sim/cases_mla_sm100.txt on the simulated cc 10.0 device,
@@ -20,7 +23,8 @@
 #      input seed) against the fp64 reference
 #   6. tests/sim/mutants.sh: mutated kernels must fail
 # Prints one line per step and 'sim suite: N passed, N failed'; exit 1 on failure.
-# Needs: build/fa4gen, build/sim/libcuda.so.1, build/sim/sim_mha, build/sim/test_{tc,tma,core,ref_mla,combine}.
+# Needs: build/fa4gen, build/sim/libcuda.so.1, build/sim/sim_mha, build/sim/sim_varlen,
+# build/sim/test_{tc,tma,core,ref_mla,combine}.
 set -u
 cd "$(dirname "$0")/../.."
 B=build
@@ -64,6 +68,10 @@ for seed in 1 2 $random_seed; do
     cp "$work/log" "$work/mha90.log"
     step "sm90a sinks + score_mod, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=90 \
         $B/sim/sim_mha --quiet --no-skip --cases tests/sim/cases_mods_sm90.txt
+    step "sm90a varlen + paged, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=90 \
+        $B/sim/sim_varlen --quiet --seed $seed --cases tests/sim/cases_varlen_sm90.txt
+    step "sm100a varlen + paged, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=100 \
+        $B/sim/sim_varlen --quiet --seed $seed --cases tests/sim/cases_varlen_sm100.txt
     step "sm90a sparse MLA vs H100, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=90 \
         $B/sim/sim_mla --quiet --no-skip --cases tests/sim/cases_mla_sm90.txt --compare "$work/mla_anchor"
     cp "$work/log" "$work/mla90.log"

@@ -102,7 +102,7 @@ static void test_config_errors_name_the_field(void **state)
     expect_plan_error("mha target=sm90a dtype=bf16 qk=96 ov=96", "depth: 96");
     expect_plan_error("mha target=sm90a dtype=bf16 qk=128 ov=64", "qk/ov");
     expect_plan_error("mha target=sm90a dtype=e4m3 qk=128 ov=128", "dtype: e4m3");
-    expect_plan_error("mha target=sm90a dtype=bf16 qk=128 ov=128 bm=64", "bm: 64");
+    expect_plan_error("mha target=sm90a dtype=bf16 qk=128 ov=128 bm=96", "bm: 96");
     expect_plan_error("mha target=sm90a dtype=bf16 qk=128 ov=128 bn=72", "bn: 72");
     expect_plan_error("mha target=sm90a dtype=bf16 qk=128 ov=128 bm=192", "use bn <= 80");
     expect_plan_error("mha target=sm90a dtype=bf16 qk=256 ov=256 bn=128", "registers");

@@ -564,6 +564,55 @@ static void test_split_choice(void **state)
     assert_int_equal(rt_split_workspace_bytes(3, 10, 128), 3 * 10 * 129 * 4);
 }
 
+/* varlen and paged KV (issue 15) on the fake sm_90 device: the grid counts max_seqlen_q's m-blocks;
+ * q/o maps see one batch of packed rows; paged k/v maps run over the page pool (depth, page, heads_kv,
+ * num_pages) with a box of min(page, bn) rows; p_seqlen_q is max_seqlen_q and p_seqlen_k the packed k
+ * rows (varlen) or max_pages x page (paged). */
+static void test_sm90_varlen_paged(void **state)
+{
+    (void)state;
+    fa4_ctx *ctx = ctx_on(90, FA4_TARGET_AUTO, NULL);
+    fa4_mha_args a = mha(FA4_BF16, 3, 1000, 1500, 8, 2, 128, 128, FA4_MASK_CAUSAL);
+    a.cu_seqlens_q = DEV(6), a.cu_seqlens_k = DEV(7), a.max_seqlen_q = 300;
+    Plan *p = plan_of(ctx, &a);
+    assert_int_equal(p->cfg.varlen, 1);
+    must(ctx, fa4_mha_fwd(ctx, &a, NULL), "fa4_mha_fwd (varlen)");
+    assert_int_equal(fk->n_launches, 1);
+    const FakeLaunch *l = &fk->launches[0];
+    unsigned tiles = (300 + (unsigned)p->rows_per_cta - 1) / (unsigned)p->rows_per_cta * 8 * 3;
+    assert_int_equal(l->grid[0], p->persistent && tiles > 148 ? 148 : tiles); /* FAKE_CUDA_SMS 148 */
+    assert_int_equal(l->seqlen_q, 300);
+    assert_int_equal(l->seqlen_k, 1500);
+    assert_int_equal(l->batch, 3);
+    assert_int_equal(l->n_maps, 4);
+    assert_int_equal(l->maps[0].dims[1], 1000); /* q: packed rows, one batch */
+    assert_int_equal(l->maps[0].dims[3], 1);
+    assert_int_equal(l->maps[1].dims[1], 1500);
+    free(p);
+
+    for (int page = 16; page <= 256; page *= 4) {
+        fa4_mha_args b = mha(FA4_BF16, 3, 1000, 0, 8, 2, 128, 128, FA4_MASK_CAUSAL);
+        b.cu_seqlens_q = DEV(6), b.max_seqlen_q = 300;
+        b.block_table = DEV(8), b.seqlens_k = DEV(9), b.page_size = page, b.max_pages = 40, b.num_pages = 100;
+        p = plan_of(ctx, &b);
+        assert_int_equal(p->cfg.page, page);
+        fake_reset();
+        must(ctx, fa4_mha_fwd(ctx, &b, NULL), "fa4_mha_fwd (varlen + paged)");
+        assert_int_equal(fk->n_launches, 1);
+        l = &fk->launches[0];
+        assert_int_equal(l->seqlen_k, 40u * (unsigned)page);
+        for (int m = 1; m <= 2; m++) { /* k, v */
+            assert_int_equal(l->maps[m].dims[1], (uint64_t)page);
+            assert_int_equal(l->maps[m].dims[2], 2);
+            assert_int_equal(l->maps[m].dims[3], 100);
+            assert_int_equal(l->maps[m].box[1], (uint32_t)(page < p->bn ? page : p->bn));
+            assert_int_equal(l->maps[m].strides[2], (uint64_t)page * 2 * 128 * 2); /* page stride, bytes */
+        }
+        free(p);
+    }
+    fa4_destroy(ctx);
+}
+
 /* Sinks and a score_mod (issue 10): the kernel takes p_sink, p_sm_scale and p_aux after the ABI's
  * scalars; the mod's source hash is in the config; a source NVRTC refuses is FA4_ERR_COMPILE with
  * NVRTC's log, and nothing is launched. */
@@ -981,6 +1030,7 @@ int main(void)
         cmocka_unit_test(test_sm100_d128),         cmocka_unit_test(test_sm100_gqa_packed),
         cmocka_unit_test(test_sm100_mla_rope),     cmocka_unit_test(test_sm100_e4m3_descale),
         cmocka_unit_test(test_sm100_cluster),      cmocka_unit_test(test_sm90_d128),
+        cmocka_unit_test(test_sm90_varlen_paged),
         cmocka_unit_test(test_sm100_on_sm90), cmocka_unit_test(test_sm100_mla_sparse), cmocka_unit_test(test_sm90_mla_epilogue),
         cmocka_unit_test(test_bad_descale),
         cmocka_unit_test(test_kernel_info),        cmocka_unit_test(test_huge_shapes),

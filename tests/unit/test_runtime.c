@@ -153,6 +153,50 @@ static void b_config_rope(fa4_mha_args *a) { a->config = "rope_split=1"; }
 /* e4m3 O is bf16: 2^39 elements are 2^40 bytes, past TMA's limit (as e4m3 bytes they would pass) */
 static void b_e4m3_o_stride(fa4_mha_args *a) { a->dtype = FA4_E4M3, a->o_stride[0] = (int64_t)1 << 39; }
 
+/* varlen and paged KV (issue 15): the device arrays are fakes; host mirrors are real */
+static const int32_t cu_ok[3] = {0, 60, 128}, cu_nonmono[3] = {0, 70, 50}, cu_neg[3] = {-4, 60, 128},
+                     cu_past[3] = {0, 100, 300};
+static void varlen_on(fa4_mha_args *a)
+{
+    a->cu_seqlens_q = (const int32_t *)(void *)fake[0], a->cu_seqlens_k = (const int32_t *)(void *)fake[1];
+    a->max_seqlen_q = 68;
+}
+static void paged_on(fa4_mha_args *a)
+{
+    a->block_table = (const int32_t *)(void *)fake[0], a->seqlens_k = (const int32_t *)(void *)fake[1];
+    a->page_size = 64, a->max_pages = 8, a->num_pages = 16, a->seqlen_k = 0;
+}
+static void b_vl_k_only(fa4_mha_args *a) { a->cu_seqlens_k = (const int32_t *)(void *)fake[1]; }
+static void b_vl_q_only(fa4_mha_args *a) { varlen_on(a), a->cu_seqlens_k = NULL; }
+static void b_vl_max0(fa4_mha_args *a) { varlen_on(a), a->max_seqlen_q = 0; }
+static void b_vl_max_big(fa4_mha_args *a) { varlen_on(a), a->max_seqlen_q = 129; }
+static void b_vl_max_alone(fa4_mha_args *a) { a->max_seqlen_q = 5; }
+static void b_vl_bstride(fa4_mha_args *a) { varlen_on(a), a->o_stride[0] = 4096; }
+static void b_vl_nonmono(fa4_mha_args *a) { varlen_on(a), a->cu_seqlens_q_host = cu_nonmono; }
+static void b_vl_neg(fa4_mha_args *a) { varlen_on(a), a->cu_seqlens_q_host = cu_neg; }
+static void b_vl_past(fa4_mha_args *a) { varlen_on(a), a->cu_seqlens_k_host = cu_past; }
+static void b_vl_short_max(fa4_mha_args *a) { varlen_on(a), a->max_seqlen_q = 60, a->cu_seqlens_q_host = cu_ok; }
+static void b_vl_rope(fa4_mha_args *a) { varlen_on(a), a->k_rope = fake[1]; }
+static void b_vl_lse32(fa4_mha_args *a) { varlen_on(a), a->seqlen_q = 1 << 30; } /* x heads 8: LSE past 2^32 rows */
+static void b_vl_config(fa4_mha_args *a) { a->config = "varlen=1"; }
+static void b_vl_align(fa4_mha_args *a) { varlen_on(a), a->cu_seqlens_k = (const int32_t *)(void *)(fake[1] + 2); }
+static void b_pg_size(fa4_mha_args *a) { paged_on(a), a->page_size = 48; }
+static void b_pg_size_big(fa4_mha_args *a) { paged_on(a), a->page_size = 512; }
+static void b_pg_max0(fa4_mha_args *a) { paged_on(a), a->max_pages = 0; }
+static void b_pg_num0(fa4_mha_args *a) { paged_on(a), a->num_pages = 0; }
+static void b_pg_lens(fa4_mha_args *a) { paged_on(a), a->seqlens_k = NULL; }
+static void b_pg_seqlen_k(fa4_mha_args *a) { paged_on(a), a->seqlen_k = 256; }
+static void b_pg_cap32(fa4_mha_args *a) { paged_on(a), a->max_pages = 1 << 25; } /* x 64 = 2^31: past int32 */
+static void b_pg_table31(fa4_mha_args *a) { paged_on(a), a->batch = 1 << 10, a->max_pages = 1 << 22, a->page_size = 16; }
+static void b_pg_cu_k(fa4_mha_args *a) { varlen_on(a), paged_on(a); }
+static void b_pg_fields(fa4_mha_args *a) { a->page_size = 64; }
+static void b_pg_lens_alone(fa4_mha_args *a) { a->seqlens_k = (const int32_t *)(void *)fake[1]; }
+static void b_pg_config(fa4_mha_args *a) { a->config = "page=64"; }
+static void b_pg_kstride(fa4_mha_args *a) { paged_on(a), a->k_stride[1] = 100; }
+/* found by tests/fuzz/fuzz_args: tables at the top of the address space */
+static void b_pg_wrap(fa4_mha_args *a) { paged_on(a), a->block_table = (const int32_t *)(UINTPTR_MAX - 15); }
+static void b_vl_wrap(fa4_mha_args *a) { varlen_on(a), a->cu_seqlens_k = (const int32_t *)(UINTPTR_MAX - 7); }
+
 static const BadCase bad_cases[] = {
     {"size", "args->size", b_size},          {"dtype", "dtype", b_dtype},
     {"q", "q:", b_q},                         {"k", "k:", b_k},
@@ -170,6 +214,21 @@ static const BadCase bad_cases[] = {
     {"descale inf", "v_descale", b_descale_inf}, {"k_rope align", "k_rope: address", b_rope_align},
     {"k_rope stride", "k_rope_stride[1]", b_rope_stride}, {"k_rope depth", "k_rope", b_rope_depth},
     {"config rope_split", "rope_split", b_config_rope}, {"e4m3 o stride", "o_stride[0]", b_e4m3_o_stride},
+    {"varlen k only", "cu_seqlens_k", b_vl_k_only}, {"varlen q only", "cu_seqlens_k", b_vl_q_only},
+    {"varlen max 0", "max_seqlen_q", b_vl_max0}, {"varlen max > rows", "max_seqlen_q", b_vl_max_big},
+    {"max_seqlen_q alone", "max_seqlen_q", b_vl_max_alone}, {"varlen batch stride", "o_stride[0]", b_vl_bstride},
+    {"cu not monotone", "cu_seqlens_q: not monotone", b_vl_nonmono}, {"cu[0] < 0", "cu_seqlens_q[0]", b_vl_neg},
+    {"cu past tensor", "cu_seqlens_k[2]", b_vl_past}, {"max < longest", "max_seqlen_q", b_vl_short_max},
+    {"varlen k_rope", "k_rope", b_vl_rope}, {"varlen lse 2^32", "seqlen_q", b_vl_lse32},
+    {"config varlen", "varlen", b_vl_config}, {"cu align", "cu_seqlens", b_vl_align},
+    {"page size 48", "page_size", b_pg_size}, {"page size 512", "page_size", b_pg_size_big},
+    {"max_pages 0", "max_pages", b_pg_max0}, {"num_pages 0", "num_pages", b_pg_num0},
+    {"seqlens_k NULL", "seqlens_k", b_pg_lens}, {"paged seqlen_k", "seqlen_k", b_pg_seqlen_k},
+    {"max_pages x page 2^31", "max_pages", b_pg_cap32}, {"batch x max_pages 2^32", "max_pages", b_pg_table31},
+    {"paged cu_seqlens_k", "cu_seqlens_k", b_pg_cu_k}, {"page fields alone", "page_size", b_pg_fields},
+    {"seqlens_k alone", "seqlens_k", b_pg_lens_alone}, {"config page", "page", b_pg_config},
+    {"paged k stride", "k_stride[1]", b_pg_kstride}, {"block_table wraps", "block_table", b_pg_wrap},
+    {"cu_seqlens_k wraps", "cu_seqlens_k", b_vl_wrap},
 };
 
 static void test_mha_bad_args(void **state)
@@ -191,6 +250,47 @@ static void test_mha_bad_args(void **state)
     }
     fa4_mha_args a = good_args();
     assert_int_equal(fa4_mha_fwd(NULL, &a, NULL), FA4_ERR_INVALID_ARGUMENT);
+}
+
+/* Good varlen / paged arguments pass every check and name their config words, on both targets; the
+ * sm100a CTA pair refuses them. */
+static void test_mha_serving_config(void **state)
+{
+    (void)state;
+    fa4_ctx *ctx = make_ctx(FA4_TARGET_SM90A);
+    char buf[512];
+    fa4_mha_args a = good_args();
+    varlen_on(&a);
+    a.cu_seqlens_q_host = cu_ok, a.cu_seqlens_k_host = cu_ok;
+    assert_int_equal(fa4_mha_config(ctx, &a, buf, sizeof buf), FA4_OK);
+    assert_non_null(strstr(buf, " varlen=1"));
+    assert_null(strstr(buf, " page="));
+    a.cu_seqlens_k = NULL, a.cu_seqlens_k_host = NULL;
+    paged_on(&a);
+    assert_int_equal(fa4_mha_config(ctx, &a, buf, sizeof buf), FA4_OK);
+    assert_non_null(strstr(buf, " varlen=1 page=64"));
+    a = good_args();
+    paged_on(&a);
+    a.page_size = 16;
+    assert_int_equal(fa4_mha_config(ctx, &a, buf, sizeof buf), FA4_OK);
+    assert_non_null(strstr(buf, " page=16"));
+    assert_null(strstr(buf, "varlen"));
+    a.mask = FA4_MASK_NONE; /* d128 non-causal: bn 176 becomes the power of two 128 */
+    assert_int_equal(fa4_mha_config(ctx, &a, buf, sizeof buf), FA4_OK);
+    assert_non_null(strstr(buf, " bn=128"));
+    fa4_destroy(ctx);
+    ctx = make_ctx(FA4_TARGET_SM100A);
+    a = good_args();
+    varlen_on(&a);
+    a.cu_seqlens_k = NULL;
+    paged_on(&a);
+    assert_int_equal(fa4_mha_config(ctx, &a, buf, sizeof buf), FA4_OK);
+    assert_non_null(strstr(buf, "target=sm100a"));
+    assert_non_null(strstr(buf, " varlen=1 page=64"));
+    a.config = "cta=2";
+    assert_int_equal(fa4_mha_config(ctx, &a, buf, sizeof buf), FA4_ERR_UNSUPPORTED);
+    assert_non_null(strstr(fa4_last_error(ctx), "cta=2"));
+    fa4_destroy(ctx);
 }
 
 static int have_driver(void)
@@ -292,6 +392,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_status_strings), cmocka_unit_test(test_options_versioning),
         cmocka_unit_test(test_last_error),     cmocka_unit_test(test_mha_bad_args),
+        cmocka_unit_test(test_mha_serving_config),
         cmocka_unit_test(test_no_driver),      cmocka_unit_test(test_mha_config),
         cmocka_unit_test(test_compile_text_forms),
         cmocka_unit_test(test_compiler_paths),
