@@ -1,7 +1,7 @@
 """bench_decode.py - decode attention (seqlen_q 1) of fa4gen against every torch SDPA backend, one run, one GPU.
 
     python3 bench/bench_decode.py [--out FILE] [--paged] [--batches 1,4,16,64] [--seqlens 4096,16384,65536,131072]
-                                  [--gqa 64/8,32/8] [--reps 30] [--ab "CONFIG WORDS"]
+                                  [--gqa 64/8,32/8] [--reps 30] [--ab "CONFIG WORDS"] [--graphs]
 
 Per shape (d128 bf16, GQA packed): fa4.mha_fwd with num_splits 0 (the runtime picks the split count; the
 workspace is allocated once per shape, outside the timing) against SDPA flash / efficient / cuDNN / math,
@@ -11,6 +11,10 @@ device-to-device copy: read + write bytes / time). Target (issue 15): >= 85% of 
 Median of --reps repetitions (CUDA events) after warm-up, the backends taking turns within every repetition;
 K/V sets are rotated when they are small enough to hide in L2 otherwise. fa4's output is checked against the
 first torch backend that ran (rel L2 <= 1e-2).
+
+--graphs times every backend's call as a CUDA-graph replay (captured once per input set), so the host's
+per-call cost (Python, argument checks, launch) leaves the figure, as in a serving engine's captured decode
+step; without it small shapes measure that cost (about 0.15-0.2 ms a call here), not the kernel.
 
 --ab times a second fa4 kernel chosen by config words (e.g. "bm=64": one consumer warpgroup, 64-row tiles)
 in the same repetitions, its own split pick and workspace, for one-change experiments (column "fa4[ab]").
@@ -32,6 +36,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import fa4  # noqa: E402
+from benchlib import time_interleaved  # noqa: E402
 
 PAGE = 64
 D = 128
@@ -60,22 +65,21 @@ def copy_bandwidth(reps):
     return 2 * n * 2 / statistics.median(ts) / 1e6
 
 
-def time_interleaved(fns, sets, reps, warmup=3):
-    for fn in fns:
-        for i in range(warmup):
-            fn(sets[i % len(sets)])
-    torch.cuda.synchronize()
-    times = [[] for _ in fns]
-    for i in range(reps):
-        s = sets[i % len(sets)]
-        for t, fn in zip(times, fns):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
+def graphed(fn, sets):
+    """fn replayed from one CUDA graph per input set: the host's per-call cost (Python, argument checks,
+    launches) leaves the timing, as in a serving engine that captures its decode step."""
+    graphs = {}
+    for s in sets:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
             fn(s)
-            b.record()
-            b.synchronize()
-            t.append(a.elapsed_time(b))
-    return [statistics.median(t) for t in times]
+        torch.cuda.current_stream().wait_stream(side)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            fn(s)
+        graphs[id(s)] = g
+    return lambda s: graphs[id(s)].replay()
 
 
 def sdpa(backend):
@@ -129,6 +133,7 @@ def main():
     ap.add_argument("--seqlens", default="4096,16384,65536,131072")
     ap.add_argument("--gqa", default="64/8,32/8")
     ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--graphs", action="store_true", help="time CUDA-graph replays (no per-call host cost)")
     ap.add_argument("--ab", help="config words of a second fa4 kernel timed beside the default (dense only)")
     args = ap.parse_args()
     gpu = torch.cuda.get_device_name()
@@ -139,8 +144,8 @@ def main():
     lines = ["# fa4gen decode (seqlen_q 1, d128 bf16) vs torch SDPA, %s, %s, torch %s, cuDNN %s%s" % (
         datetime.date.today(), gpu, torch.__version__, torch.backends.cudnn.version(),
         ", fa4 K/V paged (page %d)" % PAGE if args.paged else ""),
-        "# GB/s = K+V bytes / median time of %d reps; copy = 2 x 1 GiB device-to-device copy: %.0f GB/s" % (
-            args.reps, copy_bw),
+        "# GB/s = K+V bytes / median time of %d reps%s; copy = 2 x 1 GiB device-to-device copy: %.0f GB/s" % (
+            args.reps, " of CUDA-graph replays" if args.graphs else " of eager calls (host cost included)", copy_bw),
         "# fa4: num_splits 0 (runtime pick; its split count and kernel below); target >= 85%% of copy for Sk >= 16k"]
     if args.paged and paged is None:
         lines.append("# --paged: this build's fa4.mha_fwd has no block_table (the paged path is issue 15 item 2, "
@@ -189,9 +194,18 @@ def main():
                     except Exception as e:  # noqa: BLE001 - report any backend failure
                         errs[n] = str(e).split("\n")[0][:70]
                         torch.cuda.empty_cache()
-                ms = dict(zip([n for n, _ in ok], time_interleaved([fn for _, fn in ok], sets, args.reps)))
+                timed = ok
+                if args.graphs:  # each backend's call captured once per set, replayed in the timing
+                    timed = []
+                    for n, fn in ok:
+                        try:
+                            timed.append((n, graphed(fn, sets)))
+                        except Exception as e:  # noqa: BLE001 - a backend that cannot be captured is n/a
+                            errs[n] = "graph capture: " + str(e).split("\n")[0][:60]
+                ms = dict(zip([n for n, _ in timed], time_interleaved([fn for _, fn in timed], [(s,) for s in sets],
+                                                                      args.reps)))
                 check = "n/a"
-                refn = next((n for n, _ in ok if n != "fa4"), None)
+                refn = next((n for n, _ in ok if not n.startswith("fa4")), None)
                 if "fa4" in ms and refn:
                     mine = ours(sets[0]).float()
                     ref = dict(ok)[refn](sets[0]).float()

@@ -143,10 +143,10 @@ if [ "$SERVING" != 0 ]; then
     fi
 fi
 if { [ "$BENCH" = 1 ] || [ "$SERVING" = 2 ]; } && [ -f bench/bench_decode.py ]; then
-    step decode_bench env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so python3 bench/bench_decode.py \
+    step decode_bench env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so python3 bench/bench_decode.py --graphs \
         --out "$OUT/bench_decode.txt" ${DECODE_BENCH_ARGS:-}
     # the same shapes with fa4 reading K/V through 64-row pages and a shuffled block table
-    step decode_bench_paged env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so python3 bench/bench_decode.py --paged \
+    step decode_bench_paged env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so python3 bench/bench_decode.py --graphs --paged \
         --out "$OUT/bench_decode_paged.txt" ${DECODE_PAGED_ARGS:-}
 fi
 if [ "$USE" = 1 ]; then
