@@ -366,12 +366,8 @@ static fa4_status check_split(fa4_ctx *ctx, const fa4_mha_args *a)
  * tile's epilogue, beats one CTA per tile. Fills only what args->config left unset. */
 static void shape_heuristics(Config *c, const fa4_mha_args *a)
 {
-    if (c->target != TARGET_SM90A) return;
-    /* decode: when a kv head's query rows (seqlen_q x the GQA group, packed or not) fit 64, one consumer
-     * warpgroup's 64-row tile does the work of a 128-row one (H100: 1.3x the K/V bandwidth at batch 1..16,
-     * bench/results/2026-11-23-h100-serving.txt) */
-    if (!c->bm && !c->varlen && (int64_t)a->seqlen_q * c->group <= 64) c->bm = 64;
-    if (c->mask != MASK_CAUSAL || a->seqlen_k > 2048) return;
+    /* (decode keeps bm 128: the 64-row tile measured no faster under CUDA-graph replay, bench/NOTES.md) */
+    if (c->target != TARGET_SM90A || c->mask != MASK_CAUSAL || a->seqlen_k > 2048) return;
     if (c->persistent < 0) c->persistent = 1; /* with 2 stages the plan double-buffers Q too */
 }
 

@@ -545,26 +545,6 @@ static void test_split_kv(void **state)
 }
 
 /* The split choice (runtime/split.c), a pure function. */
-/* sm90a decode shapes (seqlen_q x group <= 64 query rows per kv head) take the 64-row tile; longer ones,
- * and a config that names bm, keep theirs. */
-static void test_sm90_decode_tile(void **state)
-{
-    (void)state;
-    fa4_ctx *ctx = ctx_on(90, FA4_TARGET_SM90A, NULL);
-    char cfg[512];
-    fa4_mha_args a = mha(FA4_BF16, 4, 1, 4096, 64, 8, 128, 128, FA4_MASK_NONE);
-    must(ctx, fa4_mha_config(ctx, &a, cfg, sizeof cfg), "fa4_mha_config (decode)");
-    if (!strstr(cfg, " bm=64 ")) fail_msg("decode: %s", cfg);
-    a = mha(FA4_BF16, 4, 9, 4096, 64, 8, 128, 128, FA4_MASK_CAUSAL); /* 72 rows per kv head */
-    must(ctx, fa4_mha_config(ctx, &a, cfg, sizeof cfg), "fa4_mha_config (9 x 8 rows)");
-    if (!strstr(cfg, " bm=128 ")) fail_msg("9 queries x group 8: %s", cfg);
-    a = mha(FA4_BF16, 4, 1, 4096, 64, 8, 128, 128, FA4_MASK_NONE);
-    a.config = "bm=128";
-    must(ctx, fa4_mha_config(ctx, &a, cfg, sizeof cfg), "fa4_mha_config (bm given)");
-    if (!strstr(cfg, " bm=128 ")) fail_msg("bm=128 given: %s", cfg);
-    fa4_destroy(ctx);
-}
-
 static void test_split_choice(void **state)
 {
     (void)state;
@@ -1057,7 +1037,7 @@ int main(void)
         cmocka_unit_test(test_sink_score_mod),
         cmocka_unit_test(test_rope_after_memory_hit), cmocka_unit_test(test_mla_huge_shapes),
         cmocka_unit_test(test_lse_rows_boundary), cmocka_unit_test(test_split_kv),
-        cmocka_unit_test(test_split_choice), cmocka_unit_test(test_sm90_decode_tile),
+        cmocka_unit_test(test_split_choice),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
