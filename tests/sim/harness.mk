@@ -47,6 +47,6 @@ build/sim/test_combine: tests/sim/test_combine.c runtime/fa4.h build/libfa4rt.a
 	@mkdir -p $(dir $@)
 	$(CC) $(SIM_HARNESS_CFLAGS) tests/sim/test_combine.c -o $@ build/libfa4rt.a -ldl -lpthread -lm
 # varlen MHA cases (tests/sim/cases_varlen_sm90.txt): the same binary on the simulator and on a GPU
-build/sim/sim_varlen: tests/sim/sim_varlen.c tests/sim/ref_mha.c tests/sim/ref_mha.h runtime/fa4.h build/libfa4rt.a
+build/sim/sim_varlen: tests/sim/sim_varlen.c tests/sim/ref_mha.c tests/sim/harness.c tests/sim/ref_mha.h tests/sim/harness.h runtime/fa4.h build/libfa4rt.a
 	@mkdir -p $(dir $@)
-	$(CC) $(SIM_HARNESS_CFLAGS) tests/sim/sim_varlen.c tests/sim/ref_mha.c -o $@ build/libfa4rt.a -ldl -lpthread -lm
+	$(CC) $(SIM_HARNESS_CFLAGS) tests/sim/sim_varlen.c tests/sim/ref_mha.c tests/sim/harness.c -o $@ build/libfa4rt.a -ldl -lpthread -lm

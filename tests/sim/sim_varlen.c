@@ -36,6 +36,7 @@
 #include <cuda.h>
 
 #include "fa4.h"
+#include "harness.h"
 #include "ref_mha.h"
 
 enum { MAX_SEQ = 64, LINE = 512 };
@@ -50,43 +51,6 @@ typedef struct {
     char config[128];
     char text[LINE];
 } Case;
-
-typedef struct {
-    void *lib;
-    CUresult (*Init)(unsigned);
-    CUresult (*DeviceGet)(CUdevice *, int);
-    CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
-    CUresult (*CtxSetCurrent)(CUcontext);
-    CUresult (*MemAlloc)(CUdeviceptr *, size_t);
-    CUresult (*MemFree)(CUdeviceptr);
-    CUresult (*MemcpyHtoD)(CUdeviceptr, const void *, size_t);
-    CUresult (*MemcpyDtoH)(void *, CUdeviceptr, size_t);
-    CUresult (*MemsetD8)(CUdeviceptr, unsigned char, size_t);
-    CUresult (*CtxSynchronize)(void);
-} Cu;
-
-static int cu_open(Cu *cu, char *err, size_t n)
-{
-    memset(cu, 0, sizeof *cu);
-    cu->lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!cu->lib) return snprintf(err, n, "dlopen(libcuda.so.1): %s", dlerror()), -1;
-    const struct { const char *name; void *slot; } syms[] = {
-        {"cuInit", &cu->Init}, {"cuDeviceGet", &cu->DeviceGet},
-        {"cuDevicePrimaryCtxRetain", &cu->DevicePrimaryCtxRetain}, {"cuCtxSetCurrent", &cu->CtxSetCurrent},
-        {"cuMemAlloc_v2", &cu->MemAlloc}, {"cuMemFree_v2", &cu->MemFree}, {"cuMemcpyHtoD_v2", &cu->MemcpyHtoD},
-        {"cuMemcpyDtoH_v2", &cu->MemcpyDtoH}, {"cuMemsetD8_v2", &cu->MemsetD8},
-        {"cuCtxSynchronize", &cu->CtxSynchronize}};
-    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
-        void *p = dlsym(cu->lib, syms[i].name);
-        if (!p) return snprintf(err, n, "libcuda.so.1 has no %s", syms[i].name), -1;
-        memcpy(syms[i].slot, &p, sizeof p);
-    }
-    CUdevice dev;
-    CUcontext ctx;
-    if (cu->Init(0) || cu->DeviceGet(&dev, 0) || cu->DevicePrimaryCtxRetain(&ctx, dev) || cu->CtxSetCurrent(ctx))
-        return snprintf(err, n, "CUDA initialisation failed"), -1;
-    return 0;
-}
 
 /* ---------------------------------------------------------------- cases */
 
@@ -157,13 +121,6 @@ static int parse_case(const char *line, Case *c, char *err, size_t n)
 
 /* ---------------------------------------------------------------- one case */
 
-static uint64_t splitmix64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
 static double uniform(uint64_t *s) { return (double)(splitmix64(s) >> 11) * 0x1p-53 * 2.0 - 1.0; }
 
 typedef struct { double num, den, lse_err; long nan, empty_bad, poison_bad; } Score;
