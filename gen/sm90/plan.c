@@ -131,7 +131,8 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
     s->consumers = c->bm / SM90_MMA_M;
     sm90_regs(s->consumers, c->page != 0, &s->producer_regs, &s->consumer_regs);
     p->threads = SM90_WG * (1 + s->consumers);
-    p->entry_regs = (65536 / p->threads) / 8 * 8;
+    /* registers per thread at entry; one consumer (256 threads) would get 256, over the 255 a thread can hold */
+    p->entry_regs = 65536 / p->threads > 255 ? 255 : (65536 / p->threads) / 8 * 8;
 
     uint32_t sw = (uint32_t)p->swizzle_bytes;
     s->q_chunk_bytes = (uint32_t)p->bm * sw;
