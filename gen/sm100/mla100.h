@@ -71,6 +71,8 @@ typedef struct SparsePlan100 {
     /* roles */
     int warp_mma, warp_load, sfx_warps;
     int rescale, poly_every;
+    int qk_ahead;         /* pair, two or more KV slots: the MMA warp issues S(i+1) = Q K(i+1)^T into the other
+                           * S buffer before it waits for P(i) and issues O += P(i) V(i) */
 } SparsePlan100;
 
 _Static_assert(sizeof(SparsePlan100) <= PLAN_FAMILY_BYTES, "SparsePlan100 outgrows Plan.family");

@@ -15,8 +15,10 @@
  *   load    (warp 5)     Q of its heads, the indices of the block, their bits, its rows
  *   dequant (warps 6-9)  fp8 kv only: e4m3 rows of the raw ring x scales -> this CTA's bf16 K and V slots
  * b_topk 128 fits one KV slot (smem holds Q, K and V of one block); b_topk 64 halves a slot, so two fit
- * (num_mbars 2) and the load warp gathers block i+1 while block i is computed. Either way the MMA warp
- * issues a block's PV right after waiting for its P, before the next block's QK.
+ * (num_mbars 2) and the load warp gathers block i+1 while block i is computed. With one slot the MMA
+ * warp issues a block's PV right after waiting for its P, before the next block's QK; with two (plan
+ * qk_ahead) it issues QK of block i+1 into the other S buffer first, so the tensor pipe works while
+ * the softmax of block i runs (plan note "mma order").
  */
 #include <stdio.h>
 #include <string.h>
@@ -540,7 +542,8 @@ static void pair_qk(Emit *e, int buf)
     }
 }
 
-static void pair_pv(Emit *e, int buf)
+/* O (+)= P[buf] V from the V slot at vslot (%mm_vslot, or the pending block's %mm_pvslot). */
+static void pair_pv(Emit *e, int buf, Reg vslot)
 {
     const Plan *p = e->p;
     const SparsePlan100 *s = mla100(p);
@@ -549,7 +552,7 @@ static void pair_pv(Emit *e, int buf)
     int halves = s->v_chunks / 2; /* MMAs of N 256: each CTA gives N/2 = 2 chunks */
     emit_note(e, "O += P%d V: %d x %d x M%d N%d TS cta_group::2, P from TMEM, V MN-major (plan: pv mma)", buf, halves,
               s->pv_steps, 2 * s->heads, s->o_cols);
-    op_umma_desc_lo(e, vlo, reg_find(e, "mm_vslot"), s->desc_v);
+    op_umma_desc_lo(e, vlo, vslot, s->desc_v);
     for (int h = 0; h < halves; h++) {
         emit(e, "add.u32 %s, %%tmem, %u;", R(e, d), s->tm_o + (uint32_t)(h * s->o_cols / halves));
         for (int kk = 0; kk < s->pv_steps; kk++) {
@@ -590,6 +593,94 @@ static void pair_q_copy(Emit *e)
     op_umma_commit(e, 2, bar, reg_find(e, "mm_mask"));
 }
 
+/* The PV of the pending block %mm_pit (V slot %mm_pvslot, ring barrier %mm_pempty): wait for its P,
+ * issue it from its S buffer, then free its slot in both CTAs and signal bar_pv_done. */
+static void pair_pending_pv(Emit *e)
+{
+    const SparsePlan100 *s = mla100(e->p);
+    char l_odd[NAME], l_done[NAME];
+    Reg bar = reg_b32(e, "mm_bar"), par = reg_b32(e, "mm_ppar"), pit = reg_find(e, "mm_pit");
+    Reg odd = reg_pred(e, "mm_podd"), vslot = reg_find(e, "mm_pvslot");
+    emit_note(e, "P of the pending block written by both CTAs, O rescaled (plan bar_p_full: %d arrivals)",
+              s->pair_arrivals);
+    smem_at(e, bar, s->bar_p_full);
+    emit(e, "and.b32 %s, %s, 1;", R(e, par), R(e, pit));
+    op_mbar_wait(e, bar, par);
+    op_tc_fence_after(e);
+    emit(e, "setp.ne.u32 %s, %s, 0;", R(e, reg_find(e, "mm_pv_acc")), R(e, pit));
+    emit(e, "setp.ne.u32 %s, %s, 0;", R(e, odd), R(e, par));
+    emit(e, "@%s bra %s;", R(e, odd), new_label(e, l_odd, sizeof l_odd, "mm_pv_odd"));
+    pair_pv(e, 0, vslot);
+    emit(e, "bra.uni %s;", new_label(e, l_done, sizeof l_done, "mm_pv_issued"));
+    emit_label(e, l_odd);
+    pair_pv(e, 1, vslot);
+    emit_label(e, l_done);
+    emit_note(e, "the pending slot is free in both CTAs once these MMAs read it; O is final for that block");
+    op_umma_commit(e, 2, reg_find(e, "mm_pempty"), reg_find(e, "mm_mask"));
+    pair_commit(e, s->bar_pv_done, 0);
+}
+
+/* Two or more KV slots (plan qk_ahead): per block S = Q K^T into S[it %% 2], then the PV of the block
+ * before (pending), so the tensor pipe computes S(i) while the softmax works on S(i-1). A block with
+ * no valid index first flushes the pending PV (the load may be waiting for that slot), then frees
+ * its own slot; the last pending PV follows the loop. */
+static void pair_mma_ahead(Emit *e)
+{
+    const SparsePlan100 *s = mla100(e->p);
+    Reg j = reg_b32(e, "mm_j"), stage = reg_b32(e, "mm_stage"), phase = reg_b32(e, "mm_phase");
+    Reg any = reg_pred(e, "mm_any"), it = reg_b32(e, "mm_it"), odd = reg_pred(e, "mm_odd");
+    Reg pit = reg_b32(e, "mm_pit"), pend = reg_pred(e, "mm_pend"), bar = reg_find(e, "mm_bar");
+    Reg vslot = reg_b32(e, "mm_vslot"), pvslot = reg_b32(e, "mm_pvslot");
+    Reg empty = reg_b32(e, "mm_empty"), pempty = reg_b32(e, "mm_pempty"), words[8];
+    char top[NAME], done[NAME], l_skip[NAME], l_odd[NAME], l_qk[NAME], l_nopv[NAME], l_next[NAME];
+    char l_flushed[NAME], l_end[NAME];
+    emit(e, "mov.u32 %s, 0;", R(e, it));
+    emit(e, "setp.ne.u32 %s, 0, 0;", R(e, pend));
+    mla100_loop_begin(e, "mm", j, stage, phase, top, done);
+    read_bits(e, "mm", stage, phase, words, any);
+    smem_indexed(e, bar, s->bar_kv_full, stage, MBAR_BYTES);
+    op_mbar_wait(e, bar, phase);
+    smem_indexed(e, empty, s->bar_kv_empty, stage, MBAR_BYTES);
+    emit(e, "@!%s bra %s;", R(e, any), new_label(e, l_skip, sizeof l_skip, "mm_skip"));
+    op_tc_fence_after(e);
+    smem_indexed(e, reg_b32(e, "mm_kslot"), s->off_kv, stage, s->kv_stage_bytes);
+    smem_indexed(e, vslot, s->off_v, stage, s->v_stage_bytes);
+    emit(e, "and.b32 %s, %s, 1;", R(e, reg_b32(e, "mm_buf")), R(e, it));
+    emit(e, "setp.ne.u32 %s, %%mm_buf, 0;", R(e, odd));
+    emit(e, "@%s bra %s;", R(e, odd), new_label(e, l_odd, sizeof l_odd, "mm_qk_odd"));
+    pair_qk(e, 0);
+    pair_commit(e, s->bar_s_full, 0);
+    emit(e, "bra.uni %s;", new_label(e, l_qk, sizeof l_qk, "mm_qk_issued"));
+    emit_label(e, l_odd);
+    pair_qk(e, 1);
+    pair_commit(e, s->bar_s_full, 1);
+    emit_label(e, l_qk);
+    emit_note(e, "plan mma order: the block before this one gets its PV now, behind this block's QK");
+    emit(e, "@!%s bra %s;", R(e, pend), new_label(e, l_nopv, sizeof l_nopv, "mm_no_pv"));
+    pair_pending_pv(e);
+    emit_label(e, l_nopv);
+    emit(e, "mov.u32 %s, %s;", R(e, pit), R(e, it));
+    emit(e, "mov.u32 %s, %s;", R(e, pvslot), R(e, vslot));
+    emit(e, "mov.u32 %s, %s;", R(e, pempty), R(e, empty));
+    emit(e, "setp.eq.u32 %s, 0, 0;", R(e, pend));
+    emit(e, "add.u32 %s, %s, 1;", R(e, it), R(e, it));
+    emit(e, "bra.uni %s;", new_label(e, l_next, sizeof l_next, "mm_next"));
+    emit_label(e, l_skip);
+    emit_note(e, "no valid index: no MMA reads the slot; the pending PV goes now (the load may wait for its slot)");
+    emit(e, "@!%s bra %s;", R(e, pend), new_label(e, l_flushed, sizeof l_flushed, "mm_flushed"));
+    pair_pending_pv(e);
+    emit(e, "setp.ne.u32 %s, 0, 0;", R(e, pend));
+    emit_label(e, l_flushed);
+    emit_note(e, "the skipped slot is free in both CTAs (the commit reaches the odd CTA's barrier too)");
+    op_umma_commit(e, 2, empty, reg_find(e, "mm_mask"));
+    emit_label(e, l_next);
+    mla100_loop_end(e, j, stage, phase, s->stages, top, done);
+    emit(e, "@!%s bra %s;", R(e, pend), new_label(e, l_end, sizeof l_end, "mm_end"));
+    pair_pending_pv(e);
+    emit_label(e, l_end);
+    emit(e, "bra.uni $exit;");
+}
+
 static void pair_mma(Emit *e)
 {
     const Plan *p = e->p;
@@ -612,6 +703,10 @@ static void pair_mma(Emit *e)
     smem_at(e, bar, s->bar_q_full);
     op_mbar_wait_imm(e, bar, 0);
     if (q_split(p)) pair_q_copy(e);
+    if (s->qk_ahead) {
+        pair_mma_ahead(e);
+        return;
+    }
 
     Reg j = reg_b32(e, "mm_j"), stage = reg_b32(e, "mm_stage"), phase = reg_b32(e, "mm_phase");
     Reg any = reg_pred(e, "mm_any"), it = reg_b32(e, "mm_it"), odd = reg_pred(e, "mm_odd");
@@ -638,7 +733,7 @@ static void pair_mma(Emit *e)
         smem_at(e, bar, s->bar_p_full);
         op_mbar_wait(e, bar, par);
         op_tc_fence_after(e);
-        pair_pv(e, b);
+        pair_pv(e, b, reg_find(e, "mm_vslot"));
         pair_commit(e, s->bar_pv_done, 0);
         if (!b) emit(e, "bra.uni %s;", new_label(e, l_next, sizeof l_next, "mm_issued"));
     }

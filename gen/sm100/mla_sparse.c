@@ -291,8 +291,9 @@ static void mla_roles(Plan *p)
               s->cta_group == 2 ? "S rows by warp pairs (key halves meet in smem), mask, lazy max, P, O rescale, epilogue"
                                 : "S rows by lane pairs, mask, lazy max, P to TMEM, O rescale, epilogue");
     plan_role(p, "mma", s->warp_mma, 1, p->entry_regs,
-              s->cta_group == 2 ? "TMEM alloc/free; the even CTA's lane 0 issues every tcgen05.mma of the pair"
-                                : "TMEM alloc/free; one thread issues every tcgen05.mma");
+              s->cta_group != 2 ? "TMEM alloc/free; one thread issues every tcgen05.mma"
+              : s->qk_ahead     ? "TMEM alloc/free; even CTA lane 0 issues the pair's MMAs: QK(i+1) before PV(i)"
+                                : "TMEM alloc/free; the even CTA's lane 0 issues every tcgen05.mma of the pair");
     plan_role(p, "load", s->warp_load, 1, p->entry_regs, "Q (TMA), indices and validity bits, rows (TMA gather4)");
     if (s->kv_fp8)
         plan_role(p, "dequant", s->warp_dq, MLA_DQ_WARPS, p->entry_regs,
@@ -398,6 +399,7 @@ static int pair_plan(Plan *p, char *err, size_t n)
                                "S (keys 0..b/2 in lanes 0-63, b/2..b in 64-127), then P (both)");
     }
     if (s->q_smem_chunks < p->qk_chunks && q_tmem_plan(p, err, n)) return -1;
+    s->qk_ahead = s->stages > 1; /* block i+1's K must be in the other slot while block i's V is read */
     s->bar_sfx = plan_bar(p, "sfx", MLA_SFX_WARPS * MLA_WARP, "softmax: the two key halves of a row meet in smem");
     mla_roles(p);
     mla_maps(p);
@@ -407,8 +409,19 @@ static int pair_plan(Plan *p, char *err, size_t n)
     plan_note(p, "pv mma", "2 x %d x M%d N%d K%d TS cta_group::2 per block (idesc 0x%08X)", s->pv_steps,
               2 * s->heads, s->o_cols, s->mma_k, s->idesc_pv);
     plan_note(p, "mma per kv block", "%d (QK %d, PV 2 x %d)", s->qk_steps + 2 * s->pv_steps, s->qk_steps, s->pv_steps);
-    plan_note(p, "mma issue sites", "%d (%d S buffers x (QK %d + PV %d))",
-              MLA100_SBUFS * (s->qk_steps + 2 * s->pv_steps), MLA100_SBUFS, s->qk_steps, 2 * s->pv_steps);
+    if (s->qk_ahead) {
+        plan_note(p, "mma order", "S[i%%2] = Q K(i); then O += P[(i-1)%%2] V(i-1) once its P is in (bar_p_full), "
+                  "the slot of i-1 freed by that PV's commit: the softmax of block i-1 runs beside QK(i)");
+        /* each S buffer's PV sits at three places (after the next block's QK, before a skipped block,
+         * after the loop): tests/ptxas/mla_sm100.sh counts them in the SASS */
+        plan_note(p, "mma issue sites", "%d (%d S buffers x (QK %d + 3 x PV %d))",
+                  MLA100_SBUFS * (s->qk_steps + 3 * 2 * s->pv_steps), MLA100_SBUFS, s->qk_steps, 2 * s->pv_steps);
+    } else {
+        plan_note(p, "mma order", "S[i%%2] = Q K(i), then O += P[i%%2] V(i) once its P is in (bar_p_full): one KV "
+                  "slot, the next block lands after this PV");
+        plan_note(p, "mma issue sites", "%d (%d S buffers x (QK %d + PV %d))",
+                  MLA100_SBUFS * (s->qk_steps + 2 * s->pv_steps), MLA100_SBUFS, s->qk_steps, 2 * s->pv_steps);
+    }
     if (s->kv_fp8) {
         plan_note(p, "gather", "%d x gather4 per block and CTA (every row: %d rows x %d boxes of %d B, e4m3), %u bytes",
                   s->block / 4 * s->raw_chunks, s->block, s->raw_chunks, s->raw_box, s->tx_raw);
