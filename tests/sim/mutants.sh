@@ -83,9 +83,9 @@ CASE_2="target=sm100a dtype=bf16 sq=512 sk=512 hq=1 qk=128 mask=causal config=ct
 CASE_9="target=sm90a dtype=bf16 sq=512 sk=512 hq=1 qk=128 mask=causal config=rescale=0"
 # Kernel 3: the sm_100a sparse MLA head-128 kernel with two KV slots (sim_mla; MLA_3 names its config,
 # as sim_mla has no --plan, and the setup's entry check proves the runtime picked that kernel). topk 640
-# in blocks of 64 with 98% of the indices invalid: about 13 valid positions a row, so whole blocks are
+# in blocks of 64 with 99% of the indices invalid: about 6 valid positions a row, so whole blocks are
 # skipped between processed ones (the MMA warp's pending PV is flushed there).
-CASE_3='target=sm100a sq=2 skv=2000 hq=128 dqk=576 topk=640 invalid=0.98 config="cta_group=2 b_topk=64 num_mbars=2"'
+CASE_3='target=sm100a sq=4 skv=2000 hq=128 dqk=576 topk=640 invalid=0.99 config="cta_group=2 b_topk=64 num_mbars=2"'
 MLA_3="mla-sparse target=sm100a dtype=bf16 qk=576 cta_group=2 b_topk=64 num_mbars=2"
 ARCH_1=sm_100a ARCH_2=sm_100a ARCH_3=sm_100a ARCH_9=sm_90a
 CC_1=100 CC_2=100 CC_3=100 CC_9=90
@@ -336,12 +336,19 @@ mutant 3 mla_ahead_pv_buffer 'plan mma order: the block before this one' 1 'setp
 #   and waits for that block's P (both CTAs' softmax) before it issues
 mutant 3 mla_ahead_no_wait_p 'plan mma order: the block before this one' 1 'mbarrier[.]try_wait' 1 \
     sub 'mbarrier[.]try_wait[^ ]* %p_wait, [^;]*;' 'mov.pred %p_wait, 1;'
+#   and for its V (K and V land apart: bar_kv_full, bar_v_full)
+mutant 3 mla_ahead_no_wait_v 'and its V columns landed in both CTAs' 1 'mbarrier[.]try_wait' 1 \
+    sub 'mbarrier[.]try_wait[^ ]* %p_wait, [^;]*;' 'mov.pred %p_wait, 1;'
+#   the load gathers V of the block after next only once that PV released the slot's V (bar_v_empty)
+mutant 3 mla_ahead_load_no_wait_v_empty 'V of the slot.s last block may still be read by its PV' 1 'mbarrier[.]try_wait' 1 \
+    sub 'mbarrier[.]try_wait[^ ]* %p_wait, [^;]*;' 'mov.pred %p_wait, 1;'
 #   a skipped block flushes the pending PV and clears it: kept pending, that PV is issued twice
-mutant 3 mla_ahead_skip_pending 'no valid index: no MMA reads the slot; the pending PV goes now' 1 \
+mutant 3 mla_ahead_skip_pending 'no valid index: the pending PV goes now' 1 \
     'setp[.]ne[.]u32 %mm_pend, 0, 0;' 1 del
-#   not flushed there, the PV waits for the next processed block, whose gather waits for the slot that
-#   PV frees (a deadlock only when a skipped block lies between processed ones: the case has them)
-mutant 3 mla_ahead_skip_no_flush 'no valid index: no MMA reads the slot; the pending PV goes now' 1 \
+#   not flushed there, the PV waits for the next processed block's QK, but the load waits for the V that
+#   PV frees before it writes the bits of the block after a second skipped one (a deadlock only when two
+#   skipped blocks follow a processed one: the case has them)
+mutant 3 mla_ahead_skip_no_flush 'no valid index: the pending PV goes now' 1 \
     '@!%mm_pend bra ' 1 sub '@!%mm_pend bra ' 'bra.uni '
 
 # ------------------------------------------------------------ sm_90a (FA4SIM_CC=90)
