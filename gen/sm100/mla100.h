@@ -71,6 +71,11 @@ typedef struct SparsePlan100 {
     /* roles */
     int warp_mma, warp_load, sfx_warps;
     int rescale, poly_every;
+    int qk_ahead;         /* pair, two or more KV slots: the MMA warp issues S(i+1) = Q K(i+1)^T into the other
+                           * S buffer before it waits for P(i) and issues O += P(i) V(i); a slot's K and V then
+                           * land and are freed apart (bar_kv_full / bar_kv_empty: K and the bits; bar_v_full /
+                           * bar_v_empty: V), so K of block i+2 is gathered once QK(i) read the slot */
+    uint32_t bar_v_full, bar_v_empty, tx_v;
 } SparsePlan100;
 
 _Static_assert(sizeof(SparsePlan100) <= PLAN_FAMILY_BYTES, "SparsePlan100 outgrows Plan.family");

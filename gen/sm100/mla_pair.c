@@ -15,8 +15,11 @@
  *   load    (warp 5)     Q of its heads, the indices of the block, their bits, its rows
  *   dequant (warps 6-9)  fp8 kv only: e4m3 rows of the raw ring x scales -> this CTA's bf16 K and V slots
  * b_topk 128 fits one KV slot (smem holds Q, K and V of one block); b_topk 64 halves a slot, so two fit
- * (num_mbars 2) and the load warp gathers block i+1 while block i is computed. Either way the MMA warp
- * issues a block's PV right after waiting for its P, before the next block's QK.
+ * (num_mbars 2) and the load warp gathers block i+1 while block i is computed. With one slot the MMA
+ * warp issues a block's PV right after waiting for its P, before the next block's QK; with two (plan
+ * qk_ahead) it issues QK of block i+1 into the other S buffer first, so the tensor pipe works while
+ * the softmax of block i runs (plan note "mma order"); a slot's K and V then have barriers of their own
+ * (K freed by the QK's commit, V by the PV's), so K of block i+2 lands while PV(i) still reads V.
  */
 #include <stdio.h>
 #include <string.h>
@@ -70,6 +73,11 @@ static void pair_barrier_init(Emit *e)
     const Mbar ring[] = {mbar_plan(e, "bar_kv_full"), mbar_plan(e, "bar_mask_full"), mbar_plan(e, "bar_kv_empty")};
     for (int i = 0; i < s->stages; i++)
         for (size_t k = 0; k < sizeof ring / sizeof ring[0]; k++) mbar_init(e, b, &ring[k], i);
+    if (s->qk_ahead) {
+        const Mbar vring[] = {mbar_plan(e, "bar_v_full"), mbar_plan(e, "bar_v_empty")};
+        for (int i = 0; i < s->stages; i++)
+            for (size_t k = 0; k < sizeof vring / sizeof vring[0]; k++) mbar_init(e, b, &vring[k], i);
+    }
     const Mbar sf = mbar_plan(e, "bar_s_full");
     for (int i = 0; i < MLA100_SBUFS; i++) mbar_init(e, b, &sf, i);
     if (q_split(e->p)) {
@@ -186,11 +194,11 @@ static void gather_rows(Emit *e, Reg rows[4], const Reg *c, int groups)
 
 /* K: this CTA's b/2 positions, every chunk; V: every position, this CTA's d_v chunks. Both
  * complete on the even CTA's full barrier (lbar). */
-static void pair_rows(Emit *e, Reg stage, Reg lbar)
+static void pair_rows_k(Emit *e, Reg stage, Reg lbar)
 {
     const Plan *p = e->p;
     const SparsePlan100 *s = mla100(p);
-    char l_k[NAME], l_v[NAME];
+    char l_k[NAME];
     Reg pr = reg_pred(e, "ld_gl"), dst = reg_b32(e, "ld_dst"), col = reg_b32(e, "ld_col"), rows[4];
     Reg odd = reg_not(e, reg_find(e, "is_lead"));
     int groups = s->block / WARP, kg = s->k_rows / WARP;
@@ -213,6 +221,17 @@ static void pair_rows(Emit *e, Reg stage, Reg lbar)
     }
     emit_label(e, l_k);
     op_warp_sync(e);
+}
+
+static void pair_rows_v(Emit *e, Reg stage, Reg lbar)
+{
+    const Plan *p = e->p;
+    const SparsePlan100 *s = mla100(p);
+    char l_v[NAME];
+    Reg pr = reg_pred(e, "ld_gl"), dst = reg_b32(e, "ld_dst"), col = reg_b32(e, "ld_col"), rows[4];
+    int groups = s->block / WARP;
+    Reg c[4];
+    for (int g = 0; g < groups; g++) c[g] = reg_find(e, "ld_c%d", g);
     emit_note(e, "V: every position's columns of this CTA's d_v half (chunks %d r ..)", s->v_chunks);
     gather_rows(e, rows, c, groups);
     emit(e, "setp.ge.u32 %s, %%lane, %d;", R(e, pr), s->block / 4);
@@ -258,6 +277,62 @@ static void pair_load_raw(Emit *e, Reg j, Reg stage, Reg phase, Reg full, Reg an
     op_warp_sync(e);
     mla100_loop_end(e, j, stage, phase, s->raw_stages, top, done);
     emit(e, "bra.uni $exit;");
+}
+
+/* The odd CTA's arrival on the even CTA's bar_v_full (lane 0): its V slot is free, its bytes may follow. */
+static void odd_arrive(Emit *e, Reg vfull)
+{
+    char l_skip[NAME];
+    Reg lbar = reg_find(e, "ld_lbar"), oddlead = reg_pred(e, "ld_oddlead");
+    emit(e, "@!%s bra %s;", R(e, oddlead), new_label(e, l_skip, sizeof l_skip, "ld_odd_arrived"));
+    op_mapa(e, lbar, vfull, reg_find(e, "lead_rank"));
+    op_mbar_arrive_cluster(e, lbar);
+    emit_label(e, l_skip);
+}
+
+/* qk_ahead: K (and the bits, bar_kv_empty already waited for) on bar_kv_full, then, once the PV of the
+ * slot's last block is done (bar_v_empty, parity par), V on bar_v_full, which both CTAs' loads arrive on
+ * after that wait (the even one with the expected bytes). A block with no valid index loads nothing:
+ * the even CTA's K is full at once and its V once both loads arrived. The MMA frees a slot's V only
+ * after bar_v_full, so in either CTA a release never overtakes the wait for the previous one and one
+ * parity bit tells the phases apart. */
+static void pair_load_split(Emit *e, Reg stage, Reg par, Reg any)
+{
+    const SparsePlan100 *s = mla100(e->p);
+    Reg both = reg_find(e, "ld_both"), full = reg_find(e, "ld_full"), lbar = reg_find(e, "ld_lbar");
+    Reg vfull = reg_b32(e, "ld_vfull"), vempty = reg_b32(e, "ld_vempty"), oddlead = reg_pred(e, "ld_oddlead");
+    char l_none[NAME], l_next[NAME], l_armed[NAME], l_varmed[NAME];
+    emit(e, "and.pred %s, %%ld_lead, %s;", R(e, oddlead), R(e, reg_not(e, reg_find(e, "is_lead"))));
+    smem_indexed(e, vfull, s->bar_v_full, stage, MBAR_BYTES);
+    smem_indexed(e, vempty, s->bar_v_empty, stage, MBAR_BYTES);
+    emit(e, "@!%s bra %s;", R(e, any), new_label(e, l_none, sizeof l_none, "ld_none"));
+    emit_note(e, "some index valid: the even CTA expects both CTAs' K rows (%u bytes)", s->tx_kv);
+    emit(e, "@!%s bra %s;", R(e, both), new_label(e, l_armed, sizeof l_armed, "ld_armed"));
+    op_mbar_expect_tx(e, full, s->tx_kv);
+    emit_label(e, l_armed);
+    op_warp_sync(e);
+    op_mapa(e, lbar, full, reg_find(e, "lead_rank"));
+    pair_rows_k(e, stage, lbar);
+    emit_note(e, "V of the slot's last block may still be read by its PV (issued after the next QK): wait for it");
+    op_mbar_wait(e, vempty, par);
+    emit_note(e, "both loads arrive on the even CTA's bar_v_full (plan: 2 arrivals), the even one expecting both CTAs' "
+              "V columns (%u bytes)", s->tx_v);
+    emit(e, "@!%s bra %s;", R(e, both), new_label(e, l_varmed, sizeof l_varmed, "ld_varmed"));
+    op_mbar_expect_tx(e, vfull, s->tx_v);
+    emit_label(e, l_varmed);
+    odd_arrive(e, vfull);
+    op_warp_sync(e);
+    op_mapa(e, lbar, vfull, reg_find(e, "lead_rank"));
+    pair_rows_v(e, stage, lbar);
+    emit(e, "bra.uni %s;", new_label(e, l_next, sizeof l_next, "ld_next"));
+    emit_label(e, l_none);
+    emit_note(e, "every index invalid: nothing to load; the even CTA's K is full at once, its V once both loads");
+    emit_note(e, "saw the slot's V free");
+    op_mbar_arrive_if(e, both, full);
+    op_mbar_wait(e, vempty, par);
+    op_mbar_arrive_if(e, both, vfull);
+    odd_arrive(e, vfull);
+    emit_label(e, l_next);
 }
 
 static void pair_load(Emit *e)
@@ -315,19 +390,24 @@ static void pair_load(Emit *e)
         pair_load_raw(e, j, stage, phase, full, any, top, done);
         return;
     }
-    emit(e, "@!%s bra %s;", R(e, any), new_label(e, l_none, sizeof l_none, "ld_none"));
-    emit_note(e, "some index valid: the even CTA expects both CTAs' %u bytes", s->tx_kv);
-    emit(e, "@!%s bra %s;", R(e, both), new_label(e, l_armed, sizeof l_armed, "ld_armed"));
-    op_mbar_expect_tx(e, full, s->tx_kv);
-    emit_label(e, l_armed);
-    op_warp_sync(e);
-    op_mapa(e, lbar, full, reg_find(e, "lead_rank"));
-    pair_rows(e, stage, lbar);
-    emit(e, "bra.uni %s;", new_label(e, l_next, sizeof l_next, "ld_next"));
-    emit_label(e, l_none);
-    emit_note(e, "every index invalid: nothing to load; the even CTA's slot is full at once");
-    op_mbar_arrive_if(e, both, full);
-    emit_label(e, l_next);
+    if (s->qk_ahead) {
+        pair_load_split(e, stage, par, any);
+    } else {
+        emit(e, "@!%s bra %s;", R(e, any), new_label(e, l_none, sizeof l_none, "ld_none"));
+        emit_note(e, "some index valid: the even CTA expects both CTAs' %u bytes", s->tx_kv);
+        emit(e, "@!%s bra %s;", R(e, both), new_label(e, l_armed, sizeof l_armed, "ld_armed"));
+        op_mbar_expect_tx(e, full, s->tx_kv);
+        emit_label(e, l_armed);
+        op_warp_sync(e);
+        op_mapa(e, lbar, full, reg_find(e, "lead_rank"));
+        pair_rows_k(e, stage, lbar);
+        pair_rows_v(e, stage, lbar);
+        emit(e, "bra.uni %s;", new_label(e, l_next, sizeof l_next, "ld_next"));
+        emit_label(e, l_none);
+        emit_note(e, "every index invalid: nothing to load; the even CTA's slot is full at once");
+        op_mbar_arrive_if(e, both, full);
+        emit_label(e, l_next);
+    }
     op_warp_sync(e);
     mla100_loop_end(e, j, stage, phase, mla100(e->p)->stages, top, done);
     emit_note(e, "the pair: wait until the MMAs released every slot (their commits arrive from the even CTA)");
@@ -335,6 +415,10 @@ static void pair_load(Emit *e)
         smem_indexed(e, empty, s->bar_kv_empty, stage, MBAR_BYTES);
         ring_free_parity(e, par, phase);
         op_mbar_wait(e, empty, par);
+        if (s->qk_ahead) {
+            smem_indexed(e, empty, s->bar_v_empty, stage, MBAR_BYTES);
+            op_mbar_wait(e, empty, par);
+        }
         ring_advance(e, stage, phase, s->stages);
     }
     emit(e, "bra.uni $exit;");
@@ -540,7 +624,8 @@ static void pair_qk(Emit *e, int buf)
     }
 }
 
-static void pair_pv(Emit *e, int buf)
+/* O (+)= P[buf] V from the V slot at vslot (%mm_vslot, or the pending block's %mm_pvslot). */
+static void pair_pv(Emit *e, int buf, Reg vslot)
 {
     const Plan *p = e->p;
     const SparsePlan100 *s = mla100(p);
@@ -549,7 +634,7 @@ static void pair_pv(Emit *e, int buf)
     int halves = s->v_chunks / 2; /* MMAs of N 256: each CTA gives N/2 = 2 chunks */
     emit_note(e, "O += P%d V: %d x %d x M%d N%d TS cta_group::2, P from TMEM, V MN-major (plan: pv mma)", buf, halves,
               s->pv_steps, 2 * s->heads, s->o_cols);
-    op_umma_desc_lo(e, vlo, reg_find(e, "mm_vslot"), s->desc_v);
+    op_umma_desc_lo(e, vlo, vslot, s->desc_v);
     for (int h = 0; h < halves; h++) {
         emit(e, "add.u32 %s, %%tmem, %u;", R(e, d), s->tm_o + (uint32_t)(h * s->o_cols / halves));
         for (int kk = 0; kk < s->pv_steps; kk++) {
@@ -590,6 +675,110 @@ static void pair_q_copy(Emit *e)
     op_umma_commit(e, 2, bar, reg_find(e, "mm_mask"));
 }
 
+/* The PV of the pending block %mm_pit (V slot %mm_pvslot; its bar_v_full %mm_pvfull, phase %mm_pvph;
+ * its bar_v_empty %mm_pvempty): wait for its P and its V, issue it from its S buffer, then free that V
+ * in both CTAs and signal bar_pv_done. */
+static void pair_pending_pv(Emit *e)
+{
+    const SparsePlan100 *s = mla100(e->p);
+    char l_odd[NAME], l_done[NAME];
+    Reg bar = reg_b32(e, "mm_bar"), par = reg_b32(e, "mm_ppar"), pit = reg_find(e, "mm_pit");
+    Reg odd = reg_pred(e, "mm_podd"), vslot = reg_find(e, "mm_pvslot");
+    emit_note(e, "P of the pending block written by both CTAs, O rescaled (plan bar_p_full: %d arrivals)",
+              s->pair_arrivals);
+    smem_at(e, bar, s->bar_p_full);
+    emit(e, "and.b32 %s, %s, 1;", R(e, par), R(e, pit));
+    op_mbar_wait(e, bar, par);
+    emit_note(e, "and its V columns landed in both CTAs (plan bar_v_full)");
+    op_mbar_wait(e, reg_find(e, "mm_pvfull"), reg_find(e, "mm_pvph"));
+    op_tc_fence_after(e);
+    emit(e, "setp.ne.u32 %s, %s, 0;", R(e, reg_find(e, "mm_pv_acc")), R(e, pit));
+    emit(e, "setp.ne.u32 %s, %s, 0;", R(e, odd), R(e, par));
+    emit(e, "@%s bra %s;", R(e, odd), new_label(e, l_odd, sizeof l_odd, "mm_pv_odd"));
+    pair_pv(e, 0, vslot);
+    emit(e, "bra.uni %s;", new_label(e, l_done, sizeof l_done, "mm_pv_issued"));
+    emit_label(e, l_odd);
+    pair_pv(e, 1, vslot);
+    emit_label(e, l_done);
+    emit_note(e, "that V is free in both CTAs once these MMAs read it; O is final for that block");
+    op_umma_commit(e, 2, reg_find(e, "mm_pvempty"), reg_find(e, "mm_mask"));
+    pair_commit(e, s->bar_pv_done, 0);
+}
+
+/* Two or more KV slots (plan qk_ahead): per block S = Q K^T into S[it %% 2], whose commit also frees the
+ * slot's K (bar_kv_empty), then the PV of the block before (pending), so the tensor pipe computes S(i)
+ * while the softmax works on S(i-1). A block with no valid index first flushes the pending PV, then
+ * frees its K and V at once; the last pending PV follows the loop. */
+static void pair_mma_ahead(Emit *e)
+{
+    const SparsePlan100 *s = mla100(e->p);
+    Reg j = reg_b32(e, "mm_j"), stage = reg_b32(e, "mm_stage"), phase = reg_b32(e, "mm_phase");
+    Reg any = reg_pred(e, "mm_any"), it = reg_b32(e, "mm_it"), odd = reg_pred(e, "mm_odd");
+    Reg pit = reg_b32(e, "mm_pit"), pend = reg_pred(e, "mm_pend"), bar = reg_find(e, "mm_bar");
+    Reg vslot = reg_b32(e, "mm_vslot"), pvslot = reg_b32(e, "mm_pvslot"), empty = reg_b32(e, "mm_empty");
+    Reg vfull = reg_b32(e, "mm_vfull"), pvfull = reg_b32(e, "mm_pvfull"), pvph = reg_b32(e, "mm_pvph");
+    Reg vempty = reg_b32(e, "mm_vempty"), pvempty = reg_b32(e, "mm_pvempty"), mask = reg_find(e, "mm_mask");
+    Reg words[8];
+    char top[NAME], done[NAME], l_skip[NAME], l_odd[NAME], l_qk[NAME], l_nopv[NAME], l_next[NAME], l_end[NAME];
+    char l_flushed[NAME];
+    emit(e, "mov.u32 %s, 0;", R(e, it));
+    emit(e, "setp.ne.u32 %s, 0, 0;", R(e, pend));
+    mla100_loop_begin(e, "mm", j, stage, phase, top, done);
+    read_bits(e, "mm", stage, phase, words, any);
+    emit_note(e, "K rows of both CTAs (plan bar_kv_full); V is waited for by its PV");
+    smem_indexed(e, bar, s->bar_kv_full, stage, MBAR_BYTES);
+    op_mbar_wait(e, bar, phase);
+    smem_indexed(e, empty, s->bar_kv_empty, stage, MBAR_BYTES);
+    smem_indexed(e, vfull, s->bar_v_full, stage, MBAR_BYTES);
+    smem_indexed(e, vempty, s->bar_v_empty, stage, MBAR_BYTES);
+    emit(e, "@!%s bra %s;", R(e, any), new_label(e, l_skip, sizeof l_skip, "mm_skip"));
+    op_tc_fence_after(e);
+    smem_indexed(e, reg_b32(e, "mm_kslot"), s->off_kv, stage, s->kv_stage_bytes);
+    smem_indexed(e, vslot, s->off_v, stage, s->v_stage_bytes);
+    emit(e, "and.b32 %s, %s, 1;", R(e, reg_b32(e, "mm_buf")), R(e, it));
+    emit(e, "setp.ne.u32 %s, %%mm_buf, 0;", R(e, odd));
+    emit(e, "@%s bra %s;", R(e, odd), new_label(e, l_odd, sizeof l_odd, "mm_qk_odd"));
+    pair_qk(e, 0);
+    pair_commit(e, s->bar_s_full, 0);
+    emit(e, "bra.uni %s;", new_label(e, l_qk, sizeof l_qk, "mm_qk_issued"));
+    emit_label(e, l_odd);
+    pair_qk(e, 1);
+    pair_commit(e, s->bar_s_full, 1);
+    emit_label(e, l_qk);
+    emit_note(e, "the slot's K is free in both CTAs once QK read it: K of the block after next may land");
+    op_umma_commit(e, 2, empty, mask);
+    emit_note(e, "plan mma order: the block before this one gets its PV now, behind this block's QK");
+    emit(e, "@!%s bra %s;", R(e, pend), new_label(e, l_nopv, sizeof l_nopv, "mm_no_pv"));
+    pair_pending_pv(e);
+    emit_label(e, l_nopv);
+    emit(e, "mov.u32 %s, %s;", R(e, pit), R(e, it));
+    emit(e, "mov.u32 %s, %s;", R(e, pvslot), R(e, vslot));
+    emit(e, "mov.u32 %s, %s;", R(e, pvfull), R(e, vfull));
+    emit(e, "mov.u32 %s, %s;", R(e, pvph), R(e, phase));
+    emit(e, "mov.u32 %s, %s;", R(e, pvempty), R(e, vempty));
+    emit(e, "setp.eq.u32 %s, 0, 0;", R(e, pend));
+    emit(e, "add.u32 %s, %s, 1;", R(e, it), R(e, it));
+    emit(e, "bra.uni %s;", new_label(e, l_next, sizeof l_next, "mm_next"));
+    emit_label(e, l_skip);
+    emit_note(e, "no valid index: the pending PV goes now (the load waits for its V slot before it writes the bits");
+    emit_note(e, "of the block after next, and that block may be skipped too)");
+    emit(e, "@!%s bra %s;", R(e, pend), new_label(e, l_flushed, sizeof l_flushed, "mm_flushed"));
+    pair_pending_pv(e);
+    emit(e, "setp.ne.u32 %s, 0, 0;", R(e, pend));
+    emit_label(e, l_flushed);
+    emit_note(e, "no MMA reads the skipped slot: its K and V are free in both CTAs, V once both loads arrived on");
+    emit_note(e, "bar_v_full (each waited for the slot's previous release first)");
+    op_umma_commit(e, 2, empty, mask);
+    op_mbar_wait(e, vfull, phase);
+    op_umma_commit(e, 2, vempty, mask);
+    emit_label(e, l_next);
+    mla100_loop_end(e, j, stage, phase, s->stages, top, done);
+    emit(e, "@!%s bra %s;", R(e, pend), new_label(e, l_end, sizeof l_end, "mm_end"));
+    pair_pending_pv(e);
+    emit_label(e, l_end);
+    emit(e, "bra.uni $exit;");
+}
+
 static void pair_mma(Emit *e)
 {
     const Plan *p = e->p;
@@ -612,6 +801,10 @@ static void pair_mma(Emit *e)
     smem_at(e, bar, s->bar_q_full);
     op_mbar_wait_imm(e, bar, 0);
     if (q_split(p)) pair_q_copy(e);
+    if (s->qk_ahead) {
+        pair_mma_ahead(e);
+        return;
+    }
 
     Reg j = reg_b32(e, "mm_j"), stage = reg_b32(e, "mm_stage"), phase = reg_b32(e, "mm_phase");
     Reg any = reg_pred(e, "mm_any"), it = reg_b32(e, "mm_it"), odd = reg_pred(e, "mm_odd");
@@ -638,7 +831,7 @@ static void pair_mma(Emit *e)
         smem_at(e, bar, s->bar_p_full);
         op_mbar_wait(e, bar, par);
         op_tc_fence_after(e);
-        pair_pv(e, b);
+        pair_pv(e, b, reg_find(e, "mm_vslot"));
         pair_commit(e, s->bar_pv_done, 0);
         if (!b) emit(e, "bra.uni %s;", new_label(e, l_next, sizeof l_next, "mm_issued"));
     }

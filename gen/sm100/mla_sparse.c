@@ -228,6 +228,7 @@ static void pair_smem(Plan *p)
     s->v_stage_bytes = s->v_chunk_bytes * (uint32_t)s->v_chunks;
     s->q_smem_chunks = p->cfg.q_smem_depth / p->chunk_elems;
     s->q_smem_steps = p->cfg.q_smem_depth / s->mma_k;
+    s->qk_ahead = s->stages > 1 && !s->kv_fp8; /* K of block i+1 must sit in the other slot while V of block i is read */
     s->off_q = plan_smem(p, "q", s->q_chunk_bytes * (uint32_t)s->q_smem_chunks, 1024,
                          s->q_smem_chunks < p->qk_chunks
                              ? "Q: this CTA's 64 heads x q_smem_depth, 128B-swizzled chunks (the rest: TMEM)"
@@ -244,20 +245,30 @@ static void pair_smem(Plan *p)
                             "validity bits of a block, bit c = position c (ring)");
     uint32_t own = s->kv_stage_bytes + s->v_stage_bytes;
     s->tx_q = 2 * s->q_chunk_bytes * (uint32_t)p->qk_chunks; /* both CTAs' loads land on the even CTA's barriers */
-    s->tx_kv = 2 * own;
+    s->tx_kv = s->qk_ahead ? 2 * s->kv_stage_bytes : 2 * own; /* qk_ahead: K on bar_kv_full, V on bar_v_full */
+    s->tx_v = s->qk_ahead ? 2 * s->v_stage_bytes : 0;
     s->pair_arrivals = 2 * sfx;
     if (s->kv_fp8) raw_smem(p, s->block);
     s->bar_q_full = plan_mbar(p, "bar_q_full", 1, 1, "even CTA: both CTAs' Q landed (tx)");
     if (s->kv_fp8)
         s->bar_kv_full = plan_mbar(p, "bar_kv_full", s->stages, 2 * MLA_DQ_WARPS * MLA_WARP,
                                    "even CTA: both CTAs' dequant warpgroups wrote their bf16 slot");
+    else if (s->qk_ahead)
+        s->bar_kv_full = plan_mbar(p, "bar_kv_full", s->stages, 1, "even CTA: both CTAs' K rows of a slot landed (tx)");
     else
         s->bar_kv_full = plan_mbar(p, "bar_kv_full", s->stages, 1, "even CTA: both CTAs' rows of a slot landed (tx)");
     s->bar_mask_full = plan_mbar(p, "bar_mask_full", s->stages, 1,
                                  s->kv_fp8 ? "this CTA's validity bits of a slot written (dequant thread 0)"
                                            : "this CTA's validity bits of a slot written");
     s->bar_kv_empty = plan_mbar(p, "bar_kv_empty", s->stages, 1 + sfx,
-                                "the MMAs (multicast commit) and this CTA's softmax are done with a slot");
+                                s->qk_ahead ? "the QK MMAs (multicast commit) and this CTA's softmax are done with a "
+                                              "slot's K rows and bits"
+                                            : "the MMAs (multicast commit) and this CTA's softmax are done with a slot");
+    if (s->qk_ahead) {
+        s->bar_v_full = plan_mbar(p, "bar_v_full", s->stages, 2,
+                                  "even CTA: both CTAs' loads saw a slot's V free, their V columns landed (tx)");
+        s->bar_v_empty = plan_mbar(p, "bar_v_empty", s->stages, 1, "commit (both CTAs): the PV MMAs are done with a slot's V");
+    }
     s->bar_s_full = plan_mbar(p, "bar_s_full", MLA100_SBUFS, 1, "commit (both CTAs): S of a buffer written");
     s->bar_p_full = plan_mbar(p, "bar_p_full", 1, s->pair_arrivals, "even CTA: both CTAs' P written, O rescaled");
     s->bar_pv_done = plan_mbar(p, "bar_pv_done", 1, 1, "commit (both CTAs): O += P V of a block done");
@@ -291,8 +302,9 @@ static void mla_roles(Plan *p)
               s->cta_group == 2 ? "S rows by warp pairs (key halves meet in smem), mask, lazy max, P, O rescale, epilogue"
                                 : "S rows by lane pairs, mask, lazy max, P to TMEM, O rescale, epilogue");
     plan_role(p, "mma", s->warp_mma, 1, p->entry_regs,
-              s->cta_group == 2 ? "TMEM alloc/free; the even CTA's lane 0 issues every tcgen05.mma of the pair"
-                                : "TMEM alloc/free; one thread issues every tcgen05.mma");
+              s->cta_group != 2 ? "TMEM alloc/free; one thread issues every tcgen05.mma"
+              : s->qk_ahead     ? "TMEM alloc/free; even CTA lane 0 issues the pair's MMAs: QK(i+1) before PV(i)"
+                                : "TMEM alloc/free; the even CTA's lane 0 issues every tcgen05.mma of the pair");
     plan_role(p, "load", s->warp_load, 1, p->entry_regs, "Q (TMA), indices and validity bits, rows (TMA gather4)");
     if (s->kv_fp8)
         plan_role(p, "dequant", s->warp_dq, MLA_DQ_WARPS, p->entry_regs,
@@ -407,8 +419,19 @@ static int pair_plan(Plan *p, char *err, size_t n)
     plan_note(p, "pv mma", "2 x %d x M%d N%d K%d TS cta_group::2 per block (idesc 0x%08X)", s->pv_steps,
               2 * s->heads, s->o_cols, s->mma_k, s->idesc_pv);
     plan_note(p, "mma per kv block", "%d (QK %d, PV 2 x %d)", s->qk_steps + 2 * s->pv_steps, s->qk_steps, s->pv_steps);
-    plan_note(p, "mma issue sites", "%d (%d S buffers x (QK %d + PV %d))",
-              MLA100_SBUFS * (s->qk_steps + 2 * s->pv_steps), MLA100_SBUFS, s->qk_steps, 2 * s->pv_steps);
+    if (s->qk_ahead) {
+        plan_note(p, "mma order", "S[i%%2] = Q K(i) (commit frees K: bar_kv_empty), then O += P[(i-1)%%2] "
+                  "V(i-1) after bar_p_full + bar_v_full (commit frees V: bar_v_empty); softmax(i-1) beside QK(i)");
+        /* each S buffer's PV sits at three places (after the next block's QK, at a skipped block, after
+         * the loop): tests/ptxas/mla_sm100.sh counts them in the SASS */
+        plan_note(p, "mma issue sites", "%d (%d S buffers x (QK %d + 3 x PV %d))",
+                  MLA100_SBUFS * (s->qk_steps + 3 * 2 * s->pv_steps), MLA100_SBUFS, s->qk_steps, 2 * s->pv_steps);
+    } else {
+        plan_note(p, "mma order", "S[i%%2] = Q K(i), then O += P[i%%2] V(i) once its P is in (bar_p_full): one KV "
+                  "slot, the next block lands after this PV");
+        plan_note(p, "mma issue sites", "%d (%d S buffers x (QK %d + PV %d))",
+                  MLA100_SBUFS * (s->qk_steps + 2 * s->pv_steps), MLA100_SBUFS, s->qk_steps, 2 * s->pv_steps);
+    }
     if (s->kv_fp8) {
         plan_note(p, "gather", "%d x gather4 per block and CTA (every row: %d rows x %d boxes of %d B, e4m3), %u bytes",
                   s->block / 4 * s->raw_chunks, s->block, s->raw_chunks, s->raw_box, s->tx_raw);
@@ -421,7 +444,7 @@ static int pair_plan(Plan *p, char *err, size_t n)
     }
     plan_note(p, "gather", "%d x gather4 per block and CTA (K: %d rows x %d chunks; V: %d rows x %d chunks), %u bytes "
               "the pair", s->k_rows / 4 * p->qk_chunks + s->block / 4 * s->v_chunks, s->k_rows, p->qk_chunks,
-              s->block, s->v_chunks, s->tx_kv);
+              s->block, s->v_chunks, s->tx_kv + s->tx_v);
     plan_note(p, "tma issue sites", "%d (gather4 %d, Q %d)", 2 * p->qk_chunks + s->v_chunks,
               p->qk_chunks + s->v_chunks, p->qk_chunks);
     return 0;

@@ -7,7 +7,8 @@
 # The script generates the kernel, applies the change with awk, checks that the
 # mutant differs from the original in exactly that line and that ptxas still
 # assembles it (a mutant ptxas rejects proves nothing about the simulator), then
-# runs the case on the simulator with FA4SIM_PTX_REPLACE=mutant (tests/sim/cuda.c),
+# runs the case on the simulator (sim_mha; sim_mla for the MLA kernel) with
+# FA4SIM_PTX_REPLACE=mutant (tests/sim/cuda.c),
 # so the mutant goes through the runtime's real launch path. It must be caught:
 # sim_mha FAILs with a simulator report (hazard / deadlock / fault; its first
 # line is printed) or with a numeric mismatch (the relL2 .. nan fields printed).
@@ -39,9 +40,10 @@ cd "$(dirname "$0")/../.." || exit 2
 ROOT=$(pwd)
 FA4GEN=build/fa4gen
 SIM_MHA=build/sim/sim_mha
+SIM_MLA=build/sim/sim_mla
 SIMLIB=build/sim/libcuda.so.1
-for f in "$FA4GEN" "$SIM_MHA" "$SIMLIB"; do
-    [ -x "$f" ] || [ -f "$f" ] || { echo "mutants: $f missing (make build/fa4gen build/sim/libcuda.so.1 build/sim/sim_mha)"; exit 2; }
+for f in "$FA4GEN" "$SIM_MHA" "$SIM_MLA" "$SIMLIB"; do
+    [ -x "$f" ] || [ -f "$f" ] || { echo "mutants: $f missing (make build/fa4gen build/sim/libcuda.so.1 build/sim/sim_mha build/sim/sim_mla)"; exit 2; }
 done
 
 if [ -n "${MUTANTS_KEEP:-}" ]; then
@@ -81,20 +83,32 @@ CASE_2="target=sm100a dtype=bf16 sq=512 sk=512 hq=1 qk=128 mask=causal config=ct
 CASE_9="target=sm90a dtype=bf16 sq=512 sk=512 hq=1 qk=128 mask=causal config=rescale=0"
 # split-KV decode (issue 15): GQA 16/2 packed into the sm_90a tile, 3 splits of 6 kv blocks, causal
 CASE_3="target=sm90a dtype=bf16 sq=4 sk=1000 hq=16 hkv=2 qk=128 mask=causal splits=3"
-ARCH_1=sm_100a ARCH_2=sm_100a ARCH_9=sm_90a ARCH_3=sm_90a
-CC_1=100 CC_2=100 CC_9=90 CC_3=90
-SMS_1=4 SMS_2=4 SMS_9=1 SMS_3=2
+# Kernel 4: the sm_100a sparse MLA head-128 kernel with two KV slots (sim_mla; MLA_4 names its config,
+# as sim_mla has no --plan, and the setup's entry check proves the runtime picked that kernel). topk 640
+# in blocks of 64 with 99% of the indices invalid: about 6 valid positions a row, so whole blocks are
+# skipped between processed ones (the MMA warp's pending PV is flushed there).
+CASE_4='target=sm100a sq=4 skv=2000 hq=128 dqk=576 topk=640 invalid=0.99 config="cta_group=2 b_topk=64 num_mbars=2"'
+MLA_4="mla-sparse target=sm100a dtype=bf16 qk=576 cta_group=2 b_topk=64 num_mbars=2"
+ARCH_1=sm_100a ARCH_2=sm_100a ARCH_9=sm_90a ARCH_3=sm_90a ARCH_4=sm_100a
+CC_1=100 CC_2=100 CC_9=90 CC_3=90 CC_4=100
+SMS_1=4 SMS_2=4 SMS_9=1 SMS_3=2 SMS_4=4
 SEED=${MUTANTS_SEED:-1}
 
 # run_case KERNEL PTXFILE: runs KERNEL's case with PTXFILE in place of the kernel;
-# leaves stdout / stderr in $WORK/out, $WORK/err and returns sim_mha's status.
+# leaves stdout / stderr in $WORK/out, $WORK/err and returns sim_mha's (sim_mla's) status.
+# An MLA case goes through a one-line cases file (its config="..." value holds spaces).
 run_case()
 {
-    eval "rc_case=\$CASE_$1 rc_cc=\$CC_$1 rc_sms=\$SMS_$1"
+    eval "rc_case=\$CASE_$1 rc_cc=\$CC_$1 rc_sms=\$SMS_$1 rc_mla=\${MLA_$1:-}"
+    rc_sim=$SIM_MHA
+    if [ -n "$rc_mla" ]; then
+        printf '%s\n' "$rc_case" >"$WORK/case_$1.txt"
+        rc_sim=$SIM_MLA rc_case="--cases $WORK/case_$1.txt"
+    fi
     # shellcheck disable=SC2086 # the case is words
     FA4GEN_COMPILER=driver-ptx FA4GEN_CACHE_DIR="$WORK/cache_$1" FA4SIM_CC=$rc_cc FA4SIM_SMS=$rc_sms FA4SIM_SEED=$SEED \
         FA4SIM_PTX_REPLACE="$2" LD_LIBRARY_PATH="$ROOT/build/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-        $TIMEOUT "$SIM_MHA" --quiet $rc_case >"$WORK/out" 2>"$WORK/err"
+        $TIMEOUT "$rc_sim" --quiet $rc_case >"$WORK/out" 2>"$WORK/err"
 }
 
 # assemble KERNEL PTXFILE: 0 when ptxas takes it (or there is no ptxas)
@@ -109,14 +123,17 @@ assemble()
 # that it assembles, that the runtime loads the same entry and that it PASSes.
 setup()
 {
-    eval "su_case=\$CASE_$1"
-    # shellcheck disable=SC2086
-    su_config=$("$SIM_MHA" --plan --quiet $su_case | sed -n 's/^  -> //p')
-    case $su_config in
-    mha\ *) ;;
-    *) echo "mutants: setup: sim_mha --plan $su_case printed no config"; exit 2 ;;
-    esac
-    "$FA4GEN" mha --config "$su_config" -o "$WORK/k$1.ptx" || { echo "mutants: setup: fa4gen --config '$su_config' failed"; exit 2; }
+    eval "su_case=\$CASE_$1 su_config=\${MLA_$1:-}"
+    if [ -z "$su_config" ]; then
+        # shellcheck disable=SC2086
+        su_config=$("$SIM_MHA" --plan --quiet $su_case | sed -n 's/^  -> //p')
+        case $su_config in
+        mha\ *) ;;
+        *) echo "mutants: setup: sim_mha --plan $su_case printed no config"; exit 2 ;;
+        esac
+    fi
+    "$FA4GEN" "${su_config%% *}" --config "$su_config" -o "$WORK/k$1.ptx" ||
+        { echo "mutants: setup: fa4gen --config '$su_config' failed"; exit 2; }
     if ! assemble "$1" "$WORK/k$1.ptx"; then
         echo "mutants: setup: ptxas rejects the unmutated kernel $1:"; head -5 "$WORK/ptxas.log"; exit 2
     fi
@@ -254,8 +271,9 @@ mutant()
 
 setup 1
 setup 2
-setup 9
 setup 3
+setup 4
+setup 9
 
 # ------------------------------------------------------------ sm_100a, one CTA per tile
 # UMMA smem descriptors: the MMA warp builds them as {lo, hi}; hi holds SBO>>4 in bits
@@ -312,6 +330,29 @@ mutant 2 pair_no_fence_p_masked 'P visible to the MMA warp' 2 'tcgen05[.]fence::
 mutant 2 pair_expect_tx_q_minus16 'Q tile 0: box' 1 'mbarrier[.]arrive[.]expect_tx' 1 add -16
 # the commits' multicast mask 0b11 -> 0b01: the odd CTA never hears that its S is ready
 mutant 2 pair_commit_mask 'the pair: commits arrive on the barrier' 1 'mov[.]b16 %mm_mask, [0-9]+;' 1 add -2
+
+# ------------------------------------------------------------ sm_100a sparse MLA, head-128, two KV slots
+# The MMA warp issues QK of block i, then PV of block i-1 (plan note "mma order"): the pending PV
+#   reads the other S buffer (P of block i-1), not the one QK(i) just wrote
+mutant 4 mla_ahead_pv_buffer 'plan mma order: the block before this one' 1 'setp[.]ne[.]u32 %mm_podd, %mm_ppar, 0;' 1 \
+    sub ', 0;' ', 1;'
+#   and waits for that block's P (both CTAs' softmax) before it issues
+mutant 4 mla_ahead_no_wait_p 'plan mma order: the block before this one' 1 'mbarrier[.]try_wait' 1 \
+    sub 'mbarrier[.]try_wait[^ ]* %p_wait, [^;]*;' 'mov.pred %p_wait, 1;'
+#   and for its V (K and V land apart: bar_kv_full, bar_v_full)
+mutant 4 mla_ahead_no_wait_v 'and its V columns landed in both CTAs' 1 'mbarrier[.]try_wait' 1 \
+    sub 'mbarrier[.]try_wait[^ ]* %p_wait, [^;]*;' 'mov.pred %p_wait, 1;'
+#   the load gathers V of the block after next only once that PV released the slot's V (bar_v_empty)
+mutant 4 mla_ahead_load_no_wait_v_empty 'V of the slot.s last block may still be read by its PV' 1 'mbarrier[.]try_wait' 1 \
+    sub 'mbarrier[.]try_wait[^ ]* %p_wait, [^;]*;' 'mov.pred %p_wait, 1;'
+#   a skipped block flushes the pending PV and clears it: kept pending, that PV is issued twice
+mutant 4 mla_ahead_skip_pending 'no valid index: the pending PV goes now' 1 \
+    'setp[.]ne[.]u32 %mm_pend, 0, 0;' 1 del
+#   not flushed there, the PV waits for the next processed block's QK, but the load waits for the V that
+#   PV frees before it writes the bits of the block after a second skipped one (a deadlock only when two
+#   skipped blocks follow a processed one: the case has them)
+mutant 4 mla_ahead_skip_no_flush 'no valid index: the pending PV goes now' 1 \
+    '@!%mm_pend bra ' 1 sub '@!%mm_pend bra ' 'bra.uni '
 
 # ------------------------------------------------------------ sm_90a (FA4SIM_CC=90)
 # the wgmma.wait_group 0 after the first block's S = Q K^T: S read while in flight

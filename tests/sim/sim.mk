@@ -24,7 +24,7 @@ sim-test: $(B)/fa4gen $(SIMCUDA) build/sim/sim_mha build/sim/sim_varlen build/si
 	@sh tests/sim/run.sh
 
 .PHONY: sim-mutants
-sim-mutants: build/fa4gen $(SIMCUDA) build/sim/sim_mha
+sim-mutants: build/fa4gen $(SIMCUDA) build/sim/sim_mha build/sim/sim_mla
 	sh tests/sim/mutants.sh
 
 # the core on hand-written PTX (links the simulator's driver itself)

@@ -469,8 +469,20 @@ static void test_mla_sparse_plan(void **state)
         for (const char *t = ptx; (t = strstr(t, "tcgen05.cp.cta_group::2.64x128b.warpx2::02_13")); t++) cps++;
         for (const char *t = ptx; (t = strstr(t, "kind::f16 [%mm_d], [%mm_a]")); t++) ts++;
         assert_int_equal(cps, 48);
-        assert_int_equal(ts, 2 * (24 + 8)); /* two S buffers: 24 QK steps from TMEM + 8 PV (P from TMEM) */
+        /* two S buffers: 24 QK steps from TMEM + 8 PV (P from TMEM) at three sites (qk_ahead: after the next
+         * block's QK, at a skipped block, after the loop) */
+        assert_int_equal(ts, 2 * (24 + 3 * 8));
+        /* QK(i+1) before PV(i): K and V of a slot on barriers of their own, the bytes split between them */
+        assert_int_equal(s->qk_ahead, 1);
+        assert_int_equal(s->tx_kv, 2 * s->kv_stage_bytes), assert_int_equal(s->tx_v, 2 * s->v_stage_bytes);
+        assert_true(s->bar_v_full != s->bar_v_empty && s->bar_v_full != s->bar_kv_full);
         free(ptx);
+        config_init(&c);
+        assert_int_equal(config_apply_text(&c, "mla-sparse target=sm100a qk=576 cta_group=2 b_topk=64 num_mbars=1",
+                                           err, sizeof err), 0);
+        assert_int_equal(plan_make(&c, &plan, err, sizeof err), 0);
+        assert_int_equal(mla100(&plan)->qk_ahead, 0); /* one slot: each block's PV follows its QK */
+        assert_int_equal(mla100(&plan)->tx_v, 0);
     }
     /* the pair: M 128 over both CTAs (64 heads each), QK N = b_topk 128 (64 keys from each CTA), PV N 256
      * (128 V columns from each CTA) twice; V chunks of 128 rows */
