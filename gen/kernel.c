@@ -308,6 +308,31 @@ static void tile_coords(Emit *e, int packed)
 void mha_tile_coords(Emit *e) { tile_coords(e, 0); }
 void mha_tile_coords_packed(Emit *e) { tile_coords(e, 1); }
 
+void mla_tile_coords(Emit *e, int heads, int pair, int block)
+{
+    const char *src = pair ? "%clusterid.x" : "%ctaid.x";
+    int tile_heads = pair ? 2 * heads : heads;
+    Reg nhb = reg_b32(e, "head_blocks"), tile = reg_b32(e, "tile"), rank = pair ? reg_b32(e, "cta_rank") : REG_NONE;
+    if (pair)
+        emit_note(e, "plan: tiles = s_q tokens x ceil(h_q / %d) head blocks, one CTA pair each; CTA r takes heads +%d r",
+                  tile_heads, heads);
+    else
+        emit_note(e, "plan: tiles = s_q tokens x ceil(h_q / %d) head blocks, one CTA each", heads);
+    emit(e, "add.u32 %s, %%heads_q, %d;", R(e, nhb), tile_heads - 1);
+    emit(e, "div.u32 %s, %s, %d;", R(e, nhb), R(e, nhb), tile_heads);
+    emit(e, "mov.u32 %s, %s;", R(e, tile), src);
+    if (pair) emit(e, "mov.u32 %s, %%cluster_ctarank;", R(e, rank));
+    emit(e, "div.u32 %s, %s, %s;", reg(e, "b32", "tok"), R(e, tile), R(e, nhb));
+    emit(e, "rem.u32 %s, %s, %s;", reg(e, "b32", "h0"), R(e, tile), R(e, nhb));
+    emit(e, "mul.lo.u32 %%h0, %%h0, %d;", tile_heads);
+    if (pair) {
+        emit(e, "mad.lo.u32 %%h0, %s, %d, %%h0;", R(e, rank), heads);
+        emit(e, "setp.eq.u32 %s, %s, 0;", reg(e, "pred", "is_lead"), R(e, rank));
+        emit(e, "mov.u32 %s, 0;", reg(e, "b32", "lead_rank"));
+    }
+    emit(e, "shr.u32 %s, %%topk, %d;", reg(e, "b32", "nblk"), __builtin_ctz((unsigned)block));
+}
+
 void kernel_params(Emit *e)
 {
     const Plan *p = e->p;

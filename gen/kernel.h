@@ -27,6 +27,10 @@ void kernel_coords(Emit *e);
 /* Every parameter of the plan's list into a register of its name: a tensor map's generic address,
  * else the scalar loaded (the families whose prologue reads its list whole). */
 void kernel_params(Emit *e);
+/* Sparse MLA's tile (every target): %tok, the query token, and %h0, the first of its `heads` query heads,
+ * from %ctaid.x (pair 0) or %clusterid.x with %cta_rank, %is_lead, %lead_rank (pair 1: CTA r takes heads
+ * +heads r); %nblk = topk / block (a power of two). */
+void mla_tile_coords(Emit *e, int heads, int pair, int block);
 
 /* Registers defined by mha_prologue():
  *   %thread %warp %lane %wg           thread coordinates (u32)

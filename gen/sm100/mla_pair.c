@@ -46,21 +46,7 @@ static void pair_prologue(Emit *e)
     emit_section(e, "prologue: thread coordinates, parameters, this cluster's token and this CTA's heads");
     kernel_coords(e);
     kernel_params(e);
-    int pair_heads = 2 * s->heads;
-    Reg nhb = reg_b32(e, "head_blocks"), tile = reg_b32(e, "tile"), rank = reg_b32(e, "cta_rank");
-    emit_note(e, "plan: tiles = s_q tokens x ceil(h_q / %d) head blocks, one CTA pair each; CTA r takes heads +%d r",
-              pair_heads, s->heads);
-    emit(e, "add.u32 %s, %%heads_q, %d;", R(e, nhb), pair_heads - 1);
-    emit(e, "div.u32 %s, %s, %d;", R(e, nhb), R(e, nhb), pair_heads);
-    emit(e, "mov.u32 %s, %%clusterid.x;", R(e, tile));
-    emit(e, "mov.u32 %s, %%cluster_ctarank;", R(e, rank));
-    emit(e, "div.u32 %s, %s, %s;", reg(e, "b32", "tok"), R(e, tile), R(e, nhb));
-    emit(e, "rem.u32 %s, %s, %s;", reg(e, "b32", "h0"), R(e, tile), R(e, nhb));
-    emit(e, "mul.lo.u32 %%h0, %%h0, %d;", pair_heads);
-    emit(e, "mad.lo.u32 %%h0, %s, %d, %%h0;", R(e, rank), s->heads);
-    emit(e, "setp.eq.u32 %s, %s, 0;", reg(e, "pred", "is_lead"), R(e, rank));
-    emit(e, "mov.u32 %s, 0;", reg(e, "b32", "lead_rank"));
-    emit(e, "shr.u32 %s, %%topk, %d;", reg(e, "b32", "nblk"), __builtin_ctz((unsigned)s->block));
+    mla_tile_coords(e, s->heads, 1, s->block);
 }
 
 static void pair_barrier_init(Emit *e)

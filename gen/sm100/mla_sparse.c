@@ -513,15 +513,7 @@ static void mla_prologue(Emit *e)
     emit_section(e, "prologue: thread coordinates, parameters, smem base, this CTA's token and heads");
     kernel_coords(e);
     kernel_params(e);
-    Reg nhb = reg_b32(e, "head_blocks"), tile = reg_b32(e, "tile");
-    emit_note(e, "plan: tiles = s_q tokens x ceil(h_q / %d) head blocks, one CTA each", s->heads);
-    emit(e, "add.u32 %s, %%heads_q, %d;", R(e, nhb), s->heads - 1);
-    emit(e, "div.u32 %s, %s, %d;", R(e, nhb), R(e, nhb), s->heads);
-    emit(e, "mov.u32 %s, %%ctaid.x;", R(e, tile));
-    emit(e, "div.u32 %s, %s, %s;", reg(e, "b32", "tok"), R(e, tile), R(e, nhb));
-    emit(e, "rem.u32 %s, %s, %s;", reg(e, "b32", "h0"), R(e, tile), R(e, nhb));
-    emit(e, "mul.lo.u32 %%h0, %%h0, %d;", s->heads);
-    emit(e, "shr.u32 %s, %%topk, %d;", reg(e, "b32", "nblk"), __builtin_ctz((unsigned)s->block));
+    mla_tile_coords(e, s->heads, 0, s->block);
 }
 
 static void mla_barrier_init(Emit *e)

@@ -192,15 +192,7 @@ static void mla_prologue(Emit *e)
     emit_section(e, "prologue: thread coordinates, parameters, smem base, this CTA's token and heads");
     kernel_coords(e);
     kernel_params(e);
-    const char *nhb = reg(e, "b32", "head_blocks"), *tile = reg(e, "b32", "tile");
-    emit_note(e, "plan: tiles = s_q tokens x ceil(h_q / %d) head blocks, one CTA each", s->heads);
-    emit(e, "add.u32 %s, %%heads_q, %d;", nhb, s->heads - 1);
-    emit(e, "div.u32 %s, %s, %d;", nhb, nhb, s->heads);
-    emit(e, "mov.u32 %s, %%ctaid.x;", tile);
-    emit(e, "div.u32 %s, %s, %s;", reg(e, "b32", "tok"), tile, nhb);
-    emit(e, "rem.u32 %s, %s, %s;", reg(e, "b32", "h0"), tile, nhb);
-    emit(e, "mul.lo.u32 %%h0, %%h0, %d;", s->heads);
-    emit(e, "shr.u32 %s, %%topk, %d;", reg(e, "b32", "nblk"), __builtin_ctz((unsigned)s->block));
+    mla_tile_coords(e, s->heads, 0, s->block);
     emit_note(e, "the consumers take the blocks in pairs (2j: consumer 0, 2j+1: consumer 1); an odd count "
                  "gets a last block of invalid positions");
     emit(e, "add.u32 %s, %%nblk, 1;", reg(e, "b32", "npair"));
