@@ -158,3 +158,162 @@ void check(Checks *k, int ok, const char *fmt, ...)
     printf("\n");
     va_end(ap);
 }
+
+int case_key(const CaseSyntax *sx, const char *key)
+{
+    for (int i = 0; i < sx->nkeys; i++)
+        if (!strcmp(key, sx->keys[i])) return i;
+    return -1;
+}
+
+/* Applies one "key=value" word; seen[] catches repeats. */
+static int case_word(const CaseSyntax *sx, void *c, int *seen, const char *word, char *err, size_t n)
+{
+    const char *eq = strchr(word, '=');
+    char key[32];
+    if (!eq || eq == word || (size_t)(eq - word) >= sizeof key)
+        return errf(err, n, "'%s': expected key=value", word);
+    memcpy(key, word, (size_t)(eq - word));
+    key[eq - word] = 0;
+    int k = case_key(sx, key);
+    if (k < 0) {
+        char list[512] = "";
+        for (int i = 0; i < sx->nkeys; i++) snprintf(list + strlen(list), sizeof list - strlen(list), " %s", sx->keys[i]);
+        return errf(err, n, "unknown key '%s' (keys:%s)", key, list);
+    }
+    if (seen[k]) return errf(err, n, "key '%s' given twice", key);
+    seen[k] = 1;
+    return sx->set_key(c, k, eq + 1, err, n);
+}
+
+int case_words(const CaseSyntax *sx, char words[][WORD_MAX], int count, void *c, char *err, size_t n)
+{
+    int seen[KEYS_MAX] = {0};
+    sx->defaults(c);
+    for (int i = 0; i < count; i++)
+        if (case_word(sx, c, seen, words[i], err, n)) return -1;
+    return sx->finish(c, seen, err, n);
+}
+
+int case_line(const CaseSyntax *sx, const char *line, void *c, char *err, size_t n)
+{
+    char words[WORDS_MAX][WORD_MAX];
+    int count = split_words(line, words, WORDS_MAX, err, n);
+    if (count <= 0) return count;
+    return case_words(sx, words, count, c, err, n) ? -1 : 1;
+}
+
+int case_list_add(const CaseSyntax *sx, CaseList *l, const void *c)
+{
+    if (l->n == l->cap) {
+        int cap = l->cap ? l->cap * 2 : 64;
+        void *v = realloc(l->v, sx->size * (size_t)cap);
+        if (!v) return -1;
+        l->v = v, l->cap = cap;
+    }
+    memcpy((char *)l->v + sx->size * (size_t)l->n++, c, sx->size);
+    return 0;
+}
+
+int case_load(const CaseSyntax *sx, const char *path, CaseList *l)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "%s: cannot open %s: %s\n", sx->prog, path, strerror(errno));
+        return -1;
+    }
+    char line[LINE_MAX_CHARS], err[512];
+    void *c = malloc(sx->size);
+    int lineno = 0, rc = c ? 0 : -1;
+    while (c && fgets(line, sizeof line, f)) {
+        lineno++;
+        if (!strchr(line, '\n') && !feof(f)) {
+            fprintf(stderr, "%s: %s:%d: line longer than %d characters\n", sx->prog, path, lineno, LINE_MAX_CHARS - 2);
+            rc = -1;
+            break;
+        }
+        int k = case_line(sx, line, c, err, sizeof err);
+        if (k < 0) {
+            fprintf(stderr, "%s: %s:%d: %s\n", sx->prog, path, lineno, err);
+            rc = -1; /* report every bad line, then stop */
+        } else if (k > 0 && case_list_add(sx, l, c)) {
+            rc = -1;
+            break;
+        }
+    }
+    if (!c || (rc && lineno == 0)) fprintf(stderr, "%s: out of memory\n", sx->prog);
+    free(c);
+    fclose(f);
+    if (!rc && !l->n) {
+        fprintf(stderr, "%s: %s holds no case\n", sx->prog, path);
+        rc = -1;
+    }
+    return rc;
+}
+
+int parse_u64(const char *v, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    if (!*v || *v == '-' || *v == '+' || *v == ' ') return -1;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (*end || errno) return -1;
+    *out = x;
+    return 0;
+}
+
+int case_argv(const CaseSyntax *sx, int argc, char **argv, Opts *o, char words[][WORD_MAX], int *nwords)
+{
+    *nwords = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--self-test")) o->self_test = 1;
+        else if (!strcmp(a, "--quiet")) o->quiet = 1;
+        else if (!strcmp(a, "--no-skip")) o->no_skip = 1;
+        else if (sx->has_plan && !strcmp(a, "--plan")) o->plan = 1;
+        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            sx->usage(stdout);
+            exit(0);
+        } else if (!strcmp(a, "--seed") || !strcmp(a, "--cases") || !strcmp(a, "--dump") || !strcmp(a, "--compare")) {
+            if (!val) return fprintf(stderr, "%s: %s needs a value\n", sx->prog, a), 2;
+            i++;
+            if (!strcmp(a, "--seed") && parse_u64(val, &o->seed))
+                return fprintf(stderr, "%s: --seed %s: expected an unsigned integer\n", sx->prog, val), 2;
+            if (!strcmp(a, "--cases")) o->cases_file = val;
+            if (!strcmp(a, "--dump")) o->dump_dir = val;
+            if (!strcmp(a, "--compare")) o->compare_dir = val;
+        } else {
+            /* a case word: key=value, --key=value or --key value */
+            const char *w = a[0] == '-' && a[1] == '-' ? a + 2 : a;
+            char word[WORD_MAX];
+            if (a != w && !strchr(w, '=')) {
+                if (case_key(sx, w) < 0) return fprintf(stderr, "%s: unknown option %s\n", sx->prog, a), sx->usage(stderr), 2;
+                if (!val) return fprintf(stderr, "%s: %s needs a value\n", sx->prog, a), 2;
+                snprintf(word, sizeof word, "%s=%s", w, val);
+                i++;
+            } else if (!strchr(w, '=')) {
+                return fprintf(stderr, "%s: unexpected argument '%s'\n", sx->prog, a), sx->usage(stderr), 2;
+            } else {
+                snprintf(word, sizeof word, "%s", w);
+            }
+            if (*nwords == WORDS_MAX) return fprintf(stderr, "%s: more than %d case words\n", sx->prog, WORDS_MAX), 2;
+            snprintf(words[(*nwords)++], WORD_MAX, "%s", word);
+        }
+    }
+    return 0;
+}
+
+int case_collect(const CaseSyntax *sx, const Opts *o, char words[][WORD_MAX], int nwords, CaseList *l)
+{
+    if (o->cases_file && nwords)
+        return fprintf(stderr, "%s: give --cases FILE or one case's words, not both\n", sx->prog), -1;
+    if (o->cases_file) return case_load(sx, o->cases_file, l);
+    if (!nwords) return fprintf(stderr, "%s: no case (--cases FILE or case words)\n", sx->prog), sx->usage(stderr), -1;
+    void *c = malloc(sx->size);
+    char err[512];
+    int rc = !c ? -1 : case_words(sx, words, nwords, c, err, sizeof err) ? (fprintf(stderr, "%s: case: %s\n", sx->prog, err), -1)
+                                                                     : case_list_add(sx, l, c);
+    free(c);
+    return rc;
+}

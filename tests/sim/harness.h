@@ -9,7 +9,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum { WORD_MAX = 256 }; /* one key=value word of a case */
+#include <stdio.h>
+
+enum {
+    WORD_MAX = 256,        /* one key=value word of a case */
+    WORDS_MAX = 32,        /* words in one case */
+    LINE_MAX_CHARS = 2048, /* one line of a cases file */
+    KEYS_MAX = 64,         /* keys of a runner's case syntax */
+};
 
 int errf(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
@@ -47,6 +54,45 @@ uint64_t fnv1a(const void *data, size_t n, uint64_t h);
 double now_s(void);
 /* |a - b|, 0 for equal values (infinities included) and for two NaNs, inf for one NaN. */
 double abs_diff(double a, double b);
+
+/* A runner's case syntax: its key names (each given at most once), the size of its Case, and the
+ * functions that reset a case, set key k from a value, and check a finished one (seen[k]: key k was
+ * given). prog starts every message; usage prints the runner's usage; has_plan: --plan is an option. */
+typedef struct CaseSyntax {
+    const char *prog;
+    const char *const *keys;
+    int nkeys;
+    size_t size;
+    void (*defaults)(void *c);
+    int (*set_key)(void *c, int k, const char *v, char *err, size_t n);
+    int (*finish)(void *c, const int *seen, char *err, size_t n);
+    void (*usage)(FILE *f);
+    int has_plan;
+} CaseSyntax;
+typedef struct CaseList {
+    void *v; /* n cases of the syntax's size */
+    int n, cap;
+} CaseList;
+/* The runner's options (common to the runners; --plan only where has_plan). */
+typedef struct Opts {
+    uint64_t seed;
+    const char *cases_file, *dump_dir, *compare_dir;
+    int quiet, self_test, plan, no_skip;
+} Opts;
+
+int case_key(const CaseSyntax *sx, const char *key); /* index of key, or -1 */
+/* A case from its words (key=value); 0, or -1 with a message in err naming the word. */
+int case_words(const CaseSyntax *sx, char words[][WORD_MAX], int count, void *c, char *err, size_t n);
+/* A cases-file line: 1 with a case, 0 for a blank or comment line, -1 with a message. */
+int case_line(const CaseSyntax *sx, const char *line, void *c, char *err, size_t n);
+int case_list_add(const CaseSyntax *sx, CaseList *l, const void *c);
+/* Every case of a file (each bad line reported, then -1); a file with none is an error. */
+int case_load(const CaseSyntax *sx, const char *path, CaseList *l);
+/* argv: options into o, one case's words (key=value, --key=value, --key value) into words; 0 or 2. */
+int case_argv(const CaseSyntax *sx, int argc, char **argv, Opts *o, char words[][WORD_MAX], int *nwords);
+/* The cases to run: the file's, or the one the words give. */
+int case_collect(const CaseSyntax *sx, const Opts *o, char words[][WORD_MAX], int nwords, CaseList *l);
+int parse_u64(const char *v, uint64_t *out); /* a decimal unsigned integer, nothing else */
 
 /* --self-test's tally: check() prints each failure. */
 typedef struct Checks {

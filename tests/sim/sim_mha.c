@@ -127,8 +127,6 @@
 
 enum {
     ID_HEX = 12,           /* digits of a case id */
-    WORDS_MAX = 32,        /* words in one case */
-    LINE_MAX_CHARS = 2048, /* one line of a cases file */
     CASE_TEXT_MAX = 512,
     MAX_SEQLEN = 65536,
     MAX_HEADS = 4096,
@@ -183,13 +181,6 @@ static const char *const MOD_SRC[MOD_COUNT] = {
     "{ return (q + h + b) % 3 == 1 ? __int_as_float(0xff800000) : s; }\n",
 };
 enum { REQUIRED_KEYS = K_BATCH }; /* keys before K_BATCH are required */
-
-static int key_index(const char *key)
-{
-    for (int i = 0; i < K_COUNT; i++)
-        if (!strcmp(key, KEY_NAMES[i])) return i;
-    return -1;
-}
 
 /* A finite float >= 0 (min_exclusive: > 0). */
 static int parse_float(const char *key, const char *v, int positive, float *out, char *err, size_t n)
@@ -294,26 +285,6 @@ static void case_defaults(Case *c)
     c->splits = 1;
 }
 
-/* Applies one "key=value" word; seen[] catches repeats. */
-static int case_word(Case *c, int seen[K_COUNT], const char *word, char *err, size_t n)
-{
-    const char *eq = strchr(word, '=');
-    char key[32];
-    if (!eq || eq == word || (size_t)(eq - word) >= sizeof key)
-        return errf(err, n, "'%s': expected key=value", word);
-    memcpy(key, word, (size_t)(eq - word));
-    key[eq - word] = 0;
-    int k = key_index(key);
-    if (k < 0) {
-        char list[256] = "";
-        for (int i = 0; i < K_COUNT; i++) snprintf(list + strlen(list), sizeof list - strlen(list), " %s", KEY_NAMES[i]);
-        return errf(err, n, "unknown key '%s' (keys:%s)", key, list);
-    }
-    if (seen[k]) return errf(err, n, "key '%s' given twice", key);
-    seen[k] = 1;
-    return set_key(c, k, eq + 1, err, n);
-}
-
 /* Required keys present, defaults that depend on others, consistency. */
 static int case_finish(Case *c, const int seen[K_COUNT], char *err, size_t n)
 {
@@ -328,25 +299,14 @@ static int case_finish(Case *c, const int seen[K_COUNT], char *err, size_t n)
     return 0;
 }
 
-/* Splits s into words: runs of non-blank characters, where "..." may hold
- * blanks (the quotes are dropped); '#' outside quotes ends the line. */
-static int case_from_words(char words[][WORD_MAX], int count, Case *c, char *err, size_t n)
-{
-    int seen[K_COUNT] = {0};
-    case_defaults(c);
-    for (int i = 0; i < count; i++)
-        if (case_word(c, seen, words[i], err, n)) return -1;
-    return case_finish(c, seen, err, n);
-}
-
-/* 1: a case, 0: blank or comment, -1: error. */
-static int case_parse_line(const char *line, Case *c, char *err, size_t n)
-{
-    char words[WORDS_MAX][WORD_MAX];
-    int count = split_words(line, words, WORDS_MAX, err, n);
-    if (count <= 0) return count;
-    return case_from_words(words, count, c, err, n) ? -1 : 1;
-}
+/* The case syntax for the shared parser (tests/sim/harness.c). */
+static void syntax_defaults(void *c) { case_defaults(c); }
+static int syntax_set_key(void *c, int k, const char *v, char *err, size_t n) { return set_key(c, k, v, err, n); }
+static int syntax_finish(void *c, const int *seen, char *err, size_t n) { return case_finish(c, seen, err, n); }
+static void usage(FILE *f);
+static const CaseSyntax SYNTAX = {"sim_mha", KEY_NAMES, K_COUNT, sizeof(Case), syntax_defaults, syntax_set_key,
+                                  syntax_finish, usage, 1};
+static int case_parse_line(const char *line, Case *c, char *err, size_t n) { return case_line(&SYNTAX, line, c, err, n); }
 
 static const char *mask_text(const Case *c, char *buf, size_t n)
 {
@@ -555,12 +515,6 @@ static int numerics_pass(const Case *c, const Result *r)
 /* ---------------------------------------------------------------- the driver (dlopen) */
 
 /* ---------------------------------------------------------------- one case on the device */
-
-typedef struct Opts {
-    uint64_t seed;
-    const char *cases_file, *dump_dir, *compare_dir;
-    int quiet, self_test, plan, no_skip;
-} Opts;
 
 typedef struct Env {
     Opts opt;
@@ -910,58 +864,6 @@ static void report(const Env *env, const Case *c, const char *id, const Result *
 
 /* ---------------------------------------------------------------- case lists */
 
-typedef struct CaseList {
-    Case *v;
-    int n, cap;
-} CaseList;
-
-static int list_add(CaseList *l, const Case *c)
-{
-    if (l->n == l->cap) {
-        int cap = l->cap ? l->cap * 2 : 64;
-        Case *v = realloc(l->v, sizeof *v * (size_t)cap);
-        if (!v) return -1;
-        l->v = v, l->cap = cap;
-    }
-    l->v[l->n++] = *c;
-    return 0;
-}
-
-static int load_cases(const char *path, CaseList *l)
-{
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        fprintf(stderr, "sim_mha: cannot open %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    char line[LINE_MAX_CHARS], err[512];
-    int lineno = 0, rc = 0;
-    while (fgets(line, sizeof line, f)) {
-        lineno++;
-        if (!strchr(line, '\n') && !feof(f)) {
-            fprintf(stderr, "sim_mha: %s:%d: line longer than %d characters\n", path, lineno, LINE_MAX_CHARS - 2);
-            rc = -1;
-            break;
-        }
-        Case c;
-        int k = case_parse_line(line, &c, err, sizeof err);
-        if (k < 0) {
-            fprintf(stderr, "sim_mha: %s:%d: %s\n", path, lineno, err);
-            rc = -1; /* report every bad line, then stop */
-        } else if (k > 0 && list_add(l, &c)) {
-            fprintf(stderr, "sim_mha: out of memory\n");
-            rc = -1;
-            break;
-        }
-    }
-    fclose(f);
-    if (!rc && !l->n) {
-        fprintf(stderr, "sim_mha: %s holds no case\n", path);
-        rc = -1;
-    }
-    return rc;
-}
-
 /* ---------------------------------------------------------------- --plan */
 
 /* The config fa4_mha_config picks, with aligned placeholder pointers (it
@@ -971,7 +873,7 @@ static int plan_cases(const Env *env, const CaseList *l)
     int bad = 0;
     fa4_ctx *fa[3] = {NULL, NULL, NULL};
     for (int i = 0; i < l->n; i++) {
-        const Case *c = &l->v[i];
+        const Case *c = &((const Case *)l->v)[i];
         Run run;
         memset(&run, 0, sizeof run);
         run.nt = case_layouts(c, run.t);
@@ -1394,72 +1296,6 @@ static void usage(FILE *f)
                "The syntax, the checks and the dump format are described at the top of tests/sim/sim_mha.c.\n");
 }
 
-static int parse_seed(const char *v, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long x = strtoull(v, &end, 0);
-    if (!*v || *end || errno || *v == '-') return -1;
-    *out = x;
-    return 0;
-}
-
-/* Options and the case words of the flag form; returns 0, or 2 after a message. */
-static int parse_args(int argc, char **argv, Opts *o, char words[][WORD_MAX], int *nwords)
-{
-    *nwords = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--self-test")) o->self_test = 1;
-        else if (!strcmp(a, "--quiet")) o->quiet = 1;
-        else if (!strcmp(a, "--no-skip")) o->no_skip = 1;
-        else if (!strcmp(a, "--plan")) o->plan = 1;
-        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            exit(0);
-        } else if (!strcmp(a, "--seed") || !strcmp(a, "--cases") || !strcmp(a, "--dump") || !strcmp(a, "--compare")) {
-            if (!val) return fprintf(stderr, "sim_mha: %s needs a value\n", a), 2;
-            i++;
-            if (!strcmp(a, "--seed") && parse_seed(val, &o->seed))
-                return fprintf(stderr, "sim_mha: --seed %s: expected an unsigned integer\n", val), 2;
-            if (!strcmp(a, "--cases")) o->cases_file = val;
-            if (!strcmp(a, "--dump")) o->dump_dir = val;
-            if (!strcmp(a, "--compare")) o->compare_dir = val;
-        } else {
-            /* a case word: key=value, --key=value or --key value */
-            const char *w = a[0] == '-' && a[1] == '-' ? a + 2 : a;
-            char word[WORD_MAX];
-            if (a != w && !strchr(w, '=')) {
-                if (key_index(w) < 0) return fprintf(stderr, "sim_mha: unknown option %s\n", a), usage(stderr), 2;
-                if (!val) return fprintf(stderr, "sim_mha: %s needs a value\n", a), 2;
-                snprintf(word, sizeof word, "%s=%s", w, val);
-                i++;
-            } else if (!strchr(w, '=')) {
-                return fprintf(stderr, "sim_mha: unexpected argument '%s'\n", a), usage(stderr), 2;
-            } else {
-                snprintf(word, sizeof word, "%s", w);
-            }
-            if (*nwords == WORDS_MAX) return fprintf(stderr, "sim_mha: more than %d case words\n", WORDS_MAX), 2;
-            snprintf(words[(*nwords)++], WORD_MAX, "%s", word);
-        }
-    }
-    return 0;
-}
-
-static int collect_cases(const Opts *o, char words[][WORD_MAX], int nwords, CaseList *l)
-{
-    if (o->cases_file && nwords)
-        return fprintf(stderr, "sim_mha: give --cases FILE or one case's words, not both\n"), -1;
-    if (o->cases_file) return load_cases(o->cases_file, l);
-    if (!nwords) return fprintf(stderr, "sim_mha: no case (--cases FILE or case words)\n"), usage(stderr), -1;
-    Case c;
-    char err[512];
-    if (case_from_words(words, nwords, &c, err, sizeof err))
-        return fprintf(stderr, "sim_mha: case: %s\n", err), -1;
-    return list_add(l, &c);
-}
-
 static int run_all(Env *env, const CaseList *l)
 {
     int pass = 0, fail = 0, skip = 0, compared = 0, missing = 0;
@@ -1472,9 +1308,9 @@ static int run_all(Env *env, const CaseList *l)
     for (int i = 0; i < l->n; i++) {
         char id[ID_HEX + 1];
         Result r;
-        case_id(&l->v[i], env->opt.seed, id);
-        run_case(env, &l->v[i], id, &r);
-        report(env, &l->v[i], id, &r);
+        case_id(&((const Case *)l->v)[i], env->opt.seed, id);
+        run_case(env, &((const Case *)l->v)[i], id, &r);
+        report(env, &((const Case *)l->v)[i], id, &r);
         pass += r.verdict == R_PASS, fail += r.verdict == R_FAIL, skip += r.verdict == R_SKIP;
         compared += r.compared == 1, missing += r.compared == -1;
     }
@@ -1493,11 +1329,11 @@ int main(int argc, char **argv)
     env.opt.seed = DEFAULT_SEED;
     static char words[WORDS_MAX][WORD_MAX];
     int nwords;
-    int rc = parse_args(argc, argv, &env.opt, words, &nwords);
+    int rc = case_argv(&SYNTAX, argc, argv, &env.opt, words, &nwords);
     if (rc) return rc;
     if (env.opt.self_test) return self_test();
     CaseList l = {NULL, 0, 0};
-    if (collect_cases(&env.opt, words, nwords, &l)) return free(l.v), 2;
+    if (case_collect(&SYNTAX, &env.opt, words, nwords, &l)) return free(l.v), 2;
     rc = env.opt.plan ? plan_cases(&env, &l) : run_all(&env, &l);
     free(l.v);
     return rc;
