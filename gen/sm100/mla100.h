@@ -93,7 +93,14 @@ void mla100_loop_end(Emit *e, Reg j, Reg stage, Reg phase, int stages, const cha
 void mla100_elem_addr(Emit *e, Reg dst, Reg base, Reg a, Reg stride, Reg b, int bytes);
 void mla100_epilogue(Emit *e, int pair);
 void mla100_rescale(Emit *e);
-void mla100_dq_word(Emit *e, Reg w, Reg sc, Reg *out); /* fp8: four e4m3 of w times sc -> two bf16 pairs in out[0..1] */ /* the lazy O rescale of the softmax role, where its vote says a max moved */
+void mla100_dq_word(Emit *e, Reg w, Reg sc, Reg *out); /* fp8: four e4m3 of w times sc -> two bf16 pairs in out[0..1] */
+/* The role dispatch of either kernel (plan: sfx_warps, warp_mma, warp_load, warp_dq): each warp branches to
+ * its role; the load role's code comes first, then $dequant (fp8 kv only), $mma and $softmax, each role's
+ * code from its emitter. The caller emits $exit and what follows; %p_role is free for it. */
+typedef struct {
+    void (*load)(Emit *e), (*dequant)(Emit *e), (*mma)(Emit *e), (*softmax)(Emit *e);
+} Mla100Roles;
+void mla100_roles(Emit *e, const Mla100Roles *r);
 extern const Family sm100_mla_sparse;
 
 #endif

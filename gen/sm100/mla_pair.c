@@ -989,26 +989,9 @@ int sm100_emit_mla_pair(Emit *e)
     pair_prologue(e);
     pair_barrier_init(e);
     pair_tmem_alloc(e);
-    emit_section(e, "role dispatch: softmax warps 0..%d, mma %d, load %d", s->sfx_warps - 1, s->warp_mma,
-                 s->warp_load);
-    Reg pr = reg_pred(e, "p_role");
-    emit(e, "setp.lt.u32 %s, %%warp, %d;", R(e, pr), s->sfx_warps);
-    emit(e, "@%s bra $softmax;", R(e, pr));
-    emit(e, "setp.eq.u32 %s, %%warp, %d;", R(e, pr), s->warp_mma);
-    emit(e, "@%s bra $mma;", R(e, pr));
-    if (s->kv_fp8) {
-        emit(e, "setp.ge.u32 %s, %%warp, %d;", R(e, pr), s->warp_dq);
-        emit(e, "@%s bra $dequant;", R(e, pr));
-    }
-    pair_load(e);
-    if (s->kv_fp8) {
-        emit_label(e, "$dequant");
-        pair_dequant(e);
-    }
-    emit_label(e, "$mma");
-    pair_mma(e);
-    emit_label(e, "$softmax");
-    pair_softmax(e);
+    const Mla100Roles roles = {pair_load, pair_dequant, pair_mma, pair_softmax};
+    mla100_roles(e, &roles);
+    Reg pr = reg_find(e, "p_role");
     emit_label(e, "$exit");
     emit_section(e, "the pair leaves together: after the cluster barrier no CTA signals the other and no MMA");
     emit_note(e, "touches either CTA's TMEM, so both MMA warps free it (cta_group::2)");

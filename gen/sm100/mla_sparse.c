@@ -1406,13 +1406,9 @@ static void emit_dequant(Emit *e)
 
 /* ------------------------------------------------------------ kernel */
 
-int sm100_emit_mla_sparse(Emit *e)
+void mla100_roles(Emit *e, const Mla100Roles *r)
 {
     const SparsePlan100 *s = mla100(e->p);
-    if (s->cta_group == 2) return sm100_emit_mla_pair(e);
-    mla_prologue(e);
-    mla_barrier_init(e);
-    mla_tmem_alloc(e);
     emit_section(e, "role dispatch: softmax warps 0..%d, mma %d, load %d", s->sfx_warps - 1, s->warp_mma,
                  s->warp_load);
     Reg pr = reg_pred(e, "p_role");
@@ -1424,15 +1420,26 @@ int sm100_emit_mla_sparse(Emit *e)
         emit(e, "setp.ge.u32 %s, %%warp, %d;", R(e, pr), s->warp_dq);
         emit(e, "@%s bra $dequant;", R(e, pr));
     }
-    emit_load(e);
+    r->load(e);
     if (s->kv_fp8) {
         emit_label(e, "$dequant");
-        emit_dequant(e);
+        r->dequant(e);
     }
     emit_label(e, "$mma");
-    emit_mma(e);
+    r->mma(e);
     emit_label(e, "$softmax");
-    emit_softmax(e);
+    r->softmax(e);
+}
+
+int sm100_emit_mla_sparse(Emit *e)
+{
+    const SparsePlan100 *s = mla100(e->p);
+    if (s->cta_group == 2) return sm100_emit_mla_pair(e);
+    mla_prologue(e);
+    mla_barrier_init(e);
+    mla_tmem_alloc(e);
+    const Mla100Roles roles = {emit_load, emit_dequant, emit_mma, emit_softmax};
+    mla100_roles(e, &roles);
     emit_label(e, "$exit");
     emit(e, "ret;");
     return e->failed ? -1 : 0;
