@@ -1,7 +1,7 @@
 """bench_decode.py - decode attention (seqlen_q 1) of fa4gen against every torch SDPA backend, one run, one GPU.
 
     python3 bench/bench_decode.py [--out FILE] [--paged] [--batches 1,4,16,64] [--seqlens 4096,16384,65536,131072]
-                                  [--gqa 64/8,32/8] [--reps 30] [--ab "CONFIG WORDS"] [--graphs]
+                                  [--gqa 64/8,32/8] [--reps 30] [--ab "CONFIG WORDS"] [--graphs [--calls N]]
 
 Per shape (d128 bf16, GQA packed): fa4.mha_fwd with num_splits 0 (the runtime picks the split count; the
 workspace is allocated once per shape, outside the timing) against SDPA flash / efficient / cuDNN / math,
@@ -14,7 +14,9 @@ first torch backend that ran (rel L2 <= 1e-2).
 
 --graphs times every backend's call as a CUDA-graph replay (captured once per input set), so the host's
 per-call cost (Python, argument checks, launch) leaves the figure, as in a serving engine's captured decode
-step; without it small shapes measure that cost (about 0.15-0.2 ms a call here), not the kernel.
+step; without it small shapes measure that cost (about 0.15-0.2 ms a call here), not the kernel. Even a
+graph's replay costs ~10 us of launch (profile_decode.py); --calls N puts N calls in one graph, as a decode
+step holds every layer's attention, and reports the time per call.
 
 --ab times a second fa4 kernel chosen by config words (e.g. "bm=64": one consumer warpgroup, 64-row tiles)
 in the same repetitions, its own split pick and workspace, for one-change experiments (column "fa4[ab]").
@@ -65,11 +67,14 @@ def copy_bandwidth(reps):
     return 2 * n * 2 / statistics.median(ts) / 1e6
 
 
-def graphed(fn, sets):
+def graphed(fn, sets, calls=1):
     """fn replayed from one CUDA graph per input set: the host's per-call cost (Python, argument checks,
-    launches) leaves the timing, as in a serving engine that captures its decode step."""
+    launches) leaves the timing, as in a serving engine that captures its decode step. calls > 1: the graph
+    holds that many calls in a row (the sets taken in turn, as the layers of one decode step), so the
+    graph's own launch is shared and a call costs its kernels and the gaps between them."""
     graphs = {}
-    for s in sets:
+    for k, s in enumerate(sets):
+        chain = [sets[(k + i) % len(sets)] for i in range(calls)]
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
@@ -77,7 +82,8 @@ def graphed(fn, sets):
         torch.cuda.current_stream().wait_stream(side)
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
-            fn(s)
+            for c in chain:
+                fn(c)
         graphs[id(s)] = g
     return lambda s: graphs[id(s)].replay()
 
@@ -134,6 +140,8 @@ def main():
     ap.add_argument("--gqa", default="64/8,32/8")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--graphs", action="store_true", help="time CUDA-graph replays (no per-call host cost)")
+    ap.add_argument("--calls", type=int, default=1, help="with --graphs: calls per graph (layers of a decode step); "
+                    "the time per call is the replay's / calls")
     ap.add_argument("--ab", help="config words of a second fa4 kernel timed beside the default (dense only)")
     args = ap.parse_args()
     gpu = torch.cuda.get_device_name()
@@ -145,7 +153,8 @@ def main():
         datetime.date.today(), gpu, torch.__version__, torch.backends.cudnn.version(),
         ", fa4 K/V paged (page %d)" % PAGE if args.paged else ""),
         "# GB/s = K+V bytes / median time of %d reps%s; copy = 2 x 1 GiB device-to-device copy: %.0f GB/s" % (
-            args.reps, " of CUDA-graph replays" if args.graphs else " of eager calls (host cost included)", copy_bw),
+            args.reps, (" of CUDA-graph replays, %d call(s) per graph (time / call)" % args.calls) if args.graphs
+            else " of eager calls (host cost included)", copy_bw),
         "# fa4: num_splits 0 (runtime pick; its split count and kernel below); target >= 85%% of copy for Sk >= 16k"]
     if args.paged and paged is None:
         lines.append("# --paged: this build's fa4.mha_fwd has no block_table (the paged path is issue 15 item 2, "
@@ -199,11 +208,12 @@ def main():
                     timed = []
                     for n, fn in ok:
                         try:
-                            timed.append((n, graphed(fn, sets)))
+                            timed.append((n, graphed(fn, sets, args.calls)))
                         except Exception as e:  # noqa: BLE001 - a backend that cannot be captured is n/a
                             errs[n] = "graph capture: " + str(e).split("\n")[0][:60]
-                ms = dict(zip([n for n, _ in timed], time_interleaved([fn for _, fn in timed], [(s,) for s in sets],
-                                                                      args.reps)))
+                per = args.calls if args.graphs else 1
+                ms = dict(zip([n for n, _ in timed], [t / per for t in time_interleaved(
+                    [fn for _, fn in timed], [(s,) for s in sets], args.reps)]))
                 check = "n/a"
                 refn = next((n for n, _ in ok if not n.startswith("fa4")), None)
                 if "fa4" in ms and refn:

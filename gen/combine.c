@@ -8,8 +8,11 @@
  * caller's strides, LSE (when asked for) [batch, heads_q, seqlen_q]. A split whose lse_i is -inf is
  * skipped (its O_i is not read); a row whose every lse_i is -inf gets O = 0 and LSE = -inf.
  *
- * One warp per row (plan: rows per CTA = warps); lane l owns columns 4 l + 128 k. The split loop
- * runs over the LSEs twice (max, then the sum of e^(lse_i - max)) and once over O.
+ * One warp per row (plan: rows per CTA = warps); lane l owns columns 4 l + 128 k. The LSEs are
+ * loaded at once, lane l holding splits l, 32 + l, .. (COMBINE_MAX_SPLITS = 128: 4 registers), and
+ * reduced across the warp; the O loop then reads COMBINE_UNROLL splits' rows per step, their loads
+ * issued before any is used, so a row costs about splits / COMBINE_UNROLL memory latencies, not
+ * 3 x splits as a loop of dependent loads would.
  */
 #include <stdio.h>
 #include <string.h>
@@ -20,6 +23,7 @@
 #include "softmax.h"
 
 enum { COMBINE_WARPS = 4, COMBINE_LANE_COLS = 4 /* one v4.f32 load */, NAME = 32, F32_BYTES = 4 };
+enum { COMBINE_CHUNKS = COMBINE_MAX_SPLITS / 32 /* LSE registers per lane */, COMBINE_UNROLL = 4 };
 enum { COMBINE_BLOCK_COLS = 32 * COMBINE_LANE_COLS }; /* O columns a warp covers per column block */
 
 static void combine_defaults(Config *c)
@@ -59,6 +63,7 @@ static int combine_plan(const Config *c, Plan *p, char *err, size_t n)
     p->rows_per_cta = COMBINE_WARPS;
     p->heads_per_cta = 1;
     p->smem_align = 16; /* no shared memory */
+    p->pdl_dependent = 1; /* its launch overlaps the split kernel's tail; griddepcontrol.wait guards the reads */
     plan_role(p, "combine", 0, COMBINE_WARPS, 0, "one row per warp: lane l owns O columns 4l + 128k");
     static const struct { ScalarId s; ParamType t; } params[] = {
         {SCALAR_O_ACCUM, PARAM_U64},  {SCALAR_LSE_ACCUM, PARAM_U64},    {SCALAR_OUT, PARAM_U64},
@@ -79,30 +84,11 @@ static int combine_plan(const Config *c, Plan *p, char *err, size_t n)
 /* Column blocks of 4 per lane: lane l, block k holds columns 4 l + 128 k. */
 static int col_blocks(const Plan *p) { return (p->ov + COMBINE_BLOCK_COLS - 1) / COMBINE_BLOCK_COLS; }
 
-/* Loop over the splits: %cb_i from 0, %cb_lse = lse_accum[i][row]; the body follows the label. */
-static void split_loop_begin(Emit *e, char *l_loop, char *l_done, const char *stem)
-{
-    emit(e, "mov.u32 %%cb_i, 0;");
-    emit(e, "mov.u64 %%cb_lse_addr, %%cb_lse_row;");
-    emit_label(e, new_label(e, l_loop, NAME, stem));
-    emit(e, "setp.ge.u32 %%cb_p, %%cb_i, %%num_splits;");
-    emit(e, "@%%cb_p bra %s;", new_label(e, l_done, NAME, stem));
-    op_ld_global(e, REG_NONE, "f32", reg_find(e, "cb_lse"), reg_find(e, "cb_lse_addr"), 0);
-}
-
-static void split_loop_end(Emit *e, const char *l_loop, const char *l_done)
-{
-    emit(e, "add.u32 %%cb_i, %%cb_i, 1;");
-    emit(e, "add.s64 %%cb_lse_addr, %%cb_lse_addr, %%cb_lse_stride;");
-    emit(e, "bra.uni %s;", l_loop);
-    emit_label(e, l_done);
-}
-
 static int combine_emit(Emit *e)
 {
     const Plan *p = e->p;
     int kb = col_blocks(p);
-    char l_loop[NAME], l_done[NAME], l_out[NAME], l_nolse[NAME];
+    char l_out[NAME], l_nolse[NAME];
     emit_section(e, "prologue: parameters, this warp's row");
     const char *tid = reg(e, "b32", "thread"), *lane = reg(e, "b32", "lane"), *warp = reg(e, "b32", "warp");
     emit(e, "mov.u32 %s, %%tid.x;", tid);
@@ -118,73 +104,110 @@ static int combine_emit(Emit *e)
     emit(e, "mul.lo.u32 %s, %s, %%batch;", R(e, rows), R(e, rows));
     emit(e, "setp.ge.u32 %%cb_p, %s, %s;", R(e, row), R(e, rows));
     emit(e, "@%%cb_p bra $exit;");
-    reg_b32(e, "cb_i");
-    reg_f32(e, "cb_lse");
-    Reg lrow = reg_b64(e, "cb_lse_row"), lstride = reg_b64(e, "cb_lse_stride");
-    reg_b64(e, "cb_lse_addr");
+    Reg lrow = reg_b64(e, "cb_lse_row"), lstride = reg_b64(e, "cb_lse_stride"), laddr = reg_b64(e, "cb_lse_addr");
     emit(e, "mul.wide.u32 %s, %s, %d;", R(e, lstride), R(e, rows), F32_BYTES);
     emit(e, "mad.wide.u32 %s, %s, %d, %%lse_accum;", R(e, lrow), R(e, row), F32_BYTES);
 
-    emit_section(e, "LSE: the max over the splits, then lse = max + log sum_i e^(lse_i - max)");
+    emit_note(e, "plan pdl: launched as a dependent of the split kernel; its partials are complete and visible "
+              "only past this wait");
+    emit(e, "griddepcontrol.wait;");
+    emit_section(e, "LSE: lane l loads the splits l + 32 c (-inf past num_splits); lse = max + log sum_i e^(lse_i - max)");
+    Reg lsec = reg_arr(e, RT_F32, COMBINE_CHUNKS, "cb_lse"), wc = reg_arr(e, RT_F32, COMBINE_CHUNKS, "cb_w");
+    Reg idx = reg_b32(e, "cb_idx"), t64 = reg_b64(e, "cb_t64");
+    for (int c = 0; c < COMBINE_CHUNKS; c++) {
+        Reg l = reg_at(e, lsec, c);
+        emit(e, "add.u32 %s, %%lane, %d;", R(e, idx), 32 * c);
+        emit(e, "setp.lt.u32 %%cb_p, %s, %%num_splits;", R(e, idx));
+        emit(e, "mov.f32 %s, %s;", R(e, l), PTX_NEG_INF);
+        emit(e, "cvt.u64.u32 %s, %s;", R(e, t64), R(e, idx));
+        emit(e, "mad.lo.u64 %s, %s, %s, %s;", R(e, laddr), R(e, t64), R(e, lstride), R(e, lrow));
+        op_ld_global(e, reg_find(e, "cb_p"), "f32", l, laddr, 0);
+    }
     Reg mx = reg_f32(e, "cb_max"), sum = reg_f32(e, "cb_sum"), t = reg_f32(e, "cb_t"), lse = reg_f32(e, "cb_lse_all");
     Reg empty = reg_pred(e, "cb_empty");
-    emit(e, "mov.f32 %s, %s;", R(e, mx), PTX_NEG_INF);
-    split_loop_begin(e, l_loop, l_done, "cb_max");
-    emit(e, "max.f32 %s, %s, %%cb_lse;", R(e, mx), R(e, mx));
-    split_loop_end(e, l_loop, l_done);
+    emit(e, "max.f32 %s, %s, %s;", R(e, mx), R(e, reg_at(e, lsec, 0)), R(e, reg_at(e, lsec, 1)));
+    for (int c = 2; c < COMBINE_CHUNKS; c++) emit(e, "max.f32 %s, %s, %s;", R(e, mx), R(e, mx), R(e, reg_at(e, lsec, c)));
+    sfx_reduce_lanes(e, "max", mx, t, 32);
     emit(e, "setp.eq.f32 %s, %s, %s;", R(e, empty), R(e, mx), PTX_NEG_INF);
-    emit(e, "mov.f32 %s, 0f00000000;", R(e, sum));
     Reg acc = reg_arr(e, RT_F32, 4 * kb, "cb_acc"), colok[8];
     for (int k = 0; k < kb; k++) {
         colok[k] = reg_pred(e, "cb_col%d", k);
         emit(e, "setp.lt.u32 %s, %%lane, %d;", R(e, colok[k]), (p->ov - COMBINE_BLOCK_COLS * k) / COMBINE_LANE_COLS);
     }
-
     for (int i = 0; i < 4 * kb; i++) emit(e, "mov.f32 %s, 0f00000000;", R(e, reg_at(e, acc, i)));
+    emit(e, "mov.f32 %s, %s;", R(e, lse), PTX_NEG_INF);
+    emit_note(e, "no split saw a key of the row: O = 0, LSE = -inf");
     emit(e, "@%s bra %s;", R(e, empty), new_label(e, l_out, sizeof l_out, "cb_no_keys"));
-    split_loop_begin(e, l_loop, l_done, "cb_sum");
     emit_note(e, "e^(lse_i - max) = 2^((lse_i - max) log2 e); a -inf split adds 2^-inf = 0");
-    emit(e, "sub.f32 %s, %%cb_lse, %s;", R(e, t), R(e, mx));
-    emit(e, "mul.f32 %s, %s, %s;", R(e, t), R(e, t), PTX_LOG2E);
-    emit(e, "ex2.approx.ftz.f32 %s, %s;", R(e, t), R(e, t));
-    emit(e, "add.f32 %s, %s, %s;", R(e, sum), R(e, sum), R(e, t));
-    split_loop_end(e, l_loop, l_done);
+    emit(e, "mov.f32 %s, 0f00000000;", R(e, sum));
+    for (int c = 0; c < COMBINE_CHUNKS; c++) {
+        emit(e, "sub.f32 %s, %s, %s;", R(e, t), R(e, reg_at(e, lsec, c)), R(e, mx));
+        emit(e, "mul.f32 %s, %s, %s;", R(e, t), R(e, t), PTX_LOG2E);
+        emit(e, "ex2.approx.ftz.f32 %s, %s;", R(e, t), R(e, t));
+        emit(e, "add.f32 %s, %s, %s;", R(e, sum), R(e, sum), R(e, t));
+    }
+    sfx_reduce_lanes(e, "add", sum, t, 32);
     emit(e, "lg2.approx.f32 %s, %s;", R(e, t), R(e, sum));
     emit(e, "fma.rn.f32 %s, %s, %s, %s;", R(e, lse), R(e, t), PTX_LN2, R(e, mx));
+    emit_note(e, "the weights e^(lse_i - lse), in the lanes that hold lse_i");
+    for (int c = 0; c < COMBINE_CHUNKS; c++) {
+        Reg w = reg_at(e, wc, c);
+        emit(e, "sub.f32 %s, %s, %s;", R(e, w), R(e, reg_at(e, lsec, c)), R(e, lse));
+        emit(e, "mul.f32 %s, %s, %s;", R(e, w), R(e, w), PTX_LOG2E);
+        emit(e, "ex2.approx.ftz.f32 %s, %s;", R(e, w), R(e, w));
+    }
 
-    emit_section(e, "O = sum_i e^(lse_i - lse) O_i; lane l, block k: columns 4l + 128k (plan: %d blocks)", kb);
-    Reg v[4];
-    for (int i = 0; i < 4; i++) v[i] = reg_f32(e, "cb_v%d", i);
+    emit_section(e, "O = sum_i e^(lse_i - lse) O_i; lane l, block k: columns 4l + 128k (plan: %d blocks), %d splits "
+                 "a step, their loads first", kb, COMBINE_UNROLL);
     Reg orow = reg_b64(e, "cb_o_row"), ostride = reg_b64(e, "cb_o_stride"), oaddr = reg_b64(e, "cb_o_addr");
-    Reg w = reg_f32(e, "cb_w"), skip = reg_pred(e, "cb_skip");
+    Reg j = reg_b32(e, "cb_j"), nc = reg_b32(e, "cb_nc"), src = reg_b32(e, "cb_src");
     emit(e, "mul.wide.u32 %s, %s, %d;", R(e, ostride), R(e, rows), F32_BYTES * p->ov);
     emit(e, "mad.wide.u32 %s, %s, %d, %%o_accum;", R(e, orow), R(e, row), F32_BYTES * p->ov);
     emit(e, "mad.wide.u32 %s, %%lane, %d, %s;", R(e, orow), F32_BYTES * COMBINE_LANE_COLS, R(e, orow));
     emit(e, "mov.u64 %s, %s;", R(e, oaddr), R(e, orow));
-    split_loop_begin(e, l_loop, l_done, "cb_o");
-    emit_note(e, "a split that saw no key of the row (lse_i = -inf) is skipped: its O_i is not read");
-    emit(e, "setp.eq.f32 %s, %%cb_lse, %s;", R(e, skip), PTX_NEG_INF);
-    emit(e, "sub.f32 %s, %%cb_lse, %s;", R(e, w), R(e, lse));
-    emit(e, "mul.f32 %s, %s, %s;", R(e, w), R(e, w), PTX_LOG2E);
-    emit(e, "ex2.approx.ftz.f32 %s, %s;", R(e, w), R(e, w));
-    for (int k = 0; k < kb; k++) {
-        Reg go = reg_pred(e, "cb_go%d", k);
-        emit(e, "and.pred %s, %s, %s;", R(e, go), R(e, colok[k]), R(e, reg_not(e, skip)));
-        for (int i = 0; i < 4; i++) emit(e, "mov.f32 %s, 0f00000000;", R(e, v[i]));
-        op_ld_global_v4_f32(e, go, v, oaddr, (uint32_t)(F32_BYTES * COMBINE_BLOCK_COLS * k));
-        for (int i = 0; i < 4; i++) {
-            Reg a = reg_at(e, acc, 4 * k + i);
-            emit(e, "fma.rn.f32 %s, %s, %s, %s;", R(e, a), R(e, w), R(e, v[i]), R(e, a));
+    Reg v = reg_arr(e, RT_F32, 4 * kb * COMBINE_UNROLL, "cb_v"), wu[COMBINE_UNROLL], go[COMBINE_UNROLL];
+    for (int u = 0; u < COMBINE_UNROLL; u++) wu[u] = reg_f32(e, "cb_wu%d", u), go[u] = reg_pred(e, "cb_go%d", u);
+    Reg ld = reg_pred(e, "cb_ld");
+    for (int c = 0; c < COMBINE_CHUNKS; c++) {
+        char l_loop[NAME];
+        emit_note(e, "splits %d..%d: their weights are in lanes 0..31 of cb_w%d", 32 * c, 32 * c + 31, c);
+        emit(e, "setp.le.u32 %%cb_p, %%num_splits, %d;", 32 * c);
+        emit(e, "@%%cb_p bra %s;", l_out);
+        emit(e, "sub.u32 %s, %%num_splits, %d;", R(e, nc), 32 * c);
+        emit(e, "min.u32 %s, %s, 32;", R(e, nc), R(e, nc));
+        emit(e, "mov.u32 %s, 0;", R(e, j));
+        emit_label(e, new_label(e, l_loop, sizeof l_loop, "cb_o_step"));
+        for (int u = 0; u < COMBINE_UNROLL; u++) {
+            emit(e, "add.u32 %s, %s, %d;", R(e, src), R(e, j), u);
+            op_shfl_idx(e, wu[u], reg_at(e, wc, c), src);
+            emit_note(e, "split j + %d: read only if it exists and weighs something (a -inf split is never read)", u);
+            emit(e, "setp.lt.u32 %s, %s, %s;", R(e, go[u]), R(e, src), R(e, nc));
+            emit(e, "setp.ne.and.f32 %s, %s, 0f00000000, %s;", R(e, go[u]), R(e, wu[u]), R(e, go[u]));
+            for (int k = 0; k < kb; k++) {
+                Reg vv[4];
+                for (int i = 0; i < 4; i++) {
+                    vv[i] = reg_at(e, v, 4 * (kb * u + k) + i);
+                    emit(e, "mov.f32 %s, 0f00000000;", R(e, vv[i]));
+                }
+                emit(e, "and.pred %s, %s, %s;", R(e, ld), R(e, go[u]), R(e, colok[k]));
+                op_ld_global_v4_f32(e, ld, vv, oaddr, (uint32_t)(F32_BYTES * COMBINE_BLOCK_COLS * k));
+            }
+            emit(e, "add.s64 %s, %s, %s;", R(e, oaddr), R(e, oaddr), R(e, ostride));
         }
+        for (int u = 0; u < COMBINE_UNROLL; u++)
+            for (int i = 0; i < 4 * kb; i++) {
+                Reg a = reg_at(e, acc, i);
+                emit(e, "fma.rn.f32 %s, %s, %s, %s;", R(e, a), R(e, wu[u]), R(e, reg_at(e, v, 4 * kb * u + i)), R(e, a));
+            }
+        emit(e, "add.u32 %s, %s, %d;", R(e, j), R(e, j), COMBINE_UNROLL);
+        emit(e, "setp.lt.u32 %%cb_p, %s, %s;", R(e, j), R(e, nc));
+        emit(e, "@%%cb_p bra.uni %s;", l_loop);
     }
-    emit(e, "add.s64 %s, %s, %s;", R(e, oaddr), R(e, oaddr), R(e, ostride));
-    split_loop_end(e, l_loop, l_done);
 
     emit_label(e, l_out);
     emit_section(e, "outputs: O in %s at the caller's strides, LSE [batch, heads_q, seqlen_q]", dtype_name[p->cfg.dtype]);
-    emit(e, "@%s mov.f32 %s, %s;", R(e, empty), R(e, lse), PTX_NEG_INF);
     Reg b = reg_b32(e, "cb_b"), h = reg_b32(e, "cb_h"), s = reg_b32(e, "cb_s"), x = reg_b32(e, "cb_x");
-    Reg off = reg_b64(e, "cb_off"), t64 = reg_b64(e, "cb_t64"), out = reg_b64(e, "cb_out");
+    Reg off = reg_b64(e, "cb_off"), out = reg_b64(e, "cb_out");
     emit(e, "rem.u32 %s, %s, %%seqlen_q;", R(e, s), R(e, row));
     emit(e, "div.u32 %s, %s, %%seqlen_q;", R(e, x), R(e, row));
     emit(e, "rem.u32 %s, %s, %%heads_q;", R(e, h), R(e, x));

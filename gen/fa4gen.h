@@ -220,6 +220,10 @@ typedef struct Plan {
 
     int cluster[3];    /* a tile is one cluster: cluster[0] CTAs side by side along the query rows */
     int persistent; /* kernel loops over tiles with stride gridDim.x */
+    /* programmatic dependent launch: pdl_dependent, the kernel is launched as a dependent of the stream's
+     * previous kernel and runs griddepcontrol.wait before it reads what that kernel wrote (combine);
+     * pdl_trigger, the kernel lets its dependent launch early (griddepcontrol.launch_dependents: split) */
+    int pdl_dependent, pdl_trigger;
     uint32_t l2_kv_rows; /* K+V rows (seqlen_k) of this many kv heads fit the L2 budget: tiles are grouped by heads */
 
     PlanNote notes[PLAN_MAX_NOTES];
@@ -382,6 +386,7 @@ typedef struct Target {
 const Target *target_get(TargetId id);
 /* The family of kind k on target t, or NULL with a sentence in err naming what exists. */
 const Family *target_family(const Target *t, Kind k, char *err, size_t n);
+enum { COMBINE_MAX_SPLITS = 128 }; /* the splits one combine row reads (4 LSE registers per lane) */
 extern const Family combine_family; /* combine.c: the split-KV combine kernel, every target */
 extern const Target target_sm90a;
 extern const Target target_sm100a;

@@ -57,11 +57,20 @@ void mha_plan_params(Plan *p)
                   "then the mask", (unsigned long long)p->cfg.score_mod);
     }
     if (p->cfg.split) {
+        p->pdl_trigger = 1;
         plan_param_scalar(p, SCALAR_NUM_SPLITS, PARAM_U32);
         plan_param_scalar(p, SCALAR_O_ACCUM, PARAM_U64);
         plan_param_scalar(p, SCALAR_LSE_ACCUM, PARAM_U64);
+        if (!p->cfg.varlen) { /* varlen has out and its seq/head strides already (varlen_plan_params) */
+            plan_param_scalar(p, SCALAR_OUT, PARAM_U64);
+            plan_param_scalar(p, SCALAR_OUT_STRIDE_B, PARAM_U64);
+            plan_param_scalar(p, SCALAR_OUT_STRIDE_S, PARAM_U64);
+            plan_param_scalar(p, SCALAR_OUT_STRIDE_H, PARAM_U64);
+        }
         plan_note(p, "split", "tiles x num_splits CTAs; split s takes kv blocks [s b, s b + b), b = ceil(kv blocks / "
                   "num_splits), cut to the mask's range; writes O / l (f32) and LSE to o_accum, lse_accum");
+        plan_note(p, "split 1", "num_splits 1: the final O (%s) and LSE straight to out and lse; no combine, no "
+                  "workspace", dtype_name[p->cfg.dtype == DT_E4M3 ? DT_BF16 : p->cfg.dtype]);
     }
     if (p->cfg.varlen) varlen_plan_params(p);
     if (p->cfg.page) paged_plan_params(p);
@@ -132,11 +141,22 @@ void mha_prologue(Emit *e)
         emit(e, "ld.param.u64 %s, [p_aux];", reg(e, "b64", "mod_aux"));
         emit(e, "mov.f32 %%scale_log2, %s;", PTX_LOG2E);
     }
+    if (p->pdl_trigger) {
+        emit_note(e, "plan pdl: the combine kernel may launch now; its griddepcontrol.wait still waits for this grid");
+        emit(e, "griddepcontrol.launch_dependents;");
+    }
     if (p->cfg.split) {
         emit_note(e, "plan note split: the split count, partial O and LSE");
         op_ld_param(e, "u32", reg_b32(e, "num_splits"), "num_splits");
         op_ld_param(e, "u64", reg_b64(e, "o_accum"), "o_accum");
         op_ld_param(e, "u64", reg_b64(e, "lse_accum"), "lse_accum");
+        if (!p->cfg.varlen) { /* varlen_prologue loads out and its seq/head strides */
+            emit_note(e, "plan note split 1: O's base and element strides, for a run with num_splits 1");
+            op_ld_param(e, "u64", reg_b64(e, "out"), "out");
+            op_ld_param(e, "u64", reg_b64(e, "out_stride_b"), "out_stride_b");
+            op_ld_param(e, "u64", reg_b64(e, "out_stride_s"), "out_stride_s");
+            op_ld_param(e, "u64", reg_b64(e, "out_stride_h"), "out_stride_h");
+        }
     }
     if (p->cfg.varlen || p->cfg.page) varlen_prologue(e);
     const char *nm = reg(e, "b32", "num_m_blocks"), *hb = reg(e, "b32", "heads_batch");
@@ -184,6 +204,46 @@ void mha_split_row_addrs(Emit *e, Reg head, Reg seq, Reg lse_addr, Reg o_addr)
     emit(e, "mad.lo.u32 %s, %s, %%seqlen_q, %s;", R(e, idx), R(e, idx), R(e, seq));
     emit(e, "mad.wide.u32 %s, %s, 4, %%lse_accum;", R(e, lse_addr), R(e, idx));
     emit(e, "mad.wide.u32 %s, %s, %d, %%o_accum;", R(e, o_addr), R(e, idx), 4 * e->p->ov);
+}
+
+/* split=1 run with num_splits 1 (plan note split): the kernel's O is final, so row (head, seq) goes
+ * straight to the caller's out in the output dtype and its LSE to lse_ptr; no partials, no combine.
+ * o_addr = &out[b][seq][head][0], out_bytes per element (varlen: the sequence's packed row %vl_q_start + seq, no batch). */
+void mha_split_out_addr(Emit *e, Reg head, Reg seq, int out_bytes, Reg o_addr)
+{
+    REG_WANT(e, head, RT_B32), REG_WANT(e, seq, RT_B32), REG_WANT(e, o_addr, RT_B64);
+    Reg t = reg_b64(e, "sp_t64"), r = reg_b32(e, "sp_orow");
+    const char *a = R(e, o_addr);
+    if (e->p->cfg.varlen) {
+        emit(e, "add.u32 %s, %s, %%vl_q_start;", R(e, r), R(e, seq));
+        op_cvt(e, "u64.u32", o_addr, r);
+        emit(e, "mul.lo.u64 %s, %s, %%out_stride_s;", a, a);
+    } else {
+        op_cvt(e, "u64.u32", o_addr, reg_find(e, "bidx"));
+        emit(e, "mul.lo.u64 %s, %s, %%out_stride_b;", a, a);
+        op_cvt(e, "u64.u32", t, seq);
+        emit(e, "mad.lo.u64 %s, %s, %%out_stride_s, %s;", a, R(e, t), a);
+    }
+    op_cvt(e, "u64.u32", t, head);
+    emit(e, "mad.lo.u64 %s, %s, %%out_stride_h, %s;", a, R(e, t), a);
+    emit(e, "mad.lo.u64 %s, %s, %d, %%out;", a, a, out_bytes);
+}
+
+/* The final LSE of row (head, seq) where guard holds and lse_ptr is set: [batch, heads_q, seqlen_q],
+ * varlen [heads_q, total_q]. */
+void mha_split_out_lse(Emit *e, Reg guard, Reg head, Reg seq, Reg lse)
+{
+    Reg g = reg_pred(e, "sp_lse_ok"), idx = reg_b32(e, "sp_lse_idx"), ad = reg_b64(e, "sp_lse_addr");
+    emit(e, "setp.ne.u64 %s, %%lse_ptr, 0;", R(e, g));
+    emit(e, "and.pred %s, %s, %s;", R(e, g), R(e, g), R(e, guard));
+    if (e->p->cfg.varlen) {
+        emit(e, "add.u32 %s, %s, %%vl_q_start;", R(e, idx), R(e, seq));
+        emit(e, "mad.lo.u32 %s, %s, %%total_q, %s;", R(e, idx), R(e, head), R(e, idx));
+        emit(e, "mad.wide.u32 %s, %s, 4, %%lse_ptr;", R(e, ad), R(e, idx));
+        op_st_global_f32(e, g, ad, lse);
+    } else {
+        lse_store(e, g, head, seq, idx, ad, lse);
+    }
 }
 
 void mask_bounds(const Config *c, int *wl, int *wr)

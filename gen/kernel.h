@@ -48,6 +48,10 @@ void mha_split_tiles(Emit *e);
 /* split=1: the addresses of row (head, seq) of this tile's split in the partial outputs:
  * lse_addr = &lse_accum[split][bidx][head][seq], o_addr = &o_accum[split][bidx][head][seq][0]. */
 void mha_split_row_addrs(Emit *e, Reg head, Reg seq, Reg lse_addr, Reg o_addr);
+/* split=1 run with num_splits 1: the final O row's address in out (the output dtype, caller's strides)
+ * and the final LSE store (guarded, skipped when lse_ptr is 0); both read %bidx, or %vl_q_start (varlen). */
+void mha_split_out_addr(Emit *e, Reg head, Reg seq, int out_bytes, Reg o_addr);
+void mha_split_out_lse(Emit *e, Reg guard, Reg head, Reg seq, Reg lse);
 
 /* For the tile in %tile, defines (u32/s32):
  *   %m_block %head %bidx %kv_head %m0          (heaviest m-blocks first)

@@ -292,6 +292,10 @@ char *plan_explain_text(const Plan *p)
     else
         buf_printf(&b, "  grid  tiles = ceil(seqlen_q / %d) * (heads_q / %d) * batch%s; %s\n", p->rows_per_cta * p->cluster[0],
                    p->heads_per_cta, p->cfg.split ? " * num_splits" : "", each);
+    if (p->pdl_dependent || p->pdl_trigger)
+        buf_printf(&b, "  pdl   %s\n", p->pdl_dependent ? "a programmatic dependent of the stream's previous kernel: "
+                   "griddepcontrol.wait before it reads that kernel's output" : "griddepcontrol.launch_dependents in "
+                   "the prologue: the next kernel (combine) may launch while this one runs");
     if (b.oom) { buf_free(&b); return NULL; }
     return b.p;
 }
@@ -371,9 +375,10 @@ char *plan_explain_json(const Plan *p)
                    p->params[i].type == PARAM_TMAP ? "tmap" : p->params[i].type == PARAM_U64 ? "u64"
                    : p->params[i].type == PARAM_U32 ? "u32" : "f32");
     buf_printf(&b, "], \"launch\": {\"threads\": %d, \"cluster\": [%d, %d, %d], \"smem\": %u, \"persistent\": %s, "
-                   "\"rows_per_cta\": %d, \"heads_per_cta\": %d}}\n",
+                   "\"rows_per_cta\": %d, \"heads_per_cta\": %d, \"pdl_dependent\": %s, \"pdl_trigger\": %s}}\n",
                p->threads, p->cluster[0], p->cluster[1], p->cluster[2], p->smem_launch,
-               p->persistent ? "true" : "false", p->rows_per_cta, p->heads_per_cta);
+               p->persistent ? "true" : "false", p->rows_per_cta, p->heads_per_cta, p->pdl_dependent ? "true" : "false",
+               p->pdl_trigger ? "true" : "false");
     if (b.oom) { buf_free(&b); return NULL; }
     return b.p;
 }

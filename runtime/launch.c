@@ -114,16 +114,26 @@ fa4_status rt_launch(fa4_ctx *ctx, const fa4_kernel *k, const RtLaunch *l, CUstr
     unsigned cluster = cdim[0] * cdim[1] * cdim[2];
     CUresult r;
     const char *what;
+    /* attributes: the cluster shape; programmatic stream serialization for a kernel that waits on
+     * griddepcontrol (plan pdl_dependent), so its launch overlaps the previous kernel's tail. Without
+     * cuLaunchKernelEx a dependent launches plainly: its wait then returns at once, stream order holds. */
+    CUlaunchAttribute attr[2];
+    unsigned n_attr = 0;
+    memset(attr, 0, sizeof attr);
     if (cluster > 1) {
+        attr[n_attr].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        attr[n_attr].value.clusterDim.x = cdim[0];
+        attr[n_attr].value.clusterDim.y = cdim[1];
+        attr[n_attr++].value.clusterDim.z = cdim[2];
+    }
+    if (p->pdl_dependent && ctx->drv.LaunchKernelEx) {
+        attr[n_attr].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr[n_attr++].value.programmaticStreamSerializationAllowed = 1;
+    }
+    if (n_attr) {
         if (!ctx->drv.LaunchKernelEx)
             return rt_fail(ctx, FA4_ERR_NO_DRIVER, "driver: cuLaunchKernelEx is missing; clusters need a CUDA 12 driver");
-        CUlaunchAttribute attr;
-        memset(&attr, 0, sizeof attr);
-        attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-        attr.value.clusterDim.x = cdim[0];
-        attr.value.clusterDim.y = cdim[1];
-        attr.value.clusterDim.z = cdim[2];
-        CUlaunchConfig lc = {l->grid, 1, 1, (unsigned)p->threads, 1, 1, p->smem_launch, stream, &attr, 1};
+        CUlaunchConfig lc = {l->grid, 1, 1, (unsigned)p->threads, 1, 1, p->smem_launch, stream, attr, n_attr};
         what = "cuLaunchKernelEx";
         r = ctx->drv.LaunchKernelEx(&lc, k->fn, params, NULL);
     } else {

@@ -461,6 +461,9 @@ static fa4_status finish_config(fa4_ctx *ctx, const fa4_mha_args *a, Config *c, 
     return FA4_OK;
 }
 
+static fa4_status resolve_splits(fa4_ctx *ctx, const fa4_mha_args *a, Config *c, int assume_ws, int *splits,
+                                 int *path);
+
 fa4_status fa4_mha_config(fa4_ctx *ctx, const fa4_mha_args *args, char *buf, size_t n)
 {
     if (!ctx) return rt_fail(NULL, FA4_ERR_INVALID_ARGUMENT, "ctx: NULL");
@@ -469,8 +472,11 @@ fa4_status fa4_mha_config(fa4_ctx *ctx, const fa4_mha_args *args, char *buf, siz
     fa4_mha_args a;
     Config c;
     fa4_status s = prepare(ctx, args, &a, &c);
-    if (s || (s = finish_config(ctx, &a, &c, 0)) || (s = check_rope(ctx, &a, &c))) return s;
-    if (a.num_splits > 1) c.split = 1;
+    int splits, path;
+    if (s || (s = finish_config(ctx, &a, &c, 0)) || (s = check_rope(ctx, &a, &c)) ||
+        (s = resolve_splits(ctx, &a, &c, 0, &splits, &path)))
+        return s;
+    if (path) c.split = 1;
     Plan *p = malloc(sizeof *p);
     if (!p) return rt_fail(ctx, FA4_ERR_OUT_OF_MEMORY, "plan: out of memory");
     char err[512];
@@ -561,7 +567,7 @@ static fa4_status bind(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a, int s
         [SCALAR_CU_SEQLENS_Q] = {.u64 = (uint64_t)(uintptr_t)a->cu_seqlens_q},
         [SCALAR_CU_SEQLENS_K] = {.u64 = (uint64_t)(uintptr_t)a->cu_seqlens_k},
         [SCALAR_TOTAL_Q] = {.u32 = (uint32_t)a->seqlen_q}, [SCALAR_OUT] = {.u64 = (uint64_t)(uintptr_t)a->o},
-        [SCALAR_OUT_STRIDE_S] = {.u64 = (uint64_t)t[T_O].stride[1]},
+        [SCALAR_OUT_STRIDE_B] = {.u64 = (uint64_t)t[T_O].stride[0]}, [SCALAR_OUT_STRIDE_S] = {.u64 = (uint64_t)t[T_O].stride[1]},
         [SCALAR_OUT_STRIDE_H] = {.u64 = (uint64_t)t[T_O].stride[2]},
         [SCALAR_BLOCK_TABLE] = {.u64 = (uint64_t)(uintptr_t)a->block_table},
         [SCALAR_SEQLENS_K] = {.u64 = (uint64_t)(uintptr_t)a->seqlens_k}, [SCALAR_MAX_PAGES] = {.u32 = (uint32_t)a->max_pages},
@@ -572,20 +578,35 @@ static fa4_status bind(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a, int s
 
 /* ---------------------------------------------------------------- split-KV */
 
+/* The decode tile (sm90a, bench/NOTES.md "decode tile"): when one 64-row tile packs every query
+ * row of the GQA group (seqlen_q <= 64 / group), one consumer warpgroup with bn 64 and 3 stages
+ * streams K and V 3-12% faster than the 128-row default (CUPTI kernel times, H100 and H200). Only
+ * words the caller's config left unset are chosen. */
+static void decode_tile(Config *c, const fa4_mha_args *a)
+{
+    if (c->target != TARGET_SM90A || c->group < 2 || (uint64_t)a->seqlen_q * (uint64_t)c->group > 64) return;
+    if (c->bm || c->bn || c->stages) return;
+    c->bm = 64, c->bn = 64, c->stages = 3;
+}
+
 /* The split count for a (config c, target known): as given, or the runtime's pick for 0, which
  * needs the SM count (the driver) and splits only with a workspace (assume_ws: assume one).
- * *path: the split kernel + combine run (splits > 1, or a pick of 1 for a decode shape whose
- * split kernel packs the GQA group into the tile, which the unsplit kernel may not). */
-static fa4_status resolve_splits(fa4_ctx *ctx, const fa4_mha_args *a, const Config *c, int assume_ws, int *splits,
+ * *path: the split kernel runs (splits > 1, or 1 for a decode shape whose split kernel packs the
+ * GQA group into the tile, which the unsplit kernel may not; with 1 split it writes O itself, no
+ * combine). On the split path c gets the decode tile where the caller left it open. */
+static fa4_status resolve_splits(fa4_ctx *ctx, const fa4_mha_args *a, Config *c, int assume_ws, int *splits,
                                  int *path)
 {
     *splits = a->num_splits ? a->num_splits : 1;
     *path = *splits > 1;
-    if (a->num_splits || a->sink || (!a->workspace && !assume_ws)) return FA4_OK;
-    fa4_status s = rt_driver(ctx);
+    if (*path) decode_tile(c, a);
+    if (a->num_splits > 1 || a->sink) return FA4_OK;
+    int pick = a->num_splits == 0 && (a->workspace || assume_ws);
+    fa4_status s = pick ? rt_driver(ctx) : FA4_OK;
     if (s) return s;
     Config sc = *c;
     sc.split = 1;
+    decode_tile(&sc, a);
     Plan *p = malloc(sizeof *p);
     if (!p) return rt_fail(ctx, FA4_ERR_OUT_OF_MEMORY, "plan: out of memory");
     char err[512];
@@ -599,8 +620,9 @@ static fa4_status resolve_splits(fa4_ctx *ctx, const fa4_mha_args *a, const Conf
     int kv_blocks = (int)(((int64_t)a->seqlen_k + p->bn - 1) / p->bn);
     int decode = hpc > 1 && (uint64_t)a->seqlen_q <= rows;
     free(p);
-    *splits = rt_split_choice(tiles, ctx->device.sm_count, kv_blocks);
+    if (pick) *splits = rt_split_choice(tiles, ctx->device.sm_count, kv_blocks);
     *path = *splits > 1 || decode;
+    if (*path) decode_tile(c, a);
     return FA4_OK;
 }
 
@@ -632,7 +654,8 @@ fa4_status fa4_mha_split_count(fa4_ctx *ctx, const fa4_mha_args *args, int *num_
     if (s || (s = finish_config(ctx, &a, &c, 0)) || (s = resolve_splits(ctx, &a, &c, 1, &splits, &path))) return s;
     if (num_splits) *num_splits = splits;
     if (workspace_bytes)
-        *workspace_bytes = path ? (size_t)rt_split_workspace_bytes(splits, split_rows(&a), a.ov_depth) : 0;
+        *workspace_bytes = path && splits > 1 ? (size_t)rt_split_workspace_bytes(splits, split_rows(&a), a.ov_depth)
+                                              : 0; /* one split writes O itself */
     return FA4_OK;
 }
 
@@ -689,10 +712,9 @@ fa4_status fa4_mha_fwd(fa4_ctx *ctx, const fa4_mha_args *args, void *stream)
         (s = resolve_splits(ctx, &a, &c, 0, &splits, &path)))
         return s;
     fa4_kernel *comb = NULL;
-    if (path) {
-        c.split = 1;
-        if ((s = check_workspace(ctx, &a, splits)) || (s = get_combine(ctx, &a, c.target, &comb))) return s;
-    }
+    if (path) c.split = 1;
+    if (path && splits > 1 && ((s = check_workspace(ctx, &a, splits)) || (s = get_combine(ctx, &a, c.target, &comb))))
+        return s;
     char key[360];
     config_canonical(&c, key, sizeof key);
     int link;

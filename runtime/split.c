@@ -5,6 +5,7 @@
 /* Fewest kv blocks a split should have: below this the partial writes and the combine cost more
  * than the extra CTAs win. */
 enum { SPLIT_MIN_BLOCKS = 2 };
+_Static_assert(FA4_MAX_SPLITS <= COMBINE_MAX_SPLITS, "the combine kernel reads at most COMBINE_MAX_SPLITS splits");
 
 int rt_split_choice(uint64_t tiles, int sm_count, int kv_blocks)
 {

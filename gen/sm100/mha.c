@@ -940,7 +940,7 @@ static void corr_epilogue_split(Emit *e, int t)
 {
     const Plan *p = e->p;
     const Sm100Plan *s = sm100_of(p);
-    char l_zero[NAME], l_done[NAME];
+    char l_zero[NAME], l_done[NAME], l_direct[NAME], l_lse[NAME];
     emit_section(e, "correction epilogue (split), Q tile %d: O / l (f32) and LSE to o_accum, lse_accum", t);
     Reg bar = reg_b32(e, "cr_bar"), l = reg_f32(e, "cr_l"), m = reg_f32(e, "cr_m"), pr = reg_pred(e, "cr_p");
     Reg ok = reg_pred(e, "cr_row_ok");
@@ -967,38 +967,64 @@ static void corr_epilogue_split(Emit *e, int t)
     emit(e, "add.u32 %s, %s, %d;", R(e, seq), R(e, seq), t * s->seq_rows);
     emit(e, "add.u32 %s, %s, %%m0;", R(e, seq), R(e, seq));
     emit(e, "setp.lt.u32 %s, %s, %%seqlen_q;", R(e, ok), R(e, seq));
-    mha_split_row_addrs(e, head, seq, la, oa);
     sfx_lse(e, lse, m, l, reg_find(e, "scale_log2"));
+    Reg direct = reg_pred(e, "cr_direct"), go = reg_pred(e, "cr_go");
+    emit_note(e, "plan note split: num_splits 1 writes the final O (%s) and LSE, no combine follows",
+              dtype_name[s->o_dtype]);
+    emit(e, "setp.eq.u32 %s, %%num_splits, 1;", R(e, direct));
+    emit(e, "@%s bra %s;", R(e, direct), new_label(e, l_direct, sizeof l_direct, "cr_split_direct"));
+    mha_split_row_addrs(e, head, seq, la, oa);
     op_st_global_f32(e, ok, la, lse);
+    emit(e, "bra.uni %s;", new_label(e, l_lse, sizeof l_lse, "cr_split_lse_done"));
+    emit_label(e, l_direct);
+    mha_split_out_lse(e, ok, head, seq, lse);
+    mha_split_out_addr(e, head, seq, dtype_bytes[s->o_dtype], oa);
+    emit_label(e, l_lse);
     emit(e, "setp.le.s32 %s, %%nblk, 0;", R(e, pr));
     emit(e, "@%s bra %s;", R(e, pr), new_label(e, l_zero, sizeof l_zero, "cr_split_zero"));
     Reg ta = reg_b32(e, "cr_ta"), to = reg_find(e, "cr_to"), o = reg_find(e, "cr_o");
     mbar_at(e, bar, s->bar_o_full, t);
     op_mbar_wait_imm(e, bar, 0);
     op_tc_fence_after(e);
-    emit_note(e, "plan: O columns 0..%d of this row, f32, 16 bytes a store", p->ov - 1);
+    emit_note(e, "plan: O columns 0..%d of this row, 16 bytes a store: f32 partials, or num_splits 1: %s",
+              p->ov - 1, dtype_name[s->o_dtype]);
     for (int c = 0; c < p->ov;) {
         int k = piece(p->ov - c, s->o_chunk_cols);
         emit(e, "add.u32 %s, %s, %d;", R(e, ta), R(e, to), c);
         op_tmem_ld(e, o, 0, k, ta);
         op_tmem_wait_ld(e);
+        for (int g = 0; g < k; g++) emit(e, "mul.f32 %s, %s, %%cr_inv;", R(e, reg_at(e, o, g)), R(e, reg_at(e, o, g)));
+        emit(e, "and.pred %s, %s, %s;", R(e, go), R(e, ok), R(e, reg_not(e, direct)));
         for (int g = 0; g < k; g += 4) {
             Reg v[4];
+            for (int q = 0; q < 4; q++) v[q] = reg_at(e, o, g + q);
+            op_st_global_v4_f32(e, go, oa, (uint32_t)(F32_BYTES * (c + g)), v);
+        }
+        emit(e, "and.pred %s, %s, %s;", R(e, go), R(e, ok), R(e, direct));
+        for (int g = 0; g < k; g += 8) {
+            Reg v[4];
             for (int q = 0; q < 4; q++) {
-                v[q] = reg_at(e, o, g + q);
-                emit(e, "mul.f32 %s, %s, %%cr_inv;", R(e, v[q]), R(e, v[q]));
+                v[q] = reg_b32(e, "cr_pk%d", q);
+                op_cvt_pack(e, s->o_dtype, v[q], reg_at(e, o, g + 2 * q + 1), reg_at(e, o, g + 2 * q));
             }
-            op_st_global_v4_f32(e, ok, oa, (uint32_t)(F32_BYTES * (c + g)), v);
+            op_st_global_v4_b32_at(e, go, oa, (uint32_t)(dtype_bytes[s->o_dtype] * (c + g)), v);
         }
         c += k;
     }
     emit(e, "bra.uni %s;", new_label(e, l_done, sizeof l_done, "cr_split_done"));
     emit_label(e, l_zero);
-    emit_note(e, "no key for any row of this split: O = 0");
+    emit_note(e, "no key for any row of this split: O = 0 (f32, or the output dtype: zero bits either way)");
     Reg z = reg_f32(e, "cr_fzero");
     emit(e, "mov.f32 %s, 0f00000000;", R(e, z));
     const Reg zv[4] = {z, z, z, z};
-    for (int c = 0; c < p->ov; c += 4) op_st_global_v4_f32(e, ok, oa, (uint32_t)(F32_BYTES * c), zv);
+    emit(e, "and.pred %s, %s, %s;", R(e, go), R(e, ok), R(e, reg_not(e, direct)));
+    for (int c = 0; c < p->ov; c += 4) op_st_global_v4_f32(e, go, oa, (uint32_t)(F32_BYTES * c), zv);
+    emit(e, "and.pred %s, %s, %s;", R(e, go), R(e, ok), R(e, direct));
+    Reg zb = reg_b32(e, "cr_bzero");
+    emit(e, "mov.b32 %s, 0;", R(e, zb));
+    const Reg zbv[4] = {zb, zb, zb, zb};
+    for (int c = 0; c < p->ov; c += 16 / dtype_bytes[s->o_dtype])
+        op_st_global_v4_b32_at(e, go, oa, (uint32_t)(dtype_bytes[s->o_dtype] * c), zbv);
     emit_label(e, l_done);
 }
 

@@ -540,12 +540,15 @@ static void emit_epilogue_split(Emit *e)
         sfx_reduce_lanes(e, "add", l, t, sm90_frag(p).lanes_per_row);
         sfx_inv_sum(e, reg_f32(e, "cs_inv%d", h), l, reg_find(e, "o_scale"));
     }
-    Reg pr = reg_pred(e, "cs_p"), pl = reg_pred(e, "cs_p_lse");
+    Reg pr = reg_pred(e, "cs_p"), pl = reg_pred(e, "cs_p_lse"), direct = reg_pred(e, "cs_direct");
     Reg lse = reg_f32(e, "cs_lse"), rowg = reg_b32(e, "cs_rowg");
     Reg la = reg_b64(e, "cs_lse_addr"), oa = reg_b64(e, "cs_oacc_addr");
-    Reg f0 = reg_f32(e, "cs_f0"), f1 = reg_f32(e, "cs_f1");
+    Reg f0 = reg_f32(e, "cs_f0"), f1 = reg_f32(e, "cs_f1"), pk = reg_b32(e, "cs_pack");
+    emit_note(e, "plan note split: num_splits 1 writes the final O and LSE (no combine follows)");
+    emit(e, "setp.eq.u32 %s, %%num_splits, 1;", R(e, direct));
     emit_note(e, "row h of this thread: columns 8q + 2*(lane%%4) + {0, 1} of O; lane%%4 == 0 writes the LSE");
     for (int h = 0; h < 2; h++) {
+        char l_direct[NAME], l_next[NAME];
         sfx_lse(e, lse, reg_find(e, "cs_m%d", h), reg_find(e, "cs_l%d", h), reg_find(e, "scale_log2"));
         emit(e, "add.u32 %s, %%m0, %s;", R(e, rowg), row_seq(e, h));
         emit(e, "setp.lt.u32 %s, %s, %%seqlen_q;", R(e, pr), R(e, rowg));
@@ -555,6 +558,7 @@ static void emit_epilogue_split(Emit *e)
             hq = reg_b32(e, "cs_hq");
             emit(e, "add.u32 %s, %%head, %%cs_hoff%d;", R(e, hq), h);
         }
+        emit(e, "@%s bra %s;", R(e, direct), new_label(e, l_direct, sizeof l_direct, "split_direct"));
         mha_split_row_addrs(e, hq, rowg, la, oa);
         op_st_global_f32(e, pl, la, lse);
         /* the fragment's column pair of this lane: 2 (lane % 4) f32 into the row; pair q is 8 columns further */
@@ -564,6 +568,18 @@ static void emit_epilogue_split(Emit *e)
             emit(e, "mul.f32 %s, %%o%d, %%cs_inv%d;", R(e, f1), s_index(q, h, 1), h);
             op_st_global_v2_f32(e, pr, oa, (uint32_t)(8 * F32_BYTES * q), f0, f1);
         }
+        emit(e, "bra.uni %s;", new_label(e, l_next, sizeof l_next, "split_row_done"));
+        emit_label(e, l_direct);
+        mha_split_out_lse(e, pl, hq, rowg, lse);
+        mha_split_out_addr(e, hq, rowg, p->elem_bytes, oa);
+        emit(e, "mad.wide.u32 %s, %%cs_lm, %d, %s;", R(e, oa), 2 * p->elem_bytes, R(e, oa));
+        for (int q = 0; q < p->ov / 8; q++) {
+            emit(e, "mul.f32 %s, %%o%d, %%cs_inv%d;", R(e, f0), s_index(q, h, 0), h);
+            emit(e, "mul.f32 %s, %%o%d, %%cs_inv%d;", R(e, f1), s_index(q, h, 1), h);
+            op_cvt_pack(e, p->cfg.dtype, pk, f1, f0);
+            op_st_global_b32_at(e, pr, oa, (uint32_t)(8 * q * p->elem_bytes), pk);
+        }
+        emit_label(e, l_next);
     }
     emit_note(e, "plan: named barrier epilogue<consumer>: the warpgroup is done with its Q rows");
     op_bar_sync_at(e, REG_NONE, reg_find(e, "cs_epi_bar"), named_bar_threads(p, sm90_of(p)->bar_epilogue0));

@@ -675,6 +675,9 @@ static void decode(P *p, Ins *in, const char *w)
         else if (has(&k, "mbarrier_init")) in->op = OP_FENCE_MBAR_INIT;
         else if (has(&k, "proxy")) fail(p, "'%s' is not simulated", w);
         else in->op = OP_FENCE;
+    } else if (!strcmp(b, "griddepcontrol")) {
+        if (!has(&k, "launch_dependents") && !has(&k, "wait")) fail(p, "'%s' not understood", w);
+        in->op = OP_GRIDDEP;
     } else if (!strcmp(b, "mbarrier")) {
         decode_mbarrier(p, in, &k, w);
     } else if (!strcmp(b, "cp")) {

@@ -45,6 +45,8 @@ typedef enum {
     OP_TC_WAIT_ST, OP_TC_FENCE_BEFORE, OP_TC_FENCE_AFTER, OP_TC_CP,
     /* wgmma */
     OP_WG_FENCE, OP_WG_MMA, OP_WG_COMMIT, OP_WG_WAIT,
+    /* griddepcontrol.launch_dependents / .wait (programmatic dependent launch) */
+    OP_GRIDDEP,
     OP_COUNT
 } PtxOp;
 

@@ -1823,6 +1823,10 @@ static int run_thread(Sim *s, Thread *t, int quantum)
             t->fence_ep = t->vc[t->gtid]++;
             break;
         case OP_SETMAXNREG: case OP_FENCE_MBAR_INIT: case OP_TC_FENCE_AFTER: case OP_WG_FENCE: break;
+        /* griddepcontrol: the simulated device runs one grid at a time in stream order, so every earlier
+         * grid has completed and its writes are visible before this one starts: wait has nothing to wait
+         * for, and launch_dependents only permits an early start that never happens here */
+        case OP_GRIDDEP: break;
         case OP_FENCE_PROXY_ASYNC: t->proxy_fenced = t->vc[t->gtid]++; break;
         case OP_TC_FENCE_BEFORE:
             if (!t->st_unwaited) t->tc_fenced = t->vc[t->gtid];

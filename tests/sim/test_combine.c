@@ -154,9 +154,9 @@ int main(void)
         return 2;
     }
     int fail = 0, pass = 0;
-    const int splits[] = {1, 2, 3, 16}, ovs[] = {64, 192};
-    for (size_t i = 0; i < 4; i++)
-        for (size_t j = 0; j < 2; j++) {
+    const int splits[] = {1, 2, 3, 16, 33, 128}, ovs[] = {64, 192}; /* 33, 128: past the first 32-lane chunk; the last */
+    for (size_t i = 0; i < sizeof splits / sizeof splits[0]; i++)
+        for (size_t j = 0; j < sizeof ovs / sizeof ovs[0]; j++) {
             int f = run_case(&cu, ctx, sm100 ? "sm100a" : "sm90a", splits[i], ovs[j]);
             fail += f, pass += !f;
         }

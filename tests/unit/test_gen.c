@@ -817,19 +817,23 @@ static void test_split_and_combine_config(void **state)
     if (!strstr(p->canonical, " split=1")) fail_msg("canonical %s", p->canonical);
     Config back = parse_ok(p->canonical);
     assert_int_equal(back.split, 1);
-    const char *tail[3] = {"num_splits", "o_accum", "lse_accum"};
-    for (int i = 0; i < 3; i++) assert_string_equal(p->params[p->n_params - 3 + i].name, tail[i]);
+    /* then out and its strides: a run with num_splits 1 writes the final O itself */
+    const char *tail[7] = {"num_splits", "o_accum", "lse_accum", "out", "out_stride_b", "out_stride_s", "out_stride_h"};
+    for (int i = 0; i < 7; i++) assert_string_equal(p->params[p->n_params - 7 + i].name, tail[i]);
     assert_int_equal(p->heads_per_cta, 8);
     assert_int_equal(p->rows_per_cta, 16);
+    assert_true(p->pdl_trigger && !p->pdl_dependent);
     plan_ok("mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 mask=causal", q);
     if (strstr(q->canonical, "split")) fail_msg("canonical %s", q->canonical);
     assert_int_equal(q->heads_per_cta, 1); /* the unsplit sm90a kernel is what it was */
-    assert_int_equal(q->n_params, p->n_params - 3);
+    assert_int_equal(q->n_params, p->n_params - 7);
+    assert_true(!q->pdl_trigger);
     assert_true(q->hash != p->hash);
     plan_ok("mha target=sm100a dtype=bf16 qk=128 ov=128 group=8 split=1 mask=none", p);
-    assert_string_equal(p->params[p->n_params - 1].name, "lse_accum");
+    assert_string_equal(p->params[p->n_params - 1].name, "out_stride_h");
 
     plan_ok("combine target=sm100a dtype=fp16 ov=192", p);
+    assert_true(p->pdl_dependent && !p->pdl_trigger);
     assert_string_equal(p->canonical, "combine target=sm100a dtype=fp16 ov=192");
     assert_true(strstr(p->symbol, "fa4_combine_sm100a_") == p->symbol);
     assert_int_equal(p->n_maps, 0);
@@ -837,7 +841,8 @@ static void test_split_and_combine_config(void **state)
     char *ptx = NULL;
     size_t len;
     assert_int_equal(fa4gen_generate(&p->cfg, q, &ptx, &len, err, sizeof err), 0);
-    if (!strstr(ptx, ".target sm_100a") || !strstr(ptx, "ex2.approx")) fail_msg("combine PTX");
+    if (!strstr(ptx, ".target sm_100a") || !strstr(ptx, "ex2.approx") || !strstr(ptx, "griddepcontrol.wait;"))
+        fail_msg("combine PTX");
     free(ptx);
     const char *bad[][2] = {{"mha target=sm90a qk=128 split=2", "split:"},
                             {"mha target=sm90a qk=128 split=1 sink=1", "split:"},

@@ -1,0 +1,165 @@
+"""profile_decode.py - where a decode call's time goes: per-kernel device durations (CUPTI, via
+torch.profiler) and the CUDA-graph replay time of the whole call, for fa4 variants and torch's backends.
+
+    python3 bench/profile_decode.py [--shapes B1xS16384x64/8,...] [--variants "default;bm=64;splits=32"]
+                                    [--reps 20] [--out FILE]
+
+A variant is config words for fa4 (e.g. "bm=64 bn=64 stages=3"), optionally with "splits=N" (forced
+num_splits); "default" is the runtime's pick. Per shape and variant: the replay time of the whole call
+(median of --reps, CUDA events around one graph replay), then each kernel the call launched with its mean
+device duration. The gap between the replay and the kernels' sum is launch and dependency latency. K/V are
+rotated over sets so L2 does not hold them. Not a benchmark of record: bench_decode.py is.
+"""
+import argparse
+import os
+import statistics
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.profiler import ProfilerActivity, profile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import fa4  # noqa: E402
+
+D = 128
+
+
+def parse_variant(text):
+    words, splits = [], 0
+    for w in text.split():
+        if w.startswith("splits="):
+            splits = int(w.split("=")[1])
+        elif w != "default":
+            words.append(w)
+    return (" ".join(words) or None), splits
+
+
+def fa4_call(config, splits, sets):
+    q, k, v = sets[0]["q"], sets[0]["k"], sets[0]["v"]
+    n, ws_bytes = fa4.mha_split_count(q, k, v, config=config, num_splits=splits)
+    ws = torch.empty(max(ws_bytes, 16), device="cuda", dtype=torch.uint8)
+    return n, lambda s: fa4.mha_fwd(s["q"], s["k"], s["v"], out=s["o"], config=config, num_splits=splits,
+                                    workspace=ws)
+
+
+def sdpa(backend):
+    def run(s):
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(s["q"].transpose(1, 2), s["k"].transpose(1, 2),
+                                                  s["v"].transpose(1, 2), enable_gqa=True)
+    return run
+
+
+def graph_of(fn, s):
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn(s)
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn(s)
+    return g
+
+
+def replay_ms(graphs, reps):
+    for g in graphs:
+        g.replay()
+    torch.cuda.synchronize()
+    ts = []
+    for i in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        graphs[i % len(graphs)].replay()
+        b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b))
+    return statistics.median(ts)
+
+
+def kernel_times(graphs, reps):
+    """[(kernel name, mean us, count per call)] of the graph replays, from CUPTI."""
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for i in range(reps):
+            graphs[i % len(graphs)].replay()
+        torch.cuda.synchronize()
+    out = {}
+    for ev in prof.events():
+        if ev.device_type.name != "CUDA" or "memcpy" in ev.name.lower() or "memset" in ev.name.lower():
+            continue
+        t = out.setdefault(ev.name, [0.0, 0])
+        t[0] += ev.device_time if hasattr(ev, "device_time") else ev.cuda_time
+        t[1] += 1
+    return [(n, t[0] / t[1], t[1] / reps) for n, t in out.items()]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shapes", default="B1xS16384x64/8,B1xS131072x64/8,B16xS4096x64/8")
+    ap.add_argument("--variants", default="default")
+    ap.add_argument("--torch", default="cudnn,flash")
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    lines = ["# profile_decode %s, torch %s, cuDNN %s; us per call: graph replay, then each kernel's mean "
+             "device time" % (torch.cuda.get_device_name(), torch.__version__, torch.backends.cudnn.version())]
+    print(lines[0], flush=True)
+    backends = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
+                "efficient": SDPBackend.EFFICIENT_ATTENTION}
+    for shape in args.shapes.split(","):
+        b, s, g = shape.split("x")
+        B, S = int(b[1:]), int(s[1:])
+        Hq, Hkv = (int(x) for x in g.split("/"))
+        kv_bytes = 2 * B * S * Hkv * D * 2
+        nsets = 3 if kv_bytes < (256 << 20) else 1
+        sets = []
+        for _ in range(nsets):
+            st = {"q": torch.randn(B, 1, Hq, D, device="cuda", dtype=torch.bfloat16),
+                  "k": torch.randn(B, S, Hkv, D, device="cuda", dtype=torch.bfloat16),
+                  "v": torch.randn(B, S, Hkv, D, device="cuda", dtype=torch.bfloat16)}
+            st["o"] = torch.empty_like(st["q"])
+            sets.append(st)
+        ideal = kv_bytes / 3.0e9  # us at 3 TB/s
+        lines.append("## %s: K+V %.1f MB (%.1f us at 3 TB/s)" % (shape, kv_bytes / 1e6, ideal))
+        print(lines[-1], flush=True)
+        runs = []
+        for vt in args.variants.split(";"):
+            config, splits = parse_variant(vt)
+            try:
+                n, fn = fa4_call(config, splits, sets)
+                runs.append(("fa4 [%s] splits %d" % (vt.strip(), n), fn))
+            except Exception as e:  # noqa: BLE001
+                lines.append("  fa4 [%s]: n/a: %s" % (vt, str(e).split("\n")[0][:100]))
+        for name in args.torch.split(","):
+            if name:
+                runs.append((name, sdpa(backends[name])))
+        ref = None
+        for name, fn in runs:
+            try:
+                graphs = [graph_of(fn, st) for st in sets]
+                ms = replay_ms(graphs, args.reps)
+                ks = kernel_times(graphs, args.reps)
+                out = (sets[0]["o"] if name.startswith("fa4") else fn(sets[0]).transpose(1, 2)).float()
+                if ref is None:
+                    ref = out.clone()
+                rel = ((out - ref).norm() / ref.norm()).item()
+            except Exception as e:  # noqa: BLE001
+                lines.append("  %-40s n/a: %s" % (name, str(e).split("\n")[0][:100]))
+                print(lines[-1], flush=True)
+                continue
+            lines.append("  %-40s %8.1f us  %5.0f GB/s  (rel vs first %.1e)" % (name, ms * 1e3, kv_bytes / ms / 1e6, rel))
+            for kn, us, cnt in ks:
+                lines.append("      %8.1f us x%.0f  %s" % (us, cnt, kn[:90]))
+            print("\n".join(lines[-1 - len(ks):]), flush=True)
+        del sets
+        torch.cuda.empty_cache()
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
