@@ -14,8 +14,10 @@ int rt_split_choice(uint64_t tiles, int sm_count, int kv_blocks)
     int max = kv_blocks / SPLIT_MIN_BLOCKS;
     if (max > FA4_MAX_SPLITS) max = FA4_MAX_SPLITS;
     if (max <= 1) return 1;
-    /* the fraction of the last wave's SMs kept busy by tiles x s CTAs; the smallest s within 85%
-     * of the best (fewer splits: less partial traffic, a cheaper combine) */
+    /* the fraction of the last wave's SMs kept busy by tiles x s CTAs; the smallest s within 95%
+     * of the best (fewer splits: less partial traffic, a cheaper combine). 95, not less: batch 1 with
+     * 8 kv heads then takes 16 splits (128 of 132 SMs), not 15 (120), and the combine of 16 splits
+     * costs about what 15 do (4 loads a step), H100, bench/NOTES.md "decode tile" */
     double eff[FA4_MAX_SPLITS + 1], best = 0;
     for (int s = 1; s <= max; s++) {
         uint64_t ctas = tiles * (uint64_t)s, waves = (ctas + (uint64_t)sm_count - 1) / (uint64_t)sm_count;
@@ -23,7 +25,7 @@ int rt_split_choice(uint64_t tiles, int sm_count, int kv_blocks)
         if (eff[s] > best) best = eff[s];
     }
     for (int s = 1; s <= max; s++)
-        if (eff[s] >= 0.85 * best) return s;
+        if (eff[s] >= 0.95 * best) return s;
     return 1;
 }
 

@@ -145,6 +145,9 @@ fi
 if { [ "$BENCH" = 1 ] || [ "$SERVING" = 2 ]; } && [ -f bench/bench_decode.py ]; then
     step decode_bench env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so python3 bench/bench_decode.py --graphs \
         --out "$OUT/bench_decode.txt" ${DECODE_BENCH_ARGS:-}
+    # eight calls per graph (the layers of one decode step): the time per call without the graph's own launch
+    step decode_bench_calls8 env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so python3 bench/bench_decode.py --graphs \
+        --calls 8 --reps 10 --out "$OUT/bench_decode_calls8.txt" ${DECODE_BENCH_ARGS:-}
     # the same shapes with fa4 reading K/V through 64-row pages and a shuffled block table
     step decode_bench_paged env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so python3 bench/bench_decode.py --graphs --paged \
         --out "$OUT/bench_decode_paged.txt" ${DECODE_PAGED_ARGS:-}
@@ -184,4 +187,5 @@ cat "$OUT/jit_cold.log" "$OUT/jit_warm.log" 2>/dev/null | grep "get kernel"
 [ -f "$OUT/bench.txt" ] && cat "$OUT/bench.txt"
 [ -f "$OUT/bench_score_mod.txt" ] && cat "$OUT/bench_score_mod.txt"
 [ -f "$OUT/bench_decode.txt" ] && cat "$OUT/bench_decode.txt"
+[ -f "$OUT/bench_decode_calls8.txt" ] && cat "$OUT/bench_decode_calls8.txt"
 printf '%s\n' "${SUMMARY[@]}"
