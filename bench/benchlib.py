@@ -1,7 +1,8 @@
 """benchlib.py - the timing helpers every benchmark here shares (CUDA events, medians).
 
 time_interleaved(fns, sets, reps): the median ms of each fn, the fns taking turns within every repetition
-(so clock drift hits all alike), inputs rotated among `sets` (so L2 does not hold them).
+(so clock drift hits all alike; the first fn rotates, so none always follows the same, e.g. a heavy one), inputs rotated among `sets` call by call (so L2 does not hold them: each call
+reads a set other than the one the call before it read, whichever fn made it).
 time_ms(fn, sets, reps): one fn's median ms and its spread (max - min).
 matmul_ceiling(reps): the measured cuBLAS bf16 8192^3 matmul rate in TFLOP/s, the ceiling ratios use.
 """
@@ -25,9 +26,13 @@ def time_interleaved(fns, sets, reps, warmup=5):
             fn(*sets[i % len(sets)])
     torch.cuda.synchronize()
     times = [[] for _ in fns]
+    k = 0  # per call, not per repetition: the next fn must not find this call's inputs in L2
+    n = len(fns)
     for i in range(reps):
-        for t, fn in zip(times, fns):
-            t.append(_event_ms(fn, sets[i % len(sets)]))
+        for j in range(n):  # repetition i starts at fn i % n: each fn follows each other one as often
+            f = (i + j) % n
+            times[f].append(_event_ms(fns[f], sets[k % len(sets)]))
+            k += 1
     return [statistics.median(t) for t in times]
 
 
