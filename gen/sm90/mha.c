@@ -78,17 +78,43 @@ static void load_chunks(Emit *e, Reg tmap, Reg dst0, uint32_t chunk_bytes, int c
     }
 }
 
-/* Paged KV: the tile's min(page, bn)-row boxes, each at its page's coordinates (plan note paged kv);
- * box i of chunk c lands at row i x box of the chunk, a whole number of swizzle atoms in. */
-static void load_paged(Emit *e, Reg tmap, Reg dst0, uint32_t chunk_bytes, int chunks, Reg row, Reg head, Reg bar)
+/* A block of at most this many page boxes has its table entries read ahead (two registers each
+ * in the producer, which keeps 24-32: 8 boxes spill). */
+enum { PAGED_AHEAD_BOXES = 4 };
+
+static int paged_boxes(const Plan *p) { return p->bn / (p->cfg.page < p->bn ? p->cfg.page : p->bn); }
+
+/* Paged KV with few boxes a block: the coordinates (page, row in page) of the block's
+ * min(page, bn)-row boxes, looked up once for K and V both and before the producer waits for a free
+ * slot, so that the table read overlaps the wait instead of following it (plan note paged kv). */
+static void paged_block_coords(Emit *e, Reg row)
 {
     const Plan *p = e->p;
     int box = p->cfg.page < p->bn ? p->cfg.page : p->bn;
-    Reg dst = reg_b32(e, "ld_dst"), col = reg_b32(e, "ld_col"), lrow = reg_b32(e, "ld_lrow");
-    Reg page = reg_b32(e, "ld_page"), in_row = reg_b32(e, "ld_prow");
-    for (int i = 0; i < p->bn / box; i++) {
+    Reg lrow = reg_b32(e, "ld_lrow");
+    if (paged_boxes(p) > PAGED_AHEAD_BOXES) return; /* load_paged looks each box up itself */
+    emit_note(e, "paged kv: this block's table entries, read before the slot wait, for K and V both");
+    for (int i = 0; i < paged_boxes(p); i++) {
         emit(e, "add.u32 %s, %s, %d;", R(e, lrow), R(e, row), i * box);
-        paged_coords(e, lrow, page, in_row);
+        paged_coords(e, lrow, reg_b32(e, "ld_page%d", i), reg_b32(e, "ld_prow%d", i));
+    }
+}
+
+/* Paged KV: the block's boxes, at the coordinates paged_block_coords read ahead or (many boxes)
+ * looked up here one by one; box i of chunk c lands at row i x box of the chunk, a whole number of
+ * swizzle atoms in. */
+static void load_paged(Emit *e, Reg tmap, Reg dst0, uint32_t chunk_bytes, int chunks, Reg row, Reg head, Reg bar)
+{
+    const Plan *p = e->p;
+    int box = p->cfg.page < p->bn ? p->cfg.page : p->bn, ahead = paged_boxes(p) <= PAGED_AHEAD_BOXES;
+    Reg dst = reg_b32(e, "ld_dst"), col = reg_b32(e, "ld_col"), lrow = reg_b32(e, "ld_lrow");
+    for (int i = 0; i < p->bn / box; i++) {
+        Reg page = ahead ? reg_find(e, "ld_page%d", i) : reg_b32(e, "ld_page");
+        Reg in_row = ahead ? reg_find(e, "ld_prow%d", i) : reg_b32(e, "ld_prow");
+        if (!ahead) {
+            emit(e, "add.u32 %s, %s, %d;", R(e, lrow), R(e, row), i * box);
+            paged_coords(e, lrow, page, in_row);
+        }
         for (int c = 0; c < chunks; c++) {
             emit(e, "add.u32 %s, %s, %u;", R(e, dst), R(e, dst0),
                  c * chunk_bytes + (uint32_t)(i * box * p->swizzle_bytes));
@@ -162,6 +188,7 @@ static void emit_producer(Emit *e)
     emit(e, "sub.s32 %s, %s, 1;", j, j);
     emit(e, "mul.lo.u32 %s, %s, %d;", R(e, row), j, p->bn);
     if (varlen && !p->cfg.page) emit(e, "add.u32 %s, %s, %%vl_k_start;", R(e, row), R(e, row));
+    if (p->cfg.page) paged_block_coords(e, row);
     ring_free_parity(e, par, phase);
     const struct { const char *what; Reg empty, full, base, tmap; uint32_t tx, stage_bytes, chunk_bytes; int chunks; }
         kv[2] = {{"K", ke, kf, k0, reg_find(e, "tmap_k"), s->tx_k, s->k_stage_bytes, s->k_chunk_bytes, p->qk_chunks},
@@ -659,10 +686,13 @@ static void emit_issue_qk(Emit *e)
     emit_note(e, "blocks outside [full_lo, full_hi) take the masked softmax");
     emit(e, "setp.ge.s32 %s, %%cs_j, %%full_hi;", pmask);
     emit(e, "setp.lt.or.s32 %s, %%cs_j, %%full_lo, %s;", pmask, pmask);
-    if (e->p->cfg.page) emit(e, "setp.ne.or.u32 %s, %%pg_bad, 0, %s;", pmask, pmask);
     mbar_indexed(e, bar, reg_find(e, "cs_k_full"), reg_find(e, "cs_stage"));
     op_mbar_wait(e, bar, reg_find(e, "cs_phase"));
     emit_qk(e, reg_find(e, "cs_stage"));
+    if (e->p->cfg.page) { /* the table read's result, used only after the wgmmas are issued */
+        emit_note(e, "paged kv: a block with a page without a valid entry takes the masked softmax");
+        emit(e, "setp.ne.or.u32 %s, %%pg_bad, 0, %s;", pmask, pmask);
+    }
 }
 
 /* Wait for V of the block whose P is in registers (slot %cs_pv_stage) and issue O += P V. */
