@@ -39,7 +39,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import fa4  # noqa: E402
-from benchlib import time_interleaved, time_ms  # noqa: E402
+from benchlib import capture, time_interleaved, time_ms, write_lines  # noqa: E402
 
 PAGE = 64
 D = 128
@@ -73,19 +73,7 @@ def graphed(fn, sets, calls=1):
     launches) leaves the timing, as in a serving engine that captures its decode step. calls > 1: the graph
     holds that many calls in a row (the sets taken in turn, as the layers of one decode step), so the
     graph's own launch is shared and a call costs its kernels and the gaps between them."""
-    graphs = {}
-    for k, s in enumerate(sets):
-        chain = [sets[(k + i) % len(sets)] for i in range(calls)]
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            fn(s)
-        torch.cuda.current_stream().wait_stream(side)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            for c in chain:
-                fn(c)
-        graphs[id(s)] = g
+    graphs = {id(s): capture(fn, [sets[(k + i) % len(sets)] for i in range(calls)]) for k, s in enumerate(sets)}
     return lambda s: graphs[id(s)].replay()
 
 
@@ -253,9 +241,7 @@ def main():
                 torch.cuda.empty_cache()
     lines.append("# target: %d of %d shapes with Sk >= 16k reach 85%% of the copy bandwidth" % (met, total))
     print(lines[-1], flush=True)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write("\n".join(lines) + "\n")
+    write_lines(args.out, lines)
 
 
 if __name__ == "__main__":

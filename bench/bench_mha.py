@@ -18,7 +18,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import fa4  # noqa: E402
-from benchlib import matmul_ceiling, time_interleaved  # noqa: E402
+from benchlib import matmul_ceiling, time_interleaved, write_lines  # noqa: E402
 
 SHAPES = [  # name, B, Hq, Hkv, S, D, causal, dtype
     ("d64 full", 2, 16, 16, 8192, 64, False, torch.bfloat16),
@@ -122,9 +122,7 @@ def main():
             lines.append("#   %s: config n/a (%s)" % (name, str(e)[:60]))
         del sets
         torch.cuda.empty_cache()
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write("\n".join(lines) + "\n")
+    write_lines(args.out, lines)
 
 
 if __name__ == "__main__":

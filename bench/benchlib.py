@@ -5,6 +5,8 @@ time_interleaved(fns, sets, reps): the median ms of each fn, the fns taking turn
 reads a set other than the one the call before it read, whichever fn made it).
 time_ms(fn, sets, reps): one fn's median ms and its spread (max - min).
 matmul_ceiling(reps): the measured cuBLAS bf16 8192^3 matmul rate in TFLOP/s, the ceiling ratios use.
+capture(fn, inputs): a CUDA graph of fn(x) for each x of inputs in turn (warmed up once on a side stream).
+write_lines(path, lines): the report, one line each, when a path was given.
 """
 import statistics
 
@@ -49,3 +51,22 @@ def matmul_ceiling(reps=10):
     y = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
     ms, _ = time_ms(lambda a, b: torch.matmul(a, b), [(x, y)], reps)
     return 2 * 8192 ** 3 / ms / 1e9
+
+
+def capture(fn, inputs):
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn(inputs[0])
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for x in inputs:
+            fn(x)
+    return g
+
+
+def write_lines(path, lines):
+    if path:
+        with open(path, "w") as f:
+            f.write("\n".join(lines) + "\n")

@@ -22,6 +22,7 @@ from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import fa4  # noqa: E402
+from benchlib import capture, write_lines  # noqa: E402
 
 D = 128
 
@@ -50,18 +51,6 @@ def sdpa(backend):
             return F.scaled_dot_product_attention(s["q"].transpose(1, 2), s["k"].transpose(1, 2),
                                                   s["v"].transpose(1, 2), enable_gqa=True)
     return run
-
-
-def graph_of(fn, s):
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn(s)
-    torch.cuda.current_stream().wait_stream(side)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn(s)
-    return g
 
 
 def replay_ms(graphs, reps):
@@ -139,7 +128,7 @@ def main():
         ref = None
         for name, fn in runs:
             try:
-                graphs = [graph_of(fn, st) for st in sets]
+                graphs = [capture(fn, [st]) for st in sets]
                 ms = replay_ms(graphs, args.reps)
                 ks = kernel_times(graphs, args.reps)
                 out = (sets[0]["o"] if name.startswith("fa4") else fn(sets[0]).transpose(1, 2)).float()
@@ -156,9 +145,7 @@ def main():
             print("\n".join(lines[-1 - len(ks):]), flush=True)
         del sets
         torch.cuda.empty_cache()
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write("\n".join(lines) + "\n")
+    write_lines(args.out, lines)
 
 
 if __name__ == "__main__":
