@@ -1101,6 +1101,60 @@ void mla100_epilogue(Emit *e, int pair)
     epilogue_stats(e, inb, lse, pair);
 }
 
+/* Where the final O's packed column pairs go: pair k of the chunk at column c (columns c + 2k, c + 2k + 1). */
+typedef struct OPairSink OPairSink;
+struct OPairSink {
+    Reg (*reg)(Emit *e, const OPairSink *o, int k);               /* the b32 to pack pair k into */
+    void (*put)(Emit *e, const OPairSink *o, int c, int k, Reg pk); /* store it (or a group ending at it) */
+    Reg oa, a, inb, pk, base, ua, key, w[4];
+};
+
+/* The final O of this thread's row, two columns at a time: wait for the last PV (bar_pv_done, phase
+ * blocks - 1; note: what else that means), then per TMEM chunk scale by inv, pack to bf16, hand to sink. */
+static void epilogue_o_pairs(Emit *e, Reg inv, const char *note, const OPairSink *sink)
+{
+    const SparsePlan100 *s = mla100(e->p);
+    Reg bar = reg_b32(e, "sx_bar"), ta = reg_b32(e, "sx_ta"), o = reg_find(e, "sx_o");
+    emit_note(e, "the last PV is done (its bar_pv_done phase: blocks - 1)%s", note);
+    smem_at(e, bar, s->bar_pv_done);
+    op_mbar_wait(e, bar, reg_find(e, "sx_opar"));
+    op_tc_fence_after(e);
+    for (int c = 0; c < s->o_cols; c += s->o_chunk) {
+        emit(e, "add.u32 %s, %%sx_tl, %u;", R(e, ta), s->tm_o + (uint32_t)c);
+        op_tmem_ld(e, o, 0, s->o_chunk, ta);
+        op_tmem_wait_ld(e);
+        for (int k = 0; k < s->o_chunk / 2; k++) {
+            Reg lo = reg_at(e, o, 2 * k), hi = reg_at(e, o, 2 * k + 1), pk = sink->reg(e, sink, k);
+            emit(e, "mul.f32 %s, %s, %s;", R(e, lo), R(e, lo), R(e, inv));
+            emit(e, "mul.f32 %s, %s, %s;", R(e, hi), R(e, hi), R(e, inv));
+            op_cvt_pack(e, DT_BF16, pk, hi, lo);
+            sink->put(e, sink, c, k, pk);
+        }
+    }
+}
+
+/* epilogue_direct's sink: each pair straight to out. */
+static Reg direct_reg(Emit *e, const OPairSink *o, int k) { (void)e, (void)k; return o->pk; }
+static void direct_put(Emit *e, const OPairSink *o, int c, int k, Reg pk)
+{
+    emit(e, "add.u64 %s, %s, %d;", R(e, o->a), R(e, o->oa), (c + 2 * k) * e->p->elem_bytes);
+    op_st_global_b32(e, o->inb, o->a, pk);
+}
+
+/* epilogue_tma's sink: four pairs make a 16-byte unit, stored at its swizzled place in the staging. */
+static Reg tma_reg(Emit *e, const OPairSink *o, int k) { (void)e; return o->w[k % 4]; }
+static void tma_put(Emit *e, const OPairSink *o, int c, int k, Reg pk)
+{
+    const Plan *p = e->p;
+    (void)pk;
+    if (k % 4 != 3) return;
+    int unit_elems = MLA_UNIT / p->elem_bytes, col = c + 2 * k - 6, u = (col % p->chunk_elems) / unit_elems;
+    emit(e, "xor.b32 %s, %s, %d;", R(e, o->ua), R(e, o->key), u);
+    emit(e, "shl.b32 %s, %s, 4;", R(e, o->ua), R(e, o->ua));
+    emit(e, "add.u32 %s, %s, %s;", R(e, o->ua), R(e, o->ua), R(e, o->base));
+    op_st_shared_v4_b32(e, o->ua, (uint32_t)(col / p->chunk_elems) * mla100(p)->ostage_chunk_bytes, o->w);
+}
+
 /* O / l to bf16, stored by each thread: out[tok, head, half * o_cols ..] (rows past h_q skipped). */
 static void epilogue_direct(Emit *e, Reg inv, Reg inb, int pair)
 {
@@ -1122,24 +1176,8 @@ static void epilogue_direct(Emit *e, Reg inv, Reg inb, int pair)
     emit(e, "mad.lo.u64 %s, %s, %d, %%out;", R(e, oa), R(e, oa), p->elem_bytes);
     emit(e, "setp.eq.u32 %s, %%sx_it, 0;", R(e, reg_pred(e, "sx_noblk")));
     emit(e, "@%%sx_noblk bra %s;", new_label(e, l_zero, sizeof l_zero, "sx_zero_o"));
-    Reg bar = reg_b32(e, "sx_bar"), ta = reg_b32(e, "sx_ta"), o = reg_find(e, "sx_o");
-    emit_note(e, "the last PV is done (its bar_pv_done phase: blocks - 1)");
-    smem_at(e, bar, s->bar_pv_done);
-    op_mbar_wait(e, bar, reg_find(e, "sx_opar"));
-    op_tc_fence_after(e);
-    for (int c = 0; c < s->o_cols; c += s->o_chunk) {
-        emit(e, "add.u32 %s, %%sx_tl, %u;", R(e, ta), s->tm_o + (uint32_t)c);
-        op_tmem_ld(e, o, 0, s->o_chunk, ta);
-        op_tmem_wait_ld(e);
-        for (int k = 0; k < s->o_chunk / 2; k++) {
-            Reg lo = reg_at(e, o, 2 * k), hi = reg_at(e, o, 2 * k + 1);
-            emit(e, "mul.f32 %s, %s, %s;", R(e, lo), R(e, lo), R(e, inv));
-            emit(e, "mul.f32 %s, %s, %s;", R(e, hi), R(e, hi), R(e, inv));
-            op_cvt_pack(e, DT_BF16, pk, hi, lo);
-            emit(e, "add.u64 %s, %s, %d;", R(e, a), R(e, oa), (c + 2 * k) * p->elem_bytes);
-            op_st_global_b32(e, inb, a, pk);
-        }
-    }
+    const OPairSink sink = {.reg = direct_reg, .put = direct_put, .oa = oa, .a = a, .inb = inb, .pk = pk};
+    epilogue_o_pairs(e, inv, "", &sink);
     emit(e, "bra.uni %s;", new_label(e, l_stored, sizeof l_stored, "sx_stored"));
     emit_label(e, l_zero);
     emit(e, "mov.b32 %s, 0;", R(e, zero));
@@ -1169,28 +1207,9 @@ static void epilogue_tma(Emit *e, Reg inv)
     emit(e, "and.b32 %s, %%sx_row, 7;", R(e, key));
     emit(e, "setp.eq.u32 %s, %%sx_it, 0;", R(e, reg_pred(e, "sx_noblk")));
     emit(e, "@%%sx_noblk bra %s;", new_label(e, l_zero, sizeof l_zero, "sx_zero_o"));
-    Reg bar = reg_b32(e, "sx_bar"), ta = reg_b32(e, "sx_ta"), o = reg_find(e, "sx_o");
-    emit_note(e, "the last PV is done (its bar_pv_done phase: blocks - 1): the kv ring is dead, O final");
-    smem_at(e, bar, s->bar_pv_done);
-    op_mbar_wait(e, bar, reg_find(e, "sx_opar"));
-    op_tc_fence_after(e);
-    for (int c = 0; c < s->o_cols; c += s->o_chunk) {
-        emit(e, "add.u32 %s, %%sx_tl, %u;", R(e, ta), s->tm_o + (uint32_t)c);
-        op_tmem_ld(e, o, 0, s->o_chunk, ta);
-        op_tmem_wait_ld(e);
-        for (int k = 0; k < s->o_chunk / 2; k++) {
-            Reg lo = reg_at(e, o, 2 * k), hi = reg_at(e, o, 2 * k + 1);
-            emit(e, "mul.f32 %s, %s, %s;", R(e, lo), R(e, lo), R(e, inv));
-            emit(e, "mul.f32 %s, %s, %s;", R(e, hi), R(e, hi), R(e, inv));
-            op_cvt_pack(e, DT_BF16, w[k % 4], hi, lo);
-            if (k % 4 != 3) continue;
-            int col = c + 2 * k - 6, u = (col % p->chunk_elems) / unit_elems;
-            emit(e, "xor.b32 %s, %s, %d;", R(e, ua), R(e, key), u);
-            emit(e, "shl.b32 %s, %s, 4;", R(e, ua), R(e, ua));
-            emit(e, "add.u32 %s, %s, %s;", R(e, ua), R(e, ua), R(e, base));
-            op_st_shared_v4_b32(e, ua, (uint32_t)(col / p->chunk_elems) * s->ostage_chunk_bytes, w);
-        }
-    }
+    OPairSink sink = {.reg = tma_reg, .put = tma_put, .base = base, .ua = ua, .key = key};
+    for (int k = 0; k < 4; k++) sink.w[k] = w[k];
+    epilogue_o_pairs(e, inv, ": the kv ring is dead, O final", &sink);
     emit(e, "bra.uni %s;", new_label(e, l_stored, sizeof l_stored, "sx_stored"));
     emit_label(e, l_zero);
     for (int k = 0; k < 4; k++) emit(e, "mov.b32 %s, 0;", R(e, w[k]));
