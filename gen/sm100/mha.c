@@ -934,6 +934,24 @@ static void corr_stage_o(Emit *e, int t, int zero)
     }
 }
 
+/* The sequence position and query head of this correction thread's row of Q tile t (plan rows):
+ * packed, row r = (seq m0 + seq_rows t + r % seq_rows, head + r / seq_rows); else (m0 + seq_rows t + r, head). */
+static void corr_row_coords(Emit *e, int t, Reg seq_, Reg head_)
+{
+    const Sm100Plan *s = sm100_of(e->p);
+    const char *seq = R(e, seq_), *head = R(e, head_);
+    if (s->packed) {
+        emit(e, "rem.u32 %s, %%row, %d;", seq, s->seq_rows);
+        emit(e, "div.u32 %s, %%row, %d;", head, s->seq_rows);
+        emit(e, "add.u32 %s, %s, %%head;", head, head);
+    } else {
+        emit(e, "mov.u32 %s, %%row;", seq);
+        emit(e, "mov.u32 %s, %%head;", head);
+    }
+    emit(e, "add.u32 %s, %s, %d;", seq, seq, t * s->seq_rows);
+    emit(e, "add.u32 %s, %s, %%m0;", seq, seq);
+}
+
 /* split=1, tile t: O / l (f32) and this split's LSE straight to the partial outputs (plan note
  * split), one row per thread; no staging, no TMA store. A CTA that saw no key writes O = 0. */
 static void corr_epilogue_split(Emit *e, int t)
@@ -956,16 +974,7 @@ static void corr_epilogue_split(Emit *e, int t)
     sfx_inv_sum(e, reg_f32(e, "cr_inv"), l, reg_find(e, "o_scale"));
     Reg seq = reg_b32(e, "cr_seq"), head = reg_b32(e, "cr_head"), lse = reg_f32(e, "cr_lse");
     Reg la = reg_b64(e, "cr_lse_addr"), oa = reg_b64(e, "cr_oacc_addr");
-    if (s->packed) {
-        emit(e, "rem.u32 %s, %%row, %d;", R(e, seq), s->seq_rows);
-        emit(e, "div.u32 %s, %%row, %d;", R(e, head), s->seq_rows);
-        emit(e, "add.u32 %s, %s, %%head;", R(e, head), R(e, head));
-    } else {
-        emit(e, "mov.u32 %s, %%row;", R(e, seq));
-        emit(e, "mov.u32 %s, %%head;", R(e, head));
-    }
-    emit(e, "add.u32 %s, %s, %d;", R(e, seq), R(e, seq), t * s->seq_rows);
-    emit(e, "add.u32 %s, %s, %%m0;", R(e, seq), R(e, seq));
+    corr_row_coords(e, t, seq, head);
     emit(e, "setp.lt.u32 %s, %s, %%seqlen_q;", R(e, ok), R(e, seq));
     sfx_lse(e, lse, m, l, reg_find(e, "scale_log2"));
     Reg direct = reg_pred(e, "cr_direct"), go = reg_pred(e, "cr_go");
@@ -1004,7 +1013,7 @@ static void corr_epilogue_split(Emit *e, int t)
         for (int g = 0; g < k; g += 8) {
             Reg v[4];
             for (int q = 0; q < 4; q++) {
-                v[q] = reg_b32(e, "cr_pk%d", q);
+                v[q] = reg_b32(e, "cr_dpk%d", q);
                 op_cvt_pack(e, s->o_dtype, v[q], reg_at(e, o, g + 2 * q + 1), reg_at(e, o, g + 2 * q));
             }
             op_st_global_v4_b32_at(e, go, oa, (uint32_t)(dtype_bytes[s->o_dtype] * (c + g)), v);
@@ -1040,16 +1049,7 @@ static void corr_store_rows(Emit *e, int t, Reg seq, Reg head)
     Reg v = reg_arr(e, RT_B32, 4, "cr_pk");
     Reg vs[4] = {reg_at(e, v, 0), reg_at(e, v, 1), reg_at(e, v, 2), reg_at(e, v, 3)};
     /* seq and head are those of the LSE code only when it ran: recompute them here */
-    if (s->packed) {
-        emit(e, "rem.u32 %s, %%row, %d;", R(e, seq), s->seq_rows);
-        emit(e, "div.u32 %s, %%row, %d;", R(e, head), s->seq_rows);
-        emit(e, "add.u32 %s, %s, %%head;", R(e, head), R(e, head));
-    } else {
-        emit(e, "mov.u32 %s, %%row;", R(e, seq));
-        emit(e, "mov.u32 %s, %%head;", R(e, head));
-    }
-    emit(e, "add.u32 %s, %s, %d;", R(e, seq), R(e, seq), t * s->seq_rows);
-    emit(e, "add.u32 %s, %s, %%m0;", R(e, seq), R(e, seq));
+    corr_row_coords(e, t, seq, head);
     emit(e, "setp.lt.u32 %s, %s, %%seqlen_q;", R(e, in), R(e, seq));
     emit(e, "add.u32 %s, %s, %%vl_q_start;", R(e, seq), R(e, seq));
     op_cvt(e, "u64.u32", ad, seq);
@@ -1102,16 +1102,7 @@ static void corr_epilogue(Emit *e, int t)
     emit_note(e, "LSE [batch, heads_q, seqlen_q] f32, natural log (plan note lse)");
     emit(e, "setp.eq.u64 %s, %%lse_ptr, 0;", pr);
     emit(e, "@%s bra %s;", pr, new_label(e, l_nolse, sizeof l_nolse, "cr_no_lse"));
-    if (s->packed) {
-        emit(e, "rem.u32 %s, %%row, %d;", seq, s->seq_rows);
-        emit(e, "div.u32 %s, %%row, %d;", head, s->seq_rows);
-        emit(e, "add.u32 %s, %s, %%head;", head, head);
-    } else {
-        emit(e, "mov.u32 %s, %%row;", seq);
-        emit(e, "mov.u32 %s, %%head;", head);
-    }
-    emit(e, "add.u32 %s, %s, %d;", seq, seq, t * s->seq_rows);
-    emit(e, "add.u32 %s, %s, %%m0;", seq, seq);
+    corr_row_coords(e, t, seq_, head_);
     sfx_lse(e, lse, m, l, reg_find(e, "scale_log2"));
     emit(e, "setp.lt.u32 %s, %s, %%seqlen_q;", pr, seq);
     if (p->cfg.varlen) {
