@@ -63,7 +63,8 @@ static int combine_plan(const Config *c, Plan *p, char *err, size_t n)
     p->rows_per_cta = COMBINE_WARPS;
     p->heads_per_cta = 1;
     p->smem_align = 16; /* no shared memory */
-    p->pdl_dependent = 1; /* its launch overlaps the split kernel's tail; griddepcontrol.wait guards the reads */
+    p->pdl_dependent = p->pdl_trigger = 1; /* its launch overlaps the split kernel's tail; griddepcontrol.wait
+                                            * guards the reads; then the next kernel may launch */
     plan_role(p, "combine", 0, COMBINE_WARPS, 0, "one row per warp: lane l owns O columns 4l + 128k");
     static const struct { ScalarId s; ParamType t; } params[] = {
         {SCALAR_O_ACCUM, PARAM_U64},  {SCALAR_LSE_ACCUM, PARAM_U64},    {SCALAR_OUT, PARAM_U64},
@@ -111,6 +112,8 @@ static int combine_emit(Emit *e)
     emit_note(e, "plan pdl: launched as a dependent of the split kernel; its partials are complete and visible "
               "only past this wait");
     emit(e, "griddepcontrol.wait;");
+    emit_note(e, "plan pdl: the next kernel (a decode step's next split kernel) may launch; it waits for this grid");
+    emit(e, "griddepcontrol.launch_dependents;");
     emit_section(e, "LSE: lane l loads the splits l + 32 c (-inf past num_splits); lse = max + log sum_i e^(lse_i - max)");
     Reg lsec = reg_arr(e, RT_F32, COMBINE_CHUNKS, "cb_lse"), wc = reg_arr(e, RT_F32, COMBINE_CHUNKS, "cb_w");
     Reg idx = reg_b32(e, "cb_idx"), t64 = reg_b64(e, "cb_t64");

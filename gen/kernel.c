@@ -57,7 +57,7 @@ void mha_plan_params(Plan *p)
                   "then the mask", (unsigned long long)p->cfg.score_mod);
     }
     if (p->cfg.split) {
-        p->pdl_trigger = 1;
+        p->pdl_trigger = p->pdl_dependent = 1;
         plan_param_scalar(p, SCALAR_NUM_SPLITS, PARAM_U32);
         plan_param_scalar(p, SCALAR_O_ACCUM, PARAM_U64);
         plan_param_scalar(p, SCALAR_LSE_ACCUM, PARAM_U64);
@@ -140,6 +140,11 @@ void mha_prologue(Emit *e)
         emit(e, "ld.param.f32 %s, [p_sm_scale];", reg(e, "f32", "mod_scale"));
         emit(e, "ld.param.u64 %s, [p_aux];", reg(e, "b64", "mod_aux"));
         emit(e, "mov.f32 %%scale_log2, %s;", PTX_LOG2E);
+    }
+    if (p->pdl_dependent) {
+        emit_note(e, "plan pdl: launched as a dependent of the stream's previous kernel, which may still run: "
+                  "no global memory is read or written before this wait (the parameters are not global memory)");
+        emit(e, "griddepcontrol.wait;");
     }
     if (p->pdl_trigger) {
         emit_note(e, "plan pdl: the combine kernel may launch now; its griddepcontrol.wait still waits for this grid");

@@ -292,10 +292,12 @@ char *plan_explain_text(const Plan *p)
     else
         buf_printf(&b, "  grid  tiles = ceil(seqlen_q / %d) * (heads_q / %d) * batch%s; %s\n", p->rows_per_cta * p->cluster[0],
                    p->heads_per_cta, p->cfg.split ? " * num_splits" : "", each);
-    if (p->pdl_dependent || p->pdl_trigger)
-        buf_printf(&b, "  pdl   %s\n", p->pdl_dependent ? "a programmatic dependent of the stream's previous kernel: "
-                   "griddepcontrol.wait before it reads that kernel's output" : "griddepcontrol.launch_dependents in "
-                   "the prologue: the next kernel (combine) may launch while this one runs");
+    if (p->pdl_dependent)
+        buf_printf(&b, "  pdl   a programmatic dependent of the stream's previous kernel: griddepcontrol.wait before "
+                   "any global memory access\n");
+    if (p->pdl_trigger)
+        buf_printf(&b, "  pdl   griddepcontrol.launch_dependents: the stream's next kernel (split -> combine -> next "
+                   "split) may launch while this one runs\n");
     if (b.oom) { buf_free(&b); return NULL; }
     return b.p;
 }

@@ -822,7 +822,7 @@ static void test_split_and_combine_config(void **state)
     for (int i = 0; i < 7; i++) assert_string_equal(p->params[p->n_params - 7 + i].name, tail[i]);
     assert_int_equal(p->heads_per_cta, 8);
     assert_int_equal(p->rows_per_cta, 16);
-    assert_true(p->pdl_trigger && !p->pdl_dependent);
+    assert_true(p->pdl_trigger && p->pdl_dependent);
     plan_ok("mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 mask=causal", q);
     if (strstr(q->canonical, "split")) fail_msg("canonical %s", q->canonical);
     assert_int_equal(q->heads_per_cta, 1); /* the unsplit sm90a kernel is what it was */
@@ -833,7 +833,7 @@ static void test_split_and_combine_config(void **state)
     assert_string_equal(p->params[p->n_params - 1].name, "out_stride_h");
 
     plan_ok("combine target=sm100a dtype=fp16 ov=192", p);
-    assert_true(p->pdl_dependent && !p->pdl_trigger);
+    assert_true(p->pdl_dependent && p->pdl_trigger);
     assert_string_equal(p->canonical, "combine target=sm100a dtype=fp16 ov=192");
     assert_true(strstr(p->symbol, "fa4_combine_sm100a_") == p->symbol);
     assert_int_equal(p->n_maps, 0);
