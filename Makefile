@@ -167,7 +167,7 @@ test-sanitize: deps-test
 	@sh tests/sanitize/run.sh
 
 # libFuzzer harnesses (tests/fuzz/): clang -fsanitize=fuzzer with ASan + UBSan over the generator.
-#   make fuzz-ci              each harness for FUZZ_SECONDS (60) over its seed corpus (CI)
+#   make fuzz-ci              each harness for FUZZ_SECONDS (40) over its seed corpus (CI)
 #   make fuzz-long            each for FUZZ_LONG_SECONDS (or FUZZ_RUNS executions), log in build/fuzz/;
 #                             FUZZ_LONG_NAMES="cli cache" picks harnesses
 #   make fuzz-coverage        line coverage of the code each harness tests, over its corpora (llvm-cov)
@@ -176,7 +176,7 @@ FUZZ_FLAGS   := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefi
                 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-missing-field-initializers -Igen -I$(B)
 FUZZ_NAMES   := config cli bundle cache args
 FUZZ_BIN     := $(FUZZ_NAMES:%=$(B)/fuzz/fuzz_%)
-FUZZ_SECONDS ?= 60
+FUZZ_SECONDS ?= 40
 $(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h tests/fuzz/fuzz_main.h gen/main.c gen/aot.c $(GEN_SRC) \
                   $(HDRS) $(B)/templates.c
 	@mkdir -p $(dir $@)
