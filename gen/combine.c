@@ -70,10 +70,12 @@ static int combine_plan(const Config *c, Plan *p, char *err, size_t n)
         {SCALAR_O_ACCUM, PARAM_U64},  {SCALAR_LSE_ACCUM, PARAM_U64},    {SCALAR_OUT, PARAM_U64},
         {SCALAR_LSE, PARAM_U64},      {SCALAR_NUM_SPLITS, PARAM_U32},   {SCALAR_SEQLEN_Q, PARAM_U32},
         {SCALAR_HEADS_Q, PARAM_U32},  {SCALAR_BATCH, PARAM_U32},        {SCALAR_OUT_STRIDE_B, PARAM_U64},
-        {SCALAR_OUT_STRIDE_S, PARAM_U64}, {SCALAR_OUT_STRIDE_H, PARAM_U64}};
+        {SCALAR_OUT_STRIDE_S, PARAM_U64}, {SCALAR_OUT_STRIDE_H, PARAM_U64}, {SCALAR_CU_SEQLENS_Q, PARAM_U64}};
     for (size_t i = 0; i < sizeof params / sizeof params[0]; i++) plan_param_scalar(p, params[i].s, params[i].t);
     plan_note(p, "rows", "row r = (b heads_q + h) seqlen_q + s of %d rows per CTA; grid = ceil(batch heads_q "
               "seqlen_q / %d)", COMBINE_WARPS, COMBINE_WARPS);
+    plan_note(p, "varlen", "cu_seqlens_q set: batch 1 of seqlen_q = total_q rows, r = h total_q + token; tokens outside "
+              "[cu_seqlens_q[0], cu_seqlens_q[batch]) left alone (batch: the sequences)");
     plan_note(p, "inputs", "o_accum f32 [num_splits, rows, %d], lse_accum f32 [num_splits, rows]", p->ov);
     plan_note(p, "outputs", "out %s [batch, seqlen_q, heads_q, %d] at its element strides; lse f32 [batch, heads_q, "
               "seqlen_q] (0 = none)", dtype_name[c->dtype], p->ov);
@@ -84,6 +86,29 @@ static int combine_plan(const Config *c, Plan *p, char *err, size_t n)
 
 /* Column blocks of 4 per lane: lane l, block k holds columns 4 l + 128 k. */
 static int col_blocks(const Plan *p) { return (p->ov + COMBINE_BLOCK_COLS - 1) / COMBINE_BLOCK_COLS; }
+
+/* varlen: a token outside [cu_seqlens_q[0], cu_seqlens_q[batch]) (clamped to [0, total_q]) belongs to no
+ * sequence, so no split kernel wrote its partials: its row is left alone, O and LSE untouched. */
+static void emit_varlen_row_check(Emit *e, Reg row, Reg varlen)
+{
+    char l_in[NAME];
+    Reg tok = reg_b32(e, "cb_tok"), lo = reg_b32(e, "cb_lo"), hi = reg_b32(e, "cb_hi"), a = reg_b64(e, "cb_cu_addr");
+    Reg out = reg_pred(e, "cb_outside");
+    emit(e, "@!%s bra %s;", R(e, varlen), new_label(e, l_in, sizeof l_in, "cb_in_seq"));
+    emit_note(e, "varlen: rows of tokens that no sequence covers are left alone");
+    emit(e, "rem.u32 %s, %s, %%seqlen_q;", R(e, tok), R(e, row));
+    op_ld_global(e, REG_NONE, "s32", lo, reg_find(e, "cu_seqlens_q"), 0);
+    emit(e, "mul.wide.u32 %s, %%batch, 4;", R(e, a));
+    emit(e, "add.s64 %s, %s, %%cu_seqlens_q;", R(e, a), R(e, a));
+    op_ld_global(e, REG_NONE, "s32", hi, a, 0);
+    emit(e, "max.s32 %s, %s, 0;", R(e, lo), R(e, lo));
+    emit(e, "max.s32 %s, %s, 0;", R(e, hi), R(e, hi));
+    emit(e, "min.u32 %s, %s, %%seqlen_q;", R(e, hi), R(e, hi));
+    emit(e, "setp.lt.u32 %s, %s, %s;", R(e, out), R(e, tok), R(e, lo));
+    emit(e, "setp.ge.or.u32 %s, %s, %s, %s;", R(e, out), R(e, tok), R(e, hi), R(e, out));
+    emit(e, "@%s bra $exit;", R(e, out));
+    emit_label(e, l_in);
+}
 
 static int combine_emit(Emit *e)
 {
@@ -101,8 +126,12 @@ static int combine_emit(Emit *e)
     emit_note(e, "plan note rows: %d rows per CTA, one per warp", p->rows_per_cta);
     emit(e, "mov.u32 %s, %%ctaid.x;", R(e, row));
     emit(e, "mad.lo.u32 %s, %s, %d, %%warp;", R(e, row), R(e, row), p->rows_per_cta);
+    Reg varlen = reg_pred(e, "cb_varlen"), bt = reg_b32(e, "cb_bt");
+    emit_note(e, "varlen (cu_seqlens_q set): one batch of seqlen_q = total_q rows per head, in the varlen LSE order");
+    emit(e, "setp.ne.u64 %s, %%cu_seqlens_q, 0;", R(e, varlen));
+    emit(e, "selp.b32 %s, 1, %%batch, %s;", R(e, bt), R(e, varlen));
     emit(e, "mul.lo.u32 %s, %%heads_q, %%seqlen_q;", R(e, rows));
-    emit(e, "mul.lo.u32 %s, %s, %%batch;", R(e, rows), R(e, rows));
+    emit(e, "mul.lo.u32 %s, %s, %s;", R(e, rows), R(e, rows), R(e, bt));
     emit(e, "setp.ge.u32 %%cb_p, %s, %s;", R(e, row), R(e, rows));
     emit(e, "@%%cb_p bra $exit;");
     Reg lrow = reg_b64(e, "cb_lse_row"), lstride = reg_b64(e, "cb_lse_stride"), laddr = reg_b64(e, "cb_lse_addr");
@@ -114,6 +143,7 @@ static int combine_emit(Emit *e)
     emit(e, "griddepcontrol.wait;");
     emit_note(e, "plan pdl: the next kernel (a decode step's next split kernel) may launch; it waits for this grid");
     emit(e, "griddepcontrol.launch_dependents;");
+    emit_varlen_row_check(e, row, varlen);
     emit_section(e, "LSE: lane l loads the splits l + 32 c (-inf past num_splits); lse = max + log sum_i e^(lse_i - max)");
     Reg lsec = reg_arr(e, RT_F32, COMBINE_CHUNKS, "cb_lse"), wc = reg_arr(e, RT_F32, COMBINE_CHUNKS, "cb_w");
     Reg idx = reg_b32(e, "cb_idx"), t64 = reg_b64(e, "cb_t64");

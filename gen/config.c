@@ -258,9 +258,6 @@ int config_check(const Config *c, char *err, size_t n)
     if (c->sink != 0 && c->sink != 1) return fail(err, n, "sink: %d is not allowed; use 0 or 1", c->sink);
     if (c->split && c->kind != KIND_MHA)
         return fail(err, n, "split: not allowed for %s; split-KV is an MHA feature", kind_name[c->kind]);
-    if (c->split && c->varlen)
-        return fail(err, n, "split: not allowed with varlen=1 yet; the partial outputs are indexed by dense "
-                    "(batch, row) (use split=0, or pad the sequences; paged KV with split=1 works)");
     if (c->split && c->sink)
         return fail(err, n, "split: not allowed with sink=1; a sink joins the whole row's denominator, which no "
                     "split sees (use split=0)");

@@ -69,6 +69,9 @@ void mha_plan_params(Plan *p)
         }
         plan_note(p, "split", "tiles x num_splits CTAs; split s takes kv blocks [s b, s b + b), b = ceil(kv blocks / "
                   "num_splits), cut to the mask's range; writes O / l (f32) and LSE to o_accum, lse_accum");
+        if (p->cfg.varlen)
+            plan_note(p, "split rows", "partial rows in the varlen LSE order per split: [num_splits, heads_q, total_q]; "
+                      "the combine sees one batch of total_q rows");
         plan_note(p, "split 1", "num_splits 1: the final O (%s) and LSE straight to out and lse; no combine, no "
                   "workspace", dtype_name[p->cfg.dtype == DT_E4M3 ? DT_BF16 : p->cfg.dtype]);
     }
@@ -204,9 +207,16 @@ void mha_split_row_addrs(Emit *e, Reg head, Reg seq, Reg lse_addr, Reg o_addr)
 {
     REG_WANT(e, head, RT_B32), REG_WANT(e, seq, RT_B32), REG_WANT(e, lse_addr, RT_B64), REG_WANT(e, o_addr, RT_B64);
     Reg idx = reg_b32(e, "sp_idx");
-    emit(e, "mad.lo.u32 %s, %%split, %%batch, %%bidx;", R(e, idx));
-    emit(e, "mad.lo.u32 %s, %s, %%heads_q, %s;", R(e, idx), R(e, idx), R(e, head));
-    emit(e, "mad.lo.u32 %s, %s, %%seqlen_q, %s;", R(e, idx), R(e, idx), R(e, seq));
+    if (e->p->cfg.varlen) { /* [num_splits, heads_q, total_q]: the varlen LSE order, per split */
+        Reg t = reg_b32(e, "sp_row");
+        emit(e, "mad.lo.u32 %s, %%split, %%heads_q, %s;", R(e, idx), R(e, head));
+        emit(e, "add.u32 %s, %s, %%vl_q_start;", R(e, t), R(e, seq));
+        emit(e, "mad.lo.u32 %s, %s, %%total_q, %s;", R(e, idx), R(e, idx), R(e, t));
+    } else {
+        emit(e, "mad.lo.u32 %s, %%split, %%batch, %%bidx;", R(e, idx));
+        emit(e, "mad.lo.u32 %s, %s, %%heads_q, %s;", R(e, idx), R(e, idx), R(e, head));
+        emit(e, "mad.lo.u32 %s, %s, %%seqlen_q, %s;", R(e, idx), R(e, idx), R(e, seq));
+    }
     emit(e, "mad.wide.u32 %s, %s, 4, %%lse_accum;", R(e, lse_addr), R(e, idx));
     emit(e, "mad.wide.u32 %s, %s, %d, %%o_accum;", R(e, o_addr), R(e, idx), 4 * e->p->ov);
 }

@@ -46,7 +46,8 @@ void mha_prologue(Emit *e);
 /* split=1: %num_tiles *= %num_splits (after a family recomputes %num_tiles); nothing otherwise. */
 void mha_split_tiles(Emit *e);
 /* split=1: the addresses of row (head, seq) of this tile's split in the partial outputs:
- * lse_addr = &lse_accum[split][bidx][head][seq], o_addr = &o_accum[split][bidx][head][seq][0]. */
+ * lse_addr = &lse_accum[split][bidx][head][seq], o_addr = &o_accum[split][bidx][head][seq][0]; varlen:
+ * [split][head][vl_q_start + seq], the varlen LSE order (the combine sees one batch of total_q rows). */
 void mha_split_row_addrs(Emit *e, Reg head, Reg seq, Reg lse_addr, Reg o_addr);
 /* split=1 run with num_splits 1: the final O row's address in out (the output dtype, caller's strides)
  * and the final LSE store (guarded, skipped when lse_ptr is 0); both read %bidx, or %vl_q_start (varlen). */

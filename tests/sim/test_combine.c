@@ -43,8 +43,10 @@ static float bf16_to_f(uint16_t h)
     return f;
 }
 
-/* One case: splits, rows of a [batch=2, seqlen_q=5, heads=3, ov] output with a padded head stride. */
-static int run_case(const Cu *cu, fa4_ctx *ctx, const char *target, int splits, int ov)
+/* One case: splits, rows of a [batch=2, seqlen_q=5, heads=3, ov] output with a padded head stride; varlen: one
+ * batch of the 5 tokens (partials in the varlen order [splits, heads, tokens]) with cu_seqlens_q = {1, 4}, so
+ * tokens 0 and 4 belong to no sequence and their O and LSE must stay as they were (NaN). */
+static int run_case(const Cu *cu, fa4_ctx *ctx, const char *target, int splits, int ov, int varlen)
 {
     enum { B = 2, S = 5, H = 3, ROWS = B * H * S };
     int64_t sh = ov + 16, ss = H * sh, sb = S * ss; /* element strides, head padded by 16 */
@@ -84,28 +86,43 @@ static int run_case(const Cu *cu, fa4_ctx *ctx, const char *target, int splits, 
         printf("FAIL %s: %s\n", cfg, fa4_last_error(ctx));
         return 1;
     }
-    CUdeviceptr d_o, d_l, d_out, d_lse;
+    /* varlen: the kernel's rows are the first batch's H x S, split stride H x S: compact the partials */
+    size_t rows = varlen ? (size_t)H * S : ROWS;
+    for (int i = 1; varlen && i < splits; i++) {
+        memmove(lse_acc + (size_t)i * rows, lse_acc + (size_t)i * ROWS, rows * 4);
+        memmove(o_acc + (size_t)i * rows * ov, o_acc + (size_t)i * ROWS * ov, rows * (size_t)ov * 4);
+    }
+    const int32_t cu_q[2] = {1, 4};
+    CUdeviceptr d_o, d_l, d_out, d_lse, d_cu = 0;
     cu->MemAlloc(&d_o, po * 4), cu->MemAlloc(&d_l, (size_t)splits * ROWS * 4);
     cu->MemAlloc(&d_out, o_elems * 2), cu->MemAlloc(&d_lse, ROWS * 4);
+    if (varlen) cu->MemAlloc(&d_cu, sizeof cu_q), cu->HtoD(d_cu, cu_q, sizeof cu_q);
     memset(out, 0xFF, o_elems * 2);
     memset(lse_out, 0xFF, sizeof lse_out);
     cu->HtoD(d_o, o_acc, po * 4), cu->HtoD(d_l, lse_acc, (size_t)splits * ROWS * 4);
     cu->HtoD(d_out, out, o_elems * 2), cu->HtoD(d_lse, lse_out, sizeof lse_out);
     uint64_t p_o = d_o, p_l = d_l, p_out = d_out, p_lse = d_lse, st[3] = {(uint64_t)sb, (uint64_t)ss, (uint64_t)sh};
-    uint32_t n = (uint32_t)splits, sq = S, hq = H, b = B;
-    void *params[] = {&p_o, &p_l, &p_out, &p_lse, &n, &sq, &hq, &b, &st[0], &st[1], &st[2]};
-    CUresult r = cu->Launch((CUfunction)info.function, (ROWS + 3) / 4, 1, 1, (unsigned)info.threads, 1, 1,
+    uint64_t p_cu = d_cu;
+    uint32_t n = (uint32_t)splits, sq = S, hq = H, b = varlen ? 1 : B; /* varlen: batch = the sequences */
+    void *params[] = {&p_o, &p_l, &p_out, &p_lse, &n, &sq, &hq, &b, &st[0], &st[1], &st[2], &p_cu};
+    CUresult r = cu->Launch((CUfunction)info.function, (unsigned)(rows + 3) / 4, 1, 1, (unsigned)info.threads, 1, 1,
                             info.smem_bytes, NULL, params, NULL);
     if (!r) r = cu->Sync();
     cu->DtoH(out, d_out, o_elems * 2), cu->DtoH(lse_out, d_lse, sizeof lse_out);
     cu->MemFree(d_o), cu->MemFree(d_l), cu->MemFree(d_out), cu->MemFree(d_lse);
+    if (d_cu) cu->MemFree(d_cu);
     double maxerr = 0, lse_err = 0;
-    int bad = r != CUDA_SUCCESS, pad = 0, nan = 0, empty_bad = 0;
-    for (int bb = 0; bb < B; bb++)
+    int bad = r != CUDA_SUCCESS, pad = 0, nan = 0, empty_bad = 0, outside_written = 0;
+    for (int bb = 0; bb < (varlen ? 1 : B); bb++)
         for (int s = 0; s < S; s++)
             for (int h = 0; h < H; h++) {
                 int row = (bb * H + h) * S + s;
                 const uint16_t *o = out + bb * sb + s * ss + h * sh;
+                if (varlen && (s < cu_q[0] || s >= cu_q[1])) { /* no sequence's token: untouched */
+                    for (int c = 0; c < sh; c++) outside_written += !isnan(bf16_to_f(o[c]));
+                    outside_written += !isnan(lse_out[row]);
+                    continue;
+                }
                 for (int c = 0; c < sh; c++) {
                     float g = bf16_to_f(o[c]);
                     if (c >= ov) { pad += !isnan(g); continue; }
@@ -119,9 +136,10 @@ static int run_case(const Cu *cu, fa4_ctx *ctx, const char *target, int splits, 
                 else if (fabs(lse_out[row] - ref_lse[row]) > lse_err) lse_err = fabs(lse_out[row] - ref_lse[row]);
                 if (isnan(lse_out[row])) nan++;
             }
-    bad |= nan || pad || empty_bad || maxerr > 1e-2 || lse_err > 1e-4;
-    printf("%s %s splits=%d: launch=%d maxrel=%.3e lse_err=%.3e nan=%d padding_written=%d empty_bad=%d\n",
-           bad ? "FAIL" : "PASS", cfg, splits, (int)r, maxerr, lse_err, nan, pad, empty_bad);
+    bad |= nan || pad || empty_bad || outside_written || maxerr > 1e-2 || lse_err > 1e-4;
+    printf("%s %s splits=%d%s: launch=%d maxrel=%.3e lse_err=%.3e nan=%d padding_written=%d empty_bad=%d "
+           "outside_written=%d\n", bad ? "FAIL" : "PASS", cfg, splits, varlen ? " varlen" : "", (int)r, maxerr,
+           lse_err, nan, pad, empty_bad, outside_written);
     free(o_acc), free(lse_acc), free(out), free(ref);
     return bad;
 }
@@ -157,9 +175,13 @@ int main(void)
     const int splits[] = {1, 2, 3, 16, 33, 128}, ovs[] = {64, 192}; /* 33, 128: past the first 32-lane chunk; the last */
     for (size_t i = 0; i < sizeof splits / sizeof splits[0]; i++)
         for (size_t j = 0; j < sizeof ovs / sizeof ovs[0]; j++) {
-            int f = run_case(&cu, ctx, sm100 ? "sm100a" : "sm90a", splits[i], ovs[j]);
+            int f = run_case(&cu, ctx, sm100 ? "sm100a" : "sm90a", splits[i], ovs[j], 0);
             fail += f, pass += !f;
         }
+    for (int v = 0; v < 2; v++) { /* varlen rows, and tokens outside every sequence */
+        int f = run_case(&cu, ctx, sm100 ? "sm100a" : "sm90a", v ? 33 : 3, v ? 64 : 192, 1);
+        fail += f, pass += !f;
+    }
     fa4_destroy(ctx);
     printf("test_combine: %d passed, %d failed\n", pass, fail);
     return fail ? 1 : 0;
