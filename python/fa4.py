@@ -252,6 +252,25 @@ def _serving(torch, a, q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, block_tab
         getattr(a, field)[0] = t.stride(0)
 
 
+def _mha_args(torch, q, k, v, o, lse, causal, window, softmax_scale, config, k_rope, descales, sink, score_mod, aux,
+              serving):
+    """The fa4_mha_args of a call; serving = (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, block_table, seqlen_k)."""
+    cu_seqlens_q, cu_seqlens_k, max_seqlen_q, block_table, seqlen_k = serving
+    varlen = cu_seqlens_q is not None
+    if varlen and q.dim() != 3:
+        raise Fa4Error("q: with cu_seqlens_q it is packed [total_q, heads, depth]; got %d dims" % q.dim())
+    # varlen: the packed 3-D tensors as one batch of rows (the library reads their row and head strides)
+    as4 = (lambda t: t.unsqueeze(0) if t is not None and t.dim() == 3 else t) if varlen else (lambda t: t)
+    if varlen and block_table is not None and k.dim() != 4:
+        raise Fa4Error("k: paged KV needs [num_pages, page_size, heads_kv, depth]; got %d dims" % k.dim())
+    a = _args(as4(q), as4(k), as4(v), as4(o), lse, causal, window, softmax_scale, config, k_rope, descales, sink,
+              score_mod, aux)
+    _serving(torch, a, q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, block_table, seqlen_k)
+    if block_table is not None:
+        a.v_stride[0] = v.stride(0)
+    return a
+
+
 def mha_fwd(q, k, v, causal=False, softmax_scale=None, return_lse=False, config=None, out=None, window=None,
             k_rope=None, q_descale=None, k_descale=None, v_descale=None, sink=None, score_mod=None, aux=None,
             num_splits=None, workspace=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None,
@@ -275,8 +294,6 @@ def mha_fwd(q, k, v, causal=False, softmax_scale=None, return_lse=False, config=
     workspace: a contiguous CUDA tensor of at least mha_split_count(...)[1] bytes (scratch, reused by the caller)."""
     import torch
     varlen = cu_seqlens_q is not None
-    if varlen and q.dim() != 3:
-        raise Fa4Error("q: with cu_seqlens_q it is packed [total_q, heads, depth]; got %d dims" % q.dim())
     o_shape = q.shape[:-1] + (v.shape[-1],)
     o = out if out is not None else torch.empty(o_shape, dtype=_out_dtype(torch, q), device=q.device)
     if return_lse:
@@ -285,15 +302,9 @@ def mha_fwd(q, k, v, causal=False, softmax_scale=None, return_lse=False, config=
     else:
         lse = None
     ctx = context(q.device.index or 0)
-    # varlen: the packed 3-D tensors as one batch of rows (the library reads their row and head strides)
-    as4 = (lambda t: t.unsqueeze(0) if t is not None and t.dim() == 3 else t) if varlen else (lambda t: t)
-    if varlen and block_table is not None and k.dim() != 4:
-        raise Fa4Error("k: paged KV needs [num_pages, page_size, heads_kv, depth]; got %d dims" % k.dim())
-    a = _args(as4(q), as4(k), as4(v), as4(o), lse, causal, window, softmax_scale, config, k_rope,
-              (q_descale, k_descale, v_descale), sink, score_mod, aux)
-    _serving(torch, a, q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, block_table, seqlen_k)
-    if block_table is not None:
-        a.v_stride[0] = v.stride(0)
+    a = _mha_args(torch, q, k, v, o, lse, causal, window, softmax_scale, config, k_rope,
+                  (q_descale, k_descale, v_descale), sink, score_mod, aux,
+                  (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, block_table, seqlen_k))
     _split_args(a, num_splits, workspace)
     stream = torch.cuda.current_stream(q.device).cuda_stream
     _check(_load().fa4_mha_fwd(ctx, ctypes.byref(a), ctypes.c_void_p(stream)), ctx)
@@ -311,12 +322,15 @@ def mha_config(q, k, v, causal=False, config=None, window=None, k_rope=None, sin
     return buf.value.decode()
 
 
-def mha_split_count(q, k, v, causal=False, config=None, window=None, num_splits=None):
-    """(splits, workspace bytes) mha_fwd would use for these tensors with a workspace (fa4_mha_split_count)."""
+def mha_split_count(q, k, v, causal=False, config=None, window=None, num_splits=None, cu_seqlens_q=None,
+                    cu_seqlens_k=None, max_seqlen_q=None, block_table=None, seqlen_k=None):
+    """(splits, workspace bytes) mha_fwd would use for these tensors with a workspace (fa4_mha_split_count);
+    the varlen and paged keywords as mha_fwd takes them. 0 bytes: one split, which needs no workspace."""
     import torch
-    o = torch.empty(q.shape[:3] + (v.shape[3],), dtype=_out_dtype(torch, q), device=q.device)
+    o = torch.empty(q.shape[:-1] + (v.shape[-1],), dtype=_out_dtype(torch, q), device=q.device)
     ctx = context(q.device.index or 0)
-    a = _args(q, k, v, o, None, causal, window, None, config)
+    a = _mha_args(torch, q, k, v, o, None, causal, window, None, config, None, (None, None, None), None, None, None,
+                  (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, block_table, seqlen_k))
     _split_args(a, num_splits, None)
     n, b = ctypes.c_int(0), ctypes.c_size_t(0)
     _check(_load().fa4_mha_split_count(ctx, ctypes.byref(a), ctypes.byref(n), ctypes.byref(b)), ctx)

@@ -337,9 +337,17 @@ static fa4_status check_math(fa4_ctx *ctx, const fa4_mha_args *a)
 }
 
 /* Rows of the partial outputs: batch x heads_q x seqlen_q, in LSE order. */
+/* The partial rows of a split: batch x heads_q x seqlen_q; varlen: heads_q x total_q (seqlen_q holds the
+ * packed q rows), the varlen LSE order. */
 static uint64_t split_rows(const fa4_mha_args *a)
 {
-    return (uint64_t)a->batch * (uint64_t)a->heads_q * (uint64_t)a->seqlen_q;
+    return (uint64_t)(a->cu_seqlens_q ? 1 : a->batch) * (uint64_t)a->heads_q * (uint64_t)a->seqlen_q;
+}
+
+/* The query rows a tile's sequence may have: seqlen_q, or max_seqlen_q for varlen. */
+static uint64_t seq_rows_q(const fa4_mha_args *a)
+{
+    return (uint64_t)(a->cu_seqlens_q ? a->max_seqlen_q : a->seqlen_q);
 }
 
 /* Split-KV arguments (fa4.h num_splits, workspace): what needs no driver. */
@@ -584,7 +592,7 @@ static fa4_status bind(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a, int s
  * words the caller's config left unset are chosen. */
 static void decode_tile(Config *c, const fa4_mha_args *a)
 {
-    if (c->target != TARGET_SM90A || c->group < 2 || (uint64_t)a->seqlen_q * (uint64_t)c->group > 64) return;
+    if (c->target != TARGET_SM90A || c->group < 2 || seq_rows_q(a) * (uint64_t)c->group > 64) return;
     if (c->bm || c->bn || c->stages) return;
     c->bm = 64, c->bn = 64, c->stages = 3;
 }
@@ -616,9 +624,11 @@ static fa4_status resolve_splits(fa4_ctx *ctx, const fa4_mha_args *a, Config *c,
     }
     uint64_t rows = (uint64_t)p->rows_per_cta * (uint64_t)(p->cluster[0] > 0 ? p->cluster[0] : 1);
     int hpc = p->heads_per_cta > 0 ? p->heads_per_cta : 1;
-    uint64_t tiles = ((uint64_t)a->seqlen_q + rows - 1) / rows * (uint64_t)(a->heads_q / hpc) * (uint64_t)a->batch;
-    int kv_blocks = (int)(((int64_t)a->seqlen_k + p->bn - 1) / p->bn);
-    int decode = hpc > 1 && (uint64_t)a->seqlen_q <= rows;
+    uint64_t tiles = (seq_rows_q(a) + rows - 1) / rows * (uint64_t)(a->heads_q / hpc) * (uint64_t)a->batch;
+    /* varlen without pages: seqlen_k is the packed kv rows of all sequences; their mean length decides */
+    int64_t kv_rows = a->cu_seqlens_q && !a->block_table ? a->seqlen_k / (a->batch > 0 ? a->batch : 1) : a->seqlen_k;
+    int kv_blocks = (int)((kv_rows + p->bn - 1) / p->bn);
+    int decode = hpc > 1 && seq_rows_q(a) <= rows;
     free(p);
     if (pick) *splits = rt_split_choice(tiles, ctx->device.sm_count, kv_blocks);
     *path = *splits > 1 || decode;
@@ -677,7 +687,8 @@ static fa4_status get_combine(fa4_ctx *ctx, const fa4_mha_args *a, TargetId t, f
 }
 
 /* Launch ABI of the combine kernel (gen/combine.c): o_accum, lse_accum, out, lse, num_splits,
- * seqlen_q, heads_q, batch, O's element strides (batch, seq, head); one row per warp. */
+ * seqlen_q, heads_q, batch, O's element strides (batch, seq, head), cu_seqlens_q (varlen: seqlen_q is
+ * total_q, batch the sequences); one row per warp. */
 static fa4_status launch_combine(fa4_ctx *ctx, const fa4_kernel *k, const fa4_mha_args *a, int splits,
                                  CUstream stream)
 {
@@ -693,8 +704,10 @@ static fa4_status launch_combine(fa4_ctx *ctx, const fa4_kernel *k, const fa4_mh
         {SCALAR_OUT, {.u64 = (uint64_t)(uintptr_t)a->o}}, {SCALAR_LSE, {.u64 = (uint64_t)(uintptr_t)a->lse}},
         {SCALAR_NUM_SPLITS, {.u32 = (uint32_t)splits}}, {SCALAR_SEQLEN_Q, {.u32 = (uint32_t)a->seqlen_q}},
         {SCALAR_HEADS_Q, {.u32 = (uint32_t)a->heads_q}}, {SCALAR_BATCH, {.u32 = (uint32_t)a->batch}},
-        {SCALAR_OUT_STRIDE_B, {.u64 = (uint64_t)t[T_O].stride[0]}}, {SCALAR_OUT_STRIDE_S, {.u64 = (uint64_t)t[T_O].stride[1]}},
-        {SCALAR_OUT_STRIDE_H, {.u64 = (uint64_t)t[T_O].stride[2]}}};
+        {SCALAR_OUT_STRIDE_B, {.u64 = a->cu_seqlens_q ? 0 : (uint64_t)t[T_O].stride[0]}},
+        {SCALAR_OUT_STRIDE_S, {.u64 = (uint64_t)t[T_O].stride[1]}}, {SCALAR_OUT_STRIDE_H, {.u64 = (uint64_t)t[T_O].stride[2]}},
+        /* varlen: seqlen_q is total_q, batch the sequences (the combine reads cu_seqlens_q[0] and [batch]) */
+        {SCALAR_CU_SEQLENS_Q, {.u64 = (uint64_t)(uintptr_t)a->cu_seqlens_q}}};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) l.scalars[v[i].id] = v[i].v, l.has_scalar[v[i].id] = 1;
     return rt_launch(ctx, k, &l, stream);
 }

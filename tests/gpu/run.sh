@@ -135,6 +135,8 @@ if [ "$SERVING" != 0 ]; then
         --cases "$OUT/cases_split_sm90a.txt" --dump "$OUT/split_anchor"
     tar cJf "$OUT/split_anchor.tar.xz" -C "$OUT/split_anchor" . && rm -rf "$OUT/split_anchor"
     step combine env FA4GEN_CACHE_DIR="$(mktemp -d)" build/sim/test_combine
+    # the Python binding's varlen decode with split-KV, dense and paged, against an fp32 reference per sequence
+    step serving_py env FA4_LIB=build/libfa4rt.so python3 tests/gpu/test_serving_py.py
     if [ "$SERVING" = 2 ]; then
         step build_test_serving make -j16 all
         gcc -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -Iruntime -I"$CUDA/include" tests/gpu/test_mha.c \
