@@ -187,7 +187,10 @@ typedef struct fa4_mha_args {
      * LSE = log sum_i e^(lse_i), O = sum_i e^(lse_i - LSE) O_i. num_splits: 1 = one kernel, no
      * workspace; N in 2..FA4_MAX_SPLITS forces N (splits may be empty; with sink refused); 0 = the
      * runtime picks from the shape and the SM count (fa4_mha_split_count), and only when a
-     * workspace is given, else 1. workspace: a device buffer of workspace_size bytes, 16-byte
+     * workspace is given, else 1. A decode shape (GQA, seqlen_q, or max_seqlen_q, small enough that
+     * the group packs into one tile) runs the split kernel even with one split: it then writes O and
+     * LSE itself. Works with varlen and paged KV (partials in the varlen LSE order; rows of tokens in
+     * no sequence left alone). workspace: a device buffer of workspace_size bytes, 16-byte
      * aligned, at least what fa4_mha_split_count() says; the library never allocates one per call. It is
      * scratch: calls that may run at the same time need their own. */
     int num_splits;
@@ -231,8 +234,8 @@ typedef struct fa4_mha_args {
  * CUstream; NULL = default stream). Nothing is launched when a check fails. */
 fa4_status fa4_mha_fwd(fa4_ctx *ctx, const fa4_mha_args *args, void *stream);
 
-/* The canonical config fa4_mha_fwd would use for args (for logs and tests); with
- * num_splits > 1 the split kernel's (split=1). */
+/* The canonical config fa4_mha_fwd would use for args (for logs and tests); the split kernel's
+ * (split=1) when it runs one (num_splits > 1, or a decode shape). */
 fa4_status fa4_mha_config(fa4_ctx *ctx, const fa4_mha_args *args, char *buf, size_t n);
 
 /* The split count fa4_mha_fwd uses for args (1: no split) and the workspace bytes it needs
