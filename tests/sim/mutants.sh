@@ -83,15 +83,17 @@ CASE_2="target=sm100a dtype=bf16 sq=512 sk=512 hq=1 qk=128 mask=causal config=ct
 CASE_9="target=sm90a dtype=bf16 sq=512 sk=512 hq=1 qk=128 mask=causal config=rescale=0"
 # split-KV decode (issue 15): GQA 16/2 packed into the sm_90a tile, 3 splits of 6 kv blocks, causal
 CASE_3="target=sm90a dtype=bf16 sq=4 sk=1000 hq=16 hkv=2 qk=128 mask=causal splits=3"
+# one split (num_splits 1): the packed decode kernel (the runtime's decode tile, bm 64) writes O and LSE itself
+CASE_5="target=sm90a dtype=bf16 sq=4 sk=1000 hq=16 hkv=2 qk=128 mask=causal splits=1"
 # Kernel 4: the sm_100a sparse MLA head-128 kernel with two KV slots (sim_mla; MLA_4 names its config,
 # as sim_mla has no --plan, and the setup's entry check proves the runtime picked that kernel). topk 640
 # in blocks of 64 with 99% of the indices invalid: about 6 valid positions a row, so whole blocks are
 # skipped between processed ones (the MMA warp's pending PV is flushed there).
 CASE_4='target=sm100a sq=4 skv=2000 hq=128 dqk=576 topk=640 invalid=0.99 config="cta_group=2 b_topk=64 num_mbars=2"'
 MLA_4="mla-sparse target=sm100a dtype=bf16 qk=576 cta_group=2 b_topk=64 num_mbars=2"
-ARCH_1=sm_100a ARCH_2=sm_100a ARCH_9=sm_90a ARCH_3=sm_90a ARCH_4=sm_100a
-CC_1=100 CC_2=100 CC_9=90 CC_3=90 CC_4=100
-SMS_1=4 SMS_2=4 SMS_9=1 SMS_3=2 SMS_4=4
+ARCH_1=sm_100a ARCH_2=sm_100a ARCH_9=sm_90a ARCH_3=sm_90a ARCH_4=sm_100a ARCH_5=sm_90a
+CC_1=100 CC_2=100 CC_9=90 CC_3=90 CC_4=100 CC_5=90
+SMS_1=4 SMS_2=4 SMS_9=1 SMS_3=2 SMS_4=4 SMS_5=2
 SEED=${MUTANTS_SEED:-1}
 
 # run_case KERNEL PTXFILE: runs KERNEL's case with PTXFILE in place of the kernel;
@@ -273,6 +275,7 @@ setup 1
 setup 2
 setup 3
 setup 4
+setup 5
 setup 9
 
 # ------------------------------------------------------------ sm_100a, one CTA per tile
@@ -384,6 +387,14 @@ mutant 3 split_row_index 'consumer epilogue .split.' 1 'mad[.]lo[.]u32 %sp_idx, 
     sub '%split, %batch' '%bidx, %batch'
 # packed GQA rows: the head of a row from row / seq_rows -> row % seq_rows
 mutant 3 split_pack_head 'plan rows .GQA packed.' 1 'div[.]u32 %cs_hoff0, %cs_row0, [0-9]+;' 1 sub 'div[.]u32' 'rem.u32'
+
+# ------------------------------------------------------------ sm_90a one split (FA4SIM_CC=90)
+# the one-split test never true: the kernel writes partials (to no workspace) and no O
+mutant 5 direct_branch 'plan note split: num_splits 1 writes' 1 'setp[.]eq[.]u32 %cs_direct, %num_splits, 1;' 1 \
+    sub '%num_splits, 1;' '%num_splits, 2;'
+# the final O row's head offset scaled by the sequence stride: rows land on other heads' places
+mutant 5 direct_head_stride 'plan note split: num_splits 1 writes' 1 'mad[.]lo[.]u64 %cs_oacc_addr, %sp_t64, %out_stride_h,' 1 \
+    sub '%out_stride_h' '%out_stride_s'
 
 echo "mutants: $PASSED passed, $FAILED failed"
 [ "$FAILED" = 0 ] || exit 1
