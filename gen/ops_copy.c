@@ -86,26 +86,26 @@ void op_ld_global_v4_f32(Emit *e, Reg guard, const Reg dst[4], Reg addr, uint32_
     emit(e, "%sld.global.v4.f32 {%s, %s, %s, %s}, [%s+%u];", a, d[0], d[1], d[2], d[3], R(e, addr), off);
 }
 
-void op_st_global_v2_f32(Emit *e, Reg guard, Reg addr, uint32_t off, Reg x, Reg y)
+/* st.global.v2 of two registers of type t (RT_F32: .f32, RT_B32: .b32); fn names the caller in errors. */
+static void st_global_v2(Emit *e, const char *fn, RegType t, Reg guard, Reg addr, uint32_t off, Reg x, Reg y)
 {
     char g[48], xs[EMIT_REG_NAME + 8];
-    const char *a = at(e, guard, g, sizeof g, __func__);
-    REG_WANT(e, addr, RT_B64);
-    REG_WANT(e, x, RT_F32);
-    REG_WANT(e, y, RT_F32);
+    const char *a = at(e, guard, g, sizeof g, fn);
+    reg_want(e, addr, RT_B64, fn, "addr");
+    reg_want(e, x, t, fn, "x");
+    reg_want(e, y, t, fn, "y");
     snprintf(xs, sizeof xs, "%s", R(e, x));
-    emit(e, "%sst.global.v2.f32 [%s+%u], {%s, %s};", a, R(e, addr), off, xs, R(e, y));
+    emit(e, "%sst.global.v2.%s [%s+%u], {%s, %s};", a, t == RT_F32 ? "f32" : "b32", R(e, addr), off, xs, R(e, y));
+}
+
+void op_st_global_v2_f32(Emit *e, Reg guard, Reg addr, uint32_t off, Reg x, Reg y)
+{
+    st_global_v2(e, __func__, RT_F32, guard, addr, off, x, y);
 }
 
 void op_st_global_v2_b32(Emit *e, Reg guard, Reg addr, uint32_t off, Reg x, Reg y)
 {
-    char g[48], xs[EMIT_REG_NAME + 8];
-    const char *a = at(e, guard, g, sizeof g, __func__);
-    REG_WANT(e, addr, RT_B64);
-    REG_WANT(e, x, RT_B32);
-    REG_WANT(e, y, RT_B32);
-    snprintf(xs, sizeof xs, "%s", R(e, x));
-    emit(e, "%sst.global.v2.b32 [%s+%u], {%s, %s};", a, R(e, addr), off, xs, R(e, y));
+    st_global_v2(e, __func__, RT_B32, guard, addr, off, x, y);
 }
 
 void op_st_global_v4_f32(Emit *e, Reg guard, Reg addr, uint32_t off, const Reg src[4])

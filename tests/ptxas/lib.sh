@@ -1,4 +1,15 @@
-# tests/ptxas/lib.sh - sourced by the matrix scripts (run.sh, run_sm100.sh, sass_sm100.sh).
+# tests/ptxas/lib.sh - sourced by the matrix scripts (run.sh, run_sm100.sh, sass_sm100.sh, run_split.sh,
+# run_serving.sh, run_features.sh).
+# matrix_setup [FA4GEN]: sets FA4GEN (default build/fa4gen), PTXAS (ptxas on PATH, else the toolkit's
+# under CUDA_HOME) and dir, a scratch folder removed on exit.
+matrix_setup() {
+    FA4GEN=${1:-build/fa4gen}
+    PTXAS=${PTXAS:-ptxas}
+    command -v "$PTXAS" >/dev/null 2>&1 || PTXAS=${CUDA_HOME:-/usr/local/cuda}/bin/ptxas
+    dir=$(mktemp -d)
+    trap 'rm -rf "$dir"' EXIT
+}
+
 # run_matrix LABEL FILE: calls the script's `check CFG N` for every config line of FILE
 # (blank lines and # comments skipped), prints 'LABEL: N passed, N failed', and
 # returns 1 when any config failed.

@@ -5,11 +5,7 @@
 # Runs the sm_100a matrix too when its script exists. Prints 'N passed, N failed'.
 set -u
 . "$(dirname "$0")/lib.sh"
-FA4GEN=${1:-build/fa4gen}
-PTXAS=${PTXAS:-ptxas}
-command -v "$PTXAS" >/dev/null 2>&1 || PTXAS=/usr/local/cuda/bin/ptxas
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
+matrix_setup "$@"
 
 # The matrix: depth x dtype x mask x group x swizzle x stages (+ bm 192 and bn variants).
 list=$dir/list

@@ -12,12 +12,8 @@
 # Prints one line per kernel and 'feature ptxas matrix: N passed, N failed'; exit 1 on failure.
 set -u
 . "$(dirname "$0")/lib.sh"
-FA4GEN=${1:-build/fa4gen}
-PTXAS=${PTXAS:-ptxas}
-command -v "$PTXAS" >/dev/null 2>&1 || PTXAS=/usr/local/cuda/bin/ptxas
+matrix_setup "$@"
 MODS=$(dirname "$0")/mods
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
 
 list=$dir/list
 for base in \

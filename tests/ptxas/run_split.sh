@@ -6,11 +6,7 @@
 # Prints one line per kernel and 'split ptxas matrix: N passed, N failed'; exit 1 on failure.
 set -u
 . "$(dirname "$0")/lib.sh"
-FA4GEN=${1:-build/fa4gen}
-PTXAS=${PTXAS:-ptxas}
-command -v "$PTXAS" >/dev/null 2>&1 || PTXAS=/usr/local/cuda/bin/ptxas
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
+matrix_setup "$@"
 
 check() {
     cfg=$1; n=$2
