@@ -610,6 +610,8 @@ static fa4_status resolve_splits(fa4_ctx *ctx, const fa4_mha_args *a, Config *c,
     if (*path) decode_tile(c, a);
     if (a->num_splits > 1 || a->sink) return FA4_OK;
     int pick = a->num_splits == 0 && (a->workspace || assume_ws);
+    /* nothing to pick and no tile could pack the whole group (the largest holds 256 rows): no plan needed */
+    if (!pick && (c->group < 2 || seq_rows_q(a) * (uint64_t)c->group > 256)) return FA4_OK;
     fa4_status s = pick ? rt_driver(ctx) : FA4_OK;
     if (s) return s;
     Config sc = *c;
