@@ -2,6 +2,7 @@
 
     python3 bench/bench_decode.py [--out FILE] [--paged] [--batches 1,4,16,64] [--seqlens 4096,16384,65536,131072]
                                   [--gqa 64/8,32/8] [--reps 30] [--ab "CONFIG WORDS"] [--graphs [--calls N]]
+                                  [--no-ws]
 
 Per shape (d128 bf16, GQA packed): fa4.mha_fwd with num_splits 0 (the runtime picks the split count; the
 workspace is allocated once per shape, outside the timing) against SDPA flash / efficient / cuDNN / math,
@@ -22,6 +23,9 @@ step holds every layer's attention, and reports the time per call.
 --ab times a second fa4 kernel chosen by config words (e.g. "bm=64": one consumer warpgroup, 64-row tiles)
 in the same repetitions, its own split pick and workspace, for one-change experiments (column "fa4[ab]").
 
+--no-ws: fa4 gets no workspace (num_splits 0 still): on sm90a the runtime then runs a decode shape as a
+cluster split (the split CTAs merge in distributed shared memory); column "splits" is its cluster size.
+
 --paged: K and V live in pages of 64 rows [num_pages, 64, heads_kv, 128] with a shuffled block table
 [batch, seqlen_k / 64]; fa4 reads them through the paged path (issue 15 item 2, branch w15v); torch has no
 paged SDPA, so its columns time the same data dense. The only code that knows the paged call is paged_call().
@@ -30,6 +34,7 @@ import argparse
 import datetime
 import inspect
 import os
+import re
 import statistics
 import sys
 
@@ -131,6 +136,7 @@ def main():
     ap.add_argument("--graphs", action="store_true", help="time CUDA-graph replays (no per-call host cost)")
     ap.add_argument("--calls", type=int, default=1, help="with --graphs: calls per graph (layers of a decode step); "
                     "the time per call is the replay's / calls")
+    ap.add_argument("--no-ws", action="store_true", help="fa4 without a workspace (sm90a: a cluster split)")
     ap.add_argument("--ab", help="config words of a second fa4 kernel timed beside the default (dense only)")
     args = ap.parse_args()
     gpu = torch.cuda.get_device_name()
@@ -172,7 +178,10 @@ def main():
                 splits, ws_bytes = fa4.mha_split_count(sets[0]["q"], sets[0]["k"], sets[0]["v"], num_splits=0)
                 ws = torch.empty(max(ws_bytes, 16), device="cuda", dtype=torch.uint8)  # once, outside the timing
                 for s in sets:
-                    s["ws"] = ws
+                    s["ws"] = None if args.no_ws else ws
+                if args.no_ws:  # the cluster split the runtime picks without one (1: none)
+                    m = re.search(r" cluster=(\d+)", fa4.mha_config(sets[0]["q"], sets[0]["k"], sets[0]["v"]))
+                    splits = int(m.group(1)) if m else 1
                 ours = paged or (lambda s: fa4.mha_fwd(s["q"], s["k"], s["v"], out=s["o"], num_splits=0,
                                                       workspace=s["ws"]))
                 fns = [("fa4", ours)] + [(n, sdpa(b)) for n, b in BACKENDS]

@@ -70,6 +70,10 @@ typedef struct Config {
     /* MHA split-KV, both targets (0 = off): the kernel writes f32 partial O and LSE per split of
      * the kv blocks (the split count is a kernel parameter); a combine kernel merges them */
     int split;
+    /* split=1 on sm90a: 2..16 CTAs of a cluster split each tile's kv blocks and merge their partial O
+     * in distributed shared memory (the split count is this, fixed; no workspace, no combine kernel);
+     * 0 = off */
+    int cluster_split;
     /* serving layouts, MHA (0 = dense; canonical form names them only when on) */
     int varlen;         /* 1: packed [total_tokens, heads, depth] q/k/v/o with cu_seqlens_q/k (gen/varlen.c) */
     int page;           /* KV page rows (16..256, a power of two): K, V [num_pages, page, heads_kv, depth]

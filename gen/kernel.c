@@ -58,9 +58,11 @@ void mha_plan_params(Plan *p)
     }
     if (p->cfg.split) {
         p->pdl_trigger = p->pdl_dependent = 1;
-        plan_param_scalar(p, SCALAR_NUM_SPLITS, PARAM_U32);
-        plan_param_scalar(p, SCALAR_O_ACCUM, PARAM_U64);
-        plan_param_scalar(p, SCALAR_LSE_ACCUM, PARAM_U64);
+        if (!p->cfg.cluster_split) { /* a cluster split: its count is the cluster's, its partials in smem */
+            plan_param_scalar(p, SCALAR_NUM_SPLITS, PARAM_U32);
+            plan_param_scalar(p, SCALAR_O_ACCUM, PARAM_U64);
+            plan_param_scalar(p, SCALAR_LSE_ACCUM, PARAM_U64);
+        }
         if (!p->cfg.varlen) { /* varlen has out and its seq/head strides already (varlen_plan_params) */
             plan_param_scalar(p, SCALAR_OUT, PARAM_U64);
             plan_param_scalar(p, SCALAR_OUT_STRIDE_B, PARAM_U64);
@@ -68,12 +70,17 @@ void mha_plan_params(Plan *p)
             plan_param_scalar(p, SCALAR_OUT_STRIDE_H, PARAM_U64);
         }
         plan_note(p, "split", "tiles x num_splits CTAs; split s takes kv blocks [s b, s b + b), b = ceil(kv blocks / "
-                  "num_splits), cut to the mask's range; writes O / l (f32) and LSE to o_accum, lse_accum");
-        if (p->cfg.varlen)
+                  "num_splits), cut to the mask's range; writes O / l (f32) and LSE to %s",
+                  p->cfg.cluster_split ? "smem (cluster split)" : "o_accum, lse_accum");
+        if (p->cfg.cluster_split)
+            plan_note(p, "split out", "the merged O (%s) and LSE to out and lse; no workspace, no combine kernel",
+                      dtype_name[p->cfg.dtype]);
+        else if (p->cfg.varlen)
             plan_note(p, "split rows", "partial rows in the varlen LSE order per split: [num_splits, heads_q, total_q]; "
                       "the combine sees one batch of total_q rows");
-        plan_note(p, "split 1", "num_splits 1: the final O (%s) and LSE straight to out and lse; no combine, no "
-                  "workspace", dtype_name[p->cfg.dtype == DT_E4M3 ? DT_BF16 : p->cfg.dtype]);
+        if (!p->cfg.cluster_split)
+            plan_note(p, "split 1", "num_splits 1: the final O (%s) and LSE straight to out and lse; no combine, no "
+                      "workspace", dtype_name[p->cfg.dtype == DT_E4M3 ? DT_BF16 : p->cfg.dtype]);
     }
     if (p->cfg.varlen) varlen_plan_params(p);
     if (p->cfg.page) paged_plan_params(p);
@@ -103,8 +110,9 @@ void kernel_entry_header(Buf *out, const Plan *p, const struct ScoreMod *mod)
 }
 
 /* Query rows of one tile: a tile is one cluster, its CTAs side by side along the rows
- * (plan cluster); the kernel adds its CTA's offset after the tile's key range is known. */
-static int tile_rows(const Plan *p) { return p->rows_per_cta * p->cluster[0]; }
+ * (plan cluster); the kernel adds its CTA's offset after the tile's key range is known. A
+ * cluster split's CTAs share the rows and split the keys instead. */
+static int tile_rows(const Plan *p) { return p->cfg.cluster_split ? p->rows_per_cta : p->rows_per_cta * p->cluster[0]; }
 
 void kernel_coords(Emit *e)
 {
@@ -154,10 +162,15 @@ void mha_prologue(Emit *e)
         emit(e, "griddepcontrol.launch_dependents;");
     }
     if (p->cfg.split) {
-        emit_note(e, "plan note split: the split count, partial O and LSE");
-        op_ld_param(e, "u32", reg_b32(e, "num_splits"), "num_splits");
-        op_ld_param(e, "u64", reg_b64(e, "o_accum"), "o_accum");
-        op_ld_param(e, "u64", reg_b64(e, "lse_accum"), "lse_accum");
+        if (p->cfg.cluster_split) {
+            emit_note(e, "plan note cluster split: num_splits = the cluster's CTAs, split = this CTA's rank");
+            emit(e, "mov.u32 %s, %d;", reg(e, "b32", "num_splits"), p->cfg.cluster_split);
+        } else {
+            emit_note(e, "plan note split: the split count, partial O and LSE");
+            op_ld_param(e, "u32", reg_b32(e, "num_splits"), "num_splits");
+            op_ld_param(e, "u64", reg_b64(e, "o_accum"), "o_accum");
+            op_ld_param(e, "u64", reg_b64(e, "lse_accum"), "lse_accum");
+        }
         if (!p->cfg.varlen) { /* varlen_prologue loads out and its seq/head strides */
             emit_note(e, "plan note split 1: O's base and element strides, for a run with num_splits 1");
             op_ld_param(e, "u64", reg_b64(e, "out"), "out");

@@ -77,6 +77,8 @@ static const char usage_mha[] =
     "  --split 0|1         split-KV: the kernel writes f32 partial O and LSE for its split of the kv blocks\n"
     "                      (the split count is a kernel parameter); `fa4gen combine` merges the splits;\n"
     "                      run with one split it writes the final O and LSE itself\n"
+    "  --cluster N         sm90a split-KV: N (2..16) CTAs of a cluster split each tile's kv blocks and merge\n"
+    "                      their O in distributed shared memory (implies --split 1; no workspace or combine)\n"
     "  --sink 0|1          a per-head sink logit joins the softmax denominator (kernel parameter p_sink)\n"
     "  --varlen 0|1        packed [total, heads, depth] tensors with cu_seqlens_q/k (p_cu_seqlens_q ...)\n"
     "  --page P            paged K, V: P rows per page (16..256, a power of two) via a block table\n"
@@ -110,7 +112,7 @@ static const char *const flag_keys[][2] = {
     {"--rope-dtype", "rope_dtype"}, {"--pingpong", "pingpong"},   {"--persistent", "persistent"},
     {"--b-topk", "b_topk"}, {"--num-mbars", "num_mbars"}, {"--q-smem-depth", "q_smem_depth"},
     {"--q-tmem-depth", "q_tmem_depth"}, {"--cta-group", "cta_group"}, {"--tma-store", "tma_store"},
-    {"--sink", "sink"},     {"--split", "split"},     {"--varlen", "varlen"}, {"--page", "page"},
+    {"--sink", "sink"},     {"--split", "split"},     {"--cluster", "cluster"},     {"--varlen", "varlen"}, {"--page", "page"},
 };
 
 /* One line on stderr: control and non-ASCII bytes of what it echoes become \xNN. */

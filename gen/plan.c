@@ -281,6 +281,7 @@ char *plan_explain_text(const Plan *p)
     buf_printf(&b, "\nlaunch\n");
     char each[48];
     if (p->persistent) snprintf(each, sizeof each, "min(tiles, SMs) CTAs stride over them");
+    else if (p->cfg.cluster_split) snprintf(each, sizeof each, "one cluster of %d CTAs (its splits) each", p->cluster[0]);
     else if (p->cluster[0] > 1) snprintf(each, sizeof each, "one cluster of %d CTAs each", p->cluster[0]);
     else snprintf(each, sizeof each, "one CTA each");
     buf_printf(&b, "  block %d threads, cluster %dx%dx%d, dynamic smem %u B, grid: %s\n", p->threads, p->cluster[0],
@@ -290,8 +291,9 @@ char *plan_explain_text(const Plan *p)
     else if (p->cfg.kind == KIND_COMBINE)
         buf_printf(&b, "  grid  ceil(batch * heads_q * seqlen_q / %d) CTAs, one row per warp\n", p->rows_per_cta);
     else
-        buf_printf(&b, "  grid  tiles = ceil(seqlen_q / %d) * (heads_q / %d) * batch%s; %s\n", p->rows_per_cta * p->cluster[0],
-                   p->heads_per_cta, p->cfg.split ? " * num_splits" : "", each);
+        buf_printf(&b, "  grid  tiles = ceil(seqlen_q / %d) * (heads_q / %d) * batch%s; %s\n",
+                   p->rows_per_cta * (p->cfg.cluster_split ? 1 : p->cluster[0]), p->heads_per_cta,
+                   p->cfg.split && !p->cfg.cluster_split ? " * num_splits" : "", each);
     if (p->pdl_dependent)
         buf_printf(&b, "  pdl   a programmatic dependent of the stream's previous kernel: griddepcontrol.wait before "
                    "any global memory access\n");

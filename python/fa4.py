@@ -290,7 +290,8 @@ def mha_fwd(q, k, v, causal=False, softmax_scale=None, return_lse=False, config=
     score_mod: CUDA C source defining __device__ float score_mod(float s, int b, int h, int q, int k,
     const void *aux), applied to every scaled score (softmax_scale * q.k) before the mask (fa4.h has the
     contract); aux: a CUDA tensor whose data pointer the mod receives.
-    num_splits: split-KV (None/0: the runtime picks when a workspace is given, 1: no split, N: N splits);
+    num_splits: split-KV (None/0: the runtime picks when a workspace is given -- on sm90a a decode shape without
+    one gets a cluster split, which needs none --, 1: no split, N: N splits);
     workspace: a contiguous CUDA tensor of at least mha_split_count(...)[1] bytes (scratch, reused by the caller)."""
     import torch
     varlen = cu_seqlens_q is not None

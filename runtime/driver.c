@@ -135,7 +135,7 @@ static fa4_status open_driver(fa4_ctx *ctx)
     return s;
 }
 
-fa4_status rt_driver(fa4_ctx *ctx)
+int rt_driver_ready(fa4_ctx *ctx)
 {
     int state = atomic_load_explicit(&ctx->drv_state, memory_order_acquire);
     if (state == LIB_UNTRIED) {
@@ -147,7 +147,12 @@ fa4_status rt_driver(fa4_ctx *ctx)
         }
         pthread_mutex_unlock(&ctx->mu);
     }
-    if (state == LIB_READY) return FA4_OK;
+    return state == LIB_READY;
+}
+
+fa4_status rt_driver(fa4_ctx *ctx)
+{
+    if (rt_driver_ready(ctx)) return FA4_OK;
     /* drv_msg and drv_status are written once, before the release store. */
     return rt_fail(ctx, ctx->drv_status, "%s", ctx->drv_msg);
 }

@@ -187,7 +187,10 @@ typedef struct fa4_mha_args {
      * LSE = log sum_i e^(lse_i), O = sum_i e^(lse_i - LSE) O_i. num_splits: 1 = one kernel, no
      * workspace; N in 2..FA4_MAX_SPLITS forces N (splits may be empty; with sink refused); 0 = the
      * runtime picks from the shape and the SM count (fa4_mha_split_count), and only when a
-     * workspace is given, else 1. A decode shape (GQA, seqlen_q, or max_seqlen_q, small enough that
+     * workspace is given, else 1 -- except on sm90a, where a decode shape without a workspace gets a
+     * cluster split: up to 8 CTAs of a thread-block cluster share each tile's kv blocks and merge
+     * their partial O in distributed shared memory (config word cluster=N; no workspace, no combine
+     * kernel; fa4_mha_config names it). A decode shape (GQA, seqlen_q, or max_seqlen_q, small enough that
      * the group packs into one tile) runs the split kernel even with one split: it then writes O and
      * LSE itself. Works with varlen and paged KV (partials in the varlen LSE order; rows of tokens in
      * no sequence left alone). workspace: a device buffer of workspace_size bytes, 16-byte

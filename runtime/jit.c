@@ -418,6 +418,11 @@ fa4_status rt_load(fa4_ctx *ctx, const Plan *p, const void *cubin, CUmodule *m, 
         /* Once per function, at load: launches then only name the size. */
         s = rt_fail(ctx, FA4_ERR_UNSUPPORTED, "load %s: this GPU refuses %u bytes of dynamic shared memory: %s",
                     p->symbol, p->smem_launch, rt_cu_name(ctx, r));
+    } else if (p->cluster[0] * p->cluster[1] * p->cluster[2] > 8 &&
+               (r = d->FuncSetAttribute(*fn, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1))) {
+        /* clusters over the portable 8 CTAs (a 16-CTA cluster split) must be allowed per function */
+        s = rt_fail(ctx, FA4_ERR_UNSUPPORTED, "load %s: this GPU refuses clusters of %d CTAs: %s", p->symbol,
+                    p->cluster[0] * p->cluster[1] * p->cluster[2], rt_cu_name(ctx, r));
     }
     if (s && *m) {
         d->ModuleUnload(*m);

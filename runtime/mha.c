@@ -376,6 +376,8 @@ static void shape_heuristics(Config *c, const fa4_mha_args *a)
 {
     /* (decode keeps bm 128: the 64-row tile measured no faster under CUDA-graph replay, bench/NOTES.md) */
     if (c->target != TARGET_SM90A || c->mask != MASK_CAUSAL || a->seqlen_k > 2048) return;
+    /* a decode shape runs split (a cluster split needs persistent 0): one tile per CTA there anyway */
+    if (c->cluster_split || (c->group > 1 && seq_rows_q(a) * (uint64_t)c->group <= 64)) return;
     if (c->persistent < 0) c->persistent = 1; /* with 2 stages the plan double-buffers Q too */
 }
 
@@ -514,10 +516,14 @@ static fa4_status grid_size(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a, 
     int cx = p->cluster[0] > 0 ? p->cluster[0] : 1;
     int hpc = p->heads_per_cta > 0 ? p->heads_per_cta : 1;
     if (p->rows_per_cta <= 0) return rt_fail(ctx, FA4_ERR_INTERNAL, "plan: rows_per_cta is %d", p->rows_per_cta);
+    if (p->cfg.cluster_split) { /* the cluster's CTAs are the tile's splits, not more rows */
+        if (splits != cx) return rt_fail(ctx, FA4_ERR_INTERNAL, "cluster split of %d CTAs run with %d splits", cx, splits);
+        splits = 1;
+    }
     if (a->heads_q % hpc)
         return rt_fail(ctx, FA4_ERR_INTERNAL, "plan: %d query heads per CTA do not divide heads_q %d (%s)", hpc,
                        a->heads_q, p->canonical);
-    uint64_t rows = (uint64_t)p->rows_per_cta * (uint64_t)cx;
+    uint64_t rows = (uint64_t)p->rows_per_cta * (uint64_t)(p->cfg.cluster_split ? 1 : cx);
     uint64_t seq_rows = (uint64_t)(a->cu_seqlens_q ? a->max_seqlen_q : a->seqlen_q); /* varlen: the longest */
     uint64_t clusters = (seq_rows + rows - 1) / rows * (uint64_t)(a->heads_q / hpc) * (uint64_t)a->batch *
                         (uint64_t)splits;
@@ -598,18 +604,32 @@ static void decode_tile(Config *c, const fa4_mha_args *a)
 }
 
 /* The split count for a (config c, target known): as given, or the runtime's pick for 0, which
- * needs the SM count (the driver) and splits only with a workspace (assume_ws: assume one).
+ * needs the SM count (the driver) and splits only with a workspace (assume_ws: assume one); on
+ * sm90a a call without one gets a cluster split instead (c->cluster_split, no workspace).
  * *path: the split kernel runs (splits > 1, or 1 for a decode shape whose split kernel packs the
  * GQA group into the tile, which the unsplit kernel may not; with 1 split it writes O itself, no
  * combine). On the split path c gets the decode tile where the caller left it open. */
 static fa4_status resolve_splits(fa4_ctx *ctx, const fa4_mha_args *a, Config *c, int assume_ws, int *splits,
                                  int *path)
 {
+    if (c->cluster_split) { /* the caller's cluster=N: N splits, merged in the cluster */
+        if (a->num_splits && a->num_splits != c->cluster_split)
+            return BAD("num_splits", "%d with config cluster=%d; a cluster split's count is its CTAs (give 0 or %d)",
+                       a->num_splits, c->cluster_split, c->cluster_split);
+        *splits = c->cluster_split, *path = 1;
+        decode_tile(c, a);
+        return FA4_OK;
+    }
     *splits = a->num_splits ? a->num_splits : 1;
     *path = *splits > 1;
     if (*path) decode_tile(c, a);
     if (a->num_splits > 1 || a->sink) return FA4_OK;
-    int pick = a->num_splits == 0 && (a->workspace || assume_ws);
+    int have_ws = a->workspace || assume_ws;
+    /* sm90a without a workspace: a cluster split, which needs none. With one, the workspace path
+     * stays: the cluster split measured no faster there (bench/NOTES.md "cluster split") */
+    int cluster_ok = c->target == TARGET_SM90A && a->num_splits == 0 && !have_ws && c->persistent != 1;
+    if (cluster_ok && !rt_driver_ready(ctx)) cluster_ok = 0; /* no SM count (fa4_mha_config without a GPU) */
+    int pick = a->num_splits == 0 && (have_ws || cluster_ok);
     /* nothing to pick and no tile could pack the whole group (the largest holds 256 rows): no plan needed */
     if (!pick && (c->group < 2 || seq_rows_q(a) * (uint64_t)c->group > 256)) return FA4_OK;
     fa4_status s = pick ? rt_driver(ctx) : FA4_OK;
@@ -631,9 +651,19 @@ static fa4_status resolve_splits(fa4_ctx *ctx, const fa4_mha_args *a, Config *c,
     int64_t kv_rows = a->cu_seqlens_q && !a->block_table ? a->seqlen_k / (a->batch > 0 ? a->batch : 1) : a->seqlen_k;
     int kv_blocks = (int)((kv_rows + p->bn - 1) / p->bn);
     int decode = hpc > 1 && seq_rows_q(a) <= rows;
+    int choice = pick ? rt_split_choice(tiles, ctx->device.sm_count, kv_blocks) : 1;
+    /* decode shapes only: where the cluster split was measured (bench/NOTES.md "cluster split") */
+    int n = cluster_ok && decode ? rt_cluster_split_choice(choice, tiles, ctx->device.sm_count) : 0;
+    sc.cluster_split = n, sc.persistent = 0;
+    if (n && plan_make(&sc, p, err, sizeof err)) n = 0; /* its staging does not fit beside this tile's rings */
     free(p);
-    if (pick) *splits = rt_split_choice(tiles, ctx->device.sm_count, kv_blocks);
-    *path = *splits > 1 || decode;
+    if (n) {
+        c->cluster_split = n, c->persistent = 0;
+        *splits = n, *path = 1;
+    } else {
+        if (pick && have_ws) *splits = choice;
+        *path = *splits > 1 || decode;
+    }
     if (*path) decode_tile(c, a);
     return FA4_OK;
 }
@@ -666,8 +696,9 @@ fa4_status fa4_mha_split_count(fa4_ctx *ctx, const fa4_mha_args *args, int *num_
     if (s || (s = finish_config(ctx, &a, &c, 0)) || (s = resolve_splits(ctx, &a, &c, 1, &splits, &path))) return s;
     if (num_splits) *num_splits = splits;
     if (workspace_bytes)
-        *workspace_bytes = path && splits > 1 ? (size_t)rt_split_workspace_bytes(splits, split_rows(&a), a.ov_depth)
-                                              : 0; /* one split writes O itself */
+        *workspace_bytes = path && splits > 1 && !c.cluster_split
+                               ? (size_t)rt_split_workspace_bytes(splits, split_rows(&a), a.ov_depth)
+                               : 0; /* one split writes O itself; a cluster split merges in smem */
     return FA4_OK;
 }
 
@@ -728,7 +759,8 @@ fa4_status fa4_mha_fwd(fa4_ctx *ctx, const fa4_mha_args *args, void *stream)
         return s;
     fa4_kernel *comb = NULL;
     if (path) c.split = 1;
-    if (path && splits > 1 && ((s = check_workspace(ctx, &a, splits)) || (s = get_combine(ctx, &a, c.target, &comb))))
+    if (path && splits > 1 && !c.cluster_split &&
+        ((s = check_workspace(ctx, &a, splits)) || (s = get_combine(ctx, &a, c.target, &comb))))
         return s;
     char key[360];
     config_canonical(&c, key, sizeof key);

@@ -148,6 +148,7 @@ void rt_log_fetch(const fa4_ctx *ctx, const struct fa4_kernel *k, int hit, const
 /* ============================== driver.c ============================== */
 
 /* Load libcuda.so.1, cuInit, retain the primary context of opt.device. */
+int rt_driver_ready(fa4_ctx *ctx); /* rt_driver without the error: 1 when the driver is loaded */
 fa4_status rt_driver(fa4_ctx *ctx);
 void rt_driver_close(fa4_ctx *ctx);
 /* "CUDA_ERROR_X (description)" for r. */
@@ -235,6 +236,10 @@ fa4_status rt_launch(fa4_ctx *ctx, const struct fa4_kernel *k, const RtLaunch *l
  * (1..FA4_MAX_SPLITS): 1 when the tiles fill the SMs, else the fewest splits that keep the last
  * wave within 85% of the best occupancy, each split at least 2 kv blocks. */
 int rt_split_choice(uint64_t tiles, int sm_count, int kv_blocks);
+/* sm90a, a call without a workspace: the CTAs of a cluster split (gen cluster=N) for a picked
+ * split count `splits` over `tiles` tiles, or 0 (run unsplit) */
+enum { FA4_MAX_CLUSTER_SPLIT = 8 }; /* the portable cluster size (16 CTAs measured slower: placement) */
+int rt_cluster_split_choice(int splits, uint64_t tiles, int sm_count);
 /* Workspace of a split launch: f32 partial O [num_splits, rows, ov] then f32 LSE [num_splits,
  * rows] (a split launch may have one split: a decode shape's packed kernel); 0 for num_splits < 1. rows = batch x heads_q x seqlen_q. */
 uint64_t rt_split_workspace_bytes(int num_splits, uint64_t rows, int ov_depth);

@@ -29,6 +29,19 @@ int rt_split_choice(uint64_t tiles, int sm_count, int kv_blocks)
     return 1;
 }
 
+int rt_cluster_split_choice(int splits, uint64_t tiles, int sm_count)
+{
+    if (splits < 2 || tiles == 0 || sm_count <= 0) return 0;
+    /* at most half the SMs: clusters of 1 CTA per SM are placed whole inside a GPC, and a grid
+     * that wants every SM leaves some clusters for a second wave (H100: 32 clusters of 4 ran 120 us
+     * where 128 plain CTAs ran 92). Half the SMs still stream at full rate (B1 Sk16k: 64 CTAs
+     * 25.8 us, 128 CTAs 25.7), bench/NOTES.md "cluster split" */
+    uint64_t n = (uint64_t)sm_count / 2 / tiles;
+    if (n > (uint64_t)splits) n = (uint64_t)splits;
+    if (n > FA4_MAX_CLUSTER_SPLIT) n = FA4_MAX_CLUSTER_SPLIT;
+    return n < 2 ? 0 : (int)n;
+}
+
 uint64_t rt_split_workspace_bytes(int num_splits, uint64_t rows, int ov_depth)
 {
     if (num_splits < 1) return 0;

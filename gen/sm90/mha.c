@@ -617,6 +617,168 @@ static void emit_epilogue_split(Emit *e)
     emit_label(e, lbl);
 }
 
+/* Cluster split, part 1: this CTA's O / l (f32) and LSE rows into its staging area (plan smem
+ * cstage), for every CTA of the cluster to read after the barrier. */
+static void emit_cluster_stage(Emit *e)
+{
+    const Plan *p = e->p;
+    const Sm90Plan *s = sm90_of(p);
+    Reg t = reg_f32(e, "cs_shfl"), lse = reg_f32(e, "cs_lse"), a = reg_b32(e, "cs_stage_addr");
+    Reg f0 = reg_f32(e, "cs_f0"), f1 = reg_f32(e, "cs_f1");
+    emit_section(e, "consumer epilogue (cluster split): O / l and LSE of this split staged in smem (plan cstage)");
+    for (int h = 0; h < 2; h++) {
+        Reg l = reg_find(e, "cs_l%d", h);
+        sfx_reduce_lanes(e, "add", l, t, sm90_frag(p).lanes_per_row);
+        sfx_inv_sum(e, reg_f32(e, "cs_inv%d", h), l, reg_find(e, "o_scale"));
+        sfx_lse(e, lse, reg_find(e, "cs_m%d", h), l, reg_find(e, "scale_log2"));
+        emit_note(e, "tile row cs_row%d: its LSE after the %d O rows; lane%%4 == 0 writes it", h, p->bm);
+        smem_at(e, a, s->off_cstage + s->cstage_row_bytes * (uint32_t)p->bm);
+        emit(e, "mad.lo.u32 %s, %%cs_row%d, %d, %s;", R(e, a), h, F32_BYTES, R(e, a));
+        op_st_shared_b32_if(e, reg_find(e, "cs_lm0"), a, 0, lse);
+        emit_note(e, "O / l: columns 8q + 2*(lane%%4) + {0, 1}");
+        smem_at(e, a, s->off_cstage);
+        emit(e, "mad.lo.u32 %s, %%cs_row%d, %u, %s;", R(e, a), h, s->cstage_row_bytes, R(e, a));
+        emit(e, "mad.lo.u32 %s, %%cs_lm, %d, %s;", R(e, a), 2 * F32_BYTES, R(e, a));
+        for (int q = 0; q < p->ov / 8; q++) {
+            emit(e, "mul.f32 %s, %%o%d, %%cs_inv%d;", R(e, f0), s_index(q, h, 0), h);
+            emit(e, "mul.f32 %s, %%o%d, %%cs_inv%d;", R(e, f1), s_index(q, h, 1), h);
+            emit(e, "st.shared.v2.f32 [%s+%d], {%s, %s};", R(e, a), 8 * F32_BYTES * q, R(e, f0), R(e, f1));
+        }
+    }
+}
+
+/* Cluster split, part 2: one tile row merged by one warp. j = the row's slot (sequence-major
+ * when the group is packed, so a decode step's real rows come first); lane l loads split l's
+ * LSE and every split's O columns 4l + 128i at once, then lse = log sum e^lse_i and
+ * O = sum e^(lse_i - lse) O_i go to out and lse (the combine kernel's math). */
+static void emit_cluster_merge_row(Emit *e, Reg j)
+{
+    const Plan *p = e->p;
+    const Sm90Plan *s = sm90_of(p);
+    int n = p->cfg.cluster_split, kb = (p->ov + 127) / 128;
+    char l_skip[NAME], l_out[NAME];
+    new_label(e, l_skip, sizeof l_skip, "cm_skip");
+    Reg seq = reg_b32(e, "cm_seq"), hq = reg_b32(e, "cm_hq"), r = reg_b32(e, "cm_r"), rowg = reg_b32(e, "cm_rowg");
+    Reg skip = reg_pred(e, "cm_p"), a = reg_b32(e, "cm_a"), ra = reg_b32(e, "cm_ra"), sp = reg_b32(e, "cm_split");
+    emit(e, "setp.ge.u32 %s, %s, %d;", R(e, skip), R(e, j), p->bm);
+    emit(e, "@%s bra.uni %s;", R(e, skip), l_skip);
+    if (s->packed) {
+        emit_note(e, "plan rows (GQA packed): slot j = seq x %d + head offset; tile row = head offset x %d + seq",
+                  p->cfg.group, s->seq_rows);
+        emit(e, "div.u32 %s, %s, %d;", R(e, seq), R(e, j), p->cfg.group);
+        emit(e, "rem.u32 %s, %s, %d;", R(e, hq), R(e, j), p->cfg.group);
+        emit(e, "mad.lo.u32 %s, %s, %d, %s;", R(e, r), R(e, hq), s->seq_rows, R(e, seq));
+        emit(e, "add.u32 %s, %s, %%head;", R(e, hq), R(e, hq));
+    } else {
+        emit(e, "mov.u32 %s, %s;", R(e, seq), R(e, j));
+        emit(e, "mov.u32 %s, %s;", R(e, r), R(e, j));
+        emit(e, "mov.u32 %s, %%head;", R(e, hq));
+    }
+    emit(e, "add.u32 %s, %%m0, %s;", R(e, rowg), R(e, seq));
+    emit(e, "setp.ge.u32 %s, %s, %%seqlen_q;", R(e, skip), R(e, rowg));
+    emit(e, "@%s bra.uni %s;", R(e, skip), l_skip);
+
+    emit_note(e, "lane l < %d: split l's LSE (CTA rank l); the others -inf", n);
+    Reg lse_l = reg_f32(e, "cm_lse_l"), have = reg_pred(e, "cm_have");
+    smem_at(e, a, s->off_cstage + s->cstage_row_bytes * (uint32_t)p->bm);
+    emit(e, "mad.lo.u32 %s, %s, %d, %s;", R(e, a), R(e, r), F32_BYTES, R(e, a));
+    emit(e, "setp.lt.u32 %s, %%lane, %d;", R(e, have), n);
+    emit(e, "min.u32 %s, %%lane, %d;", R(e, sp), n - 1);
+    op_mapa(e, ra, a, sp);
+    emit(e, "mov.f32 %s, %s;", R(e, lse_l), PTX_NEG_INF);
+    emit(e, "@%s ld.shared::cluster.f32 %s, [%s];", R(e, have), R(e, lse_l), R(e, ra));
+    emit_note(e, "every split's O columns 4l + 128i of the row, all loads issued before any is used");
+    Reg v = reg_arr(e, RT_F32, 4 * kb * n, "cm_v"), colok[8];
+    for (int k = 0; k < kb; k++) {
+        colok[k] = reg_pred(e, "cm_col%d", k);
+        emit(e, "setp.lt.u32 %s, %%lane, %d;", R(e, colok[k]), (p->ov - 128 * k) / 4);
+    }
+    smem_at(e, a, s->off_cstage);
+    emit(e, "mad.lo.u32 %s, %s, %u, %s;", R(e, a), R(e, r), s->cstage_row_bytes, R(e, a));
+    emit(e, "mad.lo.u32 %s, %%lane, %d, %s;", R(e, a), 4 * F32_BYTES, R(e, a));
+    for (int i = 0; i < n; i++) {
+        emit(e, "mov.u32 %s, %d;", R(e, sp), i);
+        op_mapa(e, ra, a, sp);
+        for (int k = 0; k < kb; k++) {
+            const char *x[4];
+            for (int c = 0; c < 4; c++) {
+                x[c] = R(e, reg_at(e, v, 4 * (kb * i + k) + c));
+                emit(e, "mov.f32 %s, 0f00000000;", x[c]);
+            }
+            emit(e, "@%s ld.shared::cluster.v4.f32 {%s, %s, %s, %s}, [%s+%d];", R(e, colok[k]), x[0], x[1], x[2],
+                 x[3], R(e, ra), 128 * F32_BYTES * k);
+        }
+    }
+    Reg mx = reg_f32(e, "cm_max"), sum = reg_f32(e, "cm_sum"), t = reg_f32(e, "cm_t"), lse = reg_f32(e, "cm_lse");
+    Reg w = reg_f32(e, "cm_w"), wi = reg_f32(e, "cm_wi"), acc = reg_arr(e, RT_F32, 4 * kb, "cm_acc");
+    for (int i = 0; i < 4 * kb; i++) emit(e, "mov.f32 %s, 0f00000000;", R(e, reg_at(e, acc, i)));
+    emit(e, "mov.f32 %s, %s;", R(e, mx), R(e, lse_l));
+    sfx_reduce_lanes(e, "max", mx, t, 32);
+    emit(e, "mov.f32 %s, %s;", R(e, lse), PTX_NEG_INF);
+    emit_note(e, "no split saw a key of the row: O = 0, LSE = -inf");
+    emit(e, "setp.eq.f32 %s, %s, %s;", R(e, skip), R(e, mx), PTX_NEG_INF);
+    emit(e, "@%s bra.uni %s;", R(e, skip), new_label(e, l_out, sizeof l_out, "cm_out"));
+    emit_note(e, "lse = max + log sum_i e^(lse_i - max); weight of split l = e^(lse_l - lse), 0 for a -inf split");
+    emit(e, "sub.f32 %s, %s, %s;", R(e, sum), R(e, lse_l), R(e, mx));
+    emit(e, "mul.f32 %s, %s, %s;", R(e, sum), R(e, sum), PTX_LOG2E);
+    emit(e, "ex2.approx.ftz.f32 %s, %s;", R(e, sum), R(e, sum));
+    sfx_reduce_lanes(e, "add", sum, t, 32);
+    emit(e, "lg2.approx.f32 %s, %s;", R(e, t), R(e, sum));
+    emit(e, "fma.rn.f32 %s, %s, %s, %s;", R(e, lse), R(e, t), PTX_LN2, R(e, mx));
+    emit(e, "sub.f32 %s, %s, %s;", R(e, w), R(e, lse_l), R(e, lse));
+    emit(e, "mul.f32 %s, %s, %s;", R(e, w), R(e, w), PTX_LOG2E);
+    emit(e, "ex2.approx.ftz.f32 %s, %s;", R(e, w), R(e, w));
+    for (int i = 0; i < n; i++) {
+        emit(e, "mov.u32 %s, %d;", R(e, sp), i);
+        op_shfl_idx(e, wi, w, sp);
+        for (int c = 0; c < 4 * kb; c++) {
+            Reg x = reg_at(e, acc, c);
+            emit(e, "fma.rn.f32 %s, %s, %s, %s;", R(e, x), R(e, wi), R(e, reg_at(e, v, 4 * kb * i + c)), R(e, x));
+        }
+    }
+    emit_label(e, l_out);
+    emit_note(e, "the merged row: O (%s) at the caller's strides, lane 0 its LSE", dtype_name[p->cfg.dtype]);
+    Reg oa = reg_b64(e, "cm_out_addr"), pk0 = reg_b32(e, "cm_pack0"), pk1 = reg_b32(e, "cm_pack1");
+    Reg lane0 = reg_pred(e, "cm_lane0");
+    mha_split_out_addr(e, hq, rowg, p->elem_bytes, oa);
+    emit(e, "mad.wide.u32 %s, %%lane, %d, %s;", R(e, oa), 4 * p->elem_bytes, R(e, oa));
+    for (int k = 0; k < kb; k++) {
+        op_cvt_pack(e, p->cfg.dtype, pk0, reg_at(e, acc, 4 * k + 1), reg_at(e, acc, 4 * k));
+        op_cvt_pack(e, p->cfg.dtype, pk1, reg_at(e, acc, 4 * k + 3), reg_at(e, acc, 4 * k + 2));
+        op_st_global_v2_b32(e, colok[k], oa, (uint32_t)(128 * k * p->elem_bytes), pk0, pk1);
+    }
+    emit(e, "setp.eq.u32 %s, %%lane, 0;", R(e, lane0));
+    mha_split_out_lse(e, lane0, hq, rowg, lse);
+    emit_label(e, l_skip);
+}
+
+/* cluster=N (plan note cluster split): the N CTAs of the cluster are the tile's N splits. Each
+ * stages its O / l and LSE; after barrier.cluster every consumer warp merges its rows from all
+ * N CTAs' smem; a second barrier keeps each CTA's smem alive until the others have read it. The
+ * producer has exited by then (one tile per CTA, plan persistent 0), and exited threads do not
+ * hold a cluster barrier. */
+static void emit_epilogue_cluster(Emit *e)
+{
+    const Plan *p = e->p;
+    const Sm90Plan *s = sm90_of(p);
+    int n = p->cfg.cluster_split, warps = 4 * s->consumers, passes = (p->bm + n * warps - 1) / (n * warps);
+    emit_cluster_stage(e);
+    emit_note(e, "plan note cluster split: every split's rows staged and visible cluster-wide past this barrier");
+    op_cluster_sync(e);
+    emit_section(e, "consumer epilogue (cluster split): merge rows over ld.shared::cluster (plan note cluster rows)");
+    Reg cw = reg_b32(e, "cm_warp"), rank = reg_b32(e, "cm_rank"), j = reg_b32(e, "cm_j");
+    emit(e, "mad.lo.u32 %s, %%cs_w, 4, %%cs_wl;", R(e, cw));
+    emit(e, "mov.u32 %s, %%cluster_ctarank;", R(e, rank));
+    for (int k = 0; k < passes; k++) {
+        emit_note(e, "slot (%d x %d + warp) x %d + rank", k, warps, n);
+        emit(e, "add.u32 %s, %s, %d;", R(e, j), R(e, cw), k * warps);
+        emit(e, "mad.lo.u32 %s, %s, %d, %s;", R(e, j), R(e, j), n, R(e, rank));
+        emit_cluster_merge_row(e, j);
+    }
+    emit_note(e, "no CTA leaves (its smem with it) before every CTA has read it");
+    op_cluster_sync(e);
+}
+
 static void emit_consumer_setup(Emit *e)
 {
     const Plan *p = e->p;
@@ -858,7 +1020,8 @@ static void emit_consumer(Emit *e)
     mbar_indexed(e, qbar, reg_find(e, "cs_q_full"), qslot);
     op_mbar_wait(e, qbar, qph);
     emit_mainloop(e);
-    if (p->cfg.split) emit_epilogue_split(e);
+    if (p->cfg.cluster_split) emit_epilogue_cluster(e);
+    else if (p->cfg.split) emit_epilogue_split(e);
     else emit_epilogue(e);
     ring_advance(e, qslot, qph, s->q_slots);
     if (p->cfg.varlen) emit_label(e, l_next);

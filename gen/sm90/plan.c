@@ -16,6 +16,9 @@
 int sm90_emit_mha(Emit *e);
 
 enum { SM90_SMEM_LIMIT = 232448, SM90_MMA_M = 64, SM90_WG = 128 };
+/* cluster split staging row: ov f32, +32 B so the epilogue's row-strided v2 stores are at most
+ * 2-way bank conflicted */
+#define SM90_CSTAGE_ROW_BYTES(ov) ((ov) * 4 + 32)
 
 /* Register budget: 128 * (producer + consumers * consumer) <= 65536. A paged producer looks up a
  * table entry per page of a tile: with 2 consumers it takes 8 registers from each (ptxas, 0 spills). */
@@ -42,8 +45,9 @@ static void sm90_defaults(Config *c)
          * lowered in steps of 16 until Q + the rings fit the smem limit with the stages asked for */
         int causal = c->mask == MASK_CAUSAL, eb = dtype_bytes[c->dtype], bm = c->bm ? c->bm : 128;
         int bn = d <= 64 ? 128 : d <= 128 ? (causal ? 128 : 176) : (causal ? 64 : 80);
+        int staging = c->cluster_split ? bm * SM90_CSTAGE_ROW_BYTES(c->ov_depth) + 4 * bm : 0;
         while (bn > 16 && (uint32_t)(bm * c->qk_depth * eb + c->stages * bn * (c->qk_depth + c->ov_depth) * eb +
-                                     2048) > SM90_SMEM_LIMIT)
+                                     staging + 2048) > SM90_SMEM_LIMIT)
             bn -= 16;
         while (c->page && (bn & (bn - 1))) bn &= bn - 1; /* paged: a power of two, so pages and tiles nest */
         c->bn = bn;
@@ -53,7 +57,7 @@ static void sm90_defaults(Config *c)
     if (c->rescale < 0) c->rescale = 8; /* FA4's threshold: rescale O only when a row max grows by > 2^8 */
     /* causal tiles differ in length: a grid of one CTA per tile, longest first, lets the
      * hardware balance them (measured +10-20% over the static persistent stride) */
-    if (c->persistent < 0) c->persistent = c->mask != MASK_CAUSAL;
+    if (c->persistent < 0) c->persistent = c->mask != MASK_CAUSAL && !c->cluster_split;
 }
 
 static int bad(char *err, size_t n, const char *msg, int v, const char *allowed)
@@ -100,6 +104,9 @@ static int sm90_check(const Config *c, char *err, size_t n)
         return bad(err, n, "mask window", c->window_left, "bounds are >= 0, or -1 for none");
     if (c->qtiles || c->cta_pair || c->rope_split)
         return snprintf(err, n, "qtiles/cta/rope_split: these are sm100a fields; leave them unset for sm90a"), -1;
+    if (c->cluster_split && c->persistent)
+        return bad(err, n, "persistent", c->persistent, "use 0 with cluster: a CTA runs one tile, so its producer "
+                   "has exited (not blocked) when the consumers meet at the cluster barrier");
     if (c->exp2_poly > 50) return bad(err, n, "poly", c->exp2_poly, "use 0..50 (percent of exp2 on the FMA pipe)");
     if (c->rescale > 8)
         return bad(err, n, "rescale", c->rescale, "use 0..8 (log2 units; P may grow to 2^rescale, and fp16 holds < 2^16)");
@@ -157,6 +164,19 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
     snprintf(what, sizeof what, "V ring: %d stages x %u B (%dx%d)", p->stages, s->v_stage_bytes, p->bn, p->ov);
     s->off_v = plan_smem(p, "v", s->v_stage_bytes * (uint32_t)p->stages, 1024, what);
 
+    if (c->cluster_split) {
+        /* the cluster's CTAs read each other's rows here */
+        p->cluster[0] = c->cluster_split;
+        s->cstage_row_bytes = (uint32_t)SM90_CSTAGE_ROW_BYTES(p->ov);
+        snprintf(what, sizeof what, "cluster split: O/l f32 %dx%d, %u B rows; LSE f32 x %d", p->bm, p->ov,
+                 s->cstage_row_bytes, p->bm);
+        s->off_cstage = plan_smem(p, "cstage", s->cstage_row_bytes * (uint32_t)p->bm + 4u * (uint32_t)p->bm, 16,
+                                  what);
+        plan_note(p, "cluster split", "CTA rank r of the cluster's %d is split r of the tile; O / l and LSE staged in "
+                  "smem, barrier.cluster, then each warp merges rows over ld.shared::cluster", c->cluster_split);
+        plan_note(p, "cluster rows", "warp w of rank r merges row slots j = (k * %d + w) * %d + r (sequence-major when "
+                  "packed); lane l owns O columns 4l + 128i and holds split l's LSE", 4 * s->consumers, c->cluster_split);
+    }
     s->q_empty_arrivals = s->consumers;
     s->kv_empty_arrivals = 4 * s->consumers;
     s->bar_q_full = plan_mbar(p, "bar_q_full", s->q_slots, 1, "mbarrier per Q slot: Q landed (1 arrival + tx)");

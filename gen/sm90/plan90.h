@@ -47,6 +47,8 @@ typedef struct Sm90Plan {
     /* decode (split=1, group > 1 dividing bm, no score_mod): the GQA group is packed into the M
      * tile, row r = (seq m0 + r % seq_rows, head h0 + r / seq_rows) */
     int packed, seq_rows;
+    /* cluster split (cluster=N): each CTA's O / l rows (f32, cstage_row_bytes apart) then its LSEs */
+    uint32_t off_cstage, cstage_row_bytes;
 } Sm90Plan;
 
 _Static_assert(sizeof(Sm90Plan) <= PLAN_FAMILY_BYTES, "Sm90Plan outgrows Plan.family");

@@ -85,15 +85,18 @@ CASE_9="target=sm90a dtype=bf16 sq=512 sk=512 hq=1 qk=128 mask=causal config=res
 CASE_3="target=sm90a dtype=bf16 sq=4 sk=1000 hq=16 hkv=2 qk=128 mask=causal splits=3"
 # one split (num_splits 1): the packed decode kernel (the runtime's decode tile, bm 64) writes O and LSE itself
 CASE_5="target=sm90a dtype=bf16 sq=4 sk=1000 hq=16 hkv=2 qk=128 mask=causal splits=1"
+# cluster split (sm_90a, cluster=16): the 16 CTAs of a cluster split the kv blocks and merge over DSMEM;
+# GQA 8/1 at seqlen_q 1 has 8 real rows, so ranks 8..15 merge none and reach their exit first
+CASE_6="target=sm90a dtype=bf16 sq=1 sk=3000 hq=8 hkv=1 qk=128 splits=0 config=cluster=16"
 # Kernel 4: the sm_100a sparse MLA head-128 kernel with two KV slots (sim_mla; MLA_4 names its config,
 # as sim_mla has no --plan, and the setup's entry check proves the runtime picked that kernel). topk 640
 # in blocks of 64 with 99% of the indices invalid: about 6 valid positions a row, so whole blocks are
 # skipped between processed ones (the MMA warp's pending PV is flushed there).
 CASE_4='target=sm100a sq=4 skv=2000 hq=128 dqk=576 topk=640 invalid=0.99 config="cta_group=2 b_topk=64 num_mbars=2"'
 MLA_4="mla-sparse target=sm100a dtype=bf16 qk=576 cta_group=2 b_topk=64 num_mbars=2"
-ARCH_1=sm_100a ARCH_2=sm_100a ARCH_9=sm_90a ARCH_3=sm_90a ARCH_4=sm_100a ARCH_5=sm_90a
-CC_1=100 CC_2=100 CC_9=90 CC_3=90 CC_4=100 CC_5=90
-SMS_1=4 SMS_2=4 SMS_9=1 SMS_3=2 SMS_4=4 SMS_5=2
+ARCH_1=sm_100a ARCH_2=sm_100a ARCH_9=sm_90a ARCH_3=sm_90a ARCH_4=sm_100a ARCH_5=sm_90a ARCH_6=sm_90a
+CC_1=100 CC_2=100 CC_9=90 CC_3=90 CC_4=100 CC_5=90 CC_6=90
+SMS_1=4 SMS_2=4 SMS_9=1 SMS_3=2 SMS_4=4 SMS_5=2 SMS_6=4
 SEED=${MUTANTS_SEED:-1}
 
 # run_case KERNEL PTXFILE: runs KERNEL's case with PTXFILE in place of the kernel;
@@ -276,6 +279,7 @@ setup 2
 setup 3
 setup 4
 setup 5
+setup 6
 setup 9
 
 # ------------------------------------------------------------ sm_100a, one CTA per tile
@@ -395,6 +399,18 @@ mutant 5 direct_branch 'plan note split: num_splits 1 writes' 1 'setp[.]eq[.]u32
 # the final O row's head offset scaled by the sequence stride: rows land on other heads' places
 mutant 5 direct_head_stride 'plan note split: num_splits 1 writes' 1 'mad[.]lo[.]u64 %cs_oacc_addr, %sp_t64, %out_stride_h,' 1 \
     sub '%out_stride_h' '%out_stride_s'
+
+# ------------------------------------------------------------ sm_90a cluster split (FA4SIM_CC=90)
+# split i's O read from CTA rank 0 for every i: the merge weighs one split's rows 16 times
+mutant 6 cluster_o_rank 'every split.s O columns 4l' 1 'mov[.]u32 %cm_split, 1;' 1 sub '%cm_split, 1;' '%cm_split, 0;'
+# the staging barrier gone: CTAs read each other's rows before they are written
+mutant 6 cluster_stage_sync 'every split.s rows staged and visible' 1 'barrier[.]cluster[.]wait[.]acquire;' 1 del
+# the exit barrier gone: a CTA with no row to merge leaves (its smem with it) while others read it
+mutant 6 cluster_exit_sync 'no CTA leaves .its smem with it.' 1 'barrier[.]cluster[.]arrive[.]release;' 1 del
+# the merge weights all e^0: splits summed instead of weighted by e^(lse_i - lse)
+mutant 6 cluster_weight 'weight of split l = e' 1 'sub[.]f32 %cm_w, %cm_lse_l, %cm_lse;' 1 sub '%cm_lse_l, %cm_lse' '%cm_lse, %cm_lse'
+# the row's slot for the GQA packing taken as the plain row: heads and positions swapped
+mutant 6 cluster_pack_row 'plan rows .GQA packed.: slot j' 1 'mad[.]lo[.]u32 %cm_r, %cm_hq, [0-9]+, %cm_seq;' 1 sub '%cm_hq, ([0-9]+), %cm_seq' '%cm_seq, 8, %cm_hq'
 
 echo "mutants: $PASSED passed, $FAILED failed"
 [ "$FAILED" = 0 ] || exit 1

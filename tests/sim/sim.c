@@ -196,6 +196,15 @@ static const char *unpublished(Sim *s, const Shadow *sh, const uint32_t *vc, int
 /* ------------------------------------------------------------ address spaces */
 typedef struct Where { int cta; uint32_t off; } Where;
 
+/* Has every thread of the CTA exited? */
+static int cta_exited(Sim *s, int cta)
+{
+    const Cta *c = &s->cta[cta];
+    for (int i = c->first_thread; i < c->first_thread + c->nthreads; i++)
+        if (s->th[i].state != TS_EXIT) return 0;
+    return 1;
+}
+
 /* A shared address (shared::cta or, with cluster, shared::cluster) of n bytes. */
 static int smem_where(Sim *s, Thread *t, uint64_t a, int cluster, uint32_t n, Where *w)
 {
@@ -205,6 +214,13 @@ static int smem_where(Sim *s, Thread *t, uint64_t a, int cluster, uint32_t n, Wh
         if (!cluster || rank >= s->ncta || (a >> 32)) {
             sim_hazard(s, SIM_FAULT, "shared address 0x%llx is not valid %s", (unsigned long long)a,
                        cluster ? "in this cluster" : "in the CTA's shared::cta window (another CTA's address?)");
+            return -1;
+        }
+        /* a CTA's shared memory lives as long as the CTA: once every thread of it has exited, a
+         * shared::cluster access to it is undefined (PTX ISA, distributed shared memory) */
+        if (t && cta_exited(s, rank)) {
+            sim_hazard(s, SIM_HAZARD, "shared::cluster access to CTA %d of the cluster after it exited (its "
+                       "shared memory is gone; a cluster barrier before its exit keeps it)", rank);
             return -1;
         }
         cta = rank;
@@ -648,14 +664,6 @@ static void complete_tma_store(Sim *s, Op *op)
     if (t->state == TS_BULK) t->state = TS_RUN; /* re-checks its wait */
 }
 
-/* Has every thread of the CTA exited? */
-static int cta_exited(Sim *s, int cta)
-{
-    const Cta *c = &s->cta[cta];
-    for (int i = c->first_thread; i < c->first_thread + c->nthreads; i++)
-        if (s->th[i].state != TS_EXIT) return 0;
-    return 1;
-}
 
 /* A .cta_group::2 op needs the peer CTA in the cluster and, until it completes, not exited (the ISA's
  * issue granularity: "the peer CTA should be active and should not have exited"). */

@@ -40,6 +40,8 @@
  *   splits=N                  default 1; fa4_mha_args.num_splits (0: the runtime picks); with a split
  *                             count > 1 (or 0) a workspace of fa4_mha_split_count's size, poisoned
  *                             with NaN, is passed
+ *   workspace=0|1             default 1; 0: no workspace whatever the split count (sm90a then
+ *                             picks a cluster split, which needs none)
  *   mod=NAME                  default none; fa4_mha_args.score_mod, one of (s the scaled score):
  *                             softcap30, softcap50  cap * tanh(s / cap) (Gemma 2 / Grok)
  *                             alibi     s - slope[h] |q - k|, slopes 2^(-8(h+1)/hq) in aux
@@ -150,16 +152,17 @@ typedef struct Case {
     float qd, kd, vd, scale, amp;
     int sink, mod;     /* SINK_*, MOD_* */
     int splits;        /* num_splits */
+    int workspace;     /* 0: no workspace even where splits would take one */
     float sink_x;      /* sink=X */
     char config[WORD_MAX];
     char descale_text[WORD_MAX], scale_text[64], amp_text[64]; /* as given, for the canonical text */
 } Case;
 
 enum { K_TARGET, K_DTYPE, K_SQ, K_SK, K_HQ, K_QK, K_BATCH, K_HKV, K_OV, K_MASK, K_CONFIG, K_KROPE, K_DESCALE,
-       K_SCALE, K_AMP, K_LAYOUT, K_LSE, K_SINK, K_MOD, K_SPLITS, K_COUNT };
+       K_SCALE, K_AMP, K_LAYOUT, K_LSE, K_SINK, K_MOD, K_SPLITS, K_WORKSPACE, K_COUNT };
 static const char *const KEY_NAMES[K_COUNT] = {"target", "dtype", "sq", "sk", "hq", "qk", "batch", "hkv", "ov",
                                                "mask", "config", "k_rope", "descale", "scale", "amp", "layout",
-                                               "lse", "sink", "mod", "splits"};
+                                               "lse", "sink", "mod", "splits", "workspace"};
 
 enum { SINK_NONE, SINK_RAND, SINK_NEG_INF, SINK_ALT };
 enum { MOD_NONE, MOD_SOFTCAP30, MOD_SOFTCAP50, MOD_ALIBI, MOD_RELBIAS, MOD_ROWDROP, MOD_COUNT };
@@ -270,6 +273,7 @@ static int set_key(Case *c, int k, const char *v, char *err, size_t n)
         return 0;
     case K_MOD: return word_choice(key, v, MOD_NAMES, MOD_COUNT, &c->mod, err, n);
     case K_SPLITS: return word_int(key, v, 0, FA4_MAX_SPLITS, &c->splits, err, n);
+    case K_WORKSPACE: return word_choice(key, v, bits, 2, &c->workspace, err, n);
     }
     return errf(err, n, "internal: key %d", k);
 }
@@ -283,6 +287,7 @@ static void case_defaults(Case *c)
     c->lse = 1;
     c->amp = 1.0f;
     c->splits = 1;
+    c->workspace = 1;
 }
 
 /* Required keys present, defaults that depend on others, consistency. */
@@ -335,6 +340,7 @@ static void case_format(const Case *c, char *buf, size_t n)
     if (c->sink == SINK_ALT) MORE(" sink=%g", (double)c->sink_x);
     if (c->mod) MORE(" mod=%s", MOD_NAMES[c->mod]);
     if (c->splits != 1) MORE(" splits=%d", c->splits);
+    if (!c->workspace) MORE(" workspace=0");
 #undef MORE
 }
 
@@ -678,6 +684,7 @@ static int launch(Env *env, const Case *c, Run *run, Result *res)
         int n = 0;
         fa4_status ss = fa4_mha_split_count(fa, &a, &n, &run->ws_bytes);
         if (ss != FA4_OK) return result_fail(res, "fa4_mha_split_count: %s: %s", fa4_status_string(ss), fa4_last_error(fa));
+        if (!c->workspace) run->ws_bytes = 0; /* the runtime picks for a call without one */
         if (run->ws_bytes) {
             CU_TRY(env->cu.MemAlloc(&run->dws, run->ws_bytes), res, "cuMemAlloc (workspace)");
             CU_TRY(env->cu.MemsetD8(run->dws, 0xFF, run->ws_bytes), res, "cuMemsetD8 (workspace poison)");

@@ -557,6 +557,15 @@ static void test_split_choice(void **state)
     assert_int_equal(rt_split_choice(64, 132, 3), 1);      /* too few kv blocks to share */
     assert_int_equal(rt_split_choice(8, 132, 1000), 16);   /* batch 1, 8 kv heads: 128 of 132 SMs */
     assert_true(rt_split_choice(1, 132, 100000) <= FA4_MAX_SPLITS);
+    /* cluster split (no workspace, sm90a): at most half the SMs, at most 8 CTAs a cluster */
+    assert_int_equal(rt_cluster_split_choice(16, 8, 132), 8);  /* batch 1, 8 kv heads: 64 CTAs */
+    assert_int_equal(rt_cluster_split_choice(4, 32, 132), 2);  /* batch 4: clusters of 4 would not all fit */
+    assert_int_equal(rt_cluster_split_choice(3, 8, 132), 3);   /* the pick itself when it is smaller */
+    assert_int_equal(rt_cluster_split_choice(1, 8, 132), 0);   /* nothing to split */
+    assert_int_equal(rt_cluster_split_choice(16, 40, 132), 0); /* 2 CTAs per tile would pass half the SMs */
+    assert_int_equal(rt_cluster_split_choice(16, 0, 132), 0);
+    assert_int_equal(rt_cluster_split_choice(16, 8, 0), 0);
+    assert_int_equal(rt_cluster_split_choice(128, 1, 132), FA4_MAX_CLUSTER_SPLIT);
     assert_true(rt_split_choice(1, 132, 100000) >= 100); /* most of the SMs */
     assert_true(rt_split_choice(1, 132, 20) <= 10);        /* at least 2 kv blocks a split */
     assert_int_equal(rt_split_workspace_bytes(0, 10, 128), 0);
