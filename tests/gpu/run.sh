@@ -150,6 +150,9 @@ if { [ "$BENCH" = 1 ] || [ "$SERVING" = 2 ]; } && [ -f bench/bench_decode.py ]; 
     # eight calls per graph (the layers of one decode step): the time per call without the graph's own launch
     step decode_bench_calls8 env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so python3 bench/bench_decode.py --graphs \
         --calls 8 --reps 10 --out "$OUT/bench_decode_calls8.txt" ${DECODE_BENCH_ARGS:-}
+    # decode without a workspace (sm90a: the runtime's cluster split, bench/NOTES.md "cluster split")
+    step decode_bench_nows env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so python3 bench/bench_decode.py --graphs \
+        --calls 8 --reps 10 --no-ws --batches 1,2,4,8 --out "$OUT/bench_decode_nows.txt" ${DECODE_NOWS_ARGS:-}
     # the same shapes with fa4 reading K/V through 64-row pages and a shuffled block table
     step decode_bench_paged env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so python3 bench/bench_decode.py --graphs --paged \
         --out "$OUT/bench_decode_paged.txt" ${DECODE_PAGED_ARGS:-}
