@@ -603,6 +603,53 @@ static void decode_tile(Config *c, const fa4_mha_args *a)
     c->bm = 64, c->bn = 64, c->stages = 3;
 }
 
+/* The plan facts of split config sc (rows per tile, heads per CTA, bn) and, for cluster_n > 0,
+ * whether a cluster split of cluster_n CTAs plans too: from the context's memo, else from
+ * plan_make (then remembered). */
+static fa4_status split_facts(fa4_ctx *ctx, const Config *sc, int cluster_n, RtSplitFacts *out)
+{
+    char key[RT_SPLIT_KEY];
+    config_canonical(sc, key, sizeof key);
+    uint64_t hash = rt_fnv1a(key, strlen(key), RT_FNV_SEED);
+    RtSplitFacts f = {.hash = hash};
+    int found = 0;
+    pthread_mutex_lock(&ctx->mu);
+    for (unsigned i = 0; i < RT_SPLIT_FACTS && !found; i++)
+        if (ctx->split_facts[i].hash == hash && !strcmp(ctx->split_facts[i].key, key))
+            f = ctx->split_facts[i], found = 1; /* a copy: the entry may be replaced once unlocked */
+    pthread_mutex_unlock(&ctx->mu);
+    if (found && (!cluster_n || (f.cluster_tried >> cluster_n & 1))) {
+        *out = f;
+        return FA4_OK;
+    }
+
+    Plan *p = malloc(sizeof *p);
+    if (!p) return rt_fail(ctx, FA4_ERR_OUT_OF_MEMORY, "plan: out of memory");
+    char err[512];
+    snprintf(f.key, sizeof f.key, "%s", key);
+    if (!found && (f.ok = !plan_make(sc, p, err, sizeof err))) {
+        f.rows = p->rows_per_cta * (p->cluster[0] > 0 ? p->cluster[0] : 1);
+        f.hpc = p->heads_per_cta > 0 ? p->heads_per_cta : 1;
+        f.bn = p->bn;
+    }
+    if (cluster_n > 0 && cluster_n < 32) {
+        Config cc = *sc;
+        cc.cluster_split = cluster_n, cc.persistent = 0;
+        f.cluster_tried |= 1u << cluster_n;
+        if (f.ok && !plan_make(&cc, p, err, sizeof err)) f.cluster_fits |= 1u << cluster_n;
+    }
+    free(p);
+    pthread_mutex_lock(&ctx->mu);
+    RtSplitFacts *slot = NULL;
+    for (unsigned i = 0; i < RT_SPLIT_FACTS && !slot; i++)
+        if (ctx->split_facts[i].hash == hash && !strcmp(ctx->split_facts[i].key, key)) slot = &ctx->split_facts[i];
+    if (!slot) slot = &ctx->split_facts[ctx->n_split_facts++ % RT_SPLIT_FACTS];
+    *slot = f;
+    pthread_mutex_unlock(&ctx->mu);
+    *out = f;
+    return FA4_OK;
+}
+
 /* The split count for a (config c, target known): as given, or the runtime's pick for 0, which
  * needs the SM count (the driver) and splits only with a workspace (assume_ws: assume one); on
  * sm90a a call without one gets a cluster split instead (c->cluster_split, no workspace).
@@ -637,26 +684,24 @@ static fa4_status resolve_splits(fa4_ctx *ctx, const fa4_mha_args *a, Config *c,
     Config sc = *c;
     sc.split = 1;
     decode_tile(&sc, a);
-    Plan *p = malloc(sizeof *p);
-    if (!p) return rt_fail(ctx, FA4_ERR_OUT_OF_MEMORY, "plan: out of memory");
-    char err[512];
-    if (plan_make(&sc, p, err, sizeof err)) {
-        free(p);
-        return FA4_OK; /* no split kernel for this config: run unsplit */
-    }
-    uint64_t rows = (uint64_t)p->rows_per_cta * (uint64_t)(p->cluster[0] > 0 ? p->cluster[0] : 1);
-    int hpc = p->heads_per_cta > 0 ? p->heads_per_cta : 1;
+    RtSplitFacts f;
+    if ((s = split_facts(ctx, &sc, 0, &f))) return s;
+    if (!f.ok) return FA4_OK; /* no split kernel for this config: run unsplit */
+    uint64_t rows = (uint64_t)f.rows;
+    int hpc = f.hpc;
     uint64_t tiles = (seq_rows_q(a) + rows - 1) / rows * (uint64_t)(a->heads_q / hpc) * (uint64_t)a->batch;
     /* varlen without pages: seqlen_k is the packed kv rows of all sequences; their mean length decides */
     int64_t kv_rows = a->cu_seqlens_q && !a->block_table ? a->seqlen_k / (a->batch > 0 ? a->batch : 1) : a->seqlen_k;
-    int kv_blocks = (int)((kv_rows + p->bn - 1) / p->bn);
+    int kv_blocks = (int)((kv_rows + f.bn - 1) / f.bn);
     int decode = hpc > 1 && seq_rows_q(a) <= rows;
     int choice = pick ? rt_split_choice(tiles, ctx->device.sm_count, kv_blocks) : 1;
     /* decode shapes only: where the cluster split was measured (bench/NOTES.md "cluster split") */
     int n = cluster_ok && decode ? rt_cluster_split_choice(choice, tiles, ctx->device.sm_count) : 0;
-    sc.cluster_split = n, sc.persistent = 0;
-    if (n && plan_make(&sc, p, err, sizeof err)) n = 0; /* its staging does not fit beside this tile's rings */
-    free(p);
+    /* its staging may not fit beside this tile's rings */
+    if (n && ((s = split_facts(ctx, &sc, n, &f)) || !(f.cluster_fits >> n & 1))) {
+        if (s) return s;
+        n = 0;
+    }
     if (n) {
         c->cluster_split = n, c->persistent = 0;
         *splits = n, *path = 1;

@@ -104,6 +104,17 @@ typedef struct KernelMap {
 /* Lazily opened libraries: 0 not tried, 1 ready, -1 failed (message kept). */
 enum { LIB_UNTRIED = 0, LIB_READY = 1, LIB_FAILED = -1 };
 
+/* What resolve_splits (mha.c) needs of a split config's plan, memoized per context: plan_make costs
+ * ~10 us, a whole batch-1 decode kernel ~25. Keyed by the config's canonical text. */
+enum { RT_SPLIT_FACTS = 32, RT_SPLIT_KEY = 360 };
+typedef struct {
+    uint64_t hash;
+    char key[RT_SPLIT_KEY];
+    int ok;                       /* the split config plans */
+    int rows, hpc, bn;            /* its rows per tile (x cluster), query heads per CTA, kv block */
+    uint32_t cluster_tried, cluster_fits; /* bit n: a cluster split of n CTAs was planned / plans */
+} RtSplitFacts;
+
 struct fa4_ctx {
     fa4_options opt;
     char cache_dir[RT_PATH_MAX]; /* "" until resolved; resolved at create */
@@ -125,6 +136,8 @@ struct fa4_ctx {
     char ptxas_path[RT_PATH_MAX];
     char ptxas_id[RT_PATH_MAX + 64];
     int device_target;           /* TargetId from the device's CC, -1 unknown */
+    RtSplitFacts split_facts[RT_SPLIT_FACTS]; /* mha.c resolve_splits; replaced round-robin */
+    unsigned n_split_facts;
 
     pthread_mutex_t err_mu;      /* err_bufs */
     pthread_key_t err_key;       /* this thread's message buffer (char[RT_ERR_MAX]) */

@@ -321,6 +321,32 @@ static void test_no_driver(void **state)
     fa4_destroy(ctx);
 }
 
+/* resolve_splits memoizes its split plans per context (32 entries, replaced round-robin): 40 decode
+ * calls (10 bn values x 4 GQA groups), twice over, must give the same config each time, whether it
+ * came from a fresh plan, the memo, or a replaced entry. */
+static void test_split_facts_memo(void **state)
+{
+    (void)state;
+    fa4_ctx *ctx = make_ctx(FA4_TARGET_SM90A);
+    char first[40][256], buf[256], cfg[32];
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < 40; i++) {
+            fa4_mha_args a = good_args();
+            a.batch = 1, a.seqlen_q = 1, a.seqlen_k = 4096, a.mask = FA4_MASK_NONE;
+            a.heads_kv = 2, a.heads_q = 4 << (i / 10); /* groups 2, 4, 8, 16 */
+            snprintf(cfg, sizeof cfg, "bn=%d stages=2", 16 + 16 * (i % 10));
+            a.config = cfg;
+            fa4_status st = fa4_mha_config(ctx, &a, buf, sizeof buf);
+            if (st) fail_msg("fa4_mha_config %d: %s", i, fa4_last_error(ctx));
+            if (pass == 0) snprintf(first[i], sizeof first[i], "%s", buf);
+            else assert_string_equal(buf, first[i]);
+        }
+    assert_non_null(strstr(first[0], " bn=16 "));
+    assert_non_null(strstr(first[39], " group=16 "));
+    assert_non_null(strstr(first[39], " split=1 "));
+    fa4_destroy(ctx);
+}
+
 static void test_mha_config(void **state)
 {
     (void)state;
@@ -394,6 +420,7 @@ int main(void)
         cmocka_unit_test(test_last_error),     cmocka_unit_test(test_mha_bad_args),
         cmocka_unit_test(test_mha_serving_config),
         cmocka_unit_test(test_no_driver),      cmocka_unit_test(test_mha_config),
+        cmocka_unit_test(test_split_facts_memo),
         cmocka_unit_test(test_compile_text_forms),
         cmocka_unit_test(test_compiler_paths),
     };
