@@ -264,14 +264,7 @@ void mha_split_out_lse(Emit *e, Reg guard, Reg head, Reg seq, Reg lse)
     Reg g = reg_pred(e, "sp_lse_ok"), idx = reg_b32(e, "sp_lse_idx"), ad = reg_b64(e, "sp_lse_addr");
     emit(e, "setp.ne.u64 %s, %%lse_ptr, 0;", R(e, g));
     emit(e, "and.pred %s, %s, %s;", R(e, g), R(e, g), R(e, guard));
-    if (e->p->cfg.varlen) {
-        emit(e, "add.u32 %s, %s, %%vl_q_start;", R(e, idx), R(e, seq));
-        emit(e, "mad.lo.u32 %s, %s, %%total_q, %s;", R(e, idx), R(e, head), R(e, idx));
-        emit(e, "mad.wide.u32 %s, %s, 4, %%lse_ptr;", R(e, ad), R(e, idx));
-        op_st_global_f32(e, g, ad, lse);
-    } else {
-        lse_store(e, g, head, seq, idx, ad, lse);
-    }
+    lse_store(e, g, head, seq, idx, ad, lse);
 }
 
 void mask_bounds(const Config *c, int *wl, int *wr)

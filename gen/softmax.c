@@ -331,8 +331,14 @@ void lse_store(Emit *e, Reg guard, Reg head, Reg seq, Reg idx_, Reg addr, Reg ls
 {
     REG_WANT(e, head, RT_B32), REG_WANT(e, seq, RT_B32), REG_WANT(e, idx_, RT_B32), REG_WANT(e, addr, RT_B64);
     const char *idx = R(e, idx_);
-    emit(e, "mad.lo.u32 %s, %%bidx, %%heads_q, %s;", idx, R(e, head));
-    emit(e, "mad.lo.u32 %s, %s, %%seqlen_q, %s;", idx, idx, R(e, seq));
+    if (e->p->cfg.varlen) {
+        emit_note(e, "varlen: LSE [heads_q, total_q], the row's packed index");
+        emit(e, "add.u32 %s, %s, %%vl_q_start;", idx, R(e, seq));
+        emit(e, "mad.lo.u32 %s, %s, %%total_q, %s;", idx, R(e, head), idx);
+    } else {
+        emit(e, "mad.lo.u32 %s, %%bidx, %%heads_q, %s;", idx, R(e, head));
+        emit(e, "mad.lo.u32 %s, %s, %%seqlen_q, %s;", idx, idx, R(e, seq));
+    }
     emit(e, "mad.wide.u32 %s, %s, 4, %%lse_ptr;", R(e, addr), idx); /* fp32 */
     op_st_global_f32(e, guard, addr, lse);
 }

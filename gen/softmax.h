@@ -78,8 +78,9 @@ void swizzle_row(Emit *e, Reg key, Reg base, Reg row, Reg buf);
 /* dst = the byte offset of unit u of the row whose key is in key: (key ^ u) << 4. */
 void swizzle_unit(Emit *e, Reg dst, Reg key, int u);
 
-/* LSE of sequence row seq of head into [batch, heads_q, seqlen_q] fp32 at %lse_ptr, where
- * guard holds; idx (b32) and addr (b64) are scratch. */
+/* LSE of sequence row seq of head into [batch, heads_q, seqlen_q] fp32 at %lse_ptr (varlen:
+ * [heads_q, total_q], the row's packed index %vl_q_start + seq), where guard holds; idx (b32) and
+ * addr (b64) are scratch. */
 void lse_store(Emit *e, Reg guard, Reg head, Reg seq, Reg idx, Reg addr, Reg lse);
 
 /* The thread count of named barrier id (plan bars). */

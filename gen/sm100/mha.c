@@ -1098,22 +1098,14 @@ static void corr_epilogue(Emit *e, int t)
 
     Reg seq_ = reg_b32(e, "cr_seq"), head_ = reg_b32(e, "cr_head"), idx = reg_b32(e, "cr_idx");
     Reg lse = reg_f32(e, "cr_lse"), ad = reg_b64(e, "cr_lse_addr");
-    const char *seq = R(e, seq_), *head = R(e, head_);
+    const char *seq = R(e, seq_);
     emit_note(e, "LSE [batch, heads_q, seqlen_q] f32, natural log (plan note lse)");
     emit(e, "setp.eq.u64 %s, %%lse_ptr, 0;", pr);
     emit(e, "@%s bra %s;", pr, new_label(e, l_nolse, sizeof l_nolse, "cr_no_lse"));
     corr_row_coords(e, t, seq_, head_);
     sfx_lse(e, lse, m, l, reg_find(e, "scale_log2"));
     emit(e, "setp.lt.u32 %s, %s, %%seqlen_q;", pr, seq);
-    if (p->cfg.varlen) {
-        emit_note(e, "varlen: LSE [heads_q, total_q], the row's packed index");
-        emit(e, "add.u32 %s, %s, %%vl_q_start;", R(e, idx), seq);
-        emit(e, "mad.lo.u32 %s, %s, %%total_q, %s;", R(e, idx), head, R(e, idx));
-        emit(e, "mad.wide.u32 %s, %s, 4, %%lse_ptr;", R(e, ad), R(e, idx));
-        op_st_global_f32(e, pr_, ad, lse);
-    } else {
-        lse_store(e, pr_, head_, seq_, idx, ad, lse);
-    }
+    lse_store(e, pr_, head_, seq_, idx, ad, lse);
     emit_label(e, l_nolse);
 
     int buf = t % s->o_bufs;

@@ -478,15 +478,7 @@ static void emit_epilogue(Emit *e)
         emit(e, "add.u32 %s, %%m0, %%cs_row%d;", R(e, rowg), h);
         emit(e, "setp.lt.u32 %s, %s, %%seqlen_q;", R(e, pr), R(e, rowg));
         emit(e, "and.pred %s, %s, %%cs_lm0;", R(e, pr), R(e, pr));
-        if (p->cfg.varlen) {
-            emit_note(e, "varlen: LSE [heads_q, total_q], the row's packed index");
-            emit(e, "add.u32 %s, %s, %%vl_q_start;", R(e, idx), R(e, rowg));
-            emit(e, "mad.lo.u32 %s, %%head, %%total_q, %s;", R(e, idx), R(e, idx));
-            emit(e, "mad.wide.u32 %s, %s, 4, %%lse_ptr;", R(e, ad), R(e, idx));
-            op_st_global_f32(e, pr, ad, lse);
-        } else {
-            lse_store(e, pr, reg_find(e, "head"), rowg, idx, ad, lse);
-        }
+        lse_store(e, pr, reg_find(e, "head"), rowg, idx, ad, lse);
     }
     emit_label(e, l_nolse);
     char l_rows[NAME], l_done[NAME];
