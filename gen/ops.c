@@ -295,6 +295,34 @@ void op_st_shared_b32_if(Emit *e, Reg guard, Reg base, uint32_t off, Reg src)
     emit(e, "%sst.shared.b32 [%s+%u], %s;", at, R(e, base), off, R(e, src));
 }
 
+void op_st_shared_v2_f32(Emit *e, Reg base, uint32_t off, Reg x, Reg y)
+{
+    REG_WANT(e, base, ADDR32);
+    REG_WANT(e, x, RT_F32);
+    REG_WANT(e, y, RT_F32);
+    emit(e, "st.shared.v2.f32 [%s+%u], {%s, %s};", R(e, base), off, R(e, x), R(e, y));
+}
+
+void op_ld_cluster_f32_if(Emit *e, Reg guard, Reg dst, Reg addr)
+{
+    char g[EMIT_REG_NAME + 4];
+    const char *at = guard_prefix(e, g, sizeof g, guard, __func__);
+    REG_WANT(e, dst, RT_F32);
+    REG_WANT(e, addr, ADDR32);
+    emit(e, "%sld.shared::cluster.f32 %s, [%s];", at, R(e, dst), R(e, addr));
+}
+
+void op_ld_cluster_v4_f32_if(Emit *e, Reg guard, const Reg dst[4], Reg addr, uint32_t off)
+{
+    char g[EMIT_REG_NAME + 4];
+    const char *at = guard_prefix(e, g, sizeof g, guard, __func__);
+    REG_WANT(e, addr, ADDR32);
+    for (int i = 0; i < 4; i++) REG_WANT(e, dst[i], RT_F32);
+    char d[4][EMIT_REG_NAME + 8];
+    for (int i = 0; i < 4; i++) snprintf(d[i], sizeof d[i], "%s", R(e, dst[i]));
+    emit(e, "%sld.shared::cluster.v4.f32 {%s, %s, %s, %s}, [%s+%u];", at, d[0], d[1], d[2], d[3], R(e, addr), off);
+}
+
 void op_st_global_f32(Emit *e, Reg guard, Reg addr, Reg src)
 {
     char g[EMIT_REG_NAME + 4];

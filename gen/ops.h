@@ -92,6 +92,10 @@ void op_ld_shared_v2_b32(Emit *e, Reg d0, Reg d1, Reg base, uint32_t off); /* 8 
 void op_st_shared_b32(Emit *e, Reg base, uint32_t off, Reg src);
 void op_st_shared_b32_if(Emit *e, Reg guard, Reg base, uint32_t off, Reg src); /* guard REG_NONE: always */
 void op_st_global_f32(Emit *e, Reg guard, Reg addr, Reg src);
+void op_st_shared_v2_f32(Emit *e, Reg base, uint32_t off, Reg x, Reg y);
+/* Distributed shared memory: addr a shared::cluster address (mapa); guard REG_NONE: always. */
+void op_ld_cluster_f32_if(Emit *e, Reg guard, Reg dst, Reg addr);
+void op_ld_cluster_v4_f32_if(Emit *e, Reg guard, const Reg dst[4], Reg addr, uint32_t off);
 void op_st_shared_v4_b32(Emit *e, Reg base, uint32_t off, const Reg src[4]);
 void op_ld_shared_v4_b32(Emit *e, const Reg dst[4], Reg base, uint32_t off); /* 16 bytes, 16-aligned */
 void op_setmaxnreg(Emit *e, int regs, int entry_regs); /* inc or dec, chosen from entry_regs */

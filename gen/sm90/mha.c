@@ -634,7 +634,7 @@ static void emit_cluster_stage(Emit *e)
         for (int q = 0; q < p->ov / 8; q++) {
             emit(e, "mul.f32 %s, %%o%d, %%cs_inv%d;", R(e, f0), s_index(q, h, 0), h);
             emit(e, "mul.f32 %s, %%o%d, %%cs_inv%d;", R(e, f1), s_index(q, h, 1), h);
-            emit(e, "st.shared.v2.f32 [%s+%d], {%s, %s};", R(e, a), 8 * F32_BYTES * q, R(e, f0), R(e, f1));
+            op_st_shared_v2_f32(e, a, (uint32_t)(8 * F32_BYTES * q), f0, f1);
         }
     }
 }
@@ -678,7 +678,7 @@ static void emit_cluster_merge_row(Emit *e, Reg j)
     emit(e, "min.u32 %s, %%lane, %d;", R(e, sp), n - 1);
     op_mapa(e, ra, a, sp);
     emit(e, "mov.f32 %s, %s;", R(e, lse_l), PTX_NEG_INF);
-    emit(e, "@%s ld.shared::cluster.f32 %s, [%s];", R(e, have), R(e, lse_l), R(e, ra));
+    op_ld_cluster_f32_if(e, have, lse_l, ra);
     emit_note(e, "every split's O columns 4l + 128i of the row, all loads issued before any is used");
     Reg v = reg_arr(e, RT_F32, 4 * kb * n, "cm_v"), colok[8];
     for (int k = 0; k < kb; k++) {
@@ -692,13 +692,12 @@ static void emit_cluster_merge_row(Emit *e, Reg j)
         emit(e, "mov.u32 %s, %d;", R(e, sp), i);
         op_mapa(e, ra, a, sp);
         for (int k = 0; k < kb; k++) {
-            const char *x[4];
+            Reg x[4];
             for (int c = 0; c < 4; c++) {
-                x[c] = R(e, reg_at(e, v, 4 * (kb * i + k) + c));
-                emit(e, "mov.f32 %s, 0f00000000;", x[c]);
+                x[c] = reg_at(e, v, 4 * (kb * i + k) + c);
+                emit(e, "mov.f32 %s, 0f00000000;", R(e, x[c]));
             }
-            emit(e, "@%s ld.shared::cluster.v4.f32 {%s, %s, %s, %s}, [%s+%d];", R(e, colok[k]), x[0], x[1], x[2],
-                 x[3], R(e, ra), 128 * F32_BYTES * k);
+            op_ld_cluster_v4_f32_if(e, colok[k], x, ra, (uint32_t)(128 * F32_BYTES * k));
         }
     }
     Reg mx = reg_f32(e, "cm_max"), sum = reg_f32(e, "cm_sum"), t = reg_f32(e, "cm_t"), lse = reg_f32(e, "cm_lse");
