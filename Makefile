@@ -39,6 +39,16 @@ $(B)/templates.c $(B)/templates.h &: $(TEMPLATES) templates/embed.sh
 $(B)/templates.o: $(B)/templates.c
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
+# The generator's source id: a hash of everything that shapes its PTX (gen/, templates/). The disk cache
+# and AOT bundles key on version + id, so a build with other kernel code never takes this one's cubins.
+GEN_ID_SRC := $(sort $(wildcard gen/*.c gen/*.h gen/sm90/* gen/sm100/*)) $(TEMPLATES) templates/embed.sh
+$(B)/gen_id.h: $(GEN_ID_SRC)
+	@mkdir -p $(B)
+	@id=$$(cat $(GEN_ID_SRC) | sha256sum | cut -c1-16); \
+	  echo "#define FA4GEN_SOURCE_ID \"$$id\"" > $@.tmp.h; \
+	  if cmp -s $@.tmp.h $@; then rm -f $@.tmp.h; else mv $@.tmp.h $@; fi
+$(B)/gen/api.o: $(B)/gen_id.h
+
 $(B)/libfa4gen.a: $(GEN_OBJ)
 	rm -f $@ && ar rcs $@ $^
 $(B)/libfa4rt.a: $(RT_OBJ) $(GEN_OBJ)

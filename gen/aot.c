@@ -244,7 +244,7 @@ static int emit_source(const AotRequest *r, Job *jobs, int n, Buf *b)
                " * Link this file into a host that uses libfa4rt: its constructor registers the table, and\n"
                " * every context takes these kernels before it generates anything. Do not edit. */\n"
                "#include <stddef.h>\n#include <stdint.h>\n\n#include \"fa4.h\"\n\n",
-               r->name, n, n == 1 ? "" : "s", FA4GEN_VERSION);
+               r->name, n, n == 1 ? "" : "s", fa4gen_build_id());
     for (int i = 0; i < n; i++) {
         size_t size = 0;
         unsigned char *fb = (unsigned char *)read_whole_file(jobs[i].fatbin, &size);
@@ -267,7 +267,7 @@ static int emit_source(const AotRequest *r, Job *jobs, int n, Buf *b)
     buf_printf(b, "};\n\nconst fa4_bundle fa4_bundle_%s = {sizeof(fa4_bundle), \"%s\", \"%s\", %d, %s_kernels};\n\n"
                "__attribute__((constructor)) static void fa4_bundle_%s_register(void)\n{\n"
                "    (void)fa4_bundle_register(&fa4_bundle_%s);\n}\n",
-               r->name, r->name, FA4GEN_VERSION, n, r->name, r->name, r->name);
+               r->name, r->name, fa4gen_build_id(), n, r->name, r->name, r->name);
     return b->oom ? 1 : 0;
 }
 

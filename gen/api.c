@@ -2,8 +2,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "gen_id.h"
 #include "kernel.h"
 #include "score_mod.h"
+
+const char *fa4gen_build_id(void) { return FA4GEN_VERSION "+" FA4GEN_SOURCE_ID; }
 
 static int generate(const Config *c, ScoreMod *mod, Plan *p, char **ptx, size_t *len, char *err, size_t n)
 {

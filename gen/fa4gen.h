@@ -397,6 +397,10 @@ extern const Target target_sm100a;
 
 /* ============================== api.c ============================== */
 
+/* "VERSION+ID": the release and a hash of the generator's sources (build/gen_id.h). Two builds with
+ * other kernel code differ here even at one version; the disk cache and AOT bundles key on it. */
+const char *fa4gen_build_id(void);
+
 /* config -> plan -> PTX. *ptx is malloc'd (NUL-terminated). */
 int fa4gen_generate(const Config *c, Plan *p, char **ptx, size_t *len, char *err, size_t n);
 /* The same for a config with a score_mod (c->score_mod != 0): mod_ptx is NVRTC's PTX of its

@@ -696,7 +696,7 @@ static int run(int argc, char **argv)
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "--version")) {
-        printf("fa4gen %s\n", FA4GEN_VERSION);
+        printf("fa4gen %s\n", fa4gen_build_id());
         return 0;
     }
     const char *cmd = argv[1];

@@ -144,7 +144,7 @@ static fa4_status no_kernel(fa4_ctx *ctx, const Plan *p)
     rt_bundle_describe(linked, sizeof linked);
     return rt_fail(ctx, FA4_ERR_NO_KERNEL, "JIT is disabled (%s) and no linked bundle holds '%s' (%s, generator %s; "
                    "%s); add this config to the bundle's list", ctx->opt.disable_jit ? "fa4_options.disable_jit" :
-                   "FA4GEN_DISABLE_JIT", p->canonical, p->symbol, FA4GEN_VERSION, linked);
+                   "FA4GEN_DISABLE_JIT", p->canonical, p->symbol, fa4gen_build_id(), linked);
 }
 
 /* Generate (with the score_mod's PTX when the config has one) and compile. */

@@ -4,7 +4,7 @@
  * - Registration is process-wide (a bundle's constructor runs before any
  *   context exists), append-only and locked; a bundle is registered once.
  * - A lookup matches a kernel by its config hash, then compares the canonical
- *   config and the generator version, so an entry is only used for the exact
+ *   config and the generator's build id (version + source hash), so an entry is only used for the exact
  *   kernel it was compiled from; the target is part of the canonical config.
  *   Bundles are searched in registration order.
  * - The registry is the only state outside a context: it holds pointers to
@@ -56,7 +56,7 @@ const fa4_bundle_kernel *rt_bundle_find(const Plan *p, const char **bundle_name)
     pthread_mutex_lock(&bundles_mu);
     for (int i = 0; i < n_bundles && !found; i++) {
         const fa4_bundle *b = bundles[i];
-        if (strcmp(b->generator, FA4GEN_VERSION)) continue;
+        if (strcmp(b->generator, fa4gen_build_id())) continue;
         for (int j = 0; j < b->n_kernels && !found; j++) {
             const fa4_bundle_kernel *e = &b->kernels[j];
             if (e->config_hash == p->hash && !strcmp(e->config, p->canonical)) {
@@ -75,7 +75,7 @@ void rt_bundle_describe(char *buf, size_t n)
     const char *stale_version = "";
     pthread_mutex_lock(&bundles_mu);
     for (int i = 0; i < n_bundles; i++) {
-        if (strcmp(bundles[i]->generator, FA4GEN_VERSION)) {
+        if (strcmp(bundles[i]->generator, fa4gen_build_id())) {
             stale++;
             stale_version = bundles[i]->generator;
         } else {
@@ -88,5 +88,5 @@ void rt_bundle_describe(char *buf, size_t n)
                      kernels == 1 ? "" : "s");
     if (stale && k > 0 && (size_t)k < n)
         snprintf(buf + k, n - (size_t)k, "; %d written by another fa4gen (%s; this runtime is %s), never used",
-                 stale, stale_version, FA4GEN_VERSION);
+                 stale, stale_version, fa4gen_build_id());
 }

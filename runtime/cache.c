@@ -132,7 +132,7 @@ fa4_status rt_cache_key(fa4_ctx *ctx, const Plan *p, const char *user_code, char
     int k = snprintf(text, n,
                      "fa4gen cubin key 1\nconfig=%s\ngenerator=%s\ntarget=%s (%s)\nptx_isa=%s\ncompiler=%s\n"
                      "user_code=%s\n",
-                     p->canonical, FA4GEN_VERSION, p->target->name, p->target->ptx_target, p->target->ptx_version,
+                     p->canonical, fa4gen_build_id(), p->target->name, p->target->ptx_target, p->target->ptx_version,
                      compiler, user_code);
     if (k < 0 || (size_t)k >= n) return rt_fail(ctx, FA4_ERR_INTERNAL, "cache: key text longer than %zu", n);
     *hash = rt_fnv1a(text, (size_t)k, RT_FNV_SEED);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "fa4.h"
+#include "fa4gen.h" /* fa4gen_build_id */
 #include "testutil.h"
 
 static const char *const CONFIG = "mha target=sm90a dtype=bf16 qk=64 ov=64 mask=causal";
@@ -89,9 +90,20 @@ static void test_miss_then_hit(void **state)
     assert_int_equal(na, nb);
     assert_memory_equal(a, b, na);
     int cubins, others;
-    count_files(dir, &cubins, &others, NULL, 0);
+    char path[1024];
+    count_files(dir, &cubins, &others, path, sizeof path);
     assert_int_equal(cubins, 1);
     assert_int_equal(others, 0);
+    /* The key names the generator's build id (version + source hash): a build with other kernel code at
+     * the same version never takes this file. */
+    char want[128], head[4096] = {0};
+    snprintf(want, sizeof want, "\ngenerator=%s\n", fa4gen_build_id());
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    size_t got = fread(head, 1, sizeof head - 1, f);
+    fclose(f);
+    assert_true(got > 64 && memmem(head, got, want, strlen(want)) != NULL);
+    assert_non_null(strchr(fa4gen_build_id(), '+'));
     /* A fresh context (another process, in effect) hits the same file. */
     fa4_ctx *ctx2 = make_ctx(dir);
     void *c;
