@@ -10,9 +10,9 @@
  *
  * One warp per row (plan: rows per CTA = warps); lane l owns columns 4 l + 128 k. The LSEs are
  * loaded at once, lane l holding splits l, 32 + l, .. (COMBINE_MAX_SPLITS = 128: 4 registers), and
- * reduced across the warp; the O loop then reads COMBINE_UNROLL splits' rows per step, their loads
- * issued before any is used, so a row costs about splits / COMBINE_UNROLL memory latencies, not
- * 3 x splits as a loop of dependent loads would.
+ * reduced across the warp; the first step's O rows (16 splits at d <= 128: combine_unroll) load
+ * beside the LSEs, before the weights are known, and count only where their weight is not 0, so
+ * up to 16 splits cost one memory latency; later steps load their rows before any is used.
  */
 #include <stdio.h>
 #include <string.h>
@@ -23,7 +23,8 @@
 #include "softmax.h"
 
 enum { COMBINE_WARPS = 4, COMBINE_LANE_COLS = 4 /* one v4.f32 load */, NAME = 32, F32_BYTES = 4 };
-enum { COMBINE_CHUNKS = COMBINE_MAX_SPLITS / 32 /* LSE registers per lane */, COMBINE_UNROLL = 4 };
+enum { COMBINE_CHUNKS = COMBINE_MAX_SPLITS / 32 /* LSE registers per lane */,
+       COMBINE_O_REGS = 64 /* O values a lane holds in flight: 16 splits at d <= 128 */ };
 enum { COMBINE_BLOCK_COLS = 32 * COMBINE_LANE_COLS }; /* O columns a warp covers per column block */
 
 static void combine_defaults(Config *c)
@@ -87,6 +88,15 @@ static int combine_plan(const Config *c, Plan *p, char *err, size_t n)
 /* Column blocks of 4 per lane: lane l, block k holds columns 4 l + 128 k. */
 static int col_blocks(const Plan *p) { return (p->ov + COMBINE_BLOCK_COLS - 1) / COMBINE_BLOCK_COLS; }
 
+/* Splits whose O rows a lane loads at once: a power of two (so that steps tile each chunk of 32
+ * splits) whose rows fit COMBINE_O_REGS registers: 16 at d <= 128, 8 at d256, 4 at d512. */
+static int combine_unroll(const Plan *p)
+{
+    int u = 16;
+    while (u > 1 && 4 * col_blocks(p) * u > COMBINE_O_REGS) u /= 2;
+    return u;
+}
+
 /* varlen: a token outside [cu_seqlens_q[0], cu_seqlens_q[batch]) (clamped to [0, total_q]) belongs to no
  * sequence, so no split kernel wrote its partials: its row is left alone, O and LSE untouched. */
 static void emit_varlen_row_check(Emit *e, Reg row, Reg varlen)
@@ -108,6 +118,20 @@ static void emit_varlen_row_check(Emit *e, Reg row, Reg varlen)
     emit(e, "setp.ge.or.u32 %s, %s, %s, %s;", R(e, out), R(e, tok), R(e, hi), R(e, out));
     emit(e, "@%s bra $exit;", R(e, out));
     emit_label(e, l_in);
+}
+
+/* Split u of a step: its O row's column blocks into cb_v (lane l: 4 columns a block), where pred
+ * holds and the lane has columns there; then the address moves to the next split's row. */
+static void load_o_row(Emit *e, int u, Reg pred, const Reg *colok, Reg v, Reg ld, Reg oaddr, Reg ostride)
+{
+    int kb = col_blocks(e->p);
+    for (int k = 0; k < kb; k++) {
+        Reg vv[4];
+        for (int i = 0; i < 4; i++) vv[i] = reg_at(e, v, 4 * (kb * u + k) + i);
+        emit(e, "and.pred %s, %s, %s;", R(e, ld), R(e, pred), R(e, colok[k]));
+        op_ld_global_v4_f32(e, ld, vv, oaddr, (uint32_t)(F32_BYTES * COMBINE_BLOCK_COLS * k));
+    }
+    emit(e, "add.s64 %s, %s, %s;", R(e, oaddr), R(e, oaddr), R(e, ostride));
 }
 
 static int combine_emit(Emit *e)
@@ -138,11 +162,12 @@ static int combine_emit(Emit *e)
     emit(e, "mul.wide.u32 %s, %s, %d;", R(e, lstride), R(e, rows), F32_BYTES);
     emit(e, "mad.wide.u32 %s, %s, %d, %%lse_accum;", R(e, lrow), R(e, row), F32_BYTES);
 
+    emit_note(e, "plan pdl: the next kernel (a decode step's next split kernel) may launch now: its CTAs take "
+              "the SMs the split kernel frees and run their prologue; its own wait still waits for this grid");
+    emit(e, "griddepcontrol.launch_dependents;");
     emit_note(e, "plan pdl: launched as a dependent of the split kernel; its partials are complete and visible "
               "only past this wait");
     emit(e, "griddepcontrol.wait;");
-    emit_note(e, "plan pdl: the next kernel (a decode step's next split kernel) may launch; it waits for this grid");
-    emit(e, "griddepcontrol.launch_dependents;");
     emit_varlen_row_check(e, row, varlen);
     emit_section(e, "LSE: lane l loads the splits l + 32 c (-inf past num_splits); lse = max + log sum_i e^(lse_i - max)");
     Reg lsec = reg_arr(e, RT_F32, COMBINE_CHUNKS, "cb_lse"), wc = reg_arr(e, RT_F32, COMBINE_CHUNKS, "cb_w");
@@ -156,17 +181,36 @@ static int combine_emit(Emit *e)
         emit(e, "mad.lo.u64 %s, %s, %s, %s;", R(e, laddr), R(e, t64), R(e, lstride), R(e, lrow));
         op_ld_global(e, reg_find(e, "cb_p"), "f32", l, laddr, 0);
     }
+    int un = combine_unroll(p);
+    emit_section(e, "O rows of splits 0..%d, loaded beside the LSEs (one memory latency for both; a split's weight "
+                 "decides later whether its row counts); lane l, block k: columns 4l + 128k (plan: %d blocks)",
+                 un - 1, kb);
+    Reg colok[8];
+    for (int k = 0; k < kb; k++) {
+        colok[k] = reg_pred(e, "cb_col%d", k);
+        emit(e, "setp.lt.u32 %s, %%lane, %d;", R(e, colok[k]), (p->ov - COMBINE_BLOCK_COLS * k) / COMBINE_LANE_COLS);
+    }
+    Reg orow = reg_b64(e, "cb_o_row"), ostride = reg_b64(e, "cb_o_stride"), oaddr = reg_b64(e, "cb_o_addr");
+    Reg j = reg_b32(e, "cb_j"), nc = reg_b32(e, "cb_nc"), src = reg_b32(e, "cb_src");
+    emit(e, "mul.wide.u32 %s, %s, %d;", R(e, ostride), R(e, rows), F32_BYTES * p->ov);
+    emit(e, "mad.wide.u32 %s, %s, %d, %%o_accum;", R(e, orow), R(e, row), F32_BYTES * p->ov);
+    emit(e, "mad.wide.u32 %s, %%lane, %d, %s;", R(e, orow), F32_BYTES * COMBINE_LANE_COLS, R(e, orow));
+    emit(e, "mov.u64 %s, %s;", R(e, oaddr), R(e, orow));
+    Reg v = reg_arr(e, RT_F32, 4 * kb * un, "cb_v"), wu[16], go[16];
+    for (int u = 0; u < un; u++) wu[u] = reg_f32(e, "cb_wu%d", u), go[u] = reg_pred(e, "cb_go%d", u);
+    Reg ld = reg_pred(e, "cb_ld");
+    emit(e, "min.u32 %s, %%num_splits, 32;", R(e, nc));
+    for (int u = 0; u < un; u++) {
+        emit(e, "setp.lt.u32 %s, %d, %s;", R(e, go[u]), u, R(e, nc));
+        load_o_row(e, u, go[u], colok, v, ld, oaddr, ostride);
+    }
     Reg mx = reg_f32(e, "cb_max"), sum = reg_f32(e, "cb_sum"), t = reg_f32(e, "cb_t"), lse = reg_f32(e, "cb_lse_all");
     Reg empty = reg_pred(e, "cb_empty");
     emit(e, "max.f32 %s, %s, %s;", R(e, mx), R(e, reg_at(e, lsec, 0)), R(e, reg_at(e, lsec, 1)));
     for (int c = 2; c < COMBINE_CHUNKS; c++) emit(e, "max.f32 %s, %s, %s;", R(e, mx), R(e, mx), R(e, reg_at(e, lsec, c)));
     sfx_reduce_lanes(e, "max", mx, t, 32);
     emit(e, "setp.eq.f32 %s, %s, %s;", R(e, empty), R(e, mx), PTX_NEG_INF);
-    Reg acc = reg_arr(e, RT_F32, 4 * kb, "cb_acc"), colok[8];
-    for (int k = 0; k < kb; k++) {
-        colok[k] = reg_pred(e, "cb_col%d", k);
-        emit(e, "setp.lt.u32 %s, %%lane, %d;", R(e, colok[k]), (p->ov - COMBINE_BLOCK_COLS * k) / COMBINE_LANE_COLS);
-    }
+    Reg acc = reg_arr(e, RT_F32, 4 * kb, "cb_acc");
     for (int i = 0; i < 4 * kb; i++) emit(e, "mov.f32 %s, 0f00000000;", R(e, reg_at(e, acc, i)));
     emit(e, "mov.f32 %s, %s;", R(e, lse), PTX_NEG_INF);
     emit_note(e, "no split saw a key of the row: O = 0, LSE = -inf");
@@ -190,19 +234,11 @@ static int combine_emit(Emit *e)
         emit(e, "ex2.approx.ftz.f32 %s, %s;", R(e, w), R(e, w));
     }
 
-    emit_section(e, "O = sum_i e^(lse_i - lse) O_i; lane l, block k: columns 4l + 128k (plan: %d blocks), %d splits "
-                 "a step, their loads first", kb, COMBINE_UNROLL);
-    Reg orow = reg_b64(e, "cb_o_row"), ostride = reg_b64(e, "cb_o_stride"), oaddr = reg_b64(e, "cb_o_addr");
-    Reg j = reg_b32(e, "cb_j"), nc = reg_b32(e, "cb_nc"), src = reg_b32(e, "cb_src");
-    emit(e, "mul.wide.u32 %s, %s, %d;", R(e, ostride), R(e, rows), F32_BYTES * p->ov);
-    emit(e, "mad.wide.u32 %s, %s, %d, %%o_accum;", R(e, orow), R(e, row), F32_BYTES * p->ov);
-    emit(e, "mad.wide.u32 %s, %%lane, %d, %s;", R(e, orow), F32_BYTES * COMBINE_LANE_COLS, R(e, orow));
-    emit(e, "mov.u64 %s, %s;", R(e, oaddr), R(e, orow));
-    Reg v = reg_arr(e, RT_F32, 4 * kb * COMBINE_UNROLL, "cb_v"), wu[COMBINE_UNROLL], go[COMBINE_UNROLL];
-    for (int u = 0; u < COMBINE_UNROLL; u++) wu[u] = reg_f32(e, "cb_wu%d", u), go[u] = reg_pred(e, "cb_go%d", u);
-    Reg ld = reg_pred(e, "cb_ld");
+    emit_section(e, "O = sum_i e^(lse_i - lse) O_i, %d splits a step, their loads first (the first step's are in)",
+                 un);
+    Reg first = reg_pred(e, "cb_first");
     for (int c = 0; c < COMBINE_CHUNKS; c++) {
-        char l_loop[NAME];
+        char l_loop[NAME], l_loaded[NAME];
         emit_note(e, "splits %d..%d: their weights are in lanes 0..31 of cb_w%d", 32 * c, 32 * c + 31, c);
         emit(e, "setp.le.u32 %%cb_p, %%num_splits, %d;", 32 * c);
         emit(e, "@%%cb_p bra %s;", l_out);
@@ -210,29 +246,28 @@ static int combine_emit(Emit *e)
         emit(e, "min.u32 %s, %s, 32;", R(e, nc), R(e, nc));
         emit(e, "mov.u32 %s, 0;", R(e, j));
         emit_label(e, new_label(e, l_loop, sizeof l_loop, "cb_o_step"));
-        for (int u = 0; u < COMBINE_UNROLL; u++) {
+        for (int u = 0; u < un; u++) {
             emit(e, "add.u32 %s, %s, %d;", R(e, src), R(e, j), u);
             op_shfl_idx(e, wu[u], reg_at(e, wc, c), src);
-            emit_note(e, "split j + %d: read only if it exists and weighs something (a -inf split is never read)", u);
+            emit_note(e, "split j + %d counts only if it exists and weighs something (a -inf split's row, maybe never "
+                      "written, is not used)", u);
             emit(e, "setp.lt.u32 %s, %s, %s;", R(e, go[u]), R(e, src), R(e, nc));
             emit(e, "setp.ne.and.f32 %s, %s, 0f00000000, %s;", R(e, go[u]), R(e, wu[u]), R(e, go[u]));
-            for (int k = 0; k < kb; k++) {
-                Reg vv[4];
-                for (int i = 0; i < 4; i++) {
-                    vv[i] = reg_at(e, v, 4 * (kb * u + k) + i);
-                    emit(e, "mov.f32 %s, 0f00000000;", R(e, vv[i]));
-                }
-                emit(e, "and.pred %s, %s, %s;", R(e, ld), R(e, go[u]), R(e, colok[k]));
-                op_ld_global_v4_f32(e, ld, vv, oaddr, (uint32_t)(F32_BYTES * COMBINE_BLOCK_COLS * k));
-            }
-            emit(e, "add.s64 %s, %s, %s;", R(e, oaddr), R(e, oaddr), R(e, ostride));
         }
-        for (int u = 0; u < COMBINE_UNROLL; u++)
+        new_label(e, l_loaded, sizeof l_loaded, "cb_loaded");
+        if (c == 0) {
+            emit(e, "setp.eq.u32 %s, %s, 0;", R(e, first), R(e, j));
+            emit(e, "@%s bra %s;", R(e, first), l_loaded);
+        }
+        for (int u = 0; u < un; u++) load_o_row(e, u, go[u], colok, v, ld, oaddr, ostride);
+        emit_label(e, l_loaded);
+        for (int u = 0; u < un; u++)
             for (int i = 0; i < 4 * kb; i++) {
                 Reg a = reg_at(e, acc, i);
-                emit(e, "fma.rn.f32 %s, %s, %s, %s;", R(e, a), R(e, wu[u]), R(e, reg_at(e, v, 4 * kb * u + i)), R(e, a));
+                emit(e, "@%s fma.rn.f32 %s, %s, %s, %s;", R(e, go[u]), R(e, a), R(e, wu[u]),
+                     R(e, reg_at(e, v, 4 * kb * u + i)), R(e, a));
             }
-        emit(e, "add.u32 %s, %s, %d;", R(e, j), R(e, j), COMBINE_UNROLL);
+        emit(e, "add.u32 %s, %s, %d;", R(e, j), R(e, j), un);
         emit(e, "setp.lt.u32 %%cb_p, %s, %s;", R(e, j), R(e, nc));
         emit(e, "@%%cb_p bra.uni %s;", l_loop);
     }
