@@ -2,7 +2,7 @@
 
     python3 bench/bench_decode.py [--out FILE] [--paged] [--batches 1,4,16,64] [--seqlens 4096,16384,65536,131072]
                                   [--gqa 64/8,32/8] [--reps 30] [--ab "CONFIG WORDS"] [--graphs [--calls N]]
-                                  [--no-ws]
+                                  [--no-ws] [--kv-early]
 
 Per shape (d128 bf16, GQA packed): fa4.mha_fwd with num_splits 0 (the runtime picks the split count; the
 workspace is allocated once per shape, outside the timing) against SDPA flash / efficient / cuDNN / math,
@@ -25,6 +25,11 @@ in the same repetitions, its own split pick and workspace, for one-change experi
 
 --no-ws: fa4 gets no workspace (num_splits 0 still): on sm90a the runtime then runs a decode shape as a
 cluster split (the split CTAs merge in distributed shared memory); column "splits" is its cluster size.
+
+--kv-early: fa4 calls pass kv_early=True (fa4.h: K/V rows before the newest seqlen_q are not written by the
+kernel just before, true here: the kernel before each call is another call's, which writes only O and LSE), so the
+sm90a split kernel streams its first K/V blocks under the previous kernel's tail; column "fa4[plain]" times the
+same calls without it in the same repetitions.
 
 --paged: K and V live in pages of 64 rows [num_pages, 64, heads_kv, 128] with a shuffled block table
 [batch, seqlen_k / 64]; fa4 reads them through the paged path (issue 15 item 2, branch w15v); torch has no
@@ -138,6 +143,7 @@ def main():
                     "the time per call is the replay's / calls")
     ap.add_argument("--no-ws", action="store_true", help="fa4 without a workspace (sm90a: a cluster split)")
     ap.add_argument("--ab", help="config words of a second fa4 kernel timed beside the default (dense only)")
+    ap.add_argument("--kv-early", action="store_true", help="fa4 with kv_early=True; fa4[plain] without, beside it")
     args = ap.parse_args()
     gpu = torch.cuda.get_device_name()
     torch.manual_seed(0)
@@ -154,9 +160,13 @@ def main():
     if args.paged and paged is None:
         lines.append("# --paged: this build's fa4.mha_fwd has no block_table (the paged path is issue 15 item 2, "
                      "branch w15v): fa4 runs dense")
-    cols = ["fa4"] + (["fa4[ab]"] if args.ab else []) + [n for n, _ in BACKENDS]
+    cols = ["fa4"] + (["fa4[ab]"] if args.ab else []) + (["fa4[plain]"] if args.kv_early else []) + \
+        [n for n, _ in BACKENDS]
     if args.ab:
         lines.append("# fa4[ab]: config \"%s\"" % args.ab)
+    if args.kv_early:
+        lines.append("# fa4: kv_early=True (the split kernel reads its first K/V blocks under the previous kernel's "
+                     "tail); fa4[plain]: the same call without it")
     head = "%-24s %8s %6s" % ("shape", "KV MB", "splits") + "".join("%11s" % (c + " GB/s") for c in cols) + \
         "   fa4 %copy  fa4/best  check"
     lines.append(head)
@@ -182,9 +192,13 @@ def main():
                 if args.no_ws:  # the cluster split the runtime picks without one (1: none)
                     m = re.search(r" cluster=(\d+)", fa4.mha_config(sets[0]["q"], sets[0]["k"], sets[0]["v"]))
                     splits = int(m.group(1)) if m else 1
-                ours = paged or (lambda s: fa4.mha_fwd(s["q"], s["k"], s["v"], out=s["o"], num_splits=0,
-                                                      workspace=s["ws"]))
+                def dense(s, early=args.kv_early):
+                    return fa4.mha_fwd(s["q"], s["k"], s["v"], out=s["o"], num_splits=0, workspace=s["ws"],
+                                       kv_early=early)
+                ours = paged or dense
                 fns = [("fa4", ours)] + [(n, sdpa(b)) for n, b in BACKENDS]
+                if args.kv_early and not paged:
+                    fns.insert(1, ("fa4[plain]", lambda s: dense(s, early=False)))
                 if args.ab:
                     _, ab_bytes = fa4.mha_split_count(sets[0]["q"], sets[0]["k"], sets[0]["v"], config=args.ab,
                                                       num_splits=0)

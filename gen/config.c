@@ -164,6 +164,7 @@ static const IntKey int_keys[] = {
     {"sink", F(sink), 0, 1, "0 or 1"},
     {"split", F(split), 0, 1, "0 or 1"},
     {"cluster", F(cluster_split), 0, 16, "0 (off) or 2..16 CTAs of a cluster sharing a tile's kv blocks"},
+    {"early", F(early), 0, 1, "0 or 1"},
     {"varlen", F(varlen), 0, 1, "0 or 1"},
     {"page", F(page), 0, 256, "0 (dense K, V) or a power of two in 16..256 (KV rows per page)"},
 };
@@ -213,7 +214,7 @@ int config_set(Config *c, const char *key, const char *value, char *err, size_t 
     }
     return fail(err, n, "'%s' is not a config field; fields: kind target dtype depth qk ov bm bn group stages "
                         "swizzle mask qtiles cta rescale poly rope_split rope_dtype pingpong persistent b_topk num_mbars q_smem_depth "
-                        "q_tmem_depth cta_group tma_store sink split cluster varlen page mod", ESC(key));
+                        "q_tmem_depth cta_group tma_store sink split cluster early varlen page mod", ESC(key));
 }
 
 int config_fill_defaults(Config *c, char *err, size_t n)
@@ -267,6 +268,10 @@ int config_check(const Config *c, char *err, size_t n)
         return fail(err, n, "cluster: %d is not allowed for %s on %s; it is 2..16 CTAs of a cluster splitting a tile's "
                     "kv blocks, for mha on sm90a (it implies split=1; sm100a uses split=1 and the combine kernel)",
                     c->cluster_split, kind_name[c->kind], target_name[c->target]);
+    if (c->early && (c->kind != KIND_MHA || c->target != TARGET_SM90A || !c->split || c->cluster_split || c->varlen ||
+                     c->page))
+        return fail(err, n, "early: 1 is not allowed here; it is for the sm90a mha split kernel (split=1) over dense "
+                    "K, V (no cluster, varlen or page)");
     if (c->page && (c->page < 16 || c->page > 256 || (c->page & (c->page - 1))))
         return fail(err, n, "page: %d is not allowed; use a power of two in 16..256 (KV rows per page), or 0 for "
                     "dense K, V", c->page);
@@ -319,6 +324,7 @@ static int key_used(const Config *c, const char *key)
     if (!strcmp(key, "rope_split")) return sm100 && c->kind == KIND_MHA && c->qk_depth != c->ov_depth;
     if (!strcmp(key, "split")) return c->split != 0;
     if (!strcmp(key, "cluster")) return c->cluster_split != 0;
+    if (!strcmp(key, "early")) return c->early != 0;
     if (!strcmp(key, "sink")) return c->sink != 0; /* features: named only when on, so other kernels keep their text */
     if (!strcmp(key, "varlen")) return c->varlen != 0;
     if (!strcmp(key, "page")) return c->page != 0;

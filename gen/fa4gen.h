@@ -74,6 +74,12 @@ typedef struct Config {
      * in distributed shared memory (the split count is this, fixed; no workspace, no combine kernel);
      * 0 = off */
     int cluster_split;
+    /* split=1 on sm90a, dense K/V: 1 = the split kernel, a programmatic dependent, streams the first ring of
+     * K/V blocks of its first tile before griddepcontrol.wait (under the previous kernel's tail). Blocks run
+     * in ascending order and only those wholly before row seqlen_k - seqlen_q load early, so the caller's
+     * contract is: K/V rows before each sequence's newest seqlen_q are not written by the kernel just before
+     * this one on the stream (fa4_mha_args.kv_early). 0 = every global read follows the wait */
+    int early;
     /* serving layouts, MHA (0 = dense; canonical form names them only when on) */
     int varlen;         /* 1: packed [total_tokens, heads, depth] q/k/v/o with cu_seqlens_q/k (gen/varlen.c) */
     int page;           /* KV page rows (16..256, a power of two): K, V [num_pages, page, heads_kv, depth]
@@ -228,6 +234,9 @@ typedef struct Plan {
      * previous kernel and runs griddepcontrol.wait before it reads what that kernel wrote (combine);
      * pdl_trigger, the kernel lets its dependent launch early (griddepcontrol.launch_dependents: split) */
     int pdl_dependent, pdl_trigger;
+    /* pdl_early_kv: the producer loads the first ring of K/V blocks before its griddepcontrol.wait
+     * (those reads then overlap the previous kernel's tail); every other global access follows it */
+    int pdl_early_kv;
     uint32_t l2_kv_rows; /* K+V rows (seqlen_k) of this many kv heads fit the L2 budget: tiles are grouped by heads */
 
     PlanNote notes[PLAN_MAX_NOTES];

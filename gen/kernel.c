@@ -58,6 +58,7 @@ void mha_plan_params(Plan *p)
     }
     if (p->cfg.split) {
         p->pdl_trigger = p->pdl_dependent = 1;
+        p->pdl_early_kv = p->cfg.early; /* config_check: sm90a, dense, no cluster */
         if (!p->cfg.cluster_split) { /* a cluster split: its count is the cluster's, its partials in smem */
             plan_param_scalar(p, SCALAR_NUM_SPLITS, PARAM_U32);
             plan_param_scalar(p, SCALAR_O_ACCUM, PARAM_U64);
@@ -152,7 +153,7 @@ void mha_prologue(Emit *e)
         emit(e, "ld.param.u64 %s, [p_aux];", reg(e, "b64", "mod_aux"));
         emit(e, "mov.f32 %%scale_log2, %s;", PTX_LOG2E);
     }
-    if (p->pdl_dependent) {
+    if (p->pdl_dependent && !p->pdl_early_kv) {
         emit_note(e, "plan pdl: launched as a dependent of the stream's previous kernel, which may still run: "
                   "no global memory is read or written before this wait (the parameters are not global memory)");
         emit(e, "griddepcontrol.wait;");

@@ -79,6 +79,9 @@ static const char usage_mha[] =
     "                      run with one split it writes the final O and LSE itself\n"
     "  --cluster N         sm90a split-KV: N (2..16) CTAs of a cluster split each tile's kv blocks and merge\n"
     "                      their O in distributed shared memory (implies --split 1; no workspace or combine)\n"
+    "  --early 0|1         sm90a split-KV, dense K/V: stream the first tile's first K/V blocks (rows before\n"
+    "                      seqlen_k - seqlen_q) before griddepcontrol.wait, blocks in ascending order\n"
+    "                      (fa4_mha_args.kv_early: the caller's promise that the kernel before wrote none)\n"
     "  --sink 0|1          a per-head sink logit joins the softmax denominator (kernel parameter p_sink)\n"
     "  --varlen 0|1        packed [total, heads, depth] tensors with cu_seqlens_q/k (p_cu_seqlens_q ...)\n"
     "  --page P            paged K, V: P rows per page (16..256, a power of two) via a block table\n"
@@ -93,7 +96,8 @@ static const char usage_mha[] =
     "window:L,R has no spaces, L and R in 0..1073741824 or -1 (unbounded).\n"
     "\n"
     "The kernel symbol is fa4_<kind>_<target>_<hash>, hash = FNV-1a 64 of the canonical\n"
-    "config and the generator version: `fa4gen explain` prints all three.\n";
+    "config and the generator version: `fa4gen explain` prints all three. The runtime's disk cache\n"
+    "and AOT bundles key on the build id (`fa4gen --version`: version + a hash of the generator's sources).\n";
 
 typedef struct {
     Config cfg;
@@ -112,7 +116,7 @@ static const char *const flag_keys[][2] = {
     {"--rope-dtype", "rope_dtype"}, {"--pingpong", "pingpong"},   {"--persistent", "persistent"},
     {"--b-topk", "b_topk"}, {"--num-mbars", "num_mbars"}, {"--q-smem-depth", "q_smem_depth"},
     {"--q-tmem-depth", "q_tmem_depth"}, {"--cta-group", "cta_group"}, {"--tma-store", "tma_store"},
-    {"--sink", "sink"},     {"--split", "split"},     {"--cluster", "cluster"},     {"--varlen", "varlen"}, {"--page", "page"},
+    {"--sink", "sink"},     {"--split", "split"},     {"--cluster", "cluster"},     {"--early", "early"},     {"--varlen", "varlen"}, {"--page", "page"},
 };
 
 /* One line on stderr: control and non-ASCII bytes of what it echoes become \xNN. */

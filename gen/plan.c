@@ -296,10 +296,13 @@ char *plan_explain_text(const Plan *p)
                    p->cfg.split && !p->cfg.cluster_split ? " * num_splits" : "", each);
     if (p->pdl_dependent)
         buf_printf(&b, "  pdl   a programmatic dependent of the stream's previous kernel: griddepcontrol.wait before "
-                   "any global memory access\n");
+                   "any global memory access%s\n", p->pdl_early_kv ? " but the early K/V loads below" : "");
     if (p->pdl_trigger)
         buf_printf(&b, "  pdl   griddepcontrol.launch_dependents: the stream's next kernel (split -> combine -> next "
                    "split) may launch while this one runs\n");
+    if (p->pdl_early_kv)
+        buf_printf(&b, "  pdl   early kv: the first tile's first %d K/V blocks (ascending; only rows before seqlen_k - "
+                   "seqlen_q) load before the wait, under the previous kernel's tail\n", p->stages);
     if (b.oom) { buf_free(&b); return NULL; }
     return b.p;
 }

@@ -49,7 +49,7 @@ class _MhaArgs(ctypes.Structure):
                 ("cu_seqlens_q", ctypes.c_void_p), ("cu_seqlens_k", ctypes.c_void_p), ("max_seqlen_q", ctypes.c_int),
                 ("cu_seqlens_q_host", ctypes.c_void_p), ("cu_seqlens_k_host", ctypes.c_void_p),
                 ("block_table", ctypes.c_void_p), ("seqlens_k", ctypes.c_void_p), ("page_size", ctypes.c_int),
-                ("max_pages", ctypes.c_int), ("num_pages", ctypes.c_int)]
+                ("max_pages", ctypes.c_int), ("num_pages", ctypes.c_int), ("kv_early", ctypes.c_int)]
 
 
 class _MlaSparseArgs(ctypes.Structure):
@@ -274,7 +274,7 @@ def _mha_args(torch, q, k, v, o, lse, causal, window, softmax_scale, config, k_r
 def mha_fwd(q, k, v, causal=False, softmax_scale=None, return_lse=False, config=None, out=None, window=None,
             k_rope=None, q_descale=None, k_descale=None, v_descale=None, sink=None, score_mod=None, aux=None,
             num_splits=None, workspace=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None,
-            block_table=None, seqlen_k=None):
+            block_table=None, seqlen_k=None, kv_early=False):
     """Attention forward on [B, S, H, D] tensors; returns out (and lse when asked).
 
     Variable-length batches (sm90a, sm100a): q [total_q, H, D] packed with cu_seqlens_q (int32 [B + 1], CUDA) and
@@ -292,7 +292,10 @@ def mha_fwd(q, k, v, causal=False, softmax_scale=None, return_lse=False, config=
     contract); aux: a CUDA tensor whose data pointer the mod receives.
     num_splits: split-KV (None/0: the runtime picks when a workspace is given -- on sm90a a decode shape without
     one gets a cluster split, which needs none --, 1: no split, N: N splits);
-    workspace: a contiguous CUDA tensor of at least mha_split_count(...)[1] bytes (scratch, reused by the caller)."""
+    workspace: a contiguous CUDA tensor of at least mha_split_count(...)[1] bytes (scratch, reused by the caller).
+    kv_early: promise that K/V rows before each sequence's newest seqlen_q were not written by the kernel just
+    before this call on the stream (a decode step's KV append writes only the newest); the sm90a split kernel
+    then streams its first K/V blocks under that kernel's tail (fa4.h, fa4_mha_args.kv_early)."""
     import torch
     varlen = cu_seqlens_q is not None
     o_shape = q.shape[:-1] + (v.shape[-1],)
@@ -307,6 +310,7 @@ def mha_fwd(q, k, v, causal=False, softmax_scale=None, return_lse=False, config=
                   (q_descale, k_descale, v_descale), sink, score_mod, aux,
                   (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, block_table, seqlen_k))
     _split_args(a, num_splits, workspace)
+    a.kv_early = 1 if kv_early else 0
     stream = torch.cuda.current_stream(q.device).cuda_stream
     _check(_load().fa4_mha_fwd(ctx, ctypes.byref(a), ctypes.c_void_p(stream)), ctx)
     return (o, lse) if return_lse else o

@@ -471,6 +471,7 @@ static fa4_status finish_config(fa4_ctx *ctx, const fa4_mha_args *a, Config *c, 
     return FA4_OK;
 }
 
+static void split_path_words(Config *c, const fa4_mha_args *a, int path);
 static fa4_status resolve_splits(fa4_ctx *ctx, const fa4_mha_args *a, Config *c, int assume_ws, int *splits,
                                  int *path);
 
@@ -486,7 +487,7 @@ fa4_status fa4_mha_config(fa4_ctx *ctx, const fa4_mha_args *args, char *buf, siz
     if (s || (s = finish_config(ctx, &a, &c, 0)) || (s = check_rope(ctx, &a, &c)) ||
         (s = resolve_splits(ctx, &a, &c, 0, &splits, &path)))
         return s;
-    if (path) c.split = 1;
+    split_path_words(&c, &a, path);
     Plan *p = malloc(sizeof *p);
     if (!p) return rt_fail(ctx, FA4_ERR_OUT_OF_MEMORY, "plan: out of memory");
     char err[512];
@@ -713,6 +714,15 @@ static fa4_status resolve_splits(fa4_ctx *ctx, const fa4_mha_args *a, Config *c,
     return FA4_OK;
 }
 
+/* The config words that follow from the call on the split path: split=1, and early=1 where the caller
+ * allows it (kv_early) and the kernel has it (sm90a, dense K/V, not a cluster split). */
+static void split_path_words(Config *c, const fa4_mha_args *a, int path)
+{
+    if (!path) return;
+    c->split = 1;
+    c->early = a->kv_early && c->target == TARGET_SM90A && !c->cluster_split && !c->varlen && !c->page;
+}
+
 /* The workspace a launch with `splits` needs fits what the caller gave. */
 static fa4_status check_workspace(fa4_ctx *ctx, const fa4_mha_args *a, int splits)
 {
@@ -803,7 +813,7 @@ fa4_status fa4_mha_fwd(fa4_ctx *ctx, const fa4_mha_args *args, void *stream)
         (s = resolve_splits(ctx, &a, &c, 0, &splits, &path)))
         return s;
     fa4_kernel *comb = NULL;
-    if (path) c.split = 1;
+    split_path_words(&c, &a, path);
     if (path && splits > 1 && !c.cluster_split &&
         ((s = check_workspace(ctx, &a, splits)) || (s = get_combine(ctx, &a, c.target, &comb))))
         return s;

@@ -124,6 +124,70 @@ static void load_paged(Emit *e, Reg tmap, Reg dst0, uint32_t chunk_bytes, int ch
     }
 }
 
+/* The Q slot barriers' addresses, once per kernel. */
+static void q_barriers(Emit *e)
+{
+    const Sm90Plan *s = sm90_of(e->p);
+    smem_reg(e, "pr_q_empty", s->bar_q_empty);
+    smem_reg(e, "pr_q_full", s->bar_q_full);
+}
+
+/* Q of this tile: wait for the slot (the epilogue q_slots tiles back stored O from it), then load;
+ * declare: the Q barriers' registers are set up here (the only Q load in the kernel's text). */
+static void emit_q_load(Emit *e, Reg qrow, Reg batch, int declare)
+{
+    const Plan *p = e->p;
+    const Sm90Plan *s = sm90_of(p);
+    Reg qph = reg_find(e, "pr_q_phase"), par = reg_find(e, "pr_parity"), qslot = reg_find(e, "pr_q_slot");
+    Reg bar = reg_find(e, "pr_bar"), dst = reg_find(e, "pr_dst"), q0 = reg_find(e, "pr_q");
+    emit_note(e, "Q: wait for the slot (the epilogue %d tiles back stored O from it), then load", s->q_slots);
+    if (declare) q_barriers(e);
+    ring_free_parity(e, par, qph);
+    mbar_indexed(e, bar, reg_find(e, "pr_q_empty"), qslot);
+    op_mbar_wait(e, bar, par);
+    mbar_indexed(e, bar, reg_find(e, "pr_q_full"), qslot);
+    emit_note(e, "plan: tx q = %u bytes", s->tx_q);
+    op_mbar_expect_tx(e, bar, s->tx_q);
+    addr_indexed(e, dst, q0, qslot, s->tx_q);
+    load_chunks(e, reg_find(e, "tmap_q"), dst, s->q_chunk_bytes, p->qk_chunks, qrow, reg_find(e, "head"), batch, bar);
+    ring_advance(e, qslot, qph, s->q_slots);
+}
+
+/* plan pdl early kv: %pr_pre = the K/V blocks this tile loads before griddepcontrol.wait: on the CTA's
+ * first tile, its leading blocks (ascending) that end at or before row seqlen_k - seqlen_q -- the rows
+ * the kernel before may not write -- at most the ring's stages; 0 on later tiles. */
+static void early_kv_count(Emit *e)
+{
+    const Plan *p = e->p;
+    Reg old = reg_b32(e, "pr_old");
+    emit_note(e, "plan pdl early kv: blocks before row seqlen_k - seqlen_q (the newest rows load after the wait)");
+    emit(e, "sub.u32 %s, %%seqlen_k, %%seqlen_q;", R(e, old));
+    emit(e, "min.u32 %s, %s, %%seqlen_k;", R(e, old), R(e, old)); /* seqlen_q > seqlen_k wrapped: none */
+    emit(e, "div.u32 %s, %s, %d;", R(e, old), R(e, old), p->bn);
+    emit(e, "min.s32 %s, %s, %%n_end;", R(e, old), R(e, old));
+    emit(e, "sub.s32 %%pr_pre, %s, %%n_begin;", R(e, old));
+    emit(e, "max.s32 %%pr_pre, %%pr_pre, 0;");
+    emit(e, "min.s32 %%pr_pre, %%pr_pre, %d;", p->stages);
+    emit(e, "mul.lo.u32 %%pr_pre, %%pr_pre, %%pr_first;");
+}
+
+/* plan pdl early kv: once %pr_pre is 0 and Q of this tile is not loaded yet (the CTA's first tile, or a
+ * later one), wait for the previous grid (a no-op after the first time) and load Q. */
+static void early_q_load(Emit *e, Reg qrow, Reg batch)
+{
+    char l_skip[NAME];
+    const char *pr = R(e, reg_find(e, "p_role"));
+    new_label(e, l_skip, sizeof l_skip, "pr_q_later");
+    emit(e, "setp.ne.s32 %s, %%pr_pre, 0;", pr);
+    emit(e, "@%s bra %s;", pr, l_skip);
+    emit(e, "griddepcontrol.wait;");
+    emit_q_load(e, qrow, batch, 0);
+    emit_note(e, "pr_pre = -1: this tile's Q is loaded; pr_first = 0: later tiles load nothing early");
+    emit(e, "mov.u32 %%pr_pre, -1;");
+    emit(e, "mov.u32 %%pr_first, 0;");
+    emit_label(e, l_skip);
+}
+
 static void emit_producer(Emit *e)
 {
     const Plan *p = e->p;
@@ -141,7 +205,7 @@ static void emit_producer(Emit *e)
     const char *j = reg(e, "b32", "pr_j");
     Reg row = reg_b32(e, "pr_row");
     Reg bar = reg_b32(e, "pr_bar"), dst = reg_b32(e, "pr_dst");
-    Reg q0 = smem_reg(e, "pr_q", s->off_q);
+    smem_reg(e, "pr_q", s->off_q);
     Reg k0 = smem_reg(e, "pr_k", s->off_k), v0 = smem_reg(e, "pr_v", s->off_v);
     Reg kf = smem_reg(e, "pr_k_full", s->bar_k_full), ke = smem_reg(e, "pr_k_empty", s->bar_k_empty);
     Reg vf = smem_reg(e, "pr_v_full", s->bar_v_full), ve = smem_reg(e, "pr_v_empty", s->bar_v_empty);
@@ -150,6 +214,12 @@ static void emit_producer(Emit *e)
     Reg qslot = reg_b32(e, "pr_q_slot");
     emit(e, "mov.u32 %s, 0;", R(e, qslot));
     emit(e, "mov.u32 %s, %%ctaid.x;", reg(e, "b32", "tile"));
+    if (p->pdl_early_kv) {
+        emit_note(e, "plan pdl early kv: pr_first = 1 until the CTA's first tile has loaded its Q");
+        emit(e, "mov.u32 %s, 1;", reg(e, "b32", "pr_first"));
+        reg_b32(e, "pr_pre");
+        q_barriers(e);
+    }
 
     emit_label(e, new_label(e, l_tile, sizeof l_tile, "pr_tile"));
     emit(e, "setp.ge.u32 %s, %%tile, %%num_tiles;", pr);
@@ -167,26 +237,29 @@ static void emit_producer(Emit *e)
         emit(e, "add.u32 %s, %%vl_q_start, %%m0;", R(e, qrow));
     }
 
-    emit_note(e, "Q: wait for the slot (the epilogue %d tiles back stored O from it), then load",
-              s->q_slots);
-    Reg qe = smem_reg(e, "pr_q_empty", s->bar_q_empty), qf = smem_reg(e, "pr_q_full", s->bar_q_full);
-    ring_free_parity(e, par, qph);
-    mbar_indexed(e, bar, qe, qslot);
-    op_mbar_wait(e, bar, par);
-    mbar_indexed(e, bar, qf, qslot);
-    emit_note(e, "plan: tx q = %u bytes", s->tx_q);
-    op_mbar_expect_tx(e, bar, s->tx_q);
-    addr_indexed(e, dst, q0, qslot, s->tx_q);
-    load_chunks(e, reg_find(e, "tmap_q"), dst, s->q_chunk_bytes, p->qk_chunks, qrow, reg_find(e, "head"), batch, bar);
-    ring_advance(e, qslot, qph, s->q_slots);
-
-    emit_note(e, "K and V blocks from the last one down (the masked blocks come first)");
-    emit(e, "mov.u32 %s, %%n_end;", j);
+    if (p->pdl_early_kv) {
+        early_kv_count(e);
+        early_q_load(e, qrow, batch);
+        emit_note(e, "K and V blocks in ascending order (plan pdl early kv: the oldest rows first)");
+        emit(e, "mov.u32 %s, %%n_begin;", j);
+    } else {
+        emit_q_load(e, qrow, batch, 1);
+        emit_note(e, "K and V blocks from the last one down (the masked blocks come first)");
+        emit(e, "mov.u32 %s, %%n_end;", j);
+    }
     emit_label(e, new_label(e, l_kv, sizeof l_kv, "pr_kv"));
-    emit(e, "setp.le.s32 %s, %s, %%n_begin;", pr, j);
-    emit(e, "@%s bra %s;", pr, new_label(e, l_kv_done, sizeof l_kv_done, "pr_kv_done"));
-    emit(e, "sub.s32 %s, %s, 1;", j, j);
-    emit(e, "mul.lo.u32 %s, %s, %d;", R(e, row), j, p->bn);
+    new_label(e, l_kv_done, sizeof l_kv_done, "pr_kv_done");
+    if (p->pdl_early_kv) {
+        emit(e, "setp.ge.s32 %s, %s, %%n_end;", pr, j);
+        emit(e, "@%s bra %s;", pr, l_kv_done);
+        emit(e, "mul.lo.u32 %s, %s, %d;", R(e, row), j, p->bn);
+        emit(e, "add.s32 %s, %s, 1;", j, j);
+    } else {
+        emit(e, "setp.le.s32 %s, %s, %%n_begin;", pr, j);
+        emit(e, "@%s bra %s;", pr, l_kv_done);
+        emit(e, "sub.s32 %s, %s, 1;", j, j);
+        emit(e, "mul.lo.u32 %s, %s, %d;", R(e, row), j, p->bn);
+    }
     if (varlen && !p->cfg.page) emit(e, "add.u32 %s, %s, %%vl_k_start;", R(e, row), R(e, row));
     if (p->cfg.page) paged_block_coords(e, row);
     ring_free_parity(e, par, phase);
@@ -206,6 +279,11 @@ static void emit_producer(Emit *e)
             load_chunks(e, kv[t].tmap, dst, kv[t].chunk_bytes, kv[t].chunks, row, reg_find(e, "kv_head"), batch, bar);
     }
     ring_advance(e, stage, phase, p->stages);
+    if (p->pdl_early_kv) {
+        emit_note(e, "plan pdl early kv: the last early block is out: wait for the previous grid, then Q");
+        emit(e, "sub.u32 %%pr_pre, %%pr_pre, 1;");
+        early_q_load(e, qrow, batch);
+    }
     emit(e, "bra.uni %s;", l_kv);
     emit_label(e, l_kv_done);
     if (varlen) emit_label(e, l_next);
@@ -919,7 +997,9 @@ static void emit_mainloop(Emit *e)
     emit(e, "setp.le.s32 %s, %%n_end, %%n_begin;", pr);
     emit(e, "@%s bra %s;", pr, new_label(e, l_empty, sizeof l_empty, "cs_no_keys"));
     emit_section(e, "consumer mainloop: first block");
-    emit(e, "sub.s32 %%cs_j, %%n_end, 1;");
+    int up = e->p->pdl_early_kv; /* plan pdl early kv: blocks in ascending order, as the producer loads them */
+    if (up) emit(e, "mov.u32 %%cs_j, %%n_begin;");
+    else emit(e, "sub.s32 %%cs_j, %%n_end, 1;");
     emit_page_check(e);
     emit_turn_begin(e);
     emit_issue_qk(e);
@@ -932,9 +1012,16 @@ static void emit_mainloop(Emit *e)
 
     emit_section(e, "consumer mainloop: QK(j) and PV(j+1) on the tensor core under softmax(j)");
     emit_label(e, new_label(e, l_kv, sizeof l_kv, "cs_kv"));
-    emit(e, "setp.le.s32 %s, %%cs_j, %%n_begin;", pr);
-    emit(e, "@%s bra %s;", pr, new_label(e, l_kv_done, sizeof l_kv_done, "cs_kv_done"));
-    emit(e, "sub.s32 %%cs_j, %%cs_j, 1;");
+    new_label(e, l_kv_done, sizeof l_kv_done, "cs_kv_done");
+    if (up) {
+        emit(e, "add.s32 %%cs_j, %%cs_j, 1;");
+        emit(e, "setp.ge.s32 %s, %%cs_j, %%n_end;", pr);
+        emit(e, "@%s bra %s;", pr, l_kv_done);
+    } else {
+        emit(e, "setp.le.s32 %s, %%cs_j, %%n_begin;", pr);
+        emit(e, "@%s bra %s;", pr, l_kv_done);
+        emit(e, "sub.s32 %%cs_j, %%cs_j, 1;");
+    }
     emit_page_check(e);
     emit_turn_begin(e);
     emit_issue_qk(e);
@@ -969,6 +1056,10 @@ static void emit_consumer(Emit *e)
     emit_section(e, "role consumers (warpgroups 1..%d): wgmma + softmax; plan regs %d", s->consumers,
                  s->consumer_regs);
     op_setmaxnreg(e, s->consumer_regs, p->entry_regs);
+    if (p->pdl_early_kv) {
+        emit_note(e, "plan pdl early kv: the consumers' global accesses (O, LSE, partials) follow this wait");
+        emit(e, "griddepcontrol.wait;");
+    }
     emit(e, "shl.b32 %s, %%wg, 7;", reg(e, "b32", "cs_first_tid"));
     emit_consumer_setup(e);
     Sm90Frag f = sm90_frag(p);

@@ -150,6 +150,10 @@ if { [ "$BENCH" = 1 ] || [ "$SERVING" = 2 ]; } && [ -f bench/bench_decode.py ]; 
     # eight calls per graph (the layers of one decode step): the time per call without the graph's own launch
     step decode_bench_calls8 env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so python3 bench/bench_decode.py --graphs \
         --calls 8 --reps 10 --out "$OUT/bench_decode_calls8.txt" ${DECODE_BENCH_ARGS:-}
+    # the same with kv_early (the split kernel streams its first K/V blocks under the previous kernel's tail;
+    # column fa4[plain] is the call without it, in the same repetitions)
+    step decode_bench_early env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so python3 bench/bench_decode.py --graphs \
+        --calls 8 --reps 10 --kv-early --out "$OUT/bench_decode_early.txt" ${DECODE_BENCH_ARGS:-}
     # decode without a workspace (sm90a: the runtime's cluster split, bench/NOTES.md "cluster split")
     step decode_bench_nows env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so python3 bench/bench_decode.py --graphs \
         --calls 8 --reps 10 --no-ws --batches 1,2,4,8 --out "$OUT/bench_decode_nows.txt" ${DECODE_NOWS_ARGS:-}

@@ -88,15 +88,18 @@ CASE_5="target=sm90a dtype=bf16 sq=4 sk=1000 hq=16 hkv=2 qk=128 mask=causal spli
 # cluster split (sm_90a, cluster=16): the 16 CTAs of a cluster split the kv blocks and merge over DSMEM;
 # GQA 8/1 at seqlen_q 1 has 8 real rows, so ranks 8..15 merge none and reach their exit first
 CASE_6="target=sm90a dtype=bf16 sq=1 sk=3000 hq=8 hkv=1 qk=128 splits=0 config=cluster=16"
+# kv_early (sm_90a, early=1): 16 splits of one kv block each, blocks in ascending order, each CTA's block
+# loaded before griddepcontrol.wait when it ends before row sk - sq (all but the last)
+CASE_7="target=sm90a dtype=bf16 sq=4 sk=1000 hq=16 hkv=2 qk=128 mask=causal splits=16 kv_early=1"
 # Kernel 4: the sm_100a sparse MLA head-128 kernel with two KV slots (sim_mla; MLA_4 names its config,
 # as sim_mla has no --plan, and the setup's entry check proves the runtime picked that kernel). topk 640
 # in blocks of 64 with 99% of the indices invalid: about 6 valid positions a row, so whole blocks are
 # skipped between processed ones (the MMA warp's pending PV is flushed there).
 CASE_4='target=sm100a sq=4 skv=2000 hq=128 dqk=576 topk=640 invalid=0.99 config="cta_group=2 b_topk=64 num_mbars=2"'
 MLA_4="mla-sparse target=sm100a dtype=bf16 qk=576 cta_group=2 b_topk=64 num_mbars=2"
-ARCH_1=sm_100a ARCH_2=sm_100a ARCH_9=sm_90a ARCH_3=sm_90a ARCH_4=sm_100a ARCH_5=sm_90a ARCH_6=sm_90a
-CC_1=100 CC_2=100 CC_9=90 CC_3=90 CC_4=100 CC_5=90 CC_6=90
-SMS_1=4 SMS_2=4 SMS_9=1 SMS_3=2 SMS_4=4 SMS_5=2 SMS_6=4
+ARCH_1=sm_100a ARCH_2=sm_100a ARCH_9=sm_90a ARCH_3=sm_90a ARCH_4=sm_100a ARCH_5=sm_90a ARCH_6=sm_90a ARCH_7=sm_90a
+CC_1=100 CC_2=100 CC_9=90 CC_3=90 CC_4=100 CC_5=90 CC_6=90 CC_7=90
+SMS_1=4 SMS_2=4 SMS_9=1 SMS_3=2 SMS_4=4 SMS_5=2 SMS_6=4 SMS_7=4
 SEED=${MUTANTS_SEED:-1}
 
 # run_case KERNEL PTXFILE: runs KERNEL's case with PTXFILE in place of the kernel;
@@ -280,6 +283,7 @@ setup 3
 setup 4
 setup 5
 setup 6
+setup 7
 setup 9
 
 # ------------------------------------------------------------ sm_100a, one CTA per tile
@@ -411,6 +415,14 @@ mutant 6 cluster_exit_sync 'no CTA leaves .its smem with it.' 1 'barrier[.]clust
 mutant 6 cluster_weight 'weight of split l = e' 1 'sub[.]f32 %cm_w, %cm_lse_l, %cm_lse;' 1 sub '%cm_lse_l, %cm_lse' '%cm_lse, %cm_lse'
 # the row's slot for the GQA packing taken as the plain row: heads and positions swapped
 mutant 6 cluster_pack_row 'plan rows .GQA packed.: slot j' 1 'mad[.]lo[.]u32 %cm_r, %cm_hq, [0-9]+, %cm_seq;' 1 sub '%cm_hq, ([0-9]+), %cm_seq' '%cm_seq, 8, %cm_hq'
+
+# ------------------------------------------------------------ sm_90a early K/V loads (FA4SIM_CC=90)
+# the consumer labels its first block n_begin + 1 while the producer loaded n_begin: masks and key
+# positions of every block are off by one (the last split's block reads as past the keys)
+mutant 7 early_order 'consumer mainloop: first block' 1 'mov[.]u32 %cs_j, %n_begin;' 1 sub 'mov[.]u32 %cs_j, %n_begin;' 'add.s32 %cs_j, %n_begin, 1;'
+# the early count not clamped to the split's blocks: a CTA waits for more early blocks than it has and
+# never loads Q
+mutant 7 early_count 'plan pdl early kv: blocks before row' 1 'min[.]s32 %pr_old, %pr_old, %n_end;' 1 del
 
 echo "mutants: $PASSED passed, $FAILED failed"
 [ "$FAILED" = 0 ] || exit 1

@@ -42,6 +42,8 @@
  *                             with NaN, is passed
  *   workspace=0|1             default 1; 0: no workspace whatever the split count (sm90a then
  *                             picks a cluster split, which needs none)
+ *   kv_early=0|1              default 0; fa4_mha_args.kv_early (sm90a split kernel: K/V blocks before
+ *                             row sk - sq load before griddepcontrol.wait, in ascending order)
  *   mod=NAME                  default none; fa4_mha_args.score_mod, one of (s the scaled score):
  *                             softcap30, softcap50  cap * tanh(s / cap) (Gemma 2 / Grok)
  *                             alibi     s - slope[h] |q - k|, slopes 2^(-8(h+1)/hq) in aux
@@ -153,16 +155,17 @@ typedef struct Case {
     int sink, mod;     /* SINK_*, MOD_* */
     int splits;        /* num_splits */
     int workspace;     /* 0: no workspace even where splits would take one */
+    int kv_early;      /* fa4_mha_args.kv_early */
     float sink_x;      /* sink=X */
     char config[WORD_MAX];
     char descale_text[WORD_MAX], scale_text[64], amp_text[64]; /* as given, for the canonical text */
 } Case;
 
 enum { K_TARGET, K_DTYPE, K_SQ, K_SK, K_HQ, K_QK, K_BATCH, K_HKV, K_OV, K_MASK, K_CONFIG, K_KROPE, K_DESCALE,
-       K_SCALE, K_AMP, K_LAYOUT, K_LSE, K_SINK, K_MOD, K_SPLITS, K_WORKSPACE, K_COUNT };
+       K_SCALE, K_AMP, K_LAYOUT, K_LSE, K_SINK, K_MOD, K_SPLITS, K_WORKSPACE, K_KV_EARLY, K_COUNT };
 static const char *const KEY_NAMES[K_COUNT] = {"target", "dtype", "sq", "sk", "hq", "qk", "batch", "hkv", "ov",
                                                "mask", "config", "k_rope", "descale", "scale", "amp", "layout",
-                                               "lse", "sink", "mod", "splits", "workspace"};
+                                               "lse", "sink", "mod", "splits", "workspace", "kv_early"};
 
 enum { SINK_NONE, SINK_RAND, SINK_NEG_INF, SINK_ALT };
 enum { MOD_NONE, MOD_SOFTCAP30, MOD_SOFTCAP50, MOD_ALIBI, MOD_RELBIAS, MOD_ROWDROP, MOD_COUNT };
@@ -274,6 +277,7 @@ static int set_key(Case *c, int k, const char *v, char *err, size_t n)
     case K_MOD: return word_choice(key, v, MOD_NAMES, MOD_COUNT, &c->mod, err, n);
     case K_SPLITS: return word_int(key, v, 0, FA4_MAX_SPLITS, &c->splits, err, n);
     case K_WORKSPACE: return word_choice(key, v, bits, 2, &c->workspace, err, n);
+    case K_KV_EARLY: return word_choice(key, v, bits, 2, &c->kv_early, err, n);
     }
     return errf(err, n, "internal: key %d", k);
 }
@@ -341,6 +345,7 @@ static void case_format(const Case *c, char *buf, size_t n)
     if (c->mod) MORE(" mod=%s", MOD_NAMES[c->mod]);
     if (c->splits != 1) MORE(" splits=%d", c->splits);
     if (!c->workspace) MORE(" workspace=0");
+    if (c->kv_early) MORE(" kv_early=1");
 #undef MORE
 }
 
@@ -659,6 +664,7 @@ static fa4_mha_args case_args(const Case *c, const Run *run)
     a.num_splits = c->splits;
     a.workspace = run->dws ? (void *)(uintptr_t)run->dws : NULL;
     a.workspace_size = run->ws_bytes;
+    a.kv_early = c->kv_early;
     return a;
 }
 

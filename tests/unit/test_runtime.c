@@ -293,6 +293,46 @@ static void test_mha_serving_config(void **state)
     fa4_destroy(ctx);
 }
 
+/* kv_early names early=1 on the sm90a split kernel over dense K/V, and nowhere else (it is a promise
+ * the kernel may use, not a request that can fail). */
+static void test_mha_kv_early_config(void **state)
+{
+    (void)state;
+    fa4_ctx *ctx = make_ctx(FA4_TARGET_SM90A);
+    char buf[512];
+    fa4_mha_args a = good_args();
+    a.seqlen_q = 1, a.heads_q = 64, a.heads_kv = 8, a.mask = FA4_MASK_NONE;
+    a.num_splits = 4, a.workspace = fake[3], a.workspace_size = 1 << 20;
+    assert_int_equal(fa4_mha_config(ctx, &a, buf, sizeof buf), FA4_OK);
+    assert_non_null(strstr(buf, " split=1"));
+    assert_null(strstr(buf, "early"));
+    a.kv_early = 1;
+    assert_int_equal(fa4_mha_config(ctx, &a, buf, sizeof buf), FA4_OK);
+    assert_non_null(strstr(buf, " split=1 early=1"));
+    a.num_splits = 1, a.workspace = NULL, a.workspace_size = 0; /* one split, the decode kernel writes O itself */
+    assert_int_equal(fa4_mha_config(ctx, &a, buf, sizeof buf), FA4_OK);
+    assert_non_null(strstr(buf, " split=1 early=1"));
+    a.seqlen_q = 128, a.heads_q = 8, a.heads_kv = 2; /* no split path: nothing to load early */
+    assert_int_equal(fa4_mha_config(ctx, &a, buf, sizeof buf), FA4_OK);
+    assert_null(strstr(buf, "early"));
+    a = good_args();
+    a.seqlen_q = 1, a.heads_q = 64, a.heads_kv = 8, a.mask = FA4_MASK_NONE, a.kv_early = 1;
+    a.num_splits = 4, a.workspace = fake[3], a.workspace_size = 1 << 20;
+    paged_on(&a);
+    assert_int_equal(fa4_mha_config(ctx, &a, buf, sizeof buf), FA4_OK);
+    assert_non_null(strstr(buf, " split=1"));
+    assert_null(strstr(buf, "early")); /* paged: the table is read first; no early loads there */
+    fa4_destroy(ctx);
+    ctx = make_ctx(FA4_TARGET_SM100A);
+    a = good_args();
+    a.seqlen_q = 1, a.heads_q = 64, a.heads_kv = 8, a.mask = FA4_MASK_NONE, a.kv_early = 1;
+    a.num_splits = 4, a.workspace = fake[3], a.workspace_size = 1 << 20;
+    assert_int_equal(fa4_mha_config(ctx, &a, buf, sizeof buf), FA4_OK);
+    assert_non_null(strstr(buf, " split=1"));
+    assert_null(strstr(buf, "early"));
+    fa4_destroy(ctx);
+}
+
 static int have_driver(void)
 {
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -418,7 +458,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_status_strings), cmocka_unit_test(test_options_versioning),
         cmocka_unit_test(test_last_error),     cmocka_unit_test(test_mha_bad_args),
-        cmocka_unit_test(test_mha_serving_config),
+        cmocka_unit_test(test_mha_serving_config), cmocka_unit_test(test_mha_kv_early_config),
         cmocka_unit_test(test_no_driver),      cmocka_unit_test(test_mha_config),
         cmocka_unit_test(test_split_facts_memo),
         cmocka_unit_test(test_compile_text_forms),
