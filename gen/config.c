@@ -268,10 +268,9 @@ int config_check(const Config *c, char *err, size_t n)
         return fail(err, n, "cluster: %d is not allowed for %s on %s; it is 2..16 CTAs of a cluster splitting a tile's "
                     "kv blocks, for mha on sm90a (it implies split=1; sm100a uses split=1 and the combine kernel)",
                     c->cluster_split, kind_name[c->kind], target_name[c->target]);
-    if (c->early && (c->kind != KIND_MHA || c->target != TARGET_SM90A || !c->split || c->cluster_split || c->varlen ||
-                     c->page))
-        return fail(err, n, "early: 1 is not allowed here; it is for the sm90a mha split kernel (split=1) over dense "
-                    "K, V (no cluster, varlen or page)");
+    if (c->early && (c->kind != KIND_MHA || !c->split || c->cluster_split || c->varlen || c->page || c->cta_pair == 2))
+        return fail(err, n, "early: 1 is not allowed here; it is for the mha split kernel (split=1) over dense K, V "
+                    "(no cluster, cta=2, varlen or page)");
     if (c->page && (c->page < 16 || c->page > 256 || (c->page & (c->page - 1))))
         return fail(err, n, "page: %d is not allowed; use a power of two in 16..256 (KV rows per page), or 0 for "
                     "dense K, V", c->page);

@@ -74,7 +74,7 @@ typedef struct Config {
      * in distributed shared memory (the split count is this, fixed; no workspace, no combine kernel);
      * 0 = off */
     int cluster_split;
-    /* split=1 on sm90a, dense K/V: 1 = the split kernel, a programmatic dependent, streams the first ring of
+    /* split=1, dense K/V (not the sm100a CTA pair): 1 = the split kernel, a programmatic dependent, streams the first ring of
      * K/V blocks of its first tile before griddepcontrol.wait (under the previous kernel's tail). Blocks run
      * in ascending order and only those wholly before row seqlen_k - seqlen_q load early, so the caller's
      * contract is: K/V rows before each sequence's newest seqlen_q are not written by the kernel just before

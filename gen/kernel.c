@@ -58,7 +58,7 @@ void mha_plan_params(Plan *p)
     }
     if (p->cfg.split) {
         p->pdl_trigger = p->pdl_dependent = 1;
-        p->pdl_early_kv = p->cfg.early; /* config_check: sm90a, dense, no cluster */
+        p->pdl_early_kv = p->cfg.early; /* config_check: dense K/V, no cluster or CTA pair */
         if (!p->cfg.cluster_split) { /* a cluster split: its count is the cluster's, its partials in smem */
             plan_param_scalar(p, SCALAR_NUM_SPLITS, PARAM_U32);
             plan_param_scalar(p, SCALAR_O_ACCUM, PARAM_U64);

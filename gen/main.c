@@ -79,7 +79,7 @@ static const char usage_mha[] =
     "                      run with one split it writes the final O and LSE itself\n"
     "  --cluster N         sm90a split-KV: N (2..16) CTAs of a cluster split each tile's kv blocks and merge\n"
     "                      their O in distributed shared memory (implies --split 1; no workspace or combine)\n"
-    "  --early 0|1         sm90a split-KV, dense K/V: stream the first tile's first K/V blocks (rows before\n"
+    "  --early 0|1         split-KV, dense K/V (not cta 2): stream the first tile's first K/V blocks (rows before\n"
     "                      seqlen_k - seqlen_q) before griddepcontrol.wait, blocks in ascending order\n"
     "                      (fa4_mha_args.kv_early: the caller's promise that the kernel before wrote none)\n"
     "  --sink 0|1          a per-head sink logit joins the softmax denominator (kernel parameter p_sink)\n"

@@ -294,8 +294,8 @@ def mha_fwd(q, k, v, causal=False, softmax_scale=None, return_lse=False, config=
     one gets a cluster split, which needs none --, 1: no split, N: N splits);
     workspace: a contiguous CUDA tensor of at least mha_split_count(...)[1] bytes (scratch, reused by the caller).
     kv_early: promise that K/V rows before each sequence's newest seqlen_q were not written by the kernel just
-    before this call on the stream (a decode step's KV append writes only the newest); the sm90a split kernel
-    then streams its first K/V blocks under that kernel's tail (fa4.h, fa4_mha_args.kv_early)."""
+    before this call on the stream (a decode step's KV append writes only the newest); the split kernel (dense
+    K/V) then streams its first K/V blocks under that kernel's tail (fa4.h, fa4_mha_args.kv_early)."""
     import torch
     varlen = cu_seqlens_q is not None
     o_shape = q.shape[:-1] + (v.shape[-1],)

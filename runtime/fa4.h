@@ -226,10 +226,11 @@ typedef struct fa4_mha_args {
      * through: that page's keys contribute nothing (masked), whatever the pool holds. */
     const int32_t *block_table, *seqlens_k;
     int page_size, max_pages, num_pages;
-    /* kv_early = 1 (sm90a split kernel over dense K, V; elsewhere ignored): the caller promises that each
-     * sequence's K and V rows before its newest seqlen_q (the cache's history) were not written by the
-     * kernel that runs just before this call on the stream -- only the newest rows may come from it, as
-     * a decode step's KV append writes them. The split kernel, launched as a programmatic dependent,
+    /* kv_early = 1 (the split kernel over dense K, V, both targets; ignored for varlen, paged, the sm90a
+     * cluster split and the sm100a CTA pair): the caller promises that each sequence's K and V rows
+     * before its newest seqlen_q (the cache's history) were not written by the kernel that runs just
+     * before this call on the stream -- only the newest rows may come from it, as a decode step's KV
+     * append writes them. The split kernel, launched as a programmatic dependent,
      * then streams its first ring of those older K/V blocks before that kernel has finished (config word
      * early=1). 0 (default): no global memory is read before the previous kernel completes. */
     int kv_early;

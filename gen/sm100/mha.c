@@ -123,11 +123,17 @@ static void smem_base_again(Emit *e)
 
 /* What every role needs, computed after its setmaxnreg so that nothing from
  * the prologue stays live into a role's smaller register budget: thread,
- * parameters, tile coordinates, KV block count, TMEM base and lane field. */
-static void role_context(Emit *e)
+ * parameters, tile coordinates, KV block count, TMEM base and lane field.
+ * loads_early: the load warp under plan pdl early kv, which waits for the previous grid itself. */
+static void role_context(Emit *e, int loads_early)
 {
     const Sm100Plan *s = sm100_of(e->p);
     mha_prologue(e);
+    if (e->p->pdl_early_kv && !loads_early) {
+        emit_note(e, "plan pdl early kv: this role's global accesses follow the previous grid (the load warp "
+                  "streams K/V before it)");
+        emit(e, "griddepcontrol.wait;");
+    }
     smem_base_again(e);
     tile_index(e, reg_b32(e, "tile"));
     if (s->packed) mha_tile_coords_packed(e);
@@ -302,6 +308,50 @@ static void load_tail(Emit *e)
         for (int k = 0; k < s->ring[r].slots; k++) ring_take(e, "ld", r, 1, slot, full, empty);
 }
 
+/* plan pdl early kv: the K/V blocks the rings take before any is consumed (a fused ring holds K
+ * and V of a block in two slots). */
+static int early_ring_blocks(const Plan *p)
+{
+    const Sm100Plan *s = sm100_of(p);
+    if (s->fused) return s->ring[0].slots / 2;
+    return s->ring[0].slots < s->ring[1].slots ? s->ring[0].slots : s->ring[1].slots;
+}
+
+/* plan pdl early kv: once %ld_pre is 0 (at the start when nothing loads early), wait for the previous
+ * grid and load Q; -1 afterwards, so it happens once. */
+static void early_q_load(Emit *e)
+{
+    char l_skip[NAME];
+    const char *pr = R(e, reg_find(e, "ld_p"));
+    new_label(e, l_skip, sizeof l_skip, "ld_q_later");
+    emit(e, "setp.ne.s32 %s, %%ld_pre, 0;", pr);
+    emit(e, "@%s bra %s;", pr, l_skip);
+    emit(e, "griddepcontrol.wait;");
+    load_q(e);
+    emit(e, "mov.u32 %%ld_pre, -1;");
+    emit_label(e, l_skip);
+}
+
+/* plan pdl early kv: %ld_pre = the leading blocks (ascending) that end at or before row
+ * seqlen_k - seqlen_q -- rows the kernel before may not write -- at most what the rings take
+ * before a slot is freed; then Q at once when that is 0. */
+static void early_kv_count(Emit *e)
+{
+    const Plan *p = e->p;
+    Reg old = reg_b32(e, "ld_old");
+    const char *pre = reg(e, "b32", "ld_pre");
+    emit_note(e, "plan pdl early kv: blocks before row seqlen_k - seqlen_q load before griddepcontrol.wait "
+              "(the newest rows after it), at most %d (the free ring)", early_ring_blocks(p));
+    emit(e, "sub.u32 %s, %%seqlen_k, %%seqlen_q;", R(e, old));
+    emit(e, "min.u32 %s, %s, %%seqlen_k;", R(e, old), R(e, old)); /* seqlen_q > seqlen_k wrapped: none */
+    emit(e, "div.u32 %s, %s, %d;", R(e, old), R(e, old), p->bn);
+    emit(e, "min.s32 %s, %s, %%n_end;", R(e, old), R(e, old));
+    emit(e, "sub.s32 %s, %s, %%n_begin;", pre, R(e, old));
+    emit(e, "max.s32 %s, %s, 0;", pre, pre);
+    emit(e, "min.s32 %s, %s, %d;", pre, pre, early_ring_blocks(p));
+    early_q_load(e);
+}
+
 static void emit_load(Emit *e)
 {
     const Plan *p = e->p;
@@ -311,16 +361,19 @@ static void emit_load(Emit *e)
     const char *pr = reg(e, "pred", "ld_p");
     emit(e, "setp.ne.u32 %s, %%lane, 0;", pr);
     emit(e, "@%s bra $exit;", pr);
-    role_context(e);
+    role_context(e, 1);
     emit_note(e, "no key for any row: nothing to load (the epilogue writes O = 0 over the Q tiles)");
     emit(e, "setp.le.s32 %s, %%nblk, 0;", pr);
     emit(e, "@%s bra $exit;", pr);
-    load_q(e);
+    int early = p->pdl_early_kv;
+    if (early) early_kv_count(e);
+    else load_q(e);
     ring_init(e, "ld");
     const char *i = reg(e, "b32", "ld_i"), *j = reg(e, "b32", "ld_j"), *row = reg(e, "b32", "ld_row");
     const char *krow = reg(e, "b32", "ld_krow");
     emit(e, "mov.u32 %s, 0;", i);
-    emit(e, "sub.s32 %s, %%n_end, 1;", j);
+    if (early) emit(e, "mov.u32 %s, %%n_begin;", j); /* ascending: the newest rows last */
+    else emit(e, "sub.s32 %s, %%n_end, 1;", j);
     emit_label(e, new_label(e, l_kv, sizeof l_kv, "ld_kv"));
     emit(e, "setp.ge.s32 %s, %s, %%nblk;", pr, i);
     emit(e, "@%s bra %s;", pr, new_label(e, l_done, sizeof l_done, "ld_done"));
@@ -331,7 +384,12 @@ static void emit_load(Emit *e)
     load_kv(e, 0);
     load_kv(e, 1);
     emit(e, "add.s32 %s, %s, 1;", i, i);
-    emit(e, "sub.s32 %s, %s, 1;", j, j);
+    emit(e, "%s.s32 %s, %s, 1;", early ? "add" : "sub", j, j);
+    if (early) {
+        emit_note(e, "plan pdl early kv: the last early block is out: wait for the previous grid, then Q");
+        emit(e, "sub.s32 %%ld_pre, %%ld_pre, 1;");
+        early_q_load(e);
+    }
     emit(e, "bra.uni %s;", l_kv);
     emit_label(e, l_done);
     if (pair(p)) load_tail(e);
@@ -470,7 +528,7 @@ static void emit_mma(Emit *e)
     const char *pr = reg(e, "pred", "mm_p");
     op_elect(e, lead);
     emit(e, "@!%s bra $mm_done;", R(e, lead));
-    role_context(e);
+    role_context(e, 0);
     if (pair(p)) {
         emit_note(e, "the pair: the even CTA issues every MMA for both; the odd CTA's MMA warp only holds TMEM");
         emit(e, "@!%%is_lead bra $mm_done;");
@@ -756,7 +814,7 @@ static void emit_softmax(Emit *e)
     emit_section(e, "role softmax (warps 0..%d): Q tile = warpgroup, one row per thread; plan regs %d",
                  4 * s->qtiles - 1, s->sfx_regs);
     op_setmaxnreg(e, s->sfx_regs, p->entry_regs);
-    role_context(e);
+    role_context(e, 0);
     sfx_setup(e);
     reg_array(e, "f32", "sx_s", p->bn);
     reg_array(e, "b32", "sx_p", s->s_chunk * p->elem_bytes / 4);
@@ -772,7 +830,8 @@ static void emit_softmax(Emit *e)
     emit(e, "mov.f32 %s, %s;", m, PTX_NEG_INF);
     emit(e, "mov.f32 %s, 0f00000000;", l);
     emit(e, "mov.u32 %s, 0;", i);
-    emit(e, "sub.s32 %s, %%n_end, 1;", j);
+    if (p->pdl_early_kv) emit(e, "mov.u32 %s, %%n_begin;", j); /* plan pdl early kv: as the load warp */
+    else emit(e, "sub.s32 %s, %%n_end, 1;", j);
     emit_label(e, new_label(e, l_loop, sizeof l_loop, "sx_kv"));
     emit(e, "setp.ge.s32 %s, %s, %%nblk;", pr, i);
     emit(e, "@%s bra %s;", pr, new_label(e, l_done, sizeof l_done, "sx_done"));
@@ -794,7 +853,7 @@ static void emit_softmax(Emit *e)
     sfx_block(e, 1);
     emit_label(e, l_next);
     emit(e, "add.s32 %s, %s, 1;", i, i);
-    emit(e, "sub.s32 %s, %s, 1;", j, j);
+    emit(e, "%s.s32 %s, %s, 1;", p->pdl_early_kv ? "add" : "sub", j, j);
     emit(e, "bra.uni %s;", l_loop);
     emit_label(e, l_done);
     emit_note(e, "final row sum and max for the epilogue (plan tmem R<t> + 1, + 2; bar_l_full)");
@@ -1170,7 +1229,7 @@ static void emit_correction(Emit *e)
     emit_section(e, "role correction (warps %d..%d): O rescale in TMEM, epilogue; plan regs %d", s->warp_corr,
                  s->warp_corr + 3, s->corr_regs);
     op_setmaxnreg(e, s->corr_regs, p->entry_regs);
-    role_context(e);
+    role_context(e, 0);
     reg_array(e, "f32", "cr_o", s->o_chunk_cols);
     emit(e, "setp.eq.u32 %s, %%thread, %d;", reg(e, "pred", "cr_leader"), 32 * s->warp_corr);
     const char *i = reg(e, "b32", "cr_i"), *par = reg(e, "b32", "cr_par");

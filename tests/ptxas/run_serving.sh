@@ -4,7 +4,7 @@
 # entry registers and 0 spill bytes. With CUOBJDUMP set, the SASS holds no local memory (LDL/STL) and as
 # many tensor-core MMAs (HGMMA on sm_90a, UTC*MMA on sm_100a) as the same config without the serving words
 # (varlen and paging change addressing, not math). The configs not built (the sm100a CTA pair, sm90a paged
-# with bm 192; early=1 beside varlen, page, cluster, no split or on sm100a) must be refused by the generator
+# with bm 192; early=1 beside varlen, page, cluster, cta=2 or without split) must be refused by the generator
 # with a message naming the word.
 # Prints one line per kernel and 'serving ptxas matrix: N passed, N failed'; exit 1 on failure.
 set -u
@@ -46,7 +46,7 @@ refuse mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 split=1 early=1 varlen=
 refuse mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 split=1 early=1 page=64 mask=none
 refuse mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 cluster=8 early=1 mask=none
 refuse mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 early=1 mask=none
-refuse mha target=sm100a dtype=bf16 qk=128 ov=128 group=8 split=1 early=1 mask=none
+refuse mha target=sm100a dtype=bf16 qk=128 ov=128 group=8 split=1 early=1 cta=2 mask=none
 L
 
 hgmma() { "$CUOBJDUMP" --dump-sass "$1" 2>/dev/null | grep -cE 'HGMMA|UTC[A-Z]*MMA'; }

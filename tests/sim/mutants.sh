@@ -91,15 +91,17 @@ CASE_6="target=sm90a dtype=bf16 sq=1 sk=3000 hq=8 hkv=1 qk=128 splits=0 config=c
 # kv_early (sm_90a, early=1): 16 splits of one kv block each, blocks in ascending order, each CTA's block
 # loaded before griddepcontrol.wait when it ends before row sk - sq (all but the last)
 CASE_7="target=sm90a dtype=bf16 sq=4 sk=1000 hq=16 hkv=2 qk=128 mask=causal splits=16 kv_early=1"
+# kv_early on sm_100a: 2 splits of 4 kv blocks each, the fused ring takes 2 blocks before any is freed
+CASE_8="target=sm100a dtype=bf16 sq=4 sk=1000 hq=16 hkv=2 qk=128 mask=causal splits=2 kv_early=1"
 # Kernel 4: the sm_100a sparse MLA head-128 kernel with two KV slots (sim_mla; MLA_4 names its config,
 # as sim_mla has no --plan, and the setup's entry check proves the runtime picked that kernel). topk 640
 # in blocks of 64 with 99% of the indices invalid: about 6 valid positions a row, so whole blocks are
 # skipped between processed ones (the MMA warp's pending PV is flushed there).
 CASE_4='target=sm100a sq=4 skv=2000 hq=128 dqk=576 topk=640 invalid=0.99 config="cta_group=2 b_topk=64 num_mbars=2"'
 MLA_4="mla-sparse target=sm100a dtype=bf16 qk=576 cta_group=2 b_topk=64 num_mbars=2"
-ARCH_1=sm_100a ARCH_2=sm_100a ARCH_9=sm_90a ARCH_3=sm_90a ARCH_4=sm_100a ARCH_5=sm_90a ARCH_6=sm_90a ARCH_7=sm_90a
-CC_1=100 CC_2=100 CC_9=90 CC_3=90 CC_4=100 CC_5=90 CC_6=90 CC_7=90
-SMS_1=4 SMS_2=4 SMS_9=1 SMS_3=2 SMS_4=4 SMS_5=2 SMS_6=4 SMS_7=4
+ARCH_1=sm_100a ARCH_2=sm_100a ARCH_9=sm_90a ARCH_3=sm_90a ARCH_4=sm_100a ARCH_5=sm_90a ARCH_6=sm_90a ARCH_7=sm_90a ARCH_8=sm_100a
+CC_1=100 CC_2=100 CC_9=90 CC_3=90 CC_4=100 CC_5=90 CC_6=90 CC_7=90 CC_8=100
+SMS_1=4 SMS_2=4 SMS_9=1 SMS_3=2 SMS_4=4 SMS_5=2 SMS_6=4 SMS_7=4 SMS_8=4
 SEED=${MUTANTS_SEED:-1}
 
 # run_case KERNEL PTXFILE: runs KERNEL's case with PTXFILE in place of the kernel;
@@ -284,6 +286,7 @@ setup 4
 setup 5
 setup 6
 setup 7
+setup 8
 setup 9
 
 # ------------------------------------------------------------ sm_100a, one CTA per tile
@@ -423,6 +426,11 @@ mutant 7 early_order 'consumer mainloop: first block' 1 'mov[.]u32 %cs_j, %n_beg
 # the early count not clamped to the split's blocks: a CTA waits for more early blocks than it has and
 # never loads Q
 mutant 7 early_count 'plan pdl early kv: blocks before row' 1 'min[.]s32 %pr_old, %pr_old, %n_end;' 1 del
+# sm_100a: the softmax warps start at block n_begin + 1 while the load warp loaded n_begin first
+mutant 8 early_order_sm100 '==== role softmax' 1 'mov[.]u32 %sx_j, %n_begin;' 1 sub 'mov[.]u32 %sx_j, %n_begin;' 'add.s32 %sx_j, %n_begin, 1;'
+# sm_100a: the early count not capped by the free ring: the load warp waits on a slot only the MMAs can
+# free, and they wait for Q
+mutant 8 early_ring_sm100 'plan pdl early kv: blocks before row' 1 'min[.]s32 %ld_pre, %ld_pre, [0-9]+;' 1 del
 
 echo "mutants: $PASSED passed, $FAILED failed"
 [ "$FAILED" = 0 ] || exit 1

@@ -293,8 +293,8 @@ static void test_mha_serving_config(void **state)
     fa4_destroy(ctx);
 }
 
-/* kv_early names early=1 on the sm90a split kernel over dense K/V, and nowhere else (it is a promise
- * the kernel may use, not a request that can fail). */
+/* kv_early names early=1 on the split kernel over dense K/V (not a cluster split or the sm100a CTA
+ * pair), and nowhere else (it is a promise the kernel may use, not a request that can fail). */
 static void test_mha_kv_early_config(void **state)
 {
     (void)state;
@@ -328,7 +328,10 @@ static void test_mha_kv_early_config(void **state)
     a.seqlen_q = 1, a.heads_q = 64, a.heads_kv = 8, a.mask = FA4_MASK_NONE, a.kv_early = 1;
     a.num_splits = 4, a.workspace = fake[3], a.workspace_size = 1 << 20;
     assert_int_equal(fa4_mha_config(ctx, &a, buf, sizeof buf), FA4_OK);
-    assert_non_null(strstr(buf, " split=1"));
+    assert_non_null(strstr(buf, " split=1 early=1"));
+    a.config = "cta=2"; /* the CTA pair has no early loads */
+    assert_int_equal(fa4_mha_config(ctx, &a, buf, sizeof buf), FA4_OK);
+    assert_non_null(strstr(buf, " cta=2"));
     assert_null(strstr(buf, "early"));
     fa4_destroy(ctx);
 }
