@@ -382,10 +382,11 @@ char *plan_explain_json(const Plan *p)
                    p->params[i].type == PARAM_TMAP ? "tmap" : p->params[i].type == PARAM_U64 ? "u64"
                    : p->params[i].type == PARAM_U32 ? "u32" : "f32");
     buf_printf(&b, "], \"launch\": {\"threads\": %d, \"cluster\": [%d, %d, %d], \"smem\": %u, \"persistent\": %s, "
-                   "\"rows_per_cta\": %d, \"heads_per_cta\": %d, \"pdl_dependent\": %s, \"pdl_trigger\": %s}}\n",
+                   "\"rows_per_cta\": %d, \"heads_per_cta\": %d, \"pdl_dependent\": %s, \"pdl_trigger\": %s, "
+                   "\"pdl_early_kv\": %s}}\n",
                p->threads, p->cluster[0], p->cluster[1], p->cluster[2], p->smem_launch,
                p->persistent ? "true" : "false", p->rows_per_cta, p->heads_per_cta, p->pdl_dependent ? "true" : "false",
-               p->pdl_trigger ? "true" : "false");
+               p->pdl_trigger ? "true" : "false", p->pdl_early_kv ? "true" : "false");
     if (b.oom) { buf_free(&b); return NULL; }
     return b.p;
 }

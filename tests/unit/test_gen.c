@@ -808,6 +808,40 @@ static void test_sink_mod_config(void **state)
 /* Split-KV (issue 15): split=1 is in the canonical text only when on, adds the split parameters at the
  * end, packs the GQA group on sm90a; the combine family's canonical form is target, dtype, ov; the
  * refusals name the field. */
+/* early=1: named in the canonical form (so the hash) only when on, the same parameters (early loads
+ * change when K/V are read, not what the kernel takes), the plan's flag and explain line, both targets;
+ * refused where no early loads exist. */
+static void test_early_kv_config(void **state)
+{
+    (void)state;
+    Plan *p = malloc(sizeof *p), *q = malloc(sizeof *q);
+    for (int t = 0; t < 2; t++) {
+        const char *tgt = t ? "sm100a" : "sm90a";
+        char text[160];
+        snprintf(text, sizeof text, "mha target=%s dtype=bf16 qk=128 ov=128 group=8 split=1 early=1 mask=none", tgt);
+        plan_ok(text, p);
+        if (!strstr(p->canonical, " split=1 early=1")) fail_msg("canonical %s", p->canonical);
+        assert_int_equal(parse_ok(p->canonical).early, 1);
+        assert_true(p->pdl_early_kv && p->pdl_dependent);
+        snprintf(text, sizeof text, "mha target=%s dtype=bf16 qk=128 ov=128 group=8 split=1 mask=none", tgt);
+        plan_ok(text, q);
+        if (strstr(q->canonical, "early")) fail_msg("canonical %s", q->canonical);
+        assert_true(!q->pdl_early_kv && q->hash != p->hash);
+        assert_int_equal(p->n_params, q->n_params);
+        char *ex = plan_explain_text(p);
+        assert_non_null(ex);
+        if (!strstr(ex, "pdl   early kv:")) fail_msg("explain: %s", ex);
+        free(ex);
+    }
+    expect_plan_error("mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 early=1 mask=none", "early");
+    expect_plan_error("mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 split=1 early=1 varlen=1 mask=none", "early");
+    expect_plan_error("mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 split=1 early=1 page=64 mask=none", "early");
+    expect_plan_error("mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 cluster=4 early=1 mask=none", "early");
+    expect_plan_error("mha target=sm100a dtype=bf16 qk=128 ov=128 group=8 split=1 early=1 cta=2 mask=none", "early");
+    free(p);
+    free(q);
+}
+
 static void test_split_and_combine_config(void **state)
 {
     (void)state;
@@ -975,7 +1009,7 @@ int main(void)
         cmocka_unit_test(test_output_targets),        cmocka_unit_test(test_stdout_write_errors),
         cmocka_unit_test(test_bundle_lists),           cmocka_unit_test(test_sink_mod_config),
         cmocka_unit_test(test_score_mod_splice),       cmocka_unit_test(test_cli_score_mod),
-        cmocka_unit_test(test_split_and_combine_config),
+        cmocka_unit_test(test_split_and_combine_config), cmocka_unit_test(test_early_kv_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
