@@ -696,7 +696,9 @@ static int launch(Env *env, const Case *c, Run *run, Result *res)
             CU_TRY(env->cu.MemsetD8(run->dws, 0xFF, run->ws_bytes), res, "cuMemsetD8 (workspace poison)");
         }
         a = case_args(c, run);
-        if (!env->opt.quiet) printf("  splits: %d (workspace %zu bytes)\n", n, run->ws_bytes);
+        if (!env->opt.quiet && c->workspace) printf("  splits: %d (workspace %zu bytes)\n", n, run->ws_bytes);
+        else if (!env->opt.quiet) /* split_count assumes a workspace; the kernel line names what runs */
+            printf("  splits: the runtime's pick without a workspace (sm90a: the kernel's cluster=N)\n");
     }
     if (!env->opt.quiet) {
         char cfg[512];
