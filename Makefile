@@ -188,14 +188,14 @@ FUZZ_NAMES   := config cli bundle cache args
 FUZZ_BIN     := $(FUZZ_NAMES:%=$(B)/fuzz/fuzz_%)
 FUZZ_SECONDS ?= 40
 $(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h tests/fuzz/fuzz_main.h gen/main.c gen/aot.c $(GEN_SRC) \
-                  $(HDRS) $(B)/templates.c
+                  $(HDRS) $(B)/templates.c $(B)/gen_id.h
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) $< gen/aot.c $(GEN_SRC) $(B)/templates.c -o $@ -ldl -lm
 # The runtime harnesses link libfa4rt's sources and run against the fake driver; --wrap puts
 # a stand-in compiler behind rt_compile (tests/fuzz/fuzz_rt.h).
 FUZZ_RT := $(B)/fuzz/fuzz_cache $(B)/fuzz/fuzz_args
 $(FUZZ_RT): $(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h tests/fuzz/fuzz_rt.h tests/unit/fake_cuda.h \
-                  $(RT_SRC) $(GEN_SRC) $(HDRS) $(B)/templates.c $(FAKECUDA)
+                  $(RT_SRC) $(GEN_SRC) $(HDRS) $(B)/templates.c $(B)/gen_id.h $(FAKECUDA)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -Iruntime -Itests/unit -I$(CUDA_HOME)/include $< $(RT_SRC) $(GEN_SRC) \
 	    $(B)/templates.c -Wl,--wrap=rt_compile -o $@ $(LDLIBS_RT)
@@ -228,11 +228,12 @@ FUZZ_COV_bundle := gen/main.c gen/config.c
 FUZZ_COV_cache  := runtime/cache.c runtime/api.c
 FUZZ_COV_args   := runtime/mha.c runtime/mla_sparse.c runtime/launch.c
 $(B)/fuzzcov/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h tests/fuzz/fuzz_main.h gen/main.c $(GEN_SRC) $(HDRS) \
-                     $(B)/templates.c
+                     $(B)/templates.c $(B)/gen_id.h
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_COV_FLAGS) $< $(GEN_SRC) $(B)/templates.c -o $@ -lm
 $(FUZZ_RT:$(B)/fuzz/%=$(B)/fuzzcov/%): $(B)/fuzzcov/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h \
-                     tests/fuzz/fuzz_rt.h tests/unit/fake_cuda.h $(RT_SRC) $(GEN_SRC) $(HDRS) $(B)/templates.c $(FAKECUDA)
+                     tests/fuzz/fuzz_rt.h tests/unit/fake_cuda.h $(RT_SRC) $(GEN_SRC) $(HDRS) $(B)/templates.c $(B)/gen_id.h \
+                     $(FAKECUDA)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_COV_FLAGS) -Iruntime -Itests/unit -I$(CUDA_HOME)/include $< $(RT_SRC) $(GEN_SRC) \
 	    $(B)/templates.c -Wl,--wrap=rt_compile -o $@ $(LDLIBS_RT)

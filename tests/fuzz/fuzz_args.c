@@ -227,7 +227,7 @@ static const char *const mha_fields[] = {
 static const char *const mha_configs[] = {NULL, "stages=2", "bm=128", "persistent=1", "persistent=0",
                                           "target=sm100a", "dtype=fp16", "qk=64", "mask=causal", "bn=13", "rope_split=1",
                                           "bm=192 bn=96", "pingpong=0", "zz", "mask=window:1,1", "cta=2", "qtiles=1",
-                                          "cta=2 bn=128", NULL};
+                                          "cta=2 bn=128", "early=1", "split=1 early=1", NULL};
 
 static void fuzz_mha(Rd *r)
 {
@@ -274,6 +274,10 @@ static void fuzz_mha(Rd *r)
         a.page_size = pick_from(r, pages, 8), a.max_pages = pick_int(r), a.num_pages = pick_int(r);
         if (u8(r) % 4) a.seqlen_k = 0;
     }
+
+    /* kv_early: a promise, never refused; any nonzero value is on */
+    uint8_t ke = u8(r);
+    a.kv_early = ke < 128 ? 0 : ke < 240 ? 1 : pick_int(r);
 
     if (getenv("FUZZ_ARGS_SHOW")) /* what a crash input calls */
         fprintf(stderr, "mha %s size %zu dtype %d b %d sq %d sk %d hq %d hkv %d qk %d ov %d mask %d window %d,%d "
