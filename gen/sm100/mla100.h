@@ -88,8 +88,12 @@ int sm100_emit_mla_pair(Emit *e); /* sm100/mla_pair.c: the head-128 kernel (cta_
  * at slot 0 / phase 0, the exit test at the top; `who` prefixes labels), a 64-bit element address
  * base + (a * stride + b) * bytes, and the epilogue (O / l x sink factor to bf16, lse, max_logits;
  * pair: one row half per thread of the CTA pair's data path, else one row per lane pair). */
+void mla100_prologue(Emit *e, int pair);   /* coordinates, parameters, the token and heads (pair: the cluster's) */
+void mla100_tmem_alloc(Emit *e, int pair); /* TMEM columns (pair: cta_group::2 in each CTA), then the CTA/cluster syncs */
 void mla100_loop_begin(Emit *e, const char *who, Reg j, Reg stage, Reg phase, char *top, char *done); /* top, done: 40 chars */
 void mla100_loop_end(Emit *e, Reg j, Reg stage, Reg phase, int stages, const char *top, const char *done);
+void mla100_indices(Emit *e, Reg j, Reg stage, int pair); /* block j's indices, coordinates and validity bits */
+void mla100_sfx_dispatch(Emit *e, void (*block)(Emit *e, int buf)); /* softmax of processed block %sx_it, it++ */
 void mla100_elem_addr(Emit *e, Reg dst, Reg base, Reg a, Reg stride, Reg b, int bytes);
 void mla100_epilogue(Emit *e, int pair);
 void mla100_rescale(Emit *e);

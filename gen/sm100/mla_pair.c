@@ -39,16 +39,6 @@ static int q_split(const Plan *p) { return mla100(p)->q_smem_chunks < p->qk_chun
 
 /* ------------------------------------------------------------ prologue */
 
-static void pair_prologue(Emit *e)
-{
-    const Plan *p = e->p;
-    const SparsePlan100 *s = mla100(p);
-    emit_section(e, "prologue: thread coordinates, parameters, this cluster's token and this CTA's heads");
-    kernel_coords(e);
-    kernel_params(e);
-    mla_tile_coords(e, s->heads, 1, s->block);
-}
-
 static void pair_barrier_init(Emit *e)
 {
     const SparsePlan100 *s = mla100(e->p);
@@ -80,28 +70,6 @@ static void pair_barrier_init(Emit *e)
     mbar_init_end(e, lbl);
 }
 
-static void pair_tmem_alloc(Emit *e)
-{
-    const Plan *p = e->p;
-    const SparsePlan100 *s = mla100(p);
-    char lbl[NAME];
-    Reg pr = reg_pred(e, "p_not_mma");
-    emit_section(e, "prologue: TMEM alloc (warp %d of each CTA, %d columns, cta_group::2), then the cluster syncs",
-                 s->warp_mma, p->tmem_cols);
-    emit(e, "setp.ne.u32 %s, %%warp, %d;", R(e, pr), s->warp_mma);
-    emit(e, "@%s bra %s;", R(e, pr), new_label(e, lbl, sizeof lbl, "alloc_done"));
-    Reg slot = smem_reg(e, "tmem_slot", s->off_tmem_slot);
-    op_tmem_alloc(e, 2, slot, p->tmem_cols);
-    op_tmem_relinquish(e, 2);
-    emit_label(e, lbl);
-    op_tc_fence_before(e);
-    emit_note(e, "both CTAs' barriers are initialised and both allocated TMEM before either signals the other");
-    op_cluster_sync(e);
-    op_tc_fence_after(e);
-    op_ld_shared_b32(e, reg_b32(e, "tmem"), reg_find(e, "smem"), s->off_tmem_slot);
-    op_tmem_warp_lanes(e, reg_b32(e, "tm_lane"), reg_find(e, "warp"));
-}
-
 /* ------------------------------------------------------------ the block loop */
 
 static void read_bits(Emit *e, const char *who, Reg stage, Reg phase, Reg *words, Reg any)
@@ -119,40 +87,6 @@ static void read_bits(Emit *e, const char *who, Reg stage, Reg phase, Reg *words
     emit(e, "or.b32 %s, %s, %s;", R(e, all), R(e, words[0]), R(e, words[1]));
     for (int i = 2; i < n; i++) emit(e, "or.b32 %s, %s, %s;", R(e, all), R(e, all), R(e, words[i]));
     emit(e, "setp.ne.u32 %s, %s, 0;", R(e, any), R(e, all));
-}
-
-/* dst (u64) = base + (a * stride + b) * bytes. */
-static void pair_indices(Emit *e, Reg j, Reg stage)
-{
-    const SparsePlan100 *s = mla100(e->p);
-    Reg pos = reg_b32(e, "ld_pos"), ia = reg_b64(e, "ld_ia"), ma = reg_b32(e, "ld_ma");
-    Reg ok = reg_pred(e, "ld_ok"), inr = reg_pred(e, "ld_inrange"), bar = reg_b32(e, "ld_mbar"), ca = REG_NONE;
-    smem_indexed(e, ma, s->kv_fp8 ? s->off_raw_mask : s->off_mask, stage, s->mask_stage_bytes);
-    if (s->kv_fp8) {
-        emit_note(e, "fp8: every lane also stores its coordinates (the dequant warpgroup reads the scales' rows)");
-        ca = reg_b32(e, "ld_ca");
-        smem_indexed(e, ca, s->off_coord, stage, s->coord_stage_bytes);
-        emit(e, "mad.lo.u32 %s, %%lane, 4, %s;", R(e, ca), R(e, ca));
-    }
-    for (int h = 0; h < s->block / WARP; h++) {
-        Reg idx = reg_b32(e, "ld_c%d", h), bits = reg_b32(e, "ld_bits%d", h);
-        emit(e, "mad.lo.u32 %s, %s, %d, %%lane;", R(e, pos), R(e, j), s->block);
-        if (h) emit(e, "add.u32 %s, %s, %d;", R(e, pos), R(e, pos), h * WARP);
-        mla100_elem_addr(e, ia, reg_find(e, "indices"), reg_find(e, "tok"), reg_find(e, "idx_stride"), pos, 4);
-        emit(e, "setp.lt.s32 %s, %s, %%ld_len;", R(e, inr), R(e, pos));
-        emit(e, "mov.u32 %s, -1;", R(e, idx));
-        op_ld_global(e, inr, "s32", idx, ia, 0);
-        emit(e, "setp.lt.u32 %s, %s, %%s_kv;", R(e, ok), R(e, idx));
-        emit(e, "and.pred %s, %s, %s;", R(e, ok), R(e, ok), R(e, inr));
-        emit(e, "selp.b32 %s, %s, -1, %s;", R(e, idx), R(e, idx), R(e, ok));
-        op_vote_ballot(e, bits, ok);
-        op_st_shared_b32_if(e, reg_find(e, "ld_lead"), ma, (uint32_t)(h * 4), bits);
-        if (reg_is(ca)) op_st_shared_b32(e, ca, (uint32_t)(h * WARP * 4), idx);
-    }
-    if (s->kv_fp8) return; /* the raw slot's barrier (every lane) publishes them */
-    emit_note(e, "this CTA's bits are written: its softmax and (even CTA) the MMA may read them");
-    smem_indexed(e, bar, s->bar_mask_full, stage, MBAR_BYTES);
-    op_mbar_arrive_if(e, reg_find(e, "ld_lead"), bar);
 }
 
 /* rows[k] = the coordinate of position base + 4 lane + k, where positions [base, base + 128) are
@@ -368,7 +302,7 @@ static void pair_load(Emit *e)
     smem_indexed(e, empty, s->kv_fp8 ? s->bar_raw_empty : s->bar_kv_empty, stage, MBAR_BYTES);
     ring_free_parity(e, par, phase);
     op_mbar_wait(e, empty, par);
-    pair_indices(e, j, stage);
+    mla100_indices(e, j, stage, 1);
     emit(e, "or.b32 %s, %%ld_bits0, %%ld_bits1;", R(e, all));
     for (int h = 2; h < s->block / WARP; h++) emit(e, "or.b32 %s, %s, %%ld_bits%d;", R(e, all), R(e, all), h);
     emit(e, "setp.ne.u32 %s, %s, 0;", R(e, any), R(e, all));
@@ -944,9 +878,12 @@ static void pair_softmax(Emit *e)
     sfx_setup(e);
     Reg j = reg_b32(e, "sx_j"), stage = reg_b32(e, "sx_stage"), phase = reg_b32(e, "sx_phase");
     Reg any = reg_pred(e, "sx_any"), it = reg_b32(e, "sx_it"), empty = reg_b32(e, "sx_empty");
-    Reg odd = reg_pred(e, "sx_odd"), spar = reg_b32(e, "sx_spar"), opar = reg_b32(e, "sx_opar");
-    Reg first = reg_pred(e, "sx_first"), words[8];
-    char top[NAME], done[NAME], l_skip[NAME], l_odd[NAME], l_next[NAME];
+    reg_pred(e, "sx_odd"); /* sx_odd, sx_spar, sx_first: mla100_sfx_dispatch reads them */
+    reg_b32(e, "sx_spar");
+    Reg opar = reg_b32(e, "sx_opar");
+    reg_pred(e, "sx_first");
+    Reg words[8];
+    char top[NAME], done[NAME], l_skip[NAME];
     emit(e, "mov.u32 %s, 0;", R(e, it));
     mla100_loop_begin(e, "sx", j, stage, phase, top, done);
     read_bits(e, "sx", stage, phase, words, any);
@@ -958,20 +895,7 @@ static void pair_softmax(Emit *e)
     smem_indexed(e, empty, s->bar_kv_empty, stage, MBAR_BYTES);
     op_mbar_arrive(e, empty);
     emit(e, "@!%s bra %s;", R(e, any), new_label(e, l_skip, sizeof l_skip, "sx_skip"));
-    emit(e, "shr.u32 %s, %s, 1;", R(e, spar), R(e, it));
-    emit(e, "and.b32 %s, %s, 1;", R(e, spar), R(e, spar));
-    emit(e, "add.u32 %s, %s, 1;", R(e, opar), R(e, it));
-    emit(e, "and.b32 %s, %s, 1;", R(e, opar), R(e, opar));
-    emit(e, "setp.eq.u32 %s, %s, 0;", R(e, first), R(e, it));
-    emit(e, "and.b32 %s, %s, 1;", R(e, reg_b32(e, "sx_buf")), R(e, it));
-    emit(e, "setp.ne.u32 %s, %%sx_buf, 0;", R(e, odd));
-    emit(e, "@%s bra %s;", R(e, odd), new_label(e, l_odd, sizeof l_odd, "sx_odd"));
-    sfx_block(e, 0);
-    emit(e, "bra.uni %s;", new_label(e, l_next, sizeof l_next, "sx_blk_done"));
-    emit_label(e, l_odd);
-    sfx_block(e, 1);
-    emit_label(e, l_next);
-    emit(e, "add.u32 %s, %s, 1;", R(e, it), R(e, it));
+    mla100_sfx_dispatch(e, sfx_block);
     emit_label(e, l_skip);
     mla100_loop_end(e, j, stage, phase, mla100(e->p)->stages, top, done);
     emit(e, "add.u32 %s, %s, 1;", R(e, opar), R(e, it));
@@ -986,9 +910,9 @@ int sm100_emit_mla_pair(Emit *e)
 {
     const Plan *p = e->p;
     const SparsePlan100 *s = mla100(p);
-    pair_prologue(e);
+    mla100_prologue(e, 1);
     pair_barrier_init(e);
-    pair_tmem_alloc(e);
+    mla100_tmem_alloc(e, 1);
     const Mla100Roles roles = {pair_load, pair_dequant, pair_mma, pair_softmax};
     mla100_roles(e, &roles);
     Reg pr = reg_find(e, "p_role");

@@ -506,14 +506,15 @@ static int mla_plan(const Config *c, Plan *p, char *err, size_t n)
 
 /* ------------------------------------------------------------ kernel: prologue */
 
-static void mla_prologue(Emit *e)
+void mla100_prologue(Emit *e, int pair)
 {
     const Plan *p = e->p;
     const SparsePlan100 *s = mla100(p);
-    emit_section(e, "prologue: thread coordinates, parameters, smem base, this CTA's token and heads");
+    emit_section(e, pair ? "prologue: thread coordinates, parameters, this cluster's token and this CTA's heads"
+                         : "prologue: thread coordinates, parameters, smem base, this CTA's token and heads");
     kernel_coords(e);
     kernel_params(e);
-    mla_tile_coords(e, s->heads, 0, s->block);
+    mla_tile_coords(e, s->heads, pair, s->block);
 }
 
 static void mla_barrier_init(Emit *e)
@@ -540,27 +541,37 @@ static void mla_barrier_init(Emit *e)
     mbar_init_end(e, lbl);
 }
 
-/* The MMA warp allocates the plan's TMEM columns; after the CTA barrier every thread reads the base. */
-static void mla_tmem_alloc(Emit *e)
+/* The MMA warp allocates the plan's TMEM columns (pair: in each CTA, cta_group::2); after the CTA
+ * (pair: cluster) barrier every thread reads the base. */
+void mla100_tmem_alloc(Emit *e, int pair)
 {
     const Plan *p = e->p;
     const SparsePlan100 *s = mla100(p);
     char lbl[NAME];
     Reg pr = reg_pred(e, "p_not_mma");
-    emit_section(e, "prologue: TMEM alloc (warp %d, %d columns), then the CTA syncs", s->warp_mma, p->tmem_cols);
+    if (pair)
+        emit_section(e, "prologue: TMEM alloc (warp %d of each CTA, %d columns, cta_group::2), then the cluster "
+                     "syncs", s->warp_mma, p->tmem_cols);
+    else
+        emit_section(e, "prologue: TMEM alloc (warp %d, %d columns), then the CTA syncs", s->warp_mma, p->tmem_cols);
     emit(e, "setp.ne.u32 %s, %%warp, %d;", R(e, pr), s->warp_mma);
     emit(e, "@%s bra %s;", R(e, pr), new_label(e, lbl, sizeof lbl, "alloc_done"));
     Reg slot = smem_reg(e, "tmem_slot", s->off_tmem_slot);
-    op_tmem_alloc(e, 1, slot, p->tmem_cols);
-    op_tmem_relinquish(e, 1);
+    op_tmem_alloc(e, 1 + pair, slot, p->tmem_cols);
+    op_tmem_relinquish(e, 1 + pair);
     emit_label(e, lbl);
     op_tc_fence_before(e);
-    emit_note(e, "no thread touches a barrier or TMEM before thread 0 initialised them and warp %d allocated",
-              s->warp_mma);
-    op_bar_sync(e, 0, p->threads);
+    if (pair) {
+        emit_note(e, "both CTAs' barriers are initialised and both allocated TMEM before either signals the other");
+        op_cluster_sync(e);
+    } else {
+        emit_note(e, "no thread touches a barrier or TMEM before thread 0 initialised them and warp %d allocated",
+                  s->warp_mma);
+        op_bar_sync(e, 0, p->threads);
+    }
     op_tc_fence_after(e);
     op_ld_shared_b32(e, reg_b32(e, "tmem"), reg_find(e, "smem"), s->off_tmem_slot);
-    emit_note(e, "TMEM lane field of this warp's quarter (softmax warps: lanes 32*warp .. +31)");
+    if (!pair) emit_note(e, "TMEM lane field of this warp's quarter (softmax warps: lanes 32*warp .. +31)");
     op_tmem_warp_lanes(e, reg_b32(e, "tm_lane"), reg_find(e, "warp"));
 }
 
@@ -641,12 +652,14 @@ static void load_q(Emit *e)
 /* Lane l takes positions l and l + 32 of block j: the index, whether it is valid (0 <= index <
  * s_kv and position < topk_length), the coordinate the gather uses (-1 when invalid: outside the
  * tensor, so nothing is read; in %ld_c<h>) and the validity bits of the block (one ballot per 32
- * positions, in %ld_bits<h> of every lane; lane 0 stores them for the MMA and softmax warps). */
-static void load_indices(Emit *e, Reg j, Reg stage)
+ * positions, in %ld_bits<h> of every lane; lane 0 stores them for the MMA and softmax warps). The pair
+ * (bf16 kv) publishes its CTA's bits on the slot's bar_mask_full; fp8 kv on the raw slot's barrier. */
+void mla100_indices(Emit *e, Reg j, Reg stage, int pair)
 {
     const SparsePlan100 *s = mla100(e->p);
     Reg pos = reg_b32(e, "ld_pos"), ia = reg_b64(e, "ld_ia"), ma = reg_b32(e, "ld_ma");
-    Reg ok = reg_pred(e, "ld_ok"), inr = reg_pred(e, "ld_inrange"), ca = REG_NONE;
+    Reg ok = reg_pred(e, "ld_ok"), inr = reg_pred(e, "ld_inrange");
+    Reg bar = pair ? reg_b32(e, "ld_mbar") : REG_NONE, ca = REG_NONE;
     smem_indexed(e, ma, s->kv_fp8 ? s->off_raw_mask : s->off_mask, stage, s->mask_stage_bytes);
     if (s->kv_fp8) {
         emit_note(e, "fp8: every lane also stores its coordinates (the dequant warpgroup reads the scales' rows)");
@@ -662,7 +675,7 @@ static void load_indices(Emit *e, Reg j, Reg stage)
         emit(e, "setp.lt.s32 %s, %s, %%ld_len;", R(e, inr), R(e, pos));
         emit(e, "mov.u32 %s, -1;", R(e, idx));
         op_ld_global(e, inr, "s32", idx, ia, 0);
-        emit_note(e, "valid: 0 <= index < s_kv (one unsigned compare) at a position before topk_length");
+        if (!pair) emit_note(e, "valid: 0 <= index < s_kv (one unsigned compare) at a position before topk_length");
         emit(e, "setp.lt.u32 %s, %s, %%s_kv;", R(e, ok), R(e, idx));
         emit(e, "and.pred %s, %s, %s;", R(e, ok), R(e, ok), R(e, inr));
         emit(e, "selp.b32 %s, %s, -1, %s;", R(e, idx), R(e, idx), R(e, ok));
@@ -670,6 +683,10 @@ static void load_indices(Emit *e, Reg j, Reg stage)
         op_st_shared_b32_if(e, reg_find(e, "ld_lead"), ma, (uint32_t)(h * 4), bits);
         if (reg_is(ca)) op_st_shared_b32(e, ca, (uint32_t)(h * MLA_WARP * 4), idx);
     }
+    if (!pair || s->kv_fp8) return; /* the slot's full barrier publishes them (fp8: the raw slot's, every lane) */
+    emit_note(e, "this CTA's bits are written: its softmax and (even CTA) the MMA may read them");
+    smem_indexed(e, bar, s->bar_mask_full, stage, MBAR_BYTES);
+    op_mbar_arrive_if(e, reg_find(e, "ld_lead"), bar);
 }
 
 /* Lanes 0 .. block/4 - 1 gather rows 4l .. 4l + 3 of the block, one gather4 per chunk; their
@@ -736,7 +753,7 @@ static void emit_load(Emit *e)
     smem_indexed(e, empty, s->kv_fp8 ? s->bar_raw_empty : s->bar_kv_empty, stage, MBAR_BYTES);
     ring_free_parity(e, par, phase);
     op_mbar_wait(e, empty, par);
-    load_indices(e, j, stage);
+    mla100_indices(e, j, stage, 0);
     emit(e, "or.b32 %s, %%ld_bits0, %%ld_bits1;", R(e, lo));
     emit(e, "setp.ne.u32 %s, %s, 0;", R(e, any), R(e, lo));
     if (s->kv_fp8) {
@@ -1256,6 +1273,29 @@ static void epilogue_stats(Emit *e, Reg inb, Reg lse, int pair)
     op_st_global_f32(e, pm, sa2, ml);
 }
 
+/* Processed block %sx_it of the softmax loop: S buffer it % 2 and its phase it / 2 (%sx_spar), the
+ * bar_pv_done phase it - 1 (%sx_opar), %sx_first; the block's softmax for buffer 0 or 1 (block); it++. */
+void mla100_sfx_dispatch(Emit *e, void (*block)(Emit *e, int buf))
+{
+    Reg it = reg_find(e, "sx_it"), spar = reg_find(e, "sx_spar"), opar = reg_find(e, "sx_opar");
+    Reg first = reg_find(e, "sx_first"), odd = reg_find(e, "sx_odd");
+    char l_odd[NAME], l_next[NAME];
+    emit(e, "shr.u32 %s, %s, 1;", R(e, spar), R(e, it));
+    emit(e, "and.b32 %s, %s, 1;", R(e, spar), R(e, spar));
+    emit(e, "add.u32 %s, %s, 1;", R(e, opar), R(e, it));
+    emit(e, "and.b32 %s, %s, 1;", R(e, opar), R(e, opar));
+    emit(e, "setp.eq.u32 %s, %s, 0;", R(e, first), R(e, it));
+    emit(e, "and.b32 %s, %s, 1;", R(e, reg_b32(e, "sx_buf")), R(e, it));
+    emit(e, "setp.ne.u32 %s, %%sx_buf, 0;", R(e, odd));
+    emit(e, "@%s bra %s;", R(e, odd), new_label(e, l_odd, sizeof l_odd, "sx_odd"));
+    block(e, 0);
+    emit(e, "bra.uni %s;", new_label(e, l_next, sizeof l_next, "sx_blk_done"));
+    emit_label(e, l_odd);
+    block(e, 1);
+    emit_label(e, l_next);
+    emit(e, "add.u32 %s, %s, 1;", R(e, it), R(e, it));
+}
+
 static void emit_softmax(Emit *e)
 {
     const Plan *p = e->p;
@@ -1265,10 +1305,12 @@ static void emit_softmax(Emit *e)
     sfx_setup(e);
     Reg j = reg_b32(e, "sx_j"), stage = reg_b32(e, "sx_stage"), phase = reg_b32(e, "sx_phase");
     Reg lo = reg_b32(e, "sx_mlo"), hi = reg_b32(e, "sx_mhi"), any = reg_pred(e, "sx_any");
-    Reg it = reg_b32(e, "sx_it"), empty = reg_b32(e, "sx_empty"), odd = reg_pred(e, "sx_odd");
-    Reg spar = reg_b32(e, "sx_spar"), opar = reg_b32(e, "sx_opar"), word = reg_b32(e, "sx_word");
-    Reg first = reg_pred(e, "sx_first");
-    char top[NAME], done[NAME], l_skip[NAME], l_odd[NAME], l_next[NAME];
+    Reg it = reg_b32(e, "sx_it"), empty = reg_b32(e, "sx_empty");
+    reg_pred(e, "sx_odd"); /* sx_odd, sx_spar, sx_first: mla100_sfx_dispatch reads them */
+    reg_b32(e, "sx_spar");
+    Reg opar = reg_b32(e, "sx_opar"), word = reg_b32(e, "sx_word");
+    reg_pred(e, "sx_first");
+    char top[NAME], done[NAME], l_skip[NAME];
     emit(e, "mov.u32 %s, 0;", R(e, it));
     mla100_loop_begin(e, "sx", j, stage, phase, top, done);
     read_mask(e, "sx", stage, phase, lo, hi, any);
@@ -1278,20 +1320,7 @@ static void emit_softmax(Emit *e)
     op_mbar_arrive(e, empty);
     emit(e, "@!%s bra %s;", R(e, any), new_label(e, l_skip, sizeof l_skip, "sx_skip"));
     emit_note(e, "processed block it: S buffer it %% 2, its phase it / 2; bar_pv_done phase it - 1");
-    emit(e, "shr.u32 %s, %s, 1;", R(e, spar), R(e, it));
-    emit(e, "and.b32 %s, %s, 1;", R(e, spar), R(e, spar));
-    emit(e, "add.u32 %s, %s, 1;", R(e, opar), R(e, it));
-    emit(e, "and.b32 %s, %s, 1;", R(e, opar), R(e, opar));
-    emit(e, "setp.eq.u32 %s, %s, 0;", R(e, first), R(e, it));
-    emit(e, "and.b32 %s, %s, 1;", R(e, reg_b32(e, "sx_buf")), R(e, it));
-    emit(e, "setp.ne.u32 %s, %%sx_buf, 0;", R(e, odd));
-    emit(e, "@%s bra %s;", R(e, odd), new_label(e, l_odd, sizeof l_odd, "sx_odd"));
-    sfx_block(e, 0);
-    emit(e, "bra.uni %s;", new_label(e, l_next, sizeof l_next, "sx_blk_done"));
-    emit_label(e, l_odd);
-    sfx_block(e, 1);
-    emit_label(e, l_next);
-    emit(e, "add.u32 %s, %s, 1;", R(e, it), R(e, it));
+    mla100_sfx_dispatch(e, sfx_block);
     emit_label(e, l_skip);
     mla100_loop_end(e, j, stage, phase, s->stages, top, done);
     emit_note(e, "the last processed block's bar_pv_done phase: it - 1");
@@ -1454,9 +1483,9 @@ int sm100_emit_mla_sparse(Emit *e)
 {
     const SparsePlan100 *s = mla100(e->p);
     if (s->cta_group == 2) return sm100_emit_mla_pair(e);
-    mla_prologue(e);
+    mla100_prologue(e, 0);
     mla_barrier_init(e);
-    mla_tmem_alloc(e);
+    mla100_tmem_alloc(e, 0);
     const Mla100Roles roles = {emit_load, emit_dequant, emit_mma, emit_softmax};
     mla100_roles(e, &roles);
     emit_label(e, "$exit");
