@@ -234,8 +234,9 @@ typedef struct Plan {
      * previous kernel and runs griddepcontrol.wait before it reads what that kernel wrote (combine);
      * pdl_trigger, the kernel lets its dependent launch early (griddepcontrol.launch_dependents: split) */
     int pdl_dependent, pdl_trigger;
-    /* pdl_early_kv: the producer loads the first ring of K/V blocks before its griddepcontrol.wait
-     * (those reads then overlap the previous kernel's tail); every other global access follows it */
+    /* pdl_early_kv: at most this many K/V blocks of a CTA's first tile load before the producer's
+     * griddepcontrol.wait (those reads then overlap the previous kernel's tail): the blocks its ring
+     * takes before any is consumed; every other global access follows the wait. 0 = off */
     int pdl_early_kv;
     uint32_t l2_kv_rows; /* K+V rows (seqlen_k) of this many kv heads fit the L2 budget: tiles are grouped by heads */
 

@@ -58,7 +58,8 @@ void mha_plan_params(Plan *p)
     }
     if (p->cfg.split) {
         p->pdl_trigger = p->pdl_dependent = 1;
-        p->pdl_early_kv = p->cfg.early; /* config_check: dense K/V, no cluster or CTA pair */
+        /* config_check: dense K/V, no cluster or CTA pair; the sm100a plan lowers it to its rings' take */
+        p->pdl_early_kv = p->cfg.early ? p->stages : 0;
         if (!p->cfg.cluster_split) { /* a cluster split: its count is the cluster's, its partials in smem */
             plan_param_scalar(p, SCALAR_NUM_SPLITS, PARAM_U32);
             plan_param_scalar(p, SCALAR_O_ACCUM, PARAM_U64);

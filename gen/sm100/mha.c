@@ -308,15 +308,6 @@ static void load_tail(Emit *e)
         for (int k = 0; k < s->ring[r].slots; k++) ring_take(e, "ld", r, 1, slot, full, empty);
 }
 
-/* plan pdl early kv: the K/V blocks the rings take before any is consumed (a fused ring holds K
- * and V of a block in two slots). */
-static int early_ring_blocks(const Plan *p)
-{
-    const Sm100Plan *s = sm100_of(p);
-    if (s->fused) return s->ring[0].slots / 2;
-    return s->ring[0].slots < s->ring[1].slots ? s->ring[0].slots : s->ring[1].slots;
-}
-
 /* plan pdl early kv: once %ld_pre is 0 (at the start when nothing loads early), wait for the previous
  * grid and load Q; -1 afterwards, so it happens once. */
 static void early_q_load(Emit *e)
@@ -341,14 +332,14 @@ static void early_kv_count(Emit *e)
     Reg old = reg_b32(e, "ld_old");
     const char *pre = reg(e, "b32", "ld_pre");
     emit_note(e, "plan pdl early kv: blocks before row seqlen_k - seqlen_q load before griddepcontrol.wait "
-              "(the newest rows after it), at most %d (the free ring)", early_ring_blocks(p));
+              "(the newest rows after it), at most %d (the free ring)", p->pdl_early_kv);
     emit(e, "sub.u32 %s, %%seqlen_k, %%seqlen_q;", R(e, old));
     emit(e, "min.u32 %s, %s, %%seqlen_k;", R(e, old), R(e, old)); /* seqlen_q > seqlen_k wrapped: none */
     emit(e, "div.u32 %s, %s, %d;", R(e, old), R(e, old), p->bn);
     emit(e, "min.s32 %s, %s, %%n_end;", R(e, old), R(e, old));
     emit(e, "sub.s32 %s, %s, %%n_begin;", pre, R(e, old));
     emit(e, "max.s32 %s, %s, 0;", pre, pre);
-    emit(e, "min.s32 %s, %s, %d;", pre, pre, early_ring_blocks(p));
+    emit(e, "min.s32 %s, %s, %d;", pre, pre, p->pdl_early_kv);
     early_q_load(e);
 }
 

@@ -477,6 +477,9 @@ static int sm100_plan(const Config *c, Plan *p, char *err, size_t n)
     }
     plan_notes(c, p);
     mha_plan_params(p);
+    if (p->pdl_early_kv) /* the blocks the rings take before a slot is freed: a fused ring holds K and V */
+        p->pdl_early_kv = s->fused ? s->ring[0].slots / 2
+                                   : s->ring[0].slots < s->ring[1].slots ? s->ring[0].slots : s->ring[1].slots;
     return 0;
 }
 

@@ -167,7 +167,7 @@ static void early_kv_count(Emit *e)
     emit(e, "min.s32 %s, %s, %%n_end;", R(e, old), R(e, old));
     emit(e, "sub.s32 %%pr_pre, %s, %%n_begin;", R(e, old));
     emit(e, "max.s32 %%pr_pre, %%pr_pre, 0;");
-    emit(e, "min.s32 %%pr_pre, %%pr_pre, %d;", p->stages);
+    emit(e, "min.s32 %%pr_pre, %%pr_pre, %d;", p->pdl_early_kv);
     emit(e, "mul.lo.u32 %%pr_pre, %%pr_pre, %%pr_first;");
 }
 
@@ -215,7 +215,8 @@ static void emit_producer(Emit *e)
     emit(e, "mov.u32 %s, 0;", R(e, qslot));
     emit(e, "mov.u32 %s, %%ctaid.x;", reg(e, "b32", "tile"));
     if (p->pdl_early_kv) {
-        emit_note(e, "plan pdl early kv: pr_first = 1 until the CTA's first tile has loaded its Q");
+        emit_note(e, "plan pdl early kv: pr_first = 1 until the CTA's first tile has loaded its Q (at most %d "
+                  "blocks before it)", p->pdl_early_kv);
         emit(e, "mov.u32 %s, 1;", reg(e, "b32", "pr_first"));
         reg_b32(e, "pr_pre");
         q_barriers(e);
