@@ -259,6 +259,20 @@ void mha_split_out_addr(Emit *e, Reg head, Reg seq, int out_bytes, Reg o_addr)
     emit(e, "mad.lo.u64 %s, %s, %d, %%out;", a, a, out_bytes);
 }
 
+void mha_early_kv_count(Emit *e, Reg pre, Reg old)
+{
+    const Plan *p = e->p;
+    emit_note(e, "plan pdl early kv: blocks before row seqlen_k - seqlen_q load before griddepcontrol.wait (the "
+              "newest rows after it), at most %d (the free ring)", p->pdl_early_kv);
+    emit(e, "sub.u32 %s, %%seqlen_k, %%seqlen_q;", R(e, old));
+    emit(e, "min.u32 %s, %s, %%seqlen_k;", R(e, old), R(e, old)); /* seqlen_q > seqlen_k wrapped: none */
+    emit(e, "div.u32 %s, %s, %d;", R(e, old), R(e, old), p->bn);
+    emit(e, "min.s32 %s, %s, %%n_end;", R(e, old), R(e, old));
+    emit(e, "sub.s32 %s, %s, %%n_begin;", R(e, pre), R(e, old));
+    emit(e, "max.s32 %s, %s, 0;", R(e, pre), R(e, pre));
+    emit(e, "min.s32 %s, %s, %d;", R(e, pre), R(e, pre), p->pdl_early_kv);
+}
+
 /* The final LSE of row (head, seq) where guard holds and lse_ptr is set: [batch, heads_q, seqlen_q],
  * varlen [heads_q, total_q]. */
 void mha_split_out_lse(Emit *e, Reg guard, Reg head, Reg seq, Reg lse)

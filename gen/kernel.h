@@ -52,6 +52,10 @@ void mha_split_row_addrs(Emit *e, Reg head, Reg seq, Reg lse_addr, Reg o_addr);
 /* split=1 run with num_splits 1: the final O row's address in out (the output dtype, caller's strides)
  * and the final LSE store (guarded, skipped when lse_ptr is 0); both read %bidx, or %vl_q_start (varlen). */
 void mha_split_out_addr(Emit *e, Reg head, Reg seq, int out_bytes, Reg o_addr);
+/* plan pdl early kv, both targets: pre = this tile's leading kv blocks in [n_begin, n_end) that end at
+ * or before row seqlen_k - seqlen_q (rows the kernel before may not write), at most the plan's
+ * pdl_early_kv; old is scratch. */
+void mha_early_kv_count(Emit *e, Reg pre, Reg old);
 void mha_split_out_lse(Emit *e, Reg guard, Reg head, Reg seq, Reg lse);
 
 /* For the tile in %tile, defines (u32/s32):

@@ -328,18 +328,8 @@ static void early_q_load(Emit *e)
  * before a slot is freed; then Q at once when that is 0. */
 static void early_kv_count(Emit *e)
 {
-    const Plan *p = e->p;
     Reg old = reg_b32(e, "ld_old");
-    const char *pre = reg(e, "b32", "ld_pre");
-    emit_note(e, "plan pdl early kv: blocks before row seqlen_k - seqlen_q load before griddepcontrol.wait "
-              "(the newest rows after it), at most %d (the free ring)", p->pdl_early_kv);
-    emit(e, "sub.u32 %s, %%seqlen_k, %%seqlen_q;", R(e, old));
-    emit(e, "min.u32 %s, %s, %%seqlen_k;", R(e, old), R(e, old)); /* seqlen_q > seqlen_k wrapped: none */
-    emit(e, "div.u32 %s, %s, %d;", R(e, old), R(e, old), p->bn);
-    emit(e, "min.s32 %s, %s, %%n_end;", R(e, old), R(e, old));
-    emit(e, "sub.s32 %s, %s, %%n_begin;", pre, R(e, old));
-    emit(e, "max.s32 %s, %s, 0;", pre, pre);
-    emit(e, "min.s32 %s, %s, %d;", pre, pre, p->pdl_early_kv);
+    mha_early_kv_count(e, reg_b32(e, "ld_pre"), old);
     early_q_load(e);
 }
 

@@ -158,16 +158,7 @@ static void emit_q_load(Emit *e, Reg qrow, Reg batch, int declare)
  * the kernel before may not write -- at most the ring's stages; 0 on later tiles. */
 static void early_kv_count(Emit *e)
 {
-    const Plan *p = e->p;
-    Reg old = reg_b32(e, "pr_old");
-    emit_note(e, "plan pdl early kv: blocks before row seqlen_k - seqlen_q (the newest rows load after the wait)");
-    emit(e, "sub.u32 %s, %%seqlen_k, %%seqlen_q;", R(e, old));
-    emit(e, "min.u32 %s, %s, %%seqlen_k;", R(e, old), R(e, old)); /* seqlen_q > seqlen_k wrapped: none */
-    emit(e, "div.u32 %s, %s, %d;", R(e, old), R(e, old), p->bn);
-    emit(e, "min.s32 %s, %s, %%n_end;", R(e, old), R(e, old));
-    emit(e, "sub.s32 %%pr_pre, %s, %%n_begin;", R(e, old));
-    emit(e, "max.s32 %%pr_pre, %%pr_pre, 0;");
-    emit(e, "min.s32 %%pr_pre, %%pr_pre, %d;", p->pdl_early_kv);
+    mha_early_kv_count(e, reg_find(e, "pr_pre"), reg_b32(e, "pr_old"));
     emit(e, "mul.lo.u32 %%pr_pre, %%pr_pre, %%pr_first;");
 }
 
