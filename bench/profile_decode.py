@@ -1,11 +1,14 @@
 """profile_decode.py - where a decode call's time goes: per-kernel device durations (CUPTI, via
 torch.profiler) and the CUDA-graph replay time of the whole call, for fa4 variants and torch's backends.
 
-    python3 bench/profile_decode.py [--shapes B1xS16384x64/8,...] [--variants "default;bm=64;splits=32"]
-                                    [--reps 20] [--out FILE]
+    python3 bench/profile_decode.py [--shapes B1xS16384x64/8,...] [--variants "default;bm=64;splits=32;early"]
+                                    [--reps 20] [--calls N] [--timeline] [--out FILE]
 
 A variant is config words for fa4 (e.g. "bm=64 bn=64 stages=3"), optionally with "splits=N" (forced
-num_splits); "default" is the runtime's pick. Per shape and variant: the replay time of the whole call
+num_splits); "default" is the runtime's pick; the word "early" passes kv_early=True. --calls N puts N calls (input sets
+in turn) in each graph, as the layers of one decode step; times are then per call. --timeline adds, per run,
+one replay's kernels in order: start and end relative to the replay's first kernel, and the gap each leaves
+after the one before it (negative: they overlap). Per shape and variant: the replay time of the whole call
 (median of --reps, CUDA events around one graph replay), then each kernel the call launched with its mean
 device duration. The gap between the replay and the kernels' sum is launch and dependency latency. A kernel
 launched as a programmatic dependent (the combine) starts early and waits inside: its device time includes the
@@ -30,21 +33,23 @@ D = 128
 
 
 def parse_variant(text):
-    words, splits = [], 0
+    words, splits, early = [], 0, False
     for w in text.split():
         if w.startswith("splits="):
             splits = int(w.split("=")[1])
+        elif w == "early":
+            early = True
         elif w != "default":
             words.append(w)
-    return (" ".join(words) or None), splits
+    return (" ".join(words) or None), splits, early
 
 
-def fa4_call(config, splits, sets):
+def fa4_call(config, splits, early, sets):
     q, k, v = sets[0]["q"], sets[0]["k"], sets[0]["v"]
     n, ws_bytes = fa4.mha_split_count(q, k, v, config=config, num_splits=splits)
     ws = torch.empty(max(ws_bytes, 16), device="cuda", dtype=torch.uint8)
     return n, lambda s: fa4.mha_fwd(s["q"], s["k"], s["v"], out=s["o"], config=config, num_splits=splits,
-                                    workspace=ws)
+                                    workspace=ws, kv_early=early)
 
 
 def sdpa(backend):
@@ -62,6 +67,7 @@ def replay_ms(graphs, reps):
     ts = []
     for i in range(reps):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(400000)  # ~200 us: the replay is queued before the GPU reaches `a` (benchlib hold_us)
         a.record()
         graphs[i % len(graphs)].replay()
         b.record()
@@ -86,12 +92,26 @@ def kernel_times(graphs, reps):
     return [(n, t[0] / t[1], t[1] / reps) for n, t in out.items()]
 
 
+def timeline(graph):
+    """One replay's kernels in start order: (name, start us, end us) relative to the first kernel's start."""
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        graph.replay()
+        torch.cuda.synchronize()
+    ks = sorted((ev.time_range.start, ev.time_range.end, ev.name) for ev in prof.events()
+                if ev.device_type.name == "CUDA" and "memcpy" not in ev.name.lower()
+                and "memset" not in ev.name.lower())
+    t0 = ks[0][0] if ks else 0
+    return [(n, a - t0, b - t0) for a, b, n in ks]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", default="B1xS16384x64/8,B1xS131072x64/8,B16xS4096x64/8")
     ap.add_argument("--variants", default="default")
     ap.add_argument("--torch", default="cudnn,flash")
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--calls", type=int, default=1, help="calls per graph (input sets in turn); times per call")
+    ap.add_argument("--timeline", action="store_true", help="one replay's kernels: start, end, gap")
     ap.add_argument("--out")
     args = ap.parse_args()
     torch.manual_seed(0)
@@ -118,9 +138,9 @@ def main():
         print(lines[-1], flush=True)
         runs = []
         for vt in args.variants.split(";"):
-            config, splits = parse_variant(vt)
+            config, splits, early = parse_variant(vt)
             try:
-                n, fn = fa4_call(config, splits, sets)
+                n, fn = fa4_call(config, splits, early, sets)
                 runs.append(("fa4 [%s] splits %d" % (vt.strip(), n), fn))
             except Exception as e:  # noqa: BLE001
                 lines.append("  fa4 [%s]: n/a: %s" % (vt, str(e).split("\n")[0][:100]))
@@ -130,9 +150,10 @@ def main():
         ref = None
         for name, fn in runs:
             try:
-                graphs = [capture(fn, [st]) for st in sets]
-                ms = replay_ms(graphs, args.reps)
-                ks = kernel_times(graphs, args.reps)
+                graphs = [capture(fn, [sets[(k + i) % len(sets)] for i in range(args.calls)])
+                          for k in range(len(sets))]
+                ms = replay_ms(graphs, args.reps) / args.calls
+                ks = [(kn, us, cnt / args.calls) for kn, us, cnt in kernel_times(graphs, args.reps)]
                 out = (sets[0]["o"] if name.startswith("fa4") else fn(sets[0]).transpose(1, 2)).float()
                 if ref is None:
                     ref = out.clone()
@@ -145,6 +166,14 @@ def main():
             for kn, us, cnt in ks:
                 lines.append("      %8.1f us x%.0f  %s" % (us, cnt, kn[:90]))
             print("\n".join(lines[-1 - len(ks):]), flush=True)
+            if args.timeline:
+                tl, prev = [], None
+                for kn, a, b in timeline(graphs[0]):
+                    tl.append("      timeline %8.2f .. %8.2f us  gap %6.2f  %s" % (
+                        a, b, a - prev if prev is not None else 0.0, kn[:60]))
+                    prev = b
+                lines += tl
+                print("\n".join(tl), flush=True)
         del sets
         torch.cuda.empty_cache()
     write_lines(args.out, lines)

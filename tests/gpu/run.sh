@@ -38,16 +38,22 @@ export PATH="$CUDA/bin:$PATH"
 declare -a SUMMARY
 step() { # step NAME CMD...: run, log to $OUT/NAME.log, record the status
     local name=$1; shift
-    local t0=$(date +%s.%N)
+    local t0=$(date +%s.%N) start=$(date +%T)
     "$@" > "$OUT/$name.log" 2>&1
     local rc=$?
     local dt=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')
-    SUMMARY+=("$(printf '%-14s rc=%-3d %6.1fs  %s' "$name" "$rc" "$dt" "$(tail -1 "$OUT/$name.log" | cut -c1-90)")")
+    SUMMARY+=("$(printf '%-14s %s rc=%-3d %6.1fs  %s' "$name" "$start" "$rc" "$dt" "$(tail -1 "$OUT/$name.log" | cut -c1-90)")")
     return $rc
 }
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader > "$OUT/gpu.txt" 2>&1
 GPU=$(head -1 "$OUT/gpu.txt")
+# the GPU's clocks, power, temperatures and clock-event reasons once a second for the whole run (the
+# benchmarks' notes log the same just before each shape)
+nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,temperature.memory,clocks_event_reasons.active \
+    --format=csv,noheader -l 1 > "$OUT/gpu_state.csv" 2>&1 &
+SMI_PID=$!
+trap 'kill $SMI_PID 2>/dev/null' EXIT
 step build make -j16 all
 step build_test gcc -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -Iruntime -I"$CUDA/include" \
     tests/gpu/test_mha.c build/libfa4rt.a -L"$CUDA/lib64" -L"$CUDA/lib64/stubs" -lnvrtc -lcuda -ldl -lpthread -lm \
@@ -157,9 +163,13 @@ if { [ "$BENCH" = 1 ] || [ "$SERVING" = 2 ]; } && [ -f bench/bench_decode.py ]; 
     # decode without a workspace (sm90a: the runtime's cluster split, bench/NOTES.md "cluster split")
     step decode_bench_nows env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so python3 bench/bench_decode.py --graphs \
         --calls 8 --reps 10 --no-ws --batches 1,2,4,8 --out "$OUT/bench_decode_nows.txt" ${DECODE_NOWS_ARGS:-}
-    # the same shapes with fa4 reading K/V through 64-row pages and a shuffled block table
+    # the same shapes with fa4 reading K/V through 64-row pages and a shuffled block table, 8 calls per graph as
+    # the dense table of record
     step decode_bench_paged env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so python3 bench/bench_decode.py --graphs --paged \
-        --out "$OUT/bench_decode_paged.txt" ${DECODE_PAGED_ARGS:-}
+        --calls 8 --reps 10 --out "$OUT/bench_decode_paged.txt" ${DECODE_PAGED_ARGS:-}
+    # paged with kv_early (lengths, table entries and first K/V blocks before the wait); fa4[plain] without
+    step decode_bench_paged_early env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so python3 bench/bench_decode.py --graphs \
+        --paged --kv-early --calls 8 --reps 10 --out "$OUT/bench_decode_paged_early.txt" ${DECODE_PAGED_ARGS:-}
 fi
 if [ "$USE" = 1 ]; then
     # issue 11: the examples check their own output on this GPU; the JIT host's second run must be a
