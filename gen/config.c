@@ -88,6 +88,33 @@ void config_init(Config *c)
     c->persistent = -1;
     c->q_tmem_depth = -1;
     c->tma_store = -1;
+    c->prefetch = -1;
+}
+
+/* The kernels early=1 works for: the MHA split kernel over dense or paged K, V (a paged kernel reads
+ * its sequence's length and table before the wait then: kv_early's promise covers them; varlen reads
+ * cu_seqlens, which it does not; a cluster split and the CTA pair synchronise CTAs). */
+static int split_early_kernel(const Config *c)
+{
+    return c->kind == KIND_MHA && c->split && !c->cluster_split && !c->varlen && c->cta_pair != 2;
+}
+
+/* The kernels prefetch works for: those over dense K, V (a prefetch's rows must be known without
+ * reading memory that the previous kernel may still write). */
+static int split_dense_kernel(const Config *c)
+{
+    return split_early_kernel(c) && !c->page;
+}
+
+/* prefetch unset: the K/V blocks a split kernel prefetches into L2 before its wait. H100, 8 decode
+ * calls a graph (bench/NOTES.md "L2 prefetch"): 2 blocks +5% at batch 1 seqlen_k 16k over none, 4 less,
+ * 8 -7% (the prefetches crowd the previous kernel's tail). Under early=1 none: the early loads already
+ * fill the tail, and prefetches beside them cost 2-8%. 0 where the kernel cannot. */
+enum { PREFETCH_BLOCKS = 2 };
+
+static void default_prefetch(Config *c)
+{
+    if (c->prefetch < 0) c->prefetch = split_dense_kernel(c) && !c->early ? PREFETCH_BLOCKS : 0;
 }
 
 static int parse_mask(Config *c, const char *v, char *err, size_t n)
@@ -165,6 +192,7 @@ static const IntKey int_keys[] = {
     {"split", F(split), 0, 1, "0 or 1"},
     {"cluster", F(cluster_split), 0, 16, "0 (off) or 2..16 CTAs of a cluster sharing a tile's kv blocks"},
     {"early", F(early), 0, 1, "0 or 1"},
+    {"prefetch", F(prefetch), 0, 16, "0..16 (K/V blocks prefetched into L2 before the wait)"},
     {"varlen", F(varlen), 0, 1, "0 or 1"},
     {"page", F(page), 0, 256, "0 (dense K, V) or a power of two in 16..256 (KV rows per page)"},
 };
@@ -214,7 +242,7 @@ int config_set(Config *c, const char *key, const char *value, char *err, size_t 
     }
     return fail(err, n, "'%s' is not a config field; fields: kind target dtype depth qk ov bm bn group stages "
                         "swizzle mask qtiles cta rescale poly rope_split rope_dtype pingpong persistent b_topk num_mbars q_smem_depth "
-                        "q_tmem_depth cta_group tma_store sink split cluster early varlen page mod", ESC(key));
+                        "q_tmem_depth cta_group tma_store sink split cluster early prefetch varlen page mod", ESC(key));
 }
 
 int config_fill_defaults(Config *c, char *err, size_t n)
@@ -228,6 +256,7 @@ int config_fill_defaults(Config *c, char *err, size_t n)
     const Family *f = target_family(target_get(c->target), c->kind, err, n);
     if (!f) return -1;
     f->defaults(c);
+    default_prefetch(c); /* after the target's: sm100a's decides cta */
     return 0;
 }
 
@@ -268,9 +297,12 @@ int config_check(const Config *c, char *err, size_t n)
         return fail(err, n, "cluster: %d is not allowed for %s on %s; it is 2..16 CTAs of a cluster splitting a tile's "
                     "kv blocks, for mha on sm90a (it implies split=1; sm100a uses split=1 and the combine kernel)",
                     c->cluster_split, kind_name[c->kind], target_name[c->target]);
-    if (c->early && (c->kind != KIND_MHA || !c->split || c->cluster_split || c->varlen || c->page || c->cta_pair == 2))
-        return fail(err, n, "early: 1 is not allowed here; it is for the mha split kernel (split=1) over dense K, V "
-                    "(no cluster, cta=2, varlen or page)");
+    if (c->early && !split_early_kernel(c))
+        return fail(err, n, "early: 1 is not allowed here; it is for the mha split kernel (split=1) over dense or "
+                    "paged K, V (no cluster, cta=2 or varlen)");
+    if (c->prefetch > 0 && !split_dense_kernel(c))
+        return fail(err, n, "prefetch: %d is not allowed here; it is for the mha split kernel (split=1) over dense "
+                    "K, V (no cluster, cta=2, varlen or page)", c->prefetch);
     if (c->page && (c->page < 16 || c->page > 256 || (c->page & (c->page - 1))))
         return fail(err, n, "page: %d is not allowed; use a power of two in 16..256 (KV rows per page), or 0 for "
                     "dense K, V", c->page);
@@ -324,6 +356,7 @@ static int key_used(const Config *c, const char *key)
     if (!strcmp(key, "split")) return c->split != 0;
     if (!strcmp(key, "cluster")) return c->cluster_split != 0;
     if (!strcmp(key, "early")) return c->early != 0;
+    if (!strcmp(key, "prefetch")) return split_dense_kernel(c); /* named there always: 0 is a choice */
     if (!strcmp(key, "sink")) return c->sink != 0; /* features: named only when on, so other kernels keep their text */
     if (!strcmp(key, "varlen")) return c->varlen != 0;
     if (!strcmp(key, "page")) return c->page != 0;

@@ -74,12 +74,19 @@ typedef struct Config {
      * in distributed shared memory (the split count is this, fixed; no workspace, no combine kernel);
      * 0 = off */
     int cluster_split;
-    /* split=1, dense K/V (not the sm100a CTA pair): 1 = the split kernel, a programmatic dependent, streams the first ring of
-     * K/V blocks of its first tile before griddepcontrol.wait (under the previous kernel's tail). Blocks run
-     * in ascending order and only those wholly before row seqlen_k - seqlen_q load early, so the caller's
-     * contract is: K/V rows before each sequence's newest seqlen_q are not written by the kernel just before
-     * this one on the stream (fa4_mha_args.kv_early). 0 = every global read follows the wait */
+    /* split=1, dense or paged K/V (not varlen, a cluster split or the sm100a CTA pair): 1 = the split
+     * kernel, a programmatic dependent, streams the first ring of K/V blocks of its first tile before
+     * griddepcontrol.wait (under the previous kernel's tail). Blocks run in ascending order and only
+     * those wholly before row seqlen_k - seqlen_q load early, so the caller's contract is: K/V rows
+     * before each sequence's newest seqlen_q (paged: and their table entries, and seqlens_k) are not
+     * written by a kernel that may still run (fa4_mha_args.kv_early). 0 = every global read follows the
+     * wait */
     int early;
+    /* split=1, dense K/V (not a cluster split or the sm100a CTA pair): the split kernel, before its
+     * griddepcontrol.wait, prefetches into L2 the K/V blocks it will load first (after any early=1
+     * blocks), at most this many: a hint that reads no value, so unlike early=1 it asks nothing of the
+     * caller. -1 = unset: config_fill_defaults picks (2; 0 under early=1); 0 = off */
+    int prefetch;
     /* serving layouts, MHA (0 = dense; canonical form names them only when on) */
     int varlen;         /* 1: packed [total_tokens, heads, depth] q/k/v/o with cu_seqlens_q/k (gen/varlen.c) */
     int page;           /* KV page rows (16..256, a power of two): K, V [num_pages, page, heads_kv, depth]
@@ -238,6 +245,9 @@ typedef struct Plan {
      * griddepcontrol.wait (those reads then overlap the previous kernel's tail): the blocks its ring
      * takes before any is consumed; every other global access follows the wait. 0 = off */
     int pdl_early_kv;
+    /* pdl_prefetch_kv: at most this many K/V blocks of a CTA's first tile, the next it loads after the
+     * early ones, are prefetched into L2 (cp.async.bulk.prefetch.tensor) before the wait. 0 = off */
+    int pdl_prefetch_kv;
     uint32_t l2_kv_rows; /* K+V rows (seqlen_k) of this many kv heads fit the L2 budget: tiles are grouped by heads */
 
     PlanNote notes[PLAN_MAX_NOTES];

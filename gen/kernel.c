@@ -60,6 +60,7 @@ void mha_plan_params(Plan *p)
         p->pdl_trigger = p->pdl_dependent = 1;
         /* config_check: dense K/V, no cluster or CTA pair; the sm100a plan lowers it to its rings' take */
         p->pdl_early_kv = p->cfg.early ? p->stages : 0;
+        p->pdl_prefetch_kv = p->cfg.prefetch > 0 ? p->cfg.prefetch : 0; /* config_check: as early */
         if (!p->cfg.cluster_split) { /* a cluster split: its count is the cluster's, its partials in smem */
             plan_param_scalar(p, SCALAR_NUM_SPLITS, PARAM_U32);
             plan_param_scalar(p, SCALAR_O_ACCUM, PARAM_U64);
@@ -154,7 +155,7 @@ void mha_prologue(Emit *e)
         emit(e, "ld.param.u64 %s, [p_aux];", reg(e, "b64", "mod_aux"));
         emit(e, "mov.f32 %%scale_log2, %s;", PTX_LOG2E);
     }
-    if (p->pdl_dependent && !p->pdl_early_kv) {
+    if (p->pdl_dependent && !mha_roles_wait(p)) {
         emit_note(e, "plan pdl: launched as a dependent of the stream's previous kernel, which may still run: "
                   "no global memory is read or written before this wait (the parameters are not global memory)");
         emit(e, "griddepcontrol.wait;");
@@ -271,6 +272,35 @@ void mha_early_kv_count(Emit *e, Reg pre, Reg old)
     emit(e, "sub.s32 %s, %s, %%n_begin;", R(e, pre), R(e, old));
     emit(e, "max.s32 %s, %s, 0;", R(e, pre), R(e, pre));
     emit(e, "min.s32 %s, %s, %d;", R(e, pre), R(e, pre), p->pdl_early_kv);
+}
+
+void mha_prefetch_kv(Emit *e, Reg j, int first, int step, const MhaKvMap *maps, int n_maps)
+{
+    const Plan *p = e->p;
+    char l_loop[32], l_done[32];
+    Reg pj = reg_b32(e, "pf_j"), left = reg_b32(e, "pf_left"), row = reg_b32(e, "pf_row");
+    Reg col = reg_b32(e, "pf_col"), stop = reg_pred(e, "pf_stop");
+    emit_note(e, "plan pdl prefetch kv: the next %d blocks this tile loads (%s), K and V, into L2 before the wait: a "
+              "hint that reads no value, so the previous kernel's writes need no order against it",
+              p->pdl_prefetch_kv, step > 0 ? "ascending" : "descending");
+    emit(e, "add.s32 %s, %s, %d;", R(e, pj), R(e, j), first);
+    emit(e, "mov.u32 %s, %d;", R(e, left), p->pdl_prefetch_kv);
+    emit_label(e, new_label(e, l_loop, sizeof l_loop, "pf_block"));
+    new_label(e, l_done, sizeof l_done, "pf_done");
+    emit(e, "setp.lt.s32 %s, %s, %%n_begin;", R(e, stop), R(e, pj));
+    emit(e, "setp.ge.or.s32 %s, %s, %%n_end, %s;", R(e, stop), R(e, pj), R(e, stop));
+    emit(e, "setp.eq.or.u32 %s, %s, 0, %s;", R(e, stop), R(e, left), R(e, stop));
+    emit(e, "@%s bra %s;", R(e, stop), l_done);
+    emit(e, "mul.lo.u32 %s, %s, %d;", R(e, row), R(e, pj), p->bn);
+    for (int m = 0; m < n_maps; m++)
+        for (int c = 0; c < maps[m].chunks; c++) {
+            emit(e, "mov.u32 %s, %d;", R(e, col), maps[m].col0 + c * p->chunk_elems);
+            op_tma_prefetch_4d(e, maps[m].map, col, row, reg_find(e, "kv_head"), reg_find(e, "bidx"));
+        }
+    emit(e, "add.s32 %s, %s, %d;", R(e, pj), R(e, pj), step);
+    emit(e, "sub.u32 %s, %s, 1;", R(e, left), R(e, left));
+    emit(e, "bra.uni %s;", l_loop);
+    emit_label(e, l_done);
 }
 
 /* The final LSE of row (head, seq) where guard holds and lse_ptr is set: [batch, heads_q, seqlen_q],

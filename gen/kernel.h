@@ -56,6 +56,15 @@ void mha_split_out_addr(Emit *e, Reg head, Reg seq, int out_bytes, Reg o_addr);
  * or before row seqlen_k - seqlen_q (rows the kernel before may not write), at most the plan's
  * pdl_early_kv; old is scratch. */
 void mha_early_kv_count(Emit *e, Reg pre, Reg old);
+/* plan pdl early kv / prefetch kv: the roles run griddepcontrol.wait themselves (the loader after its
+ * early loads and prefetches, every other role at its start), not the prologue. */
+static inline int mha_roles_wait(const Plan *p) { return p->pdl_early_kv || p->pdl_prefetch_kv; }
+/* One tensor map's chunks of a K or V block: boxes at columns col0 + c x chunk_elems, c < chunks. */
+typedef struct { Reg map; int col0, chunks; } MhaKvMap;
+/* plan pdl prefetch kv, both targets: prefetch into L2 the K/V boxes of the blocks j + first,
+ * j + first + step, .. that lie in [n_begin, n_end), at most pdl_prefetch_kv blocks, at 4-D
+ * coordinates (col, block x bn, kv_head, bidx) of each map. */
+void mha_prefetch_kv(Emit *e, Reg j, int first, int step, const MhaKvMap *maps, int n_maps);
 void mha_split_out_lse(Emit *e, Reg guard, Reg head, Reg seq, Reg lse);
 
 /* For the tile in %tile, defines (u32/s32):

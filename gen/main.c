@@ -82,6 +82,9 @@ static const char usage_mha[] =
     "  --early 0|1         split-KV, dense K/V (not cta 2): stream the first tile's first K/V blocks (rows before\n"
     "                      seqlen_k - seqlen_q) before griddepcontrol.wait, blocks in ascending order\n"
     "                      (fa4_mha_args.kv_early: the caller's promise that the kernel before wrote none)\n"
+    "  --prefetch N        split-KV, dense K/V (not cta 2): prefetch into L2, before griddepcontrol.wait, the\n"
+    "                      next N (0..16) K/V blocks the first tile loads -- a hint, it asks nothing of the\n"
+    "                      caller (default 2; 0 with --early 1)\n"
     "  --sink 0|1          a per-head sink logit joins the softmax denominator (kernel parameter p_sink)\n"
     "  --varlen 0|1        packed [total, heads, depth] tensors with cu_seqlens_q/k (p_cu_seqlens_q ...)\n"
     "  --page P            paged K, V: P rows per page (16..256, a power of two) via a block table\n"
@@ -116,7 +119,7 @@ static const char *const flag_keys[][2] = {
     {"--rope-dtype", "rope_dtype"}, {"--pingpong", "pingpong"},   {"--persistent", "persistent"},
     {"--b-topk", "b_topk"}, {"--num-mbars", "num_mbars"}, {"--q-smem-depth", "q_smem_depth"},
     {"--q-tmem-depth", "q_tmem_depth"}, {"--cta-group", "cta_group"}, {"--tma-store", "tma_store"},
-    {"--sink", "sink"},     {"--split", "split"},     {"--cluster", "cluster"},     {"--early", "early"},     {"--varlen", "varlen"}, {"--page", "page"},
+    {"--sink", "sink"},     {"--split", "split"},     {"--cluster", "cluster"},     {"--early", "early"},  {"--prefetch", "prefetch"},     {"--varlen", "varlen"}, {"--page", "page"},
 };
 
 /* One line on stderr: control and non-ASCII bytes of what it echoes become \xNN. */

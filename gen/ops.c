@@ -133,6 +133,13 @@ void op_tma_load_4d(Emit *e, Reg dst, Reg tmap, Reg c0, Reg c1, Reg c2, Reg c3, 
          R(e, dst), R(e, tmap), R(e, c0), R(e, c1), R(e, c2), R(e, c3), R(e, bar));
 }
 
+void op_tma_prefetch_4d(Emit *e, Reg tmap, Reg c0, Reg c1, Reg c2, Reg c3)
+{
+    want_box(e, tmap, c0, c1, c2, c3);
+    emit(e, "cp.async.bulk.prefetch.tensor.4d.L2.global.tile [%s, {%s, %s, %s, %s}];", R(e, tmap), R(e, c0), R(e, c1),
+         R(e, c2), R(e, c3));
+}
+
 static void tma_load_3d(Emit *e, const char *group, Reg dst, Reg tmap, Reg c0, Reg c1, Reg c2, Reg bar)
 {
     REG_WANT(e, dst, ADDR32);

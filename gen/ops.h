@@ -33,6 +33,8 @@ void op_mbar_expect_tx(Emit *e, Reg bar, uint32_t bytes);
 void op_mbar_expect_tx_if(Emit *e, Reg pred, Reg bar, uint32_t bytes);
 /* 4-D tiled TMA load of one box into smem, completing on bar. */
 void op_tma_load_4d(Emit *e, Reg dst, Reg tmap, Reg c0, Reg c1, Reg c2, Reg c3, Reg bar);
+/* A hint: the 4-D box at (c0..c3) of tmap into L2; no value is read, nothing completes. */
+void op_tma_prefetch_4d(Emit *e, Reg tmap, Reg c0, Reg c1, Reg c2, Reg c3);
 /* Smem matrix descriptors (wgmma and tcgen05 alike) hold addresses in 16-byte units: the
  * start-field delta of a byte offset, and of K step kk inside a K-major tile of chunks
  * (steps_per_chunk steps of step_bytes in each chunk of chunk_bytes). */

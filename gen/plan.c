@@ -303,6 +303,9 @@ char *plan_explain_text(const Plan *p)
     if (p->pdl_early_kv)
         buf_printf(&b, "  pdl   early kv: the first tile's first %d K/V blocks (ascending; only rows before seqlen_k - "
                    "seqlen_q) load before the wait, under the previous kernel's tail\n", p->pdl_early_kv);
+    if (p->pdl_prefetch_kv)
+        buf_printf(&b, "  pdl   prefetch kv: the first tile's next %d K/V blocks (in load order, after any early ones) are "
+                   "prefetched into L2 before the wait (a hint: no value is read)\n", p->pdl_prefetch_kv);
     if (b.oom) { buf_free(&b); return NULL; }
     return b.p;
 }
@@ -383,10 +386,10 @@ char *plan_explain_json(const Plan *p)
                    : p->params[i].type == PARAM_U32 ? "u32" : "f32");
     buf_printf(&b, "], \"launch\": {\"threads\": %d, \"cluster\": [%d, %d, %d], \"smem\": %u, \"persistent\": %s, "
                    "\"rows_per_cta\": %d, \"heads_per_cta\": %d, \"pdl_dependent\": %s, \"pdl_trigger\": %s, "
-                   "\"pdl_early_kv\": %d}}\n",
+                   "\"pdl_early_kv\": %d, \"pdl_prefetch_kv\": %d}}\n",
                p->threads, p->cluster[0], p->cluster[1], p->cluster[2], p->smem_launch,
                p->persistent ? "true" : "false", p->rows_per_cta, p->heads_per_cta, p->pdl_dependent ? "true" : "false",
-               p->pdl_trigger ? "true" : "false", p->pdl_early_kv);
+               p->pdl_trigger ? "true" : "false", p->pdl_early_kv, p->pdl_prefetch_kv);
     if (b.oom) { buf_free(&b); return NULL; }
     return b.p;
 }

@@ -293,9 +293,11 @@ def mha_fwd(q, k, v, causal=False, softmax_scale=None, return_lse=False, config=
     num_splits: split-KV (None/0: the runtime picks when a workspace is given -- on sm90a a decode shape without
     one gets a cluster split, which needs none --, 1: no split, N: N splits);
     workspace: a contiguous CUDA tensor of at least mha_split_count(...)[1] bytes (scratch, reused by the caller).
-    kv_early: promise that K/V rows before each sequence's newest seqlen_q were not written by the kernel just
-    before this call on the stream (a decode step's KV append writes only the newest); the split kernel (dense
-    K/V) then streams its first K/V blocks under that kernel's tail (fa4.h, fa4_mha_args.kv_early)."""
+    kv_early: promise that K/V rows before each sequence's newest seqlen_q are not written by a kernel that may
+    still run when this call starts (the one just before it on the stream, or earlier ones a programmatic launch
+    overlaps; a decode step's KV append writes only the newest); the split kernel (dense K/V) then streams its
+    first K/V blocks under that kernel's tail (fa4.h, fa4_mha_args.kv_early). Without it the split kernel only
+    prefetches them into L2 there (config word prefetch), which asks nothing."""
     import torch
     varlen = cu_seqlens_q is not None
     o_shape = q.shape[:-1] + (v.shape[-1],)

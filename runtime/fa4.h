@@ -226,13 +226,17 @@ typedef struct fa4_mha_args {
      * through: that page's keys contribute nothing (masked), whatever the pool holds. */
     const int32_t *block_table, *seqlens_k;
     int page_size, max_pages, num_pages;
-    /* kv_early = 1 (the split kernel over dense K, V, both targets; ignored for varlen, paged, the sm90a
-     * cluster split and the sm100a CTA pair): the caller promises that each sequence's K and V rows
-     * before its newest seqlen_q (the cache's history) were not written by the kernel that runs just
-     * before this call on the stream -- only the newest rows may come from it, as a decode step's KV
-     * append writes them. The split kernel, launched as a programmatic dependent,
-     * then streams its first ring of those older K/V blocks before that kernel has finished (config word
-     * early=1). 0 (default): no global memory is read before the previous kernel completes. */
+    /* kv_early = 1 (the split kernel over dense or paged K, V, both targets; ignored for varlen, the
+     * sm90a cluster split and the sm100a CTA pair): the caller promises that each sequence's K and V rows
+     * before its newest seqlen_q (the cache's history) -- paged: and their block_table entries, and
+     * seqlens_k -- are not written by any kernel that may still run when this call's kernel starts: the
+     * one just before it on the stream, and earlier ones that a programmatic launch lets it overlap. Only
+     * the newest rows (and a page newly entered for them) may come from them, as a decode step's KV append
+     * writes them. The split kernel, launched as a programmatic dependent, then streams its first ring of
+     * those older K/V blocks before that kernel has finished (config word early=1).
+     * 0 (default): no global memory is read before the previous kernel completes; the split kernel
+     * over dense K, V only prefetches its first K/V blocks into L2 there (config word prefetch, a hint
+     * that reads no value). */
     int kv_early;
 } fa4_mha_args;
 #define FA4_MHA_ARGS_INIT {sizeof(fa4_mha_args), FA4_BF16, NULL, NULL, NULL, NULL, NULL, \

@@ -124,14 +124,14 @@ static void smem_base_again(Emit *e)
 /* What every role needs, computed after its setmaxnreg so that nothing from
  * the prologue stays live into a role's smaller register budget: thread,
  * parameters, tile coordinates, KV block count, TMEM base and lane field.
- * loads_early: the load warp under plan pdl early kv, which waits for the previous grid itself. */
+ * loads_early: the load warp under plan pdl early/prefetch kv, which waits for the previous grid itself. */
 static void role_context(Emit *e, int loads_early)
 {
     const Sm100Plan *s = sm100_of(e->p);
     mha_prologue(e);
-    if (e->p->pdl_early_kv && !loads_early) {
-        emit_note(e, "plan pdl early kv: this role's global accesses follow the previous grid (the load warp "
-                  "streams K/V before it)");
+    if (mha_roles_wait(e->p) && !loads_early) {
+        emit_note(e, "plan pdl early/prefetch kv: this role's global accesses follow the previous grid (the load "
+                  "warp streams or prefetches K/V before it)");
         emit(e, "griddepcontrol.wait;");
     }
     smem_base_again(e);
@@ -308,8 +308,21 @@ static void load_tail(Emit *e)
         for (int k = 0; k < s->ring[r].slots; k++) ring_take(e, "ld", r, 1, slot, full, empty);
 }
 
-/* plan pdl early kv: once %ld_pre is 0 (at the start when nothing loads early), wait for the previous
- * grid and load Q; -1 afterwards, so it happens once. */
+/* plan pdl prefetch kv: the blocks after %ld_j in load order into L2 (ascending under early kv, where
+ * %ld_j is the next block; else descending from it, the first block to load). */
+static void prefetch_kv(Emit *e)
+{
+    const Plan *p = e->p;
+    const Sm100Plan *s = sm100_of(p);
+    MhaKvMap maps[3] = {{reg_find(e, "tmap_k"), 0, s->k_nope_chunks}, {reg_find(e, "tmap_v"), 0, s->v_chunks},
+                        {REG_NONE, 0, p->qk_chunks - s->k_nope_chunks}};
+    if (maps[2].chunks) maps[2].map = reg_find(e, "tmap_k_rope");
+    int up = p->pdl_early_kv != 0;
+    mha_prefetch_kv(e, reg_find(e, "ld_j"), 0, up ? 1 : -1, maps, maps[2].chunks ? 3 : 2);
+}
+
+/* plan pdl early/prefetch kv: once %ld_pre is 0 (at the start when nothing loads early), prefetch,
+ * wait for the previous grid and load Q; -1 afterwards, so it happens once. */
 static void early_q_load(Emit *e)
 {
     char l_skip[NAME];
@@ -317,6 +330,7 @@ static void early_q_load(Emit *e)
     new_label(e, l_skip, sizeof l_skip, "ld_q_later");
     emit(e, "setp.ne.s32 %s, %%ld_pre, 0;", pr);
     emit(e, "@%s bra %s;", pr, l_skip);
+    if (e->p->pdl_prefetch_kv) prefetch_kv(e);
     emit(e, "griddepcontrol.wait;");
     load_q(e);
     emit(e, "mov.u32 %%ld_pre, -1;");
@@ -330,7 +344,6 @@ static void early_kv_count(Emit *e)
 {
     Reg old = reg_b32(e, "ld_old");
     mha_early_kv_count(e, reg_b32(e, "ld_pre"), old);
-    early_q_load(e);
 }
 
 static void emit_load(Emit *e)
@@ -347,14 +360,20 @@ static void emit_load(Emit *e)
     emit(e, "setp.le.s32 %s, %%nblk, 0;", pr);
     emit(e, "@%s bra $exit;", pr);
     int early = p->pdl_early_kv;
-    if (early) early_kv_count(e);
-    else load_q(e);
+    if (!mha_roles_wait(p)) load_q(e);
     ring_init(e, "ld");
     const char *i = reg(e, "b32", "ld_i"), *j = reg(e, "b32", "ld_j"), *row = reg(e, "b32", "ld_row");
     const char *krow = reg(e, "b32", "ld_krow");
     emit(e, "mov.u32 %s, 0;", i);
     if (early) emit(e, "mov.u32 %s, %%n_begin;", j); /* ascending: the newest rows last */
     else emit(e, "sub.s32 %s, %%n_end, 1;", j);
+    if (early) { /* plan pdl early kv: the blocks before the wait, then (once %ld_pre is 0) prefetch, wait, Q */
+        early_kv_count(e);
+        early_q_load(e);
+    } else if (p->pdl_prefetch_kv) { /* plan pdl prefetch kv: prefetch, wait, Q */
+        emit(e, "mov.u32 %s, 0;", reg(e, "b32", "ld_pre"));
+        early_q_load(e);
+    }
     emit_label(e, new_label(e, l_kv, sizeof l_kv, "ld_kv"));
     emit(e, "setp.ge.s32 %s, %s, %%nblk;", pr, i);
     emit(e, "@%s bra %s;", pr, new_label(e, l_done, sizeof l_done, "ld_done"));

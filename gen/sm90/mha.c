@@ -162,8 +162,24 @@ static void early_kv_count(Emit *e)
     emit(e, "mul.lo.u32 %%pr_pre, %%pr_pre, %%pr_first;");
 }
 
-/* plan pdl early kv: once %pr_pre is 0 and Q of this tile is not loaded yet (the CTA's first tile, or a
- * later one), wait for the previous grid (a no-op after the first time) and load Q. */
+/* plan pdl prefetch kv, on the CTA's first tile: the blocks after %pr_j in load order into L2
+ * (ascending under early kv, where %pr_j is the next block; else descending from %pr_j - 1). */
+static void prefetch_kv(Emit *e)
+{
+    const Plan *p = e->p;
+    char l_skip[NAME];
+    const char *pr = R(e, reg_find(e, "p_role"));
+    emit(e, "setp.eq.u32 %s, %%pr_first, 0;", pr);
+    emit(e, "@%s bra %s;", pr, new_label(e, l_skip, sizeof l_skip, "pr_no_prefetch"));
+    MhaKvMap maps[2] = {{reg_find(e, "tmap_k"), 0, p->qk_chunks}, {reg_find(e, "tmap_v"), 0, p->ov_chunks}};
+    int up = p->pdl_early_kv != 0;
+    mha_prefetch_kv(e, reg_find(e, "pr_j"), up ? 0 : -1, up ? 1 : -1, maps, 2);
+    emit_label(e, l_skip);
+}
+
+/* plan pdl early/prefetch kv: once %pr_pre is 0 and Q of this tile is not loaded yet (the CTA's first
+ * tile, or a later one), prefetch (first tile), wait for the previous grid (a no-op after the first
+ * time) and load Q. */
 static void early_q_load(Emit *e, Reg qrow, Reg batch)
 {
     char l_skip[NAME];
@@ -171,6 +187,7 @@ static void early_q_load(Emit *e, Reg qrow, Reg batch)
     new_label(e, l_skip, sizeof l_skip, "pr_q_later");
     emit(e, "setp.ne.s32 %s, %%pr_pre, 0;", pr);
     emit(e, "@%s bra %s;", pr, l_skip);
+    if (e->p->pdl_prefetch_kv) prefetch_kv(e);
     emit(e, "griddepcontrol.wait;");
     emit_q_load(e, qrow, batch, 0);
     emit_note(e, "pr_pre = -1: this tile's Q is loaded; pr_first = 0: later tiles load nothing early");
@@ -205,9 +222,9 @@ static void emit_producer(Emit *e)
     Reg qslot = reg_b32(e, "pr_q_slot");
     emit(e, "mov.u32 %s, 0;", R(e, qslot));
     emit(e, "mov.u32 %s, %%ctaid.x;", reg(e, "b32", "tile"));
-    if (p->pdl_early_kv) {
-        emit_note(e, "plan pdl early kv: pr_first = 1 until the CTA's first tile has loaded its Q (at most %d "
-                  "blocks before it)", p->pdl_early_kv);
+    if (mha_roles_wait(p)) {
+        emit_note(e, "plan pdl early/prefetch kv: pr_first = 1 until the CTA's first tile has loaded its Q (at most "
+                  "%d blocks load and %d prefetch before it)", p->pdl_early_kv, p->pdl_prefetch_kv);
         emit(e, "mov.u32 %s, 1;", reg(e, "b32", "pr_first"));
         reg_b32(e, "pr_pre");
         q_barriers(e);
@@ -231,9 +248,14 @@ static void emit_producer(Emit *e)
 
     if (p->pdl_early_kv) {
         early_kv_count(e);
-        early_q_load(e, qrow, batch);
         emit_note(e, "K and V blocks in ascending order (plan pdl early kv: the oldest rows first)");
         emit(e, "mov.u32 %s, %%n_begin;", j);
+        early_q_load(e, qrow, batch);
+    } else if (p->pdl_prefetch_kv) {
+        emit_note(e, "K and V blocks from the last one down (the masked blocks come first)");
+        emit(e, "mov.u32 %s, %%n_end;", j);
+        emit(e, "mov.u32 %%pr_pre, 0;");
+        early_q_load(e, qrow, batch);
     } else {
         emit_q_load(e, qrow, batch, 1);
         emit_note(e, "K and V blocks from the last one down (the masked blocks come first)");
@@ -1048,8 +1070,8 @@ static void emit_consumer(Emit *e)
     emit_section(e, "role consumers (warpgroups 1..%d): wgmma + softmax; plan regs %d", s->consumers,
                  s->consumer_regs);
     op_setmaxnreg(e, s->consumer_regs, p->entry_regs);
-    if (p->pdl_early_kv) {
-        emit_note(e, "plan pdl early kv: the consumers' global accesses (O, LSE, partials) follow this wait");
+    if (mha_roles_wait(p)) {
+        emit_note(e, "plan pdl early/prefetch kv: the consumers' global accesses (O, LSE, partials) follow this wait");
         emit(e, "griddepcontrol.wait;");
     }
     emit(e, "shl.b32 %s, %%wg, 7;", reg(e, "b32", "cs_first_tid"));

@@ -227,7 +227,8 @@ static const char *const mha_fields[] = {
 static const char *const mha_configs[] = {NULL, "stages=2", "bm=128", "persistent=1", "persistent=0",
                                           "target=sm100a", "dtype=fp16", "qk=64", "mask=causal", "bn=13", "rope_split=1",
                                           "bm=192 bn=96", "pingpong=0", "zz", "mask=window:1,1", "cta=2", "qtiles=1",
-                                          "cta=2 bn=128", "early=1", "split=1 early=1", NULL};
+                                          "cta=2 bn=128", "early=1", "split=1 early=1", "prefetch=3",
+                                          "split=1 prefetch=16", "prefetch=17", "early=1 prefetch=0", NULL};
 
 static void fuzz_mha(Rd *r)
 {

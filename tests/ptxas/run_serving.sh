@@ -4,8 +4,8 @@
 # entry registers and 0 spill bytes. With CUOBJDUMP set, the SASS holds no local memory (LDL/STL) and as
 # many tensor-core MMAs (HGMMA on sm_90a, UTC*MMA on sm_100a) as the same config without the serving words
 # (varlen and paging change addressing, not math). The configs not built (the sm100a CTA pair, sm90a paged
-# with bm 192; early=1 beside varlen, page, cluster, cta=2 or without split) must be refused by the generator
-# with a message naming the word.
+# with bm 192; early=1 beside varlen, cluster, cta=2 or without split; prefetch beside page) must be refused
+# by the generator with a message naming the word.
 # Prints one line per kernel and 'serving ptxas matrix: N passed, N failed'; exit 1 on failure.
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -43,7 +43,11 @@ refuse mha target=sm100a dtype=bf16 qk=128 ov=128 cta=2 mask=causal page=64
 refuse mha target=sm100a dtype=bf16 qk=192 ov=128 rope_split=1 mask=causal page=64
 refuse mha target=sm90a dtype=bf16 qk=64 ov=64 bm=192 mask=causal page=64
 refuse mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 split=1 early=1 varlen=1 mask=none
-refuse mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 split=1 early=1 page=64 mask=none
+mha target=sm90a dtype=bf16 qk=128 ov=128 bm=64 bn=64 stages=3 group=8 split=1 early=1 page=64 mask=none
+mha target=sm90a dtype=bf16 qk=128 ov=128 bm=64 bn=64 stages=3 group=4 split=1 early=1 page=16 mask=causal
+mha target=sm100a dtype=bf16 qk=128 ov=128 group=8 split=1 early=1 page=64 mask=none
+mha target=sm100a dtype=bf16 qk=128 ov=128 group=4 split=1 early=1 page=16 mask=causal
+refuse mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 split=1 prefetch=2 page=64 mask=none
 refuse mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 cluster=8 early=1 mask=none
 refuse mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 early=1 mask=none
 refuse mha target=sm100a dtype=bf16 qk=128 ov=128 group=8 split=1 early=1 cta=2 mask=none
@@ -59,7 +63,7 @@ check() {
         if "$FA4GEN" mha --config "$cfg" -o "$dir/k$n.ptx" 2>"$dir/e$n"; then
             echo "FAIL not refused: $cfg"; return 1
         fi
-        grep -q 'varlen\|page\|bm\|cta\|early' "$dir/e$n" || { echo "FAIL refusal does not name the word: $cfg: $(cat "$dir/e$n")"; return 1; }
+        grep -q 'varlen\|page\|bm\|cta\|early\|prefetch' "$dir/e$n" || { echo "FAIL refusal does not name the word: $cfg: $(cat "$dir/e$n")"; return 1; }
         echo "ok   refused: $cfg ($(cut -c1-80 "$dir/e$n"))"
         return 0 ;;
     esac

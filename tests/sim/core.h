@@ -12,6 +12,7 @@
 
 enum {
     MAX_CTAS = 16,      /* per cluster */
+    MAX_PREFETCH = 128, /* per CTA: L2 prefetches not yet followed by a load of their box */
     MAX_MBARS = 512,    /* per cluster */
     NAMED_BARS = 16,
     GROUP_RING = 64,    /* bulk-async groups a thread may have outstanding */
@@ -72,6 +73,10 @@ typedef struct Cta {
     NamedBar bars[NAMED_BARS];
     int first_thread, nthreads;
     uint32_t pipe_issued; /* tcgen05.mma ops issued: the pipe clock's epochs */
+    /* tensor prefetches (L2 hints) whose box no TMA load of this CTA has taken yet: a kernel that
+     * prefetches boxes it never loads spends bandwidth for nothing (check_exit_state reports them) */
+    struct { uint64_t map; int32_t coords[5]; int nc, line; } pf[MAX_PREFETCH];
+    int npf;
 } Cta;
 
 /* A cp.async that has landed in shared memory but is not published yet (see sim.c). */

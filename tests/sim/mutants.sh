@@ -93,6 +93,10 @@ CASE_6="target=sm90a dtype=bf16 sq=1 sk=3000 hq=8 hkv=1 qk=128 splits=0 config=c
 CASE_7="target=sm90a dtype=bf16 sq=4 sk=1000 hq=16 hkv=2 qk=128 mask=causal splits=16 kv_early=1"
 # kv_early on sm_100a: 2 splits of 4 kv blocks each, the fused ring takes 2 blocks before any is freed
 CASE_8="target=sm100a dtype=bf16 sq=4 sk=1000 hq=16 hkv=2 qk=128 mask=causal splits=2 kv_early=1"
+# L2 prefetch (default 2 blocks) on sm_100a: 2 splits of 4 kv blocks, each CTA prefetches its last two
+CASE_10="target=sm100a dtype=bf16 sq=4 sk=1000 hq=16 hkv=2 qk=128 mask=causal splits=2"
+# kv_early with 2 prefetches after the early blocks (sm_90a): 3 splits of 5-6 blocks, 3 early, 2 prefetched
+CASE_11="target=sm90a dtype=bf16 sq=4 sk=1000 hq=16 hkv=2 qk=128 mask=causal splits=3 kv_early=1 config=prefetch=2"
 # Kernel 4: the sm_100a sparse MLA head-128 kernel with two KV slots (sim_mla; MLA_4 names its config,
 # as sim_mla has no --plan, and the setup's entry check proves the runtime picked that kernel). topk 640
 # in blocks of 64 with 99% of the indices invalid: about 6 valid positions a row, so whole blocks are
@@ -100,8 +104,9 @@ CASE_8="target=sm100a dtype=bf16 sq=4 sk=1000 hq=16 hkv=2 qk=128 mask=causal spl
 CASE_4='target=sm100a sq=4 skv=2000 hq=128 dqk=576 topk=640 invalid=0.99 config="cta_group=2 b_topk=64 num_mbars=2"'
 MLA_4="mla-sparse target=sm100a dtype=bf16 qk=576 cta_group=2 b_topk=64 num_mbars=2"
 ARCH_1=sm_100a ARCH_2=sm_100a ARCH_9=sm_90a ARCH_3=sm_90a ARCH_4=sm_100a ARCH_5=sm_90a ARCH_6=sm_90a ARCH_7=sm_90a ARCH_8=sm_100a
-CC_1=100 CC_2=100 CC_9=90 CC_3=90 CC_4=100 CC_5=90 CC_6=90 CC_7=90 CC_8=100
-SMS_1=4 SMS_2=4 SMS_9=1 SMS_3=2 SMS_4=4 SMS_5=2 SMS_6=4 SMS_7=4 SMS_8=4
+ARCH_10=sm_100a ARCH_11=sm_90a
+CC_1=100 CC_2=100 CC_9=90 CC_3=90 CC_4=100 CC_5=90 CC_6=90 CC_7=90 CC_8=100 CC_10=100 CC_11=90
+SMS_1=4 SMS_2=4 SMS_9=1 SMS_3=2 SMS_4=4 SMS_5=2 SMS_6=4 SMS_7=4 SMS_8=4 SMS_10=4 SMS_11=4
 SEED=${MUTANTS_SEED:-1}
 
 # run_case KERNEL PTXFILE: runs KERNEL's case with PTXFILE in place of the kernel;
@@ -288,6 +293,8 @@ setup 6
 setup 7
 setup 8
 setup 9
+setup 10
+setup 11
 
 # ------------------------------------------------------------ sm_100a, one CTA per tile
 # UMMA smem descriptors: the MMA warp builds them as {lo, hi}; hi holds SBO>>4 in bits
@@ -431,6 +438,17 @@ mutant 8 early_order_sm100 '==== role softmax' 1 'mov[.]u32 %sx_j, %n_begin;' 1 
 # sm_100a: the early count not capped by the free ring: the load warp waits on a slot only the MMAs can
 # free, and they wait for Q
 mutant 8 early_ring_sm100 'plan pdl early kv: blocks before row' 1 'min[.]s32 %ld_pre, %ld_pre, [0-9]+;' 1 del
+
+# ------------------------------------------------------------ L2 prefetch before griddepcontrol.wait
+# (a hint: results stay right, so the simulator's check that every prefetched box is loaded by its CTA
+# is what catches these)
+# sm_90a: K prefetched at the query head instead of the kv head (GQA 8: head 8 of a 2-head K)
+mutant 3 prefetch_head 'plan pdl prefetch kv' 1 'prefetch[.]tensor[.]4d[.]L2[.]global[.]tile \[%tmap_k, \{%pf_col, %pf_row, %kv_head, %bidx\}\];' 1 sub '%kv_head' '%head'
+# sm_100a: each prefetch one block past the one it meant (the next split's first block)
+mutant 10 prefetch_row_sm100 'plan pdl prefetch kv' 1 'mul[.]lo[.]u32 %pf_row, %pf_j, [0-9]+;' 1 sub 'mul[.]lo[.]u32 %pf_row, %pf_j, 128;' 'mad.lo.u32 %pf_row, %pf_j, 128, 128;'
+# sm_90a under kv_early (the prefetch after the last early block, the second site): the prefetches walk
+# down from the next block into blocks already loaded
+mutant 11 prefetch_order 'plan pdl prefetch kv' 2 'add[.]s32 %pf_j, %pf_j, 1;' 1 sub 'add[.]s32 %pf_j, %pf_j, 1;' 'add.s32 %pf_j, %pf_j, -1;'
 
 echo "mutants: $PASSED passed, $FAILED failed"
 [ "$FAILED" = 0 ] || exit 1

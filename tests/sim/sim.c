@@ -1152,6 +1152,36 @@ static int load_dest(Sim *s, Thread *t, const Ins *in, Op *op, uint64_t da, uint
                      int mask_op);
 static int store_source(Sim *s, Thread *t, Op *op, uint64_t sa, uint32_t bytes);
 
+/* A tensor prefetch: remember its box until a load of this CTA takes the same one. */
+static void exec_tma_prefetch(Sim *s, Thread *t, const Ins *in)
+{
+    TmaMap map;
+    int32_t coords[5];
+    int nc;
+    if (tmap_operand(s, t, &in->ops[0], &map, coords, &nc)) return; /* an L2 hint: the tensor map must still be one */
+    Cta *c = &s->cta[t->cta];
+    if (c->npf == MAX_PREFETCH) {
+        sim_hazard(s, SIM_UNSUPPORTED, "more than %d tensor prefetches of CTA %d wait for their loads", MAX_PREFETCH, t->cta);
+        return;
+    }
+    c->pf[c->npf].map = alu_val(s, t, &in->ops[0].vec[0]);
+    memcpy(c->pf[c->npf].coords, coords, sizeof coords);
+    c->pf[c->npf].nc = nc, c->pf[c->npf].line = in->line;
+    c->npf++;
+}
+
+/* A load of a box this CTA prefetched: the prefetch was used. */
+static void prefetch_taken(Sim *s, Thread *t, const Ins *in, const int32_t *coords, int nc)
+{
+    Cta *c = &s->cta[t->cta];
+    uint64_t map = alu_val(s, t, &in->ops[1].vec[0]);
+    for (int i = 0; i < c->npf; i++)
+        if (c->pf[i].map == map && c->pf[i].nc == nc && !memcmp(c->pf[i].coords, coords, (size_t)nc * sizeof *coords)) {
+            c->pf[i] = c->pf[--c->npf];
+            i--;
+        }
+}
+
 static void exec_tma_load(Sim *s, Thread *t, const Ins *in)
 {
     Op *op = op_new(s, A_TMA_LOAD, t, -1);
@@ -1166,6 +1196,7 @@ static void exec_tma_load(Sim *s, Thread *t, const Ins *in)
         op_free(op);
         return;
     }
+    if (s->cta[t->cta].npf) prefetch_taken(s, t, in, op->u.tma.coords, nc);
     uint32_t bytes = op->u.tma.gather4 ? tma_gather4_bytes(&op->u.tma.map) : tma_tile_bytes(&op->u.tma.map);
     if (load_dest(s, t, in, op, da, bytes, &in->ops[2], 3)) op_free(op);
     else op_push(s, op);
@@ -1869,13 +1900,7 @@ static int run_thread(Sim *s, Thread *t, int quantum)
         case OP_MBAR_TRY_WAIT: if (exec_mbar_wait(s, t, in)) return done; break;
         case OP_TMA_LOAD: exec_tma_load(s, t, in); break;
         case OP_TMA_STORE: exec_tma_store(s, t, in); break;
-        case OP_TMA_PREFETCH: { /* an L2 hint: the tensor map must still be one */
-            TmaMap map;
-            int32_t coords[5];
-            int nc;
-            tmap_operand(s, t, &in->ops[0], &map, coords, &nc);
-            break;
-        }
+        case OP_TMA_PREFETCH: exec_tma_prefetch(s, t, in); break;
         case OP_BULK_LOAD: exec_bulk_load(s, t, in); break;
         case OP_BULK_STORE: exec_bulk_store(s, t, in); break;
         case OP_BULK_COMMIT: t->grp_commit++; break;
@@ -2052,6 +2077,11 @@ static void check_exit_state(Sim *s)
                 sim_hazard(s, SIM_HAZARD, "CTA %d exited with TMEM column %d still allocated (missing tcgen05.dealloc)", c, i);
                 break;
             }
+    for (int c = 0; c < s->ncta && !s->status; c++)
+        if (s->cta[c].npf)
+            sim_hazard(s, SIM_HAZARD, "CTA %d prefetched %d tensor box(es) into L2 that it never loaded (the first at line "
+                       "%d, coordinates {%d, %d, ..}): the prefetch and the loads disagree", c, s->cta[c].npf,
+                       s->cta[c].pf[0].line, s->cta[c].pf[0].coords[0], s->cta[c].pf[0].coords[1]);
 }
 
 static void run_cluster(Sim *s)

@@ -22,6 +22,8 @@
  *                             num_pages + 3): the reference drops those pages' keys (a score of -inf)
  *   splits=N                  fa4_mha_args.num_splits (0: the runtime picks; default 1), with a workspace
  *                             of fa4_mha_split_count's size filled with 0xFF (NaN) bytes (paged decode)
+ *   kv_early=0|1              fa4_mha_args.kv_early (default 0; paged decode: the split kernel reads the
+ *                             lengths, table entries and first K/V blocks before griddepcontrol.wait)
  * Checks: every O element of every sequence's rows is finite and rel L2 <= 1e-2 over the case; LSE
  * (natural log, [heads_q, total_q]) within 1e-3 relative; rows that see no key: O = 0, LSE = -inf;
  * rows of no sequence: O bytes and LSE words untouched (poison 0xFF). */
@@ -46,7 +48,7 @@ enum { MAX_SEQ = 64, LINE = 512 };
 typedef struct {
     fa4_target target;
     RefDtype dtype;
-    int qk, hq, hkv, mask, wl, wr, nseq, tail, lse, host, varlen, page, bad, splits;
+    int qk, hq, hkv, mask, wl, wr, nseq, tail, lse, host, varlen, page, bad, splits, kv_early;
     int lq[MAX_SEQ], lk[MAX_SEQ];
     char config[128];
     char text[LINE];
@@ -95,6 +97,7 @@ static int parse_case(const char *line, Case *c, char *err, size_t n)
         else if (!strcmp(w, "page")) c->page = x;
         else if (!strcmp(w, "bad")) c->bad = x;
         else if (!strcmp(w, "splits")) c->splits = x;
+        else if (!strcmp(w, "kv_early")) c->kv_early = x;
         else if (!strcmp(w, "mask")) {
             if (!strcmp(v, "none")) c->mask = REF_MASK_NONE;
             else if (!strcmp(v, "causal")) c->mask = REF_MASK_CAUSAL;
@@ -341,6 +344,7 @@ static int run_case(Cu *cu, fa4_ctx *fa, const Case *c, uint64_t seed, int quiet
         a.page_size = c->page, a.max_pages = pg.max_pages, a.num_pages = pg.num_pages;
         a.seqlen_k = 0;
     }
+    a.kv_early = c->kv_early;
     if (c->splits != 1) {
         int ns = 0;
         size_t ws = 0;

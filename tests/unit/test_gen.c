@@ -835,11 +835,78 @@ static void test_early_kv_config(void **state)
     }
     expect_plan_error("mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 early=1 mask=none", "early");
     expect_plan_error("mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 split=1 early=1 varlen=1 mask=none", "early");
-    expect_plan_error("mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 split=1 early=1 page=64 mask=none", "early");
+    /* paged: the lengths and table entries are read before the wait too (kv_early's promise covers them) */
+    plan_ok("mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 split=1 early=1 page=64 mask=none", p);
+    assert_true(p->pdl_early_kv && !p->pdl_prefetch_kv);
+    plan_ok("mha target=sm100a dtype=bf16 qk=128 ov=128 group=8 split=1 early=1 page=16 mask=none", p);
+    assert_true(p->pdl_early_kv && !p->pdl_prefetch_kv);
     expect_plan_error("mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 cluster=4 early=1 mask=none", "early");
     expect_plan_error("mha target=sm100a dtype=bf16 qk=128 ov=128 group=8 split=1 early=1 cta=2 mask=none", "early");
     free(p);
     free(q);
+}
+
+/* prefetch=N: the split kernel over dense K/V names it always (0 is a choice; unset = 2, or 0 under
+ * early=1), other kernels never; the plan's count, explain line and JSON field; in the PTX every L2
+ * prefetch precedes the loader's griddepcontrol.wait and names the K and V maps; refused elsewhere. */
+static void test_prefetch_kv_config(void **state)
+{
+    (void)state;
+    Plan *p = malloc(sizeof *p);
+    char text[200];
+    for (int t = 0; t < 2; t++) {
+        const char *tgt = t ? "sm100a" : "sm90a";
+        static const struct { const char *words; int want; } cases[] = {
+            {"split=1", 2}, {"split=1 early=1", 0}, {"split=1 prefetch=0", 0}, {"split=1 early=1 prefetch=3", 3},
+            {"split=1 prefetch=16", 16}};
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            snprintf(text, sizeof text, "mha target=%s dtype=bf16 qk=128 ov=128 group=8 %s mask=none", tgt, cases[i].words);
+            plan_ok(text, p);
+            char want[32];
+            snprintf(want, sizeof want, " prefetch=%d ", cases[i].want);
+            if (!strstr(p->canonical, want)) fail_msg("%s: canonical %s", text, p->canonical);
+            assert_int_equal(parse_ok(p->canonical).prefetch, cases[i].want);
+            assert_int_equal(p->pdl_prefetch_kv, cases[i].want);
+            char *ex = plan_explain_text(p), *js = plan_explain_json(p);
+            assert_true(ex && js);
+            if (!strstr(ex, "pdl   prefetch kv:") != !cases[i].want) fail_msg("explain: %s", ex);
+            snprintf(want, sizeof want, "\"pdl_prefetch_kv\": %d}", cases[i].want);
+            if (!strstr(js, want)) fail_msg("json: %s", js);
+            free(ex);
+            free(js);
+            char *ptx = NULL, err[256];
+            size_t len = 0;
+            Config c = parse_ok(p->canonical);
+            assert_int_equal(fa4gen_generate(&c, p, &ptx, &len, err, sizeof err), 0);
+            const char *pf = strstr(ptx, "cp.async.bulk.prefetch.tensor.4d.L2.global.tile [%tmap_k,");
+            if (!pf != !cases[i].want) fail_msg("%s: K prefetch %s", text, pf ? "present" : "missing");
+            if (pf) { /* V's too; after each prefetch the loader waits before it loads anything more */
+                assert_non_null(strstr(pf, "cp.async.bulk.prefetch.tensor.4d.L2.global.tile [%tmap_v,"));
+                for (const char *q = pf; q; q = strstr(q + 1, "cp.async.bulk.prefetch")) {
+                    const char *wait = strstr(q, "griddepcontrol.wait;"), *load = strstr(q, "expect_tx");
+                    assert_true(wait && load && wait < load);
+                }
+            }
+            free(ptx);
+        }
+        snprintf(text, sizeof text, "mha target=%s dtype=bf16 qk=128 ov=128 group=8 mask=none", tgt);
+        plan_ok(text, p);
+        if (strstr(p->canonical, "prefetch")) fail_msg("canonical %s", p->canonical);
+        assert_int_equal(p->pdl_prefetch_kv, 0);
+    }
+    static const char *const bad[] = {
+        "mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 prefetch=2 mask=none",
+        "mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 split=1 prefetch=2 varlen=1 mask=none",
+        "mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 split=1 prefetch=2 page=64 mask=none",
+        "mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 cluster=4 prefetch=2 mask=none",
+        "mha target=sm100a dtype=bf16 qk=128 ov=128 group=8 split=1 prefetch=2 cta=2 mask=none",
+        "mla-sparse target=sm90a qk=576 ov=512 prefetch=1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) expect_plan_error(bad[i], "prefetch");
+    expect_plan_error("mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 split=1 prefetch=17 mask=none", "0..16");
+    /* varlen and paged split kernels plan without it (their rows' places are read from memory) */
+    plan_ok("mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 split=1 page=64 mask=none", p);
+    if (strstr(p->canonical, "prefetch")) fail_msg("canonical %s", p->canonical);
+    free(p);
 }
 
 static void test_split_and_combine_config(void **state)
@@ -1010,6 +1077,7 @@ int main(void)
         cmocka_unit_test(test_bundle_lists),           cmocka_unit_test(test_sink_mod_config),
         cmocka_unit_test(test_score_mod_splice),       cmocka_unit_test(test_cli_score_mod),
         cmocka_unit_test(test_split_and_combine_config), cmocka_unit_test(test_early_kv_config),
+        cmocka_unit_test(test_prefetch_kv_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -304,11 +304,15 @@ static void test_mha_kv_early_config(void **state)
     a.seqlen_q = 1, a.heads_q = 64, a.heads_kv = 8, a.mask = FA4_MASK_NONE;
     a.num_splits = 4, a.workspace = fake[3], a.workspace_size = 1 << 20;
     assert_int_equal(fa4_mha_config(ctx, &a, buf, sizeof buf), FA4_OK);
-    assert_non_null(strstr(buf, " split=1"));
+    assert_non_null(strstr(buf, " split=1 prefetch=2 ")); /* the L2 prefetch, which asks nothing, by default */
     assert_null(strstr(buf, "early"));
+    a.config = "prefetch=0"; /* the caller's word stands */
+    assert_int_equal(fa4_mha_config(ctx, &a, buf, sizeof buf), FA4_OK);
+    assert_non_null(strstr(buf, " split=1 prefetch=0 "));
+    a.config = NULL;
     a.kv_early = 1;
     assert_int_equal(fa4_mha_config(ctx, &a, buf, sizeof buf), FA4_OK);
-    assert_non_null(strstr(buf, " split=1 early=1"));
+    assert_non_null(strstr(buf, " split=1 early=1 prefetch=0 ")); /* the early loads fill the tail instead */
     a.num_splits = 1, a.workspace = NULL, a.workspace_size = 0; /* one split, the decode kernel writes O itself */
     assert_int_equal(fa4_mha_config(ctx, &a, buf, sizeof buf), FA4_OK);
     assert_non_null(strstr(buf, " split=1 early=1"));
@@ -320,8 +324,12 @@ static void test_mha_kv_early_config(void **state)
     a.num_splits = 4, a.workspace = fake[3], a.workspace_size = 1 << 20;
     paged_on(&a);
     assert_int_equal(fa4_mha_config(ctx, &a, buf, sizeof buf), FA4_OK);
-    assert_non_null(strstr(buf, " split=1"));
-    assert_null(strstr(buf, "early")); /* paged: the table is read first; no early loads there */
+    assert_non_null(strstr(buf, " split=1 early=1 page=64")); /* paged: lengths, table and blocks early */
+    assert_null(strstr(buf, "prefetch")); /* no prefetches: their rows come from the table */
+    a.kv_early = 0;
+    assert_int_equal(fa4_mha_config(ctx, &a, buf, sizeof buf), FA4_OK);
+    assert_null(strstr(buf, "early"));
+    assert_null(strstr(buf, "prefetch"));
     fa4_destroy(ctx);
     ctx = make_ctx(FA4_TARGET_SM100A);
     a = good_args();
