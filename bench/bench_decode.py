@@ -45,8 +45,10 @@ kernel's tail; column "fa4[plain]" times the same calls without it in the same r
 --paged: K and V live in pages of 64 rows [num_pages, 64, heads_kv, 128] with a shuffled block table
 [batch, seqlen_k / 64]; fa4 reads them through the paged path (issue 15 item 2, branch w15v); torch has no
 paged SDPA, so its columns time the same data dense. The only code that knows the paged call is paged_call().
---pages-in-order (with --paged): the block table in order, pages contiguous, to tell the kernel's cost of paging
-from that of scattered pages (H100, B16 Sk16k: dense 3095 GB/s, in order 3066, shuffled 3012).
+--page-order in-order|local|shuffled (with --paged; default shuffled): the block table in order (pages
+contiguous), shuffled only within runs of 16 pages (2 MiB, one large page of the GPU's page table), or shuffled
+over the pool, to tell the kernel's cost of paging from that of scattered pages (H100, B16 Sk16k: dense 3095
+GB/s, in order 3066, shuffled 3012).
 """
 import argparse
 import datetime
@@ -131,14 +133,27 @@ def paged_call(config=None, ws=None, early=False):
     return run
 
 
-def make_set(B, S, Hq, Hkv, paged, in_order=False):
+def page_perm(n, order):
+    """Where each of n pages is stored: in order, shuffled within runs of 16, or shuffled over all."""
+    if order == "in-order":
+        return torch.arange(n, device="cuda")
+    if order == "local":
+        base = torch.arange(n, device="cuda")
+        for s in range(0, n, 16):
+            m = min(16, n - s)
+            base[s:s + m] = s + torch.randperm(m, device="cuda")
+        return base
+    return torch.randperm(n, device="cuda")
+
+
+def make_set(B, S, Hq, Hkv, paged, order="shuffled"):
     s = {"q": torch.randn(B, 1, Hq, D, device="cuda", dtype=torch.bfloat16),
          "k": torch.randn(B, S, Hkv, D, device="cuda", dtype=torch.bfloat16),
          "v": torch.randn(B, S, Hkv, D, device="cuda", dtype=torch.bfloat16)}
     s["o"] = torch.empty_like(s["q"])
     if paged:
         n = S // PAGE
-        perm = torch.arange(B * n, device="cuda") if in_order else torch.randperm(B * n, device="cuda")
+        perm = page_perm(B * n, order)
         s["k_pages"], s["v_pages"] = to_pages(s["k"], perm), to_pages(s["v"], perm)
         s["block_table"] = perm.reshape(B, n).to(torch.int32)
         s["seqlens_k"] = torch.full((B,), S, device="cuda", dtype=torch.int32)
@@ -157,7 +172,7 @@ def time_shape(args, B, S, Hq, Hkv, free, paged):
     # small K/V: rotate among enough sets that the calls between two reads of one set stream
     # more than twice the L2 (50 MB on H100) through it
     nsets = max(3, -(-(128 << 20) // kv_bytes) + 1) if kv_bytes < (256 << 20) else 1
-    sets = [make_set(B, S, Hq, Hkv, args.paged and paged is not None, args.pages_in_order) for _ in range(nsets)]
+    sets = [make_set(B, S, Hq, Hkv, args.paged and paged is not None, args.page_order) for _ in range(nsets)]
     splits, ws_bytes = fa4.mha_split_count(sets[0]["q"], sets[0]["k"], sets[0]["v"], num_splits=0)
     ws = torch.empty(max(ws_bytes, 16), device="cuda", dtype=torch.uint8)  # once, outside the timing
     for s in sets:
@@ -294,8 +309,8 @@ def main():
     ap.add_argument("--no-ws", action="store_true", help="fa4 without a workspace (sm90a: a cluster split)")
     ap.add_argument("--ab", help="config words of a second fa4 kernel timed beside the default; "
                     "several separated by ';'")
-    ap.add_argument("--pages-in-order", action="store_true", help="with --paged: the block table in order (pages "
-                    "contiguous), to tell the kernel's cost of paging from that of scattered pages")
+    ap.add_argument("--page-order", choices=("shuffled", "local", "in-order"), default="shuffled",
+                    help="with --paged: the pool's page order (local: shuffled within runs of 16 pages)")
     ap.add_argument("--hold-us", type=float, default=200, help="with --graphs: the GPU spins this long before each "
                     "timed replay, so the host's launch latency stays out of the time (0: the old method)")
     ap.add_argument("--kv-early", action="store_true", help="fa4 with kv_early=True; fa4[plain] without, beside it")
@@ -309,7 +324,7 @@ def main():
     paged = paged_call() if args.paged else None
     lines = ["# fa4gen decode (seqlen_q 1, d128 bf16) vs torch SDPA, %s, %s, torch %s, cuDNN %s%s" % (
         datetime.date.today(), gpu, torch.__version__, torch.backends.cudnn.version(),
-        (", fa4 K/V paged (page %d, block table %s)" % (PAGE, "in order" if args.pages_in_order else "shuffled"))
+        (", fa4 K/V paged (page %d, page order %s)" % (PAGE, args.page_order))
         if args.paged else ""),
         "# GB/s = K+V bytes / median time of %d reps%s; copy = 2 x 1 GiB device-to-device copy: %.0f GB/s" % (
             args.reps, (" of CUDA-graph replays, %d call(s) per graph (time / call), GPU held %g us before each"
