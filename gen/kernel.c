@@ -283,6 +283,9 @@ void mha_prefetch_kv(Emit *e, Reg j, int first, int step, const MhaKvMap *maps, 
     emit_note(e, "plan pdl prefetch kv: the next %d blocks this tile loads (%s), K and V, into L2 before the wait: a "
               "hint that reads no value, so the previous kernel's writes need no order against it",
               p->pdl_prefetch_kv, step > 0 ? "ascending" : "descending");
+    if (p->cfg.page && !p->pdl_early_kv)
+        emit_note(e, "paged: the sequence's length and these table entries were read before the wait only to aim the "
+                  "hints (PTX allows racing reads; a stale value wastes a prefetch); after the wait both are read again");
     emit(e, "add.s32 %s, %s, %d;", R(e, pj), R(e, j), first);
     emit(e, "mov.u32 %s, %d;", R(e, left), p->pdl_prefetch_kv);
     emit_label(e, new_label(e, l_loop, sizeof l_loop, "pf_block"));
@@ -292,11 +295,21 @@ void mha_prefetch_kv(Emit *e, Reg j, int first, int step, const MhaKvMap *maps, 
     emit(e, "setp.eq.or.u32 %s, %s, 0, %s;", R(e, stop), R(e, left), R(e, stop));
     emit(e, "@%s bra %s;", R(e, stop), l_done);
     emit(e, "mul.lo.u32 %s, %s, %d;", R(e, row), R(e, pj), p->bn);
-    for (int m = 0; m < n_maps; m++)
-        for (int c = 0; c < maps[m].chunks; c++) {
-            emit(e, "mov.u32 %s, %d;", R(e, col), maps[m].col0 + c * p->chunk_elems);
-            op_tma_prefetch_4d(e, maps[m].map, col, row, reg_find(e, "kv_head"), reg_find(e, "bidx"));
+    int box = p->cfg.page && p->cfg.page < p->bn ? p->cfg.page : p->bn;
+    for (int i = 0; i < p->bn / box; i++) {
+        Reg r = row, c3 = reg_find(e, "bidx");
+        if (p->cfg.page) { /* box i's page and row in it: a table read, racy before the wait (only aims the hint) */
+            Reg lrow = reg_b32(e, "pf_lrow");
+            r = reg_b32(e, "pf_prow"), c3 = reg_b32(e, "pf_page");
+            emit(e, "add.u32 %s, %s, %d;", R(e, lrow), R(e, row), i * box);
+            paged_coords(e, lrow, c3, r);
         }
+        for (int m = 0; m < n_maps; m++)
+            for (int c = 0; c < maps[m].chunks; c++) {
+                emit(e, "mov.u32 %s, %d;", R(e, col), maps[m].col0 + c * p->chunk_elems);
+                op_tma_prefetch_4d(e, maps[m].map, col, r, reg_find(e, "kv_head"), c3);
+            }
+    }
     emit(e, "add.s32 %s, %s, %d;", R(e, pj), R(e, pj), step);
     emit(e, "sub.u32 %s, %s, 1;", R(e, left), R(e, left));
     emit(e, "bra.uni %s;", l_loop);

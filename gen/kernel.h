@@ -63,7 +63,8 @@ static inline int mha_roles_wait(const Plan *p) { return p->pdl_early_kv || p->p
 typedef struct { Reg map; int col0, chunks; } MhaKvMap;
 /* plan pdl prefetch kv, both targets: prefetch into L2 the K/V boxes of the blocks j + first,
  * j + first + step, .. that lie in [n_begin, n_end), at most pdl_prefetch_kv blocks, at 4-D
- * coordinates (col, block x bn, kv_head, bidx) of each map. */
+ * coordinates (col, block x bn, kv_head, bidx) of each map; paged, (col, row in page, kv_head, page)
+ * of each box, its table entry read here. */
 void mha_prefetch_kv(Emit *e, Reg j, int first, int step, const MhaKvMap *maps, int n_maps);
 void mha_split_out_lse(Emit *e, Reg guard, Reg head, Reg seq, Reg lse);
 

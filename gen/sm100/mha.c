@@ -125,6 +125,8 @@ static void smem_base_again(Emit *e)
  * the prologue stays live into a role's smaller register budget: thread,
  * parameters, tile coordinates, KV block count, TMEM base and lane field.
  * loads_early: the load warp under plan pdl early/prefetch kv, which waits for the previous grid itself. */
+static void tile_context(Emit *e);
+
 static void role_context(Emit *e, int loads_early)
 {
     const Sm100Plan *s = sm100_of(e->p);
@@ -135,6 +137,18 @@ static void role_context(Emit *e, int loads_early)
         emit(e, "griddepcontrol.wait;");
     }
     smem_base_again(e);
+    tile_context(e);
+    op_ld_shared_b32(e, reg_b32(e, "tmem"), reg_find(e, "smem"), s->off_tmem_slot);
+    emit_note(e, "TMEM lane field of this warp: lanes 32*(warp%%4) .. +31 (bits 31:16)");
+    op_tmem_warp_lanes(e, reg_b32(e, "tm_lane"), reg_find(e, "warp"));
+    emit(e, "and.b32 %s, %%thread, %d;", reg(e, "b32", "row"), s->tile_rows - 1);
+}
+
+/* The tile's coordinates, key range and KV block count (%nblk): what role_context reads from the
+ * parameters and, varlen or paged, the sequence's lengths. */
+static void tile_context(Emit *e)
+{
+    const Sm100Plan *s = sm100_of(e->p);
     tile_index(e, reg_b32(e, "tile"));
     if (s->packed) mha_tile_coords_packed(e);
     else mha_tile_coords(e);
@@ -158,10 +172,15 @@ static void role_context(Emit *e, int loads_early)
         emit(e, "setp.ge.u32 %s, %%m0, %%seqlen_q;", R(e, past));
         emit(e, "@%s mov.u32 %s, 0;", R(e, past), nblk);
     }
-    op_ld_shared_b32(e, reg_b32(e, "tmem"), reg_find(e, "smem"), s->off_tmem_slot);
-    emit_note(e, "TMEM lane field of this warp: lanes 32*(warp%%4) .. +31 (bits 31:16)");
-    op_tmem_warp_lanes(e, reg_b32(e, "tm_lane"), reg_find(e, "warp"));
-    emit(e, "and.b32 %s, %%thread, %d;", reg(e, "b32", "row"), s->tile_rows - 1);
+}
+
+/* The load warp of a tile with no key for any row has nothing to load. */
+static void no_keys_exit(Emit *e)
+{
+    const char *pr = R(e, reg_find(e, "ld_p"));
+    emit_note(e, "no key for any row: nothing to load (the epilogue writes O = 0 over the Q tiles)");
+    emit(e, "setp.le.s32 %s, %%nblk, 0;", pr);
+    emit(e, "@%s bra $exit;", pr);
 }
 
 /* ------------------------------------------------------------------ */
@@ -332,6 +351,12 @@ static void early_q_load(Emit *e)
     emit(e, "@%s bra %s;", pr, l_skip);
     if (e->p->pdl_prefetch_kv) prefetch_kv(e);
     emit(e, "griddepcontrol.wait;");
+    if (e->p->cfg.page && !e->p->pdl_early_kv) {
+        emit_note(e, "paged prefetch: the tile's sequence length again, now that the previous grid is done");
+        tile_context(e);
+        no_keys_exit(e);
+        emit(e, "sub.s32 %%ld_j, %%n_end, 1;");
+    }
     load_q(e);
     emit(e, "mov.u32 %%ld_pre, -1;");
     emit_label(e, l_skip);
@@ -356,10 +381,9 @@ static void emit_load(Emit *e)
     emit(e, "setp.ne.u32 %s, %%lane, 0;", pr);
     emit(e, "@%s bra $exit;", pr);
     role_context(e, 1);
-    emit_note(e, "no key for any row: nothing to load (the epilogue writes O = 0 over the Q tiles)");
-    emit(e, "setp.le.s32 %s, %%nblk, 0;", pr);
-    emit(e, "@%s bra $exit;", pr);
     int early = p->pdl_early_kv;
+    /* paged prefetch: the length read so far only aims the prefetches; early_q_load exits after the wait */
+    if (!p->cfg.page || early || !p->pdl_prefetch_kv) no_keys_exit(e);
     if (!mha_roles_wait(p)) load_q(e);
     ring_init(e, "ld");
     const char *i = reg(e, "b32", "ld_i"), *j = reg(e, "b32", "ld_j"), *row = reg(e, "b32", "ld_row");

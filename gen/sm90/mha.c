@@ -189,6 +189,11 @@ static void early_q_load(Emit *e, Reg qrow, Reg batch)
     emit(e, "@%s bra %s;", pr, l_skip);
     if (e->p->pdl_prefetch_kv) prefetch_kv(e);
     emit(e, "griddepcontrol.wait;");
+    if (e->p->cfg.page && !e->p->pdl_early_kv) {
+        emit_note(e, "paged prefetch: the tile's sequence length again, now that the previous grid is done");
+        tile_coords(e);
+        emit(e, "mov.u32 %%pr_j, %%n_end;");
+    }
     emit_q_load(e, qrow, batch, 0);
     emit_note(e, "pr_pre = -1: this tile's Q is loaded; pr_first = 0: later tiles load nothing early");
     emit(e, "mov.u32 %%pr_pre, -1;");

@@ -4,7 +4,7 @@
 # entry registers and 0 spill bytes. With CUOBJDUMP set, the SASS holds no local memory (LDL/STL) and as
 # many tensor-core MMAs (HGMMA on sm_90a, UTC*MMA on sm_100a) as the same config without the serving words
 # (varlen and paging change addressing, not math). The configs not built (the sm100a CTA pair, sm90a paged
-# with bm 192; early=1 beside varlen, cluster, cta=2 or without split; prefetch beside page) must be refused
+# with bm 192; early=1 or prefetch beside varlen, cluster, cta=2 or without split) must be refused
 # by the generator with a message naming the word.
 # Prints one line per kernel and 'serving ptxas matrix: N passed, N failed'; exit 1 on failure.
 set -u
@@ -47,7 +47,9 @@ mha target=sm90a dtype=bf16 qk=128 ov=128 bm=64 bn=64 stages=3 group=8 split=1 e
 mha target=sm90a dtype=bf16 qk=128 ov=128 bm=64 bn=64 stages=3 group=4 split=1 early=1 page=16 mask=causal
 mha target=sm100a dtype=bf16 qk=128 ov=128 group=8 split=1 early=1 page=64 mask=none
 mha target=sm100a dtype=bf16 qk=128 ov=128 group=4 split=1 early=1 page=16 mask=causal
-refuse mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 split=1 prefetch=2 page=64 mask=none
+mha target=sm90a dtype=bf16 qk=128 ov=128 bm=64 bn=64 stages=3 group=8 split=1 prefetch=4 page=16 mask=none
+mha target=sm100a dtype=bf16 qk=128 ov=128 group=4 split=1 prefetch=3 page=32 mask=causal
+refuse mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 split=1 prefetch=2 varlen=1 page=64 mask=none
 refuse mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 cluster=8 early=1 mask=none
 refuse mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 early=1 mask=none
 refuse mha target=sm100a dtype=bf16 qk=128 ov=128 group=8 split=1 early=1 cta=2 mask=none

@@ -846,8 +846,8 @@ static void test_early_kv_config(void **state)
     free(q);
 }
 
-/* prefetch=N: the split kernel over dense K/V names it always (0 is a choice; unset = 2, or 0 under
- * early=1), other kernels never; the plan's count, explain line and JSON field; in the PTX every L2
+/* prefetch=N: the split kernel over dense or paged K/V names it always (0 is a choice; unset = 2, or 0
+ * under early=1), other kernels never; the plan's count, explain line and JSON field; in the PTX every L2
  * prefetch precedes the loader's griddepcontrol.wait and names the K and V maps; refused elsewhere. */
 static void test_prefetch_kv_config(void **state)
 {
@@ -897,15 +897,32 @@ static void test_prefetch_kv_config(void **state)
     static const char *const bad[] = {
         "mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 prefetch=2 mask=none",
         "mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 split=1 prefetch=2 varlen=1 mask=none",
-        "mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 split=1 prefetch=2 page=64 mask=none",
         "mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 cluster=4 prefetch=2 mask=none",
         "mha target=sm100a dtype=bf16 qk=128 ov=128 group=8 split=1 prefetch=2 cta=2 mask=none",
         "mla-sparse target=sm90a qk=576 ov=512 prefetch=1"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) expect_plan_error(bad[i], "prefetch");
     expect_plan_error("mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 split=1 prefetch=17 mask=none", "0..16");
-    /* varlen and paged split kernels plan without it (their rows' places are read from memory) */
-    plan_ok("mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 split=1 page=64 mask=none", p);
-    if (strstr(p->canonical, "prefetch")) fail_msg("canonical %s", p->canonical);
+    /* paged: the loader reads the length and table entries before the wait only to aim its prefetches,
+     * so after the wait it reads the sequence's length again before it loads anything */
+    for (int t = 0; t < 2; t++) {
+        snprintf(text, sizeof text, "mha target=%s dtype=bf16 qk=128 ov=128 group=8 split=1 page=16 mask=causal",
+                 t ? "sm100a" : "sm90a");
+        plan_ok(text, p);
+        if (!strstr(p->canonical, " prefetch=2 page=16 ")) fail_msg("canonical %s", p->canonical);
+        char *ptx = NULL, err[256];
+        size_t len = 0;
+        Config c = parse_ok(p->canonical);
+        assert_int_equal(fa4gen_generate(&c, p, &ptx, &len, err, sizeof err), 0);
+        const char *pf = strstr(ptx, "cp.async.bulk.prefetch.tensor.4d.L2.global.tile [%tmap_k, {%pf_col, %pf_prow, "
+                                     "%kv_head, %pf_page}];");
+        assert_non_null(pf);
+        const char *wait = strstr(pf, "griddepcontrol.wait;"), *len_again = strstr(pf, "ld.global.s32 %seqlen_k,");
+        const char *load = strstr(pf, "expect_tx");
+        assert_true(wait && len_again && load && wait < len_again && len_again < load);
+        free(ptx);
+    }
+    expect_plan_error("mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 split=1 prefetch=2 varlen=1 page=64 mask=none",
+                      "prefetch");
     free(p);
 }
 

@@ -324,12 +324,11 @@ static void test_mha_kv_early_config(void **state)
     a.num_splits = 4, a.workspace = fake[3], a.workspace_size = 1 << 20;
     paged_on(&a);
     assert_int_equal(fa4_mha_config(ctx, &a, buf, sizeof buf), FA4_OK);
-    assert_non_null(strstr(buf, " split=1 early=1 page=64")); /* paged: lengths, table and blocks early */
-    assert_null(strstr(buf, "prefetch")); /* no prefetches: their rows come from the table */
+    assert_non_null(strstr(buf, " split=1 early=1 prefetch=0 page=64")); /* paged: lengths, table, blocks early */
     a.kv_early = 0;
     assert_int_equal(fa4_mha_config(ctx, &a, buf, sizeof buf), FA4_OK);
     assert_null(strstr(buf, "early"));
-    assert_null(strstr(buf, "prefetch"));
+    assert_non_null(strstr(buf, " split=1 prefetch=2 page=64")); /* paged prefetch: the table read twice */
     fa4_destroy(ctx);
     ctx = make_ctx(FA4_TARGET_SM100A);
     a = good_args();
