@@ -82,10 +82,10 @@ typedef struct Config {
      * written by a kernel that may still run (fa4_mha_args.kv_early). 0 = every global read follows the
      * wait */
     int early;
-    /* split=1, dense K/V (not a cluster split or the sm100a CTA pair): the split kernel, before its
-     * griddepcontrol.wait, prefetches into L2 the K/V blocks it will load first (after any early=1
-     * blocks), at most this many: a hint that reads no value, so unlike early=1 it asks nothing of the
-     * caller. -1 = unset: config_fill_defaults picks (2; 0 under early=1); 0 = off */
+    /* split=1, dense or paged K/V (not varlen, a cluster split or the sm100a CTA pair): the split
+     * kernel, before its griddepcontrol.wait, prefetches into L2 the K/V blocks it will load first (after
+     * any early=1 blocks), at most this many: a hint that reads no value, so unlike early=1 it asks nothing
+     * of the caller (paged: the length and table entries that aim it are read again after the wait). -1 = unset: config_fill_defaults picks (2; 0 under early=1); 0 = off */
     int prefetch;
     /* serving layouts, MHA (0 = dense; canonical form names them only when on) */
     int varlen;         /* 1: packed [total_tokens, heads, depth] q/k/v/o with cu_seqlens_q/k (gen/varlen.c) */

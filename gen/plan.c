@@ -296,7 +296,9 @@ char *plan_explain_text(const Plan *p)
                    p->cfg.split && !p->cfg.cluster_split ? " * num_splits" : "", each);
     if (p->pdl_dependent)
         buf_printf(&b, "  pdl   a programmatic dependent of the stream's previous kernel: griddepcontrol.wait before "
-                   "any global memory access%s\n", p->pdl_early_kv ? " but the early K/V loads below" : "");
+                   "any global memory access%s\n", p->pdl_early_kv ? " but the early K/V loads below"
+                   : p->pdl_prefetch_kv && p->cfg.page ? " but the length and table reads that aim the prefetches below"
+                   : "");
     if (p->pdl_trigger)
         buf_printf(&b, "  pdl   griddepcontrol.launch_dependents: the stream's next kernel (split -> combine -> next "
                    "split) may launch while this one runs\n");
@@ -305,7 +307,9 @@ char *plan_explain_text(const Plan *p)
                    "seqlen_q) load before the wait, under the previous kernel's tail\n", p->pdl_early_kv);
     if (p->pdl_prefetch_kv)
         buf_printf(&b, "  pdl   prefetch kv: the first tile's next %d K/V blocks (in load order, after any early ones) are "
-                   "prefetched into L2 before the wait (a hint: no value is read)\n", p->pdl_prefetch_kv);
+                   "prefetched into L2 before the wait (a hint: no value is read)%s\n", p->pdl_prefetch_kv,
+                   p->cfg.page && !p->pdl_early_kv ? "; paged: their table entries and the sequence's length are read "
+                   "to aim them and read again after the wait" : "");
     if (b.oom) { buf_free(&b); return NULL; }
     return b.p;
 }

@@ -22,6 +22,8 @@
 #      it must not read), then tests/sim/cases_split.txt per target under the same seeds (scheduler and
 #      input seed) against the fp64 reference
 #   6. tests/sim/mutants.sh: mutated kernels must fail
+# Seeds 1 and 2 run side by side (CI has 2 cores), then the random one beside the mutants; each seed's
+# lines print in seed order once it is done.
 # Prints one line per step and 'sim suite: N passed, N failed'; exit 1 on failure.
 # Needs: build/fa4gen, build/sim/libcuda.so.1, build/sim/sim_mha, build/sim/sim_varlen,
 # build/sim/test_{tc,tma,core,ref_mla,combine}.
@@ -32,12 +34,13 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export FA4GEN_COMPILER=driver-ptx FA4GEN_CACHE_DIR="$work/cache" LD_LIBRARY_PATH="$PWD/$B/sim"
 pass=0; fail=0
-step() { # step NAME CMD...: run, keep the log, print its last line
+log=$work/log
+step() { # step NAME CMD...: run, keep the log ($log), print its last line
     name=$1; shift
     t0=$(date +%s)
-    if "$@" > "$work/log" 2>&1; then r=ok; pass=$((pass + 1)); else r=FAILED; fail=$((fail + 1)); fi
-    printf '%-6s %-34s %4ss  %s\n' "$r" "$name" $(( $(date +%s) - t0 )) "$(tail -1 "$work/log")"
-    if [ "$r" = FAILED ]; then grep -v '^PASS\|^  ' "$work/log" | head -40 | sed 's/^/    /'; fi
+    if "$@" > "$log" 2>&1; then r=ok; pass=$((pass + 1)); else r=FAILED; fail=$((fail + 1)); fi
+    printf '%-6s %-34s %4ss  %s\n' "$r" "$name" $(( $(date +%s) - t0 )) "$(tail -1 "$log")"
+    if [ "$r" = FAILED ]; then grep -v '^PASS\|^  ' "$log" | head -40 | sed 's/^/    /'; fi
 }
 
 step "test_tc" $B/sim/test_tc
@@ -56,7 +59,9 @@ random_seed=$(( $(od -An -N2 -tu2 /dev/urandom) + 3 ))
 grep 'target=sm90a' tests/sim/cases_split.txt > "$work/split90.txt"
 grep 'target=sm100a' tests/sim/cases_split.txt > "$work/split100.txt"
 step "combine kernel alone (-inf rows)" env FA4SIM_CC=90 $B/sim/test_combine
-for seed in 1 2 $random_seed; do
+# seed_steps SEED: every seeded step (in a subshell of its own: its log files are $work/*.SEED)
+seed_steps() {
+    seed=$1 log=$work/log.$1
     step "split-KV sm90a, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=90 \
         $B/sim/sim_mha --quiet --no-skip --seed $seed --cases "$work/split90.txt"
     step "split-KV sm100a, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=100 \
@@ -65,7 +70,7 @@ for seed in 1 2 $random_seed; do
         $B/sim/sim_mha --quiet --no-skip --cases tests/sim/cases_sm100.txt
     step "sm90a cases vs H100, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=90 \
         $B/sim/sim_mha --quiet --no-skip --cases tests/sim/cases_sm90.txt --compare "$work/anchor"
-    cp "$work/log" "$work/mha90.log"
+    cp "$log" "$work/mha90.log.$seed"
     step "sm90a sinks + score_mod, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=90 \
         $B/sim/sim_mha --quiet --no-skip --cases tests/sim/cases_mods_sm90.txt
     step "sm90a varlen + paged, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=90 \
@@ -74,16 +79,29 @@ for seed in 1 2 $random_seed; do
         $B/sim/sim_varlen --quiet --seed $seed --cases tests/sim/cases_varlen_sm100.txt
     step "sm90a sparse MLA vs H100, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=90 \
         $B/sim/sim_mla --quiet --no-skip --cases tests/sim/cases_mla_sm90.txt --compare "$work/mla_anchor"
-    cp "$work/log" "$work/mla90.log"
+    cp "$log" "$work/mla90.log.$seed"
     step "sm100a sparse MLA, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=100 \
         $B/sim/sim_mla --quiet --no-skip --cases tests/sim/cases_mla_sm100.txt
+}
+(seed_steps 1 > "$work/out.1") &
+(seed_steps 2 > "$work/out.2") &
+wait
+(seed_steps $random_seed > "$work/out.3") &
+[ -f tests/sim/mutants.sh ] && (log=$work/log.mut; step "mutants" sh tests/sim/mutants.sh > "$work/out.4") &
+wait
+for f in "$work/out.1" "$work/out.2" "$work/out.3" "$work/out.4"; do
+    [ -f "$f" ] || continue
+    cat "$f"
+    pass=$((pass + $(grep -c '^ok ' "$f"))); fail=$((fail + $(grep -c '^FAILED ' "$f")))
 done
-if [ -z "$anchor" ] || [ "$(grep -c 'cmp_o=' "$work/mha90.log")" -lt 20 ]; then
-    echo "FAILED the H100 MHA anchor is missing or compared fewer than 20 cases"; fail=$((fail + 1))
-fi
-if [ -z "$mla_anchor" ] || [ "$(grep -c 'cmp_o=' "$work/mla90.log")" -lt 20 ]; then
-    echo "FAILED the H100 sparse MLA anchor is missing or compared fewer than 20 cases"; fail=$((fail + 1))
-fi
-[ -f tests/sim/mutants.sh ] && step "mutants" sh tests/sim/mutants.sh
+[ -f tests/sim/mutants.sh ] && [ ! -s "$work/out.4" ] && { echo "FAILED mutants printed nothing"; fail=$((fail + 1)); }
+for s in 1 2 $random_seed; do
+    if [ -z "$anchor" ] || [ "$(grep -c 'cmp_o=' "$work/mha90.log.$s" 2>/dev/null)" -lt 20 ]; then
+        echo "FAILED the H100 MHA anchor is missing or compared fewer than 20 cases (seed $s)"; fail=$((fail + 1))
+    fi
+    if [ -z "$mla_anchor" ] || [ "$(grep -c 'cmp_o=' "$work/mla90.log.$s" 2>/dev/null)" -lt 20 ]; then
+        echo "FAILED the H100 sparse MLA anchor is missing or compared fewer than 20 cases (seed $s)"; fail=$((fail + 1))
+    fi
+done
 echo "sim suite: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
