@@ -101,9 +101,9 @@ static int split_pdl_kernel(const Config *c)
 }
 
 /* prefetch unset: the K/V blocks a split kernel prefetches into L2 before its wait. H100, 8 decode
- * calls a graph (bench/NOTES.md "L2 prefetch"): 2 blocks +5% at batch 1 seqlen_k 16k over none, 4 less,
- * 8 -7% (the prefetches crowd the previous kernel's tail). Under early=1 none: the early loads already
- * fill the tail, and prefetches beside them cost 2-8%. 0 where the kernel cannot. */
+ * calls a graph (bench/NOTES.md "Decode, fourth pass"): 2 blocks +5% at batch 1 seqlen_k 16k over none
+ * (paged +3.6%), 4 less, 8 -7% (the prefetches crowd the previous kernel's tail). Under early=1 none:
+ * the early loads already fill the tail, and prefetches beside them cost 1-8%. 0 where the kernel cannot. */
 enum { PREFETCH_BLOCKS = 2 };
 
 static void default_prefetch(Config *c)
