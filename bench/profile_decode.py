@@ -17,7 +17,6 @@ rotated over sets so L2 does not hold them. Not a benchmark of record: bench_dec
 """
 import argparse
 import os
-import statistics
 import sys
 
 import torch
@@ -27,7 +26,7 @@ from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import fa4  # noqa: E402
-from benchlib import capture, write_lines  # noqa: E402
+from benchlib import capture, time_ms, write_lines  # noqa: E402
 
 D = 128
 
@@ -61,19 +60,8 @@ def sdpa(backend):
 
 
 def replay_ms(graphs, reps):
-    for g in graphs:
-        g.replay()
-    torch.cuda.synchronize()
-    ts = []
-    for i in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(400000)  # ~200 us: the replay is queued before the GPU reaches `a` (benchlib hold_us)
-        a.record()
-        graphs[i % len(graphs)].replay()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b))
-    return statistics.median(ts)
+    """Median ms of a replay, the graphs in turn, each queued behind a 200 us hold (benchlib.time_ms)."""
+    return time_ms(lambda g: g.replay(), [(g,) for g in graphs], reps, warmup=len(graphs), hold_us=200)[0]
 
 
 def kernel_times(graphs, reps):

@@ -91,11 +91,10 @@ void config_init(Config *c)
     c->prefetch = -1;
 }
 
-/* The kernels early=1 and prefetch work for: the MHA split kernel over dense or paged K, V (early,
- * paged: the sequence's length and table are read before the wait, kv_early's promise covers them;
- * prefetch, paged: read there only to aim the hints, then again after the wait). Not varlen (its
+/* Early, paged: the sequence's length and table are read before the wait, kv_early's promise covers
+ * them; prefetch, paged: read there only to aim the hints, then again after the wait. Not varlen (its
  * cu_seqlens), a cluster split or the CTA pair (they synchronise CTAs). */
-static int split_pdl_kernel(const Config *c)
+int config_split_pdl(const Config *c)
 {
     return c->kind == KIND_MHA && c->split && !c->cluster_split && !c->varlen && c->cta_pair != 2;
 }
@@ -108,7 +107,7 @@ enum { PREFETCH_BLOCKS = 2 };
 
 static void default_prefetch(Config *c)
 {
-    if (c->prefetch < 0) c->prefetch = split_pdl_kernel(c) && !c->early ? PREFETCH_BLOCKS : 0;
+    if (c->prefetch < 0) c->prefetch = config_split_pdl(c) && !c->early ? PREFETCH_BLOCKS : 0;
 }
 
 static int parse_mask(Config *c, const char *v, char *err, size_t n)
@@ -291,10 +290,10 @@ int config_check(const Config *c, char *err, size_t n)
         return fail(err, n, "cluster: %d is not allowed for %s on %s; it is 2..16 CTAs of a cluster splitting a tile's "
                     "kv blocks, for mha on sm90a (it implies split=1; sm100a uses split=1 and the combine kernel)",
                     c->cluster_split, kind_name[c->kind], target_name[c->target]);
-    if (c->early && !split_pdl_kernel(c))
+    if (c->early && !config_split_pdl(c))
         return fail(err, n, "early: 1 is not allowed here; it is for the mha split kernel (split=1) over dense or "
                     "paged K, V (no cluster, cta=2 or varlen)");
-    if (c->prefetch > 0 && !split_pdl_kernel(c))
+    if (c->prefetch > 0 && !config_split_pdl(c))
         return fail(err, n, "prefetch: %d is not allowed here; it is for the mha split kernel (split=1) over dense or "
                     "paged K, V (no cluster, cta=2 or varlen)", c->prefetch);
     if (c->page && (c->page < 16 || c->page > 256 || (c->page & (c->page - 1))))
@@ -350,7 +349,7 @@ static int key_used(const Config *c, const char *key)
     if (!strcmp(key, "split")) return c->split != 0;
     if (!strcmp(key, "cluster")) return c->cluster_split != 0;
     if (!strcmp(key, "early")) return c->early != 0;
-    if (!strcmp(key, "prefetch")) return split_pdl_kernel(c); /* named there always: 0 is a choice */
+    if (!strcmp(key, "prefetch")) return config_split_pdl(c); /* named there always: 0 is a choice */
     if (!strcmp(key, "sink")) return c->sink != 0; /* features: named only when on, so other kernels keep their text */
     if (!strcmp(key, "varlen")) return c->varlen != 0;
     if (!strcmp(key, "page")) return c->page != 0;

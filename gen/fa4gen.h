@@ -85,7 +85,8 @@ typedef struct Config {
     /* split=1, dense or paged K/V (not varlen, a cluster split or the sm100a CTA pair): the split
      * kernel, before its griddepcontrol.wait, prefetches into L2 the K/V blocks it will load first (after
      * any early=1 blocks), at most this many: a hint that reads no value, so unlike early=1 it asks nothing
-     * of the caller (paged: the length and table entries that aim it are read again after the wait). -1 = unset: config_fill_defaults picks (2; 0 under early=1); 0 = off */
+     * of the caller (paged: the length and table entries that aim it are read again after the wait).
+     * -1 = unset: config_fill_defaults picks (2; 0 under early=1); 0 = off */
     int prefetch;
     /* serving layouts, MHA (0 = dense; canonical form names them only when on) */
     int varlen;         /* 1: packed [total_tokens, heads, depth] q/k/v/o with cu_seqlens_q/k (gen/varlen.c) */
@@ -104,6 +105,9 @@ void config_init(Config *c);
 int config_set(Config *c, const char *key, const char *value, char *err, size_t n);
 int config_fill_defaults(Config *c, char *err, size_t n);
 int config_check(const Config *c, char *err, size_t n);
+/* The kernels early=1 and prefetch are for: the MHA split kernel over dense or paged K, V (not varlen,
+ * a cluster split or the sm100a CTA pair). */
+int config_split_pdl(const Config *c);
 int config_parse_canonical(const char *text, Config *c, char *err, size_t n);
 /* Apply "key=value ..." words (the kind may stand first) over c, as config_set does one by one. */
 int config_apply_text(Config *c, const char *text, char *err, size_t n);

@@ -283,7 +283,7 @@ void mha_prefetch_kv(Emit *e, Reg j, int first, int step, const MhaKvMap *maps, 
     emit_note(e, "plan pdl prefetch kv: the next %d blocks this tile loads (%s), K and V, into L2 before the wait: a "
               "hint that reads no value, so the previous kernel's writes need no order against it",
               p->pdl_prefetch_kv, step > 0 ? "ascending" : "descending");
-    if (p->cfg.page && !p->pdl_early_kv)
+    if (mha_prefetch_rereads(p))
         emit_note(e, "paged: the sequence's length and these table entries were read before the wait only to aim the "
                   "hints (PTX allows racing reads; a stale value wastes a prefetch); after the wait both are read again");
     emit(e, "add.s32 %s, %s, %d;", R(e, pj), R(e, j), first);

@@ -59,6 +59,12 @@ void mha_early_kv_count(Emit *e, Reg pre, Reg old);
 /* plan pdl early kv / prefetch kv: the roles run griddepcontrol.wait themselves (the loader after its
  * early loads and prefetches, every other role at its start), not the prologue. */
 static inline int mha_roles_wait(const Plan *p) { return p->pdl_early_kv || p->pdl_prefetch_kv; }
+/* plan pdl prefetch kv, paged, without early loads: the loader reads the sequence's length and the
+ * table entries before the wait only to aim its prefetches, and reads the length again after it. */
+static inline int mha_prefetch_rereads(const Plan *p)
+{
+    return p->cfg.page && p->pdl_prefetch_kv && !p->pdl_early_kv;
+}
 /* One tensor map's chunks of a K or V block: boxes at columns col0 + c x chunk_elems, c < chunks. */
 typedef struct { Reg map; int col0, chunks; } MhaKvMap;
 /* plan pdl prefetch kv, both targets: prefetch into L2 the K/V boxes of the blocks j + first,

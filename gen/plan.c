@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "fa4gen.h"
+#include "kernel.h"
 
 const char *const tensor_name[TENSOR_COUNT] = {"q", "k", "v", "o", "k_rope"};
 const char *const scalar_name[SCALAR_COUNT] = {
@@ -297,7 +298,7 @@ char *plan_explain_text(const Plan *p)
     if (p->pdl_dependent)
         buf_printf(&b, "  pdl   a programmatic dependent of the stream's previous kernel: griddepcontrol.wait before "
                    "any global memory access%s\n", p->pdl_early_kv ? " but the early K/V loads below"
-                   : p->pdl_prefetch_kv && p->cfg.page ? " but the length and table reads that aim the prefetches below"
+                   : mha_prefetch_rereads(p) ? " but the length and table reads that aim the prefetches below"
                    : "");
     if (p->pdl_trigger)
         buf_printf(&b, "  pdl   griddepcontrol.launch_dependents: the stream's next kernel (split -> combine -> next "
@@ -308,7 +309,7 @@ char *plan_explain_text(const Plan *p)
     if (p->pdl_prefetch_kv)
         buf_printf(&b, "  pdl   prefetch kv: the first tile's next %d K/V blocks (in load order, after any early ones) are "
                    "prefetched into L2 before the wait (a hint: no value is read)%s\n", p->pdl_prefetch_kv,
-                   p->cfg.page && !p->pdl_early_kv ? "; paged: their table entries and the sequence's length are read "
+                   mha_prefetch_rereads(p) ? "; paged: their table entries and the sequence's length are read "
                    "to aim them and read again after the wait" : "");
     if (b.oom) { buf_free(&b); return NULL; }
     return b.p;

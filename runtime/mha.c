@@ -715,13 +715,12 @@ static fa4_status resolve_splits(fa4_ctx *ctx, const fa4_mha_args *a, Config *c,
 }
 
 /* The config words that follow from the call on the split path: split=1, and early=1 where the caller
- * allows it (kv_early) and the kernel has it (dense or paged K/V, not varlen, a cluster split or the
- * sm100a CTA pair). */
+ * allows it (kv_early) and the kernel has it (config_split_pdl). */
 static void split_path_words(Config *c, const fa4_mha_args *a, int path)
 {
     if (!path) return;
     c->split = 1;
-    c->early = a->kv_early && !c->cluster_split && !c->varlen && c->cta_pair != 2;
+    c->early = a->kv_early && config_split_pdl(c);
 }
 
 /* The workspace a launch with `splits` needs fits what the caller gave. */

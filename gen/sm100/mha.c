@@ -351,7 +351,7 @@ static void early_q_load(Emit *e)
     emit(e, "@%s bra %s;", pr, l_skip);
     if (e->p->pdl_prefetch_kv) prefetch_kv(e);
     emit(e, "griddepcontrol.wait;");
-    if (e->p->cfg.page && !e->p->pdl_early_kv) {
+    if (mha_prefetch_rereads(e->p)) {
         emit_note(e, "paged prefetch: the tile's sequence length again, now that the previous grid is done");
         tile_context(e);
         no_keys_exit(e);
@@ -383,7 +383,7 @@ static void emit_load(Emit *e)
     role_context(e, 1);
     int early = p->pdl_early_kv;
     /* paged prefetch: the length read so far only aims the prefetches; early_q_load exits after the wait */
-    if (!p->cfg.page || early || !p->pdl_prefetch_kv) no_keys_exit(e);
+    if (!mha_prefetch_rereads(p)) no_keys_exit(e);
     if (!mha_roles_wait(p)) load_q(e);
     ring_init(e, "ld");
     const char *i = reg(e, "b32", "ld_i"), *j = reg(e, "b32", "ld_j"), *row = reg(e, "b32", "ld_row");

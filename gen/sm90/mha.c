@@ -189,7 +189,7 @@ static void early_q_load(Emit *e, Reg qrow, Reg batch)
     emit(e, "@%s bra %s;", pr, l_skip);
     if (e->p->pdl_prefetch_kv) prefetch_kv(e);
     emit(e, "griddepcontrol.wait;");
-    if (e->p->cfg.page && !e->p->pdl_early_kv) {
+    if (mha_prefetch_rereads(e->p)) {
         emit_note(e, "paged prefetch: the tile's sequence length again, now that the previous grid is done");
         tile_coords(e);
         emit(e, "mov.u32 %%pr_j, %%n_end;");
