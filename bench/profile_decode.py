@@ -6,7 +6,8 @@ torch.profiler) and the CUDA-graph replay time of the whole call, for fa4 varian
 
 A variant is config words for fa4 (e.g. "bm=64 bn=64 stages=3"), optionally with "splits=N" (forced
 num_splits); "default" is the runtime's pick; the word "early" passes kv_early=True. --calls N puts N calls (input sets
-in turn) in each graph, as the layers of one decode step; times are then per call. --timeline adds, per run,
+in turn) in each graph, as the layers of one decode step; times are then per call. The word "paged" reads
+K/V from pages of 64 rows in shuffled order (bench_decode.py --paged's layout; torch still reads them dense). --timeline adds, per run,
 one replay's kernels in order: start and end relative to the replay's first kernel, and the gap each leaves
 after the one before it (negative: they overlap). Per shape and variant: the replay time of the whole call
 (median of --reps, CUDA events around one graph replay), then each kernel the call launched with its mean
@@ -27,26 +28,46 @@ from torch.profiler import ProfilerActivity, profile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import fa4  # noqa: E402
 from benchlib import capture, time_ms, write_lines  # noqa: E402
+from bench_decode import PAGE, page_perm, to_pages  # noqa: E402
 
 D = 128
 
 
 def parse_variant(text):
-    words, splits, early = [], 0, False
+    words, splits, early, paged = [], 0, False, False
     for w in text.split():
         if w.startswith("splits="):
             splits = int(w.split("=")[1])
         elif w == "early":
             early = True
+        elif w == "paged":
+            paged = True
         elif w != "default":
             words.append(w)
-    return (" ".join(words) or None), splits, early
+    return (" ".join(words) or None), splits, early, paged
 
 
-def fa4_call(config, splits, early, sets):
+def add_pages(s):
+    """The set's K/V also as shuffled pages of PAGE rows, with their block table and lengths (once)."""
+    if "block_table" in s:
+        return
+    B, S = s["k"].shape[:2]
+    perm = page_perm(B * (S // PAGE), "shuffled")
+    s["k_pages"], s["v_pages"] = to_pages(s["k"], perm), to_pages(s["v"], perm)
+    s["block_table"] = perm.reshape(B, S // PAGE).to(torch.int32)
+    s["seqlens_k"] = torch.full((B,), S, device="cuda", dtype=torch.int32)
+
+
+def fa4_call(config, splits, early, paged, sets):
     q, k, v = sets[0]["q"], sets[0]["k"], sets[0]["v"]
     n, ws_bytes = fa4.mha_split_count(q, k, v, config=config, num_splits=splits)
     ws = torch.empty(max(ws_bytes, 16), device="cuda", dtype=torch.uint8)
+    if paged:
+        for s in sets:
+            add_pages(s)
+        return n, lambda s: fa4.mha_fwd(s["q"], s["k_pages"], s["v_pages"], out=s["o"], block_table=s["block_table"],
+                                        seqlen_k=s["seqlens_k"], config=config, num_splits=splits, workspace=ws,
+                                        kv_early=early)
     return n, lambda s: fa4.mha_fwd(s["q"], s["k"], s["v"], out=s["o"], config=config, num_splits=splits,
                                     workspace=ws, kv_early=early)
 
@@ -126,9 +147,9 @@ def main():
         print(lines[-1], flush=True)
         runs = []
         for vt in args.variants.split(";"):
-            config, splits, early = parse_variant(vt)
+            config, splits, early, paged = parse_variant(vt)
             try:
-                n, fn = fa4_call(config, splits, early, sets)
+                n, fn = fa4_call(config, splits, early, paged, sets)
                 runs.append(("fa4 [%s] splits %d" % (vt.strip(), n), fn))
             except Exception as e:  # noqa: BLE001
                 lines.append("  fa4 [%s]: n/a: %s" % (vt, str(e).split("\n")[0][:100]))

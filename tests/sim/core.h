@@ -109,6 +109,7 @@ typedef struct Thread {
     uint32_t fence_ep;
     int racq_mbar;
     uint32_t tc_seq; /* the pipe sequence number of the last tcgen05.mma/cp this thread issued */
+    uint8_t waited;  /* passed griddepcontrol.wait: the launch's late writes are visible to its loads */
     /* registers an async op still owns (tcgen05.ld before wait::ld, wgmma accumulators) */
     uint8_t *pend;
     int npend;

@@ -18,6 +18,11 @@
  * FA4SIM_PTX_REPLACE=FILE (tests only): a module whose PTX defines the same
  * entry as FILE is loaded from FILE instead, so a mutated kernel runs through
  * the runtime's real launch path (tests/sim/mutants.sh).
+ *
+ * fa4sim_late_write (tests only): bytes the grid before the next launch writes
+ * late. The next launch's threads read them once they pass griddepcontrol.wait,
+ * and the bytes they replace before it (sim.h, SimLate): the latest a device
+ * may make a finished grid's writes visible to a programmatic dependent.
  */
 #include <cuda.h>
 #include <pthread.h>
@@ -49,6 +54,10 @@ static struct {
     char *report;
 } dev = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0, 0, 0, 0, {NULL, 0}, 0, CUDA_SUCCESS, NULL};
 
+/* Late writes for the next launch, in the order given (one thread drives the device). */
+typedef struct Late { CUdeviceptr dst; size_t n; struct Late *next; unsigned char bytes[]; } Late;
+static Late *late_head, **late_tail = &late_head;
+
 static struct CUctx_st primary;
 static int primary_refs;
 static _Thread_local CUcontext ctx_stack[CTX_STACK];
@@ -76,6 +85,50 @@ static CUresult fail(CUresult r, const char *fmt, ...)
 
 /* The report of the last failed launch ("" if none): for tests and the debug command. */
 EXPORT const char *fa4sim_last_report(void) { return dev.report ? dev.report : ""; }
+
+/* Queues n bytes from src for dst (inside one allocation) as a late write of the grid before the
+ * next launch: 0, or -1 (a bad range, no memory). */
+EXPORT int fa4sim_late_write(CUdeviceptr dst, const void *src, size_t n)
+{
+    if (!src || !n || sim_global_check(&dev.global, dst, n)) return -1;
+    Late *w = malloc(sizeof *w + n);
+    if (!w) return -1;
+    w->dst = dst, w->n = n, w->next = NULL;
+    memcpy(w->bytes, src, n);
+    *late_tail = w, late_tail = &w->next;
+    return 0;
+}
+
+/* The pending late writes land: memory takes their bytes, each keeps the bytes it replaced (its
+ * `old`) in the SimLate list the launch reads before its wait, in the order given; late_free frees it. */
+static const SimLate *late_land(void)
+{
+    const SimLate *list = NULL, **tail = &list;
+    while (late_head) {
+        Late *w = late_head;
+        SimLate *x = malloc(sizeof *x + w->n);
+        if (x) {
+            uint8_t *old = (uint8_t *)(x + 1);
+            memcpy(old, (void *)(uintptr_t)w->dst, w->n);
+            x->dst = w->dst, x->n = w->n, x->old = old, x->next = NULL;
+            *tail = x, tail = &x->next;
+        }
+        memcpy((void *)(uintptr_t)w->dst, w->bytes, w->n);
+        late_head = w->next;
+        free(w);
+    }
+    late_tail = &late_head;
+    return list;
+}
+
+static void late_free(const SimLate *x)
+{
+    while (x) {
+        const SimLate *next = x->next;
+        free((void *)(uintptr_t)x);
+        x = next;
+    }
+}
 
 /* Clears the sticky error (tests that expect a failure and go on). */
 EXPORT void fa4sim_reset_error(void)
@@ -477,9 +530,10 @@ static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned bloc
     pthread_mutex_unlock(&dev.mu);
     SimLaunch l = {f->module->ptx, e, {grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]},
                    {cluster[0], cluster[1], cluster[2]}, smem, pbuf, &dev.global,
-                   dev.seed * 0x9e3779b97f4a7c15ull + n, dev.cc / 10, dev.verbose};
+                   dev.seed * 0x9e3779b97f4a7c15ull + n, dev.cc / 10, dev.verbose, late_land()};
     char *report = NULL;
     int st = sim_run(&l, &report);
+    late_free(l.late);
     free(pbuf);
     if (st == SIM_OK) { free(report); return CUDA_SUCCESS; }
     fprintf(stderr, "fa4sim: launch of %s failed:\n%s", e->name, report ? report : "(no report)\n");

@@ -7,7 +7,7 @@
 # The script generates the kernel, applies the change with awk, checks that the
 # mutant differs from the original in exactly that line and that ptxas still
 # assembles it (a mutant ptxas rejects proves nothing about the simulator), then
-# runs the case on the simulator (sim_mha; sim_mla for the MLA kernel) with
+# runs the case on the simulator (sim_mha; sim_mla for the MLA kernel, sim_varlen for the paged ones) with
 # FA4SIM_PTX_REPLACE=mutant (tests/sim/cuda.c),
 # so the mutant goes through the runtime's real launch path. It must be caught:
 # sim_mha FAILs with a simulator report (hazard / deadlock / fault; its first
@@ -41,9 +41,10 @@ ROOT=$(pwd)
 FA4GEN=build/fa4gen
 SIM_MHA=build/sim/sim_mha
 SIM_MLA=build/sim/sim_mla
+SIM_VARLEN=build/sim/sim_varlen
 SIMLIB=build/sim/libcuda.so.1
-for f in "$FA4GEN" "$SIM_MHA" "$SIM_MLA" "$SIMLIB"; do
-    [ -x "$f" ] || [ -f "$f" ] || { echo "mutants: $f missing (make build/fa4gen build/sim/libcuda.so.1 build/sim/sim_mha build/sim/sim_mla)"; exit 2; }
+for f in "$FA4GEN" "$SIM_MHA" "$SIM_MLA" "$SIM_VARLEN" "$SIMLIB"; do
+    [ -x "$f" ] || [ -f "$f" ] || { echo "mutants: $f missing (make build/fa4gen build/sim/libcuda.so.1 build/sim/sim_mha build/sim/sim_mla build/sim/sim_varlen)"; exit 2; }
 done
 
 if [ -n "${MUTANTS_KEEP:-}" ]; then
@@ -103,6 +104,14 @@ CASE_11="target=sm90a dtype=bf16 sq=4 sk=1000 hq=16 hkv=2 qk=128 mask=causal spl
 # skipped between processed ones (the MMA warp's pending PV is flushed there).
 CASE_4='target=sm100a sq=4 skv=2000 hq=128 dqk=576 topk=640 invalid=0.99 config="cta_group=2 b_topk=64 num_mbars=2"'
 MLA_4="mla-sparse target=sm100a dtype=bf16 qk=576 cta_group=2 b_topk=64 num_mbars=2"
+# Kernels 12, 13: paged decode (sim_varlen; VL_n names the split kernel the runtime picks, checked as for
+# MLA_4) whose lengths and block table the grid before writes late (late=1): the loader's reads before
+# griddepcontrol.wait see other lengths and pages.
+CASE_12="target=sm90a dtype=bf16 qk=128 hq=64 hkv=8 mask=none varlen=0 q=1,1,1 k=1000,37,300 page=64 bad=1 splits=3 late=1"
+VL_12="mha target=sm90a dtype=bf16 qk=128 ov=128 bm=64 bn=64 stages=3 group=8 split=1 page=64 mask=none"
+CASE_13="target=sm100a dtype=bf16 qk=128 hq=64 hkv=8 mask=none varlen=0 q=1,1,1 k=1000,37,300 page=64 bad=1 splits=3 late=1"
+VL_13="mha target=sm100a dtype=bf16 qk=128 ov=128 group=8 split=1 page=64 mask=none"
+ARCH_12=sm_90a ARCH_13=sm_100a CC_12=90 CC_13=100 SMS_12=4 SMS_13=4
 ARCH_1=sm_100a ARCH_2=sm_100a ARCH_9=sm_90a ARCH_3=sm_90a ARCH_4=sm_100a ARCH_5=sm_90a ARCH_6=sm_90a ARCH_7=sm_90a ARCH_8=sm_100a
 ARCH_10=sm_100a ARCH_11=sm_90a
 CC_1=100 CC_2=100 CC_9=90 CC_3=90 CC_4=100 CC_5=90 CC_6=90 CC_7=90 CC_8=100 CC_10=100 CC_11=90
@@ -114,11 +123,12 @@ SEED=${MUTANTS_SEED:-1}
 # An MLA case goes through a one-line cases file (its config="..." value holds spaces).
 run_case()
 {
-    eval "rc_case=\$CASE_$1 rc_cc=\$CC_$1 rc_sms=\$SMS_$1 rc_mla=\${MLA_$1:-}"
+    eval "rc_case=\$CASE_$1 rc_cc=\$CC_$1 rc_sms=\$SMS_$1 rc_mla=\${MLA_$1:-} rc_vl=\${VL_$1:-}"
     rc_sim=$SIM_MHA
-    if [ -n "$rc_mla" ]; then
+    if [ -n "$rc_mla" ] || [ -n "$rc_vl" ]; then
         printf '%s\n' "$rc_case" >"$WORK/case_$1.txt"
         rc_sim=$SIM_MLA rc_case="--cases $WORK/case_$1.txt"
+        [ -n "$rc_vl" ] && rc_sim=$SIM_VARLEN
     fi
     # shellcheck disable=SC2086 # the case is words
     FA4GEN_COMPILER=driver-ptx FA4GEN_CACHE_DIR="$WORK/cache_$1" FA4SIM_CC=$rc_cc FA4SIM_SMS=$rc_sms FA4SIM_SEED=$SEED \
@@ -138,7 +148,7 @@ assemble()
 # that it assembles, that the runtime loads the same entry and that it PASSes.
 setup()
 {
-    eval "su_case=\$CASE_$1 su_config=\${MLA_$1:-}"
+    eval "su_case=\$CASE_$1 su_config=\${MLA_$1:-}\${VL_$1:-}"
     if [ -z "$su_config" ]; then
         # shellcheck disable=SC2086
         su_config=$("$SIM_MHA" --plan --quiet $su_case | sed -n 's/^  -> //p')
@@ -273,8 +283,8 @@ mutant()
     elif [ -n "$mt_report" ]; then
         echo "caught $mt_name: $mt_report"
         PASSED=$((PASSED + 1))
-    elif [ "$mt_rc" = 1 ] && expr "$mt_fail" : '.* relL2=' >/dev/null; then
-        echo "caught $mt_name: $(echo "$mt_fail" | sed 's/.* relL2=/relL2=/')"
+    elif [ "$mt_rc" = 1 ] && expr "$mt_fail" : '.* rel_\{0,1\}[lL]2=' >/dev/null; then
+        echo "caught $mt_name: $(echo "$mt_fail" | sed 's/.* \(rel_\{0,1\}[lL]2=\)/\1/')"
         PASSED=$((PASSED + 1))
     else
         # a timeout, an unsupported instruction, a refused launch: not a catch
@@ -295,6 +305,8 @@ setup 8
 setup 9
 setup 10
 setup 11
+setup 12
+setup 13
 
 # ------------------------------------------------------------ sm_100a, one CTA per tile
 # UMMA smem descriptors: the MMA warp builds them as {lo, hi}; hi holds SBO>>4 in bits
@@ -449,6 +461,13 @@ mutant 10 prefetch_row_sm100 'plan pdl prefetch kv' 1 'mul[.]lo[.]u32 %pf_row, %
 # sm_90a under kv_early (the prefetch after the last early block, the second site): the prefetches walk
 # down from the next block into blocks already loaded
 mutant 11 prefetch_order 'plan pdl prefetch kv' 2 'add[.]s32 %pf_j, %pf_j, 1;' 1 sub 'add[.]s32 %pf_j, %pf_j, 1;' 'add.s32 %pf_j, %pf_j, -1;'
+
+# ------------------------------------------------------------ paged loads follow the reads after the wait
+# (late=1: only the late writes tell these from the real kernel)
+# sm_90a: the producer keeps the length it read before the wait (its blocks are not the consumer's)
+mutant 12 late_length 'paged prefetch: the tile.s sequence length again' 1 'ld[.]global[.]s32 %seqlen_k' 1 del
+# sm_100a: the same in the load warp
+mutant 13 late_length_sm100 'paged prefetch: the tile.s sequence length again' 1 'ld[.]global[.]s32 %seqlen_k' 1 del
 
 echo "mutants: $PASSED passed, $FAILED failed"
 [ "$FAILED" = 0 ] || exit 1

@@ -677,7 +677,7 @@ static void decode(P *p, Ins *in, const char *w)
         else in->op = OP_FENCE;
     } else if (!strcmp(b, "griddepcontrol")) {
         if (!has(&k, "launch_dependents") && !has(&k, "wait")) fail(p, "'%s' not understood", w);
-        in->op = OP_GRIDDEP;
+        in->op = has(&k, "wait") ? OP_GRIDDEP_WAIT : OP_GRIDDEP;
     } else if (!strcmp(b, "mbarrier")) {
         decode_mbarrier(p, in, &k, w);
     } else if (!strcmp(b, "cp")) {

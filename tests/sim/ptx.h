@@ -46,7 +46,7 @@ typedef enum {
     /* wgmma */
     OP_WG_FENCE, OP_WG_MMA, OP_WG_COMMIT, OP_WG_WAIT,
     /* griddepcontrol.launch_dependents / .wait (programmatic dependent launch) */
-    OP_GRIDDEP,
+    OP_GRIDDEP, OP_GRIDDEP_WAIT,
     OP_COUNT
 } PtxOp;
 

@@ -988,6 +988,17 @@ static void exec_ldst(Sim *s, Thread *t, const Ins *in)
         p = generic_ptr(s, a, n);
         if (!p) return;
     }
+    uint8_t before[64]; /* a load before the wait: the late writes' old bytes where they overlap */
+    if (ld && !t->waited && s->l->late && n <= sizeof before) {
+        memcpy(before, p, n);
+        for (uint32_t i = 0; i < n; i++) /* the first late write of a byte replaced what was there */
+            for (const SimLate *w = s->l->late; w; w = w->next)
+                if (a + i >= w->dst && a + i < w->dst + w->n) {
+                    before[i] = w->old[a + i - w->dst];
+                    break;
+                }
+        p = before;
+    }
     const Operand *r = &in->ops[ld ? 0 : 1];
     for (int i = 0; i < in->vec; i++) {
         const Operand *ri = r->kind == O_VEC ? &r->vec[i] : r;
@@ -1863,9 +1874,11 @@ static int run_thread(Sim *s, Thread *t, int quantum)
             break;
         case OP_SETMAXNREG: case OP_FENCE_MBAR_INIT: case OP_TC_FENCE_AFTER: case OP_WG_FENCE: break;
         /* griddepcontrol: the simulated device runs one grid at a time in stream order, so every earlier
-         * grid has completed and its writes are visible before this one starts: wait has nothing to wait
-         * for, and launch_dependents only permits an early start that never happens here */
+         * grid has completed before this one starts: launch_dependents only permits an early start that
+         * never happens here, and wait waits for nothing -- but from it on the thread's loads see the
+         * launch's late writes (SimLate) */
         case OP_GRIDDEP: break;
+        case OP_GRIDDEP_WAIT: t->waited = 1; break;
         case OP_FENCE_PROXY_ASYNC: t->proxy_fenced = t->vc[t->gtid]++; break;
         case OP_TC_FENCE_BEFORE:
             if (!t->st_unwaited) t->tc_fenced = t->vc[t->gtid];
@@ -2077,7 +2090,8 @@ static void check_exit_state(Sim *s)
                 sim_hazard(s, SIM_HAZARD, "CTA %d exited with TMEM column %d still allocated (missing tcgen05.dealloc)", c, i);
                 break;
             }
-    for (int c = 0; c < s->ncta && !s->status; c++)
+    /* (not under late writes: a prefetch aimed by what a load read before the wait may miss) */
+    for (int c = 0; c < s->ncta && !s->status && !s->l->late; c++)
         if (s->cta[c].npf)
             sim_hazard(s, SIM_HAZARD, "CTA %d prefetched %d tensor box(es) into L2 that it never loaded (the first at line "
                        "%d, coordinates {%d, %d, ..}): the prefetch and the loads disagree", c, s->cta[c].npf,

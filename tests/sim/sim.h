@@ -34,6 +34,17 @@ typedef struct SimGlobal {
     int nallocs;
 } SimGlobal;
 
+/* A late write (cuda.c, fa4sim_late_write): memory holds its new bytes from the launch's start; a
+ * thread's global load (ld, not an async copy) before it passes griddepcontrol.wait reads the old
+ * bytes it replaced. A dependent grid must see the previous grid's writes after its wait and may miss
+ * them before it: the simulator takes the latter, always. */
+typedef struct SimLate {
+    uint64_t dst;
+    size_t n;
+    const uint8_t *old;
+    const struct SimLate *next;
+} SimLate;
+
 typedef struct SimLaunch {
     const PtxModule *mod;
     const PtxEntry *entry;
@@ -44,6 +55,7 @@ typedef struct SimLaunch {
     uint64_t seed;
     int cc_major;         /* 9 or 10: which instruction families are legal */
     int verbose;
+    const SimLate *late;  /* NULL: none */
 } SimLaunch;
 
 enum { SIM_OK = 0, SIM_FAULT = 1, SIM_HAZARD = 2, SIM_DEADLOCK = 3, SIM_UNSUPPORTED = 4 };
