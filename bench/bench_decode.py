@@ -146,17 +146,23 @@ def page_perm(n, order):
     return torch.randperm(n, device="cuda")
 
 
+def add_pages(s, order="shuffled"):
+    """The set's K/V also as pages of PAGE rows in the given order, with their block table and lengths."""
+    B, S = s["k"].shape[:2]
+    n = S // PAGE
+    perm = page_perm(B * n, order)
+    s["k_pages"], s["v_pages"] = to_pages(s["k"], perm), to_pages(s["v"], perm)
+    s["block_table"] = perm.reshape(B, n).to(torch.int32)
+    s["seqlens_k"] = torch.full((B,), S, device="cuda", dtype=torch.int32)
+
+
 def make_set(B, S, Hq, Hkv, paged, order="shuffled"):
     s = {"q": torch.randn(B, 1, Hq, D, device="cuda", dtype=torch.bfloat16),
          "k": torch.randn(B, S, Hkv, D, device="cuda", dtype=torch.bfloat16),
          "v": torch.randn(B, S, Hkv, D, device="cuda", dtype=torch.bfloat16)}
     s["o"] = torch.empty_like(s["q"])
     if paged:
-        n = S // PAGE
-        perm = page_perm(B * n, order)
-        s["k_pages"], s["v_pages"] = to_pages(s["k"], perm), to_pages(s["v"], perm)
-        s["block_table"] = perm.reshape(B, n).to(torch.int32)
-        s["seqlens_k"] = torch.full((B,), S, device="cuda", dtype=torch.int32)
+        add_pages(s, order)
     return s
 
 

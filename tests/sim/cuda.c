@@ -54,8 +54,9 @@ static struct {
     char *report;
 } dev = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0, 0, 0, 0, {NULL, 0}, 0, CUDA_SUCCESS, NULL};
 
-/* Late writes for the next launch, in the order given (one thread drives the device). */
-typedef struct Late { CUdeviceptr dst; size_t n; struct Late *next; unsigned char bytes[]; } Late;
+/* Late writes for the next launch, in the order given (one thread drives the device); bytes holds the
+ * n new bytes, then room for the n they replace (sim.old). */
+typedef struct Late { SimLate sim; struct Late *next; unsigned char bytes[]; } Late;
 static Late *late_head, **late_tail = &late_head;
 
 static struct CUctx_st primary;
@@ -91,42 +92,35 @@ EXPORT const char *fa4sim_last_report(void) { return dev.report ? dev.report : "
 EXPORT int fa4sim_late_write(CUdeviceptr dst, const void *src, size_t n)
 {
     if (!src || !n || sim_global_check(&dev.global, dst, n)) return -1;
-    Late *w = malloc(sizeof *w + n);
+    Late *w = malloc(sizeof *w + 2 * n);
     if (!w) return -1;
-    w->dst = dst, w->n = n, w->next = NULL;
+    w->sim = (SimLate){dst, n, w->bytes + n, NULL};
+    w->next = NULL;
     memcpy(w->bytes, src, n);
     *late_tail = w, late_tail = &w->next;
     return 0;
 }
 
-/* The pending late writes land: memory takes their bytes, each keeps the bytes it replaced (its
- * `old`) in the SimLate list the launch reads before its wait, in the order given; late_free frees it. */
-static const SimLate *late_land(void)
+/* The pending late writes land: each keeps the bytes it replaces, memory takes its own; the list
+ * (its SimLate chain is what the launch reads before its wait) is the caller's to free. */
+static Late *late_land(void)
 {
-    const SimLate *list = NULL, **tail = &list;
-    while (late_head) {
-        Late *w = late_head;
-        SimLate *x = malloc(sizeof *x + w->n);
-        if (x) {
-            uint8_t *old = (uint8_t *)(x + 1);
-            memcpy(old, (void *)(uintptr_t)w->dst, w->n);
-            x->dst = w->dst, x->n = w->n, x->old = old, x->next = NULL;
-            *tail = x, tail = &x->next;
-        }
-        memcpy((void *)(uintptr_t)w->dst, w->bytes, w->n);
-        late_head = w->next;
-        free(w);
+    Late *list = late_head;
+    for (Late *w = list; w; w = w->next) {
+        memcpy(w->bytes + w->sim.n, (void *)(uintptr_t)w->sim.dst, w->sim.n);
+        memcpy((void *)(uintptr_t)w->sim.dst, w->bytes, w->sim.n);
+        w->sim.next = w->next ? &w->next->sim : NULL;
     }
-    late_tail = &late_head;
+    late_head = NULL, late_tail = &late_head;
     return list;
 }
 
-static void late_free(const SimLate *x)
+static void late_free(Late *w)
 {
-    while (x) {
-        const SimLate *next = x->next;
-        free((void *)(uintptr_t)x);
-        x = next;
+    while (w) {
+        Late *next = w->next;
+        free(w);
+        w = next;
     }
 }
 
@@ -530,10 +524,12 @@ static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned bloc
     pthread_mutex_unlock(&dev.mu);
     SimLaunch l = {f->module->ptx, e, {grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]},
                    {cluster[0], cluster[1], cluster[2]}, smem, pbuf, &dev.global,
-                   dev.seed * 0x9e3779b97f4a7c15ull + n, dev.cc / 10, dev.verbose, late_land()};
+                   dev.seed * 0x9e3779b97f4a7c15ull + n, dev.cc / 10, dev.verbose, NULL};
+    Late *late = late_land();
+    l.late = late ? &late->sim : NULL;
     char *report = NULL;
     int st = sim_run(&l, &report);
-    late_free(l.late);
+    late_free(late);
     free(pbuf);
     if (st == SIM_OK) { free(report); return CUDA_SUCCESS; }
     fprintf(stderr, "fa4sim: launch of %s failed:\n%s", e->name, report ? report : "(no report)\n");
