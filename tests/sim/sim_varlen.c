@@ -268,13 +268,13 @@ static int make_pages(const Case *c, uint64_t *st, Pages *pg)
     return 0;
 }
 
+/* The simulator's fa4sim_late_write (tests/sim/cuda.c); NULL on a GPU's driver. */
+typedef int (*LateWrite)(CUdeviceptr dst, const void *src, size_t n);
+
 /* late=1: what loads before the wait see -- lengths moved by blocks (the kernel clamps them) and every
  * entry one page further -- with the case's own as the late writes that replace them. 0, or -1. */
-static int late_writes(Cu *cu, const Case *c, const Pages *pg, CUdeviceptr dtab, CUdeviceptr dlen)
+static int late_writes(Cu *cu, LateWrite late, const Case *c, const Pages *pg, CUdeviceptr dtab, CUdeviceptr dlen)
 {
-    int (*late)(CUdeviceptr, const void *, size_t) = NULL;
-    void *sym = dlsym(cu->lib, "fa4sim_late_write");
-    memcpy(&late, &sym, sizeof sym);
     size_t nt = (size_t)c->nseq * pg->max_pages;
     int32_t *old = malloc(sizeof(int32_t) * (nt > MAX_SEQ ? nt : MAX_SEQ));
     if (!late || !old) return free(old), -1;
@@ -288,7 +288,7 @@ static int late_writes(Cu *cu, const Case *c, const Pages *pg, CUdeviceptr dtab,
     return rc ? -1 : 0;
 }
 
-static int run_case(Cu *cu, fa4_ctx *fa, const Case *c, uint64_t seed, int quiet)
+static int run_case(Cu *cu, LateWrite late, fa4_ctx *fa, const Case *c, uint64_t seed, int quiet)
 {
     int cu_q[MAX_SEQ + 1] = {0}, cu_k[MAX_SEQ + 1] = {0}, max_q = 1;
     for (int b = 0; b < c->nseq; b++) {
@@ -347,7 +347,7 @@ static int run_case(Cu *cu, fa4_ctx *fa, const Case *c, uint64_t seed, int quiet
         why = "device allocation or copy failed";
         goto done;
     }
-    if (c->late && late_writes(cu, c, &pg, dtab, dlen)) {
+    if (c->late && late_writes(cu, late, c, &pg, dtab, dlen)) {
         why = "late writes failed";
         goto done;
     }
@@ -456,7 +456,9 @@ int main(int argc, char **argv)
     if (cu_open(&cu, err, sizeof err)) return fprintf(stderr, "sim_varlen: %s\n", err), 2;
     fa4_ctx *fa[3] = {0};
     int pass = 0, fail = 0, skip = 0;
-    int simulated = dlsym(cu.lib, "fa4sim_late_write") != NULL;
+    LateWrite late = NULL;
+    void *sym = dlsym(cu.lib, "fa4sim_late_write");
+    memcpy(&late, &sym, sizeof sym); /* POSIX: data and function pointers convert */
     char line[LINE];
     while (fgets(line, sizeof line, f)) {
         line[strcspn(line, "\n")] = 0;
@@ -472,12 +474,12 @@ int main(int argc, char **argv)
             o.target = c.target;
             if (fa4_create(&fa[c.target], &o)) return fprintf(stderr, "fa4_create: %s\n", fa4_last_error(NULL)), 2;
         }
-        if (c.late && !simulated) { /* a GPU: no way to delay another grid's writes past our reads */
+        if (c.late && !late) { /* a GPU: no way to delay another grid's writes past our reads */
             printf("SKIP %s\n  late=1 needs the simulator\n", c.text);
             skip++;
             continue;
         }
-        if (run_case(&cu, fa[c.target], &c, seed, quiet)) fail++;
+        if (run_case(&cu, late, fa[c.target], &c, seed, quiet)) fail++;
         else pass++;
     }
     fclose(f);
