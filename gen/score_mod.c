@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cudalibs.h"
 #include "score_mod.h"
 #include "softmax.h"
 
@@ -59,26 +60,16 @@ typedef struct {
 
 static int nvrtc_open(Nvrtc *r, char *err, size_t en)
 {
-    static const char *const sonames[] = {"libnvrtc.so.13", "libnvrtc.so", "libnvrtc.so.12"};
-    const char *dirs[2] = {getenv("CUDA_HOME"), "/usr/local/cuda"}, *off = getenv("FA4GEN_NO_NVRTC");
+    const char *off = getenv("FA4GEN_NO_NVRTC");
     memset(r, 0, sizeof *r);
     if (off && off[0] && strcmp(off, "0")) { /* tests: behave as on a machine without NVRTC */
         snprintf(err, en, "score_mod: NVRTC disabled by FA4GEN_NO_NVRTC; a score_mod is CUDA C compiled at run time "
                  "and needs it");
         return MOD_NO_NVRTC;
     }
-    for (int i = 0; i < 3 && !r->lib; i++) r->lib = dlopen(sonames[i], RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-    for (int d = 0; d < 2 && !r->lib; d++) {
-        if (!dirs[d] || dirs[d][0] != '/') continue; /* never relative to the working directory */
-        for (int i = 0; i < 3 && !r->lib; i++) {
-            char path[1024];
-            snprintf(path, sizeof path, "%s/lib64/%s", dirs[d], sonames[i]);
-            r->lib = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-        }
-    }
-    if (!r->lib) {
-        snprintf(err, en, "score_mod: NVRTC (libnvrtc.so.13) was not found (also tried $CUDA_HOME/lib64 and "
-                 "/usr/local/cuda/lib64); a score_mod is CUDA C compiled at run time and needs it");
+    char why[640];
+    if (!(r->lib = cudalib_open(CUDALIB_NVRTC, 0, NULL, why, sizeof why))) {
+        snprintf(err, en, "score_mod: %s; a score_mod is CUDA C compiled at run time and needs it", why);
         return MOD_NO_NVRTC;
     }
     const struct { const char *name; void **fn; } syms[] = {

@@ -10,8 +10,8 @@
  *   2. nvJitLink, 3. the driver's linker: correct, slower kernels, for machines without
  *      the toolkit's ptxas. FA4GEN_NO_PTXAS=1 skips step 1 (tests).
  *
- * nvJitLink is opened at run time (libnvJitLink.so.13, .so, .so.12,
- * then $CUDA_HOME/lib64 and /usr/local/cuda/lib64), so it is optional. Without
+ * nvJitLink is opened at run time (found as gen/cudalibs.h says: FA4GEN_NVJITLINK,
+ * the process, FA4GEN_CUDA_LIB_DIRS, the loader, the toolkit), so it is optional. Without
  * it the driver's linker (cuLink*, which runs the driver's PTX JIT) makes the
  * cubin, so both paths produce bytes the disk cache can keep. Compiler and
  * loader logs end up in the error message. FA4GEN_NO_NVJITLINK=1 forces the
@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cudalibs.h"
 #include "rt_internal.h"
 
 /* ---------------------------------------------------------------- nvJitLink */
@@ -50,26 +51,6 @@ static const JlSym jl_syms[] = {
 };
 #undef J
 
-static void *open_jitlink_lib(void)
-{
-    static const char *const sonames[] = {"libnvJitLink.so.13", "libnvJitLink.so", "libnvJitLink.so.12"};
-    const char *dirs[2] = {getenv("CUDA_HOME"), "/usr/local/cuda"};
-    for (int i = 0; i < 3; i++) {
-        void *lib = dlopen(sonames[i], RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-        if (lib) return lib;
-    }
-    for (int d = 0; d < 2; d++) {
-        if (!dirs[d] || dirs[d][0] != '/') continue; /* never relative to the working directory */
-        for (int i = 0; i < 3; i++) {
-            char path[RT_PATH_MAX];
-            snprintf(path, sizeof path, "%s/lib64/%s", dirs[d], sonames[i]);
-            void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-            if (lib) return lib;
-        }
-    }
-    return NULL;
-}
-
 static int open_jitlink(fa4_ctx *ctx)
 {
     JitLink *j = &ctx->jl;
@@ -78,12 +59,8 @@ static int open_jitlink(fa4_ctx *ctx)
         snprintf(ctx->jl_msg, sizeof ctx->jl_msg, "nvJitLink disabled by FA4GEN_NO_NVJITLINK");
         return LIB_FAILED;
     }
-    j->lib = open_jitlink_lib();
-    if (!j->lib) {
-        snprintf(ctx->jl_msg, sizeof ctx->jl_msg, "libnvJitLink.so.13 not found (also tried $CUDA_HOME/lib64 and "
-                 "/usr/local/cuda/lib64)");
-        return LIB_FAILED;
-    }
+    j->lib = cudalib_open(CUDALIB_NVJITLINK, ctx->opt.verbose, NULL, ctx->jl_msg, sizeof ctx->jl_msg);
+    if (!j->lib) return LIB_FAILED;
     for (size_t i = 0; i < sizeof jl_syms / sizeof jl_syms[0]; i++) {
         void *fn = NULL;
         for (int k = 0; k < 3 && !fn && jl_syms[i].names[k]; k++) fn = dlsym(j->lib, jl_syms[i].names[k]);
@@ -143,7 +120,8 @@ static int find_ptxas(fa4_ctx *ctx)
 static int ptxas_available(fa4_ctx *ctx)
 {
     pthread_mutex_lock(&ctx->mu);
-    if (ctx->ptxas_state == LIB_UNTRIED) ctx->ptxas_state = find_ptxas(ctx);
+    if (ctx->ptxas_state == LIB_UNTRIED && (ctx->ptxas_state = find_ptxas(ctx)) == LIB_READY)
+        rt_log(ctx, "ptxas: %s", ctx->ptxas_path); /* FA4GEN_LOG: which compiler, as cudalibs.c logs nvJitLink */
     int ok = ctx->ptxas_state == LIB_READY;
     pthread_mutex_unlock(&ctx->mu);
     return ok;
