@@ -267,3 +267,13 @@ $(B)/bench/jit: bench/jit.c $(B)/libfa4rt.a
 	$(CC) $(ALL_CFLAGS) $< -o $@ $(B)/libfa4rt.a $(LDLIBS_RT)
 bench-jit: $(B)/bench/jit
 	$(B)/bench/jit
+
+# ---- the Python wheel (python/setup.py runs this Makefile: fa4gen and libfa4rt.so go inside the package) ----
+#   make wheel       build/wheel/fa4gen-<version>-py3-none-linux_<arch>.whl (pip wheel ./python)
+#   make wheel-test  build it from a copy of the tree and from its sdist, install it into a fresh venv and run it
+#                    with the CUDA toolkit hidden (tests/install/wheel.sh; make install-test runs it too)
+.PHONY: wheel wheel-test
+wheel:
+	python3 -m pip wheel -q --no-deps ./python -w $(B)/wheel
+wheel-test:
+	@sh tests/install/wheel.sh

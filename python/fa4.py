@@ -11,13 +11,22 @@
         # out [s_q, h_q, 512] bf16, lse / max_logits [s_q, h_q] fp32 (natural log; empty rows: +inf / -inf)
 
 Causal masks align bottom-right (query i sees key j <= i + Sk - Sq), as FlashAttention.
-The library: $FA4_LIB, else libfa4rt.so beside this file, else build/libfa4rt.so of the repository
-this file is in, else libfa4rt.so.0 from the dynamic loader's path, else pkg-config's (an installed fa4gen).
-torch.library ops (torch.compile, CUDA graphs): fa4_torch.py.
+The library: $FA4_LIB, else the copy the fa4gen wheel carries (fa4gen/lib/libfa4rt.so), else libfa4rt.so
+beside this file, else build/libfa4rt.so of the repository this file is in, else libfa4rt.so.0 from the dynamic
+loader's path, else pkg-config's (an installed fa4gen). Before loading it, the nvidia-* wheels' NVRTC and
+nvJitLink (and a ptxas, when the toolkit has none) are handed to it: fa4gen.prepare_env().
+torch.library ops (torch.compile, CUDA graphs): fa4_torch.py. Without torch, version() and compile() work
+and the tensor functions raise Fa4Error.
 """
 import ctypes
+import functools
 import math
 import os
+
+try:
+    import fa4gen as _wheel  # the wheel's files and CUDA library search (python/fa4gen/)
+except ImportError:  # fa4.py copied on its own
+    _wheel = None
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _BF16, _FP16, _E4M3 = 0, 1, 2
@@ -75,6 +84,8 @@ def _library_candidates():
     if os.environ.get("FA4_LIB"):
         return [os.environ["FA4_LIB"]]
     paths = [os.path.join(_HERE, "libfa4rt.so"), os.path.join(_HERE, "..", "build", "libfa4rt.so"), "libfa4rt.so.0"]
+    if _wheel is not None and _wheel.library():
+        paths.insert(0, _wheel.library())
     try:
         import subprocess
         libdir = subprocess.run(["pkg-config", "--variable=libdir", "fa4gen"], capture_output=True, text=True,
@@ -96,13 +107,16 @@ def _open_library():
             return ctypes.CDLL(path)
         except OSError as e:
             tried.append("%s (%s)" % (path, e))
-    raise Fa4Error("libfa4rt not found; build it (make) or install fa4gen (make install), or set FA4_LIB. "
+    raise Fa4Error("libfa4rt not found; pip install fa4gen (the wheel carries it), build it (make) or install it "
+                   "(make install), or set FA4_LIB. "
                    "Tried: " + "; ".join(tried))
 
 
 def _load():
     global _lib
     if _lib is None:
+        if _wheel is not None:
+            _wheel.prepare_env()  # before libfa4rt opens nvJitLink / NVRTC / ptxas
         _lib = _open_library()
         _lib.fa4_status_string.restype = ctypes.c_char_p
         _lib.fa4_last_error.restype = ctypes.c_char_p
@@ -121,6 +135,35 @@ def _check(status, ctx):
     if status != 0:
         lib = _load()
         raise Fa4Error("%s: %s" % (lib.fa4_status_string(status).decode(), lib.fa4_last_error(ctx).decode()))
+
+
+def _needs_torch(fn):
+    """fn takes torch tensors: without torch it raises one Fa4Error saying how to get it."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            import torch  # noqa: F401
+        except ModuleNotFoundError as e:
+            if e.name != "torch":  # torch is there but broken: its own error says more
+                raise
+            raise Fa4Error("fa4.%s needs PyTorch: pip install fa4gen[torch]" % fn.__name__) from None
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+def compile(config, device=0):
+    """The cubin of a kernel config (canonical text or "key=value ..." as fa4gen explain takes it), through the
+    disk cache (fa4_compile; needs no GPU, nor torch). FA4GEN_LOG=1 says which compiler and libraries were used."""
+    lib = _load()
+    lib.fa4_compile.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p),
+                                ctypes.POINTER(ctypes.c_size_t)]
+    ctx = context(device)
+    buf, n = ctypes.c_void_p(), ctypes.c_size_t(0)
+    _check(lib.fa4_compile(ctx, config.encode(), ctypes.byref(buf), ctypes.byref(n)), ctx)
+    try:
+        return ctypes.string_at(buf, n.value)
+    finally:
+        ctypes.CDLL(None).free(buf)
 
 
 def version():
@@ -271,6 +314,7 @@ def _mha_args(torch, q, k, v, o, lse, causal, window, softmax_scale, config, k_r
     return a
 
 
+@_needs_torch
 def mha_fwd(q, k, v, causal=False, softmax_scale=None, return_lse=False, config=None, out=None, window=None,
             k_rope=None, q_descale=None, k_descale=None, v_descale=None, sink=None, score_mod=None, aux=None,
             num_splits=None, workspace=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None,
@@ -318,6 +362,7 @@ def mha_fwd(q, k, v, causal=False, softmax_scale=None, return_lse=False, config=
     return (o, lse) if return_lse else o
 
 
+@_needs_torch
 def mha_config(q, k, v, causal=False, config=None, window=None, k_rope=None, sink=None, score_mod=None):
     """The canonical kernel config mha_fwd would use for these tensors."""
     import torch
@@ -329,6 +374,7 @@ def mha_config(q, k, v, causal=False, config=None, window=None, k_rope=None, sin
     return buf.value.decode()
 
 
+@_needs_torch
 def mha_split_count(q, k, v, causal=False, config=None, window=None, num_splits=None, cu_seqlens_q=None,
                     cu_seqlens_k=None, max_seqlen_q=None, block_table=None, seqlen_k=None):
     """(splits, workspace bytes) mha_fwd would use for these tensors with a workspace (fa4_mha_split_count);
@@ -344,6 +390,7 @@ def mha_split_count(q, k, v, causal=False, config=None, window=None, num_splits=
     return n.value, b.value
 
 
+@_needs_torch
 def mla_sparse_fwd(q, kv, indices, sm_scale=None, attn_sink=None, topk_length=None, config=None, out=None,
                    kv_scale=None, kv_scale_block=0):
     """Sparse MLA prefill (DeepSeek-V3.2 top-k attention; fa4.h has the contract).

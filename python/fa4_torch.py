@@ -14,7 +14,12 @@ Bad shapes, dtypes or devices raise fa4.Fa4Error with the runtime's message.
 """
 from typing import List, Optional, Tuple
 
-import torch
+try:
+    import torch
+except ModuleNotFoundError as e:
+    if e.name != "torch":
+        raise
+    raise ImportError("fa4_torch needs PyTorch: pip install fa4gen[torch]", name="torch") from None
 
 import fa4
 
