@@ -1,7 +1,8 @@
 /* cache.c - the in-memory kernel map and the on-disk cubin cache.
  *
  * Guarantees:
- * - Memory: a lookup hashes the key text, probes, compares; it never allocates.
+ * - Memory: a lookup hashes the key text, probes, compares the key text and,
+ *   for a kernel with a score_mod, the whole source; it never allocates.
  * - Disk, trust (docs/trust.md): the folder is created 0700 (the components we
  *   create); before any entry is read or written the folder is opened
  *   (O_DIRECTORY, so a symlinked cache path still works) and the opened folder
@@ -392,14 +393,18 @@ void rt_disk_put(fa4_ctx *ctx, const char *key_text, uint64_t key, const void *c
 
 /* ---------------------------------------------------------------- memory map */
 
-struct fa4_kernel *rt_map_find(const KernelMap *m, const char *key, uint64_t hash)
+/* The key text names a score_mod only by its 64-bit FNV (mod=), which can be collided, so an
+ * entry with a mod also matches on the whole source: one strcmp, no hashing per call. */
+static int same_mod(const char *a, const char *b) { return a == b || (a && b && strcmp(a, b) == 0); }
+
+struct fa4_kernel *rt_map_find(const KernelMap *m, const char *key, uint64_t hash, const char *mod_src)
 {
     if (!m->cap) return NULL;
     size_t mask = m->cap - 1;
     for (size_t i = hash & mask;; i = (i + 1) & mask) {
         struct fa4_kernel *k = m->slot[i].k;
         if (!k) return NULL;
-        if (m->slot[i].hash == hash && strcmp(k->key, key) == 0) return k;
+        if (m->slot[i].hash == hash && strcmp(k->key, key) == 0 && same_mod(k->mod_src, mod_src)) return k;
     }
 }
 
@@ -427,7 +432,7 @@ static int grow(KernelMap *m)
 
 struct fa4_kernel *rt_map_insert(KernelMap *m, struct fa4_kernel *k)
 {
-    struct fa4_kernel *old = rt_map_find(m, k->key, k->key_hash);
+    struct fa4_kernel *old = rt_map_find(m, k->key, k->key_hash, k->mod_src);
     if (old) return old;
     if ((m->count + 1) * 4 > m->cap * 3 && grow(m)) return NULL; /* keep probes short: load <= 3/4 */
     place(m, k);
@@ -442,8 +447,7 @@ void rt_map_free(fa4_ctx *ctx, KernelMap *m)
         if (!k) continue;
         if (!entered) entered = rt_ctx_enter(ctx, &pushed) == FA4_OK ? 1 : -1;
         if (entered > 0 && k->module) ctx->drv.ModuleUnload(k->module);
-        free(k->key);
-        free(k);
+        rt_kernel_free(k);
     }
     if (entered > 0) rt_ctx_leave(ctx, pushed);
     free(m->slot);
