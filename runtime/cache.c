@@ -178,9 +178,9 @@ static int open_dir(fa4_ctx *ctx, int create)
     if (why) {
         char fix[RT_PATH_MAX + 128];
         if (st.st_uid != geteuid())
-            snprintf(fix, sizeof fix, "point FA4GEN_CACHE_DIR at a directory of your own");
+            snprintf(fix, sizeof fix, "use a directory of your own (FA4GEN_CACHE_DIR or fa4_options.cache_dir)");
         else
-            snprintf(fix, sizeof fix, "chmod go-w '%s', or point FA4GEN_CACHE_DIR elsewhere", ctx->cache_dir);
+            snprintf(fix, sizeof fix, "chmod go-w '%s', or use another directory", ctx->cache_dir);
         refuse(ctx, "cache directory", ctx->cache_dir, why, &st, fix);
         close(fd);
         return -1;
