@@ -251,7 +251,8 @@ static char *read_fd(int fd, size_t *n)
 static fa4_status read_cubin(fa4_ctx *ctx, const WorkDir *w, void **cubin, size_t *size)
 {
     int fd = openat(w->fd, work_files[WF_CUBIN], O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return rt_fail(ctx, FA4_ERR_COMPILE, "compile: ptxas wrote no cubin in %s: %s", w->path, strerror(errno));
+    if (fd < 0)
+        return rt_fail(ctx, FA4_ERR_COMPILE, "compile: ptxas wrote no cubin in %s: %s", w->path, strerror(errno));
     struct stat st;
     fa4_status s = FA4_OK;
     if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid())
