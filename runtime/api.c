@@ -198,14 +198,27 @@ fa4_status rt_build_cubin(fa4_ctx *ctx, const Config *c, const char *mod_src, Pl
 
 struct fa4_kernel *rt_kernel_lookup(fa4_ctx *ctx, const char *key, uint64_t hash)
 {
+    return rt_kernel_lookup_mod(ctx, key, hash, NULL);
+}
+
+struct fa4_kernel *rt_kernel_lookup_mod(fa4_ctx *ctx, const char *key, uint64_t hash, const char *mod_src)
+{
     pthread_mutex_lock(&ctx->mu);
-    struct fa4_kernel *k = rt_map_find(&ctx->kernels, key, hash);
+    struct fa4_kernel *k = rt_map_find(&ctx->kernels, key, hash, mod_src);
     pthread_mutex_unlock(&ctx->mu);
     if (k && ctx->opt.verbose) {
         fa4_kernel_stats st = {0};
         rt_log_fetch(ctx, k, 1, &st);
     }
     return k;
+}
+
+void rt_kernel_free(struct fa4_kernel *k)
+{
+    if (!k) return;
+    free(k->key);
+    free(k->mod_src);
+    free(k);
 }
 
 static void unload(fa4_ctx *ctx, CUmodule m)
@@ -221,22 +234,23 @@ fa4_status rt_kernel_build(fa4_ctx *ctx, const char *key, uint64_t hash, const C
                            struct fa4_kernel **out, fa4_kernel_stats *st, fa4_status config_err)
 {
     struct fa4_kernel *k = calloc(1, sizeof *k);
-    char *key_copy = strdup(key);
-    if (!k || !key_copy) {
-        free(k);
-        free(key_copy);
+    if (k) {
+        k->key = strdup(key);
+        k->mod_src = mod_src ? strdup(mod_src) : NULL; /* the memory key holds the whole source (rt_map_find) */
+    }
+    if (!k || !k->key || (mod_src && !k->mod_src)) {
+        rt_kernel_free(k);
         return rt_fail(ctx, FA4_ERR_OUT_OF_MEMORY, "kernel: out of memory");
     }
-    k->key = key_copy;
     k->key_hash = hash;
     void *cubin = NULL;
     size_t size = 0;
     double t0 = rt_now_ms();
     fa4_status s = rt_plan(ctx, c, &k->plan, config_err);
     st->generate_ms = rt_now_ms() - t0;
-    /* a linked bundle first: it needs no generator, compiler or disk (a score_mod's hash is in the
-     * config, so a bundle never answers for a kernel it was not built with) */
-    const fa4_bundle_kernel *bk = s ? NULL : rt_bundle_find(&k->plan, &k->bundle);
+    /* a linked bundle first: it needs no generator, compiler or disk. Never for a score_mod: a
+     * bundle holds no user code, and its key would name the source only by mod='s 64-bit FNV. */
+    const fa4_bundle_kernel *bk = s || c->score_mod ? NULL : rt_bundle_find(&k->plan, &k->bundle);
     const void *image = NULL;
     if (bk) {
         image = bk->fatbin;
@@ -253,8 +267,7 @@ fa4_status rt_kernel_build(fa4_ctx *ctx, const char *key, uint64_t hash, const C
     }
     free(cubin);
     if (s) {
-        free(k->key);
-        free(k);
+        rt_kernel_free(k);
         return s;
     }
     st->source = (int)k->source;
@@ -264,14 +277,12 @@ fa4_status rt_kernel_build(fa4_ctx *ctx, const char *key, uint64_t hash, const C
     pthread_mutex_unlock(&ctx->mu);
     if (!in) {
         unload(ctx, k->module);
-        free(k->key);
-        free(k);
+        rt_kernel_free(k);
         return rt_fail(ctx, FA4_ERR_OUT_OF_MEMORY, "kernel cache: out of memory");
     }
     if (in != k) { /* another thread built the same kernel first; keep one */
         unload(ctx, k->module);
-        free(k->key);
-        free(k);
+        rt_kernel_free(k);
     }
     *out = in;
     return FA4_OK;

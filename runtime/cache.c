@@ -1,18 +1,28 @@
 /* cache.c - the in-memory kernel map and the on-disk cubin cache.
  *
  * Guarantees:
- * - Memory: a lookup hashes the key text, probes, compares; it never allocates.
- * - Disk: <dir>/<key hex>.cubin holds a header (magic, format, key hash, key
- *   text, payload length and FNV-1a 64 hash) then the cubin. The key text
- *   names everything the cubin depends on (canonical config, generator
- *   version, target, PTX ISA, compiler, user code), so two keys that hash
- *   alike still never share a file's payload. Files are written to an O_EXCL
- *   temp file in the same directory, fsync'd and renamed into place, so a
- *   reader sees a whole file or none; a corrupt or truncated file is a miss
- *   and gets rewritten. Anything at the path that is not a regular file (a
- *   FIFO, a device, a directory) is a miss too, and a FIFO never blocks the open.
- *   An unusable directory turns the disk cache off with
- *   one warning per context.
+ * - Memory: a lookup hashes the key text, probes, compares the key text and,
+ *   for a kernel with a score_mod, the whole source; it never allocates.
+ * - Disk, trust (docs/trust.md): the folder is created 0700 (the components we
+ *   create); before any entry is read or written the folder is opened
+ *   (O_DIRECTORY, so a symlinked cache path still works) and the opened folder
+ *   must be owned by this user and not writable by group or others. Entries
+ *   are opened relative to that folder's descriptor with O_NOFOLLOW and must
+ *   be regular files owned by this user, not writable by group or others.
+ *   Anything else is refused: one warning naming the path, its owner and mode
+ *   and the fix, then the context caches in memory only; a refused entry is
+ *   never loaded.
+ * - Disk, format 2: <dir>/<key hex>.cubin holds a header (magic, format, key
+ *   hash, key text length, payload length, SHA-256) then the key text, then
+ *   the cubin. The SHA-256 covers the header (its digest field zero), the key
+ *   text and the payload, so a changed byte anywhere is a miss; it detects
+ *   corruption, the ownership checks keep out forgers. The key text names
+ *   everything the cubin depends on (canonical config, generator version,
+ *   target, PTX ISA, compiler, the score_mod's SHA-256), so two keys whose
+ *   64-bit hash (the file name) agrees never share a payload. A corrupt,
+ *   truncated or format-1 file is a miss and gets rewritten. Files are written
+ *   to an O_EXCL temp file in the same folder, fsync'd and renamed into place,
+ *   so a reader sees a whole file or none.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -24,16 +34,18 @@
 #include <unistd.h>
 
 #include "rt_internal.h"
+#include "sha256.h"
 
 static const char file_magic[8] = {'F', 'A', '4', 'C', 'U', 'B', 'I', 'N'};
-enum { FILE_FORMAT = 1 };
+enum { FILE_FORMAT = 2 };
 
 typedef struct FileHead {
     char magic[8];
     uint32_t format, key_len;
-    uint64_t key, payload_len, payload_hash;
+    uint64_t key, payload_len;
+    unsigned char digest[SHA256_BYTES]; /* of the whole file with this field zero */
 } FileHead;
-_Static_assert(sizeof(FileHead) == 40, "FileHead has no padding");
+_Static_assert(sizeof(FileHead) == 64, "FileHead has no padding");
 
 uint64_t rt_fnv1a(const void *data, size_t n, uint64_t h)
 {
@@ -52,7 +64,7 @@ static void disable_disk(fa4_ctx *ctx, const char *fmt, ...)
     ctx->disk_ok = 0;
     pthread_mutex_unlock(&ctx->mu);
     if (!was_on) return; /* one warning per context */
-    char msg[RT_PATH_MAX + 256];
+    char msg[2 * RT_PATH_MAX + 256];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
@@ -100,7 +112,8 @@ fa4_status rt_cache_resolve_dir(fa4_ctx *ctx)
     return FA4_OK;
 }
 
-/* mkdir -p with mode 0700: the cache holds code this process will run. */
+/* mkdir -p with mode 0700: the cache holds code this process will run. Components that exist
+ * keep their owner and mode; only the folder itself is checked (open_dir). */
 static int make_dirs(const char *dir)
 {
     char path[RT_PATH_MAX];
@@ -113,13 +126,66 @@ static int make_dirs(const char *dir)
         *s = c;
         if (!c) break;
     }
-    struct stat st;
-    if (stat(dir, &st)) return -1;
-    if (!S_ISDIR(st.st_mode)) {
-        errno = ENOTDIR;
+    return 0;
+}
+
+/* Why a cache folder or entry with status st cannot be trusted, or NULL: it must be a folder
+ * (want_dir) or a regular file, owned by this user and not writable by group or others, as ssh
+ * asks of ~/.ssh. Root is held to the same rule: another user's file is theirs to forge. */
+static const char *untrusted(const struct stat *st, int want_dir)
+{
+    if (want_dir ? !S_ISDIR(st->st_mode) : !S_ISREG(st->st_mode))
+        return want_dir ? "is not a directory" : "is not a regular file";
+    if (st->st_uid != geteuid()) return "is owned by another user";
+    if (st->st_mode & (S_IWGRP | S_IWOTH)) return "is writable by group or others";
+    return NULL;
+}
+
+/* One refusal: the warning names the path, what is wrong, its owner and mode, and the fix. */
+static void refuse(fa4_ctx *ctx, const char *what, const char *path, const char *why, const struct stat *st,
+                   const char *fix)
+{
+    if (st)
+        disable_disk(ctx, "%s '%s' %s (owner uid %u, mode %04o; this process runs as uid %u); not trusted, not "
+                     "used: %s", what, path, why, (unsigned)st->st_uid, (unsigned)(st->st_mode & 07777),
+                     (unsigned)geteuid(), fix);
+    else
+        disable_disk(ctx, "%s '%s' %s; not trusted, not used: %s", what, path, why, fix);
+}
+
+/* The cache folder, opened and checked; its descriptor, or -1 (ENOENT without create: no
+ * folder yet, a plain miss; anything else has turned the disk cache off with one warning).
+ * Entries are then reached relative to this descriptor, so the folder checked is the folder used. */
+static int open_dir(fa4_ctx *ctx, int create)
+{
+    if (create && make_dirs(ctx->cache_dir)) {
+        disable_disk(ctx, "cannot create cache directory '%s': %s", ctx->cache_dir, strerror(errno));
         return -1;
     }
-    return 0;
+    int fd = open(ctx->cache_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno != ENOENT || create)
+            disable_disk(ctx, "cannot open cache directory '%s': %s", ctx->cache_dir, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st)) {
+        disable_disk(ctx, "cannot stat cache directory '%s': %s", ctx->cache_dir, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    const char *why = untrusted(&st, 1);
+    if (why) {
+        char fix[RT_PATH_MAX + 128];
+        if (st.st_uid != geteuid())
+            snprintf(fix, sizeof fix, "use a directory of your own (FA4GEN_CACHE_DIR or fa4_options.cache_dir)");
+        else
+            snprintf(fix, sizeof fix, "chmod go-w '%s', or use another directory", ctx->cache_dir);
+        refuse(ctx, "cache directory", ctx->cache_dir, why, &st, fix);
+        close(fd);
+        return -1;
+    }
+    return fd;
 }
 
 /* ---------------------------------------------------------------- key */
@@ -139,9 +205,9 @@ fa4_status rt_cache_key(fa4_ctx *ctx, const Plan *p, const char *user_code, char
     return FA4_OK;
 }
 
-static void file_path(const fa4_ctx *ctx, uint64_t key, char *buf, size_t n)
+static void file_name(uint64_t key, char *buf, size_t n)
 {
-    snprintf(buf, n, "%s/%016llx.cubin", ctx->cache_dir, (unsigned long long)key);
+    snprintf(buf, n, "%016llx.cubin", (unsigned long long)key);
 }
 
 /* ---------------------------------------------------------------- read */
@@ -159,11 +225,25 @@ static int read_all(int fd, void *buf, size_t n)
     return 0;
 }
 
+/* The digest a file with header h, key text and payload must carry. */
+static void file_digest(const FileHead *h, const char *key_text, const void *payload, unsigned char out[32])
+{
+    FileHead zero = *h;
+    memset(zero.digest, 0, sizeof zero.digest);
+    Sha256 s;
+    sha256_init(&s);
+    sha256_update(&s, &zero, sizeof zero);
+    sha256_update(&s, key_text, h->key_len);
+    sha256_update(&s, payload, h->payload_len);
+    sha256_final(&s, out);
+}
+
 /* Why a file is not a valid entry for key, or NULL when it is. */
 static const char *check_file(const char *buf, size_t size, const char *key_text, uint64_t key)
 {
     FileHead h;
     size_t key_len = strlen(key_text);
+    unsigned char want[SHA256_BYTES];
     if (size < sizeof h) return "truncated header";
     memcpy(&h, buf, sizeof h);
     if (memcmp(h.magic, file_magic, sizeof file_magic)) return "bad magic";
@@ -171,26 +251,55 @@ static const char *check_file(const char *buf, size_t size, const char *key_text
     if (h.key != key || h.key_len != key_len) return "other key";
     if (size < sizeof h + key_len || memcmp(buf + sizeof h, key_text, key_len)) return "other key text";
     if (h.payload_len != size - sizeof h - key_len) return "truncated or extended payload";
-    if (rt_fnv1a(buf + sizeof h + key_len, h.payload_len, RT_FNV_SEED) != h.payload_hash) return "payload hash";
+    file_digest(&h, key_text, buf + sizeof h + key_len, want);
+    if (memcmp(want, h.digest, sizeof want)) return "SHA-256 mismatch";
     return NULL;
+}
+
+/* Open entry name in folder dfd for reading and check it; the descriptor, or -1 (a miss, or
+ * a refusal that has turned the disk cache off). */
+static int open_entry(fa4_ctx *ctx, int dfd, const char *name, struct stat *st)
+{
+    char path[RT_PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/%.40s", ctx->cache_dir, name);
+    /* O_NOFOLLOW: a symlink is refused, never followed; O_NONBLOCK: a FIFO cannot hang the open. */
+    int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+    if (fd < 0) {
+        if (errno == ELOOP) refuse(ctx, "cache file", path, "is a symbolic link", NULL, "remove it");
+        else if (errno != ENOENT) rt_log(ctx, "cache file %s: %s; rebuilding it", path, strerror(errno));
+        return -1;
+    }
+    if (fstat(fd, st)) {
+        rt_log(ctx, "cache file %s: %s; rebuilding it", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    const char *why = untrusted(st, 0);
+    if (why) {
+        refuse(ctx, "cache file", path, why, st, "remove it (fa4gen rebuilds it)");
+        close(fd);
+        return -1;
+    }
+    return fd;
 }
 
 int rt_disk_get(fa4_ctx *ctx, const char *key_text, uint64_t key, void **cubin, size_t *size)
 {
     if (!disk_enabled(ctx)) return 0;
-    char path[RT_PATH_MAX + 32];
-    file_path(ctx, key, path, sizeof path);
-    /* O_NONBLOCK: a FIFO put at the path must not hang the open; only a regular file is read. */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) return 0;
+    int dfd = open_dir(ctx, 0);
+    if (dfd < 0) return 0;
+    char name[64];
+    file_name(key, name, sizeof name);
     struct stat st;
+    int fd = open_entry(ctx, dfd, name, &st);
+    close(dfd);
+    if (fd < 0) return 0;
     char *buf = NULL;
     int ok = 0;
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 && (buf = malloc((size_t)st.st_size)) &&
-        read_all(fd, buf, (size_t)st.st_size) == 0) {
+    if (st.st_size > 0 && (buf = malloc((size_t)st.st_size)) && read_all(fd, buf, (size_t)st.st_size) == 0) {
         const char *why = check_file(buf, (size_t)st.st_size, key_text, key);
         if (why) {
-            rt_log(ctx, "cache file %s is not valid (%s); rebuilding it", path, why);
+            rt_log(ctx, "cache file %s/%s is not valid (%s); rebuilding it", ctx->cache_dir, name, why);
         } else {
             size_t off = sizeof(FileHead) + strlen(key_text);
             *size = (size_t)st.st_size - off;
@@ -220,12 +329,13 @@ static int write_all(int fd, const void *buf, size_t n)
     return 0;
 }
 
-static int open_temp(fa4_ctx *ctx, uint64_t key, char *tmp, size_t n)
+/* A new temp file in folder dfd (its name in tmp); O_EXCL, so nothing at the name is reused. */
+static int open_temp(fa4_ctx *ctx, int dfd, uint64_t key, char *tmp, size_t n)
 {
     for (int tries = 0; tries < 64; tries++) {
         unsigned c = atomic_fetch_add(&ctx->tmp_counter, 1u);
-        snprintf(tmp, n, "%s/.%016llx.%ld.%u.tmp", ctx->cache_dir, (unsigned long long)key, (long)getpid(), c);
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        snprintf(tmp, n, ".%016llx.%ld.%u.tmp", (unsigned long long)key, (long)getpid(), c);
+        int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd >= 0 || errno != EEXIST) return fd;
     }
     errno = EEXIST;
@@ -235,35 +345,28 @@ static int open_temp(fa4_ctx *ctx, uint64_t key, char *tmp, size_t n)
 static int write_file(int fd, const char *key_text, uint64_t key, const void *cubin, size_t size)
 {
     FileHead h;
+    memset(&h, 0, sizeof h);
     memcpy(h.magic, file_magic, sizeof h.magic);
     h.format = FILE_FORMAT;
     h.key_len = (uint32_t)strlen(key_text);
     h.key = key;
     h.payload_len = size;
-    h.payload_hash = rt_fnv1a(cubin, size, RT_FNV_SEED);
+    file_digest(&h, key_text, cubin, h.digest);
     if (write_all(fd, &h, sizeof h) || write_all(fd, key_text, h.key_len) || write_all(fd, cubin, size)) return -1;
     return fsync(fd); /* the data is on disk before the name points at it */
-}
-
-static void sync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return;
-    fsync(fd);
-    close(fd);
 }
 
 void rt_disk_put(fa4_ctx *ctx, const char *key_text, uint64_t key, const void *cubin, size_t size)
 {
     if (!disk_enabled(ctx)) return;
-    if (make_dirs(ctx->cache_dir)) {
-        disable_disk(ctx, "cannot create cache directory '%s': %s", ctx->cache_dir, strerror(errno));
-        return;
-    }
-    char tmp[RT_PATH_MAX + 64], path[RT_PATH_MAX + 32];
-    int fd = open_temp(ctx, key, tmp, sizeof tmp);
+    int dfd = open_dir(ctx, 1);
+    if (dfd < 0) return;
+    char tmp[96], name[64];
+    file_name(key, name, sizeof name);
+    int fd = open_temp(ctx, dfd, key, tmp, sizeof tmp);
     if (fd < 0) {
         disable_disk(ctx, "cannot write to cache directory '%s': %s", ctx->cache_dir, strerror(errno));
+        close(dfd);
         return;
     }
     int bad = write_file(fd, key_text, key, cubin, size);
@@ -272,31 +375,36 @@ void rt_disk_put(fa4_ctx *ctx, const char *key_text, uint64_t key, const void *c
         bad = 1;
         err = errno;
     }
-    file_path(ctx, key, path, sizeof path);
-    /* rename replaces atomically: racing writers of one key leave one whole file. */
-    if (!bad && rename(tmp, path)) {
+    /* rename replaces atomically: racing writers of one key leave one whole file; a node at the
+     * name is replaced itself, never followed. */
+    if (!bad && renameat(dfd, tmp, dfd, name)) {
         bad = 1;
         err = errno;
     }
     if (bad) {
-        unlink(tmp);
-        disable_disk(ctx, "cannot write cache file '%s': %s", path, strerror(err));
-        return;
+        unlinkat(dfd, tmp, 0);
+        disable_disk(ctx, "cannot write cache file '%s/%s': %s", ctx->cache_dir, name, strerror(err));
+    } else {
+        fsync(dfd); /* the name, too */
+        rt_log(ctx, "wrote %s/%s (%zu bytes)", ctx->cache_dir, name, size);
     }
-    sync_dir(ctx->cache_dir);
-    rt_log(ctx, "wrote %s (%zu bytes)", path, size);
+    close(dfd);
 }
 
 /* ---------------------------------------------------------------- memory map */
 
-struct fa4_kernel *rt_map_find(const KernelMap *m, const char *key, uint64_t hash)
+/* The key text names a score_mod only by its 64-bit FNV (mod=), which can be collided, so an
+ * entry with a mod also matches on the whole source: one strcmp, no hashing per call. */
+static int same_mod(const char *a, const char *b) { return a == b || (a && b && strcmp(a, b) == 0); }
+
+struct fa4_kernel *rt_map_find(const KernelMap *m, const char *key, uint64_t hash, const char *mod_src)
 {
     if (!m->cap) return NULL;
     size_t mask = m->cap - 1;
     for (size_t i = hash & mask;; i = (i + 1) & mask) {
         struct fa4_kernel *k = m->slot[i].k;
         if (!k) return NULL;
-        if (m->slot[i].hash == hash && strcmp(k->key, key) == 0) return k;
+        if (m->slot[i].hash == hash && strcmp(k->key, key) == 0 && same_mod(k->mod_src, mod_src)) return k;
     }
 }
 
@@ -324,7 +432,7 @@ static int grow(KernelMap *m)
 
 struct fa4_kernel *rt_map_insert(KernelMap *m, struct fa4_kernel *k)
 {
-    struct fa4_kernel *old = rt_map_find(m, k->key, k->key_hash);
+    struct fa4_kernel *old = rt_map_find(m, k->key, k->key_hash, k->mod_src);
     if (old) return old;
     if ((m->count + 1) * 4 > m->cap * 3 && grow(m)) return NULL; /* keep probes short: load <= 3/4 */
     place(m, k);
@@ -339,8 +447,7 @@ void rt_map_free(fa4_ctx *ctx, KernelMap *m)
         if (!k) continue;
         if (!entered) entered = rt_ctx_enter(ctx, &pushed) == FA4_OK ? 1 : -1;
         if (entered > 0 && k->module) ctx->drv.ModuleUnload(k->module);
-        free(k->key);
-        free(k);
+        rt_kernel_free(k);
     }
     if (entered > 0) rt_ctx_leave(ctx, pushed);
     free(m->slot);

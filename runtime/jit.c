@@ -9,6 +9,10 @@
  *      d128 bn 128 ran at 300 TFLOP/s through nvJitLink against 600+ through ptxas.
  *   2. nvJitLink, 3. the driver's linker: correct, slower kernels, for machines without
  *      the toolkit's ptxas. FA4GEN_NO_PTXAS=1 skips step 1 (tests).
+ * ptxas's files live in a private folder made per compile (mkdtemp in $TMPDIR, checked
+ * 0700 and ours) and are reached only through its descriptor, so nothing another user
+ * plants in $TMPDIR is opened, followed or loaded (compile_ptxas; docs/trust.md). The
+ * other two compile in memory.
  *
  * nvJitLink is opened at run time (found as gen/cudalibs.h says: FA4GEN_NVJITLINK,
  * the process, FA4GEN_CUDA_LIB_DIRS, the loader, the toolkit), so it is optional. Without
@@ -19,6 +23,7 @@
  * mapped after dlclose (RTLD_NODELETE): reloading nvJitLink costs milliseconds
  * per context, and unloading it leaks its C++ runtime's pools.
  */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -127,6 +132,64 @@ static int ptxas_available(fa4_ctx *ctx)
     return ok;
 }
 
+/* The ptxas run's files live in one private folder made for the compile (mkdtemp: 0700, a fresh
+ * name) in $TMPDIR (absolute) or /tmp, and are reached only through the folder's descriptor: the
+ * PTX and the log are created O_EXCL|O_NOFOLLOW, ptxas runs inside the folder (fchdir in the
+ * child) with relative names, the cubin is read back O_NOFOLLOW and must be a regular file of
+ * ours. No name in the shared folder but the private folder's is ever opened, so nobody else
+ * can plant, swap or redirect a file; everything is removed on every path. */
+typedef struct {
+    char path[RT_PATH_MAX]; /* "" until made */
+    int fd;                 /* O_DIRECTORY descriptor, -1 until opened */
+} WorkDir;
+
+static const char *const work_files[] = {"kernel.ptx", "kernel.cubin", "ptxas.log"}; /* inside the folder */
+enum { WF_PTX, WF_CUBIN, WF_LOG };
+
+static fa4_status work_dir_make(fa4_ctx *ctx, WorkDir *w)
+{
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || tmp[0] != '/') tmp = "/tmp";
+    w->fd = -1;
+    w->path[0] = 0;
+    char path[RT_PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/fa4gen-%d-XXXXXX", tmp, (int)getpid()) >= (int)sizeof path)
+        return rt_fail(ctx, FA4_ERR_COMPILE, "compile: TMPDIR '%s' is too long", tmp);
+    if (!mkdtemp(path))
+        return rt_fail(ctx, FA4_ERR_COMPILE, "compile: cannot create a private folder in %s: %s", tmp, strerror(errno));
+    snprintf(w->path, sizeof w->path, "%s", path);
+    w->fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (w->fd < 0 || fstat(w->fd, &st))
+        return rt_fail(ctx, FA4_ERR_COMPILE, "compile: cannot open the folder %s: %s", path, strerror(errno));
+    /* mkdtemp made it 0700 and ours; the descriptor must name that folder, not a swapped-in one */
+    if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 0777) != 0700) {
+        fa4_status s = rt_fail(ctx, FA4_ERR_COMPILE, "compile: the folder %s is not private (owner uid %u, mode "
+                               "%04o); refusing to compile in it", path, (unsigned)st.st_uid,
+                               (unsigned)(st.st_mode & 07777));
+        close(w->fd);
+        w->fd = -1;
+        w->path[0] = 0; /* not ours to remove */
+        return s;
+    }
+    return FA4_OK;
+}
+
+/* Remove every file in the folder (ours: nobody else can create one there) and the folder. */
+static void work_dir_remove(WorkDir *w)
+{
+    int list = w->fd >= 0 ? dup(w->fd) : -1;
+    DIR *d = list >= 0 ? fdopendir(list) : NULL;
+    if (!d && list >= 0) close(list);
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) unlinkat(w->fd, e->d_name, 0);
+    if (d) closedir(d);
+    if (w->fd >= 0) close(w->fd);
+    if (w->path[0]) rmdir(w->path);
+    w->fd = -1;
+    w->path[0] = 0;
+}
+
 static int write_all(int fd, const char *p, size_t n)
 {
     while (n) {
@@ -138,45 +201,94 @@ static int write_all(int fd, const char *p, size_t n)
     return 0;
 }
 
+/* A new file of the work folder, created here (never an existing name, never through a link). */
+static int work_create(const WorkDir *w, int which, int flags)
+{
+    return openat(w->fd, work_files[which], flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+}
+
+/* The whole file open at fd (malloc'd, NUL-terminated; *n its length), from offset 0. */
+static char *read_fd(int fd, size_t *n)
+{
+    struct stat st;
+    if (fstat(fd, &st) || st.st_size < 0) return NULL;
+    char *buf = malloc((size_t)st.st_size + 1);
+    size_t got = 0;
+    while (buf && got < (size_t)st.st_size) {
+        ssize_t k = pread(fd, buf + got, (size_t)st.st_size - got, (off_t)got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        got += (size_t)k;
+    }
+    if (buf) buf[got] = 0;
+    *n = got;
+    return buf;
+}
+
+/* Read ptxas's cubin: a regular file owned by us, opened without following a link. */
+static fa4_status read_cubin(fa4_ctx *ctx, const WorkDir *w, void **cubin, size_t *size)
+{
+    int fd = openat(w->fd, work_files[WF_CUBIN], O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return rt_fail(ctx, FA4_ERR_COMPILE, "compile: ptxas wrote no cubin in %s: %s", w->path, strerror(errno));
+    struct stat st;
+    fa4_status s = FA4_OK;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid())
+        s = rt_fail(ctx, FA4_ERR_COMPILE, "compile: %s/%s is not a regular file of this user; not loaded", w->path,
+                    work_files[WF_CUBIN]);
+    else if (!(*cubin = read_fd(fd, size)))
+        s = rt_fail(ctx, FA4_ERR_COMPILE, "compile: cannot read %s/%s", w->path, work_files[WF_CUBIN]);
+    close(fd);
+    return s;
+}
+
+/* Run ptxas in folder w on kernel.ptx, its stdout and stderr into log_fd; 0, or the failure recorded. */
+static fa4_status run_ptxas(fa4_ctx *ctx, const Plan *p, const WorkDir *w, int log_fd)
+{
+    char arch[32];
+    snprintf(arch, sizeof arch, "-arch=%s", p->target->ptx_target);
+    char *argv[] = {ctx->ptxas_path, arch, "-O3", (char *)work_files[WF_PTX], "-o", (char *)work_files[WF_CUBIN],
+                    NULL};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addfchdir_np(&fa, w->fd); /* relative names resolve in the private folder */
+    posix_spawn_file_actions_adddup2(&fa, log_fd, 1);
+    posix_spawn_file_actions_adddup2(&fa, log_fd, 2);
+    pid_t pid;
+    static char *const no_env[] = {NULL}; /* ptxas needs none, and gets none of ours */
+    int st = 0, rc = posix_spawn(&pid, ctx->ptxas_path, &fa, NULL, argv, no_env);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc) return rt_fail(ctx, FA4_ERR_COMPILE, "compile: cannot run %s: %s", ctx->ptxas_path, strerror(rc));
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return FA4_OK;
+    size_t n = 0;
+    char *text = read_fd(log_fd, &n);
+    fa4_status s = rt_fail(ctx, FA4_ERR_COMPILE, "compile %s for %s: %s failed:\n%s", p->symbol, p->target->ptx_target,
+                           ctx->ptxas_path, text && text[0] ? text : "(no log)");
+    free(text);
+    return s;
+}
+
 static fa4_status compile_ptxas(fa4_ctx *ctx, const Plan *p, const char *ptx, size_t len, void **cubin,
                                 size_t *size)
 {
-    const char *tmp = getenv("TMPDIR");
-    char in[RT_PATH_MAX], out[RT_PATH_MAX + 8], log[RT_PATH_MAX + 8], arch[32];
-    if (!tmp || tmp[0] != '/') tmp = "/tmp";
-    snprintf(in, sizeof in, "%s/fa4gen-%d-%u-XXXXXX", tmp, (int)getpid(), atomic_fetch_add(&ctx->tmp_counter, 1));
-    int fd = mkstemp(in);
-    if (fd < 0) return rt_fail(ctx, FA4_ERR_COMPILE, "compile: cannot create a temp file in %s: %s", tmp, strerror(errno));
-    snprintf(out, sizeof out, "%s.cubin", in);
-    snprintf(log, sizeof log, "%s.log", in);
-    fa4_status s = FA4_OK;
-    if (write_all(fd, ptx, len)) s = rt_fail(ctx, FA4_ERR_COMPILE, "compile: cannot write %s: %s", in, strerror(errno));
-    close(fd);
-    if (!s) {
-        snprintf(arch, sizeof arch, "-arch=%s", p->target->ptx_target);
-        char *argv[] = {ctx->ptxas_path, arch, "-O3", in, "-o", out, NULL};
-        posix_spawn_file_actions_t fa;
-        posix_spawn_file_actions_init(&fa);
-        posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        posix_spawn_file_actions_adddup2(&fa, 1, 2);
-        pid_t pid;
-        int st = 0, rc = posix_spawn(&pid, ctx->ptxas_path, &fa, NULL, argv, NULL);
-        posix_spawn_file_actions_destroy(&fa);
-        if (rc) s = rt_fail(ctx, FA4_ERR_COMPILE, "compile: cannot run %s: %s", ctx->ptxas_path, strerror(rc));
-        else {
-            while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
-            if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-                size_t n = 0;
-                char *text = read_whole_file(log, &n);
-                s = rt_fail(ctx, FA4_ERR_COMPILE, "compile %s for %s: %s failed:\n%s", p->symbol,
-                            p->target->ptx_target, ctx->ptxas_path, text ? text : "(no log)");
-                free(text);
-            } else if (!(*cubin = read_whole_file(out, size))) {
-                s = rt_fail(ctx, FA4_ERR_COMPILE, "compile: cannot read %s", out);
-            }
-        }
-    }
-    unlink(in), unlink(out), unlink(log);
+    WorkDir w;
+    int in = -1, log = -1;
+    fa4_status s = work_dir_make(ctx, &w);
+    if (!s && (in = work_create(&w, WF_PTX, O_WRONLY)) < 0)
+        s = rt_fail(ctx, FA4_ERR_COMPILE, "compile: cannot create %s/%s: %s", w.path, work_files[WF_PTX],
+                    strerror(errno));
+    if (!s && write_all(in, ptx, len))
+        s = rt_fail(ctx, FA4_ERR_COMPILE, "compile: cannot write %s/%s: %s", w.path, work_files[WF_PTX],
+                    strerror(errno));
+    if (in >= 0) close(in);
+    if (!s && (log = work_create(&w, WF_LOG, O_RDWR)) < 0)
+        s = rt_fail(ctx, FA4_ERR_COMPILE, "compile: cannot create %s/%s: %s", w.path, work_files[WF_LOG],
+                    strerror(errno));
+    if (!s) s = run_ptxas(ctx, p, &w, log);
+    if (log >= 0) close(log);
+    if (!s) s = read_cubin(ctx, &w, cubin, size);
+    work_dir_remove(&w);
     return s;
 }
 

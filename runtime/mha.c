@@ -824,7 +824,7 @@ fa4_status fa4_mha_fwd(fa4_ctx *ctx, const fa4_mha_args *args, void *stream)
     if (c.score_mod) /* the link mode changes the cubin, not the config */
         snprintf(key + strlen(key), sizeof key - strlen(key), " |%s", score_mod_link_name[link]);
     uint64_t hash = rt_fnv1a(key, strlen(key), RT_FNV_SEED);
-    fa4_kernel *k = rt_kernel_lookup(ctx, key, hash);
+    fa4_kernel *k = rt_kernel_lookup_mod(ctx, key, hash, a.score_mod);
     fa4_kernel_stats st = {0};
     /* check_rope even on a memory hit: where rope_split is refused it is not in the canonical text, so
      * the key of a call with k_rope can name a kernel without it (found by tests/fuzz/fuzz_args) */

@@ -88,6 +88,7 @@ typedef enum { SRC_MEMORY = 0, SRC_DISK = 1, SRC_JIT = 2, SRC_BUNDLE = 3 } Kerne
 struct fa4_kernel {
     char *key;        /* memory-cache key (owned) */
     uint64_t key_hash;
+    char *mod_src;    /* the score_mod source compiled in (owned; NULL: none), compared whole on lookup */
     KernelSource source;  /* how it was built: disk, jit or bundle (for the fetch log) */
     uint64_t code_key;    /* the disk-cache key (disk, jit) or the config hash (bundle) */
     const char *bundle;   /* the bundle's name (bundle) */
@@ -204,7 +205,8 @@ int rt_disk_get(fa4_ctx *ctx, const char *key_text, uint64_t key, void **cubin, 
 /* Best effort: an unwritable directory warns once and turns the disk cache off. */
 void rt_disk_put(fa4_ctx *ctx, const char *key_text, uint64_t key, const void *cubin, size_t size);
 
-struct fa4_kernel *rt_map_find(const KernelMap *m, const char *key, uint64_t hash);
+/* The entry for key whose score_mod source is mod_src (NULL: a kernel without one), or NULL. */
+struct fa4_kernel *rt_map_find(const KernelMap *m, const char *key, uint64_t hash, const char *mod_src);
 /* Insert k unless the key is present; returns the entry that is in the map. */
 struct fa4_kernel *rt_map_insert(KernelMap *m, struct fa4_kernel *k);
 void rt_map_free(fa4_ctx *ctx, KernelMap *m);
@@ -287,6 +289,10 @@ fa4_status rt_build_cubin(fa4_ctx *ctx, const Config *c, const char *mod_src, Pl
                           fa4_kernel_stats *st, uint64_t *key);
 /* The memory cache: a hit costs a hash, a lock and a compare, no allocation. */
 struct fa4_kernel *rt_kernel_lookup(fa4_ctx *ctx, const char *key, uint64_t hash);
+/* The same for a kernel with a score_mod: the entry must hold this very source (mod_src). */
+struct fa4_kernel *rt_kernel_lookup_mod(fa4_ctx *ctx, const char *key, uint64_t hash, const char *mod_src);
+/* Free an entry's memory (its key, its score_mod source, itself); the module is the caller's. */
+void rt_kernel_free(struct fa4_kernel *k);
 /* A miss: build, load, and insert under key (the device must be open). */
 fa4_status rt_kernel_build(fa4_ctx *ctx, const char *key, uint64_t hash, const Config *c, const char *mod_src,
                            struct fa4_kernel **out, fa4_kernel_stats *st, fa4_status config_err);

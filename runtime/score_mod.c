@@ -2,11 +2,15 @@
  * cache key's user-code line, and NVRTC's PTX with its errors as statuses.
  *
  * Guarantees: a config's mod= hash must be the hash of the source this call
- * gives (a different source can never reuse another's kernel); without NVRTC a
+ * gives (a mismatched config is refused; mod= alone, 64 bits, does not keep two
+ * sources apart: the SHA-256 below and the memory cache's whole-source compare
+ * do); without NVRTC a
  * mod is FA4_ERR_UNSUPPORTED, a source NVRTC refuses is FA4_ERR_COMPILE with
  * NVRTC's log in the message, and nothing is cached or launched for either.
- * The user-code line of the disk-cache key names the source hash, the NVRTC
- * version and the link mode, so each of them selects its own cubin.
+ * The user-code line of the disk-cache key names the source's SHA-256 (not
+ * mod='s 64-bit FNV, which a forger can collide), the NVRTC version and the
+ * link mode, so each of them selects its own cubin. Computed on a memory-cache
+ * miss only; a hit compares the whole source instead (cache.c rt_map_find).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +18,7 @@
 
 #include "rt_internal.h"
 #include "score_mod.h"
+#include "sha256.h"
 
 fa4_status rt_mod_link(fa4_ctx *ctx, int *link)
 {
@@ -38,10 +43,13 @@ fa4_status rt_mod_prepare(fa4_ctx *ctx, const Config *c, const char *src, RtMod 
     if (score_mod_link_from_env(&link, err, sizeof err)) return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s", err);
     if (score_mod_nvrtc_version(version, sizeof version, err, sizeof err))
         return rt_fail(ctx, FA4_ERR_UNSUPPORTED, "%s", err);
+    unsigned char digest[SHA256_BYTES];
+    char hex[SHA256_HEX];
+    sha256(src, strlen(src), digest);
+    sha256_hex(digest, hex);
     m->src = src;
     m->link = (int)link;
-    snprintf(m->user_code, sizeof m->user_code, "score_mod:%016llx %s %s", (unsigned long long)c->score_mod, version,
-             score_mod_link_name[link]);
+    snprintf(m->user_code, sizeof m->user_code, "score_mod:sha256:%s %s %s", hex, version, score_mod_link_name[link]);
     return FA4_OK;
 }
 

@@ -14,12 +14,14 @@
 #include <dlfcn.h>
 #include <limits.h>
 #include <math.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fa4.h"
 #include "fa4gen.h"
 #include "rt_internal.h"
 #include "fake_cuda.h"
+#include "fnv_collision.h"
 #include "testutil.h"
 
 static char cache_dir[] = "/tmp/fa4launch.XXXXXX";
@@ -681,6 +683,60 @@ static int dir_entries(const char *path)
     return n;
 }
 
+/* The status of the first two entries of dir, in name order (an inode changes when a rename rewrites one). */
+static void entry_stats(const char *dir, struct stat st[2])
+{
+    struct dirent **names;
+    int n = scandir(dir, &names, NULL, alphasort), k = 0;
+    assert_true(n >= 0);
+    for (int i = 0; i < n; i++) {
+        char p[1024];
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]->d_name);
+        if (names[i]->d_name[0] != '.' && k < 2) assert_int_equal(stat(p, &st[k++]), 0);
+        free(names[i]);
+    }
+    free(names);
+    assert_int_equal(k, 2);
+}
+
+/* Two score_mod sources with one FNV-1a 64 (fnv_collision.h: a real collision), so one config
+ * text (mod= is that hash): each still runs its own kernel. The memory cache compares the whole
+ * source (also when the caller rewrites one buffer in place), and the disk key names the
+ * source's SHA-256: two entries, and a fresh context takes each source's own. */
+static void test_score_mod_collision(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/fa4launch-mod.XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    fa4_ctx *ctx = ctx_on(90, FA4_TARGET_SM90A, dir);
+    fa4_mha_args a = mha(FA4_BF16, 2, 300, 300, 8, 2, 128, 128, FA4_MASK_CAUSAL);
+    char src[512];
+    snprintf(src, sizeof src, "%s", FNV_COLLISION_A);
+    a.score_mod = src;
+    int loaded = fk->modules_loaded;
+    must(ctx, fa4_mha_fwd(ctx, &a, NULL), "fa4_mha_fwd (source A)");
+    must(ctx, fa4_mha_fwd(ctx, &a, NULL), "fa4_mha_fwd (source A again)");
+    assert_int_equal(fk->modules_loaded, loaded + 1); /* the second call is a memory hit */
+    snprintf(src, sizeof src, "%s", FNV_COLLISION_B); /* same buffer, other code, same FNV */
+    must(ctx, fa4_mha_fwd(ctx, &a, NULL), "fa4_mha_fwd (source B)");
+    if (fk->modules_loaded != loaded + 2)
+        fail_msg("source B ran source A's kernel: %d module loads for two sources with one FNV-1a 64",
+                 fk->modules_loaded - loaded);
+    fa4_destroy(ctx);
+    if (dir_entries(dir) != 2) fail_msg("%d disk-cache entries for two sources, expected 2", dir_entries(dir));
+    struct stat before[2], after[2];
+    entry_stats(dir, before);
+    for (int i = 0; i < 2; i++) { /* fresh contexts, B first: each takes its own entry, none is rewritten */
+        ctx = ctx_on(90, FA4_TARGET_SM90A, dir);
+        a.score_mod = i ? FNV_COLLISION_A : FNV_COLLISION_B;
+        must(ctx, fa4_mha_fwd(ctx, &a, NULL), i ? "fa4_mha_fwd (A, fresh)" : "fa4_mha_fwd (B, fresh)");
+        fa4_destroy(ctx);
+    }
+    entry_stats(dir, after);
+    for (int i = 0; i < 2; i++) assert_true(before[i].st_ino == after[i].st_ino);
+    remove_tree(dir);
+}
+
 /* sm100a kernels on a 9.0 device: refused before anything is compiled
  * (its own cache stays empty), loaded, encoded or launched. */
 static void test_sm100_on_sm90(void **state)
@@ -1042,7 +1098,7 @@ int main(void)
         cmocka_unit_test(test_sm100_on_sm90), cmocka_unit_test(test_sm100_mla_sparse), cmocka_unit_test(test_sm90_mla_epilogue),
         cmocka_unit_test(test_bad_descale),
         cmocka_unit_test(test_kernel_info),        cmocka_unit_test(test_huge_shapes),
-        cmocka_unit_test(test_sink_score_mod),
+        cmocka_unit_test(test_sink_score_mod),     cmocka_unit_test(test_score_mod_collision),
         cmocka_unit_test(test_rope_after_memory_hit), cmocka_unit_test(test_mla_huge_shapes),
         cmocka_unit_test(test_lse_rows_boundary), cmocka_unit_test(test_split_kv),
         cmocka_unit_test(test_split_choice),
