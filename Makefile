@@ -132,10 +132,12 @@ $(FAKECUDA): tests/unit/fake_cuda.c tests/unit/fake_cuda.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -fvisibility=hidden -shared -Wl,-soname,libcuda.so.1 $< -o $@
 
-unit: deps-test $(UNIT_BIN) $(B)/tests/test_launch $(B)/tests/test_bundle $(FAKECUDA)
+# test_args_fuzz: the Python argument layer on duck-typed tensors through the simulated driver (no torch)
+unit: deps-test $(UNIT_BIN) $(B)/tests/test_launch $(B)/tests/test_bundle $(FAKECUDA) $(B)/libfa4rt.so build/sim/libcuda.so.1
 	@sh tests/run-unit.sh $(UNIT_BIN)
 	@sh tests/python/abi.sh
 	@python3 tests/python/test_torch_ops.py
+	@FA4_LIB=$(abspath $(B))/libfa4rt.so python3 tests/python/test_args_fuzz.py
 	@LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) sh tests/run-unit.sh $(B)/tests/test_launch $(B)/tests/test_bundle
 
 launch-test: deps-test $(B)/tests/test_launch $(B)/tests/test_bundle $(FAKECUDA)
