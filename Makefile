@@ -269,3 +269,10 @@ $(B)/bench/jit: bench/jit.c $(B)/libfa4rt.a
 	$(CC) $(ALL_CFLAGS) $< -o $@ $(B)/libfa4rt.a $(LDLIBS_RT)
 bench-jit: $(B)/bench/jit
 	$(B)/bench/jit
+# the host time of a cached fa4_mha_fwd / fa4_mla_sparse_fwd against the fake driver (issue 26's driver checks)
+.PHONY: bench-host
+$(B)/bench/host_cost: bench/host_cost.c tests/unit/fake_cuda.h $(B)/libfa4rt.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Itests/unit $< -o $@ $(B)/libfa4rt.a $(LDLIBS_RT)
+bench-host: $(B)/bench/host_cost $(FAKECUDA)
+	LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) $(B)/bench/host_cost
