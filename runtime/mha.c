@@ -589,9 +589,10 @@ static fa4_status grid_size(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a, 
     uint64_t ctas = clusters * (uint64_t)cx;
     /* the kernel counts tiles (clusters) in 32 bits: a persistent grid's cap must not hide a wrap */
     if (clusters > 0x7fffffffu)
-        return BAD("seqlen_q", "%d x heads_q %d x batch %d x %d splits makes %s%llu tiles of %llu rows; the kernels "
+        return BAD("seqlen_q", "%d x heads_q %d x batch %d x %d splits makes %.4g tiles of %llu rows; the kernels "
                    "count at most 2^31 - 1", a->seqlen_q, a->heads_q, a->batch, splits,
-                   clusters == UINT64_MAX ? "over " : "", (unsigned long long)clusters, (unsigned long long)rows);
+                   ceil((double)seq_rows / (double)rows) * (double)(a->heads_q / hpc) * (double)a->batch * splits,
+                   (unsigned long long)rows);
     if (p->persistent) {
         uint64_t cap = (uint64_t)(ctx->device.sm_count / cx * cx);
         if (cap < (uint64_t)cx) cap = (uint64_t)cx; /* a device smaller than a cluster: the driver will say */
