@@ -132,10 +132,12 @@ $(FAKECUDA): tests/unit/fake_cuda.c tests/unit/fake_cuda.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -fvisibility=hidden -shared -Wl,-soname,libcuda.so.1 $< -o $@
 
-unit: deps-test $(UNIT_BIN) $(B)/tests/test_launch $(B)/tests/test_bundle $(FAKECUDA)
+# test_args_fuzz: the Python argument layer on duck-typed tensors through the simulated driver (no torch)
+unit: deps-test $(UNIT_BIN) $(B)/tests/test_launch $(B)/tests/test_bundle $(FAKECUDA) $(B)/libfa4rt.so build/sim/libcuda.so.1
 	@sh tests/run-unit.sh $(UNIT_BIN)
 	@sh tests/python/abi.sh
 	@python3 tests/python/test_torch_ops.py
+	@FA4_LIB=$(abspath $(B))/libfa4rt.so python3 tests/python/test_args_fuzz.py
 	@LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) sh tests/run-unit.sh $(B)/tests/test_launch $(B)/tests/test_bundle
 
 launch-test: deps-test $(B)/tests/test_launch $(B)/tests/test_bundle $(FAKECUDA)
@@ -267,6 +269,13 @@ $(B)/bench/jit: bench/jit.c $(B)/libfa4rt.a
 	$(CC) $(ALL_CFLAGS) $< -o $@ $(B)/libfa4rt.a $(LDLIBS_RT)
 bench-jit: $(B)/bench/jit
 	$(B)/bench/jit
+# the host time of a cached fa4_mha_fwd / fa4_mla_sparse_fwd against the fake driver (issue 26's driver checks)
+.PHONY: bench-host
+$(B)/bench/host_cost: bench/host_cost.c tests/unit/fake_cuda.h $(B)/libfa4rt.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Itests/unit $< -o $@ $(B)/libfa4rt.a $(LDLIBS_RT)
+bench-host: $(B)/bench/host_cost $(FAKECUDA)
+	LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) $(B)/bench/host_cost
 
 # ---- the Python wheel (python/setup.py runs this Makefile: fa4gen and libfa4rt.so go inside the package) ----
 #   make wheel       build/wheel/fa4gen-<version>-py3-none-linux_<arch>.whl (pip wheel ./python)

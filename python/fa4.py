@@ -11,16 +11,26 @@
         # out [s_q, h_q, 512] bf16, lse / max_logits [s_q, h_q] fp32 (natural log; empty rows: +inf / -inf)
 
 Causal masks align bottom-right (query i sees key j <= i + Sk - Sq), as FlashAttention.
+
+Every argument is checked before libfa4rt is called: each tensor for device (CUDA, q's device), dtype, shape
+and strides against what the kernel touches, each int against the C field it fills (no silent wrap), each
+flag and scale for its type; a bad one raises Fa4Error naming it. Tensors may be any objects with torch's
+tensor interface (data_ptr(), shape, stride(), dtype, device, is_cuda, dim(), numel(), element_size(),
+is_contiguous()): torch is imported only to allocate outputs the caller did not give and to find the current
+stream when no stream= is given.
 The library: $FA4_LIB, else the copy the fa4gen wheel carries (fa4gen/lib/libfa4rt.so), else libfa4rt.so
 beside this file, else build/libfa4rt.so of the repository this file is in, else libfa4rt.so.0 from the dynamic
 loader's path, else pkg-config's (an installed fa4gen). Before loading it, the nvidia-* wheels' NVRTC and
 nvJitLink (and a ptxas, when the toolkit has none) are handed to it: fa4gen.prepare_env().
 torch.library ops (torch.compile, CUDA graphs): fa4_torch.py. Without torch, version() and compile() work
-and the tensor functions raise Fa4Error.
+and the tensor functions raise Fa4Error unless
+the caller gives every output and the stream (duck-typed tensors).
 """
 import ctypes
 import functools
 import math
+import numbers
+import operator
 import os
 
 try:
@@ -74,6 +84,176 @@ class _MlaSparseArgs(ctypes.Structure):
 
 class Fa4Error(RuntimeError):
     pass
+
+
+# ---------------------------------------------------------------- the argument layer
+# Small checks that read tensors only through the interface named in the module's docstring (duck typing), so
+# they run without torch and can serve other front ends (a FlashAttention-compatible API). Each raises Fa4Error
+# whose message starts with the argument's name.
+
+INT32 = (-2 ** 31, 2 ** 31 - 1)
+INT64 = (-2 ** 63, 2 ** 63 - 1)
+SIZE_T = (0, 2 ** 64 - 1)
+_FLT_MAX = 3.4028234663852886e38
+_TENSOR_ATTRS = ("data_ptr", "shape", "stride", "dtype", "device", "is_contiguous", "numel", "element_size")
+
+
+def _int(name, v, lo=INT32[0], hi=INT32[1]):
+    """v as a Python int in [lo, hi] (bounds inclusive: a C field's range, or tighter); bools and floats are
+    refused, anything with __index__ (numpy, torch scalars) taken."""
+    if isinstance(v, bool) or not hasattr(type(v), "__index__"):
+        raise Fa4Error("%s: %r is a %s; give an int in %d..%d" % (name, v, type(v).__name__, lo, hi))
+    v = operator.index(v)
+    if v < lo or v > hi:
+        raise Fa4Error("%s: %d is out of range; use %d..%d" % (name, v, lo, hi))
+    return v
+
+
+def _bool(name, v):
+    """v as a bool: True/False (or a numpy/torch bool scalar); an int such as 2 is refused, not read as True."""
+    if isinstance(v, bool):
+        return v
+    if type(v).__name__ in ("bool_", "bool8") and hasattr(v, "item"):
+        return bool(v.item())
+    raise Fa4Error("%s: %r is a %s; give True or False" % (name, v, type(v).__name__))
+
+
+def _float(name, v):
+    """v as a float that a C float holds with its meaning: finite, within float32's range, and not a nonzero
+    value that rounds to 0 (0 selects a default in several fields)."""
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        raise Fa4Error("%s: %r is a %s; give a finite float" % (name, v, type(v).__name__))
+    f = float(v)
+    if not math.isfinite(f) or abs(f) > _FLT_MAX:
+        raise Fa4Error("%s: %r is not a finite float32" % (name, v))
+    if f != 0.0 and ctypes.c_float(f).value == 0.0:
+        raise Fa4Error("%s: %r rounds to 0 in float32, which would select the default" % (name, v))
+    return f
+
+
+def _str(name, v):
+    if v is None:
+        return None
+    if not isinstance(v, str):
+        raise Fa4Error("%s: %r is a %s; give a str or None" % (name, v, type(v).__name__))
+    if "\0" in v:
+        raise Fa4Error("%s: holds a NUL character" % name)
+    return v.encode()
+
+
+def _dtype_name(dt):
+    """'bfloat16' for torch.bfloat16 (or any dtype object whose str ends so)."""
+    return str(dt).rsplit(".", 1)[-1]
+
+
+def _device(name, t):
+    """(type, index) of t's device: 'cuda', 0 for cuda:0; the index is None where the object gives none."""
+    d = t.device
+    if isinstance(d, str):
+        kind, _, idx = d.partition(":")
+        return kind, int(idx) if idx else None
+    kind = getattr(d, "type", None)
+    if not isinstance(kind, str):
+        raise Fa4Error("%s: its device %r has no type" % (name, d))
+    idx = getattr(d, "index", None)
+    return kind, (None if idx is None else _int(name + ".device.index", idx, 0, INT32[1]))
+
+
+def _where(dev):
+    return dev[0] if dev[1] is None else "%s:%d" % dev
+
+
+def _tensor(name, t, dtype=None, shape=None, device=None, contiguous=False):
+    """Checks t and returns (shape, strides) as tuples of ints. dtype: a name or a tuple of names ('bfloat16');
+    shape: the sizes, None where any size goes (its length is the number of dims); device: (type, index) of q,
+    which t must share; contiguous: packed row-major. The last dim must have stride 1 (size 1 aside), and no
+    dim of more than one index may have stride 0 or less (a broadcast): the kernels read each element once
+    and write each output element once."""
+    if t is None:
+        raise Fa4Error("%s: None; give a CUDA tensor" % name)
+    missing = [a for a in _TENSOR_ATTRS if not hasattr(t, a)]
+    if missing:
+        raise Fa4Error("%s: a %s is not a tensor (it has no %s)" % (name, type(t).__name__, ", ".join(missing)))
+    dev = _device(name, t)
+    if dev[0] != "cuda":
+        raise Fa4Error("%s: a tensor on %s; needs a CUDA tensor%s" % (name, _where(dev),
+                       " on " + _where(device) if device else ""))
+    if device is not None and dev[1] != device[1]:
+        raise Fa4Error("%s: a tensor on %s; q is on %s, and every tensor of a call must be on q's device"
+                       % (name, _where(dev), _where(device)))
+    if dtype is not None:
+        names = (dtype,) if isinstance(dtype, str) else tuple(dtype)
+        got = _dtype_name(t.dtype)
+        if got not in names:
+            raise Fa4Error("%s: dtype %s; use %s" % (name, got, " or ".join(names)))
+    dims = tuple(_int("%s.shape[%d]" % (name, i), n, 0, INT32[1]) for i, n in enumerate(t.shape))
+    strides = tuple(_int("%s.stride(%d)" % (name, i), s, INT64[0], INT64[1]) for i, s in enumerate(t.stride()))
+    if len(strides) != len(dims):
+        raise Fa4Error("%s: %d strides for %d dims" % (name, len(strides), len(dims)))
+    if shape is not None:
+        if len(dims) != len(shape):
+            raise Fa4Error("%s: %d dims %s; expected %d %s" % (name, len(dims), list(dims), len(shape),
+                           _shape_text(shape)))
+        for i, (got, want) in enumerate(zip(dims, shape)):
+            if want is not None and got != want:
+                raise Fa4Error("%s: shape %s; expected %s (dim %d is %d, not %d)" % (name, list(dims),
+                               _shape_text(shape), i, got, want))
+    if any(n == 0 for n in dims):
+        raise Fa4Error("%s: shape %s has an empty dim" % (name, list(dims)))
+    if contiguous and not t.is_contiguous():
+        raise Fa4Error("%s: shape %s with strides %s; needs a contiguous tensor" % (name, list(dims), list(strides)))
+    if dims and dims[-1] > 1 and strides[-1] != 1:
+        raise Fa4Error("%s: stride %d in the last dim; it must be contiguous (stride 1)" % (name, strides[-1]))
+    for i, (n, st) in enumerate(zip(dims, strides)):
+        if n > 1 and st <= 0:
+            raise Fa4Error("%s: stride %d in dim %d of size %d (a broadcast or reversed view); give a tensor whose "
+                           "elements are distinct, e.g. .contiguous()" % (name, st, i, n))
+    return dims, strides
+
+
+def _shape_text(shape):
+    return "[%s]" % ", ".join("*" if n is None else str(n) for n in shape)
+
+
+def _ptr(name, t):
+    """t's data pointer as an address (None for no tensor)."""
+    if t is None:
+        return None
+    p = _int(name + ".data_ptr()", t.data_ptr(), 0, SIZE_T[1])
+    if p == 0:
+        raise Fa4Error("%s: data_ptr() is 0 (an empty or unallocated tensor)" % name)
+    return p
+
+
+def _c_strides(dims, strides):
+    """The C API's element strides of a tensor's outer dims (the last is 1): a dim of size 1 steps nowhere, so
+    its stride (which torch leaves arbitrary, e.g. after unsqueeze) is given as 0, the packed layout's."""
+    return [0 if n == 1 else s for n, s in zip(dims[:-1], strides[:-1])]
+
+
+def _nbytes(name, t):
+    return _int(name + " bytes", t.numel() * t.element_size(), 0, SIZE_T[1])
+
+
+def _stream(stream, device):
+    """The CUstream handle: stream as given (an int, a ctypes pointer or an object with .cuda_stream), or
+    torch's current stream on device when None."""
+    if stream is None:
+        torch = _torch("stream")
+        return torch.cuda.current_stream(device[1] or 0).cuda_stream
+    if hasattr(stream, "cuda_stream"):
+        stream = stream.cuda_stream
+    if isinstance(stream, ctypes.c_void_p):
+        stream = stream.value or 0
+    return _int("stream", stream, 0, SIZE_T[1])
+
+
+def _torch(why):
+    try:
+        import torch
+    except ImportError:
+        raise Fa4Error("%s: not given, and torch (which would supply it) is not installed" % why) from None
+    return torch
 
 
 _lib = None
@@ -146,7 +326,9 @@ def _needs_torch(fn):
         except ModuleNotFoundError as e:
             if e.name != "torch":  # torch is there but broken: its own error says more
                 raise
-            raise Fa4Error("fa4.%s needs PyTorch: pip install fa4gen[torch]" % fn.__name__) from None
+            # a caller that hands over every output and the stream (duck-typed tensors) needs no torch
+            if kwargs.get("out") is None or kwargs.get("stream") is None:
+                raise Fa4Error("fa4.%s needs PyTorch: pip install fa4gen[torch]" % fn.__name__) from None
         return fn(*args, **kwargs)
     return wrapper
 
@@ -184,12 +366,13 @@ def context(device=0):
     return _ctx[device]
 
 
+_MHA_DTYPES = {"bfloat16": _BF16, "float16": _FP16, "float8_e4m3fn": _E4M3}
+_MLA_DV = 512  # fa4.h: out holds the first 512 columns of kv (V)
+_WINDOW_MAX = 1 << 30  # fa4.h FA4_WINDOW_MAX
+
+
 def _dtype_code(torch, dt):
-    codes = {torch.bfloat16: _BF16, torch.float16: _FP16}
-    e4m3 = getattr(torch, "float8_e4m3fn", None)
-    if e4m3 is not None:
-        codes[e4m3] = _E4M3
-    return codes.get(dt)
+    return _MHA_DTYPES.get(_dtype_name(dt))
 
 
 def _out_dtype(torch, q):
@@ -197,129 +380,162 @@ def _out_dtype(torch, q):
     return torch.bfloat16 if _dtype_code(torch, q.dtype) == _E4M3 else q.dtype
 
 
+def _out_dtype_name(q_dtype_name):
+    return "bfloat16" if q_dtype_name == "float8_e4m3fn" else q_dtype_name
+
+
+class _Mha:
+    """What the checks of one MHA call learn: the device, the shapes, the mode (varlen, paged)."""
+
+    def __init__(self, q, k, v, varlen, paged):
+        self.varlen, self.paged = varlen, paged
+        dims = 3 if varlen else 4
+        qd, self.q_strides = _tensor("q", q, dtype=tuple(_MHA_DTYPES), shape=(None,) * dims)
+        self.device = _device("q", q)
+        if self.device[1] is None:
+            self.device = (self.device[0], 0)
+        self.dtype = _dtype_name(q.dtype)
+        self.q_dims = qd
+        # varlen q is [total_q, H, D]: one batch of packed rows
+        self.b, self.sq, self.h, self.d_qk = (1,) + qd if varlen else qd
+        kv_dims = 4 if paged or not varlen else 3
+        self.k_dims, self.k_strides = _tensor("k", k, dtype=self.dtype, shape=(None,) * kv_dims, device=self.device)
+        self.v_dims, self.v_strides = _tensor("v", v, dtype=self.dtype, shape=(None,) * kv_dims, device=self.device)
+        kd, vd = self.k_dims, self.v_dims
+        if kd[:-1] != vd[:-1]:
+            raise Fa4Error("v: shape %s; its leading dims must be k's %s" % (list(vd), list(kd[:-1])))
+        self.h_kv, self.d_v = kd[-2], vd[-1]
+        if not paged and not varlen and kd[0] != self.b:
+            raise Fa4Error("k: shape %s; its batch must be q's %d" % (list(kd), self.b))
+        self.sk = 0 if paged else kd[-3]
+
+
+def _as4(dims, strides, varlen):
+    """A varlen tensor [rows, H, D] as the C API's one batch of packed rows."""
+    return ((1,) + dims, (0,) + strides) if varlen and len(dims) == 3 else (dims, strides)
+
+
 def _args(q, k, v, o, lse, causal, window, softmax_scale, config, k_rope=None, descale=(None, None, None),
-          sink=None, score_mod=None, aux=None):
-    import torch
-    named = [("q", q), ("k", k), ("v", v), ("out", o)] + ([("k_rope", k_rope)] if k_rope is not None else [])
-    for name, t in named:
-        if not t.is_cuda or t.dim() != 4 or t.stride(3) != 1:
-            raise Fa4Error("%s: needs a CUDA tensor [B, S, H, D] with a contiguous last dim" % name)
-    dt = _dtype_code(torch, q.dtype)
-    if dt is None or k.dtype != q.dtype or v.dtype != q.dtype or (k_rope is not None and k_rope.dtype != q.dtype):
-        raise Fa4Error("dtype: q, k, v (and k_rope) must all be bf16, all fp16 or all float8_e4m3fn")
-    if o.dtype != _out_dtype(torch, q):
-        raise Fa4Error("out: dtype %s; the kernel writes %s" % (o.dtype, _out_dtype(torch, q)))
-    k_depth = q.shape[3] - (_ROPE_DEPTH if k_rope is not None else 0)
-    if k.shape[3] != k_depth:
-        raise Fa4Error("k: depth %d; expected %d (q's depth%s)" % (k.shape[3], k_depth,
-                       " minus k_rope's %d" % _ROPE_DEPTH if k_rope is not None else ""))
-    if k_rope is not None and tuple(k_rope.shape) != tuple(k.shape[:3]) + (_ROPE_DEPTH,):
-        raise Fa4Error("k_rope: shape %s; expected %s" % (tuple(k_rope.shape), tuple(k.shape[:3]) + (_ROPE_DEPTH,)))
+          sink=None, score_mod=None, aux=None, serving=(None, None, None, None, None)):
+    """The fa4_mha_args of a call, every argument checked (fa4.h's contract; the module's docstring):
+    serving = (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, block_table, seqlen_k). o and lse are the outputs
+    (lse may be None). Imports nothing."""
+    cu_seqlens_q, cu_seqlens_k, max_seqlen_q, block_table, seqlen_k = serving
+    varlen, paged = cu_seqlens_q is not None, block_table is not None
+    m = _Mha(q, k, v, varlen, paged)
+    dev = m.device
     a = _MhaArgs()
     a.size = ctypes.sizeof(_MhaArgs)
-    a.dtype = dt
-    a.q, a.k, a.v, a.o = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr()
-    a.lse = lse.data_ptr() if lse is not None else None
-    a.batch, a.seqlen_q, a.heads_q, a.qk_depth = q.shape
-    a.seqlen_k, a.heads_kv, a.ov_depth = k.shape[1], k.shape[2], v.shape[3]
-    strided = [("q_stride", q), ("k_stride", k), ("v_stride", v), ("o_stride", o)]
+    a.dtype = _MHA_DTYPES[m.dtype]
+    k_depth = m.d_qk - (_ROPE_DEPTH if k_rope is not None else 0)
+    if m.k_dims[-1] != k_depth:
+        raise Fa4Error("k: depth %d; expected %d (q's depth%s)" % (m.k_dims[-1], k_depth,
+                       " minus k_rope's %d" % _ROPE_DEPTH if k_rope is not None else ""))
+    o_shape = m.q_dims[:-1] + (m.d_v,)
+    od, os_ = _tensor("out", o, dtype=_out_dtype_name(m.dtype), shape=o_shape, device=dev)
+    tensors = [("q", m.q_dims, m.q_strides), ("k", m.k_dims, m.k_strides), ("v", m.v_dims, m.v_strides),
+               ("o", od, os_)]
     if k_rope is not None:
-        a.k_rope = k_rope.data_ptr()
-        strided.append(("k_rope_stride", k_rope))
-    for field, t in strided:
-        getattr(a, field)[:] = [t.stride(0), t.stride(1), t.stride(2)]
-    a.softmax_scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(q.shape[3])
-    a.q_descale, a.k_descale, a.v_descale = [float(d) if d is not None else 0.0 for d in descale]
+        if paged or varlen:
+            raise Fa4Error("k_rope: not supported with %s" % ("paged KV" if paged else "varlen (cu_seqlens_q)"))
+        rd, rs = _tensor("k_rope", k_rope, dtype=m.dtype, shape=m.k_dims[:3] + (_ROPE_DEPTH,), device=dev)
+        tensors.append(("k_rope", rd, rs))
+        a.k_rope = _ptr("k_rope", k_rope)
+    if lse is not None:
+        # the kernel writes LSE packed: [B, H, Sq], varlen [H, total_q]
+        lse_shape = (m.h, m.sq) if varlen else (m.b, m.h, m.sq)
+        _tensor("lse", lse, dtype="float32", shape=lse_shape, device=dev, contiguous=True)
+    a.q, a.k, a.v, a.o, a.lse = _ptr("q", q), _ptr("k", k), _ptr("v", v), _ptr("out", o), _ptr("lse", lse)
+    a.batch, a.seqlen_q, a.heads_q, a.qk_depth = m.b, m.sq, m.h, m.d_qk
+    a.seqlen_k, a.heads_kv, a.ov_depth = m.sk, m.h_kv, m.d_v
+    for name, dims, strides in tensors:
+        dims, strides = _as4(dims, strides, varlen)
+        getattr(a, name + "_stride")[:] = _c_strides(dims, strides)
+    a.softmax_scale = _float("softmax_scale", softmax_scale) if softmax_scale is not None else 0.0
+    a.q_descale, a.k_descale, a.v_descale = [_float(n, d) if d is not None else 0.0
+                                             for n, d in zip(("q_descale", "k_descale", "v_descale"), descale)]
+    causal = _bool("causal", causal)
     if window is not None:
-        a.mask, a.window_left, a.window_right = _MASK_WINDOW, window[0], window[1]
+        if causal:
+            raise Fa4Error("window: given with causal=True; a window (left, right=0) is the causal one")
+        if not isinstance(window, (tuple, list)) or len(window) != 2:
+            raise Fa4Error("window: %r; give (left, right), each -1 (unbounded) or 0..%d" % (window, _WINDOW_MAX))
+        a.mask = _MASK_WINDOW
+        a.window_left = _int("window[0]", window[0], -1, _WINDOW_MAX)
+        a.window_right = _int("window[1]", window[1], -1, _WINDOW_MAX)
     else:
         a.mask = _MASK_CAUSAL if causal else _MASK_NONE
-    a.config = config.encode() if config else None
+    a.config = _str("config", config)
     if sink is not None:
-        if not sink.is_cuda or sink.dtype != torch.float32 or sink.numel() != q.shape[2] or not sink.is_contiguous():
-            raise Fa4Error("sink: needs a contiguous CUDA float32 tensor of heads_q = %d values" % q.shape[2])
-        a.sink = sink.data_ptr()
-    if score_mod is not None:
-        a.score_mod = score_mod.encode()
+        _tensor("sink", sink, dtype="float32", shape=(m.h,), device=dev, contiguous=True)
+        a.sink = _ptr("sink", sink)
+    a.score_mod = _str("score_mod", score_mod)
     if aux is not None:
-        if not aux.is_cuda:
-            raise Fa4Error("aux: needs a CUDA tensor (the score_mod reads it on the device)")
-        a.score_mod_aux = aux.data_ptr()
+        _tensor("aux", aux, device=dev)  # opaque: the score_mod indexes it, the runtime checks where it lives
+        a.score_mod_aux = _ptr("aux", aux)
+    _serving(a, m, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, block_table, seqlen_k)
     return a
 
 
-def _split_args(a, num_splits, workspace):
-    if num_splits is not None:
-        a.num_splits = int(num_splits)
-    if workspace is not None:
-        if not workspace.is_cuda or not workspace.is_contiguous():
-            raise Fa4Error("workspace: needs a contiguous CUDA tensor")
-        a.workspace, a.workspace_size = workspace.data_ptr(), workspace.numel() * workspace.element_size()
-
-
-def _int32_vector(torch, name, t, n):
-    if t is None:
-        return None
-    if not t.is_cuda or t.dtype != torch.int32 or t.dim() != 1 or not t.is_contiguous() or (n and t.numel() != n):
-        raise Fa4Error("%s: needs a contiguous CUDA int32 vector%s" % (name, " of %d entries" % n if n else ""))
-    return t
-
-
-def _serving(torch, a, q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, block_table, seqlen_k):
+def _serving(a, m, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, block_table, seqlen_k):
     """varlen (cu_seqlens_q) and paged KV (block_table) fields of the args (fa4.h has the contract)."""
-    if cu_seqlens_q is not None:
-        _int32_vector(torch, "cu_seqlens_q", cu_seqlens_q, 0)
-        a.batch = cu_seqlens_q.numel() - 1
-        a.cu_seqlens_q = cu_seqlens_q.data_ptr()
+    dev = m.device
+    if m.varlen:
+        cd, _ = _tensor("cu_seqlens_q", cu_seqlens_q, dtype="int32", shape=(None,), device=dev, contiguous=True)
+        if cd[0] < 2:
+            raise Fa4Error("cu_seqlens_q: %d entries; give batch + 1 >= 2" % cd[0])
+        a.batch = cd[0] - 1
+        a.cu_seqlens_q = _ptr("cu_seqlens_q", cu_seqlens_q)
         if cu_seqlens_k is not None:
-            a.cu_seqlens_k = _int32_vector(torch, "cu_seqlens_k", cu_seqlens_k, a.batch + 1).data_ptr()
+            if m.paged:
+                raise Fa4Error("cu_seqlens_k: given with block_table; paged KV takes each sequence's kv length "
+                               "from seqlen_k")
+            _tensor("cu_seqlens_k", cu_seqlens_k, dtype="int32", shape=(a.batch + 1,), device=dev, contiguous=True)
+            a.cu_seqlens_k = _ptr("cu_seqlens_k", cu_seqlens_k)
+        elif not m.paged:
+            raise Fa4Error("cu_seqlens_k: None; varlen (cu_seqlens_q) needs it, or paged KV (block_table)")
         if max_seqlen_q is None:
             raise Fa4Error("max_seqlen_q: needed with cu_seqlens_q (the longest sequence; sizes the grid)")
-        a.max_seqlen_q = int(max_seqlen_q)
-        for field in ("q_stride", "k_stride", "v_stride", "o_stride"):
-            getattr(a, field)[0] = 0  # packed rows: no batch axis (paged k, v set theirs below)
+        a.max_seqlen_q = _int("max_seqlen_q", max_seqlen_q, 1, m.sq)
     elif cu_seqlens_k is not None or max_seqlen_q is not None:
-        raise Fa4Error("cu_seqlens_k / max_seqlen_q: given without cu_seqlens_q")
-    if block_table is None:
+        raise Fa4Error("%s: given without cu_seqlens_q" % ("cu_seqlens_k" if cu_seqlens_k is not None
+                                                            else "max_seqlen_q"))
+    if not m.paged:
         if seqlen_k is not None:
             raise Fa4Error("seqlen_k: given without block_table (it is paged KV's per-sequence kv length)")
         return
-    if not block_table.is_cuda or block_table.dtype != torch.int32 or block_table.dim() != 2 or \
-            not block_table.is_contiguous() or block_table.shape[0] != a.batch:
-        raise Fa4Error("block_table: needs a contiguous CUDA int32 tensor [batch = %d, max_pages]" % a.batch)
-    a.block_table = block_table.data_ptr()
-    a.seqlens_k = _int32_vector(torch, "seqlen_k", seqlen_k, a.batch).data_ptr() if seqlen_k is not None else None
-    a.num_pages, a.page_size, a.max_pages = k.shape[0], k.shape[1], block_table.shape[1]
+    bd, _ = _tensor("block_table", block_table, dtype="int32", shape=(a.batch, None), device=dev, contiguous=True)
+    if seqlen_k is None:
+        raise Fa4Error("seqlen_k: None; paged KV (block_table) needs each sequence's kv length")
+    _tensor("seqlen_k", seqlen_k, dtype="int32", shape=(a.batch,), device=dev, contiguous=True)
+    a.block_table, a.seqlens_k = _ptr("block_table", block_table), _ptr("seqlen_k", seqlen_k)
+    a.num_pages, a.page_size, a.max_pages = m.k_dims[0], m.k_dims[1], bd[1]
     a.seqlen_k = 0
-    for field, t in (("k_stride", k),):
-        getattr(a, field)[0] = t.stride(0)
 
 
-def _mha_args(torch, q, k, v, o, lse, causal, window, softmax_scale, config, k_rope, descales, sink, score_mod, aux,
-              serving):
-    """The fa4_mha_args of a call; serving = (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, block_table, seqlen_k)."""
-    cu_seqlens_q, cu_seqlens_k, max_seqlen_q, block_table, seqlen_k = serving
-    varlen = cu_seqlens_q is not None
-    if varlen and q.dim() != 3:
-        raise Fa4Error("q: with cu_seqlens_q it is packed [total_q, heads, depth]; got %d dims" % q.dim())
-    # varlen: the packed 3-D tensors as one batch of rows (the library reads their row and head strides)
-    as4 = (lambda t: t.unsqueeze(0) if t is not None and t.dim() == 3 else t) if varlen else (lambda t: t)
-    if varlen and block_table is not None and k.dim() != 4:
-        raise Fa4Error("k: paged KV needs [num_pages, page_size, heads_kv, depth]; got %d dims" % k.dim())
-    a = _args(as4(q), as4(k), as4(v), as4(o), lse, causal, window, softmax_scale, config, k_rope, descales, sink,
-              score_mod, aux)
-    _serving(torch, a, q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, block_table, seqlen_k)
-    if block_table is not None:
-        a.v_stride[0] = v.stride(0)
-    return a
+def _split_args(a, num_splits, workspace, device):
+    if num_splits is not None:
+        a.num_splits = _int("num_splits", num_splits, 0, INT32[1])
+    if workspace is not None:
+        _tensor("workspace", workspace, device=device, contiguous=True)
+        a.workspace, a.workspace_size = _ptr("workspace", workspace), _nbytes("workspace", workspace)
+
+
+def _empty(torch, shape, dtype, device):
+    return torch.empty(shape, dtype=dtype, device=torch.device(device[0], device[1]))
 
 
 @_needs_torch
 def mha_fwd(q, k, v, causal=False, softmax_scale=None, return_lse=False, config=None, out=None, window=None,
             k_rope=None, q_descale=None, k_descale=None, v_descale=None, sink=None, score_mod=None, aux=None,
             num_splits=None, workspace=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None,
-            block_table=None, seqlen_k=None, kv_early=False):
+            block_table=None, seqlen_k=None, kv_early=False, lse=None, stream=None):
     """Attention forward on [B, S, H, D] tensors; returns out (and lse when asked).
+
+    out: the output tensor ([B, Sq, H, Dv], q's dtype or bf16 for e4m3; allocated with torch when None);
+    lse: an fp32 tensor [B, H, Sq] the kernel writes (allocated when None and return_lse); stream: a CUstream
+    handle (int) or a torch stream, torch's current stream when None. With out, lse (when asked) and stream
+    given, torch is not needed.
 
     Variable-length batches (sm90a, sm100a): q [total_q, H, D] packed with cu_seqlens_q (int32 [B + 1], CUDA) and
     max_seqlen_q (int); k, v [total_k, Hkv, D] with cu_seqlens_k; out [total_q, H, D]; lse [H, total_q].
@@ -342,33 +558,70 @@ def mha_fwd(q, k, v, causal=False, softmax_scale=None, return_lse=False, config=
     overlaps; a decode step's KV append writes only the newest); the split kernel (dense K/V) then streams its
     first K/V blocks under that kernel's tail (fa4.h, fa4_mha_args.kv_early). Without it the split kernel only
     prefetches them into L2 there (config word prefetch), which asks nothing."""
-    import torch
     varlen = cu_seqlens_q is not None
-    o_shape = q.shape[:-1] + (v.shape[-1],)
-    o = out if out is not None else torch.empty(o_shape, dtype=_out_dtype(torch, q), device=q.device)
-    if return_lse:
-        lse = torch.empty((q.shape[1], q.shape[0]) if varlen else (q.shape[0], q.shape[2], q.shape[1]),
-                          dtype=torch.float32, device=q.device)
-    else:
-        lse = None
-    ctx = context(q.device.index or 0)
-    a = _mha_args(torch, q, k, v, o, lse, causal, window, softmax_scale, config, k_rope,
-                  (q_descale, k_descale, v_descale), sink, score_mod, aux,
-                  (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, block_table, seqlen_k))
-    _split_args(a, num_splits, workspace)
-    a.kv_early = 1 if kv_early else 0
-    stream = torch.cuda.current_stream(q.device).cuda_stream
-    _check(_load().fa4_mha_fwd(ctx, ctypes.byref(a), ctypes.c_void_p(stream)), ctx)
-    return (o, lse) if return_lse else o
+    m = _Mha(q, k, v, varlen, block_table is not None)  # q, k, v first: outputs are allocated on q's device
+    return_lse = _bool("return_lse", return_lse)
+    if out is None:
+        torch = _torch("out")
+        out = _empty(torch, m.q_dims[:-1] + (m.d_v,), _out_dtype(torch, q), m.device)
+    if lse is None and return_lse:
+        torch = _torch("lse")
+        lse = _empty(torch, (m.h, m.sq) if varlen else (m.b, m.h, m.sq), torch.float32, m.device)
+    a = _args(q, k, v, out, lse, causal, window, softmax_scale, config, k_rope, (q_descale, k_descale, v_descale),
+              sink, score_mod, aux, (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, block_table, seqlen_k))
+    _split_args(a, num_splits, workspace, m.device)
+    a.kv_early = 1 if _bool("kv_early", kv_early) else 0
+    handle = _stream(stream, m.device)
+    ctx = context(m.device[1])
+    _check(_load().fa4_mha_fwd(ctx, ctypes.byref(a), ctypes.c_void_p(handle)), ctx)
+    return (out, lse) if return_lse else out
+
+
+def _shape_args(q, k, v, causal, config, window, k_rope, sink, score_mod, serving):
+    """The args of mha_config / mha_split_count, which read shapes only: out stands in as q (same rows,
+    never written) when the depths agree, else as a description with q's pointer."""
+    m = _Mha(q, k, v, serving[0] is not None, serving[3] is not None)
+    o = q if m.d_v == m.d_qk and _out_dtype_name(m.dtype) == m.dtype else _Like(q, m.q_dims[:-1] + (m.d_v,),
+                                                                                 _out_dtype_name(m.dtype))
+    return m, _args(q, k, v, o, None, causal, window, None, config, k_rope, sink=sink, score_mod=score_mod,
+                    serving=serving)
+
+
+class _Like:
+    """A packed tensor description over another tensor's pointer and device (the shape-only calls' out)."""
+
+    def __init__(self, t, shape, dtype):
+        self._t, self.shape, self.dtype, self.device = t, tuple(shape), dtype, t.device
+        self.is_cuda = getattr(t, "is_cuda", True)
+
+    def data_ptr(self):
+        return self._t.data_ptr()
+
+    def stride(self):
+        st, acc = [], 1
+        for n in reversed(self.shape):
+            st.append(acc)
+            acc *= n
+        return tuple(reversed(st))
+
+    def dim(self):
+        return len(self.shape)
+
+    def numel(self):
+        return math.prod(self.shape)
+
+    def element_size(self):
+        return 1 if self.dtype == "float8_e4m3fn" else 2
+
+    def is_contiguous(self):
+        return True
 
 
 @_needs_torch
 def mha_config(q, k, v, causal=False, config=None, window=None, k_rope=None, sink=None, score_mod=None):
     """The canonical kernel config mha_fwd would use for these tensors."""
-    import torch
-    o = torch.empty(q.shape[:3] + (v.shape[3],), dtype=_out_dtype(torch, q), device=q.device)
-    ctx = context(q.device.index or 0)
-    a = _args(q, k, v, o, None, causal, window, None, config, k_rope, sink=sink, score_mod=score_mod)
+    m, a = _shape_args(q, k, v, causal, config, window, k_rope, sink, score_mod, (None,) * 5)
+    ctx = context(m.device[1])
     buf = ctypes.create_string_buffer(512)
     _check(_load().fa4_mha_config(ctx, ctypes.byref(a), buf, 512), ctx)
     return buf.value.decode()
@@ -379,73 +632,94 @@ def mha_split_count(q, k, v, causal=False, config=None, window=None, num_splits=
                     cu_seqlens_k=None, max_seqlen_q=None, block_table=None, seqlen_k=None):
     """(splits, workspace bytes) mha_fwd would use for these tensors with a workspace (fa4_mha_split_count);
     the varlen and paged keywords as mha_fwd takes them. 0 bytes: one split, which needs no workspace."""
-    import torch
-    o = torch.empty(q.shape[:-1] + (v.shape[-1],), dtype=_out_dtype(torch, q), device=q.device)
-    ctx = context(q.device.index or 0)
-    a = _mha_args(torch, q, k, v, o, None, causal, window, None, config, None, (None, None, None), None, None, None,
-                  (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, block_table, seqlen_k))
-    _split_args(a, num_splits, None)
+    m, a = _shape_args(q, k, v, causal, config, window, None, None, None,
+                       (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, block_table, seqlen_k))
+    _split_args(a, num_splits, None, m.device)
+    ctx = context(m.device[1])
     n, b = ctypes.c_int(0), ctypes.c_size_t(0)
     _check(_load().fa4_mha_split_count(ctx, ctypes.byref(a), ctypes.byref(n), ctypes.byref(b)), ctx)
     return n.value, b.value
 
 
+def _mla_args(q, kv, indices, out, lse, max_logits, sm_scale, attn_sink, topk_length, config, kv_scale,
+              kv_scale_block):
+    """The fa4_mla_sparse_args of a call, every argument checked (fa4.h's contract). Imports nothing."""
+    qd, qs = _tensor("q", q, dtype="bfloat16", shape=(None, None, None))
+    dev = _device("q", q)
+    dev = (dev[0], 0 if dev[1] is None else dev[1])
+    s_q, h_q, d_qk = qd
+    kd, ks = _tensor("kv", kv, dtype=("bfloat16", "float8_e4m3fn"), device=dev)
+    if len(kd) == 3:
+        if kd[1] != 1:
+            raise Fa4Error("kv: shape %s; expected [s_kv, 1, d_qk] (one kv head)" % list(kd))
+        kd, ks = (kd[0], kd[2]), (ks[0], ks[2])
+    elif len(kd) != 2:
+        raise Fa4Error("kv: %d dims %s; expected [s_kv, 1, d_qk] or [s_kv, d_qk]" % (len(kd), list(kd)))
+    if kd[1] != d_qk:
+        raise Fa4Error("kv: shape %s; its rows must have q's d_qk = %d columns" % (list(kd), d_qk))
+    fp8 = _dtype_name(kv.dtype) == "float8_e4m3fn"
+    idd, ids = _tensor("indices", indices, dtype="int32", shape=(s_q, None), device=dev)
+    od, os_ = _tensor("out", out, dtype="bfloat16", shape=(s_q, h_q, _MLA_DV), device=dev)
+    a = _MlaSparseArgs()
+    a.size = ctypes.sizeof(_MlaSparseArgs)
+    for name, t in (("lse", lse), ("max_logits", max_logits)):
+        if t is not None:
+            _tensor(name, t, dtype="float32", shape=(s_q, h_q), device=dev, contiguous=True)
+    if attn_sink is not None:
+        _tensor("attn_sink", attn_sink, dtype="float32", shape=(h_q,), device=dev, contiguous=True)
+    if topk_length is not None:
+        _tensor("topk_length", topk_length, dtype="int32", shape=(s_q,), device=dev, contiguous=True)
+    a.q, a.kv, a.indices, a.out = _ptr("q", q), _ptr("kv", kv), _ptr("indices", indices), _ptr("out", out)
+    a.lse, a.max_logits = _ptr("lse", lse), _ptr("max_logits", max_logits)
+    a.attn_sink, a.topk_length = _ptr("attn_sink", attn_sink), _ptr("topk_length", topk_length)
+    a.s_q, a.h_q, a.d_qk, a.s_kv, a.topk = s_q, h_q, d_qk, kd[0], idd[1]
+    a.q_stride[:] = _c_strides(qd, qs)
+    a.kv_stride = _c_strides(kd, ks)[0]
+    a.indices_stride = _c_strides(idd, ids)[0]
+    a.out_stride[:] = _c_strides(od, os_)
+    a.sm_scale = _float("sm_scale", sm_scale) if sm_scale is not None else 0.0
+    a.config = _str("config", config)
+    block = _int("kv_scale_block", kv_scale_block, 0, INT32[1])
+    if fp8:
+        a.kv_dtype, a.kv_scale_block = _E4M3, block
+        if kv_scale is not None:
+            per_row = d_qk // block if block and d_qk % block == 0 else (1 if not block else None)
+            if per_row is None:
+                raise Fa4Error("kv_scale_block: %d does not divide d_qk %d" % (block, d_qk))
+            _tensor("kv_scale", kv_scale, dtype="float32", shape=(kd[0], per_row), device=dev, contiguous=True)
+            a.kv_scale = _ptr("kv_scale", kv_scale)
+    elif kv_scale is not None or block:
+        raise Fa4Error("%s: given for bf16 kv; scales are for float8_e4m3fn kv only"
+                       % ("kv_scale" if kv_scale is not None else "kv_scale_block"))
+    return a, dev
+
+
 @_needs_torch
 def mla_sparse_fwd(q, kv, indices, sm_scale=None, attn_sink=None, topk_length=None, config=None, out=None,
-                   kv_scale=None, kv_scale_block=0):
+                   kv_scale=None, kv_scale_block=0, lse=None, max_logits=None, stream=None):
     """Sparse MLA prefill (DeepSeek-V3.2 top-k attention; fa4.h has the contract).
 
     q [s_q, h_q, d_qk] bf16 (d_qk 576 or 512), kv [s_kv, 1, d_qk] bf16 whose first 512 columns are V
     (or float8_e4m3fn on sm100a, dequantised as kv * kv_scale[row, column // kv_scale_block]: kv_scale
     [s_kv, d_qk // kv_scale_block] float32, kv_scale_block 0 = one scale per row, None = unit scales),
     indices [s_q, topk] int32 (topk a multiple of 64). An index < 0, >= s_kv or at a position >=
-    topk_length[s] contributes nothing. attn_sink [h_q] fp32 scales out by e^lse / (e^lse + e^sink).
-    Returns out [s_q, h_q, 512] bf16, lse and max_logits [s_q, h_q] fp32 (natural log)."""
-    import torch
-    if kv.dim() == 3:
-        if kv.shape[1] != 1:
-            raise Fa4Error("kv: shape %s; expected [s_kv, 1, d_qk] (one kv head)" % (tuple(kv.shape),))
-        kv2 = kv[:, 0, :]
-    else:
-        kv2 = kv
-    for name, t, dims in (("q", q, 3), ("kv", kv2, 2), ("indices", indices, 2)):
-        if not t.is_cuda or t.dim() != dims or t.stride(-1) != 1:
-            raise Fa4Error("%s: needs a CUDA tensor of %d dims with a contiguous last dim" % (name, dims))
-    fp8 = kv2.dtype == getattr(torch, "float8_e4m3fn", None)
-    if q.dtype != torch.bfloat16 or (kv2.dtype != torch.bfloat16 and not fp8):
-        raise Fa4Error("dtype: q must be bfloat16, kv bfloat16 or float8_e4m3fn")
-    if indices.dtype != torch.int32:
-        raise Fa4Error("indices: dtype %s; use int32" % indices.dtype)
-    s_q, h_q, d_qk = q.shape
-    o = out if out is not None else torch.empty(s_q, h_q, 512, dtype=torch.bfloat16, device=q.device)
-    lse = torch.empty(s_q, h_q, dtype=torch.float32, device=q.device)
-    max_logits = torch.empty(s_q, h_q, dtype=torch.float32, device=q.device)
-    a = _MlaSparseArgs()
-    a.size = ctypes.sizeof(_MlaSparseArgs)
-    a.q, a.kv, a.indices, a.out = q.data_ptr(), kv2.data_ptr(), indices.data_ptr(), o.data_ptr()
-    a.lse, a.max_logits = lse.data_ptr(), max_logits.data_ptr()
-    if attn_sink is not None:
-        if attn_sink.dtype != torch.float32 or attn_sink.numel() != h_q or not attn_sink.is_contiguous():
-            raise Fa4Error("attn_sink: needs a contiguous float32 tensor of h_q = %d values" % h_q)
-        a.attn_sink = attn_sink.data_ptr()
-    if topk_length is not None:
-        if topk_length.dtype != torch.int32 or topk_length.numel() != s_q or not topk_length.is_contiguous():
-            raise Fa4Error("topk_length: needs a contiguous int32 tensor of s_q = %d values" % s_q)
-        a.topk_length = topk_length.data_ptr()
-    a.s_q, a.h_q, a.d_qk, a.s_kv, a.topk = s_q, h_q, d_qk, kv2.shape[0], indices.shape[1]
-    a.q_stride[:] = [q.stride(0), q.stride(1)]
-    a.kv_stride = kv2.stride(0)
-    a.indices_stride = indices.stride(0)
-    a.out_stride[:] = [o.stride(0), o.stride(1)]
-    a.sm_scale = sm_scale if sm_scale is not None else 0.0
-    a.config = config.encode() if config else None
-    if fp8:
-        a.kv_dtype, a.kv_scale_block = 2, kv_scale_block  # FA4_E4M3
-        if kv_scale is not None:
-            if kv_scale.dtype != torch.float32 or not kv_scale.is_contiguous() or not kv_scale.is_cuda:
-                raise Fa4Error("kv_scale: needs a contiguous float32 CUDA tensor [s_kv, d_qk / kv_scale_block]")
-            a.kv_scale = kv_scale.data_ptr()
-    ctx = context(q.device.index or 0)
-    stream = torch.cuda.current_stream(q.device).cuda_stream
-    _check(_load().fa4_mla_sparse_fwd(ctx, ctypes.byref(a), ctypes.c_void_p(stream)), ctx)
-    return o, lse, max_logits
+    topk_length[s] contributes nothing; topk_length [s_q] int32: a value below 0 is an empty row, one past topk
+    is topk. attn_sink [h_q] fp32 scales out by e^lse / (e^lse + e^sink).
+    Returns out [s_q, h_q, 512] bf16, lse and max_logits [s_q, h_q] fp32 (natural log). out, lse, max_logits:
+    tensors to write into (allocated with torch when None); stream: a CUstream handle or a torch stream (torch's
+    current one when None)."""
+    qd, _ = _tensor("q", q, dtype="bfloat16", shape=(None, None, None))
+    dev = _device("q", q)
+    dev = (dev[0], 0 if dev[1] is None else dev[1])
+    s_q, h_q, _ = qd
+    if out is None or lse is None or max_logits is None:
+        torch = _torch("out" if out is None else "lse" if lse is None else "max_logits")
+        out = _empty(torch, (s_q, h_q, _MLA_DV), torch.bfloat16, dev) if out is None else out
+        lse = _empty(torch, (s_q, h_q), torch.float32, dev) if lse is None else lse
+        max_logits = _empty(torch, (s_q, h_q), torch.float32, dev) if max_logits is None else max_logits
+    a, dev = _mla_args(q, kv, indices, out, lse, max_logits, sm_scale, attn_sink, topk_length, config, kv_scale,
+                       kv_scale_block)
+    handle = _stream(stream, dev)
+    ctx = context(dev[1])
+    _check(_load().fa4_mla_sparse_fwd(ctx, ctypes.byref(a), ctypes.c_void_p(handle)), ctx)
+    return out, lse, max_logits

@@ -45,6 +45,8 @@ static const DrvSym drv_syms[] = {
     D("cuLinkAddData", "cuLinkAddData_v2", LinkAddData, 1),
     D("cuLinkComplete", "cuLinkComplete", LinkComplete, 1),
     D("cuLinkDestroy", "cuLinkDestroy", LinkDestroy, 1),
+    /* required: every driver since CUDA 4 has it, and no kernel is launched on a pointer it was not asked about */
+    D("cuPointerGetAttributes", "cuPointerGetAttributes", PointerGetAttributes, 0),
 };
 #undef D
 

@@ -125,7 +125,25 @@ typedef struct fa4_kernel_info {
 #define FA4_KERNEL_INFO_INIT {sizeof(fa4_kernel_info), NULL, NULL, NULL, 0, 0, {1, 1, 1}, 0}
 fa4_status fa4_kernel_get_info(const fa4_kernel *k, fa4_kernel_info *info);
 
-/* Multi-head attention forward. Tensors are [batch, seqlen, heads, depth] with
+/* Bad arguments (both operators). Nothing is compiled or launched for a call until every check has
+ * passed; a refusal is FA4_ERR_INVALID_ARGUMENT (FA4_ERR_UNSUPPORTED for a valid shape no kernel
+ * takes) with a one-sentence message that starts with the argument's name, and the CUDA context is
+ * untouched. Checked: every int field against what it means (sizes > 0, enums, windows, splits) and
+ * every product of them in 64 bits (a shape whose counts multiply past what the kernels index is
+ * refused, never wrapped); strides (positive or 0 for packed, the kernels' alignments, and no tensor
+ * overlapping itself: taken in the order of their strides, each axis of more than one index steps
+ * over at least the extent of the axes inside it, so head-major layouts are fine but a broadcast is
+ * not; distinct tensors may alias, except that an output must not overlap anything, which is not
+ * checked); and, asking the CUDA driver once per pointer (cuPointerGetAttributes), every buffer the
+ * kernels read or write: it must be device memory of the context's device (or managed memory), not
+ * host memory the driver does not know, not page-locked host memory, not another device's memory,
+ * and its allocation must hold every byte the shape and strides reach. The driver knows allocations,
+ * not tensors: a buffer carved out of a larger allocation (a caching allocator's block) is checked
+ * against that allocation. Values that live on the device (cu_seqlens, seqlens_k, block_table,
+ * indices, topk_length) cannot be seen by the host: each has one meaning for every bit pattern,
+ * negative ones included, given where the field is described.
+ *
+ * Multi-head attention forward. Tensors are [batch, seqlen, heads, depth] with
  * element strides (depth stride 1). LSE, when requested, is fp32
  * [batch, heads_q, seqlen_q], natural log; rows that see no key get O = 0 and
  * LSE = -inf. Causal masking aligns bottom-right: query row i sees key j when
@@ -175,7 +193,8 @@ typedef struct fa4_mha_args {
      * score before the mask, as FlexAttention does: s = softmax_scale * q_descale * k_descale *
      * q.k (the scaled score), b the batch, h the query head, q the query row, k the key column
      * (global, 0-based; q and k always lie inside the problem, so the mod may index aux with
-     * them), aux = score_mod_aux (a device pointer passed through, may be NULL). The softmax
+     * them), aux = score_mod_aux (a device pointer passed through, may be NULL; opaque: the runtime
+     * checks that it is device memory of the context's device, not how far the mod reads). The softmax
      * then runs on the returned values: O = softmax(mask(score_mod(s))) V, and LSE is natural
      * log over them. A mod that returns -inf for a whole row gives it O = 0, LSE = -inf. The
      * source's hash is part of the kernel config (mod=) and of the cache key. */
@@ -265,11 +284,13 @@ fa4_status fa4_mha_split_count(fa4_ctx *ctx, const fa4_mha_args *args, int *num_
  * h_q, 512] bf16; lse and max_logits [s_q, h_q] fp32 (optional), natural log;
  * max_logits is the true row max of sm_scale * q.k over the valid keys.
  * An index < 0, >= s_kv, or at a position >= topk_length[s] contributes
- * nothing, whatever its row holds. A row with no valid index gives out 0, lse
+ * nothing, whatever its row holds. topk_length[s] below 0 counts as 0 (an empty
+ * row) and above topk as topk. A row with no valid index gives out 0, lse
  * +inf, max_logits -inf. attn_sink [h_q] (optional) scales out by
  * e^lse / (e^lse + e^sink) and leaves lse and max_logits alone. The last
  * dimension of every tensor is contiguous; the other strides are free
- * (element strides; 0 selects the packed layout). Initialise with
+ * (element strides; 0 selects the packed layout; q's and out's token and head
+ * strides may come in either order but may not overlap). Initialise with
  * FA4_MLA_SPARSE_ARGS_INIT. */
 typedef struct fa4_mla_sparse_args {
     size_t size; /* sizeof(fa4_mla_sparse_args) */

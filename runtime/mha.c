@@ -217,6 +217,59 @@ static fa4_status check_paged(fa4_ctx *ctx, fa4_mha_args *a)
 /* No buffer spans more: the widest virtual address space (x86-64 5-level paging). */
 #define MAX_SPAN ((int64_t)1 << 57)
 
+static int64_t add_sat(int64_t a, int64_t b)
+{
+    int64_t r;
+    return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
+/* The bytes from t's base to the end of its last row, (depth + sum (count - 1) x stride) x element
+ * size: every byte a tensor map over t may touch. INT64_MAX when it does not fit 63 bits. */
+static int64_t tensor_span(const TensorArg *t)
+{
+    const int64_t count[3] = {t->batch, t->seqlen, t->heads};
+    int64_t elems = t->depth;
+    for (int d = 0; d < 3; d++) elems = add_sat(elems, mul_sat(count[d] - 1, t->stride[d]));
+    return mul_sat(elems, t->elem_bytes);
+}
+
+/* No two elements of t share an address: taken in the order of their strides, the batch, seq and head
+ * axes (those of more than one index) each step over at least the extent of the axes inside them,
+ * depth first. An output that overlapped itself would be written twice per element; an input may not
+ * either, so that the span bounds the product of its counts (fa4.h: tensors may alias each other,
+ * never themselves). */
+static fa4_status check_overlap(fa4_ctx *ctx, const TensorArg *t)
+{
+    static const char *const axis[3] = {"batch", "seq", "head"};
+    const int64_t count[3] = {t->batch, t->seqlen, t->heads};
+    int ord[3], n = 0;
+    for (int d = 0; d < 3; d++) {
+        if (count[d] <= 1) continue;
+        int i = n++;
+        for (; i > 0 && t->stride[ord[i - 1]] > t->stride[d]; i--) ord[i] = ord[i - 1];
+        ord[i] = d;
+    }
+    int64_t extent = t->depth;
+    for (int i = 0; i < n; i++) {
+        int d = ord[i];
+        if (t->stride[d] < extent)
+            return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s_stride[%d] (%s): %lld elements%s steps over less than "
+                           "the %lld elements of the axes inside it; a tensor's rows, heads and batches may not overlap",
+                           t->name, d, axis[d], (long long)t->stride[d], t->given[d] ? "" : " (packed)",
+                           (long long)extent);
+        extent = add_sat(extent, mul_sat(count[d] - 1, t->stride[d]));
+    }
+    return FA4_OK;
+}
+
+/* Elements of LSE: [batch, heads_q, seqlen_q], varlen [heads_q, seqlen_q] (the packed rows). The
+ * partial rows of a split are the same rows. Saturated: 31-bit factors can pass 2^64. */
+static uint64_t lse_rows(const fa4_mha_args *a)
+{
+    return rt_mul_sat(rt_mul_sat((uint64_t)(a->cu_seqlens_q ? 1 : a->batch), (uint64_t)a->heads_q),
+                      (uint64_t)a->seqlen_q);
+}
+
 /* TMA wants 16-byte aligned bases and 16-byte multiple strides below 2^40. */
 static fa4_status check_layout(fa4_ctx *ctx, const fa4_mha_args *a)
 {
@@ -237,15 +290,13 @@ static fa4_status check_layout(fa4_ctx *ctx, const fa4_mha_args *a)
                                "needs a multiple of 16 bytes below 2^40", t[i].name, d, axis[d],
                                (long long)t[i].stride[d], (long long)bytes);
         }
+        fa4_status s = check_overlap(ctx, &t[i]);
+        if (s) return s;
     }
-    /* The bytes a tensor spans: in 64 bits without overflow, and within the address space. */
+    /* The bytes a tensor spans: in 64 bits without overflow, and within the address space. With no
+     * overlap this also bounds batch x seqlen x heads x depth of every tensor by 2^57. */
     for (int i = 0; i < n; i++) {
-        const int64_t count[3] = {t[i].batch, t[i].seqlen, t[i].heads};
-        int64_t span = mul_sat(t[i].depth, t[i].elem_bytes);
-        for (int d = 0; d < 3; d++) {
-            int64_t part = mul_sat(mul_sat(count[d] - 1, t[i].stride[d]), t[i].elem_bytes);
-            span = part > MAX_SPAN - span ? INT64_MAX : span + part;
-        }
+        int64_t span = tensor_span(&t[i]);
         if (span > MAX_SPAN || (uintptr_t)t[i].ptr > UINTPTR_MAX - (uintptr_t)span)
             return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: batch %d x seqlen %d x heads %d with strides "
                            "(%lld, %lld, %lld) spans %s bytes from %p; no buffer is that large (2^57)", t[i].name,
@@ -269,13 +320,13 @@ static fa4_status check_layout(fa4_ctx *ctx, const fa4_mha_args *a)
                    "int q, int k, const void *aux), or NULL for none");
     if (!a->score_mod && a->score_mod_aux) return BAD("score_mod_aux", "given without a score_mod");
     /* the kernel indexes LSE [batch, heads_q, seqlen_q] in 32 bits (gen/softmax.c lse_store); varlen:
-     * [heads_q, seqlen_q] (check_varlen) */
-    uint64_t lse_batch = a->cu_seqlens_q ? 1 : (uint64_t)a->batch;
-    if (a->lse && lse_batch * (uint64_t)a->heads_q * (uint64_t)a->seqlen_q > ((uint64_t)1 << 32))
-        return BAD("lse", "batch %d x heads_q %d x seqlen_q %d = %llu rows; the kernels index LSE in 32 bits (at most "
+     * [heads_q, seqlen_q] (check_varlen). The product is checked: three 31-bit factors can pass 2^64. */
+    uint64_t rows = lse_rows(a);
+    if (a->lse && rows > ((uint64_t)1 << 32))
+        return BAD("lse", "batch %d x heads_q %d x seqlen_q %d = %.4g rows; the kernels index LSE in 32 bits (at most "
                    "2^32 rows): pass lse = NULL or split the batch", a->batch, a->heads_q, a->seqlen_q,
-                   (unsigned long long)a->batch * (unsigned long long)a->heads_q * (unsigned long long)a->seqlen_q);
-    uint64_t lse_bytes = lse_batch * (uint64_t)a->heads_q * (uint64_t)a->seqlen_q * 4; /* <= 2^34 here */
+                   (double)a->batch * (double)a->heads_q * (double)a->seqlen_q);
+    uint64_t lse_bytes = rows * 4; /* <= 2^34 here */
     if (a->lse && (uintptr_t)a->lse > UINTPTR_MAX - lse_bytes)
         return BAD("lse", "%llu bytes from %p wrap the address space", (unsigned long long)lse_bytes, (void *)a->lse);
     return FA4_OK;
@@ -336,12 +387,18 @@ static fa4_status check_math(fa4_ctx *ctx, const fa4_mha_args *a)
     return check_descales(ctx, a);
 }
 
-/* Rows of the partial outputs: batch x heads_q x seqlen_q, in LSE order. */
-/* The partial rows of a split: batch x heads_q x seqlen_q; varlen: heads_q x total_q (seqlen_q holds the
- * packed q rows), the varlen LSE order. */
-static uint64_t split_rows(const fa4_mha_args *a)
+/* The partial rows of a split: LSE's rows (batch x heads_q x seqlen_q; varlen: heads_q x total_q, seqlen_q
+ * holding the packed q rows), saturated. */
+static uint64_t split_rows(const fa4_mha_args *a) { return lse_rows(a); }
+
+/* Where the partial LSEs start in the workspace: after splits x rows x ov_depth f32 partial O values. When
+ * the workspace is used, check_workspace has bounded the product; otherwise the kernel never reads the
+ * value, and a product past 2^64 gives 0 rather than a wrapped address. */
+static uint64_t lse_accum(const fa4_mha_args *a, int splits)
 {
-    return (uint64_t)(a->cu_seqlens_q ? 1 : a->batch) * (uint64_t)a->heads_q * (uint64_t)a->seqlen_q;
+    uint64_t off = rt_mul_sat(rt_mul_sat(rt_mul_sat((uint64_t)splits, split_rows(a)), (uint64_t)a->ov_depth), 4);
+    uint64_t ws = (uint64_t)(uintptr_t)a->workspace;
+    return off == UINT64_MAX || off > UINT64_MAX - ws ? 0 : ws + off;
 }
 
 /* The query rows a tile's sequence may have: seqlen_q, or max_seqlen_q for varlen. */
@@ -526,13 +583,15 @@ static fa4_status grid_size(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a, 
                        a->heads_q, p->canonical);
     uint64_t rows = (uint64_t)p->rows_per_cta * (uint64_t)(p->cfg.cluster_split ? 1 : cx);
     uint64_t seq_rows = (uint64_t)(a->cu_seqlens_q ? a->max_seqlen_q : a->seqlen_q); /* varlen: the longest */
-    uint64_t clusters = (seq_rows + rows - 1) / rows * (uint64_t)(a->heads_q / hpc) * (uint64_t)a->batch *
-                        (uint64_t)splits;
+    /* 31-bit factors: the product can pass 2^64, so it saturates (and is refused below) */
+    uint64_t clusters = rt_mul_sat(rt_mul_sat(rt_mul_sat((seq_rows + rows - 1) / rows, (uint64_t)(a->heads_q / hpc)),
+                                              (uint64_t)a->batch), (uint64_t)splits);
     uint64_t ctas = clusters * (uint64_t)cx;
     /* the kernel counts tiles (clusters) in 32 bits: a persistent grid's cap must not hide a wrap */
     if (clusters > 0x7fffffffu)
-        return BAD("seqlen_q", "%d x heads_q %d x batch %d makes %llu tiles of %llu rows; the kernels count at most "
-                   "2^31 - 1", a->seqlen_q, a->heads_q, a->batch, (unsigned long long)clusters,
+        return BAD("seqlen_q", "%d x heads_q %d x batch %d x %d splits makes %.4g tiles of %llu rows; the kernels "
+                   "count at most 2^31 - 1", a->seqlen_q, a->heads_q, a->batch, splits,
+                   ceil((double)seq_rows / (double)rows) * (double)(a->heads_q / hpc) * (double)a->batch * splits,
                    (unsigned long long)rows);
     if (p->persistent) {
         uint64_t cap = (uint64_t)(ctx->device.sm_count / cx * cx);
@@ -577,8 +636,7 @@ static fa4_status bind(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a, int s
         [SCALAR_O_SCALE] = {.f32 = ks.o_scale}, [SCALAR_SINK] = {.u64 = (uint64_t)(uintptr_t)a->sink},
         [SCALAR_SM_SCALE] = {.f32 = ks.sm_scale}, [SCALAR_AUX] = {.u64 = (uint64_t)(uintptr_t)a->score_mod_aux},
         [SCALAR_NUM_SPLITS] = {.u32 = (uint32_t)splits}, [SCALAR_O_ACCUM] = {.u64 = (uint64_t)(uintptr_t)a->workspace},
-        [SCALAR_LSE_ACCUM] = {.u64 = (uint64_t)(uintptr_t)a->workspace +
-                                     (uint64_t)splits * split_rows(a) * (uint64_t)a->ov_depth * 4},
+        [SCALAR_LSE_ACCUM] = {.u64 = lse_accum(a, splits)},
         [SCALAR_CU_SEQLENS_Q] = {.u64 = (uint64_t)(uintptr_t)a->cu_seqlens_q},
         [SCALAR_CU_SEQLENS_K] = {.u64 = (uint64_t)(uintptr_t)a->cu_seqlens_k},
         [SCALAR_TOTAL_Q] = {.u32 = (uint32_t)a->seqlen_q}, [SCALAR_OUT] = {.u64 = (uint64_t)(uintptr_t)a->o},
@@ -690,7 +748,8 @@ static fa4_status resolve_splits(fa4_ctx *ctx, const fa4_mha_args *a, Config *c,
     if (!f.ok) return FA4_OK; /* no split kernel for this config: run unsplit */
     uint64_t rows = (uint64_t)f.rows;
     int hpc = f.hpc;
-    uint64_t tiles = (seq_rows_q(a) + rows - 1) / rows * (uint64_t)(a->heads_q / hpc) * (uint64_t)a->batch;
+    uint64_t tiles = rt_mul_sat(rt_mul_sat((seq_rows_q(a) + rows - 1) / rows, (uint64_t)(a->heads_q / hpc)),
+                                (uint64_t)a->batch); /* saturated: a huge count only means "no split" */
     /* varlen without pages: seqlen_k is the packed kv rows of all sequences; their mean length decides */
     int64_t kv_rows = a->cu_seqlens_q && !a->block_table ? a->seqlen_k / (a->batch > 0 ? a->batch : 1) : a->seqlen_k;
     int kv_blocks = (int)((kv_rows + f.bn - 1) / f.bn);
@@ -726,11 +785,11 @@ static void split_path_words(Config *c, const fa4_mha_args *a, int path)
 /* The workspace a launch with `splits` needs fits what the caller gave. */
 static fa4_status check_workspace(fa4_ctx *ctx, const fa4_mha_args *a, int splits)
 {
-    uint64_t rows = split_rows(a);
-    if ((uint64_t)splits * rows > 0x7fffffffu)
-        return BAD("num_splits", "%d x batch %d x heads_q %d x seqlen_q %d = %llu partial rows; the kernels index "
+    uint64_t rows = split_rows(a), partial = rt_mul_sat((uint64_t)splits, rows);
+    if (partial > 0x7fffffffu)
+        return BAD("num_splits", "%d x batch %d x heads_q %d x seqlen_q %d = %.4g partial rows; the kernels index "
                    "them in 31 bits: use fewer splits", splits, a->batch, a->heads_q, a->seqlen_q,
-                   (unsigned long long)((uint64_t)splits * rows));
+                   (double)splits * (double)rows);
     uint64_t need = rt_split_workspace_bytes(splits, rows, a->ov_depth);
     if (!a->workspace)
         return BAD("workspace", "NULL with num_splits %d; give a 16-byte aligned device buffer of at least %llu bytes "
@@ -788,7 +847,7 @@ static fa4_status launch_combine(fa4_ctx *ctx, const fa4_kernel *k, const fa4_mh
     l.grid = (unsigned)((rows + per - 1) / per);
     uint64_t ws = (uint64_t)(uintptr_t)a->workspace;
     const struct { ScalarId id; RtScalar v; } v[] = {
-        {SCALAR_O_ACCUM, {.u64 = ws}}, {SCALAR_LSE_ACCUM, {.u64 = ws + (uint64_t)splits * rows * (uint64_t)a->ov_depth * 4}},
+        {SCALAR_O_ACCUM, {.u64 = ws}}, {SCALAR_LSE_ACCUM, {.u64 = lse_accum(a, splits)}},
         {SCALAR_OUT, {.u64 = (uint64_t)(uintptr_t)a->o}}, {SCALAR_LSE, {.u64 = (uint64_t)(uintptr_t)a->lse}},
         {SCALAR_NUM_SPLITS, {.u32 = (uint32_t)splits}}, {SCALAR_SEQLEN_Q, {.u32 = (uint32_t)a->seqlen_q}},
         {SCALAR_HEADS_Q, {.u32 = (uint32_t)a->heads_q}}, {SCALAR_BATCH, {.u32 = (uint32_t)a->batch}},
@@ -800,6 +859,61 @@ static fa4_status launch_combine(fa4_ctx *ctx, const fa4_kernel *k, const fa4_mh
     return rt_launch(ctx, k, &l, stream);
 }
 
+/* Every buffer the kernels of this call read or write, with the bytes they may touch from its base, as the
+ * driver must see them (buffers.c): the tensors' spans, LSE, the sink, the workspace when the call uses
+ * it (ws_bytes, else 0), the varlen and paged tables, and score_mod_aux, whose extent only the caller's
+ * score_mod knows (checked for where it lives). The host mirrors cu_seqlens_*_host are read by this
+ * library on the host and cannot be asked about. */
+static fa4_status check_buffers(fa4_ctx *ctx, const fa4_mha_args *a, uint64_t ws_bytes)
+{
+    TensorArg t[N_TENSORS];
+    RtBuffer b[N_TENSORS + 8];
+    int n = tensors(a, t), m = 0;
+    for (int i = 0; i < n; i++) b[m++] = (RtBuffer){t[i].name, t[i].ptr, (uint64_t)tensor_span(&t[i]), 0};
+    const uint64_t batch = (uint64_t)a->batch, entry = sizeof(int32_t);
+    const RtBuffer more[] = {
+        {"lse", a->lse, rt_mul_sat(lse_rows(a), sizeof(float)), 0},
+        {"sink", a->sink, (uint64_t)a->heads_q * sizeof(float), 0},
+        {"workspace", ws_bytes ? a->workspace : NULL, ws_bytes, 0},
+        {"cu_seqlens_q", a->cu_seqlens_q, (batch + 1) * entry, 0},
+        {"cu_seqlens_k", a->cu_seqlens_k, (batch + 1) * entry, 0},
+        {"block_table", a->block_table, rt_mul_sat(batch * entry, (uint64_t)a->max_pages), 0},
+        {"seqlens_k", a->seqlens_k, batch * entry, 0},
+        {"score_mod_aux", a->score_mod_aux, 0, 1}};
+    for (size_t i = 0; i < sizeof more / sizeof more[0]; i++) b[m++] = more[i];
+    return rt_check_buffers(ctx, b, m);
+}
+
+/* fa4_mha_fwd once the arguments, the config and the split count are settled; the context is current. */
+static fa4_status run(fa4_ctx *ctx, const fa4_mha_args *a, Config *c, int splits, int path, CUstream stream)
+{
+    fa4_status s;
+    fa4_kernel *comb = NULL;
+    int ws = path && splits > 1 && !c->cluster_split; /* partials in the workspace, merged by the combine kernel */
+    if (ws && (s = check_workspace(ctx, a, splits))) return s;
+    /* check_rope even on a memory hit: where rope_split is refused it is not in the canonical text, so
+     * the key of a call with k_rope can name a kernel without it (found by tests/fuzz/fuzz_args) */
+    if ((s = check_rope(ctx, a, c))) return s;
+    /* the driver's word on every pointer before anything is compiled or launched for it */
+    if ((s = check_buffers(ctx, a, ws ? rt_split_workspace_bytes(splits, split_rows(a), a->ov_depth) : 0)))
+        return s;
+    if (ws && (s = get_combine(ctx, a, c->target, &comb))) return s;
+    char key[360];
+    config_canonical(c, key, sizeof key);
+    int link;
+    if (c->score_mod && (s = rt_mod_link(ctx, &link))) return s;
+    if (c->score_mod) /* the link mode changes the cubin, not the config */
+        snprintf(key + strlen(key), sizeof key - strlen(key), " |%s", score_mod_link_name[link]);
+    uint64_t hash = rt_fnv1a(key, strlen(key), RT_FNV_SEED);
+    fa4_kernel *k = rt_kernel_lookup_mod(ctx, key, hash, a->score_mod);
+    fa4_kernel_stats st = {0};
+    if (!k && (s = rt_kernel_build(ctx, key, hash, c, a->score_mod, &k, &st, FA4_ERR_UNSUPPORTED))) return s;
+    RtLaunch l;
+    if (!(s = bind(ctx, &k->plan, a, splits, &l))) s = rt_launch(ctx, k, &l, stream);
+    if (!s && comb) s = launch_combine(ctx, comb, a, splits, stream);
+    return s;
+}
+
 fa4_status fa4_mha_fwd(fa4_ctx *ctx, const fa4_mha_args *args, void *stream)
 {
     if (!ctx) return rt_fail(NULL, FA4_ERR_INVALID_ARGUMENT, "ctx: NULL");
@@ -808,34 +922,13 @@ fa4_status fa4_mha_fwd(fa4_ctx *ctx, const fa4_mha_args *args, void *stream)
     fa4_status s = prepare(ctx, args, &a, &c);
     if (s) return s;
     /* Only now the driver: everything above is the caller's arguments. */
-    int splits, path;
+    int splits, path, pushed;
     if ((s = rt_driver(ctx)) || (s = finish_config(ctx, &a, &c, 1)) ||
         (s = resolve_splits(ctx, &a, &c, 0, &splits, &path)))
         return s;
-    fa4_kernel *comb = NULL;
     split_path_words(&c, &a, path);
-    if (path && splits > 1 && !c.cluster_split &&
-        ((s = check_workspace(ctx, &a, splits)) || (s = get_combine(ctx, &a, c.target, &comb))))
-        return s;
-    char key[360];
-    config_canonical(&c, key, sizeof key);
-    int link;
-    if (c.score_mod && (s = rt_mod_link(ctx, &link))) return s;
-    if (c.score_mod) /* the link mode changes the cubin, not the config */
-        snprintf(key + strlen(key), sizeof key - strlen(key), " |%s", score_mod_link_name[link]);
-    uint64_t hash = rt_fnv1a(key, strlen(key), RT_FNV_SEED);
-    fa4_kernel *k = rt_kernel_lookup_mod(ctx, key, hash, a.score_mod);
-    fa4_kernel_stats st = {0};
-    /* check_rope even on a memory hit: where rope_split is refused it is not in the canonical text, so
-     * the key of a call with k_rope can name a kernel without it (found by tests/fuzz/fuzz_args) */
-    if ((s = check_rope(ctx, &a, &c)) || (!k && (s = rt_kernel_build(ctx, key, hash, &c, a.score_mod, &k, &st,
-                                                                      FA4_ERR_UNSUPPORTED))))
-        return s;
-    int pushed;
     if ((s = rt_ctx_enter(ctx, &pushed))) return s;
-    RtLaunch l;
-    if (!(s = bind(ctx, &k->plan, &a, splits, &l))) s = rt_launch(ctx, k, &l, (CUstream)stream);
-    if (!s && comb) s = launch_combine(ctx, comb, &a, splits, (CUstream)stream);
+    s = run(ctx, &a, &c, splits, path, (CUstream)stream);
     rt_ctx_leave(ctx, pushed);
     return s;
 }

@@ -81,6 +81,48 @@ static int64_t span(int64_t i, int64_t si, int64_t j, int64_t sj, int64_t row, i
     return mul_sat(add_sat(add_sat(mul_sat(i, si), mul_sat(j, sj)), row), elem_bytes);
 }
 
+/* The buffers of a call and the bytes the kernel may touch from each base (the last row of the last token,
+ * in 64 bits, saturated), in check order; strides must already be resolved (0 replaced). */
+enum { B_Q, B_KV, B_IDX, B_OUT, B_LSE, B_MAXL, B_SINK, B_TKLEN, B_KVSCALE, N_BUFS };
+static void buffers(const fa4_mla_sparse_args *a, RtBuffer b[N_BUFS])
+{
+    const int64_t rows = (int64_t)a->s_q * a->h_q, tok = a->s_q - 1, head = a->h_q - 1;
+    const int64_t kvb = a->kv_dtype == FA4_E4M3 ? 1 : MLA_BF16;
+    const int64_t scales = a->kv_scale_block ? a->d_qk / a->kv_scale_block : 1; /* per kv row */
+    const RtBuffer v[N_BUFS] = {
+        {"q", a->q, (uint64_t)span(tok, a->q_stride[0], head, a->q_stride[1], a->d_qk, MLA_BF16), 0},
+        {"kv", a->kv, (uint64_t)span(a->s_kv - 1, a->kv_stride, 0, 0, a->d_qk, kvb), 0},
+        {"indices", a->indices, (uint64_t)span(tok, a->indices_stride, 0, 0, a->topk, 4), 0},
+        {"out", a->out, (uint64_t)span(tok, a->out_stride[0], head, a->out_stride[1], MLA_DV, MLA_BF16), 0},
+        {"lse", a->lse, (uint64_t)span(0, 0, 0, 0, rows, 4), 0},
+        {"max_logits", a->max_logits, (uint64_t)span(0, 0, 0, 0, rows, 4), 0},
+        {"attn_sink", a->attn_sink, (uint64_t)span(0, 0, 0, 0, a->h_q, 4), 0},
+        {"topk_length", a->topk_length, (uint64_t)span(0, 0, 0, 0, a->s_q, 4), 0},
+        {"kv_scale", a->kv_scale, (uint64_t)span(a->s_kv - 1, scales, 0, 0, scales, 4), 0}};
+    memcpy(b, v, sizeof v);
+}
+
+/* q and out hold [s_q, h_q, row] with free token and head strides: taken in stride order, each axis of more
+ * than one index steps over at least the extent inside it, so no two elements share an address (out would
+ * be written twice; fa4.h: a tensor may not overlap itself). */
+static fa4_status check_overlap(fa4_ctx *ctx, const char *name, int64_t s_stride, int64_t h_stride, int s_q, int h_q,
+                                int64_t row)
+{
+    const int64_t stride[2] = {s_stride, h_stride}, count[2] = {s_q, h_q};
+    int inner = h_stride <= s_stride ? 1 : 0; /* the axis with the smaller stride is checked first */
+    int64_t extent = row;
+    for (int k = 0; k < 2; k++) {
+        int d = k == 0 ? inner : 1 - inner;
+        if (count[d] <= 1) continue;
+        if (stride[d] < extent)
+            return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s_stride[%d]: %lld steps over less than the %lld elements "
+                           "inside it; a tensor's %s may not overlap", name, d, (long long)stride[d], (long long)extent,
+                           d ? "heads" : "tokens");
+        extent = add_sat(extent, mul_sat(count[d] - 1, stride[d]));
+    }
+    return FA4_OK;
+}
+
 /* Element strides (0: packed), each >= the span of what it skips, and the alignments the kernel's
  * loads and stores need. */
 static fa4_status check_layout(fa4_ctx *ctx, fa4_mla_sparse_args *a)
@@ -88,7 +130,6 @@ static fa4_status check_layout(fa4_ctx *ctx, fa4_mla_sparse_args *a)
     int64_t *st[] = {&a->q_stride[0], &a->q_stride[1], &a->kv_stride, &a->indices_stride, &a->out_stride[0],
                      &a->out_stride[1]};
     const int64_t def[] = {(int64_t)a->h_q * a->d_qk, a->d_qk, a->d_qk, a->topk, (int64_t)a->h_q * MLA_DV, MLA_DV};
-    const int64_t min[] = {a->d_qk, a->d_qk, a->d_qk, a->topk, MLA_DV, MLA_DV};
     /* elements: 16 B for cp.async and TMA rows (16 e4m3 bytes for fp8 kv), 4 B for bf16 pair stores */
     const int64_t align[] = {8, 8, a->kv_dtype == FA4_E4M3 ? 16 : 8, 1, 2, 2};
     static const char *const name[] = {"q_stride[0]", "q_stride[1]", "kv_stride", "indices_stride", "out_stride[0]",
@@ -102,33 +143,33 @@ static fa4_status check_layout(fa4_ctx *ctx, fa4_mla_sparse_args *a)
             return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: %lld is not a multiple of %lld elements (%lld bytes, "
                            "the kernel's access width)", name[i], (long long)*st[i], (long long)align[i],
                            (long long)(align[i] * (i == 3 ? 4 : i == 2 && a->kv_dtype == FA4_E4M3 ? 1 : MLA_BF16)));
-        if (*st[i] < min[i] && !(i == 0 && a->h_q == 1))
-            return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: %lld is smaller than the %lld elements it steps over",
-                           name[i], (long long)*st[i], (long long)min[i]);
     }
+    /* rows of kv and indices step over a whole row (a row is read whole); q and out per axis order */
+    if (a->s_kv > 1 && a->kv_stride < a->d_qk)
+        return BAD("kv_stride", "%lld is smaller than the %d elements of a kv row it steps over",
+                   (long long)a->kv_stride, a->d_qk);
+    if (a->s_q > 1 && a->indices_stride < a->topk)
+        return BAD("indices_stride", "%lld is smaller than the %d indices of a row it steps over",
+                   (long long)a->indices_stride, a->topk);
+    fa4_status s;
+    if ((s = check_overlap(ctx, "q", a->q_stride[0], a->q_stride[1], a->s_q, a->h_q, a->d_qk)) ||
+        (s = check_overlap(ctx, "out", a->out_stride[0], a->out_stride[1], a->s_q, a->h_q, MLA_DV)))
+        return s;
     /* the bytes each buffer spans: the last row of the last token, in 64 bits without overflow */
-    const int64_t rows = (int64_t)a->s_q * a->h_q, tok = a->s_q - 1, head = a->h_q - 1;
-    const int64_t kvb = a->kv_dtype == FA4_E4M3 ? 1 : MLA_BF16;
-    const int64_t scales = a->kv_scale_block ? a->d_qk / a->kv_scale_block : 1; /* per kv row */
-    const struct { const char *name; const void *p; unsigned align; int64_t span; } ptr[] = {
-        {"q", a->q, 16, span(tok, a->q_stride[0], head, a->q_stride[1], a->d_qk, MLA_BF16)},
-        {"kv", a->kv, 16, span(a->s_kv - 1, a->kv_stride, 0, 0, a->d_qk, kvb)},
-        {"indices", a->indices, 4, span(tok, a->indices_stride, 0, 0, a->topk, 4)},
-        {"out", a->out, 4, span(tok, a->out_stride[0], head, a->out_stride[1], MLA_DV, MLA_BF16)},
-        {"lse", a->lse, 4, span(0, 0, 0, 0, rows, 4)}, {"max_logits", a->max_logits, 4, span(0, 0, 0, 0, rows, 4)},
-        {"attn_sink", a->attn_sink, 4, span(0, 0, 0, 0, a->h_q, 4)},
-        {"topk_length", a->topk_length, 4, span(0, 0, 0, 0, a->s_q, 4)},
-        {"kv_scale", a->kv_scale, 4, span(a->s_kv - 1, scales, 0, 0, scales, 4)}};
-    for (size_t i = 0; i < sizeof ptr / sizeof ptr[0]; i++) {
-        if ((uintptr_t)ptr[i].p % ptr[i].align)
-            return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: %p is not %u-byte aligned", ptr[i].name, ptr[i].p,
-                           ptr[i].align);
-        if (ptr[i].p && (ptr[i].span > MAX_SPAN || (uintptr_t)ptr[i].p > UINTPTR_MAX - (uintptr_t)ptr[i].span))
+    static const unsigned align_of[N_BUFS] = {16, 16, 4, 4, 4, 4, 4, 4, 4};
+    RtBuffer b[N_BUFS];
+    buffers(a, b);
+    for (int i = 0; i < N_BUFS; i++) {
+        if ((uintptr_t)b[i].ptr % align_of[i])
+            return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: %p is not %u-byte aligned", b[i].name, b[i].ptr,
+                           align_of[i]);
+        if (b[i].ptr && (b[i].bytes > (uint64_t)MAX_SPAN || (uintptr_t)b[i].ptr > UINTPTR_MAX - (uintptr_t)b[i].bytes))
             return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: s_q %d, s_kv %d, h_q %d, topk %d with its strides span "
-                           "%s bytes from %p; no buffer is that large (2^57)", ptr[i].name, a->s_q, a->s_kv, a->h_q,
-                           a->topk, ptr[i].span == INT64_MAX ? "over 2^63" : "over 2^57", ptr[i].p);
+                           "%s bytes from %p; no buffer is that large (2^57)", b[i].name, a->s_q, a->s_kv, a->h_q,
+                           a->topk, b[i].bytes == INT64_MAX ? "over 2^63" : "over 2^57", b[i].ptr);
     }
     /* the kernel indexes lse and max_logits [s_q, h_q] in 32 bits (gen/sm90/mla_sparse.c, cs_ix) */
+    const int64_t rows = (int64_t)a->s_q * a->h_q;
     if ((a->lse || a->max_logits) && rows > ((int64_t)1 << 32))
         return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: s_q %d x h_q %d = %lld rows; the kernel indexes them in 32 "
                        "bits (at most 2^32): pass NULL or split s_q", a->lse ? "lse" : "max_logits", a->s_q, a->h_q,
@@ -246,6 +287,20 @@ static fa4_status bind(fa4_ctx *ctx, const Plan *p, const fa4_mla_sparse_args *a
     return FA4_OK;
 }
 
+/* Once the arguments and the config are settled (the context is current): the driver's word on every
+ * buffer (buffers.c), then the kernel and its launch. */
+static fa4_status run(fa4_ctx *ctx, const fa4_mla_sparse_args *a, Config *c, CUstream stream)
+{
+    RtBuffer b[N_BUFS];
+    buffers(a, b);
+    fa4_kernel *k;
+    RtLaunch l;
+    fa4_status s;
+    if ((s = rt_check_buffers(ctx, b, N_BUFS)) || (s = get_kernel(ctx, c, &k)) || (s = bind(ctx, &k->plan, a, &l)))
+        return s;
+    return rt_launch(ctx, k, &l, stream);
+}
+
 fa4_status fa4_mla_sparse_fwd(fa4_ctx *ctx, const fa4_mla_sparse_args *args, void *stream)
 {
     if (!ctx) return rt_fail(NULL, FA4_ERR_INVALID_ARGUMENT, "ctx: NULL");
@@ -272,13 +327,9 @@ fa4_status fa4_mla_sparse_fwd(fa4_ctx *ctx, const fa4_mla_sparse_args *args, voi
         return s;
     if ((s = rt_driver(ctx))) return s;
     if ((s = check_device(ctx, c.target))) return s;
-    fa4_kernel *k;
-    if ((s = get_kernel(ctx, &c, &k))) return s;
-    RtLaunch l;
-    if ((s = bind(ctx, &k->plan, &a, &l))) return s;
     int pushed;
     if ((s = rt_ctx_enter(ctx, &pushed))) return s;
-    s = rt_launch(ctx, k, &l, (CUstream)stream);
+    s = run(ctx, &a, &c, (CUstream)stream);
     rt_ctx_leave(ctx, pushed);
     return s;
 }

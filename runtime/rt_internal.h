@@ -55,6 +55,8 @@ typedef struct Driver {
                             CUjit_option *, void **);
     CUresult (*LinkComplete)(CUlinkState, void **, size_t *);
     CUresult (*LinkDestroy)(CUlinkState);
+    /* what the driver knows of a pointer a kernel will read or write (buffers.c) */
+    CUresult (*PointerGetAttributes)(unsigned int, CUpointer_attribute *, void **, CUdeviceptr);
 } Driver;
 
 /* The device side of a context, filled by rt_device_open(). */
@@ -246,6 +248,38 @@ typedef struct RtLaunch {
  * plan has a cluster). The context must be current. */
 fa4_status rt_launch(fa4_ctx *ctx, const struct fa4_kernel *k, const RtLaunch *l, CUstream stream);
 
+/* ============================== buffers.c ============================== */
+
+/* One buffer a kernel reads or writes, as the caller gave it: the argument's name, its base and the
+ * bytes from the base that the kernel may touch (computed from shape and strides with checked 64-bit
+ * math; UINT64_MAX, a saturated product, is refused). opaque: the kernel touches an extent no argument
+ * describes (score_mod_aux, which the caller's score_mod indexes): only where it lives is checked. */
+typedef struct RtBuffer {
+    const char *name;
+    const void *ptr; /* NULL: the call has no such buffer (nothing to check) */
+    uint64_t bytes;
+    int opaque;
+} RtBuffer;
+
+/* Asks the driver about each given buffer, one cuPointerGetAttributes call each: it must be device
+ * memory of the context's device (or managed memory), and its allocation must hold [ptr, ptr + bytes).
+ * A pointer the driver does not know (plain host memory), page-locked host memory, another device's
+ * memory or an extent past the allocation's end is FA4_ERR_INVALID_ARGUMENT naming the buffer. The
+ * driver must be open; no allocation, no lock. */
+fa4_status rt_check_buffers(fa4_ctx *ctx, const RtBuffer *b, int n);
+
+/* a x b, or UINT64_MAX when the product does not fit 64 bits: every bound refuses the saturated value. */
+static inline uint64_t rt_mul_sat(uint64_t a, uint64_t b)
+{
+    uint64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+static inline uint64_t rt_add_sat(uint64_t a, uint64_t b)
+{
+    uint64_t r;
+    return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
 /* ============================== split.c ============================== */
 /* The split count for tiles CTAs of work on sm_count SMs with kv_blocks kv blocks per tile
  * (1..FA4_MAX_SPLITS): 1 when the tiles fill the SMs, else the fewest splits that keep the last
@@ -256,7 +290,8 @@ int rt_split_choice(uint64_t tiles, int sm_count, int kv_blocks);
 enum { FA4_MAX_CLUSTER_SPLIT = 8 }; /* the portable cluster size (16 CTAs measured slower: placement) */
 int rt_cluster_split_choice(int splits, uint64_t tiles, int sm_count);
 /* Workspace of a split launch: f32 partial O [num_splits, rows, ov] then f32 LSE [num_splits,
- * rows] (a split launch may have one split: a decode shape's packed kernel); 0 for num_splits < 1. rows = batch x heads_q x seqlen_q. */
+ * rows] (a split launch may have one split: a decode shape's packed kernel); 0 for num_splits < 1. rows = batch x
+ * heads_q x seqlen_q. UINT64_MAX when the bytes do not fit 64 bits (no workspace_size is that large). */
 uint64_t rt_split_workspace_bytes(int num_splits, uint64_t rows, int ov_depth);
 
 /* ============================== score_mod.c ============================== */

@@ -45,5 +45,7 @@ int rt_cluster_split_choice(int splits, uint64_t tiles, int sm_count)
 uint64_t rt_split_workspace_bytes(int num_splits, uint64_t rows, int ov_depth)
 {
     if (num_splits < 1) return 0;
-    return (uint64_t)num_splits * rows * ((uint64_t)ov_depth + 1) * 4; /* f32 O rows, then f32 LSEs */
+    /* f32 O rows, then f32 LSEs; saturated, so a product past 2^64 cannot pass as a small size */
+    uint64_t row_floats = (uint64_t)(ov_depth > 0 ? ov_depth : 0) + 1;
+    return rt_mul_sat(rt_mul_sat(rt_mul_sat((uint64_t)num_splits, rows), row_floats), 4);
 }

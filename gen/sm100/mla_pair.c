@@ -286,6 +286,8 @@ static void pair_load(Emit *e)
     emit(e, "setp.ne.u64 %s, %%topk_length, 0;", R(e, has));
     emit(e, "mul.wide.u32 %s, %%tok, 4;", R(e, la));
     emit(e, "add.u64 %s, %s, %%topk_length;", R(e, la), R(e, la));
+    /* signed, and compared signed (mla100_indices: setp.lt.s32): fa4.h's meaning of every bit pattern, a length
+     * below 0 an empty row, one past topk all topk positions (positions never reach topk) */
     op_ld_global(e, has, "s32", len, la, 0);
 
     Reg j = reg_b32(e, "ld_j"), stage = reg_b32(e, "ld_stage"), phase = reg_b32(e, "ld_phase");

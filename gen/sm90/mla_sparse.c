@@ -364,8 +364,12 @@ static void mla_producer(Emit *e)
     Reg tla = reg_b64(e, "pr_tla");
     emit(e, "mul.wide.u32 %s, %%tok, 4;", R(e, tla));
     emit(e, "add.u64 %s, %s, %%topk_length;", R(e, tla), R(e, tla));
-    op_ld_global(e, pt, "u32", tl_, tla, 0);
-    emit(e, "min.u32 %s, %s, %%topk;", tl, tl);
+    op_ld_global(e, pt, "s32", tl_, tla, 0);
+    /* fa4.h gives every bit pattern one meaning: a length below 0 is an empty row, one past topk is topk. A
+     * signed clamp, as an unsigned min would read -1 as 2^32 - 1 and take every position */
+    emit_note(e, "topk_length[tok] clamped to [0, topk] as a signed value (fa4.h): < 0 an empty row");
+    emit(e, "max.s32 %s, %s, 0;", tl, tl);
+    emit(e, "min.s32 %s, %s, %%topk;", tl, tl);
     Reg ia = reg_b64(e, "pr_ia");
     emit_note(e, "this thread's first index: indices[tok][group]");
     elem_addr(e, ia, reg_find(e, "indices"), tok, reg_find(e, "idx_stride"), REG_NONE, REG_NONE, 4);

@@ -5,10 +5,16 @@
  * For every pointer the harness "allocates" (the fake never dereferences) the bytes the layout
  * fa4.h describes needs, computed here in 128-bit arithmetic from the arguments alone: the
  * largest offset any index of the declared shape reaches with the declared strides (0 = packed).
+ * The fake driver knows memory as ranges (issue 26): the input's last bytes give each pointer's slot
+ * (2^57 bytes apart) a range: by default device 0's whole slot, so inputs written before keep their
+ * meaning; else a small one of 2^k bytes, page-locked host memory, device 1's memory, managed memory,
+ * or none.
  *
  * Properties:
  *   - a rejected call returns an error whose message begins with the name of an argument field
  *     (or config / args->config for the tuning words), never FA4_ERR_INTERNAL, and launches nothing;
+ *   - an accepted call's every buffer is device memory of device 0 or managed memory, and the range the
+ *     driver knows for it holds every byte its arguments describe (computed here, in 128 bits);
  *   - an accepted call launches once; a buffer of the size its arguments need can exist (at most
  *     2^57 bytes, not wrapping the address space); every tensor map it encodes starts at its
  *     tensor's base and reaches no further than that buffer; the MLA kernel's raw-pointer
@@ -23,6 +29,8 @@
 #include "fuzz_rt.h"
 
 typedef unsigned __int128 u128;
+
+enum { N_SLOTS = 10, SLOT_SHIFT = 57 };
 
 /* ---------------------------------------------------------------- reading the input */
 
@@ -69,11 +77,12 @@ static float pick_float(Rd *r)
     return t[b % (sizeof t / sizeof t[0])];
 }
 
-/* Buffer slot i's base: slots are 2^44 bytes apart, so a base names its tensor. */
+/* Buffer slot i's base: slots are 2^57 bytes apart (the largest span accepted), so a base names its tensor
+ * and its range (pick_memory). */
 static const void *pick_ptr(Rd *r, int slot, int optional)
 {
     uint8_t b = u8(r), v = u8(r);
-    uintptr_t base = ((uintptr_t)(slot + 1) << 44) + (uintptr_t)v * 4096;
+    uintptr_t base = ((uintptr_t)(slot + 1) << SLOT_SHIFT) + (uintptr_t)v * 4096;
     switch (b % 16) {
     case 0: return optional ? NULL : (const void *)base;
     case 1: return optional ? (const void *)base : NULL;
@@ -81,6 +90,57 @@ static const void *pick_ptr(Rd *r, int slot, int optional)
     case 3: return (const void *)(UINTPTR_MAX - ((uintptr_t)(slot + 1) << 24) - (uintptr_t)v * 4096 + 1);
     default: return (const void *)base;
     }
+}
+
+/* ---------------------------------------------------------------- memory the fake driver knows */
+
+enum { MEM_DEVICE, MEM_SMALL, MEM_HOST, MEM_OTHER_DEVICE, MEM_MANAGED, MEM_NONE };
+static const char *const mem_names[] = {"device 0", "small", "page-locked host", "device 1", "managed", "none"};
+static struct { uint64_t base, size; int kind; } ranges[N_SLOTS];
+static int n_ranges;
+
+/* One range per slot from the input's last bytes (none left: device 0 up to 2^57 bytes from the slot's base,
+ * the memory every input had before the driver was asked). */
+static void pick_memory(Rd *r)
+{
+    for (int i = 0; i < N_SLOTS; i++) {
+        uint8_t b = u8(r), v = u8(r);
+        int kind = b % 8 <= MEM_NONE ? b % 8 : MEM_DEVICE;
+        uint64_t base = (uint64_t)(i + 1) << SLOT_SHIFT;
+        uint64_t size = kind == MEM_SMALL ? (uint64_t)1 << (v % 48) : (uint64_t)1 << SLOT_SHIFT;
+        ranges[i].kind = kind;
+        if (kind == MEM_NONE) continue;
+        ranges[n_ranges].base = base, ranges[n_ranges].size = size, ranges[n_ranges].kind = kind;
+        static const unsigned type[] = {CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_HOST,
+                                        CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_DEVICE};
+        FUZZ_CHECK(!fz_fake_map(base, size, type[kind], kind >= MEM_OTHER_DEVICE, kind == MEM_MANAGED),
+                   "fake_cuda_map");
+        n_ranges++;
+    }
+}
+
+static void drop_memory(void)
+{
+    for (int i = 0; i < n_ranges; i++) fz_fake_unmap(ranges[i].base);
+    n_ranges = 0;
+}
+
+/* An accepted call's buffer: device 0 or managed memory whose range (the latest registered holding p, as
+ * the fake driver looks it up) holds need bytes from p. */
+static void check_memory(const char *name, const void *p, u128 need)
+{
+    if (!p) return;
+    uint64_t a = (uint64_t)(uintptr_t)p;
+    int hit = -1;
+    for (int i = n_ranges - 1; i >= 0 && hit < 0; i--)
+        if (a >= ranges[i].base && a - ranges[i].base < ranges[i].size) hit = i;
+    FUZZ_CHECK(hit >= 0, "accepted %s at %p, memory the driver does not know", name, p);
+    int kind = ranges[hit].kind;
+    FUZZ_CHECK(kind == MEM_DEVICE || kind == MEM_SMALL || kind == MEM_MANAGED, "accepted %s in %s memory", name,
+               mem_names[kind]);
+    FUZZ_CHECK((u128)(a - ranges[hit].base) + need <= (u128)ranges[hit].size, "accepted %s at %p needing %.6g bytes "
+               "in a range of %.6g bytes from 0x%llx", name, p, (double)need, (double)ranges[hit].size,
+               (unsigned long long)ranges[hit].base);
 }
 
 /* Accepted and refused calls per entry (printed at exit with FUZZ_ARGS_STATS=1: is the corpus
@@ -280,6 +340,7 @@ static void fuzz_mha(Rd *r)
     uint8_t ke = u8(r);
     a.kv_early = ke < 128 ? 0 : ke < 240 ? 1 : pick_int(r);
 
+    pick_memory(r);
     if (getenv("FUZZ_ARGS_SHOW")) /* what a crash input calls */
         fprintf(stderr, "mha %s size %zu dtype %d b %d sq %d sk %d hq %d hkv %d qk %d ov %d mask %d window %d,%d "
                 "q %p k %p v %p o %p lse %p k_rope %p config %s\n", t ? "sm100a" : "sm90a", a.size, (int)a.dtype,
@@ -290,6 +351,7 @@ static void fuzz_mha(Rd *r)
     n_calls[0][s == FA4_OK]++;
     if (s != FA4_OK) {
         check_refusal(ctx, s, mha_fields, sizeof mha_fields / sizeof mha_fields[0]);
+        drop_memory();
         return;
     }
     /* What the struct said, read as the library reads it (fields past size take their defaults). */
@@ -368,6 +430,19 @@ static void fuzz_mha(Rd *r)
                    cap.scalar[SCALAR_SEQLEN_K] == (uint32_t)kv_cap && cap.scalar[SCALAR_HEADS_Q] == (uint32_t)e.heads_q &&
                    cap.scalar[SCALAR_BATCH] == (uint32_t)e.batch, "shape parameters");
     FUZZ_CHECK(cap.grid >= 1 && cap.grid <= INT_MAX, "grid %u", cap.grid);
+    /* every buffer the kernel may touch lies in memory the driver knows as device 0's (or managed) */
+    static const char *const tname[5] = {"q", "k", "v", "o", "k_rope"};
+    for (int i = 0; i < 4 + rope; i++) check_memory(tname[i], ptr[i], need[i]);
+    check_memory("lse", e.lse, rows * 4);
+    if (varlen) {
+        check_memory("cu_seqlens_q", e.cu_seqlens_q, ((u128)e.batch + 1) * 4);
+        check_memory("cu_seqlens_k", e.cu_seqlens_k, ((u128)e.batch + 1) * 4);
+    }
+    if (paged) {
+        check_memory("block_table", e.block_table, (u128)e.batch * (u128)e.max_pages * 4);
+        check_memory("seqlens_k", e.seqlens_k, (u128)e.batch * 4);
+    }
+    drop_memory();
 }
 
 /* ---------------------------------------------------------------- fa4_mla_sparse_fwd */
@@ -405,6 +480,7 @@ static void fuzz_mla(Rd *r)
     a.attn_sink = pick_ptr(r, 6, 1), a.topk_length = pick_ptr(r, 7, 1);
     a.sm_scale = pick_float(r);
     a.config = mla_configs[u8(r) % (sizeof mla_configs / sizeof mla_configs[0])];
+    pick_memory(r);
 
     if (getenv("FUZZ_ARGS_SHOW"))
         fprintf(stderr, "mla %s size %zu s_q %d s_kv %d h_q %d d_qk %d topk %d strides %lld %lld %lld %lld %lld %lld "
@@ -418,6 +494,7 @@ static void fuzz_mla(Rd *r)
     n_calls[1][s == FA4_OK]++;
     if (s != FA4_OK) {
         check_refusal(ctx, s, mla_fields, sizeof mla_fields / sizeof mla_fields[0]);
+        drop_memory();
         return;
     }
     fa4_mla_sparse_args e = FA4_MLA_SPARSE_ARGS_INIT;
@@ -482,6 +559,8 @@ static void fuzz_mla(Rd *r)
     const u128 cl = (u128)(cap.plan->cluster[0] > 0 ? cap.plan->cluster[0] : 1), hpc = (u128)cap.plan->heads_per_cta;
     const u128 ctas = (u128)e.s_q * (((u128)e.h_q + hpc * cl - 1) / (hpc * cl) * cl);
     FUZZ_CHECK(ctas <= INT_MAX && cap.grid == (unsigned)ctas, "grid %u for %.6g CTAs", cap.grid, (double)ctas);
+    for (size_t i = 0; i < sizeof buf / sizeof buf[0]; i++) check_memory(buf[i].name, buf[i].p, buf[i].need);
+    drop_memory();
 }
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)

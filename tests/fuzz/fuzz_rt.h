@@ -17,6 +17,8 @@
 
 static FakeCuda *fz_fake;
 static FakeCudaResetFn fz_fake_reset;
+static FakeCudaMapFn fz_fake_map;
+static FakeCudaUnmapFn fz_fake_unmap;
 static CUresult (*fz_fake_init)(unsigned);
 
 /* The fake driver's records; aborts unless libcuda.so.1 is the fake. */
@@ -27,7 +29,9 @@ static void fz_fake_open(void)
     FakeCudaStateFn get = lib ? (FakeCudaStateFn)dlsym(lib, "fake_cuda_state") : NULL;
     fz_fake_reset = lib ? (FakeCudaResetFn)dlsym(lib, "fake_cuda_reset") : NULL;
     fz_fake_init = lib ? (CUresult(*)(unsigned))dlsym(lib, "cuInit") : NULL;
-    if (!get || !fz_fake_reset || !fz_fake_init) {
+    fz_fake_map = lib ? (FakeCudaMapFn)dlsym(lib, "fake_cuda_map") : NULL;
+    fz_fake_unmap = lib ? (FakeCudaUnmapFn)dlsym(lib, "fake_cuda_unmap") : NULL;
+    if (!get || !fz_fake_reset || !fz_fake_init || !fz_fake_map || !fz_fake_unmap) {
         fprintf(stderr, "fuzz: libcuda.so.1 is not the fake driver; run with LD_LIBRARY_PATH=build/fakecuda "
                         "(make fuzz-ci does)\n");
         abort();

@@ -1,5 +1,5 @@
 #!/bin/bash
-# tests/gpu/run.sh [--quick] [--no-bench] [--only-bench] [--only-anchor] [--only-use] [--only-mla] [--only-mods] [--only-tests] [--only-serving] [-- test_mha args]
+# tests/gpu/run.sh [--quick] [--no-bench] [--only-bench] [--only-anchor] [--only-use] [--only-mla] [--only-mods] [--only-tests] [--only-serving] [--only-bad-args] [-- test_mha args]
 # One call on a Hopper GPU machine: build, correctness against the fp32
 # reference, cold/warm "get kernel" timings, SASS of the d128 kernel, the
 # simulator's anchor (tests/sim/cases_sm90.txt run by build/sim/sim_mha on this
@@ -10,13 +10,15 @@
 # CMake; the torch ops under torch.compile and CUDA graphs), the serving shapes (issue 15: split-KV cases of
 # tests/sim/cases_split.txt against the fp64 reference, the combine kernel alone, and test_mha's split decode
 # cases against the fp32 reference), and the benchmarks (bench/bench_score_mod.py decides the score_mod claims
-# and link mode; bench/bench_decode.py the decode bandwidth, step decode_bench). Logs go to $OUT (default
-# build/gpu-out); a summary prints last.
+# and link mode; bench/bench_decode.py the decode bandwidth, step decode_bench), and the wrong arguments of
+# issue 26 (tests/gpu/test_bad_args.py, step bad_args, with the ways it is used or --only-bad-args: each refused
+# naming the argument or giving its documented result, the context healthy afterwards). Logs go to $OUT
+# (default build/gpu-out); a summary prints last.
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-build/gpu-out}
 mkdir -p "$OUT"
-QUICK=""; BENCH=1; TESTS=1; ANCHOR=1; USE=1; MLA=0; MODS=0; SERVING=1; EXTRA=()
+QUICK=""; BENCH=1; TESTS=1; ANCHOR=1; USE=1; MLA=0; MODS=0; SERVING=1; BADARGS=0; EXTRA=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) QUICK=--quick ;;
@@ -28,8 +30,9 @@ while [ $# -gt 0 ]; do
         --only-mods) TESTS=0; BENCH=0; ANCHOR=0; USE=0; SERVING=0; MODS=1 ;; # sinks/score_mod cases and their benchmark
         --only-tests) BENCH=0; ANCHOR=0; USE=0; SERVING=0 ;;      # build, JIT timings, correctness, SASS
         --only-serving) TESTS=0; BENCH=0; ANCHOR=0; USE=0; SERVING=2 ;; # issue 15: varlen/paged/split cases + benchmarks
+        --only-bad-args) TESTS=0; BENCH=0; ANCHOR=0; USE=0; SERVING=0; BADARGS=1 ;; # issue 26: wrong arguments
         --) shift; EXTRA=("$@"); break ;;
-        *) echo "usage: tests/gpu/run.sh [--quick] [--no-bench] [--only-bench] [--only-anchor] [--only-use] [--only-mla] [--only-mods] [--only-tests] [--only-serving] [-- test_mha args]"; exit 2 ;;
+        *) echo "usage: tests/gpu/run.sh [--quick] [--no-bench] [--only-bench] [--only-anchor] [--only-use] [--only-mla] [--only-mods] [--only-tests] [--only-serving] [--only-bad-args] [-- test_mha args]"; exit 2 ;;
     esac
     shift
 done
@@ -183,6 +186,14 @@ if [ "$USE" = 1 ]; then
     step install_examples sh tests/install/run.sh
     # torch ops: eager vs fp32 reference, torch.compile(fullgraph=True), CUDA-graph capture/replay, errors
     step torch_ops env FA4_LIB=build/libfa4rt.so python3 tests/gpu/test_torch.py
+fi
+if [ "$USE" = 1 ] || [ "$BADARGS" = 1 ]; then
+    # issue 26: every wrong-argument case of item 4 refused naming the argument (Python's checks, and the C API's
+    # driver checks on bad pointers) or giving its documented result (topk_length -1, -2^31, past topk), then a
+    # normal MHA and MLA call and torch.cuda.synchronize(): the context is healthy; the log also holds the host
+    # cost of a cached call and of one cuPointerGetAttributes
+    step bad_args env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so FA4GEN_CACHE_DIR="$(mktemp -d)" \
+        python3 tests/gpu/test_bad_args.py
 fi
 if [ "$BENCH" = 1 ] && [ -f bench/bench_mha.py ]; then
     step bench env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so python3 bench/bench_mha.py --out "$OUT/bench.txt" ${BENCH_ARGS:-}

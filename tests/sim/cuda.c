@@ -344,6 +344,43 @@ EXPORT CUresult cuMemFree_v2(CUdeviceptr p)
     return CUDA_ERROR_INVALID_VALUE;
 }
 
+/* As the driver documents it: each attribute written as its type; an address in no allocation gets the
+ * defaults (memory type 0, ordinal -2, no range) and CUDA_SUCCESS. Every allocation is device 0's. */
+EXPORT CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attrs, void **data, CUdeviceptr ptr)
+{
+    if (!dev.initialized) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!n || !attrs || !data) return CUDA_ERROR_INVALID_VALUE;
+    const SimAlloc *a = NULL;
+    pthread_mutex_lock(&dev.mu);
+    for (int i = 0; i < dev.global.nallocs && !a; i++)
+        if (ptr >= dev.global.allocs[i].base && ptr - dev.global.allocs[i].base < dev.global.allocs[i].size)
+            a = &dev.global.allocs[i];
+    SimAlloc hit = a ? *a : (SimAlloc){0, 0};
+    pthread_mutex_unlock(&dev.mu);
+    for (unsigned i = 0; i < n; i++) {
+        if (!data[i]) return CUDA_ERROR_INVALID_VALUE;
+        switch (attrs[i]) {
+        case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *(unsigned *)data[i] = a ? CU_MEMORYTYPE_DEVICE : 0; break;
+        case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *(int *)data[i] = a ? 0 : -2; break;
+        case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(unsigned *)data[i] = 0; break;
+        case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *(CUdeviceptr *)data[i] = (CUdeviceptr)hit.base; break;
+        case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *(size_t *)data[i] = (size_t)hit.size; break;
+        default:
+            return fail(CUDA_ERROR_INVALID_VALUE, "cuPointerGetAttributes: attribute %d is not simulated", (int)attrs[i]);
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+/* Launches so far (tests: a refused call must not have launched). */
+EXPORT unsigned long long fa4sim_launch_count(void)
+{
+    pthread_mutex_lock(&dev.mu);
+    unsigned long long n = dev.launches;
+    pthread_mutex_unlock(&dev.mu);
+    return n;
+}
+
 static CUresult span(CUdeviceptr p, size_t n)
 {
     CUresult r = need_context();
@@ -589,6 +626,7 @@ static const Sym syms[] = {
     S("cuModuleGetFunction", cuModuleGetFunction), S("cuFuncSetAttribute", cuFuncSetAttribute),
     S("cuLaunchKernel", cuLaunchKernel), S("cuLaunchKernelEx", cuLaunchKernelEx),
     S("cuTensorMapEncodeTiled", cuTensorMapEncodeTiled), S("cuLinkCreate", cuLinkCreate_v2),
+    S("cuPointerGetAttributes", cuPointerGetAttributes),
 };
 #undef S
 

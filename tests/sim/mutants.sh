@@ -112,6 +112,13 @@ VL_12="mha target=sm90a dtype=bf16 qk=128 ov=128 bm=64 bn=64 stages=3 group=8 sp
 CASE_13="target=sm100a dtype=bf16 qk=128 hq=64 hkv=8 mask=none varlen=0 q=1,1,1 k=1000,37,300 page=64 bad=1 splits=3 late=1"
 VL_13="mha target=sm100a dtype=bf16 qk=128 ov=128 group=8 split=1 page=64 mask=none"
 ARCH_12=sm_90a ARCH_13=sm_100a CC_12=90 CC_13=100 SMS_12=4 SMS_13=4
+# Kernels 14, 15: sparse MLA (sm_90a; sm_100a head-64) with topk_length of every bit pattern (topk_length=wild:
+# -1, -2^31, topk + 1, 2^31 - 1, 0, ...; fa4.h: below 0 an empty row, past topk all topk positions)
+CASE_14="target=sm90a sq=8 skv=256 hq=64 dqk=576 topk=128 topk_length=wild"
+MLA_14="mla-sparse target=sm90a dtype=bf16 qk=576 ov=512 bm=64 bn=64 group=1 stages=2 swizzle=128 rescale=8 poly=0 pingpong=0 persistent=0 tma_store=1 mask=none"
+CASE_15="target=sm100a sq=8 skv=256 hq=64 dqk=576 topk=128 topk_length=wild"
+MLA_15="mla-sparse target=sm100a dtype=bf16 qk=576 ov=512 group=1 swizzle=128 rescale=8 poly=0 b_topk=64 num_mbars=2 q_smem_depth=576 q_tmem_depth=0 cta_group=1 mask=none"
+ARCH_14=sm_90a ARCH_15=sm_100a CC_14=90 CC_15=100 SMS_14=4 SMS_15=4
 ARCH_1=sm_100a ARCH_2=sm_100a ARCH_9=sm_90a ARCH_3=sm_90a ARCH_4=sm_100a ARCH_5=sm_90a ARCH_6=sm_90a ARCH_7=sm_90a ARCH_8=sm_100a
 ARCH_10=sm_100a ARCH_11=sm_90a
 CC_1=100 CC_2=100 CC_9=90 CC_3=90 CC_4=100 CC_5=90 CC_6=90 CC_7=90 CC_8=100 CC_10=100 CC_11=90
@@ -307,6 +314,8 @@ setup 10
 setup 11
 setup 12
 setup 13
+setup 14
+setup 15
 
 # ------------------------------------------------------------ sm_100a, one CTA per tile
 # UMMA smem descriptors: the MMA warp builds them as {lo, hi}; hi holds SBO>>4 in bits
@@ -468,6 +477,14 @@ mutant 11 prefetch_order 'plan pdl prefetch kv' 2 'add[.]s32 %pf_j, %pf_j, 1;' 1
 mutant 12 late_length 'paged prefetch: the tile.s sequence length again' 1 'ld[.]global[.]s32 %seqlen_k' 1 del
 # sm_100a: the same in the load warp
 mutant 13 late_length_sm100 'paged prefetch: the tile.s sequence length again' 1 'ld[.]global[.]s32 %seqlen_k' 1 del
+
+# ------------------------------------------------------------ topk_length of every bit pattern (issue 26)
+# sm_90a: the clamp's lower bound gone: a negative length stays negative, and the unsigned position compare
+# reads it as 2^32 - 1, so the row attends to every index instead of none
+mutant 14 topk_length_clamp 'topk_length.tok. clamped to .0, topk. as a signed value' 1 'max[.]s32 %pr_tl, %pr_tl, 0;' 1 del
+# sm_100a: the position compared with the length unsigned: the same misreading of -1 and -2^31
+mutant 15 topk_length_signed_sm100 'positions at or past topk_length.tok.' 1 \
+    'setp[.]lt[.]s32 %ld_inrange, %ld_pos, %ld_len;' 1 sub 'setp[.]lt[.]s32' 'setp.lt.u32'
 
 echo "mutants: $PASSED passed, $FAILED failed"
 [ "$FAILED" = 0 ] || exit 1

@@ -11,7 +11,8 @@
  *   kv      [s_kv, 1, d_qk]  bf16: K is the whole row, V its first 512 columns (d_v = 512); or fp8:
  *           e4m3 bytes times f32 scales per row or per block of columns (kv8 below)
  *   indices [s_q, topk] int32: the keys query row s attends to
- *   topk_length [s_q] int32, optional (NULL: topk): only positions < topk_length[s] count
+ *   topk_length [s_q] int32, optional (NULL: topk): only positions < topk_length[s] count; every
+ *           value has a meaning (fa4.h): below 0 none (an empty row), above topk all topk
  *   attn_sink [h_q] f32, optional (NULL: none)
  * Every stride but the last dimension's is free: element strides q (s, h), kv (s), indices (s),
  * out (s, h); 0 selects the packed layout.
@@ -74,7 +75,7 @@ int ref_mla_valid(const RefMla *p, int s, int t);
 /* Fills out (rows of REF_MLA_DV doubles at the given strides), lse and max_logits (s_q * h_q
  * doubles each, packed; either may be NULL). Returns 0, or -1 with one sentence in err for a
  * problem that is not well formed (d_qk not 512 or 576, a negative size or stride, a NULL
- * buffer, topk_length outside [0, topk]). */
+ * buffer). */
 int ref_mla_sparse_fwd(const RefMla *p, double *out, double *lse, double *max_logits, char *err, size_t errlen);
 
 #endif

@@ -28,10 +28,13 @@
  *                           -inf, one +large (1e4..2e4: out about 0), one -large (out as
  *                           without a sink), the rest U(0, 10) (about the rows' lse, where a
  *                           sink matters); random heads, the specials need h_q >= 4
- *   topk_length=0|1         default 0; 1: topk_length [s_q] given, random in [0, topk], one
+ *   topk_length=0|1|wild    default 0; 1: topk_length [s_q] given, random in [0, topk], one
  *                           row 0 and another topk when s_q >= 2. Positions at or past a
  *                           row's length hold indices drawn like the others (mostly valid):
- *                           a kernel that reads them is wrong.
+ *                           a kernel that reads them is wrong. wild: every int32 has a meaning
+ *                           (fa4.h: below 0 an empty row, past topk all topk): rows take in
+ *                           turn -1, -2^31, topk + 1, 2^31 - 1, 0, a random negative, a random
+ *                           value past topk and one in [0, topk], from a random first row
  *   invalid=F               default 0; in [0, 1]: round(F * topk) random positions of every
  *                           row are made invalid, the kinds taken in turn over the case:
  *                           -2^31, -1, s_kv, 2^31-1, a large positive (s_kv+1 .. 2^31-2) and a
@@ -231,7 +234,10 @@ static int set_key(Case *c, int k, const char *v, char *err, size_t n)
         return 0;
     case K_TOPK: return word_int(key, v, 1, MAX_TOPK, &c->topk, err, n);
     case K_SINK: return word_choice(key, v, bits, 2, &c->sink, err, n);
-    case K_TKLEN: return word_choice(key, v, bits, 2, &c->tklen, err, n);
+    case K_TKLEN: {
+        static const char *const lens[] = {"0", "1", "wild"};
+        return word_choice(key, v, lens, 3, &c->tklen, err, n);
+    }
     case K_INVALID:
         snprintf(c->invalid_text, sizeof c->invalid_text, "%s", v);
         return parse_real(key, v, 0.0, 1.0, &c->invalid, err, n);
@@ -302,7 +308,7 @@ static void case_format(const Case *c, char *buf, size_t n)
                                 c->topk);
 #define MORE(...) (o += o < n ? (size_t)snprintf(buf + o, n - o, __VA_ARGS__) : 0)
     if (c->sink) MORE(" sink=1");
-    if (c->tklen) MORE(" topk_length=1");
+    if (c->tklen) MORE(c->tklen == 2 ? " topk_length=wild" : " topk_length=1");
     if (c->invalid_text[0]) MORE(" invalid=%s", c->invalid_text);
     if (c->dup) MORE(" dup=1");
     if (c->empty_rows) MORE(" empty_rows=%d", c->empty_rows);
@@ -448,6 +454,13 @@ static int index_kind(int32_t i, int skv)
     return -1;
 }
 
+/* The positions of row r that count: topk_length[r] read as fa4.h says (below 0: none, past topk: topk). */
+static int row_len(const Case *c, const int32_t *len, int r)
+{
+    if (!len) return c->topk;
+    return len[r] < 0 ? 0 : len[r] > c->topk ? c->topk : len[r];
+}
+
 /* Partial Fisher-Yates: the first k entries of a (a permutation of n values) become a random k-subset. */
 static void partial_shuffle(int32_t *a, int n, int k, uint64_t *s)
 {
@@ -505,7 +518,7 @@ static int make_indices(const Case *c, Problem *p, uint64_t seed, const int32_t 
         }
         if (!c->dup) continue;
         /* copy ~1/8 of the counted valid positions from another counted valid position */
-        int lim = len ? len[r] : c->topk, nv = 0;
+        int lim = row_len(c, len, r), nv = 0;
         for (int t = 0; t < lim; t++)
             if (!bad[t]) valid_pos[nv++] = t;
         if (nv < 2) continue;
@@ -525,7 +538,7 @@ static int make_indices(const Case *c, Problem *p, uint64_t seed, const int32_t 
     }
     for (int r = 0; r < c->sq; r++) {
         const int32_t *row = i32_at(b, (int64_t)r * p->g.is);
-        int lim = len ? len[r] : c->topk, any = 0;
+        int lim = row_len(c, len, r), any = 0;
         st->zero_len_rows += lim == 0;
         st->full_len_rows += len && lim == c->topk;
         for (int t = 0; t < c->topk; t++) {
@@ -602,7 +615,22 @@ static int make_problem(const Case *c, uint64_t seed, Problem *p)
         s = stream_seed(c, seed, S_LEN);
         len = i32_at(&p->b[B_LEN], 0);
         for (int r = 0; r < c->sq; r++) len[r] = (int32_t)below(&s, (uint64_t)c->topk + 1);
-        if (c->sq >= 2) {
+        if (c->tklen == 2) { /* the bit patterns outside [0, topk], in turn from a random row */
+            int r0 = (int)below(&s, (uint64_t)c->sq);
+            for (int i = 0; i < c->sq; i++) {
+                int32_t *l = &len[(r0 + i) % c->sq];
+                switch (i % 8) {
+                case 0: *l = -1; break;
+                case 1: *l = INT32_MIN; break;
+                case 2: *l = c->topk + 1; break;
+                case 3: *l = INT32_MAX; break;
+                case 4: *l = 0; break;
+                case 5: *l = (int32_t)(-1 - (int64_t)below(&s, (uint64_t)INT32_MAX)); break;
+                case 6: *l = (int32_t)(c->topk + 1 + (int64_t)below(&s, (uint64_t)INT32_MAX - (uint64_t)c->topk)); break;
+                default: break; /* drawn in [0, topk] above */
+                }
+            }
+        } else if (c->sq >= 2) {
             int a = (int)below(&s, (uint64_t)c->sq), z;
             do z = (int)below(&s, (uint64_t)c->sq);
             while (z == a);
@@ -1236,6 +1264,26 @@ static void st_generator(Checks *k)
         return;
     }
     check(k, p.st.valid == 128 && p.st.dups >= 128 - 32, "topk 64 > skv 16: valid %ld, dups %ld", p.st.valid, p.st.dups);
+    problem_free(&p);
+    /* topk_length=wild: -1, -2^31, topk + 1, 2^31 - 1, 0, another negative and another past topk, each read as the
+     * contract says by the reference (below 0: an empty row, past topk: every position) */
+    if (st_case("target=sm90a sq=9 skv=300 hq=2 dqk=512 topk=64 topk_length=wild", &c) || make_problem(&c, 5, &p)) {
+        check(k, 0, "generator: topk_length=wild case");
+        return;
+    }
+    const int32_t *len = i32_at(&p.b[B_LEN], 0);
+    int m1 = 0, min = 0, over1 = 0, imax = 0, zero = 0, neg = 0, over = 0, ok = 1;
+    RefMla rw = ref_problem(&c, &p);
+    for (int s = 0; s < c.sq; s++) {
+        m1 += len[s] == -1, min += len[s] == INT32_MIN, over1 += len[s] == 65, imax += len[s] == INT32_MAX;
+        zero += len[s] == 0, neg += len[s] < 0, over += len[s] > 64;
+        for (int t = 0; t < c.topk; t++) ok &= ref_mla_valid(&rw, s, t) == (len[s] > t && t < 64);
+    }
+    check(k, m1 && min && over1 && imax && zero && neg >= 3 && over >= 3, "wild lengths: -1 %d, -2^31 %d, topk+1 %d, "
+          "2^31-1 %d, 0 %d, negative %d, past topk %d", m1, min, over1, imax, zero, neg, over);
+    check(k, ok, "the reference reads a wild length other than clamped to [0, topk]");
+    check(k, p.st.zero_len_rows == neg + zero && p.st.full_len_rows >= over, "rows of length 0: %d, of topk: %d",
+          p.st.zero_len_rows, p.st.full_len_rows);
     problem_free(&p);
 }
 

@@ -210,12 +210,16 @@ static void test_topk_length(void)
     check(ok && row_is(&p, 0, k0, 4, NULL), "topk_length = topk: every position");
     check(ok && row_is(&p, 1, k1, 2, NULL), "topk_length 3: position 3 ignored, an invalid index inside still skipped");
     check(ok && row_is(&p, 2, NULL, 0, NULL), "topk_length 0: an empty row");
-    static const int32_t bad[SQ] = {4, 5, 0}, neg[SQ] = {4, -1, 0};
-    char err[256];
-    p.topk_length = bad;
-    check(ref_mla_sparse_fwd(&p, out, lse, mx, err, sizeof err) == -1, "topk_length above topk is refused");
+    /* every bit pattern has a meaning (fa4.h): past topk is topk, below 0 is an empty row */
+    static const int32_t over[SQ] = {5, INT32_MAX, 0}, neg[SQ] = {4, -1, INT32_MIN};
+    p.topk_length = over;
+    ok = !run(&p);
+    check(ok && row_is(&p, 0, k0, 4, NULL) && row_is(&p, 1, (const int[]){5, 3, 2}, 3, NULL),
+          "topk_length 5 and 2^31 - 1 with topk 4: every position");
     p.topk_length = neg;
-    check(ref_mla_sparse_fwd(&p, out, lse, mx, err, sizeof err) == -1, "a negative topk_length is refused");
+    ok = !run(&p);
+    check(ok && row_is(&p, 1, NULL, 0, NULL) && row_is(&p, 2, NULL, 0, NULL),
+          "topk_length -1 and -2^31: empty rows (out 0, lse +inf, max_logits -inf)");
 }
 
 static void test_duplicates(void)

@@ -42,10 +42,41 @@ EXPORT void fake_cuda_reset(void)
 {
     int major = st.cc_major, minor = st.cc_minor, sms = st.sm_count, inits = st.inits;
     int loaded = st.modules_loaded, live = st.modules_live, funcs = st.functions;
-    /* the counts of loads and entry points span contexts; the rest is per case */
+    /* the counts of loads and entry points span contexts, and memory outlives a case; the rest is per case */
+    int n_ranges = st.n_ranges;
+    static FakeRange ranges[FAKE_MAX_RANGES];
+    memcpy(ranges, st.ranges, sizeof ranges);
     memset(&st, 0, sizeof st);
     st.cc_major = major, st.cc_minor = minor, st.sm_count = sms, st.inits = inits;
     st.modules_loaded = loaded, st.modules_live = live, st.functions = funcs;
+    st.n_ranges = n_ranges;
+    memcpy(st.ranges, ranges, sizeof ranges);
+}
+
+EXPORT int fake_cuda_map(uint64_t base, uint64_t size, unsigned type, int device, int managed)
+{
+    if (st.n_ranges == FAKE_MAX_RANGES) return -1;
+    st.ranges[st.n_ranges++] = (FakeRange){base, size, type, device, managed};
+    return 0;
+}
+
+EXPORT int fake_cuda_unmap(uint64_t base)
+{
+    for (int i = st.n_ranges - 1; i >= 0; i--)
+        if (st.ranges[i].base == base) {
+            memmove(&st.ranges[i], &st.ranges[i + 1], sizeof st.ranges[0] * (size_t)(st.n_ranges - i - 1));
+            st.n_ranges--;
+            return 0;
+        }
+    return -1;
+}
+
+/* The latest registered range that holds address p, or NULL. */
+static const FakeRange *range_of(uint64_t p)
+{
+    for (int i = st.n_ranges - 1; i >= 0; i--)
+        if (p >= st.ranges[i].base && p - st.ranges[i].base < st.ranges[i].size) return &st.ranges[i];
+    return NULL;
 }
 
 static CUresult refuse(CUresult r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -398,6 +429,59 @@ EXPORT CUresult cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int val
     return CUDA_SUCCESS;
 }
 
+/* ------------------------------------------------------------ memory */
+
+/* Device memory is addresses only: allocations come from a region no host mapping uses, 256-byte aligned,
+ * and nothing is behind them (nothing in the fake dereferences a device pointer). */
+enum { FAKE_ALLOC_ALIGN = 256 };
+static uint64_t next_alloc = 0x300000000000ull;
+
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n)
+{
+    CUresult r = need_context("cuMemAlloc");
+    if (r) return r;
+    if (!p || !n) return refuse(CUDA_ERROR_INVALID_VALUE, "cuMemAlloc: NULL pointer or 0 bytes");
+    if (fake_cuda_map(next_alloc, n, CU_MEMORYTYPE_DEVICE, 0, 0))
+        return refuse(CUDA_ERROR_OUT_OF_MEMORY, "cuMemAlloc: the fake holds %d ranges", FAKE_MAX_RANGES);
+    *p = (CUdeviceptr)next_alloc;
+    next_alloc += (n + FAKE_ALLOC_ALIGN - 1) / FAKE_ALLOC_ALIGN * FAKE_ALLOC_ALIGN + FAKE_ALLOC_ALIGN;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemFree_v2(CUdeviceptr p)
+{
+    if (!p) return CUDA_SUCCESS;
+    const FakeRange *r = range_of((uint64_t)p);
+    if (!r || r->base != (uint64_t)p || r->type != CU_MEMORYTYPE_DEVICE)
+        return refuse(CUDA_ERROR_INVALID_VALUE, "cuMemFree: 0x%llx is not the start of an allocation",
+                      (unsigned long long)p);
+    fake_cuda_unmap((uint64_t)p);
+    return CUDA_SUCCESS;
+}
+
+/* As the driver documents it: each attribute written as its type; an address in no known range gets
+ * the defaults (memory type 0, ordinal -2, no range) and CUDA_SUCCESS. */
+EXPORT CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attrs, void **data, CUdeviceptr ptr)
+{
+    if (!initialized) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!n || !attrs || !data) return refuse(CUDA_ERROR_INVALID_VALUE, "cuPointerGetAttributes: no attributes");
+    st.n_ptr_queries++;
+    const FakeRange *r = range_of((uint64_t)ptr);
+    for (unsigned i = 0; i < n; i++) {
+        if (!data[i]) return refuse(CUDA_ERROR_INVALID_VALUE, "cuPointerGetAttributes: data[%u] is NULL", i);
+        switch (attrs[i]) {
+        case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *(unsigned *)data[i] = r ? r->type : 0; break;
+        case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *(int *)data[i] = r ? r->device : -2; break;
+        case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(unsigned *)data[i] = r ? (unsigned)r->managed : 0; break;
+        case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *(CUdeviceptr *)data[i] = r ? (CUdeviceptr)r->base : 0; break;
+        case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *(size_t *)data[i] = r ? (size_t)r->size : 0; break;
+        default:
+            return refuse(CUDA_ERROR_INVALID_VALUE, "cuPointerGetAttributes: attribute %d is not faked", (int)attrs[i]);
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
 /* ------------------------------------------------------------ tensor maps */
 
 static int dtype_size(CUtensorMapDataType t)
@@ -634,7 +718,8 @@ static const Proc procs[] = {
     P("cuFuncSetAttribute", cuFuncSetAttribute), P("cuLaunchKernel", cuLaunchKernel),
     P("cuLaunchKernelEx", cuLaunchKernelEx), P("cuTensorMapEncodeTiled", cuTensorMapEncodeTiled),
     P("cuLinkCreate", cuLinkCreate_v2), P("cuLinkAddData", cuLinkAddData_v2), P("cuLinkComplete", cuLinkComplete),
-    P("cuLinkDestroy", cuLinkDestroy),
+    P("cuLinkDestroy", cuLinkDestroy), P("cuMemAlloc", cuMemAlloc_v2), P("cuMemFree", cuMemFree_v2),
+    P("cuPointerGetAttributes", cuPointerGetAttributes),
 };
 #undef P
 

@@ -13,6 +13,15 @@
  *   FAKE_CUDA_SMS     SM count; default 148
  *   FAKE_CUDA_NO_PROC "1": cuGetProcAddress finds nothing, so callers take
  *                     their dlsym fallback
+ *
+ * Memory: the fake knows address ranges, never bytes. cuMemAlloc hands out
+ * ranges of device 0 (aligned addresses, nothing behind them) and cuMemFree
+ * forgets them; fake_cuda_map registers any range with a memory type, device
+ * and managed flag (a test's "pinned host memory" or "device 1"), the latest
+ * registered range holding an address winning. cuPointerGetAttributes answers
+ * from these ranges as the real driver documents: an address in none gets the
+ * default values (memory type 0) and CUDA_SUCCESS. The ranges survive
+ * fake_cuda_reset.
  */
 #ifndef FAKE_CUDA_H
 #define FAKE_CUDA_H
@@ -25,7 +34,16 @@ enum {
     FAKE_MAX_LAUNCH_MAPS = 8,
     FAKE_NAME = 96,
     FAKE_SMEM_OPTIN = 232448, /* max dynamic smem per block, sm_90 and sm_100 */
+    FAKE_MAX_RANGES = 256,
 };
+
+/* A range of addresses the fake driver knows (cuMemAlloc or fake_cuda_map). */
+typedef struct FakeRange {
+    uint64_t base, size;
+    unsigned type; /* CUmemorytype: 1 host (page-locked), 2 device */
+    int device;    /* ordinal */
+    int managed;
+} FakeRange;
 
 /* Word 0 of an encoded CUtensorMap: odd, so no 4-aligned pointer or int
  * parameter value starts with it; word 1 is the encode's index, word 2 ~magic. */
@@ -77,10 +95,18 @@ typedef struct FakeCuda {
     FakeAttr attrs[FAKE_MAX_ATTRS];
     int n_refused;      /* calls the fake refused */
     char refused[512];  /* why, for the last one */
+    int n_ranges;       /* known memory (kept by fake_cuda_reset) */
+    FakeRange ranges[FAKE_MAX_RANGES];
+    int n_ptr_queries;  /* cuPointerGetAttributes calls */
 } FakeCuda;
 
 /* Exported by the fake library. */
 typedef FakeCuda *(*FakeCudaStateFn)(void);
-typedef void (*FakeCudaResetFn)(void); /* clears the records, keeps the device settings */
+typedef void (*FakeCudaResetFn)(void); /* clears the records, keeps the device settings and the ranges */
+/* Registers [base, base + size) as memory of the given type (CUmemorytype), device and managed flag; 0, or
+ * -1 when the table is full. */
+typedef int (*FakeCudaMapFn)(uint64_t base, uint64_t size, unsigned type, int device, int managed);
+/* Forgets the range that starts at base (0), or -1 when none does. */
+typedef int (*FakeCudaUnmapFn)(uint64_t base);
 
 #endif

@@ -35,7 +35,9 @@ static int setup(void **state)
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     FakeCudaStateFn get = lib ? (FakeCudaStateFn)dlsym(lib, "fake_cuda_state") : NULL;
     fake_reset = lib ? (FakeCudaResetFn)dlsym(lib, "fake_cuda_reset") : NULL;
-    if (!get || !fake_reset) {
+    FakeCudaMapFn map = lib ? (FakeCudaMapFn)dlsym(lib, "fake_cuda_map") : NULL;
+    /* the device memory test_mha_fwd_from_bundle's pointers lie in (the runtime asks the driver) */
+    if (!get || !fake_reset || !map || map(0x7f0000000000ull, 1ull << 29, CU_MEMORYTYPE_DEVICE, 0, 0)) {
         fprintf(stderr, "test_bundle: libcuda.so.1 is not the fake driver; run with LD_LIBRARY_PATH=build/fakecuda\n");
         return -1;
     }

@@ -27,8 +27,19 @@
 static char cache_dir[] = "/tmp/fa4launch.XXXXXX";
 static FakeCuda *fk;
 static FakeCudaResetFn fake_reset;
+static FakeCudaMapFn fake_map;
+static FakeCudaUnmapFn fake_unmap;
 
-#define DEV(i) ((void *)(uintptr_t)(0x7f0000000000ull + (uint64_t)(i) * 0x10000000ull))
+/* Device pointers of the cases: 256 MiB apart in one range of device 0 that the fake driver knows (setup),
+ * 2^44 bytes from 2^45, far from any host mapping (heap, libraries, stacks). */
+#define DEV_BASE 0x200000000000ull
+#define DEV_RANGE ((uint64_t)1 << 44)
+#define DEV(i) ((void *)(uintptr_t)(DEV_BASE + (uint64_t)(i) * 0x10000000ull))
+/* Pointers of the shapes whose products pass 2^40 bytes: 2^55 bytes apart in a 2^57-byte range of device 0
+ * (the fake knows addresses, not bytes), so the checks past the driver's are reached. */
+#define HUGE_BASE ((uint64_t)1 << 58)
+#define HUGE_RANGE ((uint64_t)1 << 57)
+#define HUGE(i) ((void *)(uintptr_t)(HUGE_BASE + (uint64_t)(i) * ((uint64_t)1 << 55)))
 #define LOG2E 1.4426950408889634
 
 static int setup(void **state)
@@ -37,12 +48,17 @@ static int setup(void **state)
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     FakeCudaStateFn get = lib ? (FakeCudaStateFn)dlsym(lib, "fake_cuda_state") : NULL;
     fake_reset = lib ? (FakeCudaResetFn)dlsym(lib, "fake_cuda_reset") : NULL;
-    if (!get || !fake_reset) {
+    fake_map = lib ? (FakeCudaMapFn)dlsym(lib, "fake_cuda_map") : NULL;
+    fake_unmap = lib ? (FakeCudaUnmapFn)dlsym(lib, "fake_cuda_unmap") : NULL;
+    if (!get || !fake_reset || !fake_map || !fake_unmap) {
         fprintf(stderr, "test_launch: libcuda.so.1 is not the fake driver; run with LD_LIBRARY_PATH=build/fakecuda "
                         "(make unit does)\n");
         return -1;
     }
     fk = get();
+    if (fake_map(DEV_BASE, DEV_RANGE, CU_MEMORYTYPE_DEVICE, 0, 0) ||
+        fake_map(HUGE_BASE, HUGE_RANGE, CU_MEMORYTYPE_DEVICE, 0, 0))
+        return -1;
     return temp_cache_dir(cache_dir);
 }
 
@@ -920,11 +936,13 @@ static void test_huge_shapes(void **state)
     /* LSE rows past 2^32 (the kernel indexes LSE in 32 bits) */
     a = mha(FA4_BF16, 16, 1 << 24, 256, 32, 32, 128, 128, FA4_MASK_NONE);
     expect_refused(ctx, &a, "lse", "LSE rows 2^33");
-    /* a persistent grid caps the CTAs, but the kernel's tile count must still fit 31 bits */
+    /* a persistent grid caps the CTAs, but the kernel's tile count must still fit 31 bits: 2^55-byte q and o
+     * with the seq axis outermost, so every stride stays below TMA's 2^40 bytes without an overlap */
     a = mha(FA4_BF16, 512, 1 << 30, 256, 512, 512, 64, 64, FA4_MASK_NONE);
     a.lse = NULL;
-    a.q_stride[0] = a.o_stride[0] = (int64_t)1 << 30; /* bytes below 2^40: the batch axis aliases, as a test may */
-    a.q_stride[1] = a.o_stride[1] = 64, a.q_stride[2] = a.o_stride[2] = 64;
+    a.q_stride[2] = a.o_stride[2] = 64, a.q_stride[0] = a.o_stride[0] = 512 * 64;
+    a.q_stride[1] = a.o_stride[1] = (int64_t)512 * 512 * 64;
+    a.q = HUGE(0), a.o = HUGE(1);
     expect_refused(ctx, &a, "tiles", "2^41 tiles on a persistent grid");
     /* accepted: batch stride 2^36 elements (2^37 bytes), 2^33 query rows, no LSE: every map in 64 bits */
     a = mha(FA4_BF16, 16, 1 << 24, 256, 32, 32, 128, 128, FA4_MASK_NONE);
@@ -1062,6 +1080,7 @@ static void test_mla_huge_shapes(void **state)
     assert_int_equal(fk->launches[0].grid[0], 4);
     /* 2^31 - 8 tokens x 2 blocks of 64 heads: 2^32 - 16 CTAs, which wrapped to a small grid */
     a = mla(INT_MAX - 7, 1000, 128, 2048);
+    a.q = HUGE(0), a.indices = HUGE(1), a.out = HUGE(2);
     expect_mla_refused(ctx, &a, "s_q", "grid over 2^31 - 1");
     /* lse and max_logits [s_q, h_q] past 2^32 rows (the kernel's 32-bit index) */
     a = mla(1 << 26, 1000, 128, 2048);
@@ -1088,6 +1107,244 @@ static void test_mla_huge_shapes(void **state)
     fa4_destroy(ctx);
 }
 
+/* ---------------------------------------------------------------- issue 26: buffers and strides */
+
+/* Exact buffers for the cases below: each a fresh range of device 0 of exactly the bytes asked (the
+ * fake knows ranges, not bytes), 64 KiB apart, from 2^46 (past DEV and HUGE-free space). */
+static uint64_t next_buf = (uint64_t)1 << 46;
+static void *buf_of(uint64_t bytes, unsigned type, int device, int managed)
+{
+    void *p = (void *)(uintptr_t)next_buf;
+    if (fake_map(next_buf, bytes, type, device, managed)) fail_msg("the fake driver's range table is full");
+    next_buf += (bytes + 0xffff) / 0x10000 * 0x10000 + 0x10000;
+    return p;
+}
+static void *dev_buf(uint64_t bytes) { return buf_of(bytes, CU_MEMORYTYPE_DEVICE, 0, 0); }
+
+/* A call refused with FA4_ERR_INVALID_ARGUMENT, its message starting with field (":" or "[" next) and holding
+ * want (when given), nothing encoded or launched. */
+static void refused_as(fa4_ctx *ctx, fa4_status s, const char *field, const char *want, const char *why)
+{
+    const char *msg = fa4_last_error(ctx);
+    size_t k = strlen(field);
+    if (s != FA4_ERR_INVALID_ARGUMENT || strncmp(msg, field, k) || (msg[k] != ':' && msg[k] != '[' && msg[k] != ' ') ||
+        (want && !strstr(msg, want)))
+        fail_msg("%s: %s: '%s' (expected a refusal naming %s%s%s)", why, fa4_status_string(s), msg, field,
+                 want ? " saying " : "", want ? want : "");
+    nothing_recorded(why);
+}
+
+static void mha_refused(fa4_ctx *ctx, const fa4_mha_args *a, const char *field, const char *want, const char *why)
+{
+    fake_reset();
+    refused_as(ctx, fa4_mha_fwd(ctx, a, NULL), field, want, why);
+}
+
+static void mla_refused(fa4_ctx *ctx, const fa4_mla_sparse_args *a, const char *field, const char *want,
+                        const char *why)
+{
+    fake_reset();
+    refused_as(ctx, fa4_mla_sparse_fwd(ctx, a, NULL), field, want, why);
+}
+
+/* An MHA call whose every buffer has exactly the bytes fa4.h's layout needs (packed). */
+static fa4_mha_args mha_exact(int batch, int sq, int sk, int hq, int hkv, int d)
+{
+    fa4_mha_args a = mha(FA4_BF16, batch, sq, sk, hq, hkv, d, d, FA4_MASK_CAUSAL);
+    uint64_t qo = (uint64_t)batch * sq * hq * d * 2, kv = (uint64_t)batch * sk * hkv * d * 2;
+    a.q = dev_buf(qo), a.k = dev_buf(kv), a.v = dev_buf(kv), a.o = dev_buf(qo);
+    a.lse = dev_buf((uint64_t)batch * hq * sq * 4);
+    return a;
+}
+
+/* Issue 26 item 4 (C API): every pointer the kernel reads or writes is asked of the driver (one
+ * cuPointerGetAttributes each) before anything is compiled or launched: memory the driver does not know
+ * (plain host memory), page-locked host memory, another device's memory and allocations smaller than what
+ * the kernel touches are refused naming the argument; managed memory is accepted. */
+static void test_mha_buffers(void **state)
+{
+    (void)state;
+    fa4_ctx *ctx = ctx_on(90, FA4_TARGET_SM90A, NULL);
+    const int B = 2, SQ = 300, SK = 400, HQ = 8, HKV = 2, D = 128;
+    const uint64_t row = (uint64_t)HQ * D * 2; /* one token of o */
+    fa4_mha_args a = mha_exact(B, SQ, SK, HQ, HKV, D), b;
+    fake_reset();
+    must(ctx, fa4_mha_fwd(ctx, &a, NULL), "fa4_mha_fwd (exact buffers)");
+    assert_int_equal(fk->n_launches, 1);
+    assert_int_equal(fk->n_ptr_queries, 5); /* q, k, v, o, lse: one driver call each */
+
+    b = a, b.o = dev_buf((uint64_t)B * SQ * row - row); /* out one token short */
+    mha_refused(ctx, &b, "o", "allocation ends", "o one row short");
+    b = a, b.o = (char *)dev_buf((uint64_t)B * SQ * row) + 16; /* inside an allocation, 16 bytes too late */
+    mha_refused(ctx, &b, "o", "ends", "o 16 bytes into an exact allocation");
+    b = a, b.lse = dev_buf((uint64_t)B * HQ * SQ * 4 - 4);
+    mha_refused(ctx, &b, "lse", "ends", "lse one float short");
+    b = a, b.k = dev_buf((uint64_t)B * SK * HKV * D * 2 - 16);
+    mha_refused(ctx, &b, "k", "ends", "k 16 bytes short");
+    void *host = aligned_alloc(64, 4096);
+    assert_non_null(host);
+    b = a, b.o = host;
+    mha_refused(ctx, &b, "o", "not memory the CUDA driver knows", "o in host memory");
+    b = a, b.lse = host;
+    mha_refused(ctx, &b, "lse", "not memory the CUDA driver knows", "lse in host memory");
+    b = a, b.q = buf_of((uint64_t)B * SQ * row, CU_MEMORYTYPE_HOST, 0, 0);
+    mha_refused(ctx, &b, "q", "page-locked host memory", "q in page-locked host memory");
+    b = a, b.k = buf_of((uint64_t)B * SK * HKV * D * 2, CU_MEMORYTYPE_DEVICE, 1, 0);
+    mha_refused(ctx, &b, "k", "device 1", "k on device 1");
+    /* managed memory: every device reads it */
+    b = a, b.v = buf_of((uint64_t)B * SK * HKV * D * 2, CU_MEMORYTYPE_DEVICE, 1, 1);
+    fake_reset();
+    must(ctx, fa4_mha_fwd(ctx, &b, NULL), "fa4_mha_fwd (managed v)");
+    assert_int_equal(fk->n_launches, 1);
+    /* the sink [heads_q] and a score_mod's aux (opaque: where it lives, not its extent) */
+    b = a, b.sink = dev_buf(HQ * 4 - 4);
+    mha_refused(ctx, &b, "sink", "ends", "sink one float short");
+    b = a, b.sink = host;
+    mha_refused(ctx, &b, "sink", "not memory", "sink in host memory");
+    b = a, b.score_mod = "__device__ float score_mod(float s, int b, int h, int q, int k, const void *aux)\n"
+                         "{ return s; }\n";
+    b.score_mod_aux = host;
+    mha_refused(ctx, &b, "score_mod_aux", "not memory", "aux in host memory");
+
+    /* varlen: o holds the packed rows; cu_seqlens_q [batch + 1] */
+    fa4_mha_args v = mha(FA4_BF16, 3, 1000, 1500, HQ, HKV, D, D, FA4_MASK_CAUSAL);
+    v.q = dev_buf(1000 * row), v.o = dev_buf(1000 * row), v.lse = dev_buf(HQ * 1000 * 4);
+    v.k = dev_buf(1500ull * HKV * D * 2), v.v = dev_buf(1500ull * HKV * D * 2);
+    v.cu_seqlens_q = dev_buf(4 * 4), v.cu_seqlens_k = dev_buf(4 * 4), v.max_seqlen_q = 300;
+    fake_reset();
+    must(ctx, fa4_mha_fwd(ctx, &v, NULL), "fa4_mha_fwd (varlen, exact buffers)");
+    assert_int_equal(fk->n_ptr_queries, 7);
+    b = v, b.o = dev_buf(999 * row);
+    mha_refused(ctx, &b, "o", "ends", "varlen o one row short");
+    b = v, b.cu_seqlens_q = dev_buf(3 * 4);
+    mha_refused(ctx, &b, "cu_seqlens_q", "ends", "cu_seqlens_q of batch entries, not batch + 1");
+    b = v, b.cu_seqlens_k = host;
+    mha_refused(ctx, &b, "cu_seqlens_k", "not memory", "cu_seqlens_k in host memory");
+
+    /* paged KV: the pools [num_pages, page, heads_kv, d], block_table [batch, max_pages], seqlens_k [batch] */
+    fa4_mha_args g = mha(FA4_BF16, 3, 1000, 0, HQ, HKV, D, D, FA4_MASK_CAUSAL);
+    g.q = v.q, g.o = v.o, g.lse = v.lse, g.cu_seqlens_q = v.cu_seqlens_q, g.max_seqlen_q = 300;
+    g.page_size = 64, g.max_pages = 40, g.num_pages = 100;
+    g.k = dev_buf(100ull * 64 * HKV * D * 2), g.v = dev_buf(100ull * 64 * HKV * D * 2);
+    g.block_table = dev_buf(3 * 40 * 4), g.seqlens_k = dev_buf(3 * 4);
+    fake_reset();
+    must(ctx, fa4_mha_fwd(ctx, &g, NULL), "fa4_mha_fwd (paged, exact buffers)");
+    b = g, b.k = dev_buf(99ull * 64 * HKV * D * 2);
+    mha_refused(ctx, &b, "k", "ends", "a k pool one page short");
+    b = g, b.block_table = dev_buf(3 * 40 * 4 - 4);
+    mha_refused(ctx, &b, "block_table", "ends", "block_table one entry short");
+    b = g, b.seqlens_k = host;
+    mha_refused(ctx, &b, "seqlens_k", "not memory", "seqlens_k in host memory");
+
+    /* split-KV: the workspace the launch uses must lie in its allocation, whatever workspace_size says */
+    fa4_mha_args w = mha_exact(2, 1, 4096, 64, 8, 128);
+    w.num_splits = 4, w.workspace_size = 4ull * 2 * 64 * 129 * 4;
+    w.workspace = dev_buf(w.workspace_size);
+    fake_reset();
+    must(ctx, fa4_mha_fwd(ctx, &w, NULL), "fa4_mha_fwd (4 splits, exact workspace)");
+    assert_int_equal(fk->n_launches, 2);
+    w.workspace = dev_buf(w.workspace_size - 16);
+    mha_refused(ctx, &w, "workspace", "ends", "a workspace allocation 16 bytes short of workspace_size");
+    free(host);
+    fa4_destroy(ctx);
+}
+
+/* The same for sparse MLA: out with too few rows, indices with fewer rows than q, attn_sink or
+ * topk_length on the host, and the other buffers, refused naming them; one driver call per buffer. */
+static void test_mla_buffers(void **state)
+{
+    (void)state;
+    fa4_ctx *ctx = ctx_on(90, FA4_TARGET_SM90A, NULL);
+    const int SQ = 4, SKV = 1000, HQ = 64, TOPK = 128;
+    fa4_mla_sparse_args a = mla(SQ, SKV, HQ, TOPK), b;
+    a.q = dev_buf((uint64_t)SQ * HQ * 576 * 2), a.kv = dev_buf((uint64_t)SKV * 576 * 2);
+    a.indices = dev_buf((uint64_t)SQ * TOPK * 4), a.out = dev_buf((uint64_t)SQ * HQ * 512 * 2);
+    a.lse = dev_buf(SQ * HQ * 4), a.max_logits = dev_buf(SQ * HQ * 4);
+    a.attn_sink = dev_buf(HQ * 4), a.topk_length = dev_buf(SQ * 4);
+    fake_reset();
+    must(ctx, fa4_mla_sparse_fwd(ctx, &a, NULL), "fa4_mla_sparse_fwd (exact buffers)");
+    assert_int_equal(fk->n_launches, 1);
+    assert_int_equal(fk->n_ptr_queries, 8);
+    b = a, b.out = dev_buf((uint64_t)(SQ - 1) * HQ * 512 * 2);
+    mla_refused(ctx, &b, "out", "ends", "out one token short");
+    b = a, b.indices = dev_buf((uint64_t)(SQ - 1) * TOPK * 4);
+    mla_refused(ctx, &b, "indices", "ends", "indices with fewer rows than q");
+    b = a, b.kv = dev_buf((uint64_t)(SKV - 1) * 576 * 2);
+    mla_refused(ctx, &b, "kv", "ends", "kv one row short");
+    b = a, b.lse = dev_buf(SQ * HQ * 4 - 4);
+    mla_refused(ctx, &b, "lse", "ends", "lse one float short");
+    b = a, b.max_logits = buf_of(SQ * HQ * 4, CU_MEMORYTYPE_DEVICE, 1, 0);
+    mla_refused(ctx, &b, "max_logits", "device 1", "max_logits on device 1");
+    float sink[HQ];
+    int32_t len[SQ];
+    memset(sink, 0, sizeof sink), memset(len, 0, sizeof len);
+    b = a, b.attn_sink = sink;
+    mla_refused(ctx, &b, "attn_sink", "not memory the CUDA driver knows", "attn_sink on the host");
+    b = a, b.topk_length = len;
+    mla_refused(ctx, &b, "topk_length", "not memory the CUDA driver knows", "topk_length on the host");
+    b = a, b.topk_length = buf_of(SQ * 4, CU_MEMORYTYPE_HOST, 0, 0);
+    mla_refused(ctx, &b, "topk_length", "page-locked", "topk_length in page-locked host memory");
+    b = a, b.q = dev_buf((uint64_t)SQ * HQ * 576 * 2 - 2 * 576);
+    mla_refused(ctx, &b, "q", "ends", "q one head row short");
+    fa4_destroy(ctx);
+}
+
+/* Issue 26 item 7: strides that step over less than the extent inside them (rows, heads or batches that
+ * overlap) are refused naming the stride, for outputs and inputs alike, so the span check bounds every
+ * product of counts; a transposed (head-major) layout is no overlap and runs. A shape whose counts
+ * multiply past 2^64 (the grid's tiles and LSE's rows wrapped to small numbers on the older checks, so it
+ * launched with aliasing strides) is refused. */
+static void test_overlapping_strides(void **state)
+{
+    (void)state;
+    fa4_ctx *ctx = ctx_on(90, FA4_TARGET_SM90A, NULL);
+    fa4_mha_args a = mha(FA4_BF16, 2, 300, 400, 8, 2, 128, 128, FA4_MASK_NONE), b;
+    b = a, b.o_stride[2] = 64; /* heads 64 elements apart, rows of 128 */
+    mha_refused(ctx, &b, "o_stride[2]", "overlap", "o's heads overlap");
+    b = a, b.o_stride[1] = 512; /* tokens 512 apart, 8 heads of 128 */
+    mha_refused(ctx, &b, "o_stride[1]", "overlap", "o's tokens overlap");
+    b = a, b.o_stride[0] = 299 * 8 * 128; /* batches one token too close */
+    mha_refused(ctx, &b, "o_stride[0]", "overlap", "o's batches overlap");
+    b = a, b.q_stride[2] = 64;
+    mha_refused(ctx, &b, "q_stride[2]", "overlap", "q's heads overlap");
+    b = a, b.k_stride[0] = 8; /* every batch on the same rows (a broadcast) */
+    mha_refused(ctx, &b, "k_stride[0]", "overlap", "k's batches broadcast");
+    /* head-major (q and o as [B, H, S, D] in memory): no overlap, launched with those strides */
+    b = a;
+    b.q_stride[0] = b.o_stride[0] = 8LL * 300 * 128, b.q_stride[1] = b.o_stride[1] = 128;
+    b.q_stride[2] = b.o_stride[2] = 300 * 128;
+    Plan *p = plan_of(ctx, &b);
+    Tensor t[TENSOR_COUNT];
+    packed_tensors(&b, 2, 2, t);
+    t[TENSOR_Q].stride[0] = t[TENSOR_O].stride[0] = 8LL * 300 * 128;
+    t[TENSOR_Q].stride[1] = t[TENSOR_O].stride[1] = 128, t[TENSOR_Q].stride[2] = t[TENSOR_O].stride[2] = 300 * 128;
+    fake_reset();
+    must(ctx, fa4_mha_fwd(ctx, &b, NULL), "fa4_mha_fwd (head-major q and o)");
+    expect_launch(p, t, &b, LOG2E / sqrt(128.0), 1.0);
+    free(p);
+    /* batch x heads_q x seqlen_q = 2^71 + 2^29 and tiles 2^64 + 2^22: both wrapped 64 bits to small values,
+     * and with every stride 16 bytes the spans were small; refused at the first overlapping stride now */
+    b = mha(FA4_BF16, 213005 * 32, 1429 * 128, 1000, 14449 << 17, 14449 << 17, 64, 64, FA4_MASK_NONE);
+    b.config = "bm=128";
+    for (int d = 0; d < 3; d++) b.q_stride[d] = b.k_stride[d] = b.v_stride[d] = b.o_stride[d] = 8;
+    b.q = b.o = HUGE(0), b.k = b.v = HUGE(1), b.lse = HUGE(2);
+    mha_refused(ctx, &b, "q_stride", "overlap", "counts whose products wrap 2^64");
+
+    /* sparse MLA: out and q per axis order; head-major out runs */
+    fa4_mla_sparse_args m = mla(4, 1000, 64, 128), n;
+    n = m, n.out_stride[1] = 256;
+    mla_refused(ctx, &n, "out_stride[1]", "overlap", "out's heads overlap");
+    n = m, n.out_stride[0] = 63 * 512;
+    mla_refused(ctx, &n, "out_stride[0]", "overlap", "out's tokens overlap");
+    n = m, n.q_stride[0] = 576; /* every token on the first one's heads */
+    mla_refused(ctx, &n, "q_stride[0]", "overlap", "q's tokens overlap");
+    n = m, n.out_stride[0] = 512, n.out_stride[1] = 4 * 512; /* [h_q, s_q, 512] in memory */
+    fake_reset();
+    must(ctx, fa4_mla_sparse_fwd(ctx, &n, NULL), "fa4_mla_sparse_fwd (head-major out)");
+    assert_int_equal(fk->n_launches, 1);
+    fa4_destroy(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1102,6 +1359,8 @@ int main(void)
         cmocka_unit_test(test_rope_after_memory_hit), cmocka_unit_test(test_mla_huge_shapes),
         cmocka_unit_test(test_lse_rows_boundary), cmocka_unit_test(test_split_kv),
         cmocka_unit_test(test_split_choice),
+        cmocka_unit_test(test_mha_buffers),        cmocka_unit_test(test_mla_buffers),
+        cmocka_unit_test(test_overlapping_strides),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,124 @@
+/* host_cost.c - the host time of one fa4_mha_fwd / fa4_mla_sparse_fwd call on a cached kernel, against the
+ * fake CUDA driver (tests/unit/fake_cuda.c: every driver call returns at once), so what is timed is
+ * libfa4rt's own work: argument checks, the driver questions about each buffer (issue 26), the cache
+ * lookup, tensor-map encodes and the parameter packing. A later issue wants the C call <= 3 us.
+ *
+ *   make bench-host        (runs build/bench/host_cost with LD_LIBRARY_PATH=build/fakecuda)
+ *
+ * Prints the median of 15 rounds of 2000 calls per case, in ns per call, and the fake driver's
+ * cuPointerGetAttributes calls per fa4 call. The fake records at most 16 launches and 128 tensor-map
+ * encodes, so its records are cleared every 16 calls (the same for every build measured). Then the buffer
+ * checks alone (rt_check_buffers over a decode call's five buffers), in one process so that a loaded
+ * machine's noise does not hide them: the cost the driver questions add to a call, less the real
+ * driver's own time per question (tests/gpu/test_bad_args.py prints that one on a GPU). */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fake_cuda.h"
+#include "rt_internal.h"
+
+enum { CALLS = 2000, ROUNDS = 15, RESET_EVERY = 16 };
+
+static FakeCuda *fk;
+static FakeCudaResetFn fake_reset;
+
+static double now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+typedef fa4_status (*CallFn)(fa4_ctx *, const void *);
+static fa4_status call_mha(fa4_ctx *ctx, const void *a) { return fa4_mha_fwd(ctx, a, NULL); }
+static fa4_status call_mla(fa4_ctx *ctx, const void *a) { return fa4_mla_sparse_fwd(ctx, a, NULL); }
+
+static int measure(const char *name, fa4_ctx *ctx, CallFn f, const void *args)
+{
+    fake_reset();
+    if (f(ctx, args) != FA4_OK) { /* the first call builds the kernel */
+        fprintf(stderr, "host_cost: %s: %s\n", name, fa4_last_error(ctx));
+        return 1;
+    }
+    double t[ROUNDS];
+    long queries = 0;
+    for (int r = 0; r < ROUNDS; r++) {
+        fake_reset();
+        double t0 = now_ns();
+        for (int i = 0; i < CALLS; i++) {
+            if (fk->n_launches == RESET_EVERY) queries += fk->n_ptr_queries, fake_reset();
+            if (f(ctx, args) != FA4_OK) {
+                fprintf(stderr, "host_cost: %s: %s\n", name, fa4_last_error(ctx));
+                return 1;
+            }
+        }
+        t[r] = (now_ns() - t0) / CALLS;
+        queries += fk->n_ptr_queries;
+    }
+    qsort(t, ROUNDS, sizeof t[0], cmp);
+    printf("%-28s %6.0f ns per call (median of %d x %d; min %.0f, max %.0f), %.1f pointer queries per call\n",
+           name, t[ROUNDS / 2], ROUNDS, CALLS, t[0], t[ROUNDS - 1], (double)queries / (ROUNDS * CALLS));
+    return 0;
+}
+
+int main(void)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    FakeCudaStateFn get = lib ? (FakeCudaStateFn)dlsym(lib, "fake_cuda_state") : NULL;
+    fake_reset = lib ? (FakeCudaResetFn)dlsym(lib, "fake_cuda_reset") : NULL;
+    FakeCudaMapFn map = lib ? (FakeCudaMapFn)dlsym(lib, "fake_cuda_map") : NULL;
+    if (!get || !fake_reset || !map) {
+        fprintf(stderr, "host_cost: libcuda.so.1 is not the fake driver; run with LD_LIBRARY_PATH=build/fakecuda\n");
+        return 2;
+    }
+    fk = get();
+    const uint64_t base = 0x200000000000ull; /* device memory the fake knows; nothing is behind it */
+    if (map(base, 1ull << 40, 2 /* CU_MEMORYTYPE_DEVICE */, 0, 0)) return 2;
+#define DEV(i) ((void *)(uintptr_t)(base + (uint64_t)(i) * (1ull << 32)))
+    setenv("FAKE_CUDA_CC", "90", 1);
+    fa4_options o = FA4_OPTIONS_INIT;
+    o.target = FA4_TARGET_SM90A;
+    fa4_ctx *ctx = NULL;
+    if (fa4_create(&ctx, &o) != FA4_OK) return 2;
+    int bad = 0;
+
+    fa4_mha_args a = FA4_MHA_ARGS_INIT; /* decode-like: one query token, GQA 32/8, 4k keys, LSE */
+    a.q = DEV(1), a.k = DEV(2), a.v = DEV(3), a.o = DEV(4), a.lse = DEV(5);
+    a.batch = 4, a.seqlen_q = 1, a.seqlen_k = 4096, a.heads_q = 32, a.heads_kv = 8, a.qk_depth = a.ov_depth = 128;
+    a.num_splits = 1;
+    bad |= measure("mha decode (q k v o lse)", ctx, call_mha, &a);
+    fa4_mha_args p = a; /* prefill: 2 x 2k causal */
+    p.seqlen_q = p.seqlen_k = 2048, p.mask = FA4_MASK_CAUSAL, p.num_splits = 0;
+    bad |= measure("mha prefill (q k v o lse)", ctx, call_mha, &p);
+
+    fa4_mla_sparse_args m = FA4_MLA_SPARSE_ARGS_INIT;
+    m.q = DEV(1), m.kv = DEV(2), m.indices = DEV(3), m.out = DEV(4), m.lse = DEV(5), m.max_logits = DEV(6);
+    m.s_q = 64, m.s_kv = 8192, m.h_q = 128, m.d_qk = 576, m.topk = 2048;
+    bad |= measure("mla sparse (6 buffers)", ctx, call_mla, &m);
+
+    /* the decode call's buffers, as mha.c's check_buffers gives them */
+    const RtBuffer b[5] = {{"q", a.q, 4ull * 32 * 128 * 2, 0}, {"k", a.k, 4ull * 4096 * 8 * 128 * 2, 0},
+                           {"v", a.v, 4ull * 4096 * 8 * 128 * 2, 0}, {"o", a.o, 4ull * 32 * 128 * 2, 0},
+                           {"lse", a.lse, 4ull * 32 * 4, 0}};
+    double t[ROUNDS];
+    for (int r = 0; r < ROUNDS; r++) {
+        double t0 = now_ns();
+        for (int i = 0; i < 100 * CALLS; i++)
+            if (rt_check_buffers(ctx, b, 5)) return 1;
+        t[r] = (now_ns() - t0) / (100 * CALLS);
+    }
+    qsort(t, ROUNDS, sizeof t[0], cmp);
+    printf("%-28s %6.1f ns per call (median of %d x %d; min %.1f), of which the fake driver's 5 answers\n",
+           "buffer checks alone (5)", t[ROUNDS / 2], ROUNDS, 100 * CALLS, t[0]);
+    fa4_destroy(ctx);
+    return bad;
+}
