@@ -118,6 +118,11 @@ $(B)/tests/%: tests/unit/%.c tests/unit/testutil.h $(B)/libfa4rt.a $(B)/fa4gen
 
 $(B)/tests/test_launch: tests/unit/fake_cuda.h
 
+# test_cli includes gen/main.c (its main renamed) to reach the CLI's static helpers; aot.c comes with it.
+$(B)/tests/test_cli: tests/unit/test_cli.c tests/unit/testutil.h gen/main.c gen/aot.c gen/aot.h $(B)/libfa4rt.a $(B)/fa4gen
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Itests/unit $< gen/aot.c -o $@ $(B)/libfa4rt.a $(CMOCKA_LIBS) $(LDLIBS_RT)
+
 # test_bundle links a bundle fa4gen compiles from tests/unit/bundle_list.txt (runs on the fake driver).
 $(B)/tests/gen/test_bundle_kernels.c: tests/unit/bundle_list.txt $(B)/fa4gen
 	@mkdir -p $(dir $@)
