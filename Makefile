@@ -183,14 +183,14 @@ test-sanitize: deps-test
 	@sh tests/sanitize/run.sh
 
 # libFuzzer harnesses (tests/fuzz/): clang -fsanitize=fuzzer with ASan + UBSan over the generator.
-#   make fuzz-ci              each harness for FUZZ_SECONDS (40) over its seed corpus (CI)
+#   make fuzz-ci              each harness (six) for FUZZ_SECONDS (40) over its seed corpus (CI)
 #   make fuzz-long            each for FUZZ_LONG_SECONDS (or FUZZ_RUNS executions), log in build/fuzz/;
 #                             FUZZ_LONG_NAMES="cli cache" picks harnesses
 #   make fuzz-coverage        line coverage of the code each harness tests, over its corpora (llvm-cov)
 FUZZ_CC      ?= clang
 FUZZ_FLAGS   := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -g -O1 -std=c11 \
                 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-missing-field-initializers -Igen -I$(B)
-FUZZ_NAMES   := config cli bundle cache args
+FUZZ_NAMES   := config cli bundle cache args score_mod
 FUZZ_BIN     := $(FUZZ_NAMES:%=$(B)/fuzz/fuzz_%)
 FUZZ_SECONDS ?= 40
 $(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h tests/fuzz/fuzz_main.h gen/main.c gen/aot.c $(GEN_SRC) \
@@ -233,10 +233,11 @@ FUZZ_COV_cli    := gen/main.c gen/config.c gen/api.c
 FUZZ_COV_bundle := gen/main.c gen/config.c
 FUZZ_COV_cache  := runtime/cache.c runtime/api.c
 FUZZ_COV_args   := runtime/mha.c runtime/mla_sparse.c runtime/launch.c
+FUZZ_COV_score_mod := gen/score_mod.c
 $(B)/fuzzcov/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h tests/fuzz/fuzz_main.h gen/main.c $(GEN_SRC) $(HDRS) \
                      $(B)/templates.c $(B)/gen_id.h
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_COV_FLAGS) $< $(GEN_SRC) $(B)/templates.c -o $@ -lm
+	$(FUZZ_CC) $(FUZZ_COV_FLAGS) $< gen/aot.c $(GEN_SRC) $(B)/templates.c -o $@ -ldl -lm
 $(FUZZ_RT:$(B)/fuzz/%=$(B)/fuzzcov/%): $(B)/fuzzcov/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h \
                      tests/fuzz/fuzz_rt.h tests/unit/fake_cuda.h $(RT_SRC) $(GEN_SRC) $(HDRS) $(B)/templates.c $(B)/gen_id.h \
                      $(FAKECUDA)
@@ -253,7 +254,8 @@ fuzz-coverage: $(FUZZ_LONG_NAMES:%=$(B)/fuzzcov/fuzz_%)
 	    { echo "fuzz_$$n over $$(ls $(B)/fuzz/long_$$n | wc -l) + $$(ls tests/fuzz/corpus/$$n | wc -l) inputs:"; \
 	      llvm-cov report $(B)/fuzzcov/fuzz_$$n -instr-profile=$(B)/fuzzcov/$$n.profdata \
 	        $$(case $$n in config) echo $(FUZZ_COV_config);; cli) echo $(FUZZ_COV_cli);; bundle) echo $(FUZZ_COV_bundle);; \
-	           cache) echo $(FUZZ_COV_cache);; args) echo $(FUZZ_COV_args);; esac); } | tee $(B)/fuzzcov/$$n.txt; done
+	           cache) echo $(FUZZ_COV_cache);; args) echo $(FUZZ_COV_args);; \
+           score_mod) echo $(FUZZ_COV_score_mod);; esac); } | tee $(B)/fuzzcov/$$n.txt; done
 
 # The whole project (CLI, libraries, examples, unit tests, fake and simulated drivers) with clang,
 # warnings as errors, in its own build folder.
