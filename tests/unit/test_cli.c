@@ -11,6 +11,8 @@
 
 #include <sys/wait.h>
 
+#include "fa4.h"
+
 static const char *exe(void) { return getenv("FA4GEN") ? getenv("FA4GEN") : "build/fa4gen"; }
 
 /* fa4gen ARGS through sh (ARGS may hold quotes); its stderr in *err (stdout dropped), or its
@@ -599,6 +601,28 @@ static void test_cli_opt_equals(void **state)
     free(x);
 }
 
+/* ---- issue 26 item 6: FA4GEN_COMPILER (runtime/jit.c reads it; the first thing a kernel build asks) ---- */
+
+fa4_status rt_compiler_id(fa4_ctx *ctx, char *buf, size_t n); /* rt_internal.h */
+
+static void test_compiler_env(void **state)
+{
+    (void)state;
+    fa4_ctx *ctx = NULL;
+    char id[128];
+    assert_int_equal(fa4_create(&ctx, NULL), FA4_OK);
+    const char *bad[] = {"driver", "ptxas", "nvjitlink", "driver-ptx "};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv("FA4GEN_COMPILER", bad[i], 1);
+        assert_int_equal(rt_compiler_id(ctx, id, sizeof id), FA4_ERR_INVALID_ARGUMENT);
+        const char *msg = fa4_last_error(ctx);
+        if (!strstr(msg, "FA4GEN_COMPILER: '") || !strstr(msg, bad[i]) || !strstr(msg, "use driver-ptx"))
+            fail_msg("'%s': %s", bad[i], msg);
+    }
+    unsetenv("FA4GEN_COMPILER");
+    fa4_destroy(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -608,7 +632,7 @@ int main(void)
         cmocka_unit_test(test_bundle_dir_all_or_nothing), cmocka_unit_test(test_cli_unread_and_conflicts),
         cmocka_unit_test(test_config_unread_fields),   cmocka_unit_test(test_bundle_list_line_ends),
         cmocka_unit_test(test_bundle_c_duplicates),    cmocka_unit_test(test_cli_help),
-        cmocka_unit_test(test_cli_opt_equals),
+        cmocka_unit_test(test_cli_opt_equals),        cmocka_unit_test(test_compiler_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
