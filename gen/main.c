@@ -436,6 +436,10 @@ static int parse_flags(Cli *cli, int argc, char **argv, int first, int uses, con
             cli->json = 1;
             continue;
         }
+        if (a[0] != '-') { /* a word where an option stands */
+            say("'%s' is not an option; see fa4gen %s --help", a, cmd);
+            return 2;
+        }
         if (i + 1 >= argc) {
             say("%s: missing value", a);
             return 2;

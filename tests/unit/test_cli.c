@@ -419,6 +419,7 @@ static void test_cli_unread_and_conflicts(void **state)
     t_refused("mha --target sm90a --depth 128 --bn -0", "bn: '-0' is not allowed", NULL);
     t_refused("mha --target sm90a --depth 0128", "depth: '0128' is not allowed", NULL);
     t_refused("mha --target sm90a --depth 128 --json=1", "--json: takes no value", NULL);
+    t_refused("mha --target sm90a --depth 128 stray", "'stray' is not an option; see fa4gen mha --help", NULL);
     /* flags still refine a --config; equal text stays accepted */
     char *x = NULL, *y = NULL;
     assert_int_equal(t_run("explain --config 'mha target=sm90a qk=128 ov=128 mask=causal' --depth 64", &x, 1), 0);
