@@ -111,6 +111,31 @@ int config_split_pdl(const Config *c);
 int config_parse_canonical(const char *text, Config *c, char *err, size_t n);
 /* Apply "key=value ..." words (the kind may stand first) over c, as config_set does one by one. */
 int config_apply_text(Config *c, const char *text, char *err, size_t n);
+/* The fields one text or one command line gave, each at most once, and the words that gave them
+ * (escaped, for messages): a key given twice, depth beside qk or ov, a key the kernel lacks and a
+ * value the defaults would replace are refused by name instead of resolving last-one-wins. */
+enum { CONFIG_FIELDS = 40 };
+typedef struct ConfigGiven {
+    char how[CONFIG_FIELDS][64];           /* "--mask causal", "mask=none"; "" = not given */
+    unsigned char by_depth[CONFIG_FIELDS]; /* qk and ov given together by depth (mla-sparse takes ov from qk) */
+    int value[CONFIG_FIELDS];              /* an int key's value as given */
+} ConfigGiven;
+/* config_set, recording key in g as given by the words `how`; a field g already holds is refused. */
+int config_give(Config *c, ConfigGiven *g, const char *key, const char *value, const char *how, char *err, size_t n);
+/* config_apply_text, recording each word in g. */
+int config_give_text(Config *c, ConfigGiven *g, const char *text, char *err, size_t n);
+/* config_parse_canonical, recording each word in a fresh g. */
+int config_parse_given(const char *text, Config *c, ConfigGiven *g, char *err, size_t n);
+/* over's fields replace into's (flags refine a --config text). */
+void config_given_merge(ConfigGiven *into, const ConfigGiven *over);
+/* 1 when g holds key (*how: the words that gave it). */
+int config_given_has(const ConfigGiven *g, const char *key, const char **how);
+/* What g gave, against the kernel c makes with its defaults: a key its kind and target lack,
+ * rope_dtype without rope_split=1, split=0 beside a cluster split, a value the defaults replace
+ * (mla-sparse's ov). Returns 0 when c does not fill (plan_make then says why). */
+int config_check_given(const Config *c, const ConfigGiven *g, char *err, size_t n);
+/* 1 when kind k on target t reads key (what its --help lists). */
+int config_key_applies(Kind k, TargetId t, const char *key);
 /* The canonical one-line form: stable key order, every field the target uses. */
 void config_canonical(const Config *c, char *buf, size_t n);
 uint64_t config_hash(const Config *c); /* FNV-1a 64 of canonical + generator version */

@@ -36,6 +36,13 @@ enum {
  * tests/ptxas/sm100_matrix.txt: these are the splits with 0 spill bytes. */
 enum { SM100_SFX_REGS = 192, SM100_OTHER_REGS = 56, SM100_OTHER_REGS_HEAVY = 64, SM100_MMA_HEAVY = 32,
        SM100_IDLE_REGS = 24 };
+/* Where the softmax's 192 registers do not hold (ptxas 13.0, tests/ptxas/run_spills.sh), refused:
+ * with (nearly) every exp2 on MUFU (poly under 6) and paged KV or a window open to the right,
+ * ptxas keeps more exp2 in flight and spills 4-16 bytes (poly 6 and up: 0 over the paged, split,
+ * varlen and window configs of the matrices; 200 softmax registers fix these but spill the
+ * correction's 56 on bounded windows); the MLA prefill shape (qk 192 / ov 128) spills 8 bytes with
+ * every 2nd exp2 on the polynomial (poly over 40), at 200 too. */
+enum { SM100_MUFU_POLY_MIN = 6, SM100_MLA_POLY_MAX = 40 };
 
 static int align_up(int x, int a) { return (x + a - 1) / a * a; }
 static int chunk_of(const Config *c) { return c->swizzle / dtype_bytes[c->dtype]; }
@@ -183,6 +190,17 @@ static int sm100_check(const Config *c, char *err, size_t n)
     if (c->exp2_poly > 50)
         return plan_refuse(err, n, "poly: %d is not allowed on sm100a; use 0..50 (percent of exp2 on the FMA pipe)",
                       c->exp2_poly);
+    if (mla && c->exp2_poly > SM100_MLA_POLY_MAX)
+        return plan_refuse(err, n, "poly: %d is not allowed for qk 192 / ov 128 on sm100a; it puts every 2nd exp2 on "
+                           "the FMA polynomial, and the softmax then needs more than its %d registers (ptxas 13.0 "
+                           "spills); use 0..%d (every 3rd or fewer)", c->exp2_poly, SM100_SFX_REGS,
+                           SM100_MLA_POLY_MAX);
+    int open_right = c->mask == MASK_WINDOW && c->window_left >= 0 && c->window_right < 0;
+    if (c->exp2_poly < SM100_MUFU_POLY_MIN && (c->page || open_right))
+        return plan_refuse(err, n, "poly: %d is not allowed on sm100a with %s; with (nearly) every exp2 on MUFU the "
+                           "softmax needs more than its %d registers there (ptxas 13.0 spills); use %d..50 (the "
+                           "default is 25)", c->exp2_poly, c->page ? "paged KV" : "a window open to the right (R = -1)",
+                           SM100_SFX_REGS, SM100_MUFU_POLY_MIN);
     return 0;
 }
 
