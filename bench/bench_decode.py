@@ -214,7 +214,10 @@ def time_shape(args, B, S, Hq, Hkv, free, paged):
     if args.kv_early:
         fns.insert(1, ("fa4[plain]", paged_call() if paged else lambda s: dense(s, early=False)))
     for i, (n, cfg) in enumerate(zip(ab_names(args), ab_configs(args))):
-        _, ab_bytes = fa4.mha_split_count(sets[0]["q"], sets[0]["k"], sets[0]["v"], config=cfg, num_splits=0)
+        s0 = sets[0]  # paged: the paged call's own pick (a config word may be one only paged kernels take: stale=1)
+        _, ab_bytes = fa4.mha_split_count(s0["q"], s0["k_pages"], s0["v_pages"], config=cfg, num_splits=0,
+                                          block_table=s0["block_table"], seqlen_k=s0["seqlens_k"]) if paged else \
+            fa4.mha_split_count(s0["q"], s0["k"], s0["v"], config=cfg, num_splits=0)
         ab_ws = torch.empty(max(ab_bytes, 16), device="cuda", dtype=torch.uint8)
         fns.insert(1 + i, (n, paged_call(cfg, ab_ws, args.kv_early) if paged else lambda s, w=ab_ws, c=cfg: fa4.mha_fwd(
             s["q"], s["k"], s["v"], out=s["o"], config=c, num_splits=0, workspace=w, kv_early=args.kv_early)))
