@@ -191,6 +191,7 @@ static const IntKey int_keys[] = {
     {"prefetch", F(prefetch), 0, 16, "0..16 (K/V blocks prefetched into L2 before the wait)"},
     {"varlen", F(varlen), 0, 1, "0 or 1"},
     {"page", F(page), 0, 256, "0 (dense K, V) or a power of two in 16..256 (KV rows per page)"},
+    {"stale", F(stale), 0, 1, "0, or 1 (unsafe, for A/B benchmarks: rows past a sequence's end reach P V unzeroed)"},
 };
 #undef F
 enum { N_INT_KEYS = sizeof int_keys / sizeof int_keys[0] };
@@ -238,7 +239,7 @@ int config_set(Config *c, const char *key, const char *value, char *err, size_t 
     }
     return fail(err, n, "'%s' is not a config field; fields: kind target dtype depth qk ov bm bn group stages "
                         "swizzle mask qtiles cta rescale poly rope_split rope_dtype pingpong persistent b_topk num_mbars q_smem_depth "
-                        "q_tmem_depth cta_group tma_store sink split cluster early prefetch varlen page mod", ESC(key));
+                        "q_tmem_depth cta_group tma_store sink split cluster early prefetch varlen page stale mod", ESC(key));
 }
 
 /* ---------------------------------------------------------------- the keys a kernel has */
@@ -452,6 +453,9 @@ int config_check(const Config *c, char *err, size_t n)
                     "dense K, V", c->page);
     if (c->kind != KIND_MHA && c->page)
         return fail(err, n, "page: %d is not allowed for %s; paged KV is an MHA feature", c->page, kind_name[c->kind]);
+    if (c->stale && (c->kind != KIND_MHA || (!c->varlen && !c->page)))
+        return fail(err, n, "stale: 1 is not allowed here; it is for MHA kernels over varlen or paged K, V (varlen=1 or "
+                    "page=P), the ones whose kv tiles reach past a sequence's end");
     if (c->kind != KIND_MHA && c->varlen)
         return fail(err, n, "varlen: 1 is not allowed for %s; variable-length batches are an MHA feature",
                     kind_name[c->kind]);
@@ -505,6 +509,7 @@ static int key_used(const Config *c, const char *key)
     if (!strcmp(key, "sink")) return c->sink != 0; /* features: named only when on, so other kernels keep their text */
     if (!strcmp(key, "varlen")) return c->varlen != 0;
     if (!strcmp(key, "page")) return c->page != 0;
+    if (!strcmp(key, "stale")) return c->stale != 0;
     return 1;
 }
 

@@ -15,7 +15,7 @@
 
 int sm90_emit_mha(Emit *e);
 
-enum { SM90_SMEM_LIMIT = 232448, SM90_MMA_M = 64, SM90_WG = 128 };
+enum { SM90_SMEM_LIMIT = 232448, SM90_MMA_M = 64, SM90_WG = 128, SM90_WARP = 32 };
 /* cluster split staging row: ov f32, +32 B so the epilogue's row-strided v2 stores are at most
  * 2-way bank conflicted */
 #define SM90_CSTAGE_ROW_BYTES(ov) ((ov) * 4 + 32)
@@ -192,8 +192,18 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
     s->bar_v_full = plan_mbar(p, "bar_v_full", p->stages, 1, "mbarrier per stage: V landed (1 arrival + tx)");
     snprintf(what, sizeof what, "mbarrier per stage: V slot free (%d arrivals)", s->kv_empty_arrivals);
     s->bar_v_empty = plan_mbar(p, "bar_v_empty", p->stages, s->kv_empty_arrivals, what);
+    mha_plan_kv_tail(p);
+    if (p->kv_tail)
+        s->bar_v_tail = plan_mbar(p, "bar_v_tail", p->stages, 1, "mbarrier per stage: a tail block's V landed (1 + tx)");
 
-    plan_role(p, "producer", 0, 4, s->producer_regs, "one thread issues every TMA load (Q, K ring, V ring)");
+    if (p->kv_tail) {
+        s->scrub_warp = 1;
+        plan_role(p, "producer", 0, 1, s->producer_regs, "one thread issues every TMA load (Q, K ring, V ring)");
+        plan_role(p, "scrub", s->scrub_warp, 1, s->producer_regs, "zeroes a tail block's V rows past the end (kv tail)");
+        plan_role(p, "idle", s->scrub_warp + 1, 4 - s->scrub_warp - 1, s->producer_regs, "the producer warpgroup's rest");
+    } else {
+        plan_role(p, "producer", 0, 4, s->producer_regs, "one thread issues every TMA load (Q, K ring, V ring)");
+    }
     for (int w = 0; w < s->consumers; w++) {
         char name[24], job[128];
         snprintf(name, sizeof name, "consumer%d", w);
@@ -220,6 +230,11 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
         snprintf(name, sizeof name, "turn%d", w);
         int id = plan_bar(p, name, 2 * SM90_WG, "consumer's turn to issue wgmma: it syncs, the previous one arrives");
         if (w == 0) s->bar_turn0 = id;
+    }
+    if (p->kv_tail) {
+        s->bar_scrub = plan_bar(p, "scrub", SM90_WARP, "scrub warp: its zeroed V rows before lane 0 releases the stage");
+        plan_note(p, "kv tail", "a tail block's V lands on bar_v_tail; warp %d zeroes its rows past the end (%d B a "
+                  "pass), fences, arrives on bar_v_full; K's rows there: scores masked", s->scrub_warp, p->kv_tail_pass);
     }
 
     plan_map(p, "q", TENSOR_Q, c->dtype, (uint32_t)p->qk, (uint32_t)p->chunk_elems, (uint32_t)s->seq_rows,
