@@ -477,7 +477,7 @@ static void emit_iteration(Emit *e)
     Reg stage = reg_find(e, "cs_stage"), phase = reg_find(e, "cs_phase"), bar = reg_b32(e, "cs_bar");
     Reg m = reg_b32(e, "cs_m"), masked = reg_pred(e, "cs_masked");
     Reg qs = reg_b32(e, "cs_qslot"), dos = reg_b32(e, "cs_doslot"), dss = reg_b32(e, "cs_dsslot");
-    Reg sacc = reg_find(e, "s"), dpacc = reg_find(e, "dp"), vec = reg_find(e, "cs_vec");
+    Reg sacc = reg_find(e, "s"), dpacc = reg_find(e, "dp"), vec = reg_find(e, "cs_vec"), dvec = reg_find(e, "cs_dvec");
     Reg pp = reg_find(e, "pp"), pds = reg_find(e, "pds"), dk = reg_find(e, "dk"), dv = reg_find(e, "dv");
     iter_coords(e, reg_find(e, "cs_it"), m, REG_NONE);
     emit(e, "setp.lt.s32 %s, %s, %%full_lo;", R(e, masked), R(e, m));
@@ -492,6 +492,7 @@ static void emit_iteration(Emit *e)
     op_wgmma_commit(e);
     smem_indexed(e, bar, s->bar_do_full, stage, MBAR_BYTES);
     op_mbar_wait(e, bar, phase);
+    op_wgmma_fence(e);
     emit_sdp(e, "dP^T = V dO^T", reg_find(e, "cs_vrows"), dos, dpacc);
     op_wgmma_commit(e);
     emit_note(e, "S^T is ready once the older group retires; dP^T stays in flight");
@@ -499,8 +500,10 @@ static void emit_iteration(Emit *e)
     emit(e, "@!%s bra %s;", R(e, masked), new_label(e, l_nomask, sizeof l_nomask, "cs_nomask"));
     emit_mask(e, m);
     emit_label(e, l_nomask);
-    emit_note(e, "P = exp2(S scale_log2 + nl2), nl2 = -LSE log2 e of the column's query (plan: ring nl2)");
+    emit_note(e, "P = exp2(S scale_log2 + nl2), nl2 = -LSE log2 e of the column's query (plan: ring nl2); D (ring "
+              "dpsum) is loaded beside it");
     load_cols(e, vec, s->off_nl2, stage);
+    load_cols(e, dvec, s->off_dpsum, stage);
     for (int q = 0; q < s->sdp_regs / 4; q++)
         for (int h = 0; h < 2; h++)
             for (int x = 0; x < 2; x++) {
@@ -508,24 +511,28 @@ static void emit_iteration(Emit *e)
                 emit(e, "fma.rn.ftz.f32 %s, %s, %%scale_log2, %s;", R(e, v), R(e, v), R(e, reg_at(e, vec, 2 * q + x)));
                 emit(e, "ex2.approx.ftz.f32 %s, %s;", R(e, v), R(e, v));
             }
-    op_wgmma_wait(e, 0);
-    emit_note(e, "dS = P (dP - D), D = rowsum(dO O) of the column's query (plan: ring dpsum)");
-    load_cols(e, vec, s->off_dpsum, stage);
+    emit_note(e, "P^T to 16-bit pairs (the accumulator layout is the RS A fragment: register i packs 2i, 2i+1) and "
+              "dV issued at once: it overlaps dP^T, and the dP wait below cannot move above the ex2s (it follows "
+              "the dV issue, which needs them all)");
+    for (int i = 0; i < s->p_regs; i++)
+        op_cvt_pack(e, p->cfg.dtype, reg_at(e, pp, i), reg_at(e, sacc, 2 * i + 1), reg_at(e, sacc, 2 * i));
+    op_wgmma_fence(e);
+    emit_dkv(e, "dV += P^T dO", dv, pp, dos);
+    op_wgmma_commit(e);
+    emit_note(e, "dP^T is ready once the group before dV retires");
+    op_wgmma_wait(e, 1);
+    emit_note(e, "dS = P (dP - D), D = rowsum(dO O) of the column's query");
     for (int q = 0; q < s->sdp_regs / 4; q++)
         for (int h = 0; h < 2; h++)
             for (int x = 0; x < 2; x++) {
                 int i = acc_index(q, h, x);
                 Reg v = reg_at(e, dpacc, i);
-                emit(e, "sub.f32 %s, %s, %s;", R(e, v), R(e, v), R(e, reg_at(e, vec, 2 * q + x)));
+                emit(e, "sub.f32 %s, %s, %s;", R(e, v), R(e, v), R(e, reg_at(e, dvec, 2 * q + x)));
                 emit(e, "mul.f32 %s, %s, %s;", R(e, v), R(e, v), R(e, reg_at(e, sacc, i)));
             }
-    emit_note(e, "P^T and dS^T to 16-bit pairs: the accumulator layout is the RS A fragment (register i packs 2i, 2i+1)");
-    for (int i = 0; i < s->p_regs; i++) {
-        op_cvt_pack(e, p->cfg.dtype, reg_at(e, pp, i), reg_at(e, sacc, 2 * i + 1), reg_at(e, sacc, 2 * i));
+    for (int i = 0; i < s->p_regs; i++)
         op_cvt_pack(e, p->cfg.dtype, reg_at(e, pds, i), reg_at(e, dpacc, 2 * i + 1), reg_at(e, dpacc, 2 * i));
-    }
     op_wgmma_fence(e);
-    emit_dkv(e, "dV += P^T dO", dv, pp, dos);
     emit_dkv(e, "dK += dS^T Q", dk, pds, qs);
     op_wgmma_commit(e);
     smem_indexed(e, dss, s->off_ds, reg_find(e, "cs_ds_stage"), s->ds_stage_bytes);
@@ -714,6 +721,7 @@ static void emit_consumer(Emit *e)
     reg_arr(e, RT_B32, s->p_regs, "pp");
     reg_arr(e, RT_B32, s->p_regs, "pds");
     reg_arr(e, RT_F32, s->sdp_regs / 2, "cs_vec");
+    reg_arr(e, RT_F32, s->sdp_regs / 2, "cs_dvec");
     Reg dk = reg_arr(e, RT_F32, s->kv_regs, "dk"), dv = reg_arr(e, RT_F32, s->kv_regs, "dv");
     reg_arr(e, RT_F32, s->dq_regs, "dq");
     Reg stage = reg_b32(e, "cs_stage"), phase = reg_b32(e, "cs_phase"), itr = reg_b32(e, "cs_it");
