@@ -23,7 +23,7 @@
 #include "fa4gen.h"
 
 
-const char *const kind_name[KIND_COUNT] = {"mha", "mla-sparse", "combine"};
+const char *const kind_name[KIND_COUNT] = {"mha", "mla-sparse", "combine", "mha-bwd", "mha-bwd-pre", "mha-bwd-dq"};
 const char *const target_name[TARGET_COUNT] = {"sm90a", "sm100a"};
 const char *const dtype_name[DT_COUNT] = {"bf16", "fp16", "e4m3"};
 const int dtype_bytes[DT_COUNT] = {2, 2, 1};
@@ -192,6 +192,7 @@ static const IntKey int_keys[] = {
     {"varlen", F(varlen), 0, 1, "0 or 1"},
     {"page", F(page), 0, 256, "0 (dense K, V) or a power of two in 16..256 (KV rows per page)"},
     {"stale", F(stale), 0, 1, "0, or 1 (unsafe, for A/B benchmarks: rows past a sequence's end reach P V unzeroed)"},
+    {"deterministic", F(deterministic), 0, 1, "0 or 1"},
 };
 #undef F
 enum { N_INT_KEYS = sizeof int_keys / sizeof int_keys[0] };
@@ -203,7 +204,8 @@ int config_set(Config *c, const char *key, const char *value, char *err, size_t 
 {
     if (strcmp(key, "kind") == 0) {
         int k = lookup(kind_name, KIND_COUNT, value);
-        if (k < 0) return fail(err, n, "kind: '%s' is not allowed; use mha, mla-sparse or combine", ESC(value));
+        if (k < 0) return fail(err, n, "kind: '%s' is not allowed; use mha, mla-sparse, combine, mha-bwd, mha-bwd-pre or "
+                                   "mha-bwd-dq", ESC(value));
         c->kind = (Kind)k;
         return 0;
     }
@@ -239,7 +241,7 @@ int config_set(Config *c, const char *key, const char *value, char *err, size_t 
     }
     return fail(err, n, "'%s' is not a config field; fields: kind target dtype depth qk ov bm bn group stages "
                         "swizzle mask qtiles cta rescale poly rope_split rope_dtype pingpong persistent b_topk num_mbars q_smem_depth "
-                        "q_tmem_depth cta_group tma_store sink split cluster early prefetch varlen page stale mod", ESC(key));
+                        "q_tmem_depth cta_group tma_store sink split cluster early prefetch varlen page stale deterministic mod", ESC(key));
 }
 
 /* ---------------------------------------------------------------- the keys a kernel has */
@@ -274,6 +276,11 @@ static int key_in(const char *key, const char *const *list, size_t count)
 int config_key_applies(Kind k, TargetId t, const char *key)
 {
     int mha = k == KIND_MHA, mla = k == KIND_MLA_SPARSE, sm90 = t == TARGET_SM90A;
+    if (kind_is_bwd(k)) { /* the backward's kernels (gen/mha_bwd.c, mha_bwd_key_used) */
+        if (KEY_IN(key, "kind", "target", "dtype", "qk", "ov", "bm", "varlen", "deterministic", "sink")) return 1;
+        if (k == KIND_MHA_BWD) return KEY_IN(key, "bn", "group", "stages", "swizzle", "mask");
+        return k == KIND_MHA_BWD_DQ && KEY_IN(key, "bn");
+    }
     if (KEY_IN(key, "kind", "target", "dtype", "ov")) return 1;
     if (k == KIND_COMBINE) return 0; /* target, dtype and ov say it all */
     if (is_mla100_key(key)) return mla && !sm90;
@@ -456,12 +463,15 @@ int config_check(const Config *c, char *err, size_t n)
     if (c->stale && (c->kind != KIND_MHA || (!c->varlen && !c->page)))
         return fail(err, n, "stale: 1 is not allowed here; it is for MHA kernels over varlen or paged K, V (varlen=1 or "
                     "page=P), the ones whose kv tiles reach past a sequence's end");
-    if (c->kind != KIND_MHA && c->varlen)
+    if (c->kind != KIND_MHA && !kind_is_bwd(c->kind) && c->varlen)
         return fail(err, n, "varlen: 1 is not allowed for %s; variable-length batches are an MHA feature",
                     kind_name[c->kind]);
-    if (c->kind != KIND_MHA && (c->sink || c->score_mod))
+    if (c->kind != KIND_MHA && !kind_is_bwd(c->kind) && (c->sink || c->score_mod))
         return fail(err, n, "%s: not allowed for %s; sinks and score_mod are MHA features (mla-sparse takes its "
                     "attn_sink as an argument)", c->sink ? "sink" : "mod", kind_name[c->kind]);
+    if (c->deterministic && !kind_is_bwd(c->kind))
+        return fail(err, n, "deterministic: 1 is not allowed for %s; it is a word of the backward kinds (mha-bwd)",
+                    kind_name[c->kind]);
     const Family *f = target_family(target_get(c->target), c->kind, err, n);
     if (!f || f->check(c, err, n)) return -1;
     return unread_key(c, err, n); /* after the family's own words for these */
@@ -493,6 +503,8 @@ static int is_mla100_key(const char *key)
 static int key_used(const Config *c, const char *key)
 {
     if (c->kind == KIND_COMBINE) return !strcmp(key, "ov"); /* combine: target, dtype and ov say it all */
+    if (kind_is_bwd(c->kind)) return mha_bwd_key_used(c, key);
+    if (!strcmp(key, "deterministic")) return 0;
     int sm100 = c->target == TARGET_SM100A;
     int mla100 = sm100 && c->kind == KIND_MLA_SPARSE;
     /* sm90a names it always (its default is on); sm100a only when on, so older text stays unchanged */
@@ -521,7 +533,7 @@ void config_canonical(const Config *c, char *buf, size_t n)
     for (int i = 0; i < N_INT_KEYS; i++)
         if (key_used(c, int_keys[i].key)) put(buf, n, &len, " %s=%d", int_keys[i].key, int_value(c, &int_keys[i]));
     if (key_used(c, "rope_split") && c->rope_split) put(buf, n, &len, " rope_dtype=%s", dtype_name[c->rope_dtype]);
-    if (c->kind == KIND_COMBINE) return;
+    if (c->kind == KIND_COMBINE || c->kind == KIND_MHA_BWD_PRE || c->kind == KIND_MHA_BWD_DQ) return; /* no mask */
     if (c->mask == MASK_WINDOW)
         put(buf, n, &len, " mask=window:%d,%d", c->window_left, c->window_right);
     else

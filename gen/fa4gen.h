@@ -23,7 +23,10 @@
 
 /* ============================== config.c ============================== */
 
-typedef enum { KIND_MHA, KIND_MLA_SPARSE, KIND_COMBINE, KIND_COUNT } Kind;
+/* The attention backward (issue 29) is three kinds: mha-bwd (the main kernel), mha-bwd-pre (D = rowsum(dO O),
+ * the LSE in log2 units, the dQ accumulator zeroed) and mha-bwd-dq (the accumulator to dQ); gen/mha_bwd.h. */
+typedef enum { KIND_MHA, KIND_MLA_SPARSE, KIND_COMBINE, KIND_MHA_BWD, KIND_MHA_BWD_PRE, KIND_MHA_BWD_DQ,
+               KIND_COUNT } Kind;
 typedef enum { TARGET_SM90A, TARGET_SM100A, TARGET_COUNT } TargetId;
 typedef enum { DT_BF16, DT_FP16, DT_E4M3, DT_COUNT } DType;
 typedef enum { MASK_NONE, MASK_CAUSAL, MASK_WINDOW, MASK_COUNT } MaskKind;
@@ -97,6 +100,8 @@ typedef struct Config {
      * are read): the kernel as it was before issue 26 item 5, for same-run A/B benchmarks only. Unsafe.
      * 0 (default) = rows past the end are zeroed (plan note kv tail) */
     int stale;
+    /* the backward kinds (gen/mha_bwd.h): 1 = dQ accumulated in a fixed order (reserved; refused for now) */
+    int deterministic;
 } Config;
 
 extern const char *const kind_name[KIND_COUNT];
@@ -146,14 +151,19 @@ void config_canonical(const Config *c, char *buf, size_t n);
 uint64_t config_hash(const Config *c); /* FNV-1a 64 of canonical + generator version */
 void config_symbol(const Config *c, char *buf, size_t n); /* fa4_<kind>_<target>_<hash16> */
 int parse_int(const char *s, int *out);
+/* The backward kinds (mha_bwd.c): whether k is one, and the canonical keys of their configs. */
+static inline int kind_is_bwd(Kind k) { return k == KIND_MHA_BWD || k == KIND_MHA_BWD_PRE || k == KIND_MHA_BWD_DQ; }
+int mha_bwd_key_used(const Config *c, const char *key);
 
 /* ============================== plan.c ============================== */
 
 enum { PLAN_MAX_SMEM = 48, PLAN_MAX_ROLES = 8, PLAN_MAX_MAPS = 6, PLAN_MAX_BARS = 12,
-       PLAN_MAX_TMEM = 12, PLAN_MAX_NOTES = 32, PLAN_MAX_PARAMS = 24, PLAN_MAX_MBARS = 16,
+       PLAN_MAX_TMEM = 12, PLAN_MAX_NOTES = 32, PLAN_MAX_PARAMS = 32, PLAN_MAX_MBARS = 16,
        PLAN_FAMILY_BYTES = 1024 };
 
-typedef enum { TENSOR_Q, TENSOR_K, TENSOR_V, TENSOR_O, TENSOR_K_ROPE, TENSOR_COUNT } TensorId;
+/* TENSOR_DO, TENSOR_DK, TENSOR_DV: the backward's dO (read) and dK, dV (written), [batch, seq, heads, depth] */
+typedef enum { TENSOR_Q, TENSOR_K, TENSOR_V, TENSOR_O, TENSOR_K_ROPE, TENSOR_DO, TENSOR_DK, TENSOR_DV,
+               TENSOR_COUNT } TensorId;
 extern const char *const tensor_name[TENSOR_COUNT];
 
 typedef struct { char name[24]; uint32_t offset, size, align; char what[64]; } SmemEntry;
@@ -209,6 +219,14 @@ typedef enum {
     /* paged KV: block table (u64, int32 [batch, max_pages]), per-sequence kv lengths (u64, int32 [batch]),
      * the table's row length and the page pool's size (u32) */
     SCALAR_BLOCK_TABLE, SCALAR_SEQLENS_K, SCALAR_MAX_PAGES, SCALAR_NUM_PAGES,
+    /* the backward (gen/mha_bwd.h): workspace parts (u64: dQ accumulator, D, nl2 = -LSE log2 e, sink
+     * partials), dO and dQ with their element strides (u64), dsink (u64), the softmax scale (f32) and the
+     * query rows of the padded workspace, the packed k rows of a varlen call (u32) */
+    SCALAR_DQ_ACCUM, SCALAR_DPSUM, SCALAR_NLSE2, SCALAR_SINK_PART, SCALAR_DOUT, SCALAR_DOUT_STRIDE_B,
+    SCALAR_DOUT_STRIDE_S, SCALAR_DOUT_STRIDE_H, SCALAR_DQ, SCALAR_DQ_STRIDE_B, SCALAR_DQ_STRIDE_S,
+    SCALAR_DQ_STRIDE_H, SCALAR_DSINK, SCALAR_SCALE, SCALAR_Q_ROWS, SCALAR_TOTAL_K,
+    /* varlen backward: dK, dV with their seq and head element strides (u64), for the row-masked stores */
+    SCALAR_DK, SCALAR_DK_STRIDE_S, SCALAR_DK_STRIDE_H, SCALAR_DV, SCALAR_DV_STRIDE_S, SCALAR_DV_STRIDE_H,
     SCALAR_COUNT
 } ScalarId;
 extern const char *const scalar_name[SCALAR_COUNT];

@@ -13,13 +13,16 @@
 #include "fa4gen.h"
 #include "kernel.h"
 
-const char *const tensor_name[TENSOR_COUNT] = {"q", "k", "v", "o", "k_rope"};
+const char *const tensor_name[TENSOR_COUNT] = {"q", "k", "v", "o", "k_rope", "do", "dk", "dv"};
 const char *const scalar_name[SCALAR_COUNT] = {
     "lse", "seqlen_q", "seqlen_k", "heads_q", "batch", "scale_log2", "o_scale", "q", "kv", "indices", "out",
     "max_logits", "sink", "topk_length", "s_kv", "topk", "q_stride_s", "q_stride_h", "kv_stride", "idx_stride",
     "out_stride_s", "out_stride_h", "sm_scale", "kv_scale", "kv_scale_blocks", "aux", "num_splits", "o_accum",
     "lse_accum", "out_stride_b", "cu_seqlens_q",
-    "cu_seqlens_k", "total_q", "block_table", "seqlens_k", "max_pages", "num_pages"};
+    "cu_seqlens_k", "total_q", "block_table", "seqlens_k", "max_pages", "num_pages", "dq_accum", "dpsum", "nlse2",
+    "sink_part", "dout", "dout_stride_b", "dout_stride_s", "dout_stride_h", "dq", "dq_stride_b", "dq_stride_s",
+    "dq_stride_h", "dsink", "scale", "q_rows", "total_k", "dk_out", "dk_stride_s", "dk_stride_h", "dv_out", "dv_stride_s",
+    "dv_stride_h"};
 
 /* A builder's table is full: remember which (plan_make fails with it) and drop the entry. */
 static int full(Plan *p, int n, int max, const char *table)
@@ -291,6 +294,11 @@ char *plan_explain_text(const Plan *p)
         buf_printf(&b, "  grid  tiles = s_q * ceil(h_q / %d); %s\n", p->heads_per_cta * p->cluster[0], each);
     else if (p->cfg.kind == KIND_COMBINE)
         buf_printf(&b, "  grid  ceil(batch * heads_q * seqlen_q / %d) CTAs, one row per warp\n", p->rows_per_cta);
+    else if (p->cfg.kind == KIND_MHA_BWD)
+        buf_printf(&b, "  grid  ceil(seqlen_k / %d) * (heads_q / %d) * batch CTAs, one kv block each\n", p->bn,
+                   p->cfg.group);
+    else if (p->cfg.kind == KIND_MHA_BWD_PRE || p->cfg.kind == KIND_MHA_BWD_DQ)
+        buf_printf(&b, "  grid  ceil(seqlen_q / %d) * heads_q * batch CTAs, one m-block each\n", p->rows_per_cta);
     else
         buf_printf(&b, "  grid  tiles = ceil(seqlen_q / %d) * (heads_q / %d) * batch%s; %s\n",
                    p->rows_per_cta * (p->cfg.cluster_split ? 1 : p->cluster[0]), p->heads_per_cta,

@@ -723,3 +723,167 @@ def mla_sparse_fwd(q, kv, indices, sm_scale=None, attn_sink=None, topk_length=No
     ctx = context(dev[1])
     _check(_load().fa4_mla_sparse_fwd(ctx, ctypes.byref(a), ctypes.c_void_p(handle)), ctx)
     return out, lse, max_logits
+
+
+# ---------------------------------------------------------------- attention backward (issue 29)
+# A small ctypes wrapper of fa4_mha_bwd (runtime/fa4.h); the torch.library op and autograd registration
+# build on it (fa4_torch.py).
+
+class _MhaBwdArgs(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t), ("dtype", ctypes.c_int),
+                ("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p), ("o", ctypes.c_void_p),
+                ("dout", ctypes.c_void_p), ("lse", ctypes.c_void_p),
+                ("dq", ctypes.c_void_p), ("dk", ctypes.c_void_p), ("dv", ctypes.c_void_p),
+                ("batch", ctypes.c_int), ("seqlen_q", ctypes.c_int), ("seqlen_k", ctypes.c_int),
+                ("heads_q", ctypes.c_int), ("heads_kv", ctypes.c_int), ("qk_depth", ctypes.c_int),
+                ("ov_depth", ctypes.c_int),
+                ("q_stride", ctypes.c_int64 * 3), ("k_stride", ctypes.c_int64 * 3), ("v_stride", ctypes.c_int64 * 3),
+                ("o_stride", ctypes.c_int64 * 3), ("do_stride", ctypes.c_int64 * 3), ("dq_stride", ctypes.c_int64 * 3),
+                ("dk_stride", ctypes.c_int64 * 3), ("dv_stride", ctypes.c_int64 * 3),
+                ("softmax_scale", ctypes.c_float), ("mask", ctypes.c_int),
+                ("window_left", ctypes.c_int), ("window_right", ctypes.c_int), ("config", ctypes.c_char_p),
+                ("sink", ctypes.c_void_p), ("dsink", ctypes.c_void_p), ("score_mod", ctypes.c_char_p),
+                ("cu_seqlens_q", ctypes.c_void_p), ("cu_seqlens_k", ctypes.c_void_p),
+                ("max_seqlen_q", ctypes.c_int), ("max_seqlen_k", ctypes.c_int),
+                ("cu_seqlens_q_host", ctypes.c_void_p), ("cu_seqlens_k_host", ctypes.c_void_p),
+                ("deterministic", ctypes.c_int), ("workspace", ctypes.c_void_p), ("workspace_size", ctypes.c_size_t)]
+
+
+def _bwd_lib():
+    lib = _load()
+    if not getattr(lib, "_fa4_bwd_ready", False):
+        lib.fa4_mha_bwd.argtypes = [ctypes.c_void_p, ctypes.POINTER(_MhaBwdArgs), ctypes.c_void_p]
+        lib.fa4_mha_bwd_workspace_size.argtypes = [ctypes.c_void_p, ctypes.POINTER(_MhaBwdArgs),
+                                                   ctypes.POINTER(ctypes.c_size_t)]
+        lib.fa4_mha_bwd_config.argtypes = [ctypes.c_void_p, ctypes.POINTER(_MhaBwdArgs), ctypes.c_char_p,
+                                           ctypes.c_size_t]
+        lib._fa4_bwd_ready = True
+    return lib
+
+
+def _bwd_args(torch, dout, q, k, v, out, lse, causal, window, softmax_scale, config, sink, varlen):
+    dims = 3 if varlen else 4
+    named = [("dout", dout), ("q", q), ("k", k), ("v", v), ("out", out)]
+    for name, t in named:
+        if not t.is_cuda or t.dim() != dims or t.stride(-1) != 1:
+            raise Fa4Error("%s: needs a CUDA tensor %s with a contiguous last dim"
+                           % (name, "[total, H, D]" if varlen else "[B, S, H, D]"))
+        if t.device != q.device:
+            raise Fa4Error("%s: on %s, q on %s" % (name, t.device, q.device))
+    dt = _dtype_code(torch, q.dtype)
+    if dt not in (_BF16, _FP16) or any(t.dtype != q.dtype for _, t in named):
+        raise Fa4Error("dtype: dout, q, k, v and out must all be bf16 or all fp16")
+    if not lse.is_cuda or lse.dtype != torch.float32 or not lse.is_contiguous():
+        raise Fa4Error("lse: needs the forward's contiguous CUDA float32 LSE")
+    a = _MhaBwdArgs()
+    a.size = ctypes.sizeof(_MhaBwdArgs)
+    a.dtype = dt
+    a.q, a.k, a.v, a.o, a.dout, a.lse = q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), dout.data_ptr(), \
+        lse.data_ptr()
+    if varlen:
+        a.batch = 0
+        a.seqlen_q, a.heads_q, a.qk_depth = q.shape
+        a.seqlen_k, a.heads_kv, a.ov_depth = k.shape[0], k.shape[1], v.shape[2]
+    else:
+        a.batch, a.seqlen_q, a.heads_q, a.qk_depth = q.shape
+        a.seqlen_k, a.heads_kv, a.ov_depth = k.shape[1], k.shape[2], v.shape[3]
+    a.softmax_scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1])
+    if window is not None:
+        a.mask, a.window_left, a.window_right = _MASK_WINDOW, window[0], window[1]
+    else:
+        a.mask = _MASK_CAUSAL if causal else _MASK_NONE
+    a.config = config.encode() if config else None
+    if sink is not None:
+        if not sink.is_cuda or sink.dtype != torch.float32 or sink.numel() != a.heads_q or not sink.is_contiguous():
+            raise Fa4Error("sink: needs a contiguous CUDA float32 tensor of heads_q = %d values" % a.heads_q)
+        a.sink = sink.data_ptr()
+    return a
+
+
+def _strides(t, varlen):
+    return [0, t.stride(0), t.stride(1)] if varlen else [t.stride(0), t.stride(1), t.stride(2)]
+
+
+def mha_bwd(dout, q, k, v, out, lse, causal=False, softmax_scale=None, window=None, config=None, sink=None,
+            cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None,
+            dq=None, dk=None, dv=None, dsink=None, workspace=None):
+    """Attention backward (sm90a): the gradients of mha_fwd(q, k, v, ...) = out (with its lse) for dout.
+
+    Returns (dq, dk, dv), and dsink too when sink is given. Same shapes and conventions as mha_fwd ([B, S, H, D],
+    or packed [total, H, D] with cu_seqlens_q/k (int32 [B + 1], CUDA) and max_seqlen_q/k for varlen; causal
+    bottom-right; GQA: dk, dv are summed over the group). dq, dk, dv, dsink: outputs to write (None: allocated
+    like q, k, v; dsink float32 [heads_q]). workspace: a contiguous CUDA tensor of at least
+    mha_bwd_workspace_size(...) bytes (None: allocated from torch for this call)."""
+    import torch
+    varlen = cu_seqlens_q is not None
+    a = _bwd_args(torch, dout, q, k, v, out, lse, causal, window, softmax_scale, config, sink, varlen)
+    if varlen:
+        if cu_seqlens_k is None or max_seqlen_q is None or max_seqlen_k is None:
+            raise Fa4Error("varlen: give cu_seqlens_q, cu_seqlens_k, max_seqlen_q and max_seqlen_k together")
+        for name, t in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
+            if not t.is_cuda or t.dtype != torch.int32 or t.dim() != 1 or not t.is_contiguous():
+                raise Fa4Error("%s: needs a contiguous CUDA int32 vector [B + 1]" % name)
+        if cu_seqlens_k.numel() != cu_seqlens_q.numel():
+            raise Fa4Error("cu_seqlens_k: %d entries, cu_seqlens_q %d" % (cu_seqlens_k.numel(), cu_seqlens_q.numel()))
+        a.batch = cu_seqlens_q.numel() - 1
+        a.cu_seqlens_q, a.cu_seqlens_k = cu_seqlens_q.data_ptr(), cu_seqlens_k.data_ptr()
+        a.max_seqlen_q, a.max_seqlen_k = int(max_seqlen_q), int(max_seqlen_k)
+    dq = dq if dq is not None else torch.empty_like(q)
+    dk = dk if dk is not None else torch.empty_like(k)
+    dv = dv if dv is not None else torch.empty_like(v)
+    for name, t, like in (("dq", dq, q), ("dk", dk, k), ("dv", dv, v)):
+        if not t.is_cuda or t.dtype != like.dtype or tuple(t.shape) != tuple(like.shape) or t.stride(-1) != 1:
+            raise Fa4Error("%s: needs a CUDA %s tensor of shape %s with a contiguous last dim"
+                           % (name, like.dtype, tuple(like.shape)))
+    a.dq, a.dk, a.dv = dq.data_ptr(), dk.data_ptr(), dv.data_ptr()
+    for field, t in (("q_stride", q), ("k_stride", k), ("v_stride", v), ("o_stride", out), ("do_stride", dout),
+                     ("dq_stride", dq), ("dk_stride", dk), ("dv_stride", dv)):
+        getattr(a, field)[:] = _strides(t, varlen)
+    if sink is not None:
+        dsink = dsink if dsink is not None else torch.empty(a.heads_q, dtype=torch.float32, device=q.device)
+        if not dsink.is_cuda or dsink.dtype != torch.float32 or dsink.numel() != a.heads_q or not dsink.is_contiguous():
+            raise Fa4Error("dsink: needs a contiguous CUDA float32 tensor of heads_q = %d values" % a.heads_q)
+        a.dsink = dsink.data_ptr()
+    lib = _bwd_lib()
+    ctx = context(q.device.index or 0)
+    n = ctypes.c_size_t()
+    _check(lib.fa4_mha_bwd_workspace_size(ctx, ctypes.byref(a), ctypes.byref(n)), ctx)
+    if workspace is None:
+        workspace = torch.empty(max(n.value, 16), dtype=torch.uint8, device=q.device)
+    if not workspace.is_cuda or not workspace.is_contiguous():
+        raise Fa4Error("workspace: needs a contiguous CUDA tensor")
+    a.workspace, a.workspace_size = workspace.data_ptr(), workspace.numel() * workspace.element_size()
+    stream = torch.cuda.current_stream(q.device).cuda_stream
+    _check(lib.fa4_mha_bwd(ctx, ctypes.byref(a), ctypes.c_void_p(stream)), ctx)
+    return (dq, dk, dv, dsink) if sink is not None else (dq, dk, dv)
+
+
+def mha_bwd_workspace_size(q, k, causal=False, window=None, config=None, sink=None, cu_seqlens_q=None,
+                           max_seqlen_q=None, max_seqlen_k=None):
+    """The workspace bytes mha_bwd needs (its shapes, mask, varlen and sink decide); no launch."""
+    import torch
+    varlen = cu_seqlens_q is not None
+    a = _MhaBwdArgs()
+    a.size = ctypes.sizeof(_MhaBwdArgs)
+    a.dtype = _dtype_code(torch, q.dtype)
+    if varlen:
+        a.batch = cu_seqlens_q.numel() - 1
+        a.seqlen_q, a.heads_q, a.qk_depth = q.shape
+        a.seqlen_k, a.heads_kv, a.ov_depth = k.shape[0], k.shape[1], k.shape[2]
+        a.cu_seqlens_q = a.cu_seqlens_k = cu_seqlens_q.data_ptr()
+        a.max_seqlen_q, a.max_seqlen_k = int(max_seqlen_q), int(max_seqlen_k)
+    else:
+        a.batch, a.seqlen_q, a.heads_q, a.qk_depth = q.shape
+        a.seqlen_k, a.heads_kv, a.ov_depth = k.shape[1], k.shape[2], k.shape[3]
+    if window is not None:
+        a.mask, a.window_left, a.window_right = _MASK_WINDOW, window[0], window[1]
+    else:
+        a.mask = _MASK_CAUSAL if causal else _MASK_NONE
+    a.config = config.encode() if config else None
+    if sink is not None:
+        a.sink = a.dsink = sink.data_ptr()
+    lib = _bwd_lib()
+    ctx = context(q.device.index or 0)
+    n = ctypes.c_size_t()
+    _check(lib.fa4_mha_bwd_workspace_size(ctx, ctypes.byref(a), ctypes.byref(n)), ctx)
+    return n.value

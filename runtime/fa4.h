@@ -325,6 +325,68 @@ typedef struct fa4_mla_sparse_args {
                                   0, 0, 0, 0, 0, {0, 0}, 0, 0, {0, 0}, 0.0f, NULL, FA4_BF16, NULL, 0}
 fa4_status fa4_mla_sparse_fwd(fa4_ctx *ctx, const fa4_mla_sparse_args *args, void *stream);
 
+/* ---------------------------------------------------------------- attention backward
+ *
+ * The gradients of fa4_mha_fwd (issue 29; sm90a): dQ, dK, dV from the forward's inputs q, k, v, its
+ * output o and LSE, and dout = dL/dO. Same layout and conventions as fa4_mha_args: [batch, seqlen, heads,
+ * depth] with element strides (0 = packed), causal aligned bottom-right, GQA (heads_q / heads_kv query
+ * heads per kv head: dK and dV are summed over the group), window masks, softmax_scale (0 = 1/sqrt(depth)).
+ * dq has q's shape, dk and dv k's. lse is the forward's, fp32 [batch, heads_q, seqlen_q], natural log
+ * (varlen [heads_q, total_q]); a row whose LSE is -inf (it saw no key) gets dQ = 0.
+ * Three kernels run on stream: D = rowsum(dO * O) (and the LSE in log2 units), the main kernel (one CTA
+ * per kv block: dK, dV in registers, dQ added into an fp32 accumulator), and the conversion of that
+ * accumulator to dq. They need a workspace of fa4_mha_bwd_workspace_size() bytes (16-byte aligned device
+ * memory; the library allocates nothing); it is scratch: calls that may run at the same time need their
+ * own. Depths 64 and 128, bf16 or fp16. Initialise with FA4_MHA_BWD_ARGS_INIT; the library reads
+ * min(size, sizeof) bytes. */
+typedef struct fa4_mha_bwd_args {
+    size_t size; /* sizeof(fa4_mha_bwd_args) */
+    fa4_dtype dtype;
+    const void *q, *k, *v, *o, *dout; /* inputs: the forward's q, k, v, o, and dL/dO (o's shape) */
+    const float *lse;                 /* the forward's LSE (required) */
+    void *dq, *dk, *dv;               /* outputs (every element written) */
+    int batch, seqlen_q, seqlen_k, heads_q, heads_kv, qk_depth, ov_depth;
+    /* element strides (batch, seq, head); 0 selects the packed layout */
+    int64_t q_stride[3], k_stride[3], v_stride[3], o_stride[3], do_stride[3], dq_stride[3], dk_stride[3], dv_stride[3];
+    float softmax_scale; /* 0: 1/sqrt(qk_depth) */
+    fa4_mask mask;
+    int window_left, window_right;
+    const char *config; /* kernel tuning words ("bm=64 bn=128 stages=2"), NULL = defaults */
+    /* Attention sinks, as fa4_mha_args.sink (gpt-oss): sink [heads_q] f32 joined the forward's denominator;
+     * dsink [heads_q] f32 receives dL/dsink = -sum over rows of p_sink D (p_sink the sink's softmax weight,
+     * D = rowsum(dO * O)). Both or neither. */
+    const float *sink;
+    float *dsink;
+    /* A score_mod has no derivative the backward could use: a non-NULL score_mod is refused
+     * (FA4_ERR_UNSUPPORTED), so a caller that passes its forward's fields learns it at once. */
+    const char *score_mod;
+    /* Variable-length batches, as fa4_mha_args: q, o, dout, dq packed [seqlen_q = total_q, heads, depth],
+     * k, v, dk, dv [seqlen_k = total_k, heads_kv, depth], cu_seqlens_q / cu_seqlens_k int32 [batch + 1]
+     * (device), max_seqlen_q / max_seqlen_k the longest sequences (size the grids); LSE [heads_q, total_q].
+     * Rows of no sequence are not written. Optional host mirrors are checked like the forward's. */
+    const int32_t *cu_seqlens_q, *cu_seqlens_k;
+    int max_seqlen_q, max_seqlen_k;
+    const int32_t *cu_seqlens_q_host, *cu_seqlens_k_host;
+    int deterministic; /* 1: reserved (dQ in a fixed order); refused for now */
+    void *workspace;
+    size_t workspace_size;
+} fa4_mha_bwd_args;
+#define FA4_MHA_BWD_ARGS_INIT {sizeof(fa4_mha_bwd_args), FA4_BF16, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, \
+                               NULL, 0, 0, 0, 0, 0, 0, 0, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, \
+                               {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, 0.0f, FA4_MASK_NONE, 0, 0, NULL, NULL, NULL, NULL, \
+                               NULL, NULL, 0, 0, NULL, NULL, 0, NULL, 0}
+
+/* The workspace bytes fa4_mha_bwd needs for args (its pointers may be NULL here; the shape, dtype, depth,
+ * mask, varlen and sink fields decide). Needs no GPU. */
+fa4_status fa4_mha_bwd_workspace_size(fa4_ctx *ctx, const fa4_mha_bwd_args *args, size_t *bytes);
+
+/* Validate args, get the three kernels and launch them on stream (a CUstream; NULL = default stream).
+ * Nothing is launched when a check fails. */
+fa4_status fa4_mha_bwd(fa4_ctx *ctx, const fa4_mha_bwd_args *args, void *stream);
+
+/* The canonical config of the main kernel fa4_mha_bwd would use for args (for logs and tests). */
+fa4_status fa4_mha_bwd_config(fa4_ctx *ctx, const fa4_mha_bwd_args *args, char *buf, size_t n);
+
 /* ---------------------------------------------------------------- AOT bundles
  *
  * `fa4gen bundle LIST -o kernels.c` compiles a list of configs ahead of time and

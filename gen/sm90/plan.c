@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "../kernel.h"
+#include "../mha_bwd.h"
+#include "bwd90.h"
 #include "mla90.h"
 #include "plan90.h"
 
@@ -268,5 +270,7 @@ const Target target_sm90a = {
     .sm_major = 9,
     .sm_minor = 0,
     .smem_limit = SM90_SMEM_LIMIT,
-    .families = {[KIND_MHA] = &sm90_mha, [KIND_MLA_SPARSE] = &sm90_mla_sparse, [KIND_COMBINE] = &combine_family},
+    .families = {[KIND_MHA] = &sm90_mha, [KIND_MLA_SPARSE] = &sm90_mla_sparse, [KIND_COMBINE] = &combine_family,
+                 [KIND_MHA_BWD] = &sm90_mha_bwd, [KIND_MHA_BWD_PRE] = &mha_bwd_pre_family,
+                 [KIND_MHA_BWD_DQ] = &mha_bwd_dq_family},
 };

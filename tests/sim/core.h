@@ -157,8 +157,8 @@ typedef struct Op {
     uint32_t *vc;     /* commit: what its arrival releases */
     union {
         struct { TmaMap map; int32_t coords[5]; int gather4; uint32_t dst; int ctas[MAX_CTAS]; int nctas;
-                 int mbar_cta; uint32_t mbar; uint64_t gaddr; uint32_t bytes; uint8_t multicast, pair; } tma;
-                 /* tma: also the bulk copies; pair: .cta_group::2 */
+                 int mbar_cta; uint32_t mbar; uint64_t gaddr; uint32_t bytes; uint8_t multicast, pair, redadd; } tma;
+                 /* tma: also the bulk copies; pair: .cta_group::2; redadd: a bulk store that adds f32 */
         struct { TcMma mma; uint32_t seq; } mma;
         struct { uint32_t mbar; int ctas[MAX_CTAS]; int nctas; uint32_t upto; } commit;
         TcCp cp;

@@ -50,3 +50,7 @@ build/sim/test_combine: tests/sim/test_combine.c runtime/fa4.h build/libfa4rt.a
 build/sim/sim_varlen: tests/sim/sim_varlen.c tests/sim/ref_mha.c tests/sim/harness.c tests/sim/ref_mha.h tests/sim/harness.h runtime/fa4.h build/libfa4rt.a
 	@mkdir -p $(dir $@)
 	$(CC) $(SIM_HARNESS_CFLAGS) tests/sim/sim_varlen.c tests/sim/ref_mha.c tests/sim/harness.c -o $@ build/libfa4rt.a -ldl -lpthread -lm
+# the attention backward (fa4_mha_bwd; tests/sim/cases_bwd_sm90.txt): the same binary on the simulator and on a GPU
+build/sim/sim_bwd: tests/sim/sim_bwd.c tests/sim/ref_mha_bwd.c tests/sim/ref_mha.c tests/sim/harness.c tests/sim/ref_mha_bwd.h tests/sim/ref_mha.h tests/sim/harness.h runtime/fa4.h build/libfa4rt.a
+	@mkdir -p $(dir $@)
+	$(CC) $(SIM_HARNESS_CFLAGS) tests/sim/sim_bwd.c tests/sim/ref_mha_bwd.c tests/sim/ref_mha.c tests/sim/harness.c -o $@ build/libfa4rt.a -ldl -lpthread -lm

@@ -557,7 +557,16 @@ static void decode_cp(P *p, Ins *in, const Toks *k, const char *w)
 {
     if (has(k, "async") && !has(k, "bulk")) { decode_cp_async(p, in, k, w); return; }
     if (!has(k, "async") || !has(k, "bulk")) fail(p, "'%s' is not simulated", w);
-    if (has(k, "reduce")) fail(p, "'%s': cp.reduce.async.bulk is not simulated", w); /* not a plain store */
+    if (has(k, "reduce")) {
+        /* cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [dst], [src], size: a bulk store whose
+         * bytes are f32 added to global memory, element by element, atomically (PTX ISA, cp.reduce.async.bulk) */
+        if (has(k, "tensor") || k->n < 9 || strcmp(k->t[4], "global") || strcmp(k->t[5], "shared::cta") ||
+            !has(k, "bulk_group") || !has(k, "add") || in->type != T_F32)
+            fail(p, "'%s': of cp.reduce.async.bulk only .global.shared::cta.bulk_group.add.f32 is simulated", w);
+        in->op = OP_BULK_STORE;
+        in->mods |= M_REDADD;
+        return;
+    }
     if (has(k, "commit_group")) { in->op = OP_BULK_COMMIT; return; }
     if (has(k, "wait_group")) { in->op = OP_BULK_WAIT; in->mods |= has(k, "read") ? M_READ : 0; return; }
     if (!has(k, "tensor")) { /* a bulk copy: [dst], [src], size[, [mbar]] */

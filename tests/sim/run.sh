@@ -24,12 +24,14 @@
 #   5b. split-KV (issue 15): build/sim/test_combine (the combine kernel alone: -inf rows, NaN partials
 #      it must not read), then tests/sim/cases_split.txt per target under the same seeds (scheduler and
 #      input seed) against the fp64 reference
-#   6. tests/sim/mutants.sh: mutated kernels must fail
+#   5c. the attention backward (issue 29): tests/sim/cases_bwd_sm90.txt through build/sim/sim_bwd (cc 9.0)
+#      against the fp64 reference (ref_mha_bwd.c), the scheduler seed also drawing the inputs
+#   6. tests/sim/mutants.sh: mutated kernels must fail (and tests/sim/mutants_bwd.sh, the backward's)
 # Seeds 1 and 2 run side by side (CI has 2 cores), then the random one beside the mutants; each seed's
 # lines print in seed order once it is done.
 # Prints one line per step and 'sim suite: N passed, N failed'; exit 1 on failure.
 # Needs: build/fa4gen, build/sim/libcuda.so.1, build/sim/sim_mha, build/sim/sim_varlen,
-# build/sim/test_{tc,tma,core,ref_mla,combine}.
+# build/sim/sim_bwd, build/sim/test_{tc,tma,core,ref_mla,combine}.
 set -u
 cd "$(dirname "$0")/../.."
 B=build
@@ -91,12 +93,15 @@ seed_steps() {
     cp "$log" "$work/mla90.log.$seed"
     step "sm100a sparse MLA, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=100 \
         $B/sim/sim_mla --quiet --no-skip --cases tests/sim/cases_mla_sm100.txt
+    step "sm90a attention backward, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=90 \
+        $B/sim/sim_bwd --quiet --seed $seed --cases tests/sim/cases_bwd_sm90.txt
 }
 (seed_steps 1 > "$work/out.1") &
 (seed_steps 2 > "$work/out.2") &
 wait
 (seed_steps $random_seed > "$work/out.3") &
-[ -f tests/sim/mutants.sh ] && (log=$work/log.mut; step "mutants" sh tests/sim/mutants.sh > "$work/out.4") &
+[ -f tests/sim/mutants.sh ] && (log=$work/log.mut; step "mutants" sh tests/sim/mutants.sh > "$work/out.4"
+    step "mutants (backward)" sh tests/sim/mutants_bwd.sh >> "$work/out.4") &
 wait
 for f in "$work/out.1" "$work/out.2" "$work/out.3" "$work/out.4"; do
     [ -f "$f" ] || continue

@@ -648,13 +648,30 @@ static void complete_tma_load(Sim *s, Op *op)
     }
 }
 
+/* cp.reduce.async.bulk .add.f32: global f32 [gaddr + 4i] += shared f32 [saddr + 4i], each element once (the
+ * simulator completes the op at one point, so the adds are atomic per element, as the ISA's reduction). */
+static int bulk_reduce_add_f32(Ctx *c, uint64_t gaddr, int cta, uint32_t saddr, uint32_t n)
+{
+    float src[1024], dst[1024];
+    for (uint32_t done = 0; done < n;) {
+        uint32_t k = n - done < sizeof src ? n - done : (uint32_t)sizeof src;
+        if (cb_smem_read(c, cta, saddr + done, src, k) || cb_gmem_read(c, gaddr + done, dst, k)) return -1;
+        for (uint32_t i = 0; i < k / 4; i++) dst[i] += src[i];
+        if (cb_gmem_write(c, gaddr + done, dst, k)) return -1;
+        done += k;
+    }
+    return 0;
+}
+
 static void complete_tma_store(Sim *s, Op *op)
 {
     Ctx c;
     ctx_init(&c, s, NULL, NULL, 0, "TMA store");
     fp_apply(s, op, -1);
     TmaMem m = tma_mem(&c);
-    if (op->kind == A_BULK_STORE ? bulk_copy(&c, op->u.tma.gaddr, op->cta, op->u.tma.dst, op->u.tma.bytes, 0)
+    if (op->kind == A_BULK_STORE && op->u.tma.redadd
+            ? bulk_reduce_add_f32(&c, op->u.tma.gaddr, op->cta, op->u.tma.dst, op->u.tma.bytes)
+        : op->kind == A_BULK_STORE ? bulk_copy(&c, op->u.tma.gaddr, op->cta, op->u.tma.dst, op->u.tma.bytes, 0)
                                  : tma_store_tile(&m, &op->u.tma.map, op->u.tma.coords, op->cta, op->u.tma.dst)) {
         unit_fail(s, &c);
         return;
@@ -1287,7 +1304,7 @@ static void exec_bulk_store(Sim *s, Thread *t, const Ins *in)
     if (s->status || !bulk_sizes_ok(s, ga, sa, n)) return;
     Op *op = op_new(s, A_BULK_STORE, t, -1);
     if (!op) return;
-    op->u.tma.gaddr = ga, op->u.tma.bytes = (uint32_t)n;
+    op->u.tma.gaddr = ga, op->u.tma.bytes = (uint32_t)n, op->u.tma.redadd = !!(in->mods & M_REDADD);
     if (store_source(s, t, op, sa, (uint32_t)n)) op_free(op);
     else op_push(s, op);
 }

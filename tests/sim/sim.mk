@@ -19,7 +19,7 @@ $(SIMCUDA): tests/sim/cuda.c $(SIM_OBJ) $(SIM_HDRS)
 include tests/sim/tc.mk
 
 .PHONY: sim-test
-sim-test: $(B)/fa4gen $(SIMCUDA) build/sim/sim_mha build/sim/sim_varlen build/sim/test_tc build/sim/test_tma build/sim/test_core build/sim/sim_mla \
+sim-test: $(B)/fa4gen $(SIMCUDA) build/sim/sim_mha build/sim/sim_varlen build/sim/sim_bwd build/sim/test_tc build/sim/test_tma build/sim/test_core build/sim/sim_mla \
           build/sim/test_ref_mla build/sim/test_combine
 	@sh tests/sim/run.sh
 

@@ -1,0 +1,565 @@
+/* mha_bwd.c - the attention backward's target-independent parts (mha_bwd.h): the canonical keys of the three
+ * kinds, the workspace and dQ-block layout, and the two plain SIMT kernels around the main one:
+ *
+ *   mha-bwd-pre  one CTA per (m-block, head, batch), bm query rows: D = rowsum(dO * O) (f32), nl2 = -LSE log2 e
+ *                (-inf where LSE is -inf: P = 0 there; sink=1: the LSE with the sink logit added to its sum), D = 0
+ *                and nl2 = -inf for the block's rows past the sequence; zeroes the block's dQ accumulator; sink=1:
+ *                writes -sum p_sink D over its rows (p_sink = e^(sink - LSE_full)), the dsink partial.
+ *   mha-bwd-dq   one CTA per (m-block, head, batch): dQ = scale x the block's accumulator (its permuted layout,
+ *                mha_bwd.h) to the caller's dtype and strides, rows inside the sequence only; sink=1: the CTA of
+ *                (m-block 0, batch 0) of each head writes dsink[head] = the sum of that head's partials.
+ *
+ * Both are memory bound and plain: 128 threads, a lane group of depth / 8 lanes per query row (16-byte
+ * loads of O and dO), unrolled over the block's rows. */
+#include <stdio.h>
+#include <string.h>
+
+#include "kernel.h"
+#include "mha_bwd.h"
+#include "ops.h"
+#include "ops_bwd.h"
+#include "ops_copy.h"
+#include "softmax.h"
+
+enum { NAME = 32, AUX_THREADS = 128, AUX_WARPS = AUX_THREADS / 32, ROW_ELEMS = 8 /* one 16-byte load */ };
+
+/* ---------------------------------------------------------------- contract */
+
+int mha_bwd_key_used(const Config *c, const char *key)
+{
+    if (!strcmp(key, "varlen")) return c->varlen != 0;
+    if (!strcmp(key, "deterministic")) return c->deterministic != 0;
+    if (!strcmp(key, "sink")) return c->kind != KIND_MHA_BWD && c->sink != 0;
+    if (c->kind == KIND_MHA_BWD)
+        return !strcmp(key, "qk") || !strcmp(key, "ov") || !strcmp(key, "bm") || !strcmp(key, "bn") ||
+               !strcmp(key, "group") || !strcmp(key, "stages") || !strcmp(key, "swizzle");
+    /* pre and dq: the depth, and the main kernel's tile that shapes the workspace blocks */
+    return !strcmp(key, "qk") || !strcmp(key, "bm") || (c->kind == KIND_MHA_BWD_DQ && !strcmp(key, "bn"));
+}
+
+int bwd_dq_split(int bm, int bn, int depth, int *tiles_m, int *tiles_n, int *dq_n)
+{
+    int consumers = bn / BWD_MMA_M;
+    if (bm % BWD_MMA_M || bn % BWD_MMA_M || consumers < 1) return -1;
+    int tm = bm / BWD_MMA_M;
+    if (consumers % tm) return -1;
+    int tn = consumers / tm;
+    if (depth % (tn * 16)) return -1;
+    *tiles_m = tm, *tiles_n = tn, *dq_n = depth / tn;
+    return 0;
+}
+
+static uint64_t align16(uint64_t x) { return (x + BWD_ALIGN - 1) / BWD_ALIGN * BWD_ALIGN; }
+
+BwdWorkspace bwd_workspace(int varlen, int batch, int heads_q, int seqlen_q, int max_seqlen_q, int depth, int bm,
+                           int sink)
+{
+    BwdWorkspace w;
+    memset(&w, 0, sizeof w);
+    if (bm <= 0) return w;
+    uint64_t b = (uint64_t)batch, h = (uint64_t)heads_q, u = (uint64_t)bm;
+    w.m_blocks = ((uint64_t)max_seqlen_q + u - 1) / u;
+    w.q_rows = varlen ? ((uint64_t)seqlen_q + b * u + u - 1) / u * u : w.m_blocks * u;
+    uint64_t bws = varlen ? 1 : b, rows = bws * h * w.q_rows;
+    w.dq_accum = 0;
+    w.dpsum = align16(rows * (uint64_t)depth * BWD_F32);
+    w.nlse2 = w.dpsum + align16(rows * BWD_F32);
+    w.sink_part = w.nlse2 + align16(rows * BWD_F32);
+    w.bytes = w.sink_part + (sink ? align16(b * h * w.m_blocks * BWD_F32) : 0);
+    return w;
+}
+
+void bwd_aux_config(const Config *m, Kind kind, int sink, Config *out)
+{
+    config_init(out);
+    out->kind = kind;
+    out->target = m->target;
+    out->dtype = m->dtype;
+    out->qk_depth = out->ov_depth = m->qk_depth;
+    out->bm = m->bm;
+    out->bn = kind == KIND_MHA_BWD_DQ ? m->bn : 0;
+    out->varlen = m->varlen;
+    out->sink = sink;
+}
+
+/* ---------------------------------------------------------------- configs */
+
+/* The main kernel's tile when a pre/dq config leaves it open: the sm90a defaults (sm90/plan_bwd.c). */
+static void aux_defaults(Config *c)
+{
+    if (!c->swizzle) c->swizzle = 128; /* unused; config_check wants a valid value */
+    if (!c->bm) c->bm = c->qk_depth <= 64 ? 128 : 64;
+    if (c->kind == KIND_MHA_BWD_DQ && !c->bn) c->bn = 128;
+}
+
+static int aux_check(const Config *c, char *err, size_t n)
+{
+    const char *k = kind_name[c->kind];
+    if (c->dtype == DT_E4M3)
+        return plan_refuse(err, n, "dtype: e4m3 is not allowed for %s; the backward takes bf16 or fp16", k);
+    if (c->qk_depth != c->ov_depth)
+        return plan_refuse(err, n, "qk/ov: %d/%d is not allowed for %s; give one depth", c->qk_depth, c->ov_depth, k);
+    if (c->qk_depth % (AUX_THREADS / 32 * ROW_ELEMS / 4) || c->qk_depth < 32 || c->qk_depth > 256 ||
+        (c->qk_depth & (c->qk_depth - 1)))
+        return plan_refuse(err, n, "depth: %d is not allowed for %s; use 32, 64, 128 or 256", c->qk_depth, k);
+    if (c->bm % BWD_MMA_M || c->bm > 256)
+        return plan_refuse(err, n, "bm: %d is not allowed for %s; use 64, 128, 192 or 256 (the main kernel's)", c->bm, k);
+    int tm, tn, dq_n;
+    if (c->kind == KIND_MHA_BWD_DQ && bwd_dq_split(c->bm, c->bn, c->qk_depth, &tm, &tn, &dq_n))
+        return plan_refuse(err, n, "bn: %d is not allowed for %s with bm %d and depth %d; the main kernel's dQ block "
+                           "must split into 64-row tiles over bn / 64 warpgroups", c->bn, k, c->bm, c->qk_depth);
+    Config d;
+    config_init(&d);
+    if ((c->kind == KIND_MHA_BWD_PRE && c->bn) || c->stages || c->group != 1 || c->mask != MASK_NONE || c->qtiles ||
+        c->cta_pair || c->rescale != d.rescale || c->exp2_poly != d.exp2_poly || c->rope_split ||
+        c->pingpong != d.pingpong || c->persistent != d.persistent || c->swizzle != 128 || c->score_mod ||
+        c->deterministic)
+        return plan_refuse(err, n, "%s: it takes only target, dtype, qk (the depth), bm%s, varlen and sink; the other "
+                           "words belong to the main kernel (mha-bwd)", k, c->kind == KIND_MHA_BWD_DQ ? ", bn" : "");
+    return 0;
+}
+
+static void aux_params(Plan *p, const ScalarId *ids, const ParamType *types, int n)
+{
+    for (int i = 0; i < n; i++) plan_param_scalar(p, ids[i], types[i]);
+}
+
+static int pre_plan(const Config *c, Plan *p, char *err, size_t n)
+{
+    (void)err, (void)n;
+    p->qk = p->ov = c->qk_depth;
+    p->bm = c->bm;
+    p->elem_bytes = dtype_bytes[c->dtype];
+    p->threads = AUX_THREADS;
+    p->entry_regs = 255;
+    p->rows_per_cta = c->bm;
+    p->heads_per_cta = 1;
+    p->smem_align = 16;
+    plan_role(p, "rows", 0, AUX_WARPS, 0, "a lane group per query row: D, nl2; then the block's dQ accumulator zeroed");
+    if (c->sink) plan_smem(p, "sink_red", 4 * AUX_WARPS, 16, "the warps' dsink partials");
+    const ScalarId ids[] = {SCALAR_OUT, SCALAR_OUT_STRIDE_B, SCALAR_OUT_STRIDE_S, SCALAR_OUT_STRIDE_H, SCALAR_DOUT,
+                            SCALAR_DOUT_STRIDE_B, SCALAR_DOUT_STRIDE_S, SCALAR_DOUT_STRIDE_H, SCALAR_LSE,
+                            SCALAR_DPSUM, SCALAR_NLSE2, SCALAR_DQ_ACCUM, SCALAR_SEQLEN_Q, SCALAR_HEADS_Q, SCALAR_BATCH,
+                            SCALAR_Q_ROWS};
+    const ParamType ty[] = {PARAM_U64, PARAM_U64, PARAM_U64, PARAM_U64, PARAM_U64, PARAM_U64, PARAM_U64, PARAM_U64,
+                            PARAM_U64, PARAM_U64, PARAM_U64, PARAM_U64, PARAM_U32, PARAM_U32, PARAM_U32, PARAM_U32};
+    aux_params(p, ids, ty, (int)(sizeof ids / sizeof ids[0]));
+    if (c->sink) {
+        plan_param_scalar(p, SCALAR_SINK, PARAM_U64);
+        plan_param_scalar(p, SCALAR_SINK_PART, PARAM_U64);
+    }
+    if (c->varlen) {
+        plan_param_scalar(p, SCALAR_CU_SEQLENS_Q, PARAM_U64);
+        plan_param_scalar(p, SCALAR_TOTAL_Q, PARAM_U32);
+    }
+    int lanes = c->qk_depth / ROW_ELEMS;
+    plan_note(p, "rows", "%d lanes per query row (16-byte loads of O and dO), %d rows a pass, %d passes", lanes,
+              AUX_THREADS / lanes, c->bm / (AUX_THREADS / lanes));
+    plan_note(p, "outputs", "dpsum[row] = sum_c dO O (f32), nlse2[row] = -LSE log2 e (-inf: no key); rows past the "
+              "sequence: 0, -inf; the block's %d x %d f32 dQ accumulator zeroed", c->bm, c->qk_depth);
+    if (c->sink)
+        plan_note(p, "sink", "LSE_full = log(e^LSE + e^sink[h]) in nlse2; sink_part[b][h][m] = -sum_rows e^(sink - "
+                  "LSE_full) D");
+    plan_note(p, "grid", "ceil(seqlen_q / %d) x heads_q x batch CTAs (varlen: seqlen_q = max_seqlen_q)", c->bm);
+    return 0;
+}
+
+static int dq_plan(const Config *c, Plan *p, char *err, size_t n)
+{
+    (void)err, (void)n;
+    p->qk = p->ov = c->qk_depth;
+    p->bm = c->bm, p->bn = c->bn;
+    p->elem_bytes = dtype_bytes[c->dtype];
+    p->threads = AUX_THREADS;
+    p->entry_regs = 255;
+    p->rows_per_cta = c->bm;
+    p->heads_per_cta = 1;
+    p->smem_align = 16;
+    plan_role(p, "rows", 0, AUX_WARPS, 0, "float4 i of the block = thread i % 128 of its 64-row tile (mha_bwd.h)");
+    const ScalarId ids[] = {SCALAR_DQ_ACCUM, SCALAR_DQ, SCALAR_DQ_STRIDE_B, SCALAR_DQ_STRIDE_S, SCALAR_DQ_STRIDE_H,
+                            SCALAR_SCALE, SCALAR_SEQLEN_Q, SCALAR_HEADS_Q, SCALAR_BATCH, SCALAR_Q_ROWS};
+    const ParamType ty[] = {PARAM_U64, PARAM_U64, PARAM_U64, PARAM_U64, PARAM_U64, PARAM_F32, PARAM_U32, PARAM_U32,
+                            PARAM_U32, PARAM_U32};
+    aux_params(p, ids, ty, (int)(sizeof ids / sizeof ids[0]));
+    if (c->sink) {
+        plan_param_scalar(p, SCALAR_SINK_PART, PARAM_U64);
+        plan_param_scalar(p, SCALAR_DSINK, PARAM_U64);
+    }
+    if (c->varlen) {
+        plan_param_scalar(p, SCALAR_CU_SEQLENS_Q, PARAM_U64);
+        plan_param_scalar(p, SCALAR_TOTAL_Q, PARAM_U32);
+    }
+    int tm, tn, dq_n;
+    bwd_dq_split(c->bm, c->bn, c->qk_depth, &tm, &tn, &dq_n);
+    plan_note(p, "layout", "the main kernel's %d warpgroups own %d x %d tiles of 64 rows x %d columns; float4 "
+              "[w][j][t] holds registers 4j..4j+3 of thread t", c->bn / BWD_MMA_M, tm, tn, dq_n);
+    plan_note(p, "outputs", "dq = scale x accumulator in %s at the caller's element strides, rows < seqlen", dtype_name[c->dtype]);
+    if (c->sink) plan_note(p, "sink", "the CTA of (m-block 0, batch 0) of head h: dsink[h] = sum of its partials");
+    plan_note(p, "grid", "ceil(seqlen_q / %d) x heads_q x batch CTAs (varlen: seqlen_q = max_seqlen_q)", c->bm);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- shared emitters */
+
+/* The CTA's block: %ax_m (m-block), %ax_h (head), %ax_b (batch); the sequence's %ax_start (its first row
+ * in q / dO / dQ) and %ax_len (rows); %ax_row0 (u64): the workspace row of the block's first row,
+ * (bws x heads_q + h) x q_rows + pad + m bm. Exits when the block lies past the sequence (varlen),
+ * after `before_exit` has run (NULL: nothing). */
+static void aux_coords(Emit *e, void (*before_exit)(Emit *))
+{
+    const Plan *p = e->p;
+    int bm = p->bm;
+    Reg nm = reg_b32(e, "ax_nm"), t = reg_b32(e, "ax_t"), m = reg_b32(e, "ax_m"), h = reg_b32(e, "ax_h");
+    Reg b = reg_b32(e, "ax_b"), start = reg_b32(e, "ax_start"), len = reg_b32(e, "ax_len"), pad = reg_b32(e, "ax_pad");
+    Reg row0 = reg_b64(e, "ax_row0"), t64 = reg_b64(e, "ax_t64"), skip = reg_pred(e, "ax_skip");
+    emit_note(e, "plan grid: CTA = (m-block, head, batch), m fastest; m-blocks = ceil(seqlen_q / %d)", bm);
+    emit(e, "add.u32 %s, %%seqlen_q, %d;", R(e, nm), bm - 1);
+    emit(e, "div.u32 %s, %s, %d;", R(e, nm), R(e, nm), bm);
+    emit(e, "mov.u32 %s, %%ctaid.x;", R(e, reg_b32(e, "ax_cta")));
+    emit(e, "mov.u32 %s, %%ax_cta;", R(e, t));
+    emit(e, "rem.u32 %s, %s, %s;", R(e, m), R(e, t), R(e, nm));
+    emit(e, "div.u32 %s, %s, %s;", R(e, t), R(e, t), R(e, nm));
+    emit(e, "rem.u32 %s, %s, %%heads_q;", R(e, h), R(e, t));
+    emit(e, "div.u32 %s, %s, %%heads_q;", R(e, b), R(e, t));
+    if (p->cfg.varlen) {
+        Reg a = reg_b64(e, "ax_cu"), end = reg_b32(e, "ax_end");
+        emit_note(e, "varlen: the sequence's rows, cu_seqlens_q clamped into [0, total_q]; its padded workspace rows "
+                  "start at (start + b bm) / bm x bm");
+        emit(e, "mul.wide.u32 %s, %s, 4;", R(e, a), R(e, b));
+        emit(e, "add.s64 %s, %s, %%cu_seqlens_q;", R(e, a), R(e, a));
+        op_ld_global(e, REG_NONE, "s32", start, a, 0);
+        op_ld_global(e, REG_NONE, "s32", end, a, 4);
+        emit(e, "max.s32 %s, %s, 0;", R(e, start), R(e, start));
+        emit(e, "min.u32 %s, %s, %%total_q;", R(e, start), R(e, start));
+        emit(e, "max.s32 %s, %s, 0;", R(e, end), R(e, end));
+        emit(e, "min.u32 %s, %s, %%total_q;", R(e, end), R(e, end));
+        emit(e, "max.u32 %s, %s, %s;", R(e, end), R(e, end), R(e, start));
+        emit(e, "sub.u32 %s, %s, %s;", R(e, len), R(e, end), R(e, start));
+        emit(e, "mad.lo.u32 %s, %s, %d, %s;", R(e, pad), R(e, b), bm, R(e, start));
+        emit(e, "div.u32 %s, %s, %d;", R(e, pad), R(e, pad), bm);
+        emit(e, "mul.lo.u32 %s, %s, %d;", R(e, pad), R(e, pad), bm);
+        emit(e, "mul.wide.u32 %s, %s, %%q_rows;", R(e, row0), R(e, h));
+    } else {
+        emit(e, "mov.u32 %s, 0;", R(e, start));
+        emit(e, "mov.u32 %s, %%seqlen_q;", R(e, len));
+        emit(e, "mov.u32 %s, 0;", R(e, pad));
+        emit(e, "mad.lo.u32 %s, %s, %%heads_q, %s;", R(e, t), R(e, b), R(e, h));
+        emit(e, "mul.wide.u32 %s, %s, %%q_rows;", R(e, row0), R(e, t));
+    }
+    emit(e, "mad.lo.u32 %s, %s, %d, %s;", R(e, t), R(e, m), bm, R(e, pad));
+    emit(e, "cvt.u64.u32 %s, %s;", R(e, t64), R(e, t));
+    emit(e, "add.s64 %s, %s, %s;", R(e, row0), R(e, row0), R(e, t64));
+    if (p->cfg.varlen) {
+        char l_in[NAME];
+        emit(e, "mul.lo.u32 %s, %s, %d;", R(e, t), R(e, m), bm);
+        emit(e, "setp.ge.u32 %s, %s, %s;", R(e, skip), R(e, t), R(e, len));
+        emit(e, "@!%s bra %s;", R(e, skip), new_label(e, l_in, sizeof l_in, "ax_in_seq"));
+        emit_note(e, "varlen: this m-block lies past the sequence (the grid is sized by the longest)");
+        if (before_exit) before_exit(e);
+        emit(e, "bra.uni $exit;");
+        emit_label(e, l_in);
+    }
+}
+
+/* addr = base + ((b sb + (start + i) ss + h sh + col) x elem_bytes), the strides u64 registers (elements);
+ * varlen tensors have sb = 0 (the runtime binds it). */
+static void row_addr(Emit *e, Reg addr, Reg base, Reg sb, Reg ss, Reg sh, Reg i, Reg col, int eb)
+{
+    Reg t = reg_b64(e, "ra_t"), r = reg_b32(e, "ra_row");
+    emit(e, "add.u32 %s, %%ax_start, %s;", R(e, r), R(e, i));
+    op_cvt(e, "u64.u32", addr, r);
+    emit(e, "mul.lo.u64 %s, %s, %s;", R(e, addr), R(e, addr), R(e, ss));
+    op_cvt(e, "u64.u32", t, reg_find(e, "ax_b"));
+    emit(e, "mad.lo.u64 %s, %s, %s, %s;", R(e, addr), R(e, t), R(e, sb), R(e, addr));
+    op_cvt(e, "u64.u32", t, reg_find(e, "ax_h"));
+    emit(e, "mad.lo.u64 %s, %s, %s, %s;", R(e, addr), R(e, t), R(e, sh), R(e, addr));
+    op_cvt(e, "u64.u32", t, col);
+    emit(e, "add.s64 %s, %s, %s;", R(e, addr), R(e, addr), R(e, t));
+    emit(e, "mad.lo.u64 %s, %s, %d, %s;", R(e, addr), R(e, addr), eb, R(e, base));
+}
+
+static void aux_prologue(Emit *e)
+{
+    emit_section(e, "prologue: parameters, this thread");
+    const char *tid = reg(e, "b32", "thread"), *lane = reg(e, "b32", "lane"), *warp = reg(e, "b32", "warp");
+    emit(e, "mov.u32 %s, %%tid.x;", tid);
+    emit(e, "and.b32 %s, %s, 31;", lane, tid);
+    emit(e, "shr.u32 %s, %s, 5;", warp, tid);
+    kernel_params(e);
+}
+
+/* ---------------------------------------------------------------- mha-bwd-pre */
+
+/* f32 of the low (half 0) or high (half 1) 16-bit element of a packed pair. */
+static void unpack_half(Emit *e, DType dt, Reg dst, Reg pair, int half)
+{
+    if (dt == DT_BF16) {
+        Reg t = reg_b32(e, "up_t");
+        if (half) emit(e, "and.b32 %s, %s, 0xFFFF0000;", R(e, t), R(e, pair));
+        else emit(e, "shl.b32 %s, %s, 16;", R(e, t), R(e, pair));
+        emit(e, "mov.b32 %s, %s;", R(e, dst), R(e, t));
+    } else {
+        Reg lo = reg_b16(e, "up_lo"), hi = reg_b16(e, "up_hi");
+        emit(e, "mov.b32 {%s, %s}, %s;", R(e, lo), R(e, hi), R(e, pair));
+        op_cvt(e, "f32.f16", dst, half ? hi : lo);
+    }
+}
+
+/* sink=1, a block past its sequence: its dsink partial is 0. */
+static void pre_zero_partial(Emit *e)
+{
+    if (!e->p->cfg.sink) return;
+    Reg a = reg_b64(e, "pr_part_addr"), z = reg_f32(e, "pr_zero"), t = reg_pred(e, "pr_t0");
+    emit(e, "setp.eq.u32 %s, %%thread, 0;", R(e, t));
+    emit(e, "mov.f32 %s, 0f00000000;", R(e, z));
+    emit(e, "mul.wide.u32 %s, %%ax_cta, 4;", R(e, a));
+    emit(e, "add.s64 %s, %s, %%sink_part;", R(e, a), R(e, a));
+    op_st_global_f32(e, t, a, z);
+}
+
+/* Row i of the block (thread's lane group): D and nl2, where the group's lane 0 writes them. */
+static void pre_row(Emit *e, int pass, int rows_per_pass, int lanes)
+{
+    const Plan *p = e->p;
+    DType dt = p->cfg.dtype;
+    Reg r = reg_b32(e, "pr_r"), i = reg_b32(e, "pr_i"), col = reg_b32(e, "pr_col"), in = reg_pred(e, "pr_in");
+    Reg ao = reg_b64(e, "pr_ao"), ad = reg_b64(e, "pr_ad"), acc = reg_f32(e, "pr_acc"), tmp = reg_f32(e, "pr_tmp");
+    Reg x = reg_f32(e, "pr_x"), y = reg_f32(e, "pr_y");
+    Reg ov[4], dv[4];
+    for (int k = 0; k < 4; k++) ov[k] = reg_b32(e, "pr_o%d", k), dv[k] = reg_b32(e, "pr_do%d", k);
+    emit_note(e, "pass %d: row r = %d + thread / %d", pass, pass * rows_per_pass, lanes);
+    emit(e, "add.u32 %s, %%pr_group, %d;", R(e, r), pass * rows_per_pass);
+    emit(e, "mad.lo.u32 %s, %%ax_m, %d, %s;", R(e, i), p->bm, R(e, r));
+    emit(e, "setp.lt.u32 %s, %s, %%ax_len;", R(e, in), R(e, i));
+    emit(e, "mov.u32 %s, %%pr_c0;", R(e, col));
+    for (int k = 0; k < 4; k++) emit(e, "mov.b32 %s, 0;", R(e, ov[k])), emit(e, "mov.b32 %s, 0;", R(e, dv[k]));
+    row_addr(e, ao, reg_find(e, "out"), reg_find(e, "out_stride_b"), reg_find(e, "out_stride_s"),
+             reg_find(e, "out_stride_h"), i, col, p->elem_bytes);
+    row_addr(e, ad, reg_find(e, "dout"), reg_find(e, "dout_stride_b"), reg_find(e, "dout_stride_s"),
+             reg_find(e, "dout_stride_h"), i, col, p->elem_bytes);
+    op_ld_global_v4_b32(e, in, ov, ao, 0);
+    op_ld_global_v4_b32(e, in, dv, ad, 0);
+    emit(e, "mov.f32 %s, 0f00000000;", R(e, acc));
+    for (int k = 0; k < 4; k++)
+        for (int half = 0; half < 2; half++) {
+            unpack_half(e, dt, x, ov[k], half);
+            unpack_half(e, dt, y, dv[k], half);
+            emit(e, "fma.rn.f32 %s, %s, %s, %s;", R(e, acc), R(e, x), R(e, y), R(e, acc));
+        }
+    sfx_reduce_lanes(e, "add", acc, tmp, lanes);
+    Reg lse = reg_f32(e, "pr_lse"), nl2 = reg_f32(e, "pr_nl2"), la = reg_b64(e, "pr_la"), t = reg_b32(e, "pr_li");
+    Reg wr = reg_pred(e, "pr_write"), inf = reg_pred(e, "pr_noinf");
+    emit(e, "mov.f32 %s, %s;", R(e, lse), PTX_NEG_INF);
+    emit_note(e, "LSE [batch, heads_q, seqlen_q]; varlen [heads_q, total_q]");
+    if (p->cfg.varlen) {
+        emit(e, "add.u32 %s, %%ax_start, %s;", R(e, t), R(e, i));
+        emit(e, "mad.lo.u32 %s, %%ax_h, %%total_q, %s;", R(e, t), R(e, t));
+    } else {
+        emit(e, "mad.lo.u32 %s, %%ax_b, %%heads_q, %%ax_h;", R(e, t));
+        emit(e, "mad.lo.u32 %s, %s, %%seqlen_q, %s;", R(e, t), R(e, t), R(e, i));
+    }
+    emit(e, "mad.wide.u32 %s, %s, 4, %%lse;", R(e, la), R(e, t));
+    emit(e, "and.pred %s, %s, %%pr_lead;", R(e, wr), R(e, in));
+    op_ld_global(e, wr, "f32", lse, la, 0);
+    if (p->cfg.sink) {
+        Reg s2 = reg_find(e, "pr_sink2"), mx = reg_f32(e, "pr_mx"), a = reg_f32(e, "pr_a"), bb = reg_f32(e, "pr_b");
+        Reg ps = reg_f32(e, "pr_psink"), empty = reg_pred(e, "pr_empty");
+        emit_note(e, "plan note sink: LSE_full = log(e^LSE + e^sink), in log2 units; p_sink = 2^(sink2 - LSE2_full)");
+        emit(e, "mul.f32 %s, %s, %s;", R(e, a), R(e, lse), PTX_LOG2E);
+        emit(e, "max.f32 %s, %s, %s;", R(e, mx), R(e, a), R(e, s2));
+        emit(e, "setp.eq.f32 %s, %s, %s;", R(e, empty), R(e, mx), PTX_NEG_INF);
+        emit(e, "selp.f32 %s, 0f00000000, %s, %s;", R(e, mx), R(e, mx), R(e, empty));
+        emit(e, "sub.f32 %s, %s, %s;", R(e, a), R(e, a), R(e, mx));
+        emit(e, "ex2.approx.ftz.f32 %s, %s;", R(e, a), R(e, a));
+        emit(e, "sub.f32 %s, %s, %s;", R(e, bb), R(e, s2), R(e, mx));
+        emit(e, "ex2.approx.ftz.f32 %s, %s;", R(e, bb), R(e, bb));
+        emit(e, "add.f32 %s, %s, %s;", R(e, a), R(e, a), R(e, bb));
+        emit(e, "lg2.approx.f32 %s, %s;", R(e, a), R(e, a));
+        emit(e, "add.f32 %s, %s, %s;", R(e, a), R(e, a), R(e, mx));
+        emit(e, "neg.f32 %s, %s;", R(e, nl2), R(e, a));
+        emit(e, "add.f32 %s, %s, %s;", R(e, ps), R(e, s2), R(e, nl2));
+        emit(e, "ex2.approx.ftz.f32 %s, %s;", R(e, ps), R(e, ps));
+        emit(e, "selp.f32 %s, %s, %s, %s;", R(e, nl2), PTX_NEG_INF, R(e, nl2), R(e, empty));
+        emit(e, "selp.f32 %s, 0f00000000, %s, %s;", R(e, ps), R(e, ps), R(e, empty));
+        emit_note(e, "this row's dsink term -p_sink D (only the lane group's lane 0 of rows inside the sequence)");
+        emit(e, "mul.f32 %s, %s, %s;", R(e, ps), R(e, ps), R(e, acc));
+        emit(e, "@%s sub.f32 %%pr_part, %%pr_part, %s;", R(e, wr), R(e, ps));
+    } else {
+        emit_note(e, "nl2 = -LSE log2 e; a row that saw no key (LSE -inf) gets -inf, so its P is 0");
+        emit(e, "setp.ne.f32 %s, %s, %s;", R(e, inf), R(e, lse), PTX_NEG_INF);
+        emit(e, "mul.f32 %s, %s, %s;", R(e, nl2), R(e, lse), PTX_LOG2E);
+        emit(e, "neg.f32 %s, %s;", R(e, nl2), R(e, nl2));
+        emit(e, "selp.f32 %s, %s, %s, %s;", R(e, nl2), R(e, nl2), PTX_NEG_INF, R(e, inf));
+    }
+    emit_note(e, "rows past the sequence: D = 0, nl2 = -inf");
+    emit(e, "selp.f32 %s, %s, 0f00000000, %s;", R(e, acc), R(e, acc), R(e, in));
+    emit(e, "selp.f32 %s, %s, %s, %s;", R(e, nl2), R(e, nl2), PTX_NEG_INF, R(e, in));
+    Reg wa = reg_b64(e, "pr_wa"), r64 = reg_b64(e, "pr_r64");
+    emit(e, "cvt.u64.u32 %s, %s;", R(e, r64), R(e, r));
+    emit(e, "add.s64 %s, %%ax_row0, %s;", R(e, r64), R(e, r64));
+    emit(e, "shl.b64 %s, %s, 2;", R(e, r64), R(e, r64));
+    emit(e, "add.s64 %s, %%dpsum, %s;", R(e, wa), R(e, r64));
+    op_st_global_f32(e, reg_find(e, "pr_lead"), wa, acc);
+    emit(e, "add.s64 %s, %%nlse2, %s;", R(e, wa), R(e, r64));
+    op_st_global_f32(e, reg_find(e, "pr_lead"), wa, nl2);
+}
+
+static int pre_emit(Emit *e)
+{
+    const Plan *p = e->p;
+    int d = p->qk, lanes = d / ROW_ELEMS, rpp = AUX_THREADS / lanes, passes = p->bm / rpp;
+    aux_prologue(e);
+    if (p->cfg.sink) {
+        Reg part = reg_f32(e, "pr_part");
+        emit(e, "mov.f32 %s, 0f00000000;", R(e, part));
+    }
+    aux_coords(e, pre_zero_partial);
+    emit_section(e, "rows: D = rowsum(dO * O), nl2 (plan note rows: %d lanes a row, %d rows a pass)", lanes, rpp);
+    Reg g = reg_b32(e, "pr_group"), c0 = reg_b32(e, "pr_c0"), lead = reg_pred(e, "pr_lead"), t = reg_b32(e, "pr_tt");
+    emit(e, "div.u32 %s, %%thread, %d;", R(e, g), lanes);
+    emit(e, "rem.u32 %s, %%thread, %d;", R(e, t), lanes);
+    emit(e, "mul.lo.u32 %s, %s, %d;", R(e, c0), R(e, t), ROW_ELEMS);
+    emit(e, "setp.eq.u32 %s, %s, 0;", R(e, lead), R(e, t));
+    if (p->cfg.sink) {
+        Reg sa = reg_b64(e, "pr_sa"), s2 = reg_f32(e, "pr_sink2");
+        emit_note(e, "plan note sink: this head's sink logit, log2 units");
+        emit(e, "mul.wide.u32 %s, %%ax_h, 4;", R(e, sa));
+        emit(e, "add.s64 %s, %s, %%sink;", R(e, sa), R(e, sa));
+        op_ld_global(e, REG_NONE, "f32", s2, sa, 0);
+        emit(e, "mul.f32 %s, %s, %s;", R(e, s2), R(e, s2), PTX_LOG2E);
+    }
+    for (int ps = 0; ps < passes; ps++) pre_row(e, ps, rpp, lanes);
+    emit_section(e, "the block's dQ accumulator (%d x %d f32) zeroed: float4 k x 128 + thread", p->bm, d);
+    Reg za = reg_b64(e, "pr_za"), z[4];
+    for (int k = 0; k < 4; k++) {
+        z[k] = reg_f32(e, "pr_z%d", k);
+        emit(e, "mov.f32 %s, 0f00000000;", R(e, z[k]));
+    }
+    emit(e, "mul.lo.u64 %s, %%ax_row0, %d;", R(e, za), d * BWD_F32);
+    emit(e, "add.s64 %s, %s, %%dq_accum;", R(e, za), R(e, za));
+    emit(e, "mad.wide.u32 %s, %%thread, 16, %s;", R(e, za), R(e, za));
+    for (int k = 0; k < p->bm * d / 4 / AUX_THREADS; k++)
+        op_st_global_v4_f32(e, REG_NONE, za, (uint32_t)(k * AUX_THREADS * 16), z);
+    if (p->cfg.sink) {
+        emit_section(e, "plan note sink: the CTA's dsink partial (warps, then smem)");
+        Reg part = reg_find(e, "pr_part"), tmp = reg_f32(e, "pr_tmp"), sb = reg_b32(e, "pr_red");
+        Reg l0 = reg_pred(e, "pr_lane0"), t0 = reg_pred(e, "pr_t0"), a = reg_b64(e, "pr_part_addr");
+        sfx_reduce_lanes(e, "add", part, tmp, 32);
+        const SmemEntry *se = plan_smem_find(p, "sink_red");
+        emit(e, "mov.u32 %s, fa4_smem;", R(e, sb));
+        emit(e, "add.u32 %s, %s, %u;", R(e, sb), R(e, sb), se ? se->offset : 0);
+        emit(e, "setp.eq.u32 %s, %%lane, 0;", R(e, l0));
+        emit(e, "shl.b32 %%ax_t, %%warp, 2;");
+        emit(e, "add.u32 %%ax_t, %%ax_t, %s;", R(e, sb));
+        op_st_shared_b32_if(e, l0, reg_find(e, "ax_t"), 0, part);
+        op_bar_sync(e, 0, AUX_THREADS);
+        emit(e, "setp.eq.u32 %s, %%thread, 0;", R(e, t0));
+        emit(e, "@!%s bra $exit;", R(e, t0));
+        emit(e, "mov.f32 %s, 0f00000000;", R(e, part));
+        for (int w = 0; w < AUX_WARPS; w++) {
+            op_ld_shared_b32(e, tmp, sb, (uint32_t)(4 * w));
+            emit(e, "add.f32 %s, %s, %s;", R(e, part), R(e, part), R(e, tmp));
+        }
+        emit(e, "mul.wide.u32 %s, %%ax_cta, 4;", R(e, a));
+        emit(e, "add.s64 %s, %s, %%sink_part;", R(e, a), R(e, a));
+        op_st_global_f32(e, REG_NONE, a, part);
+    }
+    emit_label(e, "$exit");
+    emit(e, "ret;");
+    return e->failed ? -1 : 0;
+}
+
+/* ---------------------------------------------------------------- mha-bwd-dq */
+
+static void dq_sink(Emit *e)
+{
+    char l_no[NAME], l_loop[NAME], l_done[NAME];
+    Reg pr = reg_pred(e, "dq_p"), i = reg_b32(e, "dq_si"), n = reg_b32(e, "dq_sn"), a = reg_b64(e, "dq_sa");
+    Reg s = reg_f32(e, "dq_ssum"), v = reg_f32(e, "dq_sv"), tmp = reg_f32(e, "dq_stmp"), bb = reg_b32(e, "dq_sb");
+    Reg mm = reg_b32(e, "dq_sm"), idx = reg_b32(e, "dq_sidx");
+    emit_section(e, "plan note sink: dsink[h] = sum over (batch, m-block) of the partials, by warp 0 of the CTA of "
+                 "(m-block 0, batch 0)");
+    emit(e, "or.b32 %s, %%ax_m, %%ax_b;", R(e, idx));
+    emit(e, "or.b32 %s, %s, %%warp;", R(e, idx), R(e, idx));
+    emit(e, "setp.ne.u32 %s, %s, 0;", R(e, pr), R(e, idx));
+    emit(e, "@%s bra %s;", R(e, pr), new_label(e, l_no, sizeof l_no, "dq_no_sink"));
+    emit(e, "mul.lo.u32 %s, %%batch, %%ax_nm;", R(e, n));
+    emit(e, "mov.f32 %s, 0f00000000;", R(e, s));
+    emit(e, "mov.u32 %s, %%lane;", R(e, i));
+    emit_label(e, new_label(e, l_loop, sizeof l_loop, "dq_sink_loop"));
+    emit(e, "setp.ge.u32 %s, %s, %s;", R(e, pr), R(e, i), R(e, n));
+    emit(e, "@%s bra %s;", R(e, pr), new_label(e, l_done, sizeof l_done, "dq_sink_done"));
+    emit_note(e, "partial i = (b, m): sink_part[(b heads_q + h) m_blocks + m]");
+    emit(e, "div.u32 %s, %s, %%ax_nm;", R(e, bb), R(e, i));
+    emit(e, "rem.u32 %s, %s, %%ax_nm;", R(e, mm), R(e, i));
+    emit(e, "mad.lo.u32 %s, %s, %%heads_q, %%ax_h;", R(e, idx), R(e, bb));
+    emit(e, "mad.lo.u32 %s, %s, %%ax_nm, %s;", R(e, idx), R(e, idx), R(e, mm));
+    emit(e, "mad.wide.u32 %s, %s, 4, %%sink_part;", R(e, a), R(e, idx));
+    op_ld_global(e, REG_NONE, "f32", v, a, 0);
+    emit(e, "add.f32 %s, %s, %s;", R(e, s), R(e, s), R(e, v));
+    emit(e, "add.u32 %s, %s, 32;", R(e, i), R(e, i));
+    emit(e, "bra.uni %s;", l_loop);
+    emit_label(e, l_done);
+    sfx_reduce_lanes(e, "add", s, tmp, 32);
+    emit(e, "setp.eq.u32 %s, %%lane, 0;", R(e, pr));
+    emit(e, "mul.wide.u32 %s, %%ax_h, 4;", R(e, a));
+    emit(e, "add.s64 %s, %s, %%dsink;", R(e, a), R(e, a));
+    op_st_global_f32(e, pr, a, s);
+    emit_label(e, l_no);
+}
+
+static int dq_emit(Emit *e)
+{
+    const Plan *p = e->p;
+    int d = p->qk, tm, tn, dq_n;
+    if (bwd_dq_split(p->bm, p->bn, d, &tm, &tn, &dq_n)) {
+        emit_fail(e, "internal: the dQ block %dx%d does not split over bn %d", p->bm, d, p->bn);
+        return -1;
+    }
+    int r4 = dq_n / 8, groups = p->bm * d / 4 / AUX_THREADS;
+    aux_prologue(e);
+    aux_coords(e, p->cfg.sink ? dq_sink : NULL);
+    if (p->cfg.sink) dq_sink(e);
+    emit_section(e, "dQ = scale x the block's accumulator: float4 g x 128 + thread = registers 4j..4j+3 of the "
+                 "thread of tile w (g = w x %d + j); plan note layout", r4);
+    Reg r0 = reg_b32(e, "dq_r0"), c0 = reg_b32(e, "dq_c0"), t = reg_b32(e, "dq_t"), src = reg_b64(e, "dq_src");
+    emit_note(e, "this thread's fragment row 16 (t / 32) + (t %% 32) / 4 and column 2 (t %% 4) in a tile");
+    emit(e, "shr.u32 %s, %%thread, 5;", R(e, r0));
+    emit(e, "shl.b32 %s, %s, 4;", R(e, r0), R(e, r0));
+    emit(e, "and.b32 %s, %%thread, 31;", R(e, t));
+    emit(e, "shr.u32 %s, %s, 2;", R(e, t), R(e, t));
+    emit(e, "add.u32 %s, %s, %s;", R(e, r0), R(e, r0), R(e, t));
+    emit(e, "and.b32 %s, %%thread, 3;", R(e, c0));
+    emit(e, "shl.b32 %s, %s, 1;", R(e, c0), R(e, c0));
+    emit(e, "mul.lo.u64 %s, %%ax_row0, %d;", R(e, src), d * BWD_F32);
+    emit(e, "add.s64 %s, %s, %%dq_accum;", R(e, src), R(e, src));
+    emit(e, "mad.wide.u32 %s, %%thread, 16, %s;", R(e, src), R(e, src));
+    Reg v[4], f0 = reg_f32(e, "dq_f0"), f1 = reg_f32(e, "dq_f1"), pk = reg_b32(e, "dq_pk");
+    Reg row = reg_b32(e, "dq_row"), col = reg_b32(e, "dq_col"), i = reg_b32(e, "dq_i"), in = reg_pred(e, "dq_in");
+    Reg dst = reg_b64(e, "dq_dst");
+    for (int k = 0; k < 4; k++) v[k] = reg_f32(e, "dq_v%d", k);
+    for (int g = 0; g < groups; g++) {
+        int w = g / r4, j = g % r4, wm = w % tm, wn = w / tm;
+        emit_note(e, "float4 group %d: tile %d (rows +%d, columns +%d), registers %d..%d", g, w, BWD_MMA_M * wm,
+                  dq_n * wn, 4 * j, 4 * j + 3);
+        op_ld_global_v4_f32(e, REG_NONE, v, src, (uint32_t)(g * AUX_THREADS * 16));
+        emit(e, "add.u32 %s, %s, %d;", R(e, col), R(e, c0), dq_n * wn + 8 * j);
+        for (int h = 0; h < 2; h++) {
+            emit(e, "add.u32 %s, %s, %d;", R(e, row), R(e, r0), BWD_MMA_M * wm + 8 * h);
+            emit(e, "mad.lo.u32 %s, %%ax_m, %d, %s;", R(e, i), p->bm, R(e, row));
+            emit(e, "setp.lt.u32 %s, %s, %%ax_len;", R(e, in), R(e, i));
+            emit(e, "mul.f32 %s, %s, %%scale;", R(e, f0), R(e, v[2 * h]));
+            emit(e, "mul.f32 %s, %s, %%scale;", R(e, f1), R(e, v[2 * h + 1]));
+            op_cvt_pack(e, p->cfg.dtype, pk, f1, f0);
+            row_addr(e, dst, reg_find(e, "dq"), reg_find(e, "dq_stride_b"), reg_find(e, "dq_stride_s"),
+                     reg_find(e, "dq_stride_h"), i, col, p->elem_bytes);
+            op_st_global_b32(e, in, dst, pk);
+        }
+    }
+    emit_label(e, "$exit");
+    emit(e, "ret;");
+    return e->failed ? -1 : 0;
+}
+
+const Family mha_bwd_pre_family = {KIND_MHA_BWD_PRE, aux_defaults, aux_check, pre_plan, pre_emit};
+const Family mha_bwd_dq_family = {KIND_MHA_BWD_DQ, aux_defaults, aux_check, dq_plan, dq_emit};

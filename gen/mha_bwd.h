@@ -1,0 +1,57 @@
+/* mha_bwd.h - the attention backward's shared contract (issue 29): the three kinds, the workspace the
+ * runtime sizes and the kernels index, and the dQ accumulator's block layout that the main kernel writes
+ * and mha-bwd-dq reads. docs/kernels/mha-bwd.md has the design.
+ *
+ *   mha-bwd-pre  (mha_bwd.c, every target): D = rowsum(dO * O) and nl2 = -LSE log2 e per query row of the
+ *                padded workspace (D = 0, nl2 = -inf past a sequence's end), the dQ accumulator zeroed;
+ *                sink=1: the LSE includes the sink and one dsink partial per CTA.
+ *   mha-bwd      (sm90/mha_bwd.c): the main kernel, one CTA per kv block.
+ *   mha-bwd-dq   (mha_bwd.c): dQ = softmax_scale x the accumulator; sink=1: dsink = the partials' sum.
+ *
+ * Workspace, one buffer (every part 16-byte aligned), all f32:
+ *   dq_accum   [bws, heads_q, q_rows, depth]   blocks of bm rows, each in the layout below
+ *   dpsum (D)  [bws, heads_q, q_rows]
+ *   nlse2      [bws, heads_q, q_rows]
+ *   sink_part  [batch, heads_q, m_blocks]      sink=1 only: -sum over the CTA's rows of p_sink D
+ * bws = batch, q_rows = m_blocks x bm, m_blocks = ceil(seqlen_q / bm) (dense); varlen: bws = 1,
+ * q_rows = round_up(total_q + batch x bm, bm), m_blocks = ceil(max_seqlen_q / bm), and sequence b's rows
+ * start at the padded row (cu_seqlens_q[b] + b bm) / bm x bm (FlashAttention-3's padding: each sequence
+ * owns whole blocks).
+ *
+ * dQ accumulator block (bm x depth f32): the main kernel's consumers split it into tiles of 64 rows x
+ * dq_n columns (bwd_dq_split); warpgroup w owns tile (w % tiles_m, w / tiles_m) and stores its wgmma
+ * accumulator as float4 [w][reg / 4][thread]: float index ((w x dq_n / 8 + j) x 128 + t) x 4 + k holds
+ * register r = 4 j + k of thread t, i.e. row 64 tm + 16 (t / 32) + (t % 32) / 4 + 8 ((r >> 1) & 1),
+ * column tn dq_n + 8 (r >> 2) + 2 (t % 4) + (r & 1) (PTX ISA, wgmma m64nNk16 accumulator fragment). */
+#ifndef FA4GEN_MHA_BWD_H
+#define FA4GEN_MHA_BWD_H
+
+#include <stdint.h>
+
+#include "fa4gen.h"
+
+enum { BWD_WG = 128, BWD_MMA_M = 64, BWD_F32 = 4, BWD_ALIGN = 16 };
+
+/* The dQ block's split between the main kernel's consumers (bn / 64 of them): tiles_m x tiles_n tiles of
+ * 64 rows x *dq_n columns, tiles_m = bm / 64. 0, or -1 when bm, bn and depth do not split. */
+int bwd_dq_split(int bm, int bn, int depth, int *tiles_m, int *tiles_n, int *dq_n);
+
+/* The workspace of a call (sizes in bytes, offsets from its base). */
+typedef struct BwdWorkspace {
+    uint64_t q_rows;      /* padded query rows per (bws, head) */
+    uint64_t m_blocks;    /* m-blocks per sequence (the pre and dq grids) */
+    uint64_t dq_accum, dpsum, nlse2, sink_part; /* offsets */
+    uint64_t bytes;       /* the whole */
+} BwdWorkspace;
+/* varlen: seqlen_q is total_q and max_seqlen_q the longest sequence; dense: max_seqlen_q = seqlen_q. */
+BwdWorkspace bwd_workspace(int varlen, int batch, int heads_q, int seqlen_q, int max_seqlen_q, int depth, int bm,
+                           int sink);
+
+/* The config of the pre and dq kernels that serve a main kernel's plan (same target, dtype, depth, bm,
+ * bn, varlen; sink as given). */
+void bwd_aux_config(const Config *main_cfg, Kind kind, int sink, Config *out);
+
+extern const Family mha_bwd_pre_family;
+extern const Family mha_bwd_dq_family;
+
+#endif

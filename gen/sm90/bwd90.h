@@ -1,0 +1,46 @@
+/* bwd90.h - the sm_90a attention backward's part of the plan (FlashAttention-3's "SdP swapAB" scheme,
+ * docs/kernels/mha-bwd.md). Filled by sm90/plan_bwd.c, read by sm90/mha_bwd.c. Offsets are relative to
+ * the aligned dynamic shared memory base. */
+#ifndef FA4GEN_BWD90_H
+#define FA4GEN_BWD90_H
+#include <stdint.h>
+
+#include "../fa4gen.h"
+
+typedef struct Sm90BwdPlan {
+    int consumers;                    /* warpgroups of 64 keys each: bn / 64 */
+    int producer_regs, consumer_regs; /* setmaxnreg targets */
+    /* per consumer thread (wgmma m64nNk16 fragments) */
+    int sdp_regs;    /* S^T and dP^T accumulators (m64 n bm): bm / 2 f32 each */
+    int p_regs;      /* P^T and dS^T packed to 16-bit pairs: bm / 4 b32 each (the RS A fragments) */
+    int kv_regs;     /* dK and dV accumulators (m64 n depth): depth / 2 f32 each */
+    int dq_tiles_m, dq_tiles_n, dq_n, dq_regs; /* the dQ block's split (mha_bwd.h): dq_n / 2 f32 per thread */
+    int steps_d, steps_m, steps_n;    /* wgmma K steps of 16 over depth, bm, bn */
+    int ds_stages;                    /* dS^T buffers (2: one named barrier per m-block) */
+
+    /* shared memory: tiles are arrays of 128-byte swizzled chunks [chunk][row][64 elements] */
+    uint32_t off_k, off_v, kv_chunk_bytes;       /* K, V tiles (bn rows); dK, dV staged over them at the end */
+    uint32_t off_q, off_do, q_chunk_bytes, q_stage_bytes; /* Q and dO rings (bm rows), stages each */
+    uint32_t off_ds, ds_atom_bytes, ds_stage_bytes;       /* dS^T: [query atom][key row][64 queries] */
+    uint32_t off_dq, dq_bytes;                   /* the dQ block f32 (mha_bwd.h layout) */
+    uint32_t off_nl2, off_dpsum, vec_stage_bytes; /* nl2 and D rings: bm f32 a stage */
+
+    /* mbarriers */
+    uint32_t bar_kv_full, bar_q_full, bar_q_empty, bar_do_full, bar_do_empty, bar_dq_full, bar_dq_empty;
+    int slot_empty_arrivals; /* one per consumer warp */
+    int dq_full_arrivals;    /* every consumer thread */
+    uint32_t tx_kv, tx_q, tx_do;
+
+    /* named barriers */
+    int bar_ds;      /* both consumers: dS^T of this m-block is in smem */
+    int bar_kv_done; /* both consumers: the last wgmma reading K and V is done (the epilogue reuses them) */
+    int bar_epi0;    /* consumer w's dK/dV staging, + w */
+} Sm90BwdPlan;
+
+_Static_assert(sizeof(Sm90BwdPlan) <= PLAN_FAMILY_BYTES, "Sm90BwdPlan outgrows Plan.family");
+static inline Sm90BwdPlan *sm90bwd_mut(Plan *p) { return (Sm90BwdPlan *)(void *)p->family; }
+static inline const Sm90BwdPlan *sm90bwd_of(const Plan *p) { return (const Sm90BwdPlan *)(const void *)p->family; }
+
+extern const Family sm90_mha_bwd;
+
+#endif

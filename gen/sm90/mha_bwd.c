@@ -1,0 +1,766 @@
+/* sm90/mha_bwd.c - the sm_90a attention backward's main kernel (kind mha-bwd; docs/kernels/mha-bwd.md).
+ *
+ * One CTA per (kv block of bn keys, kv head, batch). Roles (plan roles):
+ *   producer warp 0  one thread: K and V once, then per (query head, m-block) Q + nl2 and dO + D into
+ *                    `stages`-deep rings (TMA tiles and 1-D bulk copies on the slots' full mbarriers)
+ *   producer warp 1  the dQ writer: per m-block one cp.reduce.async.bulk .add.f32 of the smem dQ block
+ *   consumers        warpgroup w owns keys 64w..64w+63 of the block; everything is computed transposed
+ *                    (keys in rows), so P^T and dS^T are already the A fragments of the dV and dK wgmmas:
+ *                      S^T = K Q^T, dP^T = V dO^T           SS
+ *                      P = exp2(S^T scale_log2 + nl2)        (masked blocks: -inf first)
+ *                      dS = P (dP - D)
+ *                      dV += P^T dO, dK += dS^T Q           RS, B MN-major
+ *                      dS^T -> smem; dQ = dS K              SS, A and B MN-major
+ *                    then dQ (f32) to smem for the writer; dK, dV stay in registers for the whole loop and
+ *                    leave through smem (over the dead K and V tiles) by TMA stores.
+ * The three roles walk the same iterations: it = g x nm + (m - m_begin), g the query head of the group.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "../kernel.h"
+#include "../mha_bwd.h"
+#include "../ops.h"
+#include "../ops_bwd.h"
+#include "../ops_copy.h"
+#include "../softmax.h"
+#include "bwd90.h"
+
+enum { NAME = 32, CHUNK_ELEMS = 64, ROW_BYTES = 128, K16_ROWS = 16 };
+
+/* S^T / dP^T / dK / dV / dQ accumulator register of (column pair q, row half h, element x). */
+static int acc_index(int q, int h, int x) { return 4 * q + 2 * h + x; }
+
+/* dst = %lo when x <= 0, else (x + round) / div: the clamped block counts of the key ranges. */
+static void clamp_div(Emit *e, Reg dst, Reg x, int round, int div)
+{
+    Reg p = reg_pred(e, "cd_neg");
+    emit(e, "setp.le.s32 %s, %s, 0;", R(e, p), R(e, x));
+    emit(e, "add.s32 %s, %s, %d;", R(e, dst), R(e, x), round);
+    emit(e, "div.s32 %s, %s, %d;", R(e, dst), R(e, dst), div);
+    emit(e, "selp.b32 %s, 0, %s, %s;", R(e, dst), R(e, dst), R(e, p));
+}
+
+/* ------------------------------------------------------------------ */
+/* prologue: parameters, the tile, its m-block range                   */
+/* ------------------------------------------------------------------ */
+
+/* varlen: start and length of sequence %bidx in cu (clamped into [0, total]). */
+static void sequence_rows(Emit *e, Reg cu, Reg total, Reg start, Reg len)
+{
+    Reg a = reg_b64(e, "vl_addr"), end = reg_b32(e, "vl_end");
+    emit(e, "mul.wide.u32 %s, %%bidx, 4;", R(e, a));
+    emit(e, "add.s64 %s, %s, %s;", R(e, a), R(e, a), R(e, cu));
+    op_ld_global(e, REG_NONE, "s32", start, a, 0);
+    op_ld_global(e, REG_NONE, "s32", end, a, 4);
+    emit(e, "max.s32 %s, %s, 0;", R(e, start), R(e, start));
+    emit(e, "min.u32 %s, %s, %s;", R(e, start), R(e, start), R(e, total));
+    emit(e, "max.s32 %s, %s, 0;", R(e, end), R(e, end));
+    emit(e, "min.u32 %s, %s, %s;", R(e, end), R(e, end), R(e, total));
+    emit(e, "max.u32 %s, %s, %s;", R(e, end), R(e, end), R(e, start));
+    emit(e, "sub.u32 %s, %s, %s;", R(e, len), R(e, end), R(e, start));
+}
+
+/* Defines %bidx %kvh %n0 (the tile's first key) %q_start %k_start %b_map (the maps' batch coordinate)
+ * %pad (the sequence's first padded workspace row) %kv_off = seqlen_k - seqlen_q, and the m-blocks:
+ * [m_begin, m_end) see a key of the tile, [full_lo, full_hi) need no mask, %nm = m_end - m_begin,
+ * %iters = group x nm. A tile past its sequence's keys (varlen) exits here, before any barrier. */
+static void tile_coords(Emit *e)
+{
+    const Plan *p = e->p;
+    int bm = p->bm, bn = p->bn, wl, wr;
+    mask_bounds(&p->cfg, &wl, &wr);
+    Reg nb = reg_b32(e, "n_blocks"), t = reg_b32(e, "tc_t"), n = reg_b32(e, "n_blk"), hkv = reg_b32(e, "heads_kv");
+    Reg bidx = reg_b32(e, "bidx"), kvh = reg_b32(e, "kvh"), n0 = reg_b32(e, "n0"), x = reg_b32(e, "tc_x");
+    Reg qs = reg_b32(e, "q_start"), ks = reg_b32(e, "k_start"), bmap = reg_b32(e, "b_map"), pad = reg_b32(e, "pad");
+    Reg off = reg_b32(e, "kv_off"), mb = reg_b32(e, "m_begin"), me = reg_b32(e, "m_end"), nmq = reg_b32(e, "m_blocks");
+    Reg flo = reg_b32(e, "full_lo"), fhi = reg_b32(e, "full_hi"), nm = reg_b32(e, "nm"), it = reg_b32(e, "iters");
+    Reg pr = reg_pred(e, "tc_p");
+    emit_section(e, "prologue: the tile (plan grid: kv blocks ascending inside a (batch, kv head))");
+    emit(e, "add.u32 %s, %%seqlen_k, %d;", R(e, nb), bn - 1);
+    emit(e, "div.u32 %s, %s, %d;", R(e, nb), R(e, nb), bn);
+    emit(e, "div.u32 %s, %%heads_q, %d;", R(e, hkv), p->cfg.group);
+    emit(e, "mov.u32 %s, %%ctaid.x;", R(e, t));
+    emit(e, "rem.u32 %s, %s, %s;", R(e, n), R(e, t), R(e, nb));
+    emit(e, "div.u32 %s, %s, %s;", R(e, t), R(e, t), R(e, nb));
+    emit(e, "rem.u32 %s, %s, %s;", R(e, kvh), R(e, t), R(e, hkv));
+    emit(e, "div.u32 %s, %s, %s;", R(e, bidx), R(e, t), R(e, hkv));
+    emit(e, "mul.lo.u32 %s, %s, %d;", R(e, n0), R(e, n), bn);
+    if (p->cfg.varlen) {
+        emit_note(e, "plan note varlen: the sequence's rows; %%seqlen_q and %%seqlen_k become its lengths");
+        sequence_rows(e, reg_find(e, "cu_seqlens_q"), reg_find(e, "total_q"), qs, reg_find(e, "seqlen_q"));
+        sequence_rows(e, reg_find(e, "cu_seqlens_k"), reg_find(e, "total_k"), ks, reg_find(e, "seqlen_k"));
+        emit(e, "mov.u32 %s, 0;", R(e, bmap));
+        emit(e, "mad.lo.u32 %s, %%bidx, %d, %s;", R(e, pad), bm, R(e, qs));
+        emit(e, "div.u32 %s, %s, %d;", R(e, pad), R(e, pad), bm);
+        emit(e, "mul.lo.u32 %s, %s, %d;", R(e, pad), R(e, pad), bm);
+        emit(e, "setp.ge.u32 %s, %s, %%seqlen_k;", R(e, pr), R(e, n0));
+        emit_note(e, "a kv block past the sequence's keys (the grid is sized by the longest): nothing to do");
+        emit(e, "@%s bra $exit;", R(e, pr));
+    } else {
+        emit(e, "mov.u32 %s, 0;", R(e, qs));
+        emit(e, "mov.u32 %s, 0;", R(e, ks));
+        emit(e, "mov.u32 %s, %%bidx;", R(e, bmap));
+        emit(e, "mov.u32 %s, 0;", R(e, pad));
+    }
+    emit_note(e, "m-blocks of %d rows; query i sees key j when i + off - %d <= j <= i + off + %d (-1: unbounded)", bm,
+              wl, wr);
+    emit(e, "sub.s32 %s, %%seqlen_k, %%seqlen_q;", R(e, off));
+    emit(e, "add.u32 %s, %%seqlen_q, %d;", R(e, nmq), bm - 1);
+    emit(e, "div.u32 %s, %s, %d;", R(e, nmq), R(e, nmq), bm);
+    if (wr >= 0) {
+        emit_note(e, "first query that sees key n0: n0 - off - %d; full from n0 + bn - 1 - off - %d", wr, wr);
+        emit(e, "sub.s32 %s, %s, %s;", R(e, x), R(e, n0), R(e, off));
+        emit(e, "sub.s32 %s, %s, %d;", R(e, x), R(e, x), wr);
+        clamp_div(e, mb, x, 0, bm);
+        emit(e, "add.s32 %s, %s, %d;", R(e, x), R(e, x), bn - 1);
+        clamp_div(e, flo, x, bm - 1, bm);
+    } else {
+        emit(e, "mov.u32 %s, 0;", R(e, mb));
+        emit(e, "mov.u32 %s, 0;", R(e, flo));
+    }
+    if (wl >= 0) {
+        emit_note(e, "last query that sees key n0 + bn - 1: it + off + ... ; full while m0 + bm - 1 + off - %d <= n0", wl);
+        emit(e, "sub.s32 %s, %s, %s;", R(e, x), R(e, n0), R(e, off));
+        emit(e, "add.s32 %s, %s, %d;", R(e, x), R(e, x), wl + bn - 1 + 1);
+        clamp_div(e, me, x, bm - 1, bm);
+        emit(e, "min.u32 %s, %s, %s;", R(e, me), R(e, me), R(e, nmq));
+        emit(e, "sub.s32 %s, %s, %s;", R(e, x), R(e, n0), R(e, off));
+        emit(e, "add.s32 %s, %s, %d;", R(e, x), R(e, x), wl - bm + 1 + bm);
+        clamp_div(e, fhi, x, 0, bm);
+    } else {
+        emit(e, "mov.u32 %s, %s;", R(e, me), R(e, nmq));
+        emit(e, "mov.u32 %s, %s;", R(e, fhi), R(e, nmq));
+    }
+    emit_note(e, "no mask is needed only inside the queries (m0 + bm <= seqlen_q) and the keys (n0 + bn <= seqlen_k)");
+    emit(e, "div.u32 %s, %%seqlen_q, %d;", R(e, x), bm);
+    emit(e, "min.s32 %s, %s, %s;", R(e, fhi), R(e, fhi), R(e, x));
+    emit(e, "add.u32 %s, %s, %d;", R(e, x), R(e, n0), bn);
+    emit(e, "setp.gt.u32 %s, %s, %%seqlen_k;", R(e, pr), R(e, x));
+    emit(e, "@%s mov.u32 %s, 0;", R(e, pr), R(e, fhi));
+    emit(e, "max.s32 %s, %s, %s;", R(e, me), R(e, me), R(e, mb));
+    emit(e, "sub.u32 %s, %s, %s;", R(e, nm), R(e, me), R(e, mb));
+    emit(e, "mul.lo.u32 %s, %s, %d;", R(e, it), R(e, nm), p->cfg.group);
+}
+
+/* Iteration %it_reg -> m-block m and query head hq (g = it / nm of the kv head's group). */
+static void iter_coords(Emit *e, Reg itr, Reg m, Reg hq)
+{
+    const Plan *p = e->p;
+    if (p->cfg.group == 1) {
+        emit(e, "add.u32 %s, %%m_begin, %s;", R(e, m), R(e, itr));
+        if (reg_is(hq)) emit(e, "mov.u32 %s, %%kvh;", R(e, hq));
+        return;
+    }
+    Reg g = reg_b32(e, "ic_g");
+    emit(e, "div.u32 %s, %s, %%nm;", R(e, g), R(e, itr));
+    emit(e, "rem.u32 %s, %s, %%nm;", R(e, m), R(e, itr));
+    emit(e, "add.u32 %s, %s, %%m_begin;", R(e, m), R(e, m));
+    if (reg_is(hq)) emit(e, "mad.lo.u32 %s, %%kvh, %d, %s;", R(e, hq), p->cfg.group, R(e, g));
+}
+
+/* ws = the workspace row of (hq, m)'s first query: (bws heads_q + hq) q_rows + pad + m bm (u64). */
+static void ws_row(Emit *e, Reg ws, Reg m, Reg hq)
+{
+    Reg t = reg_b32(e, "wr_t"), t64 = reg_b64(e, "wr_t64");
+    if (e->p->cfg.varlen) emit(e, "mov.u32 %s, %s;", R(e, t), R(e, hq));
+    else emit(e, "mad.lo.u32 %s, %%bidx, %%heads_q, %s;", R(e, t), R(e, hq));
+    emit(e, "mul.wide.u32 %s, %s, %%q_rows;", R(e, ws), R(e, t));
+    emit(e, "mad.lo.u32 %s, %s, %d, %%pad;", R(e, t), R(e, m), e->p->bm);
+    emit(e, "cvt.u64.u32 %s, %s;", R(e, t64), R(e, t));
+    emit(e, "add.s64 %s, %s, %s;", R(e, ws), R(e, ws), R(e, t64));
+}
+
+static void emit_prologue(Emit *e)
+{
+    const Plan *p = e->p;
+    emit_section(e, "prologue: thread coordinates, parameters, smem base");
+    kernel_coords(e);
+    kernel_params(e);
+    if (p->cfg.varlen)
+        emit_note(e, "plan note varlen: p_seqlen_q / p_seqlen_k are the longest sequences; p_total_q / p_total_k the "
+                  "packed rows that bound cu_seqlens");
+    tile_coords(e);
+}
+
+static void emit_barrier_init(Emit *e)
+{
+    const Plan *p = e->p;
+    char lbl[NAME];
+    static const char *const ring[] = {"bar_q_full", "bar_q_empty", "bar_do_full", "bar_do_empty"};
+    Reg b = mbar_init_begin(e, lbl, sizeof lbl, "prologue: mbarrier init (thread 0), then every thread syncs");
+    Mbar kv = mbar_plan(e, "bar_kv_full"), dqf = mbar_plan(e, "bar_dq_full"), dqe = mbar_plan(e, "bar_dq_empty");
+    mbar_init(e, b, &kv, 0);
+    mbar_init(e, b, &dqf, 0);
+    mbar_init(e, b, &dqe, 0);
+    for (int i = 0; i < p->stages; i++) {
+        emit_note(e, "plan: ring stage %d", i);
+        for (int k = 0; k < 4; k++) {
+            Mbar m = mbar_plan(e, ring[k]);
+            mbar_init(e, b, &m, i);
+        }
+    }
+    mbar_init_end(e, lbl);
+    op_bar_sync(e, 0, p->threads);
+}
+
+/* ------------------------------------------------------------------ */
+/* producer: loads and the dQ writer                                    */
+/* ------------------------------------------------------------------ */
+
+/* One TMA box per 64-column chunk of a tile of `rows` rows at (row, head, batch). */
+static void load_tile(Emit *e, Reg tmap, Reg dst0, uint32_t chunk_bytes, Reg row, Reg head, Reg bar)
+{
+    const Plan *p = e->p;
+    Reg dst = reg_b32(e, "ld_dst"), col = reg_b32(e, "ld_col");
+    for (int c = 0; c < p->qk_chunks; c++) {
+        emit(e, "add.u32 %s, %s, %u;", R(e, dst), R(e, dst0), c * chunk_bytes);
+        emit(e, "mov.u32 %s, %d;", R(e, col), c * p->chunk_elems);
+        op_tma_load_4d(e, dst, tmap, col, row, head, reg_find(e, "b_map"), bar);
+    }
+}
+
+static void emit_loader(Emit *e)
+{
+    const Plan *p = e->p;
+    const Sm90BwdPlan *s = sm90bwd_of(p);
+    char l_loop[NAME], l_done[NAME];
+    Reg pr = reg_pred(e, "ld_p"), bar = reg_b32(e, "ld_bar"), dst = reg_b32(e, "ld_dst0"), row = reg_b32(e, "ld_row");
+    Reg stage = reg_b32(e, "ld_stage"), phase = reg_b32(e, "ld_phase"), par = reg_b32(e, "ld_par");
+    Reg itr = reg_b32(e, "ld_it"), m = reg_b32(e, "ld_m"), hq = reg_b32(e, "ld_hq"), ws = reg_b64(e, "ld_ws");
+    Reg src = reg_b64(e, "ld_src"), vdst = reg_b32(e, "ld_vdst");
+    emit_section(e, "role loader (producer warp 0, one thread): K and V, then the Q / dO rings");
+    emit_note(e, "plan: tx kv = %u bytes (K and V tiles, %d keys)", s->tx_kv, p->bn);
+    mbar_at(e, bar, s->bar_kv_full, 0);
+    op_mbar_expect_tx(e, bar, s->tx_kv);
+    emit(e, "add.u32 %s, %%n0, %%k_start;", R(e, row));
+    smem_at(e, dst, s->off_k);
+    load_tile(e, reg_find(e, "tmap_k"), dst, s->kv_chunk_bytes, row, reg_find(e, "kvh"), bar);
+    smem_at(e, dst, s->off_v);
+    load_tile(e, reg_find(e, "tmap_v"), dst, s->kv_chunk_bytes, row, reg_find(e, "kvh"), bar);
+    ring_reset(e, stage, phase);
+    emit(e, "mov.u32 %s, 0;", R(e, itr));
+    emit_label(e, new_label(e, l_loop, sizeof l_loop, "ld_loop"));
+    emit(e, "setp.ge.u32 %s, %s, %%iters;", R(e, pr), R(e, itr));
+    emit(e, "@%s bra %s;", R(e, pr), new_label(e, l_done, sizeof l_done, "ld_done"));
+    iter_coords(e, itr, m, hq);
+    ws_row(e, ws, m, hq);
+    emit(e, "shl.b64 %s, %s, 2;", R(e, ws), R(e, ws));
+    emit(e, "mad.lo.u32 %s, %s, %d, %%q_start;", R(e, row), R(e, m), p->bm);
+    ring_free_parity(e, par, phase);
+    const struct { const char *what; uint32_t empty, full, tile, vec, tx; const char *map, *vsrc; } t[2] = {
+        {"Q + nl2", s->bar_q_empty, s->bar_q_full, s->off_q, s->off_nl2, s->tx_q, "tmap_q", "nlse2"},
+        {"dO + D", s->bar_do_empty, s->bar_do_full, s->off_do, s->off_dpsum, s->tx_do, "tmap_do", "dpsum"}};
+    for (int k = 0; k < 2; k++) {
+        emit_note(e, "%s: wait for the slot, then load (plan: tx %u bytes)", t[k].what, t[k].tx);
+        smem_indexed(e, bar, t[k].empty, stage, MBAR_BYTES);
+        op_mbar_wait(e, bar, par);
+        smem_indexed(e, bar, t[k].full, stage, MBAR_BYTES);
+        op_mbar_expect_tx(e, bar, t[k].tx);
+        smem_indexed(e, dst, t[k].tile, stage, s->q_stage_bytes);
+        load_tile(e, reg_find(e, "%s", t[k].map), dst, s->q_chunk_bytes, row, hq, bar);
+        smem_indexed(e, vdst, t[k].vec, stage, s->vec_stage_bytes);
+        emit(e, "add.s64 %s, %%%s, %s;", R(e, src), t[k].vsrc, R(e, ws));
+        op_bulk_load(e, vdst, src, s->vec_stage_bytes, bar);
+    }
+    ring_advance(e, stage, phase, p->stages);
+    emit(e, "add.u32 %s, %s, 1;", R(e, itr), R(e, itr));
+    emit(e, "bra.uni %s;", l_loop);
+    emit_label(e, l_done);
+    emit(e, "bra.uni $exit;");
+}
+
+static void emit_writer(Emit *e)
+{
+    const Plan *p = e->p;
+    const Sm90BwdPlan *s = sm90bwd_of(p);
+    char l_loop[NAME], l_done[NAME];
+    Reg pr = reg_pred(e, "wr_p"), full = reg_b32(e, "wr_full"), empty = reg_b32(e, "wr_empty");
+    Reg src = reg_b32(e, "wr_src"), phase = reg_b32(e, "wr_phase"), itr = reg_b32(e, "wr_it");
+    Reg m = reg_b32(e, "wr_m"), hq = reg_b32(e, "wr_hq"), ws = reg_b64(e, "wr_ws"), dst = reg_b64(e, "wr_dst");
+    emit_section(e, "role dQ writer (producer warp 1, one thread): per m-block, the smem dQ block into the "
+                 "accumulator (plan note dq)");
+    mbar_at(e, full, s->bar_dq_full, 0);
+    mbar_at(e, empty, s->bar_dq_empty, 0);
+    smem_at(e, src, s->off_dq);
+    emit(e, "mov.u32 %s, 0;", R(e, phase));
+    emit(e, "mov.u32 %s, 0;", R(e, itr));
+    emit_label(e, new_label(e, l_loop, sizeof l_loop, "wr_loop"));
+    emit(e, "setp.ge.u32 %s, %s, %%iters;", R(e, pr), R(e, itr));
+    emit(e, "@%s bra %s;", R(e, pr), new_label(e, l_done, sizeof l_done, "wr_done"));
+    iter_coords(e, itr, m, hq);
+    ws_row(e, ws, m, hq);
+    emit(e, "mul.lo.u64 %s, %s, %d;", R(e, dst), R(e, ws), p->qk * BWD_F32);
+    emit(e, "add.s64 %s, %s, %%dq_accum;", R(e, dst), R(e, dst));
+    op_mbar_wait(e, full, phase);
+    op_bulk_reduce_add_f32(e, dst, src, s->dq_bytes);
+    op_bulk_commit(e);
+    emit_note(e, "the consumers may refill the block once the reduction has read it");
+    op_bulk_wait_read(e, 0);
+    op_mbar_arrive(e, empty);
+    emit(e, "xor.b32 %s, %s, 1;", R(e, phase), R(e, phase));
+    emit(e, "add.u32 %s, %s, 1;", R(e, itr), R(e, itr));
+    emit(e, "bra.uni %s;", l_loop);
+    emit_label(e, l_done);
+    emit_note(e, "the reductions must land before the CTA retires");
+    op_bulk_wait(e, 0);
+    emit(e, "bra.uni $exit;");
+}
+
+static void emit_producer(Emit *e)
+{
+    const Plan *p = e->p;
+    const Sm90BwdPlan *s = sm90bwd_of(p);
+    char l_writer[NAME];
+    emit_section(e, "role producer (warpgroup 0): plan regs %d", s->producer_regs);
+    op_setmaxnreg(e, s->producer_regs, p->entry_regs);
+    Reg pr = reg_pred(e, "p_role");
+    emit_note(e, "lane 0 of warp 0 loads, lane 0 of warp 1 writes dQ; the rest of the warpgroup has nothing to do");
+    emit(e, "setp.ne.u32 %s, %%lane, 0;", R(e, pr));
+    emit(e, "@%s bra $exit;", R(e, pr));
+    emit(e, "setp.eq.u32 %s, %%warp, 1;", R(e, pr));
+    emit(e, "@%s bra %s;", R(e, pr), new_label(e, l_writer, sizeof l_writer, "writer"));
+    emit(e, "setp.ne.u32 %s, %%warp, 0;", R(e, pr));
+    emit(e, "@%s bra $exit;", R(e, pr));
+    emit_loader(e);
+    emit_label(e, l_writer);
+    emit_writer(e);
+}
+
+/* ------------------------------------------------------------------ */
+/* consumers                                                            */
+/* ------------------------------------------------------------------ */
+
+/* Low word of a K-major SW128 descriptor of the tile at addr (u32): start >> 4 | LBO field. */
+static void desc_lo(Emit *e, Reg lo, Reg addr)
+{
+    emit(e, "shr.u32 %s, %s, 4;", R(e, lo), R(e, addr));
+    emit(e, "and.b32 %s, %s, 0x3FFF;", R(e, lo), R(e, lo));
+}
+
+/* S^T = A B^T over the depth: A = the consumer's 64 rows of tile a0 (K or V, K-major), B = the m-block's
+ * slot b0 (Q or dO, K-major); acc = s or dp. */
+static void emit_sdp(Emit *e, const char *what, Reg a0, Reg b0, Reg acc)
+{
+    const Plan *p = e->p;
+    const Sm90BwdPlan *s = sm90bwd_of(p);
+    Reg alo = reg_b32(e, "cs_alo"), blo = reg_b32(e, "cs_blo"), ad = reg_b64(e, "cs_ad"), bd = reg_b64(e, "cs_bd");
+    Reg ab = reg_b32(e, "cs_abase"), bb = reg_b32(e, "cs_bbase");
+    emit_note(e, "%s: %d x wgmma m64n%dk16 SS, both K-major (plan note sdp wgmma)", what, s->steps_d, p->bm);
+    desc_lo(e, ab, a0);
+    desc_lo(e, bb, b0);
+    emit(e, "or.b32 %s, %s, 0x%08X;", R(e, ab), R(e, ab), sm90_desc_lo_lbo(16));
+    emit(e, "or.b32 %s, %s, 0x%08X;", R(e, bb), R(e, bb), sm90_desc_lo_lbo(16));
+    for (int kk = 0; kk < s->steps_d; kk++) {
+        emit(e, "add.u32 %s, %s, %u;", R(e, alo), R(e, ab), op_desc_kstep(kk, 4, 32, s->kv_chunk_bytes));
+        emit(e, "add.u32 %s, %s, %u;", R(e, blo), R(e, bb), op_desc_kstep(kk, 4, 32, s->q_chunk_bytes));
+        emit(e, "mov.b64 %s, {%s, %%cs_hi_kmaj};", R(e, ad), R(e, alo));
+        emit(e, "mov.b64 %s, {%s, %%cs_hi_kmaj};", R(e, bd), R(e, blo));
+        op_wgmma_ss(e, p->bm, p->cfg.dtype, acc, ad, bd, kk ? 1 : 0, 0);
+    }
+}
+
+/* acc += A B: A = 16-bit pairs `a` (P^T or dS^T, registers), B = slot b0 (dO or Q) MN-major. */
+static void emit_dkv(Emit *e, const char *what, Reg acc, Reg a, Reg b0)
+{
+    const Plan *p = e->p;
+    const Sm90BwdPlan *s = sm90bwd_of(p);
+    Reg bdesc = reg_b64(e, "cs_mn_desc"), bd = reg_b64(e, "cs_bd");
+    emit_note(e, "%s: %d x wgmma m64n%dk16 RS, B MN-major (LBO = chunk stride %u, SBO = 8 rows; plan note dkv wgmma)",
+              what, s->steps_m, p->qk, s->q_chunk_bytes);
+    op_sm90_desc(e, bdesc, b0, s->q_chunk_bytes, 8 * ROW_BYTES, 128);
+    for (int kb = 0; kb < s->steps_m; kb++) {
+        Reg ar[4];
+        for (int i = 0; i < 4; i++) ar[i] = reg_at(e, a, 4 * kb + i);
+        emit(e, "add.s64 %s, %s, %u;", R(e, bd), R(e, bdesc), op_desc_delta((uint32_t)(kb * K16_ROWS * ROW_BYTES)));
+        op_wgmma_rs(e, p->qk, p->cfg.dtype, acc, ar, bd, 1);
+    }
+}
+
+/* dQ tile of this consumer = dS K: A = dS^T of the stage (MN-major: queries inside a key row), B = K
+ * (MN-major: depth inside a key row). */
+static void emit_dq_mma(Emit *e, Reg ds_stage_addr)
+{
+    const Plan *p = e->p;
+    const Sm90BwdPlan *s = sm90bwd_of(p);
+    Reg a = reg_b32(e, "cs_dqa"), b = reg_b32(e, "cs_dqb"), adesc = reg_b64(e, "cs_dqad"), bdesc = reg_b64(e, "cs_dqbd");
+    Reg ad = reg_b64(e, "cs_ad"), bd = reg_b64(e, "cs_bd");
+    emit_note(e, "dQ = dS K: %d x wgmma m64n%dk16 SS, A and B MN-major (plan note dq wgmma); this consumer's tile: "
+              "rows + 64 cs_dq_tm, columns + %d cs_dq_tn", s->steps_n, s->dq_n, s->dq_n);
+    emit(e, "mad.lo.u32 %s, %%cs_dq_tm, %u, %s;", R(e, a), s->ds_atom_bytes, R(e, ds_stage_addr));
+    emit(e, "mad.lo.u32 %s, %%cs_dq_tn, %u, %%cs_k0;", R(e, b), s->kv_chunk_bytes * (uint32_t)(s->dq_n / CHUNK_ELEMS));
+    op_sm90_desc(e, adesc, a, s->ds_atom_bytes, 8 * ROW_BYTES, 128);
+    op_sm90_desc(e, bdesc, b, s->kv_chunk_bytes, 8 * ROW_BYTES, 128);
+    for (int kk = 0; kk < s->steps_n; kk++) {
+        uint32_t step = op_desc_delta((uint32_t)(kk * K16_ROWS * ROW_BYTES));
+        emit(e, "add.s64 %s, %s, %u;", R(e, ad), R(e, adesc), step);
+        emit(e, "add.s64 %s, %s, %u;", R(e, bd), R(e, bdesc), step);
+        op_wgmma_ss_t(e, s->dq_n, p->cfg.dtype, reg_find(e, "dq"), ad, bd, kk ? 1 : 0, 1, 1);
+    }
+}
+
+/* Masked blocks: this thread's key rows j = n0 + 64 w + row_h and query columns m0 + 2 (lane % 4) + c;
+ * a score is hidden unless t_lo <= c <= t_hi (plan mask), keys past seqlen_k hide their whole row. */
+static void emit_mask(Emit *e, Reg m)
+{
+    const Plan *p = e->p;
+    const Sm90BwdPlan *s = sm90bwd_of(p);
+    int wl, wr;
+    mask_bounds(&p->cfg, &wl, &wr);
+    Reg j = reg_b32(e, "mk_j"), q0 = reg_b32(e, "mk_q0"), lo = reg_b32(e, "mk_lo"), hi = reg_b32(e, "mk_hi");
+    Reg t = reg_b32(e, "mk_t"), pk = reg_pred(e, "mk_kout");
+    Reg sacc = reg_find(e, "s");
+    emit_note(e, "mask: row = key j, column c = query m0 + 2 (lane %% 4) + c; visible for j - off - %d <= query <= "
+              "min(j - off + %d, seqlen_q - 1) (-1: unbounded)", wr, wl);
+    emit(e, "mad.lo.u32 %s, %s, %d, %%cs_lm2;", R(e, q0), R(e, m), p->bm);
+    for (int h = 0; h < 2; h++) {
+        emit(e, "add.u32 %s, %%cs_key%d, %%n0;", R(e, j), h);
+        emit(e, "sub.u32 %s, %%seqlen_q, 1;", R(e, hi));
+        if (wl >= 0) {
+            emit(e, "sub.s32 %s, %s, %%kv_off;", R(e, t), R(e, j));
+            emit(e, "add.s32 %s, %s, %d;", R(e, t), R(e, t), wl);
+            emit(e, "min.s32 %s, %s, %s;", R(e, hi), R(e, hi), R(e, t));
+        }
+        emit(e, "sub.s32 %s, %s, %s;", R(e, hi), R(e, hi), R(e, q0));
+        emit(e, "setp.ge.u32 %s, %s, %%seqlen_k;", R(e, pk), R(e, j));
+        emit(e, "@%s mov.u32 %s, -1;", R(e, pk), R(e, hi));
+        if (wr >= 0) {
+            emit(e, "sub.s32 %s, %s, %%kv_off;", R(e, lo), R(e, j));
+            emit(e, "sub.s32 %s, %s, %d;", R(e, lo), R(e, lo), wr);
+            emit(e, "sub.s32 %s, %s, %s;", R(e, lo), R(e, lo), R(e, q0));
+        }
+        for (int q = 0; q < s->sdp_regs / 4; q++)
+            for (int x = 0; x < 2; x++)
+                sfx_mask(e, reg_at(e, sacc, acc_index(q, h, x)), 8 * q + x, hi, wr >= 0 ? lo : REG_NONE);
+    }
+}
+
+/* A per-query-row vector of this thread's columns (nl2 or D) from the stage's ring slot: column pair q at
+ * 8 q + 2 (lane % 4). */
+static void load_cols(Emit *e, Reg vec, uint32_t off, Reg stage)
+{
+    const Sm90BwdPlan *s = sm90bwd_of(e->p);
+    Reg a = reg_b32(e, "cs_vaddr");
+    smem_indexed(e, a, off, stage, s->vec_stage_bytes);
+    emit(e, "mad.lo.u32 %s, %%cs_lm, 8, %s;", R(e, a), R(e, a));
+    for (int q = 0; q < s->sdp_regs / 4; q++)
+        op_ld_shared_v2_b32(e, reg_at(e, vec, 2 * q), reg_at(e, vec, 2 * q + 1), a, (uint32_t)(32 * q));
+}
+
+/* dS^T (packed pairs) into the stage's smem, the MN-major SW128 layout of dQ's A operand: key row r,
+ * queries 64a.. in atom a, 16-byte unit u of a row at u ^ (r % 8). */
+static void emit_store_ds(Emit *e, Reg ds_stage_addr)
+{
+    const Plan *p = e->p;
+    const Sm90BwdPlan *s = sm90bwd_of(p);
+    Reg key = reg_b32(e, "sd_key"), base = reg_b32(e, "sd_base"), u = reg_b32(e, "sd_u"), a = reg_b32(e, "sd_a");
+    Reg pds = reg_find(e, "pds");
+    emit_note(e, "dS^T to smem: key rows of this thread, query pairs 8q + 2 (lane %% 4); atom q / 8, unit q %% 8");
+    for (int h = 0; h < 2; h++) {
+        swizzle_row(e, key, base, reg_find(e, "cs_row%d", h), ds_stage_addr);
+        emit(e, "mad.lo.u32 %s, %%cs_lm, 4, %s;", R(e, base), R(e, base));
+        for (int q = 0; q < s->sdp_regs / 4; q++) {
+            swizzle_unit(e, u, key, q % 8);
+            emit(e, "add.u32 %s, %s, %s;", R(e, a), R(e, base), R(e, u));
+            /* packed register i holds accumulator registers 2i, 2i + 1 = (q, h, 0..1): i = 2q + h */
+            op_st_shared_b32(e, a, (uint32_t)(q / 8) * s->ds_atom_bytes, reg_at(e, pds, 2 * q + h));
+        }
+    }
+}
+
+/* One (query head, m-block) of the consumer loop. */
+static void emit_iteration(Emit *e)
+{
+    const Plan *p = e->p;
+    const Sm90BwdPlan *s = sm90bwd_of(p);
+    char l_nomask[NAME];
+    Reg stage = reg_find(e, "cs_stage"), phase = reg_find(e, "cs_phase"), bar = reg_b32(e, "cs_bar");
+    Reg m = reg_b32(e, "cs_m"), masked = reg_pred(e, "cs_masked");
+    Reg qs = reg_b32(e, "cs_qslot"), dos = reg_b32(e, "cs_doslot"), dss = reg_b32(e, "cs_dsslot");
+    Reg sacc = reg_find(e, "s"), dpacc = reg_find(e, "dp"), vec = reg_find(e, "cs_vec"), dvec = reg_find(e, "cs_dvec");
+    Reg pp = reg_find(e, "pp"), pds = reg_find(e, "pds"), dk = reg_find(e, "dk"), dv = reg_find(e, "dv");
+    iter_coords(e, reg_find(e, "cs_it"), m, REG_NONE);
+    emit(e, "setp.lt.s32 %s, %s, %%full_lo;", R(e, masked), R(e, m));
+    emit(e, "setp.ge.or.s32 %s, %s, %%full_hi, %s;", R(e, masked), R(e, m), R(e, masked));
+    smem_indexed(e, qs, s->off_q, stage, s->q_stage_bytes);
+    smem_indexed(e, dos, s->off_do, stage, s->q_stage_bytes);
+    emit_note(e, "wait for Q + nl2 of this stage, issue S^T; wait for dO + D, issue dP^T");
+    smem_indexed(e, bar, s->bar_q_full, stage, MBAR_BYTES);
+    op_mbar_wait(e, bar, phase);
+    op_wgmma_fence(e);
+    emit_sdp(e, "S^T = K Q^T", reg_find(e, "cs_krows"), qs, sacc);
+    op_wgmma_commit(e);
+    smem_indexed(e, bar, s->bar_do_full, stage, MBAR_BYTES);
+    op_mbar_wait(e, bar, phase);
+    op_wgmma_fence(e);
+    emit_sdp(e, "dP^T = V dO^T", reg_find(e, "cs_vrows"), dos, dpacc);
+    op_wgmma_commit(e);
+    emit_note(e, "S^T is ready once the older group retires; dP^T stays in flight");
+    op_wgmma_wait(e, 1);
+    emit(e, "@!%s bra %s;", R(e, masked), new_label(e, l_nomask, sizeof l_nomask, "cs_nomask"));
+    emit_mask(e, m);
+    emit_label(e, l_nomask);
+    emit_note(e, "P = exp2(S scale_log2 + nl2), nl2 = -LSE log2 e of the column's query (plan: ring nl2); D (ring "
+              "dpsum) is loaded beside it");
+    load_cols(e, vec, s->off_nl2, stage);
+    load_cols(e, dvec, s->off_dpsum, stage);
+    for (int q = 0; q < s->sdp_regs / 4; q++)
+        for (int h = 0; h < 2; h++)
+            for (int x = 0; x < 2; x++) {
+                Reg v = reg_at(e, sacc, acc_index(q, h, x));
+                emit(e, "fma.rn.ftz.f32 %s, %s, %%scale_log2, %s;", R(e, v), R(e, v), R(e, reg_at(e, vec, 2 * q + x)));
+                emit(e, "ex2.approx.ftz.f32 %s, %s;", R(e, v), R(e, v));
+            }
+    emit_note(e, "P^T to 16-bit pairs (the accumulator layout is the RS A fragment: register i packs 2i, 2i+1) and "
+              "dV issued at once: it overlaps dP^T, and the dP wait below cannot move above the ex2s (it follows "
+              "the dV issue, which needs them all)");
+    for (int i = 0; i < s->p_regs; i++)
+        op_cvt_pack(e, p->cfg.dtype, reg_at(e, pp, i), reg_at(e, sacc, 2 * i + 1), reg_at(e, sacc, 2 * i));
+    op_wgmma_fence(e);
+    emit_dkv(e, "dV += P^T dO", dv, pp, dos);
+    op_wgmma_commit(e);
+    emit_note(e, "dP^T is ready once the group before dV retires");
+    op_wgmma_wait(e, 1);
+    emit_note(e, "dS = P (dP - D), D = rowsum(dO O) of the column's query");
+    for (int q = 0; q < s->sdp_regs / 4; q++)
+        for (int h = 0; h < 2; h++)
+            for (int x = 0; x < 2; x++) {
+                int i = acc_index(q, h, x);
+                Reg v = reg_at(e, dpacc, i);
+                emit(e, "sub.f32 %s, %s, %s;", R(e, v), R(e, v), R(e, reg_at(e, dvec, 2 * q + x)));
+                emit(e, "mul.f32 %s, %s, %s;", R(e, v), R(e, v), R(e, reg_at(e, sacc, i)));
+            }
+    for (int i = 0; i < s->p_regs; i++)
+        op_cvt_pack(e, p->cfg.dtype, reg_at(e, pds, i), reg_at(e, dpacc, 2 * i + 1), reg_at(e, dpacc, 2 * i));
+    op_wgmma_fence(e);
+    emit_dkv(e, "dK += dS^T Q", dk, pds, qs);
+    op_wgmma_commit(e);
+    smem_indexed(e, dss, s->off_ds, reg_find(e, "cs_ds_stage"), s->ds_stage_bytes);
+    emit_store_ds(e, dss);
+    op_fence_proxy_async(e);
+    emit_note(e, "plan: named barrier ds_ready (%d): every consumer's dS^T rows are in smem", s->bar_ds);
+    op_bar_sync(e, s->bar_ds, named_bar_threads(p, s->bar_ds));
+    op_wgmma_fence(e);
+    emit_dq_mma(e, dss);
+    op_wgmma_commit(e);
+    op_wgmma_wait(e, 0);
+    emit_note(e, "every wgmma of this m-block is done: the Q and dO slots are free (one arrival per warp)");
+    smem_indexed(e, bar, s->bar_q_empty, stage, MBAR_BYTES);
+    op_mbar_arrive_if(e, reg_find(e, "cs_lane0"), bar);
+    smem_indexed(e, bar, s->bar_do_empty, stage, MBAR_BYTES);
+    op_mbar_arrive_if(e, reg_find(e, "cs_lane0"), bar);
+    emit_note(e, "dQ to smem once the writer's last reduction has read it: float4 [warpgroup][reg/4][thread]");
+    Reg par = reg_b32(e, "cs_dqpar"), dqa = reg_b32(e, "cs_dqaddr");
+    ring_free_parity(e, par, reg_find(e, "cs_dqph"));
+    op_mbar_wait(e, reg_find(e, "cs_dq_empty"), par);
+    emit(e, "mad.lo.u32 %s, %%cs_w, %u, %%cs_dq0;", R(e, dqa), (uint32_t)(s->dq_regs / 4 * BWD_WG * 16));
+    Reg dq = reg_find(e, "dq");
+    for (int j = 0; j < s->dq_regs / 4; j++) {
+        Reg v[4];
+        for (int k = 0; k < 4; k++) v[k] = reg_at(e, dq, 4 * j + k);
+        op_st_shared_v4_f32(e, dqa, (uint32_t)(j * BWD_WG * 16), v);
+    }
+    op_fence_proxy_async(e);
+    op_mbar_arrive(e, reg_find(e, "cs_dq_full"));
+    emit(e, "xor.b32 %%cs_dqph, %%cs_dqph, 1;");
+    emit(e, "xor.b32 %%cs_ds_stage, %%cs_ds_stage, 1;");
+    ring_advance(e, stage, phase, p->stages);
+}
+
+/* varlen, a consumer whose 64 rows run past the sequence's keys: dK (x scale) and dV straight from the
+ * accumulators, row-masked st.global (plan note varlen dkv): pair 8q + 2 (lane % 4) of rows cs_row<h>. */
+static void emit_store_kv_rows(Emit *e)
+{
+    const Plan *p = e->p;
+    Reg r = reg_b32(e, "er_row"), ad = reg_b64(e, "er_addr"), t = reg_b64(e, "er_t"), in = reg_pred(e, "er_in");
+    Reg f0 = reg_f32(e, "ep_f0"), f1 = reg_f32(e, "ep_f1"), pk = reg_b32(e, "ep_pk");
+    const struct { const char *acc, *ptr, *ss, *sh; int scale; } t2[2] = {
+        {"dk", "dk_out", "dk_stride_s", "dk_stride_h", 1}, {"dv", "dv_out", "dv_stride_s", "dv_stride_h", 0}};
+    for (int k = 0; k < 2; k++)
+        for (int h = 0; h < 2; h++) {
+            Reg acc = reg_find(e, "%s", t2[k].acc);
+            emit(e, "add.u32 %s, %%n0, %%cs_row%d;", R(e, r), h);
+            emit(e, "setp.lt.u32 %s, %s, %%seqlen_k;", R(e, in), R(e, r));
+            emit(e, "add.u32 %s, %s, %%k_start;", R(e, r), R(e, r));
+            op_cvt(e, "u64.u32", ad, r);
+            emit(e, "mul.lo.u64 %s, %s, %%%s;", R(e, ad), R(e, ad), t2[k].ss);
+            op_cvt(e, "u64.u32", t, reg_find(e, "kvh"));
+            emit(e, "mad.lo.u64 %s, %s, %%%s, %s;", R(e, ad), R(e, t), t2[k].sh, R(e, ad));
+            op_cvt(e, "u64.u32", t, reg_find(e, "cs_lm2"));
+            emit(e, "add.u64 %s, %s, %s;", R(e, ad), R(e, ad), R(e, t));
+            emit(e, "mad.lo.u64 %s, %s, %d, %%%s;", R(e, ad), R(e, ad), p->elem_bytes, t2[k].ptr);
+            for (int q = 0; q < p->qk / 8; q++) {
+                Reg x0 = reg_at(e, acc, acc_index(q, h, 0)), x1 = reg_at(e, acc, acc_index(q, h, 1));
+                if (t2[k].scale) {
+                    emit(e, "mul.f32 %s, %s, %%scale;", R(e, f0), R(e, x0));
+                    emit(e, "mul.f32 %s, %s, %%scale;", R(e, f1), R(e, x1));
+                    op_cvt_pack(e, p->cfg.dtype, pk, f1, f0);
+                } else {
+                    op_cvt_pack(e, p->cfg.dtype, pk, x1, x0);
+                }
+                op_st_global_b32_at(e, in, ad, (uint32_t)(8 * q * p->elem_bytes), pk);
+            }
+        }
+}
+
+/* dK (x scale) and dV to 16-bit, staged over this consumer's rows of the K and V tiles in the TMA's
+ * SW128 layout, TMA-stored as 64-row boxes. */
+static void emit_epilogue(Emit *e)
+{
+    const Plan *p = e->p;
+    const Sm90BwdPlan *s = sm90bwd_of(p);
+    char l_store[NAME], l_rows[NAME], l_done[NAME];
+    emit_section(e, "consumer epilogue: dK = scale dS^T Q, dV; through smem (over K, V) and TMA stores");
+    emit_note(e, "plan: named barrier kv_done (%d): no wgmma reads K or V any more", s->bar_kv_done);
+    op_bar_sync(e, s->bar_kv_done, named_bar_threads(p, s->bar_kv_done));
+    if (p->cfg.varlen) {
+        Reg end = reg_b32(e, "ep_end"), pe = reg_pred(e, "ep_past");
+        emit_note(e, "plan note varlen dkv: this consumer's rows run past the sequence's keys: row-masked stores");
+        emit(e, "mad.lo.u32 %s, %%cs_w, %d, %%n0;", R(e, end), BWD_MMA_M);
+        emit(e, "add.u32 %s, %s, %d;", R(e, end), R(e, end), BWD_MMA_M);
+        emit(e, "setp.gt.u32 %s, %s, %%seqlen_k;", R(e, pe), R(e, end));
+        emit(e, "@%s bra %s;", R(e, pe), new_label(e, l_rows, sizeof l_rows, "ep_rows"));
+    }
+    Reg key = reg_b32(e, "ep_key"), base = reg_b32(e, "ep_base"), u = reg_b32(e, "ep_u"), a = reg_b32(e, "ep_a");
+    Reg pk = reg_b32(e, "ep_pk"), f0 = reg_f32(e, "ep_f0"), f1 = reg_f32(e, "ep_f1");
+    Reg dk = reg_find(e, "dk"), dv = reg_find(e, "dv");
+    const struct { Reg acc; const char *tile; int scale; } t[2] = {{dk, "cs_k0", 1}, {dv, "cs_v0", 0}};
+    for (int k = 0; k < 2; k++)
+        for (int h = 0; h < 2; h++) {
+            swizzle_row(e, key, base, reg_find(e, "cs_row%d", h), reg_find(e, "%s", t[k].tile));
+            emit(e, "mad.lo.u32 %s, %%cs_lm, 4, %s;", R(e, base), R(e, base));
+            for (int q = 0; q < p->qk / 8; q++) {
+                Reg x0 = reg_at(e, t[k].acc, acc_index(q, h, 0)), x1 = reg_at(e, t[k].acc, acc_index(q, h, 1));
+                if (t[k].scale) {
+                    emit(e, "mul.f32 %s, %s, %%scale;", R(e, f0), R(e, x0));
+                    emit(e, "mul.f32 %s, %s, %%scale;", R(e, f1), R(e, x1));
+                    op_cvt_pack(e, p->cfg.dtype, pk, f1, f0);
+                } else {
+                    op_cvt_pack(e, p->cfg.dtype, pk, x1, x0);
+                }
+                swizzle_unit(e, u, key, q % 8);
+                emit(e, "add.u32 %s, %s, %s;", R(e, a), R(e, base), R(e, u));
+                op_st_shared_b32(e, a, (uint32_t)(q / 8) * s->kv_chunk_bytes, pk);
+            }
+        }
+    op_fence_proxy_async(e);
+    emit_note(e, "plan: named barrier epilogue<consumer> (%d + consumer)", s->bar_epi0);
+    op_bar_sync_at(e, REG_NONE, reg_find(e, "cs_epi_bar"), named_bar_threads(p, s->bar_epi0));
+    emit(e, "@!%%cs_leader bra %s;", new_label(e, l_store, sizeof l_store, "ep_stored"));
+    Reg src = reg_b32(e, "ep_src"), col = reg_b32(e, "ep_col"), row = reg_b32(e, "ep_row");
+    emit(e, "mad.lo.u32 %s, %%cs_w, %d, %%n0;", R(e, row), BWD_MMA_M);
+    emit(e, "add.u32 %s, %s, %%k_start;", R(e, row), R(e, row));
+    const char *maps[2] = {"tmap_dk", "tmap_dv"};
+    for (int k = 0; k < 2; k++)
+        for (int c = 0; c < p->qk_chunks; c++) {
+            emit(e, "add.u32 %s, %%%s, %u;", R(e, src), k ? "cs_vrows" : "cs_krows", c * s->kv_chunk_bytes);
+            emit(e, "mov.u32 %s, %d;", R(e, col), c * p->chunk_elems);
+            op_tma_store_4d(e, reg_find(e, "%s", maps[k]), col, row, reg_find(e, "kvh"), reg_find(e, "b_map"), src);
+        }
+    op_bulk_commit(e);
+    op_bulk_wait(e, 0);
+    emit_label(e, l_store);
+    if (p->cfg.varlen) {
+        emit(e, "bra.uni %s;", new_label(e, l_done, sizeof l_done, "ep_done"));
+        emit_label(e, l_rows);
+        emit_store_kv_rows(e);
+        emit_label(e, l_done);
+    }
+}
+
+static void emit_consumer_setup(Emit *e)
+{
+    const Plan *p = e->p;
+    const Sm90BwdPlan *s = sm90bwd_of(p);
+    Reg w = reg_b32(e, "cs_w"), wl = reg_b32(e, "cs_wl"), lm = reg_b32(e, "cs_lm"), t = reg_b32(e, "cs_t");
+    emit(e, "sub.u32 %s, %%wg, 1;", R(e, w));
+    emit(e, "and.b32 %s, %%warp, 3;", R(e, wl));
+    emit(e, "and.b32 %s, %%lane, 3;", R(e, lm));
+    emit(e, "shl.b32 %s, %s, 1;", R(e, reg_b32(e, "cs_lm2")), R(e, lm));
+    emit_note(e, "accumulator rows of this thread: 16 warp + lane / 4 (+8) of the consumer's 64; as tile rows "
+              "(keys) +64 w");
+    for (int h = 0; h < 2; h++) {
+        Reg r = reg_b32(e, "cs_row%d", h), k = reg_b32(e, "cs_key%d", h);
+        emit(e, "shr.u32 %s, %%lane, 2;", R(e, r));
+        emit(e, "mad.lo.u32 %s, %s, 16, %s;", R(e, r), R(e, wl), R(e, r));
+        if (h) emit(e, "add.u32 %s, %s, 8;", R(e, r), R(e, r));
+        emit(e, "mad.lo.u32 %s, %s, %d, %s;", R(e, r), R(e, w), BWD_MMA_M, R(e, r));
+        emit(e, "mov.u32 %s, %s;", R(e, k), R(e, r));
+    }
+    emit(e, "setp.eq.u32 %s, %%lane, 0;", R(e, reg_pred(e, "cs_lane0")));
+    emit(e, "shl.b32 %s, %%wg, 7;", R(e, t));
+    emit(e, "setp.eq.u32 %s, %%thread, %s;", R(e, reg_pred(e, "cs_leader")), R(e, t));
+    emit(e, "and.b32 %s, %%thread, 127;", R(e, reg_b32(e, "cs_tid")));
+    Reg k0 = smem_reg(e, "cs_k0", s->off_k), v0 = smem_reg(e, "cs_v0", s->off_v);
+    emit_note(e, "this consumer's 64 rows of K and V (the A operands of S^T and dP^T; its dK, dV staging)");
+    emit(e, "mad.lo.u32 %s, %s, %d, %s;", R(e, reg_b32(e, "cs_krows")), R(e, w), BWD_MMA_M * ROW_BYTES, R(e, k0));
+    emit(e, "mad.lo.u32 %s, %s, %d, %s;", R(e, reg_b32(e, "cs_vrows")), R(e, w), BWD_MMA_M * ROW_BYTES, R(e, v0));
+    emit(e, "mov.b32 %s, 0x%08X;", R(e, reg_b32(e, "cs_hi_kmaj")), sm90_desc_hi(8 * ROW_BYTES, 128));
+    emit_note(e, "plan note dq wgmma: this consumer's tile of the dQ block (tm = w %% %d, tn = w / %d)",
+              s->dq_tiles_m, s->dq_tiles_m);
+    emit(e, "rem.u32 %s, %s, %d;", R(e, reg_b32(e, "cs_dq_tm")), R(e, w), s->dq_tiles_m);
+    emit(e, "div.u32 %s, %s, %d;", R(e, reg_b32(e, "cs_dq_tn")), R(e, w), s->dq_tiles_m);
+    Reg dq0 = smem_reg(e, "cs_dq0", s->off_dq);
+    emit(e, "mad.lo.u32 %s, %%cs_tid, 16, %s;", R(e, dq0), R(e, dq0));
+    smem_reg(e, "cs_dq_full", s->bar_dq_full);
+    smem_reg(e, "cs_dq_empty", s->bar_dq_empty);
+    emit(e, "add.u32 %s, %s, %d;", R(e, reg_b32(e, "cs_epi_bar")), R(e, w), s->bar_epi0);
+}
+
+static void emit_consumer(Emit *e)
+{
+    const Plan *p = e->p;
+    const Sm90BwdPlan *s = sm90bwd_of(p);
+    char l_loop[NAME], l_done[NAME];
+    emit_section(e, "role consumers (warpgroups 1..%d): wgmma, P and dS; plan regs %d", s->consumers,
+                 s->consumer_regs);
+    op_setmaxnreg(e, s->consumer_regs, p->entry_regs);
+    emit_consumer_setup(e);
+    reg_arr(e, RT_F32, s->sdp_regs, "s");
+    reg_arr(e, RT_F32, s->sdp_regs, "dp");
+    reg_arr(e, RT_B32, s->p_regs, "pp");
+    reg_arr(e, RT_B32, s->p_regs, "pds");
+    reg_arr(e, RT_F32, s->sdp_regs / 2, "cs_vec");
+    reg_arr(e, RT_F32, s->sdp_regs / 2, "cs_dvec");
+    Reg dk = reg_arr(e, RT_F32, s->kv_regs, "dk"), dv = reg_arr(e, RT_F32, s->kv_regs, "dv");
+    reg_arr(e, RT_F32, s->dq_regs, "dq");
+    Reg stage = reg_b32(e, "cs_stage"), phase = reg_b32(e, "cs_phase"), itr = reg_b32(e, "cs_it");
+    Reg pr = reg_pred(e, "cs_p"), bar = reg_b32(e, "cs_bar");
+    ring_reset(e, stage, phase);
+    emit(e, "mov.u32 %s, 0;", R(e, reg_b32(e, "cs_dqph")));
+    emit(e, "mov.u32 %s, 0;", R(e, reg_b32(e, "cs_ds_stage")));
+    emit(e, "mov.u32 %s, 0;", R(e, itr));
+    emit_note(e, "dK = dV = 0; K and V of the tile");
+    for (int i = 0; i < s->kv_regs; i++) {
+        emit(e, "mov.f32 %s, 0f00000000;", R(e, reg_at(e, dk, i)));
+        emit(e, "mov.f32 %s, 0f00000000;", R(e, reg_at(e, dv, i)));
+    }
+    mbar_at(e, bar, s->bar_kv_full, 0);
+    op_mbar_wait_imm(e, bar, 0);
+    emit_section(e, "consumer loop: (query head, m-block) iterations of the tile");
+    emit_label(e, new_label(e, l_loop, sizeof l_loop, "cs_loop"));
+    emit(e, "setp.ge.u32 %s, %s, %%iters;", R(e, pr), R(e, itr));
+    emit(e, "@%s bra %s;", R(e, pr), new_label(e, l_done, sizeof l_done, "cs_done"));
+    emit_iteration(e);
+    emit(e, "add.u32 %s, %s, 1;", R(e, itr), R(e, itr));
+    emit(e, "bra.uni %s;", l_loop);
+    emit_label(e, l_done);
+    emit_epilogue(e);
+    emit(e, "bra.uni $exit;");
+}
+
+int sm90_emit_mha_bwd(Emit *e)
+{
+    emit_prologue(e);
+    emit_barrier_init(e);
+    emit_section(e, "role dispatch: warpgroup 0 produces, the others consume");
+    Reg p = reg_pred(e, "p_consumer");
+    emit(e, "setp.ge.u32 %s, %%wg, 1;", R(e, p));
+    emit(e, "@%s bra $consumer;", R(e, p));
+    emit_producer(e);
+    emit_label(e, "$consumer");
+    emit_consumer(e);
+    emit_label(e, "$exit");
+    emit(e, "ret;");
+    return e->failed ? -1 : 0;
+}

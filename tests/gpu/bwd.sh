@@ -1,0 +1,49 @@
+#!/bin/sh
+# tests/gpu/bwd.sh - the attention backward (issue 29, sm90a) on a Hopper GPU, one command:
+#   1. build fa4gen, libfa4rt and build/sim/sim_bwd
+#   2. ptxas report and SASS of the d128 main kernel (registers, spills, HGMMA count, local memory)
+#   3. tests/sim/cases_bwd_sm90.txt through build/sim/sim_bwd on the GPU (the simulator's cases, fp64 reference)
+#   4. tests/gpu/test_bwd.py: fp32 autograd reference vs fa4 and cuDNN, poisoned outputs, odd shapes
+#   5. bench/bench_bwd.py: fa4 vs cuDNN backward TFLOP/s and peak extra memory (BENCH=0 skips it)
+# Logs go to $OUT (default build/gpu-out): bwd_summary.txt (every step's last lines), bwd_details.txt, test_bwd.json,
+# bench_bwd.txt, bench_bwd.json. Exit status 1 when a step failed.
+set -u
+cd "$(dirname "$0")/../.." || exit 2
+OUT=${OUT:-build/gpu-out}
+mkdir -p "$OUT"
+CUDA=${CUDA_HOME:-/usr/local/cuda}
+export PATH="$CUDA/bin:$PATH" PYTHONUNBUFFERED=1
+export FA4GEN_CACHE_DIR=${FA4GEN_CACHE_DIR:-$(mktemp -d)}
+SUM=$OUT/bwd_summary.txt DET=$OUT/bwd_details.txt
+: > "$SUM"; : > "$DET"
+fail=0
+step() { # step NAME CMD...: output into the details file; the last lines into the summary
+    name=$1; shift
+    t0=$(date +%s)
+    "$@" > "$OUT/.step.log" 2>&1
+    rc=$?
+    { echo "==== $name (rc=$rc, $(( $(date +%s) - t0 ))s)"; cat "$OUT/.step.log"; } >> "$DET"
+    { echo "==== $name (rc=$rc, $(( $(date +%s) - t0 ))s)"; tail -${TAIL:-3} "$OUT/.step.log"; } >> "$SUM"
+    [ $rc -eq 0 ] || fail=1
+    rm -f "$OUT/.step.log"
+    return $rc
+}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader >> "$SUM" 2>&1
+step build make -j16 build/fa4gen build/libfa4rt.so build/sim/sim_bwd || { cat "$SUM"; exit 1; }
+sass() {
+    for m in none causal; do
+        build/fa4gen mha-bwd --target sm90a --dtype bf16 --depth 128 --mask $m -o "$OUT/.k.ptx" || return 1
+        ptxas -arch=sm_90a -v "$OUT/.k.ptx" -o "$OUT/.k.cubin" 2>&1 | grep -E 'Used|spill|warning|error'
+        echo "d128 $m: $(cuobjdump -sass "$OUT/.k.cubin" | grep -c HGMMA) HGMMA, $(cuobjdump -sass "$OUT/.k.cubin" | grep -c -E 'LDL|STL') LDL/STL"
+    done
+    rm -f "$OUT/.k.ptx" "$OUT/.k.cubin"
+}
+TAIL=6 step sass sass
+TAIL=25 step sim_cases_gpu build/sim/sim_bwd --cases tests/sim/cases_bwd_sm90.txt
+TAIL=45 step test_bwd python3 tests/gpu/test_bwd.py --out "$OUT/test_bwd.json"
+if [ "${BENCH:-1}" != 0 ]; then
+    TAIL=12 step bench_bwd python3 bench/bench_bwd.py --out "$OUT/bench_bwd.txt" --json "$OUT/bench_bwd.json" \
+        ${BENCH_ARGS:-}
+fi
+cat "$SUM"
+exit $fail

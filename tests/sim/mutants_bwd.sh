@@ -1,0 +1,77 @@
+#!/bin/sh
+# tests/sim/mutants_bwd.sh - mutation tests of the attention backward on the simulator: proof that
+# tests/sim/sim_bwd.c and the simulator catch a broken mha-bwd kernel.
+#
+# The d128 causal main kernel (the config sim_bwd's case runs) is generated, one line is changed (a deleted
+# fence, barrier or wait, a wrong transpose or byte count), ptxas must still assemble the mutant, and the case
+# runs with FA4SIM_PTX_REPLACE=mutant (tests/sim/cuda.c): it must FAIL (a simulator report -- hazard, deadlock,
+# fault -- or a numeric mismatch). The unmutated kernel must PASS first.
+# Not here: the dQ block's handshake between the writer and the consumers (dq_empty wait, wait_group.read):
+# breaking it races only when a bulk reduction stays in flight for a whole m-block, and the simulator
+# completes async ops within a few scheduler steps (sim.c max_latency), so no seed draws it.
+#
+#   sh tests/sim/mutants_bwd.sh        (needs build/fa4gen, build/sim/libcuda.so.1, build/sim/sim_bwd)
+# Prints `caught NAME: how` or `MISSED NAME` per mutant, then `mutants_bwd: N passed, N failed`.
+set -u
+cd "$(dirname "$0")/../.." || exit 2
+ROOT=$(pwd)
+for f in build/fa4gen build/sim/sim_bwd build/sim/libcuda.so.1; do
+    [ -f "$f" ] || { echo "mutants_bwd: $f missing"; exit 2; }
+done
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/fa4mutbwd.XXXXXX") || exit 2
+trap 'rm -rf "$WORK"' EXIT
+PTXAS=${PTXAS:-$(command -v ptxas || echo "${CUDA_HOME:-/usr/local/cuda}/bin/ptxas")}
+CASE="dtype=bf16 d=128 hq=2 hkv=1 sq=200 sk=300 mask=causal"
+CONFIG="mha-bwd target=sm90a dtype=bf16 qk=128 ov=128 bm=64 bn=128 group=2 stages=2 swizzle=128 mask=causal"
+build/fa4gen mha-bwd --config "$CONFIG" -o "$WORK/k.ptx" || exit 2
+run() { # run PTX: the case with PTX in place of the kernel; output in $WORK/out
+    FA4GEN_COMPILER=driver-ptx FA4GEN_CACHE_DIR="$WORK/cache" FA4SIM_CC=90 FA4SIM_SEED=${MUTANTS_SEED:-1} \
+        FA4SIM_PTX_REPLACE="$1" LD_LIBRARY_PATH="$ROOT/build/sim" timeout 300 build/sim/sim_bwd $CASE \
+        >"$WORK/out" 2>"$WORK/err"
+}
+rm -rf "$WORK/cache"
+if ! run "$WORK/k.ptx" || ! grep -q '^PASS' "$WORK/out"; then
+    echo "mutants_bwd: the unmutated kernel fails"; cat "$WORK/out" "$WORK/err" | head; exit 2
+fi
+echo "unmutated: PASS ($CONFIG)"
+pass=0 fail=0
+# mutant NAME ANCHOR PATTERN OP [FROM TO]: the first line matching the ERE PATTERN after the first line
+# matching ANCHOR (an empty ANCHOR: from the top) deleted (OP del) or edited by sub(FROM, TO) (OP sub).
+mutant() {
+    name=$1 anchor=$2 pat=$3 op=$4 from=${5:-} to=${6:-}
+    ANCHOR=$anchor PAT=$pat OP=$op FROM=$from TO=$to awk '
+        BEGIN { armed = ENVIRON["ANCHOR"] == ""; done = 0 }
+        { line = $0 }
+        !armed && index(line, ENVIRON["ANCHOR"]) { armed = 1; print; next }
+        armed && !done && line ~ ENVIRON["PAT"] {
+            done = 1
+            if (ENVIRON["OP"] == "del") line = "    // mutant: deleted"
+            else sub(ENVIRON["FROM"], ENVIRON["TO"], line)
+        }
+        { print line }
+        END { if (!done) exit 3 }' "$WORK/k.ptx" >"$WORK/$name.ptx" || { echo "MISSED $name: did not apply"; fail=$((fail + 1)); return; }
+    if cmp -s "$WORK/k.ptx" "$WORK/$name.ptx"; then echo "MISSED $name: no change"; fail=$((fail + 1)); return; fi
+    if ! "$PTXAS" -arch=sm_90a "$WORK/$name.ptx" -o "$WORK/m.cubin" >"$WORK/ptxas.log" 2>&1; then
+        echo "MISSED $name: ptxas rejects it"; fail=$((fail + 1)); return
+    fi
+    rm -rf "$WORK/cache"
+    if run "$WORK/$name.ptx" && grep -q '^PASS' "$WORK/out"; then
+        echo "MISSED $name"; fail=$((fail + 1))
+    else
+        how=$(grep -m1 -E 'hazard|deadlock|fault|HAZARD|DEADLOCK|FAULT' "$WORK/err" "$WORK/out" | cut -c1-110)
+        [ -n "$how" ] || how=$(grep -m1 '^FAIL' "$WORK/out" | sed 's/.*mask=causal//' | cut -c1-110)
+        echo "caught $name: $how"; pass=$((pass + 1))
+    fi
+}
+mutant ds_fence "dS^T to smem" 'fence\.proxy\.async' del
+mutant ds_barrier "named barrier ds_ready" 'bar\.sync 1, 256' del
+mutant s_wait "S^T is ready once" 'wgmma\.wait_group\.sync\.aligned 1' del
+mutant all_wait "plan note dq wgmma);" 'wgmma\.wait_group\.sync\.aligned 0' del
+mutant dq_fence "dQ to smem once" 'fence\.proxy\.async' del
+mutant dq_tnsp_a "dQ = dS K:" 'wgmma\.mma_async' sub ' 1, 1, 1, 1;' ' 1, 1, 0, 1;'
+mutant dkv_tnsp_b "dV += P^T dO" 'wgmma\.mma_async' sub ', 1, 1, 1, 1;' ', 1, 1, 1, 0;'
+mutant q_tx "Q + nl2: wait for the slot" 'expect_tx' sub '16640;' '16624;'
+mutant kv_done "named barrier kv_done" 'bar\.sync 2, 256' del
+mutant q_release "the Q and dO slots are free" 'mbarrier\.arrive' del
+echo "mutants_bwd: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
