@@ -277,9 +277,9 @@ int config_key_applies(Kind k, TargetId t, const char *key)
 {
     int mha = k == KIND_MHA, mla = k == KIND_MLA_SPARSE, sm90 = t == TARGET_SM90A;
     if (kind_is_bwd(k)) { /* the backward's kernels (gen/mha_bwd.c, mha_bwd_key_used) */
-        if (KEY_IN(key, "kind", "target", "dtype", "qk", "ov", "bm", "varlen", "deterministic", "sink")) return 1;
-        if (k == KIND_MHA_BWD) return KEY_IN(key, "bn", "group", "stages", "swizzle", "mask");
-        return k == KIND_MHA_BWD_DQ && KEY_IN(key, "bn");
+        /* the runtime builds the pre and dq configs from the main kernel's, so they take its keys */
+        return KEY_IN(key, "kind", "target", "dtype", "qk", "ov", "bm", "bn", "group", "stages", "swizzle", "mask",
+                      "varlen", "deterministic", "sink");
     }
     if (KEY_IN(key, "kind", "target", "dtype", "ov")) return 1;
     if (k == KIND_COMBINE) return 0; /* target, dtype and ov say it all */
