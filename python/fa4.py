@@ -47,7 +47,7 @@ _MASK_NONE, _MASK_CAUSAL, _MASK_WINDOW = 0, 1, 2
 class _Options(ctypes.Structure):
     _fields_ = [("size", ctypes.c_size_t), ("version", ctypes.c_uint), ("device", ctypes.c_int),
                 ("target", ctypes.c_int), ("cache_dir", ctypes.c_char_p), ("disk_cache", ctypes.c_int),
-                ("verbose", ctypes.c_int), ("disable_jit", ctypes.c_int)]
+                ("verbose", ctypes.c_int), ("disable_jit", ctypes.c_int), ("recheck_buffers", ctypes.c_int)]
 
 
 class _MhaArgs(ctypes.Structure):
@@ -359,7 +359,7 @@ def context(device=0):
     """The fa4 context of a CUDA device (created once, kept for the process)."""
     lib = _load()
     if device not in _ctx:
-        opt = _Options(ctypes.sizeof(_Options), 2, device, 0, None, 1, 0, 0)
+        opt = _Options(ctypes.sizeof(_Options), 3, device, 0, None, 1, 0, 0, 0)
         ctx = ctypes.c_void_p()
         _check(lib.fa4_create(ctypes.byref(ctx), ctypes.byref(opt)), None)
         _ctx[device] = ctx
