@@ -118,6 +118,11 @@ $(B)/tests/%: tests/unit/%.c tests/unit/testutil.h $(B)/libfa4rt.a $(B)/fa4gen
 
 $(B)/tests/test_launch: tests/unit/fake_cuda.h
 
+# test_cli includes gen/main.c (its main renamed) to reach the CLI's static helpers; aot.c comes with it.
+$(B)/tests/test_cli: tests/unit/test_cli.c tests/unit/testutil.h gen/main.c gen/aot.c gen/aot.h $(B)/libfa4rt.a $(B)/fa4gen
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Itests/unit $< gen/aot.c -o $@ $(B)/libfa4rt.a $(CMOCKA_LIBS) $(LDLIBS_RT)
+
 # test_bundle links a bundle fa4gen compiles from tests/unit/bundle_list.txt (runs on the fake driver).
 $(B)/tests/gen/test_bundle_kernels.c: tests/unit/bundle_list.txt $(B)/fa4gen
 	@mkdir -p $(dir $@)
@@ -150,6 +155,7 @@ ptxas-test: $(B)/fa4gen
 	@sh tests/ptxas/run_features.sh $(B)/fa4gen
 	@CUOBJDUMP=$$(sh tests/ensure-sass-tools.sh $(B)/sasstools 2>/dev/null) sh tests/ptxas/run_split.sh $(B)/fa4gen
 	@CUOBJDUMP=$$(sh tests/ensure-sass-tools.sh $(B)/sasstools 2>/dev/null) sh tests/ptxas/run_serving.sh $(B)/fa4gen
+	@sh tests/ptxas/run_spills.sh $(B)/fa4gen
 
 # SASS of the sm100a matrix (no GPU needed): a cuobjdump from the toolkit, or NVIDIA's wheel.
 sass-test: $(B)/fa4gen
@@ -179,14 +185,14 @@ test-sanitize: deps-test
 	@sh tests/sanitize/run.sh
 
 # libFuzzer harnesses (tests/fuzz/): clang -fsanitize=fuzzer with ASan + UBSan over the generator.
-#   make fuzz-ci              each harness for FUZZ_SECONDS (40) over its seed corpus (CI)
+#   make fuzz-ci              each harness (six) for FUZZ_SECONDS (40) over its seed corpus (CI)
 #   make fuzz-long            each for FUZZ_LONG_SECONDS (or FUZZ_RUNS executions), log in build/fuzz/;
 #                             FUZZ_LONG_NAMES="cli cache" picks harnesses
 #   make fuzz-coverage        line coverage of the code each harness tests, over its corpora (llvm-cov)
 FUZZ_CC      ?= clang
 FUZZ_FLAGS   := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -g -O1 -std=c11 \
                 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-missing-field-initializers -Igen -I$(B)
-FUZZ_NAMES   := config cli bundle cache args
+FUZZ_NAMES   := config cli bundle cache args score_mod
 FUZZ_BIN     := $(FUZZ_NAMES:%=$(B)/fuzz/fuzz_%)
 FUZZ_SECONDS ?= 40
 $(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h tests/fuzz/fuzz_main.h gen/main.c gen/aot.c $(GEN_SRC) \
@@ -229,10 +235,11 @@ FUZZ_COV_cli    := gen/main.c gen/config.c gen/api.c
 FUZZ_COV_bundle := gen/main.c gen/config.c
 FUZZ_COV_cache  := runtime/cache.c runtime/api.c
 FUZZ_COV_args   := runtime/mha.c runtime/mla_sparse.c runtime/launch.c
+FUZZ_COV_score_mod := gen/score_mod.c
 $(B)/fuzzcov/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h tests/fuzz/fuzz_main.h gen/main.c $(GEN_SRC) $(HDRS) \
                      $(B)/templates.c $(B)/gen_id.h
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_COV_FLAGS) $< $(GEN_SRC) $(B)/templates.c -o $@ -lm
+	$(FUZZ_CC) $(FUZZ_COV_FLAGS) $< gen/aot.c $(GEN_SRC) $(B)/templates.c -o $@ -ldl -lm
 $(FUZZ_RT:$(B)/fuzz/%=$(B)/fuzzcov/%): $(B)/fuzzcov/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h \
                      tests/fuzz/fuzz_rt.h tests/unit/fake_cuda.h $(RT_SRC) $(GEN_SRC) $(HDRS) $(B)/templates.c $(B)/gen_id.h \
                      $(FAKECUDA)
@@ -249,7 +256,8 @@ fuzz-coverage: $(FUZZ_LONG_NAMES:%=$(B)/fuzzcov/fuzz_%)
 	    { echo "fuzz_$$n over $$(ls $(B)/fuzz/long_$$n | wc -l) + $$(ls tests/fuzz/corpus/$$n | wc -l) inputs:"; \
 	      llvm-cov report $(B)/fuzzcov/fuzz_$$n -instr-profile=$(B)/fuzzcov/$$n.profdata \
 	        $$(case $$n in config) echo $(FUZZ_COV_config);; cli) echo $(FUZZ_COV_cli);; bundle) echo $(FUZZ_COV_bundle);; \
-	           cache) echo $(FUZZ_COV_cache);; args) echo $(FUZZ_COV_args);; esac); } | tee $(B)/fuzzcov/$$n.txt; done
+	           cache) echo $(FUZZ_COV_cache);; args) echo $(FUZZ_COV_args);; \
+           score_mod) echo $(FUZZ_COV_score_mod);; esac); } | tee $(B)/fuzzcov/$$n.txt; done
 
 # The whole project (CLI, libraries, examples, unit tests, fake and simulated drivers) with clang,
 # warnings as errors, in its own build folder.

@@ -2,7 +2,7 @@
 
     python3 bench/bench_decode.py [--out FILE] [--paged] [--batches 1,4,16,64] [--seqlens 4096,16384,65536,131072]
                                   [--gqa 64/8,32/8] [--reps 30] [--ab "CONFIG WORDS"] [--graphs [--calls N]]
-                                  [--no-ws] [--kv-early] [--math last|inline|off]
+                                  [--no-ws] [--kv-early] [--kv-tail N] [--math last|inline|off]
 
 Per shape (d128 bf16, GQA packed): fa4.mha_fwd with num_splits 0 (the runtime picks the split count; the
 workspace is allocated once per shape, outside the timing) against SDPA flash / efficient / cuDNN / math,
@@ -41,6 +41,13 @@ cluster split (the split CTAs merge in distributed shared memory); column "split
 table, seqlens_k -- are not written by a kernel that may still run, true here: the kernels before each call are
 other calls', which write only O and LSE), so the split kernel streams its first K/V blocks under the previous
 kernel's tail; column "fa4[plain]" times the same calls without it in the same repetitions. With --paged too.
+
+--kv-tail N (0 < N < 64): every sequence's kv length is seqlen_k - N, so each split kernel's last kv block
+holds a sequence's last key and rows past it (a real decode step's case: lengths are rarely multiples of the
+tile): dense calls (fa4's and torch's) see K, V views that end there; paged, seqlens_k stops there and the page
+rows past it hold NaN, which must not reach O (issue 26 item 5; fa4's check column stays finite). With
+--ab "stale=1" the second column is the kernel without the tail isolation (config word stale, unsafe: A/B only),
+in the same repetitions.
 
 --paged: K and V live in pages of 64 rows [num_pages, 64, heads_kv, 128] with a shuffled block table
 [batch, seqlen_k / 64]; fa4 reads them through the paged path (issue 15 item 2, branch w15v); torch has no
@@ -156,6 +163,18 @@ def add_pages(s, order="shuffled"):
     s["seqlens_k"] = torch.full((B,), S, device="cuda", dtype=torch.int32)
 
 
+def stale_tail(s, n):
+    """--kv-tail: the last n kv rows of every sequence are past its length: the dense views end before them,
+    seqlens_k stops there, and in the pages those rows hold NaN (a cache's stale rows)."""
+    B, S = s["k"].shape[:2]
+    s["k"], s["v"] = s["k"][:, :S - n], s["v"][:, :S - n]
+    if "k_pages" in s:
+        s["seqlens_k"].fill_(S - n)
+        last = s["block_table"][:, (S - 1) // PAGE].long()
+        for pages in (s["k_pages"], s["v_pages"]):
+            pages[last, (S - n) % PAGE:] = float("nan")
+
+
 def make_set(B, S, Hq, Hkv, paged, order="shuffled"):
     s = {"q": torch.randn(B, 1, Hq, D, device="cuda", dtype=torch.bfloat16),
          "k": torch.randn(B, S, Hkv, D, device="cuda", dtype=torch.bfloat16),
@@ -195,10 +214,15 @@ def time_shape(args, B, S, Hq, Hkv, free, paged):
     if args.kv_early:
         fns.insert(1, ("fa4[plain]", paged_call() if paged else lambda s: dense(s, early=False)))
     for i, (n, cfg) in enumerate(zip(ab_names(args), ab_configs(args))):
-        _, ab_bytes = fa4.mha_split_count(sets[0]["q"], sets[0]["k"], sets[0]["v"], config=cfg, num_splits=0)
+        s0 = sets[0]  # paged: the paged call's own pick (a config word may be one only paged kernels take: stale=1)
+        _, ab_bytes = fa4.mha_split_count(s0["q"], s0["k_pages"], s0["v_pages"], config=cfg, num_splits=0,
+                                          block_table=s0["block_table"], seqlen_k=s0["seqlens_k"]) if paged else \
+            fa4.mha_split_count(s0["q"], s0["k"], s0["v"], config=cfg, num_splits=0)
         ab_ws = torch.empty(max(ab_bytes, 16), device="cuda", dtype=torch.uint8)
         fns.insert(1 + i, (n, paged_call(cfg, ab_ws, args.kv_early) if paged else lambda s, w=ab_ws, c=cfg: fa4.mha_fwd(
             s["q"], s["k"], s["v"], out=s["o"], config=c, num_splits=0, workspace=w, kv_early=args.kv_early)))
+    for s in sets if args.kv_tail else []:  # after every split count and workspace above (full length)
+        stale_tail(s, args.kv_tail)
     ok, errs = [], {}
     for n, fn in fns:  # a backend that fails on this shape is n/a, left out of the timing
         if n == "math" and not math_fits(row, free, errs):
@@ -320,9 +344,13 @@ def main():
     ap.add_argument("--hold-us", type=float, default=200, help="with --graphs: the GPU spins this long before each "
                     "timed replay, so the host's launch latency stays out of the time (0: the old method)")
     ap.add_argument("--kv-early", action="store_true", help="fa4 with kv_early=True; fa4[plain] without, beside it")
+    ap.add_argument("--kv-tail", type=int, default=0, help="kv lengths seqlen_k - N (0 < N < 64): a tail block per "
+                    "sequence; paged, NaN in the page rows past the length")
     ap.add_argument("--math", choices=("last", "inline", "off"), default="last",
                     help="SDPA math: in a pass after every shape (default), within each shape's timing, or not run")
     args = ap.parse_args()
+    if not 0 <= args.kv_tail < PAGE:
+        ap.error("--kv-tail: 0..%d" % (PAGE - 1))
     gpu = torch.cuda.get_device_name()
     torch.manual_seed(0)
     free = torch.cuda.mem_get_info()[0]
@@ -337,6 +365,9 @@ def main():
                         % (args.calls, args.hold_us)) if args.graphs
             else " of eager calls (host cost included)", copy_bw),
         "# fa4: num_splits 0 (runtime pick; its split count and kernel below); target >= 85%% of copy for Sk >= 16k"]
+    if args.kv_tail:
+        lines.append("# --kv-tail %d: kv lengths seqlen_k - %d (GB/s still counts seqlen_k rows)%s" % (
+            args.kv_tail, args.kv_tail, "; the page rows past them hold NaN" if args.paged else ""))
     if args.paged and paged is None:
         lines.append("# --paged: this build's fa4.mha_fwd has no block_table (the paged path is issue 15 item 2, "
                      "branch w15v): fa4 runs dense")

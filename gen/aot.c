@@ -87,33 +87,64 @@ static int find_tools(const AotRequest *r, Tools *t)
 
 /* ---------------------------------------------------------------- plans */
 
+int aot_plan_text(const char *text, int target, Plan *p, char *err, size_t n)
+{
+    Config c;
+    ConfigGiven g;
+    if (config_parse_given(text, &c, &g, err, n)) return -1;
+    if (target >= 0 && config_set(&c, "target", target_name[target], err, n)) return -1;
+    return config_check_given(&c, &g, err, n) || plan_make(&c, p, err, n) ? -1 : 0;
+}
+
+/* Where a config was given, for a message: "LIST line N" or "--config 'TEXT'". */
+static void config_origin(const AotConfig *a, char *buf, size_t n)
+{
+    if (a->line) snprintf(buf, n, "%s line %d", a->from, a->line);
+    else snprintf(buf, n, "%s '%.200s'", a->from, a->text);
+}
+
+/* A kernel made twice (the same canonical config from two lines, or through --targets): one note
+ * per repeat, said once every config has planned, so that a refusal stays one line. */
+static void say_duplicates(const AotRequest *r, Plan *const *all, const int *first_of, int count)
+{
+    char here[300], there[300];
+    int per = r->n_targets ? r->n_targets : 1;
+    for (int i = 0; i < count; i++)
+        if (first_of[i] != i) {
+            config_origin(&r->configs[i / per], here, sizeof here);
+            config_origin(&r->configs[first_of[i] / per], there, sizeof there);
+            r->say("bundle: %s: the same kernel as %s (%s); compiled once", here, there, all[first_of[i]]->symbol);
+        }
+}
+
 /* Plan every config for every target asked for; duplicates are dropped with a note. */
 static int plan_all(const AotRequest *r, Plan ***plans_out, int *n_out)
 {
-    int per = r->n_targets ? r->n_targets : 1, n = 0, rc = 0;
-    Plan **plans = calloc((size_t)r->n_configs * (size_t)per + 1, sizeof *plans);
-    if (!plans) return 1;
-    char err[512];
-    for (int i = 0; i < r->n_configs && !rc; i++)
-        for (int t = 0; t < per && !rc; t++) {
-            const AotConfig *a = &r->configs[i];
-            Config c;
-            Plan *p = malloc(sizeof *p);
-            if (!p) { rc = 1; break; }
-            int bad = config_parse_canonical(a->text, &c, err, sizeof err);
-            if (!bad && r->n_targets && config_set(&c, "target", target_name[r->targets[t]], err, sizeof err)) bad = 1;
-            if (bad || plan_make(&c, p, err, sizeof err)) {
-                if (a->line) r->say("bundle: %s line %d: %s", a->from, a->line, err);
-                else r->say("bundle: %s '%s': %s", a->from, a->text, err);
-                free(p);
-                rc = 2;
-                break;
-            }
-            int dup = 0;
-            for (int j = 0; j < n && !dup; j++) dup = !strcmp(plans[j]->canonical, p->canonical);
-            if (dup) free(p);
-            else plans[n++] = p;
+    int per = r->n_targets ? r->n_targets : 1, n = 0, rc = 0, count = r->n_configs * per;
+    Plan **all = calloc((size_t)count + 1, sizeof *all), **plans = calloc((size_t)count + 1, sizeof *plans);
+    int *first_of = calloc((size_t)count + 1, sizeof *first_of);
+    char err[512], origin[300];
+    if (!all || !plans || !first_of) rc = 1;
+    for (int i = 0; i < count && !rc; i++) {
+        const AotConfig *a = &r->configs[i / per];
+        if (!(all[i] = malloc(sizeof *all[i]))) { rc = 1; break; }
+        if (aot_plan_text(a->text, r->n_targets ? (int)r->targets[i % per] : -1, all[i], err, sizeof err)) {
+            config_origin(a, origin, sizeof origin);
+            r->say("bundle: %s: %s", origin, err);
+            rc = 2;
+            break;
         }
+        first_of[i] = i;
+        for (int j = 0; j < i && first_of[i] == i; j++)
+            if (first_of[j] == j && !strcmp(all[j]->canonical, all[i]->canonical)) first_of[i] = j;
+    }
+    if (!rc) say_duplicates(r, all, first_of, count);
+    for (int i = 0; i < count && all; i++) {
+        if (!rc && first_of[i] == i) plans[n++] = all[i];
+        else free(all[i]);
+    }
+    free(all);
+    free(first_of);
     if (!rc && n == 0) {
         r->say("bundle: no configs; give a list file or --config");
         rc = 2;

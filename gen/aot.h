@@ -22,6 +22,11 @@ typedef struct {
     void (*say)(const char *fmt, ...) FA4_PRINTF(1, 2); /* one line on stderr */
 } AotRequest;
 
+/* One config text (a list line or a --config): parsed with its words checked against the kernel
+ * they make (config_check_given: a key it lacks, a field given twice, a conflict), target
+ * replaced when target >= 0, then planned. 0, or -1 with one sentence in err. */
+int aot_plan_text(const char *text, int target, Plan *p, char *err, size_t n);
+
 /* Compile every config and return the C source (malloc'd) in *c_text. Returns the exit
  * status: 0, 1 (a tool or I/O failed) or 2 (invalid input, one line said). Progress goes to
  * stderr, one line per finished kernel. */

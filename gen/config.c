@@ -39,11 +39,14 @@ static int fail(char *err, size_t n, const char *fmt, ...)
     return -1;
 }
 
-/* A decimal int: optional '-', then digits, nothing else (strtol alone would
- * take leading spaces and a '+'). Out of int range is an error, not a wrap. */
+/* A decimal int as the canonical form prints it: optional '-', then digits with no leading zero
+ * (strtol alone would take leading spaces, a '+', "-0" and "007"). Out of int range is an error,
+ * not a wrap. */
 int parse_int(const char *s, int *out)
 {
-    if (!s || !(*s == '-' ? s[1] >= '0' && s[1] <= '9' : *s >= '0' && *s <= '9')) return -1;
+    if (!s) return -1;
+    const char *d = s + (*s == '-');
+    if (!(*d >= '0' && *d <= '9') || (d[0] == '0' && (d[1] || d != s))) return -1;
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
@@ -188,6 +191,7 @@ static const IntKey int_keys[] = {
     {"prefetch", F(prefetch), 0, 16, "0..16 (K/V blocks prefetched into L2 before the wait)"},
     {"varlen", F(varlen), 0, 1, "0 or 1"},
     {"page", F(page), 0, 256, "0 (dense K, V) or a power of two in 16..256 (KV rows per page)"},
+    {"stale", F(stale), 0, 1, "0, or 1 (unsafe, for A/B benchmarks: rows past a sequence's end reach P V unzeroed)"},
 };
 #undef F
 enum { N_INT_KEYS = sizeof int_keys / sizeof int_keys[0] };
@@ -235,7 +239,134 @@ int config_set(Config *c, const char *key, const char *value, char *err, size_t 
     }
     return fail(err, n, "'%s' is not a config field; fields: kind target dtype depth qk ov bm bn group stages "
                         "swizzle mask qtiles cta rescale poly rope_split rope_dtype pingpong persistent b_topk num_mbars q_smem_depth "
-                        "q_tmem_depth cta_group tma_store sink split cluster early prefetch varlen page mod", ESC(key));
+                        "q_tmem_depth cta_group tma_store sink split cluster early prefetch varlen page stale mod", ESC(key));
+}
+
+/* ---------------------------------------------------------------- the keys a kernel has */
+
+static int is_mla100_key(const char *key);
+
+/* Every field a text or a flag can give, in one index space: the word-valued ones, then int_keys. */
+static const char *const word_keys[] = {"kind", "target", "dtype", "rope_dtype", "mask", "mod"};
+enum { N_WORD_KEYS = sizeof word_keys / sizeof word_keys[0], N_FIELDS = N_WORD_KEYS + N_INT_KEYS };
+_Static_assert((int)N_FIELDS <= (int)CONFIG_FIELDS, "ConfigGiven holds every field");
+
+static const char *field_name(int i) { return i < N_WORD_KEYS ? word_keys[i] : int_keys[i - N_WORD_KEYS].key; }
+
+static int field_index(const char *key)
+{
+    for (int i = 0; i < N_FIELDS; i++)
+        if (!strcmp(field_name(i), key)) return i;
+    return -1;
+}
+
+static int key_in(const char *key, const char *const *list, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        if (!strcmp(key, list[i])) return 1;
+    return 0;
+}
+#define KEY_IN(key, ...) key_in((key), (const char *const[]){__VA_ARGS__}, \
+                                sizeof (const char *const[]){__VA_ARGS__} / sizeof(const char *))
+
+/* Which kernel reads which key; a superset of what config_canonical prints (key_used), so a
+ * canonical text never names a key its kernel lacks. */
+int config_key_applies(Kind k, TargetId t, const char *key)
+{
+    int mha = k == KIND_MHA, mla = k == KIND_MLA_SPARSE, sm90 = t == TARGET_SM90A;
+    if (KEY_IN(key, "kind", "target", "dtype", "ov")) return 1;
+    if (k == KIND_COMBINE) return 0; /* target, dtype and ov say it all */
+    if (is_mla100_key(key)) return mla && !sm90;
+    if (KEY_IN(key, "bm", "bn", "stages")) return mha || sm90; /* mla-sparse on sm100a: b_topk, num_mbars */
+    if (KEY_IN(key, "qtiles", "cta", "rope_split", "rope_dtype")) return mha && !sm90;
+    if (KEY_IN(key, "pingpong", "persistent")) return sm90;
+    if (KEY_IN(key, "tma_store")) return mla;
+    if (KEY_IN(key, "cluster")) return mha && sm90;
+    if (KEY_IN(key, "sink", "split", "early", "prefetch", "varlen", "page", "mod")) return mha;
+    return 1; /* qk group swizzle rescale poly mask */
+}
+
+/* "a b c": the keys kind k has on target t, for a message. */
+static void keys_of(Kind k, TargetId t, char *buf, size_t n)
+{
+    size_t o = 0;
+    buf[0] = 0;
+    for (int i = 1; i < N_FIELDS && o < n; i++) /* 1: not the kind */
+        if (config_key_applies(k, t, field_name(i)))
+            o += (size_t)snprintf(buf + o, n - o, "%s%s", o ? " " : "", field_name(i));
+}
+
+int config_give(Config *c, ConfigGiven *g, const char *key, const char *value, const char *how, char *err, size_t n)
+{
+    if (config_set(c, key, value, err, n)) return -1;
+    int depth = !strcmp(key, "depth");
+    const char *fields[2] = {depth ? "qk" : key, depth ? "ov" : NULL};
+    for (int j = 0; j < 2 && fields[j]; j++) {
+        int i = field_index(fields[j]);
+        if (i < 0) return fail(err, n, "internal: '%s' has no field index", fields[j]);
+        if (g->how[i][0])
+            return fail(err, n, "%s: given twice, as '%s' and '%s'%s; give it once", depth && g->by_depth[i] ? "depth"
+                        : fields[j], g->how[i], ESC(how), depth != g->by_depth[i] ? " (depth sets both qk and ov)" : "");
+    }
+    for (int j = 0; j < 2 && fields[j]; j++) {
+        int i = field_index(fields[j]);
+        if (i < 0) continue;
+        esc(how, g->how[i], sizeof g->how[i]);
+        g->by_depth[i] = (unsigned char)depth;
+        g->value[i] = i >= N_WORD_KEYS ? int_value(c, &int_keys[i - N_WORD_KEYS]) : 0;
+    }
+    return 0;
+}
+
+void config_given_merge(ConfigGiven *into, const ConfigGiven *over)
+{
+    for (int i = 0; i < N_FIELDS; i++)
+        if (over->how[i][0]) {
+            memcpy(into->how[i], over->how[i], sizeof into->how[i]);
+            into->by_depth[i] = over->by_depth[i];
+            into->value[i] = over->value[i];
+        }
+}
+
+int config_given_has(const ConfigGiven *g, const char *key, const char **how)
+{
+    int i = field_index(key);
+    if (i < 0 || !g->how[i][0]) return 0;
+    if (how) *how = g->how[i];
+    return 1;
+}
+
+/* What was given, against the kernel the config makes (its defaults filled in): a key the kind
+ * and target lack, rope_dtype without a rope tensor, split=0 beside a cluster split, a value the
+ * defaults replace. Each would otherwise be dropped from the canonical form without a word. */
+int config_check_given(const Config *c, const ConfigGiven *g, char *err, size_t n)
+{
+    Config f = *c, unset;
+    char ignored[8], keys[400];
+    if (config_fill_defaults(&f, ignored, sizeof ignored)) return 0; /* plan_make says why */
+    config_init(&unset);
+    for (int i = 1; i < N_FIELDS; i++) { /* 1: the command or the first word decides the kind */
+        if (!g->how[i][0] || config_key_applies(f.kind, f.target, field_name(i))) continue; /* combine: no depth */
+        keys_of(f.kind, f.target, keys, sizeof keys);
+        return fail(err, n, "%s: '%s' is not allowed for %s on %s, which has no %s (its keys: %s)", field_name(i),
+                    g->how[i], kind_name[f.kind], target_name[f.target], field_name(i), keys);
+    }
+    int rd = field_index("rope_dtype"), split = field_index("split"), cluster = field_index("cluster");
+    if (g->how[rd][0] && f.rope_split != 1)
+        return fail(err, n, "rope_dtype: '%s' is not allowed without rope_split=1; it is the dtype of K's separate "
+                    "rope tensor", g->how[rd]);
+    if (g->how[split][0] && !g->value[split] && f.cluster_split)
+        return fail(err, n, "split: '%s' conflicts with '%s'; a cluster split is a split kernel (cluster implies "
+                    "split=1), so leave split out", g->how[split], g->how[cluster][0] ? g->how[cluster] : "cluster");
+    for (int i = N_WORD_KEYS; i < N_FIELDS; i++) {
+        const IntKey *k = &int_keys[i - N_WORD_KEYS];
+        if (!g->how[i][0] || g->by_depth[i] || g->value[i] == int_value(&unset, k)) continue; /* unset: a default */
+        if (int_value(&f, k) != g->value[i])
+            return fail(err, n, "%s: '%s' is not allowed for %s on %s, which uses %s=%d here; leave it out or give %d",
+                        k->key, g->how[i], kind_name[f.kind], target_name[f.target], k->key, int_value(&f, k),
+                        int_value(&f, k));
+    }
+    return 0;
 }
 
 int config_fill_defaults(Config *c, char *err, size_t n)
@@ -254,7 +385,28 @@ int config_fill_defaults(Config *c, char *err, size_t n)
 }
 
 static int key_used(const Config *c, const char *key);
-static int is_mla100_key(const char *key);
+
+/* A field set for a kernel that lacks it (combine's own check covers its kind, whose defaults
+ * fill fields it does not read; prefetch: the defaults give every kind 0, its own rule refuses
+ * more). */
+static int unread_key(const Config *c, char *err, size_t n)
+{
+    Config unset;
+    config_init(&unset);
+    if (c->kind == KIND_COMBINE) return 0;
+    for (int i = 0; i < N_INT_KEYS; i++) {
+        const IntKey *k = &int_keys[i];
+        if (!strcmp(k->key, "prefetch") || config_key_applies(c->kind, c->target, k->key) ||
+            int_value(c, k) == int_value(&unset, k))
+            continue;
+        return fail(err, n, "%s: %d is not allowed for %s on %s, which has no %s", k->key, int_value(c, k),
+                    kind_name[c->kind], target_name[c->target], k->key);
+    }
+    if (c->rope_dtype != unset.rope_dtype && !(config_key_applies(c->kind, c->target, "rope_dtype") && c->rope_split))
+        return fail(err, n, "rope_dtype: %s is not allowed without rope_split=1; it is the dtype of K's separate rope "
+                    "tensor", (unsigned)c->rope_dtype < DT_COUNT ? dtype_name[c->rope_dtype] : "(unknown)");
+    return 0;
+}
 
 int config_check(const Config *c, char *err, size_t n)
 {
@@ -301,6 +453,9 @@ int config_check(const Config *c, char *err, size_t n)
                     "dense K, V", c->page);
     if (c->kind != KIND_MHA && c->page)
         return fail(err, n, "page: %d is not allowed for %s; paged KV is an MHA feature", c->page, kind_name[c->kind]);
+    if (c->stale && (c->kind != KIND_MHA || (!c->varlen && !c->page)))
+        return fail(err, n, "stale: 1 is not allowed here; it is for MHA kernels over varlen or paged K, V (varlen=1 or "
+                    "page=P), the ones whose kv tiles reach past a sequence's end");
     if (c->kind != KIND_MHA && c->varlen)
         return fail(err, n, "varlen: 1 is not allowed for %s; variable-length batches are an MHA feature",
                     kind_name[c->kind]);
@@ -308,7 +463,8 @@ int config_check(const Config *c, char *err, size_t n)
         return fail(err, n, "%s: not allowed for %s; sinks and score_mod are MHA features (mla-sparse takes its "
                     "attn_sink as an argument)", c->sink ? "sink" : "mod", kind_name[c->kind]);
     const Family *f = target_family(target_get(c->target), c->kind, err, n);
-    return f ? f->check(c, err, n) : -1;
+    if (!f || f->check(c, err, n)) return -1;
+    return unread_key(c, err, n); /* after the family's own words for these */
 }
 
 static void put(char *buf, size_t n, size_t *len, const char *fmt, ...) FA4_PRINTF(4, 5);
@@ -353,6 +509,7 @@ static int key_used(const Config *c, const char *key)
     if (!strcmp(key, "sink")) return c->sink != 0; /* features: named only when on, so other kernels keep their text */
     if (!strcmp(key, "varlen")) return c->varlen != 0;
     if (!strcmp(key, "page")) return c->page != 0;
+    if (!strcmp(key, "stale")) return c->stale != 0;
     return 1;
 }
 
@@ -378,9 +535,23 @@ int config_parse_canonical(const char *text, Config *c, char *err, size_t n)
     return config_apply_text(c, text, err, n);
 }
 
+int config_parse_given(const char *text, Config *c, ConfigGiven *g, char *err, size_t n)
+{
+    config_init(c);
+    memset(g, 0, sizeof *g);
+    return config_give_text(c, g, text, err, n);
+}
+
 int config_apply_text(Config *c, const char *text, char *err, size_t n)
 {
-    char copy[512];
+    ConfigGiven g;
+    memset(&g, 0, sizeof g);
+    return config_give_text(c, &g, text, err, n);
+}
+
+int config_give_text(Config *c, ConfigGiven *g, const char *text, char *err, size_t n)
+{
+    char copy[512], how[80];
     if (strlen(text) >= sizeof copy) return fail(err, n, "config: text is longer than %zu characters", sizeof copy - 1);
     strcpy(copy, text);
     char *save = NULL;
@@ -390,11 +561,12 @@ int config_apply_text(Config *c, const char *text, char *err, size_t n)
         if (!eq) {
             if (!first)
                 return fail(err, n, "config: '%s' is not key=value; only the kind may stand alone, first", ESC(w));
-            if (config_set(c, "kind", w, err, n)) return -1;
+            if (config_give(c, g, "kind", w, w, err, n)) return -1;
             continue;
         }
+        snprintf(how, sizeof how, "%.*s", (int)(sizeof how - 1), w); /* before the '=' becomes the key's end */
         *eq = 0;
-        if (config_set(c, w, eq + 1, err, n)) return -1;
+        if (config_give(c, g, w, eq + 1, how, err, n)) return -1;
     }
     return 0;
 }

@@ -92,6 +92,11 @@ typedef struct Config {
     int varlen;         /* 1: packed [total_tokens, heads, depth] q/k/v/o with cu_seqlens_q/k (gen/varlen.c) */
     int page;           /* KV page rows (16..256, a power of two): K, V [num_pages, page, heads_kv, depth]
                            through a block table (gen/varlen.c); 0 = dense K, V */
+    /* varlen or paged: 1 = the kv tile that holds a sequence's last key is not isolated (its V rows past
+     * the end reach the P V MMA as they are, NaN/Inf included; paged, table entries past the used pages
+     * are read): the kernel as it was before issue 26 item 5, for same-run A/B benchmarks only. Unsafe.
+     * 0 (default) = rows past the end are zeroed (plan note kv tail) */
+    int stale;
 } Config;
 
 extern const char *const kind_name[KIND_COUNT];
@@ -111,6 +116,31 @@ int config_split_pdl(const Config *c);
 int config_parse_canonical(const char *text, Config *c, char *err, size_t n);
 /* Apply "key=value ..." words (the kind may stand first) over c, as config_set does one by one. */
 int config_apply_text(Config *c, const char *text, char *err, size_t n);
+/* The fields one text or one command line gave, each at most once, and the words that gave them
+ * (escaped, for messages): a key given twice, depth beside qk or ov, a key the kernel lacks and a
+ * value the defaults would replace are refused by name instead of resolving last-one-wins. */
+enum { CONFIG_FIELDS = 40 };
+typedef struct ConfigGiven {
+    char how[CONFIG_FIELDS][64];           /* "--mask causal", "mask=none"; "" = not given */
+    unsigned char by_depth[CONFIG_FIELDS]; /* qk and ov given together by depth (mla-sparse takes ov from qk) */
+    int value[CONFIG_FIELDS];              /* an int key's value as given */
+} ConfigGiven;
+/* config_set, recording key in g as given by the words `how`; a field g already holds is refused. */
+int config_give(Config *c, ConfigGiven *g, const char *key, const char *value, const char *how, char *err, size_t n);
+/* config_apply_text, recording each word in g. */
+int config_give_text(Config *c, ConfigGiven *g, const char *text, char *err, size_t n);
+/* config_parse_canonical, recording each word in a fresh g. */
+int config_parse_given(const char *text, Config *c, ConfigGiven *g, char *err, size_t n);
+/* over's fields replace into's (flags refine a --config text). */
+void config_given_merge(ConfigGiven *into, const ConfigGiven *over);
+/* 1 when g holds key (*how: the words that gave it). */
+int config_given_has(const ConfigGiven *g, const char *key, const char **how);
+/* What g gave, against the kernel c makes with its defaults: a key its kind and target lack,
+ * rope_dtype without rope_split=1, split=0 beside a cluster split, a value the defaults replace
+ * (mla-sparse's ov). Returns 0 when c does not fill (plan_make then says why). */
+int config_check_given(const Config *c, const ConfigGiven *g, char *err, size_t n);
+/* 1 when kind k on target t reads key (what its --help lists). */
+int config_key_applies(Kind k, TargetId t, const char *key);
 /* The canonical one-line form: stable key order, every field the target uses. */
 void config_canonical(const Config *c, char *buf, size_t n);
 uint64_t config_hash(const Config *c); /* FNV-1a 64 of canonical + generator version */
@@ -120,7 +150,7 @@ int parse_int(const char *s, int *out);
 /* ============================== plan.c ============================== */
 
 enum { PLAN_MAX_SMEM = 48, PLAN_MAX_ROLES = 8, PLAN_MAX_MAPS = 6, PLAN_MAX_BARS = 12,
-       PLAN_MAX_TMEM = 12, PLAN_MAX_NOTES = 24, PLAN_MAX_PARAMS = 24, PLAN_MAX_MBARS = 16,
+       PLAN_MAX_TMEM = 12, PLAN_MAX_NOTES = 32, PLAN_MAX_PARAMS = 24, PLAN_MAX_MBARS = 16,
        PLAN_FAMILY_BYTES = 1024 };
 
 typedef enum { TENSOR_Q, TENSOR_K, TENSOR_V, TENSOR_O, TENSOR_K_ROPE, TENSOR_COUNT } TensorId;
@@ -253,6 +283,15 @@ typedef struct Plan {
      * early ones, are prefetched into L2 (cp.async.bulk.prefetch.tensor) before the wait. 0 = off */
     int pdl_prefetch_kv;
     uint32_t l2_kv_rows; /* K+V rows (seqlen_k) of this many kv heads fit the L2 budget: tiles are grouped by heads */
+    /* kv_tail (varlen or paged K, V, unless config stale=1): the kv tile that holds a sequence's last key
+     * and rows past it (the tail block: the length is not a multiple of bn) has those rows of V zeroed in
+     * smem before the P V MMA reads them, whatever they held (NaN, Inf: 0 x NaN is NaN): its V lands on a
+     * tail barrier, a scrub warp zeroes the rows, fences them for the async proxy and releases the stage
+     * (plan note kv tail). Paged, table entries past the pages the length uses are not read either (their
+     * boxes load the coordinate num_pages: TMA's zero fill). K's rows past the end stay: their scores are
+     * masked by a select (-inf), which no NaN survives. 0 = off */
+    int kv_tail;
+    int kv_tail_pass; /* bytes the scrub warp zeroes per store instruction: 32 lanes x 16 (st.shared.v4) */
 
     PlanNote notes[PLAN_MAX_NOTES];
     int n_notes;

@@ -274,6 +274,57 @@ void mha_early_kv_count(Emit *e, Reg pre, Reg old)
     emit(e, "min.s32 %s, %s, %d;", R(e, pre), R(e, pre), p->pdl_early_kv);
 }
 
+/* The scrub warp's stores: st.shared.v4 (16 bytes) by each of a warp's 32 lanes. */
+enum { SCRUB_LANES = 32, SCRUB_STORE_BYTES = 16 };
+
+void mha_plan_kv_tail(Plan *p)
+{
+    p->kv_tail = p->cfg.kind == KIND_MHA && (p->cfg.varlen || p->cfg.page) && !p->cfg.stale;
+    p->kv_tail_pass = p->kv_tail ? SCRUB_LANES * SCRUB_STORE_BYTES : 0;
+}
+
+void mha_kv_tail(Emit *e, Reg tail, Reg t)
+{
+    REG_WANT(e, tail, RT_PRED), REG_WANT(e, t, RT_B32);
+    emit_note(e, "plan kv tail: block n_end - 1 runs past the sequence's end (and the range is not empty)");
+    emit(e, "mul.lo.u32 %s, %%n_end, %d;", R(e, t), e->p->bn);
+    emit(e, "setp.gt.u32 %s, %s, %%seqlen_k;", R(e, tail), R(e, t));
+    emit(e, "setp.gt.and.s32 %s, %%n_end, %%n_begin, %s;", R(e, tail), R(e, tail));
+}
+
+void mha_scrub_tail(Emit *e, Reg vstage, int chunks, uint32_t chunk_bytes, int bar, Reg full)
+{
+    const Plan *p = e->p;
+    char l_loop[32], l_done[32];
+    uint32_t row = (uint32_t)p->swizzle_bytes, end = (uint32_t)p->bn * row;
+    Reg off = reg_b32(e, "sc_off"), a = reg_b32(e, "sc_addr"), z = reg_b32(e, "sc_zero"), pr = reg_pred(e, "sc_p");
+    emit_note(e, "plan kv tail: V rows seqlen_k - (n_end - 1) x %d .. %d of the tail block are zero in each of its %d "
+              "chunks (%u B a row: a row's swizzle stays inside it), %d B a pass of the warp", p->bn, p->bn - 1, chunks,
+              row, p->kv_tail_pass);
+    emit(e, "mul.lo.u32 %s, %%n_end, %d;", R(e, off), p->bn);
+    emit(e, "sub.u32 %s, %%seqlen_k, %s;", R(e, off), R(e, off));
+    emit(e, "add.u32 %s, %s, %d;", R(e, off), R(e, off), p->bn);
+    emit(e, "mul.lo.u32 %s, %s, %u;", R(e, off), R(e, off), row);
+    emit(e, "mad.lo.u32 %s, %%lane, %d, %s;", R(e, off), SCRUB_STORE_BYTES, R(e, off));
+    emit(e, "mov.b32 %s, 0;", R(e, z));
+    const Reg zv[4] = {z, z, z, z};
+    emit_label(e, new_label(e, l_loop, sizeof l_loop, "sc_rows"));
+    new_label(e, l_done, sizeof l_done, "sc_rows_done");
+    emit(e, "setp.ge.u32 %s, %s, %u;", R(e, pr), R(e, off), end);
+    emit(e, "@%s bra %s;", R(e, pr), l_done);
+    emit(e, "add.u32 %s, %s, %s;", R(e, a), R(e, vstage), R(e, off));
+    for (int c = 0; c < chunks; c++) op_st_shared_v4_b32(e, a, (uint32_t)c * chunk_bytes, zv);
+    emit(e, "add.u32 %s, %s, %d;", R(e, off), R(e, off), p->kv_tail_pass);
+    emit(e, "bra %s;", l_loop);
+    emit_label(e, l_done);
+    emit_note(e, "the zeros reach the async proxy (the MMA reads V) before the stage is released");
+    op_fence_proxy_async(e);
+    emit_note(e, "plan: named barrier scrub (%d): every lane's stores before lane 0's release", bar);
+    op_bar_sync(e, bar, named_bar_threads(p, bar));
+    emit(e, "setp.eq.u32 %s, %%lane, 0;", R(e, pr));
+    op_mbar_arrive_if(e, pr, full);
+}
+
 void mha_prefetch_kv(Emit *e, Reg j, int first, int step, const MhaKvMap *maps, int n_maps)
 {
     const Plan *p = e->p;

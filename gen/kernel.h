@@ -65,6 +65,16 @@ static inline int mha_prefetch_rereads(const Plan *p)
 {
     return p->cfg.page && p->pdl_prefetch_kv && !p->pdl_early_kv;
 }
+/* plan kv tail: fills Plan.kv_tail and kv_tail_pass (both planners call it before their barriers). */
+void mha_plan_kv_tail(Plan *p);
+/* plan kv tail: tail = this tile's kv range ends with the sequence's tail block (block n_end - 1 runs past
+ * seqlen_k) and is not empty; t is scratch. */
+void mha_kv_tail(Emit *e, Reg tail, Reg t);
+/* plan kv tail, the scrub warp on one tail block whose V stage (chunks of chunk_bytes) is at vstage: every
+ * lane zeroes rows [seqlen_k - (n_end - 1) bn, bn) of each chunk, fences its stores for the async proxy
+ * (the MMA reads V), the warp meets at named barrier bar (its stores ordered before lane 0's release),
+ * and lane 0 arrives on full, the stage's barrier the MMA waits on. */
+void mha_scrub_tail(Emit *e, Reg vstage, int chunks, uint32_t chunk_bytes, int bar, Reg full);
 /* One tensor map's chunks of a K or V block: boxes at columns col0 + c x chunk_elems, c < chunks. */
 typedef struct { Reg map; int col0, chunks; } MhaKvMap;
 /* plan pdl prefetch kv, both targets: prefetch into L2 the K/V boxes of the blocks j + first,

@@ -8,6 +8,7 @@
  */
 #include <ctype.h>
 #include <dlfcn.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,16 @@ uint64_t score_mod_hash(const char *src)
     uint64_t h = 0xcbf29ce484222325ull;
     for (const unsigned char *s = (const unsigned char *)src; *s; s++) h = (h ^ *s) * 0x100000001b3ull;
     return h ? h : 1;
+}
+
+static int fail(char *err, size_t n, const char *fmt, ...) FA4_PRINTF(3, 4);
+static int fail(char *err, size_t n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, n, fmt, ap);
+    va_end(ap);
+    return -1;
 }
 
 /* ---------------------------------------------------------------- NVRTC */
@@ -101,6 +112,269 @@ int score_mod_nvrtc_version(char *buf, size_t n, char *err, size_t en)
     return MOD_OK;
 }
 
+/* ---------------------------------------------------------------- the source, before NVRTC */
+
+/* A score_mod is one self-contained source: a directive or operator that reads another file
+ * (#include, #include_next, #import, #embed, __has_include, __has_embed) would put that file's
+ * text into NVRTC's messages (and past the 1 MiB limit), and #line would renumber the lines the
+ * messages name. They are found by a small lexer that knows what the preprocessor knows: line
+ * splices, comments, string and character literals (with prefixes), raw strings and pp-numbers
+ * (1'000 holds no character literal), so none of them hides a directive or fakes one. */
+
+typedef struct { const char *p; int line; } Lex;
+
+/* p past any line splices (a backslash before LF or CRLF), counting their lines. */
+static const char *unsplice(const char *p, int *line)
+{
+    while (p[0] == '\\' && (p[1] == '\n' || (p[1] == '\r' && p[2] == '\n'))) {
+        p += p[1] == '\n' ? 2 : 3;
+        (*line)++;
+    }
+    return p;
+}
+
+static int lex_ch(Lex *x) { return (unsigned char)*(x->p = unsplice(x->p, &x->line)); }
+
+static int lex_peek(const Lex *x) /* the character after the current one */
+{
+    int line = x->line;
+    const char *p = unsplice(x->p, &line);
+    return *p ? (unsigned char)*unsplice(p + 1, &line) : 0;
+}
+
+static void lex_adv(Lex *x)
+{
+    if (!lex_ch(x)) return;
+    if (*x->p == '\n') x->line++;
+    x->p++;
+}
+
+static int ident_start(int c) { return isalpha(c) || c == '_' || c == '$' || c >= 0x80; }
+static int ident_cont(int c) { return ident_start(c) || isdigit(c); }
+
+/* An identifier or pp-number into w (truncated to n - 1 characters; the rest is consumed). */
+static void lex_word(Lex *x, char *w, size_t n)
+{
+    size_t k = 0;
+    int num = isdigit(lex_ch(x)) || lex_ch(x) == '.', prev = 0;
+    for (int c = lex_ch(x); c; prev = c, c = lex_ch(x)) {
+        int sign = num && (c == '+' || c == '-') && prev && strchr("eEpP", prev);
+        int sep = num && c == '\'' && ident_cont(lex_peek(x)); /* C++14 digit separator */
+        if (!(ident_cont(c) || (num && c == '.') || sign || sep)) break;
+        if (k + 1 < n) w[k++] = (char)c;
+        lex_adv(x);
+    }
+    w[k] = 0;
+}
+
+/* A "..." or '...' literal: ends at its closing quote or, unterminated, before the line's end. */
+static void lex_quoted(Lex *x)
+{
+    int q = lex_ch(x);
+    lex_adv(x);
+    for (int c = lex_ch(x); c && c != '\n' && c != q; c = lex_ch(x)) {
+        lex_adv(x);
+        if (c == '\\' && lex_ch(x) && lex_ch(x) != '\n') lex_adv(x);
+    }
+    if (lex_ch(x) == q) lex_adv(x);
+}
+
+/* A raw string R"d(...)d" from its '"': splices are not undone inside, so it is read as written.
+ * -1 when it never ends (or its delimiter is not one). */
+static int lex_raw(Lex *x)
+{
+    const char *p = x->p + 1, *d = p;
+    while (*p && *p != '(' && p - d <= 16 && !strchr(" )\\\t\v\f\n", *p)) p++;
+    if (*p != '(') return -1;
+    size_t dn = (size_t)(p - d);
+    for (p++; *p; p++) {
+        if (*p == '\n') x->line++;
+        if (*p == ')' && !strncmp(p + 1, d, dn) && p[1 + dn] == '"') {
+            x->p = p + dn + 2;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* A comment at x (// or / *): skipped; -1 when a block comment never ends. */
+static int lex_comment(Lex *x)
+{
+    lex_adv(x);
+    if (lex_ch(x) == '/') {
+        while (lex_ch(x) && lex_ch(x) != '\n') lex_adv(x);
+        return 0;
+    }
+    for (lex_adv(x); lex_ch(x); lex_adv(x))
+        if (lex_ch(x) == '*' && lex_peek(x) == '/') {
+            lex_adv(x);
+            lex_adv(x);
+            return 0;
+        }
+    return -1;
+}
+
+static int is_comment(const Lex *x) { return *x->p == '/' && (lex_peek(x) == '/' || lex_peek(x) == '*'); }
+
+static const char *const refused_directives[] = {"include", "include_next", "import", "embed", "line"};
+static const char *const refused_operators[] = {"__has_include", "__has_include_next", "__has_embed"};
+
+static int in_list(const char *w, const char *const *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(w, list[i])) return 1;
+    return 0;
+}
+
+/* After a directive's '#': its name (blanks and comments may stand between). */
+static int lex_directive(Lex *x, int line, char *err, size_t n)
+{
+    char w[32] = "";
+    for (;;) {
+        int c = lex_ch(x);
+        if (c == ' ' || c == '\t' || c == '\v' || c == '\f' || c == '\r') lex_adv(x);
+        else if (is_comment(x)) {
+            if (lex_comment(x)) return fail(err, n, "line %d: a comment that starts there never ends", line);
+        } else break;
+    }
+    if (ident_start(lex_ch(x))) lex_word(x, w, sizeof w);
+    if (in_list(w, refused_directives, sizeof refused_directives / sizeof refused_directives[0]))
+        return fail(err, n, "line %d: '#%s' is not allowed; a score_mod is one self-contained source%s", line, w,
+                    !strcmp(w, "line") ? " whose lines NVRTC's messages name as they are"
+                                       : " (it reads no other file; CUDA's math functions need no header)");
+    return 0;
+}
+
+int score_mod_check_source(const char *src, char *err, size_t n)
+{
+    Lex x = {src, 1};
+    int line_start = 1;
+    char w[32];
+    for (int c = lex_ch(&x); c; c = lex_ch(&x)) {
+        int line = x.line;
+        if (c == '\n') {
+            line_start = 1;
+            lex_adv(&x);
+        } else if (isspace(c)) {
+            lex_adv(&x);
+        } else if (is_comment(&x)) {
+            if (lex_comment(&x))
+                return fail(err, n, "line %d: a comment that starts there never ends (the source must end outside "
+                            "one)", line);
+        } else if (line_start && (c == '#' || (c == '%' && lex_peek(&x) == ':'))) {
+            lex_adv(&x);
+            if (c == '%') lex_adv(&x);
+            line_start = 0;
+            if (lex_directive(&x, line, err, n)) return -1;
+        } else if (c == '"' || c == '\'') {
+            line_start = 0;
+            lex_quoted(&x);
+        } else if (ident_start(c) || isdigit(c) || (c == '.' && isdigit(lex_peek(&x)))) {
+            line_start = 0;
+            lex_word(&x, w, sizeof w);
+            if (in_list(w, refused_operators, sizeof refused_operators / sizeof refused_operators[0]))
+                return fail(err, n, "line %d: '%s' is not allowed; a score_mod reads no other file", line, w);
+            size_t k = strlen(w);
+            int raw = k && w[k - 1] == 'R' && (k == 1 || !strcmp(w, "u8R") || !strcmp(w, "uR") || !strcmp(w, "UR") ||
+                                                !strcmp(w, "LR"));
+            if (raw && lex_ch(&x) == '"' && lex_raw(&x))
+                return fail(err, n, "line %d: a raw string literal that starts there never ends", line);
+        } else {
+            line_start = 0;
+            lex_adv(&x);
+        }
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- NVRTC's messages */
+
+/* NVRTC's log, rewritten for the user: each diagnostic as "line N: error: ..." with line N of
+ * the user's source after it (cut at MOD_ECHO bytes), a diagnostic in the wrapper named as
+ * such. The log's own echo of source lines and carets is dropped, so nothing but the user's
+ * own lines is ever shown; at most MOD_DIAGS diagnostics and MOD_LOG_MAX bytes. */
+enum { MOD_DIAGS = 16, MOD_ECHO = 120, MOD_MSG = 240, MOD_LOG_MAX = 4096 };
+
+/* "score_mod.cu(12): error: ..." -> 12 and the text after "): "; 0 when l is not one. */
+static int diag_line(const char *l, const char **msg)
+{
+    const char *open = strchr(l, '('), *close = open ? strstr(open, "): ") : NULL;
+    if (isspace((unsigned char)l[0]) || !open || !close || open == l || close == open + 1) return 0; /* an echo */
+    for (const char *d = open + 1; d < close; d++)
+        if (!isdigit((unsigned char)*d)) return 0;
+    *msg = close + 3;
+    long v = strtol(open + 1, NULL, 10);
+    return strncmp(l, "score_mod.cu(", 13) ? -1 : v > 0 && v < INT_MAX ? (int)v : -1; /* -1: another file */
+}
+
+/* Line `line` (1-based) of src, cut to MOD_ECHO bytes, tabs as spaces, other control bytes as '?'. */
+static void source_line(const char *src, int line, char *out, size_t n)
+{
+    const char *l = src;
+    for (int i = 1; i < line && l; i++) l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL;
+    size_t k = 0, len = l ? strcspn(l, "\r\n") : 0;
+    for (size_t i = 0; i < len && k + 4 < n && i < MOD_ECHO; i++)
+        out[k++] = l[i] == '\t' ? ' ' : (unsigned char)l[i] < 0x20 || l[i] == 0x7f ? '?' : l[i];
+    if (len > MOD_ECHO && k + 4 < n) k += (size_t)snprintf(out + k, n - k, "...");
+    out[k] = 0;
+}
+
+static int count_lines(const char *src)
+{
+    int lines = 0;
+    for (const char *c = src; *c; c++) lines += *c == '\n';
+    return lines + (src[0] && src[strlen(src) - 1] != '\n');
+}
+
+char *score_mod_map_log(const char *src, const char *log)
+{
+    Buf out = {0};
+    int user = count_lines(src), shown = 0, more = 0, wrapper_said = 0;
+    char echo[MOD_ECHO + 8];
+    for (const char *l = log ? log : ""; *l;) {
+        size_t k = strcspn(l, "\n");
+        char line[MOD_MSG + 1];
+        snprintf(line, sizeof line, "%.*s", (int)(k < MOD_MSG ? k : MOD_MSG), l);
+        l += k + (l[k] == '\n');
+        const char *msg = NULL;
+        int at = diag_line(line, &msg);
+        const char *during = strstr(line, "detected during");
+        int tool = !strncmp(line, "nvrtc", 5) || !strncmp(line, "error", 5); /* about the options, not the source */
+        if (!at && !tool && !(during && shown && during == line + strspn(line, " ")))
+            continue; /* an echo of the source, a caret, the summary */
+        if (shown == MOD_DIAGS || out.len > MOD_LOG_MAX - 2 * (MOD_MSG + MOD_ECHO)) {
+            more += at != 0;
+            continue;
+        }
+        if (tool) {
+            buf_printf(&out, "%s\n", line);
+            shown++;
+        } else if (!at) {
+            buf_printf(&out, "  (%s)\n", during);
+        } else if (at > 0 && at <= user) {
+            source_line(src, at, echo, sizeof echo);
+            buf_printf(&out, "line %d: %s\n  %5d | %s\n", at, msg, at, echo);
+            shown++;
+        } else if (at > 0) {
+            buf_printf(&out, "in fa4gen's wrapper after line %d: %s\n", user, msg);
+            if (!wrapper_said++)
+                buf_puts(&out, "  (it calls score_mod(s, b, h, q, k, aux) as float score_mod(float, int, int, int, "
+                         "int, const void *))\n");
+            shown++;
+        } else {
+            buf_printf(&out, "in another file: %s\n", msg);
+            shown++;
+        }
+    }
+    if (more) buf_printf(&out, "(%d more diagnostic%s not shown)\n", more, more == 1 ? "" : "s");
+    if (out.oom) {
+        buf_free(&out);
+        return NULL;
+    }
+    if (out.len && out.p[out.len - 1] == '\n') out.p[--out.len] = 0;
+    return out.p ? out.p : strdup("");
+}
+
 /* The wrapper gives the user's function a C symbol and the exact signature the kernel calls. */
 static const char wrapper[] =
     "\n// fa4gen: the symbol the kernel calls\n"
@@ -110,6 +384,11 @@ static const char wrapper[] =
 int score_mod_compile(const char *src, const Target *t, char **ptx, char **log, char *err, size_t en)
 {
     *ptx = *log = NULL;
+    char why[256];
+    if (score_mod_check_source(src, why, sizeof why)) {
+        snprintf(err, en, "score_mod: %s", why);
+        return MOD_COMPILE_ERROR;
+    }
     Nvrtc r;
     int rc = nvrtc_open(&r, err, en);
     if (rc) return rc;
@@ -133,7 +412,11 @@ int score_mod_compile(const char *src, const Target *t, char **ptx, char **log, 
         rc = MOD_COMPILE_ERROR;
     } else if ((res = r.CompileProgram(prog, (int)(sizeof opts / sizeof opts[0]), opts))) {
         size_t n = 0;
-        if (!r.GetProgramLogSize(prog, &n) && n && (*log = malloc(n + 1)) && r.GetProgramLog(prog, *log)) (*log)[0] = 0;
+        char *raw = NULL;
+        if (!r.GetProgramLogSize(prog, &n) && n && (raw = malloc(n + 1)) && r.GetProgramLog(prog, raw)) raw[0] = 0;
+        if (raw) raw[n] = 0;
+        *log = score_mod_map_log(src, raw); /* never NVRTC's raw text: it echoes what it read */
+        free(raw);
         snprintf(err, en, "score_mod: NVRTC could not compile the source (%s)", r.GetErrorString(res));
         rc = MOD_COMPILE_ERROR;
     } else {
@@ -155,43 +438,134 @@ int score_mod_compile(const char *src, const Target *t, char **ptx, char **log, 
 
 /* ---------------------------------------------------------------- reading NVRTC's PTX */
 
-static int fail(char *err, size_t n, const char *fmt, ...) FA4_PRINTF(3, 4);
-static int fail(char *err, size_t n, const char *fmt, ...)
+/* PTX as ptxas reads it: the length of the comment or string literal at s, 0 when there is none.
+ * Braces, ';' and directives inside them are text, not structure (inline asm can put anything
+ * into a comment: asm("// }") must not close the function); an unterminated one runs to the end
+ * of its line (a string) or of the text (a block comment). */
+static size_t ptx_opaque(const char *s)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, n, fmt, ap);
-    va_end(ap);
+    if (s[0] == '/' && s[1] == '/') return strcspn(s, "\n");
+    if (s[0] == '/' && s[1] == '*') {
+        const char *e = strstr(s + 2, "*/");
+        return e ? (size_t)(e + 2 - s) : strlen(s);
+    }
+    if (s[0] != '"') return 0;
+    size_t k = 1;
+    while (s[k] && s[k] != '"' && s[k] != '\n') k += s[k] == '\\' && s[k + 1] && s[k + 1] != '\n' ? 2 : 1;
+    return k + (s[k] == '"');
+}
+
+static int ptx_word_char(char c) { return isalnum((unsigned char)c) || c == '_' || c == '$' || c == '.' || c == '%'; }
+
+/* The next token of PTX at s past blanks and comments (a string literal counts as one). */
+static const char *ptx_next(const char *s)
+{
+    for (;;) {
+        size_t k = ptx_opaque(s);
+        if (k && s[0] == '/') s += k;
+        else if (isspace((unsigned char)*s)) s++;
+        else return s;
+    }
+}
+
+/* The end of the brace block opening at o (past its '}'), or NULL when it never closes. */
+static const char *ptx_block_end(const char *o)
+{
+    int depth = 0;
+    for (const char *c = o; *c;) {
+        size_t k = ptx_opaque(c);
+        if (k) {
+            c += k;
+            continue;
+        }
+        depth += (*c == '{') - (*c == '}');
+        if (*c++ == '}' && depth == 0) return c;
+    }
+    return NULL;
+}
+
+/* The text of the `.func ... fa4_score_mod(...) {...}` definition, found by walking PTX's tokens
+ * at module level: [*start, *end) covers it from the start of its statement's line to the closing
+ * brace, *open is its opening brace. A declaration (`.extern`, or no body) is passed over. */
+static int find_func(const char *ptx, const char **start, const char **open, const char **end)
+{
+    const char *stmt = NULL; /* the first token of the module-level statement being read */
+    int func = 0, ext = 0;
+    for (const char *c = ptx_next(ptx); *c; c = ptx_next(c)) {
+        if (!stmt) stmt = c;
+        size_t k = ptx_opaque(c);
+        if (!k && ptx_word_char(*c))
+            while (ptx_word_char(c[k])) k++;
+        if (k) {
+            func |= k == 5 && !strncmp(c, ".func", 5);
+            ext |= k == 7 && !strncmp(c, ".extern", 7);
+            int named = k == strlen(SCORE_MOD_SYMBOL) && !strncmp(c, SCORE_MOD_SYMBOL, k);
+            c += k;
+            if (!named || !func || ext || *ptx_next(c) != '(') continue;
+            int paren = 0; /* the parameter list, then the body */
+            for (c = ptx_next(c); *c && *c != '{' && *c != ';'; c = ptx_next(c)) {
+                paren += (*c == '(') - (*c == ')');
+                c += ptx_opaque(c) ? ptx_opaque(c) : 1;
+            }
+            if (*c == '{' && !paren && (*end = ptx_block_end(c))) {
+                while (stmt > ptx && stmt[-1] != '\n') stmt--;
+                *start = stmt;
+                *open = c;
+                return 0;
+            }
+        }
+        if (*c == '{') { /* a block at module level: another function's body or an initializer */
+            const char *e = ptx_block_end(c);
+            if (!e) return -1;
+            c = e;
+        } else if (*c) {
+            c++;
+        }
+        if (c[-1] == ';' || c[-1] == '}') stmt = NULL, func = ext = 0; /* the statement ended */
+    }
     return -1;
 }
 
-/* The text of the `.func ... fa4_score_mod(` definition: [*start, *end) covers it from the
- * .visible to the closing brace, *open is its opening brace. */
-static int find_func(const char *ptx, const char **start, const char **open, const char **end)
+/* The module-level data the function may read: lines starting with .global or .const outside
+ * [start, end), where a line inside a comment or a brace block (another function's body) is not
+ * module level. */
+static void module_globals(const char *ptx, const char *start, const char *end, Buf *g)
 {
-    const char *s = ptx;
-    while ((s = strstr(s, SCORE_MOD_SYMBOL "("))) {
-        const char *line = s;
-        while (line > ptx && line[-1] != '\n') line--;
-        if (strstr(line, ".func") && strstr(line, ".func") < s && !strstr(line, ".extern")) break;
-        s++;
-    }
-    if (!s) return -1;
-    *start = s;
-    while (*start > ptx && (*start)[-1] != '\n') (*start)--;
-    const char *o = strchr(s, ')');
-    o = o ? strchr(o, '{') : NULL;
-    if (!o) return -1;
     int depth = 0;
-    for (const char *c = o; *c; c++) {
-        if (*c == '{') depth++;
-        if (*c == '}' && --depth == 0) {
-            *open = o;
-            *end = c + 1;
-            return 0;
+    for (const char *c = ptx, *line = ptx; *c;) {
+        if (c == line && !depth && (c < start || c >= end) && (!strncmp(c, ".global", 7) || !strncmp(c, ".const", 6))) {
+            size_t k = strcspn(c, "\n");
+            buf_printf(g, "%.*s", (int)(k + (c[k] == '\n')), c);
+        }
+        size_t k = ptx_opaque(c);
+        if (k) {
+            c += k;
+            continue;
+        }
+        depth += (*c == '{') - (*c == '}');
+        if (*c++ == '\n') line = c;
+    }
+}
+
+/* [a, b) with PTX's comments taken out: a // comment to its line's end, a block comment as one
+ * space (so an instruction written around one stays one line); string literals kept as written. */
+static char *uncommented(const char *a, const char *b)
+{
+    char *s = malloc((size_t)(b - a) + 1), *o = s;
+    for (const char *c = a; s && c < b;) {
+        size_t k = ptx_opaque(c);
+        if (k > (size_t)(b - c)) k = (size_t)(b - c);
+        if (k && c[0] == '/') {
+            if (c[1] == '*') *o++ = ' ';
+            c += k;
+        } else if (k) {
+            memcpy(o, c, k), o += k, c += k;
+        } else {
+            *o++ = *c++;
         }
     }
-    return -1;
+    if (s) *o = 0;
+    return s;
 }
 
 static char *dup_range(const char *a, const char *b)
@@ -271,22 +645,17 @@ int score_mod_parse(const char *ptx, ScoreModLink link, ScoreMod *m, char *err, 
     const char *start, *open, *end;
     if (find_func(ptx, &start, &open, &end))
         return fail(err, n, "score_mod: NVRTC's PTX has no function " SCORE_MOD_SYMBOL);
-    /* module-level data the function may read */
     Buf g = {0};
-    for (const char *s = ptx; *s;) {
-        const char *e = strchr(s, '\n');
-        e = e ? e + 1 : s + strlen(s);
-        if ((!strncmp(s, ".global", 7) || !strncmp(s, ".const", 6)) && (s < start || s >= end))
-            buf_printf(&g, "%.*s", (int)(e - s), s);
-        s = e;
-    }
+    module_globals(ptx, start, end, &g);
     m->globals = g.p;
     m->func = dup_range(start, end);
+    char *text = uncommented(open + 1, end - 1);
     Buf body = {0};
-    int rc = m->func ? 0 : fail(err, n, "score_mod: out of memory");
-    for (const char *s = open + 1; !rc && s < end - 1;) {
-        const char *e = memchr(s, '\n', (size_t)(end - 1 - s));
-        e = e ? e + 1 : end - 1;
+    int rc = m->func && text ? 0 : fail(err, n, "score_mod: out of memory");
+    const char *text_end = text ? text + strlen(text) : NULL;
+    for (const char *s = text; !rc && s < text_end;) {
+        const char *e = memchr(s, '\n', (size_t)(text_end - s));
+        e = e ? e + 1 : text_end;
         char line[512];
         if ((size_t)(e - s) >= sizeof line) {
             rc = fail(err, n, "score_mod: a line of the compiled mod is longer than %zu characters", sizeof line);
@@ -295,13 +664,12 @@ int score_mod_parse(const char *ptx, ScoreModLink link, ScoreMod *m, char *err, 
         snprintf(line, sizeof line, "%.*s", (int)(e - s), s);
         s = e;
         squeeze(line); /* NVRTC's tabs and column padding: one space between words */
-        char *cm = strstr(line, "//");
-        if (cm) *cm = 0;
         trim(line);
         if (!line[0]) continue;
         if (!strncmp(line, ".reg", 4)) rc = parse_reg(m, line, err, n);
         else if (!(rc = check_line(m, line, err, n))) buf_printf(&body, "%s\n", line);
     }
+    free(text);
     m->body = body.p;
     if (!rc && (body.oom || g.oom)) rc = fail(err, n, "score_mod: out of memory");
     if (!rc && !m->body) rc = fail(err, n, "score_mod: the compiled " SCORE_MOD_SYMBOL " has no instructions");

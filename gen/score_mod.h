@@ -32,11 +32,23 @@ int score_mod_link_from_env(ScoreModLink *out, char *err, size_t n);
 /* FNV-1a 64 of the source text, never 0 (0 means "no mod" in Config.score_mod). */
 uint64_t score_mod_hash(const char *src);
 
+/* The source before NVRTC sees it: 0, or -1 with "line N: ..." in err when it names another file
+ * (#include, #include_next, #import, #embed, __has_include, __has_embed), renumbers its lines
+ * (#line) or ends inside a comment or raw string (which would swallow the wrapper). A lexer that
+ * knows line splices, comments, literals and raw strings finds them, wherever they stand. */
+int score_mod_check_source(const char *src, char *err, size_t n);
+/* NVRTC's log of src, for the user (malloc'd; NULL when out of memory): each diagnostic as
+ * "line N: <message>" and the user's line N (cut), one in the wrapper named as such; NVRTC's own
+ * echo of what it read is dropped, and the text is capped. */
+char *score_mod_map_log(const char *src, const char *log);
+
 /* NVRTC, opened per call (RTLD_NODELETE keeps it mapped): its version, "nvrtc-13.0". */
 enum { MOD_OK = 0, MOD_NO_NVRTC = -2, MOD_COMPILE_ERROR = -1 };
 int score_mod_nvrtc_version(char *buf, size_t n, char *err, size_t en);
-/* The source (with the extern "C" wrapper appended) -> PTX for target t (malloc'd). On
- * MOD_COMPILE_ERROR *log holds NVRTC's log (malloc'd); on MOD_NO_NVRTC err says what was tried. */
+/* The source (with the extern "C" wrapper appended) -> PTX for target t (malloc'd). A source
+ * score_mod_check_source refuses is MOD_COMPILE_ERROR with the reason in err and no log, before
+ * NVRTC is opened. On MOD_COMPILE_ERROR *log holds NVRTC's log as score_mod_map_log gives it
+ * (malloc'd, lines joined by '\n'); on MOD_NO_NVRTC err says what was tried. */
 int score_mod_compile(const char *src, const Target *t, char **ptx, char **log, char *err, size_t en);
 
 /* The wrapped function read from NVRTC's PTX: its register declarations, body lines and the

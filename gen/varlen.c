@@ -54,8 +54,12 @@ void paged_plan_params(Plan *p)
     plan_note(p, "paged kv", "page %d rows: K, V [num_pages, %d, heads_kv, depth]; %d TMA box%s of %d rows per kv tile, "
               "the page index the map's 4th coordinate", p->cfg.page, p->cfg.page, p->bn / box, p->bn / box > 1 ? "es" : "",
               box);
-    plan_note(p, "paged table", "block_table [batch, max_pages] int32; an entry outside [0, num_pages) loads the "
-              "coordinate num_pages (zero fill, nothing read) and its keys are masked");
+    if (p->kv_tail)
+        plan_note(p, "paged table", "block_table [batch, max_pages] int32; an entry outside [0, num_pages), or past the "
+                  "pages the length uses (never read), loads the coordinate num_pages (zero fill); keys masked");
+    else
+        plan_note(p, "paged table", "block_table [batch, max_pages] int32; an entry outside [0, num_pages) loads the "
+                  "coordinate num_pages (zero fill, nothing read) and its keys are masked");
 }
 
 void varlen_prologue(Emit *e)
@@ -101,6 +105,8 @@ static void sequence_rows(Emit *e, Reg cu, Reg total, Reg start, Reg len)
     emit(e, "sub.u32 %s, %s, %s;", R(e, len), R(e, end), R(e, start));
 }
 
+static int log2i(int x);
+
 void varlen_sequence(Emit *e)
 {
     const Plan *p = e->p;
@@ -126,6 +132,12 @@ void varlen_sequence(Emit *e)
     emit(e, "mul.wide.u32 %s, %%bidx, %%max_pages;", R(e, t));
     emit(e, "shl.b64 %s, %s, 2;", R(e, t), R(e, t));
     emit(e, "add.s64 %s, %s, %%block_table;", R(e, t), R(e, t));
+    if (!p->kv_tail) return;
+    Reg used = reg_b32(e, "pg_used");
+    emit_note(e, "plan kv tail: the pages the length uses, ceil(seqlen_k / %d) (<= max_pages: the length is clamped); "
+              "entries past them are never read", p->cfg.page);
+    emit(e, "add.u32 %s, %s, %d;", R(e, used), R(e, len), p->cfg.page - 1);
+    emit(e, "shr.u32 %s, %s, %d;", R(e, used), R(e, used), log2i(p->cfg.page));
 }
 
 static int log2i(int x)
@@ -136,13 +148,14 @@ static int log2i(int x)
 }
 
 /* page = the table entry for logical kv row `row` of this tile's sequence, or num_pages when the entry
- * (or the page index) is out of range; ok = it was in range. */
+ * (or the page index) is out of range; ok = it was in range. The page index's bound: max_pages, or (plan
+ * kv tail) the pages the sequence's length uses, so that a tail block's boxes past them read nothing. */
 static void page_entry(Emit *e, Reg row, Reg page, Reg ok)
 {
     const Plan *p = e->p;
     Reg pidx = reg_b32(e, "pg_idx"), a = reg_b64(e, "pg_addr");
     emit(e, "shr.u32 %s, %s, %d;", R(e, pidx), R(e, row), log2i(p->cfg.page));
-    emit(e, "setp.lt.u32 %s, %s, %%max_pages;", R(e, ok), R(e, pidx));
+    emit(e, "setp.lt.u32 %s, %s, %s;", R(e, ok), R(e, pidx), p->kv_tail ? "%pg_used" : "%max_pages");
     emit(e, "mul.wide.u32 %s, %s, 4;", R(e, a), R(e, pidx));
     emit(e, "add.s64 %s, %s, %%pg_table;", R(e, a), R(e, a));
     emit(e, "mov.u32 %s, -1;", R(e, page));

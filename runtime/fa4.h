@@ -239,9 +239,10 @@ typedef struct fa4_mha_args {
      * q and o are packed [seqlen_q, heads, depth] and k, v [seqlen_k, heads_kv, depth] (seqlen_q and
      * seqlen_k count the packed rows; the batch strides must be 0), and sequence b owns rows
      * cu_seqlens_q[b] .. cu_seqlens_q[b+1] - 1 of q and o and cu_seqlens_k[b] .. cu_seqlens_k[b+1] - 1
-     * of k and v: int32 [batch + 1] device arrays. Every mask is per sequence (causal aligns each
-     * sequence's ends); an empty sequence is allowed (no rows; with no keys its rows get O = 0,
-     * LSE = -inf). O rows that belong to no sequence are not written. max_seqlen_q (>= every sequence's
+     * of k and v: int32 [batch + 1] device arrays. No q, k or v row outside sequence b (the next
+     * sequence's, rows after the last one) reaches its O or LSE, whatever it holds (NaN, Inf). Every mask
+     * is per sequence (causal aligns each sequence's ends); an empty sequence is allowed (no rows; with no
+     * keys its rows get O = 0, LSE = -inf). O rows that belong to no sequence are not written. max_seqlen_q (>= every sequence's
      * length, <= seqlen_q) sizes the grid. LSE is [heads_q, seqlen_q] (the packed row index).
      * The device arrays are checked only through the optional host mirrors cu_seqlens_q_host /
      * cu_seqlens_k_host (same contents): monotone, within the tensors, lengths <= max_seqlen_q. Without
@@ -258,7 +259,11 @@ typedef struct fa4_mha_args {
      * block_table[b][r / page_size]. page_size: a power of two in 16..256. seqlen_k must be 0 (the bound
      * is max_pages x page_size; each seqlens_k entry is clamped to [0, that]). Works with varlen q
      * (cu_seqlens_q; cu_seqlens_k must then be NULL). A table entry outside [0, num_pages) is never read
-     * through: that page's keys contribute nothing (masked), whatever the pool holds. */
+     * through: that page's keys contribute nothing (masked), whatever the pool holds. Rows past a
+     * sequence's length (its last page's tail) and pages named only by entries past the ceil(seqlens_k[b] /
+     * page_size) it uses never reach its O or LSE, whatever they hold (NaN, Inf, another sequence's rows);
+     * those entries are not read. (The config word stale=1 turns this isolation off, here and for varlen, as
+     * kernels before it did: for same-run A/B benchmarks only, never for serving.) */
     const int32_t *block_table, *seqlens_k;
     int page_size, max_pages, num_pages;
     /* kv_early = 1 (the split kernel over dense or paged K, V, both targets; ignored for varlen, the

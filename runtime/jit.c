@@ -301,6 +301,10 @@ static int ptx_to_driver(void)
 
 fa4_status rt_compiler_id(fa4_ctx *ctx, char *buf, size_t n)
 {
+    const char *v = getenv("FA4GEN_COMPILER"); /* another value would silently mean the default */
+    if (v && v[0] && strcmp(v, "driver-ptx"))
+        return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "FA4GEN_COMPILER: '%.32s' is not allowed; use driver-ptx (the "
+                       "driver JITs the PTX) or leave it unset (ptxas, else nvJitLink, else the driver's linker)", v);
     if (ptx_to_driver()) {
         fa4_status s = rt_driver(ctx);
         if (s) return s;

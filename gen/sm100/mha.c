@@ -36,6 +36,9 @@ static int piece(int left, int cap)
 
 static int pair(const Plan *p) { return sm100_of(p)->cta_pair == 2; }
 
+/* The ring V loads into: the fused one, or ring 1. */
+static int ring_v(const Plan *p) { return sm100_of(p)->fused ? 0 : 1; }
+
 /* The tile index: one CTA per tile, or one cluster (the CTA pair) per tile. */
 static void tile_index(Emit *e, Reg dst)
 {
@@ -79,6 +82,13 @@ static void emit_barrier_init(Emit *e)
         for (int i = 0; i < s->ring[r].slots; i++) {
             emit_note(e, "plan: ring %d slot %d full / empty", r, i);
             for (size_t k = 0; k < sizeof ring / sizeof ring[0]; k++) mbar_init(e, b, &ring[k], i);
+        }
+    }
+    if (p->kv_tail) {
+        const Mbar tail = mbar_plan(e, "bar_v_tail");
+        for (int i = 0; i < s->ring[ring_v(p)].slots; i++) {
+            emit_note(e, "plan kv tail: V slot %d's tail barrier", i);
+            mbar_init(e, b, &tail, i);
         }
     }
     mbar_init_end(e, lbl);
@@ -214,8 +224,6 @@ static void ring_init(Emit *e, const char *who)
     }
 }
 
-static int ring_v(const Plan *p) { return sm100_of(p)->fused ? 0 : 1; }
-
 /* ------------------------------------------------------------------ */
 /* load warp                                                            */
 /* ------------------------------------------------------------------ */
@@ -287,8 +295,10 @@ static void load_kv_paged(Emit *e, int is_v, Reg slot, Reg done)
 }
 
 /* This CTA's part of the K or V tile of block %ld_j into the next slot of its ring: all of
- * it, or for the pair K rows k_rows r.. and V chunks v_chunks r.. (plan note cta pair). */
-static void load_kv(Emit *e, int is_v)
+ * it, or for the pair K rows k_rows r.. and V chunks v_chunks r.. (plan note cta pair).
+ * tail (plan kv tail, V of a tail block): the bytes land on the slot's tail barrier, which the scrub warp
+ * waits on before it zeroes the rows past the end and arrives on the slot's full barrier. */
+static void load_kv(Emit *e, int is_v, int tail)
 {
     const Plan *p = e->p;
     const Sm100Plan *s = sm100_of(p);
@@ -299,6 +309,10 @@ static void load_kv(Emit *e, int is_v)
     emit_note(e, "%s of block j: wait for a free slot, expect %u bytes, one box per chunk", is_v ? "V" : "K",
               is_v ? s->tx_v : s->tx_k);
     ring_take(e, "ld", is_v ? ring_v(p) : 0, 1, slot, full, empty);
+    if (tail) {
+        emit_note(e, "plan kv tail: this tail block's V lands on the slot's bar_v_tail, not its full barrier");
+        emit(e, "add.u32 %s, %s, %u;", R(e, full), R(e, full), s->bar_v_tail - s->ring[ring_v(p)].bar_full);
+    }
     Reg done = load_expect(e, full, is_v ? s->tx_v : s->tx_k);
     if (p->cfg.page) {
         load_kv_paged(e, is_v, slot, done);
@@ -371,6 +385,24 @@ static void early_kv_count(Emit *e)
     mha_early_kv_count(e, reg_b32(e, "ld_pre"), old);
 }
 
+/* K and V of block %ld_j (the loop's i-th), then the next block; tail: the tail block (plan kv tail), whose
+ * V lands on its slot's tail barrier. */
+static void load_block(Emit *e, int tail)
+{
+    const Plan *p = e->p;
+    const Sm100Plan *s = sm100_of(p);
+    const char *i = R(e, reg_find(e, "ld_i")), *j = R(e, reg_find(e, "ld_j")), *row = R(e, reg_find(e, "ld_row"));
+    const char *krow = R(e, reg_find(e, "ld_krow"));
+    emit(e, "mul.lo.u32 %s, %s, %d;", row, j, p->bn);
+    if (p->cfg.varlen && !p->cfg.page) emit(e, "add.u32 %s, %s, %%vl_k_start;", row, row);
+    if (pair(p)) emit(e, "mad.lo.u32 %s, %%cta_rank, %d, %s;", krow, s->k_rows, row);
+    else emit(e, "mov.u32 %s, %s;", krow, row);
+    load_kv(e, 0, 0);
+    load_kv(e, 1, tail);
+    emit(e, "add.s32 %s, %s, 1;", i, i);
+    emit(e, "%s.s32 %s, %s, 1;", p->pdl_early_kv ? "add" : "sub", j, j);
+}
+
 static void emit_load(Emit *e)
 {
     const Plan *p = e->p;
@@ -386,8 +418,9 @@ static void emit_load(Emit *e)
     if (!mha_prefetch_rereads(p)) no_keys_exit(e);
     if (!mha_roles_wait(p)) load_q(e);
     ring_init(e, "ld");
-    const char *i = reg(e, "b32", "ld_i"), *j = reg(e, "b32", "ld_j"), *row = reg(e, "b32", "ld_row");
-    const char *krow = reg(e, "b32", "ld_krow");
+    const char *i = reg(e, "b32", "ld_i"), *j = reg(e, "b32", "ld_j");
+    reg(e, "b32", "ld_row");
+    reg(e, "b32", "ld_krow");
     emit(e, "mov.u32 %s, 0;", i);
     if (early) emit(e, "mov.u32 %s, %%n_begin;", j); /* ascending: the newest rows last */
     else emit(e, "sub.s32 %s, %%n_end, 1;", j);
@@ -398,17 +431,26 @@ static void emit_load(Emit *e)
         emit(e, "mov.u32 %s, 0;", reg(e, "b32", "ld_pre"));
         early_q_load(e);
     }
-    emit_label(e, new_label(e, l_kv, sizeof l_kv, "ld_kv"));
-    emit(e, "setp.ge.s32 %s, %s, %%nblk;", pr, i);
+    new_label(e, l_kv, sizeof l_kv, "ld_kv");
+    const char *kv_end = "%nblk";
+    if (p->kv_tail) {
+        Reg tail = reg_pred(e, "ld_tail");
+        mha_kv_tail(e, tail, reg_b32(e, "ld_t"));
+        if (early) {
+            emit_note(e, "plan kv tail: the tail block (ascending: the last) loads after the loop, its V on bar_v_tail");
+            kv_end = reg(e, "b32", "ld_kv_end");
+            emit(e, "selp.u32 %s, 1, 0, %s;", kv_end, R(e, tail));
+            emit(e, "sub.s32 %s, %%nblk, %s;", kv_end, kv_end);
+        } else {
+            emit_note(e, "plan kv tail: the tail block (descending: the first), its V on bar_v_tail");
+            emit(e, "@!%s bra %s;", R(e, tail), l_kv);
+            load_block(e, 1);
+        }
+    }
+    emit_label(e, l_kv);
+    emit(e, "setp.ge.s32 %s, %s, %s;", pr, i, kv_end);
     emit(e, "@%s bra %s;", pr, new_label(e, l_done, sizeof l_done, "ld_done"));
-    emit(e, "mul.lo.u32 %s, %s, %d;", row, j, p->bn);
-    if (p->cfg.varlen && !p->cfg.page) emit(e, "add.u32 %s, %s, %%vl_k_start;", row, row);
-    if (pair(p)) emit(e, "mad.lo.u32 %s, %%cta_rank, %d, %s;", krow, s->k_rows, row);
-    else emit(e, "mov.u32 %s, %s;", krow, row);
-    load_kv(e, 0);
-    load_kv(e, 1);
-    emit(e, "add.s32 %s, %s, 1;", i, i);
-    emit(e, "%s.s32 %s, %s, 1;", early ? "add" : "sub", j, j);
+    load_block(e, 0);
     if (early) {
         emit_note(e, "plan pdl early kv: the last early block is out: wait for the previous grid, then Q");
         emit(e, "sub.s32 %%ld_pre, %%ld_pre, 1;");
@@ -416,7 +458,60 @@ static void emit_load(Emit *e)
     }
     emit(e, "bra.uni %s;", l_kv);
     emit_label(e, l_done);
+    if (p->kv_tail && early) {
+        emit_note(e, "plan kv tail: the tail block, last; the scrub warp releases its V");
+        emit(e, "setp.ge.s32 %s, %s, %%nblk;", pr, i);
+        emit(e, "@%s bra $exit;", pr);
+        load_block(e, 1);
+    }
     if (pair(p)) load_tail(e);
+    emit(e, "bra.uni $exit;");
+}
+
+/* ------------------------------------------------------------------ */
+/* scrub warp (plan kv tail)                                            */
+/* ------------------------------------------------------------------ */
+
+/* The CTA's one tile: when its kv range ends with the sequence's tail block, wait for that block's V on its
+ * slot's tail barrier (used once: parity 0), zero the rows past the end, release the slot to the MMA warp.
+ * The slot: the load warp takes K(j) V(j) in turn, from the last block down (ascending under plan pdl early
+ * kv), so the tail's V is take 1 (take 2 nblk - 1) of a fused ring, take 0 (nblk - 1) of the V ring. */
+static void emit_scrub(Emit *e)
+{
+    const Plan *p = e->p;
+    const Sm100Plan *s = sm100_of(p);
+    const Sm100Ring *g = &s->ring[ring_v(p)];
+    emit_section(e, "role scrub (warp %d): zeroes a tail block's V rows past the sequence's end (plan kv tail)",
+                 s->warp_scrub);
+    mha_prologue(e);
+    if (mha_roles_wait(p)) {
+        emit_note(e, "plan pdl: its global reads (the sequence's lengths) follow the previous grid");
+        emit(e, "griddepcontrol.wait;");
+    }
+    smem_base_again(e);
+    tile_context(e);
+    Reg tail = reg_pred(e, "sc_tail"), slot = reg_b32(e, "sc_slot"), bar = reg_b32(e, "sc_bar");
+    Reg vslot = reg_b32(e, "sc_vslot"), full = reg_b32(e, "sc_full");
+    const char *pr = R(e, reg_pred(e, "sc_p"));
+    emit(e, "setp.le.s32 %s, %%nblk, 0;", pr);
+    emit(e, "@%s bra $exit;", pr);
+    mha_kv_tail(e, tail, slot);
+    emit(e, "@!%s bra $exit;", R(e, tail));
+    int fused = s->fused;
+    if (p->pdl_early_kv) {
+        emit_note(e, "ascending (plan pdl early kv): the tail is the last block, V take %s", fused ? "2 nblk - 1" : "nblk - 1");
+        if (fused) emit(e, "shl.b32 %s, %%nblk, 1;", R(e, slot));
+        emit(e, "sub.u32 %s, %s, 1;", R(e, slot), fused ? R(e, slot) : "%nblk");
+        emit(e, "rem.u32 %s, %s, %d;", R(e, slot), R(e, slot), g->slots);
+    } else {
+        emit_note(e, "descending: the tail is the first block, V take %d", fused ? 1 : 0);
+        emit(e, "mov.u32 %s, %d;", R(e, slot), fused ? 1 % g->slots : 0);
+    }
+    smem_indexed(e, bar, s->bar_v_tail, slot, MBAR_BYTES);
+    op_mbar_wait_imm(e, bar, 0);
+    smem_indexed(e, vslot, g->off, slot, g->slot_bytes);
+    smem_indexed(e, full, g->bar_full, slot, MBAR_BYTES);
+    mha_scrub_tail(e, vslot, s->v_chunks, s->v_chunk_bytes, s->bar_scrub, full);
     emit(e, "bra.uni $exit;");
 }
 
@@ -1306,6 +1401,10 @@ static void emit_dispatch(Emit *e)
     emit(e, "@%s bra $mma;", pr);
     emit(e, "setp.eq.u32 %s, %%warp, %d;", pr, s->warp_load);
     emit(e, "@%s bra $load;", pr);
+    if (p->kv_tail) {
+        emit(e, "setp.eq.u32 %s, %%warp, %d;", pr, s->warp_scrub);
+        emit(e, "@%s bra $scrub;", pr);
+    }
     emit(e, "bra.uni $exit;");
     if (s->qtiles < 2) {
         emit_label(e, "$idle");
@@ -1345,6 +1444,10 @@ int sm100_emit_mha(Emit *e)
     emit_mma(e);
     emit_label(e, "$load");
     emit_load(e);
+    if (p->kv_tail) {
+        emit_label(e, "$scrub");
+        emit_scrub(e);
+    }
     emit_label(e, "$exit");
     if (pair(p)) {
         emit_section(e, "the pair leaves together: after the cluster barrier no CTA signals the other and no MMA");

@@ -81,6 +81,14 @@ static int mla_check(const Config *c, char *err, size_t n)
     if (cg == 2 && c->b_topk != 128 && c->b_topk != 64)
         return plan_refuse(err, n, "b_topk: %d is not allowed for cta_group 2; use 128 (64 positions gathered by each "
                            "CTA, one QK MMA of N 128, one slot) or 64 (32 each, N 64: two slots fit)", c->b_topk);
+    if (c->q_tmem_depth > c->qk_depth)
+        return plan_refuse(err, n, "q_tmem_depth: %d is not allowed with qk %d; Q has %d columns, q_smem_depth and "
+                           "q_tmem_depth split them (each 0..%d)", c->q_tmem_depth, c->qk_depth, c->qk_depth,
+                           c->qk_depth);
+    if (c->q_smem_depth > c->qk_depth || c->q_tmem_depth < 0) /* the defaults derive one from the other */
+        return plan_refuse(err, n, "q_smem_depth: %d is not allowed with qk %d; Q has %d columns, q_smem_depth and "
+                           "q_tmem_depth split them (each 0..%d)", c->q_smem_depth, c->qk_depth, c->qk_depth,
+                           c->qk_depth);
     if (c->q_smem_depth + c->q_tmem_depth != c->qk_depth)
         return plan_refuse(err, n, "q_smem_depth/q_tmem_depth: %d + %d is not d_qk %d; Q's columns are split between them",
                            c->q_smem_depth, c->q_tmem_depth, c->qk_depth);

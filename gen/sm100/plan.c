@@ -21,6 +21,7 @@ enum {
     SM100_MMA_M = 128,
     SM100_TMEM_COLS = 512,
     SM100_WG = 128,
+    SM100_WARP = 32,
     SM100_MIN_BN = 64,
     SM100_MAX_SLOTS = 8,
     SM100_S_CHUNK = 32,     /* S columns per tcgen05.ld */
@@ -36,6 +37,13 @@ enum {
  * tests/ptxas/sm100_matrix.txt: these are the splits with 0 spill bytes. */
 enum { SM100_SFX_REGS = 192, SM100_OTHER_REGS = 56, SM100_OTHER_REGS_HEAVY = 64, SM100_MMA_HEAVY = 32,
        SM100_IDLE_REGS = 24 };
+/* Where the softmax's 192 registers do not hold (ptxas 13.0, tests/ptxas/run_spills.sh), refused:
+ * with (nearly) every exp2 on MUFU (poly under 6) and paged KV or a window open to the right,
+ * ptxas keeps more exp2 in flight and spills 4-16 bytes (poly 6 and up: 0 over the paged, split,
+ * varlen and window configs of the matrices; 200 softmax registers fix these but spill the
+ * correction's 56 on bounded windows); the MLA prefill shape (qk 192 / ov 128) spills 8 bytes with
+ * every 2nd exp2 on the polynomial (poly over 40), at 200 too. */
+enum { SM100_MUFU_POLY_MIN = 6, SM100_MLA_POLY_MAX = 40 };
 
 static int align_up(int x, int a) { return (x + a - 1) / a * a; }
 static int chunk_of(const Config *c) { return c->swizzle / dtype_bytes[c->dtype]; }
@@ -183,6 +191,17 @@ static int sm100_check(const Config *c, char *err, size_t n)
     if (c->exp2_poly > 50)
         return plan_refuse(err, n, "poly: %d is not allowed on sm100a; use 0..50 (percent of exp2 on the FMA pipe)",
                       c->exp2_poly);
+    if (mla && c->exp2_poly > SM100_MLA_POLY_MAX)
+        return plan_refuse(err, n, "poly: %d is not allowed for qk 192 / ov 128 on sm100a; it puts every 2nd exp2 on "
+                           "the FMA polynomial, and the softmax then needs more than its %d registers (ptxas 13.0 "
+                           "spills); use 0..%d (every 3rd or fewer)", c->exp2_poly, SM100_SFX_REGS,
+                           SM100_MLA_POLY_MAX);
+    int open_right = c->mask == MASK_WINDOW && c->window_left >= 0 && c->window_right < 0;
+    if (c->exp2_poly < SM100_MUFU_POLY_MIN && (c->page || open_right))
+        return plan_refuse(err, n, "poly: %d is not allowed on sm100a with %s; with (nearly) every exp2 on MUFU the "
+                           "softmax needs more than its %d registers there (ptxas 13.0 spills); use %d..50 (the "
+                           "default is 25)", c->exp2_poly, c->page ? "paged KV" : "a window open to the right (R = -1)",
+                           SM100_SFX_REGS, SM100_MUFU_POLY_MIN);
     return 0;
 }
 
@@ -295,6 +314,10 @@ static int sm100_layout(const Config *c, Plan *p, char *err, size_t n)
         snprintf(name, sizeof name, "bar_%s_empty", nm);
         g->bar_empty = plan_mbar(p, name, g->slots, 1, "mbarrier per slot: MMAs read it (tcgen05.commit)");
     }
+    mha_plan_kv_tail(p);
+    if (p->kv_tail) /* one tail block per CTA (one tile each): its V's slot of the V ring */
+        s->bar_v_tail = plan_mbar(p, "bar_v_tail", s->ring[s->fused ? 0 : 1].slots, 1,
+                                  "mbarrier per V slot: a tail block's V landed (1 + tx)");
     s->bar_s_full = plan_mbar(p, "bar_s_full", s->qtiles, 1, "mbarrier per Q tile: S = Q K^T done (tcgen05.commit)");
     s->bar_corr_full = plan_mbar(p, "bar_corr_full", s->qtiles, s->sfx_arrivals, "mbarrier per Q tile: row factors stored (128)");
     s->bar_p_full = plan_mbar(p, "bar_p_full", s->qtiles, s->pair_arrivals, c->cta_pair == 2
@@ -364,9 +387,21 @@ static void plan_roles(const Config *c, Plan *p)
         plan_role(p, "mma", s->warp_mma, 1, s->other_regs, "TMEM alloc/dealloc; one elected thread issues tcgen05.mma");
         plan_role(p, "load", s->warp_load, 1, s->other_regs, "one thread issues the TMA loads (Q tiles, K/V ring)");
     }
-    plan_role(p, "spare", 14, 2, s->other_regs, "idle (share warpgroup 3's register budget)");
+    if (p->kv_tail) {
+        s->warp_scrub = 14;
+        plan_role(p, "scrub", s->warp_scrub, 1, s->other_regs, "zeroes a tail block's V rows past the end (kv tail)");
+        plan_role(p, "spare", s->warp_scrub + 1, 1, s->other_regs, "idle (share warpgroup 3's register budget)");
+    } else {
+        plan_role(p, "spare", 14, 2, s->other_regs, "idle (share warpgroup 3's register budget)");
+    }
     s->bar_epilogue = plan_bar(p, "epilogue", SM100_WG, "correction warpgroup: O staged in smem, store may start");
     s->bar_tmem_free = plan_bar(p, "tmem_free", SM100_WG + 32, "correction + MMA warp: TMEM reads done, dealloc");
+    if (p->kv_tail) {
+        s->bar_scrub = plan_bar(p, "scrub", SM100_WARP, "scrub warp: its zeroed V rows before lane 0 releases the slot");
+        plan_note(p, "kv tail", "a tail block's V lands on bar_v_tail; warp %d zeroes its rows past the end (%d B a "
+                  "pass), fences, arrives on the slot's full barrier; K's rows there: scores masked", s->warp_scrub,
+                  p->kv_tail_pass);
+    }
 }
 
 static void plan_maps(const Config *c, Plan *p)

@@ -78,6 +78,12 @@ typedef struct Sm100Plan {
     int rescale, poly_every;
     int o_chunk_cols;         /* O columns per correction ld/st */
 
+    /* plan kv tail: warp warp_scrub zeroes the tail block's V rows past the sequence's end; the tail block's V
+     * lands on bar_v_tail[slot] of the V ring (1 arrival + tx), the scrub warp then arrives on the slot's full
+     * barrier; bar_scrub: the warp's named barrier (its stores before lane 0's arrive) */
+    uint32_t bar_v_tail;
+    int warp_scrub, bar_scrub;
+
     /* roles: warps and registers */
     int warp_sfx0, warp_corr, warp_mma, warp_load;
     int sfx_regs, corr_regs, other_regs, idle_regs;

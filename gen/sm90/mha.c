@@ -58,6 +58,13 @@ static void emit_barrier_init(Emit *e)
         emit_note(e, "plan: ring stage %d", i);
         for (size_t k = 0; k < sizeof kv / sizeof kv[0]; k++) mbar_init(e, b, &kv[k], i);
     }
+    if (p->kv_tail) {
+        const Mbar tail = mbar_plan(e, "bar_v_tail");
+        for (int i = 0; i < p->stages; i++) {
+            emit_note(e, "plan kv tail: stage %d's tail barrier", i);
+            mbar_init(e, b, &tail, i);
+        }
+    }
     mbar_init_end(e, lbl);
     op_bar_sync(e, 0, p->threads);
 }
@@ -201,6 +208,38 @@ static void early_q_load(Emit *e, Reg qrow, Reg batch)
     emit_label(e, l_skip);
 }
 
+/* K and V of the block whose first kv row is in row (the sequence's, before varlen's offset) into the ring's
+ * next stage: wait for each slot, expect its bytes, load; V completes on the stage's barrier in the array
+ * vfull (bar_v_full, or plan kv tail: bar_v_tail for a tail block, which the scrub warp then releases). */
+static void emit_kv_loads(Emit *e, Reg row, Reg batch, Reg vfull)
+{
+    const Plan *p = e->p;
+    const Sm90Plan *s = sm90_of(p);
+    Reg stage = reg_find(e, "pr_stage"), phase = reg_find(e, "pr_phase"), par = reg_find(e, "pr_parity");
+    Reg bar = reg_find(e, "pr_bar"), dst = reg_find(e, "pr_dst");
+    if (p->cfg.varlen && !p->cfg.page) emit(e, "add.u32 %s, %s, %%vl_k_start;", R(e, row), R(e, row));
+    if (p->cfg.page) paged_block_coords(e, row);
+    ring_free_parity(e, par, phase);
+    const struct { const char *what; Reg empty, full, base, tmap; uint32_t tx, stage_bytes, chunk_bytes; int chunks; }
+        kv[2] = {{"K", reg_find(e, "pr_k_empty"), reg_find(e, "pr_k_full"), reg_find(e, "pr_k"), reg_find(e, "tmap_k"),
+                  s->tx_k, s->k_stage_bytes, s->k_chunk_bytes, p->qk_chunks},
+                 {"V", reg_find(e, "pr_v_empty"), vfull, reg_find(e, "pr_v"), reg_find(e, "tmap_v"), s->tx_v,
+                  s->v_stage_bytes, s->v_chunk_bytes, p->ov_chunks}};
+    for (int t = 0; t < 2; t++) {
+        emit_note(e, "%s: wait for the ring slot, then load (plan: tx %u bytes)", kv[t].what, kv[t].tx);
+        mbar_indexed(e, bar, kv[t].empty, stage);
+        op_mbar_wait(e, bar, par);
+        mbar_indexed(e, bar, kv[t].full, stage);
+        op_mbar_expect_tx(e, bar, kv[t].tx);
+        addr_indexed(e, dst, kv[t].base, stage, kv[t].stage_bytes);
+        if (p->cfg.page)
+            load_paged(e, kv[t].tmap, dst, kv[t].chunk_bytes, kv[t].chunks, row, reg_find(e, "kv_head"), bar);
+        else
+            load_chunks(e, kv[t].tmap, dst, kv[t].chunk_bytes, kv[t].chunks, row, reg_find(e, "kv_head"), batch, bar);
+    }
+    ring_advance(e, stage, phase, p->stages);
+}
+
 static void emit_producer(Emit *e)
 {
     const Plan *p = e->p;
@@ -209,19 +248,30 @@ static void emit_producer(Emit *e)
     emit_section(e, "role producer (warpgroup 0): TMA loads; plan regs %d", s->producer_regs);
     op_setmaxnreg(e, s->producer_regs, p->entry_regs);
     const char *pr = reg(e, "pred", "p_role");
+    if (p->kv_tail) {
+        emit_note(e, "plan kv tail: warp %d zeroes tail blocks' V rows past the end", s->scrub_warp);
+        emit(e, "setp.eq.u32 %s, %%warp, %d;", pr, s->scrub_warp);
+        emit(e, "@%s bra $scrub;", pr);
+    }
     emit_note(e, "one thread issues every load; the rest of the warpgroup has nothing to do");
     emit(e, "setp.ne.u32 %s, %%thread, 0;", pr);
     emit(e, "@%s bra $exit;", pr);
 
     Reg stage = reg_b32(e, "pr_stage"), phase = reg_b32(e, "pr_phase");
-    Reg qph = reg_b32(e, "pr_q_phase"), par = reg_b32(e, "pr_parity");
+    Reg qph = reg_b32(e, "pr_q_phase");
+    reg_b32(e, "pr_parity");
     const char *j = reg(e, "b32", "pr_j");
     Reg row = reg_b32(e, "pr_row");
-    Reg bar = reg_b32(e, "pr_bar"), dst = reg_b32(e, "pr_dst");
+    reg_b32(e, "pr_bar");
+    reg_b32(e, "pr_dst");
     smem_reg(e, "pr_q", s->off_q);
-    Reg k0 = smem_reg(e, "pr_k", s->off_k), v0 = smem_reg(e, "pr_v", s->off_v);
-    Reg kf = smem_reg(e, "pr_k_full", s->bar_k_full), ke = smem_reg(e, "pr_k_empty", s->bar_k_empty);
-    Reg vf = smem_reg(e, "pr_v_full", s->bar_v_full), ve = smem_reg(e, "pr_v_empty", s->bar_v_empty);
+    smem_reg(e, "pr_k", s->off_k);
+    smem_reg(e, "pr_v", s->off_v);
+    smem_reg(e, "pr_k_full", s->bar_k_full);
+    smem_reg(e, "pr_k_empty", s->bar_k_empty);
+    Reg vf = smem_reg(e, "pr_v_full", s->bar_v_full);
+    smem_reg(e, "pr_v_empty", s->bar_v_empty);
+    Reg vtail = p->kv_tail ? smem_reg(e, "pr_v_tail", s->bar_v_tail) : REG_NONE;
     ring_reset(e, stage, phase);
     emit(e, "mov.u32 %s, 0;", R(e, qph));
     Reg qslot = reg_b32(e, "pr_q_slot");
@@ -266,10 +316,28 @@ static void emit_producer(Emit *e)
         emit_note(e, "K and V blocks from the last one down (the masked blocks come first)");
         emit(e, "mov.u32 %s, %%n_end;", j);
     }
-    emit_label(e, new_label(e, l_kv, sizeof l_kv, "pr_kv"));
+    new_label(e, l_kv, sizeof l_kv, "pr_kv");
+    const char *kv_end = "%n_end";
+    if (p->kv_tail) {
+        Reg tail = reg_pred(e, "pr_tail");
+        mha_kv_tail(e, tail, row);
+        if (p->pdl_early_kv) {
+            emit_note(e, "plan kv tail: the tail block (ascending: the last) loads after the loop, on bar_v_tail");
+            kv_end = reg(e, "b32", "pr_kv_end");
+            emit(e, "selp.u32 %s, 1, 0, %s;", kv_end, R(e, tail));
+            emit(e, "sub.s32 %s, %%n_end, %s;", kv_end, kv_end);
+        } else {
+            emit_note(e, "plan kv tail: the tail block (descending: the first) on bar_v_tail, the scrub warp releases it");
+            emit(e, "@!%s bra %s;", R(e, tail), l_kv);
+            emit(e, "sub.s32 %s, %s, 1;", j, j);
+            emit(e, "mul.lo.u32 %s, %s, %d;", R(e, row), j, p->bn);
+            emit_kv_loads(e, row, batch, vtail);
+        }
+    }
+    emit_label(e, l_kv);
     new_label(e, l_kv_done, sizeof l_kv_done, "pr_kv_done");
     if (p->pdl_early_kv) {
-        emit(e, "setp.ge.s32 %s, %s, %%n_end;", pr, j);
+        emit(e, "setp.ge.s32 %s, %s, %s;", pr, j, kv_end);
         emit(e, "@%s bra %s;", pr, l_kv_done);
         emit(e, "mul.lo.u32 %s, %s, %d;", R(e, row), j, p->bn);
         emit(e, "add.s32 %s, %s, 1;", j, j);
@@ -279,25 +347,7 @@ static void emit_producer(Emit *e)
         emit(e, "sub.s32 %s, %s, 1;", j, j);
         emit(e, "mul.lo.u32 %s, %s, %d;", R(e, row), j, p->bn);
     }
-    if (varlen && !p->cfg.page) emit(e, "add.u32 %s, %s, %%vl_k_start;", R(e, row), R(e, row));
-    if (p->cfg.page) paged_block_coords(e, row);
-    ring_free_parity(e, par, phase);
-    const struct { const char *what; Reg empty, full, base, tmap; uint32_t tx, stage_bytes, chunk_bytes; int chunks; }
-        kv[2] = {{"K", ke, kf, k0, reg_find(e, "tmap_k"), s->tx_k, s->k_stage_bytes, s->k_chunk_bytes, p->qk_chunks},
-                 {"V", ve, vf, v0, reg_find(e, "tmap_v"), s->tx_v, s->v_stage_bytes, s->v_chunk_bytes, p->ov_chunks}};
-    for (int t = 0; t < 2; t++) {
-        emit_note(e, "%s: wait for the ring slot, then load (plan: tx %u bytes)", kv[t].what, kv[t].tx);
-        mbar_indexed(e, bar, kv[t].empty, stage);
-        op_mbar_wait(e, bar, par);
-        mbar_indexed(e, bar, kv[t].full, stage);
-        op_mbar_expect_tx(e, bar, kv[t].tx);
-        addr_indexed(e, dst, kv[t].base, stage, kv[t].stage_bytes);
-        if (p->cfg.page)
-            load_paged(e, kv[t].tmap, dst, kv[t].chunk_bytes, kv[t].chunks, row, reg_find(e, "kv_head"), bar);
-        else
-            load_chunks(e, kv[t].tmap, dst, kv[t].chunk_bytes, kv[t].chunks, row, reg_find(e, "kv_head"), batch, bar);
-    }
-    ring_advance(e, stage, phase, p->stages);
+    emit_kv_loads(e, row, batch, vf);
     if (p->pdl_early_kv) {
         emit_note(e, "plan pdl early kv: the last early block is out: wait for the previous grid, then Q");
         emit(e, "sub.u32 %%pr_pre, %%pr_pre, 1;");
@@ -305,10 +355,86 @@ static void emit_producer(Emit *e)
     }
     emit(e, "bra.uni %s;", l_kv);
     emit_label(e, l_kv_done);
+    if (p->kv_tail && p->pdl_early_kv) {
+        char l_no_tail[NAME];
+        emit_note(e, "plan kv tail: the tail block, last, on bar_v_tail; the scrub warp releases it");
+        emit(e, "setp.ge.s32 %s, %s, %%n_end;", pr, j);
+        emit(e, "@%s bra %s;", pr, new_label(e, l_no_tail, sizeof l_no_tail, "pr_no_tail"));
+        emit(e, "mul.lo.u32 %s, %s, %d;", R(e, row), j, p->bn);
+        emit(e, "add.s32 %s, %s, 1;", j, j);
+        emit_kv_loads(e, row, batch, vtail);
+        emit_label(e, l_no_tail);
+    }
     if (varlen) emit_label(e, l_next);
     emit(e, "add.u32 %%tile, %%tile, %%grid_ctas;");
     emit(e, "bra.uni %s;", l_tile);
     (void)lbl;
+}
+
+/* ------------------------------------------------------------------ */
+/* scrub warp (plan kv tail)                                            */
+/* ------------------------------------------------------------------ */
+
+/* Warp scrub_warp of the producer warpgroup walks the producer's tiles and ring: per tile the ring
+ * advances by the tile's blocks, and in a tile whose range ends with its sequence's tail block it waits for
+ * that block's V on bar_v_tail (the stage's own: it is reused only after the consumers released the stage,
+ * so no phase is skipped), zeroes the rows past the end, and releases the stage on bar_v_full. */
+static void emit_scrub(Emit *e)
+{
+    const Plan *p = e->p;
+    const Sm90Plan *s = sm90_of(p);
+    char l_tile[NAME], l_next[NAME], l_advance[NAME];
+    emit_section(e, "role scrub (warp %d): zeroes a tail block's V rows past the sequence's end (plan kv tail)",
+                 s->scrub_warp);
+    if (mha_roles_wait(p)) {
+        emit_note(e, "plan pdl: its global reads (the sequence's lengths) follow the previous grid");
+        emit(e, "griddepcontrol.wait;");
+    }
+    Reg stage = reg_b32(e, "sc_stage"), tpar = reg_b32(e, "sc_tpar"), n = reg_b32(e, "sc_n");
+    Reg ts = reg_b32(e, "sc_ts"), t = reg_b32(e, "sc_t"), par = reg_b32(e, "sc_par"), bar = reg_b32(e, "sc_bar");
+    Reg vstage = reg_b32(e, "sc_vstage"), full = reg_b32(e, "sc_full"), tail = reg_pred(e, "sc_tail");
+    Reg v0 = smem_reg(e, "sc_v", s->off_v), vf = smem_reg(e, "sc_v_full", s->bar_v_full);
+    Reg vt = smem_reg(e, "sc_v_tail", s->bar_v_tail);
+    const char *pr = R(e, reg_find(e, "p_role"));
+    emit_note(e, "the ring's stage, as the producer's; bit i of sc_tpar: the parity stage i's tail barrier completes next");
+    emit(e, "mov.u32 %s, 0;", R(e, stage));
+    emit(e, "mov.u32 %s, 0;", R(e, tpar));
+    emit(e, "mov.u32 %s, %%ctaid.x;", reg(e, "b32", "tile"));
+    emit_label(e, new_label(e, l_tile, sizeof l_tile, "sc_tile"));
+    emit(e, "setp.ge.u32 %s, %%tile, %%num_tiles;", pr);
+    emit(e, "@%s bra $exit;", pr);
+    tile_coords(e);
+    new_label(e, l_next, sizeof l_next, "sc_next_tile");
+    if (p->cfg.varlen) varlen_skip_tile(e, l_next);
+    emit_note(e, "the producer loads n_end - n_begin blocks of this tile");
+    emit(e, "sub.s32 %s, %%n_end, %%n_begin;", R(e, n));
+    emit(e, "max.s32 %s, %s, 0;", R(e, n), R(e, n));
+    mha_kv_tail(e, tail, t);
+    emit(e, "@!%s bra %s;", R(e, tail), new_label(e, l_advance, sizeof l_advance, "sc_advance"));
+    if (p->pdl_early_kv) {
+        emit_note(e, "ascending (plan pdl early kv): the tail block is the tile's last, stage + n - 1");
+        emit(e, "add.u32 %s, %s, %s;", R(e, ts), R(e, stage), R(e, n));
+        emit(e, "sub.u32 %s, %s, 1;", R(e, ts), R(e, ts));
+        emit(e, "rem.u32 %s, %s, %d;", R(e, ts), R(e, ts), p->stages);
+    } else {
+        emit_note(e, "descending: the tail block is the tile's first");
+        emit(e, "mov.u32 %s, %s;", R(e, ts), R(e, stage));
+    }
+    emit(e, "shr.b32 %s, %s, %s;", R(e, par), R(e, tpar), R(e, ts));
+    emit(e, "and.b32 %s, %s, 1;", R(e, par), R(e, par));
+    mbar_indexed(e, bar, vt, ts);
+    op_mbar_wait(e, bar, par);
+    emit(e, "shl.b32 %s, 1, %s;", R(e, t), R(e, ts));
+    emit(e, "xor.b32 %s, %s, %s;", R(e, tpar), R(e, tpar), R(e, t));
+    addr_indexed(e, vstage, v0, ts, s->v_stage_bytes);
+    mbar_indexed(e, full, vf, ts);
+    mha_scrub_tail(e, vstage, p->ov_chunks, s->v_chunk_bytes, s->bar_scrub, full);
+    emit_label(e, l_advance);
+    emit(e, "add.u32 %s, %s, %s;", R(e, stage), R(e, stage), R(e, n));
+    emit(e, "rem.u32 %s, %s, %d;", R(e, stage), R(e, stage), p->stages);
+    emit_label(e, l_next);
+    emit(e, "add.u32 %%tile, %%tile, %%grid_ctas;");
+    emit(e, "bra.uni %s;", l_tile);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1148,6 +1274,10 @@ int sm90_emit_mha(Emit *e)
     emit(e, "setp.ge.u32 %s, %%wg, 1;", p);
     emit(e, "@%s bra $consumer;", p);
     emit_producer(e);
+    if (e->p->kv_tail) {
+        emit_label(e, "$scrub");
+        emit_scrub(e);
+    }
     emit_label(e, "$consumer");
     emit_consumer(e);
     emit_label(e, "$exit");

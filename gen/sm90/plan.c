@@ -15,17 +15,21 @@
 
 int sm90_emit_mha(Emit *e);
 
-enum { SM90_SMEM_LIMIT = 232448, SM90_MMA_M = 64, SM90_WG = 128 };
+enum { SM90_SMEM_LIMIT = 232448, SM90_MMA_M = 64, SM90_WG = 128, SM90_WARP = 32 };
 /* cluster split staging row: ov f32, +32 B so the epilogue's row-strided v2 stores are at most
  * 2-way bank conflicted */
 #define SM90_CSTAGE_ROW_BYTES(ov) ((ov) * 4 + 32)
 
-/* Register budget: 128 * (producer + consumers * consumer) <= 65536. A paged producer looks up a
- * table entry per page of a tile: with 2 consumers it takes 8 registers from each (ptxas, 0 spills). */
-static void sm90_regs(int consumers, int paged, int *producer, int *consumer)
+/* Register budget: 128 * (producer + consumers * consumer) <= 65536, and no more than the launch
+ * gives the CTA (3 x 168 with 2 consumers), or setmaxnreg.inc waits forever. A paged producer looks
+ * up a table entry per page of a tile: with 2 consumers it takes 8 registers from each (ptxas, 0
+ * spills), and at depth 256 16 more (its 4 boxes per page of a tile; ptxas 13.0 spilled 4 bytes at
+ * 40 with page 16): the consumer there needs at most 208 (bn <= 64), so 224 leaves it room. */
+static void sm90_regs(int consumers, int paged, int ov, int *producer, int *consumer)
 {
-    *producer = consumers <= 2 ? (paged ? 40 : 24) : 32;
-    *consumer = consumers <= 2 ? (paged ? 232 : 240) : 160;
+    int deep = paged && ov > 128;
+    *producer = consumers <= 2 ? (deep ? 56 : paged ? 40 : 24) : 32;
+    *consumer = consumers <= 2 ? (deep ? 224 : paged ? 232 : 240) : 160;
 }
 
 /* Registers a consumer thread needs: the S, O and P fragments plus addresses,
@@ -83,7 +87,7 @@ static int sm90_check(const Config *c, char *err, size_t n)
     if (c->bm != 64 && c->bm != 128 && c->bm != 192)
         return bad(err, n, "bm", c->bm, "use 128 (2 consumer warpgroups), 192 (3) or 64 (1: decode)");
     int producer, consumer, need, max_bn;
-    sm90_regs(c->bm / SM90_MMA_M, c->page != 0, &producer, &consumer);
+    sm90_regs(c->bm / SM90_MMA_M, c->page != 0, c->ov_depth, &producer, &consumer);
     if (sm90_consumer_need(c->bn, c->ov_depth) > consumer) {
         need = sm90_consumer_need(c->bn, c->ov_depth);
         max_bn = (consumer - SM90_REG_OVERHEAD - c->ov_depth / 2) * 4 / 3 / 16 * 16;
@@ -136,7 +140,7 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
     f.p_regs = p->bn / 4;
     s->frag = f;
     s->consumers = c->bm / SM90_MMA_M;
-    sm90_regs(s->consumers, c->page != 0, &s->producer_regs, &s->consumer_regs);
+    sm90_regs(s->consumers, c->page != 0, c->ov_depth, &s->producer_regs, &s->consumer_regs);
     p->threads = SM90_WG * (1 + s->consumers);
     /* registers per thread at entry; one consumer (256 threads) would get 256, over the 255 a thread can hold */
     p->entry_regs = 65536 / p->threads > 255 ? 255 : (65536 / p->threads) / 8 * 8;
@@ -188,8 +192,18 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
     s->bar_v_full = plan_mbar(p, "bar_v_full", p->stages, 1, "mbarrier per stage: V landed (1 arrival + tx)");
     snprintf(what, sizeof what, "mbarrier per stage: V slot free (%d arrivals)", s->kv_empty_arrivals);
     s->bar_v_empty = plan_mbar(p, "bar_v_empty", p->stages, s->kv_empty_arrivals, what);
+    mha_plan_kv_tail(p);
+    if (p->kv_tail)
+        s->bar_v_tail = plan_mbar(p, "bar_v_tail", p->stages, 1, "mbarrier per stage: a tail block's V landed (1 + tx)");
 
-    plan_role(p, "producer", 0, 4, s->producer_regs, "one thread issues every TMA load (Q, K ring, V ring)");
+    if (p->kv_tail) {
+        s->scrub_warp = 1;
+        plan_role(p, "producer", 0, 1, s->producer_regs, "one thread issues every TMA load (Q, K ring, V ring)");
+        plan_role(p, "scrub", s->scrub_warp, 1, s->producer_regs, "zeroes a tail block's V rows past the end (kv tail)");
+        plan_role(p, "idle", s->scrub_warp + 1, 4 - s->scrub_warp - 1, s->producer_regs, "the producer warpgroup's rest");
+    } else {
+        plan_role(p, "producer", 0, 4, s->producer_regs, "one thread issues every TMA load (Q, K ring, V ring)");
+    }
     for (int w = 0; w < s->consumers; w++) {
         char name[24], job[128];
         snprintf(name, sizeof name, "consumer%d", w);
@@ -216,6 +230,11 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
         snprintf(name, sizeof name, "turn%d", w);
         int id = plan_bar(p, name, 2 * SM90_WG, "consumer's turn to issue wgmma: it syncs, the previous one arrives");
         if (w == 0) s->bar_turn0 = id;
+    }
+    if (p->kv_tail) {
+        s->bar_scrub = plan_bar(p, "scrub", SM90_WARP, "scrub warp: its zeroed V rows before lane 0 releases the stage");
+        plan_note(p, "kv tail", "a tail block's V lands on bar_v_tail; warp %d zeroes its rows past the end (%d B a "
+                  "pass), fences, arrives on bar_v_full; K's rows there: scores masked", s->scrub_warp, p->kv_tail_pass);
     }
 
     plan_map(p, "q", TENSOR_Q, c->dtype, (uint32_t)p->qk, (uint32_t)p->chunk_elems, (uint32_t)s->seq_rows,

@@ -49,6 +49,11 @@ typedef struct Sm90Plan {
     int packed, seq_rows;
     /* cluster split (cluster=N): each CTA's O / l rows (f32, cstage_row_bytes apart) then its LSEs */
     uint32_t off_cstage, cstage_row_bytes;
+    /* plan kv tail: warp scrub_warp of the producer warpgroup zeroes the tail block's V rows past the
+     * sequence's end; the tail block's V lands on bar_v_tail[stage] (1 arrival + tx), the scrub warp then
+     * arrives on bar_v_full[stage]; bar_scrub: the warp's named barrier (its stores before lane 0's arrive) */
+    int scrub_warp, bar_scrub;
+    uint32_t bar_v_tail;
 } Sm90Plan;
 
 _Static_assert(sizeof(Sm90Plan) <= PLAN_FAMILY_BYTES, "Sm90Plan outgrows Plan.family");

@@ -1,7 +1,7 @@
 /* fuzz_bundle.c - the bundle list reader: the input is the list file of
  * `fa4gen bundle list -d out`, in process. Properties: exit 2 => one escaped line on stderr and
  * nothing written (no out, no temporary folder); exit 0 => out holds one .ptx per kernel and
- * nothing else. */
+ * nothing else, and the list had no CR but before an LF (CRLF ends a line; a lone CR is refused). */
 #include "fuzz_main.h"
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
@@ -15,6 +15,8 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     const char *err = fz_stderr();
     FUZZ_CHECK(rc == 0 || rc == 1 || rc == 2, "exit %d", rc);
     if (rc == 0) {
+        for (size_t i = 0; i < size; i++) /* a CR ends a line only before its LF */
+            FUZZ_CHECK(data[i] != '\r' || (i + 1 < size && data[i + 1] == '\n'), "a lone CR at byte %zu was accepted", i);
         DIR *d = opendir("out");
         FUZZ_CHECK(d != NULL, "exit 0 without out/");
         for (struct dirent *e; (e = readdir(d));)

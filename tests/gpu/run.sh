@@ -1,5 +1,5 @@
 #!/bin/bash
-# tests/gpu/run.sh [--quick] [--no-bench] [--only-bench] [--only-anchor] [--only-use] [--only-mla] [--only-mods] [--only-tests] [--only-serving] [--only-bad-args] [-- test_mha args]
+# tests/gpu/run.sh [--quick] [--no-bench] [--only-bench] [--only-anchor] [--only-use] [--only-mla] [--only-mods] [--only-tests] [--only-serving] [--only-bad-args] [--only-stale] [-- test_mha args]
 # One call on a Hopper GPU machine: build, correctness against the fp32
 # reference, cold/warm "get kernel" timings, SASS of the d128 kernel, the
 # simulator's anchor (tests/sim/cases_sm90.txt run by build/sim/sim_mha on this
@@ -9,16 +9,17 @@
 # host twice, AOT host with JIT disabled, both again built against `make install` with pkg-config and
 # CMake; the torch ops under torch.compile and CUDA graphs), the serving shapes (issue 15: split-KV cases of
 # tests/sim/cases_split.txt against the fp64 reference, the combine kernel alone, and test_mha's split decode
-# cases against the fp32 reference), and the benchmarks (bench/bench_score_mod.py decides the score_mod claims
-# and link mode; bench/bench_decode.py the decode bandwidth, step decode_bench), and the wrong arguments of
-# issue 26 (tests/gpu/test_bad_args.py, step bad_args, with the ways it is used or --only-bad-args: each refused
-# naming the argument or giving its documented result, the context healthy afterwards). Logs go to $OUT
-# (default build/gpu-out); a summary prints last.
+# cases against the fp32 reference), stale rows past each sequence's end in paged and varlen caches
+# (tests/sim/cases_stale.txt, steps stale_seedN, the context checked after them; alone: --only-stale), the
+# benchmarks (bench/bench_score_mod.py decides the score_mod claims and link mode; bench/bench_decode.py the
+# decode bandwidth, step decode_bench), and the wrong arguments of issue 26 (tests/gpu/test_bad_args.py, step
+# bad_args, with the ways it is used or --only-bad-args: each refused naming the argument or giving its
+# documented result, the context healthy afterwards). Logs go to $OUT (default build/gpu-out); a summary prints last.
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-build/gpu-out}
 mkdir -p "$OUT"
-QUICK=""; BENCH=1; TESTS=1; ANCHOR=1; USE=1; MLA=0; MODS=0; SERVING=1; BADARGS=0; EXTRA=()
+QUICK=""; BENCH=1; TESTS=1; ANCHOR=1; USE=1; MLA=0; MODS=0; SERVING=1; BADARGS=0; STALE=0; EXTRA=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) QUICK=--quick ;;
@@ -31,8 +32,9 @@ while [ $# -gt 0 ]; do
         --only-tests) BENCH=0; ANCHOR=0; USE=0; SERVING=0 ;;      # build, JIT timings, correctness, SASS
         --only-serving) TESTS=0; BENCH=0; ANCHOR=0; USE=0; SERVING=2 ;; # issue 15: varlen/paged/split cases + benchmarks
         --only-bad-args) TESTS=0; BENCH=0; ANCHOR=0; USE=0; SERVING=0; BADARGS=1 ;; # issue 26: wrong arguments
+        --only-stale) TESTS=0; BENCH=0; ANCHOR=0; USE=0; SERVING=0; STALE=1 ;; # issue 26 item 5: stale rows, context
         --) shift; EXTRA=("$@"); break ;;
-        *) echo "usage: tests/gpu/run.sh [--quick] [--no-bench] [--only-bench] [--only-anchor] [--only-use] [--only-mla] [--only-mods] [--only-tests] [--only-serving] [--only-bad-args] [-- test_mha args]"; exit 2 ;;
+        *) echo "usage: tests/gpu/run.sh [--quick] [--no-bench] [--only-bench] [--only-anchor] [--only-use] [--only-mla] [--only-mods] [--only-tests] [--only-serving] [--only-bad-args] [--only-stale] [-- test_mha args]"; exit 2 ;;
     esac
     shift
 done
@@ -79,6 +81,25 @@ if [ "$TESTS" = 1 ] || [ "$SERVING" != 0 ]; then
     done
     step varlen_gpu env FA4GEN_CACHE_DIR="$(mktemp -d)" build/sim/sim_varlen --seed 1 --cases tests/sim/cases_varlen_gpu.txt
     cat "$OUT/varlen_gpu.log" >> "$OUT/varlen.txt"
+fi
+if [ "$TESTS" = 1 ] || [ "$SERVING" != 0 ] || [ "$STALE" = 1 ]; then
+    step build_stale make -j16 build/sim/sim_varlen
+    # stale rows (issue 26 item 5): NaN/Inf in page tails, in pages only unused table entries name, in the next
+    # varlen sequence's rows and a dense cache's rows past seqlen_k must not reach a sequence's O or LSE: the
+    # sm90a cases of tests/sim/cases_stale.txt, three input seeds, and tests/sim/cases_stale_gpu.txt (serving
+    # sizes), one process each; every log ends with the context checked after its cases (a fault would be
+    # sticky): 'context: healthy'
+    grep 'target=sm90a' tests/sim/cases_stale.txt > "$OUT/cases_stale_sm90a.txt"
+    : > "$OUT/stale.txt"
+    for seed in 1 2 3; do
+        step stale_seed$seed env FA4GEN_CACHE_DIR="$(mktemp -d)" build/sim/sim_varlen --seed $seed \
+            --cases "$OUT/cases_stale_sm90a.txt"
+        cat "$OUT/stale_seed$seed.log" >> "$OUT/stale.txt"
+    done
+    step stale_gpu env FA4GEN_CACHE_DIR="$(mktemp -d)" build/sim/sim_varlen --seed 1 --cases tests/sim/cases_stale_gpu.txt
+    cat "$OUT/stale_gpu.log" >> "$OUT/stale.txt"
+    SUMMARY+=("$(printf '%-14s %s of 4 stale runs end with a healthy context' stale_context \
+        "$(grep -c '^context: healthy' "$OUT/stale.txt")")")
 fi
 if [ "$TESTS" = 1 ]; then
     # SASS of the d128 kernel: the planned HGMMA count, no local memory

@@ -119,6 +119,17 @@ MLA_14="mla-sparse target=sm90a dtype=bf16 qk=576 ov=512 bm=64 bn=64 group=1 sta
 CASE_15="target=sm100a sq=8 skv=256 hq=64 dqk=576 topk=128 topk_length=wild"
 MLA_15="mla-sparse target=sm100a dtype=bf16 qk=576 ov=512 group=1 swizzle=128 rescale=8 poly=0 b_topk=64 num_mbars=2 q_smem_depth=576 q_tmem_depth=0 cta_group=1 mask=none"
 ARCH_14=sm_90a ARCH_15=sm_100a CC_14=90 CC_15=100 SMS_14=4 SMS_15=4
+# Kernels 16, 17, 18: paged decode over a cache with stale rows (stale=nan: NaN in every pool row that is no
+# sequence's key, issue 26 item 5): each sequence's tail block (1000 % 64, 37, 300 % 64 keys) has its V rows
+# past the end zeroed by the scrub warp (plan kv tail) before the MMA reads them. 16: sm_90a split kernel
+# (descending blocks: the tail first), 17: sm_100a, 18: sm_90a under kv_early (ascending: the tail last).
+CASE_16="target=sm90a dtype=bf16 qk=128 hq=64 hkv=8 mask=none varlen=0 q=1,1,1 k=1000,37,300 page=64 splits=3 stale=nan"
+VL_16="mha target=sm90a dtype=bf16 qk=128 ov=128 bm=64 bn=64 stages=3 group=8 split=1 page=64 mask=none"
+CASE_17="target=sm100a dtype=bf16 qk=128 hq=64 hkv=8 mask=none varlen=0 q=1,1,1 k=1000,37,300 page=64 splits=3 stale=nan"
+VL_17="mha target=sm100a dtype=bf16 qk=128 ov=128 group=8 split=1 page=64 mask=none"
+CASE_18="target=sm90a dtype=bf16 qk=128 hq=64 hkv=8 mask=none varlen=0 q=1,1,1 k=1000,37,300 page=64 splits=3 kv_early=1 stale=nan"
+VL_18="mha target=sm90a dtype=bf16 qk=128 ov=128 bm=64 bn=64 stages=3 group=8 split=1 early=1 page=64 mask=none"
+ARCH_16=sm_90a ARCH_17=sm_100a ARCH_18=sm_90a CC_16=90 CC_17=100 CC_18=90 SMS_16=4 SMS_17=4 SMS_18=4
 ARCH_1=sm_100a ARCH_2=sm_100a ARCH_9=sm_90a ARCH_3=sm_90a ARCH_4=sm_100a ARCH_5=sm_90a ARCH_6=sm_90a ARCH_7=sm_90a ARCH_8=sm_100a
 ARCH_10=sm_100a ARCH_11=sm_90a
 CC_1=100 CC_2=100 CC_9=90 CC_3=90 CC_4=100 CC_5=90 CC_6=90 CC_7=90 CC_8=100 CC_10=100 CC_11=90
@@ -316,6 +327,9 @@ setup 12
 setup 13
 setup 14
 setup 15
+setup 16
+setup 17
+setup 18
 
 # ------------------------------------------------------------ sm_100a, one CTA per tile
 # UMMA smem descriptors: the MMA warp builds them as {lo, hi}; hi holds SBO>>4 in bits
@@ -485,6 +499,27 @@ mutant 14 topk_length_clamp 'topk_length.tok. clamped to .0, topk. as a signed v
 # sm_100a: the position compared with the length unsigned: the same misreading of -1 and -2^31
 mutant 15 topk_length_signed_sm100 'positions at or past topk_length.tok.' 1 \
     'setp[.]lt[.]s32 %ld_inrange, %ld_pos, %ld_len;' 1 sub 'setp[.]lt[.]s32' 'setp.lt.u32'
+# ------------------------------------------------------------ stale rows past a sequence's end (plan kv tail)
+# (stale=nan: the tail block's V rows past the end hold NaN; P is 0 there, and 0 x NaN is NaN)
+# sm_90a: the scrub warp does not zero the first V chunk's rows past the end (NaN reaches O)
+mutant 16 scrub_no_zero '==== role scrub' 1 'st[.]shared[.]v4[.]b32 \[%sc_addr\+0\]' 1 del
+# sm_90a: its zeros are not fenced for the async proxy before the stage is released (the wgmma reads them)
+mutant 16 scrub_no_fence 'the zeros reach the async proxy' 1 'fence[.]proxy[.]async' 1 del
+# sm_90a: the warp does not meet before lane 0 releases the stage (the other lanes' zeros are not ordered)
+mutant 16 scrub_no_bar 'plan: named barrier scrub' 1 'bar[.]sync' 1 del
+# sm_90a: zeroing starts one row late (the sequence's first row past its end keeps its NaN)
+mutant 16 scrub_first_row 'plan kv tail: V rows seqlen_k' 1 'add[.]u32 %sc_off, %sc_off, [0-9]+;' 1 add 1
+# sm_90a: the tail block's V completes on bar_v_full (the consumers may read it unzeroed; the scrub warp's
+# arrival is one too many, or it waits on a tail barrier that never completes)
+mutant 16 tail_on_full 'plan kv tail: the tail block .descending: the first' 1 'mad[.]lo[.]u32 %pr_bar, %pr_stage, 8, %pr_v_tail;' 1 sub '%pr_v_tail' '%pr_v_full'
+# sm_100a: the same four in the scrub warp, and the load warp's tail V on the slot's full barrier
+mutant 17 scrub_no_zero_sm100 '==== role scrub' 1 'st[.]shared[.]v4[.]b32 \[%sc_addr\+0\]' 1 del
+mutant 17 scrub_no_fence_sm100 'the zeros reach the async proxy' 1 'fence[.]proxy[.]async' 1 del
+mutant 17 scrub_no_bar_sm100 'plan: named barrier scrub' 1 'bar[.]sync' 1 del
+mutant 17 scrub_first_row_sm100 'plan kv tail: V rows seqlen_k' 1 'add[.]u32 %sc_off, %sc_off, [0-9]+;' 1 add 1
+mutant 17 tail_on_full_sm100 'plan kv tail: this tail block.s V lands' 1 'add[.]u32 %ld_full, %ld_full, [0-9]+;' 1 del
+# sm_90a under kv_early (ascending): the scrub warp takes the tile's first stage for its last block
+mutant 18 tail_stage_ascending 'ascending .plan pdl early kv.: the tail block is the tile.s last' 1 'sub[.]u32 %sc_ts, %sc_ts, 1;' 1 del
 
 echo "mutants: $PASSED passed, $FAILED failed"
 [ "$FAILED" = 0 ] || exit 1

@@ -14,6 +14,9 @@
 #   3c. the varlen and paged-KV cases of tests/sim/cases_varlen_sm90.txt (cc 9.0) and cases_varlen_sm100.txt
 #      (cc 10.0) through build/sim/sim_varlen, against the fp64 reference per sequence, the scheduler seed
 #      also drawing the inputs
+#   3d. stale rows (issue 26 item 5): tests/sim/cases_stale.txt per target through build/sim/sim_varlen: NaN/Inf
+#      in every K/V row that is no key of the sequence checked (page tails, pages only unused table entries
+#      name, the next varlen sequence's rows, a dense cache's rows past seqlen_k) must not reach its O or LSE
 #   4. the sm_90a sparse MLA cases of tests/sim/cases_mla_sm90.txt (build/sim/sim_mla), under the same
 #      seeds, compared with an H100's outputs on the same inputs (*-h100-mla-sparse-sim-anchor.tar.xz)
 #   5. the sm_100a sparse MLA cases of tests/sim/cases_mla_sm100.txt on the simulated cc 10.0 device,
@@ -58,6 +61,8 @@ mla_anchor=$(ls bench/results/*-h100-mla-sparse-sim-anchor.tar.xz 2>/dev/null | 
 random_seed=$(( $(od -An -N2 -tu2 /dev/urandom) + 3 ))
 grep 'target=sm90a' tests/sim/cases_split.txt > "$work/split90.txt"
 grep 'target=sm100a' tests/sim/cases_split.txt > "$work/split100.txt"
+grep 'target=sm90a' tests/sim/cases_stale.txt > "$work/stale90.txt"
+grep 'target=sm100a' tests/sim/cases_stale.txt > "$work/stale100.txt"
 step "combine kernel alone (-inf rows)" env FA4SIM_CC=90 $B/sim/test_combine
 # seed_steps SEED: every seeded step (in a subshell of its own: its log files are $work/*.SEED)
 seed_steps() {
@@ -77,6 +82,10 @@ seed_steps() {
         $B/sim/sim_varlen --quiet --seed $seed --cases tests/sim/cases_varlen_sm90.txt
     step "sm100a varlen + paged, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=100 \
         $B/sim/sim_varlen --quiet --seed $seed --cases tests/sim/cases_varlen_sm100.txt
+    step "sm90a stale rows, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=90 \
+        $B/sim/sim_varlen --quiet --seed $seed --cases "$work/stale90.txt"
+    step "sm100a stale rows, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=100 \
+        $B/sim/sim_varlen --quiet --seed $seed --cases "$work/stale100.txt"
     step "sm90a sparse MLA vs H100, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=90 \
         $B/sim/sim_mla --quiet --no-skip --cases tests/sim/cases_mla_sm90.txt --compare "$work/mla_anchor"
     cp "$log" "$work/mla90.log.$seed"

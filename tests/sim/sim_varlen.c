@@ -29,9 +29,25 @@
  *                             kernel's griddepcontrol.wait read other lengths and a table of other pages;
  *                             a kernel that loads K/V by them, or by entries read for another block than
  *                             the new length gives, fails
+ *   stale=nan|inf|-inf|mix    every K and V row that is no key of any sequence holds that value (mix: NaN,
+ *                             +Inf, -Inf row by row), as a real cache's stale rows do: paged, the rows past
+ *                             each sequence's length in its last page and the spare pages, one of which the
+ *                             table entry right after each sequence's pages names; varlen, the packed rows
+ *                             after the last sequence (tail=) and those of the stale_seq= sequences; dense
+ *                             (varlen=0, no page), the rows past seqlen_k of a cache of cap= rows a batch.
+ *                             Q rows of no sequence (tail=) hold it too. No such value may reach a checked
+ *                             sequence's O or LSE
+ *   stale_in=k|v|kv           which of K and V hold the stale rows (default kv)
+ *   stale_seq=I,J,..          (varlen, not paged) these sequences' own Q, K, V rows hold the stale value: they
+ *                             are not checked, and their neighbours' tail blocks read their rows
+ *   cap=N                     (dense: varlen=0, no page) K and V are a cache of N >= seqlen_k rows a batch,
+ *                             passed with that batch stride
+ *   sink=rand                 fa4_mha_args.sink: a logit U(-2, 2) per query head
+ *   mod=softcap30             fa4_mha_args.score_mod: 30 tanh(s / 30)
  * Checks: every O element of every sequence's rows is finite and rel L2 <= 1e-2 over the case; LSE
  * (natural log, [heads_q, total_q]) within 1e-3 relative; rows that see no key: O = 0, LSE = -inf;
- * rows of no sequence: O bytes and LSE words untouched (poison 0xFF). */
+ * rows of no sequence: O bytes and LSE words untouched (poison 0xFF). After the last case the context
+ * must still work (a synchronize and a copy): the line 'context: healthy' says so. */
 #include <dlfcn.h>
 #include <math.h>
 #include <stdarg.h>
@@ -54,12 +70,21 @@ typedef struct {
     fa4_target target;
     RefDtype dtype;
     int qk, hq, hkv, mask, wl, wr, nseq, tail, lse, host, varlen, page, bad, splits, kv_early, late;
+    int stale, stale_k, stale_v, cap, sink, mod; /* STALE_*, K / V hold it; dense cache rows; sink=rand; mod= */
     int lq[MAX_SEQ], lk[MAX_SEQ];
+    unsigned char stale_seq[MAX_SEQ]; /* stale_seq=: these sequences' rows hold the stale value */
     char config[128];
     char text[LINE];
 } Case;
 
 /* ---------------------------------------------------------------- cases */
+
+enum { STALE_NONE, STALE_NAN, STALE_INF, STALE_NEG_INF, STALE_MIX };
+static const char *const STALE_NAMES[] = {"none", "nan", "inf", "-inf", "mix"};
+
+/* mod=softcap30 (sim_mha's, fa4.h's score_mod contract); the reference's side is softcap() */
+static const char SOFTCAP30_SRC[] = "__device__ float score_mod(float s, int b, int h, int q, int k, const void *aux)\n"
+                                    "{ return 30.0f * tanhf(s * (1.0f / 30.0f)); }\n";
 
 static int parse_list(const char *v, int *out, int *count)
 {
@@ -79,7 +104,7 @@ static int parse_case(const char *line, Case *c, char *err, size_t n)
 {
     memset(c, 0, sizeof *c);
     c->target = FA4_TARGET_SM90A, c->dtype = REF_BF16, c->qk = 128, c->hq = 2, c->hkv = 2, c->lse = 1, c->host = 1;
-    c->varlen = 1, c->splits = 1;
+    c->varlen = 1, c->splits = 1, c->stale_k = c->stale_v = 1;
     snprintf(c->text, sizeof c->text, "%s", line);
     char buf[LINE];
     snprintf(buf, sizeof buf, "%s", line);
@@ -104,6 +129,29 @@ static int parse_case(const char *line, Case *c, char *err, size_t n)
         else if (!strcmp(w, "splits")) c->splits = x;
         else if (!strcmp(w, "kv_early")) c->kv_early = x;
         else if (!strcmp(w, "late")) c->late = x;
+        else if (!strcmp(w, "cap")) c->cap = x;
+        else if (!strcmp(w, "sink")) {
+            if (strcmp(v, "rand")) return snprintf(err, n, "sink '%s': only rand", v), -1;
+            c->sink = 1;
+        } else if (!strcmp(w, "mod")) {
+            if (strcmp(v, "softcap30")) return snprintf(err, n, "mod '%s': only softcap30", v), -1;
+            c->mod = 1;
+        } else if (!strcmp(w, "stale")) {
+            c->stale = -1;
+            for (int i = 1; i < (int)(sizeof STALE_NAMES / sizeof STALE_NAMES[0]); i++)
+                if (!strcmp(v, STALE_NAMES[i])) c->stale = i;
+            if (c->stale < 0) return snprintf(err, n, "stale '%s': nan, inf, -inf or mix", v), -1;
+        } else if (!strcmp(w, "stale_in")) {
+            c->stale_k = strchr(v, 'k') != NULL, c->stale_v = strchr(v, 'v') != NULL;
+            if (!c->stale_k && !c->stale_v) return snprintf(err, n, "stale_in '%s': k, v or kv", v), -1;
+        } else if (!strcmp(w, "stale_seq")) {
+            int list[MAX_SEQ], np;
+            if (parse_list(v, list, &np)) return snprintf(err, n, "stale_seq list '%s'", v), -1;
+            for (int i = 0; i < np; i++) {
+                if (list[i] >= MAX_SEQ) return snprintf(err, n, "stale_seq %d: past the sequences", list[i]), -1;
+                c->stale_seq[list[i]] = 1;
+            }
+        }
         else if (!strcmp(w, "mask")) {
             if (!strcmp(v, "none")) c->mask = REF_MASK_NONE;
             else if (!strcmp(v, "causal")) c->mask = REF_MASK_CAUSAL;
@@ -127,6 +175,12 @@ static int parse_case(const char *line, Case *c, char *err, size_t n)
     for (int b = 1; b < c->nseq && !c->varlen; b++)
         if (c->lq[b] != c->lq[0] || (!c->page && c->lk[b] != c->lk[0]) || c->tail)
             return snprintf(err, n, "varlen=0 needs equal lengths (k too unless paged) and tail=0"), -1;
+    if (c->cap && (c->varlen || c->page || c->cap < c->lk[0]))
+        return snprintf(err, n, "cap=%d needs dense K, V (varlen=0, no page) and cap >= the kv length", c->cap), -1;
+    for (int b = 0; b < MAX_SEQ; b++)
+        if (c->stale_seq[b] && (b >= c->nseq || !c->varlen || c->page || !c->stale))
+            return snprintf(err, n, "stale_seq=%d needs stale=, varlen K, V (no page) and a sequence of that index", b),
+                   -1;
     return 0;
 }
 
@@ -144,13 +198,31 @@ typedef struct {
     unsigned char *invalid;
 } Pages;
 
-/* The reference's view of an invalid page: its keys are not there. */
+/* The reference's score hook: the case's score_mod (mod=softcap30), then an invalid page's keys are not
+ * there. */
 typedef struct { const Case *c; const Pages *pg; int b; } DropCtx;
 static double drop_invalid(const void *ctx, double s, int b, int h, int q, int k)
 {
     const DropCtx *d = ctx;
     (void)b, (void)h, (void)q;
-    return d->pg->invalid[(size_t)d->b * d->pg->max_pages + k / d->c->page] ? -INFINITY : s;
+    if (d->c->mod) s = 30.0 * tanh(s / 30.0);
+    if (d->c->page && d->pg->invalid[(size_t)d->b * d->pg->max_pages + k / d->c->page]) return -INFINITY;
+    return s;
+}
+
+/* The stale value of row r (stale=): NaN, +Inf, -Inf, or the three in turn. */
+static double stale_value(int kind, size_t r)
+{
+    static const double mix[3] = {NAN, INFINITY, -INFINITY};
+    return kind == STALE_NAN ? NAN : kind == STALE_INF ? INFINITY : kind == STALE_NEG_INF ? -INFINITY : mix[r % 3];
+}
+
+/* Row r (of row_elems elements) of each of the n tensors takes the stale value. */
+static void stale_row(const Case *c, void *const *t, int n, size_t r, size_t row_elems)
+{
+    for (int i = 0; i < n; i++)
+        if (t[i])
+            for (size_t x = 0; x < row_elems; x++) ref_store(c->dtype, t[i], (int64_t)(r * row_elems + x), stale_value(c->stale, r));
 }
 
 static void *random_tensor(RefDtype dt, size_t elems, uint64_t *st, double amp)
@@ -169,7 +241,8 @@ static size_t lse_index(const Case *c, int b, int h, int i, int row, int total_q
 
 /* hk, hv: the sequence's own kv rows [lk, hkv, d] (gathered from the pages when paged). */
 static int check_sequence(const Case *c, int b, const int *cu_q, const void *hq_, const void *hk, const void *hv,
-                          const Pages *pg, const unsigned char *o, const float *lse, int total_q, Score *sc)
+                          const Pages *pg, const double *sink, const unsigned char *o, const float *lse, int total_q,
+                          Score *sc)
 {
     int lq = c->lq[b], lk = c->lk[b], d = c->qk, eb = ref_dtype_bytes(c->dtype);
     if (!lq) return 0;
@@ -183,7 +256,8 @@ static int check_sequence(const Case *c, int b, const int *cu_q, const void *hq_
         p.k.data = hk;
         p.v.data = hv;
         DropCtx drop = {c, pg, b};
-        if (c->page) p.score_mod = drop_invalid, p.mod_ctx = &drop;
+        if (c->page || c->mod) p.score_mod = drop_invalid, p.mod_ctx = &drop;
+        p.sink = sink;
         p.batch = 1, p.seqlen_q = lq, p.seqlen_k = lk, p.heads_q = c->hq, p.heads_kv = c->hkv;
         p.qk_depth = p.ov_depth = d;
         p.mask = (RefMask)c->mask, p.window_left = c->wl, p.window_right = c->wr;
@@ -247,6 +321,8 @@ static int make_pages(const Case *c, uint64_t *st, Pages *pg)
             int32_t *e = &pg->table[(size_t)b * pg->max_pages + p];
             if (p < np) {
                 *e = perm[next++];
+            } else if (c->stale && p == np) { /* stale=: a spare page, all stale rows */
+                *e = perm[need + b % 3];
             } else { /* never read: garbage of every kind */
                 uint64_t r = splitmix64(st) % 3;
                 *e = r == 0 ? -1 : r == 1 ? pg->num_pages + 7 : perm[splitmix64(st) % (uint64_t)pg->num_pages];
@@ -303,8 +379,9 @@ static int run_case(Cu *cu, LateWrite late, fa4_ctx *fa, const Case *c, uint64_t
     for (const char *s = c->text; *s; s++) st = (st ^ (unsigned char)*s) * 0x100000001b3ull;
     Pages pg = {0};
     if (c->page && make_pages(c, &st, &pg)) return printf("FAIL %s\n  out of host memory\n", c->text), 1;
-    /* paged: the pool holds num_pages x page rows; the sequences' own rows are gathered for the reference */
-    size_t kv_rows = c->page ? (size_t)pg.num_pages * c->page : (size_t)total_k;
+    /* paged: the pool holds num_pages x page rows; dense with cap=: batch x cap rows; the sequences' own rows
+     * are gathered for the reference */
+    size_t kv_rows = c->page ? (size_t)pg.num_pages * c->page : c->cap ? (size_t)c->nseq * c->cap : (size_t)total_k;
     size_t row_elems = (size_t)c->hkv * d;
     size_t nq = (size_t)total_q * c->hq * d, nkv = kv_rows * row_elems, nl = (size_t)c->hq * total_q;
     void *hq = random_tensor(c->dtype, nq, &st, 2.0), *hk = random_tensor(c->dtype, nkv, &st, 1.0);
@@ -313,28 +390,62 @@ static int run_case(Cu *cu, LateWrite late, fa4_ctx *fa, const Case *c, uint64_t
     float *hl = malloc(nl * sizeof(float));
     unsigned char *gk = malloc(((size_t)cu_k[c->nseq] + 1) * row_elems * eb);
     unsigned char *gv = malloc(((size_t)cu_k[c->nseq] + 1) * row_elems * eb);
-    CUdeviceptr dq = 0, dk = 0, dv = 0, dout = 0, dl = 0, dcq = 0, dck = 0, dtab = 0, dlen = 0, dws = 0;
+    float *hsink = malloc(sizeof(float) * (size_t)c->hq);
+    double *rsink = malloc(sizeof(double) * (size_t)c->hq);
+    CUdeviceptr dq = 0, dk = 0, dv = 0, dout = 0, dl = 0, dcq = 0, dck = 0, dtab = 0, dlen = 0, dws = 0, dsink = 0;
     int rc = -1;
     Score sc = {0};
     const char *why = "";
     size_t tab_bytes = (size_t)c->nseq * pg.max_pages * sizeof(int32_t);
-    if (!hq || !hk || !hv || !ho || !hl || !gk || !gv) {
+    if (!hq || !hk || !hv || !ho || !hl || !gk || !gv || !hsink || !rsink) {
         why = "out of host memory";
         goto done;
+    }
+    for (int h = 0; h < c->hq && c->sink; h++) rsink[h] = hsink[h] = (float)(2.0 * uniform(&st)); /* sink=rand */
+    if (c->stale) { /* the rows of no sequence's keys (and of stale_seq= sequences) take the stale value */
+        void *kv[2] = {c->stale_k ? hk : NULL, c->stale_v ? hv : NULL}, *qt[1] = {hq};
+        if (c->page) {
+            unsigned char *used = calloc(kv_rows, 1);
+            if (!used) {
+                why = "out of host memory";
+                goto done;
+            }
+            for (int b = 0; b < c->nseq; b++)
+                for (int r = 0; r < c->lk[b]; r++) {
+                    size_t e = (size_t)b * pg.max_pages + r / c->page;
+                    if (!pg.invalid[e]) used[(size_t)pg.table[e] * c->page + r % c->page] = 1;
+                }
+            for (size_t r = 0; r < kv_rows; r++)
+                if (!used[r]) stale_row(c, kv, 2, r, row_elems);
+            free(used);
+        } else if (c->cap) {
+            for (int b = 0; b < c->nseq; b++)
+                for (int r = c->lk[b]; r < c->cap; r++) stale_row(c, kv, 2, (size_t)b * c->cap + r, row_elems);
+        } else {
+            for (size_t r = (size_t)cu_k[c->nseq]; r < (size_t)total_k; r++) stale_row(c, kv, 2, r, row_elems);
+            for (int b = 0; b < c->nseq; b++)
+                for (int r = cu_k[b]; c->stale_seq[b] && r < cu_k[b + 1]; r++) stale_row(c, kv, 2, (size_t)r, row_elems);
+        }
+        if (c->varlen) {
+            for (size_t r = (size_t)cu_q[c->nseq]; r < (size_t)total_q; r++) stale_row(c, qt, 1, r, (size_t)c->hq * d);
+            for (int b = 0; b < c->nseq; b++)
+                for (int r = cu_q[b]; c->stale_seq[b] && r < cu_q[b + 1]; r++)
+                    stale_row(c, qt, 1, (size_t)r, (size_t)c->hq * d);
+        }
     }
     /* each sequence's kv rows in order: from the packed tensor, or row r of page table[b][r / page] */
     for (int b = 0; b < c->nseq; b++)
         for (int r = 0; r < c->lk[b]; r++) {
-            size_t src = (size_t)cu_k[b] + r;
-            if (c->page) {
-                int32_t e = pg.table[(size_t)b * pg.max_pages + r / c->page];
-                if (pg.invalid[(size_t)b * pg.max_pages + r / c->page]) e = 0; /* dropped by the reference */
-                src = (size_t)e * c->page + r % c->page;
+            size_t src = c->cap ? (size_t)b * c->cap + r : (size_t)cu_k[b] + r, dst = (size_t)cu_k[b] + r;
+            if (c->page && pg.invalid[(size_t)b * pg.max_pages + r / c->page]) {
+                /* dropped by the reference (its scores are -inf): zeros, as 0 x NaN would be NaN there too */
+                memset(gk + dst * row_elems * eb, 0, row_elems * eb);
+                memset(gv + dst * row_elems * eb, 0, row_elems * eb);
+                continue;
             }
-            memcpy(gk + ((size_t)cu_k[b] + r) * row_elems * eb, (unsigned char *)hk + src * row_elems * eb,
-                   row_elems * eb);
-            memcpy(gv + ((size_t)cu_k[b] + r) * row_elems * eb, (unsigned char *)hv + src * row_elems * eb,
-                   row_elems * eb);
+            if (c->page) src = (size_t)pg.table[(size_t)b * pg.max_pages + r / c->page] * c->page + r % c->page;
+            memcpy(gk + dst * row_elems * eb, (unsigned char *)hk + src * row_elems * eb, row_elems * eb);
+            memcpy(gv + dst * row_elems * eb, (unsigned char *)hv + src * row_elems * eb, row_elems * eb);
         }
     if (cu->MemAlloc(&dq, nq * eb) || cu->MemAlloc(&dk, nkv * eb) || cu->MemAlloc(&dv, nkv * eb) ||
         cu->MemAlloc(&dout, nq * eb) || cu->MemAlloc(&dl, nl * 4) || cu->MemAlloc(&dcq, sizeof cu_q) ||
@@ -343,7 +454,9 @@ static int run_case(Cu *cu, LateWrite late, fa4_ctx *fa, const Case *c, uint64_t
         cu->MemcpyHtoD(dck, cu_k, sizeof cu_k) || cu->MemsetD8(dout, 0xFF, nq * eb) || cu->MemsetD8(dl, 0xFF, nl * 4) ||
         (c->page && (cu->MemAlloc(&dtab, tab_bytes) || cu->MemcpyHtoD(dtab, pg.table, tab_bytes) ||
                      cu->MemAlloc(&dlen, sizeof(int32_t) * (size_t)c->nseq) ||
-                     cu->MemcpyHtoD(dlen, c->lk, sizeof(int32_t) * (size_t)c->nseq)))) {
+                     cu->MemcpyHtoD(dlen, c->lk, sizeof(int32_t) * (size_t)c->nseq))) ||
+        (c->sink && (cu->MemAlloc(&dsink, sizeof(float) * (size_t)c->hq) ||
+                     cu->MemcpyHtoD(dsink, hsink, sizeof(float) * (size_t)c->hq)))) {
         why = "device allocation or copy failed";
         goto done;
     }
@@ -362,6 +475,13 @@ static int run_case(Cu *cu, LateWrite late, fa4_ctx *fa, const Case *c, uint64_t
     a.mask = c->mask == REF_MASK_CAUSAL ? FA4_MASK_CAUSAL : c->mask == REF_MASK_WINDOW ? FA4_MASK_WINDOW : FA4_MASK_NONE;
     a.window_left = c->wl, a.window_right = c->wr;
     a.config = c->config[0] ? c->config : NULL;
+    if (c->cap) /* a cache of cap rows a batch: rows past seqlen_k are outside the tensor the kernel sees */
+        for (int t = 0; t < 2; t++) {
+            int64_t *stride = t ? a.v_stride : a.k_stride;
+            stride[0] = (int64_t)c->cap * c->hkv * d, stride[1] = (int64_t)c->hkv * d, stride[2] = d;
+        }
+    if (c->sink) a.sink = (const float *)(uintptr_t)dsink;
+    if (c->mod) a.score_mod = SOFTCAP30_SRC;
     if (c->varlen) {
         a.cu_seqlens_q = (const int32_t *)(uintptr_t)dcq;
         a.max_seqlen_q = max_q;
@@ -402,8 +522,9 @@ static int run_case(Cu *cu, LateWrite late, fa4_ctx *fa, const Case *c, uint64_t
         goto done;
     }
     for (int b = 0; b < c->nseq; b++)
-        if (check_sequence(c, b, cu_q, hq, gk + (size_t)cu_k[b] * row_elems * eb, gv + (size_t)cu_k[b] * row_elems * eb,
-                           &pg, ho, hl, total_q, &sc)) {
+        if (!c->stale_seq[b] && /* a stale_seq= sequence's own output is not defined */
+            check_sequence(c, b, cu_q, hq, gk + (size_t)cu_k[b] * row_elems * eb, gv + (size_t)cu_k[b] * row_elems * eb,
+                           &pg, c->sink ? rsink : NULL, ho, hl, total_q, &sc)) {
             why = "reference failed";
             goto done;
         }
@@ -428,10 +549,11 @@ static int run_case(Cu *cu, LateWrite late, fa4_ctx *fa, const Case *c, uint64_t
     rc = ok ? 0 : 1;
 done:
     if (rc < 0) printf("FAIL %s\n  %s\n", c->text, why), rc = 1;
-    CUdeviceptr all[] = {dq, dk, dv, dout, dl, dcq, dck, dtab, dlen, dws};
+    CUdeviceptr all[] = {dq, dk, dv, dout, dl, dcq, dck, dtab, dlen, dws, dsink};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i]) cu->MemFree(all[i]);
     free(hq), free(hk), free(hv), free(ho), free(hl), free(gk), free(gv), free(pg.table), free(pg.invalid);
+    free(hsink), free(rsink);
     return rc;
 }
 
@@ -484,6 +606,14 @@ int main(int argc, char **argv)
     }
     fclose(f);
     for (int i = 0; i < 3; i++) fa4_destroy(fa[i]);
+    /* the context after every case (a fault, e.g. a read through a garbage page number, would be sticky) */
+    CUdeviceptr probe = 0;
+    uint32_t word = 0x600dF00Du, back = 0;
+    int healthy = !cu.CtxSynchronize() && !cu.MemAlloc(&probe, sizeof word) && !cu.MemcpyHtoD(probe, &word, sizeof word) &&
+                  !cu.CtxSynchronize() && !cu.MemcpyDtoH(&back, probe, sizeof back) && back == word;
+    if (probe) cu.MemFree(probe);
+    printf("context: %s\n", healthy ? "healthy (synchronize, allocate, copy there and back)" : "BROKEN");
+    if (!healthy) fail++;
     printf("sim_varlen (seed %llu): %d passed, %d failed", (unsigned long long)seed, pass, fail);
     if (skip) printf(", %d skipped (late=1 on a GPU)", skip);
     printf("\n");

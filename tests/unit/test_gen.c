@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "fa4gen.h"
+#include "sm100/plan100.h"
 #include "sm90/plan90.h"
 #include "ops.h"
 #include "score_mod.h"
@@ -384,7 +385,7 @@ static void test_cli_no_partial_files(void **state)
 /* Runs fa4gen with args through sh; stderr captured into *err (stdout dropped). */
 static int cli_err(const char *args, char **err)
 {
-    char cmd[1400];
+    char cmd[6000];
     snprintf(cmd, sizeof cmd, "%s %s 2>&1 >/dev/null", fa4gen(), args);
     return run_capture(cmd, err);
 }
@@ -573,18 +574,21 @@ static void test_output_targets(void **state)
     assert_int_equal(symlink("nowhere/x.ptx", dangling), 0);
     snprintf(args, sizeof args, "mha --target sm90a --depth 128 -o %s", dangling);
     assert_int_equal(cli(args, NULL), 1);
-    /* a device is written, not replaced; a FIFO too */
-    assert_int_equal(cli("mha --target sm90a --depth 128 -o /dev/null", NULL), 0);
-    assert_true(S_ISCHR(mode_of("/dev/null")));
-    char fifo[256];
+    /* a device, FIFO or directory is refused by name (issue 26 3(d): a FIFO blocked, a directory
+     * exited 1 without a reason); -o - is stdout */
+    char fifo[256], *err = NULL;
     snprintf(fifo, sizeof fifo, "%s/fifo", dir);
     assert_int_equal(mkfifo(fifo, 0600), 0);
-    snprintf(args, sizeof args, "sh -c 'cat %s > %s/fromfifo & %s mha --target sm90a --depth 128 -o %s; wait'", fifo,
-             dir, fa4gen(), fifo);
-    assert_int_equal(run_capture(args, NULL), 0);
-    assert_true(S_ISFIFO(mode_of(fifo)));
-    snprintf(args, sizeof args, "cat %s/fromfifo", dir);
-    assert_int_equal(run_capture(args, &via), 0);
+    const char *nodes[][2] = {{"/dev/null", "a character device"}, {fifo, "a FIFO"}, {dir, "a directory"}};
+    for (int i = 0; i < 3; i++) {
+        snprintf(args, sizeof args, "mha --target sm90a --depth 128 -o %s", nodes[i][0]);
+        assert_int_equal(cli_err(args, &err), 2);
+        expect_one_line(err);
+        if (!strstr(err, nodes[i][1]) || !strstr(err, nodes[i][0])) fail_msg("-o %s: %s", nodes[i][0], err);
+        free(err);
+    }
+    assert_true(S_ISCHR(mode_of("/dev/null")) && S_ISFIFO(mode_of(fifo)));
+    assert_int_equal(cli("mha --target sm90a --depth 128 -o -", &via), 0);
     assert_string_equal(out, via);
     free(via);
     free(out);
@@ -926,6 +930,76 @@ static void test_prefetch_kv_config(void **state)
     free(p);
 }
 
+/* plan kv tail (issue 26 item 5): every varlen or paged MHA kernel of both targets zeroes its tail block's V
+ * rows past the end (a scrub warp, bar_v_tail per stage or V slot, named barrier scrub of 32 threads, explain's
+ * note); paged lookups are bounded by the pages the length uses. stale=1 turns it off (in the canonical form
+ * only then) and emits the kernel as before but for its config line; it is refused where it changes nothing. */
+static void test_kv_tail_plan(void **state)
+{
+    (void)state;
+    Plan *p = malloc(sizeof *p), *q = malloc(sizeof *q);
+    char text[200];
+    static const char *const words[] = {"varlen=1", "page=16", "varlen=1 page=64", "group=8 split=1 page=64",
+                                        "group=8 split=1 early=1 page=16", "group=4 cluster=4 varlen=1"};
+    for (int t = 0; t < 2; t++)
+        for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
+            if (t && strstr(words[i], "cluster")) continue; /* the cluster split is sm90a's */
+            snprintf(text, sizeof text, "mha target=%s dtype=bf16 qk=128 ov=128 %s mask=causal", t ? "sm100a" : "sm90a",
+                     words[i]);
+            plan_ok(text, p);
+            assert_int_equal(p->kv_tail, 1);
+            assert_int_equal(p->kv_tail_pass, 512);
+            if (strstr(p->canonical, "stale")) fail_msg("canonical %s", p->canonical);
+            const PlanMbar *m = plan_mbar_find(p, "bar_v_tail");
+            assert_non_null(m);
+            assert_int_equal(m->count, 1);
+            int slots = t ? sm100_of(p)->ring[sm100_of(p)->fused ? 0 : 1].slots : p->stages;
+            assert_int_equal(m->n, slots);
+            int scrub = -1, bar = -1;
+            for (int r = 0; r < p->n_roles; r++)
+                if (!strcmp(p->roles[r].name, "scrub")) scrub = p->roles[r].first_warp;
+            for (int b = 0; b < p->n_bars; b++)
+                if (!strcmp(p->bars[b].name, "scrub")) bar = p->bars[b].threads;
+            assert_int_equal(scrub, t ? sm100_of(p)->warp_scrub : sm90_of(p)->scrub_warp);
+            assert_int_equal(bar, 32);
+            char *ex = plan_explain_text(p);
+            assert_non_null(ex);
+            if (!strstr(ex, "kv tail ")) fail_msg("explain: %s", ex);
+            free(ex);
+            char *ptx = NULL, *old = NULL, err[256];
+            size_t len = 0, olen = 0;
+            Config c = parse_ok(p->canonical);
+            assert_int_equal(fa4gen_generate(&c, p, &ptx, &len, err, sizeof err), 0);
+            assert_non_null(strstr(ptx, "role scrub"));
+            assert_non_null(strstr(ptx, "fence.proxy.async.shared::cta;\n    // plan: named barrier scrub"));
+            if (strstr(words[i], "page")) {
+                assert_non_null(strstr(ptx, "%pg_used"));
+                assert_null(strstr(ptx, "%pg_idx, %max_pages;"));
+            }
+            /* stale=1: the kernel before the tail isolation, named in the canonical form */
+            char stale[220];
+            snprintf(stale, sizeof stale, "%s stale=1", text);
+            plan_ok(stale, q);
+            assert_int_equal(q->kv_tail, 0);
+            assert_null(plan_mbar_find(q, "bar_v_tail"));
+            if (!strstr(q->canonical, " stale=1 ")) fail_msg("canonical %s", q->canonical);
+            assert_int_equal(parse_ok(q->canonical).stale, 1);
+            Config oc = parse_ok(q->canonical);
+            assert_int_equal(fa4gen_generate(&oc, q, &old, &olen, err, sizeof err), 0);
+            assert_null(strstr(old, "role scrub"));
+            assert_null(strstr(old, "%pg_used"));
+            free(ptx);
+            free(old);
+        }
+    plan_ok("mha target=sm90a dtype=bf16 qk=128 ov=128 mask=causal", p);
+    assert_int_equal(p->kv_tail, 0);
+    assert_null(plan_mbar_find(p, "bar_v_tail"));
+    expect_plan_error("mha target=sm90a dtype=bf16 qk=128 ov=128 stale=1 mask=causal", "stale");
+    expect_plan_error("mha target=sm100a dtype=bf16 qk=128 ov=128 group=8 split=1 stale=1 mask=none", "stale");
+    free(p);
+    free(q);
+}
+
 static void test_split_and_combine_config(void **state)
 {
     (void)state;
@@ -1054,20 +1128,31 @@ static void test_cli_score_mod(void **state)
     assert_int_equal(cli(cmd, &out), 0);
     if (!strstr(out, "// score_mod (user CUDA C compiled by NVRTC)") || !strstr(out, want)) fail_msg("mha: no mod");
     free(out);
-    const char *fails[][2] = {{"mha --target sm90a --depth 64 --score-mod %s 2>&1 >/dev/null", "undefined"},
-                              {"mha --target sm90a --depth 64 --score-mod %s.missing -o k.ptx 2>&1 >/dev/null", "cannot read"},
+    const char *fails[][2] = {{"mha --target sm90a --depth 64 --score-mod %s.missing -o k.ptx 2>&1 >/dev/null", "cannot read"},
                               {"mha --target sm90a --depth 64 --config 'mod=0123456789abcdef' 2>&1 >/dev/null", "source"}};
-    char exe[4096];
+    char exe[4096], line[512], full[4800];
     assert_non_null(realpath(fa4gen(), exe));
-    for (int i = 0; i < 3; i++) {
-        char line[512], full[4800];
-        snprintf(line, sizeof line, fails[i][0], i ? path : bad);
+    for (int i = 0; i < 2; i++) {
+        snprintf(line, sizeof line, fails[i][0], path);
         snprintf(full, sizeof full, "cd %s && %s %s", dir, exe, line);
         assert_int_equal(run_capture(full, &out), 2);
         if (!strstr(out, fails[i][1]) || strchr(out, '\n') != out + strlen(out) - 1)
             fail_msg("case %d: not one line naming '%s': %s", i, fails[i][1], out);
         free(out);
     }
+    /* NVRTC's refusal: a first line, then each diagnostic on its own line with the user's line
+     * number and line (never '|'-joined, never a line of the wrapper) */
+    snprintf(full, sizeof full, "cd %s && %s mha --target sm90a --depth 64 --score-mod %s -o k.ptx 2>&1 >/dev/null",
+             dir, exe, bad);
+    assert_int_equal(run_capture(full, &out), 2);
+    const char *want_lines[] = {"fa4gen: --score-mod '", "fa4gen:   line 1: error: identifier \"nope\" is undefined\n",
+                                "fa4gen:         1 | __device__ float score_mod(float s) { return s + nope; }\n",
+                                "fa4gen:   in fa4gen's wrapper after line 1: error: too many arguments"};
+    for (int i = 0; i < 4; i++)
+        if (!strstr(out, want_lines[i])) fail_msg("NVRTC's error lacks '%s': %s", want_lines[i], out);
+    if (strchr(out, '|') != strstr(out, "1 | __device__") + 2 || strstr(out, "return score_mod(s, b"))
+        fail_msg("NVRTC's error is joined or shows the wrapper: %s", out);
+    free(out);
     snprintf(cmd, sizeof cmd, "FA4GEN_NO_NVRTC=1 %s mha --target sm90a --depth 64 --score-mod %s -o %s 2>&1", exe,
              path, out_path);
     assert_int_equal(run_capture(cmd, &out), 1);
@@ -1095,6 +1180,7 @@ int main(void)
         cmocka_unit_test(test_score_mod_splice),       cmocka_unit_test(test_cli_score_mod),
         cmocka_unit_test(test_split_and_combine_config), cmocka_unit_test(test_early_kv_config),
         cmocka_unit_test(test_prefetch_kv_config),
+        cmocka_unit_test(test_kv_tail_plan),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
