@@ -97,6 +97,14 @@ typedef struct Config {
      * are read): the kernel as it was before issue 26 item 5, for same-run A/B benchmarks only. Unsafe.
      * 0 (default) = rows past the end are zeroed (plan note kv tail) */
     int stale;
+    /* built-in score transforms, MHA, both targets (0 = off; canonical form names them only when on; not with
+     * mod=). softcap=1: s = cap tanh(s / cap) (Gemma 2, Grok): the kernel computes tanh(q.k x p_softcap_scale)
+     * with p_softcap_scale = softmax_scale x descales / cap, and the runtime passes scale_log2 = cap log2 e, so
+     * the cap's value is a launch argument, not a kernel. alibi=1: s -= slope[h] |i + seqlen_k - seqlen_q - j|
+     * (FlashAttention's ALiBi, bottom-right aligned), slopes f32 [heads_q] at p_alibi, scaled into the raw
+     * scores' units by p_alibi_scale; after the softcap, before the mask */
+    int softcap;
+    int alibi;
 } Config;
 
 extern const char *const kind_name[KIND_COUNT];
@@ -209,6 +217,9 @@ typedef enum {
     /* paged KV: block table (u64, int32 [batch, max_pages]), per-sequence kv lengths (u64, int32 [batch]),
      * the table's row length and the page pool's size (u32) */
     SCALAR_BLOCK_TABLE, SCALAR_SEQLENS_K, SCALAR_MAX_PAGES, SCALAR_NUM_PAGES,
+    /* softcap=1: f32 softmax_scale x descales / cap; alibi=1: u64 slopes f32 [heads_q], f32 their factor into the
+     * raw scores' units (log2 e / scale_log2) */
+    SCALAR_SOFTCAP_SCALE, SCALAR_ALIBI, SCALAR_ALIBI_SCALE,
     SCALAR_COUNT
 } ScalarId;
 extern const char *const scalar_name[SCALAR_COUNT];

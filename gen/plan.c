@@ -19,7 +19,8 @@ const char *const scalar_name[SCALAR_COUNT] = {
     "max_logits", "sink", "topk_length", "s_kv", "topk", "q_stride_s", "q_stride_h", "kv_stride", "idx_stride",
     "out_stride_s", "out_stride_h", "sm_scale", "kv_scale", "kv_scale_blocks", "aux", "num_splits", "o_accum",
     "lse_accum", "out_stride_b", "cu_seqlens_q",
-    "cu_seqlens_k", "total_q", "block_table", "seqlens_k", "max_pages", "num_pages"};
+    "cu_seqlens_k", "total_q", "block_table", "seqlens_k", "max_pages", "num_pages",
+    "softcap_scale", "alibi", "alibi_scale"};
 
 /* A builder's table is full: remember which (plan_make fails with it) and drop the entry. */
 static int full(Plan *p, int n, int max, const char *table)

@@ -68,7 +68,8 @@ class _MhaArgs(ctypes.Structure):
                 ("cu_seqlens_q", ctypes.c_void_p), ("cu_seqlens_k", ctypes.c_void_p), ("max_seqlen_q", ctypes.c_int),
                 ("cu_seqlens_q_host", ctypes.c_void_p), ("cu_seqlens_k_host", ctypes.c_void_p),
                 ("block_table", ctypes.c_void_p), ("seqlens_k", ctypes.c_void_p), ("page_size", ctypes.c_int),
-                ("max_pages", ctypes.c_int), ("num_pages", ctypes.c_int), ("kv_early", ctypes.c_int)]
+                ("max_pages", ctypes.c_int), ("num_pages", ctypes.c_int), ("kv_early", ctypes.c_int),
+                ("softcap", ctypes.c_float), ("alibi_slopes", ctypes.c_void_p)]
 
 
 class _MlaSparseArgs(ctypes.Structure):

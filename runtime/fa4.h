@@ -278,11 +278,21 @@ typedef struct fa4_mha_args {
      * over dense K, V only prefetches its first K/V blocks into L2 there (config word prefetch, a hint
      * that reads no value). */
     int kv_early;
+    /* Built-in score transforms (both targets; config words softcap=1, alibi=1; not with a score_mod, which
+     * can compute either itself). softcap > 0 (0 = off; finite): each scaled score s becomes
+     * softcap * tanh(s / softcap) (Gemma 2, Grok; FlashAttention's softcap), computed as
+     * tanh(q.k * softmax_scale * descales / softcap) with the softmax's exponent scaled by softcap, so every cap
+     * value shares one kernel. alibi_slopes (optional): f32 [heads_q] device array; the score of query row i
+     * and key j gets -alibi_slopes[h] * |i + seqlen_k - seqlen_q - j| (FlashAttention's ALiBi, bottom-right
+     * aligned: under causal masking, slope * (j - i - (seqlen_k - seqlen_q)); varlen and paged: per sequence),
+     * added after the softcap and before the mask. LSE is over the transformed scores. */
+    float softcap;
+    const float *alibi_slopes;
 } fa4_mha_args;
 #define FA4_MHA_ARGS_INIT {sizeof(fa4_mha_args), FA4_BF16, NULL, NULL, NULL, NULL, NULL, \
                            0, 0, 0, 0, 0, 0, 0, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, \
                            0.0f, FA4_MASK_NONE, 0, 0, NULL, NULL, {0, 0, 0}, 0.0f, 0.0f, 0.0f, NULL, NULL, NULL, \
-                           0, NULL, 0, NULL, NULL, 0, NULL, NULL, NULL, NULL, 0, 0, 0, 0}
+                           0, NULL, 0, NULL, NULL, 0, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.0f, NULL}
 #define FA4_MAX_SPLITS 128
 
 /* Validate args, pick the config, get the kernel and launch it on stream (a

@@ -322,6 +322,8 @@ static fa4_status check_layout(fa4_ctx *ctx, const fa4_mha_args *a)
                            (unsigned long long)tabs[i].bytes, tabs[i].p);
     if ((uintptr_t)a->lse % 4) return BAD("lse", "address %p is not 4-byte aligned", (void *)a->lse);
     if ((uintptr_t)a->sink % 4) return BAD("sink", "address %p is not 4-byte aligned", (const void *)a->sink);
+    if ((uintptr_t)a->alibi_slopes % 4)
+        return BAD("alibi_slopes", "address %p is not 4-byte aligned", (const void *)a->alibi_slopes);
     if (a->score_mod && !a->score_mod[strspn(a->score_mod, " \t\r\n")])
         return BAD("score_mod", "empty source; give CUDA C defining __device__ float score_mod(float s, int b, int h, "
                    "int q, int k, const void *aux), or NULL for none");
@@ -340,8 +342,10 @@ static fa4_status check_layout(fa4_ctx *ctx, const fa4_mha_args *a)
 }
 
 /* The kernel's two scalars (launch ABI): the softmax scale in log2 units with the
- * q and k descales folded in, and the v descale, which scales O. */
-typedef struct { float scale_log2, o_scale, sm_scale; } KernelScales;
+ * q and k descales folded in, and the v descale, which scales O. With a softcap the
+ * raw scores become tanh(q.k softcap_scale) and scale_log2 is the cap's; alibi_scale takes
+ * a slope into the raw scores' units. */
+typedef struct { float scale_log2, o_scale, sm_scale, softcap_scale, alibi_scale; } KernelScales;
 
 static double or_one(float x) { return x != 0.0f ? (double)x : 1.0; }
 
@@ -349,8 +353,9 @@ static double or_one(float x) { return x != 0.0f ? (double)x : 1.0; }
 static KernelScales kernel_scales(const fa4_mha_args *a)
 {
     double s = a->softmax_scale != 0.0f ? (double)a->softmax_scale : 1.0 / sqrt((double)a->qk_depth);
-    double qk = s * or_one(a->q_descale) * or_one(a->k_descale);
-    KernelScales k = {(float)(qk * 1.4426950408889634), (float)or_one(a->v_descale), (float)qk};
+    double qk = s * or_one(a->q_descale) * or_one(a->k_descale), unit = a->softcap > 0.0f ? (double)a->softcap : qk;
+    KernelScales k = {(float)(unit * 1.4426950408889634), (float)or_one(a->v_descale), (float)qk,
+                      (float)(a->softcap > 0.0f ? qk / a->softcap : 0.0), (float)(1.0 / unit)};
     return k;
 }
 
@@ -362,7 +367,12 @@ static fa4_status check_descales(fa4_ctx *ctx, const fa4_mha_args *a)
         if (!isfinite(d[i]) || d[i] < 0.0f)
             return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: %g; use a finite scale > 0 (0 means 1)", names[i],
                            (double)d[i]);
-    if (!isfinite(kernel_scales(a).scale_log2))
+    KernelScales ks = kernel_scales(a);
+    if (a->softcap > 0.0f && !(isfinite(ks.scale_log2) && isfinite(ks.softcap_scale) && ks.softcap_scale > 0.0f &&
+                               isfinite(ks.alibi_scale)))
+        return BAD("softcap", "%g with softmax_scale x descales %g: the kernel's scales (x cap log2 e, / cap) leave "
+                   "float's range", (double)a->softcap, (double)ks.sm_scale);
+    if (!isfinite(ks.scale_log2) || !isfinite(ks.alibi_scale))
         return BAD("k_descale", "softmax_scale x q_descale x k_descale = %g x %g x %g overflows a float",
                    (double)a->softmax_scale, or_one(a->q_descale), or_one(a->k_descale));
     return FA4_OK;
@@ -374,6 +384,11 @@ enum { MASK_SLACK = 512 };
 static fa4_status check_math(fa4_ctx *ctx, const fa4_mha_args *a)
 {
     if (!isfinite(a->softmax_scale)) return BAD("softmax_scale", "%g is not finite", (double)a->softmax_scale);
+    if (!isfinite(a->softcap) || a->softcap < 0.0f)
+        return BAD("softcap", "%g; use a finite cap > 0, or 0 for none", (double)a->softcap);
+    if ((a->softcap > 0.0f || a->alibi_slopes) && a->score_mod)
+        return BAD(a->softcap > 0.0f ? "softcap" : "alibi_slopes", "given with a score_mod; the score_mod can compute "
+                   "it itself (the built-in transforms and a score_mod do not combine)");
     if ((unsigned)a->mask > FA4_MASK_WINDOW) return BAD("mask", "%d is not a fa4_mask", (int)a->mask);
     if (a->mask == FA4_MASK_WINDOW) {
         if (a->window_left < -1 || a->window_left > FA4_WINDOW_MAX)
@@ -466,6 +481,8 @@ static fa4_status args_config(fa4_ctx *ctx, const fa4_mha_args *a, Config *c)
         c->window_right = a->window_right;
     }
     c->sink = a->sink != NULL;
+    c->softcap = a->softcap > 0.0f;
+    c->alibi = a->alibi_slopes != NULL;
     c->score_mod = a->score_mod ? score_mod_hash(a->score_mod) : 0;
     c->rope_split = a->k_rope != NULL;
     if (c->rope_split) c->rope_dtype = c->dtype; /* fa4.h: k_rope has k's dtype */
@@ -484,6 +501,8 @@ static fa4_status args_config(fa4_ctx *ctx, const fa4_mha_args *a, Config *c)
                                     c->window_right != want.window_right
                               ? "mask"
                           : c->sink != want.sink ? "sink (args->sink)"
+                          : c->softcap != want.softcap ? "softcap (args->softcap)"
+                          : c->alibi != want.alibi ? "alibi (args->alibi_slopes)"
                           : c->varlen != want.varlen ? "varlen (args->cu_seqlens_q)"
                           : c->page != want.page ? "page (args->block_table, page_size)"
                           : c->score_mod != want.score_mod ? "mod (args->score_mod)"
@@ -656,7 +675,8 @@ static fa4_status bind(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a, int s
         [SCALAR_OUT_STRIDE_H] = {.u64 = (uint64_t)t[T_O].stride[2]},
         [SCALAR_BLOCK_TABLE] = {.u64 = (uint64_t)(uintptr_t)a->block_table},
         [SCALAR_SEQLENS_K] = {.u64 = (uint64_t)(uintptr_t)a->seqlens_k}, [SCALAR_MAX_PAGES] = {.u32 = (uint32_t)a->max_pages},
-        [SCALAR_NUM_PAGES] = {.u32 = (uint32_t)a->num_pages}};
+        [SCALAR_NUM_PAGES] = {.u32 = (uint32_t)a->num_pages}, [SCALAR_SOFTCAP_SCALE] = {.f32 = ks.softcap_scale},
+        [SCALAR_ALIBI] = {.u64 = (uint64_t)(uintptr_t)a->alibi_slopes}, [SCALAR_ALIBI_SCALE] = {.f32 = ks.alibi_scale}};
     for (int i = 0; i < SCALAR_COUNT; i++) l->scalars[i] = v[i], l->has_scalar[i] = 1;
     return FA4_OK;
 }
@@ -887,6 +907,7 @@ static int buffers(const fa4_mha_args *a, uint64_t ws_bytes, const TensorArg *t,
     const RtBuffer more[] = {
         {"lse", a->lse, rt_mul_sat(lse_rows(a), sizeof(float)), 0},
         {"sink", a->sink, (uint64_t)a->heads_q * sizeof(float), 0},
+        {"alibi_slopes", a->alibi_slopes, (uint64_t)a->heads_q * sizeof(float), 0},
         {"workspace", ws_bytes ? a->workspace : NULL, ws_bytes, 0},
         {"cu_seqlens_q", a->cu_seqlens_q, (batch + 1) * entry, 0},
         {"cu_seqlens_k", a->cu_seqlens_k, (batch + 1) * entry, 0},
@@ -931,7 +952,7 @@ static fa4_status check_buffers(fa4_ctx *ctx, const fa4_mha_args *a, uint64_t ws
     V(window_left) V(window_right) S(config) P(k_rope) V(k_rope_stride) V(q_descale) V(k_descale)              \
     V(v_descale) P(sink) S(score_mod) P(score_mod_aux) V(num_splits) P(workspace) V(workspace_size)           \
     P(cu_seqlens_q) P(cu_seqlens_k) V(max_seqlen_q) P(cu_seqlens_q_host) P(cu_seqlens_k_host) P(block_table) \
-    P(seqlens_k) V(page_size) V(max_pages) V(num_pages) V(kv_early)
+    P(seqlens_k) V(page_size) V(max_pages) V(num_pages) V(kv_early) V(softcap) P(alibi_slopes)
 
 int rt_mha_memo_fields(char *err, size_t n)
 {
@@ -1099,6 +1120,7 @@ static int pointers_pass(const fa4_mha_args *a, const TensorArg *t, int n)
 {
     if ((uintptr_t)a->block_table % 4 || (uintptr_t)a->seqlens_k % 4 || (uintptr_t)a->cu_seqlens_q % 4 ||
         (uintptr_t)a->cu_seqlens_k % 4 || (uintptr_t)a->lse % 4 || (uintptr_t)a->sink % 4 ||
+        (uintptr_t)a->alibi_slopes % 4 ||
         (uintptr_t)a->workspace % 16)
         return 0;
     for (int i = 0; i < n; i++)
