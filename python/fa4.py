@@ -802,6 +802,14 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
 
 
 _page_tables = {}  # (rows, pages per row, device) -> int32 [rows, pages per row]: the dense cache as pages
+_aranges = {}  # (n, device) -> int64 arange(n): the append's constant index tensors, made once
+
+
+def _arange(torch, n, device):
+    t = _aranges.get((n, device))
+    if t is None:
+        t = _aranges.setdefault((n, device), torch.arange(n, device=device))
+    return t
 
 
 def _dense_pages(s_max):
@@ -892,15 +900,14 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=N
         _tensor("cache_seqlens", cache_seqlens, dtype="int32", shape=(b,), device=dev, contiguous=True)
         lens, n_keys = cache_seqlens, None
     if k is not None:
-        pos = (lens.to(torch.int64)[:, None] + torch.arange(s_new, device=q.device)[None, :])
+        pos = lens[:, None] + _arange(torch, s_new, q.device)[None, :]  # int32 + int64: int64
         if paged:
             _tensor("block_table", block_table, dtype="int32", shape=(b, None), device=dev, contiguous=True)
             pos.clamp_(0, block_table.shape[1] * cd[1] - 1)
             _kv_append(torch, k_cache, v_cache, k, v, pos, None, cd[1], block_table)
         else:
             pos.clamp_(0, cd[1] - 1)
-            rows = cache_batch_idx.clamp(0, cd[0] - 1) if cache_batch_idx is not None else \
-                torch.arange(b, device=q.device)
+            rows = cache_batch_idx.clamp(0, cd[0] - 1) if cache_batch_idx is not None else _arange(torch, b, q.device)
             _kv_append(torch, k_cache, v_cache, k, v, pos, rows, None, None)
     workspace = None
     num_splits = _int("num_splits", num_splits, 0, FA4_MAX_SPLITS)
