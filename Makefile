@@ -143,6 +143,7 @@ unit: deps-test $(UNIT_BIN) $(B)/tests/test_launch $(B)/tests/test_bundle $(FAKE
 	@sh tests/python/abi.sh
 	@python3 tests/python/test_torch_ops.py
 	@FA4_LIB=$(abspath $(B))/libfa4rt.so python3 tests/python/test_args_fuzz.py
+	@FA4_LIB=$(abspath $(B))/libfa4rt.so python3 tests/python/test_fa_api_sim.py
 	@LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) sh tests/run-unit.sh $(B)/tests/test_launch $(B)/tests/test_bundle
 
 launch-test: deps-test $(B)/tests/test_launch $(B)/tests/test_bundle $(FAKECUDA)

@@ -193,6 +193,8 @@ static const IntKey int_keys[] = {
     {"page", F(page), 0, 256, "0 (dense K, V) or a power of two in 16..256 (KV rows per page)"},
     {"stale", F(stale), 0, 1, "0, or 1 (unsafe, for A/B benchmarks: rows past a sequence's end reach P V unzeroed)"},
     {"deterministic", F(deterministic), 0, 1, "0 or 1"},
+    {"softcap", F(softcap), 0, 1, "0 or 1 (the cap's value is a launch argument)"},
+    {"alibi", F(alibi), 0, 1, "0 or 1 (slopes are a launch argument)"},
 };
 #undef F
 enum { N_INT_KEYS = sizeof int_keys / sizeof int_keys[0] };
@@ -241,7 +243,7 @@ int config_set(Config *c, const char *key, const char *value, char *err, size_t 
     }
     return fail(err, n, "'%s' is not a config field; fields: kind target dtype depth qk ov bm bn group stages "
                         "swizzle mask qtiles cta rescale poly rope_split rope_dtype pingpong persistent b_topk num_mbars q_smem_depth "
-                        "q_tmem_depth cta_group tma_store sink split cluster early prefetch varlen page stale deterministic mod", ESC(key));
+                        "q_tmem_depth cta_group tma_store sink split cluster early prefetch varlen page stale deterministic softcap alibi mod", ESC(key));
 }
 
 /* ---------------------------------------------------------------- the keys a kernel has */
@@ -289,7 +291,7 @@ int config_key_applies(Kind k, TargetId t, const char *key)
     if (KEY_IN(key, "pingpong", "persistent")) return sm90;
     if (KEY_IN(key, "tma_store")) return mla;
     if (KEY_IN(key, "cluster")) return mha && sm90;
-    if (KEY_IN(key, "sink", "split", "early", "prefetch", "varlen", "page", "mod")) return mha;
+    if (KEY_IN(key, "sink", "split", "early", "prefetch", "varlen", "page", "softcap", "alibi", "mod")) return mha;
     return 1; /* qk group swizzle rescale poly mask */
 }
 
@@ -466,6 +468,9 @@ int config_check(const Config *c, char *err, size_t n)
     if (c->kind != KIND_MHA && !kind_is_bwd(c->kind) && c->varlen)
         return fail(err, n, "varlen: 1 is not allowed for %s; variable-length batches are an MHA feature",
                     kind_name[c->kind]);
+    if ((c->softcap || c->alibi) && (c->kind != KIND_MHA || c->score_mod))
+        return fail(err, n, "%s: 1 is not allowed %s; it is a built-in MHA score transform (a score_mod can compute "
+                    "it itself)", c->softcap ? "softcap" : "alibi", c->score_mod ? "with mod=" : "for this kind");
     if (c->kind != KIND_MHA && !kind_is_bwd(c->kind) && (c->sink || c->score_mod))
         return fail(err, n, "%s: not allowed for %s; sinks and score_mod are MHA features (mla-sparse takes its "
                     "attn_sink as an argument)", c->sink ? "sink" : "mod", kind_name[c->kind]);
@@ -522,6 +527,8 @@ static int key_used(const Config *c, const char *key)
     if (!strcmp(key, "varlen")) return c->varlen != 0;
     if (!strcmp(key, "page")) return c->page != 0;
     if (!strcmp(key, "stale")) return c->stale != 0;
+    if (!strcmp(key, "softcap")) return c->softcap != 0;
+    if (!strcmp(key, "alibi")) return c->alibi != 0;
     return 1;
 }
 

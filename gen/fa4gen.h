@@ -102,6 +102,14 @@ typedef struct Config {
     int stale;
     /* the backward kinds (gen/mha_bwd.h): 1 = dQ accumulated in a fixed order (reserved; refused for now) */
     int deterministic;
+    /* built-in score transforms, MHA, both targets (0 = off; canonical form names them only when on; not with
+     * mod=). softcap=1: s = cap tanh(s / cap) (Gemma 2, Grok): the kernel computes tanh(q.k x p_softcap_scale)
+     * with p_softcap_scale = softmax_scale x descales / cap, and the runtime passes scale_log2 = cap log2 e, so
+     * the cap's value is a launch argument, not a kernel. alibi=1: s -= slope[h] |i + seqlen_k - seqlen_q - j|
+     * (FlashAttention's ALiBi, bottom-right aligned), slopes f32 [heads_q] at p_alibi, scaled into the raw
+     * scores' units by p_alibi_scale; after the softcap, before the mask */
+    int softcap;
+    int alibi;
 } Config;
 
 extern const char *const kind_name[KIND_COUNT];
@@ -227,6 +235,9 @@ typedef enum {
     SCALAR_DQ_STRIDE_H, SCALAR_DSINK, SCALAR_SCALE, SCALAR_Q_ROWS, SCALAR_TOTAL_K,
     /* varlen backward: dK, dV with their seq and head element strides (u64), for the row-masked stores */
     SCALAR_DK, SCALAR_DK_STRIDE_S, SCALAR_DK_STRIDE_H, SCALAR_DV, SCALAR_DV_STRIDE_S, SCALAR_DV_STRIDE_H,
+    /* softcap=1: f32 softmax_scale x descales / cap; alibi=1: u64 slopes f32 [heads_q], f32 their factor into the
+     * raw scores' units (log2 e / scale_log2) */
+    SCALAR_SOFTCAP_SCALE, SCALAR_ALIBI, SCALAR_ALIBI_SCALE,
     SCALAR_COUNT
 } ScalarId;
 extern const char *const scalar_name[SCALAR_COUNT];

@@ -50,6 +50,16 @@ void mha_plan_params(Plan *p)
         plan_param_scalar(p, SCALAR_SINK, PARAM_U64);
         plan_note(p, "sink", "sink[head] (f32 [heads_q]) joins each row's softmax denominator; LSE excludes it");
     }
+    if (p->cfg.softcap) {
+        plan_param_scalar(p, SCALAR_SOFTCAP_SCALE, PARAM_F32);
+        plan_note(p, "softcap", "s = tanh(q.k softcap_scale) (softmax_scale / cap), exponent scale cap log2 e: "
+                  "cap tanh(softmax_scale q.k / cap) in natural units");
+    }
+    if (p->cfg.alibi) {
+        plan_param_scalar(p, SCALAR_ALIBI, PARAM_U64);
+        plan_param_scalar(p, SCALAR_ALIBI_SCALE, PARAM_F32);
+        plan_note(p, "alibi", "s -= alibi[h] |i + seqlen_k - seqlen_q - j| (after the softcap, before the mask)");
+    }
     if (p->cfg.score_mod) {
         plan_param_scalar(p, SCALAR_SM_SCALE, PARAM_F32);
         plan_param_scalar(p, SCALAR_AUX, PARAM_U64);
@@ -149,6 +159,11 @@ void mha_prologue(Emit *e)
     emit(e, "ld.param.f32 %s, [p_scale_log2];", reg(e, "f32", "scale_log2"));
     emit(e, "ld.param.f32 %s, [p_o_scale];", reg(e, "f32", "o_scale"));
     if (p->cfg.sink) emit(e, "ld.param.u64 %s, [p_sink];", reg(e, "b64", "sink_ptr"));
+    if (p->cfg.softcap) emit(e, "ld.param.f32 %s, [p_softcap_scale];", reg(e, "f32", "softcap_scale"));
+    if (p->cfg.alibi) {
+        emit(e, "ld.param.u64 %s, [p_alibi];", reg(e, "b64", "alibi_ptr"));
+        emit(e, "ld.param.f32 %s, [p_alibi_scale];", reg(e, "f32", "alibi_scale"));
+    }
     if (p->cfg.score_mod) {
         emit_note(e, "score_mod: it receives sm_scale q.k, so the softmax's scores are already scaled");
         emit(e, "ld.param.f32 %s, [p_sm_scale];", reg(e, "f32", "mod_scale"));

@@ -9,6 +9,7 @@
 #include "ops_copy.h"
 #include "softmax.h"
 
+/* The f32 bits of the integer t (exact for |t| < 2^24). */
 static uint32_t threshold_bits(int t)
 {
     float f = (float)t;
@@ -176,6 +177,34 @@ void sfx_inv_sum_sink(Emit *e, Reg inv_, Reg l_, Reg m_, Reg sink_, Reg scale_lo
     emit(e, "rcp.approx.ftz.f32 %s, %s;", inv, t);
     emit(e, "mul.f32 %s, %s, %s;", inv, inv, R(e, o_scale));
     emit(e, "selp.f32 %s, 0f00000000, %s, %s;", inv, inv, p);
+}
+
+void sfx_softcap(Emit *e, const Reg *x, int n)
+{
+    for (int i = 0; i < n; i++) {
+        emit(e, "mul.f32 %s, %s, %%softcap_scale;", R(e, x[i]), R(e, x[i]));
+        emit(e, "tanh.approx.f32 %s, %s;", R(e, x[i]), R(e, x[i]));
+    }
+}
+
+void sfx_alibi_slope(Emit *e, Reg nslope, Reg head, Reg addr)
+{
+    REG_WANT(e, nslope, RT_F32), REG_WANT(e, head, RT_B32), REG_WANT(e, addr, RT_B64);
+    emit(e, "mul.wide.u32 %s, %s, 4;", R(e, addr), R(e, head));
+    emit(e, "add.u64 %s, %s, %%alibi_ptr;", R(e, addr), R(e, addr));
+    op_ld_global(e, REG_NONE, "f32", nslope, addr, 0);
+    emit(e, "mul.f32 %s, %s, %%alibi_scale;", R(e, nslope), R(e, nslope));
+    emit(e, "neg.f32 %s, %s;", R(e, nslope), R(e, nslope));
+}
+
+void sfx_alibi(Emit *e, const Reg *x, const int *col, int n, Reg d0, Reg nslope, Reg df, Reg t)
+{
+    emit(e, "cvt.rn.f32.s32 %s, %s;", R(e, df), R(e, d0));
+    for (int i = 0; i < n; i++) {
+        emit(e, "add.f32 %s, %s, 0f%08X;", R(e, t), R(e, df), threshold_bits(col[i]));
+        emit(e, "abs.f32 %s, %s;", R(e, t), R(e, t));
+        emit(e, "fma.rn.f32 %s, %s, %s, %s;", R(e, x[i]), R(e, t), R(e, nslope), R(e, x[i]));
+    }
 }
 
 void sfx_sink_load(Emit *e, Reg dst, Reg head, Reg addr)

@@ -38,6 +38,13 @@ void sfx_inv_sum(Emit *e, Reg inv, Reg l, Reg o_scale);
 void sfx_inv_sum_sink(Emit *e, Reg inv, Reg l, Reg m, Reg sink, Reg scale_log2, Reg o_scale);
 /* dst = sink[head] (f32) from %sink_ptr (kernel.h); addr (b64) is scratch. */
 void sfx_sink_load(Emit *e, Reg dst, Reg head, Reg addr);
+/* softcap=1 (plan note softcap): x[i] = tanh(x[i] * %softcap_scale), tanh.approx.f32 (PTX ISA 7.0, sm_75+). */
+void sfx_softcap(Emit *e, const Reg *x, int n);
+/* alibi=1: nslope = -alibi[head] * %alibi_scale, the slope in the raw scores' units; addr (b64) scratch. */
+void sfx_alibi_slope(Emit *e, Reg nslope, Reg head, Reg addr);
+/* alibi=1 (plan note alibi): x[i] += nslope * |d0 + col[i]|, d0 (s32) = the first key of x's columns minus
+ * the row's diagonal key (row + seqlen_k - seqlen_q); df (f32) and t (f32) are scratch. */
+void sfx_alibi(Emit *e, const Reg *x, const int *col, int n, Reg d0, Reg nslope, Reg df, Reg t);
 
 /* Mask thresholds of one query row (sequence index row_seq) against the key
  * block starting at kv0, for sfx_mask: t_hi = last visible key - kv0 (keys

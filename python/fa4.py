@@ -47,7 +47,7 @@ _MASK_NONE, _MASK_CAUSAL, _MASK_WINDOW = 0, 1, 2
 class _Options(ctypes.Structure):
     _fields_ = [("size", ctypes.c_size_t), ("version", ctypes.c_uint), ("device", ctypes.c_int),
                 ("target", ctypes.c_int), ("cache_dir", ctypes.c_char_p), ("disk_cache", ctypes.c_int),
-                ("verbose", ctypes.c_int), ("disable_jit", ctypes.c_int)]
+                ("verbose", ctypes.c_int), ("disable_jit", ctypes.c_int), ("recheck_buffers", ctypes.c_int)]
 
 
 class _MhaArgs(ctypes.Structure):
@@ -68,7 +68,8 @@ class _MhaArgs(ctypes.Structure):
                 ("cu_seqlens_q", ctypes.c_void_p), ("cu_seqlens_k", ctypes.c_void_p), ("max_seqlen_q", ctypes.c_int),
                 ("cu_seqlens_q_host", ctypes.c_void_p), ("cu_seqlens_k_host", ctypes.c_void_p),
                 ("block_table", ctypes.c_void_p), ("seqlens_k", ctypes.c_void_p), ("page_size", ctypes.c_int),
-                ("max_pages", ctypes.c_int), ("num_pages", ctypes.c_int), ("kv_early", ctypes.c_int)]
+                ("max_pages", ctypes.c_int), ("num_pages", ctypes.c_int), ("kv_early", ctypes.c_int),
+                ("softcap", ctypes.c_float), ("alibi_slopes", ctypes.c_void_p)]
 
 
 class _MlaSparseArgs(ctypes.Structure):
@@ -239,8 +240,7 @@ def _stream(stream, device):
     """The CUstream handle: stream as given (an int, a ctypes pointer or an object with .cuda_stream), or
     torch's current stream on device when None."""
     if stream is None:
-        torch = _torch("stream")
-        return torch.cuda.current_stream(device[1] or 0).cuda_stream
+        return _raw_stream(_torch("stream"), device[1] or 0)
     if hasattr(stream, "cuda_stream"):
         stream = stream.cuda_stream
     if isinstance(stream, ctypes.c_void_p):
@@ -248,11 +248,16 @@ def _stream(stream, device):
     return _int("stream", stream, 0, SIZE_T[1])
 
 
+_torch_mod = None
+
+
 def _torch(why):
+    global _torch_mod
     try:
         import torch
     except ImportError:
         raise Fa4Error("%s: not given, and torch (which would supply it) is not installed" % why) from None
+    _torch_mod = torch
     return torch
 
 
@@ -317,12 +322,19 @@ def _check(status, ctx):
         raise Fa4Error("%s: %s" % (lib.fa4_status_string(status).decode(), lib.fa4_last_error(ctx).decode()))
 
 
+_have_torch = False
+
+
 def _needs_torch(fn):
     """fn takes torch tensors: without torch it raises one Fa4Error saying how to get it."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        global _have_torch
+        if _have_torch:
+            return fn(*args, **kwargs)
         try:
             import torch  # noqa: F401
+            _have_torch = True
         except ModuleNotFoundError as e:
             if e.name != "torch":  # torch is there but broken: its own error says more
                 raise
@@ -359,7 +371,7 @@ def context(device=0):
     """The fa4 context of a CUDA device (created once, kept for the process)."""
     lib = _load()
     if device not in _ctx:
-        opt = _Options(ctypes.sizeof(_Options), 2, device, 0, None, 1, 0, 0)
+        opt = _Options(ctypes.sizeof(_Options), 3, device, 0, None, 1, 0, 0, 0)
         ctx = ctypes.c_void_p()
         _check(lib.fa4_create(ctypes.byref(ctx), ctypes.byref(opt)), None)
         _ctx[device] = ctx
@@ -369,6 +381,7 @@ def context(device=0):
 _MHA_DTYPES = {"bfloat16": _BF16, "float16": _FP16, "float8_e4m3fn": _E4M3}
 _MLA_DV = 512  # fa4.h: out holds the first 512 columns of kv (V)
 _WINDOW_MAX = 1 << 30  # fa4.h FA4_WINDOW_MAX
+FA4_MAX_SPLITS = 128  # fa4.h
 
 
 def _dtype_code(torch, dt):
@@ -416,7 +429,7 @@ def _as4(dims, strides, varlen):
 
 
 def _args(q, k, v, o, lse, causal, window, softmax_scale, config, k_rope=None, descale=(None, None, None),
-          sink=None, score_mod=None, aux=None, serving=(None, None, None, None, None)):
+          sink=None, score_mod=None, aux=None, serving=(None, None, None, None, None), softcap=None, alibi_slopes=None):
     """The fa4_mha_args of a call, every argument checked (fa4.h's contract; the module's docstring):
     serving = (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, block_table, seqlen_k). o and lse are the outputs
     (lse may be None). Imports nothing."""
@@ -469,6 +482,16 @@ def _args(q, k, v, o, lse, causal, window, softmax_scale, config, k_rope=None, d
     if sink is not None:
         _tensor("sink", sink, dtype="float32", shape=(m.h,), device=dev, contiguous=True)
         a.sink = _ptr("sink", sink)
+    if softcap is not None:
+        a.softcap = _float("softcap", softcap)
+        if a.softcap < 0:
+            raise Fa4Error("softcap: %r; give a cap > 0, or 0 / None for none" % (softcap,))
+    if alibi_slopes is not None:
+        if hasattr(alibi_slopes, "dim") and alibi_slopes.dim() == 2:
+            raise Fa4Error("alibi_slopes: shape %s; fa4 takes one slope per query head, float32 [%d] (FlashAttention's "
+                           "per-batch [batch, nheads] slopes are not supported)" % (list(alibi_slopes.shape), m.h))
+        _tensor("alibi_slopes", alibi_slopes, dtype="float32", shape=(m.h,), device=dev, contiguous=True)
+        a.alibi_slopes = _ptr("alibi_slopes", alibi_slopes)
     a.score_mod = _str("score_mod", score_mod)
     if aux is not None:
         _tensor("aux", aux, device=dev)  # opaque: the score_mod indexes it, the runtime checks where it lives
@@ -525,17 +548,87 @@ def _empty(torch, shape, dtype, device):
     return torch.empty(shape, dtype=dtype, device=torch.device(device[0], device[1]))
 
 
+def _alloc_out(torch, q, shape, dtype, device):
+    """out as FlashAttention allocates it: torch.empty_like(q) when it has q's shape and dtype (q's layout when q
+    is dense, else packed), else packed. The fast path allocates the same way, so a remembered call's out strides
+    are the ones its first call checked."""
+    if dtype == q.dtype and tuple(shape) == tuple(q.shape):
+        return torch.empty_like(q)
+    return _empty(torch, shape, dtype, device)
+
+
+# ---------------------------------------------------------------- the fast path (issue 27 item 4)
+# A call whose signature was seen (every tensor's shape, strides, dtype and device; every other argument's value
+# and type) reuses the fa4_mha_args its first call built after every check passed: only the data pointers (and the
+# outputs it allocates) change. What can differ between two calls of one signature is checked on each: the
+# pointers (nonzero and in range here; alignment, allocation and device by libfa4rt, whose call memo runs the
+# checks that read a pointer on every call); dtypes and devices are part of the signature. A signature not seen
+# takes the full path, every check included.
+
+_OPT_NAMES = ("out", "lse", "k_rope", "sink", "aux", "workspace", "cu_seqlens_q", "cu_seqlens_k", "block_table",
+              "seqlen_k", "alibi_slopes")
+_OPT_FIELDS = ("o", "lse", "k_rope", "sink", "score_mod_aux", "workspace", "cu_seqlens_q", "cu_seqlens_k",
+               "block_table", "seqlens_k", "alibi_slopes")
+_PTR_MAX = 2 ** 64
+_fast = {}
+_FAST_MAX = 512
+
+
+class _Prepared:
+    """A remembered call: the args' bytes, which optional tensors it has, how it allocates out and lse."""
+    __slots__ = ("tpl", "keep", "opt", "out", "lse", "ctx", "dev", "fn")
+
+
+def _meta(t):
+    return None if t is None else (t.shape, t.stride(), t.dtype, t.device)
+
+
+def _raw_stream(torch, index):
+    """torch's current stream on device `index` as a CUstream handle (the cheap way where torch has it)."""
+    get = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return get(index) if get is not None else torch.cuda.current_stream(index).cuda_stream
+
+
+def _fast_call(ent, q, k, v, opt, return_lse, stream):
+    """The call through a remembered signature; None when a pointer sends it down the full path."""
+    a = _MhaArgs.from_buffer_copy(ent.tpl)
+    qp, kp, vp = q.data_ptr(), k.data_ptr(), v.data_ptr()
+    if not (0 < qp < _PTR_MAX and 0 < kp < _PTR_MAX and 0 < vp < _PTR_MAX):
+        return None
+    a.q, a.k, a.v = qp, kp, vp
+    out, lse = opt[0], opt[1]
+    torch = _torch_mod
+    if ent.out is not None:  # allocated here as the first call did: (shape, dtype, like q)
+        out = torch.empty_like(q) if ent.out[2] else _empty(torch, ent.out[0], ent.out[1], ent.dev)
+        a.o = out.data_ptr()
+    if ent.lse is not None:
+        lse = _empty(torch, ent.lse, torch.float32, ent.dev)
+        a.lse = lse.data_ptr()
+    for i in ent.opt:  # the optional tensors the call has (out and lse when given)
+        p = (out if i == 0 else lse if i == 1 else opt[i]).data_ptr()
+        if not 0 < p < _PTR_MAX:
+            return None
+        setattr(a, _OPT_FIELDS[i], p)
+    if stream is None:
+        handle = _raw_stream(torch, ent.dev[1])
+    else:
+        handle = _stream(stream, ent.dev)
+    _check(ent.fn(ent.ctx, ctypes.byref(a), handle), ent.ctx)
+    return (out, lse) if return_lse else out
+
+
 @_needs_torch
 def mha_fwd(q, k, v, causal=False, softmax_scale=None, return_lse=False, config=None, out=None, window=None,
             k_rope=None, q_descale=None, k_descale=None, v_descale=None, sink=None, score_mod=None, aux=None,
             num_splits=None, workspace=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None,
-            block_table=None, seqlen_k=None, kv_early=False, lse=None, stream=None):
+            block_table=None, seqlen_k=None, kv_early=False, lse=None, stream=None, softcap=None,
+            alibi_slopes=None):
     """Attention forward on [B, S, H, D] tensors; returns out (and lse when asked).
 
-    out: the output tensor ([B, Sq, H, Dv], q's dtype or bf16 for e4m3; allocated with torch when None);
-    lse: an fp32 tensor [B, H, Sq] the kernel writes (allocated when None and return_lse); stream: a CUstream
-    handle (int) or a torch stream, torch's current stream when None. With out, lse (when asked) and stream
-    given, torch is not needed.
+    out: the output tensor ([B, Sq, H, Dv], q's dtype or bf16 for e4m3; allocated with torch when None, as
+    torch.empty_like(q) where the shapes agree); lse: an fp32 tensor [B, H, Sq] the kernel writes (allocated when
+    None and return_lse); stream: a CUstream handle (int) or a torch stream, torch's current stream when None.
+    With out, lse (when asked) and stream given, torch is not needed.
 
     Variable-length batches (sm90a, sm100a): q [total_q, H, D] packed with cu_seqlens_q (int32 [B + 1], CUDA) and
     max_seqlen_q (int); k, v [total_k, Hkv, D] with cu_seqlens_k; out [total_q, H, D]; lse [H, total_q].
@@ -547,6 +640,8 @@ def mha_fwd(q, k, v, causal=False, softmax_scale=None, return_lse=False, config=
     with k holding the first 128. q/k/v_descale: per-tensor dequantisation scales (None = 1), folded into
     the softmax scale (q, k) and the output (v). float8_e4m3fn inputs give a bf16 output.
     sink: float32 [heads_q] sink logits, in each row's softmax denominator only (lse excludes them).
+    softcap: > 0: every scaled score s becomes softcap * tanh(s / softcap) (None or 0: none). alibi_slopes:
+    float32 [heads_q]: score -= slope[h] * |i + Sk - Sq - j| (FlashAttention's ALiBi). Both built in (no NVRTC).
     score_mod: CUDA C source defining __device__ float score_mod(float s, int b, int h, int q, int k,
     const void *aux), applied to every scaled score (softmax_scale * q.k) before the mask (fa4.h has the
     contract); aux: a CUDA tensor whose data pointer the mod receives.
@@ -557,24 +652,304 @@ def mha_fwd(q, k, v, causal=False, softmax_scale=None, return_lse=False, config=
     still run when this call starts (the one just before it on the stream, or earlier ones a programmatic launch
     overlaps; a decode step's KV append writes only the newest); the split kernel (dense K/V) then streams its
     first K/V blocks under that kernel's tail (fa4.h, fa4_mha_args.kv_early). Without it the split kernel only
-    prefetches them into L2 there (config word prefetch), which asks nothing."""
+    prefetches them into L2 there (config word prefetch), which asks nothing.
+
+    A call whose signature (shapes, strides, dtypes, devices, other arguments) matches an earlier accepted call
+    reuses what that call's checks built and only reads the new pointers (fa4_mha_fwd checks them)."""
+    opt = (out, lse, k_rope, sink, aux, workspace, cu_seqlens_q, cu_seqlens_k, block_table, seqlen_k, alibi_slopes)
+    scal = (causal, softmax_scale, return_lse, config, window, q_descale, k_descale, v_descale, score_mod, num_splits,
+            max_seqlen_q, kv_early, softcap, stream is None)
+    try:
+        key = (q.shape, q.stride(), q.dtype, q.device, k.shape, k.stride(), k.dtype, k.device, v.shape, v.stride(),
+               v.dtype, v.device, None if (out is None and lse is None and k_rope is None and sink is None and aux is None
+                                           and workspace is None and cu_seqlens_q is None and cu_seqlens_k is None
+                                           and block_table is None and seqlen_k is None and alibi_slopes is None)
+               else tuple(map(_meta, opt)), scal, tuple(map(type, scal)),
+               window.__class__ is tuple and tuple(map(type, window)))
+        ent = _fast.get(key)
+    except (TypeError, AttributeError):  # an unhashable argument, or no tensor: the full path says what is wrong
+        key = ent = None
+    if ent is not None:
+        r = _fast_call(ent, q, k, v, opt, return_lse, stream)
+        if r is not None:
+            return r
     varlen = cu_seqlens_q is not None
     m = _Mha(q, k, v, varlen, block_table is not None)  # q, k, v first: outputs are allocated on q's device
     return_lse = _bool("return_lse", return_lse)
+    out_spec = lse_spec = None
     if out is None:
         torch = _torch("out")
-        out = _empty(torch, m.q_dims[:-1] + (m.d_v,), _out_dtype(torch, q), m.device)
+        shape, dt = m.q_dims[:-1] + (m.d_v,), _out_dtype(torch, q)
+        out = _alloc_out(torch, q, shape, dt, m.device)
+        out_spec = (shape, dt, dt == q.dtype and shape == tuple(q.shape))
     if lse is None and return_lse:
         torch = _torch("lse")
-        lse = _empty(torch, (m.h, m.sq) if varlen else (m.b, m.h, m.sq), torch.float32, m.device)
+        lse_spec = (m.h, m.sq) if varlen else (m.b, m.h, m.sq)
+        lse = _empty(torch, lse_spec, torch.float32, m.device)
     a = _args(q, k, v, out, lse, causal, window, softmax_scale, config, k_rope, (q_descale, k_descale, v_descale),
-              sink, score_mod, aux, (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, block_table, seqlen_k))
+              sink, score_mod, aux, (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, block_table, seqlen_k), softcap,
+              alibi_slopes)
     _split_args(a, num_splits, workspace, m.device)
     a.kv_early = 1 if _bool("kv_early", kv_early) else 0
     handle = _stream(stream, m.device)
     ctx = context(m.device[1])
-    _check(_load().fa4_mha_fwd(ctx, ctypes.byref(a), ctypes.c_void_p(handle)), ctx)
+    fn = _load().fa4_mha_fwd
+    _check(fn(ctx, ctypes.byref(a), ctypes.c_void_p(handle)), ctx)
+    if key is not None:  # accepted: remember it (what needed torch to run has imported it: _torch_mod)
+        ent = _Prepared()
+        ent.tpl, ent.keep, ent.ctx, ent.dev, ent.fn = bytes(a), a, ctx, m.device, fn
+        ent.out, ent.lse = out_spec, lse_spec
+        ent.opt = tuple(i for i, t in enumerate(opt) if t is not None and i > 1) + \
+            ((0,) if out_spec is None else ()) + ((1,) if lse_spec is None and opt[1] is not None else ())
+        if len(_fast) >= _FAST_MAX:
+            _fast.clear()
+        _fast[key] = ent
     return (out, lse) if return_lse else out
+
+
+# ---------------------------------------------------------------- the FlashAttention API (issue 27 item 2)
+# flash_attn_func, flash_attn_varlen_func and flash_attn_with_kvcache take FlashAttention's arguments with their
+# meanings, defaults and return shapes (FA2's, with FA3/FA4's leading order: softmax_scale and causal right after
+# the tensors; dropout_p, deterministic, return_attn_probs keyword-only), so code moves by its import line. What
+# FlashAttention has and fa4 does not (dropout, a backward pass, rotary embedding in the kernel, cache_leftpad,
+# per-batch ALiBi slopes) is refused with an Fa4Error naming the argument, never ignored.
+
+_DEF_WINDOW = (-1, -1)
+
+
+def _fa_refuse(dropout_p, deterministic, return_attn_probs):
+    if not (isinstance(dropout_p, numbers.Real) and not isinstance(dropout_p, bool) and dropout_p == 0):
+        raise Fa4Error("dropout_p: %r; fa4 has no attention dropout (FlashAttention applies it in training): give 0.0"
+                       % (dropout_p,))
+    if deterministic is not False:
+        raise Fa4Error("deterministic: %r; it selects FlashAttention's deterministic backward pass, and fa4 has no "
+                       "backward kernel (its forward is deterministic): leave it False" % (deterministic,))
+    if return_attn_probs is not False:
+        raise Fa4Error("return_attn_probs: %r; fa4 does not return the attention probabilities (FlashAttention "
+                       "returns them for testing only): use return_lse=True for the log-sum-exp" % (return_attn_probs,))
+
+
+def _fa_mask(causal, window_size):
+    """(causal, window) for mha_fwd from FlashAttention's causal and window_size (left, right), -1 (or None) =
+    unbounded; with causal, FlashAttention sets right = 0."""
+    if (causal is True or causal is False) and (window_size is _DEF_WINDOW or window_size == _DEF_WINDOW) and \
+            window_size.__class__ is tuple and window_size[0].__class__ is int and window_size[1].__class__ is int:
+        return causal, None
+    causal = _bool("causal", causal)
+    if window_size is None:
+        window_size = _DEF_WINDOW
+    if not isinstance(window_size, (tuple, list)) or len(window_size) != 2:
+        raise Fa4Error("window_size: %r; give (left, right), each -1 (unbounded) or 0..%d" % (window_size, _WINDOW_MAX))
+    left, right = [-1 if w is None else _int("window_size[%d]" % i, w, -1, _WINDOW_MAX)
+                   for i, w in enumerate(window_size)]
+    if causal:
+        return (True, None) if left < 0 else (False, (left, 0))
+    return (False, None) if left < 0 and right < 0 else (False, (left, right))
+
+
+def _fa_lse_flag(return_lse, return_softmax_lse):
+    """return_lse, or FlashAttention 2's name for it (return_softmax_lse) when given."""
+    if return_softmax_lse is None:
+        return return_lse
+    if return_lse is not False:
+        raise Fa4Error("return_softmax_lse: given with return_lse; they are one flag (FlashAttention 2's name and "
+                       "FlashAttention 3/4's): give one")
+    return return_softmax_lse
+
+
+def flash_attn_func(q, k, v, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
+                    return_lse=False, *, dropout_p=0.0, deterministic=False, return_attn_probs=False, out=None,
+                    lse=None, stream=None):
+    """FlashAttention's flash_attn_func: q [B, Sq, H, D], k, v [B, Sk, Hkv, D] (Hkv divides H: GQA/MQA), CUDA
+    bf16/fp16 (float8_e4m3fn: bf16 out); returns out [B, Sq, H, Dv], or (out, lse) with lse fp32 [B, H, Sq]
+    (natural log) when return_lse. softmax_scale None: 1/sqrt(D). causal: bottom-right aligned (query i sees key
+    j <= i + Sk - Sq). window_size (left, right): keys i + Sk - Sq - left .. i + Sk - Sq + right, -1 unbounded
+    (causal sets right = 0). softcap > 0: scores become softcap * tanh(score / softcap). alibi_slopes: fp32
+    [H]; score -= slope[h] * |i + Sk - Sq - j|. dropout_p != 0, deterministic=True and return_attn_probs=True are
+    refused (no dropout, no backward pass here). out, lse, stream: fa4's extras (mha_fwd)."""
+    if dropout_p or deterministic or return_attn_probs:
+        _fa_refuse(dropout_p, deterministic, return_attn_probs)
+    c, w = _fa_mask(causal, window_size)
+    return mha_fwd(q, k, v, causal=c, softmax_scale=softmax_scale, return_lse=return_lse, window=w, out=out,
+                   lse=lse, stream=stream, softcap=softcap, alibi_slopes=alibi_slopes)
+
+
+def _seqlens_from_cu(cu):
+    """Per-sequence lengths int32 [B] from cumulative ones [B + 1], on the device (no host sync)."""
+    return cu[1:] - cu[:-1]
+
+
+def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale=None,
+                           causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None, return_lse=False,
+                           block_table=None, *, dropout_p=0.0, deterministic=False, return_attn_probs=False,
+                           out=None, lse=None, stream=None):
+    """FlashAttention's flash_attn_varlen_func: q [total_q, H, D], k, v [total_k, Hkv, D] packed, cu_seqlens_q /
+    cu_seqlens_k int32 [B + 1] (CUDA), max_seqlen_q / max_seqlen_k ints; returns out [total_q, H, Dv], or (out,
+    lse) with lse fp32 [H, total_q]. With block_table (int32 [B, max_blocks]), k and v are paged caches
+    [num_blocks, page_block_size, Hkv, D] and cu_seqlens_k gives each sequence's kv length (its differences,
+    taken on the device); page_block_size a power of two in 16..256. Masks per sequence, as flash_attn_func."""
+    if dropout_p or deterministic or return_attn_probs:
+        _fa_refuse(dropout_p, deterministic, return_attn_probs)
+    _int("max_seqlen_k", max_seqlen_k, 0, INT32[1])
+    c, w = _fa_mask(causal, window_size)
+    seqlen_k = None
+    if block_table is not None:
+        _tensor("cu_seqlens_k", cu_seqlens_k, dtype="int32", shape=(None,), contiguous=True)
+        seqlen_k, cu_seqlens_k = _seqlens_from_cu(cu_seqlens_k), None
+    return mha_fwd(q, k, v, causal=c, softmax_scale=softmax_scale, return_lse=return_lse, window=w, out=out,
+                   lse=lse, stream=stream, softcap=softcap, alibi_slopes=alibi_slopes, cu_seqlens_q=cu_seqlens_q,
+                   cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, block_table=block_table, seqlen_k=seqlen_k)
+
+
+_page_tables = {}  # (rows, pages per row, device) -> int32 [rows, pages per row]: the dense cache as pages
+_aranges = {}  # (n, device) -> int64 arange(n): the append's constant index tensors, made once
+
+
+def _arange(torch, n, device):
+    t = _aranges.get((n, device))
+    if t is None:
+        t = _aranges.setdefault((n, device), torch.arange(n, device=device))
+    return t
+
+
+def _dense_pages(s_max):
+    """The page size a dense cache of s_max rows per sequence is read through: the largest power of two in
+    16..256 dividing s_max, or None."""
+    for p in (256, 128, 64, 32, 16):
+        if s_max % p == 0:
+            return p
+    return None
+
+
+def _kv_append(torch, k_cache, v_cache, k, v, pos, rows, page, block_table):
+    """k, v [B, S_new, Hkv, D] into the caches at positions pos [B, S_new] (int64, clamped into the cache) of cache
+    rows `rows` [B] (dense) or through block_table (paged, page rows per page): index_put_ on the current stream,
+    no host sync."""
+    if block_table is None:
+        r = rows.to(torch.int64)[:, None].expand(pos.shape)
+        k_cache[r, pos] = k
+        v_cache[r, pos] = v
+    else:
+        bt = block_table.to(torch.int64)
+        pg = bt.gather(1, torch.div(pos, page, rounding_mode="floor").clamp_(0, bt.shape[1] - 1))
+        pg = pg.clamp_(0, k_cache.shape[0] - 1)
+        rr = pos.remainder(page)
+        k_cache[pg, rr] = k
+        v_cache[pg, rr] = v
+
+
+def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=None, cache_batch_idx=None,
+                            block_table=None, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
+                            num_splits=0, return_lse=False, *, alibi_slopes=None, rotary_cos=None, rotary_sin=None,
+                            cache_leftpad=None, rotary_interleaved=True, return_softmax_lse=None, out=None):
+    """FlashAttention's flash_attn_with_kvcache (decode, and chunked prefill against a cache).
+
+    q [B, Sq, H, D]; k_cache, v_cache [B_cache, S_max, Hkv, D] (dense; cache_batch_idx int32 [B] picks row
+    cache_batch_idx[b] for batch b, default b) or [num_blocks, page_block_size, Hkv, D] (paged, with block_table
+    int32 [B, max_blocks]). cache_seqlens: int32 [B] (CUDA) or an int, the tokens already in each cache row (None:
+    the dense cache is full). k, v [B, S_new, Hkv, D] (optional, together): written into the caches at positions
+    cache_seqlens[b] .. + S_new, in place and on the current stream before the attention (no host sync), which then
+    runs over cache_seqlens + S_new keys (causal: bottom-right aligned, so query i of Sq sees keys up to
+    cache_seqlens + S_new - Sq + i). Returns out [B, Sq, H, Dv], or (out, lse [B, H, Sq] fp32) with return_lse
+    (FlashAttention 2: return_softmax_lse). num_splits: 0 lets the runtime pick (on sm90a a decode shape gets a
+    cluster split), 1 none, N forces N (a workspace is allocated). rotary_cos / rotary_sin / cache_leftpad are
+    refused (apply the rotary embedding before the call).
+
+    A dense cache with per-row lengths is read as pages: S_max must be a multiple of 16. New tokens past a row's
+    end (or through a block_table entry outside the pool) are clamped into the cache, never written outside it
+    (FlashAttention leaves them undefined); the append uses torch index ops, one kernel per cache."""
+    for name, val in (("rotary_cos", rotary_cos), ("rotary_sin", rotary_sin), ("cache_leftpad", cache_leftpad)):
+        if val is not None:
+            raise Fa4Error("%s: given; fa4's kernels apply no rotary embedding and take no left padding: rotate q and "
+                           "k (and pad on the right) before the call" % name)
+    if rotary_interleaved is not True:
+        _bool("rotary_interleaved", rotary_interleaved)
+    return_lse = _fa_lse_flag(return_lse, return_softmax_lse)
+    c, w = _fa_mask(causal, window_size)
+    torch = _torch("flash_attn_with_kvcache")
+    if (k is None) != (v is None):
+        raise Fa4Error("%s: None while %s is given; the new tokens come as k and v together"
+                       % ("v" if v is None else "k", "k" if v is None else "v"))
+    qd, _ = _tensor("q", q, shape=(None, None, None, None))
+    dev = _device("q", q)
+    b, sq = qd[0], qd[1]
+    paged = block_table is not None
+    cd, cs = _tensor("k_cache", k_cache, shape=(None, None, None, None), device=dev)
+    s_new = 0
+    if k is not None:
+        kd, _ = _tensor("k", k, dtype=_dtype_name(k_cache.dtype), shape=(b, None, cd[2], cd[3]), device=dev)
+        _tensor("v", v, dtype=_dtype_name(v_cache.dtype), shape=(b, kd[1], cd[2], v_cache.shape[3]), device=dev)
+        s_new = kd[1]
+    if cache_batch_idx is not None:
+        if paged:
+            raise Fa4Error("cache_batch_idx: given with block_table; the table already says where each sequence's "
+                           "pages are")
+        _tensor("cache_batch_idx", cache_batch_idx, dtype="int32", shape=(b,), device=dev, contiguous=True)
+    lens = None  # int32 [B] on the device: the cache's tokens before the append
+    if cache_seqlens is None:
+        if paged:
+            raise Fa4Error("cache_seqlens: None with block_table; a paged cache needs each sequence's length")
+        if k is not None:
+            raise Fa4Error("cache_seqlens: None with k and v; the new tokens go after each row's cache_seqlens tokens")
+        n_keys = cd[1]
+    elif isinstance(cache_seqlens, numbers.Integral) and not isinstance(cache_seqlens, bool):
+        n_keys = _int("cache_seqlens", cache_seqlens, 0, cd[1] if not paged else INT32[1]) + s_new
+        if paged or cache_batch_idx is not None or k is not None:
+            lens = torch.full((b,), int(cache_seqlens), dtype=torch.int32, device=q.device)
+    else:
+        _tensor("cache_seqlens", cache_seqlens, dtype="int32", shape=(b,), device=dev, contiguous=True)
+        lens, n_keys = cache_seqlens, None
+    if k is not None:
+        pos = lens[:, None] + _arange(torch, s_new, q.device)[None, :]  # int32 + int64: int64
+        if paged:
+            _tensor("block_table", block_table, dtype="int32", shape=(b, None), device=dev, contiguous=True)
+            pos.clamp_(0, block_table.shape[1] * cd[1] - 1)
+            _kv_append(torch, k_cache, v_cache, k, v, pos, None, cd[1], block_table)
+        else:
+            pos.clamp_(0, cd[1] - 1)
+            rows = cache_batch_idx.clamp(0, cd[0] - 1) if cache_batch_idx is not None else _arange(torch, b, q.device)
+            _kv_append(torch, k_cache, v_cache, k, v, pos, rows, None, None)
+    workspace = None
+    num_splits = _int("num_splits", num_splits, 0, FA4_MAX_SPLITS)
+    kw = dict(causal=c, softmax_scale=softmax_scale, return_lse=return_lse, window=w, out=out, softcap=softcap,
+              alibi_slopes=alibi_slopes, num_splits=num_splits or None)
+    if paged or (n_keys is None or cache_batch_idx is not None):
+        # per-row lengths: a paged read (a dense cache through pages of its rows)
+        seqlen_k = lens if s_new == 0 else (lens + s_new)
+        if not paged:
+            page = _dense_pages(cd[1])
+            if page is None or cs[0] != cd[1] * cs[1]:
+                raise Fa4Error("k_cache: shape %s with strides %s; with per-row lengths (cache_seqlens a tensor, or "
+                               "cache_batch_idx) fa4 reads a dense cache through pages: its rows per sequence must be "
+                               "a multiple of 16 and its batch stride rows x row stride" % (list(cd), list(cs)))
+            per = cd[1] // page
+            if cache_batch_idx is None:
+                tk = (b, per, q.device)
+                bt = _page_tables.get(tk)
+                if bt is None:
+                    bt = _page_tables.setdefault(tk, (torch.arange(b, device=q.device, dtype=torch.int32)[:, None] * per
+                                                      + torch.arange(per, device=q.device, dtype=torch.int32)[None, :]
+                                                      ).contiguous())
+            else:
+                bt = (cache_batch_idx[:, None] * per + torch.arange(per, device=q.device, dtype=torch.int32)[None, :]
+                      ).to(torch.int32).contiguous()
+            kc = k_cache.view(cd[0] * per, page, cd[2], cd[3])
+            vc = v_cache.view(v_cache.shape[0] * per, page, v_cache.shape[2], v_cache.shape[3])
+        else:
+            bt, kc, vc = block_table, k_cache, v_cache
+        if num_splits > 1:
+            workspace = _split_workspace(torch, q, kc, vc, c, w, num_splits, bt, seqlen_k)
+        return mha_fwd(q, kc, vc, block_table=bt, seqlen_k=seqlen_k, workspace=workspace, **kw)
+    kc, vc = k_cache[:, :n_keys], v_cache[:, :n_keys]  # dense, one length: a view
+    if num_splits > 1:
+        workspace = _split_workspace(torch, q, kc, vc, c, w, num_splits, None, None)
+    return mha_fwd(q, kc, vc, workspace=workspace, **kw)
+
+
+def _split_workspace(torch, q, k, v, causal, window, num_splits, block_table, seqlen_k):
+    _, nbytes = mha_split_count(q, k, v, causal=causal, window=window, num_splits=num_splits, block_table=block_table,
+                                seqlen_k=seqlen_k)
+    return torch.empty(max(nbytes, 16), dtype=torch.uint8, device=q.device) if nbytes else None
 
 
 def _shape_args(q, k, v, causal, config, window, k_rope, sink, score_mod, serving):

@@ -79,3 +79,161 @@ def _mla_sparse_fwd_fake(q, kv, indices, sm_scale, attn_sink, topk_length, confi
 def mla_sparse_fwd(q, kv, indices, sm_scale=None, attn_sink=None, topk_length=None, config=None):
     """fa4.mla_sparse_fwd as the torch op fa4::mla_sparse_fwd; returns (out, lse, max_logits)."""
     return torch.ops.fa4.mla_sparse_fwd(q, kv, indices, sm_scale, attn_sink, topk_length, config)
+
+
+# ---------------------------------------------------------------- the FlashAttention API (issue 27 item 2)
+# The ops fa4::flash_attn, fa4::flash_attn_varlen and fa4::flash_attn_with_kvcache (which writes the new tokens
+# into k_cache and v_cache: mutates_args) always return (out, lse); the wrappers below take FlashAttention's
+# arguments (fa4.flash_attn_func's docstrings) and drop lse unless asked. Their fake implementations allocate
+# as the real ones do (out like q where the shapes agree), so compiled graphs see the real strides.
+
+def _window(window_size):
+    w = (-1, -1) if window_size is None else tuple(-1 if x is None else x for x in window_size)
+    if len(w) != 2:
+        raise fa4.Fa4Error("window_size: %r; give (left, right)" % (window_size,))
+    return w
+
+
+def _fake_out(q, v):
+    dt = fa4._out_dtype(torch, q)
+    if v.shape[-1] == q.shape[-1] and dt == q.dtype:
+        return torch.empty_like(q)
+    return q.new_empty(tuple(q.shape[:-1]) + (v.shape[-1],), dtype=dt)
+
+
+@torch.library.custom_op("fa4::flash_attn", mutates_args=())
+def _flash_attn(q: Tensor, k: Tensor, v: Tensor, softmax_scale: Optional[float], causal: bool, window_left: int,
+                window_right: int, softcap: float, alibi_slopes: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+    return fa4.flash_attn_func(q, k, v, softmax_scale, causal, (window_left, window_right), softcap, alibi_slopes,
+                               return_lse=True)
+
+
+@_flash_attn.register_fake
+def _flash_attn_fake(q, k, v, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes):
+    _check_fake(q.dim() == 4 and k.dim() == 4 and v.dim() == 4, "q, k, v: need [B, S, H, D] tensors")
+    b, s, h, _ = q.shape
+    return _fake_out(q, v), q.new_empty((b, h, s), dtype=torch.float32)
+
+
+def flash_attn_func(q, k, v, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
+                    return_lse=False, *, dropout_p=0.0, deterministic=False, return_attn_probs=False):
+    """fa4.flash_attn_func as the torch op fa4::flash_attn (torch.compile, CUDA graphs)."""
+    if dropout_p or deterministic or return_attn_probs:
+        fa4._fa_refuse(dropout_p, deterministic, return_attn_probs)
+    wl, wr = _window(window_size)
+    o, lse = torch.ops.fa4.flash_attn(q, k, v, softmax_scale, causal, wl, wr, float(softcap or 0.0), alibi_slopes)
+    return (o, lse) if return_lse else o
+
+
+@torch.library.custom_op("fa4::flash_attn_varlen", mutates_args=())
+def _flash_attn_varlen(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor, max_seqlen_q: int,
+                       max_seqlen_k: int, softmax_scale: Optional[float], causal: bool, window_left: int,
+                       window_right: int, softcap: float, alibi_slopes: Optional[Tensor],
+                       block_table: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+    return fa4.flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale,
+                                      causal, (window_left, window_right), softcap, alibi_slopes, True, block_table)
+
+
+@_flash_attn_varlen.register_fake
+def _flash_attn_varlen_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
+                            window_left, window_right, softcap, alibi_slopes, block_table):
+    _check_fake(q.dim() == 3, "q: needs a packed [total_q, H, D] tensor")
+    t, h, _ = q.shape
+    return _fake_out(q, v), q.new_empty((h, t), dtype=torch.float32)
+
+
+def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale=None,
+                           causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None, return_lse=False,
+                           block_table=None, *, dropout_p=0.0, deterministic=False, return_attn_probs=False):
+    """fa4.flash_attn_varlen_func as the torch op fa4::flash_attn_varlen."""
+    if dropout_p or deterministic or return_attn_probs:
+        fa4._fa_refuse(dropout_p, deterministic, return_attn_probs)
+    wl, wr = _window(window_size)
+    o, lse = torch.ops.fa4.flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                             softmax_scale, causal, wl, wr, float(softcap or 0.0), alibi_slopes,
+                                             block_table)
+    return (o, lse) if return_lse else o
+
+
+@torch.library.custom_op("fa4::flash_attn_with_kvcache", mutates_args=("k_cache", "v_cache"))
+def _flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Optional[Tensor], v: Optional[Tensor],
+                             cache_seqlens: Optional[Tensor], cache_seqlens_int: Optional[int],
+                             cache_batch_idx: Optional[Tensor], block_table: Optional[Tensor],
+                             softmax_scale: Optional[float], causal: bool, window_left: int, window_right: int,
+                             softcap: float, num_splits: int, alibi_slopes: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+    return fa4.flash_attn_with_kvcache(q, k_cache, v_cache, k, v,
+                                       cache_seqlens if cache_seqlens is not None else cache_seqlens_int,
+                                       cache_batch_idx, block_table, softmax_scale, causal, (window_left, window_right),
+                                       softcap, num_splits, True, alibi_slopes=alibi_slopes)
+
+
+@_flash_attn_with_kvcache.register_fake
+def _flash_attn_with_kvcache_fake(q, k_cache, v_cache, k, v, cache_seqlens, cache_seqlens_int, cache_batch_idx,
+                                  block_table, softmax_scale, causal, window_left, window_right, softcap, num_splits,
+                                  alibi_slopes):
+    _check_fake(q.dim() == 4, "q: needs a [B, Sq, H, D] tensor")
+    b, s, h, _ = q.shape
+    return _fake_out(q, v_cache), q.new_empty((b, h, s), dtype=torch.float32)
+
+
+def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=None, cache_batch_idx=None,
+                            block_table=None, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
+                            num_splits=0, return_lse=False, *, alibi_slopes=None, rotary_cos=None, rotary_sin=None,
+                            cache_leftpad=None, rotary_interleaved=True, return_softmax_lse=None):
+    """fa4.flash_attn_with_kvcache as the torch op fa4::flash_attn_with_kvcache (k_cache, v_cache mutated)."""
+    for name, val in (("rotary_cos", rotary_cos), ("rotary_sin", rotary_sin), ("cache_leftpad", cache_leftpad)):
+        if val is not None:
+            raise fa4.Fa4Error("%s: given; fa4's kernels apply no rotary embedding and take no left padding" % name)
+    return_lse = fa4._fa_lse_flag(return_lse, return_softmax_lse)
+    wl, wr = _window(window_size)
+    cs_t = cache_seqlens if isinstance(cache_seqlens, torch.Tensor) else None
+    cs_i = None if cs_t is not None or cache_seqlens is None else int(cache_seqlens)
+    o, lse = torch.ops.fa4.flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cs_t, cs_i, cache_batch_idx, block_table,
+                                                   softmax_scale, causal, wl, wr, float(softcap or 0.0),
+                                                   int(num_splits), alibi_slopes)
+    return (o, lse) if return_lse else o
+
+
+# ---------------------------------------------------------------- transformers (issue 27 item 3)
+
+def transformers_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, sliding_window=None,
+                           softcap=None, is_causal=None, s_aux=None, **kwargs):
+    """transformers' attention-function signature (transformers 5: q, k, v [B, H, S, D], the module's scaling,
+    sliding_window, softcap; s_aux: gpt-oss sinks) over fa4.flash_attn_func; returns ([B, S, H, D], None).
+    Prefill and decode with a DynamicCache (Sq < Sk: bottom-right causal), GQA (k, v keep their heads), sliding
+    windows (keys q - sliding_window + 1 .. q, transformers' own mask), softcap built in. A padding mask (a batch of
+    unequal lengths) is refused: its unpadding is not implemented here."""
+    if attention_mask is not None:
+        raise fa4.Fa4Error("attention_mask: a padding mask (a batch of unequal lengths); the fa4 attention function "
+                           "takes batches without padding (left-padded generation: use sdpa)")
+    if dropout:
+        raise fa4.Fa4Error("dropout: %r; fa4 has no attention dropout (set model.eval())" % (dropout,))
+    if kwargs.get("output_attentions"):
+        raise fa4.Fa4Error("output_attentions: fa4 does not return attention weights (use eager)")
+    causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
+    q, k, v = query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2)
+    window = (-1, -1)
+    if sliding_window is not None and k.shape[1] > sliding_window:
+        window = (sliding_window - 1, sliding_window - 1)  # FlashAttention's reading (causal sets right = 0)
+    if s_aux is not None:
+        c, w = fa4._fa_mask(bool(causal), window)
+        o = fa4.mha_fwd(q, k, v, causal=c, window=w, softmax_scale=scaling, softcap=softcap or None,
+                        sink=s_aux.float().contiguous())
+    else:
+        o = flash_attn_func(q, k, v, softmax_scale=scaling, causal=bool(causal), window_size=window,
+                            softcap=softcap or 0.0)
+    return o, None
+
+
+def register_transformers(name="fa4"):
+    """Register fa4 as transformers' attention implementation `name`, so from_pretrained / from_config(...,
+    attn_implementation="fa4") uses it; its mask function is FlashAttention's (no mask for a batch without
+    padding). Returns name."""
+    from transformers import AttentionInterface
+    AttentionInterface.register(name, transformers_attention)
+    try:
+        from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, flash_attention_mask
+        ALL_MASK_ATTENTION_FUNCTIONS.register(name, flash_attention_mask)
+    except ImportError:  # an older transformers builds no mask for unknown names
+        pass
+    return name

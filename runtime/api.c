@@ -98,7 +98,9 @@ fa4_status fa4_create(fa4_ctx **pctx, const fa4_options *opt)
     ctx->opt.cache_dir = NULL; /* the caller's string may not outlive the context */
     rt_cache_resolve_dir(ctx);
     const char *no_jit = getenv("FA4GEN_DISABLE_JIT"), *log = getenv("FA4GEN_LOG");
+    const char *recheck = getenv("FA4GEN_RECHECK_BUFFERS");
     ctx->no_jit = ctx->opt.disable_jit || (no_jit && no_jit[0] && strcmp(no_jit, "0"));
+    ctx->recheck_buffers = ctx->opt.recheck_buffers || (recheck && recheck[0] && strcmp(recheck, "0"));
     if (log && log[0] && strcmp(log, "0")) ctx->opt.verbose = 1;
     *pctx = ctx;
     return FA4_OK;
@@ -107,6 +109,7 @@ fa4_status fa4_create(fa4_ctx **pctx, const fa4_options *opt)
 void fa4_destroy(fa4_ctx *ctx)
 {
     if (!ctx) return;
+    rt_mha_memo_free(ctx);
     rt_map_free(ctx, &ctx->kernels);
     rt_driver_close(ctx);
     if (ctx->jl.lib) dlclose(ctx->jl.lib);
@@ -324,6 +327,11 @@ fa4_status fa4_compile_v2(fa4_ctx *ctx, const char *config, void **cubin, size_t
     st.total_ms = rt_now_ms() - t0;
     if (stats) *stats = st;
     return s;
+}
+
+void fa4_forget_buffers(fa4_ctx *ctx)
+{
+    if (ctx) rt_forget_buffers(ctx);
 }
 
 fa4_status fa4_compile(fa4_ctx *ctx, const char *config, void **cubin, size_t *size)

@@ -68,9 +68,13 @@ typedef struct fa4_options {
     /* version 2 */
     int disable_jit;       /* 1: kernels come only from linked bundles (fa4_bundle_register); a kernel
                               no bundle holds fails with FA4_ERR_NO_KERNEL. Also FA4GEN_DISABLE_JIT=1 */
+    /* version 3 */
+    int recheck_buffers;   /* 1: fa4_mha_fwd asks the driver about every buffer on every call, never
+                              from what it remembers (see fa4_forget_buffers). Also
+                              FA4GEN_RECHECK_BUFFERS=1 */
 } fa4_options;
-#define FA4_OPTIONS_VERSION 2
-#define FA4_OPTIONS_INIT {sizeof(fa4_options), FA4_OPTIONS_VERSION, 0, FA4_TARGET_AUTO, NULL, 1, 0, 0}
+#define FA4_OPTIONS_VERSION 3
+#define FA4_OPTIONS_INIT {sizeof(fa4_options), FA4_OPTIONS_VERSION, 0, FA4_TARGET_AUTO, NULL, 1, 0, 0, 0}
 
 typedef struct fa4_ctx fa4_ctx; /* opaque; thread-safe */
 
@@ -82,6 +86,11 @@ void fa4_destroy(fa4_ctx *ctx);
 /* The message of the last failed call made on ctx by this thread (ctx may be
  * NULL for a failed fa4_create). Never NULL; "" when there is none. */
 const char *fa4_last_error(const fa4_ctx *ctx);
+/* fa4_mha_fwd remembers each pointer the driver vouched for, with the start and size of its allocation
+ * (see "Bad arguments" below); after freeing device memory back to the driver (cuMemFree,
+ * torch.cuda.empty_cache()), a caller that may pass stale pointers can make it forget them all.
+ * ctx NULL: nothing. Thread-safe. */
+void fa4_forget_buffers(fa4_ctx *ctx);
 
 /* Compile a kernel config (canonical form or CLI-style "key=value ..." text)
  * to a cubin for its target, through the disk cache (a hit returns the
@@ -139,9 +148,16 @@ fa4_status fa4_kernel_get_info(const fa4_kernel *k, fa4_kernel_info *info);
  * host memory the driver does not know, not page-locked host memory, not another device's memory,
  * and its allocation must hold every byte the shape and strides reach. The driver knows allocations,
  * not tensors: a buffer carved out of a larger allocation (a caching allocator's block) is checked
- * against that allocation. Values that live on the device (cu_seqlens, seqlens_k, block_table,
- * indices, topk_length) cannot be seen by the host: each has one meaning for every bit pattern,
- * negative ones included, given where the field is described.
+ * against that allocation. fa4_mha_fwd asks once per pointer and context: it remembers the allocation
+ * the driver named for each pointer it vouched for (a few hundred), and a later buffer at that pointer
+ * is checked against the remembered allocation without a driver call; a
+ * buffer the remembered allocation does not hold is asked again. So memory freed back to the driver
+ * whose address comes back as a smaller allocation, or as host or another device's memory, is not seen
+ * until fa4_forget_buffers, or ever with fa4_options.recheck_buffers. A call whose arguments match an
+ * earlier accepted call in everything but pointer values (its signature) skips the checks that read no
+ * pointer, which it passed then; the pointers' own checks run on every call. Values that live on the
+ * device (cu_seqlens, seqlens_k, block_table, indices, topk_length) cannot be seen by the host: each has
+ * one meaning for every bit pattern, negative ones included, given where the field is described.
  *
  * Multi-head attention forward. Tensors are [batch, seqlen, heads, depth] with
  * element strides (depth stride 1). LSE, when requested, is fp32
@@ -262,11 +278,21 @@ typedef struct fa4_mha_args {
      * over dense K, V only prefetches its first K/V blocks into L2 there (config word prefetch, a hint
      * that reads no value). */
     int kv_early;
+    /* Built-in score transforms (both targets; config words softcap=1, alibi=1; not with a score_mod, which
+     * can compute either itself). softcap > 0 (0 = off; finite): each scaled score s becomes
+     * softcap * tanh(s / softcap) (Gemma 2, Grok; FlashAttention's softcap), computed as
+     * tanh(q.k * softmax_scale * descales / softcap) with the softmax's exponent scaled by softcap, so every cap
+     * value shares one kernel. alibi_slopes (optional): f32 [heads_q] device array; the score of query row i
+     * and key j gets -alibi_slopes[h] * |i + seqlen_k - seqlen_q - j| (FlashAttention's ALiBi, bottom-right
+     * aligned: under causal masking, slope * (j - i - (seqlen_k - seqlen_q)); varlen and paged: per sequence),
+     * added after the softcap and before the mask. LSE is over the transformed scores. */
+    float softcap;
+    const float *alibi_slopes;
 } fa4_mha_args;
 #define FA4_MHA_ARGS_INIT {sizeof(fa4_mha_args), FA4_BF16, NULL, NULL, NULL, NULL, NULL, \
                            0, 0, 0, 0, 0, 0, 0, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, \
                            0.0f, FA4_MASK_NONE, 0, 0, NULL, NULL, {0, 0, 0}, 0.0f, 0.0f, 0.0f, NULL, NULL, NULL, \
-                           0, NULL, 0, NULL, NULL, 0, NULL, NULL, NULL, NULL, 0, 0, 0, 0}
+                           0, NULL, 0, NULL, NULL, 0, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.0f, NULL}
 #define FA4_MAX_SPLITS 128
 
 /* Validate args, pick the config, get the kernel and launch it on stream (a

@@ -182,6 +182,13 @@ static fa4_status check_varlen(fa4_ctx *ctx, const fa4_mha_args *a)
     return FA4_OK;
 }
 
+/* Paged KV: seqlen_k becomes the bound the shape checks and the kernel see, max_pages x page_size (checked to
+ * fit by check_paged). */
+static void paged_bound(fa4_mha_args *a)
+{
+    if (a->block_table) a->seqlen_k = (int)((int64_t)a->max_pages * a->page_size);
+}
+
 /* Paged KV (block_table given): the pool, the table and the lengths the host can check. The table's
  * contents and seqlens_k are device memory: the kernel clamps and masks them (gen/varlen.c). */
 static fa4_status check_paged(fa4_ctx *ctx, fa4_mha_args *a)
@@ -210,7 +217,7 @@ static fa4_status check_paged(fa4_ctx *ctx, fa4_mha_args *a)
     if (a->seqlen_k)
         return BAD("seqlen_k", "%d given with block_table; leave it 0 (each sequence's kv length is seqlens_k[b], "
                    "bounded by max_pages x page_size)", a->seqlen_k);
-    a->seqlen_k = (int)cap; /* the bound the shape checks and the kernel see */
+    paged_bound(a);
     return FA4_OK;
 }
 
@@ -315,6 +322,8 @@ static fa4_status check_layout(fa4_ctx *ctx, const fa4_mha_args *a)
                            (unsigned long long)tabs[i].bytes, tabs[i].p);
     if ((uintptr_t)a->lse % 4) return BAD("lse", "address %p is not 4-byte aligned", (void *)a->lse);
     if ((uintptr_t)a->sink % 4) return BAD("sink", "address %p is not 4-byte aligned", (const void *)a->sink);
+    if ((uintptr_t)a->alibi_slopes % 4)
+        return BAD("alibi_slopes", "address %p is not 4-byte aligned", (const void *)a->alibi_slopes);
     if (a->score_mod && !a->score_mod[strspn(a->score_mod, " \t\r\n")])
         return BAD("score_mod", "empty source; give CUDA C defining __device__ float score_mod(float s, int b, int h, "
                    "int q, int k, const void *aux), or NULL for none");
@@ -333,8 +342,10 @@ static fa4_status check_layout(fa4_ctx *ctx, const fa4_mha_args *a)
 }
 
 /* The kernel's two scalars (launch ABI): the softmax scale in log2 units with the
- * q and k descales folded in, and the v descale, which scales O. */
-typedef struct { float scale_log2, o_scale, sm_scale; } KernelScales;
+ * q and k descales folded in, and the v descale, which scales O. With a softcap the
+ * raw scores become tanh(q.k softcap_scale) and scale_log2 is the cap's; alibi_scale takes
+ * a slope into the raw scores' units. */
+typedef struct { float scale_log2, o_scale, sm_scale, softcap_scale, alibi_scale; } KernelScales;
 
 static double or_one(float x) { return x != 0.0f ? (double)x : 1.0; }
 
@@ -342,8 +353,9 @@ static double or_one(float x) { return x != 0.0f ? (double)x : 1.0; }
 static KernelScales kernel_scales(const fa4_mha_args *a)
 {
     double s = a->softmax_scale != 0.0f ? (double)a->softmax_scale : 1.0 / sqrt((double)a->qk_depth);
-    double qk = s * or_one(a->q_descale) * or_one(a->k_descale);
-    KernelScales k = {(float)(qk * 1.4426950408889634), (float)or_one(a->v_descale), (float)qk};
+    double qk = s * or_one(a->q_descale) * or_one(a->k_descale), unit = a->softcap > 0.0f ? (double)a->softcap : qk;
+    KernelScales k = {(float)(unit * 1.4426950408889634), (float)or_one(a->v_descale), (float)qk,
+                      (float)(a->softcap > 0.0f ? qk / a->softcap : 0.0), (float)(1.0 / unit)};
     return k;
 }
 
@@ -355,7 +367,12 @@ static fa4_status check_descales(fa4_ctx *ctx, const fa4_mha_args *a)
         if (!isfinite(d[i]) || d[i] < 0.0f)
             return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: %g; use a finite scale > 0 (0 means 1)", names[i],
                            (double)d[i]);
-    if (!isfinite(kernel_scales(a).scale_log2))
+    KernelScales ks = kernel_scales(a);
+    if (a->softcap > 0.0f && !(isfinite(ks.scale_log2) && isfinite(ks.softcap_scale) && ks.softcap_scale > 0.0f &&
+                               isfinite(ks.alibi_scale)))
+        return BAD("softcap", "%g with softmax_scale x descales %g: the kernel's scales (x cap log2 e, / cap) leave "
+                   "float's range", (double)a->softcap, (double)ks.sm_scale);
+    if (!isfinite(ks.scale_log2) || !isfinite(ks.alibi_scale))
         return BAD("k_descale", "softmax_scale x q_descale x k_descale = %g x %g x %g overflows a float",
                    (double)a->softmax_scale, or_one(a->q_descale), or_one(a->k_descale));
     return FA4_OK;
@@ -367,6 +384,11 @@ enum { MASK_SLACK = 512 };
 static fa4_status check_math(fa4_ctx *ctx, const fa4_mha_args *a)
 {
     if (!isfinite(a->softmax_scale)) return BAD("softmax_scale", "%g is not finite", (double)a->softmax_scale);
+    if (!isfinite(a->softcap) || a->softcap < 0.0f)
+        return BAD("softcap", "%g; use a finite cap > 0, or 0 for none", (double)a->softcap);
+    if ((a->softcap > 0.0f || a->alibi_slopes) && a->score_mod)
+        return BAD(a->softcap > 0.0f ? "softcap" : "alibi_slopes", "given with a score_mod; the score_mod can compute "
+                   "it itself (the built-in transforms and a score_mod do not combine)");
     if ((unsigned)a->mask > FA4_MASK_WINDOW) return BAD("mask", "%d is not a fa4_mask", (int)a->mask);
     if (a->mask == FA4_MASK_WINDOW) {
         if (a->window_left < -1 || a->window_left > FA4_WINDOW_MAX)
@@ -459,6 +481,8 @@ static fa4_status args_config(fa4_ctx *ctx, const fa4_mha_args *a, Config *c)
         c->window_right = a->window_right;
     }
     c->sink = a->sink != NULL;
+    c->softcap = a->softcap > 0.0f;
+    c->alibi = a->alibi_slopes != NULL;
     c->score_mod = a->score_mod ? score_mod_hash(a->score_mod) : 0;
     c->rope_split = a->k_rope != NULL;
     if (c->rope_split) c->rope_dtype = c->dtype; /* fa4.h: k_rope has k's dtype */
@@ -477,6 +501,8 @@ static fa4_status args_config(fa4_ctx *ctx, const fa4_mha_args *a, Config *c)
                                     c->window_right != want.window_right
                               ? "mask"
                           : c->sink != want.sink ? "sink (args->sink)"
+                          : c->softcap != want.softcap ? "softcap (args->softcap)"
+                          : c->alibi != want.alibi ? "alibi (args->alibi_slopes)"
                           : c->varlen != want.varlen ? "varlen (args->cu_seqlens_q)"
                           : c->page != want.page ? "page (args->block_table, page_size)"
                           : c->score_mod != want.score_mod ? "mod (args->score_mod)"
@@ -490,15 +516,20 @@ static fa4_status args_config(fa4_ctx *ctx, const fa4_mha_args *a, Config *c)
     return FA4_OK;
 }
 
-/* Every check that needs no driver, then the config. */
-static fa4_status prepare(fa4_ctx *ctx, const fa4_mha_args *in, fa4_mha_args *a, Config *c)
+/* Every check that needs no driver, then the config, for arguments read_args has copied. */
+static fa4_status prepare_read(fa4_ctx *ctx, fa4_mha_args *a, Config *c)
 {
     fa4_status s;
-    if ((s = read_args(ctx, in, a)) || (s = check_paged(ctx, a)) || (s = check_shape(ctx, a)) ||
-        (s = check_varlen(ctx, a)) || (s = check_layout(ctx, a)) || (s = check_math(ctx, a)) ||
-        (s = check_split(ctx, a)))
+    if ((s = check_paged(ctx, a)) || (s = check_shape(ctx, a)) || (s = check_varlen(ctx, a)) ||
+        (s = check_layout(ctx, a)) || (s = check_math(ctx, a)) || (s = check_split(ctx, a)))
         return s;
     return args_config(ctx, a, c);
+}
+
+static fa4_status prepare(fa4_ctx *ctx, const fa4_mha_args *in, fa4_mha_args *a, Config *c)
+{
+    fa4_status s = read_args(ctx, in, a);
+    return s ? s : prepare_read(ctx, a, c);
 }
 
 /* k_rope turns on rope_split, which the generator allows only for some
@@ -644,7 +675,8 @@ static fa4_status bind(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a, int s
         [SCALAR_OUT_STRIDE_H] = {.u64 = (uint64_t)t[T_O].stride[2]},
         [SCALAR_BLOCK_TABLE] = {.u64 = (uint64_t)(uintptr_t)a->block_table},
         [SCALAR_SEQLENS_K] = {.u64 = (uint64_t)(uintptr_t)a->seqlens_k}, [SCALAR_MAX_PAGES] = {.u32 = (uint32_t)a->max_pages},
-        [SCALAR_NUM_PAGES] = {.u32 = (uint32_t)a->num_pages}};
+        [SCALAR_NUM_PAGES] = {.u32 = (uint32_t)a->num_pages}, [SCALAR_SOFTCAP_SCALE] = {.f32 = ks.softcap_scale},
+        [SCALAR_ALIBI] = {.u64 = (uint64_t)(uintptr_t)a->alibi_slopes}, [SCALAR_ALIBI_SCALE] = {.f32 = ks.alibi_scale}};
     for (int i = 0; i < SCALAR_COUNT; i++) l->scalars[i] = v[i], l->has_scalar[i] = 1;
     return FA4_OK;
 }
@@ -864,16 +896,18 @@ static fa4_status launch_combine(fa4_ctx *ctx, const fa4_kernel *k, const fa4_mh
  * it (ws_bytes, else 0), the varlen and paged tables, and score_mod_aux, whose extent only the caller's
  * score_mod knows (checked for where it lives). The host mirrors cu_seqlens_*_host are read by this
  * library on the host and cannot be asked about. */
-static fa4_status check_buffers(fa4_ctx *ctx, const fa4_mha_args *a, uint64_t ws_bytes)
+enum { N_BUFFERS = N_TENSORS + 8 };
+
+/* Fills b from a and its n tensors t (tensors()) and returns how many buffers it holds. */
+static int buffers(const fa4_mha_args *a, uint64_t ws_bytes, const TensorArg *t, int n, RtBuffer b[N_BUFFERS])
 {
-    TensorArg t[N_TENSORS];
-    RtBuffer b[N_TENSORS + 8];
-    int n = tensors(a, t), m = 0;
+    int m = 0;
     for (int i = 0; i < n; i++) b[m++] = (RtBuffer){t[i].name, t[i].ptr, (uint64_t)tensor_span(&t[i]), 0};
     const uint64_t batch = (uint64_t)a->batch, entry = sizeof(int32_t);
     const RtBuffer more[] = {
         {"lse", a->lse, rt_mul_sat(lse_rows(a), sizeof(float)), 0},
         {"sink", a->sink, (uint64_t)a->heads_q * sizeof(float), 0},
+        {"alibi_slopes", a->alibi_slopes, (uint64_t)a->heads_q * sizeof(float), 0},
         {"workspace", ws_bytes ? a->workspace : NULL, ws_bytes, 0},
         {"cu_seqlens_q", a->cu_seqlens_q, (batch + 1) * entry, 0},
         {"cu_seqlens_k", a->cu_seqlens_k, (batch + 1) * entry, 0},
@@ -881,36 +915,294 @@ static fa4_status check_buffers(fa4_ctx *ctx, const fa4_mha_args *a, uint64_t ws
         {"seqlens_k", a->seqlens_k, batch * entry, 0},
         {"score_mod_aux", a->score_mod_aux, 0, 1}};
     for (size_t i = 0; i < sizeof more / sizeof more[0]; i++) b[m++] = more[i];
-    return rt_check_buffers(ctx, b, m);
+    return m;
 }
 
-/* fa4_mha_fwd once the arguments, the config and the split count are settled; the context is current. */
-static fa4_status run(fa4_ctx *ctx, const fa4_mha_args *a, Config *c, int splits, int path, CUstream stream)
+static fa4_status check_buffers(fa4_ctx *ctx, const fa4_mha_args *a, uint64_t ws_bytes)
+{
+    TensorArg t[N_TENSORS];
+    RtBuffer b[N_BUFFERS];
+    int n = tensors(a, t);
+    return rt_check_buffers(ctx, b, buffers(a, ws_bytes, t, n, b));
+}
+
+/* ---------------------------------------------------------------- the call memo
+ *
+ * Most of a cached call's host time went to work whose outcome depends on the arguments' values but not on
+ * their pointers: the config's canonical text, built and hashed twice (the split-facts memo and the kernel
+ * map), the split count and the kernel lookups (bench/NOTES.md "host cost"). The memo keeps that outcome
+ * (the kernels, the split count, the workspace use) per context for the argument signatures seen last:
+ * every field of fa4_mha_args except the values of its pointers (a pointer contributes whether it is NULL;
+ * config and score_mod contribute their text), plus FA4GEN_SCORE_MOD_LINK's mode for a score_mod.
+ *
+ * Guarantees: a signature is remembered only after a call of it passed every check and launched, so the
+ * checks that read no pointer would pass again; the checks that read one (alignment, the address space
+ * wrap, and the driver's word on each buffer, rt_check_buffers_memo) run on every call, and a call that
+ * fails one of the first two goes down the full path, which words the refusal. Calls with cu_seqlens host
+ * mirrors (their contents are checked on the host) and verbose contexts (which log every fetch) always take
+ * the full path. The launch encodes its tensor maps once per kernel and set of tensor bases (RtMapCache). */
+
+/* Every field of fa4_mha_args, in order: V a value (its bytes join the key), P a pointer (whether it is NULL
+ * joins the key), S a string (its length joins the key; the text is compared whole). A field missing here
+ * would let calls that differ in it share an outcome: rt_mha_memo_fields (test_launch) checks that the list
+ * covers every byte of the struct but alignment padding. */
+#define MHA_FIELDS(V, P, S)                                                                                     \
+    V(size) V(dtype) P(q) P(k) P(v) P(o) P(lse) V(batch) V(seqlen_q) V(seqlen_k) V(heads_q) V(heads_kv)      \
+    V(qk_depth) V(ov_depth) V(q_stride) V(k_stride) V(v_stride) V(o_stride) V(softmax_scale) V(mask)          \
+    V(window_left) V(window_right) S(config) P(k_rope) V(k_rope_stride) V(q_descale) V(k_descale)              \
+    V(v_descale) P(sink) S(score_mod) P(score_mod_aux) V(num_splits) P(workspace) V(workspace_size)           \
+    P(cu_seqlens_q) P(cu_seqlens_k) V(max_seqlen_q) P(cu_seqlens_q_host) P(cu_seqlens_k_host) P(block_table) \
+    P(seqlens_k) V(page_size) V(max_pages) V(num_pages) V(kv_early) V(softcap) P(alibi_slopes)
+
+int rt_mha_memo_fields(char *err, size_t n)
+{
+#define FIELD_ROW(f) {#f, offsetof(fa4_mha_args, f), sizeof(((fa4_mha_args *)0)->f), \
+                      _Alignof(__typeof__(((fa4_mha_args *)0)->f))},
+    static const struct { const char *name; size_t off, size, align; } f[] = {MHA_FIELDS(FIELD_ROW, FIELD_ROW, FIELD_ROW)};
+#undef FIELD_ROW
+    size_t end = 0;
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        size_t want = (end + f[i].align - 1) / f[i].align * f[i].align;
+        if (f[i].off != want)
+            return snprintf(err, n, "fa4_mha_args.%s is at byte %zu; after the fields before it, %zu: a field between "
+                            "them is missing from MHA_FIELDS", f[i].name, f[i].off, want), -1;
+        end = f[i].off + f[i].size;
+    }
+    size_t al = _Alignof(fa4_mha_args), total = (end + al - 1) / al * al;
+    if (total != sizeof(fa4_mha_args))
+        return snprintf(err, n, "MHA_FIELDS ends at byte %zu of fa4_mha_args's %zu: a field after %s is missing", end,
+                        sizeof(fa4_mha_args), f[sizeof f / sizeof f[0] - 1].name), -1;
+    return 0;
+}
+
+enum { MHA_KEY_MAX = sizeof(fa4_mha_args) + sizeof(int) };
+
+typedef struct {
+    unsigned char bytes[MHA_KEY_MAX];
+    size_t len;
+    uint64_t hash;
+} MhaKey;
+
+/* What a call's pointer-free work decided. */
+typedef struct {
+    fa4_kernel *k, *comb; /* comb: the combine kernel, when ws */
+    int splits;
+    int ws; /* partials in the workspace, merged by the combine kernel */
+} MhaOutcome;
+
+struct RtMhaMemo {
+    RtMapCache maps; /* first: CUtensorMap's alignment */
+    uint64_t hash, gen;
+    MhaKey key;
+    char *config, *score_mod; /* the strings' text (NULL: none) */
+    MhaOutcome out;
+};
+
+/* a's signature; 0 when the call takes the full path whatever the memo holds. */
+static int memo_key(fa4_ctx *ctx, const fa4_mha_args *a, MhaKey *key)
+{
+    int link = 0;
+    if (ctx->opt.verbose || a->cu_seqlens_q_host || a->cu_seqlens_k_host) return 0;
+    if (a->score_mod) {
+        ScoreModLink l;
+        char err[160];
+        if (score_mod_link_from_env(&l, err, sizeof err)) return 0; /* the full path words it */
+        link = (int)l;
+    }
+    unsigned char *p = key->bytes;
+#define KEY_V(f) memcpy(p, &a->f, sizeof a->f), p += sizeof a->f;
+#define KEY_P(f) *p++ = a->f != NULL;
+#define KEY_S(f) {                                                        \
+        size_t len_ = a->f ? strlen(a->f) : SIZE_MAX;                     \
+        memcpy(p, &len_, sizeof len_), p += sizeof len_;                  \
+    }
+    MHA_FIELDS(KEY_V, KEY_P, KEY_S)
+#undef KEY_V
+#undef KEY_P
+#undef KEY_S
+    memcpy(p, &link, sizeof link), p += sizeof link;
+    key->len = (size_t)(p - key->bytes);
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ key->len;
+    size_t i = 0;
+    for (; i + 8 <= key->len; i += 8) {
+        uint64_t w;
+        memcpy(&w, key->bytes + i, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdull;
+        h ^= h >> 29;
+    }
+    for (; i < key->len; i++) h = (h ^ key->bytes[i]) * 0x100000001b3ull;
+    key->hash = h;
+    return 1;
+}
+
+static unsigned memo_set(uint64_t hash) { return (unsigned)(hash >> 40) % (RT_MHA_MEMO / RT_MHA_WAYS) * RT_MHA_WAYS; }
+
+static int same_text(const char *x, const char *y) { return x == y || (x && y && !strcmp(x, y)); }
+
+static int memo_matches(const RtMhaMemo *e, const MhaKey *key, const fa4_mha_args *a)
+{
+    return e && e->hash == key->hash && e->key.len == key->len && !memcmp(e->key.bytes, key->bytes, key->len) &&
+           same_text(e->config, a->config) && same_text(e->score_mod, a->score_mod);
+}
+
+/* The outcome and tensor maps remembered for a's signature (copied: the entry may be replaced once
+ * unlocked), with the entry's stamp; 0 when there is none. */
+static int memo_get(fa4_ctx *ctx, const MhaKey *key, const fa4_mha_args *a, MhaOutcome *out, RtMapCache *maps,
+                    uint64_t *gen)
+{
+    int found = 0;
+    RtMhaMemo **set = &ctx->mha_memo[memo_set(key->hash)];
+    pthread_mutex_lock(&ctx->mu);
+    for (int i = 0; i < RT_MHA_WAYS && !found; i++)
+        if (memo_matches(set[i], key, a)) {
+            *out = set[i]->out, *maps = set[i]->maps, *gen = set[i]->gen;
+            found = 1;
+        }
+    pthread_mutex_unlock(&ctx->mu);
+    return found;
+}
+
+static void memo_free(RtMhaMemo *e)
+{
+    if (!e) return;
+    free(e->config);
+    free(e->score_mod);
+    free(e);
+}
+
+/* Remember a launched call's outcome; best effort (out of memory: not remembered). */
+static void memo_put(fa4_ctx *ctx, const MhaKey *key, const fa4_mha_args *a, const MhaOutcome *out,
+                     const RtMapCache *maps)
+{
+    size_t al = _Alignof(RtMhaMemo), bytes = (sizeof(RtMhaMemo) + al - 1) / al * al;
+    RtMhaMemo *e = aligned_alloc(al, bytes);
+    if (!e) return;
+    memset(e, 0, sizeof *e);
+    e->maps = *maps, e->hash = key->hash, e->key = *key, e->out = *out;
+    e->config = a->config ? strdup(a->config) : NULL;
+    e->score_mod = a->score_mod ? strdup(a->score_mod) : NULL;
+    if ((a->config && !e->config) || (a->score_mod && !e->score_mod)) {
+        memo_free(e);
+        return;
+    }
+    RtMhaMemo **set = &ctx->mha_memo[memo_set(key->hash)], **slot = NULL, *old;
+    pthread_mutex_lock(&ctx->mu);
+    for (int i = 0; i < RT_MHA_WAYS && !slot; i++)
+        if (!set[i] || memo_matches(set[i], key, a)) slot = &set[i];
+    if (!slot) slot = &set[ctx->mha_memo_next++ % RT_MHA_WAYS];
+    old = *slot;
+    e->gen = ++ctx->mha_memo_gen;
+    *slot = e;
+    pthread_mutex_unlock(&ctx->mu);
+    memo_free(old);
+}
+
+/* Tensor maps a memoized call encoded anew go back to its entry (if it is still there). */
+static void memo_put_maps(fa4_ctx *ctx, const MhaKey *key, uint64_t gen, const RtMapCache *maps)
+{
+    RtMhaMemo **set = &ctx->mha_memo[memo_set(key->hash)];
+    pthread_mutex_lock(&ctx->mu);
+    for (int i = 0; i < RT_MHA_WAYS; i++)
+        if (set[i] && set[i]->gen == gen) set[i]->maps = *maps;
+    pthread_mutex_unlock(&ctx->mu);
+}
+
+void rt_mha_memo_free(fa4_ctx *ctx)
+{
+    for (unsigned i = 0; i < RT_MHA_MEMO; i++) memo_free(ctx->mha_memo[i]), ctx->mha_memo[i] = NULL;
+}
+
+/* The checks of prepare_read that read a pointer's value, as one answer (the full path words a refusal):
+ * check_paged's and check_varlen's table alignment, check_layout's tensor alignment, its address-space wraps
+ * and the lse and sink alignment, check_split's workspace alignment. A call of a memoized signature passed
+ * every other check of prepare_read when the signature was first seen. a: paged_bound applied. */
+static int pointers_pass(const fa4_mha_args *a, const TensorArg *t, int n)
+{
+    if ((uintptr_t)a->block_table % 4 || (uintptr_t)a->seqlens_k % 4 || (uintptr_t)a->cu_seqlens_q % 4 ||
+        (uintptr_t)a->cu_seqlens_k % 4 || (uintptr_t)a->lse % 4 || (uintptr_t)a->sink % 4 ||
+        (uintptr_t)a->alibi_slopes % 4 ||
+        (uintptr_t)a->workspace % 16)
+        return 0;
+    for (int i = 0; i < n; i++)
+        if ((uintptr_t)t[i].ptr % 16 || (uintptr_t)t[i].ptr > UINTPTR_MAX - (uintptr_t)tensor_span(&t[i])) return 0;
+    const struct { const void *p; uint64_t bytes; } tabs[] = {
+        {a->cu_seqlens_q, ((uint64_t)a->batch + 1) * 4}, {a->cu_seqlens_k, ((uint64_t)a->batch + 1) * 4},
+        {a->block_table, (uint64_t)a->batch * (uint64_t)(a->max_pages > 0 ? a->max_pages : 0) * 4},
+        {a->seqlens_k, (uint64_t)a->batch * 4}, {a->lse, lse_rows(a) * 4}};
+    for (size_t i = 0; i < sizeof tabs / sizeof tabs[0]; i++)
+        if (tabs[i].p && (uintptr_t)tabs[i].p > UINTPTR_MAX - tabs[i].bytes) return 0;
+    return 1;
+}
+
+/* The workspace bytes the launch of outcome o uses (0: none). */
+static uint64_t ws_bytes(const fa4_mha_args *a, const MhaOutcome *o)
+{
+    return o->ws ? rt_split_workspace_bytes(o->splits, split_rows(a), a->ov_depth) : 0;
+}
+
+/* The launches of a call whose checks have all passed (the buffers' included): the kernel, then the combine
+ * kernel when the partials go through the workspace. maps: the tensor maps to reuse or refill. */
+static fa4_status launch_call(fa4_ctx *ctx, const fa4_mha_args *a, const MhaOutcome *o, CUstream stream,
+                              RtMapCache *maps)
+{
+    RtLaunch l;
+    fa4_status s = bind(ctx, &o->k->plan, a, o->splits, &l);
+    if (!s) s = rt_launch_cached(ctx, o->k, &l, stream, maps);
+    if (!s && o->ws) s = launch_combine(ctx, o->comb, a, o->splits, stream);
+    return s;
+}
+
+/* A call of a memoized signature: 1 when it ran or was refused (*s), 0 to take the full path. */
+static int memo_call(fa4_ctx *ctx, fa4_mha_args *a, const MhaKey *key, CUstream stream, fa4_status *s)
+{
+    MhaOutcome o;
+    RtMapCache maps;
+    uint64_t gen;
+    if (!memo_get(ctx, key, a, &o, &maps, &gen)) return 0;
+    paged_bound(a);
+    TensorArg t[N_TENSORS];
+    RtBuffer b[N_BUFFERS];
+    int n = tensors(a, t);
+    if (!pointers_pass(a, t, n)) return 0;
+    int pushed;
+    if ((*s = rt_ctx_enter(ctx, &pushed))) return 1;
+    int was_valid = maps.valid;
+    const void *was[TENSOR_COUNT];
+    memcpy(was, maps.ptr, sizeof was);
+    *s = rt_check_buffers_memo(ctx, b, buffers(a, ws_bytes(a, &o), t, n, b));
+    if (!*s) *s = launch_call(ctx, a, &o, stream, &maps);
+    rt_ctx_leave(ctx, pushed);
+    if (!*s && (!was_valid || memcmp(was, maps.ptr, sizeof was))) memo_put_maps(ctx, key, gen, &maps);
+    return 1;
+}
+
+/* fa4_mha_fwd once the arguments, the config and the split count are settled; the context is current.
+ * key: the call's signature, remembered with the outcome once it has launched (NULL: not remembered). */
+static fa4_status run(fa4_ctx *ctx, const fa4_mha_args *a, Config *c, int splits, int path, CUstream stream,
+                      const MhaKey *key)
 {
     fa4_status s;
-    fa4_kernel *comb = NULL;
-    int ws = path && splits > 1 && !c->cluster_split; /* partials in the workspace, merged by the combine kernel */
-    if (ws && (s = check_workspace(ctx, a, splits))) return s;
+    MhaOutcome o = {NULL, NULL, splits, path && splits > 1 && !c->cluster_split};
+    if (o.ws && (s = check_workspace(ctx, a, splits))) return s;
     /* check_rope even on a memory hit: where rope_split is refused it is not in the canonical text, so
      * the key of a call with k_rope can name a kernel without it (found by tests/fuzz/fuzz_args) */
     if ((s = check_rope(ctx, a, c))) return s;
     /* the driver's word on every pointer before anything is compiled or launched for it */
-    if ((s = check_buffers(ctx, a, ws ? rt_split_workspace_bytes(splits, split_rows(a), a->ov_depth) : 0)))
-        return s;
-    if (ws && (s = get_combine(ctx, a, c->target, &comb))) return s;
-    char key[360];
-    config_canonical(c, key, sizeof key);
+    if ((s = check_buffers(ctx, a, ws_bytes(a, &o)))) return s;
+    if (o.ws && (s = get_combine(ctx, a, c->target, &o.comb))) return s;
+    char text[360];
+    config_canonical(c, text, sizeof text);
     int link;
     if (c->score_mod && (s = rt_mod_link(ctx, &link))) return s;
     if (c->score_mod) /* the link mode changes the cubin, not the config */
-        snprintf(key + strlen(key), sizeof key - strlen(key), " |%s", score_mod_link_name[link]);
-    uint64_t hash = rt_fnv1a(key, strlen(key), RT_FNV_SEED);
-    fa4_kernel *k = rt_kernel_lookup_mod(ctx, key, hash, a->score_mod);
+        snprintf(text + strlen(text), sizeof text - strlen(text), " |%s", score_mod_link_name[link]);
+    uint64_t hash = rt_fnv1a(text, strlen(text), RT_FNV_SEED);
+    o.k = rt_kernel_lookup_mod(ctx, text, hash, a->score_mod);
     fa4_kernel_stats st = {0};
-    if (!k && (s = rt_kernel_build(ctx, key, hash, c, a->score_mod, &k, &st, FA4_ERR_UNSUPPORTED))) return s;
-    RtLaunch l;
-    if (!(s = bind(ctx, &k->plan, a, splits, &l))) s = rt_launch(ctx, k, &l, stream);
-    if (!s && comb) s = launch_combine(ctx, comb, a, splits, stream);
+    if (!o.k && (s = rt_kernel_build(ctx, text, hash, c, a->score_mod, &o.k, &st, FA4_ERR_UNSUPPORTED))) return s;
+    RtMapCache maps;
+    maps.valid = 0;
+    if (!(s = launch_call(ctx, a, &o, stream, &maps)) && key) memo_put(ctx, key, a, &o, &maps);
     return s;
 }
 
@@ -919,8 +1211,14 @@ fa4_status fa4_mha_fwd(fa4_ctx *ctx, const fa4_mha_args *args, void *stream)
     if (!ctx) return rt_fail(NULL, FA4_ERR_INVALID_ARGUMENT, "ctx: NULL");
     fa4_mha_args a;
     Config c;
-    fa4_status s = prepare(ctx, args, &a, &c);
+    MhaKey key;
+    fa4_status s = read_args(ctx, args, &a);
     if (s) return s;
+    int keyed = memo_key(ctx, &a, &key);
+    /* a context whose driver is not open yet has remembered nothing (and a refusal must not open it) */
+    int ready = atomic_load_explicit(&ctx->drv_state, memory_order_acquire) == LIB_READY;
+    if (keyed && ready && memo_call(ctx, &a, &key, (CUstream)stream, &s)) return s;
+    if ((s = read_args(ctx, args, &a)) || (s = prepare_read(ctx, &a, &c))) return s; /* a afresh: memo_call may have bounded it */
     /* Only now the driver: everything above is the caller's arguments. */
     int splits, path, pushed;
     if ((s = rt_driver(ctx)) || (s = finish_config(ctx, &a, &c, 1)) ||
@@ -928,7 +1226,7 @@ fa4_status fa4_mha_fwd(fa4_ctx *ctx, const fa4_mha_args *args, void *stream)
         return s;
     split_path_words(&c, &a, path);
     if ((s = rt_ctx_enter(ctx, &pushed))) return s;
-    s = run(ctx, &a, &c, splits, path, (CUstream)stream);
+    s = run(ctx, &a, &c, splits, path, (CUstream)stream, keyed ? &key : NULL);
     rt_ctx_leave(ctx, pushed);
     return s;
 }

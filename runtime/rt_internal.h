@@ -118,6 +118,24 @@ typedef struct {
     uint32_t cluster_tried, cluster_fits; /* bit n: a cluster split of n CTAs was planned / plans */
 } RtSplitFacts;
 
+/* The driver's word on a buffer pointer (buffers.c): ptr lies in the allocation [start, start + size) of
+ * device memory the context may use (0, 0: the driver gave no range). ptr 0: an empty slot. */
+enum { RT_PTR_MEMO = 256, RT_PTR_WAYS = 4 };
+typedef struct { uint64_t ptr, start, size; } RtPtrMemo;
+
+/* Tensor maps a launch encoded, for the next launch of the same kernel over the same pointers (launch.c).
+ * The maps' dims, strides and boxes follow from the kernel and the call's signature, which the owner
+ * (mha.c's call memo) keys on; ptr[] are the tensors' bases the maps were encoded with. */
+typedef struct RtMapCache {
+    CUtensorMap maps[PLAN_MAX_MAPS];
+    const void *ptr[TENSOR_COUNT];
+    int valid;
+} RtMapCache;
+
+/* mha.c's call memo: the outcome of a call's pointer-free work for one argument signature. */
+enum { RT_MHA_MEMO = 64, RT_MHA_WAYS = 4 };
+typedef struct RtMhaMemo RtMhaMemo;
+
 struct fa4_ctx {
     fa4_options opt;
     char cache_dir[RT_PATH_MAX]; /* "" until resolved; resolved at create */
@@ -141,6 +159,12 @@ struct fa4_ctx {
     int device_target;           /* TargetId from the device's CC, -1 unknown */
     RtSplitFacts split_facts[RT_SPLIT_FACTS]; /* mha.c resolve_splits; replaced round-robin */
     unsigned n_split_facts;
+    RtPtrMemo ptr_memo[RT_PTR_MEMO];     /* buffers.c: pointers the driver vouched for */
+    unsigned ptr_memo_next;
+    int recheck_buffers;                 /* opt.recheck_buffers or FA4GEN_RECHECK_BUFFERS=1: no ptr_memo */
+    RtMhaMemo *mha_memo[RT_MHA_MEMO];    /* mha.c: call signatures seen (owned; NULL: empty) */
+    unsigned mha_memo_next;
+    uint64_t mha_memo_gen;               /* stamps each entry, so a write-back finds the one it read */
 
     pthread_mutex_t err_mu;      /* err_bufs */
     pthread_key_t err_key;       /* this thread's message buffer (char[RT_ERR_MAX]) */
@@ -247,6 +271,10 @@ typedef struct RtLaunch {
 /* Encode the plan's maps, pack the plan's parameter list, launch (a cluster launch when the
  * plan has a cluster). The context must be current. */
 fa4_status rt_launch(fa4_ctx *ctx, const struct fa4_kernel *k, const RtLaunch *l, CUstream stream);
+/* The same, with the maps taken from mc when it holds maps of this kernel over the same tensor bases (the
+ * caller guarantees the same dims and strides), else encoded and left in mc. mc NULL: rt_launch. */
+fa4_status rt_launch_cached(fa4_ctx *ctx, const struct fa4_kernel *k, const RtLaunch *l, CUstream stream,
+                            RtMapCache *mc);
 
 /* ============================== buffers.c ============================== */
 
@@ -267,6 +295,13 @@ typedef struct RtBuffer {
  * memory or an extent past the allocation's end is FA4_ERR_INVALID_ARGUMENT naming the buffer. The
  * driver must be open; no allocation, no lock. */
 fa4_status rt_check_buffers(fa4_ctx *ctx, const RtBuffer *b, int n);
+/* The same, except that a pointer the driver has vouched for on this context (it is remembered in
+ * ctx->ptr_memo with its allocation) is checked against the remembered allocation without asking again;
+ * a pointer not remembered, or whose extent the remembered allocation does not hold, is asked. Every call
+ * asks when ctx->recheck_buffers. */
+fa4_status rt_check_buffers_memo(fa4_ctx *ctx, const RtBuffer *b, int n);
+/* Forget every remembered pointer (fa4_forget_buffers). */
+void rt_forget_buffers(fa4_ctx *ctx);
 
 /* a x b, or UINT64_MAX when the product does not fit 64 bits: every bound refuses the saturated value. */
 static inline uint64_t rt_mul_sat(uint64_t a, uint64_t b)
@@ -279,6 +314,13 @@ static inline uint64_t rt_add_sat(uint64_t a, uint64_t b)
     uint64_t r;
     return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
 }
+
+/* ============================== mha.c ============================== */
+
+/* 0 when mha.c's call-memo field list covers every byte of fa4_mha_args but padding, else -1 and why. */
+int rt_mha_memo_fields(char *err, size_t n);
+/* Free the context's call memo (fa4_destroy). */
+void rt_mha_memo_free(fa4_ctx *ctx);
 
 /* ============================== split.c ============================== */
 /* The split count for tiles CTAs of work on sm_count SMs with kv_blocks kv blocks per tile

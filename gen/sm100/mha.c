@@ -855,6 +855,20 @@ static void sfx_block(Emit *e, int masked)
     sfx_load(e, 0, 0, bn);
     op_tmem_wait_ld(e);
     if (e->mod) sfx_score_mod(e);
+    if (p->cfg.softcap || p->cfg.alibi) elems(e, x, reg_find(e, "sx_s"), 0, bn);
+    if (p->cfg.softcap) {
+        emit_note(e, "plan note softcap: S = tanh(S softcap_scale); scale_log2 is cap log2 e");
+        sfx_softcap(e, x, bn);
+    }
+    if (p->cfg.alibi) {
+        Reg d0 = reg_b32(e, "sx_al_d0");
+        int col[256];
+        for (int c = 0; c < bn; c++) col[c] = c;
+        emit_note(e, "plan note alibi: S += -slope |key - diagonal|, key j*bn + column");
+        emit(e, "mul.lo.u32 %s, %%sx_j, %d;", R(e, d0), bn);
+        emit(e, "sub.s32 %s, %s, %%sx_al_q;", R(e, d0), R(e, d0));
+        sfx_alibi(e, x, col, bn, d0, reg_find(e, "sx_al_ns"), reg_f32(e, "sx_al_df"), reg_f32(e, "sx_al_t"));
+    }
     if (masked) sfx_mask_regs(e, 0, 0, bn);
     if (masked && p->cfg.page) sfx_page_mask(e);
     elems(e, x, reg_find(e, "sx_s"), 0, bn);
@@ -918,6 +932,13 @@ static void sfx_setup(Emit *e)
     emit(e, "mad.lo.u32 %s, %s, %d, %s;", tmp, t, s->seq_rows, seq);
     emit(e, "add.u32 %s, %%m0, %s;", seq, tmp);
     if (e->mod) row_head(e, reg_b32(e, "sx_hq"));
+    if (p->cfg.alibi) {
+        emit_note(e, "plan note alibi: this row's slope (its head's) and diagonal key, row + seqlen_k - seqlen_q");
+        Reg hd = reg_b32(e, "sx_al_h");
+        row_head(e, hd);
+        sfx_alibi_slope(e, reg_f32(e, "sx_al_ns"), hd, reg_b64(e, "sx_al_addr"));
+        emit(e, "add.u32 %s, %s, %%kv_off;", reg(e, "b32", "sx_al_q"), seq);
+    }
     const struct { const char *name; uint32_t off; } bars[] = {
         {"sx_bar_s", s->bar_s_full}, {"sx_bar_corr", s->bar_corr_full}, {"sx_bar_p", s->bar_p_full},
         {"sx_bar_l", s->bar_l_full}};

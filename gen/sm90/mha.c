@@ -559,6 +559,23 @@ static void emit_softmax(Emit *e, int masked)
         for (int q = 0; q < p->bn / 8; q++)
             for (int x = 0; x < 2; x++) row[h][2 * q + x] = reg_at(e, s_acc, s_index(q, h, x));
     if (e->mod) emit_score_mod(e, row);
+    if (p->cfg.softcap) {
+        emit_note(e, "plan note softcap: S = tanh(S softcap_scale); scale_log2 is cap log2 e");
+        for (int h = 0; h < 2; h++) sfx_softcap(e, row[h], n);
+    }
+    if (p->cfg.alibi) {
+        Reg d0 = reg_b32(e, "cs_al_d0"), df = reg_f32(e, "cs_al_df"), t = reg_f32(e, "cs_al_t");
+        int col[128];
+        for (int q = 0; q < p->bn / 8; q++)
+            for (int x = 0; x < 2; x++) col[2 * q + x] = 8 * q + x;
+        emit_note(e, "plan note alibi: S += -slope |key - diagonal|, key j*bn + 2*(lane%%4) + column");
+        for (int h = 0; h < 2; h++) {
+            emit(e, "mul.lo.u32 %s, %%cs_j, %d;", R(e, d0), p->bn);
+            emit(e, "add.u32 %s, %s, %%cs_lm2;", R(e, d0), R(e, d0));
+            emit(e, "sub.s32 %s, %s, %%cs_al_q%d;", R(e, d0), R(e, d0), h);
+            sfx_alibi(e, row[h], col, n, d0, reg_find(e, "cs_al_ns%d", h), df, t);
+        }
+    }
     if (masked) {
         emit_note(e, "mask: column c of this thread is key j*bn + 2*(lane%%4) + c; hide it past the row's bounds");
         for (int h = 0; h < 2; h++) {
@@ -1236,6 +1253,18 @@ static void emit_consumer(Emit *e)
         emit(e, "mov.f32 %s, 0f00000000;", reg(e, "f32", l));
     }
     for (int i = 0; i < f.o_regs; i++) emit(e, "mov.f32 %%o%d, 0f00000000;", i);
+    if (p->cfg.alibi) {
+        emit_note(e, "plan note alibi: each row half's slope (its head's) and diagonal key, row + seqlen_k - seqlen_q");
+        Reg hd = reg_b32(e, "cs_al_h"), ad = reg_b64(e, "cs_al_addr");
+        for (int h = 0; h < 2; h++) {
+            if (s->packed) emit(e, "add.u32 %s, %%head, %%cs_hoff%d;", R(e, hd), h);
+            else emit(e, "mov.u32 %s, %%head;", R(e, hd));
+            sfx_alibi_slope(e, reg_f32(e, "cs_al_ns%d", h), hd, ad);
+            Reg aq = reg_b32(e, "cs_al_q%d", h);
+            emit(e, "add.u32 %s, %%m0, %s;", R(e, aq), row_seq(e, h));
+            emit(e, "add.u32 %s, %s, %%kv_off;", R(e, aq), R(e, aq));
+        }
+    }
     emit_note(e, "this tile's Q slot: its base, this consumer's rows in it, their wgmma A descriptor");
     Reg qbase = reg_b32(e, "cs_qslot_base"), qrows = reg_b32(e, "cs_qslot_rows");
     const char *qlo = reg(e, "b32", "cs_q_lo");

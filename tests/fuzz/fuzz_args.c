@@ -209,7 +209,7 @@ static void capture(CUfunction f, void **params, unsigned grid)
             memcpy(w, params[i], sizeof w);
             FUZZ_CHECK(w[0] == FAKE_MAP_MAGIC && w[2] == ~FAKE_MAP_MAGIC, "parameter %s is not an encoded map",
                        q->name);
-            cap.maps[q->index] = (int)w[1];
+            cap.maps[q->index] = (int)w[1]; /* the encode's serial (fake_cuda_encoded) */
             continue;
         }
         uint64_t v = 0;
@@ -408,7 +408,8 @@ static void fuzz_mha(Rd *r)
                    ptr[i]);
     }
     for (int i = 0; i < cap.plan->n_maps; i++) {
-        const FakeMap *m = &fz_fake->encodes[cap.maps[i]];
+        const FakeMap *m = fz_fake_encoded((uint32_t)cap.maps[i]);
+        FUZZ_CHECK(m != NULL, "map '%s' of an encode the fake no longer holds", cap.plan->maps[i].name);
         int which = -1;
         for (int j = 0; j < 4 + rope; j++)
             if (m->addr == (uint64_t)(uintptr_t)ptr[j]) which = j;
@@ -520,7 +521,8 @@ static void fuzz_mla(Rd *r)
     /* a buffer reaches the kernel as a pointer parameter (sm90a) or as the base of tensor maps (sm100a: q, kv) */
     int mapped[8] = {0};
     for (int m = 0; m < cap.plan->n_maps; m++) {
-        const FakeMap *fm = &fz_fake->encodes[cap.maps[m]];
+        const FakeMap *fm = fz_fake_encoded((uint32_t)cap.maps[m]);
+        FUZZ_CHECK(fm != NULL, "map '%s' of an encode the fake no longer holds", cap.plan->maps[m].name);
         int which = -1;
         for (size_t i = 0; i < sizeof buf / sizeof buf[0]; i++)
             if (buf[i].p && fm->addr == (uint64_t)(uintptr_t)buf[i].p) which = (int)i;

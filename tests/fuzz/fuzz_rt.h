@@ -19,6 +19,7 @@ static FakeCuda *fz_fake;
 static FakeCudaResetFn fz_fake_reset;
 static FakeCudaMapFn fz_fake_map;
 static FakeCudaUnmapFn fz_fake_unmap;
+static FakeCudaEncodedFn fz_fake_encoded;
 static CUresult (*fz_fake_init)(unsigned);
 
 /* The fake driver's records; aborts unless libcuda.so.1 is the fake. */
@@ -31,7 +32,8 @@ static void fz_fake_open(void)
     fz_fake_init = lib ? (CUresult(*)(unsigned))dlsym(lib, "cuInit") : NULL;
     fz_fake_map = lib ? (FakeCudaMapFn)dlsym(lib, "fake_cuda_map") : NULL;
     fz_fake_unmap = lib ? (FakeCudaUnmapFn)dlsym(lib, "fake_cuda_unmap") : NULL;
-    if (!get || !fz_fake_reset || !fz_fake_init || !fz_fake_map || !fz_fake_unmap) {
+    fz_fake_encoded = lib ? (FakeCudaEncodedFn)dlsym(lib, "fake_cuda_encoded") : NULL;
+    if (!get || !fz_fake_reset || !fz_fake_init || !fz_fake_map || !fz_fake_unmap || !fz_fake_encoded) {
         fprintf(stderr, "fuzz: libcuda.so.1 is not the fake driver; run with LD_LIBRARY_PATH=build/fakecuda "
                         "(make fuzz-ci does)\n");
         abort();

@@ -1,5 +1,6 @@
 #!/bin/sh
-# tests/ptxas/run_features.sh [FA4GEN] - MHA kernels with sinks and a score_mod (issue 10) on both
+# tests/ptxas/run_features.sh [FA4GEN] - MHA kernels with sinks and a score_mod (issue 10), and the built-in
+# softcap=1 / alibi=1 (issue 27; each alone and both with a sink) on both
 # targets assemble (evidence level 1: ptxas): every config of the list below, with sink=1, with each
 # mod of tests/ptxas/mods/ (fa4gen --score-mod: NVRTC compiles it, the splice copies it into every
 # score site), and with sink + soft-capping: ptxas exits 0 without warnings (C7508 setmaxnreg
@@ -28,6 +29,10 @@ for base in \
     echo "$base sink=1|"
     for m in softcap30_approx alibi relbias~ softcap30~; do echo "$base|$m"; done
     echo "$base sink=1|softcap30_approx"
+    # the built-in score transforms (issue 27 item 2): config words, no score_mod
+    echo "$base softcap=1|"
+    echo "$base alibi=1|"
+    echo "$base softcap=1 alibi=1 sink=1|"
 done > "$list"
 
 sass_counts() { # CUBIN -> "CALLs LDL/STLs"

@@ -11,7 +11,7 @@ int main(void)
 {
     printf("fa4_options %zu\nfa4_mha_args %zu\nfa4_mla_sparse_args %zu\n", sizeof(fa4_options),
            sizeof(fa4_mha_args), sizeof(fa4_mla_sparse_args));
-    F(fa4_options, verbose); F(fa4_options, disable_jit);
+    F(fa4_options, verbose); F(fa4_options, disable_jit); F(fa4_options, recheck_buffers);
     F(fa4_mha_args, q_stride); F(fa4_mha_args, softmax_scale); F(fa4_mha_args, config); F(fa4_mha_args, k_rope);
     F(fa4_mha_args, v_descale);
     F(fa4_mha_args, sink);
@@ -19,6 +19,7 @@ int main(void)
     F(fa4_mha_args, score_mod_aux);
     F(fa4_mha_args, cu_seqlens_q); F(fa4_mha_args, max_seqlen_q); F(fa4_mha_args, cu_seqlens_k_host);
     F(fa4_mha_args, block_table); F(fa4_mha_args, seqlens_k); F(fa4_mha_args, page_size); F(fa4_mha_args, num_pages);
+    F(fa4_mha_args, kv_early); F(fa4_mha_args, softcap); F(fa4_mha_args, alibi_slopes);
     F(fa4_mla_sparse_args, s_q); F(fa4_mla_sparse_args, topk); F(fa4_mla_sparse_args, q_stride);
     F(fa4_mla_sparse_args, out_stride); F(fa4_mla_sparse_args, sm_scale); F(fa4_mla_sparse_args, config);
     F(fa4_mla_sparse_args, kv_dtype); F(fa4_mla_sparse_args, kv_scale); F(fa4_mla_sparse_args, kv_scale_block);

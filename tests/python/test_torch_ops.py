@@ -109,5 +109,63 @@ raises("CPU tensors", lambda: fa4_torch.mha_fwd(cq, ck, cv), "needs a CUDA tenso
 raises("fp32 mla", lambda: fa4_torch.mla_sparse_fwd(torch.zeros(2, 64, 576), torch.zeros(8, 1, 576),
                                                    torch.zeros(2, 64, dtype=torch.int32)), "CUDA tensor")
 
+# the FlashAttention API ops (issue 27): schemas, fakes (out like q, lse shapes), make_fx and compile through them
+for name in ("flash_attn", "flash_attn_varlen", "flash_attn_with_kvcache"):
+    check(name + " registered", hasattr(torch.ops.fa4, name))
+kv_schema = str(torch.ops.fa4.flash_attn_with_kvcache.default._schema)
+check("flash_attn_with_kvcache mutates its caches", "Tensor(a1!) k_cache" in kv_schema and "Tensor(a2!) v_cache" in kv_schema,
+      kv_schema)
+qf = torch.empty(2, 100, 8, 128, dtype=torch.bfloat16, **meta)
+kf = torch.empty(2, 300, 2, 128, dtype=torch.bfloat16, **meta)
+o, lse = fa4_torch.flash_attn_func(qf, kf, kf, causal=True, window_size=(64, -1), softcap=30.0, return_lse=True)
+check("flash_attn fake", tuple(o.shape) == (2, 100, 8, 128) and o.stride() == qf.stride() and
+      tuple(lse.shape) == (2, 8, 100) and lse.dtype == torch.float32, str((o.shape, lse.shape)))
+qt = torch.empty(2, 8, 100, 128, dtype=torch.bfloat16, **meta).transpose(1, 2)  # transformers' layout
+check("flash_attn fake out keeps q's layout (empty_like)", fa4_torch.flash_attn_func(qt, kf, kf).stride() == qt.stride())
+qv = torch.empty(300, 8, 128, dtype=torch.bfloat16, **meta)
+cu = torch.empty(3, dtype=torch.int32, **meta)
+o, lse = fa4_torch.flash_attn_varlen_func(qv, qv, qv, cu, cu, 200, 200, return_lse=True)
+check("flash_attn_varlen fake", tuple(o.shape) == (300, 8, 128) and tuple(lse.shape) == (8, 300))
+qd = torch.empty(4, 1, 8, 128, dtype=torch.bfloat16, **meta)
+cache = torch.empty(4, 1024, 2, 128, dtype=torch.bfloat16, **meta)
+new = torch.empty(4, 1, 2, 128, dtype=torch.bfloat16, **meta)
+o, lse = fa4_torch.flash_attn_with_kvcache(qd, cache, cache, new, new, cache_seqlens=torch.empty(4, dtype=torch.int32,
+                                           **meta), causal=True, return_softmax_lse=True)
+check("flash_attn_with_kvcache fake", tuple(o.shape) == (4, 1, 8, 128) and tuple(lse.shape) == (4, 8, 1))
+raises("flash_attn dropout", lambda: fa4_torch.flash_attn_func(qf, kf, kf, dropout_p=0.1), "dropout_p")
+try:
+    def g(q, k, v, kc, vc, kn, lens):
+        o = fa4_torch.flash_attn_func(q, k, v, causal=True, softcap=20.0)
+        d = fa4_torch.flash_attn_with_kvcache(q[:, :1], kc, vc, kn, kn, cache_seqlens=lens, causal=True)
+        return o.float().sum() + d.float().sum()
+
+    fa_real = [torch.empty(2, 100, 8, 128, dtype=torch.bfloat16), torch.empty(2, 300, 2, 128, dtype=torch.bfloat16),
+               torch.empty(2, 300, 2, 128, dtype=torch.bfloat16), torch.empty(2, 512, 2, 128, dtype=torch.bfloat16),
+               torch.empty(2, 512, 2, 128, dtype=torch.bfloat16), torch.empty(2, 1, 2, 128, dtype=torch.bfloat16),
+               torch.zeros(2, dtype=torch.int32)]
+    code = make_fx(g, tracing_mode="fake")(*fa_real).code
+    check("make_fx traces fa4.flash_attn and fa4.flash_attn_with_kvcache",
+          "fa4.flash_attn.default" in code and "fa4.flash_attn_with_kvcache" in code, code)
+    torch._dynamo.reset()
+    torch.compile(g, fullgraph=True, backend="eager")(*fa_real)
+    check("torch.compile(fullgraph=True) through the FA ops", False, "no error from CPU tensors")
+except fa4.Fa4Error as e:
+    check("torch.compile(fullgraph=True) through the FA ops", "CUDA tensor" in str(e), str(e))
+except Exception as e:  # noqa: BLE001
+    check("torch.compile(fullgraph=True) through the FA ops", False, "%s: %s" % (type(e).__name__, str(e)[:1500]))
+
+
+class _Attn(torch.nn.Module):  # what transformers' attention modules carry
+    is_causal = True
+    num_key_value_groups = 4
+
+
+# transformers' function on CPU tensors: [B, H, S, D] in, the Fa4Error of the CPU tensors out; padding refused
+hq, hk = torch.zeros(1, 8, 16, 64, dtype=torch.bfloat16), torch.zeros(1, 2, 16, 64, dtype=torch.bfloat16)
+raises("transformers_attention: CPU tensors", lambda: fa4_torch.transformers_attention(_Attn(), hq, hk, hk, None,
+                                                                                      scaling=0.125), "CUDA tensor")
+raises("transformers_attention: padding mask", lambda: fa4_torch.transformers_attention(
+    _Attn(), hq, hk, hk, torch.ones(1, 16, dtype=torch.bool)), "attention_mask")
+
 print("torch ops: %d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)

@@ -453,6 +453,7 @@ static void exec_float(Sim *s, Thread *t, const Ins *in)
     case OP_RCP: r = 1.0f / a; break;
     case OP_SQRT: r = sqrtf(a); break;
     case OP_RSQRT: r = 1.0f / sqrtf(a); break;
+    case OP_TANH: r = tanhf(a); break; /* tanh.approx.f32 (PTX ISA 7.0, sm_75): max relative error 2^-11 */
     case OP_FMA: case OP_MAD: {
         float b = f32(alu_val(s, t, &o[2])), c = f32(alu_val(s, t, &o[3]));
         if (fz) b = ftz(b), c = ftz(c);
@@ -658,7 +659,7 @@ int alu_exec(Sim *s, Thread *t, const Ins *in)
         alu_set(s, t, &o[0], (b & 0x7fffffffu) | (a & 0x80000000u)); /* |b| with the sign of a */
         return 1;
     }
-    case OP_EX2: case OP_LG2: case OP_RCP: case OP_SQRT: case OP_RSQRT: case OP_FMA:
+    case OP_EX2: case OP_LG2: case OP_RCP: case OP_SQRT: case OP_RSQRT: case OP_TANH: case OP_FMA:
         if ((in->op == OP_FMA || in->op == OP_EX2) && is_half16(in->type)) { exec_half(s, t, in); return 1; }
         if (in->op == OP_FMA && in->type == T_F32X2) { exec_f32x2(s, t, in); return 1; }
         if (in->type != T_F32) break;

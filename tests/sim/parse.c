@@ -459,7 +459,7 @@ static const struct { const char *w; int op; } simple_ops[] = {
     {"div", OP_DIV}, {"rem", OP_REM}, {"min", OP_MIN}, {"max", OP_MAX}, {"neg", OP_NEG}, {"abs", OP_ABS},
     {"not", OP_NOT}, {"and", OP_AND}, {"or", OP_OR}, {"xor", OP_XOR}, {"shl", OP_SHL}, {"shr", OP_SHR},
     {"selp", OP_SELP}, {"cvt", OP_CVT}, {"cvta", OP_CVTA}, {"ex2", OP_EX2}, {"lg2", OP_LG2}, {"rcp", OP_RCP},
-    {"sqrt", OP_SQRT}, {"rsqrt", OP_RSQRT}, {"bfe", OP_BFE}, {"popc", OP_POPC}, {"clz", OP_CLZ},
+    {"sqrt", OP_SQRT}, {"rsqrt", OP_RSQRT}, {"tanh", OP_TANH}, {"bfe", OP_BFE}, {"popc", OP_POPC}, {"clz", OP_CLZ},
     {"prmt", OP_PRMT}, {"lop3", OP_LOP3}, {"bfind", OP_BFIND}, {"brev", OP_BREV}, {"bfi", OP_BFI}, {"shf", OP_SHF},
     {"copysign", OP_COPYSIGN},
     {"ld", OP_LD}, {"st", OP_ST}, {"mapa", OP_MAPA}, {"bra", OP_BRA}, {"ret", OP_RET}, {"exit", OP_EXIT},

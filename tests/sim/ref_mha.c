@@ -202,6 +202,8 @@ static double attend_row(const RefMha *p, const double *q_row, const double *k_r
         double dot = 0.0;
         for (int d = 0; d < p->qk_depth; d++) dot += q_row[d] * kj[d];
         s[j] = scale * dot;
+        if (p->softcap > 0.0) s[j] = p->softcap * tanh(s[j] / p->softcap);
+        if (p->alibi) s[j] -= p->alibi[h] * fabs((double)i + p->seqlen_k - p->seqlen_q - j);
         if (p->score_mod) s[j] = p->score_mod(p->mod_ctx, s[j], b, h, i, j);
         if (s[j] > m) m = s[j];
     }

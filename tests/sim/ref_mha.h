@@ -23,6 +23,8 @@
  *   score_mod (fa4.h): s_ij becomes score_mod(s_ij, b, h, i, j) before the mask (here: on
  *   the keys the row sees); the softmax runs on those values, and a row whose every value is
  *   -inf is a row that sees no key.
+ *   softcap, alibi (fa4.h, FlashAttention's definitions): s_ij = softcap tanh(s_ij / softcap), then
+ *   s_ij -= alibi[h] |i + seqlen_k - seqlen_q - j|, both before the mask (and before a score_mod).
  *   sink (fa4.h, gpt-oss): O_i = sum_j e^(s_ij - m) v_j / (sum_j e^(s_ij - m) + e^(sink_h - m)),
  *   m = max_j s_ij; LSE_i = log sum_j e^(s_ij) (the sink is not in it).
  * Outputs: O packed [batch, seqlen_q, heads_q, ov_depth] and LSE packed
@@ -88,6 +90,8 @@ typedef struct RefMha {
     const double *sink; /* [heads_q] sink logits, NULL: none */
     double (*score_mod)(const void *ctx, double s, int b, int h, int q, int k); /* NULL: none */
     const void *mod_ctx;
+    double softcap;      /* > 0: s_ij = softcap * tanh(s_ij / softcap); 0: none */
+    const double *alibi; /* [heads_q] slopes, NULL: none: s_ij -= alibi[h] |i + seqlen_k - seqlen_q - j| */
 } RefMha;
 
 /* Fills o (batch*seqlen_q*heads_q*ov_depth doubles) and lse

@@ -11,6 +11,8 @@
 #      bench/results/*-h100-sim-anchor.tar.xz, made by tests/gpu/run.sh)
 #   3b. the sm_90a sink and score_mod cases of tests/sim/cases_mods_sm90.txt against the fp64 reference
 #      only (no H100 anchor holds them yet)
+#   3b'. the built-in softcap and ALiBi (issue 27) of tests/sim/cases_scoretf.txt per target, against the fp64
+#      reference (input seed = scheduler seed)
 #   3c. the varlen and paged-KV cases of tests/sim/cases_varlen_sm90.txt (cc 9.0) and cases_varlen_sm100.txt
 #      (cc 10.0) through build/sim/sim_varlen, against the fp64 reference per sequence, the scheduler seed
 #      also drawing the inputs
@@ -65,6 +67,8 @@ grep 'target=sm90a' tests/sim/cases_split.txt > "$work/split90.txt"
 grep 'target=sm100a' tests/sim/cases_split.txt > "$work/split100.txt"
 grep 'target=sm90a' tests/sim/cases_stale.txt > "$work/stale90.txt"
 grep 'target=sm100a' tests/sim/cases_stale.txt > "$work/stale100.txt"
+grep '^target=sm90a' tests/sim/cases_scoretf.txt > "$work/stf90.txt"
+grep '^target=sm100a' tests/sim/cases_scoretf.txt > "$work/stf100.txt"
 step "combine kernel alone (-inf rows)" env FA4SIM_CC=90 $B/sim/test_combine
 # seed_steps SEED: every seeded step (in a subshell of its own: its log files are $work/*.SEED)
 seed_steps() {
@@ -80,6 +84,10 @@ seed_steps() {
     cp "$log" "$work/mha90.log.$seed"
     step "sm90a sinks + score_mod, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=90 \
         $B/sim/sim_mha --quiet --no-skip --cases tests/sim/cases_mods_sm90.txt
+    step "sm90a softcap + alibi, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=90 \
+        $B/sim/sim_mha --quiet --no-skip --seed $seed --cases "$work/stf90.txt"
+    step "sm100a softcap + alibi, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=100 \
+        $B/sim/sim_mha --quiet --no-skip --seed $seed --cases "$work/stf100.txt"
     step "sm90a varlen + paged, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=90 \
         $B/sim/sim_varlen --quiet --seed $seed --cases tests/sim/cases_varlen_sm90.txt
     step "sm100a varlen + paged, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=100 \

@@ -49,6 +49,9 @@
  *                             alibi     s - slope[h] |q - k|, slopes 2^(-8(h+1)/hq) in aux
  *                             relbias   s + bias[clamp(k - q, -128, 128) + 128], 257 U(-2, 2) in aux
  *                             rowdrop   -inf where (q + h + b) % 3 == 1 (those rows see no key)
+ *   softcap=X                 default 0; fa4_mha_args.softcap (built-in, config word softcap=1)
+ *   alibi=0|1                 default 0; 1: fa4_mha_args.alibi_slopes [hq] = 2^(-8(h+1)/hq) (built-in,
+ *                             config word alibi=1; bottom-right: - slope |i + sk - sq - j|)
  *
  * The canonical text of a case lists target dtype batch sq sk hq hkv qk ov mask,
  * then the other keys that differ from their defaults, in the order above
@@ -157,15 +160,20 @@ typedef struct Case {
     int workspace;     /* 0: no workspace even where splits would take one */
     int kv_early;      /* fa4_mha_args.kv_early */
     float sink_x;      /* sink=X */
+    float softcap;     /* softcap=X */
+    int alibi;         /* alibi=1 */
+    char softcap_text[64];
     char config[WORD_MAX];
     char descale_text[WORD_MAX], scale_text[64], amp_text[64]; /* as given, for the canonical text */
 } Case;
 
 enum { K_TARGET, K_DTYPE, K_SQ, K_SK, K_HQ, K_QK, K_BATCH, K_HKV, K_OV, K_MASK, K_CONFIG, K_KROPE, K_DESCALE,
-       K_SCALE, K_AMP, K_LAYOUT, K_LSE, K_SINK, K_MOD, K_SPLITS, K_WORKSPACE, K_KV_EARLY, K_COUNT };
+       K_SCALE, K_AMP, K_LAYOUT, K_LSE, K_SINK, K_MOD, K_SPLITS, K_WORKSPACE, K_KV_EARLY, K_SOFTCAP, K_ALIBI,
+       K_COUNT };
 static const char *const KEY_NAMES[K_COUNT] = {"target", "dtype", "sq", "sk", "hq", "qk", "batch", "hkv", "ov",
                                                "mask", "config", "k_rope", "descale", "scale", "amp", "layout",
-                                               "lse", "sink", "mod", "splits", "workspace", "kv_early"};
+                                               "lse", "sink", "mod", "splits", "workspace", "kv_early",
+                                               "softcap", "alibi"};
 
 enum { SINK_NONE, SINK_RAND, SINK_NEG_INF, SINK_ALT };
 enum { MOD_NONE, MOD_SOFTCAP30, MOD_SOFTCAP50, MOD_ALIBI, MOD_RELBIAS, MOD_ROWDROP, MOD_COUNT };
@@ -278,6 +286,10 @@ static int set_key(Case *c, int k, const char *v, char *err, size_t n)
     case K_SPLITS: return word_int(key, v, 0, FA4_MAX_SPLITS, &c->splits, err, n);
     case K_WORKSPACE: return word_choice(key, v, bits, 2, &c->workspace, err, n);
     case K_KV_EARLY: return word_choice(key, v, bits, 2, &c->kv_early, err, n);
+    case K_SOFTCAP:
+        snprintf(c->softcap_text, sizeof c->softcap_text, "%s", v);
+        return parse_float(key, v, 0, &c->softcap, err, n);
+    case K_ALIBI: return word_choice(key, v, bits, 2, &c->alibi, err, n);
     }
     return errf(err, n, "internal: key %d", k);
 }
@@ -346,6 +358,8 @@ static void case_format(const Case *c, char *buf, size_t n)
     if (c->splits != 1) MORE(" splits=%d", c->splits);
     if (!c->workspace) MORE(" workspace=0");
     if (c->kv_early) MORE(" kv_early=1");
+    if (c->softcap_text[0]) MORE(" softcap=%s", c->softcap_text);
+    if (c->alibi) MORE(" alibi=1");
 #undef MORE
 }
 
@@ -543,7 +557,9 @@ typedef struct Run {
     double *ref_o, *ref_lse;
     float *sink, *aux;         /* host: sink [hq], the mod's aux table */
     double *sink_d;            /* the sinks as the reference reads them */
-    CUdeviceptr dsink, daux;
+    float *alibi;              /* host: ALiBi slopes [hq] */
+    double *alibi_d;
+    CUdeviceptr dsink, daux, dalibi;
     int naux;
     CUdeviceptr dws;           /* split-KV workspace */
     size_t ws_bytes;
@@ -558,8 +574,9 @@ static void run_free(Env *env, Run *run)
     if (run->dlse) env->cu.MemFree(run->dlse);
     if (run->dsink) env->cu.MemFree(run->dsink);
     if (run->daux) env->cu.MemFree(run->daux);
+    if (run->dalibi) env->cu.MemFree(run->dalibi);
     if (run->dws) env->cu.MemFree(run->dws);
-    free(run->sink), free(run->aux), free(run->sink_d);
+    free(run->sink), free(run->aux), free(run->sink_d), free(run->alibi), free(run->alibi_d);
     free(run->lse), free(run->ref_o), free(run->ref_lse);
 }
 
@@ -596,6 +613,14 @@ static int stage_features(Env *env, const Case *c, Run *run, Result *res)
         }
         CU_TRY(env->cu.MemAlloc(&run->dsink, sizeof(float) * (size_t)c->hq), res, "cuMemAlloc (sink)");
         CU_TRY(env->cu.MemcpyHtoD(run->dsink, run->sink, sizeof(float) * (size_t)c->hq), res, "cuMemcpyHtoD (sink)");
+    }
+    if (c->alibi) {
+        run->alibi = malloc(sizeof(float) * (size_t)c->hq);
+        run->alibi_d = malloc(sizeof(double) * (size_t)c->hq);
+        if (!run->alibi || !run->alibi_d) return result_fail(res, "out of host memory");
+        for (int h = 0; h < c->hq; h++) run->alibi_d[h] = run->alibi[h] = (float)exp2(-8.0 * (h + 1) / c->hq);
+        CU_TRY(env->cu.MemAlloc(&run->dalibi, sizeof(float) * (size_t)c->hq), res, "cuMemAlloc (alibi)");
+        CU_TRY(env->cu.MemcpyHtoD(run->dalibi, run->alibi, sizeof(float) * (size_t)c->hq), res, "cuMemcpyHtoD (alibi)");
     }
     run->naux = c->mod == MOD_ALIBI ? c->hq : c->mod == MOD_RELBIAS ? 2 * RELBIAS_R + 1 : 0;
     if (run->naux) {
@@ -665,6 +690,8 @@ static fa4_mha_args case_args(const Case *c, const Run *run)
     a.workspace = run->dws ? (void *)(uintptr_t)run->dws : NULL;
     a.workspace_size = run->ws_bytes;
     a.kv_early = c->kv_early;
+    a.softcap = c->softcap;
+    a.alibi_slopes = c->alibi ? (const float *)(uintptr_t)run->dalibi : NULL;
     return a;
 }
 
@@ -747,6 +774,8 @@ static int reference(const Case *c, Run *run, Result *res)
     if (!run->ref_o || !run->ref_lse) return result_fail(res, "out of host memory for the reference");
     RefMha p = ref_problem(c, run->t, run->host);
     p.sink = run->sink_d;
+    p.softcap = c->softcap;
+    p.alibi = run->alibi_d;
     ModCtx mc = {c, run->aux};
     if (c->mod) p.score_mod = mod_ref, p.mod_ctx = &mc;
     char err[256];

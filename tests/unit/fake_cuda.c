@@ -38,6 +38,17 @@ static _Thread_local int ctx_depth;
 
 EXPORT FakeCuda *fake_cuda_state(void) { return &st; }
 
+/* Every encode since the library was loaded, by serial (a ring): maps outlive fake_cuda_reset, as encoded
+ * maps outlive nothing in a real driver (they are plain bytes the caller keeps). */
+static FakeMap history[FAKE_ENCODE_HISTORY];
+static uint32_t n_serials;
+
+EXPORT const FakeMap *fake_cuda_encoded(uint32_t serial)
+{
+    if (serial >= n_serials || n_serials - serial > FAKE_ENCODE_HISTORY) return NULL;
+    return &history[serial % FAKE_ENCODE_HISTORY];
+}
+
 EXPORT void fake_cuda_reset(void)
 {
     int major = st.cc_major, minor = st.cc_minor, sms = st.sm_count, inits = st.inits;
@@ -51,6 +62,7 @@ EXPORT void fake_cuda_reset(void)
     st.modules_loaded = loaded, st.modules_live = live, st.functions = funcs;
     st.n_ranges = n_ranges;
     memcpy(st.ranges, ranges, sizeof ranges);
+    st.encode_base = n_serials;
 }
 
 EXPORT int fake_cuda_map(uint64_t base, uint64_t size, unsigned type, int device, int managed)
@@ -563,34 +575,39 @@ EXPORT CUresult cuTensorMapEncodeTiled(CUtensorMap *map, CUtensorMapDataType t, 
         if (i + 1 < rank) m->strides[i] = strides[i];
     }
     m->interleave = (uint32_t)il, m->swizzle = (uint32_t)sw, m->l2 = (uint32_t)l2, m->oob = (uint32_t)oob;
-    uint32_t words[3] = {FAKE_MAP_MAGIC, (uint32_t)st.n_encodes, ~FAKE_MAP_MAGIC};
+    uint32_t words[3] = {FAKE_MAP_MAGIC, n_serials, ~FAKE_MAP_MAGIC};
     memset(map, 0, sizeof *map);
     memcpy(map, words, sizeof words);
+    history[n_serials++ % FAKE_ENCODE_HISTORY] = *m;
     st.n_encodes++;
     return CUDA_SUCCESS;
 }
 
 /* ------------------------------------------------------------ launches */
 
-/* The index of the encode a parameter is, or -1 when it is not a map we made.
+/* The encode a parameter is, or NULL when it is not a map we made (its serial in *serial).
  * Reads word 0 first: every parameter has at least 4 bytes. */
-static int map_param(const void *p)
+static const FakeMap *map_param(const void *p, uint32_t *serial)
 {
     uint32_t w[3];
     memcpy(&w[0], p, 4);
-    if (w[0] != FAKE_MAP_MAGIC) return -1;
+    if (w[0] != FAKE_MAP_MAGIC) return NULL;
     memcpy(w, p, sizeof w);
-    return w[2] == ~FAKE_MAP_MAGIC && w[1] < (uint32_t)st.n_encodes ? (int)w[1] : -1;
+    *serial = w[1];
+    return w[2] == ~FAKE_MAP_MAGIC ? fake_cuda_encoded(w[1]) : NULL;
 }
 
 static CUresult record_params(FakeLaunch *l, void **params)
 {
     int i = 0;
-    for (int id; params[i] && (id = map_param(params[i])) >= 0; i++) {
+    const FakeMap *m;
+    uint32_t serial;
+    for (; params[i] && (m = map_param(params[i], &serial)); i++) {
         if (i == FAKE_MAX_LAUNCH_MAPS) return refuse(CUDA_ERROR_INVALID_VALUE, "launch: more than %d maps",
                                                      FAKE_MAX_LAUNCH_MAPS);
-        l->map_ids[i] = id;
-        l->maps[i] = st.encodes[id];
+        l->map_ids[i] = (int)(serial - st.encode_base); /* below 0: encoded before the reset */
+        l->map_serials[i] = serial;
+        l->maps[i] = *m;
     }
     l->n_maps = i;
     for (int k = 0; k < 7; k++)

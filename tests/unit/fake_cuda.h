@@ -69,7 +69,10 @@ typedef struct FakeLaunch {
     int smem_attr; /* the function's MAX_DYNAMIC_SHARED_SIZE_BYTES at launch (0: never set) */
     void *stream;
     int n_maps;
-    int map_ids[FAKE_MAX_LAUNCH_MAPS]; /* index into FakeCuda.encodes */
+    /* index into FakeCuda.encodes; below 0: a map encoded before the last fake_cuda_reset and passed again
+     * (a launch reusing encoded maps), -1 for the newest of those */
+    int map_ids[FAKE_MAX_LAUNCH_MAPS];
+    uint32_t map_serials[FAKE_MAX_LAUNCH_MAPS]; /* each map's encode serial (fake_cuda_encoded) */
     FakeMap maps[FAKE_MAX_LAUNCH_MAPS];
     uint64_t lse;
     uint32_t seqlen_q, seqlen_k, heads_q, batch;
@@ -87,8 +90,9 @@ typedef struct FakeCuda {
     int proc_found, proc_missed; /* cuGetProcAddress answers */
     int modules_loaded, modules_live, functions;
     int fatbins_loaded; /* modules whose image was a fatbin (an AOT bundle's) */
-    int n_encodes;
+    int n_encodes;      /* since the last reset; the map's serial is encode_base + its index */
     FakeMap encodes[FAKE_MAX_ENCODES];
+    uint32_t encode_base;
     int n_launches;
     FakeLaunch launches[FAKE_MAX_LAUNCHES];
     int n_attrs;
@@ -108,5 +112,9 @@ typedef void (*FakeCudaResetFn)(void); /* clears the records, keeps the device s
 typedef int (*FakeCudaMapFn)(uint64_t base, uint64_t size, unsigned type, int device, int managed);
 /* Forgets the range that starts at base (0), or -1 when none does. */
 typedef int (*FakeCudaUnmapFn)(uint64_t base);
+/* The encode of serial `serial` (word 1 of every map the fake encodes; serials count every encode since the
+ * library was loaded, across resets), or NULL when it is older than the last FAKE_ENCODE_HISTORY encodes. */
+enum { FAKE_ENCODE_HISTORY = 4096 };
+typedef const FakeMap *(*FakeCudaEncodedFn)(uint32_t serial);
 
 #endif

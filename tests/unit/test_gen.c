@@ -806,6 +806,39 @@ static void test_sink_mod_config(void **state)
     assert_true(score_mod_hash("a") != score_mod_hash("b") && score_mod_hash("") != 0);
 }
 
+/* The built-in soft-cap and ALiBi (issue 27): config words named only when on, their parameters after the base
+ * ABI, the PTX's tanh.approx and the slope load; refused with mod= and for other kinds. */
+static void test_softcap_alibi_config(void **state)
+{
+    (void)state;
+    const char *targets[2] = {"sm90a", "sm100a"};
+    for (int t = 0; t < 2; t++) {
+        char text[160];
+        snprintf(text, sizeof text, "mha target=%s dtype=bf16 qk=128 ov=128 softcap=1 alibi=1 mask=causal", targets[t]);
+        Plan *p = malloc(sizeof *p);
+        plan_ok(text, p);
+        if (!strstr(p->canonical, " softcap=1") || !strstr(p->canonical, " alibi=1")) fail_msg("canonical %s", p->canonical);
+        const char *tail[3] = {"softcap_scale", "alibi", "alibi_scale"};
+        for (int i = 0; i < 3; i++) assert_string_equal(p->params[p->n_params - 3 + i].name, tail[i]);
+        char *ptx = NULL, err[256];
+        size_t len;
+        Config cfg = p->cfg; /* fa4gen_generate plans into p again */
+        if (fa4gen_generate(&cfg, p, &ptx, &len, err, sizeof err)) fail_msg("%s: %s", targets[t], err);
+        if (!strstr(ptx, "tanh.approx.f32") || !strstr(ptx, "[p_alibi]") || !strstr(ptx, "abs.f32"))
+            fail_msg("%s: no softcap / alibi in the PTX", targets[t]);
+        free(ptx);
+        Plan *q = malloc(sizeof *q);
+        snprintf(text, sizeof text, "mha target=%s dtype=bf16 qk=128 ov=128 mask=causal", targets[t]);
+        plan_ok(text, q);
+        if (strstr(q->canonical, "softcap") || strstr(q->canonical, "alibi")) fail_msg("canonical %s", q->canonical);
+        assert_int_equal(q->n_params, p->n_params - 3);
+        free(p), free(q);
+    }
+    expect_plan_error("mha target=sm90a qk=128 softcap=1 mod=0123456789abcdef", "softcap:");
+    expect_plan_error("mha target=sm90a qk=128 alibi=2", "alibi:");
+    expect_plan_error("mla-sparse target=sm90a qk=576 ov=512 alibi=1", "alibi");
+}
+
 /* The splice: every site gets the function's instructions with its registers renamed, its labels
  * suffixed per site, parameter loads from the site's registers and the return into the score. */
 
@@ -1177,6 +1210,7 @@ int main(void)
         cmocka_unit_test(test_errors_escape_what_they_echo), cmocka_unit_test(test_unused_flags_refused),
         cmocka_unit_test(test_output_targets),        cmocka_unit_test(test_stdout_write_errors),
         cmocka_unit_test(test_bundle_lists),           cmocka_unit_test(test_sink_mod_config),
+        cmocka_unit_test(test_softcap_alibi_config),
         cmocka_unit_test(test_score_mod_splice),       cmocka_unit_test(test_cli_score_mod),
         cmocka_unit_test(test_split_and_combine_config), cmocka_unit_test(test_early_kv_config),
         cmocka_unit_test(test_prefetch_kv_config),

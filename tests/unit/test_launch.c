@@ -197,9 +197,13 @@ static const FakeLaunch *expect_launch(const Plan *p, const Tensor t[TENSOR_COUN
     assert_int_equal(l->smem, p->smem_launch);
     assert_int_equal(l->smem_attr, (int)p->smem_launch); /* set when the kernel was loaded */
     assert_int_equal(l->n_maps, p->n_maps);
-    assert_int_equal(fk->n_encodes, p->n_maps);
+    /* the maps encoded for this launch, in plan order; or, for a call whose signature and tensor bases an
+     * earlier launch had, all of them reused from it (the call memo) */
+    int fresh = fk->n_encodes == p->n_maps;
+    if (!fresh) assert_int_equal(fk->n_encodes, 0);
     for (int i = 0; i < p->n_maps; i++) {
-        assert_int_equal(l->map_ids[i], i); /* the maps encoded for this launch, in plan order */
+        if (fresh) assert_int_equal(l->map_ids[i], i);
+        else assert_true(l->map_ids[i] < 0);
         expect_map(&l->maps[i], &p->maps[i], &t[p->maps[i].tensor]);
     }
     assert_int_equal(l->lse, (uint64_t)(uintptr_t)a->lse);
@@ -265,10 +269,11 @@ static void test_sm100_d128(void **state)
     const char *names[4] = {"q", "k", "v", "o"};
     for (int i = 0; i < 4; i++) assert_string_equal(p->maps[i].name, names[i]);
 
-    /* Again: the memory cache, no second load; the same launch. */
+    /* Again: the memory cache, no second load; the same launch, its maps reused (the call memo). */
     fake_reset();
     must(ctx, fa4_mha_fwd(ctx, &a, NULL), "fa4_mha_fwd (cached)");
     assert_int_equal(fk->modules_loaded, loaded + 1);
+    assert_int_equal(fk->n_encodes, 0);
     expect_launch(p, t, &a, LOG2E / sqrt(128.0), 1.0);
 
     /* A caller built before k_rope and the descales: junk past its size is ignored. */
@@ -1289,6 +1294,110 @@ static void test_mla_buffers(void **state)
     fa4_destroy(ctx);
 }
 
+/* The call memo (mha.c) and the pointer memo (buffers.c): a call whose signature (every field but pointer
+ * values) was seen launches without the pointer-free work and reuses its tensor maps when the tensor bases
+ * are the same; pointers the driver vouched for are not asked again, new ones are; every pointer check still
+ * runs on every call, and a refusal reads as it would on a fresh context. */
+static void test_call_memo(void **state)
+{
+    (void)state;
+    char err[256];
+    if (rt_mha_memo_fields(err, sizeof err)) fail_msg("%s", err);
+    fa4_ctx *ctx = ctx_on(90, FA4_TARGET_SM90A, NULL);
+    const int B = 2, SQ = 256, SK = 512, HQ = 8, HKV = 2, D = 128;
+    const uint64_t qo = (uint64_t)B * SQ * HQ * D * 2;
+    fa4_mha_args a = mha_exact(B, SQ, SK, HQ, HKV, D), b;
+    fake_reset();
+    must(ctx, fa4_mha_fwd(ctx, &a, NULL), "first call");
+    int n_maps = fk->n_encodes;
+    assert_true(n_maps > 0);
+    assert_int_equal(fk->n_ptr_queries, 5);
+    char sym[FAKE_NAME];
+    snprintf(sym, sizeof sym, "%s", fk->launches[0].kernel);
+    FakeLaunch first = fk->launches[0];
+
+    fake_reset(); /* the same call: no driver question, no encode, the same launch */
+    must(ctx, fa4_mha_fwd(ctx, &a, NULL), "the same call");
+    assert_int_equal(fk->n_launches, 1);
+    assert_int_equal(fk->n_ptr_queries, 0);
+    assert_int_equal(fk->n_encodes, 0);
+    assert_string_equal(fk->launches[0].kernel, sym);
+    assert_int_equal(fk->launches[0].grid[0], first.grid[0]);
+    for (int i = 0; i < n_maps; i++) assert_memory_equal(&fk->launches[0].maps[i], &first.maps[i], sizeof(FakeMap));
+
+    b = a, b.o = dev_buf(qo); /* a new o: asked once, the maps encoded again over it */
+    fake_reset();
+    must(ctx, fa4_mha_fwd(ctx, &b, NULL), "a new o");
+    assert_int_equal(fk->n_ptr_queries, 1);
+    assert_int_equal(fk->n_encodes, n_maps);
+    fake_reset();
+    must(ctx, fa4_mha_fwd(ctx, &b, NULL), "the new o again");
+    assert_int_equal(fk->n_ptr_queries + fk->n_encodes, 0);
+
+    /* what differs between calls of one signature is still checked, and refused as on a fresh context */
+    void *host = aligned_alloc(64, 4096);
+    assert_non_null(host);
+    fa4_mha_args bad[6];
+    const char *field[6] = {"q", "o", "o", "lse", "k", "lse"};
+    for (int i = 0; i < 6; i++) bad[i] = a;
+    bad[0].q = (char *)a.q + 8;               /* not 16-byte aligned */
+    bad[1].o = host;                          /* host memory */
+    bad[2].o = dev_buf(qo - 16);              /* one allocation 16 bytes short */
+    bad[3].lse = (float *)(void *)((char *)a.lse + 2); /* not 4-byte aligned */
+    bad[4].k = buf_of((uint64_t)B * SK * HKV * D * 2, CU_MEMORYTYPE_DEVICE, 1, 0); /* device 1 */
+    bad[5].lse = (float *)(uintptr_t)(UINTPTR_MAX - 63); /* wraps the address space */
+    fa4_ctx *fresh = ctx_on(90, FA4_TARGET_SM90A, NULL);
+    must(fresh, fa4_mha_fwd(fresh, &a, NULL), "a fresh context's first call"); /* so both have the driver open */
+    for (int i = 0; i < 6; i++) {
+        fake_reset();
+        fa4_status s = fa4_mha_fwd(ctx, &bad[i], NULL);
+        char msg[RT_ERR_MAX];
+        snprintf(msg, sizeof msg, "%s", fa4_last_error(ctx));
+        refused_as(ctx, s, field[i], NULL, "a bad pointer in a memoized signature");
+        fa4_ctx *other = ctx_on(90, FA4_TARGET_SM90A, NULL);
+        refused_as(other, fa4_mha_fwd(other, &bad[i], NULL), field[i], NULL, "the same on a fresh context");
+        if (strcmp(msg, fa4_last_error(other))) fail_msg("case %d: '%s' vs '%s'", i, msg, fa4_last_error(other));
+        fa4_destroy(other);
+    }
+    fa4_destroy(fresh);
+
+    /* one field apart: its own outcome (a new scale), and config texts of one length apart */
+    b = a, b.softmax_scale = 0.25f;
+    fake_reset();
+    must(ctx, fa4_mha_fwd(ctx, &b, NULL), "another scale");
+    assert_true(fabs(fk->launches[0].scale_log2 - 0.25 * LOG2E) < 1e-6);
+    const char *cfg[2] = {"stages=2", "stages=3"};
+    char syms[2][FAKE_NAME];
+    for (int r = 0; r < 2; r++)
+        for (int i = 0; i < 2; i++) {
+            char text[16];
+            snprintf(text, sizeof text, "%s", cfg[i]); /* a buffer of the caller's, reused */
+            b = a, b.config = text;
+            fake_reset();
+            must(ctx, fa4_mha_fwd(ctx, &b, NULL), cfg[i]);
+            if (!r) snprintf(syms[i], sizeof syms[i], "%s", fk->launches[0].kernel);
+            else assert_string_equal(fk->launches[0].kernel, syms[i]);
+        }
+    assert_string_not_equal(syms[0], syms[1]);
+
+    /* forgetting, or a context that rechecks: every pointer asked */
+    fa4_forget_buffers(ctx);
+    fake_reset();
+    must(ctx, fa4_mha_fwd(ctx, &a, NULL), "after fa4_forget_buffers");
+    assert_int_equal(fk->n_ptr_queries, 5);
+    fa4_destroy(ctx);
+    fa4_options o = FA4_OPTIONS_INIT;
+    o.target = FA4_TARGET_SM90A, o.recheck_buffers = 1;
+    assert_int_equal(fa4_create(&ctx, &o), FA4_OK);
+    for (int i = 0; i < 2; i++) {
+        fake_reset();
+        must(ctx, fa4_mha_fwd(ctx, &a, NULL), "recheck_buffers");
+        assert_int_equal(fk->n_ptr_queries, 5);
+    }
+    fa4_destroy(ctx);
+    free(host);
+}
+
 /* Issue 26 item 7: strides that step over less than the extent inside them (rows, heads or batches that
  * overlap) are refused naming the stride, for outputs and inputs alike, so the span check bounds every
  * product of counts; a transposed (head-major) layout is no overlap and runs. A shape whose counts
@@ -1360,7 +1469,7 @@ int main(void)
         cmocka_unit_test(test_lse_rows_boundary), cmocka_unit_test(test_split_kv),
         cmocka_unit_test(test_split_choice),
         cmocka_unit_test(test_mha_buffers),        cmocka_unit_test(test_mla_buffers),
-        cmocka_unit_test(test_overlapping_strides),
+        cmocka_unit_test(test_overlapping_strides), cmocka_unit_test(test_call_memo),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
