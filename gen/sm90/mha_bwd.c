@@ -435,16 +435,33 @@ static void emit_mask(Emit *e, Reg m)
     }
 }
 
-/* A per-query-row vector of this thread's columns (nl2 or D) from the stage's ring slot: column pair q at
- * 8 q + 2 (lane % 4). */
-static void load_cols(Emit *e, Reg vec, uint32_t off, Reg stage)
+/* dst (f32) = the low (half 0) or high (half 1) 16-bit element of a packed pair. */
+static void unpack_half(Emit *e, DType dt, Reg dst, Reg pair, int half)
+{
+    if (dt == DT_BF16) {
+        Reg t = reg_b32(e, "up_t");
+        if (half) emit(e, "and.b32 %s, %s, 0xFFFF0000;", R(e, t), R(e, pair));
+        else emit(e, "shl.b32 %s, %s, 16;", R(e, t), R(e, pair));
+        emit(e, "mov.b32 %s, %s;", R(e, dst), R(e, t));
+    } else {
+        Reg lo = reg_b16(e, "up_lo"), hi = reg_b16(e, "up_hi");
+        emit(e, "mov.b32 {%s, %s}, %s;", R(e, lo), R(e, hi), R(e, pair));
+        op_cvt(e, "f32.f16", dst, half ? hi : lo);
+    }
+}
+
+/* The address of this thread's first column (nl2 or D) in the stage's ring slot: column pair q is at
+ * 8 q + 2 (lane % 4), loaded next to its use (load_pair), so a pair lives in registers only briefly. */
+static void cols_addr(Emit *e, Reg a, uint32_t off, Reg stage)
 {
     const Sm90BwdPlan *s = sm90bwd_of(e->p);
-    Reg a = reg_b32(e, "cs_vaddr");
     smem_indexed(e, a, off, stage, s->vec_stage_bytes);
     emit(e, "mad.lo.u32 %s, %%cs_lm, 8, %s;", R(e, a), R(e, a));
-    for (int q = 0; q < s->sdp_regs / 4; q++)
-        op_ld_shared_v2_b32(e, reg_at(e, vec, 2 * q), reg_at(e, vec, 2 * q + 1), a, (uint32_t)(32 * q));
+}
+
+static void load_pair(Emit *e, Reg vec, Reg a, int q)
+{
+    op_ld_shared_v2_b32(e, reg_at(e, vec, 0), reg_at(e, vec, 1), a, (uint32_t)(32 * q));
 }
 
 /* dS^T (packed pairs) into the stage's smem, the MN-major SW128 layout of dQ's A operand: key row r,
@@ -477,7 +494,7 @@ static void emit_iteration(Emit *e)
     Reg stage = reg_find(e, "cs_stage"), phase = reg_find(e, "cs_phase"), bar = reg_b32(e, "cs_bar");
     Reg m = reg_b32(e, "cs_m"), masked = reg_pred(e, "cs_masked");
     Reg qs = reg_b32(e, "cs_qslot"), dos = reg_b32(e, "cs_doslot"), dss = reg_b32(e, "cs_dsslot");
-    Reg sacc = reg_find(e, "s"), dpacc = reg_find(e, "dp"), vec = reg_find(e, "cs_vec"), dvec = reg_find(e, "cs_dvec");
+    Reg sacc = reg_find(e, "s"), dpacc = reg_find(e, "dp"), vec = reg_find(e, "cs_vec");
     Reg pp = reg_find(e, "pp"), pds = reg_find(e, "pds"), dk = reg_find(e, "dk"), dv = reg_find(e, "dv");
     iter_coords(e, reg_find(e, "cs_it"), m, REG_NONE);
     emit(e, "setp.lt.s32 %s, %s, %%full_lo;", R(e, masked), R(e, m));
@@ -500,17 +517,18 @@ static void emit_iteration(Emit *e)
     emit(e, "@!%s bra %s;", R(e, masked), new_label(e, l_nomask, sizeof l_nomask, "cs_nomask"));
     emit_mask(e, m);
     emit_label(e, l_nomask);
-    emit_note(e, "P = exp2(S scale_log2 + nl2), nl2 = -LSE log2 e of the column's query (plan: ring nl2); D (ring "
-              "dpsum) is loaded beside it");
-    load_cols(e, vec, s->off_nl2, stage);
-    load_cols(e, dvec, s->off_dpsum, stage);
-    for (int q = 0; q < s->sdp_regs / 4; q++)
+    emit_note(e, "P = exp2(S scale_log2 + nl2), nl2 = -LSE log2 e of the column's query (plan: ring nl2)");
+    Reg va = reg_b32(e, "cs_vaddr");
+    cols_addr(e, va, s->off_nl2, stage);
+    for (int q = 0; q < s->sdp_regs / 4; q++) {
+        load_pair(e, vec, va, q);
         for (int h = 0; h < 2; h++)
             for (int x = 0; x < 2; x++) {
                 Reg v = reg_at(e, sacc, acc_index(q, h, x));
-                emit(e, "fma.rn.ftz.f32 %s, %s, %%scale_log2, %s;", R(e, v), R(e, v), R(e, reg_at(e, vec, 2 * q + x)));
+                emit(e, "fma.rn.ftz.f32 %s, %s, %%scale_log2, %s;", R(e, v), R(e, v), R(e, reg_at(e, vec, x)));
                 emit(e, "ex2.approx.ftz.f32 %s, %s;", R(e, v), R(e, v));
             }
+    }
     emit_note(e, "P^T to 16-bit pairs (the accumulator layout is the RS A fragment: register i packs 2i, 2i+1) and "
               "dV issued at once: it overlaps dP^T, and the dP wait below cannot move above the ex2s (it follows "
               "the dV issue, which needs them all)");
@@ -521,15 +539,24 @@ static void emit_iteration(Emit *e)
     op_wgmma_commit(e);
     emit_note(e, "dP^T is ready once the group before dV retires");
     op_wgmma_wait(e, 1);
-    emit_note(e, "dS = P (dP - D), D = rowsum(dO O) of the column's query");
-    for (int q = 0; q < s->sdp_regs / 4; q++)
+    emit_note(e, "dS = P (dP - D), D = rowsum(dO O) of the column's query (plan: ring dpsum); P %s (plan note order)",
+              s->ds_packed_p ? "unpacked from P^T" : "from the f32 S^T");
+    cols_addr(e, va, s->off_dpsum, stage);
+    Reg pf = reg_f32(e, "cs_pf");
+    for (int q = 0; q < s->sdp_regs / 4; q++) {
+        load_pair(e, vec, va, q);
         for (int h = 0; h < 2; h++)
             for (int x = 0; x < 2; x++) {
                 int i = acc_index(q, h, x);
-                Reg v = reg_at(e, dpacc, i);
-                emit(e, "sub.f32 %s, %s, %s;", R(e, v), R(e, v), R(e, reg_at(e, dvec, 2 * q + x)));
-                emit(e, "mul.f32 %s, %s, %s;", R(e, v), R(e, v), R(e, reg_at(e, sacc, i)));
+                Reg v = reg_at(e, dpacc, i), pv = reg_at(e, sacc, i);
+                if (s->ds_packed_p) {
+                    unpack_half(e, p->cfg.dtype, pf, reg_at(e, pp, i / 2), i % 2);
+                    pv = pf;
+                }
+                emit(e, "sub.f32 %s, %s, %s;", R(e, v), R(e, v), R(e, reg_at(e, vec, x)));
+                emit(e, "mul.f32 %s, %s, %s;", R(e, v), R(e, v), R(e, pv));
             }
+    }
     for (int i = 0; i < s->p_regs; i++)
         op_cvt_pack(e, p->cfg.dtype, reg_at(e, pds, i), reg_at(e, dpacc, 2 * i + 1), reg_at(e, dpacc, 2 * i));
     op_wgmma_fence(e);
@@ -720,8 +747,7 @@ static void emit_consumer(Emit *e)
     reg_arr(e, RT_F32, s->sdp_regs, "dp");
     reg_arr(e, RT_B32, s->p_regs, "pp");
     reg_arr(e, RT_B32, s->p_regs, "pds");
-    reg_arr(e, RT_F32, s->sdp_regs / 2, "cs_vec");
-    reg_arr(e, RT_F32, s->sdp_regs / 2, "cs_dvec");
+    reg_arr(e, RT_F32, 2, "cs_vec");
     Reg dk = reg_arr(e, RT_F32, s->kv_regs, "dk"), dv = reg_arr(e, RT_F32, s->kv_regs, "dv");
     reg_arr(e, RT_F32, s->dq_regs, "dq");
     Reg stage = reg_b32(e, "cs_stage"), phase = reg_b32(e, "cs_phase"), itr = reg_b32(e, "cs_it");

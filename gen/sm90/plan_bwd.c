@@ -50,7 +50,9 @@ static int bwd_check(const Config *c, char *err, size_t n)
                            "of 64 keys in 256 registers per thread: not built yet)", c->qk_depth);
     if (c->swizzle != 128) return bad(err, n, "swizzle", c->swizzle, "use 128");
     if (c->bm != 64 && c->bm != 128) return bad(err, n, "bm", c->bm, "use 64 or 128 query rows per m-block");
-    if (c->bn != 64 && c->bn != 128) return bad(err, n, "bn", c->bn, "use 64 or 128 keys (64 per consumer warpgroup)");
+    if (c->bn != 128)
+        return bad(err, n, "bn", c->bn, "use 128 keys (64 per consumer warpgroup; with one consumer the dQ tile does not "
+                   "fit its registers beside dK and dV)");
     int tm, tn, dq_n;
     if (bwd_dq_split(c->bm, c->bn, c->qk_depth, &tm, &tn, &dq_n))
         return bad(err, n, "bm", c->bm, "with bm 128 use bn 128: each consumer takes 64 rows of the dQ block");
@@ -95,6 +97,7 @@ static int bwd_plan(const Config *c, Plan *p, char *err, size_t n)
     s->dq_regs = s->dq_n / 2;
     s->steps_d = d / 16, s->steps_m = p->bm / 16, s->steps_n = p->bn / 16;
     s->ds_stages = 2;
+    s->ds_packed_p = p->bm >= 128;
 
     uint32_t eb = (uint32_t)p->elem_bytes, chunks = (uint32_t)p->qk_chunks;
     s->kv_chunk_bytes = (uint32_t)p->bn * SM90_CHUNK_BYTES;
@@ -190,6 +193,8 @@ static int bwd_plan(const Config *c, Plan *p, char *err, size_t n)
               s->dq_n, s->steps_n, s->dq_tiles_m, s->dq_tiles_n);
     plan_note(p, "registers", "per consumer thread: dK %d + dV %d, S^T %d + dP^T %d f32, P^T %d + dS^T %d packed, dQ %d",
               s->kv_regs, s->kv_regs, s->sdp_regs, s->sdp_regs, s->p_regs, s->p_regs, s->dq_regs);
+    plan_note(p, "order", "S^T, dP^T; wait S; P; dV (before the dP wait: ptxas cannot hoist it over the ex2s); wait "
+              "dP; dS = P (dP - D), P from %s; dK; dS^T to smem; dQ", s->ds_packed_p ? "packed P^T (bm 128)" : "f32 S^T");
     plan_note(p, "tx bytes", "kv %u once, q %u and do %u per m-block (tile + %u B of nl2 / D)", s->tx_kv, s->tx_q,
               s->tx_do, s->vec_stage_bytes);
     plan_note(p, "dq", "the writer adds the %u B block with one cp.reduce.async.bulk .add.f32 per m-block", s->dq_bytes);

@@ -21,7 +21,7 @@ done
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/fa4mutbwd.XXXXXX") || exit 2
 trap 'rm -rf "$WORK"' EXIT
 PTXAS=${PTXAS:-$(command -v ptxas || echo "${CUDA_HOME:-/usr/local/cuda}/bin/ptxas")}
-CASE="dtype=bf16 d=128 hq=2 hkv=1 sq=200 sk=300 mask=causal"
+CASE="dtype=bf16 d=128 hq=2 hkv=1 sq=200 sk=640 mask=causal"
 CONFIG="mha-bwd target=sm90a dtype=bf16 qk=128 ov=128 bm=64 bn=128 group=2 stages=2 swizzle=128 mask=causal"
 build/fa4gen mha-bwd --config "$CONFIG" -o "$WORK/k.ptx" || exit 2
 run() { # run PTX: the case with PTX in place of the kernel; output in $WORK/out
