@@ -48,6 +48,10 @@ CASES = [
     ("sink", 1, 8, 2, 600, 600, 128, "causal", torch.bfloat16, {"sink": True}),
     ("varlen with empty", 0, 4, 2, 0, 0, 128, "causal", torch.bfloat16, {"varlen": ([300, 0, 1, 700, 64], [500, 7, 0, 700, 1])}),
     ("varlen d64 full", 0, 4, 4, 0, 0, 64, "none", torch.bfloat16, {"varlen": ([129, 1000, 33], [64, 1000, 513])}),
+    ("d256 full", 2, 4, 4, 1024, 1024, 256, "none", torch.bfloat16, {}),
+    ("d256 causal Sq>Sk tails", 1, 8, 2, 1000, 777, 256, "causal", torch.bfloat16, {}),
+    ("fp16 d256 window 128,0", 1, 4, 4, 700, 700, 256, (128, 0), torch.float16, {}),
+    ("varlen d256 with empty", 0, 4, 1, 0, 0, 256, "causal", torch.bfloat16, {"varlen": ([300, 0, 65, 513], [200, 9, 0, 513])}),
 ]
 
 

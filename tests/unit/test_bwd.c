@@ -50,11 +50,22 @@ static void test_configs(void **state)
     assert_string_equal(t, "mha-bwd-pre target=sm90a dtype=bf16 qk=128 bm=64 sink=1");
     assert_int_equal(plan_text("mha-bwd-dq target=sm90a dtype=bf16 qk=64 varlen=1", t, sizeof t), 0);
     assert_string_equal(t, "mha-bwd-dq target=sm90a dtype=bf16 qk=64 bm=128 bn=128 varlen=1");
+    /* d256: the split-depth tile (64 x 64, two consumers), and the dq kernel's split that matches it */
+    assert_int_equal(plan_text("mha-bwd target=sm90a dtype=bf16 qk=256 ov=256", t, sizeof t), 0);
+    assert_string_equal(t, "mha-bwd target=sm90a dtype=bf16 qk=256 ov=256 bm=64 bn=64 group=1 stages=2 swizzle=128 "
+                           "mask=none");
+    assert_int_equal(plan_text("mha-bwd-dq target=sm90a dtype=bf16 qk=256", t, sizeof t), 0);
+    assert_string_equal(t, "mha-bwd-dq target=sm90a dtype=bf16 qk=256 bm=64 bn=64");
+    int tm = 0, tn = 0, dq_n = 0;
+    assert_int_equal(bwd_dq_split(64, 64, 256, &tm, &tn, &dq_n), 0);
+    assert_int_equal(tm, 1), assert_int_equal(tn, 2), assert_int_equal(dq_n, 128);
     /* a forward kernel's text is unchanged by the new kinds' words */
     assert_int_equal(plan_text("mha target=sm90a dtype=bf16 qk=128 ov=128 mask=causal", t, sizeof t), 0);
     assert_null(strstr(t, "deterministic"));
     static const struct { const char *text, *needle; } refused[] = {
-        {"mha-bwd target=sm90a dtype=bf16 qk=256 ov=256", "depth: 256"},
+        {"mha-bwd target=sm90a dtype=bf16 qk=192 ov=192", "depth: 192"},
+        {"mha-bwd target=sm90a dtype=bf16 qk=256 ov=256 bn=128", "bn: 128"},
+        {"mha-bwd target=sm90a dtype=bf16 qk=256 ov=256 bm=128", "bm: 128"},
         {"mha-bwd target=sm90a dtype=bf16 qk=128 ov=128 bm=128", "bm: 128"},
         {"mha-bwd target=sm90a dtype=e4m3 qk=128 ov=128", "dtype: e4m3"},
         {"mha-bwd target=sm90a dtype=bf16 qk=128 ov=128 mod=0123456789abcdef", "no derivative"},
@@ -175,7 +186,7 @@ static void test_bad_args(void **state)
     assert_int_equal(fa4_mha_bwd(NULL, &a, NULL), FA4_ERR_INVALID_ARGUMENT);
 }
 
-/* What the library cannot do is FA4_ERR_UNSUPPORTED with a sentence: a score_mod (no derivative), d256, e4m3,
+/* What the library cannot do is FA4_ERR_UNSUPPORTED with a sentence: a score_mod (no derivative), d192, e4m3,
  * the sm100a target; and good arguments get as far as the driver (absent here). */
 static void test_unsupported_and_driver(void **state)
 {
@@ -186,7 +197,7 @@ static void test_unsupported_and_driver(void **state)
     assert_int_equal(fa4_mha_bwd(ctx, &a, NULL), FA4_ERR_UNSUPPORTED);
     assert_non_null(strstr(fa4_last_error(ctx), "no derivative"));
     a = good_args();
-    a.qk_depth = a.ov_depth = 256;
+    a.qk_depth = a.ov_depth = 192;
     assert_int_equal(fa4_mha_bwd(ctx, &a, NULL), FA4_ERR_UNSUPPORTED);
     a = good_args();
     a.dtype = FA4_E4M3;
