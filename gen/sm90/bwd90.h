@@ -24,8 +24,9 @@ typedef struct Sm90BwdPlan {
     int dq_tiles_m, dq_tiles_n, dq_n, dq_regs; /* the dQ block's split (mha_bwd.h): dq_n / 2 f32 per thread */
     int steps_d, steps_m, steps_n;    /* wgmma K steps of 16 over depth, bm, bn */
     int ds_stages;                    /* dS^T buffers (2: one named barrier per m-block) */
-    int ds_packed_p; /* dS = P (dP - D) takes P from the packed P^T (bm 128: the f32 P would not fit beside dP,
-                        P^T and the in-flight dV wgmma, issued before the dP wait); else from the f32 S^T */
+    int ds_packed_p; /* dS = P (dP - D) takes P from a packed fp16 copy (bm 128: the f32 P would not fit beside
+                        dP, P^T and the in-flight dV wgmma, issued before the dP wait; fp16 data: P^T itself, bf16:
+                        a second array, 11 bits instead of 8); else from the f32 S^T */
 
     /* shared memory: tiles are arrays of 128-byte swizzled chunks [chunk][row][64 elements] */
     uint32_t off_k, off_v, kv_chunk_bytes;       /* K, V tiles (bn rows); dK, dV staged over them at the end */

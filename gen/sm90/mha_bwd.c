@@ -542,15 +542,20 @@ static void emit_iteration(Emit *e)
     emit_note(e, "P^T to 16-bit pairs (the accumulator layout is the RS A fragment: register i packs 2i, 2i+1) and "
               "dV issued at once: it overlaps dP^T, and the dP wait below cannot move above the ex2s (it follows "
               "the dV issue, which needs them all)");
-    for (int i = 0; i < s->p_regs; i++)
+    int p_copy = s->ds_packed_p && p->cfg.dtype != DT_FP16;
+    if (p_copy) emit_note(e, "plan note order: an fp16 copy of P for dS (11 bits; the bf16 P^T would cost dS 3 more)");
+    for (int i = 0; i < s->p_regs; i++) {
         op_cvt_pack(e, p->cfg.dtype, reg_at(e, pp, i), reg_at(e, sacc, 2 * i + 1), reg_at(e, sacc, 2 * i));
+        if (p_copy)
+            op_cvt_pack(e, DT_FP16, reg_at(e, reg_find(e, "ph"), i), reg_at(e, sacc, 2 * i + 1), reg_at(e, sacc, 2 * i));
+    }
     op_wgmma_fence(e);
     emit_dkv(e, "dV += P^T dO", dv, pp, dos);
     op_wgmma_commit(e);
     emit_note(e, "dP^T is ready once the group before dV retires");
     op_wgmma_wait(e, 1);
     emit_note(e, "dS = P (dP - D), D = rowsum(dO O) of the column's query (plan: ring dpsum); P %s (plan note order)",
-              s->ds_packed_p ? "unpacked from P^T" : "from the f32 S^T");
+              s->ds_packed_p ? "unpacked from its fp16 copy" : "from the f32 S^T");
     cols_addr(e, va, s->off_dpsum, stage);
     Reg pf = reg_f32(e, "cs_pf");
     for (int q = 0; q < s->sdp_regs / 4; q++) {
@@ -560,7 +565,7 @@ static void emit_iteration(Emit *e)
                 int i = bwd90_acc(q, h, x);
                 Reg v = reg_at(e, dpacc, i), pv = reg_at(e, sacc, i);
                 if (s->ds_packed_p) {
-                    unpack_half(e, p->cfg.dtype, pf, reg_at(e, pp, i / 2), i % 2);
+                    unpack_half(e, DT_FP16, pf, reg_at(e, p_copy ? reg_find(e, "ph") : pp, i / 2), i % 2);
                     pv = pf;
                 }
                 emit(e, "sub.f32 %s, %s, %s;", R(e, v), R(e, v), R(e, reg_at(e, vec, x)));
@@ -777,6 +782,7 @@ static void emit_consumer(Emit *e)
     reg_arr(e, RT_F32, s->sdp_regs, "dp");
     reg_arr(e, RT_B32, s->p_regs, "pp");
     reg_arr(e, RT_B32, s->p_regs, "pds");
+    if (s->ds_packed_p && p->cfg.dtype != DT_FP16) reg_arr(e, RT_B32, s->p_regs, "ph");
     reg_arr(e, RT_F32, 2, "cs_vec");
     Reg dk = reg_arr(e, RT_F32, s->kv_regs, "dk"), dv = reg_arr(e, RT_F32, s->kv_regs, "dv");
     reg_arr(e, RT_F32, s->dq_regs, "dq");

@@ -121,10 +121,11 @@ static void bwd_notes_keys(Plan *p, const Sm90BwdPlan *s)
     plan_note(p, "dkv wgmma", "dV += P^T dO, dK += dS^T Q: m64n%dk16 RS (B MN-major) x %d each", d, s->steps_m);
     plan_note(p, "dq wgmma", "dQ = dS K: m64n%dk16 SS, A and B MN-major (tnsp 1, 1) x %d; tiles %dx%d of the block",
               s->dq_n, s->steps_n, s->dq_tiles_m, s->dq_tiles_n);
-    plan_note(p, "registers", "per consumer thread: dK %d + dV %d, S^T %d + dP^T %d f32, P^T %d + dS^T %d packed, dQ %d",
-              s->kv_regs, s->kv_regs, s->sdp_regs, s->sdp_regs, s->p_regs, s->p_regs, s->dq_regs);
+    plan_note(p, "registers", "per consumer thread: dK %d + dV %d, S^T %d + dP^T %d f32, P^T %d + dS^T %d packed%s, dQ %d",
+              s->kv_regs, s->kv_regs, s->sdp_regs, s->sdp_regs, s->p_regs, s->p_regs,
+              s->ds_packed_p && p->cfg.dtype != DT_FP16 ? " (+ P fp16 copy, the same)" : "", s->dq_regs);
     plan_note(p, "order", "S^T, dP^T; wait S; P; dV (before the dP wait: ptxas cannot hoist it over the ex2s); wait "
-              "dP; dS = P (dP - D), P from %s; dK; dS^T to smem; dQ", s->ds_packed_p ? "packed P^T (bm 128)" : "f32 S^T");
+              "dP; dS = P (dP - D), P from %s; dK; dS^T to smem; dQ", s->ds_packed_p ? "an fp16 copy of P (bm 128)" : "f32 S^T");
     plan_note(p, "dq", "the writer adds the %u B block with one cp.reduce.async.bulk .add.f32 per m-block", s->dq_bytes);
 }
 

@@ -33,6 +33,9 @@ CASES = [
     ("d128 causal", 2, 4, 4, 1024, 1024, 128, "causal", torch.bfloat16, {}),
     ("d64 full", 2, 4, 4, 1024, 1024, 64, "none", torch.bfloat16, {}),
     ("d64 causal", 2, 4, 4, 1024, 1024, 64, "causal", torch.bfloat16, {}),
+    # d64's default BM 128 takes P for dS from an fp16 copy (d128: the f32 P); BM 64 (f32 P) beside it
+    ("d64 full bm=64", 2, 4, 4, 1024, 1024, 64, "none", torch.bfloat16, {"config": "bm=64"}),
+    ("d64 causal bm=64", 2, 4, 4, 1024, 1024, 64, "causal", torch.bfloat16, {"config": "bm=64"}),
     ("fp16 d128 causal", 2, 4, 4, 777, 777, 128, "causal", torch.float16, {}),
     ("seqlen 1", 2, 4, 4, 1, 1, 128, "none", torch.bfloat16, {}),
     ("sq 1 causal", 2, 4, 4, 1, 300, 128, "causal", torch.bfloat16, {}),
@@ -148,7 +151,7 @@ def run_case(case, seed):
         dq, dk, dv = (torch.full_like(t, float("nan")) for t in (q, k, v))
         dsink = torch.full((Hq,), float("nan"), device=dev) if sink is not None else None
         r = fa4.mha_bwd(do, q, k, v, out, lse, causal=causal, window=window, softmax_scale=scale, sink=sink,
-                        dq=dq, dk=dk, dv=dv, dsink=dsink)
+                        dq=dq, dk=dk, dv=dv, dsink=dsink, config=extra.get("config"))
         torch.cuda.synchronize()
         xs = [t.float().requires_grad_() for t in (q, k, v)]
         sk = sink.clone().requires_grad_() if sink is not None else None
