@@ -44,7 +44,8 @@ typedef struct Sm90BwdPlan {
     uint32_t tx_kv, tx_q, tx_do;
 
     /* named barriers */
-    int bar_ds;      /* both consumers: dS^T (split_depth: P and dS) of this m-block is in smem */
+    int bar_ds;      /* both consumers: dS^T (split_depth: dS) of this m-block is in smem */
+    int bar_p;       /* split_depth: both consumers' P of this m-block is in smem */
     int bar_kv_done; /* both consumers: the last wgmma reading K and V is done (the epilogue reuses them) */
     int bar_epi0;    /* consumer w's dK/dV staging, + w */
 } Sm90BwdPlan;

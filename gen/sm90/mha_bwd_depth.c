@@ -5,12 +5,14 @@
  * consumers split the work differently from depth <= 128 (sm90/mha_bwd.c):
  *   S = Q K^T, dP = dO V^T      SS, m64 (queries) x n keys_wg: consumer w takes keys keys_wg w..
  *   P = exp2(S scale_log2 + nl2), dS = P (dP - D)    (row statistics: two per thread)
- *   P, dS (16-bit) -> smem [query row][bn keys]; named barrier ds_ready (both halves are needed below)
- *   dQ = dS K                   SS, A K-major, B MN-major: consumer w takes depth columns kv_cols w..
- *   dV += P^T dO, dK += dS^T Q  SS, A and B MN-major: the same depth columns
+ *   P (16-bit) -> smem [query row][bn keys]; named barrier p_ready (both halves are needed below)
+ *   dV += P^T dO                SS, A and B MN-major: consumer w takes depth columns kv_cols w..; runs under dS
+ *   dS (16-bit) -> smem; named barrier ds_ready
+ *   dQ = dS K                   SS, A K-major, B MN-major: the same depth columns
+ *   dK += dS^T Q                SS, A and B MN-major
  *   dQ -> the f32 workspace by red.global.add.v4.f32 straight from the accumulator registers, in the
  *   block layout the dq kernel reads (mha_bwd.h): tile (0, w), float4 [w][j][thread].
- * P and dS have ds_stages (2) buffers: a consumer writes stage s ^ 1 only after the barrier of stage s,
+ * P and dS have ds_stages (2) buffers: a consumer writes stage s ^ 1 only after the barriers of stage s,
  * which the other passed only after its wgmmas reading stage s ^ 1 (one m-block earlier) were waited.
  */
 #include <stdio.h>
@@ -211,8 +213,16 @@ void bwd90_depth_iteration(Emit *e)
         op_cvt_pack(e, p->cfg.dtype, reg_at(e, pp, i), reg_at(e, sacc, 2 * i + 1), reg_at(e, sacc, 2 * i));
     smem_indexed(e, ps, s->off_p, reg_find(e, "cs_ds_stage"), s->ds_stage_bytes);
     emit_store_rows(e, pp, ps);
-    emit_note(e, "dP is ready once every group retires");
-    op_wgmma_wait(e, 0);
+    op_fence_proxy_async(e);
+    emit_note(e, "plan: named barrier p_ready (%d): both consumers' P columns are in smem; dV runs under dS",
+              s->bar_p);
+    op_bar_sync(e, s->bar_p, named_bar_threads(p, s->bar_p));
+    emit(e, "add.u32 %s, %s, %%cs_qhalf;", R(e, half), R(e, dos));
+    op_wgmma_fence(e);
+    emit_depth_mma(e, "dV += P^T dO", dv, ps, 1, half, s->q_chunk_bytes, s->steps_m, 1);
+    op_wgmma_commit(e);
+    emit_note(e, "dP is ready once the group before dV retires");
+    op_wgmma_wait(e, 1);
     emit_note(e, "dS = P (dP - D), D = rowsum(dO O) of the row's query (plan: ring dpsum), P the f32 S");
     smem_indexed(e, va, s->off_dpsum, stage, s->vec_stage_bytes);
     for (int h = 0; h < 2; h++) {
@@ -230,21 +240,18 @@ void bwd90_depth_iteration(Emit *e)
     smem_indexed(e, dss, s->off_ds, reg_find(e, "cs_ds_stage"), s->ds_stage_bytes);
     emit_store_rows(e, pds, dss);
     op_fence_proxy_async(e);
-    emit_note(e, "plan: named barrier ds_ready (%d): both consumers' P and dS columns are in smem", s->bar_ds);
+    emit_note(e, "plan: named barrier ds_ready (%d): both consumers' dS columns are in smem", s->bar_ds);
     op_bar_sync(e, s->bar_ds, named_bar_threads(p, s->bar_ds));
-    emit_note(e, "dQ first (its registers leave by red while dV and dK run), then dV, dK; this consumer's depth "
-              "columns: chunks from cs_half of Q / dO, cs_ep_k of K");
+    emit_note(e, "dQ first (its registers leave by red while dK runs), then dK; this consumer's depth columns: "
+              "chunks from cs_half of Q, cs_ep_k of K");
     op_wgmma_fence(e);
     emit_depth_mma(e, "dQ = dS K", reg_find(e, "dq"), dss, 0, reg_find(e, "cs_ep_k"), s->kv_chunk_bytes, s->steps_n, 0);
-    op_wgmma_commit(e);
-    emit(e, "add.u32 %s, %s, %%cs_qhalf;", R(e, half), R(e, dos));
-    emit_depth_mma(e, "dV += P^T dO", dv, ps, 1, half, s->q_chunk_bytes, s->steps_m, 1);
     op_wgmma_commit(e);
     emit(e, "add.u32 %s, %s, %%cs_qhalf;", R(e, half), R(e, qs));
     emit_depth_mma(e, "dK += dS^T Q", dk, dss, 1, half, s->q_chunk_bytes, s->steps_m, 1);
     op_wgmma_commit(e);
-    emit_note(e, "dQ is ready once its group retires (dV, dK stay in flight)");
-    op_wgmma_wait(e, 2);
+    emit_note(e, "dQ is ready once its group retires (dK stays in flight)");
+    op_wgmma_wait(e, 1);
     emit_dq_red(e, m, hq);
     op_wgmma_wait(e, 0);
     emit_note(e, "every wgmma of this m-block is done: the Q and dO slots are free (one arrival per warp)");

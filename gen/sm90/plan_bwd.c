@@ -139,8 +139,8 @@ static void bwd_notes_depth(Plan *p, const Sm90BwdPlan *s)
               s->dq_n, s->steps_n, s->dq_tiles_m, s->dq_tiles_n);
     plan_note(p, "registers", "per consumer thread: dK %d + dV %d, S %d + dP %d f32, P %d + dS %d packed, dQ %d",
               s->kv_regs, s->kv_regs, s->sdp_regs, s->sdp_regs, s->p_regs, s->p_regs, s->dq_regs);
-    plan_note(p, "order", "S, dP; wait S; P to smem; wait dP; dS = P (dP - D) to smem; named barrier ds_ready; dQ, "
-              "dV, dK issued; wait dQ; dQ out; wait all; slots free");
+    plan_note(p, "order", "S, dP; wait S; P to smem; named barrier p_ready; dV; wait dP; dS = P (dP - D) to smem "
+              "(dV runs); named barrier ds_ready; dQ, dK; wait dQ; dQ out; wait all; slots free");
     plan_note(p, "dq", "each consumer adds its %dx%d dQ tile from registers: %d red.global.add.v4.f32 per thread, "
               "the block layout of mha_bwd.h", BWD_MMA_M, s->dq_n, s->dq_regs / 4);
 }
@@ -226,8 +226,10 @@ static int bwd_plan(const Config *c, Plan *p, char *err, size_t n)
             snprintf(job, sizeof job, "keys %d..%d: S^T dP^T dQ (SS), dV dK (RS), dK dV out", 64 * w, 64 * w + 63);
         plan_role(p, name, 4 + 4 * w, 4, s->consumer_regs, job);
     }
+    if (s->split_depth)
+        s->bar_p = plan_bar(p, "p_ready", BWD_WG * s->consumers, "every consumer's P of this m-block is in smem");
     s->bar_ds = plan_bar(p, "ds_ready", BWD_WG * s->consumers,
-                         s->split_depth ? "every consumer's P and dS of this m-block are in smem"
+                         s->split_depth ? "every consumer's dS of this m-block is in smem"
                                         : "every consumer's dS^T of this m-block is in smem");
     s->bar_kv_done = plan_bar(p, "kv_done", BWD_WG * s->consumers, "no wgmma reads K or V any more (epilogue)");
     for (int w = 0; w < s->consumers; w++) {

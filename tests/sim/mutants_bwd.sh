@@ -80,10 +80,12 @@ mutant q_release "the Q and dO slots are free" 'mbarrier\.arrive' del
 # d256 (plan split_depth, sm90/mha_bwd_depth.c): P and dS exchanged through smem, dQ by red from registers
 base "dtype=bf16 d=256 hq=2 hkv=1 sq=200 sk=200 mask=causal" \
     "mha-bwd target=sm90a dtype=bf16 qk=256 ov=256 bm=64 bn=64 group=2 stages=2 swizzle=128 mask=causal"
+mutant d256_p_fence "P to 16-bit pairs" 'fence\.proxy\.async' del
+mutant d256_p_barrier "P columns are in smem" 'bar\.sync 1, 256' del
 mutant d256_ds_fence "dS = P (dP - D), D = rowsum" 'fence\.proxy\.async' del
-mutant d256_ds_barrier "P and dS columns are in smem" 'bar\.sync 1, 256' del
-mutant d256_dp_wait "dP is ready once every group" 'wgmma\.wait_group\.sync\.aligned 0' del
-mutant d256_dq_wait "dQ is ready once its group" 'wgmma\.wait_group\.sync\.aligned 2' del
+mutant d256_ds_barrier "dS columns are in smem" 'bar\.sync 2, 256' del
+mutant d256_dp_wait "dP is ready once the group before dV" 'wgmma\.wait_group\.sync\.aligned 1' del
+mutant d256_dq_wait "dQ is ready once its group" 'wgmma\.wait_group\.sync\.aligned 1' del
 mutant d256_all_wait "plan note dq: dQ +=" 'wgmma\.wait_group\.sync\.aligned 0' del
 mutant d256_dv_tnsp_a "dV += P^T dO:" 'wgmma\.mma_async' sub ', 1, 1, 1, 1;' ', 1, 1, 0, 1;'
 mutant d256_dq_tnsp_b "dQ = dS K:" 'wgmma\.mma_async' sub ', 0, 1, 1, 0, 1;' ', 0, 1, 1, 0, 0;'
