@@ -157,6 +157,7 @@ ptxas-test: $(B)/fa4gen
 	@CUOBJDUMP=$$(sh tests/ensure-sass-tools.sh $(B)/sasstools 2>/dev/null) sh tests/ptxas/run_split.sh $(B)/fa4gen
 	@CUOBJDUMP=$$(sh tests/ensure-sass-tools.sh $(B)/sasstools 2>/dev/null) sh tests/ptxas/run_serving.sh $(B)/fa4gen
 	@sh tests/ptxas/run_spills.sh $(B)/fa4gen
+	@CUOBJDUMP=$$(sh tests/ensure-sass-tools.sh $(B)/sasstools 2>/dev/null) sh tests/ptxas/run_bwd.sh $(B)/fa4gen
 
 # SASS of the sm100a matrix (no GPU needed): a cuobjdump from the toolkit, or NVIDIA's wheel.
 sass-test: $(B)/fa4gen

@@ -39,7 +39,7 @@ int mha_bwd_key_used(const Config *c, const char *key)
 
 int bwd_dq_split(int bm, int bn, int depth, int *tiles_m, int *tiles_n, int *dq_n)
 {
-    int consumers = bn / BWD_MMA_M;
+    int consumers = bwd_consumers(bn, depth);
     if (bm % BWD_MMA_M || bn % BWD_MMA_M || consumers < 1) return -1;
     int tm = bm / BWD_MMA_M;
     if (consumers % tm) return -1;
@@ -89,7 +89,7 @@ static void aux_defaults(Config *c)
 {
     if (!c->swizzle) c->swizzle = 128; /* unused; config_check wants a valid value */
     if (!c->bm) c->bm = c->qk_depth <= 64 ? 128 : 64;
-    if (c->kind == KIND_MHA_BWD_DQ && !c->bn) c->bn = 128;
+    if (c->kind == KIND_MHA_BWD_DQ && !c->bn) c->bn = c->qk_depth > 128 ? 64 : 128;
 }
 
 static int aux_check(const Config *c, char *err, size_t n)
@@ -107,7 +107,7 @@ static int aux_check(const Config *c, char *err, size_t n)
     int tm, tn, dq_n;
     if (c->kind == KIND_MHA_BWD_DQ && bwd_dq_split(c->bm, c->bn, c->qk_depth, &tm, &tn, &dq_n))
         return plan_refuse(err, n, "bn: %d is not allowed for %s with bm %d and depth %d; the main kernel's dQ block "
-                           "must split into 64-row tiles over bn / 64 warpgroups", c->bn, k, c->bm, c->qk_depth);
+                           "must split into 64-row tiles over its warpgroups (bwd_consumers)", c->bn, k, c->bm, c->qk_depth);
     Config d;
     config_init(&d);
     if ((c->kind == KIND_MHA_BWD_PRE && c->bn) || c->stages || c->group != 1 || c->mask != MASK_NONE || c->qtiles ||
@@ -192,7 +192,7 @@ static int dq_plan(const Config *c, Plan *p, char *err, size_t n)
     int tm, tn, dq_n;
     bwd_dq_split(c->bm, c->bn, c->qk_depth, &tm, &tn, &dq_n);
     plan_note(p, "layout", "the main kernel's %d warpgroups own %d x %d tiles of 64 rows x %d columns; float4 "
-              "[w][j][t] holds registers 4j..4j+3 of thread t", c->bn / BWD_MMA_M, tm, tn, dq_n);
+              "[w][j][t] holds registers 4j..4j+3 of thread t", bwd_consumers(c->bn, c->qk_depth), tm, tn, dq_n);
     plan_note(p, "outputs", "dq = scale x accumulator in %s at the caller's element strides, rows < seqlen", dtype_name[c->dtype]);
     if (c->sink) plan_note(p, "sink", "the CTA of (m-block 0, batch 0) of head h: dsink[h] = sum of its partials");
     plan_note(p, "grid", "ceil(seqlen_q / %d) x heads_q x batch CTAs (varlen: seqlen_q = max_seqlen_q)", c->bm);

@@ -32,7 +32,10 @@
 
 enum { BWD_WG = 128, BWD_MMA_M = 64, BWD_F32 = 4, BWD_ALIGN = 16 };
 
-/* The dQ block's split between the main kernel's consumers (bn / 64 of them): tiles_m x tiles_n tiles of
+/* The main kernel's consumer warpgroups: bn / 64 (each owns 64 keys: dK, dV of depth <= 128 fit its
+ * registers), or 2 for depth > 128 (each owns half the depth of dK, dV and dQ: sm90/plan_bwd.c). */
+static inline int bwd_consumers(int bn, int depth) { return depth > 128 ? 2 : bn / 64; }
+/* The dQ block's split between the main kernel's consumers (bwd_consumers): tiles_m x tiles_n tiles of
  * 64 rows x *dq_n columns, tiles_m = bm / 64. 0, or -1 when bm, bn and depth do not split. */
 int bwd_dq_split(int bm, int bn, int depth, int *tiles_m, int *tiles_n, int *dq_n);
 

@@ -52,3 +52,14 @@ void op_st_shared_v4_f32(Emit *e, Reg base, uint32_t off, const Reg src[4])
     }
     emit(e, "st.shared.v4.f32 [%s+%u], {%s, %s, %s, %s};", R(e, base), off, d[0], d[1], d[2], d[3]);
 }
+
+void op_red_global_add_v4_f32(Emit *e, Reg addr, uint32_t off, const Reg src[4])
+{
+    char d[4][EMIT_REG_NAME + 8];
+    REG_WANT(e, addr, RT_B64);
+    for (int i = 0; i < 4; i++) {
+        reg_want(e, src[i], RT_F32, __func__, "src[i]");
+        snprintf(d[i], sizeof d[i], "%s", R(e, src[i]));
+    }
+    emit(e, "red.global.add.v4.f32 [%s+%u], {%s, %s, %s, %s};", R(e, addr), off, d[0], d[1], d[2], d[3]);
+}

@@ -1,6 +1,7 @@
 /* ops_bwd.h - the op layer's forms the attention backward adds (spellings live in ops_bwd.c and
  * sm90/ops_bwd.c only). PTX ISA: cp.async.bulk (non-tensor, global -> shared with mbarrier completion),
  * cp.reduce.async.bulk (non-tensor, shared -> global, .add.f32, bulk-group completion), ld/st vectors,
+ * red.global.add.v4.f32,
  * wgmma with both operands transposed from shared memory. */
 #ifndef FA4GEN_OPS_BWD_H
 #define FA4GEN_OPS_BWD_H
@@ -18,6 +19,9 @@ void op_bulk_reduce_add_f32(Emit *e, Reg dst, Reg src, uint32_t bytes);
 void op_ld_global_v4_b32(Emit *e, Reg guard, const Reg dst[4], Reg addr, uint32_t off);
 /* 16 bytes of four f32 registers to shared [base + off]. */
 void op_st_shared_v4_f32(Emit *e, Reg base, uint32_t off, const Reg src[4]);
+/* global f32 [addr + off .. + 16) += the four f32 registers, each element atomically (red, relaxed, gpu
+ * scope; PTX ISA: the .v4.f32 form needs sm_90). */
+void op_red_global_add_v4_f32(Emit *e, Reg addr, uint32_t off, const Reg src[4]);
 /* sm_90a: D (f32 array acc, its first n/2 elements) (+)= A * B, both from shared memory, either
  * transposed (MN-major) for 16-bit types: tnsp_a, tnsp_b are the wgmma's imm-trans-a / imm-trans-b. */
 void op_wgmma_ss_t(Emit *e, int n, DType dt, Reg acc, Reg adesc, Reg bdesc, int scale_d, int tnsp_a, int tnsp_b);

@@ -94,10 +94,10 @@ static fa4_status check_shape(fa4_ctx *ctx, const fa4_mha_bwd_args *a, int need_
     if (a->qk_depth != a->ov_depth)
         return rt_fail(ctx, FA4_ERR_UNSUPPORTED, "ov_depth: %d differs from qk_depth %d; the backward takes one depth",
                        a->ov_depth, a->qk_depth);
-    if (a->qk_depth != 64 && a->qk_depth != 128)
+    if (a->qk_depth != 64 && a->qk_depth != 128 && a->qk_depth != 256)
         return rt_fail(ctx, a->qk_depth <= 0 || a->qk_depth % 16 || a->qk_depth > 1024 ? FA4_ERR_INVALID_ARGUMENT
                                                                                     : FA4_ERR_UNSUPPORTED,
-                       "qk_depth: %d; the backward takes 64 or 128", a->qk_depth);
+                       "qk_depth: %d; the backward takes 64, 128 or 256", a->qk_depth);
     if (!!a->sink != !!a->dsink)
         return BAD(a->sink ? "dsink" : "sink", "%s; give both sink and dsink, or neither", a->sink ? "NULL" : "given");
     if ((uintptr_t)a->sink % 4 || (uintptr_t)a->dsink % 4 || (uintptr_t)a->lse % 4)

@@ -8,7 +8,14 @@
 #include "../fa4gen.h"
 
 typedef struct Sm90BwdPlan {
-    int consumers;                    /* warpgroups of 64 keys each: bn / 64 */
+    /* split_depth 0 (depth <= 128): consumer w owns keys 64w..64w+63 of every GEMM, computed transposed
+     * (S^T, dP^T; dK, dV rows; the whole depth).  split_depth 1 (depth > 128, FlashAttention-3's d256
+     * shape): the consumers split the keys of S and dP (n = keys_wg each) and the depth of dK, dV and dQ
+     * (kv_cols each); P and dS go through smem, dQ leaves by red.global.add.v4.f32 from registers. */
+    int split_depth;
+    int consumers;                    /* bwd_consumers (mha_bwd.h) */
+    int keys_wg;                      /* keys of S / dP per consumer: 64 (the wgmma M) or bn / 2 (its N) */
+    int kv_cols;                      /* dK / dV columns per consumer: depth or depth / 2 */
     int producer_regs, consumer_regs; /* setmaxnreg targets */
     /* per consumer thread (wgmma m64nNk16 fragments) */
     int sdp_regs;    /* S^T and dP^T accumulators (m64 n bm): bm / 2 f32 each */
@@ -17,12 +24,17 @@ typedef struct Sm90BwdPlan {
     int dq_tiles_m, dq_tiles_n, dq_n, dq_regs; /* the dQ block's split (mha_bwd.h): dq_n / 2 f32 per thread */
     int steps_d, steps_m, steps_n;    /* wgmma K steps of 16 over depth, bm, bn */
     int ds_stages;                    /* dS^T buffers (2: one named barrier per m-block) */
+    int ds_packed_p; /* dS = P (dP - D) takes P from a packed fp16 copy (bm 128: the f32 P would not fit beside
+                        dP, P^T and the in-flight dV wgmma, issued before the dP wait; fp16 data: P^T itself, bf16:
+                        a second array, 11 bits instead of 8); else from the f32 S^T */
 
     /* shared memory: tiles are arrays of 128-byte swizzled chunks [chunk][row][64 elements] */
     uint32_t off_k, off_v, kv_chunk_bytes;       /* K, V tiles (bn rows); dK, dV staged over them at the end */
     uint32_t off_q, off_do, q_chunk_bytes, q_stage_bytes; /* Q and dO rings (bm rows), stages each */
-    uint32_t off_ds, ds_atom_bytes, ds_stage_bytes;       /* dS^T: [query atom][key row][64 queries] */
-    uint32_t off_dq, dq_bytes;                   /* the dQ block f32 (mha_bwd.h layout) */
+    uint32_t off_ds, ds_atom_bytes, ds_stage_bytes;       /* dS^T: [query atom][key row][64 queries];
+                                                             split_depth: dS [query row][64 keys] */
+    uint32_t off_p;                              /* split_depth: P [query row][64 keys], ds_stages */
+    uint32_t off_dq, dq_bytes;                   /* the dQ block f32 (mha_bwd.h layout; not split_depth) */
     uint32_t off_nl2, off_dpsum, vec_stage_bytes; /* nl2 and D rings: bm f32 a stage */
 
     /* mbarriers */
@@ -32,7 +44,8 @@ typedef struct Sm90BwdPlan {
     uint32_t tx_kv, tx_q, tx_do;
 
     /* named barriers */
-    int bar_ds;      /* both consumers: dS^T of this m-block is in smem */
+    int bar_ds;      /* both consumers: dS^T (split_depth: dS) of this m-block is in smem */
+    int bar_p;       /* split_depth: both consumers' P of this m-block is in smem */
     int bar_kv_done; /* both consumers: the last wgmma reading K and V is done (the epilogue reuses them) */
     int bar_epi0;    /* consumer w's dK/dV staging, + w */
 } Sm90BwdPlan;
@@ -42,5 +55,20 @@ static inline Sm90BwdPlan *sm90bwd_mut(Plan *p) { return (Sm90BwdPlan *)(void *)
 static inline const Sm90BwdPlan *sm90bwd_of(const Plan *p) { return (const Sm90BwdPlan *)(const void *)p->family; }
 
 extern const Family sm90_mha_bwd;
+
+/* ---- the emitters' shared pieces (sm90/mha_bwd.c; split_depth's consumer in sm90/mha_bwd_depth.c) ---- */
+
+/* wgmma m64nNk16 accumulator register of (column pair q, row half h, element x): row 16 warp + lane / 4
+ * + 8 h, column 8 q + 2 (lane % 4) + x (PTX ISA, wgmma accumulator fragment). */
+static inline int bwd90_acc(int q, int h, int x) { return 4 * q + 2 * h + x; }
+/* Iteration itr -> m-block m and query head hq (REG_NONE: not wanted). */
+void bwd90_iter_coords(Emit *e, Reg itr, Reg m, Reg hq);
+/* ws (u64) = the workspace row of (hq, m)'s first query. */
+void bwd90_ws_row(Emit *e, Reg ws, Reg m, Reg hq);
+/* Low word of a K-major SW128 descriptor of the tile at addr: start >> 4 (the LBO field or-ed in later). */
+void bwd90_desc_lo(Emit *e, Reg lo, Reg addr);
+/* split_depth: the consumer's registers beyond the common ones, and one (query head, m-block) iteration. */
+void bwd90_depth_setup(Emit *e);
+void bwd90_depth_iteration(Emit *e);
 
 #endif

@@ -14,6 +14,8 @@
  *                    then dQ (f32) to smem for the writer; dK, dV stay in registers for the whole loop and
  *                    leave through smem (over the dead K and V tiles) by TMA stores.
  * The three roles walk the same iterations: it = g x nm + (m - m_begin), g the query head of the group.
+ * Depth > 128 (plan split_depth): no writer; the consumers split S and dP by keys and dK, dV, dQ by depth
+ * (sm90/mha_bwd_depth.c); prologue, loader and epilogue are shared.
  */
 #include <stdio.h>
 #include <string.h>
@@ -28,8 +30,6 @@
 
 enum { NAME = 32, CHUNK_ELEMS = 64, ROW_BYTES = 128, K16_ROWS = 16 };
 
-/* S^T / dP^T / dK / dV / dQ accumulator register of (column pair q, row half h, element x). */
-static int acc_index(int q, int h, int x) { return 4 * q + 2 * h + x; }
 
 /* dst = %lo when x <= 0, else (x + round) / div: the clamped block counts of the key ranges. */
 static void clamp_div(Emit *e, Reg dst, Reg x, int round, int div)
@@ -144,7 +144,7 @@ static void tile_coords(Emit *e)
 }
 
 /* Iteration %it_reg -> m-block m and query head hq (g = it / nm of the kv head's group). */
-static void iter_coords(Emit *e, Reg itr, Reg m, Reg hq)
+void bwd90_iter_coords(Emit *e, Reg itr, Reg m, Reg hq)
 {
     const Plan *p = e->p;
     if (p->cfg.group == 1) {
@@ -160,7 +160,7 @@ static void iter_coords(Emit *e, Reg itr, Reg m, Reg hq)
 }
 
 /* ws = the workspace row of (hq, m)'s first query: (bws heads_q + hq) q_rows + pad + m bm (u64). */
-static void ws_row(Emit *e, Reg ws, Reg m, Reg hq)
+void bwd90_ws_row(Emit *e, Reg ws, Reg m, Reg hq)
 {
     Reg t = reg_b32(e, "wr_t"), t64 = reg_b64(e, "wr_t64");
     if (e->p->cfg.varlen) emit(e, "mov.u32 %s, %s;", R(e, t), R(e, hq));
@@ -189,10 +189,13 @@ static void emit_barrier_init(Emit *e)
     char lbl[NAME];
     static const char *const ring[] = {"bar_q_full", "bar_q_empty", "bar_do_full", "bar_do_empty"};
     Reg b = mbar_init_begin(e, lbl, sizeof lbl, "prologue: mbarrier init (thread 0), then every thread syncs");
-    Mbar kv = mbar_plan(e, "bar_kv_full"), dqf = mbar_plan(e, "bar_dq_full"), dqe = mbar_plan(e, "bar_dq_empty");
+    Mbar kv = mbar_plan(e, "bar_kv_full");
     mbar_init(e, b, &kv, 0);
-    mbar_init(e, b, &dqf, 0);
-    mbar_init(e, b, &dqe, 0);
+    if (!sm90bwd_of(p)->split_depth) {
+        Mbar dqf = mbar_plan(e, "bar_dq_full"), dqe = mbar_plan(e, "bar_dq_empty");
+        mbar_init(e, b, &dqf, 0);
+        mbar_init(e, b, &dqe, 0);
+    }
     for (int i = 0; i < p->stages; i++) {
         emit_note(e, "plan: ring stage %d", i);
         for (int k = 0; k < 4; k++) {
@@ -243,8 +246,8 @@ static void emit_loader(Emit *e)
     emit_label(e, new_label(e, l_loop, sizeof l_loop, "ld_loop"));
     emit(e, "setp.ge.u32 %s, %s, %%iters;", R(e, pr), R(e, itr));
     emit(e, "@%s bra %s;", R(e, pr), new_label(e, l_done, sizeof l_done, "ld_done"));
-    iter_coords(e, itr, m, hq);
-    ws_row(e, ws, m, hq);
+    bwd90_iter_coords(e, itr, m, hq);
+    bwd90_ws_row(e, ws, m, hq);
     emit(e, "shl.b64 %s, %s, 2;", R(e, ws), R(e, ws));
     emit(e, "mad.lo.u32 %s, %s, %d, %%q_start;", R(e, row), R(e, m), p->bm);
     ring_free_parity(e, par, phase);
@@ -288,8 +291,8 @@ static void emit_writer(Emit *e)
     emit_label(e, new_label(e, l_loop, sizeof l_loop, "wr_loop"));
     emit(e, "setp.ge.u32 %s, %s, %%iters;", R(e, pr), R(e, itr));
     emit(e, "@%s bra %s;", R(e, pr), new_label(e, l_done, sizeof l_done, "wr_done"));
-    iter_coords(e, itr, m, hq);
-    ws_row(e, ws, m, hq);
+    bwd90_iter_coords(e, itr, m, hq);
+    bwd90_ws_row(e, ws, m, hq);
     emit(e, "mul.lo.u64 %s, %s, %d;", R(e, dst), R(e, ws), p->qk * BWD_F32);
     emit(e, "add.s64 %s, %s, %%dq_accum;", R(e, dst), R(e, dst));
     op_mbar_wait(e, full, phase);
@@ -315,6 +318,13 @@ static void emit_producer(Emit *e)
     emit_section(e, "role producer (warpgroup 0): plan regs %d", s->producer_regs);
     op_setmaxnreg(e, s->producer_regs, p->entry_regs);
     Reg pr = reg_pred(e, "p_role");
+    if (s->split_depth) {
+        emit_note(e, "lane 0 of warp 0 loads (the consumers add dQ themselves); the rest has nothing to do");
+        emit(e, "setp.ne.u32 %s, %%thread, 0;", R(e, pr));
+        emit(e, "@%s bra $exit;", R(e, pr));
+        emit_loader(e);
+        return;
+    }
     emit_note(e, "lane 0 of warp 0 loads, lane 0 of warp 1 writes dQ; the rest of the warpgroup has nothing to do");
     emit(e, "setp.ne.u32 %s, %%lane, 0;", R(e, pr));
     emit(e, "@%s bra $exit;", R(e, pr));
@@ -332,7 +342,7 @@ static void emit_producer(Emit *e)
 /* ------------------------------------------------------------------ */
 
 /* Low word of a K-major SW128 descriptor of the tile at addr (u32): start >> 4 | LBO field. */
-static void desc_lo(Emit *e, Reg lo, Reg addr)
+void bwd90_desc_lo(Emit *e, Reg lo, Reg addr)
 {
     emit(e, "shr.u32 %s, %s, 4;", R(e, lo), R(e, addr));
     emit(e, "and.b32 %s, %s, 0x3FFF;", R(e, lo), R(e, lo));
@@ -347,8 +357,8 @@ static void emit_sdp(Emit *e, const char *what, Reg a0, Reg b0, Reg acc)
     Reg alo = reg_b32(e, "cs_alo"), blo = reg_b32(e, "cs_blo"), ad = reg_b64(e, "cs_ad"), bd = reg_b64(e, "cs_bd");
     Reg ab = reg_b32(e, "cs_abase"), bb = reg_b32(e, "cs_bbase");
     emit_note(e, "%s: %d x wgmma m64n%dk16 SS, both K-major (plan note sdp wgmma)", what, s->steps_d, p->bm);
-    desc_lo(e, ab, a0);
-    desc_lo(e, bb, b0);
+    bwd90_desc_lo(e, ab, a0);
+    bwd90_desc_lo(e, bb, b0);
     emit(e, "or.b32 %s, %s, 0x%08X;", R(e, ab), R(e, ab), sm90_desc_lo_lbo(16));
     emit(e, "or.b32 %s, %s, 0x%08X;", R(e, bb), R(e, bb), sm90_desc_lo_lbo(16));
     for (int kk = 0; kk < s->steps_d; kk++) {
@@ -431,20 +441,37 @@ static void emit_mask(Emit *e, Reg m)
         }
         for (int q = 0; q < s->sdp_regs / 4; q++)
             for (int x = 0; x < 2; x++)
-                sfx_mask(e, reg_at(e, sacc, acc_index(q, h, x)), 8 * q + x, hi, wr >= 0 ? lo : REG_NONE);
+                sfx_mask(e, reg_at(e, sacc, bwd90_acc(q, h, x)), 8 * q + x, hi, wr >= 0 ? lo : REG_NONE);
     }
 }
 
-/* A per-query-row vector of this thread's columns (nl2 or D) from the stage's ring slot: column pair q at
- * 8 q + 2 (lane % 4). */
-static void load_cols(Emit *e, Reg vec, uint32_t off, Reg stage)
+/* dst (f32) = the low (half 0) or high (half 1) 16-bit element of a packed pair. */
+static void unpack_half(Emit *e, DType dt, Reg dst, Reg pair, int half)
+{
+    if (dt == DT_BF16) {
+        Reg t = reg_b32(e, "up_t");
+        if (half) emit(e, "and.b32 %s, %s, 0xFFFF0000;", R(e, t), R(e, pair));
+        else emit(e, "shl.b32 %s, %s, 16;", R(e, t), R(e, pair));
+        emit(e, "mov.b32 %s, %s;", R(e, dst), R(e, t));
+    } else {
+        Reg lo = reg_b16(e, "up_lo"), hi = reg_b16(e, "up_hi");
+        emit(e, "mov.b32 {%s, %s}, %s;", R(e, lo), R(e, hi), R(e, pair));
+        op_cvt(e, "f32.f16", dst, half ? hi : lo);
+    }
+}
+
+/* The address of this thread's first column (nl2 or D) in the stage's ring slot: column pair q is at
+ * 8 q + 2 (lane % 4), loaded next to its use (load_pair), so a pair lives in registers only briefly. */
+static void cols_addr(Emit *e, Reg a, uint32_t off, Reg stage)
 {
     const Sm90BwdPlan *s = sm90bwd_of(e->p);
-    Reg a = reg_b32(e, "cs_vaddr");
     smem_indexed(e, a, off, stage, s->vec_stage_bytes);
     emit(e, "mad.lo.u32 %s, %%cs_lm, 8, %s;", R(e, a), R(e, a));
-    for (int q = 0; q < s->sdp_regs / 4; q++)
-        op_ld_shared_v2_b32(e, reg_at(e, vec, 2 * q), reg_at(e, vec, 2 * q + 1), a, (uint32_t)(32 * q));
+}
+
+static void load_pair(Emit *e, Reg vec, Reg a, int q)
+{
+    op_ld_shared_v2_b32(e, reg_at(e, vec, 0), reg_at(e, vec, 1), a, (uint32_t)(32 * q));
 }
 
 /* dS^T (packed pairs) into the stage's smem, the MN-major SW128 layout of dQ's A operand: key row r,
@@ -477,9 +504,9 @@ static void emit_iteration(Emit *e)
     Reg stage = reg_find(e, "cs_stage"), phase = reg_find(e, "cs_phase"), bar = reg_b32(e, "cs_bar");
     Reg m = reg_b32(e, "cs_m"), masked = reg_pred(e, "cs_masked");
     Reg qs = reg_b32(e, "cs_qslot"), dos = reg_b32(e, "cs_doslot"), dss = reg_b32(e, "cs_dsslot");
-    Reg sacc = reg_find(e, "s"), dpacc = reg_find(e, "dp"), vec = reg_find(e, "cs_vec"), dvec = reg_find(e, "cs_dvec");
+    Reg sacc = reg_find(e, "s"), dpacc = reg_find(e, "dp"), vec = reg_find(e, "cs_vec");
     Reg pp = reg_find(e, "pp"), pds = reg_find(e, "pds"), dk = reg_find(e, "dk"), dv = reg_find(e, "dv");
-    iter_coords(e, reg_find(e, "cs_it"), m, REG_NONE);
+    bwd90_iter_coords(e, reg_find(e, "cs_it"), m, REG_NONE);
     emit(e, "setp.lt.s32 %s, %s, %%full_lo;", R(e, masked), R(e, m));
     emit(e, "setp.ge.or.s32 %s, %s, %%full_hi, %s;", R(e, masked), R(e, m), R(e, masked));
     smem_indexed(e, qs, s->off_q, stage, s->q_stage_bytes);
@@ -500,36 +527,51 @@ static void emit_iteration(Emit *e)
     emit(e, "@!%s bra %s;", R(e, masked), new_label(e, l_nomask, sizeof l_nomask, "cs_nomask"));
     emit_mask(e, m);
     emit_label(e, l_nomask);
-    emit_note(e, "P = exp2(S scale_log2 + nl2), nl2 = -LSE log2 e of the column's query (plan: ring nl2); D (ring "
-              "dpsum) is loaded beside it");
-    load_cols(e, vec, s->off_nl2, stage);
-    load_cols(e, dvec, s->off_dpsum, stage);
-    for (int q = 0; q < s->sdp_regs / 4; q++)
+    emit_note(e, "P = exp2(S scale_log2 + nl2), nl2 = -LSE log2 e of the column's query (plan: ring nl2)");
+    Reg va = reg_b32(e, "cs_vaddr");
+    cols_addr(e, va, s->off_nl2, stage);
+    for (int q = 0; q < s->sdp_regs / 4; q++) {
+        load_pair(e, vec, va, q);
         for (int h = 0; h < 2; h++)
             for (int x = 0; x < 2; x++) {
-                Reg v = reg_at(e, sacc, acc_index(q, h, x));
-                emit(e, "fma.rn.ftz.f32 %s, %s, %%scale_log2, %s;", R(e, v), R(e, v), R(e, reg_at(e, vec, 2 * q + x)));
+                Reg v = reg_at(e, sacc, bwd90_acc(q, h, x));
+                emit(e, "fma.rn.ftz.f32 %s, %s, %%scale_log2, %s;", R(e, v), R(e, v), R(e, reg_at(e, vec, x)));
                 emit(e, "ex2.approx.ftz.f32 %s, %s;", R(e, v), R(e, v));
             }
+    }
     emit_note(e, "P^T to 16-bit pairs (the accumulator layout is the RS A fragment: register i packs 2i, 2i+1) and "
               "dV issued at once: it overlaps dP^T, and the dP wait below cannot move above the ex2s (it follows "
               "the dV issue, which needs them all)");
-    for (int i = 0; i < s->p_regs; i++)
+    int p_copy = s->ds_packed_p && p->cfg.dtype != DT_FP16;
+    if (p_copy) emit_note(e, "plan note order: an fp16 copy of P for dS (11 bits; the bf16 P^T would cost dS 3 more)");
+    for (int i = 0; i < s->p_regs; i++) {
         op_cvt_pack(e, p->cfg.dtype, reg_at(e, pp, i), reg_at(e, sacc, 2 * i + 1), reg_at(e, sacc, 2 * i));
+        if (p_copy)
+            op_cvt_pack(e, DT_FP16, reg_at(e, reg_find(e, "ph"), i), reg_at(e, sacc, 2 * i + 1), reg_at(e, sacc, 2 * i));
+    }
     op_wgmma_fence(e);
     emit_dkv(e, "dV += P^T dO", dv, pp, dos);
     op_wgmma_commit(e);
     emit_note(e, "dP^T is ready once the group before dV retires");
     op_wgmma_wait(e, 1);
-    emit_note(e, "dS = P (dP - D), D = rowsum(dO O) of the column's query");
-    for (int q = 0; q < s->sdp_regs / 4; q++)
+    emit_note(e, "dS = P (dP - D), D = rowsum(dO O) of the column's query (plan: ring dpsum); P %s (plan note order)",
+              s->ds_packed_p ? "unpacked from its fp16 copy" : "from the f32 S^T");
+    cols_addr(e, va, s->off_dpsum, stage);
+    Reg pf = reg_f32(e, "cs_pf");
+    for (int q = 0; q < s->sdp_regs / 4; q++) {
+        load_pair(e, vec, va, q);
         for (int h = 0; h < 2; h++)
             for (int x = 0; x < 2; x++) {
-                int i = acc_index(q, h, x);
-                Reg v = reg_at(e, dpacc, i);
-                emit(e, "sub.f32 %s, %s, %s;", R(e, v), R(e, v), R(e, reg_at(e, dvec, 2 * q + x)));
-                emit(e, "mul.f32 %s, %s, %s;", R(e, v), R(e, v), R(e, reg_at(e, sacc, i)));
+                int i = bwd90_acc(q, h, x);
+                Reg v = reg_at(e, dpacc, i), pv = reg_at(e, sacc, i);
+                if (s->ds_packed_p) {
+                    unpack_half(e, DT_FP16, pf, reg_at(e, p_copy ? reg_find(e, "ph") : pp, i / 2), i % 2);
+                    pv = pf;
+                }
+                emit(e, "sub.f32 %s, %s, %s;", R(e, v), R(e, v), R(e, reg_at(e, vec, x)));
+                emit(e, "mul.f32 %s, %s, %s;", R(e, v), R(e, v), R(e, pv));
             }
+    }
     for (int i = 0; i < s->p_regs; i++)
         op_cvt_pack(e, p->cfg.dtype, reg_at(e, pds, i), reg_at(e, dpacc, 2 * i + 1), reg_at(e, dpacc, 2 * i));
     op_wgmma_fence(e);
@@ -567,8 +609,9 @@ static void emit_iteration(Emit *e)
     ring_advance(e, stage, phase, p->stages);
 }
 
-/* varlen, a consumer whose 64 rows run past the sequence's keys: dK (x scale) and dV straight from the
- * accumulators, row-masked st.global (plan note varlen dkv): pair 8q + 2 (lane % 4) of rows cs_row<h>. */
+/* varlen, a consumer whose rows run past the sequence's keys: dK (x scale) and dV straight from the
+ * accumulators, row-masked st.global (plan note varlen dkv): columns cs_ep_col0 + 8q + 2 (lane % 4) of
+ * rows cs_row<h>. */
 static void emit_store_kv_rows(Emit *e)
 {
     const Plan *p = e->p;
@@ -586,11 +629,11 @@ static void emit_store_kv_rows(Emit *e)
             emit(e, "mul.lo.u64 %s, %s, %%%s;", R(e, ad), R(e, ad), t2[k].ss);
             op_cvt(e, "u64.u32", t, reg_find(e, "kvh"));
             emit(e, "mad.lo.u64 %s, %s, %%%s, %s;", R(e, ad), R(e, t), t2[k].sh, R(e, ad));
-            op_cvt(e, "u64.u32", t, reg_find(e, "cs_lm2"));
+            op_cvt(e, "u64.u32", t, reg_find(e, "cs_ep_c"));
             emit(e, "add.u64 %s, %s, %s;", R(e, ad), R(e, ad), R(e, t));
             emit(e, "mad.lo.u64 %s, %s, %d, %%%s;", R(e, ad), R(e, ad), p->elem_bytes, t2[k].ptr);
-            for (int q = 0; q < p->qk / 8; q++) {
-                Reg x0 = reg_at(e, acc, acc_index(q, h, 0)), x1 = reg_at(e, acc, acc_index(q, h, 1));
+            for (int q = 0; q < sm90bwd_of(p)->kv_cols / 8; q++) {
+                Reg x0 = reg_at(e, acc, bwd90_acc(q, h, 0)), x1 = reg_at(e, acc, bwd90_acc(q, h, 1));
                 if (t2[k].scale) {
                     emit(e, "mul.f32 %s, %s, %%scale;", R(e, f0), R(e, x0));
                     emit(e, "mul.f32 %s, %s, %%scale;", R(e, f1), R(e, x1));
@@ -603,8 +646,8 @@ static void emit_store_kv_rows(Emit *e)
         }
 }
 
-/* dK (x scale) and dV to 16-bit, staged over this consumer's rows of the K and V tiles in the TMA's
- * SW128 layout, TMA-stored as 64-row boxes. */
+/* dK (x scale) and dV to 16-bit, staged over this consumer's part of the K and V tiles (rows cs_ep_row0..
+ * + 64, column chunks from cs_ep_col0) in the TMA's SW128 layout, TMA-stored as 64-row boxes. */
 static void emit_epilogue(Emit *e)
 {
     const Plan *p = e->p;
@@ -616,7 +659,7 @@ static void emit_epilogue(Emit *e)
     if (p->cfg.varlen) {
         Reg end = reg_b32(e, "ep_end"), pe = reg_pred(e, "ep_past");
         emit_note(e, "plan note varlen dkv: this consumer's rows run past the sequence's keys: row-masked stores");
-        emit(e, "mad.lo.u32 %s, %%cs_w, %d, %%n0;", R(e, end), BWD_MMA_M);
+        emit(e, "add.u32 %s, %%cs_ep_row0, %%n0;", R(e, end));
         emit(e, "add.u32 %s, %s, %d;", R(e, end), R(e, end), BWD_MMA_M);
         emit(e, "setp.gt.u32 %s, %s, %%seqlen_k;", R(e, pe), R(e, end));
         emit(e, "@%s bra %s;", R(e, pe), new_label(e, l_rows, sizeof l_rows, "ep_rows"));
@@ -624,13 +667,13 @@ static void emit_epilogue(Emit *e)
     Reg key = reg_b32(e, "ep_key"), base = reg_b32(e, "ep_base"), u = reg_b32(e, "ep_u"), a = reg_b32(e, "ep_a");
     Reg pk = reg_b32(e, "ep_pk"), f0 = reg_f32(e, "ep_f0"), f1 = reg_f32(e, "ep_f1");
     Reg dk = reg_find(e, "dk"), dv = reg_find(e, "dv");
-    const struct { Reg acc; const char *tile; int scale; } t[2] = {{dk, "cs_k0", 1}, {dv, "cs_v0", 0}};
+    const struct { Reg acc; const char *tile; int scale; } t[2] = {{dk, "cs_ep_k", 1}, {dv, "cs_ep_v", 0}};
     for (int k = 0; k < 2; k++)
         for (int h = 0; h < 2; h++) {
             swizzle_row(e, key, base, reg_find(e, "cs_row%d", h), reg_find(e, "%s", t[k].tile));
             emit(e, "mad.lo.u32 %s, %%cs_lm, 4, %s;", R(e, base), R(e, base));
-            for (int q = 0; q < p->qk / 8; q++) {
-                Reg x0 = reg_at(e, t[k].acc, acc_index(q, h, 0)), x1 = reg_at(e, t[k].acc, acc_index(q, h, 1));
+            for (int q = 0; q < s->kv_cols / 8; q++) {
+                Reg x0 = reg_at(e, t[k].acc, bwd90_acc(q, h, 0)), x1 = reg_at(e, t[k].acc, bwd90_acc(q, h, 1));
                 if (t[k].scale) {
                     emit(e, "mul.f32 %s, %s, %%scale;", R(e, f0), R(e, x0));
                     emit(e, "mul.f32 %s, %s, %%scale;", R(e, f1), R(e, x1));
@@ -648,13 +691,16 @@ static void emit_epilogue(Emit *e)
     op_bar_sync_at(e, REG_NONE, reg_find(e, "cs_epi_bar"), named_bar_threads(p, s->bar_epi0));
     emit(e, "@!%%cs_leader bra %s;", new_label(e, l_store, sizeof l_store, "ep_stored"));
     Reg src = reg_b32(e, "ep_src"), col = reg_b32(e, "ep_col"), row = reg_b32(e, "ep_row");
-    emit(e, "mad.lo.u32 %s, %%cs_w, %d, %%n0;", R(e, row), BWD_MMA_M);
+    emit(e, "add.u32 %s, %%cs_ep_row0, %%n0;", R(e, row));
     emit(e, "add.u32 %s, %s, %%k_start;", R(e, row), R(e, row));
     const char *maps[2] = {"tmap_dk", "tmap_dv"};
+    Reg rows = reg_b32(e, "ep_rows");
+    emit(e, "mul.lo.u32 %s, %%cs_ep_row0, %d;", R(e, rows), ROW_BYTES);
     for (int k = 0; k < 2; k++)
-        for (int c = 0; c < p->qk_chunks; c++) {
-            emit(e, "add.u32 %s, %%%s, %u;", R(e, src), k ? "cs_vrows" : "cs_krows", c * s->kv_chunk_bytes);
-            emit(e, "mov.u32 %s, %d;", R(e, col), c * p->chunk_elems);
+        for (int c = 0; c < s->kv_cols / CHUNK_ELEMS; c++) {
+            emit(e, "add.u32 %s, %%%s, %s;", R(e, src), k ? "cs_ep_v" : "cs_ep_k", R(e, rows));
+            emit(e, "add.u32 %s, %s, %u;", R(e, src), R(e, src), c * s->kv_chunk_bytes);
+            emit(e, "add.u32 %s, %%cs_ep_col0, %d;", R(e, col), c * p->chunk_elems);
             op_tma_store_4d(e, reg_find(e, "%s", maps[k]), col, row, reg_find(e, "kvh"), reg_find(e, "b_map"), src);
         }
     op_bulk_commit(e);
@@ -677,25 +723,42 @@ static void emit_consumer_setup(Emit *e)
     emit(e, "and.b32 %s, %%warp, 3;", R(e, wl));
     emit(e, "and.b32 %s, %%lane, 3;", R(e, lm));
     emit(e, "shl.b32 %s, %s, 1;", R(e, reg_b32(e, "cs_lm2")), R(e, lm));
-    emit_note(e, "accumulator rows of this thread: 16 warp + lane / 4 (+8) of the consumer's 64; as tile rows "
-              "(keys) +64 w");
+    emit_note(e, "accumulator rows of this thread: 16 warp + lane / 4 (+8)%s", s->split_depth ? " (queries of S, "
+              "dP, dQ; keys of dK, dV)" : " of the consumer's 64; as tile rows (keys) +64 w");
     for (int h = 0; h < 2; h++) {
-        Reg r = reg_b32(e, "cs_row%d", h), k = reg_b32(e, "cs_key%d", h);
+        Reg r = reg_b32(e, "cs_row%d", h);
         emit(e, "shr.u32 %s, %%lane, 2;", R(e, r));
         emit(e, "mad.lo.u32 %s, %s, 16, %s;", R(e, r), R(e, wl), R(e, r));
         if (h) emit(e, "add.u32 %s, %s, 8;", R(e, r), R(e, r));
+        if (s->split_depth) continue;
         emit(e, "mad.lo.u32 %s, %s, %d, %s;", R(e, r), R(e, w), BWD_MMA_M, R(e, r));
-        emit(e, "mov.u32 %s, %s;", R(e, k), R(e, r));
+        emit(e, "mov.u32 %s, %s;", R(e, reg_b32(e, "cs_key%d", h)), R(e, r));
     }
     emit(e, "setp.eq.u32 %s, %%lane, 0;", R(e, reg_pred(e, "cs_lane0")));
     emit(e, "shl.b32 %s, %%wg, 7;", R(e, t));
     emit(e, "setp.eq.u32 %s, %%thread, %s;", R(e, reg_pred(e, "cs_leader")), R(e, t));
     emit(e, "and.b32 %s, %%thread, 127;", R(e, reg_b32(e, "cs_tid")));
     Reg k0 = smem_reg(e, "cs_k0", s->off_k), v0 = smem_reg(e, "cs_v0", s->off_v);
-    emit_note(e, "this consumer's 64 rows of K and V (the A operands of S^T and dP^T; its dK, dV staging)");
-    emit(e, "mad.lo.u32 %s, %s, %d, %s;", R(e, reg_b32(e, "cs_krows")), R(e, w), BWD_MMA_M * ROW_BYTES, R(e, k0));
-    emit(e, "mad.lo.u32 %s, %s, %d, %s;", R(e, reg_b32(e, "cs_vrows")), R(e, w), BWD_MMA_M * ROW_BYTES, R(e, v0));
+    emit_note(e, "this consumer's %d rows (keys) of K and V: the %s operands of S%s and dP%s", s->keys_wg,
+              s->split_depth ? "B" : "A", s->split_depth ? "" : "^T", s->split_depth ? "" : "^T");
+    emit(e, "mad.lo.u32 %s, %s, %d, %s;", R(e, reg_b32(e, "cs_krows")), R(e, w), s->keys_wg * ROW_BYTES, R(e, k0));
+    emit(e, "mad.lo.u32 %s, %s, %d, %s;", R(e, reg_b32(e, "cs_vrows")), R(e, w), s->keys_wg * ROW_BYTES, R(e, v0));
     emit(e, "mov.b32 %s, 0x%08X;", R(e, reg_b32(e, "cs_hi_kmaj")), sm90_desc_hi(8 * ROW_BYTES, 128));
+    int split = s->split_depth, col_chunks = s->kv_cols / CHUNK_ELEMS;
+    emit_note(e, "the epilogue's part of dK, dV: tile rows %s, columns %s (staged over K and V)",
+              split ? "0..63" : "64 w..", split ? "kv_cols w.." : "all");
+    emit(e, "mul.lo.u32 %s, %s, %d;", R(e, reg_b32(e, "cs_ep_row0")), R(e, w), split ? 0 : BWD_MMA_M);
+    emit(e, "mul.lo.u32 %s, %s, %d;", R(e, reg_b32(e, "cs_ep_col0")), R(e, w), split ? s->kv_cols : 0);
+    emit(e, "add.u32 %s, %%cs_ep_col0, %%cs_lm2;", R(e, reg_b32(e, "cs_ep_c")));
+    emit(e, "mad.lo.u32 %s, %s, %u, %s;", R(e, reg_b32(e, "cs_ep_k")), R(e, w), split ? col_chunks * s->kv_chunk_bytes : 0,
+         R(e, k0));
+    emit(e, "mad.lo.u32 %s, %s, %u, %s;", R(e, reg_b32(e, "cs_ep_v")), R(e, w), split ? col_chunks * s->kv_chunk_bytes : 0,
+         R(e, v0));
+    emit(e, "add.u32 %s, %s, %d;", R(e, reg_b32(e, "cs_epi_bar")), R(e, w), s->bar_epi0);
+    if (split) {
+        bwd90_depth_setup(e);
+        return;
+    }
     emit_note(e, "plan note dq wgmma: this consumer's tile of the dQ block (tm = w %% %d, tn = w / %d)",
               s->dq_tiles_m, s->dq_tiles_m);
     emit(e, "rem.u32 %s, %s, %d;", R(e, reg_b32(e, "cs_dq_tm")), R(e, w), s->dq_tiles_m);
@@ -704,7 +767,6 @@ static void emit_consumer_setup(Emit *e)
     emit(e, "mad.lo.u32 %s, %%cs_tid, 16, %s;", R(e, dq0), R(e, dq0));
     smem_reg(e, "cs_dq_full", s->bar_dq_full);
     smem_reg(e, "cs_dq_empty", s->bar_dq_empty);
-    emit(e, "add.u32 %s, %s, %d;", R(e, reg_b32(e, "cs_epi_bar")), R(e, w), s->bar_epi0);
 }
 
 static void emit_consumer(Emit *e)
@@ -712,22 +774,22 @@ static void emit_consumer(Emit *e)
     const Plan *p = e->p;
     const Sm90BwdPlan *s = sm90bwd_of(p);
     char l_loop[NAME], l_done[NAME];
-    emit_section(e, "role consumers (warpgroups 1..%d): wgmma, P and dS; plan regs %d", s->consumers,
-                 s->consumer_regs);
+    emit_section(e, "role consumers (warpgroups 1..%d): wgmma, P and dS; plan regs %d%s", s->consumers,
+                 s->consumer_regs, s->split_depth ? "; split_depth (sm90/mha_bwd_depth.c)" : "");
     op_setmaxnreg(e, s->consumer_regs, p->entry_regs);
     emit_consumer_setup(e);
     reg_arr(e, RT_F32, s->sdp_regs, "s");
     reg_arr(e, RT_F32, s->sdp_regs, "dp");
     reg_arr(e, RT_B32, s->p_regs, "pp");
     reg_arr(e, RT_B32, s->p_regs, "pds");
-    reg_arr(e, RT_F32, s->sdp_regs / 2, "cs_vec");
-    reg_arr(e, RT_F32, s->sdp_regs / 2, "cs_dvec");
+    if (s->ds_packed_p && p->cfg.dtype != DT_FP16) reg_arr(e, RT_B32, s->p_regs, "ph");
+    reg_arr(e, RT_F32, 2, "cs_vec");
     Reg dk = reg_arr(e, RT_F32, s->kv_regs, "dk"), dv = reg_arr(e, RT_F32, s->kv_regs, "dv");
     reg_arr(e, RT_F32, s->dq_regs, "dq");
     Reg stage = reg_b32(e, "cs_stage"), phase = reg_b32(e, "cs_phase"), itr = reg_b32(e, "cs_it");
     Reg pr = reg_pred(e, "cs_p"), bar = reg_b32(e, "cs_bar");
     ring_reset(e, stage, phase);
-    emit(e, "mov.u32 %s, 0;", R(e, reg_b32(e, "cs_dqph")));
+    if (!s->split_depth) emit(e, "mov.u32 %s, 0;", R(e, reg_b32(e, "cs_dqph")));
     emit(e, "mov.u32 %s, 0;", R(e, reg_b32(e, "cs_ds_stage")));
     emit(e, "mov.u32 %s, 0;", R(e, itr));
     emit_note(e, "dK = dV = 0; K and V of the tile");
@@ -741,7 +803,8 @@ static void emit_consumer(Emit *e)
     emit_label(e, new_label(e, l_loop, sizeof l_loop, "cs_loop"));
     emit(e, "setp.ge.u32 %s, %s, %%iters;", R(e, pr), R(e, itr));
     emit(e, "@%s bra %s;", R(e, pr), new_label(e, l_done, sizeof l_done, "cs_done"));
-    emit_iteration(e);
+    if (s->split_depth) bwd90_depth_iteration(e);
+    else emit_iteration(e);
     emit(e, "add.u32 %s, %s, 1;", R(e, itr), R(e, itr));
     emit(e, "bra.uni %s;", l_loop);
     emit_label(e, l_done);

@@ -1,7 +1,7 @@
 #!/bin/sh
 # tests/gpu/bwd.sh - the attention backward (issue 29, sm90a) on a Hopper GPU, one command:
 #   1. build fa4gen, libfa4rt and build/sim/sim_bwd
-#   2. ptxas report and SASS of the d128 main kernel (registers, spills, HGMMA count, local memory)
+#   2. ptxas report and SASS of the d128, d64 and d256 main kernels (registers, spills, HGMMA count, local memory)
 #   3. tests/sim/cases_bwd_sm90.txt through build/sim/sim_bwd on the GPU (the simulator's cases, fp64 reference)
 #   4. tests/gpu/test_bwd.py: fp32 autograd reference vs fa4 and cuDNN, poisoned outputs, odd shapes
 #   5. bench/bench_bwd.py: fa4 vs cuDNN backward TFLOP/s and peak extra memory (BENCH=0 skips it)
@@ -31,16 +31,17 @@ step() { # step NAME CMD...: output into the details file; the last lines into t
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader >> "$SUM" 2>&1
 step build make -j16 build/fa4gen build/libfa4rt.so build/sim/sim_bwd || { cat "$SUM"; exit 1; }
 sass() {
-    for m in none causal; do
-        build/fa4gen mha-bwd --target sm90a --dtype bf16 --depth 128 --mask $m -o "$OUT/.k.ptx" || return 1
+    for dm in 128:none 128:causal 64:causal 256:none; do
+        d=${dm%%:*} m=${dm#*:}
+        build/fa4gen mha-bwd --target sm90a --dtype bf16 --depth $d --mask $m -o "$OUT/.k.ptx" || return 1
         ptxas -arch=sm_90a -v "$OUT/.k.ptx" -o "$OUT/.k.cubin" 2>&1 | grep -E 'Used|spill|warning|error'
-        echo "d128 $m: $(cuobjdump -sass "$OUT/.k.cubin" | grep -c HGMMA) HGMMA, $(cuobjdump -sass "$OUT/.k.cubin" | grep -c -E 'LDL|STL') LDL/STL"
+        echo "d$d $m: $(cuobjdump -sass "$OUT/.k.cubin" | grep -c HGMMA) HGMMA, $(cuobjdump -sass "$OUT/.k.cubin" | grep -c -E 'LDL|STL') LDL/STL"
     done
     rm -f "$OUT/.k.ptx" "$OUT/.k.cubin"
 }
-TAIL=6 step sass sass
-TAIL=25 step sim_cases_gpu build/sim/sim_bwd --cases tests/sim/cases_bwd_sm90.txt
-TAIL=45 step test_bwd python3 tests/gpu/test_bwd.py --out "$OUT/test_bwd.json"
+TAIL=12 step sass sass
+TAIL=27 step sim_cases_gpu build/sim/sim_bwd --cases tests/sim/cases_bwd_sm90.txt
+TAIL=60 step test_bwd python3 tests/gpu/test_bwd.py --out "$OUT/test_bwd.json"
 if [ "${BENCH:-1}" != 0 ]; then
     TAIL=12 step bench_bwd python3 bench/bench_bwd.py --out "$OUT/bench_bwd.txt" --json "$OUT/bench_bwd.json" \
         ${BENCH_ARGS:-}

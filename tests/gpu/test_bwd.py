@@ -33,6 +33,9 @@ CASES = [
     ("d128 causal", 2, 4, 4, 1024, 1024, 128, "causal", torch.bfloat16, {}),
     ("d64 full", 2, 4, 4, 1024, 1024, 64, "none", torch.bfloat16, {}),
     ("d64 causal", 2, 4, 4, 1024, 1024, 64, "causal", torch.bfloat16, {}),
+    # d64's default BM 128 takes P for dS from an fp16 copy (d128: the f32 P); BM 64 (f32 P) beside it
+    ("d64 full bm=64", 2, 4, 4, 1024, 1024, 64, "none", torch.bfloat16, {"config": "bm=64"}),
+    ("d64 causal bm=64", 2, 4, 4, 1024, 1024, 64, "causal", torch.bfloat16, {"config": "bm=64"}),
     ("fp16 d128 causal", 2, 4, 4, 777, 777, 128, "causal", torch.float16, {}),
     ("seqlen 1", 2, 4, 4, 1, 1, 128, "none", torch.bfloat16, {}),
     ("sq 1 causal", 2, 4, 4, 1, 300, 128, "causal", torch.bfloat16, {}),
@@ -48,6 +51,10 @@ CASES = [
     ("sink", 1, 8, 2, 600, 600, 128, "causal", torch.bfloat16, {"sink": True}),
     ("varlen with empty", 0, 4, 2, 0, 0, 128, "causal", torch.bfloat16, {"varlen": ([300, 0, 1, 700, 64], [500, 7, 0, 700, 1])}),
     ("varlen d64 full", 0, 4, 4, 0, 0, 64, "none", torch.bfloat16, {"varlen": ([129, 1000, 33], [64, 1000, 513])}),
+    ("d256 full", 2, 4, 4, 1024, 1024, 256, "none", torch.bfloat16, {}),
+    ("d256 causal Sq>Sk tails", 1, 8, 2, 1000, 777, 256, "causal", torch.bfloat16, {}),
+    ("fp16 d256 window 128,0", 1, 4, 4, 700, 700, 256, (128, 0), torch.float16, {}),
+    ("varlen d256 with empty", 0, 4, 1, 0, 0, 256, "causal", torch.bfloat16, {"varlen": ([300, 0, 65, 513], [200, 9, 0, 513])}),
 ]
 
 
@@ -144,7 +151,7 @@ def run_case(case, seed):
         dq, dk, dv = (torch.full_like(t, float("nan")) for t in (q, k, v))
         dsink = torch.full((Hq,), float("nan"), device=dev) if sink is not None else None
         r = fa4.mha_bwd(do, q, k, v, out, lse, causal=causal, window=window, softmax_scale=scale, sink=sink,
-                        dq=dq, dk=dk, dv=dv, dsink=dsink)
+                        dq=dq, dk=dk, dv=dv, dsink=dsink, config=extra.get("config"))
         torch.cuda.synchronize()
         xs = [t.float().requires_grad_() for t in (q, k, v)]
         sk = sink.clone().requires_grad_() if sink is not None else None

@@ -2,7 +2,7 @@
 # tests/sim/mutants_bwd.sh - mutation tests of the attention backward on the simulator: proof that
 # tests/sim/sim_bwd.c and the simulator catch a broken mha-bwd kernel.
 #
-# The d128 causal main kernel (the config sim_bwd's case runs) is generated, one line is changed (a deleted
+# The d128 and d256 causal main kernels (the configs sim_bwd's cases run) are generated, one line is changed (a deleted
 # fence, barrier or wait, a wrong transpose or byte count), ptxas must still assemble the mutant, and the case
 # runs with FA4SIM_PTX_REPLACE=mutant (tests/sim/cuda.c): it must FAIL (a simulator report -- hazard, deadlock,
 # fault -- or a numeric mismatch). The unmutated kernel must PASS first.
@@ -21,19 +21,21 @@ done
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/fa4mutbwd.XXXXXX") || exit 2
 trap 'rm -rf "$WORK"' EXIT
 PTXAS=${PTXAS:-$(command -v ptxas || echo "${CUDA_HOME:-/usr/local/cuda}/bin/ptxas")}
-CASE="dtype=bf16 d=128 hq=2 hkv=1 sq=200 sk=300 mask=causal"
-CONFIG="mha-bwd target=sm90a dtype=bf16 qk=128 ov=128 bm=64 bn=128 group=2 stages=2 swizzle=128 mask=causal"
-build/fa4gen mha-bwd --config "$CONFIG" -o "$WORK/k.ptx" || exit 2
 run() { # run PTX: the case with PTX in place of the kernel; output in $WORK/out
     FA4GEN_COMPILER=driver-ptx FA4GEN_CACHE_DIR="$WORK/cache" FA4SIM_CC=90 FA4SIM_SEED=${MUTANTS_SEED:-1} \
         FA4SIM_PTX_REPLACE="$1" LD_LIBRARY_PATH="$ROOT/build/sim" timeout 300 build/sim/sim_bwd $CASE \
         >"$WORK/out" 2>"$WORK/err"
 }
-rm -rf "$WORK/cache"
-if ! run "$WORK/k.ptx" || ! grep -q '^PASS' "$WORK/out"; then
-    echo "mutants_bwd: the unmutated kernel fails"; cat "$WORK/out" "$WORK/err" | head; exit 2
-fi
-echo "unmutated: PASS ($CONFIG)"
+# base CASE CONFIG: the kernel the next mutants change; it must pass unmutated
+base() {
+    CASE=$1 CONFIG=$2
+    build/fa4gen mha-bwd --config "$CONFIG" -o "$WORK/k.ptx" || exit 2
+    rm -rf "$WORK/cache"
+    if ! run "$WORK/k.ptx" || ! grep -q '^PASS' "$WORK/out"; then
+        echo "mutants_bwd: the unmutated kernel fails"; cat "$WORK/out" "$WORK/err" | head; exit 2
+    fi
+    echo "unmutated: PASS ($CONFIG)"
+}
 pass=0 fail=0
 # mutant NAME ANCHOR PATTERN OP [FROM TO]: the first line matching the ERE PATTERN after the first line
 # matching ANCHOR (an empty ANCHOR: from the top) deleted (OP del) or edited by sub(FROM, TO) (OP sub).
@@ -63,6 +65,8 @@ mutant() {
         echo "caught $name: $how"; pass=$((pass + 1))
     fi
 }
+base "dtype=bf16 d=128 hq=2 hkv=1 sq=200 sk=640 mask=causal" \
+    "mha-bwd target=sm90a dtype=bf16 qk=128 ov=128 bm=64 bn=128 group=2 stages=2 swizzle=128 mask=causal"
 mutant ds_fence "dS^T to smem" 'fence\.proxy\.async' del
 mutant ds_barrier "named barrier ds_ready" 'bar\.sync 1, 256' del
 mutant s_wait "S^T is ready once" 'wgmma\.wait_group\.sync\.aligned 1' del
@@ -73,5 +77,19 @@ mutant dkv_tnsp_b "dV += P^T dO" 'wgmma\.mma_async' sub ', 1, 1, 1, 1;' ', 1, 1,
 mutant q_tx "Q + nl2: wait for the slot" 'expect_tx' sub '16640;' '16624;'
 mutant kv_done "named barrier kv_done" 'bar\.sync 2, 256' del
 mutant q_release "the Q and dO slots are free" 'mbarrier\.arrive' del
+# d256 (plan split_depth, sm90/mha_bwd_depth.c): P and dS exchanged through smem, dQ by red from registers
+base "dtype=bf16 d=256 hq=2 hkv=1 sq=200 sk=200 mask=causal" \
+    "mha-bwd target=sm90a dtype=bf16 qk=256 ov=256 bm=64 bn=64 group=2 stages=2 swizzle=128 mask=causal"
+mutant d256_p_fence "P to 16-bit pairs" 'fence\.proxy\.async' del
+mutant d256_p_barrier "P columns are in smem" 'bar\.sync 1, 256' del
+mutant d256_ds_fence "dS = P (dP - D), D = rowsum" 'fence\.proxy\.async' del
+mutant d256_ds_barrier "dS columns are in smem" 'bar\.sync 2, 256' del
+mutant d256_dp_wait "dP is ready once the group before dV" 'wgmma\.wait_group\.sync\.aligned 1' del
+mutant d256_dq_wait "dQ is ready once its group" 'wgmma\.wait_group\.sync\.aligned 1' del
+mutant d256_all_wait "plan note dq: dQ +=" 'wgmma\.wait_group\.sync\.aligned 0' del
+mutant d256_dv_tnsp_a "dV += P^T dO:" 'wgmma\.mma_async' sub ', 1, 1, 1, 1;' ', 1, 1, 0, 1;'
+mutant d256_dq_tnsp_b "dQ = dS K:" 'wgmma\.mma_async' sub ', 0, 1, 1, 0, 1;' ', 0, 1, 1, 0, 0;'
+mutant d256_red_layout "plan note dq: dQ +=" 'red\.global' sub '\+0\]' '+16]'
+mutant d256_q_release "the Q and dO slots are free" 'mbarrier\.arrive' del
 echo "mutants_bwd: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -661,6 +661,14 @@ static void decode(P *p, Ins *in, const char *w)
         in->op = OP_SHFL;
         in->a = has(&k, "bfly") ? 0 : has(&k, "up") ? 1 : has(&k, "down") ? 2 : has(&k, "idx") ? 3 : -1;
         if (in->a < 0 || !has(&k, "sync")) fail(p, "'%s' not understood", w);
+    } else if (!strcmp(b, "red")) {
+        /* red.global.add{.v2,.v4}.f32 [a], b: a global store that adds, element by element (PTX ISA, red; the
+         * interpreter runs one thread at a time, so each element's add is atomic) */
+        if (!has(&k, "global") || !has(&k, "add") || in->type != T_F32 || has(&k, "shared") || has(&k, "cta") ||
+            has(&k, "cluster"))
+            fail(p, "'%s': of red only .global.add{.v2,.v4}.f32 is simulated", w);
+        in->op = OP_ST, in->space = SP_GLOBAL, in->mods |= M_REDADD;
+        in->vec = has(&k, "v4") ? 4 : has(&k, "v2") ? 2 : 1;
     } else if (!strcmp(b, "redux")) {
         /* redux.sync.op{.abs}{.NaN}.type d, a, membermask */
         static const char *rops[] = {"add", "min", "max", "and", "or", "xor"};

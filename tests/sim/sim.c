@@ -1023,6 +1023,14 @@ static void exec_ldst(Sim *s, Thread *t, const Ins *in)
             uint64_t v = 0;
             memcpy(&v, p + i * esz, esz);
             alu_set(s, t, ri, v);
+        } else if (in->mods & M_REDADD) { /* red.global.add.f32: the element plus the value */
+            uint64_t v = alu_val(s, t, ri);
+            float x, y;
+            uint32_t b32 = (uint32_t)v;
+            memcpy(&x, p + i * esz, 4);
+            memcpy(&y, &b32, 4);
+            x += y;
+            memcpy(p + i * esz, &x, 4);
         } else {
             uint64_t v = alu_val(s, t, ri);
             memcpy(p + i * esz, &v, esz);

@@ -7,7 +7,7 @@
  *   sim_bwd [--cases FILE] [--seed N] [--quiet] [CASE WORDS...]
  *
  * A case is one line of key=value words (tests/sim/cases_bwd_sm90.txt):
- *   dtype=bf16|fp16 d=64|128 hq=H hkv=H mask=none|causal|window:L,R
+ *   dtype=bf16|fp16 d=64|128|256 hq=H hkv=H mask=none|causal|window:L,R
  *   batch=B sq=N sk=N          dense [batch, seqlen, heads, depth]
  *   q=L0,L1,.. k=L0,L1,..      varlen instead: per-sequence query and key lengths (0 allowed)
  *   tail=N                     varlen: packed rows after the last sequence (rows of no sequence: their dQ, dK,

@@ -1,0 +1,235 @@
+/* test_bwd.c - the attention backward without a GPU (issue 29): the three kinds' configs (canonical text,
+ * defaults, refusals with a sentence), the workspace layout, and fa4_mha_bwd's argument checks, which must
+ * all run before the driver is touched (this binary runs with no libcuda). */
+#include <math.h>
+
+#include "fa4.h"
+#include "fa4gen.h"
+#include "mha_bwd.h"
+#include "testutil.h"
+
+static char cache_dir[] = "/tmp/fa4bwd.XXXXXX";
+
+static int setup(void **state)
+{
+    (void)state;
+    return temp_cache_dir(cache_dir);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    return remove_tree(cache_dir);
+}
+
+/* plan text -> 0 and the canonical form, or -1 and the refusal */
+static int plan_text(const char *text, char *out, size_t n)
+{
+    Config c;
+    Plan *p = malloc(sizeof *p);
+    char err[512];
+    assert_non_null(p);
+    int rc = config_parse_canonical(text, &c, err, sizeof err);
+    if (!rc) rc = plan_make(&c, p, err, sizeof err);
+    snprintf(out, n, "%s", rc ? err : p->canonical);
+    free(p);
+    return rc;
+}
+
+static void test_configs(void **state)
+{
+    (void)state;
+    char t[512];
+    assert_int_equal(plan_text("mha-bwd target=sm90a dtype=bf16 qk=128 ov=128 mask=causal", t, sizeof t), 0);
+    assert_string_equal(t, "mha-bwd target=sm90a dtype=bf16 qk=128 ov=128 bm=64 bn=128 group=1 stages=2 swizzle=128 "
+                           "mask=causal");
+    assert_int_equal(plan_text("mha-bwd target=sm90a dtype=fp16 qk=64 ov=64 group=4 varlen=1", t, sizeof t), 0);
+    assert_string_equal(t, "mha-bwd target=sm90a dtype=fp16 qk=64 ov=64 bm=128 bn=128 group=4 stages=2 swizzle=128 "
+                           "varlen=1 mask=none");
+    assert_int_equal(plan_text("mha-bwd-pre target=sm90a dtype=bf16 qk=128 sink=1", t, sizeof t), 0);
+    assert_string_equal(t, "mha-bwd-pre target=sm90a dtype=bf16 qk=128 bm=64 sink=1");
+    assert_int_equal(plan_text("mha-bwd-dq target=sm90a dtype=bf16 qk=64 varlen=1", t, sizeof t), 0);
+    assert_string_equal(t, "mha-bwd-dq target=sm90a dtype=bf16 qk=64 bm=128 bn=128 varlen=1");
+    /* d256: the split-depth tile (64 x 64, two consumers), and the dq kernel's split that matches it */
+    assert_int_equal(plan_text("mha-bwd target=sm90a dtype=bf16 qk=256 ov=256", t, sizeof t), 0);
+    assert_string_equal(t, "mha-bwd target=sm90a dtype=bf16 qk=256 ov=256 bm=64 bn=64 group=1 stages=2 swizzle=128 "
+                           "mask=none");
+    assert_int_equal(plan_text("mha-bwd-dq target=sm90a dtype=bf16 qk=256", t, sizeof t), 0);
+    assert_string_equal(t, "mha-bwd-dq target=sm90a dtype=bf16 qk=256 bm=64 bn=64");
+    int tm = 0, tn = 0, dq_n = 0;
+    assert_int_equal(bwd_dq_split(64, 64, 256, &tm, &tn, &dq_n), 0);
+    assert_int_equal(tm, 1), assert_int_equal(tn, 2), assert_int_equal(dq_n, 128);
+    /* a forward kernel's text is unchanged by the new kinds' words */
+    assert_int_equal(plan_text("mha target=sm90a dtype=bf16 qk=128 ov=128 mask=causal", t, sizeof t), 0);
+    assert_null(strstr(t, "deterministic"));
+    static const struct { const char *text, *needle; } refused[] = {
+        {"mha-bwd target=sm90a dtype=bf16 qk=192 ov=192", "depth: 192"},
+        {"mha-bwd target=sm90a dtype=bf16 qk=256 ov=256 bn=128", "bn: 128"},
+        {"mha-bwd target=sm90a dtype=bf16 qk=256 ov=256 bm=128", "bm: 128"},
+        {"mha-bwd target=sm90a dtype=bf16 qk=128 ov=128 bm=128", "bm: 128"},
+        {"mha-bwd target=sm90a dtype=e4m3 qk=128 ov=128", "dtype: e4m3"},
+        {"mha-bwd target=sm90a dtype=bf16 qk=128 ov=128 mod=0123456789abcdef", "no derivative"},
+        {"mha-bwd target=sm90a dtype=bf16 qk=128 ov=128 deterministic=1", "deterministic"},
+        {"mha-bwd target=sm90a dtype=bf16 qk=128 ov=128 sink=1", "sink"},
+        {"mha-bwd target=sm90a dtype=bf16 qk=128 ov=128 bn=64", "bn: 64"},
+        {"mha-bwd target=sm90a dtype=bf16 qk=128 ov=128 pingpong=1", "forward words"},
+        {"mha-bwd target=sm100a dtype=bf16 qk=128 ov=128", "no kernel for target sm100a"},
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 deterministic=1", "deterministic"},
+        {"mha-bwd-pre target=sm90a dtype=bf16 qk=128 mask=causal", "mha-bwd-pre: it takes only"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        if (plan_text(refused[i].text, t, sizeof t) == 0 || !strstr(t, refused[i].needle))
+            fail_msg("'%s' gave '%s' (wanted a refusal naming '%s')", refused[i].text, t, refused[i].needle);
+    }
+}
+
+static void test_workspace_layout(void **state)
+{
+    (void)state;
+    /* dense: q_rows = m_blocks bm; parts 16-byte aligned, in order */
+    BwdWorkspace w = bwd_workspace(0, 2, 16, 8192, 8192, 128, 64, 0);
+    assert_int_equal(w.m_blocks, 128);
+    assert_int_equal(w.q_rows, 8192);
+    assert_int_equal(w.dpsum, 2ull * 16 * 8192 * 128 * 4);
+    assert_int_equal(w.nlse2, w.dpsum + 2ull * 16 * 8192 * 4);
+    assert_int_equal(w.bytes, w.nlse2 + 2ull * 16 * 8192 * 4);
+    /* a tail block and a sink */
+    w = bwd_workspace(0, 1, 3, 100, 100, 64, 128, 1);
+    assert_int_equal(w.q_rows, 128);
+    assert_true(w.sink_part % 16 == 0 && w.bytes >= w.sink_part + 3 * 4);
+    /* varlen: FlashAttention-3's padding, round_up(total + batch bm, bm) */
+    w = bwd_workspace(1, 3, 2, 1000, 700, 128, 64, 0);
+    assert_int_equal(w.q_rows, (1000 + 3 * 64 + 63) / 64 * 64);
+    assert_int_equal(w.m_blocks, (700 + 63) / 64);
+    /* the dQ block's split between the consumers */
+    int tm, tn, n;
+    assert_int_equal(bwd_dq_split(64, 128, 128, &tm, &tn, &n), 0);
+    assert_true(tm == 1 && tn == 2 && n == 64);
+    assert_int_equal(bwd_dq_split(128, 128, 64, &tm, &tn, &n), 0);
+    assert_true(tm == 2 && tn == 1 && n == 64);
+    assert_int_equal(bwd_dq_split(128, 64, 64, &tm, &tn, &n), -1);
+}
+
+static fa4_ctx *make_ctx(fa4_target t)
+{
+    fa4_options o = FA4_OPTIONS_INIT;
+    o.target = t;
+    fa4_ctx *ctx = NULL;
+    assert_int_equal(fa4_create(&ctx, &o), FA4_OK);
+    return ctx;
+}
+
+#define P(x) ((void *)(uintptr_t)(x))
+static fa4_mha_bwd_args good_args(void)
+{
+    fa4_mha_bwd_args a = FA4_MHA_BWD_ARGS_INIT;
+    a.q = P(0x100000), a.k = P(0x200000), a.v = P(0x300000), a.o = P(0x400000), a.dout = P(0x500000);
+    a.lse = P(0x600000), a.dq = P(0x700000), a.dk = P(0x800000), a.dv = P(0x900000);
+    a.batch = 2, a.seqlen_q = 300, a.seqlen_k = 500, a.heads_q = 8, a.heads_kv = 2, a.qk_depth = a.ov_depth = 128;
+    a.mask = FA4_MASK_CAUSAL;
+    a.workspace = P(0x10000000), a.workspace_size = (size_t)1 << 30;
+    return a;
+}
+
+static void b_size(fa4_mha_bwd_args *a) { a->size = 8; }
+static void b_dtype(fa4_mha_bwd_args *a) { a->dtype = (fa4_dtype)7; }
+static void b_q(fa4_mha_bwd_args *a) { a->q = NULL; }
+static void b_dout(fa4_mha_bwd_args *a) { a->dout = NULL; }
+static void b_dv(fa4_mha_bwd_args *a) { a->dv = NULL; }
+static void b_lse(fa4_mha_bwd_args *a) { a->lse = NULL; }
+static void b_batch(fa4_mha_bwd_args *a) { a->batch = 0; }
+static void b_heads(fa4_mha_bwd_args *a) { a->heads_kv = 3; }
+static void b_align(fa4_mha_bwd_args *a) { a->dk = P(0x800008); }
+static void b_stride(fa4_mha_bwd_args *a) { a->do_stride[1] = 1028; }
+static void b_negstride(fa4_mha_bwd_args *a) { a->dq_stride[2] = -128; }
+static void b_scale(fa4_mha_bwd_args *a) { a->softmax_scale = NAN; }
+static void b_mask(fa4_mha_bwd_args *a) { a->mask = (fa4_mask)9; }
+static void b_window(fa4_mha_bwd_args *a) { a->mask = FA4_MASK_WINDOW, a->window_left = -5; }
+static void b_sink(fa4_mha_bwd_args *a) { a->sink = P(0x1000); }
+static void b_ws(fa4_mha_bwd_args *a) { a->workspace = NULL; }
+static void b_ws_size(fa4_mha_bwd_args *a) { a->workspace_size = 4096; }
+static void b_ws_align(fa4_mha_bwd_args *a) { a->workspace = P(0x10000004); }
+static void b_vl_k(fa4_mha_bwd_args *a) { a->cu_seqlens_q = P(0x2000); }
+static void b_vl_max(fa4_mha_bwd_args *a) { a->cu_seqlens_q = P(0x2000), a->cu_seqlens_k = P(0x3000), a->batch = 1; }
+static void b_config(fa4_mha_bwd_args *a) { a->config = "mask=none"; }
+static void b_span(fa4_mha_bwd_args *a) { a->seqlen_k = 1 << 20, a->k_stride[1] = (int64_t)1 << 38; }
+
+static const struct { const char *name, *needle; void (*breakit)(fa4_mha_bwd_args *); } bad_cases[] = {
+    {"size", "args->size", b_size}, {"dtype", "dtype", b_dtype}, {"q NULL", "q: NULL", b_q},
+    {"dout NULL", "dout: NULL", b_dout}, {"dv NULL", "dv: NULL", b_dv}, {"lse NULL", "lse", b_lse},
+    {"batch 0", "batch", b_batch}, {"heads_kv", "heads_kv", b_heads}, {"dk align", "dk", b_align},
+    {"do stride", "dout_stride[1]", b_stride}, {"dq stride", "dq_stride[2]", b_negstride},
+    {"scale", "softmax_scale", b_scale}, {"mask", "mask", b_mask}, {"window", "window_left", b_window},
+    {"sink without dsink", "dsink", b_sink}, {"workspace NULL", "workspace", b_ws},
+    {"workspace small", "workspace_size", b_ws_size}, {"workspace align", "workspace", b_ws_align},
+    {"cu_seqlens_k missing", "cu_seqlens_k", b_vl_k}, {"max_seqlen_q", "max_seqlen_q", b_vl_max},
+    {"config changes mask", "args->config", b_config}, {"span", "spans", b_span},
+};
+
+static void test_bad_args(void **state)
+{
+    (void)state;
+    fa4_target targets[2] = {FA4_TARGET_AUTO, FA4_TARGET_SM90A};
+    for (int t = 0; t < 2; t++) {
+        fa4_ctx *ctx = make_ctx(targets[t]);
+        for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++) {
+            fa4_mha_bwd_args a = good_args();
+            bad_cases[i].breakit(&a);
+            fa4_status s = fa4_mha_bwd(ctx, &a, NULL);
+            if (s != FA4_ERR_INVALID_ARGUMENT || !strstr(fa4_last_error(ctx), bad_cases[i].needle))
+                fail_msg("case %s: status %d, message '%s'", bad_cases[i].name, (int)s, fa4_last_error(ctx));
+        }
+        assert_int_equal(fa4_mha_bwd(ctx, NULL, NULL), FA4_ERR_INVALID_ARGUMENT);
+        fa4_destroy(ctx);
+    }
+    fa4_mha_bwd_args a = good_args();
+    assert_int_equal(fa4_mha_bwd(NULL, &a, NULL), FA4_ERR_INVALID_ARGUMENT);
+}
+
+/* What the library cannot do is FA4_ERR_UNSUPPORTED with a sentence: a score_mod (no derivative), d192, e4m3,
+ * the sm100a target; and good arguments get as far as the driver (absent here). */
+static void test_unsupported_and_driver(void **state)
+{
+    (void)state;
+    fa4_ctx *ctx = make_ctx(FA4_TARGET_SM90A);
+    fa4_mha_bwd_args a = good_args();
+    a.score_mod = "__device__ float score_mod(float s, int b, int h, int q, int k, const void *aux) { return s; }";
+    assert_int_equal(fa4_mha_bwd(ctx, &a, NULL), FA4_ERR_UNSUPPORTED);
+    assert_non_null(strstr(fa4_last_error(ctx), "no derivative"));
+    a = good_args();
+    a.qk_depth = a.ov_depth = 192;
+    assert_int_equal(fa4_mha_bwd(ctx, &a, NULL), FA4_ERR_UNSUPPORTED);
+    a = good_args();
+    a.dtype = FA4_E4M3;
+    assert_int_equal(fa4_mha_bwd(ctx, &a, NULL), FA4_ERR_UNSUPPORTED);
+    a = good_args();
+    a.deterministic = 1;
+    assert_int_equal(fa4_mha_bwd(ctx, &a, NULL), FA4_ERR_UNSUPPORTED);
+    /* the workspace size needs no pointer and no driver */
+    a = good_args();
+    a.q = a.k = NULL;
+    size_t bytes = 0;
+    assert_int_equal(fa4_mha_bwd_workspace_size(ctx, &a, &bytes), FA4_OK);
+    BwdWorkspace w = bwd_workspace(0, 2, 8, 300, 300, 128, 64, 0);
+    assert_int_equal(bytes, w.bytes);
+    char cfg[256];
+    assert_int_equal(fa4_mha_bwd_config(ctx, &a, cfg, sizeof cfg), FA4_OK);
+    assert_non_null(strstr(cfg, "mha-bwd target=sm90a dtype=bf16 qk=128 ov=128 bm=64 bn=128 group=4"));
+    a = good_args();
+    fa4_status s = fa4_mha_bwd(ctx, &a, NULL);
+    assert_true(s == FA4_ERR_NO_DRIVER || s == FA4_ERR_NO_DEVICE || s == FA4_ERR_UNSUPPORTED);
+    fa4_destroy(ctx);
+    ctx = make_ctx(FA4_TARGET_SM100A);
+    assert_int_equal(fa4_mha_bwd(ctx, &a, NULL), FA4_ERR_UNSUPPORTED);
+    assert_non_null(strstr(fa4_last_error(ctx), "sm100a"));
+    fa4_destroy(ctx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_configs), cmocka_unit_test(test_workspace_layout),
+        cmocka_unit_test(test_bad_args), cmocka_unit_test(test_unsupported_and_driver),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
