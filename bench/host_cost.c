@@ -3,7 +3,7 @@
  * libfa4rt's own work: argument checks, the driver questions about each buffer (issue 26), the cache
  * lookup, tensor-map encodes and the parameter packing. Issue 27 item 4 wants the C call <= 3 us (with the
  * real driver's launch); the call memo (mha.c) and the pointer memo (buffers.c) are what get it there, and
- * the "recheck" case is the decode call with the pointer memo off (fa4_options.recheck_buffers).
+ * the "pointer memo" case is the decode call with fa4_options.remember_buffers (opt-in; the default asks every pointer).
  *
  *   make bench-host        (runs build/bench/host_cost with LD_LIBRARY_PATH=build/fakecuda)
  *   build/bench/host_cost "mha decode"   (only the cases whose name starts so: for callgrind/perf)
@@ -113,10 +113,10 @@ static int real_main(void *lib)
     t.batch = 1, t.seqlen_q = t.seqlen_k = 128, t.heads_q = t.heads_kv = 8, t.qk_depth = t.ov_depth = 64, t.lse = NULL;
     bad |= measure_real("mha tiny prefill (real driver)", ctx, call_mha, &t);
     fa4_options ro = o;
-    ro.recheck_buffers = 1;
+    ro.remember_buffers = 1;
     fa4_ctx *rctx = NULL;
     if (fa4_create(&rctx, &ro) != FA4_OK) return 2;
-    bad |= measure_real("mha tiny prefill, recheck", rctx, call_mha, &t);
+    bad |= measure_real("mha tiny prefill, pointer memo", rctx, call_mha, &t);
     fa4_destroy(rctx);
     fa4_destroy(ctx);
     return bad;
@@ -180,10 +180,10 @@ int main(int argc, char **argv)
     a.num_splits = 1;
     bad |= measure("mha decode (q k v o lse)", ctx, call_mha, &a);
     fa4_options ro = o;
-    ro.recheck_buffers = 1;
+    ro.remember_buffers = 1;
     fa4_ctx *rctx = NULL;
     if (fa4_create(&rctx, &ro) != FA4_OK) return 2;
-    bad |= measure("mha decode, recheck buffers", rctx, call_mha, &a);
+    bad |= measure("mha decode, pointer memo", rctx, call_mha, &a);
     fa4_destroy(rctx);
     fa4_mha_args p = a; /* prefill: 2 x 2k causal */
     p.seqlen_q = p.seqlen_k = 2048, p.mask = FA4_MASK_CAUSAL, p.num_splits = 0;

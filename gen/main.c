@@ -38,7 +38,10 @@ static const char usage_top[] =
     "  mha         emit the PTX of a multi-head attention forward kernel (sm90a, sm100a)\n"
     "  mla-sparse  emit the PTX of a sparse MLA prefill kernel (DeepSeek-V3.2 top-k attention)\n"
     "  combine     emit the split-KV combine kernel (merges what split=1 kernels wrote per split)\n"
-    "  explain     print the plan of a kernel: fa4gen explain [mha|mla-sparse|combine] <its options> [--json]\n"
+    "  mha-bwd     emit the PTX of the attention backward's main kernel (sm90a): dK, dV, and dQ partials\n"
+    "  mha-bwd-pre emit the backward's preprocessing kernel: D = rowsum(dO o O), LSE in log2 units\n"
+    "  mha-bwd-dq  emit the backward's dQ conversion kernel (f32 accumulator -> dQ; the sink gradient)\n"
+    "  explain     print the plan of a kernel: fa4gen explain [KIND] <its options> [--json]\n"
     "  bundle      AOT: compile configs into a C source a host links (the runtime takes its kernels\n"
     "              before it generates any), or write one PTX file per config\n"
     "\n"
@@ -86,6 +89,8 @@ static const char usage_mha[] =
     "  --sink 0|1          a per-head sink logit joins the softmax denominator (kernel parameter p_sink)\n"
     "  --varlen 0|1        packed [total, heads, depth] tensors with cu_seqlens_q/k (p_cu_seqlens_q ...)\n"
     "  --page P            paged K, V: P rows per page (16..256, a power of two) via a block table\n"
+    "  --softcap 0|1       built-in soft-cap: s = cap tanh(s / cap), the cap a launch argument (not with a score_mod)\n"
+    "  --alibi 0|1         built-in ALiBi: s -= slope[h] |i + Sk - Sq - j|, slopes a launch argument\n"
     "  --score-mod FILE    CUDA C defining __device__ float score_mod(float s, int b, int h, int q, int k,\n"
     "                      const void *aux), applied to every scaled score before the mask; mha compiles\n"
     "                      it with NVRTC (needs libnvrtc), explain needs only its hash (config word mod=).\n"
@@ -141,8 +146,34 @@ static const char usage_combine[] =
     "  -o FILE             write the PTX to FILE (default, or FILE -: stdout)\n"
     "  --json              explain: print the plan as JSON\n";
 
+/* the three backward kinds: %s is the kind's name */
+static const char usage_bwd[] =
+    "usage: fa4gen %s --target sm90a --dtype bf16|fp16 --depth D [options] [-o FILE]\n"
+    "       fa4gen explain %s --target ... [options] [--json]\n"
+    "       fa4gen %s --config '<canonical config>' [options] [-o FILE]\n"
+    "\n"
+    "The attention backward (sm90a; docs/kernels/mha-bwd.md) is three kernels the runtime launches in turn:\n"
+    "mha-bwd-pre (D = rowsum(dO o O), -LSE log2 e, the dQ accumulator zeroed), mha-bwd (per KV tile: S and P\n"
+    "recomputed, dK and dV in registers, dQ added to the f32 accumulator) and mha-bwd-dq (dQ scaled and\n"
+    "converted; the sink gradient summed). The helper kernels take the main kernel's options, which shape\n"
+    "the workspace they share. Options (omitted ones take the plan's defaults):\n"
+    "  --target T          sm90a\n"
+    "  --dtype T           bf16 | fp16\n"
+    "  --depth D           head dim: 64, 128 or 256; or --qk-depth D and --ov-depth D (equal)\n"
+    "  --bm N              query rows per inner step (d64: 128; d128, d256: 64)\n"
+    "  --bn N              keys per CTA (d64, d128: 128; d256: 64)\n"
+    "  --group G           query heads per KV head (GQA/MQA: dK, dV summed over the group)\n"
+    "  --stages S          Q/dO ring depth\n"
+    "  --swizzle B         128\n"
+    "  --mask M            none | causal | window:L,R (causal aligns bottom-right)\n"
+    "  --sink 0|1          the forward had a per-head sink: its gradient is summed (dsink)\n"
+    "  --varlen 0|1        packed [total, heads, depth] tensors with cu_seqlens_q/k\n"
+    "  --config TEXT       the canonical one-line form (as printed by explain); other options then refine it\n"
+    "  -o FILE             write the PTX to FILE (default, or FILE -: stdout)\n"
+    "  --json              explain: print the plan as JSON\n";
+
 static const char usage_explain[] =
-    "usage: fa4gen explain [mha|mla-sparse|combine] <that command's options> [--json]\n"
+    "usage: fa4gen explain [KIND] <that command's options> [--json]\n"
     "\n"
     "Prints the plan of the kernel those options make: canonical config, symbol and hash, tiles, the\n"
     "shared-memory map, TMEM columns, warp roles with their register budgets, named barriers, tensor\n"
@@ -180,6 +211,7 @@ static const char *const flag_keys[][2] = {
     {"--b-topk", "b_topk"}, {"--num-mbars", "num_mbars"}, {"--q-smem-depth", "q_smem_depth"},
     {"--q-tmem-depth", "q_tmem_depth"}, {"--cta-group", "cta_group"}, {"--tma-store", "tma_store"},
     {"--sink", "sink"},     {"--split", "split"},     {"--cluster", "cluster"},     {"--early", "early"},  {"--prefetch", "prefetch"},     {"--varlen", "varlen"}, {"--page", "page"},
+    {"--softcap", "softcap"}, {"--alibi", "alibi"},
 };
 
 /* One line on stderr: control and non-ASCII bytes of what it echoes become \xNN. */
@@ -1075,7 +1107,10 @@ static void help_of(const char *cmd, const char *explain_kind)
         fputs(usage_explain, stdout);
         return;
     }
-    fputs(!strcmp(k, "mla-sparse") ? usage_mla : !strcmp(k, "combine") ? usage_combine : usage_mha, stdout);
+    if (!strncmp(k, "mha-bwd", 7))
+        printf(usage_bwd, k, k, k);
+    else
+        fputs(!strcmp(k, "mla-sparse") ? usage_mla : !strcmp(k, "combine") ? usage_combine : usage_mha, stdout);
     fputs(usage_values, stdout);
 }
 

@@ -47,7 +47,7 @@ _MASK_NONE, _MASK_CAUSAL, _MASK_WINDOW = 0, 1, 2
 class _Options(ctypes.Structure):
     _fields_ = [("size", ctypes.c_size_t), ("version", ctypes.c_uint), ("device", ctypes.c_int),
                 ("target", ctypes.c_int), ("cache_dir", ctypes.c_char_p), ("disk_cache", ctypes.c_int),
-                ("verbose", ctypes.c_int), ("disable_jit", ctypes.c_int), ("recheck_buffers", ctypes.c_int)]
+                ("verbose", ctypes.c_int), ("disable_jit", ctypes.c_int), ("remember_buffers", ctypes.c_int)]
 
 
 class _MhaArgs(ctypes.Structure):

@@ -98,9 +98,10 @@ fa4_status fa4_create(fa4_ctx **pctx, const fa4_options *opt)
     ctx->opt.cache_dir = NULL; /* the caller's string may not outlive the context */
     rt_cache_resolve_dir(ctx);
     const char *no_jit = getenv("FA4GEN_DISABLE_JIT"), *log = getenv("FA4GEN_LOG");
-    const char *recheck = getenv("FA4GEN_RECHECK_BUFFERS");
+    const char *remember = getenv("FA4GEN_REMEMBER_BUFFERS");
     ctx->no_jit = ctx->opt.disable_jit || (no_jit && no_jit[0] && strcmp(no_jit, "0"));
-    ctx->recheck_buffers = ctx->opt.recheck_buffers || (recheck && recheck[0] && strcmp(recheck, "0"));
+    /* exact checks unless the caller opts into the pointer memo (issue 26: a freed, reused address) */
+    ctx->recheck_buffers = !(ctx->opt.remember_buffers || (remember && remember[0] && strcmp(remember, "0")));
     if (log && log[0] && strcmp(log, "0")) ctx->opt.verbose = 1;
     *pctx = ctx;
     return FA4_OK;

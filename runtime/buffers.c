@@ -21,7 +21,8 @@
  * of a cached call's host time). What this gives up: an allocation freed back to the driver (cuMemFree,
  * torch.cuda.empty_cache) whose address the driver hands out again for a smaller allocation, another
  * device's or page-locked host memory is not seen until the pointer's slot is reused; fa4_forget_buffers
- * (after freeing) or fa4_options.recheck_buffers (always) ask again. A pointer never vouched for, or
+ * (after freeing) asks again. The memo is opt-in (fa4_options.remember_buffers, FA4GEN_REMEMBER_BUFFERS=1):
+ * by default every buffer is asked on every call. A pointer never vouched for, or
  * a buffer its remembered allocation does not hold, is always asked.
  */
 #include <stdio.h>

@@ -69,9 +69,13 @@ typedef struct fa4_options {
     int disable_jit;       /* 1: kernels come only from linked bundles (fa4_bundle_register); a kernel
                               no bundle holds fails with FA4_ERR_NO_KERNEL. Also FA4GEN_DISABLE_JIT=1 */
     /* version 3 */
-    int recheck_buffers;   /* 1: fa4_mha_fwd asks the driver about every buffer on every call, never
-                              from what it remembers (see fa4_forget_buffers). Also
-                              FA4GEN_RECHECK_BUFFERS=1 */
+    int remember_buffers;  /* 0 (default): fa4_mha_fwd asks the driver about every buffer on every call
+                              (~0.1 us a pointer), so a freed and reused address is always seen for what
+                              it is now. 1: it remembers each pointer the driver vouched for, with its
+                              allocation's start and size, and asks again only for pointers it has not
+                              seen (see fa4_forget_buffers): faster, but memory freed back to the
+                              driver and handed out again smaller, or as another device's, is not
+                              seen until forgotten. Also FA4GEN_REMEMBER_BUFFERS=1 */
 } fa4_options;
 #define FA4_OPTIONS_VERSION 3
 #define FA4_OPTIONS_INIT {sizeof(fa4_options), FA4_OPTIONS_VERSION, 0, FA4_TARGET_AUTO, NULL, 1, 0, 0, 0}
@@ -86,10 +90,10 @@ void fa4_destroy(fa4_ctx *ctx);
 /* The message of the last failed call made on ctx by this thread (ctx may be
  * NULL for a failed fa4_create). Never NULL; "" when there is none. */
 const char *fa4_last_error(const fa4_ctx *ctx);
-/* fa4_mha_fwd remembers each pointer the driver vouched for, with the start and size of its allocation
- * (see "Bad arguments" below); after freeing device memory back to the driver (cuMemFree,
- * torch.cuda.empty_cache()), a caller that may pass stale pointers can make it forget them all.
- * ctx NULL: nothing. Thread-safe. */
+/* With fa4_options.remember_buffers, fa4_mha_fwd remembers each pointer the driver vouched for, with the
+ * start and size of its allocation (see "Bad arguments" below); after freeing device memory back to the
+ * driver (cuMemFree, torch.cuda.empty_cache()), such a caller makes it forget them all. ctx NULL:
+ * nothing. Thread-safe. */
 void fa4_forget_buffers(fa4_ctx *ctx);
 
 /* Compile a kernel config (canonical form or CLI-style "key=value ..." text)
@@ -148,12 +152,12 @@ fa4_status fa4_kernel_get_info(const fa4_kernel *k, fa4_kernel_info *info);
  * host memory the driver does not know, not page-locked host memory, not another device's memory,
  * and its allocation must hold every byte the shape and strides reach. The driver knows allocations,
  * not tensors: a buffer carved out of a larger allocation (a caching allocator's block) is checked
- * against that allocation. fa4_mha_fwd asks once per pointer and context: it remembers the allocation
- * the driver named for each pointer it vouched for (a few hundred), and a later buffer at that pointer
- * is checked against the remembered allocation without a driver call; a
- * buffer the remembered allocation does not hold is asked again. So memory freed back to the driver
- * whose address comes back as a smaller allocation, or as host or another device's memory, is not seen
- * until fa4_forget_buffers, or ever with fa4_options.recheck_buffers. A call whose arguments match an
+ * against that allocation. By default every buffer is asked on every call (~0.1 us a pointer on an H200).
+ * With fa4_options.remember_buffers (opt-in) fa4_mha_fwd remembers the allocation the driver named for
+ * each pointer it vouched for (a few hundred), and a later buffer at that pointer is checked against the
+ * remembered allocation without a driver call; a buffer the remembered allocation does not hold is asked
+ * again. Then memory freed back to the driver whose address comes back as a smaller allocation, or as
+ * host or another device's memory, is not seen until fa4_forget_buffers. A call whose arguments match an
  * earlier accepted call in everything but pointer values (its signature) skips the checks that read no
  * pointer, which it passed then; the pointers' own checks run on every call. Values that live on the
  * device (cu_seqlens, seqlens_k, block_table, indices, topk_length) cannot be seen by the host: each has

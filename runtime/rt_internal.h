@@ -161,7 +161,7 @@ struct fa4_ctx {
     unsigned n_split_facts;
     RtPtrMemo ptr_memo[RT_PTR_MEMO];     /* buffers.c: pointers the driver vouched for */
     unsigned ptr_memo_next;
-    int recheck_buffers;                 /* opt.recheck_buffers or FA4GEN_RECHECK_BUFFERS=1: no ptr_memo */
+    int recheck_buffers;                 /* unless opt.remember_buffers or FA4GEN_REMEMBER_BUFFERS=1: no ptr_memo */
     RtMhaMemo *mha_memo[RT_MHA_MEMO];    /* mha.c: call signatures seen (owned; NULL: empty) */
     unsigned mha_memo_next;
     uint64_t mha_memo_gen;               /* stamps each entry, so a write-back finds the one it read */

@@ -11,7 +11,7 @@ int main(void)
 {
     printf("fa4_options %zu\nfa4_mha_args %zu\nfa4_mla_sparse_args %zu\n", sizeof(fa4_options),
            sizeof(fa4_mha_args), sizeof(fa4_mla_sparse_args));
-    F(fa4_options, verbose); F(fa4_options, disable_jit); F(fa4_options, recheck_buffers);
+    F(fa4_options, verbose); F(fa4_options, disable_jit); F(fa4_options, remember_buffers);
     F(fa4_mha_args, q_stride); F(fa4_mha_args, softmax_scale); F(fa4_mha_args, config); F(fa4_mha_args, k_rope);
     F(fa4_mha_args, v_descale);
     F(fa4_mha_args, sink);

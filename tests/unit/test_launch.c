@@ -1303,7 +1303,9 @@ static void test_call_memo(void **state)
     (void)state;
     char err[256];
     if (rt_mha_memo_fields(err, sizeof err)) fail_msg("%s", err);
+    setenv("FA4GEN_REMEMBER_BUFFERS", "1", 1); /* the pointer memo is opt-in */
     fa4_ctx *ctx = ctx_on(90, FA4_TARGET_SM90A, NULL);
+    unsetenv("FA4GEN_REMEMBER_BUFFERS");
     const int B = 2, SQ = 256, SK = 512, HQ = 8, HKV = 2, D = 128;
     const uint64_t qo = (uint64_t)B * SQ * HQ * D * 2;
     fa4_mha_args a = mha_exact(B, SQ, SK, HQ, HKV, D), b;
@@ -1380,18 +1382,18 @@ static void test_call_memo(void **state)
         }
     assert_string_not_equal(syms[0], syms[1]);
 
-    /* forgetting, or a context that rechecks: every pointer asked */
+    /* forgetting, or a default context (no pointer memo): every pointer asked */
     fa4_forget_buffers(ctx);
     fake_reset();
     must(ctx, fa4_mha_fwd(ctx, &a, NULL), "after fa4_forget_buffers");
     assert_int_equal(fk->n_ptr_queries, 5);
     fa4_destroy(ctx);
     fa4_options o = FA4_OPTIONS_INIT;
-    o.target = FA4_TARGET_SM90A, o.recheck_buffers = 1;
+    o.target = FA4_TARGET_SM90A;
     assert_int_equal(fa4_create(&ctx, &o), FA4_OK);
     for (int i = 0; i < 2; i++) {
         fake_reset();
-        must(ctx, fa4_mha_fwd(ctx, &a, NULL), "recheck_buffers");
+        must(ctx, fa4_mha_fwd(ctx, &a, NULL), "default: no pointer memo");
         assert_int_equal(fk->n_ptr_queries, 5);
     }
     fa4_destroy(ctx);
