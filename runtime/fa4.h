@@ -273,13 +273,19 @@ typedef struct fa4_mha_args {
  * CUstream; NULL = default stream). Nothing is launched when a check fails. */
 fa4_status fa4_mha_fwd(fa4_ctx *ctx, const fa4_mha_args *args, void *stream);
 
-/* The canonical config fa4_mha_fwd would use for args (for logs and tests); the split kernel's
- * (split=1) when it runs one (num_splits > 1, or a decode shape). */
+/* The canonical config fa4_mha_fwd would use for args (for logs, tests and AOT bundles); the split
+ * kernel's (split=1) when it runs one (num_splits > 1, or a decode shape). Needs no GPU: the target
+ * is the context's, or for AUTO the device's, or on a machine without one sm90a (the generator's
+ * default, as fa4_compile); the split picks use the SM count of a device of that target when the
+ * driver opens one, else the target's flagship: 132 (H100) for sm90a, 148 (B200) for sm100a. The SM
+ * count moves only the split choices (how many splits; on sm90a without a workspace, the CTAs of a
+ * cluster split, config word cluster=N). fa4_mha_configs_for lists every config of a workload. */
 fa4_status fa4_mha_config(fa4_ctx *ctx, const fa4_mha_args *args, char *buf, size_t n);
 
 /* The split count fa4_mha_fwd uses for args (1: no split) and the workspace bytes it needs
- * then (0 for 1): num_splits as given, or for 0 the runtime's pick, which opens the driver for
- * the SM count and assumes a workspace will be given. Either output may be NULL. */
+ * then (0 for 1): num_splits as given, or for 0 the runtime's pick, which assumes a workspace
+ * will be given and uses the SM count fa4_mha_config describes (no GPU needed). Either output may
+ * be NULL. */
 fa4_status fa4_mha_split_count(fa4_ctx *ctx, const fa4_mha_args *args, int *num_splits, size_t *workspace_bytes);
 
 /* Sparse MLA prefill (DeepSeek-V3.2 top-k attention; FlashMLA's contract).
