@@ -21,7 +21,7 @@ HDRS      := $(wildcard gen/*.h gen/sm90/*.h gen/sm100/*.h runtime/*.h)
 TEMPLATES := $(wildcard templates/*.ptx)
 
 # test_launch runs against the fake driver (LD_LIBRARY_PATH); the others must see no driver.
-UNIT_SRC  := $(filter-out tests/unit/test_launch.c tests/unit/test_bundle.c,$(wildcard tests/unit/test_*.c))
+UNIT_SRC  := $(filter-out tests/unit/test_launch.c tests/unit/test_bundle.c tests/unit/test_aot.c,$(wildcard tests/unit/test_*.c))
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 FAKECUDA  := $(B)/fakecuda/libcuda.so.1
 
@@ -116,7 +116,7 @@ $(B)/tests/%: tests/unit/%.c tests/unit/testutil.h $(B)/libfa4rt.a $(B)/fa4gen
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Itests/unit $< -o $@ $(B)/libfa4rt.a $(CMOCKA_LIBS) $(LDLIBS_RT)
 
-$(B)/tests/test_launch: tests/unit/fake_cuda.h
+$(B)/tests/test_launch $(B)/tests/test_aot: tests/unit/fake_cuda.h
 
 # test_cli includes gen/main.c (its main renamed) to reach the CLI's static helpers; aot.c comes with it.
 $(B)/tests/test_cli: tests/unit/test_cli.c tests/unit/testutil.h gen/main.c gen/aot.c gen/aot.h $(B)/libfa4rt.a $(B)/fa4gen
@@ -138,15 +138,17 @@ $(FAKECUDA): tests/unit/fake_cuda.c tests/unit/fake_cuda.h
 	$(CC) $(ALL_CFLAGS) -fvisibility=hidden -shared -Wl,-soname,libcuda.so.1 $< -o $@
 
 # test_args_fuzz: the Python argument layer on duck-typed tensors through the simulated driver (no torch)
-unit: deps-test $(UNIT_BIN) $(B)/tests/test_launch $(B)/tests/test_bundle $(FAKECUDA) $(B)/libfa4rt.so build/sim/libcuda.so.1
+unit: deps-test $(UNIT_BIN) $(B)/tests/test_launch $(B)/tests/test_bundle $(B)/tests/test_aot $(FAKECUDA) $(B)/libfa4rt.so build/sim/libcuda.so.1
 	@sh tests/run-unit.sh $(UNIT_BIN)
 	@sh tests/python/abi.sh
 	@python3 tests/python/test_torch_ops.py
 	@FA4_LIB=$(abspath $(B))/libfa4rt.so python3 tests/python/test_args_fuzz.py
-	@LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) sh tests/run-unit.sh $(B)/tests/test_launch $(B)/tests/test_bundle
+	@LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) sh tests/run-unit.sh $(B)/tests/test_launch $(B)/tests/test_bundle \
+	    $(B)/tests/test_aot
 
-launch-test: deps-test $(B)/tests/test_launch $(B)/tests/test_bundle $(FAKECUDA)
-	@LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) sh tests/run-unit.sh $(B)/tests/test_launch $(B)/tests/test_bundle
+launch-test: deps-test $(B)/tests/test_launch $(B)/tests/test_bundle $(B)/tests/test_aot $(FAKECUDA)
+	@LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) sh tests/run-unit.sh $(B)/tests/test_launch $(B)/tests/test_bundle \
+	    $(B)/tests/test_aot
 
 ptxas-test: $(B)/fa4gen
 	@sh tests/ptxas/run.sh $(B)/fa4gen

@@ -123,6 +123,7 @@ struct fa4_ctx {
     char cache_dir[RT_PATH_MAX]; /* "" until resolved; resolved at create */
     int disk_ok;                 /* 0 after the one warning: memory only */
     int no_jit;                  /* opt.disable_jit or FA4GEN_DISABLE_JIT: bundles only */
+    atomic_int noticed;          /* api.c compile_notice has spoken (once per context) */
     atomic_uint tmp_counter;     /* unique temp-file names within the process */
 
     pthread_mutex_t mu;          /* everything below */
@@ -219,6 +220,11 @@ void rt_map_free(fa4_ctx *ctx, KernelMap *m);
 const fa4_bundle_kernel *rt_bundle_find(const Plan *p, const char **bundle_name);
 /* "N bundles linked, M kernels" (and any of another generator version), for messages. */
 void rt_bundle_describe(char *buf, size_t n);
+/* Why no registered bundle served p: each bundle searched (name, kernels, generator) and why it
+ * missed (no entry with this canonical config; or written by another generator build). */
+void rt_bundle_explain_miss(const Plan *p, char *buf, size_t n);
+/* The uncompressed ELF (cubin) of a fatbin for sm (90, 100): 0 with *cubin inside the fatbin, or -1. */
+int rt_fatbin_cubin(const void *fatbin, size_t size, int sm, const void **cubin, size_t *len);
 
 /* ============================== launch.c ============================== */
 
