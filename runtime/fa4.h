@@ -337,6 +337,42 @@ typedef struct fa4_mla_sparse_args {
                                   0, 0, 0, 0, 0, {0, 0}, 0, 0, {0, 0}, 0.0f, NULL, FA4_BF16, NULL, 0}
 fa4_status fa4_mla_sparse_fwd(fa4_ctx *ctx, const fa4_mla_sparse_args *args, void *stream);
 
+/* ---------------------------------------------------------------- the kernel cache
+ *
+ * The disk cache's folder (fa4_options.cache_dir, else FA4GEN_CACHE_DIR, else $XDG_CACHE_HOME/fa4gen, else
+ * $HOME/.cache/fa4gen) holds one <16 hex>.cubin per kernel a JIT compiled (docs/trust.md). These see, size
+ * and empty it under the runtime's trust rules: the folder must belong to this user and not be writable by
+ * group or others (else the runtime's one warning, and FA4_ERR_CACHE); entries are reached relative to the
+ * opened folder, never through a symlink (O_NOFOLLOW), and only regular files of this user that carry an
+ * entry's name are listed or removed (and the temporary files of writers that died, after 10 minutes).
+ * Other names are left alone. A folder that does not exist yet holds no entries. FA4_ERR_CACHE also when the
+ * context has no disk cache (fa4_options.disk_cache = 0, or no folder could be named). Thread-safe; other
+ * processes may add entries meanwhile. */
+
+/* The cache folder's path (it may not exist yet). */
+fa4_status fa4_cache_dir(fa4_ctx *ctx, char *buf, size_t n);
+
+/* One cache entry; strings live until the callback returns. */
+typedef struct fa4_cache_entry {
+    size_t size;            /* sizeof(fa4_cache_entry) */
+    const char *file;       /* its name in the folder */
+    const char *config;     /* the canonical config it was compiled from ("" when the file is not valid) */
+    const char *generator;  /* the fa4gen build that wrote it ("" when not valid) */
+    const char *problem;    /* NULL: a valid entry; else why the runtime would not load it (it rebuilds it) */
+    int this_build;         /* 1: written by this library's build, so this runtime can load it */
+    uint64_t bytes;         /* the file's size */
+    int64_t mtime, atime;   /* seconds since the epoch; last use = the later (atime may lag: relatime) */
+} fa4_cache_entry;
+typedef int (*fa4_cache_fn)(void *user, const fa4_cache_entry *e); /* non-zero stops the listing */
+
+/* Every entry, most recently used first. */
+fa4_status fa4_cache_list(fa4_ctx *ctx, fa4_cache_fn fn, void *user);
+/* Remove every entry; removed and bytes (either may be NULL) say how many and how large. */
+fa4_status fa4_cache_clear(fa4_ctx *ctx, int *removed, uint64_t *bytes);
+/* Remove the least recently used entries (by the later of mtime and atime) until the entries take at most
+ * max_bytes; removed and bytes (either may be NULL) say what went. */
+fa4_status fa4_cache_prune(fa4_ctx *ctx, uint64_t max_bytes, int *removed, uint64_t *bytes);
+
 /* ---------------------------------------------------------------- attention backward
  *
  * The gradients of fa4_mha_fwd (issue 29; sm90a): dQ, dK, dV from the forward's inputs q, k, v, its

@@ -207,6 +207,19 @@ fa4_status rt_cache_key(fa4_ctx *ctx, const Plan *p, const char *user_code, char
 int rt_disk_get(fa4_ctx *ctx, const char *key_text, uint64_t key, void **cubin, size_t *size);
 /* Best effort: an unwritable directory warns once and turns the disk cache off. */
 void rt_disk_put(fa4_ctx *ctx, const char *key_text, uint64_t key, const void *cubin, size_t size);
+/* For the cache tools (cache_tool.c), under the same trust rules: the cache folder opened (O_DIRECTORY)
+ * and checked; its descriptor, -2 when it does not exist, or -1 with what is wrong in *why (an
+ * untrusted folder has given the one warning of runtime/cache.c). */
+int rt_cache_open_checked(fa4_ctx *ctx, const char **why);
+/* Why an entry with this lstat/fstat status is not to be touched (not a regular file, another owner,
+ * writable by group or others), or NULL. */
+struct stat;
+const char *rt_cache_untrusted_entry(const struct stat *st);
+/* A cache file's bytes checked as a format-2 entry: NULL when valid, else why not; *key_text (not
+ * terminated, *key_len bytes) when the header could be read. */
+const char *rt_cache_inspect(const void *file, size_t size, const char **key_text, size_t *key_len);
+/* "<16 hex>.cubin", the entry's name for a key. */
+void rt_cache_file_name(uint64_t key, char *buf, size_t n);
 
 /* The entry for key whose score_mod source is mod_src (NULL: a kernel without one), or NULL. */
 struct fa4_kernel *rt_map_find(const KernelMap *m, const char *key, uint64_t hash, const char *mod_src);
