@@ -141,17 +141,24 @@ $(B)/tests/test_bundle: tests/unit/test_bundle.c $(B)/tests/gen/test_bundle_kern
 	$(CC) $(ALL_CFLAGS) -Itests/unit $< $(B)/tests/gen/test_bundle_kernels.c $(B)/tests/gen/test_configs_kernels.c -o $@ \
 	    $(B)/libfa4rt.a $(CMOCKA_LIBS) $(LDLIBS_RT)
 
+# The first bundle as a shared object, for fa4.load_bundle (tests/python/test_bundle_load.py): no libfa4rt linked,
+# fa4_bundle_register resolves to the process's copy.
+$(B)/tests/gen/test_bundle_kernels.so: $(B)/tests/gen/test_bundle_kernels.c runtime/fa4.h
+	$(CC) -shared -fPIC -Iruntime $< -o $@
+
 # A fake CUDA driver (records encodes and launches) for testing the launch path without a GPU.
 $(FAKECUDA): tests/unit/fake_cuda.c tests/unit/fake_cuda.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -fvisibility=hidden -shared -Wl,-soname,libcuda.so.1 $< -o $@
 
 # test_args_fuzz: the Python argument layer on duck-typed tensors through the simulated driver (no torch)
-unit: deps-test $(UNIT_BIN) $(B)/tests/test_launch $(B)/tests/test_bundle $(B)/tests/test_aot $(FAKECUDA) $(B)/libfa4rt.so build/sim/libcuda.so.1
+unit: deps-test $(UNIT_BIN) $(B)/tests/test_launch $(B)/tests/test_bundle $(B)/tests/test_aot $(FAKECUDA) \
+      $(B)/tests/gen/test_bundle_kernels.so $(B)/libfa4rt.so build/sim/libcuda.so.1
 	@sh tests/run-unit.sh $(UNIT_BIN)
 	@sh tests/python/abi.sh
 	@python3 tests/python/test_torch_ops.py
 	@FA4_LIB=$(abspath $(B))/libfa4rt.so python3 tests/python/test_args_fuzz.py
+	@FA4_LIB=$(abspath $(B))/libfa4rt.so python3 tests/python/test_bundle_load.py $(B)/tests/gen/test_bundle_kernels.so
 	@LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) sh tests/run-unit.sh $(B)/tests/test_launch $(B)/tests/test_bundle \
 	    $(B)/tests/test_aot
 
