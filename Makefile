@@ -285,7 +285,7 @@ fuzz-coverage: $(FUZZ_LONG_NAMES:%=$(B)/fuzzcov/fuzz_%)
 .PHONY: clang-check
 clang-check:
 	$(MAKE) -s B=$(B)/clang CC=clang all $(B)/clang/fakecuda/libcuda.so.1 \
-	    $(patsubst $(B)/%,$(B)/clang/%,$(UNIT_BIN) $(B)/tests/test_launch $(B)/tests/test_bundle)
+	    $(patsubst $(B)/%,$(B)/clang/%,$(UNIT_BIN) $(B)/tests/test_launch $(B)/tests/test_bundle $(B)/tests/test_aot)
 	@echo "clang-check: the project builds with clang, warning-free"
 
 # ---- the simulated GPU (tests/sim/): a libcuda.so.1 that runs our PTX on the CPU ----

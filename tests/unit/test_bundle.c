@@ -390,6 +390,45 @@ static void test_fetch_log(void **state)
     free(log);
 }
 
+/* A JIT compile over 100 ms says so once per context (by default), naming the kernel and how to build it
+ * ahead of time; FA4GEN_LOG=0 and fa4_options.verbose = -1 silence it; FA4GEN_LOG=1 logs fetches instead. */
+static int notice_mode;
+static void compile_two(void)
+{
+    char dir[] = "/tmp/fa4bundle-n.XXXXXX";
+    if (notice_mode == 1) setenv("FA4GEN_LOG", "0", 1);
+    fa4_ctx *ctx = ctx_on(90, 0, dir);
+    if (notice_mode == 2) { /* a context of its own with verbose -1 */
+        fa4_destroy(ctx);
+        fa4_options o = FA4_OPTIONS_INIT;
+        o.cache_dir = dir, o.verbose = -1;
+        assert_int_equal(fa4_create(&ctx, &o), FA4_OK);
+    }
+    fa4_kernel *k;
+    must(ctx, fa4_get_kernel(ctx, NOT_IN_BUNDLE, &k, NULL), "jit 1");
+    must(ctx, fa4_get_kernel(ctx, "mha target=sm90a dtype=bf16 qk=64 ov=64 mask=none bn=64", &k, NULL), "jit 2");
+    fa4_destroy(ctx);
+    unsetenv("FA4GEN_LOG");
+    remove_tree(dir);
+}
+
+static void test_compile_notice(void **state)
+{
+    (void)state;
+    notice_mode = 0;
+    char *log = capture_fetches(compile_two);
+    const char *first = strstr(log, "fa4: compiled fa4_mha_sm90a_");
+    if (!first || strstr(first + 1, "fa4: compiled ") || !strstr(log, " ms at first use (JIT") ||
+        !strstr(log, "fa4gen configs ... | fa4gen bundle - -o kernels.c") || !strstr(log, "FA4GEN_LOG=0 silences this"))
+        fail_msg("want one notice: '%s'", log);
+    free(log);
+    for (notice_mode = 1; notice_mode <= 2; notice_mode++) {
+        log = capture_fetches(compile_two);
+        if (strstr(log, "fa4: compiled")) fail_msg("mode %d: '%s'", notice_mode, log);
+        free(log);
+    }
+}
+
 /* ---------------------------------------------------------------- the CLI's bundle -o */
 
 /* Runs "env fa4gen bundle ARGS" in dir; stderr in *err; the exit status. */
@@ -482,6 +521,7 @@ int main(void)
         cmocka_unit_test(test_mha_fwd_from_bundle), cmocka_unit_test(test_jit_disabled_miss),
         cmocka_unit_test(test_fetch_log),       cmocka_unit_test(test_other_generator),
         cmocka_unit_test(test_cli_bundle_c),    cmocka_unit_test(test_configs_bundle_replay),
+        cmocka_unit_test(test_compile_notice),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
