@@ -13,7 +13,7 @@ ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -fPIC $(WARN) $(CFLAGS) -Igen -Iruntime -I$(
 LDLIBS_RT := -ldl -lpthread -lm
 
 GEN_SRC   := $(wildcard gen/*.c gen/sm90/*.c gen/sm100/*.c)
-GEN_SRC   := $(filter-out gen/main.c gen/aot.c,$(GEN_SRC))
+GEN_SRC   := $(filter-out gen/main.c gen/aot.c gen/cli_tools.c,$(GEN_SRC))
 RT_SRC    := $(wildcard runtime/*.c)
 GEN_OBJ   := $(GEN_SRC:%.c=$(B)/%.o) $(B)/templates.o
 RT_OBJ    := $(RT_SRC:%.c=$(B)/%.o)
@@ -21,7 +21,7 @@ HDRS      := $(wildcard gen/*.h gen/sm90/*.h gen/sm100/*.h runtime/*.h)
 TEMPLATES := $(wildcard templates/*.ptx)
 
 # test_launch runs against the fake driver (LD_LIBRARY_PATH); the others must see no driver.
-UNIT_SRC  := $(filter-out tests/unit/test_launch.c tests/unit/test_bundle.c,$(wildcard tests/unit/test_*.c))
+UNIT_SRC  := $(filter-out tests/unit/test_launch.c tests/unit/test_bundle.c tests/unit/test_aot.c,$(wildcard tests/unit/test_*.c))
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 FAKECUDA  := $(B)/fakecuda/libcuda.so.1
 
@@ -61,8 +61,10 @@ $(B)/libfa4rt.so.$(VERSION): $(RT_OBJ) $(GEN_OBJ)
 $(B)/libfa4rt.so: $(B)/libfa4rt.so.$(VERSION)
 	ln -sf libfa4rt.so.$(VERSION) $(B)/libfa4rt.so.$(SOMAJOR)
 	ln -sf libfa4rt.so.$(VERSION) $@
-$(B)/fa4gen: $(B)/gen/main.o $(B)/gen/aot.o $(B)/libfa4gen.a
-	$(CC) -o $@ $^ -ldl -lm
+# The CLI links libfa4rt for `configs` and `cache` (gen/cli_tools.c); the runtime opens the CUDA driver only
+# when asked, so the CLI still runs without one.
+$(B)/fa4gen: $(B)/gen/main.o $(B)/gen/aot.o $(B)/gen/cli_tools.o $(B)/libfa4rt.a
+	$(CC) -o $@ $^ $(LDLIBS_RT)
 
 # examples/ has its own Makefile (pkg-config against an install); here it builds against this tree.
 examples: $(B)/fa4gen $(B)/libfa4rt.a
@@ -116,21 +118,33 @@ $(B)/tests/%: tests/unit/%.c tests/unit/testutil.h $(B)/libfa4rt.a $(B)/fa4gen
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Itests/unit $< -o $@ $(B)/libfa4rt.a $(CMOCKA_LIBS) $(LDLIBS_RT)
 
-$(B)/tests/test_launch: tests/unit/fake_cuda.h
+$(B)/tests/test_launch $(B)/tests/test_aot: tests/unit/fake_cuda.h
 
-# test_cli includes gen/main.c (its main renamed) to reach the CLI's static helpers; aot.c comes with it.
-$(B)/tests/test_cli: tests/unit/test_cli.c tests/unit/testutil.h gen/main.c gen/aot.c gen/aot.h $(B)/libfa4rt.a $(B)/fa4gen
+# test_cli includes gen/main.c (its main renamed) to reach the CLI's static helpers; aot.c and cli_tools.c
+# come with it.
+$(B)/tests/test_cli: tests/unit/test_cli.c tests/unit/testutil.h gen/main.c gen/aot.c gen/aot.h gen/cli_tools.c \
+                     gen/cli_tools.h $(B)/libfa4rt.a $(B)/fa4gen
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Itests/unit $< gen/aot.c -o $@ $(B)/libfa4rt.a $(CMOCKA_LIBS) $(LDLIBS_RT)
+	$(CC) $(ALL_CFLAGS) -Itests/unit $< gen/aot.c gen/cli_tools.c -o $@ $(B)/libfa4rt.a $(CMOCKA_LIBS) $(LDLIBS_RT)
 
 # test_bundle links a bundle fa4gen compiles from tests/unit/bundle_list.txt (runs on the fake driver).
 $(B)/tests/gen/test_bundle_kernels.c: tests/unit/bundle_list.txt $(B)/fa4gen
 	@mkdir -p $(dir $@)
 	$(B)/fa4gen bundle $< --jobs 2 -o $@
-$(B)/tests/test_bundle: tests/unit/test_bundle.c $(B)/tests/gen/test_bundle_kernels.c tests/unit/testutil.h \
-                        tests/unit/fake_cuda.h $(B)/libfa4rt.a
-	$(CC) $(ALL_CFLAGS) -Itests/unit $< $(B)/tests/gen/test_bundle_kernels.c -o $@ $(B)/libfa4rt.a $(CMOCKA_LIBS) \
-	    $(LDLIBS_RT)
+# ... and a second one: every config `fa4gen configs` lists for the workload of tests/unit/bundle_workload.txt,
+# through `fa4gen bundle -` (test_bundle replays calls of that workload with JIT disabled).
+$(B)/tests/gen/test_configs_kernels.c: tests/unit/bundle_workload.txt $(B)/fa4gen
+	@mkdir -p $(dir $@)
+	$(B)/fa4gen configs $$(cat $<) | $(B)/fa4gen bundle - --jobs 2 -o $@
+$(B)/tests/test_bundle: tests/unit/test_bundle.c $(B)/tests/gen/test_bundle_kernels.c $(B)/tests/gen/test_configs_kernels.c \
+                        tests/unit/testutil.h tests/unit/fake_cuda.h $(B)/libfa4rt.a
+	$(CC) $(ALL_CFLAGS) -Itests/unit $< $(B)/tests/gen/test_bundle_kernels.c $(B)/tests/gen/test_configs_kernels.c -o $@ \
+	    $(B)/libfa4rt.a $(CMOCKA_LIBS) $(LDLIBS_RT)
+
+# The first bundle as a shared object, for fa4.load_bundle (tests/python/test_bundle_load.py): no libfa4rt linked,
+# fa4_bundle_register resolves to the process's copy.
+$(B)/tests/gen/test_bundle_kernels.so: $(B)/tests/gen/test_bundle_kernels.c runtime/fa4.h
+	$(CC) -shared -fPIC -Iruntime $< -o $@
 
 # A fake CUDA driver (records encodes and launches) for testing the launch path without a GPU.
 $(FAKECUDA): tests/unit/fake_cuda.c tests/unit/fake_cuda.h
@@ -138,16 +152,20 @@ $(FAKECUDA): tests/unit/fake_cuda.c tests/unit/fake_cuda.h
 	$(CC) $(ALL_CFLAGS) -fvisibility=hidden -shared -Wl,-soname,libcuda.so.1 $< -o $@
 
 # test_args_fuzz: the Python argument layer on duck-typed tensors through the simulated driver (no torch)
-unit: deps-test $(UNIT_BIN) $(B)/tests/test_launch $(B)/tests/test_bundle $(FAKECUDA) $(B)/libfa4rt.so build/sim/libcuda.so.1
+unit: deps-test $(UNIT_BIN) $(B)/tests/test_launch $(B)/tests/test_bundle $(B)/tests/test_aot $(FAKECUDA) \
+      $(B)/tests/gen/test_bundle_kernels.so $(B)/libfa4rt.so build/sim/libcuda.so.1
 	@sh tests/run-unit.sh $(UNIT_BIN)
 	@sh tests/python/abi.sh
 	@python3 tests/python/test_torch_ops.py
 	@FA4_LIB=$(abspath $(B))/libfa4rt.so python3 tests/python/test_args_fuzz.py
 	@FA4_LIB=$(abspath $(B))/libfa4rt.so python3 tests/python/test_fa_api_sim.py
-	@LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) sh tests/run-unit.sh $(B)/tests/test_launch $(B)/tests/test_bundle
+	@FA4_LIB=$(abspath $(B))/libfa4rt.so python3 tests/python/test_bundle_load.py $(B)/tests/gen/test_bundle_kernels.so
+	@LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) sh tests/run-unit.sh $(B)/tests/test_launch $(B)/tests/test_bundle \
+	    $(B)/tests/test_aot
 
-launch-test: deps-test $(B)/tests/test_launch $(B)/tests/test_bundle $(FAKECUDA)
-	@LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) sh tests/run-unit.sh $(B)/tests/test_launch $(B)/tests/test_bundle
+launch-test: deps-test $(B)/tests/test_launch $(B)/tests/test_bundle $(B)/tests/test_aot $(FAKECUDA)
+	@LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) sh tests/run-unit.sh $(B)/tests/test_launch $(B)/tests/test_bundle \
+	    $(B)/tests/test_aot
 
 ptxas-test: $(B)/fa4gen
 	@sh tests/ptxas/run.sh $(B)/fa4gen
@@ -197,10 +215,12 @@ FUZZ_FLAGS   := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefi
 FUZZ_NAMES   := config cli bundle cache args score_mod
 FUZZ_BIN     := $(FUZZ_NAMES:%=$(B)/fuzz/fuzz_%)
 FUZZ_SECONDS ?= 40
-$(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h tests/fuzz/fuzz_main.h gen/main.c gen/aot.c $(GEN_SRC) \
-                  $(HDRS) $(B)/templates.c $(B)/gen_id.h
+# gen/main.c's configs and cache commands run the runtime (gen/cli_tools.c): its sources come along.
+$(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h tests/fuzz/fuzz_main.h gen/main.c gen/aot.c gen/cli_tools.c \
+                  $(GEN_SRC) $(RT_SRC) $(HDRS) $(B)/templates.c $(B)/gen_id.h
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) $< gen/aot.c $(GEN_SRC) $(B)/templates.c -o $@ -ldl -lm
+	$(FUZZ_CC) $(FUZZ_FLAGS) -Iruntime -I$(CUDA_HOME)/include $< gen/aot.c gen/cli_tools.c $(GEN_SRC) $(RT_SRC) \
+	    $(B)/templates.c -o $@ $(LDLIBS_RT)
 # The runtime harnesses link libfa4rt's sources and run against the fake driver; --wrap puts
 # a stand-in compiler behind rt_compile (tests/fuzz/fuzz_rt.h).
 FUZZ_RT := $(B)/fuzz/fuzz_cache $(B)/fuzz/fuzz_args
@@ -238,10 +258,11 @@ FUZZ_COV_bundle := gen/main.c gen/config.c
 FUZZ_COV_cache  := runtime/cache.c runtime/api.c
 FUZZ_COV_args   := runtime/mha.c runtime/mla_sparse.c runtime/launch.c
 FUZZ_COV_score_mod := gen/score_mod.c
-$(B)/fuzzcov/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h tests/fuzz/fuzz_main.h gen/main.c $(GEN_SRC) $(HDRS) \
-                     $(B)/templates.c $(B)/gen_id.h
+$(B)/fuzzcov/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h tests/fuzz/fuzz_main.h gen/main.c gen/cli_tools.c \
+                     $(GEN_SRC) $(RT_SRC) $(HDRS) $(B)/templates.c $(B)/gen_id.h
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_COV_FLAGS) $< gen/aot.c $(GEN_SRC) $(B)/templates.c -o $@ -ldl -lm
+	$(FUZZ_CC) $(FUZZ_COV_FLAGS) -Iruntime -I$(CUDA_HOME)/include $< gen/aot.c gen/cli_tools.c $(GEN_SRC) $(RT_SRC) \
+	    $(B)/templates.c -o $@ $(LDLIBS_RT)
 $(FUZZ_RT:$(B)/fuzz/%=$(B)/fuzzcov/%): $(B)/fuzzcov/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h \
                      tests/fuzz/fuzz_rt.h tests/unit/fake_cuda.h $(RT_SRC) $(GEN_SRC) $(HDRS) $(B)/templates.c $(B)/gen_id.h \
                      $(FAKECUDA)
@@ -266,7 +287,7 @@ fuzz-coverage: $(FUZZ_LONG_NAMES:%=$(B)/fuzzcov/fuzz_%)
 .PHONY: clang-check
 clang-check:
 	$(MAKE) -s B=$(B)/clang CC=clang all $(B)/clang/fakecuda/libcuda.so.1 \
-	    $(patsubst $(B)/%,$(B)/clang/%,$(UNIT_BIN) $(B)/tests/test_launch $(B)/tests/test_bundle)
+	    $(patsubst $(B)/%,$(B)/clang/%,$(UNIT_BIN) $(B)/tests/test_launch $(B)/tests/test_bundle $(B)/tests/test_aot)
 	@echo "clang-check: the project builds with clang, warning-free"
 
 # ---- the simulated GPU (tests/sim/): a libcuda.so.1 that runs our PTX on the CPU ----

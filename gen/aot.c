@@ -110,43 +110,82 @@ static void say_duplicates(const AotRequest *r, Plan *const *all, const int *fir
     char here[300], there[300];
     int per = r->n_targets ? r->n_targets : 1;
     for (int i = 0; i < count; i++)
-        if (first_of[i] != i) {
+        if (all[i] && first_of[i] != i) {
             config_origin(&r->configs[i / per], here, sizeof here);
             config_origin(&r->configs[first_of[i] / per], there, sizeof there);
             r->say("bundle: %s: the same kernel as %s (%s); compiled once", here, there, all[first_of[i]]->symbol);
         }
 }
 
-/* Plan every config for every target asked for; duplicates are dropped with a note. */
+/* Plan config i of the request (its (i % per)-th target with --targets). 0; 2 after a line when the
+ * text is invalid; -1 with the reason in err when, with --targets, this target cannot build it (a word
+ * the target lacks, a depth it refuses): a skip, not a stop. */
+static int plan_one(const AotRequest *r, int i, Plan *p, char *err, size_t n)
+{
+    int per = r->n_targets ? r->n_targets : 1;
+    const AotConfig *a = &r->configs[i / per];
+    char origin[300];
+    Config c;
+    ConfigGiven g;
+    /* without --targets, or text no target reads: the line is wrong, and says so */
+    int wrong = !r->n_targets || config_parse_given(a->text, &c, &g, err, n);
+    if (!wrong && !aot_plan_text(a->text, (int)r->targets[i % per], p, err, n)) return 0;
+    if (wrong && !aot_plan_text(a->text, r->n_targets ? (int)r->targets[i % per] : -1, p, err, n)) return 0;
+    if (!wrong) return -1;
+    config_origin(a, origin, sizeof origin);
+    r->say("bundle: %s: %s", origin, err);
+    return 2;
+}
+
+/* Plan every config for every target asked for; duplicates are dropped with a note, and so is a config a
+ * --targets target cannot build (one note each). */
 static int plan_all(const AotRequest *r, Plan ***plans_out, int *n_out)
 {
     int per = r->n_targets ? r->n_targets : 1, n = 0, rc = 0, count = r->n_configs * per;
     Plan **all = calloc((size_t)count + 1, sizeof *all), **plans = calloc((size_t)count + 1, sizeof *plans);
-    int *first_of = calloc((size_t)count + 1, sizeof *first_of);
+    int *first_of = calloc((size_t)count + 1, sizeof *first_of), any_skipped = 0;
+    char **skipped = calloc((size_t)count + 1, sizeof *skipped); /* why, for configs a target cannot build */
     char err[512], origin[300];
-    if (!all || !plans || !first_of) rc = 1;
+    if (!all || !plans || !first_of || !skipped) rc = 1;
     for (int i = 0; i < count && !rc; i++) {
-        const AotConfig *a = &r->configs[i / per];
         if (!(all[i] = malloc(sizeof *all[i]))) { rc = 1; break; }
-        if (aot_plan_text(a->text, r->n_targets ? (int)r->targets[i % per] : -1, all[i], err, sizeof err)) {
-            config_origin(a, origin, sizeof origin);
-            r->say("bundle: %s: %s", origin, err);
-            rc = 2;
-            break;
-        }
+        int got = plan_one(r, i, all[i], err, sizeof err);
         first_of[i] = i;
+        if (got > 0) rc = got;
+        if (got < 0 && !(skipped[i] = strdup(err))) rc = 1;
+        if (got) {
+            free(all[i]);
+            all[i] = NULL;
+            continue;
+        }
         for (int j = 0; j < i && first_of[i] == i; j++)
-            if (first_of[j] == j && !strcmp(all[j]->canonical, all[i]->canonical)) first_of[i] = j;
+            if (all[j] && first_of[j] == j && !strcmp(all[j]->canonical, all[i]->canonical)) first_of[i] = j;
     }
+    /* notes only once every config has planned and some kernel is left, so that a refusal stays one line */
+    int built = 0, first_skip = -1;
+    for (int i = 0; i < count && !rc; i++) {
+        built += all[i] != NULL;
+        if (skipped[i] && first_skip < 0) first_skip = i;
+    }
+    for (int i = 0; i < count && !rc && first_skip >= 0; i++)
+        if (skipped[i] && (built || i == first_skip)) {
+            config_origin(&r->configs[i / per], origin, sizeof origin);
+            r->say(built ? "bundle: %s: skipped for %s: %s"
+                         : "bundle: no config could be built for the --targets given; the first: %s: for %s: %s",
+                   origin, target_name[r->targets[i % per]], skipped[i]);
+            any_skipped = 1;
+        }
     if (!rc) say_duplicates(r, all, first_of, count);
     for (int i = 0; i < count && all; i++) {
-        if (!rc && first_of[i] == i) plans[n++] = all[i];
+        if (!rc && all[i] && first_of[i] == i) plans[n++] = all[i];
         else free(all[i]);
     }
+    for (int i = 0; i < count && skipped; i++) free(skipped[i]);
+    free(skipped);
     free(all);
     free(first_of);
     if (!rc && n == 0) {
-        r->say("bundle: no configs; give a list file or --config");
+        if (!any_skipped) r->say("bundle: no configs; give a list file or --config");
         rc = 2;
     }
     if (rc) {

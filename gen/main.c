@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "aot.h"
+#include "cli_tools.h"
 #include "fa4gen.h"
 #include "score_mod.h"
 
@@ -44,6 +45,9 @@ static const char usage_top[] =
     "  explain     print the plan of a kernel: fa4gen explain [KIND] <its options> [--json]\n"
     "  bundle      AOT: compile configs into a C source a host links (the runtime takes its kernels\n"
     "              before it generates any), or write one PTX file per config\n"
+    "  configs     AOT: every config the runtime can pick for a described workload (shapes, layouts,\n"
+    "              GPUs), a bundle list: fa4gen configs ... | fa4gen bundle - -o kernels.c\n"
+    "  cache       the runtime's kernel cache: fa4gen cache path | list | clear | prune --max-size N\n"
     "\n"
     "  fa4gen <command> --help   that command's options\n"
     "  fa4gen --version          generator version (release + build id)\n"
@@ -334,8 +338,12 @@ static int read_mod(Cli *cli, const char *name)
 
 /* ---------------------------------------------------------------- flags */
 
-/* Options that take no value; every other one takes exactly one. */
-static int flag_alone(const char *a) { return !strcmp(a, "--json") || !strcmp(a, "--help") || !strcmp(a, "-h"); }
+/* Options of command cmd that take no value; every other one takes exactly one. */
+static int flag_alone(const char *cmd, const char *a)
+{
+    return !strcmp(a, "--json") || !strcmp(a, "--help") || !strcmp(a, "-h") ||
+           (cmd && !strcmp(cmd, "configs") && cli_configs_flag_alone(a));
+}
 
 /* argv with every --opt=value split into --opt and value, so both spellings reach one parser.
  * Only arguments where an option stands are split (a value may hold '='). The vector and the
@@ -361,7 +369,7 @@ static int split_args(int argc, char **argv, Args *out)
             char *name = strndup(a, (size_t)(eq - a));
             if (!name) return free_args(out), 1;
             out->names[out->n_names++] = name;
-            if (flag_alone(name)) {
+            if (flag_alone(argv[1], name)) {
                 say("%s: takes no value (given '%s')", name, a);
                 return free_args(out), 2;
             }
@@ -370,7 +378,7 @@ static int split_args(int argc, char **argv, Args *out)
             continue;
         }
         out->argv[out->argc++] = (char *)a;
-        if (i >= 2 && a[0] == '-' && a[1] && !flag_alone(a) && i + 1 < argc) /* its value, as given */
+        if (i >= 2 && a[0] == '-' && a[1] && !flag_alone(argv[1], a) && i + 1 < argc) /* its value, as given */
             out->argv[out->argc++] = argv[++i];
     }
     return 0;
@@ -684,11 +692,17 @@ static int list_line_end(const char *name, int lineno, char *line, size_t len)
     return 0;
 }
 
-/* Keeps the config lines: not blank, not a comment (first non-blank '#'). */
+/* Keeps the config lines: not blank, not a comment (first non-blank '#'). Name "-": standard input
+ * (a pipe from fa4gen configs, or a file; read to its end). */
 static int read_list(const char *name, Lines *out)
 {
     memset(out, 0, sizeof *out);
-    int rc = 0, fd = open_input("bundle: the list", name, 1, &rc);
+    int rc = 0, fd = strcmp(name, "-") ? open_input("bundle: the list", name, 1, &rc) : dup(0);
+    if (fd < 0 && !strcmp(name, "-")) {
+        say("bundle: cannot read the list from standard input: %s", strerror(errno));
+        return 1;
+    }
+    if (!strcmp(name, "-")) name = "stdin"; /* for messages */
     FILE *f = fd < 0 ? NULL : fdopen(fd, "r");
     if (!f) {
         if (fd >= 0) {
@@ -839,7 +853,7 @@ static int cmd_bundle_c(int argc, char **argv)
             rc = bundle_c_option(a, v, &r, &out, &given_name, &jobs, &seen[k]);
         } else if (!strcmp(a, "--config")) {
             cfgs[n_cfg++] = (AotConfig){v, "--config", 0};
-        } else if (a[0] == '-' || list) {
+        } else if ((a[0] == '-' && a[1]) || list) {
             snprintf(err, sizeof err, "bundle: '%s' is not an option of this command (bundle -o takes LIST, --config, "
                      "--targets, --name, --jobs; see fa4gen bundle --help)", a);
             rc = invalid(err);
@@ -853,7 +867,8 @@ static int cmd_bundle_c(int argc, char **argv)
         AotConfig *more = realloc(cfgs, ((size_t)n_cfg + (size_t)l.n + 1) * sizeof *cfgs);
         if (!more) rc = 1;
         else cfgs = more;
-        for (int i = 0; i < l.n && !rc; i++) cfgs[n_cfg++] = (AotConfig){l.text[i], list, l.lineno[i]};
+        for (int i = 0; i < l.n && !rc; i++)
+            cfgs[n_cfg++] = (AotConfig){l.text[i], strcmp(list, "-") ? list : "stdin", l.lineno[i]};
     }
     if (!rc) {
         r.configs = cfgs;
@@ -888,14 +903,17 @@ static const char usage_bundle[] =
     "            constructor that registers it: a host that links it gets these kernels before anything\n"
     "            is generated (FA4GEN_DISABLE_JIT=1: only these). Tools: FA4GEN_PTXAS, FA4GEN_FATBINARY,\n"
     "            $CUDA_HOME/bin, /usr/local/cuda/bin, PATH. FILE.c is a file (not -, not a FIFO or device).\n"
-    "  --targets T,T   compile each config for each of these targets (sm90a, sm100a) instead of its own\n"
+    "  --targets T,T   compile each config for each of these targets (sm90a, sm100a) instead of its own; a\n"
+    "                  config a target cannot build (a word it lacks, a depth it refuses) is skipped with one\n"
+    "                  note on stderr, and the bundle holds the rest (exit 0 if at least one kernel is built)\n"
     "  --name NAME     the table is fa4_bundle_NAME (default: FILE's base name)\n"
     "  --jobs N        configs compiled at once (default: the CPUs online); a line per finished kernel\n"
     "-d DIR      write one PTX file per config into DIR (no compile), created when missing\n"
     "\n"
-    "LIST: one config per line (LF or CRLF line ends), blank lines and '#' comments skipped; a line naming\n"
-    "the same kernel as an earlier one is reported and made once. Options take their value after a space\n"
-    "or '='; each at most once, --config as often as wanted.\n";
+    "LIST: one config per line (LF or CRLF line ends), blank lines and '#' comments skipped; LIST - reads\n"
+    "standard input (fa4gen configs ... | fa4gen bundle - -o kernels.c). A line naming the same kernel as an\n"
+    "earlier one is reported and made once. Options take their value after a space or '='; each at most\n"
+    "once, --config as often as wanted.\n";
 
 /* DIR/<symbol>.ptx of every kernel, before anything is written: absent, a regular file or a
  * symlink (a rename replaces those); a directory or another node there would stop the move
@@ -1020,7 +1038,7 @@ static int write_kernels(const char *tmp, Plan *const *plans, int n)
 
 static int cmd_bundle_dir(int argc, char **argv)
 {
-    if (argc < 3 || argv[2][0] == '-')
+    if (argc < 3 || (argv[2][0] == '-' && argv[2][1]))
         return invalid("bundle: give a config list and -o FILE.c (a C source of compiled kernels) or -d DIR (PTX files)");
     Cli cli = {0};
     const char *list = argv[2], *dir;
@@ -1126,13 +1144,15 @@ static int run_args(int argc, char **argv)
     }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "bundle")) return cmd_bundle(argc, argv);
+    if (!strcmp(cmd, "configs")) return cli_configs(argc, argv, say);
+    if (!strcmp(cmd, "cache")) return cli_cache(argc, argv, say);
     int kind = -1; /* a kernel kind's name is the command that emits it */
     for (int k = 0; k < KIND_COUNT; k++)
         if (!strcmp(cmd, kind_name[k])) kind = k;
     if (kind < 0 && strcmp(cmd, "explain")) {
         char kinds[64] = "";
         for (int k = 0; k < KIND_COUNT; k++) snprintf(kinds + strlen(kinds), sizeof kinds - strlen(kinds), "%s, ", kind_name[k]);
-        say("'%s' is not a command; use %sexplain or bundle (fa4gen --help)", cmd, kinds);
+        say("'%s' is not a command; use %sexplain, bundle, configs or cache (fa4gen --help)", cmd, kinds);
         return 2;
     }
     /* explain KIND ...: the kind stands first */

@@ -1262,3 +1262,121 @@ def mha_bwd_workspace_size(q, k, causal=False, window=None, config=None, sink=No
     n = ctypes.c_size_t()
     _check(lib.fa4_mha_bwd_workspace_size(ctx, ctypes.byref(a), ctypes.byref(n)), ctx)
     return n.value
+
+
+# ---------------------------------------------------------------- AOT bundles and the kernel cache (issue 28)
+
+class _Bundle(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t), ("name", ctypes.c_char_p), ("generator", ctypes.c_char_p),
+                ("n_kernels", ctypes.c_int), ("kernels", ctypes.c_void_p)]
+
+
+_loaded_bundles = {}  # path -> (the CDLL, kept so it stays loaded; the names it registered)
+
+
+def bundles():
+    """The AOT bundles registered in this process (linked into it, or loaded with load_bundle), in order:
+    a list of (name, generator, kernels). The runtime uses a bundle's kernels only when its generator is this
+    library's build (fa4gen --version)."""
+    lib = _load()
+    lib.fa4_bundle_count.restype = ctypes.c_int
+    lib.fa4_bundle_at.restype = ctypes.POINTER(_Bundle)
+    lib.fa4_bundle_at.argtypes = [ctypes.c_int]
+    out = []
+    for i in range(lib.fa4_bundle_count()):
+        b = lib.fa4_bundle_at(i).contents
+        out.append((b.name.decode(), b.generator.decode(), b.n_kernels))
+    return out
+
+
+def load_bundle(path):
+    """Load an AOT bundle's shared object, so every fa4 call takes its kernels before compiling any:
+
+        fa4gen configs ... | fa4gen bundle - -o kernels.c
+        cc -shared -fPIC -I$(python -c 'import fa4gen; print(fa4gen.include_dir())') kernels.c -o kernels.so
+        fa4.load_bundle("kernels.so")      # then, e.g., FA4GEN_DISABLE_JIT=1: bundled kernels only
+
+    The object's constructor registers its table with libfa4rt (fa4_bundle_register), which must be the
+    libfa4rt this module loaded: build it without linking libfa4rt (the symbol resolves to this process's
+    copy, whose symbols are made global here first) or against the same libfa4rt.so. Returns the names of
+    the bundles it registered; raises Fa4Error when it registers none (it was linked with another copy of
+    libfa4rt, e.g. libfa4rt.a) or cannot be loaded. Loading the same path again does nothing."""
+    lib = _load()
+    path = os.path.abspath(os.fspath(path))
+    if path in _loaded_bundles:
+        return list(_loaded_bundles[path][1])
+    # the bundle's call to fa4_bundle_register resolves through the global scope: put libfa4rt there
+    ctypes.CDLL(lib._name, mode=os.RTLD_NOW | os.RTLD_GLOBAL | getattr(os, "RTLD_NOLOAD", 4))
+    before = len(bundles())
+    try:
+        handle = ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_GLOBAL)
+    except OSError as e:
+        raise Fa4Error("load_bundle: %s" % e) from None
+    new = bundles()[before:]
+    if not new:
+        raise Fa4Error("load_bundle: %s registered no bundle with this libfa4rt (%s); build it without linking "
+                       "libfa4rt (cc -shared -fPIC kernels.c -o kernels.so) so that it registers with this one"
+                       % (path, lib._name))
+    _loaded_bundles[path] = (handle, [n for n, _, _ in new])
+    return [n for n, _, _ in new]
+
+
+class _CacheEntry(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t), ("file", ctypes.c_char_p), ("config", ctypes.c_char_p),
+                ("generator", ctypes.c_char_p), ("problem", ctypes.c_char_p), ("this_build", ctypes.c_int),
+                ("bytes", ctypes.c_uint64), ("mtime", ctypes.c_int64), ("atime", ctypes.c_int64)]
+
+
+_CACHE_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(_CacheEntry))
+
+
+def cache_dir(device=0):
+    """The disk cache's folder (fa4gen cache path); it may not exist yet."""
+    lib = _load()
+    ctx = context(device)
+    buf = ctypes.create_string_buffer(4096)
+    lib.fa4_cache_dir.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
+    _check(lib.fa4_cache_dir(ctx, buf, len(buf)), ctx)
+    return buf.value.decode()
+
+
+def cache_list(device=0):
+    """The disk cache's entries, most recently used first (fa4gen cache list): dicts with file, config,
+    generator, problem (None for a valid entry), this_build, bytes, mtime, atime."""
+    lib = _load()
+    ctx = context(device)
+    out = []
+
+    def one(_user, e):
+        e = e.contents
+        out.append({"file": e.file.decode(), "config": e.config.decode(), "generator": e.generator.decode(),
+                    "problem": e.problem.decode() if e.problem else None, "this_build": bool(e.this_build),
+                    "bytes": e.bytes, "mtime": e.mtime, "atime": e.atime})
+        return 0
+    fn = _CACHE_FN(one)
+    lib.fa4_cache_list.argtypes = [ctypes.c_void_p, _CACHE_FN, ctypes.c_void_p]
+    _check(lib.fa4_cache_list(ctx, fn, None), ctx)
+    return out
+
+
+def cache_clear(device=0):
+    """Remove every entry of the disk cache (fa4gen cache clear): (entries removed, bytes)."""
+    lib = _load()
+    ctx = context(device)
+    n, b = ctypes.c_int(0), ctypes.c_uint64(0)
+    lib.fa4_cache_clear.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_uint64)]
+    _check(lib.fa4_cache_clear(ctx, ctypes.byref(n), ctypes.byref(b)), ctx)
+    return n.value, b.value
+
+
+def cache_prune(max_bytes, device=0):
+    """Remove the least recently used entries until the rest take at most max_bytes (fa4gen cache prune):
+    (entries removed, bytes)."""
+    lib = _load()
+    ctx = context(device)
+    n, b = ctypes.c_int(0), ctypes.c_uint64(0)
+    lib.fa4_cache_prune.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.POINTER(ctypes.c_int),
+                                    ctypes.POINTER(ctypes.c_uint64)]
+    _check(lib.fa4_cache_prune(ctx, _int("max_bytes", max_bytes, 0, 2 ** 64 - 1), ctypes.byref(n), ctypes.byref(b)),
+           ctx)
+    return n.value, b.value

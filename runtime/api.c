@@ -81,6 +81,8 @@ fa4_status fa4_create(fa4_ctx **pctx, const fa4_options *opt)
     ctx->device_target = -1;
     atomic_init(&ctx->drv_state, LIB_UNTRIED);
     atomic_init(&ctx->tmp_counter, 0);
+    atomic_init(&ctx->noticed, o.verbose < 0); /* verbose -1: no compile notice */
+    ctx->opt.verbose = o.verbose > 0;
     if (pthread_key_create(&ctx->err_key, NULL)) {
         free(ctx);
         return rt_fail(NULL, FA4_ERR_OUT_OF_MEMORY, "fa4_create: no thread-specific key left");
@@ -141,14 +143,32 @@ fa4_status rt_plan(fa4_ctx *ctx, const Config *c, Plan *p, fa4_status config_err
     return FA4_OK;
 }
 
-/* A miss with JIT disabled: the message names the kernel and what was searched. */
+/* A miss with JIT disabled: the message names the kernel, every bundle searched and why each missed. */
 static fa4_status no_kernel(fa4_ctx *ctx, const Plan *p)
 {
-    char linked[256];
-    rt_bundle_describe(linked, sizeof linked);
-    return rt_fail(ctx, FA4_ERR_NO_KERNEL, "JIT is disabled (%s) and no linked bundle holds '%s' (%s, generator %s; "
-                   "%s); add this config to the bundle's list", ctx->opt.disable_jit ? "fa4_options.disable_jit" :
-                   "FA4GEN_DISABLE_JIT", p->canonical, p->symbol, fa4gen_build_id(), linked);
+    char searched[3072];
+    rt_bundle_explain_miss(p, searched, sizeof searched);
+    return rt_fail(ctx, FA4_ERR_NO_KERNEL, "JIT is disabled (%s) and no linked bundle holds '%s' (%s, generator %s); "
+                   "%s. Add this config to the bundle's list (fa4gen configs lists every config a workload needs)",
+                   ctx->opt.disable_jit ? "fa4_options.disable_jit" : "FA4GEN_DISABLE_JIT", p->canonical, p->symbol,
+                   fa4gen_build_id(), searched);
+}
+
+/* A JIT compile is the first call's cost; one that takes longer than this says so (compile_notice). */
+#define RT_NOTICE_MS 100.0
+
+/* Once per context, unless FA4GEN_LOG=0 or fa4_options.verbose < 0 (verbose > 0: the fetch log says it
+ * already), one line on stderr: which kernel took how long to compile, and how to have it ahead of time. */
+static void compile_notice(fa4_ctx *ctx, const Plan *p, const fa4_kernel_stats *st)
+{
+    double ms = st->generate_ms + st->compile_ms;
+    const char *log = getenv("FA4GEN_LOG");
+    if (ms <= RT_NOTICE_MS || ctx->opt.verbose || (log && !strcmp(log, "0"))) return;
+    if (atomic_exchange(&ctx->noticed, 1)) return;
+    fprintf(stderr, "fa4: compiled %s in %.0f ms at first use (JIT%s; this context reports no more); to build kernels "
+            "ahead of time: fa4gen configs ... | fa4gen bundle - -o kernels.c, then link kernels.c (or "
+            "fa4.load_bundle); FA4GEN_LOG=0 silences this, FA4GEN_LOG=1 logs every fetch\n", p->symbol, ms,
+            ctx->disk_ok ? ", kept in the disk cache for later runs" : "");
 }
 
 /* Generate (with the score_mod's PTX when the config has one) and compile. */
@@ -196,6 +216,7 @@ fa4_status rt_build_cubin(fa4_ctx *ctx, const Config *c, const char *mod_src, Pl
     s = generate_compile(ctx, c, c->score_mod ? &mod : NULL, p, cubin, size, st);
     if (s) return s;
     st->source = SRC_JIT;
+    compile_notice(ctx, p, st);
     rt_disk_put(ctx, key_text, *key, *cubin, *size);
     return FA4_OK;
 }
@@ -301,6 +322,22 @@ static void base_config(const fa4_ctx *ctx, Config *c)
     if (ctx->opt.target == FA4_TARGET_SM100A) c->target = TARGET_SM100A;
 }
 
+/* A linked bundle's cubin for p: the ELF for p's target out of the entry's fatbin, copied. 1 found, 0 not
+ * (no entry, a score_mod, or no uncompressed ELF for the target in it), -1 out of memory. */
+static int bundle_cubin(const Config *c, const Plan *p, void **cubin, size_t *size, const char **name)
+{
+    const fa4_bundle_kernel *bk = c->score_mod ? NULL : rt_bundle_find(p, name);
+    const void *elf;
+    size_t len;
+    if (!bk || rt_fatbin_cubin(bk->fatbin, bk->fatbin_size, p->target->sm_major * 10 + p->target->sm_minor, &elf,
+                               &len))
+        return 0;
+    if (!(*cubin = malloc(len))) return -1;
+    memcpy(*cubin, elf, len);
+    *size = len;
+    return 1;
+}
+
 fa4_status fa4_compile_v2(fa4_ctx *ctx, const char *config, void **cubin, size_t *size, fa4_kernel_stats *stats)
 {
     if (!ctx) return rt_fail(NULL, FA4_ERR_INVALID_ARGUMENT, "ctx: NULL");
@@ -319,11 +356,19 @@ fa4_status fa4_compile_v2(fa4_ctx *ctx, const char *config, void **cubin, size_t
     uint64_t key;
     s = rt_plan(ctx, &c, p, FA4_ERR_INVALID_ARGUMENT);
     st.generate_ms = rt_now_ms() - t0;
-    if (!s) s = rt_build_cubin(ctx, &c, NULL, p, cubin, size, &st, &key);
+    const char *bundle = NULL;
+    int in_bundle = s ? 0 : bundle_cubin(&c, p, cubin, size, &bundle);
+    if (in_bundle < 0) s = rt_fail(ctx, FA4_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    if (in_bundle > 0) {
+        st.source = SRC_BUNDLE;
+        key = p->hash;
+    } else if (!s) {
+        s = rt_build_cubin(ctx, &c, NULL, p, cubin, size, &st, &key);
+    }
     if (!s && ctx->opt.verbose)
-        rt_log(ctx, "compile %s key=%016llx %s generate=%.2fms compile=%.1fms", p->canonical,
-               (unsigned long long)key, st.source == SRC_DISK ? "disk hit" : "jit miss", st.generate_ms,
-               st.compile_ms);
+        rt_log(ctx, "compile %s key=%016llx %s%s%s generate=%.2fms compile=%.1fms", p->canonical,
+               (unsigned long long)key, st.source == SRC_BUNDLE ? "bundle hit (" : st.source == SRC_DISK ? "disk hit"
+               : "jit miss", in_bundle > 0 ? bundle : "", in_bundle > 0 ? ")" : "", st.generate_ms, st.compile_ms);
     free(p);
     st.total_ms = rt_now_ms() - t0;
     if (stats) *stats = st;

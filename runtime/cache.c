@@ -153,6 +153,25 @@ static void refuse(fa4_ctx *ctx, const char *what, const char *path, const char 
         disable_disk(ctx, "%s '%s' %s; not trusted, not used: %s", what, path, why, fix);
 }
 
+/* The opened cache folder fd checked: 0, or -1 after the one warning (why: what is wrong). */
+static int check_dir(fa4_ctx *ctx, int fd, const char **why)
+{
+    struct stat st;
+    if (fstat(fd, &st)) {
+        *why = "cannot be examined (fstat failed)";
+        disable_disk(ctx, "cannot stat cache directory '%s': %s", ctx->cache_dir, strerror(errno));
+        return -1;
+    }
+    if (!(*why = untrusted(&st, 1))) return 0;
+    char fix[RT_PATH_MAX + 128];
+    if (st.st_uid != geteuid())
+        snprintf(fix, sizeof fix, "use a directory of your own (FA4GEN_CACHE_DIR or fa4_options.cache_dir)");
+    else
+        snprintf(fix, sizeof fix, "chmod go-w '%s', or use another directory", ctx->cache_dir);
+    refuse(ctx, "cache directory", ctx->cache_dir, *why, &st, fix);
+    return -1;
+}
+
 /* The cache folder, opened and checked; its descriptor, or -1 (ENOENT without create: no
  * folder yet, a plain miss; anything else has turned the disk cache off with one warning).
  * Entries are then reached relative to this descriptor, so the folder checked is the folder used. */
@@ -168,20 +187,8 @@ static int open_dir(fa4_ctx *ctx, int create)
             disable_disk(ctx, "cannot open cache directory '%s': %s", ctx->cache_dir, strerror(errno));
         return -1;
     }
-    struct stat st;
-    if (fstat(fd, &st)) {
-        disable_disk(ctx, "cannot stat cache directory '%s': %s", ctx->cache_dir, strerror(errno));
-        close(fd);
-        return -1;
-    }
-    const char *why = untrusted(&st, 1);
-    if (why) {
-        char fix[RT_PATH_MAX + 128];
-        if (st.st_uid != geteuid())
-            snprintf(fix, sizeof fix, "use a directory of your own (FA4GEN_CACHE_DIR or fa4_options.cache_dir)");
-        else
-            snprintf(fix, sizeof fix, "chmod go-w '%s', or use another directory", ctx->cache_dir);
-        refuse(ctx, "cache directory", ctx->cache_dir, why, &st, fix);
+    const char *why;
+    if (check_dir(ctx, fd, &why)) {
         close(fd);
         return -1;
     }
@@ -453,3 +460,41 @@ void rt_map_free(fa4_ctx *ctx, KernelMap *m)
     free(m->slot);
     memset(m, 0, sizeof *m);
 }
+
+/* ---------------------------------------------------------------- for the cache tools (cache_tool.c) */
+
+int rt_cache_open_checked(fa4_ctx *ctx, const char **why)
+{
+    int fd = open(ctx->cache_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        *why = errno == ENOENT ? NULL : strerror(errno);
+        return errno == ENOENT ? -2 : -1;
+    }
+    if (check_dir(ctx, fd, why)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+const char *rt_cache_untrusted_entry(const struct stat *st) { return untrusted(st, 0); }
+
+const char *rt_cache_inspect(const void *file, size_t size, const char **key_text, size_t *key_len)
+{
+    FileHead h;
+    const char *buf = file;
+    unsigned char want[SHA256_BYTES];
+    *key_text = NULL, *key_len = 0;
+    if (size < sizeof h) return "truncated header";
+    memcpy(&h, buf, sizeof h);
+    if (memcmp(h.magic, file_magic, sizeof file_magic)) return "not an fa4gen cache file";
+    if (h.format != FILE_FORMAT) return "another format version";
+    if (h.key_len > size - sizeof h || h.payload_len != size - sizeof h - h.key_len) return "truncated or extended";
+    *key_text = buf + sizeof h, *key_len = h.key_len;
+    if (h.key != rt_fnv1a(*key_text, h.key_len, RT_FNV_SEED)) return "its key does not hash to its name";
+    file_digest(&h, *key_text, buf + sizeof h + h.key_len, want);
+    if (memcmp(want, h.digest, sizeof want)) return "SHA-256 mismatch";
+    return NULL;
+}
+
+void rt_cache_file_name(uint64_t key, char *buf, size_t n) { file_name(key, buf, n); }

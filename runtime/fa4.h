@@ -64,7 +64,9 @@ typedef struct fa4_options {
     fa4_target target;     /* AUTO: from the device's compute capability */
     const char *cache_dir; /* NULL: $FA4GEN_CACHE_DIR, $XDG_CACHE_HOME/fa4gen, $HOME/.cache/fa4gen */
     int disk_cache;        /* 1 (default): use the on-disk cubin cache; 0: memory only */
-    int verbose;           /* 1: log every kernel fetch (and cache writes) to stderr; also FA4GEN_LOG=1 */
+    int verbose;           /* 1: log every kernel fetch (and cache writes) to stderr; also FA4GEN_LOG=1.
+                              0: a JIT compile over 100 ms says so once per context, on stderr, with how
+                              to build kernels ahead of time; -1 (or FA4GEN_LOG=0): not even that */
     /* version 2 */
     int disable_jit;       /* 1: kernels come only from linked bundles (fa4_bundle_register); a kernel
                               no bundle holds fails with FA4_ERR_NO_KERNEL. Also FA4GEN_DISABLE_JIT=1 */
@@ -97,8 +99,12 @@ const char *fa4_last_error(const fa4_ctx *ctx);
 void fa4_forget_buffers(fa4_ctx *ctx);
 
 /* Compile a kernel config (canonical form or CLI-style "key=value ..." text)
- * to a cubin for its target, through the disk cache (a hit returns the
- * cached bytes). Needs no GPU. Keys the text leaves out take the generator's
+ * to a cubin for its target. Needs no GPU. Where it comes from, in order: a
+ * linked (or loaded) bundle's entry for the config (the ELF for the config's
+ * target, taken out of the entry's fatbin: the same bytes the bundle's ptxas
+ * wrote), the disk cache (a hit returns the cached bytes), then generate +
+ * compile. With JIT disabled, only bundles; a miss is FA4_ERR_NO_KERNEL naming
+ * the bundles searched. Keys the text leaves out take the generator's
  * defaults; the target defaults to the context's target, or to the
  * generator's default (sm90a) when that is AUTO. The returned buffer is owned
  * by the caller (free()). */
@@ -112,7 +118,7 @@ typedef struct fa4_kernel_stats {
 } fa4_kernel_stats;
 
 /* fa4_compile, also reporting its timing and where the cubin came from (1 disk
- * hit, 2 compiled; load_ms is 0). stats may be NULL. */
+ * hit, 2 compiled, 3 a bundle; load_ms is 0). stats may be NULL. */
 fa4_status fa4_compile_v2(fa4_ctx *ctx, const char *config, void **cubin, size_t *size, fa4_kernel_stats *stats);
 
 typedef struct fa4_kernel fa4_kernel; /* opaque, owned by the context until fa4_destroy */
@@ -303,13 +309,19 @@ typedef struct fa4_mha_args {
  * CUstream; NULL = default stream). Nothing is launched when a check fails. */
 fa4_status fa4_mha_fwd(fa4_ctx *ctx, const fa4_mha_args *args, void *stream);
 
-/* The canonical config fa4_mha_fwd would use for args (for logs and tests); the split kernel's
- * (split=1) when it runs one (num_splits > 1, or a decode shape). */
+/* The canonical config fa4_mha_fwd would use for args (for logs, tests and AOT bundles); the split
+ * kernel's (split=1) when it runs one (num_splits > 1, or a decode shape). Needs no GPU: the target
+ * is the context's, or for AUTO the device's, or on a machine without one sm90a (the generator's
+ * default, as fa4_compile); the split picks use the SM count of a device of that target when the
+ * driver opens one, else the target's flagship: 132 (H100) for sm90a, 148 (B200) for sm100a. The SM
+ * count moves only the split choices (how many splits; on sm90a without a workspace, the CTAs of a
+ * cluster split, config word cluster=N). fa4_mha_configs_for lists every config of a workload. */
 fa4_status fa4_mha_config(fa4_ctx *ctx, const fa4_mha_args *args, char *buf, size_t n);
 
 /* The split count fa4_mha_fwd uses for args (1: no split) and the workspace bytes it needs
- * then (0 for 1): num_splits as given, or for 0 the runtime's pick, which opens the driver for
- * the SM count and assumes a workspace will be given. Either output may be NULL. */
+ * then (0 for 1): num_splits as given, or for 0 the runtime's pick, which assumes a workspace
+ * will be given and uses the SM count fa4_mha_config describes (no GPU needed). Either output may
+ * be NULL. */
 fa4_status fa4_mha_split_count(fa4_ctx *ctx, const fa4_mha_args *args, int *num_splits, size_t *workspace_bytes);
 
 /* Sparse MLA prefill (DeepSeek-V3.2 top-k attention; FlashMLA's contract).
@@ -354,6 +366,42 @@ typedef struct fa4_mla_sparse_args {
 #define FA4_MLA_SPARSE_ARGS_INIT {sizeof(fa4_mla_sparse_args), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, \
                                   0, 0, 0, 0, 0, {0, 0}, 0, 0, {0, 0}, 0.0f, NULL, FA4_BF16, NULL, 0}
 fa4_status fa4_mla_sparse_fwd(fa4_ctx *ctx, const fa4_mla_sparse_args *args, void *stream);
+
+/* ---------------------------------------------------------------- the kernel cache
+ *
+ * The disk cache's folder (fa4_options.cache_dir, else FA4GEN_CACHE_DIR, else $XDG_CACHE_HOME/fa4gen, else
+ * $HOME/.cache/fa4gen) holds one <16 hex>.cubin per kernel a JIT compiled (docs/trust.md). These see, size
+ * and empty it under the runtime's trust rules: the folder must belong to this user and not be writable by
+ * group or others (else the runtime's one warning, and FA4_ERR_CACHE); entries are reached relative to the
+ * opened folder, never through a symlink (O_NOFOLLOW), and only regular files of this user that carry an
+ * entry's name are listed or removed (and the temporary files of writers that died, after 10 minutes).
+ * Other names are left alone. A folder that does not exist yet holds no entries. FA4_ERR_CACHE also when the
+ * context has no disk cache (fa4_options.disk_cache = 0, or no folder could be named). Thread-safe; other
+ * processes may add entries meanwhile. */
+
+/* The cache folder's path (it may not exist yet). */
+fa4_status fa4_cache_dir(fa4_ctx *ctx, char *buf, size_t n);
+
+/* One cache entry; strings live until the callback returns. */
+typedef struct fa4_cache_entry {
+    size_t size;            /* sizeof(fa4_cache_entry) */
+    const char *file;       /* its name in the folder */
+    const char *config;     /* the canonical config it was compiled from ("" when the file is not valid) */
+    const char *generator;  /* the fa4gen build that wrote it ("" when not valid) */
+    const char *problem;    /* NULL: a valid entry; else why the runtime would not load it (it rebuilds it) */
+    int this_build;         /* 1: written by this library's build, so this runtime can load it */
+    uint64_t bytes;         /* the file's size */
+    int64_t mtime, atime;   /* seconds since the epoch; last use = the later (atime may lag: relatime) */
+} fa4_cache_entry;
+typedef int (*fa4_cache_fn)(void *user, const fa4_cache_entry *e); /* non-zero stops the listing */
+
+/* Every entry, most recently used first. */
+fa4_status fa4_cache_list(fa4_ctx *ctx, fa4_cache_fn fn, void *user);
+/* Remove every entry; removed and bytes (either may be NULL) say how many and how large. */
+fa4_status fa4_cache_clear(fa4_ctx *ctx, int *removed, uint64_t *bytes);
+/* Remove the least recently used entries (by the later of mtime and atime) until the entries take at most
+ * max_bytes; removed and bytes (either may be NULL) say what went. */
+fa4_status fa4_cache_prune(fa4_ctx *ctx, uint64_t max_bytes, int *removed, uint64_t *bytes);
 
 /* ---------------------------------------------------------------- attention backward
  *
@@ -417,6 +465,93 @@ fa4_status fa4_mha_bwd(fa4_ctx *ctx, const fa4_mha_bwd_args *args, void *stream)
 /* The canonical config of the main kernel fa4_mha_bwd would use for args (for logs and tests). */
 fa4_status fa4_mha_bwd_config(fa4_ctx *ctx, const fa4_mha_bwd_args *args, char *buf, size_t n);
 
+/* ---------------------------------------------------------------- AOT: the configs of a workload
+ *
+ * The kernel a call needs depends on its shape, not only on its dtype, depths and mask: causal sm90a
+ * runs persistent for seqlen_k <= 2048, decode shapes take the decode tile and the split kernel, and
+ * the split count (on sm90a without a workspace, the CTAs of a cluster split, which are part of the
+ * config) depends on the batch, the heads, the kv length and the GPU's SM count. fa4_mha_configs_for
+ * lists every canonical config fa4_mha_fwd can pick for the calls a workload describes, the combine
+ * kernel's included, so that a bundle of them (fa4gen configs ... | fa4gen bundle - -o kernels.c)
+ * never misses with JIT disabled. It runs shapes through the runtime's own rules (runtime/mha_pick.c),
+ * walking their breakpoints rather than every shape: the seqlen_k where persistent flips, the query
+ * lengths where a tile packs the GQA group, and the distinct split counts over the ranges of tiles and
+ * kv blocks. Needs no GPU.
+ *
+ * A list field is an array of n entries; n 0 takes the default. A range is min..max, both inclusive;
+ * 0..0 takes the default. Initialise with FA4_WORKLOAD_INIT; the library reads min(size, sizeof). */
+typedef enum fa4_when {
+    FA4_WHEN_DEFAULT = 0, /* the field's default */
+    FA4_WHEN_NEVER,       /* no call has it */
+    FA4_WHEN_ALWAYS,      /* every call has it */
+    FA4_WHEN_EITHER       /* calls with and calls without */
+} fa4_when;
+/* Layouts of the calls (bits): dense tensors, varlen (cu_seqlens_q and cu_seqlens_k), paged KV with
+ * dense q, paged KV with varlen q. */
+enum { FA4_LAYOUT_DENSE = 1, FA4_LAYOUT_VARLEN = 2, FA4_LAYOUT_PAGED = 4, FA4_LAYOUT_VARLEN_PAGED = 8 };
+
+typedef struct fa4_workload {
+    size_t size;                  /* sizeof(fa4_workload) */
+    unsigned version;             /* FA4_WORKLOAD_VERSION */
+    const fa4_target *targets;    /* default: the context's target; AUTO: sm90a and sm100a */
+    int n_targets;
+    /* The SM counts of the GPUs the bundle will run on, each for every target. They move only the split
+     * picks (how many splits; sm90a without a workspace: the cluster split's CTAs, a config word), so a
+     * bundle for an H100 SXM (132) may miss decode kernels on an H100 PCIe (114): list both. Default: the
+     * device's when the driver opens one of the target, else 132 for sm90a (H100, H200), 148 for sm100a
+     * (B200). */
+    const int *sm_counts;
+    int n_sm_counts;
+    const fa4_dtype *dtypes;      /* default: bf16 */
+    int n_dtypes;
+    const int *qk_depths;         /* head dims; default 128 */
+    const int *ov_depths;         /* NULL: each equal to its qk_depth (else MLA's 192 / 128, ...) */
+    int n_depths;
+    const int *groups;            /* heads_q / heads_kv; default 1 */
+    int n_groups;
+    int heads_kv_min, heads_kv_max;   /* default 1..128 */
+    const fa4_mask *masks;        /* default: causal (FA4_MASK_WINDOW: one per windows pair) */
+    int n_masks;
+    const int *windows;           /* (left, right) pairs for FA4_MASK_WINDOW, as fa4_mha_args */
+    int n_windows;
+    int batch_min, batch_max;     /* default 1..256 (varlen: sequences) */
+    int seqlen_q_min, seqlen_q_max; /* default 1..131072 (varlen: max_seqlen_q) */
+    /* default 1..131072. Varlen: each sequence's kv length (the rules read the packed total and the mean);
+     * paged: the block table's reach, max_pages x page_size, which the rules read (a table as wide as the
+     * longest sequence of the range, rounded up to a page, at most). */
+    int seqlen_k_min, seqlen_k_max;
+    int decode_q;                 /* > 0: decode steps too, seqlen_q 1..decode_q with any seqlen_k */
+    unsigned layouts;             /* FA4_LAYOUT_* bits; default FA4_LAYOUT_DENSE */
+    const int *page_sizes;        /* the paged layouts' page sizes (needed with them) */
+    int n_page_sizes;
+    fa4_when sink;                /* default NEVER */
+    fa4_when kv_early;            /* default NEVER */
+    fa4_when workspace;           /* a split workspace given; default EITHER */
+    int num_splits;               /* as fa4_mha_args.num_splits (default 0: the runtime picks) */
+    const char *config;           /* as fa4_mha_args.config: tuning words of every call (NULL: none) */
+} fa4_workload;
+#define FA4_WORKLOAD_VERSION 1
+#define FA4_WORKLOAD_INIT {sizeof(fa4_workload), FA4_WORKLOAD_VERSION, NULL, 0, NULL, 0, NULL, 0, NULL, NULL, 0, \
+                           NULL, 0, 0, 0, NULL, 0, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0, FA4_WHEN_DEFAULT, \
+                           FA4_WHEN_DEFAULT, FA4_WHEN_DEFAULT, 0, NULL}
+
+/* One answer of fa4_mha_configs_for; strings live until the callback returns. */
+typedef struct fa4_config_entry {
+    size_t size;          /* sizeof(fa4_config_entry) */
+    const char *config;   /* a canonical config (a bundle list line); NULL: calls no kernel serves */
+    const char *example;  /* one call of the workload that needs it (or that no kernel serves) */
+    const char *note;     /* config NULL: why (the generator's sentence); fa4_mha_fwd refuses these calls
+                             with FA4_ERR_UNSUPPORTED */
+    int count;            /* config NULL: how many classes of calls (target, dtype, depth, ...) it covers */
+} fa4_config_entry;
+/* Return 0 to go on, anything else to stop (fa4_mha_configs_for then returns FA4_OK). */
+typedef int (*fa4_config_fn)(void *user, const fa4_config_entry *e);
+
+/* Calls fn once per distinct canonical config the workload's calls need (in the order found), then once
+ * per reason some calls have no kernel (config NULL; one entry per target and reason). Errors: a bad
+ * workload field (FA4_ERR_INVALID_ARGUMENT naming it), bad tuning words. */
+fa4_status fa4_mha_configs_for(fa4_ctx *ctx, const fa4_workload *w, fa4_config_fn fn, void *user);
+
 /* ---------------------------------------------------------------- AOT bundles
  *
  * `fa4gen bundle LIST -o kernels.c` compiles a list of configs ahead of time and
@@ -448,6 +583,12 @@ typedef struct fa4_bundle {
  * bundle must outlive the process's contexts. Registering the same bundle twice
  * does nothing. Thread-safe. */
 fa4_status fa4_bundle_register(const fa4_bundle *b);
+
+/* The registered bundles, in registration order (a bundle's shared object loaded with dlopen registers
+ * itself from its constructor: fa4.load_bundle checks it did). fa4_bundle_at: NULL past the end.
+ * Thread-safe. */
+int fa4_bundle_count(void);
+const fa4_bundle *fa4_bundle_at(int i);
 
 #ifdef __cplusplus
 }

@@ -446,18 +446,26 @@ static fa4_status check_split(fa4_ctx *ctx, const fa4_mha_args *a)
 
 /* ---------------------------------------------------------------- config */
 
-/* The part of the tuning table that depends on the shape, not only on the
- * config (the plan's defaults cover depth, dtype and mask). Measured on an
- * H100 (bench/NOTES.md): short causal sequences have tiles of a few KV blocks,
- * so the persistent loop, where the next tile's Q and K/V load under this
- * tile's epilogue, beats one CTA per tile. Fills only what args->config left unset. */
-static void shape_heuristics(Config *c, const fa4_mha_args *a)
+/* What the config rules (mha_pick.c) read of a call: no pointer, only whether one is given. target:
+ * as far as it is known (the context's, or the placeholder sm90a for AUTO until finish_config). */
+static void shape_of(const fa4_mha_args *a, TargetId target, RtMhaShape *s)
 {
-    /* (decode keeps bm 128: the 64-row tile measured no faster under CUDA-graph replay, bench/NOTES.md) */
-    if (c->target != TARGET_SM90A || c->mask != MASK_CAUSAL || a->seqlen_k > 2048) return;
-    /* a decode shape runs split (a cluster split needs persistent 0): one tile per CTA there anyway */
-    if (c->cluster_split || (c->group > 1 && seq_rows_q(a) * (uint64_t)c->group <= 64)) return;
-    if (c->persistent < 0) c->persistent = 1; /* with 2 stages the plan double-buffers Q too */
+    memset(s, 0, sizeof *s);
+    s->target = target;
+    s->sm_count = 0; /* set where a split count is picked (resolve_splits) */
+    s->dtype = a->dtype;
+    s->qk_depth = a->qk_depth, s->ov_depth = a->ov_depth;
+    s->heads_q = a->heads_q, s->heads_kv = a->heads_kv, s->batch = a->batch;
+    s->mask = a->mask, s->window_left = a->window_left, s->window_right = a->window_right;
+    s->seq_rows_q = seq_rows_q(a);
+    s->seqlen_k = a->seqlen_k; /* paged: check_paged made it max_pages x page_size */
+    s->varlen = a->cu_seqlens_q != NULL;
+    s->page_size = a->block_table ? a->page_size : 0;
+    s->sink = a->sink != NULL, s->rope_split = a->k_rope != NULL;
+    s->softcap = a->softcap > 0.0f, s->alibi = a->alibi_slopes != NULL;
+    s->score_mod = a->score_mod ? score_mod_hash(a->score_mod) : 0;
+    s->num_splits = a->num_splits, s->workspace = a->workspace != NULL, s->kv_early = a->kv_early;
+    s->config = a->config;
 }
 
 /* The config for a (target from the context, or placeholder sm90a for AUTO),
@@ -465,55 +473,9 @@ static void shape_heuristics(Config *c, const fa4_mha_args *a)
  * what it computes. finish_config completes it once the target is known. */
 static fa4_status args_config(fa4_ctx *ctx, const fa4_mha_args *a, Config *c)
 {
-    static const DType dt[] = {[FA4_BF16] = DT_BF16, [FA4_FP16] = DT_FP16, [FA4_E4M3] = DT_E4M3};
-    static const MaskKind mk[] = {[FA4_MASK_NONE] = MASK_NONE, [FA4_MASK_CAUSAL] = MASK_CAUSAL,
-                                  [FA4_MASK_WINDOW] = MASK_WINDOW};
-    config_init(c);
-    c->kind = KIND_MHA;
-    c->target = ctx->opt.target == FA4_TARGET_SM100A ? TARGET_SM100A : TARGET_SM90A;
-    c->dtype = dt[a->dtype];
-    c->qk_depth = a->qk_depth;
-    c->ov_depth = a->ov_depth;
-    c->group = a->heads_q / a->heads_kv;
-    c->mask = mk[a->mask];
-    if (c->mask == MASK_WINDOW) {
-        c->window_left = a->window_left;
-        c->window_right = a->window_right;
-    }
-    c->sink = a->sink != NULL;
-    c->softcap = a->softcap > 0.0f;
-    c->alibi = a->alibi_slopes != NULL;
-    c->score_mod = a->score_mod ? score_mod_hash(a->score_mod) : 0;
-    c->rope_split = a->k_rope != NULL;
-    if (c->rope_split) c->rope_dtype = c->dtype; /* fa4.h: k_rope has k's dtype */
-    c->varlen = a->cu_seqlens_q != NULL;
-    c->page = a->block_table ? a->page_size : 0;
-    if (!a->config) return FA4_OK;
-    Config want = *c;
-    fa4_status s = rt_parse_config(ctx, a->config, c, "args->config");
-    if (s) return s;
-    const char *changed = c->kind != want.kind ? "kind"
-                          : c->target != want.target ? "target (set it in fa4_options)"
-                          : c->dtype != want.dtype ? "dtype"
-                          : c->qk_depth != want.qk_depth || c->ov_depth != want.ov_depth ? "depth"
-                          : c->group != want.group ? "group (heads_q / heads_kv)"
-                          : c->mask != want.mask || c->window_left != want.window_left ||
-                                    c->window_right != want.window_right
-                              ? "mask"
-                          : c->sink != want.sink ? "sink (args->sink)"
-                          : c->softcap != want.softcap ? "softcap (args->softcap)"
-                          : c->alibi != want.alibi ? "alibi (args->alibi_slopes)"
-                          : c->varlen != want.varlen ? "varlen (args->cu_seqlens_q)"
-                          : c->page != want.page ? "page (args->block_table, page_size)"
-                          : c->score_mod != want.score_mod ? "mod (args->score_mod)"
-                          : c->rope_split != want.rope_split ||
-                                    (c->rope_split && c->rope_dtype != want.rope_dtype)
-                              ? "rope_split/rope_dtype (k_rope and dtype)"
-                              : NULL;
-    if (changed)
-        return BAD("args->config", "'%s' changes %s, which the arguments decide; give only tuning keys "
-                   "(bm bn stages swizzle pingpong persistent qtiles cta rescale poly)", a->config, changed);
-    return FA4_OK;
+    RtMhaShape s;
+    shape_of(a, ctx->opt.target == FA4_TARGET_SM100A ? TARGET_SM100A : TARGET_SM90A, &s);
+    return rt_mha_base_config(ctx, &s, c);
 }
 
 /* Every check that needs no driver, then the config, for arguments read_args has copied. */
@@ -546,16 +508,24 @@ static fa4_status check_rope(fa4_ctx *ctx, const fa4_mha_args *a, const Config *
                    a->qk_depth, a->ov_depth, err);
 }
 
-/* Resolve AUTO from the device (an explicit target needs no driver here),
- * check the device runs it when launching, then apply the shape heuristics,
- * which depend on the target. */
+/* Resolve AUTO from the device (an explicit target needs no driver here; a question that launches
+ * nothing, on a machine without a GPU, takes the generator's default target sm90a, as fa4_compile
+ * does), check the device runs it when launching, then apply the shape rules, which depend on the
+ * target. */
 static fa4_status finish_config(fa4_ctx *ctx, const fa4_mha_args *a, Config *c, int launching)
 {
     fa4_status s;
-    if (ctx->opt.target == FA4_TARGET_AUTO && ((s = rt_driver(ctx)) || (s = rt_device_target(ctx, &c->target))))
-        return s;
+    if (ctx->opt.target == FA4_TARGET_AUTO) {
+        if (launching || rt_driver_ready(ctx)) {
+            if ((s = rt_driver(ctx)) || (s = rt_device_target(ctx, &c->target))) return s;
+        } else {
+            c->target = TARGET_SM90A;
+        }
+    }
     if (launching && (s = rt_check_target(ctx, c->target))) return s;
-    shape_heuristics(c, a);
+    RtMhaShape sh;
+    shape_of(a, c->target, &sh);
+    rt_mha_shape_rules(c, &sh);
     return FA4_OK;
 }
 
@@ -683,135 +653,24 @@ static fa4_status bind(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a, int s
 
 /* ---------------------------------------------------------------- split-KV */
 
-/* The decode tile (sm90a, bench/NOTES.md "decode tile"): when one 64-row tile packs every query
- * row of the GQA group (seqlen_q <= 64 / group), one consumer warpgroup with bn 64 and 3 stages
- * streams K and V 3-12% faster than the 128-row default (CUPTI kernel times, H100 and H200). Only
- * words the caller's config left unset are chosen. */
-static void decode_tile(Config *c, const fa4_mha_args *a)
-{
-    if (c->target != TARGET_SM90A || c->group < 2 || seq_rows_q(a) * (uint64_t)c->group > 64) return;
-    if (c->bm || c->bn || c->stages) return;
-    c->bm = 64, c->bn = 64, c->stages = 3;
-}
-
-/* The plan facts of split config sc (rows per tile, heads per CTA, bn) and, for cluster_n > 0,
- * whether a cluster split of cluster_n CTAs plans too: from the context's memo, else from
- * plan_make (then remembered). */
-static fa4_status split_facts(fa4_ctx *ctx, const Config *sc, int cluster_n, RtSplitFacts *out)
-{
-    char key[RT_SPLIT_KEY];
-    config_canonical(sc, key, sizeof key);
-    uint64_t hash = rt_fnv1a(key, strlen(key), RT_FNV_SEED);
-    RtSplitFacts f = {.hash = hash};
-    int found = 0;
-    pthread_mutex_lock(&ctx->mu);
-    for (unsigned i = 0; i < RT_SPLIT_FACTS && !found; i++)
-        if (ctx->split_facts[i].hash == hash && !strcmp(ctx->split_facts[i].key, key))
-            f = ctx->split_facts[i], found = 1; /* a copy: the entry may be replaced once unlocked */
-    pthread_mutex_unlock(&ctx->mu);
-    if (found && (!cluster_n || (f.cluster_tried >> cluster_n & 1))) {
-        *out = f;
-        return FA4_OK;
-    }
-
-    Plan *p = malloc(sizeof *p);
-    if (!p) return rt_fail(ctx, FA4_ERR_OUT_OF_MEMORY, "plan: out of memory");
-    char err[512];
-    snprintf(f.key, sizeof f.key, "%s", key);
-    if (!found && (f.ok = !plan_make(sc, p, err, sizeof err))) {
-        f.rows = p->rows_per_cta * (p->cluster[0] > 0 ? p->cluster[0] : 1);
-        f.hpc = p->heads_per_cta > 0 ? p->heads_per_cta : 1;
-        f.bn = p->bn;
-    }
-    if (cluster_n > 0 && cluster_n < 32) {
-        Config cc = *sc;
-        cc.cluster_split = cluster_n, cc.persistent = 0;
-        f.cluster_tried |= 1u << cluster_n;
-        if (f.ok && !plan_make(&cc, p, err, sizeof err)) f.cluster_fits |= 1u << cluster_n;
-    }
-    free(p);
-    pthread_mutex_lock(&ctx->mu);
-    RtSplitFacts *slot = NULL;
-    for (unsigned i = 0; i < RT_SPLIT_FACTS && !slot; i++)
-        if (ctx->split_facts[i].hash == hash && !strcmp(ctx->split_facts[i].key, key)) slot = &ctx->split_facts[i];
-    if (!slot) slot = &ctx->split_facts[ctx->n_split_facts++ % RT_SPLIT_FACTS];
-    *slot = f;
-    pthread_mutex_unlock(&ctx->mu);
-    *out = f;
-    return FA4_OK;
-}
-
-/* The split count for a (config c, target known): as given, or the runtime's pick for 0, which
- * needs the SM count (the driver) and splits only with a workspace (assume_ws: assume one); on
- * sm90a a call without one gets a cluster split instead (c->cluster_split, no workspace).
- * *path: the split kernel runs (splits > 1, or 1 for a decode shape whose split kernel packs the
- * GQA group into the tile, which the unsplit kernel may not; with 1 split it writes O itself, no
- * combine). On the split path c gets the decode tile where the caller left it open. */
+/* The split count for a (config c, target known), through the split rules (mha_pick.c) with the
+ * SM count of the device, or without one the target's flagship (rt_sm_count); assume_ws: as if a
+ * workspace were given. */
 static fa4_status resolve_splits(fa4_ctx *ctx, const fa4_mha_args *a, Config *c, int assume_ws, int *splits,
                                  int *path)
 {
-    if (c->cluster_split) { /* the caller's cluster=N: N splits, merged in the cluster */
-        if (a->num_splits && a->num_splits != c->cluster_split)
-            return BAD("num_splits", "%d with config cluster=%d; a cluster split's count is its CTAs (give 0 or %d)",
-                       a->num_splits, c->cluster_split, c->cluster_split);
-        *splits = c->cluster_split, *path = 1;
-        decode_tile(c, a);
-        return FA4_OK;
-    }
-    *splits = a->num_splits ? a->num_splits : 1;
-    *path = *splits > 1;
-    if (*path) decode_tile(c, a);
-    if (a->num_splits > 1 || a->sink) return FA4_OK;
-    int have_ws = a->workspace || assume_ws;
-    /* sm90a without a workspace: a cluster split, which needs none. With one, the workspace path
-     * stays: the cluster split measured no faster there (bench/NOTES.md "cluster split") */
-    int cluster_ok = c->target == TARGET_SM90A && a->num_splits == 0 && !have_ws && c->persistent != 1;
-    if (cluster_ok && !rt_driver_ready(ctx)) cluster_ok = 0; /* no SM count (fa4_mha_config without a GPU) */
-    int pick = a->num_splits == 0 && (have_ws || cluster_ok);
-    /* nothing to pick and no tile could pack the whole group (the largest holds 256 rows): no plan needed */
-    if (!pick && (c->group < 2 || seq_rows_q(a) * (uint64_t)c->group > 256)) return FA4_OK;
-    fa4_status s = pick ? rt_driver(ctx) : FA4_OK;
-    if (s) return s;
-    Config sc = *c;
-    sc.split = 1;
-    decode_tile(&sc, a);
-    RtSplitFacts f;
-    if ((s = split_facts(ctx, &sc, 0, &f))) return s;
-    if (!f.ok) return FA4_OK; /* no split kernel for this config: run unsplit */
-    uint64_t rows = (uint64_t)f.rows;
-    int hpc = f.hpc;
-    uint64_t tiles = rt_mul_sat(rt_mul_sat((seq_rows_q(a) + rows - 1) / rows, (uint64_t)(a->heads_q / hpc)),
-                                (uint64_t)a->batch); /* saturated: a huge count only means "no split" */
-    /* varlen without pages: seqlen_k is the packed kv rows of all sequences; their mean length decides */
-    int64_t kv_rows = a->cu_seqlens_q && !a->block_table ? a->seqlen_k / (a->batch > 0 ? a->batch : 1) : a->seqlen_k;
-    int kv_blocks = (int)((kv_rows + f.bn - 1) / f.bn);
-    int decode = hpc > 1 && seq_rows_q(a) <= rows;
-    int choice = pick ? rt_split_choice(tiles, ctx->device.sm_count, kv_blocks) : 1;
-    /* decode shapes only: where the cluster split was measured (bench/NOTES.md "cluster split") */
-    int n = cluster_ok && decode ? rt_cluster_split_choice(choice, tiles, ctx->device.sm_count) : 0;
-    /* its staging may not fit beside this tile's rings */
-    if (n && ((s = split_facts(ctx, &sc, n, &f)) || !(f.cluster_fits >> n & 1))) {
-        if (s) return s;
-        n = 0;
-    }
-    if (n) {
-        c->cluster_split = n, c->persistent = 0;
-        *splits = n, *path = 1;
-    } else {
-        if (pick && have_ws) *splits = choice;
-        *path = *splits > 1 || decode;
-    }
-    if (*path) decode_tile(c, a);
-    return FA4_OK;
+    RtMhaShape s;
+    shape_of(a, c->target, &s);
+    s.sm_count = rt_sm_count(ctx, c->target);
+    return rt_mha_splits(ctx, &s, c, assume_ws, splits, path);
 }
 
-/* The config words that follow from the call on the split path: split=1, and early=1 where the caller
- * allows it (kv_early) and the kernel has it (config_split_pdl). */
+/* The config words that follow from the call on the split path (rt_mha_split_words). */
 static void split_path_words(Config *c, const fa4_mha_args *a, int path)
 {
-    if (!path) return;
-    c->split = 1;
-    c->early = a->kv_early && config_split_pdl(c);
+    RtMhaShape s;
+    shape_of(a, c->target, &s);
+    rt_mha_split_words(c, &s, path);
 }
 
 /* The workspace a launch with `splits` needs fits what the caller gave. */
@@ -852,11 +711,7 @@ fa4_status fa4_mha_split_count(fa4_ctx *ctx, const fa4_mha_args *args, int *num_
 static fa4_status get_combine(fa4_ctx *ctx, const fa4_mha_args *a, TargetId t, fa4_kernel **k)
 {
     Config c;
-    config_init(&c);
-    c.kind = KIND_COMBINE;
-    c.target = t;
-    c.dtype = a->dtype == FA4_FP16 ? DT_FP16 : DT_BF16;
-    c.qk_depth = c.ov_depth = a->ov_depth;
+    rt_mha_combine_config(t, a->dtype, a->ov_depth, &c);
     char key[360];
     config_canonical(&c, key, sizeof key);
     uint64_t hash = rt_fnv1a(key, strlen(key), RT_FNV_SEED);

@@ -141,6 +141,7 @@ struct fa4_ctx {
     char cache_dir[RT_PATH_MAX]; /* "" until resolved; resolved at create */
     int disk_ok;                 /* 0 after the one warning: memory only */
     int no_jit;                  /* opt.disable_jit or FA4GEN_DISABLE_JIT: bundles only */
+    atomic_int noticed;          /* api.c compile_notice has spoken (once per context) */
     atomic_uint tmp_counter;     /* unique temp-file names within the process */
 
     pthread_mutex_t mu;          /* everything below */
@@ -230,6 +231,19 @@ fa4_status rt_cache_key(fa4_ctx *ctx, const Plan *p, const char *user_code, char
 int rt_disk_get(fa4_ctx *ctx, const char *key_text, uint64_t key, void **cubin, size_t *size);
 /* Best effort: an unwritable directory warns once and turns the disk cache off. */
 void rt_disk_put(fa4_ctx *ctx, const char *key_text, uint64_t key, const void *cubin, size_t size);
+/* For the cache tools (cache_tool.c), under the same trust rules: the cache folder opened (O_DIRECTORY)
+ * and checked; its descriptor, -2 when it does not exist, or -1 with what is wrong in *why (an
+ * untrusted folder has given the one warning of runtime/cache.c). */
+int rt_cache_open_checked(fa4_ctx *ctx, const char **why);
+/* Why an entry with this lstat/fstat status is not to be touched (not a regular file, another owner,
+ * writable by group or others), or NULL. */
+struct stat;
+const char *rt_cache_untrusted_entry(const struct stat *st);
+/* A cache file's bytes checked as a format-2 entry: NULL when valid, else why not; *key_text (not
+ * terminated, *key_len bytes) when the header could be read. */
+const char *rt_cache_inspect(const void *file, size_t size, const char **key_text, size_t *key_len);
+/* "<16 hex>.cubin", the entry's name for a key. */
+void rt_cache_file_name(uint64_t key, char *buf, size_t n);
 
 /* The entry for key whose score_mod source is mod_src (NULL: a kernel without one), or NULL. */
 struct fa4_kernel *rt_map_find(const KernelMap *m, const char *key, uint64_t hash, const char *mod_src);
@@ -243,6 +257,11 @@ void rt_map_free(fa4_ctx *ctx, KernelMap *m);
 const fa4_bundle_kernel *rt_bundle_find(const Plan *p, const char **bundle_name);
 /* "N bundles linked, M kernels" (and any of another generator version), for messages. */
 void rt_bundle_describe(char *buf, size_t n);
+/* Why no registered bundle served p: each bundle searched (name, kernels, generator) and why it
+ * missed (no entry with this canonical config; or written by another generator build). */
+void rt_bundle_explain_miss(const Plan *p, char *buf, size_t n);
+/* The uncompressed ELF (cubin) of a fatbin for sm (90, 100): 0 with *cubin inside the fatbin, or -1. */
+int rt_fatbin_cubin(const void *fatbin, size_t size, int sm, const void **cubin, size_t *len);
 
 /* ============================== launch.c ============================== */
 
@@ -323,9 +342,15 @@ int rt_mha_memo_fields(char *err, size_t n);
 void rt_mha_memo_free(fa4_ctx *ctx);
 
 /* ============================== split.c ============================== */
+/* Fewest kv blocks a split should have: below this the partial writes and the combine cost more
+ * than the extra CTAs win. */
+enum { RT_SPLIT_MIN_BLOCKS = 2 };
+/* rt_split_choice gives the same count for every kv_blocks at or past this (the count is capped at
+ * FA4_MAX_SPLITS), and 1 for tiles >= sm_count: the enumerator (configs.c) walks no further. */
+enum { RT_SPLIT_KV_SATURATE = RT_SPLIT_MIN_BLOCKS * FA4_MAX_SPLITS };
 /* The split count for tiles CTAs of work on sm_count SMs with kv_blocks kv blocks per tile
  * (1..FA4_MAX_SPLITS): 1 when the tiles fill the SMs, else the fewest splits that keep the last
- * wave within 85% of the best occupancy, each split at least 2 kv blocks. */
+ * wave within 95% of the best occupancy, each split at least RT_SPLIT_MIN_BLOCKS kv blocks. */
 int rt_split_choice(uint64_t tiles, int sm_count, int kv_blocks);
 /* sm90a, a call without a workspace: the CTAs of a cluster split (gen cluster=N) for a picked
  * split count `splits` over `tiles` tiles, or 0 (run unsplit) */
@@ -335,6 +360,86 @@ int rt_cluster_split_choice(int splits, uint64_t tiles, int sm_count);
  * rows] (a split launch may have one split: a decode shape's packed kernel); 0 for num_splits < 1. rows = batch x
  * heads_q x seqlen_q. UINT64_MAX when the bytes do not fit 64 bits (no workspace_size is that large). */
 uint64_t rt_split_workspace_bytes(int num_splits, uint64_t rows, int ov_depth);
+
+/* ============================== mha_pick.c ============================== */
+
+/* Thresholds of fa4_mha_fwd's config rules (mha_pick.c says where each is read; the enumerator in
+ * configs.c walks them): causal sm90a runs persistent up to this seqlen_k; a GQA group whose query
+ * rows fill at most a 64-row tile is a decode shape (sm90a: the decode tile); the largest tile packs
+ * 256 rows. */
+enum { RT_PERSISTENT_SEQLEN_K = 2048, RT_DECODE_TILE_ROWS = 64, RT_PACK_ROWS_MAX = 256 };
+
+/* What fa4_mha_fwd's config rules read of a call: its shape and which optional arguments are given,
+ * no pointer. mha.c fills it from fa4_mha_args; fa4_mha_configs_for from a workload. */
+typedef struct RtMhaShape {
+    TargetId target;
+    int sm_count;                   /* the split picks' SM count (rt_sm_count) */
+    fa4_dtype dtype;
+    int qk_depth, ov_depth, heads_q, heads_kv, batch;
+    fa4_mask mask;
+    int window_left, window_right;  /* FA4_MASK_WINDOW */
+    uint64_t seq_rows_q;            /* seqlen_q, or max_seqlen_q (varlen) */
+    int64_t seqlen_k;               /* seqlen_k; varlen: the packed kv rows; paged: max_pages x page_size */
+    int varlen, page_size;          /* cu_seqlens_q given; paged KV's page_size (0: dense K, V) */
+    int sink, rope_split;           /* sink, k_rope given */
+    int softcap, alibi;             /* the built-in score transforms: softcap > 0, alibi_slopes given */
+    uint64_t score_mod;             /* the source's hash (config word mod=), 0: none */
+    int num_splits, workspace, kv_early; /* workspace: one is given */
+    const char *config;             /* args->config: tuning words (NULL: none) */
+} RtMhaShape;
+
+/* The split rules in steps (rt_mha_splits runs them all; configs.c runs the last two for many
+ * tile and kv-block counts): the prelude decides what needs no split plan, else the split kernel's
+ * config and plan facts; the scene is what the count depends on; the outcome is the decision. */
+typedef struct RtSplitPrelude {
+    int done;            /* splits and path are final (no split plan needed, or none plans) */
+    int splits, path;
+    int pick;            /* the runtime picks the count */
+    int cluster_ok;      /* sm90a without a workspace: a decode shape may take a cluster split */
+    int have_ws;         /* a workspace is given (or assumed) */
+    Config sc;           /* the split kernel's config */
+    RtSplitFacts f;      /* its plan facts */
+} RtSplitPrelude;
+typedef struct RtSplitScene {
+    uint64_t tiles;      /* tiles of the split kernel (saturated) */
+    int kv_blocks, decode, pick, cluster_ok, use_ws, sm_count;
+} RtSplitScene;
+typedef struct RtSplitOutcome { int splits, path, cluster; } RtSplitOutcome;
+
+/* The H100's 132 SMs for sm90a, the B200's 148 for sm100a: the split picks' count without a device. */
+int rt_default_sm_count(TargetId t);
+/* The SM count the split picks use for target t: the device's when the driver opens and the device
+ * runs t, else rt_default_sm_count. */
+int rt_sm_count(fa4_ctx *ctx, TargetId t);
+/* The config the arguments decide, with s->config's tuning words (which may not change them). */
+fa4_status rt_mha_base_config(fa4_ctx *ctx, const RtMhaShape *s, Config *c);
+/* The words the shape decides (persistent for short causal sm90a); c->target must be final. */
+void rt_mha_shape_rules(Config *c, const RtMhaShape *s);
+/* The split count and whether the split kernel runs (*path); may set c's cluster and decode tile. */
+fa4_status rt_mha_splits(fa4_ctx *ctx, const RtMhaShape *s, Config *c, int assume_ws, int *splits, int *path);
+/* split=1 (and early=1 for kv_early where the kernel has it) on the split path. */
+void rt_mha_split_words(Config *c, const RtMhaShape *s, int path);
+/* The combine kernel's config for O of this dtype (e4m3 kernels write bf16) and depth. */
+void rt_mha_combine_config(TargetId t, fa4_dtype dtype, int ov_depth, Config *c);
+/* Plan facts of a split config (and, cluster_n > 0, whether its cluster split of n CTAs plans),
+ * memoized per context. */
+fa4_status rt_split_facts(fa4_ctx *ctx, const Config *sc, int cluster_n, RtSplitFacts *out);
+fa4_status rt_split_prelude(fa4_ctx *ctx, const RtMhaShape *s, Config *c, int assume_ws, RtSplitPrelude *p);
+void rt_split_scene(const RtMhaShape *s, const RtSplitPrelude *p, RtSplitScene *sc);
+/* rt_split_choice for the scene when the runtime picks, else 1. */
+int rt_split_choice_of(const RtSplitScene *sc);
+/* The decision for a scene and its choice; fits(u, n): 1 when a cluster split of n CTAs plans, 0 not,
+ * -1 an error (then -1). */
+int rt_split_outcome(const RtSplitScene *sc, int choice, int (*fits)(void *u, int n), void *u, RtSplitOutcome *o);
+
+/* Every kernel a call of shape s launches (target final): the main config (defaults not yet filled:
+ * plan it for the canonical text), the split count, whether the split kernel runs, and the combine
+ * kernel's config when partials are merged through the workspace. */
+typedef struct RtMhaPick {
+    Config main, comb;
+    int splits, path, combine;
+} RtMhaPick;
+fa4_status rt_mha_pick(fa4_ctx *ctx, const RtMhaShape *s, int assume_ws, RtMhaPick *out);
 
 /* ============================== score_mod.c ============================== */
 

@@ -2,16 +2,13 @@
  * picks, and the workspace a split launch needs. Pure functions, tested in tests/unit. */
 #include "rt_internal.h"
 
-/* Fewest kv blocks a split should have: below this the partial writes and the combine cost more
- * than the extra CTAs win. */
-enum { SPLIT_MIN_BLOCKS = 2 };
 _Static_assert(FA4_MAX_SPLITS <= COMBINE_MAX_SPLITS, "the combine kernel reads at most COMBINE_MAX_SPLITS splits");
 
 int rt_split_choice(uint64_t tiles, int sm_count, int kv_blocks)
 {
     if (tiles == 0 || sm_count <= 0 || kv_blocks <= 0) return 1;
     if (tiles >= (uint64_t)sm_count) return 1; /* a full wave already */
-    int max = kv_blocks / SPLIT_MIN_BLOCKS;
+    int max = kv_blocks / RT_SPLIT_MIN_BLOCKS;
     if (max > FA4_MAX_SPLITS) max = FA4_MAX_SPLITS;
     if (max <= 1) return 1;
     /* the fraction of the last wave's SMs kept busy by tiles x s CTAs; the smallest s within 95%

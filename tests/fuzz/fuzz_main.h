@@ -74,6 +74,12 @@ static void fz_init(void)
     }
     if ((fz_cwd = open(".", O_RDONLY | O_DIRECTORY)) < 0 || !mkdtemp(fz_dir) || chdir(fz_dir)) abort();
     if (!freopen("/dev/null", "w", stdout)) abort();
+    /* bundle - reads the list from stdin: an empty one, never a terminal it would wait on */
+    if (!freopen("/dev/null", "r", stdin)) abort();
+    /* fa4gen cache clear/prune act on the cache folder: the sandbox's, never the user's */
+    char cache[sizeof fz_dir + 16];
+    snprintf(cache, sizeof cache, "%s/cache", fz_dir);
+    if (setenv("FA4GEN_CACHE_DIR", cache, 1)) abort();
     fz_err = tmpfile();
     if (!fz_err || (fz_saved_stderr = dup(2)) < 0) abort();
     fz_fixtures_reset();

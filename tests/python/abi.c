@@ -23,5 +23,9 @@ int main(void)
     F(fa4_mla_sparse_args, s_q); F(fa4_mla_sparse_args, topk); F(fa4_mla_sparse_args, q_stride);
     F(fa4_mla_sparse_args, out_stride); F(fa4_mla_sparse_args, sm_scale); F(fa4_mla_sparse_args, config);
     F(fa4_mla_sparse_args, kv_dtype); F(fa4_mla_sparse_args, kv_scale); F(fa4_mla_sparse_args, kv_scale_block);
+    printf("fa4_bundle %zu\nfa4_cache_entry %zu\n", sizeof(fa4_bundle), sizeof(fa4_cache_entry));
+    F(fa4_bundle, name); F(fa4_bundle, generator); F(fa4_bundle, n_kernels); F(fa4_bundle, kernels);
+    F(fa4_cache_entry, file); F(fa4_cache_entry, problem); F(fa4_cache_entry, this_build); F(fa4_cache_entry, bytes);
+    F(fa4_cache_entry, mtime); F(fa4_cache_entry, atime);
     return 0;
 }

@@ -44,11 +44,12 @@ step() { # step NAME CMD...
     return 0
 }
 for t in build/tests/test_*; do
-    case "$t" in build/tests/test_launch|build/tests/test_bundle) continue ;; esac
+    case "$t" in build/tests/test_launch|build/tests/test_bundle|build/tests/test_aot) continue ;; esac
     step "$(basename "$t")" "$t"
 done
 step "test_launch (fake driver)" env LD_LIBRARY_PATH="$PWD/build/fakecuda" build/tests/test_launch
 step "test_bundle (fake driver)" env LD_LIBRARY_PATH="$PWD/build/fakecuda" build/tests/test_bundle
+step "test_aot (fake driver)" env LD_LIBRARY_PATH="$PWD/build/fakecuda" build/tests/test_aot
 step "sim test_tc (UBSan)" build/sim/test_tc
 step "sim test_tma" build/sim/test_tma
 step "sim test_core" build/sim/test_core

@@ -2,10 +2,11 @@
  * (run with LD_LIBRARY_PATH=build/fakecuda, as `make unit` does).
  *
  * The binary links build/tests/gen/test_bundle_kernels.c, which `fa4gen bundle
- * tests/unit/bundle_list.txt -o ...` wrote (real ptxas cubins in real fatbins); its
- * constructor has registered it before main. Each case checks where a kernel came from by
- * what the fake driver was given (a fatbin or a bare cubin) and by what reached the disk
- * cache, not only by what the runtime reports. */
+ * tests/unit/bundle_list.txt -o ...` wrote (real ptxas cubins in real fatbins), and
+ * build/tests/gen/test_configs_kernels.c, which `fa4gen configs $(cat tests/unit/bundle_workload.txt)
+ * | fa4gen bundle - -o ...` wrote; their constructors have registered them before main. Each case
+ * checks where a kernel came from by what the fake driver was given (a fatbin or a bare cubin) and by
+ * what reached the disk cache, not only by what the runtime reports. */
 #include <cuda.h>
 #include <dirent.h>
 #include <dlfcn.h>
@@ -17,8 +18,8 @@
 #include "fake_cuda.h"
 #include "testutil.h"
 
-/* bundle_list.txt's kernels (the constructor registered the table) */
-extern const fa4_bundle fa4_bundle_test_bundle_kernels;
+/* bundle_list.txt's kernels (the constructor registered the table), and bundle_workload.txt's */
+extern const fa4_bundle fa4_bundle_test_bundle_kernels, fa4_bundle_test_configs_kernels;
 #define IN_BUNDLE_SM90 "mha target=sm90a dtype=bf16 qk=64 ov=64 mask=causal persistent=1"
 #define IN_BUNDLE_SM100 "mha target=sm100a dtype=bf16 qk=64 ov=64 mask=none"
 #define NOT_IN_BUNDLE "mha target=sm90a dtype=bf16 qk=64 ov=64 mask=none"
@@ -172,6 +173,69 @@ static void test_mha_fwd_from_bundle(void **state)
     fa4_destroy(ctx);
 }
 
+/* The bundle `fa4gen configs | fa4gen bundle -` built for tests/unit/bundle_workload.txt (sm90a and
+ * sm100a, d64, GQA 8/2, batch 1..2, seqlen_q and seqlen_k 1..4096, causal, with and without a split
+ * workspace) serves every call of that workload with JIT disabled, on both targets: a grid of calls
+ * through fa4_mha_fwd finds every kernel (split, cluster split and combine included) in it, with real
+ * ptxas cubins loaded from real fatbins. A call outside the workload misses, naming both bundles. */
+static void test_configs_bundle_replay(void **state)
+{
+    (void)state;
+    static const int sqs[] = {1, 2, 3, 8, 15, 16, 17, 32, 33, 64, 65, 100, 128, 129, 200, 1000, 2048, 4096};
+    static const int sks[] = {1, 2, 64, 65, 100, 500, 1024, 2048, 2049, 3000, 4096};
+    const int ccs[2] = {90, 100};
+    int calls = 0, combines = 0, splits = 0;
+    for (int t = 0; t < 2; t++) {
+        fa4_ctx *ctx = ctx_on(ccs[t], 1, NULL);
+        for (size_t i = 0; i < sizeof sqs / sizeof sqs[0]; i++)
+            for (size_t j = 0; j < sizeof sks / sizeof sks[0]; j++)
+                for (int b = 1; b <= 2; b++)
+                    for (int ws = 0; ws < 2; ws++) {
+                        fa4_mha_args a = FA4_MHA_ARGS_INIT;
+                        a.q = a.k = a.v = (void *)(uintptr_t)0x7f0000000000ull;
+                        a.o = (void *)(uintptr_t)0x7f0010000000ull;
+                        a.batch = b, a.seqlen_q = sqs[i], a.seqlen_k = sks[j], a.heads_q = 8, a.heads_kv = 2;
+                        a.qk_depth = a.ov_depth = 64, a.mask = FA4_MASK_CAUSAL;
+                        if (ws) a.workspace = (void *)(uintptr_t)0x7f0010000000ull, a.workspace_size = 1 << 27;
+                        int before = fk->n_launches;
+                        char cfg[512] = "";
+                        fa4_mha_config(ctx, &a, cfg, sizeof cfg);
+                        fa4_status st = fa4_mha_fwd(ctx, &a, NULL);
+                        if (st)
+                            fail_msg("sm_%d batch %d seqlen_q %d seqlen_k %d ws %d (%s): %s", ccs[t], b, sqs[i], sks[j], ws,
+                                     cfg, fa4_last_error(ctx));
+                        calls++, splits += strstr(cfg, " split=1") != NULL, combines += fk->n_launches - before == 2;
+                        fake_reset();
+                    }
+        fa4_destroy(ctx);
+    }
+    assert_true(splits > 0 && combines > 0);
+    print_message("    %d calls (%d split, %d with the combine kernel) from the %d kernels fa4gen configs listed: no "
+                  "miss\n", calls, splits, combines, fa4_bundle_test_configs_kernels.n_kernels);
+    /* outside: d128 */
+    fa4_ctx *ctx = ctx_on(90, 1, NULL);
+    fa4_mha_args a = FA4_MHA_ARGS_INIT;
+    a.q = a.k = a.v = (void *)(uintptr_t)0x7f0000000000ull;
+    a.o = (void *)(uintptr_t)0x7f0010000000ull;
+    a.batch = 1, a.seqlen_q = 1, a.seqlen_k = 4096, a.heads_q = 8, a.heads_kv = 2, a.qk_depth = a.ov_depth = 128;
+    a.mask = FA4_MASK_CAUSAL;
+    assert_int_equal(fa4_mha_fwd(ctx, &a, NULL), FA4_ERR_NO_KERNEL);
+    char want[256];
+    snprintf(want, sizeof want, "'test_configs_kernels' (%d kernels, generator %s): no entry with this canonical config",
+             fa4_bundle_test_configs_kernels.n_kernels, fa4gen_build_id());
+    if (!strstr(fa4_last_error(ctx), want) || !strstr(fa4_last_error(ctx), "'test_bundle_kernels' (2 kernels"))
+        fail_msg("message: %s", fa4_last_error(ctx));
+    /* fa4_compile reads the bundle too: the ELF for the config's target out of its fatbin */
+    void *cubin = NULL;
+    size_t size = 0;
+    fa4_kernel_stats st;
+    must(ctx, fa4_compile_v2(ctx, fa4_bundle_test_configs_kernels.kernels[0].config, &cubin, &size, &st), "fa4_compile");
+    assert_int_equal(st.source, 3);
+    assert_true(size > 1000 && !memcmp(cubin, "\177ELF", 4));
+    free(cubin);
+    fa4_destroy(ctx);
+}
+
 /* JIT disabled (the option or FA4GEN_DISABLE_JIT=1): a miss is FA4_ERR_NO_KERNEL naming the
  * canonical config; nothing is generated, compiled, loaded or written. */
 static void test_jit_disabled_miss(void **state)
@@ -185,8 +249,11 @@ static void test_jit_disabled_miss(void **state)
         assert_int_equal(fa4_get_kernel(ctx, NOT_IN_BUNDLE, &k, NULL), FA4_ERR_NO_KERNEL);
         assert_null(k);
         const char *msg = fa4_last_error(ctx);
+        char searched[256];
+        snprintf(searched, sizeof searched, "searched 2 bundles: 'test_bundle_kernels' (2 kernels, generator %s): no entry "
+                 "with this canonical config", fa4gen_build_id());
         if (!strstr(msg, "mha target=sm90a dtype=bf16 qk=64 ov=64 bm=192 bn=128 group=1 stages=2 swizzle=128") ||
-            !strstr(msg, how ? "FA4GEN_DISABLE_JIT" : "disable_jit") || !strstr(msg, "1 bundle linked, 2 kernels"))
+            !strstr(msg, how ? "FA4GEN_DISABLE_JIT" : "disable_jit") || !strstr(msg, searched))
             fail_msg("message: %s", msg);
         assert_int_equal(LOADED(), 0);
         assert_int_equal(dir_entries(dir), 0);
@@ -222,7 +289,7 @@ static void test_other_generator(void **state)
     fa4_ctx *ctx = ctx_on(90, 1, NULL);
     fa4_kernel *k = NULL;
     assert_int_equal(fa4_get_kernel(ctx, NOT_IN_BUNDLE, &k, NULL), FA4_ERR_NO_KERNEL);
-    if (!strstr(fa4_last_error(ctx), "written by another fa4gen (0.0.1"))
+    if (!strstr(fa4_last_error(ctx), "'old' (1 kernel, generator 0.0.1): written by another fa4gen build, never used"))
         fail_msg("message: %s", fa4_last_error(ctx));
     fa4_destroy(ctx);
     /* The same release built from other generator sources: its kernels may differ, so it is not used. */
@@ -230,7 +297,26 @@ static void test_other_generator(void **state)
     assert_int_equal(fa4_bundle_register(&other_src), FA4_OK);
     ctx = ctx_on(90, 1, NULL);
     assert_int_equal(fa4_get_kernel(ctx, NOT_IN_BUNDLE, &k, NULL), FA4_ERR_NO_KERNEL);
-    if (!strstr(fa4_last_error(ctx), "written by another fa4gen (" FA4GEN_VERSION "+0000000000000000"))
+    if (!strstr(fa4_last_error(ctx), "'other_src' (1 kernel, generator " FA4GEN_VERSION "+0000000000000000): written by "
+                "another fa4gen build"))
+        fail_msg("message: %s", fa4_last_error(ctx));
+    fa4_destroy(ctx);
+    /* a bundle of another build that holds the very config is named as such */
+    static char canon[256];
+    static fa4_bundle_kernel e2[1] = {{0, canon, "fa4_mha_sm90a_0", junk, sizeof junk}};
+    static const fa4_bundle stale = {sizeof(fa4_bundle), "stale", "0.0.2", 1, e2};
+    Config c;
+    char err[256];
+    config_init(&c);
+    assert_int_equal(config_apply_text(&c, NOT_IN_BUNDLE, err, sizeof err), 0);
+    assert_int_equal(config_fill_defaults(&c, err, sizeof err), 0);
+    config_canonical(&c, canon, sizeof canon);
+    assert_int_equal(fa4_bundle_register(&stale), FA4_OK);
+    ctx = ctx_on(90, 1, NULL);
+    assert_int_equal(fa4_get_kernel(ctx, NOT_IN_BUNDLE, &k, NULL), FA4_ERR_NO_KERNEL);
+    if (!strstr(fa4_last_error(ctx), "searched 5 bundles:") ||
+        !strstr(fa4_last_error(ctx), "'stale' (1 kernel, generator 0.0.2): holds this config but was written by another "
+                "fa4gen build, never used"))
         fail_msg("message: %s", fa4_last_error(ctx));
     fa4_destroy(ctx);
 
@@ -304,6 +390,45 @@ static void test_fetch_log(void **state)
     free(log);
 }
 
+/* A JIT compile over 100 ms says so once per context (by default), naming the kernel and how to build it
+ * ahead of time; FA4GEN_LOG=0 and fa4_options.verbose = -1 silence it; FA4GEN_LOG=1 logs fetches instead. */
+static int notice_mode;
+static void compile_two(void)
+{
+    char dir[] = "/tmp/fa4bundle-n.XXXXXX";
+    if (notice_mode == 1) setenv("FA4GEN_LOG", "0", 1);
+    fa4_ctx *ctx = ctx_on(90, 0, dir);
+    if (notice_mode == 2) { /* a context of its own with verbose -1 */
+        fa4_destroy(ctx);
+        fa4_options o = FA4_OPTIONS_INIT;
+        o.cache_dir = dir, o.verbose = -1;
+        assert_int_equal(fa4_create(&ctx, &o), FA4_OK);
+    }
+    fa4_kernel *k;
+    must(ctx, fa4_get_kernel(ctx, NOT_IN_BUNDLE, &k, NULL), "jit 1");
+    must(ctx, fa4_get_kernel(ctx, "mha target=sm90a dtype=bf16 qk=64 ov=64 mask=none bn=64", &k, NULL), "jit 2");
+    fa4_destroy(ctx);
+    unsetenv("FA4GEN_LOG");
+    remove_tree(dir);
+}
+
+static void test_compile_notice(void **state)
+{
+    (void)state;
+    notice_mode = 0;
+    char *log = capture_fetches(compile_two);
+    const char *first = strstr(log, "fa4: compiled fa4_mha_sm90a_");
+    if (!first || strstr(first + 1, "fa4: compiled ") || !strstr(log, " ms at first use (JIT") ||
+        !strstr(log, "fa4gen configs ... | fa4gen bundle - -o kernels.c") || !strstr(log, "FA4GEN_LOG=0 silences this"))
+        fail_msg("want one notice: '%s'", log);
+    free(log);
+    for (notice_mode = 1; notice_mode <= 2; notice_mode++) {
+        log = capture_fetches(compile_two);
+        if (strstr(log, "fa4: compiled")) fail_msg("mode %d: '%s'", notice_mode, log);
+        free(log);
+    }
+}
+
 /* ---------------------------------------------------------------- the CLI's bundle -o */
 
 /* Runs "env fa4gen bundle ARGS" in dir; stderr in *err; the exit status. */
@@ -344,7 +469,9 @@ static void test_cli_bundle_c(void **state)
         {"list -o k.c -d out", "'-d' is not an option of this command"},
         {"-o k.c", "no configs"},
         {"-o k.c --config 'mha target=sm90a qk=72 ov=72'", "--config 'mha target=sm90a qk=72 ov=72':"},
-        {"list -o k.c --targets sm100a --config 'mha qk=256 ov=256'", "--config 'mha qk=256 ov=256':"},
+        {"-o k.c --targets sm100a --config 'mha qk=256 ov=256'", "no config could be built for the --targets given; the "
+                                                                  "first: --config 'mha qk=256 ov=256': for sm100a: depth: 256"},
+        {"list -o k.c --targets sm90a --config 'mha qk=abc'", "--config 'mha qk=abc': qk: 'abc'"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         if (bundle_cli(dir, "", bad[i].args, &out) != 2) fail_msg("'%s': not exit 2: %s", bad[i].args, out);
@@ -371,6 +498,19 @@ static void test_cli_bundle_c(void **state)
     run_capture(ls, &listing);
     assert_string_equal(listing, "4\n"); /* each config in a comment and in the table */
     free(listing);
+    /* --targets: a config a target cannot build is skipped with one note, the rest is built */
+    assert_int_equal(bundle_cli(dir, "", "list --targets sm90a,sm100a --config 'mha qk=256 ov=256' --jobs 2 -o k.c", &out),
+                     0);
+    if (!strstr(out, "--config 'mha qk=256 ov=256': skipped for sm100a: depth: 256") || !strstr(out, "[3/3]"))
+        fail_msg("--targets with d256: %s", out);
+    free(out);
+    /* a list from standard input */
+    assert_int_equal(bundle_cli(dir, "", "- --name piped -o p.c < list", &out), 0);
+    if (!strstr(out, "[1/1] fa4_mha_sm90a_") || !strstr(out, "fa4_bundle_piped")) fail_msg("stdin: %s", out);
+    free(out);
+    assert_int_equal(bundle_cli(dir, "", "- -o p.c < /dev/null", &out), 2);
+    expect_one_line(out, "no configs");
+    free(out);
     remove_tree(dir);
 }
 
@@ -380,7 +520,8 @@ int main(void)
         cmocka_unit_test(test_table),           cmocka_unit_test(test_bundle_before_jit),
         cmocka_unit_test(test_mha_fwd_from_bundle), cmocka_unit_test(test_jit_disabled_miss),
         cmocka_unit_test(test_fetch_log),       cmocka_unit_test(test_other_generator),
-        cmocka_unit_test(test_cli_bundle_c),
+        cmocka_unit_test(test_cli_bundle_c),    cmocka_unit_test(test_configs_bundle_replay),
+        cmocka_unit_test(test_compile_notice),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

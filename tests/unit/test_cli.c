@@ -580,6 +580,34 @@ static void test_cli_help(void **state)
     for (int k = 0; k < KIND_COUNT; k++) free(h[k]);
 }
 
+/* configs and cache: listed at the top, each with its own help naming every option / subcommand */
+static void test_cli_help_tools(void **state)
+{
+    (void)state;
+    char *top = NULL, *ex = NULL, a[256];
+    assert_int_equal(t_run("--help", &top, 1), 0);
+    assert_non_null(strstr(top, "  configs "));
+    assert_non_null(strstr(top, "  cache "));
+    assert_int_equal(t_run("configs --help", &ex, 1), 0);
+    assert_string_equal(ex, cli_usage_configs);
+    for (int i = 0; cli_configs_options[i]; i++) {
+        char opt[40];
+        snprintf(opt, sizeof opt, "  %s ", cli_configs_options[i]);
+        if (!strstr(ex, opt)) fail_msg("configs --help lacks %s", cli_configs_options[i]);
+    }
+    free(ex);
+    for (int i = 0; cli_cache_subcommands[i]; i++) {
+        snprintf(a, sizeof a, "cache %s --help", cli_cache_subcommands[i]);
+        assert_int_equal(t_run(a, &ex, 1), 0);
+        assert_string_equal(ex, cli_usage_cache);
+        char sub[40];
+        snprintf(sub, sizeof sub, "  %s ", cli_cache_subcommands[i]);
+        if (!strstr(ex, sub)) fail_msg("cache --help lacks %s", cli_cache_subcommands[i]);
+        free(ex);
+    }
+    free(top);
+}
+
 static void test_cli_opt_equals(void **state)
 {
     (void)state;
@@ -600,6 +628,115 @@ static void test_cli_opt_equals(void **state)
     char *x = NULL;
     assert_int_equal(t_run("explain --config 'mha target=sm90a qk=64 ov=64'", &x, 1), 0);
     free(x);
+}
+
+/* ---- issue 28 item 3: fa4gen configs ---- */
+
+static void test_cli_configs(void **state)
+{
+    (void)state;
+    char *out = NULL;
+    /* one decode shape per SM count: a cluster split of 8 CTAs on 132 SMs, of 7 on 114 */
+    assert_int_equal(t_run("configs --targets sm90a --groups 8 --heads-kv 8 --batch 1 --seqlen-q 1 --seqlen-k 16384 "
+                           "--workspace 0 --sm-counts 132,114", &out, 1), 0);
+    if (!strstr(out, "# e.g. sm90a (132 SMs) bf16 qk 128 ov 128, causal: batch 1, heads_q 64, heads_kv 8, seqlen_q 1, "
+                     "seqlen_k 16384, no workspace\nmha target=sm90a ") ||
+        !strstr(out, " split=1 cluster=8 ") || !strstr(out, " split=1 cluster=7 "))
+        fail_msg("%s", out);
+    free(out);
+    /* with a workspace: the split kernel and the combine kernel */
+    assert_int_equal(t_run("configs --targets=sm100a --groups=8 --heads-kv=8 --batch=1 --seqlen-q=1 --seqlen-k=16384 "
+                           "--workspace=1 --dtype=fp16", &out, 1), 0);
+    if (!strstr(out, "\ncombine target=sm100a dtype=fp16 ov=128\n") || !strstr(out, "mha target=sm100a dtype=fp16 "))
+        fail_msg("%s", out);
+    free(out);
+    t_refused("configs --bogus", "configs: '--bogus' is not an option of this command", NULL);
+    t_refused("configs --seqlen 5..4", "configs: --seqlen '5..4': give A..B or N", NULL);
+    t_refused("configs --seqlen 1..", "configs: --seqlen '1..'", NULL);
+    t_refused("configs --paged 48", "configs: --paged '48': give page sizes, powers of two in 16..256", NULL);
+    t_refused("configs --targets sm90a,sm90a", "configs: --targets 'sm90a,sm90a'", NULL);
+    t_refused("configs --head-dims 72", "configs: --head-dims '72'", NULL);
+    t_refused("configs --masks window", "configs: --masks 'window'", NULL);
+    t_refused("configs --window 64", "configs: --window '64'", NULL);
+    t_refused("configs --dtype bf16 --dtype fp16", "configs: --dtype: given twice", NULL);
+    t_refused("configs --decode=4", "--decode: takes no value", NULL);
+    t_refused("configs --no-dense", "configs: --no-dense leaves no calls", NULL);
+    t_refused("configs --sink 2", "configs: --sink '2': give 0, 1 or both", NULL);
+    t_refused("configs --tuning 'bogus=1' --seqlen 1..64", "configs: args->config:", NULL);
+    t_refused("configs --targets sm100a --head-dims 256", "configs: no kernel serves any call described: skipped",
+              "depth: 256", NULL);
+    /* a skip beside listed configs is a note, exit 0 */
+    char *err = NULL;
+    assert_int_equal(t_run("configs --head-dims 128,256 --seqlen 1..64 --heads-kv 1 --batch 1", &err, 0), 0);
+    if (!strstr(err, "configs: skipped 2 cases no kernel serves: depth: 256") || !strstr(err, "configs (sm90a "))
+        fail_msg("%s", err);
+    free(err);
+}
+
+/* ---- issue 28 item 4: fa4gen cache ---- */
+
+void rt_disk_put(fa4_ctx *ctx, const char *key_text, uint64_t key, const void *cubin, size_t size); /* rt_internal.h */
+uint64_t rt_fnv1a(const void *data, size_t n, uint64_t h);
+
+static void test_cli_cache(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/fa4cli-cache-XXXXXX", a[1400], *out = NULL;
+    assert_non_null(mkdtemp(dir));
+    /* path and list of a folder not made yet */
+    snprintf(a, sizeof a, "env FA4GEN_CACHE_DIR=%s/sub %s cache path", dir, exe());
+    assert_int_equal(run_capture(a, &out), 0);
+    snprintf(a, sizeof a, "%s/sub\n", dir);
+    assert_string_equal(out, a);
+    free(out);
+    snprintf(a, sizeof a, "env FA4GEN_CACHE_DIR=%s/sub %s cache list", dir, exe());
+    assert_int_equal(run_capture(a, &out), 0);
+    assert_non_null(strstr(out, "# 0 entries, 0 B in "));
+    free(out);
+    /* three entries written as the runtime writes them */
+    fa4_options o = FA4_OPTIONS_INIT;
+    o.cache_dir = dir;
+    fa4_ctx *ctx = NULL;
+    assert_int_equal(fa4_create(&ctx, &o), FA4_OK);
+    for (int i = 0; i < 3; i++) {
+        char key[300], payload[2048] = "\177ELF";
+        snprintf(key, sizeof key, "fa4gen cubin key 1\nconfig=mha target=sm90a qk=64 ov=64 n=%d\ngenerator=%s\n", i,
+                 i == 2 ? "0.0.1+0000000000000000" : fa4gen_build_id());
+        rt_disk_put(ctx, key, rt_fnv1a(key, strlen(key), 0xcbf29ce484222325ull), payload, sizeof payload);
+    }
+    fa4_destroy(ctx);
+    snprintf(a, sizeof a, "env FA4GEN_CACHE_DIR=%s %s cache list", dir, exe());
+    assert_int_equal(run_capture(a, &out), 0);
+    if (!strstr(out, "  mha target=sm90a qk=64 ov=64 n=0\n") || !strstr(out, "n=2  (another fa4gen build)\n") ||
+        !strstr(out, "# 3 entries, ") || !strstr(out, "; 1 of another fa4gen build") || !strstr(out, "s ago  "))
+        fail_msg("%s", out);
+    free(out);
+    snprintf(a, sizeof a, "env FA4GEN_CACHE_DIR=%s %s cache prune --max-size 3k", dir, exe());
+    assert_int_equal(run_capture(a, &out), 0);
+    if (!strstr(out, "removed 2 entries (")) fail_msg("%s", out);
+    free(out);
+    snprintf(a, sizeof a, "env FA4GEN_CACHE_DIR=%s %s cache clear", dir, exe());
+    assert_int_equal(run_capture(a, &out), 0);
+    if (!strstr(out, "removed 1 entry (")) fail_msg("%s", out);
+    free(out);
+    /* refusals: one line, exit 2 */
+    t_refused("cache", "cache: no subcommand; use path, list, clear or prune --max-size N", NULL);
+    t_refused("cache purge", "cache: 'purge' is not a subcommand", NULL);
+    t_refused("cache prune", "cache prune: --max-size N is required", NULL);
+    t_refused("cache prune --max-size 5X", "cache prune: --max-size '5X'", NULL);
+    t_refused("cache prune --max-size=", "cache prune: --max-size ''", NULL);
+    t_refused("cache prune --max-size 1M --max-size 2M", "cache prune: --max-size: given twice", NULL);
+    t_refused("cache list --all", "cache list: '--all' is not an option of this command (it takes none)", NULL);
+    /* a folder others may write: the runtime's warning, exit 1, nothing removed */
+    chmod(dir, 0777);
+    snprintf(a, sizeof a, "env FA4GEN_CACHE_DIR=%s %s cache clear 2>&1 >/dev/null", dir, exe());
+    assert_int_equal(run_capture(a, &out), 1);
+    if (!strstr(out, "fa4: warning: cache directory '") || !strstr(out, "writable by group or others") ||
+        !strstr(out, "fa4gen: cache clear: cache directory '"))
+        fail_msg("%s", out);
+    free(out);
+    chmod(dir, 0700);
+    remove_tree(dir);
 }
 
 /* ---- issue 26 item 6: FA4GEN_COMPILER (runtime/jit.c reads it; the first thing a kernel build asks) ---- */
@@ -634,6 +771,8 @@ int main(void)
         cmocka_unit_test(test_config_unread_fields),   cmocka_unit_test(test_bundle_list_line_ends),
         cmocka_unit_test(test_bundle_c_duplicates),    cmocka_unit_test(test_cli_help),
         cmocka_unit_test(test_cli_opt_equals),        cmocka_unit_test(test_compiler_env),
+        cmocka_unit_test(test_cli_help_tools),        cmocka_unit_test(test_cli_configs),
+        cmocka_unit_test(test_cli_cache),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

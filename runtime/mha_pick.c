@@ -1,0 +1,316 @@
+/* mha_pick.c - the config rules of fa4_mha_fwd: from a call's shape to the kernels it launches.
+ *
+ * One owner for the rules: fa4_mha_fwd, fa4_mha_config and fa4_mha_split_count (mha.c) turn their
+ * arguments into an RtMhaShape, which holds no pointer, and run it through these functions;
+ * fa4_mha_configs_for (configs.c) runs the shapes of a described workload through the same
+ * functions. The rules read a shape in these places, and these are the breakpoints the enumerator
+ * walks (each threshold is a named constant here):
+ *   - shape_rules: sm90a causal with the rules' seqlen_k <= RT_PERSISTENT_SEQLEN_K runs persistent,
+ *     except a decode shape (group > 1, seq_rows_q x group <= RT_DECODE_TILE_ROWS);
+ *   - decode_tile: sm90a, group >= 2, seq_rows_q x group <= RT_DECODE_TILE_ROWS: bm 64 bn 64 stages 3;
+ *   - the split rules: a split plan is looked at only when the runtime picks a count or
+ *     seq_rows_q x group <= RT_PACK_ROWS_MAX; then the split kernel's rows decide `decode`, and the
+ *     count comes from rt_split_choice (tiles, SMs, kv blocks) and rt_cluster_split_choice.
+ * Guarantees: no driver call (the SM count is the shape's), no allocation but the plans of split
+ * configs, which the context memoizes.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_internal.h"
+
+#define BAD(what, ...) rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, what ": " __VA_ARGS__)
+
+/* Flagship SM counts, for the split picks where no device of the target is open: the H100 SXM (and
+ * H200) have 132 SMs, the B200 148. The count moves only the split choices (how many splits, and on
+ * sm90a the CTAs of a cluster split), which change which decode kernels a shape needs. */
+static const int default_sm_count[TARGET_COUNT] = {[TARGET_SM90A] = 132, [TARGET_SM100A] = 148};
+
+int rt_default_sm_count(TargetId t) { return (unsigned)t < TARGET_COUNT ? default_sm_count[t] : 0; }
+
+int rt_sm_count(fa4_ctx *ctx, TargetId t)
+{
+    const Target *T = target_get(t);
+    /* the device's, when it runs this target; a build machine's other GPU says nothing of the target's */
+    if (rt_driver_ready(ctx) && T && ctx->device.cc_major == T->sm_major && ctx->device.cc_minor == T->sm_minor &&
+        ctx->device.sm_count > 0)
+        return ctx->device.sm_count;
+    return rt_default_sm_count(t);
+}
+
+/* ---------------------------------------------------------------- the config the arguments decide */
+
+fa4_status rt_mha_base_config(fa4_ctx *ctx, const RtMhaShape *s, Config *c)
+{
+    static const DType dt[] = {[FA4_BF16] = DT_BF16, [FA4_FP16] = DT_FP16, [FA4_E4M3] = DT_E4M3};
+    static const MaskKind mk[] = {[FA4_MASK_NONE] = MASK_NONE, [FA4_MASK_CAUSAL] = MASK_CAUSAL,
+                                  [FA4_MASK_WINDOW] = MASK_WINDOW};
+    config_init(c);
+    c->kind = KIND_MHA;
+    c->target = s->target;
+    c->dtype = dt[s->dtype];
+    c->qk_depth = s->qk_depth;
+    c->ov_depth = s->ov_depth;
+    c->group = s->heads_q / s->heads_kv;
+    c->mask = mk[s->mask];
+    if (c->mask == MASK_WINDOW) {
+        c->window_left = s->window_left;
+        c->window_right = s->window_right;
+    }
+    c->sink = s->sink;
+    c->softcap = s->softcap;
+    c->alibi = s->alibi;
+    c->score_mod = s->score_mod;
+    c->rope_split = s->rope_split;
+    if (c->rope_split) c->rope_dtype = c->dtype; /* fa4.h: k_rope has k's dtype */
+    c->varlen = s->varlen;
+    c->page = s->page_size;
+    if (!s->config) return FA4_OK;
+    Config want = *c;
+    fa4_status st = rt_parse_config(ctx, s->config, c, "args->config");
+    if (st) return st;
+    const char *changed = c->kind != want.kind ? "kind"
+                          : c->target != want.target ? "target (set it in fa4_options)"
+                          : c->dtype != want.dtype ? "dtype"
+                          : c->qk_depth != want.qk_depth || c->ov_depth != want.ov_depth ? "depth"
+                          : c->group != want.group ? "group (heads_q / heads_kv)"
+                          : c->mask != want.mask || c->window_left != want.window_left ||
+                                    c->window_right != want.window_right
+                              ? "mask"
+                          : c->sink != want.sink ? "sink (args->sink)"
+                          : c->softcap != want.softcap ? "softcap (args->softcap)"
+                          : c->alibi != want.alibi ? "alibi (args->alibi_slopes)"
+                          : c->varlen != want.varlen ? "varlen (args->cu_seqlens_q)"
+                          : c->page != want.page ? "page (args->block_table, page_size)"
+                          : c->score_mod != want.score_mod ? "mod (args->score_mod)"
+                          : c->rope_split != want.rope_split ||
+                                    (c->rope_split && c->rope_dtype != want.rope_dtype)
+                              ? "rope_split/rope_dtype (k_rope and dtype)"
+                              : NULL;
+    if (changed)
+        return BAD("args->config", "'%s' changes %s, which the arguments decide; give only tuning keys "
+                   "(bm bn stages swizzle pingpong persistent qtiles cta rescale poly)", s->config, changed);
+    return FA4_OK;
+}
+
+/* ---------------------------------------------------------------- shape rules */
+
+/* A decode shape: the GQA group's query rows of a sequence fill at most one 64-row tile. */
+static int decode_shape(const Config *c, const RtMhaShape *s)
+{
+    return c->group > 1 && s->seq_rows_q * (uint64_t)c->group <= RT_DECODE_TILE_ROWS;
+}
+
+/* The decode tile (sm90a, bench/NOTES.md "decode tile"): when one 64-row tile packs every query
+ * row of the GQA group (seqlen_q <= 64 / group), one consumer warpgroup with bn 64 and 3 stages
+ * streams K and V 3-12% faster than the 128-row default (CUPTI kernel times, H100 and H200). Only
+ * words the caller's config left unset are chosen. */
+static void decode_tile(Config *c, const RtMhaShape *s)
+{
+    if (c->target != TARGET_SM90A || !decode_shape(c, s)) return;
+    if (c->bm || c->bn || c->stages) return;
+    c->bm = 64, c->bn = 64, c->stages = 3;
+}
+
+/* The part of the tuning table that depends on the shape, not only on the
+ * config (the plan's defaults cover depth, dtype and mask). Measured on an
+ * H100 (bench/NOTES.md): short causal sequences have tiles of a few KV blocks,
+ * so the persistent loop, where the next tile's Q and K/V load under this
+ * tile's epilogue, beats one CTA per tile. Fills only what args->config left unset. */
+void rt_mha_shape_rules(Config *c, const RtMhaShape *s)
+{
+    /* (decode keeps bm 128: the 64-row tile measured no faster under CUDA-graph replay, bench/NOTES.md) */
+    if (c->target != TARGET_SM90A || c->mask != MASK_CAUSAL || s->seqlen_k > RT_PERSISTENT_SEQLEN_K) return;
+    /* a decode shape runs split (a cluster split needs persistent 0): one tile per CTA there anyway */
+    if (c->cluster_split || decode_shape(c, s)) return;
+    if (c->persistent < 0) c->persistent = 1; /* with 2 stages the plan double-buffers Q too */
+}
+
+/* ---------------------------------------------------------------- split-KV */
+
+/* The plan facts of split config sc (rows per tile, heads per CTA, bn) and, for cluster_n > 0,
+ * whether a cluster split of cluster_n CTAs plans too: from the context's memo, else from
+ * plan_make (then remembered). */
+fa4_status rt_split_facts(fa4_ctx *ctx, const Config *sc, int cluster_n, RtSplitFacts *out)
+{
+    char key[RT_SPLIT_KEY];
+    config_canonical(sc, key, sizeof key);
+    uint64_t hash = rt_fnv1a(key, strlen(key), RT_FNV_SEED);
+    RtSplitFacts f = {.hash = hash};
+    int found = 0;
+    pthread_mutex_lock(&ctx->mu);
+    for (unsigned i = 0; i < RT_SPLIT_FACTS && !found; i++)
+        if (ctx->split_facts[i].hash == hash && !strcmp(ctx->split_facts[i].key, key))
+            f = ctx->split_facts[i], found = 1; /* a copy: the entry may be replaced once unlocked */
+    pthread_mutex_unlock(&ctx->mu);
+    if (found && (!cluster_n || (f.cluster_tried >> cluster_n & 1))) {
+        *out = f;
+        return FA4_OK;
+    }
+
+    Plan *p = malloc(sizeof *p);
+    if (!p) return rt_fail(ctx, FA4_ERR_OUT_OF_MEMORY, "plan: out of memory");
+    char err[512];
+    snprintf(f.key, sizeof f.key, "%s", key);
+    if (!found && (f.ok = !plan_make(sc, p, err, sizeof err))) {
+        f.rows = p->rows_per_cta * (p->cluster[0] > 0 ? p->cluster[0] : 1);
+        f.hpc = p->heads_per_cta > 0 ? p->heads_per_cta : 1;
+        f.bn = p->bn;
+    }
+    if (cluster_n > 0 && cluster_n < 32) {
+        Config cc = *sc;
+        cc.cluster_split = cluster_n, cc.persistent = 0;
+        f.cluster_tried |= 1u << cluster_n;
+        if (f.ok && !plan_make(&cc, p, err, sizeof err)) f.cluster_fits |= 1u << cluster_n;
+    }
+    free(p);
+    pthread_mutex_lock(&ctx->mu);
+    RtSplitFacts *slot = NULL;
+    for (unsigned i = 0; i < RT_SPLIT_FACTS && !slot; i++)
+        if (ctx->split_facts[i].hash == hash && !strcmp(ctx->split_facts[i].key, key)) slot = &ctx->split_facts[i];
+    if (!slot) slot = &ctx->split_facts[ctx->n_split_facts++ % RT_SPLIT_FACTS];
+    *slot = f;
+    pthread_mutex_unlock(&ctx->mu);
+    *out = f;
+    return FA4_OK;
+}
+
+fa4_status rt_split_prelude(fa4_ctx *ctx, const RtMhaShape *s, Config *c, int assume_ws, RtSplitPrelude *p)
+{
+    memset(p, 0, sizeof *p);
+    p->done = 1;
+    if (c->cluster_split) { /* the caller's cluster=N: N splits, merged in the cluster */
+        if (s->num_splits && s->num_splits != c->cluster_split)
+            return BAD("num_splits", "%d with config cluster=%d; a cluster split's count is its CTAs (give 0 or %d)",
+                       s->num_splits, c->cluster_split, c->cluster_split);
+        p->splits = c->cluster_split, p->path = 1;
+        decode_tile(c, s);
+        return FA4_OK;
+    }
+    p->splits = s->num_splits ? s->num_splits : 1;
+    p->path = p->splits > 1;
+    if (p->path) decode_tile(c, s);
+    if (s->num_splits > 1 || s->sink) return FA4_OK;
+    p->have_ws = s->workspace || assume_ws;
+    /* sm90a without a workspace: a cluster split, which needs none. With one, the workspace path
+     * stays: the cluster split measured no faster there (bench/NOTES.md "cluster split") */
+    p->cluster_ok = c->target == TARGET_SM90A && s->num_splits == 0 && !p->have_ws && c->persistent != 1 &&
+                    s->sm_count > 0;
+    p->pick = s->num_splits == 0 && (p->have_ws || p->cluster_ok);
+    /* nothing to pick and no tile could pack the whole group (the largest holds 256 rows): no plan needed */
+    if (!p->pick && (c->group < 2 || s->seq_rows_q * (uint64_t)c->group > RT_PACK_ROWS_MAX)) return FA4_OK;
+    p->sc = *c;
+    p->sc.split = 1;
+    decode_tile(&p->sc, s);
+    fa4_status st = rt_split_facts(ctx, &p->sc, 0, &p->f);
+    if (st) return st;
+    if (!p->f.ok) return FA4_OK; /* no split kernel for this config: run unsplit */
+    p->done = 0;
+    return FA4_OK;
+}
+
+void rt_split_scene(const RtMhaShape *s, const RtSplitPrelude *p, RtSplitScene *sc)
+{
+    uint64_t rows = (uint64_t)p->f.rows;
+    int hpc = p->f.hpc;
+    memset(sc, 0, sizeof *sc);
+    sc->tiles = rt_mul_sat(rt_mul_sat((s->seq_rows_q + rows - 1) / rows, (uint64_t)(s->heads_q / hpc)),
+                           (uint64_t)s->batch); /* saturated: a huge count only means "no split" */
+    /* varlen without pages: seqlen_k is the packed kv rows of all sequences; their mean length decides */
+    int64_t kv_rows = s->varlen && !s->page_size ? s->seqlen_k / (s->batch > 0 ? s->batch : 1) : s->seqlen_k;
+    sc->kv_blocks = (int)((kv_rows + p->f.bn - 1) / p->f.bn);
+    sc->decode = hpc > 1 && s->seq_rows_q <= rows;
+    sc->pick = p->pick, sc->cluster_ok = p->cluster_ok, sc->use_ws = p->have_ws;
+    sc->sm_count = s->sm_count;
+}
+
+int rt_split_choice_of(const RtSplitScene *sc)
+{
+    return sc->pick ? rt_split_choice(sc->tiles, sc->sm_count, sc->kv_blocks) : 1;
+}
+
+int rt_split_outcome(const RtSplitScene *sc, int choice, int (*fits)(void *u, int n), void *u, RtSplitOutcome *o)
+{
+    /* decode shapes only: where the cluster split was measured (bench/NOTES.md "cluster split") */
+    int n = sc->cluster_ok && sc->decode ? rt_cluster_split_choice(choice, sc->tiles, sc->sm_count) : 0;
+    if (n) { /* its staging may not fit beside this tile's rings */
+        int f = fits(u, n);
+        if (f < 0) return -1;
+        if (!f) n = 0;
+    }
+    if (n) {
+        o->splits = n, o->path = 1, o->cluster = n;
+        return 0;
+    }
+    o->splits = sc->pick && sc->use_ws ? choice : 1;
+    o->path = o->splits > 1 || sc->decode;
+    o->cluster = 0;
+    return 0;
+}
+
+/* rt_split_outcome's fits in the runtime: the plan of the cluster config, memoized per context. */
+typedef struct { fa4_ctx *ctx; const Config *sc; fa4_status st; } FitsCtx;
+
+static int fits_by_plan(void *u, int n)
+{
+    FitsCtx *f = u;
+    RtSplitFacts facts;
+    if ((f->st = rt_split_facts(f->ctx, f->sc, n, &facts))) return -1;
+    return (int)(facts.cluster_fits >> n & 1);
+}
+
+/* The split count for a (config c, target known): as given, or the runtime's pick for 0, which
+ * uses the shape's SM count and splits only with a workspace (assume_ws: assume one); on sm90a a
+ * call without one gets a cluster split instead (c->cluster_split, no workspace).
+ * *path: the split kernel runs (splits > 1, or 1 for a decode shape whose split kernel packs the
+ * GQA group into the tile, which the unsplit kernel may not; with 1 split it writes O itself, no
+ * combine). On the split path c gets the decode tile where the caller left it open. */
+fa4_status rt_mha_splits(fa4_ctx *ctx, const RtMhaShape *s, Config *c, int assume_ws, int *splits, int *path)
+{
+    RtSplitPrelude p;
+    fa4_status st = rt_split_prelude(ctx, s, c, assume_ws, &p);
+    *splits = p.splits, *path = p.path;
+    if (st || p.done) return st;
+    RtSplitScene sc;
+    rt_split_scene(s, &p, &sc);
+    RtSplitOutcome o;
+    FitsCtx f = {ctx, &p.sc, FA4_OK};
+    if (rt_split_outcome(&sc, rt_split_choice_of(&sc), fits_by_plan, &f, &o)) return f.st;
+    if (o.cluster) c->cluster_split = o.cluster, c->persistent = 0;
+    *splits = o.splits, *path = o.path;
+    if (*path) decode_tile(c, s);
+    return FA4_OK;
+}
+
+/* The config words that follow from the call on the split path: split=1, and early=1 where the caller
+ * allows it (kv_early) and the kernel has it (config_split_pdl). */
+void rt_mha_split_words(Config *c, const RtMhaShape *s, int path)
+{
+    if (!path) return;
+    c->split = 1;
+    c->early = s->kv_early && config_split_pdl(c);
+}
+
+void rt_mha_combine_config(TargetId t, fa4_dtype dtype, int ov_depth, Config *c)
+{
+    config_init(c);
+    c->kind = KIND_COMBINE;
+    c->target = t;
+    c->dtype = dtype == FA4_FP16 ? DT_FP16 : DT_BF16; /* O's dtype: e4m3 kernels write bf16 */
+    c->qk_depth = c->ov_depth = ov_depth;
+}
+
+fa4_status rt_mha_pick(fa4_ctx *ctx, const RtMhaShape *s, int assume_ws, RtMhaPick *out)
+{
+    memset(out, 0, sizeof *out);
+    fa4_status st = rt_mha_base_config(ctx, s, &out->main);
+    if (st) return st;
+    rt_mha_shape_rules(&out->main, s);
+    if ((st = rt_mha_splits(ctx, s, &out->main, assume_ws, &out->splits, &out->path))) return st;
+    rt_mha_split_words(&out->main, s, out->path);
+    /* partials in the workspace, merged by the combine kernel (a cluster split merges in smem) */
+    out->combine = out->path && out->splits > 1 && !out->main.cluster_split;
+    if (out->combine) rt_mha_combine_config(s->target, s->dtype, s->ov_depth, &out->comb);
+    return FA4_OK;
+}

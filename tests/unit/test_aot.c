@@ -1,0 +1,410 @@
+/* test_aot.c - fa4_mha_configs_for against fa4_mha_fwd, on the fake CUDA driver (run with
+ * LD_LIBRARY_PATH=build/fakecuda, as `make unit` does).
+ *
+ * The replay: a workload is enumerated, every config it lists is registered as a bundle entry (a
+ * minimal cubin holding the entry's symbol, in a fatbin, which the fake driver loads), JIT is
+ * disabled, and concrete calls drawn from the workload's ranges go through fa4_mha_fwd: every one
+ * must find its kernels (the split and combine kernels included) in that bundle. A call outside the
+ * workload must miss with the message naming the bundle searched. tests/unit/test_bundle.c does the
+ * same with real ptxas cubins for a smaller workload built by `fa4gen configs | fa4gen bundle -`. */
+#include <cuda.h>
+#include <dlfcn.h>
+
+#include "fa4.h"
+#include "fa4gen.h"
+#include "fake_cuda.h"
+#include "testutil.h"
+
+static FakeCuda *fk;
+static FakeCudaResetFn fake_reset;
+enum { MEM_BASE = 0x100000000000ull };
+#define MEM_SIZE (1ull << 44)
+
+static int setup(void **state)
+{
+    (void)state;
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    FakeCudaStateFn get = lib ? (FakeCudaStateFn)dlsym(lib, "fake_cuda_state") : NULL;
+    fake_reset = lib ? (FakeCudaResetFn)dlsym(lib, "fake_cuda_reset") : NULL;
+    FakeCudaMapFn map = lib ? (FakeCudaMapFn)dlsym(lib, "fake_cuda_map") : NULL;
+    if (!get || !fake_reset || !map || map(MEM_BASE, MEM_SIZE, CU_MEMORYTYPE_DEVICE, 0, 0)) {
+        fprintf(stderr, "test_aot: libcuda.so.1 is not the fake driver; run with LD_LIBRARY_PATH=build/fakecuda\n");
+        return -1;
+    }
+    fk = get();
+    unsetenv("FA4GEN_DISABLE_JIT");
+    setenv("FA4GEN_LOG", "0", 1);
+    setenv("FA4GEN_CACHE_DIR", "/nonexistent-fa4gen-test-aot", 1); /* JIT is off: nothing is read or written */
+    return 0;
+}
+
+/* ---------------------------------------------------------------- a bundle of stand-in cubins */
+
+typedef struct {
+    char **config;
+    int n, cap;
+    char **notes;
+    int n_notes;
+} Listed;
+
+static int collect(void *user, const fa4_config_entry *e)
+{
+    Listed *l = user;
+    assert_int_equal(e->size, sizeof *e);
+    assert_non_null(e->example);
+    if (!e->config) {
+        assert_non_null(e->note);
+        l->notes = realloc(l->notes, (size_t)(l->n_notes + 1) * sizeof *l->notes);
+        l->notes[l->n_notes++] = strdup(e->note);
+        return 0;
+    }
+    for (int i = 0; i < l->n; i++)
+        if (!strcmp(l->config[i], e->config)) fail_msg("listed twice: %s", e->config);
+    if (l->n == l->cap) l->cap = l->cap ? 2 * l->cap : 64, l->config = realloc(l->config, (size_t)l->cap * sizeof(char *));
+    l->config[l->n++] = strdup(e->config);
+    return 0;
+}
+
+static void listed_free(Listed *l)
+{
+    for (int i = 0; i < l->n; i++) free(l->config[i]);
+    for (int i = 0; i < l->n_notes; i++) free(l->notes[i]);
+    free(l->config), free(l->notes);
+    memset(l, 0, sizeof *l);
+}
+
+static void put16(unsigned char *p, unsigned v) { p[0] = (unsigned char)v, p[1] = (unsigned char)(v >> 8); }
+static void put32(unsigned char *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> 8 * i); }
+static void put64(unsigned char *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> 8 * i); }
+
+/* A fatbin with one ELF entry for sm: a 64-bit CUDA ELF header, the symbol as a string, one section
+ * header (what the fake driver checks and searches). */
+static unsigned char *stand_in(const char *symbol, int sm, size_t *size)
+{
+    size_t name = strlen(symbol) + 2, shoff = (64 + name + 7) / 8 * 8, elf = shoff + 64, total = 16 + 64 + elf;
+    unsigned char *f = aligned_alloc(16, (total + 15) / 16 * 16), *e = f + 80;
+    memset(f, 0, total);
+    put32(f, 0xBA55ED50u), put16(f + 4, 1), put16(f + 6, 16), put64(f + 8, 64 + elf);
+    put16(f + 16, 2), put16(f + 18, 0x101), put32(f + 20, 64), put64(f + 24, elf), put32(f + 44, (uint32_t)sm);
+    memcpy(e, "\177ELF", 4), e[4] = 2, e[5] = 1, e[6] = 1;
+    put16(e + 0x10, 2), put16(e + 0x12, 190), put32(e + 0x14, 1), put64(e + 0x28, shoff), put32(e + 0x30, (uint32_t)sm);
+    put16(e + 0x34, 64), put16(e + 0x3A, 64), put16(e + 0x3C, 1);
+    memcpy(e + 65, symbol, name - 2);
+    *size = total;
+    return f;
+}
+
+/* Registers the listed configs as bundle `name` (kept for the process, as a linked table is). */
+static const fa4_bundle *register_listed(const Listed *l, const char *name)
+{
+    fa4_bundle_kernel *k = calloc((size_t)l->n, sizeof *k);
+    for (int i = 0; i < l->n; i++) {
+        Config c;
+        char err[256], sym[64];
+        if (config_parse_canonical(l->config[i], &c, err, sizeof err) || config_fill_defaults(&c, err, sizeof err))
+            fail_msg("'%s': %s", l->config[i], err);
+        config_symbol(&c, sym, sizeof sym);
+        k[i].config_hash = config_hash(&c);
+        k[i].config = strdup(l->config[i]);
+        k[i].symbol = strdup(sym);
+        k[i].fatbin = stand_in(sym, c.target == TARGET_SM100A ? 100 : 90, &k[i].fatbin_size);
+    }
+    fa4_bundle *b = calloc(1, sizeof *b);
+    *b = (fa4_bundle){sizeof *b, strdup(name), fa4gen_build_id(), l->n, k};
+    assert_int_equal(fa4_bundle_register(b), FA4_OK);
+    return b;
+}
+
+/* ---------------------------------------------------------------- calls */
+
+typedef struct {
+    int d, g, h, b, sq, sk, layout, ws, early;
+    fa4_mask mask;
+} Call;
+
+enum { L_DENSE, L_VARLEN, L_PAGED, L_VARLEN_PAGED, PAGE = 64 };
+
+static fa4_mha_args call_args(const Call *c)
+{
+    fa4_mha_args a = FA4_MHA_ARGS_INIT;
+    void *mem = (void *)(uintptr_t)MEM_BASE;
+    a.q = a.k = a.v = mem, a.o = mem;
+    a.batch = c->b, a.heads_kv = c->h, a.heads_q = c->h * c->g, a.qk_depth = a.ov_depth = c->d, a.mask = c->mask;
+    a.seqlen_q = c->sq, a.seqlen_k = c->sk;
+    if (c->layout == L_VARLEN || c->layout == L_VARLEN_PAGED) { /* b sequences of sq queries (and sk keys) */
+        a.cu_seqlens_q = mem, a.max_seqlen_q = c->sq, a.seqlen_q = c->b * c->sq;
+        if (c->layout == L_VARLEN) a.cu_seqlens_k = mem, a.seqlen_k = c->b * c->sk;
+    }
+    if (c->layout == L_PAGED || c->layout == L_VARLEN_PAGED) { /* a table as wide as the sequence */
+        a.block_table = mem, a.seqlens_k = mem, a.page_size = PAGE;
+        a.max_pages = (c->sk + PAGE - 1) / PAGE, a.num_pages = c->b * a.max_pages, a.seqlen_k = 0;
+    }
+    if (c->ws) a.workspace = mem, a.workspace_size = (size_t)1 << 43;
+    a.kv_early = c->early;
+    return a;
+}
+
+static void say_call(const Call *c, char *buf, size_t n)
+{
+    static const char *const lay[] = {"dense", "varlen", "paged", "varlen+paged"};
+    snprintf(buf, n, "d%d group %d heads_kv %d batch %d seqlen_q %d seqlen_k %d mask %d %s ws %d early %d", c->d, c->g,
+             c->h, c->b, c->sq, c->sk, (int)c->mask, lay[c->layout], c->ws, c->early);
+}
+
+static unsigned rng = 12345u;
+static int pick(const int *v, int n)
+{
+    rng = rng * 1103515245u + 12345u;
+    return v[(rng >> 8) % (unsigned)n];
+}
+
+/* The workload the replays draw from (and a second, narrower one for the negative control). */
+static const int depths[] = {64, 128}, groups[] = {1, 4, 8}, pages[] = {PAGE};
+static const fa4_mask masks[] = {FA4_MASK_NONE, FA4_MASK_CAUSAL};
+static const int sqs[] = {1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 127, 128, 129, 192, 255, 256,
+                          257, 1000, 2048, 4000, 16384};
+static const int sks[] = {1, 2, 63, 64, 65, 100, 500, 1024, 2047, 2048, 2049, 2100, 3000, 4096, 5000, 8192, 12000,
+                          16384};
+static const int heads[] = {1, 2, 3, 5, 8}, batches[] = {1, 2, 3, 4, 5, 7, 8, 13, 16, 17, 33, 40};
+
+static fa4_workload workload(const fa4_target *t, const int *sm)
+{
+    fa4_workload w = FA4_WORKLOAD_INIT;
+    w.targets = t, w.n_targets = 1, w.sm_counts = sm, w.n_sm_counts = sm ? 1 : 0;
+    w.qk_depths = depths, w.n_depths = 2, w.groups = groups, w.n_groups = 3, w.masks = masks, w.n_masks = 2;
+    w.heads_kv_min = 1, w.heads_kv_max = 8, w.batch_min = 1, w.batch_max = 40;
+    w.seqlen_q_min = 1, w.seqlen_q_max = 16384, w.seqlen_k_min = 1, w.seqlen_k_max = 16384;
+    w.layouts = FA4_LAYOUT_DENSE | FA4_LAYOUT_VARLEN | FA4_LAYOUT_PAGED | FA4_LAYOUT_VARLEN_PAGED;
+    w.page_sizes = pages, w.n_page_sizes = 1;
+    w.kv_early = FA4_WHEN_EITHER, w.workspace = FA4_WHEN_EITHER;
+    return w;
+}
+
+static fa4_ctx *jit_off_ctx(int cc, int sms, fa4_target t)
+{
+    char v[16];
+    snprintf(v, sizeof v, "%d", cc);
+    setenv("FAKE_CUDA_CC", v, 1);
+    snprintf(v, sizeof v, "%d", sms);
+    setenv("FAKE_CUDA_SMS", v, 1);
+    fake_reset();
+    fa4_options o = FA4_OPTIONS_INIT;
+    o.target = t, o.disable_jit = 1, o.disk_cache = 0;
+    fa4_ctx *ctx = NULL;
+    assert_int_equal(fa4_create(&ctx, &o), FA4_OK);
+    return ctx;
+}
+
+/* n calls drawn from the workload's lists; every one must launch from the bundle. */
+static void replay(int cc, int sms, fa4_target t, int n)
+{
+    fa4_ctx *ctx = jit_off_ctx(cc, sms, t);
+    int splits = 0, clusters = 0, combines = 0;
+    for (int i = 0; i < n; i++) {
+        Call c = {pick(depths, 2), pick(groups, 3), pick(heads, 5), pick(batches, 12), pick(sqs, 27), pick(sks, 18),
+                  (int)(rng % 4), (int)(rng >> 3 & 1), (int)(rng >> 5 & 1), masks[rng >> 7 & 1]};
+        fa4_mha_args a = call_args(&c);
+        char cfg[512] = "", what[200];
+        fa4_mha_config(ctx, &a, cfg, sizeof cfg);
+        int launches = fk->n_launches;
+        fa4_status s = fa4_mha_fwd(ctx, &a, NULL);
+        if (s) {
+            say_call(&c, what, sizeof what);
+            fail_msg("%s (config %s): %s: %s", what, cfg, fa4_status_string(s), fa4_last_error(ctx));
+        }
+        splits += strstr(cfg, " split=1") != NULL, clusters += strstr(cfg, " cluster=") != NULL;
+        combines += fk->n_launches - launches == 2;
+        fake_reset();
+    }
+    /* the draws reached the rules' corners: split kernels, cluster splits (sm90a), the combine kernel */
+    if (!splits || !combines || (t == FA4_TARGET_SM90A && !clusters))
+        fail_msg("%d calls: %d split, %d cluster, %d combine", n, splits, clusters, combines);
+    print_message("    %s, %d SMs: %d calls, %d split, %d cluster split, %d with the combine kernel: no miss\n",
+                  t == FA4_TARGET_SM90A ? "sm90a" : "sm100a", sms, n, splits, clusters, combines);
+    fa4_destroy(ctx);
+}
+
+static void enumerate(fa4_ctx *ctx, const fa4_workload *w, Listed *l)
+{
+    fa4_status s = fa4_mha_configs_for(ctx, w, collect, l);
+    if (s) fail_msg("fa4_mha_configs_for: %s", fa4_last_error(ctx));
+}
+
+/* Every call of the workload finds its kernels in the bundle of what fa4_mha_configs_for listed, on
+ * both targets with the flagship SM counts, and on an sm90a of 114 SMs (H100 PCIe) listed as such; the
+ * SM count moves a decode shape's cluster split. */
+static void test_replay(void **state)
+{
+    (void)state;
+    static const fa4_target sm90 = FA4_TARGET_SM90A, sm100 = FA4_TARGET_SM100A;
+    static const int pcie = 114;
+    fa4_ctx *ctx = NULL;
+    assert_int_equal(fa4_create(&ctx, NULL), FA4_OK);
+    Listed l90 = {0}, l100 = {0}, l114 = {0};
+    fa4_workload w = workload(&sm90, NULL);
+    enumerate(ctx, &w, &l90);
+    w = workload(&sm100, NULL);
+    enumerate(ctx, &w, &l100);
+    w = workload(&sm90, &pcie);
+    enumerate(ctx, &w, &l114);
+    fa4_destroy(ctx);
+    print_message("    listed: sm90a %d configs, sm100a %d, sm90a at 114 SMs %d\n", l90.n, l100.n, l114.n);
+    assert_int_equal(l90.n_notes + l100.n_notes, 0);
+    register_listed(&l90, "aot_sm90a");
+    register_listed(&l100, "aot_sm100a");
+    replay(90, 132, FA4_TARGET_SM90A, 1500);
+    replay(100, 148, FA4_TARGET_SM100A, 1500);
+    /* 114 SMs pick other cluster splits: only the bundle listed for 114 covers them all */
+    register_listed(&l114, "aot_sm90a_114");
+    replay(90, 114, FA4_TARGET_SM90A, 1500);
+    listed_free(&l90), listed_free(&l100), listed_free(&l114);
+    assert_int_equal(fa4_create(&ctx, NULL), FA4_OK);
+    /* one decode shape (batch 1, 8 kv heads, group 8): 132 SMs take a cluster split of 8 CTAs, 114 of 7 */
+    Listed one[2] = {{0}, {0}};
+    static const int g8[] = {8}, sm_of[2] = {132, 114};
+    for (int i = 0; i < 2; i++) {
+        w = (fa4_workload)FA4_WORKLOAD_INIT;
+        w.targets = &sm90, w.n_targets = 1, w.sm_counts = &sm_of[i], w.n_sm_counts = 1, w.groups = g8, w.n_groups = 1;
+        w.heads_kv_min = w.heads_kv_max = 8, w.batch_min = w.batch_max = 1, w.seqlen_q_min = w.seqlen_q_max = 1;
+        w.seqlen_k_min = w.seqlen_k_max = 16384, w.workspace = FA4_WHEN_NEVER, w.masks = masks, w.n_masks = 1;
+        enumerate(ctx, &w, &one[i]);
+        assert_int_equal(one[i].n, 1);
+    }
+    if (!strstr(one[0].config[0], " cluster=8 ") || !strstr(one[1].config[0], " cluster=7 "))
+        fail_msg("132 SMs: %s; 114 SMs: %s", one[0].config[0], one[1].config[0]);
+    listed_free(&one[0]), listed_free(&one[1]);
+    fa4_destroy(ctx);
+}
+
+/* A call outside the workload (a GQA group it does not list) misses, and the message names every bundle
+ * searched, with its kernels and generator, and why it missed. */
+static void test_outside_misses(void **state)
+{
+    (void)state;
+    fa4_ctx *ctx = jit_off_ctx(90, 132, FA4_TARGET_SM90A);
+    Call c = {64, 2, 2, 1, 1, 4096, L_DENSE, 1, 0, FA4_MASK_CAUSAL};
+    fa4_mha_args a = call_args(&c);
+    fa4_status s = fa4_mha_fwd(ctx, &a, NULL);
+    const char *msg = fa4_last_error(ctx);
+    if (s != FA4_ERR_NO_KERNEL) fail_msg("%s: %s", fa4_status_string(s), msg);
+    assert_int_equal(fa4_bundle_count(), 3);
+    char want[200];
+    snprintf(want, sizeof want, "'aot_sm90a' (%d kernels, generator %s): no entry with this canonical config",
+             fa4_bundle_at(0)->n_kernels, fa4gen_build_id());
+    if (!strstr(msg, "no linked bundle holds 'mha target=sm90a dtype=bf16 qk=64 ov=64 ") || !strstr(msg, " group=2 ") || !strstr(msg, want) ||
+        !strstr(msg, "searched 3 bundles:") || !strstr(msg, "'aot_sm100a' (") || !strstr(msg, "fa4gen configs"))
+        fail_msg("message: %s", msg);
+    assert_int_equal(fk->n_launches, 0);
+    fa4_destroy(ctx);
+}
+
+/* fa4_compile with JIT disabled reads the bundles: the cubin is the entry's ELF for its target. */
+static void test_compile_from_bundle(void **state)
+{
+    (void)state;
+    fa4_ctx *ctx = jit_off_ctx(90, 132, FA4_TARGET_SM90A);
+    const fa4_bundle *b = fa4_bundle_at(0);
+    assert_non_null(b);
+    assert_true(b->n_kernels > 0);
+    void *cubin = NULL;
+    size_t size = 0;
+    fa4_kernel_stats st;
+    if (fa4_compile_v2(ctx, b->kernels[0].config, &cubin, &size, &st))
+        fail_msg("fa4_compile_v2 '%s': %s", b->kernels[0].config, fa4_last_error(ctx));
+    assert_int_equal(st.source, 3);
+    assert_int_equal(size, b->kernels[0].fatbin_size - 80);
+    assert_memory_equal(cubin, (const unsigned char *)b->kernels[0].fatbin + 80, size);
+    free(cubin);
+    assert_int_equal(fa4_compile(ctx, "mha target=sm90a qk=64 ov=64 group=2", &cubin, &size), FA4_ERR_NO_KERNEL);
+    assert_null(cubin);
+    assert_non_null(strstr(fa4_last_error(ctx), "searched 3 bundles"));
+    assert_int_equal(fa4_bundle_count(), 3);
+    assert_null(fa4_bundle_at(3));
+    assert_null(fa4_bundle_at(-1));
+    fa4_destroy(ctx);
+}
+
+/* What the walk knows of split.c: past RT_SPLIT_KV_SATURATE kv blocks, and at tiles >= SMs, the pick
+ * does not change (configs.c walks no further). */
+int rt_split_choice(uint64_t tiles, int sm_count, int kv_blocks); /* rt_internal.h */
+static void test_split_saturation(void **state)
+{
+    (void)state;
+    const int sat = 2 * FA4_MAX_SPLITS, sms[] = {78, 114, 132, 148};
+    for (int s = 0; s < 4; s++)
+        for (uint64_t t = 1; t <= (uint64_t)sms[s] + 3; t++) {
+            int at = rt_split_choice(t, sms[s], sat);
+            for (int k = sat; k < sat + 700; k += 37) assert_int_equal(rt_split_choice(t, sms[s], k), at);
+            if (t >= (uint64_t)sms[s]) assert_int_equal(at, 1);
+        }
+}
+
+/* Refusals name the field; cases no kernel serves come back as notes, one per target and reason. */
+static void test_workload_checks(void **state)
+{
+    (void)state;
+    fa4_ctx *ctx = NULL;
+    assert_int_equal(fa4_create(&ctx, NULL), FA4_OK);
+    Listed l = {0};
+    static const int bad_depth[] = {72}, page0[] = {48}, sm0[] = {0}, d256[] = {64, 256};
+    static const fa4_target auto_t[] = {FA4_TARGET_AUTO};
+    static const fa4_mask win[] = {FA4_MASK_WINDOW};
+    struct { const char *needle; void (*set)(fa4_workload *); } cases[] = {
+        {"workload->qk_depths: [0] = 72", NULL}, {"workload->page_sizes: none given", NULL},
+        {"workload->page_sizes: [0] = 48", NULL}, {"workload->sm_counts: [0] = 0", NULL},
+        {"workload->targets: [0] = 0", NULL}, {"workload->seqlen_k_min..max: 5..4", NULL},
+        {"workload->masks: [0] is FA4_MASK_WINDOW", NULL}, {"workload->size, version", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        fa4_workload w = FA4_WORKLOAD_INIT;
+        switch (i) {
+        case 0: w.qk_depths = bad_depth, w.n_depths = 1; break;
+        case 1: w.layouts = FA4_LAYOUT_PAGED; break;
+        case 2: w.layouts = FA4_LAYOUT_PAGED, w.page_sizes = page0, w.n_page_sizes = 1; break;
+        case 3: w.sm_counts = sm0, w.n_sm_counts = 1; break;
+        case 4: w.targets = auto_t, w.n_targets = 1; break;
+        case 5: w.seqlen_k_min = 5, w.seqlen_k_max = 4; break;
+        case 6: w.masks = win, w.n_masks = 1; break;
+        case 7: w.version = 0; break;
+        }
+        assert_int_equal(fa4_mha_configs_for(ctx, &w, collect, &l), FA4_ERR_INVALID_ARGUMENT);
+        if (!strstr(fa4_last_error(ctx), cases[i].needle)) fail_msg("case %zu: %s", i, fa4_last_error(ctx));
+    }
+    /* d256 on sm100a, and e4m3 on sm90a: notes, not errors; the rest is listed */
+    fa4_workload w = FA4_WORKLOAD_INIT;
+    static const fa4_dtype dt[] = {FA4_BF16, FA4_E4M3};
+    w.qk_depths = d256, w.n_depths = 2, w.dtypes = dt, w.n_dtypes = 2, w.seqlen_q_max = 4096, w.seqlen_k_max = 4096;
+    w.seqlen_q_min = w.seqlen_k_min = 1;
+    assert_int_equal(fa4_mha_configs_for(ctx, &w, collect, &l), FA4_OK);
+    assert_true(l.n > 0);
+    int n256 = 0, e4m3 = 0;
+    for (int i = 0; i < l.n; i++) {
+        n256 += strstr(l.config[i], "target=sm100a") && strstr(l.config[i], "qk=256");
+        e4m3 += strstr(l.config[i], "target=sm90a") && strstr(l.config[i], "dtype=e4m3");
+    }
+    assert_int_equal(n256 + e4m3, 0);
+    assert_int_equal(l.n_notes, 2); /* one per (target, reason), each counting its classes */
+    listed_free(&l);
+    /* a window: one class per (left, right) pair, named in the config */
+    static const int wins[] = {128, 0, 64, 64};
+    static const fa4_mask mw[] = {FA4_MASK_WINDOW};
+    w = (fa4_workload)FA4_WORKLOAD_INIT;
+    w.masks = mw, w.n_masks = 1, w.windows = wins, w.n_windows = 4, w.seqlen_k_max = w.seqlen_q_max = 512;
+    w.seqlen_k_min = w.seqlen_q_min = 1;
+    assert_int_equal(fa4_mha_configs_for(ctx, &w, collect, &l), FA4_OK);
+    int w1 = 0, w2 = 0;
+    for (int i = 0; i < l.n; i++) w1 += strstr(l.config[i], "mask=window:128,0") != NULL, w2 += strstr(l.config[i], "mask=window:64,64") != NULL;
+    assert_true(w1 > 0 && w2 > 0);
+    listed_free(&l);
+    fa4_destroy(ctx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_split_saturation), cmocka_unit_test(test_workload_checks),
+        cmocka_unit_test(test_replay),           cmocka_unit_test(test_outside_misses),
+        cmocka_unit_test(test_compile_from_bundle),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}
