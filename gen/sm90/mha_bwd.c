@@ -167,7 +167,7 @@ void bwd90_ws_row(Emit *e, Reg ws, Reg m, Reg hq)
     else emit(e, "mad.lo.u32 %s, %%bidx, %%heads_q, %s;", R(e, t), R(e, hq));
     emit(e, "mul.wide.u32 %s, %s, %%q_rows;", R(e, ws), R(e, t));
     emit(e, "mad.lo.u32 %s, %s, %d, %%pad;", R(e, t), R(e, m), e->p->bm);
-    emit(e, "cvt.u64.u32 %s, %s;", R(e, t64), R(e, t));
+    op_cvt(e, "u64.u32", t64, t);
     emit(e, "add.s64 %s, %s, %s;", R(e, ws), R(e, ws), R(e, t64));
 }
 

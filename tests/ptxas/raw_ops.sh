@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/ptxas/raw_ops.sh [FILE...] - kernel emitters speak in ops: no file of gen/sm90/ or
-# gen/sm100/ other than the op layer (ops.c) and the encodings (plan.c, desc.c) may spell an
+# gen/sm100/ other than the op layer (ops.c, ops_<part>.c) and the encodings (plan.c, desc.c) may spell an
 # instruction the op layer owns. A spelling counts when it opens a C string literal, perhaps
 # after a guard ("@%p " or "@%%p "): that is where an emitter writes an instruction, while prose
 # in comments, notes and banners never opens one. Prints file:line of every raw spelling and
@@ -35,7 +35,7 @@ scan() {
 }
 
 if [ $# -gt 0 ]; then files="$*"; else
-    files=$(ls "$root"/gen/sm90/*.c "$root"/gen/sm100/*.c | grep -Ev '/(ops|plan|desc)\.c$')
+    files=$(ls "$root"/gen/sm90/*.c "$root"/gen/sm100/*.c | grep -Ev '/(ops(_[a-z0-9]+)?|plan|desc)\.c$')
 fi
 pass=0; fail=0
 for f in $files; do
