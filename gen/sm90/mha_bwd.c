@@ -398,7 +398,7 @@ static void emit_dq_mma(Emit *e, Reg ds_stage_addr)
     emit_note(e, "dQ = dS K: %d x wgmma m64n%dk16 SS, A and B MN-major (plan note dq wgmma); this consumer's tile: "
               "rows + 64 cs_dq_tm, columns + %d cs_dq_tn", s->steps_n, s->dq_n, s->dq_n);
     emit(e, "mad.lo.u32 %s, %%cs_dq_tm, %u, %s;", R(e, a), s->ds_atom_bytes, R(e, ds_stage_addr));
-    emit(e, "mad.lo.u32 %s, %%cs_dq_tn, %u, %%cs_k0;", R(e, b), s->kv_chunk_bytes * (uint32_t)(s->dq_n / CHUNK_ELEMS));
+    emit(e, "mov.u32 %s, %%cs_dq_k;", R(e, b));
     op_sm90_desc(e, adesc, a, s->ds_atom_bytes, 8 * ROW_BYTES, 128);
     op_sm90_desc(e, bdesc, b, s->kv_chunk_bytes, 8 * ROW_BYTES, 128);
     for (int kk = 0; kk < s->steps_n; kk++) {
@@ -763,6 +763,15 @@ static void emit_consumer_setup(Emit *e)
               s->dq_tiles_m, s->dq_tiles_m);
     emit(e, "rem.u32 %s, %s, %d;", R(e, reg_b32(e, "cs_dq_tm")), R(e, w), s->dq_tiles_m);
     emit(e, "div.u32 %s, %s, %d;", R(e, reg_b32(e, "cs_dq_tn")), R(e, w), s->dq_tiles_m);
+    emit_note(e, "dQ's B: K from column %d cs_dq_tn, chunk col / %d, then col %% %d elements inside its rows (dq_n "
+              "%d may be half a chunk: the MN-major start moves inside the swizzled row, as a K-major k step does)",
+              s->dq_n, p->chunk_elems, p->chunk_elems, s->dq_n);
+    Reg col = reg_b32(e, "cs_dq_col"), dqk = reg_b32(e, "cs_dq_k"), t2 = reg_b32(e, "cs_dq_t");
+    emit(e, "mul.lo.u32 %s, %%cs_dq_tn, %d;", R(e, col), s->dq_n);
+    emit(e, "div.u32 %s, %s, %d;", R(e, t2), R(e, col), p->chunk_elems);
+    emit(e, "mad.lo.u32 %s, %s, %u, %%cs_k0;", R(e, dqk), R(e, t2), s->kv_chunk_bytes);
+    emit(e, "rem.u32 %s, %s, %d;", R(e, t2), R(e, col), p->chunk_elems);
+    emit(e, "mad.lo.u32 %s, %s, %d, %s;", R(e, dqk), R(e, t2), p->elem_bytes, R(e, dqk));
     Reg dq0 = smem_reg(e, "cs_dq0", s->off_dq);
     emit(e, "mad.lo.u32 %s, %%cs_tid, 16, %s;", R(e, dq0), R(e, dq0));
     smem_reg(e, "cs_dq_full", s->bar_dq_full);
