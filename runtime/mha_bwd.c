@@ -100,8 +100,8 @@ static fa4_status check_shape(fa4_ctx *ctx, const fa4_mha_bwd_args *a, int need_
                        "qk_depth: %d; the backward takes 64, 128 or 256", a->qk_depth);
     if (!!a->sink != !!a->dsink)
         return BAD(a->sink ? "dsink" : "sink", "%s; give both sink and dsink, or neither", a->sink ? "NULL" : "given");
-    if ((uintptr_t)a->sink % 4 || (uintptr_t)a->dsink % 4 || (uintptr_t)a->lse % 4)
-        return BAD("lse", "lse, sink and dsink must be 4-byte aligned f32 arrays");
+    if ((uintptr_t)a->sink % 4 || (uintptr_t)a->dsink % 4 || (uintptr_t)a->lse % 4 || (uintptr_t)a->dlse % 4)
+        return BAD("lse", "lse, dlse, sink and dsink must be 4-byte aligned f32 arrays");
     if (a->deterministic)
         return rt_fail(ctx, FA4_ERR_UNSUPPORTED, "deterministic: 1 is not built yet; dQ is summed by bulk reductions "
                        "in the order the CTAs reach them (use 0)");
@@ -204,6 +204,10 @@ static fa4_status check_math(fa4_ctx *ctx, const fa4_mha_bwd_args *a)
 {
     if (!isfinite(a->softmax_scale) || a->softmax_scale < 0)
         return BAD("softmax_scale", "%g; use a finite scale >= 0 (0: 1/sqrt(depth))", (double)a->softmax_scale);
+    if (!isfinite(a->softcap) || a->softcap < 0)
+        return BAD("softcap", "%g; use a finite cap > 0, or 0 for none", (double)a->softcap);
+    if (a->softcap > 0)
+        return rt_fail(ctx, FA4_ERR_UNSUPPORTED, "softcap: the backward's soft-cap is not built yet");
     if ((unsigned)a->mask > FA4_MASK_WINDOW) return BAD("mask", "%d is not a fa4_mask", (int)a->mask);
     if (a->mask == FA4_MASK_WINDOW) {
         if (a->window_left < -1 || a->window_left > FA4_WINDOW_MAX)
@@ -418,6 +422,7 @@ fa4_status fa4_mha_bwd(fa4_ctx *ctx, const fa4_mha_bwd_args *args, void *stream)
     memset(&lp, 0, sizeof lp), memset(&lm, 0, sizeof lm), memset(&ld, 0, sizeof ld);
     bind_common(&lp, &a, &w), bind_common(&lm, &a, &w), bind_common(&ld, &a, &w);
     lp.grid = g_aux, ld.grid = g_aux, lm.grid = g_main;
+    set(&lp, SCALAR_DLSE, PTR(a.dlse));
     bind_strides(&lp, &bt[B_O], SCALAR_OUT, SCALAR_OUT_STRIDE_B, SCALAR_OUT_STRIDE_S, SCALAR_OUT_STRIDE_H, varlen);
     bind_strides(&lp, &bt[B_DO], SCALAR_DOUT, SCALAR_DOUT_STRIDE_B, SCALAR_DOUT_STRIDE_S, SCALAR_DOUT_STRIDE_H, varlen);
     bind_strides(&ld, &bt[B_DQ], SCALAR_DQ, SCALAR_DQ_STRIDE_B, SCALAR_DQ_STRIDE_S, SCALAR_DQ_STRIDE_H, varlen);

@@ -9,8 +9,8 @@
 
 int main(void)
 {
-    printf("fa4_options %zu\nfa4_mha_args %zu\nfa4_mla_sparse_args %zu\n", sizeof(fa4_options),
-           sizeof(fa4_mha_args), sizeof(fa4_mla_sparse_args));
+    printf("fa4_options %zu\nfa4_mha_args %zu\nfa4_mla_sparse_args %zu\nfa4_mha_bwd_args %zu\n", sizeof(fa4_options),
+           sizeof(fa4_mha_args), sizeof(fa4_mla_sparse_args), sizeof(fa4_mha_bwd_args));
     F(fa4_options, verbose); F(fa4_options, disable_jit); F(fa4_options, remember_buffers);
     F(fa4_mha_args, q_stride); F(fa4_mha_args, softmax_scale); F(fa4_mha_args, config); F(fa4_mha_args, k_rope);
     F(fa4_mha_args, v_descale);
@@ -23,5 +23,10 @@ int main(void)
     F(fa4_mla_sparse_args, s_q); F(fa4_mla_sparse_args, topk); F(fa4_mla_sparse_args, q_stride);
     F(fa4_mla_sparse_args, out_stride); F(fa4_mla_sparse_args, sm_scale); F(fa4_mla_sparse_args, config);
     F(fa4_mla_sparse_args, kv_dtype); F(fa4_mla_sparse_args, kv_scale); F(fa4_mla_sparse_args, kv_scale_block);
+    F(fa4_mha_bwd_args, dq); F(fa4_mha_bwd_args, q_stride); F(fa4_mha_bwd_args, dv_stride);
+    F(fa4_mha_bwd_args, softmax_scale); F(fa4_mha_bwd_args, config); F(fa4_mha_bwd_args, sink);
+    F(fa4_mha_bwd_args, score_mod); F(fa4_mha_bwd_args, cu_seqlens_q); F(fa4_mha_bwd_args, cu_seqlens_k_host);
+    F(fa4_mha_bwd_args, deterministic); F(fa4_mha_bwd_args, workspace_size); F(fa4_mha_bwd_args, softcap);
+    F(fa4_mha_bwd_args, dlse);
     return 0;
 }

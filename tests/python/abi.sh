@@ -9,7 +9,8 @@ ${CC:-gcc} -std=c11 -Iruntime tests/python/abi.c -o "$out/abi" || exit 1
 "$out/abi" > "$out/c.txt"
 PYTHONPATH=python python3 - "$out/c.txt" <<'PY' || exit 1
 import ctypes, sys, fa4
-names = {"fa4_options": fa4._Options, "fa4_mha_args": fa4._MhaArgs, "fa4_mla_sparse_args": fa4._MlaSparseArgs}
+names = {"fa4_options": fa4._Options, "fa4_mha_args": fa4._MhaArgs, "fa4_mla_sparse_args": fa4._MlaSparseArgs,
+         "fa4_mha_bwd_args": fa4._MhaBwdArgs}
 ok = bad = 0
 for line in open(sys.argv[1]):
     key, val = line.split()
