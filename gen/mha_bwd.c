@@ -30,6 +30,7 @@ int mha_bwd_key_used(const Config *c, const char *key)
     if (!strcmp(key, "varlen")) return c->varlen != 0;
     if (!strcmp(key, "deterministic")) return c->deterministic != 0;
     if (!strcmp(key, "sink")) return c->kind != KIND_MHA_BWD && c->sink != 0;
+    if (!strcmp(key, "softcap")) return c->kind == KIND_MHA_BWD && c->softcap != 0;
     if (c->kind == KIND_MHA_BWD)
         return !strcmp(key, "qk") || !strcmp(key, "ov") || !strcmp(key, "bm") || !strcmp(key, "bn") ||
                !strcmp(key, "group") || !strcmp(key, "stages") || !strcmp(key, "swizzle");
@@ -113,7 +114,7 @@ static int aux_check(const Config *c, char *err, size_t n)
     if ((c->kind == KIND_MHA_BWD_PRE && c->bn) || c->stages || c->group != 1 || c->mask != MASK_NONE || c->qtiles ||
         c->cta_pair || c->rescale != d.rescale || c->exp2_poly != d.exp2_poly || c->rope_split ||
         c->pingpong != d.pingpong || c->persistent != d.persistent || c->swizzle != 128 || c->score_mod ||
-        c->deterministic)
+        c->deterministic || c->softcap || c->alibi)
         return plan_refuse(err, n, "%s: it takes only target, dtype, qk (the depth), bm%s, varlen and sink; the other "
                            "words belong to the main kernel (mha-bwd)", k, c->kind == KIND_MHA_BWD_DQ ? ", bn" : "");
     return 0;

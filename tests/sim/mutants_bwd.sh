@@ -81,6 +81,12 @@ mutant q_release "the Q and dO slots are free" 'mbarrier\.arrive' del
 base "dtype=bf16 d=64 hq=2 hkv=2 sq=130 sk=200 mask=causal config=bm=64" \
     "mha-bwd target=sm90a dtype=bf16 qk=64 ov=64 bm=64 bn=128 group=1 stages=2 swizzle=128 mask=causal"
 mutant d64_dq_half_chunk "dQ's B: K from column" 'mad\.lo\.u32 %cs_dq_k, %cs_dq_t, 2,' del
+# the soft-cap's derivative (plan note softcap): dS takes P (1 - t^2), 1 - t^2 clamped at 0 where the mask set t = -inf
+base "dtype=bf16 d=128 hq=2 hkv=2 sq=200 sk=200 mask=causal softcap=5 amp=3" \
+    "mha-bwd target=sm90a dtype=bf16 qk=128 ov=128 bm=64 bn=128 group=1 stages=2 swizzle=128 softcap=1 mask=causal"
+mutant softcap_factor "plan note softcap: per pair" 'mul\.f32 %sc_g0, %s0, %sc_g0;' sub 'mul\.f32 %sc_g0, %s0, %sc_g0;' 'mov.f32 %sc_g0, %s0;'
+mutant softcap_clamp "plan note softcap: per pair" 'max\.f32 %sc_g0' del
+mutant softcap_tanh "plan note softcap: t = tanh" 'tanh\.approx\.f32 %s0,' del
 # d256 (plan split_depth, sm90/mha_bwd_depth.c): P and dS exchanged through smem, dQ by red from registers
 base "dtype=bf16 d=256 hq=2 hkv=1 sq=200 sk=200 mask=causal" \
     "mha-bwd target=sm90a dtype=bf16 qk=256 ov=256 bm=64 bn=64 group=2 stages=2 swizzle=128 mask=causal"
