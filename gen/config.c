@@ -281,7 +281,7 @@ int config_key_applies(Kind k, TargetId t, const char *key)
     if (kind_is_bwd(k)) { /* the backward's kernels (gen/mha_bwd.c, mha_bwd_key_used) */
         /* the runtime builds the pre and dq configs from the main kernel's, so they take its keys */
         return KEY_IN(key, "kind", "target", "dtype", "qk", "ov", "bm", "bn", "group", "stages", "swizzle", "mask",
-                      "varlen", "deterministic", "sink");
+                      "varlen", "deterministic", "sink", "softcap");
     }
     if (KEY_IN(key, "kind", "target", "dtype", "ov")) return 1;
     if (k == KIND_COMBINE) return 0; /* target, dtype and ov say it all */
@@ -468,7 +468,7 @@ int config_check(const Config *c, char *err, size_t n)
     if (c->kind != KIND_MHA && !kind_is_bwd(c->kind) && c->varlen)
         return fail(err, n, "varlen: 1 is not allowed for %s; variable-length batches are an MHA feature",
                     kind_name[c->kind]);
-    if ((c->softcap || c->alibi) && (c->kind != KIND_MHA || c->score_mod))
+    if ((c->softcap || c->alibi) && ((c->kind != KIND_MHA && !(c->kind == KIND_MHA_BWD && !c->alibi)) || c->score_mod))
         return fail(err, n, "%s: 1 is not allowed %s; it is a built-in MHA score transform (a score_mod can compute "
                     "it itself)", c->softcap ? "softcap" : "alibi", c->score_mod ? "with mod=" : "for this kind");
     if (c->kind != KIND_MHA && !kind_is_bwd(c->kind) && (c->sink || c->score_mod))

@@ -238,6 +238,8 @@ typedef enum {
     /* softcap=1: f32 softmax_scale x descales / cap; alibi=1: u64 slopes f32 [heads_q], f32 their factor into the
      * raw scores' units (log2 e / scale_log2) */
     SCALAR_SOFTCAP_SCALE, SCALAR_ALIBI, SCALAR_ALIBI_SCALE,
+    /* the backward's pre kernel: u64 dL/dLSE f32 (LSE's layout), 0 = none */
+    SCALAR_DLSE,
     SCALAR_COUNT
 } ScalarId;
 extern const char *const scalar_name[SCALAR_COUNT];

@@ -171,6 +171,8 @@ static const char usage_bwd[] =
     "  --swizzle B         128\n"
     "  --mask M            none | causal | window:L,R (causal aligns bottom-right)\n"
     "  --sink 0|1          the forward had a per-head sink: its gradient is summed (dsink)\n"
+    "  --softcap 0|1       the forward's built-in soft-cap (cap tanh(s / cap), the cap a launch argument): dS takes\n"
+    "                      its derivative 1 - tanh^2 (mha-bwd)\n"
     "  --varlen 0|1        packed [total, heads, depth] tensors with cu_seqlens_q/k\n"
     "  --config TEXT       the canonical one-line form (as printed by explain); other options then refine it\n"
     "  -o FILE             write the PTX to FILE (default, or FILE -: stdout)\n"

@@ -30,6 +30,7 @@ int mha_bwd_key_used(const Config *c, const char *key)
     if (!strcmp(key, "varlen")) return c->varlen != 0;
     if (!strcmp(key, "deterministic")) return c->deterministic != 0;
     if (!strcmp(key, "sink")) return c->kind != KIND_MHA_BWD && c->sink != 0;
+    if (!strcmp(key, "softcap")) return c->kind == KIND_MHA_BWD && c->softcap != 0;
     if (c->kind == KIND_MHA_BWD)
         return !strcmp(key, "qk") || !strcmp(key, "ov") || !strcmp(key, "bm") || !strcmp(key, "bn") ||
                !strcmp(key, "group") || !strcmp(key, "stages") || !strcmp(key, "swizzle");
@@ -113,7 +114,7 @@ static int aux_check(const Config *c, char *err, size_t n)
     if ((c->kind == KIND_MHA_BWD_PRE && c->bn) || c->stages || c->group != 1 || c->mask != MASK_NONE || c->qtiles ||
         c->cta_pair || c->rescale != d.rescale || c->exp2_poly != d.exp2_poly || c->rope_split ||
         c->pingpong != d.pingpong || c->persistent != d.persistent || c->swizzle != 128 || c->score_mod ||
-        c->deterministic)
+        c->deterministic || c->softcap || c->alibi)
         return plan_refuse(err, n, "%s: it takes only target, dtype, qk (the depth), bm%s, varlen and sink; the other "
                            "words belong to the main kernel (mha-bwd)", k, c->kind == KIND_MHA_BWD_DQ ? ", bn" : "");
     return 0;
@@ -144,6 +145,7 @@ static int pre_plan(const Config *c, Plan *p, char *err, size_t n)
     const ParamType ty[] = {PARAM_U64, PARAM_U64, PARAM_U64, PARAM_U64, PARAM_U64, PARAM_U64, PARAM_U64, PARAM_U64,
                             PARAM_U64, PARAM_U64, PARAM_U64, PARAM_U64, PARAM_U32, PARAM_U32, PARAM_U32, PARAM_U32};
     aux_params(p, ids, ty, (int)(sizeof ids / sizeof ids[0]));
+    plan_param_scalar(p, SCALAR_DLSE, PARAM_U64);
     if (c->sink) {
         plan_param_scalar(p, SCALAR_SINK, PARAM_U64);
         plan_param_scalar(p, SCALAR_SINK_PART, PARAM_U64);
@@ -157,6 +159,8 @@ static int pre_plan(const Config *c, Plan *p, char *err, size_t n)
               AUX_THREADS / lanes, c->bm / (AUX_THREADS / lanes));
     plan_note(p, "outputs", "dpsum[row] = sum_c dO O (f32), nlse2[row] = -LSE log2 e (-inf: no key); rows past the "
               "sequence: 0, -inf; the block's %d x %d f32 dQ accumulator zeroed", c->bm, c->qk_depth);
+    plan_note(p, "dlse", "p_dlse != 0 (LSE used downstream): dpsum -= dLSE%s, as dS = P (dP - D) + dLSE P", c->sink ?
+              " e^(LSE_full - LSE) (the LSE excludes the sink; rows that saw no key: 0)" : " (rows that saw no key: 0)");
     if (c->sink)
         plan_note(p, "sink", "LSE_full = log(e^LSE + e^sink[h]) in nlse2; sink_part[b][h][m] = -sum_rows e^(sink - "
                   "LSE_full) D");
@@ -317,6 +321,31 @@ static void pre_zero_partial(Emit *e)
     op_st_global_f32(e, t, a, z);
 }
 
+/* plan note dlse: D -= dLSE of the row (LSE index idx; the lane group's lane 0, which loaded lse), times
+ * e^(LSE_full - LSE) = 2^(-nl2 - LSE log2 e) with a sink; nothing for a row that saw no key (P = 0 there, and
+ * the factor would be inf). After the sink's partial, which takes D itself (the LSE excludes the sink). */
+static void pre_dlse(Emit *e, Reg idx, Reg lse, Reg nl2, Reg acc)
+{
+    Reg use = reg_pred(e, "pr_use_dlse"), a = reg_b64(e, "pr_dla"), g = reg_f32(e, "pr_dlse");
+    emit_note(e, "plan note dlse: D -= dLSE%s where the caller gave p_dlse and the row saw a key",
+              e->p->cfg.sink ? " e^(LSE_full - LSE)" : "");
+    emit(e, "setp.ne.f32 %s, %s, %s;", R(e, use), R(e, lse), PTX_NEG_INF);
+    emit(e, "and.pred %s, %s, %%pr_has_dlse;", R(e, use), R(e, use));
+    emit(e, "and.pred %s, %s, %%pr_write;", R(e, use), R(e, use));
+    emit(e, "mad.wide.u32 %s, %s, 4, %%dlse;", R(e, a), R(e, idx));
+    emit(e, "mov.f32 %s, 0f00000000;", R(e, g));
+    op_ld_global(e, use, "f32", g, a, 0);
+    if (e->p->cfg.sink) {
+        Reg f = reg_f32(e, "pr_dlse_f");
+        emit(e, "mul.f32 %s, %s, %s;", R(e, f), R(e, lse), PTX_LOG2E);
+        emit(e, "add.f32 %s, %s, %s;", R(e, f), R(e, f), R(e, nl2));
+        emit(e, "neg.f32 %s, %s;", R(e, f), R(e, f));
+        emit(e, "ex2.approx.ftz.f32 %s, %s;", R(e, f), R(e, f));
+        emit(e, "@%s mul.f32 %s, %s, %s;", R(e, use), R(e, g), R(e, g), R(e, f));
+    }
+    emit(e, "sub.f32 %s, %s, %s;", R(e, acc), R(e, acc), R(e, g));
+}
+
 /* Row i of the block (thread's lane group): D and nl2, where the group's lane 0 writes them. */
 static void pre_row(Emit *e, int pass, int rows_per_pass, int lanes)
 {
@@ -391,6 +420,7 @@ static void pre_row(Emit *e, int pass, int rows_per_pass, int lanes)
         emit(e, "neg.f32 %s, %s;", R(e, nl2), R(e, nl2));
         emit(e, "selp.f32 %s, %s, %s, %s;", R(e, nl2), R(e, nl2), PTX_NEG_INF, R(e, inf));
     }
+    pre_dlse(e, t, lse, nl2, acc);
     emit_note(e, "rows past the sequence: D = 0, nl2 = -inf");
     emit(e, "selp.f32 %s, %s, 0f00000000, %s;", R(e, acc), R(e, acc), R(e, in));
     emit(e, "selp.f32 %s, %s, %s, %s;", R(e, nl2), R(e, nl2), PTX_NEG_INF, R(e, in));
@@ -420,6 +450,7 @@ static int pre_emit(Emit *e)
     emit(e, "rem.u32 %s, %%thread, %d;", R(e, t), lanes);
     emit(e, "mul.lo.u32 %s, %s, %d;", R(e, c0), R(e, t), ROW_ELEMS);
     emit(e, "setp.eq.u32 %s, %s, 0;", R(e, lead), R(e, t));
+    emit(e, "setp.ne.u64 %s, %%dlse, 0;", R(e, reg_pred(e, "pr_has_dlse")));
     if (p->cfg.sink) {
         Reg sa = reg_b64(e, "pr_sa"), s2 = reg_f32(e, "pr_sink2");
         emit_note(e, "plan note sink: this head's sink logit, log2 units");

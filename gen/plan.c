@@ -22,7 +22,7 @@ const char *const scalar_name[SCALAR_COUNT] = {
     "cu_seqlens_k", "total_q", "block_table", "seqlens_k", "max_pages", "num_pages", "dq_accum", "dpsum", "nlse2",
     "sink_part", "dout", "dout_stride_b", "dout_stride_s", "dout_stride_h", "dq", "dq_stride_b", "dq_stride_s",
     "dq_stride_h", "dsink", "scale", "q_rows", "total_k", "dk_out", "dk_stride_s", "dk_stride_h", "dv_out", "dv_stride_s",
-    "dv_stride_h", "softcap_scale", "alibi", "alibi_scale"};
+    "dv_stride_h", "softcap_scale", "alibi", "alibi_scale", "dlse"};
 
 /* A builder's table is full: remember which (plan_make fails with it) and drop the entry. */
 static int full(Plan *p, int n, int max, const char *table)

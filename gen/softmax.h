@@ -11,6 +11,7 @@
 #define PTX_NEG_INF "0fFF800000"
 #define PTX_LN2 "0f3F317218"   /* ln(2) */
 #define PTX_LOG2E "0f3FB8AA3B" /* log2(e) */
+#define PTX_ONE "0f3F800000"
 
 /* dst = max / sum of n registers, as a balanced tree for ILP. */
 void sfx_max_tree(Emit *e, Reg dst, const Reg *src, int n);

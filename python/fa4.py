@@ -1121,7 +1121,8 @@ class _MhaBwdArgs(ctypes.Structure):
                 ("cu_seqlens_q", ctypes.c_void_p), ("cu_seqlens_k", ctypes.c_void_p),
                 ("max_seqlen_q", ctypes.c_int), ("max_seqlen_k", ctypes.c_int),
                 ("cu_seqlens_q_host", ctypes.c_void_p), ("cu_seqlens_k_host", ctypes.c_void_p),
-                ("deterministic", ctypes.c_int), ("workspace", ctypes.c_void_p), ("workspace_size", ctypes.c_size_t)]
+                ("deterministic", ctypes.c_int), ("workspace", ctypes.c_void_p), ("workspace_size", ctypes.c_size_t),
+                ("softcap", ctypes.c_float), ("dlse", ctypes.c_void_p)]
 
 
 def _bwd_lib():
@@ -1176,22 +1177,32 @@ def _bwd_args(torch, dout, q, k, v, out, lse, causal, window, softmax_scale, con
 
 
 def _strides(t, varlen):
-    return [0, t.stride(0), t.stride(1)] if varlen else [t.stride(0), t.stride(1), t.stride(2)]
+    """The (batch, seq, head) element strides; 0 (the packed default) for a dim of one element, whose stride
+    addresses nothing (torch may give it any value, which the runtime's alignment checks would refuse)."""
+    dims = (None, 0, 1) if varlen else (0, 1, 2)
+    return [0 if d is None or t.shape[d] == 1 else t.stride(d) for d in dims]
 
 
 def mha_bwd(dout, q, k, v, out, lse, causal=False, softmax_scale=None, window=None, config=None, sink=None,
             cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None,
-            dq=None, dk=None, dv=None, dsink=None, workspace=None):
+            dq=None, dk=None, dv=None, dsink=None, workspace=None, softcap=None, dlse=None):
     """Attention backward (sm90a): the gradients of mha_fwd(q, k, v, ...) = out (with its lse) for dout.
 
     Returns (dq, dk, dv), and dsink too when sink is given. Same shapes and conventions as mha_fwd ([B, S, H, D],
     or packed [total, H, D] with cu_seqlens_q/k (int32 [B + 1], CUDA) and max_seqlen_q/k for varlen; causal
     bottom-right; GQA: dk, dv are summed over the group). dq, dk, dv, dsink: outputs to write (None: allocated
     like q, k, v; dsink float32 [heads_q]). workspace: a contiguous CUDA tensor of at least
-    mha_bwd_workspace_size(...) bytes (None: allocated from torch for this call)."""
+    mha_bwd_workspace_size(...) bytes (None: allocated from torch for this call). softcap: the forward's
+    soft-cap (None or 0: none). dlse: dL/dLSE when the forward's lse feeds the loss too (a contiguous CUDA float32
+    tensor shaped like lse; None: no gradient reaches lse). Launches on torch's current stream; no host sync."""
     import torch
     varlen = cu_seqlens_q is not None
     a = _bwd_args(torch, dout, q, k, v, out, lse, causal, window, softmax_scale, config, sink, varlen)
+    a.softcap = _float("softcap", softcap or 0.0)
+    if dlse is not None:
+        if not dlse.is_cuda or dlse.dtype != torch.float32 or not dlse.is_contiguous() or dlse.shape != lse.shape:
+            raise Fa4Error("dlse: needs a contiguous CUDA float32 tensor shaped like lse %s" % (tuple(lse.shape),))
+        a.dlse = dlse.data_ptr()
     if varlen:
         if cu_seqlens_k is None or max_seqlen_q is None or max_seqlen_k is None:
             raise Fa4Error("varlen: give cu_seqlens_q, cu_seqlens_k, max_seqlen_q and max_seqlen_k together")

@@ -36,13 +36,14 @@ def _check_fake(cond, msg):
 
 @torch.library.custom_op("fa4::mha_fwd", mutates_args=())
 def _mha_fwd(q: Tensor, k: Tensor, v: Tensor, causal: bool, softmax_scale: Optional[float],
-             window: Optional[List[int]], config: Optional[str]) -> Tuple[Tensor, Tensor]:
+             window: Optional[List[int]], config: Optional[str], sink: Optional[Tensor] = None,
+             softcap: float = 0.0) -> Tuple[Tensor, Tensor]:
     return fa4.mha_fwd(q, k, v, causal=causal, softmax_scale=softmax_scale, return_lse=True, config=config,
-                       window=tuple(window) if window is not None else None)
+                       window=tuple(window) if window is not None else None, sink=sink, softcap=softcap or None)
 
 
 @_mha_fwd.register_fake
-def _mha_fwd_fake(q, k, v, causal, softmax_scale, window, config):
+def _mha_fwd_fake(q, k, v, causal, softmax_scale, window, config, sink=None, softcap=0.0):
     _check_fake(q.dim() == 4 and k.dim() == 4 and v.dim() == 4, "q, k, v: need [B, S, H, D] tensors")
     b, s, h, _ = q.shape
     o = q.new_empty((b, s, h, v.shape[3]), dtype=fa4._out_dtype(torch, q))
@@ -50,11 +51,14 @@ def _mha_fwd_fake(q, k, v, causal, softmax_scale, window, config):
     return o, lse
 
 
-def mha_fwd(q, k, v, causal=False, softmax_scale=None, return_lse=False, config=None, window=None):
+def mha_fwd(q, k, v, causal=False, softmax_scale=None, return_lse=False, config=None, window=None, sink=None,
+            softcap=None):
     """fa4.mha_fwd as the torch op fa4::mha_fwd: [B, S, H, D] CUDA tensors (bf16/fp16); returns out,
-    or (out, lse) with lse fp32 [B, H, S] (natural log)."""
+    or (out, lse) with lse fp32 [B, H, S] (natural log). sink: fp32 [H] sink logits; softcap: the built-in
+    soft-cap (None/0: none). Differentiable (sm90a, depths 64/128/256): dq, dk, dv, and dsink for a sink that
+    requires grad; a loss on lse differentiates too."""
     o, lse = torch.ops.fa4.mha_fwd(q, k, v, causal, softmax_scale, list(window) if window is not None else None,
-                                   config)
+                                   config, sink, float(softcap or 0.0))
     return (o, lse) if return_lse else o
 
 
@@ -192,6 +196,141 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=N
                                                    softmax_scale, causal, wl, wr, float(softcap or 0.0),
                                                    int(num_splits), alibi_slopes)
     return (o, lse) if return_lse else o
+
+
+# ---------------------------------------------------------------- the backward (issue 29)
+# fa4::mha_bwd runs the three backward kernels (fa4.mha_bwd) with every buffer from torch's allocator, on torch's
+# current stream, without a host sync: autograd formulas that call it trace under torch.compile(fullgraph=True) and
+# replay inside CUDA graphs (run a step before capturing: the first call of a config builds its kernels). The
+# forward ops below register their autograd through _mha_backward; they save q, k, v, out and lse (nothing of
+# size S^2). A loss that uses the forward's lse differentiates through it (fa4_mha_bwd_args.dlse).
+
+def _bwd_ready(t):
+    """Strides the backward's TMA maps take: last dim contiguous, the others positive multiples of 16 bytes (a dim
+    of one element excepted). autograd's grad_out may be an expanded (stride 0) or sliced view."""
+    eb = t.element_size()
+    return t.stride(-1) == 1 and all(n == 1 or (s > 0 and s * eb % 16 == 0)
+                                     for s, n in zip(t.stride()[:-1], t.shape[:-1]))
+
+
+def _bwd_in(t):
+    """t, or a contiguous copy when its strides or its base (16-byte aligned) do not suit the backward."""
+    return t if _bwd_ready(t) and t.data_ptr() % 16 == 0 else t.contiguous()
+
+
+def _bwd_out(like):
+    """A gradient buffer shaped like `like`: its layout where the backward takes it (decided on strides alone, so the
+    fake implementation allocates the same), else contiguous."""
+    g = torch.empty_like(like)
+    return g if _bwd_ready(g) else torch.empty(like.shape, dtype=like.dtype, device=like.device)
+
+
+@torch.library.custom_op("fa4::mha_bwd", mutates_args=())
+def _mha_bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, dlse: Optional[Tensor],
+             causal: bool, softmax_scale: Optional[float], window: Optional[List[int]], softcap: float,
+             sink: Optional[Tensor], cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor],
+             max_seqlen_q: int, max_seqlen_k: int, config: Optional[str]) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    dq, dk, dv = _bwd_out(q), _bwd_out(k), _bwd_out(v)
+    varlen = cu_seqlens_q is not None
+    r = fa4.mha_bwd(_bwd_in(dout), _bwd_in(q), _bwd_in(k), _bwd_in(v), _bwd_in(out), lse.contiguous(), causal=causal,
+                    softmax_scale=softmax_scale, window=tuple(window) if window is not None else None, config=config,
+                    sink=sink.contiguous() if sink is not None else None, cu_seqlens_q=cu_seqlens_q,
+                    cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q if varlen else None,
+                    max_seqlen_k=max_seqlen_k if varlen else None, dq=dq, dk=dk, dv=dv, softcap=softcap or None,
+                    dlse=dlse.contiguous() if dlse is not None else None)
+    return dq, dk, dv, (r[3] if sink is not None else q.new_empty((0,), dtype=torch.float32))
+
+
+@_mha_bwd.register_fake
+def _mha_bwd_fake(dout, q, k, v, out, lse, dlse, causal, softmax_scale, window, softcap, sink, cu_seqlens_q,
+                  cu_seqlens_k, max_seqlen_q, max_seqlen_k, config):
+    return _bwd_out(q), _bwd_out(k), _bwd_out(v), q.new_empty((sink.shape[0] if sink is not None else 0,),
+                                                              dtype=torch.float32)
+
+
+def mha_bwd(dout, q, k, v, out, lse, causal=False, softmax_scale=None, window=None, softcap=None, sink=None,
+            dlse=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0, config=None):
+    """fa4.mha_bwd as the torch op fa4::mha_bwd (any strides: a layout the kernels cannot read is copied first);
+    returns (dq, dk, dv), and dsink too when sink is given."""
+    r = torch.ops.fa4.mha_bwd(dout, q, k, v, out, lse, dlse, causal, softmax_scale,
+                              list(window) if window is not None else None, float(softcap or 0.0), sink, cu_seqlens_q,
+                              cu_seqlens_k, int(max_seqlen_q or 0), int(max_seqlen_k or 0), config)
+    return r if sink is not None else r[:3]
+
+
+def _mha_backward(ctx, grad_out, grad_lse):
+    """The gradients of a forward op that saved (q, k, v, out, lse[, sink]) with ctx.bwd: a dict of fa4::mha_bwd's
+    mask, scale, softcap and varlen arguments (and ctx.refuse: why this forward has no backward, or None). Returns
+    (dq, dk, dv, dsink); dsink None without a sink. grad_out / grad_lse None: that output took no gradient."""
+    if ctx.refuse:
+        raise fa4.Fa4Error(ctx.refuse)
+    q, k, v, out, lse, *rest = ctx.saved_tensors
+    sink = rest[0] if rest else None
+    if grad_out is None:
+        grad_out = torch.zeros_like(out)
+    b = ctx.bwd
+    dq, dk, dv, dsink = torch.ops.fa4.mha_bwd(grad_out, q, k, v, out, lse, grad_lse, b["causal"], b["softmax_scale"],
+                                              b["window"], b["softcap"], sink, b.get("cu_seqlens_q"),
+                                              b.get("cu_seqlens_k"), b.get("max_seqlen_q", 0),
+                                              b.get("max_seqlen_k", 0), None)
+    return dq, dk, dv, (dsink if sink is not None else None)
+
+
+def _save(ctx, q, k, v, output, sink, refuse, **bwd):
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse, *(() if sink is None else (sink,)))
+    ctx.set_materialize_grads(False)  # an output that takes no gradient arrives as None (no dlse pass)
+    ctx.refuse, ctx.bwd = refuse, bwd
+
+
+def _window_arg(causal, wl, wr):
+    """FlashAttention's (causal, left, right) as mha_bwd's causal and window list."""
+    c, w = fa4._fa_mask(causal, (wl, wr))
+    return c, (list(w) if w is not None else None)
+
+
+def _mha_fwd_setup(ctx, inputs, output):
+    q, k, v, causal, softmax_scale, window, config, sink, softcap = inputs
+    _save(ctx, q, k, v, output, sink, None, causal=causal, softmax_scale=softmax_scale,
+          window=list(window) if window is not None else None, softcap=softcap)
+
+
+def _mha_fwd_bwd(ctx, grad_out, grad_lse):
+    dq, dk, dv, dsink = _mha_backward(ctx, grad_out, grad_lse)
+    return dq, dk, dv, None, None, None, None, dsink, None
+
+
+def _flash_attn_setup(ctx, inputs, output):
+    q, k, v, softmax_scale, causal, wl, wr, softcap, alibi_slopes = inputs
+    c, w = _window_arg(causal, wl, wr)
+    _save(ctx, q, k, v, output, None, "alibi_slopes: the backward has no ALiBi yet" if alibi_slopes is not None
+          else None, causal=c, softmax_scale=softmax_scale, window=w, softcap=softcap)
+
+
+def _flash_attn_bwd(ctx, grad_out, grad_lse):
+    dq, dk, dv, _ = _mha_backward(ctx, grad_out, grad_lse)
+    return (dq, dk, dv) + (None,) * 6
+
+
+def _flash_attn_varlen_setup(ctx, inputs, output):
+    (q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, wl, wr, softcap,
+     alibi_slopes, block_table) = inputs
+    c, w = _window_arg(causal, wl, wr)
+    refuse = ("alibi_slopes: the backward has no ALiBi yet" if alibi_slopes is not None else
+              "block_table: the backward takes packed k, v (cu_seqlens_k), not a paged cache"
+              if block_table is not None else None)
+    _save(ctx, q, k, v, output, None, refuse, causal=c, softmax_scale=softmax_scale, window=w, softcap=softcap,
+          cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
+
+
+def _flash_attn_varlen_bwd(ctx, grad_out, grad_lse):
+    dq, dk, dv, _ = _mha_backward(ctx, grad_out, grad_lse)
+    return (dq, dk, dv) + (None,) * 11
+
+
+torch.library.register_autograd("fa4::mha_fwd", _mha_fwd_bwd, setup_context=_mha_fwd_setup)
+torch.library.register_autograd("fa4::flash_attn", _flash_attn_bwd, setup_context=_flash_attn_setup)
+torch.library.register_autograd("fa4::flash_attn_varlen", _flash_attn_varlen_bwd, setup_context=_flash_attn_varlen_setup)
 
 
 # ---------------------------------------------------------------- transformers (issue 27 item 3)

@@ -448,11 +448,17 @@ typedef struct fa4_mha_bwd_args {
     int deterministic; /* 1: reserved (dQ in a fixed order); refused for now */
     void *workspace;
     size_t workspace_size;
+    /* The forward's built-in soft-cap (fa4_mha_args.softcap; 0 = none): the scores were softcap tanh(s /
+     * softcap), and the backward takes the chain rule through it. */
+    float softcap;
+    /* dL/dLSE (NULL: none, the LSE is not used past the forward): f32 in the LSE's layout, for a loss that
+     * takes the forward's LSE too (ring / context-parallel merges); dS gains dLSE e^(s - LSE). */
+    const float *dlse;
 } fa4_mha_bwd_args;
 #define FA4_MHA_BWD_ARGS_INIT {sizeof(fa4_mha_bwd_args), FA4_BF16, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, \
                                NULL, 0, 0, 0, 0, 0, 0, 0, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, \
                                {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, 0.0f, FA4_MASK_NONE, 0, 0, NULL, NULL, NULL, NULL, \
-                               NULL, NULL, 0, 0, NULL, NULL, 0, NULL, 0}
+                               NULL, NULL, 0, 0, NULL, NULL, 0, NULL, 0, 0.0f, NULL}
 
 /* The workspace bytes fa4_mha_bwd needs for args (its pointers may be NULL here; the shape, dtype, depth,
  * mask, varlen and sink fields decide). Needs no GPU. */

@@ -100,8 +100,8 @@ static fa4_status check_shape(fa4_ctx *ctx, const fa4_mha_bwd_args *a, int need_
                        "qk_depth: %d; the backward takes 64, 128 or 256", a->qk_depth);
     if (!!a->sink != !!a->dsink)
         return BAD(a->sink ? "dsink" : "sink", "%s; give both sink and dsink, or neither", a->sink ? "NULL" : "given");
-    if ((uintptr_t)a->sink % 4 || (uintptr_t)a->dsink % 4 || (uintptr_t)a->lse % 4)
-        return BAD("lse", "lse, sink and dsink must be 4-byte aligned f32 arrays");
+    if ((uintptr_t)a->sink % 4 || (uintptr_t)a->dsink % 4 || (uintptr_t)a->lse % 4 || (uintptr_t)a->dlse % 4)
+        return BAD("lse", "lse, dlse, sink and dsink must be 4-byte aligned f32 arrays");
     if (a->deterministic)
         return rt_fail(ctx, FA4_ERR_UNSUPPORTED, "deterministic: 1 is not built yet; dQ is summed by bulk reductions "
                        "in the order the CTAs reach them (use 0)");
@@ -204,6 +204,13 @@ static fa4_status check_math(fa4_ctx *ctx, const fa4_mha_bwd_args *a)
 {
     if (!isfinite(a->softmax_scale) || a->softmax_scale < 0)
         return BAD("softmax_scale", "%g; use a finite scale >= 0 (0: 1/sqrt(depth))", (double)a->softmax_scale);
+    if (!isfinite(a->softcap) || a->softcap < 0)
+        return BAD("softcap", "%g; use a finite cap > 0, or 0 for none", (double)a->softcap);
+    double s = a->softmax_scale != 0.0f ? (double)a->softmax_scale : 1.0 / sqrt((double)a->qk_depth);
+    if (a->softcap > 0 && !((float)(s / a->softcap) > 0.0f && isfinite((float)(s / a->softcap)) &&
+                            isfinite((float)(a->softcap * 1.4426950408889634))))
+        return BAD("softcap", "%g with softmax_scale %g: the kernel's scales (x cap log2 e, / cap) leave float's range",
+                   (double)a->softcap, s);
     if ((unsigned)a->mask > FA4_MASK_WINDOW) return BAD("mask", "%d is not a fa4_mask", (int)a->mask);
     if (a->mask == FA4_MASK_WINDOW) {
         if (a->window_left < -1 || a->window_left > FA4_WINDOW_MAX)
@@ -243,6 +250,7 @@ static fa4_status main_config(fa4_ctx *ctx, const fa4_mha_bwd_args *a, Config *c
     c->mask = mk[a->mask];
     if (c->mask == MASK_WINDOW) c->window_left = a->window_left, c->window_right = a->window_right;
     c->varlen = a->cu_seqlens_q != NULL;
+    c->softcap = a->softcap > 0.0f;
     if (a->config) {
         Config want = *c;
         fa4_status s = rt_parse_config(ctx, a->config, c, "args->config");
@@ -250,7 +258,7 @@ static fa4_status main_config(fa4_ctx *ctx, const fa4_mha_bwd_args *a, Config *c
         if (c->kind != want.kind || c->target != want.target || c->dtype != want.dtype ||
             c->qk_depth != want.qk_depth || c->ov_depth != want.ov_depth || c->group != want.group ||
             c->mask != want.mask || c->window_left != want.window_left || c->window_right != want.window_right ||
-            c->varlen != want.varlen || c->sink || c->score_mod || c->deterministic)
+            c->varlen != want.varlen || c->softcap != want.softcap || c->sink || c->score_mod || c->deterministic)
             return BAD("args->config", "'%s' changes what the arguments decide; give only tuning keys (bm bn stages)",
                        a->config);
     }
@@ -352,7 +360,9 @@ static void bind_common(RtLaunch *l, const fa4_mha_bwd_args *a, const BwdWorkspa
     set(l, SCALAR_LSE, PTR(a->lse));
     double s = bwd_scale(a);
     set(l, SCALAR_SCALE, F32(s));
-    set(l, SCALAR_SCALE_LOG2, F32(s * 1.4426950408889634));
+    /* softcap: P = exp2(tanh(q.k s / cap) cap log2 e + nl2), as the forward's kernel_scales */
+    set(l, SCALAR_SCALE_LOG2, F32((a->softcap > 0.0f ? (double)a->softcap : s) * 1.4426950408889634));
+    set(l, SCALAR_SOFTCAP_SCALE, F32(a->softcap > 0.0f ? s / a->softcap : 0.0));
 }
 
 static void bind_strides(RtLaunch *l, const BwdTensor *t, ScalarId ptr, ScalarId sb, ScalarId ss, ScalarId sh,
@@ -418,6 +428,7 @@ fa4_status fa4_mha_bwd(fa4_ctx *ctx, const fa4_mha_bwd_args *args, void *stream)
     memset(&lp, 0, sizeof lp), memset(&lm, 0, sizeof lm), memset(&ld, 0, sizeof ld);
     bind_common(&lp, &a, &w), bind_common(&lm, &a, &w), bind_common(&ld, &a, &w);
     lp.grid = g_aux, ld.grid = g_aux, lm.grid = g_main;
+    set(&lp, SCALAR_DLSE, PTR(a.dlse));
     bind_strides(&lp, &bt[B_O], SCALAR_OUT, SCALAR_OUT_STRIDE_B, SCALAR_OUT_STRIDE_S, SCALAR_OUT_STRIDE_H, varlen);
     bind_strides(&lp, &bt[B_DO], SCALAR_DOUT, SCALAR_DOUT_STRIDE_B, SCALAR_DOUT_STRIDE_S, SCALAR_DOUT_STRIDE_H, varlen);
     bind_strides(&ld, &bt[B_DQ], SCALAR_DQ, SCALAR_DQ_STRIDE_B, SCALAR_DQ_STRIDE_S, SCALAR_DQ_STRIDE_H, varlen);

@@ -67,6 +67,12 @@ void bwd90_iter_coords(Emit *e, Reg itr, Reg m, Reg hq);
 void bwd90_ws_row(Emit *e, Reg ws, Reg m, Reg hq);
 /* Low word of a K-major SW128 descriptor of the tile at addr: start >> 4 (the LBO field or-ed in later). */
 void bwd90_desc_lo(Emit *e, Reg lo, Reg addr);
+/* softcap=1 (plan note softcap), before the mask: the sdp_regs S accumulators become t = tanh(S softcap_scale). */
+void bwd90_softcap(Emit *e);
+/* softcap=1: a pair of accumulators t (p0, p1) becomes P = exp2(t scale_log2 + nl2) with nl2 = vec[x0], vec[x1],
+ * and g0, g1 = max(1 - t^2, 0) (ds/du; 0 where the mask set t = -inf). The caller packs P for dV, then folds g
+ * into the P that dS takes, in the same pair: no array of g lives across the loop. */
+void bwd90_softcap_p(Emit *e, Reg p0, Reg p1, Reg vec, int x0, int x1, Reg g0, Reg g1);
 /* split_depth: the consumer's registers beyond the common ones, and one (query head, m-block) iteration. */
 void bwd90_depth_setup(Emit *e);
 void bwd90_depth_iteration(Emit *e);

@@ -398,7 +398,7 @@ static void emit_dq_mma(Emit *e, Reg ds_stage_addr)
     emit_note(e, "dQ = dS K: %d x wgmma m64n%dk16 SS, A and B MN-major (plan note dq wgmma); this consumer's tile: "
               "rows + 64 cs_dq_tm, columns + %d cs_dq_tn", s->steps_n, s->dq_n, s->dq_n);
     emit(e, "mad.lo.u32 %s, %%cs_dq_tm, %u, %s;", R(e, a), s->ds_atom_bytes, R(e, ds_stage_addr));
-    emit(e, "mad.lo.u32 %s, %%cs_dq_tn, %u, %%cs_k0;", R(e, b), s->kv_chunk_bytes * (uint32_t)(s->dq_n / CHUNK_ELEMS));
+    emit(e, "mov.u32 %s, %%cs_dq_k;", R(e, b));
     op_sm90_desc(e, adesc, a, s->ds_atom_bytes, 8 * ROW_BYTES, 128);
     op_sm90_desc(e, bdesc, b, s->kv_chunk_bytes, 8 * ROW_BYTES, 128);
     for (int kk = 0; kk < s->steps_n; kk++) {
@@ -460,6 +460,30 @@ static void unpack_half(Emit *e, DType dt, Reg dst, Reg pair, int half)
     }
 }
 
+void bwd90_softcap(Emit *e)
+{
+    const Sm90BwdPlan *s = sm90bwd_of(e->p);
+    Reg sacc = reg_find(e, "s");
+    emit_note(e, "plan note softcap: t = tanh(S softcap_scale), before the mask (the forward's order)");
+    for (int i = 0; i < s->sdp_regs; i++) {
+        Reg v = reg_at(e, sacc, i);
+        sfx_softcap(e, &v, 1);
+    }
+}
+
+void bwd90_softcap_p(Emit *e, Reg p0, Reg p1, Reg vec, int x0, int x1, Reg g0, Reg g1)
+{
+    const Reg v[2] = {p0, p1}, g[2] = {g0, g1};
+    const int x[2] = {x0, x1};
+    for (int k = 0; k < 2; k++) {
+        emit(e, "neg.f32 %s, %s;", R(e, g[k]), R(e, v[k]));
+        emit(e, "fma.rn.f32 %s, %s, %s, %s;", R(e, g[k]), R(e, g[k]), R(e, v[k]), PTX_ONE);
+        emit(e, "max.f32 %s, %s, 0f00000000;", R(e, g[k]), R(e, g[k]));
+        emit(e, "fma.rn.ftz.f32 %s, %s, %%scale_log2, %s;", R(e, v[k]), R(e, v[k]), R(e, reg_at(e, vec, x[k])));
+        emit(e, "ex2.approx.ftz.f32 %s, %s;", R(e, v[k]), R(e, v[k]));
+    }
+}
+
 /* The address of this thread's first column (nl2 or D) in the stage's ring slot: column pair q is at
  * 8 q + 2 (lane % 4), loaded next to its use (load_pair), so a pair lives in registers only briefly. */
 static void cols_addr(Emit *e, Reg a, uint32_t off, Reg stage)
@@ -495,6 +519,29 @@ static void emit_store_ds(Emit *e, Reg ds_stage_addr)
     }
 }
 
+/* softcap=1: P, its packed pairs for dV (pp) and an fp16 copy of P (1 - t^2) for dS (ph), pair by pair (plan note
+ * softcap): no array of 1 - t^2 lives across the loop, and the f32 P dies with its pair. */
+static void emit_softcap_p(Emit *e)
+{
+    const Plan *p = e->p;
+    const Sm90BwdPlan *s = sm90bwd_of(p);
+    Reg sacc = reg_find(e, "s"), vec = reg_find(e, "cs_vec"), pp = reg_find(e, "pp"), va = reg_find(e, "cs_vaddr");
+    Reg g0 = reg_f32(e, "sc_g0"), g1 = reg_f32(e, "sc_g1");
+    emit_note(e, "plan note softcap: per pair, P (packed for dV) and an fp16 copy of P (1 - t^2) for dS");
+    for (int q = 0; q < s->sdp_regs / 4; q++) {
+        load_pair(e, vec, va, q);
+        for (int h = 0; h < 2; h++) {
+            int i = 2 * q + h;
+            Reg p0 = reg_at(e, sacc, bwd90_acc(q, h, 0)), p1 = reg_at(e, sacc, bwd90_acc(q, h, 1));
+            bwd90_softcap_p(e, p0, p1, vec, 0, 1, g0, g1);
+            op_cvt_pack(e, p->cfg.dtype, reg_at(e, pp, i), p1, p0);
+            emit(e, "mul.f32 %s, %s, %s;", R(e, g0), R(e, p0), R(e, g0));
+            emit(e, "mul.f32 %s, %s, %s;", R(e, g1), R(e, p1), R(e, g1));
+            op_cvt_pack(e, DT_FP16, reg_at(e, reg_find(e, "ph"), i), g1, g0);
+        }
+    }
+}
+
 /* One (query head, m-block) of the consumer loop. */
 static void emit_iteration(Emit *e)
 {
@@ -524,13 +571,18 @@ static void emit_iteration(Emit *e)
     op_wgmma_commit(e);
     emit_note(e, "S^T is ready once the older group retires; dP^T stays in flight");
     op_wgmma_wait(e, 1);
+    if (p->cfg.softcap) bwd90_softcap(e);
     emit(e, "@!%s bra %s;", R(e, masked), new_label(e, l_nomask, sizeof l_nomask, "cs_nomask"));
     emit_mask(e, m);
     emit_label(e, l_nomask);
     emit_note(e, "P = exp2(S scale_log2 + nl2), nl2 = -LSE log2 e of the column's query (plan: ring nl2)");
     Reg va = reg_b32(e, "cs_vaddr");
     cols_addr(e, va, s->off_nl2, stage);
-    for (int q = 0; q < s->sdp_regs / 4; q++) {
+    /* dS takes P from 16-bit pairs: bm 128 (ds_packed_p), or P (1 - t^2) with a soft-cap, always an fp16 copy
+     * (ph); else from the f32 S^T */
+    int p_half = s->ds_packed_p || p->cfg.softcap, p_copy = p_half && (p->cfg.dtype != DT_FP16 || p->cfg.softcap);
+    if (p->cfg.softcap) emit_softcap_p(e);
+    for (int q = 0; !p->cfg.softcap && q < s->sdp_regs / 4; q++) {
         load_pair(e, vec, va, q);
         for (int h = 0; h < 2; h++)
             for (int x = 0; x < 2; x++) {
@@ -542,9 +594,9 @@ static void emit_iteration(Emit *e)
     emit_note(e, "P^T to 16-bit pairs (the accumulator layout is the RS A fragment: register i packs 2i, 2i+1) and "
               "dV issued at once: it overlaps dP^T, and the dP wait below cannot move above the ex2s (it follows "
               "the dV issue, which needs them all)");
-    int p_copy = s->ds_packed_p && p->cfg.dtype != DT_FP16;
-    if (p_copy) emit_note(e, "plan note order: an fp16 copy of P for dS (11 bits; the bf16 P^T would cost dS 3 more)");
-    for (int i = 0; i < s->p_regs; i++) {
+    if (p_copy && !p->cfg.softcap)
+        emit_note(e, "plan note order: an fp16 copy of P for dS (11 bits; the bf16 P^T would cost dS 3 more)");
+    for (int i = 0; !p->cfg.softcap && i < s->p_regs; i++) {
         op_cvt_pack(e, p->cfg.dtype, reg_at(e, pp, i), reg_at(e, sacc, 2 * i + 1), reg_at(e, sacc, 2 * i));
         if (p_copy)
             op_cvt_pack(e, DT_FP16, reg_at(e, reg_find(e, "ph"), i), reg_at(e, sacc, 2 * i + 1), reg_at(e, sacc, 2 * i));
@@ -555,7 +607,7 @@ static void emit_iteration(Emit *e)
     emit_note(e, "dP^T is ready once the group before dV retires");
     op_wgmma_wait(e, 1);
     emit_note(e, "dS = P (dP - D), D = rowsum(dO O) of the column's query (plan: ring dpsum); P %s (plan note order)",
-              s->ds_packed_p ? "unpacked from its fp16 copy" : "from the f32 S^T");
+              p_half ? "unpacked from its fp16 copy" : "from the f32 S^T");
     cols_addr(e, va, s->off_dpsum, stage);
     Reg pf = reg_f32(e, "cs_pf");
     for (int q = 0; q < s->sdp_regs / 4; q++) {
@@ -564,7 +616,7 @@ static void emit_iteration(Emit *e)
             for (int x = 0; x < 2; x++) {
                 int i = bwd90_acc(q, h, x);
                 Reg v = reg_at(e, dpacc, i), pv = reg_at(e, sacc, i);
-                if (s->ds_packed_p) {
+                if (p_half) {
                     unpack_half(e, DT_FP16, pf, reg_at(e, p_copy ? reg_find(e, "ph") : pp, i / 2), i % 2);
                     pv = pf;
                 }
@@ -763,6 +815,15 @@ static void emit_consumer_setup(Emit *e)
               s->dq_tiles_m, s->dq_tiles_m);
     emit(e, "rem.u32 %s, %s, %d;", R(e, reg_b32(e, "cs_dq_tm")), R(e, w), s->dq_tiles_m);
     emit(e, "div.u32 %s, %s, %d;", R(e, reg_b32(e, "cs_dq_tn")), R(e, w), s->dq_tiles_m);
+    emit_note(e, "dQ's B: K from column %d cs_dq_tn, chunk col / %d, then col %% %d elements inside its rows (dq_n "
+              "%d may be half a chunk: the MN-major start moves inside the swizzled row, as a K-major k step does)",
+              s->dq_n, p->chunk_elems, p->chunk_elems, s->dq_n);
+    Reg col = reg_b32(e, "cs_dq_col"), dqk = reg_b32(e, "cs_dq_k"), t2 = reg_b32(e, "cs_dq_t");
+    emit(e, "mul.lo.u32 %s, %%cs_dq_tn, %d;", R(e, col), s->dq_n);
+    emit(e, "div.u32 %s, %s, %d;", R(e, t2), R(e, col), p->chunk_elems);
+    emit(e, "mad.lo.u32 %s, %s, %u, %%cs_k0;", R(e, dqk), R(e, t2), s->kv_chunk_bytes);
+    emit(e, "rem.u32 %s, %s, %d;", R(e, t2), R(e, col), p->chunk_elems);
+    emit(e, "mad.lo.u32 %s, %s, %d, %s;", R(e, dqk), R(e, t2), p->elem_bytes, R(e, dqk));
     Reg dq0 = smem_reg(e, "cs_dq0", s->off_dq);
     emit(e, "mad.lo.u32 %s, %%cs_tid, 16, %s;", R(e, dq0), R(e, dq0));
     smem_reg(e, "cs_dq_full", s->bar_dq_full);
@@ -782,7 +843,7 @@ static void emit_consumer(Emit *e)
     reg_arr(e, RT_F32, s->sdp_regs, "dp");
     reg_arr(e, RT_B32, s->p_regs, "pp");
     reg_arr(e, RT_B32, s->p_regs, "pds");
-    if (s->ds_packed_p && p->cfg.dtype != DT_FP16) reg_arr(e, RT_B32, s->p_regs, "ph");
+    if ((s->ds_packed_p && p->cfg.dtype != DT_FP16) || p->cfg.softcap) reg_arr(e, RT_B32, s->p_regs, "ph");
     reg_arr(e, RT_F32, 2, "cs_vec");
     Reg dk = reg_arr(e, RT_F32, s->kv_regs, "dk"), dv = reg_arr(e, RT_F32, s->kv_regs, "dv");
     reg_arr(e, RT_F32, s->dq_regs, "dq");

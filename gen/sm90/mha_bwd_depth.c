@@ -192,6 +192,7 @@ void bwd90_depth_iteration(Emit *e)
     op_wgmma_commit(e);
     emit_note(e, "S is ready once the older group retires; dP stays in flight");
     op_wgmma_wait(e, 1);
+    if (p->cfg.softcap) bwd90_softcap(e);
     emit(e, "@!%s bra %s;", R(e, masked), new_label(e, l_nomask, sizeof l_nomask, "cs_nomask"));
     emit_mask(e, m);
     emit_label(e, l_nomask);
@@ -203,14 +204,22 @@ void bwd90_depth_iteration(Emit *e)
         emit(e, "mad.lo.u32 %s, %%cs_row%d, %d, %s;", R(e, r), h, BWD_F32, R(e, va));
         op_ld_shared_b32(e, reg_at(e, vec, h), r, 0);
     }
-    for (int i = 0; i < s->sdp_regs; i++) {
+    for (int i = 0; !p->cfg.softcap && i < s->sdp_regs; i++) {
         Reg v = reg_at(e, sacc, i);
         emit(e, "fma.rn.ftz.f32 %s, %s, %%scale_log2, %s;", R(e, v), R(e, v), R(e, reg_at(e, vec, (i >> 1) & 1)));
         emit(e, "ex2.approx.ftz.f32 %s, %s;", R(e, v), R(e, v));
     }
-    emit_note(e, "P to 16-bit pairs, into the P stage (plan smem p)");
-    for (int i = 0; i < s->p_regs; i++)
-        op_cvt_pack(e, p->cfg.dtype, reg_at(e, pp, i), reg_at(e, sacc, 2 * i + 1), reg_at(e, sacc, 2 * i));
+    emit_note(e, "P to 16-bit pairs, into the P stage (plan smem p)%s",
+              p->cfg.softcap ? "; plan note softcap: per pair, then the f32 P becomes P (1 - t^2) for dS" : "");
+    for (int i = 0; i < s->p_regs; i++) {
+        Reg p0 = reg_at(e, sacc, 2 * i), p1 = reg_at(e, sacc, 2 * i + 1);
+        if (p->cfg.softcap) bwd90_softcap_p(e, p0, p1, vec, i & 1, i & 1, reg_f32(e, "sc_g0"), reg_f32(e, "sc_g1"));
+        op_cvt_pack(e, p->cfg.dtype, reg_at(e, pp, i), p1, p0);
+        if (p->cfg.softcap) {
+            emit(e, "mul.f32 %s, %s, %%sc_g0;", R(e, p0), R(e, p0));
+            emit(e, "mul.f32 %s, %s, %%sc_g1;", R(e, p1), R(e, p1));
+        }
+    }
     smem_indexed(e, ps, s->off_p, reg_find(e, "cs_ds_stage"), s->ds_stage_bytes);
     emit_store_rows(e, pp, ps);
     op_fence_proxy_async(e);

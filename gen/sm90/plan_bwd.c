@@ -267,6 +267,11 @@ static int bwd_plan(const Config *c, Plan *p, char *err, size_t n)
                   "st.global, row-masked (a box would write the next sequence's rows)", kv_box);
     }
 
+    if (c->softcap) {
+        plan_param_scalar(p, SCALAR_SOFTCAP_SCALE, PARAM_F32);
+        plan_note(p, "softcap", "s = cap tanh(u / cap): t = tanh(q.k softcap_scale), P = exp2(t scale_log2 + nl2) "
+                  "(scale_log2 = cap log2 e); dS = P (1 - t^2) (dP - D): the factor folded into dS's P");
+    }
     plan_note(p, "tile", "CTA = %d keys of one kv head; loops over its %d query heads x the m-blocks of %d rows that "
               "see a key", p->bn, c->group, p->bm);
     if (s->split_depth) bwd_notes_depth(p, s);

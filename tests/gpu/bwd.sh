@@ -4,9 +4,11 @@
 #   2. ptxas report and SASS of the d128, d64 and d256 main kernels (registers, spills, HGMMA count, local memory)
 #   3. tests/sim/cases_bwd_sm90.txt through build/sim/sim_bwd on the GPU (the simulator's cases, fp64 reference)
 #   4. tests/gpu/test_bwd.py: fp32 autograd reference vs fa4 and cuDNN, poisoned outputs, odd shapes
-#   5. bench/bench_bwd.py: fa4 vs cuDNN backward TFLOP/s and peak extra memory (BENCH=0 skips it)
+#   5. tests/gpu/test_autograd.py: the torch ops' autograd (vs fp32 and SDPA), torch.compile(fullgraph=True) and
+#      CUDA-graph capture of a training step, a tiny LM's loss curve beside SDPA's (AUTOGRAD=0 skips it)
+#   6. bench/bench_bwd.py: fa4 vs cuDNN backward TFLOP/s and peak extra memory (BENCH=0 skips it)
 # Logs go to $OUT (default build/gpu-out): bwd_summary.txt (every step's last lines), bwd_details.txt, test_bwd.json,
-# bench_bwd.txt, bench_bwd.json. Exit status 1 when a step failed.
+# test_autograd.json, bench_bwd.txt, bench_bwd.json. Exit status 1 when a step failed.
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 OUT=${OUT:-build/gpu-out}
@@ -42,6 +44,9 @@ sass() {
 TAIL=12 step sass sass
 TAIL=27 step sim_cases_gpu build/sim/sim_bwd --cases tests/sim/cases_bwd_sm90.txt
 TAIL=60 step test_bwd python3 tests/gpu/test_bwd.py --out "$OUT/test_bwd.json"
+if [ "${AUTOGRAD:-1}" != 0 ]; then
+    TAIL=20 step test_autograd python3 tests/gpu/test_autograd.py --out "$OUT/test_autograd.json"
+fi
 if [ "${BENCH:-1}" != 0 ]; then
     TAIL=12 step bench_bwd python3 bench/bench_bwd.py --out "$OUT/bench_bwd.txt" --json "$OUT/bench_bwd.json" \
         ${BENCH_ARGS:-}

@@ -55,6 +55,13 @@ CASES = [
     ("d256 causal Sq>Sk tails", 1, 8, 2, 1000, 777, 256, "causal", torch.bfloat16, {}),
     ("fp16 d256 window 128,0", 1, 4, 4, 700, 700, 256, (128, 0), torch.float16, {}),
     ("varlen d256 with empty", 0, 4, 1, 0, 0, 256, "causal", torch.bfloat16, {"varlen": ([300, 0, 65, 513], [200, 9, 0, 513])}),
+    # the built-in soft-cap (cap tanh(s / cap)): scores pushed into its bend (q x 3)
+    ("softcap 5 d128 causal", 2, 4, 4, 1024, 1024, 128, "causal", torch.bfloat16, {"softcap": 5.0, "amp": 3.0}),
+    ("softcap 20 d64 GQA sink", 1, 8, 2, 700, 700, 64, "none", torch.bfloat16, {"softcap": 20.0, "amp": 3.0,
+                                                                               "sink": True}),
+    ("softcap 3 d256 window", 1, 4, 4, 600, 800, 256, (128, 0), torch.float16, {"softcap": 3.0, "amp": 3.0}),
+    ("softcap 30 varlen d128", 0, 4, 2, 0, 0, 128, "causal", torch.bfloat16, {"softcap": 30.0, "amp": 3.0,
+                                                                             "varlen": ([300, 0, 513], [400, 9, 513])}),
 ]
 
 
@@ -64,14 +71,17 @@ def rel_l2(x, ref):
     return (x - ref).norm().item() / den if den > 0 else (x - ref).norm().item()
 
 
-def ref_attention(q, k, v, mask, scale, sink=None):
-    """fp32 [B, S, H, D] attention; bottom-right masks (query i sees key j when i + off - L <= j <= i + off + R)."""
+def ref_attention(q, k, v, mask, scale, sink=None, softcap=0.0):
+    """fp32 [B, S, H, D] attention; bottom-right masks (query i sees key j when i + off - L <= j <= i + off + R);
+    softcap > 0: scores s become softcap tanh(s / softcap) before the mask."""
     B, Sq, Hq, D = q.shape
     Sk, Hkv = k.shape[1], k.shape[2]
     g = Hq // Hkv
     k = k.repeat_interleave(g, dim=2)
     v = v.repeat_interleave(g, dim=2)
     s = torch.einsum("bqhd,bkhd->bhqk", q, k) * scale
+    if softcap:
+        s = softcap * torch.tanh(s / softcap)
     if mask != "none":
         L, R = (-1, 0) if mask == "causal" else mask
         i = torch.arange(Sq, device=q.device)[:, None]
@@ -109,22 +119,24 @@ def run_case(case, seed):
     dev = "cuda"
     scale = extra.get("scale", 1.0 / math.sqrt(D))
     causal, window = mask == "causal", (mask if isinstance(mask, tuple) else None)
+    cap, amp = extra.get("softcap", 0.0), extra.get("amp", 1.0)
     res = {"case": name, "seed": seed}
     if "varlen" in extra:
         lq, lk = extra["varlen"]
         cq = torch.tensor([0] + list(itertools.accumulate(lq)), dtype=torch.int32, device=dev)
         ck = torch.tensor([0] + list(itertools.accumulate(lk)), dtype=torch.int32, device=dev)
         tq, tk = max(int(cq[-1]), 1), max(int(ck[-1]), 1)
-        q = torch.randn(tq, Hq, D, device=dev, dtype=dt)
+        q = (torch.randn(tq, Hq, D, device=dev) * amp).to(dt)
         k = torch.randn(tk, Hkv, D, device=dev, dtype=dt)
         v = torch.randn(tk, Hkv, D, device=dev, dtype=dt)
         do = torch.randn(tq, Hq, D, device=dev, dtype=dt)
         out, lse = fa4.mha_fwd(q, k, v, causal=causal, window=window, softmax_scale=scale, return_lse=True,
-                               cu_seqlens_q=cq, cu_seqlens_k=ck, max_seqlen_q=max(max(lq), 1))
+                               cu_seqlens_q=cq, cu_seqlens_k=ck, max_seqlen_q=max(max(lq), 1), softcap=cap or None)
         nan = lambda t: torch.full_like(t, float("nan"))  # noqa: E731
         dq, dk, dv = nan(q), nan(k), nan(v)
         fa4.mha_bwd(do, q, k, v, out, lse, causal=causal, window=window, softmax_scale=scale, cu_seqlens_q=cq,
-                    cu_seqlens_k=ck, max_seqlen_q=max(max(lq), 1), max_seqlen_k=max(max(lk), 1), dq=dq, dk=dk, dv=dv)
+                    cu_seqlens_k=ck, max_seqlen_q=max(max(lq), 1), max_seqlen_k=max(max(lk), 1), dq=dq, dk=dk, dv=dv,
+                    softcap=cap or None)
         torch.cuda.synchronize()
         rq, rk, rv = torch.zeros_like(q, dtype=torch.float32), torch.zeros_like(k, dtype=torch.float32), \
             torch.zeros_like(v, dtype=torch.float32)
@@ -133,7 +145,7 @@ def run_case(case, seed):
             if q1 == q0 or k1 == k0:
                 continue
             xs = [t[None].float().requires_grad_() for t in (q[q0:q1], k[k0:k1], v[k0:k1])]
-            o = ref_attention(*xs, mask, scale)
+            o = ref_attention(*xs, mask, scale, softcap=cap)
             g = torch.autograd.grad(o, xs, do[q0:q1][None].float())
             rq[q0:q1], rk[k0:k1], rv[k0:k1] = g[0][0], g[1][0], g[2][0]
         # rows of no sequence (past cu[-1]) are not outputs
@@ -141,28 +153,28 @@ def run_case(case, seed):
         ref = {"dq": rq[:int(cq[-1])], "dk": rk[:int(ck[-1])], "dv": rv[:int(ck[-1])]}
         cud = None
     else:
-        q = torch.randn(B, Sq, Hq, D, device=dev, dtype=dt)
+        q = (torch.randn(B, Sq, Hq, D, device=dev) * amp).to(dt)
         k = torch.randn(B, Sk, Hkv, D, device=dev, dtype=dt)
         v = torch.randn(B, Sk, Hkv, D, device=dev, dtype=dt)
         do = torch.randn(B, Sq, Hq, D, device=dev, dtype=dt)
         sink = (torch.rand(Hq, device=dev) * 4 - 2) if extra.get("sink") else None
         out, lse = fa4.mha_fwd(q, k, v, causal=causal, window=window, softmax_scale=scale, return_lse=True,
-                               sink=sink)
+                               sink=sink, softcap=cap or None)
         dq, dk, dv = (torch.full_like(t, float("nan")) for t in (q, k, v))
         dsink = torch.full((Hq,), float("nan"), device=dev) if sink is not None else None
         r = fa4.mha_bwd(do, q, k, v, out, lse, causal=causal, window=window, softmax_scale=scale, sink=sink,
-                        dq=dq, dk=dk, dv=dv, dsink=dsink, config=extra.get("config"))
+                        dq=dq, dk=dk, dv=dv, dsink=dsink, config=extra.get("config"), softcap=cap or None)
         torch.cuda.synchronize()
         xs = [t.float().requires_grad_() for t in (q, k, v)]
         sk = sink.clone().requires_grad_() if sink is not None else None
-        o = ref_attention(*xs, mask, scale, sk)
+        o = ref_attention(*xs, mask, scale, sk, cap)
         g = torch.autograd.grad(o, xs + ([sk] if sk is not None else []), do.float())
         got = {"dq": dq, "dk": dk, "dv": dv}
         ref = {"dq": g[0], "dk": g[1], "dv": g[2]}
         if sink is not None:
             got["dsink"], ref["dsink"] = r[3], g[3]
         cud = None
-        plain = Hq == Hkv and sink is None and window is None and (not causal or Sq == Sk)
+        plain = Hq == Hkv and sink is None and window is None and (not causal or Sq == Sk) and not cap
         if plain:
             try:
                 cq_, ck_, cv_ = cudnn_grads(q, k, v, do, causal, scale)

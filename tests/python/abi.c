@@ -9,8 +9,8 @@
 
 int main(void)
 {
-    printf("fa4_options %zu\nfa4_mha_args %zu\nfa4_mla_sparse_args %zu\n", sizeof(fa4_options),
-           sizeof(fa4_mha_args), sizeof(fa4_mla_sparse_args));
+    printf("fa4_options %zu\nfa4_mha_args %zu\nfa4_mla_sparse_args %zu\nfa4_mha_bwd_args %zu\n", sizeof(fa4_options),
+           sizeof(fa4_mha_args), sizeof(fa4_mla_sparse_args), sizeof(fa4_mha_bwd_args));
     F(fa4_options, verbose); F(fa4_options, disable_jit); F(fa4_options, remember_buffers);
     F(fa4_mha_args, q_stride); F(fa4_mha_args, softmax_scale); F(fa4_mha_args, config); F(fa4_mha_args, k_rope);
     F(fa4_mha_args, v_descale);
@@ -27,5 +27,10 @@ int main(void)
     F(fa4_bundle, name); F(fa4_bundle, generator); F(fa4_bundle, n_kernels); F(fa4_bundle, kernels);
     F(fa4_cache_entry, file); F(fa4_cache_entry, problem); F(fa4_cache_entry, this_build); F(fa4_cache_entry, bytes);
     F(fa4_cache_entry, mtime); F(fa4_cache_entry, atime);
+    F(fa4_mha_bwd_args, dq); F(fa4_mha_bwd_args, q_stride); F(fa4_mha_bwd_args, dv_stride);
+    F(fa4_mha_bwd_args, softmax_scale); F(fa4_mha_bwd_args, config); F(fa4_mha_bwd_args, sink);
+    F(fa4_mha_bwd_args, score_mod); F(fa4_mha_bwd_args, cu_seqlens_q); F(fa4_mha_bwd_args, cu_seqlens_k_host);
+    F(fa4_mha_bwd_args, deterministic); F(fa4_mha_bwd_args, workspace_size); F(fa4_mha_bwd_args, softcap);
+    F(fa4_mha_bwd_args, dlse);
     return 0;
 }

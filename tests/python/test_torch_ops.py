@@ -5,7 +5,11 @@ Without torch it says so and passes (CI does not install torch). With torch (any
 - their fake (meta) implementations give the real ops' output shapes and dtypes;
 - make_fx in fake mode traces a function through both ops into one graph (what torch.compile's
   fullgraph tracing relies on);
-- CPU tensors raise fa4.Fa4Error naming the tensor, before anything reaches libfa4rt.
+- CPU tensors raise fa4.Fa4Error naming the tensor, before anything reaches libfa4rt;
+- the backward (issue 29): fa4::mha_bwd's schema and fake (gradients laid out as the real op allocates them),
+  the autograd of fa4::mha_fwd, fa4::flash_attn and fa4::flash_attn_varlen traced by make_fx into one graph
+  with fa4::mha_bwd (dlse only when the loss takes lse, dsink for a sink), AOTAutograd's backward graph
+  (what torch.compile builds), and the refusals (ALiBi, a paged cache) raised when the backward is traced.
 The GPU half (torch.compile fullgraph, CUDA-graph capture and replay, the runtime's messages) is
 tests/gpu/test_torch.py. Prints 'torch ops: N passed, N failed'.
 """
@@ -166,6 +170,108 @@ raises("transformers_attention: CPU tensors", lambda: fa4_torch.transformers_att
                                                                                       scaling=0.125), "CUDA tensor")
 raises("transformers_attention: padding mask", lambda: fa4_torch.transformers_attention(
     _Attn(), hq, hk, hk, torch.ones(1, 16, dtype=torch.bool)), "attention_mask")
+
+
+# ---------------------------------------------------------------- the backward (issue 29)
+check("mha_bwd registered", hasattr(torch.ops.fa4, "mha_bwd"))
+bschema = str(torch.ops.fa4.mha_bwd.default._schema)
+check("mha_bwd schema", "Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, Tensor? dlse" in bschema and
+      "-> (Tensor, Tensor, Tensor, Tensor)" in bschema, bschema)
+check("mha_fwd takes sink and softcap (defaults keep the 7-argument call)",
+      "Tensor? sink=None" in schema and "float softcap=0." in schema, schema)
+qb = torch.empty(2, 8, 100, 128, dtype=torch.bfloat16, **meta).transpose(1, 2)  # [B, S, H, D] view of [B, H, S, D]
+kb = torch.empty(2, 300, 2, 128, dtype=torch.bfloat16, **meta)
+ob = torch.empty(2, 100, 8, 128, dtype=torch.bfloat16, **meta)
+lb = torch.empty(2, 8, 100, **meta)
+dq, dk, dv, ds = torch.ops.fa4.mha_bwd(ob, qb, kb, kb, ob, lb, None, True, None, None, 0.0, None, None, None, 0, 0, None)
+check("mha_bwd fake: gradients like q, k, v (q's layout kept)", dq.shape == qb.shape and dq.stride() == qb.stride() and
+      dk.shape == kb.shape and dv.dtype == torch.bfloat16 and tuple(ds.shape) == (0,), str((dq.stride(), ds.shape)))
+qs = torch.empty(2, 100, 8, 256, dtype=torch.bfloat16, **meta)[..., :128]  # a sliced (not dense) view
+dq = fa4_torch.mha_bwd(ob, qs, kb, kb, ob, lb, sink=torch.empty(8, **meta))
+check("mha_bwd fake: a non-dense q gives a contiguous dq, and dsink [H]", len(dq) == 4 and dq[0].is_contiguous() and
+      tuple(dq[3].shape) == (8,))
+
+
+def _train_step(use_lse, sink_on):
+    def step(q, k, v, sink):
+        o, lse = fa4_torch.mha_fwd(q, k, v, causal=True, return_lse=True, sink=sink if sink_on else None)
+        loss = o.float().square().sum() + (lse.sum() if use_lse else 0)
+        return torch.autograd.grad(loss, (q, k, v, sink) if sink_on else (q, k, v))
+    return step
+
+
+try:
+    from torch.fx.experimental.proxy_tensor import make_fx
+    gq = torch.empty(2, 100, 8, 128, dtype=torch.bfloat16, requires_grad=True)
+    gk = torch.empty(2, 300, 2, 128, dtype=torch.bfloat16, requires_grad=True)
+    gs = torch.empty(8, requires_grad=True)
+    for use_lse, sink_on in ((False, False), (True, True)):
+        code = make_fx(_train_step(use_lse, sink_on), tracing_mode="fake")(gq, gk, gk.detach().requires_grad_(), gs).code
+        line = [ln for ln in code.splitlines() if "fa4.mha_bwd" in ln]
+        check("make_fx: a training step holds fa4.mha_fwd and fa4.mha_bwd (lse %s, sink %s)" % (use_lse, sink_on),
+              "fa4.mha_fwd" in code and len(line) == 1, code)
+        if line:
+            args = line[0].split("(", 1)[1].split(", ")
+            check("make_fx: dlse is %s" % ("lse's gradient" if use_lse else "None (lse unused)"),
+                  (args[6] != "None") == use_lse, line[0])
+    def fa_step(q, k, v):
+        o = fa4_torch.flash_attn_func(q, k, v, causal=True, window_size=(64, -1), softcap=0.0)
+        return torch.autograd.grad(o.float().sum(), (q, k, v))
+    code = make_fx(fa_step, tracing_mode="fake")(gq, gk, gk.detach().requires_grad_()).code
+    check("make_fx: flash_attn_func's backward is fa4.mha_bwd (window (64, 0): causal folded in)",
+          "fa4.mha_bwd" in code and "[64, 0]" in code, code)
+    vq = torch.empty(300, 8, 128, dtype=torch.bfloat16, requires_grad=True)
+    vk = torch.empty(300, 2, 128, dtype=torch.bfloat16, requires_grad=True)
+    cu3 = torch.zeros(3, dtype=torch.int32)
+    def var_step(q, k, v, cu):
+        o = fa4_torch.flash_attn_varlen_func(q, k, v, cu, cu, 200, 200, causal=True)
+        return torch.autograd.grad(o.float().sum(), (q, k, v))
+    code = make_fx(var_step, tracing_mode="fake")(vq, vk, vk.detach().requires_grad_(), cu3).code
+    check("make_fx: flash_attn_varlen_func's backward is fa4.mha_bwd with cu_seqlens", "fa4.mha_bwd" in code and
+          ", 200, 200, None)" in code, code)
+    def alibi_step(q, k, v):
+        o = fa4_torch.flash_attn_func(q, k, v, alibi_slopes=torch.zeros(8))
+        return torch.autograd.grad(o.float().sum(), (q,))
+    raises("backward refuses ALiBi", lambda: make_fx(alibi_step, tracing_mode="fake")(gq, gk, gk), "alibi_slopes")
+    def paged_step(q, k, v, cu):
+        o = fa4_torch.flash_attn_varlen_func(q, k, v, cu, cu, 200, 200, block_table=torch.zeros(2, 4, dtype=torch.int32))
+        return torch.autograd.grad(o.float().sum(), (q,))
+    raises("backward refuses a paged cache", lambda: make_fx(paged_step, tracing_mode="fake")(
+        vq, torch.empty(16, 64, 2, 128, dtype=torch.bfloat16), torch.empty(16, 64, 2, 128, dtype=torch.bfloat16), cu3),
+        "block_table")
+except Exception as e:  # noqa: BLE001
+    check("make_fx through the backward", False, "%s: %s" % (type(e).__name__, str(e)[:1500]))
+
+# AOTAutograd (torch.compile's joint graph, traced before anything runs): it holds fa4.mha_fwd and fa4.mha_bwd,
+# and the forward graph compiled from it fa4.mha_fwd; the forward then runs for real and refuses the CPU tensors
+try:
+    from functorch.compile import aot_function, default_partition
+    graphs = {}
+
+    def partition(joint, *args, **kwargs):
+        graphs["joint"] = joint.code
+        return default_partition(joint, *args, **kwargs)
+
+    def keep(name):
+        def compiler(gm, _inputs):
+            graphs[name] = gm.code
+            return gm
+        return compiler
+
+    def loss_fn(q, k, v):
+        return fa4_torch.mha_fwd(q, k, v, causal=True).float().square().sum()
+
+    cq2 = torch.zeros(1, 64, 2, 64, dtype=torch.bfloat16, requires_grad=True)
+    try:
+        aot_function(loss_fn, fw_compiler=keep("fw"), bw_compiler=keep("bw"), partition_fn=partition)(
+            cq2, cq2.detach().requires_grad_(), cq2.detach().requires_grad_())
+    except fa4.Fa4Error:
+        pass
+    check("AOTAutograd: forward graph holds fa4.mha_fwd", "fa4.mha_fwd" in graphs.get("fw", ""), str(graphs.keys()))
+    check("AOTAutograd: the joint graph holds fa4.mha_bwd", "fa4.mha_bwd" in graphs.get("joint", ""),
+          graphs.get("joint", "no joint graph"))
+except Exception as e:  # noqa: BLE001
+    check("AOTAutograd", False, "%s: %s" % (type(e).__name__, str(e)[:1500]))
 
 print("torch ops: %d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)

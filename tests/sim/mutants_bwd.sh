@@ -2,7 +2,7 @@
 # tests/sim/mutants_bwd.sh - mutation tests of the attention backward on the simulator: proof that
 # tests/sim/sim_bwd.c and the simulator catch a broken mha-bwd kernel.
 #
-# The d128 and d256 causal main kernels (the configs sim_bwd's cases run) are generated, one line is changed (a deleted
+# The d128, d64 (bm 64) and d256 causal main kernels (the configs sim_bwd's cases run) are generated, one line is changed (a deleted
 # fence, barrier or wait, a wrong transpose or byte count), ptxas must still assemble the mutant, and the case
 # runs with FA4SIM_PTX_REPLACE=mutant (tests/sim/cuda.c): it must FAIL (a simulator report -- hazard, deadlock,
 # fault -- or a numeric mismatch). The unmutated kernel must PASS first.
@@ -77,6 +77,16 @@ mutant dkv_tnsp_b "dV += P^T dO" 'wgmma\.mma_async' sub ', 1, 1, 1, 1;' ', 1, 1,
 mutant q_tx "Q + nl2: wait for the slot" 'expect_tx' sub '16640;' '16624;'
 mutant kv_done "named barrier kv_done" 'bar\.sync 2, 256' del
 mutant q_release "the Q and dO slots are free" 'mbarrier\.arrive' del
+# d64 with bm 64: the dQ tile is m64n32, so consumer 1's B (K) starts half a chunk into the swizzled rows
+base "dtype=bf16 d=64 hq=2 hkv=2 sq=130 sk=200 mask=causal config=bm=64" \
+    "mha-bwd target=sm90a dtype=bf16 qk=64 ov=64 bm=64 bn=128 group=1 stages=2 swizzle=128 mask=causal"
+mutant d64_dq_half_chunk "dQ's B: K from column" 'mad\.lo\.u32 %cs_dq_k, %cs_dq_t, 2,' del
+# the soft-cap's derivative (plan note softcap): dS takes P (1 - t^2), 1 - t^2 clamped at 0 where the mask set t = -inf
+base "dtype=bf16 d=128 hq=2 hkv=2 sq=200 sk=200 mask=causal softcap=5 amp=3" \
+    "mha-bwd target=sm90a dtype=bf16 qk=128 ov=128 bm=64 bn=128 group=1 stages=2 swizzle=128 softcap=1 mask=causal"
+mutant softcap_factor "plan note softcap: per pair" 'mul\.f32 %sc_g0, %s0, %sc_g0;' sub 'mul\.f32 %sc_g0, %s0, %sc_g0;' 'mov.f32 %sc_g0, %s0;'
+mutant softcap_clamp "plan note softcap: per pair" 'max\.f32 %sc_g0' del
+mutant softcap_tanh "plan note softcap: t = tanh" 'tanh\.approx\.f32 %s0,' del
 # d256 (plan split_depth, sm90/mha_bwd_depth.c): P and dS exchanged through smem, dQ by red from registers
 base "dtype=bf16 d=256 hq=2 hkv=1 sq=200 sk=200 mask=causal" \
     "mha-bwd target=sm90a dtype=bf16 qk=256 ov=256 bm=64 bn=64 group=2 stages=2 swizzle=128 mask=causal"

@@ -58,6 +58,7 @@ int ref_mha_bwd(const RefBwd *p, double *o, double *lse, double *dq, double *dk,
                     double s = 0;
                     for (int c = 0; c < D; c++) s += qi[c] * kk[(size_t)j * D + c];
                     sj[j] = s * scale;
+                    if (p->softcap > 0) sj[j] = p->softcap * tanh(sj[j] / p->softcap);
                     if (sj[j] > m) m = sj[j];
                 }
                 for (int j = lo; n && j <= hi; j++) sum += exp(sj[j] - m);
@@ -70,12 +71,16 @@ int ref_mha_bwd(const RefBwd *p, double *o, double *lse, double *dq, double *dk,
                     double pj = exp(sj[j] - m) / z;
                     for (int c = 0; c < D; c++) oi[c] += pj * vv[(size_t)j * D + c];
                 }
-                double Di = 0;
+                double Di = 0, gi = p->dlse && n ? p->dlse[((size_t)b * HQ + (size_t)h) * SQ + (size_t)i] : 0;
                 for (int c = 0; c < D; c++) Di += doi[c] * oi[c];
                 for (int j = lo; n && j <= hi; j++) {
                     double pj = exp(sj[j] - m) / z, dp = 0;
                     for (int c = 0; c < D; c++) dp += doi[c] * vv[(size_t)j * D + c];
-                    double ds = pj * (dp - Di);
+                    double ds = pj * (dp - Di) + gi * exp(sj[j] - l);
+                    if (p->softcap > 0) {
+                        double t = sj[j] / p->softcap;
+                        ds *= 1 - t * t;
+                    }
                     size_t kr = (((size_t)b * SK + (size_t)j) * HK + (size_t)hk) * D;
                     for (int c = 0; c < D; c++) {
                         dqi[c] += scale * ds * kk[(size_t)j * D + c];

@@ -9,6 +9,9 @@
  *   dP_ij = dO_i . v_j;  D_i = dO_i . O_i;  dS_ij = p_ij (dP_ij - D_i)
  *   dQ_i = scale sum_j dS_ij k_j;  dK_j += scale dS_ij q_i;  dV_j += p_ij dO_i  (dK, dV summed over the group)
  *   dsink_h = -sum_(b, i) p_sink_i D_i,  p_sink_i = e^(sink_h - m_i) / Z_i
+ * With a soft-cap c > 0: s_ij = c tanh(u_ij / c), u_ij = scale q_i . k_j, and the chain rule through it:
+ *   dU_ij = dS_ij (1 - tanh^2(u_ij / c)), dQ, dK from dU instead of dS.
+ * With dL/dLSE g_i (dlse): dS_ij += g_i e^(s_ij - LSE_i) (LSE without the sink; nothing for a row with no key).
  * A row that sees no key: O = 0, LSE = -inf, dQ = 0 (and p_sink = 1, D = 0: no dsink term).
  * Outputs packed: o, dout-shaped dq [batch, seqlen_q, heads_q, depth]; dk, dv [batch, seqlen_k, heads_kv,
  * depth]; lse [batch, heads_q, seqlen_q]; dsink [heads_q]. */
@@ -25,6 +28,8 @@ typedef struct RefBwd {
     int window_left, window_right;
     double softmax_scale;  /* 0: 1/sqrt(depth) */
     const double *sink;    /* [heads_q] or NULL */
+    double softcap;        /* > 0: s = softcap tanh(u / softcap); 0: none */
+    const double *dlse;    /* [batch, heads_q, seqlen_q] or NULL */
 } RefBwd;
 
 /* Any output may be NULL. Returns 0, or -1 with a sentence in err. */

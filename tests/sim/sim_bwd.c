@@ -16,6 +16,8 @@
  *                              dq/dk/dv padding must stay untouched)
  *   scale=X amp=X              softmax_scale (0: 1/sqrt(d)); Q is U(-amp, amp) (default 1)
  *   sink=rand                  a sink logit per head, U(-2, 2), and dsink checked
+ *   dlse=rand                  dL/dLSE per row U(-1, 1) (fa4_mha_bwd_args.dlse)
+ *   softcap=X                  the forward's soft-cap (s = X tanh(s / X)); 0: none
  *   config=WORDS               fa4_mha_bwd_args.config, commas for spaces ("bm=64,stages=1")
  * Inputs: Q, K, V, dO uniform from a stream seeded by the case text and --seed; O and LSE are the
  * reference forward's (O rounded to the dtype, LSE to f32): the backward alone is under test. The outputs
@@ -41,7 +43,8 @@ enum { MAX_SEQ = 32, LINE = 512, PAD_HEAD = 8, PAD_SEQ = 16, PAD_BATCH = 64 /* e
 
 typedef struct {
     RefDtype dtype;
-    int d, hq, hkv, mask, wl, wr, batch, sq, sk, varlen, nseq, tail, strided, sink;
+    int d, hq, hkv, mask, wl, wr, batch, sq, sk, varlen, nseq, tail, strided, sink, dlse;
+    double softcap;
     int lq[MAX_SEQ], lk[MAX_SEQ];
     double scale, amp;
     char config[128];
@@ -88,6 +91,8 @@ static int parse_case(const char *line, Case *c, char *err, size_t n)
         else if (!strcmp(w, "scale")) c->scale = atof(v);
         else if (!strcmp(w, "amp")) c->amp = atof(v);
         else if (!strcmp(w, "sink")) c->sink = !strcmp(v, "rand");
+        else if (!strcmp(w, "dlse")) c->dlse = !strcmp(v, "rand");
+        else if (!strcmp(w, "softcap")) c->softcap = atof(v);
         else if (!strcmp(w, "layout")) c->strided = !strcmp(v, "strided");
         else if (!strcmp(w, "mask")) {
             if (!strcmp(v, "none")) c->mask = REF_MASK_NONE;
@@ -148,7 +153,7 @@ typedef struct {
     Lay lq_, lk_;
 } View;
 
-static int reference(const View *v, const double *sink, double *o, double *lse, double *dq, double *dk, double *dv,
+static int reference(const View *v, const double *sink, const double *dlse, double *o, double *lse, double *dq, double *dk, double *dv,
                      double *dsink)
 {
     const Case *c = v->c;
@@ -168,6 +173,8 @@ static int reference(const View *v, const double *sink, double *o, double *lse, 
     p.mask = (RefMask)c->mask, p.window_left = c->wl, p.window_right = c->wr;
     p.softmax_scale = c->scale;
     p.sink = sink;
+    p.dlse = dlse;
+    p.softcap = c->softcap;
     char err[256];
     if (ref_mha_bwd(&p, o, lse, dq, dk, dv, dsink, err, sizeof err)) return fprintf(stderr, "%s\n", err), -1;
     return 0;
@@ -199,19 +206,20 @@ static int run_case(Cu *cu, fa4_ctx *fa, const Case *c, uint64_t seed, int quiet
     double *rdv = calloc(nk, sizeof *rdv), *rl = malloc(nl * sizeof *rl), *rsink = calloc((size_t)c->hq, sizeof *rsink);
     double *sinkv = calloc((size_t)c->hq, sizeof *sinkv), *part = calloc((size_t)c->hq, sizeof *part);
     float *hl = malloc(nl * sizeof *hl), *hsink = malloc((size_t)c->hq * sizeof *hsink);
-    float *gsink = malloc((size_t)c->hq * sizeof *gsink);
+    float *gsink = malloc((size_t)c->hq * sizeof *gsink), *hg = malloc(nl * sizeof *hg);
     CUdeviceptr dq = 0, dk = 0, dv = 0, dO = 0, ddo = 0, dl = 0, ddq = 0, ddk = 0, ddv = 0, dcq = 0, dck = 0, dws = 0;
-    CUdeviceptr ds = 0, dds = 0;
+    CUdeviceptr ds = 0, dds = 0, dg = 0;
     const char *why = NULL;
     int rc = -1;
     Score sc;
     memset(&sc, 0, sizeof sc);
     if (!hq || !hk || !hv || !hdo || !ho || !gdq || !gdk || !gdv || !ro || !rdq || !rdk || !rdv || !rl || !rsink ||
-        !sinkv || !part || !hl || !hsink || !gsink) {
+        !sinkv || !part || !hl || !hsink || !gsink || !hg) {
         why = "out of host memory";
         goto done;
     }
     for (int h = 0; h < c->hq; h++) sinkv[h] = 2.0 * uniform(&st), hsink[h] = (float)sinkv[h];
+    for (size_t i = 0; i < nl; i++) hg[i] = c->dlse ? (float)uniform(&st) : 0.0f;
     memset(ho, 0xFF, lq.elems * eb);
     for (size_t i = 0; i < nl; i++) rl[i] = -INFINITY;
     /* the reference, per sequence (varlen) or for the whole batch; its outputs land at the tensors' rows */
@@ -222,14 +230,20 @@ static int run_case(Cu *cu, fa4_ctx *fa, const Case *c, uint64_t seed, int quiet
         size_t vq = (size_t)v.batch * v.lq * c->hq * d, vk = (size_t)v.batch * (v.lk ? v.lk : 1) * c->hkv * d;
         double *o = calloc(vq, sizeof *o), *l = malloc((size_t)v.batch * c->hq * v.lq * sizeof *l);
         double *xq = calloc(vq, sizeof *xq), *xk = calloc(vk, sizeof *xk), *xv = calloc(vk, sizeof *xv);
-        if (!o || !l || !xq || !xk || !xv) {
-            free(o), free(l), free(xq), free(xk), free(xv);
+        double *g = malloc((size_t)v.batch * c->hq * v.lq * sizeof *g);
+        if (!o || !l || !xq || !xk || !xv || !g) {
+            free(o), free(l), free(xq), free(xk), free(xv), free(g);
             why = "out of host memory";
             goto done;
         }
+        for (int bb = 0; bb < v.batch; bb++) /* dL/dLSE of the view's rows, from the kernel's LSE layout */
+            for (int h = 0; h < c->hq; h++)
+                for (int i = 0; i < v.lq; i++)
+                    g[((size_t)bb * c->hq + h) * v.lq + i] =
+                        hg[c->varlen ? (size_t)h * SQ + v.q0 + i : ((size_t)bb * c->hq + h) * SQ + i];
         if (v.lk) {
-            if (reference(&v, c->sink ? sinkv : NULL, o, l, xq, xk, xv, part)) {
-                free(o), free(l), free(xq), free(xk), free(xv);
+            if (reference(&v, c->sink ? sinkv : NULL, c->dlse ? g : NULL, o, l, xq, xk, xv, part)) {
+                free(o), free(l), free(xq), free(xk), free(xv), free(g);
                 why = "reference failed";
                 goto done;
             }
@@ -259,7 +273,7 @@ static int run_case(Cu *cu, fa4_ctx *fa, const Case *c, uint64_t seed, int quiet
                         size_t dst = ((((size_t)(c->varlen ? 0 : bb)) * SK + v.k0 + j) * c->hkv + h) * d + x;
                         rdk[dst] = xk[src], rdv[dst] = xv[src];
                     }
-        free(o), free(l), free(xq), free(xk), free(xv);
+        free(o), free(l), free(xq), free(xk), free(xv), free(g);
     }
     for (size_t i = 0; i < nl; i++) hl[i] = (float)rl[i];
 
@@ -272,6 +286,7 @@ static int run_case(Cu *cu, fa4_ctx *fa, const Case *c, uint64_t seed, int quiet
         a.k_stride[i] = a.v_stride[i] = a.dk_stride[i] = a.dv_stride[i] = c->strided ? lk.st[i] : 0;
     }
     a.softmax_scale = (float)c->scale;
+    a.softcap = (float)c->softcap;
     a.mask = c->mask == REF_MASK_CAUSAL ? FA4_MASK_CAUSAL : c->mask == REF_MASK_WINDOW ? FA4_MASK_WINDOW : FA4_MASK_NONE;
     a.window_left = c->wl, a.window_right = c->wr;
     a.config = c->config[0] ? c->config : NULL;
@@ -291,7 +306,8 @@ static int run_case(Cu *cu, fa4_ctx *fa, const Case *c, uint64_t seed, int quiet
         cu->MemAlloc(&dO, lq.elems * eb) || cu->MemAlloc(&ddo, lq.elems * eb) || cu->MemAlloc(&dl, nl * 4) ||
         cu->MemAlloc(&ddq, lq.elems * eb) || cu->MemAlloc(&ddk, lk.elems * eb) || cu->MemAlloc(&ddv, lk.elems * eb) ||
         cu->MemAlloc(&dcq, sizeof cu_q) || cu->MemAlloc(&dck, sizeof cu_k) || cu->MemAlloc(&dws, ws ? ws : 16) ||
-        cu->MemAlloc(&ds, (size_t)c->hq * 4) || cu->MemAlloc(&dds, (size_t)c->hq * 4) ||
+        cu->MemAlloc(&ds, (size_t)c->hq * 4) || cu->MemAlloc(&dds, (size_t)c->hq * 4) || cu->MemAlloc(&dg, nl * 4) ||
+        cu->MemcpyHtoD(dg, hg, nl * 4) ||
         cu->MemcpyHtoD(dq, hq, lq.elems * eb) || cu->MemcpyHtoD(dk, hk, lk.elems * eb) ||
         cu->MemcpyHtoD(dv, hv, lk.elems * eb) || cu->MemcpyHtoD(dO, ho, lq.elems * eb) ||
         cu->MemcpyHtoD(ddo, hdo, lq.elems * eb) || cu->MemcpyHtoD(dl, hl, nl * 4) ||
@@ -308,6 +324,7 @@ static int run_case(Cu *cu, fa4_ctx *fa, const Case *c, uint64_t seed, int quiet
     a.workspace = (void *)(uintptr_t)dws, a.workspace_size = ws;
     if (c->varlen) a.cu_seqlens_q = (const int32_t *)(uintptr_t)dcq, a.cu_seqlens_k = (const int32_t *)(uintptr_t)dck;
     if (c->sink) a.sink = (const float *)(uintptr_t)ds, a.dsink = (float *)(uintptr_t)dds;
+    if (c->dlse) a.dlse = (const float *)(uintptr_t)dg;
     char cfg[400] = "";
     fa4_mha_bwd_config(fa, &a, cfg, sizeof cfg);
     if (!quiet) printf("  kernel: %s (workspace %zu bytes)\n", cfg, ws);
@@ -378,11 +395,11 @@ static int run_case(Cu *cu, fa4_ctx *fa, const Case *c, uint64_t seed, int quiet
     }
 done:
     if (why) printf("FAIL %s\n  %s\n", c->text, why);
-    CUdeviceptr all[] = {dq, dk, dv, dO, ddo, dl, ddq, ddk, ddv, dcq, dck, dws, ds, dds};
+    CUdeviceptr all[] = {dq, dk, dv, dO, ddo, dl, ddq, ddk, ddv, dcq, dck, dws, ds, dds, dg};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i]) cu->MemFree(all[i]);
     free(hq), free(hk), free(hv), free(hdo), free(ho), free(gdq), free(gdk), free(gdv), free(ro), free(rdq);
-    free(rdk), free(rdv), free(rl), free(rsink), free(sinkv), free(part), free(hl), free(hsink), free(gsink);
+    free(rdk), free(rdv), free(rl), free(rsink), free(sinkv), free(part), free(hl), free(hsink), free(gsink), free(hg);
     return why ? 1 : rc;
 }
 
