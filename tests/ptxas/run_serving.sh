@@ -80,7 +80,7 @@ check() {
     [ "$regs" = "$want" ] || { echo "FAIL registers: $cfg: ptxas $regs, plan $want"; return 1; }
     sass=""
     if [ -n "${CUOBJDUMP:-}" ]; then
-        plain=$(echo "$cfg" | sed 's/ varlen=1//; s/ page=[0-9]*//')
+        plain=$(echo "$cfg" | sed 's/ varlen=1//; s/ page=[0-9]*//; s/ bn=[0-9]*//')
         # the dense kernel with the same tile (paging may have lowered bn): the canonical form's bn
         bn=$("$FA4GEN" explain --config "$cfg" | sed -n 's/^config .* bn=\([0-9]*\) .*/\1/p')
         "$FA4GEN" mha --config "$plain bn=$bn" -o "$dir/b$n.ptx" && "$PTXAS" -arch="$arch" "$dir/b$n.ptx" -o "$dir/b$n.cubin" ||
