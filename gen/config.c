@@ -23,7 +23,8 @@
 #include "fa4gen.h"
 
 
-const char *const kind_name[KIND_COUNT] = {"mha", "mla-sparse", "combine", "mha-bwd", "mha-bwd-pre", "mha-bwd-dq"};
+const char *const kind_name[KIND_COUNT] = {"mha", "mla-sparse", "combine", "mha-bwd", "mha-bwd-pre", "mha-bwd-dq",
+                                           "kv-append"};
 const char *const target_name[TARGET_COUNT] = {"sm90a", "sm100a"};
 const char *const dtype_name[DT_COUNT] = {"bf16", "fp16", "e4m3"};
 const int dtype_bytes[DT_COUNT] = {2, 2, 1};
@@ -206,8 +207,8 @@ int config_set(Config *c, const char *key, const char *value, char *err, size_t 
 {
     if (strcmp(key, "kind") == 0) {
         int k = lookup(kind_name, KIND_COUNT, value);
-        if (k < 0) return fail(err, n, "kind: '%s' is not allowed; use mha, mla-sparse, combine, mha-bwd, mha-bwd-pre or "
-                                   "mha-bwd-dq", ESC(value));
+        if (k < 0) return fail(err, n, "kind: '%s' is not allowed; use mha, mla-sparse, combine, mha-bwd, mha-bwd-pre, "
+                                   "mha-bwd-dq or kv-append", ESC(value));
         c->kind = (Kind)k;
         return 0;
     }
@@ -285,6 +286,7 @@ int config_key_applies(Kind k, TargetId t, const char *key)
     }
     if (KEY_IN(key, "kind", "target", "dtype", "ov")) return 1;
     if (k == KIND_COMBINE) return 0; /* target, dtype and ov say it all */
+    if (k == KIND_KV_APPEND) return !strcmp(key, "qk"); /* target, dtype, qk (K's depth) and ov (V's) */
     if (is_mla100_key(key)) return mla && !sm90;
     if (KEY_IN(key, "bm", "bn", "stages")) return mha || sm90; /* mla-sparse on sm100a: b_topk, num_mbars */
     if (KEY_IN(key, "qtiles", "cta", "rope_split", "rope_dtype")) return mha && !sm90;
@@ -395,14 +397,14 @@ int config_fill_defaults(Config *c, char *err, size_t n)
 
 static int key_used(const Config *c, const char *key);
 
-/* A field set for a kernel that lacks it (combine's own check covers its kind, whose defaults
+/* A field set for a kernel that lacks it (combine's and kv-append's own checks cover their kinds, whose defaults
  * fill fields it does not read; prefetch: the defaults give every kind 0, its own rule refuses
  * more). */
 static int unread_key(const Config *c, char *err, size_t n)
 {
     Config unset;
     config_init(&unset);
-    if (c->kind == KIND_COMBINE) return 0;
+    if (c->kind == KIND_COMBINE || c->kind == KIND_KV_APPEND) return 0;
     for (int i = 0; i < N_INT_KEYS; i++) {
         const IntKey *k = &int_keys[i];
         if (!strcmp(k->key, "prefetch") || config_key_applies(c->kind, c->target, k->key) ||
@@ -508,6 +510,7 @@ static int is_mla100_key(const char *key)
 static int key_used(const Config *c, const char *key)
 {
     if (c->kind == KIND_COMBINE) return !strcmp(key, "ov"); /* combine: target, dtype and ov say it all */
+    if (c->kind == KIND_KV_APPEND) return !strcmp(key, "qk") || !strcmp(key, "ov");
     if (kind_is_bwd(c->kind)) return mha_bwd_key_used(c, key);
     if (!strcmp(key, "deterministic")) return 0;
     int sm100 = c->target == TARGET_SM100A;
@@ -540,7 +543,8 @@ void config_canonical(const Config *c, char *buf, size_t n)
     for (int i = 0; i < N_INT_KEYS; i++)
         if (key_used(c, int_keys[i].key)) put(buf, n, &len, " %s=%d", int_keys[i].key, int_value(c, &int_keys[i]));
     if (key_used(c, "rope_split") && c->rope_split) put(buf, n, &len, " rope_dtype=%s", dtype_name[c->rope_dtype]);
-    if (c->kind == KIND_COMBINE || c->kind == KIND_MHA_BWD_PRE || c->kind == KIND_MHA_BWD_DQ) return; /* no mask */
+    if (c->kind == KIND_COMBINE || c->kind == KIND_MHA_BWD_PRE || c->kind == KIND_MHA_BWD_DQ || c->kind == KIND_KV_APPEND)
+        return; /* no mask */
     if (c->mask == MASK_WINDOW)
         put(buf, n, &len, " mask=window:%d,%d", c->window_left, c->window_right);
     else

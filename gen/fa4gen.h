@@ -24,9 +24,10 @@
 /* ============================== config.c ============================== */
 
 /* The attention backward (issue 29) is three kinds: mha-bwd (the main kernel), mha-bwd-pre (D = rowsum(dO O),
- * the LSE in log2 units, the dQ accumulator zeroed) and mha-bwd-dq (the accumulator to dQ); gen/mha_bwd.h. */
+ * the LSE in log2 units, the dQ accumulator zeroed) and mha-bwd-dq (the accumulator to dQ); gen/mha_bwd.h.
+ * kv-append (issue 27): a decode step's new K, V rows into a dense or paged cache (gen/kv_append.c). */
 typedef enum { KIND_MHA, KIND_MLA_SPARSE, KIND_COMBINE, KIND_MHA_BWD, KIND_MHA_BWD_PRE, KIND_MHA_BWD_DQ,
-               KIND_COUNT } Kind;
+               KIND_KV_APPEND, KIND_COUNT } Kind;
 typedef enum { TARGET_SM90A, TARGET_SM100A, TARGET_COUNT } TargetId;
 typedef enum { DT_BF16, DT_FP16, DT_E4M3, DT_COUNT } DType;
 typedef enum { MASK_NONE, MASK_CAUSAL, MASK_WINDOW, MASK_COUNT } MaskKind;
@@ -240,6 +241,15 @@ typedef enum {
     SCALAR_SOFTCAP_SCALE, SCALAR_ALIBI, SCALAR_ALIBI_SCALE,
     /* the backward's pre kernel: u64 dL/dLSE f32 (LSE's layout), 0 = none */
     SCALAR_DLSE,
+    /* kv-append (gen/kv_append.c): the new K, V rows and the caches (u64 pointers); their element strides (u64: the
+     * new rows' (batch, seq, head), the caches' (page, row, head)); every sequence's cache length when no lengths
+     * array is given (u32), the new lengths' output (u64, 0 = none), rows per page, new tokens per sequence and kv
+     * heads (u32). With SCALAR_SEQLENS_K (the lengths in), SCALAR_BLOCK_TABLE, SCALAR_MAX_PAGES, SCALAR_NUM_PAGES
+     * and SCALAR_BATCH */
+    SCALAR_K_NEW, SCALAR_V_NEW, SCALAR_K_CACHE, SCALAR_V_CACHE, SCALAR_KN_STRIDE_B, SCALAR_KN_STRIDE_S,
+    SCALAR_KN_STRIDE_H, SCALAR_VN_STRIDE_B, SCALAR_VN_STRIDE_S, SCALAR_VN_STRIDE_H, SCALAR_KC_STRIDE_P,
+    SCALAR_KC_STRIDE_R, SCALAR_KC_STRIDE_H, SCALAR_VC_STRIDE_P, SCALAR_VC_STRIDE_R, SCALAR_VC_STRIDE_H,
+    SCALAR_SEQLEN_BASE, SCALAR_SEQLENS_OUT, SCALAR_PAGE_ROWS, SCALAR_S_NEW, SCALAR_HEADS_KV,
     SCALAR_COUNT
 } ScalarId;
 extern const char *const scalar_name[SCALAR_COUNT];
@@ -486,6 +496,7 @@ const Target *target_get(TargetId id);
 const Family *target_family(const Target *t, Kind k, char *err, size_t n);
 enum { COMBINE_MAX_SPLITS = 128 }; /* the splits one combine row reads (4 LSE registers per lane) */
 extern const Family combine_family; /* combine.c: the split-KV combine kernel, every target */
+extern const Family kv_append_family; /* kv_append.c: new K, V rows into a dense or paged cache, every target */
 extern const Target target_sm90a;
 extern const Target target_sm100a;
 

@@ -42,6 +42,7 @@ static const char usage_top[] =
     "  mha-bwd     emit the PTX of the attention backward's main kernel (sm90a): dK, dV, and dQ partials\n"
     "  mha-bwd-pre emit the backward's preprocessing kernel: D = rowsum(dO o O), LSE in log2 units\n"
     "  mha-bwd-dq  emit the backward's dQ conversion kernel (f32 accumulator -> dQ; the sink gradient)\n"
+    "  kv-append   emit the KV-cache append kernel (a decode step's new K, V rows into a dense or paged cache)\n"
     "  explain     print the plan of a kernel: fa4gen explain [KIND] <its options> [--json]\n"
     "  bundle      AOT: compile configs into a C source a host links (the runtime takes its kernels\n"
     "              before it generates any), or write one PTX file per config\n"
@@ -146,6 +147,21 @@ static const char usage_combine[] =
     "  --target T          sm90a or sm100a\n"
     "  --dtype T           O's dtype: bf16 or fp16 (an e4m3 split kernel's O is bf16)\n"
     "  --ov-depth D        O's depth: a multiple of 16 up to 1024\n"
+    "  --config TEXT       the canonical one-line form (as printed by explain); other options then refine it\n"
+    "  -o FILE             write the PTX to FILE (default, or FILE -: stdout)\n"
+    "  --json              explain: print the plan as JSON\n";
+
+static const char usage_kv_append[] =
+    "usage: fa4gen kv-append --target sm90a|sm100a --dtype bf16|fp16|e4m3 --depth D [-o FILE]\n"
+    "       fa4gen explain kv-append --target ... [--json]\n"
+    "       fa4gen kv-append --config 'kv-append target=T dtype=T qk=D ov=D' [-o FILE]\n"
+    "\n"
+    "The KV-cache append kernel (fa4_kv_append): writes new K, V rows [batch, s_new, heads_kv, depth] into a\n"
+    "dense or paged cache at each sequence's length, and the lengths after the append. The cache layout is a\n"
+    "launch argument. Options:\n"
+    "  --target T          sm90a or sm100a\n"
+    "  --dtype T           the cache's dtype: bf16 | fp16 | e4m3 (a byte copy)\n"
+    "  --depth D           K's and V's depth; or --qk-depth D and --ov-depth D (multiples of 16 up to 1024)\n"
     "  --config TEXT       the canonical one-line form (as printed by explain); other options then refine it\n"
     "  -o FILE             write the PTX to FILE (default, or FILE -: stdout)\n"
     "  --json              explain: print the plan as JSON\n";
@@ -1130,7 +1146,8 @@ static void help_of(const char *cmd, const char *explain_kind)
     if (!strncmp(k, "mha-bwd", 7))
         printf(usage_bwd, k, k, k);
     else
-        fputs(!strcmp(k, "mla-sparse") ? usage_mla : !strcmp(k, "combine") ? usage_combine : usage_mha, stdout);
+        fputs(!strcmp(k, "mla-sparse") ? usage_mla : !strcmp(k, "combine") ? usage_combine
+              : !strcmp(k, "kv-append") ? usage_kv_append : usage_mha, stdout);
     fputs(usage_values, stdout);
 }
 
@@ -1152,7 +1169,7 @@ static int run_args(int argc, char **argv)
     for (int k = 0; k < KIND_COUNT; k++)
         if (!strcmp(cmd, kind_name[k])) kind = k;
     if (kind < 0 && strcmp(cmd, "explain")) {
-        char kinds[64] = "";
+        char kinds[96] = "";
         for (int k = 0; k < KIND_COUNT; k++) snprintf(kinds + strlen(kinds), sizeof kinds - strlen(kinds), "%s, ", kind_name[k]);
         say("'%s' is not a command; use %sexplain, bundle, configs or cache (fa4gen --help)", cmd, kinds);
         return 2;

@@ -22,7 +22,10 @@ const char *const scalar_name[SCALAR_COUNT] = {
     "cu_seqlens_k", "total_q", "block_table", "seqlens_k", "max_pages", "num_pages", "dq_accum", "dpsum", "nlse2",
     "sink_part", "dout", "dout_stride_b", "dout_stride_s", "dout_stride_h", "dq", "dq_stride_b", "dq_stride_s",
     "dq_stride_h", "dsink", "scale", "q_rows", "total_k", "dk_out", "dk_stride_s", "dk_stride_h", "dv_out", "dv_stride_s",
-    "dv_stride_h", "softcap_scale", "alibi", "alibi_scale", "dlse"};
+    "dv_stride_h", "softcap_scale", "alibi", "alibi_scale", "dlse", "k_new", "v_new", "k_cache", "v_cache",
+    "kn_stride_b", "kn_stride_s", "kn_stride_h", "vn_stride_b", "vn_stride_s", "vn_stride_h", "kc_stride_p",
+    "kc_stride_r", "kc_stride_h", "vc_stride_p", "vc_stride_r", "vc_stride_h", "seqlen_base", "seqlens_out",
+    "page_rows", "s_new", "heads_kv"};
 
 /* A builder's table is full: remember which (plan_make fails with it) and drop the entry. */
 static int full(Plan *p, int n, int max, const char *table)
@@ -297,6 +300,9 @@ char *plan_explain_text(const Plan *p)
     else if (p->cfg.kind == KIND_MHA_BWD)
         buf_printf(&b, "  grid  ceil(seqlen_k / %d) * (heads_q / %d) * batch CTAs, one kv block each\n", p->bn,
                    p->cfg.group);
+    else if (p->cfg.kind == KIND_KV_APPEND)
+        buf_printf(&b, "  grid  ceil(batch * s_new * heads_kv / %d) CTAs, one (token, kv head) row pair per warp\n",
+                   p->rows_per_cta);
     else if (p->cfg.kind == KIND_MHA_BWD_PRE || p->cfg.kind == KIND_MHA_BWD_DQ)
         buf_printf(&b, "  grid  ceil(seqlen_q / %d) * heads_q * batch CTAs, one m-block each\n", p->rows_per_cta);
     else

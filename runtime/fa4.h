@@ -558,6 +558,59 @@ typedef int (*fa4_config_fn)(void *user, const fa4_config_entry *e);
  * workload field (FA4_ERR_INVALID_ARGUMENT naming it), bad tuning words. */
 fa4_status fa4_mha_configs_for(fa4_ctx *ctx, const fa4_workload *w, fa4_config_fn fn, void *user);
 
+/* ---------------------------------------------------------------- KV-cache append
+ *
+ * A decode (or chunked-prefill) step's new K, V rows into a KV cache, by one kernel launch (kind kv-append, both
+ * targets): k [batch, s_new, heads_kv, k_depth] and v [batch, s_new, heads_kv, v_depth] (element strides
+ * (batch, seq, head), 0 = packed; depth contiguous) go to positions cache_seqlens[b] + i, i < s_new, of sequence b
+ * in
+ *   a dense cache (block_table NULL): k_cache [cache_batch, cache_rows, heads_kv, k_depth] (v_cache the same with
+ *     v_depth), sequence b in row cache_batch_idx[b] (int32 [batch], device; NULL: row b, and cache_batch must be
+ *     >= batch), or
+ *   a paged cache (block_table int32 [batch, max_pages], device): k_cache [num_pages, page_size, heads_kv, k_depth],
+ *     position p of sequence b in row p % page_size of page block_table[b][p / page_size] (any page_size >= 1);
+ * cache strides (row of the batch or page, position, head) in elements, 0 = packed. dtype: the caches' and the new
+ * rows' (any fa4_dtype: the kernel copies bytes). Lengths: cache_seqlens int32 [batch] (device), or NULL: every
+ * sequence holds cache_seqlen tokens (a host value, checked: 0 <= cache_seqlen, cache_seqlen + s_new <= the
+ * capacity, cache_rows or max_pages x page_size). seqlens_out (optional, int32 [batch], device, not overlapping
+ * cache_seqlens) receives each sequence's length after the append, cache_seqlens[b] + s_new, for an attention that
+ * reads the cache next (fa4_mha_args.seqlens_k of a paged read).
+ *
+ * Device values have one meaning for every bit pattern: token i of sequence b goes to position
+ * p = cache_seqlens[b] + i (64-bit: never wrapped) and is written only when 0 <= p < the capacity and its page is
+ * in the pool (dense: cache_batch_idx[b] in [0, cache_batch); paged: block_table[b][p / page_size] in
+ * [0, num_pages)); otherwise that token is not written, and nothing else is (a negative length, a position past the
+ * cache's end, a table entry outside the pool). seqlens_out[b] = cache_seqlens[b] + s_new, saturated at 2^31 - 1
+ * (a negative length stays negative; the attention reads a length below 0 as 0). Rows written by two tokens (two
+ * sequences naming one page, duplicate cache_batch_idx entries) get one of them, which is unspecified.
+ *
+ * Checked as fa4_mha_fwd's arguments are ("Bad arguments" above): every int, stride (whole 16-byte chunks, bases
+ * 16-byte aligned, no tensor overlapping itself) and extent in 64 bits, then the driver's word on every buffer
+ * (fa4_options.remember_buffers applies); nothing is launched when a check fails. One launch on stream; the kernel
+ * lets a programmatic dependent launch at once (griddepcontrol.launch_dependents), whose griddepcontrol.wait still
+ * waits for the whole append. Initialise with FA4_KV_APPEND_ARGS_INIT; the library reads min(size, sizeof) bytes. */
+typedef struct fa4_kv_append_args {
+    size_t size; /* sizeof(fa4_kv_append_args) */
+    fa4_dtype dtype;
+    const void *k, *v;        /* the new rows */
+    void *k_cache, *v_cache;  /* written in place */
+    int batch, s_new, heads_kv, k_depth, v_depth;
+    int64_t k_stride[3], v_stride[3];             /* new rows: batch, seq, head */
+    int64_t k_cache_stride[3], v_cache_stride[3]; /* cache: batch (dense) or page (paged), position, head */
+    int cache_batch, cache_rows;                  /* dense */
+    const int32_t *cache_batch_idx;               /* dense, optional */
+    const int32_t *block_table;                   /* paged */
+    int page_size, max_pages, num_pages;          /* paged */
+    const int32_t *cache_seqlens;                 /* device [batch], or NULL: cache_seqlen for every sequence */
+    int cache_seqlen;
+    int32_t *seqlens_out;                         /* optional, device [batch] */
+} fa4_kv_append_args;
+#define FA4_KV_APPEND_ARGS_INIT {sizeof(fa4_kv_append_args), FA4_BF16, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, \
+                                 {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, 0, 0, NULL, NULL, 0, 0, 0, NULL, 0, NULL}
+
+/* Validate args, get the kv-append kernel and launch it on stream (a CUstream; NULL = default stream). */
+fa4_status fa4_kv_append(fa4_ctx *ctx, const fa4_kv_append_args *args, void *stream);
+
 /* ---------------------------------------------------------------- AOT bundles
  *
  * `fa4gen bundle LIST -o kernels.c` compiles a list of configs ahead of time and

@@ -523,5 +523,6 @@ static const Family sm100_mha = {KIND_MHA, sm100_defaults, sm100_check, sm100_pl
 const Target target_sm100a = {
     .id = TARGET_SM100A, .name = "sm100a", .ptx_target = "sm_100a", .ptx_version = "8.7",
     .sm_major = 10, .sm_minor = 0, .smem_limit = SM100_SMEM_LIMIT,
-    .families = {[KIND_MHA] = &sm100_mha, [KIND_MLA_SPARSE] = &sm100_mla_sparse, [KIND_COMBINE] = &combine_family},
+    .families = {[KIND_MHA] = &sm100_mha, [KIND_MLA_SPARSE] = &sm100_mla_sparse, [KIND_COMBINE] = &combine_family,
+                 [KIND_KV_APPEND] = &kv_append_family},
 };

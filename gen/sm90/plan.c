@@ -272,5 +272,5 @@ const Target target_sm90a = {
     .smem_limit = SM90_SMEM_LIMIT,
     .families = {[KIND_MHA] = &sm90_mha, [KIND_MLA_SPARSE] = &sm90_mla_sparse, [KIND_COMBINE] = &combine_family,
                  [KIND_MHA_BWD] = &sm90_mha_bwd, [KIND_MHA_BWD_PRE] = &mha_bwd_pre_family,
-                 [KIND_MHA_BWD_DQ] = &mha_bwd_dq_family},
+                 [KIND_MHA_BWD_DQ] = &mha_bwd_dq_family, [KIND_KV_APPEND] = &kv_append_family},
 };

@@ -46,6 +46,10 @@ sim-mla-test: build/sim/libcuda.so.1 build/sim/sim_mla
 build/sim/test_combine: tests/sim/test_combine.c runtime/fa4.h build/libfa4rt.a
 	@mkdir -p $(dir $@)
 	$(CC) $(SIM_HARNESS_CFLAGS) tests/sim/test_combine.c -o $@ build/libfa4rt.a -ldl -lpthread -lm
+# the KV-cache append (fa4_kv_append; tests/sim/run.sh, tests/gpu/pyapi.sh on a GPU)
+build/sim/test_kv_append: tests/sim/test_kv_append.c runtime/fa4.h build/libfa4rt.a
+	@mkdir -p $(dir $@)
+	$(CC) $(SIM_HARNESS_CFLAGS) tests/sim/test_kv_append.c -o $@ build/libfa4rt.a -ldl -lpthread -lm
 # varlen MHA cases (tests/sim/cases_varlen_sm90.txt): the same binary on the simulator and on a GPU
 build/sim/sim_varlen: tests/sim/sim_varlen.c tests/sim/ref_mha.c tests/sim/harness.c tests/sim/ref_mha.h tests/sim/harness.h runtime/fa4.h build/libfa4rt.a
 	@mkdir -p $(dir $@)

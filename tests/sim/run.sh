@@ -26,6 +26,8 @@
 #   5b. split-KV (issue 15): build/sim/test_combine (the combine kernel alone: -inf rows, NaN partials
 #      it must not read), then tests/sim/cases_split.txt per target under the same seeds (scheduler and
 #      input seed) against the fp64 reference
+#   5b'. the KV-cache append (issue 27): build/sim/test_kv_append per target (dense and paged caches, bad lengths,
+#      rows and table entries that must write nothing, the lengths out, refusals)
 #   5c. the attention backward (issue 29): tests/sim/cases_bwd_sm90.txt through build/sim/sim_bwd (cc 9.0)
 #      against the fp64 reference (ref_mha_bwd.c), the scheduler seed also drawing the inputs
 #   6. tests/sim/mutants.sh: mutated kernels must fail (and tests/sim/mutants_bwd.sh, the backward's)
@@ -33,7 +35,7 @@
 # lines print in seed order once it is done.
 # Prints one line per step and 'sim suite: N passed, N failed'; exit 1 on failure.
 # Needs: build/fa4gen, build/sim/libcuda.so.1, build/sim/sim_mha, build/sim/sim_varlen,
-# build/sim/sim_bwd, build/sim/test_{tc,tma,core,ref_mla,combine}.
+# build/sim/sim_bwd, build/sim/test_{tc,tma,core,ref_mla,combine,kv_append}.
 set -u
 cd "$(dirname "$0")/../.."
 B=build
@@ -70,6 +72,8 @@ grep 'target=sm100a' tests/sim/cases_stale.txt > "$work/stale100.txt"
 grep '^target=sm90a' tests/sim/cases_scoretf.txt > "$work/stf90.txt"
 grep '^target=sm100a' tests/sim/cases_scoretf.txt > "$work/stf100.txt"
 step "combine kernel alone (-inf rows)" env FA4SIM_CC=90 $B/sim/test_combine
+step "kv-append sm90a (bad positions)" env FA4SIM_CC=90 $B/sim/test_kv_append
+step "kv-append sm100a (bad positions)" env FA4SIM_CC=100 $B/sim/test_kv_append
 # seed_steps SEED: every seeded step (in a subshell of its own: its log files are $work/*.SEED)
 seed_steps() {
     seed=$1 log=$work/log.$1

@@ -1080,6 +1080,61 @@ static void test_split_and_combine_config(void **state)
     free(p), free(q);
 }
 
+/* kv-append (issue 27): the canonical form is target, dtype, qk and ov; the plan's parameter list is the launch
+ * ABI runtime/kv_append.c binds; the PTX copies 16-byte chunks, all loads before the first store, and lets the
+ * attention after it launch at once. */
+static void test_kv_append_config(void **state)
+{
+    (void)state;
+    char err[256];
+    Plan *p = malloc(sizeof *p), *q = malloc(sizeof *q);
+    plan_ok("kv-append target=sm90a dtype=bf16 qk=128 ov=128", p);
+    assert_string_equal(p->canonical, "kv-append target=sm90a dtype=bf16 qk=128 ov=128");
+    assert_true(strstr(p->symbol, "fa4_kv_append_sm90a_") == p->symbol);
+    Config back = parse_ok(p->canonical);
+    assert_int_equal(back.kind, KIND_KV_APPEND);
+    assert_int_equal(p->n_maps, 0);
+    assert_int_equal(p->threads, 128);
+    assert_int_equal(p->rows_per_cta, 4);
+    assert_true(p->pdl_trigger && !p->pdl_dependent);
+    static const char *const abi[] = {"k_new", "v_new", "k_cache", "v_cache", "kn_stride_b", "kn_stride_s",
+                                      "kn_stride_h", "vn_stride_b", "vn_stride_s", "vn_stride_h", "kc_stride_p",
+                                      "kc_stride_r", "kc_stride_h", "vc_stride_p", "vc_stride_r", "vc_stride_h",
+                                      "seqlens_k", "seqlen_base", "seqlens_out", "block_table", "max_pages",
+                                      "page_rows", "num_pages", "batch", "s_new", "heads_kv"};
+    assert_int_equal(p->n_params, (int)(sizeof abi / sizeof abi[0]));
+    for (int i = 0; i < p->n_params; i++) assert_string_equal(p->params[i].name, abi[i]);
+    char *ptx = NULL;
+    size_t len;
+    assert_int_equal(fa4gen_generate(&p->cfg, q, &ptx, &len, err, sizeof err), 0);
+    /* bf16 d128: 16 + 16 chunks, one step: one vector load and one store per lane, the load first */
+    const char *ld = strstr(ptx, "ld.global.v4.b32"), *st = strstr(ptx, "st.global.v4.b32");
+    if (!ld || !st || ld > st || strstr(ld + 1, "ld.global.v4.b32") || strstr(st + 1, "st.global.v4.b32"))
+        fail_msg("kv-append d128 PTX: one 16-byte load then one store");
+    if (!strstr(ptx, "griddepcontrol.launch_dependents;") || strstr(ptx, "griddepcontrol.wait;"))
+        fail_msg("kv-append PTX: launch_dependents, no wait");
+    free(ptx);
+    /* e4m3 qk 576 / ov 512: 36 + 32 chunks, three steps; sm100a */
+    plan_ok("kv-append target=sm100a dtype=e4m3 qk=576 ov=512", p);
+    assert_string_equal(p->canonical, "kv-append target=sm100a dtype=e4m3 qk=576 ov=512");
+    ptx = NULL;
+    assert_int_equal(fa4gen_generate(&p->cfg, q, &ptx, &len, err, sizeof err), 0);
+    int loads = 0;
+    for (const char *x = ptx; (x = strstr(x, "ld.global.v4.b32")); x++) loads++;
+    assert_int_equal(loads, 3);
+    if (!strstr(ptx, ".target sm_100a")) fail_msg("kv-append sm100a PTX");
+    free(ptx);
+    const char *bad[][2] = {{"kv-append target=sm90a qk=128 ov=128 bn=64", "kv-append:"},
+                            {"kv-append target=sm90a qk=128 ov=128 mask=causal", "kv-append:"},
+                            {"kv-append target=sm90a qk=128 ov=128 page=16", "page:"},
+                            {"kv-append target=sm90a qk=128 ov=128 split=1", "split:"},
+                            {"kv-append target=sm90a qk=72 ov=128", "qk/ov:"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) expect_plan_error(bad[i][0], bad[i][1]);
+    /* every scalar has a name (the .param list is spelled from them) */
+    for (int i = 0; i < SCALAR_COUNT; i++) assert_non_null(scalar_name[i]);
+    free(p), free(q);
+}
+
 static void test_score_mod_splice(void **state)
 {
     (void)state;
@@ -1212,7 +1267,7 @@ int main(void)
         cmocka_unit_test(test_bundle_lists),           cmocka_unit_test(test_sink_mod_config),
         cmocka_unit_test(test_softcap_alibi_config),
         cmocka_unit_test(test_score_mod_splice),       cmocka_unit_test(test_cli_score_mod),
-        cmocka_unit_test(test_split_and_combine_config), cmocka_unit_test(test_early_kv_config),
+        cmocka_unit_test(test_split_and_combine_config), cmocka_unit_test(test_kv_append_config), cmocka_unit_test(test_early_kv_config),
         cmocka_unit_test(test_prefetch_kv_config),
         cmocka_unit_test(test_kv_tail_plan),
     };
