@@ -83,6 +83,18 @@ class _MlaSparseArgs(ctypes.Structure):
                 ("kv_scale_block", ctypes.c_int)]
 
 
+class _KvAppendArgs(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t), ("dtype", ctypes.c_int), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p),
+                ("k_cache", ctypes.c_void_p), ("v_cache", ctypes.c_void_p), ("batch", ctypes.c_int),
+                ("s_new", ctypes.c_int), ("heads_kv", ctypes.c_int), ("k_depth", ctypes.c_int), ("v_depth", ctypes.c_int),
+                ("k_stride", ctypes.c_int64 * 3), ("v_stride", ctypes.c_int64 * 3),
+                ("k_cache_stride", ctypes.c_int64 * 3), ("v_cache_stride", ctypes.c_int64 * 3),
+                ("cache_batch", ctypes.c_int), ("cache_rows", ctypes.c_int), ("cache_batch_idx", ctypes.c_void_p),
+                ("block_table", ctypes.c_void_p), ("page_size", ctypes.c_int), ("max_pages", ctypes.c_int),
+                ("num_pages", ctypes.c_int), ("cache_seqlens", ctypes.c_void_p), ("cache_seqlen", ctypes.c_int),
+                ("seqlens_out", ctypes.c_void_p)]
+
+
 class Fa4Error(RuntimeError):
     pass
 
@@ -313,6 +325,7 @@ def _load():
         _lib.fa4_mha_split_count.argtypes = [ctypes.c_void_p, ctypes.POINTER(_MhaArgs), ctypes.POINTER(ctypes.c_int),
                                              ctypes.POINTER(ctypes.c_size_t)]
         _lib.fa4_mla_sparse_fwd.argtypes = [ctypes.c_void_p, ctypes.POINTER(_MlaSparseArgs), ctypes.c_void_p]
+        _lib.fa4_kv_append.argtypes = [ctypes.c_void_p, ctypes.POINTER(_KvAppendArgs), ctypes.c_void_p]
     return _lib
 
 
@@ -801,15 +814,138 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
                    cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, block_table=block_table, seqlen_k=seqlen_k)
 
 
+# ---------------------------------------------------------------- the KV-cache append (issue 27)
+# fa4_kv_append (runtime/fa4.h): the new K, V rows into a dense or paged cache by one kernel launch, and the
+# lengths after the append for the attention that follows. A call whose signature was seen reuses its args.
+
+_kva_fast = {}
+
+
+def _kv_append_args(k_cache, v_cache, k, v, cache_seqlens, cache_batch_idx, block_table, seqlens_out):
+    """The fa4_kv_append_args of a call, every argument checked (fa4.h's contract), and the device. Imports
+    nothing."""
+    kd, ks = _tensor("k", k, dtype=tuple(_MHA_DTYPES), shape=(None,) * 4)
+    dev = _device("k", k)
+    dev = (dev[0], 0 if dev[1] is None else dev[1])
+    dt = _dtype_name(k.dtype)
+    b, s_new, h, d_k = kd
+    vd, vs = _tensor("v", v, dtype=dt, shape=(b, s_new, h, None), device=dev)
+    paged = block_table is not None
+    cd, cs = _tensor("k_cache", k_cache, dtype=dt, shape=(None, None, h, d_k), device=dev)
+    vcd, vcs = _tensor("v_cache", v_cache, dtype=dt, shape=(cd[0], cd[1], h, vd[3]), device=dev)
+    a = _KvAppendArgs()
+    a.size = ctypes.sizeof(_KvAppendArgs)
+    a.dtype = _MHA_DTYPES[dt]
+    a.k, a.v, a.k_cache, a.v_cache = _ptr("k", k), _ptr("v", v), _ptr("k_cache", k_cache), _ptr("v_cache", v_cache)
+    a.batch, a.s_new, a.heads_kv, a.k_depth, a.v_depth = b, s_new, h, d_k, vd[3]
+    a.k_stride[:], a.v_stride[:] = _c_strides(kd, ks), _c_strides(vd, vs)
+    a.k_cache_stride[:], a.v_cache_stride[:] = _c_strides(cd, cs), _c_strides(vcd, vcs)
+    if paged:
+        if cache_batch_idx is not None:
+            raise Fa4Error("cache_batch_idx: given with block_table; the table already says where each sequence's "
+                           "pages are")
+        bd, _ = _tensor("block_table", block_table, dtype="int32", shape=(b, None), device=dev, contiguous=True)
+        a.block_table, a.max_pages, a.num_pages, a.page_size = _ptr("block_table", block_table), bd[1], cd[0], cd[1]
+    else:
+        a.cache_batch, a.cache_rows = cd[0], cd[1]
+        if cache_batch_idx is not None:
+            _tensor("cache_batch_idx", cache_batch_idx, dtype="int32", shape=(b,), device=dev, contiguous=True)
+            a.cache_batch_idx = _ptr("cache_batch_idx", cache_batch_idx)
+    if isinstance(cache_seqlens, numbers.Integral) and not isinstance(cache_seqlens, bool):
+        a.cache_seqlen = _int("cache_seqlens", cache_seqlens, 0, INT32[1])
+    else:
+        _tensor("cache_seqlens", cache_seqlens, dtype="int32", shape=(b,), device=dev, contiguous=True)
+        a.cache_seqlens = _ptr("cache_seqlens", cache_seqlens)
+    if seqlens_out is not None:
+        _tensor("seqlens_out", seqlens_out, dtype="int32", shape=(b,), device=dev, contiguous=True)
+        a.seqlens_out = _ptr("seqlens_out", seqlens_out)
+    return a, dev
+
+
+_KVA_PTRS = (("k", 2), ("v", 3), ("k_cache", 0), ("v_cache", 1))
+_KVA_OPT = ("cache_seqlens", "cache_batch_idx", "block_table", "seqlens_out")
+
+
+@_needs_torch
+def kv_append(k_cache, v_cache, k, v, cache_seqlens, cache_batch_idx=None, block_table=None, seqlens_out=None,
+              stream=None):
+    """Append new K, V rows to a KV cache in place, by one kernel launch (fa4_kv_append; fa4.h has the contract).
+
+    k, v [B, S_new, Hkv, D] (bf16, fp16 or float8_e4m3fn; the caches' dtype) go to positions cache_seqlens[b] .. +
+    S_new of sequence b in a dense cache k_cache, v_cache [B_cache, S_max, Hkv, D] (row cache_batch_idx[b], int32
+    [B], or b) or a paged one [num_pages, page_size, Hkv, D] through block_table (int32 [B, max_pages]).
+    cache_seqlens: int32 [B] (CUDA), or an int for every sequence (checked to fit). seqlens_out (int32 [B], CUDA,
+    optional) receives cache_seqlens + S_new. A token whose position lies outside the cache, or whose page lies
+    outside the pool (a negative length or table entry, one past the end), is not written. Returns seqlens_out.
+    stream: a CUstream handle or a torch stream (torch's current one when None)."""
+    opt = (cache_seqlens, cache_batch_idx, block_table, seqlens_out)
+    try:
+        key = (_meta(k_cache), _meta(v_cache), _meta(k), _meta(v), cache_seqlens if isinstance(cache_seqlens, int)
+               else _meta(cache_seqlens), type(cache_seqlens), _meta(cache_batch_idx), _meta(block_table),
+               _meta(seqlens_out), stream is None)
+        ent = _kva_fast.get(key)
+    except (TypeError, AttributeError):  # the full path says what is wrong
+        key = ent = None
+    if ent is not None:
+        a = _KvAppendArgs.from_buffer_copy(ent[0])
+        ptrs = (k_cache.data_ptr(), v_cache.data_ptr(), k.data_ptr(), v.data_ptr())
+        if all(0 < p < _PTR_MAX for p in ptrs):
+            a.k_cache, a.v_cache, a.k, a.v = ptrs
+            ok = True
+            for name, t in zip(_KVA_OPT, opt):
+                if t is not None and not isinstance(t, int):
+                    p = t.data_ptr()
+                    ok &= 0 < p < _PTR_MAX
+                    setattr(a, name, p)
+            if ok:
+                handle = _raw_stream(_torch_mod, ent[1][1]) if stream is None else _stream(stream, ent[1])
+                _check(ent[3](ent[2], ctypes.byref(a), handle), ent[2])
+                return seqlens_out
+    a, dev = _kv_append_args(k_cache, v_cache, k, v, cache_seqlens, cache_batch_idx, block_table, seqlens_out)
+    handle = _stream(stream, dev)
+    ctx = context(dev[1])
+    fn = _load().fa4_kv_append
+    _check(fn(ctx, ctypes.byref(a), ctypes.c_void_p(handle)), ctx)
+    if key is not None:
+        if len(_kva_fast) >= _FAST_MAX:
+            _kva_fast.clear()
+        _kva_fast[key] = (bytes(a), dev, ctx, fn)
+    return seqlens_out
+
+
+class _View:
+    """A tensor description over another tensor's memory: its pointer, dtype and device, with its own shape and
+    element strides (a slice or a reshape of a cache, handed to mha_fwd without a torch op)."""
+
+    def __init__(self, t, shape, strides):
+        self._t, self.shape, self._st = t, tuple(shape), tuple(strides)
+        self.dtype, self.device, self.is_cuda = t.dtype, t.device, getattr(t, "is_cuda", True)
+
+    def data_ptr(self):
+        return self._t.data_ptr()
+
+    def stride(self):
+        return self._st
+
+    def dim(self):
+        return len(self.shape)
+
+    def numel(self):
+        return math.prod(self.shape)
+
+    def element_size(self):
+        return self._t.element_size()
+
+    def is_contiguous(self):
+        st, acc = [], 1
+        for n in reversed(self.shape):
+            st.append(acc)
+            acc *= n
+        return self._st == tuple(reversed(st))
+
+
 _page_tables = {}  # (rows, pages per row, device) -> int32 [rows, pages per row]: the dense cache as pages
-_aranges = {}  # (n, device) -> int64 arange(n): the append's constant index tensors, made once
-
-
-def _arange(torch, n, device):
-    t = _aranges.get((n, device))
-    if t is None:
-        t = _aranges.setdefault((n, device), torch.arange(n, device=device))
-    return t
+_aranges = {}  # (n, device) -> int32 arange(n), made once
 
 
 def _dense_pages(s_max):
@@ -821,21 +957,24 @@ def _dense_pages(s_max):
     return None
 
 
-def _kv_append(torch, k_cache, v_cache, k, v, pos, rows, page, block_table):
-    """k, v [B, S_new, Hkv, D] into the caches at positions pos [B, S_new] (int64, clamped into the cache) of cache
-    rows `rows` [B] (dense) or through block_table (paged, page rows per page): index_put_ on the current stream,
-    no host sync."""
-    if block_table is None:
-        r = rows.to(torch.int64)[:, None].expand(pos.shape)
-        k_cache[r, pos] = k
-        v_cache[r, pos] = v
-    else:
-        bt = block_table.to(torch.int64)
-        pg = bt.gather(1, torch.div(pos, page, rounding_mode="floor").clamp_(0, bt.shape[1] - 1))
-        pg = pg.clamp_(0, k_cache.shape[0] - 1)
-        rr = pos.remainder(page)
-        k_cache[pg, rr] = k
-        v_cache[pg, rr] = v
+def _dense_table(torch, b, per, rows, dev, cache_batch_idx):
+    """The block table that reads a dense cache of `rows` sequences as pages, `per` pages a sequence: row r's pages
+    are r * per .. + per - 1. Sequence b reads row cache_batch_idx[b] (clamped to -1 .. rows, whose pages lie
+    outside the pool: such a sequence sees no key) or row b (a table made once per shape)."""
+    if cache_batch_idx is None:
+        t = _page_tables.get((b, per, dev))
+        if t is None:
+            ar = _arange32(torch, max(b, per), dev)
+            t = _page_tables.setdefault((b, per, dev), ar[None, :per].add(ar[:b, None], alpha=per).contiguous())
+        return t
+    return _arange32(torch, per, dev)[None, :].add(cache_batch_idx.clamp(-1, rows)[:, None], alpha=per)
+
+
+def _arange32(torch, n, dev):
+    t = _aranges.get((n, dev))
+    if t is None:
+        t = _aranges.setdefault((n, dev), torch.arange(n, dtype=torch.int32, device=torch.device(dev[0], dev[1])))
+    return t
 
 
 def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=None, cache_batch_idx=None,
@@ -844,20 +983,26 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=N
                             cache_leftpad=None, rotary_interleaved=True, return_softmax_lse=None, out=None):
     """FlashAttention's flash_attn_with_kvcache (decode, and chunked prefill against a cache).
 
-    q [B, Sq, H, D]; k_cache, v_cache [B_cache, S_max, Hkv, D] (dense; cache_batch_idx int32 [B] picks row
-    cache_batch_idx[b] for batch b, default b) or [num_blocks, page_block_size, Hkv, D] (paged, with block_table
-    int32 [B, max_blocks]). cache_seqlens: int32 [B] (CUDA) or an int, the tokens already in each cache row (None:
-    the dense cache is full). k, v [B, S_new, Hkv, D] (optional, together): written into the caches at positions
-    cache_seqlens[b] .. + S_new, in place and on the current stream before the attention (no host sync), which then
-    runs over cache_seqlens + S_new keys (causal: bottom-right aligned, so query i of Sq sees keys up to
-    cache_seqlens + S_new - Sq + i). Returns out [B, Sq, H, Dv], or (out, lse [B, H, Sq] fp32) with return_lse
-    (FlashAttention 2: return_softmax_lse). num_splits: 0 lets the runtime pick (on sm90a a decode shape gets a
-    cluster split), 1 none, N forces N (a workspace is allocated). rotary_cos / rotary_sin / cache_leftpad are
-    refused (apply the rotary embedding before the call).
+    q [B, Sq, H, D]; k_cache, v_cache [B_cache, S_max, Hkv, D] (dense, B_cache >= B; cache_batch_idx int32 [B]
+    picks row cache_batch_idx[b] for batch b, default b) or [num_blocks, page_block_size, Hkv, D] (paged, with
+    block_table int32 [B, max_blocks]). cache_seqlens: int32 [B] (CUDA) or an int, the tokens already in each cache
+    row (None: the dense cache is full). k, v [B, S_new, Hkv, D] (optional, together): written into the caches at
+    positions cache_seqlens[b] .. + S_new, in place and on the current stream before the attention, by one kernel
+    (fa4.kv_append; no host sync), which also computes the lengths the attention then runs over (cache_seqlens +
+    S_new keys; causal: bottom-right aligned, so query i of Sq sees keys up to cache_seqlens + S_new - Sq + i).
+    Returns out [B, Sq, H, Dv], or (out, lse [B, H, Sq] fp32) with return_lse (FlashAttention 2:
+    return_softmax_lse). num_splits: 0 lets the runtime pick (on sm90a a decode shape gets a cluster split), 1 none,
+    N forces N (a workspace is allocated). rotary_cos / rotary_sin / cache_leftpad are refused (apply the rotary
+    embedding before the call).
 
-    A dense cache with per-row lengths is read as pages: S_max must be a multiple of 16. New tokens past a row's
-    end (or through a block_table entry outside the pool) are clamped into the cache, never written outside it
-    (FlashAttention leaves them undefined); the append uses torch index ops, one kernel per cache."""
+    Launches: the append (when k, v are given) and the attention; a dense cache with one int length is read as a
+    view of its first B rows and cache_seqlens + S_new positions, otherwise (per-row lengths, cache_batch_idx,
+    paged) through pages (a dense cache's S_max must then be a multiple of 16), and cache_batch_idx costs two
+    small torch ops more (its page table). Device values have one meaning for every bit pattern (fa4.h,
+    fa4_kv_append): a new token whose position lies outside the cache, or whose row or page lies outside it (a
+    negative length or table entry, cache_batch_idx outside [0, B_cache)), is not written (FlashAttention leaves
+    that undefined); lengths below 0 read as 0 keys, past the cache as the whole cache; a sequence whose
+    cache_batch_idx lies outside the cache sees no key (out 0, lse -inf)."""
     for name, val in (("rotary_cos", rotary_cos), ("rotary_sin", rotary_sin), ("cache_leftpad", cache_leftpad)):
         if val is not None:
             raise Fa4Error("%s: given; fa4's kernels apply no rotary embedding and take no left padding: rotate q and "
@@ -872,78 +1017,76 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=N
                        % ("v" if v is None else "k", "k" if v is None else "v"))
     qd, _ = _tensor("q", q, shape=(None, None, None, None))
     dev = _device("q", q)
-    b, sq = qd[0], qd[1]
+    dev = (dev[0], 0 if dev[1] is None else dev[1])
+    b = qd[0]
     paged = block_table is not None
     cd, cs = _tensor("k_cache", k_cache, shape=(None, None, None, None), device=dev)
+    vd, vs = _tensor("v_cache", v_cache, shape=(cd[0], cd[1], cd[2], None), device=dev)
     s_new = 0
     if k is not None:
-        kd, _ = _tensor("k", k, dtype=_dtype_name(k_cache.dtype), shape=(b, None, cd[2], cd[3]), device=dev)
-        _tensor("v", v, dtype=_dtype_name(v_cache.dtype), shape=(b, kd[1], cd[2], v_cache.shape[3]), device=dev)
+        kd, _ = _tensor("k", k, shape=(b, None, cd[2], cd[3]), device=dev)
         s_new = kd[1]
     if cache_batch_idx is not None:
         if paged:
             raise Fa4Error("cache_batch_idx: given with block_table; the table already says where each sequence's "
                            "pages are")
         _tensor("cache_batch_idx", cache_batch_idx, dtype="int32", shape=(b,), device=dev, contiguous=True)
-    lens = None  # int32 [B] on the device: the cache's tokens before the append
+    elif not paged and cd[0] < b:
+        raise Fa4Error("k_cache: shape %s; its batch must be at least q's %d (without cache_batch_idx, batch b reads "
+                       "cache row b)" % (list(cd), b))
+    if paged:
+        bd, _ = _tensor("block_table", block_table, dtype="int32", shape=(b, None), device=dev, contiguous=True)
+    cap = bd[1] * cd[1] if paged else cd[1]  # positions a sequence can hold
+    lens = host_len = None  # the lengths before the append: a device int32 [B], or one int for every sequence
     if cache_seqlens is None:
         if paged:
             raise Fa4Error("cache_seqlens: None with block_table; a paged cache needs each sequence's length")
         if k is not None:
             raise Fa4Error("cache_seqlens: None with k and v; the new tokens go after each row's cache_seqlens tokens")
-        n_keys = cd[1]
+        host_len = cd[1]
     elif isinstance(cache_seqlens, numbers.Integral) and not isinstance(cache_seqlens, bool):
-        n_keys = _int("cache_seqlens", cache_seqlens, 0, cd[1] if not paged else INT32[1]) + s_new
-        if paged or cache_batch_idx is not None or k is not None:
-            lens = torch.full((b,), int(cache_seqlens), dtype=torch.int32, device=q.device)
+        if _int("cache_seqlens", cache_seqlens, 0, INT32[1]) + s_new > cap:
+            raise Fa4Error("cache_seqlens: %d with %d new tokens; the cache holds %d positions a sequence"
+                           % (cache_seqlens, s_new, cap))
+        host_len = int(cache_seqlens)
     else:
         _tensor("cache_seqlens", cache_seqlens, dtype="int32", shape=(b,), device=dev, contiguous=True)
-        lens, n_keys = cache_seqlens, None
-    if k is not None:
-        pos = lens[:, None] + _arange(torch, s_new, q.device)[None, :]  # int32 + int64: int64
-        if paged:
-            _tensor("block_table", block_table, dtype="int32", shape=(b, None), device=dev, contiguous=True)
-            pos.clamp_(0, block_table.shape[1] * cd[1] - 1)
-            _kv_append(torch, k_cache, v_cache, k, v, pos, None, cd[1], block_table)
-        else:
-            pos.clamp_(0, cd[1] - 1)
-            rows = cache_batch_idx.clamp(0, cd[0] - 1) if cache_batch_idx is not None else _arange(torch, b, q.device)
-            _kv_append(torch, k_cache, v_cache, k, v, pos, rows, None, None)
+        lens = cache_seqlens
+    per_row = paged or cache_batch_idx is not None or lens is not None or host_len + s_new == 0
+    handle = _stream(None, dev)
+    seqlen_k = lens
+    if k is not None:  # the append: one launch, which also writes the lengths the attention reads
+        seqlen_k = _empty(torch, (b,), torch.int32, dev) if per_row else None
+        kv_append(k_cache, v_cache, k, v, host_len if lens is None else lens, cache_batch_idx, block_table,
+                  seqlens_out=seqlen_k, stream=handle)
     workspace = None
     num_splits = _int("num_splits", num_splits, 0, FA4_MAX_SPLITS)
     kw = dict(causal=c, softmax_scale=softmax_scale, return_lse=return_lse, window=w, out=out, softcap=softcap,
-              alibi_slopes=alibi_slopes, num_splits=num_splits or None)
-    if paged or (n_keys is None or cache_batch_idx is not None):
-        # per-row lengths: a paged read (a dense cache through pages of its rows)
-        seqlen_k = lens if s_new == 0 else (lens + s_new)
-        if not paged:
-            page = _dense_pages(cd[1])
-            if page is None or cs[0] != cd[1] * cs[1]:
-                raise Fa4Error("k_cache: shape %s with strides %s; with per-row lengths (cache_seqlens a tensor, or "
-                               "cache_batch_idx) fa4 reads a dense cache through pages: its rows per sequence must be "
-                               "a multiple of 16 and its batch stride rows x row stride" % (list(cd), list(cs)))
-            per = cd[1] // page
-            if cache_batch_idx is None:
-                tk = (b, per, q.device)
-                bt = _page_tables.get(tk)
-                if bt is None:
-                    bt = _page_tables.setdefault(tk, (torch.arange(b, device=q.device, dtype=torch.int32)[:, None] * per
-                                                      + torch.arange(per, device=q.device, dtype=torch.int32)[None, :]
-                                                      ).contiguous())
-            else:
-                bt = (cache_batch_idx[:, None] * per + torch.arange(per, device=q.device, dtype=torch.int32)[None, :]
-                      ).to(torch.int32).contiguous()
-            kc = k_cache.view(cd[0] * per, page, cd[2], cd[3])
-            vc = v_cache.view(v_cache.shape[0] * per, page, v_cache.shape[2], v_cache.shape[3])
-        else:
-            bt, kc, vc = block_table, k_cache, v_cache
+              alibi_slopes=alibi_slopes, num_splits=num_splits or None, stream=handle)
+    if not per_row:  # dense, one length: the first B rows' first host_len + S_new positions, a view
+        n = host_len + s_new
+        kc, vc = _View(k_cache, (b, n) + cd[2:], cs), _View(v_cache, (b, n) + vd[2:], vs)
         if num_splits > 1:
-            workspace = _split_workspace(torch, q, kc, vc, c, w, num_splits, bt, seqlen_k)
-        return mha_fwd(q, kc, vc, block_table=bt, seqlen_k=seqlen_k, workspace=workspace, **kw)
-    kc, vc = k_cache[:, :n_keys], v_cache[:, :n_keys]  # dense, one length: a view
+            workspace = _split_workspace(torch, q, kc, vc, c, w, num_splits, None, None)
+        return mha_fwd(q, kc, vc, workspace=workspace, **kw)
+    if seqlen_k is None:  # no append: the lengths as they are
+        seqlen_k = lens if lens is not None else torch.full((b,), host_len, dtype=torch.int32,
+                                                            device=torch.device(dev[0], dev[1]))
+    if paged:
+        bt, kc, vc = block_table, k_cache, v_cache
+    else:  # a dense cache with per-row lengths is read as pages of its rows
+        page = _dense_pages(cd[1])
+        if page is None or cs[0] != cd[1] * cs[1] or vs[0] != vd[1] * vs[1]:
+            raise Fa4Error("k_cache: shape %s with strides %s; with per-row lengths (cache_seqlens a tensor, or "
+                           "cache_batch_idx) fa4 reads a dense cache through pages: its rows per sequence must be a "
+                           "multiple of 16 and its batch stride rows x row stride" % (list(cd), list(cs)))
+        per = cd[1] // page
+        bt = _dense_table(torch, b, per, cd[0], dev, cache_batch_idx)
+        kc = _View(k_cache, (cd[0] * per, page) + cd[2:], (page * cs[1],) + cs[1:])
+        vc = _View(v_cache, (vd[0] * per, page) + vd[2:], (page * vs[1],) + vs[1:])
     if num_splits > 1:
-        workspace = _split_workspace(torch, q, kc, vc, c, w, num_splits, None, None)
-    return mha_fwd(q, kc, vc, workspace=workspace, **kw)
+        workspace = _split_workspace(torch, q, kc, vc, c, w, num_splits, bt, seqlen_k)
+    return mha_fwd(q, kc, vc, block_table=bt, seqlen_k=seqlen_k, workspace=workspace, **kw)
 
 
 def _split_workspace(torch, q, k, v, causal, window, num_splits, block_table, seqlen_k):

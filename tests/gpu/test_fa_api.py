@@ -4,8 +4,10 @@ Against an fp32 torch reference written from FlashAttention's definitions (botto
 (left, right) with right = 0 under causal, softcap * tanh(s / softcap), ALiBi -slope |i + Sk - Sq - j|):
   flash_attn_func: d64/d128, bf16/fp16, causal, window, softcap, ALiBi, GQA/MQA, Sq != Sk, return shapes;
   flash_attn_varlen_func: ragged sequences, dense and paged (block_table), softcap + ALiBi;
-  flash_attn_with_kvcache: no new tokens; k/v appended into a dense cache (cache_batch_idx permuted, per-row
-    cache_seqlens) and a paged one, Sq 1 and 4; int cache_seqlens; the caches' new rows checked;
+  flash_attn_with_kvcache: no new tokens; k/v appended (the kv-append kernel) into a dense cache (cache_batch_idx
+    permuted, per-row cache_seqlens, a cache of more rows than q's batch) and a paged one, Sq 1 and 4; int
+    cache_seqlens; forced splits; bad device values (a length -1, cache_batch_idx past the cache); the caches'
+    new rows checked;
   torch.compile(fullgraph=True) of a decode step through fa4_torch (append + attention) against eager;
   CUDA-graph capture of flash_attn_func and of a kvcache decode step (append in the graph), replayed on new data.
 Criteria: rel L2 of O <= 1e-2 (each sequence), max |LSE - ref| <= 1e-2 over rows that see a key.
@@ -131,7 +133,7 @@ def case_varlen(name, lens_q, lens_k, h, hkv, d, causal=True, softcap=0.0, alibi
 
 
 def case_kvcache(name, b, sq, s_new, h, hkv, d, s_max=512, paged=0, batch_idx=False, int_lens=False, softcap=0.0,
-                 window=(-1, -1)):
+                 window=(-1, -1), splits=0):
     lens = [int(x) for x in torch.randint(1, s_max - s_new - 8, (b,))]
     if int_lens:
         lens = [lens[0]] * b
@@ -158,7 +160,8 @@ def case_kvcache(name, b, sq, s_new, h, hkv, d, s_max=512, paged=0, batch_idx=Fa
             truth_rows = rows.long()
         cs = lens[0] if int_lens else torch.tensor(lens, dtype=torch.int32, device=DEV)
         o, lse = fa4.flash_attn_with_kvcache(q, k_cache, v_cache, kn, vn, cs, softmax_scale=None, causal=True,
-                                             window_size=window, softcap=softcap, return_lse=True, **kwargs)
+                                             window_size=window, softcap=softcap, return_lse=True, num_splits=splits,
+                                             **kwargs)
         ok = tuple(o.shape) == (b, sq, h, d) and tuple(lse.shape) == (b, h, sq)
         worst = wl = 0.0
         cache_ok = True
@@ -176,6 +179,36 @@ def case_kvcache(name, b, sq, s_new, h, hkv, d, s_max=512, paged=0, batch_idx=Fa
                "rel L2 %.2e, lse %.2e, cache rows %s" % (worst, wl, "written" if cache_ok else "WRONG"))
     except Exception as ex:  # noqa: BLE001
         report("flash_attn_with_kvcache " + name, False, "%s: %s" % (type(ex).__name__, str(ex)[:300]))
+
+
+def case_kvcache_bad():
+    """Device values outside the cache (fa4.h fa4_kv_append): sequence 0's length is -1 (its first new token, at
+    position -1, is not written; it then sees 1 key), sequence 1's cache_batch_idx lies past the cache (nothing
+    written, no key: out 0, lse -inf), sequence 2 is ordinary."""
+    name = "flash_attn_with_kvcache dense bad values: length -1, cache_batch_idx past the cache"
+    try:
+        b, h, hkv, d, s_max = 3, 8, 2, 128, 64
+        q, kn, vn = rnd(b, 1, h, d), rnd(b, 2, hkv, d), rnd(b, 2, hkv, d)
+        kc, vc = rnd(b, s_max, hkv, d), rnd(b, s_max, hkv, d)
+        k0, v0 = kc.clone(), vc.clone()
+        lens = torch.tensor([-1, 10, 20], dtype=torch.int32, device=DEV)
+        idx = torch.tensor([2, b, 0], dtype=torch.int32, device=DEV)
+        o, lse = fa4.flash_attn_with_kvcache(q, kc, vc, kn, vn, lens, idx, causal=True, return_lse=True)
+        torch.cuda.synchronize()
+        kt, vt = k0.clone(), v0.clone()
+        kt[2, 0], vt[2, 0] = kn[0, 1], vn[0, 1]
+        kt[0, 20:22], vt[0, 20:22] = kn[2], vn[2]
+        cache_ok = bool(torch.equal(kc, kt) and torch.equal(vc, vt))
+        r0, l0 = ref(q[0:1], kt[None, 2, :1], vt[None, 2, :1], True)
+        r2, l2 = ref(q[2:3], kt[None, 0, :22], vt[None, 0, :22], True)
+        worst = max(rel(o[0], r0[0]), rel(o[2], r2[0]))
+        wl = max(lse_err(lse[0], l0[0]), lse_err(lse[2], l2[0]))
+        empty = bool((o[1] == 0).all()) and bool(torch.isneginf(lse[1]).all())
+        report(name, cache_ok and empty and worst <= 1e-2 and wl <= 1e-2,
+               "rel L2 %.2e, lse %.2e, caches %s, sequence 1 %s" % (worst, wl, "ok" if cache_ok else "WRONG",
+                                                                      "empty" if empty else "NOT EMPTY"))
+    except Exception as ex:  # noqa: BLE001
+        report(name, False, "%s: %s" % (type(ex).__name__, str(ex)[:300]))
 
 
 def case_compile():
@@ -284,6 +317,9 @@ def main():
     case_kvcache("dense, int cache_seqlens, append 2", 2, 2, 2, 8, 2, 128, int_lens=True)
     case_kvcache("paged (page 64) append 1", 4, 1, 1, 16, 4, 128, paged=64)
     case_kvcache("paged (page 128) append 3, window (64, 0)", 3, 3, 3, 8, 2, 128, paged=128, window=(64, 0))
+    case_kvcache("dense, int cache_seqlens, append 1, num_splits 3", 2, 1, 1, 16, 4, 128, int_lens=True, splits=3)
+    case_kvcache("paged (page 16) append 2, num_splits 2", 2, 1, 2, 16, 2, 128, paged=16, splits=2)
+    case_kvcache_bad()
     case_compile()
     case_graphs()
     print("fa api: %d passed, %d failed" % (passed, failed))

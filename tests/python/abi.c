@@ -9,8 +9,9 @@
 
 int main(void)
 {
-    printf("fa4_options %zu\nfa4_mha_args %zu\nfa4_mla_sparse_args %zu\nfa4_mha_bwd_args %zu\n", sizeof(fa4_options),
-           sizeof(fa4_mha_args), sizeof(fa4_mla_sparse_args), sizeof(fa4_mha_bwd_args));
+    printf("fa4_options %zu\nfa4_mha_args %zu\nfa4_mla_sparse_args %zu\n", sizeof(fa4_options), sizeof(fa4_mha_args),
+           sizeof(fa4_mla_sparse_args));
+    printf("fa4_mha_bwd_args %zu\nfa4_kv_append_args %zu\n", sizeof(fa4_mha_bwd_args), sizeof(fa4_kv_append_args));
     F(fa4_options, verbose); F(fa4_options, disable_jit); F(fa4_options, remember_buffers);
     F(fa4_mha_args, q_stride); F(fa4_mha_args, softmax_scale); F(fa4_mha_args, config); F(fa4_mha_args, k_rope);
     F(fa4_mha_args, v_descale);
@@ -32,5 +33,10 @@ int main(void)
     F(fa4_mha_bwd_args, score_mod); F(fa4_mha_bwd_args, cu_seqlens_q); F(fa4_mha_bwd_args, cu_seqlens_k_host);
     F(fa4_mha_bwd_args, deterministic); F(fa4_mha_bwd_args, workspace_size); F(fa4_mha_bwd_args, softcap);
     F(fa4_mha_bwd_args, dlse);
+    F(fa4_kv_append_args, k); F(fa4_kv_append_args, batch); F(fa4_kv_append_args, v_depth);
+    F(fa4_kv_append_args, k_stride); F(fa4_kv_append_args, v_cache_stride); F(fa4_kv_append_args, cache_batch);
+    F(fa4_kv_append_args, cache_batch_idx); F(fa4_kv_append_args, block_table); F(fa4_kv_append_args, page_size);
+    F(fa4_kv_append_args, num_pages); F(fa4_kv_append_args, cache_seqlens); F(fa4_kv_append_args, cache_seqlen);
+    F(fa4_kv_append_args, seqlens_out);
     return 0;
 }

@@ -11,7 +11,7 @@ PYTHONPATH=python python3 - "$out/c.txt" <<'PY' || exit 1
 import ctypes, sys, fa4
 names = {"fa4_options": fa4._Options, "fa4_mha_args": fa4._MhaArgs, "fa4_mla_sparse_args": fa4._MlaSparseArgs,
          "fa4_bundle": fa4._Bundle, "fa4_cache_entry": fa4._CacheEntry,
-         "fa4_mha_bwd_args": fa4._MhaBwdArgs}
+         "fa4_mha_bwd_args": fa4._MhaBwdArgs, "fa4_kv_append_args": fa4._KvAppendArgs}
 ok = bad = 0
 for line in open(sys.argv[1]):
     key, val = line.split()
