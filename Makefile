@@ -153,7 +153,8 @@ $(FAKECUDA): tests/unit/fake_cuda.c tests/unit/fake_cuda.h
 
 # test_args_fuzz: the Python argument layer on duck-typed tensors through the simulated driver (no torch)
 unit: deps-test $(UNIT_BIN) $(B)/tests/test_launch $(B)/tests/test_bundle $(B)/tests/test_aot $(FAKECUDA) \
-      $(B)/tests/gen/test_bundle_kernels.so $(B)/libfa4rt.so build/sim/libcuda.so.1
+      $(B)/tests/gen/test_bundle_kernels.so $(B)/libfa4rt.so build/sim/libcuda.so.1 \
+      $(B)/bench/liblaunchfloor.so
 	@sh tests/run-unit.sh $(UNIT_BIN)
 	@sh tests/python/abi.sh
 	@python3 tests/python/test_torch_ops.py
@@ -303,9 +304,13 @@ bench-jit: $(B)/bench/jit
 	$(B)/bench/jit
 # the host time of a cached fa4_mha_fwd / fa4_mla_sparse_fwd against the fake driver (issue 26's driver checks)
 .PHONY: bench-host
-$(B)/bench/host_cost: bench/host_cost.c tests/unit/fake_cuda.h $(B)/libfa4rt.a
+$(B)/bench/host_cost: bench/host_cost.c bench/launch_floor.c bench/launch_floor.h tests/unit/fake_cuda.h $(B)/libfa4rt.a
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Itests/unit $< -o $@ $(B)/libfa4rt.a $(LDLIBS_RT)
+	$(CC) $(ALL_CFLAGS) -Itests/unit -Ibench $< bench/launch_floor.c -o $@ $(B)/libfa4rt.a $(LDLIBS_RT)
+# the same launches replayed bare, for bench/host_cost.py (ctypes; it reads the context of the libfa4rt.so it loads)
+$(B)/bench/liblaunchfloor.so: bench/launch_floor.c bench/launch_floor.h $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -shared -Ibench $< -o $@
 bench-host: $(B)/bench/host_cost $(FAKECUDA)
 	LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) $(B)/bench/host_cost
 

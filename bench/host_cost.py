@@ -1,21 +1,31 @@
 """host_cost.py - the host time of one attention call on a cached kernel, fa4 beside SDPA (issue 27 item 4).
 
-    python3 bench/host_cost.py [--calls 2000] [--rounds 7] [--json FILE] [--out FILE]
+    python3 bench/host_cost.py [--calls 128] [--rounds 25] [--json FILE] [--out FILE]
 
-Per variant: warm-up, then `calls` calls back to back with nothing else on the host, timed with perf_counter
-(in chunks of 250 calls with torch.cuda.synchronize between them, outside the timing, so a variant whose host
-time is below its kernel's GPU time never waits on a full launch queue): host microseconds per call, median of
-`rounds` rounds. The GPU work is tiny (q, k, v [1, 128, 8, 64] bf16,
-causal), so the host is the bound; the launch queue does not fill. Variants:
-  sdpa                      torch.nn.functional.scaled_dot_product_attention on [B, H, S, D] (is_causal)
-  fa4.flash_attn_func       the eager Python call (FlashAttention API)
-  fa4.mha_fwd               the same through fa4's own name
-  fa4.mha_fwd out=, stream= the caller gives out and the stream (no allocation, no stream query)
-  fa4_torch.flash_attn_func the torch.library op (custom-op dispatch on top)
-  ctypes fa4_mha_fwd        the C call alone on a prepared fa4_mha_args, through ctypes (the C path + ~1 us)
-  flash_attn_with_kvcache   a decode step: 1 token appended to a dense cache (per-row lengths) and attention
+Method (bench/NOTES.md "host cost"): launches of tiny kernels back to back can be bound by the GPU -- once the
+launch queue is full, each call waits for a kernel to finish. So every round first holds the GPU with a spin kernel
+(torch.cuda._sleep, as bench/benchlib.py's hold_us), records an event behind it, then times `calls` calls (fewer
+than the queue holds; fewer still for variants that launch several kernels) with perf_counter, then synchronises,
+untimed. A round counts only if the event was still pending when the last call returned (the GPU was still in its
+hold: no call can have waited for it); otherwise it is run again with a longer hold, then with fewer calls. Host
+microseconds per call: median (min) of `rounds` counted rounds. The GPU work is tiny (q, k, v [1, 128, 8, 64] bf16,
+causal; a decode step: 8 sequences x 1 token, 32/8 heads, d64, a 1024-row cache).
+Variants:
+  sdpa                         torch.nn.functional.scaled_dot_product_attention on [B, H, S, D] (is_causal)
+  fa4.flash_attn_func          the eager Python call (FlashAttention API)
+  fa4.mha_fwd                  the same through fa4's own name; then with out= and stream= given
+  fa4_torch.flash_attn_func    the torch wrapper in eager mode: fa4 called directly (fa4_torch._direct)
+  torch.ops.fa4.flash_attn     the custom op itself: torch.library's dispatch on top of the same call
+  ctypes fa4_mha_fwd           the C call alone on a prepared fa4_mha_args, through ctypes
+  ctypes floor                 the same launch recorded from that call and replayed bare (build/bench/
+                               liblaunchfloor.so, bench/launch_floor.c), through ctypes: the C call's floor
+  kvcache decode               flash_attn_with_kvcache: the append kernel and the attention (per-row lengths)
+  kvcache decode floor         its two fa4 launches replayed bare (ctypes)
+  kvcache decode, torch append the way it appended before the kv-append kernel (torch index ops), for A/B
+  fa4.kv_append                the append alone; fa4_torch.flash_attn_with_kvcache (eager: directly)
 and the parts of the Python fast path by themselves (key, allocation, data_ptr, stream, struct copy).
-Issue 27's targets: the eager Python call <= 15 us, the C call <= 3 us, SDPA (47 us there) in the same run.
+Issue 27's targets: the eager Python call <= 15 us, the C call fa4_mha_fwd on a cached kernel <= 3 us (here with
+ctypes' ~0.5-1 us on top; bench/host_cost.c times it from C), SDPA in the same run.
 """
 import argparse
 import ctypes
@@ -27,36 +37,85 @@ import time
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, os.path.join(ROOT, "python"))
 import fa4  # noqa: E402
 import fa4_torch  # noqa: E402
 
-
-CHUNK = 250  # calls between synchronisations (outside the timing): the launch queue (1024) never fills
+HOLD_MIN_US = 2000  # a round's hold: at least this, else 3x the round's calls at their unheld pace
+CYCLES_PER_US = 2000  # torch.cuda._sleep counts clock cycles: 2 GHz or less makes the hold at least as long
+HOLD_MAX_US = 250000
+RERUNS_MAX = 16
 
 
 def per_call_us(fn, calls, rounds):
+    """(median, min) host us per call of fn behind a held GPU, the calls a counted round made, rounds rerun."""
+    t0 = time.perf_counter()
     for _ in range(20):
         fn()
+    warm = (time.perf_counter() - t0) / 20 * 1e6
     torch.cuda.synchronize()
-    t = []
-    for _ in range(rounds):
-        total = 0.0
-        for c in range(0, calls, CHUNK):
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            for _ in range(min(CHUNK, calls - c)):
-                fn()
-            total += time.perf_counter() - t0
+    n, t, reruns = calls, [], 0
+    hold = int(max(HOLD_MIN_US, 3 * n * warm) * CYCLES_PER_US)
+    ev = torch.cuda.Event()
+    while len(t) < rounds:
         torch.cuda.synchronize()
-        t.append(total / calls * 1e6)
-    return statistics.median(t), min(t)
+        torch.cuda._sleep(hold)
+        ev.record()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        t1 = time.perf_counter()
+        held = not ev.query()
+        torch.cuda.synchronize()
+        if not held:  # the GPU left its hold before the host finished its calls: a call may have waited for it
+            reruns += 1  # (a hold too short, or a launch queue that holds fewer calls): both halves
+            if reruns > RERUNS_MAX:
+                raise RuntimeError("no round stayed ahead of the GPU (%d calls, hold %d cycles)" % (n, hold))
+            n, hold = max(8, n // 2), min(hold * 2, HOLD_MAX_US * CYCLES_PER_US)
+            continue
+        t.append((t1 - t0) / n * 1e6)
+    return statistics.median(t), min(t), n, reruns
+
+
+class Floor:
+    """build/bench/liblaunchfloor.so: the launches of fa4's context recorded from one call, replayed bare."""
+
+    def __init__(self):
+        path = os.path.join(ROOT, "build", "bench", "liblaunchfloor.so")
+        self.lib = ctypes.CDLL(path) if os.path.exists(path) else None
+        if self.lib:
+            self.lib.lf_begin.argtypes = self.lib.lf_end.argtypes = [ctypes.c_void_p]
+            self.lib.lf_replay.argtypes = [ctypes.c_void_p]
+            self.lib.lf_describe.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+
+    def record(self, fn):
+        """Records the fa4 launches of one fn(); returns their description (None without the library)."""
+        if not self.lib:
+            return None
+        ctx = fa4.context(0)
+        if self.lib.lf_begin(ctx) != 0:
+            raise RuntimeError("lf_begin failed")
+        try:
+            fn()
+        finally:
+            n = self.lib.lf_end(ctx)
+        torch.cuda.synchronize()
+        if n < 1:
+            raise RuntimeError("recorded %d launches" % n)
+        buf = ctypes.create_string_buffer(512)
+        self.lib.lf_describe(buf, 512)
+        return buf.value.decode()
+
+    def replay_fn(self, handle):
+        replay = self.lib.lf_replay
+        return lambda: replay(handle)
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--calls", type=int, default=2000)
-    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--calls", type=int, default=128, help="calls a round (a variant of several launches: fewer)")
+    ap.add_argument("--rounds", type=int, default=25)
     ap.add_argument("--json")
     ap.add_argument("--out")
     o = ap.parse_args()
@@ -72,21 +131,46 @@ def main():
     lib, ctx = fa4._load(), fa4.context(0)
     c_fn = lib.fa4_mha_fwd
 
+    # a decode step: 8 sequences, 1 new token, 32/8 heads, d64, a cache of 1024 rows, per-row lengths
     kc, vc = (torch.randn(8, 1024, 8, 64, device=dev, dtype=torch.bfloat16) for _ in range(2))
     lens = torch.full((8,), 500, dtype=torch.int32, device=dev)
-    qd, kn = torch.randn(8, 1, 32, 64, device=dev, dtype=torch.bfloat16), torch.randn(8, 1, 8, 64, device=dev,
-                                                                                       dtype=torch.bfloat16)
+    qd = torch.randn(8, 1, 32, 64, device=dev, dtype=torch.bfloat16)
+    kn = torch.randn(8, 1, 8, 64, device=dev, dtype=torch.bfloat16)
+    lens_out = torch.empty(8, dtype=torch.int32, device=dev)
+    ar1 = torch.arange(1, device=dev)
+    rows = torch.arange(8, device=dev)
 
+    def decode():
+        return fa4.flash_attn_with_kvcache(qd, kc, vc, kn, kn, lens, causal=True)
+
+    def decode_torch_append():  # the append as flash_attn_with_kvcache made it before the kv-append kernel
+        pos = (lens[:, None] + ar1[None, :]).clamp_(0, 1023)
+        r = rows[:, None].expand(pos.shape)
+        kc[r, pos] = kn
+        vc[r, pos] = kn
+        bt = fa4._dense_table(torch, 8, 4, 8, (dev.type, 0), None)
+        return fa4.mha_fwd(qd, fa4._View(kc, (32, 256, 8, 64), (256 * 512, 512, 64, 1)),
+                           fa4._View(vc, (32, 256, 8, 64), (256 * 512, 512, 64, 1)), causal=True, block_table=bt,
+                           seqlen_k=lens + 1)
+
+    floor = Floor()
     variants = [
-        ("sdpa", lambda: F(qt, kt, vt, is_causal=True)),
-        ("fa4.flash_attn_func", lambda: fa4.flash_attn_func(q, k, v, causal=True)),
-        ("fa4.mha_fwd", lambda: fa4.mha_fwd(q, k, v, causal=True)),
-        ("fa4.mha_fwd out=, stream=", lambda: fa4.mha_fwd(q, k, v, causal=True, out=out, stream=handle)),
-        ("fa4_torch.flash_attn_func (op)", lambda: fa4_torch.flash_attn_func(q, k, v, causal=True)),
-        ("ctypes fa4_mha_fwd (C call)", lambda: c_fn(ctx, ctypes.byref(a), handle)),
-        ("flash_attn_with_kvcache decode (append + attn)",
-         lambda: fa4.flash_attn_with_kvcache(qd, kc, vc, kn, kn, lens, causal=True)),
-        ("sdpa again (drift check)", lambda: F(qt, kt, vt, is_causal=True)),
+        ("sdpa", lambda: F(qt, kt, vt, is_causal=True), 1),
+        ("fa4.flash_attn_func", lambda: fa4.flash_attn_func(q, k, v, causal=True), 1),
+        ("fa4.mha_fwd", lambda: fa4.mha_fwd(q, k, v, causal=True), 1),
+        ("fa4.mha_fwd out=, stream=", lambda: fa4.mha_fwd(q, k, v, causal=True, out=out, stream=handle), 1),
+        ("fa4_torch.flash_attn_func (eager: direct)", lambda: fa4_torch.flash_attn_func(q, k, v, causal=True), 1),
+        ("torch.ops.fa4.flash_attn (the op's dispatch)",
+         lambda: torch.ops.fa4.flash_attn(q, k, v, None, True, -1, -1, 0.0, None), 1),
+        ("ctypes fa4_mha_fwd (C call)", lambda: c_fn(ctx, ctypes.byref(a), handle), 1),
+        ("ctypes floor: its launch replayed bare", "floor", lambda: c_fn(ctx, ctypes.byref(a), handle)),
+        ("kvcache decode (append + attn)", decode, 2),
+        ("kvcache decode floor: its 2 launches bare", "floor", decode),
+        ("kvcache decode, torch index append (before)", decode_torch_append, 8),
+        ("fa4.kv_append (decode step)", lambda: fa4.kv_append(kc, vc, kn, kn, lens, seqlens_out=lens_out), 1),
+        ("fa4_torch.flash_attn_with_kvcache (eager)",
+         lambda: fa4_torch.flash_attn_with_kvcache(qd, kc, vc, kn, kn, cache_seqlens=lens, causal=True), 2),
+        ("sdpa again (drift check)", lambda: F(qt, kt, vt, is_causal=True), 1),
     ]
     key = (q.shape, q.stride(), q.dtype, q.device)
     tpl = bytes(a)
@@ -99,24 +183,46 @@ def main():
         ("part: raw current stream", lambda: fa4._raw_stream(torch, 0)),
         ("part: torch.cuda.current_stream()", lambda: torch.cuda.current_stream().cuda_stream),
         ("part: args struct copy", lambda: fa4._MhaArgs.from_buffer_copy(tpl)),
+        ("part: fa4_torch._direct (q, k, v)", lambda: fa4_torch._direct(q, k, v, None)),
     ]
     gpu = torch.cuda.get_device_name()
-    lines = ["# bench/host_cost.py: host us per call, median (min) of %d rounds of %d calls; %s; torch %s; fa4 %s"
-             % (o.rounds, o.calls, gpu, torch.__version__, fa4.version()),
+    lines = ["# bench/host_cost.py: host us per call behind a held GPU (torch.cuda._sleep, then %d calls a round, fewer "
+             "for variants of several launches), median (min) of %d counted rounds; %s; torch %s; fa4 %s"
+             % (o.calls, o.rounds, gpu, torch.__version__, fa4.version()),
              "# shape q, k, v [1, 128, 8, 64] bf16 causal (sdpa on [1, 8, 128, 64]); decode: 8 x 1 token, 32/8 heads, "
-             "cache 1024 rows"]
+             "d64, cache 1024 rows, per-row lengths"]
     res = {"gpu": gpu, "torch": torch.__version__, "fa4": fa4.version(), "calls": o.calls, "rounds": o.rounds,
-           "results": {}}
-    for name, fn in variants + parts:
-        med, lo = per_call_us(fn, o.calls, o.rounds)
-        res["results"][name] = {"median_us": med, "min_us": lo}
-        lines.append("%-48s %8.2f us  (min %.2f)" % (name, med, lo))
+           "method": "held GPU (torch.cuda._sleep), event-checked rounds", "results": {}}
+    for name, fn, launches in variants + [(n, f, 1) for n, f in parts]:
+        if fn == "floor":
+            what = floor.record(launches)
+            if what is None:
+                lines.append("%-48s  (skipped: build/bench/liblaunchfloor.so is missing)" % name)
+                print(lines[-1], flush=True)
+                continue
+            res["results"].setdefault("launches", {})[name] = what
+            fn, launches = floor.replay_fn(handle), what.count(";") + 1
+        med, lo, n, reruns = per_call_us(fn, max(8, o.calls // launches), o.rounds)
+        res["results"][name] = {"median_us": med, "min_us": lo, "calls_per_round": n, "rounds_rerun": reruns}
+        lines.append("%-48s %8.2f us  (min %.2f; %d calls a round, %d rounds rerun)" % (name, med, lo, n, reruns))
         print(lines[-1], flush=True)
     r = res["results"]
-    lines.append("# targets: eager flash_attn_func %.2f us (<= 15), C call %.2f us (<= 3; ctypes included), sdpa %.2f us"
-                 % (r["fa4.flash_attn_func"]["median_us"], r["ctypes fa4_mha_fwd (C call)"]["median_us"],
-                    r["sdpa"]["median_us"]))
-    print(lines[-1])
+
+    def us(name):
+        return r[name]["median_us"] if name in r else float("nan")
+    lines.append("# targets: eager flash_attn_func %.2f us (<= 15; sdpa %.2f); the C call %.2f us through ctypes, its "
+                 "bare launch through ctypes %.2f: fa4's own %.2f us (the C bench has it without ctypes; <= 3 us "
+                 "asked for the whole C call)" % (us("fa4.flash_attn_func"), us("sdpa"),
+                                                  us("ctypes fa4_mha_fwd (C call)"),
+                                                  us("ctypes floor: its launch replayed bare"),
+                                                  us("ctypes fa4_mha_fwd (C call)")
+                                                  - us("ctypes floor: its launch replayed bare")))
+    lines.append("# fa4_torch.flash_attn_func eager %.2f us vs through the op %.2f us; kvcache decode %.2f us (its 2 "
+                 "launches bare %.2f; with the torch index append %.2f)"
+                 % (us("fa4_torch.flash_attn_func (eager: direct)"), us("torch.ops.fa4.flash_attn (the op's dispatch)"),
+                    us("kvcache decode (append + attn)"), us("kvcache decode floor: its 2 launches bare"),
+                    us("kvcache decode, torch index append (before)")))
+    print("\n".join(lines[-2:]))
     if o.out:
         with open(o.out, "w") as f:
             f.write("\n".join(lines) + "\n")

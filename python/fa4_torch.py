@@ -6,7 +6,9 @@
 
 The ops `fa4::mha_fwd` and `fa4::mla_sparse_fwd` call the ctypes binding (fa4.py) and have
 fake (meta) implementations, so torch.compile(fullgraph=True) traces through them without a
-graph break. Each call launches on torch's current stream, never synchronises the host, and
+graph break. The FlashAttention wrappers (flash_attn_func, flash_attn_varlen_func,
+flash_attn_with_kvcache) call fa4 directly in eager mode when nothing traces the call and no input
+needs autograd (the op's dispatch costs more than the kernel launch there); otherwise they take the op. Each call launches on torch's current stream, never synchronises the host, and
 allocates its outputs with torch (libfa4rt allocates no device memory), so CUDA-graph capture
 and replay work once the kernel has been fetched: run the op once before capturing (the first
 call of a config generates, compiles and loads its kernel, which a capture cannot do).
@@ -30,6 +32,44 @@ _MLA_DV = 512  # fa4.h: out holds the first 512 columns of kv (V)
 def _check_fake(cond, msg):
     if not cond:
         raise fa4.Fa4Error(msg)
+
+
+# ---------------------------------------------------------------- eager calls without the op (issue 27 item 4)
+# A call through a torch.library custom op pays its dispatch (~50 us a call in eager mode on the H200 host,
+# bench/NOTES.md "host cost"). The FlashAttention wrappers below call fa4 directly when nothing could tell the
+# difference: not compiling (torch.compile), no dispatch mode (make_fx, FakeTensor, functionalization, proxies), no
+# torch-function mode, no functorch transform, no torch.jit trace; plain CUDA tensors only (no subclass, no meta or
+# CPU tensor: the op's fake and its messages stay theirs) and none that autograd would track (the ops carry the
+# autograd registration). Every other call takes the op, as before: torch.compile, its CUDA graphs and tracing see
+# it. A CUDA-graph capture in eager mode runs the same code either way.
+def _modes_off():
+    return not (torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack() or
+                torch._C._is_torch_function_mode_enabled() or torch._C._are_functorch_transforms_active() or
+                torch._C._get_tracing_state() is not None)
+
+
+try:  # a torch without one of these probes takes the op always
+    _modes_off()
+except AttributeError:
+    def _modes_off():
+        return False
+
+
+def _on_cuda(t):
+    return t.is_cuda
+
+
+def _direct(q, *tensors):
+    """True when this call may skip the op (see above): q and every given tensor plain, q on CUDA, no grad."""
+    if type(q) is not Tensor or not _on_cuda(q) or not _modes_off():
+        return False
+    grad = torch.is_grad_enabled()
+    if grad and q.requires_grad:
+        return False
+    for t in tensors:
+        if t is not None and (type(t) is not Tensor or (grad and t.requires_grad)):
+            return False
+    return True
 
 
 # ---------------------------------------------------------------- mha_fwd
@@ -121,9 +161,12 @@ def _flash_attn_fake(q, k, v, softmax_scale, causal, window_left, window_right, 
 
 def flash_attn_func(q, k, v, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
                     return_lse=False, *, dropout_p=0.0, deterministic=False, return_attn_probs=False):
-    """fa4.flash_attn_func as the torch op fa4::flash_attn (torch.compile, CUDA graphs)."""
+    """fa4.flash_attn_func as the torch op fa4::flash_attn (torch.compile, CUDA graphs); an eager call that nothing
+    traces calls fa4 directly (_direct)."""
     if dropout_p or deterministic or return_attn_probs:
         fa4._fa_refuse(dropout_p, deterministic, return_attn_probs)
+    if _direct(q, k, v, alibi_slopes):
+        return fa4.flash_attn_func(q, k, v, softmax_scale, causal, window_size, softcap, alibi_slopes, return_lse)
     wl, wr = _window(window_size)
     o, lse = torch.ops.fa4.flash_attn(q, k, v, softmax_scale, causal, wl, wr, float(softcap or 0.0), alibi_slopes)
     return (o, lse) if return_lse else o
@@ -149,9 +192,13 @@ def _flash_attn_varlen_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, m
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale=None,
                            causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None, return_lse=False,
                            block_table=None, *, dropout_p=0.0, deterministic=False, return_attn_probs=False):
-    """fa4.flash_attn_varlen_func as the torch op fa4::flash_attn_varlen."""
+    """fa4.flash_attn_varlen_func as the torch op fa4::flash_attn_varlen (eager: directly, as flash_attn_func)."""
     if dropout_p or deterministic or return_attn_probs:
         fa4._fa_refuse(dropout_p, deterministic, return_attn_probs)
+    if _direct(q, k, v, cu_seqlens_q, cu_seqlens_k, alibi_slopes, block_table):
+        return fa4.flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                          softmax_scale, causal, window_size, softcap, alibi_slopes, return_lse,
+                                          block_table)
     wl, wr = _window(window_size)
     o, lse = torch.ops.fa4.flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                              softmax_scale, causal, wl, wr, float(softcap or 0.0), alibi_slopes,
@@ -184,11 +231,17 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=N
                             block_table=None, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
                             num_splits=0, return_lse=False, *, alibi_slopes=None, rotary_cos=None, rotary_sin=None,
                             cache_leftpad=None, rotary_interleaved=True, return_softmax_lse=None):
-    """fa4.flash_attn_with_kvcache as the torch op fa4::flash_attn_with_kvcache (k_cache, v_cache mutated)."""
+    """fa4.flash_attn_with_kvcache as the torch op fa4::flash_attn_with_kvcache (k_cache, v_cache mutated; eager:
+    directly, as flash_attn_func)."""
     for name, val in (("rotary_cos", rotary_cos), ("rotary_sin", rotary_sin), ("cache_leftpad", cache_leftpad)):
         if val is not None:
             raise fa4.Fa4Error("%s: given; fa4's kernels apply no rotary embedding and take no left padding" % name)
     return_lse = fa4._fa_lse_flag(return_lse, return_softmax_lse)
+    if _direct(q, k_cache, v_cache, k, v, cache_seqlens if isinstance(cache_seqlens, Tensor) else None,
+               cache_batch_idx, block_table, alibi_slopes):
+        return fa4.flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens, cache_batch_idx, block_table,
+                                           softmax_scale, causal, window_size, softcap, num_splits, return_lse,
+                                           alibi_slopes=alibi_slopes)
     wl, wr = _window(window_size)
     cs_t = cache_seqlens if isinstance(cache_seqlens, torch.Tensor) else None
     cs_i = None if cs_t is not None or cache_seqlens is None else int(cache_seqlens)

@@ -1,17 +1,23 @@
 #!/bin/bash
-# tests/gpu/pyapi.sh - issue 27 items 2-4 on one GPU machine, one call (after `make -j16 all`):
-#   OUT=/some/dir sh tests/gpu/pyapi.sh
+# tests/gpu/pyapi.sh - issue 27 on one GPU machine, one call, about 3 minutes (after `make -j16 all`):
+#   OUT=/some/dir bash tests/gpu/pyapi.sh
 # Steps (each logs to $OUT/<step>.log; a summary prints last and goes to $OUT/summary.txt):
-#   build        make -j16 all build/sim/sim_mha build/bench/host_cost (no-op when built)
+#   build        make -j16 all build/sim/sim_mha build/sim/test_kv_append build/bench/host_cost
+#                build/bench/liblaunchfloor.so (no-op when built)
 #   scoretf_gpu  tests/sim/cases_scoretf.txt's sm90a cases (built-in softcap / ALiBi) through build/sim/sim_mha
 #                on this GPU against the fp64 reference
-#   fa_api       tests/gpu/test_fa_api.py: the FlashAttention API against an fp32 reference, kvcache append,
-#                torch.compile(fullgraph=True), CUDA graphs
-#   torch_ops    tests/python/test_torch_ops.py (schemas, fakes, make_fx) and tests/gpu/test_torch.py (the older ops)
+#   kv_append    build/sim/test_kv_append on this GPU: the kv-append kernel (dense and paged caches, bad lengths,
+#                rows and table entries that must write nothing, the lengths out, refusals), byte for byte
+#   fa_api       tests/gpu/test_fa_api.py: the FlashAttention API against an fp32 reference, kvcache (append kernel,
+#                bad device values, splits), torch.compile(fullgraph=True), CUDA graphs
+#   torch_ops    tests/python/test_torch_ops.py (schemas, fakes, make_fx, the eager-or-op decision) and
+#                tests/gpu/test_torch.py (the older ops)
 #   transformers tests/gpu/test_transformers.py: Llama / Qwen2 with random weights, logits and greedy generation
 #                vs sdpa and eager (skips, saying why, without transformers)
-#   host_py      bench/host_cost.py: host us per call, fa4 eager beside SDPA, 2000 calls (text + JSON)
-#   host_c       build/bench/host_cost on the real driver (the C call alone; decode and a tiny prefill)
+#   host_py      bench/host_cost.py: host us per call behind a held GPU, fa4 eager beside SDPA, the op's dispatch,
+#                the C call and its bare launch through ctypes, the kvcache decode step before/after (text + JSON)
+#   host_c       build/bench/host_cost on the real driver: the C call beside its bare launch (decode, tiny
+#                prefill, kv append), the driver's parts
 #   scoretf_bench bench/bench_scoretf.py: softcap / ALiBi beside plain, TFLOP/s (text + JSON)
 # Exit status: the number of failed steps. FA4GEN_CACHE_DIR is a fresh folder per step that compiles.
 set -u
@@ -34,9 +40,10 @@ step() { # step NAME CMD...: run, log to $OUT/NAME.log, record the status and th
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader > "$OUT/gpu.txt" 2>&1
 git log --oneline -1 > "$OUT/commit.txt" 2>&1
-step build make -j16 all build/sim/sim_mha build/bench/host_cost
+step build make -j16 all build/sim/sim_mha build/sim/test_kv_append build/bench/host_cost build/bench/liblaunchfloor.so
 grep '^target=sm90a' tests/sim/cases_scoretf.txt > "$OUT/scoretf_sm90.txt"
 step scoretf_gpu env FA4GEN_CACHE_DIR="$(mktemp -d)" build/sim/sim_mha --no-skip --cases "$OUT/scoretf_sm90.txt"
+step kv_append env FA4GEN_CACHE_DIR="$(mktemp -d)" build/sim/test_kv_append
 step fa_api env FA4GEN_CACHE_DIR="$(mktemp -d)" python3 tests/gpu/test_fa_api.py
 step torch_ops_cpu python3 tests/python/test_torch_ops.py
 step torch_ops env FA4GEN_CACHE_DIR="$(mktemp -d)" python3 tests/gpu/test_torch.py

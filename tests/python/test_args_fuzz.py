@@ -229,7 +229,13 @@ def attention(q, k, v, sq, sk, h, hkv, d, causal, rows=None):
 
 
 def close(got, want, tol):
-    worst = max((abs(a - b) for a, b in zip(got, want) if not (math.isinf(a) and a == b)), default=0.0)
+    """(worst |got - want| <= tol, worst); equal infinities match, a NaN on either side is an infinite error."""
+    worst = 0.0
+    for a, b in zip(got, want):
+        if math.isinf(a) and a == b:
+            continue
+        d = abs(a - b)
+        worst = max(worst, math.inf if d != d else d)
     return worst <= tol, worst
 
 

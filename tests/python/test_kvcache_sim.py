@@ -13,13 +13,15 @@ its lengths out, the dense view, the dense cache read as pages (with and without
   - launches: an append is one launch and the attention one more (the simulator counts them);
   - kv_append's fast path (a repeated signature adds no entry, a misaligned pointer is still refused);
   - refusals naming their argument: an int length past the cache, k's batch, a cache of fewer rows than the batch;
-  - fa4._dense_table (the dense cache's page table) on real CPU torch tensors.
+  - fa4._dense_table (the dense cache's page table) on real CPU torch tensors;
+  - bench/launch_floor.c (build/bench/liblaunchfloor.so, bench/host_cost's floor under a call's host time): the
+    launches of one decode step recorded, the caches and outputs reset, the launches replayed bare: the same caches
+    and the same out and lse again (the floor does the call's work, parameter bytes and all).
 Prints one line per case and 'kvcache sim: N passed, N failed'. Run by make unit.
 """
 import math
 import os
 import random
-import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -194,6 +196,37 @@ def dense_table_cpu():
           "%s / %s" % (t.tolist(), t3.tolist()))
 
 
+def floor_replay(t, lens):
+    """Records the launches of one decode step on case t (per-row lengths: the append and the attention), puts the
+    caches back as they were and poisons out and lse, replays the launches bare, and compares again."""
+    path = os.path.join(tf.ROOT, "build", "bench", "liblaunchfloor.so")
+    if not os.path.exists(path):
+        check("launch floor replay", False, "%s is missing (make build/bench/liblaunchfloor.so)" % path)
+        return
+    lf = tf.ctypes.CDLL(path)
+    lf.lf_begin.argtypes = lf.lf_end.argtypes = lf.lf_replay.argtypes = [tf.ctypes.c_void_p]
+    lf.lf_describe.argtypes = [tf.ctypes.c_char_p, tf.ctypes.c_size_t]
+    ctx = fa4.context(0)
+    if lf.lf_begin(ctx) != 0:
+        check("launch floor replay", False, "lf_begin refused")
+        return
+    try:
+        out, lse, n = run(t, cache_seqlens=lens)
+    finally:
+        rec = lf.lf_end(ctx)
+    what = tf.ctypes.create_string_buffer(512)
+    lf.lf_describe(what, 512)
+    t.compare("decode step, per-row lengths, recorded by the launch floor", out, lse, launches=(n == 2, n))
+    tf.upload(t.kc, t.hkc), tf.upload(t.vc, t.hvc)
+    tf.upload(out, [float("nan")] * out.numel()), tf.upload(lse, [float("nan")] * lse.numel())
+    n0 = tf.launches()
+    e = lf.lf_replay(None)
+    n1 = tf.launches() - n0
+    check("launch floor: %d launches recorded, replayed bare (rc %d, %d launches)" % (rec, e, n1),
+          rec == 2 and e == 0 and n1 == 2 and tf.healthy(), what.value.decode())
+    t.compare("decode step replayed by the launch floor (caches reset, out/lse NaN before)", out, lse)
+
+
 def main():
     rng = random.Random(27)
     dense_table_cpu()
@@ -268,6 +301,10 @@ def main():
     small = tf.tensor((1, 32, 2, 64), tf.BF16)
     refused("a dense cache of 1 row for batch 2 (no cache_batch_idx)", "k_cache",
             lambda: fa4.flash_attn_with_kvcache(t.q, small, small, t.kn, t.vn, 3))
+    t = Kv(rng, 3, 1, 1, 4, 2, 64, [3, 20, 40], rows=3, s_max=48)
+    lens = tf.tensor((3,), tf.I32)
+    tf.upload(lens, t.lens)
+    floor_replay(t, lens)
     print("kvcache sim: %d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
 

@@ -159,6 +159,79 @@ except Exception as e:  # noqa: BLE001
     check("torch.compile(fullgraph=True) through the FA ops", False, "%s: %s" % (type(e).__name__, str(e)[:1500]))
 
 
+# eager calls skip the op only where nothing traces them (fa4_torch._direct): the wrappers' path, with CPU tensors
+# taken for CUDA ones (fa4_torch._on_cuda) and fa4's functions replaced by recorders that say whether the op's
+# implementation called them
+def _path_checks():
+    import inspect
+    seen = []
+
+    def recorder(name, lse_shape):
+        def fn(q, *a, **kw):
+            via_op = any(f.function.startswith("_flash_attn") for f in inspect.stack())
+            seen.append((name, via_op))
+            o = torch.empty_like(q)
+            want_lse = kw.get("return_lse", a[7] if name == "flash_attn_func" and len(a) > 7 else
+                              a[12] if name == "flash_attn_with_kvcache" and len(a) > 12 else False) or via_op
+            return (o, torch.empty(lse_shape(q), dtype=torch.float32)) if want_lse else o
+        return fn
+
+    saved = (fa4_torch._on_cuda, fa4.flash_attn_func, fa4.flash_attn_with_kvcache)
+    fa4_torch._on_cuda = lambda t: True
+    fa4.flash_attn_func = recorder("flash_attn_func", lambda q: (q.shape[0], q.shape[2], q.shape[1]))
+    fa4.flash_attn_with_kvcache = recorder("flash_attn_with_kvcache", lambda q: (q.shape[0], q.shape[2], q.shape[1]))
+    try:
+        q, k = torch.zeros(2, 16, 4, 64, dtype=torch.bfloat16), torch.zeros(2, 32, 2, 64, dtype=torch.bfloat16)
+        seen.clear()
+        o = fa4_torch.flash_attn_func(q, k, k, causal=True)
+        check("eager flash_attn_func calls fa4 directly (no op)", seen == [("flash_attn_func", False)] and
+              tuple(o.shape) == tuple(q.shape), str(seen))
+        seen.clear()
+        o, lse = fa4_torch.flash_attn_func(q, k, k, causal=True, return_lse=True)
+        check("eager flash_attn_func, return_lse: directly, (out, lse)", seen == [("flash_attn_func", False)] and
+              tuple(lse.shape) == (2, 4, 16), str(seen))
+        seen.clear()
+        kc, lens = torch.zeros(2, 64, 2, 64, dtype=torch.bfloat16), torch.zeros(2, dtype=torch.int32)
+        fa4_torch.flash_attn_with_kvcache(q[:, :1], kc, kc, k[:, :1], k[:, :1], cache_seqlens=lens, causal=True)
+        check("eager flash_attn_with_kvcache calls fa4 directly", seen == [("flash_attn_with_kvcache", False)],
+              str(seen))
+        seen.clear()
+        qg = q.clone().requires_grad_()
+        fa4_torch.flash_attn_func(qg, k, k, causal=True)
+        check("q requiring grad: through the op (its autograd)", seen == [("flash_attn_func", True)], str(seen))
+        seen.clear()
+        with torch.no_grad():
+            fa4_torch.flash_attn_func(qg, k, k, causal=True)
+        check("q requiring grad under no_grad: directly", seen == [("flash_attn_func", False)], str(seen))
+        seen.clear()
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        with FakeTensorMode() as mode:
+            fq, fk = mode.from_tensor(q), mode.from_tensor(k)
+            fo = fa4_torch.flash_attn_func(fq, fk, fk, causal=True)
+        check("FakeTensorMode: the op's fake (fa4 not called)", seen == [] and tuple(fo.shape) == tuple(q.shape),
+              str(seen))
+        from torch.fx.experimental.proxy_tensor import make_fx
+        code = make_fx(lambda a, b: fa4_torch.flash_attn_func(a, b, b, causal=True), tracing_mode="real")(q, k).code
+        check("make_fx (real tensors): the op in the graph", "fa4.flash_attn.default" in code, code)
+        seen.clear()
+        torch._dynamo.reset()
+        co = torch.compile(lambda a, b: fa4_torch.flash_attn_func(a, b, b, causal=True) * 2, fullgraph=True,
+                           backend="eager")(q, k)
+        check("torch.compile(fullgraph=True): traced through the op, which runs fa4", tuple(co.shape) == tuple(q.shape)
+              and seen and all(v for _, v in seen), str(seen))
+        with torch.device("cpu"):  # a torch-function mode on the stack
+            seen.clear()
+            fa4_torch.flash_attn_func(q, k, k, causal=True)
+        check("a torch-function mode (torch.device): through the op", seen == [("flash_attn_func", True)], str(seen))
+    except Exception as e:  # noqa: BLE001
+        check("eager/op path checks", False, "%s: %s" % (type(e).__name__, str(e)[:1500]))
+    finally:
+        fa4_torch._on_cuda, fa4.flash_attn_func, fa4.flash_attn_with_kvcache = saved
+
+
+_path_checks()
+
+
 class _Attn(torch.nn.Module):  # what transformers' attention modules carry
     is_causal = True
     num_key_value_groups = 4
