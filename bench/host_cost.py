@@ -26,12 +26,17 @@ Variants:
 and the parts of the Python fast path by themselves (key, allocation, data_ptr, stream, struct copy).
 Issue 27's targets: the eager Python call <= 15 us, the C call fa4_mha_fwd on a cached kernel <= 3 us (here with
 ctypes' ~0.5-1 us on top; bench/host_cost.c times it from C), SDPA in the same run.
+--c-bench build/bench/host_cost runs the C bench afterwards (its own process, the same method; its lines go to
+--c-out) and the last lines are one table of both: the eager Python call beside SDPA, the op's dispatch, the C call
+beside its bare launch, the kvcache decode step beside its bare launches, with each target and whether it is met.
 """
 import argparse
 import ctypes
 import json
 import os
+import re
 import statistics
+import subprocess
 import sys
 import time
 
@@ -112,12 +117,73 @@ class Floor:
         return lambda: replay(handle)
 
 
+_C_LINE = re.compile(r"^(\S.*?)\s+(-?\d+) ns per call \(median")
+
+
+def c_bench(path, out):
+    """Runs bench/host_cost.c's real-driver bench (its own process); {case: ns per call} of its timed lines, with
+    "rc" and "gpu". Its output goes to out (when given)."""
+    p = subprocess.run([path], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if out:
+        with open(out, "w") as f:
+            f.write(p.stdout)
+    found = {"rc": p.returncode}
+    for line in p.stdout.splitlines():
+        m = _C_LINE.match(line)
+        if m:
+            found[m.group(1)] = float(m.group(2))
+    if p.returncode:
+        print("host_cost.py: %s exited %d; its last lines:\n%s" % (path, p.returncode,
+                                                                   "\n".join(p.stdout.splitlines()[-5:])))
+    return found
+
+
+def table(r, c, gpu):
+    """One table of the issue's comparisons: Python eager vs SDPA, the op, the C call vs its bare launch."""
+    def us(name):
+        return r[name]["median_us"] if name in r else float("nan")
+
+    def cus(name):
+        return c[name] / 1e3 if c and name in c else float("nan")
+
+    def verdict(x, limit):
+        return "" if x != x else ("met" if x <= limit else "MISSED")
+    rows = []
+    sd = us("sdpa")
+    e = us("fa4.flash_attn_func")
+    rows.append(("eager fa4.flash_attn_func", e, "sdpa %.2f (x%.2f)" % (sd, e / sd if sd else float("nan")),
+                 "<= 15", verdict(e, 15)))
+    rows.append(("eager fa4.mha_fwd", us("fa4.mha_fwd"), "", "", ""))
+    rows.append(("fa4_torch.flash_attn_func (eager)", us("fa4_torch.flash_attn_func (eager: direct)"),
+                 "through the op %.2f" % us("torch.ops.fa4.flash_attn (the op's dispatch)"), "", ""))
+    for case, label in (("mha decode", "C fa4_mha_fwd decode"), ("mha tiny prefill", "C fa4_mha_fwd tiny prefill"),
+                        ("kv append (decode step)", "C fa4_kv_append decode step")):
+        x, fl = cus(case + ": fa4 call"), cus(case + ": floor (same launches, bare)")
+        tgt = "<= 3" if case.startswith("mha") else ""
+        rows.append((label, x, "bare launch %.2f, fa4's own %.2f" % (fl, x - fl), tgt,
+                     verdict(x, 3) if tgt else ""))
+    x, fl = us("ctypes fa4_mha_fwd (C call)"), us("ctypes floor: its launch replayed bare")
+    rows.append(("ctypes fa4_mha_fwd (tiny prefill)", x, "ctypes bare launch %.2f, fa4's own %.2f" % (fl, x - fl),
+                 "", ""))
+    x = us("kvcache decode (append + attn)")
+    rows.append(("eager flash_attn_with_kvcache step", x, "2 launches bare %.2f; torch index append %.2f" % (
+        us("kvcache decode floor: its 2 launches bare"), us("kvcache decode, torch index append (before)")), "", ""))
+    out = ["## host cost table", "# %s: host us per call behind a held GPU (median of counted rounds); C rows from "
+           "build/bench/host_cost (no ctypes)%s" % (gpu, "" if c else " -- not run (--c-bench)"),
+           "%-36s %9s  %-44s %-6s %s" % ("call", "us/call", "beside it (same run)", "target", "")]
+    for name, x, beside, tgt, v in rows:
+        out.append("%-36s %9.2f  %-44s %-6s %s" % (name, x, beside, tgt, v))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=128, help="calls a round (a variant of several launches: fewer)")
     ap.add_argument("--rounds", type=int, default=25)
     ap.add_argument("--json")
     ap.add_argument("--out")
+    ap.add_argument("--c-bench", help="build/bench/host_cost: run it after, and put its numbers in the table")
+    ap.add_argument("--c-out", help="where the C bench's own lines go")
     o = ap.parse_args()
     dev = torch.device("cuda", 0)
     q, k, v = (torch.randn(1, 128, 8, 64, device=dev, dtype=torch.bfloat16) for _ in range(3))
@@ -223,6 +289,11 @@ def main():
                     us("kvcache decode (append + attn)"), us("kvcache decode floor: its 2 launches bare"),
                     us("kvcache decode, torch index append (before)")))
     print("\n".join(lines[-2:]))
+    c = c_bench(o.c_bench, o.c_out) if o.c_bench else None
+    if c is not None:
+        res["c_bench"] = c
+    lines += table(r, c, gpu)
+    print("\n".join(lines[lines.index("## host cost table"):]), flush=True)
     if o.out:
         with open(o.out, "w") as f:
             f.write("\n".join(lines) + "\n")

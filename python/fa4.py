@@ -735,8 +735,9 @@ def _fa_refuse(dropout_p, deterministic, return_attn_probs):
         raise Fa4Error("dropout_p: %r; fa4 has no attention dropout (FlashAttention applies it in training): give 0.0"
                        % (dropout_p,))
     if deterministic is not False:
-        raise Fa4Error("deterministic: %r; it selects FlashAttention's deterministic backward pass, and fa4 has no "
-                       "backward kernel (its forward is deterministic): leave it False" % (deterministic,))
+        raise Fa4Error("deterministic: %r; it selects FlashAttention's deterministic backward pass, and fa4's "
+                       "backward has no deterministic mode (dQ is accumulated in no fixed order; the forward is "
+                       "deterministic): leave it False" % (deterministic,))
     if return_attn_probs is not False:
         raise Fa4Error("return_attn_probs: %r; fa4 does not return the attention probabilities (FlashAttention "
                        "returns them for testing only): use return_lse=True for the log-sum-exp" % (return_attn_probs,))

@@ -9,7 +9,9 @@ Against an fp32 torch reference written from FlashAttention's definitions (botto
     cache_seqlens; forced splits; bad device values (a length -1, cache_batch_idx past the cache); the caches'
     new rows checked;
   torch.compile(fullgraph=True) of a decode step through fa4_torch (append + attention) against eager;
-  CUDA-graph capture of flash_attn_func and of a kvcache decode step (append in the graph), replayed on new data.
+  CUDA-graph capture of flash_attn_func and of a kvcache decode step (append in the graph), replayed on new data;
+  fa4_torch's eager wrappers, which call fa4 directly (fa4_torch._direct), against the ops themselves: the same
+    bits; with q requiring grad they take the op (a grad_fn, a gradient).
 Criteria: rel L2 of O <= 1e-2 (each sequence), max |LSE - ref| <= 1e-2 over rows that see a key.
 Prints one line per case and 'fa api: N passed, N failed'.
 """
@@ -292,6 +294,31 @@ def case_graphs():
         report("CUDA graphs", False, "%s: %s" % (type(ex).__name__, str(ex)[:600]))
 
 
+def case_eager_paths():
+    """fa4_torch's eager wrappers call fa4 directly; the same call through the op gives the same bits."""
+    name = "fa4_torch eager (direct) == the op"
+    try:
+        q, k, v = rnd(2, 200, 8, 128), rnd(2, 300, 2, 128), rnd(2, 300, 2, 128)
+        direct = fa4_torch._direct(q, k, v, None)
+        o1, l1 = fa4_torch.flash_attn_func(q, k, v, causal=True, softcap=20.0, return_lse=True)
+        o2, l2 = torch.ops.fa4.flash_attn(q, k, v, None, True, -1, -1, 20.0, None)
+        cq = torch.tensor([0, 100, 200], dtype=torch.int32, device=DEV)
+        ck = torch.tensor([0, 150, 300], dtype=torch.int32, device=DEV)
+        qv, kv_, vv = q.reshape(400, 8, 128)[:200], k.reshape(600, 2, 128)[:300], v.reshape(600, 2, 128)[:300]
+        o3 = fa4_torch.flash_attn_varlen_func(qv, kv_, vv, cq, ck, 100, 150, causal=True)
+        o4, _ = torch.ops.fa4.flash_attn_varlen(qv, kv_, vv, cq, ck, 100, 150, None, True, -1, -1, 0.0, None, None)
+        qg = q.clone().requires_grad_()
+        og = fa4_torch.flash_attn_func(qg, k, v, causal=True, softcap=20.0)
+        og.float().square().sum().backward()
+        torch.cuda.synchronize()
+        same = torch.equal(o1, o2) and torch.equal(l1, l2) and torch.equal(o3, o4) and torch.equal(og.detach(), o1)
+        grad = og.grad_fn is not None and qg.grad is not None and bool(torch.isfinite(qg.grad).all())
+        report(name, direct and same and grad, "direct %s, bits equal %s, grad through the op %s" % (direct, same,
+                                                                                                    grad))
+    except Exception as ex:  # noqa: BLE001
+        report(name, False, "%s: %s" % (type(ex).__name__, str(ex)[:600]))
+
+
 def main():
     torch.manual_seed(0)
     print("torch %s, %s, fa4 %s" % (torch.__version__, torch.cuda.get_device_name(), fa4.version()), flush=True)
@@ -322,6 +349,7 @@ def main():
     case_kvcache_bad()
     case_compile()
     case_graphs()
+    case_eager_paths()
     print("fa api: %d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
 
