@@ -407,10 +407,11 @@ def transformers_attention(module, query, key, value, attention_mask, dropout=0.
     window = (-1, -1)
     if sliding_window is not None and k.shape[1] > sliding_window:
         window = (sliding_window - 1, sliding_window - 1)  # FlashAttention's reading (causal sets right = 0)
-    if s_aux is not None:
+    if s_aux is not None:  # sinks: fa4::mha_fwd (its autograd gives dsink), or fa4 directly as _direct allows
         c, w = fa4._fa_mask(bool(causal), window)
-        o = fa4.mha_fwd(q, k, v, causal=c, window=w, softmax_scale=scaling, softcap=softcap or None,
-                        sink=s_aux.float().contiguous())
+        sink = s_aux.float().contiguous()
+        fwd = fa4.mha_fwd if _direct(q, k, v, sink) else mha_fwd
+        o = fwd(q, k, v, causal=c, window=w, softmax_scale=scaling, softcap=softcap or None, sink=sink)
     else:
         o = flash_attn_func(q, k, v, softmax_scale=scaling, causal=bool(causal), window_size=window,
                             softcap=softcap or 0.0)

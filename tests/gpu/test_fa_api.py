@@ -11,7 +11,8 @@ Against an fp32 torch reference written from FlashAttention's definitions (botto
   torch.compile(fullgraph=True) of a decode step through fa4_torch (append + attention) against eager;
   CUDA-graph capture of flash_attn_func and of a kvcache decode step (append in the graph), replayed on new data;
   fa4_torch's eager wrappers, which call fa4 directly (fa4_torch._direct), against the ops themselves: the same
-    bits; with q requiring grad they take the op (a grad_fn, a gradient).
+    bits; with q requiring grad they take the op (a grad_fn, a gradient); transformers' function with sinks likewise
+    (fa4::mha_fwd with a sink requiring grad: dsink).
 Criteria: rel L2 of O <= 1e-2 (each sequence), max |LSE - ref| <= 1e-2 over rows that see a key.
 Prints one line per case and 'fa api: N passed, N failed'.
 """
@@ -315,6 +316,22 @@ def case_eager_paths():
         grad = og.grad_fn is not None and qg.grad is not None and bool(torch.isfinite(qg.grad).all())
         report(name, direct and same and grad, "direct %s, bits equal %s, grad through the op %s" % (direct, same,
                                                                                                     grad))
+    except Exception as ex:  # noqa: BLE001
+        report(name, False, "%s: %s" % (type(ex).__name__, str(ex)[:600]))
+    name = "transformers_attention with sinks: eager == the op, dsink"
+    try:
+        class Attn(torch.nn.Module):
+            is_causal = True
+        q, k = rnd(2, 8, 96, 128), rnd(2, 2, 96, 128)  # transformers' [B, H, S, D]
+        sink = torch.randn(8, device=DEV)
+        o1, _ = fa4_torch.transformers_attention(Attn(), q, k, k, None, scaling=0.1, s_aux=sink)
+        sg = sink.clone().requires_grad_()
+        o2, _ = fa4_torch.transformers_attention(Attn(), q, k, k, None, scaling=0.1, s_aux=sg)
+        o2.float().square().sum().backward()
+        torch.cuda.synchronize()
+        same = torch.equal(o1, o2.detach())
+        grad = sg.grad is not None and bool(torch.isfinite(sg.grad).all()) and bool((sg.grad != 0).any())
+        report(name, same and grad, "bits equal %s, dsink %s" % (same, "finite" if grad else sg.grad))
     except Exception as ex:  # noqa: BLE001
         report(name, False, "%s: %s" % (type(ex).__name__, str(ex)[:600]))
 

@@ -159,6 +159,11 @@ except Exception as e:  # noqa: BLE001
     check("torch.compile(fullgraph=True) through the FA ops", False, "%s: %s" % (type(e).__name__, str(e)[:1500]))
 
 
+class _Attn(torch.nn.Module):  # what transformers' attention modules carry
+    is_causal = True
+    num_key_value_groups = 4
+
+
 # eager calls skip the op only where nothing traces them (fa4_torch._direct): the wrappers' path, with CPU tensors
 # taken for CUDA ones (fa4_torch._on_cuda) and fa4's functions replaced by recorders that say whether the op's
 # implementation called them
@@ -168,7 +173,7 @@ def _path_checks():
 
     def recorder(name, lse_shape):
         def fn(q, *a, **kw):
-            via_op = any(f.function.startswith("_flash_attn") for f in inspect.stack())
+            via_op = any(f.function.startswith(("_flash_attn", "_mha_fwd")) for f in inspect.stack())
             seen.append((name, via_op))
             o = torch.empty_like(q)
             want_lse = kw.get("return_lse", a[7] if name == "flash_attn_func" and len(a) > 7 else
@@ -176,8 +181,9 @@ def _path_checks():
             return (o, torch.empty(lse_shape(q), dtype=torch.float32)) if want_lse else o
         return fn
 
-    saved = (fa4_torch._on_cuda, fa4.flash_attn_func, fa4.flash_attn_with_kvcache)
+    saved = (fa4_torch._on_cuda, fa4.flash_attn_func, fa4.flash_attn_with_kvcache, fa4.mha_fwd)
     fa4_torch._on_cuda = lambda t: True
+    fa4.mha_fwd = recorder("mha_fwd", lambda q: (q.shape[0], q.shape[2], q.shape[1]))
     fa4.flash_attn_func = recorder("flash_attn_func", lambda q: (q.shape[0], q.shape[2], q.shape[1]))
     fa4.flash_attn_with_kvcache = recorder("flash_attn_with_kvcache", lambda q: (q.shape[0], q.shape[2], q.shape[1]))
     try:
@@ -223,18 +229,30 @@ def _path_checks():
             seen.clear()
             fa4_torch.flash_attn_func(q, k, k, causal=True)
         check("a torch-function mode (torch.device): through the op", seen == [("flash_attn_func", True)], str(seen))
+        # transformers' function with gpt-oss sinks (s_aux): fa4.mha_fwd directly in eager mode, fa4::mha_fwd traced
+        mod = _Attn()
+        hq, hk = q.transpose(1, 2), k.transpose(1, 2)
+        sink = torch.zeros(4)
+        seen.clear()
+        o, _ = fa4_torch.transformers_attention(mod, hq, hk, hk, None, scaling=0.125, s_aux=sink)
+        check("transformers_attention with sinks, eager: fa4.mha_fwd directly", seen == [("mha_fwd", False)] and
+              tuple(o.shape) == tuple(q.shape), str(seen))
+        seen.clear()
+        sg = sink.clone().requires_grad_()
+        fa4_torch.transformers_attention(mod, hq, hk, hk, None, scaling=0.125, s_aux=sg)
+        check("transformers_attention with sinks requiring grad: fa4::mha_fwd (dsink)", seen == [("mha_fwd", True)],
+              str(seen))
+        code = make_fx(lambda a, b, s: fa4_torch.transformers_attention(mod, a, b, b, None, s_aux=s)[0],
+                       tracing_mode="fake")(hq, hk, sink).code
+        check("transformers_attention with sinks, make_fx: fa4.mha_fwd.default in the graph",
+              "fa4.mha_fwd.default" in code, code)
     except Exception as e:  # noqa: BLE001
         check("eager/op path checks", False, "%s: %s" % (type(e).__name__, str(e)[:1500]))
     finally:
-        fa4_torch._on_cuda, fa4.flash_attn_func, fa4.flash_attn_with_kvcache = saved
+        fa4_torch._on_cuda, fa4.flash_attn_func, fa4.flash_attn_with_kvcache, fa4.mha_fwd = saved
 
 
 _path_checks()
-
-
-class _Attn(torch.nn.Module):  # what transformers' attention modules carry
-    is_causal = True
-    num_key_value_groups = 4
 
 
 # transformers' function on CPU tensors: [B, H, S, D] in, the Fa4Error of the CPU tensors out; padding refused
