@@ -33,12 +33,14 @@ export PYTHONUNBUFFERED=1 FA4_LIB=$PWD/build/libfa4rt.so
 CUDA=${CUDA_HOME:-/usr/local/cuda}
 export PATH="$CUDA/bin:$PATH"
 T0=$(date +%s)
+# one private kernel cache for every step: a kernel two steps need is compiled once
+CACHE=$(mktemp -d)
 SUMMARY=()
 fails=0
-run_step() { # run_step NAME CMD...: run, log to $OUT/NAME.log, leave "rc seconds" in $OUT/NAME.rc
+run_step() { # run_step NAME CMD...: run (at most STEP_TIMEOUT s, default 600), log to $OUT/NAME.log, leave "rc seconds" in $OUT/NAME.rc
     local name=$1; shift
     local t0=$(date +%s)
-    "$@" > "$OUT/$name.log" 2>&1
+    timeout "${STEP_TIMEOUT:-600}" "$@" > "$OUT/$name.log" 2>&1
     echo "$? $(( $(date +%s) - t0 ))" > "$OUT/$name.rc"
 }
 record() { # record NAME: the step's status and its log's last line into the summary
@@ -54,19 +56,19 @@ step build make -j16 build/fa4gen build/libfa4rt.so build/sim/sim_mha build/sim/
     build/bench/host_cost build/bench/liblaunchfloor.so
 grep '^target=sm90a' tests/sim/cases_scoretf.txt > "$OUT/scoretf_sm90.txt"
 PAR=(scoretf_gpu kv_append fa_api torch_ops_cpu torch_ops transformers)
-run_step scoretf_gpu env FA4GEN_CACHE_DIR="$(mktemp -d)" build/sim/sim_mha --no-skip --cases "$OUT/scoretf_sm90.txt" &
-run_step kv_append env FA4GEN_CACHE_DIR="$(mktemp -d)" build/sim/test_kv_append &
-run_step fa_api env FA4GEN_CACHE_DIR="$(mktemp -d)" python3 tests/gpu/test_fa_api.py &
+run_step scoretf_gpu env FA4GEN_CACHE_DIR="$CACHE" build/sim/sim_mha --no-skip --cases "$OUT/scoretf_sm90.txt" &
+run_step kv_append env FA4GEN_CACHE_DIR="$CACHE" build/sim/test_kv_append &
+run_step fa_api env FA4GEN_CACHE_DIR="$CACHE" python3 tests/gpu/test_fa_api.py &
 run_step torch_ops_cpu python3 tests/python/test_torch_ops.py &
-run_step torch_ops env FA4GEN_CACHE_DIR="$(mktemp -d)" python3 tests/gpu/test_torch.py &
-run_step transformers env FA4GEN_CACHE_DIR="$(mktemp -d)" python3 tests/gpu/test_transformers.py &
+run_step torch_ops env FA4GEN_CACHE_DIR="$CACHE" python3 tests/gpu/test_torch.py &
+run_step transformers env FA4GEN_CACHE_DIR="$CACHE" python3 tests/gpu/test_transformers.py &
 wait
 for s in "${PAR[@]}"; do record "$s"; done
-step host env FA4GEN_CACHE_DIR="$(mktemp -d)" python3 bench/host_cost.py --c-bench build/bench/host_cost \
+step host env FA4GEN_CACHE_DIR="$CACHE" python3 bench/host_cost.py --c-bench build/bench/host_cost \
     --c-out "$OUT/host_cost_c.txt" --out "$OUT/host_cost_py.txt" --json "$OUT/host_cost_py.json"
 sed -n '/^## host cost table/,$p' "$OUT/host.log" > "$OUT/host_table.txt"
 if [ "${SCORETF:-1}" != 0 ]; then
-    step scoretf_bench env FA4GEN_CACHE_DIR="$(mktemp -d)" python3 bench/bench_scoretf.py --reps 30 \
+    step scoretf_bench env FA4GEN_CACHE_DIR="$CACHE" python3 bench/bench_scoretf.py --reps 30 \
         --out "$OUT/scoretf_bench.txt" --json "$OUT/scoretf_bench.json"
 fi
 { echo "pyapi.sh on $(head -1 "$OUT/gpu.txt") at $(cat "$OUT/commit.txt"), $(( $(date +%s) - T0 )) s"
