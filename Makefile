@@ -155,6 +155,7 @@ $(FAKECUDA): tests/unit/fake_cuda.c tests/unit/fake_cuda.h
 unit: deps-test $(UNIT_BIN) $(B)/tests/test_launch $(B)/tests/test_bundle $(B)/tests/test_aot $(FAKECUDA) \
       $(B)/tests/gen/test_bundle_kernels.so $(B)/libfa4rt.so build/sim/libcuda.so.1
 	@sh tests/run-unit.sh $(UNIT_BIN)
+	@python3 tests/unit/layering.py --quiet . $(B)
 	@sh tests/python/abi.sh
 	@python3 tests/python/test_torch_ops.py
 	@FA4_LIB=$(abspath $(B))/libfa4rt.so python3 tests/python/test_args_fuzz.py
