@@ -6,9 +6,7 @@
 #include <string.h>
 
 #include "../kernel.h"
-#include "../ops.h"
 #include "../ops_copy.h"
-#include "../score_mod.h"
 #include "../softmax.h"
 #include "mha100.h"
 #include "sm100.h"

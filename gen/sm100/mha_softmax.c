@@ -6,8 +6,6 @@
 #include <string.h>
 
 #include "../kernel.h"
-#include "../ops.h"
-#include "../ops_copy.h"
 #include "../score_mod.h"
 #include "../softmax.h"
 #include "mha100.h"

@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../kernel.h"
 #include "../ops.h"
 #include "../ops_copy.h"
 #include "../softmax.h"

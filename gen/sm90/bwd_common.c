@@ -4,8 +4,6 @@
  * sm90/mha_bwd_depth.c (split_depth's consumer) call these; they call neither back. */
 #include <stdio.h>
 
-#include "../kernel.h"
-#include "../mha_bwd.h"
 #include "../ops.h"
 #include "../softmax.h"
 #include "bwd90.h"

@@ -12,7 +12,8 @@ A module is a source file with its header (gen/kernel.c + gen/kernel.h: "gen/ker
 Checks: each graph has no cycle (one line per cycle found, with a path), and the named layers hold: the
 shared MHA emitter (gen/kernel) sits above the plan pieces and the emitters it calls (plan, mha_plan,
 softmax, varlen), the sm_100a sparse MLA family's plan above its two kernels and those above their shared
-pieces, the sm_100a MHA skeleton above its role files and those above every role's start, the sm_90a
+pieces, the sm_100a MHA skeleton above its role files and those above every role's start, the sm_90a MHA
+consumers above the producer and epilogue files, the sm_90a
 backward's kernel above its pieces; none reachable back from below. Prints one line per check and 'layering: N passed, N failed';
 exits 1 on a failure (--quiet: only the failed checks and that line). ROOT defaults to the current folder, BUILD to ROOT/build (make unit builds it).
 """
@@ -36,6 +37,7 @@ LAYERS = [
     ("gen/sm90/mha_bwd", "gen/sm90/mha_bwd_depth"), ("gen/mha_bwd", "gen/config"),
     ("gen/sm100/mha", "gen/sm100/mha_softmax"), ("gen/sm100/mha", "gen/sm100/mha_correction"),
     ("gen/sm100/mha_softmax", "gen/sm100/mha_context"), ("gen/sm100/mha_correction", "gen/sm100/mha_context"),
+    ("gen/sm90/mha", "gen/sm90/mha_producer"), ("gen/sm90/mha", "gen/sm90/mha_epilogue"),
 ]
 
 
