@@ -147,7 +147,7 @@ $(B)/tests/gen/test_bundle_kernels.so: $(B)/tests/gen/test_bundle_kernels.c runt
 	$(CC) -shared -fPIC -Iruntime $< -o $@
 
 # A fake CUDA driver (records encodes and launches) for testing the launch path without a GPU.
-$(FAKECUDA): tests/unit/fake_cuda.c tests/unit/fake_cuda.h
+$(FAKECUDA): tests/unit/fake_cuda.c tests/unit/fake_cuda.h tests/unit/cuda_errors.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -fvisibility=hidden -shared -Wl,-soname,libcuda.so.1 $< -o $@
 
