@@ -147,7 +147,7 @@ $(B)/tests/gen/test_bundle_kernels.so: $(B)/tests/gen/test_bundle_kernels.c runt
 	$(CC) -shared -fPIC -Iruntime $< -o $@
 
 # A fake CUDA driver (records encodes and launches) for testing the launch path without a GPU.
-$(FAKECUDA): tests/unit/fake_cuda.c tests/unit/fake_cuda.h
+$(FAKECUDA): tests/unit/fake_cuda.c tests/unit/fake_cuda.h tests/unit/cuda_errors.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -fvisibility=hidden -shared -Wl,-soname,libcuda.so.1 $< -o $@
 
@@ -156,6 +156,7 @@ unit: deps-test $(UNIT_BIN) $(B)/tests/test_launch $(B)/tests/test_bundle $(B)/t
       $(B)/tests/gen/test_bundle_kernels.so $(B)/libfa4rt.so build/sim/libcuda.so.1 \
       $(B)/bench/liblaunchfloor.so
 	@sh tests/run-unit.sh $(UNIT_BIN)
+	@python3 tests/unit/layering.py --quiet . $(B)
 	@sh tests/python/abi.sh
 	@python3 tests/python/test_torch_ops.py
 	@FA4_LIB=$(abspath $(B))/libfa4rt.so python3 tests/python/test_args_fuzz.py

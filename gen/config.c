@@ -279,7 +279,7 @@ static int key_in(const char *key, const char *const *list, size_t count)
 int config_key_applies(Kind k, TargetId t, const char *key)
 {
     int mha = k == KIND_MHA, mla = k == KIND_MLA_SPARSE, sm90 = t == TARGET_SM90A;
-    if (kind_is_bwd(k)) { /* the backward's kernels (gen/mha_bwd.c, mha_bwd_key_used) */
+    if (kind_is_bwd(k)) { /* the backward's kernels (mha_bwd_key_used below) */
         /* the runtime builds the pre and dq configs from the main kernel's, so they take its keys */
         return KEY_IN(key, "kind", "target", "dtype", "qk", "ov", "bm", "bn", "group", "stages", "swizzle", "mask",
                       "varlen", "deterministic", "sink", "softcap");
@@ -504,6 +504,20 @@ static int is_mla100_key(const char *key)
     for (size_t i = 0; i < sizeof mla100_keys / sizeof mla100_keys[0]; i++)
         if (!strcmp(key, mla100_keys[i])) return 1;
     return 0;
+}
+
+/* The backward's kinds (mha_bwd.h): the keys their canonical form names. */
+int mha_bwd_key_used(const Config *c, const char *key)
+{
+    if (!strcmp(key, "varlen")) return c->varlen != 0;
+    if (!strcmp(key, "deterministic")) return c->deterministic != 0;
+    if (!strcmp(key, "sink")) return c->kind != KIND_MHA_BWD && c->sink != 0;
+    if (!strcmp(key, "softcap")) return c->kind == KIND_MHA_BWD && c->softcap != 0;
+    if (c->kind == KIND_MHA_BWD)
+        return !strcmp(key, "qk") || !strcmp(key, "ov") || !strcmp(key, "bm") || !strcmp(key, "bn") ||
+               !strcmp(key, "group") || !strcmp(key, "stages") || !strcmp(key, "swizzle");
+    /* pre and dq: the depth, and the main kernel's tile that shapes the workspace blocks */
+    return !strcmp(key, "qk") || !strcmp(key, "bm") || (c->kind == KIND_MHA_BWD_DQ && !strcmp(key, "bn"));
 }
 
 /* Keys a target does not use stay out of its canonical form. */

@@ -160,7 +160,7 @@ void config_canonical(const Config *c, char *buf, size_t n);
 uint64_t config_hash(const Config *c); /* FNV-1a 64 of canonical + generator version */
 void config_symbol(const Config *c, char *buf, size_t n); /* fa4_<kind>_<target>_<hash16> */
 int parse_int(const char *s, int *out);
-/* The backward kinds (mha_bwd.c): whether k is one, and the canonical keys of their configs. */
+/* The backward kinds (mha_bwd.h): whether k is one, and the canonical keys of their configs (config.c). */
 static inline int kind_is_bwd(Kind k) { return k == KIND_MHA_BWD || k == KIND_MHA_BWD_PRE || k == KIND_MHA_BWD_DQ; }
 int mha_bwd_key_used(const Config *c, const char *key);
 

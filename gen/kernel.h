@@ -1,11 +1,15 @@
 /* kernel.h - pieces every attention kernel shares, whatever its target: the
- * file header (from templates/header.ptx), the MHA parameter ABI, the
- * prologue that names thread/lane/smem registers, and the tile scheduler with
- * the key-range arithmetic of the masks. */
+ * file header (from templates/header.ptx), the prologue that names
+ * thread/lane/smem registers, and the tile scheduler with the key-range
+ * arithmetic of the masks. Emitter stage: it reads the plan pieces of
+ * mha_plan.h (the parameter ABI, the mask's bounds) and the varlen/paged
+ * emitters of varlen.h, which it includes for its callers; neither calls back. */
 #ifndef FA4GEN_KERNEL_H
 #define FA4GEN_KERNEL_H
 
 #include "fa4gen.h"
+#include "mha_plan.h"
+#include "varlen.h"
 
 /* Substitute ${name} holes of a template from a NULL-terminated key/value list. */
 void tpl_fill(Buf *out, const char *tpl, const char *const *kv);
@@ -14,12 +18,6 @@ void tpl_fill(Buf *out, const char *tpl, const char *const *kv);
  * a score_mod's module-level text (score_mod.h) between them when mod is not NULL. */
 struct ScoreMod;
 void kernel_entry_header(Buf *out, const Plan *p, const struct ScoreMod *mod);
-
-/* The MHA parameter ABI, both targets: every tensor map in plan order, then lse (u64),
- * seqlen_q, seqlen_k, heads_q, batch (u32), scale_log2, o_scale (f32); then, only for the
- * features a config turns on, sink (u64, sink=1) and sm_scale (f32), aux (u64) (mod=).
- * Called by the planners after their maps. */
-void mha_plan_params(Plan *p);
 
 /* Every kernel's first lines: %thread %warp %lane %wg (u32) and %smem, the dynamic smem base
  * aligned to the plan's smem_align. */
@@ -56,17 +54,6 @@ void mha_split_out_addr(Emit *e, Reg head, Reg seq, int out_bytes, Reg o_addr);
  * or before row seqlen_k - seqlen_q (rows the kernel before may not write), at most the plan's
  * pdl_early_kv; old is scratch. */
 void mha_early_kv_count(Emit *e, Reg pre, Reg old);
-/* plan pdl early kv / prefetch kv: the roles run griddepcontrol.wait themselves (the loader after its
- * early loads and prefetches, every other role at its start), not the prologue. */
-static inline int mha_roles_wait(const Plan *p) { return p->pdl_early_kv || p->pdl_prefetch_kv; }
-/* plan pdl prefetch kv, paged, without early loads: the loader reads the sequence's length and the
- * table entries before the wait only to aim its prefetches, and reads the length again after it. */
-static inline int mha_prefetch_rereads(const Plan *p)
-{
-    return p->cfg.page && p->pdl_prefetch_kv && !p->pdl_early_kv;
-}
-/* plan kv tail: fills Plan.kv_tail and kv_tail_pass (both planners call it before their barriers). */
-void mha_plan_kv_tail(Plan *p);
 /* plan kv tail: tail = this tile's kv range ends with the sequence's tail block (block n_end - 1 runs past
  * seqlen_k) and is not empty; t is scratch. */
 void mha_kv_tail(Emit *e, Reg tail, Reg t);
@@ -100,27 +87,5 @@ void mha_tile_coords(Emit *e);
  * recomputed as num_m_blocks x heads_q / group x batch. Also defines
  * %heads_kv and %hkv_batch. */
 void mha_tile_coords_packed(Emit *e);
-
-/* varlen=1 (varlen.c): the parameters (called by mha_plan_params), the prologue's registers
- * %cu_q %cu_k (u64) %total_q %total_k %vl_zero (u32; called by mha_prologue), and per tile, inside
- * mha_tile_coords once %bidx is known, %vl_q_start %vl_k_start and %seqlen_q %seqlen_k set to the
- * sequence's rows. varlen_skip_tile branches to next_tile when the tile's m-block lies past its
- * sequence (both roles call it right after mha_tile_coords, so their rings stay in step). */
-void varlen_plan_params(Plan *p);
-/* page=P (varlen.c): the parameters; with varlen_prologue's %block_table %seqlens_k %max_pages %num_pages and,
- * per tile (varlen_sequence), %seqlen_k = the sequence's kv length and %pg_table its table row.
- * paged_coords: the map coordinates (page, row in page) of logical kv row `row`; an invalid entry gives
- * page = num_pages (past the pool). paged_block_bad: bit i of bad set when page i of kv block j (in
- * min(P, bn)-row boxes) has no valid entry. */
-void paged_plan_params(Plan *p);
-void paged_coords(Emit *e, Reg row, Reg page, Reg in_row);
-void paged_block_bad(Emit *e, Reg j, Reg bad);
-void varlen_prologue(Emit *e);
-void varlen_sequence(Emit *e);
-void varlen_skip_tile(Emit *e, const char *next_tile);
-
-/* The mask bounds of the config: key j is visible from row i when
- * i + off - wl <= j <= i + off + wr; -1 = unbounded. */
-void mask_bounds(const Config *c, int *wl, int *wr);
 
 #endif

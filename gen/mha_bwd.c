@@ -1,5 +1,5 @@
-/* mha_bwd.c - the attention backward's target-independent parts (mha_bwd.h): the canonical keys of the three
- * kinds, the workspace and dQ-block layout, and the two plain SIMT kernels around the main one:
+/* mha_bwd.c - the attention backward's target-independent parts (mha_bwd.h): the workspace and dQ-block layout,
+ * and the two plain SIMT kernels around the main one (the three kinds' canonical keys: config.c):
  *
  *   mha-bwd-pre  one CTA per (m-block, head, batch), bm query rows: D = rowsum(dO * O) (f32), nl2 = -LSE log2 e
  *                (-inf where LSE is -inf: P = 0 there; sink=1: the LSE with the sink logit added to its sum), D = 0
@@ -24,19 +24,6 @@
 enum { NAME = 32, AUX_THREADS = 128, AUX_WARPS = AUX_THREADS / 32, ROW_ELEMS = 8 /* one 16-byte load */ };
 
 /* ---------------------------------------------------------------- contract */
-
-int mha_bwd_key_used(const Config *c, const char *key)
-{
-    if (!strcmp(key, "varlen")) return c->varlen != 0;
-    if (!strcmp(key, "deterministic")) return c->deterministic != 0;
-    if (!strcmp(key, "sink")) return c->kind != KIND_MHA_BWD && c->sink != 0;
-    if (!strcmp(key, "softcap")) return c->kind == KIND_MHA_BWD && c->softcap != 0;
-    if (c->kind == KIND_MHA_BWD)
-        return !strcmp(key, "qk") || !strcmp(key, "ov") || !strcmp(key, "bm") || !strcmp(key, "bn") ||
-               !strcmp(key, "group") || !strcmp(key, "stages") || !strcmp(key, "swizzle");
-    /* pre and dq: the depth, and the main kernel's tile that shapes the workspace blocks */
-    return !strcmp(key, "qk") || !strcmp(key, "bm") || (c->kind == KIND_MHA_BWD_DQ && !strcmp(key, "bn"));
-}
 
 int bwd_dq_split(int bm, int bn, int depth, int *tiles_m, int *tiles_n, int *dq_n)
 {

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "fa4gen.h"
-#include "kernel.h"
+#include "mha_plan.h"
 
 const char *const tensor_name[TENSOR_COUNT] = {"q", "k", "v", "o", "k_rope", "do", "dk", "dv"};
 const char *const scalar_name[SCALAR_COUNT] = {

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "kernel.h"
+#include "mha_plan.h"
 #include "ops.h"
 #include "ops_copy.h"
 #include "softmax.h"

@@ -26,7 +26,7 @@
  * the page contributes nothing to the softmax. */
 #include <stdio.h>
 
-#include "kernel.h"
+#include "varlen.h"
 #include "ops.h"
 #include "ops_copy.h"
 

@@ -6,6 +6,23 @@
 
 #include "../fa4gen.h"
 
+/* The family's fixed numbers (the planner derives the rest from them). */
+enum {
+    MLA_DV = 512,             /* V: the first 512 columns of every kv row (fa4.h) */
+    MLA_HEADS = 64,           /* query heads per CTA: the MMA M of the head-64 kernel */
+    MLA_WARP = 32,
+    MLA_SFX_WARPS = 4,
+    MLA_LANE_HALF = 16,       /* the upper data-path half of M = 64 starts at this TMEM lane */
+    MLA_TMEM_COLS = 512,
+    MLA_SMEM_LIMIT = 232448,  /* sm_100a dynamic shared memory per CTA (228 KB - 1 KB) */
+    MLA_O_CHUNK = 32,         /* O columns per tcgen05.ld/st */
+    MLA_MAX_REGS = 248,       /* per thread at entry: 192 (320 with fp8) threads need no setmaxnreg */
+    MLA_DQ_WARPS = 4,         /* fp8: the dequant warpgroup */
+    MLA_RAW_STAGES = 2,       /* fp8: raw (e4m3) ring slots */
+    MLA_RAW_BOX_MAX = 256,    /* fp8: bytes of a row per gather4 box: <= 256 elements, a 16 B multiple */
+    MLA_UNIT = 16,            /* bytes of one swizzled smem unit */
+    MLA100_NAME = 40,         /* label buffers (mla100_loop_begin's top and done) */
+};
 enum { MLA100_SBUFS = 2 }; /* S/P buffers in TMEM: S of block i+1 lands while P of block i is read */
 
 typedef struct SparsePlan100 {
@@ -82,15 +99,16 @@ _Static_assert(sizeof(SparsePlan100) <= PLAN_FAMILY_BYTES, "SparsePlan100 outgro
 static inline SparsePlan100 *mla100_plan(Plan *p) { return (SparsePlan100 *)(void *)p->family; }
 static inline const SparsePlan100 *mla100(const Plan *p) { return (const SparsePlan100 *)(const void *)p->family; }
 
-int sm100_emit_mla_sparse(Emit *e);
-int sm100_emit_mla_pair(Emit *e); /* sm100/mla_pair.c: the head-128 kernel (cta_group 2) */
-/* Shared by both kernels (sm100/mla_sparse.c): the kv-block loop's head and tail (counter j, the ring
+int sm100_emit_mla_sparse(Emit *e); /* sm100/mla_sparse.c: the family's emitter, one of the two below */
+int sm100_emit_mla_head64(Emit *e); /* sm100/mla_head64.c: the head-64 kernel (cta_group 1) */
+int sm100_emit_mla_pair(Emit *e);   /* sm100/mla_pair.c: the head-128 kernel (cta_group 2) */
+/* Shared by both kernels (sm100/mla_common.c): the kv-block loop's head and tail (counter j, the ring
  * at slot 0 / phase 0, the exit test at the top; `who` prefixes labels), a 64-bit element address
  * base + (a * stride + b) * bytes, and the epilogue (O / l x sink factor to bf16, lse, max_logits;
  * pair: one row half per thread of the CTA pair's data path, else one row per lane pair). */
 void mla100_prologue(Emit *e, int pair);   /* coordinates, parameters, the token and heads (pair: the cluster's) */
 void mla100_tmem_alloc(Emit *e, int pair); /* TMEM columns (pair: cta_group::2 in each CTA), then the CTA/cluster syncs */
-void mla100_loop_begin(Emit *e, const char *who, Reg j, Reg stage, Reg phase, char *top, char *done); /* top, done: 40 chars */
+void mla100_loop_begin(Emit *e, const char *who, Reg j, Reg stage, Reg phase, char *top, char *done); /* top, done: MLA100_NAME chars */
 void mla100_loop_end(Emit *e, Reg j, Reg stage, Reg phase, int stages, const char *top, const char *done);
 void mla100_indices(Emit *e, Reg j, Reg stage, int pair); /* block j's indices, coordinates and validity bits */
 void mla100_sfx_dispatch(Emit *e, void (*block)(Emit *e, int buf)); /* softmax of processed block %sx_it, it++ */

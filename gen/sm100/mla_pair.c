@@ -1,5 +1,6 @@
 /* sm100/mla_pair.c - the head-128 sparse MLA prefill kernel on sm_100a (cta_group 2): a cluster of
- * two CTAs per query token, 64 heads each (plan: sm100/mla_sparse.c, pair_plan).
+ * two CTAs per query token, 64 heads each (plan: sm100/mla_sparse.c, pair_plan; the pieces it
+ * shares with the head-64 kernel: sm100/mla_common.c).
  *
  * Every MMA is the pair's (tcgen05.mma.cta_group::2, M 128: 64 rows in each CTA), issued by lane 0
  * of the even CTA's MMA warp. A block of b_topk positions is split between the pair: CTA r gathers
@@ -31,8 +32,8 @@
 #include "mla100.h"
 #include "sm100.h"
 
-enum { NAME = 40, WARP = 32, PAIR_MASK = 3, /* commits multicast to both CTAs of the pair */
-       MLA_DQ_WARPS = 4, MLA100_DQ_THREADS = MLA_DQ_WARPS * WARP };
+enum { NAME = MLA100_NAME, WARP = MLA_WARP, PAIR_MASK = 3, /* commits multicast to both CTAs of the pair */
+       MLA100_DQ_THREADS = MLA_DQ_WARPS * WARP };
 
 /* Q split between smem and TMEM (q_tmem_depth > 0) */
 static int q_split(const Plan *p) { return mla100(p)->q_smem_chunks < p->qk_chunks; }

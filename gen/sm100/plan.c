@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../kernel.h"
+#include "../mha_plan.h"
 #include "mla100.h"
 #include "sm100.h"
 

@@ -56,7 +56,8 @@ static inline const Sm90BwdPlan *sm90bwd_of(const Plan *p) { return (const Sm90B
 
 extern const Family sm90_mha_bwd;
 
-/* ---- the emitters' shared pieces (sm90/mha_bwd.c; split_depth's consumer in sm90/mha_bwd_depth.c) ---- */
+/* ---- the emitters' shared pieces (sm90/bwd_common.c), called by sm90/mha_bwd.c and by split_depth's
+ * consumer in sm90/mha_bwd_depth.c ---- */
 
 /* wgmma m64nNk16 accumulator register of (column pair q, row half h, element x): row 16 warp + lane / 4
  * + 8 h, column 8 q + 2 (lane % 4) + x (PTX ISA, wgmma accumulator fragment). */

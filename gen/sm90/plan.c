@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../kernel.h"
+#include "../mha_plan.h"
 #include "../mha_bwd.h"
 #include "bwd90.h"
 #include "mla90.h"

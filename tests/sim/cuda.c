@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../unit/cuda_errors.h"
 #include "ptx.h"
 #include "sim.h"
 #include "tma.h"
@@ -166,44 +167,9 @@ EXPORT CUresult cuGetExportTable(const void **table, const CUuuid *id)
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
-typedef struct { CUresult r; const char *name, *text; } ErrName;
-static const ErrName err_names[] = {
-    {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
-    {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
-    {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
-    {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
-    {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
-    {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
-    {CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
-    {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
-    {CUDA_ERROR_NO_BINARY_FOR_GPU, "CUDA_ERROR_NO_BINARY_FOR_GPU", "no kernel image is available for execution on "
-                                                                   "the device"},
-    {CUDA_ERROR_INVALID_PTX, "CUDA_ERROR_INVALID_PTX", "a PTX JIT compilation failed"},
-    {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
-    {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
-    {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
-    {CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
-    {CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources requested for "
-                                                                               "launch"},
-    {CUDA_ERROR_INVALID_CLUSTER_SIZE, "CUDA_ERROR_INVALID_CLUSTER_SIZE", "invalid cluster size"},
-    {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
-};
+EXPORT CUresult cuGetErrorName(CUresult r, const char **s) { return cu_err_lookup(r, s, 1); }
 
-EXPORT CUresult cuGetErrorName(CUresult r, const char **s)
-{
-    for (size_t i = 0; i < sizeof err_names / sizeof err_names[0]; i++)
-        if (err_names[i].r == r) { if (s) *s = err_names[i].name; return CUDA_SUCCESS; }
-    if (s) *s = NULL;
-    return CUDA_ERROR_INVALID_VALUE;
-}
-
-EXPORT CUresult cuGetErrorString(CUresult r, const char **s)
-{
-    for (size_t i = 0; i < sizeof err_names / sizeof err_names[0]; i++)
-        if (err_names[i].r == r) { if (s) *s = err_names[i].text; return CUDA_SUCCESS; }
-    if (s) *s = NULL;
-    return CUDA_ERROR_INVALID_VALUE;
-}
+EXPORT CUresult cuGetErrorString(CUresult r, const char **s) { return cu_err_lookup(r, s, 0); }
 
 EXPORT CUresult cuDeviceGetCount(int *n)
 {

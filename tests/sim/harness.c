@@ -3,6 +3,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -316,4 +317,80 @@ int case_collect(const CaseSyntax *sx, const Opts *o, char words[][WORD_MAX], in
                                                                      : case_list_add(sx, l, c);
     free(c);
     return rc;
+}
+
+static int run_cases(const CaseRunner *r, void *env, Cu *cu, const Opts *o, const CaseList *l)
+{
+    char err[512];
+    if (cu_open(cu, err, sizeof err)) {
+        fprintf(stderr, "%s: driver: %s\n", r->sx->prog, err);
+        return 2;
+    }
+    if (!o->quiet) printf("%s: %d cases, seed %" PRIu64 "\n", r->sx->prog, l->n, o->seed);
+    Tally t = {0, 0, 0, 0, 0};
+    for (int i = 0; i < l->n; i++) {
+        int compared = 0;
+        CaseVerdict v = r->run(env, (const char *)l->v + (size_t)i * r->sx->size, &compared);
+        t.pass += v == CASE_PASS, t.fail += v == CASE_FAIL, t.skip += v == CASE_SKIP;
+        t.compared += compared == 1, t.missing += compared == -1;
+    }
+    if (r->done) r->done(env, &t);
+    printf("%s: %d passed, %d failed, %d skipped\n", r->sx->prog, t.pass, t.fail, t.skip);
+    return t.fail ? 1 : 0;
+}
+
+int case_main(const CaseRunner *r, void *env, Cu *cu, Opts *o, int argc, char **argv)
+{
+    static char words[WORDS_MAX][WORD_MAX];
+    int nwords;
+    int rc = case_argv(r->sx, argc, argv, o, words, &nwords);
+    if (rc) return rc;
+    if (o->self_test) return r->self_test();
+    CaseList l = {NULL, 0, 0};
+    if (case_collect(r->sx, o, words, nwords, &l)) return free(l.v), 2;
+    rc = o->plan && r->plan ? r->plan(env, &l) : run_cases(r, env, cu, o, &l);
+    free(l.v);
+    return rc;
+}
+
+int case_lines_open(CaseLines *cl, const char *path, const char *words)
+{
+    cl->f = path ? fopen(path, "r") : NULL;
+    cl->words = path ? NULL : words;
+    return path && !cl->f ? -1 : 0;
+}
+
+int case_lines_next(CaseLines *cl, char *line, size_t n)
+{
+    for (;;) {
+        if (cl->f) {
+            if (!fgets(line, (int)n, cl->f)) return 0;
+        } else {
+            if (!cl->words || !cl->words[0]) return 0;
+            snprintf(line, n, "%s", cl->words);
+            cl->words = NULL;
+        }
+        line[strcspn(line, "#\n")] = 0;
+        if (line[strspn(line, " \t\r")]) return 1;
+    }
+}
+
+void case_lines_close(CaseLines *cl)
+{
+    if (cl->f) fclose(cl->f);
+    cl->f = NULL;
+}
+
+int kv_next(char **cursor, char **key, char **val, char *err, size_t n)
+{
+    char *w = *cursor + strspn(*cursor, " \t\r\n");
+    if (!*w) return 0;
+    size_t len = strcspn(w, " \t\r\n");
+    *cursor = w[len] ? w + len + 1 : w + len;
+    w[len] = 0;
+    char *v = strchr(w, '=');
+    if (!v) return errf(err, n, "'%s' is not key=value", w);
+    *v++ = 0;
+    *key = w, *val = v;
+    return 1;
 }

@@ -1,7 +1,8 @@
-/* harness.h - what the simulator's case runners (sim_mha, sim_mla) share: the
+/* harness.h - what the simulator's case runners (sim_mha, sim_mla, sim_varlen, sim_bwd) share: the
  * driver opened with dlopen (so one binary runs on the CPU simulator and on a
- * GPU), the case-word tokenizer and value parsers, the input RNG, and the
- * self-test tally. Each runner keeps its own case keys, inputs and checks. */
+ * GPU), the case-word tokenizer and value parsers, the case loop and its
+ * tally, the input RNG, and the self-test tally. Each runner keeps its own
+ * case keys, inputs and checks. */
 #ifndef FA4SIM_HARNESS_H
 #define FA4SIM_HARNESS_H
 
@@ -93,6 +94,40 @@ int case_argv(const CaseSyntax *sx, int argc, char **argv, Opts *o, char words[]
 /* The cases to run: the file's, or the one the words give. */
 int case_collect(const CaseSyntax *sx, const Opts *o, char words[][WORD_MAX], int nwords, CaseList *l);
 int parse_u64(const char *v, uint64_t *out); /* a decimal unsigned integer, nothing else */
+
+/* A runner's cases and what it does with them (sim_mha, sim_mla): case_main parses argv (case_argv), runs
+ * self_test for --self-test, collects the cases (case_collect), then runs plan for --plan or every case in
+ * order: one line "<prog>: N cases, seed S" (unless --quiet), run(env, case) for each (it runs and reports
+ * the case: its verdict, and *compared = 1 when it was compared with a stored run, -1 when none was stored),
+ * done(env, tally) after the last (e.g. the compare line, the contexts freed), and the closing line
+ * "<prog>: N passed, N failed, N skipped". The driver is opened into *cu first (2 when it cannot be).
+ * Returns the process's exit status: 0 every case passed, 1 one failed, 2 usage or setup. */
+typedef enum { CASE_PASS, CASE_FAIL, CASE_SKIP } CaseVerdict;
+typedef struct Tally {
+    int pass, fail, skip, compared, missing;
+} Tally;
+typedef struct CaseRunner {
+    const CaseSyntax *sx;
+    int (*self_test)(void);
+    int (*plan)(void *env, const CaseList *l); /* NULL: no --plan */
+    CaseVerdict (*run)(void *env, const void *c, int *compared);
+    void (*done)(void *env, const Tally *t);
+} CaseRunner;
+int case_main(const CaseRunner *r, void *env, Cu *cu, Opts *o, int argc, char **argv);
+
+/* The case lines of the simpler runners (sim_varlen, sim_bwd: one key=value case a line): those of a file,
+ * or (path NULL) the one line words holds. case_lines_next gives each with its newline and any '#' comment
+ * cut, blank lines skipped: 1 with a line, 0 at the end. case_lines_open: -1 when the file cannot be read. */
+typedef struct CaseLines {
+    FILE *f;
+    const char *words; /* path NULL: the one case, NULL once given */
+} CaseLines;
+int case_lines_open(CaseLines *cl, const char *path, const char *words);
+int case_lines_next(CaseLines *cl, char *line, size_t n);
+void case_lines_close(CaseLines *cl);
+/* The next key=value word of a case line (*cursor walks the line, which it cuts into words): 1 with *key and
+ * *val, 0 at the end, -1 with a message for a word without '='. */
+int kv_next(char **cursor, char **key, char **val, char *err, size_t n);
 
 /* --self-test's tally: check() prints each failure. */
 typedef struct Checks {

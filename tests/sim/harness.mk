@@ -1,4 +1,4 @@
-# tests/sim/harness.mk - the simulator's test harnesses: build/sim/sim_mha and build/sim/sim_mla.
+# tests/sim/harness.mk - the simulator's test harnesses: build/sim/sim_mha, sim_mla, sim_varlen and sim_bwd.
 # Included by the top-level Makefile. sim_mha runs MHA cases through libfa4rt
 # and checks them against a host reference (tests/sim/ref_mha.c); sim_mla does
 # the same for sparse MLA prefill (fa4_mla_sparse_fwd, tests/sim/ref_mla.c).

@@ -12,7 +12,7 @@ build/sim/obj/%.o: tests/sim/%.c $(SIM_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(SIM_CFLAGS) -c $< -o $@
 
-$(SIMCUDA): tests/sim/cuda.c $(SIM_OBJ) $(SIM_HDRS)
+$(SIMCUDA): tests/sim/cuda.c $(SIM_OBJ) $(SIM_HDRS) tests/unit/cuda_errors.h
 	@mkdir -p $(dir $@)
 	$(CC) $(SIM_CFLAGS) -shared -Wl,-soname,libcuda.so.1 tests/sim/cuda.c $(SIM_OBJ) -o $@ -lm -lpthread
 

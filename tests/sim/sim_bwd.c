@@ -74,11 +74,9 @@ static int parse_case(const char *line, Case *c, char *err, size_t n)
     char buf[LINE];
     snprintf(buf, sizeof buf, "%s", line);
     int nk = -1;
-    char *save = NULL;
-    for (char *w = strtok_r(buf, " \t\n", &save); w; w = strtok_r(NULL, " \t\n", &save)) {
-        char *v = strchr(w, '=');
-        if (!v) return snprintf(err, n, "'%s' is not key=value", w), -1;
-        *v++ = 0;
+    char *cur = buf, *w, *v;
+    int got;
+    while ((got = kv_next(&cur, &w, &v, err, n)) > 0) {
         int x = atoi(v);
         if (!strcmp(w, "dtype")) c->dtype = !strcmp(v, "fp16") ? REF_FP16 : REF_BF16;
         else if (!strcmp(w, "d")) c->d = x;
@@ -112,6 +110,7 @@ static int parse_case(const char *line, Case *c, char *err, size_t n)
             return snprintf(err, n, "unknown key '%s'", w), -1;
         }
     }
+    if (got < 0) return -1;
     if (c->varlen && nk != c->nseq) return snprintf(err, n, "q= and k= need the same number of lengths"), -1;
     if (!c->varlen && (c->sq < 1 || c->sk < 1)) return snprintf(err, n, "give sq= and sk=, or q= and k="), -1;
     if (c->varlen && c->strided) return snprintf(err, n, "layout=strided is for dense cases"), -1;
@@ -429,23 +428,13 @@ int main(int argc, char **argv)
         return 2;
     }
     int pass = 0, fail = 0;
-    FILE *f = cases ? fopen(cases, "r") : NULL;
-    if (cases && !f) {
+    CaseLines cl;
+    if (case_lines_open(&cl, cases, words)) {
         fprintf(stderr, "sim_bwd: cannot read %s\n", cases);
         return 2;
     }
     char line[LINE];
-    for (;;) {
-        if (f) {
-            if (!fgets(line, sizeof line, f)) break;
-        } else {
-            if (!words[0]) break;
-            snprintf(line, sizeof line, "%s", words);
-            words[0] = 0;
-        }
-        char *hash = strchr(line, '#');
-        if (hash) *hash = 0;
-        if (!line[strspn(line, " \t\r\n")]) continue;
+    while (case_lines_next(&cl, line, sizeof line)) {
         Case c;
         if (parse_case(line, &c, err, sizeof err)) {
             fprintf(stderr, "sim_bwd: bad case '%s': %s\n", line, err);
@@ -455,7 +444,7 @@ int main(int argc, char **argv)
         else pass++;
         fflush(stdout);
     }
-    if (f) fclose(f);
+    case_lines_close(&cl);
     fa4_destroy(fa);
     printf("sim_bwd: %d passed, %d failed\n", pass, fail);
     return fail ? 1 : 0;

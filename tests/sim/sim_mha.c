@@ -1340,45 +1340,36 @@ static void usage(FILE *f)
                "The syntax, the checks and the dump format are described at the top of tests/sim/sim_mha.c.\n");
 }
 
-static int run_all(Env *env, const CaseList *l)
+/* One case: run, report; its verdict (case_main counts it). */
+static CaseVerdict run_one(void *env_, const void *c_, int *compared)
 {
-    int pass = 0, fail = 0, skip = 0, compared = 0, missing = 0;
-    char err[512];
-    if (cu_open(&env->cu, err, sizeof err)) {
-        fprintf(stderr, "sim_mha: driver: %s\n", err);
-        return 2;
-    }
-    if (!env->opt.quiet) printf("sim_mha: %d cases, seed %" PRIu64 "\n", l->n, env->opt.seed);
-    for (int i = 0; i < l->n; i++) {
-        char id[ID_HEX + 1];
-        Result r;
-        case_id(&((const Case *)l->v)[i], env->opt.seed, id);
-        run_case(env, &((const Case *)l->v)[i], id, &r);
-        report(env, &((const Case *)l->v)[i], id, &r);
-        pass += r.verdict == R_PASS, fail += r.verdict == R_FAIL, skip += r.verdict == R_SKIP;
-        compared += r.compared == 1, missing += r.compared == -1;
-    }
-    if (env->opt.compare_dir)
-        printf("sim_mha: compared %d cases with %s (bounds: O %g, LSE %g); %d had no stored run\n", compared,
-               env->opt.compare_dir, CMP_O_TOL, CMP_LSE_TOL, missing);
-    printf("sim_mha: %d passed, %d failed, %d skipped\n", pass, fail, skip);
-    for (int t = 0; t < 3; t++) fa4_destroy(env->fa[t]);
-    return fail ? 1 : 0;
+    Env *env = env_;
+    const Case *c = c_;
+    char id[ID_HEX + 1];
+    Result r;
+    case_id(c, env->opt.seed, id);
+    run_case(env, c, id, &r);
+    report(env, c, id, &r);
+    *compared = r.compared;
+    return r.verdict == R_PASS ? CASE_PASS : r.verdict == R_SKIP ? CASE_SKIP : CASE_FAIL;
 }
+
+static void run_done(void *env_, const Tally *t)
+{
+    Env *env = env_;
+    if (env->opt.compare_dir)
+        printf("sim_mha: compared %d cases with %s (bounds: O %g, LSE %g); %d had no stored run\n", t->compared,
+               env->opt.compare_dir, CMP_O_TOL, CMP_LSE_TOL, t->missing);
+    for (int i = 0; i < 3; i++) fa4_destroy(env->fa[i]);
+}
+
+static int plan_all(void *env, const CaseList *l) { return plan_cases(env, l); }
 
 int main(int argc, char **argv)
 {
     Env env;
     memset(&env, 0, sizeof env);
     env.opt.seed = DEFAULT_SEED;
-    static char words[WORDS_MAX][WORD_MAX];
-    int nwords;
-    int rc = case_argv(&SYNTAX, argc, argv, &env.opt, words, &nwords);
-    if (rc) return rc;
-    if (env.opt.self_test) return self_test();
-    CaseList l = {NULL, 0, 0};
-    if (case_collect(&SYNTAX, &env.opt, words, nwords, &l)) return free(l.v), 2;
-    rc = env.opt.plan ? plan_cases(&env, &l) : run_all(&env, &l);
-    free(l.v);
-    return rc;
+    const CaseRunner runner = {&SYNTAX, self_test, plan_all, run_one, run_done};
+    return case_main(&runner, &env, &env.cu, &env.opt, argc, argv);
 }

@@ -1430,30 +1430,27 @@ static void usage(FILE *f)
                "tests/sim/sim_mla.c.\n");
 }
 
-static int run_all(Env *env, const CaseList *l)
+/* One case: run, report; its verdict (case_main counts it). */
+static CaseVerdict run_one(void *env_, const void *c_, int *compared)
 {
-    int pass = 0, fail = 0, skip = 0, compared = 0, missing = 0;
-    char err[512];
-    if (cu_open(&env->cu, err, sizeof err)) {
-        fprintf(stderr, "sim_mla: driver: %s\n", err);
-        return 2;
-    }
-    if (!env->opt.quiet) printf("sim_mla: %d cases, seed %" PRIu64 "\n", l->n, env->opt.seed);
-    for (int i = 0; i < l->n; i++) {
-        char id[ID_HEX + 1];
-        Result r;
-        case_id(&((const Case *)l->v)[i], input_seed(&((const Case *)l->v)[i], env->opt.seed), id);
-        run_case(env, &((const Case *)l->v)[i], id, &r);
-        report(env, &((const Case *)l->v)[i], id, &r);
-        pass += r.verdict == R_PASS, fail += r.verdict == R_FAIL, skip += r.verdict == R_SKIP;
-        compared += r.compared == 1, missing += r.compared == -1;
-    }
+    Env *env = env_;
+    const Case *c = c_;
+    char id[ID_HEX + 1];
+    Result r;
+    case_id(c, input_seed(c, env->opt.seed), id);
+    run_case(env, c, id, &r);
+    report(env, c, id, &r);
+    *compared = r.compared;
+    return r.verdict == R_PASS ? CASE_PASS : r.verdict == R_SKIP ? CASE_SKIP : CASE_FAIL;
+}
+
+static void run_done(void *env_, const Tally *t)
+{
+    Env *env = env_;
     if (env->opt.compare_dir)
         printf("sim_mla: compared %d cases with %s (bounds: out %g bf16 ulps, lse and max_logits %g); %d had no "
-               "stored run\n", compared, env->opt.compare_dir, CMP_O_ULPS, CMP_STAT_TOL, missing);
-    printf("sim_mla: %d passed, %d failed, %d skipped\n", pass, fail, skip);
-    for (int t = 0; t < 3; t++) fa4_destroy(env->fa[t]);
-    return fail ? 1 : 0;
+               "stored run\n", t->compared, env->opt.compare_dir, CMP_O_ULPS, CMP_STAT_TOL, t->missing);
+    for (int i = 0; i < 3; i++) fa4_destroy(env->fa[i]);
 }
 
 int main(int argc, char **argv)
@@ -1461,14 +1458,6 @@ int main(int argc, char **argv)
     Env env;
     memset(&env, 0, sizeof env);
     env.opt.seed = DEFAULT_SEED;
-    static char words[WORDS_MAX][WORD_MAX];
-    int nwords;
-    int rc = case_argv(&SYNTAX, argc, argv, &env.opt, words, &nwords);
-    if (rc) return rc;
-    if (env.opt.self_test) return self_test();
-    CaseList l = {NULL, 0, 0};
-    if (case_collect(&SYNTAX, &env.opt, words, nwords, &l)) return free(l.v), 2;
-    rc = run_all(&env, &l);
-    free(l.v);
-    return rc;
+    const CaseRunner runner = {&SYNTAX, self_test, NULL, run_one, run_done};
+    return case_main(&runner, &env, &env.cu, &env.opt, argc, argv);
 }

@@ -109,11 +109,9 @@ static int parse_case(const char *line, Case *c, char *err, size_t n)
     char buf[LINE];
     snprintf(buf, sizeof buf, "%s", line);
     int nk = -1;
-    char *save = NULL;
-    for (char *w = strtok_r(buf, " \t\n", &save); w; w = strtok_r(NULL, " \t\n", &save)) {
-        char *v = strchr(w, '=');
-        if (!v) return snprintf(err, n, "'%s' is not key=value", w), -1;
-        *v++ = 0;
+    char *cur = buf, *w, *v;
+    int got;
+    while ((got = kv_next(&cur, &w, &v, err, n)) > 0) {
         int x = atoi(v);
         if (!strcmp(w, "target")) c->target = !strcmp(v, "sm100a") ? FA4_TARGET_SM100A : FA4_TARGET_SM90A;
         else if (!strcmp(w, "dtype")) c->dtype = !strcmp(v, "fp16") ? REF_FP16 : REF_BF16;
@@ -169,6 +167,7 @@ static int parse_case(const char *line, Case *c, char *err, size_t n)
             return snprintf(err, n, "unknown key '%s'", w), -1;
         }
     }
+    if (got < 0) return -1;
     if (!c->nseq || nk != c->nseq) return snprintf(err, n, "q= and k= need the same number of lengths"), -1;
     if (c->late && (!c->page || c->kv_early))
         return snprintf(err, n, "late=1 needs page= and no kv_early (which promises those reads)"), -1;
@@ -304,7 +303,7 @@ static int make_pages(const Case *c, uint64_t *st, Pages *pg)
         if (np + 1 > pg->max_pages) pg->max_pages = np + 1;
     }
     pg->num_pages = need + 3; /* spare pages nobody owns */
-    size_t nt = (size_t)c->nseq * pg->max_pages;
+    size_t nt = (size_t)(c->nseq > 0 ? c->nseq : 0) * (size_t)pg->max_pages; /* gcc: nseq >= 0 (parse_list) */
     int *perm = malloc(sizeof(int) * (size_t)pg->num_pages);
     pg->table = malloc(sizeof(int32_t) * nt);
     pg->invalid = calloc(nt, 1);
@@ -351,7 +350,7 @@ typedef int (*LateWrite)(CUdeviceptr dst, const void *src, size_t n);
  * entry one page further -- with the case's own as the late writes that replace them. 0, or -1. */
 static int late_writes(Cu *cu, LateWrite late, const Case *c, const Pages *pg, CUdeviceptr dtab, CUdeviceptr dlen)
 {
-    size_t nt = (size_t)c->nseq * pg->max_pages;
+    size_t nt = (size_t)(c->nseq > 0 ? c->nseq : 0) * (size_t)pg->max_pages; /* gcc: nseq >= 0 (parse_list) */
     int32_t *old = malloc(sizeof(int32_t) * (nt > MAX_SEQ ? nt : MAX_SEQ));
     if (!late || !old) return free(old), -1;
     int rc = 0;
@@ -571,8 +570,8 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    FILE *f = fopen(file, "r");
-    if (!f) return fprintf(stderr, "sim_varlen: cannot open %s\n", file), 2;
+    CaseLines cl;
+    if (case_lines_open(&cl, file, NULL)) return fprintf(stderr, "sim_varlen: cannot open %s\n", file), 2;
     Cu cu;
     char err[256];
     if (cu_open(&cu, err, sizeof err)) return fprintf(stderr, "sim_varlen: %s\n", err), 2;
@@ -582,9 +581,7 @@ int main(int argc, char **argv)
     void *sym = dlsym(cu.lib, "fa4sim_late_write");
     memcpy(&late, &sym, sizeof sym); /* POSIX: data and function pointers convert */
     char line[LINE];
-    while (fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\n")] = 0;
-        if (!line[0] || line[0] == '#') continue;
+    while (case_lines_next(&cl, line, sizeof line)) {
         Case c;
         if (parse_case(line, &c, err, sizeof err)) {
             printf("FAIL %s\n  case: %s\n", line, err);
@@ -604,7 +601,7 @@ int main(int argc, char **argv)
         if (run_case(&cu, late, fa[c.target], &c, seed, quiet)) fail++;
         else pass++;
     }
-    fclose(f);
+    case_lines_close(&cl);
     for (int i = 0; i < 3; i++) fa4_destroy(fa[i]);
     /* the context after every case (a fault, e.g. a read through a garbage page number, would be sticky) */
     CUdeviceptr probe = 0;

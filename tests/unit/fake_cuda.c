@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_errors.h"
 #include "fake_cuda.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -140,45 +141,9 @@ EXPORT CUresult cuDriverGetVersion(int *v)
     return CUDA_SUCCESS;
 }
 
-typedef struct { CUresult r; const char *name, *text; } ErrName;
-static const ErrName err_names[] = {
-    {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
-    {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
-    {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
-    {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
-    {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
-    {CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
-    {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
-    {CUDA_ERROR_NO_BINARY_FOR_GPU, "CUDA_ERROR_NO_BINARY_FOR_GPU", "no kernel image is available for execution "
-                                                                   "on the device"},
-    {CUDA_ERROR_JIT_COMPILER_NOT_FOUND, "CUDA_ERROR_JIT_COMPILER_NOT_FOUND", "PTX JIT compiler library not found"},
-    {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
-    {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
-    {CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources requested "
-                                                                               "for launch"},
-    {CUDA_ERROR_INVALID_CLUSTER_SIZE, "CUDA_ERROR_INVALID_CLUSTER_SIZE", "invalid cluster size"},
-};
+EXPORT CUresult cuGetErrorName(CUresult r, const char **s) { return cu_err_lookup(r, s, 1); }
 
-static const ErrName *err_find(CUresult r)
-{
-    for (size_t i = 0; i < sizeof err_names / sizeof err_names[0]; i++)
-        if (err_names[i].r == r) return &err_names[i];
-    return NULL;
-}
-
-EXPORT CUresult cuGetErrorName(CUresult r, const char **s)
-{
-    const ErrName *e = err_find(r);
-    if (s) *s = e ? e->name : NULL;
-    return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-}
-
-EXPORT CUresult cuGetErrorString(CUresult r, const char **s)
-{
-    const ErrName *e = err_find(r);
-    if (s) *s = e ? e->text : NULL;
-    return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-}
+EXPORT CUresult cuGetErrorString(CUresult r, const char **s) { return cu_err_lookup(r, s, 0); }
 
 EXPORT CUresult cuDeviceGetCount(int *n)
 {

@@ -1,0 +1,46 @@
+/* sm90/mha90.h - the pieces the sm_90a MHA forward kernel's files share: the skeleton and the consumer
+ * warpgroups (sm90/mha.c), the producer and the scrub warp (sm90/mha_producer.c), the epilogues
+ * (sm90/mha_epilogue.c). Emitter stage, private to those three files. */
+#ifndef FA4GEN_MHA90_H
+#define FA4GEN_MHA90_H
+
+#include "../kernel.h"
+#include "plan90.h"
+
+enum { NAME = 32, F32_BYTES = 4 };
+
+
+/* The tile's coordinates and key range; with the GQA group packed (plan rows) a tile holds a kv
+ * head's whole group. */
+static inline void tile_coords(Emit *e)
+{
+    if (sm90_of(e->p)->packed) mha_tile_coords_packed(e);
+    else mha_tile_coords(e);
+}
+
+/* The sequence position (relative to m0) of accumulator row half h of this thread: the row
+ * itself, or row % seq_rows when the group is packed (plan rows). */
+static inline const char *row_seq(Emit *e, int h)
+{
+    return R(e, reg_find(e, sm90_of(e->p)->packed ? "cs_seq%d" : "cs_row%d", h));
+}
+
+/* The wgmma shapes and accumulator fragment the consumers are written for: the plan's. */
+static inline Sm90Frag sm90_frag(const Plan *p) { return sm90_of(p)->frag; }
+
+enum { MAX_HALVES = 2 };
+
+/* S register of row half h (0: row l/4, 1: row l/4 + 8), column pair q, element x. */
+static inline int s_index(int q, int h, int x) { return 2 * MAX_HALVES * q + 2 * h + x; }
+
+/* The producer warpgroup and the scrub warp (plan kv tail) (sm90/mha_producer.c). */
+void mha90_producer(Emit *e);
+void mha90_scrub(Emit *e);
+/* The consumers' epilogues (sm90/mha_epilogue.c): O / l through smem and a TMA store with the LSE
+ * (varlen rows past a sequence straight from the accumulators); split=1: the partial outputs; cluster=N:
+ * the cluster's merge in smem. */
+void mha90_epilogue(Emit *e);
+void mha90_epilogue_split(Emit *e);
+void mha90_epilogue_cluster(Emit *e);
+
+#endif

@@ -1,0 +1,380 @@
+/* sm90/mha_producer.c - the producer warpgroup of the sm_90a MHA forward kernel (sm90/mha.c has the
+ * kernel's design): one thread issues every TMA load, Q once per tile, then the K and V blocks into the
+ * plan's ring (paged: per page; plan pdl early/prefetch kv: before the previous grid's end); and the scrub
+ * warp that clears the K/V rows past a sequence's end (plan kv tail). */
+#include <stdio.h>
+#include <string.h>
+
+#include "../kernel.h"
+#include "../ops.h"
+#include "../softmax.h"
+#include "mha90.h"
+#include "plan90.h"
+
+/* ------------------------------------------------------------------ */
+/* producer                                                             */
+/* ------------------------------------------------------------------ */
+
+/* One TMA box per swizzled chunk of a tile. */
+static void load_chunks(Emit *e, Reg tmap, Reg dst0, uint32_t chunk_bytes, int chunks, Reg row, Reg head, Reg batch,
+                        Reg bar)
+{
+    Reg dst = reg_b32(e, "ld_dst"), col = reg_b32(e, "ld_col");
+    for (int c = 0; c < chunks; c++) {
+        emit(e, "add.u32 %s, %s, %u;", R(e, dst), R(e, dst0), c * chunk_bytes);
+        emit(e, "mov.u32 %s, %d;", R(e, col), c * e->p->chunk_elems);
+        op_tma_load_4d(e, dst, tmap, col, row, head, batch, bar);
+    }
+}
+
+/* A block of at most this many page boxes has its table entries read ahead (two registers each
+ * in the producer, which keeps 24-32: 8 boxes spill). */
+enum { PAGED_AHEAD_BOXES = 4 };
+
+static int paged_boxes(const Plan *p) { return p->bn / (p->cfg.page < p->bn ? p->cfg.page : p->bn); }
+
+/* Paged KV with few boxes a block: the coordinates (page, row in page) of the block's
+ * min(page, bn)-row boxes, looked up once for K and V both and before the producer waits for a free
+ * slot, so that the table read overlaps the wait instead of following it (plan note paged kv). */
+static void paged_block_coords(Emit *e, Reg row)
+{
+    const Plan *p = e->p;
+    int box = p->cfg.page < p->bn ? p->cfg.page : p->bn;
+    Reg lrow = reg_b32(e, "ld_lrow");
+    if (paged_boxes(p) > PAGED_AHEAD_BOXES) return; /* load_paged looks each box up itself */
+    emit_note(e, "paged kv: this block's table entries, read before the slot wait, for K and V both");
+    for (int i = 0; i < paged_boxes(p); i++) {
+        emit(e, "add.u32 %s, %s, %d;", R(e, lrow), R(e, row), i * box);
+        paged_coords(e, lrow, reg_b32(e, "ld_page%d", i), reg_b32(e, "ld_prow%d", i));
+    }
+}
+
+/* Paged KV: the block's boxes, at the coordinates paged_block_coords read ahead or (many boxes)
+ * looked up here one by one; box i of chunk c lands at row i x box of the chunk, a whole number of
+ * swizzle atoms in. */
+static void load_paged(Emit *e, Reg tmap, Reg dst0, uint32_t chunk_bytes, int chunks, Reg row, Reg head, Reg bar)
+{
+    const Plan *p = e->p;
+    int box = p->cfg.page < p->bn ? p->cfg.page : p->bn, ahead = paged_boxes(p) <= PAGED_AHEAD_BOXES;
+    Reg dst = reg_b32(e, "ld_dst"), col = reg_b32(e, "ld_col"), lrow = reg_b32(e, "ld_lrow");
+    for (int i = 0; i < p->bn / box; i++) {
+        Reg page = ahead ? reg_find(e, "ld_page%d", i) : reg_b32(e, "ld_page");
+        Reg in_row = ahead ? reg_find(e, "ld_prow%d", i) : reg_b32(e, "ld_prow");
+        if (!ahead) {
+            emit(e, "add.u32 %s, %s, %d;", R(e, lrow), R(e, row), i * box);
+            paged_coords(e, lrow, page, in_row);
+        }
+        for (int c = 0; c < chunks; c++) {
+            emit(e, "add.u32 %s, %s, %u;", R(e, dst), R(e, dst0),
+                 c * chunk_bytes + (uint32_t)(i * box * p->swizzle_bytes));
+            emit(e, "mov.u32 %s, %d;", R(e, col), c * p->chunk_elems);
+            op_tma_load_4d(e, dst, tmap, col, in_row, head, page, bar);
+        }
+    }
+}
+
+/* The Q slot barriers' addresses, once per kernel. */
+static void q_barriers(Emit *e)
+{
+    const Sm90Plan *s = sm90_of(e->p);
+    smem_reg(e, "pr_q_empty", s->bar_q_empty);
+    smem_reg(e, "pr_q_full", s->bar_q_full);
+}
+
+/* Q of this tile: wait for the slot (the epilogue q_slots tiles back stored O from it), then load;
+ * declare: the Q barriers' registers are set up here (the only Q load in the kernel's text). */
+static void emit_q_load(Emit *e, Reg qrow, Reg batch, int declare)
+{
+    const Plan *p = e->p;
+    const Sm90Plan *s = sm90_of(p);
+    Reg qph = reg_find(e, "pr_q_phase"), par = reg_find(e, "pr_parity"), qslot = reg_find(e, "pr_q_slot");
+    Reg bar = reg_find(e, "pr_bar"), dst = reg_find(e, "pr_dst"), q0 = reg_find(e, "pr_q");
+    emit_note(e, "Q: wait for the slot (the epilogue %d tiles back stored O from it), then load", s->q_slots);
+    if (declare) q_barriers(e);
+    ring_free_parity(e, par, qph);
+    mbar_indexed(e, bar, reg_find(e, "pr_q_empty"), qslot);
+    op_mbar_wait(e, bar, par);
+    mbar_indexed(e, bar, reg_find(e, "pr_q_full"), qslot);
+    emit_note(e, "plan: tx q = %u bytes", s->tx_q);
+    op_mbar_expect_tx(e, bar, s->tx_q);
+    addr_indexed(e, dst, q0, qslot, s->tx_q);
+    load_chunks(e, reg_find(e, "tmap_q"), dst, s->q_chunk_bytes, p->qk_chunks, qrow, reg_find(e, "head"), batch, bar);
+    ring_advance(e, qslot, qph, s->q_slots);
+}
+
+/* plan pdl early kv: %pr_pre = the K/V blocks this tile loads before griddepcontrol.wait: on the CTA's
+ * first tile, its leading blocks (ascending) that end at or before row seqlen_k - seqlen_q -- the rows
+ * the kernel before may not write -- at most the ring's stages; 0 on later tiles. */
+static void early_kv_count(Emit *e)
+{
+    mha_early_kv_count(e, reg_find(e, "pr_pre"), reg_b32(e, "pr_old"));
+    emit(e, "mul.lo.u32 %%pr_pre, %%pr_pre, %%pr_first;");
+}
+
+/* plan pdl prefetch kv, on the CTA's first tile: the blocks after %pr_j in load order into L2
+ * (ascending under early kv, where %pr_j is the next block; else descending from %pr_j - 1). */
+static void prefetch_kv(Emit *e)
+{
+    const Plan *p = e->p;
+    char l_skip[NAME];
+    const char *pr = R(e, reg_find(e, "p_role"));
+    emit(e, "setp.eq.u32 %s, %%pr_first, 0;", pr);
+    emit(e, "@%s bra %s;", pr, new_label(e, l_skip, sizeof l_skip, "pr_no_prefetch"));
+    MhaKvMap maps[2] = {{reg_find(e, "tmap_k"), 0, p->qk_chunks}, {reg_find(e, "tmap_v"), 0, p->ov_chunks}};
+    int up = p->pdl_early_kv != 0;
+    mha_prefetch_kv(e, reg_find(e, "pr_j"), up ? 0 : -1, up ? 1 : -1, maps, 2);
+    emit_label(e, l_skip);
+}
+
+/* plan pdl early/prefetch kv: once %pr_pre is 0 and Q of this tile is not loaded yet (the CTA's first
+ * tile, or a later one), prefetch (first tile), wait for the previous grid (a no-op after the first
+ * time) and load Q. */
+static void early_q_load(Emit *e, Reg qrow, Reg batch)
+{
+    char l_skip[NAME];
+    const char *pr = R(e, reg_find(e, "p_role"));
+    new_label(e, l_skip, sizeof l_skip, "pr_q_later");
+    emit(e, "setp.ne.s32 %s, %%pr_pre, 0;", pr);
+    emit(e, "@%s bra %s;", pr, l_skip);
+    if (e->p->pdl_prefetch_kv) prefetch_kv(e);
+    emit(e, "griddepcontrol.wait;");
+    if (mha_prefetch_rereads(e->p)) {
+        emit_note(e, "paged prefetch: the tile's sequence length again, now that the previous grid is done");
+        tile_coords(e);
+        emit(e, "mov.u32 %%pr_j, %%n_end;");
+    }
+    emit_q_load(e, qrow, batch, 0);
+    emit_note(e, "pr_pre = -1: this tile's Q is loaded; pr_first = 0: later tiles load nothing early");
+    emit(e, "mov.u32 %%pr_pre, -1;");
+    emit(e, "mov.u32 %%pr_first, 0;");
+    emit_label(e, l_skip);
+}
+
+/* K and V of the block whose first kv row is in row (the sequence's, before varlen's offset) into the ring's
+ * next stage: wait for each slot, expect its bytes, load; V completes on the stage's barrier in the array
+ * vfull (bar_v_full, or plan kv tail: bar_v_tail for a tail block, which the scrub warp then releases). */
+static void emit_kv_loads(Emit *e, Reg row, Reg batch, Reg vfull)
+{
+    const Plan *p = e->p;
+    const Sm90Plan *s = sm90_of(p);
+    Reg stage = reg_find(e, "pr_stage"), phase = reg_find(e, "pr_phase"), par = reg_find(e, "pr_parity");
+    Reg bar = reg_find(e, "pr_bar"), dst = reg_find(e, "pr_dst");
+    if (p->cfg.varlen && !p->cfg.page) emit(e, "add.u32 %s, %s, %%vl_k_start;", R(e, row), R(e, row));
+    if (p->cfg.page) paged_block_coords(e, row);
+    ring_free_parity(e, par, phase);
+    const struct { const char *what; Reg empty, full, base, tmap; uint32_t tx, stage_bytes, chunk_bytes; int chunks; }
+        kv[2] = {{"K", reg_find(e, "pr_k_empty"), reg_find(e, "pr_k_full"), reg_find(e, "pr_k"), reg_find(e, "tmap_k"),
+                  s->tx_k, s->k_stage_bytes, s->k_chunk_bytes, p->qk_chunks},
+                 {"V", reg_find(e, "pr_v_empty"), vfull, reg_find(e, "pr_v"), reg_find(e, "tmap_v"), s->tx_v,
+                  s->v_stage_bytes, s->v_chunk_bytes, p->ov_chunks}};
+    for (int t = 0; t < 2; t++) {
+        emit_note(e, "%s: wait for the ring slot, then load (plan: tx %u bytes)", kv[t].what, kv[t].tx);
+        mbar_indexed(e, bar, kv[t].empty, stage);
+        op_mbar_wait(e, bar, par);
+        mbar_indexed(e, bar, kv[t].full, stage);
+        op_mbar_expect_tx(e, bar, kv[t].tx);
+        addr_indexed(e, dst, kv[t].base, stage, kv[t].stage_bytes);
+        if (p->cfg.page)
+            load_paged(e, kv[t].tmap, dst, kv[t].chunk_bytes, kv[t].chunks, row, reg_find(e, "kv_head"), bar);
+        else
+            load_chunks(e, kv[t].tmap, dst, kv[t].chunk_bytes, kv[t].chunks, row, reg_find(e, "kv_head"), batch, bar);
+    }
+    ring_advance(e, stage, phase, p->stages);
+}
+
+void mha90_producer(Emit *e)
+{
+    const Plan *p = e->p;
+    const Sm90Plan *s = sm90_of(p);
+    char l_tile[NAME], l_kv[NAME], l_kv_done[NAME], lbl[NAME];
+    emit_section(e, "role producer (warpgroup 0): TMA loads; plan regs %d", s->producer_regs);
+    op_setmaxnreg(e, s->producer_regs, p->entry_regs);
+    const char *pr = reg(e, "pred", "p_role");
+    if (p->kv_tail) {
+        emit_note(e, "plan kv tail: warp %d zeroes tail blocks' V rows past the end", s->scrub_warp);
+        emit(e, "setp.eq.u32 %s, %%warp, %d;", pr, s->scrub_warp);
+        emit(e, "@%s bra $scrub;", pr);
+    }
+    emit_note(e, "one thread issues every load; the rest of the warpgroup has nothing to do");
+    emit(e, "setp.ne.u32 %s, %%thread, 0;", pr);
+    emit(e, "@%s bra $exit;", pr);
+
+    Reg stage = reg_b32(e, "pr_stage"), phase = reg_b32(e, "pr_phase");
+    Reg qph = reg_b32(e, "pr_q_phase");
+    reg_b32(e, "pr_parity");
+    const char *j = reg(e, "b32", "pr_j");
+    Reg row = reg_b32(e, "pr_row");
+    reg_b32(e, "pr_bar");
+    reg_b32(e, "pr_dst");
+    smem_reg(e, "pr_q", s->off_q);
+    smem_reg(e, "pr_k", s->off_k);
+    smem_reg(e, "pr_v", s->off_v);
+    smem_reg(e, "pr_k_full", s->bar_k_full);
+    smem_reg(e, "pr_k_empty", s->bar_k_empty);
+    Reg vf = smem_reg(e, "pr_v_full", s->bar_v_full);
+    smem_reg(e, "pr_v_empty", s->bar_v_empty);
+    Reg vtail = p->kv_tail ? smem_reg(e, "pr_v_tail", s->bar_v_tail) : REG_NONE;
+    ring_reset(e, stage, phase);
+    emit(e, "mov.u32 %s, 0;", R(e, qph));
+    Reg qslot = reg_b32(e, "pr_q_slot");
+    emit(e, "mov.u32 %s, 0;", R(e, qslot));
+    emit(e, "mov.u32 %s, %%ctaid.x;", reg(e, "b32", "tile"));
+    if (mha_roles_wait(p)) {
+        emit_note(e, "plan pdl early/prefetch kv: pr_first = 1 until the CTA's first tile has loaded its Q (at most "
+                  "%d blocks load and %d prefetch before it)", p->pdl_early_kv, p->pdl_prefetch_kv);
+        emit(e, "mov.u32 %s, 1;", reg(e, "b32", "pr_first"));
+        reg_b32(e, "pr_pre");
+        q_barriers(e);
+    }
+
+    emit_label(e, new_label(e, l_tile, sizeof l_tile, "pr_tile"));
+    emit(e, "setp.ge.u32 %s, %%tile, %%num_tiles;", pr);
+    emit(e, "@%s bra $exit;", pr);
+    tile_coords(e);
+    int varlen = p->cfg.varlen;
+    char l_next[NAME];
+    if (varlen) varlen_skip_tile(e, new_label(e, l_next, sizeof l_next, "pr_next_tile"));
+    /* the tensor maps' (row, batch) of this tile's first Q row and of kv row 0: varlen maps are one
+     * batch of packed rows, and the sequence's rows start at its cu_seqlens entry */
+    Reg qrow = reg_find(e, "m0"), batch = reg_find(e, "bidx");
+    if (varlen) {
+        qrow = reg_b32(e, "pr_q_row");
+        batch = reg_find(e, "vl_zero");
+        emit(e, "add.u32 %s, %%vl_q_start, %%m0;", R(e, qrow));
+    }
+
+    if (p->pdl_early_kv) {
+        early_kv_count(e);
+        emit_note(e, "K and V blocks in ascending order (plan pdl early kv: the oldest rows first)");
+        emit(e, "mov.u32 %s, %%n_begin;", j);
+        early_q_load(e, qrow, batch);
+    } else if (p->pdl_prefetch_kv) {
+        emit_note(e, "K and V blocks from the last one down (the masked blocks come first)");
+        emit(e, "mov.u32 %s, %%n_end;", j);
+        emit(e, "mov.u32 %%pr_pre, 0;");
+        early_q_load(e, qrow, batch);
+    } else {
+        emit_q_load(e, qrow, batch, 1);
+        emit_note(e, "K and V blocks from the last one down (the masked blocks come first)");
+        emit(e, "mov.u32 %s, %%n_end;", j);
+    }
+    new_label(e, l_kv, sizeof l_kv, "pr_kv");
+    const char *kv_end = "%n_end";
+    if (p->kv_tail) {
+        Reg tail = reg_pred(e, "pr_tail");
+        mha_kv_tail(e, tail, row);
+        if (p->pdl_early_kv) {
+            emit_note(e, "plan kv tail: the tail block (ascending: the last) loads after the loop, on bar_v_tail");
+            kv_end = reg(e, "b32", "pr_kv_end");
+            emit(e, "selp.u32 %s, 1, 0, %s;", kv_end, R(e, tail));
+            emit(e, "sub.s32 %s, %%n_end, %s;", kv_end, kv_end);
+        } else {
+            emit_note(e, "plan kv tail: the tail block (descending: the first) on bar_v_tail, the scrub warp releases it");
+            emit(e, "@!%s bra %s;", R(e, tail), l_kv);
+            emit(e, "sub.s32 %s, %s, 1;", j, j);
+            emit(e, "mul.lo.u32 %s, %s, %d;", R(e, row), j, p->bn);
+            emit_kv_loads(e, row, batch, vtail);
+        }
+    }
+    emit_label(e, l_kv);
+    new_label(e, l_kv_done, sizeof l_kv_done, "pr_kv_done");
+    if (p->pdl_early_kv) {
+        emit(e, "setp.ge.s32 %s, %s, %s;", pr, j, kv_end);
+        emit(e, "@%s bra %s;", pr, l_kv_done);
+        emit(e, "mul.lo.u32 %s, %s, %d;", R(e, row), j, p->bn);
+        emit(e, "add.s32 %s, %s, 1;", j, j);
+    } else {
+        emit(e, "setp.le.s32 %s, %s, %%n_begin;", pr, j);
+        emit(e, "@%s bra %s;", pr, l_kv_done);
+        emit(e, "sub.s32 %s, %s, 1;", j, j);
+        emit(e, "mul.lo.u32 %s, %s, %d;", R(e, row), j, p->bn);
+    }
+    emit_kv_loads(e, row, batch, vf);
+    if (p->pdl_early_kv) {
+        emit_note(e, "plan pdl early kv: the last early block is out: wait for the previous grid, then Q");
+        emit(e, "sub.u32 %%pr_pre, %%pr_pre, 1;");
+        early_q_load(e, qrow, batch);
+    }
+    emit(e, "bra.uni %s;", l_kv);
+    emit_label(e, l_kv_done);
+    if (p->kv_tail && p->pdl_early_kv) {
+        char l_no_tail[NAME];
+        emit_note(e, "plan kv tail: the tail block, last, on bar_v_tail; the scrub warp releases it");
+        emit(e, "setp.ge.s32 %s, %s, %%n_end;", pr, j);
+        emit(e, "@%s bra %s;", pr, new_label(e, l_no_tail, sizeof l_no_tail, "pr_no_tail"));
+        emit(e, "mul.lo.u32 %s, %s, %d;", R(e, row), j, p->bn);
+        emit(e, "add.s32 %s, %s, 1;", j, j);
+        emit_kv_loads(e, row, batch, vtail);
+        emit_label(e, l_no_tail);
+    }
+    if (varlen) emit_label(e, l_next);
+    emit(e, "add.u32 %%tile, %%tile, %%grid_ctas;");
+    emit(e, "bra.uni %s;", l_tile);
+    (void)lbl;
+}
+
+/* ------------------------------------------------------------------ */
+/* scrub warp (plan kv tail)                                            */
+/* ------------------------------------------------------------------ */
+
+/* Warp scrub_warp of the producer warpgroup walks the producer's tiles and ring: per tile the ring
+ * advances by the tile's blocks, and in a tile whose range ends with its sequence's tail block it waits for
+ * that block's V on bar_v_tail (the stage's own: it is reused only after the consumers released the stage,
+ * so no phase is skipped), zeroes the rows past the end, and releases the stage on bar_v_full. */
+void mha90_scrub(Emit *e)
+{
+    const Plan *p = e->p;
+    const Sm90Plan *s = sm90_of(p);
+    char l_tile[NAME], l_next[NAME], l_advance[NAME];
+    emit_section(e, "role scrub (warp %d): zeroes a tail block's V rows past the sequence's end (plan kv tail)",
+                 s->scrub_warp);
+    if (mha_roles_wait(p)) {
+        emit_note(e, "plan pdl: its global reads (the sequence's lengths) follow the previous grid");
+        emit(e, "griddepcontrol.wait;");
+    }
+    Reg stage = reg_b32(e, "sc_stage"), tpar = reg_b32(e, "sc_tpar"), n = reg_b32(e, "sc_n");
+    Reg ts = reg_b32(e, "sc_ts"), t = reg_b32(e, "sc_t"), par = reg_b32(e, "sc_par"), bar = reg_b32(e, "sc_bar");
+    Reg vstage = reg_b32(e, "sc_vstage"), full = reg_b32(e, "sc_full"), tail = reg_pred(e, "sc_tail");
+    Reg v0 = smem_reg(e, "sc_v", s->off_v), vf = smem_reg(e, "sc_v_full", s->bar_v_full);
+    Reg vt = smem_reg(e, "sc_v_tail", s->bar_v_tail);
+    const char *pr = R(e, reg_find(e, "p_role"));
+    emit_note(e, "the ring's stage, as the producer's; bit i of sc_tpar: the parity stage i's tail barrier completes next");
+    emit(e, "mov.u32 %s, 0;", R(e, stage));
+    emit(e, "mov.u32 %s, 0;", R(e, tpar));
+    emit(e, "mov.u32 %s, %%ctaid.x;", reg(e, "b32", "tile"));
+    emit_label(e, new_label(e, l_tile, sizeof l_tile, "sc_tile"));
+    emit(e, "setp.ge.u32 %s, %%tile, %%num_tiles;", pr);
+    emit(e, "@%s bra $exit;", pr);
+    tile_coords(e);
+    new_label(e, l_next, sizeof l_next, "sc_next_tile");
+    if (p->cfg.varlen) varlen_skip_tile(e, l_next);
+    emit_note(e, "the producer loads n_end - n_begin blocks of this tile");
+    emit(e, "sub.s32 %s, %%n_end, %%n_begin;", R(e, n));
+    emit(e, "max.s32 %s, %s, 0;", R(e, n), R(e, n));
+    mha_kv_tail(e, tail, t);
+    emit(e, "@!%s bra %s;", R(e, tail), new_label(e, l_advance, sizeof l_advance, "sc_advance"));
+    if (p->pdl_early_kv) {
+        emit_note(e, "ascending (plan pdl early kv): the tail block is the tile's last, stage + n - 1");
+        emit(e, "add.u32 %s, %s, %s;", R(e, ts), R(e, stage), R(e, n));
+        emit(e, "sub.u32 %s, %s, 1;", R(e, ts), R(e, ts));
+        emit(e, "rem.u32 %s, %s, %d;", R(e, ts), R(e, ts), p->stages);
+    } else {
+        emit_note(e, "descending: the tail block is the tile's first");
+        emit(e, "mov.u32 %s, %s;", R(e, ts), R(e, stage));
+    }
+    emit(e, "shr.b32 %s, %s, %s;", R(e, par), R(e, tpar), R(e, ts));
+    emit(e, "and.b32 %s, %s, 1;", R(e, par), R(e, par));
+    mbar_indexed(e, bar, vt, ts);
+    op_mbar_wait(e, bar, par);
+    emit(e, "shl.b32 %s, 1, %s;", R(e, t), R(e, ts));
+    emit(e, "xor.b32 %s, %s, %s;", R(e, tpar), R(e, tpar), R(e, t));
+    addr_indexed(e, vstage, v0, ts, s->v_stage_bytes);
+    mbar_indexed(e, full, vf, ts);
+    mha_scrub_tail(e, vstage, p->ov_chunks, s->v_chunk_bytes, s->bar_scrub, full);
+    emit_label(e, l_advance);
+    emit(e, "add.u32 %s, %s, %s;", R(e, stage), R(e, stage), R(e, n));
+    emit(e, "rem.u32 %s, %s, %d;", R(e, stage), R(e, stage), p->stages);
+    emit_label(e, l_next);
+    emit(e, "add.u32 %%tile, %%tile, %%grid_ctas;");
+    emit(e, "bra.uni %s;", l_tile);
+}
