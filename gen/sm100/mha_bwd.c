@@ -10,7 +10,7 @@
  *              dV += P^T dO  (P^T from smem)           -> TMEM, the whole loop
  *              dK += dS^T Q, dQ = dS K (or dQ^T = K^T dS^T, plan dq_t) -> TMEM
  *   compute  warps 4..7, thread t = TMEM lane t = key n0 + t: P = exp2(S scale_log2 + nl2) (masked blocks:
- *            -inf first), P^T to smem; dS = P (dP - D) to smem; dQ from TMEM into the fp32 workspace
+ *            -inf first), P^T to smem and the f32 P over S^T in TMEM; dS = P (dP - D) to smem; dQ from TMEM into the fp32 workspace
  *            (red.global.add); after the loop dK x scale and dV from TMEM to global memory.
  * Hand-offs are mbarriers (plan barriers): the MMA's commits (s_full, dp_full, dq_full, the ring slots'
  * empty barriers, kv_done) and the compute threads' arrivals (p_full, ds_full, the slots' nl2 / D reads).
@@ -359,15 +359,16 @@ static void store_row_piece(Emit *e, Reg buf, Reg pk, int col0)
     }
 }
 
-/* P: S^T row pieces from TMEM, masked (masked blocks), P = exp2(S scale_log2 + nl2[c]), P^T packed to smem and an
- * fp16 copy kept (ph) for dS. */
+/* P: S^T row pieces from TMEM (softcap: t = tanh(S softcap_scale)), masked (masked blocks), P = exp2(S scale_log2 +
+ * nl2[c]); P^T packed to smem, and the f32 P that dS takes (softcap: P (1 - t^2)) back into the piece's S^T columns
+ * (no MMA reads S^T; the next S^T waits for ds_full), where compute_ds loads it beside dP^T. */
 static void compute_p(Emit *e, Reg vaddr, Reg masked)
 {
     const Plan *p = e->p;
     const Sm100BwdPlan *s = sm100bwd_of(p);
     int wl, wr, n = s->ld_cols;
     mask_bounds(&p->cfg, &wl, &wr);
-    Reg x = reg_find(e, "cp_x"), pk = reg_find(e, "cp_pk"), ph = reg_find(e, "cp_ph"), vec = reg_find(e, "cp_vec");
+    Reg x = reg_find(e, "cp_x"), pk = reg_find(e, "cp_pk"), vec = reg_find(e, "cp_vec");
     Reg ta = reg_b32(e, "cp_ta"), buf = reg_b32(e, "cp_buf");
     emit(e, "add.u32 %s, %%cp_lanes, %u;", R(e, buf), s->tm_s);
     for (int c0 = 0; c0 < p->bm; c0 += n) {
@@ -376,56 +377,71 @@ static void compute_p(Emit *e, Reg vaddr, Reg masked)
         emit(e, "add.u32 %s, %s, %d;", R(e, ta), R(e, buf), c0);
         op_tmem_ld(e, x, 0, n, ta);
         op_tmem_wait_ld(e);
+        if (p->cfg.softcap) {
+            emit_note(e, "plan note softcap: t = tanh(S softcap_scale), before the mask (the forward's order)");
+            Reg xs[OP_TMEM_MAX_X];
+            for (int i = 0; i < n; i++) xs[i] = reg_at(e, x, i);
+            sfx_softcap(e, xs, n);
+        }
         emit(e, "@!%s bra %s;", R(e, masked), new_label(e, l_nomask, sizeof l_nomask, "cp_nomask"));
         for (int i = 0; i < n; i++)
             sfx_mask(e, reg_at(e, x, i), c0 + i, reg_find(e, "cp_hi"), wr >= 0 ? reg_find(e, "cp_lo") : REG_NONE);
         emit_label(e, l_nomask);
+        Reg g2[2] = {reg_f32(e, "cp_g0"), reg_f32(e, "cp_g1")};
         for (int g = 0; g < n / 4; g++) {
             Reg v[4];
             for (int i = 0; i < 4; i++) v[i] = reg_at(e, vec, i);
             op_ld_shared_v4_b32(e, v, vaddr, (uint32_t)(c0 + 4 * g) * BWD_F32);
             for (int i = 0; i < 4; i++) {
-                Reg xi = reg_at(e, x, 4 * g + i);
+                Reg xi = reg_at(e, x, 4 * g + i), gi = g2[i % 2];
+                if (p->cfg.softcap) { /* g = max(1 - t^2, 0): ds/du, 0 where the mask set t = -inf */
+                    emit(e, "neg.f32 %s, %s;", R(e, gi), R(e, xi));
+                    emit(e, "fma.rn.f32 %s, %s, %s, %s;", R(e, gi), R(e, gi), R(e, xi), PTX_ONE);
+                    emit(e, "max.f32 %s, %s, 0f00000000;", R(e, gi), R(e, gi));
+                }
                 emit(e, "fma.rn.ftz.f32 %s, %s, %%scale_log2, %s;", R(e, xi), R(e, xi), R(e, v[i]));
                 emit(e, "ex2.approx.ftz.f32 %s, %s;", R(e, xi), R(e, xi));
+                if (i % 2 == 0) continue;
+                int k = (4 * g + i) / 2;
+                Reg hi = reg_at(e, x, 2 * k + 1), lo = reg_at(e, x, 2 * k);
+                op_cvt_pack(e, p->cfg.dtype, reg_at(e, pk, k), hi, lo);
+                if (p->cfg.softcap) { /* dS takes P (1 - t^2): folded in, pair by pair */
+                    emit(e, "mul.f32 %s, %s, %s;", R(e, lo), R(e, lo), R(e, g2[0]));
+                    emit(e, "mul.f32 %s, %s, %s;", R(e, hi), R(e, hi), R(e, g2[1]));
+                }
             }
         }
-        for (int i = 0; i < n / 2; i++) {
-            Reg hi = reg_at(e, x, 2 * i + 1), lo = reg_at(e, x, 2 * i);
-            op_cvt_pack(e, p->cfg.dtype, reg_at(e, pk, i), hi, lo);
-            if (p->cfg.dtype == DT_FP16) emit(e, "mov.b32 %s, %s;", R(e, reg_at(e, ph, c0 / 2 + i)), R(e, reg_at(e, pk, i)));
-            else op_cvt_pack(e, DT_FP16, reg_at(e, ph, c0 / 2 + i), hi, lo);
-        }
         store_row_piece(e, reg_find(e, "cp_prow"), pk, c0);
+        op_tmem_st(e, ta, x, 0, n);
     }
+    emit_note(e, "the f32 P pieces are in TMEM before this thread reads them back (compute_ds)");
+    op_tmem_wait_st(e);
 }
 
-/* dS = P (dP - D[c]) from dP^T row pieces and the fp16 P copy, packed to the dS^T tile. */
+/* dS = P (dP - D[c]) from dP^T row pieces and the f32 P over S^T, packed to the dS^T tile. */
 static void compute_ds(Emit *e, Reg vaddr)
 {
     const Plan *p = e->p;
     const Sm100BwdPlan *s = sm100bwd_of(p);
     int n = s->ld_cols;
-    Reg x = reg_find(e, "cp_x"), pk = reg_find(e, "cp_pk"), ph = reg_find(e, "cp_ph"), vec = reg_find(e, "cp_vec");
-    Reg ta = reg_b32(e, "cp_ta"), buf = reg_b32(e, "cp_buf"), pf = reg_f32(e, "cp_pf");
-    Reg h0 = reg_b16(e, "cp_h0"), h1 = reg_b16(e, "cp_h1");
+    Reg x = reg_find(e, "cp_x"), y = reg_find(e, "cp_y"), pk = reg_find(e, "cp_pk"), vec = reg_find(e, "cp_vec");
+    Reg ta = reg_b32(e, "cp_ta"), buf = reg_b32(e, "cp_buf");
     emit(e, "add.u32 %s, %%cp_lanes, %u;", R(e, buf), s->tm_dp);
     for (int c0 = 0; c0 < p->bm; c0 += n) {
-        emit_note(e, "dP^T columns %d..%d", c0, c0 + n - 1);
+        emit_note(e, "dP^T columns %d..%d, P over S^T's", c0, c0 + n - 1);
         emit(e, "add.u32 %s, %s, %d;", R(e, ta), R(e, buf), c0);
         op_tmem_ld(e, x, 0, n, ta);
+        emit(e, "add.u32 %s, %%cp_lanes, %u;", R(e, ta), s->tm_s + (uint32_t)c0);
+        op_tmem_ld(e, y, 0, n, ta);
         op_tmem_wait_ld(e);
         for (int g = 0; g < n / 4; g++) {
             Reg v[4];
             for (int i = 0; i < 4; i++) v[i] = reg_at(e, vec, i);
             op_ld_shared_v4_b32(e, v, vaddr, (uint32_t)(c0 + 4 * g) * BWD_F32);
             for (int i = 0; i < 4; i++) {
-                int c = c0 + 4 * g + i;
                 Reg xi = reg_at(e, x, 4 * g + i);
-                if (i % 2 == 0) emit(e, "mov.b32 {%s, %s}, %s;", R(e, h0), R(e, h1), R(e, reg_at(e, ph, c / 2)));
-                op_cvt(e, "f32.f16", pf, i % 2 ? h1 : h0);
                 emit(e, "sub.f32 %s, %s, %s;", R(e, xi), R(e, xi), R(e, v[i]));
-                emit(e, "mul.f32 %s, %s, %s;", R(e, xi), R(e, xi), R(e, pf));
+                emit(e, "mul.f32 %s, %s, %s;", R(e, xi), R(e, xi), R(e, reg_at(e, y, 4 * g + i)));
             }
         }
         for (int i = 0; i < n / 2; i++)
@@ -617,7 +633,7 @@ static void emit_compute(Emit *e)
     emit_compute_setup(e);
     reg_arr(e, RT_F32, s->ld_cols, "cp_x");
     reg_arr(e, RT_B32, s->ld_cols / 2, "cp_pk");
-    reg_arr(e, RT_B32, p->bm / 2, "cp_ph");
+    reg_arr(e, RT_F32, s->ld_cols, "cp_y");
     reg_arr(e, RT_F32, 4, "cp_vec");
     Reg stage = reg_b32(e, "cp_stage"), phase = reg_b32(e, "cp_phase"), itr = reg_b32(e, "cp_it");
     Reg pr = reg_pred(e, "cp_p");

@@ -59,8 +59,6 @@ static int bwd_check(const Config *c, char *err, size_t n)
     if (c->sink)
         return plan_refuse(err, n, "sink: not a word of mha-bwd; the sink enters through mha-bwd-pre (the LSE it "
                            "writes) and its gradient through mha-bwd-dq");
-    if (c->softcap)
-        return plan_refuse(err, n, "softcap: 1 is not built yet for mha-bwd on sm100a (sm90a has it); use 0");
     if (c->deterministic)
         return plan_refuse(err, n, "deterministic: 1 is not built yet for mha-bwd; dQ is added by atomic reductions "
                            "in the order the CTAs reach them (use 0)");
@@ -139,7 +137,7 @@ static void bwd_notes(Plan *p, const Sm100BwdPlan *s)
     plan_note(p, "mma per m-block", "%d tcgen05.mma: S^T %d, dP^T %d, dV %d, dK %d, dQ %d", 2 * s->steps_d +
               2 * s->steps_m + s->steps_n, s->steps_d, s->steps_d, s->steps_m, s->steps_m, s->steps_n);
     plan_note(p, "compute", "thread t = key n0 + t, rows in %d-column tcgen05.ld pieces: P = exp2(S scale_log2 + nl2) "
-              "to smem (P^T) and an fp16 copy in registers; dS = P (dP - D) to smem (dS^T)", s->ld_cols);
+              "to smem (P^T) and in f32 over S^T (tcgen05.st); dS = P (dP - D) to smem (dS^T)", s->ld_cols);
     plan_note(p, "dq", "%s; the mha_bwd.h block layout (tiles %dx%d of 64 x %d)", s->dq_t ?
               "thread = depth column: one red.global.add.f32 per query row" :
               "thread = query row: one red.global.add.v2.f32 per column pair", s->dq_tiles_m, s->dq_tiles_n, s->dq_n);
@@ -228,6 +226,11 @@ static int bwd_plan(const Config *c, Plan *p, char *err, size_t n)
         plan_param_scalar(p, SCALAR_TOTAL_K, PARAM_U32);
         plan_note(p, "varlen", "packed [total, heads, depth]; sequence b = rows cu_seqlens[b]..cu_seqlens[b+1]; "
                   "seqlen_q / seqlen_k = the longest; workspace rows padded per sequence; dK, dV batch strides 0");
+    }
+    if (c->softcap) {
+        plan_param_scalar(p, SCALAR_SOFTCAP_SCALE, PARAM_F32);
+        plan_note(p, "softcap", "s = cap tanh(u / cap): t = tanh(q.k softcap_scale), P = exp2(t scale_log2 + nl2) "
+                  "(scale_log2 = cap log2 e); dS = P (1 - t^2) (dP - D): the factor folded into the P over S^T");
     }
     plan_note(p, "tile", "CTA = %d keys of one kv head; loops over its %d query heads x the m-blocks of %d rows that "
               "see a key", p->bn, c->group, p->bm);

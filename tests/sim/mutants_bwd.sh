@@ -111,6 +111,7 @@ mutant b100_ds_fence "dS^T rows visible to the MMA" 'fence\.proxy\.async' del
 # the dV MMA waits on dP^T's barrier (just before p_full in the smem map) instead of P^T's
 mutant b100_p_wait "dV += P^T dO:" 'add\.u32 %mm_bar, %smem' sub '164968;' '164960;'
 mutant b100_s_ld_wait "S^T columns 0..31" 'tcgen05\.wait::ld' del
+mutant b100_p_st_wait "the f32 P pieces are in TMEM" 'tcgen05\.wait::st' del
 mutant b100_dkv_major "" 'mov\.u32 %mm_id_dkv' sub '0x0821' '0x0820'
 mutant b100_dq_layout "dQ block of" 'red\.global' sub '\+0\]' '+4]'
 # (not here: the epilogue's kv_done wait; once the last m-block's dq_full landed, every MMA has completed, so
@@ -121,5 +122,11 @@ base "dtype=bf16 d=64 hq=2 hkv=2 sq=300 sk=200 mask=causal" \
 mutant b100_d64_dq_pair "dQ block of" 'red\.global\.add\.v2' sub '\+0\]' '+8]'
 mutant b100_d64_mask "mask: key j" 'sub\.s32 %cp_lo, %cp_lo, %cp_q0' del
 mutant b100_d64_q_release "nl2 read: the Q slot" 'mbarrier\.arrive' del
+# sm_100a soft-cap: the P that dS takes (f32, over S^T) has the factor 1 - t^2, clamped at 0 where the mask set t = -inf
+base "dtype=bf16 d=128 hq=2 hkv=2 sq=200 sk=200 mask=causal softcap=5 amp=3" \
+    "mha-bwd target=sm100a dtype=bf16 qk=128 ov=128 bm=64 bn=128 group=1 stages=2 swizzle=128 softcap=1 mask=causal"
+mutant b100_softcap_factor "S^T columns 0..31" 'mul\.f32 %cp_x0, %cp_x0, %cp_g0;' sub 'mul\.f32 %cp_x0, %cp_x0, %cp_g0;' 'mov.f32 %cp_x0, %cp_x0;'
+mutant b100_softcap_tanh "plan note softcap: t = tanh" 'tanh\.approx\.f32 %cp_x0,' del
+mutant b100_softcap_clamp "S^T columns 32..63" 'max\.f32 %cp_g0' del
 echo "mutants_bwd: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -86,7 +86,6 @@ static void test_configs(void **state)
         {"mha-bwd target=sm100a dtype=bf16 qk=128 ov=128 bm=128", "512 TMEM columns"},
         {"mha-bwd target=sm100a dtype=bf16 qk=64 ov=64 bm=64", "bm: 64"},
         {"mha-bwd target=sm100a dtype=bf16 qk=128 ov=128 bn=64", "bn: 64"},
-        {"mha-bwd target=sm100a dtype=bf16 qk=128 ov=128 softcap=1", "softcap"},
         {"mha-bwd target=sm100a dtype=bf16 qk=128 ov=128 deterministic=1", "deterministic"},
         {"mha target=sm90a dtype=bf16 qk=128 ov=128 deterministic=1", "deterministic"},
         {"mha-bwd-pre target=sm90a dtype=bf16 qk=128 mask=causal", "mha-bwd-pre: it takes only"},
