@@ -70,6 +70,199 @@ void bwd_aux_config(const Config *m, Kind kind, int sink, Config *out)
     out->sink = sink;
 }
 
+/* The block layout's float index of (row r, column c) = row part + column part (mha_bwd.h): w = tm + tiles_m tn,
+ * thread t = 32 (rr / 16) + 4 (rr % 8) + (cc % 8) / 2, register 4 (cc / 8) + 2 ((rr / 8) % 2) + cc % 2, for rr, cc
+ * the row and column inside the 64 x dq_n tile (tm, tn). */
+uint32_t bwd_dq_row_part(int bm, int bn, int depth, int r)
+{
+    int tm, tn, dq_n;
+    if (bwd_dq_split(bm, bn, depth, &tm, &tn, &dq_n)) return 0;
+    int t = r / BWD_MMA_M, rr = r % BWD_MMA_M;
+    return (uint32_t)((t * (dq_n / 8) * BWD_WG + 32 * (rr / 16) + 4 * (rr % 8)) * 4 + 2 * ((rr / 8) % 2));
+}
+
+uint32_t bwd_dq_col_part(int bm, int bn, int depth, int c)
+{
+    int tm, tn, dq_n;
+    if (bwd_dq_split(bm, bn, depth, &tm, &tn, &dq_n)) return 0;
+    int t = c / dq_n, cc = c % dq_n;
+    return (uint32_t)(((tm * t * (dq_n / 8) + cc / 8) * BWD_WG + (cc % 8) / 2) * 4 + cc % 2);
+}
+
+void bwd_dq_row_part_reg(Emit *e, Reg dst, Reg r)
+{
+    const Plan *p = e->p;
+    int tm, tn, dq_n;
+    bwd_dq_split(p->bm, p->bn, p->qk, &tm, &tn, &dq_n);
+    Reg t = reg_b32(e, "dqi_t");
+    emit(e, "div.u32 %s, %s, %d;", R(e, t), R(e, r), BWD_MMA_M);
+    emit(e, "mul.lo.u32 %s, %s, %d;", R(e, dst), R(e, t), dq_n / 8 * BWD_WG * 4);
+    emit(e, "rem.u32 %s, %s, %d;", R(e, t), R(e, r), BWD_MMA_M);
+    emit(e, "shr.u32 %s, %s, 4;", R(e, t), R(e, t));
+    emit(e, "mad.lo.u32 %s, %s, 128, %s;", R(e, dst), R(e, t), R(e, dst));
+    emit(e, "and.b32 %s, %s, 7;", R(e, t), R(e, r));
+    emit(e, "mad.lo.u32 %s, %s, 16, %s;", R(e, dst), R(e, t), R(e, dst));
+    emit(e, "shr.u32 %s, %s, 3;", R(e, t), R(e, r));
+    emit(e, "and.b32 %s, %s, 1;", R(e, t), R(e, t));
+    emit(e, "mad.lo.u32 %s, %s, 2, %s;", R(e, dst), R(e, t), R(e, dst));
+}
+
+void bwd_dq_col_part_reg(Emit *e, Reg dst, Reg c)
+{
+    const Plan *p = e->p;
+    int tm, tn, dq_n;
+    bwd_dq_split(p->bm, p->bn, p->qk, &tm, &tn, &dq_n);
+    Reg t = reg_b32(e, "dqi_t"), cc = reg_b32(e, "dqi_cc");
+    emit(e, "div.u32 %s, %s, %d;", R(e, t), R(e, c), dq_n);
+    emit(e, "mul.lo.u32 %s, %s, %d;", R(e, dst), R(e, t), tm * (dq_n / 8) * BWD_WG * 4);
+    emit(e, "rem.u32 %s, %s, %d;", R(e, cc), R(e, c), dq_n);
+    emit(e, "shr.u32 %s, %s, 3;", R(e, t), R(e, cc));
+    emit(e, "mad.lo.u32 %s, %s, %d, %s;", R(e, dst), R(e, t), BWD_WG * 4, R(e, dst));
+    emit(e, "and.b32 %s, %s, 7;", R(e, t), R(e, cc));
+    emit(e, "shr.u32 %s, %s, 1;", R(e, t), R(e, t));
+    emit(e, "mad.lo.u32 %s, %s, 4, %s;", R(e, dst), R(e, t), R(e, dst));
+    emit(e, "and.b32 %s, %s, 1;", R(e, t), R(e, cc));
+    emit(e, "add.u32 %s, %s, %s;", R(e, dst), R(e, dst), R(e, t));
+}
+
+/* ---------------------------------------------------------------- the main kernels' tile (every target) */
+
+/* dst = %lo when x <= 0, else (x + round) / div: the clamped block counts of the key ranges. */
+static void clamp_div(Emit *e, Reg dst, Reg x, int round, int div)
+{
+    Reg p = reg_pred(e, "cd_neg");
+    emit(e, "setp.le.s32 %s, %s, 0;", R(e, p), R(e, x));
+    emit(e, "add.s32 %s, %s, %d;", R(e, dst), R(e, x), round);
+    emit(e, "div.s32 %s, %s, %d;", R(e, dst), R(e, dst), div);
+    emit(e, "selp.b32 %s, 0, %s, %s;", R(e, dst), R(e, dst), R(e, p));
+}
+
+/* varlen: start and length of sequence %bidx in cu (clamped into [0, total]). */
+static void sequence_rows(Emit *e, Reg cu, Reg total, Reg start, Reg len)
+{
+    Reg a = reg_b64(e, "vl_addr"), end = reg_b32(e, "vl_end");
+    emit(e, "mul.wide.u32 %s, %%bidx, 4;", R(e, a));
+    emit(e, "add.s64 %s, %s, %s;", R(e, a), R(e, a), R(e, cu));
+    op_ld_global(e, REG_NONE, "s32", start, a, 0);
+    op_ld_global(e, REG_NONE, "s32", end, a, 4);
+    emit(e, "max.s32 %s, %s, 0;", R(e, start), R(e, start));
+    emit(e, "min.u32 %s, %s, %s;", R(e, start), R(e, start), R(e, total));
+    emit(e, "max.s32 %s, %s, 0;", R(e, end), R(e, end));
+    emit(e, "min.u32 %s, %s, %s;", R(e, end), R(e, end), R(e, total));
+    emit(e, "max.u32 %s, %s, %s;", R(e, end), R(e, end), R(e, start));
+    emit(e, "sub.u32 %s, %s, %s;", R(e, len), R(e, end), R(e, start));
+}
+
+/* Defines %bidx %kvh %n0 (the tile's first key) %q_start %k_start %b_map (the maps' batch coordinate)
+ * %pad (the sequence's first padded workspace row) %kv_off = seqlen_k - seqlen_q, and the m-blocks:
+ * [m_begin, m_end) see a key of the tile, [full_lo, full_hi) need no mask, %nm = m_end - m_begin,
+ * %iters = group x nm. A tile past its sequence's keys (varlen) exits here, before any barrier. */
+void bwd_tile_coords(Emit *e)
+{
+    const Plan *p = e->p;
+    int bm = p->bm, bn = p->bn, wl, wr;
+    mask_bounds(&p->cfg, &wl, &wr);
+    Reg nb = reg_b32(e, "n_blocks"), t = reg_b32(e, "tc_t"), n = reg_b32(e, "n_blk"), hkv = reg_b32(e, "heads_kv");
+    Reg bidx = reg_b32(e, "bidx"), kvh = reg_b32(e, "kvh"), n0 = reg_b32(e, "n0"), x = reg_b32(e, "tc_x");
+    Reg qs = reg_b32(e, "q_start"), ks = reg_b32(e, "k_start"), bmap = reg_b32(e, "b_map"), pad = reg_b32(e, "pad");
+    Reg off = reg_b32(e, "kv_off"), mb = reg_b32(e, "m_begin"), me = reg_b32(e, "m_end"), nmq = reg_b32(e, "m_blocks");
+    Reg flo = reg_b32(e, "full_lo"), fhi = reg_b32(e, "full_hi"), nm = reg_b32(e, "nm"), it = reg_b32(e, "iters");
+    Reg pr = reg_pred(e, "tc_p");
+    emit_section(e, "prologue: the tile (plan grid: kv blocks ascending inside a (batch, kv head))");
+    emit(e, "add.u32 %s, %%seqlen_k, %d;", R(e, nb), bn - 1);
+    emit(e, "div.u32 %s, %s, %d;", R(e, nb), R(e, nb), bn);
+    emit(e, "div.u32 %s, %%heads_q, %d;", R(e, hkv), p->cfg.group);
+    emit(e, "mov.u32 %s, %%ctaid.x;", R(e, t));
+    emit(e, "rem.u32 %s, %s, %s;", R(e, n), R(e, t), R(e, nb));
+    emit(e, "div.u32 %s, %s, %s;", R(e, t), R(e, t), R(e, nb));
+    emit(e, "rem.u32 %s, %s, %s;", R(e, kvh), R(e, t), R(e, hkv));
+    emit(e, "div.u32 %s, %s, %s;", R(e, bidx), R(e, t), R(e, hkv));
+    emit(e, "mul.lo.u32 %s, %s, %d;", R(e, n0), R(e, n), bn);
+    if (p->cfg.varlen) {
+        emit_note(e, "plan note varlen: the sequence's rows; %%seqlen_q and %%seqlen_k become its lengths");
+        sequence_rows(e, reg_find(e, "cu_seqlens_q"), reg_find(e, "total_q"), qs, reg_find(e, "seqlen_q"));
+        sequence_rows(e, reg_find(e, "cu_seqlens_k"), reg_find(e, "total_k"), ks, reg_find(e, "seqlen_k"));
+        emit(e, "mov.u32 %s, 0;", R(e, bmap));
+        emit(e, "mad.lo.u32 %s, %%bidx, %d, %s;", R(e, pad), bm, R(e, qs));
+        emit(e, "div.u32 %s, %s, %d;", R(e, pad), R(e, pad), bm);
+        emit(e, "mul.lo.u32 %s, %s, %d;", R(e, pad), R(e, pad), bm);
+        emit(e, "setp.ge.u32 %s, %s, %%seqlen_k;", R(e, pr), R(e, n0));
+        emit_note(e, "a kv block past the sequence's keys (the grid is sized by the longest): nothing to do");
+        emit(e, "@%s bra $exit;", R(e, pr));
+    } else {
+        emit(e, "mov.u32 %s, 0;", R(e, qs));
+        emit(e, "mov.u32 %s, 0;", R(e, ks));
+        emit(e, "mov.u32 %s, %%bidx;", R(e, bmap));
+        emit(e, "mov.u32 %s, 0;", R(e, pad));
+    }
+    emit_note(e, "m-blocks of %d rows; query i sees key j when i + off - %d <= j <= i + off + %d (-1: unbounded)", bm,
+              wl, wr);
+    emit(e, "sub.s32 %s, %%seqlen_k, %%seqlen_q;", R(e, off));
+    emit(e, "add.u32 %s, %%seqlen_q, %d;", R(e, nmq), bm - 1);
+    emit(e, "div.u32 %s, %s, %d;", R(e, nmq), R(e, nmq), bm);
+    if (wr >= 0) {
+        emit_note(e, "first query that sees key n0: n0 - off - %d; full from n0 + bn - 1 - off - %d", wr, wr);
+        emit(e, "sub.s32 %s, %s, %s;", R(e, x), R(e, n0), R(e, off));
+        emit(e, "sub.s32 %s, %s, %d;", R(e, x), R(e, x), wr);
+        clamp_div(e, mb, x, 0, bm);
+        emit(e, "add.s32 %s, %s, %d;", R(e, x), R(e, x), bn - 1);
+        clamp_div(e, flo, x, bm - 1, bm);
+    } else {
+        emit(e, "mov.u32 %s, 0;", R(e, mb));
+        emit(e, "mov.u32 %s, 0;", R(e, flo));
+    }
+    if (wl >= 0) {
+        emit_note(e, "last query that sees key n0 + bn - 1: it + off + ... ; full while m0 + bm - 1 + off - %d <= n0", wl);
+        emit(e, "sub.s32 %s, %s, %s;", R(e, x), R(e, n0), R(e, off));
+        emit(e, "add.s32 %s, %s, %d;", R(e, x), R(e, x), wl + bn - 1 + 1);
+        clamp_div(e, me, x, bm - 1, bm);
+        emit(e, "min.u32 %s, %s, %s;", R(e, me), R(e, me), R(e, nmq));
+        emit(e, "sub.s32 %s, %s, %s;", R(e, x), R(e, n0), R(e, off));
+        emit(e, "add.s32 %s, %s, %d;", R(e, x), R(e, x), wl - bm + 1 + bm);
+        clamp_div(e, fhi, x, 0, bm);
+    } else {
+        emit(e, "mov.u32 %s, %s;", R(e, me), R(e, nmq));
+        emit(e, "mov.u32 %s, %s;", R(e, fhi), R(e, nmq));
+    }
+    emit_note(e, "no mask is needed only inside the queries (m0 + bm <= seqlen_q) and the keys (n0 + bn <= seqlen_k)");
+    emit(e, "div.u32 %s, %%seqlen_q, %d;", R(e, x), bm);
+    emit(e, "min.s32 %s, %s, %s;", R(e, fhi), R(e, fhi), R(e, x));
+    emit(e, "add.u32 %s, %s, %d;", R(e, x), R(e, n0), bn);
+    emit(e, "setp.gt.u32 %s, %s, %%seqlen_k;", R(e, pr), R(e, x));
+    emit(e, "@%s mov.u32 %s, 0;", R(e, pr), R(e, fhi));
+    emit(e, "max.s32 %s, %s, %s;", R(e, me), R(e, me), R(e, mb));
+    emit(e, "sub.u32 %s, %s, %s;", R(e, nm), R(e, me), R(e, mb));
+    emit(e, "mul.lo.u32 %s, %s, %d;", R(e, it), R(e, nm), p->cfg.group);
+}
+
+/* Iteration %it_reg -> m-block m and query head hq (g = it / nm of the kv head's group). */
+void bwd_iter_coords(Emit *e, Reg itr, Reg m, Reg hq)
+{
+    const Plan *p = e->p;
+    if (p->cfg.group == 1) {
+        emit(e, "add.u32 %s, %%m_begin, %s;", R(e, m), R(e, itr));
+        if (reg_is(hq)) emit(e, "mov.u32 %s, %%kvh;", R(e, hq));
+        return;
+    }
+    Reg g = reg_b32(e, "ic_g");
+    emit(e, "div.u32 %s, %s, %%nm;", R(e, g), R(e, itr));
+    emit(e, "rem.u32 %s, %s, %%nm;", R(e, m), R(e, itr));
+    emit(e, "add.u32 %s, %s, %%m_begin;", R(e, m), R(e, m));
+    if (reg_is(hq)) emit(e, "mad.lo.u32 %s, %%kvh, %d, %s;", R(e, hq), p->cfg.group, R(e, g));
+}
+
+/* ws = the workspace row of (hq, m)'s first query: (bws heads_q + hq) q_rows + pad + m bm (u64). */
+void bwd_ws_row(Emit *e, Reg ws, Reg m, Reg hq)
+{
+    Reg t = reg_b32(e, "wr_t"), t64 = reg_b64(e, "wr_t64");
+    if (e->p->cfg.varlen) emit(e, "mov.u32 %s, %s;", R(e, t), R(e, hq));
+    else emit(e, "mad.lo.u32 %s, %%bidx, %%heads_q, %s;", R(e, t), R(e, hq));
+    emit(e, "mul.wide.u32 %s, %s, %%q_rows;", R(e, ws), R(e, t));
+    emit(e, "mad.lo.u32 %s, %s, %d, %%pad;", R(e, t), R(e, m), e->p->bm);
+    op_cvt(e, "u64.u32", t64, t);
+    emit(e, "add.s64 %s, %s, %s;", R(e, ws), R(e, ws), R(e, t64));
+}
+
 /* ---------------------------------------------------------------- configs */
 
 /* The main kernel's tile when a pre/dq config leaves it open: the sm90a defaults (sm90/plan_bwd.c). */

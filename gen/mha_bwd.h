@@ -39,6 +39,14 @@ static inline int bwd_consumers(int bn, int depth) { return depth > 128 ? 2 : bn
  * 64 rows x *dq_n columns, tiles_m = bm / 64. 0, or -1 when bm, bn and depth do not split. */
 int bwd_dq_split(int bm, int bn, int depth, int *tiles_m, int *tiles_n, int *dq_n);
 
+/* The dQ block's float index of (row r, column c) is bwd_dq_row_part(r) + bwd_dq_col_part(c) (the layout above,
+ * split so a kernel that owns a row or a column of the block adds a constant per element); the _reg forms compute
+ * a part from a register (b32) for e->p's bm, bn and depth. */
+uint32_t bwd_dq_row_part(int bm, int bn, int depth, int r);
+uint32_t bwd_dq_col_part(int bm, int bn, int depth, int c);
+void bwd_dq_row_part_reg(Emit *e, Reg dst, Reg r);
+void bwd_dq_col_part_reg(Emit *e, Reg dst, Reg c);
+
 /* The workspace of a call (sizes in bytes, offsets from its base). */
 typedef struct BwdWorkspace {
     uint64_t q_rows;      /* padded query rows per (bws, head) */
@@ -53,6 +61,17 @@ BwdWorkspace bwd_workspace(int varlen, int batch, int heads_q, int seqlen_q, int
 /* The config of the pre and dq kernels that serve a main kernel's plan (same target, dtype, depth, bm,
  * bn, varlen; sink as given). */
 void bwd_aux_config(const Config *main_cfg, Kind kind, int sink, Config *out);
+
+/* ---- the main kernels' tile, every target (mha_bwd.c): one CTA per (kv block, kv head, batch) ---- */
+/* Defines %bidx %kvh %n0 (the tile's first key) %q_start %k_start %b_map (the maps' batch coordinate) %pad (the
+ * sequence's first padded workspace row) %kv_off = seqlen_k - seqlen_q, the m-blocks [m_begin, m_end) that see a
+ * key of the tile, [full_lo, full_hi) that need no mask, %nm = m_end - m_begin and %iters = group x nm; reads the
+ * kernel's parameters (kernel_params). A tile past its sequence's keys (varlen) branches to $exit. */
+void bwd_tile_coords(Emit *e);
+/* Iteration itr -> m-block m and query head hq (REG_NONE: not wanted): it = g x nm + (m - m_begin). */
+void bwd_iter_coords(Emit *e, Reg itr, Reg m, Reg hq);
+/* ws (u64) = the workspace row of (hq, m)'s first query. */
+void bwd_ws_row(Emit *e, Reg ws, Reg m, Reg hq);
 
 extern const Family mha_bwd_pre_family;
 extern const Family mha_bwd_dq_family;

@@ -63,3 +63,18 @@ void op_red_global_add_v4_f32(Emit *e, Reg addr, uint32_t off, const Reg src[4])
     }
     emit(e, "red.global.add.v4.f32 [%s+%u], {%s, %s, %s, %s};", R(e, addr), off, d[0], d[1], d[2], d[3]);
 }
+
+void op_red_global_add_f32(Emit *e, Reg addr, uint32_t off, Reg x)
+{
+    REG_WANT(e, addr, RT_B64);
+    REG_WANT(e, x, RT_F32);
+    emit(e, "red.global.add.f32 [%s+%u], %s;", R(e, addr), off, R(e, x));
+}
+
+void op_red_global_add_v2_f32(Emit *e, Reg addr, uint32_t off, Reg x, Reg y)
+{
+    REG_WANT(e, addr, RT_B64);
+    REG_WANT(e, x, RT_F32);
+    REG_WANT(e, y, RT_F32);
+    emit(e, "red.global.add.v2.f32 [%s+%u], {%s, %s};", R(e, addr), off, R(e, x), R(e, y));
+}

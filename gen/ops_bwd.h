@@ -22,6 +22,9 @@ void op_st_shared_v4_f32(Emit *e, Reg base, uint32_t off, const Reg src[4]);
 /* global f32 [addr + off .. + 16) += the four f32 registers, each element atomically (red, relaxed, gpu
  * scope; PTX ISA: the .v4.f32 form needs sm_90). */
 void op_red_global_add_v4_f32(Emit *e, Reg addr, uint32_t off, const Reg src[4]);
+/* The same for one f32 element, and for two (8 bytes, 8-aligned; the .v2.f32 form needs sm_90). */
+void op_red_global_add_f32(Emit *e, Reg addr, uint32_t off, Reg x);
+void op_red_global_add_v2_f32(Emit *e, Reg addr, uint32_t off, Reg x, Reg y);
 /* sm_90a: D (f32 array acc, its first n/2 elements) (+)= A * B, both from shared memory, either
  * transposed (MN-major) for 16-bit types: tnsp_a, tnsp_b are the wgmma's imm-trans-a / imm-trans-b. */
 void op_wgmma_ss_t(Emit *e, int n, DType dt, Reg acc, Reg adesc, Reg bdesc, int scale_d, int tnsp_a, int tnsp_b);

@@ -234,16 +234,26 @@ static double bwd_scale(const fa4_mha_bwd_args *a)
     return a->softmax_scale != 0.0f ? (double)a->softmax_scale : 1.0 / sqrt((double)a->qk_depth);
 }
 
-/* The main kernel's config for a (sm90a: the only target with one), args->config's tuning words over it. */
-static fa4_status main_config(fa4_ctx *ctx, const fa4_mha_bwd_args *a, Config *c)
+/* The target of a call: the context's, or AUTO resolved from the device once the driver is loaded (before that, sm90a,
+ * as the forward's questions; fa4_mha_bwd resolves AUTO again after its argument checks). Both targets' plans take
+ * the same bm for a depth, so the workspace a call needs does not depend on it. */
+static fa4_status bwd_target(fa4_ctx *ctx, TargetId *t)
+{
+    fa4_status s;
+    *t = ctx->opt.target == FA4_TARGET_SM100A ? TARGET_SM100A : TARGET_SM90A;
+    if (ctx->opt.target == FA4_TARGET_AUTO && rt_driver_ready(ctx))
+        if ((s = rt_driver(ctx)) || (s = rt_device_target(ctx, t))) return s;
+    return FA4_OK;
+}
+
+/* The main kernel's config for a on target t, args->config's tuning words over it. */
+static fa4_status main_config(fa4_ctx *ctx, const fa4_mha_bwd_args *a, TargetId target, Config *c)
 {
     static const MaskKind mk[] = {[FA4_MASK_NONE] = MASK_NONE, [FA4_MASK_CAUSAL] = MASK_CAUSAL,
                                   [FA4_MASK_WINDOW] = MASK_WINDOW};
-    if (ctx->opt.target == FA4_TARGET_SM100A)
-        return rt_fail(ctx, FA4_ERR_UNSUPPORTED, "target: the attention backward has no sm100a kernel yet (sm90a only)");
     config_init(c);
     c->kind = KIND_MHA_BWD;
-    c->target = TARGET_SM90A;
+    c->target = target;
     c->dtype = a->dtype == FA4_FP16 ? DT_FP16 : DT_BF16;
     c->qk_depth = a->qk_depth, c->ov_depth = a->ov_depth;
     c->group = a->heads_q / a->heads_kv;
@@ -276,7 +286,9 @@ static fa4_status prepare(fa4_ctx *ctx, const fa4_mha_bwd_args *in, fa4_mha_bwd_
     if ((s = read_args(ctx, in, a)) || (s = check_shape(ctx, a, need_ptrs)) || (s = check_varlen(ctx, a)) ||
         (need_ptrs && (s = check_layout(ctx, a))) || (s = check_math(ctx, a)))
         return s;
-    return main_config(ctx, a, c);
+    TargetId t;
+    if ((s = bwd_target(ctx, &t))) return s;
+    return main_config(ctx, a, t, c);
 }
 
 static BwdWorkspace workspace_of(const fa4_mha_bwd_args *a, const Config *c)
@@ -392,14 +404,13 @@ static fa4_status grids(fa4_ctx *ctx, const fa4_mha_bwd_args *a, const Config *c
     return FA4_OK;
 }
 
-fa4_status fa4_mha_bwd(fa4_ctx *ctx, const fa4_mha_bwd_args *args, void *stream)
+/* The workspace a call with config c needs against the caller's, and the grids. */
+static fa4_status check_workspace(fa4_ctx *ctx, const fa4_mha_bwd_args *aa, const Config *c, BwdWorkspace *wp,
+                                  unsigned *g_aux, unsigned *g_main)
 {
-    if (!ctx) return rt_fail(NULL, FA4_ERR_INVALID_ARGUMENT, "ctx: NULL");
-    fa4_mha_bwd_args a;
-    Config c;
-    fa4_status s = prepare(ctx, args, &a, &c, 1);
-    if (s) return s;
-    BwdWorkspace w = workspace_of(&a, &c);
+    fa4_mha_bwd_args a = *aa;
+    BwdWorkspace w = workspace_of(&a, c);
+    *wp = w;
     if (!a.workspace)
         return BAD("workspace", "NULL; give a 16-byte aligned device buffer of %llu bytes "
                    "(fa4_mha_bwd_workspace_size)", (unsigned long long)w.bytes);
@@ -408,13 +419,30 @@ fa4_status fa4_mha_bwd(fa4_ctx *ctx, const fa4_mha_bwd_args *args, void *stream)
         return BAD("workspace_size", "%zu bytes; this call needs %llu (fa4_mha_bwd_workspace_size)", a.workspace_size,
                    (unsigned long long)w.bytes);
     if ((uintptr_t)a.workspace > UINTPTR_MAX - w.bytes) return BAD("workspace", "wraps the address space");
+    return grids(ctx, &a, c, &w, g_aux, g_main);
+}
+
+fa4_status fa4_mha_bwd(fa4_ctx *ctx, const fa4_mha_bwd_args *args, void *stream)
+{
+    if (!ctx) return rt_fail(NULL, FA4_ERR_INVALID_ARGUMENT, "ctx: NULL");
+    fa4_mha_bwd_args a;
+    Config c;
+    fa4_status s = prepare(ctx, args, &a, &c, 1);
+    if (s) return s;
+    BwdWorkspace w;
     unsigned g_aux = 0, g_main = 0;
-    if ((s = grids(ctx, &a, &c, &w, &g_aux, &g_main))) return s;
-    /* Only now the driver: everything above is the caller's arguments. */
-    TargetId t;
+    if ((s = check_workspace(ctx, &a, &c, &w, &g_aux, &g_main))) return s;
+    /* Only now the driver: everything above is the caller's arguments. AUTO: the device's target, whose
+     * config is checked again (its refusals, and the workspace it needs). */
     if ((s = rt_driver(ctx))) return s;
-    if (ctx->opt.target == FA4_TARGET_AUTO && (s = rt_device_target(ctx, &t))) return s;
-    if ((s = rt_check_target(ctx, TARGET_SM90A))) return s;
+    if (ctx->opt.target == FA4_TARGET_AUTO) {
+        TargetId t;
+        if ((s = rt_device_target(ctx, &t))) return s;
+        if (t != c.target &&
+            ((s = main_config(ctx, &a, t, &c)) || (s = check_workspace(ctx, &a, &c, &w, &g_aux, &g_main))))
+            return s;
+    }
+    if ((s = rt_check_target(ctx, c.target))) return s;
     Config cp, cd;
     bwd_aux_config(&c, KIND_MHA_BWD_PRE, a.sink != NULL, &cp);
     bwd_aux_config(&c, KIND_MHA_BWD_DQ, a.sink != NULL, &cd);
@@ -435,9 +463,15 @@ fa4_status fa4_mha_bwd(fa4_ctx *ctx, const fa4_mha_bwd_args *args, void *stream)
     set(&lm, SCALAR_DK, PTR(a.dk)), set(&lm, SCALAR_DK_STRIDE_S, U64(bt[B_DK].stride[1]));
     set(&lm, SCALAR_DK_STRIDE_H, U64(bt[B_DK].stride[2])), set(&lm, SCALAR_DV, PTR(a.dv));
     set(&lm, SCALAR_DV_STRIDE_S, U64(bt[B_DV].stride[1])), set(&lm, SCALAR_DV_STRIDE_H, U64(bt[B_DV].stride[2]));
+    set(&lm, SCALAR_DK_STRIDE_B, U64(varlen ? 0 : bt[B_DK].stride[0]));
+    set(&lm, SCALAR_DV_STRIDE_B, U64(varlen ? 0 : bt[B_DV].stride[0]));
     static const struct { int arg; TensorId id; } maps[] = {{B_Q, TENSOR_Q}, {B_K, TENSOR_K}, {B_V, TENSOR_V},
                                                             {B_DO, TENSOR_DO}, {B_DK, TENSOR_DK}, {B_DV, TENSOR_DV}};
+    int has_map[TENSOR_COUNT] = {0}; /* the kernel's maps (sm100a stores dK, dV without one) */
+    for (int i = 0; i < km->plan.n_maps; i++)
+        if ((unsigned)km->plan.maps[i].tensor < TENSOR_COUNT) has_map[km->plan.maps[i].tensor] = 1;
     for (size_t i = 0; i < sizeof maps / sizeof maps[0]; i++) {
+        if (!has_map[maps[i].id]) continue;
         const BwdTensor *x = &bt[maps[i].arg];
         RtTensor *r = &lm.tensors[maps[i].id];
         r->name = x->name, r->ptr = x->ptr, r->elem_bytes = 2, r->rank = 4;

@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../mha_bwd.h"
 #include "../mha_plan.h"
+#include "bwd100.h"
 #include "mla100.h"
 #include "sm100.h"
 
@@ -524,5 +526,6 @@ const Target target_sm100a = {
     .id = TARGET_SM100A, .name = "sm100a", .ptx_target = "sm_100a", .ptx_version = "8.7",
     .sm_major = 10, .sm_minor = 0, .smem_limit = SM100_SMEM_LIMIT,
     .families = {[KIND_MHA] = &sm100_mha, [KIND_MLA_SPARSE] = &sm100_mla_sparse, [KIND_COMBINE] = &combine_family,
-                 [KIND_KV_APPEND] = &kv_append_family},
+                 [KIND_KV_APPEND] = &kv_append_family, [KIND_MHA_BWD] = &sm100_mha_bwd,
+                 [KIND_MHA_BWD_PRE] = &mha_bwd_pre_family, [KIND_MHA_BWD_DQ] = &mha_bwd_dq_family},
 };

@@ -62,10 +62,6 @@ extern const Family sm90_mha_bwd;
 /* wgmma m64nNk16 accumulator register of (column pair q, row half h, element x): row 16 warp + lane / 4
  * + 8 h, column 8 q + 2 (lane % 4) + x (PTX ISA, wgmma accumulator fragment). */
 static inline int bwd90_acc(int q, int h, int x) { return 4 * q + 2 * h + x; }
-/* Iteration itr -> m-block m and query head hq (REG_NONE: not wanted). */
-void bwd90_iter_coords(Emit *e, Reg itr, Reg m, Reg hq);
-/* ws (u64) = the workspace row of (hq, m)'s first query. */
-void bwd90_ws_row(Emit *e, Reg ws, Reg m, Reg hq);
 /* Low word of a K-major SW128 descriptor of the tile at addr: start >> 4 (the LBO field or-ed in later). */
 void bwd90_desc_lo(Emit *e, Reg lo, Reg addr);
 /* softcap=1 (plan note softcap), before the mask: the sdp_regs S accumulators become t = tanh(S softcap_scale). */

@@ -31,117 +31,9 @@
 enum { NAME = 32, CHUNK_ELEMS = 64, ROW_BYTES = 128, K16_ROWS = 16 };
 
 
-/* dst = %lo when x <= 0, else (x + round) / div: the clamped block counts of the key ranges. */
-static void clamp_div(Emit *e, Reg dst, Reg x, int round, int div)
-{
-    Reg p = reg_pred(e, "cd_neg");
-    emit(e, "setp.le.s32 %s, %s, 0;", R(e, p), R(e, x));
-    emit(e, "add.s32 %s, %s, %d;", R(e, dst), R(e, x), round);
-    emit(e, "div.s32 %s, %s, %d;", R(e, dst), R(e, dst), div);
-    emit(e, "selp.b32 %s, 0, %s, %s;", R(e, dst), R(e, dst), R(e, p));
-}
-
 /* ------------------------------------------------------------------ */
 /* prologue: parameters, the tile, its m-block range                   */
 /* ------------------------------------------------------------------ */
-
-/* varlen: start and length of sequence %bidx in cu (clamped into [0, total]). */
-static void sequence_rows(Emit *e, Reg cu, Reg total, Reg start, Reg len)
-{
-    Reg a = reg_b64(e, "vl_addr"), end = reg_b32(e, "vl_end");
-    emit(e, "mul.wide.u32 %s, %%bidx, 4;", R(e, a));
-    emit(e, "add.s64 %s, %s, %s;", R(e, a), R(e, a), R(e, cu));
-    op_ld_global(e, REG_NONE, "s32", start, a, 0);
-    op_ld_global(e, REG_NONE, "s32", end, a, 4);
-    emit(e, "max.s32 %s, %s, 0;", R(e, start), R(e, start));
-    emit(e, "min.u32 %s, %s, %s;", R(e, start), R(e, start), R(e, total));
-    emit(e, "max.s32 %s, %s, 0;", R(e, end), R(e, end));
-    emit(e, "min.u32 %s, %s, %s;", R(e, end), R(e, end), R(e, total));
-    emit(e, "max.u32 %s, %s, %s;", R(e, end), R(e, end), R(e, start));
-    emit(e, "sub.u32 %s, %s, %s;", R(e, len), R(e, end), R(e, start));
-}
-
-/* Defines %bidx %kvh %n0 (the tile's first key) %q_start %k_start %b_map (the maps' batch coordinate)
- * %pad (the sequence's first padded workspace row) %kv_off = seqlen_k - seqlen_q, and the m-blocks:
- * [m_begin, m_end) see a key of the tile, [full_lo, full_hi) need no mask, %nm = m_end - m_begin,
- * %iters = group x nm. A tile past its sequence's keys (varlen) exits here, before any barrier. */
-static void tile_coords(Emit *e)
-{
-    const Plan *p = e->p;
-    int bm = p->bm, bn = p->bn, wl, wr;
-    mask_bounds(&p->cfg, &wl, &wr);
-    Reg nb = reg_b32(e, "n_blocks"), t = reg_b32(e, "tc_t"), n = reg_b32(e, "n_blk"), hkv = reg_b32(e, "heads_kv");
-    Reg bidx = reg_b32(e, "bidx"), kvh = reg_b32(e, "kvh"), n0 = reg_b32(e, "n0"), x = reg_b32(e, "tc_x");
-    Reg qs = reg_b32(e, "q_start"), ks = reg_b32(e, "k_start"), bmap = reg_b32(e, "b_map"), pad = reg_b32(e, "pad");
-    Reg off = reg_b32(e, "kv_off"), mb = reg_b32(e, "m_begin"), me = reg_b32(e, "m_end"), nmq = reg_b32(e, "m_blocks");
-    Reg flo = reg_b32(e, "full_lo"), fhi = reg_b32(e, "full_hi"), nm = reg_b32(e, "nm"), it = reg_b32(e, "iters");
-    Reg pr = reg_pred(e, "tc_p");
-    emit_section(e, "prologue: the tile (plan grid: kv blocks ascending inside a (batch, kv head))");
-    emit(e, "add.u32 %s, %%seqlen_k, %d;", R(e, nb), bn - 1);
-    emit(e, "div.u32 %s, %s, %d;", R(e, nb), R(e, nb), bn);
-    emit(e, "div.u32 %s, %%heads_q, %d;", R(e, hkv), p->cfg.group);
-    emit(e, "mov.u32 %s, %%ctaid.x;", R(e, t));
-    emit(e, "rem.u32 %s, %s, %s;", R(e, n), R(e, t), R(e, nb));
-    emit(e, "div.u32 %s, %s, %s;", R(e, t), R(e, t), R(e, nb));
-    emit(e, "rem.u32 %s, %s, %s;", R(e, kvh), R(e, t), R(e, hkv));
-    emit(e, "div.u32 %s, %s, %s;", R(e, bidx), R(e, t), R(e, hkv));
-    emit(e, "mul.lo.u32 %s, %s, %d;", R(e, n0), R(e, n), bn);
-    if (p->cfg.varlen) {
-        emit_note(e, "plan note varlen: the sequence's rows; %%seqlen_q and %%seqlen_k become its lengths");
-        sequence_rows(e, reg_find(e, "cu_seqlens_q"), reg_find(e, "total_q"), qs, reg_find(e, "seqlen_q"));
-        sequence_rows(e, reg_find(e, "cu_seqlens_k"), reg_find(e, "total_k"), ks, reg_find(e, "seqlen_k"));
-        emit(e, "mov.u32 %s, 0;", R(e, bmap));
-        emit(e, "mad.lo.u32 %s, %%bidx, %d, %s;", R(e, pad), bm, R(e, qs));
-        emit(e, "div.u32 %s, %s, %d;", R(e, pad), R(e, pad), bm);
-        emit(e, "mul.lo.u32 %s, %s, %d;", R(e, pad), R(e, pad), bm);
-        emit(e, "setp.ge.u32 %s, %s, %%seqlen_k;", R(e, pr), R(e, n0));
-        emit_note(e, "a kv block past the sequence's keys (the grid is sized by the longest): nothing to do");
-        emit(e, "@%s bra $exit;", R(e, pr));
-    } else {
-        emit(e, "mov.u32 %s, 0;", R(e, qs));
-        emit(e, "mov.u32 %s, 0;", R(e, ks));
-        emit(e, "mov.u32 %s, %%bidx;", R(e, bmap));
-        emit(e, "mov.u32 %s, 0;", R(e, pad));
-    }
-    emit_note(e, "m-blocks of %d rows; query i sees key j when i + off - %d <= j <= i + off + %d (-1: unbounded)", bm,
-              wl, wr);
-    emit(e, "sub.s32 %s, %%seqlen_k, %%seqlen_q;", R(e, off));
-    emit(e, "add.u32 %s, %%seqlen_q, %d;", R(e, nmq), bm - 1);
-    emit(e, "div.u32 %s, %s, %d;", R(e, nmq), R(e, nmq), bm);
-    if (wr >= 0) {
-        emit_note(e, "first query that sees key n0: n0 - off - %d; full from n0 + bn - 1 - off - %d", wr, wr);
-        emit(e, "sub.s32 %s, %s, %s;", R(e, x), R(e, n0), R(e, off));
-        emit(e, "sub.s32 %s, %s, %d;", R(e, x), R(e, x), wr);
-        clamp_div(e, mb, x, 0, bm);
-        emit(e, "add.s32 %s, %s, %d;", R(e, x), R(e, x), bn - 1);
-        clamp_div(e, flo, x, bm - 1, bm);
-    } else {
-        emit(e, "mov.u32 %s, 0;", R(e, mb));
-        emit(e, "mov.u32 %s, 0;", R(e, flo));
-    }
-    if (wl >= 0) {
-        emit_note(e, "last query that sees key n0 + bn - 1: it + off + ... ; full while m0 + bm - 1 + off - %d <= n0", wl);
-        emit(e, "sub.s32 %s, %s, %s;", R(e, x), R(e, n0), R(e, off));
-        emit(e, "add.s32 %s, %s, %d;", R(e, x), R(e, x), wl + bn - 1 + 1);
-        clamp_div(e, me, x, bm - 1, bm);
-        emit(e, "min.u32 %s, %s, %s;", R(e, me), R(e, me), R(e, nmq));
-        emit(e, "sub.s32 %s, %s, %s;", R(e, x), R(e, n0), R(e, off));
-        emit(e, "add.s32 %s, %s, %d;", R(e, x), R(e, x), wl - bm + 1 + bm);
-        clamp_div(e, fhi, x, 0, bm);
-    } else {
-        emit(e, "mov.u32 %s, %s;", R(e, me), R(e, nmq));
-        emit(e, "mov.u32 %s, %s;", R(e, fhi), R(e, nmq));
-    }
-    emit_note(e, "no mask is needed only inside the queries (m0 + bm <= seqlen_q) and the keys (n0 + bn <= seqlen_k)");
-    emit(e, "div.u32 %s, %%seqlen_q, %d;", R(e, x), bm);
-    emit(e, "min.s32 %s, %s, %s;", R(e, fhi), R(e, fhi), R(e, x));
-    emit(e, "add.u32 %s, %s, %d;", R(e, x), R(e, n0), bn);
-    emit(e, "setp.gt.u32 %s, %s, %%seqlen_k;", R(e, pr), R(e, x));
-    emit(e, "@%s mov.u32 %s, 0;", R(e, pr), R(e, fhi));
-    emit(e, "max.s32 %s, %s, %s;", R(e, me), R(e, me), R(e, mb));
-    emit(e, "sub.u32 %s, %s, %s;", R(e, nm), R(e, me), R(e, mb));
-    emit(e, "mul.lo.u32 %s, %s, %d;", R(e, it), R(e, nm), p->cfg.group);
-}
 
 static void emit_prologue(Emit *e)
 {
@@ -152,7 +44,7 @@ static void emit_prologue(Emit *e)
     if (p->cfg.varlen)
         emit_note(e, "plan note varlen: p_seqlen_q / p_seqlen_k are the longest sequences; p_total_q / p_total_k the "
                   "packed rows that bound cu_seqlens");
-    tile_coords(e);
+    bwd_tile_coords(e);
 }
 
 static void emit_barrier_init(Emit *e)
@@ -218,8 +110,8 @@ static void emit_loader(Emit *e)
     emit_label(e, new_label(e, l_loop, sizeof l_loop, "ld_loop"));
     emit(e, "setp.ge.u32 %s, %s, %%iters;", R(e, pr), R(e, itr));
     emit(e, "@%s bra %s;", R(e, pr), new_label(e, l_done, sizeof l_done, "ld_done"));
-    bwd90_iter_coords(e, itr, m, hq);
-    bwd90_ws_row(e, ws, m, hq);
+    bwd_iter_coords(e, itr, m, hq);
+    bwd_ws_row(e, ws, m, hq);
     emit(e, "shl.b64 %s, %s, 2;", R(e, ws), R(e, ws));
     emit(e, "mad.lo.u32 %s, %s, %d, %%q_start;", R(e, row), R(e, m), p->bm);
     ring_free_parity(e, par, phase);
@@ -263,8 +155,8 @@ static void emit_writer(Emit *e)
     emit_label(e, new_label(e, l_loop, sizeof l_loop, "wr_loop"));
     emit(e, "setp.ge.u32 %s, %s, %%iters;", R(e, pr), R(e, itr));
     emit(e, "@%s bra %s;", R(e, pr), new_label(e, l_done, sizeof l_done, "wr_done"));
-    bwd90_iter_coords(e, itr, m, hq);
-    bwd90_ws_row(e, ws, m, hq);
+    bwd_iter_coords(e, itr, m, hq);
+    bwd_ws_row(e, ws, m, hq);
     emit(e, "mul.lo.u64 %s, %s, %d;", R(e, dst), R(e, ws), p->qk * BWD_F32);
     emit(e, "add.s64 %s, %s, %%dq_accum;", R(e, dst), R(e, dst));
     op_mbar_wait(e, full, phase);
@@ -494,7 +386,7 @@ static void emit_iteration(Emit *e)
     Reg qs = reg_b32(e, "cs_qslot"), dos = reg_b32(e, "cs_doslot"), dss = reg_b32(e, "cs_dsslot");
     Reg sacc = reg_find(e, "s"), dpacc = reg_find(e, "dp"), vec = reg_find(e, "cs_vec");
     Reg pp = reg_find(e, "pp"), pds = reg_find(e, "pds"), dk = reg_find(e, "dk"), dv = reg_find(e, "dv");
-    bwd90_iter_coords(e, reg_find(e, "cs_it"), m, REG_NONE);
+    bwd_iter_coords(e, reg_find(e, "cs_it"), m, REG_NONE);
     emit(e, "setp.lt.s32 %s, %s, %%full_lo;", R(e, masked), R(e, m));
     emit(e, "setp.ge.or.s32 %s, %s, %%full_hi, %s;", R(e, masked), R(e, m), R(e, masked));
     smem_indexed(e, qs, s->off_q, stage, s->q_stage_bytes);

@@ -152,7 +152,7 @@ static void emit_dq_red(Emit *e, Reg m, Reg hq)
     Reg ws = reg_b64(e, "cs_ws"), a = reg_b64(e, "cs_dqg"), dq = reg_find(e, "dq");
     emit_note(e, "plan note dq: dQ += this tile, red.global.add.v4.f32 x %d (a warp covers 512 contiguous bytes)",
               s->dq_regs / 4);
-    bwd90_ws_row(e, ws, m, hq);
+    bwd_ws_row(e, ws, m, hq);
     emit(e, "mul.lo.u64 %s, %s, %d;", R(e, a), R(e, ws), p->qk * BWD_F32);
     emit(e, "add.s64 %s, %s, %%dq_accum;", R(e, a), R(e, a));
     emit(e, "add.s64 %s, %s, %%cs_dq_off;", R(e, a), R(e, a));
@@ -174,7 +174,7 @@ void bwd90_depth_iteration(Emit *e)
     Reg half = reg_b32(e, "cs_half");
     Reg sacc = reg_find(e, "s"), dpacc = reg_find(e, "dp"), vec = reg_find(e, "cs_vec");
     Reg pp = reg_find(e, "pp"), pds = reg_find(e, "pds"), dk = reg_find(e, "dk"), dv = reg_find(e, "dv");
-    bwd90_iter_coords(e, reg_find(e, "cs_it"), m, hq);
+    bwd_iter_coords(e, reg_find(e, "cs_it"), m, hq);
     emit(e, "setp.lt.s32 %s, %s, %%full_lo;", R(e, masked), R(e, m));
     emit(e, "setp.ge.or.s32 %s, %s, %%full_hi, %s;", R(e, masked), R(e, m), R(e, masked));
     smem_indexed(e, qs, s->off_q, stage, s->q_stage_bytes);

@@ -2,7 +2,8 @@
 # tests/sim/mutants_bwd.sh - mutation tests of the attention backward on the simulator: proof that
 # tests/sim/sim_bwd.c and the simulator catch a broken mha-bwd kernel.
 #
-# The d128, d64 (bm 64) and d256 causal main kernels (the configs sim_bwd's cases run) are generated, one line is changed (a deleted
+# The sm_90a d128, d64 (bm 64) and d256 causal main kernels and the sm_100a d128 and d64 ones (the configs sim_bwd's cases
+# run; cc 9.0 or 10.0 by the config's target) are generated, one line is changed (a deleted
 # fence, barrier or wait, a wrong transpose or byte count), ptxas must still assemble the mutant, and the case
 # runs with FA4SIM_PTX_REPLACE=mutant (tests/sim/cuda.c): it must FAIL (a simulator report -- hazard, deadlock,
 # fault -- or a numeric mismatch). The unmutated kernel must PASS first.
@@ -22,13 +23,14 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/fa4mutbwd.XXXXXX") || exit 2
 trap 'rm -rf "$WORK"' EXIT
 PTXAS=${PTXAS:-$(command -v ptxas || echo "${CUDA_HOME:-/usr/local/cuda}/bin/ptxas")}
 run() { # run PTX: the case with PTX in place of the kernel; output in $WORK/out
-    FA4GEN_COMPILER=driver-ptx FA4GEN_CACHE_DIR="$WORK/cache" FA4SIM_CC=90 FA4SIM_SEED=${MUTANTS_SEED:-1} \
+    FA4GEN_COMPILER=driver-ptx FA4GEN_CACHE_DIR="$WORK/cache" FA4SIM_CC=$CC FA4SIM_SEED=${MUTANTS_SEED:-1} \
         FA4SIM_PTX_REPLACE="$1" LD_LIBRARY_PATH="$ROOT/build/sim" timeout 300 build/sim/sim_bwd $CASE \
         >"$WORK/out" 2>"$WORK/err"
 }
 # base CASE CONFIG: the kernel the next mutants change; it must pass unmutated
 base() {
     CASE=$1 CONFIG=$2
+    case "$CONFIG" in *target=sm100a*) CC=100 ARCH=sm_100a ;; *) CC=90 ARCH=sm_90a ;; esac
     build/fa4gen mha-bwd --config "$CONFIG" -o "$WORK/k.ptx" || exit 2
     rm -rf "$WORK/cache"
     if ! run "$WORK/k.ptx" || ! grep -q '^PASS' "$WORK/out"; then
@@ -53,7 +55,7 @@ mutant() {
         { print line }
         END { if (!done) exit 3 }' "$WORK/k.ptx" >"$WORK/$name.ptx" || { echo "MISSED $name: did not apply"; fail=$((fail + 1)); return; }
     if cmp -s "$WORK/k.ptx" "$WORK/$name.ptx"; then echo "MISSED $name: no change"; fail=$((fail + 1)); return; fi
-    if ! "$PTXAS" -arch=sm_90a "$WORK/$name.ptx" -o "$WORK/m.cubin" >"$WORK/ptxas.log" 2>&1; then
+    if ! "$PTXAS" -arch=$ARCH "$WORK/$name.ptx" -o "$WORK/m.cubin" >"$WORK/ptxas.log" 2>&1; then
         echo "MISSED $name: ptxas rejects it"; fail=$((fail + 1)); return
     fi
     rm -rf "$WORK/cache"
@@ -101,5 +103,30 @@ mutant d256_dv_tnsp_a "dV += P^T dO:" 'wgmma\.mma_async' sub ', 1, 1, 1, 1;' ', 
 mutant d256_dq_tnsp_b "dQ = dS K:" 'wgmma\.mma_async' sub ', 0, 1, 1, 0, 1;' ', 0, 1, 1, 0, 0;'
 mutant d256_red_layout "plan note dq: dQ +=" 'red\.global' sub '\+0\]' '+16]'
 mutant d256_q_release "the Q and dO slots are free" 'mbarrier\.arrive' del
+# sm_100a (gen/sm100/mha_bwd.c): TMEM accumulators, P^T and dS^T through smem, dQ^T (bm 64) by red.global.add
+base "dtype=bf16 d=128 hq=2 hkv=1 sq=200 sk=300 mask=causal" \
+    "mha-bwd target=sm100a dtype=bf16 qk=128 ov=128 bm=64 bn=128 group=2 stages=2 swizzle=128 mask=causal"
+mutant b100_p_fence "P^T rows visible to the MMA" 'fence\.proxy\.async' del
+mutant b100_ds_fence "dS^T rows visible to the MMA" 'fence\.proxy\.async' del
+# the dV MMA waits on dP^T's barrier (just before p_full in the smem map) instead of P^T's
+mutant b100_p_wait "dV += P^T dO:" 'add\.u32 %mm_bar, %smem' sub '164968;' '164960;'
+mutant b100_s_ld_wait "S^T columns 0..31" 'tcgen05\.wait::ld' del
+mutant b100_p_st_wait "the f32 P pieces are in TMEM" 'tcgen05\.wait::st' del
+mutant b100_dkv_major "" 'mov\.u32 %mm_id_dkv' sub '0x0821' '0x0820'
+mutant b100_dq_layout "dQ block of" 'red\.global' sub '\+0\]' '+4]'
+# (not here: the epilogue's kv_done wait; once the last m-block's dq_full landed, every MMA has completed, so
+# removing it changes nothing; it matters only for the plan's order, were dQ issued before dK)
+# d64: bm 128, dQ = dS K (a query per TMEM lane, red.global.add.v2)
+base "dtype=bf16 d=64 hq=2 hkv=2 sq=300 sk=200 mask=causal" \
+    "mha-bwd target=sm100a dtype=bf16 qk=64 ov=64 bm=128 bn=128 group=1 stages=2 swizzle=128 mask=causal"
+mutant b100_d64_dq_pair "dQ block of" 'red\.global\.add\.v2' sub '\+0\]' '+8]'
+mutant b100_d64_mask "mask: key j" 'sub\.s32 %cp_lo, %cp_lo, %cp_q0' del
+mutant b100_d64_q_release "nl2 read: the Q slot" 'mbarrier\.arrive' del
+# sm_100a soft-cap: the P that dS takes (f32, over S^T) has the factor 1 - t^2, clamped at 0 where the mask set t = -inf
+base "dtype=bf16 d=128 hq=2 hkv=2 sq=200 sk=200 mask=causal softcap=5 amp=3" \
+    "mha-bwd target=sm100a dtype=bf16 qk=128 ov=128 bm=64 bn=128 group=1 stages=2 swizzle=128 softcap=1 mask=causal"
+mutant b100_softcap_factor "S^T columns 0..31" 'mul\.f32 %cp_x0, %cp_x0, %cp_g0;' sub 'mul\.f32 %cp_x0, %cp_x0, %cp_g0;' 'mov.f32 %cp_x0, %cp_x0;'
+mutant b100_softcap_tanh "plan note softcap: t = tanh" 'tanh\.approx\.f32 %cp_x0,' del
+mutant b100_softcap_clamp "S^T columns 32..63" 'max\.f32 %cp_g0' del
 echo "mutants_bwd: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -28,8 +28,9 @@
 #      input seed) against the fp64 reference
 #   5b'. the KV-cache append (issue 27): build/sim/test_kv_append per target (dense and paged caches, bad lengths,
 #      rows and table entries that must write nothing, the lengths out, refusals)
-#   5c. the attention backward (issue 29): tests/sim/cases_bwd_sm90.txt through build/sim/sim_bwd (cc 9.0)
-#      against the fp64 reference (ref_mha_bwd.c), the scheduler seed also drawing the inputs
+#   5c. the attention backward (issue 29): tests/sim/cases_bwd_sm90.txt through build/sim/sim_bwd (cc 9.0) and
+#      tests/sim/cases_bwd_sm100.txt (cc 10.0: the runtime picks the sm100a kernel) against the fp64 reference
+#      (ref_mha_bwd.c), the scheduler seed also drawing the inputs
 #   6. tests/sim/mutants.sh: mutated kernels must fail (and tests/sim/mutants_bwd.sh, the backward's)
 # Seeds 1 and 2 run side by side (CI has 2 cores), then the random one beside the mutants; each seed's
 # lines print in seed order once it is done.
@@ -107,6 +108,8 @@ seed_steps() {
         $B/sim/sim_mla --quiet --no-skip --cases tests/sim/cases_mla_sm100.txt
     step "sm90a attention backward, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=90 \
         $B/sim/sim_bwd --quiet --seed $seed --cases tests/sim/cases_bwd_sm90.txt
+    step "sm100a attention backward, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=100 \
+        $B/sim/sim_bwd --quiet --seed $seed --cases tests/sim/cases_bwd_sm100.txt
 }
 (seed_steps 1 > "$work/out.1") &
 (seed_steps 2 > "$work/out.2") &

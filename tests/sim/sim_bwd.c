@@ -2,7 +2,8 @@
  * (ref_mha_bwd.c), which knows nothing of the kernels' tiles, workspace or layouts.
  *
  * Like sim_mha it dlopens libcuda.so.1, so the same binary runs on the CPU simulator
- * (LD_LIBRARY_PATH=build/sim, FA4SIM_CC=90; tests/sim/run.sh) and on a GPU.
+ * (LD_LIBRARY_PATH=build/sim, FA4SIM_CC=90 or 100; tests/sim/run.sh) and on a GPU; the runtime picks the
+ * kernels of the device's target (sm90a or sm100a).
  *
  *   sim_bwd [--cases FILE] [--seed N] [--quiet] [CASE WORDS...]
  *
@@ -420,8 +421,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "sim_bwd: %s\n", err);
         return 2;
     }
-    fa4_options opt = FA4_OPTIONS_INIT;
-    opt.target = FA4_TARGET_SM90A;
+    fa4_options opt = FA4_OPTIONS_INIT; /* target AUTO: the device's (the simulator's FA4SIM_CC) picks the kernels */
     fa4_ctx *fa;
     if (fa4_create(&fa, &opt)) {
         fprintf(stderr, "sim_bwd: fa4_create: %s\n", fa4_last_error(NULL));

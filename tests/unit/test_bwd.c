@@ -56,6 +56,15 @@ static void test_configs(void **state)
                            "mask=none");
     assert_int_equal(plan_text("mha-bwd-dq target=sm90a dtype=bf16 qk=256", t, sizeof t), 0);
     assert_string_equal(t, "mha-bwd-dq target=sm90a dtype=bf16 qk=256 bm=64 bn=64");
+    /* sm100a: the tile of sm90a's d64 / d128 plans (so the workspace is the same), and the pre / dq kernels */
+    assert_int_equal(plan_text("mha-bwd target=sm100a dtype=bf16 qk=128 ov=128 mask=causal", t, sizeof t), 0);
+    assert_string_equal(t, "mha-bwd target=sm100a dtype=bf16 qk=128 ov=128 bm=64 bn=128 group=1 stages=2 swizzle=128 "
+                           "mask=causal");
+    assert_int_equal(plan_text("mha-bwd target=sm100a dtype=fp16 qk=64 ov=64 group=4 varlen=1", t, sizeof t), 0);
+    assert_string_equal(t, "mha-bwd target=sm100a dtype=fp16 qk=64 ov=64 bm=128 bn=128 group=4 stages=2 swizzle=128 "
+                           "varlen=1 mask=none");
+    assert_int_equal(plan_text("mha-bwd-pre target=sm100a dtype=bf16 qk=128 sink=1", t, sizeof t), 0);
+    assert_int_equal(plan_text("mha-bwd-dq target=sm100a dtype=bf16 qk=64 varlen=1", t, sizeof t), 0);
     int tm = 0, tn = 0, dq_n = 0;
     assert_int_equal(bwd_dq_split(64, 64, 256, &tm, &tn, &dq_n), 0);
     assert_int_equal(tm, 1), assert_int_equal(tn, 2), assert_int_equal(dq_n, 128);
@@ -73,13 +82,42 @@ static void test_configs(void **state)
         {"mha-bwd target=sm90a dtype=bf16 qk=128 ov=128 sink=1", "sink"},
         {"mha-bwd target=sm90a dtype=bf16 qk=128 ov=128 bn=64", "bn: 64"},
         {"mha-bwd target=sm90a dtype=bf16 qk=128 ov=128 pingpong=1", "forward words"},
-        {"mha-bwd target=sm100a dtype=bf16 qk=128 ov=128", "no kernel for target sm100a"},
+        {"mha-bwd target=sm100a dtype=bf16 qk=256 ov=256", "depth: 256"},
+        {"mha-bwd target=sm100a dtype=bf16 qk=128 ov=128 bm=128", "512 TMEM columns"},
+        {"mha-bwd target=sm100a dtype=bf16 qk=64 ov=64 bm=64", "bm: 64"},
+        {"mha-bwd target=sm100a dtype=bf16 qk=128 ov=128 bn=64", "bn: 64"},
+        {"mha-bwd target=sm100a dtype=bf16 qk=128 ov=128 deterministic=1", "deterministic"},
         {"mha target=sm90a dtype=bf16 qk=128 ov=128 deterministic=1", "deterministic"},
         {"mha-bwd-pre target=sm90a dtype=bf16 qk=128 mask=causal", "mha-bwd-pre: it takes only"},
     };
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
         if (plan_text(refused[i].text, t, sizeof t) == 0 || !strstr(t, refused[i].needle))
             fail_msg("'%s' gave '%s' (wanted a refusal naming '%s')", refused[i].text, t, refused[i].needle);
+    }
+}
+
+/* The dQ block's split index (row part + column part) is the documented layout, a bijection onto the block. */
+static void test_dq_parts(void **state)
+{
+    (void)state;
+    static const int shapes[][3] = {{128, 128, 64}, {64, 128, 128}, {64, 128, 64}, {64, 64, 256}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int bm = shapes[s][0], bn = shapes[s][1], d = shapes[s][2], tm, tn, dq_n;
+        assert_int_equal(bwd_dq_split(bm, bn, d, &tm, &tn, &dq_n), 0);
+        unsigned char *seen = calloc((size_t)(bm * d), 1);
+        assert_non_null(seen);
+        for (int r = 0; r < bm; r++)
+            for (int c = 0; c < d; c++) {
+                uint32_t i = bwd_dq_row_part(bm, bn, d, r) + bwd_dq_col_part(bm, bn, d, c);
+                /* mha_bwd.h: tile (r / 64, c / dq_n) of warpgroup w = tm_i + tiles_m tn_i; register x = 4j + k of
+                 * thread t sits at float ((w dq_n / 8 + j) 128 + t) 4 + k */
+                int rr = r % 64, cc = c % dq_n, w = r / 64 + tm * (c / dq_n);
+                int thr = 16 * 2 * (rr / 16) + 4 * (rr % 8) + (cc % 8) / 2, reg = 4 * (cc / 8) + 2 * ((rr / 8) % 2) + cc % 2;
+                uint32_t want = (uint32_t)(((w * dq_n / 8 + reg / 4) * 128 + thr) * 4 + reg % 4);
+                if (i != want || i >= (uint32_t)(bm * d) || seen[i]++)
+                    fail_msg("bm %d bn %d d %d: (%d, %d) -> %u, layout %u", bm, bn, d, r, c, i, want);
+            }
+        free(seen);
     }
 }
 
@@ -187,7 +225,7 @@ static void test_bad_args(void **state)
 }
 
 /* What the library cannot do is FA4_ERR_UNSUPPORTED with a sentence: a score_mod (no derivative), d192, e4m3,
- * the sm100a target; and good arguments get as far as the driver (absent here). */
+ * d256 on sm100a; and good arguments get as far as the driver (absent here), on either target. */
 static void test_unsupported_and_driver(void **state)
 {
     (void)state;
@@ -220,15 +258,21 @@ static void test_unsupported_and_driver(void **state)
     assert_true(s == FA4_ERR_NO_DRIVER || s == FA4_ERR_NO_DEVICE || s == FA4_ERR_UNSUPPORTED);
     fa4_destroy(ctx);
     ctx = make_ctx(FA4_TARGET_SM100A);
+    a.qk_depth = a.ov_depth = 256;
     assert_int_equal(fa4_mha_bwd(ctx, &a, NULL), FA4_ERR_UNSUPPORTED);
     assert_non_null(strstr(fa4_last_error(ctx), "sm100a"));
+    a = good_args();
+    assert_int_equal(fa4_mha_bwd_config(ctx, &a, cfg, sizeof cfg), FA4_OK);
+    assert_non_null(strstr(cfg, "mha-bwd target=sm100a dtype=bf16 qk=128 ov=128 bm=64 bn=128 group=4"));
+    s = fa4_mha_bwd(ctx, &a, NULL);
+    assert_true(s == FA4_ERR_NO_DRIVER || s == FA4_ERR_NO_DEVICE);
     fa4_destroy(ctx);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_configs), cmocka_unit_test(test_workspace_layout),
+        cmocka_unit_test(test_configs), cmocka_unit_test(test_dq_parts), cmocka_unit_test(test_workspace_layout),
         cmocka_unit_test(test_bad_args), cmocka_unit_test(test_unsupported_and_driver),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
