@@ -751,7 +751,8 @@ static fa4_status launch_combine(fa4_ctx *ctx, const fa4_kernel *k, const fa4_mh
  * it (ws_bytes, else 0), the varlen and paged tables, and score_mod_aux, whose extent only the caller's
  * score_mod knows (checked for where it lives). The host mirrors cu_seqlens_*_host are read by this
  * library on the host and cannot be asked about. */
-enum { N_BUFFERS = N_TENSORS + 8 };
+/* the tensors, then buffers()'s list of the other pointers (its static assertion keeps the count true) */
+enum { N_BUFFERS = N_TENSORS + 9 };
 
 /* Fills b from a and its n tensors t (tensors()) and returns how many buffers it holds. */
 static int buffers(const fa4_mha_args *a, uint64_t ws_bytes, const TensorArg *t, int n, RtBuffer b[N_BUFFERS])
@@ -769,6 +770,7 @@ static int buffers(const fa4_mha_args *a, uint64_t ws_bytes, const TensorArg *t,
         {"block_table", a->block_table, rt_mul_sat(batch * entry, (uint64_t)a->max_pages), 0},
         {"seqlens_k", a->seqlens_k, batch * entry, 0},
         {"score_mod_aux", a->score_mod_aux, 0, 1}};
+    _Static_assert(sizeof more / sizeof more[0] == N_BUFFERS - N_TENSORS, "N_BUFFERS counts buffers()'s list");
     for (size_t i = 0; i < sizeof more / sizeof more[0]; i++) b[m++] = more[i];
     return m;
 }

@@ -191,6 +191,31 @@ static CUresult (*real_launch)(CUfunction, unsigned, unsigned, unsigned, unsigne
                                CUstream, void **, void **);
 static CUresult (*real_launch_ex)(const CUlaunchConfig *, CUfunction, void **, void **);
 
+/* Every map a launch passed, by serial: the call memo reuses a map it encoded many inputs ago (for the
+ * same signature and bases), which the fake's ring of recent encodes may no longer hold. The launch hook
+ * copies each map while the fake still holds it (it was encoded by this call or an earlier one seen here). */
+enum { SEEN_MAPS = 1 << 15 };
+static struct { uint32_t serial; int valid; FakeMap map; } seen_maps[SEEN_MAPS];
+
+static void remember_map(uint32_t serial)
+{
+    const FakeMap *m = fz_fake_encoded(serial);
+    if (!m) return;
+    seen_maps[serial % SEEN_MAPS].serial = serial;
+    seen_maps[serial % SEEN_MAPS].valid = 1;
+    seen_maps[serial % SEEN_MAPS].map = *m;
+}
+
+/* The map of encode serial: the fake's, else the copy the launch hook kept; NULL when neither holds it. */
+static const FakeMap *map_of(uint32_t serial)
+{
+    const FakeMap *m = fz_fake_encoded(serial);
+    if (m) return m;
+    if (seen_maps[serial % SEEN_MAPS].valid && seen_maps[serial % SEEN_MAPS].serial == serial)
+        return &seen_maps[serial % SEEN_MAPS].map;
+    return NULL;
+}
+
 static void capture(CUfunction f, void **params, unsigned grid)
 {
     const KernelMap *m = &cap.ctx->kernels;
@@ -210,6 +235,7 @@ static void capture(CUfunction f, void **params, unsigned grid)
             FUZZ_CHECK(w[0] == FAKE_MAP_MAGIC && w[2] == ~FAKE_MAP_MAGIC, "parameter %s is not an encoded map",
                        q->name);
             cap.maps[q->index] = (int)w[1]; /* the encode's serial (fake_cuda_encoded) */
+            remember_map(w[1]);
             continue;
         }
         uint64_t v = 0;
@@ -408,8 +434,8 @@ static void fuzz_mha(Rd *r)
                    ptr[i]);
     }
     for (int i = 0; i < cap.plan->n_maps; i++) {
-        const FakeMap *m = fz_fake_encoded((uint32_t)cap.maps[i]);
-        FUZZ_CHECK(m != NULL, "map '%s' of an encode the fake no longer holds", cap.plan->maps[i].name);
+        const FakeMap *m = map_of((uint32_t)cap.maps[i]);
+        FUZZ_CHECK(m != NULL, "map '%s' of an encode neither the fake nor the harness holds", cap.plan->maps[i].name);
         int which = -1;
         for (int j = 0; j < 4 + rope; j++)
             if (m->addr == (uint64_t)(uintptr_t)ptr[j]) which = j;
@@ -521,8 +547,8 @@ static void fuzz_mla(Rd *r)
     /* a buffer reaches the kernel as a pointer parameter (sm90a) or as the base of tensor maps (sm100a: q, kv) */
     int mapped[8] = {0};
     for (int m = 0; m < cap.plan->n_maps; m++) {
-        const FakeMap *fm = fz_fake_encoded((uint32_t)cap.maps[m]);
-        FUZZ_CHECK(fm != NULL, "map '%s' of an encode the fake no longer holds", cap.plan->maps[m].name);
+        const FakeMap *fm = map_of((uint32_t)cap.maps[m]);
+        FUZZ_CHECK(fm != NULL, "map '%s' of an encode neither the fake nor the harness holds", cap.plan->maps[m].name);
         int which = -1;
         for (size_t i = 0; i < sizeof buf / sizeof buf[0]; i++)
             if (buf[i].p && fm->addr == (uint64_t)(uintptr_t)buf[i].p) which = (int)i;
