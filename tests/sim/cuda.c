@@ -78,7 +78,11 @@ static TimingGpu timing_gpu;
 static int timing_on, timing_samples, timing_sens;
 static char timing_line[4096];
 
+static double timing_total;
 EXPORT const char *fa4sim_timing_last(void) { return timing_line; }
+/* The predicted microseconds of every launch since the last reset (tests/sim/timecase.c). */
+EXPORT double fa4sim_timing_total_us(void) { return timing_total; }
+EXPORT void fa4sim_timing_reset(void) { timing_total = 0; }
 
 static struct CUctx_st primary;
 static int primary_refs;
@@ -601,6 +605,7 @@ static int timed_launch(SimLaunch *l, char **report)
                           timing_key_name(k), 100 * (us[0] / out.us - 1), 100 * (us[1] / out.us - 1));
         }
     l->tout = &out;
+    timing_total += out.us;
     fprintf(stderr, "%s\n", timing_line);
     return SIM_OK;
 }

@@ -20,7 +20,7 @@ include tests/sim/tc.mk
 
 .PHONY: sim-test
 sim-test: $(B)/fa4gen $(SIMCUDA) build/sim/sim_mha build/sim/sim_varlen build/sim/sim_bwd build/sim/test_tc build/sim/test_tma build/sim/test_core build/sim/sim_mla \
-          build/sim/test_ref_mla build/sim/test_combine
+          build/sim/test_ref_mla build/sim/test_combine build/sim/timecase
 	@sh tests/sim/run.sh
 
 .PHONY: sim-mutants
