@@ -9,6 +9,7 @@
 #include "sim.h"
 #include "tc.h"
 #include "tma.h"
+#include "timing.h"
 
 enum {
     MAX_CTAS = 16,      /* per cluster */
@@ -209,6 +210,7 @@ typedef struct Sim {
     const Ins *cur;
     Thread *cur_t;
     uint8_t *param;
+    struct Timing *tm; /* the timing mode's clock (timing.c), NULL in functional runs */
 } Sim;
 
 /* sim.c */
@@ -221,6 +223,27 @@ int alu_exec(Sim *s, Thread *t, const Ins *in);
 uint64_t alu_val(Sim *s, Thread *t, const Operand *o);
 void alu_set(Sim *s, Thread *t, const Operand *o, uint64_t v);
 void sim_pend_hazard(Sim *s, Thread *t, int reg);
+
+/* sim.c, for the timing mode (timing.c) */
+int sim_run_thread(Sim *s, Thread *t, int quantum);
+int sim_try_collective(Sim *s, int wi);
+void sim_complete_op(Sim *s, int i);
+int sim_op_eligible(Sim *s, const Op *op);
+void sim_report_deadlock(Sim *s);
+/* one cluster (x, y, z) of the launch under the clock: its end time, busy clocks per unit, tensor flops and
+ * loaded bytes added to *cycles (set), busy, flops and tma_bytes */
+int sim_run_cluster_timed(const SimLaunch *l, unsigned x, unsigned y, unsigned z, double l2_bw_sm, char **report,
+                          double *cycles, double busy[TP_COUNT], double *flops, uint64_t *tma_bytes);
+
+/* timing.c */
+typedef struct Timing Timing;
+Timing *timing_new(Sim *s);
+void timing_free(Timing *tm);
+void timing_set_share(Timing *tm, double l2_bw_sm);
+void timing_run_cluster(Sim *s);
+void timing_op_issued(Sim *s, Op *op);
+void timing_collect(const Timing *tm, double *cycles, double busy[TP_COUNT], double *flops, uint64_t *tma_bytes);
+int timing_run_launch(const SimLaunch *l, char **report);
 
 static inline uint64_t rreg(Sim *s, Thread *t, int reg)
 {

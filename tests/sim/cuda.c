@@ -19,12 +19,21 @@
  * entry as FILE is loaded from FILE instead, so a mutated kernel runs through
  * the runtime's real launch path (tests/sim/mutants.sh).
  *
+ * FA4SIM_TIMING=h100|b200|FILE.tbl: the timing mode (timing.h, TIMING.md). Each launch simulates a
+ * window of clusters under the table's clock and prints its predicted time on stderr (one line
+ * starting `fa4sim-timing:`; fa4sim_timing_last() returns the last one). The device then has the
+ * table's SM count unless FA4SIM_SMS says otherwise. FA4SIM_TIMING_DIR: the tables' folder
+ * (default: tests/sim/gpus of the tree this library was built from). FA4SIM_TIMING_SAMPLES: clusters
+ * to simulate per launch (default 4). FA4SIM_TIMING_SENS=1: also how far the prediction moves when
+ * each value the table marks `assumed` moves -25% and +25% (one more window per value and sign).
+ *
  * fa4sim_late_write (tests only): bytes the grid before the next launch writes
  * late. The next launch's threads read them once they pass griddepcontrol.wait,
  * and the bytes they replace before it (sim.h, SimLate): the latest a device
  * may make a finished grid's writes visible to a programmatic dependent.
  */
 #include <cuda.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -35,6 +44,11 @@
 #include "ptx.h"
 #include "sim.h"
 #include "tma.h"
+#include "timing.h"
+
+#ifndef FA4SIM_GPU_DIR
+#define FA4SIM_GPU_DIR "tests/sim/gpus"
+#endif
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -59,6 +73,17 @@ static struct {
  * n new bytes, then room for the n they replace (sim.old). */
 typedef struct Late { SimLate sim; struct Late *next; unsigned char bytes[]; } Late;
 static Late *late_head, **late_tail = &late_head;
+
+/* The timing mode's table and the last launch's report line. */
+static TimingGpu timing_gpu;
+static int timing_on, timing_samples, timing_sens;
+static char timing_line[4096];
+
+static double timing_total;
+EXPORT const char *fa4sim_timing_last(void) { return timing_line; }
+/* The predicted microseconds of every launch since the last reset (tests/sim/timecase.c). */
+EXPORT double fa4sim_timing_total_us(void) { return timing_total; }
+EXPORT void fa4sim_timing_reset(void) { timing_total = 0; }
 
 static struct CUctx_st primary;
 static int primary_refs;
@@ -145,6 +170,20 @@ EXPORT CUresult cuInit(unsigned int flags)
         dev.verbose = env_int("FA4SIM_VERBOSE", 0);
         dev.smem_optin = dev.cc >= 100 ? 232448 : 232448;
         dev.initialized = 1;
+        const char *tn = getenv("FA4SIM_TIMING");
+        if (tn && *tn) {
+            char err[512];
+            const char *dir = getenv("FA4SIM_TIMING_DIR");
+            if (timing_load(&timing_gpu, tn, dir && *dir ? dir : FA4SIM_GPU_DIR, err, sizeof err)) {
+                fprintf(stderr, "fa4sim: FA4SIM_TIMING: %s\n", err);
+                dev.cc = -1; /* refused below */
+            } else {
+                timing_on = 1;
+                if (!getenv("FA4SIM_SMS")) dev.sms = (int)timing_gpu.v[K_SMS];
+                timing_samples = env_int("FA4SIM_TIMING_SAMPLES", 4);
+                timing_sens = env_int("FA4SIM_TIMING_SENS", 0);
+            }
+        }
     }
     pthread_mutex_unlock(&dev.mu);
     if (dev.cc != 90 && dev.cc != 100) return fail(CUDA_ERROR_NO_DEVICE, "FA4SIM_CC=%d: the simulator is 90 or 100", dev.cc);
@@ -492,6 +531,51 @@ EXPORT CUresult cuTensorMapEncodeTiled(CUtensorMap *map, CUtensorMapDataType t, 
 }
 
 /* ------------------------------------------------------------ launches */
+/* The timing mode: the launch's window under the clock, its report line, and with FA4SIM_TIMING_SENS
+ * the prediction again with each assumed value at 0.75x and 1.25x. */
+static int timed_launch(SimLaunch *l, char **report)
+{
+    uint64_t bytes = 0;
+    for (int i = 0; i < dev.global.nallocs; i++) bytes += dev.global.allocs[i].size;
+    TimingLaunch tl = {&timing_gpu, bytes, timing_samples};
+    TimingOut out;
+    l->timing = &tl, l->tout = &out;
+    int st = sim_run(l, report);
+    if (st) return st;
+    int n = snprintf(timing_line, sizeof timing_line,
+                     "fa4sim-timing: %s gpu=%s grid=%ux%ux%u cluster=%u block=%u smem=%u predicted_us=%.2f "
+                     "cycles=%.0f window_cycles=%.0f clusters=%d simulated=%d waves=%d occupancy=%d tflops=%.1f "
+                     "hbm_us=%.2f l2_us=%.2f bottleneck=%s util:", l->entry->name, timing_gpu.name, l->grid[0],
+                     l->grid[1], l->grid[2], l->cluster[0] * l->cluster[1] * l->cluster[2], l->block[0], l->dyn_smem,
+                     out.us, out.cycles, out.window_cycles, out.clusters, out.simulated, out.waves, out.occupancy,
+                     out.tflops, out.hbm_cycles / (timing_gpu.v[K_CLOCK_GHZ] * 1e3),
+                     out.l2_cycles / (timing_gpu.v[K_CLOCK_GHZ] * 1e3), out.bottleneck);
+    for (int u = 0; u < TP_COUNT && n > 0 && (size_t)n < sizeof timing_line; u++)
+        n += snprintf(timing_line + n, sizeof timing_line - (size_t)n, " %s=%.0f%%", timing_unit_name(u),
+                      out.span[u] > 0 ? 100 * out.busy[u] / out.span[u] : 0);
+    if (timing_sens)
+        for (int k = 0; k < K_COUNT && n > 0 && (size_t)n < sizeof timing_line; k++) {
+            if (timing_gpu.src[k] != SRC_ASSUMED) continue;
+            double us[2], keep = timing_gpu.v[k];
+            for (int sgn = 0; sgn < 2; sgn++) {
+                timing_gpu.v[k] = keep * (sgn ? 1.25 : 0.75);
+                TimingOut o2;
+                l->tout = &o2;
+                char *r2 = NULL;
+                int s2 = sim_run(l, &r2);
+                free(r2);
+                us[sgn] = s2 ? NAN : o2.us;
+            }
+            timing_gpu.v[k] = keep;
+            n += snprintf(timing_line + n, sizeof timing_line - (size_t)n, " sens:%s=%+.1f%%/%+.1f%%",
+                          timing_key_name(k), 100 * (us[0] / out.us - 1), 100 * (us[1] / out.us - 1));
+        }
+    l->tout = &out;
+    timing_total += out.us;
+    fprintf(stderr, "%s\n", timing_line);
+    return SIM_OK;
+}
+
 static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned block[3], unsigned smem,
                        const unsigned cluster[3], void **params, void **extra)
 {
@@ -531,7 +615,7 @@ static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned bloc
     Late *late = late_land();
     l.late = late ? &late->sim : NULL;
     char *report = NULL;
-    int st = sim_run(&l, &report);
+    int st = timing_on ? timed_launch(&l, &report) : sim_run(&l, &report);
     late_free(late);
     free(pbuf);
     if (st == SIM_OK) { free(report); return CUDA_SUCCESS; }

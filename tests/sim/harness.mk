@@ -58,3 +58,7 @@ build/sim/sim_varlen: tests/sim/sim_varlen.c tests/sim/ref_mha.c tests/sim/harne
 build/sim/sim_bwd: tests/sim/sim_bwd.c tests/sim/ref_mha_bwd.c tests/sim/ref_mha.c tests/sim/harness.c tests/sim/ref_mha_bwd.h tests/sim/ref_mha.h tests/sim/harness.h runtime/fa4.h build/libfa4rt.a
 	@mkdir -p $(dir $@)
 	$(CC) $(SIM_HARNESS_CFLAGS) tests/sim/sim_bwd.c tests/sim/ref_mha_bwd.c tests/sim/ref_mha.c tests/sim/harness.c -o $@ build/libfa4rt.a -ldl -lpthread -lm
+# one kernel/shape pair timed on a GPU or predicted by the timing mode (tests/sim/timecase.c, TIMING.md)
+build/sim/timecase: tests/sim/timecase.c tests/sim/harness.c tests/sim/harness.h runtime/fa4.h build/libfa4rt.a
+	@mkdir -p $(dir $@)
+	$(CC) $(SIM_HARNESS_CFLAGS) tests/sim/timecase.c tests/sim/harness.c -o $@ build/libfa4rt.a -ldl -lpthread -lm

@@ -55,6 +55,7 @@ step() { # step NAME CMD...: run, keep the log ($log), print its last line
 
 step "test_tc" $B/sim/test_tc
 step "test_tma" $B/sim/test_tma
+step "timing" sh tests/sim/timing_test.sh
 step "test_core" $B/sim/test_core
 step "test_ref_mla" $B/sim/test_ref_mla
 step "sim_mha --self-test" $B/sim/sim_mha --self-test

@@ -578,6 +578,7 @@ static Op *op_new(Sim *s, int kind, Thread *t, int stream)
 
 static void op_push(Sim *s, Op *op)
 {
+    if (s->tm) timing_op_issued(s, op); /* the timing mode: when it completes */
     if (s->nops == s->opcap) {
         int nc = s->opcap ? s->opcap * 2 : 64;
         Op **n = realloc(s->ops, sizeof *n * (size_t)nc);
@@ -2125,6 +2126,11 @@ static void check_exit_state(Sim *s)
 
 static void run_cluster(Sim *s)
 {
+    if (s->tm) { /* the timing mode's clock replaces the random scheduler */
+        timing_run_cluster(s);
+        if (!s->status) check_exit_state(s);
+        return;
+    }
     while (!s->status) {
         s->step++;
         int moved = 0;
@@ -2155,6 +2161,60 @@ static void run_cluster(Sim *s)
     if (!s->status) check_exit_state(s);
 }
 
+/* One cluster of the launch, functional (tm_out NULL) or under the timing mode's clock. */
+typedef struct TimedOut { double l2_bw_sm, *cycles, *busy, *flops; uint64_t *tma_bytes; } TimedOut;
+
+static int one_cluster(const SimLaunch *l, const unsigned nc[3], unsigned x, unsigned y, unsigned z, uint8_t *param,
+                       char **report, const TimedOut *to)
+{
+    int ncta = (int)(l->cluster[0] * l->cluster[1] * l->cluster[2]);
+    Sim s;
+    memset(&s, 0, sizeof s);
+    s.l = l, s.e = l->entry, s.ncta = ncta;
+    s.clusterid[0] = x, s.clusterid[1] = y, s.clusterid[2] = z;
+    memcpy(s.ncluster, nc, 3 * sizeof *nc);
+    s.rng = l->seed ^ ((uint64_t)(x + 1) * 0x100000001b3ull) ^ ((uint64_t)(y + 7) << 40) ^ ((uint64_t)z << 52);
+    s.max_latency = (int)(rnd(&s) % 6);
+    memcpy(param, l->params, l->entry->param_bytes);
+    s.param = param;
+    for (int c = 0; c < ncta; c++) {
+        unsigned r = (unsigned)c;
+        s.cta[c].ctaid[0] = x * l->cluster[0] + r % l->cluster[0];
+        s.cta[c].ctaid[1] = y * l->cluster[1] + r / l->cluster[0] % l->cluster[1];
+        s.cta[c].ctaid[2] = z * l->cluster[2] + r / (l->cluster[0] * l->cluster[1]);
+    }
+    if (!sim_setup(&s)) {
+        if (to && !(s.tm = timing_new(&s))) sim_hazard(&s, SIM_UNSUPPORTED, "out of memory for the timing mode");
+        if (s.tm) timing_set_share(s.tm, to->l2_bw_sm);
+        if (!s.status) run_cluster(&s);
+        if (s.tm && !s.status) timing_collect(s.tm, to->cycles, to->busy, to->flops, to->tma_bytes);
+        timing_free(s.tm);
+    }
+    sim_teardown(&s);
+    if (s.status) *report = s.report;
+    else free(s.report);
+    return s.status;
+}
+
+int sim_run_cluster_timed(const SimLaunch *l, unsigned x, unsigned y, unsigned z, double l2_bw_sm, char **report,
+                          double *cycles, double busy[TP_COUNT], double *flops, uint64_t *tma_bytes)
+{
+    unsigned nc[3] = {l->grid[0] / l->cluster[0], l->grid[1] / l->cluster[1], l->grid[2] / l->cluster[2]};
+    uint8_t *param = malloc(l->entry->param_bytes + 16);
+    if (!param) { *report = strdup("out of memory\n"); return SIM_UNSUPPORTED; }
+    TimedOut to = {l2_bw_sm, cycles, busy, flops, tma_bytes};
+    int st = one_cluster(l, nc, x, y, z, param, report, &to);
+    free(param);
+    return st;
+}
+
+/* for timing.c: the scheduler's pieces */
+int sim_run_thread(Sim *s, Thread *t, int quantum) { return run_thread(s, t, quantum); }
+int sim_try_collective(Sim *s, int wi) { return try_collective(s, wi); }
+void sim_complete_op(Sim *s, int i) { complete(s, i); }
+int sim_op_eligible(Sim *s, const Op *op) { return op_eligible(s, op); }
+void sim_report_deadlock(Sim *s) { report_deadlock(s); }
+
 int sim_run(const SimLaunch *l, char **report)
 {
     *report = NULL;
@@ -2164,35 +2224,14 @@ int sim_run(const SimLaunch *l, char **report)
         *report = strdup("unsupported: cluster shape does not divide the grid or exceeds 16 CTAs\n");
         return SIM_UNSUPPORTED;
     }
+    if (l->timing && l->tout) return timing_run_launch(l, report); /* a window of clusters under the clock */
     unsigned nc[3] = {l->grid[0] / l->cluster[0], l->grid[1] / l->cluster[1], l->grid[2] / l->cluster[2]};
     uint8_t *param = malloc(l->entry->param_bytes + 16);
     if (!param) { *report = strdup("out of memory\n"); return SIM_UNSUPPORTED; }
     int status = SIM_OK;
-    uint64_t seed = l->seed;
     for (unsigned z = 0; z < nc[2] && !status; z++)
         for (unsigned y = 0; y < nc[1] && !status; y++)
-            for (unsigned x = 0; x < nc[0] && !status; x++) {
-                Sim s;
-                memset(&s, 0, sizeof s);
-                s.l = l, s.e = l->entry, s.ncta = ncta;
-                s.clusterid[0] = x, s.clusterid[1] = y, s.clusterid[2] = z;
-                memcpy(s.ncluster, nc, sizeof nc);
-                s.rng = seed ^ ((uint64_t)(x + 1) * 0x100000001b3ull) ^ ((uint64_t)(y + 7) << 40) ^ ((uint64_t)z << 52);
-                s.max_latency = (int)(rnd(&s) % 6);
-                memcpy(param, l->params, l->entry->param_bytes);
-                s.param = param;
-                for (int c = 0; c < ncta; c++) {
-                    unsigned r = (unsigned)c;
-                    s.cta[c].ctaid[0] = x * l->cluster[0] + r % l->cluster[0];
-                    s.cta[c].ctaid[1] = y * l->cluster[1] + r / l->cluster[0] % l->cluster[1];
-                    s.cta[c].ctaid[2] = z * l->cluster[2] + r / (l->cluster[0] * l->cluster[1]);
-                }
-                if (!sim_setup(&s)) run_cluster(&s);
-                sim_teardown(&s);
-                status = s.status;
-                if (status) *report = s.report;
-                else free(s.report);
-            }
+            for (unsigned x = 0; x < nc[0] && !status; x++) status = one_cluster(l, nc, x, y, z, param, report, NULL);
     free(param);
     return status;
 }

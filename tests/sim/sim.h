@@ -56,6 +56,10 @@ typedef struct SimLaunch {
     int cc_major;         /* 9 or 10: which instruction families are legal */
     int verbose;
     const SimLate *late;  /* NULL: none */
+    /* the timing mode (timing.h): NULL runs the functional simulator's random scheduler; else a window
+     * of clusters runs under the clock and tout receives the predicted time */
+    const struct TimingLaunch *timing;
+    struct TimingOut *tout;
 } SimLaunch;
 
 enum { SIM_OK = 0, SIM_FAULT = 1, SIM_HAZARD = 2, SIM_DEADLOCK = 3, SIM_UNSUPPORTED = 4 };

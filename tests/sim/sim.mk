@@ -3,7 +3,7 @@
 # Included by the top-level Makefile.
 SIM_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
               -Wno-missing-field-initializers -O2 -g -fPIC -fvisibility=hidden -I$(CUDA_HOME)/include
-SIM_CORE   := tests/sim/parse.c tests/sim/alu.c tests/sim/sim.c tests/sim/tc.c tests/sim/tma.c
+SIM_CORE   := tests/sim/parse.c tests/sim/alu.c tests/sim/sim.c tests/sim/tc.c tests/sim/tma.c tests/sim/timing.c
 SIM_HDRS   := $(wildcard tests/sim/*.h)
 SIM_OBJ    := $(SIM_CORE:tests/sim/%.c=build/sim/obj/%.o)
 SIMCUDA    := build/sim/libcuda.so.1
@@ -14,13 +14,13 @@ build/sim/obj/%.o: tests/sim/%.c $(SIM_HDRS)
 
 $(SIMCUDA): tests/sim/cuda.c $(SIM_OBJ) $(SIM_HDRS) tests/unit/cuda_errors.h
 	@mkdir -p $(dir $@)
-	$(CC) $(SIM_CFLAGS) -shared -Wl,-soname,libcuda.so.1 tests/sim/cuda.c $(SIM_OBJ) -o $@ -lm -lpthread
+	$(CC) $(SIM_CFLAGS) -DFA4SIM_GPU_DIR='"$(CURDIR)/tests/sim/gpus"' -shared -Wl,-soname,libcuda.so.1 tests/sim/cuda.c $(SIM_OBJ) -o $@ -lm -lpthread
 
 include tests/sim/tc.mk
 
 .PHONY: sim-test
 sim-test: $(B)/fa4gen $(SIMCUDA) build/sim/sim_mha build/sim/sim_varlen build/sim/sim_bwd build/sim/test_tc build/sim/test_tma build/sim/test_core build/sim/sim_mla \
-          build/sim/test_ref_mla build/sim/test_combine build/sim/test_kv_append
+          build/sim/test_ref_mla build/sim/test_combine build/sim/test_kv_append build/sim/timecase
 	@sh tests/sim/run.sh
 
 .PHONY: sim-mutants

@@ -1,0 +1,683 @@
+/* timing.c - the simulator's timing mode (see timing.h for the model, TIMING.md for its limits).
+ *
+ * Three parts: the table loader; the clock of one cluster (an event loop that replaces sim.c's
+ * random scheduler: warps issue in time order, async ops complete at their modelled times); and the
+ * launch (which clusters to simulate, and how their times scale to the grid).
+ */
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+
+/* ------------------------------------------------------------ the table */
+static const char *const key_names[K_COUNT] = {
+    [K_CLOCK_GHZ] = "clock_ghz", [K_SMS] = "sms", [K_SMEM_SM_KIB] = "smem_sm_kib", [K_REGS_SM] = "regs_sm",
+    [K_MAX_WARPS_SM] = "max_warps_sm", [K_MAX_CTAS_SM] = "max_ctas_sm", [K_FMA_LANES] = "fma_lanes",
+    [K_ALU_LANES] = "alu_lanes", [K_IMAD_LANES] = "imad_lanes", [K_MUFU_LANES] = "mufu_lanes",
+    [K_CVT_LANES] = "cvt_lanes", [K_SHFL_LANES] = "shfl_lanes", [K_FMA_LAT] = "fma_lat", [K_ALU_LAT] = "alu_lat",
+    [K_MUFU_LAT] = "mufu_lat", [K_CVT_LAT] = "cvt_lat", [K_SHFL_LAT] = "shfl_lat", [K_SMEM_BW] = "smem_bw",
+    [K_SMEM_LAT] = "smem_lat", [K_DSMEM_LAT] = "dsmem_lat", [K_GMEM_LAT] = "gmem_lat", [K_TC_MACS] = "tc_macs",
+    [K_TC_FP8_X] = "tc_fp8_x", [K_TC_LAT] = "tc_lat", [K_TC_ISSUE] = "tc_issue", [K_TMEM_LAT] = "tmem_lat",
+    [K_TMEM_BW] = "tmem_bw", [K_TMA_OP] = "tma_op", [K_TMA_ROW] = "tma_row", [K_TMA_LAT] = "tma_lat",
+    [K_L2_SM_BW] = "l2_sm_bw", [K_L2_BW] = "l2_bw", [K_HBM_GBS] = "hbm_gbs", [K_MBAR_WAKE] = "mbar_wake",
+    [K_BAR_WAKE] = "bar_wake", [K_CLUSTER_WAKE] = "cluster_wake", [K_FENCE_LAT] = "fence_lat",
+    [K_LAUNCH_US] = "launch_us",
+};
+
+const char *timing_key_name(int k) { return k >= 0 && k < K_COUNT ? key_names[k] : "?"; }
+
+int timing_key_find(const char *name)
+{
+    for (int k = 0; k < K_COUNT; k++)
+        if (!strcmp(key_names[k], name)) return k;
+    return -1;
+}
+
+static int source_word(const char *w)
+{
+    static const char *const names[] = {"published", "measured", "derived", "assumed"};
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(w, names[i])) return i;
+    return -1;
+}
+
+int timing_load(TimingGpu *g, const char *name_or_path, const char *dir, char *err, size_t n)
+{
+    char path[1024];
+    if (strchr(name_or_path, '/') || strstr(name_or_path, ".tbl")) snprintf(path, sizeof path, "%s", name_or_path);
+    else snprintf(path, sizeof path, "%s/%s.tbl", dir ? dir : ".", name_or_path);
+    FILE *f = fopen(path, "r");
+    if (!f) { snprintf(err, n, "timing table %s: cannot open", path); return -1; }
+    memset(g, 0, sizeof *g);
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t bl = strlen(base) < sizeof g->name - 1 ? strlen(base) : sizeof g->name - 1;
+    memcpy(g->name, base, bl);
+    g->name[bl] = 0;
+    char *dot = strstr(g->name, ".tbl");
+    if (dot) *dot = 0;
+    char line[1024];
+    int ln = 0, rc = 0;
+    while (!rc && fgets(line, sizeof line, f)) {
+        ln++;
+        char *h = strchr(line, '#');
+        if (h) *h = 0;
+        char key[64], val[64], src[32];
+        int used = 0;
+        if (sscanf(line, " %63s %63s %31s %n", key, val, src, &used) < 3) {
+            char tmp[8];
+            if (sscanf(line, " %7s", tmp) == 1) { snprintf(err, n, "%s:%d: want `key value source citation`", path, ln); rc = -1; }
+            continue;
+        }
+        int k = timing_key_find(key), s = source_word(src);
+        char *end;
+        double v = strtod(val, &end);
+        if (k < 0) { snprintf(err, n, "%s:%d: unknown key %s", path, ln, key); rc = -1; break; }
+        if (*end || !(v > 0) || !isfinite(v)) { snprintf(err, n, "%s:%d: %s: value %s is not a positive number", path, ln, key, val); rc = -1; break; }
+        if (s < 0) { snprintf(err, n, "%s:%d: %s: source %s is not published, measured, derived or assumed", path, ln, key, src); rc = -1; break; }
+        if (g->have[k]) { snprintf(err, n, "%s:%d: %s given twice", path, ln, key); rc = -1; break; }
+        char *why = line + used;
+        while (*why && isspace((unsigned char)*why)) why++;
+        size_t L = strlen(why);
+        while (L && isspace((unsigned char)why[L - 1])) why[--L] = 0;
+        if (!L) { snprintf(err, n, "%s:%d: %s: the source needs a citation or a reason", path, ln, key); rc = -1; break; }
+        g->v[k] = v, g->src[k] = (uint8_t)s, g->have[k] = 1;
+        snprintf(g->why[k], sizeof g->why[k], "%s", why);
+    }
+    fclose(f);
+    for (int k = 0; k < K_COUNT && !rc; k++)
+        if (!g->have[k]) { snprintf(err, n, "%s: key %s missing", path, key_names[k]); rc = -1; }
+    return rc;
+}
+
+/* ------------------------------------------------------------ one cluster's clock */
+/* Pipes of a sub-partition (a warp instruction occupies one for `interval` clocks). */
+enum { PI_NONE, PI_FMA, PI_ALU, PI_IMAD, PI_MUFU, PI_CVT, PI_SHFL, PI_SMEM, PI_GMEM, PI_SYNC, PI_TC, PI_COUNT };
+
+typedef struct Timing {
+    const TimingGpu *g;
+    double now;
+    double *wnext;       /* per warp: earliest next issue */
+    int8_t *wblk;        /* per warp: 0 runnable, else the ThreadState it blocked in (+1), -1 exited */
+    double *rready;      /* per warp x register: when the value is ready */
+    double *ldready;     /* per warp: tcgen05.ld results */
+    int nregs;
+    double slot[MAX_CTAS][4];            /* sub-partition issue slot */
+    double pipe[MAX_CTAS][4][PI_COUNT];  /* pipe free */
+    double smem_free[MAX_CTAS], tc_free[MAX_CTAS], tma_free[MAX_CTAS], tmas_free[MAX_CTAS], tmem_free[MAX_CTAS];
+    double lsu_free[MAX_CTAS];
+    double *stream_last;
+    double end;
+    double busy[TP_COUNT];
+    double tc_flops;
+    double l2_bw_sm;     /* bytes per clock this SM's loads get */
+    uint64_t tma_bytes;  /* bytes loaded by TMA/bulk/cp.async in the window */
+} Timing;
+
+static double V(const Timing *tm, int k) { return tm->g->v[k]; }
+
+/* warp instruction interval of a pipe with `lanes` results per clock per SM (4 sub-partitions) */
+static double interval_of(double lanes) { return lanes > 0 ? 32.0 / (lanes / 4.0) : 1.0; }
+
+static int is_float(int ty) { return ty == T_F32 || ty == T_F64 || ty == T_F16 || ty == T_BF16 || ty == T_F16X2 || ty == T_BF16X2 || ty == T_F32X2; }
+
+typedef struct Cost {
+    int pipe;        /* PI_* */
+    double interval; /* clocks the pipe is busy */
+    double lat;      /* result latency */
+    int tp;          /* TP_* it counts toward */
+    int free;        /* costs nothing (register moves ptxas removes) */
+} Cost;
+
+static Cost cost_of(const Timing *tm, const Ins *in)
+{
+    Cost c = {PI_ALU, interval_of(V(tm, K_ALU_LANES)), V(tm, K_ALU_LAT), TP_ALU, 0};
+    Cost fma = {PI_FMA, interval_of(V(tm, K_FMA_LANES)), V(tm, K_FMA_LAT), TP_FMA, 0};
+    Cost mufu = {PI_MUFU, interval_of(V(tm, K_MUFU_LANES)), V(tm, K_MUFU_LAT), TP_MUFU, 0};
+    Cost cvt = {PI_CVT, interval_of(V(tm, K_CVT_LANES)), V(tm, K_CVT_LAT), TP_CVT, 0};
+    Cost shfl = {PI_SHFL, interval_of(V(tm, K_SHFL_LANES)), V(tm, K_SHFL_LAT), TP_SHFL, 0};
+    Cost sync = {PI_SYNC, 1, V(tm, K_ALU_LAT), TP_ISSUE, 0};
+    switch (in->op) {
+    case OP_MOV:
+        /* a register or immediate move is a renaming ptxas removes; a pack/unpack is one ALU op */
+        if (in->ops[0].kind != O_VEC && in->ops[1].kind != O_VEC) c.free = 1;
+        return c;
+    case OP_ADD: case OP_SUB: case OP_MUL: case OP_FMA: case OP_MAD:
+        if (is_float(in->type)) return fma;
+        if (in->op == OP_MUL || in->op == OP_MAD) { c.pipe = PI_IMAD; c.interval = interval_of(V(tm, K_IMAD_LANES)); c.tp = TP_FMA; }
+        return c;
+    case OP_EX2: case OP_LG2: case OP_RCP: case OP_SQRT: case OP_RSQRT: case OP_TANH: return mufu;
+    case OP_DIV: case OP_REM:
+        if (is_float(in->type)) { mufu.interval += 4 * interval_of(V(tm, K_FMA_LANES)); mufu.lat += 4 * V(tm, K_FMA_LAT); return mufu; }
+        c.interval *= 20, c.lat *= 20; /* integer division: a subroutine */
+        return c;
+    case OP_CVT:
+        if (is_float(in->type) || is_float(in->type2) || in->type == T_E4M3X2 || in->type == T_E5M2X2) {
+            /* rounding a float to an integral float (cvt.rni.f32.f32) is an ALU op */
+            if (in->type == in->type2 && in->type == T_F32) return fma;
+            return cvt;
+        }
+        c.free = (in->mods & (M_SAT)) == 0 && in->type2 != T_PRED; /* integer width changes: renames */
+        return c;
+    case OP_SHFL: case OP_REDUX: return shfl;
+    case OP_LD: case OP_ST:
+        if (in->space == SP_SHARED || in->space == SP_SHARED_CLUSTER) {
+            Cost m = {PI_SMEM, 1, in->space == SP_SHARED_CLUSTER ? V(tm, K_DSMEM_LAT) : V(tm, K_SMEM_LAT), TP_SMEM, 0};
+            return m;
+        }
+        if (in->space == SP_PARAM) { c.lat = V(tm, K_SMEM_LAT); return c; } /* constant bank */
+        { Cost m = {PI_GMEM, 1, V(tm, K_GMEM_LAT), TP_GMEM, 0}; return m; }
+    case OP_BAR_SYNC: case OP_BAR_ARRIVE: case OP_CLUSTER_ARRIVE: case OP_CLUSTER_WAIT: case OP_MBAR_INIT:
+    case OP_MBAR_ARRIVE: case OP_MBAR_EXPECT_TX: case OP_MBAR_TRY_WAIT: case OP_TMA_LOAD: case OP_TMA_STORE:
+    case OP_TMA_PREFETCH: case OP_BULK_LOAD: case OP_BULK_STORE: case OP_BULK_COMMIT: case OP_BULK_WAIT: case OP_CPA:
+    case OP_CPA_COMMIT: case OP_CPA_WAIT: case OP_CPA_ARRIVE: case OP_TC_COMMIT: case OP_TC_MMA: case OP_TC_CP:
+    case OP_WG_COMMIT: case OP_WG_WAIT: case OP_WG_FENCE: case OP_TC_WAIT_ST: case OP_TC_WAIT_LD: case OP_ELECT:
+    case OP_VOTE: case OP_BAR_WARP: case OP_SETMAXNREG: case OP_GRIDDEP: case OP_GRIDDEP_WAIT: case OP_TC_ALLOC:
+    case OP_TC_DEALLOC: case OP_TC_RELINQUISH: case OP_TC_FENCE_BEFORE: case OP_TC_FENCE_AFTER: case OP_FENCE_MBAR_INIT:
+        if (in->op == OP_MBAR_TRY_WAIT) sync.lat = V(tm, K_SMEM_LAT);
+        return sync;
+    case OP_FENCE: case OP_FENCE_PROXY_ASYNC: sync.interval = V(tm, K_FENCE_LAT); return sync;
+    case OP_WG_MMA: { Cost w = {PI_TC, V(tm, K_TC_ISSUE), 1, TP_ISSUE, 0}; return w; }
+    case OP_TC_LD: case OP_TC_ST: { Cost w = {PI_SMEM, 1, V(tm, K_TMEM_LAT), TP_TMEM, 0}; return w; }
+    case OP_BRA: case OP_RET: case OP_EXIT: case OP_CVTA: case OP_MAPA: return c;
+    case OP_MIN: case OP_MAX: case OP_NEG: case OP_ABS: case OP_SETP: case OP_SELP: case OP_COPYSIGN:
+    default: return c;
+    }
+}
+
+/* Registers an operand reads (its own reg, its vector's, a memory operand's base and coordinates). */
+typedef void (*RegFn)(Timing *tm, int w, int reg, double *acc);
+
+static void regs_of(Timing *tm, int w, const Operand *o, RegFn fn, double *acc)
+{
+    switch (o->kind) {
+    case O_REG: fn(tm, w, o->reg, acc); break;
+    case O_VEC: case O_MEM: case O_PAIR:
+        for (int i = 0; i < o->nvec; i++) regs_of(tm, w, &o->vec[i], fn, acc);
+        break;
+    default: break;
+    }
+}
+
+static void reg_max(Timing *tm, int w, int reg, double *acc)
+{
+    double r = tm->rready[(size_t)w * tm->nregs + reg];
+    if (r > *acc) *acc = r;
+}
+
+static void reg_set(Timing *tm, int w, int reg, double *at) { tm->rready[(size_t)w * tm->nregs + reg] = *at; }
+
+/* Does ops[0] name what the instruction writes? */
+static int has_dest(int op)
+{
+    if (op < OP_LD) return 1; /* the scalar instructions */
+    switch (op) {
+    case OP_LD: case OP_CVTA: case OP_MAPA: case OP_SHFL: case OP_VOTE: case OP_ELECT: case OP_REDUX: case OP_TC_LD:
+    case OP_MBAR_TRY_WAIT: case OP_MBAR_ARRIVE: case OP_MBAR_EXPECT_TX: return 1;
+    default: return 0;
+    }
+}
+
+static double operands_ready(Timing *tm, int w, const Ins *in)
+{
+    double t = 0;
+    if (in->guard >= 0) reg_max(tm, w, in->guard, &t);
+    for (int i = has_dest(in->op) ? 1 : 0; i < in->nops; i++) regs_of(tm, w, &in->ops[i], reg_max, &t);
+    /* a register also read as an accumulator: wgmma's D when scale-d may be 1 */
+    if (in->op == OP_WG_MMA) regs_of(tm, w, &in->ops[0], reg_max, &t);
+    if (in->op == OP_TC_WAIT_LD && tm->ldready[w] > t) t = tm->ldready[w];
+    return t;
+}
+
+/* Shared-memory wavefronts of a warp's access: per group of threads that one wavefront can serve
+ * (128 bytes), the largest number of distinct 4-byte words any bank holds. */
+static int smem_wavefronts(Sim *s, Thread **ts, int n, const Ins *in)
+{
+    int esz = in->type == T_B8 || in->type == T_U8 || in->type == T_S8 ? 1
+            : in->type == T_B16 || in->type == T_U16 || in->type == T_S16 || in->type == T_F16 || in->type == T_BF16 ? 2
+            : in->type == T_B64 || in->type == T_U64 || in->type == T_S64 || in->type == T_F64 ? 8 : 4;
+    int bytes = esz * (in->vec ? in->vec : 1);
+    const Operand *mo = &in->ops[in->op == OP_LD ? 1 : 0];
+    if (mo->kind != O_MEM || !n) return 1;
+    int per = bytes <= 4 ? 32 : 128 / bytes; /* threads per wavefront */
+    int total = 0;
+    for (int g0 = 0; g0 < n; g0 += per) {
+        uint32_t words[32][4];
+        int nw[32] = {0}, worst = 1;
+        for (int i = g0; i < n && i < g0 + per; i++) {
+            uint64_t a = alu_val(s, ts[i], &mo->vec[0]) + (uint64_t)mo->imm;
+            for (int b = 0; b < (bytes + 3) / 4; b++) {
+                uint32_t word = (uint32_t)((a >> 2) + (uint64_t)b), bank = word & 31;
+                int seen = 0;
+                for (int j = 0; j < nw[bank] && j < 4; j++) seen |= words[bank][j] == word;
+                if (seen) continue;
+                if (nw[bank] < 4) words[bank][nw[bank]] = word;
+                nw[bank]++;
+                if (nw[bank] > worst) worst = nw[bank];
+            }
+        }
+        total += worst;
+    }
+    return total;
+}
+
+Timing *timing_new(Sim *s)
+{
+    Timing *tm = calloc(1, sizeof *tm);
+    if (!tm) return NULL;
+    tm->g = s->l->timing->gpu;
+    tm->nregs = s->e->nregs > 0 ? s->e->nregs : 1;
+    tm->wnext = calloc((size_t)s->nwarps, sizeof *tm->wnext);
+    tm->wblk = calloc((size_t)s->nwarps, 1);
+    tm->ldready = calloc((size_t)s->nwarps, sizeof *tm->ldready);
+    tm->rready = calloc((size_t)s->nwarps * (size_t)tm->nregs, sizeof *tm->rready);
+    tm->stream_last = calloc((size_t)s->nstreams + 1, sizeof *tm->stream_last);
+    if (!tm->wnext || !tm->wblk || !tm->rready || !tm->stream_last || !tm->ldready) { timing_free(tm); return NULL; }
+    return tm;
+}
+
+void timing_free(Timing *tm)
+{
+    if (!tm) return;
+    free(tm->wnext), free(tm->wblk), free(tm->rready), free(tm->stream_last), free(tm->ldready);
+    free(tm);
+}
+
+static int warp_smsp(Sim *s, int w)
+{
+    int per = (int)((s->l->block[0] * s->l->block[1] * s->l->block[2] + 31) / 32);
+    return (w % per) % 4;
+}
+
+/* Bytes a load op brings and the number of rows it gathers. */
+static uint32_t op_bytes(const Op *op, int *rows)
+{
+    *rows = 0;
+    switch (op->kind) {
+    case A_BULK_LOAD: case A_BULK_STORE: return op->u.tma.bytes;
+    case A_TMA_LOAD:
+        if (op->u.tma.gather4) { *rows = 4; return tma_gather4_bytes(&op->u.tma.map); }
+        return tma_tile_bytes(&op->u.tma.map);
+    case A_TMA_STORE: return tma_tile_bytes(&op->u.tma.map);
+    case A_CPA: return op->u.cpa.size;
+    default: return 0;
+    }
+}
+
+/* The modelled completion time of an async op issued now (sim.c calls it from op_push). */
+void timing_op_issued(Sim *s, Op *op)
+{
+    Timing *tm = s->tm;
+    int sm = op->cta;
+    double now = tm->now, ready = now, start;
+    int rows;
+    switch (op->kind) {
+    case A_WGMMA: {
+        const TcWgmma *w = &op->u.wg.w;
+        double macs = (double)w->m * w->n * w->k;
+        double rate = V(tm, K_TC_MACS) * (w->atype == TC_E4M3 || w->atype == TC_E5M2 ? V(tm, K_TC_FP8_X) : 1);
+        start = fmax(now, tm->tc_free[sm]);
+        tm->tc_free[sm] = start + macs / rate;
+        tm->busy[TP_TC] += macs / rate;
+        tm->tc_flops += 2 * macs;
+        ready = tm->tc_free[sm] + V(tm, K_TC_LAT);
+        break;
+    }
+    case A_MMA: case A_CP: {
+        double macs = 0, rate = V(tm, K_TC_MACS);
+        int pair = 0;
+        if (op->kind == A_MMA) {
+            uint32_t id = op->u.mma.mma.idesc;
+            double N = (double)(((id >> 17) & 0x3fu) << 3), M = (double)(((id >> 24) & 0x1fu) << 4);
+            double K = op->u.mma.mma.kind == TC_KIND_F8F6F4 ? 32 : op->u.mma.mma.kind == TC_KIND_TF32 ? 8 : 16;
+            if (op->u.mma.mma.kind == TC_KIND_F8F6F4) rate *= V(tm, K_TC_FP8_X);
+            pair = op->u.mma.mma.cta_group == 2;
+            macs = M * N * K / (pair ? 2 : 1); /* .cta_group::2: each SM of the pair does half */
+            tm->tc_flops += 2 * M * N * K;
+        } else {
+            macs = 0;
+            pair = op->u.cp.cta_group == 2;
+        }
+        start = fmax(now, tm->tc_free[sm]);
+        if (pair && (sm ^ 1) < s->ncta) start = fmax(start, tm->tc_free[sm ^ 1]);
+        double dur = op->kind == A_CP ? 128.0 * 16 / V(tm, K_TMEM_BW) : macs / rate;
+        tm->tc_free[sm] = start + dur;
+        if (pair && (sm ^ 1) < s->ncta) tm->tc_free[sm ^ 1] = start + dur, tm->busy[TP_TC] += dur;
+        tm->busy[TP_TC] += dur;
+        ready = start + dur + V(tm, K_TC_LAT);
+        break;
+    }
+    case A_COMMIT: ready = fmax(now, tm->tc_free[sm] + V(tm, K_TC_LAT)); break;
+    case A_TMA_LOAD: case A_BULK_LOAD: case A_CPA: {
+        double bytes = op_bytes(op, &rows);
+        int n = op->kind == A_CPA ? 1 : op->u.tma.nctas;
+        double *eng = op->kind == A_CPA ? &tm->lsu_free[sm] : &tm->tma_free[sm];
+        double over = op->kind == A_CPA ? 0 : V(tm, K_TMA_OP) + rows * V(tm, K_TMA_ROW);
+        start = fmax(now, *eng);
+        double dur = bytes / tm->l2_bw_sm;
+        *eng = start + fmax(dur, over);
+        tm->busy[TP_TMA] += fmax(dur, over);
+        tm->tma_bytes += (uint64_t)bytes * (uint64_t)(n > 0 ? 1 : 0);
+        ready = start + fmax(dur, over) + (op->kind == A_CPA ? V(tm, K_GMEM_LAT) : V(tm, K_TMA_LAT));
+        break;
+    }
+    case A_TMA_STORE: case A_BULK_STORE: {
+        double bytes = op_bytes(op, &rows);
+        start = fmax(now, tm->tmas_free[sm]);
+        double dur = fmax(bytes / tm->l2_bw_sm, V(tm, K_TMA_OP));
+        tm->tmas_free[sm] = start + dur;
+        ready = start + dur + V(tm, K_TMA_LAT);
+        break;
+    }
+    case A_CPA_ARRIVE: ready = now; break;
+    default: break;
+    }
+    /* in-order streams (a CTA's tcgen05 pipe, a warpgroup's wgmmas) complete in order */
+    if (op->stream >= 0 && op->stream < s->nstreams) {
+        if (ready < tm->stream_last[op->stream]) ready = tm->stream_last[op->stream];
+        tm->stream_last[op->stream] = ready;
+    }
+    op->ready = (uint64_t)ceil(ready);
+}
+
+static double wake_latency(const Timing *tm, int blk)
+{
+    switch (blk - 1) {
+    case TS_MBAR: return V(tm, K_MBAR_WAKE);
+    case TS_BAR: return V(tm, K_BAR_WAKE);
+    case TS_CLUSTER: return V(tm, K_CLUSTER_WAKE);
+    case TS_WG: case TS_BULK: case TS_CPA: return V(tm, K_MBAR_WAKE);
+    default: return 1;
+    }
+}
+
+/* After an event: warps that were blocked and have a running thread again wake at now + latency;
+ * warps that have none block, recording why. */
+static void wake_scan(Sim *s, Timing *tm)
+{
+    for (int w = 0; w < s->nwarps; w++) {
+        if (tm->wblk[w] < 0) continue;
+        const Warp *wp = &s->warps[w];
+        int run = 0, why = -1, live = 0;
+        for (int i = wp->first; i < wp->first + wp->n; i++) {
+            int st = s->th[i].state;
+            if (st == TS_RUN) { run = 1; break; }
+            if (st != TS_EXIT) { live = 1; if (why < 0 || st != TS_COLL) why = st; }
+        }
+        if (run) {
+            if (tm->wblk[w] > 0) {
+                double t = tm->now + wake_latency(tm, tm->wblk[w]);
+                if (t > tm->wnext[w]) tm->wnext[w] = t;
+            }
+            tm->wblk[w] = 0;
+        } else if (!live) {
+            tm->wblk[w] = -1;
+            if (tm->now > tm->end) tm->end = tm->now;
+        } else if (!tm->wblk[w]) {
+            tm->wblk[w] = (int8_t)(why + 1);
+        }
+    }
+}
+
+/* When warp w's next instruction can issue, and at what cost. */
+static double issue_time(Sim *s, Timing *tm, int w, const Ins *in, Cost *c)
+{
+    int sm = s->warps[w].cta, p = warp_smsp(s, w);
+    *c = cost_of(tm, in);
+    double t = tm->wnext[w];
+    double r = operands_ready(tm, w, in);
+    if (r > t) t = r;
+    if (c->free) return t;
+    if (tm->slot[sm][p] > t) t = tm->slot[sm][p];
+    if (tm->pipe[sm][p][c->pipe] > t) t = tm->pipe[sm][p][c->pipe];
+    if (c->pipe == PI_SMEM && tm->smem_free[sm] > t) t = tm->smem_free[sm];
+    return t;
+}
+
+/* Issues one instruction of warp w at time t: the threads at the pc of its first running thread. */
+static void issue(Sim *s, Timing *tm, int w, const Ins *in, const Cost *c0, double t)
+{
+    Warp *wp = &s->warps[w];
+    int sm = wp->cta, p = warp_smsp(s, w);
+    Cost c = *c0;
+    Thread *ts[32];
+    int n = 0, pc = -1;
+    for (int i = wp->first; i < wp->first + wp->n; i++) {
+        Thread *th = &s->th[i];
+        if (th->state != TS_RUN) continue;
+        if (pc < 0) pc = th->pc;
+        if (th->pc == pc) ts[n++] = th;
+    }
+    if (c.pipe == PI_SMEM && (in->op == OP_LD || in->op == OP_ST)) {
+        int wf = smem_wavefronts(s, ts, n, in);
+        c.interval = wf;
+        c.lat += wf - 1;
+        tm->smem_free[sm] = t + wf;
+        tm->busy[TP_SMEM] += wf;
+    } else if (in->op == OP_TC_LD || in->op == OP_TC_ST) {
+        /* 32 lanes x the shape's registers per lane x 4 bytes */
+        int nr = in->ops[in->op == OP_TC_LD ? 0 : 1].nvec;
+        double wf = 32.0 * 4 * (nr > 0 ? nr : 1) / V(tm, K_TMEM_BW);
+        tm->busy[TP_TMEM] += wf;
+        c.lat += wf;
+        if (in->op == OP_TC_LD && t + c.lat > tm->ldready[w]) tm->ldready[w] = t + c.lat;
+    }
+    if (!c.free) {
+        tm->slot[sm][p] = t + 1;
+        tm->pipe[sm][p][c.pipe] = t + c.interval;
+        tm->busy[TP_ISSUE] += 1;
+        if (c.tp != TP_ISSUE && c.tp != TP_SMEM && c.tp != TP_TMEM) tm->busy[c.tp] += c.interval;
+    }
+    tm->wnext[w] = t + (c.free ? 0 : 1);
+    tm->now = t;
+    /* results */
+    if (has_dest(in->op) && in->nops) {
+        double at = t + c.lat;
+        regs_of(tm, w, &in->ops[0], reg_set, &at);
+    }
+    for (int i = 0; i < n && !s->status; i++) sim_run_thread(s, ts[i], 1);
+    if (!s->status) sim_try_collective(s, w);
+}
+
+/* Runs the cluster to its end under the clock (replaces sim.c's random scheduler). */
+void timing_run_cluster(Sim *s)
+{
+    Timing *tm = s->tm;
+    wake_scan(s, tm);
+    while (!s->status) {
+        int bw = -1;
+        for (int w = 0; w < s->nwarps; w++)
+            if (!tm->wblk[w] && (bw < 0 || tm->wnext[w] < tm->wnext[bw])) bw = w;
+        int bo = -1;
+        for (int i = 0; i < s->nops; i++)
+            if (sim_op_eligible(s, s->ops[i]) && (bo < 0 || s->ops[i]->ready < s->ops[bo]->ready)) bo = i;
+        if (bo >= 0 && (bw < 0 || (double)s->ops[bo]->ready <= tm->wnext[bw])) {
+            if ((double)s->ops[bo]->ready > tm->now) tm->now = (double)s->ops[bo]->ready;
+            int kind = s->ops[bo]->kind;
+            sim_complete_op(s, bo);
+            if (tm->now > tm->end) tm->end = tm->now;
+            if (kind == A_CPA || kind == A_CPA_ARRIVE)
+                for (int i = 0; i < s->nthreads; i++)
+                    if (s->th[i].state == TS_CPA) s->th[i].state = TS_RUN;
+            wake_scan(s, tm);
+            continue;
+        }
+        if (bw < 0) {
+            if (!s->live && !s->nops) break;
+            sim_report_deadlock(s);
+            break;
+        }
+        /* the warp's next instruction: the pc of its first running thread */
+        const Warp *wp = &s->warps[bw];
+        int pc = -1;
+        for (int i = wp->first; i < wp->first + wp->n && pc < 0; i++)
+            if (s->th[i].state == TS_RUN) pc = s->th[i].pc;
+        if (pc < 0 || pc >= s->e->nins) { /* runs off the end: exits at once */
+            for (int i = wp->first; i < wp->first + wp->n; i++)
+                if (s->th[i].state == TS_RUN) sim_run_thread(s, &s->th[i], 1);
+            wake_scan(s, tm);
+            continue;
+        }
+        const Ins *in = &s->e->ins[pc];
+        Cost c;
+        double t = issue_time(s, tm, bw, in, &c);
+        if (t > tm->wnext[bw]) { tm->wnext[bw] = t; continue; } /* others may go first */
+        issue(s, tm, bw, in, &c, t);
+        wake_scan(s, tm);
+        if (tm->now > tm->end) tm->end = tm->now;
+    }
+}
+
+double timing_cluster_end(const Timing *tm) { return tm->end; }
+
+/* ------------------------------------------------------------ the launch */
+/* Resident CTAs per SM: shared memory, warps and the CTA limit (registers: the kernels set their
+ * budgets with setmaxnreg inside the 64K file; not checked here). */
+static int occupancy(const SimLaunch *l, const TimingGpu *g)
+{
+    int threads = (int)(l->block[0] * l->block[1] * l->block[2]);
+    int warps = (threads + 31) / 32;
+    double smem = (double)l->dyn_smem + l->entry->static_smem + 1024;
+    int by_smem = smem > 0 ? (int)(g->v[K_SMEM_SM_KIB] * 1024 / smem) : 64;
+    int by_warps = (int)(g->v[K_MAX_WARPS_SM] / warps);
+    int occ = by_smem < by_warps ? by_smem : by_warps;
+    if (occ > (int)g->v[K_MAX_CTAS_SM]) occ = (int)g->v[K_MAX_CTAS_SM];
+    return occ < 1 ? 1 : occ;
+}
+
+typedef struct Sample { unsigned x; double cycles; } Sample;
+
+static double interp(const Sample *sm, int n, unsigned x)
+{
+    if (n == 1 || x <= sm[0].x) return sm[0].cycles;
+    for (int i = 1; i < n; i++)
+        if (x <= sm[i].x) {
+            double f = (double)(x - sm[i - 1].x) / (double)(sm[i].x - sm[i - 1].x);
+            return sm[i - 1].cycles + f * (sm[i].cycles - sm[i - 1].cycles);
+        }
+    return sm[n - 1].cycles;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* List scheduling of the grid's clusters in launch order (x fastest) on `slots` places: the makespan.
+ * The time of a cluster is interpolated from the samples by its x index. */
+static double makespan(const unsigned nc[3], int slots, const Sample *sm, int n, int *waves)
+{
+    uint64_t total = (uint64_t)nc[0] * nc[1] * nc[2];
+    if (slots < 1) slots = 1;
+    if (total <= (uint64_t)slots) {
+        double m = 0;
+        for (unsigned x = 0; x < nc[0]; x++) m = fmax(m, interp(sm, n, x));
+        *waves = 1;
+        return m;
+    }
+    /* a min-heap of slot free times would be exact; the grid sizes here (<= 1e6) allow a sorted sweep
+     * in rounds: each round every slot takes the next cluster (equal-time clusters keep the order) */
+    double *fin = calloc((size_t)slots, sizeof *fin);
+    if (!fin) return 0;
+    uint64_t i = 0;
+    int rounds = 0;
+    while (i < total) {
+        qsort(fin, (size_t)slots, sizeof *fin, cmp_double);
+        for (int k = 0; k < slots && i < total; k++, i++) fin[k] += interp(sm, n, (unsigned)(i % nc[0]));
+        rounds++;
+    }
+    double m = 0;
+    for (int k = 0; k < slots; k++) m = fmax(m, fin[k]);
+    free(fin);
+    *waves = rounds;
+    return m;
+}
+
+static const char *const tp_names[TP_COUNT] = {"issue", "fma", "alu", "mufu", "cvt", "shfl", "smem", "gmem", "tc", "tma", "tmem"};
+const char *timing_unit_name(int u) { return u >= 0 && u < TP_COUNT ? tp_names[u] : "?"; }
+
+int timing_run_launch(const SimLaunch *l, char **report)
+{
+    const TimingLaunch *tl = l->timing;
+    const TimingGpu *g = tl->gpu;
+    TimingOut *out = l->tout;
+    unsigned nc[3] = {l->grid[0] / l->cluster[0], l->grid[1] / l->cluster[1], l->grid[2] / l->cluster[2]};
+    int csize = (int)(l->cluster[0] * l->cluster[1] * l->cluster[2]);
+    uint64_t total = (uint64_t)nc[0] * nc[1] * nc[2];
+    int occ = occupancy(l, g);
+    int sms = (int)g->v[K_SMS];
+    int slots = sms / csize * occ;
+    int active = (int)((uint64_t)csize * total < (uint64_t)sms ? (uint64_t)csize * total : (uint64_t)sms);
+    /* the clusters to simulate: up to `samples` distinct x indices at y = z = 0, evenly spread */
+    int want = tl->samples > 0 ? tl->samples : 4;
+    if ((unsigned)want > nc[0]) want = (int)nc[0];
+    Sample sm[64];
+    int n = 0;
+    if (want > 64) want = 64;
+    memset(out, 0, sizeof *out);
+    double l2_bw_sm = fmin(g->v[K_L2_SM_BW], g->v[K_L2_BW] / (active > 0 ? active : 1));
+    uint64_t tma_bytes = 0;
+    for (int k = 0; k < want; k++) {
+        unsigned x = want == 1 ? 0 : (unsigned)((double)k * (nc[0] - 1) / (want - 1) + 0.5);
+        if (n && sm[n - 1].x == x) continue;
+        double cyc = 0, busy[TP_COUNT] = {0}, flops = 0;
+        int st = sim_run_cluster_timed(l, x, 0, 0, l2_bw_sm, report, &cyc, busy, &flops, &tma_bytes);
+        if (st) return st;
+        sm[n].x = x, sm[n].cycles = cyc;
+        n++;
+        for (int u = 0; u < TP_COUNT; u++) out->busy[u] += busy[u];
+        out->tc_flops += flops;
+        if (cyc > out->window_cycles) out->window_cycles = cyc;
+    }
+    /* co-resident CTAs share their SM: a slot's time is at least occ x the busiest unit's share */
+    double sum_cyc = 0;
+    for (int i = 0; i < n; i++) sum_cyc += sm[i].cycles;
+    if (occ > 1) {
+        double worst = 0;
+        for (int u = TP_FMA; u < TP_COUNT; u++) {
+            double per_sm = out->busy[u] / ((double)n * csize) / (u <= TP_SHFL ? 4.0 : 1.0);
+            if (per_sm > worst) worst = per_sm;
+        }
+        for (int i = 0; i < n; i++) sm[i].cycles = fmax(sm[i].cycles, occ * worst * sm[i].cycles / (sum_cyc / n));
+    }
+    int waves = 1;
+    double span = makespan(nc, slots, sm, n, &waves);
+    /* the grid's memory bounds: unique bytes from DRAM, the window's loads scaled over L2 */
+    double hz = g->v[K_CLOCK_GHZ] * 1e9;
+    out->hbm_cycles = (double)tl->hbm_bytes / (g->v[K_HBM_GBS] * 1e9) * hz;
+    out->l2_cycles = (double)tma_bytes * ((double)total / n) / g->v[K_L2_BW];
+    double cyc = fmax(span, fmax(out->hbm_cycles, out->l2_cycles));
+    out->cycles = cyc;
+    out->us = cyc / hz * 1e6 + g->v[K_LAUNCH_US];
+    out->clusters = (int)(total > 0x7fffffff ? 0x7fffffff : total);
+    out->simulated = n, out->waves = waves, out->occupancy = occ;
+    out->tflops = out->tc_flops * ((double)total / n) / (out->us * 1e-6) / 1e12;
+    /* utilisation: busy clocks over the simulated clusters' span, per unit (sub-partition units per
+     * sub-partition) */
+    for (int u = 0; u < TP_COUNT; u++) out->span[u] = sum_cyc * csize * (u <= TP_SHFL ? 4.0 : 1.0);
+    const char *b = "latency";
+    double best = 0.5; /* a unit under 50% busy is not the bottleneck */
+    for (int u = 0; u < TP_COUNT; u++) {
+        double f = out->span[u] > 0 ? out->busy[u] / out->span[u] : 0;
+        if (f > best) best = f, b = tp_names[u];
+    }
+    if (out->hbm_cycles >= span && out->hbm_cycles >= out->l2_cycles) b = "hbm";
+    else if (out->l2_cycles >= span) b = "l2";
+    snprintf(out->bottleneck, sizeof out->bottleneck, "%s", b);
+    return SIM_OK;
+}
+
+/* Hook used by sim.c to give a cluster its Timing: the L2 share is the launch's. */
+void timing_set_share(Timing *tm, double l2_bw_sm) { tm->l2_bw_sm = l2_bw_sm > 0 ? l2_bw_sm : 1; }
+
+void timing_collect(const Timing *tm, double *cycles, double busy[TP_COUNT], double *flops, uint64_t *tma_bytes)
+{
+    *cycles = tm->end;
+    for (int u = 0; u < TP_COUNT; u++) busy[u] += tm->busy[u];
+    *flops += tm->tc_flops;
+    *tma_bytes += tm->tma_bytes;
+}

@@ -1,0 +1,31 @@
+#!/bin/sh
+# tests/sim/timing_test.sh - the timing mode's own checks (make sim-test step `timing`): a fixed small
+# sm90a case predicted twice (and under another scheduler seed) gives the same line; a table with half the
+# tensor-core rate predicts a longer time, one with a missing key is refused; the line names its units.
+# Prints `timing: N passed, N failed`. Needs build/sim/libcuda.so.1 and build/sim/timecase.
+set -u
+cd "$(dirname "$0")/../.."
+w=$(mktemp -d)
+trap 'rm -rf "$w"' EXIT
+export FA4GEN_COMPILER=driver-ptx FA4GEN_CACHE_DIR="$w/cache" LD_LIBRARY_PATH="$PWD/build/sim" FA4SIM_CC=90
+case1="kind=mha batch=1 sq=128 sk=512 hq=1 qk=64"
+pass=0; fail=0
+ok() { if [ "$1" = 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $2"; fi; }
+pred() { FA4SIM_TIMING=$1 build/sim/timecase $case1 2>&1 | grep '^fa4sim-timing' | head -1; }
+a=$(pred h100); b=$(pred h100); c=$(FA4SIM_SEED=7 pred h100)
+echo "$a"
+[ -n "$a" ] && [ "$a" = "$b" ] && [ "$a" = "$c" ]; ok $? "deterministic: the same case predicted twice and under another seed"
+us() { echo "$1" | sed 's/.*predicted_us=\([0-9.]*\).*/\1/'; }
+echo "$a" | grep -q 'bottleneck=[a-z0-9]* util: issue=.* tc=.* tma='; ok $? "the line names the bottleneck and each unit"
+sed 's/^tc_macs .*/tc_macs 1024 derived half the rate (test)/' tests/sim/gpus/h100.tbl > "$w/slow.tbl"
+d=$(pred "$w/slow.tbl")
+awk -v x="$(us "$a")" -v y="$(us "$d")" 'BEGIN { exit !(y > x * 1.05) }'; ok $? "half the tensor rate: $(us "$a") -> $(us "$d") us must grow"
+grep -v '^mufu_lat' tests/sim/gpus/h100.tbl > "$w/bad.tbl"
+FA4SIM_TIMING="$w/bad.tbl" build/sim/timecase $case1 > "$w/bad.out" 2>&1
+grep -q 'key mufu_lat missing' "$w/bad.out"; ok $? "a table without mufu_lat is refused"
+for g in h100 b200; do
+    FA4SIM_TIMING=$g FA4SIM_CC=$([ $g = b200 ] && echo 100 || echo 90) build/sim/timecase --iters 1 kind=mha batch=1 sq=1 sk=1 hq=1 \
+        target=$([ $g = b200 ] && echo sm100a || echo sm90a) > /dev/null 2>&1; ok $? "the $g table loads and a 1x1 case predicts"
+done
+echo "timing: $pass passed, $fail failed"
+[ "$fail" = 0 ]
