@@ -29,9 +29,16 @@ soname=$(readelf -d "$pfx/lib/libfa4rt.so.$want" 2>/dev/null | sed -n 's/.*SONAM
 export PKG_CONFIG_PATH="$pfx/lib/pkgconfig"
 [ "$(pkg-config --modversion fa4gen)" = "$want" ] && ok || bad "pkg-config --modversion: $(pkg-config --modversion fa4gen)"
 
-# pkg-config: the examples' own Makefile against the install (shared libfa4rt, rpath)
+# pkg-config: the README's one-line build runs without LD_LIBRARY_PATH (fa4gen.pc's rpath)
+printf '#include <fa4.h>\n#include <stdio.h>\nint main(void) { puts(fa4_version()); return 0; }\n' > "$tmp/main.c"
+check "cc main.c \$(pkg-config --cflags --libs fa4gen)" sh -c "cc '$tmp/main.c' \$(pkg-config --cflags --libs fa4gen) -o '$tmp/main'"
+[ "$(env -u LD_LIBRARY_PATH "$tmp/main" 2>&1)" = "$want" ] && ok ||
+    bad "a program linked with pkg-config's flags does not run alone: $(env -u LD_LIBRARY_PATH "$tmp/main" 2>&1 | head -1)"
+
+# pkg-config: the examples' own Makefile against the install (shared libfa4rt, rpath), called as its
+# header says: PKG_CONFIG_PATH on make's command line, not in the environment
 export FA4GEN_CACHE_DIR="$tmp/cache"
-check "examples with pkg-config" $MAKE -s -C examples O="$tmp/pc"
+check "examples with pkg-config" env -u PKG_CONFIG_PATH $MAKE -s -C examples PKG_CONFIG_PATH="$pfx/lib/pkgconfig" O="$tmp/pc"
 check "jit_host (pkg-config) first run" "$tmp/pc/jit_host"
 grep -q "libfa4rt $want (header $want)" "$tmp/out.txt" && ok || bad "jit_host's fa4_version: $(head -1 "$tmp/out.txt")"
 ldd "$tmp/pc/jit_host" | grep -q "$pfx/lib/libfa4rt.so.0" && ok || bad "jit_host does not load the installed libfa4rt.so.0"
