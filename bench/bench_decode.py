@@ -52,6 +52,8 @@ in the same repetitions.
 --paged: K and V live in pages of 64 rows [num_pages, 64, heads_kv, 128] with a shuffled block table
 [batch, seqlen_k / 64]; fa4 reads them through the paged path (issue 15 item 2, branch w15v); torch has no
 paged SDPA, so its columns time the same data dense. The only code that knows the paged call is paged_call().
+--out FILE.txt writes the table there and the same numbers as JSON to FILE.json (bench/results_json.py).
+
 --page-order in-order|local|shuffled (with --paged; default shuffled): the block table in order (pages
 contiguous), shuffled only within runs of 16 pages (2 MiB, one large page of the GPU's page table), or shuffled
 over the pool, to tell the kernel's cost of paging from that of scattered pages (H100, B16 Sk16k: dense 3095
@@ -72,6 +74,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import fa4  # noqa: E402
 from benchlib import capture, gpu_state, time_interleaved, time_ms, write_lines  # noqa: E402
+from results_json import run_doc, write_beside  # noqa: E402
 
 PAGE = 64
 D = 128
@@ -406,6 +409,22 @@ def main():
     lines.append("# target: %d of %d shapes with Sk >= 16k reach 85%% of the copy bandwidth" % (met, total))
     print(lines[-1], flush=True)
     write_lines(args.out, lines)
+    records = []
+    for row in rows:
+        rec = {"shape": row["name"], "B": row["B"], "S": row["S"], "Hq": row["Hq"], "Hkv": row["Hkv"],
+               "kv_mb": row["kv_bytes"] / 1e6}
+        if "skipped" in row:
+            rec["skipped"] = True
+        else:
+            rec.update(splits=row["splits"], gbps=dict(row["bw"]), pct_copy=row.get("pct"), check=row["check"])
+        records.append(rec)
+    write_beside(args.out, run_doc(
+        "decode", gpu, {"gbps": "GB/s", "kv_mb": "MB", "pct_copy": "%"}, records, torch=torch.__version__,
+        cudnn=str(torch.backends.cudnn.version()), copy_gbps=copy_bw, graphs=args.graphs,
+        calls_per_graph=args.calls if args.graphs else 1, hold_us=args.hold_us if args.graphs else 0,
+        reps=args.reps, paged=bool(args.paged and paged is not None), page=PAGE, page_order=args.page_order,
+        kv_early=args.kv_early, no_ws=args.no_ws, ab=ab_configs(args), math=args.math, target_met=met,
+        target_total=total))
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 
     python3 bench/bench_mha.py [--out FILE] [--variants "default;bn=176"] [--shapes d128] [--reps 30]
 
+--out FILE.txt writes the table there and the same numbers as JSON to FILE.json (bench/results_json.py).
+
 Per shape: median of >= 20 timed repetitions (CUDA events) after warm-up, the backends taking turns within
 every repetition (so clock drift hits all alike), inputs rotated among several sets
 so L2 does not hold them, fa4 output checked against cuDNN once (rel L2 <= 1e-2). TFLOP/s counts
@@ -19,6 +21,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import fa4  # noqa: E402
 from benchlib import matmul_ceiling, time_interleaved, write_lines  # noqa: E402
+from results_json import run_doc, write_beside  # noqa: E402
 
 SHAPES = [  # name, B, Hq, Hkv, S, D, causal, dtype
     ("d64 full", 2, 16, 16, 8192, 64, False, torch.bfloat16),
@@ -67,6 +70,7 @@ def main():
     head = "%-22s" % "shape" + "".join("%20s" % c for c in cols) + "   %s/cudnn  %%ceil  check" % cols[0]
     lines.append(head)
     print("\n".join(lines), flush=True)
+    records = []
     for name, B, Hq, Hkv, S, D, causal, dt in SHAPES:
         if args.shapes and args.shapes not in name:
             continue
@@ -115,14 +119,25 @@ def main():
         for r, c in zip(results, cols):
             if not r[0]:
                 lines.append("#   %s on %s: n/a: %s" % (c, name, r[1]))
+        rec = {"shape": name, "B": B, "Hq": Hq, "Hkv": Hkv, "S": S, "D": D, "causal": causal,
+               "dtype": str(dt).replace("torch.", ""), "tflops": {c: r[0] for r, c in zip(results, cols)},
+               "check": check}
+        errors = {c: r[1] for r, c in zip(results, cols) if not r[0]}
+        if errors:
+            rec["errors"] = errors
+        records.append(rec)
         try:  # the kernel the runtime picked for the default column, for the record
             q, k, v, _ = sets[0]
-            lines.append("#   %s: %s" % (name, fa4.mha_config(q, k, v, causal=causal)))
+            rec["config"] = fa4.mha_config(q, k, v, causal=causal)
+            lines.append("#   %s: %s" % (name, rec["config"]))
         except Exception as e:
             lines.append("#   %s: config n/a (%s)" % (name, str(e)[:60]))
         del sets
         torch.cuda.empty_cache()
     write_lines(args.out, lines)
+    write_beside(args.out, run_doc("mha", gpu, {"tflops": "TFLOP/s"}, records, torch=torch.__version__,
+                                   cudnn=str(torch.backends.cudnn.version()), reps=args.reps, sets=args.sets,
+                                   ceiling_tflops=ceiling, variants=variants))
 
 
 if __name__ == "__main__":

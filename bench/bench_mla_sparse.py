@@ -3,6 +3,8 @@ one run, one GPU.
 
     python3 bench/bench_mla_sparse.py [--out FILE] [--reps 20] [--quick] [--ab "CONFIG WORDS"]
 
+--out FILE.txt writes the table there and the same numbers as JSON to FILE.json (bench/results_json.py).
+
 Shapes from issue 13: s_q 4096, h_q 128, topk 2048, d_qk 576, s_kv 8k / 32k / 128k, with a sink; also
 h_q 64 and topk 512. FLOPs = 2 * s_q * h_q * topk * (d_qk + 512). Each backend is timed in turn within
 every repetition (CUDA events, median); fa4's output is checked against the torch formulation once
@@ -20,6 +22,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import fa4  # noqa: E402
 from benchlib import matmul_ceiling  # noqa: E402
+from results_json import run_doc, write_beside  # noqa: E402
 
 SHAPES = [  # name, s_q, h_q, topk, d_qk, s_kv
     ("h128 topk2048 skv8k", 4096, 128, 2048, 576, 8192),
@@ -56,8 +59,10 @@ def main():
     ap.add_argument("--ab", help="config words of a second fa4 kernel timed beside the default")
     args = ap.parse_args()
     torch.manual_seed(0)
+    ceiling = matmul_ceiling()
+    records = []
     lines = ["# sparse MLA prefill, %s, %s" % (torch.cuda.get_device_name(), datetime.date.today()),
-             "# matmul ceiling (cuBLAS bf16 8192^3): %.0f TFLOP/s" % matmul_ceiling(),
+             "# matmul ceiling (cuBLAS bf16 8192^3): %.0f TFLOP/s" % ceiling,
              "%-24s %10s %10s %9s %9s %8s" % ("shape", "fa4 ms", "torch ms", "fa4 TF/s", "vs torch", "relL2")
              + ("   [%s] ms  TF/s" % args.ab if args.ab else "")]
     for name, s_q, h_q, topk, d, s_kv in SHAPES[:2] if args.quick else SHAPES:
@@ -88,14 +93,22 @@ def main():
         fa, tr = statistics.median(times[0]), statistics.median(times[1])
         flops = 2 * s_q * h_q * topk * (d + 512)
         lines.append("%-24s %10.3f %10.3f %9.0f %8.2fx %8.1e" % (name, fa, tr, flops / fa / 1e9, tr / fa, rel))
+        rec = {"shape": name, "s_q": s_q, "h_q": h_q, "topk": topk, "d_qk": d, "s_kv": s_kv,
+               "ms": {"fa4": fa, "torch": tr}, "tflops": {"fa4": flops / fa / 1e9, "torch": flops / tr / 1e9},
+               "speedup_vs_torch": tr / fa, "rel_l2": rel}
+        records.append(rec)
         if args.ab:
             ab = statistics.median(times[2])
             lines[-1] += " %12.3f %5.0f" % (ab, flops / ab / 1e9)
+            rec["ms"]["fa4[%s]" % args.ab], rec["tflops"]["fa4[%s]" % args.ab] = ab, flops / ab / 1e9
         print(lines[-1], flush=True)
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
         open(args.out, "w").write(text)
+    write_beside(args.out, run_doc("mla_sparse", torch.cuda.get_device_name(), {"ms": "ms", "tflops": "TFLOP/s"},
+                                   records, torch=torch.__version__, ceiling_tflops=ceiling,
+                                   reps=args.reps if not args.quick else 5, ab=args.ab))
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 
     python3 bench/bench_score_mod.py [--out FILE] [--reps 30] [--shapes d128] [--ablate]
 
+--out FILE.txt writes the table there and the same numbers as JSON to FILE.json (bench/results_json.py).
+
 Per shape, timed in turns within every repetition (CUDA events, median of --reps after warm-up, inputs
 rotated among several sets so L2 does not hold them):
   plain            fa4 without a mod
@@ -28,6 +30,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import fa4  # noqa: E402
 from benchlib import time_interleaved  # noqa: E402
+from results_json import run_doc, write_beside  # noqa: E402
 
 SHAPES = [  # name, B, Hq, Hkv, S, D, causal
     ("d128 causal", 2, 16, 16, 8192, 128, True),
@@ -94,6 +97,7 @@ def ablate(args):
     """plain beside the parts of the soft-cap, d128 causal shapes by default."""
     lines = ["# score_mod ablation on %s, %s" % (torch.cuda.get_device_name(), datetime.date.today()),
              "%-22s%10s" % ("shape (ms)", "plain") + "".join("%12s" % n for n, _ in ABLATIONS) + "   (ratio to plain)"]
+    records = []
     for name, B, Hq, Hkv, S, D, causal in SHAPES:
         if args.shapes not in name:
             continue
@@ -108,9 +112,13 @@ def ablate(args):
         lines.append("%-22s%10.3f" % (name, ms[0]) + "".join("%12.3f" % t for t in ms[1:]) + "   " +
                      " ".join("%.3f" % (t / ms[0]) for t in ms[1:]))
         print(lines[-1], flush=True)
+        records.append({"shape": name, "B": B, "Hq": Hq, "Hkv": Hkv, "S": S, "D": D, "causal": causal,
+                        "ms": dict(zip(["plain"] + [n for n, _ in ABLATIONS], ms))})
     if args.out:
         with open(args.out, "w") as f:
             f.write("\n".join(lines) + "\n")
+    write_beside(args.out, run_doc("score_mod_ablation", torch.cuda.get_device_name(), {"ms": "ms"}, records,
+                                   torch=torch.__version__, reps=args.reps))
 
 
 def main():
@@ -129,7 +137,7 @@ def main():
     lines.append("%-22s" % "shape (ms)" + "".join("%16s" % c for c in cols) +
                  "   splice/plain  flex/splice  fastest-link  check")
     print("\n".join(lines), flush=True)
-    verdicts = []
+    verdicts, records = [], []
     for name, B, Hq, Hkv, S, D, causal in SHAPES:
         if args.shapes and args.shapes not in name:
             continue
@@ -172,6 +180,9 @@ def main():
             ms[1] / ms[0], ms[6] / ms[1] if flex else float("nan"), fastest, check)
         print(row, flush=True)
         lines.append(row)
+        records.append({"shape": name, "B": B, "Hq": Hq, "Hkv": Hkv, "S": S, "D": D, "causal": causal,
+                        "ms": dict(zip(cols, ms)), "splice_over_plain": ms[1] / ms[0],
+                        "flex_over_splice": ms[6] / ms[1] if flex else None, "fastest_link": fastest, "check": check})
         if name == "d128 causal":
             verdicts.append("claim softcap d128 causal within 10%% of plain: %s (%.3f)" %
                             ("PASS" if ms[1] <= 1.10 * ms[0] else "FAIL", ms[1] / ms[0]))
@@ -187,6 +198,8 @@ def main():
     if args.out:
         with open(args.out, "w") as f:
             f.write("\n".join(lines) + "\n")
+    write_beside(args.out, run_doc("score_mod", gpu, {"ms": "ms"}, records, torch=torch.__version__, reps=args.reps,
+                                   verdicts=verdicts))
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 
     python3 bench/bench_varlen.py [--out FILE] [--reps 30]
 
+--out FILE.txt writes the report there and the table as JSON to FILE.json (bench/results_json.py).
+
 One batch of 16 sequences of mixed lengths 100..8k (LENGTHS), d128, GQA 32/8, causal, bf16, packed
 [total, heads, 128]. In the same run, on the same inputs:
   fa4 varlen           fa4.mha_fwd(cu_seqlens_q=, cu_seqlens_k=, max_seqlen_q=)
@@ -29,6 +31,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import fa4  # noqa: E402
+from results_json import run_doc, write_beside  # noqa: E402
 
 LENGTHS = [8192, 100, 4096, 257, 6000, 1024, 3000, 512, 7777, 130, 2048, 5000, 333, 8000, 1500, 4500]
 HQ, HKV, D, PAGE = 32, 8, 128, 64
@@ -165,12 +168,13 @@ def main():
             m = F.scaled_dot_product_attention(qs, ks, vs, is_causal=True, scale=scale, enable_gqa=True)
         err = (m[0].transpose(0, 1) - ref[s:e]).abs().max().item()
         say("# reference (cuDNN) vs fp32 math on sequence %d (length %d): max |diff| %.2e" % (b, LENGTHS[b], err))
-    timed = []
+    timed, checks = [], {}
     for name, fn in backends:
         try:
             out = fn().float()
             rel = ((out - ref).norm() / ref.norm()).item()
             ok = rel <= 1e-2 and torch.isfinite(out).all().item()
+            checks[name] = {"rel_l2": rel, "ok": bool(ok)}
             say("# check %-28s rel L2 vs reference %.2e %s" % (name, rel, "ok" if ok else "FAILED"))
             if ok:
                 timed.append((name, fn))
@@ -180,11 +184,17 @@ def main():
     say()
     say("%-30s %10s %10s %10s" % ("backend", "ms", "TFLOP/s", "time/fa4"))
     base = ms[0] if timed and timed[0][0] == "fa4 varlen" else None
+    records = []
     for (name, _), t in zip(timed, ms):
         say("%-30s %10.3f %10.1f %10s" % (name, t, flops / t / 1e9, "%.2fx" % (t / base) if base else "-"))
+        records.append({"backend": name, "ms": t, "tflops": flops / t / 1e9, "time_vs_fa4": t / base if base else None,
+                        "rel_l2": checks.get(name, {}).get("rel_l2")})
     if args.out:
         with open(args.out, "w") as f:
             f.write("\n".join(lines) + "\n")
+    write_beside(args.out, run_doc("varlen", torch.cuda.get_device_name(), {"ms": "ms", "tflops": "TFLOP/s"}, records,
+                                   torch=torch.__version__, lengths=LENGTHS, heads_q=HQ, heads_kv=HKV, depth=D,
+                                   page=PAGE, causal=True, dtype="bfloat16", reps=args.reps, checks=checks))
     fails = [n for n, _ in backends if n.startswith("fa4") and n not in [x for x, _ in timed]]
     return 1 if fails else 0
 
