@@ -1,6 +1,8 @@
 # fa4gen - attention kernel generator (PTX) and its runtime.
 #   make demo   generate a kernel, assemble it with ptxas, print its plan
-#   make test   build and run every CPU test (installs cmocka when missing and it can)
+#   make test   build and run every CPU test (installs cmocka when missing and it can); ends with the
+#               line 'N passed, N failed' summing every suite (tests/run-suites.sh)
+#   make test-quick   unit tests, a sample of each ptxas matrix, one simulator seed on a sample of cases
 #   make all    the CLI, libfa4rt (static + shared) and the examples
 CUDA_HOME ?= /usr/local/cuda
 CC        ?= gcc
@@ -25,7 +27,7 @@ UNIT_SRC  := $(filter-out tests/unit/test_launch.c tests/unit/test_bundle.c test
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 FAKECUDA  := $(B)/fakecuda/libcuda.so.1
 
-.PHONY: all demo test unit install install-test launch-test ptxas-test sass-test sass-tools sim-test clean examples deps-test bundle
+.PHONY: all demo test test-quick unit install install-test launch-test ptxas-test sass-test sass-tools sim-test clean examples deps-test bundle
 all: $(B)/fa4gen $(B)/libfa4rt.a $(B)/libfa4rt.so examples
 
 $(B)/%.o: %.c $(HDRS) | $(B)/templates.h
@@ -163,22 +165,35 @@ unit: deps-test $(UNIT_BIN) $(B)/tests/test_launch $(B)/tests/test_bundle $(B)/t
 	@FA4_LIB=$(abspath $(B))/libfa4rt.so python3 tests/python/test_fa_api_sim.py
 	@FA4_LIB=$(abspath $(B))/libfa4rt.so python3 tests/python/test_bundle_load.py $(B)/tests/gen/test_bundle_kernels.so
 	@FA4_LIB=$(abspath $(B))/libfa4rt.so python3 tests/python/test_kvcache_sim.py
-	@LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) sh tests/run-unit.sh $(B)/tests/test_launch $(B)/tests/test_bundle \
-	    $(B)/tests/test_aot
+	@LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) UNIT_LABEL="unit tests (fake driver)" sh tests/run-unit.sh \
+	    $(B)/tests/test_launch $(B)/tests/test_bundle $(B)/tests/test_aot
 
 launch-test: deps-test $(B)/tests/test_launch $(B)/tests/test_bundle $(B)/tests/test_aot $(FAKECUDA)
 	@LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) sh tests/run-unit.sh $(B)/tests/test_launch $(B)/tests/test_bundle \
 	    $(B)/tests/test_aot
 
+# The ptxas matrices: independent scripts that each run ptxas one config at a time, so tests/lanes.sh
+# runs them side by side on the machine's cores (longest first) and prints each one's output in order.
+# The scripts marked SASS also check the SASS where a cuobjdump is found (make sass-tools fetches one).
+WITH_SASS      = CUOBJDUMP=$$(sh tests/ensure-sass-tools.sh $(B)/sasstools 2>/dev/null)
+PTXAS_SM90     = "sh tests/ptxas/run.sh $(B)/fa4gen"
+PTXAS_SERVING  = "$(WITH_SASS) sh tests/ptxas/run_serving.sh $(B)/fa4gen"
+PTXAS_MLA100   = "$(WITH_SASS) sh tests/ptxas/mla_sm100.sh $(B)/fa4gen"
+PTXAS_SPLIT    = "$(WITH_SASS) sh tests/ptxas/run_split.sh $(B)/fa4gen"
+PTXAS_FEATURES = "sh tests/ptxas/run_features.sh $(B)/fa4gen"
+PTXAS_SPILLS   = "sh tests/ptxas/run_spills.sh $(B)/fa4gen"
+PTXAS_BWD      = "$(WITH_SASS) sh tests/ptxas/run_bwd.sh $(B)/fa4gen"
+PTXAS_RAW      = "sh tests/ptxas/raw_ops.sh"
+SASS_SM100     = "CUOBJDUMP=$$(sh tests/ensure-sass-tools.sh $(B)/sasstools) sh tests/ptxas/sass_sm100.sh $(B)/fa4gen"
 ptxas-test: $(B)/fa4gen
-	@sh tests/ptxas/run.sh $(B)/fa4gen
-	@sh tests/ptxas/raw_ops.sh
-	@CUOBJDUMP=$$(sh tests/ensure-sass-tools.sh $(B)/sasstools 2>/dev/null) sh tests/ptxas/mla_sm100.sh $(B)/fa4gen
-	@sh tests/ptxas/run_features.sh $(B)/fa4gen
-	@CUOBJDUMP=$$(sh tests/ensure-sass-tools.sh $(B)/sasstools 2>/dev/null) sh tests/ptxas/run_split.sh $(B)/fa4gen
-	@CUOBJDUMP=$$(sh tests/ensure-sass-tools.sh $(B)/sasstools 2>/dev/null) sh tests/ptxas/run_serving.sh $(B)/fa4gen
-	@sh tests/ptxas/run_spills.sh $(B)/fa4gen
-	@CUOBJDUMP=$$(sh tests/ensure-sass-tools.sh $(B)/sasstools 2>/dev/null) sh tests/ptxas/run_bwd.sh $(B)/fa4gen
+	@sh tests/lanes.sh $(PTXAS_SM90) $(PTXAS_SERVING) $(PTXAS_MLA100) $(PTXAS_SPLIT) $(PTXAS_FEATURES) \
+	    $(PTXAS_SPILLS) $(PTXAS_BWD) $(PTXAS_RAW)
+
+# make test's step: the ptxas matrices and the SASS matrix in the same lanes.
+.PHONY: ptxas-sass-test
+ptxas-sass-test: $(B)/fa4gen sass-tools
+	@sh tests/lanes.sh $(PTXAS_SM90) $(PTXAS_SERVING) $(SASS_SM100) $(PTXAS_MLA100) $(PTXAS_SPLIT) \
+	    $(PTXAS_FEATURES) $(PTXAS_SPILLS) $(PTXAS_BWD) $(PTXAS_RAW)
 
 # SASS of the sm100a matrix (no GPU needed): a cuobjdump from the toolkit, or NVIDIA's wheel.
 sass-test: $(B)/fa4gen
@@ -191,12 +206,14 @@ sass-tools:
 	@sh tests/ensure-sass-tools.sh $(B)/sasstools >/dev/null || { \
 	    echo "make test: no cuobjdump (reason and fixes above); stopping before the tests, not after them"; exit 1; }
 
+# Each step runs after a failing one too; the last line sums every suite: 'N passed, N failed'.
 test: deps-test sass-tools
-	$(MAKE) unit
-	$(MAKE) install-test
-	$(MAKE) ptxas-test
-	$(MAKE) sass-test
-	$(MAKE) sim-test
+	@MAKE="$(MAKE)" sh tests/run-suites.sh unit install-test ptxas-sass-test sim-test
+
+# The edit-build-test loop: unit tests, every 16th config of each ptxas matrix, the simulator's units and
+# seed 1 on every 8th case of each list (no mutants, no install test, no SASS matrix).
+test-quick: deps-test
+	@MATRIX_SAMPLE=16 SIM_QUICK=1 MAKE="$(MAKE)" sh tests/run-suites.sh unit ptxas-test sim-test
 
 clean:
 	rm -rf $(B)

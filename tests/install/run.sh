@@ -71,7 +71,6 @@ if command -v cmake > /dev/null; then
 else
     bad "cmake is not installed (CI installs it: .ci/run)"
 fi
-echo "install: $pass passed, $fail failed"
-# the Python wheel: built, installed into a fresh venv, run with the toolkit hidden (its own summary)
+# the Python wheel: built, installed into a fresh venv, run with the toolkit hidden (its own summary line)
 sh tests/install/wheel.sh || fail=$((fail + 1))
-[ "$fail" -eq 0 ]
+sh tests/report.sh install "$pass" "$fail"

@@ -50,5 +50,4 @@ if scan "$tmp" >/dev/null; then
 else pass=$((pass + 1)); fi
 rm -f "$tmp"
 
-echo "raw ops lint: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+sh "$root/tests/report.sh" "raw ops lint" "$pass" "$fail"
