@@ -167,6 +167,7 @@ unit: deps-test $(UNIT_BIN) $(B)/tests/test_launch $(B)/tests/test_bundle $(B)/t
 	@FA4_LIB=$(abspath $(B))/libfa4rt.so python3 tests/python/test_kvcache_sim.py
 	@LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) UNIT_LABEL="unit tests (fake driver)" sh tests/run-unit.sh \
 	    $(B)/tests/test_launch $(B)/tests/test_bundle $(B)/tests/test_aot
+	@python3 tests/docs_check.py
 
 launch-test: deps-test $(B)/tests/test_launch $(B)/tests/test_bundle $(B)/tests/test_aot $(FAKECUDA)
 	@LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) sh tests/run-unit.sh $(B)/tests/test_launch $(B)/tests/test_bundle \
@@ -189,11 +190,13 @@ ptxas-test: $(B)/fa4gen
 	@sh tests/lanes.sh $(PTXAS_SM90) $(PTXAS_SERVING) $(PTXAS_MLA100) $(PTXAS_SPLIT) $(PTXAS_FEATURES) \
 	    $(PTXAS_SPILLS) $(PTXAS_BWD) $(PTXAS_RAW)
 
-# make test's step: the ptxas matrices and the SASS matrix in the same lanes.
+# make test's step: the ptxas matrices and the SASS matrix in the same lanes; the SASS matrix, last,
+# disassembles the cubins the sm100a ptxas matrix kept (SM100_CUBINS) instead of assembling them again.
 .PHONY: ptxas-sass-test
 ptxas-sass-test: $(B)/fa4gen sass-tools
-	@sh tests/lanes.sh $(PTXAS_SM90) $(PTXAS_SERVING) $(SASS_SM100) $(PTXAS_MLA100) $(PTXAS_SPLIT) \
-	    $(PTXAS_FEATURES) $(PTXAS_SPILLS) $(PTXAS_BWD) $(PTXAS_RAW)
+	@c=$$(mktemp -d); SM100_CUBINS=$$c sh tests/lanes.sh $(PTXAS_SM90) $(PTXAS_SERVING) $(PTXAS_BWD) \
+	    $(PTXAS_MLA100) $(PTXAS_SPLIT) $(PTXAS_FEATURES) $(PTXAS_SPILLS) $(SASS_SM100) $(PTXAS_RAW); \
+	    r=$$?; rm -rf "$$c"; exit $$r
 
 # SASS of the sm100a matrix (no GPU needed): a cuobjdump from the toolkit, or NVIDIA's wheel.
 sass-test: $(B)/fa4gen

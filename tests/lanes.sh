@@ -47,6 +47,8 @@ while [ "$k" -lt "$n" ]; do
     if [ "$1" -ne 0 ]; then
         echo "lanes: FAILED (exit $1, ${2}s): $(cat "$d/cmd.$k")"
         rc=1
+    else
+        echo "lanes: ${2}s: $(sed 's/^.* sh tests/sh tests/' "$d/cmd.$k")"
     fi
     k=$((k + 1))
 done

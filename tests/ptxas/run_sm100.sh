@@ -9,6 +9,7 @@
 #   - the plan's smem map is consistent: entries in offset order, aligned, not
 #     overlapping; smem.bytes = end of the last entry; smem.launch = bytes + base
 #     alignment and <= 232448 (the sm_100a carveout)
+# With SM100_CUBINS=DIR each cubin is kept there (named by the config's sha256) for sass_sm100.sh.
 # Prints one line per config and 'sm100a ptxas matrix: N passed, N failed'; exit 1 on failure.
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -48,6 +49,10 @@ check() {
     cluster=$(echo "$json" | sed -n 's/.*"cluster": \[\([0-9]*\), \([0-9]*\), \([0-9]*\)\].*/\1, \2, \3/p')
     if [ "$cluster" != "1, 1, 1" ] && ! grep -q "^\.reqnctapercluster $cluster\$" "$ptx"; then
         echo "FAIL cluster: $cfg: plan cluster $cluster, PTX: $(grep reqnctapercluster "$ptx")"; return 1
+    fi
+    if [ -n "${SM100_CUBINS:-}" ]; then
+        key=$(printf '%s' "$cfg" | sha256sum | cut -c1-32)
+        cp "$dir/k$n.cubin" "$SM100_CUBINS/$key.tmp" && mv "$SM100_CUBINS/$key.tmp" "$SM100_CUBINS/$key.cubin"
     fi
     rm -f "$ptx" "$dir/k$n.cubin"
     echo "$out" | grep -q "C7508" && { echo "FAIL setmaxnreg ignored (C7508): $cfg"; return 1; }
