@@ -28,6 +28,8 @@ import shutil
 import struct
 import sys
 import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from report import report  # noqa: E402  (tests/report.py: the suite line make test sums)
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 SIM = os.path.join(ROOT, "build", "sim", "libcuda.so.1")
@@ -619,8 +621,7 @@ def main():
         print("%s seed %d: %d bad calls, %d accepted or launched (FA4_ARGS_FUZZ_SEED=%d replays it)" %
               ("ok  " if not bad else "FAIL", seed, n, bad, seed), flush=True)
     mha.run_and_check("mha dense after the bad calls")
-    print("args fuzz: %d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return report("args fuzz", passed, failed)
 
 
 if __name__ == "__main__":

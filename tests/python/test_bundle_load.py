@@ -9,6 +9,8 @@ an empty folder. Prints 'bundle load: N passed, N failed'. Run by make unit with
 import os
 import sys
 import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from report import report  # noqa: E402  (tests/report.py: the suite line make test sums)
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 os.environ.setdefault("FA4_LIB", os.path.join(ROOT, "build", "libfa4rt.so"))
@@ -53,5 +55,4 @@ check("cache_list empty", fa4.cache_list() == [])
 check("cache_prune", fa4.cache_prune(0) == (0, 0))
 check("cache_clear", fa4.cache_clear() == (0, 0))
 os.rmdir(os.environ["FA4GEN_CACHE_DIR"])
-print("bundle load: %d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+sys.exit(report("bundle load", passed, failed))

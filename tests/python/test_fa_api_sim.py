@@ -16,6 +16,8 @@ import math
 import os
 import random
 import sys
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from report import report  # noqa: E402  (tests/report.py: the suite line make test sums)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_args_fuzz as tf  # noqa: E402  (loads the simulated driver first)
@@ -188,8 +190,7 @@ def main():
             lambda: fa4.flash_attn_func(t.q, t.k, t.v, window_size=(1, 2, 3), out=t.out, stream=0))  # noqa
     refused("softcap -1", "softcap", lambda: fa4.flash_attn_func(t.q, t.k, t.v, softcap=-1.0, **base))
     t.compare("causal after the refusals", True, (-1, -1), 0.0, False)
-    print("fa api sim: %d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return report("fa api sim", passed, failed)
 
 
 if __name__ == "__main__":

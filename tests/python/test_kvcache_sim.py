@@ -23,6 +23,8 @@ import math
 import os
 import random
 import sys
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from report import report  # noqa: E402  (tests/report.py: the suite line make test sums)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_args_fuzz as tf  # noqa: E402  (loads the simulated driver first)
@@ -305,8 +307,7 @@ def main():
     lens = tf.tensor((3,), tf.I32)
     tf.upload(lens, t.lens)
     floor_replay(t, lens)
-    print("kvcache sim: %d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return report("kvcache sim", passed, failed)
 
 
 if __name__ == "__main__":

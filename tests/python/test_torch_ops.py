@@ -15,6 +15,8 @@ tests/gpu/test_torch.py. Prints 'torch ops: N passed, N failed'.
 """
 import os
 import sys
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from report import report  # noqa: E402  (tests/report.py: the suite line make test sums)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 
@@ -364,9 +366,4 @@ try:
 except Exception as e:  # noqa: BLE001
     check("AOTAutograd", False, "%s: %s" % (type(e).__name__, str(e)[:1500]))
 
-line = "torch ops: %d passed, %d failed" % (passed, failed)
-print(line)
-if os.environ.get("FA4_TEST_SUMMARY"):  # make test's total (tests/report.sh)
-    with open(os.environ["FA4_TEST_SUMMARY"], "a") as f:
-        f.write(line + "\n")
-sys.exit(1 if failed else 0)
+sys.exit(report("torch ops", passed, failed))
