@@ -153,21 +153,25 @@ $(FAKECUDA): tests/unit/fake_cuda.c tests/unit/fake_cuda.h tests/unit/cuda_error
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -fvisibility=hidden -shared -Wl,-soname,libcuda.so.1 $< -o $@
 
-# test_args_fuzz: the Python argument layer on duck-typed tensors through the simulated driver (no torch)
+# Every suite runs, after a failing one too (make test counts each suite's line), side by side on the
+# machine's cores (tests/lanes.sh, longest first; each one's output printed in this order); exit 1 when any failed.
+# test_args_fuzz: the Python argument layer on duck-typed tensors through the simulated driver (no torch);
+# docs_check: the README and docs/ against the sources (counts, variables, flags, links, examples).
 unit: deps-test $(UNIT_BIN) $(B)/tests/test_launch $(B)/tests/test_bundle $(B)/tests/test_aot $(FAKECUDA) \
       $(B)/tests/gen/test_bundle_kernels.so $(B)/libfa4rt.so build/sim/libcuda.so.1 \
       $(B)/bench/liblaunchfloor.so
-	@sh tests/run-unit.sh $(UNIT_BIN)
-	@python3 tests/unit/layering.py --quiet . $(B)
-	@sh tests/python/abi.sh
-	@python3 tests/python/test_torch_ops.py
-	@FA4_LIB=$(abspath $(B))/libfa4rt.so python3 tests/python/test_args_fuzz.py
-	@FA4_LIB=$(abspath $(B))/libfa4rt.so python3 tests/python/test_fa_api_sim.py
-	@FA4_LIB=$(abspath $(B))/libfa4rt.so python3 tests/python/test_bundle_load.py $(B)/tests/gen/test_bundle_kernels.so
-	@FA4_LIB=$(abspath $(B))/libfa4rt.so python3 tests/python/test_kvcache_sim.py
-	@LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) UNIT_LABEL="unit tests (fake driver)" sh tests/run-unit.sh \
-	    $(B)/tests/test_launch $(B)/tests/test_bundle $(B)/tests/test_aot
-	@python3 tests/docs_check.py
+	@lib=$(abspath $(B))/libfa4rt.so; sh tests/lanes.sh \
+	    "LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) UNIT_LABEL='unit tests (fake driver)' sh tests/run-unit.sh \
+	        $(B)/tests/test_launch $(B)/tests/test_bundle $(B)/tests/test_aot" \
+	    "sh tests/run-unit.sh $(UNIT_BIN)" \
+	    "python3 tests/python/test_torch_ops.py" \
+	    "FA4_LIB=$$lib python3 tests/python/test_args_fuzz.py" \
+	    "FA4_LIB=$$lib python3 tests/python/test_kvcache_sim.py" \
+	    "FA4_LIB=$$lib python3 tests/python/test_fa_api_sim.py" \
+	    "FA4_LIB=$$lib python3 tests/python/test_bundle_load.py $(B)/tests/gen/test_bundle_kernels.so" \
+	    "python3 tests/unit/layering.py --quiet . $(B)" \
+	    "sh tests/python/abi.sh" \
+	    "python3 tests/docs_check.py"
 
 launch-test: deps-test $(B)/tests/test_launch $(B)/tests/test_bundle $(B)/tests/test_aot $(FAKECUDA)
 	@LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) sh tests/run-unit.sh $(B)/tests/test_launch $(B)/tests/test_bundle \

@@ -23,6 +23,8 @@ import os
 import re
 import subprocess
 import sys
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from report import report  # noqa: E402  (tests/report.py: the suite line make test sums)
 
 DIRS = ("gen", "runtime")
 DISPATCH = {"gen/targets"}  # the target table: its edges are the registry's, not a layer's
@@ -172,8 +174,7 @@ def main():
             check(known and p is None, "%s: %s does not reach %s" % (name, lower, upper),
                   " -> ".join(p) if p else "%s is in no %s edge (renamed? update LAYERS)" % (upper, name))
     passed = sum(results)
-    print("layering: %d passed, %d failed" % (passed, len(results) - passed))
-    return 0 if passed == len(results) else 1
+    return report("layering", passed, len(results) - passed)
 
 
 if __name__ == "__main__":
