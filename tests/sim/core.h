@@ -23,7 +23,7 @@ enum {
                            of a pair */
 };
 
-typedef enum { TS_RUN, TS_COLL, TS_BAR, TS_MBAR, TS_CLUSTER, TS_BULK, TS_WG, TS_CPA, TS_EXIT } ThreadState;
+typedef enum { TS_RUN, TS_COLL, TS_BAR, TS_MBAR, TS_CLUSTER, TS_BULK, TS_WG, TS_CPA, TS_NREG, TS_EXIT } ThreadState;
 
 /* What last wrote a shared-memory word or TMEM cell. */
 typedef enum {
@@ -37,9 +37,11 @@ typedef struct Shadow {
     uint32_t ep;      /* the writer clock's epoch at the write */
     uint16_t clk;
     uint8_t kind;     /* WriterKind */
-    uint8_t pad;
+    uint8_t rd;       /* TMEM: 1 when rclk/rep name its last reader (a thread's tcgen05.ld or the tcgen05 pipe) */
     uint16_t readers; /* in-flight async ops that will read it */
     uint16_t writers; /* in-flight async ops that will write it */
+    uint16_t rclk;    /* TMEM: the last reader's clock (the thread, or the issuing CTA's pipe) */
+    uint32_t rep;     /* TMEM: its epoch at the read (the pipe: the reading op's sequence number) */
 } Shadow;
 
 typedef struct Mbar {
@@ -52,6 +54,8 @@ typedef struct Mbar {
     uint32_t *acc;    /* join of what arrivals released into the current phase */
     uint32_t *done;   /* join of every completed phase: what a successful wait acquires */
     int init_line;
+    int init_t;        /* the thread whose mbarrier.init made it, and its epoch then: a use must see it */
+    uint32_t init_ep;
 } Mbar;
 
 typedef struct NamedBar {
@@ -78,6 +82,9 @@ typedef struct Cta {
      * prefetches boxes it never loads spends bandwidth for nothing (check_exit_state reports them) */
     struct { uint64_t map; int32_t coords[5]; int nc, line; } pf[MAX_PREFETCH];
     int npf;
+    /* setmaxnreg: registers in the CTA's pool (what the threads' budgets leave of the CTA's share of the SM's
+     * 64K, 65536 / CTAs per SM) */
+    int reg_pool, reg_share;
 } Cta;
 
 /* A cp.async that has landed in shared memory but is not published yet (see sim.c). */
@@ -103,6 +110,23 @@ typedef struct Thread {
     /* tcgen05 publication state */
     int st_unwaited;
     uint32_t tc_fenced, proxy_fenced;
+    /* tcgen05 ordering across threads (PTX ISA, tcgen05 memory consistency model): tcvc is what the thread's
+     * asynchronous tcgen05 ops (mma, cp, ld, st) are ordered after: its vc at its last
+     * tcgen05.fence::after_thread_sync (a wait or barrier after that fence orders generic ops only);
+     * ld_fenced: the epoch up to which its tcgen05.ld reads were complete (wait::ld) when it executed
+     * tcgen05.fence::before_thread_sync, so that a release after it orders them before another thread's
+     * write of the same cells */
+    uint32_t *tcvc;
+    uint32_t ld_fenced;
+    /* wgmma.fence (PTX ISA, wgmma.fence): icount counts the thread's instructions, racc[reg] is the count at
+     * the last access of reg by an instruction other than wgmma.mma_async, wg_fenced the count at its last
+     * wgmma.fence; a wgmma whose accumulator or A registers were accessed after that fence is a hazard */
+    uint32_t icount, wg_fenced;
+    uint32_t *racc;
+    /* fence.mbarrier_init.release.cluster: the epoch it covers (0: none); a .relaxed arrive releases it */
+    uint32_t mbinit_fenced;
+    /* setmaxnreg: the warp's per-thread register budget now (the count the kernel started with until then) */
+    int nreg;
     /* fence.acq_rel / fence.sc with relaxed mbarrier and cluster-barrier operations (the ISA's release
      * and acquire patterns): fence_ep, the thread's epoch at its last fence (0: none), is what a later
      * .relaxed arrive releases; racq_mbar (index + 1) is the last mbarrier a .relaxed wait passed, whose
@@ -248,12 +272,14 @@ int timing_run_launch(const SimLaunch *l, char **report);
 static inline uint64_t rreg(Sim *s, Thread *t, int reg)
 {
     if (t->npend && t->pend[reg]) sim_pend_hazard(s, t, reg);
+    t->racc[reg] = t->icount;
     return t->r[reg];
 }
 
 static inline void wreg(Sim *s, Thread *t, int reg, uint64_t v)
 {
     if (t->npend && t->pend[reg]) sim_pend_hazard(s, t, reg);
+    t->racc[reg] = t->icount;
     t->r[reg] = v;
 }
 

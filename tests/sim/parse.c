@@ -879,7 +879,9 @@ static void parse_entry(P *p)
         int vals[3] = {1, 1, 1}, n = 0;
         do vals[n++] = (int)integer(p); while (n < 3 && accept(p, ','));
         if (dst) memcpy(dst, vals, sizeof vals);
-        else if (strcmp(w, ".minnctapersm") && strcmp(w, ".maxnreg") && strcmp(w, ".maxnctapersm"))
+        else if (!strcmp(w, ".minnctapersm")) e->minctas = vals[0];
+        else if (!strcmp(w, ".maxnreg")) e->maxnreg = vals[0];
+        else if (strcmp(w, ".maxnctapersm"))
             fail(p, "entry directive '%s' is not simulated", w);
     }
     expect(p, '{');

@@ -133,6 +133,8 @@ typedef struct PtxEntry {
     int nins;
     int reqntid[3];
     int cluster[3]; /* .reqnctapercluster, 0 when none */
+    int minctas;    /* .minnctapersm, 0 when none */
+    int maxnreg;    /* .maxnreg, 0 when none */
     uint32_t static_smem; /* bytes of .shared variables with a fixed size before the dynamic one */
 } PtxEntry;
 

@@ -154,6 +154,10 @@ static uint32_t *vc_alloc(Sim *s)
  * ISA's release pattern), nothing without one. */
 static void release_relaxed(Sim *s, Thread *t, uint32_t *into)
 {
+    /* fence.mbarrier_init.release.cluster releases only the thread's mbarrier.inits before it: counted here as
+     * a release of the thread's own epoch at that fence (so a relaxed arrive after it publishes the inits and
+     * -- a simplification -- the thread's own other writes before that fence, but nothing it acquired) */
+    if (t->mbinit_fenced && into[t->gtid] < t->mbinit_fenced) into[t->gtid] = t->mbinit_fenced;
     if (t->fence_ep) {
         uint32_t now = t->vc[t->gtid];
         t->vc[t->gtid] = t->fence_ep;
@@ -341,6 +345,7 @@ typedef struct Ctx {
     Op *op;           /* footprint collected here at issue */
     Thread *reader;   /* whose clock a read is checked against */
     const uint32_t *vc;
+    const uint32_t *tvc; /* the reader's tcvc: what its asynchronous tcgen05 ops are ordered after (TMEM) */
     int check;        /* 1: check hazards and collect footprint; 0: just move data */
     int async_reader;
     int pipe;         /* the issuing CTA's tcgen05 pipe clock, for pipe ops (ordered among themselves) */
@@ -450,13 +455,52 @@ static int cb_tmem_read(void *u, int cta, uint32_t lane, uint32_t col, uint32_t 
         snprintf(c->err, sizeof c->err, "hazard");
         return -1;
     }
+    Shadow *sh = &s->cta[cta].tsh[i];
     if (c->check) {
-        check_read(s, c->reader, c->vc, &s->cta[cta].tsh[i], c->async_reader, c->what, cta, lane << 16 | col, 1,
-                   c->pipe);
+        /* TMEM is written by tcgen05 ops only: an async tcgen05 op reading it is ordered after another thread's
+         * (or the pipe's) write only through tcgen05.fence::after_thread_sync (c->tvc) */
+        check_read(s, c->reader, c->tvc, sh, c->async_reader, c->what, cta, lane << 16 | col, 1, c->pipe);
         if (c->op) fp_add(s, c->op, fp_pack(1, 0, cta, i));
         if (s->status) { snprintf(c->err, sizeof c->err, "hazard"); return -1; }
+        if (!c->pipe && c->reader) /* a thread's tcgen05.ld: the cell's last reader */
+            sh->rd = 1, sh->rclk = (uint16_t)c->reader->gtid, sh->rep = c->reader->vc[c->reader->gtid];
+    } else if (c->pipe) { /* an MMA's read at completion */
+        sh->rd = 1, sh->rclk = (uint16_t)c->wclk, sh->rep = c->wep;
     }
     return 0;
+}
+
+/* A write of TMEM cell sh by a thread's tcgen05.st or (at issue) a tcgen05.mma/cp: the cell's last writer and
+ * last reader, when another thread or the pipe, must be ordered before it -- the other side waited
+ * (wait::ld / wait::st, or the MMA's commit) and executed tcgen05.fence::before_thread_sync before a release,
+ * this side acquired it and executed tcgen05.fence::after_thread_sync (PTX ISA, tcgen05 memory consistency
+ * model, canonical patterns). pipe: the writer is the CTA's pipe itself (its own earlier ops are ordered). */
+static void tmem_overwrite_check(Ctx *c, const Shadow *sh, int cta, uint32_t lane, uint32_t col, int pipe)
+{
+    Sim *s = c->s;
+    if (!c->tvc || !c->reader) return;
+    int self = c->reader->gtid;
+    const char *why = NULL;
+    if (sh->kind == W_ASYNC && !(pipe && sh->clk == pipe) && c->tvc[sh->clk] < sh->ep)
+        why = "written by a tcgen05.mma whose completion the writer has not acquired (commit, a wait on its "
+              "mbarrier, then tcgen05.fence::after_thread_sync)";
+    else if (sh->kind == W_TCST && sh->clk != self &&
+             (c->tvc[sh->clk] < sh->ep || s->th[sh->clk].tc_fenced < sh->ep))
+        why = "written by another thread's tcgen05.st that is not ordered before this write (wait::st, "
+              "fence::before_thread_sync, a release; the acquire, fence::after_thread_sync)";
+    else if (sh->rd && sh->rclk != self && !(pipe && sh->rclk == pipe)) {
+        if (sh->rclk >= s->nthreads) {
+            if (c->tvc[sh->rclk] < sh->rep)
+                why = "read by a tcgen05.mma whose completion the writer has not acquired (commit, a wait on its "
+                      "mbarrier, then tcgen05.fence::after_thread_sync)";
+        } else if (c->tvc[sh->rclk] < sh->rep || s->th[sh->rclk].ld_fenced < sh->rep) {
+            why = "read by another thread's tcgen05.ld that is not ordered before this write (wait::ld, "
+                  "fence::before_thread_sync, a release; the acquire, fence::after_thread_sync)";
+        }
+    }
+    if (why)
+        sim_hazard(s, SIM_HAZARD, "%s writes TMEM lane %u column %u of CTA %d, which was %s", c->what, lane, col,
+                   cta, why);
 }
 
 static int cb_tmem_write(void *u, int cta, uint32_t lane, uint32_t col, uint32_t v)
@@ -468,8 +512,10 @@ static int cb_tmem_write(void *u, int cta, uint32_t lane, uint32_t col, uint32_t
     Shadow *sh = &s->cta[cta].tsh[i];
     /* the tcgen05 pipe is the only async unit on TMEM and runs in order: only thread stores can race it */
     if (!c->pipe) check_write(s, sh, c->what, cta, lane << 16 | col, 1, 0);
+    if (!c->pipe && c->check) tmem_overwrite_check(c, sh, cta, lane, col, 0);
     s->cta[cta].tmem[i] = v;
     mark(sh, c->wkind, c->wclk, c->wep);
+    sh->rd = 0; /* its readers were ordered before this write (checked above, or at the MMA's issue) */
     if (s->status) { snprintf(c->err, sizeof c->err, "hazard"); return -1; }
     return 0;
 }
@@ -479,6 +525,8 @@ static int cb_tmem_footprint_write(void *u, int cta, uint32_t lane, uint32_t col
 {
     Ctx *c = u;
     if (!tmem_ok(c, cta, lane, col, "writes")) return -1;
+    tmem_overwrite_check(c, &c->s->cta[cta].tsh[lane * TC_TMEM_COLS + col], cta, lane, col, c->pipe);
+    if (c->s->status) { snprintf(c->err, sizeof c->err, "hazard"); return -1; }
     fp_add(c->s, c->op, fp_pack(1, 1, cta, lane * TC_TMEM_COLS + col));
     return 0;
 }
@@ -500,6 +548,7 @@ static void ctx_init(Ctx *c, Sim *s, Op *op, Thread *reader, int check, const ch
 {
     memset(c, 0, sizeof *c);
     c->s = s, c->op = op, c->reader = reader, c->vc = reader ? reader->vc : NULL, c->check = check;
+    c->tvc = reader ? reader->tcvc : NULL;
     c->async_reader = 1, c->what = what;
 }
 
@@ -515,6 +564,19 @@ static Mbar *mbar_at(Sim *s, int cta, uint32_t off, int must)
     int16_t i = s->cta[cta].mbmap[off >> 2];
     if (i > 0) return &s->mb[i - 1];
     if (must) sim_hazard(s, SIM_HAZARD, "mbarrier at 0x%x of CTA %d is used but was never initialised", off, cta);
+    return NULL;
+}
+
+/* A use of mbarrier m by thread t (or by an async op t issues: its mbarrier operand is accessed through the
+ * generic proxy): t must see the mbarrier.init -- a barrier (bar.sync, barrier.cluster) or a release after it,
+ * or, across CTAs through a .relaxed arrive, fence.mbarrier_init.release.cluster (PTX ISA, mbarrier.init's
+ * example and fence's .mbarrier_init). Returns m, or NULL after a report. */
+static Mbar *mbar_seen(Sim *s, Thread *t, Mbar *m)
+{
+    if (!m || !t || m->init_t == t->gtid || t->vc[m->init_t] >= m->init_ep) return m;
+    sim_hazard(s, SIM_HAZARD, "mbarrier at 0x%x of CTA %d is used before its mbarrier.init (line %d, thread %d) is "
+               "visible to this thread: no barrier or release orders the init before the use", m->addr, m->cta,
+               m->init_line, s->th[m->init_t].tid);
     return NULL;
 }
 
@@ -1104,7 +1166,7 @@ static Mbar *mbar_operand(Sim *s, Thread *t, const Ins *in, const Operand *o, Wh
     if (s->status || smem_where(s, t, a, in->space == SP_SHARED_CLUSTER || (a >> CLUSTER_SHIFT) != (uint64_t)t->cta, 8, w))
         return NULL;
     if (w->off & 7) { sim_hazard(s, SIM_FAULT, "mbarrier address 0x%x is not 8-byte aligned", w->off); return NULL; }
-    return mbar_at(s, w->cta, w->off, 1);
+    return mbar_seen(s, t, mbar_at(s, w->cta, w->off, 1));
 }
 
 static void exec_mbar_init(Sim *s, Thread *t, const Ins *in)
@@ -1125,6 +1187,7 @@ static void exec_mbar_init(Sim *s, Thread *t, const Ins *in)
         s->cta[w.cta].mbmap[(w.off >> 2) + 1] = (int16_t)(s->nmb);
     }
     m->cta = w.cta, m->addr = w.off, m->expected = m->pending = count, m->tx = 0, m->init_line = in->line;
+    m->init_t = t->gtid, m->init_ep = t->vc[t->gtid];
     /* phase counting restarts, the clock does not: earlier acquisitions stay valid */
     Shadow *sh = ssh(s, w.cta, w.off);
     mark(&sh[0], W_THREAD, t->gtid, t->vc[t->gtid]);
@@ -1247,7 +1310,7 @@ static int load_dest(Sim *s, Thread *t, const Ins *in, Op *op, uint64_t da, uint
     Where dst, bar;
     uint64_t ba = mem_addr(s, t, mbar);
     if (s->status || smem_where(s, t, da, 1, bytes, &dst) || smem_where(s, t, ba, 1, 8, &bar)) return -1;
-    if (!mbar_at(s, bar.cta, bar.off, 1)) return -1;
+    if (!mbar_seen(s, t, mbar_at(s, bar.cta, bar.off, 1))) return -1;
     if (!(in->mods & M_MULTICAST) && bar.cta != dst.cta && (in->b != 2 || bar.cta != (dst.cta ^ 1))) {
         sim_hazard(s, SIM_HAZARD, "a load into CTA %d signals an mbarrier of CTA %d: the barrier must be in the "
                    "destination CTA, or with .cta_group::2 in its peer (rank %d)", dst.cta, bar.cta, dst.cta ^ 1);
@@ -1264,6 +1327,11 @@ static int load_dest(Sim *s, Thread *t, const Ins *in, Op *op, uint64_t da, uint
         if (mask >> s->ncta) { sim_hazard(s, SIM_FAULT, "multicast mask 0x%x names CTAs outside the cluster", mask); return -1; }
     } else {
         op->u.tma.ctas[op->u.tma.nctas++] = dst.cta;
+    }
+    for (int i = 0; i < op->u.tma.nctas && op->u.tma.multicast; i++) { /* each destination's barrier */
+        int cta = op->u.tma.ctas[i];
+        int bcta = op->u.tma.pair ? (cta & ~1) | (bar.cta & 1) : cta;
+        if (!mbar_seen(s, t, mbar_at(s, bcta, bar.off, 1))) return -1;
     }
     for (int i = 0; i < op->u.tma.nctas; i++) {
         Cta *c = &s->cta[op->u.tma.ctas[i]];
@@ -1535,7 +1603,7 @@ static void exec_tc_commit(Sim *s, Thread *t, const Ins *in)
         op->u.commit.ctas[op->u.commit.nctas++] = w.cta;
     }
     for (int i = 0; i < op->u.commit.nctas; i++)
-        if (!mbar_at(s, op->u.commit.ctas[i], w.off, 1)) { op_free(op); return; }
+        if (!mbar_seen(s, t, mbar_at(s, op->u.commit.ctas[i], w.off, 1))) { op_free(op); return; }
     if (!(op->vc = vc_alloc(s))) { op_free(op); return; }
     vc_join(s, op->vc, t->vc);
     /* it tracks the ops this thread issued (the pipe runs in order, so with them every earlier op):
@@ -1599,6 +1667,27 @@ static void exec_tc_dealloc(Sim *s, Thread *t, uint32_t taddr, int ncols)
             sim_hazard(s, SIM_HAZARD, "tcgen05.dealloc while a tcgen05.mma issued at line %d has not completed",
                        s->ops[i]->line);
             return;
+        }
+    /* dealloc is a synchronous tcgen05 instruction (ordered by program order after the thread's waits and
+     * barriers: no fence::after_thread_sync needed), but another thread's asynchronous tcgen05.ld / st of the
+     * freed cells must be ordered before it: waited (wait::ld / wait::st), then tcgen05.fence::before_thread_sync
+     * and a release this thread acquired */
+    for (uint32_t lane = 0; lane < TC_TMEM_LANES; lane++)
+        for (uint32_t i = col; i < col + (uint32_t)ncols; i++) {
+            const Shadow *sh = &c->tsh[lane * TC_TMEM_COLS + i];
+            const char *why = NULL;
+            if (sh->rd && sh->rclk < s->nthreads && sh->rclk != t->gtid &&
+                (t->vc[sh->rclk] < sh->rep || s->th[sh->rclk].ld_fenced < sh->rep))
+                why = "read by another thread's tcgen05.ld";
+            else if (sh->kind == W_TCST && sh->clk != t->gtid &&
+                     (t->vc[sh->clk] < sh->ep || s->th[sh->clk].tc_fenced < sh->ep))
+                why = "written by another thread's tcgen05.st";
+            if (why) {
+                sim_hazard(s, SIM_HAZARD, "tcgen05.dealloc frees TMEM lane %u column %u, %s that is not ordered before "
+                           "the dealloc (wait::ld / wait::st, tcgen05.fence::before_thread_sync, a release this "
+                           "thread acquired)", lane, i, why);
+                return;
+            }
         }
     memset(c->tcol + col, 0, (size_t)ncols);
 }
@@ -1669,9 +1758,28 @@ static void coll_wgmma(Sim *s, Thread **ts, int n, const Ins *in)
     Thread *t0 = ts[0];
     if (n != 128) { sim_hazard(s, SIM_HAZARD, "wgmma.mma_async executed by %d threads, not a warpgroup's 128", n); return; }
     int wg = t0->gtid / 128;
+    const Operand *o = in->ops;
+    /* wgmma.fence (PTX ISA): before the warpgroup's first wgmma, and between a thread's access of a register and
+     * a wgmma that uses it as accumulator or A fragment (accumulators passed from wgmma to wgmma excepted) */
+    for (int i = 0; i < n; i++) {
+        Thread *t = ts[i];
+        int bad = -1;
+        for (int j = 0; j < o[0].nvec && bad < 0; j++)
+            if (o[0].vec[j].kind == O_REG && t->racc[o[0].vec[j].reg] > t->wg_fenced) bad = o[0].vec[j].reg;
+        for (int j = 0; o[1].kind == O_VEC && j < o[1].nvec && bad < 0; j++)
+            if (o[1].vec[j].kind == O_REG && t->racc[o[1].vec[j].reg] > t->wg_fenced) bad = o[1].vec[j].reg;
+        if (bad >= 0 || !t->wg_fenced) {
+            s->cur_t = t;
+            if (bad >= 0)
+                sim_hazard(s, SIM_HAZARD, "wgmma.mma_async uses register %s, which this thread accessed after its last "
+                           "wgmma.fence (or with none before)", s->e->regs[bad].name);
+            else
+                sim_hazard(s, SIM_HAZARD, "wgmma.mma_async with no wgmma.fence before it in this thread");
+            return;
+        }
+    }
     Op *op = op_new(s, A_WGMMA, t0, s->ncta + wg);
     if (!op) return;
-    const Operand *o = in->ops;
     TcWgmma *w = &op->u.wg.w;
     w->cta = t0->cta, w->m = in->a, w->n = in->b, w->k = in->c;
     w->dtype = (TcType)in->type, w->atype = (TcType)in->type2, w->btype = (TcType)in->d;
@@ -1694,7 +1802,11 @@ static void coll_wgmma(Sim *s, Thread **ts, int n, const Ins *in)
     for (int j = 0; j < nd; j++) op->u.wg.dregs[j] = o[0].vec[j].reg;
     if (w->a_is_reg)
         for (int i = 0; i < 128; i++)
-            for (int j = 0; j < o[1].nvec; j++) op->u.wg.a[i][j] = (uint32_t)alu_val(s, ts[i], &o[1].vec[j]);
+            for (int j = 0; j < o[1].nvec; j++) { /* the wgmma's own read is no access that needs a fence */
+                uint32_t keep = o[1].vec[j].kind == O_REG ? ts[i]->racc[o[1].vec[j].reg] : 0;
+                op->u.wg.a[i][j] = (uint32_t)alu_val(s, ts[i], &o[1].vec[j]);
+                if (o[1].vec[j].kind == O_REG) ts[i]->racc[o[1].vec[j].reg] = keep;
+            }
     /* the accumulators belong to the op until wait_group (chained wgmmas on them are fine: in order) */
     for (int i = 0; i < 128; i++)
         for (int j = 0; j < nd; j++)
@@ -1856,6 +1968,39 @@ static int try_collective(Sim *s, int wi)
     return 1;
 }
 
+/* ------------------------------------------------------------ setmaxnreg */
+/* setmaxnreg.{inc,dec}.sync.aligned.u32 N (PTX ISA, setmaxnreg): the warp's per-thread register budget becomes
+ * N, taken from or given back to the CTA's pool; .inc blocks until the pool holds what it needs (a .dec of
+ * another warp must come first: if none ever does, the run ends in a deadlock naming the waiting warps). .dec
+ * above the current budget, .inc below it and N outside 24..256 or not a multiple of 8 are undefined: reported.
+ * The registers of a warp that exits stay with it (the ISA does not say they return to the pool).
+ * Returns 1 when the thread must wait. */
+static int exec_setmaxnreg(Sim *s, Thread *t, const Ins *in)
+{
+    int n = (int)in->ops[0].imm, inc = !!(in->mods & M_INC);
+    Cta *c = &s->cta[t->cta];
+    if (n < 24 || n > 256 || n % 8) {
+        sim_hazard(s, SIM_FAULT, "setmaxnreg %d: the count must be a multiple of 8 in 24..256", n);
+        return 0;
+    }
+    if (inc ? n < t->nreg : n > t->nreg) {
+        sim_hazard(s, SIM_FAULT, "setmaxnreg.%s %d with %d registers a thread held: .dec must not raise the budget "
+                   "nor .inc lower it (undefined)", inc ? "inc" : "dec", n, t->nreg);
+        return 0;
+    }
+    int need = n - t->nreg;
+    if (need > c->reg_share - (c->nthreads - 1) * 24 - t->nreg) {
+        sim_hazard(s, SIM_HAZARD, "setmaxnreg.inc %d can never be granted: with every other thread of the CTA at the "
+                   "minimum (24) the CTA would hold more than its %d registers (64K per SM, %d CTA(s) resident)",
+                   n, c->reg_share, 65536 / c->reg_share);
+        return 0;
+    }
+    if (need > c->reg_pool) return 1;
+    c->reg_pool -= need;
+    t->nreg = n;
+    return 0;
+}
+
 /* ------------------------------------------------------------ the interpreter */
 static void thread_exit(Sim *s, Thread *t)
 {
@@ -1876,6 +2021,7 @@ static int run_thread(Sim *s, Thread *t, int quantum)
         const Ins *in = &e->ins[t->pc];
         s->cur = in;
         done++;
+        t->icount++;
         if (in->guard >= 0 && (rreg(s, t, in->guard) & 1) == in->guard_neg) { t->pc++; continue; }
         if (alu_exec(s, t, in)) { t->pc++; continue; }
         if (is_collective(in->op)) { t->state = TS_COLL; break; }
@@ -1898,7 +2044,15 @@ static int run_thread(Sim *s, Thread *t, int quantum)
             if (t->racq_mbar) vc_join(s, t->vc, s->mb[t->racq_mbar - 1].done);
             t->fence_ep = t->vc[t->gtid]++;
             break;
-        case OP_SETMAXNREG: case OP_FENCE_MBAR_INIT: case OP_TC_FENCE_AFTER: case OP_WG_FENCE: break;
+        case OP_SETMAXNREG:
+            if (exec_setmaxnreg(s, t, in)) { t->state = TS_NREG; t->icount--; return done - 1; } /* no progress */
+            break;
+        case OP_FENCE_MBAR_INIT: t->mbinit_fenced = t->vc[t->gtid]++; break;
+        case OP_TC_FENCE_AFTER: /* later async tcgen05 ops are ordered after every wait and barrier before it */
+            memcpy(t->tcvc, t->vc, sizeof *t->vc * (size_t)s->nclk);
+            if (t->racq_mbar) vc_join(s, t->tcvc, s->mb[t->racq_mbar - 1].done);
+            break;
+        case OP_WG_FENCE: t->wg_fenced = t->icount; break;
         /* griddepcontrol: the simulated device runs one grid at a time in stream order, so every earlier
          * grid has completed before this one starts: launch_dependents only permits an early start that
          * never happens here, and wait waits for nothing -- but from it on the thread's loads see the
@@ -1908,6 +2062,7 @@ static int run_thread(Sim *s, Thread *t, int quantum)
         case OP_FENCE_PROXY_ASYNC: t->proxy_fenced = t->vc[t->gtid]++; break;
         case OP_TC_FENCE_BEFORE:
             if (!t->st_unwaited) t->tc_fenced = t->vc[t->gtid];
+            if (!t->ld_pending) t->ld_fenced = t->vc[t->gtid];
             t->vc[t->gtid]++;
             break;
         case OP_TC_WAIT_ST: t->st_unwaited = 0; break;
@@ -1983,7 +2138,8 @@ static const char *state_name(int st)
 {
     static const char *n[] = {"running", "at a warp collective", "at bar.sync", "waiting on an mbarrier",
                               "at barrier.cluster.wait", "at cp.async.bulk.wait_group", "at wgmma.wait_group",
-                              "at cp.async.wait_group", "exited"};
+                              "at cp.async.wait_group", "at setmaxnreg.inc (the CTA's register pool is short)",
+                              "exited"};
     return n[st];
 }
 
@@ -2016,6 +2172,9 @@ static void report_deadlock(Sim *s)
                 NamedBar *b = &s->cta[t->cta].bars[t->wait_bar];
                 say(s, " (barrier %d: %d of %d arrived)", t->wait_bar, b->arrived, b->expected);
             }
+            if (t->state == TS_NREG)
+                say(s, " (holds %d registers a thread, asks %d; the pool has %d of the CTA's %d)", t->nreg,
+                    (int)in->ops[0].imm, s->cta[t->cta].reg_pool, s->cta[t->cta].reg_share);
             say(s, "\n");
         }
     }
@@ -2040,15 +2199,22 @@ static int sim_setup(Sim *s)
     int nwg = (s->nthreads + 127) / 128;
     s->wg_commit = calloc((size_t)nwg, sizeof(uint32_t));
     uint64_t *regs = calloc((size_t)s->nthreads * (size_t)s->e->nregs, sizeof(uint64_t));
-    uint32_t *vcs = calloc((size_t)s->nthreads * (size_t)s->nclk, sizeof(uint32_t));
+    uint32_t *vcs = calloc((size_t)s->nthreads * (size_t)s->nclk * 2, sizeof(uint32_t)); /* vc, then tcvc */
     uint8_t *pend = calloc((size_t)s->nthreads * (size_t)s->e->nregs, 1);
+    uint32_t *racc = calloc((size_t)s->nthreads * (size_t)s->e->nregs, sizeof(uint32_t));
     if (!s->th || !s->warps || !s->order || !s->mb || !s->vcbuf || !s->stream_next || !s->stream_issue ||
-        !s->wg_commit || !regs || !vcs || !pend) {
-        free(regs), free(vcs), free(pend);
+        !s->wg_commit || !regs || !vcs || !pend || !racc) {
+        free(regs), free(vcs), free(pend), free(racc);
         sim_hazard(s, SIM_UNSUPPORTED, "out of memory for %d threads", s->nthreads);
         return -1;
     }
     uint32_t smem_base = 1024 + 16 * (uint32_t)rnd_below(s, 64); /* the kernel must align it itself */
+    /* registers: the SM's 64K shared by the CTAs resident on it (.minnctapersm, else 1); each thread starts
+     * with .maxnreg, else the most the CTA's share gives it (a multiple of 8, at most 255 -- what ptxas
+     * allocates for a setmaxnreg kernel), and the CTA's pool holds the rest of its share */
+    int ctas_per_sm = s->e->minctas > 0 ? s->e->minctas : 1;
+    int nreg0 = s->e->maxnreg > 0 ? s->e->maxnreg : 65536 / ctas_per_sm / per_cta / 8 * 8;
+    if (nreg0 > 255) nreg0 = 255;
     for (int c = 0; c < s->ncta; c++) {
         Cta *k = &s->cta[c];
         k->rank = c;
@@ -2060,18 +2226,23 @@ static int sim_setup(Sim *s)
         k->tmem = calloc(TC_TMEM_LANES * TC_TMEM_COLS, sizeof *k->tmem);
         k->tsh = calloc(TC_TMEM_LANES * TC_TMEM_COLS, sizeof *k->tsh);
         if (!k->smem || !k->ssh || !k->mbmap || !k->tmem || !k->tsh) {
-            free(regs), free(vcs), free(pend);
+            free(regs), free(vcs), free(pend), free(racc);
             sim_hazard(s, SIM_UNSUPPORTED, "out of memory for shared memory");
             return -1;
         }
         memset(k->smem, 0xA5, k->smem_end); /* poison: never-written reads are hazards anyway */
         k->first_thread = c * per_cta, k->nthreads = per_cta;
+        k->reg_share = 65536 / ctas_per_sm;
+        k->reg_pool = k->reg_share - per_cta * nreg0;
     }
     for (int i = 0; i < s->nthreads; i++) {
         Thread *t = &s->th[i];
         t->r = regs + (size_t)i * (size_t)s->e->nregs;
         t->vc = vcs + (size_t)i * (size_t)s->nclk;
         t->pend = pend + (size_t)i * (size_t)s->e->nregs;
+        t->tcvc = vcs + ((size_t)s->nthreads + (size_t)i) * (size_t)s->nclk;
+        t->racc = racc + (size_t)i * (size_t)s->e->nregs;
+        t->nreg = nreg0;
         t->gtid = i, t->cta = i / per_cta, t->tid = i % per_cta, t->lane = t->tid % 32;
         t->warp = t->cta * ((per_cta + 31) / 32) + t->tid / 32;
         t->vc[i] = 1;
@@ -2091,7 +2262,7 @@ static int sim_setup(Sim *s)
 static void sim_teardown(Sim *s)
 {
     if (s->th) {
-        free(s->th[0].r); free(s->th[0].vc); free(s->th[0].pend);
+        free(s->th[0].r); free(s->th[0].vc); free(s->th[0].pend); free(s->th[0].racc);
         for (int i = 0; i < s->nthreads; i++) free(s->th[i].cpl);
     }
     for (int c = 0; c < s->ncta; c++) {
@@ -2156,7 +2327,9 @@ static void run_cluster(Sim *s)
             }
         }
         for (int i = 0; i < s->nthreads; i++)
-            if (s->th[i].state == TS_BULK || s->th[i].state == TS_WG || s->th[i].state == TS_CPA) s->th[i].state = TS_RUN;
+            if (s->th[i].state == TS_BULK || s->th[i].state == TS_WG || s->th[i].state == TS_CPA ||
+                s->th[i].state == TS_NREG)
+                s->th[i].state = TS_RUN;
     }
     if (!s->status) check_exit_state(s);
 }
