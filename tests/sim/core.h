@@ -94,6 +94,14 @@ typedef struct CpLanded {
     uint32_t nwords;
 } CpLanded;
 
+/* The epochs at which a thread executed a kind of fence, in order: a write at epoch w is covered for a
+ * reader that acquired the thread's epoch r when some fence f has w <= f < r (the fence came after the
+ * write and before the release the reader acquired; a later fence does not cover an earlier release). */
+typedef struct FenceLog {
+    uint32_t *e;
+    int n, cap;
+} FenceLog;
+
 typedef struct Thread {
     uint64_t *r;
     int pc;
@@ -118,6 +126,7 @@ typedef struct Thread {
      * write of the same cells */
     uint32_t *tcvc;
     uint32_t ld_fenced;
+    FenceLog f_proxy, f_tcst, f_tcld; /* fence.proxy.async; before_thread_sync with its st / ld complete */
     /* wgmma.fence (PTX ISA, wgmma.fence): icount counts the thread's instructions, racc[reg] is the count at
      * the last access of reg by an instruction other than wgmma.mma_async, wg_fenced the count at its last
      * wgmma.fence; a wgmma whose accumulator or A registers were accessed after that fence is a hazard */

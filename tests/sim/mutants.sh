@@ -23,11 +23,20 @@
 #   MUTANTS_VERBOSE=1 ...              also prints each mutant's changed line
 #   MUTANTS_KEEP=DIR ...               keeps the kernels and mutants in DIR
 #   MUTANTS_SEED=N ...             the simulator's scheduler seed (default 1)
+#   MUTANTS_ONLY=ERE ...           runs only the mutants (and controls) whose name matches the ERE, and sets
+#                                  up only their kernels (a quick check of one kind)
 #   PTXAS=/path/to/ptxas               default: ptxas on PATH, else $CUDA_HOME/bin/ptxas
 #
 # Output: one line per mutant, `caught <name>: <how>` or `MISSED <name>[: why]`,
 # then exactly `mutants: N passed, N failed` (passed = caught). Exit 1 on any
 # miss, 2 on a setup failure (nothing built, the unmutated kernel failing).
+#
+# Controls (`control`) are harmless edits (a redundant fence added): they must PASS, and one that
+# fails counts as failed (`FALSE-ALARM <name>`). Equivalent mutants (`equivalent NAME WHY`: a
+# deletion the PTX ISA makes harmless, e.g. a fence another fence after it already covers) are
+# listed as `equivalent <name>: <why>` when they pass, and count as neither; one that is caught
+# prints `caught` (the simulator is stricter than the ISA there). Each kind's tally prints as
+# `kind <prefix>: caught C of T`.
 #
 # Edits are anchored on the generator's plan comments and instruction shapes:
 # "after the K-th line matching ANCHOR, the N-th line matching PATTERN". When an
@@ -131,6 +140,14 @@ CASE_18="target=sm90a dtype=bf16 qk=128 hq=64 hkv=8 mask=none varlen=0 q=1,1,1 k
 VL_18="mha target=sm90a dtype=bf16 qk=128 ov=128 bm=64 bn=64 stages=3 group=8 split=1 early=1 page=64 mask=none"
 ARCH_16=sm_90a ARCH_17=sm_100a ARCH_18=sm_90a CC_16=90 CC_17=100 CC_18=90 SMS_16=4 SMS_17=4 SMS_18=4
 ARCH_1=sm_100a ARCH_2=sm_100a ARCH_9=sm_90a ARCH_3=sm_90a ARCH_4=sm_100a ARCH_5=sm_90a ARCH_6=sm_90a ARCH_7=sm_90a ARCH_8=sm_100a
+# Kernels 19, 20: kernels 1 and 2 (the same configs) on inputs that take the paths kernel 1's case never
+# does: Q amplified 16 times (amp=16), so row maxima grow by more than the rescale threshold between blocks
+# and the correction warps' conditional O rescale runs; seqlen_q 640 over 512 keys (causal, bottom-right),
+# so the first 128 query rows see no key (the empty-row path: O = 0, LSE = -inf), and 3 Q tiles, the last
+# one partial; 4 KV blocks wrap the 5-slot ring. 20 is the CTA pair: both CTAs hold rows.
+CASE_19="target=sm100a dtype=bf16 sq=640 sk=512 hq=1 qk=128 mask=causal amp=16"
+CASE_20="target=sm100a dtype=bf16 sq=640 sk=512 hq=1 qk=128 mask=causal amp=16 config=cta=2"
+ARCH_19=sm_100a ARCH_20=sm_100a CC_19=100 CC_20=100 SMS_19=4 SMS_20=4
 ARCH_10=sm_100a ARCH_11=sm_90a
 CC_1=100 CC_2=100 CC_9=90 CC_3=90 CC_4=100 CC_5=90 CC_6=90 CC_7=90 CC_8=100 CC_10=100 CC_11=90
 SMS_1=4 SMS_2=4 SMS_9=1 SMS_3=2 SMS_4=4 SMS_5=2 SMS_6=4 SMS_7=4 SMS_8=4 SMS_10=4 SMS_11=4
@@ -166,6 +183,7 @@ assemble()
 # that it assembles, that the runtime loads the same entry and that it PASSes.
 setup()
 {
+    if [ -n "${MUTANTS_ONLY:-}" ] && ! printf '%s\n' "$MUTANTS_KERNELS_WANTED" | grep -qx "$1"; then return 0; fi
     eval "su_case=\$CASE_$1 su_config=\${MLA_$1:-}\${VL_$1:-}"
     if [ -z "$su_config" ]; then
         # shellcheck disable=SC2086
@@ -274,6 +292,11 @@ mutate()
 mutant()
 {
     mt_k=$1 mt_name=$2
+    if [ -n "${MUTANTS_ONLY:-}" ] && ! expr "$mt_name" : ".*$MUTANTS_ONLY" >/dev/null; then return; fi
+    mt_kind=${MT_KIND:-${mt_name%%[0-9]*}}
+    mt_want=caught
+    eval "mt_equiv=\${EQUIV_$mt_name:-} mt_surv=\${SURV_$mt_name:-}"
+    [ -n "${MT_CONTROL:-}" ] && mt_want=pass
     if ! mutate "$@"; then
         echo "MISSED $mt_name: mutation $mt_name did not apply"
         FAILED=$((FAILED + 1)); return
@@ -296,21 +319,73 @@ mutant()
         sed 's/`\([^`]\{56\}\)[^`][^`]*`/`\1...`/' | cut -c1-320)
     mt_fail=$(grep -m1 '^FAIL ' "$WORK/out")
     if [ "$mt_rc" = 0 ] && grep -q '^PASS ' "$WORK/out"; then
-        echo "MISSED $mt_name: $(grep -m1 '^PASS ' "$WORK/out" | sed 's/.* relL2=/relL2=/')"
-        FAILED=$((FAILED + 1))
+        mt_res=pass mt_how=$(grep -m1 '^PASS ' "$WORK/out" | sed 's/.* relL2=/relL2=/')
     elif [ -n "$mt_report" ]; then
-        echo "caught $mt_name: $mt_report"
-        PASSED=$((PASSED + 1))
+        mt_res=caught mt_how=$mt_report
     elif [ "$mt_rc" = 1 ] && expr "$mt_fail" : '.* rel_\{0,1\}[lL]2=' >/dev/null; then
-        echo "caught $mt_name: $(echo "$mt_fail" | sed 's/.* \(rel_\{0,1\}[lL]2=\)/\1/')"
-        PASSED=$((PASSED + 1))
+        mt_res=caught mt_how=$(echo "$mt_fail" | sed 's/.* \(rel_\{0,1\}[lL]2=\)/\1/')
     else
         # a timeout, an unsupported instruction, a refused launch: not a catch
-        mt_why=$( (grep -m1 . "$WORK/err"; echo "$mt_fail") | grep -m1 . | cut -c1-220)
-        echo "MISSED $mt_name: failed without a report or a mismatch (status $mt_rc): $mt_why"
+        mt_res=other mt_how="failed without a report or a mismatch (status $mt_rc): $( (grep -m1 . "$WORK/err"; echo "$mt_fail") | grep -m1 . | cut -c1-220)"
+    fi
+    if [ "$mt_want" = pass ]; then
+        # a control: a harmless edit must pass
+        if [ "$mt_res" = pass ]; then echo "control $mt_name: PASS"; PASSED=$((PASSED + 1))
+        else echo "FALSE-ALARM $mt_name: $mt_how"; FAILED=$((FAILED + 1)); fi
+        return
+    fi
+    if [ "$mt_res" = caught ]; then
+        echo "caught $mt_name: $mt_how"
+        PASSED=$((PASSED + 1))
+        tally "$mt_kind" 1
+    elif [ "$mt_res" = pass ] && [ -n "$mt_equiv" ]; then
+        echo "equivalent $mt_name: $mt_equiv"
+        EQUIV=$((EQUIV + 1))
+        tally "$mt_kind" 0
+    elif [ "$mt_res" = pass ] && [ -n "$mt_surv" ]; then
+        echo "SURVIVOR $mt_name (known, not caught): $mt_surv"
+        SURV=$((SURV + 1))
+        tally "$mt_kind" 0
+    else
+        echo "MISSED $mt_name: $mt_how"
         FAILED=$((FAILED + 1))
+        tally "$mt_kind" 0
     fi
 }
+
+# control KERNEL NAME ANCHOR K PATTERN N OP [ARG...]: a harmless edit (mutate's arguments): it must PASS
+control()
+{
+    MT_CONTROL=1
+    mutant "$@"
+    MT_CONTROL=
+}
+
+# tally KIND CAUGHT: counts per kind (the mutant's name up to its first digit), printed at the end
+TALLY=
+EQUIV=0
+SURV=0
+tally()
+{
+    case " $TALLY " in *" $1 "*) ;; *) TALLY="$TALLY $1" ;; esac
+    eval "TOTAL_$1=\$((\${TOTAL_$1:-0} + 1)) CAUGHT_$1=\$((\${CAUGHT_$1:-0} + $2))"
+}
+
+# the kernels the mutants named in MUTANTS_ONLY need (every kernel when it is not set)
+MUTANTS_KERNELS_WANTED=
+if [ -n "${MUTANTS_ONLY:-}" ]; then
+    MUTANTS_KERNELS_WANTED=$(sed -n 's/^ *\(mutant\|control\|fence_mutants\) \([0-9][0-9]*\) \([a-z0-9_]*\).*/\1 \2 \3/p' "$0" |
+        while read -r how k n; do
+            names=$n
+            [ "$how" = fence_mutants ] && names="del_after_${n}_1 del_before_${n}_1 del_wgmma_${n}_1 del_proxy_${n}_1 del_mbarinit_${n}_1"
+            for m in $names; do
+                if expr "$m" : ".*$MUTANTS_ONLY" >/dev/null ||
+                   { [ "$how" = fence_mutants ] && expr "$MUTANTS_ONLY" : ".*_${n}_" >/dev/null; }; then
+                    echo "$k"; break
+                fi
+            done
+        done | sort -u)
+fi
 
 setup 1
 setup 2
@@ -330,6 +405,8 @@ setup 15
 setup 16
 setup 17
 setup 18
+setup 19
+setup 20
 
 # ------------------------------------------------------------ sm_100a, one CTA per tile
 # UMMA smem descriptors: the MMA warp builds them as {lo, hi}; hi holds SBO>>4 in bits
@@ -520,6 +597,122 @@ mutant 17 scrub_first_row_sm100 'plan kv tail: V rows seqlen_k' 1 'add[.]u32 %sc
 mutant 17 tail_on_full_sm100 'plan kv tail: this tail block.s V lands' 1 'add[.]u32 %ld_full, %ld_full, [0-9]+;' 1 del
 # sm_90a under kv_early (ascending): the scrub warp takes the tile's first stage for its last block
 mutant 18 tail_stage_ascending 'ascending .plan pdl early kv.: the tail block is the tile.s last' 1 'sub[.]u32 %sc_ts, %sc_ts, 1;' 1 del
+
+# ------------------------------------------------------------ fences (issue 32 item 1)
+# Every fence of the six kernels deleted, one at a time: tcgen05.fence::after_thread_sync and
+# ::before_thread_sync (sm_100a), wgmma.fence (sm_90a), fence.proxy.async and fence.mbarrier_init. The
+# simulator models what each orders (PTX ISA: the tcgen05 memory consistency model, wgmma.fence, the proxy
+# fence, fence.mbarrier_init; see the top of tests/sim/sim.c), so a deletion is caught as a hazard, unless the
+# ISA itself makes that fence redundant there (listed below as equivalent, with the reason).
+# fence_mutants KERNEL TAG: one deletion mutant per fence line, named del_<fence>_<TAG>_<i> (i from 1, in
+# file order), kinds del_<fence>.
+fence_mutants()
+{
+    fm_k=$1 fm_tag=$2
+    [ -f "$WORK/k$fm_k.ptx" ] || return 0
+    for fm in after:'tcgen05[.]fence::after_thread_sync' before:'tcgen05[.]fence::before_thread_sync' \
+              wgmma:'wgmma[.]fence[.]' proxy:'fence[.]proxy[.]async' mbarinit:'fence[.]mbarrier_init'; do
+        fm_kind=${fm%%:*} fm_pat="^[[:space:]]*${fm#*:}"
+        fm_n=$(grep -c -E "$fm_pat" "$WORK/k$fm_k.ptx")
+        fm_i=1
+        while [ "$fm_i" -le "$fm_n" ]; do
+            MT_KIND=del_$fm_kind
+            mutant "$fm_k" "del_${fm_kind}_${fm_tag}_$fm_i" . 0 "$fm_pat" "$fm_i" del
+            MT_KIND=
+            fm_i=$((fm_i + 1))
+        done
+    done
+}
+EQUIV_LIST=
+# equivalent NAME WHY: a deletion the ISA makes harmless (see fence_mutants)
+equivalent() { eval "EQUIV_$1=\$2"; EQUIV_LIST="$EQUIV_LIST $1"; }
+# survivor NAME WHY: a harmful mutant the simulator does not catch yet, listed (not counted as a failure)
+# so that the gap stays visible in every run; the list shrinks as the gaps close
+survivor() { eval "SURV_$1=\$2"; }
+# fence.mbarrier_init.release.cluster: in every kernel a full release barrier follows the inits (bar.sync, or
+# barrier.cluster.arrive.release), which already orders them before every later use in the CTA and the cluster
+# (the ISA's own mbarrier.init example uses bar.sync alone); the fence matters before a .relaxed arrive only
+for k in k1 k2 k4 k15 k9 k14; do
+    equivalent "del_mbarinit_${k}_1" "a release barrier (bar.sync / barrier.cluster.arrive.release) follows the inits"
+done
+. "$(dirname "$0")/mutants_fence_equiv.sh"
+
+fence_mutants 1 k1
+fence_mutants 2 k2
+fence_mutants 4 k4
+fence_mutants 15 k15
+fence_mutants 9 k9
+fence_mutants 14 k14
+# controls: a redundant fence added must pass
+#   after_thread_sync before every softmax S load and after the MMA warp's K waits
+control 1 ctl_after_extra 'S row .128 columns. into registers' 1 'tcgen05[.]ld' 1 sub '^[[:space:]]*' '    tcgen05.fence::after_thread_sync; '
+control 1 ctl_after_kfull '==== mma: first KV block' 1 'mbarrier[.]try_wait' 1 sub '^[[:space:]]*' '    tcgen05.fence::after_thread_sync; '
+#   before_thread_sync before a release that needs none (the load warp's arrive.expect_tx)
+control 1 ctl_before_extra 'K of block j: wait for a free slot' 1 'mbarrier[.]arrive[.]expect_tx' 1 sub '^[[:space:]]*' '    tcgen05.fence::before_thread_sync; '
+#   a second fence.proxy.async before the epilogue's TMA store, a second fence.mbarrier_init
+control 1 ctl_proxy_twice '==== correction epilogue, Q tile 0' 1 'fence[.]proxy[.]async' 1 sub '^[[:space:]]*' '    fence.proxy.async.shared::cta; '
+control 2 ctl_mbarinit_twice '.' 0 'fence[.]mbarrier_init' 1 sub '^[[:space:]]*' '    fence.mbarrier_init.release.cluster; '
+control 4 ctl_after_extra_mla '.' 0 'tcgen05[.]fence::after_thread_sync' 3 sub '^[[:space:]]*' '    tcgen05.fence::after_thread_sync; '
+#   sm_90a: a wgmma.fence twice, and one before the first block's S wgmma again
+control 9 ctl_wgmma_twice '.' 0 'wgmma[.]fence[.]' 1 sub '^[[:space:]]*' '    wgmma.fence.sync.aligned; '
+control 14 ctl_wgmma_twice_mla '.' 0 'wgmma[.]fence[.]' 2 sub '^[[:space:]]*' '    wgmma.fence.sync.aligned; '
+
+MT_KIND=setmaxnreg
+# ------------------------------------------------------------ register budgets (issue 32 item 2)
+# setmaxnreg.inc past the CTA's share: the softmax warpgroups ask 200 instead of 192 (2 x 128 x 200 + 9216
+# + 7168 = 67584 > 65536): the .inc never gets its registers (a deadlock at setmaxnreg.inc)
+mutant 1 nreg_inc_over '==== role softmax' 1 'setmaxnreg[.]inc' 1 add 8
+# sm_90a: the consumers ask 248 instead of 240
+mutant 9 nreg_inc_over_sm90 '==== role consumer' 1 'setmaxnreg[.]inc' 1 add 8
+# the warpgroup-3 .dec gone: its 128 x (128 - 56) registers never return to the pool the softmax .inc needs
+mutant 1 nreg_no_dec '==== warpgroup 3' 1 'setmaxnreg[.]dec' 1 del
+
+MT_KIND=item3
+# ------------------------------------------------------------ the kinds the suite lacked (issue 32 item 3)
+# all on kernels 19, 20 (rescale, empty rows, both CTAs) and the sparse MLA kernels 4, 15
+#   the O rescale skipped (the correction warps' vote ignored): wrong O wherever a row max grew
+mutant 19 t3_rescale_skip '==== role correction' 1 '@!%cr_any bra ' 1 sub '@!%cr_any bra ' 'bra.uni '
+#   the O rescale by 1 instead of the row's factor (first column of each 16)
+mutant 19 t3_rescale_factor '==== role correction' 1 'mul[.]f32 %cr_o0, %cr_o0, %cr_corr;' 1 sub '%cr_corr;' '0f3F800000;'
+#   instruction descriptor fields of QK^T (idesc bits: 4-5 D type, 7-9 A type, 13 negate A, 16 transpose B,
+#   24-28 M >> 4) and of PV (16: V's transpose)
+mutant 19 t3_idesc_m '==== role mma' 1 'mov[.]u32 %mm_idesc_qk, 0x' 1 field 24 5 4
+mutant 19 t3_idesc_dtype '==== role mma' 1 'mov[.]u32 %mm_idesc_qk, 0x' 1 field 4 2 0
+mutant 19 t3_idesc_atype '==== role mma' 1 'mov[.]u32 %mm_idesc_qk, 0x' 1 field 7 3 0
+mutant 19 t3_idesc_neg_a '==== role mma' 1 'mov[.]u32 %mm_idesc_qk, 0x' 1 field 13 1 1
+mutant 19 t3_idesc_tr_b '==== role mma' 1 'mov[.]u32 %mm_idesc_qk, 0x' 1 field 16 1 1
+mutant 19 t3_idesc_pv_tr_b '==== role mma' 1 'mov[.]u32 %mm_idesc_pv, 0x' 1 field 16 1 0
+#   TMA: K loaded through V's tensor map; K's column and row coordinates swapped
+mutant 19 t3_tma_map '==== role load' 1 'cp[.]async[.]bulk[.]tensor.*%tmap_k,' 1 sub '%tmap_k,' '%tmap_v,'
+mutant 19 t3_tma_coord '==== role load' 1 'cp[.]async[.]bulk[.]tensor.*%tmap_k,' 1 sub '%ld_col, %ld_krow' '%ld_krow, %ld_col'
+#   the causal threshold one key late (each row sees the key after its diagonal)
+mutant 19 t3_causal '// mask: thresholds of this row' 1 'add[.]s32 %sx_thi, %sx_thi, 0;' 1 add 1
+#   the LSE's ln 2 changed in its 4th significant digit (0.6931 -> 0.6932)
+mutant 19 t3_lse_ln2 '==== correction epilogue, Q tile 0' 1 'mul[.]f32 %cr_lse, %lse_t, 0f3F317218;' 1 sub '0f3F317218' '0f3F3175A8'
+#   the first S load's shape 32x32b -> 16x64b (same register count, other lanes and columns)
+mutant 19 t3_ld_shape '==== role softmax' 1 'tcgen05[.]ld[.]sync[.]aligned[.]32x32b[.]x32' 1 sub '32x32b' '16x64b'
+#   TMEM allocated 256 columns instead of 512 (O lives in 256..511)
+mutant 19 t3_tmem_alloc '.' 0 'tcgen05[.]alloc' 1 add -256
+#   barrier counts: bar_p_full of Q tile 0 (128 softmax arrivals; the MMA then reads every row's P) with 127
+#   (a phase completes one arrival early), and bar_corr_full's with 129 (one missing)
+mutant 19 t3_bar_count_lo '.' 0 'mbarrier[.]init[.]shared::cta[.]b64 .%bar., 128;' 3 add -1
+mutant 19 t3_bar_count_hi '.' 0 'mbarrier[.]init[.]shared::cta[.]b64 .%bar., 128;' 1 add 1
+#   the pair: the softmax arrives on its own CTA's P barrier instead of the leader's (mapa rank)
+mutant 20 t3_mapa_rank '==== role softmax' 1 'mapa[.]shared::cluster[.]u32 %sx_bar_pl, %sx_bar_p, %lead_rank;' 1 sub '%lead_rank;' '%cta_rank;'
+#   the pair: the commits' multicast mask 0b11 -> 0b10 (the leader never hears its own S)
+mutant 20 t3_commit_mask 'the pair: commits arrive on the barrier' 1 'mov[.]b16 %mm_mask, [0-9]+;' 1 add -1
+#   sparse MLA head-64: gather4's first two rows swapped, and its fourth row read twice
+mutant 15 t3_gather4_rows '.' 0 'tile::gather4' 1 sub '%ld_r0, %ld_r1' '%ld_r1, %ld_r0'
+mutant 15 t3_gather4_dup '.' 0 'tile::gather4' 1 sub '%ld_r2, %ld_r3' '%ld_r3, %ld_r3'
+#   sparse MLA head-128 (pair): the same in the pair's gathers
+mutant 4 t3_gather4_rows_pair '.' 0 'tile::gather4' 1 sub '%ld_r0, %ld_r1' '%ld_r1, %ld_r0'
+MT_KIND=
+
+for kind in $TALLY; do
+    eval "echo \"kind $kind: caught \$CAUGHT_$kind of \$TOTAL_$kind\""
+done
+[ "$EQUIV" = 0 ] || echo "equivalent (ISA-redundant, pass as they should): $EQUIV"
+[ "$SURV" = 0 ] || echo "known survivors (harmful, not caught; listed above with the reason): $SURV"
 
 echo "mutants: $PASSED passed, $FAILED failed"
 [ "$FAILED" = 0 ] || exit 1

@@ -167,6 +167,30 @@ static void release_relaxed(Sim *s, Thread *t, uint32_t *into)
     t->vc[t->gtid]++;
 }
 
+static void flog_add(Sim *s, FenceLog *f, uint32_t ep)
+{
+    if (f->n && f->e[f->n - 1] == ep) return;
+    if (f->n == f->cap) {
+        int nc = f->cap ? f->cap * 2 : 64;
+        uint32_t *n = realloc(f->e, sizeof *n * (size_t)nc);
+        if (!n) { sim_hazard(s, SIM_UNSUPPORTED, "out of memory"); return; }
+        f->e = n, f->cap = nc;
+    }
+    f->e[f->n++] = ep;
+}
+
+/* Is there a fence f in the log with w <= f < r? */
+static int flog_covers(const FenceLog *f, uint32_t w, uint32_t r)
+{
+    int lo = 0, hi = f->n;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (f->e[mid] < w) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < f->n && f->e[lo] < r;
+}
+
 /* Does a reader that knows `vc` see the write recorded in sh? thread_reader:
  * the generic proxy reads (a thread's ld); otherwise the async proxy (MMA, TMA
  * store), which also needs the writer's proxy or tcgen05 fence. */
@@ -189,9 +213,10 @@ static const char *unpublished(Sim *s, const Shadow *sh, const uint32_t *vc, int
                                     "(missing wait::st, fence::before_thread_sync or a barrier between them)"
                                   : "was written by another thread that the reader has not synchronised with";
     }
-    if (async_reader && sh->kind == W_THREAD && sh->ep > s->th[sh->clk].proxy_fenced)
-        return "was written by a thread that did not execute fence.proxy.async before the async proxy reads it";
-    if (sh->kind == W_TCST && sh->ep > s->th[sh->clk].tc_fenced)
+    if (async_reader && sh->kind == W_THREAD && !flog_covers(&s->th[sh->clk].f_proxy, sh->ep, vc[sh->clk]))
+        return "was written by a thread that did not execute fence.proxy.async between the write and the release "
+               "the async proxy's reader acquired";
+    if (sh->kind == W_TCST && !flog_covers(&s->th[sh->clk].f_tcst, sh->ep, vc[sh->clk]))
         return "was written by a tcgen05.st that its thread did not complete (tcgen05.wait::st) and fence "
                "(tcgen05.fence::before_thread_sync) before releasing it";
     return NULL;
@@ -485,7 +510,7 @@ static void tmem_overwrite_check(Ctx *c, const Shadow *sh, int cta, uint32_t lan
         why = "written by a tcgen05.mma whose completion the writer has not acquired (commit, a wait on its "
               "mbarrier, then tcgen05.fence::after_thread_sync)";
     else if (sh->kind == W_TCST && sh->clk != self &&
-             (c->tvc[sh->clk] < sh->ep || s->th[sh->clk].tc_fenced < sh->ep))
+             (c->tvc[sh->clk] < sh->ep || !flog_covers(&s->th[sh->clk].f_tcst, sh->ep, c->tvc[sh->clk])))
         why = "written by another thread's tcgen05.st that is not ordered before this write (wait::st, "
               "fence::before_thread_sync, a release; the acquire, fence::after_thread_sync)";
     else if (sh->rd && sh->rclk != self && !(pipe && sh->rclk == pipe)) {
@@ -493,7 +518,7 @@ static void tmem_overwrite_check(Ctx *c, const Shadow *sh, int cta, uint32_t lan
             if (c->tvc[sh->rclk] < sh->rep)
                 why = "read by a tcgen05.mma whose completion the writer has not acquired (commit, a wait on its "
                       "mbarrier, then tcgen05.fence::after_thread_sync)";
-        } else if (c->tvc[sh->rclk] < sh->rep || s->th[sh->rclk].ld_fenced < sh->rep) {
+        } else if (c->tvc[sh->rclk] < sh->rep || !flog_covers(&s->th[sh->rclk].f_tcld, sh->rep, c->tvc[sh->rclk])) {
             why = "read by another thread's tcgen05.ld that is not ordered before this write (wait::ld, "
                   "fence::before_thread_sync, a release; the acquire, fence::after_thread_sync)";
         }
@@ -1677,10 +1702,10 @@ static void exec_tc_dealloc(Sim *s, Thread *t, uint32_t taddr, int ncols)
             const Shadow *sh = &c->tsh[lane * TC_TMEM_COLS + i];
             const char *why = NULL;
             if (sh->rd && sh->rclk < s->nthreads && sh->rclk != t->gtid &&
-                (t->vc[sh->rclk] < sh->rep || s->th[sh->rclk].ld_fenced < sh->rep))
+                (t->vc[sh->rclk] < sh->rep || !flog_covers(&s->th[sh->rclk].f_tcld, sh->rep, t->vc[sh->rclk])))
                 why = "read by another thread's tcgen05.ld";
             else if (sh->kind == W_TCST && sh->clk != t->gtid &&
-                     (t->vc[sh->clk] < sh->ep || s->th[sh->clk].tc_fenced < sh->ep))
+                     (t->vc[sh->clk] < sh->ep || !flog_covers(&s->th[sh->clk].f_tcst, sh->ep, t->vc[sh->clk])))
                 why = "written by another thread's tcgen05.st";
             if (why) {
                 sim_hazard(s, SIM_HAZARD, "tcgen05.dealloc frees TMEM lane %u column %u, %s that is not ordered before "
@@ -2059,10 +2084,13 @@ static int run_thread(Sim *s, Thread *t, int quantum)
          * launch's late writes (SimLate) */
         case OP_GRIDDEP: break;
         case OP_GRIDDEP_WAIT: t->waited = 1; break;
-        case OP_FENCE_PROXY_ASYNC: t->proxy_fenced = t->vc[t->gtid]++; break;
+        case OP_FENCE_PROXY_ASYNC:
+            flog_add(s, &t->f_proxy, t->vc[t->gtid]);
+            t->proxy_fenced = t->vc[t->gtid]++;
+            break;
         case OP_TC_FENCE_BEFORE:
-            if (!t->st_unwaited) t->tc_fenced = t->vc[t->gtid];
-            if (!t->ld_pending) t->ld_fenced = t->vc[t->gtid];
+            if (!t->st_unwaited) t->tc_fenced = t->vc[t->gtid], flog_add(s, &t->f_tcst, t->vc[t->gtid]);
+            if (!t->ld_pending) t->ld_fenced = t->vc[t->gtid], flog_add(s, &t->f_tcld, t->vc[t->gtid]);
             t->vc[t->gtid]++;
             break;
         case OP_TC_WAIT_ST: t->st_unwaited = 0; break;
@@ -2263,7 +2291,10 @@ static void sim_teardown(Sim *s)
 {
     if (s->th) {
         free(s->th[0].r); free(s->th[0].vc); free(s->th[0].pend); free(s->th[0].racc);
-        for (int i = 0; i < s->nthreads; i++) free(s->th[i].cpl);
+        for (int i = 0; i < s->nthreads; i++) {
+            free(s->th[i].cpl);
+            free(s->th[i].f_proxy.e), free(s->th[i].f_tcst.e), free(s->th[i].f_tcld.e);
+        }
     }
     for (int c = 0; c < s->ncta; c++) {
         Cta *k = &s->cta[c];
