@@ -36,7 +36,7 @@
 # deletion the PTX ISA makes harmless, e.g. a fence another fence after it already covers) are
 # listed as `equivalent <name>: <why>` when they pass, and count as neither; one that is caught
 # prints `caught` (the simulator is stricter than the ISA there). Each kind's tally prints as
-# `kind <prefix>: caught C of T`.
+# `kind <kind>: caught C of T` (fence_mutants: del_<fence>; the item kinds by MT_KIND; the rest "earlier").
 #
 # Edits are anchored on the generator's plan comments and instruction shapes:
 # "after the K-th line matching ANCHOR, the N-th line matching PATTERN". When an
@@ -293,7 +293,7 @@ mutant()
 {
     mt_k=$1 mt_name=$2
     if [ -n "${MUTANTS_ONLY:-}" ] && ! expr "$mt_name" : ".*$MUTANTS_ONLY" >/dev/null; then return; fi
-    mt_kind=${MT_KIND:-${mt_name%%[0-9]*}}
+    mt_kind=${MT_KIND:-earlier}
     mt_want=caught
     eval "mt_equiv=\${EQUIV_$mt_name:-} mt_surv=\${SURV_$mt_name:-}"
     [ -n "${MT_CONTROL:-}" ] && mt_want=pass

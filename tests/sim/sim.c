@@ -19,6 +19,16 @@
  *     op whose peer CTA is missing or exits (or frees its TMEM) before it completes;
  *   - a TMA load signalling an mbarrier outside its destination CTA (and, with
  *     .cta_group::2, outside the destination's pair);
+ *   - an asynchronous tcgen05 op (mma, cp, ld, st) touching TMEM that another thread or the pipe wrote
+ *     or read, ordered only by a wait or barrier with no tcgen05.fence::after_thread_sync after it (the
+ *     thread's tcvc), or whose other side did not complete (wait::ld / wait::st) and execute
+ *     tcgen05.fence::before_thread_sync between its access and the release (the fence logs); the same
+ *     for a tcgen05.dealloc of cells other threads loaded or stored;
+ *   - a wgmma.mma_async whose accumulator or A registers the thread accessed after its last wgmma.fence;
+ *   - an mbarrier used (by a thread, or by the TMA / commit it issues) before its mbarrier.init is visible
+ *     to that thread (fence.mbarrier_init.release.cluster counts for a .relaxed arrive after it);
+ *   - setmaxnreg: .inc that the CTA's register pool (64K / CTAs per SM) can never grant, or waits for
+ *     (a deadlock naming the warps at setmaxnreg.inc), .dec raising / .inc lowering the budget;
  *   - mbarrier misuse: arrive or complete_tx past what the phase expects, use
  *     of an uninitialised mbarrier;
  *   - out-of-range shared or global addresses (SIM_FAULT);
