@@ -2033,6 +2033,9 @@ static int exec_setmaxnreg(Sim *s, Thread *t, const Ins *in)
     if (need > c->reg_pool) return 1;
     c->reg_pool -= need;
     t->nreg = n;
+    if (need < 0) /* registers back in the pool: the CTA's waiting .inc threads try again (either scheduler) */
+        for (int i = c->first_thread; i < c->first_thread + c->nthreads; i++)
+            if (s->th[i].state == TS_NREG) s->th[i].state = TS_RUN;
     return 0;
 }
 
