@@ -163,6 +163,7 @@ unit: deps-test $(UNIT_BIN) $(B)/tests/test_launch $(B)/tests/test_bundle $(B)/t
 	@FA4_LIB=$(abspath $(B))/libfa4rt.so python3 tests/python/test_fa_api_sim.py
 	@FA4_LIB=$(abspath $(B))/libfa4rt.so python3 tests/python/test_bundle_load.py $(B)/tests/gen/test_bundle_kernels.so
 	@FA4_LIB=$(abspath $(B))/libfa4rt.so python3 tests/python/test_kvcache_sim.py
+	@FA4_LIB=$(abspath $(B))/libfa4rt.so python3 tests/python/test_timeline_sim.py
 	@LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) sh tests/run-unit.sh $(B)/tests/test_launch $(B)/tests/test_bundle \
 	    $(B)/tests/test_aot
 

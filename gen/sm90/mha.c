@@ -56,54 +56,6 @@ static void emit_barrier_init(Emit *e)
 }
 
 /* ------------------------------------------------------------------ */
-/* timeline (config timeline=1, debug)                                  */
-/* ------------------------------------------------------------------ */
-
-/* At the kernel's entry: its clock (%tl_entry); after the prologue: the record array (%tl_base) and
- * this CTA's id word (%tl_id = smid << 32 | ctaid). */
-static void tl_entry(Emit *e)
-{
-    if (!e->p->cfg.timeline) return;
-    emit_section(e, "timeline (debug, plan note timeline): the CTA's entry clock");
-    op_read_clock64(e, reg_b64(e, "tl_entry"));
-}
-
-static void tl_prologue(Emit *e)
-{
-    if (!e->p->cfg.timeline) return;
-    Reg cta = reg_b32(e, "tl_cta"), sm = reg_b32(e, "tl_smid");
-    emit_note(e, "timeline: the records, and this CTA's id word (smid << 32 | ctaid)");
-    op_ld_param(e, "u64", reg_b64(e, "tl_base"), scalar_name[SCALAR_TIMELINE]);
-    emit(e, "mov.u32 %s, %%ctaid.x;", R(e, cta));
-    op_read_smid(e, sm);
-    emit(e, "mov.b64 %s, {%s, %s};", R(e, reg_b64(e, "tl_id")), R(e, cta), R(e, sm));
-}
-
-void mha90_tl_record(Emit *e)
-{
-    if (!e->p->cfg.timeline) return;
-    Reg w = reg_b64(e, "tl_w");
-    op_cvt(e, "u64.u32", w, reg_find(e, "tile"));
-    emit(e, "mad.lo.u64 %s, %s, %d, %%tl_base;", R(e, reg_b64(e, "tl_rec")), R(e, w), MHA_TIMELINE_SLOTS * 8);
-}
-
-void mha90_tl_store(Emit *e, Reg guard, MhaTimelineSlot slot, Reg v)
-{
-    if (!e->p->cfg.timeline) return;
-    op_st_global_b64_at(e, guard, reg_find(e, "tl_rec"), (uint32_t)slot * 8, v);
-}
-
-void mha90_tl_stamp(Emit *e, Reg guard, MhaTimelineSlot slot)
-{
-    if (!e->p->cfg.timeline) return;
-    Reg t = reg_b64(e, "tl_t");
-    emit_note(e, "timeline: slot %d", (int)slot);
-    if (slot == TL_GT_C_TILE || slot == TL_GT_C_STORED) op_read_globaltimer(e, t);
-    else op_read_clock64(e, t);
-    mha90_tl_store(e, guard, slot, t);
-}
-
-/* ------------------------------------------------------------------ */
 /* consumer                                                             */
 /* ------------------------------------------------------------------ */
 
@@ -613,9 +565,9 @@ static void emit_consumer(Emit *e)
 
 int sm90_emit_mha(Emit *e)
 {
-    tl_entry(e);
+    mha90_tl_entry(e);
     mha_prologue(e);
-    tl_prologue(e);
+    mha90_tl_prologue(e);
     emit_barrier_init(e);
     emit_section(e, "role dispatch: warpgroup 0 produces, the others consume");
     const char *p = reg(e, "pred", "p_consumer");
