@@ -170,6 +170,7 @@ unit: deps-test $(UNIT_BIN) $(B)/tests/test_launch $(B)/tests/test_bundle $(B)/t
 	    "FA4_LIB=$$lib python3 tests/python/test_args_fuzz.py" \
 	    "FA4_LIB=$$lib python3 tests/python/test_kvcache_sim.py" \
 	    "FA4_LIB=$$lib python3 tests/python/test_fa_api_sim.py" \
+	    "FA4_LIB=$$lib python3 tests/python/test_timeline_sim.py" \
 	    "FA4_LIB=$$lib python3 tests/python/test_bundle_load.py $(B)/tests/gen/test_bundle_kernels.so" \
 	    "python3 tests/unit/layering.py --quiet . $(B)" \
 	    "sh tests/python/abi.sh" \
