@@ -1845,7 +1845,7 @@ static int try_collective(Sim *s, int wi)
     if (in->op == OP_SHFL) mask = (uint32_t)alu_val(s, first, &in->ops[4]);
     else if (in->op == OP_VOTE || in->op == OP_BAR_WARP || in->op == OP_ELECT || in->op == OP_REDUX)
         mask = (uint32_t)alu_val(s, first, &in->ops[in->nops - 1]);
-    Thread *ts[128];
+    Thread *ts[128] = {0}; /* n >= 1 whenever first is in its own mask; zeroed so no reading of ts[0] is undefined */
     int n = 0;
     for (int i = lo; i < hi; i++) {
         Thread *t = &s->th[i];
