@@ -8,7 +8,7 @@
  *   - query lengths (seq_rows_q) are cut where seq_rows_q x group crosses RT_DECODE_TILE_ROWS (decode
  *     shape, decode tile) and RT_PACK_ROWS_MAX (a split plan is looked at), and where it crosses the
  *     split kernel's rows per tile (`decode`); within a piece those tests do not change;
- *   - kv lengths are cut where the rules' seqlen_k crosses RT_PERSISTENT_SEQLEN_K (persistent);
+ *   - kv lengths are cut where the rules' seqlen_k crosses RT_PERSISTENT_SEQLEN_K (persistent, the short full d128 bn);
  *   - what is left is the split count, which depends on the tiles (query tiles x heads / heads per CTA
  *     x batch) and the kv blocks: every tile count below the SM count that the ranges can make is
  *     walked (beyond it rt_split_choice gives 1), and every kv block count up to RT_SPLIT_KV_SATURATE
