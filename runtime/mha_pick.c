@@ -6,7 +6,8 @@
  * functions. The rules read a shape in these places, and these are the breakpoints the enumerator
  * walks (each threshold is a named constant here):
  *   - shape_rules: sm90a with the rules' seqlen_k <= RT_PERSISTENT_SEQLEN_K, except a decode shape (group
- *     > 1, seq_rows_q x group <= RT_DECODE_TILE_ROWS): causal runs persistent, full d128 (16-bit) takes bn 128;
+ *     > 1, seq_rows_q x group <= RT_DECODE_TILE_ROWS): causal runs persistent, full d128 (16-bit) takes bn 128,
+ *     d64 (group 1, 16-bit) with seq_rows_q <= RT_SHORT_Q_ROWS takes bm 128 (<= RT_DECODE_TILE_ROWS: bm 64 bn 64);
  *   - decode_tile: sm90a, group >= 2, seq_rows_q x group <= RT_DECODE_TILE_ROWS: bm 64 bn 64 stages 3;
  *   - the split rules: a split plan is looked at only when the runtime picks a count or
  *     seq_rows_q x group <= RT_PACK_ROWS_MAX; then the split kernel's rows decide `decode`, and the
@@ -113,6 +114,21 @@ static void decode_tile(Config *c, const RtMhaShape *s)
     c->bm = 64, c->bn = 64, c->stages = 3;
 }
 
+/* Short d64 sequences (sm90a, group 1, 16-bit, no window, seqlen_k <= RT_PERSISTENT_SEQLEN_K; bench/NOTES.md "short
+ * sequences"): the plan's 192-row tile pads a sequence of at most RT_SHORT_Q_ROWS rows (S 197: 2 x 192 = 384
+ * rows) where 128-row tiles pad less and give the SMs more tiles: H200, CUDA graphs, cuDNN / fa4 0.65-0.88 ->
+ * 0.96-1.05 at S 77..256; at most RT_DECODE_TILE_ROWS rows, one 64-row consumer tile with 64-key blocks
+ * (S 64: 0.82 -> 1.61). Longer d64 sequences keep 192 (S 512 full: 1.00 with it, 0.93 with 128). Only words
+ * the caller's config left unset. */
+static void short_d64_tile(Config *c, const RtMhaShape *s)
+{
+    if (c->qk_depth != 64 || c->ov_depth != 64 || c->group != 1 || c->dtype == DT_E4M3 || c->mask == MASK_WINDOW ||
+        c->bm || s->seq_rows_q > RT_SHORT_Q_ROWS)
+        return;
+    if (s->seq_rows_q <= RT_DECODE_TILE_ROWS && !c->bn) c->bm = 64, c->bn = 64;
+    else c->bm = 128;
+}
+
 /* The part of the tuning table that depends on the shape, not only on the config (the plan's defaults cover
  * depth, dtype and mask); both rules hold for the rules' seqlen_k <= RT_PERSISTENT_SEQLEN_K, outside decode
  * shapes (they run split, or take the decode tile) and fill only what args->config left unset:
@@ -131,6 +147,7 @@ void rt_mha_shape_rules(Config *c, const RtMhaShape *s)
     } else if (c->mask == MASK_NONE && c->qk_depth == 128 && c->ov_depth == 128 && c->dtype != DT_E4M3 && !c->bn) {
         c->bn = 128;
     }
+    short_d64_tile(c, s);
 }
 
 /* ---------------------------------------------------------------- split-KV */
