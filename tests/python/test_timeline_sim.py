@@ -17,19 +17,15 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
 import test_args_fuzz as tf  # noqa: E402  (loads the simulated driver first)
 import short_timeline as stl  # noqa: E402
+from report import Tally  # noqa: E402  (tests/report.py: the suite line make test sums)
 
 fa4 = tf.fa4
-passed = failed = 0
-
-
-def check(name, ok, detail=""):
-    global passed, failed
-    passed += bool(ok)
-    failed += not ok
-    print("%s %s %s" % ("ok  " if ok else "FAIL", name, detail), flush=True)
+tally = Tally()
+check = tally.check
 
 
 def raw(t, nbytes):
@@ -107,8 +103,7 @@ def main():
         except fa4.Fa4Error as e:
             check("refused: %s" % label, needle in str(e), str(e)[:160])
     check("refusals launched nothing", tf.launches() == before)
-    print("timeline sim: %d passed, %d failed" % (passed, failed))
-    sys.exit(1 if failed else 0)
+    sys.exit(tally.done("timeline sim"))
 
 
 if __name__ == "__main__":
