@@ -15,7 +15,9 @@ ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -fPIC $(WARN) $(CFLAGS) -Igen -Iruntime -I$(
 LDLIBS_RT := -ldl -lpthread -lm
 
 GEN_SRC   := $(wildcard gen/*.c gen/sm90/*.c gen/sm100/*.c)
-GEN_SRC   := $(filter-out gen/main.c gen/aot.c gen/cli_tools.c,$(GEN_SRC))
+# The CLI's own sources (fa4gen links them beside libfa4rt): main.c (dispatch, bundle) and what it links.
+CLI_LINK  := gen/aot.c gen/cli_tools.c gen/cli_kernel.c gen/cli_usage.c
+GEN_SRC   := $(filter-out gen/main.c $(CLI_LINK),$(GEN_SRC))
 RT_SRC    := $(wildcard runtime/*.c)
 GEN_OBJ   := $(GEN_SRC:%.c=$(B)/%.o) $(B)/templates.o
 RT_OBJ    := $(RT_SRC:%.c=$(B)/%.o)
@@ -65,7 +67,7 @@ $(B)/libfa4rt.so: $(B)/libfa4rt.so.$(VERSION)
 	ln -sf libfa4rt.so.$(VERSION) $@
 # The CLI links libfa4rt for `configs` and `cache` (gen/cli_tools.c); the runtime opens the CUDA driver only
 # when asked, so the CLI still runs without one.
-$(B)/fa4gen: $(B)/gen/main.o $(B)/gen/aot.o $(B)/gen/cli_tools.o $(B)/libfa4rt.a
+$(B)/fa4gen: $(B)/gen/main.o $(CLI_LINK:%.c=$(B)/%.o) $(B)/libfa4rt.a
 	$(CC) -o $@ $^ $(LDLIBS_RT)
 
 # examples/ has its own Makefile (pkg-config against an install); here it builds against this tree.
@@ -122,12 +124,12 @@ $(B)/tests/%: tests/unit/%.c tests/unit/testutil.h $(B)/libfa4rt.a $(B)/fa4gen
 
 $(B)/tests/test_launch $(B)/tests/test_aot: tests/unit/fake_cuda.h
 
-# test_cli includes gen/main.c (its main renamed) to reach the CLI's static helpers; aot.c and cli_tools.c
-# come with it.
-$(B)/tests/test_cli: tests/unit/test_cli.c tests/unit/testutil.h gen/main.c gen/aot.c gen/aot.h gen/cli_tools.c \
-                     gen/cli_tools.h $(B)/libfa4rt.a $(B)/fa4gen
+# test_cli includes gen/main.c (its main renamed) and gen/cli_kernel.c to reach the CLI's static helpers
+# (the flag table); the CLI's other sources come with it.
+$(B)/tests/test_cli: tests/unit/test_cli.c tests/unit/testutil.h gen/main.c $(CLI_LINK) $(HDRS) \
+                     $(B)/libfa4rt.a $(B)/fa4gen
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Itests/unit $< gen/aot.c gen/cli_tools.c -o $@ $(B)/libfa4rt.a $(CMOCKA_LIBS) $(LDLIBS_RT)
+	$(CC) $(ALL_CFLAGS) -Itests/unit $< $(filter-out gen/cli_kernel.c,$(CLI_LINK)) -o $@ $(B)/libfa4rt.a $(CMOCKA_LIBS) $(LDLIBS_RT)
 
 # test_bundle links a bundle fa4gen compiles from tests/unit/bundle_list.txt (runs on the fake driver).
 $(B)/tests/gen/test_bundle_kernels.c: tests/unit/bundle_list.txt $(B)/fa4gen
@@ -168,6 +170,7 @@ unit: deps-test $(UNIT_BIN) $(B)/tests/test_launch $(B)/tests/test_bundle $(B)/t
 	    "FA4_LIB=$$lib python3 tests/python/test_args_fuzz.py" \
 	    "FA4_LIB=$$lib python3 tests/python/test_kvcache_sim.py" \
 	    "FA4_LIB=$$lib python3 tests/python/test_fa_api_sim.py" \
+	    "FA4_LIB=$$lib python3 tests/python/test_timeline_sim.py" \
 	    "FA4_LIB=$$lib python3 tests/python/test_bundle_load.py $(B)/tests/gen/test_bundle_kernels.so" \
 	    "python3 tests/unit/layering.py --quiet . $(B)" \
 	    "sh tests/python/abi.sh" \
@@ -243,10 +246,10 @@ FUZZ_NAMES   := config cli bundle cache args score_mod
 FUZZ_BIN     := $(FUZZ_NAMES:%=$(B)/fuzz/fuzz_%)
 FUZZ_SECONDS ?= 40
 # gen/main.c's configs and cache commands run the runtime (gen/cli_tools.c): its sources come along.
-$(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h tests/fuzz/fuzz_main.h gen/main.c gen/aot.c gen/cli_tools.c \
+$(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h tests/fuzz/fuzz_main.h gen/main.c $(CLI_LINK) \
                   $(GEN_SRC) $(RT_SRC) $(HDRS) $(B)/templates.c $(B)/gen_id.h
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -Iruntime -I$(CUDA_HOME)/include $< gen/aot.c gen/cli_tools.c $(GEN_SRC) $(RT_SRC) \
+	$(FUZZ_CC) $(FUZZ_FLAGS) -Iruntime -I$(CUDA_HOME)/include $< $(CLI_LINK) $(GEN_SRC) $(RT_SRC) \
 	    $(B)/templates.c -o $@ $(LDLIBS_RT)
 # The runtime harnesses link libfa4rt's sources and run against the fake driver; --wrap puts
 # a stand-in compiler behind rt_compile (tests/fuzz/fuzz_rt.h).
@@ -280,15 +283,15 @@ fuzz-long: $(FUZZ_BIN)
 FUZZ_COV_FLAGS := -fsanitize=fuzzer -fprofile-instr-generate -fcoverage-mapping -g -O1 -std=c11 -D_GNU_SOURCE \
                   -Wall -Wextra -Werror -Wno-missing-field-initializers -Igen -I$(B)
 FUZZ_COV_config := gen/config.c gen/plan.c gen/sm90/plan.c gen/sm100/plan.c
-FUZZ_COV_cli    := gen/main.c gen/config.c gen/api.c
-FUZZ_COV_bundle := gen/main.c gen/config.c
+FUZZ_COV_cli    := gen/main.c gen/cli_kernel.c gen/config.c gen/api.c
+FUZZ_COV_bundle := gen/main.c gen/cli_kernel.c gen/config.c
 FUZZ_COV_cache  := runtime/cache.c runtime/api.c
 FUZZ_COV_args   := runtime/mha.c runtime/mla_sparse.c runtime/launch.c
 FUZZ_COV_score_mod := gen/score_mod.c
-$(B)/fuzzcov/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h tests/fuzz/fuzz_main.h gen/main.c gen/cli_tools.c \
+$(B)/fuzzcov/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h tests/fuzz/fuzz_main.h gen/main.c $(CLI_LINK) \
                      $(GEN_SRC) $(RT_SRC) $(HDRS) $(B)/templates.c $(B)/gen_id.h
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_COV_FLAGS) -Iruntime -I$(CUDA_HOME)/include $< gen/aot.c gen/cli_tools.c $(GEN_SRC) $(RT_SRC) \
+	$(FUZZ_CC) $(FUZZ_COV_FLAGS) -Iruntime -I$(CUDA_HOME)/include $< $(CLI_LINK) $(GEN_SRC) $(RT_SRC) \
 	    $(B)/templates.c -o $@ $(LDLIBS_RT)
 $(FUZZ_RT:$(B)/fuzz/%=$(B)/fuzzcov/%): $(B)/fuzzcov/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h \
                      tests/fuzz/fuzz_rt.h tests/unit/fake_cuda.h $(RT_SRC) $(GEN_SRC) $(HDRS) $(B)/templates.c $(B)/gen_id.h \

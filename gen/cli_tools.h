@@ -6,7 +6,7 @@
 
 #include "fa4gen.h"
 
-/* One line on stderr, "fa4gen: ..." (main.c's say). */
+/* One line on stderr, "fa4gen: ..." (cli_kernel.c's say). */
 typedef void (*CliSay)(const char *fmt, ...) FA4_PRINTF(1, 2);
 
 /* fa4gen configs ... / fa4gen cache ...: the exit status (0 ok, 1 failure, 2 invalid input). argv[1] is

@@ -196,6 +196,7 @@ static const IntKey int_keys[] = {
     {"deterministic", F(deterministic), 0, 1, "0 or 1"},
     {"softcap", F(softcap), 0, 1, "0 or 1 (the cap's value is a launch argument)"},
     {"alibi", F(alibi), 0, 1, "0 or 1 (slopes are a launch argument)"},
+    {"timeline", F(timeline), 0, 1, "0, or 1 (debug: phase stamps of each tile into the workspace)"},
 };
 #undef F
 enum { N_INT_KEYS = sizeof int_keys / sizeof int_keys[0] };
@@ -244,7 +245,7 @@ int config_set(Config *c, const char *key, const char *value, char *err, size_t 
     }
     return fail(err, n, "'%s' is not a config field; fields: kind target dtype depth qk ov bm bn group stages "
                         "swizzle mask qtiles cta rescale poly rope_split rope_dtype pingpong persistent b_topk num_mbars q_smem_depth "
-                        "q_tmem_depth cta_group tma_store sink split cluster early prefetch varlen page stale deterministic softcap alibi mod", ESC(key));
+                        "q_tmem_depth cta_group tma_store sink split cluster early prefetch varlen page stale deterministic softcap alibi timeline mod", ESC(key));
 }
 
 /* ---------------------------------------------------------------- the keys a kernel has */
@@ -292,7 +293,7 @@ int config_key_applies(Kind k, TargetId t, const char *key)
     if (KEY_IN(key, "qtiles", "cta", "rope_split", "rope_dtype")) return mha && !sm90;
     if (KEY_IN(key, "pingpong", "persistent")) return sm90;
     if (KEY_IN(key, "tma_store")) return mla;
-    if (KEY_IN(key, "cluster")) return mha && sm90;
+    if (KEY_IN(key, "cluster", "timeline")) return mha && sm90;
     if (KEY_IN(key, "sink", "split", "early", "prefetch", "varlen", "page", "softcap", "alibi", "mod")) return mha;
     return 1; /* qk group swizzle rescale poly mask */
 }
@@ -476,6 +477,9 @@ int config_check(const Config *c, char *err, size_t n)
     if (c->kind != KIND_MHA && !kind_is_bwd(c->kind) && (c->sink || c->score_mod))
         return fail(err, n, "%s: not allowed for %s; sinks and score_mod are MHA features (mla-sparse takes its "
                     "attn_sink as an argument)", c->sink ? "sink" : "mod", kind_name[c->kind]);
+    if (c->timeline && (c->kind != KIND_MHA || c->target != TARGET_SM90A || c->split || c->varlen || c->page))
+        return fail(err, n, "timeline: 1 is not allowed here; it is a debug word of the dense, unsplit mha forward on "
+                    "sm90a (no split, cluster, varlen or page)");
     if (c->deterministic && !kind_is_bwd(c->kind))
         return fail(err, n, "deterministic: 1 is not allowed for %s; it is a word of the backward kinds (mha-bwd)",
                     kind_name[c->kind]);
@@ -546,6 +550,7 @@ static int key_used(const Config *c, const char *key)
     if (!strcmp(key, "stale")) return c->stale != 0;
     if (!strcmp(key, "softcap")) return c->softcap != 0;
     if (!strcmp(key, "alibi")) return c->alibi != 0;
+    if (!strcmp(key, "timeline")) return c->timeline != 0;
     return 1;
 }
 

@@ -111,7 +111,35 @@ typedef struct Config {
      * scores' units by p_alibi_scale; after the softcap, before the mask */
     int softcap;
     int alibi;
+    /* debug, sm90a MHA forward (dense, unsplit): 1 = each tile's phase boundaries (clock64, globaltimer; the
+     * slots of MhaTimelineSlot) are stored to p_timeline, MHA_TIMELINE_SLOTS u64 per tile at tile x slots x 8
+     * (the runtime passes fa4_mha_args.workspace). Never picked by the runtime; canonical form names it only
+     * when on, so every other kernel keeps its text and PTX */
+    int timeline;
 } Config;
+
+/* config timeline=1: the u64 slots of one tile's record, in the order the tile passes them. P: the producer
+ * thread; C0: consumer 0's first thread; CL: the last consumer's first thread. Clocks are the SM's clock64
+ * (comparable within a CTA), GT the globaltimer (ns, comparable across SMs). */
+typedef enum {
+    TL_ID,          /* %smid << 32 | %ctaid.x */
+    TL_ENTRY,       /* the CTA's entry (clock64, before the barrier init); the same in each of its tiles */
+    TL_P_TILE,      /* the producer reaches the tile */
+    TL_P_Q,         /* ... has issued its Q (after the Q slot was free) */
+    TL_P_KV_END,    /* ... has issued its last K/V block */
+    TL_C_TILE,      /* consumer 0 reaches the tile (row state reset) */
+    TL_C_Q,         /* ... its Q has landed */
+    TL_C_QK0,       /* ... first QK issued (its K landed, the ping-pong turn taken) */
+    TL_C_S0,        /* ... first S ready */
+    TL_C_MAIN_END,  /* ... last PV retired: the epilogue starts */
+    TL_C_LSE,       /* ... l reduced, LSE stored */
+    TL_C_STAGED,    /* ... O staged in smem, the consumer's threads synced */
+    TL_C_STORED,    /* ... the O store has read smem (the Q slot is free) */
+    TL_CL_STORED,   /* the last consumer's TL_C_STORED */
+    TL_GT_C_TILE,   /* globaltimer at TL_C_TILE */
+    TL_GT_C_STORED, /* globaltimer at TL_C_STORED */
+    MHA_TIMELINE_SLOTS
+} MhaTimelineSlot;
 
 extern const char *const kind_name[KIND_COUNT];
 extern const char *const target_name[TARGET_COUNT];
@@ -252,6 +280,8 @@ typedef enum {
     SCALAR_SEQLEN_BASE, SCALAR_SEQLENS_OUT, SCALAR_PAGE_ROWS, SCALAR_S_NEW, SCALAR_HEADS_KV,
     /* the sm_100a backward's dK, dV stores: their batch strides (u64 elements; 0 for varlen) */
     SCALAR_DK_STRIDE_B, SCALAR_DV_STRIDE_B,
+    /* config timeline=1: u64 the tiles' phase records (MhaTimelineSlot) */
+    SCALAR_TIMELINE,
     SCALAR_COUNT
 } ScalarId;
 extern const char *const scalar_name[SCALAR_COUNT];

@@ -73,6 +73,24 @@ void bwd_iter_coords(Emit *e, Reg itr, Reg m, Reg hq);
 /* ws (u64) = the workspace row of (hq, m)'s first query. */
 void bwd_ws_row(Emit *e, Reg ws, Reg m, Reg hq);
 
+/* The load role's plan entries, the same on both targets (each plan fills one from its own fields). */
+typedef struct BwdLoads {
+    uint32_t off_k, off_v, kv_chunk_bytes;                /* K, V tiles, loaded once */
+    uint32_t off_q, off_do, q_chunk_bytes, q_stage_bytes; /* Q and dO rings */
+    uint32_t off_nl2, off_dpsum, vec_stage_bytes;         /* nl2 and D rings (bulk copies) */
+    uint32_t bar_kv_full, bar_q_full, bar_q_empty, bar_do_full, bar_do_empty;
+    uint32_t tx_kv, tx_q, tx_do;
+} BwdLoads;
+/* The BwdLoads of a target's plan s (both name these entries alike). */
+#define BWD_LOADS_OF(s)                                                                                        \
+    ((BwdLoads){(s)->off_k, (s)->off_v, (s)->kv_chunk_bytes, (s)->off_q, (s)->off_do, (s)->q_chunk_bytes,     \
+                (s)->q_stage_bytes, (s)->off_nl2, (s)->off_dpsum, (s)->vec_stage_bytes, (s)->bar_kv_full,     \
+                (s)->bar_q_full, (s)->bar_q_empty, (s)->bar_do_full, (s)->bar_do_empty, (s)->tx_kv, (s)->tx_q, \
+                (s)->tx_do})
+/* The load role (one thread): K and V, then per iteration a Q + nl2 and a dO + D ring slot. The section
+ * titled `section` opens it; lane_guard: lanes other than 0 of the warp leave first. Ends at $exit. */
+void bwd_emit_loads(Emit *e, const BwdLoads *l, const char *section, int lane_guard);
+
 extern const Family mha_bwd_pre_family;
 extern const Family mha_bwd_dq_family;
 

@@ -67,6 +67,11 @@ void mha_plan_params(Plan *p)
     }
     if (p->cfg.varlen) varlen_plan_params(p);
     if (p->cfg.page) paged_plan_params(p);
+    if (p->cfg.timeline) {
+        plan_param_scalar(p, SCALAR_TIMELINE, PARAM_U64);
+        plan_note(p, "timeline", "debug: tile t's phase stamps (MhaTimelineSlot) at p_timeline + t x %d x 8, u64 each, "
+                  "by the producer thread and the first thread of consumers 0 and last", MHA_TIMELINE_SLOTS);
+    }
 }
 
 void mha_plan_kv_tail(Plan *p)

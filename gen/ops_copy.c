@@ -1,6 +1,7 @@
 /* ops_copy.c - spellings of the plain copies (see ops_copy.h). Forms from the PTX ISA:
  * cp.async (sm_80+; .cg caches in L2 only, 16 bytes, src-size zero-fills the rest),
- * cp.async.mbarrier.arrive.noinc (sm_80+), ld/st of the global and param state spaces. */
+ * cp.async.mbarrier.arrive.noinc (sm_80+), ld/st of the global and param state spaces, the special registers
+ * %clock64, %globaltimer and %smid. */
 #include <stdio.h>
 
 #include "ops_copy.h"
@@ -65,6 +66,33 @@ void op_st_global_v4_b32_at(Emit *e, Reg guard, Reg addr, uint32_t off, const Re
     for (int i = 0; i < 4; i++) reg_want(e, src[i], RT_B32, __func__, "src[i]");
     emit(e, "%sst.global.v4.b32 [%s+%u], {%s, %s, %s, %s};", a, R(e, addr), off, R(e, src[0]), R(e, src[1]),
          R(e, src[2]), R(e, src[3]));
+}
+
+void op_st_global_b64_at(Emit *e, Reg guard, Reg addr, uint32_t off, Reg src)
+{
+    char g[48];
+    const char *a = at(e, guard, g, sizeof g, __func__);
+    REG_WANT(e, addr, RT_B64);
+    REG_WANT(e, src, RT_B64);
+    emit(e, "%sst.global.b64 [%s+%u], %s;", a, R(e, addr), off, R(e, src));
+}
+
+void op_read_clock64(Emit *e, Reg dst)
+{
+    REG_WANT(e, dst, RT_B64);
+    emit(e, "mov.u64 %s, %%clock64;", R(e, dst));
+}
+
+void op_read_globaltimer(Emit *e, Reg dst)
+{
+    REG_WANT(e, dst, RT_B64);
+    emit(e, "mov.u64 %s, %%globaltimer;", R(e, dst));
+}
+
+void op_read_smid(Emit *e, Reg dst)
+{
+    REG_WANT(e, dst, RT_B32);
+    emit(e, "mov.u32 %s, %%smid;", R(e, dst));
 }
 
 void op_ld_param(Emit *e, const char *type, Reg dst, const char *name)

@@ -18,6 +18,12 @@ void op_ld_global(Emit *e, Reg guard, const char *type, Reg dst, Reg addr, uint3
 void op_st_global_b32(Emit *e, Reg guard, Reg addr, Reg src);
 void op_st_global_b32_at(Emit *e, Reg guard, Reg addr, uint32_t off, Reg src); /* global [addr + off] */
 void op_st_global_v4_b32_at(Emit *e, Reg guard, Reg addr, uint32_t off, const Reg src[4]); /* 16 bytes */
+void op_st_global_b64_at(Emit *e, Reg guard, Reg addr, uint32_t off, Reg src); /* global [addr + off], 8 bytes */
+/* Special registers for debug stamps (PTX ISA 10: %clock64, the SM's cycle counter; %globaltimer, ns,
+ * one clock for every SM; %smid): dst a b64 (clocks) or b32 (smid). */
+void op_read_clock64(Emit *e, Reg dst);
+void op_read_globaltimer(Emit *e, Reg dst);
+void op_read_smid(Emit *e, Reg dst);
 /* dst = the kernel parameter p_<name>, of type "u32", "u64" or "f32". */
 void op_ld_param(Emit *e, const char *type, Reg dst, const char *name);
 /* Vector global copies (guard REG_NONE: always): 16 bytes of f32 in, 8 bytes of f32 or b32 out. */

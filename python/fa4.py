@@ -728,6 +728,9 @@ def mha_fwd(q, k, v, causal=False, softmax_scale=None, return_lse=False, config=
 # per-batch ALiBi slopes) is refused with an Fa4Error naming the argument, never ignored.
 
 _DEF_WINDOW = (-1, -1)
+# the FlashAttention entry points check for torch themselves (@_needs_torch) and call mha_fwd's body: a second
+# wrapper's *args/**kwargs repacking is about a microsecond of an eager call's ~15 (bench/host_cost.py)
+_mha_fwd = mha_fwd.__wrapped__
 
 
 def _fa_refuse(dropout_p, deterministic, return_attn_probs):
@@ -771,6 +774,7 @@ def _fa_lse_flag(return_lse, return_softmax_lse):
     return return_softmax_lse
 
 
+@_needs_torch
 def flash_attn_func(q, k, v, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
                     return_lse=False, *, dropout_p=0.0, deterministic=False, return_attn_probs=False, out=None,
                     lse=None, stream=None):
@@ -784,8 +788,8 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, window_size=(-1, 
     if dropout_p or deterministic or return_attn_probs:
         _fa_refuse(dropout_p, deterministic, return_attn_probs)
     c, w = _fa_mask(causal, window_size)
-    return mha_fwd(q, k, v, causal=c, softmax_scale=softmax_scale, return_lse=return_lse, window=w, out=out,
-                   lse=lse, stream=stream, softcap=softcap, alibi_slopes=alibi_slopes)
+    return _mha_fwd(q, k, v, causal=c, softmax_scale=softmax_scale, return_lse=return_lse, window=w, out=out,
+                    lse=lse, stream=stream, softcap=softcap, alibi_slopes=alibi_slopes)
 
 
 def _seqlens_from_cu(cu):
@@ -793,6 +797,7 @@ def _seqlens_from_cu(cu):
     return cu[1:] - cu[:-1]
 
 
+@_needs_torch
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale=None,
                            causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None, return_lse=False,
                            block_table=None, *, dropout_p=0.0, deterministic=False, return_attn_probs=False,
@@ -810,9 +815,9 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     if block_table is not None:
         _tensor("cu_seqlens_k", cu_seqlens_k, dtype="int32", shape=(None,), contiguous=True)
         seqlen_k, cu_seqlens_k = _seqlens_from_cu(cu_seqlens_k), None
-    return mha_fwd(q, k, v, causal=c, softmax_scale=softmax_scale, return_lse=return_lse, window=w, out=out,
-                   lse=lse, stream=stream, softcap=softcap, alibi_slopes=alibi_slopes, cu_seqlens_q=cu_seqlens_q,
-                   cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, block_table=block_table, seqlen_k=seqlen_k)
+    return _mha_fwd(q, k, v, causal=c, softmax_scale=softmax_scale, return_lse=return_lse, window=w, out=out,
+                    lse=lse, stream=stream, softcap=softcap, alibi_slopes=alibi_slopes, cu_seqlens_q=cu_seqlens_q,
+                    cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, block_table=block_table, seqlen_k=seqlen_k)
 
 
 # ---------------------------------------------------------------- the KV-cache append (issue 27)

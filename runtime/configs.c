@@ -6,9 +6,10 @@
  * the config depends on the shape only where runtime/mha_pick.c reads it, so the walk follows those
  * rules' breakpoints instead of every shape:
  *   - query lengths (seq_rows_q) are cut where seq_rows_q x group crosses RT_DECODE_TILE_ROWS (decode
- *     shape, decode tile) and RT_PACK_ROWS_MAX (a split plan is looked at), and where it crosses the
+ *     shape, decode tile) and RT_PACK_ROWS_MAX (a split plan is looked at), for d64 without GQA where
+ *     seq_rows_q crosses RT_DECODE_TILE_ROWS and RT_SHORT_Q_ROWS (the short d64 tiles), and where it crosses the
  *     split kernel's rows per tile (`decode`); within a piece those tests do not change;
- *   - kv lengths are cut where the rules' seqlen_k crosses RT_PERSISTENT_SEQLEN_K (persistent);
+ *   - kv lengths are cut where the rules' seqlen_k crosses RT_PERSISTENT_SEQLEN_K (persistent, the short full d128 bn);
  *   - what is left is the split count, which depends on the tiles (query tiles x heads / heads per CTA
  *     x batch) and the kv blocks: every tile count below the SM count that the ranges can make is
  *     walked (beyond it rt_split_choice gives 1), and every kv block count up to RT_SPLIT_KV_SATURATE
@@ -611,13 +612,14 @@ static fa4_status walk_piece(Class *cl, const Region *r, uint64_t lo, uint64_t h
  * split kernel's rows as walk_piece finds them). */
 static fa4_status walk_queries(Class *cl, const Region *r, int lo, int hi)
 {
-    int g = cl->c0.group, cuts[2], n = 0;
+    int g = cl->c0.group, cuts[4], n = 0;
     if (g > 1) cuts[n++] = RT_DECODE_TILE_ROWS / g, cuts[n++] = RT_PACK_ROWS_MAX / g;
+    if (g == 1 && cl->c0.qk_depth == 64) cuts[n++] = RT_DECODE_TILE_ROWS, cuts[n++] = RT_SHORT_Q_ROWS; /* short d64 */
     int stack[2 * 64][2], top = 0;
     for (int i = 0; i < n; i++) /* pieces between the cuts, pushed last first */
         for (int j = i + 1; j < n; j++)
             if (cuts[j] < cuts[i]) { int x = cuts[i]; cuts[i] = cuts[j]; cuts[j] = x; }
-    int from = lo, pieces[3][2], np = 0;
+    int from = lo, pieces[5][2], np = 0;
     for (int i = 0; i <= n; i++) {
         int to = i < n ? cuts[i] : hi;
         if (to > hi) to = hi;

@@ -606,6 +606,21 @@ static fa4_status grid_size(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a, 
     return FA4_OK;
 }
 
+/* config timeline=1 (debug; gen/fa4gen.h MhaTimelineSlot): the records go to the workspace, which must hold
+ * MHA_TIMELINE_SLOTS u64 per tile. */
+static fa4_status check_timeline(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a)
+{
+    if (!p->cfg.timeline) return FA4_OK;
+    uint64_t rows = (uint64_t)p->rows_per_cta, tiles = rt_mul_sat(rt_mul_sat((seq_rows_q(a) + rows - 1) / rows,
+                                                                             (uint64_t)a->heads_q), (uint64_t)a->batch);
+    uint64_t need = rt_mul_sat(tiles, MHA_TIMELINE_SLOTS * sizeof(uint64_t));
+    if (!a->workspace || a->workspace_size < need)
+        return BAD("workspace", "%zu bytes at %p with config timeline=1; the phase records of %llu tiles need %llu "
+                   "(%d u64 a tile; give num_splits 1)", a->workspace_size, a->workspace, (unsigned long long)tiles,
+                   (unsigned long long)need, MHA_TIMELINE_SLOTS);
+    return FA4_OK;
+}
+
 /* What the launch binds: the call's tensors as its maps see them, and its scalars. */
 static fa4_status bind(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a, int splits, RtLaunch *l)
 {
@@ -613,7 +628,7 @@ static fa4_status bind(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a, int s
                                            [T_K_ROPE] = TENSOR_K_ROPE};
     memset(l, 0, sizeof *l);
     fa4_status s = grid_size(ctx, p, a, splits, &l->grid);
-    if (s) return s;
+    if (s || (s = check_timeline(ctx, p, a))) return s;
     TensorArg t[N_TENSORS];
     int n = tensors(a, t);
     for (int i = 0; i < n; i++) {
@@ -646,7 +661,8 @@ static fa4_status bind(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a, int s
         [SCALAR_BLOCK_TABLE] = {.u64 = (uint64_t)(uintptr_t)a->block_table},
         [SCALAR_SEQLENS_K] = {.u64 = (uint64_t)(uintptr_t)a->seqlens_k}, [SCALAR_MAX_PAGES] = {.u32 = (uint32_t)a->max_pages},
         [SCALAR_NUM_PAGES] = {.u32 = (uint32_t)a->num_pages}, [SCALAR_SOFTCAP_SCALE] = {.f32 = ks.softcap_scale},
-        [SCALAR_ALIBI] = {.u64 = (uint64_t)(uintptr_t)a->alibi_slopes}, [SCALAR_ALIBI_SCALE] = {.f32 = ks.alibi_scale}};
+        [SCALAR_ALIBI] = {.u64 = (uint64_t)(uintptr_t)a->alibi_slopes}, [SCALAR_ALIBI_SCALE] = {.f32 = ks.alibi_scale},
+        [SCALAR_TIMELINE] = {.u64 = (uint64_t)(uintptr_t)a->workspace}};
     for (int i = 0; i < SCALAR_COUNT; i++) l->scalars[i] = v[i], l->has_scalar[i] = 1;
     return FA4_OK;
 }

@@ -5,8 +5,9 @@
  * fa4_mha_configs_for (configs.c) runs the shapes of a described workload through the same
  * functions. The rules read a shape in these places, and these are the breakpoints the enumerator
  * walks (each threshold is a named constant here):
- *   - shape_rules: sm90a causal with the rules' seqlen_k <= RT_PERSISTENT_SEQLEN_K runs persistent,
- *     except a decode shape (group > 1, seq_rows_q x group <= RT_DECODE_TILE_ROWS);
+ *   - shape_rules: sm90a with the rules' seqlen_k <= RT_PERSISTENT_SEQLEN_K, except a decode shape (group
+ *     > 1, seq_rows_q x group <= RT_DECODE_TILE_ROWS): causal runs persistent, full d128 (16-bit) takes bn 128,
+ *     d64 (group 1, 16-bit) with seq_rows_q <= RT_SHORT_Q_ROWS takes bm 128 (<= RT_DECODE_TILE_ROWS: bm 64 bn 64);
  *   - decode_tile: sm90a, group >= 2, seq_rows_q x group <= RT_DECODE_TILE_ROWS: bm 64 bn 64 stages 3;
  *   - the split rules: a split plan is looked at only when the runtime picks a count or
  *     seq_rows_q x group <= RT_PACK_ROWS_MAX; then the split kernel's rows decide `decode`, and the
@@ -113,18 +114,40 @@ static void decode_tile(Config *c, const RtMhaShape *s)
     c->bm = 64, c->bn = 64, c->stages = 3;
 }
 
-/* The part of the tuning table that depends on the shape, not only on the
- * config (the plan's defaults cover depth, dtype and mask). Measured on an
- * H100 (bench/NOTES.md): short causal sequences have tiles of a few KV blocks,
- * so the persistent loop, where the next tile's Q and K/V load under this
- * tile's epilogue, beats one CTA per tile. Fills only what args->config left unset. */
+/* Short d64 sequences (sm90a, group 1, 16-bit, no window, seqlen_k <= RT_PERSISTENT_SEQLEN_K; bench/NOTES.md "short
+ * sequences"): the plan's 192-row tile pads a sequence of at most RT_SHORT_Q_ROWS rows (S 197: 2 x 192 = 384
+ * rows) where 128-row tiles pad less and give the SMs more tiles: H200, CUDA graphs, cuDNN / fa4 0.65-0.88 ->
+ * 0.96-1.05 at S 77..256; at most RT_DECODE_TILE_ROWS rows, one 64-row consumer tile with 64-key blocks
+ * (S 64: 0.82 -> 1.61). Longer d64 sequences keep 192 (S 512 full: 1.00 with it, 0.93 with 128). Only words
+ * the caller's config left unset. */
+static void short_d64_tile(Config *c, const RtMhaShape *s)
+{
+    if (c->qk_depth != 64 || c->ov_depth != 64 || c->group != 1 || c->dtype == DT_E4M3 || c->mask == MASK_WINDOW ||
+        c->bm || s->seq_rows_q > RT_SHORT_Q_ROWS)
+        return;
+    if (s->seq_rows_q <= RT_DECODE_TILE_ROWS && !c->bn) c->bm = 64, c->bn = 64;
+    else c->bm = 128;
+}
+
+/* The part of the tuning table that depends on the shape, not only on the config (the plan's defaults cover
+ * depth, dtype and mask); both rules hold for the rules' seqlen_k <= RT_PERSISTENT_SEQLEN_K, outside decode
+ * shapes (they run split, or take the decode tile) and fill only what args->config left unset:
+ *   - causal runs persistent (H100, bench/NOTES.md): short causal tiles have a few KV blocks, and the
+ *     persistent loop loads the next tile's Q and K/V under this tile's epilogue;
+ *   - full (no mask) d128, 16-bit: bn 128 instead of the plan's 176 (bench/NOTES.md "short sequences"):
+ *     fewer padded keys on short rows (S 256: two 176-key blocks for 256 keys) and a K/V ring small enough for
+ *     a second Q slot, so the next tile's Q loads under this one. H200, CUDA graphs, 10 shapes of S 128..2048:
+ *     cuDNN / fa4 from 0.64-1.00 to 0.86-1.07, none slower (bench/results/2026-11-28-h200-short-shapes.txt). */
 void rt_mha_shape_rules(Config *c, const RtMhaShape *s)
 {
-    /* (decode keeps bm 128: the 64-row tile measured no faster under CUDA-graph replay, bench/NOTES.md) */
-    if (c->target != TARGET_SM90A || c->mask != MASK_CAUSAL || s->seqlen_k > RT_PERSISTENT_SEQLEN_K) return;
-    /* a decode shape runs split (a cluster split needs persistent 0): one tile per CTA there anyway */
+    if (c->target != TARGET_SM90A || s->seqlen_k > RT_PERSISTENT_SEQLEN_K) return;
     if (c->cluster_split || decode_shape(c, s)) return;
-    if (c->persistent < 0) c->persistent = 1; /* with 2 stages the plan double-buffers Q too */
+    if (c->mask == MASK_CAUSAL) {
+        if (c->persistent < 0) c->persistent = 1; /* with 2 stages the plan double-buffers Q too */
+    } else if (c->mask == MASK_NONE && c->qk_depth == 128 && c->ov_depth == 128 && c->dtype != DT_E4M3 && !c->bn) {
+        c->bn = 128;
+    }
+    short_d64_tile(c, s);
 }
 
 /* ---------------------------------------------------------------- split-KV */

@@ -78,68 +78,13 @@ static void emit_tmem_alloc(Emit *e)
 /* load                                                                 */
 /* ------------------------------------------------------------------ */
 
-/* One TMA box per 64-column chunk of a tile at (row, head, batch). */
-static void load_tile(Emit *e, Reg tmap, Reg dst0, uint32_t chunk_bytes, Reg row, Reg head, Reg bar)
-{
-    const Plan *p = e->p;
-    Reg dst = reg_b32(e, "ld_dst"), col = reg_b32(e, "ld_col");
-    for (int c = 0; c < p->qk_chunks; c++) {
-        emit(e, "add.u32 %s, %s, %u;", R(e, dst), R(e, dst0), c * chunk_bytes);
-        emit(e, "mov.u32 %s, %d;", R(e, col), c * p->chunk_elems);
-        op_tma_load_4d(e, dst, tmap, col, row, head, reg_find(e, "b_map"), bar);
-    }
-}
-
 static void emit_load(Emit *e)
 {
-    const Plan *p = e->p;
-    const Sm100BwdPlan *s = sm100bwd_of(p);
-    char l_loop[NAME], l_done[NAME];
-    Reg pr = reg_pred(e, "ld_p"), bar = reg_b32(e, "ld_bar"), dst = reg_b32(e, "ld_dst0"), row = reg_b32(e, "ld_row");
-    Reg stage = reg_b32(e, "ld_stage"), phase = reg_b32(e, "ld_phase"), par = reg_b32(e, "ld_par");
-    Reg itr = reg_b32(e, "ld_it"), m = reg_b32(e, "ld_m"), hq = reg_b32(e, "ld_hq"), ws = reg_b64(e, "ld_ws");
-    Reg src = reg_b64(e, "ld_src"), vdst = reg_b32(e, "ld_vdst");
-    emit_section(e, "role load (warp %d, one thread): K and V, then the Q / dO rings", s->warp_load);
-    emit(e, "setp.ne.u32 %s, %%lane, 0;", R(e, pr));
-    emit(e, "@%s bra $exit;", R(e, pr));
-    emit_note(e, "plan: tx kv = %u bytes (K and V tiles, %d keys)", s->tx_kv, p->bn);
-    mbar_at(e, bar, s->bar_kv_full, 0);
-    op_mbar_expect_tx(e, bar, s->tx_kv);
-    emit(e, "add.u32 %s, %%n0, %%k_start;", R(e, row));
-    smem_at(e, dst, s->off_k);
-    load_tile(e, reg_find(e, "tmap_k"), dst, s->kv_chunk_bytes, row, reg_find(e, "kvh"), bar);
-    smem_at(e, dst, s->off_v);
-    load_tile(e, reg_find(e, "tmap_v"), dst, s->kv_chunk_bytes, row, reg_find(e, "kvh"), bar);
-    ring_reset(e, stage, phase);
-    emit(e, "mov.u32 %s, 0;", R(e, itr));
-    emit_label(e, new_label(e, l_loop, sizeof l_loop, "ld_loop"));
-    emit(e, "setp.ge.u32 %s, %s, %%iters;", R(e, pr), R(e, itr));
-    emit(e, "@%s bra %s;", R(e, pr), new_label(e, l_done, sizeof l_done, "ld_done"));
-    bwd_iter_coords(e, itr, m, hq);
-    bwd_ws_row(e, ws, m, hq);
-    emit(e, "shl.b64 %s, %s, 2;", R(e, ws), R(e, ws));
-    emit(e, "mad.lo.u32 %s, %s, %d, %%q_start;", R(e, row), R(e, m), p->bm);
-    ring_free_parity(e, par, phase);
-    const struct { const char *what; uint32_t empty, full, tile, vec, tx; const char *map, *vsrc; } t[2] = {
-        {"Q + nl2", s->bar_q_empty, s->bar_q_full, s->off_q, s->off_nl2, s->tx_q, "tmap_q", "nlse2"},
-        {"dO + D", s->bar_do_empty, s->bar_do_full, s->off_do, s->off_dpsum, s->tx_do, "tmap_do", "dpsum"}};
-    for (int k = 0; k < 2; k++) {
-        emit_note(e, "%s: wait for the slot, then load (plan: tx %u bytes)", t[k].what, t[k].tx);
-        smem_indexed(e, bar, t[k].empty, stage, MBAR_BYTES);
-        op_mbar_wait(e, bar, par);
-        smem_indexed(e, bar, t[k].full, stage, MBAR_BYTES);
-        op_mbar_expect_tx(e, bar, t[k].tx);
-        smem_indexed(e, dst, t[k].tile, stage, s->q_stage_bytes);
-        load_tile(e, reg_find(e, "%s", t[k].map), dst, s->q_chunk_bytes, row, hq, bar);
-        smem_indexed(e, vdst, t[k].vec, stage, s->vec_stage_bytes);
-        emit(e, "add.s64 %s, %%%s, %s;", R(e, src), t[k].vsrc, R(e, ws));
-        op_bulk_load(e, vdst, src, s->vec_stage_bytes, bar);
-    }
-    ring_advance(e, stage, phase, p->stages);
-    emit(e, "add.u32 %s, %s, 1;", R(e, itr), R(e, itr));
-    emit(e, "bra.uni %s;", l_loop);
-    emit_label(e, l_done);
-    emit(e, "bra.uni $exit;");
+    const Sm100BwdPlan *s = sm100bwd_of(e->p);
+    const BwdLoads l = BWD_LOADS_OF(s);
+    char section[96];
+    snprintf(section, sizeof section, "role load (warp %d, one thread): K and V, then the Q / dO rings", s->warp_load);
+    bwd_emit_loads(e, &l, section, 1);
 }
 
 /* ------------------------------------------------------------------ */

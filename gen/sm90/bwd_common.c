@@ -1,40 +1,12 @@
 /* sm90/bwd_common.c - the emitter pieces both consumers of the sm_90a attention backward share (bwd90.h):
- * the iteration's m-block and query head, the workspace row, the low word of a K-major descriptor, and the
- * soft-cap's t and P. Emitter stage: sm90/mha_bwd.c (depth <= 128 and the kernel's skeleton) and
- * sm90/mha_bwd_depth.c (split_depth's consumer) call these; they call neither back. */
+ * the low word of a K-major descriptor and the soft-cap's t and P (the iteration's coordinates and the
+ * workspace row are both targets', in gen/mha_bwd.c). Emitter stage: sm90/mha_bwd.c (depth <= 128 and the
+ * kernel's skeleton) and sm90/mha_bwd_depth.c (split_depth's consumer) call these; they call neither back. */
 #include <stdio.h>
 
 #include "../ops.h"
 #include "../softmax.h"
 #include "bwd90.h"
-
-/* Iteration %it_reg -> m-block m and query head hq (g = it / nm of the kv head's group). */
-void bwd90_iter_coords(Emit *e, Reg itr, Reg m, Reg hq)
-{
-    const Plan *p = e->p;
-    if (p->cfg.group == 1) {
-        emit(e, "add.u32 %s, %%m_begin, %s;", R(e, m), R(e, itr));
-        if (reg_is(hq)) emit(e, "mov.u32 %s, %%kvh;", R(e, hq));
-        return;
-    }
-    Reg g = reg_b32(e, "ic_g");
-    emit(e, "div.u32 %s, %s, %%nm;", R(e, g), R(e, itr));
-    emit(e, "rem.u32 %s, %s, %%nm;", R(e, m), R(e, itr));
-    emit(e, "add.u32 %s, %s, %%m_begin;", R(e, m), R(e, m));
-    if (reg_is(hq)) emit(e, "mad.lo.u32 %s, %%kvh, %d, %s;", R(e, hq), p->cfg.group, R(e, g));
-}
-
-/* ws = the workspace row of (hq, m)'s first query: (bws heads_q + hq) q_rows + pad + m bm (u64). */
-void bwd90_ws_row(Emit *e, Reg ws, Reg m, Reg hq)
-{
-    Reg t = reg_b32(e, "wr_t"), t64 = reg_b64(e, "wr_t64");
-    if (e->p->cfg.varlen) emit(e, "mov.u32 %s, %s;", R(e, t), R(e, hq));
-    else emit(e, "mad.lo.u32 %s, %%bidx, %%heads_q, %s;", R(e, t), R(e, hq));
-    emit(e, "mul.wide.u32 %s, %s, %%q_rows;", R(e, ws), R(e, t));
-    emit(e, "mad.lo.u32 %s, %s, %d, %%pad;", R(e, t), R(e, m), e->p->bm);
-    op_cvt(e, "u64.u32", t64, t);
-    emit(e, "add.s64 %s, %s, %s;", R(e, ws), R(e, ws), R(e, t64));
-}
 
 /* Low word of a K-major SW128 descriptor of the tile at addr (u32): start >> 4 | LBO field. */
 void bwd90_desc_lo(Emit *e, Reg lo, Reg addr)

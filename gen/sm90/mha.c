@@ -313,6 +313,12 @@ static void emit_consumer_setup(Emit *e)
         emit(e, "add.u32 %s, %s, %d;", tn, tn, s->bar_turn0);
         op_bar_arrive_if(e, pl, s->bar_turn0, named_bar_threads(p, s->bar_turn0));
     }
+    if (p->cfg.timeline) {
+        emit_note(e, "timeline: consumer 0's and the last consumer's first threads stamp");
+        int wg_threads = p->threads / (s->consumers + 1);
+        emit(e, "setp.eq.u32 %s, %%thread, %d;", R(e, reg_pred(e, "tl_c0")), wg_threads);
+        emit(e, "setp.eq.u32 %s, %%thread, %d;", R(e, reg_pred(e, "tl_cl")), wg_threads * s->consumers);
+    }
     emit_note(e, "this consumer's Q rows: the wgmma A descriptor (K-major, SBO = 8 rows)");
     emit(e, "mad.lo.u32 %s, %s, %d, %%cs_q0;", reg(e, "b32", "cs_qrows"), w, s->mma_m * sw);
     emit(e, "mov.b32 %s, 0x%08X;", reg(e, "b32", "cs_desc_hi"), sm90_desc_hi(8u * (uint32_t)sw, sw));
@@ -420,7 +426,9 @@ static void emit_mainloop(Emit *e)
     emit_turn_begin(e);
     emit_issue_qk(e);
     emit_turn_end(e);
+    if (e->p->cfg.timeline) mha90_tl_stamp(e, reg_find(e, "tl_c0"), TL_C_QK0);
     op_wgmma_wait(e, 0);
+    if (e->p->cfg.timeline) mha90_tl_stamp(e, reg_find(e, "tl_c0"), TL_C_S0);
     emit_release(e, reg_find(e, "cs_k_empty"), reg_find(e, "cs_stage"));
     emit_softmax_block(e);
     emit_convert_p(e);
@@ -462,6 +470,7 @@ static void emit_mainloop(Emit *e)
     op_wgmma_wait(e, 0);
     emit_release(e, reg_find(e, "cs_v_empty"), reg_find(e, "cs_pv_stage"));
     emit_label(e, l_empty);
+    if (e->p->cfg.timeline) mha90_tl_stamp(e, reg_find(e, "tl_c0"), TL_C_MAIN_END);
 }
 
 static void emit_consumer(Emit *e)
@@ -507,6 +516,11 @@ static void emit_consumer(Emit *e)
         emit(e, "mov.f32 %s, 0f00000000;", reg(e, "f32", l));
     }
     for (int i = 0; i < f.o_regs; i++) emit(e, "mov.f32 %%o%d, 0f00000000;", i);
+    if (p->cfg.timeline) {
+        mha90_tl_record(e);
+        mha90_tl_stamp(e, reg_find(e, "tl_c0"), TL_C_TILE);
+        mha90_tl_stamp(e, reg_find(e, "tl_c0"), TL_GT_C_TILE);
+    }
     if (p->cfg.alibi) {
         emit_note(e, "plan note alibi: each row half's slope (its head's) and diagonal key, row + seqlen_k - seqlen_q");
         Reg hd = reg_b32(e, "cs_al_h"), ad = reg_b64(e, "cs_al_addr");
@@ -529,6 +543,7 @@ static void emit_consumer(Emit *e)
     emit(e, "or.b32 %s, %s, 0x%08X;", qlo, qlo, sm90_desc_lo_lbo(16));
     mbar_indexed(e, qbar, reg_find(e, "cs_q_full"), qslot);
     op_mbar_wait(e, qbar, qph);
+    if (p->cfg.timeline) mha90_tl_stamp(e, reg_find(e, "tl_c0"), TL_C_Q);
     emit_mainloop(e);
     if (p->cfg.cluster_split) mha90_epilogue_cluster(e);
     else if (p->cfg.split) mha90_epilogue_split(e);
@@ -550,7 +565,9 @@ static void emit_consumer(Emit *e)
 
 int sm90_emit_mha(Emit *e)
 {
+    mha90_tl_entry(e);
     mha_prologue(e);
+    mha90_tl_prologue(e);
     emit_barrier_init(e);
     emit_section(e, "role dispatch: warpgroup 0 produces, the others consume");
     const char *p = reg(e, "pred", "p_consumer");

@@ -42,5 +42,15 @@ void mha90_scrub(Emit *e);
 void mha90_epilogue(Emit *e);
 void mha90_epilogue_split(Emit *e);
 void mha90_epilogue_cluster(Emit *e);
+/* config timeline=1 (sm90/mha_timeline.c, plan note timeline; nothing is emitted without it). mha90_tl_entry: the
+ * entry clock (%tl_entry), first in the kernel; mha90_tl_prologue: %tl_base and the CTA's id word (%tl_id), after
+ * the parameters. mha90_tl_record: %tl_rec = this
+ * tile's record (p_timeline + %tile x slots x 8); mha90_tl_stamp: clock64 (globaltimer for the TL_GT_ slots)
+ * into the record's slot where guard holds (REG_NONE: always); mha90_tl_store: a value there. */
+void mha90_tl_entry(Emit *e);
+void mha90_tl_prologue(Emit *e);
+void mha90_tl_record(Emit *e);
+void mha90_tl_stamp(Emit *e, Reg guard, MhaTimelineSlot slot);
+void mha90_tl_store(Emit *e, Reg guard, MhaTimelineSlot slot, Reg v);
 
 #endif

@@ -84,6 +84,7 @@ void mha90_epilogue(Emit *e)
         lse_store(e, pr, reg_find(e, "head"), rowg, idx, ad, lse);
     }
     emit_label(e, l_nolse);
+    if (p->cfg.timeline) mha90_tl_stamp(e, reg_find(e, "tl_c0"), TL_C_LSE);
     char l_rows[NAME], l_done[NAME];
     if (p->cfg.varlen) {
         Reg end = reg_b32(e, "cs_oend");
@@ -119,6 +120,7 @@ void mha90_epilogue(Emit *e)
     op_fence_proxy_async(e);
     emit_note(e, "plan: named barrier epilogue<consumer> (%d + consumer)", s->bar_epilogue0);
     op_bar_sync_at(e, REG_NONE, reg_find(e, "cs_epi_bar"), named_bar_threads(p, s->bar_epilogue0));
+    if (p->cfg.timeline) mha90_tl_stamp(e, reg_find(e, "tl_c0"), TL_C_STAGED);
     emit(e, "@!%%cs_leader bra %s;", new_label(e, lbl, sizeof lbl, "store_done"));
     Reg src_ = reg_b32(e, "cs_src");
     const char *src = R(e, src_);
@@ -134,6 +136,11 @@ void mha90_epilogue(Emit *e)
     op_bulk_commit(e);
     emit_note(e, "the Q slot is free once the store has read smem");
     op_bulk_wait_read(e, 0);
+    if (p->cfg.timeline) {
+        mha90_tl_stamp(e, reg_find(e, "tl_c0"), TL_C_STORED);
+        mha90_tl_stamp(e, reg_find(e, "tl_cl"), TL_CL_STORED);
+        mha90_tl_stamp(e, reg_find(e, "tl_c0"), TL_GT_C_STORED);
+    }
     mbar_indexed(e, src_, reg_find(e, "cs_q_empty"), reg_find(e, "cs_q_slot"));
     op_mbar_arrive(e, src_);
     emit_label(e, lbl);

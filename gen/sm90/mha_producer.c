@@ -254,7 +254,14 @@ void mha90_producer(Emit *e)
         emit(e, "mov.u32 %%pr_pre, 0;");
         early_q_load(e, qrow, batch);
     } else {
+        if (p->cfg.timeline) {
+            mha90_tl_record(e);
+            mha90_tl_store(e, REG_NONE, TL_ID, reg_find(e, "tl_id"));
+            mha90_tl_store(e, REG_NONE, TL_ENTRY, reg_find(e, "tl_entry"));
+            mha90_tl_stamp(e, REG_NONE, TL_P_TILE);
+        }
         emit_q_load(e, qrow, batch, 1);
+        if (p->cfg.timeline) mha90_tl_stamp(e, REG_NONE, TL_P_Q);
         emit_note(e, "K and V blocks from the last one down (the masked blocks come first)");
         emit(e, "mov.u32 %s, %%n_end;", j);
     }
@@ -297,6 +304,7 @@ void mha90_producer(Emit *e)
     }
     emit(e, "bra.uni %s;", l_kv);
     emit_label(e, l_kv_done);
+    if (p->cfg.timeline) mha90_tl_stamp(e, REG_NONE, TL_P_KV_END);
     if (p->kv_tail && p->pdl_early_kv) {
         char l_no_tail[NAME];
         emit_note(e, "plan kv tail: the tail block, last, on bar_v_tail; the scrub warp releases it");

@@ -45,7 +45,9 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         free(cli.mod_src);
         free_args(&split);
     }
-    for (int i = 1; i + 1 < argc; i++) /* the #include never gets through */
+    int help = 0; /* -h / --help prints the help and exits 0 before any file is read */
+    for (int i = 1; i < argc; i++) help |= !strcmp(argv[i], "-h") || !strcmp(argv[i], "--help");
+    for (int i = 1; i + 1 < argc && !help; i++) /* the #include never gets through */
         if (!strcmp(argv[i], "--score-mod") && !strcmp(argv[i + 1], "inc.cu")) FUZZ_CHECK(rc == 2, "inc.cu: exit %d", rc);
     fz_check_invalid(rc, err);
     fz_fixtures_reset(); /* -o list may have replaced it, -d dir filled it */

@@ -8,6 +8,7 @@
 #undef main
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <ftw.h>
 
 #include "fuzz_common.h"

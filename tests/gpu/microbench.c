@@ -30,12 +30,15 @@ static void P(const char *fmt, ...)
     if (n > 0 && plen + (size_t)n < PTX_MAX) plen += (size_t)n;
 }
 
-static void head(const char *name, const char *params)
+/* A kernel's head; decl: module-scope declarations before it ("" for none) */
+static void head_with(const char *decl, const char *name, const char *params)
 {
     plen = 0;
-    P(".version 8.0\n.target sm_90a\n.address_size 64\n\n.visible .entry %s(%s)\n{\n", name, params);
+    P(".version 8.0\n.target sm_90a\n.address_size 64\n%s\n.visible .entry %s(%s)\n{\n", decl, name, params);
     P("  .reg .b32 %%r<64>;\n  .reg .b64 %%rd<32>;\n  .reg .f32 %%f<160>;\n  .reg .pred %%p<8>;\n");
 }
+
+static void head(const char *name, const char *params) { head_with("", name, params); }
 
 /* clock: clock64 and globaltimer over a spin of N iterations; out[0] = clocks, out[1] = ns */
 static void k_clock(void)
@@ -117,38 +120,44 @@ static void k_wgmma(int lat)
     P("  st.global.u64 [%%rd2], %%rd11;\n  st.global.f32 [%%rd2+8], %%f0;\n  ret;\n}\n");
 }
 
-/* bulk copies (the TMA engine, no tensor map) of 8 KB from src + cta * stride (wrapping in `span` bytes) into
- * a 4-slot ring of shared memory, each slot on its mbarrier; one elected thread issues, all wait.
- * lat=1: one copy in flight (issue -> complete_tx clocks, mean in out). out[cta] = clocks. */
+/* bulk copies (the TMA engine, no tensor map) from src + cta * stride (wrapping in `span` bytes) into a ring of
+ * shared memory, each slot on its mbarrier; one elected thread issues, all wait.
+ * lat=1: 8 KB copies, one in flight (issue -> complete_tx clocks, mean in out): the latency.
+ * lat=0: BULK_SLOTS copies of BULK_BYTES in flight (dynamic shared memory): the bandwidth an SM can pull, with as
+ * many bytes in flight as an attention kernel's K/V ring holds (2 stages x 2 x 32-44 KB); 4 x 8 KB in flight
+ * measured the latency's bound instead (14.6 B/clk on the H200, below what the d128 kernels were timed pulling).
+ * out[cta] = clocks. */
+enum { BULK_SLOTS = 8, BULK_BYTES = 16384, BULK_SMEM = BULK_SLOTS * BULK_BYTES };
 static void k_bulk(int lat)
 {
-    head(lat ? "mb_tma_lat" : "mb_tma_bw", ".param .u64 out, .param .u64 src, .param .u32 n, .param .u32 span, .param .u32 stride");
-    P("  .shared .align 128 .b8 ring[32768];\n  .shared .align 8 .b64 bars[4];\n");
+    int slots = lat ? 4 : BULK_SLOTS, bytes = lat ? 8192 : BULK_BYTES, lg_s = lat ? 2 : 3, lg_b = lat ? 13 : 14;
+    head_with(lat ? "" : ".extern .shared .align 128 .b8 dring[];\n", lat ? "mb_tma_lat" : "mb_tma_bw", ".param .u64 out, .param .u64 src, .param .u32 n, .param .u32 span, .param .u32 stride");
+    if (lat) P("  .shared .align 128 .b8 ring[32768];\n");
+    P("  .shared .align 8 .b64 bars[%d];\n", slots);
     P("  ld.param.u64 %%rd1, [out];\n  ld.param.u64 %%rd6, [src];\n  ld.param.u32 %%r1, [n];\n  ld.param.u32 %%r12, [span];\n  ld.param.u32 %%r20, [stride];\n");
-    P("  mov.u32 %%r2, %%tid.x;\n  mov.u32 %%r4, ring;\n  mov.u32 %%r5, bars;\n  mov.u32 %%r8, %%ctaid.x;\n");
+    P("  mov.u32 %%r2, %%tid.x;\n  mov.u32 %%r4, %s;\n  mov.u32 %%r5, bars;\n  mov.u32 %%r8, %%ctaid.x;\n", lat ? "ring" : "dring");
     P("  setp.eq.u32 %%p2, %%r2, 0;\n");
-    P("  @%%p2 mbarrier.init.shared::cta.b64 [%%r5], 1;\n  @%%p2 mbarrier.init.shared::cta.b64 [%%r5+8], 1;\n");
-    P("  @%%p2 mbarrier.init.shared::cta.b64 [%%r5+16], 1;\n  @%%p2 mbarrier.init.shared::cta.b64 [%%r5+24], 1;\n");
+    for (int i = 0; i < slots; i++) P("  @%%p2 mbarrier.init.shared::cta.b64 [%%r5+%d], 1;\n", 8 * i);
     P("  fence.mbarrier_init.release.cluster;\n  bar.sync 0;\n");
     /* offset into src: each CTA starts at cta * stride */
     P("  mul.wide.u32 %%rd7, %%r8, %%r20;\n  mov.u64 %%rd10, %%clock64;\n  mov.u32 %%r3, 0;\n  mov.u32 %%r13, 0;\n");
-    P("LOOP:\n  and.b32 %%r9, %%r3, 3;\n  shl.b32 %%r10, %%r9, 13;\n  add.u32 %%r10, %%r10, %%r4;\n  shl.b32 %%r11, %%r9, 3;\n  add.u32 %%r11, %%r11, %%r5;\n");
-    /* parity of this slot's use: (i / 4) & 1 */
-    P("  shr.u32 %%r14, %%r3, 2;\n  and.b32 %%r14, %%r14, 1;\n");
+    P("LOOP:\n  and.b32 %%r9, %%r3, %d;\n  shl.b32 %%r10, %%r9, %d;\n  add.u32 %%r10, %%r10, %%r4;\n  shl.b32 %%r11, %%r9, 3;\n  add.u32 %%r11, %%r11, %%r5;\n", slots - 1, lg_b);
+    /* parity of this slot's use: (i / slots) & 1 */
+    P("  shr.u32 %%r14, %%r3, %d;\n  and.b32 %%r14, %%r14, 1;\n", lg_s);
     P("  cvt.u64.u32 %%rd8, %%r13;\n  add.u64 %%rd8, %%rd8, %%rd7;\n  cvt.u64.u32 %%rd12, %%r12;\n  rem.u64 %%rd8, %%rd8, %%rd12;\n  add.u64 %%rd8, %%rd8, %%rd6;\n");
-    P("  @%%p2 mbarrier.arrive.expect_tx.shared::cta.b64 %%rd9, [%%r11], 8192;\n");
-    P("  @%%p2 cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%%r10], [%%rd8], 8192, [%%r11];\n");
+    P("  @%%p2 mbarrier.arrive.expect_tx.shared::cta.b64 %%rd9, [%%r11], %d;\n", bytes);
+    P("  @%%p2 cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%%r10], [%%rd8], %d, [%%r11];\n", bytes);
     if (lat) {
         P("WAIT:\n  mbarrier.try_wait.parity.shared::cta.b64 %%p1, [%%r11], %%r14;\n  @!%%p1 bra WAIT;\n");
-    } else { /* wait for the copy issued 3 before (4 in flight) */
-        P("  setp.lt.u32 %%p3, %%r3, 3;\n  @%%p3 bra SKIP;\n  add.u32 %%r15, %%r3, 1;\n  and.b32 %%r15, %%r15, 3;\n  shl.b32 %%r16, %%r15, 3;\n  add.u32 %%r16, %%r16, %%r5;\n");
-        P("  sub.u32 %%r17, %%r3, 3;\n  shr.u32 %%r17, %%r17, 2;\n  and.b32 %%r17, %%r17, 1;\n");
+    } else { /* wait for the copy issued slots - 1 before (slots in flight) */
+        P("  setp.lt.u32 %%p3, %%r3, %d;\n  @%%p3 bra SKIP;\n  add.u32 %%r15, %%r3, 1;\n  and.b32 %%r15, %%r15, %d;\n  shl.b32 %%r16, %%r15, 3;\n  add.u32 %%r16, %%r16, %%r5;\n", slots - 1, slots - 1);
+        P("  sub.u32 %%r17, %%r3, %d;\n  shr.u32 %%r17, %%r17, %d;\n  and.b32 %%r17, %%r17, 1;\n", slots - 1, lg_s);
         P("WAIT:\n  mbarrier.try_wait.parity.shared::cta.b64 %%p1, [%%r16], %%r17;\n  @!%%p1 bra WAIT;\nSKIP:\n");
     }
-    P("  bar.sync 0;\n  add.u32 %%r13, %%r13, 8192;\n  add.u32 %%r3, %%r3, 1;\n  setp.lt.u32 %%p1, %%r3, %%r1;\n  @%%p1 bra LOOP;\n");
-    if (!lat) { /* drain the last three */
-        for (int d = 3; d >= 1; d--) {
-            P("  sub.u32 %%r18, %%r1, %d;\n  and.b32 %%r19, %%r18, 3;\n  shl.b32 %%r19, %%r19, 3;\n  add.u32 %%r19, %%r19, %%r5;\n  shr.u32 %%r18, %%r18, 2;\n  and.b32 %%r18, %%r18, 1;\n", d);
+    P("  bar.sync 0;\n  add.u32 %%r13, %%r13, %d;\n  add.u32 %%r3, %%r3, 1;\n  setp.lt.u32 %%p1, %%r3, %%r1;\n  @%%p1 bra LOOP;\n", bytes);
+    if (!lat) { /* drain the last slots - 1 */
+        for (int d = slots - 1; d >= 1; d--) {
+            P("  sub.u32 %%r18, %%r1, %d;\n  and.b32 %%r19, %%r18, %d;\n  shl.b32 %%r19, %%r19, 3;\n  add.u32 %%r19, %%r19, %%r5;\n  shr.u32 %%r18, %%r18, %d;\n  and.b32 %%r18, %%r18, 1;\n", d, slots - 1, lg_s);
             P("D%d:\n  mbarrier.try_wait.parity.shared::cta.b64 %%p1, [%%r19], %%r18;\n  @!%%p1 bra D%d;\n", d, d);
         }
     }
@@ -307,15 +316,18 @@ int main(int argc, char **argv)
     CK(cuMemcpyDtoH(h, out, 8));
     m[nm++] = (Meas){"tma_lat", "tma_lat", (double)h[0] / tn, "cp.async.bulk 8 KB from L2, one in flight (issue -> complete_tx, bar.sync included)"};
     tn = 4096;
-    launch_ms(fn("mb_tma_bw"), 1, 128, 0, at, 1);
+    CUfunction tbw = fn("mb_tma_bw");
+    CK(cuFuncSetAttribute(tbw, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, BULK_SMEM));
+    launch_ms(tbw, 1, 128, BULK_SMEM, at, 1);
     CK(cuMemcpyDtoH(h, out, 8));
-    m[nm++] = (Meas){"l2_sm_bw", "l2_sm_bw", (double)tn * 8192 / (double)h[0], "one SM, cp.async.bulk 8 KB x 4 in flight from a 4 MB (L2) buffer"};
-    ms = launch_ms(fn("mb_tma_bw"), (unsigned)sms, 128, 0, at, 3);
-    m[nm++] = (Meas){"l2_bw", "l2_all_bw", (double)sms * tn * 8192 / (ms * 1e-3 * hz), "every SM as l2_sm_bw, CUDA events"};
-    unsigned hspan = (unsigned)span, hstride = (unsigned)(span / (size_t)sms) & ~8191u, hn = hstride / 8192;
+    m[nm++] = (Meas){"l2_sm_bw", "l2_sm_bw", (double)tn * BULK_BYTES / (double)h[0], "one SM, cp.async.bulk 16 KB x 8 in flight from a 4 MB (L2) buffer"};
+    ms = launch_ms(tbw, (unsigned)sms, 128, BULK_SMEM, at, 3);
+    m[nm++] = (Meas){"l2_bw", "l2_all_bw", (double)sms * tn * BULK_BYTES / (ms * 1e-3 * hz), "every SM as l2_sm_bw, CUDA events"};
+    unsigned hspan = (unsigned)span, hstride = (unsigned)(span / (size_t)sms) & ~(BULK_BYTES - 1u),
+             hn = hstride / BULK_BYTES;
     void *ah[] = {&out, &src, &hn, &hspan, &hstride};
-    ms = launch_ms(fn("mb_tma_bw"), (unsigned)sms, 128, 0, ah, 3);
-    m[nm++] = (Meas){"hbm_gbs", "hbm_bw", (double)sms * hn * 8192 / (ms * 1e-3) / 1e9, "every SM streaming its own slice of a 512 MB buffer (past L2) once, cp.async.bulk; launch gap included"};
+    ms = launch_ms(tbw, (unsigned)sms, 128, BULK_SMEM, ah, 3);
+    m[nm++] = (Meas){"hbm_gbs", "hbm_bw", (double)sms * hn * BULK_BYTES / (ms * 1e-3) / 1e9, "every SM streaming its own slice of a 512 MB buffer (past L2) once, cp.async.bulk; launch gap included"};
 
     unsigned mn = 10000;
     void *am[] = {&out, &mn};

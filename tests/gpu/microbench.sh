@@ -11,7 +11,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-build/gpu-out}
-mkdir -p "$OUT"
+mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)  # absolute: the simulator runs below name the table by it
 CUDA=${CUDA_HOME:-/usr/local/cuda}
 ONLY=0
 [ "${1:-}" = "--only-microbench" ] && ONLY=1
@@ -29,7 +29,7 @@ while IFS= read -r line; do
     i=$((i + 1))
     echo "$line" > "$work/c$i"
     ( d=$(mktemp -d); FA4GEN_COMPILER=driver-ptx FA4GEN_CACHE_DIR=$d LD_LIBRARY_PATH="$PWD/build/sim" FA4SIM_CC=90 \
-        FA4SIM_TIMING="$PWD/$OUT/h100-measured.tbl" FA4SIM_TIMING_SAMPLES=2 timeout 150 build/sim/timecase --cases "$work/c$i" > "$work/p$i" 2>"$work/e$i"; rm -rf "$d" ) &
+        FA4SIM_TIMING="$OUT/h100-measured.tbl" FA4SIM_TIMING_SAMPLES=2 timeout 150 build/sim/timecase --cases "$work/c$i" > "$work/p$i" 2>"$work/e$i"; rm -rf "$d" ) &
     if [ $((i % $(nproc))) = 0 ]; then wait; fi
 done < "$work/cases"
 # measurements on the GPU meanwhile would share the CPU: wait for the predictions first
@@ -37,7 +37,7 @@ wait
 FA4GEN_CACHE_DIR=$(mktemp -d) timeout 90 build/sim/timecase --cases "$cases" > "$work/time" 2>&1
 cat "$work"/p* | grep '^PRED' > "$work/pred"
 cat "$work"/e* | grep '^fa4sim-timing' > "$OUT/timing-predictions-detail.txt"
-awk 'FNR == NR { if ($1 == "PRED") { k = $0; sub(/^PRED /, "", k); sub(/ us=[^ ]*$/, "", k); p[k] = $NF; sub(/us=/, "", p[k]) } next }
+awk 'FILENAME == ARGV[1] { if ($1 == "PRED") { k = $0; sub(/^PRED /, "", k); sub(/ us=[^ ]*$/, "", k); p[k] = $NF; sub(/us=/, "", p[k]) } next }
      $1 == "TIME" { k = $0; sub(/^TIME /, "", k); sub(/ us=[^ ]*$/, "", k); t = $NF; sub(/us=/, "", t)
                     if (k in p) { e = (p[k] - t) / t; printf "%-70s measured_us=%9.2f predicted_us=%9.2f err=%+6.1f%%\n", k, t, p[k], 100 * e
                                   a[n++] = e < 0 ? -e : e } else printf "%-70s measured_us=%9.2f predicted_us=NONE\n", k, t }

@@ -1,5 +1,5 @@
 #!/bin/bash
-# tests/gpu/run.sh [--quick] [--no-bench] [--only-bench] [--only-anchor] [--only-use] [--only-mla] [--only-mods] [--only-tests] [--only-serving] [--only-bad-args] [--only-stale] [-- test_mha args]
+# tests/gpu/run.sh [--quick] [--no-bench] [--only-bench] [--only-anchor] [--only-use] [--only-mla] [--only-mods] [--only-tests] [--only-serving] [--only-bad-args] [--only-stale] [--only-short] [-- test_mha args]
 # One call on a Hopper GPU machine: build, correctness against the fp32
 # reference, cold/warm "get kernel" timings, SASS of the d128 kernel, the
 # simulator's anchor (tests/sim/cases_sm90.txt run by build/sim/sim_mha on this
@@ -14,12 +14,16 @@
 # benchmarks (bench/bench_score_mod.py decides the score_mod claims and link mode; bench/bench_decode.py the
 # decode bandwidth, step decode_bench), and the wrong arguments of issue 26 (tests/gpu/test_bad_args.py, step
 # bad_args, with the ways it is used or --only-bad-args: each refused naming the argument or giving its
-# documented result, the context healthy afterwards). Logs go to $OUT (default build/gpu-out); a summary prints last.
+# documented result, the context healthy afterwards), and (--only-short, alone: it builds only fa4gen and libfa4rt) short
+# sequences: the phase timeline of short tiles (bench/short_timeline.py, config word timeline=1; step short_timeline)
+# then fa4 and its variants against cuDNN on the short grid and the long control, under CUDA graphs and eagerly
+# (bench/short_shapes.py; step short_bench); SHORT_ARGS / SHORT_TIMELINE_ARGS pass more flags. Logs go to $OUT
+# (default build/gpu-out); a summary prints last.
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-build/gpu-out}
 mkdir -p "$OUT"
-QUICK=""; BENCH=1; TESTS=1; ANCHOR=1; USE=1; MLA=0; MODS=0; SERVING=1; BADARGS=0; STALE=0; EXTRA=()
+QUICK=""; BENCH=1; TESTS=1; ANCHOR=1; USE=1; MLA=0; MODS=0; SERVING=1; BADARGS=0; STALE=0; SHORT=0; EXTRA=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) QUICK=--quick ;;
@@ -33,8 +37,9 @@ while [ $# -gt 0 ]; do
         --only-serving) TESTS=0; BENCH=0; ANCHOR=0; USE=0; SERVING=2 ;; # issue 15: varlen/paged/split cases + benchmarks
         --only-bad-args) TESTS=0; BENCH=0; ANCHOR=0; USE=0; SERVING=0; BADARGS=1 ;; # issue 26: wrong arguments
         --only-stale) TESTS=0; BENCH=0; ANCHOR=0; USE=0; SERVING=0; STALE=1 ;; # issue 26 item 5: stale rows, context
+        --only-short) TESTS=0; BENCH=0; ANCHOR=0; USE=0; SERVING=0; SHORT=1 ;; # short sequences: timeline, grid vs cuDNN
         --) shift; EXTRA=("$@"); break ;;
-        *) echo "usage: tests/gpu/run.sh [--quick] [--no-bench] [--only-bench] [--only-anchor] [--only-use] [--only-mla] [--only-mods] [--only-tests] [--only-serving] [--only-bad-args] [--only-stale] [-- test_mha args]"; exit 2 ;;
+        *) echo "usage: tests/gpu/run.sh [--quick] [--no-bench] [--only-bench] [--only-anchor] [--only-use] [--only-mla] [--only-mods] [--only-tests] [--only-serving] [--only-bad-args] [--only-stale] [--only-short] [-- test_mha args]"; exit 2 ;;
     esac
     shift
 done
@@ -59,10 +64,14 @@ nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu
     --format=csv,noheader -l 1 > "$OUT/gpu_state.csv" 2>&1 &
 SMI_PID=$!
 trap 'kill $SMI_PID 2>/dev/null' EXIT
+if [ "$SHORT" = 1 ] && [ "$TESTS$BENCH$ANCHOR$USE$SERVING$MLA$MODS$BADARGS$STALE" = 000000000 ]; then
+    step build make -j16 build/fa4gen build/libfa4rt.so  # --only-short: the Python benches need only these
+else
 step build make -j16 all
 step build_test gcc -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -Iruntime -I"$CUDA/include" \
     tests/gpu/test_mha.c build/libfa4rt.a -L"$CUDA/lib64" -L"$CUDA/lib64/stubs" -lnvrtc -lcuda -ldl -lpthread -lm \
     -o build/test_mha
+fi
 if [ "$TESTS" = 1 ]; then
     export FA4GEN_CACHE_DIR=$(mktemp -d)
     step jit_cold build/test_mha --timing
@@ -232,6 +241,17 @@ if { [ "$BENCH" = 1 ] || [ "$MODS" = 1 ]; } && [ -f bench/bench_score_mod.py ]; 
     step bench_mod env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so python3 bench/bench_score_mod.py \
         --out "$OUT/bench_score_mod.txt"
 fi
+if [ "$SHORT" = 1 ]; then
+    # short sequences: the timeline first (where a short tile's time goes), then the grid; one kernel cache for
+    # both, each step bounded so one that hangs leaves the other's log
+    scache=$(mktemp -d)
+    step short_timeline env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so FA4GEN_CACHE_DIR="$scache" \
+        timeout "${SHORT_TIMELINE_TIMEOUT:-40}" python3 bench/short_timeline.py --out "$OUT/short_timeline.txt" \
+        --json "$OUT/short_timeline.json" ${SHORT_TIMELINE_ARGS:-}
+    step short_bench env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so FA4GEN_CACHE_DIR="$scache" \
+        timeout "${SHORT_TIMEOUT:-120}" python3 bench/short_shapes.py --out "$OUT/short_shapes.txt" \
+        --json "$OUT/short_shapes.json" ${SHORT_ARGS:-}
+fi
 echo "== $GPU"
 cat "$OUT/jit_cold.log" "$OUT/jit_warm.log" 2>/dev/null | grep "get kernel"
 [ -f "$OUT/correctness.txt" ] && grep -E "FAIL" "$OUT/correctness.txt" | head -20
@@ -239,4 +259,5 @@ cat "$OUT/jit_cold.log" "$OUT/jit_warm.log" 2>/dev/null | grep "get kernel"
 [ -f "$OUT/bench_score_mod.txt" ] && cat "$OUT/bench_score_mod.txt"
 [ -f "$OUT/bench_decode.txt" ] && cat "$OUT/bench_decode.txt"
 [ -f "$OUT/bench_decode_calls8.txt" ] && cat "$OUT/bench_decode_calls8.txt"
+[ "$SHORT" = 1 ] && cat "$OUT/short_timeline.log" "$OUT/short_bench.log" 2>/dev/null
 printf '%s\n' "${SUMMARY[@]}"

@@ -17,20 +17,14 @@ import os
 import random
 import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from report import report  # noqa: E402  (tests/report.py: the suite line make test sums)
+from report import Tally  # noqa: E402  (tests/report.py: the suite line make test sums)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_args_fuzz as tf  # noqa: E402  (loads the simulated driver first)
 
 fa4 = tf.fa4
-passed = failed = 0
-
-
-def check(name, ok, detail=""):
-    global passed, failed
-    passed += bool(ok)
-    failed += not ok
-    print("%s %s %s" % ("ok  " if ok else "FAIL", name, detail), flush=True)
+tally = Tally()
+check = tally.check
 
 
 def reference(q, k, v, sq, sk, h, hkv, d, causal, window, softcap, slopes, scale=None):
@@ -190,7 +184,7 @@ def main():
             lambda: fa4.flash_attn_func(t.q, t.k, t.v, window_size=(1, 2, 3), out=t.out, stream=0))  # noqa
     refused("softcap -1", "softcap", lambda: fa4.flash_attn_func(t.q, t.k, t.v, softcap=-1.0, **base))
     t.compare("causal after the refusals", True, (-1, -1), 0.0, False)
-    return report("fa api sim", passed, failed)
+    return tally.done("fa api sim")
 
 
 if __name__ == "__main__":

@@ -24,21 +24,15 @@ import os
 import random
 import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from report import report  # noqa: E402  (tests/report.py: the suite line make test sums)
+from report import Tally  # noqa: E402  (tests/report.py: the suite line make test sums)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_args_fuzz as tf  # noqa: E402  (loads the simulated driver first)
 from test_fa_api_sim import reference  # noqa: E402
 
 fa4 = tf.fa4
-passed = failed = 0
-
-
-def check(name, ok, detail=""):
-    global passed, failed
-    passed += bool(ok)
-    failed += not ok
-    print("%s %s %s" % ("ok  " if ok else "FAIL", name, detail), flush=True)
+tally = Tally()
+check = tally.check
 
 
 class FakeTorch:
@@ -307,7 +301,7 @@ def main():
     lens = tf.tensor((3,), tf.I32)
     tf.upload(lens, t.lens)
     floor_replay(t, lens)
-    return report("kvcache sim", passed, failed)
+    return tally.done("kvcache sim")
 
 
 if __name__ == "__main__":

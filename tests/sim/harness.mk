@@ -12,7 +12,7 @@
 #   make sim-mla-test              tests/sim/cases_mla_sm90.txt on the simulated cc 9.0 device
 #                                  (FA4SIM_SEED picks the scheduler seed)
 SIM_HARNESS_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
-                      -Wno-missing-field-initializers -O2 -g -Iruntime -Igen -Ibuild -I/usr/local/cuda/include
+                      -Wno-missing-field-initializers $(SIM_OPT) -g -Iruntime -Igen -Ibuild -I/usr/local/cuda/include
 SIM_HARNESS_SRC    := tests/sim/sim_mha.c tests/sim/ref_mha.c tests/sim/harness.c
 SIM_HARNESS_HDRS   := tests/sim/ref_mha.h tests/sim/harness.h runtime/fa4.h
 SIM_MLA_SRC        := tests/sim/sim_mla.c tests/sim/ref_mla.c tests/sim/harness.c

@@ -250,6 +250,7 @@ static const struct { const char *name; PtxSpecial sr; } specials[] = {
     {"%clusterid.x", SR_CLUSTERID_X}, {"%clusterid.y", SR_CLUSTERID_Y}, {"%clusterid.z", SR_CLUSTERID_Z},
     {"%nclusterid.x", SR_NCLUSTERID_X}, {"%cluster_ctarank", SR_CLUSTER_CTARANK},
     {"%cluster_nctarank", SR_CLUSTER_NCTARANK}, {"%cluster_ctaid.x", SR_CLUSTER_CTAID_X}, {"%smid", SR_SMID},
+    {"%clock64", SR_CLOCK64}, {"%globaltimer", SR_GLOBALTIMER},
 };
 
 static int param_find(P *p, const char *name)

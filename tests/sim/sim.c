@@ -1021,6 +1021,8 @@ uint64_t sim_special(Sim *s, Thread *t, int sr)
     case SR_CLUSTER_NCTARANK: return (uint32_t)s->ncta;
     case SR_CLUSTER_CTAID_X: return c->ctaid[0] % l->cluster[0];
     case SR_SMID: return (uint32_t)(s->clusterid[0] % 132);
+    /* the clocks (PTX ISA: monotone counters; no rate is promised): the scheduler's step */
+    case SR_CLOCK64: case SR_GLOBALTIMER: return s->step;
     default: sim_hazard(s, SIM_UNSUPPORTED, "special register %d not simulated", sr); return 0;
     }
 }
@@ -1990,7 +1992,7 @@ static int try_collective(Sim *s, int wi)
     if (in->op == OP_SHFL) mask = (uint32_t)alu_val(s, first, &in->ops[4]);
     else if (in->op == OP_VOTE || in->op == OP_BAR_WARP || in->op == OP_ELECT || in->op == OP_REDUX)
         mask = (uint32_t)alu_val(s, first, &in->ops[in->nops - 1]);
-    Thread *ts[128];
+    Thread *ts[128] = {0}; /* n >= 1 whenever first is in its own mask; zeroed so no reading of ts[0] is undefined */
     int n = 0;
     for (int i = lo; i < hi; i++) {
         Thread *t = &s->th[i];

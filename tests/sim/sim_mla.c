@@ -219,7 +219,7 @@ static int set_key(Case *c, int k, const char *v, char *err, size_t n)
                              *const layouts[] = {"packed", "strided", "odd"}, *const bits[] = {"0", "1"};
     const char *key = KEY_NAMES[k];
     int x;
-    double d;
+    double d = 0; /* parse_real sets it on success; zeroed for the compiler, which cannot see that */
     switch (k) {
     case K_TARGET:
         if (word_choice(key, v, targets, 2, &x, err, n)) return -1;

@@ -40,6 +40,7 @@ LAYERS = [
     ("gen/sm100/mha", "gen/sm100/mha_softmax"), ("gen/sm100/mha", "gen/sm100/mha_correction"),
     ("gen/sm100/mha_softmax", "gen/sm100/mha_context"), ("gen/sm100/mha_correction", "gen/sm100/mha_context"),
     ("gen/sm90/mha", "gen/sm90/mha_producer"), ("gen/sm90/mha", "gen/sm90/mha_epilogue"),
+    ("gen/sm90/mha_producer", "gen/sm90/mha_timeline"), ("gen/sm90/mha_epilogue", "gen/sm90/mha_timeline"),
 ]
 
 

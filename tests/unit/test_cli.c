@@ -2,10 +2,12 @@
  * as a regression test: score_mod sources that name other files, NVRTC's messages, the PTX
  * function locator, paths that are not regular files, conflicting or unread flags, bundle lists
  * and folders, help and --opt=value. Most cases run build/fa4gen (FA4GEN) in a shell; the bundle
- * folder's all-or-nothing move is called in process (gen/main.c is included, its main renamed). */
+ * folder's all-or-nothing move is called in process (gen/main.c is included, its main renamed, and
+ * gen/cli_kernel.c, for the flag table). */
 #define main fa4gen_main
 #include "../../gen/main.c"
 #undef main
+#include "../../gen/cli_kernel.c"
 
 #include "testutil.h"
 

@@ -1033,6 +1033,45 @@ static void test_kv_tail_plan(void **state)
     free(q);
 }
 
+/* config timeline=1 (debug): named in the canonical form only when on, a p_timeline parameter last, a store to
+ * every slot of MhaTimelineSlot in the PTX (none without it); refused where it has no kernel. */
+static void test_timeline_config(void **state)
+{
+    (void)state;
+    Plan *p = malloc(sizeof *p), *q = malloc(sizeof *q);
+    static const char *const base[] = {"mha target=sm90a dtype=bf16 qk=128 ov=128 mask=none",
+                                       "mha target=sm90a dtype=fp16 qk=64 ov=64 mask=causal",
+                                       "mha target=sm90a dtype=bf16 qk=256 ov=256 bm=64 mask=causal"};
+    for (size_t i = 0; i < sizeof base / sizeof base[0]; i++) {
+        char text[200], err[256];
+        snprintf(text, sizeof text, "%s timeline=1", base[i]);
+        plan_ok(base[i], p);
+        plan_ok(text, q);
+        assert_null(strstr(p->canonical, "timeline"));
+        if (!strstr(q->canonical, " timeline=1 ")) fail_msg("canonical %s", q->canonical);
+        assert_int_equal(q->n_params, p->n_params + 1);
+        assert_string_equal(q->params[q->n_params - 1].name, "timeline");
+        char *on = NULL, *off = NULL;
+        size_t n_on = 0, n_off = 0;
+        Config c_on = parse_ok(q->canonical), c_off = parse_ok(p->canonical);
+        assert_int_equal(fa4gen_generate(&c_on, q, &on, &n_on, err, sizeof err), 0);
+        assert_int_equal(fa4gen_generate(&c_off, p, &off, &n_off, err, sizeof err), 0);
+        assert_null(strstr(off, "clock64"));
+        for (int slot = 0; slot < MHA_TIMELINE_SLOTS; slot++) { /* every slot is written */
+            char st[48];
+            snprintf(st, sizeof st, "st.global.b64 [%%tl_rec+%d], ", slot * 8);
+            if (!strstr(on, st)) fail_msg("%s: no store to slot %d", q->canonical, slot);
+        }
+        free(on);
+        free(off);
+    }
+    expect_plan_error("mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 split=1 timeline=1 mask=none", "timeline");
+    expect_plan_error("mha target=sm90a dtype=bf16 qk=128 ov=128 varlen=1 timeline=1 mask=none", "timeline");
+    expect_plan_error("mha target=sm100a dtype=bf16 qk=128 ov=128 timeline=1 mask=none", "timeline");
+    free(p);
+    free(q);
+}
+
 static void test_split_and_combine_config(void **state)
 {
     (void)state;
@@ -1269,7 +1308,7 @@ int main(void)
         cmocka_unit_test(test_score_mod_splice),       cmocka_unit_test(test_cli_score_mod),
         cmocka_unit_test(test_split_and_combine_config), cmocka_unit_test(test_kv_append_config), cmocka_unit_test(test_early_kv_config),
         cmocka_unit_test(test_prefetch_kv_config),
-        cmocka_unit_test(test_kv_tail_plan),
+        cmocka_unit_test(test_kv_tail_plan), cmocka_unit_test(test_timeline_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

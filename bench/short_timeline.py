@@ -1,0 +1,244 @@
+"""short_timeline.py - where a short tile's time goes: the sm90a MHA forward's phase stamps (config word timeline=1).
+
+    python3 bench/short_timeline.py [--out FILE] [--json FILE] [--shapes SUBSTR] [--variants "default;persistent=0"]
+
+The timeline kernel is the default kernel of the shape (or a variant's words) plus clock64 stamps at each tile's
+phase boundaries (gen/fa4gen.h MhaTimelineSlot), written to the workspace (16 u64 a tile). Per shape and variant:
+one warm call, then a call whose records are read; every phase's median and 10th/90th percentile over the tiles,
+in ns (the SM clock's rate taken per CTA from its globaltimer and clock64 stamps), the gap between a CTA's tiles
+(its consumer 0 done with one tile -> at the next), how far the producer runs ahead, and the SMs' busy share of the
+kernel's span. Also the kernel's time with and without the stamps (eager, 20 calls): what the stamps cost.
+
+decode() and summarize() need no GPU (tests/python/test_timeline_sim.py runs them on the simulator's records).
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+import struct
+import sys
+
+# gen/fa4gen.h MhaTimelineSlot, in order
+SLOTS = ["id", "entry", "p_tile", "p_q", "p_kv_end", "c_tile", "c_q", "c_qk0", "c_s0", "c_main_end", "c_lse",
+         "c_staged", "c_stored", "cl_stored", "gt_c_tile", "gt_c_stored"]
+NSLOTS = len(SLOTS)
+
+# (name, from slot, to slot): durations in clock64 cycles of one tile
+PHASES = [
+    ("P  Q slot wait + Q issue", "p_tile", "p_q"),
+    ("P  K/V issue (ring waits)", "p_q", "p_kv_end"),
+    ("C0 tile top -> Q landed", "c_tile", "c_q"),
+    ("C0 Q -> first QK issued (K, turn)", "c_q", "c_qk0"),
+    ("C0 first QK -> S ready", "c_qk0", "c_s0"),
+    ("C0 rest of the mainloop", "c_s0", "c_main_end"),
+    ("C0 l reduce + LSE store", "c_main_end", "c_lse"),
+    ("C0 O normalise + stage + sync", "c_lse", "c_staged"),
+    ("C0 O store reads smem (wait)", "c_staged", "c_stored"),
+    ("C0 tile total", "c_tile", "c_stored"),
+    ("CL stored after C0 stored", "c_stored", "cl_stored"),
+    ("producer lead (P tile -> C0 tile)", "p_tile", "c_tile"),
+]
+
+
+def decode(raw, tiles):
+    """The records of `tiles` tiles from the workspace bytes: a list of dicts slot -> int (0: never written)."""
+    words = struct.unpack("<%dQ" % (tiles * NSLOTS), raw[:tiles * NSLOTS * 8])
+    recs = []
+    for t in range(tiles):
+        r = dict(zip(SLOTS, words[t * NSLOTS:(t + 1) * NSLOTS]))
+        r["tile"], r["cta"], r["smid"] = t, r["id"] & 0xFFFFFFFF, r["id"] >> 32
+        recs.append(r)
+    return recs
+
+
+def check(recs):
+    """What must hold for every tile whose producer and consumer 0 ran (records of tiles with keys): a list of
+    sentences, empty when all hold."""
+    bad = []
+    order = ["entry", "p_tile", "p_q", "p_kv_end"], ["c_tile", "c_q", "c_qk0", "c_s0", "c_main_end", "c_lse",
+                                                     "c_staged", "c_stored"]
+    for r in recs:
+        for chain in order:
+            vals = [r[s] for s in chain]
+            if 0 in vals[1:]:
+                bad.append("tile %d: slot %s never written" % (r["tile"], chain[vals[1:].index(0) + 1]))
+            elif any(b < a for a, b in zip(vals, vals[1:])):
+                bad.append("tile %d: %s out of order: %s" % (r["tile"], "/".join(chain), vals))
+        if r["gt_c_stored"] < r["gt_c_tile"] or not r["gt_c_tile"]:
+            bad.append("tile %d: globaltimer %d -> %d" % (r["tile"], r["gt_c_tile"], r["gt_c_stored"]))
+    return bad
+
+
+def _pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, max(0, int(round(q * (len(xs) - 1)))))]
+
+
+def summarize(recs, ns_per_cycle=None):
+    """Per phase: (median, p10, p90, n) in ns (cycles when the rate is unknown: ns_per_cycle=None and no
+    globaltimer span), plus the per-CTA facts. Returns a dict."""
+    by_cta = {}
+    for r in recs:
+        if r["c_tile"]:
+            by_cta.setdefault(r["cta"], []).append(r)
+    rates = []
+    for rs in by_cta.values():
+        rs.sort(key=lambda r: r["c_tile"])
+        dc, dg = rs[-1]["c_stored"] - rs[0]["c_tile"], rs[-1]["gt_c_stored"] - rs[0]["gt_c_tile"]
+        if dc > 0 and dg > 0:
+            rates.append(dg / dc)
+    rate = ns_per_cycle or (statistics.median(rates) if rates else None)
+    unit = rate or 1.0
+    out = {"ns_per_cycle": rate, "unit": "ns" if rate else "cycles", "phases": {}, "tiles": len(recs),
+           "ctas": len(by_cta)}
+
+    def put(name, xs):
+        if xs:
+            out["phases"][name] = (statistics.median(xs) * unit, _pct(xs, 0.1) * unit, _pct(xs, 0.9) * unit, len(xs))
+
+    for name, a, b in PHASES:
+        put(name, [r[b] - r[a] for r in recs if r[a] and r[b]])
+    # the CTA's first tile: its entry to the producer's and consumer 0's start
+    firsts = [rs[0] for rs in by_cta.values()]
+    put("first tile: entry -> P tile (prologue)", [r["p_tile"] - r["entry"] for r in firsts if r["p_tile"]])
+    put("first tile: entry -> C0 Q landed", [r["c_q"] - r["entry"] for r in firsts if r["c_q"]])
+    # between a CTA's tiles: consumer 0 done with one (its store read smem) -> at the next one's top
+    put("C0 between tiles (stored -> next tile)",
+        [b["c_tile"] - a["c_stored"] for rs in by_cta.values() for a, b in zip(rs, rs[1:])])
+    out["tiles_per_cta"] = statistics.median([len(rs) for rs in by_cta.values()]) if by_cta else 0
+    gts = [(r["gt_c_tile"], r["gt_c_stored"]) for r in recs if r["gt_c_tile"] and r["gt_c_stored"]]
+    if gts:
+        span = max(b for _, b in gts) - min(a for a, _ in gts)
+        busy = sum(b - a for a, b in gts)
+        out["span_ns"] = span
+        # consumer 0's busy share of (span x CTAs): what the grid loses to prologues, gaps and the tail
+        out["busy_share"] = busy / (span * len(by_cta)) if span and by_cta else None
+        ends = sorted(max(r["gt_c_stored"] for r in rs) for rs in by_cta.values())
+        out["tail_ns"] = ends[-1] - ends[len(ends) // 2]  # the last CTA's end after the median CTA's
+    return out
+
+
+def report(name, s):
+    """Lines for one summary."""
+    u = s["unit"]
+    lines = ["## %s: %d tiles on %d CTAs (median %s tiles a CTA)%s" % (
+        name, s["tiles"], s["ctas"], s["tiles_per_cta"],
+        ", %.3f ns/cycle" % s["ns_per_cycle"] if s["ns_per_cycle"] else "")]
+    if "span_ns" in s:
+        lines.append("#   span %.1f us (first C0 tile top -> last C0 stored); C0 busy %.0f%% of span x CTAs; "
+                     "tail %.1f us (last CTA done after the median one)" % (
+                         s["span_ns"] / 1e3, 100 * (s["busy_share"] or 0), s["tail_ns"] / 1e3))
+    lines.append("%-42s %10s %10s %10s %6s" % ("phase (%s)" % u, "median", "p10", "p90", "n"))
+    for k, (med, p10, p90, n) in s["phases"].items():
+        lines.append("%-42s %10.0f %10.0f %10.0f %6d" % (k, med, p10, p90, n))
+    return lines
+
+
+SHAPES = [  # name, B, Hq, Hkv, S, D, causal
+    ("B64 H8 S256 d128 full", 64, 8, 8, 256, 128, False),
+    ("B128 H16 S128 d64 causal", 128, 16, 16, 128, 64, True),
+    ("B16 H32 S1024 d128 causal", 16, 32, 32, 1024, 128, True),
+]
+
+
+def main():
+    import torch
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    import fa4
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out")
+    ap.add_argument("--json")
+    ap.add_argument("--shapes", default="", help="substring filter on shape names")
+    ap.add_argument("--variants", default="default;persistent=0",
+                    help="';'-separated config words (commas between words) added to timeline=1; 'default' = none")
+    args = ap.parse_args()
+    variants = [v.strip().replace(",", " ") for v in args.variants.split(";") if v.strip()]
+    lines = ["# fa4gen sm90a MHA forward: phase timeline of short tiles (config timeline=1), %s, torch %s" % (
+        torch.cuda.get_device_name(), torch.__version__)]
+    print(lines[0], flush=True)
+    rows = []
+    shapes = [sh for sh in SHAPES if not args.shapes or args.shapes in sh[0]]
+    # every kernel first, compiled in parallel threads into the disk cache (fa4.compile), so no call waits on ptxas
+    texts = set()
+    for name, B, Hq, Hkv, S, D, causal in shapes:
+        q = torch.empty(B, S, Hq, D, device="cuda", dtype=torch.bfloat16)
+        k = torch.empty(B, S, Hkv, D, device="cuda", dtype=torch.bfloat16)
+        for var in variants:
+            words = "" if var == "default" else var
+            try:
+                cfg = fa4.mha_config(q, k, k, causal=causal, config=words or None)
+                texts.update((cfg, cfg.replace(" mask=", " timeline=1 mask=")))
+            except Exception:
+                pass  # the loop below says why
+        del q, k
+    from concurrent.futures import ThreadPoolExecutor
+
+    def build(text):
+        try:
+            fa4.compile(text)
+        except Exception:
+            pass
+
+    with ThreadPoolExecutor(max_workers=max(1, min(16, (os.cpu_count() or 2) - 1))) as pool:
+        list(pool.map(build, sorted(texts)))
+    for name, B, Hq, Hkv, S, D, causal in shapes:
+        torch.manual_seed(0)
+        q = torch.randn(B, S, Hq, D, device="cuda", dtype=torch.bfloat16)
+        k = torch.randn(B, S, Hkv, D, device="cuda", dtype=torch.bfloat16)
+        v = torch.randn(B, S, Hkv, D, device="cuda", dtype=torch.bfloat16)
+        o = torch.empty_like(q)
+        tiles_max = math.ceil(S / 64) * Hq * B  # bm >= 64: records for at most this many tiles
+        ws = torch.zeros(tiles_max * NSLOTS * 8, dtype=torch.uint8, device="cuda")
+        for var in variants:
+            words = "" if var == "default" else var
+            try:
+                cfg = fa4.mha_config(q, k, v, causal=causal, config=words or None)
+                bm = int(cfg.split(" bm=")[1].split()[0])
+                tiles = math.ceil(S / bm) * Hq * B
+                tl = (words + " timeline=1").strip()
+                call_tl = lambda: fa4.mha_fwd(q, k, v, causal=causal, config=tl, out=o, num_splits=1, workspace=ws)
+                call = lambda: fa4.mha_fwd(q, k, v, causal=causal, config=words or None, out=o)
+                call_tl()
+                call()
+                torch.cuda.synchronize()
+                times = {}
+                for label, fn in (("plain", call), ("timeline", call_tl), ("plain2", call)):
+                    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    a.record()
+                    for _ in range(20):
+                        fn()
+                    b.record()
+                    b.synchronize()
+                    times[label] = a.elapsed_time(b) / 20 * 1e3
+                ws.zero_()
+                call_tl()
+                torch.cuda.synchronize()
+                recs = decode(bytes(ws[:tiles * NSLOTS * 8].cpu().numpy().tobytes()), tiles)
+            except Exception as e:  # a variant this shape refuses: say so, go on
+                lines.append("## %s [%s]: n/a: %s" % (name, var, str(e)[:200]))
+                print(lines[-1], flush=True)
+                continue
+            s = summarize(recs)
+            bad = check([r for r in recs if r["c_qk0"]])
+            out = report("%s [%s] %s" % (name, var, cfg), s)
+            out.append("#   eager, 20 calls: %.1f us a call plain, %.1f with the stamps, %.1f plain again%s" % (
+                times["plain"], times["timeline"], times["plain2"],
+                "" if not bad else "; %d record problems, first: %s" % (len(bad), bad[0])))
+            lines += out
+            print("\n".join(out), flush=True)
+            rows.append({"shape": name, "variant": var, "config": cfg, "summary": s, "eager_us": times,
+                         "problems": bad[:10]})
+        q = k = v = o = ws = None  # freed before the next shape allocates
+        torch.cuda.empty_cache()
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write("\n".join(lines) + "\n")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"gpu": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
