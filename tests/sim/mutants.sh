@@ -635,7 +635,7 @@ survivor() { eval "SURV_$1=\$2"; }
 for k in k1 k2 k4 k15 k9 k14; do
     equivalent "del_mbarinit_${k}_1" "a release barrier (bar.sync / barrier.cluster.arrive.release) follows the inits"
 done
-. "$(dirname "$0")/mutants_fence_equiv.sh"
+. "$(dirname "$0")/fence_equiv.sh"
 
 fence_mutants 1 k1
 fence_mutants 2 k2

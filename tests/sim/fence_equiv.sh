@@ -1,4 +1,4 @@
-# tests/sim/mutants_fence_equiv.sh - sourced by tests/sim/mutants.sh: the fence deletions the PTX ISA makes
+# tests/sim/fence_equiv.sh - sourced by tests/sim/mutants.sh: the fence deletions the PTX ISA makes
 # harmless (equivalent mutants), each with the reason; filled from the analysis of each survivor.
 # Indices count the fence's lines in the kernel from the top (fence_mutants); a generator change that moves
 # fences shows as a new survivor or as an equivalent that is caught, and this list is then redone.
