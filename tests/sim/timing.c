@@ -534,8 +534,12 @@ void timing_run_cluster(Sim *s)
 double timing_cluster_end(const Timing *tm) { return tm->end; }
 
 /* ------------------------------------------------------------ the launch */
-/* Resident CTAs per SM: shared memory, warps and the CTA limit (registers: the kernels set their
- * budgets with setmaxnreg inside the 64K file; not checked here). */
+/* Resident CTAs per SM: shared memory, warps, registers and the CTA limit. Registers: the PTX does not
+ * say how many ptxas gives a thread, but .maxnreg caps it, and a kernel that asks .minnctapersm N gets at
+ * most the file's share, 64K / (threads x N) rounded down to 8 (fa4gen's kernels that use setmaxnreg fix
+ * their entry count there, and the ptxas matrices check ptxas's count against it); without either, no
+ * register limit is applied. Leaving registers out let two 512-thread CTAs of 128 registers share an SM:
+ * persistent=0 kernels were predicted 27-49% faster than measured (bench/NOTES.md, timing A/B). */
 static int occupancy(const SimLaunch *l, const TimingGpu *g)
 {
     int threads = (int)(l->block[0] * l->block[1] * l->block[2]);
@@ -544,6 +548,10 @@ static int occupancy(const SimLaunch *l, const TimingGpu *g)
     int by_smem = smem > 0 ? (int)(g->v[K_SMEM_SM_KIB] * 1024 / smem) : 64;
     int by_warps = (int)(g->v[K_MAX_WARPS_SM] / warps);
     int occ = by_smem < by_warps ? by_smem : by_warps;
+    int file = (int)g->v[K_REGS_SM], regs = l->entry->maxnreg;
+    if (!regs && l->entry->minctas > 0 && threads > 0) regs = file / (threads * l->entry->minctas) / 8 * 8;
+    if (regs > 255) regs = 255;
+    if (regs > 0 && threads > 0 && file / (threads * regs) < occ) occ = file / (threads * regs);
     if (occ > (int)g->v[K_MAX_CTAS_SM]) occ = (int)g->v[K_MAX_CTAS_SM];
     return occ < 1 ? 1 : occ;
 }
