@@ -102,8 +102,8 @@ typedef int (*RealFn)(void *);
 
 /* The median host ns per call of fn(arg) behind a held GPU (printed with its spread). The hold: at least
  * HOLD_NS_MIN, else 3x the round's calls at their unheld pace after 5 warm-up calls, at most HOLD_NS_MAX; a round
- * whose hold ended first is run again with half
- * the calls and twice the hold (the hold was short, or the launch queue holds fewer calls). */
+ * whose hold ended first is run again with half the calls and twice the hold (the hold was short, or the launch
+ * queue holds fewer calls). */
 static int timed(const char *name, RealFn fn, void *arg, double *out_ns)
 {
     double t[ROUNDS_REAL];

@@ -130,8 +130,9 @@ static void short_d64_tile(Config *c, const RtMhaShape *s)
 }
 
 /* The part of the tuning table that depends on the shape, not only on the config (the plan's defaults cover
- * depth, dtype and mask); both rules hold for the rules' seqlen_k <= RT_PERSISTENT_SEQLEN_K, outside decode
- * shapes (they run split, or take the decode tile) and fill only what args->config left unset:
+ * depth, dtype and mask); the rules hold for the rules' seqlen_k <= RT_PERSISTENT_SEQLEN_K, outside decode
+ * shapes (they run split, or take the decode tile) and fill only what args->config left unset (the third,
+ * short d64 tiles, is short_d64_tile above):
  *   - causal runs persistent (H100, bench/NOTES.md): short causal tiles have a few KV blocks, and the
  *     persistent loop loads the next tile's Q and K/V under this tile's epilogue;
  *   - full (no mask) d128, 16-bit: bn 128 instead of the plan's 176 (bench/NOTES.md "short sequences"):

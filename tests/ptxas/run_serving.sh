@@ -55,7 +55,8 @@ refuse mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 early=1 mask=none
 refuse mha target=sm100a dtype=bf16 qk=128 ov=128 group=8 split=1 early=1 cta=2 mask=none
 L
 
-hgmma() { "$CUOBJDUMP" --dump-sass "$1" 2>/dev/null | grep -cE 'HGMMA|UTC[A-Z]*MMA'; }
+# the tensor-core MMAs of a SASS dump
+mma_in() { grep -cE 'HGMMA|UTC[A-Z]*MMA' "$1"; }
 
 check() {
     cfg=$1; n=$2
@@ -88,16 +89,17 @@ check() {
         if [ ! -s "$twin" ]; then
             "$FA4GEN" mha --config "$plain bn=$bn" -o "$dir/b$n.ptx" &&
                 "$PTXAS" -arch="$arch" "$dir/b$n.ptx" -o "$dir/b$n.cubin" || { echo "FAIL dense twin: $cfg"; return 1; }
-            hgmma "$dir/b$n.cubin" > "$twin"
+            "$CUOBJDUMP" --dump-sass "$dir/b$n.cubin" > "$dir/b$n.sass" 2>/dev/null
+            mma_in "$dir/b$n.sass" > "$twin"
         fi
         base=$(cat "$twin")
         "$CUOBJDUMP" --dump-sass "$dir/k$n.cubin" > "$dir/k$n.sass" 2>/dev/null
-        got=$(grep -cE 'HGMMA|UTC[A-Z]*MMA' "$dir/k$n.sass"); local_mem=$(grep -cE '\bLDL|\bSTL' "$dir/k$n.sass")
+        got=$(mma_in "$dir/k$n.sass"); local_mem=$(grep -cE '\bLDL|\bSTL' "$dir/k$n.sass")
         [ "$got" = "$base" ] || { echo "FAIL SASS: $cfg: $got MMA, dense twin $base"; return 1; }
         [ "$local_mem" = 0 ] || { echo "FAIL SASS: $cfg: $local_mem LDL/STL"; return 1; }
         sass="  SASS: $got MMA (= dense), 0 LDL/STL"
     fi
-    rm -f "$dir/k$n.ptx" "$dir/k$n.cubin" "$dir/k$n.sass" "$dir/b$n.ptx" "$dir/b$n.cubin"
+    rm -f "$dir/k$n.ptx" "$dir/k$n.cubin" "$dir/k$n.sass" "$dir/b$n.ptx" "$dir/b$n.cubin" "$dir/b$n.sass"
     echo "ok   $cfg  regs $regs$sass"
 }
 

@@ -531,8 +531,6 @@ EXPORT CUresult cuTensorMapEncodeTiled(CUtensorMap *map, CUtensorMapDataType t, 
 }
 
 /* ------------------------------------------------------------ launches */
-/* The timing mode: the launch's window under the clock, its report line, and with FA4SIM_TIMING_SENS
- * the prediction again with each assumed value at 0.75x and 1.25x. */
 /* The launch's unique-traffic bound: the bytes of the allocations its parameters point into (a pointer
  * parameter, or a tensor map's global address: any aligned 8-byte word of the parameter bytes that lies inside
  * an allocation), or of every allocation when no word does. Every allocation of the context charged a split-KV
@@ -556,6 +554,8 @@ static uint64_t launch_bytes(const SimLaunch *l)
     return bytes ? bytes : all;
 }
 
+/* The timing mode: the launch's window under the clock, its report line, and with FA4SIM_TIMING_SENS
+ * the prediction again with each assumed value at 0.75x and 1.25x. */
 static int timed_launch(SimLaunch *l, char **report)
 {
     TimingLaunch tl = {&timing_gpu, launch_bytes(l), timing_samples};
