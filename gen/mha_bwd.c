@@ -425,6 +425,8 @@ static int dq_plan(const Config *c, Plan *p, char *err, size_t n)
     p->heads_per_cta = 1;
     p->smem_align = 16;
     plan_role(p, "rows", 0, AUX_WARPS, 0, "float4 i of the block = thread i % 128 of its 64-row tile (mha_bwd.h)");
+    plan_smem(p, "stage", (uint32_t)(c->bm * c->qk_depth * BWD_F32), 16,
+              "the dQ block f32 row-major, 16-byte chunks swizzled by row % 8");
     const ScalarId ids[] = {SCALAR_DQ_ACCUM, SCALAR_DQ, SCALAR_DQ_STRIDE_B, SCALAR_DQ_STRIDE_S, SCALAR_DQ_STRIDE_H,
                             SCALAR_SCALE, SCALAR_SEQLEN_Q, SCALAR_HEADS_Q, SCALAR_BATCH, SCALAR_Q_ROWS};
     const ParamType ty[] = {PARAM_U64, PARAM_U64, PARAM_U64, PARAM_U64, PARAM_U64, PARAM_F32, PARAM_U32, PARAM_U32,
@@ -442,7 +444,10 @@ static int dq_plan(const Config *c, Plan *p, char *err, size_t n)
     bwd_dq_split(c->bm, c->bn, c->qk_depth, &tm, &tn, &dq_n);
     plan_note(p, "layout", "the main kernel's %d warpgroups own %d x %d tiles of 64 rows x %d columns; float4 "
               "[w][j][t] holds registers 4j..4j+3 of thread t", bwd_consumers(c->bn, c->qk_depth), tm, tn, dq_n);
-    plan_note(p, "outputs", "dq = scale x accumulator in %s at the caller's element strides, rows < seqlen", dtype_name[c->dtype]);
+    plan_note(p, "stage", "the block (%d x %d f32) through smem: chunk c (16 B) of row r at c ^ (r %% 8), so the "
+              "fragment's 8-byte writes and the rows' 16-byte reads are conflict-free", c->bm, c->qk_depth);
+    plan_note(p, "outputs", "dq = scale x accumulator in %s at the caller's element strides, rows < seqlen; a thread "
+              "stores 4 columns (8 bytes), a warp whole rows", dtype_name[c->dtype]);
     if (c->sink) plan_note(p, "sink", "the CTA of (m-block 0, batch 0) of head h: dsink[h] = sum of its partials");
     plan_note(p, "grid", "ceil(seqlen_q / %d) x heads_q x batch CTAs (varlen: seqlen_q = max_seqlen_q)", c->bm);
     return 0;
@@ -784,6 +789,93 @@ static void dq_sink(Emit *e)
     emit_label(e, l_no);
 }
 
+/* The accumulator's float4 groups (the main kernel's fragment layout) into the smem stage: f32 row-major [bm][d],
+ * 16-byte chunk c of row r at chunk c ^ (r % 8) (plan note stage). A thread's float4 holds two rows 8 apart, each
+ * a column pair: two 8-byte stores; r % 8 is lane / 4 for every row it holds, so its swizzle is one register. */
+static void dq_to_stage(Emit *e, Reg stage, int tm, int dq_n)
+{
+    const Plan *p = e->p;
+    int d = p->qk, r4 = dq_n / 8, groups = p->bm * d / 4 / AUX_THREADS;
+    Reg r0 = reg_b32(e, "dq_r0"), t = reg_b32(e, "dq_t"), xs = reg_b32(e, "dq_xs"), src = reg_b64(e, "dq_src");
+    Reg base = reg_b32(e, "dq_wbase"), ch = reg_b32(e, "dq_ch"), a = reg_b32(e, "dq_wa");
+    emit_section(e, "accumulator -> smem stage: float4 g x 128 + thread = registers 4j..4j+3 of the thread of tile w "
+                 "(g = w x %d + j); plan note layout, plan note stage", r4);
+    emit_note(e, "this thread's fragment row 16 (t / 32) + (t %% 32) / 4 and column 2 (t %% 4) in a tile");
+    emit(e, "shr.u32 %s, %%thread, 5;", R(e, r0));
+    emit(e, "shl.b32 %s, %s, 4;", R(e, r0), R(e, r0));
+    emit(e, "shr.u32 %s, %%lane, 2;", R(e, t));
+    emit(e, "add.u32 %s, %s, %s;", R(e, r0), R(e, r0), R(e, t));
+    emit_note(e, "chunk of column 2 (t %% 4) + 8 j' is 2 j' + (t %% 4) / 2; swizzled: xor (row %% 8) = xor lane / 4");
+    emit(e, "bfe.u32 %s, %%lane, 1, 1;", R(e, xs));
+    emit(e, "xor.b32 %s, %s, %s;", R(e, xs), R(e, xs), R(e, t));
+    emit(e, "and.b32 %s, %%lane, 1;", R(e, t));
+    emit(e, "shl.b32 %s, %s, 3;", R(e, t), R(e, t));
+    emit(e, "mad.lo.u32 %s, %s, %d, %s;", R(e, base), R(e, r0), d * BWD_F32, R(e, stage));
+    emit(e, "add.u32 %s, %s, %s;", R(e, base), R(e, base), R(e, t));
+    emit(e, "mul.lo.u64 %s, %%ax_row0, %d;", R(e, src), d * BWD_F32);
+    emit(e, "add.s64 %s, %s, %%dq_accum;", R(e, src), R(e, src));
+    emit(e, "mad.wide.u32 %s, %%thread, 16, %s;", R(e, src), R(e, src));
+    enum { BATCH = 8 }; /* float4 loads in flight before their stores */
+    Reg v[BATCH][4];
+    for (int b = 0; b < BATCH; b++)
+        for (int k = 0; k < 4; k++) v[b][k] = reg_f32(e, "dq_v%d_%d", b, k);
+    for (int g0 = 0; g0 < groups; g0 += BATCH) {
+        int nb = groups - g0 < BATCH ? groups - g0 : BATCH;
+        for (int b = 0; b < nb; b++) op_ld_global_v4_f32(e, REG_NONE, v[b], src, (uint32_t)((g0 + b) * AUX_THREADS * 16));
+        for (int b = 0; b < nb; b++) {
+            int g = g0 + b, w = g / r4, j = g % r4, wm = w % tm, wn = w / tm, chunk = (dq_n * wn + 8 * j) / 4;
+            emit_note(e, "float4 group %d: tile %d (rows +%d, columns +%d), registers %d..%d", g, w, BWD_MMA_M * wm,
+                      dq_n * wn + 8 * j, 4 * j, 4 * j + 3);
+            emit(e, "xor.b32 %s, %s, %d;", R(e, ch), R(e, xs), chunk);
+            emit(e, "shl.b32 %s, %s, 4;", R(e, ch), R(e, ch));
+            emit(e, "add.u32 %s, %s, %s;", R(e, a), R(e, base), R(e, ch));
+            for (int h = 0; h < 2; h++)
+                op_st_shared_v2_f32(e, a, (uint32_t)((BWD_MMA_M * wm + 8 * h) * d * BWD_F32), v[b][2 * h],
+                                    v[b][2 * h + 1]);
+        }
+    }
+}
+
+/* The stage out: thread t converts chunk t % (d / 4) (4 columns) of row t / (d / 4) + pass x rows-a-pass and
+ * stores 8 bytes, so a warp's stores cover whole rows of dQ. */
+static void dq_from_stage(Emit *e, Reg stage)
+{
+    const Plan *p = e->p;
+    int d = p->qk, chunks = d / 4, rpp = AUX_THREADS / chunks, passes = p->bm / rpp;
+    Reg k = reg_b32(e, "dq_k"), rr = reg_b32(e, "dq_rr"), i0 = reg_b32(e, "dq_i0"), i = reg_b32(e, "dq_i");
+    Reg col = reg_b32(e, "dq_col"), dst = reg_b64(e, "dq_dst"), step = reg_b64(e, "dq_step");
+    Reg rbase = reg_b32(e, "dq_rbase"), x = reg_b32(e, "dq_x"), a = reg_b32(e, "dq_ra"), in = reg_pred(e, "dq_in");
+    Reg f[4], pk[2];
+    for (int q = 0; q < 4; q++) f[q] = reg_f32(e, "dq_f%d", q);
+    for (int q = 0; q < 2; q++) pk[q] = reg_b32(e, "dq_pk%d", q);
+    emit_section(e, "smem stage -> dq: chunk t %% %d of row t / %d + %d x pass, x scale, %s, 8-byte stores "
+                 "(plan note outputs)", chunks, chunks, rpp, dtype_name[p->cfg.dtype]);
+    emit(e, "rem.u32 %s, %%thread, %d;", R(e, k), chunks);
+    emit(e, "div.u32 %s, %%thread, %d;", R(e, rr), chunks);
+    emit(e, "mad.lo.u32 %s, %%ax_m, %d, %s;", R(e, i0), p->bm, R(e, rr));
+    emit(e, "shl.b32 %s, %s, 2;", R(e, col), R(e, k));
+    row_addr(e, dst, reg_find(e, "dq"), reg_find(e, "dq_stride_b"), reg_find(e, "dq_stride_s"),
+             reg_find(e, "dq_stride_h"), i0, col, p->elem_bytes);
+    emit(e, "mul.lo.u64 %s, %%dq_stride_s, %d;", R(e, step), rpp * p->elem_bytes);
+    emit(e, "mad.lo.u32 %s, %s, %d, %s;", R(e, rbase), R(e, rr), d * BWD_F32, R(e, stage));
+    for (int ps = 0; ps < passes; ps++) {
+        emit_note(e, "pass %d: row +%d", ps, ps * rpp);
+        emit(e, "add.u32 %s, %s, %d;", R(e, x), R(e, rr), ps * rpp);
+        emit(e, "and.b32 %s, %s, 7;", R(e, x), R(e, x));
+        emit(e, "xor.b32 %s, %s, %s;", R(e, x), R(e, x), R(e, k));
+        emit(e, "shl.b32 %s, %s, 4;", R(e, x), R(e, x));
+        emit(e, "add.u32 %s, %s, %s;", R(e, a), R(e, rbase), R(e, x));
+        op_ld_shared_v4_b32(e, f, a, (uint32_t)(ps * rpp * d * BWD_F32));
+        for (int q = 0; q < 4; q++) emit(e, "mul.f32 %s, %s, %%scale;", R(e, f[q]), R(e, f[q]));
+        op_cvt_pack(e, p->cfg.dtype, pk[0], f[1], f[0]);
+        op_cvt_pack(e, p->cfg.dtype, pk[1], f[3], f[2]);
+        emit(e, "add.u32 %s, %s, %d;", R(e, i), R(e, i0), ps * rpp);
+        emit(e, "setp.lt.u32 %s, %s, %%ax_len;", R(e, in), R(e, i));
+        op_st_global_v2_b32(e, in, dst, 0, pk[0], pk[1]);
+        if (ps + 1 < passes) emit(e, "add.s64 %s, %s, %s;", R(e, dst), R(e, dst), R(e, step));
+    }
+}
+
 static int dq_emit(Emit *e)
 {
     const Plan *p = e->p;
@@ -792,46 +884,20 @@ static int dq_emit(Emit *e)
         emit_fail(e, "internal: the dQ block %dx%d does not split over bn %d", p->bm, d, p->bn);
         return -1;
     }
-    int r4 = dq_n / 8, groups = p->bm * d / 4 / AUX_THREADS;
+    const SmemEntry *se = plan_smem_find(p, "stage");
+    if (!se) {
+        emit_fail(e, "internal: mha-bwd-dq has no smem stage");
+        return -1;
+    }
     aux_prologue(e);
     aux_coords(e, p->cfg.sink ? dq_sink : NULL);
     if (p->cfg.sink) dq_sink(e);
-    emit_section(e, "dQ = scale x the block's accumulator: float4 g x 128 + thread = registers 4j..4j+3 of the "
-                 "thread of tile w (g = w x %d + j); plan note layout", r4);
-    Reg r0 = reg_b32(e, "dq_r0"), c0 = reg_b32(e, "dq_c0"), t = reg_b32(e, "dq_t"), src = reg_b64(e, "dq_src");
-    emit_note(e, "this thread's fragment row 16 (t / 32) + (t %% 32) / 4 and column 2 (t %% 4) in a tile");
-    emit(e, "shr.u32 %s, %%thread, 5;", R(e, r0));
-    emit(e, "shl.b32 %s, %s, 4;", R(e, r0), R(e, r0));
-    emit(e, "and.b32 %s, %%thread, 31;", R(e, t));
-    emit(e, "shr.u32 %s, %s, 2;", R(e, t), R(e, t));
-    emit(e, "add.u32 %s, %s, %s;", R(e, r0), R(e, r0), R(e, t));
-    emit(e, "and.b32 %s, %%thread, 3;", R(e, c0));
-    emit(e, "shl.b32 %s, %s, 1;", R(e, c0), R(e, c0));
-    emit(e, "mul.lo.u64 %s, %%ax_row0, %d;", R(e, src), d * BWD_F32);
-    emit(e, "add.s64 %s, %s, %%dq_accum;", R(e, src), R(e, src));
-    emit(e, "mad.wide.u32 %s, %%thread, 16, %s;", R(e, src), R(e, src));
-    Reg v[4], f0 = reg_f32(e, "dq_f0"), f1 = reg_f32(e, "dq_f1"), pk = reg_b32(e, "dq_pk");
-    Reg row = reg_b32(e, "dq_row"), col = reg_b32(e, "dq_col"), i = reg_b32(e, "dq_i"), in = reg_pred(e, "dq_in");
-    Reg dst = reg_b64(e, "dq_dst");
-    for (int k = 0; k < 4; k++) v[k] = reg_f32(e, "dq_v%d", k);
-    for (int g = 0; g < groups; g++) {
-        int w = g / r4, j = g % r4, wm = w % tm, wn = w / tm;
-        emit_note(e, "float4 group %d: tile %d (rows +%d, columns +%d), registers %d..%d", g, w, BWD_MMA_M * wm,
-                  dq_n * wn, 4 * j, 4 * j + 3);
-        op_ld_global_v4_f32(e, REG_NONE, v, src, (uint32_t)(g * AUX_THREADS * 16));
-        emit(e, "add.u32 %s, %s, %d;", R(e, col), R(e, c0), dq_n * wn + 8 * j);
-        for (int h = 0; h < 2; h++) {
-            emit(e, "add.u32 %s, %s, %d;", R(e, row), R(e, r0), BWD_MMA_M * wm + 8 * h);
-            emit(e, "mad.lo.u32 %s, %%ax_m, %d, %s;", R(e, i), p->bm, R(e, row));
-            emit(e, "setp.lt.u32 %s, %s, %%ax_len;", R(e, in), R(e, i));
-            emit(e, "mul.f32 %s, %s, %%scale;", R(e, f0), R(e, v[2 * h]));
-            emit(e, "mul.f32 %s, %s, %%scale;", R(e, f1), R(e, v[2 * h + 1]));
-            op_cvt_pack(e, p->cfg.dtype, pk, f1, f0);
-            row_addr(e, dst, reg_find(e, "dq"), reg_find(e, "dq_stride_b"), reg_find(e, "dq_stride_s"),
-                     reg_find(e, "dq_stride_h"), i, col, p->elem_bytes);
-            op_st_global_b32(e, in, dst, pk);
-        }
-    }
+    Reg stage = reg_b32(e, "dq_stage");
+    emit(e, "mov.u32 %s, fa4_smem;", R(e, stage));
+    emit(e, "add.u32 %s, %s, %u;", R(e, stage), R(e, stage), se->offset);
+    dq_to_stage(e, stage, tm, dq_n);
+    op_bar_sync(e, 0, AUX_THREADS);
+    dq_from_stage(e, stage);
     emit_label(e, "$exit");
     emit(e, "ret;");
     return e->failed ? -1 : 0;
