@@ -40,7 +40,7 @@ int bwd_dq_split(int bm, int bn, int depth, int *tiles_m, int *tiles_n, int *dq_
 static uint64_t align16(uint64_t x) { return (x + BWD_ALIGN - 1) / BWD_ALIGN * BWD_ALIGN; }
 
 BwdWorkspace bwd_workspace(int varlen, int batch, int heads_q, int seqlen_q, int max_seqlen_q, int depth, int bm,
-                           int sink)
+                           int sink, int stats_in_dq)
 {
     BwdWorkspace w;
     memset(&w, 0, sizeof w);
@@ -49,10 +49,13 @@ BwdWorkspace bwd_workspace(int varlen, int batch, int heads_q, int seqlen_q, int
     w.m_blocks = ((uint64_t)max_seqlen_q + u - 1) / u;
     w.q_rows = varlen ? ((uint64_t)seqlen_q + b * u + u - 1) / u * u : w.m_blocks * u;
     uint64_t bws = varlen ? 1 : b, rows = bws * h * w.q_rows;
+    uint64_t accum = align16(rows * (uint64_t)depth * BWD_F32);
+    w.stats_bytes = 2 * align16(rows * BWD_F32);
+    w.stats_in_dq = stats_in_dq;
     w.dq_accum = 0;
-    w.dpsum = align16(rows * (uint64_t)depth * BWD_F32);
+    w.dpsum = stats_in_dq ? 0 : accum;
     w.nlse2 = w.dpsum + align16(rows * BWD_F32);
-    w.sink_part = w.nlse2 + align16(rows * BWD_F32);
+    w.sink_part = stats_in_dq ? accum : w.nlse2 + align16(rows * BWD_F32);
     w.bytes = w.sink_part + (sink ? align16(b * h * w.m_blocks * BWD_F32) : 0);
     return w;
 }

@@ -51,12 +51,15 @@ void bwd_dq_col_part_reg(Emit *e, Reg dst, Reg c);
 typedef struct BwdWorkspace {
     uint64_t q_rows;      /* padded query rows per (bws, head) */
     uint64_t m_blocks;    /* m-blocks per sequence (the pre and dq grids) */
-    uint64_t dq_accum, dpsum, nlse2, sink_part; /* offsets */
+    uint64_t dq_accum, dpsum, nlse2, sink_part; /* offsets; dpsum and nlse2 into dq's memory when stats_in_dq */
     uint64_t bytes;       /* the whole */
+    uint64_t stats_bytes; /* D + nl2 */
+    int stats_in_dq;
 } BwdWorkspace;
-/* varlen: seqlen_q is total_q and max_seqlen_q the longest sequence; dense: max_seqlen_q = seqlen_q. */
+/* varlen: seqlen_q is total_q and max_seqlen_q the longest sequence; dense: max_seqlen_q = seqlen_q. stats_in_dq:
+ * D and nl2 live at the start of the caller's dq (the runtime decides when dq can hold them), not in the workspace. */
 BwdWorkspace bwd_workspace(int varlen, int batch, int heads_q, int seqlen_q, int max_seqlen_q, int depth, int bm,
-                           int sink);
+                           int sink, int stats_in_dq);
 
 /* The config of the pre and dq kernels that serve a main kernel's plan (same target, dtype, depth, bm,
  * bn, varlen; sink as given). */

@@ -417,8 +417,12 @@ fa4_status fa4_cache_prune(fa4_ctx *ctx, uint64_t max_bytes, int *removed, uint6
  * per kv block: dK, dV in registers, dQ added into an fp32 accumulator), and the conversion of that
  * accumulator to dq. They need a workspace of fa4_mha_bwd_workspace_size() bytes (16-byte aligned device
  * memory; the library allocates nothing); it is scratch: calls that may run at the same time need their
- * own. Depths 64 and 128, bf16 or fp16. Initialise with FA4_MHA_BWD_ARGS_INIT; the library reads
- * min(size, sizeof) bytes. */
+ * own. Until the last kernel writes dq, dq's own memory is scratch too: when dq is dense (no holes between
+ * its elements), not varlen, large enough and overlapping no other tensor of the call, D and the log2 LSE
+ * (8 bytes a query row) live there and the workspace is the fp32 dQ accumulator alone; otherwise the
+ * workspace holds them (the size function decides the same way from the same args, NULL pointers: from the
+ * layout alone). Depths 64, 128 and 256 (sm90a), 64 and 128 (sm100a); bf16 or fp16. Initialise with
+ * FA4_MHA_BWD_ARGS_INIT; the library reads min(size, sizeof) bytes. */
 typedef struct fa4_mha_bwd_args {
     size_t size; /* sizeof(fa4_mha_bwd_args) */
     fa4_dtype dtype;
@@ -463,7 +467,8 @@ typedef struct fa4_mha_bwd_args {
                                NULL, NULL, 0, 0, NULL, NULL, 0, NULL, 0, 0.0f, NULL}
 
 /* The workspace bytes fa4_mha_bwd needs for args (its pointers may be NULL here; the shape, dtype, depth,
- * mask, varlen and sink fields decide). Needs no GPU. */
+ * mask, varlen and sink fields and dq's strides decide, and dq's placement against the other tensors when
+ * the pointers are given). Needs no GPU. */
 fa4_status fa4_mha_bwd_workspace_size(fa4_ctx *ctx, const fa4_mha_bwd_args *args, size_t *bytes);
 
 /* Validate args, get the three kernels and launch them on stream (a CUstream; NULL = default stream).

@@ -159,6 +159,18 @@ static fa4_status check_varlen(fa4_ctx *ctx, const fa4_mha_bwd_args *a)
 
 #define MAX_SPAN ((int64_t)1 << 57)
 
+/* Bytes from a tensor's first element past its last (INT64_MAX when over MAX_SPAN). */
+static int64_t tensor_span(const BwdTensor *t)
+{
+    const int64_t count[3] = {t->batch, t->seqlen, t->heads};
+    int64_t span = mul_sat(t->depth, 2);
+    for (int d = 0; d < 3; d++) {
+        int64_t part = mul_sat(mul_sat(count[d] - 1, t->stride[d]), 2);
+        span = part > MAX_SPAN - span ? INT64_MAX : span + part;
+    }
+    return span;
+}
+
 /* TMA (q, k, v, dout, dk, dv) and 16-byte vector accesses (o, dq): 16-byte aligned bases and strides. */
 static fa4_status check_layout(fa4_ctx *ctx, const fa4_mha_bwd_args *a)
 {
@@ -179,12 +191,7 @@ static fa4_status check_layout(fa4_ctx *ctx, const fa4_mha_bwd_args *a)
                                "needs a multiple of 16 bytes below 2^40", t[i].name, d, axis[d],
                                (long long)t[i].stride[d], (long long)bytes);
         }
-        const int64_t count[3] = {t[i].batch, t[i].seqlen, t[i].heads};
-        int64_t span = mul_sat(t[i].depth, eb);
-        for (int d = 0; d < 3; d++) {
-            int64_t part = mul_sat(mul_sat(count[d] - 1, t[i].stride[d]), eb);
-            span = part > MAX_SPAN - span ? INT64_MAX : span + part;
-        }
+        int64_t span = tensor_span(&t[i]);
         if (span > MAX_SPAN || (uintptr_t)t[i].ptr > UINTPTR_MAX - (uintptr_t)span)
             return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: batch %d x seqlen %d x heads %d with strides (%lld, "
                            "%lld, %lld) spans over 2^57 bytes from %p", t[i].name, t[i].batch, t[i].seqlen,
@@ -291,11 +298,62 @@ static fa4_status prepare(fa4_ctx *ctx, const fa4_mha_bwd_args *in, fa4_mha_bwd_
     return main_config(ctx, a, t, c);
 }
 
+/* The tensor's elements fill its span with no hole and no overlap: its axes of more than one element, by stride,
+ * are packed one over the other above the depth. */
+static int dense(const BwdTensor *t)
+{
+    int64_t count[3] = {t->batch, t->seqlen, t->heads}, expect = t->depth;
+    int used[3] = {0, 0, 0};
+    for (int k = 0; k < 3; k++) {
+        int best = -1;
+        for (int d = 0; d < 3; d++)
+            if (!used[d] && count[d] > 1 && (best < 0 || t->stride[d] < t->stride[best])) best = d;
+        if (best < 0) break;
+        if (t->stride[best] != expect) return 0;
+        used[best] = 1;
+        expect = mul_sat(expect, count[best]);
+    }
+    return 1;
+}
+
+static int overlaps(const void *p, int64_t n, uintptr_t lo, uintptr_t hi)
+{
+    uintptr_t a = (uintptr_t)p;
+    return p && n > 0 && a < hi && lo < a + (uintptr_t)n;
+}
+
+/* D and nl2 at the start of the caller's dq instead of the workspace: dq is written only by the last kernel
+ * (mha-bwd-dq), after the main kernel's last read of them, and that kernel writes every element of a dense
+ * non-varlen dq, so none of them survives; the workspace is then the dQ accumulator (+ sink partials) alone, as
+ * cuDNN's. Not for varlen (rows outside every sequence are not written), a dq with holes (they are someone
+ * else's memory) or too small for them, or a dq that overlaps an input or another output (the pre kernel writes
+ * D and nl2 before the main kernel reads its inputs). A size query without pointers: the layout decides. */
+static int stats_fit_dq(const fa4_mha_bwd_args *a, uint64_t stats_bytes)
+{
+    if (a->cu_seqlens_q) return 0;
+    BwdTensor t[B_N];
+    tensors(a, t);
+    const BwdTensor *dq = &t[B_DQ];
+    int64_t bytes = tensor_span(dq);
+    if (!dense(dq) || bytes == INT64_MAX || stats_bytes > (uint64_t)bytes) return 0;
+    if (!dq->ptr) return 1;
+    uintptr_t lo = (uintptr_t)dq->ptr, hi = lo + (uintptr_t)bytes;
+    if (hi < lo) return 0;
+    for (int i = 0; i < B_N; i++)
+        if (i != B_DQ && overlaps(t[i].ptr, tensor_span(&t[i]), lo, hi)) return 0;
+    int64_t rows = mul_sat(mul_sat(a->batch, a->heads_q), a->seqlen_q), heads = a->heads_q;
+    return !overlaps(a->lse, mul_sat(rows, 4), lo, hi) && !overlaps(a->dlse, mul_sat(rows, 4), lo, hi) &&
+           !overlaps(a->sink, heads * 4, lo, hi) && !overlaps(a->dsink, heads * 4, lo, hi);
+}
+
 static BwdWorkspace workspace_of(const fa4_mha_bwd_args *a, const Config *c)
 {
-    int varlen = a->cu_seqlens_q != NULL;
-    return bwd_workspace(varlen, a->batch, a->heads_q, a->seqlen_q, varlen ? a->max_seqlen_q : a->seqlen_q,
-                         a->qk_depth, c->bm, a->sink != NULL);
+    int varlen = a->cu_seqlens_q != NULL, maxq = varlen ? a->max_seqlen_q : a->seqlen_q;
+    BwdWorkspace w = bwd_workspace(varlen, a->batch, a->heads_q, a->seqlen_q, maxq, a->qk_depth, c->bm,
+                                   a->sink != NULL, 0);
+    if (stats_fit_dq(a, w.stats_bytes))
+        w = bwd_workspace(varlen, a->batch, a->heads_q, a->seqlen_q, maxq, a->qk_depth, c->bm, a->sink != NULL, 1);
+    return w;
 }
 
 fa4_status fa4_mha_bwd_workspace_size(fa4_ctx *ctx, const fa4_mha_bwd_args *args, size_t *bytes)
@@ -352,11 +410,11 @@ static void set(RtLaunch *l, ScalarId id, RtScalar v)
 /* What every kernel of a call binds: the workspace parts, the shape, varlen. */
 static void bind_common(RtLaunch *l, const fa4_mha_bwd_args *a, const BwdWorkspace *w)
 {
-    uint64_t ws = (uint64_t)(uintptr_t)a->workspace;
+    uint64_t ws = (uint64_t)(uintptr_t)a->workspace, stats = w->stats_in_dq ? (uint64_t)(uintptr_t)a->dq : ws;
     int varlen = a->cu_seqlens_q != NULL;
     set(l, SCALAR_DQ_ACCUM, U64(ws + w->dq_accum));
-    set(l, SCALAR_DPSUM, U64(ws + w->dpsum));
-    set(l, SCALAR_NLSE2, U64(ws + w->nlse2));
+    set(l, SCALAR_DPSUM, U64(stats + w->dpsum));
+    set(l, SCALAR_NLSE2, U64(stats + w->nlse2));
     set(l, SCALAR_SINK_PART, U64(ws + w->sink_part));
     set(l, SCALAR_SEQLEN_Q, U32(varlen ? a->max_seqlen_q : a->seqlen_q));
     set(l, SCALAR_SEQLEN_K, U32(varlen ? a->max_seqlen_k : a->seqlen_k));
@@ -416,8 +474,10 @@ static fa4_status check_workspace(fa4_ctx *ctx, const fa4_mha_bwd_args *aa, cons
                    "(fa4_mha_bwd_workspace_size)", (unsigned long long)w.bytes);
     if ((uintptr_t)a.workspace % 16) return BAD("workspace", "address %p is not 16-byte aligned", a.workspace);
     if (a.workspace_size < w.bytes)
-        return BAD("workspace_size", "%zu bytes; this call needs %llu (fa4_mha_bwd_workspace_size)", a.workspace_size,
-                   (unsigned long long)w.bytes);
+        return BAD("workspace_size", "%zu bytes; this call needs %llu (fa4_mha_bwd_workspace_size)%s", a.workspace_size,
+                   (unsigned long long)w.bytes, !w.stats_in_dq && a.workspace_size >= w.bytes - w.stats_bytes ?
+                   ", with D and nl2 in it: this dq cannot hold them (varlen, strided with holes, too small, or "
+                   "overlapping another tensor)" : "");
     if ((uintptr_t)a.workspace > UINTPTR_MAX - w.bytes) return BAD("workspace", "wraps the address space");
     return grids(ctx, &a, c, &w, g_aux, g_main);
 }

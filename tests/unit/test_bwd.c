@@ -125,18 +125,26 @@ static void test_workspace_layout(void **state)
 {
     (void)state;
     /* dense: q_rows = m_blocks bm; parts 16-byte aligned, in order */
-    BwdWorkspace w = bwd_workspace(0, 2, 16, 8192, 8192, 128, 64, 0);
+    BwdWorkspace w = bwd_workspace(0, 2, 16, 8192, 8192, 128, 64, 0, 0);
     assert_int_equal(w.m_blocks, 128);
     assert_int_equal(w.q_rows, 8192);
     assert_int_equal(w.dpsum, 2ull * 16 * 8192 * 128 * 4);
     assert_int_equal(w.nlse2, w.dpsum + 2ull * 16 * 8192 * 4);
     assert_int_equal(w.bytes, w.nlse2 + 2ull * 16 * 8192 * 4);
+    assert_int_equal(w.stats_bytes, 2 * 2ull * 16 * 8192 * 4);
+    /* D and nl2 in dq: at its start, the workspace the accumulator alone */
+    BwdWorkspace s = bwd_workspace(0, 2, 16, 8192, 8192, 128, 64, 0, 1);
+    assert_true(s.stats_in_dq && s.dpsum == 0 && s.nlse2 == 2ull * 16 * 8192 * 4);
+    assert_int_equal(s.bytes, 2ull * 16 * 8192 * 128 * 4);
+    assert_int_equal(s.bytes + s.stats_bytes, w.bytes);
     /* a tail block and a sink */
-    w = bwd_workspace(0, 1, 3, 100, 100, 64, 128, 1);
+    w = bwd_workspace(0, 1, 3, 100, 100, 64, 128, 1, 0);
     assert_int_equal(w.q_rows, 128);
     assert_true(w.sink_part % 16 == 0 && w.bytes >= w.sink_part + 3 * 4);
+    s = bwd_workspace(0, 1, 3, 100, 100, 64, 128, 1, 1);
+    assert_true(s.sink_part == 3ull * 128 * 64 * 4 && s.bytes == w.bytes - w.stats_bytes);
     /* varlen: FlashAttention-3's padding, round_up(total + batch bm, bm) */
-    w = bwd_workspace(1, 3, 2, 1000, 700, 128, 64, 0);
+    w = bwd_workspace(1, 3, 2, 1000, 700, 128, 64, 0, 0);
     assert_int_equal(w.q_rows, (1000 + 3 * 64 + 63) / 64 * 64);
     assert_int_equal(w.m_blocks, (700 + 63) / 64);
     /* the dQ block's split between the consumers */
@@ -167,6 +175,50 @@ static fa4_mha_bwd_args good_args(void)
     a.mask = FA4_MASK_CAUSAL;
     a.workspace = P(0x10000000), a.workspace_size = (size_t)1 << 30;
     return a;
+}
+
+/* Where D and nl2 live: dq's own memory when dq is dense, large enough, not varlen and overlaps nothing; else
+ * the workspace. A launch checks its workspace against that before the driver. */
+static void test_stats_in_dq(void **state)
+{
+    (void)state;
+    fa4_ctx *ctx = make_ctx(FA4_TARGET_SM90A);
+    fa4_mha_bwd_args a = good_args();
+    const uintptr_t mb = (uintptr_t)1 << 24; /* 16 MiB apart: the tensors (1.2 MB) overlap nothing */
+    a.q = P(1 * mb), a.k = P(2 * mb), a.v = P(3 * mb), a.o = P(4 * mb), a.dout = P(5 * mb), a.lse = P(6 * mb);
+    a.dq = P(7 * mb), a.dk = P(8 * mb), a.dv = P(9 * mb), a.workspace = P(16 * mb);
+    BwdWorkspace in = bwd_workspace(0, 2, 8, 300, 300, 128, 64, 0, 1);
+    BwdWorkspace out = bwd_workspace(0, 2, 8, 300, 300, 128, 64, 0, 0);
+    size_t bytes = 0;
+    assert_int_equal(fa4_mha_bwd_workspace_size(ctx, &a, &bytes), FA4_OK);
+    assert_int_equal(bytes, in.bytes);
+    a.workspace_size = in.bytes;
+    fa4_status st = fa4_mha_bwd(ctx, &a, NULL);
+    assert_true(st == FA4_ERR_NO_DRIVER || st == FA4_ERR_NO_DEVICE || st == FA4_ERR_UNSUPPORTED);
+    /* dq overlapping dk, lse or q: the pre kernel would overwrite an input; the workspace holds them */
+    void *over[] = {P(8 * mb + 4096), P(6 * mb - 4096), P(1 * mb + 65536)};
+    for (int i = 0; i < 3; i++) {
+        a.dq = over[i];
+        assert_int_equal(fa4_mha_bwd_workspace_size(ctx, &a, &bytes), FA4_OK);
+        assert_int_equal(bytes, out.bytes);
+        assert_int_equal(fa4_mha_bwd(ctx, &a, NULL), FA4_ERR_INVALID_ARGUMENT);
+        assert_non_null(strstr(fa4_last_error(ctx), "this dq cannot hold them"));
+    }
+    a.dq = P(7 * mb);
+    /* holes: every other row of a [2, 300, 8, 256] buffer */
+    a.dq_stride[0] = 300 * 8 * 256, a.dq_stride[1] = 8 * 256, a.dq_stride[2] = 256;
+    assert_int_equal(fa4_mha_bwd_workspace_size(ctx, &a, &bytes), FA4_OK);
+    assert_int_equal(bytes, out.bytes);
+    /* dense in another order ([S, B, H, D]): it holds them */
+    a.dq_stride[0] = 8 * 128, a.dq_stride[1] = 2 * 8 * 128, a.dq_stride[2] = 128;
+    assert_int_equal(fa4_mha_bwd_workspace_size(ctx, &a, &bytes), FA4_OK);
+    assert_int_equal(bytes, in.bytes);
+    /* too small for them: one query row of depth 64 holds 128 bytes, its 64-row block's D and nl2 need 512 */
+    a = good_args();
+    a.seqlen_q = 1, a.qk_depth = a.ov_depth = 64, a.dq = NULL;
+    assert_int_equal(fa4_mha_bwd_workspace_size(ctx, &a, &bytes), FA4_OK);
+    assert_int_equal(bytes, bwd_workspace(0, 2, 8, 1, 1, 64, 128, 0, 0).bytes);
+    fa4_destroy(ctx);
 }
 
 static void b_size(fa4_mha_bwd_args *a) { a->size = 8; }
@@ -245,10 +297,10 @@ static void test_unsupported_and_driver(void **state)
     assert_int_equal(fa4_mha_bwd(ctx, &a, NULL), FA4_ERR_UNSUPPORTED);
     /* the workspace size needs no pointer and no driver */
     a = good_args();
-    a.q = a.k = NULL;
+    a.q = a.k = a.dq = NULL; /* no dq pointer: its packed layout holds D and nl2 */
     size_t bytes = 0;
     assert_int_equal(fa4_mha_bwd_workspace_size(ctx, &a, &bytes), FA4_OK);
-    BwdWorkspace w = bwd_workspace(0, 2, 8, 300, 300, 128, 64, 0);
+    BwdWorkspace w = bwd_workspace(0, 2, 8, 300, 300, 128, 64, 0, 1);
     assert_int_equal(bytes, w.bytes);
     char cfg[256];
     assert_int_equal(fa4_mha_bwd_config(ctx, &a, cfg, sizeof cfg), FA4_OK);
@@ -272,7 +324,7 @@ static void test_unsupported_and_driver(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_configs), cmocka_unit_test(test_dq_parts), cmocka_unit_test(test_workspace_layout),
+        cmocka_unit_test(test_configs), cmocka_unit_test(test_dq_parts), cmocka_unit_test(test_workspace_layout), cmocka_unit_test(test_stats_in_dq),
         cmocka_unit_test(test_bad_args), cmocka_unit_test(test_unsupported_and_driver),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
