@@ -106,6 +106,13 @@ void ref_store(RefDtype t, void *base, int64_t index, double x)
     memcpy((unsigned char *)base + index * 2, &h, 2);
 }
 
+double ref_round(RefDtype t, double x)
+{
+    unsigned char b[2];
+    ref_store(t, b, 0, x);
+    return ref_load(t, b, 0);
+}
+
 /* ---------------------------------------------------------- masks */
 
 int ref_visible(RefMask mask, int window_left, int window_right, int seqlen_q, int seqlen_k, int i, int *lo,
@@ -190,6 +197,30 @@ static void load_kv(const RefMha *p, const RefTensor *k, const RefTensor *kr, co
     }
 }
 
+/* P.V as a kernel rounds it (RefRound): the scores s[lo..hi] (row max m), O's row (zeroed) gets
+ * sum_j round(e^(s_j - m_b)) e^(m_b - m) v_j, m_b the running max after the block of key j. */
+static void rounded_pv(const RefRound *r, const double *s, const double *v_rows, int ov, int lo, int hi, double m,
+                       double *o_row)
+{
+    int bsz = r->block > 0 ? r->block : hi + 1, first = lo / bsz, last = hi / bsz;
+    double mu = -INFINITY;
+    for (int k = 0; k <= last - first; k++) {
+        int blk = r->descending ? last - k : first + k;
+        int a = blk * bsz > lo ? blk * bsz : lo, z = (blk + 1) * bsz - 1 < hi ? (blk + 1) * bsz - 1 : hi;
+        double bmax = -INFINITY;
+        for (int j = a; j <= z; j++) bmax = s[j] > bmax ? s[j] : bmax;
+        if (bmax == -INFINITY) continue;
+        if (mu == -INFINITY || (bmax - mu) * M_LOG2E > r->rescale_log2) mu = bmax;
+        double back = exp(mu - m);
+        for (int j = a; j <= z; j++) {
+            if (s[j] == -INFINITY) continue;
+            double pj = ref_round(r->p_type, exp(s[j] - mu)) * back;
+            const double *vj = v_rows + (size_t)j * ov;
+            for (int d = 0; d < ov; d++) o_row[d] += pj * vj[d];
+        }
+    }
+}
+
 /* One query row (batch b, head h, row i) against the decoded K/V rows: o_row (ov_depth) and the LSE. */
 static double attend_row(const RefMha *p, const double *q_row, const double *k_rows, const double *v_rows, int lo,
                          int hi, double scale, double *s, double *o_row, int b, int h, int i)
@@ -208,10 +239,12 @@ static double attend_row(const RefMha *p, const double *q_row, const double *k_r
         if (s[j] > m) m = s[j];
     }
     if (m == -INFINITY) return -INFINITY; /* the mod hid every key */
+    if (p->round.on) rounded_pv(&p->round, s, v_rows, p->ov_depth, lo, hi, m, o_row);
     double l = 0.0;
     for (int j = lo; j <= hi; j++) {
         s[j] = exp(s[j] - m);
         l += s[j];
+        if (p->round.on) continue;
         const double *vj = v_rows + (size_t)j * p->ov_depth;
         for (int d = 0; d < p->ov_depth; d++) o_row[d] += s[j] * vj[d];
     }

@@ -78,6 +78,25 @@ typedef struct RefTensor {
     int64_t stride[3]; /* elements: batch, seq, head (0 selects the packed layout) */
 } RefTensor;
 
+/* How a kernel rounds, for a second reference that rounds as it does, so that what remains between the two is
+ * the order of f32 sums and the exp2 approximations (the exact reference stays the independent check):
+ * P enters P.V rounded to p_type (nearest even); P_j = e^(s_j - m) where m is the running max a kernel keeps
+ * over KV blocks of `block` keys (aligned at key 0; visited from the last one down when descending, else from
+ * the first), set by the first block that holds a visible key and raised only when a later block's max
+ * exceeds it by more than rescale_log2 (in log2 units: 0 raises it at every growth); the row sum (the
+ * softmax denominator) takes P unrounded; earlier blocks are rescaled exactly. The caller rounds O to its
+ * storage type. on = 0: the exact reference. */
+typedef struct RefRound {
+    int on;
+    RefDtype p_type;
+    int block;
+    double rescale_log2;
+    int descending;
+} RefRound;
+
+/* x rounded to the nearest value of type t (an e4m3 value saturates at +-448), as a double. */
+double ref_round(RefDtype t, double x);
+
 typedef struct RefMha {
     RefDtype dtype; /* of q, k, v and k_rope */
     RefTensor q, k, v;
@@ -92,6 +111,7 @@ typedef struct RefMha {
     const void *mod_ctx;
     double softcap;      /* > 0: s_ij = softcap * tanh(s_ij / softcap); 0: none */
     const double *alibi; /* [heads_q] slopes, NULL: none: s_ij -= alibi[h] |i + seqlen_k - seqlen_q - j| */
+    RefRound round;      /* on: P rounded as a kernel rounds it (RefRound) */
 } RefMha;
 
 /* Fills o (batch*seqlen_q*heads_q*ov_depth doubles) and lse

@@ -67,6 +67,12 @@
  *   relL2   = ||O - ref||_2 / ||ref||_2 over every element, <= REL_L2_TOL (1e-2);
  *             e4m3 <= REL_L2_TOL_E4M3 (see there)
  *   lse_err = max |LSE - ref| / max(1, |ref|) over rows that see a key, <= LSE_TOL (1e-3)
+ *   the same against what the kernel's rounding explains (RND_L2_TOL, LSE_EXP2 there):
+ *   relL2_rnd = relL2 against the reference that rounds P as the kernel's P.V takes it (its config's
+ *             dtype, bn, rescale: RefRound) and O to its storage type, <= RND_L2_TOL (2.5e-3; e4m3 5e-3);
+ *             not printed where the model does not describe the run (split-KV)
+ *   lse_tight = max |LSE - ref| / (LSE_EXP2 + LSE_F32 |ref|) (1.2e-4 + 2e-6 |ref|), <= 1
+ *   margin  = the largest error / bound of the above (a thin margin shows as close to 1)
  *   nan     = NaN elements left in O or LSE: must be 0
  *   empty   = rows that see no key whose O is not exactly 0 or LSE not -inf: must be 0
  *   oob     = bytes written in the padding of a strided O: must be 0
@@ -129,6 +135,19 @@
  * O differs by at most one bf16 ulp (1.95e-3 at |O| in [0.5, 1); 9 cases
  * bit-identical or below 1e-6), LSE by at most 1.4e-6. The bounds allow two
  * ulps and ten times the LSE difference. */
+/* The rounding-aware checks (RefRound: the reference rounds P to the type the kernel's P.V takes, with the
+ * kernel's block max, and O to its storage type): what remains is the order of f32 sums, the exp2
+ * approximations and the roundings they flip. Measured over cases_sm100.txt and cases_sm90.txt (seed 1), the
+ * largest relL2_rnd: e4m3 1.84e-3, bf16 9.3e-4, fp16 7.9e-4 (against 2.8e-2, 2.5e-3, 3.1e-4 exact); the
+ * bounds are 2.5-3 times those. A kernel error the size of e4m3's own rounding (2e-2) is then 4 bounds away. */
+#define RND_L2_TOL_E4M3 5e-3
+#define RND_L2_TOL 2.5e-3
+/* LSE: |LSE - ref| <= LSE_EXP2 + LSE_F32 |ref| (LSE_EXP2: the exp2 polynomial's relative error, 8.5e-5 at
+ * worst, is LSE's absolute error when one key holds the row sum (measured: window 0,0 rows); LSE_F32: the few
+ * f32 roundings of m * scale_log2 and of the ln 2 product, ~2e-7, times 10). A constant wrong in its 4th
+ * digit (ln 2 = 0.6932) is off by 7.8e-5 |ref|: 8 bounds at |ref| = 16. */
+#define LSE_EXP2 1.2e-4
+#define LSE_F32 2e-6
 #define CMP_O_TOL 4e-3   /* max |O_a - O_b|, |O| < 1 */
 #define CMP_LSE_TOL 1e-5 /* max |LSE_a - LSE_b| */
 
@@ -450,6 +469,9 @@ typedef struct Result {
     Verdict verdict;
     int launched, evaluated;
     double rel_l2, maxabs, lse_err;
+    double rel_l2_rnd; /* against the reference that rounds as the kernel does; < 0: not modelled */
+    double lse_tight;  /* max |LSE - ref| / (LSE_EXP2 + LSE_F32 |ref|) */
+    double margin;     /* the largest error / bound of the bounded measures (<= 1: pass) */
     long nan, empty_bad, oob;
     int compared; /* 1: cmp_o/cmp_lse hold a comparison, -1: no stored run */
     double cmp_o, cmp_lse;
@@ -478,6 +500,7 @@ static RefMha ref_problem(const Case *c, const Layout t[N_T], unsigned char *con
 static size_t lse_count(const Case *c) { return (size_t)c->batch * (size_t)c->hq * (size_t)c->sq; }
 
 static double rel_l2_tol(const Case *c) { return c->dtype == REF_E4M3 ? REL_L2_TOL_E4M3 : REL_L2_TOL; }
+static double rnd_l2_tol(const Case *c) { return c->dtype == REF_E4M3 ? RND_L2_TOL_E4M3 : RND_L2_TOL; }
 
 /* Bytes of O's buffer outside its elements that are not the 0xFF poison. */
 static long o_padding_written(const Layout *o, const unsigned char *raw)
@@ -497,11 +520,11 @@ static long o_padding_written(const Layout *o, const unsigned char *raw)
 
 /* O (as the kernel wrote it) and LSE (NULL: not requested) against the reference. */
 static void evaluate(const Case *c, const Layout *ol, const unsigned char *o_raw, const float *lse,
-                     const double *ref_o, const double *ref_lse, Result *r)
+                     const double *ref_o, const double *ref_o_rnd, const double *ref_lse, Result *r)
 {
-    double num = 0, den = 0;
+    double num = 0, den = 0, num_r = 0, den_r = 0;
     long o_nan = 0;
-    r->maxabs = r->lse_err = 0;
+    r->maxabs = r->lse_err = r->lse_tight = 0;
     r->nan = r->empty_bad = 0;
     RefDtype od = out_dtype(c);
     for (int b = 0; b < c->batch; b++)
@@ -518,6 +541,10 @@ static void evaluate(const Case *c, const Layout *ol, const unsigned char *o_raw
                     }
                     num += (x - y) * (x - y);
                     den += y * y;
+                    if (ref_o_rnd) {
+                        double yr = ref_round(od, ref_o_rnd[(size_t)(ref_row - ref_o) + (size_t)d]);
+                        num_r += (x - yr) * (x - yr), den_r += yr * yr;
+                    }
                     if (fabs(x - y) > r->maxabs) r->maxabs = fabs(x - y);
                     if (empty && x != 0.0) r->empty_bad++;
                 }
@@ -525,16 +552,24 @@ static void evaluate(const Case *c, const Layout *ol, const unsigned char *o_raw
                 double g = lse[li];
                 if (isnan(g)) r->nan++;
                 else if (empty) r->empty_bad += !(isinf(g) && g < 0);
-                else if (fabs(g - ref_lse[li]) / fmax(1.0, fabs(ref_lse[li])) > r->lse_err)
-                    r->lse_err = isinf(g) ? INFINITY : fabs(g - ref_lse[li]) / fmax(1.0, fabs(ref_lse[li]));
+                else {
+                    double e = isinf(g) ? INFINITY : fabs(g - ref_lse[li]);
+                    r->lse_err = fmax(r->lse_err, e / fmax(1.0, fabs(ref_lse[li])));
+                    r->lse_tight = fmax(r->lse_tight, e / (LSE_EXP2 + LSE_F32 * fabs(ref_lse[li])));
+                }
             }
     r->rel_l2 = den > 0 ? sqrt(num / den) : sqrt(num);
-    if (o_nan) r->rel_l2 = r->maxabs = INFINITY; /* an unwritten element is an unbounded error */
+    r->rel_l2_rnd = !ref_o_rnd ? -1 : den_r > 0 ? sqrt(num_r / den_r) : sqrt(num_r);
+    if (o_nan) r->rel_l2 = r->maxabs = INFINITY, r->rel_l2_rnd = ref_o_rnd ? INFINITY : -1; /* unbounded */
+    r->margin = fmax(fmax(r->rel_l2 / rel_l2_tol(c), r->lse_err / LSE_TOL), r->lse_tight);
+    if (r->rel_l2_rnd >= 0) r->margin = fmax(r->margin, r->rel_l2_rnd / rnd_l2_tol(c));
+    if (r->nan || isnan(r->margin)) r->margin = INFINITY;
 }
 
 static int numerics_pass(const Case *c, const Result *r)
 {
-    return !r->nan && !r->empty_bad && !r->oob && r->rel_l2 <= rel_l2_tol(c) && r->lse_err <= LSE_TOL;
+    return !r->nan && !r->empty_bad && !r->oob && r->rel_l2 <= rel_l2_tol(c) && r->lse_err <= LSE_TOL &&
+           r->lse_tight <= 1 && r->rel_l2_rnd <= rnd_l2_tol(c);
 }
 
 /* ---------------------------------------------------------------- the driver (dlopen) */
@@ -555,6 +590,8 @@ typedef struct Run {
     float *lse;
     CUdeviceptr dev[N_T], dlse;
     double *ref_o, *ref_lse;
+    double *ref_o_rnd;         /* the rounding-aware reference's O (NULL: not modelled) */
+    char cfg[512];             /* the kernel config the runtime ran ("" when unknown) */
     float *sink, *aux;         /* host: sink [hq], the mod's aux table */
     double *sink_d;            /* the sinks as the reference reads them */
     float *alibi;              /* host: ALiBi slopes [hq] */
@@ -577,7 +614,7 @@ static void run_free(Env *env, Run *run)
     if (run->dalibi) env->cu.MemFree(run->dalibi);
     if (run->dws) env->cu.MemFree(run->dws);
     free(run->sink), free(run->aux), free(run->sink_d), free(run->alibi), free(run->alibi_d);
-    free(run->lse), free(run->ref_o), free(run->ref_lse);
+    free(run->lse), free(run->ref_o), free(run->ref_lse), free(run->ref_o_rnd);
 }
 
 static int result_fail(Result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -727,10 +764,8 @@ static int launch(Env *env, const Case *c, Run *run, Result *res)
         else if (!env->opt.quiet) /* split_count assumes a workspace; the kernel line names what runs */
             printf("  splits: the runtime's pick without a workspace (sm90a: the kernel's cluster=N)\n");
     }
-    if (!env->opt.quiet) {
-        char cfg[512];
-        if (fa4_mha_config(fa, &a, cfg, sizeof cfg) == FA4_OK) printf("  kernel: %s\n", cfg);
-    }
+    if (fa4_mha_config(fa, &a, run->cfg, sizeof run->cfg) != FA4_OK) run->cfg[0] = 0;
+    if (!env->opt.quiet && run->cfg[0]) printf("  kernel: %s\n", run->cfg);
     double t0 = now_s();
     fa4_status s = fa4_mha_fwd(fa, &a, NULL);
     if (s != FA4_OK) {
@@ -766,6 +801,31 @@ static double mod_ref(const void *ctx, double s, int b, int h, int q, int k)
     return s;
 }
 
+/* The value of config word key= in cfg (the runtime's kernel config), or dflt. */
+static int config_int(const char *cfg, const char *key, int dflt)
+{
+    size_t n = strlen(key);
+    for (const char *w = cfg; w && *w; w = strchr(w, ' ') ? strchr(w, ' ') + 1 : NULL)
+        if (!strncmp(w, key, n) && w[n] == '=') return atoi(w + n + 1);
+    return dflt;
+}
+
+/* The rounding model of the kernel the runtime ran (RefRound), read from its config: P.V takes P in the
+ * config's dtype (bf16, fp16, e4m3: the cvt.rn before the P.V MMA in the PTX), KV blocks of bn keys visited
+ * from the last one down (the PTX's block loop), the running max raised past `rescale` (log2 units).
+ * 0 where the model does not describe the run: no config, or split-KV (each split keeps its own max). */
+static int rounding_model(const Case *c, const char *cfg, RefRound *r)
+{
+    memset(r, 0, sizeof *r);
+    if (!cfg[0] || c->splits != 1 || config_int(cfg, "split", 0) || config_int(cfg, "cluster", 1) > 1) return 0;
+    r->on = 1;
+    r->p_type = c->dtype;
+    r->block = config_int(cfg, "bn", 128);
+    r->rescale_log2 = config_int(cfg, "rescale", 0);
+    r->descending = 1;
+    return 1;
+}
+
 static int reference(const Case *c, Run *run, Result *res)
 {
     size_t on = (size_t)c->batch * c->sq * c->hq * c->ov;
@@ -781,6 +841,10 @@ static int reference(const Case *c, Run *run, Result *res)
     char err[256];
     double t0 = now_s();
     if (ref_mha_fwd(&p, run->ref_o, run->ref_lse, err, sizeof err)) return result_fail(res, "reference: %s", err);
+    if (rounding_model(c, run->cfg, &p.round)) {
+        if (!(run->ref_o_rnd = malloc(on * sizeof(double)))) return result_fail(res, "out of host memory");
+        if (ref_mha_fwd(&p, run->ref_o_rnd, NULL, err, sizeof err)) return result_fail(res, "reference: %s", err);
+    }
     res->ref_s = now_s() - t0;
     return 0;
 }
@@ -871,7 +935,7 @@ static void run_case(Env *env, const Case *c, const char *id, Result *res)
     if (stage_inputs(env, c, &run, res) || launch(env, c, &run, res) || reference(c, &run, res)) goto out;
     res->evaluated = 1;
     res->oob = o_padding_written(&run.t[T_O], run.host[T_O]);
-    evaluate(c, &run.t[T_O], run.host[T_O], c->lse ? run.lse : NULL, run.ref_o, run.ref_lse, res);
+    evaluate(c, &run.t[T_O], run.host[T_O], c->lse ? run.lse : NULL, run.ref_o, run.ref_o_rnd, run.ref_lse, res);
     res->verdict = numerics_pass(c, res) ? R_PASS : R_FAIL;
     if (env->opt.dump_dir && dump_write(env, c, id, &run, res)) goto out;
     if (env->opt.compare_dir && compare_stored(env, c, id, &run, res) == 0 && res->compared == 1 &&
@@ -892,14 +956,16 @@ static void report(const Env *env, const Case *c, const char *id, const Result *
     printf("%s %s %s", v[r->verdict], id, text);
     if (r->evaluated) {
         printf(" relL2=%.3e maxabs=%.3e lse_err=%.3e nan=%ld", r->rel_l2, r->maxabs, r->lse_err, r->nan);
+        if (r->rel_l2_rnd >= 0) printf(" relL2_rnd=%.3e", r->rel_l2_rnd);
+        printf(" lse_tight=%.2f margin=%.2f", r->lse_tight, r->margin);
         if (r->empty_bad) printf(" empty_bad=%ld", r->empty_bad);
         if (r->oob) printf(" oob=%ld", r->oob);
         if (r->compared == 1) printf(" cmp_o=%.3e cmp_lse=%.3e", r->cmp_o, r->cmp_lse);
         if (r->compared == -1) printf(" cmp=none");
     }
     if (r->verdict == R_FAIL && !r->msg[0] && r->evaluated)
-        printf(" (bounds: relL2 <= %g, lse_err <= %g, no NaN, empty rows O=0 LSE=-inf, no writes in padding)",
-               rel_l2_tol(c), LSE_TOL);
+        printf(" (bounds: relL2 <= %g, relL2_rnd <= %g, lse_err <= %g, |LSE - ref| <= %g + %g |ref|, no NaN, "
+               "empty rows O=0 LSE=-inf, no writes in padding)", rel_l2_tol(c), rnd_l2_tol(c), LSE_TOL, LSE_EXP2, LSE_F32);
     if (r->msg[0]) printf(" : %s", r->msg);
     printf("\n");
     if (!env->opt.quiet && r->launched) printf("  time: fa4_mha_fwd + synchronize %.3f s (a cold cache compiles), reference %.3f s\n", r->run_s, r->ref_s);
@@ -1285,26 +1351,26 @@ static void st_evaluate(Checks *k)
     Result r;
     memset(&r, 0, sizeof r);
     r.oob = o_padding_written(&t[T_O], o);
-    evaluate(&c, &t[T_O], o, lse, ro, rl, &r);
+    evaluate(&c, &t[T_O], o, lse, ro, NULL, rl, &r);
     check(k, numerics_pass(&c, &r) && r.rel_l2 < 4e-3 && r.lse_err < 1e-6, "rounded reference: relL2 %g lse %g nan %ld "
           "empty %ld oob %ld", r.rel_l2, r.lse_err, r.nan, r.empty_bad, r.oob);
     /* rows 0..1 see no key (sq 4, sk 2, causal): O = 0, LSE = -inf */
     check(k, isinf(rl[0]) && isinf(rl[1]) && isfinite(rl[2]), "expected rows 0, 1 empty");
     ref_store(REF_BF16, o, elem_at(&t[T_O], 0, 0, 1, 3), 0.5);
-    evaluate(&c, &t[T_O], o, lse, ro, rl, &r);
+    evaluate(&c, &t[T_O], o, lse, ro, NULL, rl, &r);
     check(k, !numerics_pass(&c, &r) && r.empty_bad == 1, "non-zero O in an empty row passed");
     ref_store(REF_BF16, o, elem_at(&t[T_O], 0, 0, 1, 3), 0.0);
     lse[0] = 0.0f;
-    evaluate(&c, &t[T_O], o, lse, ro, rl, &r);
+    evaluate(&c, &t[T_O], o, lse, ro, NULL, rl, &r);
     check(k, !numerics_pass(&c, &r) && r.empty_bad == 1, "finite LSE in an empty row passed");
     lse[0] = -INFINITY;
     lse[7] += 0.01f; /* h 1, row 3 */
-    evaluate(&c, &t[T_O], o, lse, ro, rl, &r);
+    evaluate(&c, &t[T_O], o, lse, ro, NULL, rl, &r);
     check(k, !numerics_pass(&c, &r) && r.lse_err > LSE_TOL, "LSE off by 0.01 passed");
     lse[7] = (float)rl[7];
     o[elem_at(&t[T_O], 0, 3, 0, 0) * 2 + 1] = 0xFF; /* an O element's high byte: 0xFFxx is NaN */
     o[elem_at(&t[T_O], 0, 3, 0, 0) * 2] = 0xFF;
-    evaluate(&c, &t[T_O], o, lse, ro, rl, &r);
+    evaluate(&c, &t[T_O], o, lse, ro, NULL, rl, &r);
     check(k, !numerics_pass(&c, &r) && r.nan == 1, "NaN in O passed (nan %ld)", r.nan);
     ref_store(REF_BF16, o, elem_at(&t[T_O], 0, 3, 0, 0), ro[(size_t)3 * c.hq * c.ov]);
     o[elem_at(&t[T_O], 0, 2, 1, c.ov) * 2] = 0; /* first padding byte after a head row */
