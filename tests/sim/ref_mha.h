@@ -111,7 +111,8 @@ typedef struct RefMha {
     const void *mod_ctx;
     double softcap;      /* > 0: s_ij = softcap * tanh(s_ij / softcap); 0: none */
     const double *alibi; /* [heads_q] slopes, NULL: none: s_ij -= alibi[h] |i + seqlen_k - seqlen_q - j| */
-    RefRound round;      /* on: P rounded as a kernel rounds it (RefRound) */
+    RefRound round;      /* on: P rounded as a kernel rounds it (RefRound), into o_rnd */
+    double *o_rnd;       /* with round.on: the rounding-aware O, laid out as o (o stays the exact one) */
 } RefMha;
 
 /* Fills o (batch*seqlen_q*heads_q*ov_depth doubles) and lse
