@@ -390,6 +390,9 @@ static int run_case(Cu *cu, fa4_ctx *fa, const Case *c, uint64_t seed, int quiet
         printf("%s %s dq=%.2e dk=%.2e dv=%.2e", ok ? "PASS" : "FAIL", c->text, rel[0], rel[1], rel[2]);
         if (c->sink) printf(" dsink=%.2e", sc.sink_err);
         if (sc.nan || sc.poison_bad) printf(" nan=%ld poison=%ld", sc.nan, sc.poison_bad);
+        double margin = fmax(fmax(rel[0], rel[1]), rel[2]) / REL_L2_TOL;
+        if (c->sink) margin = fmax(margin, sc.sink_err / SINK_TOL);
+        printf(" margin=%.2f", sc.nan || sc.poison_bad || isnan(margin) ? INFINITY : margin);
         printf(" (%.1fs)\n", t1 - t0);
         rc = !ok;
     }

@@ -689,6 +689,7 @@ typedef struct Result {
     Verdict verdict;
     int launched, evaluated;
     double rel_l2, maxabs, lse_err, max_err;
+    double elem_worst; /* max |out - ref| / (ELEM_ATOL + ELEM_RTOL |ref|) */
     long nan, elem_bad, inf_bad, empty_bad, oob;
     int compared; /* 1: cmp_* hold a comparison, -1: no stored run */
     double cmp_o, cmp_ulp, cmp_lse, cmp_max;
@@ -787,6 +788,7 @@ static void evaluate(const Case *c, const Problem *p, const double *ref_o, const
                 eval_stat("max_logits", *f32_at(&p->b[B_MAXL], (int64_t)row), ref_max[row], s, h, &r->nan,
                           &r->inf_bad, &r->max_err, first, sizeof first);
         }
+    r->elem_worst = worst_ratio;
     r->rel_l2 = den > 0 ? sqrt(num / den) : sqrt(num);
     if (o_nan) r->rel_l2 = r->maxabs = INFINITY; /* an unwritten element is an unbounded error */
     r->oob = out_padding_written(c, p);
@@ -1096,6 +1098,9 @@ static void report(const Env *env, const Case *c, const char *id, const Result *
         if (r->compared == 1)
             printf(" cmp_o=%.3e cmp_ulp=%.2f cmp_lse=%.3e cmp_max=%.3e", r->cmp_o, r->cmp_ulp, r->cmp_lse, r->cmp_max);
         if (r->compared == -1) printf(" cmp=none");
+        /* margin: the largest error / bound of the bounded measures (a NaN or a bad row: inf) */
+        double margin = fmax(fmax(r->rel_l2 / REL_L2_TOL, r->elem_worst), fmax(r->lse_err, r->max_err) / STAT_TOL);
+        printf(" margin=%.2f", r->nan || r->inf_bad || r->empty_bad || r->oob || isnan(margin) ? INFINITY : margin);
     }
     if (r->verdict == R_FAIL && r->evaluated && !numerics_pass(r))
         printf(" (bounds: relL2 <= %g, |out-ref| <= %g + %g|ref|, lse/max_logits err <= %g, infinities exact, no NaN, "

@@ -543,8 +543,10 @@ static int run_case(Cu *cu, LateWrite late, fa4_ctx *fa, const Case *c, uint64_t
         }
     double rel = sc.den > 0 ? sqrt(sc.num / sc.den) : sqrt(sc.num);
     int ok = !sc.nan && !sc.empty_bad && !sc.poison_bad && rel <= REL_L2_TOL && sc.lse_err <= LSE_TOL;
-    printf("%s %s  rel_l2=%.2e lse_err=%.2e nan=%ld empty_bad=%ld poison_bad=%ld\n", ok ? "PASS" : "FAIL", c->text,
-           rel, sc.lse_err, sc.nan, sc.empty_bad, sc.poison_bad);
+    /* margin: the larger error / bound (a NaN or a bad row: inf) */
+    double margin = sc.nan || sc.empty_bad || sc.poison_bad ? INFINITY : fmax(rel / REL_L2_TOL, sc.lse_err / LSE_TOL);
+    printf("%s %s  rel_l2=%.2e lse_err=%.2e nan=%ld empty_bad=%ld poison_bad=%ld margin=%.2f\n", ok ? "PASS" : "FAIL",
+           c->text, rel, sc.lse_err, sc.nan, sc.empty_bad, sc.poison_bad, margin);
     rc = ok ? 0 : 1;
 done:
     if (rc < 0) printf("FAIL %s\n  %s\n", c->text, why), rc = 1;
