@@ -282,6 +282,8 @@ typedef enum {
     SCALAR_DK_STRIDE_B, SCALAR_DV_STRIDE_B,
     /* config timeline=1: u64 the tiles' phase records (MhaTimelineSlot) */
     SCALAR_TIMELINE,
+    /* the backward's deterministic=1: u64 the turn counters (u32, one per dQ block of the workspace) */
+    SCALAR_DQ_SEM,
     SCALAR_COUNT
 } ScalarId;
 extern const char *const scalar_name[SCALAR_COUNT];

@@ -40,7 +40,7 @@ int bwd_dq_split(int bm, int bn, int depth, int *tiles_m, int *tiles_n, int *dq_
 static uint64_t align16(uint64_t x) { return (x + BWD_ALIGN - 1) / BWD_ALIGN * BWD_ALIGN; }
 
 BwdWorkspace bwd_workspace(int varlen, int batch, int heads_q, int seqlen_q, int max_seqlen_q, int depth, int bm,
-                           int sink, int stats_in_dq)
+                           int sink, int stats_in_dq, int deterministic)
 {
     BwdWorkspace w;
     memset(&w, 0, sizeof w);
@@ -56,7 +56,8 @@ BwdWorkspace bwd_workspace(int varlen, int batch, int heads_q, int seqlen_q, int
     w.dpsum = stats_in_dq ? 0 : accum;
     w.nlse2 = w.dpsum + align16(rows * BWD_F32);
     w.sink_part = stats_in_dq ? accum : w.nlse2 + align16(rows * BWD_F32);
-    w.bytes = w.sink_part + (sink ? align16(b * h * w.m_blocks * BWD_F32) : 0);
+    w.dq_sem = w.sink_part + (sink ? align16(b * h * w.m_blocks * BWD_F32) : 0);
+    w.bytes = w.dq_sem + (deterministic ? align16(rows / u * BWD_F32) : 0);
     return w;
 }
 
@@ -71,6 +72,7 @@ void bwd_aux_config(const Config *m, Kind kind, int sink, Config *out)
     out->bn = kind == KIND_MHA_BWD_DQ ? m->bn : 0;
     out->varlen = m->varlen;
     out->sink = sink;
+    out->deterministic = kind == KIND_MHA_BWD_PRE ? m->deterministic : 0;
 }
 
 /* The block layout's float index of (row r, column c) = row part + column part (mha_bwd.h): w = tm + tiles_m tn,
@@ -266,6 +268,46 @@ void bwd_ws_row(Emit *e, Reg ws, Reg m, Reg hq)
     emit(e, "add.s64 %s, %s, %s;", R(e, ws), R(e, ws), R(e, t64));
 }
 
+void bwd_det_counter(Emit *e, Reg addr, Reg ws_row)
+{
+    emit(e, "div.u64 %s, %s, %d;", R(e, addr), R(e, ws_row), e->p->bm);
+    emit(e, "shl.b64 %s, %s, 2;", R(e, addr), R(e, addr));
+    emit(e, "add.s64 %s, %s, %%dq_sem;", R(e, addr), R(e, addr));
+}
+
+void bwd_det_wait_turn(Emit *e, Reg addr, Reg m, int arrivals, int sleep_ns, int sleep_max_ns)
+{
+    const Plan *p = e->p;
+    int wl, wr;
+    mask_bounds(&p->cfg, &wl, &wr);
+    char l_spin[NAME], l_go[NAME];
+    Reg first = reg_b32(e, "dt_first"), want = reg_b32(e, "dt_want"), v = reg_b32(e, "dt_v"), x = reg_b32(e, "dt_x");
+    Reg ns = reg_b32(e, "dt_ns"), go = reg_pred(e, "dt_go");
+    if (wl >= 0) {
+        emit_note(e, "plan note deterministic: the first kv block that sees m-block m: (m %d + off - %d) / %d, 0 when "
+                  "that is <= 0 (the window's left bound)", p->bm, wl, p->bn);
+        emit(e, "mad.lo.s32 %s, %s, %d, %%kv_off;", R(e, x), R(e, m), p->bm);
+        emit(e, "sub.s32 %s, %s, %d;", R(e, x), R(e, x), wl);
+        clamp_div(e, first, x, 0, p->bn);
+    } else {
+        emit_note(e, "plan note deterministic: no left bound, so kv block 0 sees every m-block: rank = kv block");
+        emit(e, "mov.u32 %s, 0;", R(e, first));
+    }
+    emit_note(e, "wait for rank x %d arrivals (every lower kv block of this m-block added and released)", arrivals);
+    emit(e, "sub.u32 %s, %%n_blk, %s;", R(e, want), R(e, first));
+    emit(e, "mul.lo.u32 %s, %s, %d;", R(e, want), R(e, want), arrivals);
+    emit(e, "mov.u32 %s, %d;", R(e, ns), sleep_ns);
+    emit_label(e, new_label(e, l_spin, sizeof l_spin, "dt_spin"));
+    op_ld_acquire_gpu_u32(e, v, addr);
+    emit(e, "setp.ge.u32 %s, %s, %s;", R(e, go), R(e, v), R(e, want));
+    emit(e, "@%s bra %s;", R(e, go), new_label(e, l_go, sizeof l_go, "dt_go"));
+    op_nanosleep(e, ns);
+    emit(e, "shl.b32 %s, %s, 1;", R(e, ns), R(e, ns));
+    emit(e, "min.u32 %s, %s, %d;", R(e, ns), R(e, ns), sleep_max_ns);
+    emit(e, "bra.uni %s;", l_spin);
+    emit_label(e, l_go);
+}
+
 /* One TMA box per 64-column chunk of a tile at (row, head, batch). */
 static void load_tile(Emit *e, Reg tmap, Reg dst0, uint32_t chunk_bytes, Reg row, Reg head, Reg bar)
 {
@@ -362,9 +404,10 @@ static int aux_check(const Config *c, char *err, size_t n)
     if ((c->kind == KIND_MHA_BWD_PRE && c->bn) || c->stages || c->group != 1 || c->mask != MASK_NONE || c->qtiles ||
         c->cta_pair || c->rescale != d.rescale || c->exp2_poly != d.exp2_poly || c->rope_split ||
         c->pingpong != d.pingpong || c->persistent != d.persistent || c->swizzle != 128 || c->score_mod ||
-        c->deterministic || c->softcap || c->alibi)
-        return plan_refuse(err, n, "%s: it takes only target, dtype, qk (the depth), bm%s, varlen and sink; the other "
-                           "words belong to the main kernel (mha-bwd)", k, c->kind == KIND_MHA_BWD_DQ ? ", bn" : "");
+        (c->deterministic && c->kind != KIND_MHA_BWD_PRE) || c->softcap || c->alibi)
+        return plan_refuse(err, n, "%s: it takes only target, dtype, qk (the depth), bm%s, varlen and sink%s; the other "
+                           "words belong to the main kernel (mha-bwd)", k, c->kind == KIND_MHA_BWD_DQ ? ", bn" : "",
+                           c->kind == KIND_MHA_BWD_PRE ? " (and deterministic: it zeroes the turn counters)" : "");
     return 0;
 }
 
@@ -401,6 +444,11 @@ static int pre_plan(const Config *c, Plan *p, char *err, size_t n)
     if (c->varlen) {
         plan_param_scalar(p, SCALAR_CU_SEQLENS_Q, PARAM_U64);
         plan_param_scalar(p, SCALAR_TOTAL_Q, PARAM_U32);
+    }
+    if (c->deterministic) {
+        plan_param_scalar(p, SCALAR_DQ_SEM, PARAM_U64);
+        plan_note(p, "deterministic", "thread 0 zeroes the block's turn counter dq_sem[row0 / %d] (u32) for the main "
+                  "kernel's ordered dQ adds", c->bm);
     }
     int lanes = c->qk_depth / ROW_ELEMS;
     plan_note(p, "rows", "%d lanes per query row (16-byte loads of O and dO), %d rows a pass, %d passes", lanes,
@@ -724,6 +772,14 @@ static int pre_emit(Emit *e)
     emit(e, "mad.wide.u32 %s, %%thread, 16, %s;", R(e, za), R(e, za));
     for (int k = 0; k < p->bm * d / 4 / AUX_THREADS; k++)
         op_st_global_v4_f32(e, REG_NONE, za, (uint32_t)(k * AUX_THREADS * 16), z);
+    if (p->cfg.deterministic) {
+        emit_note(e, "plan note deterministic: the block's turn counter = 0 (thread 0)");
+        Reg sa = reg_b64(e, "pr_sem"), zero = reg_b32(e, "pr_zero"), t0 = reg_pred(e, "pr_sem_t0");
+        emit(e, "setp.eq.u32 %s, %%thread, 0;", R(e, t0));
+        emit(e, "mov.b32 %s, 0;", R(e, zero));
+        bwd_det_counter(e, sa, reg_find(e, "ax_row0"));
+        op_st_global_b32(e, t0, sa, zero);
+    }
     if (p->cfg.sink) {
         emit_section(e, "plan note sink: the CTA's dsink partial (warps, then smem)");
         Reg part = reg_find(e, "pr_part"), tmp = reg_f32(e, "pr_tmp"), sb = reg_b32(e, "pr_red");

@@ -13,6 +13,8 @@
  *   dpsum (D)  [bws, heads_q, q_rows]
  *   nlse2      [bws, heads_q, q_rows]
  *   sink_part  [batch, heads_q, m_blocks]      sink=1 only: -sum over the CTA's rows of p_sink D
+ *   dq_sem     [bws, heads_q, q_rows / bm]     u32, deterministic=1 only: the dQ block's turn counter (zeroed
+ *                                              by mha-bwd-pre; block of workspace row r: r / bm)
  * bws = batch, q_rows = m_blocks x bm, m_blocks = ceil(seqlen_q / bm) (dense); varlen: bws = 1,
  * q_rows = round_up(total_q + batch x bm, bm), m_blocks = ceil(max_seqlen_q / bm), and sequence b's rows
  * start at the padded row (cu_seqlens_q[b] + b bm) / bm x bm (FlashAttention-3's padding: each sequence
@@ -51,7 +53,7 @@ void bwd_dq_col_part_reg(Emit *e, Reg dst, Reg c);
 typedef struct BwdWorkspace {
     uint64_t q_rows;      /* padded query rows per (bws, head) */
     uint64_t m_blocks;    /* m-blocks per sequence (the pre and dq grids) */
-    uint64_t dq_accum, dpsum, nlse2, sink_part; /* offsets; dpsum and nlse2 into dq's memory when stats_in_dq */
+    uint64_t dq_accum, dpsum, nlse2, sink_part, dq_sem; /* offsets; dpsum and nlse2 into dq's memory when stats_in_dq */
     uint64_t bytes;       /* the whole */
     uint64_t stats_bytes; /* D + nl2 */
     int stats_in_dq;
@@ -59,10 +61,10 @@ typedef struct BwdWorkspace {
 /* varlen: seqlen_q is total_q and max_seqlen_q the longest sequence; dense: max_seqlen_q = seqlen_q. stats_in_dq:
  * D and nl2 live at the start of the caller's dq (the runtime decides when dq can hold them), not in the workspace. */
 BwdWorkspace bwd_workspace(int varlen, int batch, int heads_q, int seqlen_q, int max_seqlen_q, int depth, int bm,
-                           int sink, int stats_in_dq);
+                           int sink, int stats_in_dq, int deterministic);
 
 /* The config of the pre and dq kernels that serve a main kernel's plan (same target, dtype, depth, bm,
- * bn, varlen; sink as given). */
+ * bn, varlen; sink as given; the pre kernel also deterministic, as it zeroes the turn counters). */
 void bwd_aux_config(const Config *main_cfg, Kind kind, int sink, Config *out);
 
 /* ---- the main kernels' tile, every target (mha_bwd.c): one CTA per (kv block, kv head, batch) ---- */
@@ -75,6 +77,18 @@ void bwd_tile_coords(Emit *e);
 void bwd_iter_coords(Emit *e, Reg itr, Reg m, Reg hq);
 /* ws (u64) = the workspace row of (hq, m)'s first query. */
 void bwd_ws_row(Emit *e, Reg ws, Reg m, Reg hq);
+
+/* deterministic=1 (docs/kernels/mha-bwd.md, "Deterministic dQ"): the CTAs that visit a dQ block add into it in
+ * the order of their kv blocks. The kv blocks that see m-block m are one run [n_first(m), n_last(m)] (the mask's
+ * key range of a query block is an interval), so the CTA of kv block n has rank n - n_first(m) among them; it
+ * waits until the block's counter reaches rank x arrivals (arrivals: the increments one CTA makes, one per
+ * adding group of threads), adds, makes the adds visible and increments. A CTA waits only for CTAs of lower
+ * kv blocks of the same (batch, kv head), i.e. of lower linear block index: launched before it. */
+/* addr (u64) = the counter of the dQ block whose first workspace row is ws_row (u64): dq_sem + 4 (ws_row / bm). */
+void bwd_det_counter(Emit *e, Reg addr, Reg ws_row);
+/* Spin (ld.acquire.gpu, nanosleep from sleep_ns doubling up to sleep_max_ns) until the counter at addr reaches
+ * the rank of this CTA's kv block among m-block m's x arrivals. Needs bwd_tile_coords' registers. */
+void bwd_det_wait_turn(Emit *e, Reg addr, Reg m, int arrivals, int sleep_ns, int sleep_max_ns);
 
 /* The load role's plan entries, the same on both targets (each plan fills one from its own fields). */
 typedef struct BwdLoads {

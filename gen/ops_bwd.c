@@ -78,3 +78,29 @@ void op_red_global_add_v2_f32(Emit *e, Reg addr, uint32_t off, Reg x, Reg y)
     REG_WANT(e, y, RT_F32);
     emit(e, "red.global.add.v2.f32 [%s+%u], {%s, %s};", R(e, addr), off, R(e, x), R(e, y));
 }
+
+/* ---- deterministic=1: the dQ blocks' turn counters (PTX ISA: memory consistency model, release and acquire
+ * patterns; nanosleep needs sm_70) ---- */
+
+void op_ld_acquire_gpu_u32(Emit *e, Reg dst, Reg addr)
+{
+    REG_WANT(e, dst, RT_B32);
+    REG_WANT(e, addr, RT_B64);
+    emit(e, "ld.acquire.gpu.global.u32 %s, [%s];", R(e, dst), R(e, addr));
+}
+
+void op_red_release_gpu_add_u32(Emit *e, Reg guard, Reg addr, uint32_t v)
+{
+    char g[48];
+    const char *a = at(e, guard, g, sizeof g, __func__);
+    REG_WANT(e, addr, RT_B64);
+    emit(e, "%sred.release.gpu.global.add.u32 [%s], %u;", a, R(e, addr), v);
+}
+
+void op_nanosleep(Emit *e, Reg ns)
+{
+    REG_WANT(e, ns, RT_B32);
+    emit(e, "nanosleep.u32 %s;", R(e, ns));
+}
+
+void op_fence_proxy_async_global(Emit *e) { emit(e, "fence.proxy.async.global;"); }

@@ -25,6 +25,14 @@ void op_red_global_add_v4_f32(Emit *e, Reg addr, uint32_t off, const Reg src[4])
 /* The same for one f32 element, and for two (8 bytes, 8-aligned; the .v2.f32 form needs sm_90). */
 void op_red_global_add_f32(Emit *e, Reg addr, uint32_t off, Reg x);
 void op_red_global_add_v2_f32(Emit *e, Reg addr, uint32_t off, Reg x, Reg y);
+/* deterministic=1's turn counters (u32 in global memory): an acquire load at gpu scope, a release add of v at gpu
+ * scope where guard holds (REG_NONE: always; red: no result), a sleep of ns nanoseconds (a hint; at most 1 ms), and the proxy fence that orders the
+ * generic proxy's accesses to global memory with the async proxy's (a bulk reduction after an acquire, a release
+ * after a bulk reduction's completion). */
+void op_ld_acquire_gpu_u32(Emit *e, Reg dst, Reg addr);
+void op_red_release_gpu_add_u32(Emit *e, Reg guard, Reg addr, uint32_t v);
+void op_nanosleep(Emit *e, Reg ns);
+void op_fence_proxy_async_global(Emit *e);
 /* sm_90a: D (f32 array acc, its first n/2 elements) (+)= A * B, both from shared memory, either
  * transposed (MN-major) for 16-bit types: tnsp_a, tnsp_b are the wgmma's imm-trans-a / imm-trans-b. */
 void op_wgmma_ss_t(Emit *e, int n, DType dt, Reg acc, Reg adesc, Reg bdesc, int scale_d, int tnsp_a, int tnsp_b);

@@ -451,7 +451,10 @@ typedef struct fa4_mha_bwd_args {
     const int32_t *cu_seqlens_q, *cu_seqlens_k;
     int max_seqlen_q, max_seqlen_k;
     const int32_t *cu_seqlens_q_host, *cu_seqlens_k_host;
-    int deterministic; /* 1: reserved (dQ in a fixed order); refused for now */
+    /* 0: each dQ row is summed over the kv blocks in the order their CTAs arrive (runs may differ in the last
+     * bits); 1: in kv-block order, so two runs give bit-identical dq (a turn counter per dQ block in the
+     * workspace; slower where many CTAs share an m-block). dk, dv and dsink are deterministic either way. */
+    int deterministic;
     void *workspace;
     size_t workspace_size;
     /* The forward's built-in soft-cap (fa4_mha_args.softcap; 0 = none): the scores were softcap tanh(s /
@@ -467,8 +470,8 @@ typedef struct fa4_mha_bwd_args {
                                NULL, NULL, 0, 0, NULL, NULL, 0, NULL, 0, 0.0f, NULL}
 
 /* The workspace bytes fa4_mha_bwd needs for args (its pointers may be NULL here; the shape, dtype, depth,
- * mask, varlen and sink fields and dq's strides decide, and dq's placement against the other tensors when
- * the pointers are given). Needs no GPU. */
+ * mask, varlen, sink and deterministic fields (or a config's deterministic=1) and dq's strides decide, and dq's
+ * placement against the other tensors when the pointers are given). Needs no GPU. */
 fa4_status fa4_mha_bwd_workspace_size(fa4_ctx *ctx, const fa4_mha_bwd_args *args, size_t *bytes);
 
 /* Validate args, get the three kernels and launch them on stream (a CUstream; NULL = default stream).

@@ -102,9 +102,9 @@ static fa4_status check_shape(fa4_ctx *ctx, const fa4_mha_bwd_args *a, int need_
         return BAD(a->sink ? "dsink" : "sink", "%s; give both sink and dsink, or neither", a->sink ? "NULL" : "given");
     if ((uintptr_t)a->sink % 4 || (uintptr_t)a->dsink % 4 || (uintptr_t)a->lse % 4 || (uintptr_t)a->dlse % 4)
         return BAD("lse", "lse, dlse, sink and dsink must be 4-byte aligned f32 arrays");
-    if (a->deterministic)
-        return rt_fail(ctx, FA4_ERR_UNSUPPORTED, "deterministic: 1 is not built yet; dQ is summed by bulk reductions "
-                       "in the order the CTAs reach them (use 0)");
+    if (a->deterministic != 0 && a->deterministic != 1)
+        return BAD("deterministic", "%d; use 0 (dQ summed in the order the CTAs arrive) or 1 (in a fixed order: "
+                   "bit-identical runs)", a->deterministic);
     return FA4_OK;
 }
 
@@ -268,6 +268,7 @@ static fa4_status main_config(fa4_ctx *ctx, const fa4_mha_bwd_args *a, TargetId 
     if (c->mask == MASK_WINDOW) c->window_left = a->window_left, c->window_right = a->window_right;
     c->varlen = a->cu_seqlens_q != NULL;
     c->softcap = a->softcap > 0.0f;
+    c->deterministic = a->deterministic;
     if (a->config) {
         Config want = *c;
         fa4_status s = rt_parse_config(ctx, a->config, c, "args->config");
@@ -275,9 +276,10 @@ static fa4_status main_config(fa4_ctx *ctx, const fa4_mha_bwd_args *a, TargetId 
         if (c->kind != want.kind || c->target != want.target || c->dtype != want.dtype ||
             c->qk_depth != want.qk_depth || c->ov_depth != want.ov_depth || c->group != want.group ||
             c->mask != want.mask || c->window_left != want.window_left || c->window_right != want.window_right ||
-            c->varlen != want.varlen || c->softcap != want.softcap || c->sink || c->score_mod || c->deterministic)
-            return BAD("args->config", "'%s' changes what the arguments decide; give only tuning keys (bm bn stages)",
-                       a->config);
+            c->varlen != want.varlen || c->softcap != want.softcap || c->sink || c->score_mod ||
+            c->deterministic < want.deterministic)
+            return BAD("args->config", "'%s' changes what the arguments decide; give only tuning keys (bm bn stages; "
+                       "deterministic=1 may ask for the ordered dQ)", a->config);
     }
     char err[512];
     Config t = *c;
@@ -348,11 +350,12 @@ static int stats_fit_dq(const fa4_mha_bwd_args *a, uint64_t stats_bytes)
 
 static BwdWorkspace workspace_of(const fa4_mha_bwd_args *a, const Config *c)
 {
-    int varlen = a->cu_seqlens_q != NULL, maxq = varlen ? a->max_seqlen_q : a->seqlen_q;
+    int varlen = a->cu_seqlens_q != NULL, maxq = varlen ? a->max_seqlen_q : a->seqlen_q, det = c->deterministic;
     BwdWorkspace w = bwd_workspace(varlen, a->batch, a->heads_q, a->seqlen_q, maxq, a->qk_depth, c->bm,
-                                   a->sink != NULL, 0);
+                                   a->sink != NULL, 0, det);
     if (stats_fit_dq(a, w.stats_bytes))
-        w = bwd_workspace(varlen, a->batch, a->heads_q, a->seqlen_q, maxq, a->qk_depth, c->bm, a->sink != NULL, 1);
+        w = bwd_workspace(varlen, a->batch, a->heads_q, a->seqlen_q, maxq, a->qk_depth, c->bm, a->sink != NULL, 1,
+                          det);
     return w;
 }
 
@@ -416,6 +419,7 @@ static void bind_common(RtLaunch *l, const fa4_mha_bwd_args *a, const BwdWorkspa
     set(l, SCALAR_DPSUM, U64(stats + w->dpsum));
     set(l, SCALAR_NLSE2, U64(stats + w->nlse2));
     set(l, SCALAR_SINK_PART, U64(ws + w->sink_part));
+    set(l, SCALAR_DQ_SEM, U64(ws + w->dq_sem));
     set(l, SCALAR_SEQLEN_Q, U32(varlen ? a->max_seqlen_q : a->seqlen_q));
     set(l, SCALAR_SEQLEN_K, U32(varlen ? a->max_seqlen_k : a->seqlen_k));
     set(l, SCALAR_HEADS_Q, U32(a->heads_q));

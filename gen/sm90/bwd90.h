@@ -48,6 +48,11 @@ typedef struct Sm90BwdPlan {
     int bar_p;       /* split_depth: both consumers' P of this m-block is in smem */
     int bar_kv_done; /* both consumers: the last wgmma reading K and V is done (the epilogue reuses them) */
     int bar_epi0;    /* consumer w's dK/dV staging, + w */
+    /* deterministic=1 (mha_bwd.h bwd_det_*): the adders of a dQ block (split_depth 0: the writer, 1 arrival;
+     * split_depth 1: each consumer, whose thread 0 waits and increments around a named barrier turn0 + w) and
+     * the spin's nanosleep, first and largest */
+    int det, det_arrivals, det_sleep_ns, det_sleep_max_ns;
+    int bar_turn0;
 } Sm90BwdPlan;
 
 _Static_assert(sizeof(Sm90BwdPlan) <= PLAN_FAMILY_BYTES, "Sm90BwdPlan outgrows Plan.family");

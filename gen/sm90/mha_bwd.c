@@ -104,10 +104,24 @@ static void emit_writer(Emit *e)
     emit(e, "mul.lo.u64 %s, %s, %d;", R(e, dst), R(e, ws), p->qk * BWD_F32);
     emit(e, "add.s64 %s, %s, %%dq_accum;", R(e, dst), R(e, dst));
     op_mbar_wait(e, full, phase);
-    op_bulk_reduce_add_f32(e, dst, src, s->dq_bytes);
-    op_bulk_commit(e);
-    emit_note(e, "the consumers may refill the block once the reduction has read it");
-    op_bulk_wait_read(e, 0);
+    if (s->det) {
+        Reg sem = reg_b64(e, "wr_sem");
+        emit_note(e, "plan note deterministic: this kv block's turn at the dQ block");
+        bwd_det_counter(e, sem, ws);
+        bwd_det_wait_turn(e, sem, m, s->det_arrivals, s->det_sleep_ns, s->det_sleep_max_ns);
+        op_fence_proxy_async_global(e);
+        op_bulk_reduce_add_f32(e, dst, src, s->dq_bytes);
+        op_bulk_commit(e);
+        emit_note(e, "the reduction's writes complete (not only its reads), then the next kv block's turn");
+        op_bulk_wait(e, 0);
+        op_fence_proxy_async_global(e);
+        op_red_release_gpu_add_u32(e, REG_NONE, sem, 1);
+    } else {
+        op_bulk_reduce_add_f32(e, dst, src, s->dq_bytes);
+        op_bulk_commit(e);
+        emit_note(e, "the consumers may refill the block once the reduction has read it");
+        op_bulk_wait_read(e, 0);
+    }
     op_mbar_arrive(e, empty);
     emit(e, "xor.b32 %s, %s, 1;", R(e, phase), R(e, phase));
     emit(e, "add.u32 %s, %s, 1;", R(e, itr), R(e, itr));
@@ -584,6 +598,7 @@ static void emit_consumer_setup(Emit *e)
     emit(e, "mad.lo.u32 %s, %s, %u, %s;", R(e, reg_b32(e, "cs_ep_v")), R(e, w), split ? col_chunks * s->kv_chunk_bytes : 0,
          R(e, v0));
     emit(e, "add.u32 %s, %s, %d;", R(e, reg_b32(e, "cs_epi_bar")), R(e, w), s->bar_epi0);
+    if (s->det && split) emit(e, "add.u32 %s, %s, %d;", R(e, reg_b32(e, "cs_turn_bar")), R(e, w), s->bar_turn0);
     if (split) {
         bwd90_depth_setup(e);
         return;

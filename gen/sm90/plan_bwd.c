@@ -20,6 +20,9 @@ enum { SM90_CHUNK_BYTES = 128, SM90_GROUP_BYTES = 1024 /* 8 rows of 128 B: the S
  * (bm) f32, plus the packed P^T and dS^T while their RS wgmmas run; split_depth 1: dK + dV (depth / 2 each
  * half) and the dQ tile (64 x depth / 2) live together; plus addresses, row statistics, loop state. */
 enum { BWD_REG_OVERHEAD = 32, BWD_PRODUCER_REGS = 24, BWD_CONSUMER_REGS = 240 };
+/* deterministic=1: the turn spin's nanosleep, doubling from the first to the largest (a waiting CTA's lower kv
+ * block needs about a microsecond per m-block, so the sleep stays well under that) */
+enum { BWD_DET_SLEEP_NS = 32, BWD_DET_SLEEP_MAX_NS = 256 };
 static int bwd_split_depth(int depth) { return depth > 128; }
 static int bwd_consumer_need(int bm, int depth)
 {
@@ -79,9 +82,6 @@ static int bwd_check(const Config *c, char *err, size_t n)
     if (c->sink)
         return plan_refuse(err, n, "sink: not a word of mha-bwd; the sink enters through mha-bwd-pre (the LSE it "
                            "writes) and its gradient through mha-bwd-dq");
-    if (c->deterministic)
-        return plan_refuse(err, n, "deterministic: 1 is not built yet for mha-bwd; dQ is added by bulk reductions in "
-                           "the order the CTAs reach them (use 0)");
     Config d;
     config_init(&d);
     if (c->qtiles || c->cta_pair || c->rescale != d.rescale || c->exp2_poly != d.exp2_poly || c->rope_split ||
@@ -143,6 +143,29 @@ static void bwd_notes_depth(Plan *p, const Sm90BwdPlan *s)
               "(dV runs); named barrier ds_ready; dQ, dK; wait dQ; dQ out; wait all; slots free");
     plan_note(p, "dq", "each consumer adds its %dx%d dQ tile from registers: %d red.global.add.v4.f32 per thread, "
               "the block layout of mha_bwd.h", BWD_MMA_M, s->dq_n, s->dq_regs / 4);
+}
+
+/* deterministic=1: the turn counters' parameter, the adders, the consumers' named barriers (split_depth). */
+static void bwd_plan_det(Plan *p, Sm90BwdPlan *s)
+{
+    s->det = 1;
+    s->det_arrivals = s->split_depth ? s->consumers : 1;
+    s->det_sleep_ns = BWD_DET_SLEEP_NS, s->det_sleep_max_ns = BWD_DET_SLEEP_MAX_NS;
+    plan_param_scalar(p, SCALAR_DQ_SEM, PARAM_U64);
+    if (s->split_depth)
+        for (int w = 0; w < s->consumers; w++) {
+            char name[24];
+            snprintf(name, sizeof name, "dq_turn%d", w);
+            int id = plan_bar(p, name, BWD_WG, "deterministic: the consumer's turn to add its dQ tile, and its adds done");
+            if (!w) s->bar_turn0 = id;
+        }
+    plan_note(p, "deterministic", "a dQ block takes its kv blocks' adds in kv block order: counter dq_sem[row / %d]; "
+              "kv block n waits for %d x its rank n - n_first(m) (ld.acquire.gpu, nanosleep %d..%d ns)", p->bm,
+              s->det_arrivals, s->det_sleep_ns, s->det_sleep_max_ns);
+    plan_note(p, "det release", "%s, then red.release.gpu +1%s",
+              s->split_depth ? "after its reds, a named barrier of the consumer (dq_turn w)"
+                             : "after the reduction, cp.async.bulk.wait_group 0 (its writes done), fence.proxy.async.global",
+              s->split_depth ? " by the consumer's thread 0" : "");
 }
 
 static int bwd_plan(const Config *c, Plan *p, char *err, size_t n)
@@ -267,6 +290,7 @@ static int bwd_plan(const Config *c, Plan *p, char *err, size_t n)
                   "st.global, row-masked (a box would write the next sequence's rows)", kv_box);
     }
 
+    if (c->deterministic) bwd_plan_det(p, s);
     if (c->softcap) {
         plan_param_scalar(p, SCALAR_SOFTCAP_SCALE, PARAM_F32);
         plan_note(p, "softcap", "s = cap tanh(u / cap): t = tanh(q.k softcap_scale), P = exp2(t scale_log2 + nl2) "

@@ -125,7 +125,7 @@ static void test_workspace_layout(void **state)
 {
     (void)state;
     /* dense: q_rows = m_blocks bm; parts 16-byte aligned, in order */
-    BwdWorkspace w = bwd_workspace(0, 2, 16, 8192, 8192, 128, 64, 0, 0);
+    BwdWorkspace w = bwd_workspace(0, 2, 16, 8192, 8192, 128, 64, 0, 0, 0);
     assert_int_equal(w.m_blocks, 128);
     assert_int_equal(w.q_rows, 8192);
     assert_int_equal(w.dpsum, 2ull * 16 * 8192 * 128 * 4);
@@ -133,18 +133,18 @@ static void test_workspace_layout(void **state)
     assert_int_equal(w.bytes, w.nlse2 + 2ull * 16 * 8192 * 4);
     assert_int_equal(w.stats_bytes, 2 * 2ull * 16 * 8192 * 4);
     /* D and nl2 in dq: at its start, the workspace the accumulator alone */
-    BwdWorkspace s = bwd_workspace(0, 2, 16, 8192, 8192, 128, 64, 0, 1);
+    BwdWorkspace s = bwd_workspace(0, 2, 16, 8192, 8192, 128, 64, 0, 1, 0);
     assert_true(s.stats_in_dq && s.dpsum == 0 && s.nlse2 == 2ull * 16 * 8192 * 4);
     assert_int_equal(s.bytes, 2ull * 16 * 8192 * 128 * 4);
     assert_int_equal(s.bytes + s.stats_bytes, w.bytes);
     /* a tail block and a sink */
-    w = bwd_workspace(0, 1, 3, 100, 100, 64, 128, 1, 0);
+    w = bwd_workspace(0, 1, 3, 100, 100, 64, 128, 1, 0, 0);
     assert_int_equal(w.q_rows, 128);
     assert_true(w.sink_part % 16 == 0 && w.bytes >= w.sink_part + 3 * 4);
-    s = bwd_workspace(0, 1, 3, 100, 100, 64, 128, 1, 1);
+    s = bwd_workspace(0, 1, 3, 100, 100, 64, 128, 1, 1, 0);
     assert_true(s.sink_part == 3ull * 128 * 64 * 4 && s.bytes == w.bytes - w.stats_bytes);
     /* varlen: FlashAttention-3's padding, round_up(total + batch bm, bm) */
-    w = bwd_workspace(1, 3, 2, 1000, 700, 128, 64, 0, 0);
+    w = bwd_workspace(1, 3, 2, 1000, 700, 128, 64, 0, 0, 0);
     assert_int_equal(w.q_rows, (1000 + 3 * 64 + 63) / 64 * 64);
     assert_int_equal(w.m_blocks, (700 + 63) / 64);
     /* the dQ block's split between the consumers */
@@ -187,8 +187,8 @@ static void test_stats_in_dq(void **state)
     const uintptr_t mb = (uintptr_t)1 << 24; /* 16 MiB apart: the tensors (1.2 MB) overlap nothing */
     a.q = P(1 * mb), a.k = P(2 * mb), a.v = P(3 * mb), a.o = P(4 * mb), a.dout = P(5 * mb), a.lse = P(6 * mb);
     a.dq = P(7 * mb), a.dk = P(8 * mb), a.dv = P(9 * mb), a.workspace = P(16 * mb);
-    BwdWorkspace in = bwd_workspace(0, 2, 8, 300, 300, 128, 64, 0, 1);
-    BwdWorkspace out = bwd_workspace(0, 2, 8, 300, 300, 128, 64, 0, 0);
+    BwdWorkspace in = bwd_workspace(0, 2, 8, 300, 300, 128, 64, 0, 1, 0);
+    BwdWorkspace out = bwd_workspace(0, 2, 8, 300, 300, 128, 64, 0, 0, 0);
     size_t bytes = 0;
     assert_int_equal(fa4_mha_bwd_workspace_size(ctx, &a, &bytes), FA4_OK);
     assert_int_equal(bytes, in.bytes);
@@ -217,7 +217,7 @@ static void test_stats_in_dq(void **state)
     a = good_args();
     a.seqlen_q = 1, a.qk_depth = a.ov_depth = 64, a.dq = NULL;
     assert_int_equal(fa4_mha_bwd_workspace_size(ctx, &a, &bytes), FA4_OK);
-    assert_int_equal(bytes, bwd_workspace(0, 2, 8, 1, 1, 64, 128, 0, 0).bytes);
+    assert_int_equal(bytes, bwd_workspace(0, 2, 8, 1, 1, 64, 128, 0, 0, 0).bytes);
     fa4_destroy(ctx);
 }
 
@@ -300,7 +300,7 @@ static void test_unsupported_and_driver(void **state)
     a.q = a.k = a.dq = NULL; /* no dq pointer: its packed layout holds D and nl2 */
     size_t bytes = 0;
     assert_int_equal(fa4_mha_bwd_workspace_size(ctx, &a, &bytes), FA4_OK);
-    BwdWorkspace w = bwd_workspace(0, 2, 8, 300, 300, 128, 64, 0, 1);
+    BwdWorkspace w = bwd_workspace(0, 2, 8, 300, 300, 128, 64, 0, 1, 0);
     assert_int_equal(bytes, w.bytes);
     char cfg[256];
     assert_int_equal(fa4_mha_bwd_config(ctx, &a, cfg, sizeof cfg), FA4_OK);
