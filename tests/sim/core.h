@@ -131,6 +131,7 @@ typedef struct Thread {
      * the last access of reg by an instruction other than wgmma.mma_async, wg_fenced the count at its last
      * wgmma.fence; a wgmma whose accumulator or A registers were accessed after that fence is a hazard */
     uint32_t icount, wg_fenced;
+    int slept; /* the thread's last quantum ended in nanosleep (a spin that found nothing yet) */
     uint32_t *racc;
     /* fence.mbarrier_init.release.cluster: the epoch it covers (0: none); a .relaxed arrive releases it */
     uint32_t mbinit_fenced;

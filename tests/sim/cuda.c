@@ -14,6 +14,9 @@
  * CUDA_ERROR_LAUNCH_FAILED (CUDA_ERROR_ILLEGAL_ADDRESS for a fault), prints
  * the report on stderr and keeps it for fa4sim_last_report(), and, like a real
  * device error, is sticky: later calls fail too until the process ends.
+ * FA4SIM_RESIDENT=k (functional mode): k clusters resident at once, dispatched in linear order and
+ * interleaved by the seeded scheduler (CTAs that meet in global memory run side by side; sim.c run_window).
+ * The default, 1, runs one cluster after another.
  *
  * FA4SIM_PTX_REPLACE=FILE (tests only): a module whose PTX defines the same
  * entry as FILE is loaded from FILE instead, so a mutated kernel runs through
@@ -635,6 +638,7 @@ static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned bloc
                    dev.seed * 0x9e3779b97f4a7c15ull + n, dev.cc / 10, dev.verbose, NULL};
     Late *late = late_land();
     l.late = late ? &late->sim : NULL;
+    l.resident = timing_on ? 1 : env_int("FA4SIM_RESIDENT", 1); /* read per launch: a test may set it per case */
     char *report = NULL;
     int st = timing_on ? timed_launch(&l, &report) : sim_run(&l, &report);
     late_free(late);

@@ -103,6 +103,18 @@ mutant d256_dv_tnsp_a "dV += P^T dO:" 'wgmma\.mma_async' sub ', 1, 1, 1, 1;' ', 
 mutant d256_dq_tnsp_b "dQ = dS K:" 'wgmma\.mma_async' sub ', 0, 1, 1, 0, 1;' ', 0, 1, 1, 0, 0;'
 mutant d256_red_layout "plan note dq: dQ +=" 'red\.global' sub '\+0\]' '+16]'
 mutant d256_q_release "the Q and dO slots are free" 'mbarrier\.arrive' del
+# deterministic=1: the turn counters; sim_bwd calls twice with 4 clusters resident (runs=2 resident=4) and wants the
+# f32 dQ sums bit for bit the same, so a kernel that adds out of turn fails as soon as two calls interleave differently
+base "dtype=bf16 d=128 hq=2 hkv=1 sq=64 sk=512 mask=none det=1 runs=2 resident=4" \
+    "mha-bwd target=sm90a dtype=bf16 qk=128 ov=128 bm=64 bn=128 group=2 stages=2 swizzle=128 deterministic=1 mask=none"
+mutant det_no_wait "wait for rank x" 'setp\.ge\.u32 %dt_go' sub '%dt_want;' '0;'
+mutant det_no_release "the next kv block's turn" 'red\.release\.gpu' del
+base "dtype=bf16 d=256 hq=2 hkv=1 sq=64 sk=256 mask=none det=1 runs=2 resident=4" \
+    "mha-bwd target=sm90a dtype=bf16 qk=256 ov=256 bm=64 bn=64 group=2 stages=2 swizzle=128 deterministic=1 mask=none"
+mutant d256_det_no_wait "wait for rank x" 'setp\.ge\.u32 %dt_go' sub '%dt_want;' '0;'
+mutant d256_det_no_turn_barrier "plan note deterministic: thread 0" 'bar\.sync %cs_turn_bar' del
+mutant d256_det_no_done_barrier "every thread's adds are done" 'bar\.sync %cs_turn_bar' del
+mutant d256_det_no_release "every thread's adds are done" 'red\.release\.gpu' del
 # sm_100a (gen/sm100/mha_bwd.c): TMEM accumulators, P^T and dS^T through smem, dQ^T (bm 64) by red.global.add
 base "dtype=bf16 d=128 hq=2 hkv=1 sq=200 sk=300 mask=causal" \
     "mha-bwd target=sm100a dtype=bf16 qk=128 ov=128 bm=64 bn=128 group=2 stages=2 swizzle=128 mask=causal"

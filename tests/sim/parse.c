@@ -662,12 +662,15 @@ static void decode(P *p, Ins *in, const char *w)
         in->op = OP_SHFL;
         in->a = has(&k, "bfly") ? 0 : has(&k, "up") ? 1 : has(&k, "down") ? 2 : has(&k, "idx") ? 3 : -1;
         if (in->a < 0 || !has(&k, "sync")) fail(p, "'%s' not understood", w);
+    } else if (!strcmp(b, "nanosleep")) {
+        in->op = OP_NANOSLEEP;
     } else if (!strcmp(b, "red")) {
-        /* red.global.add{.v2,.v4}.f32 [a], b: a global store that adds, element by element (PTX ISA, red; the
-         * interpreter runs one thread at a time, so each element's add is atomic) */
-        if (!has(&k, "global") || !has(&k, "add") || in->type != T_F32 || has(&k, "shared") || has(&k, "cta") ||
-            has(&k, "cluster"))
-            fail(p, "'%s': of red only .global.add{.v2,.v4}.f32 is simulated", w);
+        /* red{.release.gpu}.global.add{.v2,.v4}.f32 / .add.u32 [a], b: a global store that adds, element by element
+         * (PTX ISA, red; the interpreter runs one thread at a time, so each element's add is atomic; global memory
+         * has no clocks here, so .release orders nothing the simulator checks) */
+        if (!has(&k, "global") || !has(&k, "add") || (in->type != T_F32 && in->type != T_U32) || has(&k, "shared") ||
+            has(&k, "cta") || has(&k, "cluster") || (in->type == T_U32 && (has(&k, "v2") || has(&k, "v4"))))
+            fail(p, "'%s': of red only .global.add{.v2,.v4}.f32 and .global.add.u32 are simulated", w);
         in->op = OP_ST, in->space = SP_GLOBAL, in->mods |= M_REDADD;
         in->vec = has(&k, "v4") ? 4 : has(&k, "v2") ? 2 : 1;
     } else if (!strcmp(b, "redux")) {
@@ -990,7 +993,7 @@ const char *ptx_op_name(int op)
         [OP_TC_LD] = "tcgen05.ld", [OP_TC_ST] = "tcgen05.st", [OP_TMA_LOAD] = "cp.async.bulk.tensor (load)",
         [OP_TMA_STORE] = "cp.async.bulk.tensor (store)", [OP_WG_MMA] = "wgmma.mma_async",
         [OP_MBAR_TRY_WAIT] = "mbarrier.try_wait", [OP_BAR_SYNC] = "bar.sync",
-        [OP_CPA] = "cp.async", [OP_CPA_COMMIT] = "cp.async.commit_group", [OP_CPA_WAIT] = "cp.async.wait_group",
+        [OP_CPA] = "cp.async", [OP_CPA_COMMIT] = "cp.async.commit_group", [OP_CPA_WAIT] = "cp.async.wait_group", [OP_NANOSLEEP] = "nanosleep",
         [OP_CPA_ARRIVE] = "cp.async.mbarrier.arrive",
     };
     return op > 0 && op < OP_COUNT && names[op] ? names[op] : "instruction";

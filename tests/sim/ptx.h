@@ -47,6 +47,8 @@ typedef enum {
     OP_WG_FENCE, OP_WG_MMA, OP_WG_COMMIT, OP_WG_WAIT,
     /* griddepcontrol.launch_dependents / .wait (programmatic dependent launch) */
     OP_GRIDDEP, OP_GRIDDEP_WAIT,
+    /* nanosleep.u32: the thread yields the rest of its quantum (a spin's back-off; sim.c counts spin-only rounds) */
+    OP_NANOSLEEP,
     OP_COUNT
 } PtxOp;
 

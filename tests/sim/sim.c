@@ -1123,6 +1123,11 @@ static void exec_ldst(Sim *s, Thread *t, const Ins *in)
             uint64_t v = 0;
             memcpy(&v, p + i * esz, esz);
             alu_set(s, t, ri, v);
+        } else if ((in->mods & M_REDADD) && in->type == T_U32) { /* red.global.add.u32 (a turn counter) */
+            uint32_t x, y = (uint32_t)alu_val(s, t, ri);
+            memcpy(&x, p + i * esz, 4);
+            x += y;
+            memcpy(p + i * esz, &x, 4);
         } else if (in->mods & M_REDADD) { /* red.global.add.f32: the element plus the value */
             uint64_t v = alu_val(s, t, ri);
             float x, y;
@@ -2099,6 +2104,7 @@ static int run_thread(Sim *s, Thread *t, int quantum)
          * launch's late writes (SimLate) */
         case OP_GRIDDEP: break;
         case OP_GRIDDEP_WAIT: t->waited = 1; break;
+        case OP_NANOSLEEP: t->pc++; t->slept = 1; return done; /* yields: the spin's next look is next round */
         case OP_FENCE_PROXY_ASYNC:
             flog_add(s, &t->f_proxy, t->vc[t->gtid]);
             t->proxy_fenced = t->vc[t->gtid]++;
@@ -2186,10 +2192,10 @@ static const char *state_name(int st)
     return n[st];
 }
 
-static void report_deadlock(Sim *s)
+static void report_stuck(Sim *s, const char *why)
 {
     s->cur = NULL, s->cur_t = NULL;
-    sim_hazard(s, SIM_DEADLOCK, "no thread can move and no async op is pending; where each warp is:");
+    sim_hazard(s, SIM_DEADLOCK, "%s; where each warp is:", why);
     for (int wi = 0; wi < s->nwarps; wi++) {
         Warp *w = &s->warps[wi];
         /* group the warp's threads by (state, pc) */
@@ -2222,6 +2228,8 @@ static void report_deadlock(Sim *s)
         }
     }
 }
+
+static void report_deadlock(Sim *s) { report_stuck(s, "no thread can move and no async op is pending"); }
 
 /* ------------------------------------------------------------ one cluster */
 static int sim_setup(Sim *s)
@@ -2341,6 +2349,60 @@ static void check_exit_state(Sim *s)
                        s->cta[c].pf[0].line, s->cta[c].pf[0].coords[0], s->cta[c].pf[0].coords[1]);
 }
 
+/* Spin-only rounds in a row (every thread that moved ended its quantum in nanosleep, nothing completed) after
+ * which the spinners are deadlocked: nothing else runs that could change what they poll. */
+enum { SPIN_ROUNDS = 4 };
+
+static void report_spin(Sim *s)
+{
+    report_stuck(s, "every live thread is blocked or spins (nanosleep) on global memory that no running CTA changes "
+                 "any more: a CTA waits for one launched after it, or for an increment nobody makes");
+}
+
+/* One round of the random scheduler over the cluster's warps: 0 some thread made progress (or an async op
+ * completed), 1 only spins moved (quanta that ended in nanosleep), 2 the cluster is done or failed. */
+static int cluster_round(Sim *s)
+{
+    s->step++;
+    int moved = 0, real = 0;
+    for (int i = s->nwarps - 1; i > 0; i--) { /* a fresh random warp order every round */
+        int j = rnd_below(s, i + 1), x = s->order[i];
+        s->order[i] = s->order[j], s->order[j] = x;
+    }
+    for (int k = 0; k < s->nwarps && !s->status; k++) {
+        Warp *w = &s->warps[s->order[k]];
+        int quantum = 1 + rnd_below(s, 96);
+        for (int i = w->first; i < w->first + w->n && !s->status; i++)
+            if (s->th[i].state == TS_RUN) {
+                Thread *t = &s->th[i];
+                t->slept = 0;
+                int n = run_thread(s, t, quantum);
+                moved += n;
+                if (!t->slept) real += n;
+            }
+        if (!s->status) {
+            int c = try_collective(s, s->order[k]);
+            moved += c, real += c;
+        }
+    }
+    if (s->status) return 2;
+    /* blocked waits that may now pass: bulk, wgmma and cp.async waits re-check by running */
+    int done = complete_due(s, 0);
+    if (!s->live && !s->nops) return 2;
+    if (!moved && !done) {
+        if (!(done = complete_due(s, 1))) {
+            if (!s->live) return 2;
+            report_deadlock(s);
+            return 2;
+        }
+    }
+    for (int i = 0; i < s->nthreads; i++)
+        if (s->th[i].state == TS_BULK || s->th[i].state == TS_WG || s->th[i].state == TS_CPA ||
+            s->th[i].state == TS_NREG)
+            s->th[i].state = TS_RUN;
+    return real || done ? 0 : 1;
+}
+
 static void run_cluster(Sim *s)
 {
     if (s->tm) { /* the timing mode's clock replaces the random scheduler */
@@ -2348,34 +2410,12 @@ static void run_cluster(Sim *s)
         if (!s->status) check_exit_state(s);
         return;
     }
+    int spins = 0;
     while (!s->status) {
-        s->step++;
-        int moved = 0;
-        for (int i = s->nwarps - 1; i > 0; i--) { /* a fresh random warp order every round */
-            int j = rnd_below(s, i + 1), x = s->order[i];
-            s->order[i] = s->order[j], s->order[j] = x;
-        }
-        for (int k = 0; k < s->nwarps && !s->status; k++) {
-            Warp *w = &s->warps[s->order[k]];
-            int quantum = 1 + rnd_below(s, 96);
-            for (int i = w->first; i < w->first + w->n && !s->status; i++)
-                if (s->th[i].state == TS_RUN) moved += run_thread(s, &s->th[i], quantum);
-            if (!s->status) moved += try_collective(s, s->order[k]);
-        }
-        if (s->status) break;
-        /* blocked waits that may now pass: bulk, wgmma and cp.async waits re-check by running */
-        int done = complete_due(s, 0);
-        if (!s->live && !s->nops) break;
-        if (!moved && !done) {
-            if (!complete_due(s, 1)) {
-                if (!s->live) break;
-                report_deadlock(s);
-            }
-        }
-        for (int i = 0; i < s->nthreads; i++)
-            if (s->th[i].state == TS_BULK || s->th[i].state == TS_WG || s->th[i].state == TS_CPA ||
-                s->th[i].state == TS_NREG)
-                s->th[i].state = TS_RUN;
+        int r = cluster_round(s);
+        if (r == 2) break;
+        spins = r == 1 ? spins + 1 : 0;
+        if (spins >= SPIN_ROUNDS) report_spin(s);
     }
     if (!s->status) check_exit_state(s);
 }
@@ -2383,36 +2423,119 @@ static void run_cluster(Sim *s)
 /* One cluster of the launch, functional (tm_out NULL) or under the timing mode's clock. */
 typedef struct TimedOut { double l2_bw_sm, *cycles, *busy, *flops; uint64_t *tma_bytes; } TimedOut;
 
+/* Sets up cluster (x, y, z) in s (zeroed here); its status (0: ready to run). */
+static int cluster_open(Sim *s, const SimLaunch *l, const unsigned nc[3], unsigned x, unsigned y, unsigned z,
+                        uint8_t *param)
+{
+    int ncta = (int)(l->cluster[0] * l->cluster[1] * l->cluster[2]);
+    memset(s, 0, sizeof *s);
+    s->l = l, s->e = l->entry, s->ncta = ncta;
+    s->clusterid[0] = x, s->clusterid[1] = y, s->clusterid[2] = z;
+    memcpy(s->ncluster, nc, 3 * sizeof *nc);
+    s->rng = l->seed ^ ((uint64_t)(x + 1) * 0x100000001b3ull) ^ ((uint64_t)(y + 7) << 40) ^ ((uint64_t)z << 52);
+    s->max_latency = (int)(rnd(s) % 6);
+    memcpy(param, l->params, l->entry->param_bytes);
+    s->param = param;
+    for (int c = 0; c < ncta; c++) {
+        unsigned r = (unsigned)c;
+        s->cta[c].ctaid[0] = x * l->cluster[0] + r % l->cluster[0];
+        s->cta[c].ctaid[1] = y * l->cluster[1] + r / l->cluster[0] % l->cluster[1];
+        s->cta[c].ctaid[2] = z * l->cluster[2] + r / (l->cluster[0] * l->cluster[1]);
+    }
+    sim_setup(s);
+    return s->status;
+}
+
+/* Tears s down; its status, with the report moved to *report when it failed. */
+static int cluster_close(Sim *s, char **report)
+{
+    sim_teardown(s);
+    if (s->status) *report = s->report;
+    else free(s->report);
+    s->report = NULL;
+    return s->status;
+}
+
 static int one_cluster(const SimLaunch *l, const unsigned nc[3], unsigned x, unsigned y, unsigned z, uint8_t *param,
                        char **report, const TimedOut *to)
 {
-    int ncta = (int)(l->cluster[0] * l->cluster[1] * l->cluster[2]);
     Sim s;
-    memset(&s, 0, sizeof s);
-    s.l = l, s.e = l->entry, s.ncta = ncta;
-    s.clusterid[0] = x, s.clusterid[1] = y, s.clusterid[2] = z;
-    memcpy(s.ncluster, nc, 3 * sizeof *nc);
-    s.rng = l->seed ^ ((uint64_t)(x + 1) * 0x100000001b3ull) ^ ((uint64_t)(y + 7) << 40) ^ ((uint64_t)z << 52);
-    s.max_latency = (int)(rnd(&s) % 6);
-    memcpy(param, l->params, l->entry->param_bytes);
-    s.param = param;
-    for (int c = 0; c < ncta; c++) {
-        unsigned r = (unsigned)c;
-        s.cta[c].ctaid[0] = x * l->cluster[0] + r % l->cluster[0];
-        s.cta[c].ctaid[1] = y * l->cluster[1] + r / l->cluster[0] % l->cluster[1];
-        s.cta[c].ctaid[2] = z * l->cluster[2] + r / (l->cluster[0] * l->cluster[1]);
-    }
-    if (!sim_setup(&s)) {
+    if (!cluster_open(&s, l, nc, x, y, z, param)) {
         if (to && !(s.tm = timing_new(&s))) sim_hazard(&s, SIM_UNSUPPORTED, "out of memory for the timing mode");
         if (s.tm) timing_set_share(s.tm, to->l2_bw_sm);
         if (!s.status) run_cluster(&s);
         if (s.tm && !s.status) timing_collect(s.tm, to->cycles, to->busy, to->flops, to->tma_bytes);
         timing_free(s.tm);
     }
-    sim_teardown(&s);
-    if (s.status) *report = s.report;
-    else free(s.report);
-    return s.status;
+    return cluster_close(&s, report);
+}
+
+/* FA4SIM_RESIDENT=k (l->resident > 1): up to k clusters resident at once, dispatched in linear order (x fastest,
+ * as a GPU dispatches a grid) as earlier ones finish, each resident cluster running 0..2 scheduler rounds per
+ * turn in a seeded random order: CTAs that meet in global memory (turn counters, atomics) interleave as on a
+ * device, and a spin on a CTA launched later is reported as a deadlock. */
+static int run_window(const SimLaunch *l, const unsigned nc[3], char **report)
+{
+    int k = l->resident;
+    uint64_t total = (uint64_t)nc[0] * nc[1] * nc[2], next = 0;
+    Sim *win = calloc((size_t)k, sizeof *win);
+    uint8_t *param = malloc((size_t)k * (l->entry->param_bytes + 16));
+    int *busy = calloc((size_t)k, sizeof *busy);
+    if (!win || !param || !busy) {
+        free(win), free(param), free(busy);
+        *report = strdup("out of memory\n");
+        return SIM_UNSUPPORTED;
+    }
+    uint64_t rng = l->seed * 0x2545f4914f6cdd1dull + 0x9e3779b97f4a7c15ull;
+    int status = SIM_OK, spins = 0;
+    for (;;) {
+        int active = 0;
+        for (int i = 0; i < k && !status; i++) {
+            if (!busy[i] && next < total) {
+                unsigned x = (unsigned)(next % nc[0]), y = (unsigned)(next / nc[0] % nc[1]);
+                unsigned z = (unsigned)(next / ((uint64_t)nc[0] * nc[1]));
+                next++;
+                busy[i] = 1;
+                if (cluster_open(&win[i], l, nc, x, y, z, param + (size_t)i * (l->entry->param_bytes + 16)))
+                    status = cluster_close(&win[i], report), busy[i] = 0;
+            }
+            active += busy[i];
+        }
+        if (status || !active) break;
+        int ran = 0, real = 0, start = (int)((rng >> 33) % (uint64_t)k);
+        for (int j = 0; j < k && !status; j++) {
+            int i = (start + j) % k;
+            if (!busy[i]) continue;
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            int rounds = (int)((rng >> 33) % 3);
+            for (int r = 0; r < rounds && busy[i]; r++) {
+                ran = 1;
+                int res = cluster_round(&win[i]);
+                if (res == 2) {
+                    if (!win[i].status) check_exit_state(&win[i]);
+                    status = cluster_close(&win[i], report), busy[i] = 0, real = 1;
+                } else if (res == 0) real = 1;
+            }
+        }
+        if (status || !ran) continue;
+        spins = real ? 0 : spins + 1;
+        if (spins >= SPIN_ROUNDS * 4) {
+            for (int i = 0; i < k; i++)
+                if (busy[i]) {
+                    report_spin(&win[i]);
+                    status = cluster_close(&win[i], report), busy[i] = 0;
+                    break;
+                }
+        }
+    }
+    for (int i = 0; i < k; i++)
+        if (busy[i]) {
+            char *r = NULL;
+            cluster_close(&win[i], &r);
+            free(r);
+        }
+    free(win), free(param), free(busy);
+    return status;
 }
 
 int sim_run_cluster_timed(const SimLaunch *l, unsigned x, unsigned y, unsigned z, double l2_bw_sm, char **report,
@@ -2445,6 +2568,7 @@ int sim_run(const SimLaunch *l, char **report)
     }
     if (l->timing && l->tout) return timing_run_launch(l, report); /* a window of clusters under the clock */
     unsigned nc[3] = {l->grid[0] / l->cluster[0], l->grid[1] / l->cluster[1], l->grid[2] / l->cluster[2]};
+    if (l->resident > 1) return run_window(l, nc, report);
     uint8_t *param = malloc(l->entry->param_bytes + 16);
     if (!param) { *report = strdup("out of memory\n"); return SIM_UNSUPPORTED; }
     int status = SIM_OK;

@@ -60,6 +60,8 @@ typedef struct SimLaunch {
      * of clusters runs under the clock and tout receives the predicted time */
     const struct TimingLaunch *timing;
     struct TimingOut *tout;
+    /* clusters resident at once (FA4SIM_RESIDENT; 0 or 1: one at a time, in linear order) */
+    int resident;
 } SimLaunch;
 
 enum { SIM_OK = 0, SIM_FAULT = 1, SIM_HAZARD = 2, SIM_DEADLOCK = 3, SIM_UNSUPPORTED = 4 };

@@ -20,6 +20,13 @@
  *   dlse=rand                  dL/dLSE per row U(-1, 1) (fa4_mha_bwd_args.dlse)
  *   softcap=X                  the forward's soft-cap (s = X tanh(s / X)); 0: none
  *   config=WORDS               fa4_mha_bwd_args.config, commas for spaces ("bm=64,stages=1")
+ *   det=1                      fa4_mha_bwd_args.deterministic = 1 (dQ added in kv-block order)
+ *   runs=N                     call the backward N times (outputs and workspace poisoned again each time) and
+ *                              compare dQ, dK, dV and the workspace (its f32 dQ sums) bit for bit with the
+ *                              first call's: det=1 must match (FAIL otherwise); det=0 prints how many dQ and
+ *                              accumulator elements differed (dq_differ=N accum_differ=N)
+ *   resident=K                 the simulator runs K clusters at once for this case (FA4SIM_RESIDENT; ignored
+ *                              on a GPU): CTAs meeting in the dQ accumulator interleave, each call differently
  * Inputs: Q, K, V, dO uniform from a stream seeded by the case text and --seed; O and LSE are the
  * reference forward's (O rounded to the dtype, LSE to f32): the backward alone is under test. The outputs
  * and the workspace are filled with 0xFF (NaN) before the call.
@@ -44,7 +51,7 @@ enum { MAX_SEQ = 32, LINE = 512, PAD_HEAD = 8, PAD_SEQ = 16, PAD_BATCH = 64 /* e
 
 typedef struct {
     RefDtype dtype;
-    int d, hq, hkv, mask, wl, wr, batch, sq, sk, varlen, nseq, tail, strided, sink, dlse;
+    int d, hq, hkv, mask, wl, wr, batch, sq, sk, varlen, nseq, tail, strided, sink, dlse, det, runs, resident;
     double softcap;
     int lq[MAX_SEQ], lk[MAX_SEQ];
     double scale, amp;
@@ -103,6 +110,14 @@ static int parse_case(const char *line, Case *c, char *err, size_t n)
             c->varlen = 1;
         } else if (!strcmp(w, "k")) {
             if (parse_list(v, c->lk, &nk)) return snprintf(err, n, "k list '%s'", v), -1;
+        } else if (!strcmp(w, "det")) {
+            c->det = atoi(v);
+        } else if (!strcmp(w, "runs")) {
+            c->runs = atoi(v);
+            if (c->runs < 1 || c->runs > 8) return snprintf(err, n, "runs '%s': use 1..8", v), -1;
+        } else if (!strcmp(w, "resident")) {
+            c->resident = atoi(v);
+            if (c->resident < 1 || c->resident > 16) return snprintf(err, n, "resident '%s': use 1..16", v), -1;
         } else if (!strcmp(w, "config")) {
             snprintf(c->config, sizeof c->config, "%s", v);
             for (char *s = c->config; *s; s++)
@@ -290,6 +305,7 @@ static int run_case(Cu *cu, fa4_ctx *fa, const Case *c, uint64_t seed, int quiet
     a.mask = c->mask == REF_MASK_CAUSAL ? FA4_MASK_CAUSAL : c->mask == REF_MASK_WINDOW ? FA4_MASK_WINDOW : FA4_MASK_NONE;
     a.window_left = c->wl, a.window_right = c->wr;
     a.config = c->config[0] ? c->config : NULL;
+    a.deterministic = c->det;
     if (c->varlen) {
         a.max_seqlen_q = max_q, a.max_seqlen_k = max_k;
         a.cu_seqlens_q_host = cu_q, a.cu_seqlens_k_host = cu_k;
@@ -340,6 +356,28 @@ static int run_case(Cu *cu, fa4_ctx *fa, const Case *c, uint64_t seed, int quiet
         why = "synchronize or copy back failed";
         goto done;
     }
+    long differ = 0, run_differ = 0, ws_differ = 0; /* the workspace holds the f32 dQ sums: the finer test */
+    for (int r = 1; r < c->runs; r++) { /* the same call again: bit for bit the first call's under det=1 */
+        size_t bq = lq.elems * eb, nk2 = lk.elems * eb, nw = ws ? ws : 16;
+        unsigned char *x = malloc(bq + 2 * nk2), *w1 = malloc(nw), *w2 = malloc(nw);
+        if (!x || !w1 || !w2 || cu->MemcpyDtoH(w1, dws, nw)) {
+            free(x), free(w1), free(w2);
+            why = "out of host memory";
+            goto done;
+        }
+        if (cu->MemsetD8(ddq, 0xFF, bq) || cu->MemsetD8(ddk, 0xFF, nk2) || cu->MemsetD8(ddv, 0xFF, nk2) ||
+            cu->MemsetD8(dws, 0xFF, ws ? ws : 16) || (s = fa4_mha_bwd(fa, &a, NULL)) || cu->CtxSynchronize() ||
+            cu->MemcpyDtoH(x, ddq, bq) || cu->MemcpyDtoH(x + bq, ddk, nk2) || cu->MemcpyDtoH(x + bq + nk2, ddv, nk2) ||
+            cu->MemcpyDtoH(w2, dws, nw)) {
+            free(x), free(w1), free(w2);
+            why = "a repeated call failed";
+            goto done;
+        }
+        for (size_t e = 0; e < lq.elems; e++) differ += memcmp(x + e * eb, gdq + e * eb, eb) != 0;
+        run_differ += memcmp(x + bq, gdk, nk2) != 0 || memcmp(x + bq + nk2, gdv, nk2) != 0;
+        for (size_t e = 0; e + 4 <= nw; e += 4) ws_differ += memcmp(w1 + e, w2 + e, 4) != 0;
+        free(x), free(w1), free(w2);
+    }
     double t1 = now_s();
     /* compare every element; rows of no sequence (varlen) and padding must hold the poison */
     const struct { const unsigned char *got; const double *want; Lay l; int seq, heads; } out[3] = {
@@ -382,7 +420,8 @@ static int run_case(Cu *cu, fa4_ctx *fa, const Case *c, uint64_t seed, int quiet
     }
     {
         double rel[3];
-        int ok = !sc.nan && !sc.poison_bad && (!c->sink || sc.sink_err <= SINK_TOL);
+        int ok = !sc.nan && !sc.poison_bad && (!c->sink || sc.sink_err <= SINK_TOL) &&
+                 (!c->det || (!differ && !run_differ && !ws_differ));
         for (int t = 0; t < 3; t++) {
             rel[t] = sc.den[t] > 0 ? sqrt(sc.num[t] / sc.den[t]) : sqrt(sc.num[t]);
             ok = ok && rel[t] <= REL_L2_TOL;
@@ -393,6 +432,8 @@ static int run_case(Cu *cu, fa4_ctx *fa, const Case *c, uint64_t seed, int quiet
         double margin = fmax(fmax(rel[0], rel[1]), rel[2]) / REL_L2_TOL;
         if (c->sink) margin = fmax(margin, sc.sink_err / SINK_TOL);
         printf(" margin=%.2f", sc.nan || sc.poison_bad || isnan(margin) ? INFINITY : margin);
+        if (c->runs > 1)
+            printf(" runs=%d dq_differ=%ld accum_differ=%ld dkdv_differ=%ld", c->runs, differ, ws_differ, run_differ);
         printf(" (%.1fs)\n", t1 - t0);
         rc = !ok;
     }
@@ -443,7 +484,12 @@ int main(int argc, char **argv)
             fprintf(stderr, "sim_bwd: bad case '%s': %s\n", line, err);
             return 2;
         }
-        if (run_case(&cu, fa, &c, seed, quiet)) fail++;
+        char res[16];
+        snprintf(res, sizeof res, "%d", c.resident);
+        if (c.resident) setenv("FA4SIM_RESIDENT", res, 1);
+        int bad = run_case(&cu, fa, &c, seed, quiet);
+        if (c.resident) unsetenv("FA4SIM_RESIDENT");
+        if (bad) fail++;
         else pass++;
         fflush(stdout);
     }
