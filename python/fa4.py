@@ -737,10 +737,7 @@ def _fa_refuse(dropout_p, deterministic, return_attn_probs):
     if not (isinstance(dropout_p, numbers.Real) and not isinstance(dropout_p, bool) and dropout_p == 0):
         raise Fa4Error("dropout_p: %r; fa4 has no attention dropout (FlashAttention applies it in training): give 0.0"
                        % (dropout_p,))
-    if deterministic is not False:
-        raise Fa4Error("deterministic: %r; it selects FlashAttention's deterministic backward pass, and fa4's "
-                       "backward has no deterministic mode (dQ is accumulated in no fixed order; the forward is "
-                       "deterministic): leave it False" % (deterministic,))
+    _bool("deterministic", deterministic)  # the forward is deterministic; the backward (autograd) takes it
     if return_attn_probs is not False:
         raise Fa4Error("return_attn_probs: %r; fa4 does not return the attention probabilities (FlashAttention "
                        "returns them for testing only): use return_lse=True for the log-sum-exp" % (return_attn_probs,))
@@ -783,8 +780,9 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, window_size=(-1, 
     (natural log) when return_lse. softmax_scale None: 1/sqrt(D). causal: bottom-right aligned (query i sees key
     j <= i + Sk - Sq). window_size (left, right): keys i + Sk - Sq - left .. i + Sk - Sq + right, -1 unbounded
     (causal sets right = 0). softcap > 0: scores become softcap * tanh(score / softcap). alibi_slopes: fp32
-    [H]; score -= slope[h] * |i + Sk - Sq - j|. dropout_p != 0, deterministic=True and return_attn_probs=True are
-    refused (no dropout, no backward pass here). out, lse, stream: fa4's extras (mha_fwd)."""
+    [H]; score -= slope[h] * |i + Sk - Sq - j|. dropout_p != 0 and return_attn_probs=True are refused (no
+    dropout). deterministic: the forward is deterministic either way; fa4_torch.flash_attn_func's backward (and
+    mha_bwd(deterministic=True)) then sums dQ in a fixed order. out, lse, stream: fa4's extras (mha_fwd)."""
     if dropout_p or deterministic or return_attn_probs:
         _fa_refuse(dropout_p, deterministic, return_attn_probs)
     c, w = _fa_mask(causal, window_size)
@@ -1334,7 +1332,7 @@ def _strides(t, varlen):
 
 def mha_bwd(dout, q, k, v, out, lse, causal=False, softmax_scale=None, window=None, config=None, sink=None,
             cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None,
-            dq=None, dk=None, dv=None, dsink=None, workspace=None, softcap=None, dlse=None):
+            dq=None, dk=None, dv=None, dsink=None, workspace=None, softcap=None, dlse=None, deterministic=False):
     """Attention backward (sm90a): the gradients of mha_fwd(q, k, v, ...) = out (with its lse) for dout.
 
     Returns (dq, dk, dv), and dsink too when sink is given. Same shapes and conventions as mha_fwd ([B, S, H, D],
@@ -1343,11 +1341,14 @@ def mha_bwd(dout, q, k, v, out, lse, causal=False, softmax_scale=None, window=No
     like q, k, v; dsink float32 [heads_q]). workspace: a contiguous CUDA tensor of at least
     mha_bwd_workspace_size(...) bytes (None: allocated from torch for this call). softcap: the forward's
     soft-cap (None or 0: none). dlse: dL/dLSE when the forward's lse feeds the loss too (a contiguous CUDA float32
-    tensor shaped like lse; None: no gradient reaches lse). Launches on torch's current stream; no host sync."""
+    tensor shaped like lse; None: no gradient reaches lse). deterministic: dQ summed over the kv blocks in a fixed
+    order, so two calls give bit-identical dq (a turn counter per dQ block; slower where many kv blocks share a
+    query block); dk, dv, dsink are deterministic either way. Launches on torch's current stream; no host sync."""
     import torch
     varlen = cu_seqlens_q is not None
     a = _bwd_args(torch, dout, q, k, v, out, lse, causal, window, softmax_scale, config, sink, varlen)
     a.softcap = _float("softcap", softcap or 0.0)
+    a.deterministic = int(_bool("deterministic", deterministic))
     if dlse is not None:
         if not dlse.is_cuda or dlse.dtype != torch.float32 or not dlse.is_contiguous() or dlse.shape != lse.shape:
             raise Fa4Error("dlse: needs a contiguous CUDA float32 tensor shaped like lse %s" % (tuple(lse.shape),))
@@ -1394,8 +1395,8 @@ def mha_bwd(dout, q, k, v, out, lse, causal=False, softmax_scale=None, window=No
 
 
 def mha_bwd_workspace_size(q, k, causal=False, window=None, config=None, sink=None, cu_seqlens_q=None,
-                           max_seqlen_q=None, max_seqlen_k=None):
-    """The workspace bytes mha_bwd needs (its shapes, mask, varlen and sink decide); no launch."""
+                           max_seqlen_q=None, max_seqlen_k=None, deterministic=False):
+    """The workspace bytes mha_bwd needs (its shapes, mask, varlen, sink and deterministic decide); no launch."""
     import torch
     varlen = cu_seqlens_q is not None
     a = _MhaBwdArgs()
@@ -1417,6 +1418,7 @@ def mha_bwd_workspace_size(q, k, causal=False, window=None, config=None, sink=No
     a.config = config.encode() if config else None
     if sink is not None:
         a.sink = a.dsink = sink.data_ptr()
+    a.deterministic = int(_bool("deterministic", deterministic))
     lib = _bwd_lib()
     ctx = context(q.device.index or 0)
     n = ctypes.c_size_t()

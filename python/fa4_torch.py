@@ -77,13 +77,13 @@ def _direct(q, *tensors):
 @torch.library.custom_op("fa4::mha_fwd", mutates_args=())
 def _mha_fwd(q: Tensor, k: Tensor, v: Tensor, causal: bool, softmax_scale: Optional[float],
              window: Optional[List[int]], config: Optional[str], sink: Optional[Tensor] = None,
-             softcap: float = 0.0) -> Tuple[Tensor, Tensor]:
+             softcap: float = 0.0, deterministic: bool = False) -> Tuple[Tensor, Tensor]:
     return fa4.mha_fwd(q, k, v, causal=causal, softmax_scale=softmax_scale, return_lse=True, config=config,
                        window=tuple(window) if window is not None else None, sink=sink, softcap=softcap or None)
 
 
 @_mha_fwd.register_fake
-def _mha_fwd_fake(q, k, v, causal, softmax_scale, window, config, sink=None, softcap=0.0):
+def _mha_fwd_fake(q, k, v, causal, softmax_scale, window, config, sink=None, softcap=0.0, deterministic=False):
     _check_fake(q.dim() == 4 and k.dim() == 4 and v.dim() == 4, "q, k, v: need [B, S, H, D] tensors")
     b, s, h, _ = q.shape
     o = q.new_empty((b, s, h, v.shape[3]), dtype=fa4._out_dtype(torch, q))
@@ -92,13 +92,14 @@ def _mha_fwd_fake(q, k, v, causal, softmax_scale, window, config, sink=None, sof
 
 
 def mha_fwd(q, k, v, causal=False, softmax_scale=None, return_lse=False, config=None, window=None, sink=None,
-            softcap=None):
+            softcap=None, deterministic=False):
     """fa4.mha_fwd as the torch op fa4::mha_fwd: [B, S, H, D] CUDA tensors (bf16/fp16); returns out,
     or (out, lse) with lse fp32 [B, H, S] (natural log). sink: fp32 [H] sink logits; softcap: the built-in
     soft-cap (None/0: none). Differentiable (sm90a, depths 64/128/256): dq, dk, dv, and dsink for a sink that
-    requires grad; a loss on lse differentiates too."""
+    requires grad; a loss on lse differentiates too. deterministic: the backward sums dQ in a fixed order
+    (bit-identical gradients run to run; the forward is deterministic either way)."""
     o, lse = torch.ops.fa4.mha_fwd(q, k, v, causal, softmax_scale, list(window) if window is not None else None,
-                                   config, sink, float(softcap or 0.0))
+                                   config, sink, float(softcap or 0.0), fa4._bool("deterministic", deterministic))
     return (o, lse) if return_lse else o
 
 
@@ -147,13 +148,15 @@ def _fake_out(q, v):
 
 @torch.library.custom_op("fa4::flash_attn", mutates_args=())
 def _flash_attn(q: Tensor, k: Tensor, v: Tensor, softmax_scale: Optional[float], causal: bool, window_left: int,
-                window_right: int, softcap: float, alibi_slopes: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+                window_right: int, softcap: float, alibi_slopes: Optional[Tensor],
+                deterministic: bool = False) -> Tuple[Tensor, Tensor]:
     return fa4.flash_attn_func(q, k, v, softmax_scale, causal, (window_left, window_right), softcap, alibi_slopes,
                                return_lse=True)
 
 
 @_flash_attn.register_fake
-def _flash_attn_fake(q, k, v, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes):
+def _flash_attn_fake(q, k, v, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes,
+                     deterministic=False):
     _check_fake(q.dim() == 4 and k.dim() == 4 and v.dim() == 4, "q, k, v: need [B, S, H, D] tensors")
     b, s, h, _ = q.shape
     return _fake_out(q, v), q.new_empty((b, h, s), dtype=torch.float32)
@@ -162,13 +165,14 @@ def _flash_attn_fake(q, k, v, softmax_scale, causal, window_left, window_right, 
 def flash_attn_func(q, k, v, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
                     return_lse=False, *, dropout_p=0.0, deterministic=False, return_attn_probs=False):
     """fa4.flash_attn_func as the torch op fa4::flash_attn (torch.compile, CUDA graphs); an eager call that nothing
-    traces calls fa4 directly (_direct)."""
+    traces calls fa4 directly (_direct). deterministic: the backward sums dQ in a fixed order (bit-identical dq)."""
     if dropout_p or deterministic or return_attn_probs:
         fa4._fa_refuse(dropout_p, deterministic, return_attn_probs)
     if _direct(q, k, v, alibi_slopes):
         return fa4.flash_attn_func(q, k, v, softmax_scale, causal, window_size, softcap, alibi_slopes, return_lse)
     wl, wr = _window(window_size)
-    o, lse = torch.ops.fa4.flash_attn(q, k, v, softmax_scale, causal, wl, wr, float(softcap or 0.0), alibi_slopes)
+    o, lse = torch.ops.fa4.flash_attn(q, k, v, softmax_scale, causal, wl, wr, float(softcap or 0.0), alibi_slopes,
+                                      bool(deterministic))
     return (o, lse) if return_lse else o
 
 
@@ -176,14 +180,14 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, window_size=(-1, 
 def _flash_attn_varlen(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor, max_seqlen_q: int,
                        max_seqlen_k: int, softmax_scale: Optional[float], causal: bool, window_left: int,
                        window_right: int, softcap: float, alibi_slopes: Optional[Tensor],
-                       block_table: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+                       block_table: Optional[Tensor], deterministic: bool = False) -> Tuple[Tensor, Tensor]:
     return fa4.flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale,
                                       causal, (window_left, window_right), softcap, alibi_slopes, True, block_table)
 
 
 @_flash_attn_varlen.register_fake
 def _flash_attn_varlen_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
-                            window_left, window_right, softcap, alibi_slopes, block_table):
+                            window_left, window_right, softcap, alibi_slopes, block_table, deterministic=False):
     _check_fake(q.dim() == 3, "q: needs a packed [total_q, H, D] tensor")
     t, h, _ = q.shape
     return _fake_out(q, v), q.new_empty((h, t), dtype=torch.float32)
@@ -202,7 +206,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     wl, wr = _window(window_size)
     o, lse = torch.ops.fa4.flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                              softmax_scale, causal, wl, wr, float(softcap or 0.0), alibi_slopes,
-                                             block_table)
+                                             block_table, bool(deterministic))
     return (o, lse) if return_lse else o
 
 
@@ -282,7 +286,8 @@ def _bwd_out(like):
 def _mha_bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, dlse: Optional[Tensor],
              causal: bool, softmax_scale: Optional[float], window: Optional[List[int]], softcap: float,
              sink: Optional[Tensor], cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor],
-             max_seqlen_q: int, max_seqlen_k: int, config: Optional[str]) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+             max_seqlen_q: int, max_seqlen_k: int, config: Optional[str],
+             deterministic: bool = False) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
     dq, dk, dv = _bwd_out(q), _bwd_out(k), _bwd_out(v)
     varlen = cu_seqlens_q is not None
     r = fa4.mha_bwd(_bwd_in(dout), _bwd_in(q), _bwd_in(k), _bwd_in(v), _bwd_in(out), lse.contiguous(), causal=causal,
@@ -290,24 +295,26 @@ def _mha_bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Te
                     sink=sink.contiguous() if sink is not None else None, cu_seqlens_q=cu_seqlens_q,
                     cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q if varlen else None,
                     max_seqlen_k=max_seqlen_k if varlen else None, dq=dq, dk=dk, dv=dv, softcap=softcap or None,
-                    dlse=dlse.contiguous() if dlse is not None else None)
+                    dlse=dlse.contiguous() if dlse is not None else None, deterministic=deterministic)
     return dq, dk, dv, (r[3] if sink is not None else q.new_empty((0,), dtype=torch.float32))
 
 
 @_mha_bwd.register_fake
 def _mha_bwd_fake(dout, q, k, v, out, lse, dlse, causal, softmax_scale, window, softcap, sink, cu_seqlens_q,
-                  cu_seqlens_k, max_seqlen_q, max_seqlen_k, config):
+                  cu_seqlens_k, max_seqlen_q, max_seqlen_k, config, deterministic=False):
     return _bwd_out(q), _bwd_out(k), _bwd_out(v), q.new_empty((sink.shape[0] if sink is not None else 0,),
                                                               dtype=torch.float32)
 
 
 def mha_bwd(dout, q, k, v, out, lse, causal=False, softmax_scale=None, window=None, softcap=None, sink=None,
-            dlse=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0, config=None):
+            dlse=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0, config=None,
+            deterministic=False):
     """fa4.mha_bwd as the torch op fa4::mha_bwd (any strides: a layout the kernels cannot read is copied first);
-    returns (dq, dk, dv), and dsink too when sink is given."""
+    returns (dq, dk, dv), and dsink too when sink is given. deterministic: dQ in a fixed order (fa4.mha_bwd)."""
     r = torch.ops.fa4.mha_bwd(dout, q, k, v, out, lse, dlse, causal, softmax_scale,
                               list(window) if window is not None else None, float(softcap or 0.0), sink, cu_seqlens_q,
-                              cu_seqlens_k, int(max_seqlen_q or 0), int(max_seqlen_k or 0), config)
+                              cu_seqlens_k, int(max_seqlen_q or 0), int(max_seqlen_k or 0), config,
+                              fa4._bool("deterministic", deterministic))
     return r if sink is not None else r[:3]
 
 
@@ -325,7 +332,7 @@ def _mha_backward(ctx, grad_out, grad_lse):
     dq, dk, dv, dsink = torch.ops.fa4.mha_bwd(grad_out, q, k, v, out, lse, grad_lse, b["causal"], b["softmax_scale"],
                                               b["window"], b["softcap"], sink, b.get("cu_seqlens_q"),
                                               b.get("cu_seqlens_k"), b.get("max_seqlen_q", 0),
-                                              b.get("max_seqlen_k", 0), None)
+                                              b.get("max_seqlen_k", 0), None, b.get("deterministic", False))
     return dq, dk, dv, (dsink if sink is not None else None)
 
 
@@ -343,42 +350,43 @@ def _window_arg(causal, wl, wr):
 
 
 def _mha_fwd_setup(ctx, inputs, output):
-    q, k, v, causal, softmax_scale, window, config, sink, softcap = inputs
+    q, k, v, causal, softmax_scale, window, config, sink, softcap, *det = inputs
     _save(ctx, q, k, v, output, sink, None, causal=causal, softmax_scale=softmax_scale,
-          window=list(window) if window is not None else None, softcap=softcap)
+          window=list(window) if window is not None else None, softcap=softcap, deterministic=bool(det and det[0]))
 
 
 def _mha_fwd_bwd(ctx, grad_out, grad_lse):
     dq, dk, dv, dsink = _mha_backward(ctx, grad_out, grad_lse)
-    return dq, dk, dv, None, None, None, None, dsink, None
+    return dq, dk, dv, None, None, None, None, dsink, None, None
 
 
 def _flash_attn_setup(ctx, inputs, output):
-    q, k, v, softmax_scale, causal, wl, wr, softcap, alibi_slopes = inputs
+    q, k, v, softmax_scale, causal, wl, wr, softcap, alibi_slopes, *det = inputs
     c, w = _window_arg(causal, wl, wr)
     _save(ctx, q, k, v, output, None, "alibi_slopes: the backward has no ALiBi yet" if alibi_slopes is not None
-          else None, causal=c, softmax_scale=softmax_scale, window=w, softcap=softcap)
+          else None, causal=c, softmax_scale=softmax_scale, window=w, softcap=softcap, deterministic=bool(det and det[0]))
 
 
 def _flash_attn_bwd(ctx, grad_out, grad_lse):
     dq, dk, dv, _ = _mha_backward(ctx, grad_out, grad_lse)
-    return (dq, dk, dv) + (None,) * 6
+    return (dq, dk, dv) + (None,) * 7
 
 
 def _flash_attn_varlen_setup(ctx, inputs, output):
     (q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, wl, wr, softcap,
-     alibi_slopes, block_table) = inputs
+     alibi_slopes, block_table, *det) = inputs
     c, w = _window_arg(causal, wl, wr)
     refuse = ("alibi_slopes: the backward has no ALiBi yet" if alibi_slopes is not None else
               "block_table: the backward takes packed k, v (cu_seqlens_k), not a paged cache"
               if block_table is not None else None)
     _save(ctx, q, k, v, output, None, refuse, causal=c, softmax_scale=softmax_scale, window=w, softcap=softcap,
-          cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
+          cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
+          deterministic=bool(det and det[0]))
 
 
 def _flash_attn_varlen_bwd(ctx, grad_out, grad_lse):
     dq, dk, dv, _ = _mha_backward(ctx, grad_out, grad_lse)
-    return (dq, dk, dv) + (None,) * 11
+    return (dq, dk, dv) + (None,) * 12
 
 
 torch.library.register_autograd("fa4::mha_fwd", _mha_fwd_bwd, setup_context=_mha_fwd_setup)

@@ -8,7 +8,7 @@ helpers).
   - the fast path: a second call of a signature reuses the first call's args (mha_fwd's _fast) and launches; what
     can differ between calls is still checked: a misaligned or zero pointer, a host pointer behind a "CUDA"
     tensor, a tensor on another device, another dtype -- each refused naming the argument, nothing launched;
-  - what FlashAttention has and fa4 has not: dropout_p, deterministic, return_attn_probs, per-batch ALiBi,
+  - what FlashAttention has and fa4 has not: dropout_p, return_attn_probs (deterministic: a bool, else refused), per-batch ALiBi,
     rotary_cos / cache_leftpad, each refused naming it.
 Prints one line per case and 'fa api sim: N passed, N failed'. Run by make unit.
 """
@@ -170,8 +170,8 @@ def main():
 
     # what FlashAttention has and fa4 has not
     refused("dropout_p 0.1", "dropout_p", lambda: fa4.flash_attn_func(t.q, t.k, t.v, dropout_p=0.1, **base))
-    refused("deterministic True", "deterministic", lambda: fa4.flash_attn_func(t.q, t.k, t.v, deterministic=True,
-                                                                                **base))
+    refused("deterministic 2 (not a bool)", "deterministic",
+            lambda: fa4.flash_attn_func(t.q, t.k, t.v, deterministic=2, **base))
     refused("return_attn_probs True", "return_attn_probs",
             lambda: fa4.flash_attn_func(t.q, t.k, t.v, return_attn_probs=True, **base))
     refused("alibi_slopes [batch, heads]", "alibi_slopes",

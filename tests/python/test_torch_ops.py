@@ -322,6 +322,23 @@ try:
     code = make_fx(var_step, tracing_mode="fake")(vq, vk, vk.detach().requires_grad_(), cu3).code
     check("make_fx: flash_attn_varlen_func's backward is fa4.mha_bwd with cu_seqlens", "fa4.mha_bwd" in code and
           ", 200, 200, None)" in code, code)
+    def det_step(q, k, v):
+        o = fa4_torch.flash_attn_func(q, k, v, causal=True, deterministic=True)
+        return torch.autograd.grad(o.float().sum(), (q, k, v))
+    code = make_fx(det_step, tracing_mode="fake")(gq, gk, gk.detach().requires_grad_()).code
+    check("make_fx: flash_attn_func(deterministic=True)'s backward is fa4.mha_bwd(..., deterministic=True)",
+          "fa4.mha_bwd" in code and ", None, True)" in code, code)
+    def det_var_step(q, k, v, cu):
+        o = fa4_torch.flash_attn_varlen_func(q, k, v, cu, cu, 200, 200, causal=True, deterministic=True)
+        return torch.autograd.grad(o.float().sum(), (q, k, v))
+    code = make_fx(det_var_step, tracing_mode="fake")(vq, vk, vk.detach().requires_grad_(), cu3).code
+    check("make_fx: flash_attn_varlen_func(deterministic=True) reaches fa4.mha_bwd",
+          ", 200, 200, None, True)" in code, code)
+    def det_mha_step(q, k, v):
+        o = fa4_torch.mha_fwd(q, k, v, causal=True, deterministic=True)
+        return torch.autograd.grad(o.float().sum(), (q, k, v))
+    code = make_fx(det_mha_step, tracing_mode="fake")(gq, gk, gk.detach().requires_grad_()).code
+    check("make_fx: mha_fwd(deterministic=True) reaches fa4.mha_bwd", ", None, True)" in code, code)
     def alibi_step(q, k, v):
         o = fa4_torch.flash_attn_func(q, k, v, alibi_slopes=torch.zeros(8))
         return torch.autograd.grad(o.float().sum(), (q,))

@@ -68,6 +68,19 @@ static void test_configs(void **state)
     int tm = 0, tn = 0, dq_n = 0;
     assert_int_equal(bwd_dq_split(64, 64, 256, &tm, &tn, &dq_n), 0);
     assert_int_equal(tm, 1), assert_int_equal(tn, 2), assert_int_equal(dq_n, 128);
+    /* deterministic=1: the main kernel and the pre kernel (it zeroes the turn counters) take it */
+    assert_int_equal(plan_text("mha-bwd target=sm90a dtype=bf16 qk=128 ov=128 mask=causal deterministic=1", t, sizeof t), 0);
+    assert_non_null(strstr(t, "deterministic=1"));
+    assert_int_equal(plan_text("mha-bwd target=sm90a dtype=bf16 qk=256 ov=256 deterministic=1", t, sizeof t), 0);
+    assert_int_equal(plan_text("mha-bwd-pre target=sm90a dtype=bf16 qk=128 deterministic=1", t, sizeof t), 0);
+    assert_non_null(strstr(t, "deterministic=1"));
+    Config mc, pc;
+    config_init(&mc);
+    mc.kind = KIND_MHA_BWD, mc.deterministic = 1, mc.qk_depth = mc.ov_depth = 128, mc.bm = 64, mc.bn = 128;
+    bwd_aux_config(&mc, KIND_MHA_BWD_PRE, 0, &pc);
+    assert_int_equal(pc.deterministic, 1);
+    bwd_aux_config(&mc, KIND_MHA_BWD_DQ, 0, &pc);
+    assert_int_equal(pc.deterministic, 0);
     /* a forward kernel's text is unchanged by the new kinds' words */
     assert_int_equal(plan_text("mha target=sm90a dtype=bf16 qk=128 ov=128 mask=causal", t, sizeof t), 0);
     assert_null(strstr(t, "deterministic"));
@@ -78,7 +91,8 @@ static void test_configs(void **state)
         {"mha-bwd target=sm90a dtype=bf16 qk=128 ov=128 bm=128", "bm: 128"},
         {"mha-bwd target=sm90a dtype=e4m3 qk=128 ov=128", "dtype: e4m3"},
         {"mha-bwd target=sm90a dtype=bf16 qk=128 ov=128 mod=0123456789abcdef", "no derivative"},
-        {"mha-bwd target=sm90a dtype=bf16 qk=128 ov=128 deterministic=1", "deterministic"},
+        {"mha-bwd-dq target=sm90a dtype=bf16 qk=128 deterministic=1", "mha-bwd-dq: it takes only"},
+        {"mha-bwd target=sm90a dtype=bf16 qk=128 ov=128 deterministic=2", "deterministic"},
         {"mha-bwd target=sm90a dtype=bf16 qk=128 ov=128 sink=1", "sink"},
         {"mha-bwd target=sm90a dtype=bf16 qk=128 ov=128 bn=64", "bn: 64"},
         {"mha-bwd target=sm90a dtype=bf16 qk=128 ov=128 pingpong=1", "forward words"},
@@ -147,6 +161,10 @@ static void test_workspace_layout(void **state)
     w = bwd_workspace(1, 3, 2, 1000, 700, 128, 64, 0, 0, 0);
     assert_int_equal(w.q_rows, (1000 + 3 * 64 + 63) / 64 * 64);
     assert_int_equal(w.m_blocks, (700 + 63) / 64);
+    /* deterministic: one u32 turn counter per dQ block of the workspace, after the rest */
+    BwdWorkspace wd = bwd_workspace(1, 3, 2, 1000, 700, 128, 64, 0, 1);
+    assert_int_equal(wd.dq_sem, w.bytes);
+    assert_int_equal(wd.bytes, w.bytes + (2 * w.q_rows / 64 * 4 + 15) / 16 * 16);
     /* the dQ block's split between the consumers */
     int tm, tn, n;
     assert_int_equal(bwd_dq_split(64, 128, 128, &tm, &tn, &n), 0);
@@ -293,8 +311,24 @@ static void test_unsupported_and_driver(void **state)
     a.dtype = FA4_E4M3;
     assert_int_equal(fa4_mha_bwd(ctx, &a, NULL), FA4_ERR_UNSUPPORTED);
     a = good_args();
+    a.deterministic = 2;
+    assert_int_equal(fa4_mha_bwd(ctx, &a, NULL), FA4_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(fa4_last_error(ctx), "deterministic"));
+    /* deterministic=1 (sm90a): accepted; its workspace has the turn counters; a config may ask for it too */
+    a = good_args();
+    a.q = a.k = NULL;
     a.deterministic = 1;
-    assert_int_equal(fa4_mha_bwd(ctx, &a, NULL), FA4_ERR_UNSUPPORTED);
+    size_t det_bytes = 0;
+    assert_int_equal(fa4_mha_bwd_workspace_size(ctx, &a, &det_bytes), FA4_OK);
+    assert_int_equal(det_bytes, bwd_workspace(0, 2, 8, 300, 300, 128, 64, 0, 1).bytes);
+    a.deterministic = 0;
+    a.config = "deterministic=1";
+    size_t cfg_bytes = 0;
+    assert_int_equal(fa4_mha_bwd_workspace_size(ctx, &a, &cfg_bytes), FA4_OK);
+    assert_int_equal(cfg_bytes, det_bytes);
+    a.deterministic = 1;
+    a.config = "deterministic=0";
+    assert_int_equal(fa4_mha_bwd_workspace_size(ctx, &a, &cfg_bytes), FA4_ERR_INVALID_ARGUMENT);
     /* the workspace size needs no pointer and no driver */
     a = good_args();
     a.q = a.k = a.dq = NULL; /* no dq pointer: its packed layout holds D and nl2 */
