@@ -1,13 +1,15 @@
 """test_bwd.py - fa4.mha_bwd (issue 29, sm90a) on the GPU against fp32 reference gradients.
 
-    python3 tests/gpu/test_bwd.py [--out FILE.json] [--quick]
+    python3 tests/gpu/test_bwd.py [--out FILE.json] [--quick] [--only-det] [--seeds N]
 
 Per case: fresh random q, k, v, dout (bf16/fp16); out and lse from fa4.mha_fwd; the reference gradients by torch
 autograd on fp32 copies of the same inputs (explicit softmax attention: bottom-right masks, GQA by repeating k/v,
 sinks in the denominator); fa4's dq, dk, dv (outputs poisoned with NaN before the call) compared by rel L2
 (||x - ref|| / ||ref||), and cuDNN's (torch SDPA, cuDNN backend, from the same low-precision inputs) against the
 same reference where SDPA can express the case (no bottom-right shift, no sink, no varlen). A case passes when
-no NaN is left, every rel L2 <= 1e-2 and fa4's error is no worse than 1.1x cuDNN's (when cuDNN ran).
+no NaN is left, every rel L2 <= 1e-2 and fa4's error is no worse than 1.1x cuDNN's (when cuDNN ran); a
+deterministic case (the "det ..." ones; --only-det runs just them) also needs DET_RUNS calls with deterministic=True
+to give bit-identical dq, dk, dv.
 One line per case; the JSON holds every number.
 """
 import argparse
@@ -62,7 +64,19 @@ CASES = [
     ("softcap 3 d256 window", 1, 4, 4, 600, 800, 256, (128, 0), torch.float16, {"softcap": 3.0, "amp": 3.0}),
     ("softcap 30 varlen d128", 0, 4, 2, 0, 0, 128, "causal", torch.bfloat16, {"softcap": 30.0, "amp": 3.0,
                                                                              "varlen": ([300, 0, 513], [400, 9, 513])}),
+    # deterministic=1: many kv-block CTAs per m-block (S 4096: 32 kv blocks); three calls must give bit-identical dq,
+    # dk, dv (and the fp32 reference check as every case); deterministic=0 is called twice beside it and the dq
+    # elements that differed are reported (nondet_dq_differ), to show the order matters on this GPU
+    ("det d128 causal S4096", 2, 16, 16, 4096, 4096, 128, "causal", torch.bfloat16, {"det": True}),
+    ("det d128 full S4096", 2, 16, 16, 4096, 4096, 128, "none", torch.bfloat16, {"det": True}),
+    ("det GQA 16/2 d128 causal", 2, 16, 2, 4096, 4096, 128, "causal", torch.bfloat16, {"det": True}),
+    ("det d64 full S4096", 2, 16, 16, 4096, 4096, 64, "none", torch.bfloat16, {"det": True}),
+    ("det d256 causal S2048", 2, 8, 8, 2048, 2048, 256, "causal", torch.bfloat16, {"det": True}),
+    ("det window 512,0 d128", 1, 16, 4, 4096, 4096, 128, (512, 0), torch.bfloat16, {"det": True}),
+    ("det varlen with empty", 0, 8, 2, 0, 0, 128, "causal", torch.bfloat16,
+     {"det": True, "varlen": ([3000, 0, 1, 2500, 64], [3000, 7, 0, 4000, 1])}),
 ]
+DET_RUNS = 3
 
 
 def rel_l2(x, ref):
@@ -113,6 +127,26 @@ def cudnn_grads(q, k, v, dout, causal, scale):
     return gq.transpose(1, 2), gk.transpose(1, 2), gv.transpose(1, 2)
 
 
+def det_repeats(res, call, first, rows, varlen):
+    """deterministic=1 again (DET_RUNS - 1 times, outputs poisoned): dq, dk, dv bit for bit the first call's (rows of a
+    sequence only for varlen). Then deterministic=0 twice: how many dq elements differ between those two calls."""
+    def bits(t, n):
+        return (t[:n] if varlen else t).contiguous().view(torch.int16)
+    same = True
+    for _ in range(DET_RUNS - 1):
+        outs = tuple(torch.full_like(t, float("nan")) for t in first)
+        call(True, outs)
+        torch.cuda.synchronize()
+        same = same and all(torch.equal(bits(a, n), bits(b, n)) for a, b, n in zip(first, outs, rows))
+    nd = [tuple(torch.full_like(t, float("nan")) for t in first) for _ in range(2)]
+    for outs in nd:
+        call(False, outs)
+    torch.cuda.synchronize()
+    res["det_identical"] = same
+    res["nondet_dq_differ"] = int((bits(nd[0][0], rows[0]) != bits(nd[1][0], rows[0])).sum().item())
+    return same
+
+
 def run_case(case, seed):
     name, B, Hq, Hkv, Sq, Sk, D, mask, dt, extra = case
     torch.manual_seed(seed)
@@ -134,10 +168,14 @@ def run_case(case, seed):
                                cu_seqlens_q=cq, cu_seqlens_k=ck, max_seqlen_q=max(max(lq), 1), softcap=cap or None)
         nan = lambda t: torch.full_like(t, float("nan"))  # noqa: E731
         dq, dk, dv = nan(q), nan(k), nan(v)
-        fa4.mha_bwd(do, q, k, v, out, lse, causal=causal, window=window, softmax_scale=scale, cu_seqlens_q=cq,
-                    cu_seqlens_k=ck, max_seqlen_q=max(max(lq), 1), max_seqlen_k=max(max(lk), 1), dq=dq, dk=dk, dv=dv,
-                    softcap=cap or None)
+        def call(det, outs):
+            return fa4.mha_bwd(do, q, k, v, out, lse, causal=causal, window=window, softmax_scale=scale,
+                               cu_seqlens_q=cq, cu_seqlens_k=ck, max_seqlen_q=max(max(lq), 1),
+                               max_seqlen_k=max(max(lk), 1), dq=outs[0], dk=outs[1], dv=outs[2], softcap=cap or None,
+                               deterministic=det)
+        call(extra.get("det", False), (dq, dk, dv))
         torch.cuda.synchronize()
+        rows = (int(cq[-1]), int(ck[-1]), int(ck[-1]))
         rq, rk, rv = torch.zeros_like(q, dtype=torch.float32), torch.zeros_like(k, dtype=torch.float32), \
             torch.zeros_like(v, dtype=torch.float32)
         for b in range(len(lq)):
@@ -162,9 +200,13 @@ def run_case(case, seed):
                                sink=sink, softcap=cap or None)
         dq, dk, dv = (torch.full_like(t, float("nan")) for t in (q, k, v))
         dsink = torch.full((Hq,), float("nan"), device=dev) if sink is not None else None
-        r = fa4.mha_bwd(do, q, k, v, out, lse, causal=causal, window=window, softmax_scale=scale, sink=sink,
-                        dq=dq, dk=dk, dv=dv, dsink=dsink, config=extra.get("config"), softcap=cap or None)
+        def call(det, outs):
+            return fa4.mha_bwd(do, q, k, v, out, lse, causal=causal, window=window, softmax_scale=scale, sink=sink,
+                               dq=outs[0], dk=outs[1], dv=outs[2], dsink=dsink, config=extra.get("config"),
+                               softcap=cap or None, deterministic=det)
+        r = call(extra.get("det", False), (dq, dk, dv))
         torch.cuda.synchronize()
+        rows = (Sq, Sk, Sk)
         xs = [t.float().requires_grad_() for t in (q, k, v)]
         sk = sink.clone().requires_grad_() if sink is not None else None
         o = ref_attention(*xs, mask, scale, sk, cap)
@@ -182,6 +224,8 @@ def run_case(case, seed):
             except Exception as e:  # noqa: BLE001 - cuDNN may refuse a shape; the case still checks fa4
                 res["cudnn_error"] = str(e).split("\n")[0][:120]
     ok = True
+    if extra.get("det"):
+        ok = det_repeats(res, call, (dq, dk, dv), rows, q.dim() == 3)
     for key in got:
         x = got[key]
         nans = int(torch.isnan(x).sum().item())
@@ -201,10 +245,12 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--only-det", action="store_true", help="only the deterministic=1 cases")
     args = ap.parse_args()
     print("GPU:", torch.cuda.get_device_name(), "torch", torch.__version__)
     results, npass = [], 0
-    for case in CASES[:6] if args.quick else CASES:
+    cases = [c for c in CASES if c[9].get("det")] if args.only_det else CASES[:6] if args.quick else CASES
+    for case in cases:
         for seed in range(args.seeds):
             try:
                 r = run_case(case, seed)
@@ -216,9 +262,11 @@ def main():
             line = " ".join("%s=%.2e%s" % (k, r[k], "" if (k + "_cudnn") not in r else "(cudnn %.2e)" % r[k + "_cudnn"])
                             for k in keys)
             nans = sum(r.get(k + "_nan", 0) for k in keys)
-            print("%s %-24s seed %d %s%s%s" % ("PASS" if r["pass"] else "FAIL", r["case"], seed, line,
-                                               " nan=%d" % nans if nans else "",
-                                               " ERROR " + r["error"] if "error" in r else ""), flush=True)
+            det = "" if "det_identical" not in r else " det %d runs %s, det=0 dq differs in %d" % (
+                DET_RUNS, "bit-identical" if r["det_identical"] else "DIFFER", r["nondet_dq_differ"])
+            print("%s %-24s seed %d %s%s%s%s" % ("PASS" if r["pass"] else "FAIL", r["case"], seed, line,
+                                                 " nan=%d" % nans if nans else "", det,
+                                                 " ERROR " + r["error"] if "error" in r else ""), flush=True)
     print("test_bwd: %d passed, %d failed" % (npass, len(results) - npass))
     if args.out:
         with open(args.out, "w") as f:
