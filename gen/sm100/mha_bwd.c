@@ -411,6 +411,16 @@ static void compute_dq(Emit *e, Reg m, Reg hq)
     emit(e, "mul.wide.u32 %s, %%cp_dqpart, %d;", R(e, t64), BWD_F32);
     emit(e, "add.s64 %s, %s, %s;", R(e, addr), R(e, addr), R(e, t64));
     emit(e, "add.u32 %s, %%cp_lanes, %u;", R(e, buf), s->tm_dq);
+    Reg sem = reg_b64(e, "cp_sem"), lead = s->det ? reg_find(e, "cp_lead") : REG_NONE;
+    if (s->det) {
+        char l_skip[NAME];
+        emit_note(e, "plan note deterministic: compute thread 0 waits for this kv block's turn at the dQ block");
+        bwd_det_counter(e, sem, ws);
+        emit(e, "@!%s bra %s;", R(e, lead), new_label(e, l_skip, sizeof l_skip, "cp_turn_skip"));
+        bwd_det_wait_turn(e, sem, m, 1, s->det_sleep_ns, s->det_sleep_max_ns);
+        emit_label(e, l_skip);
+        op_bar_sync(e, s->bar_turn, BWD_WG);
+    }
     for (int c0 = 0; c0 < s->dq_cols; c0 += n) {
         emit(e, "add.u32 %s, %s, %d;", R(e, ta), R(e, buf), c0);
         op_tmem_ld(e, x, 0, n, ta);
@@ -423,6 +433,11 @@ static void compute_dq(Emit *e, Reg m, Reg hq)
                 op_red_global_add_v2_f32(e, addr, bwd_dq_col_part(p->bm, p->bn, p->qk, c0 + i) * BWD_F32,
                                          reg_at(e, x, i), reg_at(e, x, i + 1));
         }
+    }
+    if (s->det) {
+        emit_note(e, "every compute thread's adds are done (the barrier), then thread 0 releases them: the next turn");
+        op_bar_sync(e, s->bar_turn, BWD_WG);
+        op_red_release_gpu_add_u32(e, lead, sem, 1);
     }
 }
 
@@ -566,6 +581,7 @@ static void emit_compute_setup(Emit *e)
     emit_note(e, "plan note dq: this thread's %s of the dQ block", s->dq_t ? "depth column" : "query row");
     if (s->dq_t) bwd_dq_col_part_reg(e, reg_b32(e, "cp_dqpart"), t);
     else bwd_dq_row_part_reg(e, reg_b32(e, "cp_dqpart"), t);
+    if (s->det) emit(e, "setp.eq.u32 %s, %s, 0;", R(e, reg_pred(e, "cp_lead")), R(e, t));
 }
 
 static void emit_compute(Emit *e)

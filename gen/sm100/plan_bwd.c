@@ -59,9 +59,6 @@ static int bwd_check(const Config *c, char *err, size_t n)
     if (c->sink)
         return plan_refuse(err, n, "sink: not a word of mha-bwd; the sink enters through mha-bwd-pre (the LSE it "
                            "writes) and its gradient through mha-bwd-dq");
-    if (c->deterministic)
-        return plan_refuse(err, n, "deterministic: 1 is not built yet for mha-bwd; dQ is added by atomic reductions "
-                           "in the order the CTAs reach them (use 0)");
     Config d;
     config_init(&d);
     if (c->qtiles || c->cta_pair || c->rescale != d.rescale || c->exp2_poly != d.exp2_poly || c->rope_split ||
@@ -70,6 +67,9 @@ static int bwd_check(const Config *c, char *err, size_t n)
                            "words; the backward takes bm bn stages (and mask, group, varlen)");
     return 0;
 }
+
+/* deterministic=1: the turn spin's nanosleep, doubling from the first to the largest (as sm90a's) */
+enum { BWD_DET_SLEEP_NS = 32, BWD_DET_SLEEP_MAX_NS = 256 };
 
 static uint32_t idesc(const Config *c, int n, Sm100Major a, Sm100Major b)
 {
@@ -204,6 +204,16 @@ static int bwd_plan(const Config *c, Plan *p, char *err, size_t n)
     plan_role(p, "idle", 2, 2, 0, "warps 2, 3 leave after the prologue");
     plan_role(p, "compute", s->warp_compute, 4, 0, "P^T, dS^T to smem; dQ to the workspace; dK, dV out");
     s->bar_tmem_free = plan_bar(p, "tmem_free", LANES + 32, "compute read dK and dV: the MMA warp frees TMEM");
+    if (c->deterministic) {
+        s->det = 1, s->det_sleep_ns = BWD_DET_SLEEP_NS, s->det_sleep_max_ns = BWD_DET_SLEEP_MAX_NS;
+        s->bar_turn = plan_bar(p, "dq_turn", LANES, "deterministic: the compute warps' turn to add dQ, and their adds done");
+        plan_param_scalar(p, SCALAR_DQ_SEM, PARAM_U64);
+        plan_note(p, "deterministic", "a dQ block takes its kv blocks' adds in kv block order: counter dq_sem[row / %d]; "
+                  "kv block n waits for its rank n - n_first(m) (ld.acquire.gpu, nanosleep %d..%d ns)", p->bm,
+                  s->det_sleep_ns, s->det_sleep_max_ns);
+        plan_note(p, "det release", "compute thread 0 waits, named barrier dq_turn, the reds, dq_turn again, then thread "
+                  "0's red.release.gpu +1");
+    }
 
     uint32_t ce = (uint32_t)p->chunk_elems;
     plan_map(p, "q", TENSOR_Q, c->dtype, (uint32_t)d, ce, (uint32_t)p->bm, 1, 128);

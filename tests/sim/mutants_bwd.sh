@@ -140,5 +140,13 @@ base "dtype=bf16 d=128 hq=2 hkv=2 sq=200 sk=200 mask=causal softcap=5 amp=3" \
 mutant b100_softcap_factor "S^T columns 0..31" 'mul\.f32 %cp_x0, %cp_x0, %cp_g0;' sub 'mul\.f32 %cp_x0, %cp_x0, %cp_g0;' 'mov.f32 %cp_x0, %cp_x0;'
 mutant b100_softcap_tanh "plan note softcap: t = tanh" 'tanh\.approx\.f32 %cp_x0,' del
 mutant b100_softcap_clamp "S^T columns 32..63" 'max\.f32 %cp_g0' del
+# sm_100a deterministic=1: compute thread 0's turn wait and release, the compute warps' barrier before the reds.
+# (Not here: the barrier after the reds. Without it thread 0 may release while another compute warp still adds, a
+# window of a few instructions that no seed of the simulator's scheduler opened: that mutant survives.)
+base "dtype=bf16 d=128 hq=2 hkv=1 sq=64 sk=512 mask=none det=1 runs=2 resident=4" \
+    "mha-bwd target=sm100a dtype=bf16 qk=128 ov=128 bm=64 bn=128 group=2 stages=2 swizzle=128 deterministic=1 mask=none"
+mutant b100_det_no_wait "wait for rank x" 'setp\.ge\.u32 %dt_go' sub '%dt_want;' '0;'
+mutant b100_det_no_turn_barrier "compute thread 0 waits for this kv block's turn" 'bar\.sync' del
+mutant b100_det_no_release "every compute thread's adds are done" 'red\.release\.gpu' del
 echo "mutants_bwd: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -72,6 +72,8 @@ static void test_configs(void **state)
     assert_int_equal(plan_text("mha-bwd target=sm90a dtype=bf16 qk=128 ov=128 mask=causal deterministic=1", t, sizeof t), 0);
     assert_non_null(strstr(t, "deterministic=1"));
     assert_int_equal(plan_text("mha-bwd target=sm90a dtype=bf16 qk=256 ov=256 deterministic=1", t, sizeof t), 0);
+    assert_int_equal(plan_text("mha-bwd target=sm100a dtype=bf16 qk=128 ov=128 group=2 deterministic=1", t, sizeof t), 0);
+    assert_non_null(strstr(t, "deterministic=1"));
     assert_int_equal(plan_text("mha-bwd-pre target=sm90a dtype=bf16 qk=128 deterministic=1", t, sizeof t), 0);
     assert_non_null(strstr(t, "deterministic=1"));
     Config mc, pc;
@@ -100,7 +102,6 @@ static void test_configs(void **state)
         {"mha-bwd target=sm100a dtype=bf16 qk=128 ov=128 bm=128", "512 TMEM columns"},
         {"mha-bwd target=sm100a dtype=bf16 qk=64 ov=64 bm=64", "bm: 64"},
         {"mha-bwd target=sm100a dtype=bf16 qk=128 ov=128 bn=64", "bn: 64"},
-        {"mha-bwd target=sm100a dtype=bf16 qk=128 ov=128 deterministic=1", "deterministic"},
         {"mha target=sm90a dtype=bf16 qk=128 ov=128 deterministic=1", "deterministic"},
         {"mha-bwd-pre target=sm90a dtype=bf16 qk=128 mask=causal", "mha-bwd-pre: it takes only"},
     };
