@@ -2502,14 +2502,15 @@ static int run_window(const SimLaunch *l, const unsigned nc[3], char **report)
             active += busy[i];
         }
         if (status || !active) break;
-        int ran = 0, real = 0, start = (int)((rng >> 33) % (uint64_t)k);
+        /* spin-only counts only a turn in which every resident cluster ran and none made progress */
+        int ran = 1, real = 0, start = (int)((rng >> 33) % (uint64_t)k);
         for (int j = 0; j < k && !status; j++) {
             int i = (start + j) % k;
             if (!busy[i]) continue;
             rng = rng * 6364136223846793005ull + 1442695040888963407ull;
             int rounds = (int)((rng >> 33) % 3);
+            if (!rounds) ran = 0;
             for (int r = 0; r < rounds && busy[i]; r++) {
-                ran = 1;
                 int res = cluster_round(&win[i]);
                 if (res == 2) {
                     if (!win[i].status) check_exit_state(&win[i]);
@@ -2517,9 +2518,10 @@ static int run_window(const SimLaunch *l, const unsigned nc[3], char **report)
                 } else if (res == 0) real = 1;
             }
         }
-        if (status || !ran) continue;
-        spins = real ? 0 : spins + 1;
-        if (spins >= SPIN_ROUNDS * 4) {
+        if (status) continue;
+        if (real) spins = 0;
+        else if (ran) spins++;
+        if (spins >= SPIN_ROUNDS) {
             for (int i = 0; i < k; i++)
                 if (busy[i]) {
                     report_spin(&win[i]);
