@@ -163,7 +163,7 @@ static void test_workspace_layout(void **state)
     assert_int_equal(w.q_rows, (1000 + 3 * 64 + 63) / 64 * 64);
     assert_int_equal(w.m_blocks, (700 + 63) / 64);
     /* deterministic: one u32 turn counter per dQ block of the workspace, after the rest */
-    BwdWorkspace wd = bwd_workspace(1, 3, 2, 1000, 700, 128, 64, 0, 1);
+    BwdWorkspace wd = bwd_workspace(1, 3, 2, 1000, 700, 128, 64, 0, 0, 1);
     assert_int_equal(wd.dq_sem, w.bytes);
     assert_int_equal(wd.bytes, w.bytes + (2 * w.q_rows / 64 * 4 + 15) / 16 * 16);
     /* the dQ block's split between the consumers */
@@ -317,11 +317,13 @@ static void test_unsupported_and_driver(void **state)
     assert_non_null(strstr(fa4_last_error(ctx), "deterministic"));
     /* deterministic=1 (sm90a): accepted; its workspace has the turn counters; a config may ask for it too */
     a = good_args();
-    a.q = a.k = NULL;
+    a.q = a.k = a.dq = NULL; /* no dq pointer: its packed layout holds D and nl2 */
     a.deterministic = 1;
     size_t det_bytes = 0;
     assert_int_equal(fa4_mha_bwd_workspace_size(ctx, &a, &det_bytes), FA4_OK);
-    assert_int_equal(det_bytes, bwd_workspace(0, 2, 8, 300, 300, 128, 64, 0, 1).bytes);
+    BwdWorkspace wdet = bwd_workspace(0, 2, 8, 300, 300, 128, 64, 0, 1, 1);
+    assert_int_equal(det_bytes, wdet.bytes);
+    assert_int_equal(wdet.bytes, bwd_workspace(0, 2, 8, 300, 300, 128, 64, 0, 1, 0).bytes + 2 * 8 * 320 / 64 * 4);
     a.deterministic = 0;
     a.config = "deterministic=1";
     size_t cfg_bytes = 0;
