@@ -240,19 +240,35 @@ void bwd_tile_coords(Emit *e)
     emit(e, "mul.lo.u32 %s, %s, %d;", R(e, it), R(e, nm), p->cfg.group);
 }
 
-/* Iteration %it_reg -> m-block m and query head hq (g = it / nm of the kv head's group). */
+/* Iteration %it_reg -> m-block m and query head hq (g = it / nm of the kv head's group). m-blocks ascend; with
+ * deterministic=1 they descend: every kv block of a head then meets a given m-block at the same iteration, so the
+ * ordered adds delay kv block n by n add latencies (ascending, its first m-block n waits for block 0's n-th
+ * iteration: every causal CTA would last as long as the longest). */
 void bwd_iter_coords(Emit *e, Reg itr, Reg m, Reg hq)
 {
     const Plan *p = e->p;
+    int down = p->cfg.deterministic;
     if (p->cfg.group == 1) {
-        emit(e, "add.u32 %s, %%m_begin, %s;", R(e, m), R(e, itr));
+        if (down) {
+            emit_note(e, "plan note deterministic: m-blocks descend, m = m_end - 1 - it");
+            emit(e, "sub.u32 %s, %%m_end, 1;", R(e, m));
+            emit(e, "sub.u32 %s, %s, %s;", R(e, m), R(e, m), R(e, itr));
+        } else {
+            emit(e, "add.u32 %s, %%m_begin, %s;", R(e, m), R(e, itr));
+        }
         if (reg_is(hq)) emit(e, "mov.u32 %s, %%kvh;", R(e, hq));
         return;
     }
     Reg g = reg_b32(e, "ic_g");
     emit(e, "div.u32 %s, %s, %%nm;", R(e, g), R(e, itr));
     emit(e, "rem.u32 %s, %s, %%nm;", R(e, m), R(e, itr));
-    emit(e, "add.u32 %s, %s, %%m_begin;", R(e, m), R(e, m));
+    if (down) {
+        emit_note(e, "plan note deterministic: m-blocks descend, m = m_end - 1 - it %% nm");
+        emit(e, "sub.u32 %s, %%m_end, %s;", R(e, m), R(e, m));
+        emit(e, "sub.u32 %s, %s, 1;", R(e, m), R(e, m));
+    } else {
+        emit(e, "add.u32 %s, %s, %%m_begin;", R(e, m), R(e, m));
+    }
     if (reg_is(hq)) emit(e, "mad.lo.u32 %s, %%kvh, %d, %s;", R(e, hq), p->cfg.group, R(e, g));
 }
 

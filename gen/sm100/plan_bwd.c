@@ -208,7 +208,7 @@ static int bwd_plan(const Config *c, Plan *p, char *err, size_t n)
         s->det = 1, s->det_sleep_ns = BWD_DET_SLEEP_NS, s->det_sleep_max_ns = BWD_DET_SLEEP_MAX_NS;
         s->bar_turn = plan_bar(p, "dq_turn", LANES, "deterministic: the compute warps' turn to add dQ, and their adds done");
         plan_param_scalar(p, SCALAR_DQ_SEM, PARAM_U64);
-        plan_note(p, "deterministic", "a dQ block takes its kv blocks' adds in kv block order: counter dq_sem[row / %d]; "
+        plan_note(p, "deterministic", "a dQ block takes its kv blocks' adds in kv block order: counter dq_sem[row / %d]; m-blocks descend; "
                   "kv block n waits for its rank n - n_first(m) (ld.acquire.gpu, nanosleep %d..%d ns)", p->bm,
                   s->det_sleep_ns, s->det_sleep_max_ns);
         plan_note(p, "det release", "compute thread 0 waits, named barrier dq_turn, the reds, dq_turn again, then thread "

@@ -159,7 +159,7 @@ static void bwd_plan_det(Plan *p, Sm90BwdPlan *s)
             int id = plan_bar(p, name, BWD_WG, "deterministic: the consumer's turn to add its dQ tile, and its adds done");
             if (!w) s->bar_turn0 = id;
         }
-    plan_note(p, "deterministic", "a dQ block takes its kv blocks' adds in kv block order: counter dq_sem[row / %d]; "
+    plan_note(p, "deterministic", "a dQ block takes its kv blocks' adds in kv block order: counter dq_sem[row / %d]; m-blocks descend; "
               "kv block n waits for %d x its rank n - n_first(m) (ld.acquire.gpu, nanosleep %d..%d ns)", p->bm,
               s->det_arrivals, s->det_sleep_ns, s->det_sleep_max_ns);
     plan_note(p, "det release", "%s, then red.release.gpu +1%s",
