@@ -57,6 +57,8 @@ int timing_load(TimingGpu *g, const char *name_or_path, const char *dir, char *e
     size_t bl = strlen(base) < sizeof g->name - 1 ? strlen(base) : sizeof g->name - 1;
     memcpy(g->name, base, bl);
     g->name[bl] = 0;
+    snprintf(g->path, sizeof g->path, "%s", path);
+    snprintf(g->validation, sizeof g->validation, "none stated in the table");
     char *dot = strstr(g->name, ".tbl");
     if (dot) *dot = 0;
     char line[1024];
@@ -64,6 +66,12 @@ int timing_load(TimingGpu *g, const char *name_or_path, const char *dir, char *e
     while (!rc && fgets(line, sizeof line, f)) {
         ln++;
         char *h = strchr(line, '#');
+        if (h && !strncmp(h, "# validation:", 13)) {
+            const char *t = h + 13;
+            while (*t == ' ') t++;
+            size_t tl = strcspn(t, "\r\n");
+            snprintf(g->validation, sizeof g->validation, "%.*s", (int)tl, t);
+        }
         if (h) *h = 0;
         char key[64], val[64], src[32];
         int used = 0;
