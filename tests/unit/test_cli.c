@@ -766,7 +766,7 @@ static void test_cli_predict(void **state)
     char want[96];
     snprintf(want, sizeof want, "  launch      %.*s grid=1x1x1", (int)strcspn(sym + 9, "\n"), sym + 9);
     const char *needles[] = {"\nprediction  modelled (", "  gpu         h200 (table ", "/tests/sim/gpus/h200.tbl; ",
-                             "  validation  17 sm90a kernel/shape pairs timed on an H200", want,
+                             "  validation  17 sm90a pairs timed on an H200", want,
                              "  shape       batch=1 heads_q=1 heads_kv=1 seqlen_q=128 seqlen_k=512", "  bottleneck  ",
                              "  busy        issue=", " tc=", " tma=", "  total       "};
     for (size_t i = 0; i < sizeof needles / sizeof needles[0]; i++)
