@@ -16,7 +16,7 @@ LDLIBS_RT := -ldl -lpthread -lm
 
 GEN_SRC   := $(wildcard gen/*.c gen/sm90/*.c gen/sm100/*.c)
 # The CLI's own sources (fa4gen links them beside libfa4rt): main.c (dispatch, bundle) and what it links.
-CLI_LINK  := gen/aot.c gen/cli_tools.c gen/cli_kernel.c gen/cli_usage.c
+CLI_LINK  := gen/aot.c gen/cli_tools.c gen/cli_kernel.c gen/cli_usage.c gen/cli_predict.c
 GEN_SRC   := $(filter-out gen/main.c $(CLI_LINK),$(GEN_SRC))
 RT_SRC    := $(wildcard runtime/*.c)
 GEN_OBJ   := $(GEN_SRC:%.c=$(B)/%.o) $(B)/templates.o
@@ -160,7 +160,7 @@ $(FAKECUDA): tests/unit/fake_cuda.c tests/unit/fake_cuda.h tests/unit/cuda_error
 # test_args_fuzz: the Python argument layer on duck-typed tensors through the simulated driver (no torch);
 # docs_check: the README and docs/ against the sources (counts, variables, flags, links, examples).
 unit: deps-test $(UNIT_BIN) $(B)/tests/test_launch $(B)/tests/test_bundle $(B)/tests/test_aot $(FAKECUDA) \
-      $(B)/tests/gen/test_bundle_kernels.so $(B)/libfa4rt.so build/sim/libcuda.so.1 \
+      $(B)/tests/gen/test_bundle_kernels.so $(B)/libfa4rt.so build/sim/libcuda.so.1 build/sim/timecase \
       $(B)/bench/liblaunchfloor.so
 	@lib=$(abspath $(B))/libfa4rt.so; sh tests/lanes.sh \
 	    "LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) UNIT_LABEL='unit tests (fake driver)' sh tests/run-unit.sh \

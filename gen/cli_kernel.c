@@ -1,7 +1,8 @@
 /* cli_kernel.c - the fa4gen command line's kernel commands (mha, mla-sparse, combine, kv-append, the
  * backward kinds, explain): their options parsed into a config (flags refine one --config; --opt=value
  * split first), the files they name checked and read (--score-mod) or written (-o, through a temporary
- * file and a rename), and the kernel emitted or its plan explained. The contract (exit status, files) is
+ * file and a rename), and the kernel emitted or its plan explained (with --predict, its modelled time:
+ * gen/cli_predict.c). The contract (exit status, files) is
  * main.c's; the shared pieces (say, the file checks, write_atomic) serve its bundle command too. */
 #include <errno.h>
 #include <fcntl.h>
@@ -268,6 +269,8 @@ int parse_flags(Cli *cli, int argc, char **argv, int first, int uses, const char
 {
     ConfigGiven flags;
     const char *out_seen = NULL, *dir_seen = NULL;
+    char err[512];
+    int p;
     config_init(&cli->cfg);
     memset(&cli->given, 0, sizeof cli->given);
     memset(&flags, 0, sizeof flags);
@@ -292,17 +295,24 @@ int parse_flags(Cli *cli, int argc, char **argv, int first, int uses, const char
         if (!strcmp(a, "-o") || !strcmp(a, "-d")) {
             rc = parse_path(cli, a, v, a[1] == 'o' ? &out_seen : &dir_seen);
         } else if (!strcmp(a, "--score-mod")) {
-            char hex[20], err[512], how[80];
+            char hex[20], how[80];
             snprintf(how, sizeof how, "--score-mod %.60s", v);
             if (!(rc = read_mod(cli, v))) {
                 snprintf(hex, sizeof hex, "%016llx", (unsigned long long)score_mod_hash(cli->mod_src));
                 if (config_give(&cli->cfg, &flags, "mod", hex, how, err, sizeof err)) rc = invalid(err);
             }
+        } else if (!strcmp(cmd, "explain") && (p = predict_flag(&cli->predict, a, v, err, sizeof err))) {
+            if (p < 0) rc = invalid(err);
         } else {
             rc = parse_config_flag(cli, &flags, a, v, cmd);
         }
     }
     config_given_merge(&cli->given, &flags);
+    if (!rc && cli->predict.shape_flag && !cli->predict.gpu) {
+        say("%s: a shape for --predict; give --predict GPU too", cli->predict.shape_flag);
+        return 2;
+    }
+    if (!rc && cli->predict.gpu && cli->json) return invalid("--predict: prints text after the plan; drop --json");
     return rc;
 }
 
@@ -458,11 +468,18 @@ static int cmd_explain(const Cli *cli)
     if (plan_make(&cli->cfg, plan, err, sizeof err)) {
         say("%s", err);
         rc = 2;
+    } else if (cli->predict.gpu && (rc = predict_check(&cli->predict, plan, err, sizeof err))) {
+        say("%s", err);
     } else {
         char *text = cli->json ? plan_explain_json(plan) : plan_explain_text(plan);
         if (!text) rc = 1;
         else fputs(text, stdout);
         free(text);
+        if (!rc && cli->predict.gpu) {
+            fflush(stdout); /* the plan stands before the prediction, which takes seconds */
+            rc = predict_run(&cli->predict, plan, stdout, err, sizeof err);
+            if (rc) say("%s", err);
+        }
     }
     free(plan);
     return rc;

@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include "cli_predict.h"
 #include "fa4gen.h"
 
 typedef struct {
@@ -15,6 +16,7 @@ typedef struct {
     const char *out;    /* -o FILE; NULL: stdout */
     const char *bundle_dir;
     int json;
+    PredictArgs predict; /* explain --predict GPU and its shape */
 } Cli;
 
 /* One line on stderr, "fa4gen: ...": control and non-ASCII bytes of what it echoes become \xNN. */

@@ -170,11 +170,28 @@ static const char usage_bwd[] =
 
 static const char usage_explain[] =
     "usage: fa4gen explain [KIND] <that command's options> [--json]\n"
+    "       fa4gen explain [mha|mla-sparse] <options> --predict GPU [shape options]\n"
     "\n"
     "Prints the plan of the kernel those options make: canonical config, symbol and hash, tiles, the\n"
     "shared-memory map, TMEM columns, warp roles with their register budgets, named barriers, tensor\n"
     "maps, transaction bytes, the launch shape and the kernel's parameters; --json gives the same as\n"
-    "JSON. Without a kind: mha, or the kind --config names. fa4gen <kind> --help lists the options.\n";
+    "JSON. Without a kind: mha, or the kind --config names. fa4gen <kind> --help lists the options.\n"
+    "\n"
+    "--predict GPU   after the plan, the config's predicted time for one shape: per launch the time, the\n"
+    "                bottleneck and each unit's busy share, from the simulator's timing mode (the PTX run\n"
+    "                on the CPU under a table of the GPU's rates). GPU: h100 | h200 (sm90a), b200 | b300\n"
+    "                (sm100a), or a table file (*.tbl). Evidence level: modelled, not measured; the table\n"
+    "                and its stated validation are printed with it. Needs the simulator built beside\n"
+    "                fa4gen (build/sim/timecase and build/sim/libcuda.so.1; FA4GEN_TIMECASE names another\n"
+    "                timecase). Seconds for small shapes, about a minute for long ones. Not with --json,\n"
+    "                nor for configs with split, cluster, varlen, page, sink, softcap, alibi, a score_mod,\n"
+    "                a window mask or rope_split (the simulator's case passes dense tensors only).\n"
+    "  --batch N       mha: batch (default 2)\n"
+    "  --heads N       query heads (default: mha 16, mla-sparse 128); K/V heads = N / group\n"
+    "  --seqlen-q N    query rows per sequence (default: mha 2048, mla-sparse 64 tokens)\n"
+    "  --seqlen-k N    key rows (default: mha 2048, mla-sparse s_kv 8192)\n"
+    "  --topk N        mla-sparse: keys per query (default 2048)\n"
+    "  --samples N     clusters simulated per launch, the rest interpolated (default 2)\n";
 
 /* Said after a kernel command's options. */
 static const char usage_values[] =

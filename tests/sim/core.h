@@ -274,6 +274,7 @@ typedef struct Timing Timing;
 Timing *timing_new(Sim *s);
 void timing_free(Timing *tm);
 void timing_set_share(Timing *tm, double l2_bw_sm);
+double timing_now(const Timing *tm); /* the clock, SM clocks since the cluster started */
 void timing_run_cluster(Sim *s);
 void timing_op_issued(Sim *s, Op *op);
 void timing_collect(const Timing *tm, double *cycles, double busy[TP_COUNT], double *flops, uint64_t *tma_bytes);

@@ -29,6 +29,8 @@
  * (default: tests/sim/gpus of the tree this library was built from). FA4SIM_TIMING_SAMPLES: clusters
  * to simulate per launch (default 4). FA4SIM_TIMING_SENS=1: also how far the prediction moves when
  * each value the table marks `assumed` moves -25% and +25% (one more window per value and sign).
+ * The table, once loaded, is named on stderr in one line starting `fa4sim-table:` (its path, how many
+ * values it assumes, and its `# validation:` comment).
  *
  * fa4sim_late_write (tests only): bytes the grid before the next launch writes
  * late. The next launch's threads read them once they pass griddepcontrol.wait,
@@ -185,6 +187,10 @@ EXPORT CUresult cuInit(unsigned int flags)
                 if (!getenv("FA4SIM_SMS")) dev.sms = (int)timing_gpu.v[K_SMS];
                 timing_samples = env_int("FA4SIM_TIMING_SAMPLES", 4);
                 timing_sens = env_int("FA4SIM_TIMING_SENS", 0);
+                int assumed = 0;
+                for (int k = 0; k < K_COUNT; k++) assumed += timing_gpu.src[k] == SRC_ASSUMED;
+                fprintf(stderr, "fa4sim-table: gpu=%s path=%s assumed=%d/%d validation=%s\n", timing_gpu.name,
+                        timing_gpu.path, assumed, K_COUNT, timing_gpu.validation);
             }
         }
     }

@@ -105,7 +105,7 @@ int word_choice(const char *key, const char *v, const char *const *names, int co
 
 int word_config(const char *v, char *dst, size_t cap, char *err, size_t n)
 {
-    if (strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789_=:,. ") != strlen(v))
+    if (strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789_=:,.- ") != strlen(v))
         return errf(err, n, "config=\"%s\": expected kernel config words like \"bn=64 stages=3\"", v);
     size_t o = 0;
     for (const char *p = v; *p; p++) {

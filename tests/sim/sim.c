@@ -1021,8 +1021,10 @@ uint64_t sim_special(Sim *s, Thread *t, int sr)
     case SR_CLUSTER_NCTARANK: return (uint32_t)s->ncta;
     case SR_CLUSTER_CTAID_X: return c->ctaid[0] % l->cluster[0];
     case SR_SMID: return (uint32_t)(s->clusterid[0] % 132);
-    /* the clocks (PTX ISA: monotone counters; no rate is promised): the scheduler's step */
-    case SR_CLOCK64: case SR_GLOBALTIMER: return s->step;
+    /* the clocks (PTX ISA: monotone counters; no rate is promised): the scheduler's step; in the timing mode
+     * %clock64 is the modelled SM clock, so a microbenchmark's PTX replayed there reads what the model predicts */
+    case SR_CLOCK64: return s->tm ? (uint64_t)timing_now(s->tm) : s->step;
+    case SR_GLOBALTIMER: return s->step;
     default: sim_hazard(s, SIM_UNSUPPORTED, "special register %d not simulated", sr); return 0;
     }
 }

@@ -16,7 +16,7 @@
  *   mha: batch [1] sq sk hq hkv [hq] qk [128] ov [qk] mask=none|causal [none] splits [1]
  *        mod=softcap30 (a score_mod; NVRTC) config="WORDS"
  *   mla: sq skv hq [128] dqk [576] topk [2048] config="WORDS" (indices: each row's topk distinct keys,
- *        spread over s_kv)
+ *        spread over s_kv); dtype=e4m3: fp8 kv (sm100a), every scale 1
  * Inputs are U(-1, 1) from a fixed seed. Exit 1 when a call fails.
  */
 #include <dlfcn.h>
@@ -126,7 +126,8 @@ static int setup(Cu *cu, const Case *c, Call *k, Bufs *b, char *err, size_t en)
         int dv = 512;
         fa4_mla_sparse_args a = FA4_MLA_SPARSE_ARGS_INIT;
         a.q = (void *)(uintptr_t)dalloc(cu, b, (size_t)c->sq * c->hq * c->qk * 2, &rng, 1);
-        a.kv = (void *)(uintptr_t)dalloc(cu, b, (size_t)c->sk * c->qk * 2, &rng, 1);
+        a.kv = (void *)(uintptr_t)dalloc(cu, b, (size_t)c->sk * c->qk * es, &rng, es == 1 ? 3 : 1);
+        a.kv_dtype = c->dtype == FA4_E4M3 ? FA4_E4M3 : FA4_BF16; /* fp8 kv: e4m3 bytes, every scale 1 */
         a.out = (void *)(uintptr_t)dalloc(cu, b, (size_t)c->sq * c->hq * dv * 2, &rng, 0);
         a.lse = (float *)(uintptr_t)dalloc(cu, b, (size_t)c->sq * c->hq * 4, &rng, 0);
         int32_t *idx = malloc((size_t)c->sq * c->topk * 4);

@@ -57,6 +57,8 @@ int timing_load(TimingGpu *g, const char *name_or_path, const char *dir, char *e
     size_t bl = strlen(base) < sizeof g->name - 1 ? strlen(base) : sizeof g->name - 1;
     memcpy(g->name, base, bl);
     g->name[bl] = 0;
+    snprintf(g->path, sizeof g->path, "%s", path);
+    snprintf(g->validation, sizeof g->validation, "none stated in the table");
     char *dot = strstr(g->name, ".tbl");
     if (dot) *dot = 0;
     char line[1024];
@@ -64,6 +66,12 @@ int timing_load(TimingGpu *g, const char *name_or_path, const char *dir, char *e
     while (!rc && fgets(line, sizeof line, f)) {
         ln++;
         char *h = strchr(line, '#');
+        if (h && !strncmp(h, "# validation:", 13)) {
+            const char *t = h + 13;
+            while (*t == ' ') t++;
+            size_t tl = strcspn(t, "\r\n");
+            snprintf(g->validation, sizeof g->validation, "%.*s", (int)tl, t);
+        }
         if (h) *h = 0;
         char key[64], val[64], src[32];
         int used = 0;
@@ -680,6 +688,8 @@ int timing_run_launch(const SimLaunch *l, char **report)
 }
 
 /* Hook used by sim.c to give a cluster its Timing: the L2 share is the launch's. */
+double timing_now(const Timing *tm) { return tm->now; }
+
 void timing_set_share(Timing *tm, double l2_bw_sm) { tm->l2_bw_sm = l2_bw_sm > 0 ? l2_bw_sm : 1; }
 
 void timing_collect(const Timing *tm, double *cycles, double busy[TP_COUNT], double *flops, uint64_t *tma_bytes)

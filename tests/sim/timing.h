@@ -73,6 +73,8 @@ typedef struct TimingGpu {
     uint8_t src[K_COUNT];
     uint8_t have[K_COUNT];
     char why[K_COUNT][160]; /* the table's source text */
+    char path[1024];        /* the file it was read from */
+    char validation[256];   /* its `# validation:` comment: how far its predictions were measured off */
 } TimingGpu;
 
 const char *timing_key_name(int k);
@@ -80,7 +82,9 @@ int timing_key_find(const char *name); /* -1 when unknown */
 
 /* Loads a table: a name (h100, b200: dir/<name>.tbl) or a path. 0, or -1 with a message. Every key
  * must be present, once. Lines: `key value source words...` (source: published, measured,
- * derived or assumed, then the citation or the microbenchmark's name); '#' comments. */
+ * derived or assumed, then the citation or the microbenchmark's name); '#' comments. One comment
+ * `# validation: TEXT` says how the table's predictions compared with kernels timed on a GPU (or that
+ * none were); the driver repeats it (fa4sim-table line) so that a prediction is never quoted without it. */
 int timing_load(TimingGpu *g, const char *name_or_path, const char *dir, char *err, size_t n);
 
 /* What the timing mode reports for a launch. */

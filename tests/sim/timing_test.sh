@@ -1,7 +1,8 @@
 #!/bin/sh
 # tests/sim/timing_test.sh - the timing mode's own checks (make sim-test step `timing`): a fixed small
 # sm90a case predicted twice (and under another scheduler seed) gives the same line; a table with half the
-# tensor-core rate predicts a longer time, one with a missing key is refused; the line names its units.
+# tensor-core rate predicts a longer time, one with a missing key is refused; the line names its units; the
+# latencies h200.tbl derives from microbenchmarks replay to the measured values.
 # Prints `timing: N passed, N failed`. Needs build/sim/libcuda.so.1 and build/sim/timecase.
 set -u
 cd "$(dirname "$0")/../.."
@@ -27,5 +28,10 @@ for g in h100 b200; do
     FA4SIM_TIMING=$g FA4SIM_CC=$([ $g = b200 ] && echo 100 || echo 90) build/sim/timecase --iters 1 kind=mha batch=1 sq=1 sk=1 hq=1 \
         target=$([ $g = b200 ] && echo sm100a || echo sm90a) > /dev/null 2>&1; ok $? "the $g table loads and a 1x1 case predicts"
 done
+# the microbenchmark-derived latencies of h200.tbl: the model replaying each benchmark's PTX reads its measurement
+# (tma_lat 801.7, mbar_wake 83.0 measured on the H200; tests/sim/mb_replay.py), within 1%
+python3 tests/sim/mb_replay.py tests/sim/gpus/h200.tbl "$w/mb" > "$w/mb.out" 2>&1
+awk '$1 == "tma_lat" { t = $7 } $1 == "mbar_wake" { m = $7 } END { exit !(t > 793 && t < 810 && m > 82 && m < 84) }' "$w/mb.out"
+ok $? "h200.tbl's tma_lat and mbar_wake replay to their measurements: $(awk '{ printf "%s %s ", $1, $7 }' "$w/mb.out")"
 echo "timing: $pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -741,6 +741,72 @@ static void test_cli_cache(void **state)
     remove_tree(dir);
 }
 
+/* ---- explain --predict: the simulator's timing mode run by the CLI (build/sim/timecase, which make unit builds) ---- */
+
+/* The number after `key` in text (the first), or -1. */
+static double t_number_after(const char *text, const char *key)
+{
+    const char *p = strstr(text, key);
+    return p ? atof(p + strlen(key)) : -1;
+}
+
+static void test_cli_predict(void **state)
+{
+    (void)state;
+    const char *small = "explain --target sm90a --depth 64 --predict h200 --batch 1 --heads 1 --seqlen-q 128 --seqlen-k 512";
+    char *a = NULL, *b = NULL, *plan = NULL, *slow = NULL, *err = NULL, args[1024];
+    assert_int_equal(t_run(small, &a, 1), 0);
+    assert_int_equal(t_run(small, &b, 1), 0);
+    assert_string_equal(a, b); /* deterministic: the same text twice */
+    assert_int_equal(t_run("explain --target sm90a --depth 64", &plan, 1), 0);
+    /* the plan first, unchanged, then the prediction of that plan's kernel */
+    assert_int_equal(strncmp(a, plan, strlen(plan)), 0);
+    const char *sym = strstr(plan, "symbol   ");
+    assert_non_null(sym);
+    char want[96];
+    snprintf(want, sizeof want, "  launch      %.*s grid=1x1x1", (int)strcspn(sym + 9, "\n"), sym + 9);
+    const char *needles[] = {"\nprediction  modelled (", "  gpu         h200 (table ", "/tests/sim/gpus/h200.tbl; ",
+                             "  validation  17 sm90a pairs timed on an H200", want,
+                             "  shape       batch=1 heads_q=1 heads_kv=1 seqlen_q=128 seqlen_k=512", "  bottleneck  ",
+                             "  busy        issue=", " tc=", " tma=", "  total       "};
+    for (size_t i = 0; i < sizeof needles / sizeof needles[0]; i++)
+        if (!strstr(a, needles[i])) fail_msg("--predict output lacks '%s':\n%s", needles[i], a);
+    double us = t_number_after(a, "  total       ");
+    if (!(us > 1 && us < 1000)) fail_msg("predicted %g us for a 128 x 512 tile", us);
+    /* the table decides: half the tensor-core rate (a table file) predicts a longer time */
+    const char *tbl = "build/tests/predict_slow.tbl";
+    snprintf(args, sizeof args, "sed 's/^tc_macs .*/tc_macs 900 derived half the rate (test)/' tests/sim/gpus/h200.tbl > %s", tbl);
+    assert_int_equal(system(args), 0);
+    snprintf(args, sizeof args, "explain --target sm90a --depth 64 --predict %s --batch 1 --heads 1 --seqlen-q 128 --seqlen-k 512", tbl);
+    assert_int_equal(t_run(args, &slow, 1), 0);
+    double us2 = t_number_after(slow, "  total       ");
+    if (!(us2 > us * 1.05)) fail_msg("half the tensor rate: %g -> %g us", us, us2);
+    remove(tbl);
+    /* refused before the plan is printed (exit 2, one line) */
+    t_refused("explain --target sm100a --depth 128 --predict h100", "--predict h100: an sm90a GPU", "give b200 or b300", NULL);
+    t_refused("explain --target sm90a --depth 128 --predict b300", "an sm100a GPU", "give h100 or h200", NULL);
+    t_refused("explain --target sm90a --depth 128 --predict a100", "'a100' is not a GPU", NULL);
+    t_refused("explain --target sm90a --depth 128 --predict h100 --json", "--predict: prints text after the plan; drop --json", NULL);
+    t_refused("explain --target sm90a --depth 128 --seqlen-k 4096", "--seqlen-k: a shape for --predict", NULL);
+    t_refused("explain --target sm90a --depth 128 --split 1 --predict h100", "a config with split=1 is not predicted", NULL);
+    t_refused("explain combine --target sm90a --ov-depth 128 --predict h100", "only mha and mla-sparse", NULL);
+    t_refused("explain --target sm90a --depth 128 --group 4 --heads 6 --predict h100", "--heads 6: not a multiple", NULL);
+    t_refused("explain --target sm90a --depth 128 --predict h100 --predict h200", "--predict: given twice", NULL);
+    t_refused("explain --target sm90a --depth 128 --predict h100 --samples 0", "--samples: '0' is not an integer in 1..64", NULL);
+    t_refused("explain mla-sparse --target sm100a --depth 576 --predict b200 --batch 2", "--batch: a sparse MLA call has no batch", NULL);
+    t_refused("mha --target sm90a --depth 128 --predict h100", "'--predict' is not an option", NULL);
+    /* no simulator: exit 1, one line saying what to build, nothing on stdout */
+    assert_int_equal(t_run("explain --target sm90a --depth 64 --predict h100", &err, 0), 0);
+    free(err);
+    err = NULL;
+    setenv("FA4GEN_TIMECASE", "/nonexistent/timecase", 1);
+    assert_int_equal(t_run("explain --target sm90a --depth 64 --predict h100", &err, 0), 1);
+    unsetenv("FA4GEN_TIMECASE");
+    t_one_line(err);
+    if (!strstr(err, "the simulator is not built") || !strstr(err, "make build/sim/timecase")) fail_msg("%s", err);
+    free(a), free(b), free(plan), free(slow), free(err);
+}
+
 /* ---- issue 26 item 6: FA4GEN_COMPILER (runtime/jit.c reads it; the first thing a kernel build asks) ---- */
 
 fa4_status rt_compiler_id(fa4_ctx *ctx, char *buf, size_t n); /* rt_internal.h */
@@ -774,7 +840,7 @@ int main(void)
         cmocka_unit_test(test_bundle_c_duplicates),    cmocka_unit_test(test_cli_help),
         cmocka_unit_test(test_cli_opt_equals),        cmocka_unit_test(test_compiler_env),
         cmocka_unit_test(test_cli_help_tools),        cmocka_unit_test(test_cli_configs),
-        cmocka_unit_test(test_cli_cache),
+        cmocka_unit_test(test_cli_cache),             cmocka_unit_test(test_cli_predict),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""tests/sim/mb_replay.py [--fix] TABLE [PTXDIR] - replays tests/gpu/microbench.c's latency microbenchmarks under the timing
+model: what would each read if the model's GPU ran it? A table value set from a microbenchmark is consistent only
+when the model, replaying that microbenchmark's own PTX, reads back the measured number; a difference means the
+value was defined differently from how the model charges it (e.g. a latency measured with its transfer time in
+it, to which the model adds the transfer again). Prints per benchmark: the table value, what the model reads,
+and with --fix the values that make the two agree (TABLE's values taken as the measurements).
+
+--fix: rewrite TABLE with each such value replaced by the consistent one (source `derived`, the measured number and
+the replay in its citation); tests/gpu/microbench.sh runs it on the table it measured.
+PTXDIR: the kernels written by `microbench --emit DIR` (default build/mb-ptx; made here when missing, with gcc).
+Needs build/sim/libcuda.so.1. CPU only, a few seconds. No attention kernel is involved.
+"""
+import ctypes
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+
+
+def emit(ptxdir):
+    if os.path.isfile(os.path.join(ptxdir, "mb_tma_lat.ptx")):
+        return
+    os.makedirs(ptxdir, exist_ok=True)
+    exe = os.path.join(ROOT, "build", "mb-emit")
+    cuda = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+    subprocess.run(["gcc", "-std=c11", "-D_GNU_SOURCE", "-O2", "-I" + cuda + "/include",
+                    os.path.join(ROOT, "tests/gpu/microbench.c"), "-o", exe,
+                    "-L" + cuda + "/lib64/stubs", "-lcuda"], check=True)
+    env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(ROOT, "build", "sim"))
+    subprocess.run([exe, "--emit", ptxdir], check=True, env=env)
+
+
+def dynamic_shared(ptx):
+    """The simulator takes shared memory as one dynamic (.extern) array; a kernel's static .shared arrays become
+    offsets into it (each at its alignment) and `mov.u32 %r, NAME;` its address. Returns (PTX, bytes)."""
+    lines, offs, top = [], {}, 0
+    for l in ptx.splitlines():
+        m = re.match(r"\s*\.shared\s+\.align\s+(\d+)\s+\.b(\d+)\s+(\w+)\[(\d+)\];", l)
+        if m:
+            al, bits, name, n = int(m.group(1)), int(m.group(2)), m.group(3), int(m.group(4))
+            top = (top + al - 1) // al * al
+            offs[name] = top
+            top += bits // 8 * n
+            continue
+        lines.append(l)
+    out = []
+    for l in lines:
+        m = re.match(r"(\s*)mov\.u32\s+(%r\d+),\s*(\w+);", l)
+        if m and m.group(3) in offs:
+            out.append("%smov.u32 %s, mb_dsmem;" % (m.group(1), m.group(2)))
+            out.append("%sadd.u32 %s, %s, %d;" % (m.group(1), m.group(2), m.group(2), offs[m.group(3)]))
+            continue
+        if l.startswith(".visible .entry"):
+            out.append(".extern .shared .align 1024 .b8 mb_dsmem[];")
+        out.append(l)
+    return "\n".join(out) + "\n", top
+
+
+def read_table(path):
+    vals = {}
+    for line in open(path):
+        w = line.split("#")[0].split()
+        if len(w) >= 3:
+            vals[w[0]] = float(w[1])
+    return vals
+
+
+def replay(table, ptxdir):
+    """What the model reads in each benchmark with this table: {key: clocks} (a child process: the simulated
+    driver reads its table once)."""
+    r = subprocess.run([sys.executable, os.path.abspath(__file__), "--read", table, ptxdir], capture_output=True,
+                       text=True)
+    got = dict((l.split()[0], float(l.split()[1])) for l in r.stdout.splitlines() if l.startswith(("tma_lat", "mbar_wake")))
+    if len(got) != 2:
+        sys.exit("mb_replay: the replay failed: %s" % (r.stdout + r.stderr)[-400:])
+    return got
+
+
+def with_values(table, values, out):
+    text = []
+    for line in open(table):
+        w = line.split()
+        if w and w[0] in values:
+            line = values[w[0]] if isinstance(values[w[0]], str) else "%-13s %.1f derived (replay)\n" % (w[0], values[w[0]])
+        text.append(line)
+    open(out, "w").write("".join(text))
+
+
+def main():
+    argv = sys.argv[1:]
+    if argv and argv[0] == "--read":
+        return read_benchmarks(os.path.abspath(argv[1]), argv[2])
+    fix = bool(argv) and argv[0] == "--fix"
+    argv = argv[1:] if fix else argv
+    if not argv:
+        print(__doc__)
+        return 2
+    table = os.path.abspath(argv[0])
+    ptxdir = os.path.abspath(argv[1] if len(argv) > 1 else os.path.join(ROOT, "build", "mb-ptx"))
+    emit(ptxdir)
+    have = read_table(table)
+    if not fix:  # what the model reads with the table as it is
+        got = replay(table, ptxdir)
+        for key, bench in (("mbar_wake", "mb_mbar_rt"), ("tma_lat", "mb_tma_lat")):
+            print("%-10s %-11s table %8.1f  model reads %8.1f" % (key, bench, have[key], got[key]))
+        return 0
+    # mbar_wake first: the ping-pong has no TMA in it. The TMA loop waits on an mbarrier, so its latency is
+    # solved with the consistent wake in place, by the secant method (the loop's time is nearly linear in it)
+    got = replay(table, ptxdir)
+    new = {"mbar_wake": have["mbar_wake"] - (got["mbar_wake"] - have["mbar_wake"])}
+    read = {"mbar_wake": got["mbar_wake"]}
+    with tempfile.TemporaryDirectory() as d:
+        t2 = os.path.join(d, "t.tbl")
+        x0, y0 = have["tma_lat"], None
+        x = x0
+        for _ in range(6):
+            new["tma_lat"] = x
+            with_values(table, new, t2)
+            y = replay(t2, ptxdir)["tma_lat"]
+            if y0 is None:
+                read["tma_lat"] = y  # with the measured latency: what the table as given makes the model read
+            if abs(y - have["tma_lat"]) < 0.5:
+                break
+            slope = (y - y0) / (x - x0) if y0 is not None and x != x0 else 1.0
+            x0, y0 = x, y
+            x = x - (y - have["tma_lat"]) / slope
+        new["tma_lat"] = x
+    bench = {"tma_lat": "mb_tma_lat", "mbar_wake": "mb_mbar_rt"}
+    for key in ("mbar_wake", "tma_lat"):
+        print("%-10s %-11s table %8.1f  model reads %8.1f  consistent value %8.1f" %
+              (key, bench[key], have[key], read[key], new[key]))
+    if fix:
+        lines = {}
+        for key in new:
+            if new[key] <= 0:
+                sys.exit("mb_replay: %s would be %.1f: the model charges that loop more than it measured" % (key, new[key]))
+            lines[key] = ("%-13s %-6.1f derived   microbench %s measured %.1f; the model replaying its PTX (tests/sim/"
+                          "mb_replay.py) read %.1f, the loop's other charges added again; %.1f makes it read the measured value\n"
+                          % (key, new[key], bench[key], have[key], read[key], new[key]))
+        with_values(table, lines, table)
+        print("mb_replay: %s rewritten" % table)
+    return 0
+
+
+def read_benchmarks(table, ptxdir):
+    os.environ.update(FA4SIM_TIMING=table, FA4SIM_CC="90", FA4SIM_TIMING_SAMPLES="1")
+    cu = ctypes.CDLL(os.path.join(ROOT, "build", "sim", "libcuda.so.1"))
+    ck = lambda r, what: r == 0 or sys.exit("mb_replay: %s failed: %d" % (what, r))
+    dev, ctx = ctypes.c_int(), ctypes.c_void_p()
+    ck(cu.cuInit(0), "cuInit")
+    ck(cu.cuDeviceGet(ctypes.byref(dev), 0), "cuDeviceGet")
+    ck(cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev), "cuDevicePrimaryCtxRetain")
+    ck(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+    out, src = ctypes.c_uint64(), ctypes.c_uint64()
+    ck(cu.cuMemAlloc_v2(ctypes.byref(out), ctypes.c_size_t(4096)), "cuMemAlloc")
+    ck(cu.cuMemAlloc_v2(ctypes.byref(src), ctypes.c_size_t(4 << 20)), "cuMemAlloc")
+
+    def run(name, params, block):
+        mod, fn = ctypes.c_void_p(), ctypes.c_void_p()
+        ptx, smem = dynamic_shared(open(os.path.join(ptxdir, name + ".ptx")).read())
+        text = ptx.encode() + b"\0"
+        ck(cu.cuModuleLoadDataEx(ctypes.byref(mod), ctypes.c_char_p(text), 0, None, None), "load " + name)
+        ck(cu.cuModuleGetFunction(ctypes.byref(fn), mod, name.encode()), "function " + name)
+        keep = [ctypes.c_uint64(out.value)] + [t(p) for t, p in params]
+        args = (ctypes.c_void_p * len(keep))(*[ctypes.cast(ctypes.byref(k), ctypes.c_void_p) for k in keep])
+        ck(cu.cuLaunchKernel(fn, 1, 1, 1, block, 1, 1, smem, None, args, None), "launch " + name)
+        ck(cu.cuCtxSynchronize(), "sync " + name)
+        h = (ctypes.c_uint64 * 2)()
+        ck(cu.cuMemcpyDtoH_v2(h, out, ctypes.c_size_t(16)), "copy")
+        return h[0]
+
+    # the microbenchmarks' own launches (tests/gpu/microbench.c main): grid 1, the same parameters and arithmetic
+    tn = 512
+    u32, u64 = ctypes.c_uint32, ctypes.c_uint64
+    tma = run("mb_tma_lat", [(u64, src.value), (u32, tn), (u32, 4 << 20), (u32, 1 << 20)], 128) / tn
+    mn = 2000
+    mbar = run("mb_mbar_rt", [(u32, mn)], 64) / mn / 2
+    print("tma_lat %.3f\nmbar_wake %.3f" % (tma, mbar))
+    return 0
+
+if __name__ == "__main__":
+    sys.exit(main())
