@@ -1,6 +1,7 @@
 """bench_bwd.py - fa4's attention backward (issue 29, sm90a) against cuDNN's (torch SDPA, cuDNN backend), one run.
 
     python3 bench/bench_bwd.py [--out FILE] [--json FILE] [--shapes SUBSTR] [--reps 20] [--variants "default;bm=64"]
+                               [--no-train]
 
 Per shape: the backward alone, timed by CUDA events (median of --reps after warm-up), fa4 and cuDNN taking turns
 within every repetition (benchlib.time_interleaved), inputs rotated among sets so L2 does not hold them.
@@ -9,6 +10,10 @@ SDPA (cuDNN backend) output kept with its graph (the cuDNN backward kernel and i
 TFLOP/s counts the backward as 2.5 x the forward's 4 B H Sq Sk D, halved for causal (Sq = Sk). Peak extra memory:
 torch.cuda.max_memory_allocated over one call beyond what was allocated before it (fa4: workspace + dq, dk, dv,
 the caller's; cuDNN: its grads and workspace). The ceiling is the measured cuBLAS bf16 8192^3 matmul rate.
+Then (unless --no-train) a training step's attention, forward + backward, per shape: fa4_torch.flash_attn_func
+(autograd through fa4::mha_bwd) against SDPA on cuDNN, torch.autograd.grad of each output for the same dO,
+timed the same way (eager: the host's cost included, as a training loop pays it) and as CUDA-graph replays (the
+GPU's time alone); TFLOP/s counts 3.5 x the forward's FLOPs.
 """
 import argparse
 import datetime
@@ -24,7 +29,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fa4  # noqa: E402
-from benchlib import gpu_state, matmul_ceiling, time_interleaved, write_lines  # noqa: E402
+import fa4_torch  # noqa: E402
+from benchlib import capture, gpu_state, matmul_ceiling, time_interleaved, write_lines  # noqa: E402
 
 SHAPES = [  # name, B, H, S, D, causal; cuDNN's H100 TFLOP/s from the issue
     ("B2 H16 S8192 d128 full", 2, 16, 8192, 128, False, 532),
@@ -41,6 +47,52 @@ SHAPES = [  # name, B, H, S, D, causal; cuDNN's H100 TFLOP/s from the issue
 def flops(B, H, S, D, causal):
     f = 2.5 * 4.0 * B * H * S * S * D
     return f / 2 if causal else f
+
+
+def train_step_row(name, B, H, S, D, causal, reps, nsets=2):
+    """Forward + backward of the attention alone (what a training step spends on it), fa4 beside SDPA/cuDNN."""
+    scale = 1.0 / math.sqrt(D)
+    sets = []
+    for _ in range(nsets):
+        q, k, v, do = (torch.randn(B, S, H, D, device="cuda", dtype=torch.bfloat16) for _ in range(4))
+        sets.append((q.requires_grad_(), k.requires_grad_(), v.requires_grad_(), do))
+
+    def fa(q, k, v, do):
+        o = fa4_torch.flash_attn_func(q, k, v, causal=causal, softmax_scale=scale)
+        return torch.autograd.grad(o, (q, k, v), do)
+
+    def sdpa(q, k, v, do):
+        qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            o = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, scale=scale)
+        return torch.autograd.grad(o, (q, k, v), do.transpose(1, 2))
+    fl = 3.5 * 4.0 * B * H * S * S * D / (2 if causal else 1)
+    row = {"shape": name, "flops": fl}
+    try:
+        ms = time_interleaved([fa, sdpa], sets, reps)
+        row["fa4_ms"], row["sdpa_ms"] = ms
+        row["fa4_tflops"], row["sdpa_tflops"] = fl / ms[0] / 1e9, fl / ms[1] / 1e9
+        row["ratio"] = ms[1] / ms[0]
+        line = "train %-26s | eager: fa4 fwd+bwd %6.1f TFLOP/s (%.3f ms) | SDPA cuDNN %6.1f (%.3f ms) | ratio %.3f" % (
+            name, row["fa4_tflops"], ms[0], row["sdpa_tflops"], ms[1], row["ratio"])
+    except Exception as e:  # noqa: BLE001
+        row["error"] = str(e).split("\n")[0][:160]
+        return row, "train %-26s | n/a (%s)" % (name, row["error"][:100])
+    try:  # the same steps captured in CUDA graphs (a graph runs every set once): the GPU's time without the host's
+        graphs = [capture(lambda x, f=f: f(*x), sets) for f in (fa, sdpa)]
+        gms = time_interleaved([g.replay for g in graphs], [()], reps)
+        row["fa4_graph_ms"], row["sdpa_graph_ms"] = gms[0] / nsets, gms[1] / nsets
+        row["graph_ratio"] = gms[1] / gms[0]
+        line += " | graphs: fa4 %6.1f (%.3f ms) | SDPA %6.1f (%.3f ms) | ratio %.3f" % (
+            fl / row["fa4_graph_ms"] / 1e9, row["fa4_graph_ms"], fl / row["sdpa_graph_ms"] / 1e9,
+            row["sdpa_graph_ms"], row["graph_ratio"])
+        del graphs
+    except Exception as e:  # noqa: BLE001
+        row["graph_error"] = str(e).split("\n")[0][:160]
+        line += " | graphs n/a (%s)" % row["graph_error"][:80]
+    del sets
+    torch.cuda.empty_cache()
+    return row, line
 
 
 def peak_extra(fn):
@@ -62,6 +114,7 @@ def main():
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--sets", type=int, default=2)
     ap.add_argument("--variants", default="default", help="';'-separated fa4 config words (commas for spaces)")
+    ap.add_argument("--no-train", action="store_true", help="leave out the training-step (forward + backward) rows")
     args = ap.parse_args()
     variants = [v.strip().replace(",", " ") for v in args.variants.split(";") if v.strip()]
     torch.manual_seed(0)
@@ -159,10 +212,20 @@ def main():
         print(lines[-1], flush=True)
         del sets, cud_sets, fa_sets
         torch.cuda.empty_cache()
+    train = []
+    if not args.no_train:
+        for name, B, H, S, D, causal, _ in SHAPES:
+            if args.shapes and args.shapes not in name:
+                continue
+            row, line = train_step_row(name, B, H, S, D, causal, args.reps)
+            train.append(row)
+            lines.append(line)
+            print(line, flush=True)
     write_lines(args.out, lines)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"gpu": gpu, "torch": torch.__version__, "ceiling_tflops": ceiling, "rows": rows}, f, indent=1)
+            json.dump({"gpu": gpu, "torch": torch.__version__, "ceiling_tflops": ceiling, "rows": rows,
+                       "train": train}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,9 @@ The ops `fa4::mha_fwd` and `fa4::mla_sparse_fwd` call the ctypes binding (fa4.py
 fake (meta) implementations, so torch.compile(fullgraph=True) traces through them without a
 graph break. The FlashAttention wrappers (flash_attn_func, flash_attn_varlen_func,
 flash_attn_with_kvcache) call fa4 directly in eager mode when nothing traces the call and no input
-needs autograd (the op's dispatch costs more than the kernel launch there); otherwise they take the op. Each call launches on torch's current stream, never synchronises the host, and
+needs autograd (the op's dispatch costs more than the kernel launch there); when autograd tracks an input and
+nothing traces, mha_fwd and the FlashAttention wrappers run the ops' own forward and backward through a
+torch.autograd.Function (_EagerGrad); otherwise they take the op. Each call launches on torch's current stream, never synchronises the host, and
 allocates its outputs with torch (libfa4rt allocates no device memory), so CUDA-graph capture
 and replay work once the kernel has been fetched: run the op once before capturing (the first
 call of a config generates, compiles and loads its kernel, which a capture cannot do).
@@ -72,14 +74,49 @@ def _direct(q, *tensors):
     return True
 
 
+def _plain(*tensors):
+    """Plain CUDA tensors (None skipped) and nothing that traces: an op's implementation may run without the op."""
+    if not _modes_off():
+        return False
+    return all(t is None or (type(t) is Tensor and _on_cuda(t)) for t in tensors)
+
+
+# An eager call that autograd tracks would pay two custom-op dispatches, the forward's and the backward's
+# (~180 us of host time each on the H200 host, bench/NOTES.md "training step"), against ~330 us of kernels for a
+# training step's attention at B16 H16 S512. When nothing traces the call (_plain), the wrappers run the op's own
+# implementation, setup_context and backward formula through this autograd.Function instead, and the backward calls
+# fa4::mha_bwd's implementation directly; the same calls under torch.compile, make_fx, fake tensors or functorch take
+# the ops and their registered autograd, as before.
+class _EagerGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, impl, setup, bwd, *inputs):
+        output = impl(*inputs)
+        setup(ctx, inputs, output)
+        ctx.formula = bwd
+        return output
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return (None, None, None) + tuple(ctx.formula(ctx, *grads))
+
+
+def _with_grad(impl, op, setup, bwd, tensors, *inputs):
+    """op(*inputs), or the same through _EagerGrad when autograd tracks one of the tensors and nothing traces."""
+    if torch.is_grad_enabled() and _plain(*tensors) and any(t is not None and t.requires_grad for t in tensors):
+        return _EagerGrad.apply(impl, setup, bwd, *inputs)
+    return op(*inputs)
+
+
 # ---------------------------------------------------------------- mha_fwd
 
-@torch.library.custom_op("fa4::mha_fwd", mutates_args=())
-def _mha_fwd(q: Tensor, k: Tensor, v: Tensor, causal: bool, softmax_scale: Optional[float],
-             window: Optional[List[int]], config: Optional[str], sink: Optional[Tensor] = None,
-             softcap: float = 0.0, deterministic: bool = False) -> Tuple[Tensor, Tensor]:
+def _mha_fwd_impl(q: Tensor, k: Tensor, v: Tensor, causal: bool, softmax_scale: Optional[float],
+                  window: Optional[List[int]], config: Optional[str], sink: Optional[Tensor] = None,
+                  softcap: float = 0.0, deterministic: bool = False) -> Tuple[Tensor, Tensor]:
     return fa4.mha_fwd(q, k, v, causal=causal, softmax_scale=softmax_scale, return_lse=True, config=config,
                        window=tuple(window) if window is not None else None, sink=sink, softcap=softcap or None)
+
+
+_mha_fwd = torch.library.custom_op("fa4::mha_fwd", _mha_fwd_impl, mutates_args=())
 
 
 @_mha_fwd.register_fake
@@ -98,8 +135,9 @@ def mha_fwd(q, k, v, causal=False, softmax_scale=None, return_lse=False, config=
     soft-cap (None/0: none). Differentiable (sm90a, depths 64/128/256): dq, dk, dv, and dsink for a sink that
     requires grad; a loss on lse differentiates too. deterministic: the backward sums dQ in a fixed order
     (bit-identical gradients run to run; the forward is deterministic either way)."""
-    o, lse = torch.ops.fa4.mha_fwd(q, k, v, causal, softmax_scale, list(window) if window is not None else None,
-                                   config, sink, float(softcap or 0.0), fa4._bool("deterministic", deterministic))
+    o, lse = _with_grad(_mha_fwd_impl, torch.ops.fa4.mha_fwd, _mha_fwd_setup, _mha_fwd_bwd, (q, k, v, sink),
+                        q, k, v, causal, softmax_scale, list(window) if window is not None else None, config, sink,
+                        float(softcap or 0.0), fa4._bool("deterministic", deterministic))
     return (o, lse) if return_lse else o
 
 
@@ -146,12 +184,14 @@ def _fake_out(q, v):
     return q.new_empty(tuple(q.shape[:-1]) + (v.shape[-1],), dtype=dt)
 
 
-@torch.library.custom_op("fa4::flash_attn", mutates_args=())
-def _flash_attn(q: Tensor, k: Tensor, v: Tensor, softmax_scale: Optional[float], causal: bool, window_left: int,
-                window_right: int, softcap: float, alibi_slopes: Optional[Tensor],
-                deterministic: bool = False) -> Tuple[Tensor, Tensor]:
+def _flash_attn_impl(q: Tensor, k: Tensor, v: Tensor, softmax_scale: Optional[float], causal: bool, window_left: int,
+                     window_right: int, softcap: float, alibi_slopes: Optional[Tensor],
+                     deterministic: bool = False) -> Tuple[Tensor, Tensor]:
     return fa4.flash_attn_func(q, k, v, softmax_scale, causal, (window_left, window_right), softcap, alibi_slopes,
                                return_lse=True)
+
+
+_flash_attn = torch.library.custom_op("fa4::flash_attn", _flash_attn_impl, mutates_args=())
 
 
 @_flash_attn.register_fake
@@ -171,18 +211,21 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, window_size=(-1, 
     if _direct(q, k, v, alibi_slopes):
         return fa4.flash_attn_func(q, k, v, softmax_scale, causal, window_size, softcap, alibi_slopes, return_lse)
     wl, wr = _window(window_size)
-    o, lse = torch.ops.fa4.flash_attn(q, k, v, softmax_scale, causal, wl, wr, float(softcap or 0.0), alibi_slopes,
-                                      bool(deterministic))
+    o, lse = _with_grad(_flash_attn_impl, torch.ops.fa4.flash_attn, _flash_attn_setup, _flash_attn_bwd,
+                        (q, k, v, alibi_slopes), q, k, v, softmax_scale, causal, wl, wr, float(softcap or 0.0),
+                        alibi_slopes, bool(deterministic))
     return (o, lse) if return_lse else o
 
 
-@torch.library.custom_op("fa4::flash_attn_varlen", mutates_args=())
-def _flash_attn_varlen(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor, max_seqlen_q: int,
-                       max_seqlen_k: int, softmax_scale: Optional[float], causal: bool, window_left: int,
-                       window_right: int, softcap: float, alibi_slopes: Optional[Tensor],
-                       block_table: Optional[Tensor], deterministic: bool = False) -> Tuple[Tensor, Tensor]:
+def _flash_attn_varlen_impl(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor,
+                            max_seqlen_q: int, max_seqlen_k: int, softmax_scale: Optional[float], causal: bool,
+                            window_left: int, window_right: int, softcap: float, alibi_slopes: Optional[Tensor],
+                            block_table: Optional[Tensor], deterministic: bool = False) -> Tuple[Tensor, Tensor]:
     return fa4.flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale,
                                       causal, (window_left, window_right), softcap, alibi_slopes, True, block_table)
+
+
+_flash_attn_varlen = torch.library.custom_op("fa4::flash_attn_varlen", _flash_attn_varlen_impl, mutates_args=())
 
 
 @_flash_attn_varlen.register_fake
@@ -204,9 +247,10 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
                                           softmax_scale, causal, window_size, softcap, alibi_slopes, return_lse,
                                           block_table)
     wl, wr = _window(window_size)
-    o, lse = torch.ops.fa4.flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                                             softmax_scale, causal, wl, wr, float(softcap or 0.0), alibi_slopes,
-                                             block_table, bool(deterministic))
+    o, lse = _with_grad(_flash_attn_varlen_impl, torch.ops.fa4.flash_attn_varlen, _flash_attn_varlen_setup,
+                        _flash_attn_varlen_bwd, (q, k, v, cu_seqlens_q, cu_seqlens_k, alibi_slopes, block_table), q,
+                        k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, wl, wr,
+                        float(softcap or 0.0), alibi_slopes, block_table, bool(deterministic))
     return (o, lse) if return_lse else o
 
 
@@ -282,12 +326,11 @@ def _bwd_out(like):
     return g if _bwd_ready(g) else torch.empty(like.shape, dtype=like.dtype, device=like.device)
 
 
-@torch.library.custom_op("fa4::mha_bwd", mutates_args=())
-def _mha_bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, dlse: Optional[Tensor],
-             causal: bool, softmax_scale: Optional[float], window: Optional[List[int]], softcap: float,
-             sink: Optional[Tensor], cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor],
-             max_seqlen_q: int, max_seqlen_k: int, config: Optional[str],
-             deterministic: bool = False) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+def _mha_bwd_impl(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, dlse: Optional[Tensor],
+                  causal: bool, softmax_scale: Optional[float], window: Optional[List[int]], softcap: float,
+                  sink: Optional[Tensor], cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor],
+                  max_seqlen_q: int, max_seqlen_k: int, config: Optional[str],
+                  deterministic: bool = False) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
     dq, dk, dv = _bwd_out(q), _bwd_out(k), _bwd_out(v)
     varlen = cu_seqlens_q is not None
     r = fa4.mha_bwd(_bwd_in(dout), _bwd_in(q), _bwd_in(k), _bwd_in(v), _bwd_in(out), lse.contiguous(), causal=causal,
@@ -297,6 +340,9 @@ def _mha_bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Te
                     max_seqlen_k=max_seqlen_k if varlen else None, dq=dq, dk=dk, dv=dv, softcap=softcap or None,
                     dlse=dlse.contiguous() if dlse is not None else None, deterministic=deterministic)
     return dq, dk, dv, (r[3] if sink is not None else q.new_empty((0,), dtype=torch.float32))
+
+
+_mha_bwd = torch.library.custom_op("fa4::mha_bwd", _mha_bwd_impl, mutates_args=())
 
 
 @_mha_bwd.register_fake
@@ -329,10 +375,10 @@ def _mha_backward(ctx, grad_out, grad_lse):
     if grad_out is None:
         grad_out = torch.zeros_like(out)
     b = ctx.bwd
-    dq, dk, dv, dsink = torch.ops.fa4.mha_bwd(grad_out, q, k, v, out, lse, grad_lse, b["causal"], b["softmax_scale"],
-                                              b["window"], b["softcap"], sink, b.get("cu_seqlens_q"),
-                                              b.get("cu_seqlens_k"), b.get("max_seqlen_q", 0),
-                                              b.get("max_seqlen_k", 0), None, b.get("deterministic", False))
+    run = _mha_bwd_impl if _plain(grad_out, q, k, v, out, lse, grad_lse, sink) else torch.ops.fa4.mha_bwd
+    dq, dk, dv, dsink = run(grad_out, q, k, v, out, lse, grad_lse, b["causal"], b["softmax_scale"], b["window"],
+                            b["softcap"], sink, b.get("cu_seqlens_q"), b.get("cu_seqlens_k"), b.get("max_seqlen_q", 0),
+                            b.get("max_seqlen_k", 0), None, b.get("deterministic", False))
     return dq, dk, dv, (dsink if sink is not None else None)
 
 
