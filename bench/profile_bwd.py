@@ -106,6 +106,9 @@ def main():
                                            cud, args.calls)))
         lines.append("== %s (%.1f GFLOP)" % (name, fl / 1e9))
         for who, ks in runs:
+            if not ks:  # under ncu, CUPTI has another subscriber and torch.profiler records nothing
+                lines.append("  %-22s no kernels recorded (another profiler holds CUPTI)" % who)
+                continue
             total = sum(t for _, t in ks)
             main_t = max(t for _, t in ks) if ks else 0
             parts = ["%s %.1f (%.0f%%)" % (short_name(n), t, 100 * t / total) for n, t in ks]

@@ -9,6 +9,9 @@
 #   6. bench/bench_bwd.py: fa4 vs cuDNN backward TFLOP/s and peak extra memory (BENCH=0 skips it)
 # Logs go to $OUT (default build/gpu-out): bwd_summary.txt (every step's last lines), bwd_details.txt, test_bwd.json,
 # test_autograd.json, bench_bwd.txt, bench_bwd.json. Exit status 1 when a step failed.
+# --only-profile: instead, where the time goes: bench/profile_bwd.py (every kernel of fa4's backward and of cuDNN's,
+# per shape and variant: VARIANTS, SHAPES) into profile_bwd.txt, then ncu (clocks left alone) of fa4's main kernel
+# for each shape of NCU_SHAPES (';'-separated) into ncu_<n>.txt.
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 OUT=${OUT:-build/gpu-out}
@@ -16,6 +19,23 @@ mkdir -p "$OUT"
 CUDA=${CUDA_HOME:-/usr/local/cuda}
 export PATH="$CUDA/bin:$PATH" PYTHONUNBUFFERED=1
 export FA4GEN_CACHE_DIR=${FA4GEN_CACHE_DIR:-$(mktemp -d)}
+if [ "${1:-}" = "--only-profile" ]; then
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
+    make -j16 build/fa4gen build/libfa4rt.so > "$OUT/build.log" 2>&1 || { tail "$OUT/build.log"; exit 1; }
+    python3 bench/profile_bwd.py --out "$OUT/profile_bwd.txt" --shapes "${SHAPES:-}" --variants "${VARIANTS:-default}" ||
+        exit 1
+    n=0
+    echo "${NCU_SHAPES:-}" | tr ';' '\n' | while read -r s; do
+        [ -n "$s" ] || continue
+        n=$((n + 1))
+        timeout 240 ncu --clock-control none --kernel-name regex:'fa4_mha_bwd_sm90a' --launch-skip 3 --launch-count 1 \
+            --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+            --section WarpStateStats --section Occupancy --section LaunchStats --section SourceCounters \
+            python3 bench/profile_bwd.py --shapes "$s" --calls 1 > "$OUT/ncu_$n.txt" 2>&1
+        echo "ncu $s: rc=$? -> ncu_$n.txt ($(wc -l < "$OUT/ncu_$n.txt") lines)"
+    done
+    exit 0
+fi
 SUM=$OUT/bwd_summary.txt DET=$OUT/bwd_details.txt
 : > "$SUM"; : > "$DET"
 fail=0
