@@ -25,7 +25,7 @@ export LSAN_OPTIONS="suppressions=$ROOT/tests/sanitize/lsan.supp:print_suppressi
 echo "test-sanitize: building with $CC_NAME $FLAGS"
 make -s CC="$CC_NAME $FLAGS" CFLAGS="-O1 -g" build/fa4gen build/libfa4rt.so build/tests/test_launch \
     build/fakecuda/libcuda.so.1 build/sim/libcuda.so.1 build/sim/sim_mha build/sim/test_tc build/sim/test_tma \
-    build/sim/test_core $(ls tests/unit/test_*.c | sed 's|tests/unit/\(.*\)\.c|build/tests/\1|' | grep -v test_launch) \
+    build/sim/test_core build/sim/timecase $(ls tests/unit/test_*.c | sed 's|tests/unit/\(.*\)\.c|build/tests/\1|' | grep -v test_launch) \
     || { echo "test-sanitize: build failed"; exit 1; }
 # test_tc times one MMA against 1 ms, which ASan's slowdown brushes: UBSan only there (tc.c itself
 # runs under ASan inside the simulated driver, in the sim_mha cases)
