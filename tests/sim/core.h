@@ -44,6 +44,12 @@ typedef struct Shadow {
     uint32_t rep;     /* TMEM: its epoch at the read (the pipe: the reading op's sequence number) */
 } Shadow;
 
+/* A thread's (non-.relaxed) arrival on an mbarrier: the thread, its epoch at the arrival, the PTX line. */
+typedef struct MbArrival {
+    uint32_t ep;
+    int t, line;
+} MbArrival;
+
 typedef struct Mbar {
     int cta;
     uint32_t addr;
@@ -56,6 +62,10 @@ typedef struct Mbar {
     int init_line;
     int init_t;        /* the thread whose mbarrier.init made it, and its epoch then: a use must see it */
     uint32_t init_ep;
+    /* the thread arrivals of the current phase [0] and of the last completed one [1]: an arrival must be ordered
+     * after every arrival of the previous phase (sim.c, mbar_arrival_ordered) */
+    MbArrival *arr[2];
+    int narr[2], caparr[2];
 } Mbar;
 
 typedef struct NamedBar {

@@ -23,15 +23,37 @@ equivalent del_after_k2_15 "tcgen05.dealloc is synchronous: ordered after the ba
 equivalent del_wgmma_k9_3 "no accumulator or A register accessed since the previous wgmma.fence"
 equivalent del_wgmma_k14_2 "no accumulator or A register accessed since the previous wgmma.fence"
 equivalent del_wgmma_k14_5 "no accumulator or A register accessed since the previous wgmma.fence"
-# Known survivors, not yet explained (harmful or equivalent: to be analysed; the simulator passes them):
-#   kernel 2's softmax before_thread_sync 2 (row factor), 3 (P, unmasked), 9, 10: in the pair the reader may
-#   acquire a later release of the same thread (after a later fence) before it reads, which the ISA
-#   accepts; whether every schedule does is not shown
-for i in 2 3 9 10; do survivor "del_before_k2_$i" "not analysed: a later fence and release of the same thread may cover it"; done
-#   sparse MLA sm_100a (kernels 4 and 15): five after_thread_sync each
-for i in 1 2 7 9 11; do survivor "del_after_k4_$i" "not analysed (sparse MLA head-128)"; done
-for i in 1 2 6 8 10; do survivor "del_after_k15_$i" "not analysed (sparse MLA head-64)"; done
-# item 3: bar_p_full initialised with 127 of its 128 arrivals: each phase completes one arrival early and the
-# extra arrival opens the next; not caught with seed 1 (not analysed further: the simulator reports an
-# over-arrival only past the count, and an early phase only when the late thread's P is read unacquired)
-survivor t3_bar_count_lo "one arrival too many per phase: phases complete early; not caught on this schedule"
+#   kernel 2, before_thread_sync 9: the correction's, after its last tcgen05.ld of O, before bar.sync 2 (tmem_free).
+#   In the pair the MMA warp does nothing with TMEM after that barrier: TMEM is freed after the cluster barrier
+#   at the exit, and every thread executes before_thread_sync 10 there before barrier.cluster.arrive.release, so
+#   its tcgen05.ld (completed by wait::ld) is ordered before the release the freeing warp acquires (PTX ISA:
+#   an async tcgen05 op before a before_thread_sync is ordered before every later execution-ordering op)
+equivalent del_before_k2_9 "the same thread's before_thread_sync at the exit orders its O loads before the cluster barrier the dealloc follows"
+#   10: the exit's fence before barrier.cluster.arrive: each thread's async tcgen05 ops are already ordered before
+#   a release the freeing warp acquires (softmax: wait::st/ld, before_thread_sync, arrive on bar_l, which the
+#   correction waited for; correction: fence 9 and bar.sync 2 with the freeing warp; the MMAs: their commits,
+#   which the correction waited for), and nothing after bar.sync 2 touches TMEM before the dealloc
+equivalent del_before_k2_10 "every thread's tcgen05 ops are ordered before bar.sync 2 by earlier fences and releases; the dealloc follows it"
+# sparse MLA sm_100a, head-128 pair (kernel 4) and head-64 (kernel 15)
+#   1: the prologue's after_thread_sync after the cluster barrier: the load warp issues no tcgen05 op, the MMA
+#      warp's first one (QK) follows after_thread_sync 2 and the softmax's first (S ld) its own fence after its
+#      first wait, which order them after that barrier too (the same as kernel 1's)
+equivalent del_after_k4_1 "each role's first tcgen05 op follows a later after_thread_sync (or is the allocating warp's)"
+equivalent del_after_k15_1 "each role's first tcgen05 op follows a later after_thread_sync (or is the allocating warp's)"
+#   2: the MMA warp's fence after the block's K wait, before QK into S_b. QK writes S_b, which the softmax last read
+#      (S ld) and wrote (P st) two blocks before, ordered before its P arrival (wait::ld / ::st, before_thread_sync);
+#      the MMA warp acquired that arrival before the previous PV and executed after_thread_sync then, and that
+#      fence orders every later async tcgen05 op of the thread, this QK included. K and Q are TMA writes in
+#      shared memory published by the mbarrier wait itself, as in every sm_100a kernel's first QK (no
+#      after_thread_sync between the K wait and that MMA); the ISA's tcgen05.fence text speaks of ordering among
+#      tcgen05 operations, and the simulator reads it so (a tcgen05.mma's shared-memory operands are checked
+#      against the thread's waits, its TMEM against its after_thread_sync)
+equivalent del_after_k4_2 "S_b's last TMEM accesses by other threads were acquired before the previous PV's after_thread_sync"
+equivalent del_after_k15_2 "S_b's last TMEM accesses by other threads were acquired before the previous PV's after_thread_sync"
+#   kernel 4's 11 and kernel 15's 6: before tcgen05.dealloc, a synchronous tcgen05 instruction
+equivalent del_after_k4_11 "tcgen05.dealloc is synchronous: ordered after the barrier by program order"
+equivalent del_after_k15_6 "tcgen05.dealloc is synchronous: ordered after the barrier by program order"
+# (Kernel 2's before_thread_sync 2 and 3, kernel 4's after_thread_sync 7 and 9 and kernel 15's 8 and 10 guard paths
+# the earlier cases never ran -- the pair's unmasked blocks, the lazy O rescale, the head-64 kernel's third block --
+# and are caught on the cases above. bar_p_full initialised with 127 arrivals (t3_bar_count_lo) is caught as an
+# arrival not ordered after the previous phase's arrivals.)

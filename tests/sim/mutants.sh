@@ -83,13 +83,17 @@ FAILED=0
 # The cases: a d128 bf16 causal kernel on sm_100a (one CTA per tile), its CTA-pair
 # form (config cta=2) and the sm_90a kernel. seqlen 512 gives every Q tile several KV
 # blocks (masked and unmasked ones) and wraps the sm_100a K/V ring (5 slots, 8 loads).
+# The pair's tile is 512 rows, so at seqlen_q = seqlen_k = 512 every one of its blocks holds a masked row
+# and the softmax's unmasked path never runs: its case takes 384 queries over 512 keys (causal,
+# bottom-right: row i sees keys up to i + 128), so KV block 0 is unmasked for the whole tile and blocks
+# 1..3 are masked; CTA 0 holds rows 0..255, CTA 1 rows 256..383.
 # The sm_90a kernel is persistent: on a one-SM device (FA4SIM_SMS=1) its one CTA walks all 4
 # tiles, reusing Q slots and the K/V ring across tiles. The scheduler seed is pinned
 # (MUTANTS_SEED, default 1): which mutants are caught must not depend on the caller's FA4SIM_SEED.
 # The sm_90a case rescales O whenever a row max grows (rescale=0), so the consumer touches its O
 # accumulators inside the mainloop: a missing wgmma.wait_group before the rescale then shows.
 CASE_1="target=sm100a dtype=bf16 sq=512 sk=512 hq=1 qk=128 mask=causal"
-CASE_2="target=sm100a dtype=bf16 sq=512 sk=512 hq=1 qk=128 mask=causal config=cta=2"
+CASE_2="target=sm100a dtype=bf16 sq=384 sk=512 hq=1 qk=128 mask=causal config=cta=2"
 CASE_9="target=sm90a dtype=bf16 sq=512 sk=512 hq=1 qk=128 mask=causal config=rescale=0"
 # split-KV decode (issue 15): GQA 16/2 packed into the sm_90a tile, 3 splits of 6 kv blocks, causal
 CASE_3="target=sm90a dtype=bf16 sq=4 sk=1000 hq=16 hkv=2 qk=128 mask=causal splits=3"
@@ -110,8 +114,10 @@ CASE_11="target=sm90a dtype=bf16 sq=4 sk=1000 hq=16 hkv=2 qk=128 mask=causal spl
 # Kernel 4: the sm_100a sparse MLA head-128 kernel with two KV slots (sim_mla; MLA_4 names its config,
 # as sim_mla has no --plan, and the setup's entry check proves the runtime picked that kernel). topk 640
 # in blocks of 64 with 99% of the indices invalid: about 6 valid positions a row, so whole blocks are
-# skipped between processed ones (the MMA warp's pending PV is flushed there).
-CASE_4='target=sm100a sq=4 skv=2000 hq=128 dqk=576 topk=640 invalid=0.99 config="cta_group=2 b_topk=64 num_mbars=2"'
+# skipped between processed ones (the MMA warp's pending PV is flushed there). sm_scale 0.5 (not
+# 1/sqrt(576)) makes row maxima grow past the rescale threshold between processed blocks, so the softmax
+# warps' lazy O rescale (tcgen05.ld / st of O after the previous PV) runs.
+CASE_4='target=sm100a sq=2 skv=2000 hq=128 dqk=576 topk=640 invalid=0.99 scale=0.5 config="cta_group=2 b_topk=64 num_mbars=2"'
 MLA_4="mla-sparse target=sm100a dtype=bf16 qk=576 cta_group=2 b_topk=64 num_mbars=2"
 # Kernels 12, 13: paged decode (sim_varlen; VL_n names the split kernel the runtime picks, checked as for
 # MLA_4) whose lengths and block table the grid before writes late (late=1): the loader's reads before
@@ -122,10 +128,13 @@ CASE_13="target=sm100a dtype=bf16 qk=128 hq=64 hkv=8 mask=none varlen=0 q=1,1,1 
 VL_13="mha target=sm100a dtype=bf16 qk=128 ov=128 group=8 split=1 page=64 mask=none"
 ARCH_12=sm_90a ARCH_13=sm_100a CC_12=90 CC_13=100 SMS_12=4 SMS_13=4
 # Kernels 14, 15: sparse MLA (sm_90a; sm_100a head-64) with topk_length of every bit pattern (topk_length=wild:
-# -1, -2^31, topk + 1, 2^31 - 1, 0, ...; fa4.h: below 0 an empty row, past topk all topk positions)
+# -1, -2^31, topk + 1, 2^31 - 1, 0, ...; fa4.h: below 0 an empty row, past topk all topk positions).
+# The sm_100a one takes topk 192 (3 blocks of 64: both S/P buffers serve a block after the first) at sm_scale
+# 0.5, so the lazy O rescale runs on both buffers' paths; input seed 7 draws its row with a length in [0, topk]
+# short enough that a block past it is skipped while a PV is pending (the MMA warp's flush path).
 CASE_14="target=sm90a sq=8 skv=256 hq=64 dqk=576 topk=128 topk_length=wild"
 MLA_14="mla-sparse target=sm90a dtype=bf16 qk=576 ov=512 bm=64 bn=64 group=1 stages=2 swizzle=128 rescale=8 poly=0 pingpong=0 persistent=0 tma_store=1 mask=none"
-CASE_15="target=sm100a sq=8 skv=256 hq=64 dqk=576 topk=128 topk_length=wild"
+CASE_15="target=sm100a sq=8 skv=256 hq=64 dqk=576 topk=192 topk_length=wild scale=0.5 seed=7"
 MLA_15="mla-sparse target=sm100a dtype=bf16 qk=576 ov=512 group=1 swizzle=128 rescale=8 poly=0 b_topk=64 num_mbars=2 q_smem_depth=576 q_tmem_depth=0 cta_group=1 mask=none"
 ARCH_14=sm_90a ARCH_15=sm_100a CC_14=90 CC_15=100 SMS_14=4 SMS_15=4
 # Kernels 16, 17, 18: paged decode over a cache with stale rows (stale=nan: NaN in every pool row that is no

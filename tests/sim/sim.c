@@ -30,7 +30,8 @@
  *   - setmaxnreg: .inc that the CTA's register pool (64K / CTAs per SM) can never grant, or waits for
  *     (a deadlock naming the warps at setmaxnreg.inc), .dec raising / .inc lowering the budget;
  *   - mbarrier misuse: arrive or complete_tx past what the phase expects, use
- *     of an uninitialised mbarrier;
+ *     of an uninitialised mbarrier, a thread's arrival not ordered after every thread arrival of the
+ *     previous phase (on another schedule it would count toward that phase: an init count too low);
  *   - out-of-range shared or global addresses (SIM_FAULT);
  *   - a deadlock: no thread can move and no async op is pending; the report
  *     lists every warp's position.
@@ -623,6 +624,10 @@ static void wake_mbar(Sim *s, int idx)
 
 static void mbar_complete_phase(Sim *s, Mbar *m)
 {
+    MbArrival *a = m->arr[1];
+    int cap = m->caparr[1];
+    m->arr[1] = m->arr[0], m->narr[1] = m->narr[0], m->caparr[1] = m->caparr[0]; /* this phase's becomes the previous */
+    m->arr[0] = a, m->narr[0] = 0, m->caparr[0] = cap;
     m->phase++;
     vc_join(s, m->done, m->acc);
     m->done[m->clk] = m->phase;
@@ -1231,11 +1236,40 @@ static void exec_mbar_init(Sim *s, Thread *t, const Ins *in)
         s->cta[w.cta].mbmap[(w.off >> 2) + 1] = (int16_t)(s->nmb);
     }
     m->cta = w.cta, m->addr = w.off, m->expected = m->pending = count, m->tx = 0, m->init_line = in->line;
+    m->narr[0] = m->narr[1] = 0;
     m->init_t = t->gtid, m->init_ep = t->vc[t->gtid];
     /* phase counting restarts, the clock does not: earlier acquisitions stay valid */
     Shadow *sh = ssh(s, w.cta, w.off);
     mark(&sh[0], W_THREAD, t->gtid, t->vc[t->gtid]);
     mark(&sh[1], W_THREAD, t->gtid, t->vc[t->gtid]);
+}
+
+/* A thread's arrival counts toward the phase in progress when it is performed; the PTX ISA gives arrivals no phase
+ * of their own. So an arrival that is not ordered after every arrival of the previous phase (no release / acquire
+ * chain from each of them to this thread) may, on another schedule, be performed before one of them and count
+ * toward that phase: the phase then completes without an arrival it waits for (an init count one too low does
+ * this each phase). Reported as a hazard; the thread's own earlier arrivals are ordered by program order, and
+ * async arrivals (commit, complete_tx) and .relaxed ones are not tracked. Returns 0 after a report. */
+static int mbar_arrival_ordered(Sim *s, Thread *t, Mbar *m, const Ins *in)
+{
+    for (int i = 0; i < m->narr[1]; i++) {
+        const MbArrival *a = &m->arr[1][i];
+        if (a->t == t->gtid || t->vc[a->t] >= a->ep) continue;
+        sim_hazard(s, SIM_HAZARD, "mbarrier at 0x%x of CTA %d (initialised at line %d with %d arrivals): this arrival "
+                   "(phase %u) is not ordered after thread %d's arrival at line %d in the phase before, so on another "
+                   "schedule it could count toward that phase and complete it early (an expected count too low, or "
+                   "no wait on the previous phase before arriving again)", m->addr, m->cta, m->init_line, m->expected,
+                   m->phase, s->th[a->t].tid, a->line);
+        return 0;
+    }
+    if (m->narr[0] == m->caparr[0]) {
+        int nc = m->caparr[0] ? m->caparr[0] * 2 : 64;
+        MbArrival *n = realloc(m->arr[0], sizeof *n * (size_t)nc);
+        if (!n) { sim_hazard(s, SIM_UNSUPPORTED, "out of memory"); return 0; }
+        m->arr[0] = n, m->caparr[0] = nc;
+    }
+    m->arr[0][m->narr[0]++] = (MbArrival){t->vc[t->gtid], t->gtid, in->line};
+    return 1;
 }
 
 static void exec_mbar_arrive(Sim *s, Thread *t, const Ins *in)
@@ -1248,12 +1282,14 @@ static void exec_mbar_arrive(Sim *s, Thread *t, const Ins *in)
         m->tx += tx;
         if (in->c) { mbar_maybe_complete(s, m); return; } /* mbarrier.expect_tx: no arrival */
         if (in->mods & M_RELAXED) release_relaxed(s, t, m->acc);
+        else if (!mbar_arrival_ordered(s, t, m, in)) return;
         else release(s, t, m->acc);
         mbar_arrive(s, m, 1, NULL);
         return;
     }
     int count = in->nops > 2 ? (int)alu_val(s, t, &in->ops[2]) : 1;
     if (in->mods & M_RELAXED) release_relaxed(s, t, m->acc); /* without a fence before it: no release */
+    else if (!mbar_arrival_ordered(s, t, m, in)) return;
     else release(s, t, m->acc);
     mbar_arrive(s, m, count, NULL);
 }
@@ -2326,7 +2362,7 @@ static void sim_teardown(Sim *s)
         free(k->smem), free(k->ssh), free(k->mbmap), free(k->tmem), free(k->tsh);
         for (int b = 0; b < NAMED_BARS; b++) free(k->bars[b].acc);
     }
-    for (int i = 0; i < s->nmb; i++) free(s->mb[i].acc), free(s->mb[i].done);
+    for (int i = 0; i < s->nmb; i++) free(s->mb[i].acc), free(s->mb[i].done), free(s->mb[i].arr[0]), free(s->mb[i].arr[1]);
     for (int i = 0; i < s->nops; i++) op_free(s->ops[i]);
     for (int i = 0; i < s->nwgdone; i++) free(s->wgdone[i].dregs);
     free(s->wgdone);

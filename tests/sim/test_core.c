@@ -274,6 +274,22 @@ static const char k_overarrive[] = HEADER
     "mbarrier.arrive.shared::cta.b64 _, [%r1], 3;\n"
     "$done: ret;\n}\n";
 
+/* an mbarrier of count 1, one arrival each by lane 0 of warps 0 and 1: whichever comes second counts toward
+ * phase 1 without being ordered after the first (on another schedule the two swap phases); the twin has warp 1
+ * wait for phase 0 before it arrives */
+#define K_ARRIVE_ORDER(WAIT) HEADER \
+    ".visible .entry k(.param .u64 p)\n{\n" \
+    ".reg .b32 %r<3>; .reg .pred %q<3>;\n" \
+    "mov.u32 %r0, %tid.x; mov.u32 %r1, smem; add.u32 %r1, %r1, 1023; and.b32 %r1, %r1, -1024;\n" \
+    "setp.ne.u32 %q0, %r0, 0; @%q0 bra $init; mbarrier.init.shared::cta.b64 [%r1], 1;\n" \
+    "$init: bar.sync 0; and.b32 %r2, %r0, 31; setp.ne.u32 %q0, %r2, 0; @%q0 bra $done;\n" \
+    "setp.ne.u32 %q0, %r0, 32; @%q0 bra $arrive;\n" WAIT \
+    "$arrive: mbarrier.arrive.shared::cta.b64 _, [%r1];\n" \
+    "$done: ret;\n}\n"
+static const char k_arrive_unordered[] = K_ARRIVE_ORDER("");
+static const char k_arrive_ordered[] = K_ARRIVE_ORDER(
+    "$w: mbarrier.try_wait.parity.shared::cta.b64 %q1, [%r1], 0; @!%q1 bra $w;\n");
+
 static const char k_oob[] = HEADER
     ".visible .entry k(.param .u64 p)\n{\n"
     ".reg .b64 %a; .reg .b32 %r;\n"
@@ -941,6 +957,8 @@ int main(void)
 
     expect_report("deadlock", k_deadlock, 64, buf, "deadlock");
     expect_report("over-arrival", k_overarrive, 32, buf, "arrival");
+    expect_report("arrival not ordered after the previous phase", k_arrive_unordered, 64, buf, "phase before");
+    expect_ok("arrival after a wait on the previous phase", k_arrive_ordered, 64, buf);
     expect_report("out of bounds", k_oob, 32, buf, "outside every allocation");
 
     expect_ok("TMEM alloc + dealloc", k_tmem_ok, 32, buf);
