@@ -291,7 +291,7 @@ void bwd_det_counter(Emit *e, Reg addr, Reg ws_row)
     emit(e, "add.s64 %s, %s, %%dq_sem;", R(e, addr), R(e, addr));
 }
 
-void bwd_det_wait_turn(Emit *e, Reg addr, Reg m, int arrivals, int sleep_ns, int sleep_max_ns)
+void bwd_det_wait_turn(Emit *e, Reg addr, Reg m, int arrivals)
 {
     const Plan *p = e->p;
     int wl, wr;
@@ -312,16 +312,39 @@ void bwd_det_wait_turn(Emit *e, Reg addr, Reg m, int arrivals, int sleep_ns, int
     emit_note(e, "wait for rank x %d arrivals (every lower kv block of this m-block added and released)", arrivals);
     emit(e, "sub.u32 %s, %%n_blk, %s;", R(e, want), R(e, first));
     emit(e, "mul.lo.u32 %s, %s, %d;", R(e, want), R(e, want), arrivals);
-    emit(e, "mov.u32 %s, %d;", R(e, ns), sleep_ns);
+    emit(e, "mov.u32 %s, %d;", R(e, ns), BWD_DET_SLEEP_NS);
     emit_label(e, new_label(e, l_spin, sizeof l_spin, "dt_spin"));
     op_ld_acquire_gpu_u32(e, v, addr);
     emit(e, "setp.ge.u32 %s, %s, %s;", R(e, go), R(e, v), R(e, want));
     emit(e, "@%s bra %s;", R(e, go), new_label(e, l_go, sizeof l_go, "dt_go"));
     op_nanosleep(e, ns);
     emit(e, "shl.b32 %s, %s, 1;", R(e, ns), R(e, ns));
-    emit(e, "min.u32 %s, %s, %d;", R(e, ns), R(e, ns), sleep_max_ns);
+    emit(e, "min.u32 %s, %s, %d;", R(e, ns), R(e, ns), BWD_DET_SLEEP_MAX_NS);
     emit(e, "bra.uni %s;", l_spin);
     emit_label(e, l_go);
+}
+
+static void det_group_sync(Emit *e, int bar, Reg bar_reg)
+{
+    if (reg_is(bar_reg)) op_bar_sync_at(e, REG_NONE, bar_reg, BWD_WG);
+    else op_bar_sync(e, bar, BWD_WG);
+}
+
+void bwd_det_turn_open(Emit *e, Reg sem, Reg ws_row, Reg lead, Reg m, int arrivals, int bar, Reg bar_reg)
+{
+    char l_skip[NAME];
+    bwd_det_counter(e, sem, ws_row);
+    emit(e, "@!%s bra %s;", R(e, lead), new_label(e, l_skip, sizeof l_skip, "det_turn_skip"));
+    bwd_det_wait_turn(e, sem, m, arrivals);
+    emit_label(e, l_skip);
+    det_group_sync(e, bar, bar_reg);
+}
+
+void bwd_det_turn_close(Emit *e, Reg sem, Reg lead, int bar, Reg bar_reg)
+{
+    emit_note(e, "every thread's adds are done (the barrier), then the lead thread releases them: the next turn");
+    det_group_sync(e, bar, bar_reg);
+    op_red_release_gpu_add_u32(e, lead, sem, 1);
 }
 
 /* One TMA box per 64-column chunk of a tile at (row, head, batch). */

@@ -84,11 +84,20 @@ void bwd_ws_row(Emit *e, Reg ws, Reg m, Reg hq);
  * waits until the block's counter reaches rank x arrivals (arrivals: the increments one CTA makes, one per
  * adding group of threads), adds, makes the adds visible and increments. A CTA waits only for CTAs of lower
  * kv blocks of the same (batch, kv head), i.e. of lower linear block index: launched before it. */
+/* The turn spin's nanosleep, doubling from the first to the largest, both targets (a waiting CTA's lower kv block
+ * needs about a microsecond per m-block, so the sleep stays well under that). */
+enum { BWD_DET_SLEEP_NS = 32, BWD_DET_SLEEP_MAX_NS = 256 };
 /* addr (u64) = the counter of the dQ block whose first workspace row is ws_row (u64): dq_sem + 4 (ws_row / bm). */
 void bwd_det_counter(Emit *e, Reg addr, Reg ws_row);
-/* Spin (ld.acquire.gpu, nanosleep from sleep_ns doubling up to sleep_max_ns) until the counter at addr reaches
- * the rank of this CTA's kv block among m-block m's x arrivals. Needs bwd_tile_coords' registers. */
-void bwd_det_wait_turn(Emit *e, Reg addr, Reg m, int arrivals, int sleep_ns, int sleep_max_ns);
+/* Spin (ld.acquire.gpu, nanosleep BWD_DET_SLEEP_NS doubling up to BWD_DET_SLEEP_MAX_NS) until the counter at addr
+ * reaches the rank of this CTA's kv block among m-block m's x arrivals. Needs bwd_tile_coords' registers. */
+void bwd_det_wait_turn(Emit *e, Reg addr, Reg m, int arrivals);
+/* The turn of a group of BWD_WG threads that adds with red.global behind its named barrier (the id bar, or the
+ * register bar_reg where the id depends on the warpgroup; REG_NONE: bar): bwd_det_turn_open computes the counter
+ * sem of the block at ws_row, its lead thread waits for the turn and the group syncs; after the adds
+ * bwd_det_turn_close syncs the group (every add issued) and the lead releases +1. */
+void bwd_det_turn_open(Emit *e, Reg sem, Reg ws_row, Reg lead, Reg m, int arrivals, int bar, Reg bar_reg);
+void bwd_det_turn_close(Emit *e, Reg sem, Reg lead, int bar, Reg bar_reg);
 
 /* The load role's plan entries, the same on both targets (each plan fills one from its own fields). */
 typedef struct BwdLoads {

@@ -44,7 +44,7 @@ typedef struct Sm100BwdPlan {
     int bar_tmem_free; /* named: compute read dK, dV; the MMA warp frees TMEM */
     /* deterministic=1 (mha_bwd.h bwd_det_*): compute thread 0 waits for the kv block's turn at the dQ block and
      * increments after the adds, around the named barrier dq_turn of the compute warps; the spin's nanosleep */
-    int det, bar_turn, det_sleep_ns, det_sleep_max_ns;
+    int det, bar_turn;
 } Sm100BwdPlan;
 
 _Static_assert(sizeof(Sm100BwdPlan) <= PLAN_FAMILY_BYTES, "Sm100BwdPlan outgrows Plan.family");

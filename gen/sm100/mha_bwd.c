@@ -413,13 +413,8 @@ static void compute_dq(Emit *e, Reg m, Reg hq)
     emit(e, "add.u32 %s, %%cp_lanes, %u;", R(e, buf), s->tm_dq);
     Reg sem = reg_b64(e, "cp_sem"), lead = s->det ? reg_find(e, "cp_lead") : REG_NONE;
     if (s->det) {
-        char l_skip[NAME];
         emit_note(e, "plan note deterministic: compute thread 0 waits for this kv block's turn at the dQ block");
-        bwd_det_counter(e, sem, ws);
-        emit(e, "@!%s bra %s;", R(e, lead), new_label(e, l_skip, sizeof l_skip, "cp_turn_skip"));
-        bwd_det_wait_turn(e, sem, m, 1, s->det_sleep_ns, s->det_sleep_max_ns);
-        emit_label(e, l_skip);
-        op_bar_sync(e, s->bar_turn, BWD_WG);
+        bwd_det_turn_open(e, sem, ws, lead, m, 1, s->bar_turn, REG_NONE);
     }
     for (int c0 = 0; c0 < s->dq_cols; c0 += n) {
         emit(e, "add.u32 %s, %s, %d;", R(e, ta), R(e, buf), c0);
@@ -434,11 +429,7 @@ static void compute_dq(Emit *e, Reg m, Reg hq)
                                          reg_at(e, x, i), reg_at(e, x, i + 1));
         }
     }
-    if (s->det) {
-        emit_note(e, "every compute thread's adds are done (the barrier), then thread 0 releases them: the next turn");
-        op_bar_sync(e, s->bar_turn, BWD_WG);
-        op_red_release_gpu_add_u32(e, lead, sem, 1);
-    }
+    if (s->det) bwd_det_turn_close(e, sem, lead, s->bar_turn, REG_NONE);
 }
 
 /* Arrive on the ring slot's empty barrier (array off) of the current stage. */

@@ -68,9 +68,6 @@ static int bwd_check(const Config *c, char *err, size_t n)
     return 0;
 }
 
-/* deterministic=1: the turn spin's nanosleep, doubling from the first to the largest (as sm90a's) */
-enum { BWD_DET_SLEEP_NS = 32, BWD_DET_SLEEP_MAX_NS = 256 };
-
 static uint32_t idesc(const Config *c, int n, Sm100Major a, Sm100Major b)
 {
     Sm100InstrDesc d = {LANES, n, 1, sm100_format(c->dtype), sm100_format(c->dtype), a, b, 0, 0};
@@ -205,12 +202,12 @@ static int bwd_plan(const Config *c, Plan *p, char *err, size_t n)
     plan_role(p, "compute", s->warp_compute, 4, 0, "P^T, dS^T to smem; dQ to the workspace; dK, dV out");
     s->bar_tmem_free = plan_bar(p, "tmem_free", LANES + 32, "compute read dK and dV: the MMA warp frees TMEM");
     if (c->deterministic) {
-        s->det = 1, s->det_sleep_ns = BWD_DET_SLEEP_NS, s->det_sleep_max_ns = BWD_DET_SLEEP_MAX_NS;
+        s->det = 1;
         s->bar_turn = plan_bar(p, "dq_turn", LANES, "deterministic: the compute warps' turn to add dQ, and their adds done");
         plan_param_scalar(p, SCALAR_DQ_SEM, PARAM_U64);
         plan_note(p, "deterministic", "a dQ block takes its kv blocks' adds in kv block order: counter dq_sem[row / %d]; m-blocks descend; "
                   "kv block n waits for its rank n - n_first(m) (ld.acquire.gpu, nanosleep %d..%d ns)", p->bm,
-                  s->det_sleep_ns, s->det_sleep_max_ns);
+                  BWD_DET_SLEEP_NS, BWD_DET_SLEEP_MAX_NS);
         plan_note(p, "det release", "compute thread 0 waits, named barrier dq_turn, the reds, dq_turn again, then thread "
                   "0's red.release.gpu +1");
     }

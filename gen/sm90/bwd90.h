@@ -51,7 +51,7 @@ typedef struct Sm90BwdPlan {
     /* deterministic=1 (mha_bwd.h bwd_det_*): the adders of a dQ block (split_depth 0: the writer, 1 arrival;
      * split_depth 1: each consumer, whose thread 0 waits and increments around a named barrier turn0 + w) and
      * the spin's nanosleep, first and largest */
-    int det, det_arrivals, det_sleep_ns, det_sleep_max_ns;
+    int det, det_arrivals;
     int bar_turn0;
 } Sm90BwdPlan;
 

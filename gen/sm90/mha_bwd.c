@@ -108,7 +108,7 @@ static void emit_writer(Emit *e)
         Reg sem = reg_b64(e, "wr_sem");
         emit_note(e, "plan note deterministic: this kv block's turn at the dQ block");
         bwd_det_counter(e, sem, ws);
-        bwd_det_wait_turn(e, sem, m, s->det_arrivals, s->det_sleep_ns, s->det_sleep_max_ns);
+        bwd_det_wait_turn(e, sem, m, s->det_arrivals);
         op_fence_proxy_async_global(e);
         op_bulk_reduce_add_f32(e, dst, src, s->dq_bytes);
         op_bulk_commit(e);

@@ -155,14 +155,9 @@ static void emit_dq_red(Emit *e, Reg m, Reg hq)
     bwd_ws_row(e, ws, m, hq);
     Reg sem = reg_b64(e, "cs_sem"), lead = reg_find(e, "cs_leader"), tb = s->det ? reg_find(e, "cs_turn_bar") : REG_NONE;
     if (s->det) {
-        char l_skip[NAME];
         emit_note(e, "plan note deterministic: thread 0 of the consumer waits for this kv block's turn (its other "
                   "consumer adds other columns and arrives too: %d arrivals per kv block)", s->det_arrivals);
-        bwd_det_counter(e, sem, ws);
-        emit(e, "@!%s bra %s;", R(e, lead), new_label(e, l_skip, sizeof l_skip, "cs_turn_skip"));
-        bwd_det_wait_turn(e, sem, m, s->det_arrivals, s->det_sleep_ns, s->det_sleep_max_ns);
-        emit_label(e, l_skip);
-        op_bar_sync_at(e, REG_NONE, tb, BWD_WG);
+        bwd_det_turn_open(e, sem, ws, lead, m, s->det_arrivals, 0, tb);
     }
     emit(e, "mul.lo.u64 %s, %s, %d;", R(e, a), R(e, ws), p->qk * BWD_F32);
     emit(e, "add.s64 %s, %s, %%dq_accum;", R(e, a), R(e, a));
@@ -172,11 +167,7 @@ static void emit_dq_red(Emit *e, Reg m, Reg hq)
         for (int k = 0; k < 4; k++) v[k] = reg_at(e, dq, 4 * j + k);
         op_red_global_add_v4_f32(e, a, (uint32_t)(j * BWD_WG * 16), v);
     }
-    if (s->det) {
-        emit_note(e, "every thread's adds are done (the barrier), then thread 0 releases them: the next turn");
-        op_bar_sync_at(e, REG_NONE, tb, BWD_WG);
-        op_red_release_gpu_add_u32(e, lead, sem, 1);
-    }
+    if (s->det) bwd_det_turn_close(e, sem, lead, 0, tb);
 }
 
 void bwd90_depth_iteration(Emit *e)

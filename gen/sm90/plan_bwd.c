@@ -20,9 +20,6 @@ enum { SM90_CHUNK_BYTES = 128, SM90_GROUP_BYTES = 1024 /* 8 rows of 128 B: the S
  * (bm) f32, plus the packed P^T and dS^T while their RS wgmmas run; split_depth 1: dK + dV (depth / 2 each
  * half) and the dQ tile (64 x depth / 2) live together; plus addresses, row statistics, loop state. */
 enum { BWD_REG_OVERHEAD = 32, BWD_PRODUCER_REGS = 24, BWD_CONSUMER_REGS = 240 };
-/* deterministic=1: the turn spin's nanosleep, doubling from the first to the largest (a waiting CTA's lower kv
- * block needs about a microsecond per m-block, so the sleep stays well under that) */
-enum { BWD_DET_SLEEP_NS = 32, BWD_DET_SLEEP_MAX_NS = 256 };
 static int bwd_split_depth(int depth) { return depth > 128; }
 static int bwd_consumer_need(int bm, int depth)
 {
@@ -150,7 +147,6 @@ static void bwd_plan_det(Plan *p, Sm90BwdPlan *s)
 {
     s->det = 1;
     s->det_arrivals = s->split_depth ? s->consumers : 1;
-    s->det_sleep_ns = BWD_DET_SLEEP_NS, s->det_sleep_max_ns = BWD_DET_SLEEP_MAX_NS;
     plan_param_scalar(p, SCALAR_DQ_SEM, PARAM_U64);
     if (s->split_depth)
         for (int w = 0; w < s->consumers; w++) {
@@ -161,7 +157,7 @@ static void bwd_plan_det(Plan *p, Sm90BwdPlan *s)
         }
     plan_note(p, "deterministic", "a dQ block takes its kv blocks' adds in kv block order: counter dq_sem[row / %d]; m-blocks descend; "
               "kv block n waits for %d x its rank n - n_first(m) (ld.acquire.gpu, nanosleep %d..%d ns)", p->bm,
-              s->det_arrivals, s->det_sleep_ns, s->det_sleep_max_ns);
+              s->det_arrivals, BWD_DET_SLEEP_NS, BWD_DET_SLEEP_MAX_NS);
     plan_note(p, "det release", "%s, then red.release.gpu +1%s",
               s->split_depth ? "after its reds, a named barrier of the consumer (dq_turn w)"
                              : "after the reduction, cp.async.bulk.wait_group 0 (its writes done), fence.proxy.async.global",

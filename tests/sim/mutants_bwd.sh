@@ -147,6 +147,6 @@ base "dtype=bf16 d=128 hq=2 hkv=1 sq=64 sk=512 mask=none det=1 runs=2 resident=4
     "mha-bwd target=sm100a dtype=bf16 qk=128 ov=128 bm=64 bn=128 group=2 stages=2 swizzle=128 deterministic=1 mask=none"
 mutant b100_det_no_wait "wait for rank x" 'setp\.ge\.u32 %dt_go' sub '%dt_want;' '0;'
 mutant b100_det_no_turn_barrier "compute thread 0 waits for this kv block's turn" 'bar\.sync' del
-mutant b100_det_no_release "every compute thread's adds are done" 'red\.release\.gpu' del
+mutant b100_det_no_release "every thread's adds are done" 'red\.release\.gpu' del
 echo "mutants_bwd: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
