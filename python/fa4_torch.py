@@ -61,9 +61,16 @@ def _on_cuda(t):
     return t.is_cuda
 
 
+def _plain(*tensors):
+    """Plain CUDA tensors (None skipped) and nothing that traces: an op's implementation may run without the op."""
+    if not _modes_off():
+        return False
+    return all(t is None or (type(t) is Tensor and _on_cuda(t)) for t in tensors)
+
+
 def _direct(q, *tensors):
     """True when this call may skip the op (see above): q and every given tensor plain, q on CUDA, no grad."""
-    if type(q) is not Tensor or not _on_cuda(q) or not _modes_off():
+    if not _plain(q):
         return False
     grad = torch.is_grad_enabled()
     if grad and q.requires_grad:
@@ -72,13 +79,6 @@ def _direct(q, *tensors):
         if t is not None and (type(t) is not Tensor or (grad and t.requires_grad)):
             return False
     return True
-
-
-def _plain(*tensors):
-    """Plain CUDA tensors (None skipped) and nothing that traces: an op's implementation may run without the op."""
-    if not _modes_off():
-        return False
-    return all(t is None or (type(t) is Tensor and _on_cuda(t)) for t in tensors)
 
 
 # An eager call that autograd tracks would pay two custom-op dispatches, the forward's and the backward's
