@@ -39,6 +39,11 @@ def fwd_op(): return fa4_torch.flash_attn_func(q, k, v, causal=causal, softmax_s
 def fwd_direct(): return fa4.mha_fwd(qd, kd, vd, causal=causal, softmax_scale=scale, return_lse=True)
 def bwd_op(): return torch.ops.fa4.mha_bwd(do, qd, kd, vd, o, lse, None, causal, scale, None, 0.0, None, None, None, 0, 0, None, False)
 def bwd_direct(): return fa4.mha_bwd(do, qd, kd, vd, o, lse, causal=causal, softmax_scale=scale)
+def bwd_full():  # the same without the remembered signature (fa4._bwd_fast emptied first)
+    fa4._bwd_fast.clear()
+    return fa4.mha_bwd(do, qd, kd, vd, o, lse, causal=causal, softmax_scale=scale)
+def bwd_impl(): return fa4_torch._mha_bwd_impl(do, qd, kd, vd, o, lse, None, causal, scale, None, 0.0, None, None, None,
+                                               0, 0, None, False)
 def gpu_ms(fn, n=20):
     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     fn(); torch.cuda.synchronize(); a.record()
@@ -58,6 +63,7 @@ def bwd_only():
     return torch.autograd.grad(o2, (q, k, v), do, retain_graph=True)
 for name, fn in (("sdpa step", sdpa_step), ("fa4 step", fa_step), ("fa4 fwd op (grad)", fwd_op),
                  ("fa4.mha_fwd direct", fwd_direct), ("fa4::mha_bwd op", bwd_op), ("fa4.mha_bwd direct", bwd_direct),
+                 ("fa4.mha_bwd full path", bwd_full), ("fa4_torch bwd impl", bwd_impl),
                  ("autograd.grad of fa4 out", bwd_only)):
     print("%-22s host %8.1f us/call   back-to-back %8.3f ms/call" % (name, host_us(fn), gpu_ms(fn)), flush=True)
 pr = cProfile.Profile(); fa_step(); torch.cuda.synchronize()

@@ -1343,8 +1343,22 @@ def mha_bwd(dout, q, k, v, out, lse, causal=False, softmax_scale=None, window=No
     soft-cap (None or 0: none). dlse: dL/dLSE when the forward's lse feeds the loss too (a contiguous CUDA float32
     tensor shaped like lse; None: no gradient reaches lse). deterministic: dQ summed over the kv blocks in a fixed
     order, so two calls give bit-identical dq (a turn counter per dQ block; slower where many kv blocks share a
-    query block); dk, dv, dsink are deterministic either way. Launches on torch's current stream; no host sync."""
-    import torch
+    query block); dk, dv, dsink are deterministic either way. Launches on torch's current stream; no host sync.
+    A call whose signature (every tensor's shape, strides, dtype and device; the other arguments) matches an earlier
+    accepted call reuses what that call built and only reads the new pointers (fa4_mha_bwd checks them)."""
+    opt = (dq, dk, dv, dsink, workspace, sink, dlse, cu_seqlens_q, cu_seqlens_k)
+    scal = (causal, softmax_scale, window, config, softcap, deterministic, max_seqlen_q, max_seqlen_k)
+    try:
+        key = (_meta(dout), _meta(q), _meta(k), _meta(v), _meta(out), _meta(lse), tuple(map(_meta, opt)), scal,
+               tuple(map(type, scal)), window.__class__ is tuple and tuple(map(type, window)))
+        ent = _bwd_fast.get(key)
+    except (TypeError, AttributeError):  # an unhashable argument, or no tensor: the full path says what is wrong
+        key = ent = None
+    if ent is not None:
+        r = _bwd_fast_call(ent, (dout, q, k, v, out, lse), opt)
+        if r is not None:
+            return r
+    torch = _torch("mha_bwd")
     varlen = cu_seqlens_q is not None
     a = _bwd_args(torch, dout, q, k, v, out, lse, causal, window, softmax_scale, config, sink, varlen)
     a.softcap = _float("softcap", softcap or 0.0)
@@ -1391,7 +1405,64 @@ def mha_bwd(dout, q, k, v, out, lse, causal=False, softmax_scale=None, window=No
     a.workspace, a.workspace_size = workspace.data_ptr(), workspace.numel() * workspace.element_size()
     stream = torch.cuda.current_stream(q.device).cuda_stream
     _check(lib.fa4_mha_bwd(ctx, ctypes.byref(a), ctypes.c_void_p(stream)), ctx)
+    if key is not None:  # accepted: remember it
+        ent = _BwdPrepared()
+        ent.tpl, ent.ctx, ent.dev, ent.fn = bytes(a), ctx, q.device.index or 0, lib.fa4_mha_bwd
+        ent.alloc = tuple(t is None for t in opt[:5])
+        ent.ws, ent.heads_q = workspace.numel() * workspace.element_size(), a.heads_q
+        if len(_bwd_fast) >= _FAST_MAX:
+            _bwd_fast.clear()
+        _bwd_fast[key] = ent
     return (dq, dk, dv, dsink) if sink is not None else (dq, dk, dv)
+
+
+# A call of mha_bwd whose signature (every tensor's shape, strides, dtype and device; the other arguments and their
+# types) matches an earlier accepted call reuses that call's fa4_mha_bwd_args and workspace size: only the pointers
+# (and the buffers it allocates, laid out as the first call's were) change. fa4_mha_bwd checks every pointer-dependent
+# rule again (alignment; D and nl2 in dq only when dq overlaps nothing); a call it refuses takes the full path, which
+# decides again and raises what is wrong.
+_bwd_fast = {}
+_ERR_INVALID_ARGUMENT = 1  # FA4_ERR_INVALID_ARGUMENT (fa4.h): refused before anything was launched
+_BWD_PTRS = ("dout", "q", "k", "v", "o", "lse")
+_BWD_OPT_FIELDS = ("dq", "dk", "dv", "dsink", "workspace", "sink", "dlse", "cu_seqlens_q", "cu_seqlens_k")
+
+
+class _BwdPrepared:
+    """A remembered backward call: the args' bytes, which buffers it allocates, the workspace's bytes."""
+    __slots__ = ("tpl", "ctx", "dev", "fn", "alloc", "ws", "heads_q")
+
+
+def _bwd_fast_call(ent, tensors, opt):
+    """mha_bwd through a remembered signature; None when a pointer or the library's checks send it down the full
+    path (nothing was launched then)."""
+    torch = _torch_mod
+    a = _MhaBwdArgs.from_buffer_copy(ent.tpl)
+    for field, t in zip(_BWD_PTRS, tensors):
+        p = t.data_ptr()
+        if not 0 < p < _PTR_MAX:
+            return None
+        setattr(a, field, p)
+    q = tensors[1]
+    opt = list(opt)
+    for i, like in enumerate(tensors[1:4]):  # dq, dk, dv like q, k, v: the first call's layout (same strides)
+        if ent.alloc[i]:
+            opt[i] = torch.empty_like(like)
+    if ent.alloc[3] and opt[5] is not None:
+        opt[3] = torch.empty(ent.heads_q, dtype=torch.float32, device=q.device)
+    if ent.alloc[4]:
+        opt[4] = torch.empty(ent.ws, dtype=torch.uint8, device=q.device)
+    for field, t in zip(_BWD_OPT_FIELDS, opt):
+        if t is not None:
+            p = t.data_ptr()
+            if not 0 < p < _PTR_MAX:
+                return None
+            setattr(a, field, p)
+    status = ent.fn(ent.ctx, ctypes.byref(a), ctypes.c_void_p(_raw_stream(torch, ent.dev)))
+    if status == _ERR_INVALID_ARGUMENT:
+        return None
+    _check(status, ent.ctx)
+    dq, dk, dv, dsink = opt[:4]
+    return (dq, dk, dv, dsink) if opt[5] is not None else (dq, dk, dv)
 
 
 def mha_bwd_workspace_size(q, k, causal=False, window=None, config=None, sink=None, cu_seqlens_q=None,

@@ -6,7 +6,8 @@
 #   4. tests/gpu/test_bwd.py: fp32 autograd reference vs fa4 and cuDNN, poisoned outputs, odd shapes
 #   5. tests/gpu/test_autograd.py: the torch ops' autograd (vs fp32 and SDPA), torch.compile(fullgraph=True) and
 #      CUDA-graph capture of a training step, a tiny LM's loss curve beside SDPA's (AUTOGRAD=0 skips it)
-#   6. bench/bench_bwd.py: fa4 vs cuDNN backward TFLOP/s and peak extra memory (BENCH=0 skips it)
+#   6. bench/host_step.py when HOST_STEP=1: the host's time per call of a training step's attention and its pieces
+#   7. bench/bench_bwd.py: fa4 vs cuDNN backward TFLOP/s and peak extra memory (BENCH=0 skips it)
 # Logs go to $OUT (default build/gpu-out): bwd_summary.txt (every step's last lines), bwd_details.txt, test_bwd.json,
 # test_autograd.json, bench_bwd.txt, bench_bwd.json. Exit status 1 when a step failed.
 # --only-profile: instead, where the time goes: bench/profile_bwd.py (every kernel of fa4's backward and of cuDNN's,
@@ -66,6 +67,9 @@ TAIL=27 step sim_cases_gpu build/sim/sim_bwd --cases tests/sim/cases_bwd_sm90.tx
 TAIL=60 step test_bwd python3 tests/gpu/test_bwd.py --out "$OUT/test_bwd.json"
 if [ "${AUTOGRAD:-1}" != 0 ]; then
     TAIL=20 step test_autograd python3 tests/gpu/test_autograd.py --out "$OUT/test_autograd.json"
+fi
+if [ "${HOST_STEP:-0}" != 0 ]; then
+    TAIL=12 step host_step python3 bench/host_step.py
 fi
 if [ "${BENCH:-1}" != 0 ]; then
     TAIL=12 step bench_bwd python3 bench/bench_bwd.py --out "$OUT/bench_bwd.txt" --json "$OUT/bench_bwd.json" \
