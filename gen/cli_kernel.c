@@ -312,7 +312,7 @@ int parse_flags(Cli *cli, int argc, char **argv, int first, int uses, const char
         say("%s: a shape for --predict; give --predict GPU too", cli->predict.shape_flag);
         return 2;
     }
-    if (!rc && cli->predict.gpu && cli->json) return invalid("--predict: prints text after the plan; drop --json");
+    cli->predict.json = cli->json; /* with --predict: the prediction alone, as JSON */
     return rc;
 }
 
@@ -471,9 +471,10 @@ static int cmd_explain(const Cli *cli)
     } else if (cli->predict.gpu && (rc = predict_check(&cli->predict, plan, err, sizeof err))) {
         say("%s", err);
     } else {
-        char *text = cli->json ? plan_explain_json(plan) : plan_explain_text(plan);
-        if (!text) rc = 1;
-        else fputs(text, stdout);
+        /* --predict --json prints the prediction's object alone (the plan's is explain --json) */
+        char *text = cli->predict.gpu && cli->json ? NULL : cli->json ? plan_explain_json(plan) : plan_explain_text(plan);
+        if (!text && !(cli->predict.gpu && cli->json)) rc = 1;
+        else if (text) fputs(text, stdout);
         free(text);
         if (!rc && cli->predict.gpu) {
             fflush(stdout); /* the plan stands before the prediction, which takes seconds */
@@ -497,6 +498,11 @@ int run_cli(Cli *cli, const char *cmd, int kind, const char *explain_kind)
         return 2;
     }
     if (want && config_set(&cli->cfg, "kind", want, err, sizeof err)) return invalid(err);
+    /* explain --predict GPU without a target: the GPU's (b300: sm103a, the kernel a B300 loads) */
+    int gpu_target = kind < 0 ? predict_gpu_target(cli->predict.gpu) : -1;
+    if (gpu_target >= 0 && !config_given_has(&cli->given, "target", NULL) &&
+        config_set(&cli->cfg, "target", target_name[gpu_target], err, sizeof err))
+        return invalid(err);
     if (config_check_given(&cli->cfg, &cli->given, err, sizeof err)) return invalid(err);
     return kind >= 0 ? cmd_emit(cli) : cmd_explain(cli);
 }

@@ -25,8 +25,17 @@ enum { OUT_MAX = 1 << 20, LAUNCH_MAX = 8, ENV_MAX = 512 };
 
 /* The GPUs by name: the table of the simulator's tests/sim/gpus/ and the target whose PTX they run. */
 static const struct { const char *name; TargetId target; int cc; } gpus[] = {
-    {"h100", TARGET_SM90A, 90}, {"h200", TARGET_SM90A, 90}, {"b200", TARGET_SM100A, 100}, {"b300", TARGET_SM100A, 100},
+    {"h100", TARGET_SM90A, 90}, {"h200", TARGET_SM90A, 90}, {"b200", TARGET_SM100A, 100}, {"b300", TARGET_SM103A, 103},
 };
+/* The simulated device's compute capability of each target (a table file runs the config's). */
+static const int target_cc[TARGET_COUNT] = {[TARGET_SM90A] = 90, [TARGET_SM100A] = 100, [TARGET_SM103A] = 103};
+
+int predict_gpu_target(const char *gpu)
+{
+    for (size_t i = 0; gpu && i < sizeof gpus / sizeof gpus[0]; i++)
+        if (!strcmp(gpu, gpus[i].name)) return (int)gpus[i].target;
+    return -1;
+}
 
 /* ---------------------------------------------------------------- flags */
 
@@ -116,7 +125,7 @@ static int case_words(const Plan *plan, const PredictArgs *s, Words *w, char *er
     if (strlen(plan->canonical) > 240) /* timecase's word limit */
         return snprintf(err, n, "--predict: the config's text is longer than the simulator's case takes (240 characters)"), 2;
     bad |= word_s(w, "kind", mla ? "mla" : "mha");
-    bad |= word_s(w, "target", c->target == TARGET_SM100A ? "sm100a" : "sm90a");
+    bad |= word_s(w, "target", target_name[c->target]);
     bad |= word_s(w, "dtype", dt[c->dtype]);
     if (!mla) {
         bad |= word_i(w, "batch", s->batch);
@@ -325,6 +334,141 @@ static int print_prediction(FILE *out, const char *text, const PredictArgs *s, c
     return 0;
 }
 
+/* ---------------------------------------------------------------- its lines as JSON */
+
+static void json_text(FILE *out, const char *s, size_t len)
+{
+    fputc('"', out);
+    for (size_t i = 0; i < len && s[i]; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"' || ch == '\\') fprintf(out, "\\%c", ch);
+        else if (ch < 0x20) fprintf(out, "\\u%04x", ch);
+        else fputc(ch, out);
+    }
+    fputc('"', out);
+}
+
+/* A number the simulator printed, as a JSON number (null when it is not one: a NaN, a missing field). */
+static void json_num(FILE *out, const char *v)
+{
+    char *end;
+    double x = strtod(v, &end);
+    int plus = *v == '+'; /* "+2.4%": JSON has no '+' */
+    if (end == v || (*end && *end != '%' && *end != '/') || x != x) fputs("null", out);
+    else fprintf(out, "%.*s", (int)(end - v - plus), v + plus);
+}
+
+/* "KEY=a% KEY=b% ..." up to end as {"KEY": a, ...}; with pair (the sensitivity), KEY=-a%/+b% as [a, b]. */
+static void json_units(FILE *out, const char *s, const char *end, const char *prefix, int pair)
+{
+    int first = 1;
+    fputc('{', out);
+    while (s < end) {
+        s += strspn(s, " ");
+        if (s >= end || strncmp(s, prefix, strlen(prefix))) break;
+        s += strlen(prefix);
+        size_t k = strcspn(s, "= \n");
+        if (s[k] != '=') break;
+        fprintf(out, "%s", first ? "" : ", ");
+        json_text(out, s, k);
+        fputs(": ", out);
+        const char *v = s + k + 1;
+        if (pair) {
+            const char *slash = strchr(v, '/');
+            fputc('[', out);
+            json_num(out, v);
+            fputs(", ", out);
+            json_num(out, slash && slash < end ? slash + 1 : "");
+            fputc(']', out);
+        } else {
+            json_num(out, v);
+        }
+        first = 0;
+        s = v + strcspn(v, " \n");
+    }
+    fputc('}', out);
+}
+
+/* One launch's object from its fa4sim-timing line. */
+static void json_launch(FILE *out, const char *line)
+{
+    static const char *const keys[] = {"block", "smem", "waves", "occupancy", "predicted_us", "tflops", "hbm_us", "l2_us"};
+    char name[96] = "?", v[64];
+    unsigned g[3] = {0, 0, 0};
+    sscanf(line, "fa4sim-timing: %95s", name);
+    fputs("{\"kernel\": ", out);
+    json_text(out, name, strlen(name));
+    if (!field(line, "grid", v, sizeof v, 0)) sscanf(v, "%ux%ux%u", &g[0], &g[1], &g[2]);
+    fprintf(out, ", \"grid\": [%u, %u, %u], \"cluster\": ", g[0], g[1], g[2]);
+    json_num(out, field(line, "cluster", v, sizeof v, 0) ? "" : v);
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        fprintf(out, ", \"%s\": ", keys[i]);
+        json_num(out, field(line, keys[i], v, sizeof v, 0) ? "" : v);
+    }
+    fputs(", \"bottleneck\": ", out);
+    if (field(line, "bottleneck", v, sizeof v, 0)) fputs("null", out);
+    else json_text(out, v, strlen(v));
+    const char *eol = line + strcspn(line, "\n"), *util = strstr(line, " util: "), *sens = strstr(line, " sens:");
+    if (util && util > eol) util = NULL;
+    if (sens && sens > eol) sens = NULL;
+    fputs(", \"busy_percent\": ", out);
+    if (util) json_units(out, util + 7, sens ? sens : eol, "", 0);
+    else fputs("{}", out);
+    if (sens) {
+        fputs(", \"sensitivity_percent\": ", out);
+        json_units(out, sens, eol, "sens:", 1);
+    }
+    fputc('}', out);
+}
+
+/* The prediction as one JSON object (explain --predict GPU --json): what print_prediction says, as data. */
+static int print_prediction_json(FILE *out, const char *text, const PredictArgs *s, const Plan *plan, char *err,
+                                 size_t n)
+{
+    const char *table = NULL, *pred = NULL, *launch[LAUNCH_MAX];
+    int nl = 0;
+    for (const char *l = text; *l; l += strcspn(l, "\n") + (l[strcspn(l, "\n")] == '\n')) {
+        if (!strncmp(l, "fa4sim-table:", 13)) table = l;
+        else if (!strncmp(l, "fa4sim-timing:", 14) && nl < LAUNCH_MAX) launch[nl++] = l;
+        else if (!strncmp(l, "PRED ", 5)) pred = l;
+    }
+    if (!table || !pred || !nl) return snprintf(err, n, "--predict: the simulator printed no prediction"), 1;
+    char gpu[64] = "", path[512] = "", assumed[16] = "", valid[300] = "", us[32] = "";
+    field(table, "gpu", gpu, sizeof gpu, 0);
+    field(table, "path", path, sizeof path, 0);
+    field(table, "assumed", assumed, sizeof assumed, 0);
+    field(table, "validation", valid, sizeof valid, 1);
+    field(pred, "us", us, sizeof us, 0);
+    int n_assumed = -1, n_values = -1;
+    sscanf(assumed, "%d/%d", &n_assumed, &n_values);
+    const Config *c = &plan->cfg;
+    fputs("{\"evidence\": \"modelled\", \"config\": ", out);
+    json_text(out, plan->canonical, strlen(plan->canonical));
+    fputs(", \"symbol\": ", out);
+    json_text(out, plan->symbol, strlen(plan->symbol));
+    fputs(", \"gpu\": ", out);
+    json_text(out, gpu, strlen(gpu));
+    fputs(", \"table\": ", out);
+    json_text(out, path, strlen(path));
+    fprintf(out, ", \"assumed_values\": %d, \"table_values\": %d, \"validation\": ", n_assumed, n_values);
+    json_text(out, valid, strlen(valid));
+    if (c->kind == KIND_MLA_SPARSE)
+        fprintf(out, ", \"shape\": {\"seqlen_q\": %d, \"seqlen_k\": %d, \"heads\": %d, \"topk\": %d}", s->seqlen_q,
+                s->seqlen_k, s->heads, s->topk);
+    else
+        fprintf(out, ", \"shape\": {\"batch\": %d, \"heads_q\": %d, \"heads_kv\": %d, \"seqlen_q\": %d, "
+                "\"seqlen_k\": %d}", s->batch, s->heads, s->heads / c->group, s->seqlen_q, s->seqlen_k);
+    fprintf(out, ", \"samples\": %d, \"launches\": [", s->samples);
+    for (int i = 0; i < nl; i++) {
+        fputs(i ? ", " : "", out);
+        json_launch(out, launch[i]);
+    }
+    fputs("], \"total_us\": ", out);
+    json_num(out, us);
+    fputs("}\n", out);
+    return 0;
+}
+
 /* ---------------------------------------------------------------- the command */
 
 /* The table's GPU: its cc and target (-1 for a table file: the config's target decides). */
@@ -332,18 +476,22 @@ static int gpu_of(const char *g, const Config *c, int *cc, char *err, size_t n)
 {
     for (size_t i = 0; i < sizeof gpus / sizeof gpus[0]; i++) {
         if (strcmp(g, gpus[i].name)) continue;
-        if (gpus[i].target != c->target)
-            return snprintf(err, n, "--predict %s: an %s GPU, but the config's target is %s (give %s)", g,
-                            gpus[i].target == TARGET_SM100A ? "sm100a" : "sm90a",
-                            c->target == TARGET_SM100A ? "sm100a" : "sm90a",
-                            c->target == TARGET_SM100A ? "b200 or b300" : "h100 or h200"), 2;
+        if (gpus[i].target != c->target) {
+            char fit[64] = ""; /* the GPUs of the config's target */
+            for (size_t j = 0; j < sizeof gpus / sizeof gpus[0]; j++)
+                if (gpus[j].target == c->target)
+                    snprintf(fit + strlen(fit), sizeof fit - strlen(fit), "%s%s", fit[0] ? " or " : "", gpus[j].name);
+            return snprintf(err, n, "--predict %s: an %s GPU, but the config's target is %s (give %s, or --target %s; "
+                            "without --target the GPU's is taken)", g, target_name[gpus[i].target],
+                            target_name[c->target], fit, target_name[gpus[i].target]), 2;
+        }
         *cc = gpus[i].cc;
         return 0;
     }
     if (!strchr(g, '/') && !strstr(g, ".tbl"))
         return snprintf(err, n, "--predict: '%.60s' is not a GPU; give h100, h200, b200, b300 or a table file (*.tbl)", g), 2;
     if (access(g, R_OK)) return snprintf(err, n, "--predict: cannot read the table '%.200s': %s", g, strerror(errno)), 2;
-    *cc = c->target == TARGET_SM100A ? 100 : 90;
+    *cc = target_cc[c->target];
     return 0;
 }
 
@@ -384,7 +532,7 @@ int predict_run(const PredictArgs *p, const Plan *plan, FILE *out, char *err, si
     if (!((strchr(p->gpu, '/') || strstr(p->gpu, ".tbl")) && realpath(p->gpu, gpu))) snprintf(gpu, sizeof gpu, "%s", p->gpu);
     int status = 0;
     if ((rc = run_timecase(exe, &w, gpu, cc, s.samples, &text, &status, err, n))) return rc;
-    rc = print_prediction(out, text, &s, plan, err, n);
+    rc = p->json ? print_prediction_json(out, text, &s, plan, err, n) : print_prediction(out, text, &s, plan, err, n);
     if (!rc && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
         rc = 1, snprintf(err, n, "--predict: the simulator's timecase failed (status %d)", status);
     free(text);

@@ -13,7 +13,11 @@ typedef struct {
     const char *gpu;  /* h100 | h200 | b200 | b300 | a table file; NULL: no prediction */
     int batch, heads, seqlen_q, seqlen_k, topk, samples;
     const char *shape_flag; /* the first shape flag given (refused without --predict) */
+    int json;               /* --json: the prediction alone, as one JSON object (not the plan) */
 } PredictArgs;
+
+/* The target of a GPU --predict names (h100, h200: sm90a; b200: sm100a; b300: sm103a), or -1 (a table file). */
+int predict_gpu_target(const char *gpu);
 
 /* 1 when flag a is one of --predict's (its value v parsed into p), 0 when it is not, -1 after a
  * message in err (a bad value). */

@@ -30,9 +30,10 @@ const char cli_usage_configs[] =
     "their breakpoints (fa4_mha_configs_for). Calls no kernel serves (d256 on sm100a, e4m3 on sm90a) are\n"
     "skipped with one note per target and reason on stderr. Lists are comma-separated; a range is A..B or N.\n"
     "\n"
-    "  --targets T,T       sm90a, sm100a (default: both)\n"
+    "  --targets T,T       sm90a, sm100a, sm103a (default: sm90a and sm100a)\n"
     "  --sm-counts N,N     SM counts of the GPUs the bundle is for (default: a GPU of the target here, else\n"
-    "                      132 for sm90a (H100 SXM, H200), 148 for sm100a (B200)); they move the split picks:\n"
+    "                      132 for sm90a (H100 SXM, H200), 148 for sm100a (B200) and sm103a (B300)); they move\n"
+    "                      the split picks:\n"
     "                      an H100 PCIe has 114\n"
     "  --dtype T,T         bf16, fp16, e4m3 (default bf16)\n"
     "  --head-dims D,D     head dims (qk = ov), or QK:OV such as 192:128 (default 128)\n"
@@ -74,7 +75,7 @@ enum { LIST = 64 };
 
 typedef struct {
     fa4_workload w;
-    fa4_target targets[2];
+    fa4_target targets[3];
     int sm[LIST], qk[LIST], ov[LIST], groups[LIST], pages[LIST], windows[2 * LIST];
     fa4_dtype dtypes[LIST];
     fa4_mask masks[LIST];
@@ -124,10 +125,13 @@ static int parse_list(const char *v, int max, int (*one)(const char *item, int i
 static int one_target(const char *s, int i, void *u)
 {
     Workload *k = u;
-    fa4_target t = !strcmp(s, "sm90a") ? FA4_TARGET_SM90A : !strcmp(s, "sm100a") ? FA4_TARGET_SM100A : FA4_TARGET_AUTO;
+    fa4_target t = !strcmp(s, "sm90a")    ? FA4_TARGET_SM90A
+                 : !strcmp(s, "sm100a") ? FA4_TARGET_SM100A
+                 : !strcmp(s, "sm103a") ? FA4_TARGET_SM103A
+                                        : FA4_TARGET_AUTO;
     for (int j = 0; j < i; j++)
         if (k->targets[j] == t) return -1;
-    return t == FA4_TARGET_AUTO || i >= 2 ? -1 : (k->targets[i] = t, 0);
+    return t == FA4_TARGET_AUTO || i >= 3 ? -1 : (k->targets[i] = t, 0);
 }
 static int one_sm(const char *s, int i, void *u) { return parse_num(s, 1, 1024, &((Workload *)u)->sm[i]); }
 static int one_dtype(const char *s, int i, void *u)
@@ -170,7 +174,7 @@ static int parse_when(const char *v, fa4_when *w)
 
 /* What each option expects, for its refusal. */
 static const char *const option_hint[] = {
-    "sm90a, sm100a, comma-separated, each once",
+    "sm90a, sm100a, sm103a, comma-separated, each once",
     "SM counts 1..1024, comma-separated",
     "bf16, fp16, e4m3, comma-separated",
     "head dims (multiples of 16 up to 1024), or QK:OV, comma-separated",
@@ -207,7 +211,7 @@ static int configs_option(Workload *k, int i, const char *v)
     fa4_workload *w = &k->w;
     int n;
     switch (i) {
-    case 0: n = parse_list(v, 2, one_target, k); if (n < 0) return -1; w->targets = k->targets, w->n_targets = n; return 0;
+    case 0: n = parse_list(v, 3, one_target, k); if (n < 0) return -1; w->targets = k->targets, w->n_targets = n; return 0;
     case 1: n = parse_list(v, LIST, one_sm, k); if (n < 0) return -1; w->sm_counts = k->sm, w->n_sm_counts = n; return 0;
     case 2: n = parse_list(v, LIST, one_dtype, k); if (n < 0) return -1; w->dtypes = k->dtypes, w->n_dtypes = n; return 0;
     case 3: n = parse_list(v, LIST, one_dim, k); if (n < 0) return -1;
@@ -297,7 +301,7 @@ static int configs_parse(int argc, char **argv, Workload *k, CliSay say)
 enum { NOTES = 16 };
 
 typedef struct {
-    int n, per_target[2], combine, skipped;
+    int n, per_target[TARGET_COUNT], combine, skipped;
     char *notes[NOTES]; /* said once it is known that some config is listed (else one line says why none) */
     int write_failed;
 } Printed;
@@ -318,7 +322,8 @@ static int print_one(void *user, const fa4_config_entry *e)
     if (printf("# e.g. %s\n%s\n", e->example, e->config) < 0) p->write_failed = 1;
     p->n++;
     if (!strncmp(e->config, "combine", 7)) p->combine++;
-    else p->per_target[strstr(e->config, "target=sm100a") != NULL]++;
+    else p->per_target[strstr(e->config, "target=sm103a") ? TARGET_SM103A
+                       : strstr(e->config, "target=sm100a") ? TARGET_SM100A : TARGET_SM90A]++;
     return p->write_failed;
 }
 
@@ -354,8 +359,11 @@ int cli_configs(int argc, char **argv, CliSay say)
     } else {
         for (int i = 0; i < p.skipped && i < NOTES; i++)
             if (p.notes[i]) say("configs: %s", p.notes[i]);
-        fprintf(stderr, "fa4gen: configs: %d config%s (sm90a %d, sm100a %d, combine %d)%s\n", p.n, p.n == 1 ? "" : "s",
-                p.per_target[0], p.per_target[1], p.combine, p.skipped ? "; the calls noted above are skipped" : "");
+        char sm103[32] = ""; /* named only when asked for, so the line of the other targets stays as it was */
+        if (p.per_target[TARGET_SM103A]) snprintf(sm103, sizeof sm103, ", sm103a %d", p.per_target[TARGET_SM103A]);
+        fprintf(stderr, "fa4gen: configs: %d config%s (sm90a %d, sm100a %d%s, combine %d)%s\n", p.n, p.n == 1 ? "" : "s",
+                p.per_target[TARGET_SM90A], p.per_target[TARGET_SM100A], sm103, p.combine,
+                p.skipped ? "; the calls noted above are skipped" : "");
     }
     for (int i = 0; i < NOTES; i++) free(p.notes[i]);
     fa4_destroy(ctx);

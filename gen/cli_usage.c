@@ -10,7 +10,7 @@ const char usage_top[] =
     "usage: fa4gen <command> [options]\n"
     "\n"
     "commands:\n"
-    "  mha         emit the PTX of a multi-head attention forward kernel (sm90a, sm100a)\n"
+    "  mha         emit the PTX of a multi-head attention forward kernel (sm90a, sm100a, sm103a)\n"
     "  mla-sparse  emit the PTX of a sparse MLA prefill kernel (DeepSeek-V3.2 top-k attention)\n"
     "  combine     emit the split-KV combine kernel (merges what split=1 kernels wrote per split)\n"
     "  mha-bwd     emit the PTX of the attention backward's main kernel: dK, dV, and dQ partials\n"
@@ -30,13 +30,14 @@ const char usage_top[] =
     "Every option takes its value as the next argument or after '=': --depth 128, --depth=128.\n";
 
 static const char usage_mha[] =
-    "usage: fa4gen mha     --target sm90a|sm100a --dtype bf16|fp16|e4m3 --depth D [options] [-o FILE]\n"
+    "usage: fa4gen mha     --target sm90a|sm100a|sm103a --dtype bf16|fp16|e4m3 --depth D [options] [-o FILE]\n"
     "       fa4gen explain --target ... [options] [--json]\n"
     "       fa4gen mha     --config '<canonical config>' [options] [-o FILE]\n"
     "\n"
     "options (omitted ones take the plan's best defaults for target, depth and dtype):\n"
     "  --target T          sm90a (Hopper, FlashAttention-3 design) or sm100a (Blackwell, FA4 design;\n"
-    "                      ptxas-checked, not run: no Blackwell GPU here)\n"
+    "                      ptxas-checked, not run: no Blackwell GPU here); sm103a: the sm100a kernel for\n"
+    "                      the B300 (.target sm_103a, compute capability 10.3); 'sm100a' below means both\n"
     "  --dtype T           bf16 | fp16 | e4m3 (e4m3: sm100a only)\n"
     "  --depth D           head dim of Q, K and V; or --qk-depth D and --ov-depth D (not both forms)\n"
     "  --bm N              query rows per CTA (sm90a: 128 or 192; 64: one consumer, for decode tiles)\n"
@@ -79,13 +80,14 @@ static const char usage_mha[] =
     "  --json              explain: print the plan as JSON\n";
 
 static const char usage_mla[] =
-    "usage: fa4gen mla-sparse --target sm90a|sm100a --depth 576|512 [options] [-o FILE]\n"
+    "usage: fa4gen mla-sparse --target sm90a|sm100a|sm103a --depth 576|512 [options] [-o FILE]\n"
     "       fa4gen explain mla-sparse --target ... [options] [--json]\n"
     "       fa4gen mla-sparse --config '<canonical config>' [options] [-o FILE]\n"
     "\n"
     "Sparse MLA prefill (DeepSeek-V3.2): each query token attends to its top-k kv rows, one kv head,\n"
     "V = the first 512 columns of kv. Options (omitted ones take the plan's defaults):\n"
-    "  --target T          sm90a (Hopper) or sm100a (Blackwell: tcgen05, TMA gather4)\n"
+    "  --target T          sm90a (Hopper) or sm100a (Blackwell: tcgen05, TMA gather4); sm103a: the sm100a\n"
+    "                      kernel for the B300 (.target sm_103a); 'sm100a' below means both\n"
     "  --dtype T           the kv dtype: bf16, or e4m3 (sm100a: fp8 kv with bf16 q and out)\n"
     "  --depth D           d_qk: 576 (512 nope + 64 rope) or 512; or --qk-depth D\n"
     "  --ov-depth D        512 (the only V depth; may be left out)\n"
@@ -112,13 +114,13 @@ static const char usage_mla[] =
     "  --json              explain: print the plan as JSON\n";
 
 static const char usage_combine[] =
-    "usage: fa4gen combine --target sm90a|sm100a --dtype bf16|fp16 --ov-depth D [-o FILE]\n"
+    "usage: fa4gen combine --target sm90a|sm100a|sm103a --dtype bf16|fp16 --ov-depth D [-o FILE]\n"
     "       fa4gen explain combine --target ... [--json]\n"
     "       fa4gen combine --config 'combine target=T dtype=T ov=D' [-o FILE]\n"
     "\n"
     "The split-KV combine kernel: merges the f32 partial O and LSE a split=1 kernel wrote per split\n"
     "into O and LSE. Options:\n"
-    "  --target T          sm90a or sm100a\n"
+    "  --target T          sm90a, sm100a or sm103a (B300: the sm100a kernel for .target sm_103a)\n"
     "  --dtype T           O's dtype: bf16 or fp16 (an e4m3 split kernel's O is bf16)\n"
     "  --ov-depth D        O's depth: a multiple of 16 up to 1024\n"
     "  --config TEXT       the canonical one-line form (as printed by explain); other options then refine it\n"
@@ -126,14 +128,14 @@ static const char usage_combine[] =
     "  --json              explain: print the plan as JSON\n";
 
 static const char usage_kv_append[] =
-    "usage: fa4gen kv-append --target sm90a|sm100a --dtype bf16|fp16|e4m3 --depth D [-o FILE]\n"
+    "usage: fa4gen kv-append --target sm90a|sm100a|sm103a --dtype bf16|fp16|e4m3 --depth D [-o FILE]\n"
     "       fa4gen explain kv-append --target ... [--json]\n"
     "       fa4gen kv-append --config 'kv-append target=T dtype=T qk=D ov=D' [-o FILE]\n"
     "\n"
     "The KV-cache append kernel (fa4_kv_append): writes new K, V rows [batch, s_new, heads_kv, depth] into a\n"
     "dense or paged cache at each sequence's length, and the lengths after the append. The cache layout is a\n"
     "launch argument. Options:\n"
-    "  --target T          sm90a or sm100a\n"
+    "  --target T          sm90a, sm100a or sm103a (B300: the sm100a kernel for .target sm_103a)\n"
     "  --dtype T           the cache's dtype: bf16 | fp16 | e4m3 (a byte copy)\n"
     "  --depth D           K's and V's depth; or --qk-depth D and --ov-depth D (multiples of 16 up to 1024)\n"
     "  --config TEXT       the canonical one-line form (as printed by explain); other options then refine it\n"
@@ -142,7 +144,7 @@ static const char usage_kv_append[] =
 
 /* the three backward kinds: %s is the kind's name */
 static const char usage_bwd[] =
-    "usage: fa4gen %s --target sm90a|sm100a --dtype bf16|fp16 --depth D [options] [-o FILE]\n"
+    "usage: fa4gen %s --target sm90a|sm100a|sm103a --dtype bf16|fp16 --depth D [options] [-o FILE]\n"
     "       fa4gen explain %s --target ... [options] [--json]\n"
     "       fa4gen %s --config '<canonical config>' [options] [-o FILE]\n"
     "\n"
@@ -151,7 +153,8 @@ static const char usage_bwd[] =
     "recomputed, dK and dV in registers, dQ added to the f32 accumulator) and mha-bwd-dq (dQ scaled and\n"
     "converted; the sink gradient summed). The helper kernels take the main kernel's options, which shape\n"
     "the workspace they share. Options (omitted ones take the plan's defaults):\n"
-    "  --target T          sm90a (wgmma, dK/dV in registers) or sm100a (tcgen05, S/dP/dK/dV in TMEM; d64, d128)\n"
+    "  --target T          sm90a (wgmma, dK/dV in registers) or sm100a (tcgen05, S/dP/dK/dV in TMEM; d64, d128);\n"
+    "                      sm103a: the sm100a kernel for the B300 (.target sm_103a); 'sm100a' below means both\n"
     "  --dtype T           bf16 | fp16\n"
     "  --depth D           head dim: 64, 128 or 256 (sm100a: 64, 128); or --qk-depth D and --ov-depth D (equal)\n"
     "  --bm N              query rows per inner step (d64: 128; d128, d256: 64)\n"
@@ -170,7 +173,7 @@ static const char usage_bwd[] =
 
 static const char usage_explain[] =
     "usage: fa4gen explain [KIND] <that command's options> [--json]\n"
-    "       fa4gen explain [mha|mla-sparse] <options> --predict GPU [shape options]\n"
+    "       fa4gen explain [mha|mla-sparse] <options> --predict GPU [shape options] [--json]\n"
     "\n"
     "Prints the plan of the kernel those options make: canonical config, symbol and hash, tiles, the\n"
     "shared-memory map, TMEM columns, warp roles with their register budgets, named barriers, tensor\n"
@@ -179,12 +182,14 @@ static const char usage_explain[] =
     "\n"
     "--predict GPU   after the plan, the config's predicted time for one shape: per launch the time, the\n"
     "                bottleneck and each unit's busy share, from the simulator's timing mode (the PTX run\n"
-    "                on the CPU under a table of the GPU's rates). GPU: h100 | h200 (sm90a), b200 | b300\n"
-    "                (sm100a), or a table file (*.tbl). Evidence level: modelled, not measured; the table\n"
+    "                on the CPU under a table of the GPU's rates). GPU: h100 | h200 (sm90a), b200 (sm100a),\n"
+    "                b300 (sm103a), or a table file (*.tbl); without --target the config takes the GPU's.\n"
+    "                With --json: the prediction alone as one JSON object (evidence, table, per launch the\n"
+    "                time, bottleneck and busy shares). Evidence level: modelled, not measured; the table\n"
     "                and its stated validation are printed with it. Needs the simulator built beside\n"
     "                fa4gen (build/sim/timecase and build/sim/libcuda.so.1; FA4GEN_TIMECASE names another\n"
-    "                timecase). Seconds for small shapes, about a minute for long ones. Not with --json,\n"
-    "                nor for configs with split, cluster, varlen, page, sink, softcap, alibi, a score_mod,\n"
+    "                timecase). Seconds for small shapes, about a minute for long ones. Not for configs\n"
+    "                with split, cluster, varlen, page, sink, softcap, alibi, a score_mod,\n"
     "                a window mask or rope_split (the simulator's case passes dense tensors only).\n"
     "  --batch N       mha: batch (default 2)\n"
     "  --heads N       query heads (default: mha 16, mla-sparse 128); K/V heads = N / group\n"
@@ -214,9 +219,10 @@ const char usage_bundle[] =
     "            constructor that registers it: a host that links it gets these kernels before anything\n"
     "            is generated (FA4GEN_DISABLE_JIT=1: only these). Tools: FA4GEN_PTXAS, FA4GEN_FATBINARY,\n"
     "            $CUDA_HOME/bin, /usr/local/cuda/bin, PATH. FILE.c is a file (not -, not a FIFO or device).\n"
-    "  --targets T,T   compile each config for each of these targets (sm90a, sm100a) instead of its own; a\n"
-    "                  config a target cannot build (a word it lacks, a depth it refuses) is skipped with one\n"
-    "                  note on stderr, and the bundle holds the rest (exit 0 if at least one kernel is built)\n"
+    "  --targets T,T   compile each config for each of these targets (sm90a, sm100a, sm103a) instead of its\n"
+    "                  own; a config a target cannot build (a word it lacks, a depth it refuses) is skipped\n"
+    "                  with one note on stderr, and the bundle holds the rest (exit 0 if at least one kernel\n"
+    "                  is built)\n"
     "  --name NAME     the table is fa4_bundle_NAME (default: FILE's base name)\n"
     "  --jobs N        configs compiled at once (default: the CPUs online); a line per finished kernel\n"
     "-d DIR      write one PTX file per config into DIR (no compile), created when missing\n"

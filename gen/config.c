@@ -25,7 +25,7 @@
 
 const char *const kind_name[KIND_COUNT] = {"mha", "mla-sparse", "combine", "mha-bwd", "mha-bwd-pre", "mha-bwd-dq",
                                            "kv-append"};
-const char *const target_name[TARGET_COUNT] = {"sm90a", "sm100a"};
+const char *const target_name[TARGET_COUNT] = {"sm90a", "sm100a", "sm103a"};
 const char *const dtype_name[DT_COUNT] = {"bf16", "fp16", "e4m3"};
 const int dtype_bytes[DT_COUNT] = {2, 2, 1};
 static const char *const mask_name[MASK_COUNT] = {"none", "causal", "window"};
@@ -215,7 +215,7 @@ int config_set(Config *c, const char *key, const char *value, char *err, size_t 
     }
     if (strcmp(key, "target") == 0) {
         int t = lookup(target_name, TARGET_COUNT, value);
-        if (t < 0) return fail(err, n, "target: '%s' is not allowed; use sm90a or sm100a", ESC(value));
+        if (t < 0) return fail(err, n, "target: '%s' is not allowed; use sm90a, sm100a or sm103a", ESC(value));
         c->target = (TargetId)t;
         return 0;
     }
@@ -438,7 +438,7 @@ int config_check(const Config *c, char *err, size_t n)
         const IntKey *k = &int_keys[i];
         int unset = !strcmp(k->key, "q_tmem_depth") ? -1 : 0;
         if (is_mla100_key(k->key) && !key_used(c, k->key) && int_value(c, k) != unset)
-            return fail(err, n, "%s: %d is not allowed for %s on %s; only mla-sparse on sm100a has it", k->key,
+            return fail(err, n, "%s: %d is not allowed for %s on %s; only mla-sparse on sm100a and sm103a has it", k->key,
                         int_value(c, k), kind_name[c->kind], target_name[c->target]);
     }
     if (c->tma_store >= 0 && c->kind != KIND_MLA_SPARSE)
@@ -531,7 +531,7 @@ static int key_used(const Config *c, const char *key)
     if (c->kind == KIND_KV_APPEND) return !strcmp(key, "qk") || !strcmp(key, "ov");
     if (kind_is_bwd(c->kind)) return mha_bwd_key_used(c, key);
     if (!strcmp(key, "deterministic")) return 0;
-    int sm100 = c->target == TARGET_SM100A;
+    int sm100 = target_is_sm100(c->target);
     int mla100 = sm100 && c->kind == KIND_MLA_SPARSE;
     /* sm90a names it always (its default is on); sm100a only when on, so older text stays unchanged */
     if (!strcmp(key, "tma_store")) return c->kind == KIND_MLA_SPARSE && (!sm100 || c->tma_store == 1);

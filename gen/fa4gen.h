@@ -28,7 +28,9 @@
  * kv-append (issue 27): a decode step's new K, V rows into a dense or paged cache (gen/kv_append.c). */
 typedef enum { KIND_MHA, KIND_MLA_SPARSE, KIND_COMBINE, KIND_MHA_BWD, KIND_MHA_BWD_PRE, KIND_MHA_BWD_DQ,
                KIND_KV_APPEND, KIND_COUNT } Kind;
-typedef enum { TARGET_SM90A, TARGET_SM100A, TARGET_COUNT } TargetId;
+/* sm103a (B300, Blackwell Ultra, compute capability 10.3) runs the sm100a kernels (gen/sm100/), assembled for
+ * .target sm_103a: an 'a' target's cubin loads only on its own chip. */
+typedef enum { TARGET_SM90A, TARGET_SM100A, TARGET_SM103A, TARGET_COUNT } TargetId;
 typedef enum { DT_BF16, DT_FP16, DT_E4M3, DT_COUNT } DType;
 typedef enum { MASK_NONE, MASK_CAUSAL, MASK_WINDOW, MASK_COUNT } MaskKind;
 
@@ -143,6 +145,8 @@ typedef enum {
 
 extern const char *const kind_name[KIND_COUNT];
 extern const char *const target_name[TARGET_COUNT];
+/* 1 for the targets whose kernels are gen/sm100/'s (tcgen05, TMEM): sm100a and sm103a. */
+static inline int target_is_sm100(TargetId t) { return t == TARGET_SM100A || t == TARGET_SM103A; }
 extern const char *const dtype_name[DT_COUNT];
 extern const int dtype_bytes[DT_COUNT];
 
@@ -533,6 +537,7 @@ extern const Family combine_family; /* combine.c: the split-KV combine kernel, e
 extern const Family kv_append_family; /* kv_append.c: new K, V rows into a dense or paged cache, every target */
 extern const Target target_sm90a;
 extern const Target target_sm100a;
+extern const Target target_sm103a; /* sm100/plan.c: target_sm100a's kernels for .target sm_103a */
 
 /* ============================== api.c ============================== */
 

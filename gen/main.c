@@ -159,13 +159,13 @@ static int parse_targets(const char *v, AotRequest *r)
                 return 2;
             }
         if (id < 0) {
-            say("bundle: --targets '%s': give targets from sm90a, sm100a, comma-separated, each once", v);
+            say("bundle: --targets '%s': give targets from sm90a, sm100a, sm103a, comma-separated, each once", v);
             return 2;
         }
         r->targets[r->n_targets++] = (TargetId)id;
         t += k + (t[k] == ',');
     }
-    if (!r->n_targets) return invalid("bundle: --targets: empty; give sm90a, sm100a or both");
+    if (!r->n_targets) return invalid("bundle: --targets: empty; give one or more of sm90a, sm100a, sm103a");
     return 0;
 }
 

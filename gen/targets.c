@@ -8,6 +8,7 @@
 static const Target *const targets[TARGET_COUNT] = {
     [TARGET_SM90A] = &target_sm90a,
     [TARGET_SM100A] = &target_sm100a,
+    [TARGET_SM103A] = &target_sm103a,
 };
 
 const Target *target_get(TargetId id) { return (unsigned)id < TARGET_COUNT ? targets[id] : NULL; }

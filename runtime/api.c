@@ -58,7 +58,7 @@ static fa4_status read_options(const fa4_options *in, fa4_options *out)
         return rt_fail(NULL, FA4_ERR_INVALID_ARGUMENT, "opt->version: 0; initialise options with FA4_OPTIONS_INIT");
     if (out->device < 0)
         return rt_fail(NULL, FA4_ERR_INVALID_ARGUMENT, "opt->device: %d; use a device ordinal >= 0", out->device);
-    if ((unsigned)out->target > FA4_TARGET_SM100A)
+    if ((unsigned)out->target > FA4_TARGET_SM103A)
         return rt_fail(NULL, FA4_ERR_INVALID_ARGUMENT, "opt->target: %d is not a fa4_target", (int)out->target);
     if (out->cache_dir && out->cache_dir[0] != '/')
         return rt_fail(NULL, FA4_ERR_INVALID_ARGUMENT,
@@ -318,8 +318,7 @@ fa4_status rt_kernel_build(fa4_ctx *ctx, const char *key, uint64_t hash, const C
 static void base_config(const fa4_ctx *ctx, Config *c)
 {
     config_init(c);
-    if (ctx->opt.target == FA4_TARGET_SM90A) c->target = TARGET_SM90A;
-    if (ctx->opt.target == FA4_TARGET_SM100A) c->target = TARGET_SM100A;
+    if (ctx->opt.target != FA4_TARGET_AUTO) c->target = rt_target_of(ctx->opt.target);
 }
 
 /* A linked bundle's cubin for p: the ELF for p's target out of the entry's fatbin, copied. 1 found, 0 not
@@ -413,7 +412,7 @@ fa4_status fa4_get_kernel(fa4_ctx *ctx, const char *config, fa4_kernel **kp, fa4
     /* The key names the target the text is read against, then the text. */
     TargetId t = TARGET_SM90A;
     if (ctx->opt.target == FA4_TARGET_AUTO && (s = rt_device_target(ctx, &t))) return s;
-    if (ctx->opt.target == FA4_TARGET_SM100A) t = TARGET_SM100A;
+    if (ctx->opt.target != FA4_TARGET_AUTO) t = rt_target_of(ctx->opt.target);
     char key[640];
     int kn = snprintf(key, sizeof key, "%s|%s", target_name[t], config);
     if (kn < 0 || (size_t)kn >= sizeof key)

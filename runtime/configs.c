@@ -93,16 +93,18 @@ static fa4_status read_targets(fa4_ctx *ctx, const fa4_workload *w, Work *k)
     fa4_status s = check_list(ctx, "targets", w->targets, w->n_targets);
     if (s) return s;
     for (int i = 0; i < w->n_targets; i++) {
-        if (w->targets[i] != FA4_TARGET_SM90A && w->targets[i] != FA4_TARGET_SM100A)
-            return BAD("targets", "[%d] = %d; name FA4_TARGET_SM90A or FA4_TARGET_SM100A", i, (int)w->targets[i]);
-        TargetId t = w->targets[i] == FA4_TARGET_SM100A ? TARGET_SM100A : TARGET_SM90A;
+        if (w->targets[i] != FA4_TARGET_SM90A && w->targets[i] != FA4_TARGET_SM100A && w->targets[i] != FA4_TARGET_SM103A)
+            return BAD("targets", "[%d] = %d; name FA4_TARGET_SM90A, FA4_TARGET_SM100A or FA4_TARGET_SM103A", i,
+                       (int)w->targets[i]);
+        TargetId t = rt_target_of(w->targets[i]);
         int dup = 0;
         for (int j = 0; j < k->n_targets; j++) dup |= k->targets[j] == t;
         if (!dup) k->targets[k->n_targets++] = t;
     }
     if (k->n_targets) return FA4_OK;
-    if (ctx->opt.target != FA4_TARGET_SM100A) k->targets[k->n_targets++] = TARGET_SM90A;
-    if (ctx->opt.target != FA4_TARGET_SM90A) k->targets[k->n_targets++] = TARGET_SM100A;
+    /* a context of one target bundles for it; AUTO for the two GPUs most machines hold (sm103a: name it) */
+    if (ctx->opt.target != FA4_TARGET_AUTO) k->targets[k->n_targets++] = rt_target_of(ctx->opt.target);
+    else k->targets[k->n_targets++] = TARGET_SM90A, k->targets[k->n_targets++] = TARGET_SM100A;
     return FA4_OK;
 }
 

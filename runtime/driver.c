@@ -196,13 +196,19 @@ void rt_ctx_leave(fa4_ctx *ctx, int pushed)
 fa4_status rt_device_target(fa4_ctx *ctx, TargetId *t)
 {
     const Device *v = &ctx->device;
+    /* another minor of a major found here is refused by rt_check_target, which names the exact cc */
     if (v->cc_major == 9) *t = TARGET_SM90A;
-    else if (v->cc_major == 10) *t = TARGET_SM100A;
+    else if (v->cc_major == 10) *t = v->cc_minor == 3 ? TARGET_SM103A : TARGET_SM100A;
     else
         return rt_fail(ctx, FA4_ERR_UNSUPPORTED,
-                       "target: AUTO found a GPU of compute capability %d.%d; fa4gen has kernels for 9.0 (sm90a) "
-                       "and 10.0 (sm100a) only", v->cc_major, v->cc_minor);
+                       "target: AUTO found a GPU of compute capability %d.%d; fa4gen has kernels for 9.0 (sm90a), "
+                       "10.0 (sm100a) and 10.3 (sm103a) only", v->cc_major, v->cc_minor);
     return FA4_OK;
+}
+
+TargetId rt_target_of(fa4_target t)
+{
+    return t == FA4_TARGET_SM103A ? TARGET_SM103A : t == FA4_TARGET_SM100A ? TARGET_SM100A : TARGET_SM90A;
 }
 
 fa4_status rt_check_target(fa4_ctx *ctx, TargetId t)
@@ -210,10 +216,15 @@ fa4_status rt_check_target(fa4_ctx *ctx, TargetId t)
     const Target *T = target_get(t);
     const Device *v = &ctx->device;
     /* 'a' targets use arch-specific instructions: the exact CC must match. */
-    if (v->cc_major != T->sm_major || v->cc_minor != T->sm_minor)
-        return rt_fail(ctx, FA4_ERR_UNSUPPORTED,
-                       "target: %s kernels (%s) run only on a GPU of compute capability %d.%d, but device %d "
-                       "is %d.%d; nothing was compiled or launched", T->name, T->ptx_target, T->sm_major,
-                       T->sm_minor, ctx->opt.device, v->cc_major, v->cc_minor);
-    return FA4_OK;
+    if (v->cc_major == T->sm_major && v->cc_minor == T->sm_minor) return FA4_OK;
+    char other[64] = ""; /* the target that device takes, when there is one */
+    for (int i = 0; i < TARGET_COUNT; i++) {
+        const Target *U = target_get((TargetId)i);
+        if (U->sm_major == v->cc_major && U->sm_minor == v->cc_minor)
+            snprintf(other, sizeof other, " (its target is %s)", U->name);
+    }
+    return rt_fail(ctx, FA4_ERR_UNSUPPORTED,
+                   "target: %s kernels (%s) run only on a GPU of compute capability %d.%d, but device %d is "
+                   "%d.%d%s; nothing was compiled or launched", T->name, T->ptx_target, T->sm_major, T->sm_minor,
+                   ctx->opt.device, v->cc_major, v->cc_minor, other);
 }

@@ -52,7 +52,13 @@ const char *fa4_status_string(fa4_status s);
 const char *fa4_version(void);
 
 typedef enum fa4_dtype { FA4_BF16 = 0, FA4_FP16 = 1, FA4_E4M3 = 2 } fa4_dtype;
-typedef enum fa4_target { FA4_TARGET_AUTO = 0, FA4_TARGET_SM90A = 1, FA4_TARGET_SM100A = 2 } fa4_target;
+/* SM103A: B300 (compute capability 10.3); its kernels are the SM100A ones assembled for sm_103a. */
+typedef enum fa4_target {
+    FA4_TARGET_AUTO = 0,
+    FA4_TARGET_SM90A = 1,
+    FA4_TARGET_SM100A = 2,
+    FA4_TARGET_SM103A = 3
+} fa4_target;
 typedef enum fa4_mask { FA4_MASK_NONE = 0, FA4_MASK_CAUSAL = 1, FA4_MASK_WINDOW = 2 } fa4_mask;
 
 /* Context options. Initialise with FA4_OPTIONS_INIT; the library reads

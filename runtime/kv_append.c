@@ -286,7 +286,7 @@ fa4_status fa4_kv_append(fa4_ctx *ctx, const fa4_kv_append_args *args, void *str
     fa4_status s = prepare(ctx, args, &a, t);
     if (s) return s;
     /* Only now the driver: everything above is the caller's arguments. */
-    TargetId target = ctx->opt.target == FA4_TARGET_SM100A ? TARGET_SM100A : TARGET_SM90A;
+    TargetId target = rt_target_of(ctx->opt.target);
     if ((s = rt_driver(ctx)) || (ctx->opt.target == FA4_TARGET_AUTO && (s = rt_device_target(ctx, &target))) ||
         (s = rt_check_target(ctx, target)))
         return s;

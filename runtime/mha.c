@@ -474,7 +474,7 @@ static void shape_of(const fa4_mha_args *a, TargetId target, RtMhaShape *s)
 static fa4_status args_config(fa4_ctx *ctx, const fa4_mha_args *a, Config *c)
 {
     RtMhaShape s;
-    shape_of(a, ctx->opt.target == FA4_TARGET_SM100A ? TARGET_SM100A : TARGET_SM90A, &s);
+    shape_of(a, rt_target_of(ctx->opt.target), &s);
     return rt_mha_base_config(ctx, &s, c);
 }
 

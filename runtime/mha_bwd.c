@@ -247,7 +247,7 @@ static double bwd_scale(const fa4_mha_bwd_args *a)
 static fa4_status bwd_target(fa4_ctx *ctx, TargetId *t)
 {
     fa4_status s;
-    *t = ctx->opt.target == FA4_TARGET_SM100A ? TARGET_SM100A : TARGET_SM90A;
+    *t = rt_target_of(ctx->opt.target);
     if (ctx->opt.target == FA4_TARGET_AUTO && rt_driver_ready(ctx))
         if ((s = rt_driver(ctx)) || (s = rt_device_target(ctx, t))) return s;
     return FA4_OK;

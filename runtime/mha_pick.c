@@ -26,7 +26,7 @@
 /* Flagship SM counts, for the split picks where no device of the target is open: the H100 SXM (and
  * H200) have 132 SMs, the B200 148. The count moves only the split choices (how many splits, and on
  * sm90a the CTAs of a cluster split), which change which decode kernels a shape needs. */
-static const int default_sm_count[TARGET_COUNT] = {[TARGET_SM90A] = 132, [TARGET_SM100A] = 148};
+static const int default_sm_count[TARGET_COUNT] = {[TARGET_SM90A] = 132, [TARGET_SM100A] = 148, [TARGET_SM103A] = 148};
 
 int rt_default_sm_count(TargetId t) { return (unsigned)t < TARGET_COUNT ? default_sm_count[t] : 0; }
 

@@ -198,7 +198,7 @@ static fa4_status args_config(fa4_ctx *ctx, const fa4_mla_sparse_args *a, Config
 {
     config_init(c);
     c->kind = KIND_MLA_SPARSE;
-    c->target = ctx->opt.target == FA4_TARGET_SM100A ? TARGET_SM100A : TARGET_SM90A;
+    c->target = rt_target_of(ctx->opt.target);
     c->dtype = a->kv_dtype == FA4_E4M3 ? DT_E4M3 : DT_BF16; /* the kv dtype (q and out are bf16) */
     c->qk_depth = a->d_qk;
     c->ov_depth = MLA_DV;
@@ -219,11 +219,11 @@ static fa4_status args_config(fa4_ctx *ctx, const fa4_mla_sparse_args *a, Config
 static fa4_status check_device(fa4_ctx *ctx, TargetId t)
 {
     const Device *v = &ctx->device;
-    if (t == TARGET_SM100A && v->cc_major != 10)
-        return rt_fail(ctx, FA4_ERR_UNSUPPORTED, "target: the sm100a sparse MLA kernel (sm_100a: tcgen05, TMA gather4) "
+    if (target_is_sm100(t) && v->cc_major != 10)
+        return rt_fail(ctx, FA4_ERR_UNSUPPORTED, "target: the %s sparse MLA kernel (tcgen05, TMA gather4) "
                        "runs only on a GPU of compute capability 10.x, but device %d is %d.%d; on a cc 9.0 GPU use "
                        "target sm90a (the sm_90a sparse MLA kernel); nothing was compiled or launched",
-                       ctx->opt.device, v->cc_major, v->cc_minor);
+                       target_name[t], ctx->opt.device, v->cc_major, v->cc_minor);
     return rt_check_target(ctx, t);
 }
 
@@ -316,13 +316,13 @@ fa4_status fa4_mla_sparse_fwd(fa4_ctx *ctx, const fa4_mla_sparse_args *args, voi
     }
     /* sm100a: h_q a multiple of 128 takes the head-128 kernel (a CTA pair per token), others and fp8 kv
      * the head-64 one, unless the caller's config chose */
-    if (c.target == TARGET_SM100A && !c.cta_group) c.cta_group = a.h_q % 128 == 0 && a.kv_dtype != FA4_E4M3 ? 2 : 1;
+    if (target_is_sm100(c.target) && !c.cta_group) c.cta_group = a.h_q % 128 == 0 && a.kv_dtype != FA4_E4M3 ? 2 : 1;
     /* the block of top-k positions is the plan's; ask the generator before anything runs */
     Config filled = c;
     char err[512];
     if (config_fill_defaults(&filled, err, sizeof err) || config_check(&filled, err, sizeof err))
         return rt_fail(ctx, FA4_ERR_UNSUPPORTED, "config: %s", err);
-    if ((s = check_shape(ctx, &a, filled.target == TARGET_SM100A ? filled.b_topk : filled.bn)) ||
+    if ((s = check_shape(ctx, &a, target_is_sm100(filled.target) ? filled.b_topk : filled.bn)) ||
         (s = check_layout(ctx, &a)) || (s = pick_o_store(ctx, &a, &c)))
         return s;
     if ((s = rt_driver(ctx))) return s;

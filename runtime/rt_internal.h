@@ -199,6 +199,8 @@ fa4_status rt_ctx_enter(fa4_ctx *ctx, int *pushed);
 void rt_ctx_leave(fa4_ctx *ctx, int pushed);
 /* The TargetId the device runs, or FA4_ERR_UNSUPPORTED for other GPUs. */
 fa4_status rt_device_target(fa4_ctx *ctx, TargetId *t);
+/* The generator's target of a public one (AUTO: sm90a, the config's default; rt_device_target decides AUTO). */
+TargetId rt_target_of(fa4_target t);
 /* FA4_ERR_UNSUPPORTED unless the device can run target t. */
 fa4_status rt_check_target(fa4_ctx *ctx, TargetId t);
 

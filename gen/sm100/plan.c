@@ -522,10 +522,21 @@ static int sm100_plan(const Config *c, Plan *p, char *err, size_t n)
 
 static const Family sm100_mha = {KIND_MHA, sm100_defaults, sm100_check, sm100_plan, sm100_emit_mha};
 
+#define SM100_FAMILIES                                                                                           \
+    {[KIND_MHA] = &sm100_mha, [KIND_MLA_SPARSE] = &sm100_mla_sparse, [KIND_COMBINE] = &combine_family,               \
+     [KIND_KV_APPEND] = &kv_append_family, [KIND_MHA_BWD] = &sm100_mha_bwd, [KIND_MHA_BWD_PRE] = &mha_bwd_pre_family, \
+     [KIND_MHA_BWD_DQ] = &mha_bwd_dq_family}
+
 const Target target_sm100a = {
     .id = TARGET_SM100A, .name = "sm100a", .ptx_target = "sm_100a", .ptx_version = "8.7",
-    .sm_major = 10, .sm_minor = 0, .smem_limit = SM100_SMEM_LIMIT,
-    .families = {[KIND_MHA] = &sm100_mha, [KIND_MLA_SPARSE] = &sm100_mla_sparse, [KIND_COMBINE] = &combine_family,
-                 [KIND_KV_APPEND] = &kv_append_family, [KIND_MHA_BWD] = &sm100_mha_bwd,
-                 [KIND_MHA_BWD_PRE] = &mha_bwd_pre_family, [KIND_MHA_BWD_DQ] = &mha_bwd_dq_family},
+    .sm_major = 10, .sm_minor = 0, .smem_limit = SM100_SMEM_LIMIT, .families = SM100_FAMILIES,
+};
+
+/* B300 (Blackwell Ultra, compute capability 10.3): the same kernels, for .target sm_103a, which PTX ISA 8.8
+ * introduced. ptxas 13.0 assembles every sm100a kernel for it (tests/ptxas/run_sm103.sh); the
+ * instructions the kernels use (tcgen05.mma/ld/st/cp, TMA gather4, cta_group::2, setmaxnreg) are the
+ * sm_100a set, which sm_103a keeps. The shared-memory carveout is the B200's (228 KB per SM). */
+const Target target_sm103a = {
+    .id = TARGET_SM103A, .name = "sm103a", .ptx_target = "sm_103a", .ptx_version = "8.8",
+    .sm_major = 10, .sm_minor = 3, .smem_limit = SM100_SMEM_LIMIT, .families = SM100_FAMILIES,
 };

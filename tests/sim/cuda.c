@@ -3,7 +3,8 @@
  * dlopen) runs on the simulated device when LD_LIBRARY_PATH names this
  * library's folder, and on a GPU otherwise.
  *
- * The device: compute capability FA4SIM_CC (100 default, or 90), FA4SIM_SMS
+ * The device: compute capability FA4SIM_CC (100 default, 90, or 103: the B300, which runs sm_103a PTX
+ * with the sm_100a semantics), FA4SIM_SMS
  * multiprocessors (4 default: persistent grids then loop over several tiles),
  * the sm_100a / sm_90a shared-memory opt-in limit. Memory is host memory, and
  * every device access is checked against the allocations. Modules are PTX
@@ -195,7 +196,8 @@ EXPORT CUresult cuInit(unsigned int flags)
         }
     }
     pthread_mutex_unlock(&dev.mu);
-    if (dev.cc != 90 && dev.cc != 100) return fail(CUDA_ERROR_NO_DEVICE, "FA4SIM_CC=%d: the simulator is 90 or 100", dev.cc);
+    if (dev.cc != 90 && dev.cc != 100 && dev.cc != 103)
+        return fail(CUDA_ERROR_NO_DEVICE, "FA4SIM_CC=%d: the simulator is 90, 100 or 103", dev.cc);
     return CUDA_SUCCESS;
 }
 

@@ -29,6 +29,7 @@
 #      input seed) against the fp64 reference
 #   5b'. the KV-cache append: build/sim/test_kv_append per target (dense and paged caches, bad lengths,
 #      rows and table entries that must write nothing, the lengths out, refusals)
+#   5b''. the sm103a target (B300): tests/sim/cases_sm103.txt on the simulated cc 10.3 device, seed 1 only
 #   5c. the attention backward: tests/sim/cases_bwd_sm90.txt through build/sim/sim_bwd (cc 9.0) and
 #      tests/sim/cases_bwd_sm100.txt (cc 10.0: the runtime picks the sm100a kernel) against the fp64 reference
 #      (ref_mha_bwd.c), the scheduler seed also drawing the inputs
@@ -82,6 +83,8 @@ grep 'target=sm90a' tests/sim/cases_split.txt | pick > "$work/split90.txt"
 grep 'target=sm100a' tests/sim/cases_split.txt | pick > "$work/split100.txt"
 grep 'target=sm90a' tests/sim/cases_stale.txt | pick > "$work/stale90.txt"
 grep 'target=sm100a' tests/sim/cases_stale.txt | pick > "$work/stale100.txt"
+grep '^target=sm103a' tests/sim/cases_sm103.txt > "$work/sm103.txt"
+grep '^mla target=sm103a' tests/sim/cases_sm103.txt | sed 's/^mla //' > "$work/mla_sm103.txt"
 grep '^target=sm90a' tests/sim/cases_scoretf.txt | pick > "$work/stf90.txt"
 grep '^target=sm100a' tests/sim/cases_scoretf.txt | pick > "$work/stf100.txt"
 # the heaviest lists run half their cases under the random seed: the half its parity picks, so runs alternate
@@ -128,6 +131,9 @@ seeded() {
         $B/sim/sim_bwd --quiet --seed $seed --cases "$work/cases_bwd_sm90.txt" ;;
     14) step "sm100a attention backward, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=100 \
         $B/sim/sim_bwd --quiet --seed $seed --cases "$work/cases_bwd_sm100.txt" ;;
+    15) step "sm103a MHA + sparse MLA, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=103 sh -c \
+        "$B/sim/sim_mha --quiet --no-skip --seed $seed --cases $work/sm103.txt && \
+         $B/sim/sim_mla --quiet --no-skip --cases $work/mla_sm103.txt" ;;
     M) log=$work/log.mutants; step "mutants" sh tests/sim/mutants.sh ;;
     MB) log=$work/log.mutants_bwd; step "mutants (backward)" sh tests/sim/mutants_bwd.sh ;;
     esac
@@ -135,7 +141,7 @@ seeded() {
 # The jobs (step, seed), longest steps first, and the mutants; $lanes workers take the next job as each
 # finishes, so the cores stay busy to the end. A job's lines print when it is done.
 : > "$work/jobs"
-for i in M MB 13 14 1 2 0 6 5 8 7 3 12 11 10 9 4; do
+for i in M MB 13 14 1 2 0 6 5 8 7 3 12 11 10 9 4 15; do
     case $i in M*)
         [ -z "${SIM_QUICK:-}" ] && echo "$i -" >> "$work/jobs"
         continue ;;
@@ -146,6 +152,7 @@ for i in M MB 13 14 1 2 0 6 5 8 7 3 12 11 10 9 4; do
     # random seed); the sm90a MHA, sinks/score_mod and softcap/ALiBi lists and both backward lists under all three
     for s in $seeds; do
         case "$i:$s" in 0:2|1:2|2:2|5:2|6:2|7:2|8:2|10:2|11:2|12:2) continue ;; esac
+        [ "$i" = 15 ] && [ "$s" != 1 ] && continue # sm103a: seed 1 only (its kernels are sm100a's, above)
         echo "$i $s" >> "$work/jobs"
     done
 done

@@ -189,6 +189,8 @@ typedef struct Case {
 enum { K_TARGET, K_DTYPE, K_SQ, K_SK, K_HQ, K_QK, K_BATCH, K_HKV, K_OV, K_MASK, K_CONFIG, K_KROPE, K_DESCALE,
        K_SCALE, K_AMP, K_LAYOUT, K_LSE, K_SINK, K_MOD, K_SPLITS, K_WORKSPACE, K_KV_EARLY, K_SOFTCAP, K_ALIBI,
        K_COUNT };
+static const char *const targets_name[] = {[FA4_TARGET_SM90A] = "sm90a", [FA4_TARGET_SM100A] = "sm100a",
+                                            [FA4_TARGET_SM103A] = "sm103a"};
 static const char *const KEY_NAMES[K_COUNT] = {"target", "dtype", "sq", "sk", "hq", "qk", "batch", "hkv", "ov",
                                                "mask", "config", "k_rope", "descale", "scale", "amp", "layout",
                                                "lse", "sink", "mod", "splits", "workspace", "kv_early",
@@ -263,14 +265,14 @@ static int parse_descale(const char *v, Case *c, char *err, size_t n)
  * single spaces. */
 static int set_key(Case *c, int k, const char *v, char *err, size_t n)
 {
-    static const char *const targets[] = {"sm90a", "sm100a"}, *const dtypes[] = {"bf16", "fp16", "e4m3"},
+    static const char *const targets[] = {"sm90a", "sm100a", "sm103a"}, *const dtypes[] = {"bf16", "fp16", "e4m3"},
                              *const layouts[] = {"packed", "strided"}, *const bits[] = {"0", "1"};
     const char *key = KEY_NAMES[k];
     int x;
     switch (k) {
     case K_TARGET:
-        if (word_choice(key, v, targets, 2, &x, err, n)) return -1;
-        c->target = x ? FA4_TARGET_SM100A : FA4_TARGET_SM90A;
+        if (word_choice(key, v, targets, 3, &x, err, n)) return -1;
+        c->target = (fa4_target)(FA4_TARGET_SM90A + x); /* the words in fa4_target's order */
         return 0;
     case K_DTYPE:
         if (word_choice(key, v, dtypes, 3, &x, err, n)) return -1;
@@ -360,7 +362,7 @@ static void case_format(const Case *c, char *buf, size_t n)
 {
     char mt[48];
     size_t o = (size_t)snprintf(buf, n, "target=%s dtype=%s batch=%d sq=%d sk=%d hq=%d hkv=%d qk=%d ov=%d mask=%s",
-                                c->target == FA4_TARGET_SM100A ? "sm100a" : "sm90a", ref_dtype_name(c->dtype),
+                                targets_name[c->target], ref_dtype_name(c->dtype),
                                 c->batch, c->sq, c->sk, c->hq, c->hkv, c->qk, c->ov, mask_text(c, mt, sizeof mt));
 #define MORE(...) (o += o < n ? (size_t)snprintf(buf + o, n - o, __VA_ARGS__) : 0)
     if (c->config[0]) MORE(" config=\"%s\"", c->config);
@@ -579,7 +581,7 @@ static int numerics_pass(const Case *c, const Result *r)
 typedef struct Env {
     Opts opt;
     Cu cu;
-    fa4_ctx *fa[3]; /* per fa4_target */
+    fa4_ctx *fa[4]; /* per fa4_target */
 } Env;
 
 /* Everything one case holds; freed by run_free. */
@@ -979,7 +981,7 @@ static void report(const Env *env, const Case *c, const char *id, const Result *
 static int plan_cases(const Env *env, const CaseList *l)
 {
     int bad = 0;
-    fa4_ctx *fa[3] = {NULL, NULL, NULL};
+    fa4_ctx *fa[4] = {NULL, NULL, NULL, NULL};
     for (int i = 0; i < l->n; i++) {
         const Case *c = &((const Case *)l->v)[i];
         Run run;
@@ -1004,7 +1006,7 @@ static int plan_cases(const Env *env, const CaseList *l)
         if (s == FA4_OK) printf("  -> %s\n", cfg);
         else printf("  -> REFUSED %s: %s\n", fa4_status_string(s), fa4_last_error(fa[c->target])), bad++;
     }
-    for (int t = 0; t < 3; t++) fa4_destroy(fa[t]);
+    for (int t = 0; t < 4; t++) fa4_destroy(fa[t]);
     printf("sim_mha --plan: %d cases, %d refused\n", l->n, bad);
     return bad ? 1 : 0;
 }

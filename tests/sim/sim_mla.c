@@ -194,6 +194,8 @@ typedef struct Case {
 
 enum { K_TARGET, K_SQ, K_SKV, K_HQ, K_DQK, K_TOPK, K_SINK, K_TKLEN, K_INVALID, K_DUP, K_EMPTY, K_LAYOUT, K_SCALE,
        K_CONFIG, K_SEED, K_LSE, K_MAXL, K_KV, K_KVSCALE, K_COUNT };
+static const char *const targets_name[] = {[FA4_TARGET_SM90A] = "sm90a", [FA4_TARGET_SM100A] = "sm100a",
+                                            [FA4_TARGET_SM103A] = "sm103a"};
 static const char *const KEY_NAMES[K_COUNT] = {"target", "sq",         "skv",     "hq",     "dqk",   "topk",
                                                "sink",   "topk_length", "invalid", "dup",    "empty_rows",
                                                "layout", "scale",      "config",  "seed",   "lse",   "max_logits",
@@ -215,15 +217,15 @@ static int parse_real(const char *key, const char *v, double lo, double hi, doub
 /* Kernel config words: lower-case key=value words, no quotes. Stored with single spaces. */
 static int set_key(Case *c, int k, const char *v, char *err, size_t n)
 {
-    static const char *const targets[] = {"sm90a", "sm100a"}, *const depths[] = {"512", "576"},
+    static const char *const targets[] = {"sm90a", "sm100a", "sm103a"}, *const depths[] = {"512", "576"},
                              *const layouts[] = {"packed", "strided", "odd"}, *const bits[] = {"0", "1"};
     const char *key = KEY_NAMES[k];
     int x;
     double d = 0; /* parse_real sets it on success; zeroed for the compiler, which cannot see that */
     switch (k) {
     case K_TARGET:
-        if (word_choice(key, v, targets, 2, &x, err, n)) return -1;
-        c->target = x ? FA4_TARGET_SM100A : FA4_TARGET_SM90A;
+        if (word_choice(key, v, targets, 3, &x, err, n)) return -1;
+        c->target = (fa4_target)(FA4_TARGET_SM90A + x); /* the words in fa4_target's order */
         return 0;
     case K_SQ: return word_int(key, v, 1, MAX_SQ, &c->sq, err, n);
     case K_SKV: return word_int(key, v, 1, MAX_SKV, &c->skv, err, n);
@@ -304,7 +306,7 @@ static int case_parse_line(const char *line, Case *c, char *err, size_t n) { ret
 static void case_format(const Case *c, char *buf, size_t n)
 {
     size_t o = (size_t)snprintf(buf, n, "target=%s sq=%d skv=%d hq=%d dqk=%d topk=%d",
-                                c->target == FA4_TARGET_SM100A ? "sm100a" : "sm90a", c->sq, c->skv, c->hq, c->dqk,
+                                targets_name[c->target], c->sq, c->skv, c->hq, c->dqk,
                                 c->topk);
 #define MORE(...) (o += o < n ? (size_t)snprintf(buf + o, n - o, __VA_ARGS__) : 0)
     if (c->sink) MORE(" sink=1");
@@ -811,7 +813,7 @@ static int numerics_pass(const Result *r)
 typedef struct Env {
     Opts opt;
     Cu cu;
-    fa4_ctx *fa[3]; /* per fa4_target */
+    fa4_ctx *fa[4]; /* per fa4_target */
 } Env;
 
 /* Everything one case holds; freed by run_free. */

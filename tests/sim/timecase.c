@@ -51,7 +51,7 @@ static int parse_case(char words[][WORD_MAX], int n, Case *c, char *err, size_t 
         const char *k = words[i], *v = eq + 1;
         int r = 0, x = 0;
         if (!strcmp(k, "kind")) { static const char *const kn[] = {"mha", "mla"}; r = word_choice(k, v, kn, 2, &c->mla, err, en); }
-        else if (!strcmp(k, "target")) { static const char *const tn[] = {"sm90a", "sm100a"}; r = word_choice(k, v, tn, 2, &x, err, en); c->target = x ? FA4_TARGET_SM100A : FA4_TARGET_SM90A; }
+        else if (!strcmp(k, "target")) { static const char *const tn[] = {"sm90a", "sm100a", "sm103a"}; r = word_choice(k, v, tn, 3, &x, err, en); c->target = (fa4_target)(FA4_TARGET_SM90A + x); }
         else if (!strcmp(k, "dtype")) { static const char *const dn[] = {"bf16", "fp16", "e4m3"}; r = word_choice(k, v, dn, 3, &x, err, en); c->dtype = x == 0 ? FA4_BF16 : x == 1 ? FA4_FP16 : FA4_E4M3; }
         else if (!strcmp(k, "batch")) r = word_int(k, v, 1, 4096, &c->batch, err, en);
         else if (!strcmp(k, "sq")) r = word_int(k, v, 1, 1 << 20, &c->sq, err, en);

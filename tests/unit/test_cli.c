@@ -783,10 +783,10 @@ static void test_cli_predict(void **state)
     if (!(us2 > us * 1.05)) fail_msg("half the tensor rate: %g -> %g us", us, us2);
     remove(tbl);
     /* refused before the plan is printed (exit 2, one line) */
-    t_refused("explain --target sm100a --depth 128 --predict h100", "--predict h100: an sm90a GPU", "give b200 or b300", NULL);
-    t_refused("explain --target sm90a --depth 128 --predict b300", "an sm100a GPU", "give h100 or h200", NULL);
+    t_refused("explain --target sm100a --depth 128 --predict h100", "--predict h100: an sm90a GPU", "give b200, or --target sm90a", NULL);
+    t_refused("explain --target sm90a --depth 128 --predict b300", "an sm103a GPU", "give h100 or h200, or --target sm103a", NULL);
+    t_refused("explain --target sm100a --depth 128 --predict b300", "an sm103a GPU", "target is sm100a (give b200,", NULL);
     t_refused("explain --target sm90a --depth 128 --predict a100", "'a100' is not a GPU", NULL);
-    t_refused("explain --target sm90a --depth 128 --predict h100 --json", "--predict: prints text after the plan; drop --json", NULL);
     t_refused("explain --target sm90a --depth 128 --seqlen-k 4096", "--seqlen-k: a shape for --predict", NULL);
     t_refused("explain --target sm90a --depth 128 --split 1 --predict h100", "a config with split=1 is not predicted", NULL);
     t_refused("explain combine --target sm90a --ov-depth 128 --predict h100", "only mha and mla-sparse", NULL);
@@ -805,6 +805,60 @@ static void test_cli_predict(void **state)
     t_one_line(err);
     if (!strstr(err, "the simulator is not built") || !strstr(err, "make build/sim/timecase")) fail_msg("%s", err);
     free(a), free(b), free(plan), free(slow), free(err);
+}
+
+/* The number after "key": in a JSON text (the first), or -1. */
+static double t_json_number(const char *text, const char *key)
+{
+    char k[64];
+    snprintf(k, sizeof k, "\"%s\": ", key);
+    return t_number_after(text, k);
+}
+
+/* explain --predict GPU --json: the prediction alone as one JSON object, the same numbers as the text form,
+ * the same bytes twice; without --target, b300 predicts the sm103a kernel (the one a B300 loads). */
+static void test_cli_predict_json(void **state)
+{
+    (void)state;
+    const char *shape = "--batch 1 --heads 1 --seqlen-q 128 --seqlen-k 256";
+    char args[512], *a = NULL, *b = NULL, *text = NULL, *b300 = NULL;
+    snprintf(args, sizeof args, "explain --target sm90a --depth 64 --predict h200 --json %s", shape);
+    assert_int_equal(t_run(args, &a, 1), 0);
+    assert_int_equal(t_run(args, &b, 1), 0);
+    assert_string_equal(a, b);
+    snprintf(args, sizeof args, "explain --target sm90a --depth 64 --predict h200 %s", shape);
+    assert_int_equal(t_run(args, &text, 1), 0);
+    const char *needles[] = {"{\"evidence\": \"modelled\", \"config\": \"mha target=sm90a dtype=bf16 qk=64 ",
+                             "\"gpu\": \"h200\", \"table\": \"", "/tests/sim/gpus/h200.tbl\", \"assumed_values\": ",
+                             "\"validation\": \"17 sm90a pairs timed on an H200",
+                             "\"shape\": {\"batch\": 1, \"heads_q\": 1, \"heads_kv\": 1, \"seqlen_q\": 128, \"seqlen_k\": 256}",
+                             "\"launches\": [{\"kernel\": \"fa4_mha_sm90a_", "\"grid\": [1, 1, 1], \"cluster\": 1, ",
+                             "\"bottleneck\": \"", "\"busy_percent\": {\"issue\": ", ", \"tmem\": ", "\"total_us\": "};
+    for (size_t i = 0; i < sizeof needles / sizeof needles[0]; i++)
+        if (!strstr(a, needles[i])) fail_msg("--predict --json lacks '%s':\n%s", needles[i], a);
+    if (a[strlen(a) - 1] != '\n' || strchr(a, '\n') != a + strlen(a) - 1) fail_msg("not one line: %s", a);
+    if (strstr(a, "fa4gen explain") || strstr(a, "smem map")) fail_msg("the plan is not part of --json's prediction: %s", a);
+    double us = t_json_number(a, "total_us"), us_text = t_number_after(text, "  total       ");
+    if (!(us > 1) || us != us_text) fail_msg("total_us %g, the text form's total %g", us, us_text);
+    if (t_json_number(a, "predicted_us") != us) fail_msg("one launch: predicted_us %g != total_us %g", t_json_number(a, "predicted_us"), us);
+    double tc = t_json_number(a, "tc");
+    if (!(tc > 0 && tc <= 100)) fail_msg("busy tc %g%%", tc);
+    /* a JSON parser reads it (python3 is a test dependency of make unit) */
+    FILE *f = fopen("build/tests/predict.json", "w");
+    assert_non_null(f);
+    fputs(a, f);
+    fclose(f);
+    assert_int_equal(system("python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); "
+                            "sys.exit(0 if d[\"evidence\"] == \"modelled\" and d[\"launches\"][0][\"busy_percent\"] else 1)' "
+                            "build/tests/predict.json"), 0);
+    remove("build/tests/predict.json");
+    /* b300 without --target: the sm103a kernel under the B300 table */
+    snprintf(args, sizeof args, "explain --depth 64 --predict b300 --json %s", shape);
+    assert_int_equal(t_run(args, &b300, 1), 0);
+    if (!strstr(b300, "\"config\": \"mha target=sm103a ") || !strstr(b300, "\"kernel\": \"fa4_mha_sm103a_") ||
+        !strstr(b300, "\"gpu\": \"b300\""))
+        fail_msg("--predict b300 without --target: %s", b300);
+    free(a), free(b), free(text), free(b300);
 }
 
 /* ---- issue 26 item 6: FA4GEN_COMPILER (runtime/jit.c reads it; the first thing a kernel build asks) ---- */
@@ -840,7 +894,7 @@ int main(void)
         cmocka_unit_test(test_bundle_c_duplicates),    cmocka_unit_test(test_cli_help),
         cmocka_unit_test(test_cli_opt_equals),        cmocka_unit_test(test_compiler_env),
         cmocka_unit_test(test_cli_help_tools),        cmocka_unit_test(test_cli_configs),
-        cmocka_unit_test(test_cli_cache),             cmocka_unit_test(test_cli_predict),
+        cmocka_unit_test(test_cli_cache),             cmocka_unit_test(test_cli_predict), cmocka_unit_test(test_cli_predict_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -295,6 +295,35 @@ static void test_sm100_d128(void **state)
     assert_int_equal(fk->modules_live, 0);
 }
 
+/* B300 (compute capability 10.3): AUTO picks sm103a, the sm100a kernel for .target sm_103a (its own symbol,
+ * so its own cache entry); an explicit sm100a context on it, or an sm103a one on a 10.0 device, is refused
+ * before anything is compiled ('a' targets load only on their own chip). */
+static void test_sm103_target(void **state)
+{
+    (void)state;
+    fa4_mha_args a = mha(FA4_BF16, 2, 1000, 1000, 16, 16, 128, 128, FA4_MASK_CAUSAL);
+    fa4_ctx *ctx = ctx_on(103, FA4_TARGET_AUTO, NULL);
+    Plan *p = plan_of(ctx, &a);
+    assert_int_equal(p->cfg.target, TARGET_SM103A);
+    assert_string_equal(p->target->ptx_target, "sm_103a");
+    must(ctx, fa4_mha_fwd(ctx, &a, NULL), "fa4_mha_fwd (AUTO on 10.3)");
+    assert_int_equal(fk->n_launches, 1);
+    if (strncmp(fk->launches[0].kernel, "fa4_mha_sm103a_", 15)) fail_msg("launched %s", fk->launches[0].kernel);
+    free(p);
+    fa4_destroy(ctx);
+    ctx = ctx_on(103, FA4_TARGET_SM100A, NULL);
+    assert_int_equal(fa4_mha_fwd(ctx, &a, NULL), FA4_ERR_UNSUPPORTED);
+    if (!strstr(fa4_last_error(ctx), "compute capability 10.0") || !strstr(fa4_last_error(ctx), "is 10.3"))
+        fail_msg("%s", fa4_last_error(ctx));
+    nothing_recorded("sm100a on a 10.3 device");
+    fa4_destroy(ctx);
+    ctx = ctx_on(100, FA4_TARGET_SM103A, NULL);
+    assert_int_equal(fa4_mha_fwd(ctx, &a, NULL), FA4_ERR_UNSUPPORTED);
+    if (!strstr(fa4_last_error(ctx), "sm103a kernels (sm_103a)")) fail_msg("%s", fa4_last_error(ctx));
+    nothing_recorded("sm103a on a 10.0 device");
+    fa4_destroy(ctx);
+}
+
 /* GQA packed: the group's 8 query heads share a tile, so the grid counts
  * heads_q / 8 head groups; Q and O boxes span the group's heads. */
 static void test_sm100_gqa_packed(void **state)
@@ -1459,7 +1488,7 @@ static void test_overlapping_strides(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sm100_d128),         cmocka_unit_test(test_sm100_gqa_packed),
+        cmocka_unit_test(test_sm100_d128),         cmocka_unit_test(test_sm103_target),         cmocka_unit_test(test_sm100_gqa_packed),
         cmocka_unit_test(test_sm100_mla_rope),     cmocka_unit_test(test_sm100_e4m3_descale),
         cmocka_unit_test(test_sm100_cluster),      cmocka_unit_test(test_sm90_d128),
         cmocka_unit_test(test_sm90_varlen_paged),
