@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { PTX_MAX = 1 << 16 };
+enum { PTX_MAX = 1 << 18 };
 
 static char ptx[PTX_MAX];
 static size_t plen;
@@ -165,6 +165,68 @@ static void k_bulk(int lat)
     P("  @!%%p2 bra DONE;\n  mul.wide.u32 %%rd2, %%r8, 8;\n  add.u64 %%rd2, %%rd1, %%rd2;\n  st.global.u64 [%%rd2], %%rd11;\nDONE:\n  ret;\n}\n");
 }
 
+/* cp.async gather (the sm90a sparse MLA producer's path): 128 threads gather GATHER_ROWS rows of GATHER_ROW
+ * bytes per block by an index table, 16 bytes per cp.async.cg (LSU, not the TMA engine), two threads a row, 36
+ * copies each; two blocks in flight (commit, wait_group 1) into two smem slots. Rows come from the first
+ * GATHER_SRC_ROWS x GATHER_ROW bytes of src (L2-resident); idx holds GATHER_IDX row numbers. out[cta] = clocks of
+ * n blocks (thread 0). */
+enum { GATHER_ROW = 1152, GATHER_ROWS = 64, GATHER_BLOCK = GATHER_ROW * GATHER_ROWS, GATHER_SMEM = 2 * GATHER_BLOCK,
+       GATHER_IDX = 4096, GATHER_SRC_ROWS = 8192 };
+static void k_gather(void)
+{
+    head_with(".extern .shared .align 128 .b8 gring[];\n", "mb_gather",
+              ".param .u64 out, .param .u64 src, .param .u64 idx, .param .u32 n");
+    P("  ld.param.u64 %%rd1, [out];\n  ld.param.u64 %%rd6, [src];\n  ld.param.u64 %%rd7, [idx];\n  ld.param.u32 %%r1, [n];\n");
+    P("  mov.u32 %%r2, %%tid.x;\n  mov.u32 %%r8, %%ctaid.x;\n  setp.eq.u32 %%p2, %%r2, 0;\n");
+    /* this thread's row r = tid / 2 and half h = tid % 2: smem offset r * ROW + h * ROW / 2 */
+    P("  shr.u32 %%r4, %%r2, 1;\n  and.b32 %%r5, %%r2, 1;\n  mul.lo.u32 %%r6, %%r5, %d;\n  mad.lo.u32 %%r7, %%r4, %d, %%r6;\n",
+      GATHER_ROW / 2, GATHER_ROW);
+    P("  mov.u32 %%r9, gring;\n  add.u32 %%r9, %%r9, %%r7;\n  mul.lo.u32 %%r10, %%r8, %d;\n", GATHER_ROWS);
+    P("  mov.u64 %%rd10, %%clock64;\n  mov.u32 %%r3, 0;\n");
+    P("LOOP:\n  and.b32 %%r11, %%r3, 1;\n  mad.lo.u32 %%r12, %%r11, %d, %%r9;\n", GATHER_BLOCK);
+    /* the index of row r of block j (each CTA its own stretch of the table) */
+    P("  mad.lo.u32 %%r13, %%r3, %d, %%r4;\n  add.u32 %%r13, %%r13, %%r10;\n  and.b32 %%r13, %%r13, %d;\n", GATHER_ROWS, GATHER_IDX - 1);
+    P("  mul.wide.u32 %%rd2, %%r13, 4;\n  add.u64 %%rd2, %%rd7, %%rd2;\n  ld.global.nc.u32 %%r14, [%%rd2];\n");
+    P("  mul.wide.u32 %%rd3, %%r14, %d;\n  cvt.u64.u32 %%rd4, %%r6;\n  add.u64 %%rd3, %%rd3, %%rd4;\n  add.u64 %%rd3, %%rd6, %%rd3;\n", GATHER_ROW);
+    for (int k = 0; k < GATHER_ROW / 2 / 16; k++)
+        P("  cp.async.cg.shared.global [%%r12+%d], [%%rd3+%d], 16;\n", 16 * k, 16 * k);
+    P("  cp.async.commit_group;\n  cp.async.wait_group 1;\n");
+    P("  add.u32 %%r3, %%r3, 1;\n  setp.lt.u32 %%p1, %%r3, %%r1;\n  @%%p1 bra LOOP;\n  cp.async.wait_group 0;\n  bar.sync 0;\n");
+    P("  mov.u64 %%rd11, %%clock64;\n  sub.u64 %%rd11, %%rd11, %%rd10;\n");
+    P("  @!%%p2 bra DONE;\n  mul.wide.u32 %%rd2, %%r8, 8;\n  add.u64 %%rd2, %%rd1, %%rd2;\n  st.global.u64 [%%rd2], %%rd11;\nDONE:\n  ret;\n}\n");
+}
+
+/* The soft-cap score_mod as fa4gen's splice puts it into the sm90a kernel (30 tanhf(s / 30), NVRTC 13.0's
+ * tanhf: ex2 + rcp for |x| >= 0.6, an odd polynomial below), on SOFTCAP_SCORES independent scores per thread
+ * (a consumer thread's share of a 64 x 176 S tile), each site reusing the same temporaries as the splice
+ * does. 256 threads (two warpgroups, as the consumers), n passes; out[0] = clocks of the n passes (thread 0).
+ * Not a table value: a probe of how the PTX-order model issues a long dependent chain repeated over
+ * independent scores, against what ptxas makes of it (tests/sim/mb_replay.py reads the model's clocks). */
+enum { SOFTCAP_SCORES = 88 };
+static void k_softcap(void)
+{
+    head("mb_softcap", ".param .u64 out, .param .u32 n");
+    P("  ld.param.u64 %%rd1, [out];\n  ld.param.u32 %%r1, [n];\n  mov.u32 %%r2, %%tid.x;\n  cvt.rn.f32.u32 %%f150, %%r2;\n");
+    P("  mul.f32 %%f150, %%f150, 0f3C000000;\n");
+    for (int i = 0; i < SOFTCAP_SCORES; i++) P("  add.f32 %%f%d, %%f150, 0f%08X;\n", i, 0xC1000000u + (unsigned)i * 0x20000u);
+    P("  setp.eq.u32 %%p2, %%r2, 0;\n  mov.u64 %%rd10, %%clock64;\n  mov.u32 %%r3, 0;\nLOOP:\n");
+    for (int i = 0; i < SOFTCAP_SCORES; i++) {
+        P("  mul.f32 %%f101, %%f%d, 0f3D088889;\n  abs.f32 %%f102, %%f101;\n  mul.f32 %%f103, %%f102, 0f4038AA3B;\n", i);
+        P("  ex2.approx.ftz.f32 %%f104, %%f103;\n  add.f32 %%f105, %%f104, 0f3F800000;\n  rcp.approx.ftz.f32 %%f106, %%f105;\n");
+        P("  fma.rn.f32 %%f107, %%f106, 0fC0000000, 0f3F800000;\n  setp.ge.f32 %%p5, %%f102, 0f41102CB4;\n");
+        P("  selp.f32 %%f108, 0f3F800000, %%f107, %%p5;\n  copysign.f32 %%f109, %%f101, %%f108;\n  mul.f32 %%f110, %%f101, %%f101;\n");
+        P("  fma.rn.f32 %%f111, %%f110, 0f3C80F082, 0fBD563CAE;\n  fma.rn.f32 %%f112, %%f111, %%f110, 0f3E085941;\n");
+        P("  fma.rn.f32 %%f113, %%f112, %%f110, 0fBEAAA9ED;\n  fma.rn.f32 %%f114, %%f113, %%f110, 0f00000000;\n");
+        P("  fma.rn.f32 %%f115, %%f114, %%f101, %%f101;\n  setp.ge.f32 %%p6, %%f102, 0f3F19999A;\n");
+        P("  selp.f32 %%f116, %%f109, %%f115, %%p6;\n  mul.f32 %%f%d, %%f116, 0f41F00000;\n", i);
+    }
+    P("  add.u32 %%r3, %%r3, 1;\n  setp.lt.u32 %%p1, %%r3, %%r1;\n  @%%p1 bra LOOP;\n");
+    P("  mov.u64 %%rd11, %%clock64;\n  sub.u64 %%rd11, %%rd11, %%rd10;\n");
+    for (int i = 1; i < SOFTCAP_SCORES; i++) P("  add.f32 %%f0, %%f0, %%f%d;\n", i);
+    P("  mul.wide.u32 %%rd2, %%r2, 4;\n  add.u64 %%rd2, %%rd1, %%rd2;\n  st.global.f32 [%%rd2+16], %%f0;\n");
+    P("  @!%%p2 bra DONE;\n  st.global.u64 [%%rd1], %%rd11;\nDONE:\n  ret;\n}\n");
+}
+
 /* mbarrier round trip: warp 0 lane 0 arrives on bar A and waits on B; warp 1 lane 0 waits on A and
  * arrives on B; n round trips; out = clocks. */
 static void k_mbar(void)
@@ -193,7 +255,7 @@ static void g_tl(void) { k_bulk(1); }
 static const struct { const char *name; Gen gen; } kernels[] = {
     {"mb_clock", k_clock}, {"mb_empty", k_empty}, {"mb_mufu_ex2", g_ex2}, {"mb_cvt_bf16x2", g_cvt},
     {"mb_smem", k_smem}, {"mb_wgmma_rate", g_wr}, {"mb_wgmma_lat", g_wl}, {"mb_tma_bw", g_tb},
-    {"mb_tma_lat", g_tl}, {"mb_mbar_rt", k_mbar},
+    {"mb_tma_lat", g_tl}, {"mb_mbar_rt", k_mbar}, {"mb_gather", k_gather}, {"mb_softcap", k_softcap},
 };
 enum { NK = sizeof kernels / sizeof kernels[0] };
 
@@ -265,7 +327,7 @@ int main(int argc, char **argv)
     CK(cuMemAlloc(&out, 1 << 20));
     CK(cuMemAlloc(&src, span + (1 << 20)));
     CK(cuMemsetD8(src, 0, span + (1 << 20)));
-    Meas m[16];
+    Meas m[24];
     int nm = 0;
     unsigned long long h[4096];
 
@@ -335,7 +397,32 @@ int main(int argc, char **argv)
     CK(cuMemcpyDtoH(h, out, 8));
     m[nm++] = (Meas){"mbar_wake", "mbar_rt", (double)h[0] / mn / 2, "half an mbarrier ping-pong round trip between two warps"};
 
+    /* the cp.async gather: one SM (its clocks), then every SM (CUDA events); rows by a fixed pseudo-random table */
+    unsigned ih[GATHER_IDX], seed = 12345;
+    for (int i = 0; i < GATHER_IDX; i++) seed = seed * 1664525u + 1013904223u, ih[i] = (seed >> 8) % GATHER_SRC_ROWS;
+    CUdeviceptr idx;
+    CK(cuMemAlloc(&idx, sizeof ih));
+    CK(cuMemcpyHtoD(idx, ih, sizeof ih));
+    unsigned gn = 512;
+    void *ag[] = {&out, &src, &idx, &gn};
+    CUfunction gf = fn("mb_gather");
+    CK(cuFuncSetAttribute(gf, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, GATHER_SMEM));
+    launch_ms(gf, 1, 128, GATHER_SMEM, ag, 1);
+    CK(cuMemcpyDtoH(h, out, 8));
+    m[nm++] = (Meas){"cpa_sm_bw", "gather_sm_bw", (double)gn * GATHER_BLOCK / (double)h[0],
+                     "one SM, 128 threads: 64 rows x 1152 B a block by an index table, cp.async.cg 16 B, 2 blocks in flight, from a 9.4 MB (L2) buffer"};
+    ms = launch_ms(gf, (unsigned)sms, 128, GATHER_SMEM, ag, 3);
+    m[nm++] = (Meas){"cpa_bw", "gather_all_bw", (double)sms * gn * GATHER_BLOCK / (ms * 1e-3 * hz), "every SM as gather_sm_bw, CUDA events"};
+
     for (int i = 0; i < nm; i++) printf("microbench %-12s %-10s %10.3f  (%s)\n", m[i].bench, m[i].key, m[i].v, m[i].how);
+    /* probes: no table value; tests/sim/mb_replay.py prints what the model reads for the same PTX beside them */
+    unsigned sn = 64;
+    void *as[] = {&out, &sn};
+    launch_ms(fn("mb_softcap"), 1, 256, 0, as, 1);
+    CK(cuMemcpyDtoH(h, out, 8));
+    printf("probe      softcap      clk/pass %10.1f  (the spliced soft-cap on %d independent scores per thread, 256 threads, one SM: "
+           "clocks per pass; issue-bound would be ~%d, PTX-order latency-bound several times that)\n",
+           (double)h[0] / sn, SOFTCAP_SCORES, SOFTCAP_SCORES * 21 * 8 / 4);
     /* the table again, measured keys replaced */
     FILE *in = fopen(argv[1], "r"), *o = fopen(argv[2], "w");
     if (!in || !o) { fprintf(stderr, "microbench: cannot read %s or write %s\n", argv[1], argv[2]); return 1; }

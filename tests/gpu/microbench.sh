@@ -24,6 +24,9 @@ make -j"$(nproc)" build/fa4gen build/sim/libcuda.so.1 build/sim/timecase > "$OUT
 # the latencies measured with a loop around them (TMA load, mbarrier round trip) as the model charges them: the
 # model replays those benchmarks' PTX and each value becomes the one that makes it read the measurement
 python3 tests/sim/mb_replay.py --fix "$OUT/h100-measured.tbl" | tee -a "$OUT/microbench.txt" || exit 1
+# what the model reads in each replayed benchmark with the final table, the gather rate and the soft-cap probe
+# included (its GPU clocks: the 'probe softcap' line above)
+python3 tests/sim/mb_replay.py "$OUT/h100-measured.tbl" | sed 's/^/replay /' | tee -a "$OUT/microbench.txt" || exit 1
 cases=tests/sim/timing_cases_h100.txt
 work=$(mktemp -d)
 # predictions: one simulator process per case, all cores

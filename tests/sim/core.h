@@ -276,14 +276,14 @@ int sim_op_eligible(Sim *s, const Op *op);
 void sim_report_deadlock(Sim *s);
 /* one cluster (x, y, z) of the launch under the clock: its end time, busy clocks per unit, tensor flops and
  * loaded bytes added to *cycles (set), busy, flops and tma_bytes */
-int sim_run_cluster_timed(const SimLaunch *l, unsigned x, unsigned y, unsigned z, double l2_bw_sm, char **report,
-                          double *cycles, double busy[TP_COUNT], double *flops, uint64_t *tma_bytes);
+int sim_run_cluster_timed(const SimLaunch *l, unsigned x, unsigned y, unsigned z, double l2_bw_sm, double cpa_bw_sm,
+                          char **report, double *cycles, double busy[TP_COUNT], double *flops, uint64_t *tma_bytes);
 
 /* timing.c */
 typedef struct Timing Timing;
 Timing *timing_new(Sim *s);
 void timing_free(Timing *tm);
-void timing_set_share(Timing *tm, double l2_bw_sm);
+void timing_set_share(Timing *tm, double l2_bw_sm, double cpa_bw_sm); /* L2 and cp.async bytes/clk of this SM */
 double timing_now(const Timing *tm); /* the clock, SM clocks since the cluster started */
 void timing_run_cluster(Sim *s);
 void timing_op_issued(Sim *s, Op *op);

@@ -22,7 +22,8 @@ static const char *const key_names[K_COUNT] = {
     [K_SMEM_LAT] = "smem_lat", [K_DSMEM_LAT] = "dsmem_lat", [K_GMEM_LAT] = "gmem_lat", [K_TC_MACS] = "tc_macs",
     [K_TC_FP8_X] = "tc_fp8_x", [K_TC_LAT] = "tc_lat", [K_TC_ISSUE] = "tc_issue", [K_TMEM_LAT] = "tmem_lat",
     [K_TMEM_BW] = "tmem_bw", [K_TMA_OP] = "tma_op", [K_TMA_ROW] = "tma_row", [K_TMA_LAT] = "tma_lat",
-    [K_L2_SM_BW] = "l2_sm_bw", [K_L2_BW] = "l2_bw", [K_HBM_GBS] = "hbm_gbs", [K_MBAR_WAKE] = "mbar_wake",
+    [K_L2_SM_BW] = "l2_sm_bw", [K_L2_BW] = "l2_bw",
+    [K_CPA_SM_BW] = "cpa_sm_bw", [K_CPA_BW] = "cpa_bw", [K_HBM_GBS] = "hbm_gbs", [K_MBAR_WAKE] = "mbar_wake",
     [K_BAR_WAKE] = "bar_wake", [K_CLUSTER_WAKE] = "cluster_wake", [K_FENCE_LAT] = "fence_lat",
     [K_LAUNCH_US] = "launch_us",
 };
@@ -122,6 +123,7 @@ typedef struct Timing {
     double busy[TP_COUNT];
     double tc_flops;
     double l2_bw_sm;     /* bytes per clock this SM's loads get */
+    double cpa_bw_sm;    /* bytes per clock this SM's cp.async gathers get */
     uint64_t tma_bytes;  /* bytes loaded by TMA/bulk/cp.async in the window */
 } Timing;
 
@@ -365,7 +367,7 @@ void timing_op_issued(Sim *s, Op *op)
         double *eng = op->kind == A_CPA ? &tm->lsu_free[sm] : &tm->tma_free[sm];
         double over = op->kind == A_CPA ? 0 : V(tm, K_TMA_OP) + rows * V(tm, K_TMA_ROW);
         start = fmax(now, *eng);
-        double dur = bytes / tm->l2_bw_sm;
+        double dur = bytes / (op->kind == A_CPA ? tm->cpa_bw_sm : tm->l2_bw_sm);
         *eng = start + fmax(dur, over);
         tm->busy[TP_TMA] += fmax(dur, over);
         tm->tma_bytes += (uint64_t)bytes * (uint64_t)(n > 0 ? 1 : 0);
@@ -636,12 +638,13 @@ int timing_run_launch(const SimLaunch *l, char **report)
     if (want > 64) want = 64;
     memset(out, 0, sizeof *out);
     double l2_bw_sm = fmin(g->v[K_L2_SM_BW], g->v[K_L2_BW] / (active > 0 ? active : 1));
+    double cpa_bw_sm = fmin(g->v[K_CPA_SM_BW], g->v[K_CPA_BW] / (active > 0 ? active : 1));
     uint64_t tma_bytes = 0;
     for (int k = 0; k < want; k++) {
         unsigned x = want == 1 ? 0 : (unsigned)((double)k * (nc[0] - 1) / (want - 1) + 0.5);
         if (n && sm[n - 1].x == x) continue;
         double cyc = 0, busy[TP_COUNT] = {0}, flops = 0;
-        int st = sim_run_cluster_timed(l, x, 0, 0, l2_bw_sm, report, &cyc, busy, &flops, &tma_bytes);
+        int st = sim_run_cluster_timed(l, x, 0, 0, l2_bw_sm, cpa_bw_sm, report, &cyc, busy, &flops, &tma_bytes);
         if (st) return st;
         sm[n].x = x, sm[n].cycles = cyc;
         n++;
@@ -690,7 +693,11 @@ int timing_run_launch(const SimLaunch *l, char **report)
 /* Hook used by sim.c to give a cluster its Timing: the L2 share is the launch's. */
 double timing_now(const Timing *tm) { return tm->now; }
 
-void timing_set_share(Timing *tm, double l2_bw_sm) { tm->l2_bw_sm = l2_bw_sm > 0 ? l2_bw_sm : 1; }
+void timing_set_share(Timing *tm, double l2_bw_sm, double cpa_bw_sm)
+{
+    tm->l2_bw_sm = l2_bw_sm > 0 ? l2_bw_sm : 1;
+    tm->cpa_bw_sm = cpa_bw_sm > 0 ? cpa_bw_sm : 1;
+}
 
 void timing_collect(const Timing *tm, double *cycles, double busy[TP_COUNT], double *flops, uint64_t *tma_bytes)
 {

@@ -55,6 +55,8 @@ typedef enum {
     K_TMA_LAT,       /* TMA load latency from L2, clocks */
     K_L2_SM_BW,      /* L2 -> one SM bytes per clock, when few SMs load */
     K_L2_BW,         /* L2 -> all SMs bytes per clock (the grid shares it) */
+    K_CPA_SM_BW,     /* cp.async (the LSU path: 16-byte gathers of scattered rows) L2 -> one SM, bytes per clock */
+    K_CPA_BW,        /* the same, L2 -> all SMs gathering at once, bytes per clock (the grid shares it) */
     K_HBM_GBS,       /* DRAM bandwidth, GB/s */
     K_MBAR_WAKE,     /* mbarrier phase completion -> waiting warp issues, clocks */
     K_BAR_WAKE,      /* bar.sync release -> waiting warp issues, clocks */

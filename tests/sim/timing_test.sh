@@ -2,7 +2,7 @@
 # tests/sim/timing_test.sh - the timing mode's own checks (make sim-test step `timing`): a fixed small
 # sm90a case predicted twice (and under another scheduler seed) gives the same line; a table with half the
 # tensor-core rate predicts a longer time, one with a missing key is refused; the line names its units; the
-# latencies h200.tbl derives from microbenchmarks replay to the measured values.
+# latencies h200.tbl derives from microbenchmarks replay to the measured values, and so does the gather rate.
 # Prints `timing: N passed, N failed`. Needs build/sim/libcuda.so.1 and build/sim/timecase.
 set -u
 cd "$(dirname "$0")/../.."
@@ -33,5 +33,9 @@ done
 python3 tests/sim/mb_replay.py tests/sim/gpus/h200.tbl "$w/mb" > "$w/mb.out" 2>&1
 awk '$1 == "tma_lat" { t = $7 } $1 == "mbar_wake" { m = $7 } END { exit !(t > 793 && t < 810 && m > 82 && m < 84) }' "$w/mb.out"
 ok $? "h200.tbl's tma_lat and mbar_wake replay to their measurements: $(awk '{ printf "%s %s ", $1, $7 }' "$w/mb.out")"
+# the cp.async gather rate (cpa_sm_bw) as the model charges it: the gather microbenchmark's replay reads the
+# table's value within 5%
+awk '$1 == "cpa_sm_bw" { r = $7; t = $4 } END { exit !(t > 0 && r > 0.95 * t && r < 1.05 * t) }' "$w/mb.out"
+ok $? "the gather microbenchmark replays to h200.tbl's cpa_sm_bw: $(awk '$1 == "cpa_sm_bw" { print $4 " -> " $7 }' "$w/mb.out")"
 echo "timing: $pass passed, $fail failed"
 [ "$fail" = 0 ]
