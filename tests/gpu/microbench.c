@@ -91,9 +91,10 @@ static void k_smem(void)
 /* wgmma m64n256k16 bf16 -> f32, A and B from shared memory (zeros: the values do not matter). 128 or
  * 256 threads (1 or 2 warpgroups). lat=0: n iterations of 4 wgmmas, commit, wait_group 1 (rate);
  * lat=1: n iterations of one wgmma, commit, wait_group 0, the mean clocks per iteration in out. */
-static void k_wgmma(int lat)
+static void k_wgmma_n(const char *name, int lat, int nn)
 {
-    head(lat ? "mb_wgmma_lat" : "mb_wgmma_rate", ".param .u64 out, .param .u32 n");
+    int acc = nn / 2; /* f32 accumulator registers per thread of m64nNk16 */
+    head(name, ".param .u64 out, .param .u32 n");
     P("  .shared .align 1024 .b8 buf[16384];\n");
     P("  ld.param.u64 %%rd1, [out];\n  ld.param.u32 %%r1, [n];\n  mov.u32 %%r2, %%tid.x;\n  mov.u32 %%r4, buf;\n");
     /* zero 16 KB: 256 threads x 64 B or 128 x 128 */
@@ -104,18 +105,18 @@ static void k_wgmma(int lat)
     P("  cvt.u64.u32 %%rd3, %%r4;\n  shr.u64 %%rd3, %%rd3, 4;\n  and.b64 %%rd3, %%rd3, 16383;\n");
     P("  or.b64 %%rd4, %%rd3, 0x0000001000080000;\n"); /* SBO 256>>4=16 at bit 32, LBO 128>>4=8 at bit 16 */
     P("  add.u64 %%rd5, %%rd4, 128;\n"); /* B: +2048 B */
-    for (int i = 0; i < 128; i++) P("  mov.f32 %%f%d, 0f00000000;\n", i);
+    for (int i = 0; i < acc; i++) P("  mov.f32 %%f%d, 0f00000000;\n", i);
     P("  mov.u64 %%rd10, %%clock64;\n  mov.u32 %%r3, 0;\nLOOP:\n  wgmma.fence.sync.aligned;\n");
     int per = lat ? 1 : 4;
     for (int k = 0; k < per; k++) {
-        P("  wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {");
-        for (int i = 0; i < 128; i++) P("%s%%f%d", i ? ", " : "", i);
+        P("  wgmma.mma_async.sync.aligned.m64n%dk16.f32.bf16.bf16 {", nn);
+        for (int i = 0; i < acc; i++) P("%s%%f%d", i ? ", " : "", i);
         P("}, %%rd4, %%rd5, 1, 1, 1, 0, 0;\n");
     }
     P("  wgmma.commit_group.sync.aligned;\n  wgmma.wait_group.sync.aligned %d;\n", lat ? 0 : 1);
     P("  add.u32 %%r3, %%r3, 1;\n  setp.lt.u32 %%p1, %%r3, %%r1;\n  @%%p1 bra LOOP;\n");
     P("  wgmma.wait_group.sync.aligned 0;\n  mov.u64 %%rd11, %%clock64;\n  sub.u64 %%rd11, %%rd11, %%rd10;\n");
-    for (int i = 1; i < 128; i++) P("  add.f32 %%f0, %%f0, %%f%d;\n", i);
+    for (int i = 1; i < acc; i++) P("  add.f32 %%f0, %%f0, %%f%d;\n", i);
     P("  mov.u32 %%r8, %%ctaid.x;\n  mov.u32 %%r10, %%ntid.x;\n  mad.lo.u32 %%r9, %%r8, %%r10, %%r2;\n  mul.wide.u32 %%rd2, %%r9, 16;\n  add.u64 %%rd2, %%rd1, %%rd2;\n");
     P("  st.global.u64 [%%rd2], %%rd11;\n  st.global.f32 [%%rd2+8], %%f0;\n  ret;\n}\n");
 }
@@ -248,14 +249,20 @@ static void k_mbar(void)
 typedef void (*Gen)(void);
 static void g_ex2(void) { k_unary("mb_mufu_ex2", "ex2"); }
 static void g_cvt(void) { k_unary("mb_cvt_bf16x2", "cvt"); }
-static void g_wr(void) { k_wgmma(0); }
-static void g_wl(void) { k_wgmma(1); }
+static void g_wr(void) { k_wgmma_n("mb_wgmma_rate", 0, 256); }
+static void g_wl(void) { k_wgmma_n("mb_wgmma_lat", 1, 256); }
+/* probes: the SS rate at the small N the sm90a plan picks when shared memory is short (bn 48, 80, 128); at the
+ * measured 127 B/clk shared-memory port, operands fetched through it would cap N 48 near 1740 MAC/clk */
+static void g_w48(void) { k_wgmma_n("mb_wgmma_n48", 0, 48); }
+static void g_w80(void) { k_wgmma_n("mb_wgmma_n80", 0, 80); }
+static void g_w128(void) { k_wgmma_n("mb_wgmma_n128", 0, 128); }
 static void g_tb(void) { k_bulk(0); }
 static void g_tl(void) { k_bulk(1); }
 static const struct { const char *name; Gen gen; } kernels[] = {
     {"mb_clock", k_clock}, {"mb_empty", k_empty}, {"mb_mufu_ex2", g_ex2}, {"mb_cvt_bf16x2", g_cvt},
     {"mb_smem", k_smem}, {"mb_wgmma_rate", g_wr}, {"mb_wgmma_lat", g_wl}, {"mb_tma_bw", g_tb},
     {"mb_tma_lat", g_tl}, {"mb_mbar_rt", k_mbar}, {"mb_gather", k_gather}, {"mb_softcap", k_softcap},
+    {"mb_wgmma_n48", g_w48}, {"mb_wgmma_n80", g_w80}, {"mb_wgmma_n128", g_w128},
 };
 enum { NK = sizeof kernels / sizeof kernels[0] };
 
@@ -423,6 +430,16 @@ int main(int argc, char **argv)
     printf("probe      softcap      clk/pass %10.1f  (the spliced soft-cap on %d independent scores per thread, 256 threads, one SM: "
            "clocks per pass; issue-bound would be ~%d, PTX-order latency-bound several times that)\n",
            (double)h[0] / sn, SOFTCAP_SCORES, SOFTCAP_SCORES * 21 * 8 / 4);
+    static const struct { const char *name; int n; } wn_probe[] = {{"mb_wgmma_n48", 48}, {"mb_wgmma_n80", 80}, {"mb_wgmma_n128", 128}};
+    double tcm = 1;
+    for (int i = 0; i < nm; i++)
+        if (!strcmp(m[i].key, "tc_macs")) tcm = m[i].v;
+    for (int i = 0; i < 3; i++) {
+        ms = launch_ms(fn(wn_probe[i].name), (unsigned)sms, 256, 0, aw, 3);
+        double r = (double)sms * 2 * wn * 4 * 64.0 * wn_probe[i].n * 16 / (ms * 1e-3 * hz * sms);
+        printf("probe      wgmma_n%-5d MAC/clk  %10.1f  (m64n%dk16 SS bf16 as wgmma_rate; %.3f of the N 256 rate; operands %.0f B/clk "
+               "at it)\n", wn_probe[i].n, r, wn_probe[i].n, r / tcm, r * (2048.0 + 32 * wn_probe[i].n) / (1024.0 * wn_probe[i].n));
+    }
     /* the table again, measured keys replaced */
     FILE *in = fopen(argv[1], "r"), *o = fopen(argv[2], "w");
     if (!in || !o) { fprintf(stderr, "microbench: cannot read %s or write %s\n", argv[1], argv[2]); return 1; }
