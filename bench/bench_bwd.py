@@ -10,6 +10,9 @@ SDPA (cuDNN backend) output kept with its graph (the cuDNN backward kernel and i
 TFLOP/s counts the backward as 2.5 x the forward's 4 B H Sq Sk D, halved for causal (Sq = Sk). Peak extra memory:
 torch.cuda.max_memory_allocated over one call beyond what was allocated before it (fa4: workspace + dq, dk, dv,
 the caller's; cuDNN: its grads and workspace). The ceiling is the measured cuBLAS bf16 8192^3 matmul rate.
+--variants: fa4 config words per variant ("default" = the runtime's choice); every variant is timed interleaved with
+cuDNN in its own loop, and a non-default variant prints its own ratio beside its time (e.g. "default;tail_split=0":
+the runtime's pick against the same kernel with the last wave's tiles left whole).
 Then (unless --no-train) a training step's attention, forward + backward, per shape: fa4_torch.flash_attn_func
 (autograd through fa4::mha_bwd) against SDPA on cuDNN, torch.autograd.grad of each output for the same dO,
 timed the same way (eager: the host's cost included, as a training loop pays it) and as CUDA-graph replays (the
@@ -167,15 +170,18 @@ def main():
                 def fa(do, q, k, v, out, lse, dq, dk, dv, ws, cfg=cfg):  # noqa: E306
                     return fa4.mha_bwd(do, q, k, v, out, lse, causal=causal, softmax_scale=scale, config=cfg, dq=dq,
                                        dk=dk, dv=dv, workspace=ws)
-                fns = [fa] + ([cudnn] if "cudnn_error" not in row and key == "fa4" else [])
-                both = [fa_sets, cud_sets]
-                if len(fns) == 2:  # interleaved: the sets of each fn rotate with the calls
+                # every variant interleaved with cuDNN (the sets of each fn rotate with the calls): its ratio is
+                # read against the cuDNN calls of its own loop, so variants compare side by side in one run
+                if "cudnn_error" not in row:
                     zipped = [fa_sets[i] + cud_sets[i] for i in range(len(sets))]
                     nfa = len(fa_sets[0])
                     ms = time_interleaved([lambda *a: fa(*a[:nfa]), lambda *a: cudnn(*a[nfa:])], zipped, args.reps)
-                    row[key + "_ms"], row["cudnn_ms"] = ms
+                    row[key + "_ms"] = ms[0]
+                    row["cudnn_ms" if key == "fa4" else key + "_cudnn_ms"] = ms[1]
+                    if key != "fa4":
+                        row[key + "_ratio"] = ms[1] / ms[0]
                 else:
-                    ms = time_interleaved([fa], both[0], args.reps)
+                    ms = time_interleaved([fa], fa_sets, args.reps)
                     row[key + "_ms"] = ms[0]
                 row[key + "_tflops"] = row["flops"] / row[key + "_ms"] / 1e9
                 if key == "fa4":
@@ -196,7 +202,9 @@ def main():
         for variant in variants:
             key = "fa4" if variant == "default" else "fa4[%s]" % variant
             if key + "_tflops" in row:
-                parts.append("%s %6.1f TFLOP/s (%.3f ms)" % (key, row[key + "_tflops"], row[key + "_ms"]))
+                parts.append("%s %6.1f TFLOP/s (%.3f ms)%s" % (
+                    key, row[key + "_tflops"], row[key + "_ms"],
+                    " ratio %.3f" % row[key + "_ratio"] if key + "_ratio" in row else ""))
             elif key + "_error" in row:
                 parts.append("%s n/a (%s)" % (key, row[key + "_error"][:90]))
         if "cudnn_tflops" in row:

@@ -105,6 +105,11 @@ typedef struct Config {
     int stale;
     /* the backward kinds (gen/mha_bwd.h): 1 = dQ accumulated in a fixed order (reserved; refused for now) */
     int deterministic;
+    /* mha-bwd on sm90a (and its pre kernel): 1 = the runtime may split the kv tiles of the grid's last, partly
+     * empty wave over several CTAs each (a range of the tile's iterations per CTA; dK, dV partials summed in f32
+     * through the caller's dq memory, mha_bwd.h "Tail split"). The split itself is a launch argument (p_tail_first,
+     * p_tail_parts: 0 parts = none). Canonical form names it only when on */
+    int tail_split;
     /* built-in score transforms, MHA, both targets (0 = off; canonical form names them only when on; not with
      * mod=). softcap=1: s = cap tanh(s / cap) (Gemma 2, Grok): the kernel computes tanh(q.k x p_softcap_scale)
      * with p_softcap_scale = softmax_scale x descales / cap, and the runtime passes scale_log2 = cap log2 e, so
@@ -288,6 +293,9 @@ typedef enum {
     SCALAR_TIMELINE,
     /* the backward's deterministic=1: u64 the turn counters (u32, one per dQ block of the workspace) */
     SCALAR_DQ_SEM,
+    /* the backward's tail_split=1 (mha_bwd.h): u32 the first split tile and the parts per split tile (0: none); u64
+     * the partials' area (f32 dK, dV, then u32 counters) and u32 its bytes (the pre kernel zeroes it) */
+    SCALAR_TAIL_FIRST, SCALAR_TAIL_PARTS, SCALAR_TAIL_WS, SCALAR_TAIL_BYTES,
     SCALAR_COUNT
 } ScalarId;
 extern const char *const scalar_name[SCALAR_COUNT];

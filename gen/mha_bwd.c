@@ -61,6 +61,30 @@ BwdWorkspace bwd_workspace(int varlen, int batch, int heads_q, int seqlen_q, int
     return w;
 }
 
+BwdTail bwd_tail_pick(uint64_t tiles, int slots, int iters, int bn, int depth)
+{
+    BwdTail t;
+    memset(&t, 0, sizeof t);
+    t.grid = tiles;
+    if (slots < 1 || iters < BWD_TAIL_MIN_ITERS || tiles < (uint64_t)slots || tiles % (uint64_t)slots == 0) return t;
+    uint64_t s = (uint64_t)slots, waves = tiles / s, rest = tiles % s, whole = (uint64_t)iters + BWD_TAIL_CTA_ITERS;
+    uint64_t base = (waves + 1) * whole, best = base * (1000 - BWD_TAIL_MIN_GAIN_PERMILLE) / 1000 + 1;
+    for (uint64_t extra = 0; extra <= 1 && extra < waves + 1; extra++) {
+        uint64_t split = rest + extra * s;
+        for (uint64_t parts = 2; parts <= BWD_TAIL_MAX_PARTS; parts++) {
+            uint64_t part = ((uint64_t)iters + parts - 1) / parts + BWD_TAIL_CTA_ITERS + BWD_TAIL_SUM_ITERS;
+            uint64_t span = (waves - extra) * whole + (split * parts + s - 1) / s * part;
+            if (span >= best) continue;
+            best = span;
+            t.first = (uint32_t)(tiles - split), t.parts = (uint32_t)parts, t.tiles = (uint32_t)split;
+        }
+    }
+    if (!t.parts) return t;
+    t.grid = t.first + (uint64_t)t.tiles * t.parts;
+    t.bytes = (uint64_t)t.tiles * (bwd_tail_slot_bytes(bn, depth) + BWD_ALIGN);
+    return t;
+}
+
 void bwd_aux_config(const Config *m, Kind kind, int sink, Config *out)
 {
     config_init(out);
@@ -73,6 +97,7 @@ void bwd_aux_config(const Config *m, Kind kind, int sink, Config *out)
     out->varlen = m->varlen;
     out->sink = sink;
     out->deterministic = kind == KIND_MHA_BWD_PRE ? m->deterministic : 0;
+    out->tail_split = kind == KIND_MHA_BWD_PRE ? m->tail_split : 0;
 }
 
 /* The block layout's float index of (row r, column c) = row part + column part (mha_bwd.h): w = tm + tiles_m tn,
@@ -158,6 +183,38 @@ static void sequence_rows(Emit *e, Reg cu, Reg total, Reg start, Reg len)
     emit(e, "sub.u32 %s, %s, %s;", R(e, len), R(e, end), R(e, start));
 }
 
+/* tail_split=1 (mha_bwd.h "Tail split"): CTA t past p_tail_first takes part (t - first) % parts of the tile
+ * first + (t - first) / parts; t becomes that tile. Defines %tail_in (1: a part of a split tile), %tail_part,
+ * %tail_slot (the tile's slot in the partials' area) and %tail_n (its parts; 1 outside the split). */
+static void tail_tile(Emit *e, Reg t)
+{
+    Reg in = reg_pred(e, "tail_in"), part = reg_b32(e, "tail_part"), slot = reg_b32(e, "tail_slot");
+    Reg np = reg_b32(e, "tail_n"), x = reg_b32(e, "tt_x"), z = reg_pred(e, "tt_z");
+    emit_note(e, "plan note tail split: CTAs from p_tail_first on are parts of the tiles from p_tail_first on");
+    emit(e, "setp.ge.u32 %s, %s, %%tail_first;", R(e, z), R(e, t));
+    emit(e, "setp.ne.and.u32 %s, %%tail_parts, 0, %s;", R(e, in), R(e, z));
+    emit(e, "mov.u32 %s, 0;", R(e, part));
+    emit(e, "mov.u32 %s, 0;", R(e, slot));
+    emit(e, "mov.u32 %s, 1;", R(e, np));
+    emit(e, "@%s sub.u32 %s, %s, %%tail_first;", R(e, in), R(e, x), R(e, t));
+    emit(e, "@%s rem.u32 %s, %s, %%tail_parts;", R(e, in), R(e, part), R(e, x));
+    emit(e, "@%s div.u32 %s, %s, %%tail_parts;", R(e, in), R(e, slot), R(e, x));
+    emit(e, "@%s mov.u32 %s, %%tail_parts;", R(e, in), R(e, np));
+    emit(e, "@%s add.u32 %s, %s, %%tail_first;", R(e, in), R(e, t), R(e, slot));
+}
+
+/* tail_split=1: this part's iterations [%it0, %iters) = [part x iters / parts, (part + 1) x iters / parts). */
+static void tail_range(Emit *e)
+{
+    Reg it0 = reg_b32(e, "it0"), it = reg_find(e, "iters"), x = reg_b32(e, "tt_x");
+    emit_note(e, "plan note tail split: this part's iterations");
+    emit(e, "mul.lo.u32 %s, %%tail_part, %s;", R(e, it0), R(e, it));
+    emit(e, "div.u32 %s, %s, %%tail_n;", R(e, it0), R(e, it0));
+    emit(e, "add.u32 %s, %%tail_part, 1;", R(e, x));
+    emit(e, "mul.lo.u32 %s, %s, %s;", R(e, x), R(e, x), R(e, it));
+    emit(e, "div.u32 %s, %s, %%tail_n;", R(e, it), R(e, x));
+}
+
 /* Defines %bidx %kvh %n0 (the tile's first key) %q_start %k_start %b_map (the maps' batch coordinate)
  * %pad (the sequence's first padded workspace row) %kv_off = seqlen_k - seqlen_q, and the m-blocks:
  * [m_begin, m_end) see a key of the tile, [full_lo, full_hi) need no mask, %nm = m_end - m_begin,
@@ -178,6 +235,7 @@ void bwd_tile_coords(Emit *e)
     emit(e, "div.u32 %s, %s, %d;", R(e, nb), R(e, nb), bn);
     emit(e, "div.u32 %s, %%heads_q, %d;", R(e, hkv), p->cfg.group);
     emit(e, "mov.u32 %s, %%ctaid.x;", R(e, t));
+    if (p->cfg.tail_split) tail_tile(e, t);
     emit(e, "rem.u32 %s, %s, %s;", R(e, n), R(e, t), R(e, nb));
     emit(e, "div.u32 %s, %s, %s;", R(e, t), R(e, t), R(e, nb));
     emit(e, "rem.u32 %s, %s, %s;", R(e, kvh), R(e, t), R(e, hkv));
@@ -238,6 +296,7 @@ void bwd_tile_coords(Emit *e)
     emit(e, "max.s32 %s, %s, %s;", R(e, me), R(e, me), R(e, mb));
     emit(e, "sub.u32 %s, %s, %s;", R(e, nm), R(e, me), R(e, mb));
     emit(e, "mul.lo.u32 %s, %s, %d;", R(e, it), R(e, nm), p->cfg.group);
+    if (p->cfg.tail_split) tail_range(e);
 }
 
 /* Iteration %it_reg -> m-block m and query head hq (g = it / nm of the kv head's group). m-blocks ascend; with
@@ -270,6 +329,12 @@ void bwd_iter_coords(Emit *e, Reg itr, Reg m, Reg hq)
         emit(e, "add.u32 %s, %s, %%m_begin;", R(e, m), R(e, m));
     }
     if (reg_is(hq)) emit(e, "mad.lo.u32 %s, %%kvh, %d, %s;", R(e, hq), p->cfg.group, R(e, g));
+}
+
+void bwd_iter_start(Emit *e, Reg itr)
+{
+    if (e->p->cfg.tail_split) emit(e, "mov.u32 %s, %%it0;", R(e, itr));
+    else emit(e, "mov.u32 %s, 0;", R(e, itr));
 }
 
 /* ws = the workspace row of (hq, m)'s first query: (bws heads_q + hq) q_rows + pad + m bm (u64). */
@@ -381,7 +446,7 @@ void bwd_emit_loads(Emit *e, const BwdLoads *l, const char *section, int lane_gu
     smem_at(e, dst, l->off_v);
     load_tile(e, reg_find(e, "tmap_v"), dst, l->kv_chunk_bytes, row, reg_find(e, "kvh"), bar);
     ring_reset(e, stage, phase);
-    emit(e, "mov.u32 %s, 0;", R(e, itr));
+    bwd_iter_start(e, itr);
     emit_label(e, new_label(e, l_loop, sizeof l_loop, "ld_loop"));
     emit(e, "setp.ge.u32 %s, %s, %%iters;", R(e, pr), R(e, itr));
     emit(e, "@%s bra %s;", R(e, pr), new_label(e, l_done, sizeof l_done, "ld_done"));
@@ -443,10 +508,10 @@ static int aux_check(const Config *c, char *err, size_t n)
     if ((c->kind == KIND_MHA_BWD_PRE && c->bn) || c->stages || c->group != 1 || c->mask != MASK_NONE || c->qtiles ||
         c->cta_pair || c->rescale != d.rescale || c->exp2_poly != d.exp2_poly || c->rope_split ||
         c->pingpong != d.pingpong || c->persistent != d.persistent || c->swizzle != 128 || c->score_mod ||
-        (c->deterministic && c->kind != KIND_MHA_BWD_PRE) || c->softcap || c->alibi)
+        ((c->deterministic || c->tail_split) && c->kind != KIND_MHA_BWD_PRE) || c->softcap || c->alibi)
         return plan_refuse(err, n, "%s: it takes only target, dtype, qk (the depth), bm%s, varlen and sink%s; the other "
                            "words belong to the main kernel (mha-bwd)", k, c->kind == KIND_MHA_BWD_DQ ? ", bn" : "",
-                           c->kind == KIND_MHA_BWD_PRE ? " (and deterministic: it zeroes the turn counters)" : "");
+                           c->kind == KIND_MHA_BWD_PRE ? " (and deterministic, tail_split: it zeroes their counters)" : "");
     return 0;
 }
 
@@ -488,6 +553,12 @@ static int pre_plan(const Config *c, Plan *p, char *err, size_t n)
         plan_param_scalar(p, SCALAR_DQ_SEM, PARAM_U64);
         plan_note(p, "deterministic", "thread 0 zeroes the block's turn counter dq_sem[row0 / %d] (u32) for the main "
                   "kernel's ordered dQ adds", c->bm);
+    }
+    if (c->tail_split) {
+        plan_param_scalar(p, SCALAR_TAIL_WS, PARAM_U64);
+        plan_param_scalar(p, SCALAR_TAIL_BYTES, PARAM_U32);
+        plan_note(p, "tail split", "the grid zeroes tail_bytes (a multiple of 16; 0: none) at tail_ws, the main "
+                  "kernel's split tiles' dK, dV partials and counters (mha_bwd.h)");
     }
     int lanes = c->qk_depth / ROW_ELEMS;
     plan_note(p, "rows", "%d lanes per query row (16-byte loads of O and dO), %d rows a pass, %d passes", lanes,
@@ -774,6 +845,31 @@ static void pre_row(Emit *e, int pass, int rows_per_pass, int lanes)
     op_st_global_f32(e, reg_find(e, "pr_lead"), wa, nl2);
 }
 
+/* tail_split=1 (plan note tail split): the split tiles' partials and counters zeroed, the grid striding over
+ * p_tail_bytes (0: no split this call) in float4s. */
+static void pre_zero_tail(Emit *e)
+{
+    char l_loop[NAME], l_done[NAME];
+    Reg i = reg_b32(e, "pz_i"), step = reg_b32(e, "pz_step"), a = reg_b64(e, "pz_a"), pr = reg_pred(e, "pz_p");
+    Reg z[4];
+    for (int k = 0; k < 4; k++) z[k] = reg_find(e, "pr_z%d", k);
+    emit_section(e, "plan note tail split: the split tiles' area zeroed, float4 (cta x %d + thread) + grid x %d k",
+                 AUX_THREADS, AUX_THREADS);
+    emit(e, "mad.lo.u32 %s, %%ax_cta, %d, %%thread;", R(e, i), AUX_THREADS);
+    emit(e, "shl.b32 %s, %s, 4;", R(e, i), R(e, i));
+    emit(e, "mov.u32 %s, %%nctaid.x;", R(e, step));
+    emit(e, "shl.b32 %s, %s, %d;", R(e, step), R(e, step), 11 /* x 128 threads x 16 bytes */);
+    emit_label(e, new_label(e, l_loop, sizeof l_loop, "pz_loop"));
+    emit(e, "setp.ge.u32 %s, %s, %%tail_bytes;", R(e, pr), R(e, i));
+    emit(e, "@%s bra %s;", R(e, pr), new_label(e, l_done, sizeof l_done, "pz_done"));
+    emit(e, "cvt.u64.u32 %s, %s;", R(e, a), R(e, i));
+    emit(e, "add.s64 %s, %s, %%tail_ws;", R(e, a), R(e, a));
+    op_st_global_v4_f32(e, REG_NONE, a, 0, z);
+    emit(e, "add.u32 %s, %s, %s;", R(e, i), R(e, i), R(e, step));
+    emit(e, "bra.uni %s;", l_loop);
+    emit_label(e, l_done);
+}
+
 static int pre_emit(Emit *e)
 {
     const Plan *p = e->p;
@@ -811,6 +907,7 @@ static int pre_emit(Emit *e)
     emit(e, "mad.wide.u32 %s, %%thread, 16, %s;", R(e, za), R(e, za));
     for (int k = 0; k < p->bm * d / 4 / AUX_THREADS; k++)
         op_st_global_v4_f32(e, REG_NONE, za, (uint32_t)(k * AUX_THREADS * 16), z);
+    if (p->cfg.tail_split) pre_zero_tail(e);
     if (p->cfg.deterministic) {
         emit_note(e, "plan note deterministic: the block's turn counter = 0 (thread 0)");
         Reg sa = reg_b64(e, "pr_sem"), zero = reg_b32(e, "pr_zero"), t0 = reg_pred(e, "pr_sem_t0");

@@ -63,8 +63,33 @@ typedef struct BwdWorkspace {
 BwdWorkspace bwd_workspace(int varlen, int batch, int heads_q, int seqlen_q, int max_seqlen_q, int depth, int bm,
                            int sink, int stats_in_dq, int deterministic);
 
+/* Tail split (sm90a, config tail_split=1; dense, depth <= 128, deterministic=0): the main kernel's grid is tiles of
+ * equal work, and its last wave is partly empty. The runtime may split the last `tiles` tiles (from tile `first` on)
+ * into `parts` CTAs each, launched after the whole tiles: CTA first + s x parts + i runs iterations [i x iters /
+ * parts, (i + 1) x iters / parts) of tile first + s. Parts 0..parts-2 add their f32 dK, dV into the tile's slot and
+ * release the slot's counter once per consumer; the last part (launched after them) waits for them, adds the sums
+ * into its own and stores dK, dV as a whole tile does. The area (`bytes`, zeroed by mha-bwd-pre) is `tiles` slots of
+ * 16 bytes (the u32 counter) + bwd_tail_slot_bytes; it lives in the caller's dq after D and nl2 (stats_in_dq), which
+ * only the last kernel writes, so the split costs no workspace. */
+enum { BWD_TAIL_MAX_PARTS = 8 };
+static inline uint32_t bwd_tail_slot_bytes(int bn, int depth) { return (uint32_t)(bn * depth) * 2u * BWD_F32; }
+typedef struct BwdTail {
+    uint32_t first, parts, tiles; /* parts 0: no split */
+    uint64_t grid, bytes;         /* the grid's CTAs; the area's bytes */
+} BwdTail;
+/* The split of a grid of `tiles` equal tiles of `iters` iterations each over `slots` resident CTAs (SMs x CTAs
+ * per SM), or none (parts 0) when it does not pay: list scheduling of equal CTAs, a CTA costing its iterations +
+ * BWD_TAIL_CTA_ITERS (prologue, pipeline fill, epilogue) and a part BWD_TAIL_SUM_ITERS more (its partials' adds
+ * or loads); the split is taken when it shortens the makespan by BWD_TAIL_MIN_GAIN_PERMILLE and tiles run at
+ * least BWD_TAIL_MIN_ITERS iterations (short tiles: the overheads are the model's least known part). */
+/* The overheads, in iterations, are the timing model's (H200 table, d128 bm 64: a whole CTA of k iterations is
+ * 3103 k + 8624 cycles, so 2.8 iterations more; a tile of 32 iterations in 2 parts on 2 SMs ends 8.9 k cycles after
+ * a whole 16-iteration CTA would: the other part's adds and this part's loads, 2.7 iterations). */
+enum { BWD_TAIL_CTA_ITERS = 3, BWD_TAIL_SUM_ITERS = 3, BWD_TAIL_MIN_GAIN_PERMILLE = 10, BWD_TAIL_MIN_ITERS = 32 };
+BwdTail bwd_tail_pick(uint64_t tiles, int slots, int iters, int bn, int depth);
+
 /* The config of the pre and dq kernels that serve a main kernel's plan (same target, dtype, depth, bm,
- * bn, varlen; sink as given; the pre kernel also deterministic, as it zeroes the turn counters). */
+ * bn, varlen; sink as given; the pre kernel also deterministic and tail_split, as it zeroes their counters). */
 void bwd_aux_config(const Config *main_cfg, Kind kind, int sink, Config *out);
 
 /* ---- the main kernels' tile, every target (mha_bwd.c): one CTA per (kv block, kv head, batch) ---- */
@@ -75,6 +100,8 @@ void bwd_aux_config(const Config *main_cfg, Kind kind, int sink, Config *out);
 void bwd_tile_coords(Emit *e);
 /* Iteration itr -> m-block m and query head hq (REG_NONE: not wanted): it = g x nm + (m - m_begin). */
 void bwd_iter_coords(Emit *e, Reg itr, Reg m, Reg hq);
+/* itr = the first iteration of this CTA: 0, or with tail_split=1 %it0 (its part's first). */
+void bwd_iter_start(Emit *e, Reg itr);
 /* ws (u64) = the workspace row of (hq, m)'s first query. */
 void bwd_ws_row(Emit *e, Reg ws, Reg m, Reg hq);
 

@@ -97,6 +97,14 @@ void op_red_release_gpu_add_u32(Emit *e, Reg guard, Reg addr, uint32_t v)
     emit(e, "%sred.release.gpu.global.add.u32 [%s], %u;", a, R(e, addr), v);
 }
 
+void op_ld_relaxed_gpu_v4_f32(Emit *e, const Reg dst[4], Reg addr, uint32_t off)
+{
+    REG_WANT(e, addr, RT_B64);
+    for (int i = 0; i < 4; i++) reg_want(e, dst[i], RT_F32, __func__, "dst[i]");
+    emit(e, "ld.relaxed.gpu.global.v4.f32 {%s, %s, %s, %s}, [%s+%u];", R(e, dst[0]), R(e, dst[1]), R(e, dst[2]),
+         R(e, dst[3]), R(e, addr), off);
+}
+
 void op_nanosleep(Emit *e, Reg ns)
 {
     REG_WANT(e, ns, RT_B32);

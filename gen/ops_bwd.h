@@ -32,6 +32,9 @@ void op_red_global_add_v2_f32(Emit *e, Reg addr, uint32_t off, Reg x, Reg y);
 void op_ld_acquire_gpu_u32(Emit *e, Reg dst, Reg addr);
 void op_red_release_gpu_add_u32(Emit *e, Reg guard, Reg addr, uint32_t v);
 void op_nanosleep(Emit *e, Reg ns);
+/* 16 bytes of f32 from global [addr + off] into four f32 registers, a relaxed load at gpu scope (read from the
+ * point of coherence: the sums other CTAs released, after this thread's acquire or its group's barrier). */
+void op_ld_relaxed_gpu_v4_f32(Emit *e, const Reg dst[4], Reg addr, uint32_t off);
 void op_fence_proxy_async_global(Emit *e);
 /* sm_90a: D (f32 array acc, its first n/2 elements) (+)= A * B, both from shared memory, either
  * transposed (MN-major) for 16-bit types: tnsp_a, tnsp_b are the wgmma's imm-trans-a / imm-trans-b. */

@@ -253,6 +253,40 @@ static fa4_status bwd_target(fa4_ctx *ctx, TargetId *t)
     return FA4_OK;
 }
 
+/* The main kernel's grid: one CTA per (kv block of bn keys, kv head, batch); varlen: blocks of the longest. */
+static uint64_t main_tiles(const fa4_mha_bwd_args *a, int bn)
+{
+    uint64_t kv = (uint64_t)(a->cu_seqlens_q ? a->max_seqlen_k : a->seqlen_k);
+    return (kv + (uint64_t)bn - 1) / (uint64_t)bn * (uint64_t)a->heads_kv * (uint64_t)a->batch;
+}
+
+/* The split of the last wave's tiles (mha_bwd.h "Tail split") for the main kernel c of call a, or none: sm90a, no
+ * mask (every tile does the same work), dense, deterministic=0, depth <= 128, one CTA per SM (the plan's shared
+ * memory), and bwd_tail_pick's model finds a gain. */
+static BwdTail tail_pick(fa4_ctx *ctx, const fa4_mha_bwd_args *a, const Config *c)
+{
+    BwdTail none;
+    memset(&none, 0, sizeof none);
+    none.grid = main_tiles(a, c->bn ? c->bn : 128);
+    if (c->target != TARGET_SM90A || c->mask != MASK_NONE || c->varlen || c->deterministic || c->qk_depth > 128 ||
+        !c->bm || !c->bn)
+        return none;
+    uint64_t m_blocks = ((uint64_t)a->seqlen_q + (uint64_t)c->bm - 1) / (uint64_t)c->bm;
+    uint64_t iters = m_blocks * (uint64_t)c->group;
+    if (iters > 0x7fffffff) return none;
+    return bwd_tail_pick(none.grid, rt_sm_count(ctx, c->target), (int)iters, c->bn, c->qk_depth);
+}
+
+/* The runtime's choice of tail_split (args->config may set it either way): on where tail_pick splits with the
+ * plan's tile. */
+static int tail_pays(fa4_ctx *ctx, const fa4_mha_bwd_args *a, const Config *c)
+{
+    Config t = *c;
+    char err[256];
+    if (t.target != TARGET_SM90A || t.mask != MASK_NONE || config_fill_defaults(&t, err, sizeof err)) return 0;
+    return tail_pick(ctx, a, &t).parts > 0;
+}
+
 /* The main kernel's config for a on target t, args->config's tuning words over it. */
 static fa4_status main_config(fa4_ctx *ctx, const fa4_mha_bwd_args *a, TargetId target, Config *c)
 {
@@ -269,10 +303,12 @@ static fa4_status main_config(fa4_ctx *ctx, const fa4_mha_bwd_args *a, TargetId 
     c->varlen = a->cu_seqlens_q != NULL;
     c->softcap = a->softcap > 0.0f;
     c->deterministic = a->deterministic;
+    c->tail_split = tail_pays(ctx, a, c);
     if (a->config) {
         Config want = *c;
         fa4_status s = rt_parse_config(ctx, a->config, c, "args->config");
         if (s) return s;
+        if (!strstr(a->config, "tail_split")) c->tail_split = tail_pays(ctx, a, c); /* the text's bm, bn, ... */
         if (c->kind != want.kind || c->target != want.target || c->dtype != want.dtype ||
             c->qk_depth != want.qk_depth || c->ov_depth != want.ov_depth || c->group != want.group ||
             c->mask != want.mask || c->window_left != want.window_left || c->window_right != want.window_right ||
@@ -454,9 +490,7 @@ static fa4_status grids(fa4_ctx *ctx, const fa4_mha_bwd_args *a, const Config *c
                         unsigned *g_aux, unsigned *g_main)
 {
     int varlen = a->cu_seqlens_q != NULL;
-    uint64_t aux = w->m_blocks * (uint64_t)a->heads_q * (uint64_t)a->batch;
-    uint64_t kv = (uint64_t)(varlen ? a->max_seqlen_k : a->seqlen_k);
-    uint64_t main = (kv + (uint64_t)c->bn - 1) / (uint64_t)c->bn * (uint64_t)a->heads_kv * (uint64_t)a->batch;
+    uint64_t aux = w->m_blocks * (uint64_t)a->heads_q * (uint64_t)a->batch, main = main_tiles(a, c->bn);
     if (aux == 0 || aux > 0x7fffffffu || main == 0 || main > 0x7fffffffu)
         return BAD("batch", "%d x heads %d x seqlen (%d, %d) needs %llu / %llu CTAs; a grid allows 2^31 - 1", a->batch,
                    a->heads_q, a->seqlen_q, a->seqlen_k, (unsigned long long)aux, (unsigned long long)main);
@@ -464,6 +498,27 @@ static fa4_status grids(fa4_ctx *ctx, const fa4_mha_bwd_args *a, const Config *c
         return BAD("seqlen_q", "the workspace has over 2^32 rows; the kernels index them in 32 bits");
     *g_aux = (unsigned)aux, *g_main = (unsigned)main;
     return FA4_OK;
+}
+
+/* tail_split=1: the split (tail_pick) when its partials fit in the caller's dq after D and nl2, else none (the
+ * kernel then runs every tile whole); the pre kernel zeroes the area, the main kernel's grid grows by the parts. */
+static void bind_tail(fa4_ctx *ctx, const fa4_mha_bwd_args *a, const Config *c, const BwdWorkspace *w, RtLaunch *lp,
+                      RtLaunch *lm)
+{
+    BwdTail t = tail_pick(ctx, a, c);
+    BwdTensor bt[B_N];
+    tensors(a, bt);
+    int64_t span = tensor_span(&bt[B_DQ]);
+    if (!w->stats_in_dq || span == INT64_MAX || w->stats_bytes + t.bytes > (uint64_t)span || t.grid > 0x7fffffffu ||
+        t.bytes > 0xffffffffu)
+        memset(&t, 0, sizeof t);
+    uint64_t area = (uint64_t)(uintptr_t)a->dq + w->stats_bytes;
+    set(lm, SCALAR_TAIL_FIRST, U32(t.first));
+    set(lm, SCALAR_TAIL_PARTS, U32(t.parts));
+    set(lm, SCALAR_TAIL_WS, U64(t.parts ? area : 0));
+    set(lp, SCALAR_TAIL_WS, U64(t.parts ? area : 0));
+    set(lp, SCALAR_TAIL_BYTES, U32(t.bytes));
+    if (t.parts) lm->grid = (unsigned)t.grid;
 }
 
 /* The workspace a call with config c needs against the caller's, and the grids. */
@@ -545,6 +600,7 @@ fa4_status fa4_mha_bwd(fa4_ctx *ctx, const fa4_mha_bwd_args *args, void *stream)
         r->byte_strides[1] = (uint64_t)(x->stride[2] * 2);
         r->byte_strides[2] = (uint64_t)(x->stride[0] * 2);
     }
+    if (c.tail_split) bind_tail(ctx, &a, &c, &w, &lp, &lm);
     int pushed;
     if ((s = rt_ctx_enter(ctx, &pushed))) return s;
     if (!(s = rt_launch(ctx, kp, &lp, (CUstream)stream)) && !(s = rt_launch(ctx, km, &lm, (CUstream)stream)))

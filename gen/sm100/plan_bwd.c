@@ -59,6 +59,9 @@ static int bwd_check(const Config *c, char *err, size_t n)
     if (c->sink)
         return plan_refuse(err, n, "sink: not a word of mha-bwd; the sink enters through mha-bwd-pre (the LSE it "
                            "writes) and its gradient through mha-bwd-dq");
+    if (c->tail_split)
+        return plan_refuse(err, n, "tail_split: 1 is not allowed for mha-bwd on sm100a; the split of the last wave's kv "
+                           "tiles is an sm90a form");
     Config d;
     config_init(&d);
     if (c->qtiles || c->cta_pair || c->rescale != d.rescale || c->exp2_poly != d.exp2_poly || c->rope_split ||

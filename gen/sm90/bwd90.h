@@ -53,6 +53,11 @@ typedef struct Sm90BwdPlan {
      * the spin's nanosleep, first and largest */
     int det, det_arrivals;
     int bar_turn0;
+    /* tail_split=1 (mha_bwd.h "Tail split"): a split tile's f32 dK, dV partials, slot_bytes per tile in the
+     * float4 [consumer][dK, dV][reg / 4][thread] order of the accumulators; the combining part waits for
+     * tail_arrivals = consumers x (parts - 1) on the tile's counter */
+    int tail;
+    uint32_t tail_slot_bytes;
 } Sm90BwdPlan;
 
 _Static_assert(sizeof(Sm90BwdPlan) <= PLAN_FAMILY_BYTES, "Sm90BwdPlan outgrows Plan.family");

@@ -95,7 +95,7 @@ static void emit_writer(Emit *e)
     mbar_at(e, empty, s->bar_dq_empty, 0);
     smem_at(e, src, s->off_dq);
     emit(e, "mov.u32 %s, 0;", R(e, phase));
-    emit(e, "mov.u32 %s, 0;", R(e, itr));
+    bwd_iter_start(e, itr);
     emit_label(e, new_label(e, l_loop, sizeof l_loop, "wr_loop"));
     emit(e, "setp.ge.u32 %s, %s, %%iters;", R(e, pr), R(e, itr));
     emit(e, "@%s bra %s;", R(e, pr), new_label(e, l_done, sizeof l_done, "wr_done"));
@@ -489,6 +489,71 @@ static void emit_store_kv_rows(Emit *e)
         }
 }
 
+/* tail_split=1, a part of a split tile (plan note tail split): parts 0..n-2 add their f32 dK, dV into the tile's slot
+ * (float4 [consumer][dK, dV][reg / 4][thread]) and release +1 per consumer, then leave; the last part's lead thread
+ * waits for consumers x (n - 1) releases, and its consumer adds the slot's sums into its own dK, dV before the
+ * epilogue stores them. */
+static void emit_tail_combine(Emit *e)
+{
+    const Plan *p = e->p;
+    const Sm90BwdPlan *s = sm90bwd_of(p);
+    char l_skip[NAME], l_final[NAME], l_spin[NAME], l_go[NAME];
+    Reg slot = reg_b64(e, "tl_slot"), base = reg_b64(e, "tl_base"), idx = reg_b32(e, "tl_idx");
+    Reg fin = reg_pred(e, "tl_final"), want = reg_b32(e, "tl_want"), v = reg_b32(e, "tl_v"), ns = reg_b32(e, "tl_ns");
+    Reg go = reg_pred(e, "tl_go"), bar = reg_find(e, "cs_epi_bar");
+    Reg acc[2] = {reg_find(e, "dk"), reg_find(e, "dv")};
+    int q4 = s->kv_regs / 4;
+    uint32_t slot_stride = s->tail_slot_bytes + BWD_ALIGN;
+    emit_section(e, "consumer tail split (plan note tail split): a split tile's parts sum dK, dV through its slot");
+    emit(e, "@!%%tail_in bra %s;", new_label(e, l_skip, sizeof l_skip, "tl_skip"));
+    emit_note(e, "slot of the tile: its counter (u32, 16 bytes), then float4 [consumer][dK, dV][reg/4][thread]");
+    emit(e, "mul.wide.u32 %s, %%tail_slot, %u;", R(e, slot), slot_stride);
+    emit(e, "add.s64 %s, %s, %%tail_ws;", R(e, slot), R(e, slot));
+    emit(e, "mad.lo.u32 %s, %%cs_w, %d, %%cs_tid;", R(e, idx), 2 * q4 * BWD_WG);
+    emit(e, "mul.wide.u32 %s, %s, 16;", R(e, base), R(e, idx));
+    emit(e, "add.s64 %s, %s, %s;", R(e, base), R(e, base), R(e, slot));
+    emit(e, "sub.u32 %s, %%tail_n, 1;", R(e, want));
+    emit(e, "setp.eq.u32 %s, %%tail_part, %s;", R(e, fin), R(e, want));
+    emit(e, "@%s bra %s;", R(e, fin), new_label(e, l_final, sizeof l_final, "tl_final"));
+    emit_note(e, "not the last part: add this part's dK, dV, then (every add issued: the consumer's barrier) release");
+    for (int k = 0; k < 2; k++)
+        for (int j = 0; j < q4; j++) {
+            Reg r[4];
+            for (int i = 0; i < 4; i++) r[i] = reg_at(e, acc[k], 4 * j + i);
+            op_red_global_add_v4_f32(e, base, BWD_ALIGN + (uint32_t)((k * q4 + j) * BWD_WG * 16), r);
+        }
+    op_bar_sync_at(e, REG_NONE, bar, BWD_WG);
+    op_red_release_gpu_add_u32(e, reg_find(e, "cs_leader"), slot, 1);
+    emit(e, "bra.uni $exit;");
+    emit_label(e, l_final);
+    emit_note(e, "the last part: its lead waits for %d x (parts - 1) releases, then the consumer adds the sums",
+              s->consumers);
+    emit(e, "mul.lo.u32 %s, %s, %d;", R(e, want), R(e, want), s->consumers);
+    emit(e, "@!%%cs_leader bra %s;", new_label(e, l_go, sizeof l_go, "tl_go"));
+    emit(e, "mov.u32 %s, %d;", R(e, ns), BWD_DET_SLEEP_NS);
+    emit_label(e, new_label(e, l_spin, sizeof l_spin, "tl_spin"));
+    op_ld_acquire_gpu_u32(e, v, slot);
+    emit(e, "setp.ge.u32 %s, %s, %s;", R(e, go), R(e, v), R(e, want));
+    emit(e, "@%s bra %s;", R(e, go), l_go);
+    op_nanosleep(e, ns);
+    emit(e, "shl.b32 %s, %s, 1;", R(e, ns), R(e, ns));
+    emit(e, "min.u32 %s, %s, %d;", R(e, ns), R(e, ns), BWD_DET_SLEEP_MAX_NS);
+    emit(e, "bra.uni %s;", l_spin);
+    emit_label(e, l_go);
+    op_bar_sync_at(e, REG_NONE, bar, BWD_WG);
+    Reg t[4];
+    for (int i = 0; i < 4; i++) t[i] = reg_f32(e, "tl_t%d", i);
+    for (int k = 0; k < 2; k++)
+        for (int j = 0; j < q4; j++) {
+            op_ld_relaxed_gpu_v4_f32(e, t, base, BWD_ALIGN + (uint32_t)((k * q4 + j) * BWD_WG * 16));
+            for (int i = 0; i < 4; i++) {
+                Reg x = reg_at(e, acc[k], 4 * j + i);
+                emit(e, "add.f32 %s, %s, %s;", R(e, x), R(e, x), R(e, t[i]));
+            }
+        }
+    emit_label(e, l_skip);
+}
+
 /* dK (x scale) and dV to 16-bit, staged over this consumer's part of the K and V tiles (rows cs_ep_row0..
  * + 64, column chunks from cs_ep_col0) in the TMA's SW128 layout, TMA-stored as 64-row boxes. */
 static void emit_epilogue(Emit *e)
@@ -496,6 +561,7 @@ static void emit_epilogue(Emit *e)
     const Plan *p = e->p;
     const Sm90BwdPlan *s = sm90bwd_of(p);
     char l_store[NAME], l_rows[NAME], l_done[NAME];
+    if (s->tail) emit_tail_combine(e);
     emit_section(e, "consumer epilogue: dK = scale dS^T Q, dV; through smem (over K, V) and TMA stores");
     emit_note(e, "plan: named barrier kv_done (%d): no wgmma reads K or V any more", s->bar_kv_done);
     op_bar_sync(e, s->bar_kv_done, named_bar_threads(p, s->bar_kv_done));
@@ -644,7 +710,7 @@ static void emit_consumer(Emit *e)
     ring_reset(e, stage, phase);
     if (!s->split_depth) emit(e, "mov.u32 %s, 0;", R(e, reg_b32(e, "cs_dqph")));
     emit(e, "mov.u32 %s, 0;", R(e, reg_b32(e, "cs_ds_stage")));
-    emit(e, "mov.u32 %s, 0;", R(e, itr));
+    bwd_iter_start(e, itr);
     emit_note(e, "dK = dV = 0; K and V of the tile");
     for (int i = 0; i < s->kv_regs; i++) {
         emit(e, "mov.f32 %s, 0f00000000;", R(e, reg_at(e, dk, i)));

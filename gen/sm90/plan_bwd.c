@@ -67,6 +67,11 @@ static int bwd_check(const Config *c, char *err, size_t n)
             return bad(err, n, "bn", c->bn, "use 128 keys (64 per consumer warpgroup; with one consumer the dQ tile does "
                        "not fit its registers beside dK and dV)");
     }
+    if (c->tail_split && (bwd_split_depth(c->qk_depth) || c->deterministic || c->varlen))
+        return plan_refuse(err, n, "tail_split: 1 is not allowed for mha-bwd on sm90a with %s; the split of the last "
+                           "wave's kv tiles sums dK, dV partials in arrival order through the dQ writer's layout "
+                           "(depth <= 128, dense, deterministic=0)", bwd_split_depth(c->qk_depth) ? "depth > 128"
+                           : c->deterministic ? "deterministic=1" : "varlen=1");
     int tm, tn, dq_n;
     if (bwd_dq_split(c->bm, c->bn, c->qk_depth, &tm, &tn, &dq_n))
         return bad(err, n, "bm", c->bm, "with bm 128 use bn 128: each consumer takes 64 rows of the dQ block");
@@ -162,6 +167,20 @@ static void bwd_plan_det(Plan *p, Sm90BwdPlan *s)
               s->split_depth ? "after its reds, a named barrier of the consumer (dq_turn w)"
                              : "after the reduction, cp.async.bulk.wait_group 0 (its writes done), fence.proxy.async.global",
               s->split_depth ? " by the consumer's thread 0" : "");
+}
+
+/* tail_split=1: the split's launch arguments and the partials' slot (mha_bwd.h "Tail split"). */
+static void bwd_plan_tail(Plan *p, Sm90BwdPlan *s)
+{
+    s->tail = 1;
+    s->tail_slot_bytes = bwd_tail_slot_bytes(p->bn, p->qk);
+    plan_param_scalar(p, SCALAR_TAIL_FIRST, PARAM_U32);
+    plan_param_scalar(p, SCALAR_TAIL_PARTS, PARAM_U32);
+    plan_param_scalar(p, SCALAR_TAIL_WS, PARAM_U64);
+    plan_note(p, "tail split", "CTA i >= tail_first (tail_parts > 0): part (i - first) %% parts of tile first + (i - "
+              "first) / parts, iterations [part x iters / parts, (part + 1) x iters / parts)");
+    plan_note(p, "tail sums", "parts < parts-1: red.add f32 dK, dV (%u B a tile) into tail_ws, release +1 a consumer; "
+              "the last: waits for %d x (parts - 1), adds, stores", s->tail_slot_bytes, s->consumers);
 }
 
 static int bwd_plan(const Config *c, Plan *p, char *err, size_t n)
@@ -287,6 +306,7 @@ static int bwd_plan(const Config *c, Plan *p, char *err, size_t n)
     }
 
     if (c->deterministic) bwd_plan_det(p, s);
+    if (c->tail_split) bwd_plan_tail(p, s);
     if (c->softcap) {
         plan_param_scalar(p, SCALAR_SOFTCAP_SCALE, PARAM_F32);
         plan_note(p, "softcap", "s = cap tanh(u / cap): t = tanh(q.k softcap_scale), P = exp2(t scale_log2 + nl2) "

@@ -64,6 +64,10 @@ CASES = [
     ("softcap 3 d256 window", 1, 4, 4, 600, 800, 256, (128, 0), torch.float16, {"softcap": 3.0, "amp": 3.0}),
     ("softcap 30 varlen d128", 0, 4, 2, 0, 0, 128, "causal", torch.bfloat16, {"softcap": 30.0, "amp": 3.0,
                                                                              "varlen": ([300, 0, 513], [400, 9, 513])}),
+    # the runtime's tail split (no mask, >= 32 iterations a tile, a partly empty last wave on 132 SMs): 544 tiles = 4
+    # waves + 16 tiles, those in 8 parts of 4 iterations; GQA 20/5 d64: 160 tiles = 132 + 28, the 28 in parts
+    ("tail split d128 full", 1, 34, 34, 2048, 2048, 128, "none", torch.bfloat16, {}),
+    ("tail split GQA 20/5 d64 full", 1, 20, 5, 4096, 4096, 64, "none", torch.bfloat16, {}),
     # deterministic=1: many kv-block CTAs per m-block (S 4096: 32 kv blocks); three calls must give bit-identical dq,
     # dk, dv (and the fp32 reference check as every case); deterministic=0 is called twice beside it and the dq
     # elements that differed are reported (nondet_dq_differ), to show the order matters on this GPU

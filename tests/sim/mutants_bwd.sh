@@ -31,7 +31,7 @@ run() { # run PTX: the case with PTX in place of the kernel; output in $WORK/out
 base() {
     CASE=$1 CONFIG=$2
     case "$CONFIG" in *target=sm100a*) CC=100 ARCH=sm_100a ;; *) CC=90 ARCH=sm_90a ;; esac
-    build/fa4gen mha-bwd --config "$CONFIG" -o "$WORK/k.ptx" || exit 2
+    build/fa4gen "${CONFIG%% *}" --config "$CONFIG" -o "$WORK/k.ptx" || exit 2
     rm -rf "$WORK/cache"
     if ! run "$WORK/k.ptx" || ! grep -q '^PASS' "$WORK/out"; then
         echo "mutants_bwd: the unmutated kernel fails"; cat "$WORK/out" "$WORK/err" | head; exit 2
@@ -115,6 +115,19 @@ mutant d256_det_no_wait "wait for rank x" 'setp\.ge\.u32 %dt_go' sub '%dt_want;'
 mutant d256_det_no_turn_barrier "plan note deterministic: thread 0" 'bar\.sync %cs_turn_bar' del
 mutant d256_det_no_done_barrier "every thread's adds are done" 'bar\.sync %cs_turn_bar' del
 mutant d256_det_no_release "every thread's adds are done" 'red\.release\.gpu' del
+# tail_split=1 (mha_bwd.h "Tail split"): on the simulator's 4 SMs the runtime splits the last of 6 tiles of 32
+# iterations over 2 CTAs each (first 4), 4 clusters resident so a tile's parts run side by side
+base "dtype=bf16 d=128 hq=2 hkv=2 sq=2048 sk=300 mask=none resident=4" \
+    "mha-bwd target=sm90a dtype=bf16 qk=128 ov=128 bm=64 bn=128 group=1 stages=2 swizzle=128 tail_split=1 mask=none"
+mutant tail_no_sums "the last part: its lead waits" 'add\.f32 %dk0, %dk0, %tl_t0;' del
+mutant tail_range "this part's iterations" 'div\.u32 %it0' del
+mutant tail_slot "slot of the tile" 'mul\.wide\.u32 %tl_slot' sub '%tail_slot,' '%tail_part,'
+mutant tail_no_release "not the last part" 'red\.release\.gpu' del
+mutant tail_no_wait "the last part: its lead waits" 'setp\.ge\.u32 %tl_go' sub '%tl_want;' '0;'
+# its pre kernel zeroes the partials' area (the caller's dq, poisoned by sim_bwd before each call)
+base "dtype=bf16 d=128 hq=2 hkv=2 sq=2048 sk=300 mask=none" \
+    "mha-bwd-pre target=sm90a dtype=bf16 qk=128 bm=64 tail_split=1"
+mutant tail_no_zero "plan note tail split: the split tiles' area zeroed" 'st\.global\.v4\.f32' del
 # sm_100a (gen/sm100/mha_bwd.c): TMEM accumulators, P^T and dS^T through smem, dQ^T (bm 64) by red.global.add
 base "dtype=bf16 d=128 hq=2 hkv=1 sq=200 sk=300 mask=causal" \
     "mha-bwd target=sm100a dtype=bf16 qk=128 ov=128 bm=64 bn=128 group=2 stages=2 swizzle=128 mask=causal"

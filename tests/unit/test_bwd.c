@@ -111,6 +111,52 @@ static void test_configs(void **state)
     }
 }
 
+/* tail_split: the plan words and refusals, and the runtime's split (bwd_tail_pick) on the H200's 132 SMs. */
+static void test_tail_split(void **state)
+{
+    (void)state;
+    char t[512];
+    assert_int_equal(plan_text("mha-bwd target=sm90a dtype=bf16 qk=128 ov=128 tail_split=1", t, sizeof t), 0);
+    assert_non_null(strstr(t, "tail_split=1"));
+    assert_int_equal(plan_text("mha-bwd-pre target=sm90a dtype=bf16 qk=128 tail_split=1", t, sizeof t), 0);
+    assert_non_null(strstr(t, "tail_split=1"));
+    Config mc, pc;
+    config_init(&mc);
+    mc.kind = KIND_MHA_BWD, mc.tail_split = 1, mc.qk_depth = mc.ov_depth = 128, mc.bm = 64, mc.bn = 128;
+    bwd_aux_config(&mc, KIND_MHA_BWD_PRE, 0, &pc);
+    assert_int_equal(pc.tail_split, 1);
+    bwd_aux_config(&mc, KIND_MHA_BWD_DQ, 0, &pc);
+    assert_int_equal(pc.tail_split, 0);
+    static const struct { const char *text, *needle; } refused[] = {
+        {"mha-bwd target=sm90a dtype=bf16 qk=128 ov=128 tail_split=1 deterministic=1", "tail_split: 1"},
+        {"mha-bwd target=sm90a dtype=bf16 qk=256 ov=256 tail_split=1", "depth > 128"},
+        {"mha-bwd target=sm90a dtype=bf16 qk=128 ov=128 tail_split=1 varlen=1", "varlen=1"},
+        {"mha-bwd target=sm100a dtype=bf16 qk=128 ov=128 tail_split=1", "sm100a"},
+        {"mha-bwd-dq target=sm90a dtype=bf16 qk=128 tail_split=1", "tail_split: 1 is not allowed for mha-bwd-dq"},
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 tail_split=1", "tail_split"},
+        {"mha-bwd target=sm90a dtype=bf16 qk=128 ov=128 tail_split=2", "tail_split"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        if (plan_text(refused[i].text, t, sizeof t) == 0 || !strstr(t, refused[i].needle))
+            fail_msg("'%s' gave '%s' (wanted a refusal naming '%s')", refused[i].text, t, refused[i].needle);
+    }
+    /* B2 H16 S8192 d128: 2048 tiles of 128 iterations, 15.5 waves; the last 68 tiles in 5 parts (3 rounds of 32
+     * iterations instead of one of 128): 1980 + 340 CTAs, 68 slots of 128 KB + 16 */
+    BwdTail tl = bwd_tail_pick(2048, 132, 128, 128, 128);
+    assert_int_equal(tl.parts, 5), assert_int_equal(tl.first, 1980), assert_int_equal(tl.tiles, 68);
+    assert_int_equal(tl.grid, 2320), assert_int_equal(tl.bytes, 68 * (131072 + 16));
+    /* none: short tiles (S1024: 16 iterations), a whole number of waves, fewer tiles than SMs */
+    assert_int_equal(bwd_tail_pick(2048, 132, 16, 128, 128).parts, 0);
+    assert_int_equal(bwd_tail_pick(264, 132, 128, 128, 128).parts, 0);
+    assert_int_equal(bwd_tail_pick(100, 132, 128, 128, 128).parts, 0);
+    assert_int_equal(bwd_tail_pick(100, 132, 128, 128, 128).grid, 100);
+    /* a last wave nearly full: splitting gains under 1% */
+    assert_int_equal(bwd_tail_pick(2 * 132 + 131, 132, 128, 128, 128).parts, 0);
+    /* a nearly empty last wave: its 4 tiles in 8 parts share the SMs */
+    tl = bwd_tail_pick(3 * 132 + 4, 132, 128, 128, 128);
+    assert_int_equal(tl.parts, 8), assert_int_equal(tl.first, 396), assert_int_equal(tl.grid, 396 + 32);
+}
+
 /* The dQ block's split index (row part + column part) is the documented layout, a bijection onto the block. */
 static void test_dq_parts(void **state)
 {
@@ -362,7 +408,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_configs), cmocka_unit_test(test_dq_parts), cmocka_unit_test(test_workspace_layout), cmocka_unit_test(test_stats_in_dq),
-        cmocka_unit_test(test_bad_args), cmocka_unit_test(test_unsupported_and_driver),
+        cmocka_unit_test(test_bad_args), cmocka_unit_test(test_unsupported_and_driver), cmocka_unit_test(test_tail_split),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
