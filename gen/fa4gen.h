@@ -123,6 +123,10 @@ typedef struct Config {
      * (the runtime passes fa4_mha_args.workspace). Never picked by the runtime; canonical form names it only
      * when on, so every other kernel keeps its text and PTX */
     int timeline;
+    /* A/B benchmarks, sm90a MHA forward: 1 = the epilogue waits for its O store to read the Q slot and frees the
+     * slot at once, where by default (0) a persistent CTA with two Q slots frees it in the next tile (plan note q
+     * release). Never picked by the runtime; canonical form names it only when on */
+    int store_wait;
 } Config;
 
 /* config timeline=1: the u64 slots of one tile's record, in the order the tile passes them. P: the producer

@@ -7,7 +7,8 @@
  * walks (each threshold is a named constant here):
  *   - shape_rules: sm90a with the rules' seqlen_k <= RT_PERSISTENT_SEQLEN_K, except a decode shape (group
  *     > 1, seq_rows_q x group <= RT_DECODE_TILE_ROWS): causal runs persistent, full d128 (16-bit) takes bn 128,
- *     d64 (group 1, 16-bit) with seq_rows_q <= RT_SHORT_Q_ROWS takes bm 128 (<= RT_DECODE_TILE_ROWS: bm 64 bn 64);
+ *     d64 (group 1, 16-bit) with seq_rows_q <= RT_SHORT_Q_ROWS takes bm 128 (<= RT_DECODE_TILE_ROWS: bm 64 bn 64),
+ *     d256 (16-bit, dense) takes bn RT_SHORT_D256_BN;
  *   - decode_tile: sm90a, group >= 2, seq_rows_q x group <= RT_DECODE_TILE_ROWS: bm 64 bn 64 stages 3;
  *   - the split rules: a split plan is looked at only when the runtime picks a count or
  *     seq_rows_q x group <= RT_PACK_ROWS_MAX; then the split kernel's rows decide `decode`, and the
@@ -129,10 +130,24 @@ static void short_d64_tile(Config *c, const RtMhaShape *s)
     else c->bm = 128;
 }
 
+/* Short d256 sequences (sm90a, 16-bit, dense K/V, no window, split or varlen; seqlen_k <= RT_PERSISTENT_SEQLEN_K;
+ * bench/NOTES.md "short sequences"): bn RT_SHORT_D256_BN instead of the plan's 80 (full) / 64 (causal) leaves room for
+ * a second Q slot beside the K/V ring, so a persistent CTA loads the next tile's Q under this one and frees the slot
+ * one tile after its O store; at S 256 it also pads 288 keys where 80 pads 320. Modelled (h200.tbl): B64 H8 S256
+ * full 88.7 -> 66.3 us, B16 H16 S512 causal 94.6 -> 79.5, S1024 full -1%, S2048 causal -2.7%. Only a bn the
+ * caller's config left unset. */
+static void short_d256_tile(Config *c)
+{
+    if (c->qk_depth != 256 || c->ov_depth != 256 || c->dtype == DT_E4M3 || c->mask == MASK_WINDOW || c->bn ||
+        c->page || c->split || c->varlen)
+        return;
+    c->bn = RT_SHORT_D256_BN;
+}
+
 /* The part of the tuning table that depends on the shape, not only on the config (the plan's defaults cover
  * depth, dtype and mask); the rules hold for the rules' seqlen_k <= RT_PERSISTENT_SEQLEN_K, outside decode
  * shapes (they run split, or take the decode tile) and fill only what args->config left unset (the third,
- * short d64 tiles, is short_d64_tile above):
+ * short d64 tiles, is short_d64_tile above, and the fourth, short d256 blocks, short_d256_tile):
  *   - causal runs persistent (H100, bench/NOTES.md): short causal tiles have a few KV blocks, and the
  *     persistent loop loads the next tile's Q and K/V under this tile's epilogue;
  *   - full (no mask) d128, 16-bit: bn 128 instead of the plan's 176 (bench/NOTES.md "short sequences"):
@@ -149,6 +164,7 @@ void rt_mha_shape_rules(Config *c, const RtMhaShape *s)
         c->bn = 128;
     }
     short_d64_tile(c, s);
+    short_d256_tile(c);
 }
 
 /* ---------------------------------------------------------------- split-KV */

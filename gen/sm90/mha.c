@@ -403,6 +403,24 @@ static void emit_turn_end(Emit *e)
     if (s->pingpong) op_bar_arrive_at(e, REG_NONE, reg_find(e, "cs_turn_next"), named_bar_threads(e->p, s->bar_turn0));
 }
 
+/* plan note q release: the previous tile's Q slot, whose O store the leader issued (%cs_q_pend), is freed
+ * once that store has read smem; called after this tile's first QK is issued (and where a tile has no
+ * keys), so the wait, long over by then, holds nothing. With two slots the previous one is slot ^ 1. */
+static void emit_q_release_pending(Emit *e)
+{
+    char l_done[NAME];
+    if (!sm90_of(e->p)->q_release_late) return;
+    Reg pend = reg_find(e, "cs_q_pend"), bar = reg_b32(e, "cs_bar");
+    emit_note(e, "plan note q release: free the previous tile's Q slot once its O store has read it");
+    emit(e, "@!%s bra %s;", R(e, pend), new_label(e, l_done, sizeof l_done, "cs_q_released"));
+    op_bulk_wait_read(e, 0);
+    emit(e, "xor.b32 %s, %%cs_q_slot, 1;", R(e, bar));
+    mbar_indexed(e, bar, reg_find(e, "cs_q_empty"), bar);
+    op_mbar_arrive(e, bar);
+    emit(e, "setp.ne.u32 %s, %%wg, %%wg;", R(e, pend));
+    emit_label(e, l_done);
+}
+
 /* Main loop, FlashAttention-3 intra-warpgroup pipeline: while the tensor core
  * runs QK(j) and PV(j+1), the warpgroup does the softmax of block j.
  *   first block:  QK, wait, softmax -> P
@@ -427,6 +445,7 @@ static void emit_mainloop(Emit *e)
     emit_issue_qk(e);
     emit_turn_end(e);
     if (e->p->cfg.timeline) mha90_tl_stamp(e, reg_find(e, "tl_c0"), TL_C_QK0);
+    emit_q_release_pending(e);
     op_wgmma_wait(e, 0);
     if (e->p->cfg.timeline) mha90_tl_stamp(e, reg_find(e, "tl_c0"), TL_C_S0);
     emit_release(e, reg_find(e, "cs_k_empty"), reg_find(e, "cs_stage"));
@@ -470,6 +489,7 @@ static void emit_mainloop(Emit *e)
     op_wgmma_wait(e, 0);
     emit_release(e, reg_find(e, "cs_v_empty"), reg_find(e, "cs_pv_stage"));
     emit_label(e, l_empty);
+    emit_q_release_pending(e);
     if (e->p->cfg.timeline) mha90_tl_stamp(e, reg_find(e, "tl_c0"), TL_C_MAIN_END);
 }
 
@@ -499,6 +519,10 @@ static void emit_consumer(Emit *e)
     emit(e, "mov.u32 %s, 0;", R(e, qph));
     Reg qslot = reg_b32(e, "cs_q_slot");
     emit(e, "mov.u32 %s, 0;", R(e, qslot));
+    if (s->q_release_late) {
+        emit_note(e, "plan note q release: no O store is pending before the first tile");
+        emit(e, "setp.ne.u32 %s, %%wg, %%wg;", R(e, reg_pred(e, "cs_q_pend")));
+    }
     emit(e, "mov.u32 %s, %%ctaid.x;", reg(e, "b32", "tile"));
 
     emit_label(e, new_label(e, l_tile, sizeof l_tile, "cs_tile"));

@@ -134,15 +134,22 @@ void mha90_epilogue(Emit *e)
         op_tma_store_4d(e, reg_find(e, "tmap_o"), col, r0, reg_find(e, "head"), batch, src_);
     }
     op_bulk_commit(e);
-    emit_note(e, "the Q slot is free once the store has read smem");
-    op_bulk_wait_read(e, 0);
+    if (s->q_release_late) {
+        emit_note(e, "plan note q release: the slot is freed in the next tile, once the store has read it");
+        emit(e, "setp.eq.u32 %%cs_q_pend, %%wg, %%wg;");
+    } else {
+        emit_note(e, "the Q slot is free once the store has read smem");
+        op_bulk_wait_read(e, 0);
+    }
     if (p->cfg.timeline) {
         mha90_tl_stamp(e, reg_find(e, "tl_c0"), TL_C_STORED);
         mha90_tl_stamp(e, reg_find(e, "tl_cl"), TL_CL_STORED);
         mha90_tl_stamp(e, reg_find(e, "tl_c0"), TL_GT_C_STORED);
     }
-    mbar_indexed(e, src_, reg_find(e, "cs_q_empty"), reg_find(e, "cs_q_slot"));
-    op_mbar_arrive(e, src_);
+    if (!s->q_release_late) {
+        mbar_indexed(e, src_, reg_find(e, "cs_q_empty"), reg_find(e, "cs_q_slot"));
+        op_mbar_arrive(e, src_);
+    }
     emit_label(e, lbl);
     if (p->cfg.varlen) {
         emit(e, "bra.uni %s;", new_label(e, l_done, sizeof l_done, "cs_o_done"));

@@ -165,6 +165,13 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
     snprintf(what, sizeof what, "Q tile %dx%d x %d slot%s; O staging in the epilogue", p->bm, p->qk, s->q_slots,
              s->q_slots > 1 ? "s" : "");
     s->off_q = plan_smem(p, "q", s->tx_q * (uint32_t)s->q_slots, 1024, what);
+    /* With two slots the slot this tile's O is stored from is not loaded again before the tile after next, so
+     * the consumer need not wait for the store to read it: the leader waits (by then long done) after the next
+     * tile's first QK is issued. Varlen's row stores, split and cluster epilogues free the slot their own way. */
+    s->q_release_late = s->q_slots == 2 && !c->split && !c->cluster_split && !c->varlen && !c->store_wait;
+    if (s->q_release_late)
+        plan_note(p, "q release", "a Q slot is freed one tile after its O store: the leader waits for the store's "
+                  "smem read once the next tile's first QK is issued, then arrives on bar_q_empty");
     snprintf(what, sizeof what, "K ring: %d stages x %u B (%dx%d)", p->stages, s->k_stage_bytes, p->bn, p->qk);
     s->off_k = plan_smem(p, "k", s->k_stage_bytes * (uint32_t)p->stages, 1024, what);
     snprintf(what, sizeof what, "V ring: %d stages x %u B (%dx%d)", p->stages, s->v_stage_bytes, p->bn, p->ov);

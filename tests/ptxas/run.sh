@@ -25,6 +25,13 @@ mha target=sm90a dtype=bf16 qk=256 ov=256 bn=64 mask=causal
 mha target=sm90a dtype=bf16 qk=64 ov=64 poly=25 mask=causal
 mha target=sm90a dtype=fp16 qk=128 ov=128 poly=12 rescale=0 mask=none
 mha target=sm90a dtype=bf16 qk=128 ov=128 bm=64 mask=causal
+mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 mask=none
+mha target=sm90a dtype=fp16 qk=128 ov=128 bn=128 persistent=1 mask=causal
+mha target=sm90a dtype=bf16 qk=64 ov=64 bm=128 persistent=1 mask=causal
+mha target=sm90a dtype=bf16 qk=64 ov=64 bm=64 bn=64 mask=none
+mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 store_wait=1 mask=none
+mha target=sm90a dtype=bf16 qk=256 ov=256 bn=48 mask=none
+mha target=sm90a dtype=fp16 qk=256 ov=256 bn=48 group=4 persistent=1 mask=causal
 mla-sparse target=sm90a dtype=bf16 qk=576
 mla-sparse target=sm90a dtype=bf16 qk=512
 mla-sparse target=sm90a dtype=bf16 qk=576 rescale=0

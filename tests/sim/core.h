@@ -237,6 +237,11 @@ typedef struct Sim {
     int nmb;
     Op **ops;
     int nops, opcap;
+    /* TMA / bulk stores that completed but whose thread has not waited past their bulk-async group
+     * (cp.async.bulk.wait_group[.read]): their shared-memory sources still count as read, since the ISA
+     * lets the store read them until that wait, however early it finished here */
+    Op **held;
+    int nheld, heldcap;
     uint32_t *stream_next, *stream_issue;
     int nstreams;
     /* wgmma groups per warpgroup */

@@ -511,8 +511,8 @@ mutant 9 no_wgmma_wait1 '==== consumer mainloop: QK.j. and PV' 1 'wgmma[.]wait_g
 mutant 9 no_wgmma_wait_pv '==== consumer mainloop: QK.j. and PV' 1 'wgmma[.]wait_group' 2 del
 # the wait_group 0 after the last PV (O read by the epilogue)
 mutant 9 no_wgmma_wait_last '==== consumer mainloop: PV of the last block' 1 'wgmma[.]wait_group' 1 del
-# the TMA store's cp.async.bulk.wait_group.read before the Q slot is reused (two tiles later)
-mutant 9 no_bulk_wait_read 'the Q slot is free once the store has read smem' 1 'cp[.]async[.]bulk[.]wait_group[.]read' 1 del
+# the TMA store's cp.async.bulk.wait_group.read before the Q slot is freed (plan note q release: in the next tile)
+mutant 9 no_bulk_wait_read 'plan note q release: free the previous tile' 1 'cp[.]async[.]bulk[.]wait_group[.]read' 1 del
 # SBO 1024 -> 2048 in the Q and K wgmma descriptors' high word (bits 0..13: descriptor bits 32..45)
 mutant 9 wgmma_sbo '==== role consumers' 1 'mov[.]b32 %cs_desc_hi, 0x' 1 field 0 14 128
 # swizzle 128B (1) -> none (0) in V's descriptor (bits 30..31: descriptor bits 62..63)

@@ -326,7 +326,8 @@ static void check_write(Sim *s, Shadow *sh, const char *what, int cta, uint32_t 
 {
     if (sh->readers)
         sim_hazard(s, SIM_HAZARD, "%s overwrites %s 0x%x of CTA %d while an in-flight async op (MMA or TMA store) "
-                   "still reads it", what, tmem ? "TMEM cell" : "shared memory", where, cta);
+                   "still reads it (a store's source: until its thread's cp.async.bulk.wait_group[.read])", what,
+                   tmem ? "TMEM cell" : "shared memory", where, cta);
     else if (sh->writers > self_writer)
         sim_hazard(s, SIM_HAZARD, "%s writes %s 0x%x of CTA %d while an in-flight async op also writes it", what,
                    tmem ? "TMEM cell" : "shared memory", where, cta);
@@ -770,8 +771,7 @@ static void complete_tma_store(Sim *s, Op *op)
 {
     Ctx c;
     ctx_init(&c, s, NULL, NULL, 0, "TMA store");
-    fp_apply(s, op, -1);
-    TmaMem m = tma_mem(&c);
+    TmaMem m = tma_mem(&c); /* the source's footprint stays until the thread's wait (store_hold) */
     if (op->kind == A_BULK_STORE && op->u.tma.redadd
             ? bulk_reduce_add_f32(&c, op->u.tma.gaddr, op->cta, op->u.tma.dst, op->u.tma.bytes)
         : op->kind == A_BULK_STORE ? bulk_copy(&c, op->u.tma.gaddr, op->cta, op->u.tma.dst, op->u.tma.bytes, 0)
@@ -957,6 +957,39 @@ static void complete_cpa_arrive(Sim *s, Op *op)
     mbar_arrive(s, m, 1, NULL);
 }
 
+/* A completed store is held (its footprint on the source kept) until its thread waits past its group. */
+static int store_hold(Sim *s, Op *op)
+{
+    if (s->th[op->thread].state == TS_EXIT) { /* exited without waiting: nothing of its CTA writes the source again */
+        fp_apply(s, op, -1);
+        return 0;
+    }
+    if (s->nheld == s->heldcap) {
+        int nc = s->heldcap ? s->heldcap * 2 : 16;
+        Op **n = realloc(s->held, sizeof *n * (size_t)nc);
+        if (!n) { sim_hazard(s, SIM_UNSUPPORTED, "out of memory"); return 0; }
+        s->held = n, s->heldcap = nc;
+    }
+    s->held[s->nheld++] = op;
+    return 1;
+}
+
+/* Thread t waited past its bulk-async groups below `below` (or exited: every group): their stores'
+ * sources may be written again. */
+static void store_release(Sim *s, const Thread *t, uint32_t below)
+{
+    for (int i = 0; i < s->nheld;) {
+        Op *op = s->held[i];
+        if (op->thread == t->gtid && op->group < below) {
+            fp_apply(s, op, -1);
+            op_free(op);
+            s->held[i] = s->held[--s->nheld];
+        } else {
+            i++;
+        }
+    }
+}
+
 static void complete(Sim *s, int i)
 {
     Op *op = s->ops[i];
@@ -964,7 +997,10 @@ static void complete(Sim *s, int i)
     if (op->stream >= 0) s->stream_next[op->stream]++;
     switch (op->kind) {
     case A_TMA_LOAD: case A_BULK_LOAD: complete_tma_load(s, op); break;
-    case A_TMA_STORE: case A_BULK_STORE: complete_tma_store(s, op); break;
+    case A_TMA_STORE: case A_BULK_STORE:
+        complete_tma_store(s, op);
+        if (!s->status && store_hold(s, op)) return;
+        break;
     case A_MMA: case A_CP: complete_mma(s, op); break;
     case A_COMMIT: complete_commit(s, op); break;
     case A_WGMMA: complete_wgmma(s, op); break;
@@ -2088,6 +2124,7 @@ static int exec_setmaxnreg(Sim *s, Thread *t, const Ins *in)
 static void thread_exit(Sim *s, Thread *t)
 {
     t->state = TS_EXIT;
+    store_release(s, t, UINT32_MAX);
     s->live--;
     if (t->cl_arrived) s->cl_arrived--;
     cluster_check(s);
@@ -2185,9 +2222,12 @@ static int run_thread(Sim *s, Thread *t, int quantum)
         case OP_BULK_LOAD: exec_bulk_load(s, t, in); break;
         case OP_BULK_STORE: exec_bulk_store(s, t, in); break;
         case OP_BULK_COMMIT: t->grp_commit++; break;
-        case OP_BULK_WAIT:
-            if (bulk_wait_blocks(t, (uint32_t)alu_val(s, t, &in->ops[0]))) { t->state = TS_BULK; return done; }
+        case OP_BULK_WAIT: {
+            uint32_t n = (uint32_t)alu_val(s, t, &in->ops[0]);
+            if (bulk_wait_blocks(t, n)) { t->state = TS_BULK; return done; }
+            store_release(s, t, t->grp_commit > n ? t->grp_commit - n : 0);
             break;
+        }
         case OP_CPA: exec_cpa(s, t, in); break;
         case OP_CPA_COMMIT: cpa_commit(s, t); break;
         case OP_CPA_WAIT:
@@ -2364,6 +2404,8 @@ static void sim_teardown(Sim *s)
     }
     for (int i = 0; i < s->nmb; i++) free(s->mb[i].acc), free(s->mb[i].done), free(s->mb[i].arr[0]), free(s->mb[i].arr[1]);
     for (int i = 0; i < s->nops; i++) op_free(s->ops[i]);
+    for (int i = 0; i < s->nheld; i++) op_free(s->held[i]);
+    free(s->held);
     for (int i = 0; i < s->nwgdone; i++) free(s->wgdone[i].dregs);
     free(s->wgdone);
     free(s->ops), free(s->th), free(s->warps), free(s->order), free(s->mb), free(s->vcbuf);

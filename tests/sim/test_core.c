@@ -254,6 +254,25 @@ static const char k_sync_race[] = K_SYNC("");
 static const char k_bulk_ok[] = K_BULK("$l: mbarrier.try_wait.parity.shared::cta.b64 %q2, [%r2], 0; @!%q2 bra $l;\n");
 static const char k_bulk_race[] = K_BULK("");
 
+/* one thread bulk-stores 64 bytes of smem, spins long enough for the store to have finished, then writes the
+ * source again: the ISA lets the store read its source until the thread's wait_group.read, so without that wait
+ * the write is a hazard however early the store ran */
+#define K_STORE_REUSE(WAIT) HEADER \
+    ".visible .entry k(.param .u64 p)\n{\n" \
+    ".reg .b64 %a; .reg .b32 %r<4>; .reg .pred %q;\n" \
+    "ld.param.u64 %a, [p]; mov.u32 %r0, %tid.x; mov.u32 %r1, smem; add.u32 %r1, %r1, 1023; and.b32 %r1, %r1, -1024;\n" \
+    "setp.ne.u32 %q, %r0, 0; @%q bra $done; mov.u32 %r2, 7;\n" \
+    "st.shared.v4.u32 [%r1], {%r2, %r2, %r2, %r2}; st.shared.v4.u32 [%r1+16], {%r2, %r2, %r2, %r2};\n" \
+    "st.shared.v4.u32 [%r1+32], {%r2, %r2, %r2, %r2}; st.shared.v4.u32 [%r1+48], {%r2, %r2, %r2, %r2};\n" \
+    "fence.proxy.async.shared::cta;\n" \
+    "cp.async.bulk.global.shared::cta.bulk_group [%a], [%r1], 64; cp.async.bulk.commit_group;\n" \
+    WAIT \
+    "mov.u32 %r3, 0; $spin: add.u32 %r3, %r3, 1; setp.lt.u32 %q, %r3, 64; @%q bra $spin;\n" \
+    "st.shared.u32 [%r1], %r3; cp.async.bulk.wait_group 0;\n" \
+    "$done: ret;\n}\n"
+static const char k_store_reuse_ok[] = K_STORE_REUSE("cp.async.bulk.wait_group.read 0;\n");
+static const char k_store_reuse_race[] = K_STORE_REUSE("");
+
 /* an mbarrier expecting 2 arrivals gets 1: every waiter stays */
 static const char k_deadlock[] = HEADER
     ".visible .entry k(.param .u64 p)\n{\n"
@@ -970,6 +989,11 @@ int main(void)
     test_pairs(buf);
     test_tma_store(buf);
     test_pair_mma();
+    /* last: a launch added earlier moves the schedules of the ones after it */
+    expect_ok("store source rewritten after wait_group.read", k_store_reuse_ok, 32, buf);
+    cuMemcpyDtoH(h, buf, 4);
+    check(h[0] == 7, "the bulk store wrote the source's first value");
+    expect_report("store source rewritten before wait_group.read", k_store_reuse_race, 32, buf, "store's source");
 
     cuMemFree(buf);
     printf("test_core: %d passed, %d failed\n", passed, failed);

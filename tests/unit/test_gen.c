@@ -1072,6 +1072,49 @@ static void test_timeline_config(void **state)
     free(q);
 }
 
+static int occurrences(const char *text, const char *what)
+{
+    int n = 0;
+    for (const char *at = strstr(text, what); at; at = strstr(at + 1, what)) n++;
+    return n;
+}
+
+/* plan note q release: with two Q slots and the plain epilogue a slot is freed one tile after its O store (the
+ * leader's wait_group.read moves from the epilogue to the next tile's first QK and to the no-key path); one slot,
+ * varlen, or the A/B word store_wait=1 keep the wait in the epilogue; store_wait is named only when on, and
+ * refused where it has no kernel. */
+static void test_q_release(void **state)
+{
+    (void)state;
+    Plan *p = malloc(sizeof *p);
+    static const struct { const char *text; int slots, late; } cases[] = {
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 mask=none", 2, 1},
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 store_wait=1 mask=none", 2, 0},
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=176 mask=none", 1, 0},
+        {"mha target=sm90a dtype=fp16 qk=64 ov=64 bm=128 mask=causal persistent=1", 2, 1},
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 varlen=1 mask=none", 2, 0},
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 persistent=0 mask=none", 1, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char err[256], *ptx = NULL;
+        size_t n = 0;
+        plan_ok(cases[i].text, p);
+        const Sm90Plan *s = sm90_of(p);
+        if (s->q_slots != cases[i].slots || s->q_release_late != cases[i].late)
+            fail_msg("%s: q_slots %d q_release_late %d", cases[i].text, s->q_slots, s->q_release_late);
+        assert_int_equal(strstr(p->canonical, "store_wait") != NULL, strstr(cases[i].text, "store_wait") != NULL);
+        Config c = parse_ok(p->canonical);
+        assert_int_equal(fa4gen_generate(&c, p, &ptx, &n, err, sizeof err), 0);
+        int reads = occurrences(ptx, "cp.async.bulk.wait_group.read 0;");
+        int released = occurrences(ptx, "plan note q release: free the previous tile's Q slot");
+        if (cases[i].late ? reads != 2 || released != 2 : released != 0)
+            fail_msg("%s: %d wait_group.read, %d late releases", cases[i].text, reads, released);
+        free(ptx);
+    }
+    expect_plan_error("mha target=sm100a dtype=bf16 qk=128 ov=128 store_wait=1 mask=none", "store_wait");
+    free(p);
+}
+
 static void test_split_and_combine_config(void **state)
 {
     (void)state;
@@ -1309,6 +1352,7 @@ int main(void)
         cmocka_unit_test(test_split_and_combine_config), cmocka_unit_test(test_kv_append_config), cmocka_unit_test(test_early_kv_config),
         cmocka_unit_test(test_prefetch_kv_config),
         cmocka_unit_test(test_kv_tail_plan), cmocka_unit_test(test_timeline_config),
+        cmocka_unit_test(test_q_release),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
