@@ -8,7 +8,7 @@
  *   - shape_rules: sm90a with the rules' seqlen_k <= RT_PERSISTENT_SEQLEN_K, except a decode shape (group
  *     > 1, seq_rows_q x group <= RT_DECODE_TILE_ROWS): causal runs persistent, full d128 (16-bit) takes bn 128,
  *     d64 (group 1, 16-bit) with seq_rows_q <= RT_SHORT_Q_ROWS takes bm 128 (<= RT_DECODE_TILE_ROWS: bm 64 bn 64),
- *     d256 (16-bit, dense) takes bn RT_SHORT_D256_BN;
+ *     d256 (16-bit, dense) with seq_rows_q <= RT_SHORT_D256_Q_ROWS takes bn RT_SHORT_D256_BN;
  *   - decode_tile: sm90a, group >= 2, seq_rows_q x group <= RT_DECODE_TILE_ROWS: bm 64 bn 64 stages 3;
  *   - the split rules: a split plan is looked at only when the runtime picks a count or
  *     seq_rows_q x group <= RT_PACK_ROWS_MAX; then the split kernel's rows decide `decode`, and the
@@ -134,12 +134,14 @@ static void short_d64_tile(Config *c, const RtMhaShape *s)
  * bench/NOTES.md "short sequences"): bn RT_SHORT_D256_BN instead of the plan's 80 (full) / 64 (causal) leaves room for
  * a second Q slot beside the K/V ring, so a persistent CTA loads the next tile's Q under this one and frees the slot
  * one tile after its O store; at S 256 it also pads 288 keys where 80 pads 320. Modelled (h200.tbl): B64 H8 S256
- * full 88.7 -> 66.3 us, B16 H16 S512 causal 94.6 -> 79.5, S1024 full -1%, S2048 causal -2.7%. Only a bn the
- * caller's config left unset. */
-static void short_d256_tile(Config *c)
+ * full 88.7 -> 66.3 us, B16 H16 S512 causal 94.6 -> 79.5. Measured (H200, CUDA graphs, cuDNN / fa4 with bn 48 vs
+ * 80 in one run, bench/results/2026-11-28-h200-short-shapes-run4.txt): S256 full 0.843 vs 0.830, S512 causal 0.913
+ * vs 0.868, but S1024 full 1.030 vs 1.084 and S2048 causal 0.997 vs 1.033: hence at most RT_SHORT_D256_Q_ROWS
+ * query rows. Only a bn the caller's config left unset. */
+static void short_d256_tile(Config *c, const RtMhaShape *s)
 {
     if (c->qk_depth != 256 || c->ov_depth != 256 || c->dtype == DT_E4M3 || c->mask == MASK_WINDOW || c->bn ||
-        c->page || c->split || c->varlen)
+        c->page || c->split || c->varlen || s->seq_rows_q > RT_SHORT_D256_Q_ROWS)
         return;
     c->bn = RT_SHORT_D256_BN;
 }
@@ -164,7 +166,7 @@ void rt_mha_shape_rules(Config *c, const RtMhaShape *s)
         c->bn = 128;
     }
     short_d64_tile(c, s);
-    short_d256_tile(c);
+    short_d256_tile(c, s);
 }
 
 /* ---------------------------------------------------------------- split-KV */

@@ -399,12 +399,54 @@ static void test_workload_checks(void **state)
     fa4_destroy(ctx);
 }
 
+/* Short d256 (sm90a, dense): the runtime's bn 48 up to RT_SHORT_D256_Q_ROWS query rows; the walk cuts the query
+ * lengths there, so every call of a d256 workload finds its config in the list on both sides of the cut. */
+static void test_short_d256_cut(void **state)
+{
+    (void)state;
+    fa4_ctx *ctx = jit_off_ctx(90, 132, FA4_TARGET_SM90A);
+    static const fa4_target t[] = {FA4_TARGET_SM90A};
+    static const int d[] = {256}, g[] = {1, 4}, sm[] = {132};
+    static const int lens[] = {1, 64, 255, 256, 257, 511, 512, 513, 1000, 2048, 2049, 4096};
+    fa4_workload w = FA4_WORKLOAD_INIT;
+    w.targets = t, w.n_targets = 1, w.sm_counts = sm, w.n_sm_counts = 1, w.qk_depths = d, w.n_depths = 1;
+    w.groups = g, w.n_groups = 2, w.masks = masks, w.n_masks = 2, w.heads_kv_min = 1, w.heads_kv_max = 8;
+    w.batch_min = 1, w.batch_max = 64, w.seqlen_q_min = w.seqlen_k_min = 1, w.seqlen_q_max = w.seqlen_k_max = 4096;
+    Listed l = {0};
+    enumerate(ctx, &w, &l);
+    int calls = 0, short48 = 0;
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
+        for (size_t j = 0; j < sizeof lens / sizeof lens[0]; j++)
+            for (int k = 0; k < 8; k++) {
+                Call c = {256, g[k & 1], k & 2 ? 8 : 1, k & 4 ? 64 : 2, lens[i], lens[j], L_DENSE, 0, 0, masks[k >> 1 & 1]};
+                fa4_mha_args a = call_args(&c);
+                char cfg[512] = "", what[200];
+                assert_int_equal(fa4_mha_config(ctx, &a, cfg, sizeof cfg), FA4_OK);
+                int found = 0;
+                for (int n = 0; n < l.n && !found; n++) found = !strcmp(l.config[n], cfg);
+                say_call(&c, what, sizeof what);
+                if (!found) fail_msg("%s: %s not listed", what, cfg);
+                calls++, short48 += strstr(cfg, " bn=48 ") != NULL;
+            }
+    assert_true(short48 > 0 && short48 < calls);
+    Call at = {256, 1, 8, 64, 512, 512, L_DENSE, 0, 0, FA4_MASK_NONE}, past = at;
+    past.sq = 513;
+    fa4_mha_args a = call_args(&at), b = call_args(&past);
+    char c1[512], c2[512];
+    assert_int_equal(fa4_mha_config(ctx, &a, c1, sizeof c1), FA4_OK);
+    assert_int_equal(fa4_mha_config(ctx, &b, c2, sizeof c2), FA4_OK);
+    if (!strstr(c1, " bn=48 ") || strstr(c2, " bn=48 ")) fail_msg("512 rows: %s; 513 rows: %s", c1, c2);
+    print_message("    d256: %d calls, %d with bn 48, all listed (%d configs)\n", calls, short48, l.n);
+    listed_free(&l);
+    fa4_destroy(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split_saturation), cmocka_unit_test(test_workload_checks),
         cmocka_unit_test(test_replay),           cmocka_unit_test(test_outside_misses),
-        cmocka_unit_test(test_compile_from_bundle),
+        cmocka_unit_test(test_compile_from_bundle), cmocka_unit_test(test_short_d256_cut),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
