@@ -7,7 +7,8 @@
  * rules' breakpoints instead of every shape:
  *   - query lengths (seq_rows_q) are cut where seq_rows_q x group crosses RT_DECODE_TILE_ROWS (decode
  *     shape, decode tile) and RT_PACK_ROWS_MAX (a split plan is looked at), for d64 without GQA where
- *     seq_rows_q crosses RT_DECODE_TILE_ROWS and RT_SHORT_Q_ROWS (the short d64 tiles), for d256 where it crosses
+ *     seq_rows_q crosses RT_DECODE_TILE_ROWS and RT_SHORT_Q_ROWS (the short d64 tiles; causal also
+ *     RT_SHORT_D64_CAUSAL_Q_ROWS), for d256 where it crosses
  *     RT_SHORT_D256_Q_ROWS (the short d256 blocks), and where it crosses the
  *     split kernel's rows per tile (`decode`); within a piece those tests do not change;
  *   - kv lengths are cut where the rules' seqlen_k crosses RT_PERSISTENT_SEQLEN_K (persistent, the short full d128 bn);
@@ -618,6 +619,7 @@ static fa4_status walk_queries(Class *cl, const Region *r, int lo, int hi)
     int g = cl->c0.group, cuts[4], n = 0;
     if (g > 1) cuts[n++] = RT_DECODE_TILE_ROWS / g, cuts[n++] = RT_PACK_ROWS_MAX / g;
     if (g == 1 && cl->c0.qk_depth == 64) cuts[n++] = RT_DECODE_TILE_ROWS, cuts[n++] = RT_SHORT_Q_ROWS; /* short d64 */
+    if (g == 1 && cl->c0.qk_depth == 64 && cl->c0.mask == MASK_CAUSAL) cuts[n++] = RT_SHORT_D64_CAUSAL_Q_ROWS;
     if (cl->c0.qk_depth == 256) cuts[n++] = RT_SHORT_D256_Q_ROWS; /* short d256 */
     int stack[2 * 64][2], top = 0;
     for (int i = 0; i < n; i++) /* pieces between the cuts, pushed last first */

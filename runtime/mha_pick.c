@@ -7,7 +7,8 @@
  * walks (each threshold is a named constant here):
  *   - shape_rules: sm90a with the rules' seqlen_k <= RT_PERSISTENT_SEQLEN_K, except a decode shape (group
  *     > 1, seq_rows_q x group <= RT_DECODE_TILE_ROWS): causal runs persistent, full d128 (16-bit) takes bn 128,
- *     d64 (group 1, 16-bit) with seq_rows_q <= RT_SHORT_Q_ROWS takes bm 128 (<= RT_DECODE_TILE_ROWS: bm 64 bn 64),
+ *     d64 (group 1, 16-bit) with seq_rows_q <= RT_SHORT_Q_ROWS (causal: RT_SHORT_D64_CAUSAL_Q_ROWS) takes bm 128
+ *     (<= RT_DECODE_TILE_ROWS: bm 64 bn 64),
  *     d256 (16-bit, dense) with seq_rows_q <= RT_SHORT_D256_Q_ROWS takes bn RT_SHORT_D256_BN;
  *   - decode_tile: sm90a, group >= 2, seq_rows_q x group <= RT_DECODE_TILE_ROWS: bm 64 bn 64 stages 3;
  *   - the split rules: a split plan is looked at only when the runtime picks a count or
@@ -119,12 +120,13 @@ static void decode_tile(Config *c, const RtMhaShape *s)
  * sequences"): the plan's 192-row tile pads a sequence of at most RT_SHORT_Q_ROWS rows (S 197: 2 x 192 = 384
  * rows) where 128-row tiles pad less and give the SMs more tiles: H200, CUDA graphs, cuDNN / fa4 0.65-0.88 ->
  * 0.96-1.05 at S 77..256; at most RT_DECODE_TILE_ROWS rows, one 64-row consumer tile with 64-key blocks
- * (S 64: 0.82 -> 1.61). Longer d64 sequences keep 192 (S 512 full: 1.00 with it, 0.93 with 128). Only words
- * the caller's config left unset. */
+ * (S 64: 0.82 -> 1.61). Longer d64 sequences keep 192 (S 512 full: 1.00 with it, 0.93 with 128), except causal ones
+ * up to RT_SHORT_D64_CAUSAL_Q_ROWS rows: there 192-row tiles pad the diagonal's triangle and leave fewer tiles
+ * (B16 H16 S1024 causal, run 1: 0.885 with 192, 0.924 with 128). Only words the caller's config left unset. */
 static void short_d64_tile(Config *c, const RtMhaShape *s)
 {
     if (c->qk_depth != 64 || c->ov_depth != 64 || c->group != 1 || c->dtype == DT_E4M3 || c->mask == MASK_WINDOW ||
-        c->bm || s->seq_rows_q > RT_SHORT_Q_ROWS)
+        c->bm || s->seq_rows_q > (c->mask == MASK_CAUSAL ? RT_SHORT_D64_CAUSAL_Q_ROWS : RT_SHORT_Q_ROWS))
         return;
     if (s->seq_rows_q <= RT_DECODE_TILE_ROWS && !c->bn) c->bm = 64, c->bn = 64;
     else c->bm = 128;
