@@ -127,6 +127,10 @@ typedef struct Config {
      * slot at once, where by default (0) a persistent CTA with two Q slots frees it in the next tile (plan note q
      * release). Never picked by the runtime; canonical form names it only when on */
     int store_wait;
+    /* A/B benchmarks, sm90a MHA forward: 1 = a consumer computes each tile's coordinates at its top, where by
+     * default (0) a persistent one (depth <= 128) with the registers to spare computes the next tile's while its
+     * last P V runs (plan note coords ahead). Never picked by the runtime; canonical form names it only when on */
+    int coords_late;
 } Config;
 
 /* config timeline=1: the u64 slots of one tile's record, in the order the tile passes them. P: the producer
@@ -174,7 +178,7 @@ int config_apply_text(Config *c, const char *text, char *err, size_t n);
 /* The fields one text or one command line gave, each at most once, and the words that gave them
  * (escaped, for messages): a key given twice, depth beside qk or ov, a key the kernel lacks and a
  * value the defaults would replace are refused by name instead of resolving last-one-wins. */
-enum { CONFIG_FIELDS = 40 };
+enum { CONFIG_FIELDS = 48 };
 typedef struct ConfigGiven {
     char how[CONFIG_FIELDS][64];           /* "--mask causal", "mask=none"; "" = not given */
     unsigned char by_depth[CONFIG_FIELDS]; /* qk and ov given together by depth (mla-sparse takes ov from qk) */

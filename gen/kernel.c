@@ -430,6 +430,9 @@ static void tile_coords(Emit *e, int packed)
     kv_block_range(e, nblk);
 }
 
+const char *const mha_tile_coord_regs[MHA_TILE_COORD_REGS] = {"m_block", "head",  "bidx",    "kv_head", "m0",
+                                                              "n_begin", "n_end", "full_lo", "full_hi", "kv_off"};
+
 void mha_tile_coords(Emit *e) { tile_coords(e, 0); }
 void mha_tile_coords_packed(Emit *e) { tile_coords(e, 1); }
 

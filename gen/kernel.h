@@ -80,6 +80,10 @@ void mha_split_out_lse(Emit *e, Reg guard, Reg head, Reg seq, Reg lse);
  *                                              cut to the split's kv blocks ("this CTA's kv block
  *                                              range", the one place that intersects them) */
 void mha_tile_coords(Emit *e);
+/* The registers above that mha_tile_coords defines for the kernel (unsplit, unpacked); the others it writes are
+ * its scratch. A kernel that computes the next tile's coordinates ahead saves and restores exactly these. */
+enum { MHA_TILE_COORD_REGS = 10 };
+extern const char *const mha_tile_coord_regs[MHA_TILE_COORD_REGS];
 
 /* mha_tile_coords for kernels that pack a kv head's `group` query heads into
  * one tile (rows_per_cta counts sequence positions): tiles are (m-block, kv

@@ -421,6 +421,52 @@ static void emit_q_release_pending(Emit *e)
     emit_label(e, l_done);
 }
 
+/* plan note coords ahead: the next tile's coordinates (%tile + %grid_ctas) into %cs_nx_<reg>, computed while this
+ * tile's last P V runs (a tile without keys leaves them to the next tile's top); this tile's own stay in place
+ * (saved around the computation). */
+static void emit_coords_ahead(Emit *e)
+{
+    char l_skip[NAME];
+    if (!sm90_of(e->p)->coords_ahead) return;
+    Reg nx = reg_b32(e, "cs_nx_tile"), sv = reg_b32(e, "cs_sv_tile"), p = reg_pred(e, "cs_nx_none");
+    emit_note(e, "plan note coords ahead: the next tile's coordinates while the last P V runs");
+    emit(e, "add.u32 %s, %%tile, %%grid_ctas;", R(e, nx));
+    emit(e, "setp.ge.u32 %s, %s, %%num_tiles;", R(e, p), R(e, nx));
+    emit(e, "@%s bra %s;", R(e, p), new_label(e, l_skip, sizeof l_skip, "cs_no_next"));
+    for (int i = 0; i < MHA_TILE_COORD_REGS; i++)
+        emit(e, "mov.u32 %s, %%%s;", R(e, reg_b32(e, "cs_sv_%s", mha_tile_coord_regs[i])), mha_tile_coord_regs[i]);
+    emit(e, "mov.u32 %s, %%tile;", R(e, sv));
+    emit(e, "mov.u32 %%tile, %s;", R(e, nx));
+    tile_coords(e);
+    emit(e, "mov.u32 %%tile, %s;", R(e, sv));
+    for (int i = 0; i < MHA_TILE_COORD_REGS; i++) {
+        const char *r = mha_tile_coord_regs[i];
+        emit(e, "mov.u32 %s, %%%s;", R(e, reg_b32(e, "cs_nx_%s", r)), r);
+        emit(e, "mov.u32 %%%s, %s;", r, R(e, reg_find(e, "cs_sv_%s", r)));
+    }
+    emit(e, "setp.eq.u32 %%cs_nx_ok, %%wg, %%wg;");
+    emit_label(e, l_skip);
+}
+
+/* The tile's coordinates: computed here, or (plan note coords ahead) taken from those the tile before computed. */
+static void emit_tile_top_coords(Emit *e)
+{
+    char l_take[NAME], l_done[NAME];
+    if (!sm90_of(e->p)->coords_ahead) {
+        tile_coords(e);
+        return;
+    }
+    emit(e, "@%%cs_nx_ok bra %s;", new_label(e, l_take, sizeof l_take, "cs_coords_ahead"));
+    tile_coords(e);
+    emit(e, "bra.uni %s;", new_label(e, l_done, sizeof l_done, "cs_coords_done"));
+    emit_label(e, l_take);
+    emit_note(e, "plan note coords ahead: computed by the tile before");
+    for (int i = 0; i < MHA_TILE_COORD_REGS; i++)
+        emit(e, "mov.u32 %%%s, %s;", mha_tile_coord_regs[i], R(e, reg_find(e, "cs_nx_%s", mha_tile_coord_regs[i])));
+    emit_label(e, l_done);
+    emit(e, "setp.ne.u32 %%cs_nx_ok, %%wg, %%wg;");
+}
+
 /* Main loop, FlashAttention-3 intra-warpgroup pipeline: while the tensor core
  * runs QK(j) and PV(j+1), the warpgroup does the softmax of block j.
  *   first block:  QK, wait, softmax -> P
@@ -486,6 +532,7 @@ static void emit_mainloop(Emit *e)
     emit_turn_begin(e);
     emit_issue_pv(e);
     emit_turn_end(e);
+    emit_coords_ahead(e);
     op_wgmma_wait(e, 0);
     emit_release(e, reg_find(e, "cs_v_empty"), reg_find(e, "cs_pv_stage"));
     emit_label(e, l_empty);
@@ -523,12 +570,17 @@ static void emit_consumer(Emit *e)
         emit_note(e, "plan note q release: no O store is pending before the first tile");
         emit(e, "setp.ne.u32 %s, %%wg, %%wg;", R(e, reg_pred(e, "cs_q_pend")));
     }
+    if (s->coords_ahead) {
+        emit_note(e, "plan note coords ahead: the first tile computes its own");
+        emit(e, "setp.ne.u32 %s, %%wg, %%wg;", R(e, reg_pred(e, "cs_nx_ok")));
+        for (int i = 0; i < MHA_TILE_COORD_REGS; i++) reg_b32(e, "cs_nx_%s", mha_tile_coord_regs[i]);
+    }
     emit(e, "mov.u32 %s, %%ctaid.x;", reg(e, "b32", "tile"));
 
     emit_label(e, new_label(e, l_tile, sizeof l_tile, "cs_tile"));
     emit(e, "setp.ge.u32 %s, %%tile, %%num_tiles;", pr);
     emit(e, "@%s bra $cs_exit;", pr);
-    tile_coords(e);
+    emit_tile_top_coords(e);
     char l_next[NAME];
     if (p->cfg.varlen) varlen_skip_tile(e, new_label(e, l_next, sizeof l_next, "cs_next_tile"));
     emit_note(e, "fresh row state: m = -inf, l = 0, O = 0");

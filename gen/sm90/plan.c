@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../kernel.h"
 #include "../mha_plan.h"
 #include "../mha_bwd.h"
 #include "bwd90.h"
@@ -37,6 +38,9 @@ static void sm90_regs(int consumers, int paged, int ov, int *producer, int *cons
 /* Registers a consumer thread needs: the S, O and P fragments plus addresses,
  * row state and loop counters (the overhead, measured with ptxas on the test matrix). */
 enum { SM90_REG_OVERHEAD = 32 };
+/* plan note coords ahead: the next tile's coordinates (mha_tile_coord_regs) stay live across a tile, and the plan
+ * keeps that many and as many again of the consumer's registers free for them (no spills at bn 176 is not proved) */
+enum { SM90_COORDS_AHEAD_REGS = 12, SM90_COORDS_AHEAD_MARGIN = 16 };
 static int sm90_consumer_need(int bn, int ov) { return bn / 2 + ov / 2 + bn / 4 + SM90_REG_OVERHEAD; }
 
 static void sm90_defaults(Config *c)
@@ -169,6 +173,14 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
      * the consumer need not wait for the store to read it: the leader waits (by then long done) after the next
      * tile's first QK is issued. Varlen's row stores, split and cluster epilogues free the slot their own way. */
     s->q_release_late = s->q_slots == 2 && !c->split && !c->cluster_split && !c->varlen && !c->store_wait;
+    /* d256 is left out: modelled 2% slower there (its last PV is long, but so is the chain it delays) */
+    s->coords_ahead = p->persistent && !c->split && !c->cluster_split && !c->varlen && !c->page &&
+                      c->mask != MASK_WINDOW && !c->coords_late && p->ov <= 128 &&
+                      sm90_consumer_need(p->bn, p->ov) + SM90_COORDS_AHEAD_REGS + SM90_COORDS_AHEAD_MARGIN <=
+                          s->consumer_regs;
+    if (s->coords_ahead)
+        plan_note(p, "coords ahead", "a consumer computes the next tile's coordinates while its last P V runs "
+                  "(%d registers held across the tile), and takes them at the next tile's top", MHA_TILE_COORD_REGS);
     if (s->q_release_late)
         plan_note(p, "q release", "a Q slot is freed one tile after its O store: the leader waits for the store's "
                   "smem read once the next tile's first QK is issued, then arrives on bar_q_empty");

@@ -513,6 +513,9 @@ mutant 9 no_wgmma_wait_pv '==== consumer mainloop: QK.j. and PV' 1 'wgmma[.]wait
 mutant 9 no_wgmma_wait_last '==== consumer mainloop: PV of the last block' 1 'wgmma[.]wait_group' 1 del
 # the TMA store's cp.async.bulk.wait_group.read before the Q slot is freed (plan note q release: in the next tile)
 mutant 9 no_bulk_wait_read 'plan note q release: free the previous tile' 1 'cp[.]async[.]bulk[.]wait_group[.]read' 1 del
+# plan note coords ahead: this tile's m0 not restored after the next tile's coordinates (its rows, LSE and O store
+# become the next tile's)
+mutant 9 coords_ahead_no_restore 'plan note coords ahead: the next tile' 1 'mov[.]u32 %m0, %cs_sv_m0;' 1 del
 # SBO 1024 -> 2048 in the Q and K wgmma descriptors' high word (bits 0..13: descriptor bits 32..45)
 mutant 9 wgmma_sbo '==== role consumers' 1 'mov[.]b32 %cs_desc_hi, 0x' 1 field 0 14 128
 # swizzle 128B (1) -> none (0) in V's descriptor (bits 30..31: descriptor bits 62..63)

@@ -8,6 +8,7 @@
 #include "fa4gen.h"
 #include "sm100/plan100.h"
 #include "sm90/plan90.h"
+#include "kernel.h"
 #include "ops.h"
 #include "score_mod.h"
 
@@ -1115,6 +1116,44 @@ static void test_q_release(void **state)
     free(p);
 }
 
+/* plan note coords ahead: a persistent, dense, unsplit consumer (depth <= 128) with registers to spare computes the
+ * next tile's coordinates during the tile before (the PTX saves and restores every register mha_tile_coords
+ * defines); bm 192 (160 registers), bn 176, d256, windows, non-persistent kernels and coords_late=1 do not. */
+static void test_coords_ahead(void **state)
+{
+    (void)state;
+    Plan *p = malloc(sizeof *p);
+    static const struct { const char *text; int on; } cases[] = {
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 mask=none", 1},
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 coords_late=1 mask=none", 0},
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=176 mask=none", 0},
+        {"mha target=sm90a dtype=fp16 qk=64 ov=64 bm=128 persistent=1 mask=causal", 1},
+        {"mha target=sm90a dtype=bf16 qk=64 ov=64 bm=192 mask=none", 0},
+        {"mha target=sm90a dtype=bf16 qk=256 ov=256 bn=48 mask=none", 0},
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 persistent=1 mask=window:64,0", 0},
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 persistent=0 mask=causal", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char err[256], *ptx = NULL;
+        size_t n = 0;
+        plan_ok(cases[i].text, p);
+        if (sm90_of(p)->coords_ahead != cases[i].on) fail_msg("%s: coords_ahead %d", cases[i].text, sm90_of(p)->coords_ahead);
+        assert_int_equal(strstr(p->canonical, "coords_late") != NULL, strstr(cases[i].text, "coords_late") != NULL);
+        Config c = parse_ok(p->canonical);
+        assert_int_equal(fa4gen_generate(&c, p, &ptx, &n, err, sizeof err), 0);
+        for (int r = 0; r < MHA_TILE_COORD_REGS; r++) {
+            char save[64], restore[64];
+            snprintf(save, sizeof save, "mov.u32 %%cs_sv_%s, %%%s;", mha_tile_coord_regs[r], mha_tile_coord_regs[r]);
+            snprintf(restore, sizeof restore, "mov.u32 %%%s, %%cs_sv_%s;", mha_tile_coord_regs[r], mha_tile_coord_regs[r]);
+            if ((strstr(ptx, save) != NULL) != cases[i].on || (strstr(ptx, restore) != NULL) != cases[i].on)
+                fail_msg("%s: save/restore of %%%s", cases[i].text, mha_tile_coord_regs[r]);
+        }
+        free(ptx);
+    }
+    expect_plan_error("mha target=sm100a dtype=bf16 qk=128 ov=128 coords_late=1 mask=none", "coords_late");
+    free(p);
+}
+
 static void test_split_and_combine_config(void **state)
 {
     (void)state;
@@ -1352,7 +1391,7 @@ int main(void)
         cmocka_unit_test(test_split_and_combine_config), cmocka_unit_test(test_kv_append_config), cmocka_unit_test(test_early_kv_config),
         cmocka_unit_test(test_prefetch_kv_config),
         cmocka_unit_test(test_kv_tail_plan), cmocka_unit_test(test_timeline_config),
-        cmocka_unit_test(test_q_release),
+        cmocka_unit_test(test_q_release), cmocka_unit_test(test_coords_ahead),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
