@@ -36,8 +36,6 @@ static void *arena_alloc(void **arena, size_t n)
     return p;
 }
 
-void *ptx_alloc(PtxModule *m, size_t n) { return arena_alloc(&m->arena, n); }
-
 static void arena_free(void *arena)
 {
     for (Block *b = arena, *n; b; b = n) n = b->next, free(b);

@@ -159,7 +159,5 @@ const PtxEntry *ptx_find_entry(const PtxModule *m, const char *name);
 /* The source line n (1-based), trimmed; "" when out of range. */
 const char *ptx_line(const PtxModule *m, int n);
 const char *ptx_op_name(int op);
-/* n zeroed bytes that live as long as the module (NULL when out of memory) */
-void *ptx_alloc(PtxModule *m, size_t n);
 
 #endif

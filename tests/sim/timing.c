@@ -110,7 +110,6 @@ typedef struct Timing {
     const TimingGpu *g;
     double now;
     double *wnext;       /* per warp: earliest next issue */
-    double *wlast;       /* per warp: its last issue (ties between ready warps go to the least recent) */
     int8_t *wblk;        /* per warp: 0 runnable, else the ThreadState it blocked in (+1), -1 exited */
     double *rready;      /* per warp x register: when the value is ready */
     double *ldready;     /* per warp: tcgen05.ld results */
@@ -283,18 +282,17 @@ Timing *timing_new(Sim *s)
     tm->nregs = s->e->nregs > 0 ? s->e->nregs : 1;
     tm->wnext = calloc((size_t)s->nwarps, sizeof *tm->wnext);
     tm->wblk = calloc((size_t)s->nwarps, 1);
-    tm->wlast = calloc((size_t)s->nwarps, sizeof *tm->wlast);
     tm->ldready = calloc((size_t)s->nwarps, sizeof *tm->ldready);
     tm->rready = calloc((size_t)s->nwarps * (size_t)tm->nregs, sizeof *tm->rready);
     tm->stream_last = calloc((size_t)s->nstreams + 1, sizeof *tm->stream_last);
-    if (!tm->wnext || !tm->wlast || !tm->wblk || !tm->rready || !tm->stream_last || !tm->ldready) { timing_free(tm); return NULL; }
+    if (!tm->wnext || !tm->wblk || !tm->rready || !tm->stream_last || !tm->ldready) { timing_free(tm); return NULL; }
     return tm;
 }
 
 void timing_free(Timing *tm)
 {
     if (!tm) return;
-    free(tm->wnext), free(tm->wlast), free(tm->wblk), free(tm->rready), free(tm->stream_last), free(tm->ldready);
+    free(tm->wnext), free(tm->wblk), free(tm->rready), free(tm->stream_last), free(tm->ldready);
     free(tm);
 }
 
@@ -484,7 +482,6 @@ static void issue(Sim *s, Timing *tm, int w, const Ins *in, const Cost *c0, doub
         if (c.tp != TP_ISSUE && c.tp != TP_SMEM && c.tp != TP_TMEM) tm->busy[c.tp] += c.interval;
     }
     tm->wnext[w] = t + (c.free ? 0 : 1);
-    if (!c.free) tm->wlast[w] = t + 1;
     tm->now = t;
     /* results */
     if (has_dest(in->op) && in->nops) {
@@ -503,9 +500,7 @@ void timing_run_cluster(Sim *s)
     while (!s->status) {
         int bw = -1;
         for (int w = 0; w < s->nwarps; w++)
-            if (!tm->wblk[w] && (bw < 0 || tm->wnext[w] < tm->wnext[bw] ||
-                                 (tm->wnext[w] == tm->wnext[bw] && tm->wlast[w] < tm->wlast[bw])))
-                bw = w; /* the earliest; among equals the least recently issued (the schedulers' fairness) */
+            if (!tm->wblk[w] && (bw < 0 || tm->wnext[w] < tm->wnext[bw])) bw = w;
         int bo = -1;
         for (int i = 0; i < s->nops; i++)
             if (sim_op_eligible(s, s->ops[i]) && (bo < 0 || s->ops[i]->ready < s->ops[bo]->ready)) bo = i;
@@ -777,7 +772,7 @@ static void sched_rename(Operand *o, const int *cur)
 }
 
 /* Fresh registers for all but the last definition of each renamable register of block [a, b). */
-static int sched_rename_block(PtxModule *m, PtxEntry *e, int a, int b, int *bad, int *left, int *cur, int *nfresh,
+static int sched_rename_block(PtxEntry *e, int a, int b, int *bad, int *left, int *cur, int *nfresh,
                               int *capfresh)
 {
     int db[64], ub[64];
@@ -809,9 +804,8 @@ static int sched_rename_block(PtxModule *m, PtxEntry *e, int a, int b, int *bad,
             if (!bad[r] && --left[r] > 0) {
                 if (*nfresh == *capfresh) {
                     int nc = *capfresh ? 2 * *capfresh : 256;
-                    PtxReg *nr = ptx_alloc(m, sizeof(PtxReg) * (size_t)(e->nregs + nc));
+                    PtxReg *nr = realloc(e->regs, sizeof(PtxReg) * (size_t)(e->nregs + nc)); /* ptx_free frees it */
                     if (!nr) return -1;
-                    memcpy(nr, e->regs, sizeof(PtxReg) * (size_t)e->nregs);
                     e->regs = nr, *capfresh = nc, *nfresh = 0;
                 }
                 int f = e->nregs++;
@@ -946,7 +940,7 @@ int timing_schedule(PtxModule *m, const TimingGpu *g)
         for (int a = 0; a < e->nins;) {
             int b = a + 1;
             while (b < e->nins && !start[b]) b++;
-            if (sched_rename_block(m, e, a, b, bad, left, cur, &nfresh, &capfresh)) return -1;
+            if (sched_rename_block(e, a, b, bad, left, cur, &nfresh, &capfresh)) return -1;
             for (int i = a; i < b; i++) {
                 int j = i;
                 while (j < b && sched_pure(&e->ins[j])) j++;
