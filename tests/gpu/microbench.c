@@ -166,31 +166,38 @@ static void k_bulk(int lat)
     P("  @!%%p2 bra DONE;\n  mul.wide.u32 %%rd2, %%r8, 8;\n  add.u64 %%rd2, %%rd1, %%rd2;\n  st.global.u64 [%%rd2], %%rd11;\nDONE:\n  ret;\n}\n");
 }
 
-/* cp.async gather (the sm90a sparse MLA producer's path): 128 threads gather GATHER_ROWS rows of GATHER_ROW
- * bytes per block by an index table, 16 bytes per cp.async.cg (LSU, not the TMA engine), two threads a row, 36
- * copies each; two blocks in flight (commit, wait_group 1) into two smem slots. Rows come from the first
- * GATHER_SRC_ROWS x GATHER_ROW bytes of src (L2-resident); idx holds GATHER_IDX row numbers. out[cta] = clocks of
- * n blocks (thread 0). */
+/* cp.async gather, the sm90a sparse MLA producer's own pattern (gen/sm90/mla_sparse.c mla_producer, gather_half):
+ * 128 threads, 8 a row (thread = 8 group + unit), each thread its 16-byte unit of every 128-byte chunk of a
+ * GATHER_ROW-byte row, so one warp-wide cp.async.cg reads 4 whole rows' 128-byte lines (coalesced, as the
+ * kernel's); a block is GATHER_ROWS rows by an index table, group g's rows g + 16 k (k < 4), 9 chunks each (36
+ * copies a thread), into a 128B-swizzled K-major slot (chunk c at c x 8 KB, row r at 128 r, unit u at u ^ (r % 8));
+ * two blocks in flight (commit, wait_group 1) into two slots, as the kernel's two-slot ring. Rows come from the
+ * first GATHER_SRC_ROWS x GATHER_ROW bytes of src (L2-resident); idx holds GATHER_IDX row numbers. out[cta] =
+ * clocks of n blocks (thread 0). */
 enum { GATHER_ROW = 1152, GATHER_ROWS = 64, GATHER_BLOCK = GATHER_ROW * GATHER_ROWS, GATHER_SMEM = 2 * GATHER_BLOCK,
-       GATHER_IDX = 4096, GATHER_SRC_ROWS = 8192 };
+       GATHER_IDX = 4096, GATHER_SRC_ROWS = 8192, GATHER_CHUNK = 128 * GATHER_ROWS, GATHER_GROUPS = 16 };
 static void k_gather(void)
 {
     head_with(".extern .shared .align 128 .b8 gring[];\n", "mb_gather",
               ".param .u64 out, .param .u64 src, .param .u64 idx, .param .u32 n");
     P("  ld.param.u64 %%rd1, [out];\n  ld.param.u64 %%rd6, [src];\n  ld.param.u64 %%rd7, [idx];\n  ld.param.u32 %%r1, [n];\n");
     P("  mov.u32 %%r2, %%tid.x;\n  mov.u32 %%r8, %%ctaid.x;\n  setp.eq.u32 %%p2, %%r2, 0;\n");
-    /* this thread's row r = tid / 2 and half h = tid % 2: smem offset r * ROW + h * ROW / 2 */
-    P("  shr.u32 %%r4, %%r2, 1;\n  and.b32 %%r5, %%r2, 1;\n  mul.lo.u32 %%r6, %%r5, %d;\n  mad.lo.u32 %%r7, %%r4, %d, %%r6;\n",
-      GATHER_ROW / 2, GATHER_ROW);
-    P("  mov.u32 %%r9, gring;\n  add.u32 %%r9, %%r9, %%r7;\n  mul.lo.u32 %%r10, %%r8, %d;\n", GATHER_ROWS);
+    /* group g = tid / 8, unit u = tid % 8: global column offset 16 u; smem 128 g + 16 (u ^ (g % 8)) */
+    P("  shr.u32 %%r4, %%r2, 3;\n  and.b32 %%r5, %%r2, 7;\n  shl.b32 %%r6, %%r5, 4;\n  and.b32 %%r7, %%r4, 7;\n");
+    P("  xor.b32 %%r7, %%r7, %%r5;\n  shl.b32 %%r7, %%r7, 4;\n  mad.lo.u32 %%r7, %%r4, 128, %%r7;\n");
+    P("  mov.u32 %%r9, gring;\n  add.u32 %%r9, %%r9, %%r7;\n  mul.lo.u32 %%r10, %%r8, %d;\n  add.u32 %%r10, %%r10, %%r4;\n", GATHER_ROWS);
     P("  mov.u64 %%rd10, %%clock64;\n  mov.u32 %%r3, 0;\n");
     P("LOOP:\n  and.b32 %%r11, %%r3, 1;\n  mad.lo.u32 %%r12, %%r11, %d, %%r9;\n", GATHER_BLOCK);
-    /* the index of row r of block j (each CTA its own stretch of the table) */
-    P("  mad.lo.u32 %%r13, %%r3, %d, %%r4;\n  add.u32 %%r13, %%r13, %%r10;\n  and.b32 %%r13, %%r13, %d;\n", GATHER_ROWS, GATHER_IDX - 1);
-    P("  mul.wide.u32 %%rd2, %%r13, 4;\n  add.u64 %%rd2, %%rd7, %%rd2;\n  ld.global.nc.u32 %%r14, [%%rd2];\n");
-    P("  mul.wide.u32 %%rd3, %%r14, %d;\n  cvt.u64.u32 %%rd4, %%r6;\n  add.u64 %%rd3, %%rd3, %%rd4;\n  add.u64 %%rd3, %%rd6, %%rd3;\n", GATHER_ROW);
-    for (int k = 0; k < GATHER_ROW / 2 / 16; k++)
-        P("  cp.async.cg.shared.global [%%r12+%d], [%%rd3+%d], 16;\n", 16 * k, 16 * k);
+    for (int k = 0; k < GATHER_ROWS / GATHER_GROUPS; k++) {
+        /* the index of row g + 16 k of block j (each CTA its own stretch of the table) */
+        P("  mad.lo.u32 %%r13, %%r3, %d, %%r10;\n  add.u32 %%r13, %%r13, %d;\n  and.b32 %%r13, %%r13, %d;\n", GATHER_ROWS,
+          GATHER_GROUPS * k, GATHER_IDX - 1);
+        P("  mul.wide.u32 %%rd2, %%r13, 4;\n  add.u64 %%rd2, %%rd7, %%rd2;\n  ld.global.nc.u32 %%r14, [%%rd2];\n");
+        P("  mul.wide.u32 %%rd3, %%r14, %d;\n  cvt.u64.u32 %%rd4, %%r6;\n  add.u64 %%rd3, %%rd3, %%rd4;\n  add.u64 %%rd3, %%rd6, %%rd3;\n",
+          GATHER_ROW);
+        for (int c = 0; c < GATHER_ROW / 128; c++)
+            P("  cp.async.cg.shared.global [%%r12+%d], [%%rd3+%d], 16;\n", GATHER_CHUNK * c + GATHER_GROUPS * 128 * k, 128 * c);
+    }
     P("  cp.async.commit_group;\n  cp.async.wait_group 1;\n");
     P("  add.u32 %%r3, %%r3, 1;\n  setp.lt.u32 %%p1, %%r3, %%r1;\n  @%%p1 bra LOOP;\n  cp.async.wait_group 0;\n  bar.sync 0;\n");
     P("  mov.u64 %%rd11, %%clock64;\n  sub.u64 %%rd11, %%rd11, %%rd10;\n");
@@ -266,7 +273,10 @@ static const struct { const char *name; Gen gen; } kernels[] = {
 };
 enum { NK = sizeof kernels / sizeof kernels[0] };
 
-/* ------------------------------------------------------------ the GPU side */
+/* ------------------------------------------------------------ the GPU side
+ * (left out of an -DMB_EMIT_ONLY build: `--emit` needs no driver, so tests/sim/mb_replay.py builds it without
+ * -lcuda, and neither a GPU host's libcuda nor the simulator's is loaded to write PTX) */
+#ifndef MB_EMIT_ONLY
 #define CK(x) do { CUresult r_ = (x); if (r_) { const char *s_ = ""; cuGetErrorString(r_, &s_); \
     fprintf(stderr, "microbench: %s: %s\n", #x, s_); exit(1); } } while (0)
 
@@ -306,6 +316,8 @@ static float launch_ms(CUfunction f, unsigned grid, unsigned block, unsigned sme
 
 typedef struct Meas { const char *key, *bench; double v; char how[200]; } Meas;
 
+#endif
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && !strcmp(argv[1], "--emit")) {
@@ -320,6 +332,10 @@ int main(int argc, char **argv)
         }
         return 0;
     }
+#ifdef MB_EMIT_ONLY
+    fprintf(stderr, "usage: mb-emit --emit DIR (built with -DMB_EMIT_ONLY: no GPU side)\n");
+    return 2;
+#else
     if (argc != 3) { fprintf(stderr, "usage: microbench --emit DIR | microbench TABLE OUT.tbl\n"); return 2; }
     CUdevice dev;
     CUcontext ctx;
@@ -417,7 +433,7 @@ int main(int argc, char **argv)
     launch_ms(gf, 1, 128, GATHER_SMEM, ag, 1);
     CK(cuMemcpyDtoH(h, out, 8));
     m[nm++] = (Meas){"cpa_sm_bw", "gather_sm_bw", (double)gn * GATHER_BLOCK / (double)h[0],
-                     "one SM, 128 threads: 64 rows x 1152 B a block by an index table, cp.async.cg 16 B, 2 blocks in flight, from a 9.4 MB (L2) buffer"};
+                     "one SM, sparse MLA producer pattern: 128 threads, 8 a row, 64 rows x 1152 B a block by an index table, cp.async.cg 16 B, 2 blocks in flight, 9.4 MB (L2)"};
     ms = launch_ms(gf, (unsigned)sms, 128, GATHER_SMEM, ag, 3);
     m[nm++] = (Meas){"cpa_bw", "gather_all_bw", (double)sms * gn * GATHER_BLOCK / (ms * 1e-3 * hz), "every SM as gather_sm_bw, CUDA events"};
 
@@ -462,4 +478,5 @@ int main(int argc, char **argv)
     fclose(o);
     printf("microbench: %d values measured, table %s\n", nm, argv[2]);
     return 0;
+#endif
 }

@@ -487,6 +487,11 @@ EXPORT CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned int 
         ptx_free(p);
         return fail(CUDA_ERROR_NO_BINARY_FOR_GPU, "%s", err);
     }
+    /* timing mode: the order ptxas would issue each block's independent chains in (FA4SIM_SCHED=0: PTX order) */
+    if (timing_on && env_int("FA4SIM_SCHED", 1) && timing_schedule(p, &timing_gpu)) {
+        ptx_free(p);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     struct CUmod_st *mod = calloc(1, sizeof *mod);
     if (!mod) { ptx_free(p); return CUDA_ERROR_OUT_OF_MEMORY; }
     mod->ptx = p;

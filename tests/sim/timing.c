@@ -706,3 +706,250 @@ void timing_collect(const Timing *tm, double *cycles, double busy[TP_COUNT], dou
     *flops += tm->tc_flops;
     *tma_bytes += tm->tma_bytes;
 }
+
+/* ------------------------------------------------------------ ptxas's schedule, approximated */
+/* The model issues a warp's instructions in program order, stalling on each operand; ptxas does not: it renames
+ * registers that PTX reuses and interleaves independent dependency chains. timing_schedule approximates that on
+ * the decoded PTX once, at load, in timing mode: within each basic block, a register defined more than once by
+ * pure instructions (arithmetic, compare, select, conversion, MUFU, register moves; unguarded) and named by no
+ * other instruction of the block gets a fresh register for each definition but the last; then each run of pure
+ * instructions between two others is list-scheduled as one warp would issue it: one instruction a clock, the
+ * oldest whose operands are ready first (latencies from the table), its dependencies kept (read after write,
+ * and the write-after-read/write orders renaming left). Memory, synchronisation, async and control instructions
+ * neither move nor let anything cross them. The values computed are the same; only their order changes. */
+static int sched_pure(const Ins *in)
+{
+    switch (in->op) {
+    case OP_MOV:
+        for (int i = 0; i < in->nops; i++)
+            if (in->ops[i].kind == O_SPECIAL) return 0;
+        return 1;
+    case OP_ADD: case OP_SUB: case OP_MUL: case OP_MAD: case OP_FMA: case OP_MIN: case OP_MAX: case OP_NEG:
+    case OP_ABS: case OP_NOT: case OP_AND: case OP_OR: case OP_XOR: case OP_SHL: case OP_SHR: case OP_SELP:
+    case OP_SETP: case OP_CVT: case OP_EX2: case OP_LG2: case OP_RCP: case OP_SQRT: case OP_RSQRT: case OP_TANH:
+    case OP_BFE: case OP_POPC: case OP_CLZ: case OP_PRMT: case OP_LOP3: case OP_BFIND: case OP_BREV: case OP_BFI:
+    case OP_SHF: case OP_COPYSIGN:
+        return 1;
+    default: return 0;
+    }
+}
+
+typedef struct SchedRegs { int *r; int n, cap; } SchedRegs;
+
+static void sched_collect(const Operand *o, SchedRegs *out)
+{
+    switch (o->kind) {
+    case O_REG:
+        if (out->n < out->cap) out->r[out->n++] = o->reg;
+        break;
+    case O_VEC: case O_MEM: case O_PAIR:
+        for (int i = 0; i < o->nvec; i++) sched_collect(&o->vec[i], out);
+        break;
+    default: break;
+    }
+}
+
+/* the registers a pure instruction writes (ops[0]) and reads (the rest and its guard) */
+static void sched_defs_uses(const Ins *in, SchedRegs *d, SchedRegs *u)
+{
+    d->n = u->n = 0;
+    if (in->nops) sched_collect(&in->ops[0], d);
+    for (int i = 1; i < in->nops; i++) sched_collect(&in->ops[i], u);
+    if (in->guard >= 0 && u->n < u->cap) u->r[u->n++] = in->guard;
+    if (in->guard >= 0) /* a guarded definition keeps the old value where it does not execute */
+        for (int i = 0; i < d->n && u->n < u->cap; i++) u->r[u->n++] = d->r[i];
+}
+
+static void sched_rename(Operand *o, const int *cur)
+{
+    switch (o->kind) {
+    case O_REG: o->reg = cur[o->reg]; break;
+    case O_VEC: case O_MEM: case O_PAIR:
+        for (int i = 0; i < o->nvec; i++) sched_rename(&o->vec[i], cur);
+        break;
+    default: break;
+    }
+}
+
+/* Fresh registers for all but the last definition of each renamable register of block [a, b). */
+static int sched_rename_block(PtxEntry *e, int a, int b, int *bad, int *left, int *cur, int *nfresh,
+                              int *capfresh)
+{
+    int db[64], ub[64];
+    SchedRegs d = {db, 0, 64}, u = {ub, 0, 64};
+    for (int i = a; i < b; i++) {
+        const Ins *in = &e->ins[i];
+        sched_defs_uses(in, &d, &u);
+        if (!sched_pure(in)) {
+            for (int k = 0; k < in->nops; k++) {
+                SchedRegs all = {db, 0, 64};
+                sched_collect(&in->ops[k], &all);
+                for (int j = 0; j < all.n; j++) bad[all.r[j]] = 1;
+            }
+            if (in->guard >= 0) bad[in->guard] = 1;
+            continue;
+        }
+        for (int j = 0; j < d.n; j++) {
+            left[d.r[j]]++;
+            if (in->guard >= 0 || d.n > 1) bad[d.r[j]] = 1;
+        }
+    }
+    for (int i = a; i < b; i++) {
+        Ins *in = &e->ins[i];
+        if (!sched_pure(in)) continue;
+        for (int k = 1; k < in->nops; k++) sched_rename(&in->ops[k], cur);
+        if (in->guard >= 0) in->guard = cur[in->guard];
+        if (in->nops && in->ops[0].kind == O_REG) {
+            int r = in->ops[0].reg;
+            if (!bad[r] && --left[r] > 0) {
+                if (*nfresh == *capfresh) {
+                    int nc = *capfresh ? 2 * *capfresh : 256;
+                    PtxReg *nr = realloc(e->regs, sizeof(PtxReg) * (size_t)(e->nregs + nc)); /* ptx_free frees it */
+                    if (!nr) return -1;
+                    e->regs = nr, *capfresh = nc, *nfresh = 0;
+                }
+                int f = e->nregs++;
+                (*nfresh)++;
+                e->regs[f] = e->regs[r];
+                cur[r] = f;
+                in->ops[0].reg = f;
+            } else {
+                cur[r] = r;
+            }
+        }
+    }
+    /* reset the per-block state of the registers this block touched */
+    for (int i = a; i < b; i++) {
+        const Ins *in = &e->ins[i];
+        for (int k = 0; k < in->nops; k++) {
+            SchedRegs all = {db, 0, 64};
+            sched_collect(&in->ops[k], &all);
+            for (int j = 0; j < all.n; j++) bad[all.r[j]] = 0, left[all.r[j]] = 0;
+        }
+        if (in->guard >= 0) bad[in->guard] = left[in->guard] = 0;
+    }
+    return 0;
+}
+
+/* List-schedules the pure run [a, b) as one warp would issue it; rewrites it in that order. wr_by / rd_by: per
+ * register, the run's last writer and last reader since (-1 outside a run). */
+typedef struct SchedEdge { int from, to; double del; } SchedEdge;
+
+static int sched_run(PtxEntry *e, int a, int b, const Timing *tm, int *wr_by, int *rd_by)
+{
+    int n = b - a, ne = 0, cape = 4 * (b - a) + 64;
+    if (n < 2) return 0;
+    double *ready = calloc((size_t)n, sizeof(double)), *lat = calloc((size_t)n, sizeof(double));
+    int *npred = calloc((size_t)n, sizeof(int)), *order = calloc((size_t)n, sizeof(int));
+    int *first = calloc((size_t)n + 1, sizeof(int));
+    SchedEdge *ed = malloc(sizeof(SchedEdge) * (size_t)cape), *es = NULL;
+    Ins *copy = malloc(sizeof(Ins) * (size_t)n);
+    char *done = calloc((size_t)n, 1);
+    int db[64], ub[64], rc = -1;
+    SchedRegs d = {db, 0, 64}, u = {ub, 0, 64};
+    if (!ready || !lat || !npred || !order || !first || !ed || !copy || !done) goto out;
+    /* dependencies: the last writer of each read register (its latency), of each written register and its
+     * last reader since (order only) */
+    for (int i = 0; i < n; i++) {
+        const Ins *in = &e->ins[a + i];
+        Cost c = cost_of(tm, in);
+        lat[i] = c.free ? 0 : c.lat;
+        sched_defs_uses(in, &d, &u);
+        for (int j = 0; j < u.n + 2 * d.n; j++) {
+            int p = j < u.n ? wr_by[u.r[j]] : (j - u.n) % 2 ? rd_by[d.r[(j - u.n) / 2]] : wr_by[d.r[(j - u.n) / 2]];
+            if (p < 0 || p == i) continue;
+            if (ne == cape) {
+                SchedEdge *x = realloc(ed, sizeof(SchedEdge) * (size_t)(cape *= 2));
+                if (!x) goto out;
+                ed = x;
+            }
+            ed[ne++] = (SchedEdge){p, i, j < u.n ? lat[p] : (j - u.n) % 2 ? 0 : 1};
+            npred[i]++;
+        }
+        for (int j = 0; j < u.n; j++) rd_by[u.r[j]] = i;
+        for (int j = 0; j < d.n; j++) wr_by[d.r[j]] = i, rd_by[d.r[j]] = -1;
+    }
+    /* successors by source (counting sort) */
+    es = malloc(sizeof(SchedEdge) * (size_t)(ne ? ne : 1));
+    if (!es) goto out;
+    for (int k = 0; k < ne; k++) first[ed[k].from + 1]++;
+    for (int i = 0; i < n; i++) first[i + 1] += first[i];
+    {
+        int *fill = calloc((size_t)n, sizeof(int));
+        if (!fill) goto out;
+        for (int k = 0; k < ne; k++) es[first[ed[k].from] + fill[ed[k].from]++] = ed[k];
+        free(fill);
+    }
+    double t = 0;
+    int lo = 0;
+    for (int k = 0; k < n; k++) {
+        int best = -1, early = -1;
+        for (int i = lo; i < n; i++) {
+            if (done[i] || npred[i]) continue;
+            if (ready[i] <= t) { best = i; break; }
+            if (early < 0 || ready[i] < ready[early]) early = i;
+        }
+        if (best < 0) best = early, t = ready[early]; /* none ready: the earliest */
+        done[best] = 1, order[k] = best;
+        for (int q = first[best]; q < first[best + 1]; q++) {
+            npred[es[q].to]--;
+            if (t + es[q].del > ready[es[q].to]) ready[es[q].to] = t + es[q].del;
+        }
+        if (lat[best] > 0) t += 1;
+        while (lo < n && done[lo]) lo++;
+    }
+    memcpy(copy, &e->ins[a], sizeof(Ins) * (size_t)n);
+    for (int k = 0; k < n; k++) e->ins[a + k] = copy[order[k]];
+    rc = 0;
+out:
+    /* clear the register maps for the next run */
+    if (copy)
+        for (int i = 0; i < n; i++) {
+            sched_defs_uses(&e->ins[a + i], &d, &u);
+            for (int j = 0; j < u.n; j++) rd_by[u.r[j]] = -1, wr_by[u.r[j]] = -1;
+            for (int j = 0; j < d.n; j++) rd_by[d.r[j]] = -1, wr_by[d.r[j]] = -1;
+        }
+    free(ready), free(lat), free(npred), free(order), free(first), free(ed), free(es), free(copy), free(done);
+    return rc;
+}
+
+int timing_schedule(PtxModule *m, const TimingGpu *g)
+{
+    Timing tm = {0};
+    tm.g = g;
+    for (int ei = 0; ei < m->nentries; ei++) {
+        PtxEntry *e = &m->entries[ei];
+        if (e->nins < 2) continue;
+        /* block starts: branch targets and the instruction after a branch, return or exit */
+        char *start = calloc((size_t)e->nins + 1, 1);
+        if (!start) return -1;
+        start[0] = 1;
+        for (int i = 0; i < e->nins; i++) {
+            const Ins *in = &e->ins[i];
+            for (int k = 0; k < in->nops; k++)
+                if (in->ops[k].kind == O_LABEL && in->ops[k].reg >= 0 && in->ops[k].reg < e->nins) start[in->ops[k].reg] = 1;
+            if (in->op == OP_BRA || in->op == OP_RET || in->op == OP_EXIT) start[i + 1] = 1;
+        }
+        /* the renamed registers' count is not known in advance: maps sized for twice the instructions more */
+        size_t cap = (size_t)e->nregs + (size_t)e->nins + 16;
+        int *bad = calloc(cap, sizeof(int)), *left = calloc(cap, sizeof(int)), *cur = malloc(cap * sizeof(int));
+        int *wr_by = malloc(cap * sizeof(int)), *rd_by = malloc(cap * sizeof(int));
+        if (!bad || !left || !cur || !wr_by || !rd_by) return -1;
+        for (size_t r = 0; r < cap; r++) cur[r] = (int)r, wr_by[r] = rd_by[r] = -1;
+        int nfresh = 0, capfresh = 0;
+        for (int a = 0; a < e->nins;) {
+            int b = a + 1;
+            while (b < e->nins && !start[b]) b++;
+            if (sched_rename_block(e, a, b, bad, left, cur, &nfresh, &capfresh)) return -1;
+            for (int i = a; i < b; i++) {
+                int j = i;
+                while (j < b && sched_pure(&e->ins[j])) j++;
+                if (j > i && sched_run(e, i, j, &tm, wr_by, rd_by)) return -1;
+                i = j;
+            }
+            a = b;
+        }
+        free(start), free(bad), free(left), free(cur), free(wr_by), free(rd_by);
+    }
+    return 0;
+}

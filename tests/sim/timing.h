@@ -113,4 +113,9 @@ typedef struct TimingLaunch {
     int samples;        /* clusters to simulate at most (default 4) */
 } TimingLaunch;
 
+/* ptxas's renaming and interleaving of independent chains, approximated on a module at load (timing mode): 0, or
+ * -1 when out of memory (timing.c, "ptxas's schedule, approximated") */
+struct PtxModule;
+int timing_schedule(struct PtxModule *m, const TimingGpu *g);
+
 #endif
