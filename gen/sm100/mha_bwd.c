@@ -611,6 +611,10 @@ int sm100_emit_mha_bwd(Emit *e)
 {
     const Plan *p = e->p;
     const Sm100BwdPlan *s = sm100bwd_of(p);
+    if (s->pair == 2) {
+        emit_fail(e, "cta: 2 for mha-bwd on sm100a is planned (fa4gen explain) but its kernel is not emitted yet; use cta=1");
+        return -1;
+    }
     emit_section(e, "prologue: thread coordinates, parameters, smem base");
     kernel_coords(e);
     kernel_params(e);
