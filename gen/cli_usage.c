@@ -167,6 +167,8 @@ static const char usage_bwd[] =
     "  --softcap 0|1       the forward's built-in soft-cap (cap tanh(s / cap), the cap a launch argument): dS takes\n"
     "                      its derivative 1 - tanh^2 (mha-bwd)\n"
     "  --varlen 0|1        packed [total, heads, depth] tensors with cu_seqlens_q/k\n"
+    "  --cta 1|2           sm100a d128: 2 = a cluster of two CTAs owns 256 keys, every MMA cta_group::2 and one set of\n"
+    "                      dQ adds per pair (not with varlen or deterministic=1)\n"
     "  --config TEXT       the canonical one-line form (as printed by explain); other options then refine it\n"
     "  -o FILE             write the PTX to FILE (default, or FILE -: stdout)\n"
     "  --json              explain: print the plan as JSON\n";

@@ -286,7 +286,7 @@ int config_key_applies(Kind k, TargetId t, const char *key)
     if (kind_is_bwd(k)) { /* the backward's kernels (mha_bwd_key_used below) */
         /* the runtime builds the pre and dq configs from the main kernel's, so they take its keys */
         return KEY_IN(key, "kind", "target", "dtype", "qk", "ov", "bm", "bn", "group", "stages", "swizzle", "mask",
-                      "varlen", "deterministic", "tail_split", "sink", "softcap");
+                      "varlen", "deterministic", "tail_split", "sink", "softcap", "cta");
     }
     if (KEY_IN(key, "kind", "target", "dtype", "ov")) return 1;
     if (k == KIND_COMBINE) return 0; /* target, dtype and ov say it all */
@@ -524,6 +524,8 @@ int mha_bwd_key_used(const Config *c, const char *key)
     if (!strcmp(key, "tail_split")) return c->kind != KIND_MHA_BWD_DQ && c->tail_split != 0;
     if (!strcmp(key, "sink")) return c->kind != KIND_MHA_BWD && c->sink != 0;
     if (!strcmp(key, "softcap")) return c->kind == KIND_MHA_BWD && c->softcap != 0;
+    /* the sm100a CTA pair: named only when on, so the one-CTA kernels keep their text */
+    if (!strcmp(key, "cta")) return c->kind == KIND_MHA_BWD && c->cta_pair == 2;
     if (c->kind == KIND_MHA_BWD)
         return !strcmp(key, "qk") || !strcmp(key, "ov") || !strcmp(key, "bm") || !strcmp(key, "bn") ||
                !strcmp(key, "group") || !strcmp(key, "stages") || !strcmp(key, "swizzle");

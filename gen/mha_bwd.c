@@ -222,7 +222,8 @@ static void tail_range(Emit *e)
 void bwd_tile_coords(Emit *e)
 {
     const Plan *p = e->p;
-    int bm = p->bm, bn = p->bn, wl, wr;
+    /* the sm100a CTA pair (cluster of 2): the tile is the pair's 2 bn keys, CTA r takes keys bn r.. of it */
+    int pair = p->cluster[0] == 2, bm = p->bm, bn = p->bn * (pair ? 2 : 1), wl, wr;
     mask_bounds(&p->cfg, &wl, &wr);
     Reg nb = reg_b32(e, "n_blocks"), t = reg_b32(e, "tc_t"), n = reg_b32(e, "n_blk"), hkv = reg_b32(e, "heads_kv");
     Reg bidx = reg_b32(e, "bidx"), kvh = reg_b32(e, "kvh"), n0 = reg_b32(e, "n0"), x = reg_b32(e, "tc_x");
@@ -236,6 +237,10 @@ void bwd_tile_coords(Emit *e)
     emit(e, "div.u32 %s, %%heads_q, %d;", R(e, hkv), p->cfg.group);
     emit(e, "mov.u32 %s, %%ctaid.x;", R(e, t));
     if (p->cfg.tail_split) tail_tile(e, t);
+    if (pair) {
+        emit_note(e, "plan note cta pair: CTAs 2i, 2i+1 are pair i (a cluster); the pair's tile of %d keys", bn);
+        emit(e, "shr.u32 %s, %s, 1;", R(e, t), R(e, t));
+    }
     emit(e, "rem.u32 %s, %s, %s;", R(e, n), R(e, t), R(e, nb));
     emit(e, "div.u32 %s, %s, %s;", R(e, t), R(e, t), R(e, nb));
     emit(e, "rem.u32 %s, %s, %s;", R(e, kvh), R(e, t), R(e, hkv));
@@ -297,6 +302,14 @@ void bwd_tile_coords(Emit *e)
     emit(e, "sub.u32 %s, %s, %s;", R(e, nm), R(e, me), R(e, mb));
     emit(e, "mul.lo.u32 %s, %s, %d;", R(e, it), R(e, nm), p->cfg.group);
     if (p->cfg.tail_split) tail_range(e);
+    if (pair) {
+        Reg rank = reg_b32(e, "cta_rank");
+        emit_note(e, "the pair: both CTAs walk the pair's m-blocks; CTA r's keys start at n0 + %d r", p->bn);
+        emit(e, "mov.u32 %s, %%cluster_ctarank;", R(e, rank));
+        emit(e, "mad.lo.u32 %s, %s, %d, %s;", R(e, n0), R(e, rank), p->bn, R(e, n0));
+        emit(e, "setp.eq.u32 %s, %s, 0;", R(e, reg_pred(e, "is_lead")), R(e, rank));
+        emit(e, "mov.u32 %s, 0;", R(e, reg_b32(e, "lead_rank")));
+    }
 }
 
 /* Iteration %it_reg -> m-block m and query head hq (g = it / nm of the kv head's group). m-blocks ascend; with

@@ -185,6 +185,15 @@ void op_bulk_commit(Emit *e) { emit(e, "cp.async.bulk.commit_group;"); }
 void op_bulk_wait_read(Emit *e, int n) { emit(e, "cp.async.bulk.wait_group.read %d;", n); }
 void op_bulk_wait(Emit *e, int n) { emit(e, "cp.async.bulk.wait_group %d;", n); }
 void op_fence_proxy_async(Emit *e) { emit(e, "fence.proxy.async.shared::cta;"); }
+void op_fence_proxy_async_cluster(Emit *e) { emit(e, "fence.proxy.async.shared::cluster;"); }
+
+void op_st_cluster_v4_b32(Emit *e, Reg addr, uint32_t off, const Reg src[4])
+{
+    REG_WANT(e, addr, ADDR32);
+    for (int i = 0; i < 4; i++) reg_want(e, src[i], WORD, __func__, "src[i]");
+    emit(e, "st.shared::cluster.v4.b32 [%s+%u], {%s, %s, %s, %s};", R(e, addr), off, R(e, src[0]), R(e, src[1]),
+         R(e, src[2]), R(e, src[3]));
+}
 
 static void bar_op(Emit *e, const char *op, Reg guard, const char *id, int threads, const char *fn)
 {

@@ -63,6 +63,10 @@ void op_bulk_commit(Emit *e);
 void op_bulk_wait_read(Emit *e, int n); /* smem sources of all but n groups may be reused */
 void op_bulk_wait(Emit *e, int n);      /* writes of all but n groups are done */
 void op_fence_proxy_async(Emit *e);     /* st.shared before async-proxy (TMA/MMA) reads */
+/* The same for generic stores to any CTA's smem of the cluster (st.shared::cluster) before its async-proxy reads. */
+void op_fence_proxy_async_cluster(Emit *e);
+/* 16 bytes of four b32 registers to [addr + off], a shared::cluster address (op_mapa), perhaps the peer CTA's. */
+void op_st_cluster_v4_b32(Emit *e, Reg addr, uint32_t off, const Reg src[4]);
 void op_bar_sync(Emit *e, int id, int threads);
 void op_bar_arrive(Emit *e, int id, int threads);
 /* Guarded forms: guard is a pred Reg (reg_not: negated) or REG_NONE for always; _if takes the

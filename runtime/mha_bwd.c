@@ -254,10 +254,10 @@ static fa4_status bwd_target(fa4_ctx *ctx, TargetId *t)
 }
 
 /* The main kernel's grid: one CTA per (kv block of bn keys, kv head, batch); varlen: blocks of the longest. */
-static uint64_t main_tiles(const fa4_mha_bwd_args *a, int bn)
+static uint64_t main_tiles(const fa4_mha_bwd_args *a, int bn, int pair)
 {
-    uint64_t kv = (uint64_t)(a->cu_seqlens_q ? a->max_seqlen_k : a->seqlen_k);
-    return (kv + (uint64_t)bn - 1) / (uint64_t)bn * (uint64_t)a->heads_kv * (uint64_t)a->batch;
+    uint64_t kv = (uint64_t)(a->cu_seqlens_q ? a->max_seqlen_k : a->seqlen_k), keys = (uint64_t)bn * (uint64_t)pair;
+    return (kv + keys - 1) / keys * (uint64_t)pair * (uint64_t)a->heads_kv * (uint64_t)a->batch;
 }
 
 /* The split of the last wave's tiles (mha_bwd.h "Tail split") for the main kernel c of call a, or none: sm90a, no
@@ -267,7 +267,7 @@ static BwdTail tail_pick(fa4_ctx *ctx, const fa4_mha_bwd_args *a, const Config *
 {
     BwdTail none;
     memset(&none, 0, sizeof none);
-    none.grid = main_tiles(a, c->bn ? c->bn : 128);
+    none.grid = main_tiles(a, c->bn ? c->bn : 128, 1);
     if (c->target != TARGET_SM90A || c->mask != MASK_NONE || c->varlen || c->deterministic || c->qk_depth > 128 ||
         !c->bm || !c->bn)
         return none;
@@ -485,12 +485,14 @@ static void bind_strides(RtLaunch *l, const BwdTensor *t, ScalarId ptr, ScalarId
 }
 
 /* The grids (64-bit, then narrowed): pre and dq one CTA per (m-block, head, batch), main one per (kv block,
- * kv head, batch). */
+ * kv head, batch); the sm100a CTA pair (cta=2) two per 2 bn keys, CTAs 2i, 2i+1 a cluster (the plan's cluster
+ * dims, set at launch). */
 static fa4_status grids(fa4_ctx *ctx, const fa4_mha_bwd_args *a, const Config *c, const BwdWorkspace *w,
                         unsigned *g_aux, unsigned *g_main)
 {
     int varlen = a->cu_seqlens_q != NULL;
-    uint64_t aux = w->m_blocks * (uint64_t)a->heads_q * (uint64_t)a->batch, main = main_tiles(a, c->bn);
+    uint64_t aux = w->m_blocks * (uint64_t)a->heads_q * (uint64_t)a->batch;
+    uint64_t main = main_tiles(a, c->bn, c->cta_pair == 2 ? 2 : 1);
     if (aux == 0 || aux > 0x7fffffffu || main == 0 || main > 0x7fffffffu)
         return BAD("batch", "%d x heads %d x seqlen (%d, %d) needs %llu / %llu CTAs; a grid allows 2^31 - 1", a->batch,
                    a->heads_q, a->seqlen_q, a->seqlen_k, (unsigned long long)aux, (unsigned long long)main);

@@ -39,7 +39,10 @@ static void emit_barrier_init(Emit *e)
     char lbl[NAME];
     static const char *const one[] = {"bar_kv_full", "bar_s_full", "bar_dp_full", "bar_p_full", "bar_ds_full",
                                       "bar_dq_full", "bar_kv_done"};
-    static const char *const ring[] = {"bar_q_full", "bar_q_empty", "bar_do_full", "bar_do_empty"};
+    /* the pair adds each CTA's nl2 / D barriers (plan note pair sync) */
+    static const char *const ring[] = {"bar_q_full", "bar_q_empty", "bar_do_full", "bar_do_empty", "bar_q_vec",
+                                       "bar_do_vec"};
+    int rings = sm100bwd_of(p)->pair == 2 ? 6 : 4;
     Reg b = mbar_init_begin(e, lbl, sizeof lbl, "prologue: mbarrier init (thread 0)");
     for (size_t k = 0; k < sizeof one / sizeof one[0]; k++) {
         Mbar m = mbar_plan(e, one[k]);
@@ -47,7 +50,7 @@ static void emit_barrier_init(Emit *e)
     }
     for (int i = 0; i < p->stages; i++) {
         emit_note(e, "plan: ring stage %d", i);
-        for (int k = 0; k < 4; k++) {
+        for (int k = 0; k < rings; k++) {
             Mbar m = mbar_plan(e, ring[k]);
             mbar_init(e, b, &m, i);
         }
@@ -66,11 +69,17 @@ static void emit_tmem_alloc(Emit *e)
     emit(e, "setp.ne.u32 %s, %%warp, %d;", R(e, pr), s->warp_mma);
     emit(e, "@%s bra %s;", R(e, pr), new_label(e, lbl, sizeof lbl, "alloc_done"));
     Reg slot = smem_reg(e, "tmem_slot", s->off_tmem_slot);
-    op_tmem_alloc(e, 1, slot, p->tmem_cols);
-    op_tmem_relinquish(e, 1);
+    op_tmem_alloc(e, s->pair, slot, p->tmem_cols);
+    op_tmem_relinquish(e, s->pair);
     emit_label(e, lbl);
     op_tc_fence_before(e);
-    op_bar_sync(e, 0, p->threads);
+    if (s->pair == 2) {
+        emit_note(e, "the pair: both CTAs' barriers are initialised and both allocated TMEM (cta_group::2) before "
+                  "either signals the other");
+        op_cluster_sync(e);
+    } else {
+        op_bar_sync(e, 0, p->threads);
+    }
     op_tc_fence_after(e);
 }
 
@@ -78,13 +87,137 @@ static void emit_tmem_alloc(Emit *e)
 /* load                                                                 */
 /* ------------------------------------------------------------------ */
 
+static void emit_load_pair(Emit *e);
+
 static void emit_load(Emit *e)
 {
     const Sm100BwdPlan *s = sm100bwd_of(e->p);
     const BwdLoads l = BWD_LOADS_OF(s);
     char section[96];
+    if (s->pair == 2) {
+        emit_load_pair(e);
+        return;
+    }
     snprintf(section, sizeof section, "role load (warp %d, one thread): K and V, then the Q / dO rings", s->warp_load);
     bwd_emit_loads(e, &l, section, 1);
+}
+
+/* The pair: `boxes` TMA boxes of map into this CTA's smem at dst0 + i dst_step, rows row + i row_step, column col,
+ * completing on the even CTA's barrier lbar (both CTAs' bytes are counted there: plan note pair sync). */
+static void pair_boxes(Emit *e, Reg map, Reg dst0, int boxes, uint32_t dst_step, Reg row, int row_step, Reg col,
+                       Reg head, Reg lbar)
+{
+    Reg dst = reg_b32(e, "ld_dst"), r = reg_b32(e, "ld_r");
+    for (int i = 0; i < boxes; i++) {
+        emit(e, "add.u32 %s, %s, %u;", R(e, dst), R(e, dst0), (uint32_t)i * dst_step);
+        emit(e, "add.u32 %s, %s, %d;", R(e, r), R(e, row), i * row_step);
+        op_tma_load_4d_pair(e, dst, map, col, r, head, reg_find(e, "b_map"), lbar);
+    }
+}
+
+/* The pair's full barrier at bar: the even CTA expects tx bytes (both CTAs'); lbar = its shared::cluster address. */
+static void pair_expect(Emit *e, Reg bar, Reg lbar, uint32_t tx)
+{
+    op_mbar_expect_tx_if(e, reg_find(e, "is_lead"), bar, tx);
+    op_mapa(e, lbar, bar, reg_find(e, "lead_rank"));
+}
+
+/* This CTA's Q or dO stage (plan note pair halves): QR = query rows half_m r.. of every depth chunk, QC = depth
+ * chunk r of the bm rows; then its own nl2 or D on its vec barrier. */
+static void pair_stage(Emit *e, Reg map, uint32_t tile, uint32_t full, uint32_t vec, uint32_t vtile, const char *vsrc)
+{
+    const Plan *p = e->p;
+    const Sm100BwdPlan *s = sm100bwd_of(p);
+    Reg stage = reg_find(e, "ld_stage"), bar = reg_b32(e, "ld_bar"), lbar = reg_b32(e, "ld_lbar");
+    Reg base = reg_b32(e, "ld_dst0"), row = reg_find(e, "ld_row"), r = reg_b32(e, "ld_rr"), col = reg_b32(e, "ld_col");
+    Reg hq = reg_find(e, "ld_hq"), vdst = reg_b32(e, "ld_vdst"), src = reg_b64(e, "ld_src");
+    smem_indexed(e, bar, full, stage, MBAR_BYTES);
+    pair_expect(e, bar, lbar, s->tx_q_pair);
+    smem_indexed(e, base, tile, stage, s->q_stage_bytes);
+    emit(e, "mad.lo.u32 %s, %%cta_rank, %d, %s;", R(e, r), s->half_m, R(e, row));
+    for (int c = 0; c < p->qk_chunks; c++) {
+        emit(e, "mov.u32 %s, %d;", R(e, col), c * p->chunk_elems);
+        Reg d = reg_b32(e, "ld_dc");
+        emit(e, "add.u32 %s, %s, %u;", R(e, d), R(e, base), (uint32_t)c * s->qr_chunk_bytes);
+        pair_boxes(e, map, d, 1, 0, r, 0, col, hq, lbar);
+    }
+    emit(e, "mul.lo.u32 %s, %%cta_rank, %d;", R(e, col), p->chunk_elems);
+    emit(e, "add.u32 %s, %s, %u;", R(e, base), R(e, base), s->off_qc);
+    pair_boxes(e, map, base, p->bm / s->half_m, (uint32_t)s->half_m * ROW_BYTES, row, s->half_m, col, hq, lbar);
+    smem_indexed(e, bar, vec, stage, MBAR_BYTES);
+    op_mbar_expect_tx(e, bar, s->tx_vec);
+    smem_indexed(e, vdst, vtile, stage, s->vec_stage_bytes);
+    emit(e, "add.s64 %s, %%%s, %%ld_ws;", R(e, src), vsrc);
+    op_bulk_load(e, vdst, src, s->vec_stage_bytes, bar);
+}
+
+/* The pair's load role (one thread): K, V (this CTA's keys) and KT (depth chunk r of the pair's keys) once, then
+ * per iteration its Q and dO stage halves; then it waits until the MMA's commits released every slot, so no
+ * commit lands on a CTA that has left. */
+static void emit_load_pair(Emit *e)
+{
+    const Plan *p = e->p;
+    const Sm100BwdPlan *s = sm100bwd_of(p);
+    char l_loop[NAME], l_done[NAME];
+    Reg pr = reg_pred(e, "ld_p"), bar = reg_b32(e, "ld_bar"), lbar = reg_b32(e, "ld_lbar"), dst = reg_b32(e, "ld_dst0");
+    Reg row = reg_b32(e, "ld_row"), col = reg_b32(e, "ld_col"), stage = reg_b32(e, "ld_stage");
+    Reg phase = reg_b32(e, "ld_phase"), par = reg_b32(e, "ld_par"), itr = reg_b32(e, "ld_it"), m = reg_b32(e, "ld_m");
+    Reg hq = reg_b32(e, "ld_hq"), ws = reg_b64(e, "ld_ws"), kvh = reg_find(e, "kvh");
+    emit_section(e, "role load (warp %d, one thread): K, V, KT, then this CTA's Q / dO halves (plan note pair halves)",
+                 s->warp_load);
+    emit(e, "setp.ne.u32 %s, %%lane, 0;", R(e, pr));
+    emit(e, "@%s bra $exit;", R(e, pr));
+    emit_note(e, "plan note pair sync: kv %u bytes of both CTAs on the even CTA's kv_full", s->tx_kv_pair);
+    mbar_at(e, bar, s->bar_kv_full, 0);
+    pair_expect(e, bar, lbar, s->tx_kv_pair);
+    emit(e, "add.u32 %s, %%n0, %%k_start;", R(e, row));
+    const struct { const char *map; uint32_t off; } kv[2] = {{"tmap_k", s->off_k}, {"tmap_v", s->off_v}};
+    for (int k = 0; k < 2; k++)
+        for (int c = 0; c < p->qk_chunks; c++) {
+            emit(e, "mov.u32 %s, %d;", R(e, col), c * p->chunk_elems);
+            smem_at(e, dst, kv[k].off + (uint32_t)c * s->kv_chunk_bytes);
+            pair_boxes(e, reg_find(e, "%s", kv[k].map), dst, 1, 0, row, 0, col, kvh, lbar);
+        }
+    emit_note(e, "KT: K's depth chunk r of the pair's %d keys (dQ^T's A)", s->pair_keys);
+    emit(e, "mul.lo.u32 %s, %%cta_rank, %d;", R(e, col), p->chunk_elems);
+    emit(e, "mul.lo.u32 %s, %%cta_rank, %d;", R(e, itr), p->bn);
+    emit(e, "sub.u32 %s, %s, %s;", R(e, row), R(e, row), R(e, itr));
+    smem_at(e, dst, s->off_kt);
+    pair_boxes(e, reg_find(e, "tmap_k"), dst, s->pair, s->kv_chunk_bytes, row, p->bn, col, kvh, lbar);
+    ring_reset(e, stage, phase);
+    emit(e, "mov.u32 %s, 0;", R(e, itr));
+    emit_label(e, new_label(e, l_loop, sizeof l_loop, "ld_loop"));
+    emit(e, "setp.ge.u32 %s, %s, %%iters;", R(e, pr), R(e, itr));
+    emit(e, "@%s bra %s;", R(e, pr), new_label(e, l_done, sizeof l_done, "ld_done"));
+    bwd_iter_coords(e, itr, m, hq);
+    bwd_ws_row(e, ws, m, hq);
+    emit(e, "shl.b64 %s, %s, 2;", R(e, ws), R(e, ws));
+    emit(e, "mad.lo.u32 %s, %s, %d, %%q_start;", R(e, row), R(e, m), p->bm);
+    ring_free_parity(e, par, phase);
+    const struct { const char *what, *map, *vsrc; uint32_t empty, full, tile, vec, vtile; } t[2] = {
+        {"Q + nl2", "tmap_q", "nlse2", s->bar_q_empty, s->bar_q_full, s->off_q, s->bar_q_vec, s->off_nl2},
+        {"dO + D", "tmap_do", "dpsum", s->bar_do_empty, s->bar_do_full, s->off_do, s->bar_do_vec, s->off_dpsum}};
+    for (int k = 0; k < 2; k++) {
+        emit_note(e, "%s: wait for this CTA's slot; the tiles on the even CTA's full barrier (%u B), the vector on "
+                  "this CTA's", t[k].what, s->tx_q_pair);
+        smem_indexed(e, bar, t[k].empty, stage, MBAR_BYTES);
+        op_mbar_wait(e, bar, par);
+        pair_stage(e, reg_find(e, "%s", t[k].map), t[k].tile, t[k].full, t[k].vec, t[k].vtile, t[k].vsrc);
+    }
+    ring_advance(e, stage, phase, p->stages);
+    emit(e, "add.u32 %s, %s, 1;", R(e, itr), R(e, itr));
+    emit(e, "bra.uni %s;", l_loop);
+    emit_label(e, l_done);
+    emit_note(e, "the pair: wait until the MMA's commits released every slot (they arrive from the even CTA)");
+    for (int i = 0; i < p->stages; i++) {
+        ring_free_parity(e, par, phase);
+        for (int k = 0; k < 2; k++) {
+            smem_indexed(e, bar, t[k].empty, stage, MBAR_BYTES);
+            op_mbar_wait(e, bar, par);
+        }
+        ring_advance(e, stage, phase, p->stages);
+    }
+    emit(e, "bra.uni $exit;");
 }
 
 /* ------------------------------------------------------------------ */
@@ -117,8 +250,15 @@ static void mma_steps(Emit *e, Reg d, Reg idesc, int steps, Reg a_lo, StepFn as,
         emit(e, "add.u32 %s, %s, %u;", R(e, blo), R(e, b_lo), bs(p, kk, bc));
         emit(e, "mov.b64 %s, {%s, %%mm_hi};", R(e, ad), R(e, alo));
         emit(e, "mov.b64 %s, {%s, %%mm_hi};", R(e, bd), R(e, blo));
-        op_umma_ss(e, 1, 0, d, ad, bd, idesc, kk ? REG_NONE : acc);
+        op_umma_ss(e, sm100bwd_of(p)->pair, 0, d, ad, bd, idesc, kk ? REG_NONE : acc);
     }
+}
+
+/* Commit the MMAs issued so far onto bar: the pair's onto bar's offset in both CTAs (mask 0b11). */
+static void mma_commit(Emit *e, Reg bar)
+{
+    const Sm100BwdPlan *s = sm100bwd_of(e->p);
+    op_umma_commit(e, s->pair, bar, s->pair == 2 ? reg_find(e, "mm_mask") : REG_NONE);
 }
 
 static void mma_wait(Emit *e, Reg bar, Reg par)
@@ -138,6 +278,10 @@ static void mma_setup(Emit *e)
     emit(e, "mov.u32 %s, 0x%08X;", R(e, reg_b32(e, "mm_hi")), (uint32_t)(s->desc_kmaj >> 32));
     emit_note(e, "enable-input-d: false overwrites (first K step); ptxas takes 1 but not 0 as an immediate");
     emit(e, "mov.pred %s, 0;", R(e, reg_pred(e, "mm_false")));
+    if (s->pair == 2) {
+        emit_note(e, "the pair: commits arrive on the barrier at the same offset in both CTAs (mask 0b11)");
+        emit(e, "mov.b16 %s, %d;", reg(e, "b16", "mm_mask"), (1 << s->pair) - 1);
+    }
     op_ld_shared_b32(e, reg_b32(e, "tmem"), reg_find(e, "smem"), s->off_tmem_slot);
     const struct { const char *name; uint32_t col; } tm[] = {
         {"mm_ts", s->tm_s}, {"mm_tdp", s->tm_dp}, {"mm_tdq", s->tm_dq}, {"mm_tdv", s->tm_dv}, {"mm_tdk", s->tm_dk}};
@@ -145,8 +289,8 @@ static void mma_setup(Emit *e)
         emit(e, "add.u32 %s, %%tmem, %u;", R(e, reg_b32(e, "%s", tm[i].name)), tm[i].col);
     Reg a = reg_b32(e, "mm_a");
     const struct { const char *name; uint32_t off; uint64_t desc; } lo[] = {
-        {"mm_k", s->off_k, s->desc_kmaj},    {"mm_v", s->off_v, s->desc_kmaj},  {"mm_kmn", s->off_k, s->desc_mn_kv},
-        {"mm_pt", s->off_p, s->desc_kmaj},   {"mm_dst", s->off_ds, s->desc_kmaj}, {"mm_dsmn", s->off_ds, s->desc_mn_ds}};
+        {"mm_k", s->off_k, s->desc_kmaj},    {"mm_v", s->off_v, s->desc_kmaj},  {"mm_kmn", s->pair == 2 ? s->off_kt : s->off_k, s->desc_mn_kv},
+        {"mm_pt", s->off_p, s->desc_kmaj},   {"mm_dst", s->off_ds, s->desc_kmaj}, {"mm_dsmn", s->pair == 2 ? s->off_dsx : s->off_ds, s->desc_mn_ds}};
     emit_note(e, "descriptor low words of the fixed tiles (start | LBO): K, V K-major; K MN-major (dQ); P^T, dS^T "
               "K-major (dV, dK); dS^T MN-major (dQ)");
     for (size_t i = 0; i < sizeof lo / sizeof lo[0]; i++) {
@@ -163,40 +307,44 @@ static void emit_mma_iteration(Emit *e)
     Reg par = reg_b32(e, "mm_par"), acc = reg_pred(e, "mm_acc"), a = reg_b32(e, "mm_a");
     Reg qlo = reg_b32(e, "mm_qlo"), dolo = reg_b32(e, "mm_dolo"), qmn = reg_b32(e, "mm_qmn"), domn = reg_b32(e, "mm_domn");
     Reg f = reg_find(e, "mm_false");
+    /* the pair's B operands: Q / dO rows half r (QR, chunk stride qr_chunk_bytes) for S^T, dP^T; depth chunk r (QC) for
+     * dK, dV */
+    uint32_t qb = s->pair == 2 ? s->qr_chunk_bytes : s->q_chunk_bytes;
     emit(e, "and.b32 %s, %%mm_it, 1;", R(e, par));
     emit(e, "setp.ne.u32 %s, %%mm_it, 0;", R(e, acc));
-    smem_indexed(e, a, s->off_q, stage, s->q_stage_bytes);
-    op_umma_desc_lo(e, qlo, a, s->desc_kmaj);
-    op_umma_desc_lo(e, qmn, a, s->desc_mn_q);
-    smem_indexed(e, a, s->off_do, stage, s->q_stage_bytes);
-    op_umma_desc_lo(e, dolo, a, s->desc_kmaj);
-    op_umma_desc_lo(e, domn, a, s->desc_mn_q);
+    const struct { uint32_t off; Reg lo, mn; } qd[2] = {{s->off_q, qlo, qmn}, {s->off_do, dolo, domn}};
+    for (int k = 0; k < 2; k++) {
+        smem_indexed(e, a, qd[k].off, stage, s->q_stage_bytes);
+        op_umma_desc_lo(e, qd[k].lo, a, s->desc_kmaj);
+        if (s->pair == 2) emit(e, "add.u32 %s, %s, %u;", R(e, a), R(e, a), s->off_qc);
+        op_umma_desc_lo(e, qd[k].mn, a, s->desc_mn_q);
+    }
 
-    emit_note(e, "S^T = K Q^T: %d x M128 N%d (plan note sdp mma); the Q slot landed", s->steps_d, p->bm);
+    emit_note(e, "S^T = K Q^T: %d x M%d N%d (plan note sdp mma); the Q slot landed", s->steps_d, 128 * s->pair, p->bm);
     smem_indexed(e, bar, s->bar_q_full, stage, MBAR_BYTES);
     mma_wait(e, bar, phase);
     mma_steps(e, reg_find(e, "mm_ts"), reg_find(e, "mm_id_sdp"), s->steps_d, reg_find(e, "mm_k"), kmajor_step,
-              s->kv_chunk_bytes, qlo, kmajor_step, s->q_chunk_bytes, f);
+              s->kv_chunk_bytes, qlo, kmajor_step, qb, f);
     mbar_at(e, bar, s->bar_s_full, 0);
-    op_umma_commit(e, 1, bar, REG_NONE);
+    mma_commit(e, bar);
 
     emit_note(e, "dP^T = V dO^T; the dO slot landed");
     smem_indexed(e, bar, s->bar_do_full, stage, MBAR_BYTES);
     mma_wait(e, bar, phase);
     mma_steps(e, reg_find(e, "mm_tdp"), reg_find(e, "mm_id_sdp"), s->steps_d, reg_find(e, "mm_v"), kmajor_step,
-              s->kv_chunk_bytes, dolo, kmajor_step, s->q_chunk_bytes, f);
+              s->kv_chunk_bytes, dolo, kmajor_step, qb, f);
     mbar_at(e, bar, s->bar_dp_full, 0);
-    op_umma_commit(e, 1, bar, REG_NONE);
+    mma_commit(e, bar);
 
-    emit_note(e, "dV += P^T dO: %d x M128 N%d, A K-major (P^T in smem), B MN-major (plan note dkv mma)", s->steps_m,
-              p->qk);
+    emit_note(e, "dV += P^T dO: %d x M%d N%d, A K-major (P^T in smem), B MN-major (plan note dkv mma)", s->steps_m,
+              128 * s->pair, p->qk);
     mbar_at(e, bar, s->bar_p_full, 0);
     mma_wait(e, bar, par);
     mma_steps(e, reg_find(e, "mm_tdv"), reg_find(e, "mm_id_dkv"), s->steps_m, reg_find(e, "mm_pt"), kmajor_step,
               s->pt_chunk_bytes, domn, mn_step, 0, acc);
     emit_note(e, "the dO slot's MMA reads are done once this commit lands");
     smem_indexed(e, bar, s->bar_do_empty, stage, MBAR_BYTES);
-    op_umma_commit(e, 1, bar, REG_NONE);
+    mma_commit(e, bar);
 
     emit_note(e, "dK += dS^T Q; then %s (plan note dq mma)", s->dq_t ? "dQ^T = K^T dS^T" : "dQ = dS K");
     mbar_at(e, bar, s->bar_ds_full, 0);
@@ -204,7 +352,7 @@ static void emit_mma_iteration(Emit *e)
     mma_steps(e, reg_find(e, "mm_tdk"), reg_find(e, "mm_id_dkv"), s->steps_m, reg_find(e, "mm_dst"), kmajor_step,
               s->pt_chunk_bytes, qmn, mn_step, 0, acc);
     smem_indexed(e, bar, s->bar_q_empty, stage, MBAR_BYTES);
-    op_umma_commit(e, 1, bar, REG_NONE);
+    mma_commit(e, bar);
     if (s->dq_t)
         mma_steps(e, reg_find(e, "mm_tdq"), reg_find(e, "mm_id_dq"), s->steps_n, reg_find(e, "mm_kmn"), mn_step, 0,
                   reg_find(e, "mm_dsmn"), mn_step, 0, f);
@@ -212,7 +360,7 @@ static void emit_mma_iteration(Emit *e)
         mma_steps(e, reg_find(e, "mm_tdq"), reg_find(e, "mm_id_dq"), s->steps_n, reg_find(e, "mm_dsmn"), mn_step, 0,
                   reg_find(e, "mm_kmn"), mn_step, 0, f);
     mbar_at(e, bar, s->bar_dq_full, 0);
-    op_umma_commit(e, 1, bar, REG_NONE);
+    mma_commit(e, bar);
 }
 
 static void emit_mma(Emit *e)
@@ -225,6 +373,10 @@ static void emit_mma(Emit *e)
     Reg lead = reg_pred(e, "mm_lead"), pr = reg_pred(e, "mm_p"), bar = reg_b32(e, "mm_bar");
     op_elect(e, lead);
     emit(e, "@!%s bra $mm_done;", R(e, lead));
+    if (s->pair == 2) {
+        emit_note(e, "the pair: the even CTA issues every MMA for both; the odd CTA's MMA warp only holds TMEM");
+        emit(e, "@!%%is_lead bra $mm_done;");
+    }
     mma_setup(e);
     mbar_at(e, bar, s->bar_kv_full, 0);
     op_mbar_wait_imm(e, bar, 0);
@@ -242,11 +394,16 @@ static void emit_mma(Emit *e)
     emit_label(e, l_done);
     emit_note(e, "dK and dV are final once every MMA has completed");
     mbar_at(e, bar, s->bar_kv_done, 0);
-    op_umma_commit(e, 1, bar, REG_NONE);
+    mma_commit(e, bar);
     emit_label(e, "$mm_done");
     op_warp_sync(e);
     emit_note(e, "plan: named barrier tmem_free (%d): the compute warps read dK and dV; free TMEM", s->bar_tmem_free);
     op_bar_sync(e, s->bar_tmem_free, named_bar_threads(p, s->bar_tmem_free));
+    if (s->pair == 2) {
+        emit_note(e, "the pair frees TMEM together, after the cluster barrier at $exit");
+        emit(e, "bra.uni $exit;");
+        return;
+    }
     op_tc_fence_after(e);
     op_ld_shared_b32(e, reg_b32(e, "tmem"), reg_find(e, "smem"), s->off_tmem_slot);
     op_tmem_dealloc(e, 1, reg_find(e, "tmem"), p->tmem_cols);
@@ -289,7 +446,7 @@ static void compute_bounds(Emit *e, Reg m)
 
 /* The packed 16-bit row piece pk[0 .. ld_cols / 2) (columns col0..) into this thread's row of the P^T or dS^T
  * tile at buf: [query chunk][key row][64 queries], 16-byte unit u of row r at u ^ (r % 8) (the SW128 pattern). */
-static void store_row_piece(Emit *e, Reg buf, Reg pk, int col0)
+static void store_row_piece(Emit *e, Reg buf, Reg pk, int col0, int cluster)
 {
     const Plan *p = e->p;
     const Sm100BwdPlan *s = sm100bwd_of(p);
@@ -300,7 +457,8 @@ static void store_row_piece(Emit *e, Reg buf, Reg pk, int col0)
         emit(e, "add.u32 %s, %s, %s;", R(e, a), R(e, buf), R(e, u));
         Reg v[4];
         for (int i = 0; i < 4; i++) v[i] = reg_at(e, pk, 4 * k + i);
-        op_st_shared_v4_b32(e, a, (uint32_t)chunk * s->pt_chunk_bytes, v);
+        if (cluster) op_st_cluster_v4_b32(e, a, (uint32_t)chunk * s->pt_chunk_bytes, v);
+        else op_st_shared_v4_b32(e, a, (uint32_t)chunk * s->pt_chunk_bytes, v);
     }
 }
 
@@ -356,7 +514,7 @@ static void compute_p(Emit *e, Reg vaddr, Reg masked)
                 }
             }
         }
-        store_row_piece(e, reg_find(e, "cp_prow"), pk, c0);
+        store_row_piece(e, reg_find(e, "cp_prow"), pk, c0, 0);
         op_tmem_st(e, ta, x, 0, n);
     }
     emit_note(e, "the f32 P pieces are in TMEM before this thread reads them back (compute_ds)");
@@ -391,7 +549,12 @@ static void compute_ds(Emit *e, Reg vaddr)
         }
         for (int i = 0; i < n / 2; i++)
             op_cvt_pack(e, p->cfg.dtype, reg_at(e, pk, i), reg_at(e, x, 2 * i + 1), reg_at(e, x, 2 * i));
-        store_row_piece(e, reg_find(e, "cp_dsrow"), pk, c0);
+        store_row_piece(e, reg_find(e, "cp_dsrow"), pk, c0, 0);
+        if (s->pair == 2) {
+            emit_note(e, "plan note pair ds: queries %d..%d into CTA %d's DSX row 128 r + t", c0, c0 + n - 1,
+                      c0 / s->half_m);
+            store_row_piece(e, reg_find(e, "cp_dsx%d", c0 / s->half_m), pk, 0, 1);
+        }
     }
 }
 
@@ -448,6 +611,26 @@ static void compute_wait(Emit *e, uint32_t off, Reg par)
     op_tc_fence_after(e);
 }
 
+/* The pair: this CTA's nl2 or D of the stage landed (its own vec barrier; the tiles land on the even CTA's). */
+static void vec_wait(Emit *e, uint32_t off)
+{
+    if (sm100bwd_of(e->p)->pair != 2) return;
+    Reg bar = reg_b32(e, "cp_bar");
+    smem_indexed(e, bar, off, reg_find(e, "cp_stage"), MBAR_BYTES);
+    op_mbar_wait(e, bar, reg_find(e, "cp_phase"));
+}
+
+/* Arrive on p_full or ds_full for the MMA thread: this CTA's, or the even CTA's (the pair: a remote arrival). */
+static void arrive_for_mma(Emit *e, uint32_t off, const char *lead_name)
+{
+    if (sm100bwd_of(e->p)->pair == 2) {
+        op_mbar_arrive_cluster(e, reg_find(e, "%s", lead_name));
+        return;
+    }
+    mbar_at(e, reg_b32(e, "cp_bar"), off, 0);
+    op_mbar_arrive(e, reg_find(e, "cp_bar"));
+}
+
 static void emit_compute_iteration(Emit *e)
 {
     const Plan *p = e->p;
@@ -465,24 +648,25 @@ static void emit_compute_iteration(Emit *e)
 
     emit_note(e, "P = exp2(S scale_log2 + nl2), nl2 of the column's query (plan: ring nl2); S^T in TMEM");
     compute_wait(e, s->bar_s_full, par);
+    vec_wait(e, s->bar_q_vec);
     smem_indexed(e, va, s->off_nl2, stage, s->vec_stage_bytes);
     compute_p(e, va, masked);
     emit_note(e, "P^T rows visible to the MMA (async proxy), S^T read: p_full; nl2 read: the Q slot's empty barrier");
     op_fence_proxy_async(e);
     op_tc_fence_before(e);
-    mbar_at(e, reg_b32(e, "cp_bar"), s->bar_p_full, 0);
-    op_mbar_arrive(e, reg_find(e, "cp_bar"));
+    arrive_for_mma(e, s->bar_p_full, "cp_lpfull");
     slot_arrive(e, s->bar_q_empty);
 
     emit_note(e, "dS = P (dP - D), D = rowsum(dO O) of the column's query (plan: ring dpsum)");
     compute_wait(e, s->bar_dp_full, par);
+    vec_wait(e, s->bar_do_vec);
     smem_indexed(e, va, s->off_dpsum, stage, s->vec_stage_bytes);
     compute_ds(e, va);
     emit_note(e, "dS^T rows visible to the MMA, dP^T (and the previous dQ) read: ds_full; D read: the dO slot");
-    op_fence_proxy_async(e);
+    if (s->pair == 2) op_fence_proxy_async_cluster(e); /* DSX rows went to both CTAs */
+    else op_fence_proxy_async(e);
     op_tc_fence_before(e);
-    mbar_at(e, reg_b32(e, "cp_bar"), s->bar_ds_full, 0);
-    op_mbar_arrive(e, reg_find(e, "cp_bar"));
+    arrive_for_mma(e, s->bar_ds_full, "cp_ldsfull");
     slot_arrive(e, s->bar_do_empty);
 
     compute_wait(e, s->bar_dq_full, par);
@@ -503,7 +687,9 @@ static void emit_compute_epilogue(Emit *e)
     Reg t = reg_b64(e, "ep_t"), x = reg_find(e, "cp_x"), pk = reg_find(e, "cp_pk"), ta = reg_b32(e, "cp_ta");
     Reg zero = reg_b32(e, "ep_zero");
     emit(e, "setp.eq.u32 %s, %%iters, 0;", R(e, none));
-    emit(e, "@%s bra %s;", R(e, none), new_label(e, l_wait, sizeof l_wait, "ep_nowait"));
+    new_label(e, l_wait, sizeof l_wait, "ep_nowait");
+    if (s->pair == 2) emit_note(e, "the pair waits for kv_done even with no m-block: its commit lands before the pair leaves");
+    else emit(e, "@%s bra %s;", R(e, none), l_wait);
     mbar_at(e, reg_b32(e, "cp_bar"), s->bar_kv_done, 0);
     op_mbar_wait_imm(e, reg_find(e, "cp_bar"), 0);
     op_tc_fence_after(e);
@@ -552,6 +738,33 @@ static void emit_compute_epilogue(Emit *e)
     op_bar_arrive(e, s->bar_tmem_free, named_bar_threads(p, s->bar_tmem_free));
 }
 
+/* The pair's compute registers: the dQ^T lane's part of the dQ block (plan note dq: depth 64 r + t % 64, queries
+ * half_m (t / 64)..), this thread's DSX row in either CTA, and the even CTA's p_full and ds_full. */
+static void compute_setup_pair(Emit *e, Reg t, Reg rowbase)
+{
+    const Plan *p = e->p;
+    const Sm100BwdPlan *s = sm100bwd_of(p);
+    Reg x = reg_b32(e, "cp_sx"), part = reg_b32(e, "cp_dqpart"), one = reg_b32(e, "cp_one");
+    emit_note(e, "plan note dq: this lane's depth column and query half of the dQ block");
+    emit(e, "and.b32 %s, %s, %d;", R(e, x), R(e, t), s->half_m * 2 - 1);
+    emit(e, "mad.lo.u32 %s, %%cta_rank, %d, %s;", R(e, x), p->qk / s->pair, R(e, x));
+    bwd_dq_col_part_reg(e, part, x);
+    emit(e, "shr.u32 %s, %s, %d;", R(e, x), R(e, t), __builtin_ctz((unsigned)(s->half_m * 2)));
+    emit(e, "mad.lo.u32 %s, %s, %u, %s;", R(e, part), R(e, x), bwd_dq_row_part(p->bm, p->bn, p->qk, s->half_m), R(e, part));
+    emit_note(e, "plan note pair ds: DSX row 128 r + t in CTA 0 and CTA 1 (shared::cluster addresses)");
+    smem_at(e, x, s->off_dsx);
+    emit(e, "add.u32 %s, %s, %s;", R(e, x), R(e, x), R(e, rowbase));
+    emit(e, "mad.lo.u32 %s, %%cta_rank, %u, %s;", R(e, x), (uint32_t)p->bn * ROW_BYTES, R(e, x));
+    emit(e, "mov.u32 %s, 1;", R(e, one));
+    op_mapa(e, reg_b32(e, "cp_dsx0"), x, reg_find(e, "lead_rank"));
+    op_mapa(e, reg_b32(e, "cp_dsx1"), x, one);
+    emit_note(e, "plan note pair ds: p_full and ds_full are the even CTA's");
+    mbar_at(e, x, s->bar_p_full, 0);
+    op_mapa(e, reg_b32(e, "cp_lpfull"), x, reg_find(e, "lead_rank"));
+    mbar_at(e, x, s->bar_ds_full, 0);
+    op_mapa(e, reg_b32(e, "cp_ldsfull"), x, reg_find(e, "lead_rank"));
+}
+
 static void emit_compute_setup(Emit *e)
 {
     const Plan *p = e->p;
@@ -569,6 +782,10 @@ static void emit_compute_setup(Emit *e)
     emit(e, "add.u32 %%cp_prow, %%cp_prow, %s;", R(e, base));
     smem_at(e, reg_b32(e, "cp_dsrow"), s->off_ds);
     emit(e, "add.u32 %%cp_dsrow, %%cp_dsrow, %s;", R(e, base));
+    if (s->pair == 2) {
+        compute_setup_pair(e, t, base);
+        return;
+    }
     emit_note(e, "plan note dq: this thread's %s of the dQ block", s->dq_t ? "depth column" : "query row");
     if (s->dq_t) bwd_dq_col_part_reg(e, reg_b32(e, "cp_dqpart"), t);
     else bwd_dq_row_part_reg(e, reg_b32(e, "cp_dqpart"), t);
@@ -607,6 +824,24 @@ static void emit_compute(Emit *e)
 /* kernel                                                               */
 /* ------------------------------------------------------------------ */
 
+/* The pair leaves together: after the cluster barrier no CTA signals the other and no MMA touches either CTA's
+ * TMEM, so both MMA warps free it (cta_group::2). */
+static void emit_pair_exit(Emit *e)
+{
+    const Plan *p = e->p;
+    const Sm100BwdPlan *s = sm100bwd_of(p);
+    Reg pr = reg_pred(e, "ex_p");
+    emit_section(e, "the pair leaves together; then both MMA warps free TMEM (cta_group::2)");
+    op_tc_fence_before(e);
+    op_cluster_sync(e);
+    emit(e, "setp.ne.u32 %s, %%warp, %d;", R(e, pr), s->warp_mma);
+    emit(e, "@%s bra $ret;", R(e, pr));
+    op_tc_fence_after(e);
+    op_ld_shared_b32(e, reg_find(e, "tmem"), reg_find(e, "smem"), s->off_tmem_slot);
+    op_tmem_dealloc(e, 2, reg_find(e, "tmem"), p->tmem_cols);
+    emit_label(e, "$ret");
+}
+
 int sm100_emit_mha_bwd(Emit *e)
 {
     const Plan *p = e->p;
@@ -635,6 +870,7 @@ int sm100_emit_mha_bwd(Emit *e)
     emit_label(e, "$compute");
     emit_compute(e);
     emit_label(e, "$exit");
+    if (s->pair == 2) emit_pair_exit(e);
     emit(e, "ret;");
     return e->failed ? -1 : 0;
 }

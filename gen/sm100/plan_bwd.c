@@ -31,8 +31,9 @@ static int bad(char *err, size_t n, const char *field, int v, const char *allowe
     return plan_refuse(err, n, "%s: %d is not allowed for mha-bwd on sm100a; %s", field, v, allowed);
 }
 
-/* TMEM columns of the plan: S^T, dP^T (bm each), dQ (64), dV, dK (depth each). */
-static int tmem_need(int bm, int d) { return 2 * bm + (bm < LANES ? bm : d) + 2 * d; }
+/* TMEM columns of the plan: S^T, dP^T (bm each), dQ (or dQ^T; the pair's layout B takes half its N), dV, dK
+ * (depth each). */
+static int tmem_need(int bm, int d, int pair) { return 2 * bm + (bm < LANES ? bm : d) / pair + 2 * d; }
 
 static int bwd_check(const Config *c, char *err, size_t n)
 {
@@ -54,7 +55,7 @@ static int bwd_check(const Config *c, char *err, size_t n)
     if (c->bm != want_bm)
         return plan_refuse(err, n, "bm: %d is not allowed for mha-bwd on sm100a with depth %d; use %d (S^T, dP^T, dQ, "
                            "dK and dV must share the 512 TMEM columns: %d would need %d)", c->bm, c->qk_depth, want_bm,
-                           c->bm, tmem_need(c->bm, c->qk_depth));
+                           c->bm, tmem_need(c->bm, c->qk_depth, 1));
     if (c->stages < 1 || c->stages > 4) return bad(err, n, "stages", c->stages, "use 1..4 (Q and dO ring slots)");
     if (c->sink)
         return plan_refuse(err, n, "sink: not a word of mha-bwd; the sink enters through mha-bwd-pre (the LSE it "
@@ -62,18 +63,29 @@ static int bwd_check(const Config *c, char *err, size_t n)
     if (c->tail_split)
         return plan_refuse(err, n, "tail_split: 1 is not allowed for mha-bwd on sm100a; the split of the last wave's kv "
                            "tiles is an sm90a form");
+    if (c->cta_pair == 2 && c->qk_depth != 128)
+        return plan_refuse(err, n, "cta: 2 (the CTA pair) is built for mha-bwd on sm100a with depth 128; at depth %d each CTA "
+                           "would hold a %d-column half of Q, dO and K for dK, dV and dQ, half a 128-byte swizzle row, which "
+                           "the one-chunk TMA boxes and MMA descriptors do not express; use cta=1", c->qk_depth,
+                           c->qk_depth / 2);
+    if (c->cta_pair == 2 && c->varlen)
+        return plan_refuse(err, n, "cta: 2 with varlen=1 is not built for mha-bwd (a pair's two kv blocks would leave a "
+                           "sequence at different blocks); use cta=1");
+    if (c->cta_pair == 2 && c->deterministic)
+        return plan_refuse(err, n, "cta: 2 with deterministic=1 is not built for mha-bwd (the turn counters count one "
+                           "adder per kv block, the pair adds once for two); use cta=1");
     Config d;
     config_init(&d);
-    if (c->qtiles || c->cta_pair || c->rescale != d.rescale || c->exp2_poly != d.exp2_poly || c->rope_split ||
+    if (c->qtiles || c->rescale != d.rescale || c->exp2_poly != d.exp2_poly || c->rope_split ||
         c->pingpong != d.pingpong || c->persistent != d.persistent)
-        return plan_refuse(err, n, "mha-bwd: qtiles cta rescale poly rope_split pingpong persistent are forward "
-                           "words; the backward takes bm bn stages (and mask, group, varlen)");
+        return plan_refuse(err, n, "mha-bwd: qtiles rescale poly rope_split pingpong persistent are forward "
+                           "words; the backward takes bm bn stages cta (and mask, group, varlen)");
     return 0;
 }
 
-static uint32_t idesc(const Config *c, int n, Sm100Major a, Sm100Major b)
+static uint32_t idesc(const Config *c, int m, int n, Sm100Major a, Sm100Major b)
 {
-    Sm100InstrDesc d = {LANES, n, 1, sm100_format(c->dtype), sm100_format(c->dtype), a, b, 0, 0};
+    Sm100InstrDesc d = {m, n, 1, sm100_format(c->dtype), sm100_format(c->dtype), a, b, 0, 0};
     return sm100_instr_desc(&d);
 }
 
@@ -85,14 +97,25 @@ static void bwd_smem(const Config *c, Plan *p, Sm100BwdPlan *s)
     s->off_k = plan_smem(p, "k", s->kv_chunk_bytes * chunks, 1024, what);
     snprintf(what, sizeof what, "V tile %dx%d", p->bn, p->qk);
     s->off_v = plan_smem(p, "v", s->kv_chunk_bytes * chunks, 1024, what);
-    snprintf(what, sizeof what, "Q ring: %d stages x %u B (%dx%d)", p->stages, s->q_stage_bytes, p->bm, p->qk);
+    if (s->pair == 2)
+        snprintf(what, sizeof what, "Q ring: %d stages x [rows half r %dx%d | chunk r %dx64]", p->stages, s->half_m, p->qk,
+                 p->bm);
+    else snprintf(what, sizeof what, "Q ring: %d stages x %u B (%dx%d)", p->stages, s->q_stage_bytes, p->bm, p->qk);
     s->off_q = plan_smem(p, "q", s->q_stage_bytes * (uint32_t)p->stages, 1024, what);
-    snprintf(what, sizeof what, "dO ring: %d stages x %u B (%dx%d)", p->stages, s->q_stage_bytes, p->bm, p->qk);
+    if (s->pair == 2)
+        snprintf(what, sizeof what, "dO ring: %d stages x [rows half r | chunk r], as Q", p->stages);
+    else snprintf(what, sizeof what, "dO ring: %d stages x %u B (%dx%d)", p->stages, s->q_stage_bytes, p->bm, p->qk);
     s->off_do = plan_smem(p, "do", s->q_stage_bytes * (uint32_t)p->stages, 1024, what);
     snprintf(what, sizeof what, "P^T %s: [query chunk][%d key rows][64 queries] SW128", dtype_name[c->dtype], p->bn);
     s->off_p = plan_smem(p, "pt", s->pt_bytes, 1024, what);
     snprintf(what, sizeof what, "dS^T %s: the same layout", dtype_name[c->dtype]);
     s->off_ds = plan_smem(p, "dst", s->pt_bytes, 1024, what);
+    if (s->pair == 2) {
+        snprintf(what, sizeof what, "KT: K depth chunk r, the pair's %d keys", s->pair_keys);
+        s->off_kt = plan_smem(p, "kt", s->kt_bytes, 1024, what);
+        snprintf(what, sizeof what, "DSX: dS^T, %d keys x queries half r", s->pair_keys);
+        s->off_dsx = plan_smem(p, "dsx", s->dsx_bytes, 1024, what);
+    }
     s->off_nl2 = plan_smem(p, "nl2", s->vec_stage_bytes * (uint32_t)p->stages, 16, "nl2 ring: -LSE log2 e per query row");
     s->off_dpsum = plan_smem(p, "dpsum", s->vec_stage_bytes * (uint32_t)p->stages, 16, "D ring: rowsum(dO O)");
     s->off_tmem_slot = plan_smem(p, "tmem_slot", 16, 16, "TMEM base address (tcgen05.alloc writes it)");
@@ -102,6 +125,7 @@ static void bwd_barriers(Plan *p, Sm100BwdPlan *s)
 {
     char what[96];
     s->slot_empty_arrivals = 1 + LANES;
+    s->ds_arrivals = LANES * s->pair;
     s->bar_kv_full = plan_mbar(p, "bar_kv_full", 1, 1, "K and V landed (1 arrival + tx)");
     s->bar_q_full = plan_mbar(p, "bar_q_full", p->stages, 1, "per stage: Q and nl2 landed (1 arrival + tx)");
     snprintf(what, sizeof what, "per stage: Q slot free (%d: the dK MMA's commit + compute threads, nl2 read)",
@@ -113,31 +137,78 @@ static void bwd_barriers(Plan *p, Sm100BwdPlan *s)
     s->bar_do_empty = plan_mbar(p, "bar_do_empty", p->stages, s->slot_empty_arrivals, what);
     s->bar_s_full = plan_mbar(p, "bar_s_full", 1, 1, "S^T in TMEM (commit); also: the last m-block's MMAs are done");
     s->bar_dp_full = plan_mbar(p, "bar_dp_full", 1, 1, "dP^T in TMEM (commit)");
-    snprintf(what, sizeof what, "P^T in smem, S^T read (%d compute threads)", LANES);
-    s->bar_p_full = plan_mbar(p, "bar_p_full", 1, LANES, what);
-    snprintf(what, sizeof what, "dS^T in smem, dP^T and the last dQ read (%d compute threads)", LANES);
-    s->bar_ds_full = plan_mbar(p, "bar_ds_full", 1, LANES, what);
+    snprintf(what, sizeof what, "P^T in smem, S^T read (%d compute threads%s)", s->ds_arrivals,
+             s->pair == 2 ? " of the pair; the even CTA's" : "");
+    s->bar_p_full = plan_mbar(p, "bar_p_full", 1, s->ds_arrivals, what);
+    snprintf(what, sizeof what, "dS^T in smem, dP^T and the last dQ read (%d compute threads%s)", s->ds_arrivals,
+             s->pair == 2 ? "; DSX too" : "");
+    s->bar_ds_full = plan_mbar(p, "bar_ds_full", 1, s->ds_arrivals, what);
     s->bar_dq_full = plan_mbar(p, "bar_dq_full", 1, 1, "dQ in TMEM (commit)");
     s->bar_kv_done = plan_mbar(p, "bar_kv_done", 1, 1, "dK and dV final in TMEM (commit after the loop)");
+    if (s->pair == 2) {
+        s->bar_q_vec = plan_mbar(p, "bar_q_vec", p->stages, 1, "pair, per stage: this CTA's nl2 landed (1 arrival + tx)");
+        s->bar_do_vec = plan_mbar(p, "bar_do_vec", p->stages, 1, "pair, per stage: this CTA's D landed (1 arrival + tx)");
+    }
+}
+
+/* The pair's counts per m-block and SM (d128, bm 64: plan note pair counts; bench/NOTES.md has the argument):
+ * bytes the tensor core reads from this SM's smem (A of its own rows, B of its half), the dS bytes the compute
+ * threads store, and the f32 adds into the dQ accumulator. pair 1: the one-CTA kernel's. */
+static void pair_counts(const Plan *p, const Sm100BwdPlan *s, uint32_t *mma_read, uint32_t *ds_store, uint32_t *adds)
+{
+    uint32_t eb = (uint32_t)p->elem_bytes, bm = (uint32_t)p->bm, bn = (uint32_t)p->bn, d = (uint32_t)p->qk;
+    uint32_t pr = (uint32_t)s->pair, a_sdp = bn * d * eb, a_dkv = bn * bm * eb, b_q = bm * d * eb / pr;
+    uint32_t dq_a = d / pr * (uint32_t)s->pair_keys * eb, dq_b = (uint32_t)s->pair_keys * bm / pr * eb;
+    *mma_read = 2 * (a_sdp + b_q) + 2 * (a_dkv + b_q) + dq_a + dq_b;
+    *ds_store = 2 * bn * bm * eb + (pr == 2 ? bn * bm * eb : 0); /* P^T, dS^T; the pair also its DSX halves */
+    *adds = bm * d / pr;
 }
 
 static void bwd_notes(Plan *p, const Sm100BwdPlan *s)
 {
-    int d = p->qk;
-    plan_note(p, "sdp mma", "S^T = K Q^T, dP^T = V dO^T: %d x M128 N%d SS each, A and B K-major (idesc 0x%08X)",
-              s->steps_d, p->bm, s->idesc_sdp);
-    plan_note(p, "dkv mma", "dV += P^T dO, dK += dS^T Q: %d x M128 N%d SS each, A K-major (smem P^T, dS^T), B "
-              "MN-major (idesc 0x%08X)", s->steps_m, d, s->idesc_dkv);
-    if (s->dq_t)
+    int d = p->qk, mm = LANES * s->pair;
+    plan_note(p, "sdp mma", "S^T = K Q^T, dP^T = V dO^T: %d x M%d N%d SS each, A and B K-major (idesc 0x%08X)",
+              s->steps_d, mm, p->bm, s->idesc_sdp);
+    plan_note(p, "dkv mma", "dV += P^T dO, dK += dS^T Q: %d x M%d N%d SS each, A K-major (smem P^T, dS^T), B "
+              "MN-major (idesc 0x%08X)", s->steps_m, mm, d, s->idesc_dkv);
+    if (s->pair == 2) {
+        plan_note(p, "dq mma", "dQ^T = K^T dS^T over the pair's %d keys: %d x M128 N%d SS, layout B, A = KT, B = DSX, "
+                  "MN-major (idesc 0x%08X)", s->pair_keys, s->steps_n, p->bm, s->idesc_dq);
+        plan_note(p, "dq lanes", "CTA r, lane l: depth 64 r + l %% 64; columns = queries %d (l / 64) + column",
+                  s->half_m);
+        plan_note(p, "cta pair", "cluster of 2: CTA r = keys %d r.. of the pair's %d; the even CTA issues every MMA "
+                  "(cta_group::2) and commits to both CTAs (mask 0b11)", p->bn, s->pair_keys);
+        plan_note(p, "pair halves", "CTA r loads Q, dO rows %d r.. (B of S^T, dP^T) and depth chunk r (B of dK, dV), K "
+                  "chunk r of all %d keys (A of dQ^T)", s->half_m, s->pair_keys);
+        plan_note(p, "pair sync", "tiles land on the even CTA's kv_full, q_full, do_full (%u, %u B: both CTAs'); nl2, D "
+                  "on each CTA's q_vec, do_vec", s->tx_kv_pair, s->tx_q_pair);
+        plan_note(p, "pair ds", "p_full, ds_full: both CTAs' compute threads (remote arrivals); key row k stores its dS "
+                  "query half h into CTA h's DSX row k");
+        uint32_t r1, w1, a1, r2, w2, a2;
+        Sm100BwdPlan one = *s;
+        one.pair = 1, one.pair_keys = p->bn;
+        pair_counts(p, &one, &r1, &w1, &a1);
+        pair_counts(p, s, &r2, &w2, &a2);
+        double flop = 10.0 * p->bn * p->bm * d; /* five GEMMs of bn x bm x d per m-block and SM */
+        plan_note(p, "pair smem", "per m-block and SM (%.2f MFLOP): MMA smem reads %u B (one CTA %u; %.1f vs %.1f B per "
+                  "kFLOP), dS stores %u B (%u)", flop / 1e6, r2, r1, r2 / flop * 1e3, r1 / flop * 1e3, w2, w1);
+        plan_note(p, "pair adds", "dQ f32 adds per m-block and SM %u (one CTA %u; %.2f vs %.2f per kFLOP)", a2, a1,
+                  a2 / flop * 1e3, a1 / flop * 1e3);
+    } else if (s->dq_t)
         plan_note(p, "dq mma", "dQ^T = K^T dS^T: %d x M128 N%d SS, A and B MN-major (idesc 0x%08X): lane = depth "
                   "column, TMEM column = query", s->steps_n, s->dq_cols, s->idesc_dq);
     else
         plan_note(p, "dq mma", "dQ = dS K: %d x M128 N%d SS, A and B MN-major (idesc 0x%08X): lane = query, TMEM "
                   "column = depth", s->steps_n, s->dq_cols, s->idesc_dq);
-    plan_note(p, "mma per m-block", "%d tcgen05.mma: S^T %d, dP^T %d, dV %d, dK %d, dQ %d", 2 * s->steps_d +
-              2 * s->steps_m + s->steps_n, s->steps_d, s->steps_d, s->steps_m, s->steps_m, s->steps_n);
+    plan_note(p, "mma per m-block", "%d tcgen05.mma%s: S^T %d, dP^T %d, dV %d, dK %d, dQ %d", 2 * s->steps_d +
+              2 * s->steps_m + s->steps_n, s->pair == 2 ? " (the even CTA, for the pair)" : "", s->steps_d, s->steps_d, s->steps_m, s->steps_m, s->steps_n);
     plan_note(p, "compute", "thread t = key n0 + t, rows in %d-column tcgen05.ld pieces: P = exp2(S scale_log2 + nl2) "
               "to smem (P^T) and in f32 over S^T (tcgen05.st); dS = P (dP - D) to smem (dS^T)", s->ld_cols);
+    if (s->pair == 2)
+        plan_note(p, "dq", "thread t = depth 64 r + t %% 64, queries %d (t / 64)..: %d red.global.add.f32 (one CTA: %d); "
+                  "the mha_bwd.h block layout (tiles %dx%d of 64 x %d)", s->half_m, s->dq_cols, p->bm, s->dq_tiles_m,
+                  s->dq_tiles_n, s->dq_n);
+    else
     plan_note(p, "dq", "%s; the mha_bwd.h block layout (tiles %dx%d of 64 x %d)", s->dq_t ?
               "thread = depth column: one red.global.add.f32 per query row" :
               "thread = query row: one red.global.add.v2.f32 per column pair", s->dq_tiles_m, s->dq_tiles_n, s->dq_n);
@@ -157,44 +228,56 @@ static int bwd_plan(const Config *c, Plan *p, char *err, size_t n)
     p->threads = BWD100_THREADS;
     p->entry_regs = ENTRY_REGS;
     s->warp_load = 0, s->warp_mma = 1, s->warp_compute = 4;
+    s->pair = c->cta_pair == 2 ? 2 : 1;
+    s->pair_keys = p->bn * s->pair;
+    s->half_m = p->bm / s->pair;
     s->dq_t = p->bm < LANES;
-    s->dq_cols = s->dq_t ? p->bm : d;
+    int dq_n_mma = s->dq_t ? p->bm : d, mm = LANES * s->pair; /* the dQ MMA's N; the M of S^T, dP^T, dV, dK */
+    s->dq_cols = dq_n_mma / s->pair;
     if (bwd_dq_split(p->bm, p->bn, d, &s->dq_tiles_m, &s->dq_tiles_n, &s->dq_n))
         return plan_refuse(err, n, "internal: bm %d, bn %d, depth %d have no dQ block layout", p->bm, p->bn, d);
-    s->steps_d = d / 16, s->steps_m = p->bm / 16, s->steps_n = p->bn / 16;
+    s->steps_d = d / 16, s->steps_m = p->bm / 16, s->steps_n = s->pair_keys / 16;
     s->ld_cols = LD_COLS;
-    if (!sm100_mma_shape_ok(LANES, p->bm, 1, 0) || !sm100_mma_shape_ok(LANES, d, 1, 0) ||
-        !sm100_mma_shape_ok(LANES, s->dq_cols, 1, 0))
+    if (!sm100_mma_shape_ok(mm, p->bm, s->pair, 0) || !sm100_mma_shape_ok(mm, d, s->pair, 0) ||
+        !sm100_mma_shape_ok(LANES, dq_n_mma, s->pair, 0) || (s->pair == 2 && !s->dq_t))
         return plan_refuse(err, n, "internal: an MMA shape of bm %d, depth %d is not a tcgen05.mma shape", p->bm, d);
-    s->idesc_sdp = idesc(c, p->bm, SM100_MAJOR_K, SM100_MAJOR_K);
-    s->idesc_dkv = idesc(c, d, SM100_MAJOR_K, SM100_MAJOR_MN);
-    s->idesc_dq = idesc(c, s->dq_cols, SM100_MAJOR_MN, SM100_MAJOR_MN);
+    s->idesc_sdp = idesc(c, mm, p->bm, SM100_MAJOR_K, SM100_MAJOR_K);
+    s->idesc_dkv = idesc(c, mm, d, SM100_MAJOR_K, SM100_MAJOR_MN);
+    s->idesc_dq = idesc(c, LANES, dq_n_mma, SM100_MAJOR_MN, SM100_MAJOR_MN);
 
     uint32_t eb = (uint32_t)p->elem_bytes, chunks = (uint32_t)p->qk_chunks;
     s->kv_chunk_bytes = (uint32_t)p->bn * CHUNK_BYTES;
     s->q_chunk_bytes = (uint32_t)p->bm * CHUNK_BYTES;
     s->q_stage_bytes = s->q_chunk_bytes * chunks;
+    s->qr_chunk_bytes = (uint32_t)s->half_m * CHUNK_BYTES;
+    s->off_qc = s->pair == 2 ? s->qr_chunk_bytes * chunks : 0;
+    s->kt_bytes = s->pair == 2 ? (uint32_t)s->pair_keys * CHUNK_BYTES : 0;
+    s->dsx_bytes = s->kt_bytes;
     s->pt_chunk_bytes = (uint32_t)p->bn * CHUNK_BYTES;
     s->pt_bytes = s->pt_chunk_bytes * (uint32_t)(p->bm / p->chunk_elems);
     s->vec_stage_bytes = (uint32_t)p->bm * BWD_F32;
     s->tx_kv = 2u * (uint32_t)(p->bn * d) * eb;
     s->tx_q = (uint32_t)(p->bm * d) * eb + s->vec_stage_bytes;
     s->tx_do = s->tx_q;
+    s->tx_vec = s->vec_stage_bytes;
+    s->tx_kv_pair = 2u * (s->tx_kv + s->kt_bytes);
+    s->tx_q_pair = 2u * (uint32_t)(p->bm * d) * eb;
     s->desc_kmaj = sm100_tile_desc(0, SM100_MAJOR_K, p->swizzle_bytes, 0);
     s->desc_mn_q = sm100_tile_desc(0, SM100_MAJOR_MN, p->swizzle_bytes, s->q_chunk_bytes);
-    s->desc_mn_kv = sm100_tile_desc(0, SM100_MAJOR_MN, p->swizzle_bytes, s->kv_chunk_bytes);
-    s->desc_mn_ds = sm100_tile_desc(0, SM100_MAJOR_MN, p->swizzle_bytes, s->pt_chunk_bytes);
+    s->desc_mn_kv = sm100_tile_desc(0, SM100_MAJOR_MN, p->swizzle_bytes, s->pair == 2 ? s->kt_bytes : s->kv_chunk_bytes);
+    s->desc_mn_ds = sm100_tile_desc(0, SM100_MAJOR_MN, p->swizzle_bytes, s->pair == 2 ? s->dsx_bytes : s->pt_chunk_bytes);
     bwd_smem(c, p, s);
     bwd_barriers(p, s);
 
-    int need = tmem_need(p->bm, d);
+    int need = tmem_need(p->bm, d, s->pair);
     if (need > TMEM_ALLOC)
         return plan_refuse(err, n, "internal: %d TMEM columns needed, %d exist", need, TMEM_ALLOC);
     p->tmem_cols = TMEM_ALLOC;
-    char what[64];
+    char what[96];
     s->tm_s = plan_tmem(p, "S^T", 0, (uint32_t)p->bm, "f32 S^T: lane = key, column = query");
     s->tm_dp = plan_tmem(p, "dP^T", (uint32_t)p->bm, (uint32_t)p->bm, "f32 dP^T");
-    snprintf(what, sizeof what, "f32 %s of the m-block", s->dq_t ? "dQ^T (lane = depth)" : "dQ (lane = query)");
+    if (s->pair == 2) snprintf(what, sizeof what, "f32 dQ^T, layout B: queries +%d in lanes 64..", s->half_m);
+    else snprintf(what, sizeof what, "f32 %s of the m-block", s->dq_t ? "dQ^T (lane = depth)" : "dQ (lane = query)");
     s->tm_dq = plan_tmem(p, "dQ", 2u * (uint32_t)p->bm, (uint32_t)s->dq_cols, what);
     s->tm_dv = plan_tmem(p, "dV", s->tm_dq + (uint32_t)s->dq_cols, (uint32_t)d, "f32 dV of the kv block (whole loop)");
     s->tm_dk = plan_tmem(p, "dK", s->tm_dv + (uint32_t)d, (uint32_t)d, "f32 dK of the kv block (whole loop)");
@@ -216,10 +299,11 @@ static int bwd_plan(const Config *c, Plan *p, char *err, size_t n)
     }
 
     uint32_t ce = (uint32_t)p->chunk_elems;
-    plan_map(p, "q", TENSOR_Q, c->dtype, (uint32_t)d, ce, (uint32_t)p->bm, 1, 128);
+    plan_map(p, "q", TENSOR_Q, c->dtype, (uint32_t)d, ce, (uint32_t)s->half_m, 1, 128);
     plan_map(p, "k", TENSOR_K, c->dtype, (uint32_t)d, ce, (uint32_t)p->bn, 1, 128);
     plan_map(p, "v", TENSOR_V, c->dtype, (uint32_t)d, ce, (uint32_t)p->bn, 1, 128);
-    plan_map(p, "do", TENSOR_DO, c->dtype, (uint32_t)d, ce, (uint32_t)p->bm, 1, 128);
+    plan_map(p, "do", TENSOR_DO, c->dtype, (uint32_t)d, ce, (uint32_t)s->half_m, 1, 128);
+    p->cluster[0] = s->pair;
     for (int i = 0; i < p->n_maps; i++) plan_param_map(p, i);
     static const struct { ScalarId s; ParamType t; } params[] = {
         {SCALAR_SEQLEN_Q, PARAM_U32}, {SCALAR_SEQLEN_K, PARAM_U32}, {SCALAR_HEADS_Q, PARAM_U32},
@@ -242,6 +326,10 @@ static int bwd_plan(const Config *c, Plan *p, char *err, size_t n)
         plan_note(p, "softcap", "s = cap tanh(u / cap): t = tanh(q.k softcap_scale), P = exp2(t scale_log2 + nl2) "
                   "(scale_log2 = cap log2 e); dS = P (1 - t^2) (dP - D): the factor folded into the P over S^T");
     }
+    if (s->pair == 2)
+        plan_note(p, "tile", "CTA pair = %d keys of one kv head (CTA r: %d r..); loops over its %d query heads x the "
+                  "m-blocks of %d rows that see a key of the pair", s->pair_keys, p->bn, c->group, p->bm);
+    else
     plan_note(p, "tile", "CTA = %d keys of one kv head; loops over its %d query heads x the m-blocks of %d rows that "
               "see a key", p->bn, c->group, p->bm);
     bwd_notes(p, s);
@@ -249,6 +337,10 @@ static int bwd_plan(const Config *c, Plan *p, char *err, size_t n)
               s->dq_cols, d, d);
     plan_note(p, "tx bytes", "kv %u once, q %u and do %u per m-block (tile + %u B of nl2 / D)", s->tx_kv, s->tx_q,
               s->tx_do, s->vec_stage_bytes);
+    if (s->pair == 2)
+        plan_note(p, "grid", "2 ceil(seqlen_k / %d) x heads_kv x batch CTAs, clusters of 2 (CTAs 2i, 2i+1 = pair i)",
+                  s->pair_keys);
+    else
     plan_note(p, "grid", "ceil(seqlen_k / %d) x heads_kv x batch CTAs (varlen: seqlen_k = max_seqlen_k)", p->bn);
     return 0;
 }

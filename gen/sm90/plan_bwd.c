@@ -84,9 +84,12 @@ static int bwd_check(const Config *c, char *err, size_t n)
     if (c->sink)
         return plan_refuse(err, n, "sink: not a word of mha-bwd; the sink enters through mha-bwd-pre (the LSE it "
                            "writes) and its gradient through mha-bwd-dq");
+    if (c->cta_pair == 2)
+        return plan_refuse(err, n, "cta: 2 (the CTA pair, tcgen05 cta_group::2) is an sm100a form of mha-bwd; sm90a takes "
+                           "cta=1");
     Config d;
     config_init(&d);
-    if (c->qtiles || c->cta_pair || c->rescale != d.rescale || c->exp2_poly != d.exp2_poly || c->rope_split ||
+    if (c->qtiles || (c->cta_pair && c->cta_pair != 1) || c->rescale != d.rescale || c->exp2_poly != d.exp2_poly || c->rope_split ||
         c->pingpong != d.pingpong || c->persistent != d.persistent)
         return plan_refuse(err, n, "mha-bwd: qtiles cta rescale poly rope_split pingpong persistent are forward "
                            "words; the backward takes bm bn stages (and mask, group, varlen)");

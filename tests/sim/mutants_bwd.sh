@@ -161,5 +161,12 @@ base "dtype=bf16 d=128 hq=2 hkv=1 sq=64 sk=512 mask=none det=1 runs=2 resident=4
 mutant b100_det_no_wait "wait for rank x" 'setp\.ge\.u32 %dt_go' sub '%dt_want;' '0;'
 mutant b100_det_no_turn_barrier "compute thread 0 waits for this kv block's turn" 'bar\.sync' del
 mutant b100_det_no_release "every thread's adds are done" 'red\.release\.gpu' del
+# sm_100a CTA pair (cta=2): dS^T halves into both CTAs' DSX (the dQ^T MMA's B), the proxy fence before ds_full, the
+# dQ^T lane's query half (layout B: lanes 64..127 hold queries 32..63)
+base "dtype=bf16 d=128 hq=2 hkv=1 sq=200 sk=300 mask=causal config=cta=2" \
+    "mha-bwd target=sm100a dtype=bf16 qk=128 ov=128 bm=64 bn=128 group=2 stages=2 swizzle=128 cta=2 mask=causal"
+mutant b100_pair_dsx_peer "queries 32..63 into CTA 1's DSX" 'st\.shared::cluster' del
+mutant b100_pair_ds_fence "dS^T rows visible to the MMA" 'fence\.proxy\.async' del
+mutant b100_pair_dq_half "plan note dq: this lane's depth column" 'shr\.u32 %cp_sx' del
 echo "mutants_bwd: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -32,7 +32,8 @@
 #   5b''. the sm103a target (B300): tests/sim/cases_sm103.txt on the simulated cc 10.3 device, seed 1 only
 #   5c. the attention backward: tests/sim/cases_bwd_sm90.txt through build/sim/sim_bwd (cc 9.0) and
 #      tests/sim/cases_bwd_sm100.txt (cc 10.0: the runtime picks the sm100a kernel) against the fp64 reference
-#      (ref_mha_bwd.c), the scheduler seed also drawing the inputs
+#      (ref_mha_bwd.c), the scheduler seed also drawing the inputs; tests/sim/cases_bwd_pair_sm100.txt the same
+#      for the sm100a CTA pair (cta=2)
 #   6. tests/sim/mutants.sh and tests/sim/mutants_bwd.sh: mutated kernels must fail
 # Steps 2-5c under every seed and the two mutant runs are independent jobs, run on $SIM_LANES workers (default:
 # the CPUs) that each take the next job, longest first, when free; each job's line prints when it ends.
@@ -76,7 +77,7 @@ random_seed=$(( $(od -An -N2 -tu2 /dev/urandom) + 3 ))
 sample=1; seeds="1 2 $random_seed"; min_compared=20
 if [ -n "${SIM_QUICK:-}" ]; then sample=${SIM_SAMPLE:-8}; seeds=1; min_compared=1; fi
 pick() { grep -v '^#' | grep . | awk -v k="$sample" '(NR - 1) % k == 0'; }
-for l in sm100 sm90 mods_sm90 varlen_sm90 varlen_sm100 mla_sm90 mla_sm100 bwd_sm90 bwd_sm100; do
+for l in sm100 sm90 mods_sm90 varlen_sm90 varlen_sm100 mla_sm90 mla_sm100 bwd_sm90 bwd_sm100 bwd_pair_sm100; do
     pick < tests/sim/cases_$l.txt > "$work/cases_$l.txt"
 done
 grep 'target=sm90a' tests/sim/cases_split.txt | pick > "$work/split90.txt"
@@ -134,6 +135,8 @@ seeded() {
     15) step "sm103a MHA + sparse MLA, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=103 sh -c \
         "$B/sim/sim_mha --quiet --no-skip --seed $seed --cases $work/sm103.txt && \
          $B/sim/sim_mla --quiet --no-skip --cases $work/mla_sm103.txt" ;;
+    16) step "sm100a attention backward, CTA pair, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=100 \
+        $B/sim/sim_bwd --quiet --seed $seed --cases "$work/cases_bwd_pair_sm100.txt" ;;
     M) log=$work/log.mutants; step "mutants" sh tests/sim/mutants.sh ;;
     MB) log=$work/log.mutants_bwd; step "mutants (backward)" sh tests/sim/mutants_bwd.sh ;;
     esac
@@ -141,7 +144,7 @@ seeded() {
 # The jobs (step, seed), longest steps first, and the mutants; $lanes workers take the next job as each
 # finishes, so the cores stay busy to the end. A job's lines print when it is done.
 : > "$work/jobs"
-for i in M MB 13 14 1 2 0 6 5 8 7 3 12 11 10 9 4 15; do
+for i in M MB 13 14 1 2 0 6 5 8 7 3 12 11 10 16 9 4 15; do
     case $i in M*)
         [ -z "${SIM_QUICK:-}" ] && echo "$i -" >> "$work/jobs"
         continue ;;

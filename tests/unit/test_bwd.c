@@ -401,6 +401,22 @@ static void test_unsupported_and_driver(void **state)
     assert_non_null(strstr(cfg, "mha-bwd target=sm100a dtype=bf16 qk=128 ov=128 bm=64 bn=128 group=4"));
     s = fa4_mha_bwd(ctx, &a, NULL);
     assert_true(s == FA4_ERR_NO_DRIVER || s == FA4_ERR_NO_DEVICE);
+    /* the CTA pair (config cta=2): d128 dense reaches the driver, with the word in its config; d64, deterministic
+     * and varlen are refused by name */
+    a = good_args();
+    a.config = "cta=2";
+    assert_int_equal(fa4_mha_bwd_config(ctx, &a, cfg, sizeof cfg), FA4_OK);
+    assert_non_null(strstr(cfg, "cta=2"));
+    s = fa4_mha_bwd(ctx, &a, NULL);
+    assert_true(s == FA4_ERR_NO_DRIVER || s == FA4_ERR_NO_DEVICE);
+    a.qk_depth = a.ov_depth = 64;
+    assert_int_equal(fa4_mha_bwd(ctx, &a, NULL), FA4_ERR_UNSUPPORTED);
+    assert_non_null(strstr(fa4_last_error(ctx), "depth 128"));
+    a = good_args();
+    a.config = "cta=2";
+    a.deterministic = 1;
+    assert_int_equal(fa4_mha_bwd(ctx, &a, NULL), FA4_ERR_UNSUPPORTED);
+    assert_non_null(strstr(fa4_last_error(ctx), "deterministic=1 is not built"));
     fa4_destroy(ctx);
 }
 
