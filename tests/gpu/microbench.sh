@@ -12,7 +12,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-build/gpu-out}
-mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)  # absolute: the simulator runs below name the table by it
+mkdir -p build "$OUT" && OUT=$(cd "$OUT" && pwd)  # absolute: the simulator runs below name the table by it
 CUDA=${CUDA_HOME:-/usr/local/cuda}
 ONLY=0
 [ "${1:-}" = "--only-microbench" ] && ONLY=1
