@@ -299,38 +299,55 @@ static void print_launch(FILE *out, const char *line)
     if (sens) fprintf(out, "  sensitivity %.*s (each assumed value at 0.75x / 1.25x)\n", (int)strcspn(sens + 1, "\n"), sens + 1);
 }
 
-/* The prediction from timecase's output; 0, or 1 with a message (the simulator's own words). */
-static int print_prediction(FILE *out, const char *text, const PredictArgs *s, const Plan *plan, char *err, size_t n)
+/* What timecase printed: its table, launch and prediction lines, and their fields. */
+typedef struct {
+    const char *launch[LAUNCH_MAX];
+    int nl;
+    char gpu[64], path[512], assumed[16], valid[300], us[32];
+} Parsed;
+
+/* timecase's output parsed; 0, or 1 with a message (the simulator's own words). Missing fields read `dflt`. */
+static int parse_prediction(const char *text, const char *dflt, Parsed *r, char *err, size_t n)
 {
-    const char *table = NULL, *pred = NULL, *launch[LAUNCH_MAX];
-    int nl = 0;
+    const char *table = NULL, *pred = NULL;
+    r->nl = 0;
     for (const char *l = text; *l; l += strcspn(l, "\n") + (l[strcspn(l, "\n")] == '\n')) {
         if (!strncmp(l, "fa4sim-table:", 13)) table = l;
-        else if (!strncmp(l, "fa4sim-timing:", 14) && nl < LAUNCH_MAX) launch[nl++] = l;
+        else if (!strncmp(l, "fa4sim-timing:", 14) && r->nl < LAUNCH_MAX) r->launch[r->nl++] = l;
         else if (!strncmp(l, "PRED ", 5)) pred = l;
         else if (!strncmp(l, "FAIL ", 5) || !strncmp(l, "fa4sim: ", 8) || !strncmp(l, "timecase: usage", 15) ||
                  (!strncmp(l, "timecase: ", 10) && !strstr(l, " run, ")))
             return snprintf(err, n, "--predict: the simulator refused the case: %.*s", (int)strcspn(l, "\n"), l), 1;
     }
-    if (!table || !pred || !nl) return snprintf(err, n, "--predict: the simulator printed no prediction"), 1;
-    char gpu[64] = "?", path[512] = "?", assumed[16] = "?", valid[300] = "?", us[32] = "?";
-    field(table, "gpu", gpu, sizeof gpu, 0);
-    field(table, "path", path, sizeof path, 0);
-    field(table, "assumed", assumed, sizeof assumed, 0);
-    field(table, "validation", valid, sizeof valid, 1);
-    field(pred, "us", us, sizeof us, 0);
+    if (!table || !pred || !r->nl) return snprintf(err, n, "--predict: the simulator printed no prediction"), 1;
+    char *const f[] = {r->gpu, r->path, r->assumed, r->valid, r->us};
+    const size_t cap[] = {sizeof r->gpu, sizeof r->path, sizeof r->assumed, sizeof r->valid, sizeof r->us};
+    for (int i = 0; i < 5; i++) snprintf(f[i], cap[i], "%s", dflt);
+    field(table, "gpu", r->gpu, sizeof r->gpu, 0);
+    field(table, "path", r->path, sizeof r->path, 0);
+    field(table, "assumed", r->assumed, sizeof r->assumed, 0);
+    field(table, "validation", r->valid, sizeof r->valid, 1);
+    field(pred, "us", r->us, sizeof r->us, 0);
+    return 0;
+}
+
+/* The prediction from timecase's output; 0, or 1 with a message. */
+static int print_prediction(FILE *out, const char *text, const PredictArgs *s, const Plan *plan, char *err, size_t n)
+{
+    Parsed r;
+    if (parse_prediction(text, "?", &r, err, n)) return 1;
     const Config *c = &plan->cfg;
     fprintf(out, "\nprediction  modelled (the simulator's timing mode on this config's PTX; not a measurement)\n");
-    fprintf(out, "  gpu         %s (table %s; %s values assumed)\n", gpu, path, assumed);
-    fprintf(out, "  validation  %s\n", valid);
+    fprintf(out, "  gpu         %s (table %s; %s values assumed)\n", r.gpu, r.path, r.assumed);
+    fprintf(out, "  validation  %s\n", r.valid);
     if (c->kind == KIND_MLA_SPARSE)
         fprintf(out, "  shape       seqlen_q=%d seqlen_k=%d heads=%d topk=%d (at most %d clusters simulated per launch)\n",
                 s->seqlen_q, s->seqlen_k, s->heads, s->topk, s->samples);
     else
         fprintf(out, "  shape       batch=%d heads_q=%d heads_kv=%d seqlen_q=%d seqlen_k=%d (at most %d clusters simulated per launch)\n",
                 s->batch, s->heads, s->heads / c->group, s->seqlen_q, s->seqlen_k, s->samples);
-    for (int i = 0; i < nl; i++) print_launch(out, launch[i]);
-    fprintf(out, "  total       %s us\n", us);
+    for (int i = 0; i < r.nl; i++) print_launch(out, r.launch[i]);
+    fprintf(out, "  total       %s us\n", r.us);
     return 0;
 }
 
@@ -425,33 +442,21 @@ static void json_launch(FILE *out, const char *line)
 static int print_prediction_json(FILE *out, const char *text, const PredictArgs *s, const Plan *plan, char *err,
                                  size_t n)
 {
-    const char *table = NULL, *pred = NULL, *launch[LAUNCH_MAX];
-    int nl = 0;
-    for (const char *l = text; *l; l += strcspn(l, "\n") + (l[strcspn(l, "\n")] == '\n')) {
-        if (!strncmp(l, "fa4sim-table:", 13)) table = l;
-        else if (!strncmp(l, "fa4sim-timing:", 14) && nl < LAUNCH_MAX) launch[nl++] = l;
-        else if (!strncmp(l, "PRED ", 5)) pred = l;
-    }
-    if (!table || !pred || !nl) return snprintf(err, n, "--predict: the simulator printed no prediction"), 1;
-    char gpu[64] = "", path[512] = "", assumed[16] = "", valid[300] = "", us[32] = "";
-    field(table, "gpu", gpu, sizeof gpu, 0);
-    field(table, "path", path, sizeof path, 0);
-    field(table, "assumed", assumed, sizeof assumed, 0);
-    field(table, "validation", valid, sizeof valid, 1);
-    field(pred, "us", us, sizeof us, 0);
+    Parsed r;
+    if (parse_prediction(text, "", &r, err, n)) return 1;
     int n_assumed = -1, n_values = -1;
-    sscanf(assumed, "%d/%d", &n_assumed, &n_values);
+    sscanf(r.assumed, "%d/%d", &n_assumed, &n_values);
     const Config *c = &plan->cfg;
     fputs("{\"evidence\": \"modelled\", \"config\": ", out);
     json_text(out, plan->canonical, strlen(plan->canonical));
     fputs(", \"symbol\": ", out);
     json_text(out, plan->symbol, strlen(plan->symbol));
     fputs(", \"gpu\": ", out);
-    json_text(out, gpu, strlen(gpu));
+    json_text(out, r.gpu, strlen(r.gpu));
     fputs(", \"table\": ", out);
-    json_text(out, path, strlen(path));
+    json_text(out, r.path, strlen(r.path));
     fprintf(out, ", \"assumed_values\": %d, \"table_values\": %d, \"validation\": ", n_assumed, n_values);
-    json_text(out, valid, strlen(valid));
+    json_text(out, r.valid, strlen(r.valid));
     if (c->kind == KIND_MLA_SPARSE)
         fprintf(out, ", \"shape\": {\"seqlen_q\": %d, \"seqlen_k\": %d, \"heads\": %d, \"topk\": %d}", s->seqlen_q,
                 s->seqlen_k, s->heads, s->topk);
@@ -459,12 +464,12 @@ static int print_prediction_json(FILE *out, const char *text, const PredictArgs 
         fprintf(out, ", \"shape\": {\"batch\": %d, \"heads_q\": %d, \"heads_kv\": %d, \"seqlen_q\": %d, "
                 "\"seqlen_k\": %d}", s->batch, s->heads, s->heads / c->group, s->seqlen_q, s->seqlen_k);
     fprintf(out, ", \"samples\": %d, \"launches\": [", s->samples);
-    for (int i = 0; i < nl; i++) {
+    for (int i = 0; i < r.nl; i++) {
         fputs(i ? ", " : "", out);
-        json_launch(out, launch[i]);
+        json_launch(out, r.launch[i]);
     }
     fputs("], \"total_us\": ", out);
-    json_num(out, us);
+    json_num(out, r.us);
     fputs("}\n", out);
     return 0;
 }

@@ -437,6 +437,21 @@ static void load_tile(Emit *e, Reg tmap, Reg dst0, uint32_t chunk_bytes, Reg row
     }
 }
 
+/* The top of a load loop's iteration (r: pr, itr, m, hq, ws, row, par, phase): leave at %iters, the
+ * iteration's m-block and query head, its workspace row (bytes), its first query row, the ring slot's free parity. */
+void bwd_load_iter_top(Emit *e, char *l_loop, char *l_done, size_t n, const Reg *r)
+{
+    Reg pr = r[0], itr = r[1], m = r[2], hq = r[3], ws = r[4], row = r[5];
+    emit_label(e, new_label(e, l_loop, n, "ld_loop"));
+    emit(e, "setp.ge.u32 %s, %s, %%iters;", R(e, pr), R(e, itr));
+    emit(e, "@%s bra %s;", R(e, pr), new_label(e, l_done, n, "ld_done"));
+    bwd_iter_coords(e, itr, m, hq);
+    bwd_ws_row(e, ws, m, hq);
+    emit(e, "shl.b64 %s, %s, 2;", R(e, ws), R(e, ws));
+    emit(e, "mad.lo.u32 %s, %s, %d, %%q_start;", R(e, row), R(e, m), e->p->bm);
+    ring_free_parity(e, r[6], r[7]);
+}
+
 void bwd_emit_loads(Emit *e, const BwdLoads *l, const char *section, int lane_guard)
 {
     const Plan *p = e->p;
@@ -460,14 +475,7 @@ void bwd_emit_loads(Emit *e, const BwdLoads *l, const char *section, int lane_gu
     load_tile(e, reg_find(e, "tmap_v"), dst, l->kv_chunk_bytes, row, reg_find(e, "kvh"), bar);
     ring_reset(e, stage, phase);
     bwd_iter_start(e, itr);
-    emit_label(e, new_label(e, l_loop, sizeof l_loop, "ld_loop"));
-    emit(e, "setp.ge.u32 %s, %s, %%iters;", R(e, pr), R(e, itr));
-    emit(e, "@%s bra %s;", R(e, pr), new_label(e, l_done, sizeof l_done, "ld_done"));
-    bwd_iter_coords(e, itr, m, hq);
-    bwd_ws_row(e, ws, m, hq);
-    emit(e, "shl.b64 %s, %s, 2;", R(e, ws), R(e, ws));
-    emit(e, "mad.lo.u32 %s, %s, %d, %%q_start;", R(e, row), R(e, m), p->bm);
-    ring_free_parity(e, par, phase);
+    bwd_load_iter_top(e, l_loop, l_done, sizeof l_loop, (Reg[]){pr, itr, m, hq, ws, row, par, phase});
     const struct { const char *what; uint32_t empty, full, tile, vec, tx; const char *map, *vsrc; } t[2] = {
         {"Q + nl2", l->bar_q_empty, l->bar_q_full, l->off_q, l->off_nl2, l->tx_q, "tmap_q", "nlse2"},
         {"dO + D", l->bar_do_empty, l->bar_do_full, l->off_do, l->off_dpsum, l->tx_do, "tmap_do", "dpsum"}};

@@ -104,6 +104,8 @@ void bwd_iter_coords(Emit *e, Reg itr, Reg m, Reg hq);
 void bwd_iter_start(Emit *e, Reg itr);
 /* ws (u64) = the workspace row of (hq, m)'s first query. */
 void bwd_ws_row(Emit *e, Reg ws, Reg m, Reg hq);
+/* The top of a load loop's iteration; r: pr, itr, m, hq, ws, row, par, phase (gen/mha_bwd.c). */
+void bwd_load_iter_top(Emit *e, char *l_loop, char *l_done, size_t n, const Reg *r);
 
 /* deterministic=1 (docs/kernels/mha-bwd.md, "Deterministic dQ"): the CTAs that visit a dQ block add into it in
  * the order of their kv blocks. The kv blocks that see m-block m are one run [n_first(m), n_last(m)] (the mask's

@@ -132,6 +132,7 @@ void op_tmem_relinquish(Emit *e, int cg);
 void op_tmem_dealloc(Emit *e, int cg, Reg taddr, int ncols);
 /* Order tcgen05 ops around thread synchronisation (barriers, mbarrier waits). */
 void op_tc_fence_before(Emit *e);
+void op_pair_tmem_free(Emit *e, Reg pr, int warp_mma, uint32_t off_slot, int ncols);
 void op_tc_fence_after(Emit *e);
 /* dst(b32) = low word of the smem descriptor tmpl (start address 0) with the start of addr(u32)
  * put in; a K step then adds (bytes >> 4) to it, and the high word is tmpl >> 32. */

@@ -186,14 +186,7 @@ static void emit_load_pair(Emit *e)
     pair_boxes(e, reg_find(e, "tmap_k"), dst, s->pair, s->kv_chunk_bytes, row, p->bn, col, kvh, lbar);
     ring_reset(e, stage, phase);
     emit(e, "mov.u32 %s, 0;", R(e, itr));
-    emit_label(e, new_label(e, l_loop, sizeof l_loop, "ld_loop"));
-    emit(e, "setp.ge.u32 %s, %s, %%iters;", R(e, pr), R(e, itr));
-    emit(e, "@%s bra %s;", R(e, pr), new_label(e, l_done, sizeof l_done, "ld_done"));
-    bwd_iter_coords(e, itr, m, hq);
-    bwd_ws_row(e, ws, m, hq);
-    emit(e, "shl.b64 %s, %s, 2;", R(e, ws), R(e, ws));
-    emit(e, "mad.lo.u32 %s, %s, %d, %%q_start;", R(e, row), R(e, m), p->bm);
-    ring_free_parity(e, par, phase);
+    bwd_load_iter_top(e, l_loop, l_done, sizeof l_loop, (Reg[]){pr, itr, m, hq, ws, row, par, phase});
     const struct { const char *what, *map, *vsrc; uint32_t empty, full, tile, vec, vtile; } t[2] = {
         {"Q + nl2", "tmap_q", "nlse2", s->bar_q_empty, s->bar_q_full, s->off_q, s->bar_q_vec, s->off_nl2},
         {"dO + D", "tmap_do", "dpsum", s->bar_do_empty, s->bar_do_full, s->off_do, s->bar_do_vec, s->off_dpsum}};
@@ -834,12 +827,7 @@ static void emit_pair_exit(Emit *e)
     emit_section(e, "the pair leaves together; then both MMA warps free TMEM (cta_group::2)");
     op_tc_fence_before(e);
     op_cluster_sync(e);
-    emit(e, "setp.ne.u32 %s, %%warp, %d;", R(e, pr), s->warp_mma);
-    emit(e, "@%s bra $ret;", R(e, pr));
-    op_tc_fence_after(e);
-    op_ld_shared_b32(e, reg_find(e, "tmem"), reg_find(e, "smem"), s->off_tmem_slot);
-    op_tmem_dealloc(e, 2, reg_find(e, "tmem"), p->tmem_cols);
-    emit_label(e, "$ret");
+    op_pair_tmem_free(e, pr, s->warp_mma, s->off_tmem_slot, p->tmem_cols);
 }
 
 int sm100_emit_mha_bwd(Emit *e)

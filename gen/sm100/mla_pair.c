@@ -926,12 +926,7 @@ int sm100_emit_mla_pair(Emit *e)
     op_cluster_sync(e);
     emit(e, "mov.u32 %%warp, %%tid.x;");
     emit(e, "shr.u32 %%warp, %%warp, 5;");
-    emit(e, "setp.ne.u32 %s, %%warp, %d;", R(e, pr), s->warp_mma);
-    emit(e, "@%s bra $ret;", R(e, pr));
-    op_tc_fence_after(e);
-    op_ld_shared_b32(e, reg_find(e, "tmem"), reg_find(e, "smem"), s->off_tmem_slot);
-    op_tmem_dealloc(e, 2, reg_find(e, "tmem"), p->tmem_cols);
-    emit_label(e, "$ret");
+    op_pair_tmem_free(e, pr, s->warp_mma, s->off_tmem_slot, p->tmem_cols);
     emit(e, "ret;");
     return e->failed ? -1 : 0;
 }

@@ -20,6 +20,18 @@ void op_tmem_dealloc(Emit *e, int cg, Reg taddr, int ncols)
     emit(e, "tcgen05.dealloc.cta_group::%d.sync.aligned.b32 %s, %d;", cg, R(e, taddr), ncols);
 }
 
+/* A CTA pair's TMEM freed after its cluster barrier: only the MMA warp (warp_mma, from %warp) deallocates
+ * (cta_group::2); everyone else goes to $ret. pr: a scratch predicate. */
+void op_pair_tmem_free(Emit *e, Reg pr, int warp_mma, uint32_t off_slot, int ncols)
+{
+    emit(e, "setp.ne.u32 %s, %%warp, %d;", R(e, pr), warp_mma);
+    emit(e, "@%s bra $ret;", R(e, pr));
+    op_tc_fence_after(e);
+    op_ld_shared_b32(e, reg_find(e, "tmem"), reg_find(e, "smem"), off_slot);
+    op_tmem_dealloc(e, 2, reg_find(e, "tmem"), ncols);
+    emit_label(e, "$ret");
+}
+
 void op_tc_fence_before(Emit *e) { emit(e, "tcgen05.fence::before_thread_sync;"); }
 void op_tc_fence_after(Emit *e) { emit(e, "tcgen05.fence::after_thread_sync;"); }
 
