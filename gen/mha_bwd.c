@@ -374,7 +374,7 @@ void bwd_det_wait_turn(Emit *e, Reg addr, Reg m, int arrivals)
     const Plan *p = e->p;
     int wl, wr;
     mask_bounds(&p->cfg, &wl, &wr);
-    char l_spin[NAME], l_go[NAME];
+    char l_go[NAME];
     Reg first = reg_b32(e, "dt_first"), want = reg_b32(e, "dt_want"), v = reg_b32(e, "dt_v"), x = reg_b32(e, "dt_x");
     Reg ns = reg_b32(e, "dt_ns"), go = reg_pred(e, "dt_go");
     if (wl >= 0) {
@@ -390,11 +390,21 @@ void bwd_det_wait_turn(Emit *e, Reg addr, Reg m, int arrivals)
     emit_note(e, "wait for rank x %d arrivals (every lower kv block of this m-block added and released)", arrivals);
     emit(e, "sub.u32 %s, %%n_blk, %s;", R(e, want), R(e, first));
     emit(e, "mul.lo.u32 %s, %s, %d;", R(e, want), R(e, want), arrivals);
+    l_go[0] = 0;
+    bwd_spin_until(e, addr, want, (Reg[]){v, ns, go}, "dt", l_go, sizeof l_go);
+}
+
+void bwd_spin_until(Emit *e, Reg addr, Reg want, const Reg *r, const char *stem, char *l_go, size_t n)
+{
+    char l_spin[NAME], name[NAME];
+    Reg v = r[0], ns = r[1], go = r[2];
     emit(e, "mov.u32 %s, %d;", R(e, ns), BWD_DET_SLEEP_NS);
-    emit_label(e, new_label(e, l_spin, sizeof l_spin, "dt_spin"));
+    snprintf(name, sizeof name, "%s_spin", stem);
+    emit_label(e, new_label(e, l_spin, sizeof l_spin, name));
     op_ld_acquire_gpu_u32(e, v, addr);
     emit(e, "setp.ge.u32 %s, %s, %s;", R(e, go), R(e, v), R(e, want));
-    emit(e, "@%s bra %s;", R(e, go), new_label(e, l_go, sizeof l_go, "dt_go"));
+    snprintf(name, sizeof name, "%s_go", stem);
+    emit(e, "@%s bra %s;", R(e, go), l_go[0] ? l_go : new_label(e, l_go, n, name));
     op_nanosleep(e, ns);
     emit(e, "shl.b32 %s, %s, 1;", R(e, ns), R(e, ns));
     emit(e, "min.u32 %s, %s, %d;", R(e, ns), R(e, ns), BWD_DET_SLEEP_MAX_NS);

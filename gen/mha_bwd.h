@@ -121,6 +121,10 @@ void bwd_det_counter(Emit *e, Reg addr, Reg ws_row);
 /* Spin (ld.acquire.gpu, nanosleep BWD_DET_SLEEP_NS doubling up to BWD_DET_SLEEP_MAX_NS) until the counter at addr
  * reaches the rank of this CTA's kv block among m-block m's x arrivals. Needs bwd_tile_coords' registers. */
 void bwd_det_wait_turn(Emit *e, Reg addr, Reg m, int arrivals);
+/* Spin until the u32 at addr (ld.acquire.gpu) reaches want, with nanosleep BWD_DET_SLEEP_NS doubling up to
+ * BWD_DET_SLEEP_MAX_NS; r: the caller's v, ns (b32) and go (pred). Ends at l_go (n bytes): a label the caller
+ * made, or, when l_go is "", one made here named <stem>_go (the loop's is <stem>_spin). */
+void bwd_spin_until(Emit *e, Reg addr, Reg want, const Reg *r, const char *stem, char *l_go, size_t n);
 /* The turn of a group of BWD_WG threads that adds with red.global behind its named barrier (the id bar, or the
  * register bar_reg where the id depends on the warpgroup; REG_NONE: bar): bwd_det_turn_open computes the counter
  * sem of the block at ws_row, its lead thread waits for the turn and the group syncs; after the adds

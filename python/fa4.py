@@ -596,6 +596,17 @@ def _meta(t):
     return None if t is None else (t.shape, t.stride(), t.dtype, t.device)
 
 
+def _set_ptrs(a, fields, tensors):
+    """Each given tensor's data pointer into its field of a; False (a left partly set) when one is 0 or out of range."""
+    for field, t in zip(fields, tensors):
+        if t is not None:
+            p = t.data_ptr()
+            if not 0 < p < _PTR_MAX:
+                return False
+            setattr(a, field, p)
+    return True
+
+
 def _raw_stream(torch, index):
     """torch's current stream on device `index` as a CUstream handle (the cheap way where torch has it)."""
     get = getattr(torch._C, "_cuda_getCurrentRawStream", None)
@@ -605,10 +616,8 @@ def _raw_stream(torch, index):
 def _fast_call(ent, q, k, v, opt, return_lse, stream):
     """The call through a remembered signature; None when a pointer sends it down the full path."""
     a = _MhaArgs.from_buffer_copy(ent.tpl)
-    qp, kp, vp = q.data_ptr(), k.data_ptr(), v.data_ptr()
-    if not (0 < qp < _PTR_MAX and 0 < kp < _PTR_MAX and 0 < vp < _PTR_MAX):
+    if not _set_ptrs(a, ("q", "k", "v"), (q, k, v)):
         return None
-    a.q, a.k, a.v = qp, kp, vp
     out, lse = opt[0], opt[1]
     torch = _torch_mod
     if ent.out is not None:  # allocated here as the first call did: (shape, dtype, like q)
@@ -1437,11 +1446,8 @@ def _bwd_fast_call(ent, tensors, opt):
     path (nothing was launched then)."""
     torch = _torch_mod
     a = _MhaBwdArgs.from_buffer_copy(ent.tpl)
-    for field, t in zip(_BWD_PTRS, tensors):
-        p = t.data_ptr()
-        if not 0 < p < _PTR_MAX:
-            return None
-        setattr(a, field, p)
+    if not _set_ptrs(a, _BWD_PTRS, tensors):
+        return None
     q = tensors[1]
     opt = list(opt)
     for i, like in enumerate(tensors[1:4]):  # dq, dk, dv like q, k, v: the first call's layout (same strides)
@@ -1451,12 +1457,8 @@ def _bwd_fast_call(ent, tensors, opt):
         opt[3] = torch.empty(ent.heads_q, dtype=torch.float32, device=q.device)
     if ent.alloc[4]:
         opt[4] = torch.empty(ent.ws, dtype=torch.uint8, device=q.device)
-    for field, t in zip(_BWD_OPT_FIELDS, opt):
-        if t is not None:
-            p = t.data_ptr()
-            if not 0 < p < _PTR_MAX:
-                return None
-            setattr(a, field, p)
+    if not _set_ptrs(a, _BWD_OPT_FIELDS, opt):
+        return None
     status = ent.fn(ent.ctx, ctypes.byref(a), ctypes.c_void_p(_raw_stream(torch, ent.dev)))
     if status == _ERR_INVALID_ARGUMENT:
         return None

@@ -8,9 +8,8 @@
  *   - query lengths (seq_rows_q) are cut where seq_rows_q x group crosses RT_DECODE_TILE_ROWS (decode
  *     shape, decode tile) and RT_PACK_ROWS_MAX (a split plan is looked at), for d64 without GQA where
  *     seq_rows_q crosses RT_DECODE_TILE_ROWS and RT_SHORT_Q_ROWS (the short d64 tiles; causal also
- *     RT_SHORT_D64_CAUSAL_Q_ROWS), for d256 where it crosses
- *     RT_SHORT_D256_Q_ROWS (the short d256 blocks), and where it crosses the
- *     split kernel's rows per tile (`decode`); within a piece those tests do not change;
+ *     RT_SHORT_D64_CAUSAL_Q_ROWS), for d256 where it crosses RT_SHORT_D256_Q_ROWS (the short d256 blocks),
+ *     and where it crosses the split kernel's rows per tile (`decode`); within a piece those tests do not change;
  *   - kv lengths are cut where the rules' seqlen_k crosses RT_PERSISTENT_SEQLEN_K (persistent, the short full d128 bn);
  *   - what is left is the split count, which depends on the tiles (query tiles x heads / heads per CTA
  *     x batch) and the kv blocks: every tile count below the SM count that the ranges can make is

@@ -497,7 +497,7 @@ static void emit_tail_combine(Emit *e)
 {
     const Plan *p = e->p;
     const Sm90BwdPlan *s = sm90bwd_of(p);
-    char l_skip[NAME], l_final[NAME], l_spin[NAME], l_go[NAME];
+    char l_skip[NAME], l_final[NAME], l_go[NAME];
     Reg slot = reg_b64(e, "tl_slot"), base = reg_b64(e, "tl_base"), idx = reg_b32(e, "tl_idx");
     Reg fin = reg_pred(e, "tl_final"), want = reg_b32(e, "tl_want"), v = reg_b32(e, "tl_v"), ns = reg_b32(e, "tl_ns");
     Reg go = reg_pred(e, "tl_go"), bar = reg_find(e, "cs_epi_bar");
@@ -530,16 +530,7 @@ static void emit_tail_combine(Emit *e)
               s->consumers);
     emit(e, "mul.lo.u32 %s, %s, %d;", R(e, want), R(e, want), s->consumers);
     emit(e, "@!%%cs_leader bra %s;", new_label(e, l_go, sizeof l_go, "tl_go"));
-    emit(e, "mov.u32 %s, %d;", R(e, ns), BWD_DET_SLEEP_NS);
-    emit_label(e, new_label(e, l_spin, sizeof l_spin, "tl_spin"));
-    op_ld_acquire_gpu_u32(e, v, slot);
-    emit(e, "setp.ge.u32 %s, %s, %s;", R(e, go), R(e, v), R(e, want));
-    emit(e, "@%s bra %s;", R(e, go), l_go);
-    op_nanosleep(e, ns);
-    emit(e, "shl.b32 %s, %s, 1;", R(e, ns), R(e, ns));
-    emit(e, "min.u32 %s, %s, %d;", R(e, ns), R(e, ns), BWD_DET_SLEEP_MAX_NS);
-    emit(e, "bra.uni %s;", l_spin);
-    emit_label(e, l_go);
+    bwd_spin_until(e, slot, want, (Reg[]){v, ns, go}, "tl", l_go, sizeof l_go);
     op_bar_sync_at(e, REG_NONE, bar, BWD_WG);
     Reg t[4];
     for (int i = 0; i < 4; i++) t[i] = reg_f32(e, "tl_t%d", i);
