@@ -504,13 +504,11 @@ static fa4_status grids(fa4_ctx *ctx, const fa4_mha_bwd_args *a, const Config *c
 
 /* tail_split=1: the split (tail_pick) when its partials fit in the caller's dq after D and nl2, else none (the
  * kernel then runs every tile whole); the pre kernel zeroes the area, the main kernel's grid grows by the parts. */
-static void bind_tail(fa4_ctx *ctx, const fa4_mha_bwd_args *a, const Config *c, const BwdWorkspace *w, RtLaunch *lp,
-                      RtLaunch *lm)
+static void bind_tail(fa4_ctx *ctx, const fa4_mha_bwd_args *a, const Config *c, const BwdWorkspace *w,
+                      const BwdTensor *dq, RtLaunch *lp, RtLaunch *lm)
 {
     BwdTail t = tail_pick(ctx, a, c);
-    BwdTensor bt[B_N];
-    tensors(a, bt);
-    int64_t span = tensor_span(&bt[B_DQ]);
+    int64_t span = tensor_span(dq);
     if (!w->stats_in_dq || span == INT64_MAX || w->stats_bytes + t.bytes > (uint64_t)span || t.grid > 0x7fffffffu ||
         t.bytes > 0xffffffffu)
         memset(&t, 0, sizeof t);
@@ -602,7 +600,7 @@ fa4_status fa4_mha_bwd(fa4_ctx *ctx, const fa4_mha_bwd_args *args, void *stream)
         r->byte_strides[1] = (uint64_t)(x->stride[2] * 2);
         r->byte_strides[2] = (uint64_t)(x->stride[0] * 2);
     }
-    if (c.tail_split) bind_tail(ctx, &a, &c, &w, &lp, &lm);
+    if (c.tail_split) bind_tail(ctx, &a, &c, &w, &bt[B_DQ], &lp, &lm);
     int pushed;
     if ((s = rt_ctx_enter(ctx, &pushed))) return s;
     if (!(s = rt_launch(ctx, kp, &lp, (CUstream)stream)) && !(s = rt_launch(ctx, km, &lm, (CUstream)stream)))
