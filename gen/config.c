@@ -195,8 +195,6 @@ static const IntKey int_keys[] = {
     {"stale", F(stale), 0, 1, "0, or 1 (unsafe, for A/B benchmarks: rows past a sequence's end reach P V unzeroed)"},
     {"deterministic", F(deterministic), 0, 1, "0 or 1"},
     {"tail_split", F(tail_split), 0, 1, "0 or 1 (mha-bwd on sm90a: the last wave's kv tiles may be split over CTAs)"},
-    {"kv_phases", F(kv_phases), 0, 64, "0 (the plan's pick) or 1..64 (mha-bwd: kv blocks in that many phases across "
-                                      "every head, longest first; 1 = each head's blocks together)"},
     {"softcap", F(softcap), 0, 1, "0 or 1 (the cap's value is a launch argument)"},
     {"alibi", F(alibi), 0, 1, "0 or 1 (slopes are a launch argument)"},
     {"timeline", F(timeline), 0, 1, "0, or 1 (debug: phase stamps of each tile into the workspace)"},
@@ -250,7 +248,7 @@ int config_set(Config *c, const char *key, const char *value, char *err, size_t 
     }
     return fail(err, n, "'%s' is not a config field; fields: kind target dtype depth qk ov bm bn group stages "
                         "swizzle mask qtiles cta rescale poly rope_split rope_dtype pingpong persistent b_topk num_mbars q_smem_depth "
-                        "q_tmem_depth cta_group tma_store sink split cluster early prefetch varlen page stale deterministic tail_split kv_phases softcap alibi timeline store_wait coords_late mod", ESC(key));
+                        "q_tmem_depth cta_group tma_store sink split cluster early prefetch varlen page stale deterministic tail_split softcap alibi timeline store_wait coords_late mod", ESC(key));
 }
 
 /* ---------------------------------------------------------------- the keys a kernel has */
@@ -288,7 +286,7 @@ int config_key_applies(Kind k, TargetId t, const char *key)
     if (kind_is_bwd(k)) { /* the backward's kernels (mha_bwd_key_used below) */
         /* the runtime builds the pre and dq configs from the main kernel's, so they take its keys */
         return KEY_IN(key, "kind", "target", "dtype", "qk", "ov", "bm", "bn", "group", "stages", "swizzle", "mask",
-                      "varlen", "deterministic", "tail_split", "kv_phases", "sink", "softcap", "cta");
+                      "varlen", "deterministic", "tail_split", "sink", "softcap", "cta");
     }
     if (KEY_IN(key, "kind", "target", "dtype", "ov")) return 1;
     if (k == KIND_COMBINE) return 0; /* target, dtype and ov say it all */
@@ -491,9 +489,6 @@ int config_check(const Config *c, char *err, size_t n)
     if (c->tail_split && c->kind != KIND_MHA_BWD && c->kind != KIND_MHA_BWD_PRE)
         return fail(err, n, "tail_split: 1 is not allowed for %s; it is a word of the backward's main kernel (mha-bwd)",
                     kind_name[c->kind]);
-    if (c->kv_phases && !kind_is_bwd(c->kind))
-        return fail(err, n, "kv_phases: %d is not allowed for %s; it is a word of the backward's main kernel (mha-bwd)",
-                    c->kv_phases, kind_name[c->kind]);
     const Family *f = target_family(target_get(c->target), c->kind, err, n);
     if (!f || f->check(c, err, n)) return -1;
     return unread_key(c, err, n); /* after the family's own words for these */
@@ -527,7 +522,6 @@ int mha_bwd_key_used(const Config *c, const char *key)
     if (!strcmp(key, "varlen")) return c->varlen != 0;
     if (!strcmp(key, "deterministic")) return c->deterministic != 0;
     if (!strcmp(key, "tail_split")) return c->kind != KIND_MHA_BWD_DQ && c->tail_split != 0;
-    if (!strcmp(key, "kv_phases")) return c->kind == KIND_MHA_BWD && c->kv_phases != 0;
     if (!strcmp(key, "sink")) return c->kind != KIND_MHA_BWD && c->sink != 0;
     if (!strcmp(key, "softcap")) return c->kind == KIND_MHA_BWD && c->softcap != 0;
     /* the sm100a CTA pair: named only when on, so the one-CTA kernels keep their text */
@@ -545,7 +539,7 @@ static int key_used(const Config *c, const char *key)
     if (c->kind == KIND_COMBINE) return !strcmp(key, "ov"); /* combine: target, dtype and ov say it all */
     if (c->kind == KIND_KV_APPEND) return !strcmp(key, "qk") || !strcmp(key, "ov");
     if (kind_is_bwd(c->kind)) return mha_bwd_key_used(c, key);
-    if (!strcmp(key, "deterministic") || !strcmp(key, "tail_split") || !strcmp(key, "kv_phases")) return 0;
+    if (!strcmp(key, "deterministic") || !strcmp(key, "tail_split")) return 0;
     int sm100 = target_is_sm100(c->target);
     int mla100 = sm100 && c->kind == KIND_MLA_SPARSE;
     /* sm90a names it always (its default is on); sm100a only when on, so older text stays unchanged */

@@ -110,11 +110,6 @@ typedef struct Config {
      * through the caller's dq memory, mha_bwd.h "Tail split"). The split itself is a launch argument (p_tail_first,
      * p_tail_parts: 0 parts = none). Canonical form names it only when on */
     int tail_split;
-    /* mha-bwd: the order of the grid's kv blocks. 0 (default) = the plan's pick (bwd_kv_phases: masked and not
-     * deterministic 4, else 1); 1 = each (batch, kv head)'s blocks together, ascending; N = N phases, phase j
-     * holding blocks [j c, j c + c) of every (batch, kv head), c = ceil(blocks / N): a causal grid then ends on
-     * its shortest CTAs. Canonical form names it only when set */
-    int kv_phases;
     /* built-in score transforms, MHA, both targets (0 = off; canonical form names them only when on; not with
      * mod=). softcap=1: s = cap tanh(s / cap) (Gemma 2, Grok): the kernel computes tanh(q.k x p_softcap_scale)
      * with p_softcap_scale = softmax_scale x descales / cap, and the runtime passes scale_log2 = cap log2 e, so

@@ -85,24 +85,6 @@ BwdTail bwd_tail_pick(uint64_t tiles, int slots, int iters, int bn, int depth)
     return t;
 }
 
-void bwd_note_grid_order(Plan *p)
-{
-    int phases = bwd_kv_phases(&p->cfg);
-    if (phases > 1)
-        plan_note(p, "grid order", "%d kv phases: phase j = kv blocks [j c, j c + c) of every (batch, kv head), c = "
-                  "ceil(blocks / %d), a head's blocks adjacent; the grid ends on its shortest CTAs", phases, phases);
-    else
-        plan_note(p, "grid order", "kv blocks ascending inside a (batch, kv head), heads one after another");
-}
-
-int bwd_kv_phases(const Config *c)
-{
-    if (c->kv_phases) return c->kv_phases;
-    /* unmasked CTAs are equal (order only matters to L2: a head's blocks together); the deterministic dQ keeps the
-     * order its turns were measured with (any order is safe: kv block n waits only on n - 1, a lower CTA) */
-    return c->mask != MASK_NONE && !c->deterministic ? BWD_KV_PHASES_MASKED : 1;
-}
-
 void bwd_aux_config(const Config *m, Kind kind, int sink, Config *out)
 {
     config_init(out);
@@ -233,38 +215,6 @@ static void tail_range(Emit *e)
     emit(e, "div.u32 %s, %s, %%tail_n;", R(e, it), R(e, x));
 }
 
-/* Tile t -> (kv block n, kv head, batch) in the plan's kv phases (mha_bwd.h bwd_kv_phases). */
-static void tile_order(Emit *e, Reg t, Reg nb, Reg hkv, Reg n, Reg kvh, Reg bidx)
-{
-    int phases = bwd_kv_phases(&e->p->cfg);
-    if (phases > 1) {
-        Reg units = reg_b32(e, "po_units"), c = reg_b32(e, "po_c"), uc = reg_b32(e, "po_uc"), j = reg_b32(e, "po_j");
-        Reg cj = reg_b32(e, "po_cj"), u = reg_b32(e, "po_u");
-        emit_note(e, "plan grid: %d phases; phase j = blocks [j c, j c + c) of every (batch, kv head), c = "
-                  "ceil(blocks / %d); inside it the head's blocks are adjacent", phases, phases);
-        emit(e, "mul.lo.u32 %s, %s, %%batch;", R(e, units), R(e, hkv));
-        emit(e, "add.u32 %s, %s, %d;", R(e, c), R(e, nb), phases - 1);
-        emit(e, "div.u32 %s, %s, %d;", R(e, c), R(e, c), phases);
-        emit(e, "mul.lo.u32 %s, %s, %s;", R(e, uc), R(e, units), R(e, c));
-        emit(e, "div.u32 %s, %s, %s;", R(e, j), R(e, t), R(e, uc));
-        emit(e, "rem.u32 %s, %s, %s;", R(e, t), R(e, t), R(e, uc));
-        emit(e, "mul.lo.u32 %s, %s, %s;", R(e, j), R(e, j), R(e, c));
-        emit_note(e, "the last phase may hold fewer blocks");
-        emit(e, "sub.u32 %s, %s, %s;", R(e, cj), R(e, nb), R(e, j));
-        emit(e, "min.u32 %s, %s, %s;", R(e, cj), R(e, cj), R(e, c));
-        emit(e, "div.u32 %s, %s, %s;", R(e, u), R(e, t), R(e, cj));
-        emit(e, "rem.u32 %s, %s, %s;", R(e, n), R(e, t), R(e, cj));
-        emit(e, "add.u32 %s, %s, %s;", R(e, n), R(e, n), R(e, j));
-        emit(e, "rem.u32 %s, %s, %s;", R(e, kvh), R(e, u), R(e, hkv));
-        emit(e, "div.u32 %s, %s, %s;", R(e, bidx), R(e, u), R(e, hkv));
-        return;
-    }
-    emit(e, "rem.u32 %s, %s, %s;", R(e, n), R(e, t), R(e, nb));
-    emit(e, "div.u32 %s, %s, %s;", R(e, t), R(e, t), R(e, nb));
-    emit(e, "rem.u32 %s, %s, %s;", R(e, kvh), R(e, t), R(e, hkv));
-    emit(e, "div.u32 %s, %s, %s;", R(e, bidx), R(e, t), R(e, hkv));
-}
-
 /* Defines %bidx %kvh %n0 (the tile's first key) %q_start %k_start %b_map (the maps' batch coordinate)
  * %pad (the sequence's first padded workspace row) %kv_off = seqlen_k - seqlen_q, and the m-blocks:
  * [m_begin, m_end) see a key of the tile, [full_lo, full_hi) need no mask, %nm = m_end - m_begin,
@@ -281,8 +231,7 @@ void bwd_tile_coords(Emit *e)
     Reg off = reg_b32(e, "kv_off"), mb = reg_b32(e, "m_begin"), me = reg_b32(e, "m_end"), nmq = reg_b32(e, "m_blocks");
     Reg flo = reg_b32(e, "full_lo"), fhi = reg_b32(e, "full_hi"), nm = reg_b32(e, "nm"), it = reg_b32(e, "iters");
     Reg pr = reg_pred(e, "tc_p");
-    emit_section(e, bwd_kv_phases(&p->cfg) > 1 ? "prologue: the tile (plan grid order: kv phases, longest first)"
-                                                : "prologue: the tile (plan grid: kv blocks ascending inside a (batch, kv head))");
+    emit_section(e, "prologue: the tile (plan grid: kv blocks ascending inside a (batch, kv head))");
     emit(e, "add.u32 %s, %%seqlen_k, %d;", R(e, nb), bn - 1);
     emit(e, "div.u32 %s, %s, %d;", R(e, nb), R(e, nb), bn);
     emit(e, "div.u32 %s, %%heads_q, %d;", R(e, hkv), p->cfg.group);
@@ -292,7 +241,10 @@ void bwd_tile_coords(Emit *e)
         emit_note(e, "plan note cta pair: CTAs 2i, 2i+1 are pair i (a cluster); the pair's tile of %d keys", bn);
         emit(e, "shr.u32 %s, %s, 1;", R(e, t), R(e, t));
     }
-    tile_order(e, t, nb, hkv, n, kvh, bidx);
+    emit(e, "rem.u32 %s, %s, %s;", R(e, n), R(e, t), R(e, nb));
+    emit(e, "div.u32 %s, %s, %s;", R(e, t), R(e, t), R(e, nb));
+    emit(e, "rem.u32 %s, %s, %s;", R(e, kvh), R(e, t), R(e, hkv));
+    emit(e, "div.u32 %s, %s, %s;", R(e, bidx), R(e, t), R(e, hkv));
     emit(e, "mul.lo.u32 %s, %s, %d;", R(e, n0), R(e, n), bn);
     if (p->cfg.varlen) {
         emit_note(e, "plan note varlen: the sequence's rows; %%seqlen_q and %%seqlen_k become its lengths");

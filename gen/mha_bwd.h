@@ -93,16 +93,6 @@ BwdTail bwd_tail_pick(uint64_t tiles, int slots, int iters, int bn, int depth);
 void bwd_aux_config(const Config *main_cfg, Kind kind, int sink, Config *out);
 
 /* ---- the main kernels' tile, every target (mha_bwd.c): one CTA per (kv block, kv head, batch) ---- */
-/* The grid's order of kv blocks (config kv_phases; 0 picks): a masked grid's CTAs differ in length (causal: kv block
- * n meets the m-blocks from n bn / bm on), and the GPU starts CTAs about in grid order, so the grid should end on its
- * shortest. N phases: phase j holds blocks [j c, j c + c), c = ceil(blocks / N), of every (batch, kv head), blocks of
- * one head adjacent inside a phase (they read the same Q, dO rows while resident, as with N = 1). List scheduling
- * of the causal bench shapes (bench/NOTES.md "causal kv blocks in phases"): 1 ends 5-11% past the balanced
- * makespan, 4 phases 1-3%; more phases spread a head's Q, dO reads and dQ adds over more of the kernel. */
-enum { BWD_KV_PHASES_MASKED = 4 };
-int bwd_kv_phases(const Config *c);
-void bwd_note_grid_order(Plan *p); /* the plan note "grid order" where phases > 1 */
-
 /* Defines %bidx %kvh %n0 (the tile's first key) %q_start %k_start %b_map (the maps' batch coordinate) %pad (the
  * sequence's first padded workspace row) %kv_off = seqlen_k - seqlen_q, the m-blocks [m_begin, m_end) that see a
  * key of the tile, [full_lo, full_hi) that need no mask, %nm = m_end - m_begin and %iters = group x nm; reads the

@@ -342,7 +342,6 @@ static int bwd_plan(const Config *c, Plan *p, char *err, size_t n)
                   s->pair_keys);
     else
     plan_note(p, "grid", "ceil(seqlen_k / %d) x heads_kv x batch CTAs (varlen: seqlen_k = max_seqlen_k)", p->bn);
-    bwd_note_grid_order(p);
     return 0;
 }
 

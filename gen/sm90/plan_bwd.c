@@ -321,8 +321,8 @@ static int bwd_plan(const Config *c, Plan *p, char *err, size_t n)
     else bwd_notes_keys(p, s);
     plan_note(p, "tx bytes", "kv %u once, q %u and do %u per m-block (tile + %u B of nl2 / D)", s->tx_kv, s->tx_q,
               s->tx_do, s->vec_stage_bytes);
-    plan_note(p, "grid", "ceil(seqlen_k / %d) x heads_kv x batch CTAs (varlen: seqlen_k = max_seqlen_k)", p->bn);
-    bwd_note_grid_order(p);
+    plan_note(p, "grid", "ceil(seqlen_k / %d) x heads_kv x batch CTAs, kv blocks ascending inside a head (varlen: "
+              "seqlen_k = max_seqlen_k)", p->bn);
     return 0;
 }
 

@@ -79,11 +79,6 @@ mutant dkv_tnsp_b "dV += P^T dO" 'wgmma\.mma_async' sub ', 1, 1, 1, 1;' ', 1, 1,
 mutant q_tx "Q + nl2: wait for the slot" 'expect_tx' sub '16640;' '16624;'
 mutant kv_done "named barrier kv_done" 'bar\.sync 2, 256' del
 mutant q_release "the Q and dO slots are free" 'mbarrier\.arrive' del
-# the grid's kv phases (mha_bwd.h bwd_kv_phases; causal picks 4): 2 units x 5 kv blocks, phases of 2, 2 and 1 blocks
-base "dtype=bf16 d=128 hq=2 hkv=1 batch=2 sq=200 sk=640 mask=causal" \
-    "mha-bwd target=sm90a dtype=bf16 qk=128 ov=128 bm=64 bn=128 group=2 stages=2 swizzle=128 mask=causal"
-mutant phase_first_block "plan grid: 4 phases" 'add\.u32 %n_blk, %n_blk, %po_j;' del
-mutant phase_last_short "the last phase may hold fewer" 'min\.u32 %po_cj' del
 # d64 with bm 64: the dQ tile is m64n32, so consumer 1's B (K) starts half a chunk into the swizzled rows
 base "dtype=bf16 d=64 hq=2 hkv=2 sq=130 sk=200 mask=causal config=bm=64" \
     "mha-bwd target=sm90a dtype=bf16 qk=64 ov=64 bm=64 bn=128 group=1 stages=2 swizzle=128 mask=causal"
