@@ -303,12 +303,15 @@ static fa4_status main_config(fa4_ctx *ctx, const fa4_mha_bwd_args *a, TargetId 
     c->varlen = a->cu_seqlens_q != NULL;
     c->softcap = a->softcap > 0.0f;
     c->deterministic = a->deterministic;
-    c->tail_split = tail_pays(ctx, a, c);
+    int tail_given = 0;
     if (a->config) {
         Config want = *c;
-        fa4_status s = rt_parse_config(ctx, a->config, c, "args->config");
-        if (s) return s;
-        if (!strstr(a->config, "tail_split")) c->tail_split = tail_pays(ctx, a, c); /* the text's bm, bn, ... */
+        ConfigGiven g;
+        char msg[256];
+        memset(&g, 0, sizeof g);
+        if (config_give_text(c, &g, a->config, msg, sizeof msg))
+            return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "args->config: %s", msg);
+        tail_given = config_given_has(&g, "tail_split", NULL);
         if (c->kind != want.kind || c->target != want.target || c->dtype != want.dtype ||
             c->qk_depth != want.qk_depth || c->ov_depth != want.ov_depth || c->group != want.group ||
             c->mask != want.mask || c->window_left != want.window_left || c->window_right != want.window_right ||
@@ -317,6 +320,8 @@ static fa4_status main_config(fa4_ctx *ctx, const fa4_mha_bwd_args *a, TargetId 
             return BAD("args->config", "'%s' changes what the arguments decide; give only tuning keys (bm bn stages; "
                        "deterministic=1 may ask for the ordered dQ)", a->config);
     }
+    /* the runtime's pick unless the text set it either way; after the text, whose bm, bn, ... it depends on */
+    if (!tail_given) c->tail_split = tail_pays(ctx, a, c);
     char err[512];
     Config t = *c;
     if (config_fill_defaults(&t, err, sizeof err) || config_check(&t, err, sizeof err))
