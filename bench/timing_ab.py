@@ -22,7 +22,9 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-TUNING = ("bm", "bn", "stages", "pingpong", "persistent")
+# every tuning word a variant may set (the shape and features come from the row): a word left out here would make
+# the variant's prediction the default's kernel (store_wait / coords_late read +0.0% before they were listed)
+TUNING = ("bm", "bn", "stages", "pingpong", "persistent", "rescale", "poly", "store_wait", "coords_late")
 
 
 def case_of(row, config):

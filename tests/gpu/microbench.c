@@ -100,7 +100,8 @@ static void k_wgmma_n(const char *name, int lat, int nn)
     /* zero 16 KB: 256 threads x 64 B or 128 x 128 */
     P("  mov.u32 %%r60, 0;\n  mov.u32 %%r6, 0;\nZ:\n  shl.b32 %%r7, %%r6, 4;\n  add.u32 %%r7, %%r7, %%r4;\n  st.shared.v4.u32 [%%r7], {%%r60, %%r60, %%r60, %%r60};\n");
     P("  add.u32 %%r6, %%r6, 1;\n  setp.lt.u32 %%p3, %%r6, 1024;\n  @%%p3 bra Z;\n");
-    P("  bar.sync 0;\n  fence.proxy.async.shared::cta;\n");
+    /* each writer's fence before the barrier: the wgmmas (async proxy) read what the zeroing stores wrote */
+    P("  fence.proxy.async.shared::cta;\n  bar.sync 0;\n");
     /* descriptors: start >> 4 in bits 0-13, LBO 128 B, SBO 256 B, no swizzle; A at buf, B at buf+2048 */
     P("  cvt.u64.u32 %%rd3, %%r4;\n  shr.u64 %%rd3, %%rd3, 4;\n  and.b64 %%rd3, %%rd3, 16383;\n");
     P("  or.b64 %%rd4, %%rd3, 0x0000001000080000;\n"); /* SBO 256>>4=16 at bit 32, LBO 128>>4=8 at bit 16 */
@@ -258,9 +259,12 @@ static void g_ex2(void) { k_unary("mb_mufu_ex2", "ex2"); }
 static void g_cvt(void) { k_unary("mb_cvt_bf16x2", "cvt"); }
 static void g_wr(void) { k_wgmma_n("mb_wgmma_rate", 0, 256); }
 static void g_wl(void) { k_wgmma_n("mb_wgmma_lat", 1, 256); }
-/* probes: the SS rate at the small N the sm90a plan picks when shared memory is short (bn 48, 80, 128); at the
- * measured 127 B/clk shared-memory port, operands fetched through it would cap N 48 near 1740 MAC/clk */
+/* the SS rate at the narrow N of a QK wgmma (N = bn: 32..128 when shared memory is short), as a fraction of the
+ * N 256 rate (tc_frac_nN; the model interpolates in N): narrow tiles fetch more operand bytes per MAC */
+static void g_w16(void) { k_wgmma_n("mb_wgmma_n16", 0, 16); }
+static void g_w32(void) { k_wgmma_n("mb_wgmma_n32", 0, 32); }
 static void g_w48(void) { k_wgmma_n("mb_wgmma_n48", 0, 48); }
+static void g_w64(void) { k_wgmma_n("mb_wgmma_n64", 0, 64); }
 static void g_w80(void) { k_wgmma_n("mb_wgmma_n80", 0, 80); }
 static void g_w128(void) { k_wgmma_n("mb_wgmma_n128", 0, 128); }
 static void g_tb(void) { k_bulk(0); }
@@ -269,7 +273,8 @@ static const struct { const char *name; Gen gen; } kernels[] = {
     {"mb_clock", k_clock}, {"mb_empty", k_empty}, {"mb_mufu_ex2", g_ex2}, {"mb_cvt_bf16x2", g_cvt},
     {"mb_smem", k_smem}, {"mb_wgmma_rate", g_wr}, {"mb_wgmma_lat", g_wl}, {"mb_tma_bw", g_tb},
     {"mb_tma_lat", g_tl}, {"mb_mbar_rt", k_mbar}, {"mb_gather", k_gather}, {"mb_softcap", k_softcap},
-    {"mb_wgmma_n48", g_w48}, {"mb_wgmma_n80", g_w80}, {"mb_wgmma_n128", g_w128},
+    {"mb_wgmma_n16", g_w16}, {"mb_wgmma_n32", g_w32}, {"mb_wgmma_n48", g_w48}, {"mb_wgmma_n64", g_w64},
+    {"mb_wgmma_n80", g_w80}, {"mb_wgmma_n128", g_w128},
 };
 enum { NK = sizeof kernels / sizeof kernels[0] };
 
@@ -350,7 +355,7 @@ int main(int argc, char **argv)
     CK(cuMemAlloc(&out, 1 << 20));
     CK(cuMemAlloc(&src, span + (1 << 20)));
     CK(cuMemsetD8(src, 0, span + (1 << 20)));
-    Meas m[24];
+    Meas m[32];
     int nm = 0;
     unsigned long long h[4096];
 
@@ -383,10 +388,10 @@ int main(int argc, char **argv)
     double bpc = (double)grid * blk * it * 4 * 16 / (ms * 1e-3 * hz * sms);
     m[nm++] = (Meas){"smem_bw", "smem_bw", bpc, "ld.shared.v4 conflict-free, 4 per iteration"};
 
-    unsigned wn = 2048;
-    void *aw[] = {&out, &wn};
+    unsigned wn_iters = 2048;
+    void *aw[] = {&out, &wn_iters};
     ms = launch_ms(fn("mb_wgmma_rate"), (unsigned)sms, 256, 0, aw, 3);
-    double macs = (double)sms * 2 * wn * 4 * 64.0 * 256 * 16;
+    double macs = (double)sms * 2 * wn_iters * 4 * 64.0 * 256 * 16;
     m[nm++] = (Meas){"tc_macs", "wgmma_rate", macs / (ms * 1e-3 * hz * sms), "wgmma m64n256k16 bf16, 2 warpgroups per SM, 4 per commit"};
     unsigned ln = 256;
     void *awl[] = {&out, &ln};
@@ -446,15 +451,20 @@ int main(int argc, char **argv)
     printf("probe      softcap      clk/pass %10.1f  (the spliced soft-cap on %d independent scores per thread, 256 threads, one SM: "
            "clocks per pass; issue-bound would be ~%d, PTX-order latency-bound several times that)\n",
            (double)h[0] / sn, SOFTCAP_SCORES, SOFTCAP_SCORES * 21 * 8 / 4);
-    static const struct { const char *name; int n; } wn_probe[] = {{"mb_wgmma_n48", 48}, {"mb_wgmma_n80", 80}, {"mb_wgmma_n128", 128}};
+    /* the SS wgmma rate at narrow N (table keys tc_frac_nN: the fraction of tc_macs, the N 256 rate) */
+    static const struct { const char *name, *key; int n; } wn[] = {
+        {"mb_wgmma_n16", "tc_frac_n16", 16}, {"mb_wgmma_n32", "tc_frac_n32", 32}, {"mb_wgmma_n48", "tc_frac_n48", 48},
+        {"mb_wgmma_n64", "tc_frac_n64", 64}, {"mb_wgmma_n80", "tc_frac_n80", 80}, {"mb_wgmma_n128", "tc_frac_n128", 128}};
     double tcm = 1;
     for (int i = 0; i < nm; i++)
         if (!strcmp(m[i].key, "tc_macs")) tcm = m[i].v;
-    for (int i = 0; i < 3; i++) {
-        ms = launch_ms(fn(wn_probe[i].name), (unsigned)sms, 256, 0, aw, 3);
-        double r = (double)sms * 2 * wn * 4 * 64.0 * wn_probe[i].n * 16 / (ms * 1e-3 * hz * sms);
-        printf("probe      wgmma_n%-5d MAC/clk  %10.1f  (m64n%dk16 SS bf16 as wgmma_rate; %.3f of the N 256 rate; operands %.0f B/clk "
-               "at it)\n", wn_probe[i].n, r, wn_probe[i].n, r / tcm, r * (2048.0 + 32 * wn_probe[i].n) / (1024.0 * wn_probe[i].n));
+    for (size_t i = 0; i < sizeof wn / sizeof wn[0]; i++) {
+        ms = launch_ms(fn(wn[i].name), (unsigned)sms, 256, 0, aw, 3);
+        double r = (double)sms * 2 * wn_iters * 4 * 64.0 * wn[i].n * 16 / (ms * 1e-3 * hz * sms);
+        m[nm] = (Meas){wn[i].key, wn[i].name + 3, r / tcm, ""};
+        snprintf(m[nm++].how, sizeof m[0].how, "wgmma m64n%dk16 SS bf16 as wgmma_rate: %.1f MAC/clk of the N 256 rate's "
+                 "%.1f (operands %.0f B/clk at it)", wn[i].n, r, tcm, r * (2048.0 + 32 * wn[i].n) / (1024.0 * wn[i].n));
+        printf("microbench %-12s %-10s %10.3f  (%s)\n", m[nm - 1].bench, m[nm - 1].key, m[nm - 1].v, m[nm - 1].how);
     }
     /* the table again, measured keys replaced */
     FILE *in = fopen(argv[1], "r"), *o = fopen(argv[2], "w");

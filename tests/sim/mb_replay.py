@@ -19,6 +19,7 @@ import sys
 import tempfile
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+WGMMA_N = (16, 32, 48, 64, 80, 128)  # microbench.c's mb_wgmma_nN: the table's tc_frac_nN
 
 
 def emit(ptxdir):
@@ -77,8 +78,8 @@ def replay(table, ptxdir):
     r = subprocess.run([sys.executable, os.path.abspath(__file__), "--read", table, ptxdir], capture_output=True,
                        text=True)
     got = dict((l.split()[0], float(l.split()[1])) for l in r.stdout.splitlines()
-               if l.startswith(("tma_lat", "mbar_wake", "cpa_sm_bw", "softcap_clk_pass")))
-    if len(got) != 4:
+               if l.startswith(("tma_lat", "mbar_wake", "cpa_sm_bw", "softcap_clk_pass", "tc_frac_n")))
+    if len(got) != 4 + len(WGMMA_N):
         sys.exit("mb_replay: the replay failed: %s" % (r.stdout + r.stderr)[-400:])
     return got
 
@@ -109,9 +110,12 @@ def main():
     if not fix:  # what the model reads with the table as it is
         got = replay(table, ptxdir)
         for key, bench in (("mbar_wake", "mb_mbar_rt"), ("tma_lat", "mb_tma_lat"), ("cpa_sm_bw", "mb_gather")):
-            print("%-10s %-11s table %8.1f  model reads %8.1f" % (key, bench, have[key], got[key]))
+            print("%-10s %-11s table %8.1f  model reads %8.1f" % (key, bench, have.get(key, 1.0), got[key]))
         print("%-10s %-11s model reads %8.1f clocks per pass (the GPU's: microbench.txt's 'probe softcap' line)" %
               ("softcap", "mb_softcap", got["softcap_clk_pass"]))
+        for n in WGMMA_N:
+            key = "tc_frac_n%d" % n
+            print("%-10s %-11s table %8.3f  model reads %8.3f" % (key, "mb_wgmma_n%d" % n, have[key], got[key]))
         return 0
     # mbar_wake first: the ping-pong has no TMA in it. The TMA loop waits on an mbarrier, so its latency is
     # solved with the consistent wake in place, by the secant method (the loop's time is nearly linear in it)
@@ -203,6 +207,13 @@ def read_benchmarks(table, ptxdir):
     print("cpa_sm_bw %.3f" % (8 * 64 * 1152 / (clk[1] - clk[0])))
     sn = 1
     print("softcap_clk_pass %.1f" % (run("mb_softcap", [(u32, sn)], 256) / sn))
+    # the narrow-N wgmma rates (one SM, two warpgroups as on the GPU) over the N 256 rate the same loop reads
+    wn = 64
+    name_n = lambda n: "mb_wgmma_n%d" % n if n != 256 else "mb_wgmma_rate"
+    rate = lambda n: 2 * wn * 4 * 64.0 * n * 16 / run(name_n(n), [(u32, wn)], 256)
+    full = rate(256)
+    for n in WGMMA_N:
+        print("tc_frac_n%d %.4f" % (n, rate(n) / full))
     return 0
 
 if __name__ == "__main__":

@@ -48,6 +48,12 @@ typedef enum {
     K_TC_FP8_X,      /* fp8 rate / 16-bit rate */
     K_TC_LAT,        /* wgmma / tcgen05.mma latency beyond its throughput time, clocks */
     K_TC_ISSUE,      /* clocks a wgmma occupies its warps' issue slot */
+    K_TC_FRAC_N16,   /* wgmma SS rate at N 16 / the N 256 rate (tc_macs); the model interpolates in N between */
+    K_TC_FRAC_N32,   /* ... at N 32 */
+    K_TC_FRAC_N48,   /* ... at N 48 */
+    K_TC_FRAC_N64,   /* ... at N 64 */
+    K_TC_FRAC_N80,   /* ... at N 80 */
+    K_TC_FRAC_N128,  /* ... at N 128 (a table without these keys: 1, the N 256 rate at every N) */
     K_TMEM_LAT,      /* tcgen05.ld latency, clocks */
     K_TMEM_BW,       /* tcgen05.ld/st bytes per clock per SM */
     K_TMA_OP,        /* clocks the SM's TMA engine spends per box (or bulk copy) beyond its bytes */
