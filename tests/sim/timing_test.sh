@@ -41,5 +41,16 @@ ok $? "the gather microbenchmark replays to h200.tbl's cpa_sm_bw: $(awk '$1 == "
 # reads 2178 clocks a pass (H200 run 5 measured 3244); issuing in PTX order it read 8191
 awk '$1 == "softcap" { r = $5 } END { exit !(r > 0 && r < 4500) }' "$w/mb.out"
 ok $? "the soft-cap probe's replay interleaves its chains: $(awk '$1 == "softcap" { print $5 }' "$w/mb.out") clk/pass (< 4500)"
+# the wgmma SS rate by width (tc_frac_nN, measured on the H200 in run 7): each mb_wgmma_nN replay reads the table's
+# fraction within 2%, and a narrow QK tile (bn 32: m64n32k16 at 0.62 of the N 256 rate) predicts slower than the
+# same table with every fraction 1
+awk '$1 ~ /^tc_frac_n/ { n++; if (!($4 > 0 && $7 > 0.98 * $4 && $7 < 1.02 * $4)) bad++ } END { exit !(n == 6 && !bad) }' "$w/mb.out"
+ok $? "the narrow-N wgmma benchmarks replay to h200.tbl's tc_frac_nN: $(awk '$1 ~ /^tc_frac_n/ { printf "%s %s ", $4, $7 }' "$w/mb.out")"
+case32="kind=mha batch=1 sq=256 sk=1024 hq=2 qk=128 config=\"bn=32 stages=3\""
+sed 's/^\(tc_frac_n[0-9]*\) .*/\1 1 derived the N 256 rate (test)/' tests/sim/gpus/h200.tbl > "$w/flat.tbl"
+n32=$(eval FA4SIM_TIMING=tests/sim/gpus/h200.tbl build/sim/timecase $case32 2>&1 | grep '^fa4sim-timing' | head -1)
+f32=$(eval FA4SIM_TIMING="$w/flat.tbl" build/sim/timecase $case32 2>&1 | grep '^fa4sim-timing' | head -1)
+awk -v x="$(us "$f32")" -v y="$(us "$n32")" 'BEGIN { exit !(x > 0 && y > x * 1.02) }'
+ok $? "bn 32 at the measured narrow-N rate: $(us "$f32") -> $(us "$n32") us must grow"
 echo "timing: $pass passed, $fail failed"
 [ "$fail" = 0 ]
