@@ -2,6 +2,8 @@
 
     python3 bench/timing_ab.py MEASURED.json TABLE.tbl [--min-diff 0.03] [--jobs N] [--shapes SUBSTR]
                                [--out FILE]
+    python3 bench/timing_ab.py --list bench/timing_ab_notes.txt [--measured TIME.txt] [--jobs N] [--out FILE]
+    python3 bench/timing_ab.py --cases bench/timing_ab_notes.txt     (the timecase lines, for tests/gpu/ab_notes.sh)
 
 MEASURED.json: a bench/short_shapes.py result (per shape, each variant's canonical config and its time under
 CUDA graphs, all timed in one run on one GPU). TABLE.tbl: the GPU table to predict with (the one
@@ -10,6 +12,10 @@ the default's and whose measured time differs from it by more than --min-diff, b
 build/sim/timecase on the simulated device (FA4SIM_TIMING=TABLE, each config's tuning words pinned so the
 runtime's shape rules pick exactly the measured kernel), and the line says whether the predicted difference has
 the measured sign. No value of the table is fitted here: the measured times are only compared with.
+--list FILE: the A/B experiments bench/NOTES.md records (one per line: table | timecase words | base config | variant
+config | measured change | source), each predicted with its GPU's table (tests/sim/gpus/NAME.tbl). With
+--measured: build/sim/timecase's TIME lines of the same cases timed again on a GPU (tests/gpu/ab_notes.sh), today's
+kernels; the sign is then checked against that run (the recorded change is printed beside it), with its GPU's table.
 Needs build/sim/libcuda.so.1 and build/sim/timecase; no GPU.
 """
 import argparse
@@ -50,7 +56,91 @@ def predict(case, table):
     return (float(m.group(1)), "") if m else (None, (r.stdout + r.stderr).strip().splitlines()[-1:] or ["?"])
 
 
+def with_config(words, config):
+    return words if config == "-" else '%s config="%s"' % (words, config)
+
+
+def read_list(path, gpu=None):
+    """The recorded experiments: (gpu, its table, words, base case, variant case, recorded change, variant, source);
+    gpu names the table to predict with instead of each line's own."""
+    rows = []
+    for line in open(path):
+        if line.strip() and not line.startswith("#"):
+            f = [x.strip() for x in line.split("|")]
+            g = gpu or f[0]
+            table = os.path.join(ROOT, "tests", "sim", "gpus", g + ".tbl")
+            rows.append((g, table, f[1], with_config(f[1], f[2]), with_config(f[1], f[3]), float(f[4]) / 100,
+                         f[3], f[5]))
+    return rows
+
+
+def read_times(path):
+    """timecase's `TIME <case> us=X` lines: {case: us}."""
+    t = {}
+    for line in open(path):
+        m = re.match(r"^TIME (.*) us=([0-9.]+)", line)
+        if m:
+            t[m.group(1).strip()] = float(m.group(2))
+    return t
+
+
+def run_list(path, jobs, out, measured=None, gpu=None):
+    """--list: the recorded experiments, each against its own GPU's table (or against a run of today's kernels)."""
+    rows = read_list(path, gpu)
+    times = read_times(measured) if measured else None
+    cases = sorted({(r[1], r[3]) for r in rows} | {(r[1], r[4]) for r in rows})
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        pred = dict(zip(cases, pool.map(lambda c: predict(c[1], c[0]), cases)))
+    lines = ["# timing_ab.py --list %s: each recorded A/B experiment predicted with %s" %
+             (path, "the %s table, measured again in %s (today's kernels)" % (gpu, measured) if times
+              else "its GPU's table"),
+             "%-5s %-62s %-20s %9s %9s %9s %6s" % ("gpu", "case", "variant", "recorded", "measured", "predicted",
+                                                   "sign")]
+    agree = n = 0
+    for gpu, table, words, base, var, rec, vname, src in rows:
+        (a, why_a), (b, why_b) = pred[(table, base)], pred[(table, var)]
+        diff = rec
+        if times is not None:
+            tb, tv = times.get(base.replace('"', "")), times.get(var.replace('"', ""))  # timecase drops the quotes
+            if tb is None or tv is None:
+                lines.append("%-5s %-62s %-20s %+8.1f%% %9s" % (gpu, words, vname, 100 * rec, "NONE"))
+                continue
+            diff = tv / tb - 1
+        if a is None or b is None:
+            lines.append("%-5s %-62s %-20s %+8.1f%% %+8.1f%% %9s  (%s)" % (gpu, words, vname, 100 * rec, 100 * diff,
+                                                                          "NONE", (why_a or why_b)[0][:80]))
+            continue
+        pdiff = b / a - 1
+        if abs(diff) <= 0.03:
+            lines.append("%-5s %-62s %-20s %+8.1f%% %+8.1f%% %+8.1f%% %6s" % (gpu, words, vname, 100 * rec, 100 * diff,
+                                                                            100 * pdiff, "<= 3%"))
+            continue
+        ok = (pdiff > 0) == (diff > 0)
+        agree, n = agree + ok, n + 1
+        lines.append("%-5s %-62s %-20s %+8.1f%% %+8.1f%% %+8.1f%% %6s" % (gpu, words, vname, 100 * rec, 100 * diff,
+                                                                        100 * pdiff, "ok" if ok else "WRONG"))
+    lines.append("timing A/B (recorded experiments%s): the model has the measured sign on %d of %d that differ by "
+                 "more than 3%%" % (", timed again" if times else "", agree, n))
+    print("\n".join(lines), flush=True)
+    if out:
+        with open(out, "w") as f:
+            f.write("\n".join(lines) + "\n")
+    return 0 if n and agree == n else 1
+
+
 def main():
+    if len(sys.argv) > 2 and sys.argv[1] == "--cases":
+        print("\n".join(sorted({c for r in read_list(sys.argv[2]) for c in (r[3], r[4])})))
+        return 0
+    if len(sys.argv) > 2 and sys.argv[1] == "--list":
+        ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+        ap.add_argument("--list", required=True)
+        ap.add_argument("--measured", help="timecase TIME lines of the same cases (tests/gpu/ab_notes.sh)")
+        ap.add_argument("--gpu", default="h200", help="with --measured: the table to predict with [h200]")
+        ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+        ap.add_argument("--out")
+        a = ap.parse_args()
+        return run_list(a.list, a.jobs, a.out, a.measured, a.gpu if a.measured else None)
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("measured")
     ap.add_argument("table")
