@@ -30,6 +30,8 @@ from concurrent.futures import ThreadPoolExecutor
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 # every tuning word a variant may set (the shape and features come from the row): a word left out here would make
 # the variant's prediction the default's kernel (store_wait / coords_late read +0.0% before they were listed)
+# a predicted change smaller than this is "no difference": wrong against a measured one over --min-diff
+NONE = 0.005
 TUNING = ("bm", "bn", "stages", "pingpong", "persistent", "rescale", "poly", "store_wait", "coords_late")
 
 
@@ -115,7 +117,7 @@ def run_list(path, jobs, out, measured=None, gpu=None):
             lines.append("%-5s %-62s %-20s %+8.1f%% %+8.1f%% %+8.1f%% %6s" % (gpu, words, vname, 100 * rec, 100 * diff,
                                                                             100 * pdiff, "<= 3%"))
             continue
-        ok = (pdiff > 0) == (diff > 0)
+        ok = abs(pdiff) >= NONE and (pdiff > 0) == (diff > 0)
         agree, n = agree + ok, n + 1
         lines.append("%-5s %-62s %-20s %+8.1f%% %+8.1f%% %+8.1f%% %6s" % (gpu, words, vname, 100 * rec, 100 * diff,
                                                                         100 * pdiff, "ok" if ok else "WRONG"))
@@ -177,7 +179,7 @@ def main():
                                                               (why_a or why_b)[0][:80]))
             continue
         pdiff = b / a - 1
-        ok = (pdiff > 0) == (diff > 0)
+        ok = abs(pdiff) >= NONE and (pdiff > 0) == (diff > 0)
         agree += ok
         n += 1
         lines.append("%-32s %-14s %+8.1f%% %+8.1f%% %6s" % (row["shape"], var, 100 * diff, 100 * pdiff,
