@@ -28,10 +28,11 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+# a predicted change smaller than this is "no difference": wrong against a measured one over the threshold
+NONE = 0.005
+MIN_DIFF = 0.03  # measured changes at most this large are not judged
 # every tuning word a variant may set (the shape and features come from the row): a word left out here would make
 # the variant's prediction the default's kernel (store_wait / coords_late read +0.0% before they were listed)
-# a predicted change smaller than this is "no difference": wrong against a measured one over --min-diff
-NONE = 0.005
 TUNING = ("bm", "bn", "stages", "pingpong", "persistent", "rescale", "poly", "store_wait", "coords_late")
 
 
@@ -56,6 +57,18 @@ def predict(case, table):
                            capture_output=True, text=True, timeout=600)
     m = re.search(r"^PRED .* us=([0-9.]+)", r.stdout, re.M)
     return (float(m.group(1)), "") if m else (None, (r.stdout + r.stderr).strip().splitlines()[-1:] or ["?"])
+
+
+def sign_ok(pdiff, diff):
+    """The predicted change has the measured one's sign (and is not too small to be one)."""
+    return abs(pdiff) >= NONE and (pdiff > 0) == (diff > 0)
+
+
+def emit(lines, out):
+    print("\n".join(lines), flush=True)
+    if out:
+        with open(out, "w") as f:
+            f.write("\n".join(lines) + "\n")
 
 
 def with_config(words, config):
@@ -99,34 +112,31 @@ def run_list(path, jobs, out, measured=None, gpu=None):
              "%-5s %-62s %-20s %9s %9s %9s %6s" % ("gpu", "case", "variant", "recorded", "measured", "predicted",
                                                    "sign")]
     agree = n = 0
-    for gpu, table, words, base, var, rec, vname, src in rows:
+    for g, table, words, base, var, rec, vname, src in rows:
         (a, why_a), (b, why_b) = pred[(table, base)], pred[(table, var)]
         diff = rec
         if times is not None:
             tb, tv = times.get(base.replace('"', "")), times.get(var.replace('"', ""))  # timecase drops the quotes
             if tb is None or tv is None:
-                lines.append("%-5s %-62s %-20s %+8.1f%% %9s" % (gpu, words, vname, 100 * rec, "NONE"))
+                lines.append("%-5s %-62s %-20s %+8.1f%% %9s" % (g, words, vname, 100 * rec, "NONE"))
                 continue
             diff = tv / tb - 1
         if a is None or b is None:
-            lines.append("%-5s %-62s %-20s %+8.1f%% %+8.1f%% %9s  (%s)" % (gpu, words, vname, 100 * rec, 100 * diff,
+            lines.append("%-5s %-62s %-20s %+8.1f%% %+8.1f%% %9s  (%s)" % (g, words, vname, 100 * rec, 100 * diff,
                                                                           "NONE", (why_a or why_b)[0][:80]))
             continue
         pdiff = b / a - 1
-        if abs(diff) <= 0.03:
-            lines.append("%-5s %-62s %-20s %+8.1f%% %+8.1f%% %+8.1f%% %6s" % (gpu, words, vname, 100 * rec, 100 * diff,
+        if abs(diff) <= MIN_DIFF:
+            lines.append("%-5s %-62s %-20s %+8.1f%% %+8.1f%% %+8.1f%% %6s" % (g, words, vname, 100 * rec, 100 * diff,
                                                                             100 * pdiff, "<= 3%"))
             continue
-        ok = abs(pdiff) >= NONE and (pdiff > 0) == (diff > 0)
+        ok = sign_ok(pdiff, diff)
         agree, n = agree + ok, n + 1
-        lines.append("%-5s %-62s %-20s %+8.1f%% %+8.1f%% %+8.1f%% %6s" % (gpu, words, vname, 100 * rec, 100 * diff,
+        lines.append("%-5s %-62s %-20s %+8.1f%% %+8.1f%% %+8.1f%% %6s" % (g, words, vname, 100 * rec, 100 * diff,
                                                                         100 * pdiff, "ok" if ok else "WRONG"))
     lines.append("timing A/B (recorded experiments%s): the model has the measured sign on %d of %d that differ by "
                  "more than 3%%" % (", timed again" if times else "", agree, n))
-    print("\n".join(lines), flush=True)
-    if out:
-        with open(out, "w") as f:
-            f.write("\n".join(lines) + "\n")
+    emit(lines, out)
     return 0 if n and agree == n else 1
 
 
@@ -146,7 +156,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("measured")
     ap.add_argument("table")
-    ap.add_argument("--min-diff", type=float, default=0.03)
+    ap.add_argument("--min-diff", type=float, default=MIN_DIFF)
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--shapes", default="")
     ap.add_argument("--out")
@@ -179,17 +189,14 @@ def main():
                                                               (why_a or why_b)[0][:80]))
             continue
         pdiff = b / a - 1
-        ok = abs(pdiff) >= NONE and (pdiff > 0) == (diff > 0)
+        ok = sign_ok(pdiff, diff)
         agree += ok
         n += 1
         lines.append("%-32s %-14s %+8.1f%% %+8.1f%% %6s" % (row["shape"], var, 100 * diff, 100 * pdiff,
                                                             "ok" if ok else "WRONG"))
     lines.append("timing A/B: the model has the measured sign on %d of %d pairs (variant vs default, > %.0f%%)"
                  % (agree, n, 100 * args.min_diff))
-    print("\n".join(lines), flush=True)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write("\n".join(lines) + "\n")
+    emit(lines, args.out)
     return 0 if n and agree == n else 1
 
 

@@ -126,11 +126,18 @@ void fa4_destroy(fa4_ctx *ctx)
 
 /* ---------------------------------------------------------------- config text */
 
-fa4_status rt_parse_config(fa4_ctx *ctx, const char *text, Config *c, const char *what)
+fa4_status rt_parse_config_given(fa4_ctx *ctx, const char *text, Config *c, ConfigGiven *g, const char *what)
 {
     char err[256];
-    if (config_apply_text(c, text, err, sizeof err)) return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: %s", what, err);
+    memset(g, 0, sizeof *g);
+    if (config_give_text(c, g, text, err, sizeof err)) return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "%s: %s", what, err);
     return FA4_OK;
+}
+
+fa4_status rt_parse_config(fa4_ctx *ctx, const char *text, Config *c, const char *what)
+{
+    ConfigGiven g;
+    return rt_parse_config_given(ctx, text, c, &g, what);
 }
 
 /* ---------------------------------------------------------------- the pipeline */

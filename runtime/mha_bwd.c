@@ -307,10 +307,8 @@ static fa4_status main_config(fa4_ctx *ctx, const fa4_mha_bwd_args *a, TargetId 
     if (a->config) {
         Config want = *c;
         ConfigGiven g;
-        char msg[256];
-        memset(&g, 0, sizeof g);
-        if (config_give_text(c, &g, a->config, msg, sizeof msg))
-            return rt_fail(ctx, FA4_ERR_INVALID_ARGUMENT, "args->config: %s", msg);
+        fa4_status s = rt_parse_config_given(ctx, a->config, c, &g, "args->config");
+        if (s) return s;
         tail_given = config_given_has(&g, "tail_split", NULL);
         if (c->kind != want.kind || c->target != want.target || c->dtype != want.dtype ||
             c->qk_depth != want.qk_depth || c->ov_depth != want.ov_depth || c->group != want.group ||

@@ -467,6 +467,8 @@ fa4_status rt_mod_link(fa4_ctx *ctx, int *link);
 
 /* Parse config text (canonical or "key=value" words) over *c. */
 fa4_status rt_parse_config(fa4_ctx *ctx, const char *text, Config *c, const char *what);
+/* the same, recording in *g the keys the text gave (config_given_has) */
+fa4_status rt_parse_config_given(fa4_ctx *ctx, const char *text, Config *c, ConfigGiven *g, const char *what);
 /* Plan c into p; a refusal is the caller's config (config_err). */
 fa4_status rt_plan(fa4_ctx *ctx, const Config *c, Plan *p, fa4_status config_err);
 /* The JIT path of a planned kernel: disk cache, else generate + compile (and store). *cubin is

@@ -136,16 +136,18 @@ typedef struct Timing {
 
 static double V(const Timing *tm, int k) { return tm->g->v[k]; }
 
-/* A wgmma's SS rate (A and B from shared memory) at width N as a fraction of the N 256 rate: the measured points (tc_frac_nN) joined by
- * straight lines, the N 16 value below 16 and 1 from 256 on. */
+/* A wgmma's SS rate (A and B from shared memory) at width N as a fraction of the N 256 rate: the measured points
+ * (tc_frac_nN, keys K_TC_FRAC_N16.. in the order of `at`) joined by straight lines, the N 16 value below 16 and 1
+ * from 256 on. */
+enum { TC_FRAC_POINTS = K_TC_FRAC_N128 - K_TC_FRAC_N16 + 1 };
 static double tc_frac(const Timing *tm, int n)
 {
-    static const int at[] = {16, 32, 48, 64, 80, 128, 256};
-    double f[7];
-    for (int i = 0; i < 6; i++) f[i] = V(tm, K_TC_FRAC_N16 + i);
-    f[6] = 1;
+    static const int at[TC_FRAC_POINTS + 1] = {16, 32, 48, 64, 80, 128, 256};
+    double f[TC_FRAC_POINTS + 1];
+    for (int i = 0; i < TC_FRAC_POINTS; i++) f[i] = V(tm, K_TC_FRAC_N16 + i);
+    f[TC_FRAC_POINTS] = 1;
     if (n <= at[0]) return f[0];
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < TC_FRAC_POINTS; i++)
         if (n <= at[i + 1]) return f[i] + (f[i + 1] - f[i]) * (n - at[i]) / (at[i + 1] - at[i]);
     return 1;
 }
