@@ -97,7 +97,7 @@ static const char usage_mla[] =
     "  --rescale N         conditional O-rescale threshold (log2 units)\n"
     "  --poly P            0\n"
     "  --tma-store 0|1     O through shared memory and a TMA store (out strides multiples of 16 B) instead\n"
-    "                      of per-thread stores (sm90a: 1, the runtime's pick when the strides allow; sm100a: 0)\n"
+    "                      of per-thread stores (default 1; the runtime passes 0 when the strides do not allow it)\n"
     "  sm90a only:\n"
     "  --bm N, --bn N      64 heads per CTA, 64 kv rows per block\n"
     "  --stages S          2\n"

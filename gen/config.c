@@ -542,8 +542,8 @@ static int key_used(const Config *c, const char *key)
     if (!strcmp(key, "deterministic") || !strcmp(key, "tail_split")) return 0;
     int sm100 = target_is_sm100(c->target);
     int mla100 = sm100 && c->kind == KIND_MLA_SPARSE;
-    /* sm90a names it always (its default is on); sm100a only when on, so older text stays unchanged */
-    if (!strcmp(key, "tma_store")) return c->kind == KIND_MLA_SPARSE && (!sm100 || c->tma_store == 1);
+    /* named always: on by default on both targets, so 0 must be spelled for the text to read back the same */
+    if (!strcmp(key, "tma_store")) return c->kind == KIND_MLA_SPARSE;
     if (is_mla100_key(key)) return mla100;
     if (mla100 && (!strcmp(key, "bm") || !strcmp(key, "bn") || !strcmp(key, "stages"))) return 0;
     if (!strcmp(key, "qtiles") || !strcmp(key, "cta")) return sm100 && !mla100;

@@ -177,15 +177,14 @@ static fa4_status check_layout(fa4_ctx *ctx, fa4_mla_sparse_args *a)
     return FA4_OK;
 }
 
-/* sm90a: O leaves by TMA store when a tensor map can address out (base and byte strides multiples of
- * 16), else by st.global from registers; on either target a config that asks for the TMA store on other
- * strides is refused. */
+/* O leaves by TMA store when a tensor map can address out (base and byte strides multiples of 16), else by
+ * st.global from registers; a config that asks for the TMA store on other strides is refused. */
 static fa4_status pick_o_store(fa4_ctx *ctx, const fa4_mla_sparse_args *a, Config *c)
 {
     const char *why = (uintptr_t)a->out % 16 ? "out is not 16-byte aligned"
                     : (a->out_stride[0] * MLA_BF16) % 16 ? "out_stride[0] is not a multiple of 8 elements"
                     : (a->out_stride[1] * MLA_BF16) % 16 ? "out_stride[1] is not a multiple of 8 elements" : NULL;
-    if (c->tma_store < 0 && c->target == TARGET_SM90A) c->tma_store = !why; /* sm100a: opt-in (plan default 0) */
+    if (c->tma_store < 0) c->tma_store = !why;
     else if (c->tma_store == 1 && why)
         return BAD("args->config", "tma_store=1 needs out's base and strides in multiples of 16 bytes, but %s; drop "
                    "the word (the runtime then stores O with st.global)", why);

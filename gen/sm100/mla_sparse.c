@@ -24,7 +24,11 @@ static void mla_defaults(Config *c)
     if (c->q_tmem_depth < 0) c->q_tmem_depth = c->qk_depth - c->q_smem_depth;
     if (c->rescale < 0) c->rescale = 8;
     if (c->exp2_poly < 0) c->exp2_poly = 0;
-    if (c->tma_store < 0) c->tma_store = 0; /* opt-in here: the staging must fit the kv ring (ostage_plan) */
+    /* O by TMA store: its staging over the kv ring fits every config that plans (ostage_plan refuses one that would
+     * not), and the timing model prices the per-thread stores at 4-20% of these kernels (bench/NOTES.md, 2026-11-29;
+     * the same stores measured +4% / +12% on the sm90a kernel); the runtime passes 0 when out's strides do not allow
+     * a tensor map */
+    if (c->tma_store < 0) c->tma_store = 1;
 }
 
 static int mla_check(const Config *c, char *err, size_t n)

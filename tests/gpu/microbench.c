@@ -88,11 +88,16 @@ static void k_smem(void)
     P("  mul.wide.u32 %%rd2, %%r2, 4;\n  add.u64 %%rd2, %%rd1, %%rd2;\n  st.global.u32 [%%rd2], %%r20;\n  ret;\n}\n");
 }
 
-/* wgmma m64n256k16 bf16 -> f32, A and B from shared memory (zeros: the values do not matter). 128 or
- * 256 threads (1 or 2 warpgroups). lat=0: n iterations of 4 wgmmas, commit, wait_group 1 (rate);
- * lat=1: n iterations of one wgmma, commit, wait_group 0, the mean clocks per iteration in out. */
-static void k_wgmma_n(const char *name, int lat, int nn)
+/* wgmma m64nNk16 bf16 -> f32, A and B from shared memory (zeros: the values do not matter). 128 or
+ * 256 threads (1 or 2 warpgroups). WG_RATE: n iterations of 4 wgmmas, commit, wait_group 1 (rate);
+ * WG_LAT: n iterations of one wgmma, commit, wait_group 0, the mean clocks per iteration in out;
+ * WG_DRAIN: 4 wgmmas, commit, wait_group 0; WG_SCALE: the same, then every accumulator register multiplied by a
+ * value the compiler cannot know (an attention consumer's O rescale between two P V wgmmas): the pair says what
+ * that rescale costs beside the other warpgroup's wgmmas (a probe: no table value). */
+enum WgMode { WG_RATE, WG_LAT, WG_DRAIN, WG_SCALE };
+static void k_wgmma_n(const char *name, enum WgMode mode, int nn)
 {
+    int lat = mode == WG_LAT;
     int acc = nn / 2; /* f32 accumulator registers per thread of m64nNk16 */
     head(name, ".param .u64 out, .param .u32 n");
     P("  .shared .align 1024 .b8 buf[16384];\n");
@@ -114,12 +119,104 @@ static void k_wgmma_n(const char *name, int lat, int nn)
         for (int i = 0; i < acc; i++) P("%s%%f%d", i ? ", " : "", i);
         P("}, %%rd4, %%rd5, 1, 1, 1, 0, 0;\n");
     }
-    P("  wgmma.commit_group.sync.aligned;\n  wgmma.wait_group.sync.aligned %d;\n", lat ? 0 : 1);
+    P("  wgmma.commit_group.sync.aligned;\n  wgmma.wait_group.sync.aligned %d;\n", mode == WG_RATE ? 1 : 0);
+    if (mode == WG_SCALE) {
+        P("  cvt.rn.f32.u32 %%f159, %%r3;\n");
+        for (int i = 0; i < acc; i++) P("  mul.f32 %%f%d, %%f%d, %%f159;\n", i, i);
+    }
     P("  add.u32 %%r3, %%r3, 1;\n  setp.lt.u32 %%p1, %%r3, %%r1;\n  @%%p1 bra LOOP;\n");
     P("  wgmma.wait_group.sync.aligned 0;\n  mov.u64 %%rd11, %%clock64;\n  sub.u64 %%rd11, %%rd11, %%rd10;\n");
     for (int i = 1; i < acc; i++) P("  add.f32 %%f0, %%f0, %%f%d;\n", i);
     P("  mov.u32 %%r8, %%ctaid.x;\n  mov.u32 %%r10, %%ntid.x;\n  mad.lo.u32 %%r9, %%r8, %%r10, %%r2;\n  mul.wide.u32 %%rd2, %%r9, 16;\n  add.u64 %%rd2, %%rd1, %%rd2;\n");
     P("  st.global.u64 [%%rd2], %%rd11;\n  st.global.f32 [%%rd2+8], %%f0;\n  ret;\n}\n");
+}
+
+/* The two-warpgroup probes' common parts (256 threads): each thread zeroes its 64 bytes of the 16 KB operand buffer
+ * `buf`, fenced for the async proxy before the barrier; the SS descriptors (A at buf, B 2 KB on, no swizzle) in
+ * rd4 / rd5 and 128 zeroed f32 accumulators; one group of 4 x m64n256k16; the accumulators summed into f0. */
+static void wg_operands(void)
+{
+    P("  mov.u32 %%r60, 0;\n  shl.b32 %%r7, %%r2, 6;\n  add.u32 %%r7, %%r7, %%r4;\n");
+    for (int i = 0; i < 4; i++) P("  st.shared.v4.u32 [%%r7+%d], {%%r60, %%r60, %%r60, %%r60};\n", 16 * i);
+    P("  fence.proxy.async.shared::cta;\n  bar.sync 0;\n");
+}
+
+static void wg_descs_acc(void)
+{
+    P("  cvt.u64.u32 %%rd3, %%r4;\n  shr.u64 %%rd3, %%rd3, 4;\n  and.b64 %%rd3, %%rd3, 16383;\n  or.b64 %%rd4, %%rd3, 0x0000001000080000;\n  add.u64 %%rd5, %%rd4, 128;\n");
+    for (int i = 0; i < 128; i++) P("  mov.f32 %%f%d, 0f00000000;\n", i);
+}
+
+static void wg_mma4(void)
+{
+    for (int k = 0; k < 4; k++) {
+        P("  wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {");
+        for (int i = 0; i < 128; i++) P("%s%%f%d", i ? ", " : "", i);
+        P("}, %%rd4, %%rd5, 1, 1, 1, 0, 0;\n");
+    }
+}
+
+static void wg_acc_sum(void)
+{
+    for (int i = 1; i < 128; i++) P("  add.f32 %%f0, %%f0, %%f%d;\n", i);
+}
+
+/* wgmmas beside FMULs: warpgroup 0 runs the WG_RATE loop (m64n256k16, 4 a commit, wait_group 1) for n iterations;
+ * warpgroup 1 multiplies `chains` independent registers (16: one FMUL a clock on each sub-partition; 1: one each
+ * FMUL latency), 128 FMULs a pass, 8 n passes (16 chains: about twice warpgroup 0's time alone, so it covers
+ * warpgroup 0's loop), or (chains 0) exits at once. out[0] = warpgroup 0's clocks, out[1] = warpgroup 1's. Does FP32
+ * work on the sub-partitions slow the other warpgroup's wgmmas, and by how much at a partial FMUL rate? */
+static void k_wgmma_beside(const char *name, int chains)
+{
+    head(name, ".param .u64 out, .param .u32 n");
+    P("  .shared .align 1024 .b8 buf[16384];\n");
+    P("  ld.param.u64 %%rd1, [out];\n  ld.param.u32 %%r1, [n];\n  mov.u32 %%r2, %%tid.x;\n  mov.u32 %%r4, buf;\n");
+    P("  setp.eq.u32 %%p4, %%r2, 0;\n");
+    wg_operands();
+    P("  setp.ge.u32 %%p3, %%r2, 128;\n  @%%p3 bra FM;\n");
+    wg_descs_acc();
+    P("  mov.u64 %%rd10, %%clock64;\n  mov.u32 %%r3, 0;\nLOOP:\n  wgmma.fence.sync.aligned;\n");
+    wg_mma4();
+    P("  wgmma.commit_group.sync.aligned;\n  wgmma.wait_group.sync.aligned 1;\n");
+    P("  add.u32 %%r3, %%r3, 1;\n  setp.lt.u32 %%p1, %%r3, %%r1;\n  @%%p1 bra LOOP;\n  wgmma.wait_group.sync.aligned 0;\n");
+    P("  mov.u64 %%rd11, %%clock64;\n  sub.u64 %%rd11, %%rd11, %%rd10;\n");
+    wg_acc_sum();
+    P("  @!%%p4 bra DONE;\n  st.global.u64 [%%rd1], %%rd11;\n  st.global.f32 [%%rd1+16], %%f0;\n  bra DONE;\n");
+    P("FM:\n");
+    if (chains) {
+        P("  mov.u64 %%rd10, %%clock64;\n  cvt.rn.f32.u32 %%f150, %%r2;\n  mul.f32 %%f150, %%f150, 0f3C000000;\n");
+        P("  shl.b32 %%r5, %%r1, 3;\n  mov.u32 %%r3, 0;\n");
+        for (int i = 0; i < 16; i++) P("  add.f32 %%f%d, %%f150, 0f3F8%02X000;\n", 130 + i, i);
+        P("FLOOP:\n");
+        for (int r = 0; r < 128; r++) P("  mul.f32 %%f%d, %%f%d, %%f150;\n", 130 + r % chains, 130 + r % chains);
+        P("  add.u32 %%r3, %%r3, 1;\n  setp.lt.u32 %%p5, %%r3, %%r5;\n  @%%p5 bra FLOOP;\n");
+        P("  mov.u64 %%rd11, %%clock64;\n  sub.u64 %%rd11, %%rd11, %%rd10;\n");
+        for (int i = 1; i < 16; i++) P("  add.f32 %%f130, %%f130, %%f%d;\n", 130 + i);
+        P("  mul.wide.u32 %%rd2, %%r2, 4;\n  add.u64 %%rd2, %%rd1, %%rd2;\n  st.global.f32 [%%rd2+64], %%f130;\n");
+        P("  setp.ne.u32 %%p6, %%r2, 128;\n  @%%p6 bra DONE;\n  st.global.u64 [%%rd1+8], %%rd11;\n");
+    }
+    P("DONE:\n  ret;\n}\n");
+}
+
+/* Two warpgroups issue 4 x m64n256k16 at the same moment (after a bar.sync), each waits for its own (wait_group 0):
+ * when does each see its group done? First come, first served: one after 4 wgmmas' time, the other after 8; shared:
+ * both after 8. n rounds; out[0], out[1] = warpgroup 0's and 1's mean clocks a round (a probe: no table value). */
+static void k_wgmma_pair(void)
+{
+    head("mb_wgmma_pair", ".param .u64 out, .param .u32 n");
+    P("  .shared .align 1024 .b8 buf[16384];\n");
+    P("  ld.param.u64 %%rd1, [out];\n  ld.param.u32 %%r1, [n];\n  mov.u32 %%r2, %%tid.x;\n  mov.u32 %%r4, buf;\n");
+    wg_operands();
+    wg_descs_acc();
+    P("  mov.u64 %%rd12, 0;\n  mov.u32 %%r3, 0;\nLOOP:\n  bar.sync 0;\n  mov.u64 %%rd10, %%clock64;\n  wgmma.fence.sync.aligned;\n");
+    wg_mma4();
+    P("  wgmma.commit_group.sync.aligned;\n  wgmma.wait_group.sync.aligned 0;\n  mov.u64 %%rd11, %%clock64;\n");
+    P("  sub.u64 %%rd11, %%rd11, %%rd10;\n  add.u64 %%rd12, %%rd12, %%rd11;\n");
+    P("  add.u32 %%r3, %%r3, 1;\n  setp.lt.u32 %%p1, %%r3, %%r1;\n  @%%p1 bra LOOP;\n");
+    wg_acc_sum();
+    P("  and.b32 %%r8, %%r2, 127;\n  setp.ne.u32 %%p2, %%r8, 0;\n  @%%p2 bra DONE;\n  shr.u32 %%r9, %%r2, 7;\n");
+    P("  mul.wide.u32 %%rd2, %%r9, 8;\n  add.u64 %%rd2, %%rd1, %%rd2;\n  st.global.u64 [%%rd2], %%rd12;\n  st.global.f32 [%%rd2+16], %%f0;\n");
+    P("DONE:\n  ret;\n}\n");
 }
 
 /* bulk copies (the TMA engine, no tensor map) from src + cta * stride (wrapping in `span` bytes) into a ring of
@@ -189,13 +286,17 @@ static void k_gather(void)
     P("  mov.u32 %%r9, gring;\n  add.u32 %%r9, %%r9, %%r7;\n  mul.lo.u32 %%r10, %%r8, %d;\n  add.u32 %%r10, %%r10, %%r4;\n", GATHER_ROWS);
     P("  mov.u64 %%rd10, %%clock64;\n  mov.u32 %%r3, 0;\n");
     P("LOOP:\n  and.b32 %%r11, %%r3, 1;\n  mad.lo.u32 %%r12, %%r11, %d, %%r9;\n", GATHER_BLOCK);
+    /* the indices of rows g + 16 k of block j (each CTA its own stretch of the table), all four loaded before any copy:
+     * the order ptxas gives them (one load latency a block, not four), written out so that the timing model, which
+     * keeps memory instructions where they are, replays the same schedule */
     for (int k = 0; k < GATHER_ROWS / GATHER_GROUPS; k++) {
-        /* the index of row g + 16 k of block j (each CTA its own stretch of the table) */
         P("  mad.lo.u32 %%r13, %%r3, %d, %%r10;\n  add.u32 %%r13, %%r13, %d;\n  and.b32 %%r13, %%r13, %d;\n", GATHER_ROWS,
           GATHER_GROUPS * k, GATHER_IDX - 1);
-        P("  mul.wide.u32 %%rd2, %%r13, 4;\n  add.u64 %%rd2, %%rd7, %%rd2;\n  ld.global.nc.u32 %%r14, [%%rd2];\n");
-        P("  mul.wide.u32 %%rd3, %%r14, %d;\n  cvt.u64.u32 %%rd4, %%r6;\n  add.u64 %%rd3, %%rd3, %%rd4;\n  add.u64 %%rd3, %%rd6, %%rd3;\n",
-          GATHER_ROW);
+        P("  mul.wide.u32 %%rd2, %%r13, 4;\n  add.u64 %%rd2, %%rd7, %%rd2;\n  ld.global.nc.u32 %%r%d, [%%rd2];\n", 30 + k);
+    }
+    for (int k = 0; k < GATHER_ROWS / GATHER_GROUPS; k++) {
+        P("  mul.wide.u32 %%rd3, %%r%d, %d;\n  cvt.u64.u32 %%rd4, %%r6;\n  add.u64 %%rd3, %%rd3, %%rd4;\n  add.u64 %%rd3, %%rd6, %%rd3;\n",
+          30 + k, GATHER_ROW);
         for (int c = 0; c < GATHER_ROW / 128; c++)
             P("  cp.async.cg.shared.global [%%r12+%d], [%%rd3+%d], 16;\n", GATHER_CHUNK * c + GATHER_GROUPS * 128 * k, 128 * c);
     }
@@ -236,6 +337,31 @@ static void k_softcap(void)
     P("  @!%%p2 bra DONE;\n  st.global.u64 [%%rd1], %%rd11;\nDONE:\n  ret;\n}\n");
 }
 
+/* st.global from registers, as an epilogue without a TMA store writes O: each CTA its own 64 KB tile (64 rows of
+ * 1 KB, L2-resident), 256 threads, 64 four-byte stores a thread per pass. frag=1: the accumulator fragment's
+ * pattern (a warp instruction covers 8 rows x 16 bytes: 8 distinct 128-byte lines, as the sparse MLA's
+ * tma_store=0 epilogue); frag=0: a warp instruction covers 128 contiguous bytes (one line). n passes; out[cta] =
+ * clocks (thread 0, between two bar.syncs). The model charges a store the larger of its lines x st_line (frag) and
+ * its bytes / st_bw (line). */
+enum { ST_TILE = 65536, ST_PER_THREAD = 64 };
+static void k_store(const char *name, int frag)
+{
+    head(name, ".param .u64 out, .param .u64 dst, .param .u32 n");
+    P("  ld.param.u64 %%rd1, [out];\n  ld.param.u64 %%rd6, [dst];\n  ld.param.u32 %%r1, [n];\n");
+    P("  mov.u32 %%r2, %%tid.x;\n  mov.u32 %%r8, %%ctaid.x;\n  setp.eq.u32 %%p2, %%r2, 0;\n");
+    P("  shr.u32 %%r4, %%r2, 5;\n  and.b32 %%r5, %%r2, 31;\n");
+    if (frag) /* row 8 warp + lane / 4 (1 KB apart), 4 bytes at lane % 4; store i at +16 i */
+        P("  shr.u32 %%r6, %%r5, 2;\n  mad.lo.u32 %%r6, %%r4, 8, %%r6;\n  shl.b32 %%r6, %%r6, 10;\n  and.b32 %%r7, %%r5, 3;\n  mad.lo.u32 %%r6, %%r7, 4, %%r6;\n");
+    else /* warp w: 8 KB at 8 KB w; 4 bytes at 4 lane; store i at +128 i */
+        P("  shl.b32 %%r6, %%r4, 13;\n  mad.lo.u32 %%r6, %%r5, 4, %%r6;\n");
+    P("  mul.wide.u32 %%rd7, %%r8, %d;\n  add.u64 %%rd7, %%rd7, %%rd6;\n  cvt.u64.u32 %%rd8, %%r6;\n  add.u64 %%rd7, %%rd7, %%rd8;\n", ST_TILE);
+    P("  bar.sync 0;\n  mov.u64 %%rd10, %%clock64;\n  mov.u32 %%r3, 0;\nLOOP:\n");
+    for (int i = 0; i < ST_PER_THREAD; i++) P("  st.global.b32 [%%rd7+%d], %%r3;\n", frag ? 16 * i : 128 * i);
+    P("  add.u32 %%r3, %%r3, 1;\n  setp.lt.u32 %%p1, %%r3, %%r1;\n  @%%p1 bra LOOP;\n  bar.sync 0;\n");
+    P("  mov.u64 %%rd11, %%clock64;\n  sub.u64 %%rd11, %%rd11, %%rd10;\n");
+    P("  @!%%p2 bra DONE;\n  mul.wide.u32 %%rd2, %%r8, 8;\n  add.u64 %%rd2, %%rd1, %%rd2;\n  st.global.u64 [%%rd2], %%rd11;\nDONE:\n  ret;\n}\n");
+}
+
 /* mbarrier round trip: warp 0 lane 0 arrives on bar A and waits on B; warp 1 lane 0 waits on A and
  * arrives on B; n round trips; out = clocks. */
 static void k_mbar(void)
@@ -257,24 +383,36 @@ static void k_mbar(void)
 typedef void (*Gen)(void);
 static void g_ex2(void) { k_unary("mb_mufu_ex2", "ex2"); }
 static void g_cvt(void) { k_unary("mb_cvt_bf16x2", "cvt"); }
-static void g_wr(void) { k_wgmma_n("mb_wgmma_rate", 0, 256); }
-static void g_wl(void) { k_wgmma_n("mb_wgmma_lat", 1, 256); }
+static void g_wr(void) { k_wgmma_n("mb_wgmma_rate", WG_RATE, 256); }
+static void g_wl(void) { k_wgmma_n("mb_wgmma_lat", WG_LAT, 256); }
+static void g_wd(void) { k_wgmma_n("mb_wgmma_drain", WG_DRAIN, 256); }
+static void g_ws(void) { k_wgmma_n("mb_wgmma_scale", WG_SCALE, 256); }
+static void g_wb0(void) { k_wgmma_beside("mb_wgmma_beside_idle", 0); }
+static void g_wb1(void) { k_wgmma_beside("mb_wgmma_beside_fmul", 16); }
+static void g_wb2(void) { k_wgmma_beside("mb_wgmma_beside_chain", 1); }
+static void g_wb3(void) { k_wgmma_beside("mb_wgmma_beside_c2", 2); }
+static void g_wb4(void) { k_wgmma_beside("mb_wgmma_beside_c4", 4); }
 /* the SS rate at the narrow N of a QK wgmma (N = bn: 32..128 when shared memory is short), as a fraction of the
  * N 256 rate (tc_frac_nN; the model interpolates in N): narrow tiles fetch more operand bytes per MAC */
-static void g_w16(void) { k_wgmma_n("mb_wgmma_n16", 0, 16); }
-static void g_w32(void) { k_wgmma_n("mb_wgmma_n32", 0, 32); }
-static void g_w48(void) { k_wgmma_n("mb_wgmma_n48", 0, 48); }
-static void g_w64(void) { k_wgmma_n("mb_wgmma_n64", 0, 64); }
-static void g_w80(void) { k_wgmma_n("mb_wgmma_n80", 0, 80); }
-static void g_w128(void) { k_wgmma_n("mb_wgmma_n128", 0, 128); }
+static void g_w16(void) { k_wgmma_n("mb_wgmma_n16", WG_RATE, 16); }
+static void g_w32(void) { k_wgmma_n("mb_wgmma_n32", WG_RATE, 32); }
+static void g_w48(void) { k_wgmma_n("mb_wgmma_n48", WG_RATE, 48); }
+static void g_w64(void) { k_wgmma_n("mb_wgmma_n64", WG_RATE, 64); }
+static void g_w80(void) { k_wgmma_n("mb_wgmma_n80", WG_RATE, 80); }
+static void g_w128(void) { k_wgmma_n("mb_wgmma_n128", WG_RATE, 128); }
 static void g_tb(void) { k_bulk(0); }
 static void g_tl(void) { k_bulk(1); }
+static void g_sf(void) { k_store("mb_st_frag", 1); }
+static void g_sl(void) { k_store("mb_st_line", 0); }
 static const struct { const char *name; Gen gen; } kernels[] = {
     {"mb_clock", k_clock}, {"mb_empty", k_empty}, {"mb_mufu_ex2", g_ex2}, {"mb_cvt_bf16x2", g_cvt},
     {"mb_smem", k_smem}, {"mb_wgmma_rate", g_wr}, {"mb_wgmma_lat", g_wl}, {"mb_tma_bw", g_tb},
     {"mb_tma_lat", g_tl}, {"mb_mbar_rt", k_mbar}, {"mb_gather", k_gather}, {"mb_softcap", k_softcap},
     {"mb_wgmma_n16", g_w16}, {"mb_wgmma_n32", g_w32}, {"mb_wgmma_n48", g_w48}, {"mb_wgmma_n64", g_w64},
-    {"mb_wgmma_n80", g_w80}, {"mb_wgmma_n128", g_w128},
+    {"mb_wgmma_n80", g_w80}, {"mb_wgmma_n128", g_w128}, {"mb_st_frag", g_sf}, {"mb_st_line", g_sl},
+    {"mb_wgmma_drain", g_wd}, {"mb_wgmma_scale", g_ws}, {"mb_wgmma_beside_idle", g_wb0},
+    {"mb_wgmma_beside_fmul", g_wb1}, {"mb_wgmma_beside_chain", g_wb2}, {"mb_wgmma_beside_c2", g_wb3},
+    {"mb_wgmma_beside_c4", g_wb4}, {"mb_wgmma_pair", k_wgmma_pair},
 };
 enum { NK = sizeof kernels / sizeof kernels[0] };
 
@@ -465,6 +603,70 @@ int main(int argc, char **argv)
         snprintf(m[nm++].how, sizeof m[0].how, "wgmma m64n%dk16 SS bf16 as wgmma_rate: %.1f MAC/clk of the N 256 rate's "
                  "%.1f (operands %.0f B/clk at it)", wn[i].n, r, tcm, r * (2048.0 + 32 * wn[i].n) / (1024.0 * wn[i].n));
         printf("microbench %-12s %-10s %10.3f  (%s)\n", m[nm - 1].bench, m[nm - 1].key, m[nm - 1].v, m[nm - 1].how);
+    }
+    /* st.global from registers (mb_st_frag / mb_st_line): clocks per warp instruction, one SM (its clock64) and
+     * every SM (CUDA events); st_line = the one-SM fragment figure over its 8 lines */
+    CUdeviceptr dst;
+    CK(cuMemAlloc(&dst, (size_t)sms * ST_TILE));
+    unsigned stn = 64;
+    void *ast[] = {&out, &dst, &stn};
+    double one[2], all[2], ins = (double)stn * 8 * ST_PER_THREAD;
+    static const char *const stk[2] = {"mb_st_frag", "mb_st_line"};
+    for (int k = 0; k < 2; k++) {
+        launch_ms(fn(stk[k]), 1, 256, 0, ast, 1);
+        CK(cuMemcpyDtoH(h, out, 8));
+        one[k] = (double)h[0] / ins;
+        all[k] = launch_ms(fn(stk[k]), (unsigned)sms, 256, 0, ast, 3) * 1e-3 * hz / ins;
+        printf("probe      %-12s clk/ins  %10.2f  (st.global.b32, 256 threads, %s a warp instruction: one SM; every SM %.2f)\n",
+               stk[k] + 3, one[k], k ? "1 line" : "8 lines x 16 B", all[k]);
+    }
+    m[nm] = (Meas){"st_line", "st_frag", one[0] / 8, ""}; /* its 128 bytes at st_bw would take a quarter of that */
+    snprintf(m[nm++].how, sizeof m[0].how, "st.global.b32 in the accumulator fragment's pattern (8 lines x 16 B a warp "
+             "instruction), one SM: %.2f clk an instruction / 8; 1 line: %.2f; every SM: %.2f / %.2f", one[0], one[1],
+             all[0], all[1]);
+    m[nm] = (Meas){"st_bw", "st_line", 128 / one[1], ""};
+    snprintf(m[nm++].how, sizeof m[0].how, "st.global.b32, 128 contiguous bytes a warp instruction, one SM: 128 B / %.2f clk "
+             "(every SM: %.2f)", one[1], all[1]);
+    for (int i = nm - 2; i < nm; i++) printf("microbench %-12s %-10s %10.3f  (%s)\n", m[i].bench, m[i].key, m[i].v, m[i].how);
+    /* the O-rescale probe (no table value; tests/sim/mb_replay.py prints the model's clocks for the same PTX): one
+     * SM, 1 or 2 warpgroups, 4 wgmmas m64n256k16 + wait_group 0 an iteration, then (scale) 128 FMULs a thread */
+    unsigned dn = 256;
+    void *ad[] = {&out, &dn};
+    for (unsigned thr = 128; thr <= 256; thr += 128) {
+        double c[2];
+        for (int k = 0; k < 2; k++) {
+            launch_ms(fn(k ? "mb_wgmma_scale" : "mb_wgmma_drain"), 1, thr, 0, ad, 1);
+            CK(cuMemcpyDtoH(h, out, 16));
+            c[k] = (double)h[0] / dn;
+        }
+        printf("probe      wgmma_scale  clk/iter   %8.1f  (%u threads: 4 x m64n256k16 + wait_group 0 an iteration %.1f clk, "
+               "then 128 FMULs on the accumulators: +%.1f)\n", c[1], thr, c[0], c[1] - c[0]);
+    }
+    /* does FP32 work on the sub-partitions slow the other warpgroup's wgmmas? warpgroup 0's clocks an iteration of
+     * 4 x m64n256k16 with warpgroup 1 gone, then beside 1, 2, 4 and 16 independent FMUL chains a warp (at the FMUL's
+     * latency of 4: about 0.25, 0.5, 1 and 1 FMUL a clock on each sub-partition; the rate each reached is printed).
+     * A probe (H200 run 9: 2.8x at 16 chains, none at 1); not a table value yet */
+    {
+        static const struct { const char *name; int chains; } bk[] = {{"mb_wgmma_beside_chain", 1}, {"mb_wgmma_beside_c2", 2},
+                                                                      {"mb_wgmma_beside_c4", 4}, {"mb_wgmma_beside_fmul", 16}};
+        launch_ms(fn("mb_wgmma_beside_idle"), 1, 256, 0, ad, 1);
+        CK(cuMemcpyDtoH(h, out, 16));
+        double alone = (double)h[0] / dn;
+        for (size_t k = 0; k < sizeof bk / sizeof bk[0]; k++) {
+            launch_ms(fn(bk[k].name), 1, 256, 0, ad, 1);
+            CK(cuMemcpyDtoH(h, out, 16));
+            printf("probe      wgmma_beside clk/iter   %8.1f  (one warpgroup's 4 x m64n256k16, wait_group 1: %.1f clk alone, "
+                   "%.1f = %.3fx beside %2d FMUL chains a warp of the other warpgroup, %.3f FMULs a clock a sub-partition)\n",
+                   (double)h[0] / dn, alone, (double)h[0] / dn, (double)h[0] / dn / alone, bk[k].chains,
+                   8.0 * dn * 128 / (double)h[1]);
+        }
+    }
+    {   /* two warpgroups' groups issued together: when each sees its own done (a probe) */
+        launch_ms(fn("mb_wgmma_pair"), 1, 256, 0, ad, 1);
+        CK(cuMemcpyDtoH(h, out, 16));
+        printf("probe      wgmma_pair   clk/round  %7.1f %7.1f  (two warpgroups, 4 x m64n256k16 each at once, wait_group 0: "
+               "warpgroup 0's and 1's clocks to their own completion; first come first served would read ~1x and ~2x the "
+               "4 wgmmas' time, shared ~2x both)\n", (double)h[0] / dn, (double)h[1] / dn);
     }
     /* the table again, measured keys replaced */
     FILE *in = fopen(argv[1], "r"), *o = fopen(argv[2], "w");

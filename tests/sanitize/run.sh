@@ -5,8 +5,8 @@
 # CC="$SAN_CC <sanitizer flags>", so every compile and every link (fa4gen, libfa4rt.so, the fake
 # and simulated libcuda.so.1, the tests) carries them, whatever its own rule's flags; the normal
 # build/ is left alone. Then: the unit tests, the launch tests through the fake driver, the
-# simulator's test_core, test_tc, test_tma, sim_mha --self-test, and a few sim_mha cases of each
-# target through the simulated driver.
+# simulator's test_core, test_tc, test_tma, sim_mha --self-test, a few sim_mha cases of each
+# target through the simulated driver, and two cases in the timing mode.
 #   SAN_CC (default clang, else gcc)   SAN_CASES (sim_mha cases per target, default 6)
 set -u
 cd "$(dirname "$0")/../.."
@@ -63,5 +63,12 @@ for target in sm100 sm90; do
         LD_LIBRARY_PATH="$PWD/build/sim" FA4SIM_SEED=1 build/sim/sim_mha --quiet --no-skip \
         --cases build/san_cases_$target.txt
 done
+# the timing mode's own state (the shared wgmma pipe's job lists, FMA runs, the store path) on a wgmma kernel and on
+# the sparse MLA's per-thread st.global epilogue
+printf '%s\n' "kind=mha batch=1 sq=256 sk=512 hq=2 qk=128" "kind=mla sq=2 skv=512 hq=64 topk=128 config=tma_store=0" \
+    > build/san_timing.txt
+step "timing mode, 2 sm90 cases" env FA4SIM_CC=90 FA4GEN_COMPILER=driver-ptx FA4GEN_CACHE_DIR="$PWD/build/san_cache" \
+    LD_LIBRARY_PATH="$PWD/build/sim" FA4SIM_TIMING=h200 FA4SIM_TIMING_SAMPLES=1 build/sim/timecase --iters 1 \
+    --cases build/san_timing.txt
 echo "test-sanitize: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -78,9 +78,12 @@ def replay(table, ptxdir):
     r = subprocess.run([sys.executable, os.path.abspath(__file__), "--read", table, ptxdir], capture_output=True,
                        text=True)
     got = dict((l.split()[0], float(l.split()[1])) for l in r.stdout.splitlines()
-               if l.startswith(("tma_lat", "mbar_wake", "cpa_sm_bw", "softcap_clk_pass", "tc_frac_n")))
-    if len(got) != 4 + len(WGMMA_N):
+               if l.startswith(("tma_lat", "mbar_wake", "cpa_sm_bw", "softcap_clk_pass", "tc_frac_n", "st_")))
+    scale = [l.split() for l in r.stdout.splitlines() if l.startswith(("wgmma_scale_", "wgmma_beside", "wgmma_pair"))]
+    if len(got) != 6 + len(WGMMA_N):
         sys.exit("mb_replay: the replay failed: %s" % (r.stdout + r.stderr)[-400:])
+    for w in scale:  # wgmma_scale_T drain scale, wgmma_beside idle chain fmul, wgmma_pair: the model's clocks
+        got[w[0]] = tuple(float(x) for x in w[1:])
     return got
 
 
@@ -117,6 +120,20 @@ def main():
             key = "tc_frac_n%d" % n
             # a table measured before the narrow-N probes has no tc_frac_nN: the model then takes 1 (timing.c)
             print("%-10s %-11s table %8.3f  model reads %8.3f" % (key, "mb_wgmma_n%d" % n, have.get(key, 1.0), got[key]))
+        # the stores: the GPU's clocks a warp instruction are 8 x st_line (fragment) and 128 / st_bw (one line)
+        line, bw = have.get("st_line", 1.0), have.get("st_bw", 128.0)
+        print("%-10s %-11s table %8.2f  model reads %8.2f clk/ins" % ("st_line", "mb_st_frag", 8 * line, got["st_frag_clk"]))
+        print("%-10s %-11s table %8.2f  model reads %8.2f clk/ins" % ("st_bw", "mb_st_line", 128 / bw, got["st_line_clk"]))
+        for thr in (128, 256):
+            d, sc = got["wgmma_scale_%d" % thr]
+            print("%-10s %-11s model reads %8.1f clk/iter, %.1f with the FMULs (+%.1f; %d threads; the GPU's: microbench.txt's "
+                  "'probe wgmma_scale' lines)" % ("rescale", "mb_wgmma_scale", d, sc, sc - d, thr))
+        print("%-10s %-11s model reads %8.1f and %.1f clk a round (warpgroups 0 and 1; the GPU's: the 'probe wgmma_pair' "
+              "line)" % ("pair", "mb_wgmma_pair", got["wgmma_pair"][0], got["wgmma_pair"][1]))
+        alone, c1, c2, c4, c16 = got["wgmma_beside"]
+        print("%-10s %-11s model reads %8.1f clk/iter alone; beside 1, 2, 4, 16 FMUL chains a warp %.3fx %.3fx %.3fx %.3fx "
+              "(the GPU's: the 'probe wgmma_beside' lines)" % ("beside", "mb_wgmma_beside", alone, c1 / alone, c2 / alone,
+                                                                c4 / alone, c16 / alone))
         return 0
     # mbar_wake first: the ping-pong has no TMA in it. The TMA loop waits on an mbarrier, so its latency is
     # solved with the consistent wake in place, by the secant method (the loop's time is nearly linear in it)
@@ -215,6 +232,23 @@ def read_benchmarks(table, ptxdir):
     full = rate(256)
     for n in WGMMA_N:
         print("tc_frac_n%d %.4f" % (n, rate(n) / full))
+    # the O-rescale probe (one SM, 1 and 2 warpgroups): clocks an iteration without and with the 128 FMULs
+    dn = 16
+    for thr in (128, 256):
+        print("wgmma_scale_%d %.1f %.1f" % (thr, run("mb_wgmma_drain", [(u32, dn)], thr) / dn,
+                                            run("mb_wgmma_scale", [(u32, dn)], thr) / dn))
+    def pair():  # both warpgroups' round clocks: out[0] and out[1]
+        run("mb_wgmma_pair", [(u32, dn)], 256)
+        h = (ctypes.c_uint64 * 2)()
+        ck(cu.cuMemcpyDtoH_v2(h, out, ctypes.c_size_t(16)), "copy")
+        return h[0] / dn, h[1] / dn
+    print("wgmma_pair %.1f %.1f" % pair())
+    print("wgmma_beside %s" % " ".join("%.1f" % (run("mb_wgmma_beside_" + b, [(u32, dn)], 256) / dn)
+                                       for b in ("idle", "chain", "c2", "c4", "fmul")))
+    # the st.global probes (one SM, 256 threads, 64 stores a thread a pass): clocks a warp instruction
+    stn = 2
+    for name in ("st_frag", "st_line"):
+        print("%s_clk %.3f" % (name, run("mb_" + name, [(u64, src.value), (u32, stn)], 256) / (stn * 8 * 64)))
     return 0
 
 if __name__ == "__main__":

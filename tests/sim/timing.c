@@ -19,8 +19,9 @@ static const char *const key_names[K_COUNT] = {
     [K_ALU_LANES] = "alu_lanes", [K_IMAD_LANES] = "imad_lanes", [K_MUFU_LANES] = "mufu_lanes",
     [K_CVT_LANES] = "cvt_lanes", [K_SHFL_LANES] = "shfl_lanes", [K_FMA_LAT] = "fma_lat", [K_ALU_LAT] = "alu_lat",
     [K_MUFU_LAT] = "mufu_lat", [K_CVT_LAT] = "cvt_lat", [K_SHFL_LAT] = "shfl_lat", [K_SMEM_BW] = "smem_bw",
-    [K_SMEM_LAT] = "smem_lat", [K_DSMEM_LAT] = "dsmem_lat", [K_GMEM_LAT] = "gmem_lat", [K_TC_MACS] = "tc_macs",
-    [K_TC_FP8_X] = "tc_fp8_x", [K_TC_LAT] = "tc_lat", [K_TC_ISSUE] = "tc_issue", [K_TC_FRAC_N16] = "tc_frac_n16",
+    [K_SMEM_LAT] = "smem_lat", [K_DSMEM_LAT] = "dsmem_lat", [K_GMEM_LAT] = "gmem_lat", [K_ST_LINE] = "st_line",
+    [K_ST_BW] = "st_bw", [K_TC_MACS] = "tc_macs", [K_TC_FP8_X] = "tc_fp8_x", [K_TC_LAT] = "tc_lat",
+    [K_TC_ISSUE] = "tc_issue", [K_FMA_DENSE] = "fma_dense", [K_TC_FRAC_N16] = "tc_frac_n16",
     [K_TC_FRAC_N32] = "tc_frac_n32", [K_TC_FRAC_N48] = "tc_frac_n48", [K_TC_FRAC_N64] = "tc_frac_n64",
     [K_TC_FRAC_N80] = "tc_frac_n80", [K_TC_FRAC_N128] = "tc_frac_n128", [K_TMEM_LAT] = "tmem_lat",
     [K_TMEM_BW] = "tmem_bw", [K_TMA_OP] = "tma_op", [K_TMA_ROW] = "tma_row", [K_TMA_LAT] = "tma_lat",
@@ -104,6 +105,16 @@ int timing_load(TimingGpu *g, const char *name_or_path, const char *dir, char *e
             g->v[k] = 1, g->src[k] = SRC_ASSUMED, g->have[k] = 1;
             snprintf(g->why[k], sizeof g->why[k], "not in the table: the N 256 rate");
         }
+    /* tables measured before the store and FMA-beside-wgmma probes (H200 runs 8, 9): a line a clock, 128 bytes a
+     * clock, FMA runs at the full rate (and then they take no clock from the tensor pipe: timing.c fma_clash) */
+    static const struct { int k; double v; const char *why; } st[] = {
+        {K_ST_LINE, 1, "not in the table: one line a clock"}, {K_ST_BW, 128, "not in the table: 128 bytes a clock"},
+        {K_FMA_DENSE, 0, "not in the table: no clash"}};
+    for (int i = 0; i < 3 && !rc; i++)
+        if (!g->have[st[i].k]) {
+            g->v[st[i].k] = st[i].v, g->src[st[i].k] = SRC_ASSUMED, g->have[st[i].k] = 1;
+            snprintf(g->why[st[i].k], sizeof g->why[st[i].k], "%s", st[i].why);
+        }
     for (int k = 0; k < K_COUNT && !rc; k++)
         if (!g->have[k]) { snprintf(err, n, "%s: key %s missing", path, key_names[k]); rc = -1; }
     return rc;
@@ -112,6 +123,12 @@ int timing_load(TimingGpu *g, const char *name_or_path, const char *dir, char *e
 /* ------------------------------------------------------------ one cluster's clock */
 /* Pipes of a sub-partition (a warp instruction occupies one for `interval` clocks). */
 enum { PI_NONE, PI_FMA, PI_ALU, PI_IMAD, PI_MUFU, PI_CVT, PI_SHFL, PI_SMEM, PI_GMEM, PI_SYNC, PI_TC, PI_COUNT };
+
+/* The sm_90a tensor pipe shares its rate among the warpgroups that have wgmmas in flight, each warpgroup's in order:
+ * mb_wgmma_pair (H200 run 9) measured two warpgroups' groups of 4 wgmmas issued together both finishing after ~8
+ * wgmmas' time (1080 / 1073 clocks), where a first-come pipe would finish one after 4. */
+typedef struct TcJob { Op *op; double left; int stream, head; } TcJob;
+typedef struct TcShare { TcJob *j; int n, cap; double at; int dirty; } TcShare;
 
 typedef struct Timing {
     const TimingGpu *g;
@@ -125,6 +142,12 @@ typedef struct Timing {
     double pipe[MAX_CTAS][4][PI_COUNT];  /* pipe free */
     double smem_free[MAX_CTAS], tc_free[MAX_CTAS], tma_free[MAX_CTAS], tmas_free[MAX_CTAS], tmem_free[MAX_CTAS];
     double lsu_free[MAX_CTAS];
+    double st_free[MAX_CTAS];            /* the SM's st.global path (st_line clocks a line) */
+    double fma_last[MAX_CTAS][4];        /* a sub-partition's last FMA-pipe issue, and how many ran back to back */
+    int fma_run[MAX_CTAS][4];
+    double tc_lost[MAX_CTAS];            /* the last clock the tensor pipe lost to an FMA run (one a clock) */
+    TcShare tcq[MAX_CTAS];               /* wgmmas in flight, per SM (tc_share) */
+    int tc_fifo;                         /* FA4SIM_TC_FIFO=1: first come, first served instead */
     double *stream_last;
     double end;
     double busy[TP_COUNT];
@@ -265,14 +288,20 @@ static double operands_ready(Timing *tm, int w, const Ins *in)
     return t;
 }
 
-/* Shared-memory wavefronts of a warp's access: per group of threads that one wavefront can serve
- * (128 bytes), the largest number of distinct 4-byte words any bank holds. */
-static int smem_wavefronts(Sim *s, Thread **ts, int n, const Ins *in)
+/* Bytes one thread's load or store moves (the element size times the vector width). */
+static int type_bytes(const Ins *in)
 {
     int esz = in->type == T_B8 || in->type == T_U8 || in->type == T_S8 ? 1
             : in->type == T_B16 || in->type == T_U16 || in->type == T_S16 || in->type == T_F16 || in->type == T_BF16 ? 2
             : in->type == T_B64 || in->type == T_U64 || in->type == T_S64 || in->type == T_F64 ? 8 : 4;
-    int bytes = esz * (in->vec ? in->vec : 1);
+    return esz * (in->vec ? in->vec : 1);
+}
+
+/* Shared-memory wavefronts of a warp's access: per group of threads that one wavefront can serve
+ * (128 bytes), the largest number of distinct 4-byte words any bank holds. */
+static int smem_wavefronts(Sim *s, Thread **ts, int n, const Ins *in)
+{
+    int bytes = type_bytes(in);
     const Operand *mo = &in->ops[in->op == OP_LD ? 1 : 0];
     if (mo->kind != O_MEM || !n) return 1;
     int per = bytes <= 4 ? 32 : 128 / bytes; /* threads per wavefront */
@@ -297,6 +326,29 @@ static int smem_wavefronts(Sim *s, Thread **ts, int n, const Ins *in)
     return total;
 }
 
+/* st.global and red.global: the SM's store path is busy for the larger of st_line clocks per distinct 128-byte
+ * line a warp's store touches and its bytes at st_bw (H200: an accumulator-fragment store, 8 rows x 16 bytes,
+ * 16 clocks; 128 contiguous bytes, 4: mb_st_frag, mb_st_line). Threads whose guard is off store nothing. */
+static int is_global_store(const Ins *in) { return in->op == OP_ST && in->space == SP_GLOBAL; }
+
+static double store_clocks(const Timing *tm, Sim *s, Thread **ts, int n, const Ins *in)
+{
+    const Operand *mo = &in->ops[0];
+    uint64_t seen[32];
+    int lines = 0, active = 0;
+    if (mo->kind != O_MEM) return V(tm, K_ST_LINE);
+    for (int i = 0; i < n; i++) {
+        if (in->guard >= 0 && (int)(rreg(s, ts[i], in->guard) & 1) == in->guard_neg) continue;
+        uint64_t line = (alu_val(s, ts[i], &mo->vec[0]) + (uint64_t)mo->imm) >> 7;
+        int j = 0;
+        active++;
+        while (j < lines && seen[j] != line) j++;
+        if (j == lines && lines < 32) seen[lines++] = line;
+    }
+    double by_lines = lines * V(tm, K_ST_LINE), by_bytes = active * type_bytes(in) / V(tm, K_ST_BW);
+    return by_lines > by_bytes ? by_lines : by_bytes;
+}
+
 Timing *timing_new(Sim *s)
 {
     Timing *tm = calloc(1, sizeof *tm);
@@ -309,6 +361,12 @@ Timing *timing_new(Sim *s)
     tm->rready = calloc((size_t)s->nwarps * (size_t)tm->nregs, sizeof *tm->rready);
     tm->stream_last = calloc((size_t)s->nstreams + 1, sizeof *tm->stream_last);
     if (!tm->wnext || !tm->wblk || !tm->rready || !tm->stream_last || !tm->ldready) { timing_free(tm); return NULL; }
+    for (int i = 0; i < MAX_CTAS; i++) {
+        tm->tc_lost[i] = -1;
+        for (int p = 0; p < 4; p++) tm->fma_last[i][p] = -1e30;
+    }
+    const char *fifo = getenv("FA4SIM_TC_FIFO");
+    tm->tc_fifo = fifo && *fifo == '1';
     return tm;
 }
 
@@ -316,6 +374,7 @@ void timing_free(Timing *tm)
 {
     if (!tm) return;
     free(tm->wnext), free(tm->wblk), free(tm->rready), free(tm->stream_last), free(tm->ldready);
+    for (int i = 0; i < MAX_CTAS; i++) free(tm->tcq[i].j);
     free(tm);
 }
 
@@ -340,6 +399,111 @@ static uint32_t op_bytes(const Op *op, int *rows)
     }
 }
 
+/* ------------------------------------------------------------ the shared tensor pipe (wgmma) */
+static int tc_head(const TcShare *q, int i)
+{
+    for (int k = 0; k < i; k++)
+        if (q->j[k].stream == q->j[i].stream) return 0;
+    return 1;
+}
+
+/* One step of the sharing: the heads (each stream's oldest job) all progress at 1 / heads of the pipe until the
+ * first of them ends or `until` comes. Returns the time reached; jobs that ended are dropped and counted in *ended
+ * (their ops may be complete and gone: only their times were needed). */
+static double tc_step(TcShare *q, double until, int *ended)
+{
+    int heads = 0;
+    double m = INFINITY;
+    for (int i = 0; i < q->n; i++) /* marked before anything moves: the compaction below shifts the list */
+        if ((q->j[i].head = tc_head(q, i))) heads++, m = fmin(m, q->j[i].left);
+    double dt = m * heads, go = q->at + dt <= until ? m : (until - q->at) / heads;
+    q->at = q->at + dt <= until ? q->at + dt : until;
+    int w = 0;
+    for (int i = 0; i < q->n; i++) {
+        if (q->j[i].head) q->j[i].left -= go;
+        if (q->j[i].head && q->j[i].left <= 1e-9) { if (ended) (*ended)++; continue; }
+        q->j[w++] = q->j[i];
+    }
+    q->n = w;
+    return q->at;
+}
+
+static void tc_advance(TcShare *q, double t)
+{
+    while (q->n && q->at < t) tc_step(q, t, NULL);
+    if (q->at < t) q->at = t;
+}
+
+/* Every op in flight on the SM gets the completion the sharing gives it if nothing else arrives (a later arrival
+ * or a lost clock moves them again); returns `mine`'s (NULL: none). */
+static double tc_project(Timing *tm, int sm, const Op *mine)
+{
+    TcShare *q = &tm->tcq[sm];
+    double got = q->at, last = q->at;
+    TcShare f = {malloc((size_t)(q->n ? q->n : 1) * sizeof(TcJob)), q->n, q->n, q->at, 0};
+    if (!f.j) return got;
+    memcpy(f.j, q->j, (size_t)q->n * sizeof(TcJob));
+    while (f.n) {
+        Op *heads[64];
+        int nh = 0, ended = 0, before = f.n;
+        for (int i = 0; i < f.n && nh < 64; i++)
+            if (tc_head(&f, i)) heads[nh++] = f.j[i].op;
+        double at = tc_step(&f, INFINITY, &ended);
+        for (int i = 0; i < nh; i++) { /* the heads that ended (the op pointers identify jobs while in flight) */
+            int still = 0;
+            for (int k = 0; k < f.n; k++) still |= f.j[k].op == heads[i];
+            if (still) continue;
+            double r = at + V(tm, K_TC_LAT);
+            if (heads[i] == mine) got = at;
+            else heads[i]->ready = (uint64_t)ceil(r);
+            if (heads[i]->stream >= 0 && r > tm->stream_last[heads[i]->stream]) tm->stream_last[heads[i]->stream] = r;
+        }
+        last = at;
+        if (f.n == before || !ended) break; /* no progress: cannot happen with work > 0 */
+    }
+    free(f.j);
+    tm->tc_free[sm] = last;
+    q->dirty = 0;
+    return got;
+}
+
+/* A wgmma of `work` pipe clocks issued now: the jobs in flight progress to now and the new one joins. */
+static double tc_share_issue(Timing *tm, int sm, Op *op, double now, double work)
+{
+    TcShare *q = &tm->tcq[sm];
+    tc_advance(q, now);
+    if (q->n == q->cap) {
+        int cap = q->cap ? 2 * q->cap : 32;
+        TcJob *j = realloc(q->j, (size_t)cap * sizeof *j);
+        if (!j) return now + work; /* out of memory: this one as if alone */
+        q->j = j, q->cap = cap;
+    }
+    q->j[q->n++] = (TcJob){op, work, op->stream, 0};
+    return tc_project(tm, sm, op);
+}
+
+/* An FMA-pipe instruction at t on sub-partition p, the `run`-th issued back to back there (each within 2 clocks of
+ * the one before). mb_wgmma_beside (H200 run 9b): beside another warpgroup's wgmmas, 1 or 2 FMUL chains a warp (one
+ * FMUL every 4 or 2 clocks) cost them nothing; 4 or 16 chains (an unbroken run) made them 2.83x slower and ran at
+ * 0.677 a clock. So from the 4th instruction of a run, while wgmmas are in flight on the SM, the run issues at
+ * fma_dense a clock and the pipe loses that clock (once a clock, however many sub-partitions clash in it). Returns
+ * the instruction's pipe interval. */
+static double fma_clash(Timing *tm, int sm, int p, double t, double interval)
+{
+    int run = t - tm->fma_last[sm][p] < 2 ? tm->fma_run[sm][p] + 1 : 1;
+    tm->fma_last[sm][p] = t, tm->fma_run[sm][p] = run;
+    TcShare *q = &tm->tcq[sm];
+    if (run < 4 || tm->tc_fifo || !(V(tm, K_FMA_DENSE) > 0)) return interval;
+    tc_advance(q, t);
+    if (!q->n) return interval;
+    if (floor(t) > tm->tc_lost[sm]) {
+        tm->tc_lost[sm] = floor(t);
+        q->at += 1;
+        q->dirty = 1;
+    }
+    return fmax(interval, 1 / V(tm, K_FMA_DENSE));
+}
+
 /* The modelled completion time of an async op issued now (sim.c calls it from op_push). */
 void timing_op_issued(Sim *s, Op *op)
 {
@@ -353,11 +517,15 @@ void timing_op_issued(Sim *s, Op *op)
         double macs = (double)w->m * w->n * w->k;
         double rate = V(tm, K_TC_MACS) * (w->atype == TC_E4M3 || w->atype == TC_E5M2 ? V(tm, K_TC_FP8_X) : 1) *
                       (w->a_is_reg ? 1 : tc_frac(tm, w->n)); /* measured SS only: RS keeps the N 256 rate */
-        start = fmax(now, tm->tc_free[sm]);
-        tm->tc_free[sm] = start + macs / rate;
         tm->busy[TP_TC] += macs / rate;
         tm->tc_flops += 2 * macs;
-        ready = tm->tc_free[sm] + V(tm, K_TC_LAT);
+        if (tm->tc_fifo) {
+            start = fmax(now, tm->tc_free[sm]);
+            tm->tc_free[sm] = start + macs / rate;
+            ready = tm->tc_free[sm] + V(tm, K_TC_LAT);
+        } else {
+            ready = tc_share_issue(tm, sm, op, now, macs / rate) + V(tm, K_TC_LAT);
+        }
         break;
     }
     case A_MMA: case A_CP: {
@@ -468,6 +636,7 @@ static double issue_time(Sim *s, Timing *tm, int w, const Ins *in, Cost *c)
     if (tm->slot[sm][p] > t) t = tm->slot[sm][p];
     if (tm->pipe[sm][p][c->pipe] > t) t = tm->pipe[sm][p][c->pipe];
     if (c->pipe == PI_SMEM && tm->smem_free[sm] > t) t = tm->smem_free[sm];
+    if (is_global_store(in) && tm->st_free[sm] > t) t = tm->st_free[sm];
     return t;
 }
 
@@ -491,6 +660,10 @@ static void issue(Sim *s, Timing *tm, int w, const Ins *in, const Cost *c0, doub
         c.lat += wf - 1;
         tm->smem_free[sm] = t + wf;
         tm->busy[TP_SMEM] += wf;
+    } else if (is_global_store(in)) {
+        double busy = store_clocks(tm, s, ts, n, in);
+        tm->st_free[sm] = t + busy;
+        tm->busy[TP_GMEM] += busy;
     } else if (in->op == OP_TC_LD || in->op == OP_TC_ST) {
         /* 32 lanes x the shape's registers per lane x 4 bytes */
         int nr = in->ops[in->op == OP_TC_LD ? 0 : 1].nvec;
@@ -499,6 +672,7 @@ static void issue(Sim *s, Timing *tm, int w, const Ins *in, const Cost *c0, doub
         c.lat += wf;
         if (in->op == OP_TC_LD && t + c.lat > tm->ldready[w]) tm->ldready[w] = t + c.lat;
     }
+    if (c.pipe == PI_FMA && !c.free) c.interval = fma_clash(tm, sm, p, t, c.interval);
     if (!c.free) {
         tm->slot[sm][p] = t + 1;
         tm->pipe[sm][p][c.pipe] = t + c.interval;
@@ -529,6 +703,10 @@ void timing_run_cluster(Sim *s)
         for (int i = 0; i < s->nops; i++)
             if (sim_op_eligible(s, s->ops[i]) && (bo < 0 || s->ops[i]->ready < s->ops[bo]->ready)) bo = i;
         if (bo >= 0 && (bw < 0 || (double)s->ops[bo]->ready <= tm->wnext[bw])) {
+            if (s->ops[bo]->kind == A_WGMMA && tm->tcq[s->ops[bo]->cta].dirty) { /* the pipe lost clocks since */
+                tc_project(tm, s->ops[bo]->cta, NULL);
+                continue;
+            }
             if ((double)s->ops[bo]->ready > tm->now) tm->now = (double)s->ops[bo]->ready;
             int kind = s->ops[bo]->kind;
             sim_complete_op(s, bo);

@@ -44,10 +44,13 @@ typedef enum {
     K_SMEM_LAT,      /* ld.shared latency, clocks */
     K_DSMEM_LAT,     /* ld/st.shared::cluster to another CTA, clocks */
     K_GMEM_LAT,      /* ld.global latency (L2 hit), clocks */
+    K_ST_LINE,       /* clocks the SM's store path spends per distinct 128-byte line a warp's st.global touches */
+    K_ST_BW,         /* bytes per clock the SM's store path takes (a warp's st.global costs the larger of the two) */
     K_TC_MACS,       /* dense 16-bit tensor-core multiply-adds per clock per SM */
     K_TC_FP8_X,      /* fp8 rate / 16-bit rate */
     K_TC_LAT,        /* wgmma / tcgen05.mma latency beyond its throughput time, clocks */
     K_TC_ISSUE,      /* clocks a wgmma occupies its warps' issue slot */
+    K_FMA_DENSE,     /* FMA-pipe instructions a clock a sub-partition issues in an unbroken run beside wgmmas */
     K_TC_FRAC_N16,   /* wgmma SS rate at N 16 / the N 256 rate (tc_macs); the model interpolates in N between */
     K_TC_FRAC_N32,   /* ... at N 32 */
     K_TC_FRAC_N48,   /* ... at N 48 */

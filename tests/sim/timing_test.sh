@@ -29,9 +29,9 @@ for g in h100 b200; do
         target=$([ $g = b200 ] && echo sm100a || echo sm90a) > /dev/null 2>&1; ok $? "the $g table loads and a 1x1 case predicts"
 done
 # the microbenchmark-derived latencies of h200.tbl: the model replaying each benchmark's PTX reads its measurement
-# (tma_lat 789.1, mbar_wake 83.0 measured on the H200 in run 5; tests/sim/mb_replay.py), within 1%
+# (tma_lat 803.5, mbar_wake 83.0 measured on the H200 in run 9; tests/sim/mb_replay.py), within 1%
 python3 tests/sim/mb_replay.py tests/sim/gpus/h200.tbl "$w/mb" > "$w/mb.out" 2>&1
-awk '$1 == "tma_lat" { t = $7 } $1 == "mbar_wake" { m = $7 } END { exit !(t > 781 && t < 797 && m > 82 && m < 84) }' "$w/mb.out"
+awk '$1 == "tma_lat" { t = $7 } $1 == "mbar_wake" { m = $7 } END { exit !(t > 795 && t < 812 && m > 82 && m < 84) }' "$w/mb.out"
 ok $? "h200.tbl's tma_lat and mbar_wake replay to their measurements: $(awk '{ printf "%s %s ", $1, $7 }' "$w/mb.out")"
 # the cp.async gather rate (cpa_sm_bw) as the model charges it: the gather microbenchmark's replay reads the
 # table's value within 5%
@@ -46,6 +46,19 @@ ok $? "the soft-cap probe's replay interleaves its chains: $(awk '$1 == "softcap
 # same table with every fraction 1
 awk '$1 ~ /^tc_frac_n/ { n++; if (!($4 > 0 && $7 > 0.98 * $4 && $7 < 1.02 * $4)) bad++ } END { exit !(n == 6 && !bad) }' "$w/mb.out"
 ok $? "the narrow-N wgmma benchmarks replay to h200.tbl's tc_frac_nN: $(awk '$1 ~ /^tc_frac_n/ { printf "%s %s ", $4, $7 }' "$w/mb.out")"
+# the st.global probes (mb_st_frag: 8 lines x 16 B a warp instruction; mb_st_line: 128 contiguous bytes; H200 run 8):
+# each replays to the clocks its table value stands for (8 x st_line, 128 / st_bw) within 2%
+awk '$1 ~ /^st_(line|bw)$/ { n++; if (!($4 > 0 && $7 > 0.98 * $4 && $7 < 1.02 * $4)) bad++ } END { exit !(n == 2 && !bad) }' "$w/mb.out"
+ok $? "the st.global benchmarks replay to h200.tbl's st_line and st_bw: $(awk '$1 ~ /^st_(line|bw)$/ { printf "%s %s ", $4, $7 }' "$w/mb.out")"
+# the tensor pipe shared among warpgroups (mb_wgmma_pair, H200 run 9: 1080 / 1073 clocks a round, both after ~8
+# wgmmas' time): the replay's two warpgroups finish within 2% of each other (first come, first served: 671 / 1245)
+awk '$1 == "pair" { a = $5; b = $7; exit !(a > 0 && b > 0 && a > 0.98 * b && a < 1.02 * b) }' "$w/mb.out"
+ok $? "two warpgroups' wgmma groups issued together finish together (shared pipe): $(awk '$1 == "pair" { print $5 " / " $7 }' "$w/mb.out")"
+# FMA runs beside wgmmas (mb_wgmma_beside, H200 run 9b: 1, 2 FMUL chains a warp 1.00x; 4, 16 chains 2.83x): the replay
+# leaves the sparse chains free and slows the wgmmas at least 2x beside the unbroken runs
+awk '$1 == "beside" { c1 = $(NF-9); c2 = $(NF-8); c4 = $(NF-7); c16 = $(NF-6); gsub("x", "", c1); gsub("x", "", c2); gsub("x", "", c4); gsub("x", "", c16)
+                      exit !(c1 < 1.02 && c2 < 1.02 && c4 > 2 && c16 > 2) }' "$w/mb.out"
+ok $? "FMA runs beside wgmmas: $(awk '$1 == "beside" { print $(NF-9), $(NF-8), $(NF-7), $(NF-6) }' "$w/mb.out") for 1, 2, 4, 16 chains"
 case32="kind=mha batch=1 sq=256 sk=1024 hq=2 qk=128 config=\"bn=32 stages=3\""
 sed 's/^\(tc_frac_n[0-9]*\) .*/\1 1 derived the N 256 rate (test)/' tests/sim/gpus/h200.tbl > "$w/flat.tbl"
 n32=$(eval FA4SIM_TIMING=tests/sim/gpus/h200.tbl build/sim/timecase $case32 2>&1 | grep '^fa4sim-timing' | head -1)

@@ -830,14 +830,26 @@ static void test_sm100_mla_sparse(void **state)
     if (!strstr(l->kernel, "mla_sparse_sm100a")) fail_msg("launched %s", l->kernel);
     assert_int_equal(l->grid[0], 5 * 2), assert_int_equal(l->block[0], 192);
     assert_int_equal(l->cluster[0], 2); /* h_q 128: the head-128 kernel, one CTA pair per token */
-    assert_int_equal(l->n_maps, 2);
-    const FakeMap *q = &l->maps[0], *kv = &l->maps[1];
+    assert_int_equal(l->n_maps, 3);     /* q, kv and (the default TMA-store epilogue) out */
+    const FakeMap *q = &l->maps[0], *kv = &l->maps[1], *o = &l->maps[2];
+    assert_int_equal(o->rank, 3), assert_int_equal(o->dims[0], 512), assert_int_equal(o->dims[1], 128);
+    assert_int_equal(o->dims[2], 5), assert_int_equal(o->box[0], 64), assert_int_equal(o->box[1], 64);
+    assert_true(o->addr == (uint64_t)(uintptr_t)DEV(4));
     assert_int_equal(q->rank, 3), assert_int_equal(q->dims[0], 576), assert_int_equal(q->dims[1], 128);
     assert_int_equal(q->dims[2], 5), assert_int_equal(q->strides[0], 576 * 2), assert_int_equal(q->strides[1], 128 * 576 * 2);
     assert_int_equal(q->box[0], 64), assert_int_equal(q->box[1], 64), assert_int_equal(q->box[2], 1);
     assert_int_equal(kv->rank, 2), assert_int_equal(kv->dims[0], 576), assert_int_equal(kv->dims[1], 1000);
     assert_int_equal(kv->strides[0], 576 * 2), assert_int_equal(kv->box[0], 64), assert_int_equal(kv->box[1], 1);
     assert_true(q->addr == (uint64_t)(uintptr_t)DEV(1) && kv->addr == (uint64_t)(uintptr_t)DEV(2));
+    /* out rows a tensor map cannot address: the per-thread st.global epilogue, another kernel, no out map */
+    char tma_kernel[sizeof l->kernel];
+    snprintf(tma_kernel, sizeof tma_kernel, "%s", l->kernel);
+    fake_reset();
+    a.out_stride[1] = 514, a.out_stride[0] = 128 * 514;
+    must(ctx, fa4_mla_sparse_fwd(ctx, &a, NULL), "fa4_mla_sparse_fwd (odd out strides)");
+    assert_int_equal(fk->n_launches, 1), assert_int_equal(fk->launches[0].n_maps, 2);
+    if (!strcmp(fk->launches[0].kernel, tma_kernel)) fail_msg("the same kernel for both epilogues");
+    a.out_stride[1] = 0, a.out_stride[0] = 0;
     /* topk must be a multiple of the kernel's b_topk (128 for the pair, 64 for the head-64 kernel) */
     a.topk = 192;
     assert_int_equal(fa4_mla_sparse_fwd(ctx, &a, NULL), FA4_ERR_UNSUPPORTED);

@@ -449,7 +449,13 @@ static void test_mla_sparse_plan(void **state)
     config_init(&c);
     assert_int_equal(config_apply_text(&c, "mla-sparse target=sm100a qk=576 cta_group=2", err, sizeof err), 0);
     assert_int_equal(plan_make(&c, &plan, err, sizeof err), 0);
-    assert_null(strstr(plan.canonical, "tma_store"));
+    assert_non_null(strstr(plan.canonical, " tma_store=1")); /* the default since 2026-11-29, named */
+    assert_int_equal(plan.maps[plan.n_maps - 1].tensor, TENSOR_O);
+    config_init(&c);
+    assert_int_equal(config_apply_text(&c, "mla-sparse target=sm100a qk=576 cta_group=2 tma_store=0", err, sizeof err), 0);
+    assert_int_equal(plan_make(&c, &plan, err, sizeof err), 0);
+    assert_non_null(strstr(plan.canonical, " tma_store=0")); /* 0 named too: the text reads back the same kernel */
+    assert_true(plan.maps[plan.n_maps - 1].tensor != TENSOR_O);
     /* two slots of b_topk 64 (QK N 64) and Q 192 + 384: the TMEM map ends at column 512, QK steps 12.. read
      * A from TMEM (24 MMAs with a TMEM address), 48 copies */
     config_init(&c);
