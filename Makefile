@@ -159,22 +159,32 @@ $(FAKECUDA): tests/unit/fake_cuda.c tests/unit/fake_cuda.h tests/unit/cuda_error
 # machine's cores (tests/lanes.sh, longest first; each one's output printed in this order); exit 1 when any failed.
 # test_args_fuzz: the Python argument layer on duck-typed tensors through the simulated driver (no torch);
 # docs_check: the README and docs/ against the sources (counts, variables, flags, links, examples).
-unit: deps-test $(UNIT_BIN) $(B)/tests/test_launch $(B)/tests/test_bundle $(B)/tests/test_aot $(FAKECUDA) \
-      $(B)/tests/gen/test_bundle_kernels.so $(B)/libfa4rt.so build/sim/libcuda.so.1 build/sim/timecase \
-      $(B)/bench/liblaunchfloor.so
-	@lib=$(abspath $(B))/libfa4rt.so; sh tests/lanes.sh \
+UNIT_DEPS = deps-test $(UNIT_BIN) $(B)/tests/test_launch $(B)/tests/test_bundle $(B)/tests/test_aot $(FAKECUDA) \
+            $(B)/tests/gen/test_bundle_kernels.so $(B)/libfa4rt.so build/sim/libcuda.so.1 build/sim/timecase \
+            $(B)/bench/liblaunchfloor.so
+unit: $(UNIT_DEPS)
+	@sh tests/lanes.sh $(UNIT_LANES)
+
+# make test's first step: the install test (the longest job, first) in the unit tests' lanes, so that its
+# serial stretches (pip, cmake) share the cores with them; install's prerequisites are unit's already.
+.PHONY: unit-install-test
+unit-install-test: $(UNIT_DEPS)
+	@sh tests/lanes.sh "sh tests/install/run.sh" $(UNIT_LANES)
+
+UNIT_LANES = \
 	    "LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) UNIT_LABEL='unit tests (fake driver)' sh tests/run-unit.sh \
 	        $(B)/tests/test_launch $(B)/tests/test_bundle $(B)/tests/test_aot" \
 	    "sh tests/run-unit.sh $(UNIT_BIN)" \
 	    "python3 tests/python/test_torch_ops.py" \
-	    "FA4_LIB=$$lib python3 tests/python/test_args_fuzz.py" \
-	    "FA4_LIB=$$lib python3 tests/python/test_kvcache_sim.py" \
-	    "FA4_LIB=$$lib python3 tests/python/test_fa_api_sim.py" \
-	    "FA4_LIB=$$lib python3 tests/python/test_timeline_sim.py" \
-	    "FA4_LIB=$$lib python3 tests/python/test_bundle_load.py $(B)/tests/gen/test_bundle_kernels.so" \
+	    "FA4_LIB=$(UNIT_LIB) python3 tests/python/test_args_fuzz.py" \
+	    "FA4_LIB=$(UNIT_LIB) python3 tests/python/test_kvcache_sim.py" \
+	    "FA4_LIB=$(UNIT_LIB) python3 tests/python/test_fa_api_sim.py" \
+	    "FA4_LIB=$(UNIT_LIB) python3 tests/python/test_timeline_sim.py" \
+	    "FA4_LIB=$(UNIT_LIB) python3 tests/python/test_bundle_load.py $(B)/tests/gen/test_bundle_kernels.so" \
 	    "python3 tests/unit/layering.py --quiet . $(B)" \
 	    "sh tests/python/abi.sh" \
 	    "python3 tests/docs_check.py"
+UNIT_LIB = $(abspath $(B))/libfa4rt.so
 
 launch-test: deps-test $(B)/tests/test_launch $(B)/tests/test_bundle $(B)/tests/test_aot $(FAKECUDA)
 	@LD_LIBRARY_PATH=$(abspath $(B)/fakecuda) sh tests/run-unit.sh $(B)/tests/test_launch $(B)/tests/test_bundle \
@@ -221,7 +231,7 @@ sass-tools:
 
 # Each step runs after a failing one too; the last line sums every suite: 'N passed, N failed'.
 test: deps-test sass-tools
-	@MAKE="$(MAKE)" sh tests/run-suites.sh unit install-test ptxas-sass-test sim-test
+	@MAKE="$(MAKE)" sh tests/run-suites.sh unit-install-test ptxas-sass-test sim-test
 
 # The edit-build-test loop: unit tests, every 24th config of each ptxas matrix, the simulator's units and
 # seed 1 on every 12th case of each list (no mutants, no install test, no SASS matrix).
