@@ -79,10 +79,10 @@ def replay(table, ptxdir):
                        text=True)
     got = dict((l.split()[0], float(l.split()[1])) for l in r.stdout.splitlines()
                if l.startswith(("tma_lat", "mbar_wake", "cpa_sm_bw", "softcap_clk_pass", "tc_frac_n", "st_")))
-    scale = [l.split() for l in r.stdout.splitlines() if l.startswith(("wgmma_scale_", "wgmma_beside", "wgmma_pair"))]
+    tuples = [l.split() for l in r.stdout.splitlines() if l.startswith(("wgmma_scale_", "wgmma_beside", "wgmma_pair"))]
     if len(got) != 6 + len(WGMMA_N):
         sys.exit("mb_replay: the replay failed: %s" % (r.stdout + r.stderr)[-400:])
-    for w in scale:  # wgmma_scale_T drain scale, wgmma_beside idle chain fmul, wgmma_pair: the model's clocks
+    for w in tuples:  # wgmma_scale_T (drain, scale), wgmma_beside (idle, 1, 2, 4, 16 chains), wgmma_pair: model clocks
         got[w[0]] = tuple(float(x) for x in w[1:])
     return got
 

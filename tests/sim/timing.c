@@ -48,6 +48,14 @@ static int source_word(const char *w)
     return -1;
 }
 
+/* A key the table does not give: `v`, marked assumed (timing_load, for keys newer than the table). */
+static void table_default(TimingGpu *g, int k, double v, const char *why)
+{
+    if (g->have[k]) return;
+    g->v[k] = v, g->src[k] = SRC_ASSUMED, g->have[k] = 1;
+    snprintf(g->why[k], sizeof g->why[k], "not in the table: %s", why);
+}
+
 int timing_load(TimingGpu *g, const char *name_or_path, const char *dir, char *err, size_t n)
 {
     char path[1024];
@@ -100,21 +108,14 @@ int timing_load(TimingGpu *g, const char *name_or_path, const char *dir, char *e
         snprintf(g->why[k], sizeof g->why[k], "%s", why);
     }
     fclose(f);
-    for (int k = K_TC_FRAC_N16; k <= K_TC_FRAC_N128 && !rc; k++)
-        if (!g->have[k]) { /* tables measured before the narrow-N probes: the N 256 rate at every N */
-            g->v[k] = 1, g->src[k] = SRC_ASSUMED, g->have[k] = 1;
-            snprintf(g->why[k], sizeof g->why[k], "not in the table: the N 256 rate");
-        }
-    /* tables measured before the store and FMA-beside-wgmma probes (H200 runs 8, 9): a line a clock, 128 bytes a
-     * clock, FMA runs at the full rate (and then they take no clock from the tensor pipe: timing.c fma_clash) */
-    static const struct { int k; double v; const char *why; } st[] = {
-        {K_ST_LINE, 1, "not in the table: one line a clock"}, {K_ST_BW, 128, "not in the table: 128 bytes a clock"},
-        {K_FMA_DENSE, 0, "not in the table: no clash"}};
-    for (int i = 0; i < 3 && !rc; i++)
-        if (!g->have[st[i].k]) {
-            g->v[st[i].k] = st[i].v, g->src[st[i].k] = SRC_ASSUMED, g->have[st[i].k] = 1;
-            snprintf(g->why[st[i].k], sizeof g->why[st[i].k], "%s", st[i].why);
-        }
+    /* keys later probes added, for tables measured before them: the narrow-N wgmma rates (H200 run 7) the N 256
+     * rate; the stores (run 8) a line a clock and 128 bytes a clock; FMA runs beside wgmmas (run 9) no clash */
+    for (int k = K_TC_FRAC_N16; k <= K_TC_FRAC_N128 && !rc; k++) table_default(g, k, 1, "the N 256 rate");
+    if (!rc) {
+        table_default(g, K_ST_LINE, 1, "one line a clock");
+        table_default(g, K_ST_BW, 128, "128 bytes a clock");
+        table_default(g, K_FMA_DENSE, 0, "no clash");
+    }
     for (int k = 0; k < K_COUNT && !rc; k++)
         if (!g->have[k]) { snprintf(err, n, "%s: key %s missing", path, key_names[k]); rc = -1; }
     return rc;
@@ -128,7 +129,14 @@ enum { PI_NONE, PI_FMA, PI_ALU, PI_IMAD, PI_MUFU, PI_CVT, PI_SHFL, PI_SMEM, PI_G
  * mb_wgmma_pair (H200 run 9) measured two warpgroups' groups of 4 wgmmas issued together both finishing after ~8
  * wgmmas' time (1080 / 1073 clocks), where a first-come pipe would finish one after 4. */
 typedef struct TcJob { Op *op; double left; int stream, head; } TcJob;
-typedef struct TcShare { TcJob *j; int n, cap; double at; int dirty; } TcShare;
+typedef struct TcShare {
+    TcJob *j;        /* in flight, in issue order */
+    int n, cap;      /* j, proj and ended each hold cap entries */
+    double at;       /* progress is accounted up to here */
+    int dirty;       /* the pipe lost clocks since the completions were projected */
+    TcJob *proj;     /* tc_project's working copy of j */
+    Op **ended;      /* the ops one step ended */
+} TcShare;
 
 typedef struct Timing {
     const TimingGpu *g;
@@ -374,7 +382,7 @@ void timing_free(Timing *tm)
 {
     if (!tm) return;
     free(tm->wnext), free(tm->wblk), free(tm->rready), free(tm->stream_last), free(tm->ldready);
-    for (int i = 0; i < MAX_CTAS; i++) free(tm->tcq[i].j);
+    for (int i = 0; i < MAX_CTAS; i++) free(tm->tcq[i].j), free(tm->tcq[i].proj), free(tm->tcq[i].ended);
     free(tm);
 }
 
@@ -408,9 +416,9 @@ static int tc_head(const TcShare *q, int i)
 }
 
 /* One step of the sharing: the heads (each stream's oldest job) all progress at 1 / heads of the pipe until the
- * first of them ends or `until` comes. Returns the time reached; jobs that ended are dropped and counted in *ended
- * (their ops may be complete and gone: only their times were needed). */
-static double tc_step(TcShare *q, double until, int *ended)
+ * first of them ends or `until` comes. Returns the time reached; jobs that ended are dropped, their ops put in
+ * ended[] when given (an op may be complete and gone by then: only its time was needed). */
+static double tc_step(TcShare *q, double until, Op **ended, int *nended)
 {
     int heads = 0;
     double m = INFINITY;
@@ -421,7 +429,10 @@ static double tc_step(TcShare *q, double until, int *ended)
     int w = 0;
     for (int i = 0; i < q->n; i++) {
         if (q->j[i].head) q->j[i].left -= go;
-        if (q->j[i].head && q->j[i].left <= 1e-9) { if (ended) (*ended)++; continue; }
+        if (q->j[i].head && q->j[i].left <= 1e-9) {
+            if (ended) ended[(*nended)++] = q->j[i].op;
+            continue;
+        }
         q->j[w++] = q->j[i];
     }
     q->n = w;
@@ -430,7 +441,7 @@ static double tc_step(TcShare *q, double until, int *ended)
 
 static void tc_advance(TcShare *q, double t)
 {
-    while (q->n && q->at < t) tc_step(q, t, NULL);
+    while (q->n && q->at < t) tc_step(q, t, NULL, NULL);
     if (q->at < t) q->at = t;
 }
 
@@ -439,30 +450,20 @@ static void tc_advance(TcShare *q, double t)
 static double tc_project(Timing *tm, int sm, const Op *mine)
 {
     TcShare *q = &tm->tcq[sm];
-    double got = q->at, last = q->at;
-    TcShare f = {malloc((size_t)(q->n ? q->n : 1) * sizeof(TcJob)), q->n, q->n, q->at, 0};
-    if (!f.j) return got;
-    memcpy(f.j, q->j, (size_t)q->n * sizeof(TcJob));
+    TcShare f = {q->proj, q->n, q->n, q->at, 0, NULL, NULL};
+    double got = q->at;
+    if (q->n) memcpy(f.j, q->j, (size_t)q->n * sizeof(TcJob));
     while (f.n) {
-        Op *heads[64];
-        int nh = 0, ended = 0, before = f.n;
-        for (int i = 0; i < f.n && nh < 64; i++)
-            if (tc_head(&f, i)) heads[nh++] = f.j[i].op;
-        double at = tc_step(&f, INFINITY, &ended);
-        for (int i = 0; i < nh; i++) { /* the heads that ended (the op pointers identify jobs while in flight) */
-            int still = 0;
-            for (int k = 0; k < f.n; k++) still |= f.j[k].op == heads[i];
-            if (still) continue;
-            double r = at + V(tm, K_TC_LAT);
-            if (heads[i] == mine) got = at;
-            else heads[i]->ready = (uint64_t)ceil(r);
-            if (heads[i]->stream >= 0 && r > tm->stream_last[heads[i]->stream]) tm->stream_last[heads[i]->stream] = r;
+        int ne = 0;
+        double at = tc_step(&f, INFINITY, q->ended, &ne), r = at + V(tm, K_TC_LAT);
+        for (int i = 0; i < ne; i++) {
+            Op *op = q->ended[i];
+            if (op == mine) got = at;
+            else op->ready = (uint64_t)ceil(r);
+            if (op->stream >= 0 && r > tm->stream_last[op->stream]) tm->stream_last[op->stream] = r;
         }
-        last = at;
-        if (f.n == before || !ended) break; /* no progress: cannot happen with work > 0 */
     }
-    free(f.j);
-    tm->tc_free[sm] = last;
+    tm->tc_free[sm] = f.at; /* when the last of them ends */
     q->dirty = 0;
     return got;
 }
@@ -474,9 +475,13 @@ static double tc_share_issue(Timing *tm, int sm, Op *op, double now, double work
     tc_advance(q, now);
     if (q->n == q->cap) {
         int cap = q->cap ? 2 * q->cap : 32;
-        TcJob *j = realloc(q->j, (size_t)cap * sizeof *j);
-        if (!j) return now + work; /* out of memory: this one as if alone */
-        q->j = j, q->cap = cap;
+        TcJob *j = realloc(q->j, (size_t)cap * sizeof *j), *proj;
+        if (j) q->j = j;
+        proj = j ? realloc(q->proj, (size_t)cap * sizeof *proj) : NULL;
+        if (proj) q->proj = proj;
+        Op **ended = proj ? realloc(q->ended, (size_t)cap * sizeof *ended) : NULL;
+        if (!ended) return now + work; /* out of memory: this one as if alone (the arrays kept so far stay valid) */
+        q->ended = ended, q->cap = cap;
     }
     q->j[q->n++] = (TcJob){op, work, op->stream, 0};
     return tc_project(tm, sm, op);

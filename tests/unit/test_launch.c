@@ -849,7 +849,13 @@ static void test_sm100_mla_sparse(void **state)
     must(ctx, fa4_mla_sparse_fwd(ctx, &a, NULL), "fa4_mla_sparse_fwd (odd out strides)");
     assert_int_equal(fk->n_launches, 1), assert_int_equal(fk->launches[0].n_maps, 2);
     if (!strcmp(fk->launches[0].kernel, tma_kernel)) fail_msg("the same kernel for both epilogues");
-    a.out_stride[1] = 0, a.out_stride[0] = 0;
+    fake_reset();
+    a.config = "tma_store=1"; /* asked for on those strides: refused, nothing launched */
+    assert_int_equal(fa4_mla_sparse_fwd(ctx, &a, NULL), FA4_ERR_INVALID_ARGUMENT);
+    if (!strstr(fa4_last_error(ctx), "args->config") || !strstr(fa4_last_error(ctx), "out_stride"))
+        fail_msg("'%s'", fa4_last_error(ctx));
+    nothing_recorded("sm100a tma_store=1 on odd strides");
+    a.config = NULL, a.out_stride[1] = 0, a.out_stride[0] = 0;
     /* topk must be a multiple of the kernel's b_topk (128 for the pair, 64 for the head-64 kernel) */
     a.topk = 192;
     assert_int_equal(fa4_mla_sparse_fwd(ctx, &a, NULL), FA4_ERR_UNSUPPORTED);
