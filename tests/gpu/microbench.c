@@ -225,13 +225,19 @@ static void k_wgmma_pair(void)
  * lat=0: BULK_SLOTS copies of BULK_BYTES in flight (dynamic shared memory): the bandwidth an SM can pull, with as
  * many bytes in flight as an attention kernel's K/V ring holds (2 stages x 2 x 32-44 KB); 4 x 8 KB in flight
  * measured the latency's bound instead (14.6 B/clk on the H200, below what the d128 kernels were timed pulling).
- * out[cta] = clocks. */
+ * out[cta] = clocks. BULK_PDL (mb_pdl_dep, the PDL probe's dependent grid): as lat=0, after thread 0 prefetched the
+ * slice's first npf copies into L2 and every thread passed griddepcontrol.wait; out[4 cta ..] = globaltimer stamps. */
 enum { BULK_SLOTS = 8, BULK_BYTES = 16384, BULK_SMEM = BULK_SLOTS * BULK_BYTES };
-static void k_bulk(int lat)
+enum BulkMode { BULK_BW, BULK_LAT, BULK_PDL };
+static void k_bulk(enum BulkMode mode)
 {
+    int lat = mode == BULK_LAT, pdl = mode == BULK_PDL;
     int slots = lat ? 4 : BULK_SLOTS, bytes = lat ? 8192 : BULK_BYTES, lg_s = lat ? 2 : 3, lg_b = lat ? 13 : 14;
-    head_with(lat ? "" : ".extern .shared .align 128 .b8 dring[];\n", lat ? "mb_tma_lat" : "mb_tma_bw", ".param .u64 out, .param .u64 src, .param .u32 n, .param .u32 span, .param .u32 stride");
+    head_with(lat ? "" : ".extern .shared .align 128 .b8 dring[];\n", lat ? "mb_tma_lat" : pdl ? "mb_pdl_dep" : "mb_tma_bw",
+              pdl ? ".param .u64 out, .param .u64 src, .param .u32 n, .param .u32 span, .param .u32 stride, .param .u32 npf"
+                  : ".param .u64 out, .param .u64 src, .param .u32 n, .param .u32 span, .param .u32 stride");
     if (lat) P("  .shared .align 128 .b8 ring[32768];\n");
+    if (pdl) P("  mov.u64 %%rd20, %%globaltimer;\n");
     P("  .shared .align 8 .b64 bars[%d];\n", slots);
     P("  ld.param.u64 %%rd1, [out];\n  ld.param.u64 %%rd6, [src];\n  ld.param.u32 %%r1, [n];\n  ld.param.u32 %%r12, [span];\n  ld.param.u32 %%r20, [stride];\n");
     P("  mov.u32 %%r2, %%tid.x;\n  mov.u32 %%r4, %s;\n  mov.u32 %%r5, bars;\n  mov.u32 %%r8, %%ctaid.x;\n", lat ? "ring" : "dring");
@@ -239,7 +245,14 @@ static void k_bulk(int lat)
     for (int i = 0; i < slots; i++) P("  @%%p2 mbarrier.init.shared::cta.b64 [%%r5+%d], 1;\n", 8 * i);
     P("  fence.mbarrier_init.release.cluster;\n  bar.sync 0;\n");
     /* offset into src: each CTA starts at cta * stride */
-    P("  mul.wide.u32 %%rd7, %%r8, %%r20;\n  mov.u64 %%rd10, %%clock64;\n  mov.u32 %%r3, 0;\n  mov.u32 %%r13, 0;\n");
+    P("  mul.wide.u32 %%rd7, %%r8, %%r20;\n");
+    if (pdl) { /* thread 0 prefetches the slice's first npf copies into L2, then every thread waits for the previous grid */
+        P("  ld.param.u32 %%r21, [npf];\n  mov.u32 %%r22, 0;\n  add.u64 %%rd23, %%rd6, %%rd7;\n  @!%%p2 bra PF_DONE;\n");
+        P("PF:\n  setp.ge.u32 %%p3, %%r22, %%r21;\n  @%%p3 bra PF_DONE;\n  mul.wide.u32 %%rd24, %%r22, %d;\n  add.u64 %%rd24, %%rd23, %%rd24;\n", bytes);
+        P("  cp.async.bulk.prefetch.L2.global [%%rd24], %d;\n  add.u32 %%r22, %%r22, 1;\n  bra PF;\nPF_DONE:\n", bytes);
+        P("  griddepcontrol.wait;\n  mov.u64 %%rd21, %%globaltimer;\n");
+    }
+    P("  mov.u64 %%rd10, %%clock64;\n  mov.u32 %%r3, 0;\n  mov.u32 %%r13, 0;\n");
     P("LOOP:\n  and.b32 %%r9, %%r3, %d;\n  shl.b32 %%r10, %%r9, %d;\n  add.u32 %%r10, %%r10, %%r4;\n  shl.b32 %%r11, %%r9, 3;\n  add.u32 %%r11, %%r11, %%r5;\n", slots - 1, lg_b);
     /* parity of this slot's use: (i / slots) & 1 */
     P("  shr.u32 %%r14, %%r3, %d;\n  and.b32 %%r14, %%r14, 1;\n", lg_s);
@@ -261,7 +274,23 @@ static void k_bulk(int lat)
         }
     }
     P("  mov.u64 %%rd11, %%clock64;\n  sub.u64 %%rd11, %%rd11, %%rd10;\n");
-    P("  @!%%p2 bra DONE;\n  mul.wide.u32 %%rd2, %%r8, 8;\n  add.u64 %%rd2, %%rd1, %%rd2;\n  st.global.u64 [%%rd2], %%rd11;\nDONE:\n  ret;\n}\n");
+    if (pdl) /* out[4 cta ..]: globaltimer at entry, after the wait, at the end */
+        P("  mov.u64 %%rd22, %%globaltimer;\n  @!%%p2 bra DONE;\n  mul.wide.u32 %%rd2, %%r8, 32;\n  add.u64 %%rd2, %%rd1, %%rd2;\n"
+          "  st.global.u64 [%%rd2], %%rd20;\n  st.global.u64 [%%rd2+8], %%rd21;\n  st.global.u64 [%%rd2+16], %%rd22;\nDONE:\n  ret;\n}\n");
+    else
+        P("  @!%%p2 bra DONE;\n  mul.wide.u32 %%rd2, %%r8, 8;\n  add.u64 %%rd2, %%rd1, %%rd2;\n  st.global.u64 [%%rd2], %%rd11;\nDONE:\n  ret;\n}\n");
+}
+
+/* the previous grid of the PDL probe: every thread triggers its dependents at once (as the split-KV combine does),
+ * then spins ns nanoseconds of globaltimer; out[2 cta ..]: globaltimer at entry and at the end (thread 0) */
+static void k_pdl_prev(void)
+{
+    head("mb_pdl_prev", ".param .u64 out, .param .u32 ns");
+    P("  ld.param.u64 %%rd1, [out];\n  ld.param.u32 %%r1, [ns];\n  griddepcontrol.launch_dependents;\n");
+    P("  mov.u64 %%rd2, %%globaltimer;\n  cvt.u64.u32 %%rd3, %%r1;\nSPIN:\n  mov.u64 %%rd4, %%globaltimer;\n  sub.u64 %%rd5, %%rd4, %%rd2;\n");
+    P("  setp.lt.u64 %%p1, %%rd5, %%rd3;\n  @%%p1 bra SPIN;\n  mov.u32 %%r2, %%tid.x;\n  setp.ne.u32 %%p2, %%r2, 0;\n  @%%p2 bra DONE;\n");
+    P("  mov.u32 %%r8, %%ctaid.x;\n  mul.wide.u32 %%rd6, %%r8, 16;\n  add.u64 %%rd6, %%rd1, %%rd6;\n");
+    P("  st.global.u64 [%%rd6], %%rd2;\n  st.global.u64 [%%rd6+8], %%rd4;\nDONE:\n  ret;\n}\n");
 }
 
 /* cp.async gather, the sm90a sparse MLA producer's own pattern (gen/sm90/mla_sparse.c mla_producer, gather_half):
@@ -387,6 +416,9 @@ static void g_wr(void) { k_wgmma_n("mb_wgmma_rate", WG_RATE, 256); }
 static void g_wl(void) { k_wgmma_n("mb_wgmma_lat", WG_LAT, 256); }
 static void g_wd(void) { k_wgmma_n("mb_wgmma_drain", WG_DRAIN, 256); }
 static void g_ws(void) { k_wgmma_n("mb_wgmma_scale", WG_SCALE, 256); }
+static void g_wd16(void) { k_wgmma_n("mb_wgmma_drain_n16", WG_DRAIN, 16); }
+static void g_wd64(void) { k_wgmma_n("mb_wgmma_drain_n64", WG_DRAIN, 64); }
+static void g_wd128(void) { k_wgmma_n("mb_wgmma_drain_n128", WG_DRAIN, 128); }
 static void g_wb0(void) { k_wgmma_beside("mb_wgmma_beside_idle", 0); }
 static void g_wb1(void) { k_wgmma_beside("mb_wgmma_beside_fmul", 16); }
 static void g_wb2(void) { k_wgmma_beside("mb_wgmma_beside_chain", 1); }
@@ -400,8 +432,9 @@ static void g_w48(void) { k_wgmma_n("mb_wgmma_n48", WG_RATE, 48); }
 static void g_w64(void) { k_wgmma_n("mb_wgmma_n64", WG_RATE, 64); }
 static void g_w80(void) { k_wgmma_n("mb_wgmma_n80", WG_RATE, 80); }
 static void g_w128(void) { k_wgmma_n("mb_wgmma_n128", WG_RATE, 128); }
-static void g_tb(void) { k_bulk(0); }
-static void g_tl(void) { k_bulk(1); }
+static void g_tb(void) { k_bulk(BULK_BW); }
+static void g_tl(void) { k_bulk(BULK_LAT); }
+static void g_pd(void) { k_bulk(BULK_PDL); }
 static void g_sf(void) { k_store("mb_st_frag", 1); }
 static void g_sl(void) { k_store("mb_st_line", 0); }
 static const struct { const char *name; Gen gen; } kernels[] = {
@@ -410,9 +443,11 @@ static const struct { const char *name; Gen gen; } kernels[] = {
     {"mb_tma_lat", g_tl}, {"mb_mbar_rt", k_mbar}, {"mb_gather", k_gather}, {"mb_softcap", k_softcap},
     {"mb_wgmma_n16", g_w16}, {"mb_wgmma_n32", g_w32}, {"mb_wgmma_n48", g_w48}, {"mb_wgmma_n64", g_w64},
     {"mb_wgmma_n80", g_w80}, {"mb_wgmma_n128", g_w128}, {"mb_st_frag", g_sf}, {"mb_st_line", g_sl},
-    {"mb_wgmma_drain", g_wd}, {"mb_wgmma_scale", g_ws}, {"mb_wgmma_beside_idle", g_wb0},
+    {"mb_wgmma_drain", g_wd}, {"mb_wgmma_scale", g_ws}, {"mb_wgmma_drain_n16", g_wd16},
+    {"mb_wgmma_drain_n64", g_wd64}, {"mb_wgmma_drain_n128", g_wd128}, {"mb_wgmma_beside_idle", g_wb0},
     {"mb_wgmma_beside_fmul", g_wb1}, {"mb_wgmma_beside_chain", g_wb2}, {"mb_wgmma_beside_c2", g_wb3},
-    {"mb_wgmma_beside_c4", g_wb4}, {"mb_wgmma_pair", k_wgmma_pair},
+    {"mb_wgmma_beside_c4", g_wb4}, {"mb_wgmma_pair", k_wgmma_pair}, {"mb_pdl_prev", k_pdl_prev},
+    {"mb_pdl_dep", g_pd},
 };
 enum { NK = sizeof kernels / sizeof kernels[0] };
 
@@ -493,7 +528,7 @@ int main(int argc, char **argv)
     CK(cuMemAlloc(&out, 1 << 20));
     CK(cuMemAlloc(&src, span + (1 << 20)));
     CK(cuMemsetD8(src, 0, span + (1 << 20)));
-    Meas m[32];
+    Meas m[40];
     int nm = 0;
     unsigned long long h[4096];
 
@@ -642,6 +677,18 @@ int main(int argc, char **argv)
         printf("probe      wgmma_scale  clk/iter   %8.1f  (%u threads: 4 x m64n256k16 + wait_group 0 an iteration %.1f clk, "
                "then 128 FMULs on the accumulators: +%.1f)\n", c[1], thr, c[0], c[1] - c[0]);
     }
+    {   /* a group's latency by width (a probe): one warpgroup, 4 x m64nNk16 + commit + wait_group 0 an iteration, as an
+         * attention consumer waits for its S = QK^T; mb_replay.py prints the model's clocks for the same PTX */
+        static const char *const gn[4] = {"mb_wgmma_drain_n16", "mb_wgmma_drain_n64", "mb_wgmma_drain_n128", "mb_wgmma_drain"};
+        double c[4];
+        for (int k = 0; k < 4; k++) {
+            launch_ms(fn(gn[k]), 1, 128, 0, ad, 1);
+            CK(cuMemcpyDtoH(h, out, 16));
+            c[k] = (double)h[0] / dn;
+        }
+        printf("probe      wgmma_group  clk/iter   %.1f %.1f %.1f %.1f  (one warpgroup, 4 x m64nNk16 + commit + wait_group 0 an "
+               "iteration at N 16, 64, 128, 256)\n", c[0], c[1], c[2], c[3]);
+    }
     /* does FP32 work on the sub-partitions slow the other warpgroup's wgmmas? warpgroup 0's clocks an iteration of
      * 4 x m64n256k16 with warpgroup 1 gone, then beside 1, 2, 4 and 16 independent FMUL chains a warp (at the FMUL's
      * latency of 4: about 0.25, 0.5, 1 and 1 FMUL a clock on each sub-partition; the rate each reached is printed).
@@ -667,6 +714,115 @@ int main(int argc, char **argv)
         printf("probe      wgmma_pair   clk/round  %7.1f %7.1f  (two warpgroups, 4 x m64n256k16 each at once, wait_group 0: "
                "warpgroup 0's and 1's clocks to their own completion; first come first served would read ~1x and ~2x the "
                "4 wgmmas' time, shared ~2x both)\n", (double)h[0] / dn, (double)h[1] / dn);
+    }
+    {   /* PDL and L2 prefetch (a probe: no table value yet). A previous grid (mb_pdl_prev: triggers its dependents at
+         * once, as the split-KV combine does, then spins T us on every SM) and a dependent grid (mb_pdl_dep, launched with
+         * programmatic stream serialization, one CTA an SM): each CTA prefetches the first npf of its slice's nblk 16 KB
+         * copies into L2 (cp.async.bulk.prefetch.L2), waits for the previous grid (griddepcontrol.wait), then streams its
+         * slice through the 8-slot ring (as mb_tma_bw). The slices lie past a 192 MB region read before each pair, so L2
+         * holds none of them. Per row, means of the middle 15 of 21 (globaltimer ticks in 0.256 us on an H200: the spread of 21
+         * repetitions dithers it): the pair's time (CUDA events), B's first CTA start after A's, the
+         * wait's release after A's end, B's end after A's end, with the same for pdl=0 (a plain launch: no overlap) */
+        CUstream ps;
+        CUevent pa, pb;
+        CK(cuStreamCreate(&ps, CU_STREAM_NON_BLOCKING));
+        CK(cuEventCreate(&pa, 0));
+        CK(cuEventCreate(&pb, 0));
+        CUfunction fpv = fn("mb_pdl_prev"), fdp = fn("mb_pdl_dep");
+        CK(cuFuncSetAttribute(fdp, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, BULK_SMEM));
+        CUdeviceptr sa = out, sb = out + 65536, dsrc = src + ((size_t)256 << 20);
+        unsigned fspan = 192u << 20, fstride = (fspan / (unsigned)sms) & ~(BULK_BYTES - 1u), fnb = fstride / BULK_BYTES;
+        unsigned dspan = 0x7fffc000u, dstride = 64u * BULK_BYTES;
+        void *af[] = {&out, &src, &fnb, &fspan, &fstride};
+        /* carve: A's preferred shared-memory carveout (0: the driver's choice for a kernel without shared memory, which
+         * leaves no room for B's 128 KB ring beside A's CTA, so B cannot start before A ends; 100: all of it shared) */
+        static const struct { unsigned t_ns, nblk, npf; int pdl, carve; } pc[] = {
+            {3000, 36, 0, 1, 0}, {3000, 36, 4, 1, 0}, {3000, 36, 8, 1, 0}, {3000, 36, 16, 1, 0}, {3000, 36, 32, 1, 0},
+            {3000, 36, 36, 1, 0}, {20000, 12, 0, 1, 0}, {20000, 12, 12, 1, 0}, {20000, 24, 0, 1, 0}, {20000, 24, 24, 1, 0},
+            {3000, 36, 0, 0, 0}, {3000, 36, 8, 0, 0}, {3000, 36, 32, 0, 0}, {3000, 36, 36, 0, 0},
+            {3000, 36, 0, 1, 100}, {3000, 36, 4, 1, 100}, {3000, 36, 8, 1, 100}, {3000, 36, 16, 1, 100},
+            {3000, 36, 32, 1, 100}, {3000, 36, 36, 1, 100}, {20000, 36, 0, 1, 100}, {20000, 36, 8, 1, 100},
+            {20000, 36, 16, 1, 100}, {20000, 36, 36, 1, 100}, {20000, 12, 0, 1, 100}, {20000, 12, 12, 1, 100},
+            {20000, 24, 0, 1, 100}, {20000, 24, 24, 1, 100}};
+        double rel[sizeof pc / sizeof pc[0]], end[sizeof pc / sizeof pc[0]]; /* wait release, B's end: after A's end, us */
+        for (size_t k = 0; k < sizeof pc / sizeof pc[0]; k++) {
+            CK(cuFuncSetAttribute(fpv, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, pc[k].carve ? pc[k].carve : -1));
+            enum { REPS = 21, CUT = 3 };
+            double v[REPS][4];
+            unsigned tns = pc[k].t_ns, nb = pc[k].nblk, npf = pc[k].npf;
+            void *ap[] = {&sa, &tns};
+            void *ad2[] = {&sb, &dsrc, &nb, &dspan, &dstride, &npf};
+            for (int r = 0; r < REPS; r++) {
+                CK(cuLaunchKernel(tbw, (unsigned)sms, 1, 1, 128, 1, 1, BULK_SMEM, ps, af, NULL));
+                CK(cuEventRecord(pa, ps));
+                CK(cuLaunchKernel(fpv, (unsigned)sms, 1, 1, 128, 1, 1, 0, ps, ap, NULL));
+                CUlaunchAttribute at;
+                memset(&at, 0, sizeof at);
+                at.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+                at.value.programmaticStreamSerializationAllowed = 1;
+                CUlaunchConfig lc;
+                memset(&lc, 0, sizeof lc);
+                lc.gridDimX = (unsigned)sms, lc.gridDimY = lc.gridDimZ = 1, lc.blockDimX = 128, lc.blockDimY = lc.blockDimZ = 1;
+                lc.sharedMemBytes = BULK_SMEM, lc.hStream = ps, lc.attrs = &at, lc.numAttrs = pc[k].pdl ? 1 : 0;
+                CK(cuLaunchKernelEx(&lc, fdp, ad2, NULL));
+                CK(cuEventRecord(pb, ps));
+                CK(cuEventSynchronize(pb));
+                float pms;
+                CK(cuEventElapsedTime(&pms, pa, pb));
+                unsigned long long A[2 * 1024], B[4 * 1024];
+                CK(cuMemcpyDtoH(A, sa, (size_t)sms * 16));
+                CK(cuMemcpyDtoH(B, sb, (size_t)sms * 32));
+                unsigned long long a0 = ~0ull, a1 = 0, b0 = ~0ull, bw = ~0ull, b1 = 0;
+                for (int i = 0; i < sms; i++) {
+                    if (A[2 * i] < a0) a0 = A[2 * i];
+                    if (A[2 * i + 1] > a1) a1 = A[2 * i + 1];
+                    if (B[4 * i] < b0) b0 = B[4 * i];
+                    if (B[4 * i + 1] < bw) bw = B[4 * i + 1];
+                    if (B[4 * i + 2] > b1) b1 = B[4 * i + 2];
+                }
+                v[r][0] = pms * 1e3, v[r][1] = ((double)b0 - (double)a0) / 1e3, v[r][2] = ((double)bw - (double)a1) / 1e3;
+                v[r][3] = ((double)b1 - (double)a1) / 1e3;
+            }
+            double med[4];
+            for (int c = 0; c < 4; c++) {
+                double x[REPS];
+                for (int r = 0; r < REPS; r++) x[r] = v[r][c];
+                for (int i = 0; i < REPS; i++)
+                    for (int j = i + 1; j < REPS; j++)
+                        if (x[j] < x[i]) { double t = x[i]; x[i] = x[j]; x[j] = t; }
+                med[c] = 0;
+                for (int i = CUT; i < REPS - CUT; i++) med[c] += x[i] / (REPS - 2 * CUT);
+            }
+            rel[k] = med[2], end[k] = med[3];
+            printf("probe      pdl          T %4.1f us  slice %2u x 16 KB  prefetch %2u  pdl %d carve %3d: pair %7.2f us, B start %+7.2f us "
+                   "after A's, wait release %+6.2f after A's end, B end %+7.2f after A's end (%.1f MB streamed, %.1f MB prefetched)\n",
+                   tns / 1e3, nb, npf, pc[k].pdl, pc[k].carve, med[0], med[1], med[2], med[3], (double)sms * nb * BULK_BYTES / 1e6,
+                   (double)sms * npf * BULK_BYTES / 1e6);
+        }
+        /* pf_bw: the thread that issues the prefetches reaches its wait later by their bytes at the engine's prefetch
+         * rate once its queue is full: the slope between 16 and 36 prefetches (rows 3 and 5: no overlap, T 3 us) */
+        m[nm] = (Meas){"pf_bw", "pdl_prefetch", 20.0 * BULK_BYTES / ((rel[5] - rel[3]) * 1e-6 * hz), ""};
+        snprintf(m[nm++].how, sizeof m[0].how, "cp.async.bulk.prefetch.L2 16 KB, every SM: the issuing thread's wait "
+                 "release %.2f us after 16, %.2f after 36 (B/clk of the slope)", rel[3], rel[5]);
+        /* pf_gbs, pf_head_us: B's end after A's end against the prefetched MB P, over the rows without overlap that
+         * prefetch (each against its slice's row with none: rows 1-5 against 0, 7 against 6, 9 against 8), one least-
+         * squares line a P - g: the prefetched bytes' DRAM time is 1 / hbm_gbs + a a MB, g the head start */
+        static const int row[7][2] = {{1, 0}, {2, 0}, {3, 0}, {4, 0}, {5, 0}, {7, 6}, {9, 8}};
+        double sx = 0, sy = 0, sxx = 0, sxy = 0, hbm = 1;
+        for (int i = 0; i < 7; i++) {
+            double x = (double)sms * pc[row[i][0]].npf * BULK_BYTES / 1e6, y = end[row[i][0]] - end[row[i][1]];
+            sx += x, sy += y, sxx += x * x, sxy += x * y;
+        }
+        double a = (7 * sxy - sx * sy) / (7 * sxx - sx * sx), g = (a * sx - sy) / 7;
+        for (int i = 0; i < nm; i++)
+            if (!strcmp(m[i].key, "hbm_gbs")) hbm = m[i].v;
+        m[nm] = (Meas){"pf_gbs", "pdl_prefetch", 1e3 / (a + 1e3 / hbm), ""};
+        snprintf(m[nm++].how, sizeof m[0].how, "prefetching P of a 26-78 MB stream into L2 before loading it ended %.4f us "
+                 "a prefetched MB later (least squares, 7 rows, P 8.7-77.9 MB): its DRAM time at 1 / (%.4f + 1 / hbm_gbs)", a, a);
+        m[nm] = (Meas){"pf_head_us", "pdl_prefetch", g, ""};
+        snprintf(m[nm++].how, sizeof m[0].how, "the same line's intercept: prefetches issued before griddepcontrol.wait "
+                 "start before its release (%.2f us after A's end) and before the first loads' DRAM latency", rel[0]);
+        for (int i = nm - 3; i < nm; i++) printf("microbench %-12s %-10s %10.3f  (%s)\n", m[i].bench, m[i].key, m[i].v, m[i].how);
     }
     /* the table again, measured keys replaced */
     FILE *in = fopen(argv[1], "r"), *o = fopen(argv[2], "w");

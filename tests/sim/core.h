@@ -280,9 +280,9 @@ void sim_complete_op(Sim *s, int i);
 int sim_op_eligible(Sim *s, const Op *op);
 void sim_report_deadlock(Sim *s);
 /* one cluster (x, y, z) of the launch under the clock: its end time, busy clocks per unit, tensor flops and
- * loaded bytes added to *cycles (set), busy, flops and tma_bytes */
+ * loaded and prefetched bytes added to *cycles (set), busy, flops and bytes */
 int sim_run_cluster_timed(const SimLaunch *l, unsigned x, unsigned y, unsigned z, double l2_bw_sm, double cpa_bw_sm,
-                          char **report, double *cycles, double busy[TP_COUNT], double *flops, uint64_t *tma_bytes);
+                          char **report, double *cycles, double busy[TP_COUNT], double *flops, TimingBytes *bytes);
 
 /* timing.c */
 typedef struct Timing Timing;
@@ -292,7 +292,8 @@ void timing_set_share(Timing *tm, double l2_bw_sm, double cpa_bw_sm); /* L2 and 
 double timing_now(const Timing *tm); /* the clock, SM clocks since the cluster started */
 void timing_run_cluster(Sim *s);
 void timing_op_issued(Sim *s, Op *op);
-void timing_collect(const Timing *tm, double *cycles, double busy[TP_COUNT], double *flops, uint64_t *tma_bytes);
+void timing_collect(const Timing *tm, double *cycles, double busy[TP_COUNT], double *flops, TimingBytes *bytes);
+void timing_prefetch(Sim *s, int cta, uint32_t bytes, int early);
 int timing_run_launch(const SimLaunch *l, char **report);
 
 static inline uint64_t rreg(Sim *s, Thread *t, int reg)

@@ -587,6 +587,9 @@ static int timed_launch(SimLaunch *l, char **report)
                      out.us, out.cycles, out.window_cycles, out.clusters, out.simulated, out.waves, out.occupancy,
                      out.tflops, out.hbm_cycles / (timing_gpu.v[K_CLOCK_GHZ] * 1e3),
                      out.l2_cycles / (timing_gpu.v[K_CLOCK_GHZ] * 1e3), out.bottleneck);
+    if (out.prefetch_mb > 0 && n > 0 && (size_t)n < sizeof timing_line) /* (only then: other lines stay as they were) */
+        n += snprintf(timing_line + n, sizeof timing_line - (size_t)n, " l2_prefetch_mb=%.1f head_us=%.2f",
+                      out.prefetch_mb, out.head_us);
     for (int u = 0; u < TP_COUNT && n > 0 && (size_t)n < sizeof timing_line; u++)
         n += snprintf(timing_line + n, sizeof timing_line - (size_t)n, " %s=%.0f%%", timing_unit_name(u),
                       out.span[u] > 0 ? 100 * out.busy[u] / out.span[u] : 0);

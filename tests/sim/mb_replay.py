@@ -79,10 +79,11 @@ def replay(table, ptxdir):
                        text=True)
     got = dict((l.split()[0], float(l.split()[1])) for l in r.stdout.splitlines()
                if l.startswith(("tma_lat", "mbar_wake", "cpa_sm_bw", "softcap_clk_pass", "tc_frac_n", "st_")))
-    tuples = [l.split() for l in r.stdout.splitlines() if l.startswith(("wgmma_scale_", "wgmma_beside", "wgmma_pair"))]
+    tuples = [l.split() for l in r.stdout.splitlines()
+              if l.startswith(("wgmma_scale_", "wgmma_beside", "wgmma_pair", "wgmma_group"))]
     if len(got) != 6 + len(WGMMA_N):
         sys.exit("mb_replay: the replay failed: %s" % (r.stdout + r.stderr)[-400:])
-    for w in tuples:  # wgmma_scale_T (drain, scale), wgmma_beside (idle, 1, 2, 4, 16 chains), wgmma_pair: model clocks
+    for w in tuples:  # wgmma_scale_T (drain, scale), wgmma_beside (idle, 1, 2, 4, 16 chains), wgmma_pair, wgmma_group: clocks
         got[w[0]] = tuple(float(x) for x in w[1:])
     return got
 
@@ -130,6 +131,8 @@ def main():
                   "'probe wgmma_scale' lines)" % ("rescale", "mb_wgmma_scale", d, sc, sc - d, thr))
         print("%-10s %-11s model reads %8.1f and %.1f clk a round (warpgroups 0 and 1; the GPU's: the 'probe wgmma_pair' "
               "line)" % ("pair", "mb_wgmma_pair", got["wgmma_pair"][0], got["wgmma_pair"][1]))
+        print("%-10s %-11s model reads %s clk an iteration at N 16, 64, 128, 256 (the GPU's: the 'probe wgmma_group' line)"
+              % ("group", "mb_wgmma_drain", " ".join("%.1f" % x for x in got["wgmma_group"])))
         alone, c1, c2, c4, c16 = got["wgmma_beside"]
         print("%-10s %-11s model reads %8.1f clk/iter alone; beside 1, 2, 4, 16 FMUL chains a warp %.3fx %.3fx %.3fx %.3fx "
               "(the GPU's: the 'probe wgmma_beside' lines)" % ("beside", "mb_wgmma_beside", alone, c1 / alone, c2 / alone,
@@ -243,6 +246,8 @@ def read_benchmarks(table, ptxdir):
         ck(cu.cuMemcpyDtoH_v2(h, out, ctypes.c_size_t(16)), "copy")
         return h[0] / dn, h[1] / dn
     print("wgmma_pair %.1f %.1f" % pair())
+    print("wgmma_group %s" % " ".join("%.1f" % (run(b, [(u32, dn)], 128) / dn) for b in
+                                      ("mb_wgmma_drain_n16", "mb_wgmma_drain_n64", "mb_wgmma_drain_n128", "mb_wgmma_drain")))
     print("wgmma_beside %s" % " ".join("%.1f" % (run("mb_wgmma_beside_" + b, [(u32, dn)], 256) / dn)
                                        for b in ("idle", "chain", "c2", "c4", "fmul")))
     # the st.global probes (one SM, 256 threads, 64 stores a thread a pass): clocks a warp instruction

@@ -1384,6 +1384,7 @@ static void exec_tma_prefetch(Sim *s, Thread *t, const Ins *in)
     memcpy(c->pf[c->npf].coords, coords, sizeof coords);
     c->pf[c->npf].nc = nc, c->pf[c->npf].line = in->line;
     c->npf++;
+    if (s->tm) timing_prefetch(s, t->cta, tma_tile_bytes(&map), !t->waited);
 }
 
 /* A load of a box this CTA prefetched: the prefetch was used. */
@@ -2501,7 +2502,7 @@ static void run_cluster(Sim *s)
 }
 
 /* One cluster of the launch, functional (tm_out NULL) or under the timing mode's clock. */
-typedef struct TimedOut { double l2_bw_sm, cpa_bw_sm, *cycles, *busy, *flops; uint64_t *tma_bytes; } TimedOut;
+typedef struct TimedOut { double l2_bw_sm, cpa_bw_sm, *cycles, *busy, *flops; TimingBytes *bytes; } TimedOut;
 
 /* Sets up cluster (x, y, z) in s (zeroed here); its status (0: ready to run). */
 static int cluster_open(Sim *s, const SimLaunch *l, const unsigned nc[3], unsigned x, unsigned y, unsigned z,
@@ -2544,7 +2545,7 @@ static int one_cluster(const SimLaunch *l, const unsigned nc[3], unsigned x, uns
         if (to && !(s.tm = timing_new(&s))) sim_hazard(&s, SIM_UNSUPPORTED, "out of memory for the timing mode");
         if (s.tm) timing_set_share(s.tm, to->l2_bw_sm, to->cpa_bw_sm);
         if (!s.status) run_cluster(&s);
-        if (s.tm && !s.status) timing_collect(s.tm, to->cycles, to->busy, to->flops, to->tma_bytes);
+        if (s.tm && !s.status) timing_collect(s.tm, to->cycles, to->busy, to->flops, to->bytes);
         timing_free(s.tm);
     }
     return cluster_close(&s, report);
@@ -2622,12 +2623,12 @@ static int run_window(const SimLaunch *l, const unsigned nc[3], char **report)
 
 int sim_run_cluster_timed(const SimLaunch *l, unsigned x, unsigned y, unsigned z, double l2_bw_sm, double cpa_bw_sm,
                           char **report,
-                          double *cycles, double busy[TP_COUNT], double *flops, uint64_t *tma_bytes)
+                          double *cycles, double busy[TP_COUNT], double *flops, TimingBytes *bytes)
 {
     unsigned nc[3] = {l->grid[0] / l->cluster[0], l->grid[1] / l->cluster[1], l->grid[2] / l->cluster[2]};
     uint8_t *param = malloc(l->entry->param_bytes + 16);
     if (!param) { *report = strdup("out of memory\n"); return SIM_UNSUPPORTED; }
-    TimedOut to = {l2_bw_sm, cpa_bw_sm, cycles, busy, flops, tma_bytes};
+    TimedOut to = {l2_bw_sm, cpa_bw_sm, cycles, busy, flops, bytes};
     int st = one_cluster(l, nc, x, y, z, param, report, &to);
     free(param);
     return st;

@@ -24,7 +24,8 @@ static const char *const key_names[K_COUNT] = {
     [K_TC_ISSUE] = "tc_issue", [K_FMA_DENSE] = "fma_dense", [K_TC_FRAC_N16] = "tc_frac_n16",
     [K_TC_FRAC_N32] = "tc_frac_n32", [K_TC_FRAC_N48] = "tc_frac_n48", [K_TC_FRAC_N64] = "tc_frac_n64",
     [K_TC_FRAC_N80] = "tc_frac_n80", [K_TC_FRAC_N128] = "tc_frac_n128", [K_TMEM_LAT] = "tmem_lat",
-    [K_TMEM_BW] = "tmem_bw", [K_TMA_OP] = "tma_op", [K_TMA_ROW] = "tma_row", [K_TMA_LAT] = "tma_lat",
+    [K_TMEM_BW] = "tmem_bw", [K_TMA_OP] = "tma_op", [K_TMA_ROW] = "tma_row", [K_TMA_LAT] = "tma_lat", [K_PF_BW] = "pf_bw", [K_PF_GBS] = "pf_gbs",
+    [K_PF_HEAD_US] = "pf_head_us",
     [K_L2_SM_BW] = "l2_sm_bw", [K_L2_BW] = "l2_bw",
     [K_CPA_SM_BW] = "cpa_sm_bw", [K_CPA_BW] = "cpa_bw", [K_HBM_GBS] = "hbm_gbs", [K_MBAR_WAKE] = "mbar_wake",
     [K_BAR_WAKE] = "bar_wake", [K_CLUSTER_WAKE] = "cluster_wake", [K_FENCE_LAT] = "fence_lat",
@@ -115,6 +116,10 @@ int timing_load(TimingGpu *g, const char *name_or_path, const char *dir, char *e
         table_default(g, K_ST_LINE, 1, "one line a clock");
         table_default(g, K_ST_BW, 128, "128 bytes a clock");
         table_default(g, K_FMA_DENSE, 0, "no clash");
+        /* the PDL/prefetch probe (run 10): a prefetch as a load, its bytes at the DRAM rate, no head start */
+        table_default(g, K_PF_BW, g->v[K_L2_SM_BW], "a prefetch at l2_sm_bw, as a load");
+        table_default(g, K_PF_GBS, g->v[K_HBM_GBS], "prefetched bytes at hbm_gbs");
+        table_default(g, K_PF_HEAD_US, 0, "no head start");
     }
     for (int k = 0; k < K_COUNT && !rc; k++)
         if (!g->have[k]) { snprintf(err, n, "%s: key %s missing", path, key_names[k]); rc = -1; }
@@ -162,7 +167,7 @@ typedef struct Timing {
     double tc_flops;
     double l2_bw_sm;     /* bytes per clock this SM's loads get */
     double cpa_bw_sm;    /* bytes per clock this SM's cp.async gathers get */
-    uint64_t tma_bytes;  /* bytes loaded by TMA/bulk/cp.async in the window */
+    TimingBytes bytes;   /* loaded by TMA/bulk/cp.async and prefetched into L2 in the window */
 } Timing;
 
 static double V(const Timing *tm, int k) { return tm->g->v[k]; }
@@ -509,6 +514,20 @@ static double fma_clash(Timing *tm, int sm, int p, double t, double interval)
     return fmax(interval, 1 / V(tm, K_FMA_DENSE));
 }
 
+/* An L2 prefetch (cp.async.bulk.prefetch.tensor) of `bytes`, early: issued before the thread's griddepcontrol.wait.
+ * It holds the SM's TMA engine, in order with the loads, for its bytes at pf_bw (mb_pdl: 16 KB prefetches went through
+ * the engine at 69 B/clk on an H200, 2.5x a load's rate: a load brings its bytes into the SM), and counts toward the
+ * launch's prefetched bytes, which timing_run_launch prices at their own DRAM rate. */
+void timing_prefetch(Sim *s, int cta, uint32_t bytes, int early)
+{
+    Timing *tm = s->tm;
+    double start = fmax(tm->now, tm->tma_free[cta]), dur = fmax(bytes / V(tm, K_PF_BW), V(tm, K_TMA_OP));
+    tm->tma_free[cta] = start + dur;
+    tm->busy[TP_TMA] += dur;
+    tm->bytes.prefetched += bytes;
+    if (early) tm->bytes.prefetched_early += bytes;
+}
+
 /* The modelled completion time of an async op issued now (sim.c calls it from op_push). */
 void timing_op_issued(Sim *s, Op *op)
 {
@@ -567,7 +586,7 @@ void timing_op_issued(Sim *s, Op *op)
         double dur = bytes / (op->kind == A_CPA ? tm->cpa_bw_sm : tm->l2_bw_sm);
         *eng = start + fmax(dur, over);
         tm->busy[TP_TMA] += fmax(dur, over);
-        tm->tma_bytes += (uint64_t)bytes * (uint64_t)(n > 0 ? 1 : 0);
+        tm->bytes.loaded += (uint64_t)bytes * (uint64_t)(n > 0 ? 1 : 0);
         ready = start + fmax(dur, over) + (op->kind == A_CPA ? V(tm, K_GMEM_LAT) : V(tm, K_TMA_LAT));
         break;
     }
@@ -846,12 +865,12 @@ int timing_run_launch(const SimLaunch *l, char **report)
     memset(out, 0, sizeof *out);
     double l2_bw_sm = fmin(g->v[K_L2_SM_BW], g->v[K_L2_BW] / (active > 0 ? active : 1));
     double cpa_bw_sm = fmin(g->v[K_CPA_SM_BW], g->v[K_CPA_BW] / (active > 0 ? active : 1));
-    uint64_t tma_bytes = 0;
+    TimingBytes moved = {0, 0, 0};
     for (int k = 0; k < want; k++) {
         unsigned x = want == 1 ? 0 : (unsigned)((double)k * (nc[0] - 1) / (want - 1) + 0.5);
         if (n && sm[n - 1].x == x) continue;
         double cyc = 0, busy[TP_COUNT] = {0}, flops = 0;
-        int st = sim_run_cluster_timed(l, x, 0, 0, l2_bw_sm, cpa_bw_sm, report, &cyc, busy, &flops, &tma_bytes);
+        int st = sim_run_cluster_timed(l, x, 0, 0, l2_bw_sm, cpa_bw_sm, report, &cyc, busy, &flops, &moved);
         if (st) return st;
         sm[n].x = x, sm[n].cycles = cyc;
         n++;
@@ -872,10 +891,18 @@ int timing_run_launch(const SimLaunch *l, char **report)
     }
     int waves = 1;
     double span = makespan(nc, slots, sm, n, &waves);
-    /* the grid's memory bounds: unique bytes from DRAM, the window's loads scaled over L2 */
-    double hz = g->v[K_CLOCK_GHZ] * 1e9;
-    out->hbm_cycles = (double)tl->hbm_bytes / (g->v[K_HBM_GBS] * 1e9) * hz;
-    out->l2_cycles = (double)tma_bytes * ((double)total / n) / g->v[K_L2_BW];
+    /* the grid's memory bounds: unique bytes from DRAM, the window's loads scaled over L2. Bytes the grid prefetches
+     * into L2 (then loads) come from DRAM at pf_gbs, not hbm_gbs; those prefetched before griddepcontrol.wait start
+     * before the wait's release and the first loads' DRAM latency, taking up to pf_head_us off (mb_pdl on an H200:
+     * prefetching 8.7-77.9 MB of a 26-78 MB stream, then loading it, ended 0.090 us a prefetched MB later, less 0.94
+     * us: one line over seven rows, at every size up to 1.5x the L2's 50 MB, with no sign of the L2's capacity) */
+    double hz = g->v[K_CLOCK_GHZ] * 1e9, per = (double)total / n;
+    double pf = fmin((double)moved.prefetched * per, (double)tl->hbm_bytes), early = (double)moved.prefetched_early * per;
+    double hbm_s = ((double)tl->hbm_bytes - pf) / (g->v[K_HBM_GBS] * 1e9) + pf / (g->v[K_PF_GBS] * 1e9);
+    out->head_us = fmin(1e6 * fmin(early, pf) / (g->v[K_HBM_GBS] * 1e9), g->v[K_PF_HEAD_US]);
+    out->hbm_cycles = (hbm_s - out->head_us * 1e-6) * hz;
+    out->l2_cycles = (double)moved.loaded * per / g->v[K_L2_BW];
+    out->prefetch_mb = pf / 1e6;
     double cyc = fmax(span, fmax(out->hbm_cycles, out->l2_cycles));
     out->cycles = cyc;
     out->us = cyc / hz * 1e6 + g->v[K_LAUNCH_US];
@@ -906,12 +933,14 @@ void timing_set_share(Timing *tm, double l2_bw_sm, double cpa_bw_sm)
     tm->cpa_bw_sm = cpa_bw_sm > 0 ? cpa_bw_sm : 1;
 }
 
-void timing_collect(const Timing *tm, double *cycles, double busy[TP_COUNT], double *flops, uint64_t *tma_bytes)
+void timing_collect(const Timing *tm, double *cycles, double busy[TP_COUNT], double *flops, TimingBytes *bytes)
 {
     *cycles = tm->end;
     for (int u = 0; u < TP_COUNT; u++) busy[u] += tm->busy[u];
     *flops += tm->tc_flops;
-    *tma_bytes += tm->tma_bytes;
+    bytes->loaded += tm->bytes.loaded;
+    bytes->prefetched += tm->bytes.prefetched;
+    bytes->prefetched_early += tm->bytes.prefetched_early;
 }
 
 /* ------------------------------------------------------------ ptxas's schedule, approximated */

@@ -62,6 +62,9 @@ typedef enum {
     K_TMA_OP,        /* clocks the SM's TMA engine spends per box (or bulk copy) beyond its bytes */
     K_TMA_ROW,       /* extra clocks per gathered row (tile::gather4) */
     K_TMA_LAT,       /* TMA load latency from L2, clocks */
+    K_PF_BW,         /* bytes per clock the SM's TMA engine gets through of an L2 prefetch (it moves nothing to the SM) */
+    K_PF_GBS,        /* DRAM GB/s of the bytes a grid prefetches into L2 (then loads): below hbm_gbs, measured */
+    K_PF_HEAD_US,    /* the most DRAM time prefetches issued before griddepcontrol.wait take off the launch, us */
     K_L2_SM_BW,      /* L2 -> one SM bytes per clock, when few SMs load */
     K_L2_BW,         /* L2 -> all SMs bytes per clock (the grid shares it) */
     K_CPA_SM_BW,     /* cp.async (the LSU path: 16-byte gathers of scattered rows) L2 -> one SM, bytes per clock */
@@ -107,6 +110,7 @@ typedef struct TimingOut {
     double busy[TP_COUNT];    /* the simulated window's busy clocks per unit, summed over its SMs */
     double span[TP_COUNT];    /* the clocks busy[] is a share of (per unit) */
     double hbm_cycles, l2_cycles; /* the grid's memory bounds */
+    double prefetch_mb, head_us; /* the grid's L2 prefetches; the DRAM time those before its wait took off it */
     double tflops;            /* tensor-core flops issued / time (the simulated window scaled) */
     double tc_flops;          /* tensor flops the window issued */
     int clusters, simulated, waves, occupancy, persistent_like;
@@ -116,6 +120,9 @@ typedef struct TimingOut {
 const char *timing_unit_name(int u); /* TP_* */
 
 /* per-launch inputs that only the driver knows */
+/* bytes a simulated cluster moved: loaded (TMA, bulk, cp.async) and prefetched into L2 (before its griddepcontrol.wait) */
+typedef struct TimingBytes { uint64_t loaded, prefetched, prefetched_early; } TimingBytes;
+
 typedef struct TimingLaunch {
     const TimingGpu *gpu;
     uint64_t hbm_bytes; /* bytes of the allocations the launch can touch (its unique traffic bound) */

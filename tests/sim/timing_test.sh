@@ -2,7 +2,8 @@
 # tests/sim/timing_test.sh - the timing mode's own checks (make sim-test step `timing`): a fixed small
 # sm90a case predicted twice (and under another scheduler seed) gives the same line; a table with half the
 # tensor-core rate predicts a longer time, one with a missing key is refused; the line names its units; the
-# latencies h200.tbl derives from microbenchmarks replay to the measured values, and so does the gather rate.
+# latencies h200.tbl derives from microbenchmarks replay to the measured values, and so does the gather rate; a decode
+# kernel's L2 prefetches are priced.
 # Prints `timing: N passed, N failed`. Needs build/sim/libcuda.so.1 and build/sim/timecase.
 set -u
 cd "$(dirname "$0")/../.."
@@ -65,5 +66,16 @@ n32=$(eval FA4SIM_TIMING=tests/sim/gpus/h200.tbl build/sim/timecase $case32 2>&1
 f32=$(eval FA4SIM_TIMING="$w/flat.tbl" build/sim/timecase $case32 2>&1 | grep '^fa4sim-timing' | head -1)
 awk -v x="$(us "$f32")" -v y="$(us "$n32")" 'BEGIN { exit !(x > 0 && y > x * 1.02) }'
 ok $? "bn 32 at the measured narrow-N rate: $(us "$f32") -> $(us "$n32") us must grow"
+# the L2 prefetch before griddepcontrol.wait (split-KV decode, prefetch=N blocks; pf_bw, pf_gbs, pf_head_us from the PDL probe,
+# H200 run 12): prefetch=0 names no prefetched bytes; prefetch=8 names them and moves the launch's DRAM bound (its bytes at
+# pf_gbs, less the head start); with pf_gbs = hbm_gbs and no head start (a test table) the bound is prefetch=0's again
+dec="kind=mha batch=1 sq=1 sk=4096 hq=16 hkv=2 qk=128 splits=4"
+dline() { FA4SIM_TIMING=$1 build/sim/timecase $dec config=prefetch=$2 2>&1 | grep '^fa4sim-timing: fa4_mha' | head -1; }
+hbm() { echo "$1" | sed 's/.*hbm_us=\([0-9.]*\).*/\1/'; }
+sed 's/^pf_head_us .*/pf_head_us 1e-9 derived none (test)/; s/^pf_gbs .*/pf_gbs 4479 derived = hbm_gbs (test)/' tests/sim/gpus/h200.tbl > "$w/pf.tbl"
+p0=$(dline tests/sim/gpus/h200.tbl 0); p8=$(dline tests/sim/gpus/h200.tbl 8); q8=$(dline "$w/pf.tbl" 8)
+! echo "$p0" | grep -q l2_prefetch_mb && echo "$p8" | grep -q 'l2_prefetch_mb=[1-9]' &&
+    awk -v a="$(hbm "$p0")" -v b="$(hbm "$p8")" -v c="$(hbm "$q8")" 'BEGIN { exit !(a > 0 && b != a && c == a) }'
+ok $? "decode prefetch=8 prices its L2 prefetches: hbm_us $(hbm "$p0") -> $(hbm "$p8") ($(hbm "$q8") at pf_gbs = hbm_gbs, no head start)"
 echo "timing: $pass passed, $fail failed"
 [ "$fail" = 0 ]
