@@ -568,10 +568,34 @@ static int cb_tmem_footprint_write(void *u, int cta, uint32_t lane, uint32_t col
     return 0;
 }
 
+/* A lane's run of cells: the one-cell callbacks above in column order (called directly, so the compiler inlines them:
+ * an MMA's D is a run of up to 512 cells a lane, each checked and shadowed as before) */
+static int cb_tmem_read_run(void *u, int cta, uint32_t lane, uint32_t col, uint32_t n, uint32_t *v)
+{
+    for (uint32_t k = 0; k < n; k++)
+        if (cb_tmem_read(u, cta, lane, col + k, &v[k])) return -1;
+    return 0;
+}
+
+static int cb_tmem_write_run(void *u, int cta, uint32_t lane, uint32_t col, uint32_t n, const uint32_t *v)
+{
+    for (uint32_t k = 0; k < n; k++)
+        if (cb_tmem_write(u, cta, lane, col + k, v[k])) return -1;
+    return 0;
+}
+
+static int cb_tmem_footprint_write_run(void *u, int cta, uint32_t lane, uint32_t col, uint32_t n)
+{
+    for (uint32_t k = 0; k < n; k++)
+        if (cb_tmem_footprint_write(u, cta, lane, col + k)) return -1;
+    return 0;
+}
+
 static TcMem tc_mem(Ctx *c)
 {
     TcMem m = {c, cb_smem_read, cb_tmem_read, cb_tmem_write, c->err, sizeof c->err,
-               c->op ? cb_tmem_footprint_write : NULL};
+               c->op ? cb_tmem_footprint_write : NULL, cb_tmem_read_run, cb_tmem_write_run,
+               c->op ? cb_tmem_footprint_write_run : NULL};
     return m;
 }
 

@@ -513,6 +513,38 @@ static void dp_map(DataPath dp, int N, int i, int j, uint32_t *lane, uint32_t *c
     }
 }
 
+/* The run of D cells of row i from column j on that share a lane and lie in consecutive TMEM columns (dp_map is
+ * contiguous in j but for layout B, whose upper half of the columns moves to lanes 64 up): its length. */
+static int dp_run(DataPath dp, int N, int j)
+{
+    return dp == DP_B ? N / 2 - j % (N / 2) : N - j;
+}
+
+/* n cells of one lane through the run callbacks when the caller gave them, else cell by cell */
+static int tmem_read_n(const TcMem *m, int cta, uint32_t lane, uint32_t col, uint32_t n, uint32_t *v)
+{
+    if (m->tmem_read_run) return m->tmem_read_run(m->u, cta, lane, col, n, v);
+    for (uint32_t k = 0; k < n; k++)
+        if (m->tmem_read(m->u, cta, lane, col + k, &v[k])) return -1;
+    return 0;
+}
+
+static int tmem_write_n(const TcMem *m, int cta, uint32_t lane, uint32_t col, uint32_t n, const uint32_t *v)
+{
+    if (m->tmem_write_run) return m->tmem_write_run(m->u, cta, lane, col, n, v);
+    for (uint32_t k = 0; k < n; k++)
+        if (m->tmem_write(m->u, cta, lane, col + k, v[k])) return -1;
+    return 0;
+}
+
+static int tmem_footprint_n(const TcMem *m, int cta, uint32_t lane, uint32_t col, uint32_t n)
+{
+    if (m->tmem_footprint_write_run) return m->tmem_footprint_write_run(m->u, cta, lane, col, n);
+    for (uint32_t k = 0; k < n; k++)
+        if (m->tmem_footprint_write(m->u, cta, lane, col + k)) return -1;
+    return 0;
+}
+
 /* Lane of row i of an A matrix in TMEM read by data-path half h (layout B reads
  * A for columns [N/2,N) from lanes 64..127: A must be duplicated there). */
 static uint32_t dp_a_lane(DataPath dp, int i, int h)
@@ -608,15 +640,17 @@ int tc_mma(const TcMem *m, const TcMma *op, TcMode mode)
             int es = type_bytes(d.at), halves = dp == DP_B ? 2 : 1, per = 4 / es;
             for (int h = 0; h < halves; h++) {
                 float *Av = (h ? Aup : A) + (size_t)v * (size_t)Mloc * (size_t)K;
-                for (int i = 0; i < Mloc; i++)
+                for (int i = 0; i < Mloc; i++) {
+                    uint32_t cells[8];
+                    if (tmem_read_n(m, cta, al + dp_a_lane(dp, i, h), ac, 8, cells)) goto out;
+                    if (mode == TC_FOOTPRINT) continue;
                     for (int c = 0; c < 8; c++) {
-                        uint32_t cell;
-                        if (m->tmem_read(m->u, cta, al + dp_a_lane(dp, i, h), ac + (uint32_t)c, &cell)) goto out;
-                        if (mode == TC_FOOTPRINT) continue;
+                        uint32_t cell = cells[c];
                         uint8_t b4[4] = {(uint8_t)cell, (uint8_t)(cell >> 8), (uint8_t)(cell >> 16),
                                          (uint8_t)(cell >> 24)};
                         for (int e = 0; e < per; e++) Av[i * K + c * per + e] = sa * elem(d.at, es, b4 + e * es);
                     }
+                }
             }
         }
         if (read_smem_operand(m, cta, &lb, d.b_mn, d.bt, (uint32_t)Nloc, (uint32_t)K, sb,
@@ -624,23 +658,26 @@ int tc_mma(const TcMem *m, const TcMma *op, TcMode mode)
             goto out;
         if (op->enable_input_d)
             for (int i = 0; i < Mloc; i++)
-                for (int j = 0; j < N; j++) {
-                    uint32_t lane, col, cell;
+                for (int j = 0, n; j < N; j += n) {
+                    uint32_t lane, col, cells[TC_TMEM_COLS];
                     dp_map(dp, N, i, j, &lane, &col);
-                    if (m->tmem_read(m->u, cta, dl + lane, dc + col, &cell)) goto out;
+                    n = dp_run(dp, N, j);
+                    if (tmem_read_n(m, cta, dl + lane, dc + col, (uint32_t)n, cells)) goto out;
                     if (mode == TC_FOOTPRINT) continue;
-                    D[((size_t)v * (size_t)Mloc + (size_t)i) * (size_t)N + (size_t)j] =
-                        d.d_f16 ? tc_to_float(TC_F16, cell & 0xffffu) : bits_f32(cell);
+                    float *drow = D + ((size_t)v * (size_t)Mloc + (size_t)i) * (size_t)N + (size_t)j;
+                    for (int k = 0; k < n; k++)
+                        drow[k] = d.d_f16 ? tc_to_float(TC_F16, cells[k] & 0xffffu) : bits_f32(cells[k]);
                 }
     }
     if (mode == TC_FOOTPRINT) {
         if (m->tmem_footprint_write)
             for (int v = 0; v < cg; v++)
                 for (int i = 0; i < Mloc; i++)
-                    for (int j = 0; j < N; j++) {
+                    for (int j = 0, n; j < N; j += n) {
                         uint32_t lane, col;
                         dp_map(dp, N, i, j, &lane, &col);
-                        if (m->tmem_footprint_write(m->u, ctas[v], dl + lane, dc + col)) goto out;
+                        n = dp_run(dp, N, j);
+                        if (tmem_footprint_n(m, ctas[v], dl + lane, dc + col, (uint32_t)n)) goto out;
                     }
         rc = 0;
         goto out;
@@ -691,12 +728,13 @@ int tc_mma(const TcMem *m, const TcMma *op, TcMode mode)
     /* --- writes --- */
     for (int v = 0; v < cg; v++)
         for (int i = 0; i < Mloc; i++)
-            for (int j = 0; j < N; j++) {
-                uint32_t lane, col;
-                float x = D[((size_t)v * (size_t)Mloc + (size_t)i) * (size_t)N + (size_t)j];
+            for (int j = 0, n; j < N; j += n) {
+                uint32_t lane, col, cells[TC_TMEM_COLS];
+                const float *drow = D + ((size_t)v * (size_t)Mloc + (size_t)i) * (size_t)N + (size_t)j;
                 dp_map(dp, N, i, j, &lane, &col);
-                uint32_t cell = d.d_f16 ? f64_to_f16(x) : f32_bits(x);
-                if (m->tmem_write(m->u, ctas[v], dl + lane, dc + col, cell)) goto out;
+                n = dp_run(dp, N, j);
+                for (int k = 0; k < n; k++) cells[k] = d.d_f16 ? f64_to_f16(drow[k]) : f32_bits(drow[k]);
+                if (tmem_write_n(m, ctas[v], dl + lane, dc + col, (uint32_t)n, cells)) goto out;
             }
     rc = 0;
 out:

@@ -34,6 +34,12 @@ typedef struct TcMem {
      * called once for every TMEM cell the operation would write, so that the
      * core learns the write set without anything being written. */
     int (*tmem_footprint_write)(void *u, int cta, uint32_t lane, uint32_t col);
+    /* Optional (may be NULL; then the unit calls the one-cell forms above): the same for n cells of one lane, columns
+     * col .. col + n - 1, in column order, stopping at the first cell whose one-cell form would fail. tc_mma reads
+     * and writes D (and A in TMEM) a lane's run at a time through these when they are given. */
+    int (*tmem_read_run)(void *u, int cta, uint32_t lane, uint32_t col, uint32_t n, uint32_t *v);
+    int (*tmem_write_run)(void *u, int cta, uint32_t lane, uint32_t col, uint32_t n, const uint32_t *v);
+    int (*tmem_footprint_write_run)(void *u, int cta, uint32_t lane, uint32_t col, uint32_t n);
 } TcMem;
 
 /* Element types as the instruction descriptor and wgmma spell them. */
