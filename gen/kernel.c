@@ -114,7 +114,8 @@ void mha_prologue(Emit *e)
         emit(e, "griddepcontrol.wait;");
     }
     if (p->pdl_trigger) {
-        emit_note(e, "plan pdl: the combine kernel may launch now; its griddepcontrol.wait still waits for this grid");
+        emit_note(e, "plan pdl: the stream's next kernel (a split's combine, the next call) may launch now; its "
+                  "griddepcontrol.wait still waits for this grid");
         emit(e, "griddepcontrol.launch_dependents;");
     }
     if (p->cfg.split) {

@@ -36,8 +36,12 @@ void mha_plan_params(Plan *p)
         plan_note(p, "score_mod", "source %016llx: s = score_mod(sm_scale q.k, b, h, q, k, aux) on every score, "
                   "then the mask", (unsigned long long)p->cfg.score_mod);
     }
+    /* Every forward kernel is a programmatic dependent of the stream's previous kernel and lets the next one launch
+     * early: its CTAs start as the previous grid's leave their SMs, 0.2 us after it ends instead of 1.9 (the PDL probe
+     * on an H200, bench/NOTES.md "the decode's L2 prefetch"), their wait before any global memory access; a split's
+     * combine, or the next call, waits for this grid in turn. */
+    p->pdl_trigger = p->pdl_dependent = 1;
     if (p->cfg.split) {
-        p->pdl_trigger = p->pdl_dependent = 1;
         /* config_check: dense K/V, no cluster or CTA pair; the sm100a plan lowers it to its rings' take */
         p->pdl_early_kv = p->cfg.early ? p->stages : 0;
         p->pdl_prefetch_kv = p->cfg.prefetch > 0 ? p->cfg.prefetch : 0; /* config_check: as early */

@@ -316,8 +316,8 @@ char *plan_explain_text(const Plan *p)
                    : mha_prefetch_rereads(p) ? " but the length and table reads that aim the prefetches below"
                    : "");
     if (p->pdl_trigger)
-        buf_printf(&b, "  pdl   griddepcontrol.launch_dependents: the stream's next kernel (split -> combine -> next "
-                   "split) may launch while this one runs\n");
+        buf_printf(&b, "  pdl   griddepcontrol.launch_dependents: the stream's next kernel (a split's combine, the next "
+                   "call) may launch while this one runs\n");
     if (p->pdl_early_kv)
         buf_printf(&b, "  pdl   early kv: the first tile's first %d K/V blocks (ascending; only rows before seqlen_k - "
                    "seqlen_q) load before the wait, under the previous kernel's tail\n", p->pdl_early_kv);

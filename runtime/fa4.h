@@ -314,7 +314,12 @@ typedef struct fa4_mha_args {
 #define FA4_MAX_SPLITS 128
 
 /* Validate args, pick the config, get the kernel and launch it on stream (a
- * CUstream; NULL = default stream). Nothing is launched when a check fails. */
+ * CUstream; NULL = default stream). Nothing is launched when a check fails.
+ * The forward kernels (and a split's combine) are programmatic dependent launches both ways: launched with
+ * programmatic stream serialization, each may start while the stream's previous kernel runs and executes
+ * griddepcontrol.wait before it touches any global memory; each executes griddepcontrol.launch_dependents at
+ * once, so a kernel launched after it with that attribute may start early too -- and must itself wait
+ * (griddepcontrol.wait) before reading O or LSE, as PDL requires. Stream order is unchanged for plain launches. */
 fa4_status fa4_mha_fwd(fa4_ctx *ctx, const fa4_mha_args *args, void *stream);
 
 /* The canonical config fa4_mha_fwd would use for args (for logs, tests and AOT bundles); the split

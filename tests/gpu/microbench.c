@@ -688,6 +688,10 @@ int main(int argc, char **argv)
         }
         printf("probe      wgmma_group  clk/iter   %.1f %.1f %.1f %.1f  (one warpgroup, 4 x m64nNk16 + commit + wait_group 0 an "
                "iteration at N 16, 64, 128, 256)\n", c[0], c[1], c[2], c[3]);
+        /* the rate benchmark with one warpgroup an SM instead of two: does a warpgroup alone reach the pipe's peak? */
+        double solo = launch_ms(fn("mb_wgmma_rate"), (unsigned)sms, 128, 0, aw, 3);
+        printf("probe      wgmma_solo   MAC/clk    %.1f  (wgmma_rate with one warpgroup an SM: 4 x m64n256k16 a commit, "
+               "wait_group 1; two warpgroups: tc_macs)\n", (double)sms * wn_iters * 4 * 64.0 * 256 * 16 / (solo * 1e-3 * hz * sms));
     }
     /* does FP32 work on the sub-partitions slow the other warpgroup's wgmmas? warpgroup 0's clocks an iteration of
      * 4 x m64n256k16 with warpgroup 1 gone, then beside 1, 2, 4 and 16 independent FMUL chains a warp (at the FMUL's

@@ -651,9 +651,15 @@ EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **p
         if (!cluster[0] || !cluster[1] || !cluster[2])
             return refuse(CUDA_ERROR_INVALID_CLUSTER_SIZE, "cuLaunchKernelEx: cluster dimension 0");
     }
+    int pdl = 0;
+    for (unsigned i = 0; i < c->numAttrs; i++)
+        if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
+            pdl = c->attrs[i].value.programmaticStreamSerializationAllowed != 0;
     const unsigned grid[3] = {c->gridDimX, c->gridDimY, c->gridDimZ};
     const unsigned block[3] = {c->blockDimX, c->blockDimY, c->blockDimZ};
-    return launch(1, f, grid, block, c->sharedMemBytes, cluster, c->hStream, params, extra);
+    CUresult r = launch(1, f, grid, block, c->sharedMemBytes, cluster, c->hStream, params, extra);
+    if (r == CUDA_SUCCESS) st.launches[st.n_launches - 1].pdl = pdl;
+    return r;
 }
 
 /* ------------------------------------------------------------ the linker */

@@ -63,7 +63,8 @@ typedef struct FakeMap {
  * (recognised by their marker), then lse, seqlen_q, seqlen_k, heads_q,
  * batch, scale_log2, o_scale. */
 typedef struct FakeLaunch {
-    int ex; /* 1: cuLaunchKernelEx */
+    int ex;  /* 1: cuLaunchKernelEx */
+    int pdl; /* 1: with CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION allowed (a programmatic dependent) */
     char kernel[FAKE_NAME];
     unsigned grid[3], block[3], smem, cluster[3]; /* cluster 1x1x1 when none was given */
     int smem_attr; /* the function's MAX_DYNAMIC_SHARED_SIZE_BYTES at launch (0: never set) */

@@ -1173,7 +1173,7 @@ static void test_split_and_combine_config(void **state)
     if (strstr(q->canonical, "split")) fail_msg("canonical %s", q->canonical);
     assert_int_equal(q->heads_per_cta, 1); /* the unsplit sm90a kernel is what it was */
     assert_int_equal(q->n_params, p->n_params - 7);
-    assert_true(!q->pdl_trigger);
+    assert_true(q->pdl_trigger && q->pdl_dependent); /* every forward kernel: PDL both ways */
     assert_true(q->hash != p->hash);
     plan_ok("mha target=sm100a dtype=bf16 qk=128 ov=128 group=8 split=1 mask=none", p);
     assert_string_equal(p->params[p->n_params - 1].name, "out_stride_h");

@@ -184,7 +184,9 @@ static const FakeLaunch *expect_launch(const Plan *p, const Tensor t[TENSOR_COUN
     const FakeLaunch *l = &fk->launches[0];
     assert_string_equal(l->kernel, p->symbol);
     unsigned cx = (unsigned)p->cluster[0];
-    assert_int_equal(l->ex, cx > 1); /* clusters go through cuLaunchKernelEx */
+    /* clusters and programmatic dependents (every forward kernel) go through cuLaunchKernelEx */
+    assert_int_equal(l->ex, cx > 1 || p->pdl_dependent);
+    assert_int_equal(l->pdl, p->pdl_dependent);
     assert_int_equal(l->cluster[0], cx);
     assert_int_equal(l->cluster[1], 1);
     assert_int_equal(l->cluster[2], 1);
