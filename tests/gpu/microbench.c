@@ -494,6 +494,14 @@ static float launch_ms(CUfunction f, unsigned grid, unsigned block, unsigned sme
 
 typedef struct Meas { const char *key, *bench; double v; char how[200]; } Meas;
 
+/* the value measured for key so far, or `none` */
+static double meas_value(const Meas *m, int nm, const char *key, double none)
+{
+    for (int i = 0; i < nm; i++)
+        if (!strcmp(m[i].key, key)) return m[i].v;
+    return none;
+}
+
 #endif
 
 int main(int argc, char **argv)
@@ -628,9 +636,7 @@ int main(int argc, char **argv)
     static const struct { const char *name, *key; int n; } wn[] = {
         {"mb_wgmma_n16", "tc_frac_n16", 16}, {"mb_wgmma_n32", "tc_frac_n32", 32}, {"mb_wgmma_n48", "tc_frac_n48", 48},
         {"mb_wgmma_n64", "tc_frac_n64", 64}, {"mb_wgmma_n80", "tc_frac_n80", 80}, {"mb_wgmma_n128", "tc_frac_n128", 128}};
-    double tcm = 1;
-    for (int i = 0; i < nm; i++)
-        if (!strcmp(m[i].key, "tc_macs")) tcm = m[i].v;
+    double tcm = meas_value(m, nm, "tc_macs", 1);
     for (size_t i = 0; i < sizeof wn / sizeof wn[0]; i++) {
         ms = launch_ms(fn(wn[i].name), (unsigned)sms, 256, 0, aw, 3);
         double r = (double)sms * 2 * wn_iters * 4 * 64.0 * wn[i].n * 16 / (ms * 1e-3 * hz * sms);
@@ -719,7 +725,7 @@ int main(int argc, char **argv)
                "warpgroup 0's and 1's clocks to their own completion; first come first served would read ~1x and ~2x the "
                "4 wgmmas' time, shared ~2x both)\n", (double)h[0] / dn, (double)h[1] / dn);
     }
-    {   /* PDL and L2 prefetch (a probe: no table value yet). A previous grid (mb_pdl_prev: triggers its dependents at
+    {   /* PDL and L2 prefetch (pf_bw, pf_gbs, pf_head_us). A previous grid (mb_pdl_prev: triggers its dependents at
          * once, as the split-KV combine does, then spins T us on every SM) and a dependent grid (mb_pdl_dep, launched with
          * programmatic stream serialization, one CTA an SM): each CTA prefetches the first npf of its slice's nblk 16 KB
          * copies into L2 (cp.async.bulk.prefetch.L2), waits for the previous grid (griddepcontrol.wait), then streams its
@@ -812,14 +818,12 @@ int main(int argc, char **argv)
          * prefetch (each against its slice's row with none: rows 1-5 against 0, 7 against 6, 9 against 8), one least-
          * squares line a P - g: the prefetched bytes' DRAM time is 1 / hbm_gbs + a a MB, g the head start */
         static const int row[7][2] = {{1, 0}, {2, 0}, {3, 0}, {4, 0}, {5, 0}, {7, 6}, {9, 8}};
-        double sx = 0, sy = 0, sxx = 0, sxy = 0, hbm = 1;
+        double sx = 0, sy = 0, sxx = 0, sxy = 0, hbm = meas_value(m, nm, "hbm_gbs", 1);
         for (int i = 0; i < 7; i++) {
             double x = (double)sms * pc[row[i][0]].npf * BULK_BYTES / 1e6, y = end[row[i][0]] - end[row[i][1]];
             sx += x, sy += y, sxx += x * x, sxy += x * y;
         }
         double a = (7 * sxy - sx * sy) / (7 * sxx - sx * sx), g = (a * sx - sy) / 7;
-        for (int i = 0; i < nm; i++)
-            if (!strcmp(m[i].key, "hbm_gbs")) hbm = m[i].v;
         m[nm] = (Meas){"pf_gbs", "pdl_prefetch", 1e3 / (a + 1e3 / hbm), ""};
         snprintf(m[nm++].how, sizeof m[0].how, "prefetching P of a 26-78 MB stream into L2 before loading it ended %.4f us "
                  "a prefetched MB later (least squares, 7 rows, P 8.7-77.9 MB): its DRAM time at 1 / (%.4f + 1 / hbm_gbs)", a, a);

@@ -119,10 +119,10 @@ typedef struct TimingOut {
 
 const char *timing_unit_name(int u); /* TP_* */
 
-/* per-launch inputs that only the driver knows */
 /* bytes a simulated cluster moved: loaded (TMA, bulk, cp.async) and prefetched into L2 (before its griddepcontrol.wait) */
 typedef struct TimingBytes { uint64_t loaded, prefetched, prefetched_early; } TimingBytes;
 
+/* per-launch inputs that only the driver knows */
 typedef struct TimingLaunch {
     const TimingGpu *gpu;
     uint64_t hbm_bytes; /* bytes of the allocations the launch can touch (its unique traffic bound) */
