@@ -3,7 +3,7 @@
     python3 bench/short_timeline.py [--out FILE] [--json FILE] [--shapes SUBSTR] [--variants "default;persistent=0"]
 
 The timeline kernel is the default kernel of the shape (or a variant's words) plus clock64 stamps at each tile's
-phase boundaries (gen/fa4gen.h MhaTimelineSlot), written to the workspace (16 u64 a tile). Per shape and variant:
+phase boundaries (gen/fa4gen.h MhaTimelineSlot), written to the workspace (NSLOTS u64 a tile). Per shape and variant:
 one warm call, then a call whose records are read; every phase's median and 10th/90th percentile over the tiles,
 in ns (the SM clock's rate taken per CTA from its globaltimer and clock64 stamps), the gap between a CTA's tiles
 (its consumer 0 done with one tile -> at the next), how far the producer runs ahead, and the SMs' busy share of the
@@ -21,7 +21,8 @@ import sys
 
 # gen/fa4gen.h MhaTimelineSlot, in order
 SLOTS = ["id", "entry", "p_tile", "p_q", "p_kv_end", "c_tile", "c_q", "c_qk0", "c_s0", "c_main_end", "c_lse",
-         "c_staged", "c_stored", "cl_stored", "gt_c_tile", "gt_c_stored"]
+         "c_staged", "c_stored", "cl_stored", "gt_c_tile", "gt_c_stored", "c_qk_last", "c_s_last", "c_p_last",
+         "c_pv_last", "cl_qk0", "cl_main_end"]
 NSLOTS = len(SLOTS)
 
 # (name, from slot, to slot): durations in clock64 cycles of one tile
@@ -32,10 +33,18 @@ PHASES = [
     ("C0 Q -> first QK issued (K, turn)", "c_q", "c_qk0"),
     ("C0 first QK -> S ready", "c_qk0", "c_s0"),
     ("C0 rest of the mainloop", "c_s0", "c_main_end"),
+    # the rest of the mainloop in parts (tiles of two or more kv blocks; the C0 "last" stamps are the loop's last pass)
+    ("C0 . S0 -> last QK issued (softmax, turn)", "c_s0", "c_qk_last"),
+    ("C0 . last QK -> its S ready", "c_qk_last", "c_s_last"),
+    ("C0 . last S -> P ready (softmax, PV wait)", "c_s_last", "c_p_last"),
+    ("C0 . P ready -> last PV issued (turn)", "c_p_last", "c_pv_last"),
+    ("C0 . last PV issued -> retired", "c_pv_last", "c_main_end"),
     ("C0 l reduce + LSE store", "c_main_end", "c_lse"),
     ("C0 O normalise + stage + sync", "c_lse", "c_staged"),
     ("C0 O store reads smem (wait)", "c_staged", "c_stored"),
     ("C0 tile total", "c_tile", "c_stored"),
+    ("CL first QK after C0's", "c_qk0", "cl_qk0"),
+    ("CL mainloop end after C0's", "c_main_end", "cl_main_end"),
     ("CL stored after C0 stored", "c_stored", "cl_stored"),
     ("producer lead (P tile -> C0 tile)", "p_tile", "c_tile"),
 ]

@@ -3,7 +3,7 @@
     python3 bench/timing_ab.py MEASURED.json TABLE.tbl [--min-diff 0.03] [--jobs N] [--shapes SUBSTR]
                                [--out FILE]
     python3 bench/timing_ab.py --list bench/timing_ab_notes.txt [--measured TIME.txt] [--jobs N] [--out FILE]
-    python3 bench/timing_ab.py --cases bench/timing_ab_notes.txt     (the timecase lines, for tests/gpu/ab_notes.sh)
+    python3 bench/timing_ab.py --cases bench/timing_ab_notes.txt [ROUNDS]  (the timecase lines, for tests/gpu/ab_notes.sh)
 
 MEASURED.json: a bench/short_shapes.py result (per shape, each variant's canonical config and its time under
 CUDA graphs, all timed in one run on one GPU). TABLE.tbl: the GPU table to predict with (the one
@@ -15,7 +15,9 @@ the measured sign. No value of the table is fitted here: the measured times are 
 --list FILE: the A/B experiments bench/NOTES.md records (one per line: table | timecase words | base config | variant
 config | measured change | source), each predicted with its GPU's table (tests/sim/gpus/NAME.tbl). With
 --measured: build/sim/timecase's TIME lines of the same cases timed again on a GPU (tests/gpu/ab_notes.sh), today's
-kernels; the sign is then checked against that run (the recorded change is printed beside it), with its GPU's table.
+kernels; the sign is then checked against that run (the recorded change is printed beside it), with its GPU's table:
+a case timed in several rounds gives the median of the per-round changes, and a pair is judged only when that median
+is over 3% and every round's change has its sign ("noisy" otherwise: the GPU measured no change it repeats).
 Needs build/sim/libcuda.so.1 and build/sim/timecase; no GPU.
 """
 import argparse
@@ -90,13 +92,21 @@ def read_list(path, gpu=None):
 
 
 def read_times(path):
-    """timecase's `TIME <case> us=X` lines: {case: us}."""
+    """timecase's `TIME <case> us=X` lines: {case: [us of each round, in file order]} (tests/gpu/ab_notes.sh times
+    the case list AB_ROUNDS times)."""
     t = {}
     for line in open(path):
         m = re.match(r"^TIME (.*) us=([0-9.]+)", line)
         if m:
-            t[m.group(1).strip()] = float(m.group(2))
+            t.setdefault(m.group(1).strip(), []).append(float(m.group(2)))
     return t
+
+
+def measured_change(tb, tv):
+    """A pair's measured change from its rounds: (median of the per-round changes, lowest, highest). A round is the
+    i-th timing of each case (the rounds alternate the cases' order, so each round's two timings are close in time)."""
+    d = sorted(v / b - 1 for b, v in zip(tb, tv))
+    return d[len(d) // 2] if len(d) % 2 else (d[len(d) // 2 - 1] + d[len(d) // 2]) / 2, d[0], d[-1]
 
 
 def run_list(path, jobs, out, measured=None, gpu=None):
@@ -114,35 +124,45 @@ def run_list(path, jobs, out, measured=None, gpu=None):
     agree = n = 0
     for g, table, words, base, var, rec, vname, src in rows:
         (a, why_a), (b, why_b) = pred[(table, base)], pred[(table, var)]
-        diff = rec
+        diff, lo, hi = rec, rec, rec
         if times is not None:
             tb, tv = times.get(base.replace('"', "")), times.get(var.replace('"', ""))  # timecase drops the quotes
             if tb is None or tv is None:
                 lines.append("%-5s %-62s %-20s %+8.1f%% %9s" % (g, words, vname, 100 * rec, "NONE"))
                 continue
-            diff = tv / tb - 1
+            diff, lo, hi = measured_change(tb, tv)
         if a is None or b is None:
             lines.append("%-5s %-62s %-20s %+8.1f%% %+8.1f%% %9s  (%s)" % (g, words, vname, 100 * rec, 100 * diff,
                                                                           "NONE", (why_a or why_b)[0][:80]))
             continue
         pdiff = b / a - 1
-        if abs(diff) <= MIN_DIFF:
-            lines.append("%-5s %-62s %-20s %+8.1f%% %+8.1f%% %+8.1f%% %6s" % (g, words, vname, 100 * rec, 100 * diff,
-                                                                            100 * pdiff, "<= 3%"))
+        spread = "" if lo == hi else "  rounds %+.1f..%+.1f%%" % (100 * lo, 100 * hi)
+        # judged: a change over 3% whose every round has its sign (a pair whose rounds disagree measured no change)
+        verdict = "<= 3%" if abs(diff) <= MIN_DIFF else "noisy" if lo < 0 < hi else None
+        if verdict:
+            lines.append("%-5s %-62s %-20s %+8.1f%% %+8.1f%% %+8.1f%% %6s%s" % (
+                g, words, vname, 100 * rec, 100 * diff, 100 * pdiff, verdict, spread))
             continue
         ok = sign_ok(pdiff, diff)
         agree, n = agree + ok, n + 1
-        lines.append("%-5s %-62s %-20s %+8.1f%% %+8.1f%% %+8.1f%% %6s" % (g, words, vname, 100 * rec, 100 * diff,
-                                                                        100 * pdiff, "ok" if ok else "WRONG"))
+        lines.append("%-5s %-62s %-20s %+8.1f%% %+8.1f%% %+8.1f%% %6s%s" % (
+            g, words, vname, 100 * rec, 100 * diff, 100 * pdiff, "ok" if ok else "WRONG", spread))
+    rounds = max((len(v) for v in times.values()), default=0) if times else 0
     lines.append("timing A/B (recorded experiments%s): the model has the measured sign on %d of %d that differ by "
-                 "more than 3%%" % (", timed again" if times else "", agree, n))
+                 "more than 3%%%s" % (", timed again" if times else "", agree, n,
+                                      " in the median of %d rounds, each round with that sign" % rounds
+                                      if rounds > 1 else ""))
     emit(lines, out)
     return 0 if n and agree == n else 1
 
 
 def main():
     if len(sys.argv) > 2 and sys.argv[1] == "--cases":
-        print("\n".join(sorted({c for r in read_list(sys.argv[2]) for c in (r[3], r[4])})))
+        # --cases LIST [ROUNDS]: the cases ROUNDS times, every other round in reverse order (a drift in the GPU's
+        # state then falls on base and variant alike)
+        cases = sorted({c for r in read_list(sys.argv[2]) for c in (r[3], r[4])})
+        rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+        print("\n".join(c for i in range(rounds) for c in (cases if i % 2 == 0 else cases[::-1])))
         return 0
     if len(sys.argv) > 2 and sys.argv[1] == "--list":
         ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])

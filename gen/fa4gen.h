@@ -153,6 +153,14 @@ typedef enum {
     TL_CL_STORED,   /* the last consumer's TL_C_STORED */
     TL_GT_C_TILE,   /* globaltimer at TL_C_TILE */
     TL_GT_C_STORED, /* globaltimer at TL_C_STORED */
+    /* the turn chain of a tile with at least two kv blocks (a loop pass writes them again: the last pass's stay;
+     * a one-block tile leaves the C0 ones 0) */
+    TL_C_QK_LAST,   /* consumer 0 has issued the last block's QK (with the P V before it) */
+    TL_C_S_LAST,    /* ... that S is ready */
+    TL_C_P_LAST,    /* ... its softmax done, P converted: before taking the last turn */
+    TL_C_PV_LAST,   /* ... has issued the last P V (the turn taken) */
+    TL_CL_QK0,      /* the last consumer's first QK issued */
+    TL_CL_MAIN_END, /* the last consumer's last P V retired */
     MHA_TIMELINE_SLOTS
 } MhaTimelineSlot;
 

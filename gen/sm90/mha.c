@@ -490,7 +490,10 @@ static void emit_mainloop(Emit *e)
     emit_turn_begin(e);
     emit_issue_qk(e);
     emit_turn_end(e);
-    if (e->p->cfg.timeline) mha90_tl_stamp(e, reg_find(e, "tl_c0"), TL_C_QK0);
+    if (e->p->cfg.timeline) {
+        mha90_tl_stamp(e, reg_find(e, "tl_c0"), TL_C_QK0);
+        mha90_tl_stamp(e, reg_find(e, "tl_cl"), TL_CL_QK0);
+    }
     emit_q_release_pending(e);
     op_wgmma_wait(e, 0);
     if (e->p->cfg.timeline) mha90_tl_stamp(e, reg_find(e, "tl_c0"), TL_C_S0);
@@ -516,8 +519,10 @@ static void emit_mainloop(Emit *e)
     emit_issue_qk(e);
     emit_issue_pv(e);
     emit_turn_end(e);
+    if (e->p->cfg.timeline) mha90_tl_stamp(e, reg_find(e, "tl_c0"), TL_C_QK_LAST);
     emit_note(e, "S is ready once the older group (QK) retires; PV stays in flight");
     op_wgmma_wait(e, 1);
+    if (e->p->cfg.timeline) mha90_tl_stamp(e, reg_find(e, "tl_c0"), TL_C_S_LAST);
     emit_release(e, reg_find(e, "cs_k_empty"), reg_find(e, "cs_stage"));
     emit_softmax_block(e);
     op_wgmma_wait(e, 0);
@@ -529,15 +534,20 @@ static void emit_mainloop(Emit *e)
 
     emit_label(e, l_kv_done);
     emit_section(e, "consumer mainloop: PV of the last block");
+    if (e->p->cfg.timeline) mha90_tl_stamp(e, reg_find(e, "tl_c0"), TL_C_P_LAST);
     emit_turn_begin(e);
     emit_issue_pv(e);
     emit_turn_end(e);
+    if (e->p->cfg.timeline) mha90_tl_stamp(e, reg_find(e, "tl_c0"), TL_C_PV_LAST);
     emit_coords_ahead(e);
     op_wgmma_wait(e, 0);
     emit_release(e, reg_find(e, "cs_v_empty"), reg_find(e, "cs_pv_stage"));
     emit_label(e, l_empty);
     emit_q_release_pending(e);
-    if (e->p->cfg.timeline) mha90_tl_stamp(e, reg_find(e, "tl_c0"), TL_C_MAIN_END);
+    if (e->p->cfg.timeline) {
+        mha90_tl_stamp(e, reg_find(e, "tl_c0"), TL_C_MAIN_END);
+        mha90_tl_stamp(e, reg_find(e, "tl_cl"), TL_CL_MAIN_END);
+    }
 }
 
 static void emit_consumer(Emit *e)

@@ -112,7 +112,7 @@ static void k_wgmma_n(const char *name, enum WgMode mode, int nn)
     P("  or.b64 %%rd4, %%rd3, 0x0000001000080000;\n"); /* SBO 256>>4=16 at bit 32, LBO 128>>4=8 at bit 16 */
     P("  add.u64 %%rd5, %%rd4, 128;\n"); /* B: +2048 B */
     for (int i = 0; i < acc; i++) P("  mov.f32 %%f%d, 0f00000000;\n", i);
-    P("  mov.u64 %%rd10, %%clock64;\n  mov.u32 %%r3, 0;\nLOOP:\n  wgmma.fence.sync.aligned;\n");
+    P("  mov.u64 %%rd10, %%clock64;\n  mov.u64 %%rd12, %%globaltimer;\n  mov.u32 %%r3, 0;\nLOOP:\n  wgmma.fence.sync.aligned;\n");
     int per = lat ? 1 : 4;
     for (int k = 0; k < per; k++) {
         P("  wgmma.mma_async.sync.aligned.m64n%dk16.f32.bf16.bf16 {", nn);
@@ -126,9 +126,10 @@ static void k_wgmma_n(const char *name, enum WgMode mode, int nn)
     }
     P("  add.u32 %%r3, %%r3, 1;\n  setp.lt.u32 %%p1, %%r3, %%r1;\n  @%%p1 bra LOOP;\n");
     P("  wgmma.wait_group.sync.aligned 0;\n  mov.u64 %%rd11, %%clock64;\n  sub.u64 %%rd11, %%rd11, %%rd10;\n");
+    P("  mov.u64 %%rd13, %%globaltimer;\n  sub.u64 %%rd13, %%rd13, %%rd12;\n  cvt.u32.u64 %%r11, %%rd13;\n");
     for (int i = 1; i < acc; i++) P("  add.f32 %%f0, %%f0, %%f%d;\n", i);
     P("  mov.u32 %%r8, %%ctaid.x;\n  mov.u32 %%r10, %%ntid.x;\n  mad.lo.u32 %%r9, %%r8, %%r10, %%r2;\n  mul.wide.u32 %%rd2, %%r9, 16;\n  add.u64 %%rd2, %%rd1, %%rd2;\n");
-    P("  st.global.u64 [%%rd2], %%rd11;\n  st.global.f32 [%%rd2+8], %%f0;\n  ret;\n}\n");
+    P("  st.global.u64 [%%rd2], %%rd11;\n  st.global.f32 [%%rd2+8], %%f0;\n  st.global.u32 [%%rd2+12], %%r11;\n  ret;\n}\n");
 }
 
 /* The two-warpgroup probes' common parts (256 threads): each thread zeroes its 64 bytes of the 16 KB operand buffer
@@ -175,7 +176,7 @@ static void k_wgmma_beside(const char *name, int chains)
     wg_operands();
     P("  setp.ge.u32 %%p3, %%r2, 128;\n  @%%p3 bra FM;\n");
     wg_descs_acc();
-    P("  mov.u64 %%rd10, %%clock64;\n  mov.u32 %%r3, 0;\nLOOP:\n  wgmma.fence.sync.aligned;\n");
+    P("  mov.u64 %%rd10, %%clock64;\n  mov.u64 %%rd12, %%globaltimer;\n  mov.u32 %%r3, 0;\nLOOP:\n  wgmma.fence.sync.aligned;\n");
     wg_mma4();
     P("  wgmma.commit_group.sync.aligned;\n  wgmma.wait_group.sync.aligned 1;\n");
     P("  add.u32 %%r3, %%r3, 1;\n  setp.lt.u32 %%p1, %%r3, %%r1;\n  @%%p1 bra LOOP;\n  wgmma.wait_group.sync.aligned 0;\n");
@@ -197,6 +198,7 @@ static void k_wgmma_beside(const char *name, int chains)
     }
     P("DONE:\n  ret;\n}\n");
 }
+
 
 /* Two warpgroups issue 4 x m64n256k16 at the same moment (after a bar.sync), each waits for its own (wait_group 0):
  * when does each see its group done? First come, first served: one after 4 wgmmas' time, the other after 8; shared:
@@ -391,6 +393,120 @@ static void k_store(const char *name, int frag)
     P("  @!%%p2 bra DONE;\n  mul.wide.u32 %%rd2, %%r8, 8;\n  add.u64 %%rd2, %%rd1, %%rd2;\n  st.global.u64 [%%rd2], %%rd11;\nDONE:\n  ret;\n}\n");
 }
 
+/* How a sub-partition's issue is shared between two warps that both always have an instruction ready: 256 threads
+ * (warps w and w + 4 on one sub-partition), after a bar.sync each warp runs n iterations of 8 independent chains
+ * (fma: fma.rn.f32, one warp alone issues one a clock; mufu: ex2.approx.ftz.f32, the pipe's 8 clocks a warp
+ * instruction) and records its clock64 before and after: out[2 w], out[2 w + 1]. Both warps of a sub-partition
+ * ending together says the scheduler alternates; one ending at half the time says it favours one warp (greedy or
+ * oldest first). A probe: no table value. */
+static void k_share(const char *name, int mufu)
+{
+    head(name, ".param .u64 out, .param .u32 n");
+    P("  ld.param.u64 %%rd1, [out];\n  ld.param.u32 %%r1, [n];\n  mov.u32 %%r2, %%tid.x;\n  cvt.rn.f32.u32 %%f100, %%r2;\n");
+    for (int i = 0; i < 8; i++) P("  add.f32 %%f%d, %%f100, 0f3F00%02X00;\n", i, i);
+    P("  bar.sync 0;\n  mov.u64 %%rd10, %%clock64;\n  mov.u32 %%r3, 0;\nLOOP:\n");
+    for (int i = 0; i < 8; i++) {
+        if (mufu) P("  ex2.approx.ftz.f32 %%f%d, %%f%d;\n", i, i);
+        else P("  fma.rn.f32 %%f%d, %%f%d, 0f3F7FFFF0, 0f3A800000;\n", i, i);
+    }
+    P("  add.u32 %%r3, %%r3, 1;\n  setp.lt.u32 %%p1, %%r3, %%r1;\n  @%%p1 bra LOOP;\n  mov.u64 %%rd11, %%clock64;\n");
+    for (int i = 1; i < 8; i++) P("  add.f32 %%f0, %%f0, %%f%d;\n", i);
+    P("  and.b32 %%r4, %%r2, 31;\n  setp.ne.u32 %%p2, %%r4, 0;\n  @%%p2 bra DONE;\n  shr.u32 %%r5, %%r2, 5;\n");
+    P("  mul.wide.u32 %%rd2, %%r5, 16;\n  add.u64 %%rd2, %%rd1, %%rd2;\n  st.global.u64 [%%rd2], %%rd10;\n  st.global.u64 [%%rd2+8], %%rd11;\n");
+    P("  st.global.f32 [%%rd1+256], %%f0;\nDONE:\n  ret;\n}\n");
+}
+
+/* The online-softmax probe's registers: 64 scores f0-f63 from the thread index, the sums f156-f157, the packs' xor r20 */
+static void softmax_init(void)
+{
+    P("  cvt.rn.f32.u32 %%f158, %%r2;\n");
+    P("  mul.f32 %%f158, %%f158, 0f3C000000;\n");
+    for (int i = 0; i < 64; i++) P("  add.f32 %%f%d, %%f158, 0f%08X;\n", i, 0xC0000000u + (unsigned)i * 0x40000u);
+    P("  mov.f32 %%f156, 0f00000000;\n  mov.f32 %%f157, 0f00000000;\n  mov.u32 %%r20, 0;\n");
+}
+
+/* One pass of the online-softmax probe (below): f0-f63 the scores, f64-f127 the exponentials, f128-f158 temporaries */
+static void softmax_pass(void)
+{
+    for (int h = 0; h < 2; h++) { /* row h: scores f[32h .. 32h+31]; a max tree into f128 ... */
+        int b = 32 * h, t = 128;
+        for (int i = 0; i < 16; i++) P("  max.f32 %%f%d, %%f%d, %%f%d;\n", t + i, b + 2 * i, b + 2 * i + 1);
+        for (int w = 16; w > 1; w /= 2)
+            for (int i = 0; i < w / 2; i++) P("  max.f32 %%f%d, %%f%d, %%f%d;\n", t + i, t + 2 * i, t + 2 * i + 1);
+        P("  fma.rn.f32 %%f%d, %%f%d, 0f0DA24260, %%f%d;\n  max.f32 %%f%d, %%f%d, %%f%d;\n", 144 + h, 156 + h, t, 146 + h, t, 144 + h);
+        for (int k = 1; k <= 2; k *= 2) {
+            P("  shfl.sync.bfly.b32 %%f%d, %%f%d, %d, 31, 0xffffffff;\n", 148 + h, 146 + h, k);
+            P("  max.f32 %%f%d, %%f%d, %%f%d;\n", 146 + h, 146 + h, 148 + h);
+        }
+        P("  mul.f32 %%f%d, %%f%d, 0fBFB8AA3B;\n", 150 + h, 146 + h);
+    }
+    for (int i = 0; i < 64; i++) {
+        P("  fma.rn.f32 %%f%d, %%f%d, 0f3FB8AA3B, %%f%d;\n", 64 + i, i, 150 + i / 32);
+        P("  ex2.approx.ftz.f32 %%f%d, %%f%d;\n", 64 + i, 64 + i);
+    }
+    for (int h = 0; h < 2; h++) { /* the row sum: 4 chains of 8, then 3 adds */
+        for (int c = 0; c < 4; c++) {
+            P("  mov.f32 %%f%d, %%f%d;\n", 152 + c, 64 + 32 * h + c);
+            for (int k = 1; k < 8; k++) P("  add.f32 %%f%d, %%f%d, %%f%d;\n", 152 + c, 152 + c, 64 + 32 * h + c + 4 * k);
+        }
+        P("  add.f32 %%f152, %%f152, %%f153;\n  add.f32 %%f154, %%f154, %%f155;\n  add.f32 %%f%d, %%f152, %%f154;\n", 156 + h);
+    }
+    for (int i = 0; i < 32; i++) {
+        P("  cvt.rn.bf16x2.f32 %%r%d, %%f%d, %%f%d;\n", 30 + i, 64 + 2 * i + 1, 64 + 2 * i);
+        P("  xor.b32 %%r20, %%r20, %%r%d;\n", 30 + i);
+    }
+}
+
+/* One online-softmax block as an sm90a consumer thread holds it (an m64n128 S fragment: 64 scores, two rows of 32,
+ * each row shared by a quad of 4 threads), n times: the two row maxima (a max tree, two shuffles), 64 FFMA + 64 ex2,
+ * the two row sums, 32 bf16x2 packs. Each pass's maxima also take the previous pass's sums times 1e-30 (so nothing is
+ * loop-invariant) and the packs are xor-ed into one register (so none is dead): 33 instructions the kernel does not
+ * have. out[0] = thread 0's clocks over the n passes; 128 threads (one warpgroup) or 256 (two: two warps a
+ * sub-partition, as the two consumers of the kernel). A probe: no table value. */
+static void k_softmax(void)
+{
+    head("mb_softmax", ".param .u64 out, .param .u32 n");
+    P("  ld.param.u64 %%rd1, [out];\n  ld.param.u32 %%r1, [n];\n  mov.u32 %%r2, %%tid.x;\n");
+    softmax_init();
+    P("  setp.eq.u32 %%p2, %%r2, 0;\n  mov.u64 %%rd10, %%clock64;\n  mov.u32 %%r3, 0;\nLOOP:\n");
+    softmax_pass();
+    P("  add.u32 %%r3, %%r3, 1;\n  setp.lt.u32 %%p1, %%r3, %%r1;\n  @%%p1 bra LOOP;\n");
+    P("  mov.u64 %%rd11, %%clock64;\n  sub.u64 %%rd11, %%rd11, %%rd10;\n  add.f32 %%f156, %%f156, %%f157;\n");
+    P("  mul.wide.u32 %%rd2, %%r2, 4;\n  add.u64 %%rd2, %%rd1, %%rd2;\n  st.global.f32 [%%rd2+16], %%f156;\n  st.global.u32 [%%rd2+2048], %%r20;\n");
+    P("  @!%%p2 bra DONE;\n  st.global.u64 [%%rd1], %%rd11;\nDONE:\n  ret;\n}\n");
+}
+
+/* The softmax beside wgmmas: warpgroup 0 runs the WG_RATE loop (m64n256k16, 4 a commit, wait_group 1) for n
+ * iterations while warpgroup 1 runs n / 2 passes of the online-softmax probe (about 2/3 of warpgroup 0's time alone),
+ * as the kernel's two consumers overlap one's softmax with the other's MMAs. out[0] = warpgroup 0's clocks, out[1] =
+ * warpgroup 1's (thread 128). A probe: no table value. */
+static void k_softmax_beside(void)
+{
+    head("mb_softmax_beside", ".param .u64 out, .param .u32 n");
+    P("  .shared .align 1024 .b8 buf[16384];\n");
+    P("  ld.param.u64 %%rd1, [out];\n  ld.param.u32 %%r1, [n];\n  mov.u32 %%r2, %%tid.x;\n  mov.u32 %%r4, buf;\n");
+    P("  setp.eq.u32 %%p4, %%r2, 0;\n");
+    wg_operands();
+    P("  setp.ge.u32 %%p3, %%r2, 128;\n  @%%p3 bra SM;\n");
+    wg_descs_acc();
+    P("  mov.u64 %%rd10, %%clock64;\n  mov.u32 %%r3, 0;\nLOOP:\n  wgmma.fence.sync.aligned;\n");
+    wg_mma4();
+    P("  wgmma.commit_group.sync.aligned;\n  wgmma.wait_group.sync.aligned 1;\n");
+    P("  add.u32 %%r3, %%r3, 1;\n  setp.lt.u32 %%p1, %%r3, %%r1;\n  @%%p1 bra LOOP;\n  wgmma.wait_group.sync.aligned 0;\n");
+    P("  mov.u64 %%rd11, %%clock64;\n  sub.u64 %%rd11, %%rd11, %%rd10;\n");
+    wg_acc_sum();
+    P("  @!%%p4 bra DONE;\n  st.global.u64 [%%rd1], %%rd11;\n  st.global.f32 [%%rd1+16], %%f0;\n  bra DONE;\n");
+    P("SM:\n");
+    softmax_init();
+    P("  shr.u32 %%r5, %%r1, 1;\n  mov.u64 %%rd10, %%clock64;\n  mov.u32 %%r3, 0;\nSLOOP:\n");
+    softmax_pass();
+    P("  add.u32 %%r3, %%r3, 1;\n  setp.lt.u32 %%p5, %%r3, %%r5;\n  @%%p5 bra SLOOP;\n");
+    P("  mov.u64 %%rd11, %%clock64;\n  sub.u64 %%rd11, %%rd11, %%rd10;\n  add.f32 %%f156, %%f156, %%f157;\n");
+    P("  mul.wide.u32 %%rd2, %%r2, 4;\n  add.u64 %%rd2, %%rd1, %%rd2;\n  st.global.f32 [%%rd2+64], %%f156;\n  st.global.u32 [%%rd2+2048], %%r20;\n");
+    P("  setp.ne.u32 %%p6, %%r2, 128;\n  @%%p6 bra DONE;\n  st.global.u64 [%%rd1+8], %%rd11;\n");
+    P("DONE:\n  ret;\n}\n");
+}
+
 /* mbarrier round trip: warp 0 lane 0 arrives on bar A and waits on B; warp 1 lane 0 waits on A and
  * arrives on B; n round trips; out = clocks. */
 static void k_mbar(void)
@@ -437,12 +553,15 @@ static void g_tl(void) { k_bulk(BULK_LAT); }
 static void g_pd(void) { k_bulk(BULK_PDL); }
 static void g_sf(void) { k_store("mb_st_frag", 1); }
 static void g_sl(void) { k_store("mb_st_line", 0); }
+static void g_shf(void) { k_share("mb_share_fma", 0); }
+static void g_shm(void) { k_share("mb_share_mufu", 1); }
 static const struct { const char *name; Gen gen; } kernels[] = {
     {"mb_clock", k_clock}, {"mb_empty", k_empty}, {"mb_mufu_ex2", g_ex2}, {"mb_cvt_bf16x2", g_cvt},
     {"mb_smem", k_smem}, {"mb_wgmma_rate", g_wr}, {"mb_wgmma_lat", g_wl}, {"mb_tma_bw", g_tb},
     {"mb_tma_lat", g_tl}, {"mb_mbar_rt", k_mbar}, {"mb_gather", k_gather}, {"mb_softcap", k_softcap},
     {"mb_wgmma_n16", g_w16}, {"mb_wgmma_n32", g_w32}, {"mb_wgmma_n48", g_w48}, {"mb_wgmma_n64", g_w64},
     {"mb_wgmma_n80", g_w80}, {"mb_wgmma_n128", g_w128}, {"mb_st_frag", g_sf}, {"mb_st_line", g_sl},
+    {"mb_share_fma", g_shf}, {"mb_share_mufu", g_shm}, {"mb_softmax", k_softmax}, {"mb_softmax_beside", k_softmax_beside},
     {"mb_wgmma_drain", g_wd}, {"mb_wgmma_scale", g_ws}, {"mb_wgmma_drain_n16", g_wd16},
     {"mb_wgmma_drain_n64", g_wd64}, {"mb_wgmma_drain_n128", g_wd128}, {"mb_wgmma_beside_idle", g_wb0},
     {"mb_wgmma_beside_fmul", g_wb1}, {"mb_wgmma_beside_chain", g_wb2}, {"mb_wgmma_beside_c2", g_wb3},
@@ -540,20 +659,24 @@ int main(int argc, char **argv)
     int nm = 0;
     unsigned long long h[4096];
 
-    /* clock: one CTA spinning ~20 ms while 132 CTAs of wgmma keep the tensor cores busy is not possible in
-     * one kernel; the clock under a plain spin is what the others are converted with (logged) */
+    /* Two clocks. The SM clock under a plain spin on every SM (`hz`) converts the rates of the light benchmarks (MUFU,
+     * conversions, shared memory, one SM's TMA) timed with CUDA events into clocks; they ran at it. Under every SM's
+     * tensor core the clock drops (power): mb_wgmma_rate's own clock64 / globaltimer gives that clock, the table's
+     * clock_ghz, since the attention kernels keep the tensor cores busy and run at it (bench/short_timeline.py's
+     * ns/cycle on an H200: 1.73-1.76 GHz where the spin reads 1.98); tc_macs is then MACs per clock at it, and the
+     * whole-GPU bandwidths (l2_bw, cpa_bw: bytes per second) are per clock of it. m[0] is filled in there. */
     unsigned n = 2000000;
     void *ac[] = {&out, &n};
     launch_ms(fn("mb_clock"), (unsigned)sms, 128, 0, ac, 1);
     CK(cuMemcpyDtoH(h, out, 16));
     double ghz = (double)h[0] / (double)h[1];
-    m[nm++] = (Meas){"clock_ghz", "clock", ghz, ""};
-    snprintf(m[nm - 1].how, sizeof m[0].how, "clock64 / globaltimer over a spin on all SMs");
-    double hz = ghz * 1e9;
+    double hz = ghz * 1e9, hz_tc = hz;
+    m[nm++] = (Meas){"clock_ghz", "clock_tc", 0, ""};
 
+    /* the host's launch rate: a probe (the table's launch_us and gap_pdl_us are the GPU-side gaps of the PDL probe) */
     void *ae[] = {&out};
-    double lus = 1000.0 * launch_ms(fn("mb_empty"), 1, 32, 0, ae, 200);
-    m[nm++] = (Meas){"launch_us", "launch", lus, "mean of 200 back-to-back empty launches, CUDA events"};
+    printf("probe      launch_rate  us       %10.3f  (mean of 200 back-to-back empty launches, CUDA events: the host's "
+           "launch rate, not the GPU's gap between kernels)\n", 1000.0 * launch_ms(fn("mb_empty"), 1, 32, 0, ae, 200));
 
     unsigned it = 4096;
     void *au[] = {&out, &it};
@@ -573,7 +696,15 @@ int main(int argc, char **argv)
     void *aw[] = {&out, &wn_iters};
     ms = launch_ms(fn("mb_wgmma_rate"), (unsigned)sms, 256, 0, aw, 3);
     double macs = (double)sms * 2 * wn_iters * 4 * 64.0 * 256 * 16;
-    m[nm++] = (Meas){"tc_macs", "wgmma_rate", macs / (ms * 1e-3 * hz * sms), "wgmma m64n256k16 bf16, 2 warpgroups per SM, 4 per commit"};
+    /* the clock under the tensor load: thread 0 of CTA 0, its clock64 and globaltimer over the loop */
+    CK(cuMemcpyDtoH(h, out, 16));
+    double tc_ns = (double)(h[1] >> 32), tc_spin = macs / (ms * 1e-3 * hz * sms); /* MACs per spin clock: ratios */
+    if (tc_ns > 0 && h[0] > 0) hz_tc = (double)h[0] / tc_ns * 1e9;
+    m[0].v = hz_tc / 1e9;
+    snprintf(m[0].how, sizeof m[0].how, "clock64 / globaltimer over mb_wgmma_rate's loop on every SM (the SM clock under "
+             "a tensor load; over a spin on every SM: %.3f)", ghz);
+    m[nm++] = (Meas){"tc_macs", "wgmma_rate", macs / sms / (double)(h[0] ? h[0] : 1),
+                     "wgmma m64n256k16 bf16, 2 warpgroups per SM, 4 per commit: MACs per clock64 cycle"};
     unsigned ln = 256;
     void *awl[] = {&out, &ln};
     launch_ms(fn("mb_wgmma_lat"), 1, 128, 0, awl, 1);
@@ -593,7 +724,7 @@ int main(int argc, char **argv)
     CK(cuMemcpyDtoH(h, out, 8));
     m[nm++] = (Meas){"l2_sm_bw", "l2_sm_bw", (double)tn * BULK_BYTES / (double)h[0], "one SM, cp.async.bulk 16 KB x 8 in flight from a 4 MB (L2) buffer"};
     ms = launch_ms(tbw, (unsigned)sms, 128, BULK_SMEM, at, 3);
-    m[nm++] = (Meas){"l2_bw", "l2_all_bw", (double)sms * tn * BULK_BYTES / (ms * 1e-3 * hz), "every SM as l2_sm_bw, CUDA events"};
+    m[nm++] = (Meas){"l2_bw", "l2_all_bw", (double)sms * tn * BULK_BYTES / (ms * 1e-3 * hz_tc), "every SM as l2_sm_bw, CUDA events (B per clock at clock_ghz)"};
     unsigned hspan = (unsigned)span, hstride = (unsigned)(span / (size_t)sms) & ~(BULK_BYTES - 1u),
              hn = hstride / BULK_BYTES;
     void *ah[] = {&out, &src, &hn, &hspan, &hstride};
@@ -621,7 +752,7 @@ int main(int argc, char **argv)
     m[nm++] = (Meas){"cpa_sm_bw", "gather_sm_bw", (double)gn * GATHER_BLOCK / (double)h[0],
                      "one SM, sparse MLA producer pattern: 128 threads, 8 a row, 64 rows x 1152 B a block by an index table, cp.async.cg 16 B, 2 blocks in flight, 9.4 MB (L2)"};
     ms = launch_ms(gf, (unsigned)sms, 128, GATHER_SMEM, ag, 3);
-    m[nm++] = (Meas){"cpa_bw", "gather_all_bw", (double)sms * gn * GATHER_BLOCK / (ms * 1e-3 * hz), "every SM as gather_sm_bw, CUDA events"};
+    m[nm++] = (Meas){"cpa_bw", "gather_all_bw", (double)sms * gn * GATHER_BLOCK / (ms * 1e-3 * hz_tc), "every SM as gather_sm_bw, CUDA events (B per clock at clock_ghz)"};
 
     for (int i = 0; i < nm; i++) printf("microbench %-12s %-10s %10.3f  (%s)\n", m[i].bench, m[i].key, m[i].v, m[i].how);
     /* probes: no table value; tests/sim/mb_replay.py prints what the model reads for the same PTX beside them */
@@ -636,12 +767,12 @@ int main(int argc, char **argv)
     static const struct { const char *name, *key; int n; } wn[] = {
         {"mb_wgmma_n16", "tc_frac_n16", 16}, {"mb_wgmma_n32", "tc_frac_n32", 32}, {"mb_wgmma_n48", "tc_frac_n48", 48},
         {"mb_wgmma_n64", "tc_frac_n64", 64}, {"mb_wgmma_n80", "tc_frac_n80", 80}, {"mb_wgmma_n128", "tc_frac_n128", 128}};
-    double tcm = meas_value(m, nm, "tc_macs", 1);
+    double tcm = tc_spin;
     for (size_t i = 0; i < sizeof wn / sizeof wn[0]; i++) {
         ms = launch_ms(fn(wn[i].name), (unsigned)sms, 256, 0, aw, 3);
         double r = (double)sms * 2 * wn_iters * 4 * 64.0 * wn[i].n * 16 / (ms * 1e-3 * hz * sms);
         m[nm] = (Meas){wn[i].key, wn[i].name + 3, r / tcm, ""};
-        snprintf(m[nm++].how, sizeof m[0].how, "wgmma m64n%dk16 SS bf16 as wgmma_rate: %.1f MAC/clk of the N 256 rate's "
+        snprintf(m[nm++].how, sizeof m[0].how, "wgmma m64n%dk16 SS bf16 as wgmma_rate: %.1f MAC per spin clock of the N 256 rate's "
                  "%.1f (operands %.0f B/clk at it)", wn[i].n, r, tcm, r * (2048.0 + 32 * wn[i].n) / (1024.0 * wn[i].n));
         printf("microbench %-12s %-10s %10.3f  (%s)\n", m[nm - 1].bench, m[nm - 1].key, m[nm - 1].v, m[nm - 1].how);
     }
@@ -717,6 +848,45 @@ int main(int argc, char **argv)
                    (double)h[0] / dn, alone, (double)h[0] / dn, (double)h[0] / dn / alone, bk[k].chains,
                    8.0 * dn * 128 / (double)h[1]);
         }
+    }
+    {   /* two warps always ready on each sub-partition: when each ends (a probe; the model's replay: mb_replay.py) */
+        static const char *const shn[] = {"mb_share_fma", "mb_share_mufu"};
+        for (int k = 0; k < 2; k++) {
+            unsigned sn2 = k ? 256 : 2048;
+            void *as2[] = {&out, &sn2};
+            launch_ms(fn(shn[k]), 1, 256, 0, as2, 1);
+            CK(cuMemcpyDtoH(h, out, 8 * 16));
+            unsigned long long t0 = ~0ull;
+            for (int w = 0; w < 8; w++) if (h[2 * w] < t0) t0 = h[2 * w];
+            printf("probe      %-13s clk", shn[k] + 3);
+            for (int w = 0; w < 8; w++) printf(" %llu", h[2 * w + 1] - t0);
+            printf("  (warps 0-7's ends after the first start, %u iterations of 8 independent %s; warps w and w + 4 share "
+                   "a sub-partition)\n", sn2, k ? "ex2" : "FFMA");
+        }
+    }
+    {   /* one online-softmax block, one and two warpgroups (a probe; the model's replay: mb_replay.py) */
+        unsigned smn = 64;
+        void *asm_[] = {&out, &smn};
+        double c[2];
+        for (int k = 0; k < 2; k++) {
+            launch_ms(fn("mb_softmax"), 1, k ? 256 : 128, 0, asm_, 1);
+            CK(cuMemcpyDtoH(h, out, 8));
+            c[k] = (double)h[0] / smn;
+        }
+        printf("probe      softmax      clk/pass %7.1f %7.1f  (an m64n128 S fragment's online softmax, 64 scores a thread: "
+               "one warpgroup, two)\n", c[0], c[1]);
+        launch_ms(fn("mb_softmax_beside"), 1, 256, 0, asm_, 1);
+        CK(cuMemcpyDtoH(h, out, 16));
+        double besd = (double)h[1] / (smn / 2);
+        printf("probe      softmax_besd clk      %7.1f %7.1f  (warpgroup 1's softmax a pass beside warpgroup 0's wgmma loop, "
+               "%u passes; warpgroup 0's 4 x m64n256k16 an iteration beside it, %u iterations)\n",
+               besd, (double)h[0] / smn, smn / 2, smn);
+        /* tc_beside: the softmax's speed beside the wgmmas over its speed alone (one warpgroup each time) */
+        m[nm] = (Meas){"tc_beside", "softmax_beside", besd > 0 ? c[0] / besd : 1, ""};
+        snprintf(m[nm++].how, sizeof m[0].how, "one warpgroup's online-softmax pass (mb_softmax) %.1f clk alone, %.1f beside "
+                 "the other warpgroup's wgmma loop, which ran at %.1f clk an iteration (alone: the wgmma_beside line's)",
+                 c[0], besd, (double)h[0] / smn);
+        printf("microbench %-12s %-10s %10.3f  (%s)\n", m[nm - 1].bench, m[nm - 1].key, m[nm - 1].v, m[nm - 1].how);
     }
     {   /* two warpgroups' groups issued together: when each sees its own done (a probe) */
         launch_ms(fn("mb_wgmma_pair"), 1, 256, 0, ad, 1);
@@ -830,7 +1000,15 @@ int main(int argc, char **argv)
         m[nm] = (Meas){"pf_head_us", "pdl_prefetch", g, ""};
         snprintf(m[nm++].how, sizeof m[0].how, "the same line's intercept: prefetches issued before griddepcontrol.wait "
                  "start before its release (%.2f us after A's end) and before the first loads' DRAM latency", rel[0]);
-        for (int i = nm - 3; i < nm; i++) printf("microbench %-12s %-10s %10.3f  (%s)\n", m[i].bench, m[i].key, m[i].v, m[i].how);
+        /* the GPU's gap between two kernels of a stream: the dependent's wait released after the previous grid's end
+         * (row 10: a plain launch, whose wait passes at once; row 0: a programmatic dependent), neither prefetching */
+        m[nm] = (Meas){"launch_us", "pdl_gap", rel[10], ""};
+        snprintf(m[nm++].how, sizeof m[0].how, "a plainly launched kernel's first global access %.2f us after the previous "
+                 "grid's end (the PDL probe's pdl 0 row, no prefetch)", rel[10]);
+        m[nm] = (Meas){"gap_pdl_us", "pdl_gap", rel[0], ""};
+        snprintf(m[nm++].how, sizeof m[0].how, "a programmatic dependent's griddepcontrol.wait released %.2f us after the "
+                 "previous grid's end (the PDL probe's pdl 1 row, no prefetch; it started before)", rel[0]);
+        for (int i = nm - 5; i < nm; i++) printf("microbench %-12s %-10s %10.3f  (%s)\n", m[i].bench, m[i].key, m[i].v, m[i].how);
     }
     /* the table again, measured keys replaced */
     FILE *in = fopen(argv[1], "r"), *o = fopen(argv[2], "w");

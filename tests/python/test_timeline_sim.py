@@ -77,10 +77,17 @@ def run_case(label, b, s, h, d, causal, words, bm):
     bad = stl.check(recs)
     check("%s: every tile's stamps written and in order" % label, not bad, "; ".join(bad[:3]))
     summ = stl.summarize(recs)
+    # the loop pass's stamps (c_qk_last, c_s_last) exist only in tiles of two or more kv blocks; the rest in every tile
+    multi = [r for r in recs if r["c_qk_last"]]
+    want = {name: len(multi) if {a, b} & {"c_qk_last", "c_s_last"} else tiles for name, a, b in stl.PHASES}
     check("%s: summarize counts every tile in each phase" % label,
-          all(n == tiles for name, (_, _, _, n) in summ["phases"].items() if name in dict(
-              (p[0], 1) for p in stl.PHASES) and not name.startswith("CL")),
+          all(n == want[name] for name, (_, _, _, n) in summ["phases"].items()
+              if name in want and not name.startswith("CL")),
           str({kk: vv[3] for kk, vv in summ["phases"].items()}))
+    check("%s: a loop pass's stamps in order, between S0 and the mainloop's end" % label,
+          all(r["c_s0"] <= r["c_qk_last"] <= r["c_s_last"] <= r["c_p_last"] <= r["c_pv_last"] <= r["c_main_end"]
+              for r in multi) and all(r["c_p_last"] and r["c_pv_last"] for r in recs if r["c_tile"]),
+          "%d tiles of two or more blocks" % len(multi))
     print("\n".join(stl.report(label, summ)), flush=True)
     return q, k, v, tiles
 

@@ -617,7 +617,7 @@ static int timed_launch(SimLaunch *l, char **report)
 }
 
 static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned block[3], unsigned smem,
-                       const unsigned cluster[3], void **params, void **extra)
+                       const unsigned cluster[3], int pdl, void **params, void **extra)
 {
     CUresult r = need_context();
     if (r) return r;
@@ -655,6 +655,7 @@ static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned bloc
     Late *late = late_land();
     l.late = late ? &late->sim : NULL;
     l.resident = timing_on ? 1 : env_int("FA4SIM_RESIDENT", 1); /* read per launch: a test may set it per case */
+    l.pdl = pdl;
     char *report = NULL;
     int st = timing_on ? timed_launch(&l, &report) : sim_run(&l, &report);
     late_free(late);
@@ -675,14 +676,17 @@ EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned 
 {
     (void)stream;
     const unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz}, one[3] = {1, 1, 1};
-    return launch(f, grid, block, smem, one, params, extra);
+    return launch(f, grid, block, smem, one, 0, params, extra);
 }
 
 EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
 {
     if (!c) return CUDA_ERROR_INVALID_VALUE;
     unsigned cluster[3] = {1, 1, 1};
+    int pdl = 0;
     for (unsigned i = 0; i < c->numAttrs; i++) {
+        if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
+            pdl = c->attrs[i].value.programmaticStreamSerializationAllowed != 0;
         if (c->attrs[i].id != CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) continue;
         cluster[0] = c->attrs[i].value.clusterDim.x;
         cluster[1] = c->attrs[i].value.clusterDim.y;
@@ -691,7 +695,7 @@ EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **p
     }
     const unsigned grid[3] = {c->gridDimX, c->gridDimY, c->gridDimZ};
     const unsigned block[3] = {c->blockDimX, c->blockDimY, c->blockDimZ};
-    return launch(f, grid, block, c->sharedMemBytes, cluster, params, extra);
+    return launch(f, grid, block, c->sharedMemBytes, cluster, pdl, params, extra);
 }
 
 /* ------------------------------------------------------------ the linker: absent */

@@ -80,10 +80,11 @@ def replay(table, ptxdir):
     got = dict((l.split()[0], float(l.split()[1])) for l in r.stdout.splitlines()
                if l.startswith(("tma_lat", "mbar_wake", "cpa_sm_bw", "softcap_clk_pass", "tc_frac_n", "st_")))
     tuples = [l.split() for l in r.stdout.splitlines()
-              if l.startswith(("wgmma_scale_", "wgmma_beside", "wgmma_pair", "wgmma_group"))]
+              if l.startswith(("wgmma_scale_", "wgmma_beside", "wgmma_pair", "wgmma_group", "share_", "softmax"))]
     if len(got) != 6 + len(WGMMA_N):
         sys.exit("mb_replay: the replay failed: %s" % (r.stdout + r.stderr)[-400:])
-    for w in tuples:  # wgmma_scale_T (drain, scale), wgmma_beside (idle, 1, 2, 4, 16 chains), wgmma_pair, wgmma_group: clocks
+    for w in tuples:  # wgmma_scale_T (drain, scale), wgmma_beside (idle, 1, 2, 4, 16 chains), wgmma_pair, wgmma_group,
+        # share_fma / share_mufu (warps 0-7's ends): clocks
         got[w[0]] = tuple(float(x) for x in w[1:])
     return got
 
@@ -133,6 +134,14 @@ def main():
               "line)" % ("pair", "mb_wgmma_pair", got["wgmma_pair"][0], got["wgmma_pair"][1]))
         print("%-10s %-11s model reads %s clk an iteration at N 16, 64, 128, 256 (the GPU's: the 'probe wgmma_group' line)"
               % ("group", "mb_wgmma_drain", " ".join("%.1f" % x for x in got["wgmma_group"])))
+        for k in ("share_fma", "share_mufu"):
+            print("%-10s %-11s model reads warps 0-7 ending at %s clk (the GPU's: the 'probe %s' line)"
+                  % ("share", "mb_" + k, " ".join("%.0f" % x for x in got[k]), k))
+        print("%-10s %-11s model reads %.1f and %.1f clk a pass (one warpgroup, two; the GPU's: the 'probe softmax' line)"
+              % ("softmax", "mb_softmax", got["softmax"][0], got["softmax"][1]))
+        print("%-10s %-11s model reads %.1f clk a softmax pass beside wgmmas, %.1f an iteration of them beside it (the GPU's: "
+              "the 'probe softmax_besd' line)" % ("softmax", "mb_softmax_beside", got["softmax_beside"][0],
+                                                  got["softmax_beside"][1]))
         alone, c1, c2, c4, c16 = got["wgmma_beside"]
         print("%-10s %-11s model reads %8.1f clk/iter alone; beside 1, 2, 4, 16 FMUL chains a warp %.3fx %.3fx %.3fx %.3fx "
               "(the GPU's: the 'probe wgmma_beside' lines)" % ("beside", "mb_wgmma_beside", alone, c1 / alone, c2 / alone,
@@ -250,6 +259,19 @@ def read_benchmarks(table, ptxdir):
                                       ("mb_wgmma_drain_n16", "mb_wgmma_drain_n64", "mb_wgmma_drain_n128", "mb_wgmma_drain")))
     print("wgmma_beside %s" % " ".join("%.1f" % (run("mb_wgmma_beside_" + b, [(u32, dn)], 256) / dn)
                                        for b in ("idle", "chain", "c2", "c4", "fmul")))
+    # two warps always ready on each sub-partition (microbench.c's iteration counts): each warp's end after the first start
+    for name, sn2 in (("share_fma", 2048), ("share_mufu", 256)):
+        run("mb_" + name, [(u32, sn2)], 256)
+        h = (ctypes.c_uint64 * 16)()
+        ck(cu.cuMemcpyDtoH_v2(h, out, ctypes.c_size_t(128)), "copy")
+        t0 = min(h[2 * w] for w in range(8))
+        print("%s %s" % (name, " ".join("%d" % (h[2 * w + 1] - t0) for w in range(8))))
+    # one online-softmax block (microbench.c runs 64 passes; 8 here), one warpgroup and two: clocks a pass
+    print("softmax %s" % " ".join("%.1f" % (run("mb_softmax", [(u32, 8)], thr) / 8) for thr in (128, 256)))
+    run("mb_softmax_beside", [(u32, 16)], 256)  # microbench.c: 64 iterations; 16 here
+    h = (ctypes.c_uint64 * 2)()
+    ck(cu.cuMemcpyDtoH_v2(h, out, ctypes.c_size_t(16)), "copy")
+    print("softmax_beside %.1f %.1f" % (h[1] / 8, h[0] / 16))
     # the st.global probes (one SM, 256 threads, 64 stores a thread a pass): clocks a warp instruction
     stn = 2
     for name in ("st_frag", "st_line"):

@@ -62,6 +62,9 @@ typedef struct SimLaunch {
     struct TimingOut *tout;
     /* clusters resident at once (FA4SIM_RESIDENT; 0 or 1: one at a time, in linear order) */
     int resident;
+    /* launched with programmatic stream serialization (cuLaunchKernelEx's attribute): the timing mode charges the
+     * stream's gap after a previous kernel as gap_pdl_us instead of launch_us */
+    int pdl;
 } SimLaunch;
 
 enum { SIM_OK = 0, SIM_FAULT = 1, SIM_HAZARD = 2, SIM_DEADLOCK = 3, SIM_UNSUPPORTED = 4 };

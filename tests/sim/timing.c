@@ -21,14 +21,14 @@ static const char *const key_names[K_COUNT] = {
     [K_MUFU_LAT] = "mufu_lat", [K_CVT_LAT] = "cvt_lat", [K_SHFL_LAT] = "shfl_lat", [K_SMEM_BW] = "smem_bw",
     [K_SMEM_LAT] = "smem_lat", [K_DSMEM_LAT] = "dsmem_lat", [K_GMEM_LAT] = "gmem_lat", [K_ST_LINE] = "st_line",
     [K_ST_BW] = "st_bw", [K_TC_MACS] = "tc_macs", [K_TC_FP8_X] = "tc_fp8_x", [K_TC_LAT] = "tc_lat",
-    [K_TC_ISSUE] = "tc_issue", [K_FMA_DENSE] = "fma_dense", [K_TC_FRAC_N16] = "tc_frac_n16",
+    [K_TC_ISSUE] = "tc_issue", [K_FMA_DENSE] = "fma_dense", [K_TC_BESIDE] = "tc_beside", [K_TC_FRAC_N16] = "tc_frac_n16",
     [K_TC_FRAC_N32] = "tc_frac_n32", [K_TC_FRAC_N48] = "tc_frac_n48", [K_TC_FRAC_N64] = "tc_frac_n64",
     [K_TC_FRAC_N80] = "tc_frac_n80", [K_TC_FRAC_N128] = "tc_frac_n128", [K_TMEM_LAT] = "tmem_lat",
     [K_TMEM_BW] = "tmem_bw", [K_TMA_OP] = "tma_op", [K_TMA_ROW] = "tma_row", [K_TMA_LAT] = "tma_lat",
     [K_PF_BW] = "pf_bw", [K_PF_GBS] = "pf_gbs", [K_PF_HEAD_US] = "pf_head_us", [K_L2_SM_BW] = "l2_sm_bw", [K_L2_BW] = "l2_bw",
     [K_CPA_SM_BW] = "cpa_sm_bw", [K_CPA_BW] = "cpa_bw", [K_HBM_GBS] = "hbm_gbs", [K_MBAR_WAKE] = "mbar_wake",
     [K_BAR_WAKE] = "bar_wake", [K_CLUSTER_WAKE] = "cluster_wake", [K_FENCE_LAT] = "fence_lat",
-    [K_LAUNCH_US] = "launch_us",
+    [K_LAUNCH_US] = "launch_us", [K_GAP_PDL_US] = "gap_pdl_us",
 };
 
 const char *timing_key_name(int k) { return k >= 0 && k < K_COUNT ? key_names[k] : "?"; }
@@ -115,10 +115,14 @@ int timing_load(TimingGpu *g, const char *name_or_path, const char *dir, char *e
         table_default(g, K_ST_LINE, 1, "one line a clock");
         table_default(g, K_ST_BW, 128, "128 bytes a clock");
         table_default(g, K_FMA_DENSE, 0, "no clash");
+        /* the softmax beside wgmmas (run 22): unslowed */
+        table_default(g, K_TC_BESIDE, 1, "not slowed");
         /* the PDL/prefetch probe (run 10): a prefetch as a load, its bytes at the DRAM rate, no head start */
         table_default(g, K_PF_BW, g->v[K_L2_SM_BW], "a prefetch at l2_sm_bw, as a load");
         table_default(g, K_PF_GBS, g->v[K_HBM_GBS], "prefetched bytes at hbm_gbs");
         table_default(g, K_PF_HEAD_US, 0, "no head start");
+        /* the PDL probe's gaps (run 18): a programmatic dependent as a plain launch */
+        table_default(g, K_GAP_PDL_US, g->v[K_LAUNCH_US], "as launch_us");
     }
     for (int k = 0; k < K_COUNT && !rc; k++)
         if (!g->have[k]) { snprintf(err, n, "%s: key %s missing", path, key_names[k]); rc = -1; }
@@ -146,6 +150,7 @@ typedef struct Timing {
     const TimingGpu *g;
     double now;
     double *wnext;       /* per warp: earliest next issue */
+    double *wlast;       /* per warp: its last issue (-1: none yet) */
     int8_t *wblk;        /* per warp: 0 runnable, else the ThreadState it blocked in (+1), -1 exited */
     double *rready;      /* per warp x register: when the value is ready */
     double *ldready;     /* per warp: tcgen05.ld results */
@@ -160,6 +165,7 @@ typedef struct Timing {
     double tc_lost[MAX_CTAS];            /* the last clock the tensor pipe lost to an FMA run (one a clock) */
     TcShare tcq[MAX_CTAS];               /* wgmmas in flight, per SM (tc_share) */
     int tc_fifo;                         /* FA4SIM_TC_FIFO=1: first come, first served instead */
+    int warp_fixed;                      /* FA4SIM_WARP_FIXED=1: ties go to the lower warp index (before run 19) */
     double *stream_last;
     double end;
     double busy[TP_COUNT];
@@ -368,24 +374,31 @@ Timing *timing_new(Sim *s)
     tm->g = s->l->timing->gpu;
     tm->nregs = s->e->nregs > 0 ? s->e->nregs : 1;
     tm->wnext = calloc((size_t)s->nwarps, sizeof *tm->wnext);
+    tm->wlast = malloc((size_t)s->nwarps * sizeof *tm->wlast);
     tm->wblk = calloc((size_t)s->nwarps, 1);
     tm->ldready = calloc((size_t)s->nwarps, sizeof *tm->ldready);
     tm->rready = calloc((size_t)s->nwarps * (size_t)tm->nregs, sizeof *tm->rready);
     tm->stream_last = calloc((size_t)s->nstreams + 1, sizeof *tm->stream_last);
-    if (!tm->wnext || !tm->wblk || !tm->rready || !tm->stream_last || !tm->ldready) { timing_free(tm); return NULL; }
+    if (!tm->wnext || !tm->wlast || !tm->wblk || !tm->rready || !tm->stream_last || !tm->ldready) {
+        timing_free(tm);
+        return NULL;
+    }
+    for (int w = 0; w < s->nwarps; w++) tm->wlast[w] = -1;
     for (int i = 0; i < MAX_CTAS; i++) {
         tm->tc_lost[i] = -1;
         for (int p = 0; p < 4; p++) tm->fma_last[i][p] = -1e30;
     }
     const char *fifo = getenv("FA4SIM_TC_FIFO");
     tm->tc_fifo = fifo && *fifo == '1';
+    const char *fixed = getenv("FA4SIM_WARP_FIXED");
+    tm->warp_fixed = fixed && *fixed == '1';
     return tm;
 }
 
 void timing_free(Timing *tm)
 {
     if (!tm) return;
-    free(tm->wnext), free(tm->wblk), free(tm->rready), free(tm->stream_last), free(tm->ldready);
+    free(tm->wnext), free(tm->wlast), free(tm->wblk), free(tm->rready), free(tm->stream_last), free(tm->ldready);
     for (int i = 0; i < MAX_CTAS; i++) free(tm->tcq[i].j), free(tm->tcq[i].proj), free(tm->tcq[i].ended);
     free(tm);
 }
@@ -489,6 +502,19 @@ static double tc_share_issue(Timing *tm, int sm, Op *op, double now, double work
     }
     q->j[q->n++] = (TcJob){op, work, op->stream, 0};
     return tc_project(tm, sm, op);
+}
+
+/* Is a sub-partition of SM `sm` slowed at t by wgmmas in flight there? mb_softmax_beside (H200 run 22): one warpgroup's
+ * online softmax ran at 0.69 of its speed alone beside the other warpgroup's wgmma loop, whose wgmmas ran at full
+ * speed (mb_wgmma_beside's FMULs: 0.677 a clock): on sm_90a the accumulators live in the register file the other warps'
+ * instructions read. So while a wgmma is in flight, a non-tensor instruction holds its issue slot and its pipe
+ * 1 / tc_beside times longer (the table's 1: no effect, as on sm_100a, whose accumulators are in tensor memory). */
+static int tc_beside(Timing *tm, int sm, double t)
+{
+    if (!(V(tm, K_TC_BESIDE) < 1) || !(V(tm, K_TC_BESIDE) > 0) || tm->tc_fifo) return 0;
+    TcShare *q = &tm->tcq[sm];
+    tc_advance(q, t);
+    return q->n > 0;
 }
 
 /* An FMA-pipe instruction at t on sub-partition p, the `run`-th issued back to back there (each within 2 clocks of
@@ -695,14 +721,20 @@ static void issue(Sim *s, Timing *tm, int w, const Ins *in, const Cost *c0, doub
         c.lat += wf;
         if (in->op == OP_TC_LD && t + c.lat > tm->ldready[w]) tm->ldready[w] = t + c.lat;
     }
+    double slot = 1;
+    if (!c.free && c.pipe != PI_TC && tc_beside(tm, sm, t)) {
+        c.interval /= V(tm, K_TC_BESIDE);
+        slot /= V(tm, K_TC_BESIDE);
+    }
     if (c.pipe == PI_FMA && !c.free) c.interval = fma_clash(tm, sm, p, t, c.interval);
     if (!c.free) {
-        tm->slot[sm][p] = t + 1;
+        tm->slot[sm][p] = t + slot;
         tm->pipe[sm][p][c.pipe] = t + c.interval;
         tm->busy[TP_ISSUE] += 1;
         if (c.tp != TP_ISSUE && c.tp != TP_SMEM && c.tp != TP_TMEM) tm->busy[c.tp] += c.interval;
     }
     tm->wnext[w] = t + (c.free ? 0 : 1);
+    if (!c.free) tm->wlast[w] = t;
     tm->now = t;
     /* results */
     if (has_dest(in->op) && in->nops) {
@@ -719,9 +751,14 @@ void timing_run_cluster(Sim *s)
     Timing *tm = s->tm;
     wake_scan(s, tm);
     while (!s->status) {
+        /* the warp that can issue first; of warps ready at the same clock, the one that issued least recently: a
+         * sub-partition's scheduler alternates between warps that are always ready (mb_share_fma / _mufu on an H200:
+         * both warps of a sub-partition ended within 0.1% / 5% of each other; a fixed order ended one at half time) */
         int bw = -1;
         for (int w = 0; w < s->nwarps; w++)
-            if (!tm->wblk[w] && (bw < 0 || tm->wnext[w] < tm->wnext[bw])) bw = w;
+            if (!tm->wblk[w] && (bw < 0 || tm->wnext[w] < tm->wnext[bw] ||
+                                 (tm->wnext[w] == tm->wnext[bw] && !tm->warp_fixed && tm->wlast[w] < tm->wlast[bw])))
+                bw = w;
         int bo = -1;
         for (int i = 0; i < s->nops; i++)
             if (sim_op_eligible(s, s->ops[i]) && (bo < 0 || s->ops[i]->ready < s->ops[bo]->ready)) bo = i;
@@ -904,7 +941,7 @@ int timing_run_launch(const SimLaunch *l, char **report)
     out->prefetch_mb = pf / 1e6;
     double cyc = fmax(span, fmax(out->hbm_cycles, out->l2_cycles));
     out->cycles = cyc;
-    out->us = cyc / hz * 1e6 + g->v[K_LAUNCH_US];
+    out->us = cyc / hz * 1e6 + g->v[l->pdl ? K_GAP_PDL_US : K_LAUNCH_US];
     out->clusters = (int)(total > 0x7fffffff ? 0x7fffffff : total);
     out->simulated = n, out->waves = waves, out->occupancy = occ;
     out->tflops = out->tc_flops * ((double)total / n) / (out->us * 1e-6) / 1e12;

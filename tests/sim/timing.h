@@ -51,6 +51,7 @@ typedef enum {
     K_TC_LAT,        /* wgmma / tcgen05.mma latency beyond its throughput time, clocks */
     K_TC_ISSUE,      /* clocks a wgmma occupies its warps' issue slot */
     K_FMA_DENSE,     /* FMA-pipe instructions a clock a sub-partition issues in an unbroken run beside wgmmas */
+    K_TC_BESIDE,     /* the speed of a sub-partition's other instructions while wgmmas are in flight on the SM (<= 1) */
     K_TC_FRAC_N16,   /* wgmma SS rate at N 16 / the N 256 rate (tc_macs); the model interpolates in N between */
     K_TC_FRAC_N32,   /* ... at N 32 */
     K_TC_FRAC_N48,   /* ... at N 48 */
@@ -74,7 +75,9 @@ typedef enum {
     K_BAR_WAKE,      /* bar.sync release -> waiting warp issues, clocks */
     K_CLUSTER_WAKE,  /* barrier.cluster release -> waiting warp issues, clocks */
     K_FENCE_LAT,     /* fence.acq_rel / fence.proxy.async, clocks */
-    K_LAUNCH_US,     /* a launch's fixed cost on the stream (back-to-back launches), microseconds */
+    K_LAUNCH_US,     /* a plain launch's gap after the stream's previous kernel (its end -> this grid's first global
+                      * access), microseconds */
+    K_GAP_PDL_US,    /* the same for a programmatic dependent launch (-> its griddepcontrol.wait's release) */
     K_COUNT
 } TimingKey;
 
