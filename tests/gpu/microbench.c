@@ -162,6 +162,24 @@ static void wg_acc_sum(void)
     for (int i = 1; i < 128; i++) P("  add.f32 %%f0, %%f0, %%f%d;\n", i);
 }
 
+/* The two-warpgroup probes' warpgroup 0 (256 threads; out, n in rd1, r1): the WG_RATE loop (m64n256k16, 4 a commit,
+ * wait_group 1) for n iterations, its clocks in out[0]; warpgroup 1 branches to `other`, which follows. */
+static void wg_rate_role(const char *other)
+{
+    P("  setp.eq.u32 %%p4, %%r2, 0;\n");
+    wg_operands();
+    P("  setp.ge.u32 %%p3, %%r2, 128;\n  @%%p3 bra %s;\n", other);
+    wg_descs_acc();
+    P("  mov.u64 %%rd10, %%clock64;\n  mov.u32 %%r3, 0;\nLOOP:\n  wgmma.fence.sync.aligned;\n");
+    wg_mma4();
+    P("  wgmma.commit_group.sync.aligned;\n  wgmma.wait_group.sync.aligned 1;\n");
+    P("  add.u32 %%r3, %%r3, 1;\n  setp.lt.u32 %%p1, %%r3, %%r1;\n  @%%p1 bra LOOP;\n  wgmma.wait_group.sync.aligned 0;\n");
+    P("  mov.u64 %%rd11, %%clock64;\n  sub.u64 %%rd11, %%rd11, %%rd10;\n");
+    wg_acc_sum();
+    P("  @!%%p4 bra DONE;\n  st.global.u64 [%%rd1], %%rd11;\n  st.global.f32 [%%rd1+16], %%f0;\n  bra DONE;\n");
+    P("%s:\n", other);
+}
+
 /* wgmmas beside FMULs: warpgroup 0 runs the WG_RATE loop (m64n256k16, 4 a commit, wait_group 1) for n iterations;
  * warpgroup 1 multiplies `chains` independent registers (16: one FMUL a clock on each sub-partition; 1: one each
  * FMUL latency), 128 FMULs a pass, 8 n passes (16 chains: about twice warpgroup 0's time alone, so it covers
@@ -172,18 +190,7 @@ static void k_wgmma_beside(const char *name, int chains)
     head(name, ".param .u64 out, .param .u32 n");
     P("  .shared .align 1024 .b8 buf[16384];\n");
     P("  ld.param.u64 %%rd1, [out];\n  ld.param.u32 %%r1, [n];\n  mov.u32 %%r2, %%tid.x;\n  mov.u32 %%r4, buf;\n");
-    P("  setp.eq.u32 %%p4, %%r2, 0;\n");
-    wg_operands();
-    P("  setp.ge.u32 %%p3, %%r2, 128;\n  @%%p3 bra FM;\n");
-    wg_descs_acc();
-    P("  mov.u64 %%rd10, %%clock64;\n  mov.u64 %%rd12, %%globaltimer;\n  mov.u32 %%r3, 0;\nLOOP:\n  wgmma.fence.sync.aligned;\n");
-    wg_mma4();
-    P("  wgmma.commit_group.sync.aligned;\n  wgmma.wait_group.sync.aligned 1;\n");
-    P("  add.u32 %%r3, %%r3, 1;\n  setp.lt.u32 %%p1, %%r3, %%r1;\n  @%%p1 bra LOOP;\n  wgmma.wait_group.sync.aligned 0;\n");
-    P("  mov.u64 %%rd11, %%clock64;\n  sub.u64 %%rd11, %%rd11, %%rd10;\n");
-    wg_acc_sum();
-    P("  @!%%p4 bra DONE;\n  st.global.u64 [%%rd1], %%rd11;\n  st.global.f32 [%%rd1+16], %%f0;\n  bra DONE;\n");
-    P("FM:\n");
+    wg_rate_role("FM");
     if (chains) {
         P("  mov.u64 %%rd10, %%clock64;\n  cvt.rn.f32.u32 %%f150, %%r2;\n  mul.f32 %%f150, %%f150, 0f3C000000;\n");
         P("  shl.b32 %%r5, %%r1, 3;\n  mov.u32 %%r3, 0;\n");
@@ -485,18 +492,7 @@ static void k_softmax_beside(void)
     head("mb_softmax_beside", ".param .u64 out, .param .u32 n");
     P("  .shared .align 1024 .b8 buf[16384];\n");
     P("  ld.param.u64 %%rd1, [out];\n  ld.param.u32 %%r1, [n];\n  mov.u32 %%r2, %%tid.x;\n  mov.u32 %%r4, buf;\n");
-    P("  setp.eq.u32 %%p4, %%r2, 0;\n");
-    wg_operands();
-    P("  setp.ge.u32 %%p3, %%r2, 128;\n  @%%p3 bra SM;\n");
-    wg_descs_acc();
-    P("  mov.u64 %%rd10, %%clock64;\n  mov.u32 %%r3, 0;\nLOOP:\n  wgmma.fence.sync.aligned;\n");
-    wg_mma4();
-    P("  wgmma.commit_group.sync.aligned;\n  wgmma.wait_group.sync.aligned 1;\n");
-    P("  add.u32 %%r3, %%r3, 1;\n  setp.lt.u32 %%p1, %%r3, %%r1;\n  @%%p1 bra LOOP;\n  wgmma.wait_group.sync.aligned 0;\n");
-    P("  mov.u64 %%rd11, %%clock64;\n  sub.u64 %%rd11, %%rd11, %%rd10;\n");
-    wg_acc_sum();
-    P("  @!%%p4 bra DONE;\n  st.global.u64 [%%rd1], %%rd11;\n  st.global.f32 [%%rd1+16], %%f0;\n  bra DONE;\n");
-    P("SM:\n");
+    wg_rate_role("SM");
     softmax_init();
     P("  shr.u32 %%r5, %%r1, 1;\n  mov.u64 %%rd10, %%clock64;\n  mov.u32 %%r3, 0;\nSLOOP:\n");
     softmax_pass();
