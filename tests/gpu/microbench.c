@@ -207,6 +207,38 @@ static void k_wgmma_beside(const char *name, int chains)
 }
 
 
+/* Does issuing a wgmma hold the warp while the tensor pipe is busy? Warpgroup 0 issues 8 x m64n256k16 (about 1000
+ * clocks of work) and commits, then lets warpgroup 1 go (named barrier 1); warpgroup 1 reads its clock, issues a QK-sized
+ * group, 8 x m64n128k16 (a 64 x 128 x 128 product, both operands in shared memory), reads the clock again, commits,
+ * waits for it and reads the clock a third time. n rounds; out[0] = warpgroup 1's mean clocks from the first read to the
+ * second (the issue), out[1] = to the third (its group done). A probe: no table value. */
+static void k_wgmma_issue(void)
+{
+    head("mb_wgmma_issue", ".param .u64 out, .param .u32 n");
+    P("  .shared .align 1024 .b8 buf[16384];\n");
+    P("  ld.param.u64 %%rd1, [out];\n  ld.param.u32 %%r1, [n];\n  mov.u32 %%r2, %%tid.x;\n  mov.u32 %%r4, buf;\n");
+    wg_operands();
+    wg_descs_acc();
+    P("  mov.u64 %%rd12, 0;\n  mov.u64 %%rd13, 0;\n  mov.u32 %%r3, 0;\n  setp.ge.u32 %%p3, %%r2, 128;\nLOOP:\n  bar.sync 0;\n");
+    P("  @%%p3 bra W1;\n  wgmma.fence.sync.aligned;\n");
+    wg_mma4();
+    wg_mma4();
+    P("  wgmma.commit_group.sync.aligned;\n  bar.arrive 1, 256;\n  wgmma.wait_group.sync.aligned 0;\n  bra NEXT;\n");
+    P("W1:\n  bar.sync 1, 256;\n  mov.u64 %%rd10, %%clock64;\n  wgmma.fence.sync.aligned;\n");
+    for (int k = 0; k < 8; k++) {
+        P("  wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {");
+        for (int i = 0; i < 64; i++) P("%s%%f%d", i ? ", " : "", i);
+        P("}, %%rd4, %%rd5, 1, 1, 1, 0, 0;\n");
+    }
+    P("  mov.u64 %%rd11, %%clock64;\n  wgmma.commit_group.sync.aligned;\n  wgmma.wait_group.sync.aligned 0;\n");
+    P("  mov.u64 %%rd14, %%clock64;\n  sub.u64 %%rd11, %%rd11, %%rd10;\n  sub.u64 %%rd14, %%rd14, %%rd10;\n");
+    P("  add.u64 %%rd12, %%rd12, %%rd11;\n  add.u64 %%rd13, %%rd13, %%rd14;\n");
+    P("NEXT:\n  add.u32 %%r3, %%r3, 1;\n  setp.lt.u32 %%p1, %%r3, %%r1;\n  @%%p1 bra LOOP;\n");
+    wg_acc_sum();
+    P("  setp.ne.u32 %%p2, %%r2, 128;\n  @%%p2 bra DONE;\n  st.global.u64 [%%rd1], %%rd12;\n  st.global.u64 [%%rd1+8], %%rd13;\n");
+    P("  st.global.f32 [%%rd1+16], %%f0;\nDONE:\n  ret;\n}\n");
+}
+
 /* Two warpgroups issue 4 x m64n256k16 at the same moment (after a bar.sync), each waits for its own (wait_group 0):
  * when does each see its group done? First come, first served: one after 4 wgmmas' time, the other after 8; shared:
  * both after 8. n rounds; out[0], out[1] = warpgroup 0's and 1's mean clocks a round (a probe: no table value). */
@@ -558,6 +590,7 @@ static const struct { const char *name; Gen gen; } kernels[] = {
     {"mb_wgmma_n16", g_w16}, {"mb_wgmma_n32", g_w32}, {"mb_wgmma_n48", g_w48}, {"mb_wgmma_n64", g_w64},
     {"mb_wgmma_n80", g_w80}, {"mb_wgmma_n128", g_w128}, {"mb_st_frag", g_sf}, {"mb_st_line", g_sl},
     {"mb_share_fma", g_shf}, {"mb_share_mufu", g_shm}, {"mb_softmax", k_softmax}, {"mb_softmax_beside", k_softmax_beside},
+    {"mb_wgmma_issue", k_wgmma_issue},
     {"mb_wgmma_drain", g_wd}, {"mb_wgmma_scale", g_ws}, {"mb_wgmma_drain_n16", g_wd16},
     {"mb_wgmma_drain_n64", g_wd64}, {"mb_wgmma_drain_n128", g_wd128}, {"mb_wgmma_beside_idle", g_wb0},
     {"mb_wgmma_beside_fmul", g_wb1}, {"mb_wgmma_beside_chain", g_wb2}, {"mb_wgmma_beside_c2", g_wb3},
@@ -883,6 +916,14 @@ int main(int argc, char **argv)
                  "the other warpgroup's wgmma loop, which ran at %.1f clk an iteration (alone: the wgmma_beside line's)",
                  c[0], besd, (double)h[0] / smn);
         printf("microbench %-12s %-10s %10.3f  (%s)\n", m[nm - 1].bench, m[nm - 1].key, m[nm - 1].v, m[nm - 1].how);
+    }
+    {   /* a QK-sized wgmma group issued while the other warpgroup's group runs: the issue's clocks (a probe) */
+        unsigned wi = 32;
+        void *awi[] = {&out, &wi};
+        launch_ms(fn("mb_wgmma_issue"), 1, 256, 0, awi, 1);
+        CK(cuMemcpyDtoH(h, out, 16));
+        printf("probe      wgmma_issue  clk      %7.1f %7.1f  (warpgroup 1's 8 x m64n128k16 issued while warpgroup 0's 8 x "
+               "m64n256k16 run: clocks to issue them, to their completion)\n", (double)h[0] / wi, (double)h[1] / wi);
     }
     {   /* two warpgroups' groups issued together: when each sees its own done (a probe) */
         launch_ms(fn("mb_wgmma_pair"), 1, 256, 0, ad, 1);

@@ -80,7 +80,7 @@ def replay(table, ptxdir):
     got = dict((l.split()[0], float(l.split()[1])) for l in r.stdout.splitlines()
                if l.startswith(("tma_lat", "mbar_wake", "cpa_sm_bw", "softcap_clk_pass", "tc_frac_n", "st_")))
     tuples = [l.split() for l in r.stdout.splitlines()
-              if l.startswith(("wgmma_scale_", "wgmma_beside", "wgmma_pair", "wgmma_group", "share_", "softmax"))]
+              if l.startswith(("wgmma_scale_", "wgmma_beside", "wgmma_pair", "wgmma_group", "share_", "softmax", "wgmma_issue"))]
     if len(got) != 6 + len(WGMMA_N):
         sys.exit("mb_replay: the replay failed: %s" % (r.stdout + r.stderr)[-400:])
     for w in tuples:  # wgmma_scale_T (drain, scale), wgmma_beside (idle, 1, 2, 4, 16 chains), wgmma_pair, wgmma_group,
@@ -142,6 +142,8 @@ def main():
         print("%-10s %-11s model reads %.1f clk a softmax pass beside wgmmas, %.1f an iteration of them beside it (the GPU's: "
               "the 'probe softmax_besd' line)" % ("softmax", "mb_softmax_beside", got["softmax_beside"][0],
                                                   got["softmax_beside"][1]))
+        print("%-10s %-11s model reads %.1f clk to issue a QK-sized group beside the other warpgroup's, %.1f to its end (the "
+              "GPU's: the 'probe wgmma_issue' line)" % ("issue", "mb_wgmma_issue", got["wgmma_issue"][0], got["wgmma_issue"][1]))
         alone, c1, c2, c4, c16 = got["wgmma_beside"]
         print("%-10s %-11s model reads %8.1f clk/iter alone; beside 1, 2, 4, 16 FMUL chains a warp %.3fx %.3fx %.3fx %.3fx "
               "(the GPU's: the 'probe wgmma_beside' lines)" % ("beside", "mb_wgmma_beside", alone, c1 / alone, c2 / alone,
@@ -272,6 +274,9 @@ def read_benchmarks(table, ptxdir):
     h = (ctypes.c_uint64 * 2)()
     ck(cu.cuMemcpyDtoH_v2(h, out, ctypes.c_size_t(16)), "copy")
     print("softmax_beside %.1f %.1f" % (h[1] / 8, h[0] / 16))
+    run("mb_wgmma_issue", [(u32, 4)], 256)
+    ck(cu.cuMemcpyDtoH_v2(h, out, ctypes.c_size_t(16)), "copy")
+    print("wgmma_issue %.1f %.1f" % (h[0] / 4, h[1] / 4))
     # the st.global probes (one SM, 256 threads, 64 stores a thread a pass): clocks a warp instruction
     stn = 2
     for name in ("st_frag", "st_line"):
