@@ -166,6 +166,11 @@ typedef struct Timing {
     TcShare tcq[MAX_CTAS];               /* wgmmas in flight, per SM (tc_share) */
     int tc_fifo;                         /* FA4SIM_TC_FIFO=1: first come, first served instead */
     int warp_fixed;                      /* FA4SIM_WARP_FIXED=1: ties go to the lower warp index (before run 19) */
+    int tc_queue;                        /* FA4SIM_TC_QUEUE=D: wgmmas first come, first served, D accepted an SM */
+    double qfin[MAX_CTAS][16];           /* ... the completion clocks of the last D accepted, a ring */
+    unsigned qn[MAX_CTAS];
+    int shift_sm;                        /* >= 0: SM whose queued wgmmas' completions move a clock (issue() applies it) */
+    double shift_t;
     double *stream_last;
     double end;
     double busy[TP_COUNT];
@@ -392,6 +397,10 @@ Timing *timing_new(Sim *s)
     tm->tc_fifo = fifo && *fifo == '1';
     const char *fixed = getenv("FA4SIM_WARP_FIXED");
     tm->warp_fixed = fixed && *fixed == '1';
+    const char *tq = getenv("FA4SIM_TC_QUEUE");
+    tm->tc_queue = tq ? atoi(tq) : 0;
+    tm->shift_sm = -1;
+    if (tm->tc_queue < 0 || tm->tc_queue > 16) tm->tc_queue = 0;
     return tm;
 }
 
@@ -512,6 +521,7 @@ static double tc_share_issue(Timing *tm, int sm, Op *op, double now, double work
 static int tc_beside(Timing *tm, int sm, double t)
 {
     if (!(V(tm, K_TC_BESIDE) < 1) || !(V(tm, K_TC_BESIDE) > 0) || tm->tc_fifo) return 0;
+    if (tm->tc_queue) return tm->tc_free[sm] > t;
     TcShare *q = &tm->tcq[sm];
     tc_advance(q, t);
     return q->n > 0;
@@ -529,6 +539,17 @@ static double fma_clash(Timing *tm, int sm, int p, double t, double interval)
     tm->fma_last[sm][p] = t, tm->fma_run[sm][p] = run;
     TcShare *q = &tm->tcq[sm];
     if (run < 4 || tm->tc_fifo || !(V(tm, K_FMA_DENSE) > 0)) return interval;
+    if (tm->tc_queue) {
+        if (!(tm->tc_free[sm] > t)) return interval;
+        if (floor(t) > tm->tc_lost[sm]) { /* the pipe loses this clock: everything queued on it ends a clock later */
+            tm->tc_lost[sm] = floor(t);
+            tm->tc_free[sm] += 1;
+            for (int i = 0; i < tm->tc_queue; i++)
+                if (tm->qfin[sm][i] > t) tm->qfin[sm][i] += 1;
+            tm->shift_sm = sm, tm->shift_t = t;
+        }
+        return fmax(interval, 1 / V(tm, K_FMA_DENSE));
+    }
     tc_advance(q, t);
     if (!q->n) return interval;
     if (floor(t) > tm->tc_lost[sm]) {
@@ -568,10 +589,11 @@ void timing_op_issued(Sim *s, Op *op)
                       (w->a_is_reg ? 1 : tc_frac(tm, w->n)); /* measured SS only: RS keeps the N 256 rate */
         tm->busy[TP_TC] += macs / rate;
         tm->tc_flops += 2 * macs;
-        if (tm->tc_fifo) {
+        if (tm->tc_fifo || tm->tc_queue) {
             start = fmax(now, tm->tc_free[sm]);
             tm->tc_free[sm] = start + macs / rate;
             ready = tm->tc_free[sm] + V(tm, K_TC_LAT);
+            if (tm->tc_queue) tm->qfin[sm][tm->qn[sm]++ % (unsigned)tm->tc_queue] = tm->tc_free[sm];
         } else {
             ready = tc_share_issue(tm, sm, op, now, macs / rate) + V(tm, K_TC_LAT);
         }
@@ -681,6 +703,10 @@ static double issue_time(Sim *s, Timing *tm, int w, const Ins *in, Cost *c)
     double t = tm->wnext[w];
     double r = operands_ready(tm, w, in);
     if (r > t) t = r;
+    if (in->op == OP_WG_MMA && tm->tc_queue && tm->qn[sm] >= (unsigned)tm->tc_queue) {
+        double f = tm->qfin[sm][tm->qn[sm] % (unsigned)tm->tc_queue]; /* the one accepted D ago must have ended */
+        if (f > t) t = f;
+    }
     if (c->free) return t;
     if (tm->slot[sm][p] > t) t = tm->slot[sm][p];
     if (tm->pipe[sm][p][c->pipe] > t) t = tm->pipe[sm][p][c->pipe];
@@ -727,6 +753,13 @@ static void issue(Sim *s, Timing *tm, int w, const Ins *in, const Cost *c0, doub
         slot /= V(tm, K_TC_BESIDE);
     }
     if (c.pipe == PI_FMA && !c.free) c.interval = fma_clash(tm, sm, p, t, c.interval);
+    if (tm->shift_sm >= 0) { /* FA4SIM_TC_QUEUE: the pipe lost a clock: the queued wgmmas end a clock later */
+        for (int i = 0; i < s->nops; i++) {
+            Op *o = s->ops[i];
+            if (o->kind == A_WGMMA && o->cta == tm->shift_sm && (double)o->ready > tm->shift_t) o->ready++;
+        }
+        tm->shift_sm = -1;
+    }
     if (!c.free) {
         tm->slot[sm][p] = t + slot;
         tm->pipe[sm][p][c.pipe] = t + c.interval;

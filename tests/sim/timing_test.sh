@@ -72,6 +72,12 @@ ok $? "two always-ready warps a sub-partition share its issue: $(awk '$1 == "sha
 awk '$2 == "mb_softmax" { alone = $5 } $2 == "mb_softmax_beside" { besd = $5; it = $12 } $1 == "beside" { walone = $5 }
      END { exit !(alone > 0 && besd > 1.15 * alone && walone > 0 && it < 1.15 * walone) }' "$w/mb.out"
 ok $? "the softmax beside wgmmas: $(awk '$2 == "mb_softmax" { printf "%s alone, ", $5 } $2 == "mb_softmax_beside" { printf "%s beside, wgmmas %s", $5, $12 }' "$w/mb.out")"
+# FA4SIM_TC_QUEUE=8 (opt-in: wgmmas first come, first served, 8 accepted an SM; mb_wgmma_issue, H200 run 23: 1119 clocks
+# to issue a QK-sized group behind the other warpgroup's, 1582 to its end): the replay's issue waits, its end follows
+FA4SIM_TC_QUEUE=8 python3 tests/sim/mb_replay.py tests/sim/gpus/h200.tbl "$w/mb" > "$w/mbq.out" 2>&1
+awk '$1 == "issue" && $2 == "mb_wgmma_issue" { i = $5; e = $16 } END { exit !(i > 500 && e > 1400) }' "$w/mbq.out" &&
+    awk '$1 == "issue" && $2 == "mb_wgmma_issue" { exit !($5 < 100) }' "$w/mb.out"
+ok $? "the wgmma issue queue (FA4SIM_TC_QUEUE=8): $(awk '$2 == "mb_wgmma_issue" { print $5 " clk to issue" }' "$w/mbq.out"), without it $(awk '$2 == "mb_wgmma_issue" { print $5 }' "$w/mb.out")"
 case32="kind=mha batch=1 sq=256 sk=1024 hq=2 qk=128 config=\"bn=32 stages=3\""
 sed 's/^\(tc_frac_n[0-9]*\) .*/\1 1 derived the N 256 rate (test)/' tests/sim/gpus/h200.tbl > "$w/flat.tbl"
 n32=$(eval FA4SIM_TIMING=tests/sim/gpus/h200.tbl build/sim/timecase $case32 2>&1 | grep '^fa4sim-timing' | head -1)
