@@ -270,11 +270,11 @@ static void k_wgmma_pair(void)
  * slice's first npf copies into L2 and every thread passed griddepcontrol.wait; out[4 cta ..] = globaltimer stamps. */
 enum { BULK_SLOTS = 8, BULK_BYTES = 16384, BULK_SMEM = BULK_SLOTS * BULK_BYTES };
 enum BulkMode { BULK_BW, BULK_LAT, BULK_PDL };
-static void k_bulk(enum BulkMode mode)
+static void k_bulk(enum BulkMode mode, const char *name, int lg_s)
 {
     int lat = mode == BULK_LAT, pdl = mode == BULK_PDL;
-    int slots = lat ? 4 : BULK_SLOTS, bytes = lat ? 8192 : BULK_BYTES, lg_s = lat ? 2 : 3, lg_b = lat ? 13 : 14;
-    head_with(lat ? "" : ".extern .shared .align 128 .b8 dring[];\n", lat ? "mb_tma_lat" : pdl ? "mb_pdl_dep" : "mb_tma_bw",
+    int slots = 1 << lg_s, bytes = lat ? 8192 : BULK_BYTES, lg_b = lat ? 13 : 14;
+    head_with(lat ? "" : ".extern .shared .align 128 .b8 dring[];\n", name,
               pdl ? ".param .u64 out, .param .u64 src, .param .u32 n, .param .u32 span, .param .u32 stride, .param .u32 npf"
                   : ".param .u64 out, .param .u64 src, .param .u32 n, .param .u32 span, .param .u32 stride");
     if (lat) P("  .shared .align 128 .b8 ring[32768];\n");
@@ -576,16 +576,18 @@ static void g_w48(void) { k_wgmma_n("mb_wgmma_n48", WG_RATE, 48); }
 static void g_w64(void) { k_wgmma_n("mb_wgmma_n64", WG_RATE, 64); }
 static void g_w80(void) { k_wgmma_n("mb_wgmma_n80", WG_RATE, 80); }
 static void g_w128(void) { k_wgmma_n("mb_wgmma_n128", WG_RATE, 128); }
-static void g_tb(void) { k_bulk(BULK_BW); }
-static void g_tl(void) { k_bulk(BULK_LAT); }
-static void g_pd(void) { k_bulk(BULK_PDL); }
+static void g_tb(void) { k_bulk(BULK_BW, "mb_tma_bw", 3); }
+static void g_tb2(void) { k_bulk(BULK_BW, "mb_tma_bw_s2", 1); }
+static void g_tb4(void) { k_bulk(BULK_BW, "mb_tma_bw_s4", 2); }
+static void g_tl(void) { k_bulk(BULK_LAT, "mb_tma_lat", 2); }
+static void g_pd(void) { k_bulk(BULK_PDL, "mb_pdl_dep", 3); }
 static void g_sf(void) { k_store("mb_st_frag", 1); }
 static void g_sl(void) { k_store("mb_st_line", 0); }
 static void g_shf(void) { k_share("mb_share_fma", 0); }
 static void g_shm(void) { k_share("mb_share_mufu", 1); }
 static const struct { const char *name; Gen gen; } kernels[] = {
     {"mb_clock", k_clock}, {"mb_empty", k_empty}, {"mb_mufu_ex2", g_ex2}, {"mb_cvt_bf16x2", g_cvt},
-    {"mb_smem", k_smem}, {"mb_wgmma_rate", g_wr}, {"mb_wgmma_lat", g_wl}, {"mb_tma_bw", g_tb},
+    {"mb_smem", k_smem}, {"mb_wgmma_rate", g_wr}, {"mb_wgmma_lat", g_wl}, {"mb_tma_bw", g_tb}, {"mb_tma_bw_s2", g_tb2}, {"mb_tma_bw_s4", g_tb4},
     {"mb_tma_lat", g_tl}, {"mb_mbar_rt", k_mbar}, {"mb_gather", k_gather}, {"mb_softcap", k_softcap},
     {"mb_wgmma_n16", g_w16}, {"mb_wgmma_n32", g_w32}, {"mb_wgmma_n48", g_w48}, {"mb_wgmma_n64", g_w64},
     {"mb_wgmma_n80", g_w80}, {"mb_wgmma_n128", g_w128}, {"mb_st_frag", g_sf}, {"mb_st_line", g_sl},
@@ -759,6 +761,21 @@ int main(int argc, char **argv)
     void *ah[] = {&out, &src, &hn, &hspan, &hstride};
     ms = launch_ms(tbw, (unsigned)sms, 128, BULK_SMEM, ah, 3);
     m[nm++] = (Meas){"hbm_gbs", "hbm_bw", (double)sms * hn * BULK_BYTES / (ms * 1e-3) / 1e9, "every SM streaming its own slice of a 512 MB buffer (past L2) once, cp.async.bulk; launch gap included"};
+    {   /* DRAM bandwidth against the bytes each SM keeps in flight (2, 4, 8 copies of 16 KB), on every SM and on 128 (a
+         * split-KV decode grid): a probe, no table value */
+        static const char *const sn[] = {"mb_tma_bw_s2", "mb_tma_bw_s4", "mb_tma_bw"};
+        printf("probe      hbm_inflight GB/s");
+        for (int g = 0; g < 2; g++)
+            for (int k = 0; k < 3; k++) {
+                CUfunction f = fn(sn[k]);
+                unsigned sm_b = (unsigned)BULK_BYTES << (k + 1), nsm = g ? 128 : (unsigned)sms;
+                CK(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)sm_b));
+                double t = launch_ms(f, nsm, 128, sm_b, ah, 3);
+                printf(" %.0f", (double)nsm * hn * BULK_BYTES / (t * 1e-3) / 1e9);
+            }
+        printf("  (%d SMs then 128, each keeping 32 / 64 / 128 KB of cp.async.bulk 16 KB copies in flight from its own "
+               "slice of 512 MB)\n", sms);
+    }
 
     unsigned mn = 10000;
     void *am[] = {&out, &mn};
