@@ -322,6 +322,44 @@ static void k_bulk(enum BulkMode mode, const char *name, int lg_s)
         P("  @!%%p2 bra DONE;\n  mul.wide.u32 %%rd2, %%r8, 8;\n  add.u64 %%rd2, %%rd1, %%rd2;\n  st.global.u64 [%%rd2], %%rd11;\nDONE:\n  ret;\n}\n");
 }
 
+/* Tensor-map TMA from DRAM, as the attention kernels load K and V: each CTA streams its own rows of a [rows, 128]
+ * bf16 tensor (128-byte swizzle) in 64-row blocks of two 64 x 64 boxes (16 KB, a d128 K block at bn 64), 1 << lg_s
+ * blocks in flight; out[cta] = clocks. Against mb_tma_bw's 1-D bulk copies of the same bytes: a probe, no table value. */
+static void k_tma_tile(const char *name, int lg_s)
+{
+    int slots = 1 << lg_s;
+    head_with(".extern .shared .align 1024 .b8 dring[];\n", name,
+              ".param .u64 out, .param .align 64 .b8 tmap[128], .param .u32 n, .param .u32 rows, .param .u32 half");
+    P("  .shared .align 8 .b64 bars[%d];\n", slots);
+    P("  ld.param.u64 %%rd1, [out];\n  ld.param.u32 %%r1, [n];\n  ld.param.u32 %%r12, [rows];\n  ld.param.u32 %%r23, [half];\n");
+    /* half > 0: blocks alternate between the CTA's rows and the same rows `half` rows on (a K and a V stream) */
+    P("  setp.ne.u32 %%p6, %%r23, 0;\n  selp.u32 %%r24, 1, 0, %%p6;\n");
+    P("  mov.b64 %%rd6, tmap;\n  cvta.param.u64 %%rd6, %%rd6;\n");
+    P("  mov.u32 %%r2, %%tid.x;\n  mov.u32 %%r4, dring;\n  add.u32 %%r4, %%r4, 1023;\n  and.b32 %%r4, %%r4, -1024;\n");
+    P("  mov.u32 %%r5, bars;\n  mov.u32 %%r8, %%ctaid.x;\n  setp.eq.u32 %%p2, %%r2, 0;\n");
+    for (int i = 0; i < slots; i++) P("  @%%p2 mbarrier.init.shared::cta.b64 [%%r5+%d], 1;\n", 8 * i);
+    P("  fence.mbarrier_init.release.cluster;\n  bar.sync 0;\n  mul.lo.u32 %%r20, %%r8, %%r12;\n");
+    P("  mov.u64 %%rd10, %%clock64;\n  mov.u32 %%r3, 0;\n  mov.u32 %%r21, 0;\n  mov.u32 %%r22, 64;\n");
+    P("LOOP:\n  and.b32 %%r9, %%r3, %d;\n  shl.b32 %%r10, %%r9, 14;\n  add.u32 %%r10, %%r10, %%r4;\n  shl.b32 %%r11, %%r9, 3;\n"
+      "  add.u32 %%r11, %%r11, %%r5;\n  shr.u32 %%r13, %%r3, %%r24;\n  shl.b32 %%r13, %%r13, 6;\n  add.u32 %%r13, %%r13, %%r20;\n"
+      "  and.b32 %%r25, %%r3, %%r24;\n  mad.lo.u32 %%r13, %%r25, %%r23, %%r13;\n  add.u32 %%r14, %%r10, 8192;\n", slots - 1);
+    P("  @%%p2 mbarrier.arrive.expect_tx.shared::cta.b64 %%rd9, [%%r11], 16384;\n");
+    P("  @%%p2 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%%r10], [%%rd6, {%%r21, %%r13}], [%%r11];\n");
+    P("  @%%p2 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%%r14], [%%rd6, {%%r22, %%r13}], [%%r11];\n");
+    P("  setp.lt.u32 %%p3, %%r3, %d;\n  @%%p3 bra SKIP;\n  add.u32 %%r15, %%r3, 1;\n  and.b32 %%r15, %%r15, %d;\n  shl.b32 %%r16, %%r15, 3;\n"
+      "  add.u32 %%r16, %%r16, %%r5;\n  sub.u32 %%r17, %%r3, %d;\n  shr.u32 %%r17, %%r17, %d;\n  and.b32 %%r17, %%r17, 1;\n",
+      slots - 1, slots - 1, slots - 1, lg_s);
+    P("WAIT:\n  mbarrier.try_wait.parity.shared::cta.b64 %%p1, [%%r16], %%r17;\n  @!%%p1 bra WAIT;\nSKIP:\n");
+    P("  bar.sync 0;\n  add.u32 %%r3, %%r3, 1;\n  setp.lt.u32 %%p1, %%r3, %%r1;\n  @%%p1 bra LOOP;\n");
+    for (int d = slots - 1; d >= 1; d--) {
+        P("  sub.u32 %%r18, %%r1, %d;\n  and.b32 %%r19, %%r18, %d;\n  shl.b32 %%r19, %%r19, 3;\n  add.u32 %%r19, %%r19, %%r5;\n"
+          "  shr.u32 %%r18, %%r18, %d;\n  and.b32 %%r18, %%r18, 1;\n", d, slots - 1, lg_s);
+        P("T%d:\n  mbarrier.try_wait.parity.shared::cta.b64 %%p1, [%%r19], %%r18;\n  @!%%p1 bra T%d;\n", d, d);
+    }
+    P("  mov.u64 %%rd11, %%clock64;\n  sub.u64 %%rd11, %%rd11, %%rd10;\n");
+    P("  @!%%p2 bra DONE;\n  mul.wide.u32 %%rd2, %%r8, 8;\n  add.u64 %%rd2, %%rd1, %%rd2;\n  st.global.u64 [%%rd2], %%rd11;\nDONE:\n  ret;\n}\n");
+}
+
 /* the previous grid of the PDL probe: every thread triggers its dependents at once (as the split-KV combine does),
  * then spins ns nanoseconds of globaltimer; out[2 cta ..]: globaltimer at entry and at the end (thread 0) */
 static void k_pdl_prev(void)
@@ -579,6 +617,9 @@ static void g_w128(void) { k_wgmma_n("mb_wgmma_n128", WG_RATE, 128); }
 static void g_tb(void) { k_bulk(BULK_BW, "mb_tma_bw", 3); }
 static void g_tb2(void) { k_bulk(BULK_BW, "mb_tma_bw_s2", 1); }
 static void g_tb4(void) { k_bulk(BULK_BW, "mb_tma_bw_s4", 2); }
+static void g_tt2(void) { k_tma_tile("mb_tma_tile_s2", 1); }
+static void g_tt4(void) { k_tma_tile("mb_tma_tile_s4", 2); }
+static void g_tt8(void) { k_tma_tile("mb_tma_tile_s8", 3); }
 static void g_tl(void) { k_bulk(BULK_LAT, "mb_tma_lat", 2); }
 static void g_pd(void) { k_bulk(BULK_PDL, "mb_pdl_dep", 3); }
 static void g_sf(void) { k_store("mb_st_frag", 1); }
@@ -588,6 +629,7 @@ static void g_shm(void) { k_share("mb_share_mufu", 1); }
 static const struct { const char *name; Gen gen; } kernels[] = {
     {"mb_clock", k_clock}, {"mb_empty", k_empty}, {"mb_mufu_ex2", g_ex2}, {"mb_cvt_bf16x2", g_cvt},
     {"mb_smem", k_smem}, {"mb_wgmma_rate", g_wr}, {"mb_wgmma_lat", g_wl}, {"mb_tma_bw", g_tb}, {"mb_tma_bw_s2", g_tb2}, {"mb_tma_bw_s4", g_tb4},
+    {"mb_tma_tile_s2", g_tt2}, {"mb_tma_tile_s4", g_tt4}, {"mb_tma_tile_s8", g_tt8},
     {"mb_tma_lat", g_tl}, {"mb_mbar_rt", k_mbar}, {"mb_gather", k_gather}, {"mb_softcap", k_softcap},
     {"mb_wgmma_n16", g_w16}, {"mb_wgmma_n32", g_w32}, {"mb_wgmma_n48", g_w48}, {"mb_wgmma_n64", g_w64},
     {"mb_wgmma_n80", g_w80}, {"mb_wgmma_n128", g_w128}, {"mb_st_frag", g_sf}, {"mb_st_line", g_sl},
@@ -775,6 +817,39 @@ int main(int argc, char **argv)
             }
         printf("  (%d SMs then 128, each keeping 32 / 64 / 128 KB of cp.async.bulk 16 KB copies in flight from its own "
                "slice of 512 MB)\n", sms);
+        /* the same bytes through a tensor map: [rows, 128] bf16, 128-byte swizzle, 64 x 64 boxes, two a 16 KB block */
+        CUtensorMap tm;
+        cuuint64_t dims[2] = {128, span / 256}, strides[1] = {256};
+        cuuint32_t box[2] = {64, 64}, es[2] = {1, 1};
+        CK(cuTensorMapEncodeTiled(&tm, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)src, dims, strides, box, es,
+                                  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                  CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+        static const char *const tn2[] = {"mb_tma_tile_s2", "mb_tma_tile_s4", "mb_tma_tile_s8"};
+        printf("probe      hbm_tile     GB/s");
+        for (int g = 0; g < 2; g++)
+            for (int k = 0; k < 3; k++) {
+                CUfunction f = fn(tn2[k]);
+                unsigned nsm = g ? 128 : (unsigned)sms, rows = (unsigned)(span / 256 / nsm) & ~63u, tnb = rows / 64, h0 = 0;
+                unsigned sm_b = (16384u << (k + 1)) + 1024;
+                void *att[] = {&out, &tm, &tnb, &rows, &h0};
+                CK(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)sm_b));
+                double t = launch_ms(f, nsm, 128, sm_b, att, 3);
+                printf(" %.0f", (double)nsm * tnb * 16384 / (t * 1e-3) / 1e9);
+            }
+        printf("  (the same, 2 / 4 / 8 blocks of 16 KB in flight, each two 64 x 64 bf16 boxes through a tensor map with the "
+               "128-byte swizzle, as the attention kernels load K and V)\n");
+        /* two streams an SM, K and V: blocks alternate between the CTA's rows of each half of the tensor */
+        printf("probe      hbm_tile_kv  GB/s");
+        for (int g = 0; g < 2; g++)
+            for (int k = 0; k < 3; k++) {
+                CUfunction f = fn(tn2[k]);
+                unsigned nsm = g ? 128 : (unsigned)sms, half = (unsigned)(span / 256 / 2);
+                unsigned rows = (half / nsm) & ~63u, tnb = 2 * (rows / 64), sm_b = (16384u << (k + 1)) + 1024;
+                void *att[] = {&out, &tm, &tnb, &rows, &half};
+                double t = launch_ms(f, nsm, 128, sm_b, att, 3);
+                printf(" %.0f", (double)nsm * tnb * 16384 / (t * 1e-3) / 1e9);
+            }
+        printf("  (as hbm_tile with two streams an SM, a K block then a V block from the other half of the tensor)\n");
     }
 
     unsigned mn = 10000;
