@@ -260,6 +260,24 @@ static void k_wgmma_pair(void)
     P("DONE:\n  ret;\n}\n");
 }
 
+/* The bulk-copy rings (mb_tma_bw*, mb_pdl_dep, mb_tma_tile*): copy %r3 (of %r1) uses slot %r3 & (slots - 1), its mbarrier
+ * at %r5 + 8 slot. ring_wait: after issuing copy i, wait for copy i - (slots - 1), so at most `slots` are in flight;
+ * ring_drain: after the loop, wait for the last slots - 1. */
+static void ring_wait(int slots, int lg_s)
+{
+    P("  setp.lt.u32 %%p3, %%r3, %d;\n  @%%p3 bra SKIP;\n  add.u32 %%r15, %%r3, 1;\n  and.b32 %%r15, %%r15, %d;\n  shl.b32 %%r16, %%r15, 3;\n  add.u32 %%r16, %%r16, %%r5;\n", slots - 1, slots - 1);
+    P("  sub.u32 %%r17, %%r3, %d;\n  shr.u32 %%r17, %%r17, %d;\n  and.b32 %%r17, %%r17, 1;\n", slots - 1, lg_s);
+    P("WAIT:\n  mbarrier.try_wait.parity.shared::cta.b64 %%p1, [%%r16], %%r17;\n  @!%%p1 bra WAIT;\nSKIP:\n");
+}
+
+static void ring_drain(int slots, int lg_s)
+{
+    for (int d = slots - 1; d >= 1; d--) {
+        P("  sub.u32 %%r18, %%r1, %d;\n  and.b32 %%r19, %%r18, %d;\n  shl.b32 %%r19, %%r19, 3;\n  add.u32 %%r19, %%r19, %%r5;\n  shr.u32 %%r18, %%r18, %d;\n  and.b32 %%r18, %%r18, 1;\n", d, slots - 1, lg_s);
+        P("D%d:\n  mbarrier.try_wait.parity.shared::cta.b64 %%p1, [%%r19], %%r18;\n  @!%%p1 bra D%d;\n", d, d);
+    }
+}
+
 /* bulk copies (the TMA engine, no tensor map) from src + cta * stride (wrapping in `span` bytes) into a ring of
  * shared memory, each slot on its mbarrier; one elected thread issues, all wait.
  * lat=1: 8 KB copies, one in flight (issue -> complete_tx clocks, mean in out): the latency.
@@ -303,17 +321,10 @@ static void k_bulk(enum BulkMode mode, const char *name, int lg_s)
     if (lat) {
         P("WAIT:\n  mbarrier.try_wait.parity.shared::cta.b64 %%p1, [%%r11], %%r14;\n  @!%%p1 bra WAIT;\n");
     } else { /* wait for the copy issued slots - 1 before (slots in flight) */
-        P("  setp.lt.u32 %%p3, %%r3, %d;\n  @%%p3 bra SKIP;\n  add.u32 %%r15, %%r3, 1;\n  and.b32 %%r15, %%r15, %d;\n  shl.b32 %%r16, %%r15, 3;\n  add.u32 %%r16, %%r16, %%r5;\n", slots - 1, slots - 1);
-        P("  sub.u32 %%r17, %%r3, %d;\n  shr.u32 %%r17, %%r17, %d;\n  and.b32 %%r17, %%r17, 1;\n", slots - 1, lg_s);
-        P("WAIT:\n  mbarrier.try_wait.parity.shared::cta.b64 %%p1, [%%r16], %%r17;\n  @!%%p1 bra WAIT;\nSKIP:\n");
+        ring_wait(slots, lg_s);
     }
     P("  bar.sync 0;\n  add.u32 %%r13, %%r13, %d;\n  add.u32 %%r3, %%r3, 1;\n  setp.lt.u32 %%p1, %%r3, %%r1;\n  @%%p1 bra LOOP;\n", bytes);
-    if (!lat) { /* drain the last slots - 1 */
-        for (int d = slots - 1; d >= 1; d--) {
-            P("  sub.u32 %%r18, %%r1, %d;\n  and.b32 %%r19, %%r18, %d;\n  shl.b32 %%r19, %%r19, 3;\n  add.u32 %%r19, %%r19, %%r5;\n  shr.u32 %%r18, %%r18, %d;\n  and.b32 %%r18, %%r18, 1;\n", d, slots - 1, lg_s);
-            P("D%d:\n  mbarrier.try_wait.parity.shared::cta.b64 %%p1, [%%r19], %%r18;\n  @!%%p1 bra D%d;\n", d, d);
-        }
-    }
+    if (!lat) ring_drain(slots, lg_s); /* the last slots - 1 */
     P("  mov.u64 %%rd11, %%clock64;\n  sub.u64 %%rd11, %%rd11, %%rd10;\n");
     if (pdl) /* out[4 cta ..]: globaltimer at entry, after the wait, at the end */
         P("  mov.u64 %%rd22, %%globaltimer;\n  @!%%p2 bra DONE;\n  mul.wide.u32 %%rd2, %%r8, 32;\n  add.u64 %%rd2, %%rd1, %%rd2;\n"
@@ -346,16 +357,9 @@ static void k_tma_tile(const char *name, int lg_s)
     P("  @%%p2 mbarrier.arrive.expect_tx.shared::cta.b64 %%rd9, [%%r11], 16384;\n");
     P("  @%%p2 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%%r10], [%%rd6, {%%r21, %%r13}], [%%r11];\n");
     P("  @%%p2 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%%r14], [%%rd6, {%%r22, %%r13}], [%%r11];\n");
-    P("  setp.lt.u32 %%p3, %%r3, %d;\n  @%%p3 bra SKIP;\n  add.u32 %%r15, %%r3, 1;\n  and.b32 %%r15, %%r15, %d;\n  shl.b32 %%r16, %%r15, 3;\n"
-      "  add.u32 %%r16, %%r16, %%r5;\n  sub.u32 %%r17, %%r3, %d;\n  shr.u32 %%r17, %%r17, %d;\n  and.b32 %%r17, %%r17, 1;\n",
-      slots - 1, slots - 1, slots - 1, lg_s);
-    P("WAIT:\n  mbarrier.try_wait.parity.shared::cta.b64 %%p1, [%%r16], %%r17;\n  @!%%p1 bra WAIT;\nSKIP:\n");
+    ring_wait(slots, lg_s);
     P("  bar.sync 0;\n  add.u32 %%r3, %%r3, 1;\n  setp.lt.u32 %%p1, %%r3, %%r1;\n  @%%p1 bra LOOP;\n");
-    for (int d = slots - 1; d >= 1; d--) {
-        P("  sub.u32 %%r18, %%r1, %d;\n  and.b32 %%r19, %%r18, %d;\n  shl.b32 %%r19, %%r19, 3;\n  add.u32 %%r19, %%r19, %%r5;\n"
-          "  shr.u32 %%r18, %%r18, %d;\n  and.b32 %%r18, %%r18, 1;\n", d, slots - 1, lg_s);
-        P("T%d:\n  mbarrier.try_wait.parity.shared::cta.b64 %%p1, [%%r19], %%r18;\n  @!%%p1 bra T%d;\n", d, d);
-    }
+    ring_drain(slots, lg_s);
     P("  mov.u64 %%rd11, %%clock64;\n  sub.u64 %%rd11, %%rd11, %%rd10;\n");
     P("  @!%%p2 bra DONE;\n  mul.wide.u32 %%rd2, %%r8, 8;\n  add.u64 %%rd2, %%rd1, %%rd2;\n  st.global.u64 [%%rd2], %%rd11;\nDONE:\n  ret;\n}\n");
 }

@@ -251,12 +251,12 @@ def read_benchmarks(table, ptxdir):
     for thr in (128, 256):
         print("wgmma_scale_%d %.1f %.1f" % (thr, run("mb_wgmma_drain", [(u32, dn)], thr) / dn,
                                             run("mb_wgmma_scale", [(u32, dn)], thr) / dn))
-    def pair():  # both warpgroups' round clocks: out[0] and out[1]
-        run("mb_wgmma_pair", [(u32, dn)], 256)
-        h = (ctypes.c_uint64 * 2)()
-        ck(cu.cuMemcpyDtoH_v2(h, out, ctypes.c_size_t(16)), "copy")
-        return h[0] / dn, h[1] / dn
-    print("wgmma_pair %.1f %.1f" % pair())
+    def words(n):  # out[0 .. n - 1] after the last run: the benchmarks that write more than one value
+        h = (ctypes.c_uint64 * n)()
+        ck(cu.cuMemcpyDtoH_v2(h, out, ctypes.c_size_t(8 * n)), "copy")
+        return list(h)
+    run("mb_wgmma_pair", [(u32, dn)], 256)  # both warpgroups' round clocks
+    print("wgmma_pair %.1f %.1f" % tuple(x / dn for x in words(2)))
     print("wgmma_group %s" % " ".join("%.1f" % (run(b, [(u32, dn)], 128) / dn) for b in
                                       ("mb_wgmma_drain_n16", "mb_wgmma_drain_n64", "mb_wgmma_drain_n128", "mb_wgmma_drain")))
     print("wgmma_beside %s" % " ".join("%.1f" % (run("mb_wgmma_beside_" + b, [(u32, dn)], 256) / dn)
@@ -264,18 +264,16 @@ def read_benchmarks(table, ptxdir):
     # two warps always ready on each sub-partition (microbench.c's iteration counts): each warp's end after the first start
     for name, sn2 in (("share_fma", 2048), ("share_mufu", 256)):
         run("mb_" + name, [(u32, sn2)], 256)
-        h = (ctypes.c_uint64 * 16)()
-        ck(cu.cuMemcpyDtoH_v2(h, out, ctypes.c_size_t(128)), "copy")
+        h = words(16)
         t0 = min(h[2 * w] for w in range(8))
         print("%s %s" % (name, " ".join("%d" % (h[2 * w + 1] - t0) for w in range(8))))
     # one online-softmax block (microbench.c runs 64 passes; 8 here), one warpgroup and two: clocks a pass
     print("softmax %s" % " ".join("%.1f" % (run("mb_softmax", [(u32, 8)], thr) / 8) for thr in (128, 256)))
     run("mb_softmax_beside", [(u32, 16)], 256)  # microbench.c: 64 iterations; 16 here
-    h = (ctypes.c_uint64 * 2)()
-    ck(cu.cuMemcpyDtoH_v2(h, out, ctypes.c_size_t(16)), "copy")
+    h = words(2)
     print("softmax_beside %.1f %.1f" % (h[1] / 8, h[0] / 16))
     run("mb_wgmma_issue", [(u32, 4)], 256)
-    ck(cu.cuMemcpyDtoH_v2(h, out, ctypes.c_size_t(16)), "copy")
+    h = words(2)
     print("wgmma_issue %.1f %.1f" % (h[0] / 4, h[1] / 4))
     # the st.global probes (one SM, 256 threads, 64 stores a thread a pass): clocks a warp instruction
     stn = 2

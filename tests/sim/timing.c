@@ -169,8 +169,6 @@ typedef struct Timing {
     int tc_queue;                        /* FA4SIM_TC_QUEUE=D: wgmmas first come, first served, D accepted an SM */
     double qfin[MAX_CTAS][16];           /* ... the completion clocks of the last D accepted, a ring */
     unsigned qn[MAX_CTAS];
-    int shift_sm;                        /* >= 0: SM whose queued wgmmas' completions move a clock (issue() applies it) */
-    double shift_t;
     double *stream_last;
     double end;
     double busy[TP_COUNT];
@@ -399,7 +397,6 @@ Timing *timing_new(Sim *s)
     tm->warp_fixed = fixed && *fixed == '1';
     const char *tq = getenv("FA4SIM_TC_QUEUE");
     tm->tc_queue = tq ? atoi(tq) : 0;
-    tm->shift_sm = -1;
     if (tm->tc_queue < 0 || tm->tc_queue > 16) tm->tc_queue = 0;
     return tm;
 }
@@ -533,7 +530,7 @@ static int tc_beside(Timing *tm, int sm, double t)
  * 0.677 a clock. So from the 4th instruction of a run, while wgmmas are in flight on the SM, the run issues at
  * fma_dense a clock and the pipe loses that clock (once a clock, however many sub-partitions clash in it). Returns
  * the instruction's pipe interval. */
-static double fma_clash(Timing *tm, int sm, int p, double t, double interval)
+static double fma_clash(Sim *s, Timing *tm, int sm, int p, double t, double interval)
 {
     int run = t - tm->fma_last[sm][p] < 2 ? tm->fma_run[sm][p] + 1 : 1;
     tm->fma_last[sm][p] = t, tm->fma_run[sm][p] = run;
@@ -546,7 +543,10 @@ static double fma_clash(Timing *tm, int sm, int p, double t, double interval)
             tm->tc_free[sm] += 1;
             for (int i = 0; i < tm->tc_queue; i++)
                 if (tm->qfin[sm][i] > t) tm->qfin[sm][i] += 1;
-            tm->shift_sm = sm, tm->shift_t = t;
+            for (int i = 0; i < s->nops; i++) {
+                Op *o = s->ops[i];
+                if (o->kind == A_WGMMA && o->cta == sm && (double)o->ready > t) o->ready++;
+            }
         }
         return fmax(interval, 1 / V(tm, K_FMA_DENSE));
     }
@@ -752,14 +752,7 @@ static void issue(Sim *s, Timing *tm, int w, const Ins *in, const Cost *c0, doub
         c.interval /= V(tm, K_TC_BESIDE);
         slot /= V(tm, K_TC_BESIDE);
     }
-    if (c.pipe == PI_FMA && !c.free) c.interval = fma_clash(tm, sm, p, t, c.interval);
-    if (tm->shift_sm >= 0) { /* FA4SIM_TC_QUEUE: the pipe lost a clock: the queued wgmmas end a clock later */
-        for (int i = 0; i < s->nops; i++) {
-            Op *o = s->ops[i];
-            if (o->kind == A_WGMMA && o->cta == tm->shift_sm && (double)o->ready > tm->shift_t) o->ready++;
-        }
-        tm->shift_sm = -1;
-    }
+    if (c.pipe == PI_FMA && !c.free) c.interval = fma_clash(s, tm, sm, p, t, c.interval);
     if (!c.free) {
         tm->slot[sm][p] = t + slot;
         tm->pipe[sm][p][c.pipe] = t + c.interval;
