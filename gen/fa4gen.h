@@ -131,10 +131,6 @@ typedef struct Config {
      * default (0) a persistent one (depth <= 128) with the registers to spare computes the next tile's while its
      * last P V runs (plan note coords ahead). Never picked by the runtime; canonical form names it only when on */
     int coords_late;
-    /* A/B benchmarks, sm90a MHA forward: 1 = a consumer issues each tile's first QK at the tile's top, where by
-     * default (0) one that computes coordinates ahead issues it after the tile before's last P V, so it runs under
-     * that tile's epilogue (plan note qk ahead). Never picked by the runtime; canonical form names it only when on */
-    int qk_late;
 } Config;
 
 /* config timeline=1: the u64 slots of one tile's record, in the order the tile passes them. P: the producer

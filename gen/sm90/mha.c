@@ -331,33 +331,20 @@ static void emit_page_check(Emit *e)
     if (e->p->cfg.page) paged_block_bad(e, reg_find(e, "cs_j"), reg_b32(e, "pg_bad"));
 }
 
-/* Whether block %cs_j takes the masked softmax (%cs_need_mask). */
-static void emit_block_mask(Emit *e)
+/* Wait for K of block %cs_j in ring slot %cs_stage and issue S = Q K^T. */
+static void emit_issue_qk(Emit *e)
 {
+    Reg bar = reg_b32(e, "cs_bar");
     const char *pmask = reg(e, "pred", "cs_need_mask");
     emit_note(e, "blocks outside [full_lo, full_hi) take the masked softmax");
     emit(e, "setp.ge.s32 %s, %%cs_j, %%full_hi;", pmask);
     emit(e, "setp.lt.or.s32 %s, %%cs_j, %%full_lo, %s;", pmask, pmask);
-}
-
-/* Wait for K in ring slot %cs_stage and issue S = Q K^T (Q: the slot %cs_q_lo describes). */
-static void emit_wait_issue_qk(Emit *e)
-{
-    Reg bar = reg_b32(e, "cs_bar");
     mbar_indexed(e, bar, reg_find(e, "cs_k_full"), reg_find(e, "cs_stage"));
     op_mbar_wait(e, bar, reg_find(e, "cs_phase"));
     emit_qk(e, reg_find(e, "cs_stage"));
-}
-
-/* Wait for K of block %cs_j in ring slot %cs_stage and issue S = Q K^T. */
-static void emit_issue_qk(Emit *e)
-{
-    reg_b32(e, "cs_bar"); /* declared first, as the PTX has it */
-    emit_block_mask(e);
-    emit_wait_issue_qk(e);
     if (e->p->cfg.page) { /* the table read's result, used only after the wgmmas are issued */
         emit_note(e, "paged kv: a block with a page without a valid entry takes the masked softmax");
-        emit(e, "setp.ne.or.u32 %%cs_need_mask, %%pg_bad, 0, %%cs_need_mask;");
+        emit(e, "setp.ne.or.u32 %s, %%pg_bad, 0, %s;", pmask, pmask);
     }
 }
 
@@ -461,14 +448,6 @@ static void emit_coords_ahead(Emit *e)
     emit_label(e, l_skip);
 }
 
-/* plan note coords ahead: take the coordinates the tile before computed. */
-static void emit_coords_take(Emit *e)
-{
-    emit_note(e, "plan note coords ahead: computed by the tile before");
-    for (int i = 0; i < MHA_TILE_COORD_REGS; i++)
-        emit(e, "mov.u32 %%%s, %s;", mha_tile_coord_regs[i], R(e, reg_find(e, "cs_nx_%s", mha_tile_coord_regs[i])));
-}
-
 /* The tile's coordinates: computed here, or (plan note coords ahead) taken from those the tile before computed. */
 static void emit_tile_top_coords(Emit *e)
 {
@@ -481,100 +460,36 @@ static void emit_tile_top_coords(Emit *e)
     tile_coords(e);
     emit(e, "bra.uni %s;", new_label(e, l_done, sizeof l_done, "cs_coords_done"));
     emit_label(e, l_take);
-    emit_coords_take(e);
+    emit_note(e, "plan note coords ahead: computed by the tile before");
+    for (int i = 0; i < MHA_TILE_COORD_REGS; i++)
+        emit(e, "mov.u32 %%%s, %s;", mha_tile_coord_regs[i], R(e, reg_find(e, "cs_nx_%s", mha_tile_coord_regs[i])));
     emit_label(e, l_done);
     emit(e, "setp.ne.u32 %%cs_nx_ok, %%wg, %%wg;");
 }
 
-/* A tile's top: its coordinates, fresh row state, its Q slot, and the wait for its Q. early (plan note qk ahead):
- * the tile before computed the coordinates and issued this tile's first QK. l_next: varlen's skip target, named
- * here. */
-static void emit_tile_top(Emit *e, int early, char *l_next, size_t n)
+/* Main loop, FlashAttention-3 intra-warpgroup pipeline: while the tensor core
+ * runs QK(j) and PV(j+1), the warpgroup does the softmax of block j.
+ *   first block:  QK, wait, softmax -> P
+ *   each next:    issue QK(j) and PV(previous P); wait QK; softmax(j); wait PV;
+ *                 rescale O (only when a row max moved); P = S
+ *   last:         PV(P); wait
+ * The ping-pong turn covers only the two issues, so the other warpgroup waits little. */
+static void emit_mainloop(Emit *e)
 {
-    const Plan *p = e->p;
-    const Sm90Plan *s = sm90_of(p);
-    if (early) {
-        emit_coords_take(e);
-        emit(e, "setp.ne.u32 %%cs_nx_ok, %%wg, %%wg;");
-    } else {
-        emit_tile_top_coords(e);
-    }
-    if (p->cfg.varlen) varlen_skip_tile(e, new_label(e, l_next, n, "cs_next_tile"));
-    emit_note(e, "fresh row state: m = -inf, l = 0, O = 0");
-    for (int h = 0; h < 2; h++) {
-        char m[NAME], l[NAME];
-        snprintf(m, NAME, "cs_m%d", h);
-        snprintf(l, NAME, "cs_l%d", h);
-        emit(e, "mov.f32 %s, %s;", reg(e, "f32", m), PTX_NEG_INF);
-        emit(e, "mov.f32 %s, 0f00000000;", reg(e, "f32", l));
-    }
-    for (int i = 0; i < sm90_frag(p).o_regs; i++) emit(e, "mov.f32 %%o%d, 0f00000000;", i);
-    if (p->cfg.timeline) {
-        mha90_tl_record(e);
-        mha90_tl_stamp(e, reg_find(e, "tl_c0"), TL_C_TILE);
-        mha90_tl_stamp(e, reg_find(e, "tl_c0"), TL_GT_C_TILE);
-    }
-    if (p->cfg.alibi) {
-        emit_note(e, "plan note alibi: each row half's slope (its head's) and diagonal key, row + seqlen_k - seqlen_q");
-        Reg hd = reg_b32(e, "cs_al_h"), ad = reg_b64(e, "cs_al_addr");
-        for (int h = 0; h < 2; h++) {
-            if (s->packed) emit(e, "add.u32 %s, %%head, %%cs_hoff%d;", R(e, hd), h);
-            else emit(e, "mov.u32 %s, %%head;", R(e, hd));
-            sfx_alibi_slope(e, reg_f32(e, "cs_al_ns%d", h), hd, ad);
-            Reg aq = reg_b32(e, "cs_al_q%d", h);
-            emit(e, "add.u32 %s, %%m0, %s;", R(e, aq), row_seq(e, h));
-            emit(e, "add.u32 %s, %s, %%kv_off;", R(e, aq), R(e, aq));
-        }
-    }
-    emit_note(e, "this tile's Q slot: its base, this consumer's rows in it, their wgmma A descriptor");
-    Reg qslot = reg_find(e, "cs_q_slot");
-    Reg qbase = reg_b32(e, "cs_qslot_base"), qrows = reg_b32(e, "cs_qslot_rows");
-    const char *qlo = reg(e, "b32", "cs_q_lo");
-    Reg qbar = reg_b32(e, "cs_q_bar");
-    addr_indexed(e, qbase, reg_find(e, "cs_q0"), qslot, s->tx_q);
-    addr_indexed(e, qrows, reg_find(e, "cs_qrows"), qslot, s->tx_q);
-    emit(e, "shr.u32 %s, %s, 4;", qlo, R(e, qrows));
-    emit(e, "or.b32 %s, %s, 0x%08X;", qlo, qlo, sm90_desc_lo_lbo(16));
-    mbar_indexed(e, qbar, reg_find(e, "cs_q_full"), qslot);
-    op_mbar_wait(e, qbar, reg_find(e, "cs_q_phase"));
-    if (p->cfg.timeline) mha90_tl_stamp(e, reg_find(e, "tl_c0"), TL_C_Q);
-}
-
-/* The first block's key index; blocks go down from the last (up under plan pdl early kv, as the producer loads). */
-static void emit_first_block(Emit *e)
-{
-    if (e->p->pdl_early_kv) emit(e, "mov.u32 %%cs_j, %%n_begin;");
-    else emit(e, "sub.s32 %%cs_j, %%n_end, 1;");
-}
-
-/* A tile without keys goes to l_empty; the first block's QK is issued in this consumer's turn. */
-static void emit_first_qk(Emit *e, char *l_empty, size_t n)
-{
+    char l_kv[NAME], l_kv_done[NAME], l_empty[NAME];
     const char *pr = reg(e, "pred", "cs_p");
     reg(e, "b32", "cs_pv_stage");
     reg(e, "b32", "cs_pv_phase");
     emit(e, "setp.le.s32 %s, %%n_end, %%n_begin;", pr);
-    emit(e, "@%s bra %s;", pr, new_label(e, l_empty, n, "cs_no_keys"));
+    emit(e, "@%s bra %s;", pr, new_label(e, l_empty, sizeof l_empty, "cs_no_keys"));
     emit_section(e, "consumer mainloop: first block");
-    emit_first_block(e);
+    int up = e->p->pdl_early_kv; /* plan pdl early kv: blocks in ascending order, as the producer loads them */
+    if (up) emit(e, "mov.u32 %%cs_j, %%n_begin;");
+    else emit(e, "sub.s32 %%cs_j, %%n_end, 1;");
     emit_page_check(e);
     emit_turn_begin(e);
     emit_issue_qk(e);
     emit_turn_end(e);
-}
-
-/* Main loop, FlashAttention-3 intra-warpgroup pipeline: while the tensor core
- * runs QK(j) and PV(j+1), the warpgroup does the softmax of block j.
- *   first block:  QK (emit_first_qk, or the tile before: plan note qk ahead), wait, softmax -> P
- *   each next:    issue QK(j) and PV(previous P); wait QK; softmax(j); wait PV;
- *                 rescale O (only when a row max moved); P = S
- *   last:         PV(P) (emit_last_pv), its wait, the epilogue (emit_tile_end)
- * The ping-pong turn covers only the two issues, so the other warpgroup waits little. */
-static void emit_mainloop(Emit *e)
-{
-    char l_kv[NAME], l_kv_done[NAME];
-    const char *pr = reg(e, "pred", "cs_p");
-    int up = e->p->pdl_early_kv; /* plan pdl early kv: blocks in ascending order, as the producer loads them */
     if (e->p->cfg.timeline) {
         mha90_tl_stamp(e, reg_find(e, "tl_c0"), TL_C_QK0);
         mha90_tl_stamp(e, reg_find(e, "tl_cl"), TL_CL_QK0);
@@ -618,11 +533,6 @@ static void emit_mainloop(Emit *e)
     emit(e, "bra.uni %s;", l_kv);
 
     emit_label(e, l_kv_done);
-}
-
-/* The last block's P V in this consumer's turn, then (plan note coords ahead) the next tile's coordinates. */
-static void emit_last_pv(Emit *e)
-{
     emit_section(e, "consumer mainloop: PV of the last block");
     if (e->p->cfg.timeline) mha90_tl_stamp(e, reg_find(e, "tl_c0"), TL_C_P_LAST);
     emit_turn_begin(e);
@@ -630,77 +540,14 @@ static void emit_last_pv(Emit *e)
     emit_turn_end(e);
     if (e->p->cfg.timeline) mha90_tl_stamp(e, reg_find(e, "tl_c0"), TL_C_PV_LAST);
     emit_coords_ahead(e);
-}
-
-/* After the last P V's wait: the V slot freed, the mainloop's end stamped, the epilogue, the next Q slot, and on to
- * the tile l_top (plan note qk ahead: the next tile's top with its first QK issued, or not). l_empty: where a tile
- * without keys joins (before the pending Q release); NULL where none does. */
-static void emit_tile_end(Emit *e, const char *l_empty, const char *l_next, const char *l_top)
-{
-    const Plan *p = e->p;
+    op_wgmma_wait(e, 0);
     emit_release(e, reg_find(e, "cs_v_empty"), reg_find(e, "cs_pv_stage"));
-    if (l_empty) {
-        emit_label(e, l_empty);
-        emit_q_release_pending(e);
-    }
-    if (p->cfg.timeline) {
+    emit_label(e, l_empty);
+    emit_q_release_pending(e);
+    if (e->p->cfg.timeline) {
         mha90_tl_stamp(e, reg_find(e, "tl_c0"), TL_C_MAIN_END);
         mha90_tl_stamp(e, reg_find(e, "tl_cl"), TL_CL_MAIN_END);
     }
-    if (p->cfg.cluster_split) mha90_epilogue_cluster(e);
-    else if (p->cfg.split) mha90_epilogue_split(e);
-    else mha90_epilogue(e);
-    ring_advance(e, reg_find(e, "cs_q_slot"), reg_find(e, "cs_q_phase"), sm90_of(p)->q_slots);
-    if (l_next) emit_label(e, l_next);
-    emit(e, "add.u32 %%tile, %%tile, %%grid_ctas;");
-    emit(e, "bra.uni %s;", l_top);
-}
-
-/* plan note qk ahead, in the setup: whether every tile has keys -- so that a next tile's first K block will come. A
- * dense tile (no window: plan note coords ahead) has keys 0 .. n_end, n_end >= 1 when seqlen_k > 0 and, causal, its
- * last row (>= 0) sees key row + seqlen_k - seqlen_q >= 0, i.e. seqlen_q <= seqlen_k. */
-static void emit_qk_ahead_setup(Emit *e)
-{
-    Reg ok = reg_pred(e, "cs_qa_keys");
-    emit_note(e, "plan note qk ahead: every tile has keys if seqlen_k > 0%s",
-              e->p->cfg.mask == MASK_CAUSAL ? " and seqlen_q <= seqlen_k (bottom-right causal)" : "");
-    emit(e, "setp.gt.u32 %s, %%seqlen_k, 0;", R(e, ok));
-    if (e->p->cfg.mask == MASK_CAUSAL) emit(e, "setp.le.and.u32 %s, %%seqlen_q, %%seqlen_k, %s;", R(e, ok), R(e, ok));
-}
-
-/* plan note qk ahead: is there a next tile (with keys: emit_qk_ahead_setup)? If not, on to l_fresh. */
-static void emit_qk_ahead_test(Emit *e, const char *l_fresh)
-{
-    Reg next = reg_b32(e, "cs_qa_tile"), go = reg_pred(e, "cs_qa_go");
-    emit_note(e, "plan note qk ahead: a next tile, with keys, gets its first QK issued under this tile's epilogue");
-    emit(e, "add.u32 %s, %%tile, %%grid_ctas;", R(e, next));
-    emit(e, "setp.lt.and.u32 %s, %s, %%num_tiles, %%cs_qa_keys;", R(e, go), R(e, next));
-    emit(e, "@!%s bra %s;", R(e, go), l_fresh);
-}
-
-/* plan note qk ahead: after this tile's last P V, the next tile's first QK -- Q from the other slot, K from the ring's
- * next stage -- so that it runs under this tile's epilogue; then the wait for all but it, the epilogue, and the next
- * tile's early top (l_early). Outside the ping-pong turns: both consumers see the same next tile and take the same
- * path, so each still takes every turn it hands on. This path and the one without the QK stay apart from before the
- * last P V to the next tile's top: where a path without the QK joins one with it, ptxas serialises every wgmma. */
-static void emit_qk_ahead(Emit *e, const char *l_early)
-{
-    const Sm90Plan *s = sm90_of(e->p);
-    Reg slot = reg_b32(e, "cs_qa_slot"), ph = reg_b32(e, "cs_qa_phase");
-    Reg bar = reg_b32(e, "cs_bar"), rows = reg_b32(e, "cs_qa_rows");
-    emit_note(e, "plan note qk ahead: the next tile's first QK; its Q in the other slot, whose phase flips when this "
-              "is the last slot");
-    emit(e, "xor.b32 %s, %%cs_q_slot, 1;", R(e, slot));
-    emit(e, "xor.b32 %s, %%cs_q_phase, %%cs_q_slot;", R(e, ph));
-    mbar_indexed(e, bar, reg_find(e, "cs_q_full"), slot);
-    op_mbar_wait(e, bar, ph);
-    addr_indexed(e, rows, reg_find(e, "cs_qrows"), slot, s->tx_q);
-    emit(e, "shr.u32 %%cs_q_lo, %s, 4;", R(e, rows));
-    emit(e, "or.b32 %%cs_q_lo, %%cs_q_lo, 0x%08X;", sm90_desc_lo_lbo(16));
-    emit_wait_issue_qk(e);
-    emit_note(e, "P V retired, the next tile's QK in flight");
-    op_wgmma_wait(e, 1);
-    emit_tile_end(e, NULL, NULL, l_early);
 }
 
 static void emit_consumer(Emit *e)
@@ -733,7 +580,6 @@ static void emit_consumer(Emit *e)
         emit_note(e, "plan note q release: no O store is pending before the first tile");
         emit(e, "setp.ne.u32 %s, %%wg, %%wg;", R(e, reg_pred(e, "cs_q_pend")));
     }
-    if (s->qk_ahead) emit_qk_ahead_setup(e);
     if (s->coords_ahead) {
         emit_note(e, "plan note coords ahead: the first tile computes its own");
         emit(e, "setp.ne.u32 %s, %%wg, %%wg;", R(e, reg_pred(e, "cs_nx_ok")));
@@ -744,28 +590,54 @@ static void emit_consumer(Emit *e)
     emit_label(e, new_label(e, l_tile, sizeof l_tile, "cs_tile"));
     emit(e, "setp.ge.u32 %s, %%tile, %%num_tiles;", pr);
     emit(e, "@%s bra $cs_exit;", pr);
-    char l_next[NAME], l_empty[NAME], l_early[NAME], l_first[NAME], l_fresh[NAME];
-    emit_tile_top(e, 0, l_next, sizeof l_next);
-    emit_first_qk(e, l_empty, sizeof l_empty);
-    if (s->qk_ahead) {
-        emit(e, "bra.uni %s;", new_label(e, l_first, sizeof l_first, "cs_first_s"));
-        emit_section(e, "consumer: a tile whose first QK the tile before issued (plan note qk ahead)");
-        emit_label(e, new_label(e, l_early, sizeof l_early, "cs_tile_early"));
-        emit_tile_top(e, 1, l_next, sizeof l_next); /* not varlen: l_next stays unused */
-        emit_first_block(e);
-        emit_block_mask(e);
-        emit_label(e, l_first);
+    emit_tile_top_coords(e);
+    char l_next[NAME];
+    if (p->cfg.varlen) varlen_skip_tile(e, new_label(e, l_next, sizeof l_next, "cs_next_tile"));
+    emit_note(e, "fresh row state: m = -inf, l = 0, O = 0");
+    for (int h = 0; h < 2; h++) {
+        char m[NAME], l[NAME];
+        snprintf(m, NAME, "cs_m%d", h);
+        snprintf(l, NAME, "cs_l%d", h);
+        emit(e, "mov.f32 %s, %s;", reg(e, "f32", m), PTX_NEG_INF);
+        emit(e, "mov.f32 %s, 0f00000000;", reg(e, "f32", l));
     }
+    for (int i = 0; i < f.o_regs; i++) emit(e, "mov.f32 %%o%d, 0f00000000;", i);
+    if (p->cfg.timeline) {
+        mha90_tl_record(e);
+        mha90_tl_stamp(e, reg_find(e, "tl_c0"), TL_C_TILE);
+        mha90_tl_stamp(e, reg_find(e, "tl_c0"), TL_GT_C_TILE);
+    }
+    if (p->cfg.alibi) {
+        emit_note(e, "plan note alibi: each row half's slope (its head's) and diagonal key, row + seqlen_k - seqlen_q");
+        Reg hd = reg_b32(e, "cs_al_h"), ad = reg_b64(e, "cs_al_addr");
+        for (int h = 0; h < 2; h++) {
+            if (s->packed) emit(e, "add.u32 %s, %%head, %%cs_hoff%d;", R(e, hd), h);
+            else emit(e, "mov.u32 %s, %%head;", R(e, hd));
+            sfx_alibi_slope(e, reg_f32(e, "cs_al_ns%d", h), hd, ad);
+            Reg aq = reg_b32(e, "cs_al_q%d", h);
+            emit(e, "add.u32 %s, %%m0, %s;", R(e, aq), row_seq(e, h));
+            emit(e, "add.u32 %s, %s, %%kv_off;", R(e, aq), R(e, aq));
+        }
+    }
+    emit_note(e, "this tile's Q slot: its base, this consumer's rows in it, their wgmma A descriptor");
+    Reg qbase = reg_b32(e, "cs_qslot_base"), qrows = reg_b32(e, "cs_qslot_rows");
+    const char *qlo = reg(e, "b32", "cs_q_lo");
+    Reg qbar = reg_b32(e, "cs_q_bar");
+    addr_indexed(e, qbase, reg_find(e, "cs_q0"), qslot, s->tx_q);
+    addr_indexed(e, qrows, reg_find(e, "cs_qrows"), qslot, s->tx_q);
+    emit(e, "shr.u32 %s, %s, 4;", qlo, R(e, qrows));
+    emit(e, "or.b32 %s, %s, 0x%08X;", qlo, qlo, sm90_desc_lo_lbo(16));
+    mbar_indexed(e, qbar, reg_find(e, "cs_q_full"), qslot);
+    op_mbar_wait(e, qbar, qph);
+    if (p->cfg.timeline) mha90_tl_stamp(e, reg_find(e, "tl_c0"), TL_C_Q);
     emit_mainloop(e);
-    if (s->qk_ahead) {
-        emit_qk_ahead_test(e, new_label(e, l_fresh, sizeof l_fresh, "cs_no_qk_ahead"));
-        emit_last_pv(e);
-        emit_qk_ahead(e, l_early);
-        emit_label(e, l_fresh);
-    }
-    emit_last_pv(e);
-    op_wgmma_wait(e, 0);
-    emit_tile_end(e, l_empty, p->cfg.varlen ? l_next : NULL, l_tile);
+    if (p->cfg.cluster_split) mha90_epilogue_cluster(e);
+    else if (p->cfg.split) mha90_epilogue_split(e);
+    else mha90_epilogue(e);
+    ring_advance(e, qslot, qph, s->q_slots);
+    if (p->cfg.varlen) emit_label(e, l_next);
+    emit(e, "add.u32 %%tile, %%tile, %%grid_ctas;");
+    emit(e, "bra.uni %s;", l_tile);
     emit_label(e, "$cs_exit");
     emit_note(e, "O stores must land before the CTA retires");
     op_bulk_wait(e, 0);

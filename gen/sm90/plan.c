@@ -181,13 +181,6 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
     if (s->coords_ahead)
         plan_note(p, "coords ahead", "a consumer computes the next tile's coordinates while its last P V runs "
                   "(%d registers held across the tile), and takes them at the next tile's top", MHA_TILE_COORD_REGS);
-    /* The next tile's Q lies in the other slot, this tile's O goes through its own: the next tile's first QK can run
-     * under this tile's epilogue. Both consumers see the same next tile, so both take it early or neither does, and
-     * the ping-pong turns stay paired (it is issued outside them). */
-    s->qk_ahead = s->coords_ahead && s->q_slots == 2 && !c->qk_late;
-    if (s->qk_ahead)
-        plan_note(p, "qk ahead", "a consumer issues the next tile's first QK (Q from the other slot) after its last "
-                  "P V, outside the turns, so it runs under this tile's epilogue; the next tile starts at its softmax");
     if (s->q_release_late)
         plan_note(p, "q release", "a Q slot is freed one tile after its O store: the leader waits for the store's "
                   "smem read once the next tile's first QK is issued, then arrives on bar_q_empty");

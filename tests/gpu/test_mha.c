@@ -384,9 +384,9 @@ static int build_cases(Case *out, int max, int quick)
         {128, 1, -1, 0, 2, 8, 8, 1000, 1000, 1, FA4_MASK_CAUSAL, 0, 0, 0, 0},
         {64, 0, -1, -1, 3, 4, 4, 333, 333, 1, FA4_MASK_NONE, 0, 0, 0, 0},
         {256, 1, -1, -1, 1, 8, 8, 513, 513, 1, FA4_MASK_NONE, 0, 0, 0, 0},
-        /* short tiles, several a persistent CTA: plan note qk ahead (the next tile's first QK under this one's
-         * epilogue) runs on every CTA's tiles but its last; causal 512 x 256 has tiles without keys, so it
-         * never runs there */
+        /* short tiles, several a persistent CTA (up to 31): what carries from one tile to the next (Q slots,
+         * the K/V ring's phases, coordinates computed ahead, the late Q release) is checked here, where the
+         * matrix above has at most 32 tiles a launch; causal 512 x 256 has tiles without keys */
         {128, 1, -1, -1, 64, 8, 8, 256, 256, 0, FA4_MASK_NONE, 0, 0, 0, 0},
         {128, 0, -1, -1, 16, 32, 8, 512, 512, 0, FA4_MASK_CAUSAL, 0, 0, 0, 0},
         {64, 1, -1, -1, 64, 16, 16, 256, 256, 0, FA4_MASK_CAUSAL, 0, 0, 0, 0},

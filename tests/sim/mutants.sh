@@ -511,17 +511,6 @@ mutant 9 no_wgmma_wait1 '==== consumer mainloop: QK.j. and PV' 1 'wgmma[.]wait_g
 mutant 9 no_wgmma_wait_pv '==== consumer mainloop: QK.j. and PV' 1 'wgmma[.]wait_group' 2 del
 # the wait_group 0 after the last PV (O read by the epilogue)
 mutant 9 no_wgmma_wait_last '==== consumer mainloop: PV of the last block' 1 'wgmma[.]wait_group' 1 del
-# the wait_group 0 after the last PV where no next tile's QK is issued ahead (the CTA's last tile)
-mutant 9 no_wgmma_wait_last_fresh '==== consumer mainloop: PV of the last block' 2 'wgmma[.]wait_group' 1 del
-# plan note qk ahead: the next tile's first QK reads this tile's Q slot (its O staging), not the other one
-mutant 9 qk_ahead_q_slot 'plan note qk ahead: the next tile.s first QK' 1 'xor[.]b32 %cs_qa_slot' 1 \
-    sub 'xor[.]b32 %cs_qa_slot, %cs_q_slot, 1;' 'mov.b32 %cs_qa_slot, %cs_q_slot;'
-#   or issues it before that Q landed
-mutant 9 qk_ahead_no_q_wait 'plan note qk ahead: the next tile.s first QK' 1 'mbarrier[.]try_wait' 1 \
-    sub 'mbarrier[.]try_wait[^ ]* %p_wait, [^;]*;' 'mov.pred %p_wait, 1;'
-#   or before its K landed
-mutant 9 qk_ahead_no_k_wait 'plan note qk ahead: the next tile.s first QK' 1 'mbarrier[.]try_wait' 2 \
-    sub 'mbarrier[.]try_wait[^ ]* %p_wait, [^;]*;' 'mov.pred %p_wait, 1;'
 # the TMA store's cp.async.bulk.wait_group.read before the Q slot is freed (plan note q release: in the next tile)
 mutant 9 no_bulk_wait_read 'plan note q release: free the previous tile' 1 'cp[.]async[.]bulk[.]wait_group[.]read' 1 del
 # plan note coords ahead: this tile's m0 not restored after the next tile's coordinates (its rows, LSE and O store

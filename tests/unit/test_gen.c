@@ -1118,33 +1118,27 @@ static void test_q_release(void **state)
 
 /* plan note coords ahead: a persistent, dense, unsplit consumer (depth <= 128) with registers to spare computes the
  * next tile's coordinates during the tile before (the PTX saves and restores every register mha_tile_coords
- * defines); bm 192 (160 registers), bn 176, d256, windows, non-persistent kernels and coords_late=1 do not.
- * plan note qk ahead: such a consumer with two Q slots issues the next tile's first QK after its last P V, unless
- * qk_late=1 (or coords_late=1: it needs the coordinates ahead). */
+ * defines); bm 192 (160 registers), bn 176, d256, windows, non-persistent kernels and coords_late=1 do not. */
 static void test_coords_ahead(void **state)
 {
     (void)state;
     Plan *p = malloc(sizeof *p);
-    static const struct { const char *text; int on, qk; } cases[] = {
-        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 mask=none", 1, 1},
-        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 coords_late=1 mask=none", 0, 0},
-        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 qk_late=1 mask=none", 1, 0},
-        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=176 mask=none", 0, 0},
-        {"mha target=sm90a dtype=fp16 qk=64 ov=64 bm=128 persistent=1 mask=causal", 1, 1},
-        {"mha target=sm90a dtype=bf16 qk=64 ov=64 bm=64 bn=64 persistent=1 mask=none", 1, 1},
-        {"mha target=sm90a dtype=bf16 qk=64 ov=64 bm=192 mask=none", 0, 0},
-        {"mha target=sm90a dtype=bf16 qk=256 ov=256 bn=48 mask=none", 0, 0},
-        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 persistent=1 mask=window:64,0", 0, 0},
-        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 persistent=0 mask=causal", 0, 0},
+    static const struct { const char *text; int on; } cases[] = {
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 mask=none", 1},
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 coords_late=1 mask=none", 0},
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=176 mask=none", 0},
+        {"mha target=sm90a dtype=fp16 qk=64 ov=64 bm=128 persistent=1 mask=causal", 1},
+        {"mha target=sm90a dtype=bf16 qk=64 ov=64 bm=192 mask=none", 0},
+        {"mha target=sm90a dtype=bf16 qk=256 ov=256 bn=48 mask=none", 0},
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 persistent=1 mask=window:64,0", 0},
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 persistent=0 mask=causal", 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char err[256], *ptx = NULL;
         size_t n = 0;
         plan_ok(cases[i].text, p);
         if (sm90_of(p)->coords_ahead != cases[i].on) fail_msg("%s: coords_ahead %d", cases[i].text, sm90_of(p)->coords_ahead);
-        if (sm90_of(p)->qk_ahead != cases[i].qk) fail_msg("%s: qk_ahead %d", cases[i].text, sm90_of(p)->qk_ahead);
         assert_int_equal(strstr(p->canonical, "coords_late") != NULL, strstr(cases[i].text, "coords_late") != NULL);
-        assert_int_equal(strstr(p->canonical, "qk_late") != NULL, strstr(cases[i].text, "qk_late") != NULL);
         Config c = parse_ok(p->canonical);
         assert_int_equal(fa4gen_generate(&c, p, &ptx, &n, err, sizeof err), 0);
         for (int r = 0; r < MHA_TILE_COORD_REGS; r++) {
@@ -1154,15 +1148,9 @@ static void test_coords_ahead(void **state)
             if ((strstr(ptx, save) != NULL) != cases[i].on || (strstr(ptx, restore) != NULL) != cases[i].on)
                 fail_msg("%s: save/restore of %%%s", cases[i].text, mha_tile_coord_regs[r]);
         }
-        /* plan note qk ahead: the early tile top, and the two paths' last P V (with and without the next QK) */
-        const char *pv_last = "==== consumer mainloop: PV of the last block", *first = strstr(ptx, pv_last);
-        int two = first && strstr(first + 1, pv_last);
-        if ((strstr(ptx, "$cs_tile_early") != NULL) != cases[i].qk || two != cases[i].qk)
-            fail_msg("%s: qk ahead paths", cases[i].text);
         free(ptx);
     }
     expect_plan_error("mha target=sm100a dtype=bf16 qk=128 ov=128 coords_late=1 mask=none", "coords_late");
-    expect_plan_error("mha target=sm100a dtype=bf16 qk=128 ov=128 qk_late=1 mask=none", "qk_late");
     free(p);
 }
 
