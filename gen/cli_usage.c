@@ -54,6 +54,8 @@ static const char usage_mha[] =
     "  --rope-dtype T      its dtype (only with --rope-split 1)\n"
     "  --pingpong 0|1      sm90a: consumer warpgroups take turns issuing wgmma (default 1)\n"
     "  --persistent 0|1    sm90a: min(tiles, SMs) CTAs loop over tiles (default: 1, 0 for causal)\n"
+    "  --occupancy 1|2     sm90a, bm 64: CTAs an SM (.minnctapersm); at 2 each gets half the registers (a\n"
+    "                      consumer 232) and half the SM's shared memory, and a persistent grid 2 x SMs\n"
     "  --split 0|1         split-KV: the kernel writes f32 partial O and LSE for its split of the kv blocks\n"
     "                      (the split count is a kernel parameter); `fa4gen combine` merges the splits;\n"
     "                      run with one split it writes the final O and LSE itself\n"

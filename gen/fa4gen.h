@@ -131,6 +131,10 @@ typedef struct Config {
      * default (0) a persistent one (depth <= 128) with the registers to spare computes the next tile's while its
      * last P V runs (plan note coords ahead). Never picked by the runtime; canonical form names it only when on */
     int coords_late;
+    /* sm90a MHA: CTAs resident on an SM (0 = 1, or 2): the kernel asks ptxas for that many (.minnctapersm), so each
+     * gets 1/occupancy of the register file and of the SM's shared memory, and a persistent grid is that many CTAs
+     * an SM. Canonical form names it only when 2 */
+    int occupancy;
 } Config;
 
 /* config timeline=1: the u64 slots of one tile's record, in the order the tile passes them. P: the producer
@@ -357,7 +361,9 @@ typedef struct Plan {
     Role roles[PLAN_MAX_ROLES];
     int n_roles;
     int threads;
-    int entry_regs; /* registers per thread at entry: 65536 / threads, rounded down to 8 */
+    int entry_regs; /* registers per thread at entry: 65536 / (threads x ctas_per_sm), rounded down to 8 */
+    int ctas_per_sm; /* CTAs the kernel is built to share an SM with (.minnctapersm); a persistent grid's CTAs an SM */
+    uint32_t smem_cap; /* shared memory a CTA may launch with; 0: the target's limit */
 
     NamedBar bars[PLAN_MAX_BARS];
     int n_bars;

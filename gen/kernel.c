@@ -54,8 +54,8 @@ void kernel_entry_header(Buf *out, const Plan *p, const struct ScoreMod *mod)
                    i + 1 < p->n_params ? "," : "");
     }
     buf_puts(out, ")\n");
-    /* .reqntid + .minnctapersm 1 give ptxas the entry register cap that makes setmaxnreg effective */
-    buf_printf(out, ".reqntid %d, 1, 1\n.minnctapersm 1\n", p->threads);
+    /* .reqntid + .minnctapersm give ptxas the entry register cap that makes setmaxnreg effective */
+    buf_printf(out, ".reqntid %d, 1, 1\n.minnctapersm %d\n", p->threads, p->ctas_per_sm > 1 ? p->ctas_per_sm : 1);
     if (p->cluster[0] * p->cluster[1] * p->cluster[2] > 1)
         buf_printf(out, ".reqnctapercluster %d, %d, %d\n", p->cluster[0], p->cluster[1], p->cluster[2]);
 }

@@ -196,6 +196,7 @@ int plan_make(const Config *c, Plan *p, char *err, size_t n)
     config_symbol(&p->cfg, p->symbol, sizeof p->symbol);
     p->hash = config_hash(&p->cfg);
     p->cluster[0] = p->cluster[1] = p->cluster[2] = 1;
+    p->ctas_per_sm = 1;
     const Family *f = target_family(p->target, p->cfg.kind, err, n);
     if (!f || f->plan(&p->cfg, p, err, n)) return -1;
     /* Concurrent CTAs should find their K and V in L2: half of an H100's 50 MB
@@ -210,12 +211,13 @@ int plan_make(const Config *c, Plan *p, char *err, size_t n)
         return -1;
     }
     p->smem_launch = p->smem_bytes + p->smem_align;
-    if (p->smem_launch > p->target->smem_limit) {
+    uint32_t cap = p->smem_cap ? p->smem_cap : p->target->smem_limit;
+    if (p->smem_launch > cap) {
         snprintf(err, n,
-                 "smem: the plan needs %u bytes of shared memory (incl. %u alignment slack) but %s allows %u; "
+                 "smem: the plan needs %u bytes of shared memory (incl. %u alignment slack) but %s allows %u%s; "
                  "%u bytes over: lower stages, bn or bm",
-                 p->smem_launch, p->smem_align, p->target->name, p->target->smem_limit,
-                 p->smem_launch - p->target->smem_limit);
+                 p->smem_launch, p->smem_align, p->target->name, cap,
+                 p->ctas_per_sm > 1 ? " a CTA at occupancy 2" : "", p->smem_launch - cap);
         return -1;
     }
     return 0;
@@ -287,8 +289,11 @@ char *plan_explain_text(const Plan *p)
     for (int i = 0; i < p->n_params; i++)
         buf_printf(&b, " p_%s (%s)%s", p->params[i].name, ptype[p->params[i].type], i + 1 < p->n_params ? "," : "\n");
     buf_printf(&b, "\nlaunch\n");
-    char each[48];
-    if (p->persistent) snprintf(each, sizeof each, "min(tiles, SMs) CTAs stride over them");
+    char each[80];
+    if (p->persistent && p->ctas_per_sm > 1)
+        snprintf(each, sizeof each, "min(tiles, %d x SMs) CTAs stride over them, %d an SM", p->ctas_per_sm,
+                 p->ctas_per_sm);
+    else if (p->persistent) snprintf(each, sizeof each, "min(tiles, SMs) CTAs stride over them");
     else if (p->cfg.cluster_split) snprintf(each, sizeof each, "one cluster of %d CTAs (its splits) each", p->cluster[0]);
     else if (p->cluster[0] > 1) snprintf(each, sizeof each, "one cluster of %d CTAs each", p->cluster[0]);
     else snprintf(each, sizeof each, "one CTA each");

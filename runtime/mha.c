@@ -568,7 +568,8 @@ fa4_status fa4_mha_config(fa4_ctx *ctx, const fa4_mha_args *args, char *buf, siz
  * when the plan packs it into the tile, else 1). The grid is
  * ceil(seqlen_q / (rows_per_cta x cx)) x (heads_q / heads_per_cta) x batch
  * clusters of cx CTAs, or for a persistent kernel at most the device's SMs
- * rounded down to whole clusters (the kernel strides over the tiles). */
+ * rounded down to whole clusters, times the CTAs an SM holds (plan ctas_per_sm; the kernel strides over the
+ * tiles). */
 
 static fa4_status grid_size(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a, int splits, unsigned *grid)
 {
@@ -594,8 +595,8 @@ static fa4_status grid_size(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a, 
                    "count at most 2^31 - 1", a->seqlen_q, a->heads_q, a->batch, splits,
                    ceil((double)seq_rows / (double)rows) * (double)(a->heads_q / hpc) * (double)a->batch * splits,
                    (unsigned long long)rows);
-    if (p->persistent) {
-        uint64_t cap = (uint64_t)(ctx->device.sm_count / cx * cx);
+    if (p->persistent) { /* ctas_per_sm CTAs an SM (config occupancy) */
+        uint64_t cap = (uint64_t)(ctx->device.sm_count / cx * cx) * (uint64_t)(p->ctas_per_sm > 1 ? p->ctas_per_sm : 1);
         if (cap < (uint64_t)cx) cap = (uint64_t)cx; /* a device smaller than a cluster: the driver will say */
         if (ctas > cap) ctas = cap;
     }

@@ -122,14 +122,22 @@ static void decode_tile(Config *c, const RtMhaShape *s)
  * 0.96-1.05 at S 77..256; at most RT_DECODE_TILE_ROWS rows, one 64-row consumer tile with 64-key blocks
  * (S 64: 0.82 -> 1.61). Longer d64 sequences keep 192 (S 512 full: 1.00 with it, 0.93 with 128), except causal ones
  * up to RT_SHORT_D64_CAUSAL_Q_ROWS rows: there 192-row tiles pad the diagonal's triangle and leave fewer tiles
- * (B16 H16 S1024 causal, run 1: 0.885 with 192, 0.924 with 128). Only words the caller's config left unset. */
+ * (B16 H16 S1024 causal, run 1: 0.885 with 192, 0.924 with 128). The 64-row tiles run two CTAs an SM (config
+ * occupancy 2: half the registers and shared memory each, a persistent grid of 2 x SMs): S 64 1.64 -> 2.07, where a
+ * one-consumer CTA alone leaves the SM waiting on its loads (H200 run 29, bench/results/2026-11-29-h200-short-
+ * occupancy-run29.txt; no gain at 128-row tiles' lengths: a 64-row tile loads its K/V for half the rows). Only words
+ * the caller's config left unset. */
 static void short_d64_tile(Config *c, const RtMhaShape *s)
 {
     if (c->qk_depth != 64 || c->ov_depth != 64 || c->group != 1 || c->dtype == DT_E4M3 || c->mask == MASK_WINDOW ||
         c->bm || s->seq_rows_q > (c->mask == MASK_CAUSAL ? RT_SHORT_D64_CAUSAL_Q_ROWS : RT_SHORT_Q_ROWS))
         return;
-    if (s->seq_rows_q <= RT_DECODE_TILE_ROWS && !c->bn) c->bm = 64, c->bn = 64;
-    else c->bm = 128;
+    if (s->seq_rows_q <= RT_DECODE_TILE_ROWS && !c->bn) {
+        c->bm = 64, c->bn = 64;
+        if (!c->occupancy) c->occupancy = 2; /* two such CTAs an SM: S 64 1.64 -> 2.07 (run 29) */
+    } else {
+        c->bm = 128;
+    }
 }
 
 /* Short d256 sequences (sm90a, 16-bit, dense K/V, no window, split or varlen; seqlen_k <= RT_PERSISTENT_SEQLEN_K;

@@ -19,6 +19,17 @@
 int sm90_emit_mha(Emit *e);
 
 enum { SM90_SMEM_LIMIT = 232448, SM90_MMA_M = 64, SM90_WG = 128, SM90_WARP = 32 };
+/* an SM's shared memory, of which the system keeps 1 KB a resident CTA (CUDA's occupancy rules for cc 9.0) */
+enum { SM90_SMEM_SM = 233472, SM90_SMEM_CTA_RESERVED = 1024 };
+
+static int sm90_occupancy(const Config *c) { return c->occupancy > 1 ? c->occupancy : 1; }
+
+/* Shared memory a CTA may launch with: the per-block limit, or at occupancy 2 its share of the SM's. */
+static uint32_t sm90_smem_cap(const Config *c)
+{
+    int occ = sm90_occupancy(c);
+    return occ > 1 ? SM90_SMEM_SM / (uint32_t)occ - SM90_SMEM_CTA_RESERVED : SM90_SMEM_LIMIT;
+}
 /* cluster split staging row: ov f32, +32 B so the epilogue's row-strided v2 stores are at most
  * 2-way bank conflicted */
 #define SM90_CSTAGE_ROW_BYTES(ov) ((ov) * 4 + 32)
@@ -27,12 +38,15 @@ enum { SM90_SMEM_LIMIT = 232448, SM90_MMA_M = 64, SM90_WG = 128, SM90_WARP = 32 
  * gives the CTA (3 x 168 with 2 consumers), or setmaxnreg.inc waits forever. A paged producer looks
  * up a table entry per page of a tile: with 2 consumers it takes 8 registers from each (ptxas, 0
  * spills), and at depth 256 16 more (its 4 boxes per page of a tile; ptxas 13.0 spilled 4 bytes at
- * 40 with page 16): the consumer there needs at most 208 (bn <= 64), so 224 leaves it room. */
-static void sm90_regs(int consumers, int paged, int ov, int *producer, int *consumer)
+ * 40 with page 16): the consumer there needs at most 208 (bn <= 64), so 224 leaves it room. At occupancy 2 a CTA
+ * has half the file: 128 * (producer + consumers * consumer) <= 32768. */
+static void sm90_regs(int consumers, int paged, int ov, int occupancy, int *producer, int *consumer)
 {
     int deep = paged && ov > 128;
     *producer = consumers <= 2 ? (deep ? 56 : paged ? 40 : 24) : 32;
     *consumer = consumers <= 2 ? (deep ? 224 : paged ? 232 : 240) : 160;
+    int share = (65536 / occupancy / SM90_WG - *producer) / consumers / 8 * 8;
+    if (share < *consumer) *consumer = share;
 }
 
 /* Registers a consumer thread needs: the S, O and P fragments plus addresses,
@@ -48,7 +62,7 @@ static void sm90_defaults(Config *c)
     int d = c->qk_depth;
     if (!c->swizzle) c->swizzle = 128;
     /* d64: 3 consumer warpgroups fit in 160 registers each (not when paged: sm90_regs) */
-    if (!c->bm) c->bm = d <= 64 && !c->page ? 192 : 128;
+    if (!c->bm) c->bm = sm90_occupancy(c) > 1 ? 64 : d <= 64 && !c->page ? 192 : 128;
     if (!c->stages) c->stages = 2;
     if (!c->bn) {
         /* bn per depth and mask, measured on an H100 (bench/NOTES.md, bench/results/),
@@ -57,7 +71,7 @@ static void sm90_defaults(Config *c)
         int bn = d <= 64 ? 128 : d <= 128 ? (causal ? 128 : 176) : (causal ? 64 : 80);
         int staging = c->cluster_split ? bm * SM90_CSTAGE_ROW_BYTES(c->ov_depth) + 4 * bm : 0;
         while (bn > 16 && (uint32_t)(bm * c->qk_depth * eb + c->stages * bn * (c->qk_depth + c->ov_depth) * eb +
-                                     staging + 2048) > SM90_SMEM_LIMIT)
+                                     staging + 2048) > sm90_smem_cap(c))
             bn -= 16;
         while (c->page && (bn & (bn - 1))) bn &= bn - 1; /* paged: a power of two, so pages and tiles nest */
         c->bn = bn;
@@ -92,8 +106,12 @@ static int sm90_check(const Config *c, char *err, size_t n)
                         "consumers run out of registers); use swizzle 64 or 128", c->qk_depth), -1;
     if (c->bm != 64 && c->bm != 128 && c->bm != 192)
         return bad(err, n, "bm", c->bm, "use 128 (2 consumer warpgroups), 192 (3) or 64 (1: decode)");
+    if (sm90_occupancy(c) > 1 && c->bm != 64)
+        return bad(err, n, "bm", c->bm, "use 64 with occupancy 2: two consumers would keep 112 registers each");
+    if (sm90_occupancy(c) > 1 && c->cluster_split)
+        return bad(err, n, "occupancy", c->occupancy, "use 1 with cluster");
     int producer, consumer, need, max_bn;
-    sm90_regs(c->bm / SM90_MMA_M, c->page != 0, c->ov_depth, &producer, &consumer);
+    sm90_regs(c->bm / SM90_MMA_M, c->page != 0, c->ov_depth, sm90_occupancy(c), &producer, &consumer);
     if (sm90_consumer_need(c->bn, c->ov_depth) > consumer) {
         need = sm90_consumer_need(c->bn, c->ov_depth);
         max_bn = (consumer - SM90_REG_OVERHEAD - c->ov_depth / 2) * 4 / 3 / 16 * 16;
@@ -146,10 +164,16 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
     f.p_regs = p->bn / 4;
     s->frag = f;
     s->consumers = c->bm / SM90_MMA_M;
-    sm90_regs(s->consumers, c->page != 0, c->ov_depth, &s->producer_regs, &s->consumer_regs);
+    p->ctas_per_sm = sm90_occupancy(c);
+    p->smem_cap = sm90_smem_cap(c);
+    sm90_regs(s->consumers, c->page != 0, c->ov_depth, p->ctas_per_sm, &s->producer_regs, &s->consumer_regs);
     p->threads = SM90_WG * (1 + s->consumers);
     /* registers per thread at entry; one consumer (256 threads) would get 256, over the 255 a thread can hold */
-    p->entry_regs = 65536 / p->threads > 255 ? 255 : (65536 / p->threads) / 8 * 8;
+    int file = 65536 / p->ctas_per_sm;
+    p->entry_regs = file / p->threads > 255 ? 255 : (file / p->threads) / 8 * 8;
+    if (p->ctas_per_sm > 1)
+        plan_note(p, "occupancy", "%d CTAs an SM: %u B of shared memory and %d registers a thread at entry each",
+                  p->ctas_per_sm, p->smem_cap, p->entry_regs);
 
     uint32_t sw = (uint32_t)p->swizzle_bytes;
     s->q_chunk_bytes = (uint32_t)p->bm * sw;
@@ -164,7 +188,7 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
     /* A persistent CTA double-buffers Q when it fits: the next tile's Q then loads while
      * this tile's epilogue stages and stores O through its own slot. */
     uint32_t rings = (s->k_stage_bytes + s->v_stage_bytes) * (uint32_t)p->stages + 64u * (uint32_t)p->stages + 64u;
-    s->q_slots = p->persistent && 2 * s->tx_q + rings + p->smem_align <= SM90_SMEM_LIMIT ? 2 : 1;
+    s->q_slots = p->persistent && 2 * s->tx_q + rings + p->smem_align <= p->smem_cap ? 2 : 1;
     char what[64];
     snprintf(what, sizeof what, "Q tile %dx%d x %d slot%s; O staging in the epilogue", p->bm, p->qk, s->q_slots,
              s->q_slots > 1 ? "s" : "");

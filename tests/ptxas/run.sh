@@ -30,6 +30,9 @@ mha target=sm90a dtype=fp16 qk=128 ov=128 bn=128 persistent=1 mask=causal
 mha target=sm90a dtype=bf16 qk=64 ov=64 bm=128 persistent=1 mask=causal
 mha target=sm90a dtype=bf16 qk=64 ov=64 bm=64 bn=64 mask=none
 mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 store_wait=1 coords_late=1 mask=none
+mha target=sm90a dtype=bf16 qk=64 ov=64 bm=64 bn=64 occupancy=2 mask=none
+mha target=sm90a dtype=fp16 qk=64 ov=64 bm=64 bn=128 persistent=1 occupancy=2 mask=causal
+mha target=sm90a dtype=bf16 qk=128 ov=128 bm=64 bn=64 group=4 persistent=1 occupancy=2 mask=causal
 mha target=sm90a dtype=bf16 qk=256 ov=256 bn=48 mask=none
 mha target=sm90a dtype=fp16 qk=256 ov=256 bn=48 group=4 persistent=1 mask=causal
 mla-sparse target=sm90a dtype=bf16 qk=576

@@ -441,12 +441,38 @@ static void test_short_d256_cut(void **state)
     fa4_destroy(ctx);
 }
 
+/* Short d64 (sm90a, dense, no GQA): up to RT_DECODE_TILE_ROWS query rows the runtime's 64-row tile runs two CTAs an SM
+ * (occupancy=2); past it 128-row tiles, one CTA; a GQA call of the same length is a decode shape and keeps its tile;
+ * a caller's occupancy=1 stays. */
+static void test_short_d64_occupancy(void **state)
+{
+    (void)state;
+    fa4_ctx *ctx = jit_off_ctx(90, 132, FA4_TARGET_SM90A);
+    static const struct { int group, sq; const char *config; int occ2; } cases[] = {
+        {1, 64, NULL, 1}, {1, 1, NULL, 1}, {1, 65, NULL, 0}, {4, 64, NULL, 0}, {1, 64, "occupancy=1", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int m = 0; m < 2; m++) {
+            Call c = {64, cases[i].group, 8, 64, cases[i].sq, cases[i].sq, L_DENSE, 0, 0, masks[m]};
+            fa4_mha_args a = call_args(&c);
+            a.config = cases[i].config;
+            char cfg[512] = "";
+            assert_int_equal(fa4_mha_config(ctx, &a, cfg, sizeof cfg), FA4_OK);
+            if ((strstr(cfg, " occupancy=2 ") != NULL) != cases[i].occ2 ||
+                (cases[i].occ2 && !strstr(cfg, " bm=64 bn=64 ")))
+                fail_msg("group %d, %d rows, config %s: %s", cases[i].group, cases[i].sq,
+                         cases[i].config ? cases[i].config : "-", cfg);
+        }
+    fa4_destroy(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split_saturation), cmocka_unit_test(test_workload_checks),
         cmocka_unit_test(test_replay),           cmocka_unit_test(test_outside_misses),
         cmocka_unit_test(test_compile_from_bundle), cmocka_unit_test(test_short_d256_cut),
+        cmocka_unit_test(test_short_d64_occupancy),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

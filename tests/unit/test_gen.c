@@ -1154,6 +1154,42 @@ static void test_coords_ahead(void **state)
     free(p);
 }
 
+/* config occupancy=2 (sm90a MHA): .minnctapersm 2, half the register file (128 a thread at entry; the one consumer
+ * 232 after setmaxnreg, the producer 24: 128 x 256 = 32768) and of the SM's shared memory a CTA; bm 64 only. */
+static void test_occupancy(void **state)
+{
+    (void)state;
+    Plan *p = malloc(sizeof *p);
+    char err[256], *ptx = NULL;
+    size_t n = 0;
+    plan_ok("mha target=sm90a dtype=bf16 qk=128 ov=128 bm=64 bn=64 persistent=1 occupancy=2 mask=none", p);
+    assert_int_equal(p->ctas_per_sm, 2);
+    assert_int_equal(p->entry_regs, 128);
+    assert_int_equal(sm90_of(p)->consumer_regs, 232);
+    assert_int_equal(sm90_of(p)->producer_regs, 24);
+    assert_true(p->smem_launch <= p->smem_cap && p->smem_cap == 233472 / 2 - 1024);
+    assert_non_null(strstr(p->canonical, " occupancy=2 "));
+    Config c = parse_ok(p->canonical);
+    assert_int_equal(fa4gen_generate(&c, p, &ptx, &n, err, sizeof err), 0);
+    assert_non_null(strstr(ptx, ".minnctapersm 2\n"));
+    assert_non_null(strstr(ptx, "setmaxnreg.inc.sync.aligned.u32 232;"));
+    free(ptx);
+    char *text = plan_explain_text(p);
+    assert_non_null(strstr(text, "min(tiles, 2 x SMs)"));
+    free(text);
+    /* occupancy 1 is the default: not named, and the kernel is the one without the word */
+    plan_ok("mha target=sm90a dtype=bf16 qk=128 ov=128 bm=64 bn=64 persistent=1 occupancy=1 mask=none", p);
+    assert_null(strstr(p->canonical, "occupancy"));
+    assert_int_equal(p->ctas_per_sm, 1);
+    assert_int_equal(p->entry_regs, 255);
+    expect_plan_error("mha target=sm90a dtype=bf16 qk=128 ov=128 bm=128 bn=64 occupancy=2 mask=none", "bm");
+    expect_plan_error("mha target=sm90a dtype=bf16 qk=128 ov=128 bm=64 bn=128 persistent=1 occupancy=2 mask=none",
+                      "at occupancy 2");
+    expect_plan_error("mha target=sm90a dtype=bf16 qk=128 ov=128 bm=64 bn=64 occupancy=3 mask=none", "occupancy");
+    expect_plan_error("mha target=sm100a dtype=bf16 qk=128 ov=128 occupancy=2 mask=none", "occupancy");
+    free(p);
+}
+
 static void test_split_and_combine_config(void **state)
 {
     (void)state;
@@ -1391,7 +1427,7 @@ int main(void)
         cmocka_unit_test(test_split_and_combine_config), cmocka_unit_test(test_kv_append_config), cmocka_unit_test(test_early_kv_config),
         cmocka_unit_test(test_prefetch_kv_config),
         cmocka_unit_test(test_kv_tail_plan), cmocka_unit_test(test_timeline_config),
-        cmocka_unit_test(test_q_release), cmocka_unit_test(test_coords_ahead),
+        cmocka_unit_test(test_q_release), cmocka_unit_test(test_coords_ahead), cmocka_unit_test(test_occupancy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
