@@ -135,10 +135,6 @@ typedef struct Config {
      * gets 1/occupancy of the register file and of the SM's shared memory, and a persistent grid is that many CTAs
      * an SM. Canonical form names it only when 2 */
     int occupancy;
-    /* sm90a MHA, persistent dense kernels: at each tile's start the producer prefetches into L2 the tile's Q and its
-     * first tile_prefetch K/V blocks (in load order), ahead of the slots it waits for (-1 unset: 0, none). Canonical
-     * form names it only when set */
-    int tile_prefetch;
 } Config;
 
 /* config timeline=1: the u64 slots of one tile's record, in the order the tile passes them. P: the producer

@@ -273,23 +273,17 @@ void mha_scrub_tail(Emit *e, Reg vstage, int chunks, uint32_t chunk_bytes, int b
 void mha_prefetch_kv(Emit *e, Reg j, int first, int step, const MhaKvMap *maps, int n_maps)
 {
     const Plan *p = e->p;
+    char l_loop[32], l_done[32];
+    Reg pj = reg_b32(e, "pf_j"), left = reg_b32(e, "pf_left"), row = reg_b32(e, "pf_row");
+    Reg col = reg_b32(e, "pf_col"), stop = reg_pred(e, "pf_stop");
     emit_note(e, "plan pdl prefetch kv: the next %d blocks this tile loads (%s), K and V, into L2 before the wait: a "
               "hint that reads no value, so the previous kernel's writes need no order against it",
               p->pdl_prefetch_kv, step > 0 ? "ascending" : "descending");
     if (mha_prefetch_rereads(p))
         emit_note(e, "paged: the sequence's length and these table entries were read before the wait only to aim the "
                   "hints (PTX allows racing reads; a stale value wastes a prefetch); after the wait both are read again");
-    mha_prefetch_blocks(e, j, first, step, p->pdl_prefetch_kv, maps, n_maps);
-}
-
-void mha_prefetch_blocks(Emit *e, Reg j, int first, int step, int count, const MhaKvMap *maps, int n_maps)
-{
-    const Plan *p = e->p;
-    char l_loop[32], l_done[32];
-    Reg pj = reg_b32(e, "pf_j"), left = reg_b32(e, "pf_left"), row = reg_b32(e, "pf_row");
-    Reg col = reg_b32(e, "pf_col"), stop = reg_pred(e, "pf_stop");
     emit(e, "add.s32 %s, %s, %d;", R(e, pj), R(e, j), first);
-    emit(e, "mov.u32 %s, %d;", R(e, left), count);
+    emit(e, "mov.u32 %s, %d;", R(e, left), p->pdl_prefetch_kv);
     emit_label(e, new_label(e, l_loop, sizeof l_loop, "pf_block"));
     new_label(e, l_done, sizeof l_done, "pf_done");
     emit(e, "setp.lt.s32 %s, %s, %%n_begin;", R(e, stop), R(e, pj));

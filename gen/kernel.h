@@ -64,11 +64,10 @@ void mha_kv_tail(Emit *e, Reg tail, Reg t);
 void mha_scrub_tail(Emit *e, Reg vstage, int chunks, uint32_t chunk_bytes, int bar, Reg full);
 /* One tensor map's chunks of a K or V block: boxes at columns col0 + c x chunk_elems, c < chunks. */
 typedef struct { Reg map; int col0, chunks; } MhaKvMap;
-/* Prefetch into L2 the K/V boxes of the blocks j + first, j + first + step, .. that lie in [n_begin, n_end), at
- * most count blocks, at 4-D coordinates (col, block x bn, kv_head, bidx) of each map; paged, (col, row in page,
- * kv_head, page) of each box, its table entry read here. */
-void mha_prefetch_blocks(Emit *e, Reg j, int first, int step, int count, const MhaKvMap *maps, int n_maps);
-/* plan pdl prefetch kv, both targets: mha_prefetch_blocks of pdl_prefetch_kv blocks before griddepcontrol.wait. */
+/* plan pdl prefetch kv, both targets: prefetch into L2 the K/V boxes of the blocks j + first,
+ * j + first + step, .. that lie in [n_begin, n_end), at most pdl_prefetch_kv blocks, at 4-D
+ * coordinates (col, block x bn, kv_head, bidx) of each map; paged, (col, row in page, kv_head, page)
+ * of each box, its table entry read here. */
 void mha_prefetch_kv(Emit *e, Reg j, int first, int step, const MhaKvMap *maps, int n_maps);
 void mha_split_out_lse(Emit *e, Reg guard, Reg head, Reg seq, Reg lse);
 

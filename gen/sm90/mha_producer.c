@@ -126,23 +126,6 @@ static void prefetch_kv(Emit *e)
     emit_label(e, l_skip);
 }
 
-/* plan note tile prefetch: this tile's Q and its first blocks in load order (from the last down) into L2, before the
- * producer waits for the Q slot and the ring: hints that read nothing, so the slots' order is untouched. */
-static void emit_tile_prefetch(Emit *e, Reg qrow, Reg batch)
-{
-    const Plan *p = e->p;
-    const Sm90Plan *s = sm90_of(p);
-    if (!s->tile_prefetch) return;
-    Reg col = reg_b32(e, "pf_col");
-    emit_note(e, "plan note tile prefetch: Q and the first %d K/V blocks of this tile into L2", s->tile_prefetch);
-    for (int c = 0; c < p->qk_chunks; c++) {
-        emit(e, "mov.u32 %s, %d;", R(e, col), c * p->chunk_elems);
-        op_tma_prefetch_4d(e, reg_find(e, "tmap_q"), col, qrow, reg_find(e, "head"), batch);
-    }
-    MhaKvMap maps[2] = {{reg_find(e, "tmap_k"), 0, p->qk_chunks}, {reg_find(e, "tmap_v"), 0, p->ov_chunks}};
-    mha_prefetch_blocks(e, reg_find(e, "n_end"), -1, -1, s->tile_prefetch, maps, 2);
-}
-
 /* plan pdl early/prefetch kv: once %pr_pre is 0 and Q of this tile is not loaded yet (the CTA's first
  * tile, or a later one), prefetch (first tile), wait for the previous grid (a no-op after the first
  * time) and load Q. */
@@ -271,7 +254,6 @@ void mha90_producer(Emit *e)
         emit(e, "mov.u32 %%pr_pre, 0;");
         early_q_load(e, qrow, batch);
     } else {
-        emit_tile_prefetch(e, qrow, batch);
         if (p->cfg.timeline) {
             mha90_tl_record(e);
             mha90_tl_store(e, REG_NONE, TL_ID, reg_find(e, "tl_id"));

@@ -136,9 +136,6 @@ static int sm90_check(const Config *c, char *err, size_t n)
         return bad(err, n, "persistent", c->persistent, "use 0 with cluster: a CTA runs one tile, so its producer "
                    "has exited (not blocked) when the consumers meet at the cluster barrier");
     if (c->exp2_poly > 50) return bad(err, n, "poly", c->exp2_poly, "use 0..50 (percent of exp2 on the FMA pipe)");
-    if (c->tile_prefetch > 0 && (!c->persistent || c->split || c->cluster_split || c->varlen || c->page))
-        return bad(err, n, "tile_prefetch", c->tile_prefetch, "use it with a persistent kernel over dense K/V, not "
-                   "split, varlen or paged (those prefetch their own way: early, prefetch)");
     if (c->rescale > 8)
         return bad(err, n, "rescale", c->rescale, "use 0..8 (log2 units; P may grow to 2^rescale, and fp16 holds < 2^16)");
     return 0;
@@ -205,10 +202,6 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
                       c->mask != MASK_WINDOW && !c->coords_late && p->ov <= 128 &&
                       sm90_consumer_need(p->bn, p->ov) + SM90_COORDS_AHEAD_REGS + SM90_COORDS_AHEAD_MARGIN <=
                           s->consumer_regs;
-    s->tile_prefetch = c->tile_prefetch > 0 ? c->tile_prefetch : 0;
-    if (s->tile_prefetch)
-        plan_note(p, "tile prefetch", "at each tile's start the producer prefetches into L2 its Q and its first %d K/V "
-                  "blocks (load order), before it waits for their slots", s->tile_prefetch);
     if (s->coords_ahead)
         plan_note(p, "coords ahead", "a consumer computes the next tile's coordinates while its last P V runs "
                   "(%d registers held across the tile), and takes them at the next tile's top", MHA_TILE_COORD_REGS);

@@ -30,7 +30,6 @@ typedef struct Sm90Plan {
     int q_slots;                              /* 2: the next tile's Q loads during this tile's epilogue */
     int q_release_late; /* q_slots 2, plain epilogue: a slot is freed one tile after its O store was issued */
     int coords_ahead;   /* persistent, dense, unsplit: the next tile's coordinates while the first QK runs */
-    int tile_prefetch;  /* K/V blocks (and Q) of each tile the producer prefetches into L2 at the tile's start */
     uint32_t off_k, k_stage_bytes, k_chunk_bytes;
     uint32_t off_v, v_stage_bytes, v_chunk_bytes;
 
