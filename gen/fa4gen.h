@@ -135,6 +135,10 @@ typedef struct Config {
      * gets 1/occupancy of the register file and of the SM's shared memory, and a persistent grid is that many CTAs
      * an SM. Canonical form names it only when 2 */
     int occupancy;
+    /* sm90a MHA tile order (plan note tile order): 1 = a head's m-blocks are consecutive tiles (a head group is one
+     * head, or one kv head's query heads), 0 = a group holds as many heads as keep their K and V in L2, -1 (unset) =
+     * the plan's choice: 1 without a mask, 0 otherwise. Canonical form names it only when set */
+    int head_major;
 } Config;
 
 /* config timeline=1: the u64 slots of one tile's record, in the order the tile passes them. P: the producer
@@ -363,6 +367,7 @@ typedef struct Plan {
     int threads;
     int entry_regs; /* registers per thread at entry: 65536 / (threads x ctas_per_sm), rounded down to 8 */
     int ctas_per_sm; /* CTAs the kernel is built to share an SM with (.minnctapersm); a persistent grid's CTAs an SM */
+    int head_major;  /* tile order: a head's m-blocks are consecutive tiles (else heads grouped to fit L2) */
     uint32_t smem_cap; /* shared memory a CTA may launch with; 0: the target's limit */
 
     NamedBar bars[PLAN_MAX_BARS];

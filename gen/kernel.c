@@ -367,9 +367,14 @@ static void tile_coords(Emit *e, int packed)
     emit_note(e, "tile -> (head group, m-block, head): a group holds as many (batch, head) pairs as keep their");
     emit_note(e, "K and V in L2 (plan: %u K+V rows per kv head); m-blocks descend, longest causal rows first",
               p->l2_kv_rows);
-    emit(e, "max.u32 %s, %s, 1;", g, p->cfg.varlen || p->cfg.page ? "%total_k" : "%seqlen_k"); /* a hint */
-    emit(e, "div.u32 %s, %u, %s;", g, p->l2_kv_rows, g);
-    emit(e, "max.u32 %s, %s, 1;", g, g);
+    if (p->head_major) {
+        emit_note(e, "plan note tile order: a group is one head (one kv head's query heads): its m-blocks are consecutive");
+        emit(e, "mov.u32 %s, 1;", g);
+    } else {
+        emit(e, "max.u32 %s, %s, 1;", g, p->cfg.varlen || p->cfg.page ? "%total_k" : "%seqlen_k"); /* a hint */
+        emit(e, "div.u32 %s, %u, %s;", g, p->l2_kv_rows, g);
+        emit(e, "max.u32 %s, %s, 1;", g, g);
+    }
     if (!packed)
         emit(e, "mul.lo.u32 %s, %s, %d;", g, g, p->cfg.group); /* whole kv heads: query heads sharing one stay together */
     emit(e, "min.u32 %s, %s, %s;", g, g, units);

@@ -1190,6 +1190,38 @@ static void test_occupancy(void **state)
     free(p);
 }
 
+/* plan note tile order (sm90a MHA): without a mask a head's m-blocks are consecutive tiles (the head group is one
+ * head: the PTX sets it to 1 instead of dividing the L2 budget by seqlen_k); causal keeps the L2 groups; the word
+ * head_major overrides both ways and is named only when given; sm100a has no such word. */
+static void test_tile_order(void **state)
+{
+    (void)state;
+    Plan *p = malloc(sizeof *p);
+    static const struct { const char *text; int head_major; } cases[] = {
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 persistent=1 mask=none", 1},
+        {"mha target=sm90a dtype=fp16 qk=64 ov=64 bm=64 bn=64 group=4 split=1 mask=none", 1},
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 persistent=1 mask=causal", 0},
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 mask=window:64,0", 0},
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 persistent=1 head_major=0 mask=none", 0},
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 persistent=1 head_major=1 mask=causal", 1},
+        {"mha target=sm100a dtype=bf16 qk=128 ov=128 mask=none", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char err[256], *ptx = NULL;
+        size_t n = 0;
+        plan_ok(cases[i].text, p);
+        if (p->head_major != cases[i].head_major) fail_msg("%s: head_major %d", cases[i].text, p->head_major);
+        assert_int_equal(strstr(p->canonical, "head_major") != NULL, strstr(cases[i].text, "head_major") != NULL);
+        Config c = parse_ok(p->canonical);
+        assert_int_equal(fa4gen_generate(&c, p, &ptx, &n, err, sizeof err), 0);
+        if ((strstr(ptx, "mov.u32 %tc_group, 1;") != NULL) != cases[i].head_major)
+            fail_msg("%s: the head group in the PTX", cases[i].text);
+        free(ptx);
+    }
+    expect_plan_error("mha target=sm100a dtype=bf16 qk=128 ov=128 head_major=1 mask=none", "head_major");
+    free(p);
+}
+
 static void test_split_and_combine_config(void **state)
 {
     (void)state;
@@ -1428,6 +1460,7 @@ int main(void)
         cmocka_unit_test(test_prefetch_kv_config),
         cmocka_unit_test(test_kv_tail_plan), cmocka_unit_test(test_timeline_config),
         cmocka_unit_test(test_q_release), cmocka_unit_test(test_coords_ahead), cmocka_unit_test(test_occupancy),
+        cmocka_unit_test(test_tile_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
