@@ -28,6 +28,17 @@ static void plan_ok(const char *text, Plan *p)
     if (plan_make(&c, p, err, sizeof err)) fail_msg("plan '%s': %s", text, err);
 }
 
+/* The plan of a canonical config and its PTX (the caller frees it). */
+static char *plan_ptx(const char *text, Plan *p)
+{
+    char err[256] = "", *ptx = NULL;
+    size_t n = 0;
+    plan_ok(text, p);
+    Config c = parse_ok(p->canonical);
+    if (fa4gen_generate(&c, p, &ptx, &n, err, sizeof err)) fail_msg("generate '%s': %s", text, err);
+    return ptx;
+}
+
 static void expect_plan_error(const char *text, const char *needle)
 {
     Plan *p = malloc(sizeof *p);
@@ -1134,13 +1145,9 @@ static void test_coords_ahead(void **state)
         {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 persistent=0 mask=causal", 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char err[256], *ptx = NULL;
-        size_t n = 0;
-        plan_ok(cases[i].text, p);
+        char *ptx = plan_ptx(cases[i].text, p);
         if (sm90_of(p)->coords_ahead != cases[i].on) fail_msg("%s: coords_ahead %d", cases[i].text, sm90_of(p)->coords_ahead);
         assert_int_equal(strstr(p->canonical, "coords_late") != NULL, strstr(cases[i].text, "coords_late") != NULL);
-        Config c = parse_ok(p->canonical);
-        assert_int_equal(fa4gen_generate(&c, p, &ptx, &n, err, sizeof err), 0);
         for (int r = 0; r < MHA_TILE_COORD_REGS; r++) {
             char save[64], restore[64];
             snprintf(save, sizeof save, "mov.u32 %%cs_sv_%s, %%%s;", mha_tile_coord_regs[r], mha_tile_coord_regs[r]);
@@ -1160,17 +1167,13 @@ static void test_occupancy(void **state)
 {
     (void)state;
     Plan *p = malloc(sizeof *p);
-    char err[256], *ptx = NULL;
-    size_t n = 0;
-    plan_ok("mha target=sm90a dtype=bf16 qk=128 ov=128 bm=64 bn=64 persistent=1 occupancy=2 mask=none", p);
+    char *ptx = plan_ptx("mha target=sm90a dtype=bf16 qk=128 ov=128 bm=64 bn=64 persistent=1 occupancy=2 mask=none", p);
     assert_int_equal(p->ctas_per_sm, 2);
     assert_int_equal(p->entry_regs, 128);
     assert_int_equal(sm90_of(p)->consumer_regs, 232);
     assert_int_equal(sm90_of(p)->producer_regs, 24);
     assert_true(p->smem_launch <= p->smem_cap && p->smem_cap == 233472 / 2 - 1024);
     assert_non_null(strstr(p->canonical, " occupancy=2 "));
-    Config c = parse_ok(p->canonical);
-    assert_int_equal(fa4gen_generate(&c, p, &ptx, &n, err, sizeof err), 0);
     assert_non_null(strstr(ptx, ".minnctapersm 2\n"));
     assert_non_null(strstr(ptx, "setmaxnreg.inc.sync.aligned.u32 232;"));
     free(ptx);
@@ -1207,13 +1210,9 @@ static void test_tile_order(void **state)
         {"mha target=sm100a dtype=bf16 qk=128 ov=128 mask=none", 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char err[256], *ptx = NULL;
-        size_t n = 0;
-        plan_ok(cases[i].text, p);
+        char *ptx = plan_ptx(cases[i].text, p);
         if (p->head_major != cases[i].head_major) fail_msg("%s: head_major %d", cases[i].text, p->head_major);
         assert_int_equal(strstr(p->canonical, "head_major") != NULL, strstr(cases[i].text, "head_major") != NULL);
-        Config c = parse_ok(p->canonical);
-        assert_int_equal(fa4gen_generate(&c, p, &ptx, &n, err, sizeof err), 0);
         if ((strstr(ptx, "mov.u32 %tc_group, 1;") != NULL) != cases[i].head_major)
             fail_msg("%s: the head group in the PTX", cases[i].text);
         free(ptx);
