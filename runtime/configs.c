@@ -10,7 +10,8 @@
  *     seq_rows_q crosses RT_DECODE_TILE_ROWS and RT_SHORT_Q_ROWS (the short d64 tiles; causal also
  *     RT_SHORT_D64_CAUSAL_Q_ROWS), for d256 where it crosses RT_SHORT_D256_Q_ROWS (the short d256 blocks),
  *     and where it crosses the split kernel's rows per tile (`decode`); within a piece those tests do not change;
- *   - kv lengths are cut where the rules' seqlen_k crosses RT_PERSISTENT_SEQLEN_K (persistent, the short full d128 bn);
+ *   - kv lengths are cut where the rules' seqlen_k crosses RT_PERSISTENT_SEQLEN_K (persistent, the short full d128 bn)
+ *     and, d64 over dense K/V, up to RT_SHORT_PAD_K where rt_least_pad_bn changes (the short d64 tile's bn);
  *   - what is left is the split count, which depends on the tiles (query tiles x heads / heads per CTA
  *     x batch) and the kv blocks: every tile count below the SM count that the ranges can make is
  *     walked (beyond it rt_split_choice gives 1), and every kv block count up to RT_SPLIT_KV_SATURATE
@@ -399,7 +400,7 @@ static void tiles_free(Tiles *t)
  * kv0..kv1 (every step-th value) are the kv rows a tile streams (the split count reads them):
  * seqlen_k itself, or, varlen without pages, the mean length (the packed total over b). */
 typedef struct {
-    int side;           /* 0: seqlen_k <= RT_PERSISTENT_SEQLEN_K, 1: past it */
+    int side;           /* 0: seqlen_k <= RT_PERSISTENT_SEQLEN_K, 1: past it; 2 + i: the i-th run of one least-padding bn */
     int b0, b1;
     int64_t kv0, kv1, step;
     int varlen_total;   /* varlen without pages: seqlen_k is the packed total */
@@ -660,6 +661,16 @@ static fa4_status walk_class(Class *cl)
     if (!varlen_total) {
         Region a = {0, w->batch_min, w->batch_max, lo, hi < T ? hi : T / step * step, step, 0, 0, 0};
         Region b = {1, w->batch_min, w->batch_max, lo > T ? lo : (T / step + 1) * step, hi, step, 0, 0, 0};
+        if (!page && cl->c0.qk_depth == 64) /* the short d64 tile's bn: a region per run of one least-padding bn */
+            while (a.kv0 <= a.kv1 && a.kv0 <= RT_SHORT_PAD_K && n < (int)(sizeof rs / sizeof rs[0]) - 2) {
+                Region piece = a;
+                int bn = rt_least_pad_bn(a.kv0);
+                piece.side = 2 + n, piece.kv1 = a.kv0;
+                while (piece.kv1 < a.kv1 && piece.kv1 < RT_SHORT_PAD_K && rt_least_pad_bn(piece.kv1 + 1) == bn)
+                    piece.kv1++;
+                rs[n++] = piece;
+                a.kv0 = piece.kv1 + 1;
+            }
         if (a.kv0 <= a.kv1) rs[n++] = a;
         if (b.kv0 <= b.kv1) rs[n++] = b;
     } else {

@@ -125,8 +125,21 @@ static void decode_tile(Config *c, const RtMhaShape *s)
  * (B16 H16 S1024 causal, run 1: 0.885 with 192, 0.924 with 128). The 64-row tiles run two CTAs an SM (config
  * occupancy 2: half the registers and shared memory each, a persistent grid of 2 x SMs): S 64 1.64 -> 2.07, where a
  * one-consumer CTA alone leaves the SM waiting on its loads (H200 run 29, bench/results/2026-11-29-h200-short-
- * occupancy-run29.txt; no gain at 128-row tiles' lengths: a 64-row tile loads its K/V for half the rows). Only words
- * the caller's config left unset. */
+ * occupancy-run29.txt; no gain at 128-row tiles' lengths: a 64-row tile loads its K/V for half the rows). Over dense
+ * K/V of at most RT_SHORT_PAD_K keys the 128-row tile takes the kv block of least padding (rt_least_pad_bn: 77 keys
+ * in one block of 80, not 128; 197 in two of 112, not 256; H200 run 35, bench/results/2026-11-29-h200-short-pad-
+ * run35.txt). Only words the caller's config left unset. */
+int rt_least_pad_bn(int64_t seqlen_k)
+{
+    int best = RT_PAD_BN_MAX;
+    int64_t least = (seqlen_k + RT_PAD_BN_MAX - 1) / RT_PAD_BN_MAX * RT_PAD_BN_MAX;
+    for (int bn = RT_PAD_BN_MAX - 16; bn >= RT_PAD_BN_MIN; bn -= 16) {
+        int64_t keys = (seqlen_k + bn - 1) / bn * bn;
+        if (keys < least) least = keys, best = bn;
+    }
+    return best;
+}
+
 static void short_d64_tile(Config *c, const RtMhaShape *s)
 {
     if (c->qk_depth != 64 || c->ov_depth != 64 || c->group != 1 || c->dtype == DT_E4M3 || c->mask == MASK_WINDOW ||
@@ -137,6 +150,8 @@ static void short_d64_tile(Config *c, const RtMhaShape *s)
         if (!c->occupancy) c->occupancy = 2; /* two such CTAs an SM: S 64 1.64 -> 2.07 (run 29) */
     } else {
         c->bm = 128;
+        if (!c->bn && !s->varlen && !s->page_size && s->seqlen_k <= RT_SHORT_PAD_K)
+            c->bn = rt_least_pad_bn(s->seqlen_k); /* S77: bn 80, 1.12 -> 1.35; S197: bn 112, 1.15 -> 1.23 (run 35) */
     }
 }
 

@@ -373,6 +373,10 @@ uint64_t rt_split_workspace_bytes(int num_splits, uint64_t rows, int ov_depth);
  * RT_SHORT_D256_Q_ROWS query rows takes RT_SHORT_D256_BN-key blocks. */
 enum { RT_PERSISTENT_SEQLEN_K = 2048, RT_DECODE_TILE_ROWS = 64, RT_PACK_ROWS_MAX = 256, RT_SHORT_Q_ROWS = 256,
        RT_SHORT_D64_CAUSAL_Q_ROWS = 1024, RT_SHORT_D256_BN = 48, RT_SHORT_D256_Q_ROWS = 512 };
+/* The short d64 128-row tile's kv block for dense K/V of at most RT_SHORT_PAD_K keys: the one of least padding,
+ * RT_PAD_BN_MIN..128 in steps of 16, the larger on ties (mha_pick.c short_d64_tile; configs.c cuts there). */
+enum { RT_SHORT_PAD_K = 256, RT_PAD_BN_MIN = 64, RT_PAD_BN_MAX = 128 };
+int rt_least_pad_bn(int64_t seqlen_k);
 
 /* What fa4_mha_fwd's config rules read of a call: its shape and which optional arguments are given,
  * no pointer. mha.c fills it from fa4_mha_args; fa4_mha_configs_for from a workload. */

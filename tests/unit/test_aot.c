@@ -327,6 +327,7 @@ static void test_compile_from_bundle(void **state)
 /* What the walk knows of split.c: past RT_SPLIT_KV_SATURATE kv blocks, and at tiles >= SMs, the pick
  * does not change (configs.c walks no further). */
 int rt_split_choice(uint64_t tiles, int sm_count, int kv_blocks); /* rt_internal.h */
+int rt_least_pad_bn(int64_t seqlen_k);                            /* rt_internal.h */
 static void test_split_saturation(void **state)
 {
     (void)state;
@@ -466,13 +467,55 @@ static void test_short_d64_occupancy(void **state)
     fa4_destroy(ctx);
 }
 
+/* Short d64 over dense K/V (sm90a, no GQA, 65..256 query rows, causal up to 1024): the 128-row tile's kv block is
+ * the one of least padding up to RT_SHORT_PAD_K keys (77 keys: 80; 197: 112; 240: 80), 128 past it; the walk cuts
+ * the kv lengths where that block changes, so every call of a d64 workload finds its config listed. */
+static void test_short_d64_pad(void **state)
+{
+    (void)state;
+    fa4_ctx *ctx = jit_off_ctx(90, 132, FA4_TARGET_SM90A);
+    static const fa4_target t[] = {FA4_TARGET_SM90A};
+    static const int d[] = {64}, g[] = {1}, sm[] = {132};
+    static const int ks[] = {1, 50, 64, 65, 77, 80, 81, 97, 128, 129, 160, 161, 197, 224, 225, 240, 241, 256, 257, 600};
+    static const int qs[] = {65, 100, 256, 257};
+    fa4_workload w = FA4_WORKLOAD_INIT;
+    w.targets = t, w.n_targets = 1, w.sm_counts = sm, w.n_sm_counts = 1, w.qk_depths = d, w.n_depths = 1;
+    w.groups = g, w.n_groups = 1, w.masks = masks, w.n_masks = 2, w.heads_kv_min = 1, w.heads_kv_max = 8;
+    w.batch_min = 1, w.batch_max = 64, w.seqlen_q_min = w.seqlen_k_min = 1, w.seqlen_q_max = w.seqlen_k_max = 1024;
+    Listed l = {0};
+    enumerate(ctx, &w, &l);
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
+        for (size_t j = 0; j < sizeof qs / sizeof qs[0]; j++)
+            for (int m = 0; m < 2; m++) {
+                Call c = {64, 1, 8, 4, qs[j], ks[i], L_DENSE, 0, 0, masks[m]};
+                fa4_mha_args a = call_args(&c);
+                char cfg[512] = "", what[200], want[16];
+                assert_int_equal(fa4_mha_config(ctx, &a, cfg, sizeof cfg), FA4_OK);
+                say_call(&c, what, sizeof what);
+                int found = 0;
+                for (int n = 0; n < l.n && !found; n++) found = !strcmp(l.config[n], cfg);
+                if (!found) fail_msg("%s: %s not listed", what, cfg);
+                int short_tile = qs[j] <= 256 || masks[m] == FA4_MASK_CAUSAL; /* causal: up to 1024 rows */
+                int bn = short_tile && ks[i] <= 256 ? rt_least_pad_bn(ks[i]) : 128;
+                snprintf(want, sizeof want, " bn=%d ", bn);
+                if (!strstr(cfg, want)) fail_msg("%s: %s, want bn %d", what, cfg, bn);
+            }
+    assert_int_equal(rt_least_pad_bn(77), 80);
+    assert_int_equal(rt_least_pad_bn(197), 112);
+    assert_int_equal(rt_least_pad_bn(240), 80);
+    assert_int_equal(rt_least_pad_bn(256), 128);
+    print_message("    d64: %d configs listed\n", l.n);
+    listed_free(&l);
+    fa4_destroy(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split_saturation), cmocka_unit_test(test_workload_checks),
         cmocka_unit_test(test_replay),           cmocka_unit_test(test_outside_misses),
         cmocka_unit_test(test_compile_from_bundle), cmocka_unit_test(test_short_d256_cut),
-        cmocka_unit_test(test_short_d64_occupancy),
+        cmocka_unit_test(test_short_d64_occupancy), cmocka_unit_test(test_short_d64_pad),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
