@@ -400,19 +400,28 @@ static void test_workload_checks(void **state)
     fa4_destroy(ctx);
 }
 
+/* An sm90a workload at 132 SMs over one head dim (*d), the groups g[0..n_g), both masks, 1..8 kv heads, batch 1..64
+ * and lengths 1..seq_max (the arrays must outlive it). */
+static fa4_workload sm90_workload(const int *d, const int *g, int n_g, int seq_max)
+{
+    static const fa4_target t[] = {FA4_TARGET_SM90A};
+    static const int sm[] = {132};
+    fa4_workload w = FA4_WORKLOAD_INIT;
+    w.targets = t, w.n_targets = 1, w.sm_counts = sm, w.n_sm_counts = 1, w.qk_depths = d, w.n_depths = 1;
+    w.groups = g, w.n_groups = n_g, w.masks = masks, w.n_masks = 2, w.heads_kv_min = 1, w.heads_kv_max = 8;
+    w.batch_min = 1, w.batch_max = 64, w.seqlen_q_min = w.seqlen_k_min = 1, w.seqlen_q_max = w.seqlen_k_max = seq_max;
+    return w;
+}
+
 /* Short d256 (sm90a, dense): the runtime's bn 48 up to RT_SHORT_D256_Q_ROWS query rows; the walk cuts the query
  * lengths there, so every call of a d256 workload finds its config in the list on both sides of the cut. */
 static void test_short_d256_cut(void **state)
 {
     (void)state;
     fa4_ctx *ctx = jit_off_ctx(90, 132, FA4_TARGET_SM90A);
-    static const fa4_target t[] = {FA4_TARGET_SM90A};
-    static const int d[] = {256}, g[] = {1, 4}, sm[] = {132};
+    static const int d[] = {256}, g[] = {1, 4};
     static const int lens[] = {1, 64, 255, 256, 257, 511, 512, 513, 1000, 2048, 2049, 4096};
-    fa4_workload w = FA4_WORKLOAD_INIT;
-    w.targets = t, w.n_targets = 1, w.sm_counts = sm, w.n_sm_counts = 1, w.qk_depths = d, w.n_depths = 1;
-    w.groups = g, w.n_groups = 2, w.masks = masks, w.n_masks = 2, w.heads_kv_min = 1, w.heads_kv_max = 8;
-    w.batch_min = 1, w.batch_max = 64, w.seqlen_q_min = w.seqlen_k_min = 1, w.seqlen_q_max = w.seqlen_k_max = 4096;
+    fa4_workload w = sm90_workload(d, g, 2, 4096);
     Listed l = {0};
     enumerate(ctx, &w, &l);
     int calls = 0, short48 = 0;
@@ -474,14 +483,10 @@ static void test_short_d64_pad(void **state)
 {
     (void)state;
     fa4_ctx *ctx = jit_off_ctx(90, 132, FA4_TARGET_SM90A);
-    static const fa4_target t[] = {FA4_TARGET_SM90A};
-    static const int d[] = {64}, g[] = {1}, sm[] = {132};
+    static const int d[] = {64}, g[] = {1};
     static const int ks[] = {1, 50, 64, 65, 77, 80, 81, 97, 128, 129, 160, 161, 197, 224, 225, 240, 241, 256, 257, 600};
     static const int qs[] = {65, 100, 256, 257};
-    fa4_workload w = FA4_WORKLOAD_INIT;
-    w.targets = t, w.n_targets = 1, w.sm_counts = sm, w.n_sm_counts = 1, w.qk_depths = d, w.n_depths = 1;
-    w.groups = g, w.n_groups = 1, w.masks = masks, w.n_masks = 2, w.heads_kv_min = 1, w.heads_kv_max = 8;
-    w.batch_min = 1, w.batch_max = 64, w.seqlen_q_min = w.seqlen_k_min = 1, w.seqlen_q_max = w.seqlen_k_max = 1024;
+    fa4_workload w = sm90_workload(d, g, 1, 1024);
     Listed l = {0};
     enumerate(ctx, &w, &l);
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
