@@ -366,7 +366,8 @@ typedef struct Plan {
     int n_roles;
     int threads;
     int entry_regs; /* registers per thread at entry: 65536 / (threads x ctas_per_sm), rounded down to 8 */
-    int ctas_per_sm; /* CTAs the kernel is built to share an SM with (.minnctapersm); a persistent grid's CTAs an SM */
+    int ctas_per_sm; /* CTAs the kernel is built to share an SM with (.minnctapersm; >= 1, plan_make sets 1 before the
+                        family's plan); a persistent grid's CTAs an SM */
     int head_major;  /* tile order: a head's m-blocks are consecutive tiles (else heads grouped to fit L2) */
     uint32_t smem_cap; /* shared memory a CTA may launch with; 0: the target's limit */
 

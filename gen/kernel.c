@@ -55,7 +55,7 @@ void kernel_entry_header(Buf *out, const Plan *p, const struct ScoreMod *mod)
     }
     buf_puts(out, ")\n");
     /* .reqntid + .minnctapersm give ptxas the entry register cap that makes setmaxnreg effective */
-    buf_printf(out, ".reqntid %d, 1, 1\n.minnctapersm %d\n", p->threads, p->ctas_per_sm > 1 ? p->ctas_per_sm : 1);
+    buf_printf(out, ".reqntid %d, 1, 1\n.minnctapersm %d\n", p->threads, p->ctas_per_sm);
     if (p->cluster[0] * p->cluster[1] * p->cluster[2] > 1)
         buf_printf(out, ".reqnctapercluster %d, %d, %d\n", p->cluster[0], p->cluster[1], p->cluster[2]);
 }

@@ -215,12 +215,13 @@ int plan_make(const Config *c, Plan *p, char *err, size_t n)
     }
     p->smem_launch = p->smem_bytes + p->smem_align;
     uint32_t cap = p->smem_cap ? p->smem_cap : p->target->smem_limit;
+    char occ[40] = "";
+    if (p->ctas_per_sm > 1) snprintf(occ, sizeof occ, " a CTA at occupancy %d", p->ctas_per_sm);
     if (p->smem_launch > cap) {
         snprintf(err, n,
                  "smem: the plan needs %u bytes of shared memory (incl. %u alignment slack) but %s allows %u%s; "
                  "%u bytes over: lower stages, bn or bm",
-                 p->smem_launch, p->smem_align, p->target->name, cap,
-                 p->ctas_per_sm > 1 ? " a CTA at occupancy 2" : "", p->smem_launch - cap);
+                 p->smem_launch, p->smem_align, p->target->name, cap, occ, p->smem_launch - cap);
         return -1;
     }
     return 0;

@@ -596,7 +596,7 @@ static fa4_status grid_size(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a, 
                    ceil((double)seq_rows / (double)rows) * (double)(a->heads_q / hpc) * (double)a->batch * splits,
                    (unsigned long long)rows);
     if (p->persistent) { /* ctas_per_sm CTAs an SM (config occupancy) */
-        uint64_t cap = (uint64_t)(ctx->device.sm_count / cx * cx) * (uint64_t)(p->ctas_per_sm > 1 ? p->ctas_per_sm : 1);
+        uint64_t cap = (uint64_t)(ctx->device.sm_count / cx * cx) * (uint64_t)p->ctas_per_sm;
         if (cap < (uint64_t)cx) cap = (uint64_t)cx; /* a device smaller than a cluster: the driver will say */
         if (ctas > cap) ctas = cap;
     }

@@ -116,6 +116,18 @@ static void decode_tile(Config *c, const RtMhaShape *s)
     c->bm = 64, c->bn = 64, c->stages = 3;
 }
 
+/* rt_internal.h: the short d64 tile's kv block of least padding over seqlen_k keys. */
+int rt_least_pad_bn(int64_t seqlen_k)
+{
+    int best = RT_PAD_BN_MAX;
+    int64_t least = (seqlen_k + RT_PAD_BN_MAX - 1) / RT_PAD_BN_MAX * RT_PAD_BN_MAX;
+    for (int bn = RT_PAD_BN_MAX - 16; bn >= RT_PAD_BN_MIN; bn -= 16) {
+        int64_t keys = (seqlen_k + bn - 1) / bn * bn;
+        if (keys < least) least = keys, best = bn;
+    }
+    return best;
+}
+
 /* Short d64 sequences (sm90a, group 1, 16-bit, no window, seqlen_k <= RT_PERSISTENT_SEQLEN_K; bench/NOTES.md "short
  * sequences"): the plan's 192-row tile pads a sequence of at most RT_SHORT_Q_ROWS rows (S 197: 2 x 192 = 384
  * rows) where 128-row tiles pad less and give the SMs more tiles: H200, CUDA graphs, cuDNN / fa4 0.65-0.88 ->
@@ -129,17 +141,6 @@ static void decode_tile(Config *c, const RtMhaShape *s)
  * K/V of at most RT_SHORT_PAD_K keys the 128-row tile takes the kv block of least padding (rt_least_pad_bn: 77 keys
  * in one block of 80, not 128; 197 in two of 112, not 256; H200 run 35, bench/results/2026-11-29-h200-short-pad-
  * run35.txt). Only words the caller's config left unset. */
-int rt_least_pad_bn(int64_t seqlen_k)
-{
-    int best = RT_PAD_BN_MAX;
-    int64_t least = (seqlen_k + RT_PAD_BN_MAX - 1) / RT_PAD_BN_MAX * RT_PAD_BN_MAX;
-    for (int bn = RT_PAD_BN_MAX - 16; bn >= RT_PAD_BN_MIN; bn -= 16) {
-        int64_t keys = (seqlen_k + bn - 1) / bn * bn;
-        if (keys < least) least = keys, best = bn;
-    }
-    return best;
-}
-
 static void short_d64_tile(Config *c, const RtMhaShape *s)
 {
     if (c->qk_depth != 64 || c->ov_depth != 64 || c->group != 1 || c->dtype == DT_E4M3 || c->mask == MASK_WINDOW ||
