@@ -94,6 +94,7 @@ void config_init(Config *c)
     c->tma_store = -1;
     c->prefetch = -1;
     c->head_major = -1;
+    c->diag_half = -1;
 }
 
 /* Early, paged: the sequence's length and table are read before the wait, kv_early's promise covers
@@ -203,6 +204,8 @@ static const IntKey int_keys[] = {
     {"coords_late", F(coords_late), 0, 1, "0, or 1 (A/B: each tile's coordinates at its top, not during the tile before)"},
     {"occupancy", F(occupancy), 0, 2, "1 or 2 (CTAs an SM: each gets half the registers and shared memory)"},
     {"head_major", F(head_major), 0, 1, "0 or 1 (tile order: heads grouped to fit L2, or a head's m-blocks consecutive)"},
+    {"diag_half", F(diag_half), 0, 1, "0 or 1 (a consumer that sees no key of a block's upper half skips it: "
+                                      "half-wide softmax and P V)"},
 };
 #undef F
 enum { N_INT_KEYS = sizeof int_keys / sizeof int_keys[0] };
@@ -251,7 +254,7 @@ int config_set(Config *c, const char *key, const char *value, char *err, size_t 
     }
     return fail(err, n, "'%s' is not a config field; fields: kind target dtype depth qk ov bm bn group stages "
                         "swizzle mask qtiles cta rescale poly rope_split rope_dtype pingpong persistent b_topk num_mbars q_smem_depth "
-                        "q_tmem_depth cta_group tma_store sink split cluster early prefetch varlen page stale deterministic tail_split softcap alibi timeline store_wait coords_late occupancy head_major mod", ESC(key));
+                        "q_tmem_depth cta_group tma_store sink split cluster early prefetch varlen page stale deterministic tail_split softcap alibi timeline store_wait coords_late occupancy head_major diag_half mod", ESC(key));
 }
 
 /* ---------------------------------------------------------------- the keys a kernel has */
@@ -299,7 +302,7 @@ int config_key_applies(Kind k, TargetId t, const char *key)
     if (KEY_IN(key, "qtiles", "cta", "rope_split", "rope_dtype")) return mha && !sm90;
     if (KEY_IN(key, "pingpong", "persistent")) return sm90;
     if (KEY_IN(key, "tma_store")) return mla;
-    if (KEY_IN(key, "cluster", "timeline", "store_wait", "coords_late", "occupancy", "head_major"))
+    if (KEY_IN(key, "cluster", "timeline", "store_wait", "coords_late", "occupancy", "head_major", "diag_half"))
         return mha && sm90;
     if (KEY_IN(key, "sink", "split", "early", "prefetch", "varlen", "page", "softcap", "alibi", "mod")) return mha;
     return 1; /* qk group swizzle rescale poly mask */
@@ -568,6 +571,7 @@ static int key_used(const Config *c, const char *key)
     if (!strcmp(key, "coords_late")) return c->coords_late != 0;
     if (!strcmp(key, "occupancy")) return c->occupancy > 1;
     if (!strcmp(key, "head_major")) return c->head_major >= 0;
+    if (!strcmp(key, "diag_half")) return c->diag_half >= 0;
     return 1;
 }
 

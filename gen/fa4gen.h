@@ -139,6 +139,11 @@ typedef struct Config {
      * head, or one kv head's query heads), 0 = a group holds as many heads as keep their K and V in L2, -1 (unset) =
      * the plan's choice: 1 without a mask, 0 otherwise. Canonical form names it only when set */
     int head_major;
+    /* sm90a MHA (plan note diag half): 1 = a consumer whose rows see no key of a block's upper half runs that
+     * block's softmax and P V half-wide, 0 = every block full width, -1 (unset) = the plan's
+     * choice: 1 where the mask has a right bound (causal, window) and bn is a multiple of 32. Canonical form names
+     * it only when set */
+    int diag_half;
 } Config;
 
 /* config timeline=1: the u64 slots of one tile's record, in the order the tile passes them. P: the producer

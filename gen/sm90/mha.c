@@ -91,7 +91,8 @@ static void emit_qk(Emit *e, Reg stage)
     op_wgmma_commit(e);
 }
 
-static void emit_pv(Emit *e, Reg stage)
+/* O += P V over the block's first `steps` k16 steps of keys (all, or half under plan note diag half). */
+static void emit_pv(Emit *e, Reg stage, int steps)
 {
     const Plan *p = e->p;
     const Sm90Plan *s = sm90_of(p);
@@ -99,12 +100,12 @@ static void emit_pv(Emit *e, Reg stage)
     Reg vdesc = reg_b64(e, "cs_v_desc"), vd = reg_b64(e, "cs_vd");
     uint32_t sw = (uint32_t)p->swizzle_bytes;
     Sm90Frag f = sm90_frag(p);
-    emit_note(e, "O += P V: %d x wgmma m64n%dk16 RS, V MN-major (LBO = chunk stride %u, SBO = 8 rows)", f.pv_steps,
-              p->ov, s->v_chunk_bytes);
+    emit_note(e, "O += P V: %d x wgmma m64n%dk16 RS, V MN-major (LBO = chunk stride %u, SBO = 8 rows)%s", steps,
+              p->ov, s->v_chunk_bytes, steps < f.pv_steps ? "; diag half: the keys of the block's first half" : "");
     addr_indexed(e, addr, reg_find(e, "cs_v0"), stage, s->v_stage_bytes);
     op_sm90_desc(e, vdesc, addr, s->v_chunk_bytes, 8 * sw, p->swizzle_bytes);
     op_wgmma_fence(e);
-    for (int kb = 0; kb < f.pv_steps; kb++) {
+    for (int kb = 0; kb < steps; kb++) {
         Reg ap[4];
         for (int i = 0; i < f.a_regs; i++) ap[i] = reg_at(e, reg_find(e, "pa"), f.a_regs * kb + i);
         emit(e, "add.s64 %s, %s, %u;", R(e, vd), R(e, vdesc), op_desc_delta((uint32_t)kb * (uint32_t)f.k_step * sw));
@@ -116,7 +117,7 @@ static void emit_pv(Emit *e, Reg stage)
 /* score_mod on this thread's scores of block %cs_j (plan note score_mod), before the mask:
  * element (h, q, x) is row m0 + cs_row<h>, key j*bn + 2*(lane%4) + 8q + x, both clamped into
  * the problem (what lies outside is masked afterwards). */
-static void emit_score_mod(Emit *e, Reg row[MAX_HALVES][128])
+static void emit_score_mod(Emit *e, Reg row[MAX_HALVES][128], int cols)
 {
     const Plan *p = e->p;
     Reg k0 = reg_b32(e, "mod_k0"), k = reg_b32(e, "mod_k"), klast = reg_b32(e, "mod_klast");
@@ -131,7 +132,7 @@ static void emit_score_mod(Emit *e, Reg row[MAX_HALVES][128])
         emit(e, "add.u32 %s, %%m0, %%cs_row%d;", R(e, q[h]), h);
         emit(e, "min.u32 %s, %s, %s;", R(e, q[h]), R(e, q[h]), R(e, qlast));
     }
-    for (int c = 0; c < p->bn / 8; c++)
+    for (int c = 0; c < cols / 8; c++)
         for (int x = 0; x < 2; x++) {
             emit(e, "add.u32 %s, %s, %d;", R(e, k), R(e, k0), 8 * c + x);
             emit(e, "min.u32 %s, %s, %s;", R(e, k), R(e, k), R(e, klast));
@@ -142,33 +143,34 @@ static void emit_score_mod(Emit *e, Reg row[MAX_HALVES][128])
 
 /* Paged KV: the keys of a page with no valid table entry (bit i of %pg_bad, page i of the block in
  * min(page, bn)-row boxes) are hidden. A thread's columns 8q + 2*(lane%4) + x lie in box 8q / box. */
-static void emit_page_mask(Emit *e, Reg row[MAX_HALVES][128])
+static void emit_page_mask(Emit *e, Reg row[MAX_HALVES][128], int cols)
 {
     const Plan *p = e->p;
     int box = p->cfg.page < p->bn ? p->cfg.page : p->bn;
     Reg t = reg_b32(e, "pg_t"), bad = reg_pred(e, "pg_hide");
     emit_note(e, "paged kv: hide the keys of pages without a valid table entry");
-    for (int i = 0; i < p->bn / box; i++) {
+    for (int i = 0; i < p->bn / box && i * box < cols; i++) {
         emit(e, "and.b32 %s, %%pg_bad, %d;", R(e, t), 1 << i);
         emit(e, "setp.ne.u32 %s, %s, 0;", R(e, bad), R(e, t));
-        for (int q = i * box / 8; q < (i + 1) * box / 8; q++)
+        for (int q = i * box / 8; q < (i + 1) * box / 8 && q < cols / 8; q++)
             for (int h = 0; h < 2; h++)
                 for (int x = 0; x < 2; x++) emit(e, "@%s mov.f32 %s, %s;", R(e, bad), R(e, row[h][2 * q + x]), PTX_NEG_INF);
     }
 }
 
-/* Online softmax of one S block; masked blocks first set hidden scores to -inf. */
-static void emit_softmax(Emit *e, int masked)
+/* Online softmax of the first `cols` columns of one S block (bn, or bn / 2 under plan note diag half); masked
+ * blocks first set hidden scores to -inf. */
+static void emit_softmax(Emit *e, int masked, int cols)
 {
     const Plan *p = e->p;
     Sm90Frag f = sm90_frag(p);
-    int wl, wr, n = f.s_regs / f.halves; /* registers per row half */
+    int wl, wr, n = f.s_regs / f.halves * cols / p->bn; /* registers per row half */
     mask_bounds(&p->cfg, &wl, &wr);
     Reg s_acc = reg_find(e, "s"), row[MAX_HALVES][128];
     for (int h = 0; h < f.halves; h++)
-        for (int q = 0; q < p->bn / 8; q++)
+        for (int q = 0; q < cols / 8; q++)
             for (int x = 0; x < 2; x++) row[h][2 * q + x] = reg_at(e, s_acc, s_index(q, h, x));
-    if (e->mod) emit_score_mod(e, row);
+    if (e->mod) emit_score_mod(e, row, cols);
     if (p->cfg.softcap) {
         emit_note(e, "plan note softcap: S = tanh(S softcap_scale); scale_log2 is cap log2 e");
         for (int h = 0; h < 2; h++) sfx_softcap(e, row[h], n);
@@ -176,7 +178,7 @@ static void emit_softmax(Emit *e, int masked)
     if (p->cfg.alibi) {
         Reg d0 = reg_b32(e, "cs_al_d0"), df = reg_f32(e, "cs_al_df"), t = reg_f32(e, "cs_al_t");
         int col[128];
-        for (int q = 0; q < p->bn / 8; q++)
+        for (int q = 0; q < cols / 8; q++)
             for (int x = 0; x < 2; x++) col[2 * q + x] = 8 * q + x;
         emit_note(e, "plan note alibi: S += -slope |key - diagonal|, key j*bn + 2*(lane%%4) + column");
         for (int h = 0; h < 2; h++) {
@@ -190,10 +192,10 @@ static void emit_softmax(Emit *e, int masked)
         emit_note(e, "mask: column c of this thread is key j*bn + 2*(lane%%4) + c; hide it past the row's bounds");
         for (int h = 0; h < 2; h++) {
             Reg thi = reg_find(e, "cs_t_hi%d", h), tlo = wl >= 0 ? reg_find(e, "cs_t_lo%d", h) : REG_NONE;
-            for (int q = 0; q < p->bn / 8; q++)
+            for (int q = 0; q < cols / 8; q++)
                 for (int x = 0; x < 2; x++) sfx_mask(e, row[h][2 * q + x], 8 * q + x, thi, tlo);
         }
-        if (p->cfg.page) emit_page_mask(e, row);
+        if (p->cfg.page) emit_page_mask(e, row, cols);
     }
     emit_note(e, "row max over the thread's columns, then over the 4 lanes of the row");
     for (int h = 0; h < 2; h++) sfx_max_tree(e, reg_f32(e, "cs_bmax%d", h), row[h], n);
@@ -233,18 +235,98 @@ static void emit_rescale_o(Emit *e)
 
 /* P (bf16/fp16 pairs) from S: the accumulator layout is the A-fragment layout
  * of the PV wgmma, so register j of k-block kb packs S[8kb+2j], S[8kb+2j+1]. */
-static void emit_convert_p(Emit *e)
+static void emit_convert_p_steps(Emit *e, int steps)
 {
     const Plan *p = e->p;
-    emit_note(e, "P to the A-fragment layout of the PV wgmma: same registers, no shuffles");
+    emit_note(e, "P to the A-fragment layout of the PV wgmma: same registers, no shuffles%s",
+              steps < sm90_frag(p).pv_steps ? " (diag half: the block's first half)" : "");
     Sm90Frag f = sm90_frag(p);
-    for (int kb = 0; kb < f.pv_steps; kb++)
+    for (int kb = 0; kb < steps; kb++)
         for (int i = 0; i < f.a_regs; i++) {
             int j = f.a_regs * kb + i; /* P register j packs S registers 2j, 2j + 1 */
             Reg s_acc = reg_find(e, "s");
             op_cvt_pack(e, p->cfg.dtype, reg_at(e, reg_find(e, "pa"), j), reg_at(e, s_acc, 2 * j + 1),
                         reg_at(e, s_acc, 2 * j));
         }
+}
+
+/* plan note diag half: `full` at full width, and at half width where `pred` holds (a block whose upper half this
+ * consumer does not see); kernels without the note get the full width alone. */
+typedef void WidthFn(Emit *e, Reg stage, int width);
+static void emit_by_width(Emit *e, const char *pred, WidthFn *fn, Reg stage, int full)
+{
+    char l_half[NAME], l_done[NAME];
+    if (!sm90_of(e->p)->diag_half) {
+        fn(e, stage, full);
+        return;
+    }
+    emit(e, "@%%%s bra %s;", pred, new_label(e, l_half, sizeof l_half, "cs_half"));
+    new_label(e, l_done, sizeof l_done, "cs_half_done");
+    fn(e, stage, full);
+    emit(e, "bra.uni %s;", l_done);
+    emit_label(e, l_half);
+    fn(e, stage, full / 2);
+    emit_label(e, l_done);
+}
+
+static void emit_convert_p_width(Emit *e, Reg unused, int steps)
+{
+    (void)unused;
+    emit_convert_p_steps(e, steps);
+}
+
+static void emit_convert_p(Emit *e)
+{
+    emit_by_width(e, "cs_half", emit_convert_p_width, REG_NONE, sm90_frag(e->p).pv_steps);
+}
+
+/* plan note diag half: %cs_half_key = the last key any row of this consumer sees, less bn / 2 (a block j with
+ * j * bn above it has no visible key in its upper half). Rows past seqlen_q count: their outputs are never stored. */
+static void emit_half_key(Emit *e)
+{
+    const Plan *p = e->p;
+    const Sm90Plan *s = sm90_of(p);
+    int wl, wr;
+    if (!s->diag_half) return;
+    mask_bounds(&p->cfg, &wl, &wr);
+    Reg hk = reg_find(e, "cs_half_key"), klast = reg_b32(e, "cs_half_klast");
+    emit_note(e, "plan note diag half: the last key this consumer's rows see, less half a block");
+    emit(e, "sub.s32 %s, %%seqlen_k, 1;", R(e, klast));
+    if (wr >= 0) {
+        emit(e, "add.s32 %s, %%m0, %%cs_half_row;", R(e, hk));
+        emit(e, "add.s32 %s, %s, %%kv_off;", R(e, hk), R(e, hk));
+        if (wr) emit(e, "add.s32 %s, %s, %d;", R(e, hk), R(e, hk), wr);
+        emit(e, "min.s32 %s, %s, %s;", R(e, hk), R(e, hk), R(e, klast));
+    } else {
+        emit(e, "mov.u32 %s, %s;", R(e, hk), R(e, klast));
+    }
+    emit(e, "sub.s32 %s, %s, %d;", R(e, hk), R(e, hk), p->bn / 2);
+}
+
+/* plan note diag half: the sequence offset (from m0) of consumer w's last row: 64 w + 63, or the largest r % seq_rows
+ * over its rows when the GQA group is packed. */
+static void emit_half_row(Emit *e)
+{
+    const Sm90Plan *s = sm90_of(e->p);
+    if (!s->diag_half) return;
+    Reg hr = reg_b32(e, "cs_half_row"), pw = reg_pred(e, "cs_half_w");
+    reg_b32(e, "cs_half_key");
+    reg_pred(e, "cs_half");
+    reg_pred(e, "cs_pv_half");
+    emit_note(e, "plan note diag half: this consumer's last row, from m0");
+    for (int w = 0; w < s->consumers; w++) {
+        int last = 0;
+        for (int r = w * s->mma_m; r < (w + 1) * s->mma_m; r++) {
+            int off = s->packed ? r % s->seq_rows : r;
+            if (off > last) last = off;
+        }
+        if (!w) {
+            emit(e, "mov.u32 %s, %d;", R(e, hr), last);
+            continue;
+        }
+        emit(e, "setp.eq.u32 %s, %%cs_w, %d;", R(e, pw), w);
+        emit(e, "@%s mov.u32 %s, %d;", R(e, pw), R(e, hr), last);
+    }
 }
 
 /* Mask bounds of this thread's two rows relative to its first key in block j
@@ -322,6 +404,7 @@ static void emit_consumer_setup(Emit *e)
     emit_note(e, "this consumer's Q rows: the wgmma A descriptor (K-major, SBO = 8 rows)");
     emit(e, "mad.lo.u32 %s, %s, %d, %%cs_q0;", reg(e, "b32", "cs_qrows"), w, s->mma_m * sw);
     emit(e, "mov.b32 %s, 0x%08X;", reg(e, "b32", "cs_desc_hi"), sm90_desc_hi(8u * (uint32_t)sw, sw));
+    emit_half_row(e);
 }
 
 /* Paged KV: the table entries of block %cs_j, read before the ping-pong turn so that their latency
@@ -339,6 +422,12 @@ static void emit_issue_qk(Emit *e)
     emit_note(e, "blocks outside [full_lo, full_hi) take the masked softmax");
     emit(e, "setp.ge.s32 %s, %%cs_j, %%full_hi;", pmask);
     emit(e, "setp.lt.or.s32 %s, %%cs_j, %%full_lo, %s;", pmask, pmask);
+    if (sm90_of(e->p)->diag_half) {
+        Reg kv0 = reg_b32(e, "cs_half_kv0");
+        emit_note(e, "plan note diag half: does this consumer see none of the block's upper half?");
+        emit(e, "mul.lo.s32 %s, %%cs_j, %d;", R(e, kv0), e->p->bn);
+        emit(e, "setp.lt.s32 %%cs_half, %%cs_half_key, %s;", R(e, kv0));
+    }
     mbar_indexed(e, bar, reg_find(e, "cs_k_full"), reg_find(e, "cs_stage"));
     op_mbar_wait(e, bar, reg_find(e, "cs_phase"));
     emit_qk(e, reg_find(e, "cs_stage"));
@@ -354,7 +443,7 @@ static void emit_issue_pv(Emit *e)
     Reg bar = reg_b32(e, "cs_bar"), stage = reg_find(e, "cs_pv_stage");
     mbar_indexed(e, bar, reg_find(e, "cs_v_full"), stage);
     op_mbar_wait(e, bar, reg_find(e, "cs_pv_phase"));
-    emit_pv(e, stage);
+    emit_by_width(e, "cs_pv_half", emit_pv, stage, sm90_frag(e->p).pv_steps);
 }
 
 static void emit_release(Emit *e, Reg empty, Reg stage)
@@ -367,17 +456,27 @@ static void emit_release(Emit *e, Reg empty, Reg stage)
 /* Softmax of S for block %cs_j, the masked variant for blocks that need it. */
 static void emit_softmax_block(Emit *e)
 {
-    char l_masked[NAME], l_sfx[NAME];
+    char l_masked[NAME], l_sfx[NAME], l_half[NAME];
+    int bn = e->p->bn, half = sm90_of(e->p)->diag_half;
+    if (half) emit(e, "@%%cs_half bra %s;", new_label(e, l_half, sizeof l_half, "cs_half_softmax"));
     emit(e, "@%%cs_need_mask bra %s;", new_label(e, l_masked, sizeof l_masked, "cs_masked"));
     new_label(e, l_sfx, sizeof l_sfx, "cs_softmax_done");
-    emit_softmax(e, 0);
+    emit_softmax(e, 0, bn);
     emit(e, "bra.uni %s;", l_sfx);
-    emit_label(e, l_masked);
-    emit_note(e, "this thread's row bounds relative to its first key in the block");
-    Reg kv0 = reg_b32(e, "cs_kv0");
-    emit(e, "mul.lo.u32 %s, %%cs_j, %d;", R(e, kv0), e->p->bn);
-    emit_row_bounds(e, kv0);
-    emit_softmax(e, 1);
+    for (int pass = 0; pass < 1 + half; pass++) {
+        if (pass) {
+            emit(e, "bra.uni %s;", l_sfx);
+            emit_label(e, l_half);
+            emit_note(e, "plan note diag half: the block's upper half is hidden from every row of this consumer");
+        } else {
+            emit_label(e, l_masked);
+        }
+        emit_note(e, "this thread's row bounds relative to its first key in the block");
+        Reg kv0 = reg_b32(e, "cs_kv0");
+        emit(e, "mul.lo.u32 %s, %%cs_j, %d;", R(e, kv0), bn);
+        emit_row_bounds(e, kv0);
+        emit_softmax(e, 1, pass ? bn / 2 : bn);
+    }
     emit_label(e, l_sfx);
 }
 
@@ -386,6 +485,7 @@ static void emit_next_slot(Emit *e)
 {
     emit(e, "mov.u32 %%cs_pv_stage, %%cs_stage;");
     emit(e, "mov.u32 %%cs_pv_phase, %%cs_phase;");
+    if (sm90_of(e->p)->diag_half) emit(e, "mov.pred %%cs_pv_half, %%cs_half;");
     ring_advance(e, reg_find(e, "cs_stage"), reg_find(e, "cs_phase"), e->p->stages);
 }
 
@@ -602,6 +702,7 @@ static void emit_consumer(Emit *e)
         emit(e, "mov.f32 %s, 0f00000000;", reg(e, "f32", l));
     }
     for (int i = 0; i < f.o_regs; i++) emit(e, "mov.f32 %%o%d, 0f00000000;", i);
+    emit_half_key(e);
     if (p->cfg.timeline) {
         mha90_tl_record(e);
         mha90_tl_stamp(e, reg_find(e, "tl_c0"), TL_C_TILE);

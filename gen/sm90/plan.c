@@ -138,6 +138,8 @@ static int sm90_check(const Config *c, char *err, size_t n)
     if (c->exp2_poly > 50) return bad(err, n, "poly", c->exp2_poly, "use 0..50 (percent of exp2 on the FMA pipe)");
     if (c->rescale > 8)
         return bad(err, n, "rescale", c->rescale, "use 0..8 (log2 units; P may grow to 2^rescale, and fp16 holds < 2^16)");
+    if (c->diag_half == 1 && c->bn % 32)
+        return bad(err, n, "bn", c->bn, "use a multiple of 32 with diag_half=1 (half a block is whole k16 steps of P V)");
     return 0;
 }
 
@@ -171,6 +173,16 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
      * S1024 d128 causal 1.184 -> 0.881). */
     p->head_major = c->head_major >= 0 ? c->head_major : c->mask == MASK_NONE;
     p->smem_cap = sm90_smem_cap(c);
+    int wl, wr;
+    mask_bounds(c, &wl, &wr);
+    /* On a causal diagonal block consumer 0 of a 128-row tile sees none of the upper 64 keys: half its softmax and
+     * PV there are work on hidden keys. Without a right bound only a sequence's last block can be such a block. The
+     * QK stays full width: a half-wide QK wgmma on a branch makes ptxas serialise every wgmma (C7515). */
+    s->diag_half = c->diag_half >= 0 ? c->diag_half : wr >= 0 && c->bn % 32 == 0;
+    if (s->diag_half)
+        plan_note(p, "diag half", "a consumer whose rows see no key past a block's first %d (last row + kv_off%s, or "
+                  "seqlen_k - 1) runs a half-wide masked softmax and P V (%d k16 steps); QK stays m64n%dk16",
+                  c->bn / 2, wr > 0 ? " + right" : "", c->bn / 32, c->bn);
     sm90_regs(s->consumers, c->page != 0, c->ov_depth, p->ctas_per_sm, &s->producer_regs, &s->consumer_regs);
     p->threads = SM90_WG * (1 + s->consumers);
     /* registers per thread at entry; one consumer (256 threads) would get 256, over the 255 a thread can hold */

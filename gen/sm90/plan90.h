@@ -49,6 +49,9 @@ typedef struct Sm90Plan {
     /* decode (split=1, group > 1 dividing bm, no score_mod): the GQA group is packed into the M
      * tile, row r = (seq m0 + r % seq_rows, head h0 + r / seq_rows) */
     int packed, seq_rows;
+    /* plan note diag half: a consumer whose rows see no key of a block's upper half (causal diagonal, window edge,
+     * the sequence's last block) runs a half-wide masked softmax and P V over bn/32 k16 steps there */
+    int diag_half;
     /* cluster split (cluster=N): each CTA's O / l rows (f32, cstage_row_bytes apart) then its LSEs */
     uint32_t off_cstage, cstage_row_bytes;
     /* plan kv tail: warp scrub_warp of the producer warpgroup zeroes the tail block's V rows past the

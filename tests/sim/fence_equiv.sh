@@ -20,7 +20,10 @@ equivalent del_after_k2_6 "no wait or barrier between the fence before it and th
 equivalent del_after_k2_15 "tcgen05.dealloc is synchronous: ordered after the barrier by program order"
 # sm_90a (kernels 9, 14): a wgmma.fence with no access of an accumulator or A-fragment register since the
 # previous one (only wgmma.mma_async and descriptor arithmetic between them)
+#   kernel 9: 3 and 4 are the mainloop's P V issues (full width, and plan note diag half's half width), each
+#   right after the QK issue's fence
 equivalent del_wgmma_k9_3 "no accumulator or A register accessed since the previous wgmma.fence"
+equivalent del_wgmma_k9_4 "no accumulator or A register accessed since the previous wgmma.fence"
 equivalent del_wgmma_k14_2 "no accumulator or A register accessed since the previous wgmma.fence"
 equivalent del_wgmma_k14_5 "no accumulator or A register accessed since the previous wgmma.fence"
 #   kernel 2, before_thread_sync 9: the correction's, after its last tcgen05.ld of O, before bar.sync 2 (tmem_free).

@@ -1213,6 +1213,55 @@ static void test_tile_order(void **state)
     free(p);
 }
 
+/* The P V wgmmas (RS: A from registers) in a kernel's PTX. */
+static int count_pv_wgmmas(const char *ptx)
+{
+    int n = 0;
+    for (const char *s = ptx; (s = strstr(s, "wgmma.mma_async")) != NULL; s++) {
+        const char *eol = strchr(s, '\n');
+        const char *a = strstr(s, "%pa");
+        n += a && (!eol || a < eol);
+    }
+    return n;
+}
+
+/* plan note diag half (sm90a MHA): where the mask has a right bound and bn is a multiple of 32, a consumer that sees
+ * no key of a block's upper half runs a half-wide softmax and P V: the PTX has each P V issue twice, full and half
+ * (pv_steps + pv_steps / 2 wgmmas where it had pv_steps); the word overrides both ways (1 without a mask: a
+ * sequence's last block), is named only when given, needs bn % 32 == 0 and is sm90a's alone. */
+static void test_diag_half(void **state)
+{
+    (void)state;
+    Plan *p = malloc(sizeof *p);
+    static const struct { const char *text; int on, pv_steps; } cases[] = {
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 persistent=1 mask=causal", 1, 8},
+        {"mha target=sm90a dtype=bf16 qk=64 ov=64 bm=192 bn=128 mask=causal", 1, 8},
+        {"mha target=sm90a dtype=bf16 qk=256 ov=256 bn=64 mask=causal", 1, 4},
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 mask=window:64,16", 1, 8},
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bm=64 bn=128 group=8 split=1 mask=causal", 1, 8},
+        {"mha target=sm90a dtype=bf16 qk=256 ov=256 bn=48 mask=causal", 0, 3},
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 persistent=1 mask=none", 0, 8},
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 mask=window:64,-1", 0, 8},
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 diag_half=0 mask=causal", 0, 8},
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 diag_half=1 mask=none", 1, 8},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *ptx = plan_ptx(cases[i].text, p);
+        const Sm90Plan *s = sm90_of(p);
+        if (s->diag_half != cases[i].on) fail_msg("%s: diag_half %d", cases[i].text, s->diag_half);
+        assert_int_equal(strstr(p->canonical, "diag_half") != NULL, strstr(cases[i].text, "diag_half") != NULL);
+        int want = 2 * (cases[i].pv_steps + (cases[i].on ? cases[i].pv_steps / 2 : 0)); /* the loop's and the last */
+        if (count_pv_wgmmas(ptx) != want)
+            fail_msg("%s: %d P V wgmmas, want %d", cases[i].text, count_pv_wgmmas(ptx), want);
+        if ((strstr(ptx, "%cs_half_key") != NULL) != cases[i].on) fail_msg("%s: the half key", cases[i].text);
+        free(ptx);
+    }
+    expect_plan_error("mha target=sm90a dtype=bf16 qk=256 ov=256 bn=48 diag_half=1 mask=causal", "bn");
+    expect_plan_error("mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 diag_half=2 mask=causal", "diag_half");
+    expect_plan_error("mha target=sm100a dtype=bf16 qk=128 ov=128 diag_half=1 mask=causal", "diag_half");
+    free(p);
+}
+
 static void test_split_and_combine_config(void **state)
 {
     (void)state;
@@ -1452,6 +1501,7 @@ int main(void)
         cmocka_unit_test(test_kv_tail_plan), cmocka_unit_test(test_timeline_config),
         cmocka_unit_test(test_q_release), cmocka_unit_test(test_coords_ahead), cmocka_unit_test(test_occupancy),
         cmocka_unit_test(test_tile_order),
+        cmocka_unit_test(test_diag_half),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
