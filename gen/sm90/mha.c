@@ -281,26 +281,16 @@ static void emit_convert_p(Emit *e)
 }
 
 /* plan note diag half: %cs_half_key = the last key any row of this consumer sees, less bn / 2 (a block j with
- * j * bn above it has no visible key in its upper half). Rows past seqlen_q count: their outputs are never stored. */
+ * j * bn above it has no visible key in its upper half): the mask's own bound (sfx_row_bounds) for the consumer's
+ * last row, taken relative to key bn / 2. Rows past seqlen_q count: their outputs are never stored. */
 static void emit_half_key(Emit *e)
 {
-    const Plan *p = e->p;
-    const Sm90Plan *s = sm90_of(p);
-    int wl, wr;
-    if (!s->diag_half) return;
-    mask_bounds(&p->cfg, &wl, &wr);
-    Reg hk = reg_find(e, "cs_half_key"), klast = reg_b32(e, "cs_half_klast");
+    if (!sm90_of(e->p)->diag_half) return;
+    Reg row = reg_b32(e, "cs_half_rowg"), half = reg_b32(e, "cs_half_b2");
     emit_note(e, "plan note diag half: the last key this consumer's rows see, less half a block");
-    emit(e, "sub.s32 %s, %%seqlen_k, 1;", R(e, klast));
-    if (wr >= 0) {
-        emit(e, "add.s32 %s, %%m0, %%cs_half_row;", R(e, hk));
-        emit(e, "add.s32 %s, %s, %%kv_off;", R(e, hk), R(e, hk));
-        if (wr) emit(e, "add.s32 %s, %s, %d;", R(e, hk), R(e, hk), wr);
-        emit(e, "min.s32 %s, %s, %s;", R(e, hk), R(e, hk), R(e, klast));
-    } else {
-        emit(e, "mov.u32 %s, %s;", R(e, hk), R(e, klast));
-    }
-    emit(e, "sub.s32 %s, %s, %d;", R(e, hk), R(e, hk), p->bn / 2);
+    emit(e, "add.u32 %s, %%m0, %%cs_half_row;", R(e, row));
+    emit(e, "mov.u32 %s, %d;", R(e, half), e->p->bn / 2);
+    sfx_row_bounds(e, row, half, reg_find(e, "cs_half_key"), REG_NONE);
 }
 
 /* plan note diag half: the sequence offset (from m0) of consumer w's last row: 64 w + 63, or the largest r % seq_rows
@@ -454,6 +444,15 @@ static void emit_release(Emit *e, Reg empty, Reg stage)
 }
 
 /* Softmax of S for block %cs_j, the masked variant for blocks that need it. */
+static void emit_masked_softmax(Emit *e, int cols)
+{
+    emit_note(e, "this thread's row bounds relative to its first key in the block");
+    Reg kv0 = reg_b32(e, "cs_kv0");
+    emit(e, "mul.lo.u32 %s, %%cs_j, %d;", R(e, kv0), e->p->bn);
+    emit_row_bounds(e, kv0);
+    emit_softmax(e, 1, cols);
+}
+
 static void emit_softmax_block(Emit *e)
 {
     char l_masked[NAME], l_sfx[NAME], l_half[NAME];
@@ -463,19 +462,13 @@ static void emit_softmax_block(Emit *e)
     new_label(e, l_sfx, sizeof l_sfx, "cs_softmax_done");
     emit_softmax(e, 0, bn);
     emit(e, "bra.uni %s;", l_sfx);
-    for (int pass = 0; pass < 1 + half; pass++) {
-        if (pass) {
-            emit(e, "bra.uni %s;", l_sfx);
-            emit_label(e, l_half);
-            emit_note(e, "plan note diag half: the block's upper half is hidden from every row of this consumer");
-        } else {
-            emit_label(e, l_masked);
-        }
-        emit_note(e, "this thread's row bounds relative to its first key in the block");
-        Reg kv0 = reg_b32(e, "cs_kv0");
-        emit(e, "mul.lo.u32 %s, %%cs_j, %d;", R(e, kv0), bn);
-        emit_row_bounds(e, kv0);
-        emit_softmax(e, 1, pass ? bn / 2 : bn);
+    emit_label(e, l_masked);
+    emit_masked_softmax(e, bn);
+    if (half) {
+        emit(e, "bra.uni %s;", l_sfx);
+        emit_label(e, l_half);
+        emit_note(e, "plan note diag half: the block's upper half is hidden from every row of this consumer");
+        emit_masked_softmax(e, bn / 2);
     }
     emit_label(e, l_sfx);
 }

@@ -523,7 +523,7 @@ mutant 9 wgmma_swizzle 'O [+]= P V: 8 x wgmma' 1 'mov[.]b32 %desc_hi, 0x' 1 fiel
 # the fence.proxy.async between the epilogue's generic O stores and the TMA store
 mutant 9 no_proxy_fence '==== consumer epilogue' 1 'fence[.]proxy[.]async' 1 del
 # plan note diag half: the half key a half block too low (consumer 1 of a diagonal block drops keys it sees)
-mutant 9 diag_half_key 'plan note diag half: the last key' 1 'sub[.]s32 %cs_half_key, %cs_half_key, [0-9]+;' 1 add 64
+mutant 9 diag_half_key 'plan note diag half: the last key' 1 'mov[.]u32 %cs_half_b2, [0-9]+;' 1 add 64
 # plan note diag half: the P V of block j+1 takes block j's width (the PV issued beside QK(j) is the previous block's)
 mutant 9 diag_half_pv_width '==== consumer mainloop: QK.j. and PV' 1 '@%cs_pv_half bra' 1 sub '%cs_pv_half' '%cs_half'
 
