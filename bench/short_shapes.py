@@ -122,7 +122,8 @@ def config_of(D, causal, S, words, eb=2):
     persistent = w.get("persistent", 1 if (not causal or S <= 2048) else 0)
     rings = 2 * bn * D * eb * stages + 64 * stages + 64
     q_slots = 2 if persistent and 2 * bm * D * eb + rings + 1024 <= SMEM_LIMIT else 1
-    return {"bm": bm, "bn": bn, "stages": stages, "persistent": persistent, "q_slots": q_slots}
+    return {"bm": bm, "bn": bn, "stages": stages, "persistent": persistent, "q_slots": q_slots,
+            "head_major": w.get("head_major", 1)}
 
 
 def next_rule(B, Hq, Hkv, S, D, causal, sms=SMS_H100):
@@ -185,12 +186,19 @@ def model(shape, words, ceiling=700e12, bw=3.0e12, sms=SMS_H100):
         keys = min(S, (i + 1) * bm) if causal else S
         blocks = cdiv(keys, bn)
         tile_us.append(blocks * 4 * bm * bn * D / rate / eff * 1e6 + fix)
-    tiles = [t for _ in range(B * Hq) for t in tile_us]  # head-major inside a group: close enough for the load
+    # plan note tile order (gen/kernel.c tile_coords): head-major, each head's m-blocks consecutive, or (head_major=0)
+    # groups of the heads whose K+V fit 24 MB of L2, each group's heads side by side for every m-block
+    units = B * Hq
+    group = 1 if c["head_major"] else min(max((24 << 20) // (2 * D * 2) // S, 1), units)
+    tiles = []
+    for g0 in range(0, units, group):
+        tiles += [t for t in tile_us for _ in range(min(group, units - g0))]
     ctas = min(len(tiles), sms)
     load = [0.0] * ctas
-    if c["persistent"]:
+    if c["persistent"]:  # head-major walks waves of `ctas` tiles in alternating direction (mha_tile_first)
         for t, us in enumerate(tiles):
-            load[t % ctas] += us
+            w, r = divmod(t, ctas)
+            load[ctas - 1 - r if c["head_major"] and w % 2 else r] += us
     else:  # the hardware hands the next tile to the first SM free
         for us in tiles:
             j = min(range(ctas), key=load.__getitem__)

@@ -203,7 +203,8 @@ static const IntKey int_keys[] = {
     {"store_wait", F(store_wait), 0, 1, "0, or 1 (A/B: the epilogue waits for its O store to read the Q slot, then frees it)"},
     {"coords_late", F(coords_late), 0, 1, "0, or 1 (A/B: each tile's coordinates at its top, not during the tile before)"},
     {"occupancy", F(occupancy), 0, 2, "1 or 2 (CTAs an SM: each gets half the registers and shared memory)"},
-    {"head_major", F(head_major), 0, 1, "0 or 1 (tile order: heads grouped to fit L2, or a head's m-blocks consecutive)"},
+    {"head_major", F(head_major), 0, 1, "0 or 1 (tile order: heads grouped to fit L2, or a head's m-blocks consecutive in "
+                                        "waves of alternating direction)"},
     {"diag_half", F(diag_half), 0, 1, "0 or 1 (a consumer that sees no key of a block's upper half skips it: "
                                       "half-wide softmax and P V)"},
 };

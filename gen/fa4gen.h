@@ -136,8 +136,9 @@ typedef struct Config {
      * an SM. Canonical form names it only when 2 */
     int occupancy;
     /* sm90a MHA tile order (plan note tile order): 1 = a head's m-blocks are consecutive tiles (a head group is one
-     * head, or one kv head's query heads), 0 = a group holds as many heads as keep their K and V in L2, -1 (unset) =
-     * the plan's choice: 1 without a mask, 0 otherwise. Canonical form names it only when set */
+     * head, or one kv head's query heads) and a persistent CTA walks the waves in alternating direction, 0 = a group
+     * holds as many heads as keep their K and V in L2, walked with a plain stride, -1 (unset) = the plan's choice:
+     * 1. Canonical form names it only when set */
     int head_major;
     /* sm90a MHA (plan note diag half): 1 = a consumer whose rows see no key of a block's upper half runs that
      * block's softmax and P V half-wide, 0 = every block full width, -1 (unset) = the plan's
@@ -373,7 +374,8 @@ typedef struct Plan {
     int entry_regs; /* registers per thread at entry: 65536 / (threads x ctas_per_sm), rounded down to 8 */
     int ctas_per_sm; /* CTAs the kernel is built to share an SM with (.minnctapersm; >= 1, plan_make sets 1 before the
                         family's plan); a persistent grid's CTAs an SM */
-    int head_major;  /* tile order: a head's m-blocks are consecutive tiles (else heads grouped to fit L2) */
+    int head_major;  /* tile order: a head's m-blocks are consecutive tiles, waves walked in alternating direction
+                        (else heads grouped to fit L2, a plain stride) */
     uint32_t smem_cap; /* shared memory a CTA may launch with; 0: the target's limit */
 
     NamedBar bars[PLAN_MAX_BARS];

@@ -436,6 +436,35 @@ static void tile_coords(Emit *e, int packed)
     kv_block_range(e, nblk);
 }
 
+/* plan note tile order: with head-major order the waves of %grid_ctas tiles alternate direction -- CTA c takes
+ * tile c of even waves and tile grid-1-c of odd ones -- so a CTA that drew a long causal m-block in one wave draws a
+ * short one in the next, where a plain stride hands the same CTAs the same m-block of every wave (the tiles of a
+ * wave and their order in it are the same either way). %tile_step: the distance to this CTA's next tile, 2 grid - 1
+ * - 2c and 2c + 1 in turn. */
+void mha_tile_first(Emit *e)
+{
+    emit(e, "mov.u32 %s, %%ctaid.x;", reg(e, "b32", "tile"));
+    if (!e->p->head_major) return;
+    const char *st = reg(e, "b32", "tile_step");
+    emit_note(e, "plan note tile order: waves alternate direction; the step to this CTA's next tile");
+    emit(e, "sub.u32 %s, %%grid_ctas, %%tile;", st);
+    emit(e, "shl.b32 %s, %s, 1;", st, st);
+    emit(e, "sub.u32 %s, %s, 1;", st, st);
+}
+
+void mha_tile_peek(Emit *e, const char *dst)
+{
+    emit(e, "add.u32 %s, %%tile, %s;", dst, e->p->head_major ? "%tile_step" : "%grid_ctas");
+}
+
+void mha_tile_next(Emit *e)
+{
+    mha_tile_peek(e, "%tile");
+    if (!e->p->head_major) return;
+    emit(e, "sub.u32 %%tile_step, %%grid_ctas, %%tile_step;");
+    emit(e, "add.u32 %%tile_step, %%tile_step, %%grid_ctas;");
+}
+
 const char *const mha_tile_coord_regs[MHA_TILE_COORD_REGS] = {"m_block", "head",  "bidx",    "kv_head", "m0",
                                                               "n_begin", "n_end", "full_lo", "full_hi", "kv_off"};
 

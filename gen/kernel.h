@@ -85,6 +85,13 @@ void mha_tile_coords(Emit *e);
 enum { MHA_TILE_COORD_REGS = 10 };
 extern const char *const mha_tile_coord_regs[MHA_TILE_COORD_REGS];
 
+/* A persistent CTA's walk over the tiles (plan note tile order): mha_tile_first sets %tile to the CTA's first,
+ * mha_tile_peek writes the next one to dst, mha_tile_next moves %tile there. Head-major order walks waves of
+ * %grid_ctas tiles in alternating direction (%tile_step), the L2-group order a plain stride. */
+void mha_tile_first(Emit *e);
+void mha_tile_peek(Emit *e, const char *dst);
+void mha_tile_next(Emit *e);
+
 /* mha_tile_coords for kernels that pack a kv head's `group` query heads into
  * one tile (rows_per_cta counts sequence positions): tiles are (m-block, kv
  * head, batch), %head is the tile's first query head, and %num_tiles is

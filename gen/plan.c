@@ -204,7 +204,7 @@ int plan_make(const Config *c, Plan *p, char *err, size_t n)
     p->l2_kv_rows = (24u << 20) / ((uint32_t)(p->qk + p->ov) * (uint32_t)p->elem_bytes);
     if (p->cfg.kind == KIND_MHA && p->head_major)
         plan_note(p, "tile order", "a head's m-blocks are consecutive tiles (descending), so CTAs side by side share "
-                  "its K and V while they are in L2");
+                  "its K and V while they are in L2; a CTA walks waves of grid tiles in alternating direction");
     else if (p->cfg.kind == KIND_MHA)
         plan_note(p, "tile order", "heads grouped so their K+V (%u rows per kv head) fit 24 MB of L2; m-blocks "
                   "descending", p->l2_kv_rows);

@@ -514,7 +514,7 @@ static void emit_q_release_pending(Emit *e)
     emit_label(e, l_done);
 }
 
-/* plan note coords ahead: the next tile's coordinates (%tile + %grid_ctas) into %cs_nx_<reg>, computed while this
+/* plan note coords ahead: the next tile's coordinates (mha_tile_peek) into %cs_nx_<reg>, computed while this
  * tile's last P V runs (a tile without keys leaves them to the next tile's top); this tile's own stay in place
  * (saved around the computation). */
 static void emit_coords_ahead(Emit *e)
@@ -523,7 +523,7 @@ static void emit_coords_ahead(Emit *e)
     if (!sm90_of(e->p)->coords_ahead) return;
     Reg nx = reg_b32(e, "cs_nx_tile"), sv = reg_b32(e, "cs_sv_tile"), p = reg_pred(e, "cs_nx_none");
     emit_note(e, "plan note coords ahead: the next tile's coordinates while the last P V runs");
-    emit(e, "add.u32 %s, %%tile, %%grid_ctas;", R(e, nx));
+    mha_tile_peek(e, R(e, nx));
     emit(e, "setp.ge.u32 %s, %s, %%num_tiles;", R(e, p), R(e, nx));
     emit(e, "@%s bra %s;", R(e, p), new_label(e, l_skip, sizeof l_skip, "cs_no_next"));
     for (int i = 0; i < MHA_TILE_COORD_REGS; i++)
@@ -678,7 +678,7 @@ static void emit_consumer(Emit *e)
         emit(e, "setp.ne.u32 %s, %%wg, %%wg;", R(e, reg_pred(e, "cs_nx_ok")));
         for (int i = 0; i < MHA_TILE_COORD_REGS; i++) reg_b32(e, "cs_nx_%s", mha_tile_coord_regs[i]);
     }
-    emit(e, "mov.u32 %s, %%ctaid.x;", reg(e, "b32", "tile"));
+    mha_tile_first(e);
 
     emit_label(e, new_label(e, l_tile, sizeof l_tile, "cs_tile"));
     emit(e, "setp.ge.u32 %s, %%tile, %%num_tiles;", pr);
@@ -730,7 +730,7 @@ static void emit_consumer(Emit *e)
     else mha90_epilogue(e);
     ring_advance(e, qslot, qph, s->q_slots);
     if (p->cfg.varlen) emit_label(e, l_next);
-    emit(e, "add.u32 %%tile, %%tile, %%grid_ctas;");
+    mha_tile_next(e);
     emit(e, "bra.uni %s;", l_tile);
     emit_label(e, "$cs_exit");
     emit_note(e, "O stores must land before the CTA retires");

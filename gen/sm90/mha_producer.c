@@ -218,7 +218,7 @@ void mha90_producer(Emit *e)
     emit(e, "mov.u32 %s, 0;", R(e, qph));
     Reg qslot = reg_b32(e, "pr_q_slot");
     emit(e, "mov.u32 %s, 0;", R(e, qslot));
-    emit(e, "mov.u32 %s, %%ctaid.x;", reg(e, "b32", "tile"));
+    mha_tile_first(e);
     if (mha_roles_wait(p)) {
         emit_note(e, "plan pdl early/prefetch kv: pr_first = 1 until the CTA's first tile has loaded its Q (at most "
                   "%d blocks load and %d prefetch before it)", p->pdl_early_kv, p->pdl_prefetch_kv);
@@ -316,7 +316,7 @@ void mha90_producer(Emit *e)
         emit_label(e, l_no_tail);
     }
     if (varlen) emit_label(e, l_next);
-    emit(e, "add.u32 %%tile, %%tile, %%grid_ctas;");
+    mha_tile_next(e);
     emit(e, "bra.uni %s;", l_tile);
     (void)lbl;
 }
@@ -349,7 +349,7 @@ void mha90_scrub(Emit *e)
     emit_note(e, "the ring's stage, as the producer's; bit i of sc_tpar: the parity stage i's tail barrier completes next");
     emit(e, "mov.u32 %s, 0;", R(e, stage));
     emit(e, "mov.u32 %s, 0;", R(e, tpar));
-    emit(e, "mov.u32 %s, %%ctaid.x;", reg(e, "b32", "tile"));
+    mha_tile_first(e);
     emit_label(e, new_label(e, l_tile, sizeof l_tile, "sc_tile"));
     emit(e, "setp.ge.u32 %s, %%tile, %%num_tiles;", pr);
     emit(e, "@%s bra $exit;", pr);
@@ -383,6 +383,6 @@ void mha90_scrub(Emit *e)
     emit(e, "add.u32 %s, %s, %s;", R(e, stage), R(e, stage), R(e, n));
     emit(e, "rem.u32 %s, %s, %d;", R(e, stage), R(e, stage), p->stages);
     emit_label(e, l_next);
-    emit(e, "add.u32 %%tile, %%tile, %%grid_ctas;");
+    mha_tile_next(e);
     emit(e, "bra.uni %s;", l_tile);
 }

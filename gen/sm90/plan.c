@@ -167,11 +167,11 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
     s->frag = f;
     s->consumers = c->bm / SM90_MMA_M;
     p->ctas_per_sm = sm90_occupancy(c);
-    /* Without a mask a head's m-blocks cost the same: side by side they share its K/V in L2 at once, where a group of
-     * L2-sized head sets re-read some of it from DRAM a wave later (H200 run 32: S256 d128 full 0.914 -> 1.010 x
-     * cuDNN). Causal tiles keep the groups: every head's longest m-block first balances the grid (head-major there:
-     * S1024 d128 causal 1.184 -> 0.881). */
-    p->head_major = c->head_major >= 0 ? c->head_major : c->mask == MASK_NONE;
+    /* A head's m-blocks side by side share its K/V in L2 at once, where a group of L2-sized head sets re-reads some
+     * of it from DRAM a wave later (H200 run 32: S256 d128 full 0.914 -> 1.010 x cuDNN). Causal m-blocks differ in
+     * length, and a plain stride hands a CTA the same m-block of every head-major wave (S1024 d128 causal 1.184 ->
+     * 0.881): the head-major walk alternates the waves' direction (mha_tile_first), which evens the CTAs' loads. */
+    p->head_major = c->head_major >= 0 ? c->head_major : 1;
     p->smem_cap = sm90_smem_cap(c);
     int wl, wr;
     mask_bounds(c, &wl, &wr);

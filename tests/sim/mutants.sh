@@ -162,6 +162,11 @@ ARCH_19=sm_100a ARCH_20=sm_100a CC_19=100 CC_20=100 SMS_19=4 SMS_20=4
 # (sim_mha relL2_rnd, 5e-3) sees it. 256 rows: one CTA, both Q tiles.
 CASE_21="target=sm100a dtype=e4m3 sq=256 sk=256 hq=1 qk=128 mask=causal"
 ARCH_21=sm_100a CC_21=100 SMS_21=4
+# Kernel 22: plan note tile order on a persistent sm_90a causal grid of 27 tiles over 4 CTAs (6.75 waves): each
+# role walks the waves in alternating direction with its own %tile_step; a walk that skips a tile leaves its rows
+# poisoned, one that parts the producer from the consumers deadlocks or mixes tiles.
+CASE_22="target=sm90a dtype=bf16 batch=3 sq=384 sk=384 hq=3 qk=64 mask=causal"
+ARCH_22=sm_90a CC_22=90 SMS_22=4
 ARCH_10=sm_100a ARCH_11=sm_90a
 CC_1=100 CC_2=100 CC_9=90 CC_3=90 CC_4=100 CC_5=90 CC_6=90 CC_7=90 CC_8=100 CC_10=100 CC_11=90
 SMS_1=4 SMS_2=4 SMS_9=1 SMS_3=2 SMS_4=4 SMS_5=2 SMS_6=4 SMS_7=4 SMS_8=4 SMS_10=4 SMS_11=4
@@ -422,6 +427,7 @@ setup 18
 setup 19
 setup 20
 setup 21
+setup 22
 
 # ------------------------------------------------------------ sm_100a, one CTA per tile
 # UMMA smem descriptors: the MMA warp builds them as {lo, hi}; hi holds SBO>>4 in bits
@@ -526,6 +532,12 @@ mutant 9 no_proxy_fence '==== consumer epilogue' 1 'fence[.]proxy[.]async' 1 del
 mutant 9 diag_half_key 'plan note diag half: the last key' 1 'mov[.]u32 %cs_half_b2, [0-9]+;' 1 add 64
 # plan note diag half: the P V of block j+1 takes block j's width (the PV issued beside QK(j) is the previous block's)
 mutant 9 diag_half_pv_width '==== consumer mainloop: QK.j. and PV' 1 '@%cs_pv_half bra' 1 sub '%cs_pv_half' '%cs_half'
+# plan note tile order (kernel 22): the producer's first step one tile long (its walk parts from the consumers')
+mutant 22 tile_walk_first '==== role producer' 1 'sub[.]u32 %tile_step, %tile_step, 1;' 1 del
+# the consumers' step not turned back up after a tile (2c + 1 - grid, wrapping: they leave the producer's walk)
+mutant 22 tile_walk_turn '==== role consumers' 1 'add[.]u32 %tile_step, %tile_step, %grid_ctas;' 1 del
+# plan note coords ahead: the next tile's coordinates from a plain stride while the walk takes the turned step
+mutant 22 tile_walk_peek '==== role consumers' 1 'add[.]u32 %cs_nx_tile, %tile, %tile_step;' 1 sub '%tile_step' '%grid_ctas'
 
 # ------------------------------------------------------------ sm_90a split-KV (FA4SIM_CC=90)
 # this CTA's kv block range without the split's lower bound: splits overlap, keys count twice

@@ -1185,9 +1185,11 @@ static void test_occupancy(void **state)
     free(p);
 }
 
-/* plan note tile order (sm90a MHA): without a mask a head's m-blocks are consecutive tiles (the head group is one
- * head: the PTX sets it to 1 instead of dividing the L2 budget by seqlen_k); causal keeps the L2 groups; the word
- * head_major overrides both ways and is named only when given; sm100a has no such word. */
+/* plan note tile order (sm90a MHA): a head's m-blocks are consecutive tiles (the head group is one head: the PTX
+ * sets it to 1 instead of dividing the L2 budget by seqlen_k) and a persistent CTA walks the waves in alternating
+ * direction (%tile_step, turned at each step); the word head_major=0 gives the L2 groups with a plain stride, and is
+ * named only when given; sm100a has no such word. Whether the walk visits every tile once is the simulator's to
+ * show (cases_sm90.txt: a causal grid of 6.75 waves). */
 static void test_tile_order(void **state)
 {
     (void)state;
@@ -1195,8 +1197,9 @@ static void test_tile_order(void **state)
     static const struct { const char *text; int head_major; } cases[] = {
         {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 persistent=1 mask=none", 1},
         {"mha target=sm90a dtype=fp16 qk=64 ov=64 bm=64 bn=64 group=4 split=1 mask=none", 1},
-        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 persistent=1 mask=causal", 0},
-        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 mask=window:64,0", 0},
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 persistent=1 mask=causal", 1},
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 mask=window:64,0", 1},
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 persistent=1 head_major=0 mask=causal", 0},
         {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 persistent=1 head_major=0 mask=none", 0},
         {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 persistent=1 head_major=1 mask=causal", 1},
         {"mha target=sm100a dtype=bf16 qk=128 ov=128 mask=none", 0},
@@ -1207,6 +1210,10 @@ static void test_tile_order(void **state)
         assert_int_equal(strstr(p->canonical, "head_major") != NULL, strstr(cases[i].text, "head_major") != NULL);
         if ((strstr(ptx, "mov.u32 %tc_group, 1;") != NULL) != cases[i].head_major)
             fail_msg("%s: the head group in the PTX", cases[i].text);
+        /* the walk: producer, consumers (and scrub warp) each turn their step once a tile */
+        int turns = occurrences(ptx, "sub.u32 %tile_step, %grid_ctas, %tile_step;");
+        if (cases[i].head_major ? turns < 2 : strstr(ptx, "%tile_step") != NULL)
+            fail_msg("%s: %d turns of the tile step", cases[i].text, turns);
         free(ptx);
     }
     expect_plan_error("mha target=sm100a dtype=bf16 qk=128 ov=128 head_major=1 mask=none", "head_major");
