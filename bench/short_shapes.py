@@ -123,7 +123,7 @@ def config_of(D, causal, S, words, eb=2):
     rings = 2 * bn * D * eb * stages + 64 * stages + 64
     q_slots = 2 if persistent and 2 * bm * D * eb + rings + 1024 <= SMEM_LIMIT else 1
     return {"bm": bm, "bn": bn, "stages": stages, "persistent": persistent, "q_slots": q_slots,
-            "head_major": w.get("head_major", 1)}
+            "head_major": w.get("head_major", 2 if persistent or not causal else 0)}
 
 
 def next_rule(B, Hq, Hkv, S, D, causal, sms=SMS_H100):
@@ -186,10 +186,12 @@ def model(shape, words, ceiling=700e12, bw=3.0e12, sms=SMS_H100):
         keys = min(S, (i + 1) * bm) if causal else S
         blocks = cdiv(keys, bn)
         tile_us.append(blocks * 4 * bm * bn * D / rate / eff * 1e6 + fix)
-    # plan note tile order (gen/kernel.c tile_coords): head-major, each head's m-blocks consecutive, or (head_major=0)
-    # groups of the heads whose K+V fit 24 MB of L2, each group's heads side by side for every m-block
+    # plan note tile order (gen/kernel.c tile_coords): head-major, each head's m-blocks consecutive (1; 2 = that unless
+    # every head's K+V fits 24 MB of L2: then one group of all heads), or (0) groups of the heads whose K+V fit, each
+    # group's heads side by side for every m-block
     units = B * Hq
-    group = 1 if c["head_major"] else min(max((24 << 20) // (2 * D * 2) // S, 1), units)
+    fit = min(max((24 << 20) // (2 * D * 2) // S, 1), units)
+    group = {0: fit, 1: 1, 2: 1 if fit < units else units}[c["head_major"]]
     tiles = []
     for g0 in range(0, units, group):
         tiles += [t for t in tile_us for _ in range(min(group, units - g0))]

@@ -137,8 +137,8 @@ typedef struct Config {
     int occupancy;
     /* sm90a MHA tile order (plan note tile order): 1 = a head's m-blocks are consecutive tiles (a head group is one
      * head, or one kv head's query heads) and a persistent CTA walks the waves in alternating direction, 0 = a group
-     * holds as many heads as keep their K and V in L2, walked with a plain stride, -1 (unset) = the plan's choice:
-     * 1. Canonical form names it only when set */
+     * holds as many heads as keep their K and V in L2, walked with a plain stride, -1 (unset) = the plan's choice
+     * (TILE_FIT where the kernel is persistent or has no mask, else 0). Canonical form names it only when set */
     int head_major;
     /* sm90a MHA (plan note diag half): 1 = a consumer whose rows see no key of a block's upper half runs that
      * block's softmax and P V half-wide, 0 = every block full width, -1 (unset) = the plan's
@@ -146,6 +146,12 @@ typedef struct Config {
      * it only when set */
     int diag_half;
 } Config;
+
+/* Plan.head_major, the sm90a MHA tile order (plan note tile order). TILE_L2_GROUPS: a group holds as many heads as
+ * keep their K and V in L2, its heads side by side for every m-block, walked with a plain stride. TILE_HEAD_MAJOR: a
+ * head's m-blocks are consecutive tiles. TILE_FIT: head-major, unless every head's K and V fit the L2 budget: then
+ * one group of all heads, every head's longest m-block first. Both walk waves of grid tiles in alternating direction. */
+typedef enum { TILE_L2_GROUPS, TILE_HEAD_MAJOR, TILE_FIT } TileOrder;
 
 /* config timeline=1: the u64 slots of one tile's record, in the order the tile passes them. P: the producer
  * thread; C0: consumer 0's first thread; CL: the last consumer's first thread. Clocks are the SM's clock64
@@ -374,8 +380,8 @@ typedef struct Plan {
     int entry_regs; /* registers per thread at entry: 65536 / (threads x ctas_per_sm), rounded down to 8 */
     int ctas_per_sm; /* CTAs the kernel is built to share an SM with (.minnctapersm; >= 1, plan_make sets 1 before the
                         family's plan); a persistent grid's CTAs an SM */
-    int head_major;  /* tile order: a head's m-blocks are consecutive tiles, waves walked in alternating direction
-                        (else heads grouped to fit L2, a plain stride) */
+    int head_major;  /* tile order (TileOrder): TILE_L2_GROUPS walks with a plain stride, the others in waves of
+                        alternating direction */
     uint32_t smem_cap; /* shared memory a CTA may launch with; 0: the target's limit */
 
     NamedBar bars[PLAN_MAX_BARS];

@@ -367,7 +367,7 @@ static void tile_coords(Emit *e, int packed)
     emit_note(e, "tile -> (head group, m-block, head): a group holds as many (batch, head) pairs as keep their");
     emit_note(e, "K and V in L2 (plan: %u K+V rows per kv head); m-blocks descend, longest causal rows first",
               p->l2_kv_rows);
-    if (p->head_major) {
+    if (p->head_major == TILE_HEAD_MAJOR) {
         emit_note(e, "plan note tile order: a group is one head (one kv head's query heads): its m-blocks are consecutive");
         emit(e, "mov.u32 %s, 1;", g);
     } else {
@@ -377,6 +377,13 @@ static void tile_coords(Emit *e, int packed)
     }
     if (!packed)
         emit(e, "mul.lo.u32 %s, %s, %d;", g, g, p->cfg.group); /* whole kv heads: query heads sharing one stay together */
+    if (p->head_major == TILE_FIT) {
+        const char *part = reg(e, "pred", "tc_part");
+        emit_note(e, "plan note tile order: one group of every head if their K/V fit L2, else one head (one kv head's "
+                  "query heads)");
+        emit(e, "setp.lt.u32 %s, %s, %s;", part, g, units);
+        emit(e, "selp.b32 %s, %d, %s, %s;", g, packed ? 1 : p->cfg.group, g, part);
+    }
     emit(e, "min.u32 %s, %s, %s;", g, g, units);
     emit(e, "mul.lo.u32 %s, %s, %%num_m_blocks;", tq, g);
     emit(e, "div.u32 %s, %s, %s;", hb, tile, tq);

@@ -202,7 +202,11 @@ int plan_make(const Config *c, Plan *p, char *err, size_t n)
     /* Concurrent CTAs should find their K and V in L2: half of an H100's 50 MB
      * (H200 60 MB) for K/V, the rest for the Q/O streams. */
     p->l2_kv_rows = (24u << 20) / ((uint32_t)(p->qk + p->ov) * (uint32_t)p->elem_bytes);
-    if (p->cfg.kind == KIND_MHA && p->head_major)
+    if (p->cfg.kind == KIND_MHA && p->head_major == TILE_FIT)
+        plan_note(p, "tile order", "a head's m-blocks consecutive (descending): CTAs side by side share its K/V in "
+                  "L2; if all heads' K+V fit 24 MB (%u rows a kv head), all longest m-blocks first; waves alternate",
+                  p->l2_kv_rows);
+    else if (p->cfg.kind == KIND_MHA && p->head_major)
         plan_note(p, "tile order", "a head's m-blocks are consecutive tiles (descending), so CTAs side by side share "
                   "its K and V while they are in L2; a CTA walks waves of grid tiles in alternating direction");
     else if (p->cfg.kind == KIND_MHA)

@@ -170,8 +170,12 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
     /* A head's m-blocks side by side share its K/V in L2 at once, where a group of L2-sized head sets re-reads some
      * of it from DRAM a wave later (H200 run 32: S256 d128 full 0.914 -> 1.010 x cuDNN). Causal m-blocks differ in
      * length, and a plain stride hands a CTA the same m-block of every head-major wave (S1024 d128 causal 1.184 ->
-     * 0.881): the head-major walk alternates the waves' direction (mha_tile_first), which evens the CTAs' loads. */
-    p->head_major = c->head_major >= 0 ? c->head_major : 1;
+     * 0.881): the walk alternates the waves' direction (mha_tile_first), which evens the CTAs' loads (H200 run 41:
+     * S2048 d128 causal 1.063 -> 1.205). Where every head's K/V fits L2 the order costs no DRAM, and all heads'
+     * longest m-blocks first balances grids whose head-major waves the walk cannot (B4 H28/4 S1024: 56 m-blocks a
+     * kv head on 132 CTAs). A grid without a persistent loop is balanced by the hardware's dispatch, longest first. */
+    p->head_major = c->head_major >= 0 ? c->head_major
+                    : p->persistent || c->mask == MASK_NONE ? TILE_FIT : TILE_L2_GROUPS;
     p->smem_cap = sm90_smem_cap(c);
     int wl, wr;
     mask_bounds(c, &wl, &wr);

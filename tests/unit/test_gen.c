@@ -1185,34 +1185,38 @@ static void test_occupancy(void **state)
     free(p);
 }
 
-/* plan note tile order (sm90a MHA): a head's m-blocks are consecutive tiles (the head group is one head: the PTX
- * sets it to 1 instead of dividing the L2 budget by seqlen_k) and a persistent CTA walks the waves in alternating
- * direction (%tile_step, turned at each step); the word head_major=0 gives the L2 groups with a plain stride, and is
- * named only when given; sm100a has no such word. Whether the walk visits every tile once is the simulator's to
- * show (cases_sm90.txt: a causal grid of 6.75 waves). */
+/* plan note tile order (sm90a MHA): by default a persistent or mask-free kernel orders a head's m-blocks as
+ * consecutive tiles unless every head's K/V fits the L2 budget (TILE_FIT: the PTX picks the group of one head or
+ * of all heads), and a persistent CTA walks the waves in alternating direction (%tile_step, turned at each step by
+ * every role); a causal kernel without a persistent loop keeps the L2 groups; head_major=1 / 0 force one head /
+ * the L2 groups with a plain stride, and the word is named only when given; sm100a has no such word. Whether the
+ * walk visits every tile once is the simulator's to show (cases_sm90.txt: a causal grid of 6.75 waves). */
 static void test_tile_order(void **state)
 {
     (void)state;
     Plan *p = malloc(sizeof *p);
-    static const struct { const char *text; int head_major; } cases[] = {
-        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 persistent=1 mask=none", 1},
-        {"mha target=sm90a dtype=fp16 qk=64 ov=64 bm=64 bn=64 group=4 split=1 mask=none", 1},
-        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 persistent=1 mask=causal", 1},
-        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 mask=window:64,0", 1},
-        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 persistent=1 head_major=0 mask=causal", 0},
-        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 persistent=1 head_major=0 mask=none", 0},
-        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 persistent=1 head_major=1 mask=causal", 1},
-        {"mha target=sm100a dtype=bf16 qk=128 ov=128 mask=none", 0},
+    static const struct { const char *text; int order; } cases[] = {
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 persistent=1 mask=none", TILE_FIT},
+        {"mha target=sm90a dtype=fp16 qk=64 ov=64 bm=64 bn=64 group=4 split=1 mask=none", TILE_FIT},
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 persistent=1 mask=causal", TILE_FIT},
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 persistent=0 mask=causal", TILE_L2_GROUPS},
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 mask=window:64,0", TILE_FIT},
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 persistent=1 head_major=0 mask=causal", TILE_L2_GROUPS},
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 persistent=1 head_major=0 mask=none", TILE_L2_GROUPS},
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 persistent=1 head_major=1 mask=causal", TILE_HEAD_MAJOR},
+        {"mha target=sm100a dtype=bf16 qk=128 ov=128 mask=none", TILE_L2_GROUPS},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *ptx = plan_ptx(cases[i].text, p);
-        if (p->head_major != cases[i].head_major) fail_msg("%s: head_major %d", cases[i].text, p->head_major);
+        int order = cases[i].order;
+        if (p->head_major != order) fail_msg("%s: head_major %d", cases[i].text, p->head_major);
         assert_int_equal(strstr(p->canonical, "head_major") != NULL, strstr(cases[i].text, "head_major") != NULL);
-        if ((strstr(ptx, "mov.u32 %tc_group, 1;") != NULL) != cases[i].head_major)
+        if ((strstr(ptx, "mov.u32 %tc_group, 1;") != NULL) != (order == TILE_HEAD_MAJOR) ||
+            (strstr(ptx, ", %tc_group, %tc_part;") != NULL) != (order == TILE_FIT))
             fail_msg("%s: the head group in the PTX", cases[i].text);
         /* the walk: producer, consumers (and scrub warp) each turn their step once a tile */
         int turns = occurrences(ptx, "sub.u32 %tile_step, %grid_ctas, %tile_step;");
-        if (cases[i].head_major ? turns < 2 : strstr(ptx, "%tile_step") != NULL)
+        if (order != TILE_L2_GROUPS ? turns < 2 : strstr(ptx, "%tile_step") != NULL)
             fail_msg("%s: %d turns of the tile step", cases[i].text, turns);
         free(ptx);
     }
