@@ -382,6 +382,8 @@ typedef struct Plan {
                         family's plan); a persistent grid's CTAs an SM */
     int head_major;  /* tile order (TileOrder): TILE_L2_GROUPS walks with a plain stride, the others in waves of
                         alternating direction */
+    int tile_walk;   /* 1: every role walks its tiles through mha_tile_first/next, and mha_tile_first chooses the
+                        tile group (%tile_group) once for the CTA; 0: mha_tile_coords chooses it for its tile */
     uint32_t smem_cap; /* shared memory a CTA may launch with; 0: the target's limit */
 
     NamedBar bars[PLAN_MAX_BARS];

@@ -334,6 +334,45 @@ static void clamp_div(Emit *e, Reg dst_, Reg x_, int round, int bn)
     emit(e, "selp.b32 %s, 0, %s, %s;", dst, dst, p);
 }
 
+/* g = the (batch, head) pairs of a tile group (plan note tile order), at most units: one head (one kv head's query
+ * heads), as many as keep their K and V in the L2 budget, or (TILE_FIT) one or all of them. Heads are counted as the
+ * tile counts them: query heads, or kv heads where a tile packs a kv head's query heads. */
+static void tile_group(Emit *e, const char *g, const char *units, int packed)
+{
+    const Plan *p = e->p;
+    int one = packed ? 1 : p->cfg.group; /* whole kv heads: query heads sharing one stay together */
+    if (p->head_major == TILE_HEAD_MAJOR) {
+        emit_note(e, "plan note tile order: a group is one head (one kv head's query heads): its m-blocks are consecutive");
+        emit(e, "mov.u32 %s, %d;", g, one);
+    } else {
+        emit(e, "max.u32 %s, %s, 1;", g, p->cfg.varlen || p->cfg.page ? "%total_k" : "%seqlen_k"); /* a hint */
+        emit(e, "div.u32 %s, %u, %s;", g, p->l2_kv_rows, g);
+        emit(e, "max.u32 %s, %s, 1;", g, g);
+        if (one > 1) emit(e, "mul.lo.u32 %s, %s, %d;", g, g, one);
+    }
+    if (p->head_major == TILE_FIT) {
+        const char *part = reg(e, "pred", "tc_part");
+        emit_note(e, "plan note tile order: one group of every head if their K/V fit L2, else one head (one kv head's "
+                  "query heads)");
+        emit(e, "setp.lt.u32 %s, %s, %s;", part, g, units);
+        emit(e, "selp.b32 %s, %d, %s, %s;", g, one, g, part);
+    }
+    emit(e, "min.u32 %s, %s, %s;", g, g, units);
+}
+
+/* packed: the (batch, kv head) pairs, the tile's units; %num_tiles counts them. */
+static const char *packed_units(Emit *e)
+{
+    const char *hkv = reg(e, "b32", "heads_kv"), *units = reg(e, "b32", "hkv_batch");
+    emit_note(e, "GQA packed: a tile holds the %d query heads of one kv head; tiles = m-blocks x kv heads x batch",
+              e->p->cfg.group);
+    emit(e, "div.u32 %s, %%heads_q, %d;", hkv, e->p->cfg.group);
+    emit(e, "mul.lo.u32 %s, %s, %%batch;", units, hkv);
+    emit(e, "mul.lo.u32 %%num_tiles, %%num_m_blocks, %s;", units);
+    mha_split_tiles(e);
+    return units;
+}
+
 /* packed: a tile covers one kv head's whole query-head group (heads packed into the M tile). */
 static void tile_coords(Emit *e, int packed)
 {
@@ -354,37 +393,16 @@ static void tile_coords(Emit *e, int packed)
         emit(e, "rem.u32 %s, %%tile, %%num_splits;", reg(e, "b32", "split"));
         emit(e, "div.u32 %s, %%tile, %%num_splits;", tile);
     }
-    if (packed) {
-        const char *hkv = reg(e, "b32", "heads_kv");
-        units = reg(e, "b32", "hkv_batch");
-        emit_note(e, "GQA packed: a tile holds the %d query heads of one kv head; tiles = m-blocks x kv heads x batch",
-                  p->cfg.group);
-        emit(e, "div.u32 %s, %%heads_q, %d;", hkv, p->cfg.group);
-        emit(e, "mul.lo.u32 %s, %s, %%batch;", units, hkv);
-        emit(e, "mul.lo.u32 %%num_tiles, %%num_m_blocks, %s;", units);
-        mha_split_tiles(e);
-    }
+    if (packed) units = packed_units(e);
     emit_note(e, "tile -> (head group, m-block, head): a group holds as many (batch, head) pairs as keep their");
     emit_note(e, "K and V in L2 (plan: %u K+V rows per kv head); m-blocks descend, longest causal rows first",
               p->l2_kv_rows);
-    if (p->head_major == TILE_HEAD_MAJOR) {
-        emit_note(e, "plan note tile order: a group is one head (one kv head's query heads): its m-blocks are consecutive");
-        emit(e, "mov.u32 %s, 1;", g);
+    if (p->tile_walk) {
+        emit_note(e, "plan note tile order: the group mha_tile_first chose for the CTA");
+        emit(e, "mov.u32 %s, %%tile_group;", g);
     } else {
-        emit(e, "max.u32 %s, %s, 1;", g, p->cfg.varlen || p->cfg.page ? "%total_k" : "%seqlen_k"); /* a hint */
-        emit(e, "div.u32 %s, %u, %s;", g, p->l2_kv_rows, g);
-        emit(e, "max.u32 %s, %s, 1;", g, g);
+        tile_group(e, g, units, packed);
     }
-    if (!packed)
-        emit(e, "mul.lo.u32 %s, %s, %d;", g, g, p->cfg.group); /* whole kv heads: query heads sharing one stay together */
-    if (p->head_major == TILE_FIT) {
-        const char *part = reg(e, "pred", "tc_part");
-        emit_note(e, "plan note tile order: one group of every head if their K/V fit L2, else one head (one kv head's "
-                  "query heads)");
-        emit(e, "setp.lt.u32 %s, %s, %s;", part, g, units);
-        emit(e, "selp.b32 %s, %d, %s, %s;", g, packed ? 1 : p->cfg.group, g, part);
-    }
-    emit(e, "min.u32 %s, %s, %s;", g, g, units);
     emit(e, "mul.lo.u32 %s, %s, %%num_m_blocks;", tq, g);
     emit(e, "div.u32 %s, %s, %s;", hb, tile, tq);
     emit(e, "rem.u32 %s, %s, %s;", tr, tile, tq);
@@ -451,6 +469,9 @@ static void tile_coords(Emit *e, int packed)
 void mha_tile_first(Emit *e)
 {
     emit(e, "mov.u32 %s, %%ctaid.x;", reg(e, "b32", "tile"));
+    int packed = e->p->heads_per_cta > 1;
+    emit_note(e, "plan note tile order: the CTA's tile group, once");
+    tile_group(e, reg(e, "b32", "tile_group"), packed ? packed_units(e) : "%heads_batch", packed);
     if (!e->p->head_major) return;
     const char *st = reg(e, "b32", "tile_step");
     emit_note(e, "plan note tile order: waves alternate direction; the step to this CTA's next tile");

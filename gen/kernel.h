@@ -85,9 +85,10 @@ void mha_tile_coords(Emit *e);
 enum { MHA_TILE_COORD_REGS = 10 };
 extern const char *const mha_tile_coord_regs[MHA_TILE_COORD_REGS];
 
-/* A persistent CTA's walk over the tiles (plan note tile order): mha_tile_first sets %tile to the CTA's first,
- * mha_tile_peek writes the next one to dst, mha_tile_next moves %tile there. Head-major order walks waves of
- * %grid_ctas tiles in alternating direction (%tile_step), the L2-group order a plain stride. */
+/* A persistent CTA's walk over the tiles (plan note tile order, Plan.tile_walk): mha_tile_first sets %tile to the
+ * CTA's first and %tile_group to the heads of a tile group (once: it depends on the launch, not the tile),
+ * mha_tile_peek writes the next tile to dst, mha_tile_next moves %tile there. TILE_HEAD_MAJOR and TILE_FIT walk
+ * waves of %grid_ctas tiles in alternating direction (%tile_step), TILE_L2_GROUPS a plain stride. */
 void mha_tile_first(Emit *e);
 void mha_tile_peek(Emit *e, const char *dst);
 void mha_tile_next(Emit *e);

@@ -176,6 +176,7 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
      * kv head on 132 CTAs). A grid without a persistent loop is balanced by the hardware's dispatch, longest first. */
     p->head_major = c->head_major >= 0 ? c->head_major
                     : p->persistent || c->mask == MASK_NONE ? TILE_FIT : TILE_L2_GROUPS;
+    p->tile_walk = 1;
     p->smem_cap = sm90_smem_cap(c);
     int wl, wr;
     mask_bounds(c, &wl, &wr);

@@ -8,8 +8,8 @@
 #      FA4SIM_SEED=N reproduces it); the sm100a forward lists (2, 3b', 3c, 3d, 5) and the split-KV cases
 #      of 5b, the heaviest, skip seed 2
 #   3. every sm_90a case of tests/sim/cases_sm90.txt on the simulated cc 9.0 device, under the
-#      same seeds, each compared with what an H100 computed on the same inputs (the anchor,
-#      bench/results/*-h100-sim-anchor.tar.xz, made by tests/gpu/run.sh)
+#      same seeds, each compared with what a Hopper GPU computed on the same inputs (the anchor: the newest
+#      bench/results/*-h[0-9]00-sim-anchor.tar.xz, made by tests/gpu/run.sh: an H200's since 2026-11-29)
 #   3b. the sm_90a sink and score_mod cases of tests/sim/cases_mods_sm90.txt against the fp64 reference
 #      only (no H100 anchor holds them yet)
 #   3b'. the built-in softcap and ALiBi of tests/sim/cases_scoretf.txt per target, against the fp64
@@ -67,7 +67,7 @@ step "test_ref_mla" $B/sim/test_ref_mla
 step "sim_mha --self-test" $B/sim/sim_mha --self-test
 
 step "sim_mla --self-test" $B/sim/sim_mla --self-test
-anchor=$(ls bench/results/*-h100-sim-anchor.tar.xz 2>/dev/null | tail -1)
+anchor=$(ls bench/results/*-h[0-9]00-sim-anchor.tar.xz 2>/dev/null | tail -1) # dated names: the last is the newest
 mkdir -p "$work/anchor" "$work/mla_anchor"
 [ -n "$anchor" ] && tar xJf "$anchor" -C "$work/anchor"
 mla_anchor=$(ls bench/results/*-h100-mla-sparse-sim-anchor.tar.xz 2>/dev/null | tail -1)

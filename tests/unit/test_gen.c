@@ -1187,7 +1187,7 @@ static void test_occupancy(void **state)
 
 /* plan note tile order (sm90a MHA): by default a persistent or mask-free kernel orders a head's m-blocks as
  * consecutive tiles unless every head's K/V fits the L2 budget (TILE_FIT: the PTX picks the group of one head or
- * of all heads), and a persistent CTA walks the waves in alternating direction (%tile_step, turned at each step by
+ * of all heads, once a CTA: %tile_group), and a persistent CTA walks the waves in alternating direction (%tile_step, turned at each step by
  * every role); a causal kernel without a persistent loop keeps the L2 groups; head_major=1 / 0 force one head /
  * the L2 groups with a plain stride, and the word is named only when given; sm100a has no such word. Whether the
  * walk visits every tile once is the simulator's to show (cases_sm90.txt: a causal grid of 6.75 waves). */
@@ -1211,8 +1211,8 @@ static void test_tile_order(void **state)
         int order = cases[i].order;
         if (p->head_major != order) fail_msg("%s: head_major %d", cases[i].text, p->head_major);
         assert_int_equal(strstr(p->canonical, "head_major") != NULL, strstr(cases[i].text, "head_major") != NULL);
-        if ((strstr(ptx, "mov.u32 %tc_group, 1;") != NULL) != (order == TILE_HEAD_MAJOR) ||
-            (strstr(ptx, ", %tc_group, %tc_part;") != NULL) != (order == TILE_FIT))
+        if ((strstr(ptx, "mov.u32 %tile_group, 1;") != NULL) != (order == TILE_HEAD_MAJOR) ||
+            (strstr(ptx, ", %tile_group, %tc_part;") != NULL) != (order == TILE_FIT))
             fail_msg("%s: the head group in the PTX", cases[i].text);
         /* the walk: producer, consumers (and scrub warp) each turn their step once a tile */
         int turns = occurrences(ptx, "sub.u32 %tile_step, %grid_ctas, %tile_step;");
