@@ -35,7 +35,8 @@ NONE = 0.005
 MIN_DIFF = 0.03  # measured changes at most this large are not judged
 # every tuning word a variant may set (the shape and features come from the row): a word left out here would make
 # the variant's prediction the default's kernel (store_wait / coords_late read +0.0% before they were listed)
-TUNING = ("bm", "bn", "stages", "pingpong", "persistent", "rescale", "poly", "store_wait", "coords_late")
+TUNING = ("bm", "bn", "stages", "pingpong", "persistent", "rescale", "poly", "store_wait", "coords_late", "occupancy",
+          "head_major", "diag_half")
 
 
 def case_of(row, config):
