@@ -4,6 +4,7 @@
  * the other plan pieces they read: mha_plan.c). The runtime packs launch
  * arguments from the same parameter list (runtime/launch.c). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernel.h"
@@ -358,6 +359,44 @@ static void tile_group(Emit *e, const char *g, const char *units, int packed)
         emit(e, "selp.b32 %s, %d, %s, %s;", g, one, g, part);
     }
     emit(e, "min.u32 %s, %s, %s;", g, g, units);
+}
+
+/* The kernel's own order (tile_group, tile_coords, mha_tile_first/next), counted on the host: each CTA's tiles, each
+ * costing its kv blocks under the causal mask (bottom-right) plus half a block for its prologue and epilogue. The
+ * runtime compares the orders with it (runtime/mha_pick.c tile_order_rule): H200 runs 41-45 timed what it counts. */
+double mha_tile_order_load(const Config *c, int order, uint32_t batch, uint32_t heads_q, uint32_t seqlen_q,
+                           uint32_t seqlen_k, uint32_t grid_ctas)
+{
+    uint64_t units = (uint64_t)batch * heads_q, nm = (seqlen_q + (uint64_t)c->bm - 1) / (uint64_t)c->bm;
+    uint64_t tiles = units * nm, fit = plan_l2_kv_rows(c) / (seqlen_k ? seqlen_k : 1);
+    if (!tiles || !grid_ctas || tiles > (1u << 18) || nm > 4096) return 0;
+    if (tiles < grid_ctas) grid_ctas = (uint32_t)tiles; /* the runtime's grid: at most one CTA a tile */
+    fit = (fit ? fit : 1) * (uint64_t)c->group;
+    uint64_t g = order == TILE_HEAD_MAJOR ? (uint64_t)c->group : order == TILE_FIT && fit < units ? (uint64_t)c->group
+                                                                                                : fit;
+    if (g > units) g = units;
+    double cost[4096], *load = calloc(grid_ctas, sizeof *load), total = 0, most = 0;
+    if (!load) return 0;
+    int64_t off = (int64_t)seqlen_k - seqlen_q, nblk = ((int64_t)seqlen_k + c->bn - 1) / c->bn;
+    for (uint64_t q = 0; q < nm; q++) { /* q: the rank; m-block nm - 1 - q */
+        int64_t last = (int64_t)((nm - q) * (uint64_t)c->bm < seqlen_q ? (nm - q) * (uint64_t)c->bm : seqlen_q) - 1;
+        int64_t end = last + off + 1 <= 0 ? 0 : (last + off + 1 + c->bn - 1) / c->bn;
+        cost[q] = (double)(end < nblk ? end : nblk) + 0.5;
+    }
+    int walk = order != TILE_L2_GROUPS, back = 0;
+    uint32_t l = 0; /* tile t's lane in its wave (t in order: groups, then ranks, then the group's heads) */
+    for (uint64_t hb = 0; hb < units; hb += g) {
+        uint64_t gs = units - hb < g ? units - hb : g;
+        for (uint64_t q = 0; q < nm; q++)
+            for (uint64_t h = 0; h < gs; h++) {
+                load[back ? grid_ctas - 1 - l : l] += cost[q];
+                total += cost[q];
+                if (++l == grid_ctas) l = 0, back = walk && !back;
+            }
+    }
+    for (uint32_t i = 0; i < grid_ctas; i++) most = load[i] > most ? load[i] : most;
+    free(load);
+    return total > 0 ? most / (total / grid_ctas) : 0;
 }
 
 /* packed: the (batch, kv head) pairs, the tile's units; %num_tiles counts them. */

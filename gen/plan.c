@@ -186,6 +186,13 @@ int plan_refuse(char *err, size_t n, const char *fmt, ...)
     return -1;
 }
 
+/* Concurrent CTAs should find their K and V in L2: half of an H100's 50 MB (H200 60 MB) for K/V, the rest for the
+ * Q/O streams. */
+uint32_t plan_l2_kv_rows(const Config *c)
+{
+    return (24u << 20) / ((uint32_t)(c->qk_depth + c->ov_depth) * (uint32_t)dtype_bytes[c->dtype]);
+}
+
 int plan_make(const Config *c, Plan *p, char *err, size_t n)
 {
     memset(p, 0, sizeof *p);
@@ -199,9 +206,7 @@ int plan_make(const Config *c, Plan *p, char *err, size_t n)
     p->ctas_per_sm = 1;
     const Family *f = target_family(p->target, p->cfg.kind, err, n);
     if (!f || f->plan(&p->cfg, p, err, n)) return -1;
-    /* Concurrent CTAs should find their K and V in L2: half of an H100's 50 MB
-     * (H200 60 MB) for K/V, the rest for the Q/O streams. */
-    p->l2_kv_rows = (24u << 20) / ((uint32_t)(p->qk + p->ov) * (uint32_t)p->elem_bytes);
+    p->l2_kv_rows = plan_l2_kv_rows(&p->cfg);
     if (p->cfg.kind == KIND_MHA && p->head_major == TILE_FIT)
         plan_note(p, "tile order", "a head's m-blocks consecutive (descending): CTAs side by side share its K/V in "
                   "L2; if all heads' K+V fit 24 MB (%u rows a kv head), all longest m-blocks first; waves alternate",

@@ -525,6 +525,7 @@ static fa4_status finish_config(fa4_ctx *ctx, const fa4_mha_args *a, Config *c, 
     if (launching && (s = rt_check_target(ctx, c->target))) return s;
     RtMhaShape sh;
     shape_of(a, c->target, &sh);
+    sh.sm_count = rt_sm_count(ctx, c->target); /* the tile-order rule counts the persistent grid's CTAs */
     rt_mha_shape_rules(c, &sh);
     return FA4_OK;
 }

@@ -182,6 +182,36 @@ static void short_d256_tile(Config *c, const RtMhaShape *s)
  *     fewer padded keys on short rows (S 256: two 176-key blocks for 256 keys) and a K/V ring small enough for
  *     a second Q slot, so the next tile's Q loads under this one. H200, CUDA graphs, 10 shapes of S 128..2048:
  *     cuDNN / fa4 from 0.64-1.00 to 0.86-1.07, none slower (bench/results/2026-11-28-h200-short-shapes.txt). */
+/* plan note tile order on a persistent sm90a causal kernel over dense K/V: the order the kernel walks depends on
+ * the shape (below), so a bundle needs both (configs.c). */
+int rt_tile_order_open(const Config *c, const RtMhaShape *s)
+{
+    return c->target == TARGET_SM90A && c->kind == KIND_MHA && c->mask == MASK_CAUSAL && c->persistent == 1 &&
+           !c->split && !c->cluster_split && c->occupancy <= 1 && !s->varlen && !s->page_size &&
+           s->seqlen_k <= RT_PERSISTENT_SEQLEN_K;
+}
+
+/* The plan's default walk (TILE_FIT: head-major waves of alternating direction) evens most causal grids but not
+ * all: where a head's m-blocks and the grid's CTAs fall into a pattern no direction evens, the L2 groups' plain
+ * stride leaves the busiest CTA less (counted by mha_tile_order_load, the kernel's own order; H200 run 45: B4 H16
+ * S1792 d128 causal +12.7% with the walk, counted +14.2%). Take head_major=0 when it counts 1% less. Once per call
+ * signature (mha.c's call memo); at most 2^18 tiles (about 0.5 ms). */
+static void tile_order_rule(Config *c, const RtMhaShape *s)
+{
+    if (c->head_major >= 0 || !rt_tile_order_open(c, s) || s->sm_count <= 0 || s->seq_rows_q > UINT32_MAX ||
+        s->seqlen_k <= 0 || s->batch <= 0 || s->heads_q <= 0)
+        return;
+    Config f = *c;
+    char err[256];
+    if (config_fill_defaults(&f, err, sizeof err)) return; /* plan_make reports it */
+    uint32_t grid = (uint32_t)s->sm_count * (uint32_t)(f.occupancy > 1 ? f.occupancy : 1);
+    double walk = mha_tile_order_load(&f, TILE_FIT, (uint32_t)s->batch, (uint32_t)s->heads_q,
+                                      (uint32_t)s->seq_rows_q, (uint32_t)s->seqlen_k, grid);
+    double stride = mha_tile_order_load(&f, TILE_L2_GROUPS, (uint32_t)s->batch, (uint32_t)s->heads_q,
+                                        (uint32_t)s->seq_rows_q, (uint32_t)s->seqlen_k, grid);
+    if (walk > 0 && stride > 0 && stride < 0.99 * walk) c->head_major = 0;
+}
+
 void rt_mha_shape_rules(Config *c, const RtMhaShape *s)
 {
     if (c->target != TARGET_SM90A || s->seqlen_k > RT_PERSISTENT_SEQLEN_K) return;
@@ -193,6 +223,7 @@ void rt_mha_shape_rules(Config *c, const RtMhaShape *s)
     }
     short_d64_tile(c, s);
     short_d256_tile(c, s);
+    tile_order_rule(c, s);
 }
 
 /* ---------------------------------------------------------------- split-KV */

@@ -9,6 +9,7 @@
  * same with real ptxas cubins for a smaller workload built by `fa4gen configs | fa4gen bundle -`. */
 #include <cuda.h>
 #include <dlfcn.h>
+#include <math.h>
 
 #include "fa4.h"
 #include "fa4gen.h"
@@ -413,6 +414,52 @@ static fa4_workload sm90_workload(const int *d, const int *g, int n_g, int seq_m
     return w;
 }
 
+/* plan note tile order: a persistent sm90a causal call takes head_major=0 where the kernel's walk counts a busier CTA
+ * than the L2 groups' stride (mha_tile_order_load; H200 run 45 timed both), the default elsewhere; a causal workload
+ * lists both orders, so either pick is found. */
+static void test_tile_order_rule(void **state)
+{
+    (void)state;
+    fa4_ctx *ctx = jit_off_ctx(90, 132, FA4_TARGET_SM90A);
+    static const struct { Call c; int stride; double walk, l2; } cases[] = {
+        {{128, 1, 16, 4, 1792, 1792, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, 1, 1.48, 1.30}, /* run 45: walk +12.7% */
+        {{128, 1, 16, 4, 896, 896, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, 1, 1.70, 1.51},   /* +11.4% */
+        {{128, 1, 16, 8, 2048, 2048, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, 0, 1.03, 1.17}, /* -12.0% */
+        {{128, 1, 16, 64, 256, 256, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, 0, 1.03, 1.13},  /* -4.6% */
+        {{128, 1, 16, 4, 1792, 1792, L_DENSE, 0, 0, FA4_MASK_NONE}, 0, 0, 0},         /* full: no rule */
+        {{128, 1, 16, 4, 4096, 4096, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, 0, 0, 0},       /* not persistent */
+    };
+    static const int d[] = {128}, g[] = {1};
+    fa4_workload w = sm90_workload(d, g, 1, 2048);
+    w.heads_kv_max = 16;
+    Listed l = {0};
+    enumerate(ctx, &w, &l);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const Call *c = &cases[i].c;
+        fa4_mha_args a = call_args(c);
+        char cfg[512] = "", what[200];
+        say_call(c, what, sizeof what);
+        assert_int_equal(fa4_mha_config(ctx, &a, cfg, sizeof cfg), FA4_OK);
+        if ((strstr(cfg, " head_major=0 ") != NULL) != cases[i].stride) fail_msg("%s: %s", what, cfg);
+        int found = c->sk > 2048;
+        for (int n = 0; n < l.n && !found; n++) found = !strcmp(l.config[n], cfg);
+        if (!found) fail_msg("%s: %s not listed", what, cfg);
+        if (cases[i].walk == 0) continue;
+        Config f;
+        char err[256];
+        config_init(&f);
+        f.kind = KIND_MHA, f.target = TARGET_SM90A, f.dtype = DT_BF16, f.qk_depth = f.ov_depth = 128;
+        f.bm = f.bn = 128, f.mask = MASK_CAUSAL, f.persistent = 1;
+        assert_int_equal(config_fill_defaults(&f, err, sizeof err), 0);
+        double walk = mha_tile_order_load(&f, TILE_FIT, c->b, c->h, c->sq, c->sk, 132);
+        double l2 = mha_tile_order_load(&f, TILE_L2_GROUPS, c->b, c->h, c->sq, c->sk, 132);
+        if (fabs(walk - cases[i].walk) > 0.01 || fabs(l2 - cases[i].l2) > 0.01)
+            fail_msg("%s: counted walk %.3f, L2 groups %.3f; want %.2f, %.2f", what, walk, l2, cases[i].walk,
+                     cases[i].l2);
+    }
+    fa4_destroy(ctx);
+}
+
 /* Short d256 (sm90a, dense): the runtime's bn 48 up to RT_SHORT_D256_Q_ROWS query rows; the walk cuts the query
  * lengths there, so every call of a d256 workload finds its config in the list on both sides of the cut. */
 static void test_short_d256_cut(void **state)
@@ -521,6 +568,7 @@ int main(void)
         cmocka_unit_test(test_replay),           cmocka_unit_test(test_outside_misses),
         cmocka_unit_test(test_compile_from_bundle), cmocka_unit_test(test_short_d256_cut),
         cmocka_unit_test(test_short_d64_occupancy), cmocka_unit_test(test_short_d64_pad),
+        cmocka_unit_test(test_tile_order_rule),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
