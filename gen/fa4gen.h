@@ -442,7 +442,7 @@ int plan_make(const Config *c, Plan *p, char *err, size_t n); /* fills defaults,
 uint32_t plan_l2_kv_rows(const Config *c);
 /* plan note tile order, counted: the busiest CTA's share of a persistent sm90a MHA grid of grid_ctas CTAs over the
  * mean share, for TILE_FIT's alternating walk or TILE_L2_GROUPS' plain stride (order), unpacked causal tiles costing
- * their kv blocks plus half a block. c: defaults filled (bm, bn). 0 when the grid has more than 2^18 tiles. */
+ * their kv blocks plus half a block. c: defaults filled (bm, bn). 0 past 2^18 tiles or 64 m-blocks a head. */
 double mha_tile_order_load(const Config *c, int order, uint32_t batch, uint32_t heads_q, uint32_t seqlen_q,
                            uint32_t seqlen_k, uint32_t grid_ctas);
 /* The tile geometry every planner starts from: bm, bn, depths, element size, swizzle chunks

@@ -369,13 +369,13 @@ double mha_tile_order_load(const Config *c, int order, uint32_t batch, uint32_t 
 {
     uint64_t units = (uint64_t)batch * heads_q, nm = (seqlen_q + (uint64_t)c->bm - 1) / (uint64_t)c->bm;
     uint64_t tiles = units * nm, fit = plan_l2_kv_rows(c) / (seqlen_k ? seqlen_k : 1);
-    if (!tiles || !grid_ctas || tiles > (1u << 18) || nm > 4096) return 0;
+    if (!tiles || !grid_ctas || tiles > (1u << 18) || nm > 64) return 0; /* 64: 4096 rows of 64-row tiles */
     if (tiles < grid_ctas) grid_ctas = (uint32_t)tiles; /* the runtime's grid: at most one CTA a tile */
     fit = (fit ? fit : 1) * (uint64_t)c->group;
     uint64_t g = order == TILE_HEAD_MAJOR ? (uint64_t)c->group : order == TILE_FIT && fit < units ? (uint64_t)c->group
                                                                                                 : fit;
     if (g > units) g = units;
-    double cost[4096], *load = calloc(grid_ctas, sizeof *load), total = 0, most = 0;
+    double cost[64], *load = calloc(grid_ctas, sizeof *load), total = 0, most = 0;
     if (!load) return 0;
     int64_t off = (int64_t)seqlen_k - seqlen_q, nblk = ((int64_t)seqlen_k + c->bn - 1) / c->bn;
     for (uint64_t q = 0; q < nm; q++) { /* q: the rank; m-block nm - 1 - q */
@@ -500,11 +500,11 @@ static void tile_coords(Emit *e, int packed)
     kv_block_range(e, nblk);
 }
 
-/* plan note tile order: with head-major order the waves of %grid_ctas tiles alternate direction -- CTA c takes
- * tile c of even waves and tile grid-1-c of odd ones -- so a CTA that drew a long causal m-block in one wave draws a
- * short one in the next, where a plain stride hands the same CTAs the same m-block of every wave (the tiles of a
- * wave and their order in it are the same either way). %tile_step: the distance to this CTA's next tile, 2 grid - 1
- * - 2c and 2c + 1 in turn. */
+/* plan note tile order: the head-major orders (TILE_HEAD_MAJOR, TILE_FIT) walk waves of %grid_ctas tiles in
+ * alternating direction -- CTA c takes tile c of even waves and tile grid-1-c of odd ones -- so a CTA that drew a long
+ * causal m-block in one wave draws a short one in the next, where a plain stride hands the same CTAs the same m-block
+ * of every wave (the tiles of a wave are the same either way). %tile_step: the distance to this CTA's next tile,
+ * 2 grid - 1 - 2c and 2c + 1 in turn. */
 void mha_tile_first(Emit *e)
 {
     emit(e, "mov.u32 %s, %%ctaid.x;", reg(e, "b32", "tile"));
