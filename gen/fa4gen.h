@@ -445,6 +445,10 @@ uint32_t plan_l2_kv_rows(const Config *c);
  * their kv blocks plus half a block. c: defaults filled (bm, bn). 0 past 2^18 tiles or 64 m-blocks a head. */
 double mha_tile_order_load(const Config *c, int order, uint32_t batch, uint32_t heads_q, uint32_t seqlen_q,
                            uint32_t seqlen_k, uint32_t grid_ctas);
+/* The same for a grid of one CTA a tile in the L2-group order, which the hardware hands out in index order to the
+ * first of `slots` free (the causal kernels without a persistent loop). */
+double mha_tile_dispatch_load(const Config *c, uint32_t batch, uint32_t heads_q, uint32_t seqlen_q, uint32_t seqlen_k,
+                              uint32_t slots);
 /* The tile geometry every planner starts from: bm, bn, depths, element size, swizzle chunks
  * (depths rounded up to whole chunks), stages, and tiles on the 1024-byte swizzle boundary. */
 void plan_geometry(const Config *c, Plan *p);

@@ -361,43 +361,86 @@ static void tile_group(Emit *e, const char *g, const char *units, int packed)
     emit(e, "min.u32 %s, %s, %s;", g, g, units);
 }
 
-/* The kernel's own order (tile_group, tile_coords, mha_tile_first/next), counted on the host: each CTA's tiles, each
- * costing its kv blocks under the causal mask (bottom-right) plus half a block for its prologue and epilogue. The
- * runtime compares the orders with it (runtime/mha_pick.c tile_order_rule): H200 runs 41-45 timed what it counts. */
+/* The kernel's own order (tile_group, tile_coords, mha_tile_first/next), counted on the host: tiles in the order
+ * their indices give, each costing its kv blocks under the causal mask (bottom-right) plus half a block for its
+ * prologue and epilogue. The runtime compares the orders with it (runtime/mha_pick.c): H200 runs 41-47 timed what it
+ * counts. */
+typedef struct {
+    uint64_t units, nm, g;
+    double cost[64]; /* by rank: m-block nm - 1 - rank */
+} TileCount;
+
+static int tile_count(TileCount *t, const Config *c, int order, uint32_t batch, uint32_t heads_q, uint32_t seqlen_q,
+                      uint32_t seqlen_k)
+{
+    t->units = (uint64_t)batch * heads_q, t->nm = (seqlen_q + (uint64_t)c->bm - 1) / (uint64_t)c->bm;
+    if (!t->units || !t->nm || t->units * t->nm > (1u << 18) || t->nm > 64) return -1; /* 64: 4096 rows of 64 */
+    uint64_t fit = plan_l2_kv_rows(c) / (seqlen_k ? seqlen_k : 1);
+    fit = (fit ? fit : 1) * (uint64_t)c->group;
+    t->g = order == TILE_HEAD_MAJOR || (order == TILE_FIT && fit < t->units) ? (uint64_t)c->group : fit;
+    if (t->g > t->units) t->g = t->units;
+    int64_t off = (int64_t)seqlen_k - seqlen_q, nblk = ((int64_t)seqlen_k + c->bn - 1) / c->bn;
+    for (uint64_t q = 0; q < t->nm; q++) {
+        uint64_t rows = (t->nm - q) * (uint64_t)c->bm;
+        int64_t last = (int64_t)(rows < seqlen_q ? rows : seqlen_q) - 1;
+        int64_t end = last + off + 1 <= 0 ? 0 : (last + off + 1 + c->bn - 1) / c->bn;
+        t->cost[q] = (double)(end < nblk ? end : nblk) + 0.5;
+    }
+    return 0;
+}
+
+/* tile i's cost for i in order: groups, then ranks, then the group's heads */
+#define FOR_EACH_TILE(t, x)                                                                                            \
+    for (uint64_t hb_ = 0; hb_ < (t)->units; hb_ += (t)->g)                                                            \
+        for (uint64_t q_ = 0, gs_ = (t)->units - hb_ < (t)->g ? (t)->units - hb_ : (t)->g; q_ < (t)->nm; q_++)         \
+            for (uint64_t h_ = 0; h_ < gs_ && ((x) = (t)->cost[q_], 1); h_++)
+
 double mha_tile_order_load(const Config *c, int order, uint32_t batch, uint32_t heads_q, uint32_t seqlen_q,
                            uint32_t seqlen_k, uint32_t grid_ctas)
 {
-    uint64_t units = (uint64_t)batch * heads_q, nm = (seqlen_q + (uint64_t)c->bm - 1) / (uint64_t)c->bm;
-    uint64_t tiles = units * nm, fit = plan_l2_kv_rows(c) / (seqlen_k ? seqlen_k : 1);
-    if (!tiles || !grid_ctas || tiles > (1u << 18) || nm > 64) return 0; /* 64: 4096 rows of 64-row tiles */
-    if (tiles < grid_ctas) grid_ctas = (uint32_t)tiles; /* the runtime's grid: at most one CTA a tile */
-    fit = (fit ? fit : 1) * (uint64_t)c->group;
-    uint64_t g = order == TILE_HEAD_MAJOR ? (uint64_t)c->group : order == TILE_FIT && fit < units ? (uint64_t)c->group
-                                                                                                : fit;
-    if (g > units) g = units;
-    double cost[64], *load = calloc(grid_ctas, sizeof *load), total = 0, most = 0;
+    TileCount t;
+    if (!grid_ctas || tile_count(&t, c, order, batch, heads_q, seqlen_q, seqlen_k)) return 0;
+    if (t.units * t.nm < grid_ctas) grid_ctas = (uint32_t)(t.units * t.nm); /* the runtime's grid: a CTA a tile at most */
+    double *load = calloc(grid_ctas, sizeof *load), total = 0, most = 0, x;
     if (!load) return 0;
-    int64_t off = (int64_t)seqlen_k - seqlen_q, nblk = ((int64_t)seqlen_k + c->bn - 1) / c->bn;
-    for (uint64_t q = 0; q < nm; q++) { /* q: the rank; m-block nm - 1 - q */
-        int64_t last = (int64_t)((nm - q) * (uint64_t)c->bm < seqlen_q ? (nm - q) * (uint64_t)c->bm : seqlen_q) - 1;
-        int64_t end = last + off + 1 <= 0 ? 0 : (last + off + 1 + c->bn - 1) / c->bn;
-        cost[q] = (double)(end < nblk ? end : nblk) + 0.5;
-    }
     int walk = order != TILE_L2_GROUPS, back = 0;
-    uint32_t l = 0; /* tile t's lane in its wave (t in order: groups, then ranks, then the group's heads) */
-    for (uint64_t hb = 0; hb < units; hb += g) {
-        uint64_t gs = units - hb < g ? units - hb : g;
-        for (uint64_t q = 0; q < nm; q++)
-            for (uint64_t h = 0; h < gs; h++) {
-                load[back ? grid_ctas - 1 - l : l] += cost[q];
-                total += cost[q];
-                if (++l == grid_ctas) l = 0, back = walk && !back;
-            }
+    uint32_t l = 0; /* the tile's lane in its wave */
+    FOR_EACH_TILE(&t, x) {
+        load[back ? grid_ctas - 1 - l : l] += x;
+        total += x;
+        if (++l == grid_ctas) l = 0, back = walk && !back;
     }
     for (uint32_t i = 0; i < grid_ctas; i++) most = load[i] > most ? load[i] : most;
     free(load);
     return total > 0 ? most / (total / grid_ctas) : 0;
 }
+
+double mha_tile_dispatch_load(const Config *c, uint32_t batch, uint32_t heads_q, uint32_t seqlen_q, uint32_t seqlen_k,
+                              uint32_t slots)
+{
+    TileCount t;
+    if (!slots || tile_count(&t, c, TILE_L2_GROUPS, batch, heads_q, seqlen_q, seqlen_k)) return 0;
+    if (t.units * t.nm < slots) slots = (uint32_t)(t.units * t.nm);
+    double *heap = calloc(slots, sizeof *heap), total = 0, most = 0, x; /* the slots' free times, a min-heap */
+    if (!heap) return 0;
+    FOR_EACH_TILE(&t, x) { /* the next tile to the slot free first: its root, then sifted down */
+        double v = heap[0] + x;
+        uint32_t i = 0;
+        for (;;) {
+            uint32_t k = 2 * i + 1;
+            if (k >= slots) break;
+            if (k + 1 < slots && heap[k + 1] < heap[k]) k++;
+            if (heap[k] >= v) break;
+            heap[i] = heap[k], i = k;
+        }
+        heap[i] = v;
+        total += x;
+        most = v > most ? v : most;
+    }
+    free(heap);
+    return total > 0 ? most / (total / slots) : 0;
+}
+#undef FOR_EACH_TILE
 
 /* packed: the (batch, kv head) pairs, the tile's units; %num_tiles counts them. */
 static const char *packed_units(Emit *e)

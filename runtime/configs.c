@@ -324,11 +324,9 @@ static fa4_status record(Walk *wk, const RtMhaShape *s, const RtMhaPick *pk)
     describe(s, ex, sizeof ex);
     int bad = canonical(wk, &pk->main, text, sizeof text);
     if (add_found(bad ? &wk->skips : &wk->configs, bad ? NULL : text, ex, bad ? text : NULL, s->target)) goto oom;
-    if (!bad && rt_tile_order_open(&pk->main, s)) { /* the tile-order rule reads batch and heads: list both orders */
-        Config twin = pk->main;
-        twin.head_major = pk->main.head_major >= 0 ? -1 : 0;
-        if (!canonical(wk, &twin, text, sizeof text) && add_found(&wk->configs, text, ex, NULL, s->target)) goto oom;
-    }
+    Config twins[3]; /* the tile-order rules read batch, heads and lengths: list every grid they may pick */
+    for (int i = 0, n = bad ? 0 : rt_tile_order_twins(&pk->main, s, twins); i < n; i++)
+        if (!canonical(wk, &twins[i], text, sizeof text) && add_found(&wk->configs, text, ex, NULL, s->target)) goto oom;
     if (!bad && pk->combine) {
         if (canonical(wk, &pk->comb, text, sizeof text))
             return rt_fail(wk->ctx, FA4_ERR_INTERNAL, "configs: the combine kernel of '%s' does not plan: %s", ex, text);

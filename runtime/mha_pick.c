@@ -182,40 +182,86 @@ static void short_d256_tile(Config *c, const RtMhaShape *s)
  *     fewer padded keys on short rows (S 256: two 176-key blocks for 256 keys) and a K/V ring small enough for
  *     a second Q slot, so the next tile's Q loads under this one. H200, CUDA graphs, 10 shapes of S 128..2048:
  *     cuDNN / fa4 from 0.64-1.00 to 0.86-1.07, none slower (bench/results/2026-11-28-h200-short-shapes.txt). */
-/* plan note tile order on a persistent sm90a causal kernel over dense K/V: the order the kernel walks depends on
- * the shape (below), so a bundle needs both (configs.c). */
-int rt_tile_order_open(const Config *c, const RtMhaShape *s)
+/* plan note tile order: an sm90a causal call over dense K/V whose grid the rules below choose from the call's
+ * batch, heads and lengths (a short one: the persistent walk or stride; a long one: those or a CTA a tile). */
+static int tile_order_open(const Config *c, const RtMhaShape *s)
 {
-    return c->target == TARGET_SM90A && c->kind == KIND_MHA && c->mask == MASK_CAUSAL && c->persistent == 1 &&
-           !c->split && !c->cluster_split && c->occupancy <= 1 && !s->varlen && !s->page_size &&
-           s->seqlen_k <= RT_PERSISTENT_SEQLEN_K;
+    return c->target == TARGET_SM90A && c->kind == KIND_MHA && c->mask == MASK_CAUSAL && !c->split &&
+           !c->cluster_split && c->occupancy <= 1 && !s->varlen && !s->page_size && s->seqlen_k > 0 &&
+           s->sm_count > 0 && s->batch > 0 && s->heads_q > 0 && s->seq_rows_q <= UINT32_MAX &&
+           s->seqlen_k <= UINT32_MAX;
 }
 
-/* The plan's default walk (TILE_FIT: head-major waves of alternating direction) evens most causal grids but not
- * all: where a head's m-blocks and the grid's CTAs fall into a pattern no direction evens, the L2 groups' plain
- * stride leaves the busiest CTA less (counted by mha_tile_order_load, the kernel's own order; H200 run 45: B4 H16
- * S1792 d128 causal +12.7% with the walk, counted +14.2%). Take head_major=0 when it counts 1% less. Once per call
- * signature (mha.c's call memo); at most 2^18 tiles (about 0.5 ms). */
-static void tile_order_rule(Config *c, const RtMhaShape *s)
+int rt_tile_order_twins(const Config *c, const RtMhaShape *s, Config twins[3])
 {
-    if (c->head_major >= 0 || !rt_tile_order_open(c, s) || s->sm_count <= 0 || s->seq_rows_q > UINT32_MAX ||
-        s->seqlen_k <= 0 || s->batch <= 0 || s->heads_q <= 0)
-        return;
+    if (!tile_order_open(c, s)) return 0;
+    static const int forms[3][2] = {{1, -1}, {1, 0}, {-1, -1}}; /* persistent, head_major */
+    int n = 0, forms_n = s->seqlen_k <= RT_PERSISTENT_SEQLEN_K ? 2 : 3;
+    if (s->seqlen_k <= RT_PERSISTENT_SEQLEN_K && c->persistent != 1) return 0;
+    for (int i = 0; i < forms_n; i++)
+        if (c->persistent != forms[i][0] || c->head_major != forms[i][1]) {
+            twins[n] = *c;
+            twins[n].persistent = forms[i][0], twins[n++].head_major = forms[i][1];
+        }
+    return n;
+}
+
+/* The grid's busiest CTA over the mean (gen/kernel.c mha_tile_order_load, mha_tile_dispatch_load: the kernel's own
+ * order, counted), for the persistent walk (TILE_FIT), the persistent stride (TILE_L2_GROUPS) and, where asked, a
+ * CTA a tile handed out by the hardware; 0 where not counted. */
+typedef struct { double walk, stride, dispatch; } TileLoads;
+
+static int tile_loads(const Config *c, const RtMhaShape *s, int dispatch, TileLoads *t)
+{
     Config f = *c;
     char err[256];
-    if (config_fill_defaults(&f, err, sizeof err)) return; /* plan_make reports it */
-    uint32_t grid = (uint32_t)s->sm_count * (uint32_t)(f.occupancy > 1 ? f.occupancy : 1);
-    double walk = mha_tile_order_load(&f, TILE_FIT, (uint32_t)s->batch, (uint32_t)s->heads_q,
-                                      (uint32_t)s->seq_rows_q, (uint32_t)s->seqlen_k, grid);
-    double stride = mha_tile_order_load(&f, TILE_L2_GROUPS, (uint32_t)s->batch, (uint32_t)s->heads_q,
-                                        (uint32_t)s->seq_rows_q, (uint32_t)s->seqlen_k, grid);
-    if (walk > 0 && stride > 0 && stride < 0.99 * walk) c->head_major = 0;
+    f.persistent = 1;
+    if (config_fill_defaults(&f, err, sizeof err)) return -1; /* plan_make reports it */
+    uint32_t b = (uint32_t)s->batch, h = (uint32_t)s->heads_q, sq = (uint32_t)s->seq_rows_q, sk = (uint32_t)s->seqlen_k;
+    uint32_t sms = (uint32_t)s->sm_count;
+    t->walk = mha_tile_order_load(&f, TILE_FIT, b, h, sq, sk, sms);
+    t->stride = mha_tile_order_load(&f, TILE_L2_GROUPS, b, h, sq, sk, sms);
+    t->dispatch = dispatch ? mha_tile_dispatch_load(&f, b, h, sq, sk, sms) : 0;
+    return t->walk > 0 && t->stride > 0 && (!dispatch || t->dispatch > 0) ? 0 : -1;
+}
+
+/* Short causal sequences run persistent (rt_mha_shape_rules); the plan's default walk (TILE_FIT: head-major waves of
+ * alternating direction) evens most of their grids but not all: where a head's m-blocks and the grid's CTAs fall
+ * into a pattern no direction evens, the L2 groups' plain stride leaves the busiest CTA less (H200 run 45: B4 H16
+ * S1792 d128 causal +12.7% with the walk, counted +14.2%). Take head_major=0 when it counts 1% less. */
+static void short_tile_order(Config *c, const RtMhaShape *s)
+{
+    TileLoads t;
+    if (c->head_major >= 0 || c->persistent != 1 || !tile_order_open(c, s) || tile_loads(c, s, 0, &t)) return;
+    if (t.stride < 0.99 * t.walk) c->head_major = 0;
+}
+
+/* Long causal sequences run a CTA a tile, which the hardware balances (longest m-blocks first), unless a persistent
+ * grid counts 1% less for its busiest CTA: the walk evens d256's few long tiles better (H200 run 47: B2 H16 S4096
+ * d256 causal 1.111 -> 1.222 x cuDNN, counted 1.154 -> 1.031), and loses where the waves fall badly (d64 S8192 with
+ * 192-row tiles: 1.154 -> 0.984, counted 1.024 -> 1.293; GQA 32/8 S8192 1.129 -> 0.790, counted 1.001 -> 1.499). */
+static void long_tile_order(Config *c, const RtMhaShape *s)
+{
+    TileLoads t;
+    if (c->persistent >= 0 || c->head_major >= 0 || s->seqlen_k <= RT_PERSISTENT_SEQLEN_K || !tile_order_open(c, s))
+        return;
+    /* two waves of 128-row tiles at least: a smaller grid is the split rules' to fill, and a CTA a tile there */
+    if ((uint64_t)s->batch * (uint64_t)s->heads_q * ((s->seq_rows_q + 127) / 128) < 2 * (uint64_t)s->sm_count ||
+        tile_loads(c, s, 1, &t))
+        return;
+    double best = t.walk < t.stride ? t.walk : t.stride;
+    if (best >= 0.99 * t.dispatch) return;
+    c->persistent = 1;
+    if (t.stride < t.walk) c->head_major = 0;
 }
 
 void rt_mha_shape_rules(Config *c, const RtMhaShape *s)
 {
-    if (c->target != TARGET_SM90A || s->seqlen_k > RT_PERSISTENT_SEQLEN_K) return;
-    if (c->cluster_split || decode_shape(c, s)) return;
+    if (c->target != TARGET_SM90A || c->cluster_split || decode_shape(c, s)) return;
+    if (s->seqlen_k > RT_PERSISTENT_SEQLEN_K) {
+        long_tile_order(c, s);
+        return;
+    }
     if (c->mask == MASK_CAUSAL) {
         if (c->persistent < 0) c->persistent = 1; /* with 2 stages the plan double-buffers Q too */
     } else if (c->mask == MASK_NONE && c->qk_depth == 128 && c->ov_depth == 128 && c->dtype != DT_E4M3 && !c->bn) {
@@ -223,7 +269,7 @@ void rt_mha_shape_rules(Config *c, const RtMhaShape *s)
     }
     short_d64_tile(c, s);
     short_d256_tile(c, s);
-    tile_order_rule(c, s);
+    short_tile_order(c, s);
 }
 
 /* ---------------------------------------------------------------- split-KV */

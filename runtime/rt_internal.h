@@ -424,8 +424,10 @@ int rt_sm_count(fa4_ctx *ctx, TargetId t);
 fa4_status rt_mha_base_config(fa4_ctx *ctx, const RtMhaShape *s, Config *c);
 /* The words the shape decides (persistent for short causal sm90a); c->target must be final. */
 void rt_mha_shape_rules(Config *c, const RtMhaShape *s);
-/* 1 where rt_mha_shape_rules may set head_major=0 for some batch, heads and lengths of the call's class */
-int rt_tile_order_open(const Config *c, const RtMhaShape *s);
+/* The configs other than c (at most 3) that rt_mha_shape_rules may pick, by batch, heads and lengths, for calls of
+ * the class of s (sm90a causal over dense K/V: the persistent walk or stride, or a CTA a tile): fa4_mha_configs_for
+ * lists them beside c. 0 for other calls. */
+int rt_tile_order_twins(const Config *c, const RtMhaShape *s, Config twins[3]);
 /* The split count and whether the split kernel runs (*path); may set c's cluster and decode tile. */
 fa4_status rt_mha_splits(fa4_ctx *ctx, const RtMhaShape *s, Config *c, int assume_ws, int *splits, int *path);
 /* split=1 (and early=1 for kv_early where the kernel has it) on the split path. */
