@@ -392,6 +392,10 @@ static int build_cases(Case *out, int max, int quick)
         {64, 1, -1, -1, 64, 16, 16, 256, 256, 0, FA4_MASK_CAUSAL, 0, 0, 0, 0},
         {64, 0, -1, -1, 256, 16, 16, 64, 64, 0, FA4_MASK_NONE, 0, 0, 0, 0},
         {128, 1, -1, -1, 32, 8, 8, 512, 256, 0, FA4_MASK_CAUSAL, 0, 0, 0, 0},
+        /* long causal grids the tile-order rule runs persistent (the walk: d256 S4096, H200 run 47) or may (GQA,
+         * ragged, fp16): several waves of unequal tiles a CTA */
+        {256, 1, -1, -1, 2, 16, 16, 4096, 4096, 0, FA4_MASK_CAUSAL, 0, 0, 0, 0},
+        {128, 0, -1, -1, 2, 16, 4, 3000, 3100, 0, FA4_MASK_CAUSAL, 0, 0, 0, 0},
     };
     for (size_t i = 0; i < sizeof extra / sizeof extra[0] && n < max; i++) out[n++] = extra[i];
     /* issue 10: each sink form and each mod, causal and none, over three shapes (GQA, ragged tails, d 64..256);
