@@ -374,7 +374,8 @@ static int tile_count(TileCount *t, const Config *c, int order, uint32_t batch, 
                       uint32_t seqlen_k)
 {
     t->units = (uint64_t)batch * heads_q, t->nm = (seqlen_q + (uint64_t)c->bm - 1) / (uint64_t)c->bm;
-    if (!t->units || !t->nm || t->units * t->nm > (1u << 18) || t->nm > 64) return -1; /* 64: 4096 rows of 64 */
+    /* at most 64 m-blocks (4096 rows of 64) and 2^18 tiles: nm first, so the product cannot wrap */
+    if (!t->units || !t->nm || t->nm > 64 || t->units > (1u << 18) || t->units * t->nm > (1u << 18)) return -1;
     uint64_t fit = plan_l2_kv_rows(c) / (seqlen_k ? seqlen_k : 1);
     fit = (fit ? fit : 1) * (uint64_t)c->group;
     t->g = order == TILE_HEAD_MAJOR || (order == TILE_FIT && fit < t->units) ? (uint64_t)c->group : fit;
