@@ -466,6 +466,7 @@ static void test_tile_order_rule(void **state)
             fail_msg("%s: counted walk %.3f, L2 groups %.3f; want %.2f, %.2f", what, walk, l2, cases[i].walk,
                      cases[i].l2);
     }
+    for (int i = 0; i < 3; i++) listed_free(&l[i]);
     fa4_destroy(ctx);
 }
 
