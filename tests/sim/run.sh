@@ -108,7 +108,7 @@ seeded() {
         $B/sim/sim_mha --quiet --no-skip --seed $seed --cases "$(lst split100)" ;;
     2) step "sm100a cases, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=100 \
         $B/sim/sim_mha --quiet --no-skip --cases "$(lst cases_sm100)" ;;
-    3) step "sm90a cases vs H100, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=90 \
+    3) step "sm90a cases vs a Hopper GPU, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=90 \
         $B/sim/sim_mha --quiet --no-skip --cases "$work/cases_sm90.txt" --compare "$work/anchor" ;;
     4) step "sm90a sinks + score_mod, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=90 \
         $B/sim/sim_mha --quiet --no-skip --cases "$work/cases_mods_sm90.txt" ;;
