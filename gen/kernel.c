@@ -476,7 +476,8 @@ static void tile_coords(Emit *e, int packed)
         emit(e, "rem.u32 %s, %%tile, %%num_splits;", reg(e, "b32", "split"));
         emit(e, "div.u32 %s, %%tile, %%num_splits;", tile);
     }
-    if (packed) units = packed_units(e);
+    if (packed) /* a walking CTA counted its units once, in mha_tile_first */
+        units = p->tile_walk ? "%hkv_batch" : packed_units(e);
     emit_note(e, "tile -> (head group, m-block, head): a group holds as many (batch, head) pairs as keep their");
     emit_note(e, "K and V in L2 (plan: %u K+V rows per kv head); m-blocks descend, longest causal rows first",
               p->l2_kv_rows);

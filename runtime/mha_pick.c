@@ -172,16 +172,6 @@ static void short_d256_tile(Config *c, const RtMhaShape *s)
     c->bn = RT_SHORT_D256_BN;
 }
 
-/* The part of the tuning table that depends on the shape, not only on the config (the plan's defaults cover
- * depth, dtype and mask); the rules hold for the rules' seqlen_k <= RT_PERSISTENT_SEQLEN_K, outside decode
- * shapes (they run split, or take the decode tile) and fill only what args->config left unset (the third,
- * short d64 tiles, is short_d64_tile above, and the fourth, short d256 blocks, short_d256_tile):
- *   - causal runs persistent (H100, bench/NOTES.md): short causal tiles have a few KV blocks, and the
- *     persistent loop loads the next tile's Q and K/V under this tile's epilogue;
- *   - full (no mask) d128, 16-bit: bn 128 instead of the plan's 176 (bench/NOTES.md "short sequences"):
- *     fewer padded keys on short rows (S 256: two 176-key blocks for 256 keys) and a K/V ring small enough for
- *     a second Q slot, so the next tile's Q loads under this one. H200, CUDA graphs, 10 shapes of S 128..2048:
- *     cuDNN / fa4 from 0.64-1.00 to 0.86-1.07, none slower (bench/results/2026-11-28-h200-short-shapes.txt). */
 /* plan note tile order: an sm90a causal call over dense K/V whose grid the rules below choose from the call's
  * batch, heads and lengths (a short one: the persistent walk or stride; a long one: those or a CTA a tile). */
 static int tile_order_open(const Config *c, const RtMhaShape *s)
@@ -255,6 +245,17 @@ static void long_tile_order(Config *c, const RtMhaShape *s)
     if (t.stride < t.walk) c->head_major = 0;
 }
 
+/* The part of the tuning table that depends on the shape, not only on the config (the plan's defaults cover
+ * depth, dtype and mask); the rules hold for the rules' seqlen_k <= RT_PERSISTENT_SEQLEN_K, outside decode
+ * shapes (they run split, or take the decode tile) and fill only what args->config left unset (the third,
+ * short d64 tiles, is short_d64_tile above, the fourth, short d256 blocks, short_d256_tile, and the fifth, the
+ * causal grid's tile order, short_tile_order; over longer keys only long_tile_order applies):
+ *   - causal runs persistent (H100, bench/NOTES.md): short causal tiles have a few KV blocks, and the
+ *     persistent loop loads the next tile's Q and K/V under this tile's epilogue;
+ *   - full (no mask) d128, 16-bit: bn 128 instead of the plan's 176 (bench/NOTES.md "short sequences"):
+ *     fewer padded keys on short rows (S 256: two 176-key blocks for 256 keys) and a K/V ring small enough for
+ *     a second Q slot, so the next tile's Q loads under this one. H200, CUDA graphs, 10 shapes of S 128..2048:
+ *     cuDNN / fa4 from 0.64-1.00 to 0.86-1.07, none slower (bench/results/2026-11-28-h200-short-shapes.txt). */
 void rt_mha_shape_rules(Config *c, const RtMhaShape *s)
 {
     if (c->target != TARGET_SM90A || c->cluster_split || decode_shape(c, s)) return;
