@@ -466,6 +466,17 @@ static void test_tile_order_rule(void **state)
             fail_msg("%s: counted walk %.3f, L2 groups %.3f; want %.2f, %.2f", what, walk, l2, cases[i].walk,
                      cases[i].l2);
     }
+    /* a grid past the count's bounds is not counted: 4294901761 x 67109888 heads x 64 m-blocks wraps 2^64 to
+     * 65536 tiles, which a product checked alone would let through into a 2^58-unit loop */
+    Config f;
+    char err[256];
+    config_init(&f);
+    f.kind = KIND_MHA, f.target = TARGET_SM90A, f.dtype = DT_BF16, f.qk_depth = f.ov_depth = 128;
+    f.bm = f.bn = 128, f.mask = MASK_CAUSAL, f.persistent = 1;
+    assert_int_equal(config_fill_defaults(&f, err, sizeof err), 0);
+    assert_true(mha_tile_order_load(&f, TILE_FIT, 4294901761u, 67109888u, 8192, 8192, 132) == 0);
+    assert_true(mha_tile_dispatch_load(&f, 4294901761u, 67109888u, 8192, 8192, 132) == 0);
+    assert_true(mha_tile_order_load(&f, TILE_FIT, 1, 16, 128 * 65, 8192, 132) == 0); /* 65 m-blocks a head */
     for (int i = 0; i < 3; i++) listed_free(&l[i]);
     fa4_destroy(ctx);
 }
