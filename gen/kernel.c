@@ -373,6 +373,7 @@ typedef struct {
 static int tile_count(TileCount *t, const Config *c, int order, uint32_t batch, uint32_t heads_q, uint32_t seqlen_q,
                       uint32_t seqlen_k)
 {
+    if (!c->bm || !c->bn || !c->group) return -1; /* defaults not filled: no geometry to count */
     t->units = (uint64_t)batch * heads_q, t->nm = (seqlen_q + (uint64_t)c->bm - 1) / (uint64_t)c->bm;
     /* at most 64 m-blocks (4096 rows of 64) and 2^18 tiles: nm first, so the product cannot wrap */
     if (!t->units || !t->nm || t->nm > 64 || t->units > (1u << 18) || t->units * t->nm > (1u << 18)) return -1;
