@@ -19,7 +19,8 @@ kernels; the sign is then checked against that run (the recorded change is print
 a case timed in several rounds gives the median of the per-round changes, and a pair is judged only when that median
 is over 3% and every round's change has its sign ("noisy" otherwise: the GPU measured no change it repeats).
 Needs build/sim/libcuda.so.1 and build/sim/timecase; no GPU. TIMING_AB_SAMPLES=N: clusters simulated per launch
-(default 2; 8 gave the same 11 of 15 signs on run 44's list, in four times the time).
+(default 8, about 20 minutes for the list on 2 cores; the persistent grids' CTAs each walk their own tiles, and 2
+samples misjudge their spread).
 """
 import argparse
 import json
@@ -56,7 +57,7 @@ def predict(case, table):
         f.flush()
         env = dict(os.environ, FA4GEN_COMPILER="driver-ptx", FA4GEN_CACHE_DIR=cache, FA4SIM_CC="90",
                    LD_LIBRARY_PATH=os.path.join(ROOT, "build", "sim"), FA4SIM_TIMING=os.path.abspath(table),
-                   FA4SIM_TIMING_SAMPLES=os.environ.get("TIMING_AB_SAMPLES", "2"))
+                   FA4SIM_TIMING_SAMPLES=os.environ.get("TIMING_AB_SAMPLES", "8"))
         r = subprocess.run([os.path.join(ROOT, "build", "sim", "timecase"), "--cases", f.name], env=env,
                            capture_output=True, text=True, timeout=600)
     m = re.search(r"^PRED .* us=([0-9.]+)", r.stdout, re.M)

@@ -281,16 +281,17 @@ static int field(const char *line, const char *key, char *v, size_t cap, int who
 /* One launch's lines of the prediction from its fa4sim-timing line. */
 static void print_launch(FILE *out, const char *line)
 {
-    char name[96] = "?", f[10][64] = {{0}};
+    char name[96] = "?", f[11][64] = {{0}};
     static const char *const keys[] = {"grid", "cluster", "block", "smem", "predicted_us", "waves", "occupancy", "tflops",
-                                       "bottleneck", "hbm_us"};
+                                       "bottleneck", "hbm_us", "dram_us"};
     sscanf(line, "fa4sim-timing: %95s", name);
-    for (int i = 0; i < 10; i++)
+    for (int i = 0; i < 11; i++)
         if (field(line, keys[i], f[i], sizeof f[i], 0)) snprintf(f[i], sizeof f[i], "?");
     const char *util = strstr(line, " util: "), *sens = strstr(line, " sens:");
     fprintf(out, "  launch      %s grid=%s cluster=%s block=%s smem=%s waves=%s occupancy=%s\n", name, f[0], f[1], f[2],
             f[3], f[5], f[6]);
-    fprintf(out, "  time        %s us (tensor core %s TFLOP/s issued; HBM bound %s us)\n", f[4], f[7], f[9]);
+    fprintf(out, "  time        %s us (tensor core %s TFLOP/s issued; HBM bound %s us; makespan under the shared DRAM %s us)\n",
+            f[4], f[7], f[9], f[10]);
     fprintf(out, "  bottleneck  %s\n", f[8]);
     if (util) {
         size_t k = sens ? (size_t)(sens - util - 7) : strcspn(util + 7, "\n");
@@ -409,7 +410,7 @@ static void json_units(FILE *out, const char *s, const char *end, const char *pr
 /* One launch's object from its fa4sim-timing line. */
 static void json_launch(FILE *out, const char *line)
 {
-    static const char *const keys[] = {"block", "smem", "waves", "occupancy", "predicted_us", "tflops", "hbm_us", "l2_us"};
+    static const char *const keys[] = {"block", "smem", "waves", "occupancy", "predicted_us", "tflops", "hbm_us", "l2_us", "dram_us"};
     char name[96] = "?", v[64];
     unsigned g[3] = {0, 0, 0};
     sscanf(line, "fa4sim-timing: %95s", name);

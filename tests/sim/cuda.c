@@ -582,11 +582,12 @@ static int timed_launch(SimLaunch *l, char **report)
     int n = snprintf(timing_line, sizeof timing_line,
                      "fa4sim-timing: %s gpu=%s grid=%ux%ux%u cluster=%u block=%u smem=%u predicted_us=%.2f "
                      "cycles=%.0f window_cycles=%.0f clusters=%d simulated=%d waves=%d occupancy=%d tflops=%.1f "
-                     "hbm_us=%.2f l2_us=%.2f bottleneck=%s util:", l->entry->name, timing_gpu.name, l->grid[0],
+                     "hbm_us=%.2f l2_us=%.2f dram_us=%.2f bottleneck=%s util:", l->entry->name, timing_gpu.name, l->grid[0],
                      l->grid[1], l->grid[2], l->cluster[0] * l->cluster[1] * l->cluster[2], l->block[0], l->dyn_smem,
                      out.us, out.cycles, out.window_cycles, out.clusters, out.simulated, out.waves, out.occupancy,
                      out.tflops, out.hbm_cycles / (timing_gpu.v[K_CLOCK_GHZ] * 1e3),
-                     out.l2_cycles / (timing_gpu.v[K_CLOCK_GHZ] * 1e3), out.bottleneck);
+                     out.l2_cycles / (timing_gpu.v[K_CLOCK_GHZ] * 1e3),
+                     out.dram_cycles / (timing_gpu.v[K_CLOCK_GHZ] * 1e3), out.bottleneck);
     if (out.prefetch_mb > 0 && n > 0 && (size_t)n < sizeof timing_line) /* (only then: other lines stay as they were) */
         n += snprintf(timing_line + n, sizeof timing_line - (size_t)n, " l2_prefetch_mb=%.1f head_us=%.2f",
                       out.prefetch_mb, out.head_us);

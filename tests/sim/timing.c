@@ -854,53 +854,123 @@ static int occupancy(const SimLaunch *l, const TimingGpu *g)
     return occ < 1 ? 1 : occ;
 }
 
-typedef struct Sample { unsigned x; double cycles; } Sample;
+/* A simulated cluster: its x index, its clocks and the bytes its loads moved (its share of the DRAM traffic). */
+typedef struct Sample { unsigned x; double cycles, bytes; } Sample;
 
-static double interp(const Sample *sm, int n, unsigned x)
+/* The value at x interpolated between the samples: their clocks (bytes = 0) or their loaded bytes (1). */
+static double interp_of(const Sample *sm, int n, unsigned x, int bytes)
 {
-    if (n == 1 || x <= sm[0].x) return sm[0].cycles;
+#define SAMPLE_V(i) (bytes ? sm[i].bytes : sm[i].cycles)
+    if (n == 1 || x <= sm[0].x) return SAMPLE_V(0);
     for (int i = 1; i < n; i++)
         if (x <= sm[i].x) {
             double f = (double)(x - sm[i - 1].x) / (double)(sm[i].x - sm[i - 1].x);
-            return sm[i - 1].cycles + f * (sm[i].cycles - sm[i - 1].cycles);
+            return SAMPLE_V(i - 1) + f * (SAMPLE_V(i) - SAMPLE_V(i - 1));
         }
-    return sm[n - 1].cycles;
+    return SAMPLE_V(n - 1);
+#undef SAMPLE_V
 }
 
-static int cmp_double(const void *a, const void *b)
+static double interp(const Sample *sm, int n, unsigned x) { return interp_of(sm, n, x, 0); }
+
+/* The last cluster differs from the first by more than 10% in clocks or loaded bytes (a persistent grid whose CTAs
+ * run 16 or 15 tiles is not ragged: the line between them is the mean). */
+static int ragged(const Sample *first, const Sample *last)
 {
-    double x = *(const double *)a, y = *(const double *)b;
+    return fabs(last->cycles - first->cycles) > 0.1 * first->cycles || fabs(last->bytes - first->bytes) > 0.1 * first->bytes;
+}
+
+/* A place a cluster runs on: the clocks and loaded bytes of the clusters it ran in turn. */
+typedef struct Slot { double cycles, bytes; } Slot;
+
+static int cmp_slot(const void *a, const void *b)
+{
+    double x = ((const Slot *)a)->cycles, y = ((const Slot *)b)->cycles;
     return x < y ? -1 : x > y;
 }
 
-/* List scheduling of the grid's clusters in launch order (x fastest) on `slots` places: the makespan.
- * The time of a cluster is interpolated from the samples by its x index. */
-static double makespan(const unsigned nc[3], int slots, const Sample *sm, int n, int *waves)
+/* List scheduling of the grid's clusters in launch order (x fastest) on `slots` places: the makespan, and in
+ * slot[] what each place ran. A cluster's clocks and bytes are interpolated from the samples by its x index. */
+static double makespan(const unsigned nc[3], int slots, const Sample *sm, int n, Slot *slot, int *waves)
 {
     uint64_t total = (uint64_t)nc[0] * nc[1] * nc[2];
     if (slots < 1) slots = 1;
+    double m = 0;
     if (total <= (uint64_t)slots) {
-        double m = 0;
-        for (unsigned x = 0; x < nc[0]; x++) m = fmax(m, interp(sm, n, x));
+        for (uint64_t i = 0; i < total; i++) {
+            unsigned x = (unsigned)(i % nc[0]);
+            slot[i].cycles = interp(sm, n, x), slot[i].bytes = interp_of(sm, n, x, 1);
+            m = fmax(m, slot[i].cycles);
+        }
         *waves = 1;
         return m;
     }
     /* a min-heap of slot free times would be exact; the grid sizes here (<= 1e6) allow a sorted sweep
      * in rounds: each round every slot takes the next cluster (equal-time clusters keep the order) */
-    double *fin = calloc((size_t)slots, sizeof *fin);
-    if (!fin) return 0;
     uint64_t i = 0;
     int rounds = 0;
     while (i < total) {
-        qsort(fin, (size_t)slots, sizeof *fin, cmp_double);
-        for (int k = 0; k < slots && i < total; k++, i++) fin[k] += interp(sm, n, (unsigned)(i % nc[0]));
+        qsort(slot, (size_t)slots, sizeof *slot, cmp_slot);
+        for (int k = 0; k < slots && i < total; k++, i++) {
+            unsigned x = (unsigned)(i % nc[0]);
+            slot[k].cycles += interp(sm, n, x), slot[k].bytes += interp_of(sm, n, x, 1);
+        }
         rounds++;
     }
-    double m = 0;
-    for (int k = 0; k < slots; k++) m = fmax(m, fin[k]);
-    free(fin);
+    for (int k = 0; k < slots; k++) m = fmax(m, slot[k].cycles);
     *waves = rounds;
     return m;
+}
+
+static int cmp_rate(const void *a, const void *b)
+{
+    double x = ((const double *)a)[0], y = ((const double *)b)[0];
+    return x < y ? -1 : x > y;
+}
+
+/* The DRAM shared by the places: each place's share of the launch's DRAM bytes is its share of the loaded bytes;
+ * it draws them no faster than its own clocks allow (bytes / clocks, the rate it had with the L2 alone) and the
+ * places still running split `dram_cycles`' rate evenly, what one cannot take going to the others (max-min fair
+ * sharing). The launch ends when the last place has its bytes: at least the busiest place's clocks and the DRAM
+ * bound, and more where the bound holds while the places' loads are uneven -- then the busy places' tail gets
+ * the bandwidth the idle ones left, but only up to their own rate. */
+static double dram_shared(const Slot *slot, int n, double dram_cycles)
+{
+    double sum_b = 0, span = 0;
+    for (int k = 0; k < n; k++) sum_b += slot[k].bytes, span = fmax(span, slot[k].cycles);
+    if (!(sum_b > 0) || !(dram_cycles > 0)) return fmax(span, dram_cycles);
+    double (*p)[3] = calloc((size_t)n, sizeof *p); /* per place: its rate wanted, bytes left (of 1), and live flag */
+    if (!p) return fmax(span, dram_cycles);
+    int live = 0;
+    double t = 0, cap = 1.0 / dram_cycles;
+    for (int k = 0; k < n; k++) {
+        double share = slot[k].bytes / sum_b;
+        if (share > 0 && slot[k].cycles > 0) p[live][0] = share / slot[k].cycles, p[live][1] = share, p[live][2] = 1, live++;
+        else t = fmax(t, slot[k].cycles); /* a place without loads: its own clocks */
+    }
+    qsort(p, (size_t)live, sizeof *p, cmp_rate); /* by rate wanted: the water-filling order */
+    double now = 0;
+    for (int left = live; left > 0;) {
+        double rest = cap, dt = INFINITY;
+        int count = left;
+        for (int k = 0; k < live; k++) {
+            if (!p[k][2]) continue;
+            double r = fmin(p[k][0], rest / count);
+            rest -= r, count--;
+            dt = fmin(dt, p[k][1] / r);
+        }
+        rest = cap, count = left;
+        for (int k = 0; k < live; k++) {
+            if (!p[k][2]) continue;
+            double r = fmin(p[k][0], rest / count);
+            rest -= r, count--;
+            p[k][1] -= r * dt;
+            if (p[k][1] <= 1e-12) p[k][1] = 0, p[k][2] = 0, left--;
+        }
+        now += dt;
+    }
+    free(p);
+    return fmax(t, now);
 }
 
 static const char *const tp_names[TP_COUNT] = {"issue", "fma", "alu", "mufu", "cvt", "shfl", "smem", "gmem", "tc", "tma", "tmem"};
@@ -918,23 +988,36 @@ int timing_run_launch(const SimLaunch *l, char **report)
     int sms = (int)g->v[K_SMS];
     int slots = sms / csize * occ;
     int active = (int)((uint64_t)csize * total < (uint64_t)sms ? (uint64_t)csize * total : (uint64_t)sms);
-    /* the clusters to simulate: up to `samples` distinct x indices at y = z = 0, evenly spread */
+    /* the clusters to simulate: up to `samples` distinct x indices at y = z = 0, evenly spread, then the last one's
+     * neighbour where the last is ragged (its clocks or loaded bytes more than 10% off the first's: a short split, a
+     * partial tile) -- without it the line drawn to the last spreads its shortness over the clusters between */
     int want = tl->samples > 0 ? tl->samples : 4;
     if ((unsigned)want > nc[0]) want = (int)nc[0];
+    if (want > 63) want = 63;
+    unsigned xs[64];
+    int nx = 0;
+    for (int k = 0; k < want; k++) {
+        unsigned x = want == 1 ? 0 : (unsigned)((double)k * (nc[0] - 1) / (want - 1) + 0.5);
+        if (!nx || xs[nx - 1] != x) xs[nx++] = x;
+    }
     Sample sm[64];
     int n = 0;
-    if (want > 64) want = 64;
     memset(out, 0, sizeof *out);
     double l2_bw_sm = fmin(g->v[K_L2_SM_BW], g->v[K_L2_BW] / (active > 0 ? active : 1));
     double cpa_bw_sm = fmin(g->v[K_CPA_SM_BW], g->v[K_CPA_BW] / (active > 0 ? active : 1));
     TimingBytes moved = {0, 0, 0};
-    for (int k = 0; k < want; k++) {
-        unsigned x = want == 1 ? 0 : (unsigned)((double)k * (nc[0] - 1) / (want - 1) + 0.5);
-        if (n && sm[n - 1].x == x) continue;
+    for (int k = 0; k <= nx; k++) {
+        unsigned x;
+        if (k < nx) x = xs[k];
+        else if (n >= 2 && sm[n - 2].x != nc[0] - 2 && ragged(&sm[0], &sm[n - 1])) x = nc[0] - 2;
+        else break;
         double cyc = 0, busy[TP_COUNT] = {0}, flops = 0;
+        uint64_t loaded = moved.loaded;
         int st = sim_run_cluster_timed(l, x, 0, 0, l2_bw_sm, cpa_bw_sm, report, &cyc, busy, &flops, &moved);
         if (st) return st;
-        sm[n].x = x, sm[n].cycles = cyc;
+        Sample now = {x, cyc, (double)(moved.loaded - loaded)};
+        if (k < nx) sm[n] = now;
+        else sm[n] = sm[n - 1], sm[n - 1] = now; /* x order: the neighbour before the last */
         n++;
         for (int u = 0; u < TP_COUNT; u++) out->busy[u] += busy[u];
         out->tc_flops += flops;
@@ -952,7 +1035,12 @@ int timing_run_launch(const SimLaunch *l, char **report)
         for (int i = 0; i < n; i++) sm[i].cycles = fmax(sm[i].cycles, occ * worst * sm[i].cycles / (sum_cyc / n));
     }
     int waves = 1;
-    double span = makespan(nc, slots, sm, n, &waves);
+    Slot *slot = calloc((size_t)(slots > 0 ? slots : 1), sizeof *slot);
+    if (!slot) {
+        if (report) *report = strdup("out of memory\n");
+        return SIM_FAULT;
+    }
+    double span = makespan(nc, slots, sm, n, slot, &waves);
     /* the grid's memory bounds: unique bytes from DRAM, the window's loads scaled over L2. Bytes the grid prefetches
      * into L2 (then loads) come from DRAM at pf_gbs, not hbm_gbs; those prefetched before griddepcontrol.wait start
      * before the wait's release and the first loads' DRAM latency, taking up to pf_head_us off (mb_pdl on an H200:
@@ -965,7 +1053,12 @@ int timing_run_launch(const SimLaunch *l, char **report)
     out->hbm_cycles = (hbm_s - out->head_us * 1e-6) * hz;
     out->l2_cycles = (double)moved.loaded * per / g->v[K_L2_BW];
     out->prefetch_mb = pf / 1e6;
-    double cyc = fmax(span, fmax(out->hbm_cycles, out->l2_cycles));
+    /* the DRAM bound shared by the places as their loads fall (an uneven persistent grid under it: its busiest
+     * CTAs still stream after the others ended) */
+    double dram = dram_shared(slot, total < (uint64_t)slots ? (int)total : slots, out->hbm_cycles);
+    free(slot);
+    out->dram_cycles = dram;
+    double cyc = fmax(dram, out->l2_cycles);
     out->cycles = cyc;
     out->us = cyc / hz * 1e6 + g->v[l->pdl ? K_GAP_PDL_US : K_LAUNCH_US];
     out->clusters = (int)(total > 0x7fffffff ? 0x7fffffff : total);
@@ -980,7 +1073,7 @@ int timing_run_launch(const SimLaunch *l, char **report)
         double f = out->span[u] > 0 ? out->busy[u] / out->span[u] : 0;
         if (f > best) best = f, b = tp_names[u];
     }
-    if (out->hbm_cycles >= span && out->hbm_cycles >= out->l2_cycles) b = "hbm";
+    if (dram > span && dram >= out->l2_cycles) b = "hbm";
     else if (out->l2_cycles >= span) b = "l2";
     snprintf(out->bottleneck, sizeof out->bottleneck, "%s", b);
     return SIM_OK;

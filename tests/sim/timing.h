@@ -113,6 +113,7 @@ typedef struct TimingOut {
     double busy[TP_COUNT];    /* the simulated window's busy clocks per unit, summed over its SMs */
     double span[TP_COUNT];    /* the clocks busy[] is a share of (per unit) */
     double hbm_cycles, l2_cycles; /* the grid's memory bounds */
+    double dram_cycles;       /* the makespan with the DRAM bound shared by the places as their loads fall */
     double prefetch_mb, head_us; /* the grid's L2 prefetches; the DRAM time those before its wait took off it */
     double tflops;            /* tensor-core flops issued / time (the simulated window scaled) */
     double tc_flops;          /* tensor flops the window issued */
