@@ -1,6 +1,6 @@
 """short_shapes.py - fa4gen's sm90a MHA forward on short sequences against cuDNN (torch SDPA), one run, one GPU.
 
-    python3 bench/short_shapes.py [--out FILE] [--json FILE] [--shapes SUBSTR] [--variants "default;bm=64;next"]
+    python3 bench/short_shapes.py [--out FILE] [--json FILE] [--grid short|small] [--shapes SUBSTR] [--variants "default;bm=64;next"]
                                   [--no-long] [--reps N] [--list]
 
 The grid: 32 short shapes (seqlen 64..2048, batch x heads up to 4096 tiles, d64/d128/d256, causal and full, GQA
@@ -77,6 +77,23 @@ SHORT = [  # name, B, Hq, Hkv, S, D, causal, dtype
     ("B4 H16 S128 d128 full", 4, 16, 16, 128, 128, False, "bf16"),
     ("B2 H8 S512 d128 causal", 2, 8, 8, 512, 128, True, "bf16"),
     ("B1 H16 S2048 d128 causal", 1, 16, 16, 2048, 128, True, "bf16"),
+]
+
+# --grid small: calls of fewer 128-row tiles than half the SMs (one prompt, or a few, of a chat's length): each
+# tile's CTA leaves the other SMs idle, where 64-row tiles would give twice the tiles
+SMALL = [
+    ("B1 H16 S128 d128 full", 1, 16, 16, 128, 128, False, "bf16"),
+    ("B2 H16 S256 d128 full", 2, 16, 16, 256, 128, False, "bf16"),
+    ("B4 H16 S128 d128 full", 4, 16, 16, 128, 128, False, "bf16"),
+    ("B1 H32/8 S256 d128 full", 1, 32, 8, 256, 128, False, "bf16"),
+    ("B1 H8 S1024 d128 causal", 1, 8, 8, 1024, 128, True, "bf16"),
+    ("B2 H8 S512 d128 causal", 2, 8, 8, 512, 128, True, "bf16"),
+    ("fp16 B2 H16 S256 d128 causal", 2, 16, 16, 256, 128, True, "fp16"),
+    ("B4 H16 S128 d64 full", 4, 16, 16, 128, 64, False, "bf16"),
+    ("B2 H8 S512 d64 causal", 2, 8, 8, 512, 64, True, "bf16"),
+    ("B1 H16 S512 d256 full", 1, 16, 16, 512, 256, False, "bf16"),
+    ("B2 H8 S512 d256 causal", 2, 8, 8, 512, 256, True, "bf16"),
+    ("B1 H32 S512 d128 causal", 1, 32, 32, 512, 128, True, "bf16"),
 ]
 
 VARIANTS = "default;persistent=0;bm=64;bm=128;bn=128;bn=64;stages=3;next"
@@ -245,6 +262,8 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--json")
     ap.add_argument("--shapes", default="", help="substring filter on shape names")
+    ap.add_argument("--grid", choices=("short", "small"), default="short",
+                    help="short: the issue's 32 shapes; small: calls of fewer 128-row tiles than half the SMs")
     ap.add_argument("--variants", default=VARIANTS, help="';'-separated fa4 variants: config words (commas between "
                     "words), 'default' (the runtime's choice) and 'next' (the candidate rule)")
     ap.add_argument("--long-variants", default=LONG_VARIANTS)
@@ -257,7 +276,7 @@ def main():
     if "default" not in variants:
         variants.insert(0, "default")
     long_variants = [v.strip() for v in args.long_variants.split(";") if v.strip()]
-    shapes = [s for s in SHORT if args.shapes in s[0]]
+    shapes = [s for s in (SMALL if args.grid == "small" else SHORT) if args.shapes in s[0]]
     longs = [] if args.no_long else [s for s in long_shapes() if args.shapes in s[0]]
     if args.list:
         print("\n".join(list_grid(shapes, variants) + list_grid(longs, long_variants)[1:]))
@@ -342,7 +361,7 @@ def main():
     long_head = False
     for sh, cols in plan:
         name = sh[0]
-        if sh not in SHORT and not long_head:  # the control's own header: its variants' columns
+        if sh in longs and not long_head:  # the control's own header: its variants' columns
             long_head = True
             lines.append(head0 + "".join(" %9s" % v[:9] for v in long_variants if v != "default") +
                          " | %8s %8s %6s  check" % ("eager fa4", "cudnn", "ratio"))
@@ -350,7 +369,7 @@ def main():
         sets = ref = None
         try:
             name, B, Hq, Hkv, S, D, causal, dt = sh
-            is_long = sh not in SHORT
+            is_long = sh in longs
             vs = long_variants if is_long else variants
             flops = 4 * B * Hq * S * S * D / (2 if causal else 1)
             nbytes = (2 * B * S * Hq * D + 2 * B * S * Hkv * D) * 2

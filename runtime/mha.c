@@ -512,7 +512,7 @@ static fa4_status check_rope(fa4_ctx *ctx, const fa4_mha_args *a, const Config *
  * nothing, on a machine without a GPU, takes the generator's default target sm90a, as fa4_compile
  * does), check the device runs it when launching, then apply the shape rules, which depend on the
  * target. */
-static fa4_status finish_config(fa4_ctx *ctx, const fa4_mha_args *a, Config *c, int launching)
+static fa4_status finish_config(fa4_ctx *ctx, const fa4_mha_args *a, Config *c, int launching, int assume_ws)
 {
     fa4_status s;
     if (ctx->opt.target == FA4_TARGET_AUTO) {
@@ -526,6 +526,7 @@ static fa4_status finish_config(fa4_ctx *ctx, const fa4_mha_args *a, Config *c, 
     RtMhaShape sh;
     shape_of(a, c->target, &sh);
     sh.sm_count = rt_sm_count(ctx, c->target); /* the tile-order rule counts the persistent grid's CTAs */
+    sh.workspace = sh.workspace || assume_ws;  /* the rules see the workspace the split picks will assume */
     rt_mha_shape_rules(c, &sh);
     return FA4_OK;
 }
@@ -543,7 +544,7 @@ fa4_status fa4_mha_config(fa4_ctx *ctx, const fa4_mha_args *args, char *buf, siz
     Config c;
     fa4_status s = prepare(ctx, args, &a, &c);
     int splits, path;
-    if (s || (s = finish_config(ctx, &a, &c, 0)) || (s = check_rope(ctx, &a, &c)) ||
+    if (s || (s = finish_config(ctx, &a, &c, 0, 0)) || (s = check_rope(ctx, &a, &c)) ||
         (s = resolve_splits(ctx, &a, &c, 0, &splits, &path)))
         return s;
     split_path_words(&c, &a, path);
@@ -716,7 +717,7 @@ fa4_status fa4_mha_split_count(fa4_ctx *ctx, const fa4_mha_args *args, int *num_
     Config c;
     int splits, path;
     fa4_status s = prepare(ctx, args, &a, &c);
-    if (s || (s = finish_config(ctx, &a, &c, 0)) || (s = resolve_splits(ctx, &a, &c, 1, &splits, &path))) return s;
+    if (s || (s = finish_config(ctx, &a, &c, 0, 1)) || (s = resolve_splits(ctx, &a, &c, 1, &splits, &path))) return s;
     if (num_splits) *num_splits = splits;
     if (workspace_bytes)
         *workspace_bytes = path && splits > 1 && !c.cluster_split
@@ -1096,7 +1097,7 @@ fa4_status fa4_mha_fwd(fa4_ctx *ctx, const fa4_mha_args *args, void *stream)
     if ((s = read_args(ctx, args, &a)) || (s = prepare_read(ctx, &a, &c))) return s; /* a afresh: memo_call may have bounded it */
     /* Only now the driver: everything above is the caller's arguments. */
     int splits, path, pushed;
-    if ((s = rt_driver(ctx)) || (s = finish_config(ctx, &a, &c, 1)) ||
+    if ((s = rt_driver(ctx)) || (s = finish_config(ctx, &a, &c, 1, 0)) ||
         (s = resolve_splits(ctx, &a, &c, 0, &splits, &path)))
         return s;
     split_path_words(&c, &a, path);

@@ -172,6 +172,31 @@ static void short_d256_tile(Config *c, const RtMhaShape *s)
     c->bn = RT_SHORT_D256_BN;
 }
 
+/* A dense call of short keys, no split possible (no workspace given or assumed, no split count), the rule's domain. */
+static int small_grid_open(const Config *c, const RtMhaShape *s)
+{
+    return c->target == TARGET_SM90A && c->kind == KIND_MHA && c->dtype != DT_E4M3 &&
+           (c->mask == MASK_NONE || c->mask == MASK_CAUSAL) && !c->split && !c->cluster_split && c->occupancy <= 1 &&
+           !s->varlen && !s->page_size && !s->workspace && s->num_splits == 0 && s->sm_count > 0 && s->batch > 0 &&
+           s->heads_q > 0 && c->group > 0 && s->seqlen_k > 0 && s->seqlen_k <= RT_PERSISTENT_SEQLEN_K &&
+           s->seq_rows_q > 0 && s->seq_rows_q <= RT_PERSISTENT_SEQLEN_K;
+}
+
+/* A small grid (bench/NOTES.md "Small grids"): where the call's 128-row tiles (GQA packed: a kv head's query rows)
+ * would fill at most half the SMs, 64-row tiles run twice the tiles on the idle SMs -- one consumer warpgroup a CTA,
+ * the plan's other words (d256: 64-key blocks, not 48: 1.535 vs 1.412 at B1 H16 S512 full). H200, CUDA graphs,
+ * cuDNN / fa4 over 11 calls of 16-64 tiles (B1-4, S128-1024, d64/d128/d256, causal and full, GQA 32/8, fp16;
+ * bench/results/2026-11-29-h200-small-grid-rule-run53.txt): 1.114-1.435 with 128-row tiles, 1.431-1.805 with 64.
+ * Only where the caller's config left bm (bn) open (bm_open, bn_open: before the rules). */
+static void small_grid_tile(Config *c, const RtMhaShape *s, int bm_open, int bn_open)
+{
+    if (!bm_open || c->bm == 64 || !small_grid_open(c, s)) return;
+    uint64_t rows = s->seq_rows_q * (uint64_t)c->group, units = (uint64_t)s->batch * (uint64_t)(s->heads_q / c->group);
+    if (2 * units * ((rows + 127) / 128) > (uint64_t)s->sm_count) return;
+    c->bm = 64;
+    if (c->qk_depth == 256 && bn_open) c->bn = 64;
+}
+
 /* plan note tile order: an sm90a causal call over dense K/V whose grid the rules below choose from the call's
  * batch, heads and lengths (a short one: the persistent walk or stride; a long one: those or a CTA a tile). */
 static int tile_order_open(const Config *c, const RtMhaShape *s)
@@ -248,8 +273,9 @@ static void long_tile_order(Config *c, const RtMhaShape *s)
 /* The part of the tuning table that depends on the shape, not only on the config (the plan's defaults cover
  * depth, dtype and mask); the rules hold for the rules' seqlen_k <= RT_PERSISTENT_SEQLEN_K, outside decode
  * shapes (they run split, or take the decode tile) and fill only what args->config left unset (the third,
- * short d64 tiles, is short_d64_tile above, the fourth, short d256 blocks, short_d256_tile, and the fifth, the
- * causal grid's tile order, short_tile_order; over longer keys only long_tile_order applies):
+ * short d64 tiles, is short_d64_tile above, the fourth, short d256 blocks, short_d256_tile, the fifth, small
+ * grids' 64-row tiles, small_grid_tile, and the sixth, the causal grid's tile order, short_tile_order; over longer
+ * keys only long_tile_order applies):
  *   - causal runs persistent (H100, bench/NOTES.md): short causal tiles have a few KV blocks, and the
  *     persistent loop loads the next tile's Q and K/V under this tile's epilogue;
  *   - full (no mask) d128, 16-bit: bn 128 instead of the plan's 176 (bench/NOTES.md "short sequences"):
@@ -259,6 +285,7 @@ static void long_tile_order(Config *c, const RtMhaShape *s)
 void rt_mha_shape_rules(Config *c, const RtMhaShape *s)
 {
     if (c->target != TARGET_SM90A || c->cluster_split || decode_shape(c, s)) return;
+    int bm_open = !c->bm, bn_open = !c->bn;
     if (s->seqlen_k > RT_PERSISTENT_SEQLEN_K) {
         long_tile_order(c, s);
         return;
@@ -270,6 +297,7 @@ void rt_mha_shape_rules(Config *c, const RtMhaShape *s)
     }
     short_d64_tile(c, s);
     short_d256_tile(c, s);
+    small_grid_tile(c, s, bm_open, bn_open);
     short_tile_order(c, s);
 }
 

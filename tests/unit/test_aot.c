@@ -477,6 +477,12 @@ static void test_tile_order_rule(void **state)
     assert_true(mha_tile_order_load(&f, TILE_FIT, 4294901761u, 67109888u, 8192, 8192, 132) == 0);
     assert_true(mha_tile_dispatch_load(&f, 4294901761u, 67109888u, 8192, 8192, 132) == 0);
     assert_true(mha_tile_order_load(&f, TILE_FIT, 1, 16, 128 * 65, 8192, 132) == 0); /* 65 m-blocks a head */
+    /* a config without its defaults (group 0: a group of no heads would never advance) counts nothing, at once */
+    Config raw = f;
+    raw.group = 0;
+    assert_true(mha_tile_order_load(&raw, TILE_FIT, 4, 16, 1024, 1024, 132) == 0);
+    raw = f, raw.bn = 0;
+    assert_true(mha_tile_dispatch_load(&raw, 4, 16, 1024, 1024, 132) == 0);
     for (int i = 0; i < 3; i++) listed_free(&l[i]);
     fa4_destroy(ctx);
 }
@@ -582,6 +588,98 @@ static void test_short_d64_pad(void **state)
     fa4_destroy(ctx);
 }
 
+/* Small grids (runtime/mha_pick.c small_grid_tile): a dense call of at most 2048 keys whose 128-row tiles (GQA packed:
+ * a kv head's query rows) fill at most half the SMs runs 64-row tiles (d256: 64-key blocks), unless the caller's
+ * config names bm, a workspace or a split count is given, or the layout is varlen or paged; a workload lists both. */
+static void test_small_grid_rule(void **state)
+{
+    (void)state;
+    fa4_ctx *ctx = jit_off_ctx(90, 132, FA4_TARGET_SM90A);
+    static const struct { Call c; const char *config; int bm64; } cases[] = {
+        {{128, 1, 16, 4, 128, 128, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, 1},     /* 64 tiles */
+        {{128, 1, 16, 1, 128, 128, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, 1},     /* 16 */
+        {{128, 1, 11, 3, 256, 256, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, 1},   /* 66: 132 at bm 64, as many as SMs */
+        {{128, 1, 67, 1, 128, 128, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, 0},     /* 67: 134 > 132 */
+        {{128, 1, 8, 2, 2048, 2048, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, 0},  /* 256 */
+        {{128, 4, 8, 1, 256, 256, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, 1},      /* GQA 32/8: 8 x 8 packed tiles */
+        {{128, 4, 8, 4, 512, 512, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, 0},      /* 4 x 8 x 16 */
+        {{64, 1, 8, 2, 512, 512, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, 1},
+        {{256, 1, 16, 1, 512, 512, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, 1},
+        {{128, 1, 16, 4, 128, 128, L_DENSE, 0, 0, FA4_MASK_NONE}, "bm=128", 0}, /* the caller's tile */
+        {{128, 1, 16, 4, 128, 128, L_DENSE, 1, 0, FA4_MASK_NONE}, NULL, 0},     /* a workspace: the split rules' */
+        {{128, 1, 16, 4, 128, 128, L_VARLEN, 0, 0, FA4_MASK_NONE}, NULL, 0},
+        {{128, 1, 16, 4, 128, 128, L_PAGED, 0, 0, FA4_MASK_NONE}, NULL, 0},
+        {{128, 1, 16, 1, 128, 4096, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, 0},    /* long keys: not measured */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        fa4_mha_args a = call_args(&cases[i].c);
+        a.config = cases[i].config;
+        char cfg[512] = "", what[200];
+        assert_int_equal(fa4_mha_config(ctx, &a, cfg, sizeof cfg), FA4_OK);
+        say_call(&cases[i].c, what, sizeof what);
+        int bm64 = strstr(cfg, " bm=64 ") != NULL;
+        if (bm64 != cases[i].bm64 || (bm64 && cases[i].c.d == 256 && !strstr(cfg, " bn=64 ")))
+            fail_msg("%s (config %s): %s, want bm %d", what, cases[i].config ? cases[i].config : "-", cfg,
+                     cases[i].bm64 ? 64 : 128);
+    }
+    /* the split count assumes a workspace; the rule must then see one too, or a caller who sizes the workspace by
+     * it finds the call with that workspace split otherwise (H200 run 53, test_mha: B3 H64/8 Sq16 Sk777 causal was
+     * given the 3170304 bytes of 64-row tiles and asked for 4755456) */
+    {
+        Call c = {128, 8, 8, 3, 16, 777, L_DENSE, 0, 0, FA4_MASK_CAUSAL};
+        fa4_mha_args a = call_args(&c);
+        int n0 = 0, n1 = 0;
+        size_t b0 = 0, b1 = 0;
+        assert_int_equal(fa4_mha_split_count(ctx, &a, &n0, &b0), FA4_OK);
+        a.workspace = (void *)(uintptr_t)MEM_BASE, a.workspace_size = b0;
+        assert_int_equal(fa4_mha_split_count(ctx, &a, &n1, &b1), FA4_OK);
+        if (n0 != n1 || b0 != b1) fail_msg("split count without a workspace %d (%zu bytes), with one %d (%zu)", n0, b0, n1, b1);
+    }
+    /* a workload of every size lists both tiles: each call above that its ranges hold finds its config */
+    static const int d[] = {128}, g[] = {1, 4};
+    fa4_workload w = sm90_workload(d, g, 2, 4096);
+    Listed l = {0};
+    enumerate(ctx, &w, &l);
+    int n64 = 0;
+    for (int n = 0; n < l.n; n++) n64 += strstr(l.config[n], " bm=64 ") != NULL;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const Call *c = &cases[i].c;
+        if (c->d != 128 || c->layout != L_DENSE || c->ws || cases[i].config || c->h > 8 || c->b > 64) continue;
+        fa4_mha_args a = call_args(c);
+        char cfg[512] = "", what[200];
+        assert_int_equal(fa4_mha_config(ctx, &a, cfg, sizeof cfg), FA4_OK);
+        say_call(c, what, sizeof what);
+        int found = 0;
+        for (int n = 0; n < l.n && !found; n++) found = !strcmp(l.config[n], cfg);
+        if (!found) fail_msg("%s: %s not listed", what, cfg);
+    }
+    if (!n64) fail_msg("the d128 workload lists no 64-row tile");
+    print_message("    d128: %d configs listed, %d with 64-row tiles\n", l.n, n64);
+    listed_free(&l);
+    /* one length, one sequence, every head count: the walk witnesses a piece of equal decisions once (its fewest
+     * heads, a small grid), so the 128-row tile of many heads is listed only as the rule's twin */
+    for (int m = 0; m < 2; m++) {
+        fa4_workload one = sm90_workload(d, g, 1, 128);
+        one.masks = &masks[m], one.n_masks = 1;
+        one.heads_kv_min = 1, one.heads_kv_max = 128, one.batch_min = one.batch_max = 1;
+        one.seqlen_q_min = one.seqlen_k_min = 128;
+        Listed lo = {0};
+        enumerate(ctx, &one, &lo);
+        for (int h = 1; h <= 128; h *= 128) {
+            Call c = {128, 1, h, 1, 128, 128, L_DENSE, 0, 0, masks[m]};
+            fa4_mha_args a = call_args(&c);
+            char cfg[512] = "", what[200];
+            assert_int_equal(fa4_mha_config(ctx, &a, cfg, sizeof cfg), FA4_OK);
+            say_call(&c, what, sizeof what);
+            int found = 0;
+            for (int n = 0; n < lo.n && !found; n++) found = !strcmp(lo.config[n], cfg);
+            if (!found) fail_msg("B1 S128 workload: %s: %s not listed", what, cfg);
+        }
+        listed_free(&lo);
+    }
+    fa4_destroy(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -589,7 +687,7 @@ int main(void)
         cmocka_unit_test(test_replay),           cmocka_unit_test(test_outside_misses),
         cmocka_unit_test(test_compile_from_bundle), cmocka_unit_test(test_short_d256_cut),
         cmocka_unit_test(test_short_d64_occupancy), cmocka_unit_test(test_short_d64_pad),
-        cmocka_unit_test(test_tile_order_rule),
+        cmocka_unit_test(test_tile_order_rule),  cmocka_unit_test(test_small_grid_rule),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
