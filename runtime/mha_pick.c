@@ -191,8 +191,10 @@ static int small_grid_open(const Config *c, const RtMhaShape *s)
 static void small_grid_tile(Config *c, const RtMhaShape *s, int bm_open, int bn_open)
 {
     if (!bm_open || c->bm == 64 || !small_grid_open(c, s)) return;
-    uint64_t rows = s->seq_rows_q * (uint64_t)c->group, units = (uint64_t)s->batch * (uint64_t)(s->heads_q / c->group);
-    if (2 * units * ((rows + 127) / 128) > (uint64_t)s->sm_count) return;
+    /* saturated: batch, heads and the group are the caller's ints, their product past 2^64 only means "not small" */
+    uint64_t rows = rt_mul_sat(s->seq_rows_q, (uint64_t)c->group);
+    uint64_t units = rt_mul_sat((uint64_t)s->batch, (uint64_t)(s->heads_q / c->group));
+    if (rt_mul_sat(rt_mul_sat(2, units), (rows + 127) / 128) > (uint64_t)s->sm_count) return;
     c->bm = 64;
     if (c->qk_depth == 256 && bn_open) c->bn = 64;
 }

@@ -162,8 +162,9 @@ static void test_mha_fwd_from_bundle(void **state)
     a.q = a.k = a.v = (void *)(uintptr_t)0x7f0000000000ull;
     a.o = (void *)(uintptr_t)0x7f0010000000ull;
     /* 2048 query rows: past the short-d64 tiles (RT_SHORT_Q_ROWS; causal RT_SHORT_D64_CAUSAL_Q_ROWS), the plan's
-     * 192-row tile, persistent (seqlen_k <= RT_PERSISTENT_SEQLEN_K) */
-    a.batch = 1, a.seqlen_q = a.seqlen_k = 2048, a.heads_q = a.heads_kv = 2, a.qk_depth = a.ov_depth = 64;
+     * 192-row tile, persistent (seqlen_k <= RT_PERSISTENT_SEQLEN_K); 8 heads, so the 128-row tiles (128) fill more
+     * than half the SMs and the small-grid rule keeps out */
+    a.batch = 1, a.seqlen_q = a.seqlen_k = 2048, a.heads_q = a.heads_kv = 8, a.qk_depth = a.ov_depth = 64;
     a.mask = FA4_MASK_CAUSAL;
     must(ctx, fa4_mha_fwd(ctx, &a, NULL), "fa4_mha_fwd (JIT disabled, bundled config)");
     assert_int_equal(fk->fatbins_loaded, 1);
