@@ -16,7 +16,10 @@
  *     x batch) and the kv blocks: every tile count below the SM count that the ranges can make is
  *     walked (beyond it rt_split_choice gives 1), and every kv block count up to RT_SPLIT_KV_SATURATE
  *     (beyond it the count is the same), through rt_split_outcome, the runtime's own decision, with
- *     rt_split_choice's answers kept in a table per SM count.
+ *     rt_split_choice's answers kept in a table per SM count;
+ *   - the tile-order and small-grid rules read batch and heads too (which tiles fill the SMs): every witness
+ *     also lists the grids they may pick instead (rt_tile_order_twins; where rt_small_grid_open, the picks of
+ *     the class's smallest grid and of one as wide as the SM count).
  * Each distinct decision keeps one witness: a concrete shape of the class that takes it. The witness
  * is then run through rt_mha_pick, the whole of fa4_mha_fwd's rules, and its configs (the combine
  * kernel's too) are what is listed; a witness that picks another decision than the walk predicted is
@@ -491,7 +494,15 @@ static fa4_status pick_witness(const Class *cl, const RtMhaShape *s, const RtSpl
                        "for '%s', but the rules picked %d, %d, %d: configs.c no longer follows mha_pick.c",
                        want->path, want->splits, want->cluster, ex, pk.path, pk.splits, pk.main.cluster_split);
     }
-    return record(cl->wk, s, &pk);
+    if ((st = record(cl->wk, s, &pk)) || !rt_small_grid_open(&pk.main, s)) return st;
+    /* the small-grid rule reads batch and heads, which a piece's one witness does not span: the class's smallest grid
+     * (one sequence, one kv head) and one of an SM count's sequences, so a call of either size finds its tile */
+    RtMhaShape t = *s;
+    for (int big = 0; big < 2; big++) {
+        t.batch = big ? s->sm_count : 1, t.heads_kv = 1, t.heads_q = cl->c0.group;
+        if ((st = rt_mha_pick(cl->wk->ctx, &t, 0, &pk)) || (st = record(cl->wk, &t, &pk))) return st;
+    }
+    return FA4_OK;
 }
 
 /* rt_split_outcome's fits in the walk: the cluster config's plan, asked once per n. */

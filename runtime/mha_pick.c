@@ -9,7 +9,9 @@
  *     > 1, seq_rows_q x group <= RT_DECODE_TILE_ROWS): causal runs persistent, full d128 (16-bit) takes bn 128,
  *     d64 (group 1, 16-bit) with seq_rows_q <= RT_SHORT_Q_ROWS (causal: RT_SHORT_D64_CAUSAL_Q_ROWS) takes bm 128
  *     (<= RT_DECODE_TILE_ROWS: bm 64 bn 64),
- *     d256 (16-bit, dense) with seq_rows_q <= RT_SHORT_D256_Q_ROWS takes bn RT_SHORT_D256_BN;
+ *     d256 (16-bit, dense) with seq_rows_q <= RT_SHORT_D256_Q_ROWS takes bn RT_SHORT_D256_BN; and two rules
+ *     read batch and heads, not a breakpoint the enumerator walks (it lists their other picks beside each
+ *     witness): the causal tile order (rt_tile_order_twins) and small grids' 64-row tiles (rt_small_grid_open);
  *   - decode_tile: sm90a, group >= 2, seq_rows_q x group <= RT_DECODE_TILE_ROWS: bm 64 bn 64 stages 3;
  *   - the split rules: a split plan is looked at only when the runtime picks a count or
  *     seq_rows_q x group <= RT_PACK_ROWS_MAX; then the split kernel's rows decide `decode`, and the
@@ -172,14 +174,17 @@ static void short_d256_tile(Config *c, const RtMhaShape *s)
     c->bn = RT_SHORT_D256_BN;
 }
 
-/* A dense call of short keys, no split possible (no workspace given or assumed, no split count), the rule's domain. */
-static int small_grid_open(const Config *c, const RtMhaShape *s)
+/* rt_internal.h: the small-grid rule's domain -- a dense call of short keys that no split rule can touch: no
+ * workspace given or assumed, no split count, and no GQA group whose query rows one tile could pack (the split
+ * prelude plans those: a packed decode-like tile, a cluster split). */
+int rt_small_grid_open(const Config *c, const RtMhaShape *s)
 {
     return c->target == TARGET_SM90A && c->kind == KIND_MHA && c->dtype != DT_E4M3 &&
            (c->mask == MASK_NONE || c->mask == MASK_CAUSAL) && !c->split && !c->cluster_split && c->occupancy <= 1 &&
            !s->varlen && !s->page_size && !s->workspace && s->num_splits == 0 && s->sm_count > 0 && s->batch > 0 &&
            s->heads_q > 0 && c->group > 0 && s->seqlen_k > 0 && s->seqlen_k <= RT_PERSISTENT_SEQLEN_K &&
-           s->seq_rows_q > 0 && s->seq_rows_q <= RT_PERSISTENT_SEQLEN_K;
+           s->seq_rows_q > 0 && s->seq_rows_q <= RT_PERSISTENT_SEQLEN_K &&
+           (c->group == 1 || s->seq_rows_q * (uint64_t)c->group > RT_PACK_ROWS_MAX);
 }
 
 /* A small grid (bench/NOTES.md "Small grids"): where the call's 128-row tiles (GQA packed: a kv head's query rows)
@@ -190,7 +195,7 @@ static int small_grid_open(const Config *c, const RtMhaShape *s)
  * Only where the caller's config left bm (bn) open (bm_open, bn_open: before the rules). */
 static void small_grid_tile(Config *c, const RtMhaShape *s, int bm_open, int bn_open)
 {
-    if (!bm_open || c->bm == 64 || !small_grid_open(c, s)) return;
+    if (!bm_open || c->bm == 64 || !rt_small_grid_open(c, s)) return;
     /* saturated: batch, heads and the group are the caller's ints, their product past 2^64 only means "not small" */
     uint64_t rows = rt_mul_sat(s->seq_rows_q, (uint64_t)c->group);
     uint64_t units = rt_mul_sat((uint64_t)s->batch, (uint64_t)(s->heads_q / c->group));

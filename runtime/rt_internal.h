@@ -428,6 +428,9 @@ void rt_mha_shape_rules(Config *c, const RtMhaShape *s);
  * the class of s (sm90a causal over dense K/V: the persistent walk or stride, or a CTA a tile): fa4_mha_configs_for
  * lists them beside c. 0 for other calls. */
 int rt_tile_order_twins(const Config *c, const RtMhaShape *s, Config twins[3]);
+/* The small-grid rule (64-row tiles where 128-row ones would fill at most half the SMs) may apply to calls of the
+ * class of s under config c: it reads batch and heads, so fa4_mha_configs_for lists the class's both tiles. */
+int rt_small_grid_open(const Config *c, const RtMhaShape *s);
 /* The split count and whether the split kernel runs (*path); may set c's cluster and decode tile. */
 fa4_status rt_mha_splits(fa4_ctx *ctx, const RtMhaShape *s, Config *c, int assume_ws, int *splits, int *path);
 /* split=1 (and early=1 for kv_early where the kernel has it) on the split path. */

@@ -1035,7 +1035,8 @@ int timing_run_launch(const SimLaunch *l, char **report)
         for (int i = 0; i < n; i++) sm[i].cycles = fmax(sm[i].cycles, occ * worst * sm[i].cycles / (sum_cyc / n));
     }
     int waves = 1;
-    Slot *slot = calloc((size_t)(slots > 0 ? slots : 1), sizeof *slot);
+    int places = slots > 0 ? slots : 1; /* as makespan counts them */
+    Slot *slot = calloc((size_t)places, sizeof *slot);
     if (!slot) {
         if (report) *report = strdup("out of memory\n");
         return SIM_FAULT;
@@ -1055,7 +1056,7 @@ int timing_run_launch(const SimLaunch *l, char **report)
     out->prefetch_mb = pf / 1e6;
     /* the DRAM bound shared by the places as their loads fall (an uneven persistent grid under it: its busiest
      * CTAs still stream after the others ended) */
-    double dram = dram_shared(slot, total < (uint64_t)slots ? (int)total : slots, out->hbm_cycles);
+    double dram = dram_shared(slot, total < (uint64_t)places ? (int)total : places, out->hbm_cycles);
     free(slot);
     out->dram_cycles = dram;
     double cyc = fmax(dram, out->l2_cycles);

@@ -610,6 +610,7 @@ static void test_small_grid_rule(void **state)
         {{128, 1, 16, 4, 128, 128, L_VARLEN, 0, 0, FA4_MASK_NONE}, NULL, 0},
         {{128, 1, 16, 4, 128, 128, L_PAGED, 0, 0, FA4_MASK_NONE}, NULL, 0},
         {{128, 1, 16, 1, 128, 4096, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, 0},    /* long keys: not measured */
+        {{128, 4, 2, 1, 32, 2048, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, 0},      /* GQA 4, 128 packed rows: split's */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         fa4_mha_args a = call_args(&cases[i].c);
@@ -656,11 +657,12 @@ static void test_small_grid_rule(void **state)
     if (!n64) fail_msg("the d128 workload lists no 64-row tile");
     print_message("    d128: %d configs listed, %d with 64-row tiles\n", l.n, n64);
     listed_free(&l);
-    /* one length, one sequence, every head count: the walk witnesses a piece of equal decisions once (its fewest
-     * heads, a small grid), so the 128-row tile of many heads is listed only as the rule's twin */
+    /* one length, one sequence, every head count, no workspace: the walk witnesses a piece of equal decisions once
+     * (its fewest heads, a small grid), so the 128-row tile of many heads is listed only as the rule's twin (with a
+     * workspace class beside it, that class's picks would list it by chance) */
     for (int m = 0; m < 2; m++) {
         fa4_workload one = sm90_workload(d, g, 1, 128);
-        one.masks = &masks[m], one.n_masks = 1;
+        one.masks = &masks[m], one.n_masks = 1, one.workspace = FA4_WHEN_NEVER;
         one.heads_kv_min = 1, one.heads_kv_max = 128, one.batch_min = one.batch_max = 1;
         one.seqlen_q_min = one.seqlen_k_min = 128;
         Listed lo = {0};
@@ -680,6 +682,39 @@ static void test_small_grid_rule(void **state)
     fa4_destroy(ctx);
 }
 
+/* Random dense calls without a workspace (the small-grid rule's domain) against the list of a workload with none: each
+ * finds its config, at every depth and with and without GQA (the review's probe: 39-359 misses in 200-400 calls before
+ * the rule's picks were listed beside each witness). */
+static void test_small_grid_replay(void **state)
+{
+    (void)state;
+    fa4_ctx *ctx = jit_off_ctx(90, 132, FA4_TARGET_SM90A);
+    static const int ds[] = {64, 128, 256}, gs[] = {1, 4};
+    unsigned r = 2026u;
+    for (int di = 0; di < 3; di++) {
+        fa4_workload w = sm90_workload(&ds[di], gs, 2, 2048);
+        w.workspace = FA4_WHEN_NEVER;
+        Listed l = {0};
+        enumerate(ctx, &w, &l);
+        for (int i = 0; i < 150; i++) {
+            r = r * 1103515245u + 12345u;
+            Call c = {ds[di], gs[r >> 9 & 1], 1 + (int)(r >> 10 & 7), 1 + (int)(r >> 13 & 63), 0, 0, L_DENSE, 0, 0,
+                      masks[r >> 20 & 1]};
+            r = r * 1103515245u + 12345u;
+            c.sq = 1 + (int)((r >> 8) % 2048), c.sk = 1 + (int)((r >> 19) % 2048);
+            fa4_mha_args a = call_args(&c);
+            char cfg[512] = "", what[200];
+            assert_int_equal(fa4_mha_config(ctx, &a, cfg, sizeof cfg), FA4_OK);
+            int found = 0;
+            for (int n = 0; n < l.n && !found; n++) found = !strcmp(l.config[n], cfg);
+            say_call(&c, what, sizeof what);
+            if (!found) fail_msg("no workspace: %s: %s not listed", what, cfg);
+        }
+        listed_free(&l);
+    }
+    fa4_destroy(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -688,6 +723,7 @@ int main(void)
         cmocka_unit_test(test_compile_from_bundle), cmocka_unit_test(test_short_d256_cut),
         cmocka_unit_test(test_short_d64_occupancy), cmocka_unit_test(test_short_d64_pad),
         cmocka_unit_test(test_tile_order_rule),  cmocka_unit_test(test_small_grid_rule),
+        cmocka_unit_test(test_small_grid_replay),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
