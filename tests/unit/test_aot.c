@@ -231,6 +231,19 @@ static void enumerate(fa4_ctx *ctx, const fa4_workload *w, Listed *l)
     if (s) fail_msg("fa4_mha_configs_for: %s", fa4_last_error(ctx));
 }
 
+/* The config fa4_mha_config picks for call c into cfg; the test fails (naming `where`) unless l lists it. */
+static void want_listed(fa4_ctx *ctx, const Listed *l, const Call *c, const char *where, char *cfg, size_t n)
+{
+    fa4_mha_args a = call_args(c);
+    char what[200];
+    cfg[0] = 0;
+    assert_int_equal(fa4_mha_config(ctx, &a, cfg, n), FA4_OK);
+    for (int i = 0; i < l->n; i++)
+        if (!strcmp(l->config[i], cfg)) return;
+    say_call(c, what, sizeof what);
+    fail_msg("%s%s: %s not listed", where, what, cfg);
+}
+
 /* Every call of the workload finds its kernels in the bundle of what fa4_mha_configs_for listed, on
  * both targets with the flagship SM counts, and on an sm90a of 114 SMs (H100 PCIe) listed as such; the
  * SM count moves a decode shape's cluster split. */
@@ -443,16 +456,11 @@ static void test_tile_order_rule(void **state)
     }
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const Call *c = &cases[i].c;
-        fa4_mha_args a = call_args(c);
-        char cfg[512] = "", what[200];
+        char cfg[512], what[200];
+        want_listed(ctx, &l[c->d == 64 ? 0 : c->d == 128 ? 1 : 2], c, "", cfg, sizeof cfg);
         say_call(c, what, sizeof what);
-        assert_int_equal(fa4_mha_config(ctx, &a, cfg, sizeof cfg), FA4_OK);
         if ((cases[i].want && !strstr(cfg, cases[i].want)) || (cases[i].unwant && strstr(cfg, cases[i].unwant)))
             fail_msg("%s: %s", what, cfg);
-        const Listed *li = &l[c->d == 64 ? 0 : c->d == 128 ? 1 : 2];
-        int found = 0;
-        for (int n = 0; n < li->n && !found; n++) found = !strcmp(li->config[n], cfg);
-        if (!found) fail_msg("%s: %s not listed", what, cfg);
         if (cases[i].walk == 0) continue;
         Config f;
         char err[256];
@@ -503,13 +511,8 @@ static void test_short_d256_cut(void **state)
         for (size_t j = 0; j < sizeof lens / sizeof lens[0]; j++)
             for (int k = 0; k < 8; k++) {
                 Call c = {256, g[k & 1], k & 2 ? 8 : 1, k & 4 ? 64 : 2, lens[i], lens[j], L_DENSE, 0, 0, masks[k >> 1 & 1]};
-                fa4_mha_args a = call_args(&c);
-                char cfg[512] = "", what[200];
-                assert_int_equal(fa4_mha_config(ctx, &a, cfg, sizeof cfg), FA4_OK);
-                int found = 0;
-                for (int n = 0; n < l.n && !found; n++) found = !strcmp(l.config[n], cfg);
-                say_call(&c, what, sizeof what);
-                if (!found) fail_msg("%s: %s not listed", what, cfg);
+                char cfg[512];
+                want_listed(ctx, &l, &c, "", cfg, sizeof cfg);
                 calls++, short48 += strstr(cfg, " bn=48 ") != NULL;
             }
     assert_true(short48 > 0 && short48 < calls);
@@ -567,13 +570,9 @@ static void test_short_d64_pad(void **state)
         for (size_t j = 0; j < sizeof qs / sizeof qs[0]; j++)
             for (int m = 0; m < 2; m++) {
                 Call c = {64, 1, 8, 4, qs[j], ks[i], L_DENSE, 0, 0, masks[m]};
-                fa4_mha_args a = call_args(&c);
-                char cfg[512] = "", what[200], want[16];
-                assert_int_equal(fa4_mha_config(ctx, &a, cfg, sizeof cfg), FA4_OK);
+                char cfg[512], what[200], want[16];
+                want_listed(ctx, &l, &c, "", cfg, sizeof cfg);
                 say_call(&c, what, sizeof what);
-                int found = 0;
-                for (int n = 0; n < l.n && !found; n++) found = !strcmp(l.config[n], cfg);
-                if (!found) fail_msg("%s: %s not listed", what, cfg);
                 int short_tile = qs[j] <= 256 || masks[m] == FA4_MASK_CAUSAL; /* causal: up to 1024 rows */
                 int bn = short_tile && ks[i] <= 256 ? rt_least_pad_bn(ks[i]) : 128;
                 snprintf(want, sizeof want, " bn=%d ", bn);
@@ -646,13 +645,8 @@ static void test_small_grid_rule(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const Call *c = &cases[i].c;
         if (c->d != 128 || c->layout != L_DENSE || c->ws || cases[i].config || c->h > 8 || c->b > 64) continue;
-        fa4_mha_args a = call_args(c);
-        char cfg[512] = "", what[200];
-        assert_int_equal(fa4_mha_config(ctx, &a, cfg, sizeof cfg), FA4_OK);
-        say_call(c, what, sizeof what);
-        int found = 0;
-        for (int n = 0; n < l.n && !found; n++) found = !strcmp(l.config[n], cfg);
-        if (!found) fail_msg("%s: %s not listed", what, cfg);
+        char cfg[512];
+        want_listed(ctx, &l, c, "", cfg, sizeof cfg);
     }
     if (!n64) fail_msg("the d128 workload lists no 64-row tile");
     print_message("    d128: %d configs listed, %d with 64-row tiles\n", l.n, n64);
@@ -669,13 +663,8 @@ static void test_small_grid_rule(void **state)
         enumerate(ctx, &one, &lo);
         for (int h = 1; h <= 128; h *= 128) {
             Call c = {128, 1, h, 1, 128, 128, L_DENSE, 0, 0, masks[m]};
-            fa4_mha_args a = call_args(&c);
-            char cfg[512] = "", what[200];
-            assert_int_equal(fa4_mha_config(ctx, &a, cfg, sizeof cfg), FA4_OK);
-            say_call(&c, what, sizeof what);
-            int found = 0;
-            for (int n = 0; n < lo.n && !found; n++) found = !strcmp(lo.config[n], cfg);
-            if (!found) fail_msg("B1 S128 workload: %s: %s not listed", what, cfg);
+            char cfg[512];
+            want_listed(ctx, &lo, &c, "B1 S128 workload: ", cfg, sizeof cfg);
         }
         listed_free(&lo);
     }
@@ -702,13 +691,8 @@ static void test_small_grid_replay(void **state)
                       masks[r >> 20 & 1]};
             r = r * 1103515245u + 12345u;
             c.sq = 1 + (int)((r >> 8) % 2048), c.sk = 1 + (int)((r >> 19) % 2048);
-            fa4_mha_args a = call_args(&c);
-            char cfg[512] = "", what[200];
-            assert_int_equal(fa4_mha_config(ctx, &a, cfg, sizeof cfg), FA4_OK);
-            int found = 0;
-            for (int n = 0; n < l.n && !found; n++) found = !strcmp(l.config[n], cfg);
-            say_call(&c, what, sizeof what);
-            if (!found) fail_msg("no workspace: %s: %s not listed", what, cfg);
+            char cfg[512];
+            want_listed(ctx, &l, &c, "no workspace: ", cfg, sizeof cfg);
         }
         listed_free(&l);
     }
