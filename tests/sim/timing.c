@@ -854,34 +854,31 @@ static int occupancy(const SimLaunch *l, const TimingGpu *g)
     return occ < 1 ? 1 : occ;
 }
 
-/* A simulated cluster: its x index, its clocks and the bytes its loads moved (its share of the DRAM traffic). */
-typedef struct Sample { unsigned x; double cycles, bytes; } Sample;
+/* What a cluster took: its clocks and the bytes its loads moved (its share of the DRAM traffic); for a place a
+ * cluster runs on (Slot), the sums over the clusters it ran in turn. */
+typedef struct Work { double cycles, bytes; } Work;
+typedef struct Sample { unsigned x; Work w; } Sample;
+typedef Work Slot;
 
-/* The value at x interpolated between the samples: their clocks (bytes = 0) or their loaded bytes (1). */
-static double interp_of(const Sample *sm, int n, unsigned x, int bytes)
+/* A cluster at x: its work interpolated between the samples'. */
+static Work interp(const Sample *sm, int n, unsigned x)
 {
-#define SAMPLE_V(i) (bytes ? sm[i].bytes : sm[i].cycles)
-    if (n == 1 || x <= sm[0].x) return SAMPLE_V(0);
+    if (n == 1 || x <= sm[0].x) return sm[0].w;
     for (int i = 1; i < n; i++)
         if (x <= sm[i].x) {
             double f = (double)(x - sm[i - 1].x) / (double)(sm[i].x - sm[i - 1].x);
-            return SAMPLE_V(i - 1) + f * (SAMPLE_V(i) - SAMPLE_V(i - 1));
+            const Work *a = &sm[i - 1].w, *b = &sm[i].w;
+            return (Work){a->cycles + f * (b->cycles - a->cycles), a->bytes + f * (b->bytes - a->bytes)};
         }
-    return SAMPLE_V(n - 1);
-#undef SAMPLE_V
+    return sm[n - 1].w;
 }
-
-static double interp(const Sample *sm, int n, unsigned x) { return interp_of(sm, n, x, 0); }
 
 /* The last cluster differs from the first by more than 10% in clocks or loaded bytes (a persistent grid whose CTAs
  * run 16 or 15 tiles is not ragged: the line between them is the mean). */
-static int ragged(const Sample *first, const Sample *last)
+static int ragged(const Work *first, const Work *last)
 {
     return fabs(last->cycles - first->cycles) > 0.1 * first->cycles || fabs(last->bytes - first->bytes) > 0.1 * first->bytes;
 }
-
-/* A place a cluster runs on: the clocks and loaded bytes of the clusters it ran in turn. */
-typedef struct Slot { double cycles, bytes; } Slot;
 
 static int cmp_slot(const void *a, const void *b)
 {
@@ -898,8 +895,7 @@ static double makespan(const unsigned nc[3], int slots, const Sample *sm, int n,
     double m = 0;
     if (total <= (uint64_t)slots) {
         for (uint64_t i = 0; i < total; i++) {
-            unsigned x = (unsigned)(i % nc[0]);
-            slot[i].cycles = interp(sm, n, x), slot[i].bytes = interp_of(sm, n, x, 1);
+            slot[i] = interp(sm, n, (unsigned)(i % nc[0]));
             m = fmax(m, slot[i].cycles);
         }
         *waves = 1;
@@ -912,8 +908,8 @@ static double makespan(const unsigned nc[3], int slots, const Sample *sm, int n,
     while (i < total) {
         qsort(slot, (size_t)slots, sizeof *slot, cmp_slot);
         for (int k = 0; k < slots && i < total; k++, i++) {
-            unsigned x = (unsigned)(i % nc[0]);
-            slot[k].cycles += interp(sm, n, x), slot[k].bytes += interp_of(sm, n, x, 1);
+            Work w = interp(sm, n, (unsigned)(i % nc[0]));
+            slot[k].cycles += w.cycles, slot[k].bytes += w.bytes;
         }
         rounds++;
     }
@@ -922,9 +918,12 @@ static double makespan(const unsigned nc[3], int slots, const Sample *sm, int n,
     return m;
 }
 
-static int cmp_rate(const void *a, const void *b)
+/* A place's draw on the DRAM: the rate it wants, its bytes left (of 1; 0: done) and the rate it gets now. */
+typedef struct Draw { double want, left, rate; } Draw;
+
+static int cmp_want(const void *a, const void *b)
 {
-    double x = ((const double *)a)[0], y = ((const double *)b)[0];
+    double x = ((const Draw *)a)->want, y = ((const Draw *)b)->want;
     return x < y ? -1 : x > y;
 }
 
@@ -939,38 +938,57 @@ static double dram_shared(const Slot *slot, int n, double dram_cycles)
     double sum_b = 0, span = 0;
     for (int k = 0; k < n; k++) sum_b += slot[k].bytes, span = fmax(span, slot[k].cycles);
     if (!(sum_b > 0) || !(dram_cycles > 0)) return fmax(span, dram_cycles);
-    double (*p)[3] = calloc((size_t)n, sizeof *p); /* per place: its rate wanted, bytes left (of 1), and live flag */
+    Draw *p = calloc((size_t)n, sizeof *p);
     if (!p) return fmax(span, dram_cycles);
     int live = 0;
     double t = 0, cap = 1.0 / dram_cycles;
     for (int k = 0; k < n; k++) {
         double share = slot[k].bytes / sum_b;
-        if (share > 0 && slot[k].cycles > 0) p[live][0] = share / slot[k].cycles, p[live][1] = share, p[live][2] = 1, live++;
+        if (share > 0 && slot[k].cycles > 0) p[live++] = (Draw){share / slot[k].cycles, share, 0};
         else t = fmax(t, slot[k].cycles); /* a place without loads: its own clocks */
     }
-    qsort(p, (size_t)live, sizeof *p, cmp_rate); /* by rate wanted: the water-filling order */
+    qsort(p, (size_t)live, sizeof *p, cmp_want); /* the water-filling order */
     double now = 0;
     for (int left = live; left > 0;) {
+        /* this turn's rates (each what it wants, at most an even split of what the lower ones left), then the
+         * time to the first place's end */
         double rest = cap, dt = INFINITY;
-        int count = left;
-        for (int k = 0; k < live; k++) {
-            if (!p[k][2]) continue;
-            double r = fmin(p[k][0], rest / count);
-            rest -= r, count--;
-            dt = fmin(dt, p[k][1] / r);
-        }
-        rest = cap, count = left;
-        for (int k = 0; k < live; k++) {
-            if (!p[k][2]) continue;
-            double r = fmin(p[k][0], rest / count);
-            rest -= r, count--;
-            p[k][1] -= r * dt;
-            if (p[k][1] <= 1e-12) p[k][1] = 0, p[k][2] = 0, left--;
-        }
+        for (int k = 0, count = left; k < live; k++)
+            if (p[k].left > 0) {
+                p[k].rate = fmin(p[k].want, rest / count--);
+                rest -= p[k].rate;
+                dt = fmin(dt, p[k].left / p[k].rate);
+            }
+        for (int k = 0; k < live; k++)
+            if (p[k].left > 0 && (p[k].left -= p[k].rate * dt) <= 1e-12) p[k].left = 0, left--;
         now += dt;
     }
     free(p);
     return fmax(t, now);
+}
+
+/* The launch's window: the clusters simulated under the clock, their units' busy clocks and the bytes they moved. */
+typedef struct Window {
+    const SimLaunch *l;
+    double l2_bw_sm, cpa_bw_sm; /* an SM's share of the L2 and gather bandwidth under the launch */
+    char **report;
+    TimingOut *out;             /* busy, tc_flops, window_cycles summed over the samples */
+    TimingBytes moved;
+} Window;
+
+/* Simulates the cluster at x (y = z = 0) under the clock into *s and the window's sums. */
+static int time_sample(Window *win, unsigned x, Sample *s)
+{
+    double cyc = 0, busy[TP_COUNT] = {0}, flops = 0;
+    uint64_t loaded = win->moved.loaded;
+    int st = sim_run_cluster_timed(win->l, x, 0, 0, win->l2_bw_sm, win->cpa_bw_sm, win->report, &cyc, busy, &flops,
+                                   &win->moved);
+    if (st) return st;
+    *s = (Sample){x, {cyc, (double)(win->moved.loaded - loaded)}};
+    for (int u = 0; u < TP_COUNT; u++) win->out->busy[u] += busy[u];
+    win->out->tc_flops += flops;
+    win->out->window_cycles = fmax(win->out->window_cycles, cyc);
+    return SIM_OK;
 }
 
 static const char *const tp_names[TP_COUNT] = {"issue", "fma", "alu", "mufu", "cvt", "shfl", "smem", "gmem", "tc", "tma", "tmem"};
@@ -1001,38 +1019,28 @@ int timing_run_launch(const SimLaunch *l, char **report)
         if (!nx || xs[nx - 1] != x) xs[nx++] = x;
     }
     Sample sm[64];
-    int n = 0;
+    int n = 0, st = SIM_OK;
     memset(out, 0, sizeof *out);
-    double l2_bw_sm = fmin(g->v[K_L2_SM_BW], g->v[K_L2_BW] / (active > 0 ? active : 1));
-    double cpa_bw_sm = fmin(g->v[K_CPA_SM_BW], g->v[K_CPA_BW] / (active > 0 ? active : 1));
-    TimingBytes moved = {0, 0, 0};
-    for (int k = 0; k <= nx; k++) {
-        unsigned x;
-        if (k < nx) x = xs[k];
-        else if (n >= 2 && sm[n - 2].x != nc[0] - 2 && ragged(&sm[0], &sm[n - 1])) x = nc[0] - 2;
-        else break;
-        double cyc = 0, busy[TP_COUNT] = {0}, flops = 0;
-        uint64_t loaded = moved.loaded;
-        int st = sim_run_cluster_timed(l, x, 0, 0, l2_bw_sm, cpa_bw_sm, report, &cyc, busy, &flops, &moved);
-        if (st) return st;
-        Sample now = {x, cyc, (double)(moved.loaded - loaded)};
-        if (k < nx) sm[n] = now;
-        else sm[n] = sm[n - 1], sm[n - 1] = now; /* x order: the neighbour before the last */
+    Window win = {l, fmin(g->v[K_L2_SM_BW], g->v[K_L2_BW] / (active > 0 ? active : 1)),
+                  fmin(g->v[K_CPA_SM_BW], g->v[K_CPA_BW] / (active > 0 ? active : 1)), report, out, {0, 0, 0}};
+    for (int k = 0; k < nx && !st; k++) st = time_sample(&win, xs[k], &sm[n++]);
+    if (!st && n >= 2 && sm[n - 2].x != nc[0] - 2 && ragged(&sm[0].w, &sm[n - 1].w)) {
+        sm[n] = sm[n - 1]; /* x order: the neighbour before the last */
+        st = time_sample(&win, nc[0] - 2, &sm[n - 1]);
         n++;
-        for (int u = 0; u < TP_COUNT; u++) out->busy[u] += busy[u];
-        out->tc_flops += flops;
-        if (cyc > out->window_cycles) out->window_cycles = cyc;
     }
+    if (st) return st;
+    const TimingBytes moved = win.moved;
     /* co-resident CTAs share their SM: a slot's time is at least occ x the busiest unit's share */
     double sum_cyc = 0;
-    for (int i = 0; i < n; i++) sum_cyc += sm[i].cycles;
+    for (int i = 0; i < n; i++) sum_cyc += sm[i].w.cycles;
     if (occ > 1) {
         double worst = 0;
         for (int u = TP_FMA; u < TP_COUNT; u++) {
             double per_sm = out->busy[u] / ((double)n * csize) / (u <= TP_SHFL ? 4.0 : 1.0);
             if (per_sm > worst) worst = per_sm;
         }
-        for (int i = 0; i < n; i++) sm[i].cycles = fmax(sm[i].cycles, occ * worst * sm[i].cycles / (sum_cyc / n));
+        for (int i = 0; i < n; i++) sm[i].w.cycles = fmax(sm[i].w.cycles, occ * worst * sm[i].w.cycles / (sum_cyc / n));
     }
     int waves = 1;
     int places = slots > 0 ? slots : 1; /* as makespan counts them */
