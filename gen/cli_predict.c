@@ -281,11 +281,11 @@ static int field(const char *line, const char *key, char *v, size_t cap, int who
 /* One launch's lines of the prediction from its fa4sim-timing line. */
 static void print_launch(FILE *out, const char *line)
 {
-    char name[96] = "?", f[11][64] = {{0}};
     static const char *const keys[] = {"grid", "cluster", "block", "smem", "predicted_us", "waves", "occupancy", "tflops",
                                        "bottleneck", "hbm_us", "dram_us"};
+    char name[96] = "?", f[sizeof keys / sizeof keys[0]][64] = {{0}};
     sscanf(line, "fa4sim-timing: %95s", name);
-    for (int i = 0; i < 11; i++)
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if (field(line, keys[i], f[i], sizeof f[i], 0)) snprintf(f[i], sizeof f[i], "?");
     const char *util = strstr(line, " util: "), *sens = strstr(line, " sens:");
     fprintf(out, "  launch      %s grid=%s cluster=%s block=%s smem=%s waves=%s occupancy=%s\n", name, f[0], f[1], f[2],

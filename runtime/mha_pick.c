@@ -187,6 +187,13 @@ int rt_small_grid_open(const Config *c, const RtMhaShape *s)
            (c->group == 1 || s->seq_rows_q * (uint64_t)c->group > RT_PACK_ROWS_MAX);
 }
 
+/* The call's tiles of 128 rows over `units` row sets of `rows` rows each, saturated (batch, heads and the group are
+ * the caller's ints: a count past 2^64 only means "many"); the grid rules' yardstick, whatever the plan's bm. */
+static uint64_t tiles_128(uint64_t units, uint64_t rows)
+{
+    return rt_mul_sat(units, (rows + 127) / 128);
+}
+
 /* A small grid (bench/NOTES.md "Small grids"): where the call's 128-row tiles (GQA packed: a kv head's query rows)
  * would fill at most half the SMs, 64-row tiles run twice the tiles on the idle SMs -- one consumer warpgroup a CTA,
  * the plan's other words (d256: 64-key blocks, not 48: 1.535 vs 1.412 at B1 H16 S512 full). H200, CUDA graphs,
@@ -196,10 +203,9 @@ int rt_small_grid_open(const Config *c, const RtMhaShape *s)
 static void small_grid_tile(Config *c, const RtMhaShape *s, int bm_open, int bn_open)
 {
     if (!bm_open || c->bm == 64 || !rt_small_grid_open(c, s)) return;
-    /* saturated: batch, heads and the group are the caller's ints, their product past 2^64 only means "not small" */
-    uint64_t rows = rt_mul_sat(s->seq_rows_q, (uint64_t)c->group);
+    uint64_t rows = rt_mul_sat(s->seq_rows_q, (uint64_t)c->group); /* GQA packed: a kv head's query rows */
     uint64_t units = rt_mul_sat((uint64_t)s->batch, (uint64_t)(s->heads_q / c->group));
-    if (rt_mul_sat(rt_mul_sat(2, units), (rows + 127) / 128) > (uint64_t)s->sm_count) return;
+    if (rt_mul_sat(2, tiles_128(units, rows)) > (uint64_t)s->sm_count) return;
     c->bm = 64;
     if (c->qk_depth == 256 && bn_open) c->bn = 64;
 }
@@ -268,7 +274,7 @@ static void long_tile_order(Config *c, const RtMhaShape *s)
     if (c->persistent >= 0 || c->head_major >= 0 || s->seqlen_k <= RT_PERSISTENT_SEQLEN_K || !tile_order_open(c, s))
         return;
     /* two waves of 128-row tiles at least: a smaller grid is the split rules' to fill, and a CTA a tile there */
-    if ((uint64_t)s->batch * (uint64_t)s->heads_q * ((s->seq_rows_q + 127) / 128) < 2 * (uint64_t)s->sm_count ||
+    if (tiles_128(rt_mul_sat((uint64_t)s->batch, (uint64_t)s->heads_q), s->seq_rows_q) < 2 * (uint64_t)s->sm_count ||
         tile_loads(c, s, 1, &t))
         return;
     double best = t.walk < t.stride ? t.walk : t.stride;
