@@ -529,6 +529,9 @@ void emit_section(Emit *e, const char *fmt, ...) FA4_PRINTF(2, 3); /* a role ban
 void emit_label(Emit *e, const char *label);
 void emit_raw(Emit *e, const char *text);
 void emit_fail(Emit *e, const char *fmt, ...) FA4_PRINTF(2, 3);
+/* dst = src / n, dst = src % n (unsigned, n an immediate): a power of two as a shift or mask (ptxas does not). */
+void emit_div_imm(Emit *e, const char *dst, const char *src, unsigned n);
+void emit_rem_imm(Emit *e, const char *dst, const char *src, unsigned n);
 /* Declare a register (idempotent for the same type); returns its "%name". */
 const char *reg(Emit *e, const char *type, const char *name);
 /* Declare %name<n>; element i is "%name<i>" (a handle: reg_at of reg_find(e, "name")). */

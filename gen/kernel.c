@@ -141,7 +141,7 @@ void mha_prologue(Emit *e)
     const char *nm = reg(e, "b32", "num_m_blocks"), *hb = reg(e, "b32", "heads_batch");
     emit_note(e, "plan: %d query rows per tile; tiles = m-blocks x heads x batch", tile_rows(p));
     emit(e, "add.u32 %s, %%seqlen_q, %d;", nm, tile_rows(p) - 1);
-    emit(e, "div.u32 %s, %s, %d;", nm, nm, tile_rows(p));
+    emit_div_imm(e, nm, nm, tile_rows(p));
     emit(e, "mul.lo.u32 %s, %%heads_q, %%batch;", hb);
     emit(e, "mul.lo.u32 %s, %s, %s;", reg(e, "b32", "num_tiles"), nm, hb);
     mha_split_tiles(e);
@@ -222,7 +222,7 @@ void mha_early_kv_count(Emit *e, Reg pre, Reg old)
               "newest rows after it), at most %d (the free ring)", p->pdl_early_kv);
     emit(e, "sub.u32 %s, %%seqlen_k, %%seqlen_q;", R(e, old));
     emit(e, "min.u32 %s, %s, %%seqlen_k;", R(e, old), R(e, old)); /* seqlen_q > seqlen_k wrapped: none */
-    emit(e, "div.u32 %s, %s, %d;", R(e, old), R(e, old), p->bn);
+    emit_div_imm(e, R(e, old), R(e, old), p->bn);
     emit(e, "min.s32 %s, %s, %%n_end;", R(e, old), R(e, old));
     emit(e, "sub.s32 %s, %s, %%n_begin;", R(e, pre), R(e, old));
     emit(e, "max.s32 %s, %s, 0;", R(e, pre), R(e, pre));
@@ -331,7 +331,7 @@ static void clamp_div(Emit *e, Reg dst_, Reg x_, int round, int bn)
     const char *p = reg(e, "pred", "tc_neg"), *dst = R(e, dst_), *x = R(e, x_);
     emit(e, "setp.le.s32 %s, %s, 0;", p, x);
     emit(e, "add.s32 %s, %s, %d;", dst, x, round);
-    emit(e, "div.s32 %s, %s, %d;", dst, dst, bn);
+    emit_div_imm(e, dst, dst, (unsigned)bn); /* kept only where x > 0: x + round is exact as unsigned */
     emit(e, "selp.b32 %s, 0, %s, %s;", dst, dst, p);
 }
 
@@ -450,7 +450,7 @@ static const char *packed_units(Emit *e)
     const char *hkv = reg(e, "b32", "heads_kv"), *units = reg(e, "b32", "hkv_batch");
     emit_note(e, "GQA packed: a tile holds the %d query heads of one kv head; tiles = m-blocks x kv heads x batch",
               e->p->cfg.group);
-    emit(e, "div.u32 %s, %%heads_q, %d;", hkv, e->p->cfg.group);
+    emit_div_imm(e, hkv, "%heads_q", e->p->cfg.group);
     emit(e, "mul.lo.u32 %s, %s, %%batch;", units, hkv);
     emit(e, "mul.lo.u32 %%num_tiles, %%num_m_blocks, %s;", units);
     mha_split_tiles(e);
@@ -508,7 +508,7 @@ static void tile_coords(Emit *e, int packed)
         emit(e, "rem.u32 %s, %s, %%heads_q;", head, hb);
         emit(e, "div.u32 %s, %s, %%heads_q;", bidx, hb);
         emit_note(e, "plan: group %d query heads per kv head", p->cfg.group);
-        emit(e, "div.u32 %s, %s, %d;", kvh, head, p->cfg.group);
+        emit_div_imm(e, kvh, head, p->cfg.group);
     }
     if (p->cfg.varlen || p->cfg.page) varlen_sequence(e);
     emit(e, "mul.lo.u32 %s, %s, %d;", m0, m_block, tile_rows(p));
@@ -518,8 +518,8 @@ static void tile_coords(Emit *e, int packed)
     emit(e, "min.u32 %s, %s, %%seqlen_q;", last, last);
     emit(e, "sub.u32 %s, %s, 1;", last, last);
     emit(e, "add.u32 %s, %%seqlen_k, %d;", nblk, bn - 1);
-    emit(e, "div.u32 %s, %s, %d;", nblk, nblk, bn);
-    emit(e, "div.u32 %s, %%seqlen_k, %d;", fhi, bn);
+    emit_div_imm(e, nblk, nblk, bn);
+    emit_div_imm(e, fhi, "%seqlen_k", bn);
     if (wr >= 0) {
         emit(e, "add.s32 %s, %s, %s;", x, last, off);
         emit(e, "add.s32 %s, %s, %d;", x, x, wr + 1); /* one past the last key the last row sees */
@@ -595,7 +595,7 @@ void mla_tile_coords(Emit *e, int heads, int pair, int block)
     else
         emit_note(e, "plan: tiles = s_q tokens x ceil(h_q / %d) head blocks, one CTA each", heads);
     emit(e, "add.u32 %s, %%heads_q, %d;", R(e, nhb), tile_heads - 1);
-    emit(e, "div.u32 %s, %s, %d;", R(e, nhb), R(e, nhb), tile_heads);
+    emit_div_imm(e, R(e, nhb), R(e, nhb), tile_heads);
     emit(e, "mov.u32 %s, %s;", R(e, tile), src);
     if (pair) emit(e, "mov.u32 %s, %%cluster_ctarank;", R(e, rank));
     emit(e, "div.u32 %s, %s, %s;", reg(e, "b32", "tok"), R(e, tile), R(e, nhb));

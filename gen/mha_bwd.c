@@ -125,9 +125,9 @@ void bwd_dq_row_part_reg(Emit *e, Reg dst, Reg r)
     int tm, tn, dq_n;
     bwd_dq_split(p->bm, p->bn, p->qk, &tm, &tn, &dq_n);
     Reg t = reg_b32(e, "dqi_t");
-    emit(e, "div.u32 %s, %s, %d;", R(e, t), R(e, r), BWD_MMA_M);
+    emit_div_imm(e, R(e, t), R(e, r), BWD_MMA_M);
     emit(e, "mul.lo.u32 %s, %s, %d;", R(e, dst), R(e, t), dq_n / 8 * BWD_WG * 4);
-    emit(e, "rem.u32 %s, %s, %d;", R(e, t), R(e, r), BWD_MMA_M);
+    emit_rem_imm(e, R(e, t), R(e, r), BWD_MMA_M);
     emit(e, "shr.u32 %s, %s, 4;", R(e, t), R(e, t));
     emit(e, "mad.lo.u32 %s, %s, 128, %s;", R(e, dst), R(e, t), R(e, dst));
     emit(e, "and.b32 %s, %s, 7;", R(e, t), R(e, r));
@@ -143,9 +143,9 @@ void bwd_dq_col_part_reg(Emit *e, Reg dst, Reg c)
     int tm, tn, dq_n;
     bwd_dq_split(p->bm, p->bn, p->qk, &tm, &tn, &dq_n);
     Reg t = reg_b32(e, "dqi_t"), cc = reg_b32(e, "dqi_cc");
-    emit(e, "div.u32 %s, %s, %d;", R(e, t), R(e, c), dq_n);
+    emit_div_imm(e, R(e, t), R(e, c), dq_n);
     emit(e, "mul.lo.u32 %s, %s, %d;", R(e, dst), R(e, t), tm * (dq_n / 8) * BWD_WG * 4);
-    emit(e, "rem.u32 %s, %s, %d;", R(e, cc), R(e, c), dq_n);
+    emit_rem_imm(e, R(e, cc), R(e, c), dq_n);
     emit(e, "shr.u32 %s, %s, 3;", R(e, t), R(e, cc));
     emit(e, "mad.lo.u32 %s, %s, %d, %s;", R(e, dst), R(e, t), BWD_WG * 4, R(e, dst));
     emit(e, "and.b32 %s, %s, 7;", R(e, t), R(e, cc));
@@ -163,7 +163,7 @@ static void clamp_div(Emit *e, Reg dst, Reg x, int round, int div)
     Reg p = reg_pred(e, "cd_neg");
     emit(e, "setp.le.s32 %s, %s, 0;", R(e, p), R(e, x));
     emit(e, "add.s32 %s, %s, %d;", R(e, dst), R(e, x), round);
-    emit(e, "div.s32 %s, %s, %d;", R(e, dst), R(e, dst), div);
+    emit_div_imm(e, R(e, dst), R(e, dst), (unsigned)div); /* kept only where x > 0: x + round is exact as unsigned */
     emit(e, "selp.b32 %s, 0, %s, %s;", R(e, dst), R(e, dst), R(e, p));
 }
 
@@ -233,8 +233,8 @@ void bwd_tile_coords(Emit *e)
     Reg pr = reg_pred(e, "tc_p");
     emit_section(e, "prologue: the tile (plan grid: kv blocks ascending inside a (batch, kv head))");
     emit(e, "add.u32 %s, %%seqlen_k, %d;", R(e, nb), bn - 1);
-    emit(e, "div.u32 %s, %s, %d;", R(e, nb), R(e, nb), bn);
-    emit(e, "div.u32 %s, %%heads_q, %d;", R(e, hkv), p->cfg.group);
+    emit_div_imm(e, R(e, nb), R(e, nb), bn);
+    emit_div_imm(e, R(e, hkv), "%heads_q", p->cfg.group);
     emit(e, "mov.u32 %s, %%ctaid.x;", R(e, t));
     if (p->cfg.tail_split) tail_tile(e, t);
     if (pair) {
@@ -252,7 +252,7 @@ void bwd_tile_coords(Emit *e)
         sequence_rows(e, reg_find(e, "cu_seqlens_k"), reg_find(e, "total_k"), ks, reg_find(e, "seqlen_k"));
         emit(e, "mov.u32 %s, 0;", R(e, bmap));
         emit(e, "mad.lo.u32 %s, %%bidx, %d, %s;", R(e, pad), bm, R(e, qs));
-        emit(e, "div.u32 %s, %s, %d;", R(e, pad), R(e, pad), bm);
+        emit_div_imm(e, R(e, pad), R(e, pad), bm);
         emit(e, "mul.lo.u32 %s, %s, %d;", R(e, pad), R(e, pad), bm);
         emit(e, "setp.ge.u32 %s, %s, %%seqlen_k;", R(e, pr), R(e, n0));
         emit_note(e, "a kv block past the sequence's keys (the grid is sized by the longest): nothing to do");
@@ -267,7 +267,7 @@ void bwd_tile_coords(Emit *e)
               wl, wr);
     emit(e, "sub.s32 %s, %%seqlen_k, %%seqlen_q;", R(e, off));
     emit(e, "add.u32 %s, %%seqlen_q, %d;", R(e, nmq), bm - 1);
-    emit(e, "div.u32 %s, %s, %d;", R(e, nmq), R(e, nmq), bm);
+    emit_div_imm(e, R(e, nmq), R(e, nmq), bm);
     if (wr >= 0) {
         emit_note(e, "first query that sees key n0: n0 - off - %d; full from n0 + bn - 1 - off - %d", wr, wr);
         emit(e, "sub.s32 %s, %s, %s;", R(e, x), R(e, n0), R(e, off));
@@ -293,7 +293,7 @@ void bwd_tile_coords(Emit *e)
         emit(e, "mov.u32 %s, %s;", R(e, fhi), R(e, nmq));
     }
     emit_note(e, "no mask is needed only inside the queries (m0 + bm <= seqlen_q) and the keys (n0 + bn <= seqlen_k)");
-    emit(e, "div.u32 %s, %%seqlen_q, %d;", R(e, x), bm);
+    emit_div_imm(e, R(e, x), "%seqlen_q", bm);
     emit(e, "min.s32 %s, %s, %s;", R(e, fhi), R(e, fhi), R(e, x));
     emit(e, "add.u32 %s, %s, %d;", R(e, x), R(e, n0), bn);
     emit(e, "setp.gt.u32 %s, %s, %%seqlen_k;", R(e, pr), R(e, x));
@@ -364,7 +364,10 @@ void bwd_ws_row(Emit *e, Reg ws, Reg m, Reg hq)
 
 void bwd_det_counter(Emit *e, Reg addr, Reg ws_row)
 {
-    emit(e, "div.u64 %s, %s, %d;", R(e, addr), R(e, ws_row), e->p->bm);
+    if (e->p->bm & (e->p->bm - 1)) /* a u64 div is a subroutine in SASS; bm is a power of two but for 192 */
+        emit(e, "div.u64 %s, %s, %d;", R(e, addr), R(e, ws_row), e->p->bm);
+    else
+        emit(e, "shr.u64 %s, %s, %d;", R(e, addr), R(e, ws_row), __builtin_ctz((unsigned)e->p->bm));
     emit(e, "shl.b64 %s, %s, 2;", R(e, addr), R(e, addr));
     emit(e, "add.s64 %s, %s, %%dq_sem;", R(e, addr), R(e, addr));
 }
@@ -660,7 +663,7 @@ static void aux_coords(Emit *e, void (*before_exit)(Emit *))
     Reg row0 = reg_b64(e, "ax_row0"), t64 = reg_b64(e, "ax_t64"), skip = reg_pred(e, "ax_skip");
     emit_note(e, "plan grid: CTA = (m-block, head, batch), m fastest; m-blocks = ceil(seqlen_q / %d)", bm);
     emit(e, "add.u32 %s, %%seqlen_q, %d;", R(e, nm), bm - 1);
-    emit(e, "div.u32 %s, %s, %d;", R(e, nm), R(e, nm), bm);
+    emit_div_imm(e, R(e, nm), R(e, nm), bm);
     emit(e, "mov.u32 %s, %%ctaid.x;", R(e, reg_b32(e, "ax_cta")));
     emit(e, "mov.u32 %s, %%ax_cta;", R(e, t));
     emit(e, "rem.u32 %s, %s, %s;", R(e, m), R(e, t), R(e, nm));
@@ -682,7 +685,7 @@ static void aux_coords(Emit *e, void (*before_exit)(Emit *))
         emit(e, "max.u32 %s, %s, %s;", R(e, end), R(e, end), R(e, start));
         emit(e, "sub.u32 %s, %s, %s;", R(e, len), R(e, end), R(e, start));
         emit(e, "mad.lo.u32 %s, %s, %d, %s;", R(e, pad), R(e, b), bm, R(e, start));
-        emit(e, "div.u32 %s, %s, %d;", R(e, pad), R(e, pad), bm);
+        emit_div_imm(e, R(e, pad), R(e, pad), bm);
         emit(e, "mul.lo.u32 %s, %s, %d;", R(e, pad), R(e, pad), bm);
         emit(e, "mul.wide.u32 %s, %s, %%q_rows;", R(e, row0), R(e, h));
     } else {
@@ -913,8 +916,8 @@ static int pre_emit(Emit *e)
     aux_coords(e, pre_zero_partial);
     emit_section(e, "rows: D = rowsum(dO * O), nl2 (plan note rows: %d lanes a row, %d rows a pass)", lanes, rpp);
     Reg g = reg_b32(e, "pr_group"), c0 = reg_b32(e, "pr_c0"), lead = reg_pred(e, "pr_lead"), t = reg_b32(e, "pr_tt");
-    emit(e, "div.u32 %s, %%thread, %d;", R(e, g), lanes);
-    emit(e, "rem.u32 %s, %%thread, %d;", R(e, t), lanes);
+    emit_div_imm(e, R(e, g), "%thread", lanes);
+    emit_rem_imm(e, R(e, t), "%thread", lanes);
     emit(e, "mul.lo.u32 %s, %s, %d;", R(e, c0), R(e, t), ROW_ELEMS);
     emit(e, "setp.eq.u32 %s, %s, 0;", R(e, lead), R(e, t));
     emit(e, "setp.ne.u64 %s, %%dlse, 0;", R(e, reg_pred(e, "pr_has_dlse")));
@@ -1076,8 +1079,8 @@ static void dq_from_stage(Emit *e, Reg stage)
     for (int q = 0; q < 2; q++) pk[q] = reg_b32(e, "dq_pk%d", q);
     emit_section(e, "smem stage -> dq: chunk t %% %d of row t / %d + %d x pass, x scale, %s, 8-byte stores "
                  "(plan note outputs)", chunks, chunks, rpp, dtype_name[p->cfg.dtype]);
-    emit(e, "rem.u32 %s, %%thread, %d;", R(e, k), chunks);
-    emit(e, "div.u32 %s, %%thread, %d;", R(e, rr), chunks);
+    emit_rem_imm(e, R(e, k), "%thread", chunks);
+    emit_div_imm(e, R(e, rr), "%thread", chunks);
     emit(e, "mad.lo.u32 %s, %%ax_m, %d, %s;", R(e, i0), p->bm, R(e, rr));
     emit(e, "shl.b32 %s, %s, 2;", R(e, col), R(e, k));
     row_addr(e, dst, reg_find(e, "dq"), reg_find(e, "dq_stride_b"), reg_find(e, "dq_stride_s"),

@@ -112,6 +112,25 @@ void emit(Emit *e, const char *fmt, ...)
     buf_puts(&e->body, "\n");
 }
 
+/* dst = src / n and dst = src % n, src unsigned 32-bit, n an immediate > 0. ptxas 13.0 does not strength-reduce a
+ * PTX div or rem by an immediate: div.u32 by 128 assembles to 14 SASS instructions (I2F, MUFU.RCP, F2I and a
+ * correction, cuobjdump on sm_90a and sm_100a alike), so a power of two is spelt as the shift or mask it is. */
+void emit_div_imm(Emit *e, const char *dst, const char *src, unsigned n)
+{
+    if (n && !(n & (n - 1)))
+        emit(e, "shr.u32 %s, %s, %d;", dst, src, __builtin_ctz(n));
+    else
+        emit(e, "div.u32 %s, %s, %u;", dst, src, n);
+}
+
+void emit_rem_imm(Emit *e, const char *dst, const char *src, unsigned n)
+{
+    if (n && !(n & (n - 1)))
+        emit(e, "and.b32 %s, %s, %u;", dst, src, n - 1);
+    else
+        emit(e, "rem.u32 %s, %s, %u;", dst, src, n);
+}
+
 void emit_note(Emit *e, const char *fmt, ...)
 {
     buf_puts(&e->body, "    // ");

@@ -412,7 +412,7 @@ static void emit_scrub(Emit *e)
         emit_note(e, "ascending (plan pdl early kv): the tail is the last block, V take %s", fused ? "2 nblk - 1" : "nblk - 1");
         if (fused) emit(e, "shl.b32 %s, %%nblk, 1;", R(e, slot));
         emit(e, "sub.u32 %s, %s, 1;", R(e, slot), fused ? R(e, slot) : "%nblk");
-        emit(e, "rem.u32 %s, %s, %d;", R(e, slot), R(e, slot), g->slots);
+        emit_rem_imm(e, R(e, slot), R(e, slot), g->slots);
     } else {
         emit_note(e, "descending: the tail is the first block, V take %d", fused ? 1 : 0);
         emit(e, "mov.u32 %s, %d;", R(e, slot), fused ? 1 % g->slots : 0);
@@ -691,7 +691,7 @@ int sm100_emit_mha(Emit *e)
     tile_index(e, tile);
     if (s->packed) {
         emit_note(e, "GQA packed (plan rows): tiles = m-blocks x heads_q / %d x batch", p->cfg.group);
-        emit(e, "div.u32 %s, %%heads_q, %d;", reg(e, "b32", "heads_kv"), p->cfg.group);
+        emit_div_imm(e, reg(e, "b32", "heads_kv"), "%heads_q", p->cfg.group);
         emit(e, "mul.lo.u32 %s, %%heads_kv, %%batch;", reg(e, "b32", "hkv_batch"));
         emit(e, "mul.lo.u32 %%num_tiles, %%num_m_blocks, %%hkv_batch;");
         mha_split_tiles(e);

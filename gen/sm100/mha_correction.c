@@ -146,8 +146,8 @@ static void corr_row_coords(Emit *e, int t, Reg seq_, Reg head_)
     const Sm100Plan *s = sm100_of(e->p);
     const char *seq = R(e, seq_), *head = R(e, head_);
     if (s->packed) {
-        emit(e, "rem.u32 %s, %%row, %d;", seq, s->seq_rows);
-        emit(e, "div.u32 %s, %%row, %d;", head, s->seq_rows);
+        emit_rem_imm(e, seq, "%row", s->seq_rows);
+        emit_div_imm(e, head, "%row", s->seq_rows);
         emit(e, "add.u32 %s, %s, %%head;", head, head);
     } else {
         emit(e, "mov.u32 %s, %%row;", seq);

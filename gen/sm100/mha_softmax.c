@@ -183,7 +183,7 @@ void mha100_row_head(Emit *e, Reg dst)
 {
     const Sm100Plan *s = sm100_of(e->p);
     if (s->packed) {
-        emit(e, "div.u32 %s, %%row, %d;", R(e, dst), s->seq_rows);
+        emit_div_imm(e, R(e, dst), "%row", s->seq_rows);
         emit(e, "add.u32 %s, %s, %%head;", R(e, dst), R(e, dst));
     } else {
         emit(e, "mov.u32 %s, %%head;", R(e, dst));
@@ -205,7 +205,7 @@ static void sfx_setup(Emit *e)
     if (s->packed) {
         emit_note(e, "plan rows: row r = (seq m0 + %d t + r %% %d, head + r / %d)", s->seq_rows, s->seq_rows,
                   s->seq_rows);
-        emit(e, "rem.u32 %s, %%row, %d;", seq, s->seq_rows);
+        emit_rem_imm(e, seq, "%row", s->seq_rows);
     } else {
         emit_note(e, "plan rows: row r of tile t = seq m0 + %d t + r", s->seq_rows);
         emit(e, "mov.u32 %s, %%row;", seq);

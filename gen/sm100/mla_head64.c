@@ -576,7 +576,7 @@ static void emit_dequant(Emit *e)
         op_ld_shared_v2_b32(e, w0, w1, ra, roff);
         emit(e, "mad.lo.u32 %s, %s, %d, %d;", R(e, si), R(e, hsel), elems, e0);
         emit(e, "mul.lo.u32 %s, %s, %%kv_scale_blocks;", R(e, si), R(e, si));
-        emit(e, "div.u32 %s, %s, %d;", R(e, si), R(e, si), p->qk);
+        emit_div_imm(e, R(e, si), R(e, si), p->qk);
         emit(e, "mov.f32 %s, 0f3F800000;", R(e, sc));
         emit(e, "mad.wide.u32 %s, %s, 4, %s;", R(e, sa), R(e, si), R(e, sb));
         op_ld_global(e, psc, "f32", sc, sa, 0);

@@ -359,7 +359,7 @@ static void dq_unit(Emit *e, Reg ra, Reg el, Reg coord_ok, Reg sbase, Reg dst)
     for (int k = 0; k < 4; k++) out[k] = reg_b32(e, "dq_o%d", k);
     op_ld_shared_v2_b32(e, w0, w1, ra, 0);
     emit(e, "mul.lo.u32 %s, %s, %%kv_scale_blocks;", R(e, si), R(e, el));
-    emit(e, "div.u32 %s, %s, %d;", R(e, si), R(e, si), p->qk);
+    emit_div_imm(e, R(e, si), R(e, si), p->qk);
     emit(e, "mov.f32 %s, 0f3F800000;", R(e, sc));
     emit(e, "mad.wide.u32 %s, %s, 4, %s;", R(e, sa), R(e, si), R(e, sbase));
     op_ld_global(e, coord_ok, "f32", sc, sa, 0);
@@ -438,8 +438,8 @@ static void pair_dq_block(Emit *e, Reg rs, Reg bs)
         emit_note(e, "element column d_v/2 * rank + %d + 8 q: its raw box and offset", 8 * vq * i);
         emit(e, "mad.lo.u32 %s, %s, 8, %d;", R(e, el), R(e, q), 8 * vq * i);
         emit(e, "mad.lo.u32 %s, %%cta_rank, %d, %s;", R(e, el), s->dv / 2, R(e, el));
-        emit(e, "div.u32 %s, %s, %d;", R(e, bx), R(e, el), s->raw_box);
-        emit(e, "rem.u32 %s, %s, %d;", R(e, ra), R(e, el), s->raw_box);
+        emit_div_imm(e, R(e, bx), R(e, el), s->raw_box);
+        emit_rem_imm(e, R(e, ra), R(e, el), s->raw_box);
         emit(e, "mad.lo.u32 %s, %s, %u, %s;", R(e, ra), R(e, bx), s->raw_chunk_bytes, R(e, ra));
         emit(e, "add.u32 %s, %s, %s;", R(e, ra), R(e, ra), R(e, rb));
         emit(e, "xor.b32 %s, %s, %d;", R(e, x), R(e, hk), (i % (8 / vq)) * vq);

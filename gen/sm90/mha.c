@@ -355,8 +355,9 @@ static void emit_consumer_setup(Emit *e)
     if (s->packed) {
         emit_note(e, "plan rows (GQA packed): row r = (seq m0 + r %% %d, head + r / %d)", s->seq_rows, s->seq_rows);
         for (int h = 0; h < 2; h++) {
-            emit(e, "rem.u32 %s, %%cs_row%d, %d;", reg(e, "b32", h ? "cs_seq1" : "cs_seq0"), h, s->seq_rows);
-            emit(e, "div.u32 %s, %%cs_row%d, %d;", reg(e, "b32", h ? "cs_hoff1" : "cs_hoff0"), h, s->seq_rows);
+            const char *row = h ? "%cs_row1" : "%cs_row0";
+            emit_rem_imm(e, reg(e, "b32", h ? "cs_seq1" : "cs_seq0"), row, (unsigned)s->seq_rows);
+            emit_div_imm(e, reg(e, "b32", h ? "cs_hoff1" : "cs_hoff0"), row, (unsigned)s->seq_rows);
         }
     }
     emit(e, "shl.b32 %s, %s, 1;", reg(e, "b32", "cs_lm2"), lm);

@@ -662,16 +662,16 @@ static void emit_consumer_setup(Emit *e)
     }
     emit_note(e, "plan note dq wgmma: this consumer's tile of the dQ block (tm = w %% %d, tn = w / %d)",
               s->dq_tiles_m, s->dq_tiles_m);
-    emit(e, "rem.u32 %s, %s, %d;", R(e, reg_b32(e, "cs_dq_tm")), R(e, w), s->dq_tiles_m);
-    emit(e, "div.u32 %s, %s, %d;", R(e, reg_b32(e, "cs_dq_tn")), R(e, w), s->dq_tiles_m);
+    emit_rem_imm(e, R(e, reg_b32(e, "cs_dq_tm")), R(e, w), s->dq_tiles_m);
+    emit_div_imm(e, R(e, reg_b32(e, "cs_dq_tn")), R(e, w), s->dq_tiles_m);
     emit_note(e, "dQ's B: K from column %d cs_dq_tn, chunk col / %d, then col %% %d elements inside its rows (dq_n "
               "%d may be half a chunk: the MN-major start moves inside the swizzled row, as a K-major k step does)",
               s->dq_n, p->chunk_elems, p->chunk_elems, s->dq_n);
     Reg col = reg_b32(e, "cs_dq_col"), dqk = reg_b32(e, "cs_dq_k"), t2 = reg_b32(e, "cs_dq_t");
     emit(e, "mul.lo.u32 %s, %%cs_dq_tn, %d;", R(e, col), s->dq_n);
-    emit(e, "div.u32 %s, %s, %d;", R(e, t2), R(e, col), p->chunk_elems);
+    emit_div_imm(e, R(e, t2), R(e, col), p->chunk_elems);
     emit(e, "mad.lo.u32 %s, %s, %u, %%cs_k0;", R(e, dqk), R(e, t2), s->kv_chunk_bytes);
-    emit(e, "rem.u32 %s, %s, %d;", R(e, t2), R(e, col), p->chunk_elems);
+    emit_rem_imm(e, R(e, t2), R(e, col), p->chunk_elems);
     emit(e, "mad.lo.u32 %s, %s, %d, %s;", R(e, dqk), R(e, t2), p->elem_bytes, R(e, dqk));
     Reg dq0 = smem_reg(e, "cs_dq0", s->off_dq);
     emit(e, "mad.lo.u32 %s, %%cs_tid, 16, %s;", R(e, dq0), R(e, dq0));

@@ -274,8 +274,8 @@ static void emit_cluster_merge_row(Emit *e, Reg j)
     if (s->packed) {
         emit_note(e, "plan rows (GQA packed): slot j = seq x %d + head offset; tile row = head offset x %d + seq",
                   p->cfg.group, s->seq_rows);
-        emit(e, "div.u32 %s, %s, %d;", R(e, seq), R(e, j), p->cfg.group);
-        emit(e, "rem.u32 %s, %s, %d;", R(e, hq), R(e, j), p->cfg.group);
+        emit_div_imm(e, R(e, seq), R(e, j), p->cfg.group);
+        emit_rem_imm(e, R(e, hq), R(e, j), p->cfg.group);
         emit(e, "mad.lo.u32 %s, %s, %d, %s;", R(e, r), R(e, hq), s->seq_rows, R(e, seq));
         emit(e, "add.u32 %s, %s, %%head;", R(e, hq), R(e, hq));
     } else {

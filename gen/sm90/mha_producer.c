@@ -365,7 +365,7 @@ void mha90_scrub(Emit *e)
         emit_note(e, "ascending (plan pdl early kv): the tail block is the tile's last, stage + n - 1");
         emit(e, "add.u32 %s, %s, %s;", R(e, ts), R(e, stage), R(e, n));
         emit(e, "sub.u32 %s, %s, 1;", R(e, ts), R(e, ts));
-        emit(e, "rem.u32 %s, %s, %d;", R(e, ts), R(e, ts), p->stages);
+        emit_rem_imm(e, R(e, ts), R(e, ts), p->stages);
     } else {
         emit_note(e, "descending: the tail block is the tile's first");
         emit(e, "mov.u32 %s, %s;", R(e, ts), R(e, stage));
@@ -381,7 +381,7 @@ void mha90_scrub(Emit *e)
     mha_scrub_tail(e, vstage, p->ov_chunks, s->v_chunk_bytes, s->bar_scrub, full);
     emit_label(e, l_advance);
     emit(e, "add.u32 %s, %s, %s;", R(e, stage), R(e, stage), R(e, n));
-    emit(e, "rem.u32 %s, %s, %d;", R(e, stage), R(e, stage), p->stages);
+    emit_rem_imm(e, R(e, stage), R(e, stage), p->stages);
     emit_label(e, l_next);
     mha_tile_next(e);
     emit(e, "bra.uni %s;", l_tile);
