@@ -418,6 +418,31 @@ static void k_gather(void)
     P("  @!%%p2 bra DONE;\n  mul.wide.u32 %%rd2, %%r8, 8;\n  add.u64 %%rd2, %%rd1, %%rd2;\n  st.global.u64 [%%rd2], %%rd11;\nDONE:\n  ret;\n}\n");
 }
 
+/* 32-bit integer division by a register (the tile decode's div.u32 / rem.u32 by heads and m-block counts): 8
+ * independent chains a thread of div.u32 then an add that keeps the dividend large, each chain its own divisor,
+ * which moves on every pass (a divisor the loop does not change lets ptxas take its reciprocal out of the loop: 235
+ * clocks a pass on an H200 with one fixed divisor, ~10 instructions a division; the attention kernels' tile decode
+ * divides by values ptxas does not hoist), 256 threads (two warps a sub-partition), one SM, n passes; out[0] =
+ * clocks of the n passes (thread 0). ptxas expands each div into 18 SASS instructions (I2F, MUFU.RCP, F2I, IMADs,
+ * IADD3s, ISETPs). Not a table value: a probe of what the model charges a division (timing.c idiv_sass) against
+ * the GPU (tests/sim/mb_replay.py reads the model's clocks). */
+static void k_idiv(void)
+{
+    head("mb_idiv", ".param .u64 out, .param .u32 n, .param .u32 d");
+    P("  ld.param.u64 %%rd1, [out];\n  ld.param.u32 %%r1, [n];\n  ld.param.u32 %%r40, [d];\n  mov.u32 %%r2, %%tid.x;\n");
+    for (int i = 0; i < 8; i++)
+        P("  mad.lo.u32 %%r%d, %%r2, %d, %d;\n  add.u32 %%r%d, %%r40, %d;\n", 10 + i, 7919 + i, 0x40000000 + i, 50 + i, i);
+    P("  setp.eq.u32 %%p2, %%r2, 0;\n  mov.u64 %%rd10, %%clock64;\n  mov.u32 %%r3, 0;\nLOOP:\n");
+    for (int i = 0; i < 8; i++)
+        P("  div.u32 %%r%d, %%r%d, %%r%d;\n  add.u32 %%r%d, %%r%d, 0x40000000;\n  add.u32 %%r%d, %%r%d, 8;\n", 10 + i,
+          10 + i, 50 + i, 10 + i, 10 + i, 50 + i, 50 + i);
+    P("  add.u32 %%r3, %%r3, 1;\n  setp.lt.u32 %%p1, %%r3, %%r1;\n  @%%p1 bra LOOP;\n");
+    P("  mov.u64 %%rd11, %%clock64;\n  sub.u64 %%rd11, %%rd11, %%rd10;\n");
+    for (int i = 1; i < 8; i++) P("  add.u32 %%r10, %%r10, %%r%d;\n", 10 + i);
+    P("  mul.wide.u32 %%rd2, %%r2, 4;\n  add.u64 %%rd2, %%rd1, %%rd2;\n  st.global.u32 [%%rd2+16], %%r10;\n");
+    P("  @!%%p2 bra DONE;\n  st.global.u64 [%%rd1], %%rd11;\nDONE:\n  ret;\n}\n");
+}
+
 /* The soft-cap score_mod as fa4gen's splice puts it into the sm90a kernel (30 tanhf(s / 30), NVRTC 13.0's
  * tanhf: ex2 + rcp for |x| >= 0.6, an odd polynomial below), on SOFTCAP_SCORES independent scores per thread
  * (a consumer thread's share of a 64 x 176 S tile), each site reusing the same temporaries as the splice
@@ -634,7 +659,7 @@ static const struct { const char *name; Gen gen; } kernels[] = {
     {"mb_clock", k_clock}, {"mb_empty", k_empty}, {"mb_mufu_ex2", g_ex2}, {"mb_cvt_bf16x2", g_cvt},
     {"mb_smem", k_smem}, {"mb_wgmma_rate", g_wr}, {"mb_wgmma_lat", g_wl}, {"mb_tma_bw", g_tb}, {"mb_tma_bw_s2", g_tb2}, {"mb_tma_bw_s4", g_tb4},
     {"mb_tma_tile_s2", g_tt2}, {"mb_tma_tile_s4", g_tt4}, {"mb_tma_tile_s8", g_tt8},
-    {"mb_tma_lat", g_tl}, {"mb_mbar_rt", k_mbar}, {"mb_gather", k_gather}, {"mb_softcap", k_softcap},
+    {"mb_tma_lat", g_tl}, {"mb_mbar_rt", k_mbar}, {"mb_gather", k_gather}, {"mb_softcap", k_softcap}, {"mb_idiv", k_idiv},
     {"mb_wgmma_n16", g_w16}, {"mb_wgmma_n32", g_w32}, {"mb_wgmma_n48", g_w48}, {"mb_wgmma_n64", g_w64},
     {"mb_wgmma_n80", g_w80}, {"mb_wgmma_n128", g_w128}, {"mb_st_frag", g_sf}, {"mb_st_line", g_sl},
     {"mb_share_fma", g_shf}, {"mb_share_mufu", g_shm}, {"mb_softmax", k_softmax}, {"mb_softmax_beside", k_softmax_beside},
@@ -879,6 +904,15 @@ int main(int argc, char **argv)
     ms = launch_ms(gf, (unsigned)sms, 128, GATHER_SMEM, ag, 3);
     m[nm++] = (Meas){"cpa_bw", "gather_all_bw", (double)sms * gn * GATHER_BLOCK / (ms * 1e-3 * hz_tc), "every SM as gather_sm_bw, CUDA events (B per clock at clock_ghz)"};
 
+    /* a 32-bit division (idiv_clk): 16 warp divisions a sub-partition a pass (8 chains x 2 warps) */
+    unsigned dv = 7, dn2 = 64; /* the first divisors: a kernel parameter, unknown to ptxas */
+    void *aiv[] = {&out, &dn2, &dv};
+    launch_ms(fn("mb_idiv"), 1, 256, 0, aiv, 1);
+    CK(cuMemcpyDtoH(h, out, 8));
+    m[nm] = (Meas){"idiv_clk", "idiv", (double)h[0] / dn2 / 16, ""};
+    snprintf(m[nm].how, sizeof m[nm].how, "div.u32 by a register, 8 chains a thread each its own divisor moving every pass, 256 "
+             "threads, one SM: %.1f clocks a pass of 16 warp divisions a sub-partition (20 issue slots each)", (double)h[0] / dn2);
+    nm++;
     for (int i = 0; i < nm; i++) printf("microbench %-12s %-10s %10.3f  (%s)\n", m[i].bench, m[i].key, m[i].v, m[i].how);
     /* probes: no table value; tests/sim/mb_replay.py prints what the model reads for the same PTX beside them */
     unsigned sn = 64;

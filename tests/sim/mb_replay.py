@@ -78,10 +78,10 @@ def replay(table, ptxdir):
     r = subprocess.run([sys.executable, os.path.abspath(__file__), "--read", table, ptxdir], capture_output=True,
                        text=True)
     got = dict((l.split()[0], float(l.split()[1])) for l in r.stdout.splitlines()
-               if l.startswith(("tma_lat", "mbar_wake", "cpa_sm_bw", "softcap_clk_pass", "tc_frac_n", "st_")))
+               if l.startswith(("tma_lat", "mbar_wake", "cpa_sm_bw", "softcap_clk_pass", "idiv_clk", "tc_frac_n", "st_")))
     tuples = [l.split() for l in r.stdout.splitlines()
               if l.startswith(("wgmma_scale_", "wgmma_beside", "wgmma_pair", "wgmma_group", "share_", "softmax", "wgmma_issue"))]
-    if len(got) != 6 + len(WGMMA_N):
+    if len(got) != 7 + len(WGMMA_N):
         sys.exit("mb_replay: the replay failed: %s" % (r.stdout + r.stderr)[-400:])
     for w in tuples:  # wgmma_scale_T (drain, scale), wgmma_beside (idle, 1, 2, 4, 16 chains), wgmma_pair, wgmma_group,
         # share_fma / share_mufu (warps 0-7's ends): clocks
@@ -118,6 +118,9 @@ def main():
             print("%-10s %-11s table %8.1f  model reads %8.1f" % (key, bench, have[key], got[key]))
         print("%-10s %-11s model reads %8.1f clocks per pass (the GPU's: microbench.txt's 'probe softcap' line)" %
               ("softcap", "mb_softcap", got["softcap_clk_pass"]))
+        # a table older than the probe has no idiv_clk: the model then derives it (timing.c), shown as "-"
+        print("%-10s %-11s table %8s  model reads %8.2f" % ("idiv_clk", "mb_idiv", "%.2f" % have["idiv_clk"] if "idiv_clk" in
+                                                               have else "-", got["idiv_clk"]))
         for n in WGMMA_N:
             key = "tc_frac_n%d" % n
             # a table measured before the narrow-N probes has no tc_frac_nN: the model then takes 1 (timing.c)
@@ -239,6 +242,7 @@ def read_benchmarks(table, ptxdir):
     print("cpa_sm_bw %.3f" % (8 * 64 * 1152 / (clk[1] - clk[0])))
     sn = 1
     print("softcap_clk_pass %.1f" % (run("mb_softcap", [(u32, sn)], 256) / sn))
+    print("idiv_clk %.2f" % (run("mb_idiv", [(u32, 8), (u32, 7)], 256) / 8 / 16))  # 16 warp divisions a sub-partition
     # the narrow-N wgmma rates (one SM, two warpgroups as on the GPU) over the N 256 rate the same loop reads
     wn = 64
     name_n = lambda n: "mb_wgmma_n%d" % n if n != 256 else "mb_wgmma_rate"

@@ -28,7 +28,7 @@ static const char *const key_names[K_COUNT] = {
     [K_PF_BW] = "pf_bw", [K_PF_GBS] = "pf_gbs", [K_PF_HEAD_US] = "pf_head_us", [K_L2_SM_BW] = "l2_sm_bw", [K_L2_BW] = "l2_bw",
     [K_CPA_SM_BW] = "cpa_sm_bw", [K_CPA_BW] = "cpa_bw", [K_HBM_GBS] = "hbm_gbs", [K_MBAR_WAKE] = "mbar_wake",
     [K_BAR_WAKE] = "bar_wake", [K_CLUSTER_WAKE] = "cluster_wake", [K_FENCE_LAT] = "fence_lat",
-    [K_LAUNCH_US] = "launch_us", [K_GAP_PDL_US] = "gap_pdl_us",
+    [K_LAUNCH_US] = "launch_us", [K_GAP_PDL_US] = "gap_pdl_us", [K_IDIV_CLK] = "idiv_clk",
 };
 
 const char *timing_key_name(int k) { return k >= 0 && k < K_COUNT ? key_names[k] : "?"; }
@@ -123,6 +123,8 @@ int timing_load(TimingGpu *g, const char *name_or_path, const char *dir, char *e
         table_default(g, K_PF_HEAD_US, 0, "no head start");
         /* the PDL probe's gaps (run 18): a programmatic dependent as a plain launch */
         table_default(g, K_GAP_PDL_US, g->v[K_LAUNCH_US], "as launch_us");
+        /* mb_idiv (run 58): I2F, MUFU.RCP and F2I at the MUFU rate are the least a division holds that unit */
+        table_default(g, K_IDIV_CLK, 3 * 32 / (g->v[K_MUFU_LANES] / 4), "its I2F, MUFU.RCP, F2I at mufu_lanes");
     }
     for (int k = 0; k < K_COUNT && !rc; k++)
         if (!g->have[k]) { snprintf(err, n, "%s: key %s missing", path, key_names[k]); rc = -1; }
@@ -167,6 +169,9 @@ typedef struct Timing {
     int tc_fifo;                         /* FA4SIM_TC_FIFO=1: first come, first served instead */
     int warp_fixed;                      /* FA4SIM_WARP_FIXED=1: ties go to the lower warp index (before run 19) */
     int tc_queue;                        /* FA4SIM_TC_QUEUE=D: wgmmas first come, first served, D accepted an SM */
+    int trace_warp;                      /* FA4SIM_TRACE=W: each issue of warp W on stderr (-1: none) */
+    char why;                            /* what held issue_time's answer back (the trace's reason letter) */
+    char *wwhy;                          /* per warp: the reason its issue was last put off (the trace's) */
     double qfin[MAX_CTAS][16];           /* ... the completion clocks of the last D accepted, a ring */
     unsigned qn[MAX_CTAS];
     double *stream_last;
@@ -207,16 +212,41 @@ typedef struct Cost {
     double lat;      /* result latency */
     int tp;          /* TP_* it counts toward */
     int free;        /* costs nothing (register moves ptxas removes) */
+    int issues;      /* SASS instructions it becomes: issue slots it takes (1 but for integer division) */
 } Cost;
 
-static Cost cost_of(const Timing *tm, const Ins *in)
+/* A 32-bit integer div or rem: ptxas 13.0 expands it, whatever the divisor (an immediate too: 128 is not
+ * turned into a shift), into a reciprocal and its correction: I2F, MUFU.RCP, F2I, then IMADs, IADD3s and
+ * ISETPs. SASS counted with cuobjdump, the same on sm_90a, sm_100a and sm_103a: div.u32 by a register 18
+ * instructions, rem.u32 17, div.s32 23, rem.s32 21; by an immediate 4 fewer. A rem right after the div of
+ * the same operands shares its sequence (div + rem: 22, 4 more than the div). The dependent chain is
+ * I2F -> MUFU -> IADD3 -> F2I and eleven integer steps (IMAD, IMAD.HI, ISETP, predicated IADD3). Its
+ * throughput is measured (mb_idiv: idiv_clk, 35.8 clocks a warp division on an H200, against 20 issue
+ * slots) and charged to the MUFU unit its I2F, RCP and F2I run on (16 lanes an SM: 24 of those clocks). */
+static int same_value(const Operand *a, const Operand *b)
 {
-    Cost c = {PI_ALU, interval_of(V(tm, K_ALU_LANES)), V(tm, K_ALU_LAT), TP_ALU, 0};
-    Cost fma = {PI_FMA, interval_of(V(tm, K_FMA_LANES)), V(tm, K_FMA_LAT), TP_FMA, 0};
-    Cost mufu = {PI_MUFU, interval_of(V(tm, K_MUFU_LANES)), V(tm, K_MUFU_LAT), TP_MUFU, 0};
-    Cost cvt = {PI_CVT, interval_of(V(tm, K_CVT_LANES)), V(tm, K_CVT_LAT), TP_CVT, 0};
-    Cost shfl = {PI_SHFL, interval_of(V(tm, K_SHFL_LANES)), V(tm, K_SHFL_LAT), TP_SHFL, 0};
-    Cost sync = {PI_SYNC, 1, V(tm, K_ALU_LAT), TP_ISSUE, 0};
+    return a->kind == b->kind && (a->kind == O_REG ? a->reg == b->reg : a->kind == O_IMM && a->imm == b->imm);
+}
+
+static int idiv_sass(const Ins *in, const Ins *prev)
+{
+    int sgn = in->type == T_S32 || in->type == T_S64, imm = in->nops > 2 && in->ops[2].kind == O_IMM;
+    if (in->nops == 3 && in->op == OP_REM && prev && prev->op == OP_DIV && prev->type == in->type &&
+        prev->nops == 3 && same_value(&prev->ops[1], &in->ops[1]) && same_value(&prev->ops[2], &in->ops[2]) &&
+        !same_value(&prev->ops[0], &in->ops[1]) && !same_value(&prev->ops[0], &in->ops[2]) && prev->guard < 0 &&
+        in->guard < 0)
+        return 4;
+    return (in->op == OP_DIV ? (sgn ? 23 : 18) : (sgn ? 21 : 17)) - (imm ? 4 : 0);
+}
+
+static Cost cost_of(const Timing *tm, const Ins *in, const Ins *prev)
+{
+    Cost c = {PI_ALU, interval_of(V(tm, K_ALU_LANES)), V(tm, K_ALU_LAT), TP_ALU, 0, 1};
+    Cost fma = {PI_FMA, interval_of(V(tm, K_FMA_LANES)), V(tm, K_FMA_LAT), TP_FMA, 0, 1};
+    Cost mufu = {PI_MUFU, interval_of(V(tm, K_MUFU_LANES)), V(tm, K_MUFU_LAT), TP_MUFU, 0, 1};
+    Cost cvt = {PI_CVT, interval_of(V(tm, K_CVT_LANES)), V(tm, K_CVT_LAT), TP_CVT, 0, 1};
+    Cost shfl = {PI_SHFL, interval_of(V(tm, K_SHFL_LANES)), V(tm, K_SHFL_LAT), TP_SHFL, 0, 1};
+    Cost sync = {PI_SYNC, 1, V(tm, K_ALU_LAT), TP_ISSUE, 0, 1};
     switch (in->op) {
     case OP_MOV:
         /* a register or immediate move is a renaming ptxas removes; a pack/unpack is one ALU op */
@@ -229,8 +259,14 @@ static Cost cost_of(const Timing *tm, const Ins *in)
     case OP_EX2: case OP_LG2: case OP_RCP: case OP_SQRT: case OP_RSQRT: case OP_TANH: return mufu;
     case OP_DIV: case OP_REM:
         if (is_float(in->type)) { mufu.interval += 4 * interval_of(V(tm, K_FMA_LANES)); mufu.lat += 4 * V(tm, K_FMA_LAT); return mufu; }
-        c.interval *= 20, c.lat *= 20; /* integer division: a subroutine */
-        return c;
+        c.issues = idiv_sass(in, prev);
+        if (c.issues <= 4) { /* the rem of a div just made: an IMAD and a select or two */
+            c.interval *= c.issues / 2, c.lat *= c.issues;
+            return c;
+        }
+        mufu.issues = c.issues, mufu.interval = V(tm, K_IDIV_CLK);
+        mufu.lat = 2 * V(tm, K_CVT_LAT) + V(tm, K_MUFU_LAT) + 11 * V(tm, K_ALU_LAT);
+        return mufu;
     case OP_CVT:
         if (is_float(in->type) || is_float(in->type2) || in->type == T_E4M3X2 || in->type == T_E5M2X2) {
             /* rounding a float to an integral float (cvt.rni.f32.f32) is an ALU op */
@@ -242,11 +278,11 @@ static Cost cost_of(const Timing *tm, const Ins *in)
     case OP_SHFL: case OP_REDUX: return shfl;
     case OP_LD: case OP_ST:
         if (in->space == SP_SHARED || in->space == SP_SHARED_CLUSTER) {
-            Cost m = {PI_SMEM, 1, in->space == SP_SHARED_CLUSTER ? V(tm, K_DSMEM_LAT) : V(tm, K_SMEM_LAT), TP_SMEM, 0};
+            Cost m = {PI_SMEM, 1, in->space == SP_SHARED_CLUSTER ? V(tm, K_DSMEM_LAT) : V(tm, K_SMEM_LAT), TP_SMEM, 0, 1};
             return m;
         }
         if (in->space == SP_PARAM) { c.lat = V(tm, K_SMEM_LAT); return c; } /* constant bank */
-        { Cost m = {PI_GMEM, 1, V(tm, K_GMEM_LAT), TP_GMEM, 0}; return m; }
+        { Cost m = {PI_GMEM, 1, V(tm, K_GMEM_LAT), TP_GMEM, 0, 1}; return m; }
     case OP_BAR_SYNC: case OP_BAR_ARRIVE: case OP_CLUSTER_ARRIVE: case OP_CLUSTER_WAIT: case OP_MBAR_INIT:
     case OP_MBAR_ARRIVE: case OP_MBAR_EXPECT_TX: case OP_MBAR_TRY_WAIT: case OP_TMA_LOAD: case OP_TMA_STORE:
     case OP_TMA_PREFETCH: case OP_BULK_LOAD: case OP_BULK_STORE: case OP_BULK_COMMIT: case OP_BULK_WAIT: case OP_CPA:
@@ -257,8 +293,8 @@ static Cost cost_of(const Timing *tm, const Ins *in)
         if (in->op == OP_MBAR_TRY_WAIT) sync.lat = V(tm, K_SMEM_LAT);
         return sync;
     case OP_FENCE: case OP_FENCE_PROXY_ASYNC: sync.interval = V(tm, K_FENCE_LAT); return sync;
-    case OP_WG_MMA: { Cost w = {PI_TC, V(tm, K_TC_ISSUE), 1, TP_ISSUE, 0}; return w; }
-    case OP_TC_LD: case OP_TC_ST: { Cost w = {PI_SMEM, 1, V(tm, K_TMEM_LAT), TP_TMEM, 0}; return w; }
+    case OP_WG_MMA: { Cost w = {PI_TC, V(tm, K_TC_ISSUE), 1, TP_ISSUE, 0, 1}; return w; }
+    case OP_TC_LD: case OP_TC_ST: { Cost w = {PI_SMEM, 1, V(tm, K_TMEM_LAT), TP_TMEM, 0, 1}; return w; }
     case OP_BRA: case OP_RET: case OP_EXIT: case OP_CVTA: case OP_MAPA: return c;
     case OP_MIN: case OP_MAX: case OP_NEG: case OP_ABS: case OP_SETP: case OP_SELP: case OP_COPYSIGN:
     default: return c;
@@ -380,9 +416,10 @@ Timing *timing_new(Sim *s)
     tm->wlast = malloc((size_t)s->nwarps * sizeof *tm->wlast);
     tm->wblk = calloc((size_t)s->nwarps, 1);
     tm->ldready = calloc((size_t)s->nwarps, sizeof *tm->ldready);
+    tm->wwhy = calloc((size_t)s->nwarps, 1);
     tm->rready = calloc((size_t)s->nwarps * (size_t)tm->nregs, sizeof *tm->rready);
     tm->stream_last = calloc((size_t)s->nstreams + 1, sizeof *tm->stream_last);
-    if (!tm->wnext || !tm->wlast || !tm->wblk || !tm->rready || !tm->stream_last || !tm->ldready) {
+    if (!tm->wnext || !tm->wlast || !tm->wblk || !tm->rready || !tm->stream_last || !tm->ldready || !tm->wwhy) {
         timing_free(tm);
         return NULL;
     }
@@ -398,6 +435,8 @@ Timing *timing_new(Sim *s)
     const char *tq = getenv("FA4SIM_TC_QUEUE");
     tm->tc_queue = tq ? atoi(tq) : 0;
     if (tm->tc_queue < 0 || tm->tc_queue > 16) tm->tc_queue = 0;
+    const char *tr = getenv("FA4SIM_TRACE");
+    tm->trace_warp = tr && *tr ? atoi(tr) : -1;
     return tm;
 }
 
@@ -405,6 +444,7 @@ void timing_free(Timing *tm)
 {
     if (!tm) return;
     free(tm->wnext), free(tm->wlast), free(tm->wblk), free(tm->rready), free(tm->stream_last), free(tm->ldready);
+    free(tm->wwhy);
     for (int i = 0; i < MAX_CTAS; i++) free(tm->tcq[i].j), free(tm->tcq[i].proj), free(tm->tcq[i].ended);
     free(tm);
 }
@@ -683,7 +723,7 @@ static void wake_scan(Sim *s, Timing *tm)
         if (run) {
             if (tm->wblk[w] > 0) {
                 double t = tm->now + wake_latency(tm, tm->wblk[w]);
-                if (t > tm->wnext[w]) tm->wnext[w] = t;
+                if (t > tm->wnext[w]) tm->wnext[w] = t, tm->wwhy[w] = 'b'; /* woken */
             }
             tm->wblk[w] = 0;
         } else if (!live) {
@@ -699,19 +739,20 @@ static void wake_scan(Sim *s, Timing *tm)
 static double issue_time(Sim *s, Timing *tm, int w, const Ins *in, Cost *c)
 {
     int sm = s->warps[w].cta, p = warp_smsp(s, w);
-    *c = cost_of(tm, in);
+    *c = cost_of(tm, in, in > s->e->ins ? in - 1 : NULL);
     double t = tm->wnext[w];
     double r = operands_ready(tm, w, in);
-    if (r > t) t = r;
+    tm->why = tm->wwhy[w] ? tm->wwhy[w] : 'w'; /* the warp's own last issue or wake-up, or what put it off */
+    if (r > t) t = r, tm->why = 'r';
     if (in->op == OP_WG_MMA && tm->tc_queue && tm->qn[sm] >= (unsigned)tm->tc_queue) {
         double f = tm->qfin[sm][tm->qn[sm] % (unsigned)tm->tc_queue]; /* the one accepted D ago must have ended */
-        if (f > t) t = f;
+        if (f > t) t = f, tm->why = 'q';
     }
     if (c->free) return t;
-    if (tm->slot[sm][p] > t) t = tm->slot[sm][p];
-    if (tm->pipe[sm][p][c->pipe] > t) t = tm->pipe[sm][p][c->pipe];
-    if (c->pipe == PI_SMEM && tm->smem_free[sm] > t) t = tm->smem_free[sm];
-    if (is_global_store(in) && tm->st_free[sm] > t) t = tm->st_free[sm];
+    if (tm->slot[sm][p] > t) t = tm->slot[sm][p], tm->why = 's';
+    if (tm->pipe[sm][p][c->pipe] > t) t = tm->pipe[sm][p][c->pipe], tm->why = 'p';
+    if (c->pipe == PI_SMEM && tm->smem_free[sm] > t) t = tm->smem_free[sm], tm->why = 'm';
+    if (is_global_store(in) && tm->st_free[sm] > t) t = tm->st_free[sm], tm->why = 'g';
     return t;
 }
 
@@ -747,7 +788,7 @@ static void issue(Sim *s, Timing *tm, int w, const Ins *in, const Cost *c0, doub
         c.lat += wf;
         if (in->op == OP_TC_LD && t + c.lat > tm->ldready[w]) tm->ldready[w] = t + c.lat;
     }
-    double slot = 1;
+    double slot = c.issues;
     if (!c.free && c.pipe != PI_TC && tc_beside(tm, sm, t)) {
         c.interval /= V(tm, K_TC_BESIDE);
         slot /= V(tm, K_TC_BESIDE);
@@ -756,11 +797,15 @@ static void issue(Sim *s, Timing *tm, int w, const Ins *in, const Cost *c0, doub
     if (!c.free) {
         tm->slot[sm][p] = t + slot;
         tm->pipe[sm][p][c.pipe] = t + c.interval;
-        tm->busy[TP_ISSUE] += 1;
+        tm->busy[TP_ISSUE] += c.issues;
         if (c.tp != TP_ISSUE && c.tp != TP_SMEM && c.tp != TP_TMEM) tm->busy[c.tp] += c.interval;
     }
-    tm->wnext[w] = t + (c.free ? 0 : 1);
+    tm->wnext[w] = t + (c.free ? 0 : c.issues);
     if (!c.free) tm->wlast[w] = t;
+    if (w == tm->trace_warp) /* reason: w own/wake, r registers, q wgmma queue, s issue slot, p pipe, m smem, g store */
+        fprintf(stderr, "fa4sim-trace: cta %d warp %d t=%.1f line %d %s why=%c interval=%.2f%s\n", sm, w, t, in->line,
+                ptx_op_name(in->op), tm->why, c.interval, c.free ? " free" : "");
+    tm->wwhy[w] = 0;
     tm->now = t;
     /* results */
     if (has_dest(in->op) && in->nops) {
@@ -822,7 +867,7 @@ void timing_run_cluster(Sim *s)
         const Ins *in = &s->e->ins[pc];
         Cost c;
         double t = issue_time(s, tm, bw, in, &c);
-        if (t > tm->wnext[bw]) { tm->wnext[bw] = t; continue; } /* others may go first */
+        if (t > tm->wnext[bw]) { tm->wnext[bw] = t, tm->wwhy[bw] = tm->why; continue; } /* others may go first */
         issue(s, tm, bw, in, &c, t);
         wake_scan(s, tm);
         if (tm->now > tm->end) tm->end = tm->now;
@@ -1082,7 +1127,9 @@ int timing_run_launch(const SimLaunch *l, char **report)
         double f = out->span[u] > 0 ? out->busy[u] / out->span[u] : 0;
         if (f > best) best = f, b = tp_names[u];
     }
-    if (dram > span && dram >= out->l2_cycles) b = "hbm";
+    /* the DRAM, when it ends the launch and is busy at least half of it (as a unit: the shared-DRAM makespan ends
+     * a hair after the clocks' span whenever any bytes are loaded) */
+    if (dram > span && dram >= out->l2_cycles && out->hbm_cycles >= 0.5 * dram) b = "hbm";
     else if (out->l2_cycles >= span) b = "l2";
     snprintf(out->bottleneck, sizeof out->bottleneck, "%s", b);
     return SIM_OK;
@@ -1128,7 +1175,7 @@ static int sched_pure(const Ins *in)
     case OP_ABS: case OP_NOT: case OP_AND: case OP_OR: case OP_XOR: case OP_SHL: case OP_SHR: case OP_SELP:
     case OP_SETP: case OP_CVT: case OP_EX2: case OP_LG2: case OP_RCP: case OP_SQRT: case OP_RSQRT: case OP_TANH:
     case OP_BFE: case OP_POPC: case OP_CLZ: case OP_PRMT: case OP_LOP3: case OP_BFIND: case OP_BREV: case OP_BFI:
-    case OP_SHF: case OP_COPYSIGN:
+    case OP_SHF: case OP_COPYSIGN: case OP_DIV: case OP_REM:
         return 1;
     default: return 0;
     }
@@ -1252,7 +1299,7 @@ static int sched_run(PtxEntry *e, int a, int b, const Timing *tm, int *wr_by, in
      * last reader since (order only) */
     for (int i = 0; i < n; i++) {
         const Ins *in = &e->ins[a + i];
-        Cost c = cost_of(tm, in);
+        Cost c = cost_of(tm, in, i ? in - 1 : NULL);
         lat[i] = c.free ? 0 : c.lat;
         sched_defs_uses(in, &d, &u);
         for (int j = 0; j < u.n + 2 * d.n; j++) {

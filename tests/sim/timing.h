@@ -78,6 +78,8 @@ typedef enum {
     K_LAUNCH_US,     /* a plain launch's gap after the stream's previous kernel (its end -> this grid's first global
                       * access), microseconds */
     K_GAP_PDL_US,    /* the same for a programmatic dependent launch (-> its griddepcontrol.wait's release) */
+    K_IDIV_CLK,      /* clocks a warp's 32-bit integer division (ptxas's I2F, MUFU.RCP, F2I sequence) holds the
+                      * sub-partition's MUFU/conversion unit, divisions back to back */
     K_COUNT
 } TimingKey;
 

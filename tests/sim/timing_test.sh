@@ -2,8 +2,8 @@
 # tests/sim/timing_test.sh - the timing mode's own checks (make sim-test step `timing`): a fixed small
 # sm90a case predicted twice (and under another scheduler seed) gives the same line; a table with half the
 # tensor-core rate predicts a longer time, one with a missing key is refused; the line names its units; the
-# latencies h200.tbl derives from microbenchmarks replay to the measured values, and so does the gather rate; a decode
-# kernel's L2 prefetches are priced; a programmatic dependent launch pays the PDL gap; ready warps alternate and
+# latencies h200.tbl derives from microbenchmarks replay to the measured values, and so do the gather rate and the
+# integer division's cost; a decode kernel's L2 prefetches are priced; a programmatic dependent launch pays the PDL gap; ready warps alternate and
 # wgmmas in flight slow the other warps' instructions.
 # Prints `timing: N passed, N failed`. Needs build/sim/libcuda.so.1 and build/sim/timecase.
 set -u
@@ -44,6 +44,11 @@ ok $? "the gather microbenchmark replays to h200.tbl's cpa_sm_bw: $(awk '$1 == "
 # reads 2178 clocks a pass (H200 run 5 measured 3244); issuing in PTX order it read 8191
 awk '$1 == "softcap" { r = $5 } END { exit !(r > 0 && r < 4500) }' "$w/mb.out"
 ok $? "the soft-cap probe's replay interleaves its chains: $(awk '$1 == "softcap" { print $5 }' "$w/mb.out") clk/pass (< 4500)"
+# a 32-bit integer division (idiv_clk, mb_idiv on the H200 in run 58: 35.76 clocks a warp division, 8 chains a thread
+# each its own divisor): the replay of the probe reads the table's value within 3% -- the model charges ptxas's
+# sequence (18 issue slots, the MUFU unit for idiv_clk) and lets independent divisions overlap as ptxas interleaves them
+awk '$1 == "idiv_clk" { t = $4; r = $7 } END { exit !(t > 0 && r > 0.97 * t && r < 1.03 * t) }' "$w/mb.out"
+ok $? "the division probe replays to h200.tbl's idiv_clk: $(awk '$1 == "idiv_clk" { print $4 " -> " $7 }' "$w/mb.out")"
 # the wgmma SS rate by width (tc_frac_nN, measured on the H200 in run 7): each mb_wgmma_nN replay reads the table's
 # fraction within 2%, and a narrow QK tile (bn 32: m64n32k16 at 0.62 of the N 256 rate) predicts slower than the
 # same table with every fraction 1
