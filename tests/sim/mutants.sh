@@ -549,8 +549,8 @@ mutant 3 split_range_hi 'plan note split: this split.s kv blocks' 1 'min[.]s32 %
 # the partial row of split s written as split 0's: the other splits' rows stay NaN-poisoned
 mutant 3 split_row_index 'consumer epilogue .split.' 1 'mad[.]lo[.]u32 %sp_idx, %split, %batch, %bidx;' 1 \
     sub '%split, %batch' '%bidx, %batch'
-# packed GQA rows: the head of a row from row / seq_rows -> row % seq_rows
-mutant 3 split_pack_head 'plan rows .GQA packed.' 1 'div[.]u32 %cs_hoff0, %cs_row0, [0-9]+;' 1 sub 'div[.]u32' 'rem.u32'
+# packed GQA rows: the head of a row from row / seq_rows (a shift: seq_rows is 8) -> the row's low bits
+mutant 3 split_pack_head 'plan rows .GQA packed.' 1 'shr[.]u32 %cs_hoff0, %cs_row0, [0-9]+;' 1 sub 'shr[.]u32' 'and.b32'
 
 # ------------------------------------------------------------ sm_90a one split (FA4SIM_CC=90)
 # the one-split test never true: the kernel writes partials (to no workspace) and no O
