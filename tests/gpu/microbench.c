@@ -827,6 +827,23 @@ int main(int argc, char **argv)
     m[nm++] = (Meas){"l2_sm_bw", "l2_sm_bw", (double)tn * BULK_BYTES / (double)h[0], "one SM, cp.async.bulk 16 KB x 8 in flight from a 4 MB (L2) buffer"};
     ms = launch_ms(tbw, (unsigned)sms, 128, BULK_SMEM, at, 3);
     m[nm++] = (Meas){"l2_bw", "l2_all_bw", (double)sms * tn * BULK_BYTES / (ms * 1e-3 * hz_tc), "every SM as l2_sm_bw, CUDA events (B per clock at clock_ghz)"};
+    {   /* L2 -> SM bandwidth against the bytes an SM keeps in flight (2, 4, 8 copies of 16 KB; an attention kernel's
+         * K/V ring holds up to 128 KB): is l2_sm_bw (8 copies) a latency bound? A probe, no table value */
+        static const char *const sn[] = {"mb_tma_bw_s2", "mb_tma_bw_s4", "mb_tma_bw"};
+        double one[3], all[3];
+        for (int k = 0; k < 3; k++) {
+            CUfunction f = fn(sn[k]);
+            unsigned sm_b = (unsigned)BULK_BYTES << (k + 1);
+            CK(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)sm_b));
+            launch_ms(f, 1, 128, sm_b, at, 1);
+            CK(cuMemcpyDtoH(h, out, 8));
+            one[k] = (double)tn * BULK_BYTES / (double)h[0];
+            all[k] = (double)tn * BULK_BYTES / (launch_ms(f, (unsigned)sms, 128, sm_b, at, 3) * 1e-3 * hz_tc);
+        }
+        printf("probe      l2_inflight  B/clk %.1f %.1f %.1f one SM, %.1f %.1f %.1f each of %d SMs  (cp.async.bulk 16 KB "
+               "copies from a 4 MB (L2) buffer, 2 / 4 / 8 in flight an SM)\n", one[0], one[1], one[2], all[0], all[1],
+               all[2], sms);
+    }
     unsigned hspan = (unsigned)span, hstride = (unsigned)(span / (size_t)sms) & ~(BULK_BYTES - 1u),
              hn = hstride / BULK_BYTES;
     void *ah[] = {&out, &src, &hn, &hspan, &hstride};
