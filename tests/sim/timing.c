@@ -222,7 +222,9 @@ typedef struct Cost {
  * the same operands shares its sequence (div + rem: 22, 4 more than the div). The dependent chain is
  * I2F -> MUFU -> IADD3 -> F2I and eleven integer steps (IMAD, IMAD.HI, ISETP, predicated IADD3). Its
  * throughput is measured (mb_idiv: idiv_clk, 35.8 clocks a warp division on an H200, against 20 issue
- * slots) and charged to the MUFU unit its I2F, RCP and F2I run on (16 lanes an SM: 24 of those clocks). */
+ * slots) and charged to the MUFU unit its I2F, RCP and F2I run on (16 lanes an SM: 24 of those clocks). A 64-bit
+ * division (a call in SASS, longer) is charged as a 32-bit one: the kernels' only one is the deterministic
+ * backward's counter address at bm 192 (a power-of-two bm shifts). */
 static int same_value(const Operand *a, const Operand *b)
 {
     return a->kind == b->kind && (a->kind == O_REG ? a->reg == b->reg : a->kind == O_IMM && a->imm == b->imm);
