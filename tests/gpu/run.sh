@@ -246,7 +246,7 @@ if [ "$SHORT" = 1 ]; then
     # both, each step bounded so one that hangs leaves the other's log
     scache=$(mktemp -d)
     step short_timeline env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so FA4GEN_CACHE_DIR="$scache" \
-        timeout "${SHORT_TIMELINE_TIMEOUT:-40}" python3 bench/short_timeline.py --out "$OUT/short_timeline.txt" \
+        timeout "${SHORT_TIMELINE_TIMEOUT:-90}" python3 bench/short_timeline.py --out "$OUT/short_timeline.txt" \
         --json "$OUT/short_timeline.json" ${SHORT_TIMELINE_ARGS:-}
     step short_bench env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so FA4GEN_CACHE_DIR="$scache" \
         timeout "${SHORT_TIMEOUT:-120}" python3 bench/short_shapes.py --out "$OUT/short_shapes.txt" \
