@@ -203,11 +203,12 @@ PTXAS_SPILLS   = "sh tests/ptxas/run_spills.sh $(B)/fa4gen"
 PTXAS_BWD      = "$(WITH_SASS) sh tests/ptxas/run_bwd.sh $(B)/fa4gen"
 PTXAS_RAW      = "sh tests/ptxas/raw_ops.sh"
 PTXAS_REGS     = "sh tests/ptxas/regbudget.sh $(B)/fa4gen"
+PTXAS_DIV      = "sh tests/ptxas/pow2_div.sh $(B)/fa4gen"
 PTXAS_SM103    = "SM103_SAMPLE=$${SM103_SAMPLE:-24} sh tests/ptxas/run_sm103.sh $(B)/fa4gen"
 SASS_SM100     = "CUOBJDUMP=$$(sh tests/ensure-sass-tools.sh $(B)/sasstools) sh tests/ptxas/sass_sm100.sh $(B)/fa4gen"
 ptxas-test: $(B)/fa4gen
 	@sh tests/lanes.sh $(PTXAS_SM90) $(PTXAS_SERVING) $(PTXAS_MLA100) $(PTXAS_SPLIT) $(PTXAS_FEATURES) \
-	    $(PTXAS_SPILLS) $(PTXAS_BWD) $(PTXAS_RAW) $(PTXAS_REGS) $(PTXAS_SM103)
+	    $(PTXAS_SPILLS) $(PTXAS_BWD) $(PTXAS_RAW) $(PTXAS_REGS) $(PTXAS_DIV) $(PTXAS_SM103)
 
 # make test's step: the ptxas matrices and the SASS matrix in the same lanes; the SASS matrix, last,
 # disassembles the cubins the sm100a ptxas matrix kept (SM100_CUBINS) instead of assembling them again.
@@ -215,7 +216,7 @@ ptxas-test: $(B)/fa4gen
 ptxas-sass-test: $(B)/fa4gen sass-tools
 	@c=$$(mktemp -d); SM100_CUBINS=$$c sh tests/lanes.sh $(PTXAS_SM90) $(PTXAS_SERVING) $(PTXAS_BWD) \
 	    $(PTXAS_MLA100) $(PTXAS_SPLIT) $(PTXAS_FEATURES) $(PTXAS_SPILLS) $(SASS_SM100) $(PTXAS_RAW) $(PTXAS_REGS) \
-	    $(PTXAS_SM103); \
+	    $(PTXAS_DIV) $(PTXAS_SM103); \
 	    r=$$?; rm -rf "$$c"; exit $$r
 
 # SASS of the sm100a matrix (no GPU needed): a cuobjdump from the toolkit, or NVIDIA's wheel.
