@@ -70,5 +70,4 @@ printf '    div.u32 %%a, %%b, %%c;\n    rem.u32 %%a, %%b, 96;\n' > "$dir/clean.p
 if found "$dir/planted.ptx" > /dev/null && ! found "$dir/clean.ptx" > /dev/null; then pass=$((pass + 1))
 else echo "FAIL the lint: a planted division by 128 not found, or a clean one flagged"; fail=$((fail + 1)); fi
 
-echo "pow2 div lint: $pass passed, $fail failed"
-[ "$fail" = 0 ]
+sh "$(dirname "$0")/../report.sh" "pow2 div lint" "$pass" "$fail"
