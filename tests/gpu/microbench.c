@@ -424,8 +424,8 @@ static void k_gather(void)
  * clocks a pass on an H200 with one fixed divisor, ~10 instructions a division; the attention kernels' tile decode
  * divides by values ptxas does not hoist), 256 threads (two warps a sub-partition), one SM, n passes; out[0] =
  * clocks of the n passes (thread 0). ptxas expands each div into 18 SASS instructions (I2F, MUFU.RCP, F2I, IMADs,
- * IADD3s, ISETPs). Not a table value: a probe of what the model charges a division (timing.c idiv_sass) against
- * the GPU (tests/sim/mb_replay.py reads the model's clocks). */
+ * IADD3s, ISETPs). Table value idiv_clk: the clocks a warp division holds its sub-partition, which timing.c
+ * idiv_sass charges (tests/sim/mb_replay.py checks the model reads it back). */
 static void k_idiv(void)
 {
     head("mb_idiv", ".param .u64 out, .param .u32 n, .param .u32 d");
@@ -698,6 +698,17 @@ static CUfunction fn(const char *name)
     exit(1);
 }
 
+/* The bulk-copy ring with 2 << k copies of BULK_BYTES in flight (k 0..2: mb_tma_bw_s2, _s4, mb_tma_bw), its dynamic
+ * shared memory allowed; *smem = the bytes to launch it with. */
+static CUfunction bulk_ring(int k, unsigned *smem)
+{
+    static const char *const name[] = {"mb_tma_bw_s2", "mb_tma_bw_s4", "mb_tma_bw"};
+    CUfunction f = fn(name[k]);
+    *smem = (unsigned)BULK_BYTES << (k + 1);
+    CK(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)*smem));
+    return f;
+}
+
 static float launch_ms(CUfunction f, unsigned grid, unsigned block, unsigned smem, void **args, int reps)
 {
     CUevent a, b;
@@ -828,13 +839,12 @@ int main(int argc, char **argv)
     ms = launch_ms(tbw, (unsigned)sms, 128, BULK_SMEM, at, 3);
     m[nm++] = (Meas){"l2_bw", "l2_all_bw", (double)sms * tn * BULK_BYTES / (ms * 1e-3 * hz_tc), "every SM as l2_sm_bw, CUDA events (B per clock at clock_ghz)"};
     {   /* L2 -> SM bandwidth against the bytes an SM keeps in flight (2, 4, 8 copies of 16 KB; an attention kernel's
-         * K/V ring holds up to 128 KB): is l2_sm_bw (8 copies) a latency bound? A probe, no table value */
-        static const char *const sn[] = {"mb_tma_bw_s2", "mb_tma_bw_s4", "mb_tma_bw"};
-        double one[3], all[3];
-        for (int k = 0; k < 3; k++) {
-            CUfunction f = fn(sn[k]);
-            unsigned sm_b = (unsigned)BULK_BYTES << (k + 1);
-            CK(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)sm_b));
+         * K/V ring holds up to 128 KB): is l2_sm_bw (8 copies) a latency bound? A probe, no table value; its 8-copy
+         * point is l2_sm_bw and l2_bw, just measured */
+        double one[3] = {0, 0, meas_value(m, nm, "l2_sm_bw", 0)}, all[3] = {0, 0, meas_value(m, nm, "l2_bw", 0) / sms};
+        for (int k = 0; k < 2; k++) {
+            unsigned sm_b;
+            CUfunction f = bulk_ring(k, &sm_b);
             launch_ms(f, 1, 128, sm_b, at, 1);
             CK(cuMemcpyDtoH(h, out, 8));
             one[k] = (double)tn * BULK_BYTES / (double)h[0];
@@ -851,13 +861,11 @@ int main(int argc, char **argv)
     m[nm++] = (Meas){"hbm_gbs", "hbm_bw", (double)sms * hn * BULK_BYTES / (ms * 1e-3) / 1e9, "every SM streaming its own slice of a 512 MB buffer (past L2) once, cp.async.bulk; launch gap included"};
     {   /* DRAM bandwidth against the bytes each SM keeps in flight (2, 4, 8 copies of 16 KB), on every SM and on 128 (a
          * split-KV decode grid): a probe, no table value */
-        static const char *const sn[] = {"mb_tma_bw_s2", "mb_tma_bw_s4", "mb_tma_bw"};
         printf("probe      hbm_inflight GB/s");
         for (int g = 0; g < 2; g++)
             for (int k = 0; k < 3; k++) {
-                CUfunction f = fn(sn[k]);
-                unsigned sm_b = (unsigned)BULK_BYTES << (k + 1), nsm = g ? 128 : (unsigned)sms;
-                CK(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)sm_b));
+                unsigned sm_b, nsm = g ? 128 : (unsigned)sms;
+                CUfunction f = bulk_ring(k, &sm_b);
                 double t = launch_ms(f, nsm, 128, sm_b, ah, 3);
                 printf(" %.0f", (double)nsm * hn * BULK_BYTES / (t * 1e-3) / 1e9);
             }

@@ -48,6 +48,9 @@ static int source_word(const char *w)
     return -1;
 }
 
+/* warp instruction interval of a pipe with `lanes` results per clock per SM (4 sub-partitions) */
+static double interval_of(double lanes) { return lanes > 0 ? 32.0 / (lanes / 4.0) : 1.0; }
+
 /* A key the table does not give: `v`, marked assumed (timing_load, for keys newer than the table). */
 static void table_default(TimingGpu *g, int k, double v, const char *why)
 {
@@ -124,7 +127,7 @@ int timing_load(TimingGpu *g, const char *name_or_path, const char *dir, char *e
         /* the PDL probe's gaps (run 18): a programmatic dependent as a plain launch */
         table_default(g, K_GAP_PDL_US, g->v[K_LAUNCH_US], "as launch_us");
         /* mb_idiv (run 58): I2F, MUFU.RCP and F2I at the MUFU rate are the least a division holds that unit */
-        table_default(g, K_IDIV_CLK, 3 * 32 / (g->v[K_MUFU_LANES] / 4), "its I2F, MUFU.RCP, F2I at mufu_lanes");
+        table_default(g, K_IDIV_CLK, 3 * interval_of(g->v[K_MUFU_LANES]), "its I2F, MUFU.RCP, F2I at mufu_lanes");
     }
     for (int k = 0; k < K_COUNT && !rc; k++)
         if (!g->have[k]) { snprintf(err, n, "%s: key %s missing", path, key_names[k]); rc = -1; }
@@ -201,8 +204,6 @@ static double tc_frac(const Timing *tm, int n)
     return 1;
 }
 
-/* warp instruction interval of a pipe with `lanes` results per clock per SM (4 sub-partitions) */
-static double interval_of(double lanes) { return lanes > 0 ? 32.0 / (lanes / 4.0) : 1.0; }
 
 static int is_float(int ty) { return ty == T_F32 || ty == T_F64 || ty == T_F16 || ty == T_BF16 || ty == T_F16X2 || ty == T_BF16X2 || ty == T_F32X2; }
 

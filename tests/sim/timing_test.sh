@@ -3,8 +3,8 @@
 # sm90a case predicted twice (and under another scheduler seed) gives the same line; a table with half the
 # tensor-core rate predicts a longer time, one with a missing key is refused; the line names its units; the
 # latencies h200.tbl derives from microbenchmarks replay to the measured values, and so do the gather rate and the
-# integer division's cost; a decode kernel's L2 prefetches are priced; a programmatic dependent launch pays the PDL gap; ready warps alternate and
-# wgmmas in flight slow the other warps' instructions.
+# integer division's cost; a decode kernel's L2 prefetches are priced; a programmatic dependent launch pays the PDL
+# gap; ready warps alternate and wgmmas in flight slow the other warps' instructions.
 # Prints `timing: N passed, N failed`. Needs build/sim/libcuda.so.1 and build/sim/timecase.
 set -u
 cd "$(dirname "$0")/../.."
