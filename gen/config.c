@@ -95,6 +95,7 @@ void config_init(Config *c)
     c->prefetch = -1;
     c->head_major = -1;
     c->diag_half = -1;
+    c->dynamic = -1;
 }
 
 /* Early, paged: the sequence's length and table are read before the wait, kv_early's promise covers
@@ -207,6 +208,7 @@ static const IntKey int_keys[] = {
                                         "waves of alternating direction)"},
     {"diag_half", F(diag_half), 0, 1, "0 or 1 (a consumer that sees no key of a block's upper half skips it: "
                                       "half-wide softmax and P V)"},
+    {"dynamic", F(dynamic), 0, 1, "0 or 1 (a persistent CTA takes its next tile from a per-launch counter)"},
 };
 #undef F
 enum { N_INT_KEYS = sizeof int_keys / sizeof int_keys[0] };
@@ -255,7 +257,7 @@ int config_set(Config *c, const char *key, const char *value, char *err, size_t 
     }
     return fail(err, n, "'%s' is not a config field; fields: kind target dtype depth qk ov bm bn group stages "
                         "swizzle mask qtiles cta rescale poly rope_split rope_dtype pingpong persistent b_topk num_mbars q_smem_depth "
-                        "q_tmem_depth cta_group tma_store sink split cluster early prefetch varlen page stale deterministic tail_split softcap alibi timeline store_wait coords_late occupancy head_major diag_half mod", ESC(key));
+                        "q_tmem_depth cta_group tma_store sink split cluster early prefetch varlen page stale deterministic tail_split softcap alibi timeline store_wait coords_late occupancy head_major diag_half dynamic mod", ESC(key));
 }
 
 /* ---------------------------------------------------------------- the keys a kernel has */
@@ -303,7 +305,8 @@ int config_key_applies(Kind k, TargetId t, const char *key)
     if (KEY_IN(key, "qtiles", "cta", "rope_split", "rope_dtype")) return mha && !sm90;
     if (KEY_IN(key, "pingpong", "persistent")) return sm90;
     if (KEY_IN(key, "tma_store")) return mla;
-    if (KEY_IN(key, "cluster", "timeline", "store_wait", "coords_late", "occupancy", "head_major", "diag_half"))
+    if (KEY_IN(key, "cluster", "timeline", "store_wait", "coords_late", "occupancy", "head_major", "diag_half",
+               "dynamic"))
         return mha && sm90;
     if (KEY_IN(key, "sink", "split", "early", "prefetch", "varlen", "page", "softcap", "alibi", "mod")) return mha;
     return 1; /* qk group swizzle rescale poly mask */
@@ -573,6 +576,7 @@ static int key_used(const Config *c, const char *key)
     if (!strcmp(key, "occupancy")) return c->occupancy > 1;
     if (!strcmp(key, "head_major")) return c->head_major >= 0;
     if (!strcmp(key, "diag_half")) return c->diag_half >= 0;
+    if (!strcmp(key, "dynamic")) return c->dynamic > 0;
     return 1;
 }
 

@@ -145,6 +145,11 @@ typedef struct Config {
      * choice: 1 where the mask has a right bound (causal, window) and bn is a multiple of 32. Canonical form names
      * it only when set */
     int diag_half;
+    /* sm90a MHA forward, persistent, dense, unsplit (plan note dynamic tiles): 1 = a CTA takes its first tile by
+     * its index and each next one from a per-launch counter (p_tile_ctr: two u32, zero at launch, zero again when
+     * the launch ends; the runtime owns them), so a CTA that finishes early takes more tiles; 0 = the static walk;
+     * -1 (unset) = 0 for the plan, the runtime's choice for a call. Canonical form names it only when on */
+    int dynamic;
 } Config;
 
 /* Plan.head_major, the sm90a MHA tile order (plan note tile order). TILE_L2_GROUPS: a group holds as many heads as
@@ -332,6 +337,8 @@ typedef enum {
     /* the backward's tail_split=1 (mha_bwd.h): u32 the first split tile and the parts per split tile (0: none); u64
      * the partials' area (f32 dK, dV, then u32 counters) and u32 its bytes (the pre kernel zeroes it) */
     SCALAR_TAIL_FIRST, SCALAR_TAIL_PARTS, SCALAR_TAIL_WS, SCALAR_TAIL_BYTES,
+    /* config dynamic=1: u64 the launch's tile counter (two u32: tiles claimed, CTAs done; zero at launch) */
+    SCALAR_TILE_CTR,
     SCALAR_COUNT
 } ScalarId;
 extern const char *const scalar_name[SCALAR_COUNT];

@@ -71,6 +71,7 @@ void mha_plan_params(Plan *p)
     }
     if (p->cfg.varlen) varlen_plan_params(p);
     if (p->cfg.page) paged_plan_params(p);
+    if (p->cfg.dynamic > 0) plan_param_scalar(p, SCALAR_TILE_CTR, PARAM_U64);
     if (p->cfg.timeline) {
         plan_param_scalar(p, SCALAR_TIMELINE, PARAM_U64);
         plan_note(p, "timeline", "debug: tile t's phase stamps (MhaTimelineSlot) at p_timeline + t x %d x 8, u64 each, "

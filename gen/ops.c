@@ -339,6 +339,23 @@ void op_ld_cluster_v4_f32_if(Emit *e, Reg guard, const Reg dst[4], Reg addr, uin
     emit(e, "%sld.shared::cluster.v4.f32 {%s, %s, %s, %s}, [%s+%u];", at, d[0], d[1], d[2], d[3], R(e, addr), off);
 }
 
+/* config dynamic: the tile counter (PTX ISA, atom; memory consistency model). A claim needs no order of its own;
+ * the done count is acq_rel so that the CTA that sees the last arrival also sees every claim before it. */
+void op_atom_add_u32(Emit *e, const char *sem, Reg dst, Reg addr, uint32_t off, uint32_t v)
+{
+    REG_WANT(e, dst, RT_B32);
+    REG_WANT(e, addr, ADDR64);
+    emit(e, "atom.%s.gpu.global.add.u32 %s, [%s+%u], %u;", sem, R(e, dst), R(e, addr), off, v);
+}
+
+void op_st_relaxed_gpu_v2_u32_zero(Emit *e, Reg guard, Reg addr)
+{
+    char g[EMIT_REG_NAME + 4];
+    const char *at = guard_prefix(e, g, sizeof g, guard, __func__);
+    REG_WANT(e, addr, ADDR64);
+    emit(e, "%sst.relaxed.gpu.global.v2.u32 [%s], {0, 0};", at, R(e, addr));
+}
+
 void op_st_global_f32(Emit *e, Reg guard, Reg addr, Reg src)
 {
     char g[EMIT_REG_NAME + 4];

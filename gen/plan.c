@@ -26,7 +26,7 @@ const char *const scalar_name[SCALAR_COUNT] = {
     "kn_stride_b", "kn_stride_s", "kn_stride_h", "vn_stride_b", "vn_stride_s", "vn_stride_h", "kc_stride_p",
     "kc_stride_r", "kc_stride_h", "vc_stride_p", "vc_stride_r", "vc_stride_h", "seqlen_base", "seqlens_out",
     "page_rows", "s_new", "heads_kv", "dk_stride_b", "dv_stride_b", "timeline", "dq_sem", "tail_first", "tail_parts", "tail_ws",
-    "tail_bytes"};
+    "tail_bytes", "tile_ctr"};
 
 /* A builder's table is full: remember which (plan_make fails with it) and drop the entry. */
 static int full(Plan *p, int n, int max, const char *table)

@@ -114,6 +114,7 @@ void fa4_destroy(fa4_ctx *ctx)
     if (!ctx) return;
     rt_mha_memo_free(ctx);
     rt_map_free(ctx, &ctx->kernels);
+    rt_sched_close(ctx);
     rt_driver_close(ctx);
     if (ctx->jl.lib) dlclose(ctx->jl.lib);
     for (size_t i = 0; i < ctx->n_err_bufs; i++) free(ctx->err_bufs[i]);

@@ -17,9 +17,10 @@
  *     walked (beyond it rt_split_choice gives 1), and every kv block count up to RT_SPLIT_KV_SATURATE
  *     (beyond it the count is the same), through rt_split_outcome, the runtime's own decision, with
  *     rt_split_choice's answers kept in a table per SM count;
- *   - the tile-order and small-grid rules read batch and heads too (which tiles fill the SMs): every witness
- *     also lists the grids they may pick instead (rt_tile_order_twins; where rt_small_grid_open, the picks of
- *     the class's smallest grid and of one as wide as the SM count).
+ *   - the tile-order, small-grid and dynamic-tiles rules read batch and heads too (which tiles fill the SMs): every
+ *     witness also lists the grids they may pick instead (rt_tile_order_twins; where rt_small_grid_open or
+ *     rt_dynamic_open, the picks of grids of 1, 2, 4 .. 4 x SMs sequences of one kv head),
+ *     and a dynamic pick its twin with dynamic=0 (a call with no tile counter runs that).
  * Each distinct decision keeps one witness: a concrete shape of the class that takes it. The witness
  * is then run through rt_mha_pick, the whole of fa4_mha_fwd's rules, and its configs (the combine
  * kernel's too) are what is listed; a witness that picks another decision than the walk predicted is
@@ -330,6 +331,11 @@ static fa4_status record(Walk *wk, const RtMhaShape *s, const RtMhaPick *pk)
     Config twins[3]; /* the tile-order rules read batch, heads and lengths: list every grid they may pick */
     for (int i = 0, n = bad ? 0 : rt_tile_order_twins(&pk->main, s, twins); i < n; i++)
         if (!canonical(wk, &twins[i], text, sizeof text) && add_found(&wk->configs, text, ex, NULL, s->target)) goto oom;
+    if (!bad && pk->main.dynamic > 0) { /* a call without a tile counter (runtime/sched.c) runs it with dynamic=0 */
+        Config twin = pk->main;
+        twin.dynamic = 0;
+        if (!canonical(wk, &twin, text, sizeof text) && add_found(&wk->configs, text, ex, NULL, s->target)) goto oom;
+    }
     if (!bad && pk->combine) {
         if (canonical(wk, &pk->comb, text, sizeof text))
             return rt_fail(wk->ctx, FA4_ERR_INTERNAL, "configs: the combine kernel of '%s' does not plan: %s", ex, text);
@@ -494,12 +500,14 @@ static fa4_status pick_witness(const Class *cl, const RtMhaShape *s, const RtSpl
                        "for '%s', but the rules picked %d, %d, %d: configs.c no longer follows mha_pick.c",
                        want->path, want->splits, want->cluster, ex, pk.path, pk.splits, pk.main.cluster_split);
     }
-    if ((st = record(cl->wk, s, &pk)) || !rt_small_grid_open(&pk.main, s)) return st;
-    /* the small-grid rule reads batch and heads, which a piece's one witness does not span: the class's smallest grid
-     * (one sequence, one kv head) and one of an SM count's sequences, so a call of either size finds its tile */
+    if ((st = record(cl->wk, s, &pk))) return st;
+    /* the small-grid and dynamic-tiles rules read batch and heads, which a piece's one witness does not span: grids of
+     * one kv head's group and 1, 2, 4 .. 4 x SMs sequences. Their thresholds (small: 128-row tiles <= SMs / 2;
+     * dynamic: tiles >= 2 x SMs) are a factor of 4 or more apart, so a power of two falls in every region between */
     RtMhaShape t = *s;
-    for (int big = 0; big < 2; big++) {
-        t.batch = big ? s->sm_count : 1, t.heads_kv = 1, t.heads_q = cl->c0.group;
+    if (!rt_small_grid_open(&pk.main, s) && !rt_dynamic_open(&pk.main, s)) return FA4_OK;
+    for (int64_t b = 1; b <= 4 * (int64_t)s->sm_count; b *= 2) {
+        t.batch = (int)b, t.heads_kv = 1, t.heads_q = cl->c0.group;
         if ((st = rt_mha_pick(cl->wk->ctx, &t, 0, &pk)) || (st = record(cl->wk, &t, &pk))) return st;
     }
     return FA4_OK;

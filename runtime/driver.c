@@ -47,6 +47,15 @@ static const DrvSym drv_syms[] = {
     D("cuLinkDestroy", "cuLinkDestroy", LinkDestroy, 1),
     /* required: every driver since CUDA 4 has it, and no kernel is launched on a pointer it was not asked about */
     D("cuPointerGetAttributes", "cuPointerGetAttributes", PointerGetAttributes, 0),
+    D("cuMemAlloc", "cuMemAlloc_v2", MemAlloc, 1),
+    D("cuMemFree", "cuMemFree_v2", MemFree, 1),
+    D("cuMemsetD8Async", "cuMemsetD8Async", MemsetD8Async, 1),
+    D("cuStreamCreate", "cuStreamCreate", StreamCreate, 1),
+    D("cuStreamDestroy", "cuStreamDestroy_v2", StreamDestroy, 1),
+    D("cuStreamSynchronize", "cuStreamSynchronize", StreamSynchronize, 1),
+    D("cuStreamIsCapturing", "cuStreamIsCapturing", StreamIsCapturing, 1),
+    D("cuStreamGetId", "cuStreamGetId", StreamGetId, 1),
+    D("cuThreadExchangeStreamCaptureMode", "cuThreadExchangeStreamCaptureMode", ThreadExchangeStreamCaptureMode, 1),
 };
 #undef D
 

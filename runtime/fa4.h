@@ -319,7 +319,13 @@ typedef struct fa4_mha_args {
  * programmatic stream serialization, each may start while the stream's previous kernel runs and executes
  * griddepcontrol.wait before it touches any global memory; each executes griddepcontrol.launch_dependents at
  * once, so a kernel launched after it with that attribute may start early too -- and must itself wait
- * (griddepcontrol.wait) before reading O or LSE, as PDL requires. Stream order is unchanged for plain launches. */
+ * (griddepcontrol.wait) before reading O or LSE, as PDL requires. Stream order is unchanged for plain launches.
+ * A kernel with dynamic tiles (sm90a, config word dynamic=1: the runtime picks it for large dense grids) takes its
+ * tiles from a counter the context owns: the stream's own for an eager call, a fresh one for each call made while
+ * the stream captures a CUDA graph. So calls on different streams, and graphs replayed on any streams, run side by
+ * side safely; one limit: two graph execs instantiated from the same captured graph share its counters and must
+ * not run at the same time (CUDA already orders the launches of one exec). A capture before the context's first
+ * eager dynamic call runs the static walk instead (the counters are allocated outside any capture). */
 fa4_status fa4_mha_fwd(fa4_ctx *ctx, const fa4_mha_args *args, void *stream);
 
 /* The canonical config fa4_mha_fwd would use for args (for logs, tests and AOT bundles); the split

@@ -625,7 +625,8 @@ static fa4_status check_timeline(fa4_ctx *ctx, const Plan *p, const fa4_mha_args
 }
 
 /* What the launch binds: the call's tensors as its maps see them, and its scalars. */
-static fa4_status bind(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a, int splits, RtLaunch *l)
+static fa4_status bind(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a, int splits, uint64_t tile_ctr,
+                       RtLaunch *l)
 {
     static const TensorId id[N_TENSORS] = {[T_Q] = TENSOR_Q, [T_K] = TENSOR_K, [T_V] = TENSOR_V, [T_O] = TENSOR_O,
                                            [T_K_ROPE] = TENSOR_K_ROPE};
@@ -665,7 +666,7 @@ static fa4_status bind(fa4_ctx *ctx, const Plan *p, const fa4_mha_args *a, int s
         [SCALAR_SEQLENS_K] = {.u64 = (uint64_t)(uintptr_t)a->seqlens_k}, [SCALAR_MAX_PAGES] = {.u32 = (uint32_t)a->max_pages},
         [SCALAR_NUM_PAGES] = {.u32 = (uint32_t)a->num_pages}, [SCALAR_SOFTCAP_SCALE] = {.f32 = ks.softcap_scale},
         [SCALAR_ALIBI] = {.u64 = (uint64_t)(uintptr_t)a->alibi_slopes}, [SCALAR_ALIBI_SCALE] = {.f32 = ks.alibi_scale},
-        [SCALAR_TIMELINE] = {.u64 = (uint64_t)(uintptr_t)a->workspace}};
+        [SCALAR_TIMELINE] = {.u64 = (uint64_t)(uintptr_t)a->workspace}, [SCALAR_TILE_CTR] = {.u64 = tile_ctr}};
     for (int i = 0; i < SCALAR_COUNT; i++) l->scalars[i] = v[i], l->has_scalar[i] = 1;
     return FA4_OK;
 }
@@ -864,6 +865,7 @@ typedef struct {
     fa4_kernel *k, *comb; /* comb: the combine kernel, when ws */
     int splits;
     int ws; /* partials in the workspace, merged by the combine kernel */
+    uint64_t tile_ctr; /* a dynamic kernel's counter for this call's stream (sched.c); not remembered */
 } MhaOutcome;
 
 struct RtMhaMemo {
@@ -1022,7 +1024,7 @@ static fa4_status launch_call(fa4_ctx *ctx, const fa4_mha_args *a, const MhaOutc
                               RtMapCache *maps)
 {
     RtLaunch l;
-    fa4_status s = bind(ctx, &o->k->plan, a, o->splits, &l);
+    fa4_status s = bind(ctx, &o->k->plan, a, o->splits, o->tile_ctr, &l);
     if (!s) s = rt_launch_cached(ctx, o->k, &l, stream, maps);
     if (!s && o->ws) s = launch_combine(ctx, o->comb, a, o->splits, stream);
     return s;
@@ -1042,6 +1044,10 @@ static int memo_call(fa4_ctx *ctx, fa4_mha_args *a, const MhaKey *key, CUstream 
     if (!pointers_pass(a, t, n)) return 0;
     int pushed;
     if ((*s = rt_ctx_enter(ctx, &pushed))) return 1;
+    if (o.k->plan.cfg.dynamic > 0 && !(o.tile_ctr = rt_tile_counter(ctx, stream))) {
+        rt_ctx_leave(ctx, pushed); /* no counter for this stream now: the full path picks the static walk */
+        return 0;
+    }
     int was_valid = maps.valid;
     const void *was[TENSOR_COUNT];
     memcpy(was, maps.ptr, sizeof was);
@@ -1055,10 +1061,17 @@ static int memo_call(fa4_ctx *ctx, fa4_mha_args *a, const MhaKey *key, CUstream 
 /* fa4_mha_fwd once the arguments, the config and the split count are settled; the context is current.
  * key: the call's signature, remembered with the outcome once it has launched (NULL: not remembered). */
 static fa4_status run(fa4_ctx *ctx, const fa4_mha_args *a, Config *c, int splits, int path, CUstream stream,
-                      const MhaKey *key)
+                      const MhaKey *key, int dynamic_asked)
 {
     fa4_status s;
-    MhaOutcome o = {NULL, NULL, splits, path && splits > 1 && !c->cluster_split};
+    MhaOutcome o = {NULL, NULL, splits, path && splits > 1 && !c->cluster_split, 0};
+    if (c->dynamic > 0 && !(o.tile_ctr = rt_tile_counter(ctx, stream))) {
+        if (dynamic_asked > 0)
+            return BAD("config", "dynamic=1: no tile counter for this stream (the first dynamic call of a context "
+                       "must not be under stream capture; a driver before CUDA 12.0 has none); leave dynamic out");
+        c->dynamic = 0; /* the rules' choice: the static walk computes the same */
+        key = NULL;     /* not remembered: the next call of this signature may have a counter */
+    }
     if (o.ws && (s = check_workspace(ctx, a, splits))) return s;
     /* check_rope even on a memory hit: where rope_split is refused it is not in the canonical text, so
      * the key of a call with k_rope can name a kernel without it (found by tests/fuzz/fuzz_args) */
@@ -1095,6 +1108,7 @@ fa4_status fa4_mha_fwd(fa4_ctx *ctx, const fa4_mha_args *args, void *stream)
     int ready = atomic_load_explicit(&ctx->drv_state, memory_order_acquire) == LIB_READY;
     if (keyed && ready && memo_call(ctx, &a, &key, (CUstream)stream, &s)) return s;
     if ((s = read_args(ctx, args, &a)) || (s = prepare_read(ctx, &a, &c))) return s; /* a afresh: memo_call may have bounded it */
+    int dynamic_asked = c.dynamic;
     /* Only now the driver: everything above is the caller's arguments. */
     int splits, path, pushed;
     if ((s = rt_driver(ctx)) || (s = finish_config(ctx, &a, &c, 1, 0)) ||
@@ -1102,7 +1116,7 @@ fa4_status fa4_mha_fwd(fa4_ctx *ctx, const fa4_mha_args *args, void *stream)
         return s;
     split_path_words(&c, &a, path);
     if ((s = rt_ctx_enter(ctx, &pushed))) return s;
-    s = run(ctx, &a, &c, splits, path, (CUstream)stream, keyed ? &key : NULL);
+    s = run(ctx, &a, &c, splits, path, (CUstream)stream, keyed ? &key : NULL, dynamic_asked);
     rt_ctx_leave(ctx, pushed);
     return s;
 }

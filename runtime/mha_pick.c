@@ -283,6 +283,41 @@ static void long_tile_order(Config *c, const RtMhaShape *s)
     if (t.stride < t.walk) c->head_major = 0;
 }
 
+/* Dynamic tiles (config dynamic, plan note dynamic tiles; bench/NOTES.md "The dynamic tile counter"): a persistent CTA
+ * takes each next tile from a per-launch counter, so the tiles' run times, which vary with the memory traffic around
+ * them, even out where a static walk hands each CTA its share up front. H200, CUDA graphs, cuDNN / fa4 with and
+ * without it in one run (runs 63-66, bench/results/2026-11-29-h200-short-dynamic-run6*.txt): full (unmasked) d128 and
+ * d256 calls of two waves or more +0.2..+3.2% (B128 H16 S128 d128 1.014 -> 1.046, S256 d256 0.972 -> 0.985; GQA full
+ * -1%: left out); causal d64 and GQA calls, in the L2 groups' order (head_major 0: within a group the longest
+ * m-blocks first, the order a free CTA should take them in) +1.5..+8.5% (B16 H16 S1024 d64 1.057 -> 1.100, the long
+ * d64 1.153 -> 1.251, GQA 32/8 S8192 1.161 -> 1.207) except where each head has two m-blocks, which the walk pairs
+ * long with short exactly (B64 H16 S256 d64 1.156 -> 1.138: left out). Causal d128 without GQA and d256 lost 1-9%
+ * however ordered: left to the walk. Only where the caller's config left dynamic open and the grid is two waves. */
+int rt_dynamic_open(const Config *c, const RtMhaShape *s)
+{
+    int full = c->mask == MASK_NONE && c->group == 1 && c->qk_depth >= 128;
+    int causal = c->mask == MASK_CAUSAL && c->qk_depth <= 128 && (c->qk_depth <= 64 || c->group > 1);
+    return c->target == TARGET_SM90A && c->kind == KIND_MHA && c->dynamic != 0 && c->persistent != 0 && !c->split &&
+           !c->cluster_split && c->occupancy <= 1 && !c->timeline && c->dtype != DT_E4M3 && (full || causal) &&
+           !s->varlen && !s->page_size && s->num_splits <= 1 && s->sm_count > 0 && s->batch > 0 && s->heads_q > 0 &&
+           c->group > 0 && s->seq_rows_q > 0 && s->seqlen_k > 0 &&
+           (c->group == 1 || s->seq_rows_q * (uint64_t)c->group > RT_PACK_ROWS_MAX); /* the split prelude's to pack */
+}
+
+static void dynamic_tiles(Config *c, const RtMhaShape *s)
+{
+    Config f = *c;
+    char err[256];
+    if (c->dynamic >= 0 || !rt_dynamic_open(c, s) || config_fill_defaults(&f, err, sizeof err)) return;
+    uint64_t m_blocks = (s->seq_rows_q + (uint64_t)f.bm - 1) / (uint64_t)f.bm;
+    if (rt_mul_sat(rt_mul_sat((uint64_t)s->batch, (uint64_t)s->heads_q), m_blocks) < 2 * (uint64_t)s->sm_count) return;
+    if (c->mask == MASK_CAUSAL) {
+        if (m_blocks == 2) return;
+        if (c->head_major < 0) c->head_major = 0;
+    }
+    c->dynamic = 1;
+}
+
 /* The part of the tuning table that depends on the shape, not only on the config (the plan's defaults cover
  * depth, dtype and mask); the rules hold for the rules' seqlen_k <= RT_PERSISTENT_SEQLEN_K, outside decode
  * shapes (they run split, or take the decode tile) and fill only what args->config left unset (the third,
@@ -301,6 +336,7 @@ void rt_mha_shape_rules(Config *c, const RtMhaShape *s)
     int bm_open = !c->bm, bn_open = !c->bn;
     if (s->seqlen_k > RT_PERSISTENT_SEQLEN_K) {
         long_tile_order(c, s);
+        dynamic_tiles(c, s);
         return;
     }
     if (c->mask == MASK_CAUSAL) {
@@ -312,6 +348,7 @@ void rt_mha_shape_rules(Config *c, const RtMhaShape *s)
     short_d256_tile(c, s);
     small_grid_tile(c, s, bm_open, bn_open);
     short_tile_order(c, s);
+    dynamic_tiles(c, s);
 }
 
 /* ---------------------------------------------------------------- split-KV */
@@ -383,12 +420,13 @@ fa4_status rt_split_prelude(fa4_ctx *ctx, const RtMhaShape *s, Config *c, int as
     /* sm90a without a workspace: a cluster split, which needs none. With one, the workspace path
      * stays: the cluster split measured no faster there (bench/NOTES.md "cluster split") */
     p->cluster_ok = c->target == TARGET_SM90A && s->num_splits == 0 && !p->have_ws && c->persistent != 1 &&
-                    s->sm_count > 0;
+                    c->dynamic <= 0 && s->sm_count > 0;
     p->pick = s->num_splits == 0 && (p->have_ws || p->cluster_ok);
     /* nothing to pick and no tile could pack the whole group (the largest holds 256 rows): no plan needed */
     if (!p->pick && (c->group < 2 || s->seq_rows_q * (uint64_t)c->group > RT_PACK_ROWS_MAX)) return FA4_OK;
     p->sc = *c;
     p->sc.split = 1;
+    if (p->sc.dynamic > 0) p->sc.dynamic = 0; /* a split kernel walks its tiles statically */
     decode_tile(&p->sc, s);
     fa4_status st = rt_split_facts(ctx, &p->sc, 0, &p->f);
     if (st) return st;

@@ -57,6 +57,16 @@ typedef struct Driver {
     CUresult (*LinkDestroy)(CUlinkState);
     /* what the driver knows of a pointer a kernel will read or write (buffers.c) */
     CUresult (*PointerGetAttributes)(unsigned int, CUpointer_attribute *, void **, CUdeviceptr);
+    /* the dynamic kernels' tile counters (sched.c); without any of these, every call runs the static walk */
+    CUresult (*MemAlloc)(CUdeviceptr *, size_t);
+    CUresult (*MemFree)(CUdeviceptr);
+    CUresult (*MemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
+    CUresult (*StreamCreate)(CUstream *, unsigned int);
+    CUresult (*StreamDestroy)(CUstream);
+    CUresult (*StreamSynchronize)(CUstream);
+    CUresult (*StreamIsCapturing)(CUstream, CUstreamCaptureStatus *);
+    CUresult (*StreamGetId)(CUstream, unsigned long long *);
+    CUresult (*ThreadExchangeStreamCaptureMode)(CUstreamCaptureMode *);
 } Driver;
 
 /* The device side of a context, filled by rt_device_open(). */
@@ -132,6 +142,11 @@ typedef struct RtMapCache {
     int valid;
 } RtMapCache;
 
+/* sched.c: the dynamic kernels' tile counters. RT_SCHED_SLOTS slots of RT_SCHED_STRIDE bytes (two u32 each, a
+ * sector of their own), RT_SCHED_STREAMS streams remembered with theirs. */
+enum { RT_SCHED_SLOTS = 8192, RT_SCHED_STRIDE = 64, RT_SCHED_STREAMS = 1024 };
+typedef struct { unsigned long long id; uint32_t slot; } RtSchedStream;
+
 /* mha.c's call memo: the outcome of a call's pointer-free work for one argument signature. */
 enum { RT_MHA_MEMO = 64, RT_MHA_WAYS = 4 };
 typedef struct RtMhaMemo RtMhaMemo;
@@ -166,6 +181,11 @@ struct fa4_ctx {
     RtMhaMemo *mha_memo[RT_MHA_MEMO];    /* mha.c: call signatures seen (owned; NULL: empty) */
     unsigned mha_memo_next;
     uint64_t mha_memo_gen;               /* stamps each entry, so a write-back finds the one it read */
+    int sched_state;                     /* sched.c: the counter pool 0 not made, 1 made, -1 failed */
+    CUdeviceptr sched_pool;
+    uint32_t sched_used;                 /* slots handed out (never handed out again) */
+    RtSchedStream sched_streams[RT_SCHED_STREAMS];
+    unsigned n_sched_streams;
 
     pthread_mutex_t err_mu;      /* err_bufs */
     pthread_key_t err_key;       /* this thread's message buffer (char[RT_ERR_MAX]) */
@@ -203,6 +223,13 @@ fa4_status rt_device_target(fa4_ctx *ctx, TargetId *t);
 TargetId rt_target_of(fa4_target t);
 /* FA4_ERR_UNSUPPORTED unless the device can run target t. */
 fa4_status rt_check_target(fa4_ctx *ctx, TargetId t);
+
+/* ============================== sched.c ============================== */
+
+/* The tile counter (two zeroed u32) a dynamic kernel launched on `stream` may use, or 0: run the static walk.
+ * The context is current. */
+uint64_t rt_tile_counter(fa4_ctx *ctx, CUstream stream);
+void rt_sched_close(fa4_ctx *ctx); /* frees the pool (fa4_destroy) */
 
 /* ============================== jit.c ============================== */
 
@@ -431,6 +458,9 @@ int rt_tile_order_twins(const Config *c, const RtMhaShape *s, Config twins[3]);
 /* The small-grid rule (64-row tiles where 128-row ones would fill at most half the SMs) may apply to calls of the
  * class of s under config c: it reads batch and heads, so fa4_mha_configs_for lists the class's both tiles. */
 int rt_small_grid_open(const Config *c, const RtMhaShape *s);
+/* The dynamic-tiles rule (config dynamic=1 where the grid is two waves or more) may apply to calls of the class of s
+ * under config c: it reads batch and heads, so fa4_mha_configs_for lists the class's both kernels. */
+int rt_dynamic_open(const Config *c, const RtMhaShape *s);
 /* The split count and whether the split kernel runs (*path); may set c's cluster and decode tile. */
 fa4_status rt_mha_splits(fa4_ctx *ctx, const RtMhaShape *s, Config *c, int assume_ws, int *splits, int *path);
 /* split=1 (and early=1 for kv_early where the kernel has it) on the split path. */

@@ -39,6 +39,10 @@ static void emit_barrier_init(Emit *e)
     for (int i = 0; i < s->q_slots; i++) {
         emit_note(e, "plan: Q slot %d", i);
         for (size_t k = 0; k < sizeof q / sizeof q[0]; k++) mbar_init(e, b, &q[k], i);
+        if (p->cfg.dynamic) {
+            const Mbar t = mbar_plan(e, "bar_tile");
+            mbar_init(e, b, &t, i);
+        }
     }
     for (int i = 0; i < p->stages; i++) {
         emit_note(e, "plan: ring stage %d", i);
@@ -515,6 +519,31 @@ static void emit_q_release_pending(Emit *e)
     emit_label(e, l_done);
 }
 
+void mha90_dyn_tile_read(Emit *e, Reg dst, Reg slot, Reg parity)
+{
+    const Sm90Plan *s = sm90_of(e->p);
+    Reg bar = reg_b32(e, "cs_tile_bar"), word = reg_b32(e, "cs_tile_word");
+    mbar_indexed(e, bar, smem_reg(e, "cs_tile_bar0", s->bar_tile), slot);
+    op_mbar_wait(e, bar, parity);
+    addr_indexed(e, word, smem_reg(e, "cs_tile_ids", s->off_tile_ids), slot, 4);
+    op_ld_shared_b32(e, dst, word, 0);
+}
+
+/* The next tile: the walk's (mha_tile_peek), or (plan note dynamic tiles) the one the producer wrote into the other
+ * Q slot's tile word -- slot ^ 1, whose phase is this one's flipped when this is slot 1 (ring_advance) */
+static void emit_next_tile(Emit *e, Reg dst)
+{
+    if (!e->p->cfg.dynamic) {
+        mha_tile_peek(e, R(e, dst));
+        return;
+    }
+    Reg slot = reg_b32(e, "cs_nx_slot"), par = reg_b32(e, "cs_nx_par");
+    emit_note(e, "plan note dynamic tiles: the next tile is the producer's word in the other Q slot");
+    emit(e, "xor.b32 %s, %%cs_q_slot, 1;", R(e, slot));
+    emit(e, "xor.b32 %s, %%cs_q_phase, %%cs_q_slot;", R(e, par));
+    mha90_dyn_tile_read(e, dst, slot, par);
+}
+
 /* plan note coords ahead: the next tile's coordinates (mha_tile_peek) into %cs_nx_<reg>, computed while this
  * tile's last P V runs (a tile without keys leaves them to the next tile's top); this tile's own stay in place
  * (saved around the computation). */
@@ -524,7 +553,7 @@ static void emit_coords_ahead(Emit *e)
     if (!sm90_of(e->p)->coords_ahead) return;
     Reg nx = reg_b32(e, "cs_nx_tile"), sv = reg_b32(e, "cs_sv_tile"), p = reg_pred(e, "cs_nx_none");
     emit_note(e, "plan note coords ahead: the next tile's coordinates while the last P V runs");
-    mha_tile_peek(e, R(e, nx));
+    emit_next_tile(e, nx);
     emit(e, "setp.ge.u32 %s, %s, %%num_tiles;", R(e, p), R(e, nx));
     emit(e, "@%s bra %s;", R(e, p), new_label(e, l_skip, sizeof l_skip, "cs_no_next"));
     for (int i = 0; i < MHA_TILE_COORD_REGS; i++)
@@ -682,6 +711,10 @@ static void emit_consumer(Emit *e)
     mha_tile_first(e);
 
     emit_label(e, new_label(e, l_tile, sizeof l_tile, "cs_tile"));
+    if (p->cfg.dynamic) {
+        emit_note(e, "plan note dynamic tiles: this tile is the producer's word in this Q slot (num_tiles: none left)");
+        mha90_dyn_tile_read(e, reg_find(e, "tile"), qslot, qph);
+    }
     emit(e, "setp.ge.u32 %s, %%tile, %%num_tiles;", pr);
     emit(e, "@%s bra $cs_exit;", pr);
     emit_tile_top_coords(e);
@@ -731,7 +764,7 @@ static void emit_consumer(Emit *e)
     else mha90_epilogue(e);
     ring_advance(e, qslot, qph, s->q_slots);
     if (p->cfg.varlen) emit_label(e, l_next);
-    mha_tile_next(e);
+    if (!p->cfg.dynamic) mha_tile_next(e);
     emit(e, "bra.uni %s;", l_tile);
     emit_label(e, "$cs_exit");
     emit_note(e, "O stores must land before the CTA retires");

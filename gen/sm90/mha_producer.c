@@ -7,6 +7,7 @@
 
 #include "../kernel.h"
 #include "../ops.h"
+#include "../ops_copy.h"
 #include "../softmax.h"
 #include "mha90.h"
 #include "plan90.h"
@@ -81,6 +82,40 @@ static void q_barriers(Emit *e)
     smem_reg(e, "pr_q_full", s->bar_q_full);
 }
 
+/* plan note dynamic tiles: the slot's tile word = t, then its bar_tile arrival (release: the consumers' wait sees
+ * the word); the caller has waited for the slot to be free */
+static void publish_tile(Emit *e, Reg t)
+{
+    Reg qslot = reg_find(e, "pr_q_slot"), a = reg_b32(e, "pr_tile_addr");
+    emit_note(e, "plan note dynamic tiles: this Q slot's tile word, then its bar_tile");
+    addr_indexed(e, a, reg_find(e, "pr_tile_ids"), qslot, 4);
+    op_st_shared_b32(e, a, 0, t);
+    mbar_indexed(e, a, reg_find(e, "pr_tile_bar"), qslot);
+    op_mbar_arrive(e, a);
+}
+
+/* plan note dynamic tiles: no tile is left for this CTA. The next Q slot's tile word says so (num_tiles) once the
+ * slot is free; then the CTA counts itself done, and the last one zeroes the counter for the next launch (its
+ * acq_rel add sees every CTA's claims, each made before that CTA's own add). */
+static void dyn_stop(Emit *e)
+{
+    Reg par = reg_find(e, "pr_parity"), bar = reg_find(e, "pr_bar"), qslot = reg_find(e, "pr_q_slot");
+    Reg old = reg_b32(e, "pr_done"), ctr = reg_find(e, "pr_tile_ctr");
+    Reg last = reg_pred(e, "pr_last_cta");
+    emit_label(e, "$pr_dyn_stop");
+    emit_note(e, "plan note dynamic tiles: tell the consumers no tile is left, count this CTA done");
+    ring_free_parity(e, par, reg_find(e, "pr_q_phase"));
+    mbar_indexed(e, bar, reg_find(e, "pr_q_empty"), qslot);
+    op_mbar_wait(e, bar, par);
+    publish_tile(e, reg_find(e, "num_tiles"));
+    op_atom_add_u32(e, "acq_rel", old, ctr, 4, 1);
+    emit(e, "add.u32 %s, %s, 1;", R(e, old), R(e, old));
+    emit(e, "setp.eq.u32 %s, %s, %%grid_ctas;", R(e, last), R(e, old));
+    emit_note(e, "the last CTA: no claim of this launch is left, so the counter is zero for the next");
+    op_st_relaxed_gpu_v2_u32_zero(e, last, ctr);
+    emit(e, "bra.uni $exit;");
+}
+
 /* Q of this tile: wait for the slot (the epilogue q_slots tiles back stored O from it), then load;
  * declare: the Q barriers' registers are set up here (the only Q load in the kernel's text). */
 static void emit_q_load(Emit *e, Reg qrow, Reg batch, int declare)
@@ -94,6 +129,7 @@ static void emit_q_load(Emit *e, Reg qrow, Reg batch, int declare)
     ring_free_parity(e, par, qph);
     mbar_indexed(e, bar, reg_find(e, "pr_q_empty"), qslot);
     op_mbar_wait(e, bar, par);
+    if (p->cfg.dynamic) publish_tile(e, reg_find(e, "tile"));
     mbar_indexed(e, bar, reg_find(e, "pr_q_full"), qslot);
     emit_note(e, "plan: tx q = %u bytes", s->tx_q);
     op_mbar_expect_tx(e, bar, s->tx_q);
@@ -219,6 +255,12 @@ void mha90_producer(Emit *e)
     Reg qslot = reg_b32(e, "pr_q_slot");
     emit(e, "mov.u32 %s, 0;", R(e, qslot));
     mha_tile_first(e);
+    if (p->cfg.dynamic) {
+        emit_note(e, "plan note dynamic tiles: the counter, the slots' tile words and their barriers");
+        op_ld_param(e, "u64", reg_b64(e, "pr_tile_ctr"), "tile_ctr");
+        smem_reg(e, "pr_tile_ids", s->off_tile_ids);
+        smem_reg(e, "pr_tile_bar", s->bar_tile);
+    }
     if (mha_roles_wait(p)) {
         emit_note(e, "plan pdl early/prefetch kv: pr_first = 1 until the CTA's first tile has loaded its Q (at most "
                   "%d blocks load and %d prefetch before it)", p->pdl_early_kv, p->pdl_prefetch_kv);
@@ -229,7 +271,7 @@ void mha90_producer(Emit *e)
 
     emit_label(e, new_label(e, l_tile, sizeof l_tile, "pr_tile"));
     emit(e, "setp.ge.u32 %s, %%tile, %%num_tiles;", pr);
-    emit(e, "@%s bra $exit;", pr);
+    emit(e, "@%s bra %s;", pr, p->cfg.dynamic ? "$pr_dyn_stop" : "$exit");
     tile_coords(e);
     int varlen = p->cfg.varlen;
     char l_next[NAME];
@@ -316,8 +358,20 @@ void mha90_producer(Emit *e)
         emit_label(e, l_no_tail);
     }
     if (varlen) emit_label(e, l_next);
-    mha_tile_next(e);
+    if (p->cfg.dynamic) {
+        /* claimed as late as the producer can: a claim made as a tile starts commits a CTA to its next tile a whole
+         * tile ahead (at the first tile, every CTA at once), which unbalanced long causal grids (B1 H16 S2048 d128
+         * 1.67 -> 1.35 x cuDNN, H200 run 63); claiming 1-3 blocks before the loads end measured no better (run 65) */
+        emit_note(e, "plan note dynamic tiles: claim the next tile once this one's loads are out, so a CTA whose "
+                  "tiles run short claims first");
+        op_atom_add_u32(e, "relaxed", reg_b32(e, "pr_claim"), reg_find(e, "pr_tile_ctr"), 0, 1);
+        emit_note(e, "plan note dynamic tiles: the claimed tile; the grid's first tiles were taken by index");
+        emit(e, "add.u32 %%tile, %%pr_claim, %%grid_ctas;");
+    } else {
+        mha_tile_next(e);
+    }
     emit(e, "bra.uni %s;", l_tile);
+    if (p->cfg.dynamic) dyn_stop(e);
     (void)lbl;
 }
 

@@ -81,7 +81,8 @@ static void sm90_defaults(Config *c)
     if (c->rescale < 0) c->rescale = 8; /* FA4's threshold: rescale O only when a row max grows by > 2^8 */
     /* causal tiles differ in length: a grid of one CTA per tile, longest first, lets the
      * hardware balance them (measured +10-20% over the static persistent stride) */
-    if (c->persistent < 0) c->persistent = c->mask != MASK_CAUSAL && !c->cluster_split;
+    if (c->dynamic < 0) c->dynamic = 0; /* the runtime's choice: it owns the counter (runtime/sched.c) */
+    if (c->persistent < 0) c->persistent = c->dynamic || (c->mask != MASK_CAUSAL && !c->cluster_split);
 }
 
 static int bad(char *err, size_t n, const char *msg, int v, const char *allowed)
@@ -135,6 +136,9 @@ static int sm90_check(const Config *c, char *err, size_t n)
     if (c->cluster_split && c->persistent)
         return bad(err, n, "persistent", c->persistent, "use 0 with cluster: a CTA runs one tile, so its producer "
                    "has exited (not blocked) when the consumers meet at the cluster barrier");
+    if (c->dynamic && (!c->persistent || c->split || c->varlen || c->page || c->timeline))
+        return bad(err, n, "dynamic", c->dynamic, "use 0 unless the kernel is persistent, dense and unsplit, without "
+                   "varlen, paged KV or timeline (their roles walk the tiles on their own)");
     if (c->exp2_poly > 50) return bad(err, n, "poly", c->exp2_poly, "use 0..50 (percent of exp2 on the FMA pipe)");
     if (c->rescale > 8)
         return bad(err, n, "rescale", c->rescale, "use 0..8 (log2 units; P may grow to 2^rescale, and fp16 holds < 2^16)");
@@ -221,7 +225,8 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
      * tile's first QK is issued. Varlen's row stores, split and cluster epilogues free the slot their own way. */
     s->q_release_late = s->q_slots == 2 && !c->split && !c->cluster_split && !c->varlen && !c->store_wait;
     /* d256 is left out: modelled 2% slower there (its last PV is long, but so is the chain it delays) */
-    s->coords_ahead = p->persistent && !c->split && !c->cluster_split && !c->varlen && !c->page &&
+    /* dynamic: the next tile's index arrives in the other Q slot's tile word, so the consumers need two slots */
+    s->coords_ahead = p->persistent && (!c->dynamic || s->q_slots == 2) && !c->split && !c->cluster_split && !c->varlen && !c->page &&
                       c->mask != MASK_WINDOW && !c->coords_late && p->ov <= 128 &&
                       sm90_consumer_need(p->bn, p->ov) + SM90_COORDS_AHEAD_REGS + SM90_COORDS_AHEAD_MARGIN <=
                           s->consumer_regs;
@@ -260,6 +265,15 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
     s->bar_v_full = plan_mbar(p, "bar_v_full", p->stages, 1, "mbarrier per stage: V landed (1 arrival + tx)");
     snprintf(what, sizeof what, "mbarrier per stage: V slot free (%d arrivals)", s->kv_empty_arrivals);
     s->bar_v_empty = plan_mbar(p, "bar_v_empty", p->stages, s->kv_empty_arrivals, what);
+    if (c->dynamic) {
+        snprintf(what, sizeof what, "tile index per Q slot: u32 x %d (dynamic tiles)", s->q_slots);
+        s->off_tile_ids = plan_smem(p, "tile_ids", 4u * (uint32_t)s->q_slots, 16, what);
+        s->bar_tile = plan_mbar(p, "bar_tile", s->q_slots, 1, "mbarrier per Q slot: the slot's tile index written "
+                                "(1 arrival)");
+        plan_note(p, "dynamic tiles", "CTA c's tile 0 is c; as a tile starts the producer claims grid + "
+                  "tile_ctr[0]++ and writes it (num_tiles: stop) to the next Q slot's word; the last CTA done "
+                  "zeroes tile_ctr");
+    }
     mha_plan_kv_tail(p);
     if (p->kv_tail)
         s->bar_v_tail = plan_mbar(p, "bar_v_tail", p->stages, 1, "mbarrier per stage: a tail block's V landed (1 + tx)");

@@ -59,6 +59,8 @@ typedef struct Sm90Plan {
      * arrives on bar_v_full[stage]; bar_scrub: the warp's named barrier (its stores before lane 0's arrive) */
     int scrub_warp, bar_scrub;
     uint32_t bar_v_tail;
+    /* config dynamic: the tile index of each Q slot (u32) and the mbarrier that says it is written */
+    uint32_t off_tile_ids, bar_tile;
 } Sm90Plan;
 
 _Static_assert(sizeof(Sm90Plan) <= PLAN_FAMILY_BYTES, "Sm90Plan outgrows Plan.family");

@@ -5,7 +5,7 @@
 # simulator's anchor (tests/sim/cases_sm90.txt run by build/sim/sim_mha on this
 # GPU, outputs dumped into $OUT/anchor.tar.xz for the CPU simulator to compare
 # with: tests/sim/anchor.sh), sinks and score_mods (tests/sim/cases_mods_sm90.txt against the fp64
-# reference, and test_mha's NVRTC-reference cases), the ways it is used (the examples' own checks: JIT
+# reference, and test_mha's NVRTC-reference cases; the dynamic-tile cases of tests/sim/cases_dyn_sm90.txt), the ways it is used (the examples' own checks: JIT
 # host twice, AOT host with JIT disabled, both again built against `make install` with pkg-config and
 # CMake; the torch ops under torch.compile and CUDA graphs), the serving shapes (issue 15: split-KV cases of
 # tests/sim/cases_split.txt against the fp64 reference, the combine kernel alone, and test_mha's split decode
@@ -162,6 +162,8 @@ if [ "$ANCHOR" = 1 ] || [ "$MODS" = 1 ]; then
     step mods_cases env FA4GEN_CACHE_DIR="$(mktemp -d)" build/sim/sim_mha --cases tests/sim/cases_mods_sm90.txt \
         --dump "$OUT/mods_anchor"
     tar cJf "$OUT/mods_anchor.tar.xz" -C "$OUT/mods_anchor" . && rm -rf "$OUT/mods_anchor"
+    # dynamic tiles (runtime/sched.c): each case after the one before on one stream, some launched twice
+    step dyn_cases env FA4GEN_CACHE_DIR="$(mktemp -d)" build/sim/sim_mha --no-skip --cases tests/sim/cases_dyn_sm90.txt
 fi
 if [ "$SERVING" != 0 ]; then
     # issue 15 (split-KV): the simulator's split cases on this GPU against the fp64 reference (dumped: a

@@ -10,6 +10,7 @@ Against an fp32 torch reference written from FlashAttention's definitions (botto
     new rows checked;
   torch.compile(fullgraph=True) of a decode step through fa4_torch (append + attention) against eager;
   CUDA-graph capture of flash_attn_func and of a kvcache decode step (append in the graph), replayed on new data;
+  dynamic tiles: two captured graphs replayed at once on two streams beside eager calls (each its own counter);
   fa4_torch's eager wrappers, which call fa4 directly (fa4_torch._direct), against the ops themselves: the same
     bits; with q requiring grad they take the op (a grad_fn, a gradient); transformers' function with sinks likewise
     (fa4::mha_fwd with a sink requiring grad: dsink).
@@ -295,6 +296,53 @@ def case_graphs():
         report("CUDA graphs", False, "%s: %s" % (type(ex).__name__, str(ex)[:600]))
 
 
+def case_dynamic_graphs():
+    """Dynamic tiles (runtime/sched.c): an eager call counts tiles in its stream's counter, a captured one in its
+    own, so two graphs captured on one stream and replayed at once on two streams, beside eager calls of the same
+    shapes on a third, each compute every tile (a shared counter would leave rows of one of them unwritten)."""
+    name = "dynamic tiles: 2 graphs on 2 streams beside eager calls, 4 rounds"
+    try:
+        shapes = [(8, 1024, 16, 128, False), (4, 1024, 16, 64, True)]  # full d128; causal d64 (L2 groups' order)
+        sets = []
+        for b, s, h, d, causal in shapes:
+            q, k, v = rnd(b, s, h, d), rnd(b, s, h, d), rnd(b, s, h, d)
+            cfg = fa4.mha_config(q, k, v, causal=causal)
+            if " dynamic=1 " not in cfg:
+                report(name, False, "the runtime's config for %s is not dynamic: %s" % ((b, s, h, d, causal), cfg))
+                return
+            fa4.flash_attn_func(q, k, v, causal=causal)  # eager first: the kernel and the counters' pool
+            sets.append((q, k, v, causal))
+        torch.cuda.synchronize()
+        graphs, outs = [], []
+        for q, k, v, causal in sets:
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                outs.append(fa4.flash_attn_func(q, k, v, causal=causal))
+            graphs.append(g)
+        streams = [torch.cuda.Stream(), torch.cuda.Stream(), torch.cuda.Stream()]
+        worst, worst_eager, finite = 0.0, 0.0, True
+        for _ in range(4):
+            for q, k, v, _c in sets:
+                for t in (q, k, v):
+                    t.copy_(rnd(*t.shape))
+            torch.cuda.synchronize()
+            for g, st in zip(graphs, streams):
+                with torch.cuda.stream(st):
+                    g.replay()
+            with torch.cuda.stream(streams[2]):
+                eager = [fa4.flash_attn_func(q, k, v, causal=c) for q, k, v, c in sets]
+            torch.cuda.synchronize()
+            for (q, k, v, c), o, oe in zip(sets, outs, eager):
+                want = ref(q, k, v, c)[0]
+                e, ee = rel(o, want), rel(oe, want)
+                finite &= math.isfinite(e) and math.isfinite(ee)  # max() would drop a NaN
+                worst, worst_eager = max(worst, e), max(worst_eager, ee)
+        ok = finite and worst <= 1e-2 and worst_eager <= 1e-2
+        report(name, ok, "rel L2 graphs %.2e, eager %.2e" % (worst, worst_eager))
+    except Exception as ex:  # noqa: BLE001
+        report(name, False, "%s: %s" % (type(ex).__name__, str(ex)[:600]))
+
+
 def case_eager_paths():
     """fa4_torch's eager wrappers call fa4 directly; the same call through the op gives the same bits."""
     name = "fa4_torch eager (direct) == the op"
@@ -366,6 +414,7 @@ def main():
     case_kvcache_bad()
     case_compile()
     case_graphs()
+    case_dynamic_graphs()
     case_eager_paths()
     print("fa api: %d passed, %d failed" % (passed, failed))
     return 1 if failed else 0

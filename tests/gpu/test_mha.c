@@ -292,6 +292,9 @@ static Result run_case(Env *env, const Case *c)
         a.workspace = (void *)dws, a.workspace_size = wsb;
         snprintf(res.msg, sizeof res.msg, " (%d splits)", got);
     }
+    char cfg[512];
+    if (fa4_mha_config(env->fa, &a, cfg, sizeof cfg) == FA4_OK && strstr(cfg, " dynamic=1 ")) /* runtime/sched.c */
+        snprintf(res.msg + strlen(res.msg), sizeof res.msg - strlen(res.msg), " (dynamic)");
     res.status = fa4_mha_fwd(env->fa, &a, NULL);
     if (res.status != FA4_OK) {
         snprintf(res.msg, sizeof res.msg, "%s: %s", fa4_status_string(res.status), fa4_last_error(env->fa));

@@ -221,6 +221,8 @@ typedef struct WgDone {
     int *dregs, nd;
 } WgDone;
 
+enum { MAX_TIMED_ATOMS = 8 };
+
 typedef struct Sim {
     const SimLaunch *l;
     const PtxEntry *e;
@@ -260,6 +262,9 @@ typedef struct Sim {
     Thread *cur_t;
     uint8_t *param;
     struct Timing *tm; /* the timing mode's clock (timing.c), NULL in functional runs */
+    /* timing mode: the atom.global.add words this cluster's CTAs have added to, and how often (sim.c atom_timed) */
+    struct { uint64_t addr; uint32_t n[MAX_CTAS]; } atoms[MAX_TIMED_ATOMS];
+    int natoms;
 } Sim;
 
 /* sim.c */

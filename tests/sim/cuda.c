@@ -425,6 +425,60 @@ EXPORT CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n)
     return r;
 }
 
+/* The simulator runs every launch before it returns, so an asynchronous memset is done at once. */
+EXPORT CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream st)
+{
+    (void)st;
+    return cuMemsetD8_v2(d, v, n);
+}
+
+/* ------------------------------------------------------------ streams: every launch runs before it returns, so a
+ * stream is only a name, and none ever captures a graph (the runtime's capture paths: tests/unit/test_launch.c) */
+EXPORT CUresult cuStreamCreate(CUstream *st, unsigned int flags)
+{
+    (void)flags;
+    CUresult r = need_context();
+    if (r) return r;
+    if (!st) return CUDA_ERROR_INVALID_VALUE;
+    void *name = malloc(1);
+    if (!name) return CUDA_ERROR_OUT_OF_MEMORY;
+    *st = (CUstream)name;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamDestroy_v2(CUstream st)
+{
+    if (!st) return CUDA_ERROR_INVALID_HANDLE;
+    free((void *)st);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamIsCapturing(CUstream st, CUstreamCaptureStatus *status)
+{
+    (void)st;
+    if (!status) return CUDA_ERROR_INVALID_VALUE;
+    *status = CU_STREAM_CAPTURE_STATUS_NONE;
+    return need_context();
+}
+
+/* A stream's id is its handle's value (the NULL stream's 0): the simulator runs each launch to its end before the
+ * next, so a handle reused after its stream is destroyed shares nothing in flight. */
+EXPORT CUresult cuStreamGetId(CUstream st, unsigned long long *id)
+{
+    if (!id) return CUDA_ERROR_INVALID_VALUE;
+    *id = (unsigned long long)(uintptr_t)st;
+    return need_context();
+}
+
+EXPORT CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+    static _Thread_local CUstreamCaptureMode cur = CU_STREAM_CAPTURE_MODE_GLOBAL;
+    if (!mode) return CUDA_ERROR_INVALID_VALUE;
+    CUstreamCaptureMode was = cur;
+    cur = *mode, *mode = was;
+    return CUDA_SUCCESS;
+}
+
 /* ------------------------------------------------------------ modules */
 static void jit_log(unsigned n, const CUjit_option *opt, void **val, const char *msg)
 {
@@ -722,7 +776,10 @@ static const Sym syms[] = {
     S("cuModuleGetFunction", cuModuleGetFunction), S("cuFuncSetAttribute", cuFuncSetAttribute),
     S("cuLaunchKernel", cuLaunchKernel), S("cuLaunchKernelEx", cuLaunchKernelEx),
     S("cuTensorMapEncodeTiled", cuTensorMapEncodeTiled), S("cuLinkCreate", cuLinkCreate_v2),
-    S("cuPointerGetAttributes", cuPointerGetAttributes),
+    S("cuPointerGetAttributes", cuPointerGetAttributes), S("cuMemsetD8Async", cuMemsetD8Async),
+    S("cuStreamCreate", cuStreamCreate), S("cuStreamDestroy", cuStreamDestroy_v2),
+    S("cuStreamIsCapturing", cuStreamIsCapturing), S("cuStreamGetId", cuStreamGetId),
+    S("cuThreadExchangeStreamCaptureMode", cuThreadExchangeStreamCaptureMode),
 };
 #undef S
 

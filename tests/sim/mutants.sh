@@ -165,8 +165,14 @@ ARCH_21=sm_100a CC_21=100 SMS_21=4
 # Kernel 22: plan note tile order on a persistent sm_90a causal grid of 27 tiles over 4 CTAs (6.75 waves): each
 # role walks the waves in alternating direction with its own %tile_step; a walk that skips a tile leaves its rows
 # poisoned, one that parts the producer from the consumers deadlocks or mixes tiles.
-CASE_22="target=sm90a dtype=bf16 batch=3 sq=384 sk=384 hq=3 qk=64 mask=causal"
+CASE_22="target=sm90a dtype=bf16 batch=3 sq=384 sk=384 hq=3 qk=64 mask=causal config=dynamic=0"
 ARCH_22=sm_90a CC_22=90 SMS_22=4
+# Kernel 23: plan note dynamic tiles on the same grid, launched twice (sim_mha launches=2): the producer claims each
+# next tile from the counter and hands it to the consumers through its Q slot's tile word; the last CTA zeroes the
+# counter. A lost claim or handover skips tiles (rows stay poisoned) or deadlocks; a counter left non-zero skips the
+# second launch's tiles.
+CASE_23="target=sm90a dtype=bf16 batch=3 sq=384 sk=384 hq=3 qk=64 mask=causal config=dynamic=1 launches=2"
+ARCH_23=sm_90a CC_23=90 SMS_23=4 RES_23=4 # the 4 CTAs resident at once, claiming side by side
 ARCH_10=sm_100a ARCH_11=sm_90a
 CC_1=100 CC_2=100 CC_9=90 CC_3=90 CC_4=100 CC_5=90 CC_6=90 CC_7=90 CC_8=100 CC_10=100 CC_11=90
 SMS_1=4 SMS_2=4 SMS_9=1 SMS_3=2 SMS_4=4 SMS_5=2 SMS_6=4 SMS_7=4 SMS_8=4 SMS_10=4 SMS_11=4
@@ -177,7 +183,7 @@ SEED=${MUTANTS_SEED:-1}
 # An MLA case goes through a one-line cases file (its config="..." value holds spaces).
 run_case()
 {
-    eval "rc_case=\$CASE_$1 rc_cc=\$CC_$1 rc_sms=\$SMS_$1 rc_mla=\${MLA_$1:-} rc_vl=\${VL_$1:-}"
+    eval "rc_case=\$CASE_$1 rc_cc=\$CC_$1 rc_sms=\$SMS_$1 rc_mla=\${MLA_$1:-} rc_vl=\${VL_$1:-} rc_res=\${RES_$1:-1}"
     rc_sim=$SIM_MHA
     if [ -n "$rc_mla" ] || [ -n "$rc_vl" ]; then
         printf '%s\n' "$rc_case" >"$WORK/case_$1.txt"
@@ -186,6 +192,7 @@ run_case()
     fi
     # shellcheck disable=SC2086 # the case is words
     FA4GEN_COMPILER=driver-ptx FA4GEN_CACHE_DIR="$WORK/cache_$1" FA4SIM_CC=$rc_cc FA4SIM_SMS=$rc_sms FA4SIM_SEED=$SEED \
+        FA4SIM_RESIDENT=$rc_res \
         FA4SIM_PTX_REPLACE="$2" LD_LIBRARY_PATH="$ROOT/build/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
         $TIMEOUT "$rc_sim" --quiet $rc_case >"$WORK/out" 2>"$WORK/err"
 }
@@ -428,6 +435,7 @@ setup 19
 setup 20
 setup 21
 setup 22
+setup 23
 
 # ------------------------------------------------------------ sm_100a, one CTA per tile
 # UMMA smem descriptors: the MMA warp builds them as {lo, hi}; hi holds SBO>>4 in bits
@@ -538,6 +546,18 @@ mutant 22 tile_walk_first '==== role producer' 1 'sub[.]u32 %tile_step, %tile_st
 mutant 22 tile_walk_turn '==== role consumers' 1 'add[.]u32 %tile_step, %tile_step, %grid_ctas;' 1 del
 # plan note coords ahead: the next tile's coordinates from a plain stride while the walk takes the turned step
 mutant 22 tile_walk_peek '==== role consumers' 1 'add[.]u32 %cs_nx_tile, %tile, %tile_step;' 1 sub '%tile_step' '%grid_ctas'
+# plan note dynamic tiles (kernel 23): the last CTA does not zero the counter (the second launch starts past its tiles)
+mutant 23 dyn_no_reset 'the last CTA: no claim of this launch is left' 1 'st[.]relaxed[.]gpu[.]global[.]v2[.]u32' 1 del
+# a claim that takes two tiles: every other tile is skipped
+mutant 23 dyn_claim_two 'claim the next tile once' 1 'atom[.]relaxed[.]gpu[.]global[.]add[.]u32 %pr_claim' 1 sub ', 1;' ', 2;'
+# the stop word never announced (its bar_tile arrival gone): the consumers wait for a tile that never comes
+mutant 23 dyn_no_stop_word 'tell the consumers no tile is left' 1 'mbarrier[.]arrive' 1 del
+# the consumers take this tile's word without waiting for the producer's bar_tile phase (parity 1 passes at once)
+mutant 23 dyn_word_parity 'this tile is the producer.s word in this Q slot' 1 'mbarrier[.]try_wait' 1 \
+    sub '%cs_q_phase;' '1;'
+# the consumers read the next tile's word from their own slot (coords ahead computes this tile's coordinates again)
+mutant 23 dyn_next_slot 'the next tile is the producer.s word in the other Q slot' 1 'xor[.]b32 %cs_nx_slot, %cs_q_slot, 1;' 1 \
+    sub ', 1;' ', 0;'
 
 # ------------------------------------------------------------ sm_90a split-KV (FA4SIM_CC=90)
 # this CTA's kv block range without the split's lower bound: splits overlap, keys count twice

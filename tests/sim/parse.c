@@ -673,6 +673,12 @@ static void decode(P *p, Ins *in, const char *w)
             fail(p, "'%s': of red only .global.add{.v2,.v4}.f32 and .global.add.u32 are simulated", w);
         in->op = OP_ST, in->space = SP_GLOBAL, in->mods |= M_REDADD;
         in->vec = has(&k, "v4") ? 4 : has(&k, "v2") ? 2 : 1;
+    } else if (!strcmp(b, "atom")) {
+        /* atom{.sem}{.scope}.global.add.u32 d, [a], b: d = the old value, and b added to it in memory, at one
+         * point (PTX ISA, atom; the interpreter runs one thread at a time, so nothing falls between the two) */
+        if (!has(&k, "global") || !has(&k, "add") || in->type != T_U32 || has(&k, "v2") || has(&k, "v4"))
+            fail(p, "'%s': of atom only .global.add.u32 is simulated", w);
+        in->op = OP_LD, in->space = SP_GLOBAL, in->mods |= M_REDADD;
     } else if (!strcmp(b, "redux")) {
         /* redux.sync.op{.abs}{.NaN}.type d, a, membermask */
         static const char *rops[] = {"add", "min", "max", "and", "or", "xor"};

@@ -59,7 +59,8 @@ enum {
     M_HI = 1u << 12, M_WIDE = 1u << 13, M_UNI = 1u << 14, M_SATFINITE = 1u << 15, M_CLUSTER = 1u << 16,
     M_READ = 1u << 17, M_MULTICAST = 1u << 18, M_GATHER4 = 1u << 19, M_INC = 1u << 20, M_DEC = 1u << 21,
     M_PACK16 = 1u << 22, M_TS = 1u << 23, M_RELU = 1u << 24, M_NAN = 1u << 25, M_RELAXED = 1u << 26, M_ABS = 1u << 27,
-    M_REDADD = 1u << 28 /* cp.reduce.async.bulk ... .add.f32 and red.global.add.f32: a store that adds */
+    M_REDADD = 1u << 28 /* cp.reduce.async.bulk ... .add.f32 and red.global.add.f32: a store that adds; on an
+                         * OP_LD, atom.global.add.u32: the load's value plus ops[2] is stored back */
 };
 
 /* State spaces. */

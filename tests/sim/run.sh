@@ -11,7 +11,8 @@
 #      same seeds, each compared with what a Hopper GPU computed on the same inputs (the anchor: the newest
 #      bench/results/*-h[0-9]00-sim-anchor.tar.xz, made by tests/gpu/run.sh: an H200's since 2026-11-29)
 #   3b. the sm_90a sink and score_mod cases of tests/sim/cases_mods_sm90.txt against the fp64 reference
-#      only (no H100 anchor holds them yet)
+#      only (no H100 anchor holds them yet); the dynamic-tile cases of tests/sim/cases_dyn_sm90.txt the same
+#      (several launched twice: a tile counter left non-zero skips the second launch's tiles)
 #   3b'. the built-in softcap and ALiBi of tests/sim/cases_scoretf.txt per target, against the fp64
 #      reference (input seed = scheduler seed)
 #   3c. the varlen and paged-KV cases of tests/sim/cases_varlen_sm90.txt (cc 9.0) and cases_varlen_sm100.txt
@@ -77,7 +78,7 @@ random_seed=$(( $(od -An -N2 -tu2 /dev/urandom) + 3 ))
 sample=1; seeds="1 2 $random_seed"; min_compared=20
 if [ -n "${SIM_QUICK:-}" ]; then sample=${SIM_SAMPLE:-8}; seeds=1; min_compared=1; fi
 pick() { grep -v '^#' | grep . | awk -v k="$sample" '(NR - 1) % k == 0'; }
-for l in sm100 sm90 mods_sm90 varlen_sm90 varlen_sm100 mla_sm90 mla_sm100 bwd_sm90 bwd_sm100 bwd_pair_sm100; do
+for l in sm100 sm90 mods_sm90 dyn_sm90 varlen_sm90 varlen_sm100 mla_sm90 mla_sm100 bwd_sm90 bwd_sm100 bwd_pair_sm100; do
     pick < tests/sim/cases_$l.txt > "$work/cases_$l.txt"
 done
 grep 'target=sm90a' tests/sim/cases_split.txt | pick > "$work/split90.txt"
@@ -137,6 +138,8 @@ seeded() {
          $B/sim/sim_mla --quiet --no-skip --cases $work/mla_sm103.txt" ;;
     16) step "sm100a attention backward, CTA pair, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=100 \
         $B/sim/sim_bwd --quiet --seed $seed --cases "$work/cases_bwd_pair_sm100.txt" ;;
+    17) step "sm90a dynamic tiles, seed $seed" env FA4SIM_SEED=$seed FA4SIM_CC=90 FA4SIM_RESIDENT=4 \
+        $B/sim/sim_mha --quiet --no-skip --seed $seed --cases "$work/cases_dyn_sm90.txt" ;;
     M) log=$work/log.mutants; step "mutants" sh tests/sim/mutants.sh ;;
     MB) log=$work/log.mutants_bwd; step "mutants (backward)" sh tests/sim/mutants_bwd.sh ;;
     esac
@@ -144,7 +147,7 @@ seeded() {
 # The jobs (step, seed), longest steps first, and the mutants; $lanes workers take the next job as each
 # finishes, so the cores stay busy to the end. A job's lines print when it is done.
 : > "$work/jobs"
-for i in M MB 13 14 1 2 0 6 5 8 7 3 12 11 10 16 9 4 15; do
+for i in M MB 13 14 1 2 0 6 5 8 7 3 12 11 10 16 9 17 4 15; do
     case $i in M*)
         [ -z "${SIM_QUICK:-}" ] && echo "$i -" >> "$work/jobs"
         continue ;;

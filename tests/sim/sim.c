@@ -1144,6 +1144,31 @@ static void exec_st_shared(Sim *s, Thread *t, const Ins *in, uint64_t a, uint32_
     }
 }
 
+/* Timing mode runs a few clusters of the grid, one at a time, so a word the whole grid's CTAs add to (a work
+ * counter: a dynamic kernel's tile claims, its count of CTAs done) would see only this cluster's adds, and a sampled
+ * CTA would take every tile. There the model answers the grid's turn instead: the grid's CTAs take turns, so the
+ * n-th add of CTA c (linear index c of G CTAs) finds the word's launch-time value plus (n G + c) adds before it, and
+ * the word itself stays as the launch found it (the next sample sees the same). With a tile counter this hands CTA c
+ * the tiles of a plain stride -- what claims come to when tiles cost alike; a dynamic grid's balancing of unlike tiles
+ * is not modelled (docs/simulator.md). -1 when the table is full. */
+static int atom_timed(Sim *s, Thread *t, uint64_t a, uint32_t x, uint32_t add, uint32_t *old)
+{
+    const SimLaunch *l = s->l;
+    const Cta *c = &s->cta[t->cta];
+    int i = 0;
+    while (i < s->natoms && s->atoms[i].addr != a) i++;
+    if (i == s->natoms) {
+        if (i == MAX_TIMED_ATOMS) return -1;
+        memset(&s->atoms[s->natoms++], 0, sizeof s->atoms[0]);
+        s->atoms[i].addr = a;
+    }
+    uint64_t g = (uint64_t)l->grid[0] * l->grid[1] * l->grid[2];
+    uint64_t lin = c->ctaid[0] + (uint64_t)l->grid[0] * (c->ctaid[1] + (uint64_t)l->grid[1] * c->ctaid[2]);
+    uint64_t turns = (uint64_t)s->atoms[i].n[t->cta]++ * g + lin;
+    *old = x + (uint32_t)(turns * add);
+    return 0;
+}
+
 static void exec_ldst(Sim *s, Thread *t, const Ins *in)
 {
     uint32_t esz = type_bytes(in->type);
@@ -1186,7 +1211,22 @@ static void exec_ldst(Sim *s, Thread *t, const Ins *in)
     const Operand *r = &in->ops[ld ? 0 : 1];
     for (int i = 0; i < in->vec; i++) {
         const Operand *ri = r->kind == O_VEC ? &r->vec[i] : r;
-        if (ld) {
+        if (ld && (in->mods & M_REDADD)) { /* atom.global.add.u32: the old value out, the sum in place */
+            uint32_t x, add = (uint32_t)alu_val(s, t, &in->ops[2]), y;
+            memcpy(&x, p, 4);
+            if (s->tm) {
+                if (atom_timed(s, t, a, x, add, &y)) {
+                    sim_hazard(s, SIM_UNSUPPORTED, "timing: atom.global.add on more than %d words in one cluster",
+                               MAX_TIMED_ATOMS);
+                    return;
+                }
+                alu_set(s, t, ri, y);
+                continue;
+            }
+            y = x + add;
+            memcpy((uint8_t *)(uintptr_t)a, &y, 4);
+            alu_set(s, t, ri, x);
+        } else if (ld) {
             uint64_t v = 0;
             memcpy(&v, p + i * esz, esz);
             alu_set(s, t, ri, v);

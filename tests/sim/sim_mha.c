@@ -52,6 +52,9 @@
  *   softcap=X                 default 0; fa4_mha_args.softcap (built-in, config word softcap=1)
  *   alibi=0|1                 default 0; 1: fa4_mha_args.alibi_slopes [hq] = 2^(-8(h+1)/hq) (built-in,
  *                             config word alibi=1; bottom-right: - slope |i + sk - sq - j|)
+ *   launches=N                default 1 (1..8); the call N times in a row on one stream, O and LSE poisoned
+ *                             again before each, the last one checked: a kernel that leaves state behind
+ *                             for the next launch (a dynamic kernel's tile counter not zeroed) fails
  *
  * The canonical text of a case lists target dtype batch sq sk hq hkv qk ov mask,
  * then the other keys that differ from their defaults, in the order above
@@ -182,6 +185,7 @@ typedef struct Case {
     float sink_x;      /* sink=X */
     float softcap;     /* softcap=X */
     int alibi;         /* alibi=1 */
+    int launches;      /* launches=N */
     char softcap_text[64];
     char config[WORD_MAX];
     char descale_text[WORD_MAX], scale_text[64], amp_text[64]; /* as given, for the canonical text */
@@ -189,13 +193,13 @@ typedef struct Case {
 
 enum { K_TARGET, K_DTYPE, K_SQ, K_SK, K_HQ, K_QK, K_BATCH, K_HKV, K_OV, K_MASK, K_CONFIG, K_KROPE, K_DESCALE,
        K_SCALE, K_AMP, K_LAYOUT, K_LSE, K_SINK, K_MOD, K_SPLITS, K_WORKSPACE, K_KV_EARLY, K_SOFTCAP, K_ALIBI,
-       K_COUNT };
+       K_LAUNCHES, K_COUNT };
 static const char *const targets_name[] = {[FA4_TARGET_SM90A] = "sm90a", [FA4_TARGET_SM100A] = "sm100a",
                                             [FA4_TARGET_SM103A] = "sm103a"};
 static const char *const KEY_NAMES[K_COUNT] = {"target", "dtype", "sq", "sk", "hq", "qk", "batch", "hkv", "ov",
                                                "mask", "config", "k_rope", "descale", "scale", "amp", "layout",
                                                "lse", "sink", "mod", "splits", "workspace", "kv_early",
-                                               "softcap", "alibi"};
+                                               "softcap", "alibi", "launches"};
 
 enum { SINK_NONE, SINK_RAND, SINK_NEG_INF, SINK_ALT };
 enum { MOD_NONE, MOD_SOFTCAP30, MOD_SOFTCAP50, MOD_ALIBI, MOD_RELBIAS, MOD_ROWDROP, MOD_COUNT };
@@ -312,6 +316,7 @@ static int set_key(Case *c, int k, const char *v, char *err, size_t n)
         snprintf(c->softcap_text, sizeof c->softcap_text, "%s", v);
         return parse_float(key, v, 0, &c->softcap, err, n);
     case K_ALIBI: return word_choice(key, v, bits, 2, &c->alibi, err, n);
+    case K_LAUNCHES: return word_int(key, v, 1, 8, &c->launches, err, n);
     }
     return errf(err, n, "internal: key %d", k);
 }
@@ -326,6 +331,7 @@ static void case_defaults(Case *c)
     c->amp = 1.0f;
     c->splits = 1;
     c->workspace = 1;
+    c->launches = 1;
 }
 
 /* Required keys present, defaults that depend on others, consistency. */
@@ -382,6 +388,7 @@ static void case_format(const Case *c, char *buf, size_t n)
     if (c->kv_early) MORE(" kv_early=1");
     if (c->softcap_text[0]) MORE(" softcap=%s", c->softcap_text);
     if (c->alibi) MORE(" alibi=1");
+    if (c->launches != 1) MORE(" launches=%d", c->launches);
 #undef MORE
 }
 
@@ -769,17 +776,23 @@ static int launch(Env *env, const Case *c, Run *run, Result *res)
     }
     if (fa4_mha_config(fa, &a, run->cfg, sizeof run->cfg) != FA4_OK) run->cfg[0] = 0;
     if (!env->opt.quiet && run->cfg[0]) printf("  kernel: %s\n", run->cfg);
-    double t0 = now_s();
-    fa4_status s = fa4_mha_fwd(fa, &a, NULL);
-    if (s != FA4_OK) {
-        result_fail(res, "fa4_mha_fwd: %s: %s", fa4_status_string(s), fa4_last_error(fa));
-        if (s == FA4_ERR_UNSUPPORTED && !env->opt.no_skip) res->verdict = R_SKIP;
-        return -1;
-    }
-    res->launched = 1;
-    CU_TRY(env->cu.CtxSynchronize(), res, "cuCtxSynchronize after the kernel");
-    res->run_s = now_s() - t0;
     const Layout *o = &run->t[T_O];
+    double t0 = now_s();
+    for (int i = 0; i < c->launches; i++) {
+        if (i) { /* the launch before must leave nothing this one could pass off as its own */
+            CU_TRY(env->cu.MemsetD8(run->dev[T_O], 0xFF, o->elems * (size_t)o->elem_bytes), res, "cuMemsetD8 (O)");
+            if (c->lse) CU_TRY(env->cu.MemsetD8(run->dlse, 0xFF, lse_count(c) * sizeof(float)), res, "cuMemsetD8");
+        }
+        fa4_status s = fa4_mha_fwd(fa, &a, NULL);
+        if (s != FA4_OK) {
+            result_fail(res, "fa4_mha_fwd: %s: %s", fa4_status_string(s), fa4_last_error(fa));
+            if (s == FA4_ERR_UNSUPPORTED && !env->opt.no_skip) res->verdict = R_SKIP;
+            return -1;
+        }
+        res->launched = 1;
+        CU_TRY(env->cu.CtxSynchronize(), res, "cuCtxSynchronize after the kernel");
+    }
+    res->run_s = now_s() - t0;
     CU_TRY(env->cu.MemcpyDtoH(run->host[T_O], run->dev[T_O], o->elems * (size_t)o->elem_bytes), res, "cuMemcpyDtoH (O)");
     if (c->lse) CU_TRY(env->cu.MemcpyDtoH(run->lse, run->dlse, lse_count(c) * sizeof(float)), res, "cuMemcpyDtoH (LSE)");
     return 0;

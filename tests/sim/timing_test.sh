@@ -4,7 +4,8 @@
 # tensor-core rate predicts a longer time, one with a missing key is refused; the line names its units; the
 # latencies h200.tbl derives from microbenchmarks replay to the measured values, and so do the gather rate and the
 # integer division's cost; a decode kernel's L2 prefetches are priced; a programmatic dependent launch pays the PDL
-# gap; ready warps alternate and wgmmas in flight slow the other warps' instructions.
+# gap; ready warps alternate and wgmmas in flight slow the other warps' instructions; a dynamic grid's sampled CTAs take
+# a stride's tiles.
 # Prints `timing: N passed, N failed`. Needs build/sim/libcuda.so.1 and build/sim/timecase.
 set -u
 cd "$(dirname "$0")/../.."
@@ -117,5 +118,12 @@ uw=$(sline "head_major=1"); us0=$(sline "head_major=0")
 awk -v d="$(du "$us0")" -v h="$(hbm "$us0")" -v w="$(us "$uw")" -v s="$(us "$us0")" \
     'BEGIN { exit !(h > 0 && d > h * 1.02 && s > w * 1.02) }'
 ok $? "uneven CTAs share the DRAM bound: the stride's dram_us $(du "$us0") against hbm_us $(hbm "$us0"); predicted $(us "$us0") us against the walk's $(us "$uw")"
+# a dynamic kernel's tile counter under sampling (sim.c atom_timed): a sampled CTA takes a plain stride's tiles, as
+# the grid's CTAs taking turns at the counter hand them out, not every tile the counter holds (16 tiles on 4 SMs:
+# alone at the counter, CTA 0 would take 13, the launch predicted ~3x longer)
+dyn() { FA4SIM_SMS=4 FA4SIM_TIMING=tests/sim/gpus/h200.tbl build/sim/timecase kind=mha batch=2 sq=512 sk=512 hq=2 qk=128 config="$1" 2>&1 | grep '^fa4sim-timing: fa4_mha' | head -1; }
+ds=$(dyn "head_major=0"); dd=$(dyn "head_major=0 dynamic=1")
+awk -v s="$(us "$ds")" -v d="$(us "$dd")" 'BEGIN { exit !(s > 0 && d > 0.98 * s && d < 1.03 * s) }'
+ok $? "a dynamic grid's sampled CTAs take the stride's tiles: $(us "$dd") us against the static stride's $(us "$ds")"
 echo "timing: $pass passed, $fail failed"
 [ "$fail" = 0 ]

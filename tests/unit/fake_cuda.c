@@ -436,6 +436,75 @@ EXPORT CUresult cuMemFree_v2(CUdeviceptr p)
     return CUDA_SUCCESS;
 }
 
+EXPORT CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream stream)
+{
+    (void)stream;
+    CUresult r = need_context("cuMemsetD8Async");
+    if (r) return r;
+    const FakeRange *g = range_of((uint64_t)d);
+    if (!g || g->type != CU_MEMORYTYPE_DEVICE || (uint64_t)d - g->base > g->size || n > g->size - ((uint64_t)d - g->base))
+        return refuse(CUDA_ERROR_INVALID_VALUE, "cuMemsetD8Async: [0x%llx, +%zu) is not device memory the fake "
+                      "allocated", (unsigned long long)d, n);
+    st.n_memsets++, st.memset_ptr = (uint64_t)d, st.memset_bytes = n, st.memset_value = v;
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------ streams */
+
+/* A created stream is a heap token; its id is the token's address (the NULL stream's 0). */
+EXPORT CUresult cuStreamCreate(CUstream *s, unsigned int flags)
+{
+    CUresult r = need_context("cuStreamCreate");
+    if (r) return r;
+    if (!s || (flags & ~1u)) return refuse(CUDA_ERROR_INVALID_VALUE, "cuStreamCreate: NULL or flags %u", flags);
+    *s = (CUstream)malloc(1);
+    if (!*s) return refuse(CUDA_ERROR_OUT_OF_MEMORY, "cuStreamCreate: out of memory");
+    st.streams_live++;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamDestroy_v2(CUstream s)
+{
+    if (!s) return refuse(CUDA_ERROR_INVALID_HANDLE, "cuStreamDestroy: NULL stream");
+    free((void *)s);
+    st.streams_live--;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamSynchronize(CUstream s)
+{
+    (void)s;
+    return need_context("cuStreamSynchronize");
+}
+
+EXPORT CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status)
+{
+    CUresult r = need_context("cuStreamIsCapturing");
+    if (r) return r;
+    if (!status) return refuse(CUDA_ERROR_INVALID_VALUE, "cuStreamIsCapturing: NULL status");
+    *status = s && st.capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamGetId(CUstream s, unsigned long long *id)
+{
+    CUresult r = need_context("cuStreamGetId");
+    if (r) return r;
+    if (st.no_stream_id) return refuse(CUDA_ERROR_NOT_SUPPORTED, "cuStreamGetId: refused (no_stream_id)");
+    if (!id) return refuse(CUDA_ERROR_INVALID_VALUE, "cuStreamGetId: NULL id");
+    *id = (unsigned long long)(uintptr_t)s;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+    static CUstreamCaptureMode cur = CU_STREAM_CAPTURE_MODE_GLOBAL;
+    if (!mode) return refuse(CUDA_ERROR_INVALID_VALUE, "cuThreadExchangeStreamCaptureMode: NULL mode");
+    CUstreamCaptureMode was = cur;
+    cur = *mode, *mode = was;
+    return CUDA_SUCCESS;
+}
+
 /* As the driver documents it: each attribute written as its type; an address in no known range gets
  * the defaults (memory type 0, ordinal -2, no range) and CUDA_SUCCESS. */
 EXPORT CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attrs, void **data, CUdeviceptr ptr)
@@ -707,7 +776,10 @@ static const Proc procs[] = {
     P("cuLaunchKernelEx", cuLaunchKernelEx), P("cuTensorMapEncodeTiled", cuTensorMapEncodeTiled),
     P("cuLinkCreate", cuLinkCreate_v2), P("cuLinkAddData", cuLinkAddData_v2), P("cuLinkComplete", cuLinkComplete),
     P("cuLinkDestroy", cuLinkDestroy), P("cuMemAlloc", cuMemAlloc_v2), P("cuMemFree", cuMemFree_v2),
-    P("cuPointerGetAttributes", cuPointerGetAttributes),
+    P("cuPointerGetAttributes", cuPointerGetAttributes), P("cuMemsetD8Async", cuMemsetD8Async),
+    P("cuStreamCreate", cuStreamCreate), P("cuStreamDestroy", cuStreamDestroy_v2),
+    P("cuStreamSynchronize", cuStreamSynchronize), P("cuStreamIsCapturing", cuStreamIsCapturing),
+    P("cuStreamGetId", cuStreamGetId), P("cuThreadExchangeStreamCaptureMode", cuThreadExchangeStreamCaptureMode),
 };
 #undef P
 

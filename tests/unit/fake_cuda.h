@@ -103,6 +103,13 @@ typedef struct FakeCuda {
     int n_ranges;       /* known memory (kept by fake_cuda_reset) */
     FakeRange ranges[FAKE_MAX_RANGES];
     int n_ptr_queries;  /* cuPointerGetAttributes calls */
+    /* streams (the tile counters of runtime/sched.c): settings a test makes after fake_cuda_reset, which clears them */
+    int capturing;      /* 1: cuStreamIsCapturing says every stream but NULL is capturing */
+    int no_stream_id;   /* 1: cuStreamGetId refuses, as a driver before CUDA 12.0 lacks it */
+    int n_memsets;      /* cuMemsetD8Async calls, and the last one's range and value */
+    uint64_t memset_ptr, memset_bytes;
+    unsigned memset_value;
+    int streams_live;   /* cuStreamCreate less cuStreamDestroy */
 } FakeCuda;
 
 /* Exported by the fake library. */

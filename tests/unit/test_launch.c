@@ -525,6 +525,83 @@ static void test_sm90_d128(void **state)
 }
 
 
+/* config dynamic (runtime/sched.c): a full d128 call of many tiles takes the dynamic kernel, its launch its stream's
+ * counter from one pool, made (and zeroed on a stream of its own) by the first eager call; another stream has its own
+ * counter, a capturing stream a fresh one per call; a call under capture before any pool exists runs the static twin
+ * (no allocation inside a capture) and a config that asks dynamic=1 is refused then; without stream ids there are
+ * no counters; the slots run out into the static walk; fa4_destroy frees the pool. */
+static void test_dynamic_tiles(void **state)
+{
+    (void)state;
+    fa4_ctx *ctx = ctx_on(90, FA4_TARGET_SM90A, NULL);
+    fa4_mha_args a = mha(FA4_BF16, 8, 1024, 1024, 16, 16, 128, 128, FA4_MASK_NONE); /* 1024 tiles, 148 SMs */
+    Plan *p = plan_of(ctx, &a);
+    assert_int_equal(p->cfg.dynamic, 1);
+    Config sc = p->cfg;
+    sc.dynamic = 0;
+    Plan *stat = malloc(sizeof *stat);
+    char err[512];
+    assert_non_null(stat);
+    if (plan_make(&sc, stat, err, sizeof err)) fail_msg("the static twin: %s", err);
+    CUstream s1 = (CUstream)(uintptr_t)0x1000, s2 = (CUstream)(uintptr_t)0x2000; /* handles the fake only names */
+    int ranges = fk->n_ranges;
+
+    fake_reset();
+    fk->capturing = 1;
+    must(ctx, fa4_mha_fwd(ctx, &a, s1), "fa4_mha_fwd under capture before a pool");
+    assert_int_equal(fk->n_launches, 1);
+    assert_string_equal(fk->launches[0].kernel, stat->symbol);
+    assert_int_equal(fk->n_ranges, ranges);
+    assert_int_equal(fk->n_memsets, 0);
+    fa4_mha_args asked = a;
+    asked.config = "dynamic=1";
+    fake_reset();
+    fk->capturing = 1;
+    assert_int_equal(fa4_mha_fwd(ctx, &asked, s1), FA4_ERR_INVALID_ARGUMENT);
+    if (!strstr(fa4_last_error(ctx), "tile counter")) fail_msg("message: %s", fa4_last_error(ctx));
+    nothing_recorded("dynamic=1 with no counter");
+
+    fake_reset();
+    must(ctx, fa4_mha_fwd(ctx, &a, NULL), "fa4_mha_fwd (eager)");
+    assert_int_equal(fk->n_launches, 1);
+    assert_string_equal(fk->launches[0].kernel, p->symbol);
+    assert_int_equal(fk->n_ranges, ranges + 1);
+    assert_int_equal(fk->n_memsets, 1);
+    assert_int_equal(fk->memset_bytes, (uint64_t)RT_SCHED_SLOTS * RT_SCHED_STRIDE);
+    assert_int_equal(fk->memset_value, 0);
+    assert_int_equal(fk->streams_live, 0);
+    uint64_t pool = fk->memset_ptr, end = pool + fk->memset_bytes;
+
+    int pushed;
+    must(ctx, rt_ctx_enter(ctx, &pushed), "rt_ctx_enter");
+    uint64_t c0 = rt_tile_counter(ctx, NULL), c1 = rt_tile_counter(ctx, s1), c2 = rt_tile_counter(ctx, s2);
+    assert_true(c0 >= pool && c0 < end && (c0 - pool) % RT_SCHED_STRIDE == 0);
+    assert_int_equal(rt_tile_counter(ctx, NULL), c0);
+    assert_int_equal(rt_tile_counter(ctx, s1), c1);
+    assert_true(c1 && c2 && c1 != c0 && c2 != c0 && c2 != c1);
+    fk->capturing = 1; /* the fake's NULL stream never captures */
+    uint64_t k1 = rt_tile_counter(ctx, s1), k2 = rt_tile_counter(ctx, s1);
+    assert_true(k1 >= pool && k2 < end && k1 != k2 && k1 != c0 && k1 != c1 && k1 != c2 && k2 != c1 && k2 != c2);
+    assert_int_equal(rt_tile_counter(ctx, NULL), c0);
+    fk->capturing = 0, fk->no_stream_id = 1;
+    assert_int_equal(rt_tile_counter(ctx, (CUstream)(uintptr_t)0x3000), 0);
+    fk->no_stream_id = 0, fk->capturing = 1;
+    int fresh = 0;
+    while (rt_tile_counter(ctx, s1) && fresh <= RT_SCHED_SLOTS) fresh++;
+    assert_true(fresh < RT_SCHED_SLOTS);
+    assert_int_equal(rt_tile_counter(ctx, s2), 0);        /* every slot taken: a capture gets none */
+    fk->capturing = 0;
+    assert_int_equal(rt_tile_counter(ctx, s2), c2);       /* a stream keeps the one it has */
+    assert_int_equal(rt_tile_counter(ctx, (CUstream)(uintptr_t)0x4000), 0); /* a new stream gets none */
+    rt_ctx_leave(ctx, pushed);
+    fake_reset();
+    must(ctx, fa4_mha_fwd(ctx, &a, (CUstream)(uintptr_t)0x4000), "fa4_mha_fwd with the slots gone");
+    assert_string_equal(fk->launches[0].kernel, stat->symbol);
+    fa4_destroy(ctx);
+    assert_int_equal(fk->n_ranges, ranges);
+    free(p), free(stat);
+}
+
 /* Split-KV (issue 15): the refusals of num_splits and the workspace (nothing launched), the
  * workspace size, the split kernel then the combine kernel on the same stream, and the runtime's
  * pick for num_splits 0 (none without a workspace). */
@@ -1521,6 +1598,7 @@ int main(void)
         cmocka_unit_test(test_split_choice),
         cmocka_unit_test(test_mha_buffers),        cmocka_unit_test(test_mla_buffers),
         cmocka_unit_test(test_overlapping_strides), cmocka_unit_test(test_call_memo),
+        cmocka_unit_test(test_dynamic_tiles),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
