@@ -322,20 +322,28 @@ static int canonical(Walk *wk, const Config *c, char *out, size_t n)
     return 0;
 }
 
+/* A dynamic config's twin with dynamic=0, which a call without a tile counter runs (runtime/sched.c); with
+ * itself too (self): a config the rules may pick. One that does not plan is left out; -1 when out of memory. */
+static int add_pick(Walk *wk, const Config *c, int self, const char *ex, TargetId t)
+{
+    char text[512];
+    Config twin = *c;
+    twin.dynamic = 0;
+    if (self && !canonical(wk, c, text, sizeof text) && add_found(&wk->configs, text, ex, NULL, t)) return -1;
+    return c->dynamic > 0 && !canonical(wk, &twin, text, sizeof text) && add_found(&wk->configs, text, ex, NULL, t)
+               ? -1 : 0;
+}
+
 static fa4_status record(Walk *wk, const RtMhaShape *s, const RtMhaPick *pk)
 {
     char text[512], ex[WITNESS_TEXT];
     describe(s, ex, sizeof ex);
     int bad = canonical(wk, &pk->main, text, sizeof text);
     if (add_found(bad ? &wk->skips : &wk->configs, bad ? NULL : text, ex, bad ? text : NULL, s->target)) goto oom;
+    if (!bad && add_pick(wk, &pk->main, 0, ex, s->target)) goto oom;
     Config twins[3]; /* the tile-order rules read batch, heads and lengths: list every grid they may pick */
     for (int i = 0, n = bad ? 0 : rt_tile_order_twins(&pk->main, s, twins); i < n; i++)
-        if (!canonical(wk, &twins[i], text, sizeof text) && add_found(&wk->configs, text, ex, NULL, s->target)) goto oom;
-    if (!bad && pk->main.dynamic > 0) { /* a call without a tile counter (runtime/sched.c) runs it with dynamic=0 */
-        Config twin = pk->main;
-        twin.dynamic = 0;
-        if (!canonical(wk, &twin, text, sizeof text) && add_found(&wk->configs, text, ex, NULL, s->target)) goto oom;
-    }
+        if (add_pick(wk, &twins[i], 1, ex, s->target)) goto oom;
     if (!bad && pk->combine) {
         if (canonical(wk, &pk->comb, text, sizeof text))
             return rt_fail(wk->ctx, FA4_ERR_INTERNAL, "configs: the combine kernel of '%s' does not plan: %s", ex, text);

@@ -226,8 +226,8 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
     s->q_release_late = s->q_slots == 2 && !c->split && !c->cluster_split && !c->varlen && !c->store_wait;
     /* d256 is left out: modelled 2% slower there (its last PV is long, but so is the chain it delays) */
     /* dynamic: the next tile's index arrives in the other Q slot's tile word, so the consumers need two slots */
-    s->coords_ahead = p->persistent && (!c->dynamic || s->q_slots == 2) && !c->split && !c->cluster_split && !c->varlen && !c->page &&
-                      c->mask != MASK_WINDOW && !c->coords_late && p->ov <= 128 &&
+    s->coords_ahead = p->persistent && (!c->dynamic || s->q_slots == 2) && !c->split && !c->cluster_split &&
+                      !c->varlen && !c->page && c->mask != MASK_WINDOW && !c->coords_late && p->ov <= 128 &&
                       sm90_consumer_need(p->bn, p->ov) + SM90_COORDS_AHEAD_REGS + SM90_COORDS_AHEAD_MARGIN <=
                           s->consumer_regs;
     if (s->coords_ahead)

@@ -592,6 +592,75 @@ static void test_short_d64_pad(void **state)
 /* Small grids (runtime/mha_pick.c small_grid_tile): a dense call of at most 2048 keys whose 128-row tiles (GQA packed:
  * a kv head's query rows) fill at most half the SMs runs 64-row tiles (d256: 64-key blocks), unless the caller's
  * config names bm, a workspace or a split count is given, or the layout is varlen or paged; a workload lists both. */
+/* Dynamic tiles (runtime/mha_pick.c dynamic_tiles; H200 runs 63-68): the rule's picks by shape, and a workload lists
+ * each pick and its dynamic=0 twin (what a call without a tile counter runs), so an AOT bundle has both. */
+static void test_dynamic_rule(void **state)
+{
+    (void)state;
+    fa4_ctx *ctx = jit_off_ctx(90, 132, FA4_TARGET_SM90A);
+    static const struct { Call c; const char *config; int dyn, hm0; } cases[] = {
+        {{128, 1, 16, 8, 1024, 1024, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, 1, 0},    /* 1024 tiles */
+        {{256, 1, 8, 64, 256, 256, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, 1, 0},      /* d256 full */
+        {{64, 1, 16, 16, 1024, 1024, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, 1, 1},  /* d64 causal: the L2 order */
+        {{128, 4, 8, 2, 8192, 8192, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, 1, 1},   /* GQA causal, long */
+        {{64, 1, 16, 64, 256, 256, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, 0, 0},    /* two m-blocks a head */
+        {{128, 1, 16, 16, 1024, 1024, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, 0, 0}, /* d128 MHA causal: the walk */
+        {{128, 4, 8, 32, 256, 256, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, 0, 0},      /* GQA full */
+        {{64, 1, 16, 16, 1024, 1024, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, 0, 0},    /* d64 full */
+        {{128, 1, 16, 1, 1024, 1024, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, 0, 0},    /* 128 tiles: one wave */
+        {{128, 1, 16, 8, 1024, 1024, L_DENSE, 0, 0, FA4_MASK_NONE}, "dynamic=0", 0, 0},
+        {{128, 1, 16, 8, 1024, 1024, L_DENSE, 0, 0, FA4_MASK_NONE}, "persistent=0", 0, 0},
+        {{128, 1, 16, 8, 1024, 1024, L_VARLEN, 0, 0, FA4_MASK_NONE}, NULL, 0, 0},
+        {{128, 1, 16, 8, 1024, 1024, L_PAGED, 0, 0, FA4_MASK_NONE}, NULL, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        fa4_mha_args a = call_args(&cases[i].c);
+        a.config = cases[i].config;
+        char cfg[512] = "", what[200];
+        assert_int_equal(fa4_mha_config(ctx, &a, cfg, sizeof cfg), FA4_OK);
+        say_call(&cases[i].c, what, sizeof what);
+        if ((strstr(cfg, " dynamic=1 ") != NULL) != cases[i].dyn ||
+            (cases[i].hm0 && !strstr(cfg, " head_major=0 ")))
+            fail_msg("%s (config %s): %s, want dynamic %d%s", what, cases[i].config ? cases[i].config : "-", cfg,
+                     cases[i].dyn, cases[i].hm0 ? " head_major=0" : "");
+    }
+    /* long d64 causal: the twin (a CTA a tile, head_major=0 named) is no other shape's pick, so only the twin rule
+     * lists it */
+    static const int d64[] = {64}, g1[] = {1};
+    fa4_workload w = sm90_workload(d64, g1, 1, 8192);
+    w.heads_kv_min = w.heads_kv_max = 16, w.batch_max = 4, w.seqlen_q_min = w.seqlen_k_min = 4096;
+    Listed l = {0};
+    enumerate(ctx, &w, &l);
+    Call c = {64, 1, 16, 2, 8192, 8192, L_DENSE, 0, 0, FA4_MASK_CAUSAL};
+    char cfg[512];
+    want_listed(ctx, &l, &c, "", cfg, sizeof cfg);
+    assert_non_null(strstr(cfg, " dynamic=1 "));
+    fa4_destroy(ctx);
+    /* what the call runs without a tile counter (a capture before any eager call: the fake's streams capture), and
+     * with one: each kernel is one the workload listed */
+    assert_int_equal(fa4_create(&ctx, NULL), FA4_OK);
+    fa4_mha_args a = call_args(&c);
+    for (int eager = 0; eager < 2; eager++) {
+        fake_reset();
+        fk->capturing = !eager;
+        if (fa4_mha_fwd(ctx, &a, (void *)(uintptr_t)0x1000)) fail_msg("fa4_mha_fwd: %s", fa4_last_error(ctx));
+        assert_int_equal(fk->n_launches, 1);
+        int found = 0;
+        for (int i = 0; i < l.n && !found; i++) {
+            Config k;
+            char err[256], sym[64];
+            if (config_parse_canonical(l.config[i], &k, err, sizeof err) || config_fill_defaults(&k, err, sizeof err))
+                fail_msg("'%s': %s", l.config[i], err);
+            config_symbol(&k, sym, sizeof sym);
+            found = !strcmp(sym, fk->launches[0].kernel) && (k.dynamic > 0) == eager;
+        }
+        if (!found) fail_msg("%s: the kernel launched %s is not among the %d listed", eager ? "eager" : "capturing",
+                             fk->launches[0].kernel, l.n);
+    }
+    listed_free(&l);
+    fa4_destroy(ctx);
+}
+
 static void test_small_grid_rule(void **state)
 {
     (void)state;
@@ -708,7 +777,7 @@ int main(void)
         cmocka_unit_test(test_replay),           cmocka_unit_test(test_outside_misses),
         cmocka_unit_test(test_compile_from_bundle), cmocka_unit_test(test_short_d256_cut),
         cmocka_unit_test(test_short_d64_occupancy), cmocka_unit_test(test_short_d64_pad),
-        cmocka_unit_test(test_tile_order_rule),  cmocka_unit_test(test_small_grid_rule),
+        cmocka_unit_test(test_tile_order_rule),  cmocka_unit_test(test_small_grid_rule), cmocka_unit_test(test_dynamic_rule),
         cmocka_unit_test(test_small_grid_replay),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
