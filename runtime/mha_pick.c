@@ -291,12 +291,15 @@ static void long_tile_order(Config *c, const RtMhaShape *s)
  * -1%: left out); causal d64 and GQA calls, in the L2 groups' order (head_major 0: within a group the longest
  * m-blocks first, the order a free CTA should take them in) +1.5..+8.5% (B16 H16 S1024 d64 1.057 -> 1.100, the long
  * d64 1.153 -> 1.251, GQA 32/8 S8192 1.161 -> 1.207) except where each head has two m-blocks, which the walk pairs
- * long with short exactly (B64 H16 S256 d64 1.156 -> 1.138: left out). Causal d128 without GQA and d256 lost 1-9%
+ * long with short exactly (B64 H16 S256 d64 1.156 -> 1.138: left out). Causal d256 of at most RT_SHORT_D256_Q_ROWS
+ * query rows (the short d256 blocks) in the walk's head-major order: B16 H16 S512 +1.0%, +1.9%, +1.7% in three runs
+ * (1.013 -> 1.023, 1.054 -> 1.074, 1.060 -> 1.075); longer d256 causal -6..-9%, d128 causal without GQA -0.4..-3%
  * however ordered: left to the walk. Only where the caller's config left dynamic open and the grid is two waves. */
 int rt_dynamic_open(const Config *c, const RtMhaShape *s)
 {
     int full = c->mask == MASK_NONE && c->group == 1 && c->qk_depth >= 128;
-    int causal = c->mask == MASK_CAUSAL && c->qk_depth <= 128 && (c->qk_depth <= 64 || c->group > 1);
+    int causal = c->mask == MASK_CAUSAL && ((c->qk_depth <= 128 && (c->qk_depth <= 64 || c->group > 1)) ||
+                                            (c->qk_depth == 256 && s->seq_rows_q <= RT_SHORT_D256_Q_ROWS));
     return c->target == TARGET_SM90A && c->kind == KIND_MHA && c->dynamic != 0 && c->persistent != 0 && !c->split &&
            !c->cluster_split && c->occupancy <= 1 && !c->timeline && c->dtype != DT_E4M3 && (full || causal) &&
            !s->varlen && !s->page_size && s->num_splits <= 1 && s->sm_count > 0 && s->batch > 0 && s->heads_q > 0 &&
@@ -313,7 +316,7 @@ static void dynamic_tiles(Config *c, const RtMhaShape *s)
     if (rt_mul_sat(rt_mul_sat((uint64_t)s->batch, (uint64_t)s->heads_q), m_blocks) < 2 * (uint64_t)s->sm_count) return;
     if (c->mask == MASK_CAUSAL) {
         if (m_blocks == 2) return;
-        if (c->head_major < 0) c->head_major = 0;
+        if (c->head_major < 0 && c->qk_depth <= 128) c->head_major = 0;
     }
     c->dynamic = 1;
 }

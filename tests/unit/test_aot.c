@@ -604,6 +604,8 @@ static void test_dynamic_rule(void **state)
         {{64, 1, 16, 16, 1024, 1024, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, 1, 1},  /* d64 causal: the L2 order */
         {{128, 4, 8, 2, 8192, 8192, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, 1, 1},   /* GQA causal, long */
         {{64, 1, 16, 64, 256, 256, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, 0, 0},    /* two m-blocks a head */
+        {{256, 1, 16, 16, 512, 512, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, 1, 0},   /* short d256 causal: walk order */
+        {{256, 1, 16, 4, 2048, 2048, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, 0, 0},  /* longer d256 causal */
         {{128, 1, 16, 16, 1024, 1024, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, 0, 0}, /* d128 MHA causal: the walk */
         {{128, 4, 8, 32, 256, 256, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, 0, 0},      /* GQA full */
         {{64, 1, 16, 16, 1024, 1024, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, 0, 0},    /* d64 full */
