@@ -14,7 +14,7 @@
  * The pool is made by the first dynamic call on a stream that is not capturing (an allocation must not become part
  * of, or break, a capture), under relaxed capture mode so that another thread's capture is not disturbed, and zeroed
  * on a private non-blocking stream. Where there is no slot (the pool not made yet, a driver without these entry
- * points, every slot taken) rt_tile_counter answers 0 and the caller runs the static walk: the same result.
+ * points, every slot taken) rt_tile_counter answers 0 and the caller runs its config with dynamic=0: the same result.
  */
 #include <string.h>
 
