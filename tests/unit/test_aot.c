@@ -592,7 +592,18 @@ static void test_short_d64_pad(void **state)
 /* Small grids (runtime/mha_pick.c small_grid_tile): a dense call of at most 2048 keys whose 128-row tiles (GQA packed:
  * a kv head's query rows) fill at most half the SMs runs 64-row tiles (d256: 64-key blocks), unless the caller's
  * config names bm, a workspace or a split count is given, or the layout is varlen or paged; a workload lists both. */
-/* Dynamic tiles (runtime/mha_pick.c dynamic_tiles; H200 runs 63-68): the rule's picks by shape, and a workload lists
+/* The config the rules pick for call c with the caller's tuning words (NULL: none) into cfg, the call in words
+ * into what (for messages). */
+static void config_of(fa4_ctx *ctx, const Call *c, const char *words, char *cfg, size_t n, char *what, size_t wn)
+{
+    fa4_mha_args a = call_args(c);
+    a.config = words;
+    cfg[0] = 0;
+    assert_int_equal(fa4_mha_config(ctx, &a, cfg, n), FA4_OK);
+    say_call(c, what, wn);
+}
+
+/* Dynamic tiles (runtime/mha_pick.c dynamic_tiles; H200 runs 63-72): the rule's picks by shape, and a workload lists
  * each pick and its dynamic=0 twin (what a call without a tile counter runs), so an AOT bundle has both. */
 static void test_dynamic_rule(void **state)
 {
@@ -616,11 +627,8 @@ static void test_dynamic_rule(void **state)
         {{128, 1, 16, 8, 1024, 1024, L_PAGED, 0, 0, FA4_MASK_NONE}, NULL, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        fa4_mha_args a = call_args(&cases[i].c);
-        a.config = cases[i].config;
-        char cfg[512] = "", what[200];
-        assert_int_equal(fa4_mha_config(ctx, &a, cfg, sizeof cfg), FA4_OK);
-        say_call(&cases[i].c, what, sizeof what);
+        char cfg[512], what[200];
+        config_of(ctx, &cases[i].c, cases[i].config, cfg, sizeof cfg, what, sizeof what);
         if ((strstr(cfg, " dynamic=1 ") != NULL) != cases[i].dyn ||
             (cases[i].hm0 && !strstr(cfg, " head_major=0 ")))
             fail_msg("%s (config %s): %s, want dynamic %d%s", what, cases[i].config ? cases[i].config : "-", cfg,
@@ -685,11 +693,8 @@ static void test_small_grid_rule(void **state)
         {{128, 4, 2, 1, 32, 2048, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, 0},      /* GQA 4, 128 packed rows: split's */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        fa4_mha_args a = call_args(&cases[i].c);
-        a.config = cases[i].config;
-        char cfg[512] = "", what[200];
-        assert_int_equal(fa4_mha_config(ctx, &a, cfg, sizeof cfg), FA4_OK);
-        say_call(&cases[i].c, what, sizeof what);
+        char cfg[512], what[200];
+        config_of(ctx, &cases[i].c, cases[i].config, cfg, sizeof cfg, what, sizeof what);
         int bm64 = strstr(cfg, " bm=64 ") != NULL;
         if (bm64 != cases[i].bm64 || (bm64 && cases[i].c.d == 256 && !strstr(cfg, " bn=64 ")))
             fail_msg("%s (config %s): %s, want bm %d", what, cases[i].config ? cases[i].config : "-", cfg,
