@@ -174,17 +174,28 @@ static void short_d256_tile(Config *c, const RtMhaShape *s)
     c->bn = RT_SHORT_D256_BN;
 }
 
+/* The grid rules' common ground: an sm90a MHA call over dense K/V, unsplit, one CTA an SM, with an SM count to fill
+ * and a shape to fill it with. */
+static int dense_sm90_grid(const Config *c, const RtMhaShape *s)
+{
+    return c->target == TARGET_SM90A && c->kind == KIND_MHA && !c->split && !c->cluster_split && c->occupancy <= 1 &&
+           !s->varlen && !s->page_size && s->sm_count > 0 && s->batch > 0 && s->heads_q > 0 && s->seqlen_k > 0;
+}
+
+/* A GQA group whose query rows one tile could pack (at most RT_PACK_ROWS_MAX): the split prelude plans those (a
+ * packed decode-like tile, a cluster split). */
+static int group_packs(const Config *c, const RtMhaShape *s)
+{
+    return c->group >= 2 && s->seq_rows_q * (uint64_t)c->group <= RT_PACK_ROWS_MAX;
+}
+
 /* rt_internal.h: the small-grid rule's domain -- a dense call of short keys that no split rule can touch: no
- * workspace given or assumed, no split count, and no GQA group whose query rows one tile could pack (the split
- * prelude plans those: a packed decode-like tile, a cluster split). */
+ * workspace given or assumed, no split count, and no GQA group one tile could pack. */
 int rt_small_grid_open(const Config *c, const RtMhaShape *s)
 {
-    return c->target == TARGET_SM90A && c->kind == KIND_MHA && c->dtype != DT_E4M3 &&
-           (c->mask == MASK_NONE || c->mask == MASK_CAUSAL) && !c->split && !c->cluster_split && c->occupancy <= 1 &&
-           !s->varlen && !s->page_size && !s->workspace && s->num_splits == 0 && s->sm_count > 0 && s->batch > 0 &&
-           s->heads_q > 0 && c->group > 0 && s->seqlen_k > 0 && s->seqlen_k <= RT_PERSISTENT_SEQLEN_K &&
-           s->seq_rows_q > 0 && s->seq_rows_q <= RT_PERSISTENT_SEQLEN_K &&
-           (c->group == 1 || s->seq_rows_q * (uint64_t)c->group > RT_PACK_ROWS_MAX);
+    return dense_sm90_grid(c, s) && c->dtype != DT_E4M3 && (c->mask == MASK_NONE || c->mask == MASK_CAUSAL) &&
+           !s->workspace && s->num_splits == 0 && c->group > 0 && s->seqlen_k <= RT_PERSISTENT_SEQLEN_K &&
+           s->seq_rows_q > 0 && s->seq_rows_q <= RT_PERSISTENT_SEQLEN_K && !group_packs(c, s);
 }
 
 /* The call's tiles of 128 rows over `units` row sets of `rows` rows each, saturated (batch, heads and the group are
@@ -214,9 +225,7 @@ static void small_grid_tile(Config *c, const RtMhaShape *s, int bm_open, int bn_
  * batch, heads and lengths (a short one: the persistent walk or stride; a long one: those or a CTA a tile). */
 static int tile_order_open(const Config *c, const RtMhaShape *s)
 {
-    return c->target == TARGET_SM90A && c->kind == KIND_MHA && c->mask == MASK_CAUSAL && !c->split &&
-           !c->cluster_split && c->occupancy <= 1 && !s->varlen && !s->page_size && s->seqlen_k > 0 &&
-           s->sm_count > 0 && s->batch > 0 && s->heads_q > 0 && s->seq_rows_q <= UINT32_MAX &&
+    return dense_sm90_grid(c, s) && c->mask == MASK_CAUSAL && s->seq_rows_q <= UINT32_MAX &&
            s->seqlen_k <= UINT32_MAX;
 }
 
@@ -300,11 +309,8 @@ int rt_dynamic_open(const Config *c, const RtMhaShape *s)
     int full = c->mask == MASK_NONE && c->group == 1 && c->qk_depth >= 128;
     int causal = c->mask == MASK_CAUSAL && ((c->qk_depth <= 128 && (c->qk_depth <= 64 || c->group > 1)) ||
                                             (c->qk_depth == 256 && s->seq_rows_q <= RT_SHORT_D256_Q_ROWS));
-    return c->target == TARGET_SM90A && c->kind == KIND_MHA && c->dynamic != 0 && c->persistent != 0 && !c->split &&
-           !c->cluster_split && c->occupancy <= 1 && !c->timeline && c->dtype != DT_E4M3 && (full || causal) &&
-           !s->varlen && !s->page_size && s->num_splits <= 1 && s->sm_count > 0 && s->batch > 0 && s->heads_q > 0 &&
-           c->group > 0 && s->seq_rows_q > 0 && s->seqlen_k > 0 &&
-           (c->group == 1 || s->seq_rows_q * (uint64_t)c->group > RT_PACK_ROWS_MAX); /* the split prelude's to pack */
+    return dense_sm90_grid(c, s) && c->dynamic != 0 && c->persistent != 0 && !c->timeline && c->dtype != DT_E4M3 &&
+           (full || causal) && s->num_splits <= 1 && c->group > 0 && s->seq_rows_q > 0 && !group_packs(c, s);
 }
 
 static void dynamic_tiles(Config *c, const RtMhaShape *s)
@@ -426,7 +432,7 @@ fa4_status rt_split_prelude(fa4_ctx *ctx, const RtMhaShape *s, Config *c, int as
                     c->dynamic <= 0 && s->sm_count > 0;
     p->pick = s->num_splits == 0 && (p->have_ws || p->cluster_ok);
     /* nothing to pick and no tile could pack the whole group (the largest holds 256 rows): no plan needed */
-    if (!p->pick && (c->group < 2 || s->seq_rows_q * (uint64_t)c->group > RT_PACK_ROWS_MAX)) return FA4_OK;
+    if (!p->pick && !group_packs(c, s)) return FA4_OK;
     p->sc = *c;
     p->sc.split = 1;
     if (p->sc.dynamic > 0) p->sc.dynamic = 0; /* a split kernel walks its tiles statically */

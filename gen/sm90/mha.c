@@ -521,11 +521,10 @@ static void emit_q_release_pending(Emit *e)
 
 void mha90_dyn_tile_read(Emit *e, Reg dst, Reg slot, Reg parity)
 {
-    const Sm90Plan *s = sm90_of(e->p);
     Reg bar = reg_b32(e, "cs_tile_bar"), word = reg_b32(e, "cs_tile_word");
-    mbar_indexed(e, bar, smem_reg(e, "cs_tile_bar0", s->bar_tile), slot);
+    mbar_indexed(e, bar, reg_find(e, "cs_tile_bar0"), slot);
     op_mbar_wait(e, bar, parity);
-    addr_indexed(e, word, smem_reg(e, "cs_tile_ids", s->off_tile_ids), slot, 4);
+    addr_indexed(e, word, reg_find(e, "cs_tile_ids"), slot, 4);
     op_ld_shared_b32(e, dst, word, 0);
 }
 
@@ -709,6 +708,11 @@ static void emit_consumer(Emit *e)
         for (int i = 0; i < MHA_TILE_COORD_REGS; i++) reg_b32(e, "cs_nx_%s", mha_tile_coord_regs[i]);
     }
     mha_tile_first(e);
+    if (p->cfg.dynamic) {
+        emit_note(e, "plan note dynamic tiles: the slots' tile words and their barriers, once");
+        smem_reg(e, "cs_tile_ids", s->off_tile_ids);
+        smem_reg(e, "cs_tile_bar0", s->bar_tile);
+    }
 
     emit_label(e, new_label(e, l_tile, sizeof l_tile, "cs_tile"));
     if (p->cfg.dynamic) {

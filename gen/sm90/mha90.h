@@ -34,7 +34,7 @@ enum { MAX_HALVES = 2 };
 static inline int s_index(int q, int h, int x) { return 2 * MAX_HALVES * q + 2 * h + x; }
 
 /* plan note dynamic tiles: wait until Q slot `slot`'s tile word for phase `parity` is written (bar_tile), then read
- * it into dst; every consumer thread does (sm90/mha.c). */
+ * it into dst; every consumer thread does, from the bases %cs_tile_bar0 and %cs_tile_ids (sm90/mha.c). */
 void mha90_dyn_tile_read(Emit *e, Reg dst, Reg slot, Reg parity);
 
 /* The producer warpgroup and the scrub warp (plan kv tail) (sm90/mha_producer.c). */

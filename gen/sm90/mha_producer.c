@@ -82,6 +82,16 @@ static void q_barriers(Emit *e)
     smem_reg(e, "pr_q_full", s->bar_q_full);
 }
 
+/* Wait until the current Q slot is free: the epilogue q_slots tiles back has stored O from it (the first use of a
+ * slot passes at once). */
+static void q_slot_wait_free(Emit *e)
+{
+    Reg par = reg_find(e, "pr_parity"), bar = reg_find(e, "pr_bar");
+    ring_free_parity(e, par, reg_find(e, "pr_q_phase"));
+    mbar_indexed(e, bar, reg_find(e, "pr_q_empty"), reg_find(e, "pr_q_slot"));
+    op_mbar_wait(e, bar, par);
+}
+
 /* plan note dynamic tiles: the slot's tile word = t, then its bar_tile arrival (release: the consumers' wait sees
  * the word); the caller has waited for the slot to be free */
 static void publish_tile(Emit *e, Reg t)
@@ -99,14 +109,11 @@ static void publish_tile(Emit *e, Reg t)
  * acq_rel add sees every CTA's claims, each made before that CTA's own add). */
 static void dyn_stop(Emit *e)
 {
-    Reg par = reg_find(e, "pr_parity"), bar = reg_find(e, "pr_bar"), qslot = reg_find(e, "pr_q_slot");
     Reg old = reg_b32(e, "pr_done"), ctr = reg_find(e, "pr_tile_ctr");
     Reg last = reg_pred(e, "pr_last_cta");
     emit_label(e, "$pr_dyn_stop");
     emit_note(e, "plan note dynamic tiles: tell the consumers no tile is left, count this CTA done");
-    ring_free_parity(e, par, reg_find(e, "pr_q_phase"));
-    mbar_indexed(e, bar, reg_find(e, "pr_q_empty"), qslot);
-    op_mbar_wait(e, bar, par);
+    q_slot_wait_free(e);
     publish_tile(e, reg_find(e, "num_tiles"));
     op_atom_add_u32(e, "acq_rel", old, ctr, 4, 1);
     emit(e, "add.u32 %s, %s, 1;", R(e, old), R(e, old));
@@ -122,13 +129,11 @@ static void emit_q_load(Emit *e, Reg qrow, Reg batch, int declare)
 {
     const Plan *p = e->p;
     const Sm90Plan *s = sm90_of(p);
-    Reg qph = reg_find(e, "pr_q_phase"), par = reg_find(e, "pr_parity"), qslot = reg_find(e, "pr_q_slot");
+    Reg qph = reg_find(e, "pr_q_phase"), qslot = reg_find(e, "pr_q_slot");
     Reg bar = reg_find(e, "pr_bar"), dst = reg_find(e, "pr_dst"), q0 = reg_find(e, "pr_q");
     emit_note(e, "Q: wait for the slot (the epilogue %d tiles back stored O from it), then load", s->q_slots);
     if (declare) q_barriers(e);
-    ring_free_parity(e, par, qph);
-    mbar_indexed(e, bar, reg_find(e, "pr_q_empty"), qslot);
-    op_mbar_wait(e, bar, par);
+    q_slot_wait_free(e);
     if (p->cfg.dynamic) publish_tile(e, reg_find(e, "tile"));
     mbar_indexed(e, bar, reg_find(e, "pr_q_full"), qslot);
     emit_note(e, "plan: tx q = %u bytes", s->tx_q);

@@ -5,11 +5,12 @@
 # simulator's anchor (tests/sim/cases_sm90.txt run by build/sim/sim_mha on this
 # GPU, outputs dumped into $OUT/anchor.tar.xz for the CPU simulator to compare
 # with: tests/sim/anchor.sh), sinks and score_mods (tests/sim/cases_mods_sm90.txt against the fp64
-# reference, and test_mha's NVRTC-reference cases; the dynamic-tile cases of tests/sim/cases_dyn_sm90.txt), the ways it is used (the examples' own checks: JIT
-# host twice, AOT host with JIT disabled, both again built against `make install` with pkg-config and
-# CMake; the torch ops under torch.compile and CUDA graphs), the serving shapes (issue 15: split-KV cases of
-# tests/sim/cases_split.txt against the fp64 reference, the combine kernel alone, and test_mha's split decode
-# cases against the fp32 reference), stale rows past each sequence's end in paged and varlen caches
+# reference, and test_mha's NVRTC-reference cases; the dynamic-tile cases of tests/sim/cases_dyn_sm90.txt),
+# the ways it is used (the examples' own checks: JIT host twice, AOT host with JIT disabled, both again built
+# against `make install` with pkg-config and CMake; the torch ops under torch.compile and CUDA graphs), the
+# serving shapes (issue 15: split-KV cases of tests/sim/cases_split.txt against the fp64 reference, the
+# combine kernel alone, and test_mha's split decode cases against the fp32 reference), stale rows past each
+# sequence's end in paged and varlen caches
 # (tests/sim/cases_stale.txt, steps stale_seedN, the context checked after them; alone: --only-stale), the
 # benchmarks (bench/bench_score_mod.py decides the score_mod claims and link mode; bench/bench_decode.py the
 # decode bandwidth, step decode_bench), and the wrong arguments of issue 26 (tests/gpu/test_bad_args.py, step

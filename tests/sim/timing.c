@@ -204,7 +204,6 @@ static double tc_frac(const Timing *tm, int n)
     return 1;
 }
 
-
 static int is_float(int ty) { return ty == T_F32 || ty == T_F64 || ty == T_F16 || ty == T_BF16 || ty == T_F16X2 || ty == T_BF16X2 || ty == T_F32X2; }
 
 typedef struct Cost {
