@@ -1153,6 +1153,47 @@ static void test_coords_ahead(void **state)
     free(p);
 }
 
+/* config dynamic=1 (plan note dynamic tiles): a persistent CTA takes each next tile from the kernel parameter
+ * tile_ctr; the plan adds a tile word and a bar_tile per Q slot, forces the persistent loop, keeps coords ahead only
+ * with two Q slots (the next word sits in the other slot), and names the word in the canonical text only when on.
+ * Kernels whose roles walk the tiles on their own (split, varlen, paged, timeline) or that have no tile loop are
+ * refused, and so is sm100a. */
+static void test_dynamic_config(void **state)
+{
+    (void)state;
+    Plan *p = malloc(sizeof *p);
+    static const struct { const char *text; int dyn, slots, ahead; } cases[] = {
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 mask=none", 0, 2, 1},
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 dynamic=1 mask=none", 1, 2, 1},
+        {"mha target=sm90a dtype=bf16 qk=64 ov=64 bm=128 dynamic=1 mask=causal", 1, 2, 1},
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=176 dynamic=1 mask=none", 1, 1, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *ptx = plan_ptx(cases[i].text, p);
+        const Sm90Plan *s = sm90_of(p);
+        int param = 0;
+        for (int k = 0; k < p->n_params; k++) param |= !strcmp(p->params[k].name, "tile_ctr");
+        if (p->cfg.dynamic != cases[i].dyn || param != cases[i].dyn || s->q_slots != cases[i].slots ||
+            s->coords_ahead != cases[i].ahead || !p->persistent)
+            fail_msg("%s: dynamic %d, tile_ctr %d, %d Q slots, coords ahead %d, persistent %d", cases[i].text,
+                     p->cfg.dynamic, param, s->q_slots, s->coords_ahead, p->persistent);
+        assert_int_equal(strstr(p->canonical, "dynamic") != NULL, cases[i].dyn);
+        assert_int_equal(strstr(ptx, "atom.relaxed.gpu.global.add.u32") != NULL, cases[i].dyn);
+        assert_int_equal(strstr(ptx, "st.relaxed.gpu.global.v2.u32") != NULL, cases[i].dyn);
+        free(ptx);
+    }
+    static const char *const refused[] = {
+        "mha target=sm90a dtype=bf16 qk=128 ov=128 bm=64 bn=64 group=8 split=1 dynamic=1 mask=causal",
+        "mha target=sm90a dtype=bf16 qk=128 ov=128 varlen=1 dynamic=1 mask=causal",
+        "mha target=sm90a dtype=bf16 qk=128 ov=128 page=64 dynamic=1 mask=none",
+        "mha target=sm90a dtype=bf16 qk=128 ov=128 timeline=1 dynamic=1 mask=none",
+        "mha target=sm90a dtype=bf16 qk=128 ov=128 persistent=0 dynamic=1 mask=causal",
+        "mha target=sm100a dtype=bf16 qk=128 ov=128 dynamic=1 mask=none",
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) expect_plan_error(refused[i], "dynamic");
+    free(p);
+}
+
 /* config occupancy=2 (sm90a MHA): .minnctapersm 2, half the register file (128 a thread at entry; the one consumer
  * 232 after setmaxnreg, the producer 24: 128 x 256 = 32768) and of the SM's shared memory a CTA; bm 64 only. */
 static void test_occupancy(void **state)
@@ -1500,7 +1541,7 @@ int main(void)
         cmocka_unit_test(test_kv_tail_plan), cmocka_unit_test(test_timeline_config),
         cmocka_unit_test(test_q_release), cmocka_unit_test(test_coords_ahead), cmocka_unit_test(test_occupancy),
         cmocka_unit_test(test_tile_order),
-        cmocka_unit_test(test_diag_half),
+        cmocka_unit_test(test_diag_half), cmocka_unit_test(test_dynamic_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
