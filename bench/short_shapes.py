@@ -235,6 +235,11 @@ def model(shape, words, ceiling=700e12, bw=3.0e12, sms=SMS_H100):
             "bytes": nbytes}
 
 
+def name_matches(name, spec):
+    """spec: substrings joined by '|' (any one matches); empty matches every name."""
+    return not spec or any(alt and alt in name for alt in spec.split("|"))
+
+
 def list_grid(shapes, variants):
     lines = ["# short_shapes.py --list: the model's predictions (us), no GPU; nominal 700 TFLOP/s, 3.0 TB/s, 132 SMs",
              "%-32s %6s %6s %6s %8s %8s | %s" % ("shape", "tiles", "waves", "pad", "roof", "default",
@@ -261,7 +266,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
     ap.add_argument("--json")
-    ap.add_argument("--shapes", default="", help="substring filter on shape names")
+    ap.add_argument("--shapes", default="", help="substring filter on shape names ('|' between alternatives)")
     ap.add_argument("--grid", choices=("short", "small"), default="short",
                     help="short: the issue's 32 shapes; small: calls of fewer 128-row tiles than half the SMs")
     ap.add_argument("--variants", default=VARIANTS, help="';'-separated fa4 variants: config words (commas between "
@@ -276,8 +281,8 @@ def main():
     if "default" not in variants:
         variants.insert(0, "default")
     long_variants = [v.strip() for v in args.long_variants.split(";") if v.strip()]
-    shapes = [s for s in (SMALL if args.grid == "small" else SHORT) if args.shapes in s[0]]
-    longs = [] if args.no_long else [s for s in long_shapes() if args.shapes in s[0]]
+    shapes = [s for s in (SMALL if args.grid == "small" else SHORT) if name_matches(s[0], args.shapes)]
+    longs = [] if args.no_long else [s for s in long_shapes() if name_matches(s[0], args.shapes)]
     if args.list:
         print("\n".join(list_grid(shapes, variants) + list_grid(longs, long_variants)[1:]))
         return

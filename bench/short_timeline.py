@@ -50,6 +50,11 @@ PHASES = [
 ]
 
 
+def static_walk(cfg):
+    """A canonical config without the dynamic tile counter (timeline=1 kernels walk their tiles statically)."""
+    return cfg.replace(" dynamic=1", "")
+
+
 def decode(raw, tiles):
     """The records of `tiles` tiles from the workspace bytes: a list of dicts slot -> int (0: never written)."""
     words = struct.unpack("<%dQ" % (tiles * NSLOTS), raw[:tiles * NSLOTS * 8])
@@ -125,6 +130,49 @@ def summarize(recs, ns_per_cycle=None):
         out["busy_share"] = busy / (span * len(by_cta)) if span and by_cta else None
         ends = sorted(max(r["gt_c_stored"] for r in rs) for rs in by_cta.values())
         out["tail_ns"] = ends[-1] - ends[len(ends) // 2]  # the last CTA's end after the median CTA's
+        out["ctas_table"] = cta_table(by_cta, min(a for a, _ in gts))
+    return out
+
+
+def cta_table(by_cta, t0):
+    """Per CTA (globaltimer ns from the grid's first tile top): start, end, tiles, busy, SM -- what the tail is
+    made of: CTAs with more tiles (the order's count), slower tiles (their SM or their neighbours), or a late
+    start."""
+    rows = []
+    for cta, rs in by_cta.items():
+        rs = [r for r in rs if r["gt_c_tile"] and r["gt_c_stored"]]
+        if not rs:
+            continue
+        busy = sum(r["gt_c_stored"] - r["gt_c_tile"] for r in rs)
+        rows.append({"cta": cta, "smid": rs[0]["smid"], "tiles": len(rs), "busy": busy,
+                     "start": min(r["gt_c_tile"] for r in rs) - t0, "end": max(r["gt_c_stored"] for r in rs) - t0})
+    rows.sort(key=lambda r: r["end"])
+    return rows
+
+
+def tail_lines(rows):
+    """The per-CTA table in a few lines: the ends' spread, then the last CTAs against the median ones."""
+    if len(rows) < 4:
+        return []
+    ends = [r["end"] for r in rows]
+    q = lambda xs, f: sorted(xs)[min(len(xs) - 1, int(f * (len(xs) - 1)))]
+    mid = rows[len(rows) // 4:3 * len(rows) // 4]
+    late = rows[-max(1, len(rows) // 10):]
+
+    def mean(xs):
+        return sum(xs) / len(xs)
+
+    def group(name, g):
+        return "#   %-22s %4d CTAs: tiles %.2f, busy %.1f us, ns a tile %.0f, start %.2f us, end %.1f us" % (
+            name, len(g), mean([r["tiles"] for r in g]), mean([r["busy"] for r in g]) / 1e3,
+            mean([r["busy"] / r["tiles"] for r in g]), mean([r["start"] for r in g]) / 1e3,
+            mean([r["end"] for r in g]) / 1e3)
+
+    out = ["#   CTA ends (us after the first tile top): min %.1f p10 %.1f median %.1f p90 %.1f max %.1f" % tuple(
+        x / 1e3 for x in (ends[0], q(ends, 0.1), q(ends, 0.5), q(ends, 0.9), ends[-1])),
+           group("middle half by end", mid), group("last tenth by end", late),
+           "#   the last 6: " + "; ".join("cta %d sm %d %d tiles %.0f ns/tile end %.1f" % (
+               r["cta"], r["smid"], r["tiles"], r["busy"] / r["tiles"], r["end"] / 1e3) for r in rows[-6:])]
     return out
 
 
@@ -141,6 +189,7 @@ def report(name, s):
     lines.append("%-42s %10s %10s %10s %6s" % ("phase (%s)" % u, "median", "p10", "p90", "n"))
     for k, (med, p10, p90, n) in s["phases"].items():
         lines.append("%-42s %10.0f %10.0f %10.0f %6d" % (k, med, p10, p90, n))
+    lines += tail_lines(s.get("ctas_table", []))
     return lines
 
 
@@ -150,6 +199,8 @@ SHAPES = [  # name, B, Hq, Hkv, S, D, causal
     ("B64 H16 S256 d64 causal", 64, 16, 16, 256, 64, True),  # diag half: measured -6.3%, modelled wrong (issue 31)
     ("B64 H16 S256 d128 causal", 64, 16, 16, 256, 128, True),  # the grid's slowest against cuDNN (0.97x, run 58)
     ("B16 H32 S1024 d128 causal", 16, 32, 32, 1024, 128, True),
+    ("B64 H8 S256 d256 full", 64, 8, 8, 256, 256, False),
+    ("B128 H16 S128 d128 full", 128, 16, 16, 128, 128, False),
 ]
 
 
@@ -161,7 +212,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
     ap.add_argument("--json")
-    ap.add_argument("--shapes", default="", help="substring filter on shape names")
+    ap.add_argument("--shapes", default="", help="substring filter on shape names ('|' between alternatives)")
     ap.add_argument("--variants", default="default;persistent=0",
                     help="';'-separated config words (commas between words) added to timeline=1; 'default' = none")
     args = ap.parse_args()
@@ -170,7 +221,7 @@ def main():
         torch.cuda.get_device_name(), torch.__version__)]
     print(lines[0], flush=True)
     rows = []
-    shapes = [sh for sh in SHAPES if not args.shapes or args.shapes in sh[0]]
+    shapes = [sh for sh in SHAPES if not args.shapes or any(a and a in sh[0] for a in args.shapes.split("|"))]
     # every kernel first, compiled in parallel threads into the disk cache (fa4.compile), so no call waits on ptxas
     texts = set()
     for name, B, Hq, Hkv, S, D, causal in shapes:
@@ -180,7 +231,7 @@ def main():
             words = "" if var == "default" else var
             try:
                 cfg = fa4.mha_config(q, k, k, causal=causal, config=words or None)
-                texts.update((cfg, cfg.replace(" mask=", " timeline=1 mask=")))
+                texts.update((cfg, static_walk(cfg).replace(" mask=", " timeline=1 mask=")))
             except Exception:
                 pass  # the loop below says why
         del q, k
@@ -205,7 +256,9 @@ def main():
         for var in variants:
             words = "" if var == "default" else var
             try:
-                cfg = fa4.mha_config(q, k, v, causal=causal, config=words or None)
+                # the stamps record tiles by index: a timeline kernel walks its tiles statically (the runtime
+                # leaves dynamic tiles off under timeline=1), so a dynamic default is shown as its static walk
+                cfg = static_walk(fa4.mha_config(q, k, v, causal=causal, config=words or None))
                 bm = int(cfg.split(" bm=")[1].split()[0])
                 tiles = math.ceil(S / bm) * Hq * B
                 tl = (words + " timeline=1").strip()
@@ -239,6 +292,7 @@ def main():
                 "" if not bad else "; %d record problems, first: %s" % (len(bad), bad[0])))
             lines += out
             print("\n".join(out), flush=True)
+            s.pop("ctas_table", None)  # summarized in the report's lines; not kept in the json
             rows.append({"shape": name, "variant": var, "config": cfg, "summary": s, "eager_us": times,
                          "problems": bad[:10]})
         q = k = v = o = ws = None  # freed before the next shape allocates

@@ -18,7 +18,8 @@
 # documented result, the context healthy afterwards), and (--only-short, alone: it builds only fa4gen and libfa4rt) short
 # sequences: the phase timeline of short tiles (bench/short_timeline.py, config word timeline=1; step short_timeline)
 # then fa4 and its variants against cuDNN on the short grid and the long control, under CUDA graphs and eagerly
-# (bench/short_shapes.py; step short_bench); SHORT_ARGS / SHORT_TIMELINE_ARGS pass more flags. Logs go to $OUT
+# (bench/short_shapes.py; step short_bench), and each backend's clock and power replayed alone (bench/short_power.py;
+# step short_power); SHORT_ARGS / SHORT_TIMELINE_ARGS / SHORT_POWER_ARGS pass more flags. Logs go to $OUT
 # (default build/gpu-out); a summary prints last.
 set -u
 cd "$(dirname "$0")/../.."
@@ -254,6 +255,9 @@ if [ "$SHORT" = 1 ]; then
     step short_bench env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so FA4GEN_CACHE_DIR="$scache" \
         timeout "${SHORT_TIMEOUT:-120}" python3 bench/short_shapes.py --out "$OUT/short_shapes.txt" \
         --json "$OUT/short_shapes.json" ${SHORT_ARGS:-}
+    step short_power env PYTHONUNBUFFERED=1 FA4_LIB=build/libfa4rt.so FA4GEN_CACHE_DIR="$scache" \
+        timeout "${SHORT_POWER_TIMEOUT:-120}" python3 bench/short_power.py --out "$OUT/short_power.txt" \
+        ${SHORT_POWER_ARGS:-}
 fi
 echo "== $GPU"
 cat "$OUT/jit_cold.log" "$OUT/jit_warm.log" 2>/dev/null | grep "get kernel"
@@ -262,5 +266,5 @@ cat "$OUT/jit_cold.log" "$OUT/jit_warm.log" 2>/dev/null | grep "get kernel"
 [ -f "$OUT/bench_score_mod.txt" ] && cat "$OUT/bench_score_mod.txt"
 [ -f "$OUT/bench_decode.txt" ] && cat "$OUT/bench_decode.txt"
 [ -f "$OUT/bench_decode_calls8.txt" ] && cat "$OUT/bench_decode_calls8.txt"
-[ "$SHORT" = 1 ] && cat "$OUT/short_timeline.log" "$OUT/short_bench.log" 2>/dev/null
+[ "$SHORT" = 1 ] && cat "$OUT/short_timeline.log" "$OUT/short_bench.log" "$OUT/short_power.log" 2>/dev/null
 printf '%s\n' "${SUMMARY[@]}"

@@ -88,6 +88,11 @@ def run_case(label, b, s, h, d, causal, words, bm):
           all(r["c_s0"] <= r["c_qk_last"] <= r["c_s_last"] <= r["c_p_last"] <= r["c_pv_last"] <= r["c_main_end"]
               for r in multi) and all(r["c_p_last"] and r["c_pv_last"] for r in recs if r["c_tile"]),
           "%d tiles of two or more blocks" % len(multi))
+    ctas = summ.get("ctas_table", [])
+    check("%s: the per-CTA table has each CTA once, its tiles summing to the grid's, ends after starts, by end" % label,
+          len({c["cta"] for c in ctas}) == len(ctas) == grid and sum(c["tiles"] for c in ctas) == tiles and
+          all(c["end"] > c["start"] >= 0 for c in ctas) and [c["end"] for c in ctas] == sorted(c["end"] for c in ctas)
+          and all(r["cta"] in {c["cta"] for c in ctas} for r in recs), str(ctas[:3]))
     print("\n".join(stl.report(label, summ)), flush=True)
     return q, k, v, tiles
 
