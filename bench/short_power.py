@@ -1,15 +1,17 @@
 """short_power.py - the SM clock and the board power each backend runs at, on its own, for a few short shapes.
 
-    python3 bench/short_power.py [--out FILE] [--shapes "B64 H8 S256 d128 full|..."] [--seconds 2]
+    python3 bench/short_power.py [--out FILE] [--shapes "B64 H8 S256 d128 full|..." | --all] [--seconds 2] [--rounds 2]
 
 short_shapes.py times fa4 and cuDNN taking turns, so both run at the clock their mix allows. Under a power cap (the
 H200's clock events read "SW power cap" in those runs) a kernel that draws more power per second lowers the clock it
 runs at. Here each backend replays its CUDA graph (the same calls and rotated inputs as short_shapes.py) alone for
 --seconds, while nvidia-smi samples the SM clock and the power every 50 ms; per backend: the time a call under that
-sustained load, the median clock and power, and the energy a call (power x time). Backends alternate twice, so a
-slow drift in temperature shows as a difference between the rounds.
+sustained load, the median clock and power, and the energy a call (power x time). Backends alternate --rounds times,
+so a slow drift in temperature shows as a difference between the rounds. --all: every shape of the short grid, and
+a summary line of the ratios (cuDNN's time / fa4's, the last round's).
 """
 import argparse
+import math
 import os
 import statistics
 import subprocess
@@ -71,7 +73,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
     ap.add_argument("--shapes", default=DEFAULT_SHAPES, help="shape names of short_shapes.py, '|' between them")
+    ap.add_argument("--all", action="store_true", help="every shape of short_shapes.py's grid")
     ap.add_argument("--seconds", type=float, default=2.0)
+    ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args()
 
     import torch
@@ -85,7 +89,8 @@ def main():
         args.seconds, torch.cuda.get_device_name(), gpu_state()),
              "%-32s %-6s %5s %9s %8s %7s %9s" % ("shape", "kernel", "round", "us/call", "sm MHz", "W", "mJ/call")]
     print("\n".join(lines), flush=True)
-    for sh in [s for s in SHORT if name_matches(s[0], args.shapes)]:
+    ratios = []
+    for sh in [s for s in SHORT if args.all or name_matches(s[0], args.shapes)]:
         name, B, Hq, Hkv, S, D, causal, dt = sh
         calls = 20
         sets = []
@@ -99,14 +104,22 @@ def main():
                "fa4": lambda q, k, v, o: fa4.mha_fwd(q, k, v, causal=causal, out=o)}
         graphs = {n: capture(lambda x, fn=fn: fn(*x), [sets[i % len(sets)] for i in range(calls)])
                   for n, fn in fns.items()}
-        for rnd in (1, 2):
+        for rnd in range(1, args.rounds + 1):
+            last = {}
             for n in ("cudnn", "fa4"):
                 us, mhz, w = run_alone(torch, graphs[n], calls, args.seconds)
+                last[n] = us
                 lines.append("%-32s %-6s %5d %9.2f %8.0f %7.1f %9.3f" % (name, n, rnd, us, mhz, w, w * us / 1e3))
                 print(lines[-1], flush=True)
                 time.sleep(0.5)
+        ratios.append(last["cudnn"] / last["fa4"])
         sets = graphs = None
         torch.cuda.empty_cache()
+    if ratios:
+        gm = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+        lines.append("# cuDNN / fa4 alone at the power cap: >= 1.05x on %d of %d shapes, geomean %.3f, min %.3f" % (
+            sum(r >= 1.05 for r in ratios), len(ratios), gm, min(ratios)))
+        print(lines[-1], flush=True)
     if args.out:
         with open(args.out, "w") as f:
             f.write("\n".join(lines) + "\n")
