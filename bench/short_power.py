@@ -27,7 +27,7 @@ from short_shapes import SHORT, name_matches  # noqa: E402
 DEFAULT_SHAPES = "B64 H8 S256 d128 full|B64 H16 S256 d128 causal|B64 H8 S256 d256 full|B128 H16 S128 d128 full"
 
 
-def sample_gpu(stop_after_s):
+def sample_gpu():
     """Start nvidia-smi sampling clocks.sm and power.draw every 50 ms; returns the process (its stdout: csv)."""
     return subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits",
                              "-lms", "50"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -45,7 +45,7 @@ def run_alone(torch, graph, calls, seconds):
     torch.cuda.synchronize()
     per = (time.time() - t) / n
     reps = max(3, int(seconds / per))
-    mon = sample_gpu(seconds)
+    mon = sample_gpu()
     time.sleep(0.2)
     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     a.record()

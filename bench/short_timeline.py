@@ -221,7 +221,8 @@ def main():
         torch.cuda.get_device_name(), torch.__version__)]
     print(lines[0], flush=True)
     rows = []
-    shapes = [sh for sh in SHAPES if not args.shapes or any(a and a in sh[0] for a in args.shapes.split("|"))]
+    from short_shapes import name_matches
+    shapes = [sh for sh in SHAPES if name_matches(sh[0], args.shapes)]
     # every kernel first, compiled in parallel threads into the disk cache (fa4.compile), so no call waits on ptxas
     texts = set()
     for name, B, Hq, Hkv, S, D, causal in shapes:

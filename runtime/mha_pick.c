@@ -303,9 +303,9 @@ static void long_tile_order(Config *c, const RtMhaShape *s)
  * long with short exactly (B64 H16 S256 d64 1.156 -> 1.138: left out). Causal d256 of at most RT_SHORT_D256_Q_ROWS
  * query rows (the short d256 blocks) in the walk's head-major order: B16 H16 S512 +1.0%, +1.9%, +1.7% in three runs
  * (1.013 -> 1.023, 1.054 -> 1.074, 1.060 -> 1.075); longer d256 causal -6..-9%, d128 causal without GQA -0.4..-3%
- * however ordered: left to the walk. Full d128 with two m-blocks a head (S256) -1.0..-1.4% in runs 68, 72 and 74
- * (bench/results/2026-11-30-h200-short-diag-run74.txt): left to the walk too (dynamic_tiles). Only where the caller's
- * config left dynamic open and the grid is two waves. */
+ * however ordered: left to the walk. Full d128 with two m-blocks a head (S256) -1.0..-1.4% in runs 68, 72 and 74,
+ * -0.8..-2.0% in run 76 (bench/results/2026-11-30-h200-short-rule-ab-run76.txt, bf16 and fp16): left to the walk too
+ * (dynamic_tiles). Only where the caller's config left dynamic open and the grid is two waves. */
 int rt_dynamic_open(const Config *c, const RtMhaShape *s)
 {
     int full = c->mask == MASK_NONE && c->group == 1 && c->qk_depth >= 128;
@@ -322,9 +322,8 @@ static void dynamic_tiles(Config *c, const RtMhaShape *s)
     if (c->dynamic >= 0 || !rt_dynamic_open(c, s) || config_fill_defaults(&f, err, sizeof err)) return;
     uint64_t m_blocks = (s->seq_rows_q + (uint64_t)f.bm - 1) / (uint64_t)f.bm;
     if (rt_mul_sat(rt_mul_sat((uint64_t)s->batch, (uint64_t)s->heads_q), m_blocks) < 2 * (uint64_t)s->sm_count) return;
-    /* two m-blocks a head: the walk pairs a causal head's long m-block with its short one exactly, and gives d128
-     * full heads' pairs to neighbouring CTAs at once (B64 H8 S256 d128 full: static 1.0-1.4% faster in runs 68, 72,
-     * 74, bf16 and fp16); d256's six-block tiles still gain (S256 full +1.6..+2.0%) */
+    /* two m-blocks a head: the walk pairs a causal head's long m-block with its short one exactly, and hands a d128
+     * full head's two to neighbouring CTAs at once (measured above); d256's six-block tiles still gain */
     if (m_blocks == 2 && (c->mask == MASK_CAUSAL || c->qk_depth <= 128)) return;
     if (c->mask == MASK_CAUSAL && c->head_major < 0 && c->qk_depth <= 128) c->head_major = 0;
     c->dynamic = 1;
