@@ -131,6 +131,11 @@ typedef struct Config {
      * default (0) a persistent one (depth <= 128) with the registers to spare computes the next tile's while its
      * last P V runs (plan note coords ahead). Never picked by the runtime; canonical form names it only when on */
     int coords_late;
+    /* A/B benchmarks, sm90a MHA forward: 1 = the producer issues its first tile's Q after the CTA barrier and its
+     * setmaxnreg, where by default (0) a dense unsplit kernel's producer thread issues it right after it has
+     * initialised the barriers (plan note q early). Never picked by the runtime; canonical form names it only
+     * when on */
+    int q_late;
     /* sm90a MHA: CTAs resident on an SM (0 = 1, or 2): the kernel asks ptxas for that many (.minnctapersm), so each
      * gets 1/occupancy of the register file and of the SM's shared memory, and a persistent grid is that many CTAs
      * an SM. Canonical form names it only when 2 */
@@ -186,6 +191,9 @@ typedef enum {
     TL_C_PV_LAST,   /* ... has issued the last P V (the turn taken) */
     TL_CL_QK0,      /* the last consumer's first QK issued */
     TL_CL_MAIN_END, /* the last consumer's last P V retired */
+    /* the CTA's prologue, as TL_ENTRY in each of its tiles: the producer thread's clock64 */
+    TL_P_WAITED,    /* past griddepcontrol.wait (the previous grid done) and the tile counts */
+    TL_P_SYNCED,    /* past the barrier init, the CTA barrier and the producer's setmaxnreg */
     MHA_TIMELINE_SLOTS
 } MhaTimelineSlot;
 

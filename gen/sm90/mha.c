@@ -55,7 +55,13 @@ static void emit_barrier_init(Emit *e)
             mbar_init(e, b, &tail, i);
         }
     }
-    mbar_init_end(e, lbl);
+    if (s->q_early) {
+        op_mbar_init_fence(e);
+        mha90_producer_q_early(e);
+        emit_label(e, lbl);
+    } else {
+        mbar_init_end(e, lbl);
+    }
     op_bar_sync(e, 0, p->threads);
 }
 
@@ -785,6 +791,7 @@ int sm90_emit_mha(Emit *e)
 {
     mha90_tl_entry(e);
     mha_prologue(e);
+    mha90_tl_mark(e, "tl_waited");
     mha90_tl_prologue(e);
     emit_barrier_init(e);
     emit_section(e, "role dispatch: warpgroup 0 produces, the others consume");
