@@ -23,7 +23,7 @@ void mha90_tl_entry(Emit *e)
 void mha90_tl_mark(Emit *e, const char *name)
 {
     if (!e->p->cfg.timeline) return;
-    op_read_clock64(e, reg_b64(e, name));
+    op_read_clock64(e, reg_b64(e, "%s", name));
 }
 
 void mha90_tl_prologue_store(Emit *e, int synced)
