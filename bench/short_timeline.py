@@ -70,8 +70,7 @@ def check(recs):
     """What must hold for every tile whose producer and consumer 0 ran (records of tiles with keys): a list of
     sentences, empty when all hold."""
     bad = []
-    # the producer's CTA barrier (p_synced) comes before its first tile, or after that tile's Q (plan note q early)
-    order = (["entry", "p_waited", "p_tile", "p_q", "p_kv_end"], ["entry", "p_waited", "p_synced"],
+    order = (["entry", "p_waited", "p_synced", "p_tile", "p_q", "p_kv_end"],
              ["c_tile", "c_q", "c_qk0", "c_s0", "c_main_end", "c_lse", "c_staged", "c_stored"])
     for r in recs:
         for chain in order:
@@ -117,13 +116,11 @@ def summarize(recs, ns_per_cycle=None):
     # the CTA's first tile: its entry to the producer's and consumer 0's start
     firsts = [rs[0] for rs in by_cta.values()]
     put("first tile: entry -> P tile (prologue)", [r["p_tile"] - r["entry"] for r in firsts if r["p_tile"]])
-    # the prologue in parts (the producer thread): the PDL wait; then the barrier init, and the CTA barrier with the
-    # producer's setmaxnreg, before its setup and first tile's coordinates -- or, with the first Q issued early (plan
-    # note q early), the barrier after that Q
+    # the prologue in parts (the producer thread): the PDL wait; the barrier init, the CTA barrier and setmaxnreg;
+    # the producer's setup and its first tile's coordinates
     put("first tile: . entry -> PDL wait passed", [r["p_waited"] - r["entry"] for r in firsts if r["p_waited"]])
-    put("first tile: . wait -> P tile", [r["p_tile"] - r["p_waited"] for r in firsts if r["p_waited"]])
-    late = [r for r in firsts if r["p_waited"] and r["p_waited"] <= r["p_synced"] < r["p_tile"]]
-    put("first tile: . wait -> synced (Q after)", [r["p_synced"] - r["p_waited"] for r in late])
+    put("first tile: . wait -> CTA synced", [r["p_synced"] - r["p_waited"] for r in firsts if r["p_synced"]])
+    put("first tile: . synced -> P tile", [r["p_tile"] - r["p_synced"] for r in firsts if r["p_synced"]])
     put("first tile: entry -> C0 Q landed", [r["c_q"] - r["entry"] for r in firsts if r["c_q"]])
     # between a CTA's tiles: consumer 0 done with one (its store read smem) -> at the next one's top
     put("C0 between tiles (stored -> next tile)",

@@ -131,11 +131,6 @@ typedef struct Config {
      * default (0) a persistent one (depth <= 128) with the registers to spare computes the next tile's while its
      * last P V runs (plan note coords ahead). Never picked by the runtime; canonical form names it only when on */
     int coords_late;
-    /* A/B benchmarks, sm90a MHA forward: 1 = the producer issues its first tile's Q after the CTA barrier and its
-     * setmaxnreg, where by default (0) a dense unsplit kernel's producer thread issues it right after it has
-     * initialised the barriers (plan note q early). Never picked by the runtime; canonical form names it only
-     * when on */
-    int q_late;
     /* sm90a MHA: CTAs resident on an SM (0 = 1, or 2): the kernel asks ptxas for that many (.minnctapersm), so each
      * gets 1/occupancy of the register file and of the SM's shared memory, and a persistent grid is that many CTAs
      * an SM. Canonical form names it only when 2 */

@@ -55,13 +55,7 @@ static void emit_barrier_init(Emit *e)
             mbar_init(e, b, &tail, i);
         }
     }
-    if (s->q_early) {
-        op_mbar_init_fence(e);
-        mha90_producer_q_early(e);
-        emit_label(e, lbl);
-    } else {
-        mbar_init_end(e, lbl);
-    }
+    mbar_init_end(e, lbl);
     op_bar_sync(e, 0, p->threads);
 }
 

@@ -56,9 +56,7 @@ void mha90_tl_prologue(Emit *e);
 void mha90_tl_record(Emit *e);
 void mha90_tl_stamp(Emit *e, Reg guard, MhaTimelineSlot slot);
 void mha90_tl_mark(Emit *e, const char *name);
-/* plan note q early: inside the barrier init's thread-0 block, after its fence (mha90_producer then skips them) */
-void mha90_producer_q_early(Emit *e);
-void mha90_tl_prologue_store(Emit *e, int synced);
+void mha90_tl_prologue_store(Emit *e);
 void mha90_tl_store(Emit *e, Reg guard, MhaTimelineSlot slot, Reg v);
 
 #endif

@@ -223,17 +223,29 @@ static void emit_kv_loads(Emit *e, Reg row, Reg batch, Reg vfull)
     ring_advance(e, stage, phase, p->stages);
 }
 
-/* The producer thread's state before its tile loop: the smem bases and barriers it addresses, the ring's and the
- * Q slots' positions, its first tile. */
-static void producer_setup(Emit *e)
+void mha90_producer(Emit *e)
 {
     const Plan *p = e->p;
     const Sm90Plan *s = sm90_of(p);
+    char l_tile[NAME], l_kv[NAME], l_kv_done[NAME], lbl[NAME];
+    emit_section(e, "role producer (warpgroup 0): TMA loads; plan regs %d", s->producer_regs);
+    op_setmaxnreg(e, s->producer_regs, p->entry_regs);
+    const char *pr = reg(e, "pred", "p_role");
+    if (p->kv_tail) {
+        emit_note(e, "plan kv tail: warp %d zeroes tail blocks' V rows past the end", s->scrub_warp);
+        emit(e, "setp.eq.u32 %s, %%warp, %d;", pr, s->scrub_warp);
+        emit(e, "@%s bra $scrub;", pr);
+    }
+    emit_note(e, "one thread issues every load; the rest of the warpgroup has nothing to do");
+    emit(e, "setp.ne.u32 %s, %%thread, 0;", pr);
+    emit(e, "@%s bra $exit;", pr);
+    mha90_tl_mark(e, "tl_synced");
+
     Reg stage = reg_b32(e, "pr_stage"), phase = reg_b32(e, "pr_phase");
     Reg qph = reg_b32(e, "pr_q_phase");
     reg_b32(e, "pr_parity");
-    reg_b32(e, "pr_j");
-    reg_b32(e, "pr_row");
+    const char *j = reg(e, "b32", "pr_j");
+    Reg row = reg_b32(e, "pr_row");
     reg_b32(e, "pr_bar");
     reg_b32(e, "pr_dst");
     smem_reg(e, "pr_q", s->off_q);
@@ -241,9 +253,9 @@ static void producer_setup(Emit *e)
     smem_reg(e, "pr_v", s->off_v);
     smem_reg(e, "pr_k_full", s->bar_k_full);
     smem_reg(e, "pr_k_empty", s->bar_k_empty);
-    smem_reg(e, "pr_v_full", s->bar_v_full);
+    Reg vf = smem_reg(e, "pr_v_full", s->bar_v_full);
     smem_reg(e, "pr_v_empty", s->bar_v_empty);
-    if (p->kv_tail) smem_reg(e, "pr_v_tail", s->bar_v_tail);
+    Reg vtail = p->kv_tail ? smem_reg(e, "pr_v_tail", s->bar_v_tail) : REG_NONE;
     ring_reset(e, stage, phase);
     emit(e, "mov.u32 %s, 0;", R(e, qph));
     Reg qslot = reg_b32(e, "pr_q_slot");
@@ -262,61 +274,6 @@ static void producer_setup(Emit *e)
         reg_b32(e, "pr_pre");
         q_barriers(e);
     }
-}
-
-/* A tile's Q load with its timeline stamps; early: plan note q early's, before the CTA barrier (its TL_P_SYNCED is
- * stored once the producer passes that barrier). */
-static void q_load_stamped(Emit *e, Reg qrow, Reg batch, int declare, int early)
-{
-    if (e->p->cfg.timeline) {
-        mha90_tl_record(e);
-        mha90_tl_store(e, REG_NONE, TL_ID, reg_find(e, "tl_id"));
-        mha90_tl_prologue_store(e, !early);
-        mha90_tl_stamp(e, REG_NONE, TL_P_TILE);
-    }
-    emit_q_load(e, qrow, batch, declare);
-    if (e->p->cfg.timeline) mha90_tl_stamp(e, REG_NONE, TL_P_Q);
-}
-
-void mha90_producer_q_early(Emit *e)
-{
-    if (!sm90_of(e->p)->q_early) return;
-    char l_done[NAME];
-    Reg early = reg_pred(e, "pr_q_early");
-    emit_note(e, "plan note q early: the producer thread's state and its first tile's Q, before the CTA barrier");
-    producer_setup(e);
-    emit(e, "setp.lt.u32 %s, %%tile, %%num_tiles;", R(e, early));
-    emit(e, "@!%s bra %s;", R(e, early), new_label(e, l_done, sizeof l_done, "pr_q_early_done"));
-    tile_coords(e);
-    q_load_stamped(e, reg_find(e, "m0"), reg_find(e, "bidx"), 1, 1);
-    emit_label(e, l_done);
-}
-
-void mha90_producer(Emit *e)
-{
-    const Plan *p = e->p;
-    const Sm90Plan *s = sm90_of(p);
-    char l_tile[NAME], l_kv[NAME], l_kv_done[NAME], lbl[NAME];
-    emit_section(e, "role producer (warpgroup 0): TMA loads; plan regs %d", s->producer_regs);
-    op_setmaxnreg(e, s->producer_regs, p->entry_regs);
-    const char *pr = reg(e, "pred", "p_role");
-    if (p->kv_tail) {
-        emit_note(e, "plan kv tail: warp %d zeroes tail blocks' V rows past the end", s->scrub_warp);
-        emit(e, "setp.eq.u32 %s, %%warp, %d;", pr, s->scrub_warp);
-        emit(e, "@%s bra $scrub;", pr);
-    }
-    emit_note(e, "one thread issues every load; the rest of the warpgroup has nothing to do");
-    emit(e, "setp.ne.u32 %s, %%thread, 0;", pr);
-    emit(e, "@%s bra $exit;", pr);
-    mha90_tl_mark(e, "tl_synced");
-    if (s->q_early) {
-        if (p->cfg.timeline) mha90_tl_store(e, reg_find(e, "pr_q_early"), TL_P_SYNCED, reg_find(e, "tl_synced"));
-    } else {
-        producer_setup(e);
-    }
-    const char *j = R(e, reg_find(e, "pr_j"));
-    Reg row = reg_find(e, "pr_row"), vf = reg_find(e, "pr_v_full");
-    Reg vtail = p->kv_tail ? reg_find(e, "pr_v_tail") : REG_NONE;
 
     emit_label(e, new_label(e, l_tile, sizeof l_tile, "pr_tile"));
     emit(e, "setp.ge.u32 %s, %%tile, %%num_tiles;", pr);
@@ -344,18 +301,15 @@ void mha90_producer(Emit *e)
         emit(e, "mov.u32 %s, %%n_end;", j);
         emit(e, "mov.u32 %%pr_pre, 0;");
         early_q_load(e, qrow, batch);
-    } else if (s->q_early) {
-        char l_issued[NAME];
-        Reg early = reg_find(e, "pr_q_early");
-        emit_note(e, "plan note q early: the CTA's first tile has its Q issued already");
-        emit(e, "@%s bra %s;", R(e, early), new_label(e, l_issued, sizeof l_issued, "pr_q_issued"));
-        q_load_stamped(e, qrow, batch, 0, 0);
-        emit_label(e, l_issued);
-        emit(e, "setp.ne.u32 %s, 0, 0;", R(e, early));
-        emit_note(e, "K and V blocks from the last one down (the masked blocks come first)");
-        emit(e, "mov.u32 %s, %%n_end;", j);
     } else {
-        q_load_stamped(e, qrow, batch, 1, 0);
+        if (p->cfg.timeline) {
+            mha90_tl_record(e);
+            mha90_tl_store(e, REG_NONE, TL_ID, reg_find(e, "tl_id"));
+            mha90_tl_prologue_store(e);
+            mha90_tl_stamp(e, REG_NONE, TL_P_TILE);
+        }
+        emit_q_load(e, qrow, batch, 1);
+        if (p->cfg.timeline) mha90_tl_stamp(e, REG_NONE, TL_P_Q);
         emit_note(e, "K and V blocks from the last one down (the masked blocks come first)");
         emit(e, "mov.u32 %s, %%n_end;", j);
     }

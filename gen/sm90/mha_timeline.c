@@ -19,18 +19,18 @@ void mha90_tl_entry(Emit *e)
 }
 
 /* The producer thread's clock at a prologue point (TL_P_WAITED, TL_P_SYNCED) into a register, stored with TL_ENTRY
- * at each tile (mha90_tl_prologue_store; synced = 0 where the CTA barrier is still ahead: plan note q early). */
+ * at each tile (mha90_tl_prologue_store). */
 void mha90_tl_mark(Emit *e, const char *name)
 {
     if (!e->p->cfg.timeline) return;
     op_read_clock64(e, reg_b64(e, "%s", name));
 }
 
-void mha90_tl_prologue_store(Emit *e, int synced)
+void mha90_tl_prologue_store(Emit *e)
 {
     mha90_tl_store(e, REG_NONE, TL_ENTRY, reg_find(e, "tl_entry"));
     mha90_tl_store(e, REG_NONE, TL_P_WAITED, reg_find(e, "tl_waited"));
-    if (synced) mha90_tl_store(e, REG_NONE, TL_P_SYNCED, reg_find(e, "tl_synced"));
+    mha90_tl_store(e, REG_NONE, TL_P_SYNCED, reg_find(e, "tl_synced"));
 }
 
 void mha90_tl_prologue(Emit *e)

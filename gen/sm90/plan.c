@@ -233,13 +233,6 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
     if (s->coords_ahead)
         plan_note(p, "coords ahead", "a consumer computes the next tile's coordinates while its last P V runs "
                   "(%d registers held across the tile), and takes them at the next tile's top", MHA_TILE_COORD_REGS);
-    /* the first load waits for nothing but the barrier init: not for the CTA's other warps at its barrier, nor for
-     * the producer's setmaxnreg (varlen and paged tiles may be skipped, split kernels order their first loads
-     * around the PDL wait: they keep the loop's order) */
-    s->q_early = !c->split && !c->cluster_split && !c->varlen && !c->page && !c->q_late;
-    if (s->q_early)
-        plan_note(p, "q early", "the producer thread issues its first tile's Q once it has initialised the barriers, "
-                  "before the CTA barrier and its setmaxnreg");
     if (s->q_release_late)
         plan_note(p, "q release", "a Q slot is freed one tile after its O store: the leader waits for the store's "
                   "smem read once the next tile's first QK is issued, then arrives on bar_q_empty");

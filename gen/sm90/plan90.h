@@ -29,7 +29,6 @@ typedef struct Sm90Plan {
     uint32_t off_q, q_chunk_bytes;            /* Q tiles (q_slots of tx_q bytes); each reused for its O */
     int q_slots;                              /* 2: the next tile's Q loads during this tile's epilogue */
     int q_release_late; /* q_slots 2, plain epilogue: a slot is freed one tile after its O store was issued */
-    int q_early;        /* dense, unsplit: the producer thread issues its first tile's Q before the CTA barrier */
     int coords_ahead;   /* persistent, dense, unsplit: the next tile's coordinates while the first QK runs */
     uint32_t off_k, k_stage_bytes, k_chunk_bytes;
     uint32_t off_v, v_stage_bytes, v_chunk_bytes;

@@ -540,9 +540,8 @@ mutant 9 no_proxy_fence '==== consumer epilogue' 1 'fence[.]proxy[.]async' 1 del
 mutant 9 diag_half_key 'plan note diag half: the last key' 1 'mov[.]u32 %cs_half_b2, [0-9]+;' 1 add 64
 # plan note diag half: the P V of block j+1 takes block j's width (the PV issued beside QK(j) is the previous block's)
 mutant 9 diag_half_pv_width '==== consumer mainloop: QK.j. and PV' 1 '@%cs_pv_half bra' 1 sub '%cs_pv_half' '%cs_half'
-# plan note tile order (kernel 22): the producer's first step one tile long (its walk parts from the consumers'; the
-# producer thread sets its walk up before the CTA barrier, plan note q early)
-mutant 22 tile_walk_first 'plan note q early: the producer thread' 1 'sub[.]u32 %tile_step, %tile_step, 1;' 1 del
+# plan note tile order (kernel 22): the producer's first step one tile long (its walk parts from the consumers')
+mutant 22 tile_walk_first '==== role producer' 1 'sub[.]u32 %tile_step, %tile_step, 1;' 1 del
 # the consumers' step not turned back up after a tile (2c + 1 - grid, wrapping: they leave the producer's walk)
 mutant 22 tile_walk_turn '==== role consumers' 1 'add[.]u32 %tile_step, %tile_step, %grid_ctas;' 1 del
 # plan note coords ahead: the next tile's coordinates from a plain stride while the walk takes the turned step

@@ -1153,37 +1153,6 @@ static void test_coords_ahead(void **state)
     free(p);
 }
 
-/* plan note q early: a dense, unsplit kernel's producer thread issues its first tile's Q inside the barrier init's
- * thread-0 block, before the CTA barrier (bar.sync 0) and its setmaxnreg, and the tile loop skips that one Q load;
- * split, varlen and paged kernels and q_late=1 keep the Q load in the loop (q_late=1 named in the canonical text). */
-static void test_q_early(void **state)
-{
-    (void)state;
-    Plan *p = malloc(sizeof *p);
-    static const struct { const char *text; int on; } cases[] = {
-        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 mask=none", 1},
-        {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 q_late=1 mask=none", 0},
-        {"mha target=sm90a dtype=bf16 qk=128 ov=128 persistent=1 dynamic=1 mask=none", 1},
-        {"mha target=sm90a dtype=fp16 qk=64 ov=64 bm=64 bn=64 persistent=0 mask=causal", 1},
-        {"mha target=sm90a dtype=bf16 qk=128 ov=128 persistent=1 timeline=1 mask=causal", 1},
-        {"mha target=sm90a dtype=bf16 qk=128 ov=128 split=1 mask=none", 0},
-        {"mha target=sm90a dtype=bf16 qk=128 ov=128 varlen=1 mask=causal", 0},
-        {"mha target=sm90a dtype=bf16 qk=128 ov=128 page=64 mask=none", 0},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char *ptx = plan_ptx(cases[i].text, p);
-        if (sm90_of(p)->q_early != cases[i].on) fail_msg("%s: q_early %d", cases[i].text, sm90_of(p)->q_early);
-        assert_int_equal(strstr(p->canonical, "q_late") != NULL, strstr(cases[i].text, "q_late") != NULL);
-        const char *q_load = strstr(ptx, "[%tmap_q, {"), *cta_bar = strstr(ptx, "bar.sync 0, ");
-        if (!q_load || !cta_bar) fail_msg("%s: no Q load or no CTA barrier", cases[i].text);
-        if ((q_load < cta_bar) != cases[i].on || (strstr(ptx, "$pr_q_issued") != NULL) != cases[i].on)
-            fail_msg("%s: the first Q load %s the CTA barrier", cases[i].text, q_load < cta_bar ? "before" : "after");
-        free(ptx);
-    }
-    expect_plan_error("mha target=sm100a dtype=bf16 qk=128 ov=128 q_late=1 mask=none", "q_late");
-    free(p);
-}
-
 /* config dynamic=1 (plan note dynamic tiles): a persistent CTA takes each next tile from the kernel parameter
  * tile_ctr; the plan adds a tile word and a bar_tile per Q slot, forces the persistent loop, keeps coords ahead only
  * with two Q slots (the next word sits in the other slot), and names the word in the canonical text only when on.
@@ -1570,8 +1539,7 @@ int main(void)
         cmocka_unit_test(test_split_and_combine_config), cmocka_unit_test(test_kv_append_config), cmocka_unit_test(test_early_kv_config),
         cmocka_unit_test(test_prefetch_kv_config),
         cmocka_unit_test(test_kv_tail_plan), cmocka_unit_test(test_timeline_config),
-        cmocka_unit_test(test_q_release), cmocka_unit_test(test_coords_ahead), cmocka_unit_test(test_q_early),
-        cmocka_unit_test(test_occupancy),
+        cmocka_unit_test(test_q_release), cmocka_unit_test(test_coords_ahead), cmocka_unit_test(test_occupancy),
         cmocka_unit_test(test_tile_order),
         cmocka_unit_test(test_diag_half), cmocka_unit_test(test_dynamic_config),
     };
