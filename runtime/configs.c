@@ -11,7 +11,8 @@
  *     RT_SHORT_D64_CAUSAL_Q_ROWS), for d256 where it crosses RT_SHORT_D256_Q_ROWS (the short d256 blocks),
  *     and where it crosses the split kernel's rows per tile (`decode`); within a piece those tests do not change;
  *   - kv lengths are cut where the rules' seqlen_k crosses RT_PERSISTENT_SEQLEN_K (persistent, the short full d128 bn)
- *     and, d64 over dense K/V, up to RT_SHORT_PAD_K where rt_least_pad_bn changes (the short d64 tile's bn);
+ *     and, d64 over dense K/V, up to RT_SHORT_PAD_K where rt_least_pad_bn changes (the short d64 tile's bn), d256 over
+ *     dense K/V at RT_D256_FINE_K_LO and RT_D256_FINE_K (the short d256 blocks of 32 keys);
  *   - what is left is the split count, which depends on the tiles (query tiles x heads / heads per CTA
  *     x batch) and the kv blocks: every tile count below the SM count that the ranges can make is
  *     walked (beyond it rt_split_choice gives 1), and every kv block count up to RT_SPLIT_KV_SATURATE
@@ -420,7 +421,7 @@ static void tiles_free(Tiles *t)
  * kv0..kv1 (every step-th value) are the kv rows a tile streams (the split count reads them):
  * seqlen_k itself, or, varlen without pages, the mean length (the packed total over b). */
 typedef struct {
-    int side;           /* 0: seqlen_k <= RT_PERSISTENT_SEQLEN_K, 1: past it; 2 + i: the i-th run of one least-padding bn */
+    int side;           /* 0: seqlen_k <= RT_PERSISTENT_SEQLEN_K, 1: past it; 2 + i: the i-th run of one kv-length rule */
     int b0, b1;
     int64_t kv0, kv1, step;
     int varlen_total;   /* varlen without pages: seqlen_k is the packed total */
@@ -700,6 +701,16 @@ static fa4_status walk_class(Class *cl)
                     piece.kv1++;
                 rs[n++] = piece;
                 a.kv0 = piece.kv1 + 1;
+            }
+        if (!page && cl->c0.qk_depth == 256) /* the short d256 blocks: 32 keys over (RT_D256_FINE_K_LO, RT_D256_FINE_K] */
+            for (int i = 0; i < 2; i++) {
+                int64_t cut = i ? RT_D256_FINE_K : RT_D256_FINE_K_LO;
+                if (a.kv0 <= cut && cut < a.kv1) {
+                    Region piece = a;
+                    piece.side = 2 + n, piece.kv1 = cut;
+                    rs[n++] = piece;
+                    a.kv0 = cut + 1;
+                }
             }
         if (a.kv0 <= a.kv1) rs[n++] = a;
         if (b.kv0 <= b.kv1) rs[n++] = b;

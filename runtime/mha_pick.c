@@ -165,12 +165,21 @@ static void short_d64_tile(Config *c, const RtMhaShape *s)
  * full 88.7 -> 66.3 us, B16 H16 S512 causal 94.6 -> 79.5. Measured (H200, CUDA graphs, cuDNN / fa4 with bn 48 vs
  * 80 in one run, bench/results/2026-11-28-h200-short-shapes-run4.txt): S256 full 0.843 vs 0.830, S512 causal 0.913
  * vs 0.868, but S1024 full 1.030 vs 1.084 and S2048 causal 0.997 vs 1.033: hence at most RT_SHORT_D256_Q_ROWS
- * query rows. Only a bn the caller's config left unset. */
+ * query rows. Without a mask or GQA over RT_D256_FINE_K_LO < seqlen_k <= RT_D256_FINE_K keys, where 48-key blocks
+ * pad 32 or more keys: 32-key blocks in 3 stages (both Q slots still fit) -- B64 H8 S256 full 0.999 / 0.997 -> 1.044 /
+ * 1.044 x cuDNN (H200 run 79, bench/results/2026-11-30-h200-short-d256-bn-run79.txt; with the static walk 1.009 /
+ * 1.013), where the longer d256 shapes lose with them (S512 causal -1%, S1024 full -8%). Only a bn and stages the
+ * caller's config left unset. */
 static void short_d256_tile(Config *c, const RtMhaShape *s)
 {
     if (c->qk_depth != 256 || c->ov_depth != 256 || c->dtype == DT_E4M3 || c->mask == MASK_WINDOW || c->bn ||
         c->page || c->split || c->varlen || s->seq_rows_q > RT_SHORT_D256_Q_ROWS)
         return;
+    if (c->mask == MASK_NONE && c->group == 1 && !c->stages && s->seqlen_k > RT_D256_FINE_K_LO &&
+        s->seqlen_k <= RT_D256_FINE_K) {
+        c->bn = RT_D256_FINE_BN, c->stages = RT_D256_FINE_STAGES;
+        return;
+    }
     c->bn = RT_SHORT_D256_BN;
 }
 
@@ -211,14 +220,17 @@ static uint64_t tiles_128(uint64_t units, uint64_t rows)
  * cuDNN / fa4 over 11 calls of 16-64 tiles (B1-4, S128-1024, d64/d128/d256, causal and full, GQA 32/8, fp16;
  * bench/results/2026-11-29-h200-small-grid-rule-run53.txt): 1.114-1.435 with 128-row tiles, 1.431-1.805 with 64.
  * Only where the caller's config left bm (bn) open (bm_open, bn_open: before the rules). */
-static void small_grid_tile(Config *c, const RtMhaShape *s, int bm_open, int bn_open)
+static void small_grid_tile(Config *c, const RtMhaShape *s, int bm_open, int bn_open, int stages_open)
 {
     if (!bm_open || c->bm == 64 || !rt_small_grid_open(c, s)) return;
     uint64_t rows = rt_mul_sat(s->seq_rows_q, (uint64_t)c->group); /* GQA packed: a kv head's query rows */
     uint64_t units = rt_mul_sat((uint64_t)s->batch, (uint64_t)(s->heads_q / c->group));
     if (rt_mul_sat(2, tiles_128(units, rows)) > (uint64_t)s->sm_count) return;
     c->bm = 64;
-    if (c->qk_depth == 256 && bn_open) c->bn = 64;
+    if (c->qk_depth == 256 && bn_open) {
+        c->bn = 64;
+        if (stages_open) c->stages = 0; /* the plan's, not short_d256_tile's 32-key ring */
+    }
 }
 
 /* plan note tile order: an sm90a causal call over dense K/V whose grid the rules below choose from the call's
@@ -344,7 +356,7 @@ static void dynamic_tiles(Config *c, const RtMhaShape *s)
 void rt_mha_shape_rules(Config *c, const RtMhaShape *s)
 {
     if (c->target != TARGET_SM90A || c->cluster_split || decode_shape(c, s)) return;
-    int bm_open = !c->bm, bn_open = !c->bn;
+    int bm_open = !c->bm, bn_open = !c->bn, stages_open = !c->stages;
     if (s->seqlen_k > RT_PERSISTENT_SEQLEN_K) {
         long_tile_order(c, s);
         dynamic_tiles(c, s);
@@ -357,7 +369,7 @@ void rt_mha_shape_rules(Config *c, const RtMhaShape *s)
     }
     short_d64_tile(c, s);
     short_d256_tile(c, s);
-    small_grid_tile(c, s, bm_open, bn_open);
+    small_grid_tile(c, s, bm_open, bn_open, stages_open);
     short_tile_order(c, s);
     dynamic_tiles(c, s);
 }

@@ -397,9 +397,11 @@ uint64_t rt_split_workspace_bytes(int num_splits, uint64_t rows, int ov_depth);
  * rows fill at most a 64-row tile is a decode shape (sm90a: the decode tile); the largest tile packs
  * 256 rows; sm90a d64 sequences of at most RT_SHORT_Q_ROWS query rows (causal: RT_SHORT_D64_CAUSAL_Q_ROWS) take
  * 128-row tiles (64-row ones up to RT_DECODE_TILE_ROWS); sm90a d256 up to RT_PERSISTENT_SEQLEN_K with at most
- * RT_SHORT_D256_Q_ROWS query rows takes RT_SHORT_D256_BN-key blocks. */
+ * RT_SHORT_D256_Q_ROWS query rows takes RT_SHORT_D256_BN-key blocks, and without a mask over more than
+ * RT_D256_FINE_K_LO and at most RT_D256_FINE_K keys RT_D256_FINE_BN-key blocks in RT_D256_FINE_STAGES stages. */
 enum { RT_PERSISTENT_SEQLEN_K = 2048, RT_DECODE_TILE_ROWS = 64, RT_PACK_ROWS_MAX = 256, RT_SHORT_Q_ROWS = 256,
-       RT_SHORT_D64_CAUSAL_Q_ROWS = 1024, RT_SHORT_D256_BN = 48, RT_SHORT_D256_Q_ROWS = 512 };
+       RT_SHORT_D64_CAUSAL_Q_ROWS = 1024, RT_SHORT_D256_BN = 48, RT_SHORT_D256_Q_ROWS = 512, RT_D256_FINE_K_LO = 192,
+       RT_D256_FINE_K = 256, RT_D256_FINE_BN = 32, RT_D256_FINE_STAGES = 3 };
 /* The short d64 128-row tile's kv block for dense K/V of at most RT_SHORT_PAD_K keys: the one of least padding,
  * RT_PAD_BN_MIN..128 in steps of 16, the larger on ties (mha_pick.c short_d64_tile; configs.c cuts there). */
 enum { RT_SHORT_PAD_K = 256, RT_PAD_BN_MIN = 64, RT_PAD_BN_MAX = 128 };

@@ -603,6 +603,46 @@ static void config_of(fa4_ctx *ctx, const Call *c, const char *words, char *cfg,
     say_call(c, what, wn);
 }
 
+/* Short d256 without a mask or GQA over dense K/V (runtime/mha_pick.c short_d256_tile; H200 run 79): more than
+ * RT_D256_FINE_K_LO and at most RT_D256_FINE_K keys take 32-key blocks in 3 stages, other short d256 calls 48-key
+ * blocks, a small grid 64-row tiles with 64-key blocks in the plan's stages; a caller's bn or stages wins. A d256
+ * workload cuts the kv lengths there, so every call finds its config listed. */
+static void test_short_d256_fine(void **state)
+{
+    (void)state;
+    fa4_ctx *ctx = jit_off_ctx(90, 132, FA4_TARGET_SM90A);
+    static const struct { Call c; const char *config, *want; } cases[] = {
+        {{256, 1, 8, 64, 256, 256, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, " bn=32 group=1 stages=3 "},
+        {{256, 1, 8, 64, 200, 193, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, " bn=32 group=1 stages=3 "},
+        {{256, 1, 8, 64, 256, 192, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, " bn=48 group=1 stages=2 "},
+        {{256, 1, 8, 64, 256, 257, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, " bn=48 group=1 stages=2 "},
+        {{256, 1, 8, 64, 256, 256, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, " bn=48 group=1 stages=2 "},
+        {{256, 4, 2, 64, 256, 256, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, " bn=48 group=4 stages=2 "},  /* GQA */
+        {{256, 1, 8, 64, 256, 256, L_DENSE, 0, 0, FA4_MASK_NONE}, "stages=2", " bn=48 group=1 stages=2 "},
+        {{256, 1, 8, 64, 256, 256, L_DENSE, 0, 0, FA4_MASK_NONE}, "bn=64", " bn=64 group=1 stages=2 "},
+        {{256, 1, 4, 2, 256, 256, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, " bm=64 bn=64 group=1 stages=2 "}, /* small */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char cfg[512], what[200];
+        config_of(ctx, &cases[i].c, cases[i].config, cfg, sizeof cfg, what, sizeof what);
+        if (!strstr(cfg, cases[i].want))
+            fail_msg("%s (config %s): %s, want%s", what, cases[i].config ? cases[i].config : "-", cfg, cases[i].want);
+    }
+    static const int d[] = {256}, g[] = {1};
+    static const int ks[] = {1, 100, 192, 193, 224, 256, 257, 384, 600};
+    fa4_workload w = sm90_workload(d, g, 1, 1024);
+    Listed l = {0};
+    enumerate(ctx, &w, &l);
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
+        for (int m = 0; m < 2; m++) {
+            Call c = {256, 1, 8, 64, 256, ks[i], L_DENSE, 0, 0, masks[m]};
+            char cfg[512];
+            want_listed(ctx, &l, &c, "", cfg, sizeof cfg);
+        }
+    listed_free(&l);
+    fa4_destroy(ctx);
+}
+
 /* Dynamic tiles (runtime/mha_pick.c dynamic_tiles; H200 runs 63-72): the rule's picks by shape, and a workload lists
  * each pick and its dynamic=0 twin (what a call without a tile counter runs), so an AOT bundle has both. */
 static void test_dynamic_rule(void **state)
@@ -787,6 +827,7 @@ int main(void)
         cmocka_unit_test(test_replay),           cmocka_unit_test(test_outside_misses),
         cmocka_unit_test(test_compile_from_bundle), cmocka_unit_test(test_short_d256_cut),
         cmocka_unit_test(test_short_d64_occupancy), cmocka_unit_test(test_short_d64_pad),
+        cmocka_unit_test(test_short_d256_fine),
         cmocka_unit_test(test_tile_order_rule),  cmocka_unit_test(test_small_grid_rule), cmocka_unit_test(test_dynamic_rule),
         cmocka_unit_test(test_small_grid_replay),
     };
