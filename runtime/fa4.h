@@ -247,7 +247,7 @@ typedef struct fa4_mha_args {
      * no sequence left alone). workspace: a device buffer of workspace_size bytes, 16-byte
      * aligned, at least what fa4_mha_split_count() says; the library never allocates one per call. It is
      * scratch: calls that may run at the same time need their own. (Debug: a call whose config has the word
-     * timeline=1, with num_splits 1, gets each tile's phase stamps there instead: 16 u64 a tile, gen/fa4gen.h
+     * timeline=1, with num_splits 1, gets each tile's phase stamps there instead: 24 u64 a tile, gen/fa4gen.h
      * MhaTimelineSlot; bench/short_timeline.py reads them.) */
     int num_splits;
     void *workspace;
