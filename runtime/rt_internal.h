@@ -397,7 +397,7 @@ uint64_t rt_split_workspace_bytes(int num_splits, uint64_t rows, int ov_depth);
  * rows fill at most a 64-row tile is a decode shape (sm90a: the decode tile); the largest tile packs
  * 256 rows; sm90a d64 sequences of at most RT_SHORT_Q_ROWS query rows (causal: RT_SHORT_D64_CAUSAL_Q_ROWS) take
  * 128-row tiles (64-row ones up to RT_DECODE_TILE_ROWS); sm90a d256 up to RT_PERSISTENT_SEQLEN_K with at most
- * RT_SHORT_D256_Q_ROWS query rows takes RT_SHORT_D256_BN-key blocks, and without a mask over more than
+ * RT_SHORT_D256_Q_ROWS query rows takes RT_SHORT_D256_BN-key blocks, and without a mask or GQA over more than
  * RT_D256_FINE_K_LO and at most RT_D256_FINE_K keys RT_D256_FINE_BN-key blocks in RT_D256_FINE_STAGES stages. */
 enum { RT_PERSISTENT_SEQLEN_K = 2048, RT_DECODE_TILE_ROWS = 64, RT_PACK_ROWS_MAX = 256, RT_SHORT_Q_ROWS = 256,
        RT_SHORT_D64_CAUSAL_Q_ROWS = 1024, RT_SHORT_D256_BN = 48, RT_SHORT_D256_Q_ROWS = 512, RT_D256_FINE_K_LO = 192,
