@@ -497,14 +497,15 @@ static void test_tile_order_rule(void **state)
     fa4_destroy(ctx);
 }
 
-/* Short d256 (sm90a, dense): the runtime's bn 48 up to RT_SHORT_D256_Q_ROWS query rows; the walk cuts the query
- * lengths there, so every call of a d256 workload finds its config in the list on both sides of the cut. */
+/* Short d256 (sm90a, dense): the runtime's bn 48 up to RT_SHORT_D256_Q_ROWS query rows (bn 32 over RT_D256_FINE_K_LO
+ * to RT_D256_FINE_K keys without a mask or GQA: test_short_d256_fine); the walk cuts the query lengths at the first
+ * and the kv lengths at the others, so every call of a d256 workload finds its config in the list on each side. */
 static void test_short_d256_cut(void **state)
 {
     (void)state;
     fa4_ctx *ctx = jit_off_ctx(90, 132, FA4_TARGET_SM90A);
     static const int d[] = {256}, g[] = {1, 4};
-    static const int lens[] = {1, 64, 255, 256, 257, 511, 512, 513, 1000, 2048, 2049, 4096};
+    static const int lens[] = {1, 64, 100, 192, 193, 224, 255, 256, 257, 511, 512, 513, 1000, 2048, 2049, 4096};
     fa4_workload w = sm90_workload(d, g, 2, 4096);
     Listed l = {0};
     enumerate(ctx, &w, &l);
@@ -605,8 +606,8 @@ static void config_of(fa4_ctx *ctx, const Call *c, const char *words, char *cfg,
 
 /* Short d256 without a mask or GQA over dense K/V (runtime/mha_pick.c short_d256_tile; H200 run 79): more than
  * RT_D256_FINE_K_LO and at most RT_D256_FINE_K keys take 32-key blocks in 3 stages, other short d256 calls 48-key
- * blocks, a small grid 64-row tiles with 64-key blocks in the plan's stages; a caller's bn or stages wins. A d256
- * workload cuts the kv lengths there, so every call finds its config listed. */
+ * blocks, a small grid 64-row tiles with 64-key blocks in the plan's stages; a caller's bn or stages wins. (That a
+ * d256 workload lists each of these: test_short_d256_cut.) */
 static void test_short_d256_fine(void **state)
 {
     (void)state;
@@ -628,18 +629,6 @@ static void test_short_d256_fine(void **state)
         if (!strstr(cfg, cases[i].want))
             fail_msg("%s (config %s): %s, want%s", what, cases[i].config ? cases[i].config : "-", cfg, cases[i].want);
     }
-    static const int d[] = {256}, g[] = {1};
-    static const int ks[] = {1, 100, 192, 193, 224, 256, 257, 384, 600};
-    fa4_workload w = sm90_workload(d, g, 1, 1024);
-    Listed l = {0};
-    enumerate(ctx, &w, &l);
-    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
-        for (int m = 0; m < 2; m++) {
-            Call c = {256, 1, 8, 64, 256, ks[i], L_DENSE, 0, 0, masks[m]};
-            char cfg[512];
-            want_listed(ctx, &l, &c, "", cfg, sizeof cfg);
-        }
-    listed_free(&l);
     fa4_destroy(ctx);
 }
 
