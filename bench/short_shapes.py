@@ -276,6 +276,9 @@ def main():
     ap.add_argument("--reps", type=int, default=15, help="graph replays per backend (long shapes: half)")
     ap.add_argument("--eager-reps", type=int, default=5)
     ap.add_argument("--list", action="store_true", help="the grid and the model's predictions; no GPU")
+    ap.add_argument("--gap-us", type=float, default=0,
+                    help="in each graph, a GPU spin of this many us after every call: a kernel that lets no dependent "
+                    "launch early, as most kernels before an attention call (a GEMM) do; times include it")
     args = ap.parse_args()
     variants = [v.strip() for v in args.variants.split(";") if v.strip()]
     if "default" not in variants:
@@ -320,7 +323,9 @@ def main():
              "# cuBLAS bf16 8192^3 %.0f TFLOP/s, device copy %.2f TB/s (the roofs); GPU %s" % (
                  ceiling / 1e12, bw / 1e12, gpu_state()),
              "# graph: median of %d replays of `calls` calls (inputs rotated), per call; eager: %d loops of the same "
-             "calls; ratio = cuDNN time / fa4 time" % (args.reps, args.eager_reps)]
+             "calls; ratio = cuDNN time / fa4 time%s" % (args.reps, args.eager_reps, "; each graph call followed by a "
+                                                         "%.1f us GPU spin (--gap-us), in the times" % args.gap_us
+                                                         if args.gap_us else "")]
     print("\n".join(lines), flush=True)
 
     # ---- every kernel first, compiled in parallel (disk cache), so the timing never waits on ptxas
@@ -420,8 +425,14 @@ def main():
                     checks[var] = "n/a (%s)" % str(e)[:60]
             names = [n for n, _ in backends]
             graphs = []
+            gap = int(args.gap_us * 2000)  # cycles; >= gap_us at clocks up to 2 GHz
+
+            def then_gap(x, fn):
+                fn(*x)
+                if gap:
+                    torch.cuda._sleep(gap)
             for _, fn in backends:
-                graphs.append(capture(lambda x, fn=fn: fn(*x), [sets[i % nsets] for i in range(calls)]))
+                graphs.append(capture(lambda x, fn=fn: then_gap(x, fn), [sets[i % nsets] for i in range(calls)]))
             reps = max(5, args.reps // 2) if is_long else args.reps
             g_ms = time_interleaved([g.replay for g in graphs], [()], reps, warmup=2, hold_us=100)
             graph_us = {n: ms / calls * 1e3 for n, ms in zip(names, g_ms)}

@@ -9,6 +9,13 @@ in ns (the SM clock's rate taken per CTA from its globaltimer and clock64 stamps
 (its consumer 0 done with one tile -> at the next), how far the producer runs ahead, and the SMs' busy share of the
 kernel's span. Also the kernel's time with and without the stamps (eager, 20 calls): what the stamps cost.
 
+--steady: the same kernels in the steady state of back-to-back calls, inputs rotated so L2 holds none of a call's
+(the single call above finds part of its inputs in L2 and nothing running before it): two timeline calls A, B in the
+middle of a run of calls, their spans from the first CTA's entry to the last consumer's store, and the seam between
+them (A's last store -> B's first entry, PDL wait passed, first Q landed), beside each backend's time a call under
+CUDA graphs -- the timeline kernel, the plain one, cuDNN and a stream of the same bytes (torch.addcmul reads Q, K, V
+and writes O: no attention kernel moves less; shapes without GQA).
+
 decode() and summarize() need no GPU (tests/python/test_timeline_sim.py runs them on the simulator's records).
 """
 import argparse
@@ -70,7 +77,9 @@ def check(recs):
     """What must hold for every tile whose producer and consumer 0 ran (records of tiles with keys): a list of
     sentences, empty when all hold."""
     bad = []
-    order = (["entry", "p_waited", "p_synced", "p_tile", "p_q", "p_kv_end"],
+    # p_waited: in the prologue, before p_synced; where the producer itself waits (plan pdl prefetch kv), after
+    # p_tile: either way between entry and p_q
+    order = (["entry", "p_synced", "p_tile", "p_q", "p_kv_end"], ["entry", "p_waited", "p_q"],
              ["c_tile", "c_q", "c_qk0", "c_s0", "c_main_end", "c_lse", "c_staged", "c_stored"])
     for r in recs:
         for chain in order:
@@ -119,8 +128,9 @@ def summarize(recs, ns_per_cycle=None):
     # the prologue in parts (the producer thread): the PDL wait; the barrier init, the CTA barrier and setmaxnreg;
     # the producer's setup and its first tile's coordinates
     put("first tile: . entry -> PDL wait passed", [r["p_waited"] - r["entry"] for r in firsts if r["p_waited"]])
-    put("first tile: . wait -> CTA synced", [r["p_synced"] - r["p_waited"] for r in firsts if r["p_synced"]])
+    put("first tile: . entry -> CTA synced", [r["p_synced"] - r["entry"] for r in firsts if r["p_synced"]])
     put("first tile: . synced -> P tile", [r["p_tile"] - r["p_synced"] for r in firsts if r["p_synced"]])
+    put("first tile: . P tile -> Q issued", [r["p_q"] - r["p_tile"] for r in firsts if r["p_q"]])
     put("first tile: entry -> C0 Q landed", [r["c_q"] - r["entry"] for r in firsts if r["c_q"]])
     # between a CTA's tiles: consumer 0 done with one (its store read smem) -> at the next one's top
     put("C0 between tiles (stored -> next tile)",
@@ -181,6 +191,101 @@ def tail_lines(rows):
     return out
 
 
+def cta_bounds(recs, rate):
+    """Per CTA (globaltimer ns): its entry, PDL wait passed, first Q landed and last store (either consumer), the
+    clock64 stamps placed on the globaltimer by the CTA's first tile pair (gt_c_tile, c_tile) at `rate` ns a cycle."""
+    by_cta = {}
+    for r in recs:
+        if r["c_tile"] and r["gt_c_tile"]:
+            by_cta.setdefault(r["cta"], []).append(r)
+    out = []
+    for rs in by_cta.values():
+        rs.sort(key=lambda r: r["c_tile"])
+        f = rs[0]
+        at = lambda cyc, f=f: f["gt_c_tile"] + (cyc - f["c_tile"]) * rate
+        end = max(at(max(r["c_stored"], r["cl_stored"])) for r in rs)
+        out.append({"entry": at(f["entry"]), "waited": at(f["p_waited"]) if f["p_waited"] else None,
+                    "issued": at(f["p_q"]) if f["p_q"] else None, "q": at(f["c_q"]), "end": end})
+    return out
+
+
+def seam_lines(a, b):
+    """Two back-to-back calls' CTA bounds (cta_bounds): each call's span and the seam between them, in lines."""
+    def span(c):
+        return max(x["end"] for x in c) - min(x["entry"] for x in c)
+    a_end = max(x["end"] for x in a)
+    a_ends = sorted(x["end"] for x in a)
+    rel = lambda xs: sorted(x - a_end for x in xs if x is not None)
+    eb, wb, qb = rel([x["entry"] for x in b]), rel([x["waited"] for x in b]), rel([x["q"] for x in b])
+    ib = rel([x["issued"] for x in b])
+    med = lambda xs: xs[len(xs) // 2]
+    return ["#   steady: call A span %.1f us, call B span %.1f us (first entry -> last store, globaltimer)" % (
+                span(a) / 1e3, span(b) / 1e3),
+            "#   A's CTAs end (us before A's last store): first %.1f, median %.1f, p90 %.1f" % (
+                (a_end - a_ends[0]) / 1e3, (a_end - med(a_ends)) / 1e3,
+                (a_end - a_ends[int(0.9 * (len(a_ends) - 1))]) / 1e3),
+            "#   B after A's last store (us): entry first %.2f median %.2f last %.2f; PDL wait passed first %.2f "
+            "median %.2f; Q issued first %.2f median %.2f; first Q landed first %.2f median %.2f" % (
+                eb[0] / 1e3, med(eb) / 1e3, eb[-1] / 1e3, wb[0] / 1e3 if wb else float("nan"),
+                med(wb) / 1e3 if wb else float("nan"), ib[0] / 1e3 if ib else float("nan"),
+                med(ib) / 1e3 if ib else float("nan"), qb[0] / 1e3, med(qb) / 1e3)]
+
+
+def steady(torch, fa4, shape, words):
+    """The --steady lines of one shape and variant (see the module's doc)."""
+    from benchlib import capture, time_interleaved
+    from bench_mha import sdpa
+    from torch.nn.attention import SDPBackend
+    name, B, Hq, Hkv, S, D, causal = shape
+    nbytes = (2 * B * S * Hq + 2 * B * S * Hkv) * D * 2
+    nsets = max(3, math.ceil(160e6 / nbytes))
+    sets = [(torch.randn(B, S, Hq, D, device="cuda", dtype=torch.bfloat16),
+             torch.randn(B, S, Hkv, D, device="cuda", dtype=torch.bfloat16),
+             torch.randn(B, S, Hkv, D, device="cuda", dtype=torch.bfloat16),
+             torch.empty(B, S, Hq, D, device="cuda", dtype=torch.bfloat16)) for _ in range(nsets)]
+    cfg = static_walk(fa4.mha_config(sets[0][0], sets[0][1], sets[0][2], causal=causal, config=words or None))
+    bm = int(cfg.split(" bm=")[1].split()[0])
+    tiles = math.ceil(S / bm) * Hq * B
+    ws = [torch.zeros(tiles * NSLOTS * 8, dtype=torch.uint8, device="cuda") for _ in range(3)]
+    tl = (words + " timeline=1").strip()
+
+    def call(i, w):
+        q, k, v, o = sets[i % nsets]
+        fa4.mha_fwd(q, k, v, causal=causal, config=tl, out=o, num_splits=1, workspace=w)
+
+    for i in range(nsets):
+        call(i, ws[0])
+    torch.cuda.synchronize()
+    torch.cuda._sleep(200 * 2000)  # ~200 us: the host queues the run before the GPU reaches it
+    for i in range(8):
+        call(i, ws[0])
+    call(8, ws[1])
+    call(9, ws[2])
+    for i in range(10, 12):
+        call(i, ws[0])
+    torch.cuda.synchronize()
+    recs = [decode(bytes(w[:tiles * NSLOTS * 8].cpu().numpy().tobytes()), tiles) for w in ws[1:]]
+    rate = summarize(recs[0])["ns_per_cycle"]
+    lines = seam_lines(cta_bounds(recs[0], rate), cta_bounds(recs[1], rate))
+    # a call's time under graphs, the backends taking turns (short_shapes.py's method)
+    fns = [("timeline", lambda q, k, v, o: fa4.mha_fwd(q, k, v, causal=causal, config=tl, out=o, num_splits=1,
+                                                        workspace=ws[0])),
+           ("plain", lambda q, k, v, o: fa4.mha_fwd(q, k, v, causal=causal, config=words or None, out=o)),
+           ("cudnn", lambda q, k, v, o, f=sdpa(SDPBackend.CUDNN_ATTENTION, causal, Hkv != Hq): f(q, k, v, o))]
+    if Hkv == Hq:
+        fns.append(("stream", lambda q, k, v, o: torch.addcmul(q, k, v, out=o)))
+    calls = 20
+    graphs = [capture(lambda x, fn=fn: fn(*x), [sets[i % nsets] for i in range(calls)]) for _, fn in fns]
+    ms = time_interleaved([g.replay for g in graphs], [()], 15, warmup=2, hold_us=100)
+    us = {n: m / calls * 1e3 for (n, _), m in zip(fns, ms)}
+    lines.append("#   a call under graphs (us): " + ", ".join("%s %.1f" % kv for kv in us.items()) +
+                 "; %.1f MB a call%s" % (nbytes / 1e6, ", the stream at %.2f TB/s" % (nbytes / us["stream"] / 1e6)
+                                         if "stream" in us else ""))
+    del graphs, sets, ws
+    torch.cuda.empty_cache()
+    return lines
+
+
 def report(name, s):
     """Lines for one summary."""
     u = s["unit"]
@@ -220,6 +325,7 @@ def main():
     ap.add_argument("--shapes", default="", help="substring filter on shape names ('|' between alternatives)")
     ap.add_argument("--variants", default="default;persistent=0",
                     help="';'-separated config words (commas between words) added to timeline=1; 'default' = none")
+    ap.add_argument("--steady", action="store_true", help="also time two calls among back-to-back calls (see the doc)")
     args = ap.parse_args()
     variants = [v.strip().replace(",", " ") for v in args.variants.split(";") if v.strip()]
     lines = ["# fa4gen sm90a MHA forward: phase timeline of short tiles (config timeline=1), %s, torch %s" % (
@@ -296,6 +402,11 @@ def main():
             out.append("#   eager, 20 calls: %.1f us a call plain, %.1f with the stamps, %.1f plain again%s" % (
                 times["plain"], times["timeline"], times["plain2"],
                 "" if not bad else "; %d record problems, first: %s" % (len(bad), bad[0])))
+            if args.steady:
+                try:
+                    out += steady(torch, fa4, (name, B, Hq, Hkv, S, D, causal), words)
+                except Exception as e:
+                    out.append("#   steady: n/a: %s" % str(e)[:200])
             lines += out
             print("\n".join(out), flush=True)
             s.pop("ctas_table", None)  # summarized in the report's lines; not kept in the json

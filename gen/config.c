@@ -106,15 +106,31 @@ int config_split_pdl(const Config *c)
     return c->kind == KIND_MHA && c->split && !c->cluster_split && !c->varlen && c->cta_pair != 2;
 }
 
+/* prefetch on the dense, unsplit sm90a forward: its CTAs' first tile's Q and first K/V blocks go into L2 before
+ * the wait, under the previous kernel's tail. Not varlen or paged: their lengths and tables are global memory the
+ * previous grid may write, and a prefetch aimed by them would need them read twice. */
+int config_dense_prefetch(const Config *c)
+{
+    return c->kind == KIND_MHA && c->target == TARGET_SM90A && !c->split && !c->varlen && !c->page;
+}
+
 /* prefetch unset: the K/V blocks a split kernel prefetches into L2 before its wait. H100, 8 decode
  * calls a graph (bench/NOTES.md "Decode, fourth pass"): 2 blocks +5% at batch 1 seqlen_k 16k over none
  * (paged +3.6%), 4 less, 8 -7% (the prefetches crowd the previous kernel's tail). Under early=1 none:
  * the early loads already fill the tail, and prefetches beside them cost 1-8%. 0 where the kernel cannot. */
 enum { PREFETCH_BLOCKS = 2 };
+/* The dense sm90a forward: its CTAs' first tile's Q and one K/V block, prefetched only while the previous grid runs
+ * (plan pdl watch). H200, short shapes under CUDA graphs, each call a programmatic dependent of the one before
+ * (bench/NOTES.md "The first tile under the previous grid's tail", runs 82-84): 1 block +1.9% geomean over none
+ * (31 of 32 shapes >= 1.05x cuDNN against 28), 2 blocks +1.8% (29); after a kernel that lets nothing launch early,
+ * -0.3% (the watch skips the prefetch); long shapes 0..+0.5%. */
+enum { DENSE_PREFETCH_BLOCKS = 1 };
 
 static void default_prefetch(Config *c)
 {
-    if (c->prefetch < 0) c->prefetch = config_split_pdl(c) && !c->early ? PREFETCH_BLOCKS : 0;
+    if (c->prefetch >= 0) return;
+    c->prefetch = config_split_pdl(c) && !c->early ? PREFETCH_BLOCKS : config_dense_prefetch(c) ? DENSE_PREFETCH_BLOCKS
+                                                                                                 : 0;
 }
 
 static int parse_mask(Config *c, const char *v, char *err, size_t n)
@@ -471,9 +487,9 @@ int config_check(const Config *c, char *err, size_t n)
     if (c->early && !config_split_pdl(c))
         return fail(err, n, "early: 1 is not allowed here; it is for the mha split kernel (split=1) over dense or "
                     "paged K, V (no cluster, cta=2 or varlen)");
-    if (c->prefetch > 0 && !config_split_pdl(c))
+    if (c->prefetch > 0 && !config_split_pdl(c) && !config_dense_prefetch(c))
         return fail(err, n, "prefetch: %d is not allowed here; it is for the mha split kernel (split=1) over dense or "
-                    "paged K, V (no cluster, cta=2 or varlen)", c->prefetch);
+                    "paged K, V (no cluster, cta=2 or varlen) and the dense, unsplit mha forward on sm90a", c->prefetch);
     if (c->page && (c->page < 16 || c->page > 256 || (c->page & (c->page - 1))))
         return fail(err, n, "page: %d is not allowed; use a power of two in 16..256 (KV rows per page), or 0 for "
                     "dense K, V", c->page);
@@ -563,7 +579,10 @@ static int key_used(const Config *c, const char *key)
     if (!strcmp(key, "split")) return c->split != 0;
     if (!strcmp(key, "cluster")) return c->cluster_split != 0;
     if (!strcmp(key, "early")) return c->early != 0;
-    if (!strcmp(key, "prefetch")) return config_split_pdl(c); /* named there always: 0 is a choice */
+    /* split: named always (0 is a choice); the dense sm90a forward: only off its default (a text without the word
+     * means one block) */
+    if (!strcmp(key, "prefetch"))
+        return config_split_pdl(c) || (config_dense_prefetch(c) ? c->prefetch != DENSE_PREFETCH_BLOCKS : c->prefetch > 0);
     if (!strcmp(key, "sink")) return c->sink != 0; /* features: named only when on, so other kernels keep their text */
     if (!strcmp(key, "varlen")) return c->varlen != 0;
     if (!strcmp(key, "page")) return c->page != 0;

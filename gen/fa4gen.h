@@ -187,7 +187,8 @@ typedef enum {
     TL_CL_QK0,      /* the last consumer's first QK issued */
     TL_CL_MAIN_END, /* the last consumer's last P V retired */
     /* the CTA's prologue, as TL_ENTRY in each of its tiles: the producer thread's clock64 */
-    TL_P_WAITED,    /* past griddepcontrol.wait (the previous grid done) and the tile counts */
+    TL_P_WAITED,    /* past griddepcontrol.wait (the previous grid done): in the prologue, or (plan pdl prefetch
+                     * kv) the producer's own wait after TL_P_TILE, no-op past the CTA's first tile */
     TL_P_SYNCED,    /* past the barrier init, the CTA barrier and the producer's setmaxnreg */
     MHA_TIMELINE_SLOTS
 } MhaTimelineSlot;
@@ -208,6 +209,7 @@ int config_check(const Config *c, char *err, size_t n);
 /* The kernels early=1 and prefetch are for: the MHA split kernel over dense or paged K, V (not varlen,
  * a cluster split or the sm100a CTA pair). */
 int config_split_pdl(const Config *c);
+int config_dense_prefetch(const Config *c);
 int config_parse_canonical(const char *text, Config *c, char *err, size_t n);
 /* Apply "key=value ..." words (the kind may stand first) over c, as config_set does one by one. */
 int config_apply_text(Config *c, const char *text, char *err, size_t n);
@@ -420,7 +422,8 @@ typedef struct Plan {
      * takes before any is consumed; every other global access follows the wait. 0 = off */
     int pdl_early_kv;
     /* pdl_prefetch_kv: at most this many K/V blocks of a CTA's first tile, the next it loads after the
-     * early ones, are prefetched into L2 (cp.async.bulk.prefetch.tensor) before the wait. 0 = off */
+     * early ones, are prefetched into L2 (cp.async.bulk.prefetch.tensor) before the wait; an unsplit
+     * (sm90a) kernel prefetches that tile's Q too. 0 = off */
     int pdl_prefetch_kv;
     uint32_t l2_kv_rows; /* K+V rows (seqlen_k) of this many kv heads fit the L2 budget: tiles are grouped by heads */
     /* kv_tail (varlen or paged K, V, unless config stale=1): the kv tile that holds a sequence's last key

@@ -41,10 +41,11 @@ void mha_plan_params(Plan *p)
      * on an H200, bench/NOTES.md "the decode's L2 prefetch"), their wait before any global memory access; a split's
      * combine, or the next call, waits for this grid in turn. */
     p->pdl_trigger = p->pdl_dependent = 1;
+    /* config_check: a split kernel (dense or paged K/V) or the dense, unsplit sm90a forward */
+    p->pdl_prefetch_kv = p->cfg.prefetch > 0 ? p->cfg.prefetch : 0;
     if (p->cfg.split) {
         /* config_check: dense K/V, no cluster or CTA pair; the sm100a plan lowers it to its rings' take */
         p->pdl_early_kv = p->cfg.early ? p->stages : 0;
-        p->pdl_prefetch_kv = p->cfg.prefetch > 0 ? p->cfg.prefetch : 0; /* config_check: as early */
         if (!p->cfg.cluster_split) { /* a cluster split: its count is the cluster's, its partials in smem */
             plan_param_scalar(p, SCALAR_NUM_SPLITS, PARAM_U32);
             plan_param_scalar(p, SCALAR_O_ACCUM, PARAM_U64);

@@ -340,8 +340,10 @@ char *plan_explain_text(const Plan *p)
         buf_printf(&b, "  pdl   early kv: the first tile's first %d K/V blocks (ascending; only rows before seqlen_k - "
                    "seqlen_q) load before the wait, under the previous kernel's tail\n", p->pdl_early_kv);
     if (p->pdl_prefetch_kv)
-        buf_printf(&b, "  pdl   prefetch kv: the first tile's next %d K/V blocks (in load order, after any early ones) are "
-                   "prefetched into L2 before the wait (a hint: no value is read)%s\n", p->pdl_prefetch_kv,
+        buf_printf(&b, "  pdl   prefetch kv: the first tile's %snext %d K/V blocks (in load order, after any early ones) "
+                   "are prefetched into L2 before the wait (a hint: no value is read)%s%s\n",
+                   mha_prefetch_q(p) ? "Q and its " : "", p->pdl_prefetch_kv,
+                   mha_prefetch_q(p) ? ", only while the previous grid runs (pdl watch)" : "",
                    mha_prefetch_rereads(p) ? "; paged: their table entries and the sequence's length are read "
                    "to aim them and read again after the wait" : "");
     if (b.oom) { buf_free(&b); return NULL; }

@@ -48,6 +48,11 @@ static void emit_barrier_init(Emit *e)
         emit_note(e, "plan: ring stage %d", i);
         for (size_t k = 0; k < sizeof kv / sizeof kv[0]; k++) mbar_init(e, b, &kv[k], i);
     }
+    if (s->watch_warp >= 0) {
+        const Mbar prev = mbar_plan(e, "bar_prev");
+        emit_note(e, "plan pdl watch: the previous grid done");
+        mbar_init(e, b, &prev, 0);
+    }
     if (p->kv_tail) {
         const Mbar tail = mbar_plan(e, "bar_v_tail");
         for (int i = 0; i < p->stages; i++) {

@@ -152,19 +152,55 @@ static void early_kv_count(Emit *e)
     emit(e, "mul.lo.u32 %%pr_pre, %%pr_pre, %%pr_first;");
 }
 
-/* plan pdl prefetch kv, on the CTA's first tile: the blocks after %pr_j in load order into L2
- * (ascending under early kv, where %pr_j is the next block; else descending from %pr_j - 1). */
-static void prefetch_kv(Emit *e)
+/* plan pdl prefetch kv, on the CTA's first tile: an unsplit kernel's Q (mha_prefetch_q), then the blocks after
+ * %pr_j in load order into L2 (ascending under early kv, where %pr_j is the next block; else descending from
+ * %pr_j - 1). */
+static void prefetch_kv(Emit *e, Reg qrow, Reg batch)
 {
     const Plan *p = e->p;
     char l_skip[NAME];
     const char *pr = R(e, reg_find(e, "p_role"));
     emit(e, "setp.eq.u32 %s, %%pr_first, 0;", pr);
     emit(e, "@%s bra %s;", pr, new_label(e, l_skip, sizeof l_skip, "pr_no_prefetch"));
+    if (mha_prefetch_q(p)) {
+        Reg col = reg_b32(e, "pf_col");
+        emit_note(e, "plan pdl watch: once the previous grid is done a prefetch only delays the loads behind it");
+        emit(e, "mbarrier.test_wait.parity.shared::cta.b64 %s, [%s], 0;", pr,
+             R(e, smem_reg(e, "pr_prev", sm90_of(p)->bar_prev)));
+        emit(e, "@%s bra %s;", pr, l_skip);
+        emit_note(e, "plan pdl prefetch kv: this tile's Q into L2 first (the consumers' first wait), in its load's boxes");
+        for (int c = 0; c < p->qk_chunks; c++) {
+            emit(e, "mov.u32 %s, %d;", R(e, col), c * p->chunk_elems);
+            op_tma_prefetch_4d(e, reg_find(e, "tmap_q"), col, qrow, reg_find(e, "head"), batch);
+        }
+    }
     MhaKvMap maps[2] = {{reg_find(e, "tmap_k"), 0, p->qk_chunks}, {reg_find(e, "tmap_v"), 0, p->ov_chunks}};
     int up = p->pdl_early_kv != 0;
     mha_prefetch_kv(e, reg_find(e, "pr_j"), up ? 0 : -1, up ? 1 : -1, maps, 2);
     emit_label(e, l_skip);
+}
+
+/* plan pdl watch: lane 0 of the watch warp arrives on bar_prev once the previous grid is done */
+static void emit_watch(Emit *e)
+{
+    const char *pr = R(e, reg_find(e, "p_role"));
+    emit_label(e, "$watch");
+    emit_note(e, "plan pdl watch: lane 0 tells the producer when the previous grid is done");
+    emit(e, "setp.ne.u32 %s, %%lane, 0;", pr);
+    emit(e, "@%s bra $exit;", pr);
+    emit(e, "griddepcontrol.wait;");
+    op_mbar_arrive(e, smem_reg(e, "wt_prev", sm90_of(e->p)->bar_prev));
+    emit(e, "bra.uni $exit;");
+}
+
+/* timeline: the tile's record, its id word, the prologue's stamps and the producer's tile top (TL_P_TILE) */
+static void tl_tile_top(Emit *e)
+{
+    if (!e->p->cfg.timeline) return;
+    mha90_tl_record(e);
+    mha90_tl_store(e, REG_NONE, TL_ID, reg_find(e, "tl_id"));
+    mha90_tl_prologue_store(e);
+    mha90_tl_stamp(e, REG_NONE, TL_P_TILE);
 }
 
 /* plan pdl early/prefetch kv: once %pr_pre is 0 and Q of this tile is not loaded yet (the CTA's first
@@ -177,8 +213,12 @@ static void early_q_load(Emit *e, Reg qrow, Reg batch)
     new_label(e, l_skip, sizeof l_skip, "pr_q_later");
     emit(e, "setp.ne.s32 %s, %%pr_pre, 0;", pr);
     emit(e, "@%s bra %s;", pr, l_skip);
-    if (e->p->pdl_prefetch_kv) prefetch_kv(e);
+    if (e->p->pdl_prefetch_kv) prefetch_kv(e, qrow, batch);
     emit(e, "griddepcontrol.wait;");
+    if (e->p->cfg.timeline) { /* TL_P_WAITED: past this wait, where the kernel's roles wait (a no-op after the first) */
+        mha90_tl_mark(e, "tl_waited");
+        mha90_tl_store(e, REG_NONE, TL_P_WAITED, reg_find(e, "tl_waited"));
+    }
     if (mha_prefetch_rereads(e->p)) {
         emit_note(e, "paged prefetch: the tile's sequence length again, now that the previous grid is done");
         tile_coords(e);
@@ -235,6 +275,10 @@ void mha90_producer(Emit *e)
         emit_note(e, "plan kv tail: warp %d zeroes tail blocks' V rows past the end", s->scrub_warp);
         emit(e, "setp.eq.u32 %s, %%warp, %d;", pr, s->scrub_warp);
         emit(e, "@%s bra $scrub;", pr);
+    }
+    if (s->watch_warp >= 0) {
+        emit(e, "setp.eq.u32 %s, %%warp, %d;", pr, s->watch_warp);
+        emit(e, "@%s bra $watch;", pr);
     }
     emit_note(e, "one thread issues every load; the rest of the warpgroup has nothing to do");
     emit(e, "setp.ne.u32 %s, %%thread, 0;", pr);
@@ -300,14 +344,11 @@ void mha90_producer(Emit *e)
         emit_note(e, "K and V blocks from the last one down (the masked blocks come first)");
         emit(e, "mov.u32 %s, %%n_end;", j);
         emit(e, "mov.u32 %%pr_pre, 0;");
+        tl_tile_top(e);
         early_q_load(e, qrow, batch);
+        if (p->cfg.timeline) mha90_tl_stamp(e, REG_NONE, TL_P_Q);
     } else {
-        if (p->cfg.timeline) {
-            mha90_tl_record(e);
-            mha90_tl_store(e, REG_NONE, TL_ID, reg_find(e, "tl_id"));
-            mha90_tl_prologue_store(e);
-            mha90_tl_stamp(e, REG_NONE, TL_P_TILE);
-        }
+        tl_tile_top(e);
         emit_q_load(e, qrow, batch, 1);
         if (p->cfg.timeline) mha90_tl_stamp(e, REG_NONE, TL_P_Q);
         emit_note(e, "K and V blocks from the last one down (the masked blocks come first)");
@@ -378,6 +419,7 @@ void mha90_producer(Emit *e)
     }
     emit(e, "bra.uni %s;", l_tile);
     if (p->cfg.dynamic) dyn_stop(e);
+    if (s->watch_warp >= 0) emit_watch(e);
     (void)lbl;
 }
 

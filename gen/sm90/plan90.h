@@ -61,6 +61,10 @@ typedef struct Sm90Plan {
     uint32_t bar_v_tail;
     /* config dynamic: the tile index of each Q slot (u32) and the mbarrier that says it is written */
     uint32_t off_tile_ids, bar_tile;
+    /* plan pdl prefetch kv, unsplit: lane 0 of warp watch_warp (-1: none) passes griddepcontrol.wait and arrives on
+     * bar_prev; the producer prefetches the first tile only while that phase is open (the previous grid still runs) */
+    int watch_warp;
+    uint32_t bar_prev;
 } Sm90Plan;
 
 _Static_assert(sizeof(Sm90Plan) <= PLAN_FAMILY_BYTES, "Sm90Plan outgrows Plan.family");
