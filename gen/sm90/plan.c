@@ -281,29 +281,24 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
     /* A prefetch issued while the previous grid runs lands under its tail; one issued after it delays the same
      * data's loads behind it (H200 run 83: the first Q 3.0 -> 5.1 us after entry with nothing before the kernel) */
     s->watch_warp = -1;
-    if (c->prefetch > 0 && !c->split) {
-        s->watch_warp = p->kv_tail ? 2 : 1;
+    if (c->prefetch > 0 && !c->split) { /* config_check: not varlen or paged, so no scrub warp */
+        s->watch_warp = 1;
         s->bar_prev = plan_mbar(p, "bar_prev", 1, 1, "mbarrier: the previous grid done (the watch warp's arrival)");
         plan_note(p, "pdl watch", "warp %d passes griddepcontrol.wait and arrives on bar_prev; the producer prefetches "
                   "its first tile (plan pdl prefetch kv) only if bar_prev's phase is still open", s->watch_warp);
     }
-    int first_idle = 1;
     if (p->kv_tail) {
         s->scrub_warp = 1;
         plan_role(p, "producer", 0, 1, s->producer_regs, "one thread issues every TMA load (Q, K ring, V ring)");
         plan_role(p, "scrub", s->scrub_warp, 1, s->producer_regs, "zeroes a tail block's V rows past the end (kv tail)");
-        first_idle = 2;
-    } else if (s->watch_warp >= 0) {
+        plan_role(p, "idle", s->scrub_warp + 1, 4 - s->scrub_warp - 1, s->producer_regs, "the producer warpgroup's rest");
+    } else if (s->watch_warp > 0) {
         plan_role(p, "producer", 0, 1, s->producer_regs, "one thread issues every TMA load (Q, K ring, V ring)");
-    }
-    if (s->watch_warp >= 0) {
         plan_role(p, "watch", s->watch_warp, 1, s->producer_regs, "lane 0: griddepcontrol.wait, then bar_prev");
-        first_idle = s->watch_warp + 1;
-    }
-    if (p->kv_tail || s->watch_warp >= 0)
-        plan_role(p, "idle", first_idle, 4 - first_idle, s->producer_regs, "the producer warpgroup's rest");
-    else
+        plan_role(p, "idle", s->watch_warp + 1, 4 - s->watch_warp - 1, s->producer_regs, "the producer warpgroup's rest");
+    } else {
         plan_role(p, "producer", 0, 4, s->producer_regs, "one thread issues every TMA load (Q, K ring, V ring)");
+    }
     for (int w = 0; w < s->consumers; w++) {
         char name[24], job[128];
         snprintf(name, sizeof name, "consumer%d", w);

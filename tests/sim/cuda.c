@@ -710,6 +710,7 @@ static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned bloc
     Late *late = late_land();
     l.late = late ? &late->sim : NULL;
     l.resident = timing_on ? 1 : env_int("FA4SIM_RESIDENT", 1); /* read per launch: a test may set it per case */
+    l.prev_grid_steps = timing_on ? 0 : (uint64_t)env_int("FA4SIM_PREV_GRID", 0); /* per launch, as resident */
     l.pdl = pdl;
     char *report = NULL;
     int st = timing_on ? timed_launch(&l, &report) : sim_run(&l, &report);

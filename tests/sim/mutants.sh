@@ -173,6 +173,12 @@ ARCH_22=sm_90a CC_22=90 SMS_22=4
 # second launch's tiles.
 CASE_23="target=sm90a dtype=bf16 batch=3 sq=384 sk=384 hq=3 qk=64 mask=causal config=dynamic=1 launches=2"
 ARCH_23=sm_90a CC_23=90 SMS_23=4 RES_23=4 # the 4 CTAs resident at once, claiming side by side
+# Kernel 24: plan pdl prefetch kv on the dense sm_90a forward (its default: the first tile's Q and one K/V block)
+# with the previous grid still running for the launch's first 400 rounds (FA4SIM_PREV_GRID): the watch warp's wait
+# holds, so the producer finds bar_prev open and prefetches. A prefetch is a hint (results stay right): the
+# simulator's check that every prefetched box is loaded by its CTA is what catches a wrong one.
+CASE_24="target=sm90a dtype=bf16 batch=2 sq=256 sk=256 hq=2 qk=128 mask=none"
+ARCH_24=sm_90a CC_24=90 SMS_24=4 PG_24=400 RES_24=4 # the CTAs resident at once: all launched early
 ARCH_10=sm_100a ARCH_11=sm_90a
 CC_1=100 CC_2=100 CC_9=90 CC_3=90 CC_4=100 CC_5=90 CC_6=90 CC_7=90 CC_8=100 CC_10=100 CC_11=90
 SMS_1=4 SMS_2=4 SMS_9=1 SMS_3=2 SMS_4=4 SMS_5=2 SMS_6=4 SMS_7=4 SMS_8=4 SMS_10=4 SMS_11=4
@@ -184,6 +190,7 @@ SEED=${MUTANTS_SEED:-1}
 run_case()
 {
     eval "rc_case=\$CASE_$1 rc_cc=\$CC_$1 rc_sms=\$SMS_$1 rc_mla=\${MLA_$1:-} rc_vl=\${VL_$1:-} rc_res=\${RES_$1:-1}"
+    eval "rc_pg=\${PG_$1:-0}"
     rc_sim=$SIM_MHA
     if [ -n "$rc_mla" ] || [ -n "$rc_vl" ]; then
         printf '%s\n' "$rc_case" >"$WORK/case_$1.txt"
@@ -192,7 +199,7 @@ run_case()
     fi
     # shellcheck disable=SC2086 # the case is words
     FA4GEN_COMPILER=driver-ptx FA4GEN_CACHE_DIR="$WORK/cache_$1" FA4SIM_CC=$rc_cc FA4SIM_SMS=$rc_sms FA4SIM_SEED=$SEED \
-        FA4SIM_RESIDENT=$rc_res \
+        FA4SIM_RESIDENT=$rc_res FA4SIM_PREV_GRID=$rc_pg \
         FA4SIM_PTX_REPLACE="$2" LD_LIBRARY_PATH="$ROOT/build/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
         $TIMEOUT "$rc_sim" --quiet $rc_case >"$WORK/out" 2>"$WORK/err"
 }
@@ -436,6 +443,7 @@ setup 20
 setup 21
 setup 22
 setup 23
+setup 24
 
 # ------------------------------------------------------------ sm_100a, one CTA per tile
 # UMMA smem descriptors: the MMA warp builds them as {lo, hi}; hi holds SBO>>4 in bits
@@ -612,6 +620,8 @@ mutant 8 early_ring_sm100 'plan pdl early kv: blocks before row' 1 'min[.]s32 %l
 mutant 3 prefetch_head 'plan pdl prefetch kv' 1 'prefetch[.]tensor[.]4d[.]L2[.]global[.]tile \[%tmap_k, \{%pf_col, %pf_row, %kv_head, %bidx\}\];' 1 sub '%kv_head' '%head'
 # sm_100a: each prefetch one block past the one it meant (the next split's first block)
 mutant 10 prefetch_row_sm100 'plan pdl prefetch kv' 1 'mul[.]lo[.]u32 %pf_row, %pf_j, [0-9]+;' 1 sub 'mul[.]lo[.]u32 %pf_row, %pf_j, 128;' 'mad.lo.u32 %pf_row, %pf_j, 128, 128;'
+# sm_90a dense forward: the first tile's Q prefetched at row = head instead of its m-block's first row
+mutant 24 prefetch_q_row 'plan pdl prefetch kv: this tile.s Q into L2' 1 'prefetch[.]tensor[.]4d[.]L2[.]global[.]tile \[%tmap_q, \{%pf_col, %m0, %head, %bidx\}\];' 1 sub '%m0, %head' '%head, %head'
 # sm_90a under kv_early (the prefetch after the last early block, the second site): the prefetches walk
 # down from the next block into blocks already loaded
 mutant 11 prefetch_order 'plan pdl prefetch kv' 2 'add[.]s32 %pf_j, %pf_j, 1;' 1 sub 'add[.]s32 %pf_j, %pf_j, 1;' 'add.s32 %pf_j, %pf_j, -1;'

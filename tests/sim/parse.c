@@ -611,7 +611,8 @@ static void decode_mbarrier(P *p, Ins *in, const Toks *k, const char *w)
     } else if (!strcmp(op, "expect_tx")) {
         in->op = OP_MBAR_EXPECT_TX, in->c = 1; /* no arrival */
     } else if (!strcmp(op, "try_wait") || !strcmp(op, "test_wait")) {
-        in->op = OP_MBAR_TRY_WAIT, in->a = has(k, "parity");
+        /* c: test_wait, which never blocks (PTX ISA: a non-blocking test of the phase's completion) */
+        in->op = OP_MBAR_TRY_WAIT, in->a = has(k, "parity"), in->c = !strcmp(op, "test_wait");
     } else fail(p, "'%s' is not simulated", w);
     if (has(k, "noComplete")) fail(p, "%s: .noComplete is not simulated", w);
 }

@@ -1394,7 +1394,8 @@ static void exec_mbar_arrive(Sim *s, Thread *t, const Ins *in)
     mbar_arrive(s, m, count, NULL);
 }
 
-/* Returns 1 when the thread blocks (its wait has not completed). */
+/* Returns 1 when the thread blocks (its wait has not completed; try_wait blocks until the phase completes, a
+ * legal choice of the ISA's "potentially blocking" wait; test_wait never blocks). */
 static int exec_mbar_wait(Sim *s, Thread *t, const Ins *in)
 {
     Where w;
@@ -1406,6 +1407,10 @@ static int exec_mbar_wait(Sim *s, Thread *t, const Ins *in)
         if (!(in->mods & M_RELAXED)) vc_join(s, t->vc, m->done);
         else t->racq_mbar = (int)(m - s->mb) + 1; /* acquired only by a fence after it */
         alu_set(s, t, &in->ops[0], 1);
+        return 0;
+    }
+    if (in->c) { /* test_wait: the phase is still open; no order is acquired */
+        alu_set(s, t, &in->ops[0], 0);
         return 0;
     }
     t->state = TS_MBAR;
@@ -2240,10 +2245,14 @@ static int run_thread(Sim *s, Thread *t, int quantum)
         case OP_WG_FENCE: t->wg_fenced = t->icount; break;
         /* griddepcontrol: the simulated device runs one grid at a time in stream order, so every earlier
          * grid has completed before this one starts: launch_dependents only permits an early start that
-         * never happens here, and wait waits for nothing -- but from it on the thread's loads see the
-         * launch's late writes (SimLate) */
+         * never happens here, and wait waits for nothing -- except for the rounds a launch says the previous
+         * grid still runs (SimLaunch.prev_grid_steps): the wait holds the thread (pc kept) until then. From
+         * it on the thread's loads see the launch's late writes (SimLate) */
         case OP_GRIDDEP: break;
-        case OP_GRIDDEP_WAIT: t->waited = 1; break;
+        case OP_GRIDDEP_WAIT:
+            if (s->step < s->l->prev_grid_steps) return done; /* it moved: no spin; it looks again next round */
+            t->waited = 1;
+            break;
         case OP_NANOSLEEP: t->pc++; t->slept = 1; return done; /* yields: the spin's next look is next round */
         case OP_FENCE_PROXY_ASYNC:
             flog_add(s, &t->f_proxy, t->vc[t->gtid]);

@@ -62,6 +62,10 @@ typedef struct SimLaunch {
     struct TimingOut *tout;
     /* clusters resident at once (FA4SIM_RESIDENT; 0 or 1: one at a time, in linear order) */
     int resident;
+    /* the stream's previous grid still runs for this launch's first prev_grid_steps scheduler rounds
+     * (FA4SIM_PREV_GRID; functional mode): griddepcontrol.wait holds its thread until then, as a dependent
+     * launched early waits on a device */
+    uint64_t prev_grid_steps;
     /* launched with programmatic stream serialization (cuLaunchKernelEx's attribute): the timing mode charges the
      * stream's gap after a previous kernel as gap_pdl_us instead of launch_us */
     int pdl;

@@ -55,6 +55,10 @@
  *   launches=N                default 1 (1..8); the call N times in a row on one stream, O and LSE poisoned
  *                             again before each, the last one checked: a kernel that leaves state behind
  *                             for the next launch (a dynamic kernel's tile counter not zeroed) fails
+ *   prev_grid=N               default 0 (0..100000); the simulator holds griddepcontrol.wait for the launch's
+ *                             first N scheduler rounds, as if the stream's previous grid still ran
+ *                             (FA4SIM_PREV_GRID; a kernel's prefetch under the previous grid's tail runs;
+ *                             ignored on a GPU)
  *
  * The canonical text of a case lists target dtype batch sq sk hq hkv qk ov mask,
  * then the other keys that differ from their defaults, in the order above
@@ -186,6 +190,7 @@ typedef struct Case {
     float softcap;     /* softcap=X */
     int alibi;         /* alibi=1 */
     int launches;      /* launches=N */
+    int prev_grid;     /* prev_grid=N */
     char softcap_text[64];
     char config[WORD_MAX];
     char descale_text[WORD_MAX], scale_text[64], amp_text[64]; /* as given, for the canonical text */
@@ -193,13 +198,13 @@ typedef struct Case {
 
 enum { K_TARGET, K_DTYPE, K_SQ, K_SK, K_HQ, K_QK, K_BATCH, K_HKV, K_OV, K_MASK, K_CONFIG, K_KROPE, K_DESCALE,
        K_SCALE, K_AMP, K_LAYOUT, K_LSE, K_SINK, K_MOD, K_SPLITS, K_WORKSPACE, K_KV_EARLY, K_SOFTCAP, K_ALIBI,
-       K_LAUNCHES, K_COUNT };
+       K_LAUNCHES, K_PREV_GRID, K_COUNT };
 static const char *const targets_name[] = {[FA4_TARGET_SM90A] = "sm90a", [FA4_TARGET_SM100A] = "sm100a",
                                             [FA4_TARGET_SM103A] = "sm103a"};
 static const char *const KEY_NAMES[K_COUNT] = {"target", "dtype", "sq", "sk", "hq", "qk", "batch", "hkv", "ov",
                                                "mask", "config", "k_rope", "descale", "scale", "amp", "layout",
                                                "lse", "sink", "mod", "splits", "workspace", "kv_early",
-                                               "softcap", "alibi", "launches"};
+                                               "softcap", "alibi", "launches", "prev_grid"};
 
 enum { SINK_NONE, SINK_RAND, SINK_NEG_INF, SINK_ALT };
 enum { MOD_NONE, MOD_SOFTCAP30, MOD_SOFTCAP50, MOD_ALIBI, MOD_RELBIAS, MOD_ROWDROP, MOD_COUNT };
@@ -317,6 +322,7 @@ static int set_key(Case *c, int k, const char *v, char *err, size_t n)
         return parse_float(key, v, 0, &c->softcap, err, n);
     case K_ALIBI: return word_choice(key, v, bits, 2, &c->alibi, err, n);
     case K_LAUNCHES: return word_int(key, v, 1, 8, &c->launches, err, n);
+    case K_PREV_GRID: return word_int(key, v, 0, 100000, &c->prev_grid, err, n);
     }
     return errf(err, n, "internal: key %d", k);
 }
@@ -389,6 +395,7 @@ static void case_format(const Case *c, char *buf, size_t n)
     if (c->softcap_text[0]) MORE(" softcap=%s", c->softcap_text);
     if (c->alibi) MORE(" alibi=1");
     if (c->launches != 1) MORE(" launches=%d", c->launches);
+    if (c->prev_grid) MORE(" prev_grid=%d", c->prev_grid);
 #undef MORE
 }
 
@@ -778,6 +785,9 @@ static int launch(Env *env, const Case *c, Run *run, Result *res)
     if (!env->opt.quiet && run->cfg[0]) printf("  kernel: %s\n", run->cfg);
     const Layout *o = &run->t[T_O];
     double t0 = now_s();
+    char pg[16];
+    snprintf(pg, sizeof pg, "%d", c->prev_grid);
+    setenv("FA4SIM_PREV_GRID", pg, 1); /* read by the simulator at each launch; a GPU's driver ignores it */
     for (int i = 0; i < c->launches; i++) {
         if (i) { /* the launch before must leave nothing this one could pass off as its own */
             CU_TRY(env->cu.MemsetD8(run->dev[T_O], 0xFF, o->elems * (size_t)o->elem_bytes), res, "cuMemsetD8 (O)");

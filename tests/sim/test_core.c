@@ -309,6 +309,29 @@ static const char k_arrive_unordered[] = K_ARRIVE_ORDER("");
 static const char k_arrive_ordered[] = K_ARRIVE_ORDER(
     "$w: mbarrier.try_wait.parity.shared::cta.b64 %q1, [%r1], 0; @!%q1 bra $w;\n");
 
+/* mbarrier.test_wait never blocks (PTX ISA: a non-blocking test of the phase): thread 0 tests phase 0 of an
+ * mbarrier nobody arrived on (0), arrives, tests again (1); with try_wait in the first test's place the wait is
+ * one that blocks on a phase only the waiter itself would complete */
+#define K_TEST_WAIT(FIRST) HEADER \
+    ".visible .entry k(.param .u64 p)\n{\n" \
+    ".reg .b64 %a; .reg .b32 %r<4>; .reg .pred %q<2>;\n" \
+    "ld.param.u64 %a, [p]; mov.u32 %r1, smem; add.u32 %r1, %r1, 1023; and.b32 %r1, %r1, -1024;\n" \
+    "mbarrier.init.shared::cta.b64 [%r1], 1;\n" \
+    FIRST " %q0, [%r1], 0; selp.u32 %r2, 1, 0, %q0; st.global.u32 [%a], %r2;\n" \
+    "mbarrier.arrive.shared::cta.b64 _, [%r1];\n" \
+    "mbarrier.test_wait.parity.shared::cta.b64 %q1, [%r1], 0; selp.u32 %r3, 1, 0, %q1; st.global.u32 [%a+4], %r3;\n" \
+    "ret;\n}\n"
+static const char k_test_wait[] = K_TEST_WAIT("mbarrier.test_wait.parity.shared::cta.b64");
+static const char k_test_wait_blocking[] = K_TEST_WAIT("mbarrier.try_wait.parity.shared::cta.b64");
+
+/* griddepcontrol.wait under FA4SIM_PREV_GRID=N: the thread passes it only in scheduler round N or later (the
+ * clock reads the round): the previous grid runs until then */
+static const char k_griddep[] = HEADER
+    ".visible .entry k(.param .u64 p)\n{\n"
+    ".reg .b64 %a, %c;\n"
+    "ld.param.u64 %a, [p]; griddepcontrol.wait; mov.u64 %c, %clock64; st.global.u64 [%a], %c;\n"
+    "ret;\n}\n";
+
 static const char k_oob[] = HEADER
     ".visible .entry k(.param .u64 p)\n{\n"
     ".reg .b64 %a; .reg .b32 %r;\n"
@@ -978,6 +1001,20 @@ int main(void)
     expect_report("over-arrival", k_overarrive, 32, buf, "arrival");
     expect_report("arrival not ordered after the previous phase", k_arrive_unordered, 64, buf, "phase before");
     expect_ok("arrival after a wait on the previous phase", k_arrive_ordered, 64, buf);
+    cuMemsetD8(buf, 0xff, 8);
+    expect_ok("mbarrier.test_wait on an open phase", k_test_wait, 1, buf);
+    cuMemcpyDtoH(h, buf, 8);
+    check(h[0] == 0 && h[1] == 1, "test_wait: 0 while the phase is open, 1 once it completed, never blocking");
+    expect_report("try_wait on a phase only the waiter completes", k_test_wait_blocking, 1, buf, "deadlock");
+    uint64_t clk = 0;
+    setenv("FA4SIM_PREV_GRID", "50", 1);
+    expect_ok("griddepcontrol.wait while the previous grid runs", k_griddep, 1, buf);
+    unsetenv("FA4SIM_PREV_GRID");
+    cuMemcpyDtoH(&clk, buf, 8);
+    check(clk >= 50, "FA4SIM_PREV_GRID=50: griddepcontrol.wait passes in round 50 or later");
+    expect_ok("griddepcontrol.wait, no previous grid", k_griddep, 1, buf);
+    cuMemcpyDtoH(&clk, buf, 8);
+    check(clk < 50, "without FA4SIM_PREV_GRID griddepcontrol.wait passes at once");
     expect_report("out of bounds", k_oob, 32, buf, "outside every allocation");
 
     expect_ok("TMEM alloc + dealloc", k_tmem_ok, 32, buf);

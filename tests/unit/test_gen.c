@@ -898,6 +898,59 @@ static void test_early_kv_config(void **state)
 /* prefetch=N: the split kernel over dense or paged K/V names it always (0 is a choice; unset = 2, or 0
  * under early=1), other kernels never; the plan's count, explain line and JSON field; in the PTX every L2
  * prefetch precedes the loader's griddepcontrol.wait and names the K and V maps; refused elsewhere. */
+/* plan pdl prefetch kv on the dense sm90a forward (plan pdl watch): its default, one block, is not named and 0 is;
+ * warp 1 passes griddepcontrol.wait and arrives on bar_prev; the producer tests bar_prev
+ * without blocking and only while it is open prefetches the first tile's Q and K/V, then waits itself; the
+ * consumers wait at their role's start and the prologue does not. prefetch=0 keeps the prologue's wait. */
+static void test_dense_prefetch(void **state)
+{
+    (void)state;
+    Plan *p = malloc(sizeof *p);
+    static const struct { const char *words; int want, watch; } cases[] = {
+        {"qk=128 ov=128 mask=none", 1, 1}, {"qk=128 ov=128 prefetch=0 mask=causal", 0, -1},
+        {"qk=128 ov=128 prefetch=3 mask=causal", 3, 1}, {"qk=256 ov=256 bn=48 mask=none", 1, 1},
+        {"qk=128 ov=128 timeline=1 mask=none", 1, 1}, {"qk=64 ov=64 persistent=0 mask=causal", 1, 1}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[200];
+        snprintf(text, sizeof text, "mha target=sm90a dtype=bf16 %s", cases[i].words);
+        char *ptx = plan_ptx(text, p);
+        assert_non_null(ptx);
+        assert_int_equal(p->pdl_prefetch_kv, cases[i].want);
+        if (!strstr(p->canonical, " prefetch=") != (cases[i].want == 1)) fail_msg("canonical %s", p->canonical);
+        Plan *back = malloc(sizeof *back); /* the canonical text reads back to the same kernel */
+        plan_ok(p->canonical, back);
+        assert_int_equal(back->pdl_prefetch_kv, cases[i].want);
+        assert_string_equal(back->canonical, p->canonical);
+        free(back);
+        const Sm90Plan *s = sm90_of(p);
+        assert_int_equal(s->watch_warp, cases[i].watch);
+        const char *entry = strstr(ptx, "role dispatch"), *cons = strstr(ptx, "role consumers");
+        assert_true(entry && cons);
+        const char *pro_wait = strstr(ptx, "griddepcontrol.wait;");
+        if ((pro_wait < entry) != !cases[i].want) fail_msg("%s: the prologue's wait", text);
+        if (cases[i].want) {
+            const char *test = strstr(ptx, "mbarrier.test_wait.parity.shared::cta.b64 %p_role, [%pr_prev], 0;");
+            const char *qpf = strstr(ptx, "cp.async.bulk.prefetch.tensor.4d.L2.global.tile [%tmap_q,");
+            const char *kpf = strstr(ptx, "cp.async.bulk.prefetch.tensor.4d.L2.global.tile [%tmap_k,");
+            assert_true(test && qpf && kpf && test < qpf && qpf < kpf);
+            const char *pwait = strstr(kpf, "griddepcontrol.wait;"), *load = strstr(kpf, "cp.async.bulk.tensor");
+            assert_true(pwait && load && pwait < load);
+            const char *watch_l = strstr(ptx, "$watch:");
+            assert_non_null(watch_l);
+            const char *ww = strstr(watch_l, "griddepcontrol.wait;"), *wa = strstr(watch_l, "mbarrier.arrive");
+            assert_true(ww && wa && ww < wa);
+            assert_non_null(strstr(strstr(cons, "setmaxnreg"), "griddepcontrol.wait;"));
+            assert_non_null(plan_mbar_find(p, "bar_prev"));
+        } else {
+            assert_null(strstr(ptx, "$watch:"));
+            assert_null(strstr(ptx, "cp.async.bulk.prefetch"));
+            assert_null(plan_mbar_find(p, "bar_prev"));
+        }
+        free(ptx);
+    }
+    free(p);
+}
+
 static void test_prefetch_kv_config(void **state)
 {
     (void)state;
@@ -938,13 +991,16 @@ static void test_prefetch_kv_config(void **state)
             }
             free(ptx);
         }
+        /* unsplit: the dense sm90a forward prefetches one block by default (not named), sm100a none */
         snprintf(text, sizeof text, "mha target=%s dtype=bf16 qk=128 ov=128 group=8 mask=none", tgt);
         plan_ok(text, p);
         if (strstr(p->canonical, "prefetch")) fail_msg("canonical %s", p->canonical);
-        assert_int_equal(p->pdl_prefetch_kv, 0);
+        assert_int_equal(p->pdl_prefetch_kv, t ? 0 : 1);
     }
     static const char *const bad[] = {
-        "mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 prefetch=2 mask=none",
+        "mha target=sm100a dtype=bf16 qk=128 ov=128 group=8 prefetch=2 mask=none",
+        "mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 varlen=1 prefetch=1 mask=none",
+        "mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 page=16 prefetch=1 mask=none",
         "mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 split=1 prefetch=2 varlen=1 mask=none",
         "mha target=sm90a dtype=bf16 qk=128 ov=128 group=8 cluster=4 prefetch=2 mask=none",
         "mha target=sm100a dtype=bf16 qk=128 ov=128 group=8 split=1 prefetch=2 cta=2 mask=none",
@@ -1538,6 +1594,7 @@ int main(void)
         cmocka_unit_test(test_score_mod_splice),       cmocka_unit_test(test_cli_score_mod),
         cmocka_unit_test(test_split_and_combine_config), cmocka_unit_test(test_kv_append_config), cmocka_unit_test(test_early_kv_config),
         cmocka_unit_test(test_prefetch_kv_config),
+        cmocka_unit_test(test_dense_prefetch),
         cmocka_unit_test(test_kv_tail_plan), cmocka_unit_test(test_timeline_config),
         cmocka_unit_test(test_q_release), cmocka_unit_test(test_coords_ahead), cmocka_unit_test(test_occupancy),
         cmocka_unit_test(test_tile_order),
