@@ -52,6 +52,15 @@ static void mbar_wait(Emit *e, Reg bar, const char *parity)
     emit(e, "@!%s bra %s;", R(e, p), lbl);
 }
 
+/* p = phase `parity` of bar has completed, without blocking (PTX ISA: test_wait is a non-blocking test; with
+ * its default .acquire it orders what follows after the phase's arrivals only when it reads 1) */
+void op_mbar_test_wait_imm(Emit *e, Reg p, Reg bar, int parity)
+{
+    REG_WANT(e, p, RT_PRED);
+    REG_WANT(e, bar, ADDR32);
+    emit(e, "mbarrier.test_wait.parity.shared::cta.b64 %s, [%s], %d;", R(e, p), R(e, bar), parity & 1);
+}
+
 void op_mbar_wait(Emit *e, Reg bar, Reg parity)
 {
     REG_WANT(e, parity, RT_B32);

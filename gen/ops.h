@@ -27,6 +27,7 @@ void op_mbar_init_fence(Emit *e);
 /* Spin until the barrier's phase with the given parity has completed. */
 void op_mbar_wait(Emit *e, Reg bar, Reg parity);
 void op_mbar_wait_imm(Emit *e, Reg bar, int parity); /* parity a constant, 0 or 1 */
+void op_mbar_test_wait_imm(Emit *e, Reg p, Reg bar, int parity); /* p = the phase completed; never blocks */
 void op_mbar_arrive(Emit *e, Reg bar);
 void op_mbar_expect_tx(Emit *e, Reg bar, uint32_t bytes);
 /* The same, only in threads where pred holds (REG_NONE: always). */

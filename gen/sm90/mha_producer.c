@@ -165,8 +165,7 @@ static void prefetch_kv(Emit *e, Reg qrow, Reg batch)
     if (mha_prefetch_q(p)) {
         Reg col = reg_b32(e, "pf_col");
         emit_note(e, "plan pdl watch: once the previous grid is done a prefetch only delays the loads behind it");
-        emit(e, "mbarrier.test_wait.parity.shared::cta.b64 %s, [%s], 0;", pr,
-             R(e, smem_reg(e, "pr_prev", sm90_of(p)->bar_prev)));
+        op_mbar_test_wait_imm(e, reg_find(e, "p_role"), smem_reg(e, "pr_prev", sm90_of(p)->bar_prev), 0);
         emit(e, "@%s bra %s;", pr, l_skip);
         emit_note(e, "plan pdl prefetch kv: this tile's Q into L2 first (the consumers' first wait), in its load's boxes");
         for (int c = 0; c < p->qk_chunks; c++) {
