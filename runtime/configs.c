@@ -9,6 +9,7 @@
  *     shape, decode tile) and RT_PACK_ROWS_MAX (a split plan is looked at), for d64 without GQA where
  *     seq_rows_q crosses RT_DECODE_TILE_ROWS and RT_SHORT_Q_ROWS (the short d64 tiles; causal also
  *     RT_SHORT_D64_CAUSAL_Q_ROWS), for d256 where it crosses RT_SHORT_D256_Q_ROWS (the short d256 blocks),
+ *     for d128 without GQA at one and two m-blocks of the class's bm (the dynamic tiles' two-m-block rule),
  *     and where it crosses the split kernel's rows per tile (`decode`); within a piece those tests do not change;
  *   - kv lengths are cut where the rules' seqlen_k crosses RT_PERSISTENT_SEQLEN_K (persistent, the short full d128 bn)
  *     and, d64 over dense K/V, up to RT_SHORT_PAD_K where rt_least_pad_bn changes (the short d64 tile's bn), d256 over
@@ -652,6 +653,10 @@ static fa4_status walk_queries(Class *cl, const Region *r, int lo, int hi)
     if (g == 1 && cl->c0.qk_depth == 64) cuts[n++] = RT_DECODE_TILE_ROWS, cuts[n++] = RT_SHORT_Q_ROWS; /* short d64 */
     if (g == 1 && cl->c0.qk_depth == 64 && cl->c0.mask == MASK_CAUSAL) cuts[n++] = RT_SHORT_D64_CAUSAL_Q_ROWS;
     if (cl->c0.qk_depth == 256) cuts[n++] = RT_SHORT_D256_Q_ROWS; /* short d256 */
+    Config f = cl->c0;
+    char err[256];
+    if (g == 1 && cl->c0.qk_depth == 128 && !config_fill_defaults(&f, err, sizeof err) && f.bm > 0)
+        cuts[n++] = f.bm, cuts[n++] = 2 * f.bm; /* d128 MHA: one and two m-blocks (the dynamic tiles' two-block rule) */
     int stack[2 * 64][2], top = 0;
     for (int i = 0; i < n; i++) /* pieces between the cuts, pushed last first */
         for (int j = i + 1; j < n; j++)

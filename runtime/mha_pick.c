@@ -318,26 +318,45 @@ static void long_tile_order(Config *c, const RtMhaShape *s)
  * however ordered: left to the walk. Full d128 with two m-blocks a head (S256) -1.0..-1.4% in runs 68, 72 and 74,
  * -0.8..-2.0% in run 76 (bench/results/2026-11-30-h200-short-rule-ab-run76.txt, bf16 and fp16): left to the walk too
  * (dynamic_tiles). Only where the caller's config left dynamic open and the grid is two waves. */
+/* The query's m-blocks of the config's tile (its bm, or the plan's default); 0 where the config does not plan. */
+static uint64_t m_blocks_of(const Config *c, const RtMhaShape *s)
+{
+    Config f = *c;
+    char err[256];
+    if (config_fill_defaults(&f, err, sizeof err) || f.bm <= 0) return 0;
+    return (s->seq_rows_q + (uint64_t)f.bm - 1) / (uint64_t)f.bm;
+}
+
+/* d128 MHA heads of two m-blocks (S129..256 at bm 128): since the first tile's prefetch under the previous grid
+ * (plan pdl watch) the counter gains on them, causal ones in the walk's head-major order too (H200 run 86, three
+ * samples in one run: B64 H16 S256 d128 causal 0.988 / 0.992 / 0.991 -> 1.008 / 1.007 / 1.005 x cuDNN, B64 H8 S256
+ * d128 full 1.054 / 1.058 / 1.054 -> 1.061 / 1.062 / 1.060, fp16 1.057 / 1.057 / 1.076 -> 1.068 / 1.065 / 1.067),
+ * where before it they lost 1-2% (runs 68-76); causal d64 of two m-blocks still loses (1.165-1.172 -> 1.140-1.145) */
+static int d128_two_m_blocks(const Config *c, const RtMhaShape *s)
+{
+    return c->qk_depth == 128 && c->group == 1 && m_blocks_of(c, s) == 2;
+}
+
 int rt_dynamic_open(const Config *c, const RtMhaShape *s)
 {
     int full = c->mask == MASK_NONE && c->group == 1 && c->qk_depth >= 128;
     int causal = c->mask == MASK_CAUSAL && ((c->qk_depth <= 128 && (c->qk_depth <= 64 || c->group > 1)) ||
-                                            (c->qk_depth == 256 && s->seq_rows_q <= RT_SHORT_D256_Q_ROWS));
+                                            (c->qk_depth == 256 && s->seq_rows_q <= RT_SHORT_D256_Q_ROWS) ||
+                                            d128_two_m_blocks(c, s));
     return dense_sm90_grid(c, s) && c->dynamic != 0 && c->persistent != 0 && !c->timeline && c->dtype != DT_E4M3 &&
            (full || causal) && s->num_splits <= 1 && c->group > 0 && s->seq_rows_q > 0 && !group_packs(c, s);
 }
 
 static void dynamic_tiles(Config *c, const RtMhaShape *s)
 {
-    Config f = *c;
-    char err[256];
-    if (c->dynamic >= 0 || !rt_dynamic_open(c, s) || config_fill_defaults(&f, err, sizeof err)) return;
-    uint64_t m_blocks = (s->seq_rows_q + (uint64_t)f.bm - 1) / (uint64_t)f.bm;
+    if (c->dynamic >= 0 || !rt_dynamic_open(c, s)) return;
+    uint64_t m_blocks = m_blocks_of(c, s);
     if (rt_mul_sat(rt_mul_sat((uint64_t)s->batch, (uint64_t)s->heads_q), m_blocks) < 2 * (uint64_t)s->sm_count) return;
-    /* two m-blocks a head: the walk pairs a causal head's long m-block with its short one exactly, and hands a d128
-     * full head's two to neighbouring CTAs at once (measured above); d256's six-block tiles still gain */
-    if (m_blocks == 2 && (c->mask == MASK_CAUSAL || c->qk_depth <= 128)) return;
-    if (c->mask == MASK_CAUSAL && c->head_major < 0 && c->qk_depth <= 128) c->head_major = 0;
+    /* two m-blocks a head: the walk pairs a causal head's long m-block with its short one exactly (measured above);
+     * d128 MHA heads (d128_two_m_blocks) and d256's six-block tiles still gain, the former in head-major order */
+    int two = m_blocks == 2;
+    if (two && c->mask == MASK_CAUSAL && !d128_two_m_blocks(c, s)) return;
+    if (c->mask == MASK_CAUSAL && c->head_major < 0 && c->qk_depth <= 128 && !two) c->head_major = 0;
     c->dynamic = 1;
 }
 

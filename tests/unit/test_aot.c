@@ -641,7 +641,12 @@ static void test_dynamic_rule(void **state)
     static const struct { Call c; const char *config; int dyn, hm0; } cases[] = {
         {{128, 1, 16, 8, 1024, 1024, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, 1, 0},    /* 1024 tiles */
         {{256, 1, 8, 64, 256, 256, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, 1, 0},      /* d256 full */
-        {{128, 1, 8, 64, 256, 256, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, 0, 0},      /* d128 full, two m-blocks */
+        {{128, 1, 8, 64, 256, 256, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, 1, 0},      /* d128 full, two m-blocks */
+        {{128, 1, 16, 64, 256, 256, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, 1, 0},   /* d128 causal, two: head-major */
+        {{128, 1, 16, 64, 200, 200, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, 1, 0},   /* 200 rows: two m-blocks too */
+        {{128, 1, 16, 64, 384, 384, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, 0, 0},   /* three: the walk */
+        {{128, 1, 16, 128, 128, 128, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, 0, 0},  /* one: the walk */
+        {{128, 4, 32, 32, 256, 256, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, 0, 0},   /* GQA causal, two m-blocks */
         {{128, 1, 16, 128, 128, 128, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, 1, 0},   /* d128 full, one m-block */
         {{128, 1, 16, 32, 384, 384, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, 1, 0},    /* d128 full, three */
         {{64, 1, 16, 16, 1024, 1024, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, 1, 1},  /* d64 causal: the L2 order */
