@@ -200,7 +200,10 @@ static void pair_load_raw(Emit *e, Reg j, Reg stage, Reg phase, Reg full, Reg an
     emit(e, "bra.uni $exit;");
 }
 
-/* The odd CTA's arrival on the even CTA's bar_v_full (lane 0): its V slot is free, its bytes may follow. */
+/* The odd CTA's arrival on the even CTA's bar_kv_full or bar_v_full (lane 0): its slot is free, its bytes may
+ * follow. The even CTA's MMA warp waits on that barrier before it reads the slot or, for a block with no valid
+ * index, commits the slot free in both CTAs: without the odd CTA's arrival that commit could reach the odd CTA's
+ * bar_kv_empty before its softmax had released the slot's previous use (the simulator's report, seed 47223). */
 static void odd_arrive(Emit *e, Reg vfull)
 {
     char l_skip[NAME];
@@ -221,9 +224,8 @@ static void pair_load_split(Emit *e, Reg stage, Reg par, Reg any)
 {
     const SparsePlan100 *s = mla100(e->p);
     Reg both = reg_find(e, "ld_both"), full = reg_find(e, "ld_full"), lbar = reg_find(e, "ld_lbar");
-    Reg vfull = reg_b32(e, "ld_vfull"), vempty = reg_b32(e, "ld_vempty"), oddlead = reg_pred(e, "ld_oddlead");
+    Reg vfull = reg_b32(e, "ld_vfull"), vempty = reg_b32(e, "ld_vempty");
     char l_none[NAME], l_next[NAME], l_armed[NAME], l_varmed[NAME];
-    emit(e, "and.pred %s, %%ld_lead, %s;", R(e, oddlead), R(e, reg_not(e, reg_find(e, "is_lead"))));
     smem_indexed(e, vfull, s->bar_v_full, stage, MBAR_BYTES);
     smem_indexed(e, vempty, s->bar_v_empty, stage, MBAR_BYTES);
     emit(e, "@!%s bra %s;", R(e, any), new_label(e, l_none, sizeof l_none, "ld_none"));
@@ -231,6 +233,7 @@ static void pair_load_split(Emit *e, Reg stage, Reg par, Reg any)
     emit(e, "@!%s bra %s;", R(e, both), new_label(e, l_armed, sizeof l_armed, "ld_armed"));
     op_mbar_expect_tx(e, full, s->tx_kv);
     emit_label(e, l_armed);
+    odd_arrive(e, full);
     op_warp_sync(e);
     op_mapa(e, lbar, full, reg_find(e, "lead_rank"));
     pair_rows_k(e, stage, lbar);
@@ -247,9 +250,10 @@ static void pair_load_split(Emit *e, Reg stage, Reg par, Reg any)
     pair_rows_v(e, stage, lbar);
     emit(e, "bra.uni %s;", new_label(e, l_next, sizeof l_next, "ld_next"));
     emit_label(e, l_none);
-    emit_note(e, "every index invalid: nothing to load; the even CTA's K is full at once, its V once both loads");
-    emit_note(e, "saw the slot's V free");
+    emit_note(e, "every index invalid: nothing to load; the even CTA's K is full once both loads saw the slot free, its");
+    emit_note(e, "V once both loads saw the slot's V free");
     op_mbar_arrive_if(e, both, full);
+    odd_arrive(e, full);
     op_mbar_wait(e, vempty, par);
     op_mbar_arrive_if(e, both, vfull);
     odd_arrive(e, vfull);
@@ -300,6 +304,7 @@ static void pair_load(Emit *e)
         smem_at(e, bar, s->bar_q_copied);
         op_mbar_wait_imm(e, bar, 0);
     }
+    emit(e, "and.pred %s, %s, %s;", R(e, reg_pred(e, "ld_oddlead")), R(e, lead), R(e, reg_not(e, is_lead)));
     mla100_loop_begin(e, "ld", j, stage, phase, top, done);
     smem_indexed(e, full, s->kv_fp8 ? s->bar_raw_full : s->bar_kv_full, stage, MBAR_BYTES);
     smem_indexed(e, empty, s->kv_fp8 ? s->bar_raw_empty : s->bar_kv_empty, stage, MBAR_BYTES);
@@ -321,14 +326,16 @@ static void pair_load(Emit *e)
         emit(e, "@!%s bra %s;", R(e, both), new_label(e, l_armed, sizeof l_armed, "ld_armed"));
         op_mbar_expect_tx(e, full, s->tx_kv);
         emit_label(e, l_armed);
+        odd_arrive(e, full);
         op_warp_sync(e);
         op_mapa(e, lbar, full, reg_find(e, "lead_rank"));
         pair_rows_k(e, stage, lbar);
         pair_rows_v(e, stage, lbar);
         emit(e, "bra.uni %s;", new_label(e, l_next, sizeof l_next, "ld_next"));
         emit_label(e, l_none);
-        emit_note(e, "every index invalid: nothing to load; the even CTA's slot is full at once");
+        emit_note(e, "every index invalid: nothing to load; the even CTA's slot is full once both loads saw it free");
         op_mbar_arrive_if(e, both, full);
+        odd_arrive(e, full);
         emit_label(e, l_next);
     }
     op_warp_sync(e);

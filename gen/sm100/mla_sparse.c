@@ -233,9 +233,11 @@ static void pair_smem(Plan *p)
         s->bar_kv_full = plan_mbar(p, "bar_kv_full", s->stages, 2 * MLA_DQ_WARPS * MLA_WARP,
                                    "even CTA: both CTAs' dequant warpgroups wrote their bf16 slot");
     else if (s->qk_ahead)
-        s->bar_kv_full = plan_mbar(p, "bar_kv_full", s->stages, 1, "even CTA: both CTAs' K rows of a slot landed (tx)");
+        s->bar_kv_full = plan_mbar(p, "bar_kv_full", s->stages, 2, "even CTA: both CTAs' loads saw the slot free "
+                                   "(2 arrivals), their K rows landed (tx)");
     else
-        s->bar_kv_full = plan_mbar(p, "bar_kv_full", s->stages, 1, "even CTA: both CTAs' rows of a slot landed (tx)");
+        s->bar_kv_full = plan_mbar(p, "bar_kv_full", s->stages, 2, "even CTA: both CTAs' loads saw the slot free "
+                                   "(2 arrivals), their rows landed (tx)");
     s->bar_mask_full = plan_mbar(p, "bar_mask_full", s->stages, 1,
                                  s->kv_fp8 ? "this CTA's validity bits of a slot written (dequant thread 0)"
                                            : "this CTA's validity bits of a slot written");
