@@ -121,9 +121,9 @@ int config_dense_prefetch(const Config *c)
 enum { PREFETCH_BLOCKS = 2 };
 /* The dense sm90a forward: its CTAs' first tile's Q and one K/V block, prefetched only while the previous grid runs
  * (plan pdl watch). H200, short shapes under CUDA graphs, each call a programmatic dependent of the one before
- * (bench/NOTES.md "The first tile under the previous grid's tail", runs 82-84): 1 block +1.9% geomean over none
- * (31 of 32 shapes >= 1.05x cuDNN against 28), 2 blocks +1.8% (29); after a kernel that lets nothing launch early,
- * -0.3% (the watch skips the prefetch); long shapes 0..+0.5%. */
+ * (bench/NOTES.md "The first tile under the previous grid's tail", runs 82-85): 1 block +1.9..+2.0% geomean over
+ * none (run 84: 31 of 32 shapes >= 1.05x cuDNN against 28), 2 blocks +1.8%; after a kernel that lets nothing launch
+ * early -0.3% (the watch skips the prefetch); long shapes 0..+0.5%. */
 enum { DENSE_PREFETCH_BLOCKS = 1 };
 
 static void default_prefetch(Config *c)

@@ -16,12 +16,11 @@ void mha_plan_params(Plan *p);
 /* plan pdl early kv / prefetch kv: the roles run griddepcontrol.wait themselves (the loader after its
  * early loads and prefetches, every other role at its start), not the prologue. */
 static inline int mha_roles_wait(const Plan *p) { return p->pdl_early_kv || p->pdl_prefetch_kv; }
-/* plan pdl prefetch kv, paged, without early loads: the loader reads the sequence's length and the
- * table entries before the wait only to aim its prefetches, and reads the length again after it. */
 /* plan pdl prefetch kv on an unsplit kernel (sm90a): the CTA's first tile's Q is prefetched too (its loads are the
  * tile's Q, as large as a block, where a split kernel's Q is a few rows) */
 static inline int mha_prefetch_q(const Plan *p) { return p->pdl_prefetch_kv && !p->cfg.split; }
-
+/* plan pdl prefetch kv, paged, without early loads: the loader reads the sequence's length and the
+ * table entries before the wait only to aim its prefetches, and reads the length again after it. */
 static inline int mha_prefetch_rereads(const Plan *p)
 {
     return p->cfg.page && p->pdl_prefetch_kv && !p->pdl_early_kv;

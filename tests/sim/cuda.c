@@ -96,6 +96,10 @@ static int primary_refs;
 static _Thread_local CUcontext ctx_stack[CTX_STACK];
 static _Thread_local int ctx_depth;
 
+/* FA4SIM_PREV_GRID's cap: a wait held longer only slows the run (a held wait counts as progress, so no spin
+ * report would end a hang) */
+enum { PREV_GRID_MAX = 1000000 };
+
 static int env_int(const char *name, int def)
 {
     const char *v = getenv(name);
@@ -710,7 +714,8 @@ static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned bloc
     Late *late = late_land();
     l.late = late ? &late->sim : NULL;
     l.resident = timing_on ? 1 : env_int("FA4SIM_RESIDENT", 1); /* read per launch: a test may set it per case */
-    l.prev_grid_steps = timing_on ? 0 : (uint64_t)env_int("FA4SIM_PREV_GRID", 0); /* per launch, as resident */
+    int prev = timing_on ? 0 : env_int("FA4SIM_PREV_GRID", 0); /* per launch, as resident; 0..1e6 rounds */
+    l.prev_grid_steps = prev <= 0 ? 0 : prev > PREV_GRID_MAX ? PREV_GRID_MAX : (uint64_t)prev;
     l.pdl = pdl;
     char *report = NULL;
     int st = timing_on ? timed_launch(&l, &report) : sim_run(&l, &report);

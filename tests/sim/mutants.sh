@@ -176,8 +176,9 @@ ARCH_23=sm_90a CC_23=90 SMS_23=4 RES_23=4 # the 4 CTAs resident at once, claimin
 # Kernel 24: plan pdl prefetch kv on the dense sm_90a forward (its default: the first tile's Q and one K/V block)
 # with the previous grid still running for the launch's first 400 rounds (FA4SIM_PREV_GRID): the watch warp's wait
 # holds, so the producer finds bar_prev open and prefetches. A prefetch is a hint (results stay right): the
-# simulator's check that every prefetched box is loaded by its CTA is what catches a wrong one.
-CASE_24="target=sm90a dtype=bf16 batch=2 sq=256 sk=256 hq=2 qk=128 mask=none"
+# simulator's check that every prefetched box is loaded by its CTA is what catches a wrong one. The static walk
+# (dynamic=0), as the unmutated kernel the setup plans must be the one the 4-SM run picks.
+CASE_24="target=sm90a dtype=bf16 batch=2 sq=256 sk=256 hq=2 qk=128 mask=none config=dynamic=0"
 ARCH_24=sm_90a CC_24=90 SMS_24=4 PG_24=400 RES_24=4 # the CTAs resident at once: all launched early
 ARCH_10=sm_100a ARCH_11=sm_90a
 CC_1=100 CC_2=100 CC_9=90 CC_3=90 CC_4=100 CC_5=90 CC_6=90 CC_7=90 CC_8=100 CC_10=100 CC_11=90
