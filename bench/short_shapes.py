@@ -1,7 +1,7 @@
 """short_shapes.py - fa4gen's sm90a MHA forward on short sequences against cuDNN (torch SDPA), one run, one GPU.
 
     python3 bench/short_shapes.py [--out FILE] [--json FILE] [--grid short|small] [--shapes SUBSTR] [--variants "default;bm=64;next"]
-                                  [--no-long] [--reps N] [--list]
+                                  [--no-long] [--reps N] [--gap-us US] [--list]
 
 The grid: 32 short shapes (seqlen 64..2048, batch x heads up to 4096 tiles, d64/d128/d256, causal and full, GQA
 and not, bf16 and fp16), then the long shapes of bench/bench_mha.py (the table of record) as a control.

@@ -1,6 +1,7 @@
 """short_timeline.py - where a short tile's time goes: the sm90a MHA forward's phase stamps (config word timeline=1).
 
     python3 bench/short_timeline.py [--out FILE] [--json FILE] [--shapes SUBSTR] [--variants "default;persistent=0"]
+                                    [--steady]
 
 The timeline kernel is the default kernel of the shape (or a variant's words) plus clock64 stamps at each tile's
 phase boundaries (gen/fa4gen.h MhaTimelineSlot), written to the workspace (NSLOTS u64 a tile). Per shape and variant:
