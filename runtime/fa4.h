@@ -317,9 +317,12 @@ typedef struct fa4_mha_args {
  * CUstream; NULL = default stream). Nothing is launched when a check fails.
  * The forward kernels (and a split's combine) are programmatic dependent launches both ways: launched with
  * programmatic stream serialization, each may start while the stream's previous kernel runs and executes
- * griddepcontrol.wait before it touches any global memory; each executes griddepcontrol.launch_dependents at
- * once, so a kernel launched after it with that attribute may start early too -- and must itself wait
- * (griddepcontrol.wait) before reading O or LSE, as PDL requires. Stream order is unchanged for plain launches.
+ * griddepcontrol.wait before it reads or writes any global memory (only L2 prefetch hints, which read no value, come
+ * before it -- the dense sm90a forward's first tile while the previous kernel still runs, a split kernel's first
+ * K/V blocks -- and, under kv_early, the split kernel's early K/V loads); each executes
+ * griddepcontrol.launch_dependents at once, so a kernel launched after it with that attribute may start early too --
+ * and must itself wait (griddepcontrol.wait) before reading O or LSE, as PDL requires. Stream order is unchanged
+ * for plain launches.
  * A kernel with dynamic tiles (sm90a, config word dynamic=1: the runtime picks it for large dense grids) takes its
  * tiles from a counter the context owns: the stream's own for an eager call, a fresh one for each call made while
  * the stream captures a CUDA graph. So calls on different streams, and graphs replayed on any streams, run side by
