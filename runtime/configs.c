@@ -653,10 +653,8 @@ static fa4_status walk_queries(Class *cl, const Region *r, int lo, int hi)
     if (g == 1 && cl->c0.qk_depth == 64) cuts[n++] = RT_DECODE_TILE_ROWS, cuts[n++] = RT_SHORT_Q_ROWS; /* short d64 */
     if (g == 1 && cl->c0.qk_depth == 64 && cl->c0.mask == MASK_CAUSAL) cuts[n++] = RT_SHORT_D64_CAUSAL_Q_ROWS;
     if (cl->c0.qk_depth == 256) cuts[n++] = RT_SHORT_D256_Q_ROWS; /* short d256 */
-    Config f = cl->c0;
-    char err[256];
-    if (g == 1 && cl->c0.qk_depth == 128 && !config_fill_defaults(&f, err, sizeof err) && f.bm > 0)
-        cuts[n++] = f.bm, cuts[n++] = 2 * f.bm; /* d128 MHA: one and two m-blocks (the dynamic tiles' two-block rule) */
+    int bm = g == 1 && cl->c0.qk_depth == 128 ? rt_config_bm(&cl->c0) : 0;
+    if (bm) cuts[n++] = bm, cuts[n++] = 2 * bm; /* d128 MHA: one and two m-blocks (the dynamic tiles' two-block rule) */
     int stack[2 * 64][2], top = 0;
     for (int i = 0; i < n; i++) /* pieces between the cuts, pushed last first */
         for (int j = i + 1; j < n; j++)

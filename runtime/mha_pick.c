@@ -304,6 +304,32 @@ static void long_tile_order(Config *c, const RtMhaShape *s)
     if (t.stride < t.walk) c->head_major = 0;
 }
 
+/* The query rows of the config's tile: its bm, or the plan's default; 0 where the config does not plan. */
+int rt_config_bm(const Config *c)
+{
+    Config f = *c;
+    char err[256];
+    return config_fill_defaults(&f, err, sizeof err) || f.bm <= 0 ? 0 : f.bm;
+}
+
+static uint64_t m_blocks_of(const Config *c, const RtMhaShape *s)
+{
+    uint64_t bm = (uint64_t)rt_config_bm(c);
+    return bm ? (s->seq_rows_q + bm - 1) / bm : 0;
+}
+
+static int d128_mha(const Config *c) { return c->qk_depth == 128 && c->group == 1; }
+
+/* d128 MHA heads of two m-blocks (S129..256 at bm 128): since the first tile's prefetch under the previous grid
+ * (plan pdl watch) the counter gains on them, causal ones in the walk's head-major order too (H200 run 86, three
+ * samples in one run: B64 H16 S256 d128 causal 0.988 / 0.992 / 0.991 -> 1.008 / 1.007 / 1.005 x cuDNN, B64 H8 S256
+ * d128 full 1.054 / 1.058 / 1.054 -> 1.061 / 1.062 / 1.060, fp16 1.057 / 1.057 / 1.076 -> 1.068 / 1.065 / 1.067),
+ * where before it they lost 1-2% (runs 68-76); causal d64 of two m-blocks still loses (1.165-1.172 -> 1.140-1.145) */
+static int d128_two_m_blocks(const Config *c, const RtMhaShape *s)
+{
+    return d128_mha(c) && m_blocks_of(c, s) == 2;
+}
+
 /* Dynamic tiles (config dynamic, plan note dynamic tiles; bench/NOTES.md "The dynamic tile counter"): a persistent CTA
  * takes each next tile from a per-launch counter, so the tiles' run times, which vary with the memory traffic around
  * them, even out where a static walk hands each CTA its share up front. H200, CUDA graphs, cuDNN / fa4 with and
@@ -316,27 +342,9 @@ static void long_tile_order(Config *c, const RtMhaShape *s)
  * query rows (the short d256 blocks) in the walk's head-major order: B16 H16 S512 +1.0%, +1.9%, +1.7% in three runs
  * (1.013 -> 1.023, 1.054 -> 1.074, 1.060 -> 1.075); longer d256 causal -6..-9%, d128 causal without GQA -0.4..-3%
  * however ordered: left to the walk. Full d128 with two m-blocks a head (S256) -1.0..-1.4% in runs 68, 72 and 74,
- * -0.8..-2.0% in run 76 (bench/results/2026-11-30-h200-short-rule-ab-run76.txt, bf16 and fp16): left to the walk too
- * (dynamic_tiles). Only where the caller's config left dynamic open and the grid is two waves. */
-/* The query's m-blocks of the config's tile (its bm, or the plan's default); 0 where the config does not plan. */
-static uint64_t m_blocks_of(const Config *c, const RtMhaShape *s)
-{
-    Config f = *c;
-    char err[256];
-    if (config_fill_defaults(&f, err, sizeof err) || f.bm <= 0) return 0;
-    return (s->seq_rows_q + (uint64_t)f.bm - 1) / (uint64_t)f.bm;
-}
-
-/* d128 MHA heads of two m-blocks (S129..256 at bm 128): since the first tile's prefetch under the previous grid
- * (plan pdl watch) the counter gains on them, causal ones in the walk's head-major order too (H200 run 86, three
- * samples in one run: B64 H16 S256 d128 causal 0.988 / 0.992 / 0.991 -> 1.008 / 1.007 / 1.005 x cuDNN, B64 H8 S256
- * d128 full 1.054 / 1.058 / 1.054 -> 1.061 / 1.062 / 1.060, fp16 1.057 / 1.057 / 1.076 -> 1.068 / 1.065 / 1.067),
- * where before it they lost 1-2% (runs 68-76); causal d64 of two m-blocks still loses (1.165-1.172 -> 1.140-1.145) */
-static int d128_two_m_blocks(const Config *c, const RtMhaShape *s)
-{
-    return c->qk_depth == 128 && c->group == 1 && m_blocks_of(c, s) == 2;
-}
-
+ * -0.8..-2.0% in run 76 (bench/results/2026-11-30-h200-short-rule-ab-run76.txt, bf16 and fp16), before the first
+ * tile's prefetch; with it d128 MHA heads of two m-blocks, causal ones too, gain (d128_two_m_blocks). Only where the
+ * caller's config left dynamic open and the grid is two waves. */
 int rt_dynamic_open(const Config *c, const RtMhaShape *s)
 {
     int full = c->mask == MASK_NONE && c->group == 1 && c->qk_depth >= 128;
@@ -355,7 +363,7 @@ static void dynamic_tiles(Config *c, const RtMhaShape *s)
     /* two m-blocks a head: the walk pairs a causal head's long m-block with its short one exactly (measured above);
      * d128 MHA heads (d128_two_m_blocks) and d256's six-block tiles still gain, the former in head-major order */
     int two = m_blocks == 2;
-    if (two && c->mask == MASK_CAUSAL && !d128_two_m_blocks(c, s)) return;
+    if (two && c->mask == MASK_CAUSAL && !d128_mha(c)) return;
     if (c->mask == MASK_CAUSAL && c->head_major < 0 && c->qk_depth <= 128 && !two) c->head_major = 0;
     c->dynamic = 1;
 }
