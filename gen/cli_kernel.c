@@ -24,7 +24,7 @@ static const char *const flag_keys[][2] = {
     {"--stages", "stages"}, {"--swizzle", "swizzle"},   {"--mask", "mask"},       {"--qtiles", "qtiles"},
     {"--cta", "cta"},       {"--rescale", "rescale"},   {"--poly", "poly"},       {"--rope-split", "rope_split"},
     {"--rope-dtype", "rope_dtype"}, {"--pingpong", "pingpong"},   {"--persistent", "persistent"},
-    {"--occupancy", "occupancy"}, {"--dynamic", "dynamic"},
+    {"--occupancy", "occupancy"}, {"--dynamic", "dynamic"}, {"--claim", "claim"},
     {"--b-topk", "b_topk"}, {"--num-mbars", "num_mbars"}, {"--q-smem-depth", "q_smem_depth"},
     {"--q-tmem-depth", "q_tmem_depth"}, {"--cta-group", "cta_group"}, {"--tma-store", "tma_store"},
     {"--sink", "sink"},     {"--split", "split"},     {"--cluster", "cluster"},     {"--early", "early"},  {"--prefetch", "prefetch"},     {"--varlen", "varlen"}, {"--page", "page"},

@@ -225,6 +225,7 @@ static const IntKey int_keys[] = {
     {"diag_half", F(diag_half), 0, 1, "0 or 1 (a consumer that sees no key of a block's upper half skips it: "
                                       "half-wide softmax and P V)"},
     {"dynamic", F(dynamic), 0, 1, "0 or 1 (a persistent CTA takes its next tile from a per-launch counter)"},
+    {"claim", F(claim), 0, 4, "0..4 (dynamic=1: consecutive tiles one claim of the counter takes; 0 or 1: one)"},
 };
 #undef F
 enum { N_INT_KEYS = sizeof int_keys / sizeof int_keys[0] };
@@ -273,7 +274,7 @@ int config_set(Config *c, const char *key, const char *value, char *err, size_t 
     }
     return fail(err, n, "'%s' is not a config field; fields: kind target dtype depth qk ov bm bn group stages "
                         "swizzle mask qtiles cta rescale poly rope_split rope_dtype pingpong persistent b_topk num_mbars q_smem_depth "
-                        "q_tmem_depth cta_group tma_store sink split cluster early prefetch varlen page stale deterministic tail_split softcap alibi timeline store_wait coords_late occupancy head_major diag_half dynamic mod", ESC(key));
+                        "q_tmem_depth cta_group tma_store sink split cluster early prefetch varlen page stale deterministic tail_split softcap alibi timeline store_wait coords_late occupancy head_major diag_half dynamic claim mod", ESC(key));
 }
 
 /* ---------------------------------------------------------------- the keys a kernel has */
@@ -322,7 +323,7 @@ int config_key_applies(Kind k, TargetId t, const char *key)
     if (KEY_IN(key, "pingpong", "persistent")) return sm90;
     if (KEY_IN(key, "tma_store")) return mla;
     if (KEY_IN(key, "cluster", "timeline", "store_wait", "coords_late", "occupancy", "head_major", "diag_half",
-               "dynamic"))
+               "dynamic", "claim"))
         return mha && sm90;
     if (KEY_IN(key, "sink", "split", "early", "prefetch", "varlen", "page", "softcap", "alibi", "mod")) return mha;
     return 1; /* qk group swizzle rescale poly mask */
@@ -596,6 +597,7 @@ static int key_used(const Config *c, const char *key)
     if (!strcmp(key, "head_major")) return c->head_major >= 0;
     if (!strcmp(key, "diag_half")) return c->diag_half >= 0;
     if (!strcmp(key, "dynamic")) return c->dynamic > 0;
+    if (!strcmp(key, "claim")) return c->claim > 1;
     return 1;
 }
 

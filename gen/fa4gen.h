@@ -150,6 +150,11 @@ typedef struct Config {
      * the launch ends; the runtime owns them), so a CTA that finishes early takes more tiles; 0 = the static walk;
      * -1 (unset) = 0 for the plan, the runtime's choice for a call. Canonical form names it only when on */
     int dynamic;
+    /* with dynamic=1 (plan note claim runs): N > 1 = a claim of the counter takes a run of N consecutive tiles (a
+     * head's m-blocks, long and short alternating) and the next run is claimed as the run's first tile's loads are
+     * out, so the atomic's round trip hides behind the run; the grid's last waves go by single tiles. 0 (unset) or
+     * 1 = a tile a claim, made as its loads are out. Canonical form names it only when > 1 */
+    int claim;
 } Config;
 
 /* Plan.head_major, the sm90a MHA tile order (plan note tile order). TILE_L2_GROUPS: a group holds as many heads as

@@ -357,6 +357,14 @@ void op_atom_add_u32(Emit *e, const char *sem, Reg dst, Reg addr, uint32_t off, 
     emit(e, "atom.%s.gpu.global.add.u32 %s, [%s+%u], %u;", sem, R(e, dst), R(e, addr), off, v);
 }
 
+void op_atom_add_u32_reg(Emit *e, const char *sem, Reg dst, Reg addr, uint32_t off, Reg v)
+{
+    REG_WANT(e, dst, RT_B32);
+    REG_WANT(e, addr, ADDR64);
+    REG_WANT(e, v, RT_B32);
+    emit(e, "atom.%s.gpu.global.add.u32 %s, [%s+%u], %s;", sem, R(e, dst), R(e, addr), off, R(e, v));
+}
+
 void op_st_relaxed_gpu_v2_u32_zero(Emit *e, Reg guard, Reg addr)
 {
     char g[EMIT_REG_NAME + 4];

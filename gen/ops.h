@@ -101,6 +101,7 @@ void op_st_shared_b32_if(Emit *e, Reg guard, Reg base, uint32_t off, Reg src); /
 void op_st_global_f32(Emit *e, Reg guard, Reg addr, Reg src);
 /* atom.<sem>.gpu.global.add.u32 dst, [addr+off], v (sem: relaxed, acq_rel) */
 void op_atom_add_u32(Emit *e, const char *sem, Reg dst, Reg addr, uint32_t off, uint32_t v);
+void op_atom_add_u32_reg(Emit *e, const char *sem, Reg dst, Reg addr, uint32_t off, Reg v);
 void op_st_relaxed_gpu_v2_u32_zero(Emit *e, Reg guard, Reg addr); /* two u32 zeros, 8-aligned */
 void op_st_shared_v2_f32(Emit *e, Reg base, uint32_t off, Reg x, Reg y);
 /* Distributed shared memory: addr a shared::cluster address (mapa); guard REG_NONE: always. */

@@ -330,7 +330,7 @@ static int add_pick(Walk *wk, const Config *c, int self, const char *ex, TargetI
 {
     char text[512];
     Config twin = *c;
-    twin.dynamic = 0;
+    rt_static_walk(&twin);
     if (self && !canonical(wk, c, text, sizeof text) && add_found(&wk->configs, text, ex, NULL, t)) return -1;
     return c->dynamic > 0 && !canonical(wk, &twin, text, sizeof text) && add_found(&wk->configs, text, ex, NULL, t)
                ? -1 : 0;

@@ -1069,7 +1069,7 @@ static fa4_status run(fa4_ctx *ctx, const fa4_mha_args *a, Config *c, int splits
         if (dynamic_asked > 0)
             return BAD("config", "dynamic=1: no tile counter for this stream (the first dynamic call of a context "
                        "must not be under stream capture; a driver before CUDA 12.0 has none); leave dynamic out");
-        c->dynamic = 0; /* the rules' choice: the static walk computes the same */
+        rt_static_walk(c); /* the rules' choice: the static walk computes the same */
         key = NULL;     /* not remembered: the next call of this signature may have a counter */
     }
     if (o.ws && (s = check_workspace(ctx, a, splits))) return s;

@@ -351,7 +351,7 @@ int rt_dynamic_open(const Config *c, const RtMhaShape *s)
     int causal = c->mask == MASK_CAUSAL && ((c->qk_depth <= 128 && (c->qk_depth <= 64 || c->group > 1)) ||
                                             (c->qk_depth == 256 && s->seq_rows_q <= RT_SHORT_D256_Q_ROWS) ||
                                             d128_two_m_blocks(c, s));
-    return dense_sm90_grid(c, s) && c->dynamic != 0 && c->persistent != 0 && !c->timeline && c->dtype != DT_E4M3 &&
+    return dense_sm90_grid(c, s) && c->dynamic != 0 && c->persistent != 0 && c->dtype != DT_E4M3 &&
            (full || causal) && s->num_splits <= 1 && c->group > 0 && s->seq_rows_q > 0 && !group_packs(c, s);
 }
 
@@ -366,6 +366,25 @@ static void dynamic_tiles(Config *c, const RtMhaShape *s)
     if (two && c->mask == MASK_CAUSAL && !d128_mha(c)) return;
     if (c->mask == MASK_CAUSAL && c->head_major < 0 && c->qk_depth <= 128 && !two) c->head_major = 0;
     c->dynamic = 1;
+}
+
+/* Claims of runs (config claim, plan note claim runs): a dynamic kernel over d128 MHA heads of two m-blocks claims
+ * a head's two tiles at once (the long one, then the short one when causal), the next head's claim made as the
+ * first tile's loads are out, so the counter's round trip hides behind the second tile. With a tile a claim the
+ * counter hands a CTA long and short tiles at random and its producer waits on each claim: the timeline of B64 H16
+ * S256 d128 causal (H200 run 92, bench/results/2026-11-30-h200-short-claim-run92.txt) read 3995 ns a tile against
+ * the static walk's 3753 (which pairs long with short); with runs of two 3810, and the call 70.7 -> 67.1 us (cuDNN
+ * 70.9). Runs of more tiles lose where a CTA's run spans more K/V than the L2 keeps for 132 CTAs at once (S512 d128
+ * full, runs of 4: 1.088 -> 0.966 x cuDNN), and so do d256 heads of two m-blocks (S256 full 1.049 -> 0.908). */
+void rt_static_walk(Config *c)
+{
+    c->dynamic = 0;
+    c->claim = 0;
+}
+
+static void claim_runs(Config *c, const RtMhaShape *s)
+{
+    if (c->dynamic > 0 && c->claim == 0 && d128_two_m_blocks(c, s)) c->claim = 2;
 }
 
 /* The part of the tuning table that depends on the shape, not only on the config (the plan's defaults cover
@@ -399,6 +418,7 @@ void rt_mha_shape_rules(Config *c, const RtMhaShape *s)
     small_grid_tile(c, s, bm_open, bn_open, stages_open);
     short_tile_order(c, s);
     dynamic_tiles(c, s);
+    claim_runs(c, s);
 }
 
 /* ---------------------------------------------------------------- split-KV */
@@ -476,7 +496,7 @@ fa4_status rt_split_prelude(fa4_ctx *ctx, const RtMhaShape *s, Config *c, int as
     if (!p->pick && !group_packs(c, s)) return FA4_OK;
     p->sc = *c;
     p->sc.split = 1;
-    if (p->sc.dynamic > 0) p->sc.dynamic = 0; /* a split kernel walks its tiles statically */
+    if (p->sc.dynamic > 0) rt_static_walk(&p->sc); /* a split kernel walks its tiles statically */
     decode_tile(&p->sc, s);
     fa4_status st = rt_split_facts(ctx, &p->sc, 0, &p->f);
     if (st) return st;

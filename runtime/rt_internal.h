@@ -463,6 +463,8 @@ int rt_small_grid_open(const Config *c, const RtMhaShape *s);
 /* The dynamic-tiles rule (config dynamic=1 where the grid is two waves or more) may apply to calls of the class of s
  * under config c: it reads batch and heads, so fa4_mha_configs_for lists the class's both kernels. */
 int rt_dynamic_open(const Config *c, const RtMhaShape *s);
+/* c's static walk: dynamic=0, and no claim of runs (a word of the counter's) */
+void rt_static_walk(Config *c);
 /* The query rows of the config's tile (its bm, or the plan's default); 0 where the config does not plan. */
 int rt_config_bm(const Config *c);
 /* The split count and whether the split kernel runs (*path); may set c's cluster and decode tile. */

@@ -123,6 +123,52 @@ static void dyn_stop(Emit *e)
     emit(e, "bra.uni $exit;");
 }
 
+/* plan note claim runs: tiles of a run (config claim) while more than claim + CLAIM_SINGLE_WAVES waves are left past
+ * `from`, else 1, into %pr_claim_n */
+static void claim_size(Emit *e, const char *from)
+{
+    int n = e->p->cfg.claim;
+    Reg far = reg_b32(e, "pr_far"), left = reg_b32(e, "pr_left"), more = reg_pred(e, "pr_more");
+    emit(e, "mul.lo.u32 %s, %%grid_ctas, %d;", R(e, far), n + CLAIM_SINGLE_WAVES);
+    emit(e, "sub.u32 %s, %%num_tiles, %s;", R(e, left), from);
+    emit(e, "setp.gt.u32 %s, %s, %s;", R(e, more), R(e, left), R(e, far));
+    emit(e, "selp.u32 %s, %d, 1, %s;", R(e, reg_b32(e, "pr_claim_n")), n, R(e, more));
+}
+
+/* plan note claim runs: CTA c's first run is tiles F c .. F c + F - 1 (F: claim_size from tile 0), and the counter's
+ * claims count from grid x F */
+static void claim_first(Emit *e)
+{
+    emit_note(e, "plan note claim runs: this CTA's first run; the counter's claims start past the grid's first runs");
+    claim_size(e, "0");
+    Reg n = reg_find(e, "pr_claim_n");
+    emit(e, "sub.u32 %s, %s, 1;", R(e, reg_b32(e, "pr_run")), R(e, n));
+    emit(e, "mul.lo.u32 %%tile, %%tile, %s;", R(e, n));
+    emit(e, "mul.lo.u32 %s, %%grid_ctas, %s;", R(e, reg_b32(e, "pr_base")), R(e, n));
+    emit(e, "setp.eq.u32 %s, 0, 0;", R(e, reg_pred(e, "pr_new")));
+}
+
+/* plan note claim runs: at a tile's loads out. The run's first tile claims the next run (the atomic's result is read
+ * only when this run ends, so its round trip hides behind the run); then the run's next tile, or the claimed run. */
+static void claim_next(Emit *e)
+{
+    char l_claimed[NAME];
+    Reg more = reg_pred(e, "pr_more"), fresh = reg_find(e, "pr_new"), run = reg_find(e, "pr_run");
+    Reg claim = reg_b32(e, "pr_claim"), n = reg_find(e, "pr_claim_n");
+    emit_note(e, "plan note claim runs: the run's first tile claims the next run now");
+    emit(e, "@!%s bra %s;", R(e, fresh), new_label(e, l_claimed, sizeof l_claimed, "pr_claimed"));
+    claim_size(e, "%tile");
+    op_atom_add_u32_reg(e, "relaxed", claim, reg_find(e, "pr_tile_ctr"), 0, n);
+    emit_label(e, l_claimed);
+    emit_note(e, "plan note claim runs: the run's next tile, or at its end the claimed run");
+    emit(e, "setp.ne.u32 %s, %s, 0;", R(e, more), R(e, run));
+    emit(e, "@%s add.u32 %%tile, %%tile, 1;", R(e, more));
+    emit(e, "@%s sub.u32 %s, %s, 1;", R(e, more), R(e, run), R(e, run));
+    emit(e, "@!%s add.u32 %%tile, %s, %s;", R(e, more), R(e, claim), R(e, reg_find(e, "pr_base")));
+    emit(e, "@!%s sub.u32 %s, %s, 1;", R(e, more), R(e, run), R(e, n));
+    emit(e, "not.pred %s, %s;", R(e, fresh), R(e, more));
+}
+
 /* Q of this tile: wait for the slot (the epilogue q_slots tiles back stored O from it), then load;
  * declare: the Q barriers' registers are set up here (the only Q load in the kernel's text). */
 static void emit_q_load(Emit *e, Reg qrow, Reg batch, int declare)
@@ -309,6 +355,7 @@ void mha90_producer(Emit *e)
         op_ld_param(e, "u64", reg_b64(e, "pr_tile_ctr"), "tile_ctr");
         smem_reg(e, "pr_tile_ids", s->off_tile_ids);
         smem_reg(e, "pr_tile_bar", s->bar_tile);
+        if (p->cfg.claim > 1) claim_first(e);
     }
     if (mha_roles_wait(p)) {
         emit_note(e, "plan pdl early/prefetch kv: pr_first = 1 until the CTA's first tile has loaded its Q (at most "
@@ -404,7 +451,9 @@ void mha90_producer(Emit *e)
         emit_label(e, l_no_tail);
     }
     if (varlen) emit_label(e, l_next);
-    if (p->cfg.dynamic) {
+    if (p->cfg.claim > 1) {
+        claim_next(e);
+    } else if (p->cfg.dynamic) {
         /* claimed as late as the producer can: a claim made as a tile starts commits a CTA to its next tile a whole
          * tile ahead (at the first tile, every CTA at once), which unbalanced long causal grids (B1 H16 S2048 d128
          * 1.67 -> 1.35 x cuDNN, H200 run 63); claiming 1-3 blocks before the loads end measured no better (run 65) */

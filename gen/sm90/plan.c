@@ -136,9 +136,11 @@ static int sm90_check(const Config *c, char *err, size_t n)
     if (c->cluster_split && c->persistent)
         return bad(err, n, "persistent", c->persistent, "use 0 with cluster: a CTA runs one tile, so its producer "
                    "has exited (not blocked) when the consumers meet at the cluster barrier");
-    if (c->dynamic && (!c->persistent || c->split || c->varlen || c->page || c->timeline))
+    if (c->dynamic && (!c->persistent || c->split || c->varlen || c->page))
         return bad(err, n, "dynamic", c->dynamic, "use 0 unless the kernel is persistent, dense and unsplit, without "
-                   "varlen, paged KV or timeline (their roles walk the tiles on their own)");
+                   "varlen or paged KV (their roles walk the tiles on their own)");
+    if (c->claim > 1 && c->dynamic <= 0)
+        return bad(err, n, "claim", c->claim, "use 0 or 1 unless dynamic=1 (a claim is of the dynamic tile counter)");
     if (c->exp2_poly > 50) return bad(err, n, "poly", c->exp2_poly, "use 0..50 (percent of exp2 on the FMA pipe)");
     if (c->rescale > 8)
         return bad(err, n, "rescale", c->rescale, "use 0..8 (log2 units; P may grow to 2^rescale, and fp16 holds < 2^16)");
@@ -273,6 +275,10 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
         plan_note(p, "dynamic tiles", "CTA c's tile 0 is c; as a tile starts the producer claims grid + "
                   "tile_ctr[0]++ and writes it (num_tiles: stop) to the next Q slot's word; the last CTA done "
                   "zeroes tile_ctr");
+        if (c->claim > 1)
+            plan_note(p, "claim runs", "a claim takes %d consecutive tiles (CTA c's first run from %d c), made as a "
+                      "run's first tile's loads are out; a tile a claim once %d waves of tiles are left",
+                      c->claim, c->claim, c->claim + CLAIM_SINGLE_WAVES);
     }
     mha_plan_kv_tail(p);
     if (p->kv_tail)

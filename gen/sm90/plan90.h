@@ -19,6 +19,11 @@ typedef struct {
     int s_regs, o_regs, p_regs; /* per thread: S and O accumulators (f32), P (packed pairs) */
 } Sm90Frag;
 
+/* plan note claim runs: a claim takes a run of tiles (config claim) only while more than claim + CLAIM_SINGLE_WAVES
+ * waves of tiles are left past the run's first tile, so the grid's last waves go a tile a claim and the CTAs' ends
+ * stay within about one tile of each other */
+enum { CLAIM_SINGLE_WAVES = 2 };
+
 typedef struct Sm90Plan {
     Sm90Frag frag;
     int consumers;       /* consumer warpgroups; each owns mma_m query rows */

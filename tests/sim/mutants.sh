@@ -180,6 +180,11 @@ ARCH_23=sm_90a CC_23=90 SMS_23=4 RES_23=4 # the 4 CTAs resident at once, claimin
 # (dynamic=0), as the unmutated kernel the setup plans must be the one the 4-SM run picks.
 CASE_24="target=sm90a dtype=bf16 batch=2 sq=256 sk=256 hq=2 qk=128 mask=none config=dynamic=0"
 ARCH_24=sm_90a CC_24=90 SMS_24=4 PG_24=400 RES_24=4 # the CTAs resident at once: all launched early
+# Kernel 25: plan note claim runs, the runtime's pick for d128 MHA heads of two m-blocks (dynamic=1 claim=2): 24
+# tiles on 4 CTAs, runs of a head's two tiles claimed a run ahead, the last waves a tile a claim; launched twice. A run
+# or a claim that loses a tile leaves its rows poisoned.
+CASE_25='target=sm90a dtype=bf16 batch=3 sq=256 sk=256 hq=4 qk=128 mask=causal config="dynamic=1 claim=2" launches=2'
+ARCH_25=sm_90a CC_25=90 SMS_25=4 RES_25=4 FILE_25=1 # FILE: the case goes through a one-line cases file
 ARCH_10=sm_100a ARCH_11=sm_90a
 CC_1=100 CC_2=100 CC_9=90 CC_3=90 CC_4=100 CC_5=90 CC_6=90 CC_7=90 CC_8=100 CC_10=100 CC_11=90
 SMS_1=4 SMS_2=4 SMS_9=1 SMS_3=2 SMS_4=4 SMS_5=2 SMS_6=4 SMS_7=4 SMS_8=4 SMS_10=4 SMS_11=4
@@ -191,11 +196,12 @@ SEED=${MUTANTS_SEED:-1}
 run_case()
 {
     eval "rc_case=\$CASE_$1 rc_cc=\$CC_$1 rc_sms=\$SMS_$1 rc_mla=\${MLA_$1:-} rc_vl=\${VL_$1:-} rc_res=\${RES_$1:-1}"
-    eval "rc_pg=\${PG_$1:-0}"
+    eval "rc_pg=\${PG_$1:-0} rc_file=\${FILE_$1:-}"
     rc_sim=$SIM_MHA
-    if [ -n "$rc_mla" ] || [ -n "$rc_vl" ]; then
+    if [ -n "$rc_mla" ] || [ -n "$rc_vl" ] || [ -n "$rc_file" ]; then
         printf '%s\n' "$rc_case" >"$WORK/case_$1.txt"
-        rc_sim=$SIM_MLA rc_case="--cases $WORK/case_$1.txt"
+        rc_case="--cases $WORK/case_$1.txt"
+        [ -n "$rc_mla" ] && rc_sim=$SIM_MLA
         [ -n "$rc_vl" ] && rc_sim=$SIM_VARLEN
     fi
     # shellcheck disable=SC2086 # the case is words
@@ -220,6 +226,11 @@ setup()
     if [ -n "${MUTANTS_ONLY:-}" ] && ! printf '%s\n' "$MUTANTS_KERNELS_WANTED" | grep -qx "$1"; then return 0; fi
     eval "su_case=\$CASE_$1 su_config=\${MLA_$1:-}\${VL_$1:-}"
     if [ -z "$su_config" ]; then
+        eval "su_file=\${FILE_$1:-}"
+        if [ -n "$su_file" ]; then # a config of several words: the case goes through a one-line cases file
+            printf '%s\n' "$su_case" >"$WORK/case_$1.txt"
+            su_case="--cases $WORK/case_$1.txt"
+        fi
         # shellcheck disable=SC2086
         su_config=$("$SIM_MHA" --plan --quiet $su_case | sed -n 's/^  -> //p')
         case $su_config in
@@ -445,6 +456,7 @@ setup 21
 setup 22
 setup 23
 setup 24
+setup 25
 
 # ------------------------------------------------------------ sm_100a, one CTA per tile
 # UMMA smem descriptors: the MMA warp builds them as {lo, hi}; hi holds SBO>>4 in bits
@@ -567,6 +579,14 @@ mutant 23 dyn_word_parity 'this tile is the producer.s word in this Q slot' 1 'm
 # the consumers read the next tile's word from their own slot (coords ahead computes this tile's coordinates again)
 mutant 23 dyn_next_slot 'the next tile is the producer.s word in the other Q slot' 1 'xor[.]b32 %cs_nx_slot, %cs_q_slot, 1;' 1 \
     sub ', 1;' ', 0;'
+# plan note claim runs (kernel 25): a run steps two tiles (its second tile skipped, the next run's first taken)
+mutant 25 claim_run_step 'the run.s next tile, or at its end the claimed run' 1 '@%pr_more add[.]u32 %tile, %tile, 1;' 1 \
+    sub ', 1;' ', 2;'
+# a claimed run taken one tile short (a run of two runs one: its second tile never runs)
+mutant 25 claim_run_len 'the run.s next tile, or at its end the claimed run' 1 'sub[.]u32 %pr_run, %pr_claim_n, 1;' 1 \
+    sub ', 1;' ', 2;'
+# every tile of a run claims, not only its first (the run's earlier claim is dropped with its tiles)
+mutant 25 claim_every_tile 'the run.s first tile claims the next run now' 1 '@!%pr_new bra' 1 del
 
 # ------------------------------------------------------------ sm_90a split-KV (FA4SIM_CC=90)
 # this CTA's kv block range without the split's lower bound: splits overlap, keys count twice

@@ -632,61 +632,21 @@ static void test_short_d256_fine(void **state)
     fa4_destroy(ctx);
 }
 
-/* Dynamic tiles (runtime/mha_pick.c dynamic_tiles; H200 runs 63-72): the rule's picks by shape, and a workload lists
- * each pick and its dynamic=0 twin (what a call without a tile counter runs), so an AOT bundle has both. */
-static void test_dynamic_rule(void **state)
+/* Call c's pick is a dynamic config (naming `word` too, when given) that workload w lists; what the call runs
+ * without a tile counter (a capture before any eager call: the fake's streams capture) is its static twin, and with
+ * one the pick: each kernel is one the workload listed. */
+static void counter_fallback(const fa4_workload *w, const Call *c, const char *word)
 {
-    (void)state;
     fa4_ctx *ctx = jit_off_ctx(90, 132, FA4_TARGET_SM90A);
-    static const struct { Call c; const char *config; int dyn, hm0; } cases[] = {
-        {{128, 1, 16, 8, 1024, 1024, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, 1, 0},    /* 1024 tiles */
-        {{256, 1, 8, 64, 256, 256, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, 1, 0},      /* d256 full */
-        {{128, 1, 8, 64, 256, 256, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, 1, 0},      /* d128 full, two m-blocks */
-        {{128, 1, 16, 64, 256, 256, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, 1, 0},   /* d128 causal, two: head-major */
-        {{128, 1, 16, 64, 200, 200, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, 1, 0},   /* 200 rows: two m-blocks too */
-        {{128, 1, 16, 64, 384, 384, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, 0, 0},   /* three: the walk */
-        {{128, 1, 16, 128, 128, 128, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, 0, 0},  /* one: the walk */
-        {{128, 4, 32, 32, 256, 256, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, 0, 0},   /* GQA causal, two m-blocks */
-        {{128, 1, 16, 128, 128, 128, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, 1, 0},   /* d128 full, one m-block */
-        {{128, 1, 16, 32, 384, 384, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, 1, 0},    /* d128 full, three */
-        {{64, 1, 16, 16, 1024, 1024, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, 1, 1},  /* d64 causal: the L2 order */
-        {{128, 4, 8, 2, 8192, 8192, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, 1, 1},   /* GQA causal, long */
-        {{64, 1, 16, 64, 256, 256, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, 0, 0},    /* two m-blocks a head */
-        {{256, 1, 16, 16, 512, 512, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, 1, 0},   /* short d256 causal: walk order */
-        {{256, 1, 16, 4, 2048, 2048, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, 0, 0},  /* longer d256 causal */
-        {{128, 1, 16, 16, 1024, 1024, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, 0, 0}, /* d128 MHA causal: the walk */
-        {{128, 4, 8, 32, 256, 256, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, 0, 0},      /* GQA full */
-        {{64, 1, 16, 16, 1024, 1024, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, 0, 0},    /* d64 full */
-        {{128, 1, 16, 1, 1024, 1024, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, 0, 0},    /* 128 tiles: one wave */
-        {{128, 1, 16, 8, 1024, 1024, L_DENSE, 0, 0, FA4_MASK_NONE}, "dynamic=0", 0, 0},
-        {{128, 1, 16, 8, 1024, 1024, L_DENSE, 0, 0, FA4_MASK_NONE}, "persistent=0", 0, 0},
-        {{128, 1, 16, 8, 1024, 1024, L_VARLEN, 0, 0, FA4_MASK_NONE}, NULL, 0, 0},
-        {{128, 1, 16, 8, 1024, 1024, L_PAGED, 0, 0, FA4_MASK_NONE}, NULL, 0, 0},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char cfg[512], what[200];
-        config_of(ctx, &cases[i].c, cases[i].config, cfg, sizeof cfg, what, sizeof what);
-        if ((strstr(cfg, " dynamic=1 ") != NULL) != cases[i].dyn ||
-            (cases[i].hm0 && !strstr(cfg, " head_major=0 ")))
-            fail_msg("%s (config %s): %s, want dynamic %d%s", what, cases[i].config ? cases[i].config : "-", cfg,
-                     cases[i].dyn, cases[i].hm0 ? " head_major=0" : "");
-    }
-    /* long d64 causal: the twin (a CTA a tile, head_major=0 named) is no other shape's pick, so only the twin rule
-     * lists it */
-    static const int d64[] = {64}, g1[] = {1};
-    fa4_workload w = sm90_workload(d64, g1, 1, 8192);
-    w.heads_kv_min = w.heads_kv_max = 16, w.batch_max = 4, w.seqlen_q_min = w.seqlen_k_min = 4096;
     Listed l = {0};
-    enumerate(ctx, &w, &l);
-    Call c = {64, 1, 16, 2, 8192, 8192, L_DENSE, 0, 0, FA4_MASK_CAUSAL};
+    enumerate(ctx, w, &l);
     char cfg[512];
-    want_listed(ctx, &l, &c, "", cfg, sizeof cfg);
+    want_listed(ctx, &l, c, "", cfg, sizeof cfg);
     assert_non_null(strstr(cfg, " dynamic=1 "));
+    if (word && !strstr(cfg, word)) fail_msg("%s: no%s", cfg, word);
     fa4_destroy(ctx);
-    /* what the call runs without a tile counter (a capture before any eager call: the fake's streams capture), and
-     * with one: each kernel is one the workload listed */
     assert_int_equal(fa4_create(&ctx, NULL), FA4_OK);
-    fa4_mha_args a = call_args(&c);
+    fa4_mha_args a = call_args(c);
     for (int eager = 0; eager < 2; eager++) {
         fake_reset();
         fk->capturing = !eager;
@@ -699,13 +659,72 @@ static void test_dynamic_rule(void **state)
             if (config_parse_canonical(l.config[i], &k, err, sizeof err) || config_fill_defaults(&k, err, sizeof err))
                 fail_msg("'%s': %s", l.config[i], err);
             config_symbol(&k, sym, sizeof sym);
-            found = !strcmp(sym, fk->launches[0].kernel) && (k.dynamic > 0) == eager;
+            found = !strcmp(sym, fk->launches[0].kernel) && (k.dynamic > 0) == eager &&
+                    (!word || (k.claim > 1) == eager);
         }
         if (!found) fail_msg("%s: the kernel launched %s is not among the %d listed", eager ? "eager" : "capturing",
                              fk->launches[0].kernel, l.n);
     }
     listed_free(&l);
     fa4_destroy(ctx);
+}
+
+/* Dynamic tiles (runtime/mha_pick.c dynamic_tiles; H200 runs 63-72): the rule's picks by shape, and a workload lists
+ * each pick and its dynamic=0 twin (what a call without a tile counter runs), so an AOT bundle has both;
+ * claim_runs' claim=2 on d128 MHA heads of two m-blocks (H200 run 92), dropped with the counter. */
+static void test_dynamic_rule(void **state)
+{
+    (void)state;
+    fa4_ctx *ctx = jit_off_ctx(90, 132, FA4_TARGET_SM90A);
+    static const struct { Call c; const char *config; int dyn, hm0, claim2; } cases[] = {
+        {{128, 1, 16, 8, 1024, 1024, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, 1, 0, 0},    /* 1024 tiles */
+        {{256, 1, 8, 64, 256, 256, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, 1, 0, 0},      /* d256 full */
+        {{128, 1, 8, 64, 256, 256, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, 1, 0, 1},      /* d128 full, two m-blocks */
+        {{128, 1, 16, 64, 256, 256, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, 1, 0, 1},   /* d128 causal, two: head-major */
+        {{128, 1, 16, 64, 200, 200, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, 1, 0, 1},   /* 200 rows: two m-blocks too */
+        {{128, 1, 16, 64, 384, 384, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, 0, 0, 0},   /* three: the walk */
+        {{128, 1, 16, 128, 128, 128, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, 0, 0, 0},  /* one: the walk */
+        {{128, 4, 32, 32, 256, 256, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, 0, 0, 0},   /* GQA causal, two m-blocks */
+        {{128, 1, 16, 128, 128, 128, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, 1, 0, 0},   /* d128 full, one m-block */
+        {{128, 1, 16, 32, 384, 384, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, 1, 0, 0},    /* d128 full, three */
+        {{64, 1, 16, 16, 1024, 1024, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, 1, 1, 0},  /* d64 causal: the L2 order */
+        {{128, 4, 8, 2, 8192, 8192, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, 1, 1, 0},   /* GQA causal, long */
+        {{64, 1, 16, 64, 256, 256, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, 0, 0, 0},    /* two m-blocks a head */
+        {{256, 1, 16, 16, 512, 512, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, 1, 0, 0},   /* short d256 causal: walk order */
+        {{256, 1, 16, 4, 2048, 2048, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, 0, 0, 0},  /* longer d256 causal */
+        {{128, 1, 16, 16, 1024, 1024, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL, 0, 0, 0}, /* d128 MHA causal: the walk */
+        {{128, 4, 8, 32, 256, 256, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, 0, 0, 0},      /* GQA full */
+        {{64, 1, 16, 16, 1024, 1024, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, 0, 0, 0},    /* d64 full */
+        {{128, 1, 16, 1, 1024, 1024, L_DENSE, 0, 0, FA4_MASK_NONE}, NULL, 0, 0, 0},    /* 128 tiles: one wave */
+        {{128, 1, 16, 8, 1024, 1024, L_DENSE, 0, 0, FA4_MASK_NONE}, "dynamic=0", 0, 0, 0},
+        {{128, 1, 16, 8, 1024, 1024, L_DENSE, 0, 0, FA4_MASK_NONE}, "persistent=0", 0, 0, 0},
+        {{128, 1, 16, 8, 1024, 1024, L_VARLEN, 0, 0, FA4_MASK_NONE}, NULL, 0, 0, 0},
+        {{128, 1, 16, 8, 1024, 1024, L_PAGED, 0, 0, FA4_MASK_NONE}, NULL, 0, 0, 0},
+        /* claims of runs (claim_runs): the caller's claim=1, or dynamic=0, keeps a tile a claim; dynamic=1 given
+         * still takes the rule's claim; d256 heads of two m-blocks keep single claims */
+        {{128, 1, 16, 64, 256, 256, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, "claim=1", 1, 0, 0},
+        {{128, 1, 16, 64, 256, 256, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, "dynamic=0", 0, 0, 0},
+        {{128, 1, 8, 64, 256, 256, L_DENSE, 0, 0, FA4_MASK_NONE}, "dynamic=1", 1, 0, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char cfg[512], what[200];
+        config_of(ctx, &cases[i].c, cases[i].config, cfg, sizeof cfg, what, sizeof what);
+        if ((strstr(cfg, " dynamic=1 ") != NULL) != cases[i].dyn ||
+            (cases[i].hm0 && !strstr(cfg, " head_major=0 ")) || (strstr(cfg, " claim=2 ") != NULL) != cases[i].claim2)
+            fail_msg("%s (config %s): %s, want dynamic %d%s%s", what, cases[i].config ? cases[i].config : "-", cfg,
+                     cases[i].dyn, cases[i].hm0 ? " head_major=0" : "", cases[i].claim2 ? " claim=2" : "");
+    }
+    fa4_destroy(ctx);
+    /* long d64 causal: the twin (a CTA a tile, head_major=0 named) is no other shape's pick, so only the twin rule
+     * lists it */
+    static const int d64[] = {64}, d128[] = {128}, g1[] = {1};
+    fa4_workload w = sm90_workload(d64, g1, 1, 8192);
+    w.heads_kv_min = w.heads_kv_max = 16, w.batch_max = 4, w.seqlen_q_min = w.seqlen_k_min = 4096;
+    counter_fallback(&w, &(Call){64, 1, 16, 2, 8192, 8192, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, NULL);
+    /* a head's two d128 m-blocks in one claim: without a counter the static walk, claim dropped */
+    w = sm90_workload(d128, g1, 1, 256);
+    w.heads_kv_min = w.heads_kv_max = 16, w.seqlen_q_min = w.seqlen_k_min = 256;
+    counter_fallback(&w, &(Call){128, 1, 16, 64, 256, 256, L_DENSE, 0, 0, FA4_MASK_CAUSAL}, " claim=2 ");
 }
 
 static void test_small_grid_rule(void **state)

@@ -1212,8 +1212,8 @@ static void test_coords_ahead(void **state)
 /* config dynamic=1 (plan note dynamic tiles): a persistent CTA takes each next tile from the kernel parameter
  * tile_ctr; the plan adds a tile word and a bar_tile per Q slot, forces the persistent loop, keeps coords ahead only
  * with two Q slots (the next word sits in the other slot), and names the word in the canonical text only when on.
- * Kernels whose roles walk the tiles on their own (split, varlen, paged, timeline) or that have no tile loop are
- * refused, and so is sm100a. */
+ * Kernels whose roles walk the tiles on their own (split, varlen, paged) or that have no tile loop are refused, and
+ * so is sm100a; a timeline kernel (records by tile index) takes the counter like the kernel it stamps. */
 static void test_dynamic_config(void **state)
 {
     (void)state;
@@ -1223,6 +1223,7 @@ static void test_dynamic_config(void **state)
         {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 dynamic=1 mask=none", 1, 2, 1},
         {"mha target=sm90a dtype=bf16 qk=64 ov=64 bm=128 dynamic=1 mask=causal", 1, 2, 1},
         {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=176 dynamic=1 mask=none", 1, 1, 0},
+        {"mha target=sm90a dtype=bf16 qk=128 ov=128 timeline=1 dynamic=1 mask=causal", 1, 2, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *ptx = plan_ptx(cases[i].text, p);
@@ -1242,11 +1243,22 @@ static void test_dynamic_config(void **state)
         "mha target=sm90a dtype=bf16 qk=128 ov=128 bm=64 bn=64 group=8 split=1 dynamic=1 mask=causal",
         "mha target=sm90a dtype=bf16 qk=128 ov=128 varlen=1 dynamic=1 mask=causal",
         "mha target=sm90a dtype=bf16 qk=128 ov=128 page=64 dynamic=1 mask=none",
-        "mha target=sm90a dtype=bf16 qk=128 ov=128 timeline=1 dynamic=1 mask=none",
         "mha target=sm90a dtype=bf16 qk=128 ov=128 persistent=0 dynamic=1 mask=causal",
         "mha target=sm100a dtype=bf16 qk=128 ov=128 dynamic=1 mask=none",
     };
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) expect_plan_error(refused[i], "dynamic");
+    /* plan note claim runs: claim=N takes runs of N tiles by an atomic add of a register (N, or 1 in the last
+     * waves); claim=1 is the same kernel as none; without dynamic=1 it is refused */
+    char *one = plan_ptx("mha target=sm90a dtype=bf16 qk=128 ov=128 dynamic=1 claim=1 mask=causal", p);
+    assert_null(strstr(p->canonical, "claim"));
+    char *two = plan_ptx("mha target=sm90a dtype=bf16 qk=128 ov=128 dynamic=1 claim=2 mask=causal", p);
+    assert_non_null(strstr(p->canonical, " claim=2 "));
+    assert_non_null(strstr(two, "atom.relaxed.gpu.global.add.u32 %pr_claim, [%pr_tile_ctr+0], %pr_claim_n;"));
+    assert_non_null(strstr(two, "selp.u32 %pr_claim_n, 2, 1, %pr_more;"));
+    assert_null(strstr(one, "%pr_claim_n"));
+    free(one);
+    free(two);
+    expect_plan_error("mha target=sm90a dtype=bf16 qk=128 ov=128 claim=2 mask=causal", "claim");
     free(p);
 }
 
