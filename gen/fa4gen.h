@@ -128,9 +128,13 @@ typedef struct Config {
      * release). Never picked by the runtime; canonical form names it only when on */
     int store_wait;
     /* A/B benchmarks, sm90a MHA forward: 1 = a consumer computes each tile's coordinates at its top, where by
-     * default (0) a persistent one (depth <= 128) with the registers to spare computes the next tile's while its
+     * default (0) a persistent one with the registers to spare computes the next tile's while its
      * last P V runs (plan note coords ahead). Never picked by the runtime; canonical form names it only when on */
     int coords_late;
+    /* A/B benchmarks, sm90a MHA forward: 1 = the consumers zero O with moves at each tile's top, where by default (0)
+     * the tile's first P V overwrites it (wgmma scale-d 0) and only a tile without kv blocks zeroes it (plan note
+     * o zero). Never picked by the runtime; canonical form names it only when on */
+    int o_zero;
     /* sm90a MHA: CTAs resident on an SM (0 = 1, or 2): the kernel asks ptxas for that many (.minnctapersm), so each
      * gets 1/occupancy of the register file and of the SM's shared memory, and a persistent grid is that many CTAs
      * an SM. Canonical form names it only when 2 */

@@ -100,6 +100,13 @@ static void emit_qk(Emit *e, Reg stage)
     op_wgmma_commit(e);
 }
 
+/* O = 0 (plan note o zero: a tile without kv blocks; with o_zero=1 every tile, at its top) */
+static void emit_zero_o(Emit *e)
+{
+    Sm90Frag f = sm90_frag(e->p);
+    for (int i = 0; i < f.o_regs; i++) emit(e, "mov.f32 %%o%d, 0f00000000;", i);
+}
+
 /* O += P V over the block's first `steps` k16 steps of keys (all, or half under plan note diag half). */
 static void emit_pv(Emit *e, Reg stage, int steps)
 {
@@ -114,13 +121,18 @@ static void emit_pv(Emit *e, Reg stage, int steps)
     addr_indexed(e, addr, reg_find(e, "cs_v0"), stage, s->v_stage_bytes);
     op_sm90_desc(e, vdesc, addr, s->v_chunk_bytes, 8 * sw, p->swizzle_bytes);
     op_wgmma_fence(e);
+    Reg acc = p->cfg.o_zero ? REG_NONE : reg_find(e, "cs_o_acc");
     for (int kb = 0; kb < steps; kb++) {
         Reg ap[4];
         for (int i = 0; i < f.a_regs; i++) ap[i] = reg_at(e, reg_find(e, "pa"), f.a_regs * kb + i);
         emit(e, "add.s64 %s, %s, %u;", R(e, vd), R(e, vdesc), op_desc_delta((uint32_t)kb * (uint32_t)f.k_step * sw));
-        op_wgmma_rs(e, p->ov, p->cfg.dtype, reg_find(e, "o"), ap, vd, 1);
+        op_wgmma_rs(e, p->ov, p->cfg.dtype, reg_find(e, "o"), ap, vd, kb ? REG_NONE : acc, 1);
     }
     op_wgmma_commit(e);
+    if (acc.id) {
+        emit_note(e, "plan note o zero: the tile's later P Vs accumulate");
+        emit(e, "setp.eq.u32 %s, 0, 0;", R(e, acc));
+    }
 }
 
 /* score_mod on this thread's scores of block %cs_j (plan note score_mod), before the mask:
@@ -669,7 +681,16 @@ static void emit_mainloop(Emit *e)
     emit_coords_ahead(e);
     op_wgmma_wait(e, 0);
     emit_release(e, reg_find(e, "cs_v_empty"), reg_find(e, "cs_pv_stage"));
-    emit_label(e, l_empty);
+    if (!e->p->cfg.o_zero) {
+        char l_keys[NAME];
+        emit(e, "bra.uni %s;", new_label(e, l_keys, sizeof l_keys, "cs_keys_done"));
+        emit_label(e, l_empty);
+        emit_note(e, "plan note o zero: no P V wrote O in this tile");
+        emit_zero_o(e);
+        emit_label(e, l_keys);
+    } else {
+        emit_label(e, l_empty);
+    }
     emit_q_release_pending(e);
     if (e->p->cfg.timeline) {
         mha90_tl_stamp(e, reg_find(e, "tl_c0"), TL_C_MAIN_END);
@@ -737,7 +758,12 @@ static void emit_consumer(Emit *e)
         emit(e, "mov.f32 %s, %s;", reg(e, "f32", m), PTX_NEG_INF);
         emit(e, "mov.f32 %s, 0f00000000;", reg(e, "f32", l));
     }
-    for (int i = 0; i < f.o_regs; i++) emit(e, "mov.f32 %%o%d, 0f00000000;", i);
+    if (p->cfg.o_zero) {
+        emit_zero_o(e);
+    } else {
+        emit_note(e, "plan note o zero: the tile's first P V writes O (scale-d 0); a tile without kv blocks zeroes it");
+        emit(e, "setp.ne.u32 %s, 0, 0;", reg(e, "pred", "cs_o_acc"));
+    }
     emit_half_key(e);
     if (p->cfg.timeline) {
         mha90_tl_record(e);

@@ -198,7 +198,7 @@ static void emit_dkv(Emit *e, const char *what, Reg acc, Reg a, Reg b0)
         Reg ar[4];
         for (int i = 0; i < 4; i++) ar[i] = reg_at(e, a, 4 * kb + i);
         emit(e, "add.s64 %s, %s, %u;", R(e, bd), R(e, bdesc), op_desc_delta((uint32_t)(kb * K16_ROWS * ROW_BYTES)));
-        op_wgmma_rs(e, p->qk, p->cfg.dtype, acc, ar, bd, 1);
+        op_wgmma_rs(e, p->qk, p->cfg.dtype, acc, ar, bd, REG_NONE, 1);
     }
 }
 

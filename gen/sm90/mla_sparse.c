@@ -618,7 +618,7 @@ static void issue_pv(Emit *e, int c, Reg phase)
         Reg ap[4];
         for (int i = 0; i < 4; i++) ap[i] = reg_at(e, pa, 4 * kb + i);
         emit(e, "add.s64 %s, %s, %u;", R(e, vd), R(e, vdesc), op_desc_delta((uint32_t)kb * MLA_K_STEP * sw));
-        op_wgmma_rs(e, s->dv_per_consumer, p->cfg.dtype, reg_find(e, "o"), ap, vd, 1);
+        op_wgmma_rs(e, s->dv_per_consumer, p->cfg.dtype, reg_find(e, "o"), ap, vd, REG_NONE, 1);
     }
     op_wgmma_commit(e);
     emit_note(e, "slot %d's half %c was published to consumer %d; wait on its barrier too (complete by now)", oc,

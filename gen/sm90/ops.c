@@ -48,13 +48,16 @@ void op_wgmma_ss(Emit *e, int n, DType dt, Reg acc, Reg adesc, Reg bdesc, int sc
          wgmma_type(dt), list, R(e, adesc), R(e, bdesc), scale_d, tnsp_b);
 }
 
-void op_wgmma_rs(Emit *e, int n, DType dt, Reg acc, const Reg a[4], Reg bdesc, int tnsp_b)
+/* scale_d: a predicate register (0: D = A B, its old value unread), or REG_NONE for 1 (D += A B) */
+void op_wgmma_rs(Emit *e, int n, DType dt, Reg acc, const Reg a[4], Reg bdesc, Reg scale_d, int tnsp_b)
 {
     char list[2048];
     REG_WANT(e, acc, RT_F32);
     REG_WANT(e, bdesc, RT_B64);
     for (int i = 0; i < 4; i++) reg_want(e, a[i], RT_B32, __func__, "a[i]");
+    if (scale_d.id) REG_WANT(e, scale_d, RT_PRED);
     reg_list(e, list, sizeof list, acc, 0, n / 2);
-    emit(e, "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s %s, {%s, %s, %s, %s}, %s, 1, 1, 1, %d;", n,
-         wgmma_type(dt), wgmma_type(dt), list, R(e, a[0]), R(e, a[1]), R(e, a[2]), R(e, a[3]), R(e, bdesc), tnsp_b);
+    emit(e, "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s %s, {%s, %s, %s, %s}, %s, %s, 1, 1, %d;", n,
+         wgmma_type(dt), wgmma_type(dt), list, R(e, a[0]), R(e, a[1]), R(e, a[2]), R(e, a[3]), R(e, bdesc),
+         scale_d.id ? R(e, scale_d) : "1", tnsp_b);
 }

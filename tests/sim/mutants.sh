@@ -185,6 +185,11 @@ ARCH_24=sm_90a CC_24=90 SMS_24=4 PG_24=400 RES_24=4 # the CTAs resident at once:
 # or a claim that loses a tile leaves its rows poisoned.
 CASE_25='target=sm90a dtype=bf16 batch=3 sq=256 sk=256 hq=4 qk=128 mask=causal config="dynamic=1 claim=2" launches=2'
 ARCH_25=sm_90a CC_25=90 SMS_25=4 RES_25=4 FILE_25=1 # FILE: the case goes through a one-line cases file
+# Kernel 26: plan note o zero on 1000 query rows over 10 keys (causal, bottom-right): 8 tiles on 4 CTAs, the first
+# with keys, three CTAs' first tiles with none. A tile's first P V writes O (scale-d 0) and a tile without kv blocks
+# zeroes it; the simulator starts every register as a NaN, so O left unwritten, or accumulated onto, shows.
+CASE_26="target=sm90a dtype=bf16 batch=1 sq=1000 sk=10 hq=1 qk=128 mask=causal"
+ARCH_26=sm_90a CC_26=90 SMS_26=4
 ARCH_10=sm_100a ARCH_11=sm_90a
 CC_1=100 CC_2=100 CC_9=90 CC_3=90 CC_4=100 CC_5=90 CC_6=90 CC_7=90 CC_8=100 CC_10=100 CC_11=90
 SMS_1=4 SMS_2=4 SMS_9=1 SMS_3=2 SMS_4=4 SMS_5=2 SMS_6=4 SMS_7=4 SMS_8=4 SMS_10=4 SMS_11=4
@@ -457,6 +462,7 @@ setup 22
 setup 23
 setup 24
 setup 25
+setup 26
 
 # ------------------------------------------------------------ sm_100a, one CTA per tile
 # UMMA smem descriptors: the MMA warp builds them as {lo, hi}; hi holds SBO>>4 in bits
@@ -587,6 +593,11 @@ mutant 25 claim_run_len 'the run.s next tile, or at its end the claimed run' 1 '
     sub ', 1;' ', 2;'
 # every tile of a run claims, not only its first (the run's earlier claim is dropped with its tiles)
 mutant 25 claim_every_tile 'the run.s first tile claims the next run now' 1 '@!%pr_new bra' 1 del
+# plan note o zero (kernel 26): a tile without kv blocks leaves one O register as it was (a NaN at a CTA's first tile)
+mutant 26 o_zero_empty 'plan note o zero: no P V wrote O' 1 'mov[.]f32 %o0, 0f00000000;' 1 del
+# the tile's first P V accumulates onto O (scale-d 1): the previous tile's O, or a NaN, joins the result (the last
+# block's half-wide P V: the one block of 10 keys, which no row sees past its first half)
+mutant 26 o_zero_first_pv 'consumer mainloop: PV of the last block' 1 '%cs_o_acc, 1, 1' 2 sub '%cs_o_acc, 1, 1' '1, 1, 1'
 
 # ------------------------------------------------------------ sm_90a split-KV (FA4SIM_CC=90)
 # this CTA's kv block range without the split's lower bound: splits overlap, keys count twice

@@ -2411,6 +2411,9 @@ static int sim_setup(Sim *s)
         sim_hazard(s, SIM_UNSUPPORTED, "out of memory for %d threads", s->nthreads);
         return -1;
     }
+    /* poison: a register's value before its first write is undefined (PTX ISA), so it starts as a NaN in both
+     * halves (f32 and f64 reads see a NaN, an address a fault, a predicate false), not as a convenient zero */
+    for (size_t i = 0; i < (size_t)s->nthreads * (size_t)s->e->nregs; i++) regs[i] = 0xFFF80000FFC00000ull;
     uint32_t smem_base = 1024 + 16 * (uint32_t)rnd_below(s, 64); /* the kernel must align it itself */
     /* registers: the SM's 64K shared by the CTAs resident on it (.minnctapersm, else 1); each thread starts
      * with .maxnreg, else the most the CTA's share gives it (a multiple of 8, at most 255 -- what ptxas

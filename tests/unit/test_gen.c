@@ -1175,9 +1175,29 @@ static void test_q_release(void **state)
     free(p);
 }
 
-/* plan note coords ahead: a persistent, dense, unsplit consumer (depth <= 128) with registers to spare computes the
- * next tile's coordinates during the tile before (the PTX saves and restores every register mha_tile_coords
- * defines); bm 192 (160 registers), bn 176, d256, windows, non-persistent kernels and coords_late=1 do not. */
+/* plan note o zero: a tile's first P V writes O (its first k-step's scale-d the predicate %cs_o_acc, false at the
+ * tile's top), and the 64 moves that zero O sit only on the no-keys path; o_zero=1 keeps them at every tile's top. */
+static void test_o_zero(void **state)
+{
+    (void)state;
+    Plan *p = malloc(sizeof *p);
+    char *on = plan_ptx("mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 mask=causal", p);
+    assert_non_null(strstr(on, "{%pa0, %pa1, %pa2, %pa3}, %cs_vd, %cs_o_acc, 1, 1, 1;"));
+    const char *top = strstr(on, "fresh row state"), *zero = strstr(on, "mov.f32 %o0, 0f00000000;");
+    const char *empty = strstr(on, "plan note o zero: no P V wrote O");
+    if (!top || !zero || !empty || zero < empty) fail_msg("O's moves are not on the no-keys path only");
+    char *off = plan_ptx("mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 o_zero=1 mask=causal", p);
+    assert_null(strstr(off, "%cs_o_acc"));
+    assert_non_null(strstr(p->canonical, " o_zero=1 "));
+    free(on);
+    free(off);
+    free(p);
+}
+
+/* plan note coords ahead: a persistent, dense, unsplit consumer with registers to spare computes the next tile's
+ * coordinates during the tile before (the PTX saves and restores every register mha_tile_coords defines); d256 at
+ * bn 32 and 48 too; bm 192 (160 registers), bn 176, d256 at bn 80, windows, non-persistent kernels and coords_late=1
+ * do not. */
 static void test_coords_ahead(void **state)
 {
     (void)state;
@@ -1188,7 +1208,9 @@ static void test_coords_ahead(void **state)
         {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=176 mask=none", 0},
         {"mha target=sm90a dtype=fp16 qk=64 ov=64 bm=128 persistent=1 mask=causal", 1},
         {"mha target=sm90a dtype=bf16 qk=64 ov=64 bm=192 mask=none", 0},
-        {"mha target=sm90a dtype=bf16 qk=256 ov=256 bn=48 mask=none", 0},
+        {"mha target=sm90a dtype=bf16 qk=256 ov=256 bn=48 mask=none", 1},
+        {"mha target=sm90a dtype=bf16 qk=256 ov=256 bn=32 stages=3 mask=none", 1},
+        {"mha target=sm90a dtype=bf16 qk=256 ov=256 bn=80 mask=none", 0},
         {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 persistent=1 mask=window:64,0", 0},
         {"mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 persistent=0 mask=causal", 0},
     };
@@ -1608,7 +1630,7 @@ int main(void)
         cmocka_unit_test(test_prefetch_kv_config),
         cmocka_unit_test(test_dense_prefetch),
         cmocka_unit_test(test_kv_tail_plan), cmocka_unit_test(test_timeline_config),
-        cmocka_unit_test(test_q_release), cmocka_unit_test(test_coords_ahead), cmocka_unit_test(test_occupancy),
+        cmocka_unit_test(test_q_release), cmocka_unit_test(test_o_zero), cmocka_unit_test(test_coords_ahead), cmocka_unit_test(test_occupancy),
         cmocka_unit_test(test_tile_order),
         cmocka_unit_test(test_diag_half), cmocka_unit_test(test_dynamic_config),
     };
