@@ -220,6 +220,7 @@ static const IntKey int_keys[] = {
     {"store_wait", F(store_wait), 0, 1, "0, or 1 (A/B: the epilogue waits for its O store to read the Q slot, then frees it)"},
     {"coords_late", F(coords_late), 0, 1, "0, or 1 (A/B: each tile's coordinates at its top, not during the tile before)"},
     {"o_zero", F(o_zero), 0, 1, "0, or 1 (A/B: O zeroed by moves at each tile's top, not by its first P V)"},
+    {"o_sts", F(o_sts), 0, 1, "0, or 1 (A/B: O staged by st.shared.b32, not stmatrix)"},
     {"occupancy", F(occupancy), 0, 2, "1 or 2 (CTAs an SM: each gets half the registers and shared memory)"},
     {"head_major", F(head_major), 0, 1, "0 or 1 (tile order: heads grouped to fit L2, or a head's m-blocks consecutive in "
                                         "waves of alternating direction)"},
@@ -275,7 +276,7 @@ int config_set(Config *c, const char *key, const char *value, char *err, size_t 
     }
     return fail(err, n, "'%s' is not a config field; fields: kind target dtype depth qk ov bm bn group stages "
                         "swizzle mask qtiles cta rescale poly rope_split rope_dtype pingpong persistent b_topk num_mbars q_smem_depth "
-                        "q_tmem_depth cta_group tma_store sink split cluster early prefetch varlen page stale deterministic tail_split softcap alibi timeline store_wait coords_late o_zero occupancy head_major diag_half dynamic claim mod", ESC(key));
+                        "q_tmem_depth cta_group tma_store sink split cluster early prefetch varlen page stale deterministic tail_split softcap alibi timeline store_wait coords_late o_zero o_sts occupancy head_major diag_half dynamic claim mod", ESC(key));
 }
 
 /* ---------------------------------------------------------------- the keys a kernel has */
@@ -323,7 +324,7 @@ int config_key_applies(Kind k, TargetId t, const char *key)
     if (KEY_IN(key, "qtiles", "cta", "rope_split", "rope_dtype")) return mha && !sm90;
     if (KEY_IN(key, "pingpong", "persistent")) return sm90;
     if (KEY_IN(key, "tma_store")) return mla;
-    if (KEY_IN(key, "cluster", "timeline", "store_wait", "coords_late", "o_zero", "occupancy", "head_major", "diag_half",
+    if (KEY_IN(key, "cluster", "timeline", "store_wait", "coords_late", "o_zero", "o_sts", "occupancy", "head_major", "diag_half",
                "dynamic", "claim"))
         return mha && sm90;
     if (KEY_IN(key, "sink", "split", "early", "prefetch", "varlen", "page", "softcap", "alibi", "mod")) return mha;
@@ -595,6 +596,7 @@ static int key_used(const Config *c, const char *key)
     if (!strcmp(key, "store_wait")) return c->store_wait != 0;
     if (!strcmp(key, "coords_late")) return c->coords_late != 0;
     if (!strcmp(key, "o_zero")) return c->o_zero != 0;
+    if (!strcmp(key, "o_sts")) return c->o_sts != 0;
     if (!strcmp(key, "occupancy")) return c->occupancy > 1;
     if (!strcmp(key, "head_major")) return c->head_major >= 0;
     if (!strcmp(key, "diag_half")) return c->diag_half >= 0;

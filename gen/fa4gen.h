@@ -135,6 +135,10 @@ typedef struct Config {
      * the tile's first P V overwrites it (wgmma scale-d 0) and only a tile without kv blocks zeroes it (plan note
      * o zero). Never picked by the runtime; canonical form names it only when on */
     int o_zero;
+    /* A/B benchmarks, sm90a MHA forward: 1 = the epilogue stages O with st.shared.b32 (one per packed pair), where by
+     * default (0) it uses stmatrix.x4 (four 8x8 blocks a warp instruction; plan note o stmatrix). Never picked by the
+     * runtime; canonical form names it only when on */
+    int o_sts;
     /* sm90a MHA: CTAs resident on an SM (0 = 1, or 2): the kernel asks ptxas for that many (.minnctapersm), so each
      * gets 1/occupancy of the register file and of the SM's shared memory, and a persistent grid is that many CTAs
      * an SM. Canonical form names it only when 2 */

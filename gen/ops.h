@@ -126,6 +126,7 @@ void op_wgmma_wait(Emit *e, int pending);
  * immediate 0 (overwrite) or 1 (accumulate). */
 void op_wgmma_ss(Emit *e, int n, DType dt, Reg acc, Reg adesc, Reg bdesc, int scale_d, int tnsp_b);
 /* D += A(4 b32 registers a[0..3]) * B(smem desc). */
+void op_stmatrix_x4(Emit *e, Reg base, uint32_t off, const Reg r[4]);
 void op_wgmma_rs(Emit *e, int n, DType dt, Reg acc, const Reg a[4], Reg bdesc, Reg scale_d, int tnsp_b);
 
 /* ---- sm_100a (sm100/ops.c) ---- */

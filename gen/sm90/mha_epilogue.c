@@ -45,13 +45,81 @@ static void emit_store_o_rows(Emit *e)
     }
 }
 
+/* O / l packed to the dtype: the pair (columns 8q + 2 (lane%4) ..+1) of row half h into pk */
+static void pack_o(Emit *e, Reg pk, int q, int h)
+{
+    Reg f0 = reg_f32(e, "cs_f0"), f1 = reg_f32(e, "cs_f1");
+    emit(e, "mul.f32 %s, %%o%d, %%cs_inv%d;", R(e, f0), s_index(q, h, 0), h);
+    emit(e, "mul.f32 %s, %%o%d, %%cs_inv%d;", R(e, f1), s_index(q, h, 1), h);
+    op_cvt_pack(e, e->p->cfg.dtype, pk, f1, f0);
+}
+
+/* config o_sts=1 (A/B): O / l staged over the Q tile one packed pair a st.shared.b32, in the TMA's swizzle */
+static void stage_o_sts(Emit *e)
+{
+    const Plan *p = e->p;
+    const Sm90Plan *s = sm90_of(p);
+    int sw = p->swizzle_bytes, units = sw / 16;
+    emit_note(e, "O rows of this thread into the Q tile (plan: smem q), in the TMA's %dB swizzle", sw);
+    Reg key = reg_b32(e, "cs_swz"), base = reg_b32(e, "cs_obase");
+    Reg tmp = reg_b32(e, "cs_tmp");
+    for (int h = 0; h < 2; h++) {
+        swizzle_row(e, key, base, reg_find(e, "cs_row%d", h), reg_find(e, "cs_qslot_base"));
+        emit(e, "mad.lo.u32 %s, %%cs_lm, 4, %s;", R(e, base), R(e, base));
+        for (int u = 0; u < units; u++) {
+            Reg a = reg_b32(e, "cs_oaddr%d_%d", h, u);
+            swizzle_unit(e, tmp, key, u);
+            emit(e, "add.u32 %s, %s, %s;", R(e, a), R(e, base), R(e, tmp));
+        }
+    }
+    Reg pk = reg_b32(e, "cs_pack");
+    for (int q = 0; q < p->ov / 8; q++)
+        for (int h = 0; h < 2; h++) {
+            pack_o(e, pk, q, h);
+            op_st_shared_b32(e, reg_find(e, "cs_oaddr%d_%d", h, q % units), (uint32_t)(q / units) * s->q_chunk_bytes,
+                             pk);
+        }
+}
+
+/* plan note o stmatrix: O / l staged over the Q tile by stmatrix.x4, each a warp's 16 rows x 16 columns: matrices
+ * (rows 0-7, columns 8q..), (rows 8-15, 8q..), (rows 0-7, 8q+8..), (rows 8-15, 8q+8..) -- the accumulator's pairs as
+ * they lie. Lane L gives row (L & 15) of the warp's 16, 16-byte unit q + L/16 of its chunk: a 2j + L/16 unit, so the
+ * swizzle's key takes L/16 once and each even unit 2j one address. */
+static void stage_o_stmatrix(Emit *e)
+{
+    const Plan *p = e->p;
+    const Sm90Plan *s = sm90_of(p);
+    int sw = p->swizzle_bytes, units = sw / 16;
+    emit_note(e, "plan note o stmatrix: this lane's row (warp's first row + lane %% 16) and unit half (lane / 16), "
+              "in the TMA's %dB swizzle", sw);
+    Reg row = reg_b32(e, "cs_srow"), hi = reg_b32(e, "cs_shi");
+    Reg key = reg_b32(e, "cs_swz"), base = reg_b32(e, "cs_obase"), tmp = reg_b32(e, "cs_tmp");
+    emit(e, "shr.u32 %s, %%lane, 2;", R(e, tmp));
+    emit(e, "sub.u32 %s, %%cs_row0, %s;", R(e, row), R(e, tmp));
+    emit(e, "and.b32 %s, %%lane, 15;", R(e, tmp));
+    emit(e, "add.u32 %s, %s, %s;", R(e, row), R(e, row), R(e, tmp));
+    emit(e, "shr.u32 %s, %%lane, 4;", R(e, hi));
+    swizzle_row(e, key, base, row, reg_find(e, "cs_qslot_base"));
+    emit(e, "xor.b32 %s, %s, %s;", R(e, key), R(e, key), R(e, hi));
+    for (int j = 0; j < units / 2; j++) {
+        Reg a = reg_b32(e, "cs_saddr%d", j);
+        swizzle_unit(e, tmp, key, 2 * j);
+        emit(e, "add.u32 %s, %s, %s;", R(e, a), R(e, base), R(e, tmp));
+    }
+    Reg pk[4];
+    for (int i = 0; i < 4; i++) pk[i] = reg_b32(e, "cs_pack%d", i);
+    for (int q = 0; q < p->ov / 8; q += 2) {
+        for (int i = 0; i < 4; i++) pack_o(e, pk[i], q + i / 2, i % 2);
+        op_stmatrix_x4(e, reg_find(e, "cs_saddr%d", (q % units) / 2), (uint32_t)(q / units) * s->q_chunk_bytes, pk);
+    }
+}
+
 /* Normalise O, write LSE, stage O (swizzled) over this consumer's Q rows and TMA-store it. */
 void mha90_epilogue(Emit *e)
 {
     const Plan *p = e->p;
     const Sm90Plan *s = sm90_of(p);
     char lbl[NAME], l_nolse[NAME];
-    int sw = p->swizzle_bytes, units = sw / 16;
     Reg t = reg_f32(e, "cs_shfl");
     emit_section(e, "consumer epilogue: O / l, LSE, O through smem and a TMA store");
     Reg sink = REG_NONE;
@@ -95,28 +163,8 @@ void mha90_epilogue(Emit *e)
         emit(e, "@%s bra %s;", R(e, pr), new_label(e, l_rows, sizeof l_rows, "cs_o_rows"));
     }
 
-    emit_note(e, "O rows of this thread into the Q tile (plan: smem q), in the TMA's %dB swizzle", sw);
-    Reg key = reg_b32(e, "cs_swz"), base = reg_b32(e, "cs_obase");
-    Reg tmp = reg_b32(e, "cs_tmp");
-    for (int h = 0; h < 2; h++) {
-        swizzle_row(e, key, base, reg_find(e, "cs_row%d", h), reg_find(e, "cs_qslot_base"));
-        emit(e, "mad.lo.u32 %s, %%cs_lm, 4, %s;", R(e, base), R(e, base));
-        for (int u = 0; u < units; u++) {
-            Reg a = reg_b32(e, "cs_oaddr%d_%d", h, u);
-            swizzle_unit(e, tmp, key, u);
-            emit(e, "add.u32 %s, %s, %s;", R(e, a), R(e, base), R(e, tmp));
-        }
-    }
-    Reg f0 = reg_f32(e, "cs_f0"), f1 = reg_f32(e, "cs_f1"), pk = reg_b32(e, "cs_pack");
-    int q_per_chunk = p->chunk_elems / 8;
-    for (int q = 0; q < p->ov / 8; q++)
-        for (int h = 0; h < 2; h++) {
-            emit(e, "mul.f32 %s, %%o%d, %%cs_inv%d;", R(e, f0), s_index(q, h, 0), h);
-            emit(e, "mul.f32 %s, %%o%d, %%cs_inv%d;", R(e, f1), s_index(q, h, 1), h);
-            op_cvt_pack(e, p->cfg.dtype, pk, f1, f0);
-            op_st_shared_b32(e, reg_find(e, "cs_oaddr%d_%d", h, q % q_per_chunk),
-                             (uint32_t)(q / q_per_chunk) * s->q_chunk_bytes, pk);
-        }
+    if (p->cfg.o_sts) stage_o_sts(e);
+    else stage_o_stmatrix(e);
     op_fence_proxy_async(e);
     emit_note(e, "plan: named barrier epilogue<consumer> (%d + consumer)", s->bar_epilogue0);
     op_bar_sync_at(e, REG_NONE, reg_find(e, "cs_epi_bar"), named_bar_threads(p, s->bar_epilogue0));

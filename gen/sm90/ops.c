@@ -48,6 +48,16 @@ void op_wgmma_ss(Emit *e, int n, DType dt, Reg acc, Reg adesc, Reg bdesc, int sc
          wgmma_type(dt), list, R(e, adesc), R(e, bdesc), scale_d, tnsp_b);
 }
 
+/* stmatrix.x4 (warp-collective): register i of each lane is its pair of matrix i (row lane/4, columns 2 (lane%4)..+1);
+ * lanes 8i..8i+7 give matrix i's row addresses (16 bytes a row, 16-byte aligned) */
+void op_stmatrix_x4(Emit *e, Reg base, uint32_t off, const Reg r[4])
+{
+    REG_WANT(e, base, RT_B32);
+    for (int i = 0; i < 4; i++) reg_want(e, r[i], RT_B32, __func__, "r[i]");
+    emit(e, "stmatrix.sync.aligned.m8n8.x4.shared.b16 [%s+%u], {%s, %s, %s, %s};", R(e, base), off, R(e, r[0]),
+         R(e, r[1]), R(e, r[2]), R(e, r[3]));
+}
+
 /* scale_d: a predicate register (0: D = A B, its old value unread), or REG_NONE for 1 (D += A B) */
 void op_wgmma_rs(Emit *e, int n, DType dt, Reg acc, const Reg a[4], Reg bdesc, Reg scale_d, int tnsp_b)
 {

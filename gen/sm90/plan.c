@@ -280,6 +280,9 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
                       "run's first tile's loads are out; a tile a claim once %d waves of tiles are left",
                       c->claim, c->claim, c->claim + CLAIM_SINGLE_WAVES);
     }
+    if (!c->o_sts)
+        plan_note(p, "o stmatrix", "the epilogue stages O / l with stmatrix.x4 (a warp's 16 rows x 16 columns an "
+                  "instruction), four addresses a lane for the swizzle");
     if (!c->o_zero)
         plan_note(p, "o zero", "a tile's first P V writes O (wgmma scale-d 0, no moves at the tile's top); a tile "
                   "without kv blocks zeroes it");

@@ -598,6 +598,10 @@ mutant 26 o_zero_empty 'plan note o zero: no P V wrote O' 1 'mov[.]f32 %o0, 0f00
 # the tile's first P V accumulates onto O (scale-d 1): the previous tile's O, or a NaN, joins the result (the last
 # block's half-wide P V: the one block of 10 keys, which no row sees past its first half)
 mutant 26 o_zero_first_pv 'consumer mainloop: PV of the last block' 1 '%cs_o_acc, 1, 1' 2 sub '%cs_o_acc, 1, 1' '1, 1, 1'
+# plan note o stmatrix (kernel 26): the first two matrices' registers swapped (rows 0-7 and 8-15 of a 16-row block trade)
+mutant 26 o_stmatrix_regs 'plan note o stmatrix' 1 'stmatrix[.]sync' 1 sub '[{]%cs_pack0, %cs_pack1,' '{%cs_pack1, %cs_pack0,'
+# the lanes 16-31 (the next 16-byte unit) left out of the swizzle's key: they store over lanes 0-15's units
+mutant 26 o_stmatrix_unit 'plan note o stmatrix' 1 'xor[.]b32 %cs_swz, %cs_swz, %cs_shi;' 1 del
 
 # ------------------------------------------------------------ sm_90a split-KV (FA4SIM_CC=90)
 # this CTA's kv block range without the split's lower bound: splits overlap, keys count twice

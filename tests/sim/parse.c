@@ -617,6 +617,51 @@ static void decode_mbarrier(P *p, Ins *in, const Toks *k, const char *w)
     if (has(k, "noComplete")) fail(p, "%s: .noComplete is not simulated", w);
 }
 
+/* stmatrix.sync.aligned.m8n8.num{.trans}.ss.b16 [p], r (PTX ISA, warp-level matrix store; sm_90): .num .x1 / .x2 / .x4
+ * -> in->b 1 / 2 / 4, .trans -> in->c 1. The ISA also allows no state space (a generic address that must point into
+ * shared memory), but generic addresses here reach only global memory and parameters (sim.c generic_ptr), so only
+ * .shared and .shared::cta are taken; .m16n8 / .b8 (sm_100) are refused as well. */
+static void decode_stmatrix(P *p, Ins *in, const Toks *k, const char *w)
+{
+    int ss = 0;
+    in->op = OP_STMATRIX;
+    for (int i = 1; i < k->n; i++) {
+        const char *t = k->t[i];
+        if (!strcmp(t, "sync") || !strcmp(t, "aligned") || !strcmp(t, "m8n8") || !strcmp(t, "b16")) continue;
+        if (!strcmp(t, "x1") || !strcmp(t, "x2") || !strcmp(t, "x4")) {
+            if (in->b) fail(p, "'%s': two .num qualifiers", w);
+            in->b = (int16_t)(t[1] - '0');
+        } else if (!strcmp(t, "trans")) in->c = 1;
+        else if (!strcmp(t, "shared") || !strcmp(t, "shared::cta")) ss = 1;
+        else if (!strcmp(t, "m16n8") || !strcmp(t, "b8"))
+            fail(p, "'%s': of stmatrix only .m8n8 with .b16 is simulated", w);
+        else fail(p, "'%s': qualifier .%s of stmatrix is not simulated", w, t);
+    }
+    if (!has(k, "sync") || !has(k, "aligned") || !has(k, "m8n8") || !has(k, "b16") || !in->b)
+        fail(p, "'%s': stmatrix needs .sync.aligned.m8n8, a .num (.x1, .x2, .x4) and .b16", w);
+    if (!ss)
+        fail(p, "'%s': stmatrix with a generic address is not simulated (generic addresses reach only global memory "
+             "here): name .shared or .shared::cta", w);
+    in->space = SP_SHARED;
+}
+
+/* Operand checks of the forms that take a fixed operand shape, once the operands are read. */
+static void check_operands(P *p, const Ins *in)
+{
+    if (in->op != OP_STMATRIX) return;
+    /* [p], {r0 .. r(num-1)}: one 32-bit register per matrix */
+    if (in->nops != 2 || in->ops[0].kind != O_MEM || in->ops[0].nvec != 1 || in->ops[1].kind != O_VEC ||
+        in->ops[1].nvec != in->b)
+        fail(p, "stmatrix .x%d: expected [address], {%d register(s)}", in->b, in->b);
+    for (int i = 0; i < in->b; i++) {
+        const Operand *r = &in->ops[1].vec[i];
+        if (r->kind != O_REG || r->neg) fail(p, "stmatrix: source %d is not a register", i);
+        int t = p->e->regs[r->reg].type;
+        if (t != T_B32 && t != T_U32 && t != T_S32 && t != T_F32 && t != T_F16X2 && t != T_BF16X2)
+            fail(p, "stmatrix: source register %s is not a 32-bit register", p->e->regs[r->reg].name);
+    }
+}
+
 static void decode(P *p, Ins *in, const char *w)
 {
     Toks k;
@@ -706,6 +751,8 @@ static void decode(P *p, Ins *in, const char *w)
     } else if (!strcmp(b, "griddepcontrol")) {
         if (!has(&k, "launch_dependents") && !has(&k, "wait")) fail(p, "'%s' not understood", w);
         in->op = has(&k, "wait") ? OP_GRIDDEP_WAIT : OP_GRIDDEP;
+    } else if (!strcmp(b, "stmatrix")) {
+        decode_stmatrix(p, in, &k, w);
     } else if (!strcmp(b, "mbarrier")) {
         decode_mbarrier(p, in, &k, w);
     } else if (!strcmp(b, "cp")) {
@@ -784,6 +831,7 @@ static void parse_instruction(P *p, const char *first)
     in->nops = (uint8_t)n;
     in->ops = alloc(p, sizeof(Operand) * (n ? n : 1));
     memcpy(in->ops, ops, sizeof(Operand) * n);
+    check_operands(p, in);
     e->nins++;
 }
 
@@ -1001,7 +1049,7 @@ const char *ptx_op_name(int op)
         [OP_TMA_STORE] = "cp.async.bulk.tensor (store)", [OP_WG_MMA] = "wgmma.mma_async",
         [OP_MBAR_TRY_WAIT] = "mbarrier.try_wait", [OP_BAR_SYNC] = "bar.sync",
         [OP_CPA] = "cp.async", [OP_CPA_COMMIT] = "cp.async.commit_group", [OP_CPA_WAIT] = "cp.async.wait_group", [OP_NANOSLEEP] = "nanosleep",
-        [OP_CPA_ARRIVE] = "cp.async.mbarrier.arrive",
+        [OP_CPA_ARRIVE] = "cp.async.mbarrier.arrive", [OP_STMATRIX] = "stmatrix",
     };
     return op > 0 && op < OP_COUNT && names[op] ? names[op] : "instruction";
 }

@@ -30,6 +30,9 @@ typedef enum {
     OP_BRA, OP_RET, OP_EXIT,
     /* warp collectives */
     OP_SHFL, OP_VOTE, OP_ELECT, OP_BAR_WARP, OP_SETMAXNREG, OP_REDUX,
+    /* stmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared{::cta}.b16 [p], {r..}: b the matrix count (1, 2, 4),
+     * c 1 with .trans */
+    OP_STMATRIX,
     /* CTA and cluster barriers, fences */
     OP_BAR_SYNC, OP_BAR_ARRIVE, OP_CLUSTER_ARRIVE, OP_CLUSTER_WAIT, OP_FENCE_PROXY_ASYNC, OP_FENCE_MBAR_INIT,
     OP_FENCE,

@@ -32,7 +32,7 @@
  *   - mbarrier misuse: arrive or complete_tx past what the phase expects, use
  *     of an uninitialised mbarrier, a thread's arrival not ordered after every thread arrival of the
  *     previous phase (on another schedule it would count toward that phase: an init count too low);
- *   - out-of-range shared or global addresses (SIM_FAULT);
+ *   - out-of-range shared or global addresses, a stmatrix row address not 16-byte aligned (SIM_FAULT);
  *   - a deadlock: no thread can move and no async op is pending; the report
  *     lists every warp's position.
  */
@@ -1883,7 +1883,7 @@ static int is_collective(int op)
 {
     switch (op) {
     case OP_SHFL: case OP_VOTE: case OP_ELECT: case OP_BAR_WARP: case OP_REDUX: case OP_TC_ALLOC: case OP_TC_DEALLOC:
-    case OP_TC_RELINQUISH: case OP_TC_LD: case OP_TC_ST: case OP_WG_MMA: case OP_WG_COMMIT:
+    case OP_TC_RELINQUISH: case OP_TC_LD: case OP_TC_ST: case OP_WG_MMA: case OP_WG_COMMIT: case OP_STMATRIX:
         return 1;
     default: return 0;
     }
@@ -2044,6 +2044,66 @@ static void coll_redux(Sim *s, Thread **ts, int n, const Ins *in)
     for (int i = 0; i < n; i++) alu_set(s, ts[i], &in->ops[0], acc);
 }
 
+/* stmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared{::cta}.b16 [p], {r0..} (PTX ISA, warp-level matrix store
+ * instruction stmatrix), the rule implemented:
+ *   - the warp stores num (1, 2 or 4) 8x8 matrices of 16-bit elements; register j of every lane carries its piece of
+ *     matrix j;
+ *   - lane l's register holds two elements of row l / 4: column 2 (l % 4) in its low 16 bits and column
+ *     2 (l % 4) + 1 in its high 16 bits, so lanes 4i..4i+3 together hold row i;
+ *   - the row addresses come from the lanes' [p]: lanes 8j..8j+7 name rows 0..7 of matrix j (only lanes 0-7 are
+ *     read for .x1, 0-15 for .x2); a row is 8 consecutive b16 (16 bytes) from its address, which must be 16-byte
+ *     aligned (a fault here), and the rows need not be contiguous (a swizzled tile's rows are not);
+ *   - .trans stores the matrix column-major: the eight addresses then start columns 0..7, and element (row r,
+ *     column c) goes to address[c] + 2 r.
+ * Each element is a weak generic-proxy store of the lane whose register holds it, so each is checked and recorded
+ * as st.shared's are (the word's last writer: with .trans a word holds elements of two lanes, rows 2i and 2i + 1,
+ * and records the higher lane, as two 16-bit st.shared of one word would record the later one). */
+static void coll_stmatrix(Sim *s, Thread **ts, int n, const Ins *in)
+{
+    const Operand *mo = &in->ops[0], *vo = &in->ops[1];
+    int nm = in->b, trans = in->c;
+    if (n != 32) {
+        sim_hazard(s, SIM_HAZARD, "stmatrix executed by %d threads of a warp, not 32 (.sync.aligned: every lane, none "
+                   "exited)", n);
+        return;
+    }
+    Thread *lane[32];
+    for (int i = 0; i < n; i++) lane[ts[i]->lane] = ts[i];
+    Where row[4][8]; /* matrix, row (.trans: column) -> its 16 bytes */
+    for (int m = 0; m < nm; m++)
+        for (int i = 0; i < 8; i++) {
+            Thread *t = lane[8 * m + i];
+            s->cur_t = t;
+            uint64_t a = mem_addr(s, t, mo);
+            if (s->status) return;
+            if (a & 15) {
+                sim_hazard(s, SIM_FAULT, "stmatrix: lane %d's address 0x%llx (matrix %d, %s %d) is not 16-byte aligned",
+                           t->lane, (unsigned long long)a, m, trans ? "column" : "row", i);
+                return;
+            }
+            if (smem_where(s, t, a, 0, 16, &row[m][i])) return;
+        }
+    for (int l = 0; l < 32; l++) {
+        Thread *t = lane[l];
+        s->cur_t = t;
+        int r = l / 4, c0 = 2 * (l % 4);
+        for (int m = 0; m < nm; m++) {
+            uint32_t v = (uint32_t)alu_val(s, t, &vo->vec[m]);
+            for (int h = 0; h < 2; h++) {
+                int c = c0 + h;
+                const Where *w = trans ? &row[m][c] : &row[m][r];
+                uint32_t off = w->off + 2u * (uint32_t)(trans ? r : c);
+                Cta *k = &s->cta[w->cta];
+                uint16_t e = (uint16_t)(v >> (16 * h));
+                check_write(s, &k->ssh[off >> 2], "stmatrix", w->cta, off & ~3u, 0, 0);
+                if (s->status) return;
+                memcpy(k->smem + off, &e, 2);
+                mark(&k->ssh[off >> 2], W_THREAD, t->gtid, t->vc[t->gtid]);
+            }
+        }
+    }
+}
+
 static void coll_exec(Sim *s, Thread **ts, int n, const Ins *in)
 {
     Thread *t0 = ts[0];
@@ -2117,6 +2177,7 @@ static void coll_exec(Sim *s, Thread **ts, int n, const Ins *in)
     case OP_TC_LD: case OP_TC_ST: coll_tc_ldst(s, ts, n, in); break;
     case OP_WG_MMA: coll_wgmma(s, ts, n, in); break;
     case OP_WG_COMMIT: s->wg_commit[t0->gtid / 128]++; break;
+    case OP_STMATRIX: coll_stmatrix(s, ts, n, in); break;
     default: break; /* bar.warp.sync: the meeting is the whole effect */
     }
     for (int i = 0; i < n; i++) { ts[i]->state = TS_RUN; ts[i]->pc++; }

@@ -1,7 +1,7 @@
 /* test_core.c - the simulator core on small hand-written PTX kernels, through
  * its driver (build/sim/libcuda.so.1): scalar semantics, warp collectives,
  * barriers, bulk copies with mbarriers, cp.async (gathers with zero fill, groups,
- * mbarrier completion), and that each kind of hazard, fault and
+ * mbarrier completion), stmatrix (every .num, .trans, swizzled rows), and that each kind of hazard, fault and
  * deadlock is reported (and a correct twin of each is not).
  * Prints 'test_core: N passed, N failed'.
  */
@@ -944,6 +944,142 @@ static void test_alu_more(CUdeviceptr buf)
     check(f[22] == -2.5f, "copysign.f32 takes the sign of its first source");
 }
 
+/* ------------------------------------------------------------ stmatrix */
+/* One warp stores NUM 8x8 b16 matrices with stmatrix (TRANS: .trans) from known registers: matrix j's register in
+ * lane l holds {low half: j << 12 | 2 l, high half: j << 12 | (2 l + 1)}. Lane 8 m + i gives the address of row i
+ * (.trans: column i) of matrix m in a 1024-byte area at smem + 1024 (aligned): LAYOUT 0 puts the rows one after
+ * another, m 128 + i 16; LAYOUT 1 is a 128-byte-swizzled tile, 8 rows of 128 bytes whose 16-byte chunk c sits at
+ * chunk c ^ row -- matrix m is chunk m of rows 0-7, so its row i lies at i 128 + (m ^ i) 16. Lanes past the 8 NUM
+ * whose addresses count give an unaligned address outside shared memory (the ISA ignores them). The area is first
+ * filled with 0xEEEE; BEFORE goes right before the stmatrix (a fault to inject), SYNC after it. TAIL 0: every lane
+ * copies its 32 bytes of the area to global p + 32 lane; 1: FENCE, bar.sync, and lane 0 bulk-stores the area to
+ * global p + 1024. */
+static void stm_ptx(char *out, size_t n, int num, int trans, int layout, const char *ss, const char *before,
+                    const char *sync, int tail, const char *fence)
+{
+    static const char *regs[] = {"%r7", "%r7, %r8", "", "%r7, %r8, %r9, %r10"};
+    const char *lay = layout ? "xor.b32 %r6, %r4, %r5; shl.b32 %r6, %r6, 4; shl.b32 %r11, %r5, 7; add.u32 %r6, %r6, %r11;\n"
+                             : "shl.b32 %r6, %r4, 7; shl.b32 %r11, %r5, 4; add.u32 %r6, %r6, %r11;\n";
+    char end[1024];
+    if (!tail)
+        snprintf(end, sizeof end, "%s\n"
+                 "ld.shared.v4.u32 {%%r12, %%r13, %%r14, %%r15}, [%%r2]; cvt.u64.u32 %%o, %%r0; shl.b64 %%o, %%o, 5;\n"
+                 "add.u64 %%o, %%o, %%a; st.global.v4.u32 [%%o], {%%r12, %%r13, %%r14, %%r15};\n"
+                 "ld.shared.v4.u32 {%%r12, %%r13, %%r14, %%r15}, [%%r2+16]; st.global.v4.u32 [%%o+16], {%%r12, %%r13, %%r14, %%r15};\n",
+                 sync);
+    else
+        snprintf(end, sizeof end, "%s\nbar.sync 0; setp.ne.u32 %%q, %%r0, 0; @%%q bra $d; add.u64 %%o, %%a, 1024;\n"
+                 "cp.async.bulk.global.shared::cta.bulk_group [%%o], [%%r1], 1024; cp.async.bulk.commit_group;\n"
+                 "cp.async.bulk.wait_group 0;\n", fence);
+    snprintf(out, n, HEADER
+             ".visible .entry k(.param .u64 p)\n{\n"
+             ".reg .b64 %%a, %%o; .reg .b32 %%r<16>; .reg .pred %%q;\n"
+             "ld.param.u64 %%a, [p]; mov.u32 %%r0, %%laneid;\n"
+             "mov.u32 %%r1, smem; add.u32 %%r1, %%r1, 2047; and.b32 %%r1, %%r1, -1024;\n"
+             "shl.b32 %%r2, %%r0, 5; add.u32 %%r2, %%r2, %%r1; mov.u32 %%r3, 0xEEEEEEEE;\n"
+             "st.shared.v4.u32 [%%r2], {%%r3, %%r3, %%r3, %%r3}; st.shared.v4.u32 [%%r2+16], {%%r3, %%r3, %%r3, %%r3};\n"
+             "bar.sync 0;\n"
+             "shr.u32 %%r4, %%r0, 3; and.b32 %%r5, %%r0, 7;\n"
+             "%s"
+             "add.u32 %%r6, %%r6, %%r1; setp.ge.u32 %%q, %%r0, %d; @%%q mov.u32 %%r6, 0xFFFFF1;\n"
+             "mul.lo.u32 %%r7, %%r0, 0x00020002; add.u32 %%r7, %%r7, 0x00010000;\n"
+             "add.u32 %%r8, %%r7, 0x10001000; add.u32 %%r9, %%r7, 0x20002000; add.u32 %%r10, %%r7, 0x30003000;\n"
+             "%s\n"
+             "stmatrix.sync.aligned.m8n8.x%d%s%s.b16 [%%r6], {%s};\n"
+             "%s"
+             "$d: ret;\n}\n",
+             lay, 8 * num, before, num, trans ? ".trans" : "", ss, regs[num - 1], end);
+}
+
+/* What the area must hold, from the ISA's rule seen from the matrix: element (r, c) of matrix m is the half c % 2 of
+ * the register of lane 4 r + c / 2; it lands at address[r] + 2 c, or with .trans at address[c] + 2 r. */
+static void stm_expect(int num, int trans, int layout, uint16_t want[512])
+{
+    for (int i = 0; i < 512; i++) want[i] = 0xEEEE;
+    for (int m = 0; m < num; m++)
+        for (int r = 0; r < 8; r++)
+            for (int c = 0; c < 8; c++) {
+                int l = 4 * r + c / 2, h = c % 2, line = trans ? c : r, pos = trans ? r : c;
+                uint32_t addr = layout ? (uint32_t)(line * 128 + (m ^ line) * 16) : (uint32_t)(m * 128 + line * 16);
+                want[(addr + 2u * (uint32_t)pos) / 2] = (uint16_t)(m << 12 | (2 * l + h));
+            }
+}
+
+/* the module must be refused, its log naming `word` */
+static void expect_refused(const char *name, const char *ptx, const char *word)
+{
+    char log[1024] = "";
+    CUjit_option opt[2] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void *val[2] = {log, (void *)(uintptr_t)sizeof log};
+    CUmodule m;
+    CUresult r = cuModuleLoadDataEx(&m, ptx, 2, opt, val);
+    if (r == CUDA_SUCCESS) cuModuleUnload(m);
+    char what[1400];
+    snprintf(what, sizeof what, "%s: expected the module refused with '%s', got %d: %.300s", name, word, (int)r, log);
+    check(r != CUDA_SUCCESS && strstr(log, word), what);
+}
+
+static void test_stmatrix(CUdeviceptr buf)
+{
+    static char ptx[8192];
+    static const struct { int num, trans, layout; const char *ss; } cases[] = {
+        {1, 0, 0, ".shared"}, {2, 0, 0, ".shared::cta"}, {4, 0, 0, ".shared"}, {4, 0, 1, ".shared::cta"},
+        {1, 1, 1, ".shared"}, {2, 1, 0, ".shared"}, {4, 1, 1, ".shared"}, {4, 1, 0, ".shared::cta"},
+    };
+    uint16_t got[512], want[512];
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        int num = cases[k].num, trans = cases[k].trans, layout = cases[k].layout;
+        char name[128];
+        snprintf(name, sizeof name, "stmatrix .x%d%s%s, %s rows", num, trans ? ".trans" : "", cases[k].ss,
+                 layout ? "128B-swizzled" : "contiguous");
+        stm_ptx(ptx, sizeof ptx, num, trans, layout, cases[k].ss, "", "bar.sync 0;", 0, "");
+        cuMemsetD8(buf, 0, 4096);
+        expect_ok(name, ptx, 32, buf);
+        cuMemcpyDtoH(got, buf, sizeof got);
+        stm_expect(num, trans, layout, want);
+        int bad = 0, first = -1;
+        for (int i = 0; i < 512; i++)
+            if (got[i] != want[i]) { bad++; if (first < 0) first = i; }
+        char what[256];
+        snprintf(what, sizeof what, "%s: %d of 512 elements differ (first at %d: 0x%04x, want 0x%04x)", name, bad, first,
+                 first < 0 ? 0 : got[first], first < 0 ? 0 : want[first]);
+        check(!bad, what);
+    }
+    /* the bulk store (async proxy) reads the matrices: with fence.proxy.async it carries them, without it is reported */
+    stm_ptx(ptx, sizeof ptx, 4, 1, 1, ".shared", "", "", 1, "fence.proxy.async.shared::cta;");
+    cuMemsetD8(buf, 0, 4096);
+    expect_ok("stmatrix .x4.trans, fence.proxy.async, bulk store", ptx, 32, buf);
+    cuMemcpyDtoH(got, buf + 1024, sizeof got);
+    stm_expect(4, 1, 1, want);
+    check(!memcmp(got, want, sizeof got), "stmatrix .x4.trans: the bulk store carries the matrices");
+    stm_ptx(ptx, sizeof ptx, 4, 1, 1, ".shared", "", "", 1, "");
+    expect_report("stmatrix then a bulk store without fence.proxy.async", ptx, 32, buf, "fence.proxy.async");
+    /* other lanes' elements read without a barrier */
+    stm_ptx(ptx, sizeof ptx, 4, 0, 0, ".shared", "", "", 0, "");
+    expect_report("stmatrix: another lane's elements read without bar.sync", ptx, 32, buf, "not synchronised");
+    /* faults: an unaligned row address (lane 3: +8), a row past the end of shared memory (lane 13), a lane exited */
+    stm_ptx(ptx, sizeof ptx, 4, 0, 1, ".shared", "setp.eq.u32 %q, %r0, 3; @%q add.u32 %r6, %r6, 8;", "bar.sync 0;", 0, "");
+    expect_report("stmatrix: a row address not 16-byte aligned", ptx, 32, buf, "not 16-byte aligned");
+    stm_ptx(ptx, sizeof ptx, 1, 1, 0, ".shared", "setp.eq.u32 %q, %r0, 6; @%q add.u32 %r6, %r6, 4;", "bar.sync 0;", 0, "");
+    expect_report("stmatrix .x1.trans: a column address not 16-byte aligned", ptx, 32, buf, "not 16-byte aligned");
+    stm_ptx(ptx, sizeof ptx, 2, 0, 0, ".shared", "setp.eq.u32 %q, %r0, 13; @%q add.u32 %r6, %r6, 0x100000;",
+            "bar.sync 0;", 0, "");
+    expect_report("stmatrix: a row outside shared memory", ptx, 32, buf, "outside CTA 0's shared memory");
+    stm_ptx(ptx, sizeof ptx, 4, 0, 0, ".shared", "setp.eq.u32 %q, %r0, 31; @%q ret;", "", 0, "");
+    expect_report("stmatrix with lane 31 exited", ptx, 32, buf, "not 32");
+    /* forms refused at load: a generic address (no state space), shared::cluster, .m16n8 / .b8, a register short */
+    stm_ptx(ptx, sizeof ptx, 4, 0, 0, "", "", "bar.sync 0;", 0, "");
+    expect_refused("stmatrix without a state space (generic)", ptx, "generic");
+    stm_ptx(ptx, sizeof ptx, 4, 0, 0, ".shared::cluster", "", "bar.sync 0;", 0, "");
+    expect_refused("stmatrix.shared::cluster", ptx, "shared::cluster");
+    static const char k_stm_b8[] = HEADER ".visible .entry k(.param .u64 p)\n{\n.reg .b32 %r<2>;\nmov.u32 %r0, smem;\n"
+        "stmatrix.sync.aligned.m16n8.x1.trans.shared.b8 [%r0], {%r1};\nret;\n}\n";
+    expect_refused("stmatrix.m16n8 .b8", k_stm_b8, "m8n8");
+    static const char k_stm_short[] = HEADER ".visible .entry k(.param .u64 p)\n{\n.reg .b32 %r<2>;\nmov.u32 %r0, smem;\n"
+        "stmatrix.sync.aligned.m8n8.x2.shared.b16 [%r0], {%r1};\nret;\n}\n";
+    expect_refused("stmatrix .x2 with one register", k_stm_short, "2 register");
+}
+
 int main(void)
 {
     if (cuInit(0)) { printf("test_core: the simulator driver did not start\n"); return 1; }
@@ -1026,6 +1162,7 @@ int main(void)
     test_pairs(buf);
     test_tma_store(buf);
     test_pair_mma();
+    test_stmatrix(buf);
     /* last: a launch added earlier moves the schedules of the ones after it */
     expect_ok("store source rewritten after wait_group.read", k_store_reuse_ok, 32, buf);
     cuMemcpyDtoH(h, buf, 4);

@@ -278,7 +278,7 @@ static Cost cost_of(const Timing *tm, const Ins *in, const Ins *prev)
         c.free = (in->mods & (M_SAT)) == 0 && in->type2 != T_PRED; /* integer width changes: renames */
         return c;
     case OP_SHFL: case OP_REDUX: return shfl;
-    case OP_LD: case OP_ST:
+    case OP_LD: case OP_ST: case OP_STMATRIX:
         if (in->space == SP_SHARED || in->space == SP_SHARED_CLUSTER) {
             Cost m = {PI_SMEM, 1, in->space == SP_SHARED_CLUSTER ? V(tm, K_DSMEM_LAT) : V(tm, K_SMEM_LAT), TP_SMEM, 0, 1};
             return m;
@@ -383,6 +383,35 @@ static int smem_wavefronts(Sim *s, Thread **ts, int n, const Ins *in)
         total += worst;
     }
     return total;
+}
+
+/* stmatrix: each 8x8 matrix is 8 rows of 16 bytes (128 bytes, one wavefront when its rows fall in distinct banks);
+ * per matrix, the largest number of distinct 4-byte words any bank holds */
+static int stmatrix_wavefronts(Sim *s, Thread **ts, int n, const Ins *in)
+{
+    const Operand *mo = &in->ops[0];
+    Thread *lane[32] = {0};
+    for (int i = 0; i < n; i++) lane[ts[i]->lane & 31] = ts[i];
+    int total = 0;
+    for (int m = 0; m < in->b; m++) {
+        uint32_t words[32][8];
+        int nw[32] = {0}, worst = 1;
+        for (int i = 0; i < 8; i++) {
+            Thread *t = lane[8 * m + i];
+            if (!t || mo->kind != O_MEM) continue;
+            uint64_t a = alu_val(s, t, &mo->vec[0]) + (uint64_t)mo->imm;
+            for (int b = 0; b < 4; b++) {
+                uint32_t word = (uint32_t)((a >> 2) + (uint64_t)b), bank = word & 31;
+                int seen = 0;
+                for (int j = 0; j < nw[bank]; j++) seen |= words[bank][j] == word;
+                if (seen) continue;
+                words[bank][nw[bank]++] = word;
+                if (nw[bank] > worst) worst = nw[bank];
+            }
+        }
+        total += worst;
+    }
+    return total > 0 ? total : 1;
 }
 
 /* st.global and red.global: the SM's store path is busy for the larger of st_line clocks per distinct 128-byte
@@ -772,8 +801,8 @@ static void issue(Sim *s, Timing *tm, int w, const Ins *in, const Cost *c0, doub
         if (pc < 0) pc = th->pc;
         if (th->pc == pc) ts[n++] = th;
     }
-    if (c.pipe == PI_SMEM && (in->op == OP_LD || in->op == OP_ST)) {
-        int wf = smem_wavefronts(s, ts, n, in);
+    if (c.pipe == PI_SMEM && (in->op == OP_LD || in->op == OP_ST || in->op == OP_STMATRIX)) {
+        int wf = in->op == OP_STMATRIX ? stmatrix_wavefronts(s, ts, n, in) : smem_wavefronts(s, ts, n, in);
         c.interval = wf;
         c.lat += wf - 1;
         tm->smem_free[sm] = t + wf;

@@ -1176,7 +1176,8 @@ static void test_q_release(void **state)
 }
 
 /* plan note o zero: a tile's first P V writes O (its first k-step's scale-d the predicate %cs_o_acc, false at the
- * tile's top), and the 64 moves that zero O sit only on the no-keys path; o_zero=1 keeps them at every tile's top. */
+ * tile's top), and the 64 moves that zero O sit only on the no-keys path; o_zero=1 keeps them at every tile's top.
+ * plan note o stmatrix: the epilogue stages O with stmatrix.x4; o_sts=1 with st.shared.b32. */
 static void test_o_zero(void **state)
 {
     (void)state;
@@ -1189,6 +1190,14 @@ static void test_o_zero(void **state)
     char *off = plan_ptx("mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 o_zero=1 mask=causal", p);
     assert_null(strstr(off, "%cs_o_acc"));
     assert_non_null(strstr(p->canonical, " o_zero=1 "));
+    /* plan note o stmatrix: O staged by 8 stmatrix.x4 at d128 (16 columns each), none with o_sts=1 */
+    int n = 0;
+    for (const char *c = on; (c = strstr(c, "stmatrix.sync.aligned.m8n8.x4.shared.b16")); c++) n++;
+    assert_int_equal(n, 8);
+    free(off);
+    off = plan_ptx("mha target=sm90a dtype=bf16 qk=128 ov=128 bn=128 o_sts=1 mask=causal", p);
+    assert_null(strstr(off, "stmatrix"));
+    assert_non_null(strstr(p->canonical, " o_sts=1 "));
     free(on);
     free(off);
     free(p);
