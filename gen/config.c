@@ -324,8 +324,8 @@ int config_key_applies(Kind k, TargetId t, const char *key)
     if (KEY_IN(key, "qtiles", "cta", "rope_split", "rope_dtype")) return mha && !sm90;
     if (KEY_IN(key, "pingpong", "persistent")) return sm90;
     if (KEY_IN(key, "tma_store")) return mla;
-    if (KEY_IN(key, "cluster", "timeline", "store_wait", "coords_late", "o_zero", "o_sts", "occupancy", "head_major", "diag_half",
-               "dynamic", "claim"))
+    if (KEY_IN(key, "cluster", "timeline", "store_wait", "coords_late", "o_zero", "o_sts", "occupancy", "head_major",
+               "diag_half", "dynamic", "claim"))
         return mha && sm90;
     if (KEY_IN(key, "sink", "split", "early", "prefetch", "varlen", "page", "softcap", "alibi", "mod")) return mha;
     return 1; /* qk group swizzle rescale poly mask */

@@ -368,20 +368,22 @@ static void dynamic_tiles(Config *c, const RtMhaShape *s)
     c->dynamic = 1;
 }
 
-/* Claims of runs (config claim, plan note claim runs): a dynamic kernel over d128 MHA heads of two m-blocks claims
- * a head's two tiles at once (the long one, then the short one when causal), the next head's claim made as the
- * first tile's loads are out, so the counter's round trip hides behind the second tile. With a tile a claim the
- * counter hands a CTA long and short tiles at random and its producer waits on each claim: the timeline of B64 H16
- * S256 d128 causal (H200 run 92, bench/results/2026-11-30-h200-short-claim-run92.txt) read 3995 ns a tile against
- * the static walk's 3753 (which pairs long with short); with runs of two 3810, and the call 70.7 -> 67.1 us (cuDNN
- * 70.9). Runs of more tiles lose where a CTA's run spans more K/V than the L2 keeps for 132 CTAs at once (S512 d128
- * full, runs of 4: 1.088 -> 0.966 x cuDNN), and so do d256 heads of two m-blocks (S256 full 1.049 -> 0.908). */
+/* The static walk of c (no tile counter): dynamic=0, and no claim of runs, a word of the counter's */
 void rt_static_walk(Config *c)
 {
     c->dynamic = 0;
     c->claim = 0;
 }
 
+/* Claims of runs (config claim, plan note claim runs): a dynamic kernel over d128 MHA heads of two m-blocks claims
+ * a head's two tiles at once (the long one, then the short one when causal), the next head's claim made as the
+ * first tile's loads are out, so the counter's round trip hides behind the second tile. With a tile a claim the
+ * counter hands a CTA long and short tiles at random and its producer waits on each claim: the timelines of B64 H16
+ * S256 d128 causal (H200 runs 91-92, bench/results/2026-11-30-h200-short-claim-run92.txt) read 3995 ns a tile
+ * against the static walk's 3753 (which pairs long with short); with runs of two 3810, and the call 70.7 -> 67.1
+ * us (cuDNN 70.9). Runs of more tiles lose where a CTA's run spans more K/V than the L2 keeps for 132 CTAs at
+ * once (S512 d128 full, runs of 4: 1.088 -> 0.966 x cuDNN), and so do d256 heads of two m-blocks (S256 full 1.049
+ * -> 0.908). */
 static void claim_runs(Config *c, const RtMhaShape *s)
 {
     if (c->dynamic > 0 && c->claim == 0 && d128_two_m_blocks(c, s)) c->claim = 2;

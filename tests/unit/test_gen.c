@@ -1639,7 +1639,8 @@ int main(void)
         cmocka_unit_test(test_prefetch_kv_config),
         cmocka_unit_test(test_dense_prefetch),
         cmocka_unit_test(test_kv_tail_plan), cmocka_unit_test(test_timeline_config),
-        cmocka_unit_test(test_q_release), cmocka_unit_test(test_o_zero), cmocka_unit_test(test_coords_ahead), cmocka_unit_test(test_occupancy),
+        cmocka_unit_test(test_q_release), cmocka_unit_test(test_o_zero), cmocka_unit_test(test_coords_ahead),
+        cmocka_unit_test(test_occupancy),
         cmocka_unit_test(test_tile_order),
         cmocka_unit_test(test_diag_half), cmocka_unit_test(test_dynamic_config),
     };
