@@ -58,6 +58,12 @@ PHASES = [
 ]
 
 
+def config_tiles(cfg, B, Hq, S):
+    """The tiles of a canonical config's grid over B x Hq heads of S query rows: one a bm-row m-block of a head."""
+    bm = int(cfg.split(" bm=")[1].split()[0])
+    return math.ceil(S / bm) * Hq * B
+
+
 def decode(raw, tiles):
     """The records of `tiles` tiles from the workspace bytes: a list of dicts slot -> int (0: never written)."""
     words = struct.unpack("<%dQ" % (tiles * NSLOTS), raw[:tiles * NSLOTS * 8])
@@ -246,8 +252,7 @@ def steady(torch, fa4, shape, words):
              torch.randn(B, S, Hkv, D, device="cuda", dtype=torch.bfloat16),
              torch.empty(B, S, Hq, D, device="cuda", dtype=torch.bfloat16)) for _ in range(nsets)]
     cfg = fa4.mha_config(sets[0][0], sets[0][1], sets[0][2], causal=causal, config=words or None)
-    bm = int(cfg.split(" bm=")[1].split()[0])
-    tiles = math.ceil(S / bm) * Hq * B
+    tiles = config_tiles(cfg, B, Hq, S)
     ws = [torch.zeros(tiles * NSLOTS * 8, dtype=torch.uint8, device="cuda") for _ in range(3)]
     tl = (words + " timeline=1").strip()
 
@@ -303,7 +308,8 @@ def report(name, s):
         lines.append("%-42s %10.0f %10.0f %10.0f %6d" % (k, med, p10, p90, n))
     lines += tail_lines(s.get("ctas_table", []))
     if s.get("late_tiles"):
-        lines.append("#   tiles begun after the first CTA ended: %d, median %.0f ns a tile (the others %.0f)" % s["late_tiles"])
+        lines.append("#   tiles begun after the first CTA ended: %d, median %.0f ns a tile (the others %.0f)" %
+                     s["late_tiles"])
     return lines
 
 
@@ -375,8 +381,7 @@ def main():
                 # the stamps record tiles by index, whichever CTA ran them: a dynamic default (the tile counter)
                 # keeps it under timeline=1
                 cfg = fa4.mha_config(q, k, v, causal=causal, config=words or None)
-                bm = int(cfg.split(" bm=")[1].split()[0])
-                tiles = math.ceil(S / bm) * Hq * B
+                tiles = config_tiles(cfg, B, Hq, S)
                 tl = (words + " timeline=1").strip()
                 call_tl = lambda: fa4.mha_fwd(q, k, v, causal=causal, config=tl, out=o, num_splits=1, workspace=ws)
                 call = lambda: fa4.mha_fwd(q, k, v, causal=causal, config=words or None, out=o)

@@ -280,7 +280,7 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
                       "run's first tile's loads are out; a tile a claim once %d waves of tiles are left",
                       c->claim, c->claim, c->claim + CLAIM_SINGLE_WAVES);
     }
-    if (!c->o_sts)
+    if (!c->o_sts && !c->split && !c->cluster_split) /* the split epilogues write f32 partials, not staged O */
         plan_note(p, "o stmatrix", "the epilogue stages O / l with stmatrix.x4 (a warp's 16 rows x 16 columns an "
                   "instruction), four addresses a lane for the swizzle");
     if (!c->o_zero)
@@ -299,17 +299,16 @@ static int sm90_plan(const Config *c, Plan *p, char *err, size_t n)
         plan_note(p, "pdl watch", "warp %d passes griddepcontrol.wait and arrives on bar_prev; the producer prefetches "
                   "its first tile (plan pdl prefetch kv) only if bar_prev's phase is still open", s->watch_warp);
     }
-    if (p->kv_tail) {
-        s->scrub_warp = 1;
-        plan_role(p, "producer", 0, 1, s->producer_regs, "one thread issues every TMA load (Q, K ring, V ring)");
-        plan_role(p, "scrub", s->scrub_warp, 1, s->producer_regs, "zeroes a tail block's V rows past the end (kv tail)");
-        plan_role(p, "idle", s->scrub_warp + 1, 4 - s->scrub_warp - 1, s->producer_regs, "the producer warpgroup's rest");
-    } else if (s->watch_warp > 0) {
-        plan_role(p, "producer", 0, 1, s->producer_regs, "one thread issues every TMA load (Q, K ring, V ring)");
-        plan_role(p, "watch", s->watch_warp, 1, s->producer_regs, "lane 0: griddepcontrol.wait, then bar_prev");
-        plan_role(p, "idle", s->watch_warp + 1, 4 - s->watch_warp - 1, s->producer_regs, "the producer warpgroup's rest");
-    } else {
-        plan_role(p, "producer", 0, 4, s->producer_regs, "one thread issues every TMA load (Q, K ring, V ring)");
+    if (p->kv_tail) s->scrub_warp = 1;
+    /* the producer warpgroup's second warp: the scrub warp (kv tail) or the watch warp (never both: config_check) */
+    int side = p->kv_tail ? s->scrub_warp : s->watch_warp;
+    plan_role(p, "producer", 0, side > 0 ? 1 : 4, s->producer_regs,
+              "one thread issues every TMA load (Q, K ring, V ring)");
+    if (side > 0) {
+        plan_role(p, p->kv_tail ? "scrub" : "watch", side, 1, s->producer_regs,
+                  p->kv_tail ? "zeroes a tail block's V rows past the end (kv tail)"
+                             : "lane 0: griddepcontrol.wait, then bar_prev");
+        plan_role(p, "idle", side + 1, 4 - side - 1, s->producer_regs, "the producer warpgroup's rest");
     }
     for (int w = 0; w < s->consumers; w++) {
         char name[24], job[128];
